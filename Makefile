@@ -1,0 +1,59 @@
+# SparkInfer: one venv, one entry point per job. `make run` serves; `make test` checks.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+MODEL ?= models/tiny
+export SPARKINFER_MODEL ?= $(MODEL)
+
+.PHONY: run test test-unit test-e2e bench bench-gpu proto model venv venv-dev clean help
+
+help:
+	@echo "make run        serve the model (MODEL=path, default: the embedded tiny model) on :8080"
+	@echo "make test       run the CPU test suite (GPU tests skip without a GPU)"
+	@echo "make bench      scheduler + tiny-model throughput on CPU (seed workload)"
+	@echo "make bench-gpu  check and time every CUDA kernel (needs a GPU)"
+	@echo "make model      write the deterministic tiny checkpoint to models/tiny"
+	@echo "make proto      generate the gRPC stubs into proto/gen"
+
+$(VENV)/.runtime: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt requirements.txt $(VENV)/.runtime
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.runtime
+venv-dev: $(VENV)/.dev
+
+proto: $(VENV)/.runtime
+	$(PY) -c "import proto; proto.generate(); print('stubs in proto/gen')"
+
+models/tiny/config.json: $(VENV)/.runtime
+	$(PY) -m worker.tiny --out models/tiny
+
+model: models/tiny/config.json
+
+run: $(VENV)/.runtime proto
+	@if [ "$(MODEL)" = "models/tiny" ]; then $(MAKE) --no-print-directory model; fi
+	$(PY) -m deploy.launch --model $(MODEL)
+
+test: $(VENV)/.dev proto model
+	$(PY) -m pytest tests
+
+test-unit: $(VENV)/.dev proto model
+	$(PY) -m pytest tests/unit
+
+test-e2e: $(VENV)/.dev proto model
+	$(PY) -m pytest tests/e2e
+
+bench: $(VENV)/.dev proto model
+	$(PY) -m bench.scheduler_bench
+
+bench-gpu:
+	bash bench/gpu_all.sh
+
+clean:
+	rm -rf proto/gen .pytest_cache bench/out

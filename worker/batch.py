@@ -1,0 +1,86 @@
+"""Worker process: the packed batch one model forward runs on (the contract between model_runner and the model).
+
+Letters used in shapes throughout the worker and kernels:
+  T  packed tokens in this step (prefill chunks and decode rows of all sequences, concatenated)
+  N  sequences (rows) in this step
+  B  max KV blocks per sequence in the block table
+  S  GDN state slots in the pool;  Lg GDN layers;  La attention layers
+"""
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class ForwardBatch:
+    """One packed step.
+
+    input_ids     [T] int64   token ids, rows concatenated in row order
+    positions     [T] int64   absolute position of each token in its own sequence
+    cu_seqlens    [N+1] int32 row r owns tokens cu_seqlens[r]:cu_seqlens[r+1]
+    context_lens  [N] int32   tokens already in the KV cache / GDN state before this row; 0 means a
+                              fresh sequence, whose recurrent and conv state start from zero
+    state_slots   [N] int64   GDN state slot of each row (recurrent + conv state), any order, not contiguous
+    block_tables  [N, B] int32 KV block ids of each row; entries past the row's need are -1
+    logits_rows   [M] int64   rows whose last token needs logits (M <= N), ascending
+    """
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    cu_seqlens: torch.Tensor
+    context_lens: torch.Tensor
+    state_slots: torch.Tensor
+    block_tables: torch.Tensor
+    logits_rows: torch.Tensor
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.cu_seqlens.numel()) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.input_ids.numel())
+
+    def seq_lens(self) -> torch.Tensor:
+        """[N] int32 tokens of each row in this step."""
+        return self.cu_seqlens[1:] - self.cu_seqlens[:-1]
+
+    def last_token_index(self) -> torch.Tensor:
+        """[M] int64 index into the T dimension of the last token of each row in logits_rows."""
+        return (self.cu_seqlens[1:].long() - 1)[self.logits_rows]
+
+    @staticmethod
+    def from_rows(rows, block_size: int) -> "ForwardBatch":
+        """Builds a batch from (token_ids, context_len, state_slot, block_ids, want_logits) tuples.
+
+        Convenience for tests and the CPU runner; raises ValueError if a row has no tokens or its
+        block table is too short for context_len + len(token_ids) tokens.
+        """
+        ids, pos, cu, ctx, slots, tables, want = [], [], [0], [], [], [], []
+        for r, (toks, context_len, slot, blocks, logits) in enumerate(rows):
+            if not toks:
+                raise ValueError(f"row {r} has no tokens")
+            need = -(-(context_len + len(toks)) // block_size)
+            if len(blocks) < need:
+                raise ValueError(f"row {r}: {len(blocks)} blocks cover fewer than {context_len + len(toks)} tokens")
+            ids.extend(toks)
+            pos.extend(range(context_len, context_len + len(toks)))
+            cu.append(cu[-1] + len(toks))
+            ctx.append(context_len)
+            slots.append(slot)
+            tables.append(list(blocks))
+            if logits:
+                want.append(r)
+        width = max(1, max(len(t) for t in tables))
+        table = torch.full((len(rows), width), -1, dtype=torch.int32)
+        for r, t in enumerate(tables):
+            table[r, : len(t)] = torch.tensor(t, dtype=torch.int32)
+        return ForwardBatch(
+            input_ids=torch.tensor(ids, dtype=torch.int64),
+            positions=torch.tensor(pos, dtype=torch.int64),
+            cu_seqlens=torch.tensor(cu, dtype=torch.int32),
+            context_lens=torch.tensor(ctx, dtype=torch.int32),
+            state_slots=torch.tensor(slots, dtype=torch.int64),
+            block_tables=table,
+            logits_rows=torch.tensor(want, dtype=torch.int64),
+        )
