@@ -1,0 +1,54 @@
+"""Worker process: the device-resident paged KV pool (attention layers) and GDN state-slot pool."""
+import torch
+
+from worker.config import ModelConfig
+
+RECURRENT_DTYPE = torch.float32
+
+
+class ModelCache:
+    """All per-sequence decode state of one model replica.
+
+    k_cache, v_cache  list (one per attention layer, in layer order) of [num_blocks, block_size, nKV, hd], `dtype`;
+                      hold K after k_norm + RoPE, and V.
+    recurrent_state   [Lg, S, HV, dk, dv] float32, GDN delta-rule state per GDN layer and slot.
+    conv_state        [Lg, S, conv_dim, Kc-1] `dtype`, the last Kc-1 pre-conv inputs, oldest first.
+    Slots and blocks are handed out by the scheduler; the forward resets a slot whose row has context_len 0.
+    """
+
+    def __init__(self, config: ModelConfig, num_blocks: int, block_size: int, num_slots: int,
+                 device="cpu", dtype=torch.bfloat16):
+        self.config = config
+        self.num_blocks, self.block_size, self.num_slots = num_blocks, block_size, num_slots
+        self.device, self.dtype = torch.device(device), dtype
+        kv_shape = (num_blocks, block_size, config.num_key_value_heads, config.head_dim)
+        num_attn = len(config.attention_layer_ids)
+        self.k_cache = [torch.zeros(kv_shape, dtype=dtype, device=device) for _ in range(num_attn)]
+        self.v_cache = [torch.zeros(kv_shape, dtype=dtype, device=device) for _ in range(num_attn)]
+        num_gdn = len(config.gdn_layer_ids)
+        self.recurrent_state = torch.zeros(
+            num_gdn, num_slots, config.linear_num_value_heads, config.linear_key_head_dim,
+            config.linear_value_head_dim, dtype=RECURRENT_DTYPE, device=device)
+        self.conv_state = torch.zeros(
+            num_gdn, num_slots, config.conv_dim, config.linear_conv_kernel_dim - 1, dtype=dtype, device=device)
+
+    def reset_slots(self, slots: torch.Tensor) -> None:
+        """Zeroes the GDN recurrent and conv state of `slots` [n] int64 in every GDN layer."""
+        if slots.numel():
+            self.recurrent_state[:, slots] = 0
+            self.conv_state[:, slots] = 0
+
+    @staticmethod
+    def bytes_per_block(config: ModelConfig, block_size: int, dtype=torch.bfloat16) -> int:
+        """Bytes one KV block takes over all attention layers (K and V)."""
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        per_layer = 2 * block_size * config.num_key_value_heads * config.head_dim * itemsize
+        return per_layer * len(config.attention_layer_ids)
+
+    @staticmethod
+    def bytes_per_slot(config: ModelConfig, dtype=torch.bfloat16) -> int:
+        """Bytes one GDN state slot takes over all GDN layers (fp32 recurrent + `dtype` conv state)."""
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        recurrent = config.linear_num_value_heads * config.linear_key_head_dim * config.linear_value_head_dim * 4
+        conv = config.conv_dim * (config.linear_conv_kernel_dim - 1) * itemsize
+        return (recurrent + conv) * len(config.gdn_layer_ids)

@@ -1,0 +1,40 @@
+"""Worker and scheduler processes: typed errors for reading a Hugging Face checkpoint folder (torch-free)."""
+
+
+class CheckpointError(Exception):
+    """Base class: the checkpoint folder cannot be served. The message names the file or tensor."""
+
+
+class MissingFileError(CheckpointError):
+    """A required file (config.json, a safetensors shard, tokenizer.json, ...) is absent or unreadable."""
+
+    def __init__(self, path: str, detail: str = "missing"):
+        super().__init__(f"checkpoint file {path}: {detail}")
+        self.path = path
+
+
+class UnsupportedModelError(CheckpointError):
+    """config.json describes a model_type or variant this engine does not run."""
+
+    def __init__(self, path: str, detail: str):
+        super().__init__(f"{path}: unsupported model: {detail}")
+        self.path = path
+
+
+class TensorShapeError(CheckpointError):
+    """A tensor's shape on disk differs from the one the config implies."""
+
+    def __init__(self, name: str, expected, found, file: str = ""):
+        where = f" in {file}" if file else ""
+        super().__init__(
+            f"tensor {name}{where} has shape {list(found)}, expected {list(expected)}"
+        )
+        self.name, self.expected, self.found = name, tuple(expected), tuple(found)
+
+
+class MissingTensorError(CheckpointError):
+    """A tensor the model needs is not in any shard (or the index points to a shard that lacks it)."""
+
+    def __init__(self, name: str, where: str):
+        super().__init__(f"tensor {name} missing from {where}")
+        self.name = name

@@ -1,0 +1,147 @@
+"""Worker and scheduler processes: the text-model configuration parsed from a checkpoint's config.json (torch-free)."""
+import json
+import os
+from dataclasses import dataclass, field
+
+from worker.checkpoint_errors import MissingFileError, UnsupportedModelError
+
+SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next")
+FULL, LINEAR = "full_attention", "linear_attention"
+
+
+@dataclass
+class ModelConfig:
+    """Text-model hyper-parameters (model-spec.md 1.2). Dims in elements; eos ids from config.json only."""
+
+    model_type: str
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    linear_num_key_heads: int
+    linear_num_value_heads: int
+    linear_key_head_dim: int
+    linear_value_head_dim: int
+    linear_conv_kernel_dim: int
+    layer_types: list = field(default_factory=list)
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10_000_000.0
+    partial_rotary_factor: float = 0.25
+    max_position_embeddings: int = 262_144
+    tie_word_embeddings: bool = False
+    hidden_act: str = "silu"
+    eos_token_ids: list = field(default_factory=list)
+    num_experts: int = 0
+
+    @property
+    def rotary_dim(self) -> int:
+        """Leading head dims that RoPE rotates: int(head_dim * partial_rotary_factor)."""
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def key_dim(self) -> int:
+        return self.linear_num_key_heads * self.linear_key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.linear_num_value_heads * self.linear_value_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """GDN conv channels: [q ; k ; v] = 2 * key_dim + value_dim."""
+        return 2 * self.key_dim + self.value_dim
+
+    @property
+    def attention_layer_ids(self) -> list:
+        return [i for i, t in enumerate(self.layer_types) if t == FULL]
+
+    @property
+    def gdn_layer_ids(self) -> list:
+        return [i for i, t in enumerate(self.layer_types) if t == LINEAR]
+
+    @property
+    def weight_prefix(self) -> str:
+        """Prefix of the language-model tensors on disk: the VLM wrapper nests them under language_model."""
+        return "model.language_model." if self.model_type == "qwen3_5" else "model."
+
+    @staticmethod
+    def from_dict(raw: dict, source: str = "config.json") -> "ModelConfig":
+        """Parses a config.json dict; raises UnsupportedModelError naming `source` for unknown types."""
+        model_type = raw.get("model_type")
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise UnsupportedModelError(source, f"model_type {model_type!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+        text = raw.get("text_config") if model_type == "qwen3_5" else raw
+        if not isinstance(text, dict):
+            raise UnsupportedModelError(source, "model_type qwen3_5 without a text_config block")
+        try:
+            return _parse_text(model_type, raw, text)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UnsupportedModelError(source, f"bad or missing field: {exc}") from exc
+
+    @staticmethod
+    def from_file(path: str) -> "ModelConfig":
+        """Reads `path` (a config.json or the folder holding it)."""
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        if not os.path.isfile(path):
+            raise MissingFileError(path)
+        with open(path, encoding="utf-8") as f:
+            try:
+                raw = json.load(f)
+            except json.JSONDecodeError as exc:
+                raise MissingFileError(path, f"not valid JSON ({exc})") from exc
+        return ModelConfig.from_dict(raw, source=path)
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
+def _layer_types(text: dict, num_layers: int) -> list:
+    types = text.get("layer_types")
+    if types is None:
+        interval = int(text.get("full_attention_interval", 4))
+        types = [FULL if (i + 1) % interval == 0 else LINEAR for i in range(num_layers)]
+    if len(types) != num_layers or any(t not in (FULL, LINEAR) for t in types):
+        raise ValueError(f"layer_types must list {num_layers} of {FULL!r}/{LINEAR!r}")
+    return list(types)
+
+
+def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+    num_layers = int(text["num_hidden_layers"])
+    hidden = int(text["hidden_size"])
+    heads = int(text["num_attention_heads"])
+    eos = _as_list(raw.get("eos_token_id")) + _as_list(text.get("eos_token_id"))
+    architectures = raw.get("architectures") or [model_type]
+    return ModelConfig(
+        model_type=model_type,
+        architecture=architectures[0],
+        vocab_size=int(text["vocab_size"]),
+        hidden_size=hidden,
+        intermediate_size=int(text.get("intermediate_size", 0)),
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=int(text["num_key_value_heads"]),
+        head_dim=int(text.get("head_dim") or hidden // heads),
+        linear_num_key_heads=int(text["linear_num_key_heads"]),
+        linear_num_value_heads=int(text["linear_num_value_heads"]),
+        linear_key_head_dim=int(text["linear_key_head_dim"]),
+        linear_value_head_dim=int(text["linear_value_head_dim"]),
+        linear_conv_kernel_dim=int(text.get("linear_conv_kernel_dim", 4)),
+        layer_types=_layer_types(text, num_layers),
+        rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
+        rope_theta=float(rope.get("rope_theta", text.get("rope_theta", 10_000_000.0))),
+        partial_rotary_factor=float(rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))),
+        max_position_embeddings=int(text.get("max_position_embeddings", 262_144)),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        hidden_act=str(text.get("hidden_act", "silu")),
+        eos_token_ids=list(dict.fromkeys(eos)),
+        num_experts=int(text.get("num_experts", 0) or 0),
+    )

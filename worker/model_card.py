@@ -1,0 +1,93 @@
+"""Scheduler and worker processes: a checkpoint's serving card (ids, context, tokenizer, template), torch-free."""
+import json
+import os
+
+from worker.checkpoint_errors import MissingFileError
+from worker.config import ModelConfig
+
+
+def _read_json(path: str, required: bool) -> dict:
+    if not os.path.isfile(path):
+        if required:
+            raise MissingFileError(path)
+        return {}
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as exc:
+            raise MissingFileError(path, f"not valid JSON ({exc})") from exc
+
+
+def _ids(value) -> list:
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
+def _chat_template(folder: str) -> str:
+    """tokenizer_config.json `chat_template` (a string, or the "default" of a named list), else chat_template.jinja."""
+    template = _read_json(os.path.join(folder, "tokenizer_config.json"), required=False).get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default") or next(iter(named.values()), None)
+    if not template:
+        jinja = os.path.join(folder, "chat_template.jinja")
+        if os.path.isfile(jinja):
+            with open(jinja, encoding="utf-8") as f:
+                template = f.read()
+    return template or ""
+
+
+def estimate_num_parameters(config: ModelConfig) -> int:
+    """Language-model parameter count implied by the config (dense MLP; excludes vision tower and MTP)."""
+    d, vocab = config.hidden_size, config.vocab_size
+    attn = d * config.num_attention_heads * config.head_dim * 3 + 2 * d * config.num_key_value_heads * config.head_dim
+    attn += 2 * config.head_dim
+    hv, kc = config.linear_num_value_heads, config.linear_conv_kernel_dim
+    gdn = d * (config.conv_dim + config.value_dim + 2 * hv) + config.conv_dim * kc + 2 * hv
+    gdn += config.linear_value_head_dim + config.value_dim * d
+    mlp = 3 * d * config.intermediate_size + 2 * d
+    layers = len(config.attention_layer_ids) * attn + len(config.gdn_layer_ids) * gdn
+    layers += config.num_hidden_layers * mlp
+    heads = vocab * d * (1 if config.tie_word_embeddings else 2)
+    return layers + heads + d
+
+
+def load_model_card(path: str) -> dict:
+    """Reads config.json, generation_config.json, tokenizer.json, tokenizer_config.json of folder `path`.
+
+    Returns {model_id, max_context_len, eos_token_ids (config.json + generation_config.json, de-duplicated),
+    tokenizer_json (bytes), chat_template (str, "" if none), generation_config_json (str, "{}" if none),
+    architecture, model_type, vocab_size, num_parameters (estimate)}.
+    Raises MissingFileError (config.json / tokenizer.json absent or unreadable), UnsupportedModelError.
+    """
+    folder = os.path.abspath(path)
+    if not os.path.isdir(folder):
+        raise MissingFileError(folder, "checkpoint folder does not exist")
+    config_path = os.path.join(folder, "config.json")
+    raw = _read_json(config_path, required=True)
+    config = ModelConfig.from_dict(raw, source=config_path)
+    gen_path = os.path.join(folder, "generation_config.json")
+    generation = _read_json(gen_path, required=False)
+    tok_path = os.path.join(folder, "tokenizer.json")
+    if not os.path.isfile(tok_path):
+        raise MissingFileError(tok_path)
+    with open(tok_path, "rb") as f:
+        tokenizer_json = f.read()
+    gen_text = "{}"
+    if generation:
+        with open(gen_path, encoding="utf-8") as f:
+            gen_text = f.read()
+    eos = list(dict.fromkeys(config.eos_token_ids + _ids(generation.get("eos_token_id"))))
+    return {
+        "model_id": os.path.basename(folder.rstrip(os.sep)),
+        "max_context_len": config.max_position_embeddings,
+        "eos_token_ids": eos,
+        "tokenizer_json": tokenizer_json,
+        "chat_template": _chat_template(folder),
+        "generation_config_json": gen_text,
+        "architecture": config.architecture,
+        "model_type": config.model_type,
+        "vocab_size": config.vocab_size,
+        "num_parameters": estimate_num_parameters(config),
+    }
