@@ -1,0 +1,73 @@
+"""Scheduler process: admission checks that run before any expensive work (queue depth, prompt, sampling values)."""
+
+MAX_NUM_LOGPROBS = 20
+
+
+class RequestError(Exception):
+    """A request the scheduler refuses; `code` is the grpc.StatusCode name the server answers with."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class InvalidRequestError(RequestError):
+    code = "INVALID_ARGUMENT"
+
+
+class DuplicateRequestError(RequestError):
+    code = "ALREADY_EXISTS"
+
+
+class QueueFullError(RequestError):
+    code = "RESOURCE_EXHAUSTED"
+
+
+class WorkerUnavailableError(RequestError):
+    code = "UNAVAILABLE"
+
+
+def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
+    """Raises QueueFullError when `max_queue_depth` (> 0) requests already wait; 0 means unlimited."""
+    if max_queue_depth > 0 and num_waiting >= max_queue_depth:
+        raise QueueFullError(f"queue full: {num_waiting} requests waiting (SPARKINFER_MAX_QUEUE_DEPTH={max_queue_depth})")
+
+
+def check_prompt(prompt_token_ids, max_context_len: int, vocab_size: int) -> None:
+    """Raises InvalidRequestError for an empty prompt, one that leaves no room to generate, or out-of-vocab ids."""
+    num_prompt = len(prompt_token_ids)
+    if num_prompt == 0:
+        raise InvalidRequestError("prompt is empty: at least one token is needed")
+    if num_prompt >= max_context_len:
+        raise InvalidRequestError(
+            f"prompt has {num_prompt} tokens but the context holds {max_context_len} "
+            f"(prompt + generated tokens must fit; at least one generated token)")
+    if vocab_size > 0:
+        bad = [t for t in prompt_token_ids if t < 0 or t >= vocab_size]
+        if bad:
+            raise InvalidRequestError(f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab_size})")
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise InvalidRequestError(f"{name}={value} is outside [{low}, {high}]")
+
+
+def check_sampling(request, vocab_size: int) -> None:
+    """Raises InvalidRequestError for sampling values out of range (pb.GenerateRequest `request`)."""
+    sampling = request.sampling
+    _check_range("temperature", sampling.temperature, 0.0, 100.0)
+    if sampling.top_p != 0.0:
+        _check_range("top_p", sampling.top_p, 1e-9, 1.0)
+    if sampling.top_k < 0:
+        raise InvalidRequestError(f"top_k={sampling.top_k} must be >= 0 (0 = off)")
+    _check_range("min_p", sampling.min_p, 0.0, 1.0)
+    _check_range("presence_penalty", sampling.presence_penalty, -2.0, 2.0)
+    _check_range("frequency_penalty", sampling.frequency_penalty, -2.0, 2.0)
+    if sampling.repetition_penalty != 0.0:
+        _check_range("repetition_penalty", sampling.repetition_penalty, 1e-2, 100.0)
+    _check_range("num_logprobs", sampling.num_logprobs, 0, MAX_NUM_LOGPROBS)
+    for token_id, bias in sampling.logit_bias.items():
+        if vocab_size > 0 and not 0 <= token_id < vocab_size:
+            raise InvalidRequestError(f"logit_bias token id {token_id} is outside the vocabulary [0, {vocab_size})")
+        _check_range(f"logit_bias[{token_id}]", bias, -100.0, 100.0)
+    if request.max_tokens < 0:
+        raise InvalidRequestError(f"max_tokens={request.max_tokens} must be >= 0 (0 = until the context is full)")

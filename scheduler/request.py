@@ -1,0 +1,67 @@
+"""Scheduler process: one request's state as the scheduler tracks it (tokens, slot, blocks, timings)."""
+from dataclasses import dataclass, field
+
+WAITING, RUNNING, FINISHED = "waiting", "running", "finished"
+
+
+@dataclass(eq=False)
+class Request:
+    """A generation request. `sampling` is the pb.SamplingParams forwarded untouched to the worker."""
+
+    req_id: str
+    prompt_token_ids: list
+    sampling: object
+    max_tokens: int                       # 0 = until the context is full
+    stop_token_ids: frozenset = frozenset()
+    eos_token_ids: frozenset = frozenset()  # empty when the request ignores eos
+    arrival_ns: int = 0                   # monotonic ns when admitted
+    output_token_ids: list = field(default_factory=list)
+    num_computed_tokens: int = 0          # tokens already in KV / GDN state on the worker
+    state_slot: int = -1
+    block_ids: list = field(default_factory=list)
+    status: str = WAITING
+    sent_to_worker: bool = False          # the worker holds this request's sampling state
+    first_scheduled_ns: int = 0
+    first_token_ns: int = 0
+    last_token_ns: int = 0
+    finish_reason: str = ""
+    stop_token_id: int = -1
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus generated tokens."""
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_decoding(self) -> bool:
+        return self.num_uncomputed_tokens == 1 and bool(self.output_token_ids)
+
+    def token_slice(self, start: int, end: int) -> list:
+        """Tokens [start, end) of prompt + output without concatenating the whole sequence."""
+        num_prompt = len(self.prompt_token_ids)
+        if start >= num_prompt:
+            return self.output_token_ids[start - num_prompt:end - num_prompt]
+        if end <= num_prompt:
+            return self.prompt_token_ids[start:end]
+        return self.prompt_token_ids[start:] + self.output_token_ids[:end - num_prompt]
+
+
+@dataclass
+class RequestOutput:
+    """What one step produced for one request: new tokens and, at the end, why it finished."""
+
+    req_id: str
+    token_ids: list = field(default_factory=list)
+    logprobs: list = field(default_factory=list)
+    top_logprobs: list = field(default_factory=list)  # pb.TopLogprobs per token
+    finish_reason: str = ""               # "", "stop", "length", "abort"
+    stop_token_id: int = -1
+    error: str = ""                       # non-empty: the request failed (worker error)

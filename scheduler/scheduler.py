@@ -1,0 +1,239 @@
+"""Scheduler process: the continuous-batching policy (one token budget per step), pure Python, no sockets, no torch.
+
+Each step, like vLLM v1 (there is no prefill phase and no decode phase):
+  1. running requests that decode (one token each), oldest first, so a long prefill never starves them;
+  2. running requests part-way through a chunked prefill, continuing where the last chunk stopped;
+  3. waiting requests, first come first served, while the token budget, max_num_seqs, a free GDN state
+     slot and enough KV blocks allow; the last prefill chunk may be cut to fit the budget.
+When a running request needs a KV block and none is free, the most recently admitted request that has no
+row in this step yet is preempted by recompute: it frees slot and blocks and goes back to the front of the
+queue; on resume it prefills prompt + generated tokens and the worker continues its sampling state from
+NewRequest.output_token_ids.
+"""
+from collections import deque
+from dataclasses import dataclass
+
+from proto import pb
+from scheduler.block_manager import BlockManager
+from scheduler.request import FINISHED, RUNNING, WAITING, Request, RequestOutput
+from scheduler.state_pool import StatePool
+
+
+class SchedulerLeakError(Exception):
+    """Idle self-check failed: blocks or slots are held while no request runs."""
+
+
+@dataclass
+class SchedulerLimits:
+    max_num_batched_tokens: int = 2048  # tokens per step (prefill chunks + decode rows)
+    max_num_seqs: int = 64              # rows per step / running requests
+
+
+class Scheduler:
+    def __init__(self, limits: SchedulerLimits, num_blocks: int, block_size: int, num_slots: int,
+                 max_context_len: int, clock=None):
+        self.limits = limits
+        self.waiting = deque()
+        self.running = []
+        self.requests = {}
+        self.num_preemptions = 0
+        self.step_id = 0
+        self.session_id = ""
+        self._finished_for_worker = []
+        self._clock = clock or (lambda: 0)
+        self.reset_pools(num_blocks, block_size, num_slots, max_context_len)
+
+    def reset_pools(self, num_blocks: int, block_size: int, num_slots: int, max_context_len: int) -> None:
+        """Sizes the pools for a (new) worker; call only when no request holds blocks or slots."""
+        self.block_manager = BlockManager(num_blocks, block_size)
+        self.state_pool = StatePool(num_slots)
+        # A request can never grow past the whole KV pool, so that bounds the context as well.
+        self.max_context_len = min(max_context_len, num_blocks * block_size)
+        self._finished_for_worker = []
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def add_request(self, req: Request) -> None:
+        """Queues an admitted request (admission checks ran before)."""
+        req.status = WAITING
+        self.requests[req.req_id] = req
+        self.waiting.append(req)
+
+    def abort(self, req_id: str) -> Request | None:
+        """Removes a waiting or running request and frees its slot and blocks now; None if unknown."""
+        req = self.requests.get(req_id)
+        if req is None:
+            return None
+        if req.status == WAITING:
+            self.waiting.remove(req)
+        elif req.status == RUNNING:
+            self.running.remove(req)
+        self._finish(req, "abort")
+        return req
+
+    def abort_all(self) -> list:
+        """Aborts every request (the worker is gone); returns them."""
+        reqs = list(self.requests.values())
+        for req in reqs:
+            self.abort(req.req_id)
+        self._finished_for_worker = []
+        return reqs
+
+    def self_check(self) -> None:
+        """Raises SchedulerLeakError if nothing runs but blocks or slots are still held."""
+        if self.has_work():
+            return
+        if self.block_manager.num_free_blocks != self.block_manager.num_total_blocks:
+            raise SchedulerLeakError(f"idle with {self.block_manager.num_free_blocks} of "
+                                     f"{self.block_manager.num_total_blocks} KV blocks free")
+        if self.state_pool.num_free_slots != self.state_pool.num_total_slots:
+            raise SchedulerLeakError(f"idle with {self.state_pool.num_free_slots} of "
+                                     f"{self.state_pool.num_total_slots} state slots free")
+
+    def schedule(self) -> "pb.PackedStep | None":
+        """Plans the next packed step; None when there is nothing to run."""
+        step = pb.PackedStep(session_id=self.session_id)
+        budget = self.limits.max_num_batched_tokens
+        scheduled = set()
+        decodes = [r for r in self.running if r.is_decoding]
+        prefills = [r for r in self.running if not r.is_decoding]
+        num_preemptions = self.num_preemptions
+        for req in decodes + prefills:
+            if budget == 0:
+                break
+            if req.status != RUNNING:
+                continue
+            num_new = min(req.num_uncomputed_tokens, budget)
+            if self._reserve_blocks(req, num_new, scheduled):
+                budget -= self._add_row(step, req, num_new, scheduled)
+        # After a preemption the pool is short: admitting more would only preempt again.
+        if num_preemptions == self.num_preemptions:
+            self._admit_waiting(step, budget, scheduled)
+        if not step.rows:
+            return None
+        # Aborted / preempted requests' sampling state is dropped by the worker before this step's rows.
+        step.finished_req_ids.extend(self._finished_for_worker)
+        self._finished_for_worker = []
+        self.step_id += 1
+        step.step_id = self.step_id
+        return step
+
+    def _reserve_blocks(self, req: Request, num_new: int, scheduled: set) -> bool:
+        """Grows req's block table for num_new more tokens, preempting later requests; False if req itself went."""
+        num_needed = req.num_computed_tokens + num_new
+        while not self.block_manager.grow(req.block_ids, num_needed):
+            victim = next((r for r in reversed(self.running) if r.req_id not in scheduled and r is not req), None)
+            self._preempt(victim or req)
+            if victim is None:
+                return False
+        return True
+
+    def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
+        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
+            req = self.waiting[0]
+            if self.state_pool.num_free_slots == 0:
+                return
+            num_new = min(req.num_uncomputed_tokens, budget)
+            if not self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new):
+                return
+            self.waiting.popleft()
+            req.state_slot = self.state_pool.allocate()
+            req.status = RUNNING
+            if not req.first_scheduled_ns:
+                req.first_scheduled_ns = self._clock()
+            self.running.append(req)
+            budget -= self._add_row(step, req, num_new, scheduled)
+
+    def _add_row(self, step, req: Request, num_new: int, scheduled: set) -> int:
+        if not req.sent_to_worker:
+            step.new_requests.append(pb.NewRequest(
+                req_id=req.req_id, sampling=req.sampling, prompt_token_ids=req.prompt_token_ids,
+                output_token_ids=req.output_token_ids))
+            req.sent_to_worker = True
+        start = req.num_computed_tokens
+        step.rows.append(pb.StepRow(
+            req_id=req.req_id, num_tokens=num_new, context_len=start, state_slot=req.state_slot,
+            block_table=req.block_ids, sample=start + num_new == req.num_tokens))
+        step.token_ids.extend(req.token_slice(start, start + num_new))
+        req.num_computed_tokens = start + num_new
+        scheduled.add(req.req_id)
+        return num_new
+
+    def _release(self, req: Request) -> None:
+        self.block_manager.free(req.block_ids)
+        if req.state_slot >= 0:
+            self.state_pool.free(req.state_slot)
+            req.state_slot = -1
+        req.num_computed_tokens = 0
+        if req.sent_to_worker:
+            self._finished_for_worker.append(req.req_id)
+            req.sent_to_worker = False
+
+    def _preempt(self, req: Request) -> None:
+        self.running.remove(req)
+        self._release(req)
+        req.status = WAITING
+        self.waiting.appendleft(req)
+        self.num_preemptions += 1
+
+    def _finish(self, req: Request, reason: str, stop_token_id: int = -1) -> None:
+        self._release(req)
+        req.status = FINISHED
+        req.finish_reason = reason
+        req.stop_token_id = stop_token_id
+        self.requests.pop(req.req_id, None)
+
+    def update(self, result) -> list:
+        """Applies a pb.StepResult: appends sampled tokens, finishes requests; returns RequestOutputs."""
+        if result.error:
+            return self._fail_step(result.error)
+        outputs = []
+        num_top = len(result.top_logprobs)
+        for i, req_id in enumerate(result.req_ids):
+            req = self.requests.get(req_id)
+            # Aborted while the step ran: its token is dropped.
+            if req is None or req.status != RUNNING:
+                continue
+            outputs.append(self._append_token(req, result.token_ids[i], result.logprobs[i],
+                                              result.top_logprobs[i] if i < num_top else None))
+        return outputs
+
+    def _append_token(self, req: Request, token_id: int, logprob: float, top) -> RequestOutput:
+        now = self._clock()
+        req.first_token_ns = req.first_token_ns or now
+        req.last_token_ns = now
+        req.output_token_ids.append(token_id)
+        out = RequestOutput(req.req_id)
+        if token_id in req.stop_token_ids or token_id in req.eos_token_ids:
+            self.running.remove(req)
+            self._finish(req, "stop", token_id)
+            out.finish_reason, out.stop_token_id = "stop", token_id
+            return out
+        out.token_ids.append(token_id)
+        out.logprobs.append(logprob)
+        if top is not None:
+            out.top_logprobs.append(top)
+        num_output = len(req.output_token_ids)
+        if (req.max_tokens and num_output >= req.max_tokens) or req.num_tokens >= self.max_context_len:
+            self.running.remove(req)
+            self._finish(req, "length")
+            out.finish_reason = "length"
+        return out
+
+    def _fail_step(self, error: str) -> list:
+        """A failed step aborts every running request (their GDN state is no longer trustworthy)."""
+        outputs = []
+        for req in list(self.running):
+            self.running.remove(req)
+            self._finish(req, "abort")
+            outputs.append(RequestOutput(req.req_id, finish_reason="abort", error=error))
+        return outputs
