@@ -1,15 +1,80 @@
 """Worker process: loads a Hugging Face checkpoint folder into a Qwen3_5ForCausalLM (memory-mapped safetensors)."""
-import torch
+import os
 
+import torch
+from tqdm import tqdm
+
+from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
                                       UnsupportedModelError)
 from worker.config import ModelConfig
+from worker.layers.gdn import split_fused_qkvz
 from worker.model_card import load_model_card
+from worker.models.qwen3_5 import Qwen3_5ForCausalLM
+from worker.models.qwen3_5_weights import FP32_SUFFIXES, disk_name, tensor_shapes
 
 __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError", "UnsupportedModelError",
            "TensorShapeError", "MissingTensorError"]
 
+_FUSED = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+
+
+def _check_supported(config: ModelConfig, path: str) -> None:
+    if config.num_experts > 0 or config.model_type == "qwen3_next":
+        raise UnsupportedModelError(path, f"{config.model_type} with a MoE MLP is not supported yet (dense only)")
+    if config.hidden_act != "silu":
+        raise UnsupportedModelError(path, f"hidden_act {config.hidden_act!r} (only silu)")
+    if config.linear_num_value_heads % config.linear_num_key_heads:
+        raise UnsupportedModelError(path, "linear_num_value_heads must be a multiple of linear_num_key_heads")
+
+
+def _read_checked(ckpt: SafetensorsCheckpoint, name: str, expected: tuple) -> torch.Tensor:
+    found = ckpt.shape(name)
+    if found != tuple(expected):
+        raise TensorShapeError(name, expected, found, ckpt.file_of(name))
+    return ckpt.get(name)
+
+
+def _read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, cache: dict) -> torch.Tensor:
+    """Qwen3-Next layout: reads linear_attn.in_proj_qkvz / in_proj_ba once and returns the requested split."""
+    layer_prefix, part = canonical.rsplit(".", 2)[0], canonical.rsplit(".", 2)[1]
+    if layer_prefix not in cache:
+        d, hv = config.hidden_size, config.linear_num_value_heads
+        qkvz_name = disk_name(config, layer_prefix + ".in_proj_qkvz.weight")
+        ba_name = disk_name(config, layer_prefix + ".in_proj_ba.weight")
+        qkvz = _read_checked(ckpt, qkvz_name, (2 * config.key_dim + 2 * config.value_dim, d))
+        ba = _read_checked(ckpt, ba_name, (2 * hv, d))
+        cache[layer_prefix] = split_fused_qkvz(qkvz, ba, config.linear_num_key_heads, config.linear_key_head_dim,
+                                               config.linear_value_head_dim, hv)
+    return cache[layer_prefix][part]
+
+
+def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtype, progress: bool) -> dict:
+    shapes = tensor_shapes(config)
+    tensors, fused = {}, {}
+    bar = tqdm(shapes.items(), desc=f"loading {os.path.basename(ckpt.folder)}", unit="tensor",
+               disable=not progress, leave=False)
+    for canonical, expected in bar:
+        name = disk_name(config, canonical)
+        is_fused = name not in ckpt and canonical.rsplit(".", 2)[-2] in _FUSED
+        tensor = _read_fused(config, ckpt, canonical, fused) if is_fused else _read_checked(ckpt, name, expected)
+        keep_fp32 = canonical.endswith(FP32_SUFFIXES)
+        tensors[canonical] = tensor.to(device=device, dtype=torch.float32 if keep_fp32 else dtype)
+    return tensors
+
 
 def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
-    """Returns (Qwen3_5ForCausalLM, ModelConfig) for the checkpoint folder `path`. Not implemented yet."""
-    raise NotImplementedError("load_model: in progress (issue #2)")
+    """Loads folder `path` -> (Qwen3_5ForCausalLM in eval mode on `device`, ModelConfig).
+
+    Weights are cast to `dtype` (A_log and dt_bias kept fp32); `model.visual.*` and `mtp.*` are never read.
+    Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, MoE),
+    MissingTensorError (names the tensor and where it was looked for), TensorShapeError (tensor, expected, found).
+    """
+    if not os.path.isdir(path):
+        raise MissingFileError(path, "checkpoint folder does not exist")
+    config = ModelConfig.from_file(path)
+    _check_supported(config, os.path.join(path, "config.json"))
+    ckpt = SafetensorsCheckpoint(path)
+    tensors = _read_tensors(config, ckpt, device, dtype, progress)
+    model = Qwen3_5ForCausalLM(config, tensors).eval()
+    return model, config

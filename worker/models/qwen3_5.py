@@ -4,14 +4,94 @@ import torch
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
+from worker.layers.attention import GatedAttention, PagedAttentionMetadata
+from worker.layers.gdn import GatedDeltaNet
+from worker.layers.linear import Linear
+from worker.layers.mlp import MLP
+from worker.layers.norm import GatedRMSNorm, RMSNorm
+from worker.layers.rope import RotaryEmbedding
+
+
+def _linear(tensors, name) -> Linear:
+    return Linear(tensors[name + ".weight"])
+
+
+def _build_gdn(config: ModelConfig, tensors, prefix: str) -> GatedDeltaNet:
+    projections = {p: _linear(tensors, prefix + p) for p in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")}
+    conv_weight = tensors[prefix + "conv1d.weight"].squeeze(1)
+    norm = GatedRMSNorm(tensors[prefix + "norm.weight"], config.rms_norm_eps)
+    return GatedDeltaNet(projections, conv_weight, tensors[prefix + "dt_bias"], tensors[prefix + "A_log"], norm,
+                         _linear(tensors, prefix + "out_proj"), config.linear_num_key_heads,
+                         config.linear_key_head_dim, config.linear_value_head_dim)
+
+
+def _build_attention(config: ModelConfig, tensors, prefix: str) -> GatedAttention:
+    eps = config.rms_norm_eps
+    return GatedAttention(
+        *(_linear(tensors, prefix + p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")),
+        RMSNorm(tensors[prefix + "q_norm.weight"], eps), RMSNorm(tensors[prefix + "k_norm.weight"], eps),
+        config.num_attention_heads, config.num_key_value_heads, config.head_dim)
+
+
+class DecoderLayer(torch.nn.Module):
+    """h = x + mixer(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)) (model-spec.md 1.3)."""
+
+    def __init__(self, config: ModelConfig, tensors, index: int):
+        super().__init__()
+        prefix, eps = f"layers.{index}.", config.rms_norm_eps
+        self.is_attention = config.layer_types[index] == "full_attention"
+        if self.is_attention:
+            self.mixer = _build_attention(config, tensors, prefix + "self_attn.")
+        else:
+            self.mixer = _build_gdn(config, tensors, prefix + "linear_attn.")
+        self.mlp = MLP(*(_linear(tensors, f"{prefix}mlp.{p}") for p in ("gate_proj", "up_proj", "down_proj")))
+        self.input_layernorm = RMSNorm(tensors[prefix + "input_layernorm.weight"], eps)
+        self.post_attention_layernorm = RMSNorm(tensors[prefix + "post_attention_layernorm.weight"], eps)
+
+    def forward(self, x: torch.Tensor, mixer_args: tuple) -> torch.Tensor:
+        h = x + self.mixer(self.input_layernorm(x), *mixer_args)
+        return h + self.mlp(self.post_attention_layernorm(h))
 
 
 class Qwen3_5ForCausalLM(torch.nn.Module):
-    """forward(batch, cache, all_logits=False) -> logits [M, V] float32 (rows batch.logits_rows), or [T, V]."""
+    """The text model of `Qwen3_5ForCausalLM` / `Qwen3_5ForConditionalGeneration` (transformers), packed-batch form.
 
-    def __init__(self, config: ModelConfig):
+    Built from `tensors`: canonical name -> tensor (see `worker.models.qwen3_5_weights.tensor_shapes`), already
+    in the activation dtype. forward(batch, cache) runs every row of the packed step against `cache`.
+    """
+
+    def __init__(self, config: ModelConfig, tensors):
         super().__init__()
         self.config = config
+        self.embed_tokens = torch.nn.Parameter(tensors["embed_tokens.weight"], requires_grad=False)
+        self.layers = torch.nn.ModuleList(DecoderLayer(config, tensors, i) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(tensors["norm.weight"], config.rms_norm_eps)
+        head = tensors["embed_tokens.weight"] if config.tie_word_embeddings else tensors["lm_head.weight"]
+        self.lm_head = Linear(head)
+        self.rotary = RotaryEmbedding(config.rotary_dim, config.rope_theta)
+        self.cache_index = self._cache_index(config)
 
+    @staticmethod
+    def _cache_index(config: ModelConfig) -> list:
+        """Layer i -> its index among attention layers (into k_cache/v_cache) or among GDN layers."""
+        attn, gdn = config.attention_layer_ids, config.gdn_layer_ids
+        return [attn.index(i) if i in attn else gdn.index(i) for i in range(config.num_hidden_layers)]
+
+    @torch.no_grad()
     def forward(self, batch: ForwardBatch, cache: ModelCache, all_logits: bool = False) -> torch.Tensor:
-        raise NotImplementedError("Qwen3_5ForCausalLM.forward: in progress (issue #2)")
+        """Returns logits [M, V] float32 for the last token of each row in batch.logits_rows, or [T, V]
+        for every token when all_logits. Writes each row's K/V into its blocks and its GDN state into its slot;
+        rows with context_len 0 start from zero state (their slot is reset first)."""
+        cache.reset_slots(batch.state_slots[batch.context_lens == 0])
+        x = torch.nn.functional.embedding(batch.input_ids, self.embed_tokens)
+        cos, sin = self.rotary.cos_sin(batch.positions, x.dtype)
+        meta = PagedAttentionMetadata.from_batch(batch, cache.block_size)
+        for layer, j in zip(self.layers, self.cache_index):
+            if layer.is_attention:
+                args = (cos, sin, meta, cache.k_cache[j], cache.v_cache[j])
+            else:
+                args = (batch.cu_seqlens, batch.state_slots, cache.recurrent_state[j], cache.conv_state[j])
+            x = layer(x, args)
+        if not all_logits:
+            x = x[batch.last_token_index()]
+        return self.lm_head(self.norm(x)).float()

@@ -1,0 +1,85 @@
+"""Worker process: gated full attention (GQA, q/k norm, partial RoPE, sigmoid output gate) over a paged KV cache."""
+from dataclasses import dataclass
+
+import torch
+
+from worker.batch import ForwardBatch
+from worker.layers.linear import Linear
+from worker.layers.norm import RMSNorm
+from worker.layers.rope import RotaryEmbedding
+
+
+@dataclass
+class PagedAttentionMetadata:
+    """Per-step KV addressing, built once and shared by every attention layer.
+
+    slot_mapping [T] int64   flat pool index (block * block_size + offset) where each new token's K/V goes
+    rows          list of (lo, hi, key_index [n_kv] int64, mask [hi-lo, n_kv] bool): the row's tokens
+                  lo:hi of T, the flat pool index of its context_len + (hi-lo) keys, and the causal mask.
+    """
+
+    slot_mapping: torch.Tensor
+    rows: list
+
+    @staticmethod
+    def from_batch(batch: ForwardBatch, block_size: int) -> "PagedAttentionMetadata":
+        device = batch.input_ids.device
+        tables = batch.block_tables.long()
+        row_of_token = torch.repeat_interleave(torch.arange(batch.num_rows, device=device), batch.seq_lens().long())
+        positions = batch.positions.long()
+        slot_mapping = tables[row_of_token, positions // block_size] * block_size + positions % block_size
+        bounds = batch.cu_seqlens.tolist()
+        rows = []
+        for r, context_len in enumerate(batch.context_lens.tolist()):
+            lo, hi = bounds[r], bounds[r + 1]
+            key_pos = torch.arange(context_len + hi - lo, device=device)
+            key_index = tables[r, key_pos // block_size] * block_size + key_pos % block_size
+            query_pos = positions[lo:hi]
+            rows.append((lo, hi, key_index, key_pos[None, :] <= query_pos[:, None]))
+        return PagedAttentionMetadata(slot_mapping=slot_mapping, rows=rows)
+
+
+class GatedAttention(torch.nn.Module):
+    """transformers `Qwen3_5Attention` (model-spec.md 1.6) for a packed batch.
+
+    q_proj [nH*2*hd, D] rows per head [query_h(hd), gate_h(hd)]; k_proj, v_proj [nKV*hd, D]; o_proj [D, nH*hd];
+    q_norm, k_norm zero-centred RMSNorm over hd. Query head h reads kv head h // (nH / nKV).
+    """
+
+    def __init__(self, q_proj: Linear, k_proj: Linear, v_proj: Linear, o_proj: Linear,
+                 q_norm: RMSNorm, k_norm: RMSNorm, num_heads: int, num_kv_heads: int, head_dim: int):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = q_proj, k_proj, v_proj, o_proj
+        self.q_norm, self.k_norm = q_norm, k_norm
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.scale = head_dim ** -0.5
+
+    def forward(self, x, cos, sin, meta: PagedAttentionMetadata, k_pool, v_pool) -> torch.Tensor:
+        """x [T, D]; cos, sin [T, rotary_dim]; k_pool, v_pool [num_blocks, block_size, nKV, hd] (written
+        in place with this step's K after k_norm + RoPE, and V). Returns [T, D] in x's dtype."""
+        num_tokens, hd = x.shape[0], self.head_dim
+        query_gate = self.q_proj(x).view(num_tokens, self.num_heads, 2 * hd)
+        query, gate = query_gate[..., :hd], query_gate[..., hd:].reshape(num_tokens, -1)
+        query = RotaryEmbedding.apply(self.q_norm(query), cos, sin)
+        key = self.k_norm(self.k_proj(x).view(num_tokens, self.num_kv_heads, hd))
+        key = RotaryEmbedding.apply(key, cos, sin)
+        value = self.v_proj(x).view(num_tokens, self.num_kv_heads, hd)
+        flat_k, flat_v = k_pool.view(-1, self.num_kv_heads, hd), v_pool.view(-1, self.num_kv_heads, hd)
+        flat_k[meta.slot_mapping] = key.to(flat_k.dtype)
+        flat_v[meta.slot_mapping] = value.to(flat_v.dtype)
+        out = torch.empty(num_tokens, self.num_heads, hd, dtype=x.dtype, device=x.device)
+        for lo, hi, key_index, mask in meta.rows:
+            out[lo:hi] = self._attend(query[lo:hi], flat_k[key_index].to(x.dtype), flat_v[key_index].to(x.dtype), mask)
+        out = out.reshape(num_tokens, -1) * torch.sigmoid(gate)
+        return self.o_proj(out)
+
+    def _attend(self, q, k, v, mask):
+        """q [L, nH, hd], k, v [n_kv, nKV, hd], mask [L, n_kv] bool -> [L, nH, hd]; softmax in fp32
+        (transformers `eager_attention_forward`)."""
+        group = self.num_heads // self.num_kv_heads
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) * self.scale
+        scores = scores.masked_fill(~mask[None], float("-inf"))
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.einsum("hqk,khd->qhd", probs, v)

@@ -1,0 +1,63 @@
+"""Worker process: the tensor names and shapes a Qwen3.5 dense text model needs (loader, generator and model agree here)."""
+from worker.config import ModelConfig
+
+# Stay fp32 whatever the activation dtype: tiny per-head decay parameters (model-spec.md 1.4 / 1.7).
+FP32_SUFFIXES = ("linear_attn.A_log", "linear_attn.dt_bias")
+
+
+def _gdn_shapes(config: ModelConfig, prefix: str) -> dict:
+    d, hv = config.hidden_size, config.linear_num_value_heads
+    return {
+        f"{prefix}in_proj_qkv.weight": (config.conv_dim, d),
+        f"{prefix}in_proj_z.weight": (config.value_dim, d),
+        f"{prefix}in_proj_b.weight": (hv, d),
+        f"{prefix}in_proj_a.weight": (hv, d),
+        f"{prefix}conv1d.weight": (config.conv_dim, 1, config.linear_conv_kernel_dim),
+        f"{prefix}dt_bias": (hv,),
+        f"{prefix}A_log": (hv,),
+        f"{prefix}norm.weight": (config.linear_value_head_dim,),
+        f"{prefix}out_proj.weight": (d, config.value_dim),
+    }
+
+
+def _attention_shapes(config: ModelConfig, prefix: str) -> dict:
+    d, hd = config.hidden_size, config.head_dim
+    return {
+        f"{prefix}q_proj.weight": (2 * config.num_attention_heads * hd, d),
+        f"{prefix}k_proj.weight": (config.num_key_value_heads * hd, d),
+        f"{prefix}v_proj.weight": (config.num_key_value_heads * hd, d),
+        f"{prefix}o_proj.weight": (d, config.num_attention_heads * hd),
+        f"{prefix}q_norm.weight": (hd,),
+        f"{prefix}k_norm.weight": (hd,),
+    }
+
+
+def tensor_shapes(config: ModelConfig) -> dict:
+    """Canonical name -> shape of every tensor the model reads, in checkpoint order.
+
+    Canonical names are the on-disk names with the language-model prefix removed (`config.weight_prefix`):
+    `embed_tokens.weight`, `layers.{i}.linear_attn.*` / `layers.{i}.self_attn.*`, `layers.{i}.mlp.*`,
+    `layers.{i}.{input,post_attention}_layernorm.weight`, `norm.weight`, and `lm_head.weight` (unless tied).
+    """
+    d, inter = config.hidden_size, config.intermediate_size
+    shapes = {"embed_tokens.weight": (config.vocab_size, d)}
+    for i, kind in enumerate(config.layer_types):
+        prefix = f"layers.{i}."
+        if kind == "linear_attention":
+            shapes.update(_gdn_shapes(config, prefix + "linear_attn."))
+        else:
+            shapes.update(_attention_shapes(config, prefix + "self_attn."))
+        shapes[f"{prefix}mlp.gate_proj.weight"] = (inter, d)
+        shapes[f"{prefix}mlp.up_proj.weight"] = (inter, d)
+        shapes[f"{prefix}mlp.down_proj.weight"] = (d, inter)
+        shapes[f"{prefix}input_layernorm.weight"] = (d,)
+        shapes[f"{prefix}post_attention_layernorm.weight"] = (d,)
+    shapes["norm.weight"] = (d,)
+    if not config.tie_word_embeddings:
+        shapes["lm_head.weight"] = (config.vocab_size, d)
+    return shapes
+
+
+def disk_name(config: ModelConfig, canonical: str) -> str:
+    """The checkpoint name of a canonical tensor name (lm_head sits outside the language-model prefix)."""
+    return canonical if canonical.startswith("lm_head.") else config.weight_prefix + canonical
