@@ -71,3 +71,7 @@ def check_sampling(request, vocab_size: int) -> None:
         _check_range(f"logit_bias[{token_id}]", bias, -100.0, 100.0)
     if request.max_tokens < 0:
         raise InvalidRequestError(f"max_tokens={request.max_tokens} must be >= 0 (0 = until the context is full)")
+
+
+class StepFailedError(RequestError):
+    code = "INTERNAL"

@@ -220,7 +220,7 @@ class Scheduler:
             return out
         out.token_ids.append(token_id)
         out.logprobs.append(logprob)
-        if top is not None:
+        if top is not None and req.sampling.num_logprobs:
             out.top_logprobs.append(top)
         num_output = len(req.output_token_ids)
         if (req.max_tokens and num_output >= req.max_tokens) or req.num_tokens >= self.max_context_len:

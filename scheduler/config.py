@@ -1,0 +1,64 @@
+"""Scheduler process: its one configuration dataclass, filled from flags and SPARKINFER_* environment variables."""
+import argparse
+import os
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class SchedulerConfig:
+    model: str = "models/tiny"                  # checkpoint folder; the scheduler reads only its model card
+    grpc_host: str = "127.0.0.1"                # interface the gRPC server listens on
+    grpc_port: int = 50051
+    metrics_port: int = 9091                    # Prometheus /metrics over HTTP; 0 = off
+    worker_addr: str = "tcp://127.0.0.1:5557"   # steps go out on this port, results come back on port + 1
+    worker_bind_host: str = ""                  # interface the ZeroMQ sockets bind; "" = grpc_host
+    max_num_batched_tokens: int = 2048          # tokens per packed step (prefill chunks + decode rows)
+    max_num_seqs: int = 64                      # running requests / rows per step at most
+    max_queue_depth: int = 0                    # waiting requests at most; 0 = unlimited
+    worker_timeout_s: float = 0.8               # silence after which the worker counts as dead
+    ping_interval_s: float = 0.2                # liveness ping period
+
+    def describe(self) -> str:
+        return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+# Flag name -> environment variable that fills it when the flag is absent.
+ENV_NAMES = {
+    "model": "SPARKINFER_MODEL",
+    "grpc_host": "SPARKINFER_GRPC_HOST",
+    "grpc_port": "SPARKINFER_GRPC_PORT",
+    "metrics_port": "SPARKINFER_SCHEDULER_METRICS_PORT",
+    "worker_addr": "SPARKINFER_WORKER_ADDR",
+    "worker_bind_host": "SPARKINFER_WORKER_BIND_HOST",
+    "max_num_batched_tokens": "SPARKINFER_MAX_NUM_BATCHED_TOKENS",
+    "max_num_seqs": "SPARKINFER_MAX_NUM_SEQS",
+    "max_queue_depth": "SPARKINFER_MAX_QUEUE_DEPTH",
+    "worker_timeout_s": "SPARKINFER_WORKER_TIMEOUT_S",
+    "ping_interval_s": "SPARKINFER_PING_INTERVAL_S",
+}
+
+
+def parse_config(argv=None, environ=None) -> SchedulerConfig:
+    """Flags win over environment variables, which win over the defaults. Raises SystemExit on bad values."""
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog="python -m scheduler.server", description="SparkInfer scheduler")
+    defaults = SchedulerConfig()
+    for f in fields(SchedulerConfig):
+        env = ENV_NAMES[f.name]
+        parser.add_argument("--" + f.name.replace("_", "-"), default=None,
+                            help=f"(env {env}, default {getattr(defaults, f.name)!r})")
+    args = parser.parse_args(argv)
+    values = {}
+    for f in fields(SchedulerConfig):
+        kind = f.type
+        raw = getattr(args, f.name)
+        if raw is None and ENV_NAMES[f.name] in environ:
+            raw = environ[ENV_NAMES[f.name]]
+        try:
+            values[f.name] = getattr(defaults, f.name) if raw is None else kind(raw)
+        except ValueError:
+            parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not a {kind.__name__}")
+    config = SchedulerConfig(**values)
+    if config.max_num_batched_tokens <= 0 or config.max_num_seqs <= 0 or config.max_queue_depth < 0:
+        parser.error("max_num_batched_tokens and max_num_seqs must be > 0, max_queue_depth >= 0")
+    return config

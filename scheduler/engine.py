@@ -1,0 +1,242 @@
+"""Scheduler process: the step loop that ties the Scheduler to the worker link and to the per-request streams.
+
+One asyncio loop, no overlap: plan step n, send it, await its StepResult, apply it, plan step n+1.
+Liveness: a Ping goes out every ping_interval_s; the worker's I/O thread answers with a WorkerHello even
+while it computes. Silence for worker_timeout_s marks the worker dead: every request fails UNAVAILABLE and
+health turns NOT_SERVING until a WorkerHello arrives again.
+"""
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from proto import pb
+from scheduler import admission
+from scheduler.engine_stats import EngineStats, RequestTimer
+from scheduler.request import Request
+from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
+
+log = logging.getLogger("sparkinfer.scheduler")
+
+
+class WorkerLostError(Exception):
+    """The worker stopped answering while a step was in flight."""
+
+
+@dataclass
+class _Stream:
+    req: Request
+    queue: asyncio.Queue   # pb.GenerateResponse items, or a RequestError that ends the stream
+
+
+class Engine:
+    def __init__(self, config, card: dict, link, metrics, on_health=None):
+        self.config, self.card, self.link, self.metrics = config, card, link, metrics
+        limits = SchedulerLimits(config.max_num_batched_tokens, config.max_num_seqs)
+        self.scheduler = Scheduler(limits, 0, 16, 0, card["max_context_len"], clock=time.monotonic_ns)
+        self.streams = {}
+        self.stats = EngineStats()
+        self.timer = RequestTimer(metrics)
+        self.worker_alive, self.worker_id, self.worker_hello = False, "", None
+        self.last_seen = 0.0
+        self.alive_event, self.work_event = asyncio.Event(), asyncio.Event()
+        self.pending = None          # (step_id, future) of the step in flight
+        self.on_health = on_health or (lambda serving: None)
+        self.handlers = {"result": self.handle_result, "hello": self.handle_hello}
+        self.tasks = []
+        self._nonce = 0
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(coro) for coro in (self.recv_loop(), self.ping_loop(), self.step_loop())]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.link.send(pb.WorkerMessage(shutdown=pb.Shutdown()))
+
+    # ------------------------------------------------------------------ requests
+
+    def submit(self, request) -> asyncio.Queue:
+        """Admits a pb.GenerateRequest; returns its response queue. Raises a RequestError at once."""
+        try:
+            self._admit(request)
+        except admission.RequestError as exc:
+            self.metrics.requests_rejected.labels(reason=type(exc).__name__).inc()
+            raise
+        eos = frozenset() if request.ignore_eos else frozenset(self.card["eos_token_ids"])
+        req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
+                      frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns())
+        stream = _Stream(req, asyncio.Queue())
+        self.streams[req.req_id] = stream
+        self.scheduler.add_request(req)
+        self._update_gauges()
+        self.work_event.set()
+        return stream.queue
+
+    def _admit(self, request) -> None:
+        if not self.worker_alive:
+            raise admission.WorkerUnavailableError("no worker is connected to the scheduler")
+        admission.check_queue_depth(self.scheduler.num_waiting, self.config.max_queue_depth)
+        if request.req_id in self.streams or not request.req_id:
+            raise admission.DuplicateRequestError(f"req_id {request.req_id!r} is empty or already running")
+        admission.check_prompt(request.prompt_token_ids, self.scheduler.max_context_len, self.vocab_size)
+        admission.check_sampling(request, self.vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        hello_vocab = self.worker_hello.vocab_size if self.worker_hello else 0
+        return hello_vocab or self.card.get("vocab_size", 0)
+
+    def cancel(self, req_id: str) -> None:
+        """Drops a request (client went away); its slot and blocks are free before the next step."""
+        stream = self.streams.pop(req_id, None)
+        if stream is None:
+            return
+        if self.scheduler.abort(req_id) is not None:
+            self.metrics.request_success.labels(finished_reason="abort").inc()
+        self._update_gauges()
+
+    def load(self):
+        sched = self.scheduler
+        return pb.LoadResponse(
+            num_running=sched.num_running, num_waiting=sched.num_waiting,
+            num_free_blocks=sched.block_manager.num_free_blocks, num_total_blocks=sched.block_manager.num_total_blocks,
+            num_free_slots=sched.state_pool.num_free_slots, num_total_slots=sched.state_pool.num_total_slots,
+            worker_alive=self.worker_alive, num_preemptions=sched.num_preemptions,
+            max_num_seqs=self.config.max_num_seqs, max_queue_depth=self.config.max_queue_depth,
+            kv_cache_usage=sched.block_manager.usage)
+
+    # ------------------------------------------------------------------ step loop
+
+    async def step_loop(self) -> None:
+        while True:
+            await self.work_event.wait()
+            if not self.worker_alive:
+                await self.alive_event.wait()
+                continue
+            await self.run_one_step()
+
+    async def run_one_step(self) -> None:
+        """Plans, sends and applies one step; clears work_event when there is nothing to run."""
+        t0 = time.perf_counter_ns()
+        step = self.scheduler.schedule()
+        if step is None:
+            self.work_event.clear()
+            self._idle_check()
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.pending = (step.step_id, future)
+        t1 = time.perf_counter_ns()
+        self.link.send(pb.WorkerMessage(step=step))
+        try:
+            result = await future
+        except WorkerLostError:
+            return
+        finally:
+            self.pending = None
+        t2 = time.perf_counter_ns()
+        num_preemptions = self.scheduler.num_preemptions
+        outputs = self.scheduler.update(result)
+        self.publish(outputs)
+        self.metrics.num_preemptions.inc(self.scheduler.num_preemptions - num_preemptions)
+        self._update_gauges()
+        self.stats.record(step, result, t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
+
+    def _idle_check(self) -> None:
+        try:
+            self.scheduler.self_check()
+        except SchedulerLeakError as exc:
+            log.error("idle self-check failed: %s", exc)
+            raise
+
+    def publish(self, outputs) -> None:
+        for out in outputs:
+            stream = self.streams.get(out.req_id)
+            if stream is None:
+                continue
+            if out.error:
+                stream.queue.put_nowait(admission.StepFailedError(f"worker step failed: {out.error}"))
+            else:
+                stream.queue.put_nowait(self.timer.response(stream.req, out))
+            if out.finish_reason:
+                self.streams.pop(out.req_id, None)
+                self.timer.finished(stream.req)
+
+    def _update_gauges(self) -> None:
+        self.metrics.num_requests_running.set(self.scheduler.num_running)
+        self.metrics.num_requests_waiting.set(self.scheduler.num_waiting)
+        self.metrics.kv_cache_usage_perc.set(self.scheduler.block_manager.usage)
+
+    # ------------------------------------------------------------------ worker link
+
+    async def recv_loop(self) -> None:
+        while True:
+            try:
+                msg = await self.link.recv()
+            except Exception as exc:  # a bad frame must not stop the loop
+                log.warning("dropped worker frame: %s", exc)
+                continue
+            self.last_seen = time.monotonic()
+            kind = msg.WhichOneof("kind")
+            handler = self.handlers.get(kind)
+            if handler is None:
+                log.warning("unexpected %s message from worker", kind)
+                continue
+            handler(getattr(msg, kind))
+
+    def handle_result(self, result) -> None:
+        if self.pending is None or result.session_id != self.scheduler.session_id:
+            return
+        step_id, future = self.pending
+        if result.step_id == step_id and not future.done():
+            future.set_result(result)
+
+    def handle_hello(self, hello) -> None:
+        if self.worker_alive and hello.worker_id == self.worker_id:
+            return
+        if self.worker_alive:
+            self.worker_lost(f"worker {self.worker_id} was replaced by worker {hello.worker_id}")
+        self.scheduler.abort_all()
+        self.scheduler.session_id = uuid.uuid4().hex
+        max_context_len = min(self.card["max_context_len"], hello.max_context_len or self.card["max_context_len"])
+        self.scheduler.reset_pools(hello.num_blocks, hello.block_size, hello.num_slots, max_context_len)
+        self.worker_alive, self.worker_id, self.worker_hello = True, hello.worker_id, hello
+        log.info("worker %s up on %s: %d KV blocks x %d tokens, %d state slots, context %d",
+                 hello.worker_id, hello.device, hello.num_blocks, hello.block_size, hello.num_slots,
+                 self.scheduler.max_context_len)
+        self._send_ping()
+        self.metrics.worker_alive.set(1)
+        self._update_gauges()
+        self.alive_event.set()
+        self.on_health(True)
+
+    async def ping_loop(self) -> None:
+        while True:
+            self._send_ping()
+            await asyncio.sleep(self.config.ping_interval_s)
+            silence = time.monotonic() - self.last_seen
+            if self.worker_alive and silence > self.config.worker_timeout_s:
+                self.worker_lost(f"worker {self.worker_id} stopped answering ({silence:.2f} s without a message)")
+
+    def _send_ping(self) -> None:
+        self._nonce += 1
+        self.link.send(pb.WorkerMessage(ping=pb.Ping(nonce=self._nonce, session_id=self.scheduler.session_id)))
+
+    def worker_lost(self, reason: str) -> None:
+        """Fails every request with UNAVAILABLE, reports NOT_SERVING and waits for a new WorkerHello."""
+        log.error("%s; failing %d requests", reason, len(self.streams))
+        self.worker_alive, self.worker_id = False, ""
+        self.alive_event.clear()
+        self.on_health(False)
+        self.metrics.worker_alive.set(0)
+        error = admission.WorkerUnavailableError(f"{reason}; the request was aborted")
+        for stream in self.streams.values():
+            stream.queue.put_nowait(error)
+            self.metrics.request_success.labels(finished_reason="abort").inc()
+        self.streams.clear()
+        self.scheduler.abort_all()
+        if self.pending and not self.pending[1].done():
+            self.pending[1].set_exception(WorkerLostError(reason))
+        self._update_gauges()

@@ -1,0 +1,71 @@
+"""Scheduler process: per-request timing (responses, latency metrics) and per-step overhead accounting."""
+import time
+from dataclasses import dataclass
+
+from proto import pb
+
+
+class RequestTimer:
+    """Builds each pb.GenerateResponse and feeds the latency histograms and token counters."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+        self.last_token_ns = {}
+
+    def response(self, req, out):
+        """The GenerateResponse for one RequestOutput of `req` (first-message fields on its first token)."""
+        resp = pb.GenerateResponse(token_ids=out.token_ids, logprobs=out.logprobs, top_logprobs=out.top_logprobs,
+                                   finish_reason=out.finish_reason,
+                                   num_generated_tokens=len(req.output_token_ids))
+        if out.finish_reason:
+            resp.stop_token_id = out.stop_token_id
+        now = req.last_token_ns
+        previous = self.last_token_ns.get(req.req_id)
+        if previous is None:
+            resp.num_prompt_tokens = req.num_prompt_tokens
+            resp.first_token_time_ns = req.first_token_ns
+            resp.queue_time_ns = req.first_scheduled_ns - req.arrival_ns
+            self.metrics.time_to_first_token.observe((req.first_token_ns - req.arrival_ns) / 1e9)
+            self.metrics.request_queue_time.observe(resp.queue_time_ns / 1e9)
+            self.metrics.prompt_tokens.inc(req.num_prompt_tokens)
+        else:
+            self.metrics.inter_token_latency.observe((now - previous) / 1e9)
+        self.last_token_ns[req.req_id] = now
+        self.metrics.generation_tokens.inc(1)
+        return resp
+
+    def finished(self, req) -> None:
+        self.last_token_ns.pop(req.req_id, None)
+        self.metrics.e2e_request_latency.observe((time.monotonic_ns() - req.arrival_ns) / 1e9)
+        self.metrics.request_success.labels(finished_reason=req.finish_reason or "abort").inc()
+
+
+@dataclass
+class EngineStats:
+    """Sums over steps: where a step's wall time goes (the bench reads these)."""
+
+    num_steps: int = 0
+    num_rows: int = 0
+    num_tokens: int = 0
+    num_sampled: int = 0
+    schedule_ns: int = 0       # Scheduler.schedule + building the PackedStep
+    round_trip_ns: int = 0     # send -> StepResult back (worker forward + sampling + wire)
+    forward_ns: int = 0        # worker-reported forward + sampling time
+    update_ns: int = 0         # applying the result and publishing responses
+
+    def record(self, step, result, schedule_ns: int, round_trip_ns: int, update_ns: int) -> None:
+        self.num_steps += 1
+        self.num_rows += len(step.rows)
+        self.num_tokens += len(step.token_ids)
+        self.num_sampled += len(result.req_ids)
+        self.schedule_ns += schedule_ns
+        self.round_trip_ns += round_trip_ns
+        self.forward_ns += result.forward_ns
+        self.update_ns += update_ns
+
+    def overhead_us_per_step(self) -> float:
+        """Time per step outside the worker's forward: planning, wire both ways, applying results."""
+        if not self.num_steps:
+            return 0.0
+        outside = self.schedule_ns + self.round_trip_ns - self.forward_ns + self.update_ns
+        return outside / self.num_steps / 1e3

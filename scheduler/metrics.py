@@ -1,0 +1,42 @@
+"""Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+
+LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                   10.0, 20.0, 40.0, 80.0)
+
+
+class Metrics:
+    """Every scheduler metric; `registry` lets tests hold several engines in one process."""
+
+    def __init__(self, registry=REGISTRY):
+        def gauge(name, doc):
+            return Gauge(name, doc, registry=registry)
+
+        def histogram(name, doc):
+            return Histogram(name, doc, buckets=LATENCY_BUCKETS, registry=registry)
+
+        self.num_requests_running = gauge("sparkinfer_num_requests_running", "Requests holding a state slot")
+        self.num_requests_waiting = gauge("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled")
+        self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks in use (0-1)")
+        self.worker_alive = gauge("sparkinfer_worker_alive", "1 while a worker answers pings")
+        self.time_to_first_token = histogram("sparkinfer_time_to_first_token_seconds", "Arrival to first token")
+        self.inter_token_latency = histogram("sparkinfer_inter_token_latency_seconds", "Between tokens of a request")
+        self.e2e_request_latency = histogram("sparkinfer_e2e_request_latency_seconds", "Arrival to finish")
+        self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled")
+        self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
+        self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
+        self.request_success = Counter("sparkinfer_request_success", "Finished requests",
+                                       ["finished_reason"], registry=registry)
+        self.requests_rejected = Counter("sparkinfer_requests_rejected", "Requests refused at admission",
+                                         ["reason"], registry=registry)
+        self.num_preemptions = Counter("sparkinfer_num_preemptions", "Preemptions by recompute", registry=registry)
+        self.prefix_cache_queries = Counter("sparkinfer_prefix_cache_queries", "Prompt tokens looked up in the "
+                                            "prefix cache (no prefix cache yet: stays 0)", registry=registry)
+        self.prefix_cache_hits = Counter("sparkinfer_prefix_cache_hits", "Prompt tokens found in the prefix cache",
+                                         registry=registry)
+
+
+def serve_metrics(port: int) -> None:
+    """Starts the /metrics HTTP endpoint on `port` (a daemon thread); 0 = off."""
+    if port:
+        start_http_server(port)

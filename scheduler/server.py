@@ -1,0 +1,120 @@
+"""Scheduler process entry point: the gRPC Serving service, grpc.health.v1, /metrics, and the step engine.
+
+Run: python -m scheduler.server --model models/tiny   (flags or SPARKINFER_* env vars; see scheduler/config.py)
+"""
+import asyncio
+import logging
+import os
+import signal
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from proto import pb, pb_grpc
+from scheduler.admission import RequestError
+from scheduler.config import parse_config
+from scheduler.engine import Engine
+from scheduler.metrics import Metrics, serve_metrics
+from scheduler.wire import WorkerLink
+from worker.model_card import load_model_card
+
+log = logging.getLogger("sparkinfer.scheduler")
+SERVICE_NAME = "sparkinfer.v1.Serving"
+# tokenizer.json of a real checkpoint (~11 MB) travels in InfoResponse; clients must raise their limit too.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+
+def _read_text(folder: str, name: str) -> str:
+    path = os.path.join(folder, name)
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+class ServingServicer(pb_grpc.ServingServicer):
+    def __init__(self, engine: Engine, card: dict, model_path: str):
+        self.engine, self.card = engine, card
+        self.tokenizer_config_json = _read_text(model_path, "tokenizer_config.json")
+
+    async def Generate(self, request, context):
+        try:
+            queue = self.engine.submit(request)
+        except RequestError as exc:
+            await context.abort(grpc.StatusCode[exc.code], str(exc))
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, RequestError):
+                    await context.abort(grpc.StatusCode[item.code], str(item))
+                yield item
+                if item.finish_reason:
+                    return
+        finally:
+            # Client gone (or request done): frees slot and blocks before the next step; no-op when finished.
+            self.engine.cancel(request.req_id)
+
+    async def Info(self, request, context):
+        card = self.card
+        return pb.InfoResponse(
+            model_id=card["model_id"], max_context_len=self.engine.scheduler.max_context_len or card["max_context_len"],
+            tokenizer_json=card["tokenizer_json"], chat_template=card["chat_template"],
+            eos_token_ids=card["eos_token_ids"], generation_config_json=card["generation_config_json"],
+            architecture=card["architecture"], quantization=card.get("quantization", "bf16"),
+            num_parameters=card["num_parameters"], tokenizer_config_json=self.tokenizer_config_json,
+            vocab_size=self.engine.vocab_size)
+
+    async def Load(self, request, context):
+        return self.engine.load()
+
+
+def _health_callback(health: HealthServicer):
+    def on_health(serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            asyncio.ensure_future(health.set(name, status))
+    return on_health
+
+
+async def serve(config) -> None:
+    card = load_model_card(config.model)
+    card["max_context_len"] = int(card["max_context_len"])
+    link = WorkerLink(config.worker_addr, config.worker_bind_host or config.grpc_host)
+    metrics = Metrics()
+    serve_metrics(config.metrics_port)
+    health = HealthServicer()
+    on_health = _health_callback(health)
+    on_health(False)
+    engine = Engine(config, card, link, metrics, on_health=on_health)
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    pb_grpc.add_ServingServicer_to_server(ServingServicer(engine, card, config.model), server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    port = server.add_insecure_port(f"{config.grpc_host}:{config.grpc_port}")
+    await server.start()
+    engine.start()
+    print(f"scheduler ready: grpc {config.grpc_host}:{port}, metrics :{config.metrics_port}, "
+          f"worker link {config.worker_addr} (+1), model {card['model_id']}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await health.enter_graceful_shutdown()
+    await server.stop(grace=1.0)
+    await engine.stop()
+    link.close()
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(level=os.environ.get("SPARKINFER_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    config = parse_config(argv)
+    print(config.describe(), flush=True)
+    asyncio.run(serve(config))
+
+
+if __name__ == "__main__":
+    main()

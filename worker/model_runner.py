@@ -1,0 +1,118 @@
+"""Worker process: turns a PackedStep into a ForwardBatch, runs the model, samples, and builds the StepResult."""
+import time
+import traceback
+from dataclasses import dataclass
+
+import torch
+
+from proto import pb
+from worker.batch import ForwardBatch
+from worker.cache import ModelCache
+from worker.sampler import Sampler, SamplingState
+
+MIB = 1024 * 1024
+
+
+class StepError(Exception):
+    """A step the worker cannot run (e.g. a row for a request it holds no sampling state for)."""
+
+
+@dataclass
+class PoolSizes:
+    num_blocks: int
+    block_size: int
+    num_slots: int
+
+
+def size_pools(config, block_size: int, num_slots: int, num_blocks: int, kv_cache_bytes: int, dtype) -> PoolSizes:
+    """Pool sizes from flags; num_blocks 0 = as many as kv_cache_bytes hold, but no more than every slot
+    could fill at full context. Raises ValueError for sizes that cannot serve one request."""
+    if num_slots <= 0 or block_size <= 0:
+        raise ValueError(f"num_state_slots ({num_slots}) and block_size ({block_size}) must be > 0")
+    if num_blocks <= 0:
+        per_block = ModelCache.bytes_per_block(config, block_size, dtype)
+        full = num_slots * -(-config.max_position_embeddings // block_size)
+        num_blocks = min(full, max(1, kv_cache_bytes // max(1, per_block)))
+    return PoolSizes(num_blocks, block_size, num_slots)
+
+
+class ModelRunner:
+    """Holds the model, its cache and every live request's sampling state; execute() runs one step."""
+
+    def __init__(self, model, config, cache: ModelCache, vocab_size: int, sampler_seed: int = 0):
+        self.model, self.config, self.cache = model, config, cache
+        self.sampler = Sampler(vocab_size, seed=sampler_seed)
+        self.states = {}
+        self.session_id = ""
+
+    def execute(self, step) -> "pb.StepResult":
+        """Runs one pb.PackedStep; never raises: a failure comes back as StepResult.error."""
+        t0 = time.perf_counter_ns()
+        try:
+            result = self._execute(step)
+        except Exception as exc:  # the worker must outlive one bad step
+            trace = traceback.format_exc(limit=4)
+            result = pb.StepResult(step_id=step.step_id, error=f"{type(exc).__name__}: {exc}\n{trace}")
+        result.session_id = step.session_id
+        result.forward_ns = time.perf_counter_ns() - t0
+        return result
+
+    def _execute(self, step):
+        if step.session_id != self.session_id:
+            # A new scheduler session (scheduler restart or worker re-registered): old requests are gone.
+            self.states.clear()
+            self.session_id = step.session_id
+        for req_id in step.finished_req_ids:
+            self.states.pop(req_id, None)
+        for new in step.new_requests:
+            self.states[new.req_id] = SamplingState(new.req_id, new.sampling, list(new.prompt_token_ids),
+                                                    list(new.output_token_ids))
+        result = pb.StepResult(step_id=step.step_id)
+        if not step.rows:
+            return result
+        batch = self.build_batch(step)
+        sample_rows = [row for row in step.rows if row.sample]
+        states = [self._state(row.req_id) for row in sample_rows]
+        with torch.inference_mode():
+            logits = self.model.forward(batch, self.cache)
+            sampled = self.sampler.sample(logits, states)
+        for row, st, token_id, logprob, top in zip(sample_rows, states, sampled.token_ids, sampled.logprobs,
+                                                   sampled.top_logprobs):
+            st.output_token_ids.append(token_id)
+            result.req_ids.append(row.req_id)
+            result.token_ids.append(token_id)
+            result.logprobs.append(logprob)
+            if top is not None:
+                result.top_logprobs.add(token_ids=top[0], logprobs=top[1])
+            elif st.params.num_logprobs == 0 and any(s.params.num_logprobs for s in states):
+                result.top_logprobs.add()
+        return result
+
+    def _state(self, req_id: str) -> SamplingState:
+        state = self.states.get(req_id)
+        if state is None:
+            raise StepError(f"row for request {req_id!r} that was never sent as a NewRequest")
+        return state
+
+    def build_batch(self, step) -> ForwardBatch:
+        """PackedStep -> ForwardBatch (tensors on the cache's device). Raises StepError on inconsistent rows."""
+        num_tokens = sum(row.num_tokens for row in step.rows)
+        if num_tokens != len(step.token_ids):
+            raise StepError(f"rows claim {num_tokens} tokens, step carries {len(step.token_ids)}")
+        rows, offset = [], 0
+        for row in step.rows:
+            toks = list(step.token_ids[offset:offset + row.num_tokens])
+            offset += row.num_tokens
+            if not 0 <= row.state_slot < self.cache.num_slots:
+                raise StepError(f"row {row.req_id!r}: state slot {row.state_slot} outside [0, {self.cache.num_slots})")
+            rows.append((toks, row.context_len, row.state_slot, list(row.block_table), row.sample))
+        try:
+            batch = ForwardBatch.from_rows(rows, self.cache.block_size)
+        except ValueError as exc:
+            raise StepError(str(exc)) from exc
+        device = self.cache.device
+        if device.type != "cpu":
+            batch = ForwardBatch(*(getattr(batch, f).to(device, non_blocking=True) for f in
+                                   ("input_ids", "positions", "cu_seqlens", "context_lens", "state_slots",
+                                    "block_tables", "logits_rows")))
+        return batch

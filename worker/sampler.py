@@ -1,0 +1,146 @@
+"""Worker process: batched sampling of one packed step's logits; every kind of request shares the same batch.
+
+Order per row: penalties (repetition, then frequency/presence) and logit_bias on the raw logits; greedy rows
+take the argmax; the others divide by temperature, apply top_k, top_p and min_p, and pick
+argmax(probs / E) with E ~ Exponential(1) noise (the Gumbel-max trick in exponential form). A seeded row
+draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
+the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
+(log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
+"""
+from dataclasses import dataclass, field
+
+import torch
+
+GREEDY_EPS = 1e-5
+MASK = float("-inf")
+
+
+def mix_seed(seed: int, index: int) -> int:
+    """splitmix64 of (seed, index) -> a 63-bit generator seed; depends on nothing else."""
+    x = (seed * 0x9E3779B97F4A7C15 + index + 1) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (x ^ (x >> 31)) & 0x7FFFFFFFFFFFFFFF
+
+
+@dataclass
+class SamplingState:
+    """One request's sampling parameters and the tokens its penalties look at."""
+
+    req_id: str
+    params: object                  # pb.SamplingParams
+    prompt_token_ids: list
+    output_token_ids: list = field(default_factory=list)
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.params.temperature < GREEDY_EPS
+
+    @property
+    def has_penalty(self) -> bool:
+        p = self.params
+        return p.presence_penalty != 0 or p.frequency_penalty != 0 or p.repetition_penalty not in (0.0, 1.0)
+
+
+@dataclass
+class SampleOutput:
+    token_ids: list                 # [M] sampled ids
+    logprobs: list                  # [M] natural-log probability of each
+    top_logprobs: list              # [M] (ids, logprobs) or None where num_logprobs == 0
+
+
+def _apply_penalties(logits: torch.Tensor, states: list) -> None:
+    """In place on logits [M, V]: repetition penalty over prompt+output, frequency/presence over output."""
+    vocab = logits.shape[1]
+    for r, st in enumerate(states):
+        if not st.has_penalty:
+            continue
+        p = st.params
+        out_ids = torch.tensor(st.output_token_ids, dtype=torch.int64)
+        if p.repetition_penalty not in (0.0, 1.0):
+            seen = torch.tensor(st.prompt_token_ids + st.output_token_ids, dtype=torch.int64).unique()
+            seen = seen[seen < vocab]
+            vals = logits[r, seen]
+            logits[r, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+        if out_ids.numel() and (p.frequency_penalty or p.presence_penalty):
+            counts = torch.bincount(out_ids[out_ids < vocab], minlength=vocab)[:vocab].to(logits.dtype)
+            logits[r] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
+
+
+def _apply_logit_bias(logits: torch.Tensor, states: list) -> None:
+    rows, ids, values = [], [], []
+    for r, st in enumerate(states):
+        for token_id, bias in st.params.logit_bias.items():
+            if token_id < logits.shape[1]:
+                rows.append(r)
+                ids.append(token_id)
+                values.append(bias)
+    if rows:
+        logits.index_put_((torch.tensor(rows), torch.tensor(ids)), torch.tensor(values, dtype=logits.dtype),
+                          accumulate=True)
+
+
+def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """Temperature, top_k, top_p, min_p on logits [R, V] of sampled rows; returns probabilities [R, V]."""
+    temps = torch.tensor([st.params.temperature for st in states], dtype=logits.dtype)
+    logits = logits / temps[:, None]
+    vocab = logits.shape[1]
+    top_k = torch.tensor([st.params.top_k if 0 < st.params.top_k < vocab else vocab for st in states])
+    top_p = torch.tensor([st.params.top_p if 0 < st.params.top_p < 1 else 1.0 for st in states], dtype=logits.dtype)
+    if (top_k < vocab).any() or (top_p < 1).any():
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        ranks = torch.arange(vocab)[None, :]
+        sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
+        probs = sorted_logits.softmax(dim=-1)
+        # Keep a token while the mass before it is below top_p (the best token always stays).
+        mass_before = probs.cumsum(dim=-1) - probs
+        sorted_logits = sorted_logits.masked_fill(mass_before > top_p[:, None], MASK)
+        logits = torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
+    probs = logits.softmax(dim=-1)
+    min_p = torch.tensor([st.params.min_p for st in states], dtype=logits.dtype)
+    if (min_p > 0).any():
+        threshold = min_p[:, None] * probs.max(dim=-1, keepdim=True).values
+        probs = probs.masked_fill(probs < threshold, 0.0)
+    return probs
+
+
+def _noise(states: list, vocab: int, generator: torch.Generator) -> torch.Tensor:
+    """Exponential(1) noise [R, V]; seeded rows from (seed, token index) only."""
+    noise = torch.empty(len(states), vocab).exponential_(generator=generator)
+    for r, st in enumerate(states):
+        if st.params.has_seed:
+            row_gen = torch.Generator().manual_seed(mix_seed(st.params.seed, len(st.output_token_ids)))
+            noise[r] = torch.empty(vocab).exponential_(generator=row_gen)
+    return noise
+
+
+class Sampler:
+    def __init__(self, vocab_size: int, seed: int = 0):
+        self.vocab_size = vocab_size
+        # Unseeded rows draw from one worker generator (different on every worker start unless seed given).
+        self.generator = torch.Generator().manual_seed(seed or torch.seed())
+
+    def sample(self, logits: torch.Tensor, states: list) -> SampleOutput:
+        """logits [M, V'] float32 (V' >= vocab_size; padded LM rows are never sampled) for `states` [M]."""
+        logits = logits[:, :self.vocab_size].float().cpu()
+        raw_logprobs = logits.log_softmax(dim=-1)
+        logits = logits.clone()
+        _apply_penalties(logits, states)
+        _apply_logit_bias(logits, states)
+        token_ids = logits.argmax(dim=-1)
+        sampled_rows = [r for r, st in enumerate(states) if not st.is_greedy]
+        if sampled_rows:
+            sub = [states[r] for r in sampled_rows]
+            probs = _filter(logits[sampled_rows], sub)
+            picked = (probs / _noise(sub, probs.shape[1], self.generator)).argmax(dim=-1)
+            token_ids[sampled_rows] = picked
+        logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
+        return SampleOutput(token_ids.tolist(), logprobs.tolist(), self._top(raw_logprobs, states))
+
+    @staticmethod
+    def _top(raw_logprobs: torch.Tensor, states: list) -> list:
+        wanted = [st.params.num_logprobs for st in states]
+        if not any(wanted):
+            return [None] * len(states)
+        values, ids = raw_logprobs.topk(min(max(wanted), raw_logprobs.shape[1]), dim=-1)
+        return [(ids[r, :k].tolist(), values[r, :k].tolist()) if k else None for r, k in enumerate(wanted)]

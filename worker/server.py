@@ -1,0 +1,112 @@
+"""Worker process entry point: loads the model, sizes the KV and GDN state pools, and runs the compute loop.
+
+Run: python -m worker.server --model models/tiny   (flags or SPARKINFER_* env vars)
+Socket I/O runs on its own thread (worker/wire.py); this module's main thread only computes steps.
+"""
+import argparse
+import os
+import uuid
+from dataclasses import dataclass, fields
+
+import torch
+
+from proto import pb
+from worker.cache import ModelCache
+from worker.loader import load_model
+from worker.model_card import load_model_card
+from worker.model_runner import MIB, ModelRunner, size_pools
+from worker.wire import SchedulerLink
+
+
+@dataclass
+class WorkerConfig:
+    model: str = "models/tiny"                 # checkpoint folder
+    worker_addr: str = "tcp://127.0.0.1:5557"  # scheduler's step port; results go to port + 1
+    device: str = ""                           # "" = cuda:0 when available, else cpu
+    num_kv_blocks: int = 0                     # 0 = from kv_cache_mib
+    num_state_slots: int = 64                  # GDN state slots = running requests at most
+    block_size: int = 16                       # tokens per KV block
+    kv_cache_mib: int = 128                    # KV pool budget when num_kv_blocks is 0 (CPU default)
+    num_threads: int = 0                       # torch CPU threads; 0 = torch's default
+    sampler_seed: int = 0                      # seed of the generator unseeded requests share; 0 = random
+
+    def describe(self) -> str:
+        return "worker config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+ENV_NAMES = {
+    "model": "SPARKINFER_MODEL", "worker_addr": "SPARKINFER_WORKER_ADDR", "device": "SPARKINFER_DEVICE",
+    "num_kv_blocks": "SPARKINFER_NUM_KV_BLOCKS", "num_state_slots": "SPARKINFER_NUM_STATE_SLOTS",
+    "block_size": "SPARKINFER_BLOCK_SIZE", "kv_cache_mib": "SPARKINFER_KV_CACHE_MIB",
+    "num_threads": "SPARKINFER_NUM_THREADS", "sampler_seed": "SPARKINFER_SAMPLER_SEED",
+}
+
+
+def parse_config(argv=None, environ=None) -> WorkerConfig:
+    """Flags win over environment variables, which win over the defaults."""
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog="python -m worker.server", description="SparkInfer worker")
+    defaults = WorkerConfig()
+    for f in fields(WorkerConfig):
+        parser.add_argument("--" + f.name.replace("_", "-"), default=None,
+                            help=f"(env {ENV_NAMES[f.name]}, default {getattr(defaults, f.name)!r})")
+    args = parser.parse_args(argv)
+    values = {}
+    for f in fields(WorkerConfig):
+        raw = getattr(args, f.name)
+        if raw is None:
+            raw = environ.get(ENV_NAMES[f.name])
+        try:
+            values[f.name] = getattr(defaults, f.name) if raw is None else f.type(raw)
+        except ValueError:
+            parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not a {f.type.__name__}")
+    return WorkerConfig(**values)
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def build_runner(config: WorkerConfig):
+    """Loads the model and allocates its pools; returns (ModelRunner, pb.WorkerHello)."""
+    device = torch.device(config.device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
+    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    card = load_model_card(config.model)
+    model, model_config = load_model(config.model, device=device, dtype=dtype, progress=False)
+    sizes = size_pools(model_config, config.block_size, config.num_state_slots, config.num_kv_blocks,
+                       config.kv_cache_mib * MIB, dtype)
+    cache = ModelCache(model_config, sizes.num_blocks, sizes.block_size, sizes.num_slots, device, dtype)
+    runner = ModelRunner(model, model_config, cache, card["vocab_size"], config.sampler_seed)
+    hello = pb.WorkerHello(model_id=card["model_id"], num_blocks=sizes.num_blocks, block_size=sizes.block_size,
+                           num_slots=sizes.num_slots, max_context_len=card["max_context_len"],
+                           device=_device_name(device), worker_id=uuid.uuid4().hex[:12],
+                           vocab_size=card["vocab_size"])
+    return runner, hello
+
+
+def run(config: WorkerConfig) -> None:
+    if config.num_threads > 0:
+        torch.set_num_threads(config.num_threads)
+    runner, hello = build_runner(config)
+    link = SchedulerLink(config.worker_addr, hello)
+    link.start()
+    print(f"worker ready: {hello.worker_id} on {hello.device}, {hello.num_blocks} KV blocks x {hello.block_size} "
+          f"tokens, {hello.num_slots} state slots, connected to {config.worker_addr} (+1)", flush=True)
+    while True:
+        step = link.steps.get()
+        if step is None:
+            break
+        link.send_result(runner.execute(step))
+    link.close()
+
+
+def main(argv=None) -> None:
+    config = parse_config(argv)
+    print(config.describe(), flush=True)
+    run(config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Scheduler <-> worker boundary, worker side: the I/O thread that owns the worker's ZeroMQ sockets (no pickle).
+
+The worker connects recv_from_scheduler (PULL) to port P of SPARKINFER_WORKER_ADDR and send_to_scheduler
+(PUSH) to port P + 1; the scheduler binds both, so start order does not matter. Every frame is one
+serialized pb.WorkerMessage. The I/O thread answers each Ping with a WorkerHello at once, even while the
+compute loop is busy, hands PackedSteps to the compute loop through a queue, and forwards the StepResults
+the compute loop pushes over an inproc socket.
+"""
+import queue
+import threading
+from urllib.parse import urlsplit
+
+import zmq
+
+from proto import pb
+
+POLL_MS = 100
+
+
+class WireError(Exception):
+    """A frame that is not a valid WorkerMessage."""
+
+
+def decode(frame: bytes):
+    msg = pb.WorkerMessage()
+    try:
+        msg.ParseFromString(frame)
+    except Exception as exc:
+        raise WireError(f"undecodable scheduler frame ({len(frame)} bytes): {exc}") from exc
+    if msg.WhichOneof("kind") is None:
+        raise WireError(f"scheduler frame ({len(frame)} bytes) has no message set")
+    return msg
+
+
+def connect_addrs(worker_addr: str) -> tuple:
+    """tcp://host:P -> (tcp://host:P, tcp://host:P+1). Raises ValueError if malformed."""
+    parts = urlsplit(worker_addr)
+    if parts.scheme != "tcp" or not parts.hostname or not parts.port:
+        raise ValueError(f"worker address {worker_addr!r} is not tcp://host:port")
+    return f"tcp://{parts.hostname}:{parts.port}", f"tcp://{parts.hostname}:{parts.port + 1}"
+
+
+class SchedulerLink:
+    """Runs the socket I/O thread; steps() yields PackedSteps (None after Shutdown), send_result() replies."""
+
+    def __init__(self, worker_addr: str, hello: "pb.WorkerHello"):
+        self.step_addr, self.result_addr = connect_addrs(worker_addr)
+        self.hello = hello
+        self.context = zmq.Context()
+        self.inproc_addr = f"inproc://results-{id(self)}"
+        self.steps = queue.Queue()
+        self.handlers = {"ping": self.handle_ping, "step": self.handle_step, "shutdown": self.handle_shutdown}
+        self._running = True
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self.process_sockets, name="worker-io", daemon=True)
+        self._results = None
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+        # Created and used only by the compute thread (ZeroMQ sockets are not thread-safe).
+        self._results = self.context.socket(zmq.PUSH)
+        self._results.connect(self.inproc_addr)
+
+    def send_result(self, result) -> None:
+        self._results.send(pb.WorkerMessage(result=result).SerializeToString())
+
+    def process_sockets(self) -> None:
+        recv_from_scheduler = self.context.socket(zmq.PULL)
+        self.send_to_scheduler = self.context.socket(zmq.PUSH)
+        recv_from_compute = self.context.socket(zmq.PULL)
+        recv_from_compute.bind(self.inproc_addr)
+        for sock in (recv_from_scheduler, self.send_to_scheduler):
+            sock.setsockopt(zmq.LINGER, 0)
+        recv_from_scheduler.connect(self.step_addr)
+        self.send_to_scheduler.connect(self.result_addr)
+        self._ready.set()
+        self._send(pb.WorkerMessage(hello=self.hello))
+        poller = zmq.Poller()
+        poller.register(recv_from_scheduler, zmq.POLLIN)
+        poller.register(recv_from_compute, zmq.POLLIN)
+        while self._running:
+            events = dict(poller.poll(POLL_MS))
+            if recv_from_compute in events:
+                self._send_raw(recv_from_compute.recv())
+            if recv_from_scheduler in events:
+                self._dispatch(recv_from_scheduler.recv())
+        for sock in (recv_from_scheduler, self.send_to_scheduler, recv_from_compute):
+            sock.close()
+
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            msg = decode(frame)
+        except WireError as exc:
+            print(f"worker: dropped frame: {exc}", flush=True)
+            return
+        kind = msg.WhichOneof("kind")
+        handler = self.handlers.get(kind)
+        if handler is not None:
+            handler(getattr(msg, kind))
+
+    def handle_ping(self, ping) -> None:
+        hello = pb.WorkerHello()
+        hello.CopyFrom(self.hello)
+        hello.nonce = ping.nonce
+        self._send(pb.WorkerMessage(hello=hello))
+
+    def handle_step(self, step) -> None:
+        self.steps.put(step)
+
+    def handle_shutdown(self, _shutdown) -> None:
+        self._running = False
+        self.steps.put(None)
+
+    def _send(self, msg) -> None:
+        self._send_raw(msg.SerializeToString())
+
+    def _send_raw(self, frame: bytes) -> None:
+        try:
+            self.send_to_scheduler.send(frame, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # no scheduler connected: hellos repeat on every ping, results of a gone scheduler are moot
+
+    def close(self) -> None:
+        self._running = False
+        self._thread.join(timeout=2)
+        if self._results is not None:
+            self._results.close()
+        self.context.term()
