@@ -1,0 +1,145 @@
+"""Gateway process: aiohttp app factory, middlewares (errors, auth, metrics), health routes and `python -m gateway.app`."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from typing import Optional, Sequence
+
+from aiohttp import web
+
+from gateway import metrics
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig, parse_config
+from gateway.engine import Engine
+from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge,
+                            Unauthorized, Unavailable)
+from gateway.openai_routes import OpenAIRoutes
+from gateway.web import error_response, json_response
+
+log = logging.getLogger("sparkinfer.gateway")
+VERSION = "0.1.0"
+ENGINE_KEY = web.AppKey("engine", Engine)
+CONFIG_KEY = web.AppKey("config", GatewayConfig)
+_OPEN_PATHS = ("/health", "/metrics", "/version", "/")
+
+
+def _http_error(exc: web.HTTPException, path: str) -> ApiError:
+    if exc.status == 404:
+        return NotFound(f"no route {path}", code="not_found")
+    if exc.status == 405:
+        return MethodNotAllowed(f"method not allowed on {path}")
+    if exc.status == 413:
+        return PayloadTooLarge(f"request body too large: {exc.text}")
+    return ApiError(exc.text or exc.reason)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler):
+    """Every failure leaves as an API-shaped error; only a server bug is a 500."""
+    try:
+        response = await handler(request)
+    except ApiError as exc:
+        response = error_response(exc)
+        metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        error = _http_error(exc, request.path)
+        error.status = exc.status
+        response = error_response(error)
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        response = error_response(InternalError(f"internal error: {exc!r}"))
+    metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(response.status)).inc()
+    return response
+
+
+def _route_name(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def auth_middleware(api_key: Optional[str]):
+    @web.middleware
+    async def check_key(request: web.Request, handler):
+        if api_key and request.path not in _OPEN_PATHS:
+            header = request.headers.get("Authorization", "")
+            given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+            if not secrets.compare_digest(given, api_key):
+                raise Unauthorized("missing or invalid API key: send 'Authorization: Bearer <key>'")
+        return await handler(request)
+    return check_key
+
+
+async def health(request: web.Request) -> web.Response:
+    engine = request.app[ENGINE_KEY]
+    try:
+        load = await engine.client.load(timeout=2.0)
+        card = await engine.card()
+    except ApiError as exc:
+        return json_response({"status": "unhealthy", "reason": "scheduler_unreachable", "detail": exc.message},
+                             status=503)
+    if not load.worker_alive:
+        return json_response({"status": "unhealthy", "reason": "worker_down",
+                              "detail": "the scheduler has no live worker"}, status=503)
+    return json_response({"status": "ok", "model": card.model_id, "num_running": load.num_running,
+                          "num_waiting": load.num_waiting})
+
+
+async def version(request: web.Request) -> web.Response:
+    return json_response({"name": "sparkinfer", "version": VERSION})
+
+
+async def metrics_route(request: web.Request) -> web.Response:
+    body, content_type = metrics.render()
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+async def _prefetch_card(app: web.Application) -> None:
+    """Fetches the model card in the background so the first request does not wait for it."""
+    engine = app[ENGINE_KEY]
+    for _ in range(600):
+        try:
+            await engine.card()
+            return
+        except ApiError:
+            await asyncio.sleep(0.5)
+
+
+def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) -> web.Application:
+    """The gateway app; `client` lets tests point it at a fake scheduler."""
+    app = web.Application(middlewares=[error_middleware, auth_middleware(config.api_key)],
+                          client_max_size=config.max_body_bytes)
+    app[CONFIG_KEY] = config
+    app[ENGINE_KEY] = Engine(client or SchedulerClient(config.scheduler_addr))
+    OpenAIRoutes(app[ENGINE_KEY], config).register(app)
+    app.router.add_get("/health", health)
+    app.router.add_get("/version", version)
+    app.router.add_get("/metrics", metrics_route)
+
+    async def on_startup(app: web.Application) -> None:
+        app["prefetch"] = asyncio.create_task(_prefetch_card(app))
+
+    async def on_cleanup(app: web.Application) -> None:
+        app["prefetch"].cancel()
+        await app[ENGINE_KEY].client.close()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")
+    config = parse_config(argv)
+    log.info("config %s", config.printable())
+    web.run_app(create_app(config), host=config.host, port=config.port, handler_cancellation=True,
+                print=lambda *_: log.info("serving on http://%s:%d", config.host, config.port),
+                access_log=None)
+
+
+if __name__ == "__main__":
+    main()

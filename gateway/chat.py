@@ -1,0 +1,86 @@
+"""Gateway process: renders the checkpoint's Jinja chat template exactly as transformers' apply_chat_template does."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Optional
+
+import jinja2
+import orjson
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from gateway.errors import InvalidRequest
+
+
+class TemplateError(InvalidRequest):
+    """400: the chat template refused the conversation (raise_exception or a render error)."""
+    code = "invalid_messages"
+
+
+def _raise_exception(message: str):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent=None, separators=None, sort_keys: bool = False) -> str:
+    # transformers overrides jinja's tojson: no HTML escaping, same keyword options as json.dumps.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def compile_template(source: str) -> jinja2.Template:
+    """Compiles a chat template in the sandbox transformers uses (trim_blocks, lstrip_blocks)."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env.from_string(source)
+
+
+def _parse_arguments(arguments: Any) -> Any:
+    # OpenAI sends tool-call arguments as a JSON string; templates iterate them as a mapping.
+    if isinstance(arguments, str):
+        try:
+            parsed = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+        return parsed if isinstance(parsed, dict) else arguments
+    return arguments
+
+
+def prepare_messages(messages: list[dict]) -> list[dict]:
+    """Copies OpenAI messages into the shape chat templates expect (arguments as dicts, no nulls)."""
+    out = []
+    for message in messages:
+        msg = {key: value for key, value in message.items() if value is not None}
+        calls = msg.get("tool_calls")
+        if calls:
+            msg["tool_calls"] = [_prepare_call(call) for call in calls]
+        out.append(msg)
+    return out
+
+
+def _prepare_call(call: dict) -> dict:
+    call = dict(call)
+    function = dict(call.get("function") or {})
+    if "arguments" in function:
+        function["arguments"] = _parse_arguments(function["arguments"])
+    call["function"] = function
+    return call
+
+
+def render_chat(template: jinja2.Template, messages: list[dict], tools: Optional[list[dict]] = None,
+                add_generation_prompt: bool = True, **kwargs: Any) -> str:
+    """Renders a conversation to the prompt text. Raises TemplateError on a template refusal."""
+    try:
+        return template.render(messages=prepare_messages(messages), tools=tools,
+                               add_generation_prompt=add_generation_prompt, **kwargs)
+    except jinja2.exceptions.TemplateError as exc:
+        raise TemplateError(f"chat template error: {exc}", param="messages") from exc
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise TemplateError(f"chat template could not render these messages: {exc}",
+                            param="messages") from exc

@@ -1,0 +1,100 @@
+"""Gateway process: grpc.aio client to the scheduler's Serving service, gRPC status -> typed API errors."""
+from __future__ import annotations
+
+from typing import AsyncIterator, Optional
+
+import grpc
+
+from gateway.errors import (ApiError, ContextLengthExceeded, InternalError, InvalidRequest, Overloaded,
+                            Timeout, Unavailable)
+from proto import pb, pb_grpc
+
+_INFO_TIMEOUT_S = 5.0
+
+
+def _metadata_value(call_or_error, key: str) -> Optional[str]:
+    try:
+        metadata = call_or_error.trailing_metadata() or ()
+    except Exception:  # noqa: BLE001 - metadata is best effort on a failed call
+        return None
+    for item_key, value in metadata:
+        if item_key.lower() == key:
+            return value if isinstance(value, str) else value.decode()
+    return None
+
+
+def map_rpc_error(error: grpc.aio.AioRpcError) -> ApiError:
+    """The API error a failed scheduler call means for the client."""
+    code, details = error.code(), error.details() or ""
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        retry = _metadata_value(error, "retry-after")
+        return Overloaded(details or "the server is overloaded: waiting queue is full, retry later",
+                          retry_after=int(float(retry)) if retry else 1)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        if "context" in details.lower():
+            return ContextLengthExceeded(details, param="messages")
+        return InvalidRequest(details or "the scheduler rejected the request")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return Unavailable(f"the model server is unavailable: {details or 'scheduler unreachable'}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Timeout(f"the scheduler did not answer in time: {details}")
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return Unavailable(f"the model server is not ready: {details}")
+    return InternalError(f"scheduler error ({code.name}): {details}")
+
+
+class SchedulerClient:
+    """One channel to one scheduler; every method raises ApiError instead of grpc errors."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(address, options=[
+            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ])
+        self._stub = pb_grpc.ServingStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def info(self, timeout: float = _INFO_TIMEOUT_S) -> "pb.InfoResponse":
+        try:
+            return await self._stub.Info(pb.InfoRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise map_rpc_error(exc) from exc
+
+    async def load(self, timeout: float = 2.0) -> "pb.LoadResponse":
+        try:
+            return await self._stub.Load(pb.LoadRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise map_rpc_error(exc) from exc
+
+    def generate(self, request: "pb.GenerateRequest") -> "GenerateStream":
+        return GenerateStream(self._stub.Generate(request))
+
+
+class GenerateStream:
+    """One Generate call: read messages with `next()`; `cancel()` aborts the request in the scheduler."""
+
+    def __init__(self, call):
+        self._call = call
+
+    async def next(self) -> Optional["pb.GenerateResponse"]:
+        """The next message, or None when the stream ended normally."""
+        try:
+            message = await self._call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise map_rpc_error(exc) from exc
+        if message is grpc.aio.EOF:
+            return None
+        return message
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    async def __aiter__(self) -> AsyncIterator["pb.GenerateResponse"]:
+        while True:
+            message = await self.next()
+            if message is None:
+                return
+            yield message

@@ -1,0 +1,51 @@
+"""Gateway process: its configuration, from flags over SPARKINFER_* environment variables over defaults."""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass
+from typing import Optional, Sequence
+
+
+@dataclass
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    scheduler_addr: str = "127.0.0.1:50051"
+    sse_keepalive_s: float = 15.0
+    api_key: Optional[str] = None
+    served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
+    max_body_bytes: int = 32 * 1024 * 1024
+
+    def printable(self) -> dict:
+        shown = asdict(self)
+        shown["api_key"] = "set" if self.api_key else None
+        return shown
+
+
+def _env(name: str, default):
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
+    """Flags win over SPARKINFER_* variables, which win over the defaults."""
+    d = GatewayConfig()
+    parser = argparse.ArgumentParser(prog="python -m gateway.app",
+                                     description="SparkInfer HTTP gateway (OpenAI-compatible API).")
+    parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
+    parser.add_argument("--port", type=int, default=int(_env("SPARKINFER_PORT", d.port)),
+                        help="HTTP port (SPARKINFER_PORT)")
+    parser.add_argument("--scheduler-addr", default=_env("SPARKINFER_SCHEDULER_ADDR", d.scheduler_addr),
+                        help="scheduler gRPC host:port (SPARKINFER_SCHEDULER_ADDR)")
+    parser.add_argument("--sse-keepalive-seconds", type=float,
+                        default=float(_env("SPARKINFER_SSE_KEEPALIVE_SECONDS", d.sse_keepalive_s)),
+                        help="seconds between keep-alive comments on a silent stream (SPARKINFER_SSE_KEEPALIVE_SECONDS)")
+    parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
+                        help="require 'Authorization: Bearer KEY' on /v1 routes (SPARKINFER_API_KEY)")
+    parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
+                        help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
+    args = parser.parse_args(argv)
+    return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
+                         sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
+                         served_model_name=args.served_model_name)

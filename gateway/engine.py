@@ -1,0 +1,296 @@
+"""Gateway process: the one generation path every HTTP API (OpenAI, LM Studio, Ollama) translates into and out of.
+
+Use: build a GenRequest, `gen = engine.start(req)`, then `await gen.next(timeout)` yields Delta
+objects (one per emitted piece, any choice) until None; `gen.usage()` gives token counts;
+`await gen.close()` cancels every scheduler call (client gone). `await engine.complete(req)`
+runs it to the end and returns the per-choice results (non-streamed responses).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gateway import metrics
+from gateway.client import SchedulerClient
+from gateway.errors import ApiError, InternalError, Unavailable
+from gateway.model import ModelCard
+from gateway.reasoning import ReasoningSplitter
+from gateway.stream import IncrementalDetokenizer, StopMatcher
+from proto import pb
+
+
+@dataclass
+class Sampling:
+    """Resolved sampling knobs (request values over generation_config defaults)."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict = field(default_factory=dict)   # token id -> bias
+
+
+@dataclass
+class GenRequest:
+    """One generation as the APIs ask for it: prompt ids in, n choices of text out."""
+    req_id: str
+    prompt_ids: list
+    max_tokens: int                      # generated tokens at most (>= 1)
+    sampling: Sampling = field(default_factory=Sampling)
+    stop: list = field(default_factory=list)           # stop strings (never returned)
+    stop_token_ids: list = field(default_factory=list)  # extra stop ids besides the model's eos
+    ignore_eos: bool = False
+    n: int = 1
+    num_logprobs: Optional[int] = None   # None: no logprobs; k >= 0: sampled token + k alternatives
+    split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning
+    thinking_open: bool = False          # the prompt itself ended with an opened <think>
+    extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
+
+    @property
+    def all_prompt_ids(self) -> list:
+        return [self.prompt_ids] + list(self.extra_prompt_ids)
+
+    @property
+    def num_choices(self) -> int:
+        """n choices per prompt; choice index = prompt_index * n + i."""
+        return self.n * (1 + len(self.extra_prompt_ids))
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: list = field(default_factory=list)   # [(token_id, logprob)], best first
+
+
+@dataclass
+class Delta:
+    """A piece of one choice's output; `finish_reason` is set on that choice's last Delta."""
+    index: int
+    content: str = ""
+    reasoning: str = ""
+    logprobs: list = field(default_factory=list)
+    finish_reason: Optional[str] = None
+    stop_reason: Optional[str] = None    # the stop string that matched, when one did
+
+
+@dataclass
+class ChoiceResult:
+    index: int
+    content: str = ""
+    reasoning: str = ""
+    logprobs: list = field(default_factory=list)
+    finish_reason: Optional[str] = None
+    stop_reason: Optional[str] = None
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
+    s = req.sampling
+    sampling = pb.SamplingParams(
+        temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
+        has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
+        presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
+        repetition_penalty=s.repetition_penalty, logit_bias=dict(s.logit_bias),
+        num_logprobs=req.num_logprobs or 0)
+    prompt_ids = req.all_prompt_ids[index // req.n]
+    return pb.GenerateRequest(req_id=f"{req.req_id}-{index}", prompt_token_ids=prompt_ids,
+                              sampling=sampling, max_tokens=req.max_tokens,
+                              stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos)
+
+
+class _Done:
+    """Queue marker: one choice finished."""
+
+
+class Generation:
+    """A running request: n scheduler calls feeding one queue of Deltas."""
+
+    def __init__(self, engine: "Engine", req: GenRequest, card: ModelCard):
+        self.req = req
+        self._engine = engine
+        self._card = card
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._num_prompt = [len(ids) for ids in req.all_prompt_ids]
+        self._usage = Usage(prompt_tokens=sum(self._num_prompt))
+        self._generated = [0] * req.num_choices
+        self._running = req.num_choices
+        self._start = time.monotonic()
+        self._first_token_at: Optional[float] = None
+        self._tasks = [asyncio.create_task(self._run_choice(i)) for i in range(req.num_choices)]
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def usage(self) -> Usage:
+        self._usage.completion_tokens = sum(self._generated)
+        return self._usage
+
+    async def next(self, timeout: Optional[float] = None) -> Optional[Delta]:
+        """The next Delta, None when every choice finished; raises ApiError or asyncio.TimeoutError."""
+        while self._running:
+            item = await asyncio.wait_for(self._queue.get(), timeout) if timeout else await self._queue.get()
+            if isinstance(item, _Done):
+                self._running -= 1
+                continue
+            if isinstance(item, BaseException):
+                await self.close()
+                raise item
+            return item
+        return None
+
+    async def close(self) -> None:
+        """Cancels every scheduler call still running (idempotent)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run_choice(self, index: int) -> None:
+        stream = self._engine.client.generate(_pb_request(self.req, index))
+        try:
+            await self._consume(index, stream)
+            self._queue.put_nowait(_Done())
+        except ApiError as exc:
+            self._queue.put_nowait(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must surface as a 500, not a hang
+            self._queue.put_nowait(InternalError(f"gateway error while generating: {exc!r}"))
+        finally:
+            stream.cancel()
+
+    async def _consume(self, index: int, stream) -> None:
+        out = _ChoiceOutput(index, self.req, self._card)
+        while True:
+            message = await stream.next()
+            if message is None:
+                raise Unavailable("the scheduler ended the request without a finish reason")
+            self._account(index, message)
+            finish = message.finish_reason or None
+            if finish == "abort":
+                raise Unavailable("the request was aborted by the model server (worker lost?)")
+            delta = out.push(message, finish)
+            if delta is not None:
+                self._queue.put_nowait(delta)
+            if delta is not None and delta.finish_reason:
+                self._engine.record_finish(self, delta.finish_reason)
+                return
+
+    def _account(self, index: int, message) -> None:
+        if message.num_prompt_tokens and index % self.req.n == 0:
+            self._num_prompt[index // self.req.n] = message.num_prompt_tokens
+            self._usage.prompt_tokens = sum(self._num_prompt)
+        if message.num_cached_tokens:
+            self._usage.cached_tokens = message.num_cached_tokens
+        counted = self._generated[index] + len(message.token_ids)
+        self._generated[index] = max(counted, message.num_generated_tokens)
+        if message.token_ids and self._first_token_at is None:
+            self._first_token_at = time.monotonic()
+            metrics.TTFT.observe(self._first_token_at - self._start)
+
+
+class _ChoiceOutput:
+    """Per-choice text pipeline: ids -> detokenizer -> stop strings -> reasoning split."""
+
+    def __init__(self, index: int, req: GenRequest, card: ModelCard):
+        self.index = index
+        self._card = card
+        self._want_logprobs = req.num_logprobs is not None
+        self._detok = IncrementalDetokenizer(card.decode)
+        self._stop = StopMatcher(req.stop)
+        self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
+        self._pending_logprobs: list = []
+
+    def push(self, message, finish: Optional[str]) -> Optional[Delta]:
+        if self._want_logprobs:
+            self._pending_logprobs.extend(_logprobs(message))
+        text = self._stop.push(self._detok.push(message.token_ids))
+        if self._stop.matched is not None:
+            finish = "stop"
+        elif finish:
+            text += self._stop.push(self._detok.flush())
+            text += self._stop.flush()
+            if self._stop.matched is not None:
+                finish = "stop"
+        reasoning, content = self._split_text(text, bool(finish))
+        if not (reasoning or content or finish):
+            return None
+        delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
+                      logprobs=self._pending_logprobs, stop_reason=self._stop.matched)
+        self._pending_logprobs = []
+        return delta
+
+    def _split_text(self, text: str, final: bool) -> tuple[str, str]:
+        if self._split is None:
+            return "", text
+        reasoning, content = self._split.push(text)
+        if final:
+            tail_r, tail_c = self._split.flush()
+            reasoning, content = reasoning + tail_r, content + tail_c
+        return reasoning, content
+
+
+def _logprobs(message) -> list:
+    entries = []
+    for i, (token_id, logprob) in enumerate(zip(message.token_ids, message.logprobs)):
+        top = []
+        if i < len(message.top_logprobs):
+            alt = message.top_logprobs[i]
+            top = list(zip(alt.token_ids, alt.logprobs))
+        entries.append(TokenLogprob(token_id, logprob, top))
+    return entries
+
+
+class Engine:
+    """The gateway's view of one scheduler: model card (cached Info) plus generation."""
+
+    def __init__(self, client: SchedulerClient):
+        self.client = client
+        self._card: Optional[ModelCard] = None
+        self._card_lock = asyncio.Lock()
+
+    async def card(self) -> ModelCard:
+        """The model card; fetched from the scheduler on first use. Raises Unavailable."""
+        if self._card is None:
+            async with self._card_lock:
+                if self._card is None:
+                    self._card = ModelCard.from_info(await self.client.info())
+        return self._card
+
+    async def start(self, req: GenRequest) -> Generation:
+        return Generation(self, req, await self.card())
+
+    async def complete(self, req: GenRequest) -> tuple[list[ChoiceResult], Usage]:
+        """Runs a request to the end; cancels the scheduler calls if the caller is cancelled."""
+        gen = await self.start(req)
+        results = [ChoiceResult(i) for i in range(req.num_choices)]
+        try:
+            while (delta := await gen.next()) is not None:
+                result = results[delta.index]
+                result.content += delta.content
+                result.reasoning += delta.reasoning
+                result.logprobs.extend(delta.logprobs)
+                if delta.finish_reason:
+                    result.finish_reason, result.stop_reason = delta.finish_reason, delta.stop_reason
+        finally:
+            await gen.close()
+        return results, gen.usage()
+
+    def record_finish(self, gen: Generation, finish_reason: str) -> None:
+        metrics.REQUEST_SUCCESS.labels(finished_reason=finish_reason).inc()
+        metrics.E2E_LATENCY.observe(gen.elapsed())

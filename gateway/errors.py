@@ -1,0 +1,117 @@
+"""Gateway process: typed API errors and their OpenAI wire shape {"error": {message, type, param, code}}."""
+from __future__ import annotations
+
+from typing import Optional
+
+import orjson
+
+
+class ApiError(Exception):
+    """An error a client sees; `status` is the HTTP status, the rest fills OpenAI's error object."""
+
+    status = 500
+    type = "server_error"
+    code: Optional[str] = None
+
+    def __init__(self, message: str, param: Optional[str] = None, code: Optional[str] = None,
+                 headers: Optional[dict] = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        self.headers = dict(headers or {})
+
+    def to_dict(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param,
+                          "code": self.code}}
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+
+class InvalidRequest(ApiError):
+    """400: the request body is malformed or a value is out of range."""
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_value"
+
+
+class Unsupported(InvalidRequest):
+    """400: a well-formed request asks for something this server cannot do (never silently ignored)."""
+    code = "unsupported"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    """400: prompt + max_tokens do not fit the model's context window."""
+    code = "context_length_exceeded"
+
+
+class Unauthorized(ApiError):
+    """401: missing or wrong Bearer key."""
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFound(ApiError):
+    """404: unknown model or route."""
+    status = 404
+    type = "not_found_error"
+    code = "model_not_found"
+
+
+class MethodNotAllowed(ApiError):
+    """405: the route exists with another method."""
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
+class PayloadTooLarge(ApiError):
+    """413: the body is larger than the gateway accepts."""
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class Overloaded(ApiError):
+    """429: the scheduler's waiting queue is full; retry after `retry_after` seconds."""
+    status = 429
+    type = "rate_limit_error"
+    code = "server_overloaded"
+
+    def __init__(self, message: str, retry_after: int = 1):
+        super().__init__(message, headers={"Retry-After": str(max(1, int(retry_after)))})
+        self.retry_after = retry_after
+
+
+class Unavailable(ApiError):
+    """503: the scheduler is unreachable or its worker is down."""
+    status = 503
+    type = "server_unavailable"
+    code = "server_unavailable"
+
+    def __init__(self, message: str, retry_after: int = 1):
+        super().__init__(message, headers={"Retry-After": str(max(1, int(retry_after)))})
+
+
+class Timeout(ApiError):
+    """504: the scheduler did not answer in time."""
+    status = 504
+    type = "server_error"
+    code = "request_timeout"
+
+
+class NotImplementedApi(ApiError):
+    """501: an endpoint this engine does not provide."""
+    status = 501
+    type = "not_implemented"
+    code = "not_implemented"
+
+
+class InternalError(ApiError):
+    """500: a fault inside the server (never caused by what the client sent)."""
+    status = 500
+    type = "server_error"
+    code = "internal_error"

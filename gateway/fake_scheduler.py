@@ -1,0 +1,107 @@
+"""Test support (runs inside the test process): a scripted in-process Serving servicer and a small byte-level tokenizer."""
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import grpc
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from proto import pb, pb_grpc
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Like Qwen's tokenizer: the markup tokens are added but not "special", so they decode as text.
+MARKUP_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+_CORPUS = ["Hello world, this is a test. The quick brown fox jumps over the lazy dog.",
+           "assistant user system tool function parameter Paris weather sunny",
+           "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"] * 20
+TEMPLATE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "worker", "assets", "chat_template.jinja")
+
+
+def build_tokenizer() -> Tokenizer:
+    """A byte-level BPE with the Qwen special tokens; CJK and emoji stay split over several byte tokens."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in MARKUP_TOKENS])
+    return tokenizer
+
+
+@dataclass
+class Script:
+    """What the fake scheduler does with the next Generate calls."""
+    reply: str = "Hello world"            # text generated (as tokens, one per message)
+    token_ids: Optional[list] = None      # or exact ids
+    delay_s: float = 0.0                  # between messages
+    error: Optional[grpc.StatusCode] = None  # fail at once with this status
+    error_details: str = ""
+    abort_after: Optional[int] = None     # finish_reason "abort" after this many tokens
+    requests: list = field(default_factory=list)  # GenerateRequests received
+
+
+class FakeServing(pb_grpc.ServingServicer):
+    """Serving with scripted output: emits Script.reply token by token, stops with eos or at max_tokens."""
+
+    def __init__(self, tokenizer: Tokenizer, max_context_len: int = 256, template: Optional[str] = None):
+        self.tokenizer = tokenizer
+        self.max_context_len = max_context_len
+        self.template = template if template is not None else open(TEMPLATE_PATH, encoding="utf-8").read()
+        self.eos_id = tokenizer.token_to_id("<|im_end|>")
+        self.script = Script()
+        self.num_running = 0
+
+    async def Info(self, request, context):
+        return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
+                               tokenizer_json=self.tokenizer.to_str().encode(), chat_template=self.template,
+                               eos_token_ids=[self.eos_id], generation_config_json='{"temperature": 0.7}',
+                               architecture="qwen3_5", quantization="bf16", num_parameters=1000,
+                               vocab_size=self.tokenizer.get_vocab_size())
+
+    async def Load(self, request, context):
+        return pb.LoadResponse(num_running=self.num_running, worker_alive=True)
+
+    async def Generate(self, request, context):
+        script = self.script
+        script.requests.append(request)
+        if script.error is not None:
+            await context.abort(script.error, script.error_details or "scripted failure")
+        ids = script.token_ids if script.token_ids is not None else self.tokenizer.encode(script.reply).ids
+        self.num_running += 1
+        try:
+            async for message in self._messages(request, ids, script):
+                yield message
+        finally:
+            self.num_running -= 1
+
+    async def _messages(self, request, ids, script):
+        limit = request.max_tokens or self.max_context_len - len(request.prompt_token_ids)
+        for i, token_id in enumerate(ids[:limit]):
+            if script.delay_s:
+                await asyncio.sleep(script.delay_s)
+            if script.abort_after is not None and i >= script.abort_after:
+                yield pb.GenerateResponse(finish_reason="abort", stop_token_id=-1)
+                return
+            last = i + 1 == limit
+            yield pb.GenerateResponse(token_ids=[token_id], logprobs=[-0.5],
+                                      finish_reason="length" if last else "",
+                                      num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
+                                      num_generated_tokens=i + 1, stop_token_id=-1)
+            if last:
+                return
+        yield pb.GenerateResponse(finish_reason="stop", stop_token_id=self.eos_id,
+                                  num_generated_tokens=min(len(ids), limit) + 1)
+
+
+async def start_fake_server(servicer: FakeServing) -> tuple[grpc.aio.Server, str]:
+    """Serves `servicer` on a free loopback port; returns (server, 'host:port')."""
+    server = grpc.aio.server()
+    pb_grpc.add_ServingServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"

@@ -1,0 +1,78 @@
+"""Gateway process: the streaming HTTP loop every API shares (admission before headers, keep-alive, disconnect)."""
+from __future__ import annotations
+
+import asyncio
+from typing import Optional, Protocol
+
+from aiohttp import web
+
+from gateway import metrics
+from gateway.engine import Delta, Generation, Usage
+from gateway.errors import ApiError
+
+_NO_EVENT = object()
+
+
+class Framer(Protocol):
+    """Turns engine events into one API's wire frames (SSE for OpenAI, NDJSON for Ollama)."""
+    content_type: str
+    headers: dict
+
+    def start(self) -> list[bytes]: ...
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]: ...
+    def end(self, usage: Usage) -> list[bytes]: ...
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]: ...
+    def keepalive(self) -> Optional[bytes]: ...
+
+
+async def _first_event(gen: Generation, wait_s: float):
+    """The first Delta, waited for up to wait_s so that a fast refusal (429, 503, 400) keeps its status."""
+    try:
+        return await gen.next(timeout=wait_s)
+    except asyncio.TimeoutError:
+        return _NO_EVENT
+
+
+async def _write_all(response: web.StreamResponse, frames: list[bytes]) -> None:
+    for frame in frames:
+        await response.write(frame)
+
+
+async def stream_generation(request: web.Request, gen: Generation, framer: Framer,
+                            keepalive_s: float) -> web.StreamResponse:
+    """Streams gen to the client; cancels it when the client goes away or anything fails."""
+    try:
+        first = await _first_event(gen, keepalive_s)
+        response = web.StreamResponse(status=200, headers={"Content-Type": framer.content_type, **framer.headers})
+        await response.prepare(request)
+        await _write_all(response, framer.start())
+        try:
+            await _pump(response, gen, framer, first, keepalive_s)
+        except ApiError as exc:
+            # Headers are gone already: the error travels in the stream's own framing.
+            await _write_all(response, framer.error(exc, gen.usage()))
+        await response.write_eof()
+        return response
+    except (ConnectionResetError, asyncio.CancelledError):
+        metrics.CLIENT_DISCONNECTED.inc()
+        raise
+    finally:
+        await gen.close()
+
+
+async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, first, keepalive_s: float) -> None:
+    delta = first
+    while True:
+        if delta is _NO_EVENT:
+            ping = framer.keepalive()
+            if ping:
+                await response.write(ping)
+        elif delta is None:
+            await _write_all(response, framer.end(gen.usage()))
+            return
+        else:
+            await _write_all(response, framer.delta(delta, gen.usage()))
+        try:
+            delta = await gen.next(timeout=keepalive_s)
+        except asyncio.TimeoutError:
+            delta = _NO_EVENT

@@ -1,0 +1,32 @@
+"""Gateway process: Prometheus metrics served on the gateway's /metrics (vLLM names, sparkinfer_ prefix)."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
+
+REGISTRY = CollectorRegistry()
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests by route and status.",
+                        ["route", "status"], registry=REGISTRY)
+REQUESTS_IN_FLIGHT = Gauge("sparkinfer_gateway_requests_in_flight", "Generation requests the gateway is serving.",
+                           registry=REGISTRY)
+REQUEST_SUCCESS = Counter("sparkinfer_request_success_total", "Finished generations by finish reason.",
+                          ["finished_reason"], registry=REGISTRY)
+REJECTED = Counter("sparkinfer_requests_rejected_total", "Requests refused with an error, by reason.",
+                   ["reason"], registry=REGISTRY)
+CLIENT_DISCONNECTED = Counter("sparkinfer_client_disconnected_total",
+                              "Requests cancelled because the client went away.", registry=REGISTRY)
+PROMPT_TOKENS = Counter("sparkinfer_prompt_tokens_total", "Prompt tokens of served requests.", registry=REGISTRY)
+GENERATION_TOKENS = Counter("sparkinfer_generation_tokens_total", "Generated tokens of served requests.",
+                            registry=REGISTRY)
+TTFT = Histogram("sparkinfer_time_to_first_token_seconds", "Time from request to first token, per choice.",
+                 buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+E2E_LATENCY = Histogram("sparkinfer_e2e_request_latency_seconds", "Time from request to finish, per choice.",
+                        buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text and its content type."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -1,0 +1,114 @@
+"""Gateway process: the served model as the scheduler's Info describes it (tokenizer, template, limits, defaults)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import orjson
+from tokenizers import Tokenizer
+
+from gateway.chat import compile_template
+
+# Sampling fields generation_config.json may set, and the request field each one defaults.
+_GENERATION_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+_SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
+KEEP_IN_TEXT = frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>"})
+
+
+def _bytes_to_unicode() -> dict:
+    """GPT-2's byte <-> printable-character table that byte-level BPE vocabularies are written in."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars = list(printable)
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+_BYTE_DECODER = _bytes_to_unicode()
+
+
+def _token_text(value: Any) -> Optional[str]:
+    # tokenizer_config.json stores special tokens as strings or {"content": ...} objects.
+    if isinstance(value, dict):
+        return value.get("content")
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class ModelCard:
+    """Everything the gateway knows about the model; built once from InfoResponse."""
+
+    model_id: str
+    max_context_len: int
+    tokenizer: Tokenizer
+    chat_template_source: str
+    eos_token_ids: list[int]
+    generation_defaults: dict
+    special_tokens: dict
+    vocab_size: int
+    architecture: str = ""
+    quantization: str = ""
+    num_parameters: int = 0
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def __post_init__(self):
+        self.template = compile_template(self.chat_template_source) if self.chat_template_source else None
+        self.tokenizer_vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        decoder = orjson.loads(self.tokenizer.to_str()).get("decoder") or {}
+        self._byte_level = decoder.get("type") == "ByteLevel"
+        # Special tokens are dropped from text, except the markup the reasoning and tool parsers read.
+        self._skip_ids = {token_id for token_id, token in self.tokenizer.get_added_tokens_decoder().items()
+                          if token.special and token.content not in KEEP_IN_TEXT}
+
+    @classmethod
+    def from_info(cls, info) -> "ModelCard":
+        tokenizer = Tokenizer.from_str(info.tokenizer_json.decode("utf-8"))
+        gen = orjson.loads(info.generation_config_json) if info.generation_config_json else {}
+        tok_cfg = orjson.loads(info.tokenizer_config_json) if info.tokenizer_config_json else {}
+        template = info.chat_template or _template_from_config(tok_cfg)
+        defaults = {key: gen[key] for key in _GENERATION_DEFAULTS if isinstance(gen.get(key), (int, float))}
+        specials = {key: _token_text(tok_cfg.get(key)) for key in _SPECIAL_TOKEN_KEYS}
+        return cls(model_id=info.model_id, max_context_len=info.max_context_len, tokenizer=tokenizer,
+                   chat_template_source=template, eos_token_ids=list(info.eos_token_ids),
+                   generation_defaults=defaults,
+                   special_tokens={k: v for k, v in specials.items() if v is not None},
+                   vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
+                   architecture=info.architecture, quantization=info.quantization,
+                   num_parameters=info.num_parameters)
+
+    def encode(self, text: str) -> list[int]:
+        """Prompt text to ids; special-token strings in the text become their ids, no BOS is added."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        kept = [token_id for token_id in token_ids if token_id not in self._skip_ids]
+        return self.tokenizer.decode(kept, skip_special_tokens=False)
+
+    def token_text(self, token_id: int) -> str:
+        """One token's text for logprobs (special tokens included, broken bytes as U+FFFD)."""
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """One token's raw bytes (a byte-level token may hold part of a UTF-8 character)."""
+        piece = self.tokenizer.id_to_token(token_id)
+        if piece is not None and self._byte_level and all(ch in _BYTE_DECODER for ch in piece):
+            return bytes(_BYTE_DECODER[ch] for ch in piece)
+        return self.token_text(token_id).encode("utf-8")
+
+    def token_id(self, text: str) -> Optional[int]:
+        return self.tokenizer.token_to_id(text)
+
+
+def _template_from_config(tok_cfg: dict) -> str:
+    template = tok_cfg.get("chat_template") or ""
+    if isinstance(template, list):
+        # Some checkpoints ship named templates; "default" is the chat one.
+        named = {item.get("name"): item.get("template") for item in template if isinstance(item, dict)}
+        template = named.get("default") or next(iter(named.values()), "")
+    return template

@@ -1,0 +1,244 @@
+"""Gateway process: OpenAI /v1 request bodies -> validated internal GenRequest (plus response options)."""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gateway.chat import render_chat
+from gateway.engine import GenRequest, Sampling
+from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
+from gateway.model import ModelCard
+from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
+
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
+_EFFORT_ALIASES = {"minimal": "low"}
+
+
+@dataclass
+class Plan:
+    """A validated request: what to generate and how to shape the answer."""
+    gen: GenRequest
+    model: str
+    stream: bool = False
+    include_usage: bool = False
+    continuous_usage: bool = False
+    echo_texts: list = field(default_factory=list)  # completions echo: prompt text per prompt
+    tools: Optional[list] = None                     # tools whose calls are parsed from the output
+    parallel_tool_calls: bool = True
+    hide_reasoning: bool = False
+
+
+def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
+    """404 unless the name is the served id, the scheduler's id, 'default', or one of those + ':latest'."""
+    if requested is None:
+        return
+    names = {served_name, card.model_id, "default"}
+    if requested in names or requested.removesuffix(":latest") in names:
+        return
+    raise NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
+                   f"(also reachable as 'default').", param="model")
+
+
+def _sampling(body: dict, card: ModelCard) -> Sampling:
+    defaults = card.generation_defaults
+
+    def pick(name, fallback):
+        value = body.get(name)
+        return value if value is not None else defaults.get(name, fallback)
+
+    bias = {}
+    for key, value in (body.get("logit_bias") or {}).items():
+        if not key.lstrip("-").isdigit() or not 0 <= int(key) < card.vocab_size:
+            raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
+                                 param="logit_bias")
+        bias[int(key)] = float(value)
+    top_k = int(pick("top_k", 0))
+    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
+                    top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
+                    seed=None if body.get("seed") is None else int(body["seed"]) % (1 << 64),
+                    presence_penalty=float(body.get("presence_penalty") or 0.0),
+                    frequency_penalty=float(body.get("frequency_penalty") or 0.0),
+                    repetition_penalty=float(pick("repetition_penalty", 1.0)), logit_bias=bias)
+
+
+def _stops(body: dict) -> list:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    return [stop] if isinstance(stop, str) and stop else [s for s in stop if s] if isinstance(stop, list) else []
+
+
+def _stream_options(body: dict) -> tuple[bool, bool, bool]:
+    stream = bool(body.get("stream"))
+    options = body.get("stream_options")
+    if options is not None and not stream:
+        raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+    options = options or {}
+    return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
+
+
+def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
+                       param: str, prompt_param: str) -> int:
+    """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit."""
+    ctx = card.max_context_len
+    if num_prompt >= ctx:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {ctx} tokens. However, your prompt contains "
+            f"{num_prompt} tokens, which leaves no room for a completion. Please reduce the length "
+            f"of the prompt.", param=prompt_param)
+    room = ctx - num_prompt
+    if requested is None:
+        return room if default is None else min(default, room)
+    if num_prompt + requested > ctx:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {ctx} tokens. However, you requested "
+            f"{num_prompt + requested} tokens ({num_prompt} in the prompt, {requested} in the completion). "
+            f"Please reduce the length of the prompt or of {param} (at most {room} here).", param=param)
+    return requested
+
+
+def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str) -> GenRequest:
+    stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
+    return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
+                      sampling=_sampling(body, card), stop=_stops(body), stop_token_ids=stop_ids,
+                      ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1))
+
+
+def _check_content(messages: list) -> None:
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if content is None and message["role"] not in ("assistant",):
+            raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
+                                 param=f"messages[{i}].content")
+        if message["role"] == "assistant" and content is None and not message.get("tool_calls"):
+            if not (message.get("reasoning_content") or message.get("reasoning")):
+                raise InvalidRequest(f"messages[{i}] (assistant) needs content or tool_calls",
+                                     param=f"messages[{i}].content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if part.get("type") not in ("text", "input_text") or not isinstance(part.get("text"), str):
+                raise Unsupported(f"messages[{i}].content[{j}]: only text parts are supported "
+                                  f"(got type '{part.get('type')}')", param=f"messages[{i}].content[{j}].type")
+
+
+def _tool_mode(body: dict) -> Optional[list]:
+    """Tools to render and parse; 400 for a tool_choice this server cannot honour."""
+    tools = body.get("tools") or None
+    choice = body.get("tool_choice")
+    names = [t["function"]["name"] for t in tools or []]
+    if isinstance(choice, dict):
+        name = choice["function"]["name"]
+        if name not in names:
+            raise InvalidRequest(f"tool_choice names the function '{name}', which is not in tools",
+                                 param="tool_choice")
+        raise Unsupported("a named tool_choice cannot be enforced by this server (no constrained decoding); "
+                          "use tool_choice 'auto'", param="tool_choice")
+    if choice == "required":
+        if not tools:
+            raise InvalidRequest("tool_choice 'required' needs a non-empty tools list", param="tool_choice")
+        raise Unsupported("tool_choice 'required' cannot be enforced by this server (no constrained "
+                          "decoding); use tool_choice 'auto'", param="tool_choice")
+    if choice == "none":
+        return None
+    return tools
+
+
+def _thinking_kwargs(body: dict) -> dict:
+    kwargs = dict(body.get("chat_template_kwargs") or {})
+    if body.get("enable_thinking") is not None:
+        kwargs["enable_thinking"] = body["enable_thinking"]
+    effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
+    if effort == "none":
+        kwargs["enable_thinking"] = False
+    elif effort is not None:
+        kwargs["reasoning_effort"] = _EFFORT_ALIASES.get(effort, effort)
+    kwargs.setdefault("enable_thinking", True)
+    return kwargs
+
+
+def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
+    """Validates a /v1/chat/completions body and renders + tokenizes its prompt."""
+    validate(body, CHAT_SCHEMA)
+    check_model(body.get("model"), card, served_name)
+    stream, include_usage, continuous = _stream_options(body)
+    _check_content(body["messages"])
+    if (body.get("response_format") or {}).get("type", "text") != "text":
+        raise Unsupported("response_format json_object/json_schema needs constrained decoding, which this "
+                          "server does not do yet", param="response_format")
+    tools = _tool_mode(body)
+    if card.template is None:
+        raise Unsupported("this model has no chat template; use /v1/completions", param="messages")
+    kwargs = _thinking_kwargs(body)
+    text = render_chat(card.template, body["messages"], tools=tools, add_generation_prompt=True,
+                       **card.special_tokens, **kwargs)
+    prompt_ids = card.encode(text)
+    requested = body.get("max_completion_tokens") or body.get("max_tokens")
+    if requested is not None and requested < 1:
+        param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        raise InvalidRequest(f"{param} must be at least 1, got {requested}", param=param)
+    param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
+    gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl")
+    if body.get("logprobs"):
+        gen.num_logprobs = int(body.get("top_logprobs") or 0)
+    elif body.get("top_logprobs"):
+        raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    gen.split_reasoning = True
+    # Thinking on: the template's generation prompt already opened <think>.
+    gen.thinking_open = text.rstrip().endswith("<think>")
+    return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
+                continuous_usage=continuous, tools=tools,
+                parallel_tool_calls=body.get("parallel_tool_calls") is not False,
+                hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")))
+
+
+def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
+    """(ids per prompt, text per prompt) for a string, strings, token ids, or lists of token ids."""
+    prompt = body["prompt"]
+    if isinstance(prompt, str):
+        prompt = [prompt]
+    elif prompt and isinstance(prompt[0], int):
+        prompt = [prompt]
+    ids_list, texts = [], []
+    for item in prompt:
+        if isinstance(item, str):
+            ids_list.append(card.encode(item))
+            texts.append(item)
+        else:
+            bad = [t for t in item if t >= card.tokenizer_vocab_size]
+            if bad:
+                raise InvalidRequest(f"prompt token id {bad[0]} is outside the vocabulary "
+                                     f"[0, {card.tokenizer_vocab_size})", param="prompt")
+            ids_list.append(list(item))
+            texts.append(card.decode(item))
+    if any(not ids for ids in ids_list):
+        raise InvalidRequest("prompt must not be empty", param="prompt")
+    return ids_list, texts
+
+
+def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
+    """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
+    validate(body, COMPLETION_SCHEMA)
+    check_model(body.get("model"), card, served_name)
+    stream, include_usage, continuous = _stream_options(body)
+    if body.get("suffix"):
+        raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
+    if body.get("best_of") not in (None, 1, body.get("n") or 1):
+        raise Unsupported("best_of other than n is not supported", param="best_of")
+    echo = bool(body.get("echo"))
+    if echo and body.get("logprobs") is not None:
+        raise Unsupported("echo with logprobs needs prompt logprobs, which this server does not compute",
+                          param="logprobs")
+    requested = body.get("max_tokens")
+    if requested is not None and requested < 1 and not (echo and requested == 0):
+        raise InvalidRequest(f"max_tokens must be at least 1 (0 only with echo), got {requested}",
+                             param="max_tokens")
+    ids_list, texts = _completion_prompts(body, card)
+    max_tokens = min(resolve_max_tokens(requested, len(ids), card, COMPLETIONS_DEFAULT_MAX_TOKENS,
+                                        "max_tokens", "prompt") for ids in ids_list)
+    gen = _base_gen(body, card, ids_list[0], max_tokens, "cmpl")
+    gen.extra_prompt_ids = ids_list[1:]
+    if body.get("logprobs") is not None:
+        gen.num_logprobs = int(body["logprobs"])
+    return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
+                continuous_usage=continuous, echo_texts=texts if echo else [])

@@ -1,0 +1,117 @@
+"""Gateway process: aiohttp handlers of the OpenAI /v1 routes (models, chat, completions, tokenize)."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.chat import render_chat
+from gateway.config import GatewayConfig
+from gateway.engine import ChoiceResult, Delta, Engine, Usage
+from gateway.errors import InvalidRequest
+from gateway.http_stream import stream_generation
+from gateway.openai import Plan, _thinking_kwargs, check_model, parse_chat, parse_completion
+from gateway.openai_schema import TOKENIZE_SCHEMA, validate
+from gateway.openai_shape import (ChatFramer, ChatShaper, CompletionFramer, completion_response)
+from gateway.web import json_response, read_json
+
+
+class OpenAIRoutes:
+    """The /v1 surface; every generation goes through Engine (the one generation path)."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine = engine
+        self.config = config
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/v1/models/{model_id:.+}", self.model)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/tokenize", self.tokenize)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_post("/v1/detokenize", self.detokenize)
+
+    async def served_name(self) -> str:
+        return self.config.served_model_name or (await self.engine.card()).model_id
+
+    async def _model_object(self) -> dict:
+        card = await self.engine.card()
+        name = await self.served_name()
+        return {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer", "root": name,
+                "parent": None, "max_model_len": card.max_context_len}
+
+    async def models(self, request: web.Request) -> web.Response:
+        return json_response({"object": "list", "data": [await self._model_object()]})
+
+    async def model(self, request: web.Request) -> web.Response:
+        card = await self.engine.card()
+        check_model(request.match_info["model_id"], card, await self.served_name())
+        return json_response(await self._model_object())
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request)
+        card = await self.engine.card()
+        plan = parse_chat(body, card, await self.served_name())
+        shaper = ChatShaper(plan, card, plan.gen.req_id)
+        if plan.stream:
+            gen = await self.engine.start(plan.gen)
+            return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
+        results, usage = await self.engine.complete(plan.gen)
+        return json_response(shaper.response(results, usage))
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request)
+        card = await self.engine.card()
+        plan = parse_completion(body, card, await self.served_name())
+        if plan.gen.max_tokens == 0:
+            return await self._echo_only(request, plan, card)
+        if plan.stream:
+            gen = await self.engine.start(plan.gen)
+            framer = CompletionFramer(plan, card, plan.gen.req_id)
+            return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
+        results, usage = await self.engine.complete(plan.gen)
+        return json_response(completion_response(plan, card, plan.gen.req_id, results, usage))
+
+    async def _echo_only(self, request: web.Request, plan: Plan, card) -> web.StreamResponse:
+        """max_tokens 0 with echo: the prompt comes back, nothing is generated (finish_reason length)."""
+        results = [ChoiceResult(i, finish_reason="length") for i in range(plan.gen.num_choices)]
+        usage = Usage(prompt_tokens=sum(len(ids) for ids in plan.gen.all_prompt_ids))
+        if not plan.stream:
+            return json_response(completion_response(plan, card, plan.gen.req_id, results, usage))
+        framer = CompletionFramer(plan, card, plan.gen.req_id)
+        response = web.StreamResponse(headers={"Content-Type": framer.content_type, **framer.headers})
+        await response.prepare(request)
+        frames = framer.start()
+        for result in results:
+            frames += framer.delta(Delta(result.index, finish_reason="length"), usage)
+        for frame in frames + framer.end(usage):
+            await response.write(frame)
+        await response.write_eof()
+        return response
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = validate(await read_json(request), TOKENIZE_SCHEMA)
+        card = await self.engine.card()
+        name = await self.served_name()
+        check_model(body.get("model"), card, name)
+        if ("messages" in body) == ("prompt" in body):
+            raise InvalidRequest("give exactly one of 'messages' or 'prompt'", param="messages")
+        if "messages" in body:
+            text = render_chat(card.template, body["messages"], tools=body.get("tools"),
+                               add_generation_prompt=body.get("add_generation_prompt") is not False,
+                               **card.special_tokens, **_thinking_kwargs(body))
+        else:
+            text = body["prompt"]
+        ids = card.encode(text)
+        return json_response({"tokens": ids, "count": len(ids), "max_model_len": card.max_context_len,
+                              "max_context": card.max_context_len, "model": name})
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        card = await self.engine.card()
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise InvalidRequest("'tokens' must be a list of token ids", param="tokens")
+        if any(t < 0 or t >= card.tokenizer_vocab_size for t in tokens):
+            raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
+        return json_response({"prompt": card.decode(tokens)})
+

@@ -1,0 +1,178 @@
+"""Gateway process: JSON schemas of the OpenAI request bodies; a violation becomes a 400 naming the field."""
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from gateway.errors import InvalidRequest
+
+_STR_OR_NULL = {"type": ["string", "null"]}
+_BOOL_OR_NULL = {"type": ["boolean", "null"]}
+
+_TOOL_CALL = {
+    "type": "object",
+    "required": ["function"],
+    "properties": {
+        "id": _STR_OR_NULL,
+        "type": {"enum": ["function", None]},
+        "function": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 1},
+                           "arguments": {"type": ["string", "object", "null"]}},
+        },
+    },
+}
+
+_MESSAGE = {
+    "type": "object",
+    "required": ["role"],
+    "properties": {
+        "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": {"type": ["string", "array", "null"],
+                    "items": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}},
+        "name": _STR_OR_NULL,
+        "tool_calls": {"type": ["array", "null"], "items": _TOOL_CALL},
+        "tool_call_id": _STR_OR_NULL,
+        "reasoning_content": _STR_OR_NULL,
+        "reasoning": _STR_OR_NULL,
+    },
+}
+
+_TOOL = {
+    "type": "object",
+    "required": ["type", "function"],
+    "properties": {
+        "type": {"const": "function"},
+        "function": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64},
+                           "description": _STR_OR_NULL,
+                           "parameters": {"type": ["object", "null"]},
+                           "strict": _BOOL_OR_NULL},
+        },
+    },
+}
+
+_TOOL_CHOICE = {
+    "anyOf": [
+        {"enum": ["none", "auto", "required", None]},
+        {"type": "object", "required": ["type", "function"],
+         "properties": {"type": {"const": "function"},
+                        "function": {"type": "object", "required": ["name"],
+                                     "properties": {"name": {"type": "string"}}}}},
+    ],
+}
+
+_STOP = {"anyOf": [{"type": ["string", "null"]},
+                   {"type": "array", "maxItems": 16, "items": {"type": "string", "minLength": 1}}]}
+
+# Fields shared by chat and legacy completions, with OpenAI's ranges.
+_COMMON = {
+    "model": _STR_OR_NULL,
+    "stream": _BOOL_OR_NULL,
+    "stream_options": {"type": ["object", "null"],
+                       "properties": {"include_usage": _BOOL_OR_NULL, "continuous_usage_stats": _BOOL_OR_NULL}},
+    "max_tokens": {"type": ["integer", "null"], "minimum": 0},
+    "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
+    "top_p": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
+    "top_k": {"type": ["integer", "null"], "minimum": -1},
+    "min_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "seed": {"type": ["integer", "null"], "minimum": -(1 << 63), "maximum": (1 << 64) - 1},
+    "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+    "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+    "repetition_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 10},
+    "logit_bias": {"type": ["object", "null"],
+                   "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
+    "n": {"type": ["integer", "null"], "minimum": 1, "maximum": 8},
+    "stop": _STOP,
+    "stop_token_ids": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}},
+    "ignore_eos": _BOOL_OR_NULL,
+    "user": _STR_OR_NULL,
+}
+
+CHAT_SCHEMA = {
+    "type": "object",
+    "required": ["messages"],
+    "properties": {
+        **_COMMON,
+        "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
+        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 1},
+        "logprobs": _BOOL_OR_NULL,
+        "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "tools": {"type": ["array", "null"], "items": _TOOL},
+        "tool_choice": _TOOL_CHOICE,
+        "parallel_tool_calls": _BOOL_OR_NULL,
+        "response_format": {"type": ["object", "null"], "required": ["type"],
+                            "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}},
+        "enable_thinking": _BOOL_OR_NULL,
+        "chat_template_kwargs": {"type": ["object", "null"],
+                                 "properties": {"enable_thinking": _BOOL_OR_NULL,
+                                                "preserve_thinking": _BOOL_OR_NULL}},
+        "reasoning_effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
+        "reasoning": {"type": ["object", "null"],
+                      "properties": {"effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
+                                     "exclude": _BOOL_OR_NULL}},
+    },
+}
+
+_TOKEN_IDS = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}
+
+COMPLETION_SCHEMA = {
+    "type": "object",
+    "required": ["prompt"],
+    "properties": {
+        **_COMMON,
+        "prompt": {"anyOf": [
+            {"type": "string"},
+            {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string"}},
+            _TOKEN_IDS,
+            {"type": "array", "minItems": 1, "maxItems": 64, "items": _TOKEN_IDS},
+        ]},
+        "echo": _BOOL_OR_NULL,
+        "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "suffix": _STR_OR_NULL,
+        "best_of": {"type": ["integer", "null"], "minimum": 1},
+    },
+}
+
+TOKENIZE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "model": _STR_OR_NULL,
+        "messages": CHAT_SCHEMA["properties"]["messages"],
+        "prompt": {"type": "string"},
+        "tools": CHAT_SCHEMA["properties"]["tools"],
+        "add_generation_prompt": _BOOL_OR_NULL,
+        "enable_thinking": _BOOL_OR_NULL,
+        "chat_template_kwargs": CHAT_SCHEMA["properties"]["chat_template_kwargs"],
+    },
+}
+
+_VALIDATORS = {id(schema): Draft202012Validator(schema) for schema in (CHAT_SCHEMA, COMPLETION_SCHEMA, TOKENIZE_SCHEMA)}
+
+
+def _param_name(path) -> str:
+    name = ""
+    for part in path:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name
+
+
+def validate(body: Any, schema: dict) -> dict:
+    """Returns body when it matches schema; otherwise raises InvalidRequest for the first error."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
+    error = next(iter(sorted(_VALIDATORS[id(schema)].iter_errors(body), key=lambda e: list(e.path))), None)
+    if error is None:
+        return body
+    param = _param_name(error.path)
+    if error.validator == "required":
+        missing = next((key for key in error.validator_value if key not in error.instance), "")
+        field_name = f"{param}.{missing}" if param else missing
+        raise InvalidRequest(f"'{field_name}' is a required property", param=field_name,
+                             code="missing_required_parameter")
+    code = "invalid_type" if error.validator in ("type", "anyOf") else "invalid_value"
+    raise InvalidRequest(f"invalid value for '{param}': {error.message}", param=param or None, code=code)

@@ -1,0 +1,205 @@
+"""Gateway process: engine output -> OpenAI response bodies and SSE chunks (chat and legacy completions)."""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
+from gateway.errors import ApiError
+from gateway.model import ModelCard
+from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
+from gateway.tools import ToolCallFilter
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
+
+
+def usage_dict(usage: Usage) -> dict:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
+
+
+def _chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
+    def one(token_id: int, logprob: float) -> dict:
+        return {"token": card.token_text(token_id), "logprob": logprob, "bytes": list(card.token_bytes(token_id))}
+    return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in entry.top]}
+
+
+def completion_logprobs(card: ModelCard, entries: list, offset: int) -> dict:
+    """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset."""
+    tokens, offsets = [], []
+    for entry in entries:
+        tokens.append(card.token_text(entry.token_id))
+        offsets.append(offset)
+        offset += len(tokens[-1])
+    return {"tokens": tokens, "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [{card.token_text(t): lp for t, lp in e.top} for e in entries],
+            "text_offset": offsets}
+
+
+class ChatShaper:
+    """Chat output for one request: tool-call filtering per choice, chunks, and the final message."""
+
+    def __init__(self, plan, card: ModelCard, response_id: str):
+        self.plan, self.card, self.id = plan, card, response_id
+        self.created = int(time.time())
+        self._filters = {}
+        self._tool_calls: dict = {}
+
+    def _filter(self, index: int) -> Optional[ToolCallFilter]:
+        if not self.plan.tools:
+            return None
+        return self._filters.setdefault(index, ToolCallFilter(self.plan.tools))
+
+    def split(self, delta: Delta) -> tuple[str, str, Optional[list], Optional[str]]:
+        """(reasoning, content, tool_calls, finish_reason) for one Delta, after tool-call filtering."""
+        reasoning = "" if self.plan.hide_reasoning else delta.reasoning
+        content, calls, finish = delta.content, None, delta.finish_reason
+        flt = self._filter(delta.index)
+        if flt is not None:
+            content = flt.push(content)
+            if finish:
+                tail, calls = flt.finish()
+                content += tail
+        if calls:
+            if not self.plan.parallel_tool_calls:
+                calls = calls[:1]
+            finish = "tool_calls"
+        return reasoning, content, calls, finish
+
+    def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False) -> bytes:
+        body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.plan.model, "choices": choices}
+        if with_usage:
+            body["usage"] = usage
+        return sse_event(body)
+
+    def logprobs(self, entries: list) -> Optional[dict]:
+        if self.plan.gen.num_logprobs is None:
+            return None
+        return {"content": [_chat_logprob(self.card, e) for e in entries]}
+
+    def message(self, result: ChoiceResult) -> dict:
+        reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,
+                                                             finish_reason=result.finish_reason))
+        message = {"role": "assistant", "content": content if (content or not calls) else None}
+        if self.plan.gen.split_reasoning and not self.plan.hide_reasoning:
+            message["reasoning_content"] = reasoning or None
+            message["reasoning"] = reasoning or None
+        if calls:
+            message["tool_calls"] = calls
+        return {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
+                "finish_reason": finish}
+
+    def response(self, results: list, usage: Usage) -> dict:
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
+                "choices": [self.message(r) for r in results], "usage": usage_dict(usage)}
+
+
+class ChatFramer:
+    """SSE framing of a chat stream (role chunk, deltas, finish chunk, usage chunk, [DONE])."""
+    content_type = "text/event-stream; charset=utf-8"
+    headers = SSE_HEADERS
+
+    def __init__(self, shaper: ChatShaper):
+        self.s = shaper
+        self.p = shaper.plan
+
+    def _chunk(self, choices: list, usage: Usage) -> bytes:
+        if self.p.continuous_usage and self.p.include_usage:
+            return self.s.chunk(choices, usage_dict(usage), True)
+        return self.s.chunk(choices, None, self.p.include_usage)
+
+    def start(self) -> list[bytes]:
+        return [self.s.chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                               "finish_reason": None}], None, self.p.include_usage)
+                for i in range(self.p.gen.num_choices)]
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        reasoning, content, calls, finish = self.s.split(delta)
+        frames = []
+        body = {}
+        if reasoning:
+            body.update(reasoning_content=reasoning, reasoning=reasoning)
+        if content:
+            body["content"] = content
+        if body or delta.logprobs and self.p.gen.num_logprobs is not None:
+            frames.append(self._chunk([{"index": delta.index, "delta": body,
+                                        "logprobs": self.s.logprobs(delta.logprobs), "finish_reason": None}], usage))
+        if calls:
+            tool_calls = [{"index": k, **call} for k, call in enumerate(calls)]
+            frames.append(self._chunk([{"index": delta.index, "delta": {"tool_calls": tool_calls},
+                                        "logprobs": None, "finish_reason": None}], usage))
+        if finish:
+            frames.append(self._chunk([{"index": delta.index, "delta": {}, "logprobs": None,
+                                        "finish_reason": finish}], usage))
+        return frames
+
+    def end(self, usage: Usage) -> list[bytes]:
+        frames = [self.s.chunk([], usage_dict(usage), True)] if self.p.include_usage else []
+        return frames + [SSE_DONE]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        return [sse_event(error.to_dict()), SSE_DONE]
+
+    def keepalive(self) -> bytes:
+        return SSE_KEEPALIVE
+
+
+class CompletionFramer:
+    """SSE framing of a legacy completions stream (text chunks, finish chunk, usage chunk, [DONE])."""
+    content_type = "text/event-stream; charset=utf-8"
+    headers = SSE_HEADERS
+
+    def __init__(self, plan, card: ModelCard, response_id: str):
+        self.p, self.card, self.id = plan, card, response_id
+        self.created = int(time.time())
+        self._offsets: dict = {}
+
+    def _chunk(self, choices: list, usage: Optional[Usage]) -> bytes:
+        body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
+                "choices": choices}
+        if self.p.include_usage:
+            body["usage"] = usage_dict(usage) if (usage is not None and self.p.continuous_usage) else None
+        return sse_event(body)
+
+    def start(self) -> list[bytes]:
+        frames = []
+        for index in range(self.p.gen.num_choices if self.p.echo_texts else 0):
+            text = self.p.echo_texts[index // self.p.gen.n]
+            self._offsets[index] = len(text)
+            frames.append(self._chunk([{"index": index, "text": text, "logprobs": None, "finish_reason": None}], None))
+        return frames
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        offset = self._offsets.get(delta.index, 0)
+        self._offsets[delta.index] = offset + len(delta.content)
+        logprobs = (completion_logprobs(self.card, delta.logprobs, offset)
+                    if self.p.gen.num_logprobs is not None else None)
+        return [self._chunk([{"index": delta.index, "text": delta.content, "logprobs": logprobs,
+                              "finish_reason": delta.finish_reason}], usage)]
+
+    def end(self, usage: Usage) -> list[bytes]:
+        if not self.p.include_usage:
+            return [SSE_DONE]
+        body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
+                "choices": [], "usage": usage_dict(usage)}
+        return [sse_event(body), SSE_DONE]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        return [sse_event(error.to_dict()), SSE_DONE]
+
+    def keepalive(self) -> bytes:
+        return SSE_KEEPALIVE
+
+
+def completion_response(plan, card: ModelCard, response_id: str, results: list, usage: Usage) -> dict:
+    choices = []
+    for result in results:
+        echo = plan.echo_texts[result.index // plan.gen.n] if plan.echo_texts else ""
+        logprobs = (completion_logprobs(card, result.logprobs, len(echo))
+                    if plan.gen.num_logprobs is not None else None)
+        choices.append({"index": result.index, "text": echo + result.content, "logprobs": logprobs,
+                        "finish_reason": result.finish_reason})
+    return {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": plan.model,
+            "choices": choices, "usage": usage_dict(usage)}

@@ -1,0 +1,87 @@
+"""Gateway process: splits the model's <think>...</think> text into reasoning and answer, streamed or not.
+
+Follows vLLM's qwen3 reasoning parser: when the prompt already opened `<think>` (thinking on) all
+output up to `</think>` is reasoning; a `<think>` the model writes at the very start is dropped and
+also opens reasoning; output that never closes `</think>` stays reasoning. Newlines right after
+`</think>` are dropped from the answer. Tags split across pieces are held back, never leaked.
+"""
+from __future__ import annotations
+
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+
+def _partial_tail(buf: str, tag: str) -> int:
+    """Length of the longest suffix of buf that is a proper prefix of tag."""
+    for size in range(min(len(buf), len(tag) - 1), 0, -1):
+        if tag.startswith(buf[-size:]):
+            return size
+    return 0
+
+
+class ReasoningSplitter:
+    """Feed text pieces; get (reasoning, content) pieces whose concatenations are the final split."""
+
+    def __init__(self, thinking_open: bool):
+        # "start": nothing seen yet, "reasoning": inside <think>, "after": just closed, "content".
+        self._state = "reasoning" if thinking_open else "start"
+        self._skip_open_tag = True
+        self._held = ""
+
+    def push(self, text: str) -> tuple[str, str]:
+        buf = self._held + text
+        self._held = ""
+        reasoning, content = [], []
+        while buf:
+            buf = self._step(buf, reasoning, content)
+        return "".join(reasoning), "".join(content)
+
+    def flush(self) -> tuple[str, str]:
+        held, self._held = self._held, ""
+        if self._state in ("reasoning",):
+            return held, ""
+        return "", held.lstrip("\n") if self._state == "after" else held
+
+    def _step(self, buf: str, reasoning: list, content: list) -> str:
+        """Consumes part of buf into reasoning/content; returns the unconsumed rest ("" when held)."""
+        if self._state == "start":
+            stripped = buf.lstrip()
+            if stripped.startswith(THINK_START):
+                self._state = "reasoning"
+                return stripped[len(THINK_START):]
+            if THINK_START.startswith(stripped):
+                self._held = buf
+                return ""
+            self._state = "content"
+            return buf
+        if self._state == "reasoning":
+            return self._step_reasoning(buf, reasoning)
+        if self._state == "after":
+            rest = buf.lstrip("\n")
+            if rest:
+                self._state = "content"
+            return rest
+        content.append(buf)
+        return ""
+
+    def _step_reasoning(self, buf: str, reasoning: list) -> str:
+        if self._skip_open_tag:
+            # The model may repeat the opening tag the prompt already wrote.
+            stripped = buf.lstrip("\n")
+            if stripped.startswith(THINK_START):
+                buf = stripped[len(THINK_START):]
+                self._skip_open_tag = False
+            elif THINK_START.startswith(stripped):
+                self._held = buf
+                return ""
+            else:
+                self._skip_open_tag = False
+        end = buf.find(THINK_END)
+        if end >= 0:
+            reasoning.append(buf[:end])
+            self._state = "after"
+            return buf[end + len(THINK_END):]
+        keep = _partial_tail(buf, THINK_END)
+        reasoning.append(buf[:len(buf) - keep])
+        self._held = buf[len(buf) - keep:]
+        return ""

@@ -1,0 +1,99 @@
+"""Gateway process: incremental detokenizing, stop-string matching and SSE framing for streamed output."""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import orjson
+
+REPLACEMENT_CHAR = "\ufffd"
+SSE_DONE = b"data: [DONE]\n\n"
+SSE_KEEPALIVE = b": keep-alive\n\n"
+
+
+class IncrementalDetokenizer:
+    """Turns token ids into text pieces whose concatenation equals decoding all ids at once.
+
+    Like vLLM's detokenize_incrementally: decode a short window before and after the new ids and
+    emit only the difference; while the window ends in U+FFFD (a multi-byte character whose later
+    bytes are in tokens not sampled yet) nothing is emitted, so no character is split across pieces.
+    `decode` maps a list of ids to text (special tokens already skipped).
+    """
+
+    def __init__(self, decode: Callable[[Sequence[int]], str]):
+        self._decode = decode
+        self.token_ids: list[int] = []
+        self._prefix_offset = 0
+        self._read_offset = 0
+
+    def push(self, token_ids: Sequence[int]) -> str:
+        """Adds sampled ids; returns the text that is now complete (maybe "")."""
+        self.token_ids.extend(token_ids)
+        prefix_text = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
+        new_text = self._decode(self.token_ids[self._prefix_offset:])
+        if len(new_text) > len(prefix_text) and not new_text.endswith(REPLACEMENT_CHAR):
+            self._prefix_offset = self._read_offset
+            self._read_offset = len(self.token_ids)
+            return new_text[len(prefix_text):]
+        return ""
+
+    def flush(self) -> str:
+        """At the end of generation: returns whatever is still held (an incomplete character as U+FFFD)."""
+        prefix_text = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
+        new_text = self._decode(self.token_ids[self._prefix_offset:])
+        self._prefix_offset = self._read_offset = len(self.token_ids)
+        return new_text[len(prefix_text):] if len(new_text) > len(prefix_text) else ""
+
+
+class StopMatcher:
+    """Finds stop strings in streamed text; never emits a stop string or text that may begin one.
+
+    Text that could be the start of a stop string is held back until the next piece proves it is
+    not (or the stream ends). A stop string may span any number of pieces.
+    """
+
+    def __init__(self, stops: Sequence[str]):
+        self.stops = [s for s in stops if s]
+        self._max_len = max((len(s) for s in self.stops), default=0)
+        self._held = ""
+        self.matched: Optional[str] = None
+
+    def push(self, text: str) -> str:
+        """Adds text; returns what is safe to emit. After a match, `matched` is set and the rest is dropped."""
+        if self.matched is not None:
+            return ""
+        if not self.stops:
+            return text
+        buf = self._held + text
+        cut = self._first_match(buf)
+        if cut is not None:
+            self._held = ""
+            return buf[:cut]
+        keep = self._partial_suffix_len(buf)
+        self._held = buf[len(buf) - keep:] if keep else ""
+        return buf[:len(buf) - keep]
+
+    def flush(self) -> str:
+        """At the end of generation: the held text was not a stop string after all."""
+        held, self._held = self._held, ""
+        return "" if self.matched is not None else held
+
+    def _first_match(self, buf: str) -> Optional[int]:
+        best: Optional[int] = None
+        for stop in self.stops:
+            pos = buf.find(stop)
+            if pos >= 0 and (best is None or pos < best):
+                best, self.matched = pos, stop
+        return best
+
+    def _partial_suffix_len(self, buf: str) -> int:
+        # Longest suffix of buf that is a proper prefix of some stop string.
+        for size in range(min(len(buf), self._max_len - 1), 0, -1):
+            tail = buf[-size:]
+            if any(stop.startswith(tail) for stop in self.stops):
+                return size
+        return 0
+
+
+def sse_event(payload: dict) -> bytes:
+    """One SSE `data:` event carrying a JSON object."""
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
