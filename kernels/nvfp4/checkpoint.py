@@ -1,0 +1,148 @@
+"""Worker process (model loading): NVFP4 checkpoint layouts (ModelOpt, compressed-tensors) -> one in-memory weight.
+
+Letters: N out features, K in features. The loader calls `read_linear(get, prefix, names)` per Linear; layers a
+recipe left in bf16 come back as a plain tensor, FP8 layers (ModelOpt MIXED_PRECISION) as a dequantized tensor.
+"""
+import json
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels.nvfp4 import naive
+
+MODELOPT_KEYS = ("weight", "weight_scale", "weight_scale_2")
+CT_KEYS = ("weight_packed", "weight_scale", "weight_global_scale")
+
+
+@dataclass
+class NVFP4Weight:
+    """One NVFP4 Linear weight. packed u8 [N, K/2] (element 2j low nibble), scale float8_e4m3fn [N, K/16],
+    gmul f32 [] (multiplier: W = e2m1 * scale * gmul). `cache` holds device repacks (kernels.nvfp4.ops)."""
+    packed: torch.Tensor
+    scale: torch.Tensor
+    gmul: torch.Tensor
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def shape(self) -> tuple:
+        return (int(self.packed.shape[0]), int(self.packed.shape[1]) * 2)
+
+    @property
+    def device(self) -> torch.device:
+        return self.packed.device
+
+    def to(self, device) -> "NVFP4Weight":
+        return NVFP4Weight(self.packed.to(device), self.scale.to(device), self.gmul.to(device))
+
+    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
+        """-> W [N, K] in `dtype`."""
+        return naive.dequantize(self.packed, self.scale, self.gmul, dtype)
+
+    def nbytes(self) -> int:
+        """Bytes a kernel must read: packed codes + block scales (the global scale is negligible)."""
+        return self.packed.numel() + self.scale.numel()
+
+
+def from_tensors(tensors: dict) -> NVFP4Weight:
+    """Tensors of one Linear, names without prefix, in either layout -> NVFP4Weight (validates shapes/dtypes)."""
+    if "weight_packed" in tensors:
+        packed, gmul = tensors["weight_packed"], 1.0 / tensors["weight_global_scale"].float().reshape(-1)[0]
+    else:
+        packed, gmul = tensors["weight"], tensors["weight_scale_2"].float().reshape(-1)[0]
+    scale = tensors["weight_scale"]
+    if packed.dtype != torch.uint8 or scale.dtype != torch.float8_e4m3fn:
+        raise ValueError(f"NVFP4 needs u8 codes and float8_e4m3fn scales, got {packed.dtype}/{scale.dtype}")
+    n, half_k = packed.shape
+    if tuple(scale.shape) != (n, half_k * 2 // naive.BLOCK):
+        raise ValueError(f"NVFP4 scale shape {tuple(scale.shape)} does not match codes {tuple(packed.shape)}")
+    return NVFP4Weight(packed.contiguous(), scale.contiguous(), gmul.reshape(()).to(torch.float32))
+
+
+def layout_of(names, prefix: str) -> str:
+    """'compressed-tensors' | 'modelopt' | 'fp8' | 'dense' for Linear `prefix` given the checkpoint's tensor names."""
+    names = set(names)
+    if f"{prefix}.weight_packed" in names:
+        return "compressed-tensors"
+    if f"{prefix}.weight_scale_2" in names:
+        return "modelopt"
+    if f"{prefix}.weight_scale" in names:
+        return "fp8"
+    return "dense"
+
+
+def read_linear(get, prefix: str, names, dtype=torch.bfloat16):
+    """get(name) -> tensor; prefix e.g. 'model.layers.0.mlp.down_proj'; names: every tensor name in the checkpoint.
+
+    -> NVFP4Weight for either NVFP4 layout, else a [N, K] tensor in `dtype` (bf16 layers as stored, FP8 layers
+    dequantized with their per-tensor `weight_scale`). `input_scale`/`input_global_scale` are ignored (weight-only).
+    """
+    layout = layout_of(names, prefix)
+    if layout == "dense":
+        return get(f"{prefix}.weight").to(dtype)
+    if layout == "fp8":
+        weight, scale = get(f"{prefix}.weight"), get(f"{prefix}.weight_scale").float()
+        return (weight.float() * scale).to(dtype)
+    keys = CT_KEYS if layout == "compressed-tensors" else MODELOPT_KEYS
+    return from_tensors({key: get(f"{prefix}.{key}") for key in keys})
+
+
+def to_tensors(weight: NVFP4Weight, fmt: str) -> dict:
+    """NVFP4Weight -> tensors of layout `fmt` (names without prefix), the inverse of from_tensors."""
+    if fmt == "modelopt":
+        return {"weight": weight.packed, "weight_scale": weight.scale, "weight_scale_2": weight.gmul.reshape(())}
+    if fmt == "compressed-tensors":
+        return {"weight_packed": weight.packed, "weight_scale": weight.scale,
+                "weight_global_scale": (1.0 / weight.gmul).reshape(1)}
+    raise ValueError(f"unknown NVFP4 format {fmt!r}; expected one of {naive.FORMATS}")
+
+
+@dataclass
+class QuantConfig:
+    """What a folder's config says: fmt 'modelopt' | 'compressed-tensors' | None (not quantized), the modules it
+    leaves unquantized (`ignore`), and for ModelOpt MIXED_PRECISION the per-module algorithms."""
+    fmt: str | None
+    ignore: list = field(default_factory=list)
+    per_module: dict = field(default_factory=dict)
+
+    def algo_of(self, module: str) -> str:
+        """'NVFP4' | 'W4A16_NVFP4' | 'FP8' | 'bf16' for module name `module` (e.g. 'model.layers.0.mlp.up_proj')."""
+        if self.fmt is None or _matches(module, self.ignore):
+            return "bf16"
+        if self.per_module:
+            return self.per_module.get(module, {}).get("quant_algo", "bf16")
+        return "NVFP4"
+
+
+def _matches(module: str, patterns) -> bool:
+    for pattern in patterns:
+        if pattern.startswith("re:"):
+            import re
+            if re.match(pattern[3:], module):
+                return True
+        elif module == pattern or module.endswith("." + pattern) or (pattern.endswith("*")
+                                                                      and module.startswith(pattern[:-1])):
+            return True
+    return False
+
+
+def read_quant_config(folder: str) -> QuantConfig:
+    """config.json `quantization_config` (either producer) or legacy hf_quant_config.json -> QuantConfig."""
+    qc = {}
+    cfg_path, legacy_path = os.path.join(folder, "config.json"), os.path.join(folder, "hf_quant_config.json")
+    if os.path.isfile(cfg_path):
+        with open(cfg_path, encoding="utf-8") as f:
+            qc = json.load(f).get("quantization_config") or {}
+    if not qc and os.path.isfile(legacy_path):
+        with open(legacy_path, encoding="utf-8") as f:
+            legacy = json.load(f).get("quantization", {})
+        qc = {"quant_method": "modelopt", "quant_algo": legacy.get("quant_algo"),
+              "ignore": legacy.get("exclude_modules") or [], "quantized_layers": legacy.get("quantized_layers")}
+    method = qc.get("quant_method")
+    if method == "compressed-tensors" and qc.get("format", "nvfp4-pack-quantized") == "nvfp4-pack-quantized":
+        return QuantConfig("compressed-tensors", list(qc.get("ignore") or []))
+    if method == "modelopt":
+        ignore = list(qc.get("ignore") or qc.get("exclude_modules") or [])
+        per_module = qc.get("quantized_layers") or {} if qc.get("quant_algo") == "MIXED_PRECISION" else {}
+        return QuantConfig("modelopt", ignore, dict(per_module))
+    return QuantConfig(None)

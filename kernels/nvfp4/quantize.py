@@ -1,0 +1,137 @@
+"""Command line (offline): turn a bf16 Hugging Face folder into an NVFP4 one, ModelOpt or compressed-tensors layout.
+
+    python -m kernels.nvfp4.quantize --src BF16_FOLDER --out OUT --format modelopt|compressed-tensors [--lm-head]
+
+Quantizes 2-D `*_proj.weight` Linears (K % 16 == 0) like the llm-compressor / ModelOpt recipes; leaves in bf16 the
+GDN small projections (in_proj_b, in_proj_a, in_proj_ba), conv1d, norms, embeddings, A_log, dt_bias, routers
+(mlp.gate, shared_expert_gate), vision/MTP towers and, unless --lm-head, the LM head. Weight-only: no input scales.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from kernels.nvfp4 import naive
+
+SKIP_PROJ = ("in_proj_b", "in_proj_a", "in_proj_ba")
+SKIP_PREFIXES = ("model.visual.", "mtp.", "visual.")
+SHARD_BYTES = 4 << 30
+
+
+def should_quantize(name: str, shape, lm_head: bool = False) -> bool:
+    """name: tensor name ending in '.weight'; shape: its shape -> True if the recipe quantizes this Linear."""
+    if not name.endswith(".weight") or len(shape) != 2 or shape[1] % naive.BLOCK or name.startswith(SKIP_PREFIXES):
+        return False
+    module = name[: -len(".weight")]
+    last = module.rsplit(".", 1)[-1]
+    if module == "lm_head" or module.endswith(".lm_head"):
+        return lm_head
+    return last.endswith("_proj") and last not in SKIP_PROJ
+
+
+def _read_all(src: str):
+    """-> list of (name, shard file) over every *.safetensors in src."""
+    entries = []
+    for shard in sorted(f for f in os.listdir(src) if f.endswith(".safetensors")):
+        with safe_open(os.path.join(src, shard), framework="pt") as handle:
+            entries += [(name, shard) for name in handle.keys()]
+    return entries
+
+
+def quant_config(fmt: str, ignored: list) -> dict:
+    """The `quantization_config` block written into config.json for layout `fmt`."""
+    weights = {"num_bits": 4, "type": "float", "group_size": naive.BLOCK, "dynamic": False}
+    if fmt == "modelopt":
+        return {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ignored,
+                "producer": {"name": "sparkinfer", "version": "1"},
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None}}}
+    weights.update({"strategy": "tensor_group", "symmetric": True})
+    return {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ignored,
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None}}}
+
+
+def _copy_side_files(src: str, out: str) -> None:
+    for entry in os.listdir(src):
+        if entry.endswith(".safetensors") or entry in ("config.json", "model.safetensors.index.json"):
+            continue
+        path = os.path.join(src, entry)
+        (shutil.copytree if os.path.isdir(path) else shutil.copy2)(path, os.path.join(out, entry))
+
+
+class _ShardWriter:
+    """Accumulates tensors and writes model-0000i.safetensors shards of about SHARD_BYTES plus the index."""
+
+    def __init__(self, out: str):
+        self.out, self.pending, self.size, self.shards, self.weight_map = out, {}, 0, [], {}
+
+    def add(self, name: str, tensor: torch.Tensor) -> None:
+        self.pending[name] = tensor.contiguous()
+        self.size += tensor.numel() * tensor.element_size()
+        if self.size >= SHARD_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            shard = f"model-{len(self.shards) + 1:05d}.safetensors"
+            save_file(self.pending, os.path.join(self.out, shard), metadata={"format": "pt"})
+            self.weight_map.update({name: shard for name in self.pending})
+            self.shards.append(shard)
+            self.pending, self.size = {}, 0
+
+    def finish(self) -> None:
+        self.flush()
+        index = {"metadata": {}, "weight_map": dict(sorted(self.weight_map.items()))}
+        with open(os.path.join(self.out, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
+            json.dump(index, f, indent=1)
+
+
+def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device="cpu", progress=True) -> dict:
+    """Writes the NVFP4 folder `out` from bf16 folder `src`; returns the quantization_config it wrote."""
+    if fmt not in naive.FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {naive.FORMATS}")
+    os.makedirs(out, exist_ok=True)
+    entries, writer, ignored = _read_all(src), _ShardWriter(out), []
+    for i, (name, shard) in enumerate(entries):
+        with safe_open(os.path.join(src, shard), framework="pt") as handle:
+            tensor = handle.get_tensor(name)
+        prefix = name[: -len(".weight")] if name.endswith(".weight") else name
+        if should_quantize(name, tuple(tensor.shape), lm_head):
+            for key, value in naive.quantize(tensor.to(device), fmt).items():
+                writer.add(f"{prefix}.{key}", value.cpu())
+            action = "nvfp4"
+        else:
+            if name.endswith(".weight") and tensor.dim() == 2:
+                ignored.append(prefix)
+            writer.add(name, tensor)
+            action = "kept"
+        if progress:
+            print(f"[{i + 1}/{len(entries)}] {name} {tuple(tensor.shape)} {action}", file=sys.stderr, flush=True)
+    writer.finish()
+    with open(os.path.join(src, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["quantization_config"] = quant_config(fmt, sorted(ignored))
+    with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    _copy_side_files(src, out)
+    return config["quantization_config"]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", required=True, help="bf16 Hugging Face folder")
+    parser.add_argument("--out", required=True, help="output folder (created)")
+    parser.add_argument("--format", required=True, choices=naive.FORMATS)
+    parser.add_argument("--lm-head", action="store_true", help="also quantize lm_head")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+    quantize_folder(args.src, args.out, args.format, args.lm_head, args.device)
+    print(f"wrote {args.out} ({args.format})")
+
+
+if __name__ == "__main__":
+    main()
