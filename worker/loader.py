@@ -11,7 +11,7 @@ from worker.config import ModelConfig
 from worker.layers.gdn import split_fused_qkvz
 from worker.model_card import load_model_card
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
-from worker.models.qwen3_5_weights import FP32_SUFFIXES, disk_name, tensor_shapes
+from worker.models.qwen3_5_weights import disk_name, tensor_shapes
 
 __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError", "UnsupportedModelError",
            "TensorShapeError", "MissingTensorError"]
@@ -58,15 +58,15 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
         name = disk_name(config, canonical)
         is_fused = name not in ckpt and canonical.rsplit(".", 2)[-2] in _FUSED
         tensor = _read_fused(config, ckpt, canonical, fused) if is_fused else _read_checked(ckpt, name, expected)
-        keep_fp32 = canonical.endswith(FP32_SUFFIXES)
-        tensors[canonical] = tensor.to(device=device, dtype=torch.float32 if keep_fp32 else dtype)
+        tensors[canonical] = tensor.to(device=device, dtype=dtype)
     return tensors
 
 
 def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
     """Loads folder `path` -> (Qwen3_5ForCausalLM in eval mode on `device`, ModelConfig).
 
-    Weights are cast to `dtype` (A_log and dt_bias kept fp32); `model.visual.*` and `mtp.*` are never read.
+    Every tensor is read in its on-disk dtype and cast to `dtype`, A_log and dt_bias included (as transformers
+    does: g is then computed from A_log.float()); `model.visual.*` and `mtp.*` are never read.
     Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, MoE),
     MissingTensorError (names the tensor and where it was looked for), TensorShapeError (tensor, expected, found).
     """

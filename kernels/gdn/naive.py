@@ -148,7 +148,8 @@ def causal_conv1d(x, weight, conv_state=None, cu_seqlens=None):
 
     x [T, C] (any float dtype); weight [C, Kc]; conv_state [N, C, Kc-1] (the previous Kc-1 pre-conv inputs,
     oldest first) or None (zeros: a fresh sequence); cu_seqlens [N+1] (None = one sequence).
-    y[t, c] = silu(sum_j weight[c, j] * xx[t - (Kc-1) + j, c]) with xx = [state ; x] per sequence, in fp32.
+    y[t, c] = silu(sum_j weight[c, j] * xx[t - (Kc-1) + j, c]) with xx = [state ; x] per sequence; the sum is
+    taken in fp32 and rounded to x's dtype before the SiLU.
     Returns y [T, C] in x's dtype and new_conv_state [N, C, Kc-1] in conv_state's dtype (x's if None).
     Source: transformers `causal_conv1d_fn` (prefill) / `causal_conv1d_update` (decode).
     """
@@ -163,6 +164,7 @@ def causal_conv1d(x, weight, conv_state=None, cu_seqlens=None):
     source = torch.cat([flat_state, x.float()], dim=0)
     tok_idx, state_idx = _conv_windows(lens, starts, x.shape[0], width, x.device)
     windows = source[tok_idx]
-    y = F.silu((windows * weight.float().t()[None]).sum(dim=1))
+    # the conv sum is rounded to x's dtype before the SiLU, as transformers' bf16 conv1d + activation does
+    y = F.silu((windows * weight.float().t()[None]).sum(dim=1).to(x.dtype))
     new_state = source[state_idx].transpose(1, 2).to(conv_state.dtype)
-    return y.to(x.dtype), new_state
+    return y, new_state

@@ -49,15 +49,18 @@ def _logits(folder):
     return model(ForwardBatch.from_rows([(ids, 0, 0, [1, 3], True)], 16), cache, all_logits=True)
 
 
-def test_loads_real_layout_in_bf16_with_fp32_decay_params(tiny_path):
+def test_loads_real_layout_in_bf16_reading_header_dtypes(tiny_path):
     model, config = load_model(tiny_path, dtype=torch.bfloat16, progress=False)
     assert config.model_type == "qwen3_5" and config.hidden_size % 16 == 0
     assert config.attention_layer_ids == [3, 7] and config.gdn_layer_ids == [0, 1, 2, 4, 5, 6]
     assert config.linear_num_value_heads == 2 * config.linear_num_key_heads
     assert config.max_position_embeddings >= 8192 and config.rotary_dim == 8
+    on_disk = load_file(os.path.join(tiny_path, "model.safetensors"))
+    a_log = on_disk[PREFIX + "layers.0.linear_attn.A_log"]
+    assert a_log.dtype == torch.float32 and on_disk[QKV].dtype == torch.bfloat16
     assert model.embed_tokens.dtype == torch.bfloat16
-    assert model.layers[0].mixer.A_log.dtype == torch.float32
-    assert model.layers[0].mixer.in_proj_qkv.weight.dtype == torch.bfloat16
+    assert torch.equal(model.layers[0].mixer.A_log, a_log.to(torch.bfloat16))
+    assert torch.equal(model.layers[0].mixer.in_proj_qkv.weight, on_disk[QKV])
 
 
 def test_missing_folder_and_config(tmp_path, copy):

@@ -1,4 +1,5 @@
 """Unit tests (CPU): our packed forward is the same function as transformers' Qwen3_5ForCausalLM on the tiny checkpoint."""
+import copy
 import json
 import os
 
@@ -97,3 +98,21 @@ def test_greedy_generation_matches_transformers_generate(ours, reference):
         ref = reference.generate(prompt[None], max_new_tokens=32, do_sample=False)[0, 12:].tolist()
     assert ours_tokens == ref
     assert len(set(ours_tokens)) > 8, "tiny model greedy output is degenerate"
+
+
+def test_bf16_forward_matches_transformers_bf16(tiny_path, reference):
+    """Same rounding points as transformers in bf16 (model-spec.md 5.2): bit-equal on this CPU, checked loosely."""
+    model, config = load_model(tiny_path, dtype=torch.bfloat16, progress=False)
+    hf = copy.deepcopy(reference).to(torch.bfloat16)
+    # from_pretrained(dtype=bf16) keeps the rotary inv_freq buffer fp32; .to() would round it
+    hf.model.rotary_emb.inv_freq = hf.model.rotary_emb.compute_default_rope_parameters(hf.config)[0]
+    ids = _prompt(64, config.vocab_size, seed=3)
+    cache = ModelCache(config, num_blocks=4, block_size=BLOCK_SIZE, num_slots=1, device="cpu", dtype=torch.bfloat16)
+    logits = model(ForwardBatch.from_rows([(ids.tolist(), 0, 0, [3, 1, 0, 2], True)], BLOCK_SIZE), cache,
+                   all_logits=True)
+    with torch.no_grad():
+        ref = hf(ids[None]).logits[0].float()
+    err = _max_rel(logits, ref)
+    print(f"max relative error vs transformers (64 tokens, bf16): {err:.3e}")
+    assert err < 1e-2
+    assert (logits.argmax(-1) == ref.argmax(-1)).float().mean() > 0.95

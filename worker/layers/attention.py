@@ -2,6 +2,7 @@
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from worker.batch import ForwardBatch
 from worker.layers.linear import Linear
@@ -74,12 +75,12 @@ class GatedAttention(torch.nn.Module):
         return self.o_proj(out)
 
     def _attend(self, q, k, v, mask):
-        """q [L, nH, hd], k, v [n_kv, nKV, hd], mask [L, n_kv] bool -> [L, nH, hd]; softmax in fp32
-        (transformers `eager_attention_forward`)."""
-        group = self.num_heads // self.num_kv_heads
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, k) * self.scale
-        scores = scores.masked_fill(~mask[None], float("-inf"))
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        return torch.einsum("hqk,khd->qhd", probs, v)
+        """q [L, nH, hd], k, v [n_kv, nKV, hd], mask [L, n_kv] bool (True = visible) -> [L, nH, hd].
+        torch SDPA with GQA, as transformers' default `sdpa_attention_forward`; a fresh row (n_kv == L) uses
+        the plain causal path so its rounding equals transformers' prefill."""
+        fresh = k.shape[0] == q.shape[0]
+        # 4-D [1, heads, len, hd] like transformers: SDPA's CPU kernels round differently for 3-D inputs
+        q4, k4, v4 = (t.transpose(0, 1)[None] for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=None if fresh else mask,
+                                             is_causal=fresh and q.shape[0] > 1, scale=self.scale, enable_gqa=True)
+        return out[0].transpose(0, 1)

@@ -1,9 +1,6 @@
 """Worker process: the tensor names and shapes a Qwen3.5 dense text model needs (loader, generator and model agree here)."""
 from worker.config import ModelConfig
 
-# Stay fp32 whatever the activation dtype: tiny per-head decay parameters (model-spec.md 1.4 / 1.7).
-FP32_SUFFIXES = ("linear_attn.A_log", "linear_attn.dt_bias")
-
 
 def _gdn_shapes(config: ModelConfig, prefix: str) -> dict:
     d, hv = config.hidden_size, config.linear_num_value_heads
