@@ -73,7 +73,8 @@ class ModelConfig:
         """Parses a config.json dict; raises UnsupportedModelError naming `source` for unknown types."""
         model_type = raw.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
-            raise UnsupportedModelError(source, f"model_type {model_type!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+            supported = ", ".join(SUPPORTED_MODEL_TYPES)
+            raise UnsupportedModelError(source, f"model_type {model_type!r} (supported: {supported})")
         text = raw.get("text_config") if model_type == "qwen3_5" else raw
         if not isinstance(text, dict):
             raise UnsupportedModelError(source, "model_type qwen3_5 without a text_config block")

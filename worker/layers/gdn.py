@@ -74,7 +74,8 @@ class GatedDeltaNet(torch.nn.Module):
         conv_state [S, conv_dim, Kc-1] are this layer's pools, read at and written back to the rows' slots.
         Returns [T, D] in x's dtype."""
         num_tokens = x.shape[0]
-        mixed, new_conv = naive.causal_conv1d(self.in_proj_qkv(x), self.conv_weight, conv_state[state_slots], cu_seqlens)
+        mixed, new_conv = naive.causal_conv1d(self.in_proj_qkv(x), self.conv_weight, conv_state[state_slots],
+                                              cu_seqlens)
         conv_state[state_slots] = new_conv
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, mixed.shape[-1] - 2 * self.key_dim], dim=-1)
         q = q.reshape(num_tokens, self.num_k_heads, self.head_k_dim)
