@@ -7,22 +7,27 @@ class RequestError(Exception):
     """A request the scheduler refuses; `code` is the grpc.StatusCode name the server answers with."""
 
     code = "INVALID_ARGUMENT"
+    reason = "invalid"          # requests_rejected_total label
 
 
 class InvalidRequestError(RequestError):
     code = "INVALID_ARGUMENT"
+    reason = "invalid"
 
 
 class DuplicateRequestError(RequestError):
     code = "ALREADY_EXISTS"
+    reason = "duplicate"
 
 
 class QueueFullError(RequestError):
     code = "RESOURCE_EXHAUSTED"
+    reason = "queue_full"
 
 
 class WorkerUnavailableError(RequestError):
     code = "UNAVAILABLE"
+    reason = "unavailable"
 
 
 def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
@@ -75,3 +80,4 @@ def check_sampling(request, vocab_size: int) -> None:
 
 class StepFailedError(RequestError):
     code = "INTERNAL"
+    reason = "step_failed"

@@ -54,7 +54,6 @@ class Engine:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        self.link.send(pb.WorkerMessage(shutdown=pb.Shutdown()))
 
     # ------------------------------------------------------------------ requests
 
@@ -63,7 +62,7 @@ class Engine:
         try:
             self._admit(request)
         except admission.RequestError as exc:
-            self.metrics.requests_rejected.labels(reason=type(exc).__name__).inc()
+            self.metrics.requests_rejected.labels(reason=exc.reason).inc()
             raise
         eos = frozenset() if request.ignore_eos else frozenset(self.card["eos_token_ids"])
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
@@ -148,8 +147,8 @@ class Engine:
         try:
             self.scheduler.self_check()
         except SchedulerLeakError as exc:
+            # A leak is a scheduler bug; keep serving (the pools still work) but say so loudly.
             log.error("idle self-check failed: %s", exc)
-            raise
 
     def publish(self, outputs) -> None:
         for out in outputs:

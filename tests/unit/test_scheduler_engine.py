@@ -1,0 +1,126 @@
+"""Unit tests: the scheduler's step engine against an in-memory worker link (no sockets, no torch)."""
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from proto import pb
+from scheduler.admission import QueueFullError, WorkerUnavailableError
+from scheduler.config import SchedulerConfig
+from scheduler.engine import Engine
+from scheduler.metrics import Metrics
+from tests.unit.test_scheduler import FakeWorker
+
+CARD = {"max_context_len": 4096, "eos_token_ids": [999], "vocab_size": 1000}
+
+
+class FakeLink:
+    """Records what the engine sends; answers steps through FakeWorker when `auto` is on."""
+
+    def __init__(self):
+        self.sent = []
+        self.inbox = asyncio.Queue()
+        self.worker = FakeWorker()
+        self.auto = True
+        self.worker_id = "w1"
+
+    def send(self, msg) -> bool:
+        self.sent.append(msg)
+        if self.auto and msg.WhichOneof("kind") == "ping":
+            self.inbox.put_nowait(hello(self.worker_id))
+        if self.auto and msg.WhichOneof("kind") == "step":
+            result = self.worker.run(msg.step)
+            result.session_id = msg.step.session_id
+            self.inbox.put_nowait(pb.WorkerMessage(result=result))
+        return True
+
+    async def recv(self):
+        return await self.inbox.get()
+
+
+def hello(worker_id="w1"):
+    return pb.WorkerMessage(hello=pb.WorkerHello(num_blocks=64, block_size=16, num_slots=4, max_context_len=4096,
+                                                 worker_id=worker_id, vocab_size=1000))
+
+
+async def make_engine(**config):
+    config = SchedulerConfig(ping_interval_s=0.02, worker_timeout_s=0.2, **config)
+    link = FakeLink()
+    engine = Engine(config, CARD, link, Metrics(CollectorRegistry()))
+    engine.start()
+    link.inbox.put_nowait(hello())
+    await asyncio.wait_for(engine.alive_event.wait(), 1)
+    return engine, link
+
+
+def request(req_id, num_prompt=10, max_tokens=5):
+    return pb.GenerateRequest(req_id=req_id, prompt_token_ids=list(range(3, 3 + num_prompt)), max_tokens=max_tokens,
+                              ignore_eos=True)
+
+
+async def drain(queue):
+    tokens = []
+    while True:
+        item = await asyncio.wait_for(queue.get(), 2)
+        if isinstance(item, Exception):
+            raise item
+        tokens.extend(item.token_ids)
+        if item.finish_reason:
+            return tokens, item
+
+
+async def test_requests_complete_and_pools_drain():
+    engine, _ = await make_engine()
+    results = await asyncio.gather(*(drain(engine.submit(request(f"r{i}", 5 + i))) for i in range(6)))
+    assert all(len(tokens) == 5 and last.finish_reason == "length" for tokens, last in results)
+    assert results[0][1].num_generated_tokens == 5
+    load = engine.load()
+    assert load.num_free_slots == 4 and load.num_free_blocks == 64 and load.worker_alive
+    await engine.stop()
+
+
+async def test_worker_silence_fails_requests_unavailable():
+    engine, link = await make_engine()
+    link.auto = False
+    queue = engine.submit(request("stuck"))
+    with pytest.raises(WorkerUnavailableError, match="stopped answering"):
+        await drain(queue)
+    assert not engine.load().worker_alive
+    with pytest.raises(WorkerUnavailableError):
+        engine.submit(request("later"))
+    link.auto, link.worker_id = True, "w2"
+    link.inbox.put_nowait(hello("w2"))
+    await asyncio.wait_for(engine.alive_event.wait(), 1)
+    tokens, _ = await drain(engine.submit(request("after")))
+    assert len(tokens) == 5
+    await engine.stop()
+
+
+async def test_stale_result_is_dropped():
+    engine, link = await make_engine()
+    link.auto = False
+    queue = engine.submit(request("a", max_tokens=1))
+    while not any(m.WhichOneof("kind") == "step" for m in link.sent):
+        await asyncio.sleep(0)
+    step = next(m.step for m in link.sent if m.WhichOneof("kind") == "step")
+    stale = link.worker.run(step)
+    stale.session_id = "old-session"
+    link.inbox.put_nowait(pb.WorkerMessage(result=stale))
+    good = link.worker.run(step)
+    good.session_id = step.session_id
+    link.inbox.put_nowait(pb.WorkerMessage(result=good))
+    tokens, last = await drain(queue)
+    assert tokens == list(good.token_ids) and last.finish_reason == "length"
+    await engine.stop()
+
+
+async def test_queue_depth_and_cancel():
+    engine, link = await make_engine(max_queue_depth=1)
+    link.auto = False
+    engine.submit(request("a"))
+    with pytest.raises(QueueFullError):
+        engine.submit(request("b"))
+    engine.cancel("a")
+    assert engine.load().num_waiting == 0
+    engine.submit(request("c"))
+    await engine.stop()
