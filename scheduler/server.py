@@ -9,7 +9,7 @@ import signal
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1._async import HealthServicer
+from grpc_health.v1.health import aio as health_aio
 
 from proto import pb, pb_grpc
 from scheduler.admission import RequestError
@@ -71,7 +71,7 @@ class ServingServicer(pb_grpc.ServingServicer):
         return self.engine.load()
 
 
-def _health_callback(health: HealthServicer):
+def _health_callback(health):
     def on_health(serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", SERVICE_NAME):
@@ -85,7 +85,7 @@ async def serve(config) -> None:
     link = WorkerLink(config.worker_addr, config.worker_bind_host or config.grpc_host)
     metrics = Metrics()
     serve_metrics(config.metrics_port)
-    health = HealthServicer()
+    health = health_aio.HealthServicer()
     on_health = _health_callback(health)
     on_health(False)
     engine = Engine(config, card, link, metrics, on_health=on_health)

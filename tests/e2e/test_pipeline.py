@@ -1,5 +1,6 @@
 """End to end: real scheduler + worker processes on loopback with the tiny model, driven over gRPC."""
 import asyncio
+import signal
 import time
 import urllib.request
 
@@ -9,7 +10,7 @@ import torch
 from grpc_health.v1 import health_pb2
 
 from proto import pb, pb_grpc
-from tests.e2e.stack import DEFAULT_MODEL
+from tests.e2e.stack import DEFAULT_MODEL, kill
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.loader import load_model
@@ -175,3 +176,37 @@ async def test_worker_death_fails_requests_and_recovers(make_engine_stack):
         stack.wait_serving()
         tokens, last = await collect(stub, greedy_request("after", prompt(1, 5), 3))
         assert len(tokens) == 3 and last.finish_reason == "length"
+
+
+async def test_preemption_keeps_greedy_and_seeded_tokens(make_engine_stack, tiny_model):
+    # 12 KV blocks (192 tokens) for 4 requests that each grow to 70 tokens: preemption must happen.
+    stack = make_engine_stack(worker_env={"SPARKINFER_NUM_KV_BLOCKS": "12"})
+    prompts = [prompt(40 + i, 30) for i in range(4)]
+    seeded = pb.SamplingParams(temperature=1.0, has_seed=True, seed=5, presence_penalty=0.5)
+    async with grpc.aio.insecure_channel(stack.grpc_addr) as channel:
+        stub = pb_grpc.ServingStub(channel)
+        seeded_alone, _ = await collect(stub, greedy_request("seeded-alone", prompts[0], 40, sampling=seeded))
+        results = await asyncio.gather(
+            collect(stub, greedy_request("seeded", prompts[0], 40, sampling=seeded)),
+            *(collect(stub, greedy_request(f"g{i}", p, 40)) for i, p in enumerate(prompts[1:], 1)))
+        load = await stub.Load(pb.LoadRequest())
+    assert load.num_preemptions > 0
+    assert results[0][0] == seeded_alone
+    for i, (tokens, _) in enumerate(results[1:], 1):
+        assert tokens == solo_greedy(tiny_model, prompts[i], 40), f"request g{i} changed by preemption"
+    assert load.num_free_blocks == load.num_total_blocks == 12
+
+
+async def test_start_order_and_scheduler_restart(make_engine_stack):
+    stack = make_engine_stack(start=False)
+    stack.start_worker()
+    stack.start_scheduler()
+    stack.wait_serving()
+    async with grpc.aio.insecure_channel(stack.grpc_addr) as channel:
+        first, _ = await collect(pb_grpc.ServingStub(channel), greedy_request("one", prompt(1, 8), 4))
+    kill(stack.scheduler, signal.SIGKILL)
+    stack.start_scheduler()
+    stack.wait_serving()
+    async with grpc.aio.insecure_channel(stack.grpc_addr) as channel:
+        again, _ = await collect(pb_grpc.ServingStub(channel), greedy_request("one", prompt(1, 8), 4))
+    assert again == first and len(first) == 4
