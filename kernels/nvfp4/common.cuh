@@ -1,0 +1,81 @@
+// Device helpers shared by gemv.cu and gemm.cu: loads, the repacked-NVFP4 decode, e4m3 scales, bf16 MMA.
+//
+// Repacked weight layout (built by ops.repack): for row tile r (16 rows) and k chunk c (64 k), lane = 4g + t of a
+// warp owns one 16-byte fragment = rows 16r+g and 16r+g+8, k in [64c+16t, 64c+16t+16) (exactly one scale block).
+// Word st (0..3) of the fragment holds the 8 codes the lane feeds to MMA k-step st (k = 16t+4st .. 16t+4st+3) in a
+// bit layout that makes each bf16x2 output one or two ALU ops: output j = A register j of mma.m16n8k16 (j = 0: row g
+// k pair 0, 1: row g+8 pair 0, 2: row g pair 1, 3: row g+8 pair 1); low/high half = lower/higher k.
+// Output bits: sign at 15, e1 e0 m at 8..6 (a bf16 whose value is e2m1 * 2^-126, a subnormal for |v| <= 0.5),
+// then multiplied by the block scale stored as bf16 e4m3 * 2^64, so A = e2m1 * s * 2^-62 (exact in bf16); the
+// epilogue multiplies by alpha = gmul * 2^62. The MMA's logical k order is a permutation of the real one; B (x)
+// uses the same permutation: lane (g, t) reads x[m][64c+16t .. +16], 32 contiguous bytes.
+#pragma once
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+__device__ __forceinline__ uint4 ld_stream16(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint4 ld_nc16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_stream_u16(const u16* p) {
+    u16 v;
+    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_nc_u16(const u16* p) {
+    u16 v;
+    asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
+// bf16x2 a * b (round to nearest; subnormal inputs kept)
+__device__ __forceinline__ u32 bmul2(u32 a, u32 b) {
+    u32 d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+// e4m3 byte -> bf16x2 (both halves) of its value * 2^64, exact
+__device__ __forceinline__ u32 e4m3_scaled_bf16x2(u32 b) {
+    const u32 e = (b >> 3) & 15u;
+    float v = e ? __uint_as_float(((b & 0x7Fu) << 20) + (184u << 23)) : (float)(b & 7u) * 0x1p55f;
+    u32 h = (__float_as_uint(v) >> 16) | ((b & 0x80u) << 8);
+    return h | (h << 16);
+}
+
+// one fragment word -> the 4 A registers of one k-step, scaled (sg: row g scale, sg8: row g+8 scale)
+__device__ __forceinline__ void decode_word(u32 q, u32 sg, u32 sg8, u32 a[4]) {
+    const u32 mask = 0x81C081C0u;
+    a[0] = bmul2(q & mask, sg);
+    a[1] = bmul2((q << 6) & mask, sg8);
+    a[2] = bmul2((q << 3) & mask, sg);
+    a[3] = bmul2(((q >> 4) & 0x00C000C0u) | ((q >> 5) & 0x01000100u) | ((q << 1) & 0x80008000u), sg8);
+}
+
+__device__ __forceinline__ void mma_bf16(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ u16 f32_to_bf16(float v) {
+    u16 h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+
+__device__ __forceinline__ u32 word_of(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}

@@ -1,0 +1,114 @@
+// NVFP4 weight x bf16 activations for M > 32 rows (prefill, wide batches): y[M, N] = x[M, K] W^T, f32 acc, bf16 out.
+//
+// Grid (Np/128, ceil(M/128)); block = 128 threads = 4 warps as 2 (N) x 2 (M). Block (bx, by) computes weight rows
+// [128 bx, +128) x tokens [128 by, +128); warp (wn, wm) = (warp & 1, warp >> 1) owns 4 row tiles of 16 rows
+// (rows 128 bx + 64 wn + ...) x 8 n8 tiles of tokens (128 by + 64 wm + ...): 128 f32 accumulators per lane.
+// K loop over 64-wide chunks: the x tile [128 tokens][64 k] bf16 goes to shared memory with cp.async (2 stages, rows
+// padded to 144 B so the lanes' 16-byte reads are bank-conflict free); each warp loads its 4 weight fragments of
+// 16 B/lane (repacked layout, common.cuh) one chunk ahead into registers and dequantizes them to bf16 A registers
+// in-register (the tile "in shared memory" is the x tile; weights never need a shared-memory copy because each
+// lane's fragment already is its MMA operand). mma.sync m16n8k16 bf16, f32 accumulate; epilogue scales by alpha.
+#include "common.cuh"
+
+#define ROW_BYTES 144
+#define TILE_BYTES (128 * ROW_BYTES)
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+
+__device__ __forceinline__ void load_x_tile(unsigned char* xs, const u16* x, int M, int K, int m0, int c) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int idx = threadIdx.x + 128 * i, row = idx >> 3, seg = idx & 7;
+        const int m = m0 + row, k = c * 64 + seg * 8;
+        const bool ok = m < M && k < K;
+        cp_async16(xs + row * ROW_BYTES + seg * 16, ok ? x + (size_t)m * K + k : x, ok);
+    }
+    asm volatile("cp.async.commit_group;");
+}
+
+__device__ __forceinline__ void load_w(const uint4* wq, const u16* wsc, int tile0, int Kc, int c, uint4 (&w)[4],
+                                       u32 (&s)[4]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int rt = 0; rt < 4; ++rt) {
+        const size_t off = ((size_t)(tile0 + rt) * Kc + c) * 32 + lane;
+        w[rt] = ld_nc16(wq + off);
+        s[rt] = ld_nc_u16(wsc + off);
+    }
+}
+
+__device__ __forceinline__ void gemm_chunk(const unsigned char* xs, const uint4 (&w)[4], const u32 (&s)[4],
+                                           const u32* lut, float (&acc)[4][8][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wm = threadIdx.x >> 6;
+    const unsigned char* xb = xs + (wm * 64 + g) * ROW_BYTES + t * 32;
+    u32 sg[4], sg8[4];
+#pragma unroll
+    for (int rt = 0; rt < 4; ++rt) { sg[rt] = lut[s[rt] & 0xFFu]; sg8[rt] = lut[s[rt] >> 8]; }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        uint4 b[8];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) b[nt] = *(const uint4*)(xb + nt * 8 * ROW_BYTES + half * 16);
+#pragma unroll
+        for (int sub = 0; sub < 2; ++sub) {
+#pragma unroll
+            for (int rt = 0; rt < 4; ++rt) {
+                u32 a[4];
+                decode_word(word_of(w[rt], half * 2 + sub), sg[rt], sg8[rt], a);
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[rt][nt], a, sub ? b[nt].z : b[nt].x, sub ? b[nt].w : b[nt].y);
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void gemm_store(u16* y, int M, int N, int tile0, int m0, float alpha,
+                                           const float (&acc)[4][8][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int rt = 0; rt < 4; ++rt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int n = (tile0 + rt) * 16 + g + (i >> 1) * 8, m = m0 + nt * 8 + 2 * t + (i & 1);
+                if (m < M && n < N) y[(size_t)m * N + n] = f32_to_bf16(acc[rt][nt][i] * alpha);
+            }
+}
+
+extern "C" __global__ void __launch_bounds__(128, 2)
+nvfp4_gemm(const uint4* wq, const u16* wsc, const u16* x, u16* y, int M, int N, int K, int Kc, float alpha) {
+    __shared__ __align__(16) unsigned char xs[2][TILE_BYTES];
+    __shared__ u32 lut[256];
+    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    lut[threadIdx.x + 128] = e4m3_scaled_bf16x2(threadIdx.x + 128);
+    const int warp = threadIdx.x >> 5, wn = warp & 1, wm = warp >> 1;
+    const int tile0 = blockIdx.x * 8 + wn * 4, m_block = blockIdx.y * 128;
+    float acc[4][8][4];
+#pragma unroll
+    for (int rt = 0; rt < 4; ++rt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) acc[rt][nt][0] = acc[rt][nt][1] = acc[rt][nt][2] = acc[rt][nt][3] = 0.0f;
+    uint4 w[4], wn_next[4];
+    u32 s[4], s_next[4];
+    load_x_tile(xs[0], x, M, K, m_block, 0);
+    load_w(wq, wsc, tile0, Kc, 0, w, s);
+    for (int c = 0; c < Kc; ++c) {
+        if (c + 1 < Kc) {
+            load_x_tile(xs[(c + 1) & 1], x, M, K, m_block, c + 1);
+            load_w(wq, wsc, tile0, Kc, c + 1, wn_next, s_next);
+        } else {
+            asm volatile("cp.async.commit_group;");
+        }
+        asm volatile("cp.async.wait_group 1;" ::: "memory");
+        __syncthreads();
+        gemm_chunk(xs[c & 1], w, s, lut, acc);
+        __syncthreads();
+#pragma unroll
+        for (int rt = 0; rt < 4; ++rt) { w[rt] = wn_next[rt]; s[rt] = s_next[rt]; }
+    }
+    gemm_store(y, M, N, tile0, m_block + wm * 64, alpha, acc);
+}

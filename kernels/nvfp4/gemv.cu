@@ -1,0 +1,137 @@
+// NVFP4 weight x bf16 activations for M = 1..32 rows (decode): y[M, N] = x[M, K] W^T, f32 accumulate, bf16 out.
+//
+// Grid: persistent, gridDim.x blocks (about 2 per SM); block = 256 threads = 8 warps. Work items are
+// (row group rg = 128 weight rows, k chunk c = 64 k), linearised rg-major, T = (Np/128) * Kc items split evenly over
+// the blocks: block b takes items [b*T/G, (b+1)*T/G). Within a row group the 8 warps take one 16-row tile each and
+// walk the block's chunks U at a time (U fragments of 512 B per warp in flight). Lane (g, t) dequantizes its fragment
+// into A registers (see common.cuh) and runs mma.m16n8k16 with B = x^T: NT n8 tiles cover the M rows (NT = 1: M <= 8,
+// 2: M <= 16, 4: M <= 32); lanes whose row m >= M feed zeros.
+// A block that covers a whole row group writes y directly; otherwise it adds its partial sums into the f32 workspace
+// ws[32, Np] (red.add) and bumps counters[rg] by its chunk count; the block that completes Kc chunks reads the sums
+// back with atomicExch(0) (leaving the workspace zeroed for the next call), scales by alpha and writes y.
+#include "common.cuh"
+
+struct GemvArgs {
+    const uint4* wq;   // [Np/16, Kc, 32] fragments
+    const u16* wsc;    // [Np/16, Kc, 32] scale pairs (low byte row g, high byte row g+8)
+    const u16* x;      // [M, K] bf16
+    u16* y;            // [M, N] bf16
+    float* ws;         // [32, Np] f32 workspace, zero between calls
+    int* counters;     // [Np/128], zero between calls
+    int M, N, K, Np, Kc;
+    float alpha;       // gmul * 2^62
+};
+
+template <int NT>
+__device__ __forceinline__ void gemv_step(const uint4& w, u32 s, const uint4 (&xv)[NT][2], const u32* lut,
+                                          float (&acc)[NT][4]) {
+    const u32 sg = lut[s & 0xFFu], sg8 = lut[s >> 8];
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+        u32 a[4];
+        decode_word(word_of(w, st), sg, sg8, a);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const uint4& b = xv[nt][st >> 1];
+            mma_bf16(acc[nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
+        }
+    }
+}
+
+template <int NT, int U>
+__device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
+                                             float (&acc)[NT][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint4* wp = p.wq + (size_t)tile * p.Kc * 32 + lane;
+    const u16* sp = p.wsc + (size_t)tile * p.Kc * 32 + lane;
+    for (int c = ca; c < cb; c += U) {
+        uint4 w[U];
+        u32 s[U];
+        uint4 xv[U][NT][2];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int cc = min(c + u, cb - 1);
+            w[u] = ld_stream16(wp + (size_t)cc * 32);
+            s[u] = ld_stream_u16(sp + (size_t)cc * 32);
+            const int k = cc * 64 + t * 16;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const int m = nt * 8 + g;
+                const bool ok = m < p.M && k < p.K;
+                const u16* src = p.x + (size_t)m * p.K + k;
+                xv[u][nt][0] = ok ? ld_nc16(src) : make_uint4(0, 0, 0, 0);
+                xv[u][nt][1] = ok ? ld_nc16(src + 8) : make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (c + u < cb) gemv_step<NT>(w[u], s[u], xv[u], lut, acc);
+    }
+}
+
+// lane's accumulator element i of n8 tile nt -> (m, n) of y
+__device__ __forceinline__ int acc_m(int nt, int i) { return nt * 8 + 2 * (threadIdx.x & 3) + (i & 1); }
+__device__ __forceinline__ int acc_n(int tile, int i) { return tile * 16 + ((threadIdx.x & 31) >> 2) + (i >> 1) * 8; }
+
+template <int NT>
+__device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[NT][4], int* s_last) {
+    const int tile = rg * 8 + (threadIdx.x >> 5);
+    if (nchunks == p.Kc) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int m = acc_m(nt, i), n = acc_n(tile, i);
+                if (m < p.M && n < p.N) p.y[(size_t)m * p.N + n] = f32_to_bf16(acc[nt][i] * p.alpha);
+            }
+        return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = acc_m(nt, i);
+            if (m < p.M) atomicAdd(p.ws + (size_t)m * p.Np + acc_n(tile, i), acc[nt][i]);
+        }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + rg, nchunks) + nchunks == p.Kc;
+    __syncthreads();
+    if (*s_last) {
+        __threadfence();
+        for (int i = threadIdx.x; i < 128 * p.M; i += blockDim.x) {
+            const int m = i >> 7, n = rg * 128 + (i & 127);
+            const float v = atomicExch(p.ws + (size_t)m * p.Np + n, 0.0f);
+            if (n < p.N) p.y[(size_t)m * p.N + n] = f32_to_bf16(v * p.alpha);
+        }
+        if (threadIdx.x == 0) p.counters[rg] = 0;
+    }
+}
+
+template <int NT, int U>
+__device__ void gemv_body(const GemvArgs& p) {
+    __shared__ u32 lut[256];
+    __shared__ int s_last;
+    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    __syncthreads();
+    const long long total = (long long)(p.Np / 128) * p.Kc;
+    long long i = total * blockIdx.x / gridDim.x;
+    const long long end = total * (blockIdx.x + 1) / gridDim.x;
+    while (i < end) {
+        const int rg = (int)(i / p.Kc), ca = (int)(i % p.Kc);
+        const int cb = (int)min((long long)p.Kc, ca + (end - i));
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+        gemv_segment<NT, U>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
+        gemv_flush<NT>(p, rg, cb - ca, acc, &s_last);
+        i += cb - ca;
+    }
+}
+
+#define GEMV_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, int M, int N, \
+                    int K, int Np, int Kc, float alpha
+#define GEMV_ARGS GemvArgs{wq, wsc, x, y, ws, counters, M, N, K, Np, Kc, alpha}
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1(GEMV_PARAMS) { gemv_body<1, 8>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt2(GEMV_PARAMS) { gemv_body<2, 4>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt4(GEMV_PARAMS) { gemv_body<4, 2>(GEMV_ARGS); }

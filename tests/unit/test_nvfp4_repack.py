@@ -1,0 +1,71 @@
+"""NVFP4 load-time repack (CPU): emulates the CUDA kernels' bit decode and fragment indexing in torch and checks that
+they recover exactly the naive dequantization, so layout bugs show up without a GPU."""
+import pytest
+import torch
+
+from kernels.nvfp4 import checkpoint, naive, ops
+
+MASK = 0x81C081C0
+
+
+def _bf16(bits: torch.Tensor) -> torch.Tensor:
+    """int64 [...] holding 16-bit patterns -> their bf16 values as f32 (subnormals kept)."""
+    signed = torch.where(bits >= 1 << 15, bits - (1 << 16), bits).to(torch.int16)
+    return signed.view(torch.bfloat16).float()
+
+
+def _decode(q: torch.Tensor) -> list:
+    """u32 words (int64) -> the 4 bf16x2 outputs of common.cuh decode_word (before scaling), as int64 bits."""
+    m32 = (1 << 32) - 1
+    o3 = ((q >> 4) & 0x00C000C0) | ((q >> 5) & 0x01000100) | ((q << 1) & 0x80008000)
+    return [q & MASK, ((q << 6) & m32) & MASK, ((q << 3) & m32) & MASK, o3 & m32]
+
+
+def _scale_value(b: torch.Tensor) -> torch.Tensor:
+    """e4m3 bytes (int64) -> value * 2^64 as common.cuh e4m3_scaled_bf16x2 computes it (f32, exact)."""
+    e, m = (b >> 3) & 15, b & 7
+    normal = ((b & 0x7F) << 20) + (184 << 23)
+    v = torch.where(e > 0, normal.to(torch.int32).view(torch.float32), m.float() * 2.0 ** 55)
+    return torch.where(b & 0x80 > 0, -v, v)
+
+
+def _kernel_view(p: dict) -> torch.Tensor:
+    """Dense [Np, Kc*64] f32 of the A values the kernels feed to MMA, placed back at their real (row, k)."""
+    r, kc = p["Np"] // 16, p["Kc"]
+    words = p["wq"].view(torch.int32).to(torch.int64) & ((1 << 32) - 1)  # [r, kc, 32 lanes, 4 steps]
+    sc = p["wsc"].to(torch.int64)  # [r, kc, 32, 2]
+    scale_g, scale_g8 = _scale_value(sc[..., 0]), _scale_value(sc[..., 1])
+    dense = torch.zeros(r, 2, 8, kc, 4, 4, 2, 2)  # [r, hr, g, c, t, st, p, h]
+    outs = _decode(words)
+    for j, (hr, pair) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
+        scale = scale_g if hr == 0 else scale_g8
+        for h in range(2):
+            val = _bf16((outs[j] >> (16 * h)) & 0xFFFF) * scale[..., None]  # [r, kc, 32, 4 steps]
+            val = val.reshape(r, kc, 8, 4, 4)  # lane = 4g + t
+            dense[:, hr, :, :, :, :, pair, h] = val.permute(0, 2, 1, 3, 4)
+    return dense.reshape(p["Np"], kc * 64)
+
+
+@pytest.mark.parametrize("n,k", [(128, 64), (48, 80), (256, 192), (130, 1040)], ids=lambda v: str(v))
+def test_repacked_fragments_decode_to_the_naive_weights(n, k):
+    torch.manual_seed(n + k)
+    weight = checkpoint.from_tensors(naive.quantize(torch.randn(n, k) * 3, "modelopt"))
+    # every code and scale byte appears: overwrite with uniform random codes and a wide range of scales
+    weight.packed = torch.randint(0, 256, weight.packed.shape, dtype=torch.uint8)
+    weight.scale = torch.randint(0, 0x7F, weight.scale.shape, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    p = ops.repack(weight)
+    assert p["wq"].shape == (p["Np"] // 16, p["Kc"], 32, 16) and p["Np"] % 128 == 0
+    got = _kernel_view(p) * 2.0 ** 62  # A = e2m1 * s * 2^-62
+    want = naive.dequantize(weight.packed, weight.scale, 1.0)
+    assert torch.equal(got[:n, :k], want)
+    assert got[n:].abs().sum() == 0 and got[:, k:].abs().sum() == 0
+    assert p["alpha"] == float(weight.gmul) * 2.0 ** 62
+
+
+def test_cpu_linear_uses_the_naive_path():
+    torch.manual_seed(5)
+    weight = checkpoint.from_tensors(naive.quantize(torch.randn(40, 32), "compressed-tensors"))
+    x = torch.randn(3, 2, 32)
+    y = ops.linear(x, weight)
+    assert y.shape == (3, 2, 40)
+    assert torch.allclose(y, x @ weight.dequantize().t(), rtol=1e-5, atol=1e-5)
