@@ -1,0 +1,58 @@
+"""Worker process (GPU path): compile-once loader for the Gated DeltaNet CUDA sources (CuPy RawModule, sm_90).
+
+Imports nothing GPU-related at module import time, so `kernels.gdn` imports on a CPU-only machine.
+The shared `kernels._compile` helper did not exist when this was written; this compiles with NVRTC
+(`-arch=sm_90 -std=c++17`, `-I` this folder for gdn_common.cuh), one module per (source, defines), cached
+for the process (and on disk by CuPy).
+"""
+import functools
+import os
+
+SRC_DIR = os.path.dirname(os.path.abspath(__file__))
+_OPTIONS = ("-arch=sm_90", "-std=c++17", f"-I{SRC_DIR}")
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(SRC_DIR, name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def source(name: str) -> str:
+    """Text of `kernels/gdn/<name>` with gdn_common.cuh pasted in place of its #include, so that CuPy's
+    on-disk cache (keyed by the source text) sees header edits too."""
+    return _read(name).replace('#include "gdn_common.cuh"', _read("gdn_common.cuh").replace("#pragma once", ""))
+
+
+@functools.lru_cache(maxsize=None)
+def module(name: str, defines: tuple = ()):
+    """cupy.RawModule for source `name` compiled with `-D` `defines` (tuple of "KEY=VALUE"), cached."""
+    import cupy
+
+    options = _OPTIONS + tuple(f"-D{d}" for d in defines)
+    try:
+        mod = cupy.RawModule(code=source(name), options=options)
+        mod.compile()
+    except cupy.cuda.compiler.CompileException:
+        # some CuPy versions add their own -arch for the current device (sm_90 on H100/H200): use theirs
+        mod = cupy.RawModule(code=source(name), options=options[1:])
+        mod.compile()
+    return mod
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(name: str, func: str, defines: tuple = (), dyn_smem: int = 0):
+    """The `func` entry of module(name, defines); raises its dynamic shared-memory limit to `dyn_smem` bytes."""
+    fn = module(name, defines).get_function(func)
+    if dyn_smem > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = dyn_smem
+    return fn
+
+
+def launch(fn, grid, block, args, shared_mem: int = 0):
+    """Launch `fn` on torch's current CUDA stream. args: ints/floats already wrapped as numpy scalars."""
+    import cupy
+    import torch
+
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    with stream:
+        fn(grid, block, args, shared_mem=shared_mem)

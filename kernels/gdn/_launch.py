@@ -1,0 +1,225 @@
+"""Worker process (GPU path): argument checks and launches of the Gated DeltaNet CUDA kernels on torch tensors.
+
+Letters as fla: T tokens, N sequences, S pool slots, H q/k heads, HV v heads, K = V = 128, C conv channels.
+Kernels (see each .cu header for the grid/block mapping): recurrent.cu, conv.cu, chunk.cu, chunk_state.cu.
+numpy and torch are imported lazily so that `kernels.gdn` imports on a CPU-only machine.
+"""
+from kernels.gdn import _build
+
+HEAD_DIM = 128
+CHUNK = 64
+CONV_WIDTH = 4
+PREP_SMEM = 2 * CHUNK * (HEAD_DIM + 8) * 2 + 2 * CHUNK * (CHUNK + 1) * 4 + 2 * CHUNK * 4
+STATE_SMEM = (3 * CHUNK * (HEAD_DIM + 8) + 5 * CHUNK * (CHUNK + 8) + HEAD_DIM * (64 + 8)) * 2 + (CHUNK + 4) * 4
+
+
+class GdnKernelError(ValueError):
+    """A tensor handed to a GDN kernel has the wrong shape, dtype, device or layout."""
+
+
+def _need(cond: bool, msg: str):
+    if not cond:
+        raise GdnKernelError(msg)
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def ptr(t):
+    return _np().uint64(t.data_ptr())
+
+
+def i64(x):
+    return _np().int64(x)
+
+
+def i32(x):
+    return _np().int32(x)
+
+
+def f32(x):
+    return _np().float32(x)
+
+
+def _state_define(pool) -> tuple:
+    import torch
+
+    _need(pool.dtype in (torch.float32, torch.bfloat16), "state pool must be float32 or bfloat16")
+    return ("STATE_BF16=%d" % (pool.dtype == torch.bfloat16),)
+
+
+def _check_pool(pool, num_v_heads: int):
+    """pool [S, HV, K, V]: each slot's [HV, K, V] block contiguous; the slot stride may be larger."""
+    _need(pool.dim() == 4 and tuple(pool.shape[1:]) == (num_v_heads, HEAD_DIM, HEAD_DIM),
+          f"state pool must be [S, {num_v_heads}, 128, 128], got {tuple(pool.shape)}")
+    _need(pool.stride()[1:] == (HEAD_DIM * HEAD_DIM, HEAD_DIM, 1), "state pool slot block must be contiguous")
+
+
+def _check_rows(x, name: str, row_elems: int, align: bool = True):
+    """x [T, ...] bf16 with contiguous rows of `row_elems` elements; the token stride is free
+    (a multiple of 8 elements, 16-byte aligned base, when `align`)."""
+    import torch
+
+    _need(x.dtype == torch.bfloat16 and x.is_cuda, f"{name} must be a CUDA bfloat16 tensor")
+    if x.shape[0] == 0:
+        return
+    _need(x[0].numel() == row_elems and x[0].is_contiguous(), f"{name} rows must be contiguous [{row_elems}]")
+    if align:
+        _need(x.data_ptr() % 16 == 0 and x.stride(0) % 8 == 0, f"{name} must be 16-byte aligned per token")
+
+
+def _check_gates(a, b, A_log, dt_bias, num_v_heads):
+    import torch
+
+    _check_rows(a, "a", num_v_heads, align=False)
+    _check_rows(b, "b", num_v_heads, align=False)
+    _need(a.stride(0) == b.stride(0), "a and b must share a token stride")
+    for t, name in ((A_log, "A_log"), (dt_bias, "dt_bias")):
+        _need(t.dtype == torch.float32 and t.is_contiguous() and t.numel() == num_v_heads,
+              f"{name} must be a contiguous float32 [HV] tensor")
+
+
+def _output(out, shape, device) -> tuple:
+    """out (None: new bf16) checked as a contiguous `shape` tensor of bf16 or float32; returns (out, define)."""
+    import torch
+
+    if out is None:
+        out = torch.empty(shape, dtype=torch.bfloat16, device=device)
+    _need(tuple(out.shape) == tuple(shape) and out.is_contiguous(), f"out must be contiguous {tuple(shape)}")
+    _need(out.dtype in (torch.bfloat16, torch.float32), "out must be bfloat16 or float32")
+    return out, "OUT_F32=%d" % (out.dtype == torch.float32)
+
+
+def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None):
+    """One decode token per sequence; see ops.fused_recurrent_decode. Returns o [N, HV, V] (out's dtype)."""
+    import torch
+
+    num_seqs, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
+    _check_rows(q, "q", num_k_heads * HEAD_DIM)
+    _check_rows(k, "k", num_k_heads * HEAD_DIM)
+    _check_rows(v, "v", num_v_heads * HEAD_DIM)
+    _need(q.stride(0) == k.stride(0), "q and k must share a token stride")
+    _check_gates(a, b, A_log, dt_bias, num_v_heads)
+    _check_pool(state_pool, num_v_heads)
+    _need(slot_ids.dtype == torch.int32 and slot_ids.numel() == num_seqs, "slot_ids must be int32 [N]")
+    o, out_define = _output(out, (num_seqs, num_v_heads, HEAD_DIM), q.device)
+    if num_seqs == 0:
+        return o
+    defines = _state_define(state_pool) + (out_define,)
+    block_v = 64 if state_pool.dtype == torch.bfloat16 else 32
+    fn = _build.kernel("recurrent.cu", "gdn_recurrent_decode", defines)
+    args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
+            ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),
+            ptr(o), i32(num_k_heads), i32(num_v_heads), f32(scale))
+    _build.launch(fn, (HEAD_DIM // block_v, num_v_heads, num_seqs), (256,), args)
+    return o
+
+
+def _conv_define(conv_pool, channels: int) -> tuple:
+    import torch
+
+    _need(conv_pool.dim() == 3 and tuple(conv_pool.shape[1:]) == (channels, CONV_WIDTH - 1),
+          f"conv pool must be [S, {channels}, 3], got {tuple(conv_pool.shape)}")
+    _need(conv_pool.stride()[1:] == (CONV_WIDTH - 1, 1), "conv pool slot block must be contiguous")
+    _need(conv_pool.dtype in (torch.float32, torch.bfloat16), "conv pool must be float32 or bfloat16")
+    return ("CONV_BF16=%d" % (conv_pool.dtype == torch.bfloat16),)
+
+
+def conv_weight_f32(weight):
+    """Conv weight [C, Kc] or [C, 1, Kc] (checkpoint layout) -> contiguous float32 [C, Kc]."""
+    import torch
+
+    w = weight.reshape(weight.shape[0], -1).to(torch.float32).contiguous()
+    _need(w.shape[1] == CONV_WIDTH, f"conv width must be {CONV_WIDTH}")
+    return w
+
+
+def conv_decode(x, weight, conv_pool, slot_ids):
+    """x [N, C] bf16 -> y [N, C] bf16 = silu(conv([state ; x])); conv_pool [S, C, 3] updated in place."""
+    import torch
+
+    num_seqs, channels = x.shape
+    _check_rows(x, "x", channels)
+    _need(channels % 8 == 0, "conv channels must be a multiple of 8")
+    defines = _conv_define(conv_pool, channels)
+    w = conv_weight_f32(weight)
+    y = torch.empty(num_seqs, channels, dtype=torch.bfloat16, device=x.device)
+    if num_seqs == 0:
+        return y
+    fn = _build.kernel("conv.cu", "gdn_conv_decode", defines)
+    args = (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)),
+            ptr(slot_ids.contiguous()), ptr(y), i32(channels))
+    _build.launch(fn, ((channels // 8 + 127) // 128, num_seqs), (128,), args)
+    return y
+
+
+def chunk_tables(bounds: list, device):
+    """Host-side chunk list for the packed batch with sequence bounds `bounds` (cu_seqlens as a list).
+    Returns chunks int32 [NC, 4] (seq, first token, length, index in seq) and seq_chunks int32 [N+1], on device."""
+    import torch
+
+    rows, seq_chunks = [], [0]
+    for n in range(len(bounds) - 1):
+        for j, t0 in enumerate(range(bounds[n], bounds[n + 1], CHUNK)):
+            rows.append((n, t0, min(CHUNK, bounds[n + 1] - t0), j))
+        seq_chunks.append(len(rows))
+    chunks = torch.tensor(rows or [(0, 0, 0, 0)], dtype=torch.int32).to(device, non_blocking=True)
+    return chunks, torch.tensor(seq_chunks, dtype=torch.int32).to(device, non_blocking=True), len(rows)
+
+
+def conv_prefill(x, weight, conv_pool, slot_ids, cu_seqlens, has_init, tables):
+    """x [T, C] bf16 packed sequences -> y [T, C] bf16; each sequence's conv state read from and written to
+    its slot (from zeros where has_init[n] == 0). tables: chunk_tables(...) for cu_seqlens."""
+    import torch
+
+    num_tokens, channels = x.shape
+    _check_rows(x, "x", channels)
+    _need(channels % 8 == 0, "conv channels must be a multiple of 8")
+    defines = _conv_define(conv_pool, channels)
+    w = conv_weight_f32(weight)
+    y = torch.empty(num_tokens, channels, dtype=torch.bfloat16, device=x.device)
+    chunks, _, num_chunks = tables
+    if num_chunks == 0:
+        return y
+    fn = _build.kernel("conv.cu", "gdn_conv_prefill", defines)
+    args = (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)), ptr(slot_ids),
+            ptr(chunks), ptr(cu_seqlens), ptr(has_init), ptr(y), i32(channels))
+    _build.launch(fn, ((channels // 8 + 127) // 128, num_chunks), (128,), args)
+    return y
+
+
+def chunk_gdn(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, has_init, scale, tables, out=None):
+    """Chunked prefill over packed sequences; see ops.chunk_prefill. Returns o [T, HV, V] bf16."""
+    import torch
+
+    num_tokens, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
+    for t, name, heads in ((q, "q", num_k_heads), (k, "k", num_k_heads), (v, "v", num_v_heads)):
+        _check_rows(t, name, heads * HEAD_DIM)
+    _need(q.stride(0) == k.stride(0), "q and k must share a token stride")
+    _check_gates(a, b, A_log, dt_bias, num_v_heads)
+    _check_pool(state_pool, num_v_heads)
+    chunks, seq_chunks, num_chunks = tables
+    num_seqs = seq_chunks.numel() - 1
+    dev = q.device
+    o, out_define = _output(out, (num_tokens, num_v_heads, HEAD_DIM), dev)
+    qn = torch.empty(num_tokens, num_k_heads, HEAD_DIM, dtype=torch.float16, device=dev)
+    kn = torch.empty_like(qn)
+    gc = torch.empty(num_tokens, num_v_heads, dtype=torch.float32, device=dev)
+    beta = torch.empty_like(gc)
+    tmat = torch.empty(max(num_chunks, 1), num_v_heads, CHUNK, CHUNK, dtype=torch.float16, device=dev)
+    pmat = torch.empty_like(tmat)
+    if num_chunks:
+        fn = _build.kernel("chunk.cu", "gdn_chunk_prep", (), PREP_SMEM)
+        args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias),
+                ptr(chunks), ptr(qn), ptr(kn), ptr(gc), ptr(beta), ptr(tmat), ptr(pmat), i32(num_k_heads),
+                i32(num_v_heads), f32(scale))
+        _build.launch(fn, (num_chunks, num_k_heads), (128,), args, PREP_SMEM)
+    fn = _build.kernel("chunk_state.cu", "gdn_chunk_state", _state_define(state_pool) + (out_define,), STATE_SMEM)
+    args = (ptr(qn), ptr(kn), ptr(v), i64(v.stride(0)), ptr(gc), ptr(beta), ptr(tmat), ptr(pmat),
+            ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids), ptr(has_init), ptr(chunks),
+            ptr(seq_chunks), ptr(o), i32(num_k_heads), i32(num_v_heads))
+    _build.launch(fn, (HEAD_DIM // 64, num_v_heads, num_seqs), (256,), args, STATE_SMEM)
+    return o

@@ -1,0 +1,131 @@
+// conv.cu: causal depthwise conv1d (width KC = 4) + SiLU over GDN's mixed q|k|v channels, state per slot.
+// gdn_conv_decode:  grid (ceil(C / 8 / 128), N), block 128; thread = (sequence n, 8 consecutive channels).
+// gdn_conv_prefill: grid (ceil(C / 8 / 128), num_chunks), block 128; thread = (64-token chunk, 8 channels),
+//   sliding the window over the chunk's tokens. Only the thread of a sequence's FIRST chunk reads the old
+//   conv state and writes the new one, so no other thread races on the slot.
+// State pool [S, C, KC-1] (oldest input first) in CONV_T: f32 (CONV_BF16=0) or bf16 (CONV_BF16=1).
+// y[t, c] = silu(sum_j w[c, j] * xx[t - (KC-1) + j, c]), xx = [state ; x] per sequence (model-spec 1.8).
+#include "gdn_common.cuh"
+
+#define KC 4
+#define CPT 8
+
+#if CONV_BF16
+typedef u16 conv_t;
+__device__ __forceinline__ float cv2f(conv_t x) { return bf2f(x); }
+__device__ __forceinline__ conv_t f2cv(float x) { return f2bf(x); }
+#else
+typedef float conv_t;
+__device__ __forceinline__ float cv2f(conv_t x) { return x; }
+__device__ __forceinline__ conv_t f2cv(float x) { return x; }
+#endif
+
+__device__ __forceinline__ void load_x8(const u16* p, float (&x)[CPT]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  x[0] = bflo(u.x); x[1] = bfhi(u.x); x[2] = bflo(u.y); x[3] = bfhi(u.y);
+  x[4] = bflo(u.z); x[5] = bfhi(u.z); x[6] = bflo(u.w); x[7] = bfhi(u.w);
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }
+
+// win[i][0..KC-1] oldest..newest inputs of channel i; writes y for the 8 channels as one 16-byte store.
+__device__ __forceinline__ void conv_out(const float (&w)[CPT][KC], const float (&win)[CPT][KC], u16* yp) {
+  float y[CPT];
+#pragma unroll
+  for (int i = 0; i < CPT; ++i) {
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < KC; ++j) acc += w[i][j] * win[i][j];
+    y[i] = silu(acc);
+  }
+  *reinterpret_cast<uint4*>(yp) = make_uint4(pack_bf2(y[0], y[1]), pack_bf2(y[2], y[3]), pack_bf2(y[4], y[5]),
+                                             pack_bf2(y[6], y[7]));
+}
+
+__device__ __forceinline__ void load_w(const float* weight, int c0, float (&w)[CPT][KC]) {
+#pragma unroll
+  for (int i = 0; i < CPT; ++i)
+#pragma unroll
+    for (int j = 0; j < KC; ++j) w[i][j] = weight[(c0 + i) * KC + j];
+}
+
+// x [N, C] bf16 (token stride s_x); weight [C, KC] f32; pool [S, C, KC-1] (slot stride s_slot); slot_ids [N] (< 0: skip); y [N, C] bf16.
+extern "C" __global__ void __launch_bounds__(128)
+gdn_conv_decode(const u16* __restrict__ x, long long s_x, const float* __restrict__ weight,
+                conv_t* __restrict__ pool, long long s_slot, const int* __restrict__ slot_ids, u16* __restrict__ y, int C) {
+  const int n = blockIdx.y, c0 = (blockIdx.x * blockDim.x + threadIdx.x) * CPT;
+  if (c0 >= C) return;
+  const int slot = slot_ids[n];
+  if (slot < 0) return;
+  conv_t* st = pool + (long long)slot * s_slot + c0 * (KC - 1);
+  float w[CPT][KC], win[CPT][KC], xn[CPT];
+  load_w(weight, c0, w);
+  load_x8(x + n * s_x + c0, xn);
+#pragma unroll
+  for (int i = 0; i < CPT; ++i) {
+#pragma unroll
+    for (int j = 0; j < KC - 1; ++j) win[i][j] = cv2f(st[i * (KC - 1) + j]);
+    win[i][KC - 1] = xn[i];
+  }
+  conv_out(w, win, y + (long long)n * C + c0);
+#pragma unroll
+  for (int i = 0; i < CPT; ++i)
+#pragma unroll
+    for (int j = 0; j < KC - 1; ++j) st[i * (KC - 1) + j] = f2cv(win[i][j + 1]);
+}
+
+// x [T, C] bf16 (token stride s_x); chunks [num_chunks, 4] int32 = (seq n, first token, length, index in seq);
+// cu_seqlens [N+1] int32; has_init [N] int32 (0: the sequence starts from a zero state); y [T, C] bf16.
+extern "C" __global__ void __launch_bounds__(128)
+gdn_conv_prefill(const u16* __restrict__ x, long long s_x, const float* __restrict__ weight,
+                 conv_t* __restrict__ pool, long long s_slot, const int* __restrict__ slot_ids,
+                 const int* __restrict__ chunks,
+                 const int* __restrict__ cu_seqlens, const int* __restrict__ has_init, u16* __restrict__ y,
+                 int C) {
+  const int c0 = (blockIdx.x * blockDim.x + threadIdx.x) * CPT;
+  if (c0 >= C) return;
+  const int4 ch = reinterpret_cast<const int4*>(chunks)[blockIdx.y];
+  const int n = ch.x, t0 = ch.y, len = ch.z, seq0 = cu_seqlens[n], seq_len = cu_seqlens[n + 1] - seq0;
+  const int slot = slot_ids[n];
+  const bool first = ch.w == 0, use_state = first && slot >= 0 && has_init[n] != 0;
+  conv_t* st = pool + (long long)(slot < 0 ? 0 : slot) * s_slot + c0 * (KC - 1);
+  float w[CPT][KC], win[CPT][KC], old[CPT][KC - 1];
+  load_w(weight, c0, w);
+#pragma unroll
+  for (int j = 0; j < KC - 1; ++j) {
+    const int pos = t0 - seq0 - (KC - 1) + j;
+    float xv[CPT];
+    if (pos >= 0) load_x8(x + (long long)(seq0 + pos) * s_x + c0, xv);
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+      old[i][j] = use_state ? cv2f(st[i * (KC - 1) + j]) : 0.f;
+      win[i][j + 1] = pos >= 0 ? xv[i] : old[i][j];
+    }
+  }
+#pragma unroll 4
+  for (int t = 0; t < len; ++t) {
+    float xv[CPT];
+    load_x8(x + (long long)(t0 + t) * s_x + c0, xv);
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+#pragma unroll
+      for (int j = 0; j < KC - 1; ++j) win[i][j] = win[i][j + 1];
+      win[i][KC - 1] = xv[i];
+    }
+    conv_out(w, win, y + (long long)(t0 + t) * C + c0);
+  }
+  if (!first || slot < 0) return;
+#pragma unroll
+  for (int j = 0; j < KC - 1; ++j) {
+    const int pos = seq_len - (KC - 1) + j;
+    float xv[CPT];
+    if (pos >= 0) load_x8(x + (long long)(seq0 + pos) * s_x + c0, xv);
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+      // constant-index select keeps old[][] in registers (pos < 0 only when seq_len < KC-1)
+      const int src = KC - 1 + pos;
+      const float prev = src <= 0 ? old[i][0] : (src == 1 ? old[i][1] : old[i][2]);
+      st[i * (KC - 1) + j] = f2cv(pos >= 0 ? xv[i] : prev);
+    }
+  }
+}
