@@ -5,12 +5,15 @@ CuPy is imported lazily so that kernels/ imports on machines with no CuPy and no
 import functools
 import os
 
-OPTIONS = ("--gpu-architecture=sm_90", "--std=c++17")
+# CuPy appends the architecture itself (`-arch=sm_90` on an H200, from the device's compute capability; passing a
+# second one is an error) and `-ftz=true` (f32 only: the kernels' bf16 math and MMA keep subnormals).
+OPTIONS = ("--std=c++17",)
 
 
 @functools.lru_cache(maxsize=None)
 def module(path: str):
-    """path: a .cu file (its folder is on the include path) -> cupy.RawModule, compiled and cached per process."""
+    """path: a .cu file (its folder is on the include path) -> cupy.RawModule, compiled once per process (CuPy
+    also keeps the cubin in its on-disk cache)."""
     import cupy
 
     with open(path, encoding="utf-8") as f:

@@ -13,6 +13,7 @@
 
 typedef unsigned int u32;
 typedef unsigned short u16;
+typedef unsigned long long u64;
 
 __device__ __forceinline__ uint4 ld_stream16(const uint4* p) {
     uint4 v;

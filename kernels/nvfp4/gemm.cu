@@ -14,7 +14,8 @@
 #define TILE_BYTES (128 * ROW_BYTES)
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    u32 d;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(ok ? 16 : 0));
 }
 
@@ -24,7 +25,7 @@ __device__ __forceinline__ void load_x_tile(unsigned char* xs, const u16* x, int
         const int idx = threadIdx.x + 128 * i, row = idx >> 3, seg = idx & 7;
         const int m = m0 + row, k = c * 64 + seg * 8;
         const bool ok = m < M && k < K;
-        cp_async16(xs + row * ROW_BYTES + seg * 16, ok ? x + (size_t)m * K + k : x, ok);
+        cp_async16(xs + row * ROW_BYTES + seg * 16, ok ? x + (u64)m * K + k : x, ok);
     }
     asm volatile("cp.async.commit_group;");
 }
@@ -34,7 +35,7 @@ __device__ __forceinline__ void load_w(const uint4* wq, const u16* wsc, int tile
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int rt = 0; rt < 4; ++rt) {
-        const size_t off = ((size_t)(tile0 + rt) * Kc + c) * 32 + lane;
+        const size_t off = ((u64)(tile0 + rt) * Kc + c) * 32 + lane;
         w[rt] = ld_nc16(wq + off);
         s[rt] = ld_nc_u16(wsc + off);
     }
@@ -75,7 +76,7 @@ __device__ __forceinline__ void gemm_store(u16* y, int M, int N, int tile0, int 
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int n = (tile0 + rt) * 16 + g + (i >> 1) * 8, m = m0 + nt * 8 + 2 * t + (i & 1);
-                if (m < M && n < N) y[(size_t)m * N + n] = f32_to_bf16(acc[rt][nt][i] * alpha);
+                if (m < M && n < N) y[(u64)m * N + n] = f32_to_bf16(acc[rt][nt][i] * alpha);
             }
 }
 

@@ -42,8 +42,9 @@ template <int NT, int U>
 __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
                                              float (&acc)[NT][4]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const uint4* wp = p.wq + (size_t)tile * p.Kc * 32 + lane;
-    const u16* sp = p.wsc + (size_t)tile * p.Kc * 32 + lane;
+    const uint4* wp = p.wq + (u64)tile * p.Kc * 32 + lane;
+    const u16* sp = p.wsc + (u64)tile * p.Kc * 32 + lane;
+    const uint4 zero4 = {0u, 0u, 0u, 0u};
     for (int c = ca; c < cb; c += U) {
         uint4 w[U];
         u32 s[U];
@@ -51,16 +52,16 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int cc = min(c + u, cb - 1);
-            w[u] = ld_stream16(wp + (size_t)cc * 32);
-            s[u] = ld_stream_u16(sp + (size_t)cc * 32);
+            w[u] = ld_stream16(wp + (u64)cc * 32);
+            s[u] = ld_stream_u16(sp + (u64)cc * 32);
             const int k = cc * 64 + t * 16;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 const int m = nt * 8 + g;
                 const bool ok = m < p.M && k < p.K;
-                const u16* src = p.x + (size_t)m * p.K + k;
-                xv[u][nt][0] = ok ? ld_nc16(src) : make_uint4(0, 0, 0, 0);
-                xv[u][nt][1] = ok ? ld_nc16(src + 8) : make_uint4(0, 0, 0, 0);
+                const u16* src = p.x + (u64)m * p.K + k;
+                xv[u][nt][0] = ok ? ld_nc16(src) : zero4;
+                xv[u][nt][1] = ok ? ld_nc16(src + 8) : zero4;
             }
         }
 #pragma unroll
@@ -82,7 +83,7 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int m = acc_m(nt, i), n = acc_n(tile, i);
-                if (m < p.M && n < p.N) p.y[(size_t)m * p.N + n] = f32_to_bf16(acc[nt][i] * p.alpha);
+                if (m < p.M && n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(acc[nt][i] * p.alpha);
             }
         return;
     }
@@ -91,7 +92,7 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int m = acc_m(nt, i);
-            if (m < p.M) atomicAdd(p.ws + (size_t)m * p.Np + acc_n(tile, i), acc[nt][i]);
+            if (m < p.M) atomicAdd(p.ws + (u64)m * p.Np + acc_n(tile, i), acc[nt][i]);
         }
     __threadfence();
     __syncthreads();
@@ -101,8 +102,8 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
         __threadfence();
         for (int i = threadIdx.x; i < 128 * p.M; i += blockDim.x) {
             const int m = i >> 7, n = rg * 128 + (i & 127);
-            const float v = atomicExch(p.ws + (size_t)m * p.Np + n, 0.0f);
-            if (n < p.N) p.y[(size_t)m * p.N + n] = f32_to_bf16(v * p.alpha);
+            const float v = atomicExch(p.ws + (u64)m * p.Np + n, 0.0f);
+            if (n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(v * p.alpha);
         }
         if (threadIdx.x == 0) p.counters[rg] = 0;
     }
@@ -133,5 +134,6 @@ __device__ void gemv_body(const GemvArgs& p) {
                     int K, int Np, int Kc, float alpha
 #define GEMV_ARGS GemvArgs{wq, wsc, x, y, ws, counters, M, N, K, Np, Kc, alpha}
 extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1(GEMV_PARAMS) { gemv_body<1, 8>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1_u4(GEMV_PARAMS) { gemv_body<1, 4>(GEMV_ARGS); }
 extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt2(GEMV_PARAMS) { gemv_body<2, 4>(GEMV_ARGS); }
 extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt4(GEMV_PARAMS) { gemv_body<4, 2>(GEMV_ARGS); }

@@ -55,6 +55,14 @@ def dequantize(packed: torch.Tensor, scale: torch.Tensor, gmul, dtype=torch.floa
     return (values * block_scale * gmul).to(dtype)
 
 
+def _codes(wf: torch.Tensor, div: torch.Tensor, rows: int = 4096) -> torch.Tensor:
+    """wf [N, K] f32, div [N, K/16] per-block divisors -> codes [N, K] u8; row slices bound the temporaries."""
+    out = torch.empty(wf.shape, dtype=torch.uint8, device=wf.device)
+    for r in range(0, wf.shape[0], rows):
+        out[r:r + rows] = round_to_e2m1(wf[r:r + rows] / div[r:r + rows].repeat_interleave(BLOCK, dim=1))
+    return out
+
+
 def _block_amax(w: torch.Tensor) -> torch.Tensor:
     n, k = w.shape
     if k % BLOCK:
@@ -75,8 +83,7 @@ def quantize_modelopt(w: torch.Tensor) -> dict:
     scale = block.clamp(max=E4M3_MAX).to(torch.float8_e4m3fn)
     div = scale.float() * s2
     div = torch.where(div == 0, torch.ones_like(div), div)
-    codes = round_to_e2m1(wf / div.repeat_interleave(BLOCK, dim=1))
-    return {"weight": pack_codes(codes), "weight_scale": scale, "weight_scale_2": s2.reshape(())}
+    return {"weight": pack_codes(_codes(wf, div)), "weight_scale": scale, "weight_scale_2": s2.reshape(())}
 
 
 def quantize_compressed_tensors(w: torch.Tensor) -> dict:
@@ -91,8 +98,7 @@ def quantize_compressed_tensors(w: torch.Tensor) -> dict:
     scale = block.to(torch.float8_e4m3fn)
     scale = torch.where(scale.float() == 0, torch.full_like(block, 0.125), scale.float()).to(torch.float8_e4m3fn)
     div = scale.float() / gscale
-    codes = round_to_e2m1(wf / div.repeat_interleave(BLOCK, dim=1))
-    return {"weight_packed": pack_codes(codes), "weight_scale": scale, "weight_global_scale": gscale.reshape(1)}
+    return {"weight_packed": pack_codes(_codes(wf, div)), "weight_scale": scale, "weight_global_scale": gscale.reshape(1)}
 
 
 def quantize(w: torch.Tensor, fmt: str = "modelopt") -> dict:

@@ -6,6 +6,7 @@ fragments wq u8 [Np/16, Kc, 32 lanes, 16 B] (lane 4g+t: rows 16r+g and 16r+g+8, 
 for a 1-2 op decode, see common.cuh) and scales to wsc u8 [Np/16, Kc, 32, 2] (row g, row g+8). Padding is zero.
 CuPy is imported lazily, so this module imports without CuPy or a GPU.
 """
+import functools
 import os
 
 import torch
@@ -78,30 +79,32 @@ def _workspace(device, np_: int):
     return ws, counters
 
 
+@functools.lru_cache(maxsize=None)
+def _num_sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _launch(name: str, source: str, grid, block, args) -> None:
     kernel = _compile.kernel(os.path.join(HERE, source), name)
-    with _compile.external_stream(torch.cuda.current_stream().cuda_stream):
-        kernel(grid, block, args)
+    kernel(grid, block, args, stream=_compile.external_stream(torch.cuda.current_stream().cuda_stream))
 
 
-def _blocks_per_sm(device) -> int:
-    return 2  # both kernels: __launch_bounds__(..., 2), registers allow exactly two
+def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
+    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written).
 
-
-def gemv(x: torch.Tensor, p: dict, out: torch.Tensor) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written)."""
+    Persistent grid of blocks_per_sm blocks per SM (the kernels' __launch_bounds__ allow two resident);
+    variant: kernel-name suffix for the bench's sweeps (e.g. "_u4")."""
     import numpy as np
 
     m = x.shape[0]
     nt = 1 if m <= 8 else 2 if m <= 16 else 4
     ws, counters = _workspace(x.device, p["Np"])
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     total = (p["Np"] // ROW_GROUP) * p["Kc"]
-    grid = (min(total, sms * _blocks_per_sm(x.device)),)
+    grid = (min(total, _num_sms(x.device) * blocks_per_sm),)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), np.int32(m), np.int32(p["N"]),
             np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]), np.float32(p["alpha"]))
-    _launch(f"nvfp4_gemv_nt{nt}", "gemv.cu", grid, (256,), args)
+    _launch(f"nvfp4_gemv_nt{nt}{variant}", "gemv.cu", grid, (256,), args)
     return out
 
 

@@ -1,0 +1,70 @@
+"""NVFP4 CUDA kernels (gemv.cu, gemm.cu) against dequantize-then-f32-matmul on fresh random inputs (needs a GPU)."""
+import pytest
+import torch
+
+from kernels.nvfp4 import checkpoint, naive, ops
+
+pytestmark = pytest.mark.gpu
+# [N x K]: odd small shapes, then the Qwen3.8-27B layer shapes (design.md section 1) and the LM head
+SHAPES = [(200, 80), (1000, 1040), (10240, 5120), (6144, 5120), (5120, 6144), (17408, 5120), (5120, 17408),
+          (12288, 5120), (248320, 5120)]
+M_VALUES = [1, 3, 8, 13, 16, 27, 32, 33, 100, 257]
+REL_TOL = 1e-2
+
+
+def _weight(n: int, k: int, fmt: str = "modelopt") -> checkpoint.NVFP4Weight:
+    w = torch.randn(n, k, device="cuda") * (0.5 + torch.rand(n, 1, device="cuda"))  # rows of varied magnitude
+    return checkpoint.from_tensors(naive.quantize(w, fmt))
+
+
+def _check(x: torch.Tensor, weight: checkpoint.NVFP4Weight, ref_w: torch.Tensor, direct: bool) -> float:
+    """Runs the kernel on NaN-poisoned output; returns ||y - ref|| / ||ref||."""
+    ref = x.float() @ ref_w.t()
+    if direct:
+        out = torch.full((x.shape[0], weight.shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
+        p = ops.prepared(weight)
+        (ops.gemv if x.shape[0] <= ops.GEMV_MAX_M else ops.gemm)(x, p, out)
+    else:
+        out = ops.linear(x, weight)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any(), "unwritten or NaN outputs"
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("n,k", SHAPES, ids=lambda v: str(v))
+def test_kernels_match_dequantized_matmul(n, k):
+    weight = _weight(n, k)
+    ref_w = weight.dequantize(torch.float32)
+    ms = M_VALUES if n * k < 2e8 else [1, 13, 32, 33, 257]
+    for i, m in enumerate(ms):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        err = _check(x, weight, ref_w, direct=i % 2 == 0)
+        assert err < REL_TOL, (n, k, m, err)
+
+
+def test_repeated_calls_leave_the_workspace_clean():
+    weight = _weight(5120, 6144)
+    ref_w = weight.dequantize(torch.float32)
+    for m in (1, 16, 5, 32, 1):
+        x = torch.randn(m, 6144, device="cuda").to(torch.bfloat16)
+        assert _check(x, weight, ref_w, direct=True) < REL_TOL
+
+
+def test_compressed_tensors_weight_and_batched_input():
+    weight = _weight(384, 256, "compressed-tensors")
+    x = torch.randn(2, 3, 256, device="cuda").to(torch.bfloat16)
+    y = ops.linear(x, weight)
+    ref = (x.float() @ weight.dequantize().t())
+    assert y.shape == (2, 3, 384) and ((y.float() - ref).norm() / ref.norm()).item() < REL_TOL
+
+
+def test_extreme_scales():
+    # largest e4m3 scale (448) and subnormal ones (2^-9) in the same weight, every code
+    n, k = 256, 512
+    packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
+    scale = torch.tensor([448.0, 2.0 ** -9, 1.0, 0.013671875], device="cuda").repeat(n, k // 64)
+    weight = checkpoint.NVFP4Weight(packed, scale.to(torch.float8_e4m3fn), torch.tensor(0.01, device="cuda"))
+    ref_w = weight.dequantize()
+    for m in (1, 16, 64):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        assert _check(x, weight, ref_w, direct=True) < REL_TOL
