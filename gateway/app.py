@@ -14,6 +14,8 @@ from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
+from gateway.lmstudio import LMStudioRoutes
+from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.web import error_response, json_response
 
@@ -21,6 +23,7 @@ log = logging.getLogger("sparkinfer.gateway")
 VERSION = "0.1.0"
 ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
+PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
 _OPEN_PATHS = ("/health", "/metrics", "/version", "/")
 
 
@@ -114,17 +117,22 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app = web.Application(middlewares=[error_middleware, auth_middleware(config.api_key)],
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
-    app[ENGINE_KEY] = Engine(client or SchedulerClient(config.scheduler_addr))
+    # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
+    app[ENGINE_KEY] = Engine(client)
     OpenAIRoutes(app[ENGINE_KEY], config).register(app)
+    LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
+    OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_route)
 
     async def on_startup(app: web.Application) -> None:
-        app["prefetch"] = asyncio.create_task(_prefetch_card(app))
+        if app[ENGINE_KEY].client is None:
+            app[ENGINE_KEY].client = SchedulerClient(config.scheduler_addr)
+        app[PREFETCH_KEY] = asyncio.create_task(_prefetch_card(app))
 
     async def on_cleanup(app: web.Application) -> None:
-        app["prefetch"].cancel()
+        app[PREFETCH_KEY].cancel()
         await app[ENGINE_KEY].client.close()
 
     app.on_startup.append(on_startup)

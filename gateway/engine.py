@@ -137,6 +137,16 @@ class Generation:
     def elapsed(self) -> float:
         return time.monotonic() - self._start
 
+    @property
+    def started_at(self) -> float:
+        """time.monotonic() when the request was submitted (Ollama / LM Studio timing fields)."""
+        return self._start
+
+    @property
+    def first_token_at(self) -> Optional[float]:
+        """time.monotonic() when the first generated token arrived; None until then."""
+        return self._first_token_at
+
     def usage(self) -> Usage:
         self._usage.completion_tokens = sum(self._generated)
         return self._usage
@@ -259,7 +269,7 @@ def _logprobs(message) -> list:
 class Engine:
     """The gateway's view of one scheduler: model card (cached Info) plus generation."""
 
-    def __init__(self, client: SchedulerClient):
+    def __init__(self, client: Optional[SchedulerClient] = None):
         self.client = client
         self._card: Optional[ModelCard] = None
         self._card_lock = asyncio.Lock()
