@@ -1,0 +1,168 @@
+"""Gateway process: LM Studio /api/v0 routes: the OpenAI handlers' requests and shapes, augmented with stats."""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from aiohttp import web
+
+from gateway.config import GatewayConfig
+from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
+from gateway.errors import ApiError, NotImplementedApi
+from gateway.http_stream import stream_generation
+from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
+from gateway.model import ModelCard
+from gateway.openai import check_model, parse_chat, parse_completion
+from gateway.openai_routes import OpenAIRoutes
+from gateway.openai_shape import ChatFramer, ChatShaper, CompletionFramer, completion_response, usage_dict
+from gateway.stream import SSE_DONE, sse_event
+from gateway.web import json_response, read_json
+
+
+class RecordingShaper(ChatShaper):
+    """ChatShaper that remembers each choice's final finish_reason (after tool-call parsing) for `stats`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.finishes: dict = {}
+
+    def split(self, delta: Delta):
+        reasoning, content, calls, finish = super().split(delta)
+        if finish:
+            self.finishes[delta.index] = finish
+        return reasoning, content, calls, finish
+
+
+class _Outcome:
+    """What `stats` needs from one request: timings, the first choice's finish, the matched stop string."""
+
+    def __init__(self, card: ModelCard, gen: Generation, received: float):
+        self.card, self.gen, self.received = card, gen, received
+        self.finish: Optional[str] = None
+        self.matched: Optional[str] = None
+
+    def record(self, delta: Delta) -> None:
+        if delta.index == 0 and delta.finish_reason:
+            self.finish, self.matched = delta.finish_reason, delta.stop_reason
+
+    def stats(self, usage: Usage, finish: Optional[str] = None) -> dict:
+        num_tokens = usage.prompt_tokens + usage.completion_tokens
+        reason = stop_reason(finish or self.finish, self.matched, num_tokens, self.card.max_context_len)
+        return stats(usage.completion_tokens, self.received, self.gen.first_token_at, time.monotonic(), reason)
+
+
+class StatsFramer:
+    """Wraps an OpenAI SSE framer; the stream ends with a usage chunk that also carries LM Studio's stats."""
+
+    def __init__(self, inner, outcome: _Outcome, head: dict, shaper: Optional[RecordingShaper] = None):
+        self.inner, self.outcome, self.head, self.shaper = inner, outcome, head, shaper
+        self.content_type, self.headers = inner.content_type, inner.headers
+
+    def start(self) -> list[bytes]:
+        return self.inner.start()
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        self.outcome.record(delta)
+        return self.inner.delta(delta, usage)
+
+    def end(self, usage: Usage) -> list[bytes]:
+        finish = self.shaper.finishes.get(0) if self.shaper is not None else None
+        body = {**self.head, "choices": [], "usage": usage_dict(usage), "stats": self.outcome.stats(usage, finish)}
+        return [sse_event(body), SSE_DONE]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        return self.inner.error(error, usage)
+
+    def keepalive(self):
+        return self.inner.keepalive()
+
+
+async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
+    """Collects every choice of gen (the non-streamed answer); cancels gen if the caller is cancelled."""
+    results = [ChoiceResult(i) for i in range(gen.req.num_choices)]
+    try:
+        while (delta := await gen.next()) is not None:
+            outcome.record(delta)
+            result = results[delta.index]
+            result.content += delta.content
+            result.reasoning += delta.reasoning
+            result.logprobs.extend(delta.logprobs)
+            if delta.finish_reason:
+                result.finish_reason, result.stop_reason = delta.finish_reason, delta.stop_reason
+    finally:
+        await gen.close()
+    return results
+
+
+def _lmstudio_body(body):
+    """LM Studio's request extensions: max_tokens -1 means no limit (bounded by the context)."""
+    if isinstance(body, dict) and body.get("max_tokens") == -1:
+        body = {key: value for key, value in body.items() if key != "max_tokens"}
+    return body
+
+
+class LMStudioRoutes:
+    """The /api/v0 surface; generation goes through Engine with the OpenAI request parsing and shapes."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig, version: str):
+        self.engine, self.config, self.version = engine, config, version
+        self.openai = OpenAIRoutes(engine, config)
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/api/v0/models", self.models)
+        app.router.add_get("/api/v0/models/{model_id:.+}", self.model)
+        app.router.add_post("/api/v0/chat/completions", self.chat)
+        app.router.add_post("/api/v0/completions", self.completions)
+        app.router.add_post("/api/v0/embeddings", self.embeddings)
+
+    async def models(self, request: web.Request) -> web.Response:
+        card = await self.engine.card()
+        return json_response({"object": "list", "data": [model_object(card, await self.openai.served_name())]})
+
+    async def model(self, request: web.Request) -> web.Response:
+        card = await self.engine.card()
+        name = await self.openai.served_name()
+        check_model(request.match_info["model_id"], card, name)
+        return json_response(model_object(card, name))
+
+    def _extras(self, card: ModelCard, outcome: _Outcome, usage: Usage, finish: Optional[str] = None) -> dict:
+        return {"stats": outcome.stats(usage, finish), "model_info": model_info(card), "runtime": runtime(self.version)}
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        received = time.monotonic()
+        body = _lmstudio_body(await read_json(request))
+        card = await self.engine.card()
+        plan = parse_chat(body, card, await self.openai.served_name())
+        shaper = RecordingShaper(plan, card, plan.gen.req_id)
+        gen = await self.engine.start(plan.gen)
+        outcome = _Outcome(card, gen, received)
+        if plan.stream:
+            head = {"id": shaper.id, "object": "chat.completion.chunk", "created": shaper.created, "model": plan.model}
+            framer = StatsFramer(ChatFramer(shaper), outcome, head, shaper)
+            return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
+        results = await run_to_end(gen, outcome)
+        response = shaper.response(results, gen.usage())
+        return json_response({**response, **self._extras(card, outcome, gen.usage(), shaper.finishes.get(0))})
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        received = time.monotonic()
+        body = _lmstudio_body(await read_json(request))
+        card = await self.engine.card()
+        plan = parse_completion(body, card, await self.openai.served_name())
+        if plan.gen.max_tokens == 0:
+            # echo with max_tokens 0: nothing is generated; the /v1 answer as it is.
+            return await self.openai.completions(request)
+        gen = await self.engine.start(plan.gen)
+        outcome = _Outcome(card, gen, received)
+        if plan.stream:
+            framer = CompletionFramer(plan, card, plan.gen.req_id)
+            head = {"id": framer.id, "object": "text_completion", "created": framer.created, "model": plan.model}
+            return await stream_generation(request, gen, StatsFramer(framer, outcome, head),
+                                           self.config.sse_keepalive_s)
+        results = await run_to_end(gen, outcome)
+        response = completion_response(plan, card, plan.gen.req_id, results, gen.usage())
+        return json_response({**response, **self._extras(card, outcome, gen.usage())})
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        raise NotImplementedApi("embeddings are not supported: this server runs a generative model only",
+                                code="embeddings_unsupported")

@@ -1,0 +1,53 @@
+"""Gateway process: LM Studio /api/v0 extras (model object, stats, model_info, runtime) built from engine results."""
+from __future__ import annotations
+
+import platform
+from typing import Optional
+
+from gateway.model import ModelCard
+
+FORMAT = "safetensors"
+
+
+def publisher(card: ModelCard) -> str:
+    """The org part of an "org/name" model id, else this server's name."""
+    return card.model_id.split("/", 1)[0] if "/" in card.model_id else "sparkinfer"
+
+
+def model_object(card: ModelCard, served_name: str) -> dict:
+    return {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card),
+            "arch": card.architecture or "unknown", "compatibility_type": FORMAT,
+            "quantization": card.quantization or "unknown", "state": "loaded",
+            "max_context_length": card.max_context_len, "loaded_context_length": card.max_context_len}
+
+
+def model_info(card: ModelCard) -> dict:
+    return {"arch": card.architecture or "unknown", "quant": card.quantization or "unknown", "format": FORMAT,
+            "context_length": card.max_context_len}
+
+
+def runtime(version: str) -> dict:
+    return {"name": f"sparkinfer-{platform.system().lower()}-{platform.machine().lower()}", "version": version,
+            "supported_formats": [FORMAT]}
+
+
+def stop_reason(finish_reason: Optional[str], matched_stop: Optional[str], num_tokens: int,
+                max_context_len: int) -> str:
+    """LM Studio's LLMPredictionStopReason for an OpenAI finish_reason."""
+    if finish_reason == "tool_calls":
+        return "toolCalls"
+    if finish_reason == "length":
+        return "contextLengthReached" if num_tokens >= max_context_len else "maxPredictedTokensReached"
+    if finish_reason == "stop":
+        return "stopStringFound" if matched_stop else "eosFound"
+    return "failed"
+
+
+def stats(num_generated: int, received: float, first_token: Optional[float], finished: float,
+          reason: str) -> dict:
+    """tokens_per_second, time_to_first_token (s), generation_time (s), stop_reason; times from monotonic seconds."""
+    first = finished if first_token is None else first_token
+    generation_time = max(finished - first, 0.0)
+    tps = num_generated / generation_time if generation_time > 0 and num_generated else 0.0
+    return {"tokens_per_second": round(tps, 3), "time_to_first_token": round(max(first - received, 0.0), 6),
+            "generation_time": round(generation_time, 6), "stop_reason": reason}

@@ -1,0 +1,127 @@
+"""Gateway process: aiohttp handlers of the Ollama native API (/, /api/*) over the one generation path."""
+from __future__ import annotations
+
+import functools
+import time
+
+from aiohttp import web
+
+from gateway import metrics
+from gateway.config import GatewayConfig
+from gateway.engine import Engine
+from gateway.errors import ApiError, NotImplementedApi, Overloaded
+from gateway.http_stream import stream_generation
+from gateway.ollama_request import parse_chat, parse_generate, resolve_model
+from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
+from gateway.ollama_stream import NdjsonFramer, complete
+from gateway.web import json_response, read_json
+
+# Endpoints this engine does not provide, each with its reason (answered 501, never 404).
+_NOT_IMPLEMENTED = {
+    ("POST", "/api/embed"): "embeddings are not supported: this server runs a generative model only",
+    ("POST", "/api/embeddings"): "embeddings are not supported: this server runs a generative model only",
+    ("POST", "/api/pull"): "pulling models is not supported: the served model is fixed when the server starts",
+    ("POST", "/api/push"): "pushing models is not supported by this server",
+    ("POST", "/api/create"): "creating models is not supported: the served model is fixed when the server starts",
+    ("POST", "/api/copy"): "copying models is not supported: the served model is fixed when the server starts",
+    ("DELETE", "/api/delete"): "deleting models is not supported: the served model is fixed when the server starts",
+    ("POST", "/api/blobs/{digest}"): "model blobs are not supported: the served model is fixed when the server "
+                                     "starts",
+}
+_BUSY = "server busy, please try again.  maximum pending requests exceeded"
+
+
+def ollama_error(exc: ApiError) -> web.Response:
+    """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 'server busy'."""
+    status, message = exc.status, exc.message
+    if isinstance(exc, Overloaded):
+        status, message = 503, f"{_BUSY} ({exc.message})"
+    metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
+    return json_response({"error": message}, status=status, headers=exc.headers)
+
+
+def ollama_errors(handler):
+    """Maps every typed error (and aiohttp's own 4xx) raised by handler to Ollama's error shape."""
+    @functools.wraps(handler)
+    async def wrapped(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(self, request)
+        except ApiError as exc:
+            return ollama_error(exc)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return json_response({"error": exc.text or exc.reason}, status=exc.status)
+    return wrapped
+
+
+class OllamaRoutes:
+    """The Ollama surface; /api/chat and /api/generate go through Engine like every other API."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine = engine
+        self.config = config
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/", self.root)
+        app.router.add_get("/api/version", self.version)
+        app.router.add_get("/api/tags", self.tags)
+        app.router.add_get("/api/ps", self.ps)
+        app.router.add_post("/api/show", self.show)
+        app.router.add_post("/api/chat", self.chat)
+        app.router.add_post("/api/generate", self.generate)
+        for (method, path), reason in _NOT_IMPLEMENTED.items():
+            app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
+        app.router.add_route("HEAD", "/api/blobs/{digest}",
+                             functools.partial(self.not_implemented, reason=_NOT_IMPLEMENTED[("POST",
+                                                                                              "/api/blobs/{digest}")]))
+
+    async def served_name(self) -> str:
+        return self.config.served_model_name or (await self.engine.card()).model_id
+
+    async def root(self, request: web.Request) -> web.Response:
+        return web.Response(text="Ollama is running", content_type="text/plain")
+
+    async def version(self, request: web.Request) -> web.Response:
+        return json_response({"version": OLLAMA_VERSION})
+
+    @ollama_errors
+    async def tags(self, request: web.Request) -> web.Response:
+        return json_response({"models": [tags_entry(await self.engine.card(), await self.served_name())]})
+
+    @ollama_errors
+    async def ps(self, request: web.Request) -> web.Response:
+        return json_response({"models": [ps_entry(await self.engine.card(), await self.served_name())]})
+
+    @ollama_errors
+    async def show(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        card = await self.engine.card()
+        name = await self.served_name()
+        resolve_model(body if isinstance(body, dict) else {}, card, name)
+        return json_response(show_body(card, name))
+
+    @ollama_errors
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    @ollama_errors
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        received = time.monotonic()
+        body = await read_json(request)
+        card = await self.engine.card()
+        parse = parse_chat if chat else parse_generate
+        plan = parse(body, card, await self.served_name())
+        if plan.gen is None:
+            return json_response(load_response(plan, chat))
+        gen = await self.engine.start(plan.gen)
+        if plan.stream:
+            framer = NdjsonFramer(plan, card, gen, chat, received)
+            return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
+        return json_response(await complete(plan, card, gen, chat, received))
+
+    async def not_implemented(self, request: web.Request, reason: str) -> web.Response:
+        return ollama_error(NotImplementedApi(reason))

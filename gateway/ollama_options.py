@@ -1,0 +1,169 @@
+"""Gateway process: Ollama `options` (and `think`) -> internal sampling knobs, generation budget and context window."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from gateway.engine import Sampling
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.model import ModelCard
+
+# Load-time and resource knobs: they change how a model is placed in memory, never what it writes.
+_RESOURCE_OPTIONS = frozenset({"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv", "logits_all",
+                               "vocab_only", "use_mmap", "use_mlock", "embedding_only", "num_thread", "num_keep",
+                               "penalize_newline", "mirostat_tau", "mirostat_eta"})
+# (low, high) inclusive; None = unbounded.
+_FLOAT_RANGES = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0),
+                 "repeat_penalty": (0.01, 100.0), "presence_penalty": (-2.0, 2.0),
+                 "frequency_penalty": (-2.0, 2.0), "typical_p": (0.0, 1.0), "tfs_z": (0.0, None)}
+_INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n", "mirostat")
+# Samplers this server does not have: accepted only at the value that turns them off.
+_OFF_VALUES = {"typical_p": 1.0, "tfs_z": 1.0, "mirostat": 0}
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+
+
+@dataclass
+class OllamaOptions:
+    """What an Ollama `options` map asks for, resolved against the model."""
+    sampling: Sampling
+    num_ctx: int                          # context window for this request (<= the model's)
+    num_predict: Optional[int] = None     # None: generate until the window is full
+    stop: list = field(default_factory=list)
+
+
+def _number(name: str, value: Any, integer: bool) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kind = "an integer" if integer else "a number"
+        raise InvalidRequest(f"option {name!r} must be {kind}, got {value!r}", param=f"options.{name}")
+    if integer and isinstance(value, float):
+        if not value.is_integer():
+            raise InvalidRequest(f"option {name!r} must be an integer, got {value!r}", param=f"options.{name}")
+        return int(value)
+    return value
+
+
+def _check_range(name: str, value: float) -> None:
+    low, high = _FLOAT_RANGES[name]
+    if value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise InvalidRequest(f"option {name!r} must be in {bound}, got {value}", param=f"options.{name}")
+
+
+def _typed(options: dict) -> dict:
+    """Options with checked types and ranges; 400 for an unknown key or a sampler we do not have."""
+    known = set(_FLOAT_RANGES) | set(_INT_OPTIONS) | _RESOURCE_OPTIONS | {"stop"}
+    out = {}
+    for name, value in options.items():
+        if name not in known:
+            raise InvalidRequest(f"unknown option {name!r}; supported: num_predict, num_ctx, temperature, top_k, "
+                                 f"top_p, min_p, seed, stop, repeat_penalty, presence_penalty, frequency_penalty",
+                                 param=f"options.{name}")
+        if value is None or name in _RESOURCE_OPTIONS:
+            continue
+        if name == "stop":
+            out[name] = _stop_list(value)
+            continue
+        out[name] = _number(name, value, name in _INT_OPTIONS)
+        if name in _FLOAT_RANGES:
+            _check_range(name, out[name])
+        if name in _OFF_VALUES and out[name] != _OFF_VALUES[name]:
+            raise Unsupported(f"option {name!r}={value} is not supported: this server has no {name} sampler "
+                              f"(leave it unset or {_OFF_VALUES[name]})", param=f"options.{name}")
+    return out
+
+
+def _stop_list(value: Any) -> list:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise InvalidRequest("option 'stop' must be a list of strings", param="options.stop")
+    if len(value) > 16:
+        raise InvalidRequest("option 'stop' holds at most 16 strings", param="options.stop")
+    return [s for s in value if s]
+
+
+def _repetition_penalty(opts: dict, pick) -> float:
+    penalty = float(opts.get("repeat_penalty", pick("repetition_penalty", 1.0)))
+    window = opts.get("repeat_last_n")
+    if window == 0:
+        # Ollama: repeat_last_n 0 disables the penalty.
+        return 1.0
+    if window is not None and window != -1 and penalty != 1.0:
+        raise Unsupported(f"option 'repeat_last_n'={window} is not supported: the repetition penalty covers the "
+                          f"whole prompt and output (use -1, 0 to disable, or leave it unset)",
+                          param="options.repeat_last_n")
+    return penalty
+
+
+def _sampling(opts: dict, card: ModelCard) -> Sampling:
+    defaults = card.generation_defaults
+
+    def pick(name: str, fallback):
+        return opts[name] if opts.get(name) is not None else defaults.get(name, fallback)
+
+    if opts.get("top_p") == 0:
+        raise InvalidRequest("option 'top_p' must be greater than 0", param="options.top_p")
+    seed = opts.get("seed")
+    top_k = int(pick("top_k", 0))
+    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
+                    top_k=max(top_k, 0), min_p=float(pick("min_p", 0.0)),
+                    # Ollama and llama.cpp: a negative seed means a random one.
+                    seed=None if seed is None or seed < 0 else seed % (1 << 64),
+                    presence_penalty=float(opts.get("presence_penalty", 0.0)),
+                    frequency_penalty=float(opts.get("frequency_penalty", 0.0)),
+                    repetition_penalty=_repetition_penalty(opts, pick))
+
+
+def _num_predict(value: Optional[int]) -> Optional[int]:
+    if value is None or value in (-1, -2):
+        # -1: until the context window is full (-2, llama.cpp's "fill the context", means the same here).
+        return None
+    if value < 1:
+        raise InvalidRequest(f"option 'num_predict' must be a positive integer, or -1 to generate until the "
+                             f"context window is full; got {value}", param="options.num_predict")
+    return value
+
+
+def _num_ctx(value: Optional[int], card: ModelCard) -> int:
+    if value is None:
+        return card.max_context_len
+    if value < 1:
+        raise InvalidRequest(f"option 'num_ctx' must be a positive integer, got {value}", param="options.num_ctx")
+    if value > card.max_context_len:
+        raise InvalidRequest(f"option 'num_ctx'={value} exceeds this model's context length of "
+                             f"{card.max_context_len} tokens", param="options.num_ctx")
+    return value
+
+
+def parse_options(options: Any, card: ModelCard) -> OllamaOptions:
+    """Validates an Ollama options map (None allowed) into sampling, window, budget and stop strings."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise InvalidRequest("'options' must be an object", param="options")
+    opts = _typed(options)
+    return OllamaOptions(sampling=_sampling(opts, card), num_ctx=_num_ctx(opts.get("num_ctx"), card),
+                         num_predict=_num_predict(opts.get("num_predict")), stop=opts.get("stop", []))
+
+
+def generation_budget(num_prompt: int, options: OllamaOptions) -> int:
+    """max_tokens for the engine; 400 when the prompt does not fit the window (prompts are never truncated)."""
+    ctx = options.num_ctx
+    if num_prompt >= ctx:
+        raise ContextLengthExceeded(
+            f"the prompt is {num_prompt} tokens, which exceeds the context window of {ctx} tokens; it was not "
+            f"truncated. Shorten the prompt or raise options.num_ctx", param="options.num_ctx")
+    room = ctx - num_prompt
+    return room if options.num_predict is None else min(options.num_predict, room)
+
+
+def thinking_kwargs(think: Any) -> dict:
+    """Chat-template switches for Ollama's `think` (absent: the model's default, thinking on)."""
+    if think is None or think is True:
+        return {"enable_thinking": True}
+    if think is False:
+        return {"enable_thinking": False}
+    if isinstance(think, str) and think in _EFFORTS:
+        return {"enable_thinking": True, "reasoning_effort": _EFFORTS[think]}
+    raise InvalidRequest(f"invalid think value {think!r}: use true, false, \"low\", \"medium\", \"high\" or \"max\"",
+                         param="think")

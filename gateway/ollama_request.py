@@ -1,0 +1,223 @@
+"""Gateway process: Ollama /api/chat and /api/generate bodies -> validated internal GenRequest (OllamaPlan)."""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gateway.chat import render_chat
+from gateway.engine import GenRequest
+from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.model import ModelCard
+from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
+
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class OllamaPlan:
+    """A validated Ollama request: what to generate and how to answer."""
+    model: str                            # the name as the client sent it (echoed back, as Ollama does)
+    gen: Optional[GenRequest] = None      # None: nothing to generate (a load or unload request)
+    stream: bool = True
+    tools: Optional[list] = None          # tools whose calls are parsed out of the answer (/api/chat)
+    want_logprobs: bool = False           # client asked for logprobs
+    return_context: bool = False          # /api/generate answers with `context` (prompt + output ids)
+    unload: bool = False                  # keep_alive 0 with nothing to generate
+
+
+def model_names(card: ModelCard, served_name: str) -> set:
+    return {served_name, card.model_id, "default"}
+
+
+def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "model") -> str:
+    """The requested model name; 400 when missing, 404 unless it names the served model (":latest" optional)."""
+    name = body.get(key)
+    if not name and key == "model":
+        name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest("model is required", param="model")
+    names = model_names(card, served_name)
+    if name in names or name.removesuffix(":latest") in names:
+        return name
+    raise NotFound(f"model \"{name}\" not found: this server serves \"{served_name}:latest\" "
+                   f"(also reachable as \"default\")", param="model")
+
+
+def _check_format(value: Any) -> None:
+    if value in (None, ""):
+        return
+    kind = "\"json\"" if value == "json" else "a JSON schema"
+    raise Unsupported(f"format {kind} is not supported yet: this server has no structured-output (constrained) "
+                      f"decoding; leave 'format' unset", param="format")
+
+
+def _keep_alive_unloads(value: Any) -> bool:
+    """Accepts Ollama's keep_alive (duration string or seconds); the model always stays loaded here."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        if value is not None:
+            raise InvalidRequest(f"keep_alive must be a duration like \"5m\" or a number of seconds, got {value!r}",
+                                 param="keep_alive")
+        return False
+    return value in (0, "0", "0s", "0m")
+
+
+def _stream_flag(body: dict) -> bool:
+    stream = body.get("stream")
+    if stream is None:
+        return True
+    if not isinstance(stream, bool):
+        raise InvalidRequest("stream must be true or false", param="stream")
+    return stream
+
+
+def _logprobs(body: dict) -> Optional[int]:
+    top = body.get("top_logprobs")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20):
+        raise InvalidRequest("top_logprobs must be an integer in [0, 20]", param="top_logprobs")
+    if not body.get("logprobs"):
+        if top:
+            raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+        return None
+    return top or 0
+
+
+def _no_images(images: Any, param: str) -> None:
+    if images:
+        raise Unsupported("images are not supported: this model server has no vision input", param=param)
+
+
+def _tool_call(call: Any, where: str) -> dict:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidRequest(f"{where}: each tool call needs function.name", param=where)
+    arguments = function.get("arguments") or {}
+    if not isinstance(arguments, (dict, str)):
+        raise InvalidRequest(f"{where}: function.arguments must be an object", param=where)
+    return {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+
+
+def _message(message: Any, i: int) -> dict:
+    where = f"messages[{i}]"
+    if not isinstance(message, dict) or message.get("role") not in _ROLES:
+        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise InvalidRequest(f"{where}.content must be a string", param=f"{where}.content")
+    _no_images(message.get("images"), f"{where}.images")
+    out = {"role": message["role"], "content": content or ""}
+    if isinstance(message.get("thinking"), str) and message["thinking"]:
+        out["reasoning_content"] = message["thinking"]
+    if message.get("tool_calls"):
+        out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in message["tool_calls"]]
+    if message["role"] == "tool" and (message.get("tool_name") or message.get("name")):
+        out["name"] = message.get("tool_name") or message.get("name")
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def _tools(tools: Any) -> Optional[list]:
+    if not tools:
+        return None
+    if not isinstance(tools, list):
+        raise InvalidRequest("tools must be a list", param="tools")
+    out = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+            raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: bool) -> GenRequest:
+    gen = GenRequest(req_id=f"ollama-{secrets.token_hex(12)}", prompt_ids=prompt_ids,
+                     max_tokens=generation_budget(len(prompt_ids), options), sampling=options.sampling,
+                     stop=options.stop)
+    gen.split_reasoning = split
+    # Thinking on: the template's generation prompt already opened <think>.
+    gen.thinking_open = split and text.rstrip().endswith("<think>")
+    return gen
+
+
+def _common(body: Any, card: ModelCard, served_name: str) -> tuple[OllamaPlan, OllamaOptions, Optional[int]]:
+    """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=_stream_flag(body))
+    _check_format(body.get("format"))
+    plan.unload = _keep_alive_unloads(body.get("keep_alive"))
+    options = parse_options(body.get("options"), card)
+    top = _logprobs(body)
+    plan.want_logprobs = top is not None
+    return plan, options, top
+
+
+def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) -> str:
+    if card.template is None:
+        raise Unsupported("this model has no chat template; use /api/generate with raw: true", param="messages")
+    return render_chat(card.template, messages, tools=tools, add_generation_prompt=True,
+                       **card.special_tokens, **thinking_kwargs(think))
+
+
+def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
+    """Validates an /api/chat body and renders + tokenizes its prompt; no messages = a load request."""
+    plan, options, num_logprobs = _common(body, card, served_name)
+    messages = body.get("messages") or []
+    if not isinstance(messages, list):
+        raise InvalidRequest("messages must be a list", param="messages")
+    if not messages:
+        return plan
+    plan.tools = _tools(body.get("tools"))
+    text = _render(card, [_message(m, i) for i, m in enumerate(messages)], plan.tools, body.get("think"))
+    plan.gen = _gen_request(card.encode(text), text, options, split=True)
+    plan.gen.num_logprobs = num_logprobs
+    return plan
+
+
+def _context_ids(context: Any, card: ModelCard) -> list:
+    if context is None:
+        return []
+    if not isinstance(context, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in context):
+        raise InvalidRequest("context must be a list of token ids", param="context")
+    if any(t < 0 or t >= card.tokenizer_vocab_size for t in context):
+        raise InvalidRequest(f"context token ids must be in [0, {card.tokenizer_vocab_size})", param="context")
+    return list(context)
+
+
+def _generate_text(body: dict, card: ModelCard, prompt: str) -> str:
+    system = body.get("system")
+    if system is not None and not isinstance(system, str):
+        raise InvalidRequest("system must be a string", param="system")
+    if body.get("raw"):
+        if system:
+            raise InvalidRequest("system cannot be combined with raw: true (no template is applied)",
+                                 param="system")
+        return prompt
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    return _render(card, messages, None, body.get("think"))
+
+
+def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
+    """Validates an /api/generate body (system, raw, context honoured; suffix/template/images refused)."""
+    plan, options, num_logprobs = _common(body, card, served_name)
+    prompt = body.get("prompt") or ""
+    if not isinstance(prompt, str):
+        raise InvalidRequest("prompt must be a string", param="prompt")
+    if body.get("suffix"):
+        raise Unsupported("suffix (fill-in-the-middle) is not supported by this model server", param="suffix")
+    if body.get("template"):
+        raise Unsupported("a per-request template is not supported: the model's chat template is always used "
+                          "(or none with raw: true)", param="template")
+    _no_images(body.get("images"), "images")
+    context = _context_ids(body.get("context"), card)
+    if not prompt and not context:
+        return plan
+    text = _generate_text(body, card, prompt)
+    raw = bool(body.get("raw"))
+    plan.gen = _gen_request(context + card.encode(text), text, options, split=not raw)
+    # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
+    plan.gen.num_logprobs = num_logprobs if num_logprobs is not None else 0
+    plan.return_context = True
+    return plan

@@ -1,0 +1,73 @@
+"""Gateway process: Ollama NDJSON framing of a generation, and the non-streamed answer built from the same pieces."""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from gateway.engine import Delta, Generation, Usage
+from gateway.errors import ApiError
+from gateway.model import ModelCard
+from gateway.ollama_request import OllamaPlan
+from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OllamaOutput, Piece, chunk, created_at, durations_ns, final,
+                                  final_metrics, ndjson_line)
+
+NDJSON_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def metrics_for(gen: Generation, received: float, usage: Usage) -> dict:
+    """Ollama's count and duration fields for a finished generation."""
+    now = time.monotonic()
+    return final_metrics(usage, durations_ns(received, gen.started_at, gen.first_token_at, now, now))
+
+
+class NdjsonFramer:
+    """Ollama stream: one done:false object per piece, tool calls whole in one object, then done:true."""
+    content_type = NDJSON_CONTENT_TYPE
+    headers = NDJSON_HEADERS
+
+    def __init__(self, plan: OllamaPlan, card: ModelCard, gen: Generation, chat: bool, received: float):
+        self.plan, self.gen, self.chat, self.received = plan, gen, chat, received
+        self.out = OllamaOutput(plan, card)
+
+    def start(self) -> list[bytes]:
+        return []
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        piece = self.out.push(delta)
+        if piece.empty:
+            return []
+        stamp = created_at()
+        if piece.tool_calls and (piece.content or piece.thinking or piece.logprobs):
+            # A tool call travels alone in its own object, as Ollama sends it.
+            calls, piece.tool_calls = piece.tool_calls, None
+            return [ndjson_line(chunk(self.plan, self.chat, piece, stamp)),
+                    ndjson_line(chunk(self.plan, self.chat, Piece(tool_calls=calls), stamp))]
+        return [ndjson_line(chunk(self.plan, self.chat, piece, stamp))]
+
+    def end(self, usage: Usage) -> list[bytes]:
+        metrics = metrics_for(self.gen, self.received, usage)
+        return [ndjson_line(final(self.plan, self.chat, Piece(), self.out, metrics, created_at()))]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        # Headers are sent: Ollama reports a mid-stream failure as an {"error": ...} line.
+        return [ndjson_line({"error": error.message})]
+
+    def keepalive(self) -> Optional[bytes]:
+        return None
+
+
+async def complete(plan: OllamaPlan, card: ModelCard, gen: Generation, chat: bool, received: float) -> dict:
+    """Runs gen to the end and returns the single done:true object (cancels gen if the caller is cancelled)."""
+    out = OllamaOutput(plan, card)
+    whole = Piece()
+    try:
+        while (delta := await gen.next()) is not None:
+            piece = out.push(delta)
+            whole.content += piece.content
+            whole.thinking += piece.thinking
+            whole.logprobs.extend(piece.logprobs)
+            whole.tool_calls = piece.tool_calls or whole.tool_calls
+    finally:
+        await gen.close()
+    metrics = metrics_for(gen, received, gen.usage())
+    return final(plan, chat, whole, out, metrics, created_at())
