@@ -20,19 +20,38 @@ DEFAULT_MODEL = os.path.join(REPO, "models", "tiny")
 
 def free_port(pair: bool = False) -> int:
     """A free loopback TCP port; with pair, one whose successor is free too (ZeroMQ step + result ports)."""
-    for _ in range(100):
-        with socket.socket() as s:
+    return free_ports(1 + pair, consecutive=pair)[0]
+
+
+def free_ports(count: int, consecutive: bool = False) -> list:
+    """`count` distinct free loopback ports (consecutive ones if asked), all held open until chosen."""
+    held = []
+    try:
+        for _ in range(200):
+            s = socket.socket()
             s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not pair or port >= 65535:
-            return port
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair found")
+            held.append(s)
+            ports = sorted(h.getsockname()[1] for h in held)
+            if not consecutive and len(ports) >= count:
+                return ports[:count]
+            if consecutive and _bind_run(held, ports[-1], count):
+                return list(range(ports[-1], ports[-1] + count))
+    finally:
+        for s in held:
+            s.close()
+    raise RuntimeError(f"no {count} free ports found")
+
+
+def _bind_run(held: list, first: int, count: int) -> bool:
+    for port in range(first + 1, first + count):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            return False
+        held.append(s)
+    return True
 
 
 class EngineStack:
@@ -40,17 +59,22 @@ class EngineStack:
 
     def __init__(self, model: str = DEFAULT_MODEL, env: dict | None = None, worker_env: dict | None = None):
         self.model = model
-        self.grpc_port, self.metrics_port = free_port(), free_port()
-        self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
-        self.worker_addr = f"tcp://127.0.0.1:{free_port(pair=True)}"
         self.log_dir = tempfile.mkdtemp(prefix="sparkinfer-e2e-")
-        self.env = dict(os.environ, PYTHONUNBUFFERED="1", SPARKINFER_MODEL=model,
-                        SPARKINFER_GRPC_HOST="127.0.0.1", SPARKINFER_GRPC_PORT=str(self.grpc_port),
-                        SPARKINFER_SCHEDULER_METRICS_PORT=str(self.metrics_port),
-                        SPARKINFER_WORKER_ADDR=self.worker_addr, SPARKINFER_NUM_THREADS="1", **(env or {}))
+        self.extra_env = env or {}
         self.worker_env = worker_env or {}
         self.scheduler = self.worker = None
         self._num_workers = 0
+        self.pick_ports()
+
+    def pick_ports(self) -> None:
+        """Chooses fresh ports (gRPC, metrics, ZeroMQ pair) and the environment both processes get."""
+        self.grpc_port, self.metrics_port = free_ports(2)
+        self.grpc_addr = f"127.0.0.1:{self.grpc_port}"
+        self.worker_addr = f"tcp://127.0.0.1:{free_port(pair=True)}"
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1", SPARKINFER_MODEL=self.model,
+                        SPARKINFER_GRPC_HOST="127.0.0.1", SPARKINFER_GRPC_PORT=str(self.grpc_port),
+                        SPARKINFER_SCHEDULER_METRICS_PORT=str(self.metrics_port),
+                        SPARKINFER_WORKER_ADDR=self.worker_addr, SPARKINFER_NUM_THREADS="1", **self.extra_env)
 
     def _spawn(self, module: str, name: str, extra_env: dict) -> subprocess.Popen:
         log = open(os.path.join(self.log_dir, f"{name}.log"), "wb")
@@ -96,13 +120,21 @@ class EngineStack:
         return "\n".join(parts)
 
     def __enter__(self) -> "EngineStack":
-        try:
-            self.start_scheduler()
-            self.start_worker()
-            self.wait_serving()
-        except BaseException:
-            self.close()
-            raise
+        for attempt in range(3):
+            try:
+                self.start_scheduler()
+                self.start_worker()
+                self.wait_serving()
+                return self
+            except RuntimeError as exc:
+                self.close()
+                # A free port can be taken (e.g. as a client's ephemeral port) before the scheduler binds it.
+                if attempt == 2 or not any(s in str(exc) for s in ("Failed to bind", "Address already in use")):
+                    raise
+                self.pick_ports()
+            except BaseException:
+                self.close()
+                raise
         return self
 
     def close(self) -> None:
