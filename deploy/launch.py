@@ -1,0 +1,150 @@
+"""Launcher process (`make run`): starts scheduler, worker and gateway as three children, stops them together."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STOP_GRACE_S = 10.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list
+    proc: Optional[subprocess.Popen] = None
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m deploy.launch",
+                                     description="Run scheduler + worker + gateway locally (what compose.yaml runs).")
+    parser.add_argument("--model", default=os.environ.get("SPARKINFER_MODEL", "models/tiny"),
+                        help="checkpoint folder (SPARKINFER_MODEL; default models/tiny)")
+    parser.add_argument("--wait-timeout", type=float, default=float(os.environ.get("SPARKINFER_LAUNCH_TIMEOUT_S", 600)),
+                        help="seconds to wait for the stack to become healthy (SPARKINFER_LAUNCH_TIMEOUT_S)")
+    return parser.parse_args(argv)
+
+
+def stack_env(model: str) -> dict:
+    """The environment compose.yaml gives the three services, with loopback addresses."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", SPARKINFER_MODEL=model)
+    env.setdefault("SPARKINFER_GRPC_HOST", "127.0.0.1")
+    env.setdefault("SPARKINFER_GRPC_PORT", "50051")
+    env.setdefault("SPARKINFER_SCHEDULER_ADDR", f"127.0.0.1:{env['SPARKINFER_GRPC_PORT']}")
+    env.setdefault("SPARKINFER_WORKER_ADDR", "tcp://127.0.0.1:5557")
+    env.setdefault("SPARKINFER_MAX_QUEUE_DEPTH", "0")
+    env.setdefault("SPARKINFER_HOST", "127.0.0.1")
+    env.setdefault("SPARKINFER_PORT", "8080")
+    return env
+
+
+def children(model: str) -> list[Child]:
+    py = sys.executable
+    return [Child("scheduler", [py, "-m", "scheduler.server", "--model", model]),
+            Child("worker", [py, "-m", "worker.server", "--model", model]),
+            Child("gateway", [py, "-m", "gateway.app"])]
+
+
+def start(child: Child, env: dict) -> None:
+    # Own session: Ctrl-C reaches only the launcher, which then stops the children in order.
+    child.proc = subprocess.Popen(child.argv, cwd=REPO, env=env, start_new_session=True)
+
+
+def dead(kids: list[Child]) -> Optional[Child]:
+    return next((c for c in kids if c.proc is not None and c.proc.poll() is not None), None)
+
+
+def stop_all(kids: list[Child]) -> None:
+    """SIGTERM gateway, worker, scheduler (in that order); SIGKILL whatever is left after the grace period."""
+    for child in reversed(kids):
+        if child.proc is not None and child.proc.poll() is None:
+            child.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for child in reversed(kids):
+        if child.proc is None:
+            continue
+        try:
+            child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"launch: {child.name} did not stop in {_STOP_GRACE_S:.0f} s, killing it", flush=True)
+            child.proc.kill()
+            child.proc.wait()
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class Stop(Exception):
+    """Raised by the signal handler: a clean shutdown was asked for."""
+
+
+def _on_signal(signum, frame):
+    raise Stop(signal.Signals(signum).name)
+
+
+def wait_healthy(kids: list[Child], url: str, timeout: float) -> Optional[str]:
+    """None once /health answers 200; otherwise the reason it never did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gone = dead(kids)
+        if gone is not None:
+            return f"{gone.name} exited with code {gone.proc.returncode} during start-up"
+        if healthy(url):
+            return None
+        time.sleep(0.25)
+    return f"the stack was not healthy after {timeout:.0f} s ({url})"
+
+
+def supervise(kids: list[Child]) -> int:
+    """Blocks until a child dies (returns 1) or a signal asks to stop (raises Stop)."""
+    while True:
+        gone = dead(kids)
+        if gone is not None:
+            print(f"launch: {gone.name} exited with code {gone.proc.returncode}; stopping the rest", flush=True)
+            return 1
+        time.sleep(0.5)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    env = stack_env(args.model)
+    kids = children(args.model)
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    probe_host = "127.0.0.1" if env["SPARKINFER_HOST"] in ("0.0.0.0", "::", "") else env["SPARKINFER_HOST"]
+    base = f"http://{probe_host}:{env['SPARKINFER_PORT']}"
+    code = 0
+    try:
+        for child in kids:
+            start(child, env)
+        problem = wait_healthy(kids, base + "/health", args.wait_timeout)
+        if problem is not None:
+            print(f"launch: {problem}; stopping", flush=True)
+            code = 1
+        else:
+            print(f"\nSparkInfer is serving {args.model} at {base}/v1  (OpenAI API; Ctrl-C stops it)\n", flush=True)
+            code = supervise(kids)
+    except Stop as stop:
+        print(f"launch: {stop} received, stopping gateway, worker and scheduler", flush=True)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop_all(kids)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
