@@ -5,6 +5,7 @@ import platform
 from typing import Optional
 
 from gateway.model import ModelCard
+from gateway.ollama_shape import arch_family
 
 FORMAT = "safetensors"
 
@@ -16,13 +17,13 @@ def publisher(card: ModelCard) -> str:
 
 def model_object(card: ModelCard, served_name: str) -> dict:
     return {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card),
-            "arch": card.architecture or "unknown", "compatibility_type": FORMAT,
+            "arch": arch_family(card.architecture), "compatibility_type": FORMAT,
             "quantization": card.quantization or "unknown", "state": "loaded",
             "max_context_length": card.max_context_len, "loaded_context_length": card.max_context_len}
 
 
 def model_info(card: ModelCard) -> dict:
-    return {"arch": card.architecture or "unknown", "quant": card.quantization or "unknown", "format": FORMAT,
+    return {"arch": arch_family(card.architecture), "quant": card.quantization or "unknown", "format": FORMAT,
             "context_length": card.max_context_len}
 
 

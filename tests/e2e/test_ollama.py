@@ -1,0 +1,295 @@
+"""End to end: the official `ollama` client (and raw NDJSON over httpx) against scheduler + worker + gateway processes."""
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import httpx
+import ollama
+import orjson
+import pytest
+
+from tests.e2e.stack import REPO, free_port, kill
+
+GREEDY = {"temperature": 0, "seed": 7}
+HELLO = [{"role": "user", "content": "Say hello in three words."}]
+
+
+class GatewayProcess:
+    """`python -m gateway.app` on a free loopback port, pointed at a running EngineStack."""
+
+    def __init__(self, stack):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(stack.log_dir, "gateway.log")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway.app", "--port", str(self.port), "--scheduler-addr", stack.grpc_addr],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if urllib.request.urlopen(f"{self.url}/health", timeout=2).status == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"gateway not ready\n{open(self.log_path, errors='replace').read()[-4000:]}")
+
+    def close(self) -> None:
+        kill(self.proc)
+
+
+@pytest.fixture(scope="module")
+def api_gateway(engine_stack):
+    """A gateway process over this module's engine stack; yields its base URL."""
+    gateway = GatewayProcess(engine_stack)
+    try:
+        gateway.wait_ready()
+        yield gateway.url
+    finally:
+        gateway.close()
+
+
+@pytest.fixture(scope="module")
+def client(api_gateway):
+    return ollama.Client(host=api_gateway, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def http(api_gateway):
+    with httpx.Client(base_url=api_gateway, timeout=120) as session:
+        yield session
+
+
+def ndjson(response: httpx.Response) -> list:
+    """Every line of an NDJSON body, decoded as strict UTF-8 JSON."""
+    return [orjson.loads(line.decode("utf-8", errors="strict")) for line in response.content.splitlines() if line]
+
+
+def assert_metrics(final: dict) -> None:
+    for key in ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration", "prompt_eval_count",
+                "eval_count"):
+        assert isinstance(final[key], int) and final[key] > 0, (key, final[key])
+    parts = final["load_duration"] + final["prompt_eval_duration"] + final["eval_duration"]
+    assert final["prompt_eval_duration"] + final["eval_duration"] <= parts <= final["total_duration"]
+
+
+def assert_alive(http: httpx.Client) -> None:
+    """The server still answers a generation after whatever came before."""
+    response = http.post("/api/generate", json={"model": "default", "prompt": "Hi", "stream": False,
+                                                "options": {"num_predict": 4, **GREEDY}})
+    assert response.status_code == 200, response.text
+    assert response.json()["done"] is True
+
+
+def test_root_version_head(http):
+    root = http.get("/")
+    assert root.status_code == 200 and root.text == "Ollama is running"
+    head = http.head("/")
+    assert head.status_code == 200 and head.content == b""
+    assert http.get("/api/version").json() == {"version": "0.33.3"}
+    assert http.head("/api/tags").status_code == 200
+
+
+def test_list_show_ps(client):
+    listed = client.list()
+    assert [m.model for m in listed.models] == ["tiny:latest"]
+    entry = listed.models[0]
+    assert entry.size > 0 and len(entry.digest) == 64 and entry.details.family == "qwen3_5"
+    for name in ("tiny", "tiny:latest", "default"):
+        shown = client.show(name)
+        assert shown.modelinfo["qwen3_5.context_length"] == 8192
+        assert "completion" in shown.capabilities and "thinking" in shown.capabilities
+        assert "<|im_start|>" in shown.template
+    running = client.ps()
+    assert [(m.model, m.context_length) for m in running.models] == [("tiny:latest", 8192)]
+    assert running.models[0].expires_at is not None
+
+
+def test_chat_streamed_pieces_equal_the_answer(client):
+    options = {**GREEDY, "num_predict": 24}
+    whole = client.chat(model="tiny", messages=HELLO, think=False, options=options)
+    parts = list(client.chat(model="tiny:latest", messages=HELLO, think=False, options=options, stream=True))
+    assert all(not p.done for p in parts[:-1]) and parts[-1].done
+    assert "".join(p.message.content for p in parts) == whole.message.content
+    assert whole.message.role == "assistant" and whole.done_reason in ("stop", "length")
+    assert parts[-1].done_reason == whole.done_reason and parts[-1].eval_count == whole.eval_count
+    assert whole.prompt_eval_count == parts[-1].prompt_eval_count
+    assert_metrics(dict(whole))
+    assert_metrics(dict(parts[-1]))
+
+
+def test_generate_streamed_pieces_equal_the_answer(client):
+    options = {**GREEDY, "num_predict": 20}
+    whole = client.generate(model="default", prompt="Once upon a time", system="Be brief.", think=False,
+                            options=options)
+    parts = list(client.generate(model="default", prompt="Once upon a time", system="Be brief.", think=False,
+                                 options=options, stream=True))
+    assert "".join(p.response for p in parts) == whole.response
+    assert parts[-1].done and parts[-1].context == whole.context
+    assert_metrics(dict(whole))
+    assert_metrics(dict(parts[-1]))
+    # context: the prompt's ids, then the generated ones.
+    assert whole.prompt_eval_count < len(whole.context) <= whole.prompt_eval_count + whole.eval_count
+
+
+def test_generate_raw_and_context_continuation(client):
+    first = client.generate(model="tiny", prompt="1, 2, 3,", raw=True, options={**GREEDY, "num_predict": 6})
+    assert first.done_reason == "length" and first.eval_count == 6
+    follow = client.generate(model="tiny", prompt=" and", raw=True, context=first.context,
+                             options={**GREEDY, "num_predict": 4})
+    assert follow.prompt_eval_count > len(first.context)
+
+
+def test_thinking_comes_back_separately(client):
+    options = {**GREEDY, "num_predict": 16}
+    whole = client.chat(model="tiny", messages=HELLO, think=True, options=options)
+    parts = list(client.chat(model="tiny", messages=HELLO, think=True, options=options, stream=True))
+    assert "".join(p.message.thinking or "" for p in parts) == (whole.message.thinking or "")
+    assert "".join(p.message.content for p in parts) == whole.message.content
+    assert whole.message.thinking or whole.message.content
+    assert "<think>" not in whole.message.content
+    gen = client.generate(model="tiny", prompt="Why?", think="high", options=options)
+    assert gen.done and (gen.thinking or gen.response)
+
+
+def test_load_unload_and_keep_alive(client):
+    assert client.generate(model="tiny", prompt="").done_reason == "load"
+    assert client.generate(model="tiny", prompt="", keep_alive=0).done_reason == "unload"
+    assert client.chat(model="tiny", messages=[]).done_reason == "load"
+    answer = client.chat(model="tiny", messages=HELLO, keep_alive="5m", options={**GREEDY, "num_predict": 2})
+    assert answer.done and answer.eval_count >= 1
+
+
+def test_c01_streamed_utf8_equals_non_streamed(http):
+    body = {"model": "default", "stream": True, "options": {"temperature": 0, "seed": 7, "num_predict": 64},
+            "messages": [{"role": "user", "content": "Reply with exactly: 🎉 日本語 ✅"}]}
+    streamed = http.post("/api/chat", json=body)
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"].startswith("application/x-ndjson")
+    lines = ndjson(streamed)
+    whole = http.post("/api/chat", json={**body, "stream": False}).json()
+    text = "".join(line["message"]["content"] for line in lines)
+    thinking = "".join(line["message"].get("thinking", "") for line in lines)
+    assert text == whole["message"]["content"]
+    assert thinking == whole["message"].get("thinking", "")
+    assert text.count("\ufffd") == whole["message"]["content"].count("\ufffd")
+    assert lines[-1]["done"] is True and all(line["done"] is False for line in lines[:-1])
+    gen = {"model": "default", "prompt": "Emoji list: 🎉 🚀 ✅", "raw": True,
+           "options": {"temperature": 0, "seed": 7, "num_predict": 32}}
+    pieces = ndjson(http.post("/api/generate", json=gen))
+    assert "".join(p["response"] for p in pieces) == http.post("/api/generate", json={**gen, "stream": False}).json()[
+        "response"]
+
+
+def test_c11_num_predict_minus_one_stops_at_num_ctx(http):
+    body = {"model": "default", "prompt": "Count from 1 upward, one per line:", "stream": False,
+            "options": {"num_predict": -1, "num_ctx": 256, "temperature": 0}}
+    answer = http.post("/api/generate", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text
+    final = answer.json()
+    assert final["done"] is True and final["done_reason"] in ("length", "stop")
+    used = final["prompt_eval_count"] + final["eval_count"]
+    assert used <= 256
+    if final["done_reason"] == "length":
+        assert used == 256
+    assert_alive(http)
+
+
+C13_FILLER = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. "
+
+
+def c13_body(repeats: int) -> dict:
+    content = "The secret word is PELICAN. " + C13_FILLER * repeats + "What was the secret word?"
+    return {"model": "default", "stream": False, "messages": [{"role": "user", "content": content}],
+            "options": {"num_ctx": 512, "temperature": 0, "num_predict": 16}}
+
+
+def test_c13_prompt_over_num_ctx_is_400_not_truncated(http):
+    too_long = http.post("/api/chat", json=c13_body(300))
+    assert too_long.status_code == 400
+    message = too_long.json()["error"]
+    num_tokens = http.post("/v1/tokenize", json={"messages": c13_body(300)["messages"]}).json()["count"]
+    assert f"{num_tokens} tokens" in message and "512" in message and "not truncated" in message
+    fits = http.post("/api/chat", json=c13_body(10))
+    assert fits.status_code == 200, fits.text
+    expected = http.post("/v1/tokenize", json={"messages": c13_body(10)["messages"]}).json()["count"]
+    assert fits.json()["prompt_eval_count"] == expected < 512
+    assert_alive(http)
+
+
+def running_requests(engine_stack) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{engine_stack.metrics_port}/metrics", timeout=5).read().decode()
+    line = next(ln for ln in text.splitlines() if ln.startswith("sparkinfer_num_requests_running"))
+    return float(line.split()[-1])
+
+
+def test_c14_disconnect_mid_stream_frees_the_slot(api_gateway, engine_stack, http):
+    body = {"model": "default", "prompt": "Count from 1 to 5000, one number per line:", "stream": True,
+            "options": {"num_predict": 4000, "temperature": 0}}
+    with httpx.Client(base_url=api_gateway, timeout=60) as session:
+        with session.stream("POST", "/api/generate", json=body) as response:
+            lines = response.iter_lines()
+            assert orjson.loads(next(lines))["done"] is False
+            assert orjson.loads(next(lines))["done"] is False
+    start = time.monotonic()
+    probe = http.post("/api/generate", json={"model": "default", "prompt": "Hi", "stream": False,
+                                             "options": {"num_predict": 8, **GREEDY}})
+    assert probe.status_code == 200 and probe.json()["eval_count"] >= 1
+    assert time.monotonic() - start < 10
+    deadline = time.monotonic() + 5
+    while running_requests(engine_stack) != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running_requests(engine_stack) == 0
+
+
+UNSUPPORTED_CALLS = [
+    ("embed", lambda c: c.embed(model="tiny", input="hi"), 501, "embeddings"),
+    ("embeddings", lambda c: c.embeddings(model="tiny", prompt="hi"), 501, "embeddings"),
+    ("pull", lambda c: c.pull("tiny"), 501, "pulling"),
+    ("push", lambda c: c.push("tiny"), 501, "pushing"),
+    ("create", lambda c: c.create(model="mine", from_="tiny"), 501, "creating"),
+    ("copy", lambda c: c.copy("tiny", "mine"), 501, "copying"),
+    ("delete", lambda c: c.delete("tiny"), 501, "deleting"),
+    ("unknown model", lambda c: c.chat(model="llama3", messages=HELLO), 404, "not found"),
+    ("format json", lambda c: c.chat(model="tiny", messages=HELLO, format="json"), 400, "format"),
+    ("format schema", lambda c: c.generate(model="tiny", prompt="x", format={"type": "object"}), 400, "format"),
+    ("suffix", lambda c: c.generate(model="tiny", prompt="def f(", suffix="return 1"), 400, "suffix"),
+    ("images", lambda c: c.generate(model="tiny", prompt="x", images=[b"\x89PNG"]), 400, "images"),
+    ("num_ctx above model", lambda c: c.generate(model="tiny", prompt="x", options={"num_ctx": 100000}), 400,
+     "num_ctx"),
+    ("num_predict 0", lambda c: c.generate(model="tiny", prompt="x", options={"num_predict": 0}), 400, "num_predict"),
+    ("mirostat", lambda c: c.generate(model="tiny", prompt="x", options={"mirostat": 2}), 400, "mirostat"),
+    ("typical_p", lambda c: c.generate(model="tiny", prompt="x", options={"typical_p": 0.5}), 400, "typical_p"),
+    ("bad temperature", lambda c: c.generate(model="tiny", prompt="x", options={"temperature": -1}), 400,
+     "temperature"),
+    ("bad think", lambda c: c.generate(model="tiny", prompt="x", think="sometimes"), 400, "think"),
+]
+
+
+@pytest.mark.parametrize("name,call,status,reason", UNSUPPORTED_CALLS, ids=[c[0] for c in UNSUPPORTED_CALLS])
+def test_unsupported_gets_status_and_reason(client, http, name, call, status, reason):
+    with pytest.raises(ollama.ResponseError) as info:
+        result = call(client)
+        # Streaming helpers (pull, push, create) raise on iteration.
+        for _ in result if hasattr(result, "__next__") else ():
+            pass
+    assert info.value.status_code == status
+    assert reason in info.value.error
+    assert_alive(http)
+
+
+def test_unknown_option_and_bad_json_bodies(http):
+    bad = http.post("/api/generate", json={"model": "tiny", "prompt": "x", "options": {"num_gqa": 8}})
+    assert bad.status_code == 400 and "unknown option 'num_gqa'" in bad.json()["error"]
+    broken = http.post("/api/chat", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert broken.status_code == 400 and "not valid JSON" in broken.json()["error"]
+    missing = http.post("/api/chat", json={"messages": HELLO})
+    assert missing.status_code == 400 and missing.json() == {"error": "model is required"}
+    assert_alive(http)
