@@ -1,0 +1,278 @@
+"""The gateway's aiohttp app against a scripted in-process Serving servicer (loopback gRPC, no model)."""
+import asyncio
+
+import grpc
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+
+TOKENIZER = build_tokenizer()
+USER = [{"role": "user", "content": "hi"}]
+REPLY = "<think>plan</think>\n\nHello 日本語 🎉 world"
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(TOKENIZER, max_context_len=2048)
+    server, addr = await start_fake_server(fake)
+    config = GatewayConfig(scheduler_addr=addr, sse_keepalive_s=0.2)
+    client = TestClient(TestServer(create_app(config, SchedulerClient(addr))))
+    await client.start_server()
+    yield client, fake
+    await client.close()
+    await server.stop(None)
+
+
+def events(raw: bytes) -> list:
+    """SSE data payloads (JSON objects, or the literal [DONE]); comments are skipped."""
+    out = []
+    for block in raw.decode("utf-8", errors="strict").split("\n\n"):
+        if block.startswith("data: "):
+            data = block[len("data: "):]
+            out.append(data if data == "[DONE]" else orjson.loads(data))
+    return out
+
+
+async def post(client, path, body):
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, await response.read(), response
+
+
+def error_of(raw: bytes) -> dict:
+    body = orjson.loads(raw)
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return body["error"]
+
+
+async def test_models_health_version_metrics(stack):
+    client, _ = stack
+    status, raw, _ = await post(client, "/v1/tokenize", {"prompt": "Hello world"})
+    assert status == 200 and orjson.loads(raw)["count"] == len(TOKENIZER.encode("Hello world").ids)
+    models = await (await client.get("/v1/models")).json()
+    assert models["object"] == "list" and models["data"][0]["id"] == "fake-model"
+    assert models["data"][0]["max_model_len"] == 2048
+    missing = await client.get("/v1/models/gpt-4")
+    assert missing.status == 404 and error_of(await missing.read())["code"] == "model_not_found"
+    assert (await (await client.get("/health")).json())["status"] == "ok"
+    assert (await (await client.get("/version")).json())["name"] == "sparkinfer"
+    assert b"sparkinfer_gateway_http_requests_total" in await (await client.get("/metrics")).read()
+
+
+async def test_chat_stream_equals_non_stream_and_usage_is_exact(stack):
+    client, fake = stack
+    fake.script.reply = REPLY
+    body = {"model": "default", "messages": USER, "temperature": 0}
+    status, raw, _ = await post(client, "/v1/chat/completions", body)
+    assert status == 200
+    full = orjson.loads(raw)
+    message = full["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": "Hello 日本語 🎉 world", "reasoning_content": "plan",
+                       "reasoning": "plan"}
+    num_prompt = len(fake.script.requests[-1].prompt_token_ids)
+    num_reply = len(TOKENIZER.encode(REPLY).ids)
+    assert full["usage"] == {"prompt_tokens": num_prompt, "completion_tokens": num_reply + 1,
+                             "total_tokens": num_prompt + num_reply + 1, "prompt_tokens_details": {"cached_tokens": 0}}
+    status, raw, response = await post(client, "/v1/chat/completions",
+                                       {**body, "stream": True, "stream_options": {"include_usage": True}})
+    assert status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+    chunks = events(raw)
+    assert chunks[-1] == "[DONE]"
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    with_usage = [c for c in chunks[:-1] if c.get("usage") is not None]
+    assert with_usage == [chunks[-2]] and chunks[-2]["choices"] == [] and chunks[-2]["usage"] == full["usage"]
+    deltas = [c["choices"][0]["delta"] for c in chunks[1:-2]]
+    assert "".join(d.get("content", "") for d in deltas) == message["content"]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "plan"
+    assert chunks[-3]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
+    assert all("\ufffd" not in d.get("content", "") for d in deltas)
+
+
+async def test_no_usage_anywhere_unless_asked(stack):
+    client, _ = stack
+    status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi", "stream": True, "max_tokens": 1})
+    chunks = events(raw)
+    assert status == 200 and all("usage" not in c for c in chunks[:-1])
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+
+
+async def test_stop_string_spanning_tokens_stream_and_not(stack):
+    client, fake = stack
+    fake.script.reply = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+    body = {"prompt": "Count:", "max_tokens": 40, "stop": [" 9, 10"], "temperature": 0}
+    status, raw, _ = await post(client, "/v1/completions", body)
+    choice = orjson.loads(raw)["choices"][0]
+    assert status == 200 and choice["text"] == "1, 2, 3, 4, 5, 6, 7, 8," and choice["finish_reason"] == "stop"
+    status, raw, _ = await post(client, "/v1/completions", {**body, "stream": True})
+    chunks = events(raw)[:-1]
+    texts = [c["choices"][0]["text"] for c in chunks]
+    assert "".join(texts) == choice["text"] and chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    await asyncio.sleep(0.1)
+    assert fake.num_running == 0
+
+
+async def test_n_choices_and_usage_sum(stack):
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi", "n": 2, "max_tokens": 8, "seed": 5})
+    body = orjson.loads(raw)
+    assert [c["index"] for c in body["choices"]] == [0, 1]
+    assert body["usage"]["completion_tokens"] == 2 * (len(TOKENIZER.encode("Hello world").ids) + 1)
+    assert body["usage"]["prompt_tokens"] == len(TOKENIZER.encode("hi").ids)
+    assert [r.sampling.seed for r in fake.script.requests[-2:]] in ([5, 6], [6, 5])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_queue_full_is_429_with_retry_after(stack, stream):
+    client, fake = stack
+    fake.script.error = grpc.StatusCode.RESOURCE_EXHAUSTED
+    status, raw, response = await post(client, "/v1/chat/completions", {"messages": USER, "stream": stream})
+    assert status == 429 and response.headers["Retry-After"] == "1"
+    assert error_of(raw)["type"] == "rate_limit_error"
+
+
+async def test_worker_down_is_503(stack):
+    client, fake = stack
+    fake.script.error = grpc.StatusCode.UNAVAILABLE
+    status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi"})
+    assert status == 503 and error_of(raw)["code"] == "server_unavailable"
+
+
+async def test_scheduler_unreachable_is_503():
+    config = GatewayConfig(scheduler_addr="127.0.0.1:1")
+    client = TestClient(TestServer(create_app(config, SchedulerClient("127.0.0.1:1"))))
+    await client.start_server()
+    try:
+        status, raw, _ = await post(client, "/v1/chat/completions", {"messages": USER})
+        assert status == 503 and error_of(raw)["type"] == "server_unavailable"
+        assert (await client.get("/health")).status == 503
+    finally:
+        await client.close()
+
+
+async def test_abort_mid_stream_sends_error_event_then_done(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.abort_after = "Hello world " * 5, 3
+    status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi", "stream": True, "max_tokens": 20})
+    chunks = events(raw)
+    assert status == 200 and chunks[-1] == "[DONE]"
+    assert chunks[-2]["error"]["code"] == "server_unavailable"
+
+
+async def test_client_disconnect_cancels_generation(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = "Hello world " * 20, 0.05
+    response = await client.post("/v1/completions", data=orjson.dumps({"prompt": "hi", "stream": True,
+                                                                      "max_tokens": 100}))
+    await response.content.readline()
+    assert fake.num_running == 1
+    response.close()
+    for _ in range(40):
+        if fake.num_running == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert fake.num_running == 0
+    status, _, _ = await post(client, "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+    assert status == 200
+
+
+async def test_keepalive_comments_on_a_silent_stream(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = "Hi", 0.5
+    response = await client.post("/v1/completions", data=orjson.dumps({"prompt": "x", "stream": True}))
+    raw = await response.read()
+    assert b": keep-alive\n\n" in raw and events(raw)[-1] == "[DONE]"
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+CALL = "<think>need data</think>\n\nChecking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+
+
+async def test_tool_calls_non_stream_and_stream(stack):
+    client, fake = stack
+    fake.script.reply = CALL
+    body = {"messages": USER, "tools": TOOLS}
+    status, raw, _ = await post(client, "/v1/chat/completions", body)
+    choice = orjson.loads(raw)["choices"][0]
+    assert status == 200 and choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["content"] == "Checking."
+    call = choice["message"]["tool_calls"][0]
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+    assert "get_weather" in TOKENIZER.decode(fake.script.requests[-1].prompt_token_ids)
+    status, raw, _ = await post(client, "/v1/chat/completions", {**body, "stream": True})
+    chunks = events(raw)[:-1]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("content") or "" for d in deltas) == "Checking."
+    calls = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert len(calls) == 1 and calls[0][0]["index"] == 0 and calls[0][0]["function"]["name"] == "get_weather"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_echo_with_zero_max_tokens_returns_prompt_and_server_lives(stack):
+    client, fake = stack
+    before = len(fake.script.requests)
+    body = {"prompt": "Question: Is the sky blue? Answer: Yes", "max_tokens": 0, "echo": True}
+    status, raw, _ = await post(client, "/v1/completions", body)
+    result = orjson.loads(raw)
+    assert status == 200 and result["choices"][0]["text"] == body["prompt"]
+    assert result["choices"][0]["finish_reason"] == "length"
+    assert result["usage"]["completion_tokens"] == 0 and result["usage"]["prompt_tokens"] > 0
+    assert len(fake.script.requests) == before
+    status, raw, _ = await post(client, "/v1/completions", {**body, "stream": True})
+    chunks = events(raw)
+    assert "".join(c["choices"][0]["text"] for c in chunks[:-1]) == body["prompt"]
+    status, _, _ = await post(client, "/v1/completions", {"prompt": "hi", "max_tokens": 8})
+    assert status == 200
+
+
+async def test_logprobs_shapes(stack):
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    status, raw, _ = await post(client, "/v1/chat/completions", {"messages": USER, "logprobs": True,
+                                                                 "enable_thinking": False})
+    content = orjson.loads(raw)["choices"][0]["logprobs"]["content"]
+    assert status == 200 and "".join(e["token"] for e in content) == "Hello world"
+    assert content[0]["logprob"] == -0.5 and content[0]["top_logprobs"] == []
+    assert bytes(content[0]["bytes"]).decode() == content[0]["token"]
+    status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi", "logprobs": 0})
+    logprobs = orjson.loads(raw)["choices"][0]["logprobs"]
+    assert "".join(logprobs["tokens"]) == "Hello world" and logprobs["text_offset"][0] == 0
+
+
+@pytest.mark.parametrize("path,data,status,code", [
+    ("/v1/chat/completions", b"{not json", 400, "invalid_json"),
+    ("/v1/chat/completions", b"", 400, "invalid_json"),
+    ("/v1/chat/completions", b"[1]", 400, "invalid_type"),
+    ("/v1/nope", b"{}", 404, "not_found"),
+], ids=["malformed", "empty", "array", "unknown-route"])
+async def test_bad_bodies_and_routes(stack, path, data, status, code):
+    client, _ = stack
+    response = await client.post(path, data=data)
+    assert response.status == status and error_of(await response.read())["code"] == code
+
+
+async def test_wrong_method_is_405_shaped(stack):
+    client, _ = stack
+    response = await client.get("/v1/chat/completions")
+    assert response.status == 405 and error_of(await response.read())["code"] == "method_not_allowed"
+
+
+async def test_api_key_is_enforced_on_v1_only():
+    fake = FakeServing(TOKENIZER)
+    server, addr = await start_fake_server(fake)
+    config = GatewayConfig(scheduler_addr=addr, api_key="s3cret")
+    client = TestClient(TestServer(create_app(config, SchedulerClient(addr))))
+    await client.start_server()
+    try:
+        denied = await client.get("/v1/models")
+        assert denied.status == 401 and error_of(await denied.read())["type"] == "authentication_error"
+        allowed = await client.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
+        assert allowed.status == 200 and (await client.get("/health")).status == 200
+    finally:
+        await client.close()
+        await server.stop(None)

@@ -1,0 +1,162 @@
+"""Gateway text pipeline: incremental detokenizer (UTF-8 safe), stop strings, reasoning split, tool-call filter."""
+import os
+import random
+
+import pytest
+from tokenizers import Tokenizer
+
+from gateway.fake_scheduler import build_tokenizer
+from gateway.reasoning import ReasoningSplitter
+from gateway.stream import IncrementalDetokenizer, StopMatcher
+from gateway.tools import ToolCallFilter, parse_tool_calls
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_TOKENIZER = os.path.join(REPO, "models", "tiny", "tokenizer.json")
+TEXTS = ["🎉 naïve café — 日本語のテキスト ✅ 👋🏽", "Emoji list: 🎉 🚀 ✅", "plain ascii only", "한국어 and 中文 mixed"]
+
+
+def tokenizers():
+    toks = [("fake-bpe", build_tokenizer())]
+    if os.path.exists(TINY_TOKENIZER):
+        toks.append(("tiny", Tokenizer.from_file(TINY_TOKENIZER)))
+    return toks
+
+
+@pytest.fixture(scope="module", params=tokenizers(), ids=lambda p: p[0])
+def tokenizer(request):
+    return request.param[1]
+
+
+def _pieces(tokenizer, text, group):
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    detok = IncrementalDetokenizer(lambda xs: tokenizer.decode(list(xs)))
+    pieces = [detok.push(ids[i:i + group]) for i in range(0, len(ids), group)]
+    return ids, pieces + [detok.flush()]
+
+
+@pytest.mark.parametrize("text", TEXTS, ids=["mixed", "emoji", "ascii", "cjk"])
+@pytest.mark.parametrize("group", [1, 2, 3], ids=["1tok", "2tok", "3tok"])
+def test_detokenizer_never_splits_a_character(tokenizer, text, group):
+    ids, pieces = _pieces(tokenizer, text, group)
+    assert "".join(pieces) == tokenizer.decode(ids) == text
+    for piece in pieces:
+        assert "\ufffd" not in piece
+        piece.encode("utf-8", errors="strict")
+
+
+def test_multibyte_chars_really_span_several_tokens(tokenizer):
+    # Guards the test above: at least one character must need more than one token.
+    ids = tokenizer.encode("日本語 🎉", add_special_tokens=False).ids
+    assert any("\ufffd" in tokenizer.decode([i]) for i in ids)
+
+
+def test_detokenizer_flushes_an_unfinished_character_once(tokenizer):
+    ids = tokenizer.encode("🎉", add_special_tokens=False).ids
+    if len(ids) < 2:
+        pytest.skip("emoji is a single token here")
+    detok = IncrementalDetokenizer(lambda xs: tokenizer.decode(list(xs)))
+    assert detok.push(ids[:-1]) == ""
+    assert detok.flush() == tokenizer.decode(ids[:-1])
+
+
+def _run_stop(stops, chunks):
+    matcher = StopMatcher(stops)
+    out = [matcher.push(c) for c in chunks]
+    out.append(matcher.flush())
+    return out, matcher.matched
+
+
+@pytest.mark.parametrize("chunks", [["1, 2, 8", ", 9", ", 10, 11"], ["1, 2, 8, 9, 1", "0, 11"],
+                                    list("1, 2, 8, 9, 10, 11")], ids=["mid", "split-in-number", "per-char"])
+def test_stop_string_spanning_chunks_is_cut_and_never_leaks(chunks):
+    out, matched = _run_stop([" 9, 10"], chunks)
+    assert "".join(out) == "1, 2, 8,"
+    assert matched == " 9, 10"
+    running = ""
+    for piece in out:
+        running += piece
+        assert "1, 2, 8,".startswith(running)
+
+
+def test_partial_stop_prefix_is_released_when_it_does_not_complete():
+    out, matched = _run_stop(["STOP"], ["go ST", "ILL here", " ST"])
+    assert out == ["go ", "STILL here", " ", "ST"]
+    assert matched is None
+
+
+def test_earliest_of_several_stops_wins():
+    out, matched = _run_stop(["world", "lo w"], ["hello", " world"])
+    assert "".join(out) == "hel" and matched == "lo w"
+
+
+def test_random_splits_match_whole_text_behaviour():
+    rng = random.Random(0)
+    text = "abc<end>def ghi <e xyz <en"
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(1, len(text)), 4))
+        chunks = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+        out, matched = _run_stop(["<end>"], chunks)
+        assert "".join(out) == "abc" and matched == "<end>"
+
+
+def _split(thinking_open, chunks):
+    splitter = ReasoningSplitter(thinking_open)
+    reasoning, content = "", ""
+    for chunk in chunks:
+        r, c = splitter.push(chunk)
+        reasoning, content = reasoning + r, content + c
+    r, c = splitter.flush()
+    return reasoning + r, content + c
+
+
+@pytest.mark.parametrize("chunks", [["plan it</think>\n\nAnswer"], ["plan it</th", "ink>\n", "\nAnswer"],
+                                    list("plan it</think>\n\nAnswer")], ids=["whole", "tag-split", "per-char"])
+def test_reasoning_split_when_prompt_opened_think(chunks):
+    assert _split(True, chunks) == ("plan it", "Answer")
+
+
+def test_model_repeating_the_open_tag_is_dropped():
+    assert _split(True, ["<thi", "nk>\nidea</think>\n\nok"]) == ("\nidea", "ok")
+
+
+def test_unclosed_reasoning_stays_reasoning():
+    assert _split(True, ["still thinking <", "/thi"]) == ("still thinking </thi", "")
+
+
+def test_thinking_off_keeps_plain_content_and_detects_model_think():
+    assert _split(False, ["Hello ", "there"]) == ("", "Hello there")
+    assert _split(False, ["<th", "ink>why</think>", "\n\nbecause"]) == ("why", "because")
+    assert _split(False, ["<", "b>bold</b>"]) == ("", "<b>bold</b>")
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+CALL_TEXT = ("Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n42 Paris\n</parameter>\n"
+             "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+
+
+@pytest.mark.parametrize("size", [1, 5, 1000], ids=["per-char", "5-chars", "whole"])
+def test_tool_call_filter_streams_prose_and_parses_calls(size):
+    flt = ToolCallFilter(TOOLS)
+    streamed = "".join(flt.push(CALL_TEXT[i:i + size]) for i in range(0, len(CALL_TEXT), size))
+    tail, calls = flt.finish()
+    assert streamed + tail == "Let me check."
+    assert len(calls) == 1 and calls[0]["type"] == "function" and calls[0]["id"].startswith("call_")
+    assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city":"42 Paris","days":3}'}
+
+
+def test_tool_call_filter_without_calls_returns_everything():
+    flt = ToolCallFilter(TOOLS)
+    text = "no tools here <tool_ but not a call  \n"
+    streamed = "".join(flt.push(ch) for ch in text)
+    tail, calls = flt.finish()
+    assert streamed + tail == text and calls is None
+
+
+def test_malformed_call_is_returned_as_text_and_hermes_json_is_accepted():
+    flt = ToolCallFilter(TOOLS)
+    flt.push("<tool_call>\n<function=get_weather>\nno end")
+    tail, calls = flt.finish()
+    assert calls is None and tail.startswith("<tool_call>")
+    calls = parse_tool_calls('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>', TOOLS)
+    assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city":"Oslo"}'}

@@ -1,0 +1,163 @@
+"""OpenAI request validation: every bad body becomes a typed 400/404 with OpenAI's error shape (no sockets)."""
+import pytest
+
+from gateway.errors import ApiError
+from gateway.fake_scheduler import FakeServing, build_tokenizer
+from gateway.model import ModelCard
+from gateway.openai import parse_chat, parse_completion
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def card():
+    servicer = FakeServing(build_tokenizer(), max_context_len=128)
+    import asyncio
+    info = asyncio.run(servicer.Info(None, None))
+    return ModelCard.from_info(info)
+
+
+def chat_error(card, **body):
+    with pytest.raises(ApiError) as info:
+        parse_chat(body, card, "fake-model")
+    return info.value
+
+
+def completion_error(card, **body):
+    with pytest.raises(ApiError) as info:
+        parse_completion(body, card, "fake-model")
+    return info.value
+
+
+def shape(error):
+    body = error.to_dict()
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return error.status, body["error"]["type"], body["error"]["param"], body["error"]["code"]
+
+
+CHAT_CASES = [
+    ("messages-missing", {}, (400, "invalid_request_error", "messages", "missing_required_parameter")),
+    ("messages-empty", {"messages": []}, (400, "invalid_request_error", "messages", "invalid_value")),
+    ("messages-not-list", {"messages": "hi"}, (400, "invalid_request_error", "messages", "invalid_type")),
+    ("bad-role", {"messages": [{"role": "wizard", "content": "x"}]},
+     (400, "invalid_request_error", "messages[0].role", "invalid_value")),
+    ("no-role", {"messages": [{"content": "x"}]},
+     (400, "invalid_request_error", "messages[0].role", "missing_required_parameter")),
+    ("null-user-content", {"messages": [{"role": "user", "content": None}]},
+     (400, "invalid_request_error", "messages[0].content", "invalid_value")),
+    ("image-part", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     (400, "invalid_request_error", "messages[0].content[0].type", "unsupported")),
+    ("max-tokens-zero", {"messages": USER, "max_tokens": 0}, (400, "invalid_request_error", "max_tokens", "invalid_value")),
+    ("max-tokens-negative", {"messages": USER, "max_tokens": -1},
+     (400, "invalid_request_error", "max_tokens", "invalid_value")),
+    ("max-tokens-string", {"messages": USER, "max_tokens": "ten"},
+     (400, "invalid_request_error", "max_tokens", "invalid_type")),
+    ("max-completion-zero", {"messages": USER, "max_completion_tokens": 0},
+     (400, "invalid_request_error", "max_completion_tokens", "invalid_value")),
+    ("temperature-negative", {"messages": USER, "temperature": -0.5},
+     (400, "invalid_request_error", "temperature", "invalid_value")),
+    ("temperature-bool", {"messages": USER, "temperature": True},
+     (400, "invalid_request_error", "temperature", "invalid_type")),
+    ("top-p-zero", {"messages": USER, "top_p": 0}, (400, "invalid_request_error", "top_p", "invalid_value")),
+    ("n-zero", {"messages": USER, "n": 0}, (400, "invalid_request_error", "n", "invalid_value")),
+    ("presence-out-of-range", {"messages": USER, "presence_penalty": 3},
+     (400, "invalid_request_error", "presence_penalty", "invalid_value")),
+    ("logit-bias-key", {"messages": USER, "logit_bias": {"abc": 1}},
+     (400, "invalid_request_error", "logit_bias", "invalid_value")),
+    ("logit-bias-range", {"messages": USER, "logit_bias": {"5": 101}},
+     (400, "invalid_request_error", "logit_bias.5", "invalid_value")),
+    ("stop-wrong-type", {"messages": USER, "stop": 5}, (400, "invalid_request_error", "stop", "invalid_type")),
+    ("stream-options-without-stream", {"messages": USER, "stream_options": {"include_usage": True}},
+     (400, "invalid_request_error", "stream_options", "invalid_value")),
+    ("unknown-model", {"messages": USER, "model": "gpt-4"}, (404, "not_found_error", "model", "model_not_found")),
+    ("context-exceeded", {"messages": [{"role": "user", "content": "hello world " * 200}]},
+     (400, "invalid_request_error", "messages", "context_length_exceeded")),
+    ("prompt-plus-max-tokens", {"messages": USER, "max_tokens": 120},
+     (400, "invalid_request_error", "max_tokens", "context_length_exceeded")),
+    ("json-mode", {"messages": USER, "response_format": {"type": "json_object"}},
+     (400, "invalid_request_error", "response_format", "unsupported")),
+    ("required-without-tools", {"messages": USER, "tool_choice": "required"},
+     (400, "invalid_request_error", "tool_choice", "invalid_value")),
+    ("unknown-named-tool", {"messages": USER, "tool_choice": {"type": "function", "function": {"name": "nope"}},
+                            "tools": [{"type": "function", "function": {"name": "f"}}]},
+     (400, "invalid_request_error", "tool_choice", "invalid_value")),
+    ("required-unenforceable", {"messages": USER, "tool_choice": "required",
+                                "tools": [{"type": "function", "function": {"name": "f"}}]},
+     (400, "invalid_request_error", "tool_choice", "unsupported")),
+    ("bad-effort", {"messages": USER, "reasoning_effort": "max"},
+     (400, "invalid_request_error", "reasoning_effort", "invalid_value")),
+]
+
+
+@pytest.mark.parametrize("body,expected", [c[1:] for c in CHAT_CASES], ids=[c[0] for c in CHAT_CASES])
+def test_chat_rejections(card, body, expected):
+    assert shape(chat_error(card, **body)) == expected
+
+
+def test_context_error_names_the_numbers(card):
+    error = chat_error(card, messages=USER, max_tokens=120)
+    assert "maximum context length is 128 tokens" in error.message
+    assert "120 in the completion" in error.message
+
+
+def test_non_object_body_is_a_400(card):
+    with pytest.raises(ApiError) as info:
+        parse_chat([1, 2], card, "fake-model")
+    assert shape(info.value)[:2] == (400, "invalid_request_error")
+
+
+COMPLETION_CASES = [
+    ("prompt-missing", {}, (400, "invalid_request_error", "prompt", "missing_required_parameter")),
+    ("prompt-number", {"prompt": 5}, (400, "invalid_request_error", "prompt", "invalid_type")),
+    ("max-tokens-zero-no-echo", {"prompt": "hi", "max_tokens": 0},
+     (400, "invalid_request_error", "max_tokens", "invalid_value")),
+    ("max-tokens-negative", {"prompt": "hi", "max_tokens": -1},
+     (400, "invalid_request_error", "max_tokens", "invalid_value")),
+    ("max-tokens-huge", {"prompt": "hi", "max_tokens": 10_000_000},
+     (400, "invalid_request_error", "max_tokens", "context_length_exceeded")),
+    ("echo-logprobs", {"prompt": "hi", "echo": True, "logprobs": 1, "max_tokens": 0},
+     (400, "invalid_request_error", "logprobs", "unsupported")),
+    ("suffix", {"prompt": "hi", "suffix": "end"}, (400, "invalid_request_error", "suffix", "unsupported")),
+    ("token-out-of-vocab", {"prompt": [1, 2, 99999]}, (400, "invalid_request_error", "prompt", "invalid_value")),
+]
+
+
+@pytest.mark.parametrize("body,expected", [c[1:] for c in COMPLETION_CASES], ids=[c[0] for c in COMPLETION_CASES])
+def test_completion_rejections(card, body, expected):
+    assert shape(completion_error(card, **body)) == expected
+
+
+def test_accepted_values_translate_into_the_internal_request(card):
+    plan = parse_chat({"model": "default", "messages": USER, "max_completion_tokens": 5, "temperature": 0,
+                       "top_k": 3, "min_p": 0.1, "seed": 7, "stop": "END", "n": 2, "logprobs": True,
+                       "top_logprobs": 2, "user": "u1", "presence_penalty": 0.5, "logit_bias": {"5": -100},
+                       "stream": True, "stream_options": {"include_usage": True}}, card, "fake-model")
+    gen = plan.gen
+    assert (gen.max_tokens, gen.n, gen.stop, gen.num_logprobs) == (5, 2, ["END"], 2)
+    assert (gen.sampling.temperature, gen.sampling.top_k, gen.sampling.seed) == (0.0, 3, 7)
+    assert gen.sampling.logit_bias == {5: -100.0} and gen.sampling.presence_penalty == 0.5
+    assert plan.stream and plan.include_usage and gen.thinking_open and gen.split_reasoning
+
+
+def test_defaults_come_from_generation_config_and_fill_the_context(card):
+    plan = parse_chat({"messages": USER, "max_tokens": None}, card, "fake-model")
+    assert plan.gen.sampling.temperature == 0.7            # FakeServing's generation_config
+    assert plan.gen.max_tokens == 128 - len(plan.gen.prompt_ids)
+
+
+def test_model_aliases_are_accepted(card):
+    for name in ("fake-model", "default", "fake-model:latest", None):
+        assert parse_completion({"model": name, "prompt": "hi"}, card, "fake-model").gen.max_tokens == 16
+
+
+def test_echo_with_zero_tokens_is_allowed(card):
+    plan = parse_completion({"prompt": "hi there", "max_tokens": 0, "echo": True}, card, "fake-model")
+    assert plan.gen.max_tokens == 0 and plan.echo_texts == ["hi there"]
+
+
+def test_thinking_switches(card):
+    off = parse_chat({"messages": USER, "chat_template_kwargs": {"enable_thinking": False}}, card, "m")
+    assert not off.gen.thinking_open
+    assert not parse_chat({"messages": USER, "enable_thinking": False}, card, "m").gen.thinking_open
+    assert not parse_chat({"messages": USER, "reasoning_effort": "none"}, card, "m").gen.thinking_open
+    assert parse_chat({"messages": USER, "reasoning_effort": "low"}, card, "m").gen.thinking_open
