@@ -16,6 +16,8 @@ from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound,
                             Unauthorized, Unavailable)
 from gateway.lmstudio import LMStudioRoutes
 from gateway.ollama import OllamaRoutes
+from gateway.lmstudio import LMStudioRoutes
+from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.web import error_response, json_response
 
@@ -119,7 +121,10 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app[CONFIG_KEY] = config
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client)
+    # Three APIs, one Engine: each translates into GenRequest and back.
     OpenAIRoutes(app[ENGINE_KEY], config).register(app)
+    LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
+    OllamaRoutes(app[ENGINE_KEY], config).register(app)
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)
