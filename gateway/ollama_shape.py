@@ -110,10 +110,10 @@ def durations_ns(received: float, started: float, first_token: Optional[float], 
     prompt_eval = submitted -> first token (queueing + prefill), eval = first token -> last token.
     """
     first = finished if first_token is None else min(max(first_token, started), finished)
-    load = max(1, int((started - received) * 1e9))
-    prompt_eval = max(1, int((first - started) * 1e9))
-    evaluation = max(1, int((finished - first) * 1e9))
-    total = max(int((done - received) * 1e9), load + prompt_eval + evaluation)
+    load = max(1, round((started - received) * 1e9))
+    prompt_eval = max(1, round((first - started) * 1e9))
+    evaluation = max(1, round((finished - first) * 1e9))
+    total = max(round((done - received) * 1e9), load + prompt_eval + evaluation)
     return {"total_duration": total, "load_duration": load, "prompt_eval_duration": prompt_eval,
             "eval_duration": evaluation}
 

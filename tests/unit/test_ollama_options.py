@@ -1,0 +1,119 @@
+"""Unit: Ollama `options` and `think` -> sampling, context window and generation budget (no sockets)."""
+import asyncio
+
+import pytest
+
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.fake_scheduler import FakeServing, build_tokenizer
+from gateway.model import ModelCard
+from gateway.ollama_options import generation_budget, parse_options, thinking_kwargs
+
+
+@pytest.fixture(scope="module")
+def card() -> ModelCard:
+    info = asyncio.run(FakeServing(build_tokenizer(), max_context_len=2048).Info(None, None))
+    return ModelCard.from_info(info)
+
+
+def test_defaults_come_from_generation_config(card):
+    opts = parse_options(None, card)
+    assert opts.num_ctx == 2048 and opts.num_predict is None and opts.stop == []
+    # The fake model's generation_config sets temperature 0.7; the rest are neutral.
+    s = opts.sampling
+    assert (s.temperature, s.top_p, s.top_k, s.min_p, s.seed) == (0.7, 1.0, 0, 0.0, None)
+    assert (s.repetition_penalty, s.presence_penalty, s.frequency_penalty) == (1.0, 0.0, 0.0)
+
+
+def test_every_sampling_option_maps(card):
+    opts = parse_options({"temperature": 0, "top_k": 40, "top_p": 0.9, "min_p": 0.05, "seed": 42,
+                          "stop": ["\n\n", ""], "num_predict": 128, "num_ctx": 1024, "repeat_penalty": 1.1,
+                          "presence_penalty": 0.5, "frequency_penalty": -0.5, "num_thread": 8, "use_mmap": True},
+                         card)
+    s = opts.sampling
+    assert (s.temperature, s.top_k, s.top_p, s.min_p, s.seed) == (0, 40, 0.9, 0.05, 42)
+    assert (s.repetition_penalty, s.presence_penalty, s.frequency_penalty) == (1.1, 0.5, -0.5)
+    assert (opts.num_predict, opts.num_ctx, opts.stop) == (128, 1024, ["\n\n"])
+
+
+@pytest.mark.parametrize("value,expected", [(-1, None), (-2, None), (1, 1), (7.0, 7)], ids=str)
+def test_num_predict_values(card, value, expected):
+    assert parse_options({"num_predict": value}, card).num_predict == expected
+
+
+def test_negative_seed_is_random_and_single_stop_string_is_a_list(card):
+    opts = parse_options({"seed": -1, "stop": "END"}, card)
+    assert opts.sampling.seed is None and opts.stop == ["END"]
+
+
+def test_repeat_last_n(card):
+    assert parse_options({"repeat_penalty": 1.3, "repeat_last_n": 0}, card).sampling.repetition_penalty == 1.0
+    assert parse_options({"repeat_penalty": 1.3, "repeat_last_n": -1}, card).sampling.repetition_penalty == 1.3
+    # Without a penalty the window changes nothing, so it is accepted.
+    assert parse_options({"repeat_last_n": 64}, card).sampling.repetition_penalty == 1.0
+    with pytest.raises(Unsupported, match="repeat_last_n'=64 is not supported"):
+        parse_options({"repeat_penalty": 1.3, "repeat_last_n": 64}, card)
+
+
+BAD = [
+    ({"num_predict": 0}, InvalidRequest, "num_predict' must be a positive integer, or -1"),
+    ({"num_predict": -5}, InvalidRequest, "num_predict"),
+    ({"num_ctx": 4096}, InvalidRequest, "num_ctx'=4096 exceeds this model's context length of 2048"),
+    ({"num_ctx": 0}, InvalidRequest, "num_ctx' must be a positive integer"),
+    ({"temperature": "hot"}, InvalidRequest, "'temperature' must be a number"),
+    ({"temperature": True}, InvalidRequest, "'temperature' must be a number"),
+    ({"temperature": -0.1}, InvalidRequest, r"'temperature' must be in \[0.0, 100.0\]"),
+    ({"top_p": 0}, InvalidRequest, "top_p' must be greater than 0"),
+    ({"top_p": 1.5}, InvalidRequest, "top_p"),
+    ({"top_k": 2.5}, InvalidRequest, "'top_k' must be an integer"),
+    ({"min_p": 2}, InvalidRequest, "min_p"),
+    ({"presence_penalty": 3}, InvalidRequest, "presence_penalty"),
+    ({"repeat_penalty": 0}, InvalidRequest, "repeat_penalty"),
+    ({"stop": [1, 2]}, InvalidRequest, "'stop' must be a list of strings"),
+    ({"mirostat": 1}, Unsupported, "no mirostat sampler"),
+    ({"typical_p": 0.9}, Unsupported, "no typical_p sampler"),
+    ({"tfs_z": 0.5}, Unsupported, "no tfs_z sampler"),
+    ({"num_gqa": 8}, InvalidRequest, "unknown option 'num_gqa'"),
+]
+
+
+@pytest.mark.parametrize("options,error,message", BAD, ids=[next(iter(b[0])) + "=" + repr(next(iter(b[0].values())))
+                                                              for b in BAD])
+def test_bad_options_are_400_with_the_option_named(card, options, error, message):
+    with pytest.raises(error, match=message) as info:
+        parse_options(options, card)
+    assert info.value.status == 400
+    assert info.value.param == f"options.{next(iter(options))}"
+
+
+def test_off_values_of_missing_samplers_are_accepted(card):
+    parse_options({"mirostat": 0, "typical_p": 1.0, "tfs_z": 1, "mirostat_tau": 5.0, "penalize_newline": True}, card)
+
+
+def test_options_must_be_an_object(card):
+    with pytest.raises(InvalidRequest, match="'options' must be an object"):
+        parse_options([1], card)
+
+
+def test_generation_budget(card):
+    opts = parse_options({"num_ctx": 512}, card)
+    assert generation_budget(500, opts) == 12
+    assert generation_budget(10, parse_options({"num_ctx": 512, "num_predict": 8}, card)) == 8
+    # num_predict past the window: generation stops where the window ends (done_reason length).
+    assert generation_budget(500, parse_options({"num_ctx": 512, "num_predict": 100}, card)) == 12
+    with pytest.raises(ContextLengthExceeded, match="the prompt is 512 tokens, which exceeds the context window of "
+                                                    "512 tokens; it was not truncated"):
+        generation_budget(512, opts)
+
+
+@pytest.mark.parametrize("think,expected", [
+    (None, {"enable_thinking": True}), (True, {"enable_thinking": True}), (False, {"enable_thinking": False}),
+    ("low", {"enable_thinking": True, "reasoning_effort": "low"}),
+    ("max", {"enable_thinking": True, "reasoning_effort": "xhigh"}),
+], ids=repr)
+def test_think_values(think, expected):
+    assert thinking_kwargs(think) == expected
+
+
+def test_bad_think_value():
+    with pytest.raises(InvalidRequest, match="invalid think value 'sometimes'"):
+        thinking_kwargs("sometimes")

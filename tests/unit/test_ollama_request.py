@@ -1,0 +1,166 @@
+"""Unit: Ollama /api/chat and /api/generate bodies -> the internal GenRequest (no sockets)."""
+import asyncio
+
+import pytest
+
+from gateway.chat import render_chat
+from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
+from gateway.fake_scheduler import FakeServing, build_tokenizer
+from gateway.model import ModelCard
+from gateway.ollama_request import parse_chat, parse_generate, resolve_model
+
+HI = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture(scope="module")
+def card() -> ModelCard:
+    info = asyncio.run(FakeServing(build_tokenizer(), max_context_len=2048).Info(None, None))
+    return ModelCard.from_info(info)
+
+
+def rendered(card, messages, **kwargs):
+    return card.encode(render_chat(card.template, messages, add_generation_prompt=True, **card.special_tokens,
+                                   **kwargs))
+
+
+@pytest.mark.parametrize("name", ["served", "served:latest", "fake-model", "fake-model:latest", "default",
+                                  "default:latest"])
+def test_model_names_with_and_without_latest(card, name):
+    assert resolve_model({"model": name}, card, "served") == name
+
+
+def test_unknown_and_missing_model(card):
+    with pytest.raises(NotFound, match='model "llama3" not found: this server serves "served:latest"') as info:
+        resolve_model({"model": "llama3"}, card, "served")
+    assert info.value.status == 404
+    with pytest.raises(InvalidRequest, match="model is required"):
+        resolve_model({}, card, "served")
+    # /api/show's legacy key
+    assert resolve_model({"name": "served"}, card, "served") == "served"
+
+
+def test_chat_renders_the_template_and_streams_by_default(card):
+    plan = parse_chat({"model": "default", "messages": HI, "options": {"temperature": 0, "num_predict": 5}},
+                      card, "fake-model")
+    assert plan.stream is True and plan.model == "default" and plan.tools is None
+    gen = plan.gen
+    assert gen.prompt_ids == rendered(card, HI, enable_thinking=True)
+    assert gen.max_tokens == 5 and gen.sampling.temperature == 0
+    assert gen.split_reasoning and gen.thinking_open and gen.num_logprobs is None
+    assert gen.req_id.startswith("ollama-")
+
+
+def test_chat_think_false_and_effort(card):
+    off = parse_chat({"model": "default", "messages": HI, "think": False, "stream": False}, card, "x")
+    assert off.stream is False and not off.gen.thinking_open
+    assert off.gen.prompt_ids == rendered(card, HI, enable_thinking=False)
+    high = parse_chat({"model": "default", "messages": HI, "think": "high"}, card, "x")
+    assert high.gen.prompt_ids == rendered(card, HI, enable_thinking=True, reasoning_effort="high")
+
+
+def test_chat_no_limit_means_until_the_window_is_full(card):
+    plan = parse_chat({"model": "default", "messages": HI, "options": {"num_ctx": 100}}, card, "x")
+    assert plan.gen.max_tokens == 100 - len(plan.gen.prompt_ids)
+    plan = parse_chat({"model": "default", "messages": HI}, card, "x")
+    assert plan.gen.max_tokens == 2048 - len(plan.gen.prompt_ids)
+
+
+def test_chat_history_with_tool_calls_thinking_and_tool_results(card):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "thinking": "use the tool",
+         "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "tool_name": "get_weather", "content": "sunny"},
+    ]
+    plan = parse_chat({"model": "default", "messages": messages, "tools": tools, "think": False}, card, "x")
+    text = card.decode(plan.gen.prompt_ids)
+    assert "<function=get_weather>\n<parameter=city>\nParis\n</parameter>" in text
+    assert "<tool_response>\nsunny\n</tool_response>" in text
+    assert "# Tools" in text and plan.tools == tools
+
+
+def test_empty_messages_is_a_load_request(card):
+    plan = parse_chat({"model": "default", "messages": []}, card, "x")
+    assert plan.gen is None and not plan.unload
+    assert parse_chat({"model": "default", "keep_alive": 0}, card, "x").unload
+    assert parse_chat({"model": "default", "keep_alive": "0s"}, card, "x").unload
+    assert not parse_chat({"model": "default", "keep_alive": "5m"}, card, "x").unload
+
+
+CHAT_REFUSALS = [
+    ({"format": "json"}, Unsupported, 'format "json" is not supported yet'),
+    ({"format": {"type": "object"}}, Unsupported, "format a JSON schema is not supported yet"),
+    ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, Unsupported, "images are not supported"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, InvalidRequest, "messages\\[0\\].role must be one of"),
+    ({"messages": [{"role": "user", "content": ["x"]}]}, InvalidRequest, "content must be a string"),
+    ({"messages": "hi"}, InvalidRequest, "messages must be a list"),
+    ({"stream": "yes"}, InvalidRequest, "stream must be true or false"),
+    ({"keep_alive": [5]}, InvalidRequest, "keep_alive must be a duration"),
+    ({"tools": [{"type": "function"}]}, InvalidRequest, "tools\\[0\\].function.name is required"),
+    ({"top_logprobs": 3}, InvalidRequest, "top_logprobs needs logprobs: true"),
+    ({"logprobs": True, "top_logprobs": 50}, InvalidRequest, "top_logprobs must be an integer in \\[0, 20\\]"),
+    ({"think": "always"}, InvalidRequest, "invalid think value"),
+]
+
+
+@pytest.mark.parametrize("change,error,message", CHAT_REFUSALS, ids=[str(c[0])[:40] for c in CHAT_REFUSALS])
+def test_chat_refusals_are_400_with_a_reason(card, change, error, message):
+    with pytest.raises(error, match=message) as info:
+        parse_chat({"model": "default", "messages": HI, **change}, card, "x")
+    assert info.value.status == 400
+
+
+def test_chat_prompt_longer_than_num_ctx_is_refused(card):
+    long = [{"role": "user", "content": "Hello world " * 100}]
+    with pytest.raises(ContextLengthExceeded, match="exceeds the context window of 64 tokens; it was not truncated"):
+        parse_chat({"model": "default", "messages": long, "options": {"num_ctx": 64}}, card, "x")
+
+
+def test_chat_logprobs(card):
+    plan = parse_chat({"model": "default", "messages": HI, "logprobs": True, "top_logprobs": 2}, card, "x")
+    assert plan.want_logprobs and plan.gen.num_logprobs == 2
+
+
+def test_generate_applies_template_with_system(card):
+    plan = parse_generate({"model": "default", "prompt": "Hi", "system": "Be brief.", "think": False}, card, "x")
+    messages = [{"role": "system", "content": "Be brief."}, *HI]
+    assert plan.gen.prompt_ids == rendered(card, messages, enable_thinking=False)
+    assert plan.return_context and plan.gen.num_logprobs == 0 and not plan.want_logprobs
+
+
+def test_generate_raw_and_context(card):
+    plan = parse_generate({"model": "default", "prompt": "Hello", "raw": True, "context": [5, 6]}, card, "x")
+    assert plan.gen.prompt_ids == [5, 6] + card.encode("Hello")
+    assert not plan.gen.split_reasoning and not plan.gen.thinking_open
+
+
+def test_generate_empty_prompt_loads(card):
+    plan = parse_generate({"model": "default", "prompt": ""}, card, "x")
+    assert plan.gen is None
+
+
+GENERATE_REFUSALS = [
+    ({"suffix": "return x"}, Unsupported, "suffix \\(fill-in-the-middle\\) is not supported"),
+    ({"template": "{{ .Prompt }}"}, Unsupported, "a per-request template is not supported"),
+    ({"images": ["aGk="]}, Unsupported, "images are not supported"),
+    ({"raw": True, "system": "x"}, InvalidRequest, "system cannot be combined with raw"),
+    ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
+    ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
+    ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),
+    ({"format": "json"}, Unsupported, "format"),
+]
+
+
+@pytest.mark.parametrize("change,error,message", GENERATE_REFUSALS, ids=[str(c[0])[:40] for c in GENERATE_REFUSALS])
+def test_generate_refusals_are_400_with_a_reason(card, change, error, message):
+    with pytest.raises(error, match=message) as info:
+        parse_generate({"model": "default", "prompt": "Hi", **change}, card, "x")
+    assert info.value.status == 400
+
+
+def test_body_must_be_an_object(card):
+    with pytest.raises(InvalidRequest, match="must be a JSON object"):
+        parse_generate([1, 2], card, "x")

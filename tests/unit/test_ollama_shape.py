@@ -1,0 +1,149 @@
+"""Unit: engine output -> Ollama objects (durations, chunks, final line, tool calls, tags/ps/show), golden JSON."""
+import asyncio
+from datetime import datetime, timezone
+
+import orjson
+import pytest
+
+from gateway.engine import Delta, GenRequest, TokenLogprob, Usage
+from gateway.fake_scheduler import FakeServing, build_tokenizer
+from gateway.model import ModelCard
+from gateway.ollama_request import OllamaPlan
+from gateway.ollama_shape import (OllamaOutput, Piece, arch_family, chunk, created_at, done_reason, durations_ns,
+                                  final, final_metrics, load_response, ndjson_line, ollama_tool_calls, ps_entry,
+                                  show_body, tag_name, tags_entry)
+
+STAMP = "2026-01-02T03:04:05.000006Z"
+TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
+CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def card() -> ModelCard:
+    info = asyncio.run(FakeServing(build_tokenizer(), max_context_len=2048).Info(None, None))
+    return ModelCard.from_info(info)
+
+
+def plan(**kwargs) -> OllamaPlan:
+    return OllamaPlan(model="default", gen=GenRequest(req_id="r", prompt_ids=[1, 2, 3], max_tokens=8), **kwargs)
+
+
+def test_durations_are_positive_ns_and_add_up():
+    d = durations_ns(received=10.0, started=10.001, first_token=10.5, finished=11.0, done=11.002)
+    assert d == {"total_duration": 1_002_000_000, "load_duration": 1_000_000, "prompt_eval_duration": 499_000_000,
+                 "eval_duration": 500_000_000}
+    assert all(isinstance(v, int) and v > 0 for v in d.values())
+
+
+@pytest.mark.parametrize("first_token", [None, 9.0, 20.0], ids=["no token", "before start", "after finish"])
+def test_durations_stay_positive_and_consistent_at_the_edges(first_token):
+    d = durations_ns(received=10.0, started=10.0, first_token=first_token, finished=10.0, done=10.0)
+    assert all(isinstance(v, int) and v >= 1 for v in d.values())
+    assert d["load_duration"] + d["prompt_eval_duration"] + d["eval_duration"] <= d["total_duration"]
+
+
+def test_final_metrics_order_and_values():
+    durations = durations_ns(0.0, 0.1, 0.2, 0.4, 0.5)
+    metrics = final_metrics(Usage(prompt_tokens=7, completion_tokens=3), durations)
+    assert list(metrics) == ["total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
+                             "eval_count", "eval_duration"]
+    assert (metrics["prompt_eval_count"], metrics["eval_count"]) == (7, 3)
+
+
+@pytest.mark.parametrize("finish,expected", [("stop", "stop"), ("length", "length"), ("tool_calls", "stop"),
+                                             (None, "stop")])
+def test_done_reason(finish, expected):
+    assert done_reason(finish) == expected
+
+
+def test_tool_calls_become_whole_objects_with_object_arguments():
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
+             {"id": "call_2", "type": "function", "function": {"name": "g", "arguments": "not json"}}]
+    assert ollama_tool_calls(calls) == [
+        {"id": "call_1", "function": {"index": 0, "name": "f", "arguments": {"a": 1}}},
+        {"id": "call_2", "function": {"index": 1, "name": "g", "arguments": {}}}]
+
+
+def test_chat_chunk_and_final_golden(card):
+    p = plan()
+    out = OllamaOutput(p, card)
+    piece = out.push(Delta(0, content="Hel", reasoning="hmm"))
+    assert chunk(p, True, piece, STAMP) == {"model": "default", "created_at": STAMP, "message": {
+        "role": "assistant", "content": "Hel", "thinking": "hmm"}, "done": False}
+    out.push(Delta(0, content="lo", finish_reason="length"))
+    metrics = final_metrics(Usage(3, 2), durations_ns(0.0, 0.1, 0.2, 0.4, 0.5))
+    body = final(p, True, Piece(), out, metrics, STAMP)
+    assert orjson.dumps(body) == (
+        b'{"model":"default","created_at":"2026-01-02T03:04:05.000006Z","message":{"role":"assistant","content":""},'
+        b'"done":true,"done_reason":"length","total_duration":500000000,"load_duration":100000000,'
+        b'"prompt_eval_count":3,"prompt_eval_duration":100000000,"eval_count":2,"eval_duration":200000000}')
+
+
+def test_generate_final_carries_context_of_prompt_and_sampled_ids(card):
+    p = plan(return_context=True)
+    out = OllamaOutput(p, card)
+    piece = out.push(Delta(0, content="Hi", logprobs=[TokenLogprob(40, -0.1), TokenLogprob(41, -0.2)]))
+    assert chunk(p, False, piece, STAMP) == {"model": "default", "created_at": STAMP, "response": "Hi", "done": False}
+    out.push(Delta(0, finish_reason="stop"))
+    body = final(p, False, Piece(content="Hi"), out, {"total_duration": 1}, STAMP)
+    assert body == {"model": "default", "created_at": STAMP, "response": "Hi", "done": True, "done_reason": "stop",
+                    "context": [1, 2, 3, 40, 41], "total_duration": 1}
+
+
+def test_logprobs_only_when_asked(card):
+    p = plan(want_logprobs=True)
+    piece = OllamaOutput(p, card).push(Delta(0, content="x", logprobs=[TokenLogprob(70, -0.5, [(71, -1.0)])]))
+    entry = piece.logprobs[0]
+    assert entry["logprob"] == -0.5 and entry["token"] == card.token_text(70)
+    assert entry["bytes"] == list(card.token_bytes(70))
+    assert entry["top_logprobs"] == [{"token": card.token_text(71), "logprob": -1.0,
+                                      "bytes": list(card.token_bytes(71))}]
+    assert chunk(p, True, piece, STAMP)["logprobs"] == [entry]
+
+
+def test_tool_call_text_is_held_and_sent_whole(card):
+    p = plan(tools=TOOLS)
+    out = OllamaOutput(p, card)
+    pieces = [out.push(Delta(0, content=CALL[:20])), out.push(Delta(0, content=CALL[20:])),
+              out.push(Delta(0, finish_reason="stop"))]
+    assert [piece.content for piece in pieces] == ["", "", ""]
+    calls = pieces[-1].tool_calls
+    assert [c["function"] for c in calls] == [{"index": 0, "name": "get_weather", "arguments": {"city": "Paris"}}]
+    assert chunk(p, True, pieces[-1], STAMP)["message"]["tool_calls"] == calls
+
+
+def test_load_responses():
+    assert load_response(OllamaPlan(model="m"), chat=True)["done_reason"] == "load"
+    body = load_response(OllamaPlan(model="m", unload=True), chat=False)
+    assert body["response"] == "" and body["done"] is True and body["done_reason"] == "unload"
+
+
+def test_ndjson_line_is_one_line_of_json():
+    line = ndjson_line({"response": "a\nb 🎉", "done": False})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert orjson.loads(line) == {"response": "a\nb 🎉", "done": False}
+
+
+def test_names_and_times():
+    assert tag_name("tiny") == "tiny:latest" and tag_name("org/m:q4") == "org/m:q4"
+    assert tag_name("host:5000/m") == "host:5000/m:latest"
+    assert arch_family("Qwen3_5ForConditionalGeneration") == "qwen3_5"
+    assert arch_family("Qwen3NextForCausalLM") == "qwen3_next"
+    assert arch_family("qwen3_5") == "qwen3_5" and arch_family("") == "unknown"
+    assert created_at(datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)) == STAMP
+
+
+def test_tags_ps_show_entries(card):
+    tags = tags_entry(card, "fake-model")
+    assert list(tags) == ["name", "model", "modified_at", "size", "digest", "details"]
+    assert tags["name"] == tags["model"] == "fake-model:latest" and len(tags["digest"]) == 64
+    assert tags["details"] == {"parent_model": "", "format": "safetensors", "family": "qwen3_5",
+                               "families": ["qwen3_5"], "parameter_size": "1.0K", "quantization_level": "BF16"}
+    assert tags["size"] == 2000
+    ps = ps_entry(card, "fake-model")
+    assert ps["context_length"] == 2048 and ps["size_vram"] == ps["size"] and ps["expires_at"] > tags["modified_at"]
+    show = show_body(card, "fake-model")
+    assert show["model_info"]["qwen3_5.context_length"] == 2048
+    assert show["capabilities"] == ["completion", "tools", "thinking"]
+    assert show["parameters"] == "temperature 0.7\n" and show["template"] == card.chat_template_source
+    assert show["modelfile"].endswith("FROM fake-model:latest\n")
