@@ -1,0 +1,84 @@
+"""Gateway with the fake scheduler over loopback: LM Studio /api/v0 stop reasons, streamed stats, errors."""
+import grpc
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+
+CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "Hi"}], "enable_thinking": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+
+
+@pytest.fixture
+async def fake():
+    servicer = FakeServing(build_tokenizer(), max_context_len=2048)
+    server, addr = await start_fake_server(servicer)
+    client = TestClient(TestServer(create_app(GatewayConfig(), client=SchedulerClient(addr))))
+    await client.start_server()
+    yield client, servicer
+    await client.close()
+    await server.stop(None)
+
+
+def events(raw: bytes) -> list:
+    out = []
+    for line in raw.decode().splitlines():
+        if line.startswith("data: "):
+            payload = line[len("data: "):]
+            out.append(payload if payload == "[DONE]" else orjson.loads(payload))
+    return out
+
+
+@pytest.mark.parametrize("change,reply,finish,reason", [
+    ({}, "Hello world", "stop", "eosFound"),
+    ({"stop": [" world"]}, "Hello world", "stop", "stopStringFound"),
+    ({"max_tokens": 1}, "Hello world", "length", "maxPredictedTokensReached"),
+    ({"tools": TOOLS}, CALL, "tool_calls", "toolCalls"),
+], ids=["eos", "stop string", "max tokens", "tool calls"])
+async def test_stop_reason_streamed_and_not(fake, change, reply, finish, reason):
+    client, servicer = fake
+    servicer.script.reply = reply
+    whole = await (await client.post("/api/v0/chat/completions", json={**CHAT, **change})).json()
+    assert whole["choices"][0]["finish_reason"] == finish and whole["stats"]["stop_reason"] == reason
+    response = await client.post("/api/v0/chat/completions", json={**CHAT, **change, "stream": True})
+    frames = events(await response.read())
+    assert frames[-1] == "[DONE]" and frames[-2]["choices"] == []
+    assert frames[-2]["stats"]["stop_reason"] == reason
+    assert frames[-2]["usage"]["completion_tokens"] == whole["usage"]["completion_tokens"]
+
+
+async def test_completions_stop_reasons(fake):
+    client, servicer = fake
+    servicer.script.reply = "Hello world"
+    body = {"model": "fake-model", "prompt": "Hi", "max_tokens": 1}
+    whole = await (await client.post("/api/v0/completions", json=body)).json()
+    assert whole["stats"]["stop_reason"] == "maxPredictedTokensReached" and whole["runtime"]["version"] == "0.1.0"
+    frames = events(await (await client.post("/api/v0/completions", json={**body, "stream": True})).read())
+    assert frames[-2]["object"] == "text_completion" and frames[-2]["stats"]["stop_reason"] == "maxPredictedTokensReached"
+
+
+async def test_echo_only_completion_is_the_v1_answer(fake):
+    client, _ = fake
+    body = {"model": "fake-model", "prompt": "Hi", "max_tokens": 0, "echo": True}
+    answer = await (await client.post("/api/v0/completions", json=body)).json()
+    assert answer["choices"][0]["text"] == "Hi" and answer["usage"]["completion_tokens"] == 0
+
+
+async def test_overload_is_openai_shaped_429(fake):
+    client, servicer = fake
+    servicer.script.error = grpc.StatusCode.RESOURCE_EXHAUSTED
+    response = await client.post("/api/v0/chat/completions", json=CHAT)
+    assert response.status == 429 and response.headers["Retry-After"] == "1"
+    assert (await response.json())["error"]["code"] == "server_overloaded"
+
+
+async def test_bad_request_is_400_with_param(fake):
+    client, _ = fake
+    response = await client.post("/api/v0/chat/completions", json={**CHAT, "temperature": 9})
+    assert response.status == 400 and (await response.json())["error"]["param"] == "temperature"

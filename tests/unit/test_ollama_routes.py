@@ -1,0 +1,114 @@
+"""Gateway with the fake scheduler over loopback: Ollama routes' tool calls, overload and mid-stream errors."""
+import grpc
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+
+HI = [{"role": "user", "content": "Hi"}]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+CALL = ("Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+
+
+@pytest.fixture
+async def fake():
+    servicer = FakeServing(build_tokenizer(), max_context_len=2048)
+    server, addr = await start_fake_server(servicer)
+    client = TestClient(TestServer(create_app(GatewayConfig(), client=SchedulerClient(addr))))
+    await client.start_server()
+    yield client, servicer
+    await client.close()
+    await server.stop(None)
+
+
+def lines(raw: bytes) -> list:
+    return [orjson.loads(line) for line in raw.splitlines() if line]
+
+
+async def test_tool_call_streams_whole_in_one_object(fake):
+    client, servicer = fake
+    servicer.script.reply = CALL
+    body = {"model": "fake-model", "messages": HI, "tools": TOOLS, "think": False}
+    response = await client.post("/api/chat", json=body)
+    assert response.status == 200 and response.content_type == "application/x-ndjson"
+    objs = lines(await response.read())
+    calls = [o["message"]["tool_calls"] for o in objs if "tool_calls" in o["message"]]
+    assert len(calls) == 1 and len(calls[0]) == 1
+    assert calls[0][0]["function"] == {"index": 0, "name": "get_weather", "arguments": {"city": "Paris", "days": 3}}
+    assert "".join(o["message"]["content"] for o in objs) == "Let me check."
+    assert objs[-1]["done"] is True and objs[-1]["done_reason"] == "stop"
+    assert "<tool_call>" not in (await response.read()).decode()
+
+
+async def test_tool_call_not_streamed(fake):
+    client, servicer = fake
+    servicer.script.reply = CALL
+    body = {"model": "fake-model", "messages": HI, "tools": TOOLS, "think": False, "stream": False}
+    answer = await (await client.post("/api/chat", json=body)).json()
+    assert answer["message"]["content"] == "Let me check."
+    assert answer["message"]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris", "days": 3}
+    assert answer["done_reason"] == "stop"
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/api/chat", {"model": "fake-model", "messages": HI}),
+    ("/api/generate", {"model": "fake-model", "prompt": "Hi", "stream": False}),
+], ids=["chat streamed", "generate"])
+async def test_full_queue_is_ollamas_503_server_busy(fake, path, body):
+    client, servicer = fake
+    servicer.script.error = grpc.StatusCode.RESOURCE_EXHAUSTED
+    servicer.script.error_details = "queue full: 4 requests waiting"
+    response = await client.post(path, json=body)
+    assert response.status == 503 and response.headers["Retry-After"] == "1"
+    assert await response.json() == {"error": "server busy, please try again.  maximum pending requests exceeded "
+                                              "(queue full: 4 requests waiting)"}
+
+
+async def test_scheduler_down_is_503(fake):
+    client, servicer = fake
+    servicer.script.error = grpc.StatusCode.UNAVAILABLE
+    servicer.script.error_details = "no worker"
+    response = await client.post("/api/generate", json={"model": "fake-model", "prompt": "Hi"})
+    assert response.status == 503
+    assert "no worker" in (await response.json())["error"]
+
+
+async def test_failure_mid_stream_is_an_error_line(fake):
+    client, servicer = fake
+    servicer.script.reply = "Hello world, this is a test."
+    servicer.script.abort_after = 3
+    response = await client.post("/api/generate", json={"model": "fake-model", "prompt": "Hi", "raw": True})
+    assert response.status == 200
+    objs = lines(await response.read())
+    assert all(o["done"] is False for o in objs[:-1])
+    assert set(objs[-1]) == {"error"} and "aborted" in objs[-1]["error"]
+
+
+async def test_routes_and_methods(fake):
+    client, _ = fake
+    assert (await client.head("/api/version")).status == 200
+    blob = await client.head("/api/blobs/sha256:abc")
+    assert blob.status == 501
+    created = await client.post("/api/blobs/sha256:abc", data=b"x")
+    assert created.status == 501 and "blobs are not supported" in (await created.json())["error"]
+    shown = await client.post("/api/show", json={"model": "nope"})
+    assert shown.status == 404 and "not found" in (await shown.json())["error"]
+    assert (await client.post("/api/show", json={"name": "fake-model:latest"})).status == 200
+
+
+async def test_stop_option_and_length(fake):
+    client, servicer = fake
+    servicer.script.reply = "Hello world, this is a test."
+    body = {"model": "fake-model", "prompt": "Hi", "raw": True, "stream": False, "options": {"stop": [","]}}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert answer["response"] == "Hello world" and answer["done_reason"] == "stop"
+    body["options"] = {"num_predict": 2}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert answer["done_reason"] == "length" and answer["eval_count"] == 2
+    assert servicer.script.requests[-1].max_tokens == 2
