@@ -1,0 +1,224 @@
+"""End to end: the official `openai` client against real scheduler + worker + gateway processes (tiny model)."""
+import asyncio
+import json
+import os
+import time
+
+import grpc
+import httpx
+import openai
+import orjson
+import pytest
+
+from proto import pb, pb_grpc
+from tests.e2e.stack import DEFAULT_MODEL
+from tests.e2e.test_ollama import api_gateway  # noqa: F401 - module-scoped gateway over engine_stack
+
+NO_THINK = {"enable_thinking": False}
+HELLO = [{"role": "user", "content": "Say hello in three words."}]
+
+
+@pytest.fixture(scope="module")
+def client(api_gateway):
+    return openai.OpenAI(base_url=f"{api_gateway}/v1", api_key="unused", timeout=120, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def http(api_gateway):
+    with httpx.Client(base_url=api_gateway, timeout=120) as session:
+        yield session
+
+
+def scheduler_load(grpc_addr: str) -> "pb.LoadResponse":
+    with grpc.insecure_channel(grpc_addr) as channel:
+        return pb_grpc.ServingStub(channel).Load(pb.LoadRequest(), timeout=2)
+
+
+def sse_payloads(raw: bytes) -> list:
+    """Every `data:` payload of an SSE body, decoded as strict UTF-8 (JSON, or the literal [DONE])."""
+    out = []
+    for block in raw.decode("utf-8", errors="strict").split("\n\n"):
+        if block.startswith("data: "):
+            data = block[6:]
+            out.append(data if data == "[DONE]" else orjson.loads(data))
+    return out
+
+
+def test_list_models(client):
+    models = client.models.list().data
+    assert len(models) == 1 and models[0].id == "tiny" and models[0].owned_by == "sparkinfer"
+    assert models[0].model_extra["max_model_len"] == 8192
+
+
+def test_chat_stream_equals_non_stream_greedy(client):
+    kwargs = dict(model="tiny", messages=HELLO, max_tokens=24, temperature=0, seed=3)
+    full = client.chat.completions.create(**kwargs)
+    choice = full.choices[0]
+    assert choice.finish_reason in ("stop", "length") and full.object == "chat.completion"
+    assert full.id.startswith("chatcmpl-") and full.model == "tiny"
+    stream = client.chat.completions.create(**kwargs, stream=True)
+    content, reasoning, finish = "", "", None
+    for chunk in stream:
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert content == (choice.message.content or "")
+    assert reasoning == ((choice.message.model_extra or {}).get("reasoning_content") or "")
+    assert finish == choice.finish_reason
+    assert full.usage.completion_tokens <= 24 and full.usage.total_tokens == full.usage.prompt_tokens + \
+        full.usage.completion_tokens
+
+
+def test_thinking_off_puts_everything_in_content(client, http):
+    result = client.chat.completions.create(model="default", messages=HELLO, max_tokens=16, temperature=0,
+                                            extra_body=NO_THINK)
+    tokens = http.post("/v1/tokenize", json={"messages": HELLO, **NO_THINK}).json()
+    assert result.usage.prompt_tokens == tokens["count"]
+    text = http.post("/v1/completions", json={"prompt": tokens["tokens"], "max_tokens": 16, "temperature": 0}).json()
+    raw = text["choices"][0]["text"]
+    if "<think>" not in raw and "</think>" not in raw:
+        assert result.choices[0].message.content == raw
+
+
+def test_completions_and_usage_equal_token_counts(client, http):
+    prompt = "Count: 1, 2, 3,"
+    result = client.completions.create(model="tiny", prompt=prompt, max_tokens=12, temperature=0, logprobs=0)
+    choice = result.choices[0]
+    num_prompt = http.post("/v1/tokenize", json={"prompt": prompt}).json()["count"]
+    assert result.object == "text_completion" and result.usage.prompt_tokens == num_prompt
+    num_text_tokens = len(choice.logprobs.tokens)
+    extra = 1 if choice.finish_reason == "stop" else 0   # the eos token is counted, never shown
+    assert result.usage.completion_tokens == num_text_tokens + extra
+    if choice.finish_reason == "length":
+        assert result.usage.completion_tokens == 12
+    assert "".join(choice.logprobs.tokens).replace("\ufffd", "") == choice.text.replace("\ufffd", "")
+
+
+async def test_eight_concurrent_streams_complete(api_gateway):
+    aclient = openai.AsyncOpenAI(base_url=f"{api_gateway}/v1", api_key="unused", timeout=120, max_retries=0)
+
+    async def one(i):
+        stream = await aclient.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": f"Story number {i}"}], max_tokens=20,
+            temperature=0.8, seed=i, stream=True, stream_options={"include_usage": True}, extra_body=NO_THINK)
+        finish, usage = None, None
+        async for chunk in stream:
+            if chunk.choices:
+                finish = chunk.choices[0].finish_reason or finish
+            usage = chunk.usage or usage
+        return finish, usage
+
+    results = await asyncio.gather(*(one(i) for i in range(8)))
+    await aclient.close()
+    assert all(finish in ("stop", "length") and usage.completion_tokens >= 1 for finish, usage in results)
+
+
+def test_stop_string_spanning_tokens_stream_and_not(client, http):
+    base = dict(model="tiny", prompt="Once upon a time", max_tokens=40, temperature=0)
+    free = client.completions.create(**base, logprobs=0).choices[0]
+    tokens = free.logprobs.tokens
+    assert len(tokens) >= 8, "need a longer greedy continuation for this check"
+    start = len("".join(tokens[:3]))
+    stop = free.text[start + 1:len("".join(tokens[:6]))]
+    assert len(stop) >= 2
+    expected = free.text[:free.text.find(stop)]
+    plain = client.completions.create(**base, stop=[stop]).choices[0]
+    assert plain.text == expected and plain.finish_reason == "stop" and stop not in plain.text
+    streamed = "".join(c.choices[0].text for c in client.completions.create(**base, stop=[stop], stream=True))
+    assert streamed == expected
+    chat = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=30, temperature=0,
+                                          extra_body=NO_THINK)
+    text = chat.choices[0].message.content
+    if len(text) > 6:
+        chat_stop = text[2:6]
+        again = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=30, temperature=0,
+                                               stop=chat_stop, extra_body=NO_THINK).choices[0]
+        assert again.message.content == text[:text.find(chat_stop)] and again.finish_reason == "stop"
+
+
+def test_disconnect_mid_stream_frees_the_slot(api_gateway, engine_stack):
+    body = {"model": "tiny", "prompt": "Count from 1 to 5000, one number per line:\n1\n2\n3\n", "max_tokens": 4000,
+            "temperature": 0, "stream": True}
+    with httpx.Client(base_url=api_gateway, timeout=60) as session:
+        with session.stream("POST", "/v1/completions", json=body) as response:
+            lines = response.iter_lines()
+            seen = sum(1 for line, _ in zip(lines, range(4)) if line.startswith("data: "))
+            assert seen >= 2 and scheduler_load(engine_stack.grpc_addr).num_running == 1
+    gone = time.monotonic()
+    while scheduler_load(engine_stack.grpc_addr).num_running and time.monotonic() - gone < 2.0:
+        time.sleep(0.05)
+    assert scheduler_load(engine_stack.grpc_addr).num_running == 0
+    probe = httpx.post(f"{api_gateway}/v1/completions", json={"model": "tiny", "prompt": "Hi", "max_tokens": 8},
+                       timeout=10)
+    assert probe.status_code == 200 and probe.json()["usage"]["completion_tokens"] >= 1
+
+
+BAD = [
+    ("malformed-json", "/v1/chat/completions", b'{"model": "tiny", "messages": [', 400, "invalid_json"),
+    ("messages-empty", "/v1/chat/completions", {"model": "tiny", "messages": []}, 400, "invalid_value"),
+    ("messages-wrong-type", "/v1/chat/completions", {"model": "tiny", "messages": "hi"}, 400, "invalid_type"),
+    ("max-tokens-zero", "/v1/chat/completions", {"messages": HELLO, "max_tokens": 0}, 400, "invalid_value"),
+    ("max-tokens-string", "/v1/completions", {"prompt": "hi", "max_tokens": "ten"}, 400, "invalid_type"),
+    ("temperature-negative", "/v1/chat/completions", {"messages": HELLO, "temperature": -1}, 400, "invalid_value"),
+    ("unknown-model", "/v1/chat/completions", {"model": "gpt-4o", "messages": HELLO}, 404, "model_not_found"),
+    ("context-exceeded", "/v1/completions", {"prompt": "hi", "max_tokens": 9000}, 400, "context_length_exceeded"),
+    ("tool-choice-required-no-tools", "/v1/chat/completions", {"messages": HELLO, "tool_choice": "required"},
+     400, "invalid_value"),
+    ("image-input", "/v1/chat/completions",
+     {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]},
+     400, "unsupported"),
+]
+
+
+@pytest.mark.parametrize("path,body,status,code", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input_gets_status_and_error_shape(http, path, body, status, code):
+    content = body if isinstance(body, bytes) else orjson.dumps(body)
+    response = http.post(path, content=content, headers={"Content-Type": "application/json"})
+    error = response.json()["error"]
+    assert response.status_code == status and set(error) == {"message", "type", "param", "code"}
+    assert error["code"] == code and error["message"]
+
+
+def test_openai_client_raises_typed_errors(client):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=HELLO)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.completions.create(model="tiny", prompt="hi", max_tokens=100_000)
+    assert "8192" in info.value.message and info.value.code == "context_length_exceeded"
+
+
+def test_server_still_serves_after_bad_inputs(client):
+    result = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=4, extra_body=NO_THINK)
+    assert result.choices[0].finish_reason in ("stop", "length") and result.usage.completion_tokens >= 1
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """transformers' Qwen3_5ForCausalLM with the tiny checkpoint's weights (fp32, like the CPU worker)."""
+    transformers = pytest.importorskip("transformers")
+    from safetensors.torch import load_file
+    with open(os.path.join(DEFAULT_MODEL, "config.json"), encoding="utf-8") as f:
+        text_config = json.load(f)["text_config"]
+    model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**text_config)).eval().float()
+    weights = load_file(os.path.join(DEFAULT_MODEL, "model.safetensors"))
+    model.load_state_dict({k.replace("model.language_model.", "model."): v.float() for k, v in weights.items()})
+    tokenizer = transformers.AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    return model, tokenizer
+
+
+def test_greedy_http_equals_transformers_generate(client, http, reference):
+    import torch
+    model, tokenizer = reference
+    messages = [{"role": "user", "content": "Write one sentence about the sea."}]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, enable_thinking=False,
+                                        tokenize=True, return_dict=False)
+    ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+    assert http.post("/v1/tokenize", json={"messages": messages, **NO_THINK}).json()["tokens"] == ids
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, top_k=None, top_p=None,
+                             temperature=None, eos_token_id=[1017, 1015], pad_token_id=1015)
+    expected = tokenizer.decode(out[0, len(ids):].tolist(), skip_special_tokens=True)
+    assert len(out[0]) - len(ids) >= 4 and expected, "reference continuation too short to compare"
+    result = client.completions.create(model="tiny", prompt=ids, max_tokens=24, temperature=0)
+    assert result.choices[0].text == expected
