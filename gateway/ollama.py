@@ -28,6 +28,7 @@ _NOT_IMPLEMENTED = {
     ("POST", "/api/blobs/{digest}"): "model blobs are not supported: the served model is fixed when the server "
                                      "starts",
 }
+_BLOBS = _NOT_IMPLEMENTED[("POST", "/api/blobs/{digest}")]
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
@@ -72,9 +73,7 @@ class OllamaRoutes:
         app.router.add_post("/api/generate", self.generate)
         for (method, path), reason in _NOT_IMPLEMENTED.items():
             app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
-        app.router.add_route("HEAD", "/api/blobs/{digest}",
-                             functools.partial(self.not_implemented, reason=_NOT_IMPLEMENTED[("POST",
-                                                                                              "/api/blobs/{digest}")]))
+        app.router.add_route("HEAD", "/api/blobs/{digest}", functools.partial(self.not_implemented, reason=_BLOBS))
 
     async def served_name(self) -> str:
         return self.config.served_model_name or (await self.engine.card()).model_id

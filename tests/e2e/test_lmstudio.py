@@ -77,7 +77,8 @@ async def test_chat_streamed_equals_not_streamed_and_ends_with_stats(session):
     assert usage_chunk["choices"] == [] and usage_chunk["usage"] == whole["usage"]
     text = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-2] if e["choices"])
     assert text == whole["choices"][0]["message"]["content"]
-    finish = [e["choices"][0]["finish_reason"] for e in events[:-2] if e["choices"] and e["choices"][0]["finish_reason"]]
+    finish = [e["choices"][0]["finish_reason"] for e in events[:-2]
+              if e["choices"] and e["choices"][0]["finish_reason"]]
     assert finish == [whole["choices"][0]["finish_reason"]]
     assert_stats(usage_chunk["stats"], usage_chunk["usage"]["completion_tokens"], finish[0])
 

@@ -1,4 +1,4 @@
-"""End to end: the official `ollama` client (and raw NDJSON over httpx) against scheduler + worker + gateway processes."""
+"""End to end: the official `ollama` client and raw NDJSON (httpx) against scheduler + worker + gateway."""
 import os
 import subprocess
 import sys

@@ -60,7 +60,8 @@ async def test_completions_stop_reasons(fake):
     whole = await (await client.post("/api/v0/completions", json=body)).json()
     assert whole["stats"]["stop_reason"] == "maxPredictedTokensReached" and whole["runtime"]["version"] == "0.1.0"
     frames = events(await (await client.post("/api/v0/completions", json={**body, "stream": True})).read())
-    assert frames[-2]["object"] == "text_completion" and frames[-2]["stats"]["stop_reason"] == "maxPredictedTokensReached"
+    assert frames[-2]["object"] == "text_completion"
+    assert frames[-2]["stats"]["stop_reason"] == "maxPredictedTokensReached"
 
 
 async def test_echo_only_completion_is_the_v1_answer(fake):

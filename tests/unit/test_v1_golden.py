@@ -1,9 +1,4 @@
-"""Golden /v1 output against the fake scheduler: pins OpenAI response bodies and SSE streams byte for byte.
-
-Ids ("chatcmpl-…", "cmpl-…", "call_…") and "created" are normalised; everything else must match exactly.
-Regenerate (only for an intended /v1 change): `.venv/bin/python -m tests.unit.test_v1_golden` prints the
-current outputs as the GOLDEN literal to paste below.
-"""
+"""Gateway with the fake scheduler: pins /v1 response bodies and SSE streams byte for byte (ids, created normalised)."""
 import asyncio
 import pprint
 import re
@@ -231,5 +226,6 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                    'content_type': 'application/json',
                    'status': 404}}
 
+# Only for an intended /v1 change: `.venv/bin/python -m tests.unit.test_v1_golden` prints the new GOLDEN literal.
 if __name__ == "__main__":
     sys.stdout.write("GOLDEN = " + pprint.pformat(asyncio.run(current_outputs()), width=110) + "\n")
