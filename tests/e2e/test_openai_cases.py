@@ -1,0 +1,253 @@
+"""End to end: the /v1 parts of the public bug reports (../shared/cases: C01 C02 C04 C11 C13 C14) as tests."""
+import threading
+import time
+
+import httpx
+import orjson
+import pytest
+
+from tests.e2e.test_ollama import GatewayProcess, api_gateway  # noqa: F401 - module-scoped gateway fixture
+from tests.e2e.test_openai_api import scheduler_load, sse_payloads
+
+EMOJI_PROMPTS = ["Reply with exactly this line and nothing else: 🎉 naïve café — 日本語のテキスト ✅ 👋🏽",
+                 "Emoji list: 🎉 🚀 ✅"]
+LOREM = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. "
+
+
+@pytest.fixture(scope="module")
+def http(api_gateway):
+    with httpx.Client(base_url=api_gateway, timeout=120) as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def small_stack(make_engine_stack_module):
+    """One running request at a time and 256-token prefill chunks, with its own gateway."""
+    stack = make_engine_stack_module(env={"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_MAX_NUM_SEQS": "1"})
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        yield stack, gateway.url
+    finally:
+        gateway.close()
+
+
+@pytest.fixture(scope="module")
+def make_engine_stack_module():
+    from tests.e2e.stack import EngineStack
+    stacks = []
+
+    def make(env):
+        stacks.append(EngineStack(env=env))
+        return stacks[-1].__enter__()
+    yield make
+    for stack in stacks:
+        stack.close()
+
+
+def stream_and_plain(http, path, body):
+    plain = http.post(path, json={**body, "stream": False})
+    streamed = http.post(path, json={**body, "stream": True})
+    assert plain.status_code == streamed.status_code == 200
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    return plain.json(), sse_payloads(streamed.content)
+
+
+def chat_texts(plain, events):
+    message = plain["choices"][0]["message"]
+    deltas = [e["choices"][0]["delta"] for e in events[:-1] if e["choices"]]
+    return ((message["content"] or "") + "|" + (message.get("reasoning_content") or ""),
+            "".join(d.get("content") or "" for d in deltas) + "|" + "".join(d.get("reasoning_content") or ""
+                                                                            for d in deltas))
+
+
+def test_c01_multibyte_characters_survive_streaming(http):
+    conclusive = 0
+    for seed, prompt in enumerate(EMOJI_PROMPTS):
+        body = {"model": "default", "messages": [{"role": "user", "content": prompt}], "temperature": 0,
+                "seed": 7, "max_tokens": 64}
+        plain, events = stream_and_plain(http, "/v1/chat/completions", body)
+        assert events[-1] == "[DONE]"
+        whole, streamed = chat_texts(plain, events)
+        assert streamed == whole and streamed.count("\ufffd") == whole.count("\ufffd")
+        conclusive += any(len(ch.encode()) >= 3 and ch != "\ufffd" for ch in whole)
+        body = {"model": "default", "prompt": prompt, "temperature": 0, "seed": 7, "max_tokens": 32}
+        plain, events = stream_and_plain(http, "/v1/completions", body)
+        assert "".join(e["choices"][0]["text"] for e in events[:-1]) == plain["choices"][0]["text"]
+        conclusive += any(len(ch.encode()) >= 3 and ch != "\ufffd" for ch in plain["choices"][0]["text"])
+    assert conclusive, "no output held a 3+ byte character: inconclusive, change the prompts"
+
+
+@pytest.mark.parametrize("prompt,stop", [("Count upward, separated by commas: 1, 2, 3, 4,", " 9, 10"),
+                                         ("Here is the English alphabet: A B C", " D E F G H I J")],
+                         ids=["count", "alphabet"])
+def test_c02_stop_oracle_and_prefix_property(http, prompt, stop):
+    base = {"model": "default", "prompt": prompt, "max_tokens": 48, "temperature": 0, "seed": 1}
+    oracle = http.post("/v1/completions", json=base).json()["choices"][0]
+    text = oracle["text"]
+    # The tiny model rarely writes the report's stop string, so also stop on a piece of its own output.
+    for stop_string in (stop, text[5:11]):
+        plain, events = stream_and_plain(http, "/v1/completions", {**base, "stop": [stop_string]})
+        pos = text.find(stop_string)
+        expected = text[:pos] if pos >= 0 else text
+        assert plain["choices"][0]["text"] == expected
+        running = ""
+        for event in events[:-1]:
+            running += event["choices"][0]["text"]
+            assert expected.startswith(running)
+        assert running == expected and stop_string not in running
+        finish = events[-2]["choices"][0]["finish_reason"]
+        assert finish == plain["choices"][0]["finish_reason"] == ("stop" if pos >= 0 else oracle["finish_reason"])
+
+
+def test_c02_chat_endpoint_holds_back_partial_stops(http):
+    body = {"model": "default", "messages": [{"role": "user", "content": "Count: 1, 2, 3,"}], "max_tokens": 40,
+            "temperature": 0, "enable_thinking": False}
+    text = http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+    stop = text[3:8]
+    plain, events = stream_and_plain(http, "/v1/chat/completions", {**body, "stop": stop})
+    expected = text[:text.find(stop)]
+    assert plain["choices"][0]["message"]["content"] == expected
+    assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1] if e["choices"]) == expected
+
+
+def usage_events(events):
+    return [e for e in events[:-1] if e.get("usage") is not None]
+
+
+def check_c04(url):
+    prompt = "test " * 1000
+    body = {"model": "default", "prompt": prompt, "max_tokens": 1, "temperature": 0}
+    with httpx.Client(base_url=url, timeout=120) as http:
+        plain = http.post("/v1/completions", json=body).json()
+        events = sse_payloads(http.post("/v1/completions", json={**body, "stream": True,
+                                                                 "stream_options": {"include_usage": True}}).content)
+        usage = usage_events(events)
+        assert len(usage) == 1 and usage[0] is events[-2] and usage[0]["choices"] == []
+        final = usage[0]["usage"]
+        assert final["prompt_tokens"] == plain["usage"]["prompt_tokens"] == http.post(
+            "/v1/tokenize", json={"prompt": prompt}).json()["count"]
+        assert final["total_tokens"] == final["prompt_tokens"] + final["completion_tokens"]
+        assert final["completion_tokens"] <= 1
+        assert sum(1 for e in events[:-1] if e["choices"] and e["choices"][0]["text"]) <= final["completion_tokens"]
+        bare = sse_payloads(http.post("/v1/completions", json={**body, "stream": True}).content)
+        assert all(e.get("usage") is None for e in bare[:-1])
+        two = sse_payloads(http.post("/v1/completions", json={**body, "n": 2, "max_tokens": 4, "logprobs": 0,
+                                                              "stream": True,
+                                                              "stream_options": {"include_usage": True}}).content)
+        two_plain = http.post("/v1/completions", json={**body, "n": 2, "max_tokens": 4, "logprobs": 0}).json()
+        counted = sum(len(c["logprobs"]["tokens"]) + (c["finish_reason"] == "stop") for c in two_plain["choices"])
+        assert usage_events(two)[0]["usage"]["completion_tokens"] == two_plain["usage"]["completion_tokens"] == counted
+        assert usage_events(two)[0]["usage"]["prompt_tokens"] == final["prompt_tokens"]
+        continuous = sse_payloads(http.post("/v1/completions", json={
+            **body, "max_tokens": 6, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}).content)
+        seen = [e["usage"] for e in usage_events(continuous)]
+        assert {u["prompt_tokens"] for u in seen} == {final["prompt_tokens"]}
+        assert [u["completion_tokens"] for u in seen] == sorted(u["completion_tokens"] for u in seen)
+    return plain["choices"][0]["text"], final
+
+
+def test_c04_usage_is_exact_with_and_without_chunked_prefill(api_gateway, small_stack):
+    assert check_c04(api_gateway) == check_c04(small_stack[1])
+
+
+def live(http):
+    assert http.get("/v1/models").status_code == 200
+    probe = http.post("/v1/completions", json={"model": "default", "prompt": "Hi", "max_tokens": 8})
+    assert probe.status_code == 200 and probe.json()["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+C11_BASE = {"model": "default", "prompt": "Question: Is the sky blue? Answer: Yes", "temperature": 0}
+C11_CASES = [
+    ("echo-logprobs-zero", {"max_tokens": 0, "echo": True, "logprobs": 1}, 400, "logprobs"),
+    ("negative", {"max_tokens": -1}, 400, "max_tokens"),
+    ("wrong-type", {"max_tokens": "ten"}, 400, "max_tokens"),
+    ("beyond-context", {"max_tokens": 10_000_000}, 400, "max_tokens"),
+    ("null", {"max_tokens": None}, 200, None),
+    ("echo-zero", {"max_tokens": 0, "echo": True}, 200, None),
+]
+
+
+@pytest.mark.parametrize("change,status,param", [c[1:] for c in C11_CASES], ids=[c[0] for c in C11_CASES])
+def test_c11_max_tokens_edges(http, change, status, param):
+    response = http.post("/v1/completions", json={**C11_BASE, **change})
+    assert response.status_code == status
+    if status == 400:
+        error = response.json()["error"]
+        assert error["param"] == param and error["type"] == "invalid_request_error"
+    elif change.get("echo"):
+        body = response.json()
+        assert body["choices"][0]["text"] == C11_BASE["prompt"] and body["usage"]["completion_tokens"] == 0
+        assert body["usage"]["prompt_tokens"] > 0 and body["choices"][0]["finish_reason"] == "length"
+    else:
+        assert 1 <= response.json()["usage"]["completion_tokens"] <= 16
+    live(http)
+
+
+def test_c11_chat_max_tokens_zero_is_a_400(http):
+    response = http.post("/v1/chat/completions", json={"model": "default", "max_tokens": 0,
+                                                       "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "max_tokens"
+    live(http)
+
+
+def test_c13_prompt_over_context_is_refused_not_truncated(http):
+    count = http.post("/v1/tokenize", json={"prompt": LOREM}).json()["count"]
+    filler = "The secret word is PELICAN. " + LOREM * (8192 // count + 10) + "What was the secret word?"
+    messages = [{"role": "user", "content": filler}]
+    response = http.post("/v1/chat/completions", json={"model": "default", "messages": messages, "max_tokens": 16})
+    error = response.json()["error"]
+    num_prompt = http.post("/v1/tokenize", json={"messages": messages}).json()["count"]
+    assert response.status_code == 400 and error["code"] == "context_length_exceeded"
+    assert "8192" in error["message"] and str(num_prompt) in error["message"]
+    near = [{"role": "user", "content": LOREM * int(0.9 * 8192 // count)}]
+    response = http.post("/v1/chat/completions", json={"model": "default", "messages": near, "max_tokens": 8192})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+    fits = http.post("/v1/chat/completions", json={"model": "default", "messages": near, "max_tokens": 1})
+    assert fits.status_code == 200
+    assert fits.json()["usage"]["prompt_tokens"] == http.post("/v1/tokenize", json={"messages": near}).json()["count"]
+
+
+def wait_idle(stack, seconds=2.0):
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        load = scheduler_load(stack.grpc_addr)
+        if load.num_running == 0 and load.num_waiting == 0:
+            return time.monotonic() - start
+        time.sleep(0.05)
+    load = scheduler_load(stack.grpc_addr)
+    raise AssertionError(f"still busy after {seconds} s: running {load.num_running}, waiting {load.num_waiting}")
+
+
+LONG = {"model": "default", "prompt": "Count from 1 to 5000, one number per line:\n1\n2\n3\n", "max_tokens": 4000,
+        "temperature": 0}
+
+
+def test_c14_disconnects_free_the_only_slot(small_stack):
+    stack, url = small_stack
+    with httpx.Client(base_url=url, timeout=30) as first:
+        with first.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as response:
+            lines = response.iter_lines()
+            assert sum(1 for line, _ in zip(lines, range(4)) if line.startswith("data: ")) >= 2
+            # A second request queues behind the only slot, then its client gives up before it starts.
+            queued = threading.Thread(target=_give_up_after, args=(url, {**LONG, "stream": True}, 0.5))
+            queued.start()
+            queued.join()
+    wait_idle(stack)
+    started = time.monotonic()
+    probe = httpx.post(f"{url}/v1/completions", json={"model": "default", "prompt": "Hi", "max_tokens": 8}, timeout=10)
+    assert probe.status_code == 200 and time.monotonic() - started < 5.0
+
+
+def test_c14_non_streamed_client_timeout_frees_the_slot(small_stack):
+    stack, url = small_stack
+    _give_up_after(url, LONG, 1.0)
+    wait_idle(stack)
+    live(httpx.Client(base_url=url, timeout=10))
+
+
+def _give_up_after(url, body, seconds):
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{url}/v1/completions", content=orjson.dumps(body), timeout=seconds,
+                   headers={"Content-Type": "application/json"})
