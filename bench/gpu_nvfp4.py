@@ -15,6 +15,9 @@ import torch
 
 from kernels.nvfp4 import checkpoint, naive, ops
 
+# one launch for the projections of a layer that read the same input (checkpoint.concat_rows)
+FUSED = [("GDN in_proj_qkv+z", [(10240, 5120), (6144, 5120)]), ("attn q+k+v", [(12288, 5120), (1024, 5120), (1024, 5120)]),
+         ("MLP gate+up", [(17408, 5120), (17408, 5120)])]
 SHAPES = [(10240, 5120), (6144, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120), (248320, 5120)]
 M_VALUES = [1, 2, 4, 8, 16, 32, 128, 512, 2048, 8192]
 CHECK_M = [1, 5, 16, 32, 33, 512]
@@ -22,8 +25,9 @@ L2_BYTES = 60 << 20
 SLEEP_CYCLES = 20_000_000  # ~10 ms at 2 GHz: long enough for the host to queue every timed launch
 
 
-def timed(fns, reps: int) -> float:
-    """fns: callables launching one kernel each (rotated) -> median seconds per launch (events between launches)."""
+def timed(fns, reps: int, batch: int = 1) -> float:
+    """fns: callables launching one kernel each (rotated) -> median seconds per launch. Events bracket `batch`
+    back-to-back launches (as in a model's forward; an event between every launch adds ~2 us to small kernels)."""
     for fn in fns[:3]:
         fn()
     torch.cuda.synchronize()
@@ -31,10 +35,18 @@ def timed(fns, reps: int) -> float:
     torch.cuda._sleep(SLEEP_CYCLES)
     for i in range(reps):
         events[i].record()
-        fns[i % len(fns)]()
+        for j in range(batch):
+            fns[(i * batch + j) % len(fns)]()
     events[reps].record()
     torch.cuda.synchronize()
-    return statistics.median(events[i].elapsed_time(events[i + 1]) for i in range(reps)) * 1e-3
+    return statistics.median(events[i].elapsed_time(events[i + 1]) for i in range(reps)) * 1e-3 / batch
+
+
+def timed_auto(fns) -> float:
+    """Batches of 10 for kernels under 200 us, single launches above; reps sized to ~0.25 s."""
+    est = timed(fns, 3)
+    batch = 10 if est < 2e-4 else 1
+    return timed(fns, reps_for(est * batch), batch)
 
 
 def copy_bandwidth() -> float:
@@ -52,14 +64,33 @@ def check(n: int, k: int) -> list:
     weight = checkpoint.from_tensors(naive.quantize(w, "modelopt"))
     del w
     ref_w, p, rows = weight.dequantize(), ops.prepared(weight), []
-    for m in CHECK_M:
+    for m, kernel in [(m, "") for m in CHECK_M] + [(33, "nvfp4_gemm"), (512, "nvfp4_gemm")]:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        (ops.gemv if m <= ops.GEMV_MAX_M else ops.gemm)(x, p, out)
+        ops.gemv(x, p, out) if m <= ops.GEMV_MAX_M else ops.gemm(x, p, out, kernel)
         ref = x.float() @ ref_w.t()
         err = ((out.float() - ref).norm() / ref.norm()).item()
         ok = not torch.isnan(out).any().item() and err < 1e-2
-        rows.append((m, err, "PASS" if ok else "FAIL"))
+        rows.append((f"{m}{' ' + kernel if kernel else ''}", err, "PASS" if ok else "FAIL"))
+    return rows
+
+
+def check_fused() -> list:
+    """Three shards with global scales 1000x apart fused into one weight -> [(m, rel err, PASS/FAIL)]."""
+    shards = [checkpoint.from_tensors(naive.quantize(torch.randn(n, 1024, device="cuda") * s, "modelopt"))
+              for n, s in [(1024, 1.0), (256, 30.0), (112, 0.03)]]
+    weight, rows = checkpoint.concat_rows(shards), []
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for m in (1, 16, 33):
+        x = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
+        out = torch.full((m, weight.shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
+        (ops.gemv if m <= ops.GEMV_MAX_M else ops.gemm)(x, p, out)
+        ref = x.float() @ ref_w.t()
+        # per shard: a shard 1000x smaller must not drown in the others' rounding
+        errs = [((out[:, a:b].float() - ref[:, a:b]).norm() / ref[:, a:b].norm()).item()
+                for a, b in [(0, 1024), (1024, 1280), (1280, 1392)]]
+        ok = not torch.isnan(out).any().item() and max(errs) < 1e-2
+        rows.append((m, max(errs), "PASS" if ok else "FAIL"))
     return rows
 
 
@@ -68,7 +99,8 @@ def fake_prepared(n: int, k: int) -> dict:
     np_, kc = -(-n // 128) * 128, -(-k // 64)
     wq = torch.randint(0, 256, (np_ // 16, kc, 32, 16), dtype=torch.uint8, device="cuda")
     wsc = torch.randint(0x30, 0x50, (np_ // 16, kc, 32, 2), dtype=torch.uint8, device="cuda")
-    return {"wq": wq, "wsc": wsc, "alpha": 1e-3 * 2.0 ** 62, "N": n, "K": k, "Np": np_, "Kc": kc}
+    alpha = torch.full((np_ // 16,), 1e-3 * 2.0 ** 62, device="cuda")
+    return {"wq": wq, "wsc": wsc, "alpha": alpha, "N": n, "K": k, "Np": np_, "Kc": kc}
 
 
 def reps_for(seconds: float) -> int:
@@ -86,8 +118,7 @@ def bench_shape(n: int, k: int) -> list:
         kern = ops.gemv if m <= ops.GEMV_MAX_M else ops.gemm
         ours = [lambda p=p: kern(x, p, out) for p in nv]
         ref = [lambda w=w: torch.mm(x, w.t(), out=out) for w in bf]
-        t_ours = timed(ours, reps_for(timed(ours, 3)))
-        t_bf16 = timed(ref, reps_for(timed(ref, 3)))
+        t_ours, t_bf16 = timed_auto(ours), timed_auto(ref)
         rows.append({"N": n, "K": k, "M": m, "ours_us": t_ours * 1e6, "bf16_us": t_bf16 * 1e6,
                      "ratio": t_bf16 / t_ours, "nvfp4_bytes": nv_bytes, "ours_tflops": 2 * m * n * k / t_ours / 1e12,
                      "bf16_tflops": 2 * m * n * k / t_bf16 / 1e12, "ours_bw": nv_bytes / t_ours,
@@ -98,25 +129,52 @@ def bench_shape(n: int, k: int) -> list:
     return rows
 
 
-def launch_floor() -> float:
-    """Back-to-back time of our GEMV on a 128 x 64 weight: the per-launch floor (launch + one tiny block)."""
+def launch_floor() -> tuple:
+    """Our GEMV on a 128 x 64 weight (launch + one tiny block): (event between launches, batches of 10) seconds."""
     p = fake_prepared(128, 64)
     x = torch.randn(1, 64, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, 128, dtype=torch.bfloat16, device="cuda")
-    return timed([lambda: ops.gemv(x, p, out)], 50)
+    fns = [lambda: ops.gemv(x, p, out)]
+    return timed(fns, 50), timed(fns, 20, 10)
+
+
+def bench_fused() -> list:
+    """Projections that read the same input, one launch vs separate launches (M = 1 and 16): -> printable lines."""
+    lines = []
+    for name, parts in FUSED:
+        k, nbytes = parts[0][1], sum(n * k * 9 // 16 for n, _ in parts)
+        copies = min(8, math.ceil(3 * L2_BYTES / nbytes))
+        fused = [fake_prepared(sum(n for n, _ in parts), k) for _ in range(copies)]
+        sep = [[fake_prepared(n, k) for n, _ in parts] for _ in range(copies)]
+        for m in (1, 16):
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            outs = [torch.empty(m, p["N"], dtype=torch.bfloat16, device="cuda") for p in [fused[0]] + sep[0]]
+            t_fused = timed_auto([lambda f=f: ops.gemv(x, f, outs[0]) for f in fused])
+            t_sep = timed_auto([lambda s=s: [ops.gemv(x, p, o) for p, o in zip(s, outs[1:])] for s in sep])
+            lines.append((name, m, t_fused, t_sep, nbytes))
+        del fused, sep
+    return lines
 
 
 def sweep(copy_bw: float) -> None:
     """GEMV variants at M = 1 and 16 (unroll depth, blocks per SM) on three shapes, printed for NOTES.md."""
     for n, k in [(6144, 5120), (17408, 5120), (5120, 17408)]:
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / (n * k * 9 // 16))))]
-        for m, variant, bps in [(1, "", 2), (1, "_u4", 2), (1, "", 1), (16, "", 2), (16, "", 1)]:
+        for m, variant, bps in [(1, "", 2), (1, "_u4", 2), (16, "", 2)]:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            t = timed([lambda p=p: ops.gemv(x, p, out, variant, bps) for p in nv], 50)
+            t = timed([lambda p=p: ops.gemv(x, p, out, variant, bps) for p in nv], 20, 10)
             print(f"sweep {n}x{k} M={m} nt{variant or '(default)'} blocks/SM={bps}: {t * 1e6:.1f} us "
                   f"{100 * nv[0]['wq'].numel() * 9 / 8 / t / copy_bw:.1f}% copy bw", flush=True)
         del nv
+    for n, k in [(6144, 5120), (17408, 5120)]:
+        p = fake_prepared(n, k)
+        for m in (512, 2048, 8192):
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            for kernel in ("nvfp4_gemm", "nvfp4_gemm_v2"):
+                t = timed_auto([lambda: ops.gemm(x, p, out, kernel)])
+                print(f"sweep {n}x{k} M={m} {kernel}: {t * 1e6:.1f} us {2 * m * n * k / t / 1e12:.0f} TFLOP/s", flush=True)
 
 
 def write_outputs(rows: list, copy_bw: float) -> None:
@@ -158,6 +216,12 @@ def print_table(rows: list, copy_bw: float) -> None:
               f"{bw:>8} {r['ours_tflops']:8.1f}")
 
 
+def print_fused(lines: list, copy_bw: float) -> None:
+    print(f"\n{'fused projections':>20} {'M':>3} {'1 launch us':>11} {'separate us':>11} {'%copy bw (1 launch)':>20}")
+    for name, m, t_fused, t_sep, nbytes in lines:
+        print(f"{name:>20} {m:>3} {t_fused * 1e6:11.1f} {t_sep * 1e6:11.1f} {100 * nbytes / t_fused / copy_bw:19.1f}%")
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: skipped")
@@ -169,16 +233,23 @@ def main() -> int:
         for m, err, verdict in check(n, k):
             failed += verdict == "FAIL"
             print(f"check {n}x{k} M={m}: rel err {err:.2e} {verdict}", flush=True)
+    for m, err, verdict in check_fused():
+        failed += verdict == "FAIL"
+        print(f"check fused 1024+256+112 rows M={m}: max per-shard rel err {err:.2e} {verdict}", flush=True)
     torch.cuda.empty_cache()
-    print(f"launch floor (tiny GEMV back to back): {launch_floor() * 1e6:.1f} us")
+    floor_events, floor_batched = launch_floor()
+    print(f"launch floor (tiny GEMV): {floor_events * 1e6:.1f} us with an event per launch, "
+          f"{floor_batched * 1e6:.1f} us back to back")
     if os.environ.get("NVFP4_SWEEP"):
         sweep(copy_bw)
     rows = []
     for n, k in SHAPES:
         rows += bench_shape(n, k)
         print(f"timed {n}x{k}", flush=True)
+    fused = bench_fused()
     write_outputs(rows, copy_bw)
     print_table(rows, copy_bw)
+    print_fused(fused, copy_bw)
     print("correctness:", "PASS" if not failed else f"FAIL ({failed} cases)")
     return 1 if failed else 0
 

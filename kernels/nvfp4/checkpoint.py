@@ -18,7 +18,8 @@ CT_KEYS = ("weight_packed", "weight_scale", "weight_global_scale")
 @dataclass
 class NVFP4Weight:
     """One NVFP4 Linear weight. packed u8 [N, K/2] (element 2j low nibble), scale float8_e4m3fn [N, K/16],
-    gmul f32 [] (multiplier: W = e2m1 * scale * gmul). `cache` holds device repacks (kernels.nvfp4.ops)."""
+    gmul f32 [] (multiplier: W = e2m1 * scale * gmul), or [N] for fused shards (concat_rows).
+    `cache` holds device repacks (kernels.nvfp4.ops)."""
     packed: torch.Tensor
     scale: torch.Tensor
     gmul: torch.Tensor
@@ -35,6 +36,7 @@ class NVFP4Weight:
     def to(self, device) -> "NVFP4Weight":
         return NVFP4Weight(self.packed.to(device), self.scale.to(device), self.gmul.to(device))
 
+
     def dequantize(self, dtype=torch.float32) -> torch.Tensor:
         """-> W [N, K] in `dtype`."""
         return naive.dequantize(self.packed, self.scale, self.gmul, dtype)
@@ -42,6 +44,19 @@ class NVFP4Weight:
     def nbytes(self) -> int:
         """Bytes a kernel must read: packed codes + block scales (the global scale is negligible)."""
         return self.packed.numel() + self.scale.numel()
+
+
+def concat_rows(weights) -> NVFP4Weight:
+    """Fuses Linears that read the same input (q/k/v, gate/up, in_proj_qkv/z) into one NVFP4Weight along N, so one
+    kernel launch serves them all; each shard keeps its own global scale exactly (gmul becomes per row). The CUDA
+    kernels need every shard boundary where the scale changes at a multiple of 16 rows."""
+    weights = list(weights)
+    if len({w.shape[1] for w in weights}) != 1:
+        raise ValueError(f"fused NVFP4 shards need one in_features, got {[w.shape for w in weights]}")
+    gmuls = [w.gmul.float().reshape(-1).expand(w.shape[0]) for w in weights]
+    gmul = torch.cat(gmuls)
+    gmul = gmul[:1].reshape(()) if torch.equal(gmul, gmul[:1].expand_as(gmul)) else gmul
+    return NVFP4Weight(torch.cat([w.packed for w in weights]), torch.cat([w.scale for w in weights]), gmul)
 
 
 def from_tensors(tensors: dict) -> NVFP4Weight:

@@ -3,7 +3,8 @@
 // Grid: persistent, gridDim.x blocks (about 2 per SM); block = 256 threads = 8 warps. Work items are
 // (row group rg = 128 weight rows, k chunk c = 64 k), linearised rg-major, T = (Np/128) * Kc items split evenly over
 // the blocks: block b takes items [b*T/G, (b+1)*T/G). Within a row group the 8 warps take one 16-row tile each and
-// walk the block's chunks U at a time (U fragments of 512 B per warp in flight). Lane (g, t) dequantizes its fragment
+// walk the block's chunks through two half-buffers of U chunks (one in flight while the other is computed; 2U
+// fragments of 512 B per warp). Lane (g, t) dequantizes its fragment
 // into A registers (see common.cuh) and runs mma.m16n8k16 with B = x^T: NT n8 tiles cover the M rows (NT = 1: M <= 8,
 // 2: M <= 16, 4: M <= 32); lanes whose row m >= M feed zeros.
 // A block that covers a whole row group writes y directly; otherwise it adds its partial sums into the f32 workspace
@@ -12,62 +13,99 @@
 #include "common.cuh"
 
 struct GemvArgs {
-    const uint4* wq;   // [Np/16, Kc, 32] fragments
-    const u16* wsc;    // [Np/16, Kc, 32] scale pairs (low byte row g, high byte row g+8)
-    const u16* x;      // [M, K] bf16
-    u16* y;            // [M, N] bf16
-    float* ws;         // [32, Np] f32 workspace, zero between calls
-    int* counters;     // [Np/128], zero between calls
+    const uint4* wq;     // [Np/16, Kc, 32] fragments
+    const u16* wsc;      // [Np/16, Kc, 32] scale pairs (low byte row g, high byte row g+8)
+    const u16* x;        // [M, K] bf16
+    u16* y;              // [M, N] bf16
+    float* ws;           // [32, Np] f32 workspace, zero between calls
+    int* counters;       // [Np/128], zero between calls
+    const float* alpha;  // [Np/16] gmul * 2^62 per 16-row tile (fused shards may differ)
     int M, N, K, Np, Kc;
-    float alpha;       // gmul * 2^62
 };
 
-template <int NT>
-__device__ __forceinline__ void gemv_step(const uint4& w, u32 s, const uint4 (&xv)[NT][2], const u32* lut,
-                                          float (&acc)[NT][4]) {
-    const u32 sg = lut[s & 0xFFu], sg8 = lut[s >> 8];
+// U chunks of one warp in flight: weight fragments, scale pairs, x (B) fragments
+template <int NT, int U>
+struct Group {
+    uint4 w[U];
+    u32 s[U];
+    uint4 xv[U][NT][2];
+};
+
+template <int NT, int U>
+__device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp, int c, int cb,
+                                           Group<NT, U>& grp) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint4 zero4 = {0u, 0u, 0u, 0u};
 #pragma unroll
-    for (int st = 0; st < 4; ++st) {
-        u32 a[4];
-        decode_word(word_of(w, st), sg, sg8, a);
+    for (int u = 0; u < U; ++u) {
+        const int cc = c + u;
+        if (cc >= cb) break;
+        grp.w[u] = ld_stream16(wp + (u64)cc * 32);
+        grp.s[u] = ld_stream_u16(sp + (u64)cc * 32);
+        const int k = cc * 64 + t * 16;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            const uint4& b = xv[nt][st >> 1];
-            mma_bf16(acc[nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
+            const int m = nt * 8 + g;
+            const bool ok = m < p.M && k < p.K;
+            const u16* src = p.x + (u64)m * p.K + k;
+            grp.xv[u][nt][0] = ok ? ld_nc16(src) : zero4;
+            grp.xv[u][nt][1] = ok ? ld_nc16(src + 8) : zero4;
         }
     }
 }
 
-template <int NT, int U>
-__device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
-                                             float (&acc)[NT][4]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const uint4* wp = p.wq + (u64)tile * p.Kc * 32 + lane;
-    const u16* sp = p.wsc + (u64)tile * p.Kc * 32 + lane;
-    const uint4 zero4 = {0u, 0u, 0u, 0u};
-    for (int c = ca; c < cb; c += U) {
-        uint4 w[U];
-        u32 s[U];
-        uint4 xv[U][NT][2];
+// S = 4 / NT independent accumulator sets (k-step st -> set st % S) keep the dependent HMMA chains short
+template <int NT, int U, int S>
+__device__ __forceinline__ void compute_group(const Group<NT, U>& grp, int c, int cb, const u32* lut,
+                                              float (&acc)[S][NT][4]) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const int cc = min(c + u, cb - 1);
-            w[u] = ld_stream16(wp + (u64)cc * 32);
-            s[u] = ld_stream_u16(sp + (u64)cc * 32);
-            const int k = cc * 64 + t * 16;
+    for (int u = 0; u < U; ++u) {
+        if (c + u >= cb) break;
+        const u32 sg = lut[grp.s[u] & 0xFFu], sg8 = lut[grp.s[u] >> 8];
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+            u32 a[4];
+            decode_word(word_of(grp.w[u], st), sg, sg8, a);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const int m = nt * 8 + g;
-                const bool ok = m < p.M && k < p.K;
-                const u16* src = p.x + (u64)m * p.K + k;
-                xv[u][nt][0] = ok ? ld_nc16(src) : zero4;
-                xv[u][nt][1] = ok ? ld_nc16(src + 8) : zero4;
+                const uint4& b = grp.xv[u][nt][st >> 1];
+                mma_bf16(acc[st % S][nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
             }
         }
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-            if (c + u < cb) gemv_step<NT>(w[u], s[u], xv[u], lut, acc);
     }
+}
+
+// two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied
+template <int NT, int U>
+__device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
+                                             float (&out)[NT][4]) {
+    constexpr int S = 4 / NT;
+    const int lane = threadIdx.x & 31;
+    const uint4* wp = p.wq + (u64)tile * p.Kc * 32 + lane;
+    const u16* sp = p.wsc + (u64)tile * p.Kc * 32 + lane;
+    float acc[S][NT][4];
+#pragma unroll
+    for (int j = 0; j < S; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) acc[j][nt][0] = acc[j][nt][1] = acc[j][nt][2] = acc[j][nt][3] = 0.0f;
+    Group<NT, U> g0, g1;
+    load_group<NT, U>(p, wp, sp, ca, cb, g0);
+    load_group<NT, U>(p, wp, sp, ca + U, cb, g1);
+    for (int c = ca; c < cb; c += 2 * U) {
+        compute_group<NT, U, S>(g0, c, cb, lut, acc);
+        load_group<NT, U>(p, wp, sp, c + 2 * U, cb, g0);
+        compute_group<NT, U, S>(g1, c + U, cb, lut, acc);
+        load_group<NT, U>(p, wp, sp, c + 3 * U, cb, g1);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < S; ++j) v += acc[j][nt][i];
+            out[nt][i] = v;
+        }
 }
 
 // lane's accumulator element i of n8 tile nt -> (m, n) of y
@@ -83,7 +121,7 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int m = acc_m(nt, i), n = acc_n(tile, i);
-                if (m < p.M && n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(acc[nt][i] * p.alpha);
+                if (m < p.M && n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(acc[nt][i] * p.alpha[tile]);
             }
         return;
     }
@@ -94,16 +132,19 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
             const int m = acc_m(nt, i);
             if (m < p.M) atomicAdd(p.ws + (u64)m * p.Np + acc_n(tile, i), acc[nt][i]);
         }
-    __threadfence();
+    // release: the barrier orders every thread's red.add before thread 0's (cumulative) fence and counter bump
     __syncthreads();
-    if (threadIdx.x == 0) *s_last = atomicAdd(p.counters + rg, nchunks) + nchunks == p.Kc;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        *s_last = atomicAdd(p.counters + rg, nchunks) + nchunks == p.Kc;
+    }
     __syncthreads();
     if (*s_last) {
         __threadfence();
         for (int i = threadIdx.x; i < 128 * p.M; i += blockDim.x) {
             const int m = i >> 7, n = rg * 128 + (i & 127);
             const float v = atomicExch(p.ws + (u64)m * p.Np + n, 0.0f);
-            if (n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(v * p.alpha);
+            if (n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(v * p.alpha[n >> 4]);
         }
         if (threadIdx.x == 0) p.counters[rg] = 0;
     }
@@ -122,18 +163,17 @@ __device__ void gemv_body(const GemvArgs& p) {
         const int rg = (int)(i / p.Kc), ca = (int)(i % p.Kc);
         const int cb = (int)min((long long)p.Kc, ca + (end - i));
         float acc[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
         gemv_segment<NT, U>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
         gemv_flush<NT>(p, rg, cb - ca, acc, &s_last);
         i += cb - ca;
     }
 }
 
-#define GEMV_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, int M, int N, \
-                    int K, int Np, int Kc, float alpha
-#define GEMV_ARGS GemvArgs{wq, wsc, x, y, ws, counters, M, N, K, Np, Kc, alpha}
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1(GEMV_PARAMS) { gemv_body<1, 8>(GEMV_ARGS); }
+#define GEMV_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, \
+                    const float* alpha, int M, int N, int K, int Np, int Kc
+#define GEMV_ARGS GemvArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}
+// U = chunks per half-buffer (2U in flight per warp), sized so registers stay under the 128 that 2 blocks/SM allow
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1(GEMV_PARAMS) { gemv_body<1, 3>(GEMV_ARGS); }
 extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1_u4(GEMV_PARAMS) { gemv_body<1, 4>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt2(GEMV_PARAMS) { gemv_body<2, 4>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt4(GEMV_PARAMS) { gemv_body<4, 2>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt2(GEMV_PARAMS) { gemv_body<2, 2>(GEMV_ARGS); }
+extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt4(GEMV_PARAMS) { gemv_body<4, 1>(GEMV_ARGS); }

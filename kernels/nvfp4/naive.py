@@ -47,11 +47,13 @@ def unpack_codes(packed: torch.Tensor) -> torch.Tensor:
 
 
 def dequantize(packed: torch.Tensor, scale: torch.Tensor, gmul, dtype=torch.float32) -> torch.Tensor:
-    """packed [N, K/2] u8, scale [N, K/16] float8_e4m3fn, gmul f32 multiplier -> W [N, K] in `dtype` (math in f32)."""
+    """packed [N, K/2] u8, scale [N, K/16] float8_e4m3fn, gmul f32 multiplier [] (or [N] per row, for fused shards)
+    -> W [N, K] in `dtype` (math in f32)."""
     codes = unpack_codes(packed).to(torch.int64)
     values = e2m1_table(packed.device)[codes]
     block_scale = scale.float().repeat_interleave(BLOCK, dim=1)
-    gmul = torch.as_tensor(gmul, dtype=torch.float32, device=packed.device).reshape(())
+    gmul = torch.as_tensor(gmul, dtype=torch.float32, device=packed.device)
+    gmul = gmul.reshape(()) if gmul.numel() == 1 else gmul.reshape(-1, 1)
     return (values * block_scale * gmul).to(dtype)
 
 

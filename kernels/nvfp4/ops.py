@@ -17,6 +17,7 @@ from kernels.nvfp4.checkpoint import NVFP4Weight
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMV_MAX_M = 32
+GEMM_KERNEL = "nvfp4_gemm_v2"
 ROW_GROUP = 128
 CHUNK = 64
 WS_ROWS = 32  # workspace rows = GEMV_MAX_M
@@ -44,7 +45,8 @@ def _place_bits(frag: torch.Tensor) -> torch.Tensor:
 
 
 def repack(weight: NVFP4Weight) -> dict:
-    """-> {"wq" u8 [Np/16, Kc, 32, 16], "wsc" u8 [Np/16, Kc, 32, 2], "alpha" float, N, K, Np, Kc} on weight's device."""
+    """-> {"wq" u8 [Np/16, Kc, 32, 16], "wsc" u8 [Np/16, Kc, 32, 2], "alpha" f32 [Np/16], N, K, Np, Kc} on weight's
+    device."""
     n, k = weight.shape
     np_, kc = -(-n // ROW_GROUP) * ROW_GROUP, -(-k // CHUNK)
     codes = torch.zeros(np_, kc * CHUNK, dtype=torch.uint8, device=weight.device)
@@ -57,8 +59,17 @@ def repack(weight: NVFP4Weight) -> dict:
     scales = torch.zeros(np_, kc * 4, dtype=torch.uint8, device=weight.device)
     scales[:n, : k // naive.BLOCK] = weight.scale.view(torch.uint8)
     wsc = scales.view(np_ // 16, 2, 8, kc, 4).permute(0, 3, 2, 4, 1).contiguous().reshape(np_ // 16, kc, 32, 2)
-    alpha = float(weight.gmul) * 2.0 ** 62
-    return {"wq": wq, "wsc": wsc, "alpha": alpha, "N": n, "K": k, "Np": np_, "Kc": kc}
+    return {"wq": wq, "wsc": wsc, "alpha": tile_alpha(weight.gmul, n, np_), "N": n, "K": k, "Np": np_, "Kc": kc}
+
+
+def tile_alpha(gmul: torch.Tensor, n: int, np_: int) -> torch.Tensor:
+    """gmul f32 [] or [N] (per row, constant within each 16-row tile) -> alpha f32 [Np/16] = gmul * 2^62 per tile."""
+    rows = gmul.float().reshape(-1).expand(n) if gmul.numel() == 1 else gmul.float().reshape(n)
+    padded = torch.cat([rows, rows[-1:].expand(np_ - n)]) if np_ > n else rows
+    tiles = padded.view(np_ // 16, 16)
+    if not torch.equal(tiles, tiles[:, :1].expand_as(tiles)):
+        raise ValueError("fused NVFP4 shards with different global scales must start at multiples of 16 rows")
+    return (tiles[:, 0] * 2.0 ** 62).contiguous()
 
 
 def prepared(weight: NVFP4Weight) -> dict:
@@ -102,22 +113,23 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
     total = (p["Np"] // ROW_GROUP) * p["Kc"]
     grid = (min(total, _num_sms(x.device) * blocks_per_sm),)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), np.int32(m), np.int32(p["N"]),
-            np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]), np.float32(p["alpha"]))
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
+            np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
     _launch(f"nvfp4_gemv_nt{nt}{variant}", "gemv.cu", grid, (256,), args)
     return out
 
 
-def gemm(x: torch.Tensor, p: dict, out: torch.Tensor) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (any M), p = prepared(...) -> out [M, N] bf16 (written)."""
+def gemm(x: torch.Tensor, p: dict, out: torch.Tensor, kernel: str = "") -> torch.Tensor:
+    """x [M, K] bf16 contiguous (any M), p = prepared(...) -> out [M, N] bf16 (written).
+    kernel: "nvfp4_gemm" (v1, 2x2 warps) or "nvfp4_gemm_v2" (4x1 warps); default GEMM_KERNEL."""
     import numpy as np
 
     m = x.shape[0]
     grid = (p["Np"] // ROW_GROUP, -(-m // 128))
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), np.int32(m), np.int32(p["N"]), np.int32(p["K"]),
-            np.int32(p["Kc"]), np.float32(p["alpha"]))
-    _launch("nvfp4_gemm", "gemm.cu", grid, (128,), args)
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
+            np.int32(p["K"]), np.int32(p["Kc"]))
+    _launch(kernel or GEMM_KERNEL, "gemm.cu", grid, (128,), args)
     return out
 
 

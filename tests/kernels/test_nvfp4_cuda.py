@@ -68,3 +68,29 @@ def test_extreme_scales():
     for m in (1, 16, 64):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         assert _check(x, weight, ref_w, direct=True) < REL_TOL
+
+
+def test_fused_shards_with_different_global_scales():
+    shards = [_weight(n, 1024) for n in (1024, 256, 112)]
+    for w, s in zip(shards, (1.0, 1000.0, 1e-3)):
+        w.gmul = w.gmul * s
+    fused = checkpoint.concat_rows(shards)
+    ref_w = fused.dequantize()
+    for m in (1, 16, 40):
+        x = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
+        y = ops.linear(x, fused).float()
+        ref = x.float() @ ref_w.t()
+        for a, b in [(0, 1024), (1024, 1280), (1280, 1392)]:  # each shard on its own scale
+            assert ((y[:, a:b] - ref[:, a:b]).norm() / ref[:, a:b].norm()).item() < REL_TOL, (m, a)
+
+
+@pytest.mark.parametrize("kernel", ["nvfp4_gemm", "nvfp4_gemm_v2"])
+def test_both_gemm_versions(kernel):
+    weight = _weight(640, 1088)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for m in (33, 130):
+        x = torch.randn(m, 1088, device="cuda").to(torch.bfloat16)
+        out = torch.full((m, 640), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.gemm(x, p, out, kernel)
+        ref = x.float() @ ref_w.t()
+        assert not torch.isnan(out).any() and ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL

@@ -59,7 +59,7 @@ def test_repacked_fragments_decode_to_the_naive_weights(n, k):
     want = naive.dequantize(weight.packed, weight.scale, 1.0)
     assert torch.equal(got[:n, :k], want)
     assert got[n:].abs().sum() == 0 and got[:, k:].abs().sum() == 0
-    assert p["alpha"] == float(weight.gmul) * 2.0 ** 62
+    assert torch.equal(p["alpha"], torch.full((p["Np"] // 16,), float(weight.gmul) * 2.0 ** 62))
 
 
 def test_cpu_linear_uses_the_naive_path():
@@ -69,3 +69,23 @@ def test_cpu_linear_uses_the_naive_path():
     y = ops.linear(x, weight)
     assert y.shape == (3, 2, 40)
     assert torch.allclose(y, x @ weight.dequantize().t(), rtol=1e-5, atol=1e-5)
+
+
+def test_fused_shards_keep_their_own_global_scale():
+    torch.manual_seed(6)
+    shards = [checkpoint.from_tensors(naive.quantize(torch.randn(n, 64) * s, "modelopt"))
+              for n, s in [(48, 1.0), (32, 100.0), (16, 0.01)]]
+    fused = checkpoint.concat_rows(shards)
+    assert fused.shape == (96, 64) and fused.gmul.shape == (96,)
+    assert torch.equal(fused.dequantize(), torch.cat([w.dequantize() for w in shards]))
+    alpha = ops.repack(fused)["alpha"]
+    assert alpha.shape == (128 // 16,)
+    assert alpha[:3].eq(float(shards[0].gmul) * 2.0 ** 62).all() and alpha[5] == float(shards[2].gmul) * 2.0 ** 62
+    same = checkpoint.concat_rows([shards[0], shards[0]])
+    assert same.gmul.dim() == 0
+
+
+def test_shards_split_inside_a_tile_are_refused():
+    shards = [checkpoint.from_tensors(naive.quantize(torch.randn(n, 32) * s, "modelopt")) for n, s in [(8, 1), (8, 9)]]
+    with pytest.raises(ValueError, match="multiples of 16"):
+        ops.repack(checkpoint.concat_rows(shards))
