@@ -191,9 +191,10 @@ def _generate_text(body: dict, card: ModelCard, prompt: str) -> str:
     if system is not None and not isinstance(system, str):
         raise InvalidRequest("system must be a string", param="system")
     if body.get("raw"):
-        if system:
-            raise InvalidRequest("system cannot be combined with raw: true (no template is applied)",
-                                 param="system")
+        for key in ("system", "think"):
+            if body.get(key) is not None:
+                raise InvalidRequest(f"{key} cannot be combined with raw: true (no template is applied)",
+                                     param=key)
         return prompt
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return _render(card, messages, None, body.get("think"))

@@ -147,6 +147,7 @@ GENERATE_REFUSALS = [
     ({"template": "{{ .Prompt }}"}, Unsupported, "a per-request template is not supported"),
     ({"images": ["aGk="]}, Unsupported, "images are not supported"),
     ({"raw": True, "system": "x"}, InvalidRequest, "system cannot be combined with raw"),
+    ({"raw": True, "think": False}, InvalidRequest, "think cannot be combined with raw"),
     ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
     ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),
