@@ -1,4 +1,4 @@
-"""Gateway process: aiohttp app factory, middlewares (errors, auth, metrics), health routes and `python -m gateway.app`."""
+"""Gateway process: aiohttp app factory, middlewares (errors, auth, metrics), health routes, `python -m gateway.app`."""
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +14,6 @@ from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
-from gateway.lmstudio import LMStudioRoutes
-from gateway.ollama import OllamaRoutes
 from gateway.lmstudio import LMStudioRoutes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
@@ -123,8 +121,6 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app[ENGINE_KEY] = Engine(client)
     # Three APIs, one Engine: each translates into GenRequest and back.
     OpenAIRoutes(app[ENGINE_KEY], config).register(app)
-    LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
-    OllamaRoutes(app[ENGINE_KEY], config).register(app)
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)
