@@ -40,7 +40,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         help="scheduler gRPC host:port (SPARKINFER_SCHEDULER_ADDR)")
     parser.add_argument("--sse-keepalive-seconds", type=float,
                         default=float(_env("SPARKINFER_SSE_KEEPALIVE_SECONDS", d.sse_keepalive_s)),
-                        help="seconds between keep-alive comments on a silent stream (SPARKINFER_SSE_KEEPALIVE_SECONDS)")
+                        help="seconds between keep-alive comments on a silent stream "
+                             "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
                         help="require 'Authorization: Bearer KEY' on /v1 routes (SPARKINFER_API_KEY)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),

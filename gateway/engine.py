@@ -16,8 +16,7 @@ from gateway import metrics
 from gateway.client import SchedulerClient
 from gateway.errors import ApiError, InternalError, Unavailable
 from gateway.model import ModelCard
-from gateway.reasoning import ReasoningSplitter
-from gateway.stream import IncrementalDetokenizer, StopMatcher
+from gateway.pipeline import ChoiceOutput, Delta, TokenLogprob  # noqa: F401 - part of the engine API
 from proto import pb
 
 
@@ -59,24 +58,6 @@ class GenRequest:
     def num_choices(self) -> int:
         """n choices per prompt; choice index = prompt_index * n + i."""
         return self.n * (1 + len(self.extra_prompt_ids))
-
-
-@dataclass
-class TokenLogprob:
-    token_id: int
-    logprob: float
-    top: list = field(default_factory=list)   # [(token_id, logprob)], best first
-
-
-@dataclass
-class Delta:
-    """A piece of one choice's output; `finish_reason` is set on that choice's last Delta."""
-    index: int
-    content: str = ""
-    reasoning: str = ""
-    logprobs: list = field(default_factory=list)
-    finish_reason: Optional[str] = None
-    stop_reason: Optional[str] = None    # the stop string that matched, when one did
 
 
 @dataclass
@@ -132,6 +113,8 @@ class Generation:
         self._running = req.num_choices
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
+        self._closed = False
+        metrics.REQUESTS_IN_FLIGHT.inc()
         self._tasks = [asyncio.create_task(self._run_choice(i)) for i in range(req.num_choices)]
 
     def elapsed(self) -> float:
@@ -169,6 +152,12 @@ class Generation:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self._closed:
+            self._closed = True
+            usage = self.usage()
+            metrics.REQUESTS_IN_FLIGHT.dec()
+            metrics.PROMPT_TOKENS.inc(usage.prompt_tokens)
+            metrics.GENERATION_TOKENS.inc(usage.completion_tokens)
 
     async def _run_choice(self, index: int) -> None:
         stream = self._engine.client.generate(_pb_request(self.req, index))
@@ -185,7 +174,7 @@ class Generation:
             stream.cancel()
 
     async def _consume(self, index: int, stream) -> None:
-        out = _ChoiceOutput(index, self.req, self._card)
+        out = ChoiceOutput(index, self.req, self._card)
         while True:
             message = await stream.next()
             if message is None:
@@ -212,58 +201,6 @@ class Generation:
         if message.token_ids and self._first_token_at is None:
             self._first_token_at = time.monotonic()
             metrics.TTFT.observe(self._first_token_at - self._start)
-
-
-class _ChoiceOutput:
-    """Per-choice text pipeline: ids -> detokenizer -> stop strings -> reasoning split."""
-
-    def __init__(self, index: int, req: GenRequest, card: ModelCard):
-        self.index = index
-        self._card = card
-        self._want_logprobs = req.num_logprobs is not None
-        self._detok = IncrementalDetokenizer(card.decode)
-        self._stop = StopMatcher(req.stop)
-        self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
-        self._pending_logprobs: list = []
-
-    def push(self, message, finish: Optional[str]) -> Optional[Delta]:
-        if self._want_logprobs:
-            self._pending_logprobs.extend(_logprobs(message))
-        text = self._stop.push(self._detok.push(message.token_ids))
-        if self._stop.matched is not None:
-            finish = "stop"
-        elif finish:
-            text += self._stop.push(self._detok.flush())
-            text += self._stop.flush()
-            if self._stop.matched is not None:
-                finish = "stop"
-        reasoning, content = self._split_text(text, bool(finish))
-        if not (reasoning or content or finish):
-            return None
-        delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
-                      logprobs=self._pending_logprobs, stop_reason=self._stop.matched)
-        self._pending_logprobs = []
-        return delta
-
-    def _split_text(self, text: str, final: bool) -> tuple[str, str]:
-        if self._split is None:
-            return "", text
-        reasoning, content = self._split.push(text)
-        if final:
-            tail_r, tail_c = self._split.flush()
-            reasoning, content = reasoning + tail_r, content + tail_c
-        return reasoning, content
-
-
-def _logprobs(message) -> list:
-    entries = []
-    for i, (token_id, logprob) in enumerate(zip(message.token_ids, message.logprobs)):
-        top = []
-        if i < len(message.top_logprobs):
-            alt = message.top_logprobs[i]
-            top = list(zip(alt.token_ids, alt.logprobs))
-        entries.append(TokenLogprob(token_id, logprob, top))
-    return entries
 
 
 class Engine:

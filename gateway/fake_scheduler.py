@@ -1,4 +1,4 @@
-"""Test support (runs inside the test process): a scripted in-process Serving servicer and a small byte-level tokenizer."""
+"""Test support (runs in the test process): a scripted in-process Serving servicer and a small byte-level tokenizer."""
 from __future__ import annotations
 
 import asyncio

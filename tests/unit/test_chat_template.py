@@ -6,8 +6,9 @@ from gateway.fake_scheduler import TEMPLATE_PATH
 
 SOURCE = open(TEMPLATE_PATH, encoding="utf-8").read()
 TEMPLATE = compile_template(SOURCE)
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}}
+TOOLS = [{"type": "function",
+          "function": {"name": "get_weather", "description": "Weather now", "parameters": WEATHER_PARAMS}}]
 TOOLS_BLOCK = ('# Tools\n\nYou have access to the following functions:\n\n<tools>\n'
                '{"type": "function", "function": {"name": "get_weather", "description": "Weather now", '
                '"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}\n</tools>')
@@ -118,7 +119,8 @@ def test_image_part_is_refused_with_typed_error():
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"enable_thinking": False}, {"tools": TOOLS}, {"preserve_thinking": True},
-                                    {"reasoning_effort": "low"}], ids=["default", "no-think", "tools", "preserve", "low"])
+                                    {"reasoning_effort": "low"}],
+                         ids=["default", "no-think", "tools", "preserve", "low"])
 def test_transformers_renders_the_same(kwargs):
     chat_utils = pytest.importorskip("transformers.utils.chat_template_utils")
     messages = HISTORY + [{"role": "user", "content": "c"}]

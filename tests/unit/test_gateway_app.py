@@ -190,7 +190,8 @@ async def test_keepalive_comments_on_a_silent_stream(stack):
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
-CALL = "<think>need data</think>\n\nChecking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+CALL = ("<think>need data</think>\n\nChecking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+        "</parameter>\n</function>\n</tool_call>")
 
 
 async def test_tool_calls_non_stream_and_stream(stack):

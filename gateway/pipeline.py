@@ -1,0 +1,82 @@
+"""Gateway process: one choice's text pipeline, token ids -> detokenizer -> stop strings -> reasoning split."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from gateway.model import ModelCard
+from gateway.reasoning import ReasoningSplitter
+from gateway.stream import IncrementalDetokenizer, StopMatcher
+
+if TYPE_CHECKING:
+    from gateway.engine import GenRequest
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: list = field(default_factory=list)   # [(token_id, logprob)], best first
+
+
+@dataclass
+class Delta:
+    """A piece of one choice's output; `finish_reason` is set on that choice's last Delta."""
+    index: int
+    content: str = ""
+    reasoning: str = ""
+    logprobs: list = field(default_factory=list)
+    finish_reason: Optional[str] = None
+    stop_reason: Optional[str] = None    # the stop string that matched, when one did
+
+
+class ChoiceOutput:
+    """Per-choice text pipeline: ids -> detokenizer -> stop strings -> reasoning split."""
+
+    def __init__(self, index: int, req: "GenRequest", card: ModelCard):
+        self.index = index
+        self._card = card
+        self._want_logprobs = req.num_logprobs is not None
+        self._detok = IncrementalDetokenizer(card.decode)
+        self._stop = StopMatcher(req.stop)
+        self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
+        self._pending_logprobs: list = []
+
+    def push(self, message, finish: Optional[str]) -> Optional[Delta]:
+        if self._want_logprobs:
+            self._pending_logprobs.extend(_logprobs(message))
+        text = self._stop.push(self._detok.push(message.token_ids))
+        if self._stop.matched is not None:
+            finish = "stop"
+        elif finish:
+            text += self._stop.push(self._detok.flush())
+            text += self._stop.flush()
+            if self._stop.matched is not None:
+                finish = "stop"
+        reasoning, content = self._split_text(text, bool(finish))
+        if not (reasoning or content or finish):
+            return None
+        delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
+                      logprobs=self._pending_logprobs, stop_reason=self._stop.matched)
+        self._pending_logprobs = []
+        return delta
+
+    def _split_text(self, text: str, final: bool) -> tuple[str, str]:
+        if self._split is None:
+            return "", text
+        reasoning, content = self._split.push(text)
+        if final:
+            tail_r, tail_c = self._split.flush()
+            reasoning, content = reasoning + tail_r, content + tail_c
+        return reasoning, content
+
+
+def _logprobs(message) -> list:
+    entries = []
+    for i, (token_id, logprob) in enumerate(zip(message.token_ids, message.logprobs)):
+        top = []
+        if i < len(message.top_logprobs):
+            alt = message.top_logprobs[i]
+            top = list(zip(alt.token_ids, alt.logprobs))
+        entries.append(TokenLogprob(token_id, logprob, top))
+    return entries
