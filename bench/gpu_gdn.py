@@ -12,13 +12,13 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from kernels.gdn import naive, ops
+from kernels.gdn import _launch, naive, ops
 
 H, HV, K = 16, 48, 128
 GRAPH_CALLS = 16
 
 
-def median_ms(fn, warmup=3, reps=15) -> float:
+def median_ms(fn, warmup=3, reps=10) -> float:
     for _ in range(warmup):
         fn()
     times = []
@@ -44,7 +44,7 @@ def graph_us(calls) -> tuple:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             loop()
-        return median_ms(graph.replay, reps=30) * 1e3 / len(calls), "graph"
+        return median_ms(graph.replay, reps=20) * 1e3 / len(calls), "graph"
     except Exception as exc:  # noqa: BLE001 - report and fall back
         print(f"  (graph capture failed: {type(exc).__name__}: {exc}; timing an eager loop)")
         torch.cuda.synchronize()
@@ -185,6 +185,10 @@ def prefill_bench(lens, fla, rows):
         mine = ops.chunk_prefill(q, k, v, a, b, A_log, dt_bias, pool, ids, cu_dev, tables=tables)
         err = guarded(lambda: rel(mine, run_fla()[0][0].float()), "fla chunk output")
     case = f"T={cu[-1] // 1024}K" if num_seqs == 1 else f"{num_seqs}x{lens[0] // 1024}K"
+    ws = _launch.chunk_setup(q, k, v, a, b, A_log, dt_bias, pool, tables)
+    prep = median_ms(lambda: _launch.chunk_prep(ws, q, k, a, b, A_log, dt_bias, K ** -0.5, tables))
+    state = median_ms(lambda: _launch.chunk_state(ws, v, pool, ids, has_init, tables))
+    print(f"    {case}: prep kernel {prep:.3f} ms, sequential state kernel {state:.3f} ms")
     rows.append(dict(kind="prefill", case=case, state="float32", ours_us=ours * 1e3, fla_us=fla_ms * 1e3,
                      bytes=float("nan"), frac_copy_bw=float("nan"), timing=f"events; rel vs fla {err:.1e}"))
     print(f"  prefill {case:8s} ours {ours:7.3f} ms   fla {fla_ms:7.3f} ms   ratio fla/ours "
@@ -194,7 +198,7 @@ def prefill_bench(lens, fla, rows):
 def conv_bench(rows):
     """Companion conv kernels on the 27B layer (C = 10240): decode N=32 and prefill T=32K."""
     channels = (2 * H + HV) * K
-    weight = torch.randn(channels, 4, device="cuda").bfloat16()
+    weight = torch.randn(channels, 4, device="cuda")
     pool = torch.randn(64, channels, 3, device="cuda").bfloat16()
     ids = torch.arange(32, dtype=torch.int32, device="cuda")
     x = torch.randn(32, channels, device="cuda").bfloat16()

@@ -9,8 +9,13 @@ from kernels.gdn import _build
 HEAD_DIM = 128
 CHUNK = 64
 CONV_WIDTH = 4
-PREP_SMEM = 2 * CHUNK * (HEAD_DIM + 8) * 2 + 2 * CHUNK * (CHUNK + 1) * 4 + 2 * CHUNK * 4
-STATE_SMEM = (3 * CHUNK * (HEAD_DIM + 8) + 5 * CHUNK * (CHUNK + 8) + HEAD_DIM * (64 + 8)) * 2 + (CHUNK + 4) * 4
+GROUP_MAX = 8
+# extra -D defines for recurrent.cu (the bench sweeps MIN_BLOCKS through this)
+DECODE_EXTRA_DEFINES = []
+# chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
+PREP_SMEM = 2 * CHUNK * (HEAD_DIM + 8) * 2 + (2 + 2 * GROUP_MAX) * CHUNK * 4
+_BUF = (2 * CHUNK * (HEAD_DIM + 8) + 3 * CHUNK * (CHUNK + 8)) * 2 + 2 * CHUNK * 4
+STATE_SMEM = 2 * _BUF + (3 * CHUNK + HEAD_DIM) * (64 + 8) * 2
 
 
 class GdnKernelError(ValueError):
@@ -108,7 +113,7 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     o, out_define = _output(out, (num_seqs, num_v_heads, HEAD_DIM), q.device)
     if num_seqs == 0:
         return o
-    defines = _state_define(state_pool) + (out_define,)
+    defines = _state_define(state_pool) + (out_define,) + tuple(DECODE_EXTRA_DEFINES)
     block_v = 64 if state_pool.dtype == torch.bfloat16 else 32
     fn = _build.kernel("recurrent.cu", "gdn_recurrent_decode", defines)
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
@@ -125,6 +130,8 @@ def _conv_define(conv_pool, channels: int) -> tuple:
           f"conv pool must be [S, {channels}, 3], got {tuple(conv_pool.shape)}")
     _need(conv_pool.stride()[1:] == (CONV_WIDTH - 1, 1), "conv pool slot block must be contiguous")
     _need(conv_pool.dtype in (torch.float32, torch.bfloat16), "conv pool must be float32 or bfloat16")
+    _need(conv_pool.data_ptr() % 16 == 0 and conv_pool.stride(0) * conv_pool.element_size() % 16 == 0,
+          "conv pool slots must be 16-byte aligned")
     return ("CONV_BF16=%d" % (conv_pool.dtype == torch.bfloat16),)
 
 
@@ -192,34 +199,52 @@ def conv_prefill(x, weight, conv_pool, slot_ids, cu_seqlens, has_init, tables):
 
 
 def chunk_gdn(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, has_init, scale, tables, out=None):
-    """Chunked prefill over packed sequences; see ops.chunk_prefill. Returns o [T, HV, V] bf16."""
+    """Chunked prefill over packed sequences; see ops.chunk_prefill. Returns o [T, HV, V] (out's dtype)."""
+    ws = chunk_setup(q, k, v, a, b, A_log, dt_bias, state_pool, tables, out)
+    chunk_prep(ws, q, k, a, b, A_log, dt_bias, scale, tables)
+    chunk_state(ws, v, state_pool, slot_ids, has_init, tables)
+    return ws["o"]
+
+
+def chunk_setup(q, k, v, a, b, A_log, dt_bias, state_pool, tables, out=None) -> dict:
+    """Checks and workspace of the chunked prefill: o, fp16 qn/kn [T, H, K], f32 gc/beta [T, HV],
+    fp16 T/P [NC, HV, 64, 64]."""
     import torch
 
     num_tokens, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
     for t, name, heads in ((q, "q", num_k_heads), (k, "k", num_k_heads), (v, "v", num_v_heads)):
         _check_rows(t, name, heads * HEAD_DIM)
     _need(q.stride(0) == k.stride(0), "q and k must share a token stride")
+    _need(num_v_heads % num_k_heads == 0 and num_v_heads // num_k_heads <= GROUP_MAX, "HV / H must be 1..8")
     _check_gates(a, b, A_log, dt_bias, num_v_heads)
     _check_pool(state_pool, num_v_heads)
-    chunks, seq_chunks, num_chunks = tables
-    num_seqs = seq_chunks.numel() - 1
-    dev = q.device
+    num_chunks, dev = tables[2], q.device
     o, out_define = _output(out, (num_tokens, num_v_heads, HEAD_DIM), dev)
     qn = torch.empty(num_tokens, num_k_heads, HEAD_DIM, dtype=torch.float16, device=dev)
-    kn = torch.empty_like(qn)
     gc = torch.empty(num_tokens, num_v_heads, dtype=torch.float32, device=dev)
-    beta = torch.empty_like(gc)
     tmat = torch.empty(max(num_chunks, 1), num_v_heads, CHUNK, CHUNK, dtype=torch.float16, device=dev)
-    pmat = torch.empty_like(tmat)
-    if num_chunks:
-        fn = _build.kernel("chunk.cu", "gdn_chunk_prep", (), PREP_SMEM)
-        args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias),
-                ptr(chunks), ptr(qn), ptr(kn), ptr(gc), ptr(beta), ptr(tmat), ptr(pmat), i32(num_k_heads),
-                i32(num_v_heads), f32(scale))
-        _build.launch(fn, (num_chunks, num_k_heads), (128,), args, PREP_SMEM)
-    fn = _build.kernel("chunk_state.cu", "gdn_chunk_state", _state_define(state_pool) + (out_define,), STATE_SMEM)
-    args = (ptr(qn), ptr(kn), ptr(v), i64(v.stride(0)), ptr(gc), ptr(beta), ptr(tmat), ptr(pmat),
-            ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids), ptr(has_init), ptr(chunks),
-            ptr(seq_chunks), ptr(o), i32(num_k_heads), i32(num_v_heads))
-    _build.launch(fn, (HEAD_DIM // 64, num_v_heads, num_seqs), (256,), args, STATE_SMEM)
-    return o
+    return dict(o=o, out_define=out_define, qn=qn, kn=torch.empty_like(qn), gc=gc, beta=torch.empty_like(gc),
+                tmat=tmat, pmat=torch.empty_like(tmat), H=num_k_heads, HV=num_v_heads)
+
+
+def chunk_prep(ws, q, k, a, b, A_log, dt_bias, scale, tables):
+    """Launch gdn_chunk_prep (chunk.cu): grid (NC, H), 128 threads."""
+    chunks, _, num_chunks = tables
+    if num_chunks == 0:
+        return
+    fn = _build.kernel("chunk.cu", "gdn_chunk_prep", (), PREP_SMEM)
+    args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias),
+            ptr(chunks), ptr(ws["qn"]), ptr(ws["kn"]), ptr(ws["gc"]), ptr(ws["beta"]), ptr(ws["tmat"]),
+            ptr(ws["pmat"]), i32(ws["H"]), i32(ws["HV"]), f32(scale))
+    _build.launch(fn, (num_chunks, ws["H"]), (128,), args, PREP_SMEM)
+
+
+def chunk_state(ws, v, state_pool, slot_ids, has_init, tables):
+    """Launch gdn_chunk_state (chunk_state.cu): grid (V / 64, HV, N), 256 threads, sequential over chunks."""
+    chunks, seq_chunks, _ = tables
+    defines = _state_define(state_pool) + (ws["out_define"],)
+    fn = _build.kernel("chunk_state.cu", "gdn_chunk_state", defines, STATE_SMEM)
+    args = (ptr(ws["qn"]), ptr(ws["kn"]), ptr(v), i64(v.stride(0)), ptr(ws["gc"]), ptr(ws["beta"]),
+            ptr(ws["tmat"]), ptr(ws["pmat"]), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids),
+            ptr(has_init), ptr(chunks), ptr(seq_chunks), ptr(ws["o"]), i32(ws["H"]), i32(ws["HV"]))
+    _build.launch(fn, (HEAD_DIM // 64, ws["HV"], seq_chunks.numel() - 1), (256,), args, STATE_SMEM)

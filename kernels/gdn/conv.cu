@@ -26,7 +26,8 @@ __device__ __forceinline__ void load_x8(const u16* p, float (&x)[CPT]) {
   x[4] = bflo(u.z); x[5] = bfhi(u.z); x[6] = bflo(u.w); x[7] = bfhi(u.w);
 }
 
-__device__ __forceinline__ float silu(float x) { return x / (1.f + __expf(-x)); }
+// x * rcp(1 + e^-x): the approximate reciprocal is far cheaper than IEEE division; rcp(inf) = 0 keeps x << 0 at 0
+__device__ __forceinline__ float silu(float x) { return x * __frcp_rn(1.f + __expf(-x)); }
 
 // win[i][0..KC-1] oldest..newest inputs of channel i; writes y for the 8 channels as one 16-byte store.
 __device__ __forceinline__ void conv_out(const float (&w)[CPT][KC], const float (&win)[CPT][KC], u16* yp) {
@@ -49,29 +50,75 @@ __device__ __forceinline__ void load_w(const float* weight, int c0, float (&w)[C
     for (int j = 0; j < KC; ++j) w[i][j] = weight[(c0 + i) * KC + j];
 }
 
-// x [N, C] bf16 (token stride s_x); weight [C, KC] f32; pool [S, C, KC-1] (slot stride s_slot); slot_ids [N] (< 0: skip); y [N, C] bf16.
+// 8 channels x (KC-1) state values of one thread: 48 (bf16) or 96 (f32) contiguous bytes, 16-byte aligned.
+#define SV (CPT * (KC - 1) * (int)sizeof(conv_t) / 16)
+#define NSV (CPT * (KC - 1))
+
+__device__ __forceinline__ void unpack_conv_state(const uint4 (&b)[SV], float (&x)[NSV]) {
+#pragma unroll
+  for (int idx = 0; idx < NSV; ++idx) {
+    const int byte = idx * (int)sizeof(conv_t), sel = (byte >> 2) & 3;
+    const uint4 u = b[byte >> 4];
+    const u32 w = sel == 0 ? u.x : (sel == 1 ? u.y : (sel == 2 ? u.z : u.w));
+#if CONV_BF16
+    x[idx] = (idx & 1) ? bfhi(w) : bflo(w);
+#else
+    x[idx] = __uint_as_float(w);
+#endif
+  }
+}
+
+__device__ __forceinline__ void pack_conv_state(const float (&x)[NSV], uint4 (&b)[SV]) {
+  u32 w[SV * 4];
+#pragma unroll
+  for (int k = 0; k < SV * 4; ++k) {
+#if CONV_BF16
+    w[k] = pack_bf2(x[2 * k], x[2 * k + 1]);
+#else
+    w[k] = __float_as_uint(x[k]);
+#endif
+  }
+#pragma unroll
+  for (int m = 0; m < SV; ++m) b[m] = make_uint4(w[4 * m], w[4 * m + 1], w[4 * m + 2], w[4 * m + 3]);
+}
+
+// x [N, C] bf16 (token stride s_x); weight [C, KC] f32; pool [S, C, KC-1] (slot stride s_slot, a multiple of
+// 8 elements); slot_ids [N] (< 0: skip); y [N, C] bf16. All state accesses are 16-byte vectors.
 extern "C" __global__ void __launch_bounds__(128)
 gdn_conv_decode(const u16* __restrict__ x, long long s_x, const float* __restrict__ weight,
-                conv_t* __restrict__ pool, long long s_slot, const int* __restrict__ slot_ids, u16* __restrict__ y, int C) {
+                conv_t* __restrict__ pool, long long s_slot, const int* __restrict__ slot_ids, u16* __restrict__ y,
+                int C) {
   const int n = blockIdx.y, c0 = (blockIdx.x * blockDim.x + threadIdx.x) * CPT;
   if (c0 >= C) return;
   const int slot = slot_ids[n];
   if (slot < 0) return;
-  conv_t* st = pool + (long long)slot * s_slot + c0 * (KC - 1);
-  float w[CPT][KC], win[CPT][KC], xn[CPT];
-  load_w(weight, c0, w);
+  uint4* st = reinterpret_cast<uint4*>(pool + (long long)slot * s_slot + c0 * (KC - 1));
+  uint4 raw[SV];
+#pragma unroll
+  for (int m = 0; m < SV; ++m) raw[m] = st[m];
+  float w[CPT][KC], win[CPT][KC], xn[CPT], old[NSV];
+  const float4* w4 = reinterpret_cast<const float4*>(weight + c0 * KC);
+#pragma unroll
+  for (int i = 0; i < CPT; ++i) {
+    const float4 f = w4[i];
+    w[i][0] = f.x; w[i][1] = f.y; w[i][2] = f.z; w[i][3] = f.w;
+  }
   load_x8(x + n * s_x + c0, xn);
+  unpack_conv_state(raw, old);
 #pragma unroll
   for (int i = 0; i < CPT; ++i) {
 #pragma unroll
-    for (int j = 0; j < KC - 1; ++j) win[i][j] = cv2f(st[i * (KC - 1) + j]);
+    for (int j = 0; j < KC - 1; ++j) win[i][j] = old[i * (KC - 1) + j];
     win[i][KC - 1] = xn[i];
   }
   conv_out(w, win, y + (long long)n * C + c0);
 #pragma unroll
   for (int i = 0; i < CPT; ++i)
 #pragma unroll
-    for (int j = 0; j < KC - 1; ++j) st[i * (KC - 1) + j] = f2cv(win[i][j + 1]);
+    for (int j = 0; j < KC - 1; ++j) old[i * (KC - 1) + j] = win[i][j + 1];
+  pack_conv_state(old, raw);
+#pragma unroll
+  for (int m = 0; m < SV; ++m) st[m] = raw[m];
 }
 
 // x [T, C] bf16 (token stride s_x); chunks [num_chunks, 4] int32 = (seq n, first token, length, index in seq);
@@ -102,7 +149,7 @@ gdn_conv_prefill(const u16* __restrict__ x, long long s_x, const float* __restri
       win[i][j + 1] = pos >= 0 ? xv[i] : old[i][j];
     }
   }
-#pragma unroll 4
+#pragma unroll 8
   for (int t = 0; t < len; ++t) {
     float xv[CPT];
     load_x8(x + (long long)(t0 + t) * s_x + c0, xv);

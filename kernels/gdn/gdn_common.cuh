@@ -123,3 +123,42 @@ __device__ __forceinline__ void st_out2(out_t* p, float x, float y) {
 typedef u16 out_t;
 __device__ __forceinline__ void st_out2(out_t* p, float x, float y) { *reinterpret_cast<u32*>(p) = pack_bf2(x, y); }
 #endif
+
+// 16-byte / 4-byte global -> shared asynchronous copies (sm_80+); src_bytes 0 zero-fills the destination.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+// acc0 += A0 @ B and acc1 += A1 @ B sharing the B fragments (A0, A1 stored [M][K], same lda; B as warp_mma).
+template <int NT, int KLEN, bool B_T>
+__device__ __forceinline__ void warp_mma2(float (&acc0)[NT][4], float (&acc1)[NT][4], const u16* A0, const u16* A1,
+                                          int lda, int m0, const u16* B, int ldb, int n0) {
+  const int l = threadIdx.x & 31;
+#pragma unroll
+  for (int k0 = 0; k0 < KLEN; k0 += 16) {
+    u32 a0[4], a1[4];
+    const int arow = (m0 + (l & 7) + 8 * ((l >> 3) & 1)) * lda + k0 + 8 * (l >> 4);
+    ldsm_x4(a0, A0 + arow);
+    ldsm_x4(a1, A1 + arow);
+#pragma unroll
+    for (int j = 0; j < NT; j += 2) {
+      u32 b[4];
+      const int n = n0 + 8 * j;
+      if (!B_T)
+        ldsm_x4(b, B + (n + (l & 7) + 8 * (l >> 4)) * ldb + k0 + 8 * ((l >> 3) & 1));
+      else
+        ldsm_x4_t(b, B + (k0 + (l & 7) + 8 * ((l >> 3) & 1)) * ldb + n + 8 * (l >> 4));
+      mma_f16(acc0[j], a0, b[0], b[1]);
+      mma_f16(acc0[j + 1], a0, b[2], b[3]);
+      mma_f16(acc1[j], a1, b[0], b[1]);
+      mma_f16(acc1[j + 1], a1, b[2], b[3]);
+    }
+  }
+}
