@@ -100,6 +100,8 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
 
 def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str) -> GenRequest:
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
+    if any(t >= card.vocab_size for t in stop_ids):
+        raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
     return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
                       sampling=_sampling(body, card), stop=_stops(body), stop_token_ids=stop_ids,
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1))
@@ -116,9 +118,15 @@ def _check_content(messages: list) -> None:
                 raise InvalidRequest(f"messages[{i}] (assistant) needs content or tool_calls",
                                      param=f"messages[{i}].content")
         for j, part in enumerate(content if isinstance(content, list) else []):
-            if part.get("type") not in ("text", "input_text") or not isinstance(part.get("text"), str):
-                raise Unsupported(f"messages[{i}].content[{j}]: only text parts are supported "
-                                  f"(got type '{part.get('type')}')", param=f"messages[{i}].content[{j}].type")
+            _check_part(part, f"messages[{i}].content[{j}]")
+
+
+def _check_part(part: dict, where: str) -> None:
+    if part.get("type") not in ("text", "input_text"):
+        raise Unsupported(f"{where}: only text parts are supported (got type '{part.get('type')}')",
+                          param=f"{where}.type")
+    if not isinstance(part.get("text"), str):
+        raise InvalidRequest(f"{where}: a text part needs a string 'text'", param=f"{where}.text")
 
 
 def _tool_mode(body: dict) -> Optional[list]:

@@ -7,6 +7,7 @@ from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
 
+_INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL_OR_NULL = {"type": ["boolean", "null"]}
 
@@ -78,7 +79,7 @@ _COMMON = {
     "max_tokens": {"type": ["integer", "null"], "minimum": 0},
     "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
     "top_p": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
-    "top_k": {"type": ["integer", "null"], "minimum": -1},
+    "top_k": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
     "min_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
     "seed": {"type": ["integer", "null"], "minimum": -(1 << 63), "maximum": (1 << 64) - 1},
     "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
@@ -88,7 +89,8 @@ _COMMON = {
                    "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
     "n": {"type": ["integer", "null"], "minimum": 1, "maximum": 8},
     "stop": _STOP,
-    "stop_token_ids": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}},
+    "stop_token_ids": {"type": ["array", "null"], "maxItems": 64,
+                       "items": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX}},
     "ignore_eos": _BOOL_OR_NULL,
     "user": _STR_OR_NULL,
 }
@@ -118,7 +120,7 @@ CHAT_SCHEMA = {
     },
 }
 
-_TOKEN_IDS = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}
+_TOKEN_IDS = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX}}
 
 COMPLETION_SCHEMA = {
     "type": "object",

@@ -1,0 +1,73 @@
+"""Never a 500 for anything a client sends: every field of every /v1 body gets odd values (fake scheduler)."""
+import json
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+
+ODD = [None, True, 0, -1, 2**40, -2**70, 1.5, 1e300, "x", "", [], [1], ["a"], {}, {"a": 1}, [{}], [None], "\x00"]
+ROUTES = {
+    "/v1/chat/completions": ({"messages": [{"role": "user", "content": "hi"}]},
+                             ["model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+                              "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+                              "frequency_penalty", "repetition_penalty", "logit_bias", "n", "stop", "stop_token_ids",
+                              "ignore_eos", "user", "logprobs", "top_logprobs", "tools", "tool_choice",
+                              "parallel_tool_calls", "response_format", "enable_thinking", "chat_template_kwargs",
+                              "reasoning_effort", "reasoning"]),
+    "/v1/completions": ({"prompt": "hi"}, ["model", "prompt", "stream", "stream_options", "max_tokens", "echo",
+                                           "logprobs", "suffix", "best_of", "n", "stop", "seed", "top_k"]),
+    "/v1/tokenize": ({"prompt": "hi"}, ["messages", "prompt", "tools", "add_generation_prompt", "model"]),
+    "/v1/detokenize": ({"tokens": [1]}, ["tokens"]),
+}
+MESSAGE_VALUES = ODD + [[{"type": "text"}], [{"type": "text", "text": 5}],
+                        [{"function": {"name": "f", "arguments": "{bad"}}],
+                        [{"function": {"name": "f", "arguments": {"a": [1]}}}]]
+
+
+@pytest.fixture
+async def client():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hi"
+    server, addr = await start_fake_server(fake)
+    test_client = TestClient(TestServer(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr))))
+    await test_client.start_server()
+    yield test_client
+    await test_client.close()
+    await server.stop(None)
+
+
+async def _status(client, path, body) -> tuple:
+    response = await client.post(path, data=json.dumps(body))
+    raw = await response.read()
+    if response.status >= 400:
+        assert set(json.loads(raw)["error"]) == {"message", "type", "param", "code"}
+    return response.status, raw[:200]
+
+
+@pytest.mark.parametrize("path", list(ROUTES), ids=[p.strip("/").replace("/", "-") for p in ROUTES])
+async def test_odd_field_values_never_give_a_server_error(client, path):
+    base, fields = ROUTES[path]
+    failures = []
+    for field in fields:
+        for value in ODD:
+            status, raw = await _status(client, path, {**base, field: value})
+            if status >= 500:
+                failures.append((field, value, status, raw))
+    assert failures == []
+
+
+async def test_odd_message_fields_never_give_a_server_error(client):
+    failures = []
+    for key in ["role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "reasoning"]:
+        for value in MESSAGE_VALUES:
+            message = {"role": "user", "content": "hi", key: value}
+            as_assistant = {**message, "role": "assistant"} if key != "role" else message
+            for messages in ([message], [{"role": "user", "content": "q"}, as_assistant]):
+                status, raw = await _status(client, "/v1/chat/completions", {"messages": messages})
+                if status >= 500:
+                    failures.append((key, value, status, raw))
+    assert failures == []
