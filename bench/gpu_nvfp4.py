@@ -142,7 +142,8 @@ def bench_fused() -> list:
     """Projections that read the same input, one launch vs separate launches (M = 1 and 16): -> printable lines."""
     lines = []
     for name, parts in FUSED:
-        k, nbytes = parts[0][1], sum(n * k * 9 // 16 for n, _ in parts)
+        k = parts[0][1]
+        nbytes = sum(n * k * 9 // 16 for n, _ in parts)
         copies = min(8, math.ceil(3 * L2_BYTES / nbytes))
         fused = [fake_prepared(sum(n for n, _ in parts), k) for _ in range(copies)]
         sep = [[fake_prepared(n, k) for n, _ in parts] for _ in range(copies)]
@@ -160,7 +161,7 @@ def sweep(copy_bw: float) -> None:
     """GEMV variants at M = 1 and 16 (unroll depth, blocks per SM) on three shapes, printed for NOTES.md."""
     for n, k in [(6144, 5120), (17408, 5120), (5120, 17408)]:
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / (n * k * 9 // 16))))]
-        for m, variant, bps in [(1, "", 2), (1, "_u4", 2), (16, "", 2)]:
+        for m, variant, bps in [(1, "", 2), (1, "_u4", 2), (1, "_u8", 2), (16, "", 2), (16, "_u3", 2)]:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             t = timed([lambda p=p: ops.gemv(x, p, out, variant, bps) for p in nv], 20, 10)
@@ -246,10 +247,9 @@ def main() -> int:
     for n, k in SHAPES:
         rows += bench_shape(n, k)
         print(f"timed {n}x{k}", flush=True)
-    fused = bench_fused()
     write_outputs(rows, copy_bw)
     print_table(rows, copy_bw)
-    print_fused(fused, copy_bw)
+    print_fused(bench_fused(), copy_bw)
     print("correctness:", "PASS" if not failed else f"FAIL ({failed} cases)")
     return 1 if failed else 0
 
