@@ -222,3 +222,40 @@ def test_greedy_http_equals_transformers_generate(client, http, reference):
     assert len(out[0]) - len(ids) >= 4 and expected, "reference continuation too short to compare"
     result = client.completions.create(model="tiny", prompt=ids, max_tokens=24, temperature=0)
     assert result.choices[0].text == expected
+
+
+def test_sampling_fields_reach_the_sampler(client, http):
+    token_id = http.post("/v1/tokenize", json={"prompt": " fox"}).json()["tokens"][-1]
+    forced = client.completions.create(model="tiny", prompt="Hi", max_tokens=5, temperature=0,
+                                       logit_bias={str(token_id): 100}, logprobs=0).choices[0]
+    detok = http.post("/v1/detokenize", json={"tokens": [token_id]}).json()["prompt"]
+    assert forced.logprobs.tokens == [detok] * 5
+    seeded = [client.completions.create(model="tiny", prompt="Hi", max_tokens=12, temperature=1.0,
+                                        seed=42).choices[0].text for _ in range(2)]
+    assert seeded[0] == seeded[1]
+    two = client.completions.create(model="tiny", prompt="Hi", max_tokens=12, temperature=1.0, seed=42, n=2)
+    assert two.choices[0].text == seeded[0] and len(two.choices) == 2
+    penalized = client.completions.create(model="tiny", prompt="Hi", max_tokens=5, presence_penalty=1.5,
+                                          frequency_penalty=1.0, top_p=0.9, user="me",
+                                          extra_body={"top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1})
+    assert penalized.usage.completion_tokens >= 1
+
+
+def test_assistant_turn_sent_back_with_reasoning_and_tools_is_accepted(client):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"city": {"type": "string"}}}}}]
+    first = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=12, tools=tools)
+    history = HELLO + [first.choices[0].message.model_dump(exclude_none=False),
+                       {"role": "user", "content": "And now?"}]
+    second = client.chat.completions.create(model="tiny", messages=history, max_tokens=8, tools=tools,
+                                            extra_body={"chat_template_kwargs": {"preserve_thinking": True}})
+    assert second.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens
+    call_turn = [{"role": "user", "content": "Weather in Paris?"},
+                 {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "call_1", "type": "function",
+                      "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    third = client.chat.completions.create(model="tiny", messages=call_turn, max_tokens=4, tools=tools)
+    assert third.choices[0].finish_reason in ("stop", "length", "tool_calls")
