@@ -22,8 +22,9 @@ def http(api_gateway):
 
 @pytest.fixture(scope="module")
 def small_stack(make_engine_stack_module):
-    """One running request at a time and 256-token prefill chunks, with its own gateway."""
-    stack = make_engine_stack_module(env={"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_MAX_NUM_SEQS": "1"})
+    """One running and one waiting request at most, 256-token prefill chunks, with its own gateway."""
+    stack = make_engine_stack_module(env={"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_MAX_NUM_SEQS": "1",
+                                          "SPARKINFER_MAX_QUEUE_DEPTH": "1"})
     gateway = GatewayProcess(stack)
     try:
         gateway.wait_ready()
@@ -251,3 +252,39 @@ def _give_up_after(url, body, seconds):
     with pytest.raises(httpx.TimeoutException):
         httpx.post(f"{url}/v1/completions", content=orjson.dumps(body), timeout=seconds,
                    headers={"Content-Type": "application/json"})
+
+
+def test_queue_full_is_429_with_retry_after(small_stack):
+    stack, url = small_stack
+    with httpx.Client(base_url=url, timeout=30) as first:
+        with first.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as response:
+            assert next(line for line in response.iter_lines() if line.startswith("data: "))
+            queued = threading.Thread(target=_give_up_after, args=(url, LONG, 3.0))
+            queued.start()
+            deadline = time.monotonic() + 2.0
+            while scheduler_load(stack.grpc_addr).num_waiting < 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            refused = httpx.post(f"{url}/v1/chat/completions", timeout=10,
+                                 json={"model": "default", "messages": [{"role": "user", "content": "hi"}]})
+            queued.join()
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    error = refused.json()["error"]
+    assert error["type"] == "rate_limit_error" and error["code"] == "server_overloaded" and error["message"]
+    wait_idle(stack)
+    live(httpx.Client(base_url=url, timeout=10))
+
+
+def test_dead_worker_is_503_then_recovers(small_stack):
+    stack, url = small_stack
+    stack.kill_worker()
+    deadline = time.monotonic() + 5.0
+    while scheduler_load(stack.grpc_addr).worker_alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    response = httpx.post(f"{url}/v1/completions", json={"model": "default", "prompt": "Hi", "max_tokens": 4},
+                          timeout=10)
+    assert response.status_code == 503 and response.json()["error"]["type"] == "server_unavailable"
+    health = httpx.get(f"{url}/health", timeout=5)
+    assert health.status_code == 503 and health.json()["reason"] == "worker_down"
+    stack.start_worker()
+    stack.wait_serving()
+    live(httpx.Client(base_url=url, timeout=10))
