@@ -1,4 +1,4 @@
-"""Gateway process: Prometheus metrics served on the gateway's /metrics (vLLM names, sparkinfer_ prefix)."""
+"""Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -12,18 +12,19 @@ HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests
                         ["route", "status"], registry=REGISTRY)
 REQUESTS_IN_FLIGHT = Gauge("sparkinfer_gateway_requests_in_flight", "Generation requests the gateway is serving.",
                            registry=REGISTRY)
-REQUEST_SUCCESS = Counter("sparkinfer_request_success_total", "Finished generations by finish reason.",
+REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total", "Finished generations by finish reason.",
                           ["finished_reason"], registry=REGISTRY)
-REJECTED = Counter("sparkinfer_requests_rejected_total", "Requests refused with an error, by reason.",
+REJECTED = Counter("sparkinfer_gateway_requests_rejected_total", "Requests refused with an error, by reason.",
                    ["reason"], registry=REGISTRY)
-CLIENT_DISCONNECTED = Counter("sparkinfer_client_disconnected_total",
+CLIENT_DISCONNECTED = Counter("sparkinfer_gateway_client_disconnected_total",
                               "Requests cancelled because the client went away.", registry=REGISTRY)
-PROMPT_TOKENS = Counter("sparkinfer_prompt_tokens_total", "Prompt tokens of served requests.", registry=REGISTRY)
-GENERATION_TOKENS = Counter("sparkinfer_generation_tokens_total", "Generated tokens of served requests.",
+PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total", "Prompt tokens of served requests.",
+                        registry=REGISTRY)
+GENERATION_TOKENS = Counter("sparkinfer_gateway_generation_tokens_total", "Generated tokens of served requests.",
                             registry=REGISTRY)
-TTFT = Histogram("sparkinfer_time_to_first_token_seconds", "Time from request to first token, per choice.",
+TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds", "Time from request to first token, per choice.",
                  buckets=_LATENCY_BUCKETS, registry=REGISTRY)
-E2E_LATENCY = Histogram("sparkinfer_e2e_request_latency_seconds", "Time from request to finish, per choice.",
+E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time from request to finish, per choice.",
                         buckets=_LATENCY_BUCKETS, registry=REGISTRY)
 
 
