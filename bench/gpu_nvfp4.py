@@ -22,7 +22,7 @@ SHAPES = [(10240, 5120), (6144, 5120), (5120, 6144), (17408, 5120), (5120, 17408
 M_VALUES = [1, 2, 4, 8, 16, 32, 128, 512, 2048, 8192]
 CHECK_M = [1, 5, 16, 32, 33, 512]
 L2_BYTES = 60 << 20
-SLEEP_CYCLES = 20_000_000  # ~10 ms at 2 GHz: long enough for the host to queue every timed launch
+HOST_S_PER_CALL = 80e-6  # generous host cost of one timed call (up to 3 launches + event), sizes the sleep
 
 
 def timed(fns, reps: int, batch: int = 1) -> float:
@@ -32,7 +32,8 @@ def timed(fns, reps: int, batch: int = 1) -> float:
         fn()
     torch.cuda.synchronize()
     events = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
-    torch.cuda._sleep(SLEEP_CYCLES)
+    # hold the GPU while the host queues every timed launch, so host launch cost stays out of the numbers
+    torch.cuda._sleep(int(2e9 * max(0.01, reps * batch * HOST_S_PER_CALL)))
     for i in range(reps):
         events[i].record()
         for j in range(batch):
@@ -158,10 +159,13 @@ def bench_fused() -> list:
 
 
 def sweep(copy_bw: float) -> None:
-    """GEMV variants at M = 1 and 16 (unroll depth, blocks per SM) on three shapes, printed for NOTES.md."""
-    for n, k in [(6144, 5120), (17408, 5120), (5120, 17408)]:
+    """GEMV variants at M = 1 and 16 on four shapes, printed for NOTES.md: weights through L1, and two timing-only
+    diagnostics with wrong results (no split-K flush; loads without decode/MMA); blocks per SM 1 vs 2."""
+    variants = [(1, "", 2), (1, "_l1", 2), (1, "_noflush", 2), (1, "_loadonly", 2), (1, "", 1),
+                (16, "", 2), (16, "_l1", 2), (16, "_noflush", 2)]
+    for n, k in [(6144, 5120), (17408, 5120), (5120, 17408), (248320, 5120)]:
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / (n * k * 9 // 16))))]
-        for m, variant, bps in [(1, "", 2), (1, "_u4", 2), (1, "_u8", 2), (16, "", 2), (16, "_u3", 2)]:
+        for m, variant, bps in variants if n < 100000 else variants[:4]:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             t = timed([lambda p=p: ops.gemv(x, p, out, variant, bps) for p in nv], 20, 10)

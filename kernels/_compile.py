@@ -28,9 +28,15 @@ def kernel(path: str, name: str):
     return module(path).get_function(name)
 
 
-@functools.lru_cache(maxsize=None)
-def external_stream(handle: int):
-    """A cupy stream object wrapping the raw CUDA stream `handle` (torch's current stream), cached per handle."""
-    import cupy
+class RawStream:
+    """What CuPy's kernel launch reads from a stream argument (`.ptr`): a raw CUDA stream handle, e.g. torch's."""
+    __slots__ = ("ptr",)
 
-    return cupy.cuda.ExternalStream(handle)
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+@functools.lru_cache(maxsize=None)
+def external_stream(handle: int) -> RawStream:
+    """The raw CUDA stream `handle` (torch's current stream) in the form CuPy's launch takes, cached per handle."""
+    return RawStream(handle)

@@ -23,51 +23,53 @@ struct GemvArgs {
     int M, N, K, Np, Kc;
 };
 
-// U chunks of one warp in flight: weight fragments and scale pairs (x is loaded when a chunk is computed, from L1/L2,
-// so the registers go to weight bytes in flight)
-template <int U>
+// MODE: 0 normal; timing diagnostics for the bench (wrong results): 1 skips the split-K flush, 2 skips the decode and
+// MMA (loads only); 3 = normal but weights loaded through L1 (ld.global.nc) instead of L1::no_allocate
+enum { MODE_NORMAL = 0, MODE_NOFLUSH = 1, MODE_LOADONLY = 2, MODE_L1 = 3 };
+
+// U chunks of one warp in flight: weight fragments, scale pairs, x (B) fragments
+template <int NT, int U>
 struct Group {
     uint4 w[U];
     u32 s[U];
+    uint4 xv[U][NT][2];
 };
 
-template <int U>
-__device__ __forceinline__ void load_group(const uint4* wp, const u16* sp, int c, int cb, Group<U>& grp) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        if (c + u >= cb) break;
-        grp.w[u] = ld_stream16(wp + (u64)(c + u) * 32);
-        grp.s[u] = ld_stream_u16(sp + (u64)(c + u) * 32);
-    }
-}
-
-// B fragments of chunk c: lane (g, t) reads x[nt*8 + g][64c + 16t .. +16] (zeros for rows >= M)
-template <int NT>
-__device__ __forceinline__ void load_x(const GemvArgs& p, int c, uint4 (&xv)[NT][2]) {
+template <int NT, int U, int MODE>
+__device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp, int c, int cb,
+                                           Group<NT, U>& grp) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int k = c * 64 + t * 16;
     const uint4 zero4 = {0u, 0u, 0u, 0u};
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        const int m = nt * 8 + g;
-        const bool ok = m < p.M && k < p.K;
-        const u16* src = p.x + (u64)m * p.K + k;
-        xv[nt][0] = ok ? ld_nc16(src) : zero4;
-        xv[nt][1] = ok ? ld_nc16(src + 8) : zero4;
+    for (int u = 0; u < U; ++u) {
+        const int cc = c + u;
+        if (cc >= cb) break;
+        grp.w[u] = MODE == MODE_L1 ? ld_nc16(wp + (u64)cc * 32) : ld_stream16(wp + (u64)cc * 32);
+        grp.s[u] = ld_stream_u16(sp + (u64)cc * 32);
+        const int k = cc * 64 + t * 16;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int m = nt * 8 + g;
+            const bool ok = m < p.M && k < p.K;
+            const u16* src = p.x + (u64)m * p.K + k;
+            grp.xv[u][nt][0] = ok ? ld_nc16(src) : zero4;
+            grp.xv[u][nt][1] = ok ? ld_nc16(src + 8) : zero4;
+        }
     }
 }
 
-// S = 4 / NT independent accumulator sets (k-step st -> set st % S) keep the dependent HMMA chains short;
-// x of the next chunk is requested before the current chunk is decoded
-template <int NT, int U, int S>
-__device__ __forceinline__ void compute_group(const GemvArgs& p, const Group<U>& grp, int c, int cb,
-                                              const u32* lut, float (&acc)[S][NT][4]) {
-    uint4 xv[NT][2], xn[NT][2];
-    if (c < cb) load_x<NT>(p, c, xv);
+// S = 4 / NT independent accumulator sets (k-step st -> set st % S) keep the dependent HMMA chains short
+template <int NT, int U, int S, int MODE>
+__device__ __forceinline__ void compute_group(const Group<NT, U>& grp, int c, int cb, const u32* lut,
+                                              float (&acc)[S][NT][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (c + u >= cb) break;
-        if (u + 1 < U && c + u + 1 < cb) load_x<NT>(p, c + u + 1, xn);
+        if (MODE == MODE_LOADONLY) {
+            const u32 v = grp.w[u].x ^ grp.w[u].y ^ grp.w[u].z ^ grp.w[u].w ^ grp.s[u] ^ grp.xv[u][0][0].x;
+            acc[0][0][0] += __uint_as_float(v & 0x3F800000u);
+            continue;
+        }
         const u32 sg = lut[grp.s[u] & 0xFFu], sg8 = lut[grp.s[u] >> 8];
 #pragma unroll
         for (int st = 0; st < 4; ++st) {
@@ -75,17 +77,15 @@ __device__ __forceinline__ void compute_group(const GemvArgs& p, const Group<U>&
             decode_word(word_of(grp.w[u], st), sg, sg8, a);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const uint4& b = xv[nt][st >> 1];
+                const uint4& b = grp.xv[u][nt][st >> 1];
                 mma_bf16(acc[st % S][nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
             }
         }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) { xv[nt][0] = xn[nt][0]; xv[nt][1] = xn[nt][1]; }
     }
 }
 
 // two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied
-template <int NT, int U>
+template <int NT, int U, int MODE>
 __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
                                              float (&out)[NT][4]) {
     constexpr int S = 4 / NT;
@@ -97,14 +97,14 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
     for (int j = 0; j < S; ++j)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) acc[j][nt][0] = acc[j][nt][1] = acc[j][nt][2] = acc[j][nt][3] = 0.0f;
-    Group<U> g0, g1;
-    load_group<U>(wp, sp, ca, cb, g0);
-    load_group<U>(wp, sp, ca + U, cb, g1);
+    Group<NT, U> g0, g1;
+    load_group<NT, U, MODE>(p, wp, sp, ca, cb, g0);
+    load_group<NT, U, MODE>(p, wp, sp, ca + U, cb, g1);
     for (int c = ca; c < cb; c += 2 * U) {
-        compute_group<NT, U, S>(p, g0, c, cb, lut, acc);
-        load_group<U>(wp, sp, c + 2 * U, cb, g0);
-        compute_group<NT, U, S>(p, g1, c + U, cb, lut, acc);
-        load_group<U>(wp, sp, c + 3 * U, cb, g1);
+        compute_group<NT, U, S, MODE>(g0, c, cb, lut, acc);
+        load_group<NT, U, MODE>(p, wp, sp, c + 2 * U, cb, g0);
+        compute_group<NT, U, S, MODE>(g1, c + U, cb, lut, acc);
+        load_group<NT, U, MODE>(p, wp, sp, c + 3 * U, cb, g1);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -159,7 +159,7 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
     }
 }
 
-template <int NT, int U>
+template <int NT, int U, int MODE>
 __device__ void gemv_body(const GemvArgs& p) {
     __shared__ u32 lut[256];
     __shared__ int s_last;
@@ -172,8 +172,8 @@ __device__ void gemv_body(const GemvArgs& p) {
         const int rg = (int)(i / p.Kc), ca = (int)(i % p.Kc);
         const int cb = (int)min((long long)p.Kc, ca + (end - i));
         float acc[NT][4];
-        gemv_segment<NT, U>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
-        gemv_flush<NT>(p, rg, cb - ca, acc, &s_last);
+        gemv_segment<NT, U, MODE>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
+        if (MODE != MODE_NOFLUSH || cb - ca == p.Kc) gemv_flush<NT>(p, rg, cb - ca, acc, &s_last);
         i += cb - ca;
     }
 }
@@ -181,11 +181,14 @@ __device__ void gemv_body(const GemvArgs& p) {
 #define GEMV_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, \
                     const float* alpha, int M, int N, int K, int Np, int Kc
 #define GEMV_ARGS GemvArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}
-// U = chunks per half-buffer (up to 2U weight fragments in flight per warp), sized so registers stay under the 128
-// that 2 blocks/SM allow without spills; the _u* variants are for the bench's sweep
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1(GEMV_PARAMS) { gemv_body<1, 6>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1_u4(GEMV_PARAMS) { gemv_body<1, 4>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt1_u8(GEMV_PARAMS) { gemv_body<1, 8>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt2(GEMV_PARAMS) { gemv_body<2, 5>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt2_u3(GEMV_PARAMS) { gemv_body<2, 3>(GEMV_ARGS); }
-extern "C" __global__ void __launch_bounds__(256, 2) nvfp4_gemv_nt4(GEMV_PARAMS) { gemv_body<4, 2>(GEMV_ARGS); }
+// U = chunks per half-buffer (2U in flight per warp), sized so registers stay under the 128 that 2 blocks/SM allow
+#define GEMV_KERNEL(name, NT, U, MODE) \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(GEMV_PARAMS) { gemv_body<NT, U, MODE>(GEMV_ARGS); }
+GEMV_KERNEL(nvfp4_gemv_nt1, 1, 3, MODE_NORMAL)
+GEMV_KERNEL(nvfp4_gemv_nt2, 2, 2, MODE_NORMAL)
+GEMV_KERNEL(nvfp4_gemv_nt4, 4, 1, MODE_NORMAL)
+GEMV_KERNEL(nvfp4_gemv_nt1_l1, 1, 3, MODE_L1)
+GEMV_KERNEL(nvfp4_gemv_nt2_l1, 2, 2, MODE_L1)
+GEMV_KERNEL(nvfp4_gemv_nt1_noflush, 1, 3, MODE_NOFLUSH)
+GEMV_KERNEL(nvfp4_gemv_nt1_loadonly, 1, 3, MODE_LOADONLY)
+GEMV_KERNEL(nvfp4_gemv_nt2_noflush, 2, 2, MODE_NOFLUSH)
