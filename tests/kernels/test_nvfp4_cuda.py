@@ -94,3 +94,15 @@ def test_both_gemm_versions(kernel):
         ops.gemm(x, p, out, kernel)
         ref = x.float() @ ref_w.t()
         assert not torch.isnan(out).any() and ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
+
+
+def test_worker_linear_moves_to_gpu_and_runs_the_kernels():
+    from worker.layers.linear import Linear
+
+    cpu = checkpoint.from_tensors(naive.quantize(torch.randn(272, 320), "compressed-tensors"))
+    layer = Linear(cpu).to("cuda")
+    assert layer.nvfp4.packed.is_cuda and layer.nvfp4.scale.dtype == torch.float8_e4m3fn
+    x = torch.randn(3, 320, device="cuda").to(torch.bfloat16)
+    ref = x.float() @ cpu.dequantize().cuda().t()
+    y = layer(x)
+    assert y.dtype == torch.bfloat16 and ((y.float() - ref).norm() / ref.norm()).item() < REL_TOL
