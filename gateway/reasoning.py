@@ -2,13 +2,14 @@
 
 Follows vLLM's qwen3 reasoning parser: when the prompt already opened `<think>` (thinking on) all
 output up to `</think>` is reasoning; a `<think>` the model writes at the very start is dropped and
-also opens reasoning; output that never closes `</think>` stays reasoning. Newlines right after
-`</think>` are dropped from the answer. Tags split across pieces are held back, never leaked.
+also opens reasoning; a `<tool_call>` also ends reasoning; output that never closes stays reasoning.
+Newlines right after `</think>` are dropped from the answer. Tags split across pieces are held back.
 """
 from __future__ import annotations
 
 THINK_START = "<think>"
 THINK_END = "</think>"
+TOOL_CALL = "<tool_call>"
 
 
 def _partial_tail(buf: str, tag: str) -> int:
@@ -77,11 +78,17 @@ class ReasoningSplitter:
             else:
                 self._skip_open_tag = False
         end = buf.find(THINK_END)
+        call = buf.find(TOOL_CALL)
+        if call >= 0 and (end < 0 or call < end):
+            # A tool call ends reasoning even without </think>; the call itself is answer text.
+            reasoning.append(buf[:call])
+            self._state = "content"
+            return buf[call:]
         if end >= 0:
             reasoning.append(buf[:end])
             self._state = "after"
             return buf[end + len(THINK_END):]
-        keep = _partial_tail(buf, THINK_END)
+        keep = max(_partial_tail(buf, THINK_END), _partial_tail(buf, TOOL_CALL))
         reasoning.append(buf[:len(buf) - keep])
         self._held = buf[len(buf) - keep:]
         return ""
