@@ -18,6 +18,7 @@ from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
 
 log = logging.getLogger("sparkinfer.scheduler")
+SEND_RETRY_S = 0.001
 
 
 class WorkerLostError(Exception):
@@ -120,6 +121,7 @@ class Engine:
     async def run_one_step(self) -> None:
         """Plans, sends and applies one step; clears work_event when there is nothing to run."""
         t0 = time.perf_counter_ns()
+        num_preemptions = self.scheduler.num_preemptions
         step = self.scheduler.schedule()
         if step is None:
             self.work_event.clear()
@@ -128,20 +130,27 @@ class Engine:
         future = asyncio.get_running_loop().create_future()
         self.pending = (step.step_id, future)
         t1 = time.perf_counter_ns()
-        self.link.send(pb.WorkerMessage(step=step))
         try:
+            await self._send_step(step)
             result = await future
         except WorkerLostError:
             return
         finally:
             self.pending = None
         t2 = time.perf_counter_ns()
-        num_preemptions = self.scheduler.num_preemptions
         outputs = self.scheduler.update(result)
         self.publish(outputs)
         self.metrics.num_preemptions.inc(self.scheduler.num_preemptions - num_preemptions)
         self._update_gauges()
         self.stats.record(step, result, t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
+
+    async def _send_step(self, step) -> None:
+        """Sends until the socket takes it: a step must never be dropped while the worker counts as alive."""
+        msg = pb.WorkerMessage(step=step)
+        while not self.link.send(msg):
+            if not self.worker_alive:
+                raise WorkerLostError("no worker to send the step to")
+            await asyncio.sleep(SEND_RETRY_S)
 
     def _idle_check(self) -> None:
         try:
@@ -193,7 +202,9 @@ class Engine:
             future.set_result(result)
 
     def handle_hello(self, hello) -> None:
-        if self.worker_alive and hello.worker_id == self.worker_id:
+        # Only a hello that answers a Ping proves steps can reach the worker: its unprompted first hello can
+        # arrive before its step socket has connected.
+        if hello.nonce == 0 or (self.worker_alive and hello.worker_id == self.worker_id):
             return
         if self.worker_alive:
             self.worker_lost(f"worker {self.worker_id} was replaced by worker {hello.worker_id}")

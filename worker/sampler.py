@@ -7,6 +7,7 @@ draws its noise for token i from a generator seeded with mix(seed, i) only, so i
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
 (log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
 """
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -118,7 +119,7 @@ class Sampler:
     def __init__(self, vocab_size: int, seed: int = 0):
         self.vocab_size = vocab_size
         # Unseeded rows draw from one worker generator (different on every worker start unless seed given).
-        self.generator = torch.Generator().manual_seed(seed or torch.seed())
+        self.generator = torch.Generator().manual_seed(seed or int.from_bytes(os.urandom(7), "little"))
 
     def sample(self, logits: torch.Tensor, states: list) -> SampleOutput:
         """logits [M, V'] float32 (V' >= vocab_size; padded LM rows are never sampled) for `states` [M]."""

@@ -17,6 +17,9 @@ from worker.model_card import load_model_card
 from worker.model_runner import MIB, ModelRunner, size_pools
 from worker.wire import SchedulerLink
 
+CPU_KV_CACHE_MIB = 128
+GPU_MEMORY_FRACTION = 0.85
+
 
 @dataclass
 class WorkerConfig:
@@ -26,7 +29,8 @@ class WorkerConfig:
     num_kv_blocks: int = 0                     # 0 = from kv_cache_mib
     num_state_slots: int = 64                  # GDN state slots = running requests at most
     block_size: int = 16                       # tokens per KV block
-    kv_cache_mib: int = 128                    # KV pool budget when num_kv_blocks is 0 (CPU default)
+    kv_cache_mib: int = 0                      # KV pool budget when num_kv_blocks is 0; 0 = 128 MiB on CPU,
+                                               # 85% of the GPU memory left after weights and state slots
     num_threads: int = 0                       # torch CPU threads; 0 = torch's default
     sampler_seed: int = 0                      # seed of the generator unseeded requests share; 0 = random
 
@@ -69,6 +73,16 @@ def _device_name(device: torch.device) -> str:
     return str(device)
 
 
+def _kv_cache_bytes(config: WorkerConfig, model_config, device: torch.device, dtype) -> int:
+    if config.kv_cache_mib > 0:
+        return config.kv_cache_mib * MIB
+    if device.type != "cuda":
+        return CPU_KV_CACHE_MIB * MIB
+    free_bytes = torch.cuda.mem_get_info(device)[0]
+    slots_bytes = config.num_state_slots * ModelCache.bytes_per_slot(model_config, dtype)
+    return max(MIB, int(free_bytes * GPU_MEMORY_FRACTION) - slots_bytes)
+
+
 def build_runner(config: WorkerConfig):
     """Loads the model and allocates its pools; returns (ModelRunner, pb.WorkerHello)."""
     device = torch.device(config.device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
@@ -76,7 +90,7 @@ def build_runner(config: WorkerConfig):
     card = load_model_card(config.model)
     model, model_config = load_model(config.model, device=device, dtype=dtype, progress=False)
     sizes = size_pools(model_config, config.block_size, config.num_state_slots, config.num_kv_blocks,
-                       config.kv_cache_mib * MIB, dtype)
+                       _kv_cache_bytes(config, model_config, device, dtype), dtype)
     cache = ModelCache(model_config, sizes.num_blocks, sizes.block_size, sizes.num_slots, device, dtype)
     runner = ModelRunner(model, model_config, cache, card["vocab_size"], config.sampler_seed)
     hello = pb.WorkerHello(model_id=card["model_id"], num_blocks=sizes.num_blocks, block_size=sizes.block_size,

@@ -3,6 +3,7 @@
 Usage: with EngineStack(model="models/tiny") as stack: ... stack.grpc_addr ...
 Every process runs in its own process group and is killed on exit, even when the test fails.
 """
+import ctypes
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_MODEL = os.path.join(REPO, "models", "tiny")
+PR_SET_PDEATHSIG = 1
 
 
 def free_port(pair: bool = False) -> int:
@@ -79,7 +81,8 @@ class EngineStack:
     def _spawn(self, module: str, name: str, extra_env: dict) -> subprocess.Popen:
         log = open(os.path.join(self.log_dir, f"{name}.log"), "wb")
         return subprocess.Popen([sys.executable, "-m", module], cwd=REPO, env=dict(self.env, **extra_env),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent)
 
     def start_scheduler(self) -> None:
         self.scheduler = self._spawn("scheduler.server", "scheduler", {})
@@ -145,6 +148,14 @@ class EngineStack:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec: the kernel kills it if the test process dies (even by SIGKILL)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: fixtures' finalizers still clean up
 
 
 def kill(proc, sig=signal.SIGKILL, wait: float = 5.0) -> None:

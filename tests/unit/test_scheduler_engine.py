@@ -23,11 +23,15 @@ class FakeLink:
         self.worker = FakeWorker()
         self.auto = True
         self.worker_id = "w1"
+        self.num_refusals = 0      # sends that fail as if no peer were connected yet
 
     def send(self, msg) -> bool:
+        if self.num_refusals:
+            self.num_refusals -= 1
+            return False
         self.sent.append(msg)
         if self.auto and msg.WhichOneof("kind") == "ping":
-            self.inbox.put_nowait(hello(self.worker_id))
+            self.inbox.put_nowait(hello(self.worker_id, msg.ping.nonce))
         if self.auto and msg.WhichOneof("kind") == "step":
             result = self.worker.run(msg.step)
             result.session_id = msg.step.session_id
@@ -38,9 +42,9 @@ class FakeLink:
         return await self.inbox.get()
 
 
-def hello(worker_id="w1"):
+def hello(worker_id="w1", nonce=1):
     return pb.WorkerMessage(hello=pb.WorkerHello(num_blocks=64, block_size=16, num_slots=4, max_context_len=4096,
-                                                 worker_id=worker_id, vocab_size=1000))
+                                                 worker_id=worker_id, vocab_size=1000, nonce=nonce))
 
 
 async def make_engine(**config):
@@ -123,4 +127,23 @@ async def test_queue_depth_and_cancel():
     engine.cancel("a")
     assert engine.load().num_waiting == 0
     engine.submit(request("c"))
+    await engine.stop()
+
+
+async def test_unprompted_hello_does_not_register_and_refused_steps_are_resent():
+    config = SchedulerConfig(ping_interval_s=0.02, worker_timeout_s=0.5)
+    link = FakeLink()
+    engine = Engine(config, CARD, link, Metrics(CollectorRegistry()))
+    link.auto = False
+    link.inbox.put_nowait(hello(nonce=0))
+    engine.start()
+    while not link.inbox.empty():
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
+    assert not engine.worker_alive
+    link.auto = True
+    await asyncio.wait_for(engine.alive_event.wait(), 1)  # registered by the answer to a ping
+    link.num_refusals = 3
+    tokens, _ = await drain(engine.submit(request("r")))
+    assert len(tokens) == 5 and link.num_refusals == 0
     await engine.stop()
