@@ -17,6 +17,7 @@ class SchedulerConfig:
     max_queue_depth: int = 0                    # waiting requests at most; 0 = unlimited
     worker_timeout_s: float = 0.8               # silence after which the worker counts as dead
     ping_interval_s: float = 0.2                # liveness ping period
+    step_timeout_s: float = 60.0                # a step with no result after this counts as a dead worker
 
     def describe(self) -> str:
         return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -35,6 +36,7 @@ ENV_NAMES = {
     "max_queue_depth": "SPARKINFER_MAX_QUEUE_DEPTH",
     "worker_timeout_s": "SPARKINFER_WORKER_TIMEOUT_S",
     "ping_interval_s": "SPARKINFER_PING_INTERVAL_S",
+    "step_timeout_s": "SPARKINFER_STEP_TIMEOUT_S",
 }
 
 

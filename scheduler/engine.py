@@ -116,7 +116,12 @@ class Engine:
             if not self.worker_alive:
                 await self.alive_event.wait()
                 continue
-            await self.run_one_step()
+            try:
+                await self.run_one_step()
+            except Exception as exc:  # a scheduler bug must not leave every request hanging
+                log.exception("scheduler step failed")
+                self.publish(self.scheduler.fail_running(f"scheduler error: {exc!r}"))
+                self._update_gauges()
 
     async def run_one_step(self) -> None:
         """Plans, sends and applies one step; clears work_event when there is nothing to run."""
@@ -132,8 +137,13 @@ class Engine:
         t1 = time.perf_counter_ns()
         try:
             await self._send_step(step)
-            result = await future
+            result = await asyncio.wait_for(future, self.config.step_timeout_s)
         except WorkerLostError:
+            return
+        except asyncio.TimeoutError:
+            # Pings still answered (I/O thread) but the compute loop is stuck: treat it as a dead worker.
+            self.worker_lost(f"worker {self.worker_id} returned no result for step {step.step_id} "
+                             f"in {self.config.step_timeout_s} s")
             return
         finally:
             self.pending = None

@@ -195,7 +195,7 @@ class Scheduler:
     def update(self, result) -> list:
         """Applies a pb.StepResult: appends sampled tokens, finishes requests; returns RequestOutputs."""
         if result.error:
-            return self._fail_step(result.error)
+            return self.fail_running(result.error)
         outputs = []
         num_top = len(result.top_logprobs)
         for i, req_id in enumerate(result.req_ids):
@@ -229,7 +229,7 @@ class Scheduler:
             out.finish_reason = "length"
         return out
 
-    def _fail_step(self, error: str) -> list:
+    def fail_running(self, error: str) -> list:
         """A failed step aborts every running request (their GDN state is no longer trustworthy)."""
         outputs = []
         for req in list(self.running):

@@ -147,3 +147,30 @@ async def test_unprompted_hello_does_not_register_and_refused_steps_are_resent()
     tokens, _ = await drain(engine.submit(request("r")))
     assert len(tokens) == 5 and link.num_refusals == 0
     await engine.stop()
+
+
+async def test_step_without_result_times_out_as_dead_worker():
+    engine, link = await make_engine(step_timeout_s=0.1)
+    link.auto = False
+    link.worker_id = "w1"
+    queue = engine.submit(request("lost"))
+    # Pings keep being answered by hand, so only the step timeout can notice.
+    while engine.worker_alive:
+        link.inbox.put_nowait(hello("w1", 99))
+        await asyncio.sleep(0.01)
+    with pytest.raises(WorkerUnavailableError, match="no result for step"):
+        await drain(queue)
+    await engine.stop()
+
+
+async def test_scheduler_bug_fails_running_requests_instead_of_hanging():
+    engine, _ = await make_engine()
+
+    def broken(result):
+        raise RuntimeError("boom")
+
+    engine.scheduler.update = broken
+    queue = engine.submit(request("victim"))
+    with pytest.raises(Exception, match="boom"):
+        await drain(queue)
+    await engine.stop()
