@@ -9,6 +9,7 @@ Run: python -m bench.scheduler_bench [--concurrency 1 2 4 ...] [--reps 3] [--gen
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -158,7 +159,11 @@ def main(argv=None) -> None:
             f"+ 1 x ({2 * args.prompt_tokens} -> 8) after 50 ms; greedy, eos ignored; median of {args.reps}; "
             f"max_num_batched_tokens {args.max_num_batched_tokens}")
     print(note + "\n" + HEADER, flush=True)
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the worker subprocess is killed on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    load_before = os.getloadavg()[0]
     rows = asyncio.run(bench(args))
+    note += f"; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
     write_outputs(rows, note)
     print(overlap_note(rows), flush=True)
     print(f"wrote {OUT_DIR}/scheduler_bench.md and .png", flush=True)
