@@ -24,3 +24,11 @@ def test_env_fills_and_flags_win():
 def test_bad_values_exit(argv):
     with pytest.raises(SystemExit):
         parse_config(argv, environ={})
+
+
+def test_scheduler_process_never_imports_torch():
+    import subprocess
+    import sys
+    code = "import sys, scheduler.server, scheduler.engine; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
