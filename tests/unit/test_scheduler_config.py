@@ -1,4 +1,6 @@
 """Unit tests: the scheduler's config dataclass from flags and SPARKINFER_* variables."""
+import os
+
 import pytest
 
 from scheduler.config import SchedulerConfig, parse_config
@@ -30,5 +32,6 @@ def test_scheduler_process_never_imports_torch():
     import subprocess
     import sys
     code = "import sys, scheduler.server, scheduler.engine; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
