@@ -142,7 +142,7 @@ async def test_queue_depth_limit_rejects_at_once(make_engine_stack):
         start = time.monotonic()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await collect(stub, greedy_request("reject", prompt(3, 10), 4))
-        assert time.monotonic() - start < 0.5
+        assert time.monotonic() - start < 1.0  # no step, no worker work: only the admission check
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         running.cancel()
         waiting.cancel()
