@@ -11,13 +11,14 @@ class ModelCache:
 
     k_cache, v_cache  list (one per attention layer, in layer order) of [num_blocks, block_size, nKV, hd], `dtype`;
                       hold K after k_norm + RoPE, and V.
-    recurrent_state   [Lg, S, HV, dk, dv] float32, GDN delta-rule state per GDN layer and slot.
+    recurrent_state   [Lg, S, HV, dk, dv] `state_dtype` (float32 by default, exact; bfloat16 halves the bytes a
+                      decode step moves, GPU kernel path only), GDN delta-rule state per GDN layer and slot.
     conv_state        [Lg, S, conv_dim, Kc-1] `dtype`, the last Kc-1 pre-conv inputs, oldest first.
     Slots and blocks are handed out by the scheduler; the forward resets a slot whose row has context_len 0.
     """
 
     def __init__(self, config: ModelConfig, num_blocks: int, block_size: int, num_slots: int,
-                 device="cpu", dtype=torch.bfloat16):
+                 device="cpu", dtype=torch.bfloat16, state_dtype=RECURRENT_DTYPE):
         self.config = config
         self.num_blocks, self.block_size, self.num_slots = num_blocks, block_size, num_slots
         self.device, self.dtype = torch.device(device), dtype
@@ -28,7 +29,7 @@ class ModelCache:
         num_gdn = len(config.gdn_layer_ids)
         self.recurrent_state = torch.zeros(
             num_gdn, num_slots, config.linear_num_value_heads, config.linear_key_head_dim,
-            config.linear_value_head_dim, dtype=RECURRENT_DTYPE, device=device)
+            config.linear_value_head_dim, dtype=state_dtype, device=device)
         self.conv_state = torch.zeros(
             num_gdn, num_slots, config.conv_dim, config.linear_conv_kernel_dim - 1, dtype=dtype, device=device)
 
@@ -46,9 +47,11 @@ class ModelCache:
         return per_layer * len(config.attention_layer_ids)
 
     @staticmethod
-    def bytes_per_slot(config: ModelConfig, dtype=torch.bfloat16) -> int:
-        """Bytes one GDN state slot takes over all GDN layers (fp32 recurrent + `dtype` conv state)."""
+    def bytes_per_slot(config: ModelConfig, dtype=torch.bfloat16, state_dtype=RECURRENT_DTYPE) -> int:
+        """Bytes one GDN state slot takes over all GDN layers (`state_dtype` recurrent + `dtype` conv state)."""
         itemsize = torch.empty((), dtype=dtype).element_size()
-        recurrent = config.linear_num_value_heads * config.linear_key_head_dim * config.linear_value_head_dim * 4
+        state_size = torch.empty((), dtype=state_dtype).element_size()
+        heads = config.linear_num_value_heads
+        recurrent = heads * config.linear_key_head_dim * config.linear_value_head_dim * state_size
         conv = config.conv_dim * (config.linear_conv_kernel_dim - 1) * itemsize
         return (recurrent + conv) * len(config.gdn_layer_ids)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from worker.batch import ForwardBatch
 from worker.layers.linear import Linear
 from worker.layers.norm import RMSNorm
+from worker.layers.paged_attention import PagedStepMeta, decode_attention
 from worker.layers.rope import RotaryEmbedding
 
 
@@ -55,9 +56,10 @@ class GatedAttention(torch.nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = head_dim ** -0.5
 
-    def forward(self, x, cos, sin, meta: PagedAttentionMetadata, k_pool, v_pool) -> torch.Tensor:
-        """x [T, D]; cos, sin [T, rotary_dim]; k_pool, v_pool [num_blocks, block_size, nKV, hd] (written
-        in place with this step's K after k_norm + RoPE, and V). Returns [T, D] in x's dtype."""
+    def forward(self, x, cos, sin, meta, k_pool, v_pool) -> torch.Tensor:
+        """x [T, D]; cos, sin [T, rotary_dim]; meta: PagedAttentionMetadata (per-row path, the CPU reference) or
+        PagedStepMeta (vectorized decode rows, GPU path); k_pool, v_pool [num_blocks, block_size, nKV, hd]
+        (written in place with this step's K after k_norm + RoPE, and V). Returns [T, D] in x's dtype."""
         num_tokens, hd = x.shape[0], self.head_dim
         query_gate = self.q_proj(x).view(num_tokens, self.num_heads, 2 * hd)
         query, gate = query_gate[..., :hd], query_gate[..., hd:].reshape(num_tokens, -1)
@@ -68,11 +70,30 @@ class GatedAttention(torch.nn.Module):
         flat_k, flat_v = k_pool.view(-1, self.num_kv_heads, hd), v_pool.view(-1, self.num_kv_heads, hd)
         flat_k[meta.slot_mapping] = key.to(flat_k.dtype)
         flat_v[meta.slot_mapping] = value.to(flat_v.dtype)
-        out = torch.empty(num_tokens, self.num_heads, hd, dtype=x.dtype, device=x.device)
-        for lo, hi, key_index, mask in meta.rows:
-            out[lo:hi] = self._attend(query[lo:hi], flat_k[key_index].to(x.dtype), flat_v[key_index].to(x.dtype), mask)
+        if isinstance(meta, PagedStepMeta):
+            out = self._attend_step(query, flat_k, flat_v, meta)
+        else:
+            out = torch.empty(num_tokens, self.num_heads, hd, dtype=x.dtype, device=x.device)
+            self._attend_rows(out, query, flat_k, flat_v, meta.rows)
         out = out.reshape(num_tokens, -1) * torch.sigmoid(gate)
         return self.o_proj(out)
+
+    def _attend_rows(self, out, query, flat_k, flat_v, rows) -> None:
+        """out, query [T, nH, hd]; rows: (lo, hi, key_index, mask) tuples; writes out[lo:hi] row by row."""
+        for lo, hi, key_index, mask in rows:
+            out[lo:hi] = self._attend(query[lo:hi], flat_k[key_index].to(query.dtype),
+                                      flat_v[key_index].to(query.dtype), mask)
+
+    def _attend_step(self, query, flat_k, flat_v, meta: PagedStepMeta) -> torch.Tensor:
+        """query [T, nH, hd] -> [T, nH, hd]: decode rows in one vectorized call, prefill rows per row."""
+        if meta.all_decode:
+            return decode_attention(query, flat_k, flat_v, meta.key_index, meta.key_valid, self.scale)
+        out = torch.empty_like(query)
+        if meta.decode_tokens.numel():
+            out[meta.decode_tokens] = decode_attention(query[meta.decode_tokens], flat_k, flat_v, meta.key_index,
+                                                       meta.key_valid, self.scale)
+        self._attend_rows(out, query, flat_k, flat_v, meta.prefill_rows)
+        return out
 
     def _attend(self, q, k, v, mask):
         """q [L, nH, hd], k, v [n_kv, nKV, hd], mask [L, n_kv] bool (True = visible) -> [L, nH, hd].

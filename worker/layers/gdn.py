@@ -1,8 +1,11 @@
 """Worker process: the Gated DeltaNet token mixer (linear attention with per-sequence state slots)."""
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from kernels.gdn import naive
+from kernels.gdn import ops as gdn_ops
 from worker.layers.linear import Linear
 from worker.layers.norm import GatedRMSNorm
 
@@ -41,12 +44,56 @@ def delta_rule_varlen(q, k, v, g, beta, initial_state, cu_seqlens):
     groups = (torch.nonzero(decode[row_of_token]).flatten(), torch.nonzero(~decode[row_of_token]).flatten())
     ops = (naive.recurrent_gated_delta_rule, naive.chunk_gated_delta_rule)
     out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    final = torch.empty_like(initial_state)
+    final = torch.empty(initial_state.shape, dtype=torch.float32, device=initial_state.device)
     for rows, tokens, op in zip((decode, ~decode), groups, ops):
         sub_cu = F.pad(lens[rows].cumsum(0), (1, 0))
         out[tokens], final[rows] = op(q[tokens], k[tokens], v[tokens], g[tokens], beta[tokens],
                                       initial_state=initial_state[rows], cu_seqlens=sub_cu)
     return out, final
+
+
+@dataclass
+class GdnStepMeta:
+    """Per-step row split for the CUDA kernels (kernels/gdn/ops.py), built once and shared by every GDN layer.
+
+    decode_tokens  [Nd] int64   token index of each one-token row (row order); decode_slots [Nd] int32 its slot
+    prefill_tokens [Tp] int64   tokens of the rows of > 1 token, in order; prefill_cu [Np+1] int32 their bounds
+    prefill_slots  [Np] int32;  prefill_init [Np] int32 (1 = continue the slot's state, 0 = fresh prompt)
+    tables         kernels.gdn.ops.prefill_tables of prefill_cu (None without prefill rows)
+    all_decode / all_prefill  bool: no gather/scatter of tokens needed
+    """
+
+    decode_tokens: torch.Tensor
+    decode_slots: torch.Tensor
+    prefill_tokens: torch.Tensor
+    prefill_cu: torch.Tensor
+    prefill_slots: torch.Tensor
+    prefill_init: torch.Tensor
+    tables: tuple
+    all_decode: bool
+    all_prefill: bool
+
+    @staticmethod
+    def from_lists(bounds: list, context_lens: list, state_slots: list, device) -> "GdnStepMeta":
+        """bounds (cu_seqlens [N+1]), context_lens [N], state_slots [N] as host lists."""
+        lens = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
+        decode = [r for r, n in enumerate(lens) if n == 1]
+        prefill = [r for r, n in enumerate(lens) if n > 1]
+        pre_tokens = [t for r in prefill for t in range(bounds[r], bounds[r + 1])]
+        pre_cu = [0]
+        for r in prefill:
+            pre_cu.append(pre_cu[-1] + lens[r])
+
+        def dev(values, dtype):
+            return torch.tensor(values, dtype=dtype).to(device)
+
+        tables = gdn_ops.prefill_tables(pre_cu, device) if prefill else None
+        return GdnStepMeta(dev([bounds[r] for r in decode], torch.int64), dev([state_slots[r] for r in decode],
+                                                                              torch.int32),
+                           dev(pre_tokens, torch.int64), dev(pre_cu, torch.int32),
+                           dev([state_slots[r] for r in prefill], torch.int32),
+                           dev([int(context_lens[r] > 0) for r in prefill], torch.int32), tables,
+                           not prefill, not decode)
 
 
 class GatedDeltaNet(torch.nn.Module):
@@ -69,10 +116,18 @@ class GatedDeltaNet(torch.nn.Module):
         self.num_k_heads, self.head_k_dim, self.head_v_dim = num_k_heads, head_k_dim, head_v_dim
         self.key_dim = num_k_heads * head_k_dim
 
-    def forward(self, x, cu_seqlens, state_slots, recurrent_state, conv_state) -> torch.Tensor:
-        """x [T, D]; cu_seqlens [N+1]; state_slots [N] int64; recurrent_state [S, HV, dk, dv] fp32 and
-        conv_state [S, conv_dim, Kc-1] are this layer's pools, read at and written back to the rows' slots.
-        Returns [T, D] in x's dtype."""
+    def uses_kernels(self, x: torch.Tensor) -> bool:
+        """The CUDA kernels serve this input: bf16 on a GPU and 128-wide heads (what the kernels are built for)."""
+        return (x.is_cuda and x.dtype == torch.bfloat16 and self.head_k_dim == gdn_ops.HEAD_DIM
+                and self.head_v_dim == gdn_ops.HEAD_DIM)
+
+    def forward(self, x, cu_seqlens, state_slots, recurrent_state, conv_state, meta=None) -> torch.Tensor:
+        """x [T, D]; cu_seqlens [N+1]; state_slots [N] int64; recurrent_state [S, HV, dk, dv] fp32 (or bf16 on the
+        kernel path) and conv_state [S, conv_dim, Kc-1] are this layer's pools, read at and written back to the
+        rows' slots. meta: GdnStepMeta, given on the GPU path; with it and uses_kernels(x) the CUDA kernels run,
+        else the plain-torch ops (any device). Returns [T, D] in x's dtype."""
+        if meta is not None and self.uses_kernels(x):
+            return self._forward_kernels(x, meta, recurrent_state, conv_state)
         num_tokens = x.shape[0]
         mixed, new_conv = naive.causal_conv1d(self.in_proj_qkv(x), self.conv_weight, conv_state[state_slots],
                                               cu_seqlens)
@@ -88,3 +143,39 @@ class GatedDeltaNet(torch.nn.Module):
         z = self.in_proj_z(x).reshape(-1, self.head_v_dim)
         core = self.norm(core.reshape(-1, self.head_v_dim), z).reshape(num_tokens, -1)
         return self.out_proj(core)
+
+    def _kernel_params(self) -> tuple:
+        """conv weight [C, Kc], A_log, dt_bias [HV] as contiguous float32 (made once; before any graph capture)."""
+        if getattr(self, "_f32", None) is None or self._f32[0].device != self.conv_weight.device:
+            self._f32 = tuple(t.detach().float().contiguous() for t in (self.conv_weight, self.A_log, self.dt_bias))
+        return self._f32
+
+    def _forward_kernels(self, x, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
+        """The CUDA path: decode rows through conv_decode + fused_recurrent_decode, prefill rows through
+        conv_prefill + chunk_prefill (kernels/gdn/ops.py). x [T, D] bf16 -> [T, D] bf16."""
+        num_tokens = x.shape[0]
+        conv_w, a_log, dt_bias = self._kernel_params()
+        mixed, a, b = self.in_proj_qkv(x), self.in_proj_a(x), self.in_proj_b(x)
+        if meta.all_decode:
+            core = gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
+                                      meta.decode_slots, self.num_k_heads)
+        elif meta.all_prefill:
+            core = self._prefill(mixed, a, b, meta, recurrent_state, conv_state)
+        else:
+            core = torch.empty(num_tokens, recurrent_state.shape[1], self.head_v_dim, dtype=x.dtype,
+                               device=x.device)
+            dec = meta.decode_tokens
+            core[dec] = gdn_ops.gdn_decode(mixed[dec], a[dec], b[dec], conv_w, a_log, dt_bias, conv_state,
+                                           recurrent_state, meta.decode_slots, self.num_k_heads)
+            pre = meta.prefill_tokens
+            core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
+        z = self.in_proj_z(x).reshape(-1, self.head_v_dim)
+        core = self.norm(core.reshape(-1, self.head_v_dim), z).reshape(num_tokens, -1)
+        return self.out_proj(core)
+
+    def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
+        """mixed [Tp, C], a, b [Tp, HV] of the prefill rows -> o [Tp, HV, V] bf16."""
+        conv_w, a_log, dt_bias = self._kernel_params()
+        return gdn_ops.gdn_prefill(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
+                                   meta.prefill_slots, meta.prefill_cu, self.num_k_heads,
+                                   has_initial_state=meta.prefill_init, tables=meta.tables)

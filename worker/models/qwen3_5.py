@@ -1,14 +1,17 @@
 """Worker process: the Qwen3.5 dense hybrid (Gated DeltaNet + gated attention) forward over a packed batch."""
+from dataclasses import dataclass
+
 import torch
 
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
 from worker.layers.attention import GatedAttention, PagedAttentionMetadata
-from worker.layers.gdn import GatedDeltaNet
+from worker.layers.gdn import GatedDeltaNet, GdnStepMeta
 from worker.layers.linear import Linear
 from worker.layers.mlp import MLP
 from worker.layers.norm import GatedRMSNorm, RMSNorm
+from worker.layers.paged_attention import PagedStepMeta
 from worker.layers.rope import RotaryEmbedding
 
 
@@ -83,15 +86,48 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         for every token when all_logits. Writes each row's K/V into its blocks and its GDN state into its slot;
         rows with context_len 0 start from zero state (their slot is reset first)."""
         cache.reset_slots(batch.state_slots[batch.context_lens == 0])
-        x = torch.nn.functional.embedding(batch.input_ids, self.embed_tokens)
-        cos, sin = self.rotary.cos_sin(batch.positions, x.dtype)
-        meta = PagedAttentionMetadata.from_batch(batch, cache.block_size)
+        step = self.prepare(batch, cache.block_size)
+        return self.run(step, cache, None if all_logits else batch.last_token_index())
+
+    def prepare(self, batch: ForwardBatch, block_size: int) -> "StepInputs":
+        """Host-side work of one step (metadata, RoPE tables). On CUDA: the vectorized attention metadata and
+        the GDN kernels' row split (one host read of cu_seqlens / context_lens / state_slots); on CPU: the
+        per-row reference metadata."""
+        cos, sin = self.rotary.cos_sin(batch.positions, self.embed_tokens.dtype)
+        if not batch.input_ids.is_cuda:
+            return StepInputs(batch.input_ids, cos, sin, PagedAttentionMetadata.from_batch(batch, block_size),
+                              None, batch.cu_seqlens, batch.state_slots)
+        bounds, context_lens = batch.cu_seqlens.tolist(), batch.context_lens.tolist()
+        attn = PagedStepMeta.from_batch(batch, block_size, bounds, context_lens)
+        gdn = GdnStepMeta.from_lists(bounds, context_lens, batch.state_slots.tolist(), batch.input_ids.device)
+        return StepInputs(batch.input_ids, cos, sin, attn, gdn, batch.cu_seqlens, batch.state_slots)
+
+    @torch.no_grad()
+    def run(self, step: "StepInputs", cache: ModelCache, last_index=None) -> torch.Tensor:
+        """The device work of one step: no host reads on the all-decode CUDA path (CUDA-graph capturable once
+        every weight has run once). last_index [M] int64 tokens whose logits are returned (None: all tokens).
+        Returns logits [M or T, V] float32."""
+        x = torch.nn.functional.embedding(step.input_ids, self.embed_tokens)
         for layer, j in zip(self.layers, self.cache_index):
             if layer.is_attention:
-                args = (cos, sin, meta, cache.k_cache[j], cache.v_cache[j])
+                args = (step.cos, step.sin, step.attn, cache.k_cache[j], cache.v_cache[j])
             else:
-                args = (batch.cu_seqlens, batch.state_slots, cache.recurrent_state[j], cache.conv_state[j])
+                args = (step.cu_seqlens, step.state_slots, cache.recurrent_state[j], cache.conv_state[j], step.gdn)
             x = layer(x, args)
-        if not all_logits:
-            x = x[batch.last_token_index()]
+        if last_index is not None:
+            x = x[last_index]
         return self.lm_head(self.norm(x)).float()
+
+
+@dataclass
+class StepInputs:
+    """What Qwen3_5ForCausalLM.run needs for one step: input_ids [T] int64, cos/sin [T, rotary_dim] (activation
+    dtype), attn (PagedAttentionMetadata on CPU, PagedStepMeta on CUDA), gdn (GdnStepMeta on CUDA, None on CPU:
+    the plain-torch path), cu_seqlens [N+1] int32, state_slots [N] int64."""
+    input_ids: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
+    attn: object
+    gdn: object
+    cu_seqlens: torch.Tensor
+    state_slots: torch.Tensor

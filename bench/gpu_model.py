@@ -1,0 +1,246 @@
+"""GPU bench (run on the device by `make bench-gpu`): one decode step of the 27B-shaped model vs its roofline.
+
+The model (Qwen3.8-27B shape, design.md section 1) is built directly on the GPU with random weights: NVFP4 linear
+weights (random packed codes, e4m3 block scales in [0.5, 2], a global scale that keeps activations O(1)),
+bf16 embeddings and norms; no checkpoint. One decode step = every row decoding one token at context CTX, C rows
+on shuffled GDN slots and KV blocks, logits for every row. Per C: step time eager and replayed as a CUDA graph
+(CUDA events, median), tokens/s = C / step, the bytes a step must move (all NVFP4 weights incl. the LM head;
+each row's GDN recurrent state read + written, conv state read + written, KV read), the roofline step time at
+the copy bandwidth measured in the same run, and the fraction reached. CSV + PNG to $OUT when set.
+Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it).
+"""
+import csv
+import math
+import os
+import statistics
+import time
+
+import torch
+
+from kernels.nvfp4.checkpoint import NVFP4Weight
+from worker.batch import ForwardBatch
+from worker.cache import ModelCache
+from worker.config import ModelConfig
+from worker.models.qwen3_5 import Qwen3_5ForCausalLM
+from worker.models.qwen3_5_weights import tensor_shapes
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+CTX = 256
+BLOCK = 16
+T0 = time.time()
+DEVICE = "cuda"  # the CPU smoke check (tests nothing of speed) swaps this
+
+
+def config_27b(num_layers: int) -> ModelConfig:
+    types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(num_layers)]
+    return ModelConfig(model_type="qwen3_5_text", architecture="Qwen3_5ForCausalLM", vocab_size=248320,
+                       hidden_size=5120, intermediate_size=17408, num_hidden_layers=num_layers,
+                       num_attention_heads=24, num_key_value_heads=4, head_dim=256, linear_num_key_heads=16,
+                       linear_num_value_heads=48, linear_key_head_dim=128, linear_value_head_dim=128,
+                       linear_conv_kernel_dim=4, layer_types=types)
+
+
+def random_nvfp4(n: int, k: int) -> NVFP4Weight:
+    """Random codes, e4m3 scales in [0.5, 2] and gmul so that W has std ~ 1/sqrt(k) (E[e2m1^2] = 8.6)."""
+    packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=DEVICE)
+    scale = torch.empty(n, k // 16, device=DEVICE).uniform_(0.5, 2.0).to(torch.float8_e4m3fn)
+    gmul = torch.tensor(1.0 / (math.sqrt(8.6) * 1.2 * math.sqrt(k)), device=DEVICE)
+    return NVFP4Weight(packed, scale, gmul)
+
+
+def build(config: ModelConfig):
+    """-> (model, NVFP4 weight bytes) with every tensor made on the GPU."""
+    tensors, weight_bytes = {}, 0
+    for name, shape in tensor_shapes(config).items():
+        if name.endswith("proj.weight") or name == "lm_head.weight":
+            tensors[name] = random_nvfp4(*shape)
+            weight_bytes += tensors[name].nbytes()
+        elif name == "embed_tokens.weight":
+            tensors[name] = torch.randn(shape, device=DEVICE, dtype=torch.bfloat16)
+        elif name.endswith("A_log"):
+            tensors[name] = torch.empty(shape, device=DEVICE).uniform_(0.1, 2.0).log().bfloat16()
+        elif name.endswith("linear_attn.norm.weight"):
+            tensors[name] = (1.0 + 0.1 * torch.randn(shape, device=DEVICE)).bfloat16()
+        else:  # norms (zero-centred), dt_bias, conv weights
+            tensors[name] = (0.1 * torch.randn(shape, device=DEVICE)).bfloat16()
+    return Qwen3_5ForCausalLM(config, tensors).eval(), weight_bytes
+
+
+def make_cache(config, state_dtype) -> ModelCache:
+    blocks_per_row = -(-(CTX + 1) // BLOCK)
+    cache = ModelCache(config, max(BATCHES) * blocks_per_row + 8, BLOCK, max(BATCHES) + 3, device=DEVICE,
+                       dtype=torch.bfloat16, state_dtype=state_dtype)
+    for pool in (cache.recurrent_state, cache.conv_state, *cache.k_cache, *cache.v_cache):
+        pool.normal_(0.0, 0.05)
+    return cache
+
+
+def decode_batch(num_rows: int, cache: ModelCache, vocab: int) -> ForwardBatch:
+    """num_rows decode rows at context CTX on shuffled slots and blocks."""
+    gen = torch.Generator().manual_seed(num_rows)
+    slots = torch.randperm(cache.num_slots, generator=gen)[:num_rows].tolist()
+    blocks = torch.randperm(cache.num_blocks, generator=gen).tolist()
+    per_row = -(-(CTX + 1) // BLOCK)
+    rows = [([int(torch.randint(0, vocab, (1,), generator=gen))], CTX, slots[r],
+             blocks[r * per_row:(r + 1) * per_row], True) for r in range(num_rows)]
+    batch = ForwardBatch.from_rows(rows, BLOCK)
+    return ForwardBatch(*(getattr(batch, f).to(DEVICE) for f in batch.__dataclass_fields__))
+
+
+def median_ms(fn, warmup=2, reps=10) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bytes/s, counting bytes read plus written (1 GiB buffer)."""
+    src = torch.randn(2 ** 28, device=DEVICE)
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), reps=20)
+    return 2 * src.numel() * 4 / ms * 1e3
+
+
+def step_bytes(config: ModelConfig, weight_bytes: int, num_rows: int, state_size: int) -> dict:
+    """The bytes one decode step of num_rows rows at context CTX must move, by kind."""
+    num_gdn, num_attn = len(config.gdn_layer_ids), len(config.attention_layer_ids)
+    state = config.linear_num_value_heads * config.linear_key_head_dim * config.linear_value_head_dim
+    kv_token = 2 * config.num_key_value_heads * config.head_dim * 2
+    return {"weights": weight_bytes,
+            "gdn_state": 2 * num_gdn * num_rows * state * state_size,
+            "conv_state": 2 * num_gdn * num_rows * config.conv_dim * (config.linear_conv_kernel_dim - 1) * 2,
+            "kv": num_attn * num_rows * (CTX + 2) * kv_token}
+
+
+def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
+    """Median ms of one decode step (model.run on prepared metadata), eager or as a CUDA-graph replay."""
+    batch = decode_batch(num_rows, cache, model.config.vocab_size)
+    step = model.prepare(batch, BLOCK)
+    last = batch.last_token_index()
+    logits = model.run(step, cache, last)
+    torch.cuda.synchronize()
+    if not torch.isfinite(logits).all():
+        print(f"  warning: non-finite logits at C={num_rows}")
+    if not use_graph:
+        return median_ms(lambda: model.run(step, cache, last))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model.run(step, cache, last)
+    ms = median_ms(graph.replay, warmup=3, reps=20)
+    del graph
+    return ms
+
+
+def guarded(fn, what: str) -> float:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - report and go on with the other cases
+        print(f"  ({what} failed: {type(exc).__name__}: {str(exc)[:400]})", flush=True)
+        torch.cuda.synchronize()
+        return float("nan")
+
+
+def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s) -> list:
+    cache = make_cache(config, state_dtype)
+    state_size = torch.empty((), dtype=state_dtype).element_size()
+    rows = []
+    for num_rows in BATCHES:
+        if time.time() - T0 > budget_s:
+            print(f"  budget reached: skipping C={num_rows} and above ({state_dtype})")
+            break
+        parts = step_bytes(config, weight_bytes, num_rows, state_size)
+        total = sum(parts.values())
+        row = {"state": str(state_dtype).split(".")[-1], "C": num_rows, "bytes": total, **parts,
+               "roofline_ms": total / bandwidth * 1e3}
+        for mode in modes:
+            ms = guarded(lambda: time_step(model, cache, num_rows, mode == "graph"), f"{mode} C={num_rows}")
+            row[f"{mode}_ms"] = ms
+            row[f"{mode}_tok_s"] = num_rows / ms * 1e3
+            row[f"{mode}_frac"] = row["roofline_ms"] / ms
+        print(f"  {row['state']} C={num_rows}: " + ", ".join(f"{m} {row[f'{m}_ms']:.2f} ms" for m in modes)
+              + f", roofline {row['roofline_ms']:.2f} ms  [{time.time() - T0:.0f} s]", flush=True)
+        rows.append(row)
+    del cache
+    torch.cuda.empty_cache()
+    return rows
+
+
+def write_outputs(rows: list, bandwidth: float) -> None:
+    out_dir = os.environ.get("OUT")
+    if not out_dir or not rows:
+        return
+    fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+    with open(os.path.join(out_dir, "gpu_model.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for state in dict.fromkeys(r["state"] for r in rows):
+        sel = [r for r in rows if r["state"] == state]
+        cs = [r["C"] for r in sel]
+        ax.plot(cs, [c / r["roofline_ms"] * 1e3 for c, r in zip(cs, sel)], "k--" if state == "float32" else "k:",
+                label=f"roofline ({state} state, {bandwidth / 1e12:.2f} TB/s)")
+        for mode, marker in (("graph", "o"), ("eager", "s")):
+            if f"{mode}_tok_s" in sel[0]:
+                ax.plot(cs, [r[f"{mode}_tok_s"] for r in sel], marker=marker, label=f"{mode}, {state} state")
+    ax.set(xscale="log", yscale="log", xlabel="concurrent sequences C", ylabel="decode tokens/s",
+           title=f"27B-shaped decode step, {model_layers()} layers, ctx {CTX}, H200")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "gpu_model.png"), dpi=110)
+
+
+def print_table(rows: list, bandwidth: float) -> None:
+    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {model_layers()} layers, ctx {CTX}")
+    print(f"{'state':>8} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
+          f"{'graph ms':>9} {'tok/s':>8} {'%roof':>6}")
+    for r in rows:
+        cells = []
+        for mode in ("eager", "graph"):
+            if f"{mode}_ms" in r:
+                cells.append(f"{r[f'{mode}_ms']:9.2f} {r[f'{mode}_tok_s']:8.0f} {100 * r[f'{mode}_frac']:5.1f}%")
+            else:
+                cells.append(f"{'-':>9} {'-':>8} {'-':>6}")
+        print(f"{r['state']:>8} {r['C']:>3} {r['bytes'] / 1e9:8.2f} {r['roofline_ms']:8.2f} " + " ".join(cells))
+
+
+def model_layers() -> int:
+    return int(os.environ.get("GPU_MODEL_LAYERS", "64"))
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("no CUDA device: skipped")
+        return 0
+    budget = float(os.environ.get("GPU_MODEL_BUDGET_S", "240"))
+    print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
+    bandwidth = copy_bandwidth()
+    config = config_27b(model_layers())
+    model, weight_bytes = build(config)
+    torch.cuda.synchronize()
+    print(f"built {model_layers()} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
+          f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
+    rows = sweep(model, config, weight_bytes, bandwidth, torch.float32, ("eager", "graph"), budget)
+    rows += sweep(model, config, weight_bytes, bandwidth, torch.bfloat16, ("graph",), budget)
+    write_outputs(rows, bandwidth)
+    print_table(rows, bandwidth)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

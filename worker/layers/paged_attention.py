@@ -1,0 +1,89 @@
+"""Worker process (GPU path): vectorized paged attention metadata and decode attention over the KV block pool.
+
+Letters as worker/batch.py: T packed tokens, N rows, B max blocks per row; Nd decode rows (one token each),
+Lk padded key length of the decode rows (a multiple of the block size), nH query heads, nKV kv heads, hd head dim.
+Decode rows are served by one gather of their keys and two batched matmuls (no Python loop per row); rows with
+more than one token (prefill chunks) keep the per-row SDPA path of worker/layers/attention.py.
+"""
+from dataclasses import dataclass
+
+import torch
+
+from worker.batch import ForwardBatch
+
+
+@dataclass
+class PagedStepMeta:
+    """Per-step KV addressing for the vectorized path, built once and shared by every attention layer.
+
+    slot_mapping   [T] int64      flat pool index (block * block_size + offset) where each new token's K/V goes
+    decode_tokens  [Nd] int64     token index (into T) of each decode row, row order
+    key_index      [Nd, Lk] int64 flat pool index of key j of each decode row (0 where j is past the row's keys)
+    key_valid      [Nd, Lk] bool  key j exists: j < context_len + 1
+    prefill_rows   list of (lo, hi, key_index [n_kv] int64, mask [hi-lo, n_kv] bool) for rows of > 1 token
+    all_decode     bool           every row is a decode row (decode_tokens is then arange(T))
+    """
+
+    slot_mapping: torch.Tensor
+    decode_tokens: torch.Tensor
+    key_index: torch.Tensor
+    key_valid: torch.Tensor
+    prefill_rows: list
+    all_decode: bool
+
+    @staticmethod
+    def from_batch(batch: ForwardBatch, block_size: int, bounds=None, context_lens=None) -> "PagedStepMeta":
+        """bounds (cu_seqlens) and context_lens as host lists (read from the batch when None: one sync)."""
+        device = batch.input_ids.device
+        bounds = batch.cu_seqlens.tolist() if bounds is None else list(bounds)
+        context_lens = batch.context_lens.tolist() if context_lens is None else list(context_lens)
+        tables = batch.block_tables.long()
+        positions = batch.positions.long()
+        row_of_token = torch.repeat_interleave(torch.arange(batch.num_rows, device=device), batch.seq_lens().long())
+        slot_mapping = tables[row_of_token, positions // block_size] * block_size + positions % block_size
+        decode = [r for r in range(len(context_lens)) if bounds[r + 1] - bounds[r] == 1]
+        key_index, key_valid = decode_keys(tables, decode, context_lens, block_size, device)
+        prefill_rows = []
+        for r in (r for r in range(len(context_lens)) if bounds[r + 1] - bounds[r] > 1):
+            lo, hi = bounds[r], bounds[r + 1]
+            key_pos = torch.arange(context_lens[r] + hi - lo, device=device)
+            index = tables[r, key_pos // block_size] * block_size + key_pos % block_size
+            prefill_rows.append((lo, hi, index, key_pos[None, :] <= positions[lo:hi, None]))
+        decode_tokens = torch.tensor([bounds[r] for r in decode], dtype=torch.int64).to(device)
+        return PagedStepMeta(slot_mapping, decode_tokens, key_index, key_valid, prefill_rows,
+                             len(decode) == len(context_lens))
+
+
+def decode_keys(tables: torch.Tensor, decode_rows: list, context_lens: list, block_size: int, device):
+    """Key addressing of the decode rows: tables [N, B] int64, decode_rows (host list of row ids),
+    context_lens (host list, all rows). Returns key_index [Nd, Lk] int64, key_valid [Nd, Lk] bool,
+    Lk = max(context_len + 1) over the decode rows rounded up to block_size (at least one block)."""
+    num_keys = [context_lens[r] + 1 for r in decode_rows]
+    width = -(-max(num_keys + [1]) // block_size) * block_size
+    key_pos = torch.arange(width, device=device)
+    rows = torch.tensor(decode_rows, dtype=torch.int64).to(device)
+    blocks = tables[rows][:, key_pos // block_size]  # [Nd, Lk]
+    key_valid = key_pos[None, :] < torch.tensor(num_keys, dtype=torch.int64).to(device)[:, None]
+    key_index = torch.where(key_valid, blocks * block_size + key_pos % block_size, torch.zeros_like(blocks))
+    return key_index, key_valid
+
+
+def decode_attention(q: torch.Tensor, flat_k: torch.Tensor, flat_v: torch.Tensor, key_index: torch.Tensor,
+                     key_valid: torch.Tensor, scale: float) -> torch.Tensor:
+    """One query token per row against its paged keys, GQA (query head h reads kv head h // (nH / nKV)).
+
+    q [Nd, nH, hd]; flat_k, flat_v [num_blocks * block_size, nKV, hd] (the pools viewed flat); key_index,
+    key_valid [Nd, Lk]. Scores accumulate in fp32 (matmul in q's dtype), softmax in fp32.
+    Returns [Nd, nH, hd] in q's dtype.
+    """
+    num_rows, num_heads, head_dim = q.shape
+    num_kv = flat_k.shape[1]
+    group = num_heads // num_kv
+    keys = flat_k[key_index].to(q.dtype).permute(0, 2, 3, 1)  # [Nd, nKV, hd, Lk]
+    values = flat_v[key_index].to(q.dtype).transpose(1, 2)  # [Nd, nKV, Lk, hd]
+    qg = q.view(num_rows, num_kv, group, head_dim)
+    scores = torch.matmul(qg, keys).float() * scale  # [Nd, nKV, g, Lk]
+    scores = scores.masked_fill(~key_valid[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(q.dtype)
+    out = torch.matmul(probs, values)  # [Nd, nKV, g, hd]
+    return out.reshape(num_rows, num_heads, head_dim)
