@@ -18,6 +18,7 @@ from worker.model_runner import MIB, ModelRunner, size_pools
 from worker.wire import SchedulerLink
 
 CPU_KV_CACHE_MIB = 128
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 GPU_MEMORY_FRACTION = 0.85
 
 
@@ -26,6 +27,7 @@ class WorkerConfig:
     model: str = "models/tiny"                 # checkpoint folder
     worker_addr: str = "tcp://127.0.0.1:5557"  # scheduler's step port; results go to port + 1
     device: str = ""                           # "" = cuda:0 when available, else cpu
+    dtype: str = ""                            # weights/activations: "" = float32 on cpu, bfloat16 on cuda
     num_kv_blocks: int = 0                     # 0 = from kv_cache_mib
     num_state_slots: int = 64                  # GDN state slots = running requests at most
     block_size: int = 16                       # tokens per KV block
@@ -40,6 +42,7 @@ class WorkerConfig:
 
 ENV_NAMES = {
     "model": "SPARKINFER_MODEL", "worker_addr": "SPARKINFER_WORKER_ADDR", "device": "SPARKINFER_DEVICE",
+    "dtype": "SPARKINFER_DTYPE",
     "num_kv_blocks": "SPARKINFER_NUM_KV_BLOCKS", "num_state_slots": "SPARKINFER_NUM_STATE_SLOTS",
     "block_size": "SPARKINFER_BLOCK_SIZE", "kv_cache_mib": "SPARKINFER_KV_CACHE_MIB",
     "num_threads": "SPARKINFER_NUM_THREADS", "sampler_seed": "SPARKINFER_SAMPLER_SEED",
@@ -86,7 +89,9 @@ def _kv_cache_bytes(config: WorkerConfig, model_config, device: torch.device, dt
 def build_runner(config: WorkerConfig):
     """Loads the model and allocates its pools; returns (ModelRunner, pb.WorkerHello)."""
     device = torch.device(config.device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
-    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    dtype = _DTYPES.get(config.dtype or ("float32" if device.type == "cpu" else "bfloat16"))
+    if dtype is None:
+        raise ValueError(f"dtype {config.dtype!r} (SPARKINFER_DTYPE) is not one of {sorted(_DTYPES)}")
     card = load_model_card(config.model)
     model, model_config = load_model(config.model, device=device, dtype=dtype, progress=False)
     sizes = size_pools(model_config, config.block_size, config.num_state_slots, config.num_kv_blocks,
