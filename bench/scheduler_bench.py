@@ -100,7 +100,7 @@ async def bench(args) -> list:
             median["overhead_us"] = statistics.median(r["overhead_us"] for r in reps)
             rows.append(median)
             print(format_row(median), flush=True)
-        return rows
+        return rows, engine.worker_hello.device
     finally:
         await engine.stop()
         kill(worker, wait=5.0)
@@ -155,15 +155,15 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
     args = parser.parse_args(argv)
-    note = (f"seed workload on {os.path.basename(args.model)} (CPU): C x ({args.prompt_tokens} -> {args.gen_tokens}) "
+    note = (f"seed workload on {os.path.basename(args.model)}: C x ({args.prompt_tokens} -> {args.gen_tokens}) "
             f"+ 1 x ({2 * args.prompt_tokens} -> 8) after 50 ms; greedy, eos ignored; median of {args.reps}; "
             f"max_num_batched_tokens {args.max_num_batched_tokens}")
     print(note + "\n" + HEADER, flush=True)
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the worker subprocess is killed on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     load_before = os.getloadavg()[0]
-    rows = asyncio.run(bench(args))
-    note += f"; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
+    rows, device = asyncio.run(bench(args))
+    note += f"; worker on {device}; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
     write_outputs(rows, note)
     print(overlap_note(rows), flush=True)
     print(f"wrote {OUT_DIR}/scheduler_bench.md and .png", flush=True)
