@@ -52,7 +52,7 @@ def build(config: ModelConfig):
     """-> (model, NVFP4 weight bytes) with every tensor made on the GPU."""
     tensors, weight_bytes = {}, 0
     for name, shape in tensor_shapes(config).items():
-        if name.endswith("proj.weight") or name == "lm_head.weight":
+        if len(shape) == 2 and name != "embed_tokens.weight":  # every Linear (conv1d weights are 3-D)
             tensors[name] = random_nvfp4(*shape)
             weight_bytes += tensors[name].nbytes()
         elif name == "embed_tokens.weight":
@@ -137,6 +137,39 @@ def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
     ms = median_ms(graph.replay, warmup=3, reps=20)
     del graph
     return ms
+
+
+CATEGORIES = (("nvfp4 linear", ("nvfp4_",)), ("gdn recurrent", ("gdn_recurrent",)), ("gdn conv", ("gdn_conv",)),
+              ("attention matmul", ("gemm", "gemv", "Kernel2", "cutlass")), ("gather/scatter", ("index", "gather")))
+
+
+def profile_step(model, cache, num_rows: int) -> None:
+    """Kernel time of one eager step by kind (torch.profiler, CUDA activity): what dominates the device time,
+    and how the summed kernel time compares with the step time (the rest is launch gaps)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    batch = decode_batch(num_rows, cache, model.config.vocab_size)
+    step, last = model.prepare(batch, BLOCK), batch.last_token_index()
+    model.run(step, cache, last)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model.run(step, cache, last)
+        torch.cuda.synchronize()
+    kernels = []
+    for evt in prof.key_averages():
+        us = getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
+        if us > 0:
+            kernels.append((us, evt.count, evt.key))
+    total = sum(k[0] for k in kernels)
+    by_kind = dict.fromkeys([name for name, _ in CATEGORIES] + ["elementwise/norm/other"], 0.0)
+    for us, _, key in kernels:
+        kind = next((name for name, subs in CATEGORIES if any(sub in key for sub in subs)), "elementwise/norm/other")
+        by_kind[kind] += us
+    launches = sum(k[1] for k in kernels)
+    print(f"  profile C={num_rows}: {launches} kernels, {total / 1e3:.2f} ms of kernel time; "
+          + ", ".join(f"{kind} {us / 1e3:.2f} ms" for kind, us in by_kind.items()), flush=True)
+    for us, count, key in sorted(kernels, reverse=True)[:6]:
+        print(f"    {us / 1e3:7.3f} ms  x{count:<5} {key[:90]}")
 
 
 def guarded(fn, what: str) -> float:
@@ -236,6 +269,11 @@ def main() -> int:
     print(f"built {model_layers()} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
           f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
     rows = sweep(model, config, weight_bytes, bandwidth, torch.float32, ("eager", "graph"), budget)
+    cache = make_cache(config, torch.float32)
+    for num_rows in (1, 64):
+        guarded(lambda: profile_step(model, cache, num_rows), f"profile C={num_rows}")
+    del cache
+    torch.cuda.empty_cache()
     rows += sweep(model, config, weight_bytes, bandwidth, torch.bfloat16, ("graph",), budget)
     write_outputs(rows, bandwidth)
     print_table(rows, bandwidth)

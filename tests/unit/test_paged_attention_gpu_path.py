@@ -1,5 +1,6 @@
 """Unit tests (CPU): the GPU forward's plumbing (row split, gathers/scatters, slot ids, prefill tables) with the
 GDN CUDA kernels replaced by plain-torch stand-ins of the same signature, against the reference forward."""
+import copy
 import random
 
 import pytest
@@ -55,8 +56,12 @@ def tiny(tmp_path_factory):
     return load_model(path, dtype=torch.float32, progress=False)
 
 
-def test_kernel_path_plumbing_equals_reference(tiny, monkeypatch):
+@pytest.mark.parametrize("fused", [False, True], ids=["separate", "fused_projections"])
+def test_kernel_path_plumbing_equals_reference(tiny, monkeypatch, fused):
     model, config = tiny
+    gpu_model = copy.deepcopy(model)
+    if fused:
+        assert gpu_model.fuse_projections() == config.num_hidden_layers
     monkeypatch.setattr(gdn_layer.GatedDeltaNet, "uses_kernels", lambda self, x: True)
     monkeypatch.setattr(gdn_layer.gdn_ops, "gdn_decode", fake_decode)
     monkeypatch.setattr(gdn_layer.gdn_ops, "gdn_prefill", fake_prefill)
@@ -79,7 +84,37 @@ def test_kernel_path_plumbing_equals_reference(tiny, monkeypatch):
         inputs = StepInputs(batch.input_ids, cos, sin, PagedStepMeta.from_batch(batch, block_size, bounds, ctx),
                             GdnStepMeta.from_lists(bounds, ctx, batch.state_slots.tolist(), "cpu"),
                             batch.cu_seqlens, batch.state_slots)
-        got = model.run(inputs, caches[1], batch.last_token_index())
+        got = gpu_model.run(inputs, caches[1], batch.last_token_index())
         torch.testing.assert_close(got, want, atol=2e-4, rtol=2e-4)
     torch.testing.assert_close(caches[1].recurrent_state, caches[0].recurrent_state, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(caches[1].conv_state, caches[0].conv_state)
+
+
+def test_fused_projections_give_the_same_layer_outputs(tiny):
+    model, config = tiny
+    fused = copy.deepcopy(model)
+    assert fused.fuse_projections() == config.num_hidden_layers
+    assert fused.layers[0].mixer.in_proj_qkv is None and fused.layers[3].mixer.q_proj is None
+    batch = ForwardBatch.from_rows([(list(range(3, 40)), 0, 2, [4, 1, 6], True), ([7], 0, 0, [0], True)], 16)
+    want = model(batch, ModelCache(config, 8, 16, 4, dtype=torch.float32), all_logits=True)
+    got = fused(batch, ModelCache(config, 8, 16, 4, dtype=torch.float32), all_logits=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_nvfp4_projection_splits_back_into_its_shards():
+    from kernels.nvfp4 import checkpoint
+    from worker.layers.gdn import fuse_linears
+    from worker.layers.linear import Linear
+
+    gen = torch.Generator().manual_seed(4)
+    shards = []
+    for rows, gmul in ((64, 0.01), (32, 0.3), (16, 2.0)):
+        packed = torch.randint(0, 256, (rows, 64), dtype=torch.uint8, generator=gen)
+        scale = (torch.rand(rows, 8, generator=gen) + 0.5).to(torch.float8_e4m3fn)
+        shards.append(Linear(checkpoint.NVFP4Weight(packed, scale, torch.tensor(gmul))))
+    x = torch.randn(5, 128, generator=gen)
+    fused = fuse_linears(shards)
+    assert fused.nvfp4 is not None
+    for got, shard in zip(torch.split(fused(x), [64, 32, 16], dim=-1), shards):
+        torch.testing.assert_close(got, shard(x))
+    assert fuse_linears([shards[0], Linear(torch.randn(8, 128))]) is None

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from worker.batch import ForwardBatch
+from worker.layers.gdn import fuse_linears
 from worker.layers.linear import Linear
 from worker.layers.norm import RMSNorm
 from worker.layers.paged_attention import PagedStepMeta, decode_attention
@@ -55,18 +56,36 @@ class GatedAttention(torch.nn.Module):
         self.q_norm, self.k_norm = q_norm, k_norm
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = head_dim ** -0.5
+        self.qkv_proj, self.qkv_sizes = None, None
+
+    def fuse_projections(self) -> bool:
+        """Replaces q_proj, k_proj, v_proj by one Linear (rows [q; k; v]); True when fused."""
+        parts = [self.q_proj, self.k_proj, self.v_proj]
+        fused = fuse_linears(parts)
+        if fused is None:
+            return False
+        self.qkv_sizes = [p.out_features for p in parts]
+        self.qkv_proj = fused
+        self.q_proj = self.k_proj = self.v_proj = None
+        return True
+
+    def _project(self, x) -> tuple:
+        """x [T, D] -> query_gate [T, nH*2*hd], key, value [T, nKV*hd] (column views of one output when fused)."""
+        if self.qkv_proj is None:
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return torch.split(self.qkv_proj(x), self.qkv_sizes, dim=-1)
 
     def forward(self, x, cos, sin, meta, k_pool, v_pool) -> torch.Tensor:
         """x [T, D]; cos, sin [T, rotary_dim]; meta: PagedAttentionMetadata (per-row path, the CPU reference) or
         PagedStepMeta (vectorized decode rows, GPU path); k_pool, v_pool [num_blocks, block_size, nKV, hd]
         (written in place with this step's K after k_norm + RoPE, and V). Returns [T, D] in x's dtype."""
         num_tokens, hd = x.shape[0], self.head_dim
-        query_gate = self.q_proj(x).view(num_tokens, self.num_heads, 2 * hd)
+        query_gate, key, value = self._project(x)
+        query_gate = query_gate.view(num_tokens, self.num_heads, 2 * hd)
         query, gate = query_gate[..., :hd], query_gate[..., hd:].reshape(num_tokens, -1)
         query = RotaryEmbedding.apply(self.q_norm(query), cos, sin)
-        key = self.k_norm(self.k_proj(x).view(num_tokens, self.num_kv_heads, hd))
-        key = RotaryEmbedding.apply(key, cos, sin)
-        value = self.v_proj(x).view(num_tokens, self.num_kv_heads, hd)
+        key = RotaryEmbedding.apply(self.k_norm(key.view(num_tokens, self.num_kv_heads, hd)), cos, sin)
+        value = value.view(num_tokens, self.num_kv_heads, hd)
         flat_k, flat_v = k_pool.view(-1, self.num_kv_heads, hd), v_pool.view(-1, self.num_kv_heads, hd)
         flat_k[meta.slot_mapping] = key.to(flat_k.dtype)
         flat_v[meta.slot_mapping] = value.to(flat_v.dtype)

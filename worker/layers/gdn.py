@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from kernels.gdn import naive
 from kernels.gdn import ops as gdn_ops
+from kernels.nvfp4.checkpoint import NVFP4Weight, concat_rows
 from worker.layers.linear import Linear
 from worker.layers.norm import GatedRMSNorm
 
@@ -26,6 +27,18 @@ def split_fused_qkvz(qkvz: torch.Tensor, ba: torch.Tensor, num_k_heads: int, hea
     flat = [x.reshape(-1, width) for x in (q, k, v, z, b, a)]
     return {"in_proj_qkv": torch.cat(flat[:3], dim=0), "in_proj_z": flat[3], "in_proj_b": flat[4],
             "in_proj_a": flat[5]}
+
+
+def fuse_linears(linears) -> "Linear | None":
+    """One Linear over the concatenated rows of `linears` (same in_features), so that one launch serves them:
+    NVFP4 weights through kernels.nvfp4.checkpoint.concat_rows (each shard keeps its global scale), dense ones
+    through torch.cat. None when the weights are of mixed kinds."""
+    weights = [lin.nvfp4 if lin.nvfp4 is not None else lin.weight for lin in linears]
+    if all(isinstance(w, NVFP4Weight) for w in weights):
+        return Linear(concat_rows(weights))
+    if any(isinstance(w, NVFP4Weight) for w in weights):
+        return None
+    return Linear(torch.cat([w.detach() for w in weights], dim=0))
 
 
 def delta_rule_varlen(q, k, v, g, beta, initial_state, cu_seqlens):
@@ -115,6 +128,24 @@ class GatedDeltaNet(torch.nn.Module):
         self.norm, self.out_proj = norm, out_proj
         self.num_k_heads, self.head_k_dim, self.head_v_dim = num_k_heads, head_k_dim, head_v_dim
         self.key_dim = num_k_heads * head_k_dim
+        self.in_proj_all, self.proj_sizes = None, None
+
+    def fuse_projections(self) -> bool:
+        """Replaces in_proj_qkv, _z, _b, _a by one Linear (rows [qkv; z; b; a]); True when fused."""
+        parts = [self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a]
+        fused = fuse_linears(parts)
+        if fused is None:
+            return False
+        self.proj_sizes = [p.out_features for p in parts]
+        self.in_proj_all = fused
+        self.in_proj_qkv = self.in_proj_z = self.in_proj_b = self.in_proj_a = None
+        return True
+
+    def _project(self, x) -> tuple:
+        """x [T, D] -> mixed [T, conv_dim], z [T, HV*dv], b, a [T, HV] (column views of one output when fused)."""
+        if self.in_proj_all is None:
+            return self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x)
+        return torch.split(self.in_proj_all(x), self.proj_sizes, dim=-1)
 
     def uses_kernels(self, x: torch.Tensor) -> bool:
         """The CUDA kernels serve this input: bf16 on a GPU and 128-wide heads (what the kernels are built for)."""
@@ -129,18 +160,18 @@ class GatedDeltaNet(torch.nn.Module):
         if meta is not None and self.uses_kernels(x):
             return self._forward_kernels(x, meta, recurrent_state, conv_state)
         num_tokens = x.shape[0]
-        mixed, new_conv = naive.causal_conv1d(self.in_proj_qkv(x), self.conv_weight, conv_state[state_slots],
-                                              cu_seqlens)
+        mixed, z, b, a = self._project(x)
+        mixed, new_conv = naive.causal_conv1d(mixed, self.conv_weight, conv_state[state_slots], cu_seqlens)
         conv_state[state_slots] = new_conv
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, mixed.shape[-1] - 2 * self.key_dim], dim=-1)
         q = q.reshape(num_tokens, self.num_k_heads, self.head_k_dim)
         k = k.reshape(num_tokens, self.num_k_heads, self.head_k_dim)
         v = v.reshape(num_tokens, -1, self.head_v_dim)
-        beta = self.in_proj_b(x).sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         core, final = delta_rule_varlen(q, k, v, g, beta, recurrent_state[state_slots], cu_seqlens)
         recurrent_state[state_slots] = final.to(recurrent_state.dtype)
-        z = self.in_proj_z(x).reshape(-1, self.head_v_dim)
+        z = z.reshape(-1, self.head_v_dim)
         core = self.norm(core.reshape(-1, self.head_v_dim), z).reshape(num_tokens, -1)
         return self.out_proj(core)
 
@@ -155,7 +186,10 @@ class GatedDeltaNet(torch.nn.Module):
         conv_prefill + chunk_prefill (kernels/gdn/ops.py). x [T, D] bf16 -> [T, D] bf16."""
         num_tokens = x.shape[0]
         conv_w, a_log, dt_bias = self._kernel_params()
-        mixed, a, b = self.in_proj_qkv(x), self.in_proj_a(x), self.in_proj_b(x)
+        mixed, z, b, a = self._project(x)
+        if mixed.stride(0) % 8:
+            # the kernels read 16-byte aligned token rows
+            mixed = mixed.contiguous()
         if meta.all_decode:
             core = gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
                                       meta.decode_slots, self.num_k_heads)
@@ -169,8 +203,7 @@ class GatedDeltaNet(torch.nn.Module):
                                            recurrent_state, meta.decode_slots, self.num_k_heads)
             pre = meta.prefill_tokens
             core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
-        z = self.in_proj_z(x).reshape(-1, self.head_v_dim)
-        core = self.norm(core.reshape(-1, self.head_v_dim), z).reshape(num_tokens, -1)
+        core = self.norm(core.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim)).reshape(num_tokens, -1)
         return self.out_proj(core)
 
     def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:

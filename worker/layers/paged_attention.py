@@ -73,17 +73,18 @@ def decode_attention(q: torch.Tensor, flat_k: torch.Tensor, flat_v: torch.Tensor
     """One query token per row against its paged keys, GQA (query head h reads kv head h // (nH / nKV)).
 
     q [Nd, nH, hd]; flat_k, flat_v [num_blocks * block_size, nKV, hd] (the pools viewed flat); key_index,
-    key_valid [Nd, Lk]. Scores accumulate in fp32 (matmul in q's dtype), softmax in fp32.
-    Returns [Nd, nH, hd] in q's dtype.
+    key_valid [Nd, Lk]. Keys and values are gathered kv-head-major ([nKV, Nd, Lk, hd], one copy each) so that
+    both products run as one batched GEMM over (kv head, row) with no further copy. Scores are computed in q's
+    dtype (as transformers' eager attention), masked and soft-maxed in fp32. Returns [Nd, nH, hd] in q's dtype.
     """
     num_rows, num_heads, head_dim = q.shape
-    num_kv = flat_k.shape[1]
+    num_kv, width = flat_k.shape[1], key_index.shape[1]
     group = num_heads // num_kv
-    keys = flat_k[key_index].to(q.dtype).permute(0, 2, 3, 1)  # [Nd, nKV, hd, Lk]
-    values = flat_v[key_index].to(q.dtype).transpose(1, 2)  # [Nd, nKV, Lk, hd]
-    qg = q.view(num_rows, num_kv, group, head_dim)
-    scores = torch.matmul(qg, keys).float() * scale  # [Nd, nKV, g, Lk]
-    scores = scores.masked_fill(~key_valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(q.dtype)
-    out = torch.matmul(probs, values)  # [Nd, nKV, g, hd]
-    return out.reshape(num_rows, num_heads, head_dim)
+    keys = flat_k.transpose(0, 1)[:, key_index].to(q.dtype).reshape(num_kv * num_rows, width, head_dim)
+    values = flat_v.transpose(0, 1)[:, key_index].to(q.dtype).reshape(num_kv * num_rows, width, head_dim)
+    qg = q.view(num_rows, num_kv, group, head_dim).transpose(0, 1).reshape(num_kv * num_rows, group, head_dim)
+    scores = torch.bmm(qg, keys.transpose(1, 2)).float().view(num_kv, num_rows, group, width) * scale
+    scores = scores.masked_fill(~key_valid[None, :, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(q.dtype).view(num_kv * num_rows, group, width)
+    out = torch.bmm(probs, values).view(num_kv, num_rows, group, head_dim)
+    return out.transpose(0, 1).reshape(num_rows, num_heads, head_dim)

@@ -73,6 +73,13 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         self.lm_head = Linear(head)
         self.rotary = RotaryEmbedding(config.rotary_dim, config.rope_theta)
         self.cache_index = self._cache_index(config)
+        if self.embed_tokens.is_cuda:
+            self.fuse_projections()
+
+    def fuse_projections(self) -> int:
+        """GPU: one Linear per layer for the projections that read the same input (GDN qkv/z/b/a, attention
+        q/k/v): fewer, larger GEMV launches per step. Returns how many layers were fused."""
+        return sum(bool(layer.mixer.fuse_projections()) for layer in self.layers)
 
     @staticmethod
     def _cache_index(config: ModelConfig) -> list:
