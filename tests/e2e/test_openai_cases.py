@@ -1,5 +1,5 @@
 """End to end: the /v1 parts of the public bug reports (../shared/cases: C01 C02 C04 C11 C13 C14) as tests."""
-import threading
+import os
 import time
 
 import httpx
@@ -25,7 +25,16 @@ def small_stack(make_engine_stack_module):
     """One running and one waiting request at most, 256-token prefill chunks, with its own gateway."""
     stack = make_engine_stack_module(env={"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_MAX_NUM_SEQS": "1",
                                           "SPARKINFER_MAX_QUEUE_DEPTH": "1"})
-    gateway = GatewayProcess(stack)
+    # Short keep-alive: a queued stream gets its headers (and a comment) within half a second.
+    saved = os.environ.get("SPARKINFER_SSE_KEEPALIVE_SECONDS")
+    os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"] = "0.5"
+    try:
+        gateway = GatewayProcess(stack)
+    finally:
+        if saved is None:
+            del os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"]
+        else:
+            os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"] = saved
     try:
         gateway.wait_ready()
         yield stack, gateway.url
@@ -221,24 +230,33 @@ def wait_idle(stack, seconds=2.0):
     raise AssertionError(f"still busy after {seconds} s: running {load.num_running}, waiting {load.num_waiting}")
 
 
+# ignore_eos: the random tiny model could otherwise end the "long" request after a few tokens.
 LONG = {"model": "default", "prompt": "Count from 1 to 5000, one number per line:\n1\n2\n3\n", "max_tokens": 4000,
-        "temperature": 0}
+        "temperature": 0, "ignore_eos": True}
 
 
 def test_c14_disconnects_free_the_only_slot(small_stack):
     stack, url = small_stack
-    with httpx.Client(base_url=url, timeout=30) as first:
-        with first.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as response:
-            lines = response.iter_lines()
+    with httpx.Client(base_url=url, timeout=30) as session:
+        with session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as running:
+            lines = running.iter_lines()
             assert sum(1 for line, _ in zip(lines, range(4)) if line.startswith("data: ")) >= 2
-            # A second request queues behind the only slot, then its client gives up before it starts.
-            queued = threading.Thread(target=_give_up_after, args=(url, {**LONG, "stream": True}, 0.5))
-            queued.start()
-            queued.join()
+            # A second stream queues behind the only slot; its client leaves before it ever starts.
+            with session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as queued:
+                assert queued.status_code == 200
+                _wait_load(stack, lambda load: load.num_waiting == 1 and load.num_running == 1)
+            _wait_load(stack, lambda load: load.num_waiting == 0 and load.num_running == 1)
     wait_idle(stack)
     started = time.monotonic()
     probe = httpx.post(f"{url}/v1/completions", json={"model": "default", "prompt": "Hi", "max_tokens": 8}, timeout=10)
     assert probe.status_code == 200 and time.monotonic() - started < 5.0
+
+
+def _wait_load(stack, condition, seconds: float = 2.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition(scheduler_load(stack.grpc_addr)):
+        assert time.monotonic() < deadline, f"scheduler load never matched: {scheduler_load(stack.grpc_addr)}"
+        time.sleep(0.02)
 
 
 def test_c14_non_streamed_client_timeout_frees_the_slot(small_stack):
@@ -256,17 +274,16 @@ def _give_up_after(url, body, seconds):
 
 def test_queue_full_is_429_with_retry_after(small_stack):
     stack, url = small_stack
-    with httpx.Client(base_url=url, timeout=30) as first:
-        with first.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as response:
-            assert next(line for line in response.iter_lines() if line.startswith("data: "))
-            queued = threading.Thread(target=_give_up_after, args=(url, LONG, 3.0))
-            queued.start()
-            deadline = time.monotonic() + 2.0
-            while scheduler_load(stack.grpc_addr).num_waiting < 1 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            refused = httpx.post(f"{url}/v1/chat/completions", timeout=10,
-                                 json={"model": "default", "messages": [{"role": "user", "content": "hi"}]})
-            queued.join()
+    with httpx.Client(base_url=url, timeout=30) as session:
+        with session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as running:
+            # Keep the line iterator referenced: closing it would close (disconnect) this stream.
+            lines = running.iter_lines()
+            assert next(line for line in lines if line.startswith("data: "))
+            with session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as queued:
+                assert queued.status_code == 200
+                _wait_load(stack, lambda load: load.num_waiting == 1, seconds=10.0)
+                refused = session.post("/v1/chat/completions", timeout=10,
+                                       json={"model": "default", "messages": [{"role": "user", "content": "hi"}]})
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     error = refused.json()["error"]
     assert error["type"] == "rate_limit_error" and error["code"] == "server_overloaded" and error["message"]
