@@ -1,10 +1,4 @@
-"""Gateway process: the one generation path every HTTP API (OpenAI, LM Studio, Ollama) translates into and out of.
-
-Use: build a GenRequest, `gen = engine.start(req)`, then `await gen.next(timeout)` yields Delta
-objects (one per emitted piece, any choice) until None; `gen.usage()` gives token counts;
-`await gen.close()` cancels every scheduler call (client gone). `await engine.complete(req)`
-runs it to the end and returns the per-choice results (non-streamed responses).
-"""
+"""Gateway process: the one generation path every HTTP API (OpenAI, LM Studio, Ollama) translates into and out of."""
 from __future__ import annotations
 
 import asyncio
@@ -204,7 +198,13 @@ class Generation:
 
 
 class Engine:
-    """The gateway's view of one scheduler: model card (cached Info) plus generation."""
+    """The gateway's view of one scheduler: model card (cached Info) plus generation.
+
+    Use: build a GenRequest, `gen = await engine.start(req)`, then `await gen.next(timeout)` yields
+    Delta objects (one per emitted piece, any choice) until None; `gen.usage()` gives token counts;
+    `await gen.close()` cancels every scheduler call (client gone). `await engine.complete(req)` runs
+    it to the end and returns (per-choice results, usage) for non-streamed responses.
+    """
 
     def __init__(self, client: Optional[SchedulerClient] = None):
         self.client = client

@@ -1,10 +1,4 @@
-"""Gateway process: splits the model's <think>...</think> text into reasoning and answer, streamed or not.
-
-Follows vLLM's qwen3 reasoning parser: when the prompt already opened `<think>` (thinking on) all
-output up to `</think>` is reasoning; a `<think>` the model writes at the very start is dropped and
-also opens reasoning; a `<tool_call>` also ends reasoning; output that never closes stays reasoning.
-Newlines right after `</think>` are dropped from the answer. Tags split across pieces are held back.
-"""
+"""Gateway process: splits the model's <think>...</think> text into reasoning and answer, streamed or not."""
 from __future__ import annotations
 
 THINK_START = "<think>"
@@ -21,7 +15,13 @@ def _partial_tail(buf: str, tag: str) -> int:
 
 
 class ReasoningSplitter:
-    """Feed text pieces; get (reasoning, content) pieces whose concatenations are the final split."""
+    """Feed text pieces; get (reasoning, content) pieces whose concatenations are the final split.
+
+    Follows vLLM's qwen3 reasoning parser: when the prompt already opened `<think>` (thinking on) all
+    output up to `</think>` is reasoning; a `<think>` the model writes at the very start is dropped and
+    also opens reasoning; a `<tool_call>` also ends reasoning; output that never closes stays reasoning.
+    Newlines right after `</think>` are dropped from the answer. Tags split across pieces are held back.
+    """
 
     def __init__(self, thinking_open: bool):
         # "start": nothing seen yet, "reasoning": inside <think>, "after": just closed, "content".
