@@ -23,24 +23,38 @@ def _metadata_value(call_or_error, key: str) -> Optional[str]:
     return None
 
 
+def _overloaded(error, details: str) -> ApiError:
+    retry = _metadata_value(error, "retry-after")
+    return Overloaded(details or "the server is overloaded: waiting queue is full, retry later",
+                      retry_after=int(float(retry)) if retry else 1)
+
+
+def _invalid(error, details: str) -> ApiError:
+    if "context" in details.lower():
+        return ContextLengthExceeded(details, param="messages")
+    return InvalidRequest(details or "the scheduler rejected the request")
+
+
+# gRPC status of a failed scheduler call -> the API error the client sees.
+_BY_STATUS = {
+    grpc.StatusCode.RESOURCE_EXHAUSTED: _overloaded,
+    grpc.StatusCode.INVALID_ARGUMENT: _invalid,
+    grpc.StatusCode.UNAVAILABLE:
+        lambda error, details: Unavailable(f"the model server is unavailable: {details or 'scheduler unreachable'}"),
+    grpc.StatusCode.FAILED_PRECONDITION:
+        lambda error, details: Unavailable(f"the model server is not ready: {details}"),
+    grpc.StatusCode.DEADLINE_EXCEEDED:
+        lambda error, details: Timeout(f"the scheduler did not answer in time: {details}"),
+}
+
+
 def map_rpc_error(error: grpc.aio.AioRpcError) -> ApiError:
     """The API error a failed scheduler call means for the client."""
     code, details = error.code(), error.details() or ""
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        retry = _metadata_value(error, "retry-after")
-        return Overloaded(details or "the server is overloaded: waiting queue is full, retry later",
-                          retry_after=int(float(retry)) if retry else 1)
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        if "context" in details.lower():
-            return ContextLengthExceeded(details, param="messages")
-        return InvalidRequest(details or "the scheduler rejected the request")
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return Unavailable(f"the model server is unavailable: {details or 'scheduler unreachable'}")
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return Timeout(f"the scheduler did not answer in time: {details}")
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return Unavailable(f"the model server is not ready: {details}")
-    return InternalError(f"scheduler error ({code.name}): {details}")
+    make = _BY_STATUS.get(code)
+    if make is None:
+        return InternalError(f"scheduler error ({code.name}): {details}")
+    return make(error, details)
 
 
 class SchedulerClient:
