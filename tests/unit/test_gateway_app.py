@@ -135,11 +135,18 @@ async def test_queue_full_is_429_with_retry_after(stack, stream):
     assert error_of(raw)["type"] == "rate_limit_error"
 
 
-async def test_worker_down_is_503(stack):
+@pytest.mark.parametrize("code,details,status,error_code", [
+    (grpc.StatusCode.UNAVAILABLE, "worker down", 503, "server_unavailable"),
+    (grpc.StatusCode.INVALID_ARGUMENT, "prompt does not fit the context", 400, "context_length_exceeded"),
+    (grpc.StatusCode.INVALID_ARGUMENT, "bad top_k", 400, "invalid_value"),
+    (grpc.StatusCode.DEADLINE_EXCEEDED, "slow", 504, "request_timeout"),
+    (grpc.StatusCode.INTERNAL, "bug", 500, "internal_error"),
+], ids=["unavailable", "context", "invalid", "deadline", "internal"])
+async def test_scheduler_status_maps_to_http(stack, code, details, status, error_code):
     client, fake = stack
-    fake.script.error = grpc.StatusCode.UNAVAILABLE
-    status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi"})
-    assert status == 503 and error_of(raw)["code"] == "server_unavailable"
+    fake.script.error, fake.script.error_details = code, details
+    got, raw, _ = await post(client, "/v1/completions", {"prompt": "hi"})
+    assert got == status and error_of(raw)["code"] == error_code and details in error_of(raw)["message"]
 
 
 async def test_scheduler_unreachable_is_503():
