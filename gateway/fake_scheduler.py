@@ -21,6 +21,12 @@ TEMPLATE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
                              "worker", "assets", "chat_template.jinja")
 
 
+def read_template() -> str:
+    """The Qwen3.8 chat template the project ships (worker/assets/chat_template.jinja)."""
+    with open(TEMPLATE_PATH, encoding="utf-8") as f:
+        return f.read()
+
+
 def build_tokenizer() -> Tokenizer:
     """A byte-level BPE with the Qwen special tokens; CJK and emoji stay split over several byte tokens."""
     tokenizer = Tokenizer(models.BPE())
@@ -51,7 +57,7 @@ class FakeServing(pb_grpc.ServingServicer):
     def __init__(self, tokenizer: Tokenizer, max_context_len: int = 256, template: Optional[str] = None):
         self.tokenizer = tokenizer
         self.max_context_len = max_context_len
-        self.template = template if template is not None else open(TEMPLATE_PATH, encoding="utf-8").read()
+        self.template = template if template is not None else read_template()
         self.eos_id = tokenizer.token_to_id("<|im_end|>")
         self.script = Script()
         self.num_running = 0

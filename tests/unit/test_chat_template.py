@@ -2,9 +2,9 @@
 import pytest
 
 from gateway.chat import TemplateError, compile_template, render_chat
-from gateway.fake_scheduler import TEMPLATE_PATH
+from gateway.fake_scheduler import read_template
 
-SOURCE = open(TEMPLATE_PATH, encoding="utf-8").read()
+SOURCE = read_template()
 TEMPLATE = compile_template(SOURCE)
 WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}}
 TOOLS = [{"type": "function",
