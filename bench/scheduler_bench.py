@@ -119,7 +119,8 @@ def overlap_note(rows: list) -> str:
     """What planning step n+1 during step n could save: only the schedule time (update needs step n's tokens)."""
     gains = [r["schedule_us"] / (r["forward_ms"] * 1e3 + r["overhead_us"]) * 100 for r in rows]
     return (f"plan-ahead overlap would hide at most the schedule column: {min(gains):.1f}-{max(gains):.1f}% of step "
-            f"time; the rest of the overhead is the process round trip and applying results, which overlap cannot hide.")
+            f"time; the rest of the overhead is the process round trip and applying results, which overlap "
+            f"cannot hide.")
 
 
 def write_outputs(rows: list, note: str) -> None:
@@ -163,7 +164,8 @@ def main(argv=None) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     load_before = os.getloadavg()[0]
     rows, device = asyncio.run(bench(args))
-    note += f"; worker on {device}; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
+    note += (f"; worker on {device}; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
+             f"({os.cpu_count()} CPUs)")
     write_outputs(rows, note)
     print(overlap_note(rows), flush=True)
     print(f"wrote {OUT_DIR}/scheduler_bench.md and .png", flush=True)

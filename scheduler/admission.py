@@ -33,7 +33,8 @@ class WorkerUnavailableError(RequestError):
 def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
     """Raises QueueFullError when `max_queue_depth` (> 0) requests already wait; 0 means unlimited."""
     if max_queue_depth > 0 and num_waiting >= max_queue_depth:
-        raise QueueFullError(f"queue full: {num_waiting} requests waiting (SPARKINFER_MAX_QUEUE_DEPTH={max_queue_depth})")
+        raise QueueFullError(
+            f"queue full: {num_waiting} requests waiting (SPARKINFER_MAX_QUEUE_DEPTH={max_queue_depth})")
 
 
 def check_prompt(prompt_token_ids, max_context_len: int, vocab_size: int) -> None:
