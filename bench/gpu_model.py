@@ -1,12 +1,11 @@
 """GPU bench (run on the device by `make bench-gpu`): one decode step of the 27B-shaped model vs its roofline.
 
-The model (Qwen3.8-27B shape, design.md section 1) is built directly on the GPU with random weights: NVFP4 linear
-weights (random packed codes, e4m3 block scales in [0.5, 2], a global scale that keeps activations O(1)),
-bf16 embeddings and norms; no checkpoint. One decode step = every row decoding one token at context CTX, C rows
-on shuffled GDN slots and KV blocks, logits for every row. Per C: step time eager and replayed as a CUDA graph
-(CUDA events, median), tokens/s = C / step, the bytes a step must move (all NVFP4 weights incl. the LM head;
-each row's GDN recurrent state read + written, conv state read + written, KV read), the roofline step time at
-the copy bandwidth measured in the same run, and the fraction reached. CSV + PNG to $OUT when set.
+The model (Qwen3.8-27B shape, design.md section 1) is built on the GPU with random weights (NVFP4 Linears: random
+codes, e4m3 block scales in [0.5, 2], a global scale that keeps activations O(1); bf16 embeddings and norms).
+One step: C rows each decoding one token at context CTX on shuffled GDN slots and KV blocks. Per C: step time eager
+and as a CUDA-graph replay (CUDA events, median), tokens/s = C / step, the bytes a step must move (NVFP4 weights
+incl. the LM head, GDN recurrent + conv state read and written, KV read), the roofline = bytes / copy bandwidth
+measured in the same run, and the fraction reached. CSV + PNG to $OUT when set.
 Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it).
 """
 import csv
@@ -17,6 +16,7 @@ import time
 
 import torch
 
+from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
@@ -28,7 +28,9 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 CTX = 256
 BLOCK = 16
 T0 = time.time()
+LAYERS = int(os.environ.get("GPU_MODEL_LAYERS", "64"))
 DEVICE = "cuda"  # the CPU smoke check (tests nothing of speed) swaps this
+ORIGINAL_LINEAR = nvfp4_ops.linear
 
 
 def config_27b(num_layers: int) -> ModelConfig:
@@ -123,8 +125,7 @@ def step_bytes(config: ModelConfig, weight_bytes: int, num_rows: int, state_size
 def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
     """Median ms of one decode step (model.run on prepared metadata), eager or as a CUDA-graph replay."""
     batch = decode_batch(num_rows, cache, model.config.vocab_size)
-    step = model.prepare(batch, BLOCK)
-    last = batch.last_token_index()
+    step, last = model.prepare(batch, BLOCK), batch.last_token_index()
     logits = model.run(step, cache, last)
     torch.cuda.synchronize()
     if not torch.isfinite(logits).all():
@@ -134,13 +135,12 @@ def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         model.run(step, cache, last)
-    ms = median_ms(graph.replay, warmup=3, reps=20)
-    del graph
-    return ms
+    return median_ms(graph.replay, warmup=3, reps=20)
 
 
 CATEGORIES = (("nvfp4 linear", ("nvfp4_",)), ("gdn recurrent", ("gdn_recurrent",)), ("gdn conv", ("gdn_conv",)),
-              ("attention matmul", ("gemm", "gemv", "Kernel2", "cutlass")), ("gather/scatter", ("index", "gather")))
+              ("attention matmul", ("gemm", "gemv", "nvjet", "xmma", "cutlass")),
+              ("gather/scatter", ("index", "gather")))
 
 
 def profile_step(model, cache, num_rows: int) -> None:
@@ -165,8 +165,7 @@ def profile_step(model, cache, num_rows: int) -> None:
     for us, _, key in kernels:
         kind = next((name for name, subs in CATEGORIES if any(sub in key for sub in subs)), "elementwise/norm/other")
         by_kind[kind] += us
-    launches = sum(k[1] for k in kernels)
-    print(f"  profile C={num_rows}: {launches} kernels, {total / 1e3:.2f} ms of kernel time; "
+    print(f"  profile C={num_rows}: {sum(k[1] for k in kernels)} kernels, {total / 1e3:.2f} ms of kernel time; "
           + ", ".join(f"{kind} {us / 1e3:.2f} ms" for kind, us in by_kind.items()), flush=True)
     for us, count, key in sorted(kernels, reverse=True)[:6]:
         print(f"    {us / 1e3:7.3f} ms  x{count:<5} {key[:90]}")
@@ -181,23 +180,37 @@ def guarded(fn, what: str) -> float:
         return float("nan")
 
 
-def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s) -> list:
+def row_chunked_linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
+    """Proposed routing for kernels.nvfp4.ops.linear, measured here only: 32 < M <= 128 rows as ceil(M / 32) GEMV
+    launches (each reads the weight once more) instead of one GEMM launch."""
+    n, k = weight.shape
+    x2 = x.reshape(-1, k).to(torch.bfloat16).contiguous()
+    if not nvfp4_ops.GEMV_MAX_M < x2.shape[0] <= 128:
+        return ORIGINAL_LINEAR(x, weight)
+    p = nvfp4_ops.prepared(weight)
+    out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
+    for i in range(0, x2.shape[0], nvfp4_ops.GEMV_MAX_M):
+        nvfp4_ops.gemv(x2[i:i + nvfp4_ops.GEMV_MAX_M], p, out[i:i + nvfp4_ops.GEMV_MAX_M])
+    return out.reshape(*x.shape[:-1], n).to(x.dtype)
+
+
+def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, batches=BATCHES,
+          label="") -> list:
     cache = make_cache(config, state_dtype)
     state_size = torch.empty((), dtype=state_dtype).element_size()
     rows = []
-    for num_rows in BATCHES:
+    for num_rows in batches:
         if time.time() - T0 > budget_s:
             print(f"  budget reached: skipping C={num_rows} and above ({state_dtype})")
             break
         parts = step_bytes(config, weight_bytes, num_rows, state_size)
         total = sum(parts.values())
-        row = {"state": str(state_dtype).split(".")[-1], "C": num_rows, "bytes": total, **parts,
+        row = {"state": str(state_dtype).split(".")[-1] + label, "C": num_rows, "bytes": total, **parts,
                "roofline_ms": total / bandwidth * 1e3}
         for mode in modes:
             ms = guarded(lambda: time_step(model, cache, num_rows, mode == "graph"), f"{mode} C={num_rows}")
-            row[f"{mode}_ms"] = ms
-            row[f"{mode}_tok_s"] = num_rows / ms * 1e3
-            row[f"{mode}_frac"] = row["roofline_ms"] / ms
+            row.update({f"{mode}_ms": ms, f"{mode}_tok_s": num_rows / ms * 1e3,
+                        f"{mode}_frac": row["roofline_ms"] / ms})
         print(f"  {row['state']} C={num_rows}: " + ", ".join(f"{m} {row[f'{m}_ms']:.2f} ms" for m in modes)
               + f", roofline {row['roofline_ms']:.2f} ms  [{time.time() - T0:.0f} s]", flush=True)
         rows.append(row)
@@ -212,9 +225,8 @@ def write_outputs(rows: list, bandwidth: float) -> None:
         return
     fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
     with open(os.path.join(out_dir, "gpu_model.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+        csv.DictWriter(f, fieldnames=fields).writeheader()
+        csv.DictWriter(f, fieldnames=fields).writerows(rows)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -225,13 +237,14 @@ def write_outputs(rows: list, bandwidth: float) -> None:
     for state in dict.fromkeys(r["state"] for r in rows):
         sel = [r for r in rows if r["state"] == state]
         cs = [r["C"] for r in sel]
-        ax.plot(cs, [c / r["roofline_ms"] * 1e3 for c, r in zip(cs, sel)], "k--" if state == "float32" else "k:",
-                label=f"roofline ({state} state, {bandwidth / 1e12:.2f} TB/s)")
-        for mode, marker in (("graph", "o"), ("eager", "s")):
-            if f"{mode}_tok_s" in sel[0]:
-                ax.plot(cs, [r[f"{mode}_tok_s"] for r in sel], marker=marker, label=f"{mode}, {state} state")
+        if "+" not in state:
+            ax.plot(cs, [c / r["roofline_ms"] * 1e3 for c, r in zip(cs, sel)], "k--" if state == "float32" else "k:",
+                    label=f"roofline ({state} state, {bandwidth / 1e12:.2f} TB/s)")
+        for mode in (m for m in ("graph", "eager") if f"{m}_tok_s" in sel[0]):
+            ax.plot(cs, [r[f"{mode}_tok_s"] for r in sel], marker="o" if mode == "graph" else "s",
+                    label=f"{mode}, {state} state")
     ax.set(xscale="log", yscale="log", xlabel="concurrent sequences C", ylabel="decode tokens/s",
-           title=f"27B-shaped decode step, {model_layers()} layers, ctx {CTX}, H200")
+           title=f"27B-shaped decode step, {LAYERS} layers, ctx {CTX}, H200")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -239,8 +252,8 @@ def write_outputs(rows: list, bandwidth: float) -> None:
 
 
 def print_table(rows: list, bandwidth: float) -> None:
-    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {model_layers()} layers, ctx {CTX}")
-    print(f"{'state':>8} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
+    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {LAYERS} layers, ctx {CTX}")
+    print(f"{'state':>13} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
           f"{'graph ms':>9} {'tok/s':>8} {'%roof':>6}")
     for r in rows:
         cells = []
@@ -249,11 +262,7 @@ def print_table(rows: list, bandwidth: float) -> None:
                 cells.append(f"{r[f'{mode}_ms']:9.2f} {r[f'{mode}_tok_s']:8.0f} {100 * r[f'{mode}_frac']:5.1f}%")
             else:
                 cells.append(f"{'-':>9} {'-':>8} {'-':>6}")
-        print(f"{r['state']:>8} {r['C']:>3} {r['bytes'] / 1e9:8.2f} {r['roofline_ms']:8.2f} " + " ".join(cells))
-
-
-def model_layers() -> int:
-    return int(os.environ.get("GPU_MODEL_LAYERS", "64"))
+        print(f"{r['state']:>13} {r['C']:>3} {r['bytes'] / 1e9:8.2f} {r['roofline_ms']:8.2f} " + " ".join(cells))
 
 
 def main() -> int:
@@ -263,13 +272,18 @@ def main() -> int:
     budget = float(os.environ.get("GPU_MODEL_BUDGET_S", "240"))
     print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
     bandwidth = copy_bandwidth()
-    config = config_27b(model_layers())
+    config = config_27b(LAYERS)
     model, weight_bytes = build(config)
     torch.cuda.synchronize()
-    print(f"built {model_layers()} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
+    print(f"built {LAYERS} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
           f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
     rows = sweep(model, config, weight_bytes, bandwidth, torch.float32, ("eager", "graph"), budget)
     rows += sweep(model, config, weight_bytes, bandwidth, torch.bfloat16, ("graph",), budget)
+    nvfp4_ops.linear = row_chunked_linear
+    for state_dtype in (torch.float32, torch.bfloat16):
+        rows += sweep(model, config, weight_bytes, bandwidth, state_dtype, ("graph",), budget + 15, (48, 64),
+                      label="+gemv")
+    nvfp4_ops.linear = ORIGINAL_LINEAR
     if time.time() - T0 < budget + 20:
         cache = make_cache(config, torch.float32)
         for num_rows in (1, 64):

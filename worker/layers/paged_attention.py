@@ -73,18 +73,24 @@ def decode_attention(q: torch.Tensor, flat_k: torch.Tensor, flat_v: torch.Tensor
     """One query token per row against its paged keys, GQA (query head h reads kv head h // (nH / nKV)).
 
     q [Nd, nH, hd]; flat_k, flat_v [num_blocks * block_size, nKV, hd] (the pools viewed flat); key_index,
-    key_valid [Nd, Lk]. Keys and values are gathered kv-head-major ([nKV, Nd, Lk, hd], one copy each) so that
-    both products run as one batched GEMM over (kv head, row) with no further copy. Scores are computed in q's
-    dtype (as transformers' eager attention), masked and soft-maxed in fp32. Returns [Nd, nH, hd] in q's dtype.
+    key_valid [Nd, Lk]. Each row's keys and values are gathered as whole pool rows (index_select, [Nd, Lk*nKV, hd])
+    and each product is one batched GEMM over the rows: every query head meets every kv head (nKV x the
+    arithmetic, which is negligible next to the bytes) and the kv head of each query head is picked out of the
+    scores; for P V the probabilities are spread block-diagonally (exact zeros elsewhere). Scores are computed in
+    q's dtype (as transformers' eager attention), masked and soft-maxed in fp32. Returns [Nd, nH, hd] in q's dtype.
     """
     num_rows, num_heads, head_dim = q.shape
     num_kv, width = flat_k.shape[1], key_index.shape[1]
     group = num_heads // num_kv
-    keys = flat_k.transpose(0, 1)[:, key_index].to(q.dtype).reshape(num_kv * num_rows, width, head_dim)
-    values = flat_v.transpose(0, 1)[:, key_index].to(q.dtype).reshape(num_kv * num_rows, width, head_dim)
-    qg = q.view(num_rows, num_kv, group, head_dim).transpose(0, 1).reshape(num_kv * num_rows, group, head_dim)
-    scores = torch.bmm(qg, keys.transpose(1, 2)).float().view(num_kv, num_rows, group, width) * scale
-    scores = scores.masked_fill(~key_valid[None, :, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(q.dtype).view(num_kv * num_rows, group, width)
-    out = torch.bmm(probs, values).view(num_kv, num_rows, group, head_dim)
-    return out.transpose(0, 1).reshape(num_rows, num_heads, head_dim)
+    flat_index = key_index.reshape(-1)
+    keys = flat_k.reshape(flat_k.shape[0], -1).index_select(0, flat_index).to(q.dtype)
+    values = flat_v.reshape(flat_v.shape[0], -1).index_select(0, flat_index).to(q.dtype)
+    keys = keys.view(num_rows, width * num_kv, head_dim)  # row l * nKV + j: key l of kv head j
+    values = values.view(num_rows, width * num_kv, head_dim)
+    scores = torch.bmm(q, keys.transpose(1, 2)).view(num_rows, num_kv, group, width, num_kv)
+    scores = scores.diagonal(dim1=1, dim2=4).permute(0, 3, 1, 2).float() * scale  # [Nd, nKV, g, Lk]
+    scores = scores.masked_fill(~key_valid[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(q.dtype)
+    eye = torch.eye(num_kv, dtype=q.dtype, device=q.device)
+    spread = (probs[..., None] * eye[None, :, None, None, :]).reshape(num_rows, num_heads, width * num_kv)
+    return torch.bmm(spread, values)
