@@ -1,9 +1,11 @@
 """GPU bench (device machine): NVFP4 kernels checked, then timed against torch/cuBLAS bf16 on the same logical shapes.
 
-Prints copy bandwidth, PASS/FAIL per correctness case, then per shape [N x K] and M: our time, bf16 time, ratio, and for
-M <= 16 the effective bandwidth (packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events
+Prints copy bandwidth, PASS/FAIL per correctness case, the GEMV versions side by side (v2 gemv.cu, v5 gemv_tile.cu,
+v2 timing diagnostics; again at the end), then per shape [N x K] and M: our time (ops.gemv/gemm defaults), bf16
+time, ratio, and for M <= 16 the effective bandwidth (packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events
 around each launch while the GPU is held by a sleep kernel (so host launch cost stays out), warm-up, median; weights
-rotate among copies that together exceed the L2 several times. With OUT set, writes nvfp4.csv and nvfp4.png there.
+rotate among copies that together exceed the L2 several times. NVFP4_GEMV=v2 makes v2 the default and skips v5.
+With OUT set, writes nvfp4.csv and nvfp4.png there.
 """
 import csv
 import math
@@ -120,6 +122,7 @@ def bench_shape(n: int, k: int) -> list:
         ours = [lambda p=p: kern(x, p, out) for p in nv]
         ref = [lambda w=w: torch.mm(x, w.t(), out=out) for w in bf]
         t_ours, t_bf16 = timed_auto(ours), timed_auto(ref)
+        print(f"row {n}x{k} M={m}: ours {t_ours * 1e6:.1f} us, bf16 {t_bf16 * 1e6:.1f} us", flush=True)
         rows.append({"N": n, "K": k, "M": m, "ours_us": t_ours * 1e6, "bf16_us": t_bf16 * 1e6,
                      "ratio": t_bf16 / t_ours, "nvfp4_bytes": nv_bytes, "ours_tflops": 2 * m * n * k / t_ours / 1e12,
                      "bf16_tflops": 2 * m * n * k / t_bf16 / 1e12, "ours_bw": nv_bytes / t_ours,
@@ -130,13 +133,16 @@ def bench_shape(n: int, k: int) -> list:
     return rows
 
 
-def launch_floor() -> tuple:
-    """Our GEMV on a 128 x 64 weight (launch + one tiny block): (event between launches, batches of 10) seconds."""
+def launch_floor() -> list:
+    """Our GEMV on a 128 x 64 weight (launch + one tiny block): [(version, event between launches s, batches of 10 s)]
+    for the default (ops.gemv) and v2."""
     p = fake_prepared(128, 64)
     x = torch.randn(1, 64, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, 128, dtype=torch.bfloat16, device="cuda")
-    fns = [lambda: ops.gemv(x, p, out)]
-    return timed(fns, 50), timed(fns, 20, 10)
+    rows = []
+    for name, fn in [(ops.GEMV_VERSION, lambda: ops.gemv(x, p, out)), ("v2", lambda: ops.gemv_v2(x, p, out))]:
+        rows.append((name, timed([fn], 50), timed([fn], 20, 10)))
+    return rows
 
 
 def bench_fused() -> list:
@@ -158,28 +164,48 @@ def bench_fused() -> list:
     return lines
 
 
-def sweep(copy_bw: float) -> None:
-    """GEMV variants at M = 1 and 16 on four shapes, printed for NOTES.md: weights through L1, and two timing-only
-    diagnostics with wrong results (no split-K flush; loads without decode/MMA); blocks per SM 1 vs 2."""
-    variants = [(1, "", 2), (1, "_l1", 2), (1, "_noflush", 2), (1, "_loadonly", 2), (1, "", 1),
-                (16, "", 2), (16, "_l1", 2), (16, "_noflush", 2)]
-    for n, k in [(6144, 5120), (17408, 5120), (5120, 17408), (248320, 5120)]:
+# GEMV versions side by side: (label, M values, call); "_noflush"/"_loadonly" are timing-only (wrong results)
+GEMV_VARIANTS = [("v2", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o)),
+                 ("v5", (1, 4, 16), lambda x, p, o: ops.gemv_tile(x, p, o)),
+                 ("v5_d10", (1, 4), lambda x, p, o: ops.gemv_tile(x, p, o, 10)),
+                 ("v5_loadonly", (1,), lambda x, p, o: ops.gemv_tile(x, p, o, 6, "_loadonly")),
+                 ("v2_noflush", (1, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_noflush")),
+                 ("v2_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly")),
+                 ("v2_1blk/SM", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "", 1))]
+
+
+def compare(copy_bw: float) -> list:
+    """Every GEMV variant on every shape at its M values, same weights, batches of 10 -> [(n, k, m, label, s)]."""
+    rows = []
+    for n, k in SHAPES:
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / (n * k * 9 // 16))))]
-        for m, variant, bps in variants if n < 100000 else variants[:4]:
+        for m in (1, 4, 16):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            t = timed([lambda p=p: ops.gemv(x, p, out, variant, bps) for p in nv], 20, 10)
-            print(f"sweep {n}x{k} M={m} nt{variant or '(default)'} blocks/SM={bps}: {t * 1e6:.1f} us "
-                  f"{100 * nv[0]['wq'].numel() * 9 / 8 / t / copy_bw:.1f}% copy bw", flush=True)
+            for label, ms, fn in GEMV_VARIANTS:
+                v5 = label.startswith("v5")
+                if m not in ms or (v5 and (ops.GEMV_VERSION != "v5" or not ops.tile_applies(x, nv[0]))):
+                    continue
+                t = timed([lambda p=p: fn(x, p, out) for p in nv], 20, 10)
+                rows.append((n, k, m, label, t))
+                print(f"cmp {n}x{k} M={m} {label}: {t * 1e6:.1f} us {100 * (n * k * 9 // 16) / t / copy_bw:.1f}% copy bw",
+                      flush=True)
         del nv
-    for n, k in [(6144, 5120), (17408, 5120)]:
-        p = fake_prepared(n, k)
-        for m in (512, 2048, 8192):
-            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            for kernel in ("nvfp4_gemm", "nvfp4_gemm_v2"):
-                t = timed_auto([lambda: ops.gemm(x, p, out, kernel)])
-                print(f"sweep {n}x{k} M={m} {kernel}: {t * 1e6:.1f} us {2 * m * n * k / t / 1e12:.0f} TFLOP/s", flush=True)
+        torch.cuda.empty_cache()
+    return rows
+
+
+def print_compare(rows: list, copy_bw: float) -> None:
+    labels = [v[0] for v in GEMV_VARIANTS]
+    print(f"\nGEMV us (% copy bw {copy_bw / 1e12:.2f} TB/s); *_noflush, *_loadonly: wrong results (timing only)")
+    print(f"{'N x K':>13} {'M':>3} " + " ".join(f"{lb:>16}" for lb in labels))
+    for n, k in SHAPES:
+        for m in (1, 4, 16):
+            got = {lb: t for (rn, rk, rm, lb, t) in rows if (rn, rk, rm) == (n, k, m)}
+            cells = [f"{got[lb] * 1e6:7.1f} ({100 * n * k * 9 / 16 / got[lb] / copy_bw:4.1f}%)" if lb in got else ""
+                     for lb in labels]
+            if got:
+                print(f"{n:>6}x{k:<6} {m:>3} " + " ".join(f"{c:>16}" for c in cells))
 
 
 def write_outputs(rows: list, copy_bw: float) -> None:
@@ -231,7 +257,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: skipped")
         return 0
-    print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    ops.GEMV_VERSION = os.environ.get("NVFP4_GEMV", ops.GEMV_VERSION)  # "v2": the run's fallback if v5 fails its tests
+    print(torch.cuda.get_device_name(), "torch", torch.__version__, "GEMV", ops.GEMV_VERSION)
     copy_bw = copy_bandwidth()
     failed = 0
     for n, k in [(200, 80), (1000, 1040)] + SHAPES:
@@ -242,11 +269,11 @@ def main() -> int:
         failed += verdict == "FAIL"
         print(f"check fused 1024+256+112 rows M={m}: max per-shard rel err {err:.2e} {verdict}", flush=True)
     torch.cuda.empty_cache()
-    floor_events, floor_batched = launch_floor()
-    print(f"launch floor (tiny GEMV): {floor_events * 1e6:.1f} us with an event per launch, "
-          f"{floor_batched * 1e6:.1f} us back to back")
-    if os.environ.get("NVFP4_SWEEP"):
-        sweep(copy_bw)
+    for name, floor_events, floor_batched in launch_floor():
+        print(f"launch floor (tiny GEMV {name}): {floor_events * 1e6:.1f} us with an event per launch, "
+              f"{floor_batched * 1e6:.1f} us back to back")
+    cmp_rows = compare(copy_bw)
+    print_compare(cmp_rows, copy_bw)
     rows = []
     for n, k in SHAPES:
         rows += bench_shape(n, k)
@@ -254,6 +281,7 @@ def main() -> int:
     write_outputs(rows, copy_bw)
     print_table(rows, copy_bw)
     print_fused(bench_fused(), copy_bw)
+    print_compare(cmp_rows, copy_bw)
     print("correctness:", "PASS" if not failed else f"FAIL ({failed} cases)")
     return 1 if failed else 0
 

@@ -1,4 +1,5 @@
-"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv.cu for M <= 32 rows, gemm.cu above); CPU: naive.
+"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_tile.cu for M <= 16 rows when x fits its shared
+memory, gemv.cu otherwise for M <= 32, gemm.cu above); CPU: naive.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
@@ -22,6 +23,14 @@ ROW_GROUP = 128
 CHUNK = 64
 WS_ROWS = 32  # workspace rows = GEMV_MAX_M
 _WORKSPACE = {}
+# GEMV for small M: "v5" = gemv_tile.cu (whole K per block, no split-K) where it applies, else "v2" = gemv.cu
+GEMV_VERSION = "v5"
+TILE_MAX_M = 16  # gemv_tile: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
+TILE_X_BYTES = 48 << 10  # M <= 8: x staged per block above this would fit too few blocks per SM
+TILE_DEPTHS = {1: (6, 10), 2: (8,)}  # ring stages per warp compiled per NT (the first is the default)
+TILE_WARPS, TILE_STAGE_BYTES = 8, 640
+BLOCK_SMEM_MAX = 232448  # sm_90: 227 KB of shared memory per block
+SMEM_PER_SM = 233472  # sm_90: 228 KB of shared memory per SM, 1 KB of it reserved per resident block
 
 
 def _place_bits(frag: torch.Tensor) -> torch.Tensor:
@@ -101,10 +110,74 @@ def _launch(name: str, source: str, grid, block, args) -> None:
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written).
+    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_tile where
+    GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_v2 (variant, blocks_per_sm: its options)."""
+    if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
+        return gemv_tile(x, p, out)
+    return gemv_v2(x, p, out, variant, blocks_per_sm)
 
-    Persistent grid of blocks_per_sm blocks per SM (the kernels' __launch_bounds__ allow two resident);
-    variant: kernel-name suffix for the bench's sweeps (e.g. "_u4")."""
+
+def _tile_smem(m: int, p: dict, depth: int) -> int:
+    """Dynamic shared memory of gemv_tile: x rows padded by 16 B, then the warps' rings."""
+    return m * (p["Kc"] * 64 + 8) * 2 + TILE_WARPS * depth * TILE_STAGE_BYTES
+
+
+def _tile_static(nt: int) -> int:
+    """Static shared memory of gemv_tile: the e4m3 LUT and red[2][8 warps][NT][32] float4."""
+    return 1024 + 8192 * nt
+
+
+def tile_fits(m: int, p: dict, depth: int) -> bool:
+    nt = 1 if m <= 8 else 2
+    return m <= TILE_MAX_M and _tile_smem(m, p, depth) + _tile_static(nt) <= BLOCK_SMEM_MAX
+
+
+def tile_applies(x: torch.Tensor, p: dict) -> bool:
+    """gemv_tile needs M <= 16, K % 8 == 0 (16-byte x pieces), x 16-byte aligned and x small enough to stage
+    (M <= 8: at most TILE_X_BYTES; M > 8: one block per SM with the default ring)."""
+    m = x.shape[0]
+    if m > TILE_MAX_M or p["K"] % 8 or x.data_ptr() % 16:
+        return False
+    if m <= 8:
+        return _tile_smem(m, p, 0) <= TILE_X_BYTES
+    return tile_fits(m, p, TILE_DEPTHS[2][0])
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_kernel(name: str, nt: int):
+    """A gemv_tile kernel, allowed the most dynamic shared memory a block can have."""
+    kernel = _compile.kernel(os.path.join(HERE, "gemv_tile.cu"), name)
+    kernel.max_dynamic_shared_size_bytes = BLOCK_SMEM_MAX - _tile_static(nt)
+    kernel.preferred_shared_memory_carveout = 100  # all of L1 as shared memory: 4 blocks per SM need ~200 KB
+    return kernel
+
+
+def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffix: str = "") -> torch.Tensor:
+    """v5 GEMV (gemv_tile.cu), x [M <= 16, K] bf16 -> out [M, N]: one wave of blocks, each owning whole 16-row tiles
+    over the full K (no cross-block reduction). depth: ring stages per warp (TILE_DEPTHS, 0: default);
+    suffix "_loadonly" (M <= 8, depth 6): timing diagnostic without decode/MMA (wrong results)."""
+    import numpy as np
+
+    m, ntiles = x.shape[0], p["Np"] // 16
+    nt = 1 if m <= 8 else 2
+    depth = depth or TILE_DEPTHS.get(nt, (0,))[0]
+    if m > TILE_MAX_M or depth not in TILE_DEPTHS[nt] or not tile_fits(m, p, depth):
+        raise ValueError(f"gemv_tile: M={m}, depth {depth}: no such kernel or x too large for shared memory")
+    smem = _tile_smem(m, p, depth)
+    per_sm = min(4 if nt == 1 else 2, SMEM_PER_SM // (smem + _tile_static(nt) + 1024))  # cap: registers
+    grid = (min(ntiles, _num_sms(x.device) * max(1, per_sm)),)
+    kernel = _tile_kernel(f"nvfp4_gemv_tile{'_nt2' if nt == 2 else ''}_d{depth}{suffix}", nt)
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
+            np.int32(p["K"]), np.int32(p["Kc"]), np.int32(ntiles))
+    kernel(grid, (256,), args, shared_mem=smem,
+           stream=_compile.external_stream(torch.cuda.current_stream().cuda_stream))
+    return out
+
+
+def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
+    """v2 GEMV (gemv.cu), x [M <= 32, K]: persistent grid of blocks_per_sm blocks per SM (__launch_bounds__ allow two
+    resident), split-K through the self-cleaning workspace; variant: kernel-name suffix (bench diagnostics)."""
     import numpy as np
 
     m = x.shape[0]
@@ -142,6 +215,8 @@ def linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
             weight.cache[key] = weight.dequantize(x.dtype)
         return torch.nn.functional.linear(x, weight.cache[key])
     x2 = x.reshape(-1, k).to(torch.bfloat16).contiguous()
+    if x2.data_ptr() % 16:  # the kernels read x in 16-byte pieces
+        x2 = x2.clone()
     p = prepared(weight)
     out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
     if x2.shape[0] == 0:

@@ -106,3 +106,36 @@ def test_worker_linear_moves_to_gpu_and_runs_the_kernels():
     ref = x.float() @ cpu.dequantize().cuda().t()
     y = layer(x)
     assert y.dtype == torch.bfloat16 and ((y.float() - ref).norm() / ref.norm()).item() < REL_TOL
+
+
+@pytest.mark.parametrize("n,k", [(200, 80), (1000, 1040), (9000, 320), (640, 17408)], ids=lambda v: str(v))
+def test_gemv_versions_each_match(n, k):
+    # v5 (every compiled ring depth, NT = 1 and 2) and v2 on their own: Kc < 8 (idle warps), 568 tiles (blocks own
+    # several), long K (x too large for v5 at M > 1: refused)
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for m in (1, 2, 5, 8, 13, 16):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        ref = x.float() @ ref_w.t()
+        for depth in ops.TILE_DEPTHS[1 if m <= 8 else 2] + (None,):  # None: v2
+            if depth and not ops.tile_fits(m, p, depth):
+                with pytest.raises(ValueError):
+                    ops.gemv_tile(x, p, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"), depth)
+                continue
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            ops.gemv_tile(x, p, out, depth) if depth else ops.gemv_v2(x, p, out)
+            torch.cuda.synchronize()
+            err = ((out.float() - ref).norm() / ref.norm()).item()
+            assert not torch.isnan(out).any() and err < REL_TOL, (depth, m, err)
+
+
+def test_gemv_dispatch_falls_back_to_v2():
+    weight = _weight(256, 512)
+    p, ref_w = ops.prepared(weight), weight.dequantize()
+    aligned = torch.randn(1, 512, device="cuda").to(torch.bfloat16)
+    shifted = torch.randn(1, 513, device="cuda").to(torch.bfloat16)[:, 1:]  # contiguous, 2 bytes off 16
+    assert ops.tile_applies(aligned, p) and not ops.tile_applies(shifted, p)
+    assert not ops.tile_applies(torch.randn(17, 512, device="cuda").to(torch.bfloat16), p)
+    for x in (aligned, shifted):  # linear copies a shifted x to an aligned one
+        y, ref = ops.linear(x, weight).float(), x.float() @ ref_w.t()
+        assert ((y - ref).norm() / ref.norm()).item() < REL_TOL

@@ -1,0 +1,89 @@
+"""gemv_tile.cu (v5 GEMV) control flow mirrored on CPU: the blocks' tile split, the warps' chunk split and the per-warp
+cp.async ring (issue cursor, stage slots, wait_group counts) must hand every (tile, chunk) to exactly one warp, in
+order, from the stage it was copied into; plus the host's shared-memory sizing and dispatch rules (ops.py)."""
+import pytest
+import torch
+
+from kernels.nvfp4 import ops
+
+WARPS = 8
+
+
+def _warp_items(t0: int, nt: int, w: int, kc: int, depth: int) -> list:
+    """gemv_tile_body for one warp -> [(tile, chunk)] in the order computed; asserts the ring's invariants."""
+    ca, nw = w * kc // WARPS, (w + 1) * kc // WARPS - (w * kc // WARPS)
+    total, it, ic, issued = nt * nw, 0, 0, 0
+    stage, groups = {}, [("x",)]  # stage slot -> item copied there; committed cp.async groups, oldest first
+    for s in range(depth):  # prologue
+        if issued < total:
+            stage[s] = (t0 + it, ca + ic)
+            issued, ic = issued + 1, ic + 1
+            if ic == nw:
+                ic, it = 0, it + 1
+        groups.append(stage.get(s) if s < total else None)
+    assert len(groups) - 1 - depth == 0  # wait_group<D> leaves exactly the x group complete
+    done, slot = [], 0
+    for j in range(nt):
+        for c in range(nw):
+            # wait_group<D-1>: at most D-1 newer groups than the one holding this item
+            q = len(done)
+            assert groups[1 + q] == (t0 + j, ca + c) and len(groups) - 1 - (1 + q) == depth - 1
+            assert stage[slot] == (t0 + j, ca + c)
+            done.append(stage.pop(slot))
+            item = None
+            if issued < total:
+                item = stage[slot] = (t0 + it, ca + ic)
+                issued, ic = issued + 1, ic + 1
+                if ic == nw:
+                    ic, it = 0, it + 1
+            groups.append(item)
+            slot = (slot + 1) % depth
+    return done
+
+
+@pytest.mark.parametrize("ntiles,kc,grid", [(8, 2, 8), (568, 5, 528), (384, 80, 384), (1088, 80, 528),
+                                            (15520, 80, 528), (320, 272, 320), (40, 13, 7)])
+@pytest.mark.parametrize("depth", [6, 10])
+def test_every_chunk_once_in_order(ntiles, kc, grid, depth):
+    seen = []
+    for b in range(grid):
+        t0, t1 = ntiles * b // grid, ntiles * (b + 1) // grid
+        assert t1 > t0  # no block without a tile (grid <= ntiles)
+        per_warp = [_warp_items(t0, t1 - t0, w, kc, depth) for w in range(WARPS)]
+        for items in per_warp:  # each warp walks its tiles in order, chunks ascending within a tile
+            assert items == sorted(items)
+        seen += [it for items in per_warp for it in items]
+    assert len(seen) == ntiles * kc and set(seen) == {(t, c) for t in range(ntiles) for c in range(kc)}
+
+
+def _p(n: int, k: int) -> dict:
+    return {"N": n, "K": k, "Np": -(-n // 128) * 128, "Kc": -(-k // 64)}
+
+
+def _per_sm(m: int, p: dict, depth: int) -> int:
+    nt = 1 if m <= 8 else 2
+    return ops.SMEM_PER_SM // (ops._tile_smem(m, p, depth) + ops._tile_static(nt) + 1024)
+
+
+def test_shared_memory_sizing_and_dispatch():
+    p, p17 = _p(6144, 5120), _p(5120, 17408)
+    assert ops._tile_smem(1, p, 6) == (80 * 64 + 8) * 2 + 8 * 6 * 640
+    # M = 1 on K = 5120: 4 blocks of 8 warps per SM (the register cap), one wave holds all 384 tiles; K = 17408: 3
+    assert _per_sm(1, p, 6) >= 4 and _per_sm(1, p17, 6) == 3 and _per_sm(1, p17, 10) == 2
+    # M = 16 on K = 5120 fits one block per SM with the default ring; not on K = 6144 or 17408
+    assert ops.tile_fits(16, p, 8) and _per_sm(16, p, 8) == 1
+    assert not ops.tile_fits(16, _p(5120, 6144), 8) and not ops.tile_fits(9, p17, 8)
+    x = lambda m, k: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
+    assert ops.tile_applies(x(1, 5120), p) and ops.tile_applies(x(4, 5120), p)
+    assert not ops.tile_applies(x(5, 5120), p)  # M <= 8 but x over TILE_X_BYTES: v2 keeps more blocks per SM
+    assert ops.tile_applies(x(16, 5120), p) and ops.tile_applies(x(9, 5120), p)
+    assert not ops.tile_applies(x(2, 17408), p17) and not ops.tile_applies(x(16, 6144), _p(5120, 6144))
+    assert not ops.tile_applies(x(17, 64), _p(128, 64))  # M > 16
+    assert not ops.tile_applies(x(1, 5121)[:, 1:], p)  # 2 bytes off 16
+
+
+def test_gemv_tile_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError):
+        ops.gemv_tile(torch.zeros(16, 6144, dtype=torch.bfloat16), _p(5120, 6144), None)  # x too large
+    with pytest.raises(ValueError):
+        ops.gemv_tile(torch.zeros(2, 64, dtype=torch.bfloat16), _p(128, 64), None, depth=7)  # no such ring depth
