@@ -4,6 +4,10 @@ import torch
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight, from_tensors as nvfp4_from_tensors
 
+# CUDA NVFP4 routing: 32 < M <= CHUNKED_GEMV_MAX_M rows run as ceil(M / 32) GEMV launches instead of the GEMM, which
+# is built for large M (worker/GPU_NOTES.md: C = 64 decode step 72.4 -> 43.3 ms on the H200)
+CHUNKED_GEMV_MAX_M = 128
+
 
 class Linear(torch.nn.Module):
     """y = x W^T. weight [out_features, in_features]; x [..., in_features] -> y [..., out_features] in x's dtype.
@@ -47,5 +51,24 @@ class Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.nvfp4 is not None:
+            rows = x.numel() // max(1, x.shape[-1])
+            if x.is_cuda and nvfp4_ops.GEMV_MAX_M < rows <= CHUNKED_GEMV_MAX_M:
+                return chunked_gemv(x, self.nvfp4)
             return nvfp4_ops.linear(x, self.nvfp4)
         return torch.nn.functional.linear(x, self.weight)
+
+
+def chunked_gemv(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
+    """x [..., K] on CUDA -> y [..., N] in x's dtype, the M = x.numel() / K rows as GEMV launches of at most
+    nvfp4_ops.GEMV_MAX_M (32) rows each (each launch reads the weight once; bf16 math, f32 accumulate, as
+    nvfp4_ops.linear). Row chunks of a contiguous [M, K] bf16 tensor stay contiguous and 16-byte aligned (K % 8 == 0)."""
+    n, k = weight.shape
+    x2 = x.reshape(-1, k).to(torch.bfloat16).contiguous()
+    if x2.data_ptr() % 16 or k % 8:
+        return nvfp4_ops.linear(x, weight)
+    p = nvfp4_ops.prepared(weight)
+    out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
+    step = nvfp4_ops.GEMV_MAX_M
+    for i in range(0, x2.shape[0], step):
+        nvfp4_ops.gemv(x2[i:i + step], p, out[i:i + step])
+    return out.reshape(*x.shape[:-1], n).to(x.dtype)
