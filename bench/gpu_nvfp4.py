@@ -1,11 +1,11 @@
 """GPU bench (device machine): NVFP4 kernels checked, then timed against torch/cuBLAS bf16 on the same logical shapes.
 
 Prints copy bandwidth, launch floors, the GEMV versions side by side (v2 gemv.cu, v5 gemv_tile.cu, timing
-diagnostics; again at the end), PASS/FAIL per correctness case, then per shape [N x K] and M: our time (ops.gemv/gemm defaults), bf16
-time, ratio, and for M <= 16 the effective bandwidth (packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events
-around each launch while the GPU is held by a sleep kernel (so host launch cost stays out), warm-up, median; weights
-rotate among copies that together exceed the L2 several times. NVFP4_GEMV=v2 makes v2 the default and skips v5.
-With OUT set, writes nvfp4.csv and nvfp4.png there.
+diagnostics; again at the end), PASS/FAIL per correctness case, then per shape [N x K] and M: our time (ops.gemv and
+ops.gemm defaults), bf16 time, ratio, and for M <= 16 the effective bandwidth (packed codes + scales / time) as a
+fraction of the copy bandwidth. Timing: CUDA events around each launch while the GPU is held by a sleep kernel (so
+host launch cost stays out), warm-up, median; weights rotate among copies that together exceed the L2 several times.
+NVFP4_GEMV=v2 makes v2 the default and skips v5. With OUT set, writes nvfp4.csv and nvfp4.png there.
 """
 import csv
 import math
@@ -168,6 +168,7 @@ def bench_fused() -> list:
 GEMV_VARIANTS = [("v2", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o)),
                  ("v5", (1, 4, 16), lambda x, p, o: ops.gemv_tile(x, p, o)),
                  ("v5_d10", (1, 4), lambda x, p, o: ops.gemv_tile(x, p, o, 10)),
+                 ("v5_bal", (1,), lambda x, p, o: ops.gemv_tile(x, p, o, balanced=True)),
                  ("v5_loadonly", (1,), lambda x, p, o: ops.gemv_tile(x, p, o, 6, "_loadonly")),
                  ("v2_noflush", (1, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_noflush")),
                  ("v2_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly")),
@@ -175,7 +176,8 @@ GEMV_VARIANTS = [("v2", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o)),
 
 
 def compare(copy_bw: float) -> list:
-    """Every GEMV variant on every shape at its M values, same weights, batches of 10 -> [(n, k, m, label, s)]."""
+    """Every GEMV variant on every shape at its M values (v5 wherever it can run, also where ops.gemv picks v2), same
+    weights, batches of 10 -> [(n, k, m, label, s)]."""
     rows = []
     for n, k in SHAPES:
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / (n * k * 9 // 16))))]
@@ -183,13 +185,14 @@ def compare(copy_bw: float) -> list:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             for label, ms, fn in GEMV_VARIANTS:
-                v5 = label.startswith("v5")
-                if m not in ms or (v5 and (ops.GEMV_VERSION != "v5" or not ops.tile_applies(x, nv[0]))):
+                depth = 10 if "d10" in label else ops.TILE_DEPTHS[1 if m <= 8 else 2][0]
+                v5_runs = ops.GEMV_VERSION == "v5" and ops.tile_fits(m, nv[0], depth) and k % 8 == 0
+                if m not in ms or (label.startswith("v5") and not v5_runs):  # v5 wherever it can run
                     continue
                 t = timed([lambda p=p: fn(x, p, out) for p in nv], 20, 10)
                 rows.append((n, k, m, label, t))
-                print(f"cmp {n}x{k} M={m} {label}: {t * 1e6:.1f} us {100 * (n * k * 9 // 16) / t / copy_bw:.1f}% copy bw",
-                      flush=True)
+                pct = 100 * (n * k * 9 // 16) / t / copy_bw
+                print(f"cmp {n}x{k} M={m} {label}: {t * 1e6:.1f} us {pct:.1f}% copy bw", flush=True)
         del nv
         torch.cuda.empty_cache()
     return rows

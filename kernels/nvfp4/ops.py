@@ -1,5 +1,5 @@
-"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_tile.cu for M <= 16 rows when x fits its shared
-memory, gemv.cu otherwise for M <= 32, gemm.cu above); CPU: naive.
+"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_tile.cu for M <= 8 rows on weights of up to
+~19 MB, where it measured faster; gemv.cu otherwise for M <= 32; gemm.cu above); CPU: naive.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
@@ -25,7 +25,12 @@ WS_ROWS = 32  # workspace rows = GEMV_MAX_M
 _WORKSPACE = {}
 # GEMV for small M: "v5" = gemv_tile.cu (whole K per block, no split-K) where it applies, else "v2" = gemv.cu
 GEMV_VERSION = "v5"
-TILE_MAX_M = 16  # gemv_tile: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
+TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
+# ops.gemv picks gemv_tile only where run 4 (NOTES.md, v5) measured it ahead of v2: M <= 8 (NT = 2 lost on every
+# shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
+# TILE_DISPATCH_CHUNKS fragments (~19 MB; above, v2's leaner inner loop wins: both are issue-bound there)
+TILE_DISPATCH_M = 8
+TILE_DISPATCH_CHUNKS = 32768
 TILE_X_BYTES = 48 << 10  # M <= 8: x staged per block above this would fit too few blocks per SM
 TILE_DEPTHS = {1: (6, 10), 2: (8,)}  # ring stages per warp compiled per NT (the first is the default)
 TILE_WARPS, TILE_STAGE_BYTES = 8, 640
@@ -132,15 +137,21 @@ def tile_fits(m: int, p: dict, depth: int) -> bool:
     return m <= TILE_MAX_M and _tile_smem(m, p, depth) + _tile_static(nt) <= BLOCK_SMEM_MAX
 
 
+def _tile_slots(m: int, p: dict, depth: int, sms: int) -> int:
+    """gemv_tile blocks resident at once: shared memory per SM, capped by registers (4 blocks at NT = 1, 2 at 2)."""
+    nt = 1 if m <= 8 else 2
+    per_sm = SMEM_PER_SM // (_tile_smem(m, p, depth) + _tile_static(nt) + 1024)
+    return sms * max(1, min(4 if nt == 1 else 2, per_sm))
+
+
 def tile_applies(x: torch.Tensor, p: dict) -> bool:
-    """gemv_tile needs M <= 16, K % 8 == 0 (16-byte x pieces), x 16-byte aligned and x small enough to stage
-    (M <= 8: at most TILE_X_BYTES; M > 8: one block per SM with the default ring)."""
-    m = x.shape[0]
-    if m > TILE_MAX_M or p["K"] % 8 or x.data_ptr() % 16:
+    """ops.gemv's choice of gemv_tile (see TILE_DISPATCH_*): M <= 8, K % 8 == 0 (16-byte x pieces), x 16-byte
+    aligned, x at most TILE_X_BYTES, one tile per block in one wave, weights of at most TILE_DISPATCH_CHUNKS."""
+    m, ntiles = x.shape[0], p["Np"] // 16
+    if m > TILE_DISPATCH_M or p["K"] % 8 or x.data_ptr() % 16 or ntiles * p["Kc"] > TILE_DISPATCH_CHUNKS:
         return False
-    if m <= 8:
-        return _tile_smem(m, p, 0) <= TILE_X_BYTES
-    return tile_fits(m, p, TILE_DEPTHS[2][0])
+    sms = _num_sms(x.device) if x.is_cuda else 132
+    return _tile_smem(m, p, 0) <= TILE_X_BYTES and ntiles <= _tile_slots(m, p, TILE_DEPTHS[1][0], sms)
 
 
 @functools.lru_cache(maxsize=None)
@@ -152,10 +163,13 @@ def _tile_kernel(name: str, nt: int):
     return kernel
 
 
-def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffix: str = "") -> torch.Tensor:
+def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffix: str = "",
+              balanced: bool = False) -> torch.Tensor:
     """v5 GEMV (gemv_tile.cu), x [M <= 16, K] bf16 -> out [M, N]: one wave of blocks, each owning whole 16-row tiles
     over the full K (no cross-block reduction). depth: ring stages per warp (TILE_DEPTHS, 0: default);
-    suffix "_loadonly" (M <= 8, depth 6): timing diagnostic without decode/MMA (wrong results)."""
+    suffix "_loadonly" (M <= 8, depth 6): timing diagnostic without decode/MMA (wrong results); balanced: as few
+    blocks as give every block the same number of tiles (+-1 only when that does not divide), instead of a full wave
+    (not yet measured: NOTES.md, v5)."""
     import numpy as np
 
     m, ntiles = x.shape[0], p["Np"] // 16
@@ -164,8 +178,8 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
     if m > TILE_MAX_M or depth not in TILE_DEPTHS[nt] or not tile_fits(m, p, depth):
         raise ValueError(f"gemv_tile: M={m}, depth {depth}: no such kernel or x too large for shared memory")
     smem = _tile_smem(m, p, depth)
-    per_sm = min(4 if nt == 1 else 2, SMEM_PER_SM // (smem + _tile_static(nt) + 1024))  # cap: registers
-    grid = (min(ntiles, _num_sms(x.device) * max(1, per_sm)),)
+    slots = _tile_slots(m, p, depth, _num_sms(x.device))
+    grid = (-(-ntiles // -(-ntiles // slots)) if balanced else min(ntiles, slots),)
     kernel = _tile_kernel(f"nvfp4_gemv_tile{'_nt2' if nt == 2 else ''}_d{depth}{suffix}", nt)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),

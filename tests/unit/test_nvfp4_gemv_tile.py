@@ -60,26 +60,27 @@ def _p(n: int, k: int) -> dict:
     return {"N": n, "K": k, "Np": -(-n // 128) * 128, "Kc": -(-k // 64)}
 
 
-def _per_sm(m: int, p: dict, depth: int) -> int:
-    nt = 1 if m <= 8 else 2
-    return ops.SMEM_PER_SM // (ops._tile_smem(m, p, depth) + ops._tile_static(nt) + 1024)
-
-
-def test_shared_memory_sizing_and_dispatch():
+def test_shared_memory_sizing():
     p, p17 = _p(6144, 5120), _p(5120, 17408)
     assert ops._tile_smem(1, p, 6) == (80 * 64 + 8) * 2 + 8 * 6 * 640
     # M = 1 on K = 5120: 4 blocks of 8 warps per SM (the register cap), one wave holds all 384 tiles; K = 17408: 3
-    assert _per_sm(1, p, 6) >= 4 and _per_sm(1, p17, 6) == 3 and _per_sm(1, p17, 10) == 2
+    assert ops._tile_slots(1, p, 6, 132) == 528 and ops._tile_slots(1, p17, 6, 132) == 396
+    assert ops._tile_slots(1, p17, 10, 132) == 264 and ops._tile_slots(4, p, 6, 132) == 264
     # M = 16 on K = 5120 fits one block per SM with the default ring; not on K = 6144 or 17408
-    assert ops.tile_fits(16, p, 8) and _per_sm(16, p, 8) == 1
+    assert ops.tile_fits(16, p, 8) and ops._tile_slots(16, p, 8, 132) == 132
     assert not ops.tile_fits(16, _p(5120, 6144), 8) and not ops.tile_fits(9, p17, 8)
+
+
+def test_dispatch_picks_v5_only_where_it_measured_ahead():
     x = lambda m, k: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
-    assert ops.tile_applies(x(1, 5120), p) and ops.tile_applies(x(4, 5120), p)
-    assert not ops.tile_applies(x(5, 5120), p)  # M <= 8 but x over TILE_X_BYTES: v2 keeps more blocks per SM
-    assert ops.tile_applies(x(16, 5120), p) and ops.tile_applies(x(9, 5120), p)
-    assert not ops.tile_applies(x(2, 17408), p17) and not ops.tile_applies(x(16, 6144), _p(5120, 6144))
-    assert not ops.tile_applies(x(17, 64), _p(128, 64))  # M > 16
-    assert not ops.tile_applies(x(1, 5121)[:, 1:], p)  # 2 bytes off 16
+    # run 4: v5 ahead at M = 1 on 6144x5120 and 5120x6144 (one tile per block, ~17.7 MB)
+    assert ops.tile_applies(x(1, 5120), _p(6144, 5120)) and ops.tile_applies(x(1, 6144), _p(5120, 6144))
+    assert ops.tile_applies(x(1, 5120), _p(1024, 5120))  # a small projection
+    # behind: more tiles than one wave of blocks (10240x5120: 640 > 528), weights over ~19 MB, M = 4 (2 blocks/SM)
+    for m, n, k in [(1, 10240, 5120), (1, 17408, 5120), (1, 5120, 17408), (1, 248320, 5120), (4, 6144, 5120)]:
+        assert not ops.tile_applies(x(m, k), _p(n, k)), (m, n, k)
+    assert not ops.tile_applies(x(16, 5120), _p(6144, 5120))  # NT = 2 lost on every shape
+    assert not ops.tile_applies(x(1, 5121)[:, 1:], _p(6144, 5120))  # 2 bytes off 16
 
 
 def test_gemv_tile_refuses_what_it_cannot_run():
