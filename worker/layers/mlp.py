@@ -2,15 +2,21 @@
 import torch
 import torch.nn.functional as F
 
+from kernels.norm import ops as norm_ops
+from worker.layers import norm
 from worker.layers.linear import Linear
 
 
 class MLP(torch.nn.Module):
-    """y = down(silu(gate(x)) * up(x)) (transformers `Qwen3_5MLP`). x [T, D] -> [T, D]; gate/up [I, D], down [D, I]."""
+    """y = down(silu(gate(x)) * up(x)) (transformers `Qwen3_5MLP`). x [T, D] -> [T, D]; gate/up [I, D], down [D, I].
+    CUDA bf16 with worker.layers.norm.USE_KERNELS: silu(gate) * up in one launch (kernels.norm.ops.silu_mul)."""
 
     def __init__(self, gate_proj: Linear, up_proj: Linear, down_proj: Linear):
         super().__init__()
         self.gate_proj, self.up_proj, self.down_proj = gate_proj, up_proj, down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_proj(x), self.up_proj(x)
+        if norm.USE_KERNELS and norm_ops.supports(gate, up):
+            return self.down_proj(norm_ops.silu_mul(gate, up))
+        return self.down_proj(F.silu(gate) * up)

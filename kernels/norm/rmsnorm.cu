@@ -1,0 +1,98 @@
+// rmsnorm.cu: Qwen3.5's norms and the MLP's SiLU-and-multiply, bf16 in/out, f32 math, one launch each (sm_90).
+// norm_rms_zc:    grid (R), block (NT = 32..1024, a multiple of 32); block r owns row r, thread i owns columns
+//                 i, i + NT, ... of it (two passes: sum of squares, then scale; the second pass re-reads from L1/L2).
+// norm_rms_gated: same mapping; row r = one dv-wide head vector of the GDN output, z read at the same (row, col).
+// silu_mul:       grid (min(ceil(T*I / 256), cap)), block 256; grid-stride loop, thread = one element (t, i).
+// Formulas: model-spec.md 1.5 (transformers Qwen3_5RMSNorm / Qwen3_5RMSNormGated), rounding as the torch code:
+//   zero-centred: y = bf16(x * rsqrt(mean(x^2) + eps) * (1 + w)); with a residual, x := bf16(x + res) first and
+//                 that sum is also written out (residual_out), as `h = x + residual` in bf16 does.
+//   gated:        xn = bf16(x * rsqrt(mean(x^2) + eps)); y = bf16(w * xn); out = bf16(y * silu(z)), silu in f32.
+//   silu_mul:     s = bf16(silu(gate)); out = bf16(s * up)   (F.silu(gate) * up on bf16 tensors).
+// bf16 is carried as u16 (no CUDA headers: NVRTC or nvcc); conversions round to nearest even through PTX cvt.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+__device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((u32)h) << 16); }
+
+__device__ __forceinline__ u16 f2bf(float x) {
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}
+
+// bf16 round trip of an f32 value (what a `.to(bfloat16)` between two torch ops does)
+__device__ __forceinline__ float rbf(float x) { return bf2f(f2bf(x)); }
+
+// exact (not approximate) SiLU in f32, as torch: x / (1 + exp(-x))
+__device__ __forceinline__ float silu_f(float x) { return x / (1.f + expf(-x)); }
+
+// sum of v over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? partial[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// x [R, D] bf16 (row stride sx); res, res_out [R, D] (row strides sr, sro; res == nullptr: no residual; res_out
+// may alias res or x: each element is read and written by one thread); w [D] bf16; out [R, D] (row stride so).
+extern "C" __global__ void norm_rms_zc(const u16* x, long long sx, const u16* res, long long sr, u16* res_out,
+                                       long long sro, const u16* __restrict__ w, u16* __restrict__ out, long long so,
+                                       int D, float eps) {
+  const long long r = blockIdx.x;
+  const u16* xr = x + r * sx;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    float v = bf2f(xr[i]);
+    if (res != nullptr) {
+      const u16 s = f2bf(v + bf2f(res[r * sr + i]));
+      res_out[r * sro + i] = s;
+      v = bf2f(s);
+    }
+    ss += v * v;
+  }
+  const float inv = rsqrtf(block_sum(ss) / (float)D + eps);
+  const u16* src = res != nullptr ? res_out + r * sro : xr;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    out[r * so + i] = f2bf(bf2f(src[i]) * inv * (1.f + bf2f(w[i])));
+  }
+}
+
+// x, z [R, D] bf16 (row strides sx, sz; z may be a column view of a wider projection); w [D] bf16; out [R, D]
+// (row stride so).
+extern "C" __global__ void norm_rms_gated(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,
+                                          long long sz, const u16* __restrict__ w, u16* __restrict__ out,
+                                          long long so, int D, float eps) {
+  const long long r = blockIdx.x;
+  const u16* xr = x + r * sx;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = bf2f(xr[i]);
+    ss += v * v;
+  }
+  const float inv = rsqrtf(block_sum(ss) / (float)D + eps);
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float y = rbf(bf2f(w[i]) * rbf(bf2f(xr[i]) * inv));
+    out[r * so + i] = f2bf(y * silu_f(bf2f(z[r * sz + i])));
+  }
+}
+
+// gate, up [T, I] bf16 (row strides sg, su: column views of one fused projection work); out [T, I] contiguous.
+extern "C" __global__ void silu_mul(const u16* __restrict__ gate, long long sg, const u16* __restrict__ up,
+                                    long long su, u16* __restrict__ out, long long T, int I) {
+  const long long total = T * (long long)I;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const long long t = idx / I;
+    const int i = (int)(idx - t * I);
+    const float s = rbf(silu_f(bf2f(gate[t * sg + i])));
+    out[idx] = f2bf(s * bf2f(up[t * su + i]));
+  }
+}
