@@ -67,7 +67,8 @@ class Engine:
             raise
         eos = frozenset() if request.ignore_eos else frozenset(self.card["eos_token_ids"])
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
-                      frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns())
+                      frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns(),
+                      constraint=request.constraint if request.HasField("constraint") else None)
         stream = _Stream(req, asyncio.Queue())
         self.streams[req.req_id] = stream
         self.scheduler.add_request(req)
@@ -174,7 +175,9 @@ class Engine:
             stream = self.streams.get(out.req_id)
             if stream is None:
                 continue
-            if out.error:
+            if out.error and out.invalid:
+                stream.queue.put_nowait(admission.InvalidRequestError(out.error))
+            elif out.error:
                 stream.queue.put_nowait(admission.StepFailedError(f"worker step failed: {out.error}"))
             else:
                 stream.queue.put_nowait(self.timer.response(stream.req, out))

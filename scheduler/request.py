@@ -26,6 +26,7 @@ class Request:
     last_token_ns: int = 0
     finish_reason: str = ""
     stop_token_id: int = -1
+    constraint: object = None             # pb.Constraint forwarded untouched to the worker (None = unconstrained)
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -65,3 +66,4 @@ class RequestOutput:
     finish_reason: str = ""               # "", "stop", "length", "abort"
     stop_token_id: int = -1
     error: str = ""                       # non-empty: the request failed (worker error)
+    invalid: bool = False                 # the failure is the request's own (INVALID_ARGUMENT), not the step's

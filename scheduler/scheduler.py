@@ -157,7 +157,7 @@ class Scheduler:
         if not req.sent_to_worker:
             step.new_requests.append(pb.NewRequest(
                 req_id=req.req_id, sampling=req.sampling, prompt_token_ids=req.prompt_token_ids,
-                output_token_ids=req.output_token_ids))
+                output_token_ids=req.output_token_ids, constraint=req.constraint))
             req.sent_to_worker = True
         start = req.num_computed_tokens
         step.rows.append(pb.StepRow(
@@ -196,7 +196,7 @@ class Scheduler:
         """Applies a pb.StepResult: appends sampled tokens, finishes requests; returns RequestOutputs."""
         if result.error:
             return self.fail_running(result.error)
-        outputs = []
+        outputs = self._fail_requests(result.failed_requests)
         num_top = len(result.top_logprobs)
         for i, req_id in enumerate(result.req_ids):
             req = self.requests.get(req_id)
@@ -228,6 +228,18 @@ class Scheduler:
             self._finish(req, "length")
             out.finish_reason = "length"
         return out
+
+    def _fail_requests(self, failures) -> list:
+        """Ends the requests the worker failed alone (their own fault, e.g. a bad grammar)."""
+        outputs = []
+        for failure in failures:
+            req = self.requests.get(failure.req_id)
+            if req is None or req.status != RUNNING:
+                continue
+            self.running.remove(req)
+            self._finish(req, "abort")
+            outputs.append(RequestOutput(req.req_id, finish_reason="abort", error=failure.error, invalid=True))
+        return outputs
 
     def fail_running(self, error: str) -> list:
         """A failed step aborts every running request (their GDN state is no longer trustworthy)."""

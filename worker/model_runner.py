@@ -8,6 +8,7 @@ import torch
 from proto import pb
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
+from worker.grammar import start_grammar
 from worker.sampler import Sampler, SamplingState
 
 MIB = 1024 * 1024
@@ -39,9 +40,10 @@ def size_pools(config, block_size: int, num_slots: int, num_blocks: int, kv_cach
 class ModelRunner:
     """Holds the model, its cache and every live request's sampling state; execute() runs one step."""
 
-    def __init__(self, model, config, cache: ModelCache, vocab_size: int, sampler_seed: int = 0):
+    def __init__(self, model, config, cache: ModelCache, vocab_size: int, sampler_seed: int = 0, grammars=None):
         self.model, self.config, self.cache = model, config, cache
-        self.sampler = Sampler(vocab_size, seed=sampler_seed)
+        self.grammars = grammars    # worker.grammar.GrammarBook for constrained requests; None = none served
+        self.sampler = Sampler(vocab_size, seed=sampler_seed, grammars=grammars)
         self.states = {}
         self.session_id = ""
 
@@ -66,7 +68,7 @@ class ModelRunner:
             self.states.pop(req_id, None)
         for new in step.new_requests:
             self.states[new.req_id] = SamplingState(new.req_id, new.sampling, list(new.prompt_token_ids),
-                                                    list(new.output_token_ids))
+                                                    list(new.output_token_ids), start_grammar(self.grammars, new))
         result = pb.StepResult(step_id=step.step_id)
         if not step.rows:
             return result
@@ -78,6 +80,9 @@ class ModelRunner:
             sampled = self.sampler.sample(logits, states)
         for row, st, token_id, logprob, top in zip(sample_rows, states, sampled.token_ids, sampled.logprobs,
                                                    sampled.top_logprobs):
+            if st.grammar is not None and st.grammar.error:
+                result.failed_requests.add(req_id=row.req_id, error=st.grammar.error)
+                continue
             st.output_token_ids.append(token_id)
             result.req_ids.append(row.req_id)
             result.token_ids.append(token_id)

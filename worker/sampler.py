@@ -6,11 +6,15 @@ argmax(probs / E) with E ~ Exponential(1) noise (the Gumbel-max trick in exponen
 draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
 (log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
+Constrained rows (worker/grammar.py) have the tokens their grammar forbids masked after logit_bias and
+consume the token they sampled; unconstrained batches skip both.
 """
 import os
 from dataclasses import dataclass, field
 
 import torch
+
+from worker.grammar import apply_grammars, consume_sampled
 
 GREEDY_EPS = 1e-5
 MASK = float("-inf")
@@ -32,6 +36,7 @@ class SamplingState:
     params: object                  # pb.SamplingParams
     prompt_token_ids: list
     output_token_ids: list = field(default_factory=list)
+    grammar: object = None          # worker.grammar.RequestGrammar, None when unconstrained
 
     @property
     def is_greedy(self) -> bool:
@@ -116,8 +121,9 @@ def _noise(states: list, vocab: int, generator: torch.Generator) -> torch.Tensor
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, seed: int = 0):
+    def __init__(self, vocab_size: int, seed: int = 0, grammars=None):
         self.vocab_size = vocab_size
+        self.grammars = grammars        # worker.grammar.GrammarBook, or None (no constrained requests)
         # Unseeded rows draw from one worker generator (different on every worker start unless seed given).
         self.generator = torch.Generator().manual_seed(seed or int.from_bytes(os.urandom(7), "little"))
 
@@ -128,6 +134,7 @@ class Sampler:
         logits = logits.clone()
         _apply_penalties(logits, states)
         _apply_logit_bias(logits, states)
+        constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
         token_ids = logits.argmax(dim=-1)
         sampled_rows = [r for r, st in enumerate(states) if not st.is_greedy]
         if sampled_rows:
@@ -136,7 +143,9 @@ class Sampler:
             picked = (probs / _noise(sub, probs.shape[1], self.generator)).argmax(dim=-1)
             token_ids[sampled_rows] = picked
         logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
-        return SampleOutput(token_ids.tolist(), logprobs.tolist(), self._top(raw_logprobs, states))
+        sampled = token_ids.tolist()
+        consume_sampled(constrained, sampled)
+        return SampleOutput(sampled, logprobs.tolist(), self._top(raw_logprobs, states))
 
     @staticmethod
     def _top(raw_logprobs: torch.Tensor, states: list) -> list:

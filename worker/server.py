@@ -12,6 +12,7 @@ import torch
 
 from proto import pb
 from worker.cache import ModelCache
+from worker.grammar import GrammarBook
 from worker.loader import load_model
 from worker.model_card import load_model_card
 from worker.model_runner import MIB, ModelRunner, size_pools
@@ -97,7 +98,8 @@ def build_runner(config: WorkerConfig):
     sizes = size_pools(model_config, config.block_size, config.num_state_slots, config.num_kv_blocks,
                        _kv_cache_bytes(config, model_config, device, dtype), dtype)
     cache = ModelCache(model_config, sizes.num_blocks, sizes.block_size, sizes.num_slots, device, dtype)
-    runner = ModelRunner(model, model_config, cache, card["vocab_size"], config.sampler_seed)
+    runner = ModelRunner(model, model_config, cache, card["vocab_size"], config.sampler_seed,
+                         grammars=GrammarBook.from_card(card))
     hello = pb.WorkerHello(model_id=card["model_id"], num_blocks=sizes.num_blocks, block_size=sizes.block_size,
                            num_slots=sizes.num_slots, max_context_len=card["max_context_len"],
                            device=_device_name(device), worker_id=uuid.uuid4().hex[:12],
