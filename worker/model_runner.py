@@ -8,6 +8,7 @@ import torch
 from proto import pb
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
+from worker.graphs import DecodeGraphs, forward_step
 from worker.grammar import start_grammar
 from worker.sampler import Sampler, SamplingState
 
@@ -42,6 +43,8 @@ class ModelRunner:
 
     def __init__(self, model, config, cache: ModelCache, vocab_size: int, sampler_seed: int = 0, grammars=None):
         self.model, self.config, self.cache = model, config, cache
+        # CUDA graphs of all-decode steps (worker/graphs.py): SPARKINFER_CUDA_GRAPHS, None on CPU or when off
+        self.graphs = DecodeGraphs.create(model, cache, cache.num_slots)
         self.grammars = grammars    # worker.grammar.GrammarBook for constrained requests; None = none served
         self.sampler = Sampler(vocab_size, seed=sampler_seed, grammars=grammars)
         self.states = {}
@@ -76,7 +79,8 @@ class ModelRunner:
         sample_rows = [row for row in step.rows if row.sample]
         states = [self._state(row.req_id) for row in sample_rows]
         with torch.inference_mode():
-            logits = self.model.forward(batch, self.cache)
+            logits = forward_step(self.model, self.cache, batch, self.graphs, [row.num_tokens for row in step.rows],
+                                  [row.context_len for row in step.rows])
             sampled = self.sampler.sample(logits, states)
         for row, st, token_id, logprob, top in zip(sample_rows, states, sampled.token_ids, sampled.logprobs,
                                                    sampled.top_logprobs):
