@@ -43,6 +43,7 @@ class GenRequest:
     split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning
     thinking_open: bool = False          # the prompt itself ended with an opened <think>
     extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
+    constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)
 
     @property
     def all_prompt_ids(self) -> list:
@@ -84,9 +85,12 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         repetition_penalty=s.repetition_penalty, logit_bias=dict(s.logit_bias),
         num_logprobs=req.num_logprobs or 0)
     prompt_ids = req.all_prompt_ids[index // req.n]
+    constraint = None
+    if req.constraint is not None:
+        constraint = pb.Constraint(kind=req.constraint.kind, grammar=req.constraint.grammar)
     return pb.GenerateRequest(req_id=f"{req.req_id}-{index}", prompt_token_ids=prompt_ids,
                               sampling=sampling, max_tokens=req.max_tokens,
-                              stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos)
+                              stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, constraint=constraint)
 
 
 class _Done:

@@ -63,8 +63,11 @@ class ModelCard:
         decoder = orjson.loads(self.tokenizer.to_str()).get("decoder") or {}
         self._byte_level = decoder.get("type") == "ByteLevel"
         # Special tokens are dropped from text, except the markup the reasoning and tool parsers read.
-        self._skip_ids = {token_id for token_id, token in self.tokenizer.get_added_tokens_decoder().items()
+        added = self.tokenizer.get_added_tokens_decoder()
+        self._skip_ids = {token_id for token_id, token in added.items()
                           if token.special and token.content not in KEEP_IN_TEXT}
+        self._added_texts = frozenset(token.content for token in added.values())
+        self._grammar_tokenizer = None
 
     @classmethod
     def from_info(cls, info) -> "ModelCard":
@@ -103,6 +106,20 @@ class ModelCard:
 
     def token_id(self, text: str) -> Optional[int]:
         return self.tokenizer.token_to_id(text)
+
+    def is_added_token(self, text: str) -> bool:
+        """True when `text` is one added token (llguidance grammars then name it as a special token)."""
+        return text in self._added_texts
+
+    def grammar_tokenizer(self):
+        """llguidance's view of the tokenizer (built on the first constrained request) to check grammars."""
+        if self._grammar_tokenizer is None:
+            import llguidance
+            text, eos = self.tokenizer.to_str(), list(self.eos_token_ids) or None
+            # Masks cover the LM head; a tokenizer larger than the head keeps its own size.
+            n_vocab = max(self.vocab_size, self.tokenizer_vocab_size)
+            self._grammar_tokenizer = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
+        return self._grammar_tokenizer
 
 
 def _template_from_config(tok_cfg: dict) -> str:

@@ -10,6 +10,7 @@ from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
+from gateway.structured import ANY_OBJECT, check_schema, checked, json_grammar
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -24,6 +25,7 @@ class OllamaPlan:
     want_logprobs: bool = False           # client asked for logprobs
     return_context: bool = False          # /api/generate answers with `context` (prompt + output ids)
     unload: bool = False                  # keep_alive 0 with nothing to generate
+    format_schema: Optional[dict] = None  # `format`: the JSON schema the answer must follow ("json": any object)
 
 
 def model_names(card: ModelCard, served_name: str) -> set:
@@ -44,12 +46,21 @@ def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "mod
                    f"(also reachable as \"default\")", param="model")
 
 
-def _check_format(value: Any) -> None:
+def _format_schema(value: Any) -> Optional[dict]:
+    """Ollama `format`: "json" = any JSON object, an object = that JSON schema; enforced by constrained decoding."""
     if value in (None, ""):
-        return
-    kind = "\"json\"" if value == "json" else "a JSON schema"
-    raise Unsupported(f"format {kind} is not supported yet: this server has no structured-output (constrained) "
-                      f"decoding; leave 'format' unset", param="format")
+        return None
+    if value == "json":
+        return ANY_OBJECT
+    if isinstance(value, str):
+        raise InvalidRequest(f"format must be \"json\" or a JSON schema object, got {value!r}", param="format")
+    return check_schema(value, "format")
+
+
+def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
+    if plan.format_schema is not None:
+        grammar = json_grammar(plan.format_schema, plan.gen.thinking_open, card)
+        plan.gen.constraint = checked(grammar, card, "format")
 
 
 def _keep_alive_unloads(value: Any) -> bool:
@@ -146,7 +157,7 @@ def _common(body: Any, card: ModelCard, served_name: str) -> tuple[OllamaPlan, O
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=_stream_flag(body))
-    _check_format(body.get("format"))
+    plan.format_schema = _format_schema(body.get("format"))
     plan.unload = _keep_alive_unloads(body.get("keep_alive"))
     options = parse_options(body.get("options"), card)
     top = _logprobs(body)
@@ -173,6 +184,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     text = _render(card, [_message(m, i) for i, m in enumerate(messages)], plan.tools, body.get("think"))
     plan.gen = _gen_request(card.encode(text), text, options, split=True)
     plan.gen.num_logprobs = num_logprobs
+    _constrain(plan, card)
     return plan
 
 
@@ -221,4 +233,5 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
     plan.gen.num_logprobs = num_logprobs if num_logprobs is not None else 0
     plan.return_context = True
+    _constrain(plan, card)
     return plan

@@ -10,6 +10,8 @@ from gateway.engine import GenRequest, Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
+from gateway.structured import check_schema, checked, json_grammar, response_format_schema
+from gateway.tool_grammar import tool_call_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
 _EFFORT_ALIASES = {"minimal": "low"}
@@ -27,6 +29,7 @@ class Plan:
     tools: Optional[list] = None                     # tools whose calls are parsed from the output
     parallel_tool_calls: bool = True
     hide_reasoning: bool = False
+    forced_tools: bool = False                       # tool_choice required / named: the output is calls only
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -129,8 +132,8 @@ def _check_part(part: dict, where: str) -> None:
         raise InvalidRequest(f"{where}: a text part needs a string 'text'", param=f"{where}.text")
 
 
-def _tool_mode(body: dict) -> Optional[list]:
-    """Tools to render and parse; 400 for a tool_choice this server cannot honour."""
+def _tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
+    """(tools to render and parse, forced function: None = not forced, "" = any offered, else its name)."""
     tools = body.get("tools") or None
     choice = body.get("tool_choice")
     names = [t["function"]["name"] for t in tools or []]
@@ -139,16 +142,45 @@ def _tool_mode(body: dict) -> Optional[list]:
         if name not in names:
             raise InvalidRequest(f"tool_choice names the function '{name}', which is not in tools",
                                  param="tool_choice")
-        raise Unsupported("a named tool_choice cannot be enforced by this server (no constrained decoding); "
-                          "use tool_choice 'auto'", param="tool_choice")
+        return tools, name
     if choice == "required":
         if not tools:
             raise InvalidRequest("tool_choice 'required' needs a non-empty tools list", param="tool_choice")
-        raise Unsupported("tool_choice 'required' cannot be enforced by this server (no constrained "
-                          "decoding); use tool_choice 'auto'", param="tool_choice")
+        return tools, ""
     if choice == "none":
+        return None, None
+    return tools, None
+
+
+def _check_tool_schemas(tools: list) -> None:
+    for i, tool in enumerate(tools):
+        parameters = tool["function"].get("parameters")
+        if parameters is None:
+            continue
+        param = f"tools[{i}].function.parameters"
+        check_schema(parameters, param)
+        missing = set(parameters.get("required") or []) - set(parameters.get("properties") or {})
+        if missing:
+            raise InvalidRequest(f"{param}: required parameter '{sorted(missing)[0]}' has no schema in properties, "
+                                 f"so a forced call cannot supply it", param=param)
+
+
+def _tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: Optional[str]):
+    """The grammar of a forced tool call (None when not forced); checked before any rendering."""
+    if force is None:
         return None
-    return tools
+    _check_tool_schemas(tools)
+    grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
+    return checked(grammar, card, "tools")
+
+
+def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
+    """The response_format schema (None for text); 400 when combined with tools."""
+    schema = response_format_schema(body.get("response_format"))
+    if schema is not None and tools:
+        raise Unsupported("response_format json_object/json_schema cannot be combined with tools; "
+                          "use tool_choice 'none' or drop response_format", param="response_format")
+    return schema
 
 
 def _thinking_kwargs(body: dict) -> dict:
@@ -170,13 +202,15 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = _stream_options(body)
     _check_content(body["messages"])
-    if (body.get("response_format") or {}).get("type", "text") != "text":
-        raise Unsupported("response_format json_object/json_schema needs constrained decoding, which this "
-                          "server does not do yet", param="response_format")
-    tools = _tool_mode(body)
+    tools, force = _tool_mode(body)
+    schema = _response_schema(body, tools)
+    constraint = _tool_constraint(body, card, tools, force)
     if card.template is None:
         raise Unsupported("this model has no chat template; use /v1/completions", param="messages")
     kwargs = _thinking_kwargs(body)
+    if force is not None:
+        # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
+        kwargs["enable_thinking"] = False
     text = render_chat(card.template, body["messages"], tools=tools, add_generation_prompt=True,
                        **card.special_tokens, **kwargs)
     prompt_ids = card.encode(text)
@@ -194,10 +228,13 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.split_reasoning = True
     # Thinking on: the template's generation prompt already opened <think>.
     gen.thinking_open = text.rstrip().endswith("<think>")
+    if schema is not None:
+        constraint = checked(json_grammar(schema, gen.thinking_open, card), card, "response_format")
+    gen.constraint = constraint
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-                hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")))
+                hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")), forced_tools=force is not None)
 
 
 def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:

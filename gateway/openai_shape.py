@@ -65,6 +65,9 @@ class ChatShaper:
             if not self.plan.parallel_tool_calls:
                 calls = calls[:1]
             finish = "tool_calls"
+        elif finish and getattr(self.plan, "forced_tools", False):
+            # A forced call cut short (length) is no answer: an empty message, as the released engine returns.
+            content = ""
         return reasoning, content, calls, finish
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False) -> bytes:

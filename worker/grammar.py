@@ -70,8 +70,12 @@ class GrammarBook:
         if self._tokenizer is None:
             text = self._tokenizer_json
             text = text.decode("utf-8") if isinstance(text, bytes) else text
-            # Masks cover the LM head's rows; padded rows beyond the tokenizer are never allowed.
-            self._tokenizer = llguidance.LLTokenizer(text, n_vocab=self.vocab_size, eos_token=self.eos_token_ids)
+            try:
+                # Masks cover the LM head's rows; padded rows beyond the tokenizer are never allowed.
+                self._tokenizer = llguidance.LLTokenizer(text, n_vocab=self.vocab_size, eos_token=self.eos_token_ids)
+            except ValueError:
+                # A tokenizer larger than the LM head: masks keep its size and are cut to the head.
+                self._tokenizer = llguidance.LLTokenizer(text, eos_token=self.eos_token_ids)
         return self._tokenizer
 
     @property

@@ -76,16 +76,29 @@ CHAT_CASES = [
      (400, "invalid_request_error", "messages", "context_length_exceeded")),
     ("prompt-plus-max-tokens", {"messages": USER, "max_tokens": 120},
      (400, "invalid_request_error", "max_tokens", "context_length_exceeded")),
-    ("json-mode", {"messages": USER, "response_format": {"type": "json_object"}},
+    ("json-schema-missing", {"messages": USER, "response_format": {"type": "json_schema"}},
+     (400, "invalid_request_error", "response_format.json_schema", "invalid_value")),
+    ("json-schema-invalid", {"messages": USER, "response_format": {"type": "json_schema",
+                                                                   "json_schema": {"schema": {"type": 5}}}},
+     (400, "invalid_request_error", "response_format.json_schema.schema", "invalid_value")),
+    ("json-schema-unenforceable", {"messages": USER, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "not": {}}}}},
+     (400, "invalid_request_error", "response_format", "unsupported_schema")),
+    ("json-with-tools", {"messages": USER, "response_format": {"type": "json_object"},
+                         "tools": [{"type": "function", "function": {"name": "f"}}]},
      (400, "invalid_request_error", "response_format", "unsupported")),
     ("required-without-tools", {"messages": USER, "tool_choice": "required"},
      (400, "invalid_request_error", "tool_choice", "invalid_value")),
     ("unknown-named-tool", {"messages": USER, "tool_choice": {"type": "function", "function": {"name": "nope"}},
                             "tools": [{"type": "function", "function": {"name": "f"}}]},
      (400, "invalid_request_error", "tool_choice", "invalid_value")),
-    ("required-unenforceable", {"messages": USER, "tool_choice": "required",
-                                "tools": [{"type": "function", "function": {"name": "f"}}]},
-     (400, "invalid_request_error", "tool_choice", "unsupported")),
+    ("required-parameters-not-a-schema", {"messages": USER, "tool_choice": "required", "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": 3}}}]},
+     (400, "invalid_request_error", "tools[0].function.parameters", "invalid_value")),
+    ("required-parameters-unenforceable", {"messages": USER, "tool_choice": "required", "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"type": "object", "not": {}}}}}}]},
+     (400, "invalid_request_error", "tools", "unsupported_schema")),
     ("bad-effort", {"messages": USER, "reasoning_effort": "max"},
      (400, "invalid_request_error", "reasoning_effort", "invalid_value")),
 ]

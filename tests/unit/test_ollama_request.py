@@ -91,8 +91,9 @@ def test_empty_messages_is_a_load_request(card):
 
 
 CHAT_REFUSALS = [
-    ({"format": "json"}, Unsupported, 'format "json" is not supported yet'),
-    ({"format": {"type": "object"}}, Unsupported, "format a JSON schema is not supported yet"),
+    ({"format": "yaml"}, InvalidRequest, 'format must be "json" or a JSON schema object'),
+    ({"format": {"type": "objet"}}, InvalidRequest, "format is not a valid JSON Schema"),
+    ({"format": {"type": "object", "not": {}}}, InvalidRequest, "format cannot be enforced by constrained decoding"),
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, Unsupported, "images are not supported"),
     ({"messages": [{"role": "robot", "content": "x"}]}, InvalidRequest, "messages\\[0\\].role must be one of"),
     ({"messages": [{"role": "user", "content": ["x"]}]}, InvalidRequest, "content must be a string"),
@@ -151,8 +152,20 @@ GENERATE_REFUSALS = [
     ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
     ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),
-    ({"format": "json"}, Unsupported, "format"),
+    ({"format": ["json"]}, InvalidRequest, "format must be a JSON Schema object"),
 ]
+
+
+@pytest.mark.parametrize("fmt, think, start", [
+    ("json", False, 'start: %json{"$defs": {"value"'),
+    ({"type": "object", "properties": {"a": {"type": "string"}}}, None, "start: /(?s:.*)/ "),
+], ids=["json-thinking-off", "schema-after-reasoning"])
+def test_format_becomes_a_grammar(card, fmt, think, start):
+    plan = parse_chat({"model": "default", "messages": HI, "format": fmt, "think": think}, card, "x")
+    assert plan.gen.constraint.kind == "lark" and plan.gen.constraint.grammar.startswith(start)
+    assert plan.format_schema == ({"type": "object"} if fmt == "json" else fmt)
+    generated = parse_generate({"model": "default", "prompt": "Hi", "raw": True, "format": fmt}, card, "x")
+    assert generated.gen.constraint.grammar.startswith("start: %json")
 
 
 @pytest.mark.parametrize("change,error,message", GENERATE_REFUSALS, ids=[str(c[0])[:40] for c in GENERATE_REFUSALS])

@@ -1,0 +1,132 @@
+"""Gateway process: structured output (response_format, Ollama `format`, forced tool calls) as worker grammars.
+
+A request that must follow a grammar gets a Constraint (kind "lark", llguidance Lark text with embedded
+%json{...} schemas) that the worker enforces token by token. Schemas are checked here first (Draft 2020-12,
+then compiled by llguidance against the model's tokenizer), so what cannot be enforced is a 400 naming the
+problem, never a 500. Grammar copies of schemas are bounded (see bounded_schema) so that a model that
+rambles inside a string still ends: strings without maxLength/enum/const/pattern get maxLength
+SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded) and objects with `properties` but no
+`additionalProperties` get none; "any JSON object" has keys of at most that many characters and at most 8
+members per object or array. JSON is compact (", " and ": " separators, no other whitespace).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from gateway.errors import InvalidRequest
+
+DEFAULT_MAX_STRING_CHARS = 1024
+# The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
+ANY_OBJECT = {"type": "object"}
+_JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+_UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern", "format")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What the worker enforces: pb.Constraint's kind and grammar text."""
+    kind: str
+    grammar: str
+
+
+def max_string_chars() -> int:
+    """Longest string a grammar lets the model write where the schema sets no bound (0 = unbounded)."""
+    return int(os.environ.get("SPARKINFER_GRAMMAR_MAX_STRING") or DEFAULT_MAX_STRING_CHARS)
+
+
+def _bound(node: Any, limit: int) -> None:
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
+        node["maxLength"] = limit
+    if "properties" in node and "additionalProperties" not in node:
+        node["additionalProperties"] = False
+    for key in _SCHEMA_LISTS:
+        for child in node.get(key) or []:
+            _bound(child, limit)
+    for key in _SCHEMA_MAPS:
+        for child in (node.get(key) or {}).values():
+            _bound(child, limit)
+    for key in _SCHEMA_ONE:
+        _bound(node.get(key), limit)
+
+
+def bounded_schema(schema: dict, limit: int) -> dict:
+    """A copy of schema for the grammar: every output it allows still validates against the original."""
+    out = copy.deepcopy(schema)
+    _bound(out, limit)
+    out["x-guidance"] = dict(_JSON_STYLE)
+    return out
+
+
+def any_object_schema(limit: int, max_items: int = 8) -> dict:
+    """json_object / format "json": any JSON object, bounded like every grammar schema (keys included)."""
+    key = f"^.{{0,{limit}}}$" if limit else "^.*$"
+    value = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+                       {"type": "array", "items": {"$ref": "#/$defs/value"}, "maxItems": max_items},
+                       {"$ref": "#/$defs/object"}]}
+    obj = {"type": "object", "patternProperties": {key: {"$ref": "#/$defs/value"}}, "additionalProperties": False,
+           "maxProperties": max_items}
+    return {"$defs": {"value": value, "object": obj}, "$ref": "#/$defs/object"}
+
+
+def check_schema(schema: Any, param: str) -> dict:
+    """400 unless schema is a JSON Schema object that Draft 2020-12 accepts."""
+    if not isinstance(schema, dict):
+        raise InvalidRequest(f"{param} must be a JSON Schema object", param=param)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidRequest(f"{param} is not a valid JSON Schema: {exc.message}", param=param) from exc
+    return schema
+
+
+def json_grammar(schema: dict, thinking_open: bool, card) -> str:
+    """Lark text: JSON matching schema (ANY_OBJECT: any object); with thinking open, free reasoning up to </think>."""
+    limit = max_string_chars()
+    grammar_schema = any_object_schema(limit) if schema is ANY_OBJECT else schema
+    body = "%json" + json.dumps(bounded_schema(grammar_schema, limit), ensure_ascii=False)
+    if not thinking_open:
+        return f"start: {body}\n"
+    end = "</think>" if card is not None and card.is_added_token("</think>") else '"</think>"'
+    return f"start: /(?s:.*)/ {end} /[ \\t\\r\\n]*/ {body}\n"
+
+
+def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
+    """The schema an OpenAI response_format asks for; None for text (or no response_format)."""
+    kind = (response_format or {}).get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ANY_OBJECT
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict) or "schema" not in spec:
+        raise InvalidRequest("response_format json_schema needs json_schema.schema",
+                             param="response_format.json_schema")
+    return check_schema(spec["schema"], "response_format.json_schema.schema")
+
+
+@functools.lru_cache(maxsize=256)
+def _grammar_error(tokenizer, grammar: str) -> str:
+    import llguidance
+    return llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(grammar), tokenizer)
+
+
+def checked(grammar: str, card, param: str) -> Constraint:
+    """The Constraint for Lark text, after llguidance compiled it; 400 naming the problem otherwise."""
+    error = _grammar_error(card.grammar_tokenizer(), grammar)
+    if error and not error.startswith("WARNING"):
+        raise InvalidRequest(f"{param} cannot be enforced by constrained decoding: {error.strip()}", param=param,
+                             code="unsupported_schema")
+    return Constraint("lark", grammar)

@@ -1,0 +1,110 @@
+"""Gateway process: llguidance Lark grammars for forced tool calls in the Qwen3.x XML format (tool_choice required / named).
+
+One call renders as the chat template writes it:
+  <tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>
+calls are joined by "\\n" (at most MAX_PARALLEL_CALLS; exactly one when parallel_tool_calls is false).
+Parameters follow the schema's `properties` order: required ones always, optional ones may be left out,
+unknown ones never appear. A parameter whose schema type is exactly "string" is raw text without "<" (its
+enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING characters); every
+other value is JSON from `%json{...}` of its property schema (strings inside bounded the same way, see
+structured.bounded_schema). A raw string's `pattern` is enforced when anchored (^...$), otherwise
+approximated by the plain string rule. Plain numbers and integers are at most 18 digits.
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from gateway.structured import bounded_schema, max_string_chars
+
+_INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
+_NUMBER = r"/-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,3})?/"
+_PLAIN = {"integer": _INTEGER, "number": _NUMBER, "boolean": '"true" | "false"', "null": '"null"'}
+MAX_PARALLEL_CALLS = 8   # calls in one forced turn at most (a rambling model still ends)
+_CLOSE = "\\n</parameter>\\n"
+_CLOSE_RX = "\\n<\\/parameter>\\n"
+_ANNOTATIONS = {"type", "description", "title", "default", "examples", "$comment", "format"}
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _is_raw_string(schema: dict) -> bool:
+    kind = schema.get("type")
+    return kind == "string" or kind == ["string"]
+
+
+def _string_value(schema: dict, limit: int) -> str:
+    choices = schema.get("enum") if "enum" in schema else ([schema["const"]] if "const" in schema else None)
+    if choices is not None:
+        return " | ".join(_literal(c) for c in choices if isinstance(c, str)) or '""'
+    low = int(schema.get("minLength", 0))
+    high = schema.get("maxLength", limit or None)
+    bound = f"{{{low},{max(low, int(high))}}}" if high is not None else f"{{{low},}}"
+    # One lexeme with the closing tag: llguidance lexes greedily, so a separate value lexeme would swallow
+    # the newline before </parameter>.
+    return f"/[^<]{bound}{_CLOSE_RX}/"
+
+
+def _pattern_value(pattern: str) -> Optional[str]:
+    """A raw-string regex for a pattern anchored at both ends (None for an unanchored one: approximated)."""
+    if not (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")):
+        return None
+    from llguidance import regex_to_lark
+    try:
+        return f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
+    except ValueError:
+        return None
+
+
+def value_rule(schema: dict, limit: int) -> str:
+    """The Lark right-hand side for one parameter value and its closing tag."""
+    if not isinstance(schema, dict):
+        schema = {}
+    if _is_raw_string(schema) and not ("enum" in schema or "const" in schema):
+        patterned = _pattern_value(schema["pattern"]) if isinstance(schema.get("pattern"), str) else None
+        return patterned or _string_value(schema, limit)
+    if _is_raw_string(schema):
+        value = _string_value(schema, limit)
+    elif isinstance(schema.get("type"), str) and schema["type"] in _PLAIN and set(schema) <= _ANNOTATIONS:
+        value = _PLAIN[schema["type"]]
+    else:
+        value = "%json" + json.dumps(bounded_schema(schema, limit), ensure_ascii=False)
+    return f'({value}) "{_CLOSE}"'
+
+
+def _function_rules(index: int, function: dict, limit: int, markup: dict) -> list:
+    params = function.get("parameters") or {}
+    props = params.get("properties") or {}
+    required = set(params.get("required") or [])
+    rules, parts = [], []
+    for k, (name, schema) in enumerate(props.items()):
+        rule = f"f{index}_p{k}"
+        rules.append(f'{rule}: "<parameter={_literal(name)[1:-1]}>\\n" {value_rule(schema, limit)}')
+        parts.append(rule if name in required else f"{rule}?")
+    head = _literal(f"\n<function={function['name']}>\n")
+    body = " ".join(parts)
+    rules.insert(0, f'f{index}: {markup["open"]} {head} {body} "</function>\\n" {markup["close"]}')
+    return rules
+
+
+def _markup(card) -> dict:
+    """Special-token references when the tokenizer has <tool_call> as one added token, else plain text."""
+    def ref(text: str) -> str:
+        return text if card is not None and card.is_added_token(text) else _literal(text)
+    return {"open": ref("<tool_call>"), "close": ref("</tool_call>")}
+
+
+def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=None,
+                      limit: Optional[int] = None) -> str:
+    """Lark text: one call (or, with parallel, one or more) to the offered tools, or to `name` only."""
+    limit = max_string_chars() if limit is None else limit
+    markup = _markup(card)
+    functions = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
+    rules = []
+    for index, function in enumerate(functions):
+        rules.extend(_function_rules(index, function, limit, markup))
+    call = " | ".join(f"f{i}" for i in range(len(functions)))
+    start = f'start: call ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else "start: call"
+    return "\n".join([start, f"call: {call}"] + rules) + "\n"

@@ -1,0 +1,214 @@
+"""End to end: enforced tool calls (C06, C08) and JSON output on the real stack with the random tiny model.
+
+The tiny model's weights are random: it writes a valid call or valid JSON only because the worker masks
+every token the grammar forbids. Strings the schema leaves unbounded are capped at 24 characters here
+(SPARKINFER_GRAMMAR_MAX_STRING) so that each request stays a few dozen tokens.
+"""
+import os
+
+import grpc
+import httpx
+import jsonschema
+import ollama
+import orjson
+import pytest
+
+from proto import pb, pb_grpc
+from tests.e2e.test_ollama import GatewayProcess
+from tests.e2e.test_openai_api import sse_payloads
+
+CHAT = "/v1/chat/completions"
+LED = {"type": "function", "function": {"name": "switch_led_on", "description": "Switches the LED on.",
+                                        "parameters": {"type": "object", "properties": {}}}}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a location.",
+                                            "parameters": {"type": "object",
+                                                           "properties": {"location": {"type": "string"}},
+                                                           "required": ["location"]}}}
+CALC = {"type": "function", "function": {"name": "calculate", "description": "Basic arithmetic.", "parameters": {
+    "type": "object", "properties": {"operation": {"type": "string", "enum": ["add", "sub", "mul", "div"]},
+                                     "x": {"type": "number"}, "y": {"type": "number"}},
+    "required": ["operation", "x", "y"]}}}
+C08 = {"messages": [{"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": "Hello, how are you?"}],
+       "tools": [CALC, WEATHER], "tool_choice": "required", "temperature": 0, "max_tokens": 300}
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                                           "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}},
+          "required": ["name", "age"]}
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in (LED, WEATHER, CALC)}
+
+
+@pytest.fixture(scope="module")
+def gateway_url(engine_stack):
+    saved = os.environ.get("SPARKINFER_GRAMMAR_MAX_STRING")
+    os.environ["SPARKINFER_GRAMMAR_MAX_STRING"] = "24"
+    try:
+        gateway = GatewayProcess(engine_stack)
+    finally:
+        if saved is None:
+            del os.environ["SPARKINFER_GRAMMAR_MAX_STRING"]
+        else:
+            os.environ["SPARKINFER_GRAMMAR_MAX_STRING"] = saved
+    try:
+        gateway.wait_ready()
+        yield gateway.url
+    finally:
+        gateway.close()
+
+
+@pytest.fixture(scope="module")
+def http(gateway_url):
+    with httpx.Client(base_url=gateway_url, timeout=120) as session:
+        yield session
+
+
+@pytest.fixture(autouse=True)
+def still_serves(request):
+    """After every test the server answers a plain request."""
+    yield
+    if "http" in request.fixturenames:
+        session = request.getfixturevalue("http")
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "enable_thinking": False}
+        assert session.post(CHAT, json=body).status_code == 200
+
+
+def chat(http, body) -> dict:
+    response = http.post(CHAT, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def streamed_calls(http, body) -> tuple[list, str, list]:
+    """(reassembled calls [(name, arguments dict)], final finish_reason, every content delta)."""
+    response = http.post(CHAT, json={**body, "stream": True})
+    assert response.status_code == 200, response.text
+    chunks = [e for e in sse_payloads(response.content) if e != "[DONE]" and e["choices"]]
+    by_index, contents, ids = {}, [], set()
+    for delta in (c["choices"][0]["delta"] for c in chunks):
+        contents.append(delta.get("content") or "")
+        for call in delta.get("tool_calls") or []:
+            if call["index"] not in by_index:
+                assert call["id"].startswith("call_") and call["type"] == "function" and call["function"]["name"]
+                assert call["id"] not in ids
+                ids.add(call["id"])
+                by_index[call["index"]] = [call["function"]["name"], ""]
+            by_index[call["index"]][1] += call["function"].get("arguments") or ""
+    calls = [(name, orjson.loads(args)) for name, args in (by_index[i] for i in sorted(by_index))]
+    return calls, chunks[-1]["choices"][0]["finish_reason"], contents
+
+
+def plain_calls(message: dict) -> list:
+    assert not message["content"]
+    return [(c["function"]["name"], orjson.loads(c["function"]["arguments"])) for c in message["tool_calls"]]
+
+
+def check_calls(calls: list, names: set) -> None:
+    assert calls
+    for name, arguments in calls:
+        assert name in names and isinstance(arguments, dict)
+        jsonschema.validate(arguments, SCHEMAS[name])
+
+
+@pytest.mark.parametrize("tool, user", [(LED, "Please switch the LED on."),
+                                        (WEATHER, "What is the weather in Paris?")], ids=["no-params", "param"])
+def test_c06_streamed_call_equals_the_plain_one(http, tool, user):
+    body = {"messages": [{"role": "user", "content": user}], "tools": [tool], "tool_choice": "required",
+            "temperature": 0, "max_tokens": 200}
+    plain = chat(http, body)["choices"][0]
+    calls, finish, contents = streamed_calls(http, body)
+    assert plain["finish_reason"] == finish == "tool_calls"
+    assert plain_calls(plain["message"]) == calls
+    check_calls(calls, {tool["function"]["name"]})
+    if tool is LED:
+        assert all(args == {} for _, args in calls)
+        assert all(c["function"]["arguments"] == "{}" for c in plain["message"]["tool_calls"])
+    assert not any("tool_call" in text or tool["function"]["name"] in text for text in contents)
+
+
+def test_c08_required_plain_and_streamed(http):
+    plain = chat(http, C08)["choices"][0]
+    assert plain["finish_reason"] == "tool_calls"
+    check_calls(plain_calls(plain["message"]), {"calculate", "get_weather"})
+    calls, finish, contents = streamed_calls(http, C08)
+    assert finish == "tool_calls" and not "".join(contents)
+    check_calls(calls, {"calculate", "get_weather"})
+
+
+def test_c08_named_tool_gives_exactly_that_call(http):
+    body = {**C08, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "temperature": 0.8,
+            "seed": 7}
+    message = chat(http, body)["choices"][0]["message"]
+    calls = plain_calls(message)
+    assert len(calls) == 1 and calls[0][0] == "get_weather" and isinstance(calls[0][1]["location"], str)
+
+
+def test_c08_none_answers_in_text(http):
+    body = {**C08, "tool_choice": "none", "enable_thinking": False, "ignore_eos": True, "max_tokens": 12,
+            "messages": [{"role": "user", "content": "What is the weather in Paris?"}]}
+    choice = chat(http, body)["choices"][0]
+    assert "tool_calls" not in choice["message"] and choice["message"]["content"]
+    assert choice["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("change, param", [
+    ({"tools": None}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+], ids=["required-without-tools", "unknown-named-tool"])
+def test_c08_bad_tool_choice_is_a_400(http, change, param):
+    response = http.post(CHAT, json={**C08, **change})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
+
+
+@pytest.mark.parametrize("response_format, schema", [
+    ({"type": "json_object"}, {"type": "object"}),
+    ({"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}, PERSON),
+], ids=["json_object", "json_schema"])
+def test_response_format_output_parses_and_validates(http, response_format, schema):
+    body = {"messages": [{"role": "user", "content": "A person, as JSON."}], "response_format": response_format,
+            "enable_thinking": False, "temperature": 0.7, "seed": 3, "max_tokens": 200}
+    choice = chat(http, body)["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    jsonschema.validate(orjson.loads(choice["message"]["content"]), schema)
+
+
+def test_unenforceable_schema_is_a_400(http):
+    body = {"messages": [{"role": "user", "content": "x"}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "not": {"type": "null"}}}}}
+    response = http.post(CHAT, json=body)
+    assert response.status_code == 400 and "not" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("fmt, schema", [("json", {"type": "object"}), (PERSON, PERSON)], ids=["json", "schema"])
+def test_ollama_format(gateway_url, http, fmt, schema):
+    client = ollama.Client(host=gateway_url, timeout=120)
+    options = {"temperature": 0.7, "seed": 5, "num_predict": 200}
+    reply = client.chat(model="tiny", messages=[{"role": "user", "content": "JSON please"}], format=fmt,
+                        think=False, options=options)
+    assert reply.done and reply.done_reason == "stop"
+    jsonschema.validate(orjson.loads(reply.message.content), schema)
+    generated = client.generate(model="tiny", prompt="JSON please", format=fmt, think=False, options=options)
+    jsonschema.validate(orjson.loads(generated.response), schema)
+
+
+def test_ollama_tool_calls_have_object_arguments(gateway_url, http):
+    lines = [orjson.loads(line) for line in http.post("/api/chat", json={
+        "model": "default", "stream": True, "options": {"temperature": 0, "num_predict": 40}, "think": False,
+        "messages": [{"role": "user", "content": "Please switch the LED on."}], "tools": [LED]}).content.splitlines()]
+    assert lines[-1]["done"] is True
+    for line in lines:
+        for call in line.get("message", {}).get("tool_calls") or []:
+            assert isinstance(call["function"]["arguments"], dict)
+
+
+def test_worker_grammar_error_fails_only_that_request(engine_stack, http):
+    with grpc.insecure_channel(engine_stack.grpc_addr) as channel:
+        stub = pb_grpc.ServingStub(channel)
+        bad = pb.GenerateRequest(req_id="bad-grammar", prompt_token_ids=[1, 2, 3], max_tokens=4,
+                                 constraint=pb.Constraint(kind="lark", grammar="start: nowhere"))
+        with pytest.raises(grpc.RpcError) as info:
+            list(stub.Generate(bad, timeout=30))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "nowhere" in info.value.details()
+        good = pb.GenerateRequest(req_id="good", prompt_token_ids=[1, 2, 3], max_tokens=3, ignore_eos=True)
+        assert sum(len(m.token_ids) for m in stub.Generate(good, timeout=30)) == 3

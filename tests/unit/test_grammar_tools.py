@@ -1,0 +1,152 @@
+"""Unit tests: the gateway's grammars (forced tool calls, JSON output) compile in llguidance and accept the right text."""
+import os
+
+import llguidance
+import orjson
+import pytest
+
+from gateway.chat import render_chat
+from gateway.model import ModelCard
+from gateway.openai import parse_chat
+from gateway.structured import ANY_OBJECT, bounded_schema, json_grammar
+from gateway.tool_grammar import tool_call_grammar
+from gateway.tools import parse_tool_calls
+from proto import pb
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = os.path.join(REPO, "models", "tiny")
+CALC = {"type": "function", "function": {"name": "calculate", "parameters": {
+    "type": "object", "properties": {"operation": {"type": "string", "enum": ["add", "sub"]},
+                                     "x": {"type": "number"}, "y": {"type": "integer"},
+                                     "note": {"type": "string", "maxLength": 5},
+                                     "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["operation", "x", "y"]}}}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}}
+LED = {"type": "function", "function": {"name": "switch_led_on", "parameters": {"type": "object", "properties": {}}}}
+TOOLS = [CALC, WEATHER, LED]
+
+
+@pytest.fixture(scope="module")
+def card():
+    if not os.path.isfile(os.path.join(TINY, "tokenizer.json")):
+        pytest.skip("tiny checkpoint missing: run `make model`")
+    with open(os.path.join(TINY, "tokenizer.json"), "rb") as f:
+        tokenizer_json = f.read()
+    with open(os.path.join(REPO, "worker", "assets", "chat_template.jinja"), encoding="utf-8") as f:
+        template = f.read()
+    return ModelCard.from_info(pb.InfoResponse(model_id="tiny", max_context_len=8192, tokenizer_json=tokenizer_json,
+                                               chat_template=template, eos_token_ids=[1017, 1015], vocab_size=1024))
+
+
+def accepts(card, grammar: str, text: str) -> bool:
+    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), llguidance.LLMatcher.grammar_from_lark(grammar),
+                                   log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    return matcher.consume_tokens(card.encode(text)) and matcher.is_accepting()
+
+
+def call(name, **params) -> str:
+    """A call exactly as the chat template renders an assistant tool call."""
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": name, "arguments": params}}]}
+    text = render_chat(TEMPLATE_CARD.template, [message], add_generation_prompt=False)
+    return text[text.index("<tool_call>"):].removesuffix("<|im_end|>\n")
+
+
+TEMPLATE_CARD = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def template_card(card):
+    global TEMPLATE_CARD
+    TEMPLATE_CARD = card
+
+
+@pytest.mark.parametrize("text, parallel, ok", [
+    (lambda: call("calculate", operation="add", x=1.5, y=-2), False, True),
+    (lambda: call("calculate", operation="sub", x=3, y=4, note="hi", tags=["a", "b"]), False, True),
+    (lambda: call("get_weather", location="Paris\nFrance"), False, True),
+    (lambda: call("switch_led_on"), False, True),
+    (lambda: call("get_weather", location="Paris") + "\n" + call("switch_led_on"), True, True),
+    (lambda: call("get_weather", location="Paris") + "\n" + call("switch_led_on"), False, False),
+    (lambda: "Sure! " + call("switch_led_on"), False, False),
+    (lambda: call("calculate", operation="mod", x=1, y=2), False, False),
+    (lambda: call("calculate", operation="add", x=1), False, False),
+    (lambda: call("calculate", operation="add", x=1, y=2.5), False, False),
+    (lambda: call("calculate", operation="add", x=1, y=2, note="toolong"), False, False),
+    (lambda: call("get_weather", location="a<b"), False, False),
+    (lambda: call("get_weather", city="Paris"), False, False),
+    (lambda: call("nope"), False, False),
+], ids=["numbers", "optional-json-params", "multiline-string", "no-params", "parallel-two", "single-refuses-two",
+        "prose-first", "enum", "missing-required", "integer", "maxLength", "markup-in-string", "unknown-param",
+        "unknown-function"])
+def test_tool_grammar_accepts_only_valid_calls(card, text, parallel, ok):
+    grammar = tool_call_grammar(TOOLS, None, parallel, card)
+    assert accepts(card, grammar, text()) is ok
+
+
+def test_named_choice_allows_only_that_function(card):
+    grammar = tool_call_grammar(TOOLS, "get_weather", True, card)
+    assert accepts(card, grammar, call("get_weather", location="Oslo"))
+    assert not accepts(card, grammar, call("switch_led_on"))
+
+
+def test_accepted_calls_parse_back_to_their_arguments(card):
+    text = call("calculate", operation="add", x=1.5, y=-2, tags=["a"]) + "\n" + call("switch_led_on")
+    assert accepts(card, tool_call_grammar(TOOLS, None, True, card), text)
+    calls = parse_tool_calls(text, TOOLS)
+    assert [(c["function"]["name"], orjson.loads(c["function"]["arguments"])) for c in calls] == [
+        ("calculate", {"operation": "add", "x": 1.5, "y": -2, "tags": ["a"]}), ("switch_led_on", {})]
+
+
+def test_default_string_bound_is_configurable(card, monkeypatch):
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "4")
+    grammar = tool_call_grammar([WEATHER], None, False, card)
+    assert accepts(card, grammar, call("get_weather", location="Oslo"))
+    assert not accepts(card, grammar, call("get_weather", location="Paris"))
+
+
+def test_bounded_schema_only_narrows_a_copy():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "enum": ["x"]}},
+              "$defs": {"s": {"type": "string"}}}
+    bounded = bounded_schema(schema, 7)
+    assert bounded["properties"]["a"]["maxLength"] == 7 and "maxLength" not in bounded["properties"]["b"]
+    assert bounded["additionalProperties"] is False and bounded["$defs"]["s"]["maxLength"] == 7
+    assert "maxLength" not in schema["properties"]["a"] and "additionalProperties" not in schema
+
+
+@pytest.mark.parametrize("thinking_open, text, ok", [
+    (False, '{"a": 1, "b": [true, null]}', True),
+    (False, '{"a":1}', False),
+    (False, "[1]", False),
+    (True, 'Let me think.\n</think>\n\n{"a": "x"}', True),
+    (True, '{"a": "x"}', False),
+], ids=["compact-object", "no-space-style", "not-an-object", "after-reasoning", "reasoning-must-close"])
+def test_json_grammar(card, thinking_open, text, ok):
+    assert accepts(card, json_grammar({"type": "object"}, thinking_open, card), text) is ok
+
+
+def test_parse_chat_forces_thinking_off_for_tool_choice(card):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "tools": [WEATHER], "tool_choice": "required"}
+    plan = parse_chat(body, card, "tiny")
+    assert card.decode(plan.gen.prompt_ids).endswith("<think>\n\n</think>\n\n")
+    assert plan.forced_tools and plan.gen.constraint.kind == "lark" and not plan.gen.thinking_open
+    free = parse_chat({**body, "tool_choice": "auto"}, card, "tiny")
+    assert free.gen.constraint is None and free.gen.thinking_open
+
+
+def test_any_object_grammar_bounds_keys_and_strings(card, monkeypatch):
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "4")
+    grammar = json_grammar(ANY_OBJECT, False, card)
+    assert accepts(card, grammar, '{"abcd": ["wxyz", {"k": null}], "n": -1.5}')
+    assert not accepts(card, grammar, '{"abcde": 1}')
+    assert not accepts(card, grammar, '{"a": "vwxyz"}')
+
+
+def test_anchored_pattern_is_enforced_on_raw_strings(card):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"day": {"type": "string", "pattern": "^\\d{4}-\\d{2}$"}}, "required": ["day"]}}}
+    grammar = tool_call_grammar([tool], None, False, card)
+    assert accepts(card, grammar, call("f", day="2026-11"))
+    assert not accepts(card, grammar, call("f", day="Nov 2026"))
