@@ -89,7 +89,9 @@ class DecodeGraphs:
 
     def serves(self, seq_lens: list, context_lens: list) -> bool:
         """Host lists of the step's rows: every row decodes one token and a graph key exists."""
-        return bool(seq_lens) and all(n == 1 for n in seq_lens) and self.key(len(seq_lens), max(context_lens)) is not None
+        if not seq_lens or any(n != 1 for n in seq_lens):
+            return False
+        return self.key(len(seq_lens), max(context_lens)) is not None
 
     @torch.inference_mode()
     def forward(self, batch, context_lens: list) -> torch.Tensor:
