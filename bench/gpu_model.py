@@ -5,7 +5,9 @@ codes, e4m3 block scales in [0.5, 2], a global scale that keeps activations O(1)
 One step: C rows each decoding one token at context CTX on shuffled GDN slots and KV blocks. Per C: step time eager
 and as a CUDA-graph replay (CUDA events, median), tokens/s = C / step, the bytes a step must move (NVFP4 weights
 incl. the LM head, GDN recurrent + conv state read and written, KV read), the roofline = bytes / copy bandwidth
-measured in the same run, and the fraction reached. CSV + PNG to $OUT when set.
+measured in the same run, and the fraction reached. Variants (VARIANTS): "before" = GEMM for M > 32 rows and torch
+norms; "+gemv" = 32 < M <= 128 rows as 32-row GEMV chunks (worker/layers/linear.py); "+gemv+norms" = also the fused
+norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state. CSV to $OUT when set.
 Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it).
 """
 import csv
@@ -21,16 +23,27 @@ from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
+from worker.layers import linear as linear_layer
+from worker.layers import norm as norm_layer
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
 from worker.models.qwen3_5_weights import tensor_shapes
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
+# (label, fused norms, chunked GEMV for 32 < M <= 128, modes, batch sizes)
+VARIANTS = (("before", False, False, ("eager", "graph"), (1, 8, 32, 64)),
+            ("+gemv", False, True, ("graph",), (48, 64)),
+            ("+gemv+norms", True, True, ("eager", "graph"), (1, 8, 32, 48, 64)))
 CTX = 256
 BLOCK = 16
 T0 = time.time()
 LAYERS = int(os.environ.get("GPU_MODEL_LAYERS", "64"))
 DEVICE = "cuda"  # the CPU smoke check (tests nothing of speed) swaps this
-ORIGINAL_LINEAR = nvfp4_ops.linear
+
+
+def set_variant(fused_norms: bool, chunked_gemv: bool) -> None:
+    """Switches the fused norms and the row-chunked GEMV routing (GEMV_MAX_M as the bound = the old GEMM routing)."""
+    norm_layer.USE_KERNELS = fused_norms
+    linear_layer.CHUNKED_GEMV_MAX_M = 128 if chunked_gemv else nvfp4_ops.GEMV_MAX_M
 
 
 def config_27b(num_layers: int) -> ModelConfig:
@@ -139,6 +152,7 @@ def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
 
 
 CATEGORIES = (("nvfp4 linear", ("nvfp4_",)), ("gdn recurrent", ("gdn_recurrent",)), ("gdn conv", ("gdn_conv",)),
+              ("fused norm/silu", ("norm_rms", "silu_mul")),
               ("attention matmul", ("gemm", "gemv", "nvjet", "xmma", "cutlass")),
               ("gather/scatter", ("index", "gather")))
 
@@ -171,6 +185,17 @@ def profile_step(model, cache, num_rows: int) -> None:
         print(f"    {us / 1e3:7.3f} ms  x{count:<5} {key[:90]}")
 
 
+def time_runner(model, config, num_rows: int) -> float:
+    """Median ms of one all-decode step through the serving graph runner (worker/graphs.py: static-input copies,
+    replay, logits gather), sampling excluded."""
+    from worker.graphs import DecodeGraphs
+
+    cache = make_cache(config, torch.float32)
+    graphs = DecodeGraphs(model, cache, cache.num_slots, verbose=False)
+    batch = decode_batch(num_rows, cache, config.vocab_size)
+    return median_ms(lambda: graphs.forward(batch, [CTX] * num_rows), warmup=2, reps=20)
+
+
 def guarded(fn, what: str) -> float:
     try:
         return fn()
@@ -178,20 +203,6 @@ def guarded(fn, what: str) -> float:
         print(f"  ({what} failed: {type(exc).__name__}: {str(exc)[:400]})", flush=True)
         torch.cuda.synchronize()
         return float("nan")
-
-
-def row_chunked_linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
-    """Proposed routing for kernels.nvfp4.ops.linear, measured here only: 32 < M <= 128 rows as ceil(M / 32) GEMV
-    launches (each reads the weight once more) instead of one GEMM launch."""
-    n, k = weight.shape
-    x2 = x.reshape(-1, k).to(torch.bfloat16).contiguous()
-    if not nvfp4_ops.GEMV_MAX_M < x2.shape[0] <= 128:
-        return ORIGINAL_LINEAR(x, weight)
-    p = nvfp4_ops.prepared(weight)
-    out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
-    for i in range(0, x2.shape[0], nvfp4_ops.GEMV_MAX_M):
-        nvfp4_ops.gemv(x2[i:i + nvfp4_ops.GEMV_MAX_M], p, out[i:i + nvfp4_ops.GEMV_MAX_M])
-    return out.reshape(*x.shape[:-1], n).to(x.dtype)
 
 
 def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, batches=BATCHES,
@@ -205,7 +216,7 @@ def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, 
             break
         parts = step_bytes(config, weight_bytes, num_rows, state_size)
         total = sum(parts.values())
-        row = {"state": str(state_dtype).split(".")[-1] + label, "C": num_rows, "bytes": total, **parts,
+        row = {"state": label.strip() or str(state_dtype).split(".")[-1], "C": num_rows, "bytes": total, **parts,
                "roofline_ms": total / bandwidth * 1e3}
         for mode in modes:
             ms = guarded(lambda: time_step(model, cache, num_rows, mode == "graph"), f"{mode} C={num_rows}")
@@ -223,37 +234,16 @@ def write_outputs(rows: list, bandwidth: float) -> None:
     out_dir = os.environ.get("OUT")
     if not out_dir or not rows:
         return
-    fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
     with open(os.path.join(out_dir, "gpu_model.csv"), "w", newline="") as f:
-        csv.DictWriter(f, fieldnames=fields).writeheader()
-        csv.DictWriter(f, fieldnames=fields).writerows(rows)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for state in dict.fromkeys(r["state"] for r in rows):
-        sel = [r for r in rows if r["state"] == state]
-        cs = [r["C"] for r in sel]
-        if "+" not in state:
-            ax.plot(cs, [c / r["roofline_ms"] * 1e3 for c, r in zip(cs, sel)], "k--" if state == "float32" else "k:",
-                    label=f"roofline ({state} state, {bandwidth / 1e12:.2f} TB/s)")
-        for mode in (m for m in ("graph", "eager") if f"{m}_tok_s" in sel[0]):
-            ax.plot(cs, [r[f"{mode}_tok_s"] for r in sel], marker="o" if mode == "graph" else "s",
-                    label=f"{mode}, {state} state")
-    ax.set(xscale="log", yscale="log", xlabel="concurrent sequences C", ylabel="decode tokens/s",
-           title=f"27B-shaped decode step, {LAYERS} layers, ctx {CTX}, H200")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "gpu_model.png"), dpi=110)
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def print_table(rows: list, bandwidth: float) -> None:
-    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {LAYERS} layers, ctx {CTX}")
-    print(f"{'state':>13} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
+    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {LAYERS} layers, ctx {CTX}, f32 GDN state")
+    print(f"{'variant':>16} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
           f"{'graph ms':>9} {'tok/s':>8} {'%roof':>6}")
     for r in rows:
         cells = []
@@ -262,7 +252,7 @@ def print_table(rows: list, bandwidth: float) -> None:
                 cells.append(f"{r[f'{mode}_ms']:9.2f} {r[f'{mode}_tok_s']:8.0f} {100 * r[f'{mode}_frac']:5.1f}%")
             else:
                 cells.append(f"{'-':>9} {'-':>8} {'-':>6}")
-        print(f"{r['state']:>13} {r['C']:>3} {r['bytes'] / 1e9:8.2f} {r['roofline_ms']:8.2f} " + " ".join(cells))
+        print(f"{r['state']:>16} {r['C']:>3} {r['bytes'] / 1e9:8.2f} {r['roofline_ms']:8.2f} " + " ".join(cells))
 
 
 def main() -> int:
@@ -277,17 +267,18 @@ def main() -> int:
     torch.cuda.synchronize()
     print(f"built {LAYERS} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
           f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
-    rows = sweep(model, config, weight_bytes, bandwidth, torch.float32, ("eager", "graph"), budget)
-    rows += sweep(model, config, weight_bytes, bandwidth, torch.bfloat16, ("graph",), budget)
-    nvfp4_ops.linear = row_chunked_linear
-    for state_dtype in (torch.float32, torch.bfloat16):
-        rows += sweep(model, config, weight_bytes, bandwidth, state_dtype, ("graph",), budget + 15, (48, 64),
-                      label="+gemv")
-    nvfp4_ops.linear = ORIGINAL_LINEAR
+    rows = []
+    for label, norms, chunked, modes, batches in VARIANTS:
+        set_variant(norms, chunked)
+        rows += sweep(model, config, weight_bytes, bandwidth, torch.float32, modes, budget, batches, " " + label)
+    for num_rows in (1, 64):
+        if time.time() - T0 < budget + 10:
+            ms = guarded(lambda: time_runner(model, config, num_rows), f"runner C={num_rows}")
+            print(f"  serving graph runner (+gemv+norms) C={num_rows}: {ms:.2f} ms per step", flush=True)
     if time.time() - T0 < budget + 20:
         cache = make_cache(config, torch.float32)
         for num_rows in (1, 64):
-            guarded(lambda: profile_step(model, cache, num_rows), f"profile C={num_rows}")
+            guarded(lambda: profile_step(model, cache, num_rows), f"profile C={num_rows} (+gemv+norms)")
         del cache
     write_outputs(rows, bandwidth)
     print_table(rows, bandwidth)
