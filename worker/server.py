@@ -8,7 +8,11 @@ import os
 import uuid
 from dataclasses import dataclass, fields
 
-import torch
+# Idle OpenMP threads must sleep, not spin: spinning workers starve the scheduler and gateway processes
+# that share the CPU (measured on 2 cores: median inter-token latency 7 ms -> 199 ms). Set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
 
 from proto import pb
 from worker.cache import ModelCache
@@ -34,7 +38,7 @@ class WorkerConfig:
     block_size: int = 16                       # tokens per KV block
     kv_cache_mib: int = 0                      # KV pool budget when num_kv_blocks is 0; 0 = 128 MiB on CPU,
                                                # 85% of the GPU memory left after weights and state slots
-    num_threads: int = 0                       # torch CPU threads; 0 = torch's default
+    num_threads: int = 0                       # torch CPU threads; 0 = all cores but two (scheduler, gateway), >= 1
     sampler_seed: int = 0                      # seed of the generator unseeded requests share; 0 = random
 
     def describe(self) -> str:
@@ -107,9 +111,13 @@ def build_runner(config: WorkerConfig):
     return runner, hello
 
 
+def cpu_threads(requested: int) -> int:
+    """Torch CPU threads: `requested` when > 0, else every core but the two the scheduler and gateway use."""
+    return requested if requested > 0 else max(1, (os.cpu_count() or 1) - 2)
+
+
 def run(config: WorkerConfig) -> None:
-    if config.num_threads > 0:
-        torch.set_num_threads(config.num_threads)
+    torch.set_num_threads(cpu_threads(config.num_threads))
     runner, hello = build_runner(config)
     link = SchedulerLink(config.worker_addr, hello)
     link.start()
