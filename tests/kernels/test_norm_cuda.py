@@ -27,12 +27,12 @@ def _poison(numel: int) -> None:
     del junk
 
 
-def _check(got, want, max_mismatch=0.01):
+def _check(got, want, max_mismatch=0.01, ulps=1):
     assert got.shape == want.shape and got.dtype == want.dtype
     assert torch.isfinite(got).all(), "non-finite output (unwritten element?)"
     g, w = got.float(), want.float()
     diff = (g - w).abs()
-    assert (diff <= 1.01 * ULP * w.abs() + 1e-30).all(), f"max diff {diff.max().item()} beyond 1 ulp"
+    assert (diff <= 1.01 * ulps * ULP * w.abs() + 1e-30).all(), f"max diff {diff.max().item()} beyond {ulps} ulp"
     assert (diff > 0).float().mean().item() <= max_mismatch
     assert w.abs().max() > 0.05
 
@@ -76,7 +76,9 @@ def test_gated_rms_norm_matches_naive(rows, width):
     z = _rand(rows, 3 * width, scale=2.0)[:, width:2 * width]  # a column view, as split projections give
     w = (1.0 + torch.randn(width, device="cuda") * 0.1).bfloat16()
     _poison(rows * width)
-    _check(ops.gated_rms_norm(x, z, w, 1e-6), naive.gated_rms_norm(x, z.contiguous(), w, 1e-6))
+    # Two bf16 roundings precede the last (xn, then w * xn): a one-ulp flip in the second carries into the
+    # output on top of its own rounding, so up to two ulps (seen once in 3072 x 128 on the H200).
+    _check(ops.gated_rms_norm(x, z, w, 1e-6), naive.gated_rms_norm(x, z.contiguous(), w, 1e-6), ulps=2)
 
 
 @pytest.mark.parametrize("tokens,width", [(1, 17408), (64, 17408), (3, 1001), (129, 7)],
