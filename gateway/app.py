@@ -15,9 +15,9 @@ from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
 from gateway.lmstudio import LMStudioRoutes
-from gateway.ollama import OllamaRoutes
+from gateway.ollama import OllamaRoutes, ollama_error_response
 from gateway.openai_routes import OpenAIRoutes
-from gateway.web import error_response, json_response
+from gateway.web import BODY_LIMIT_KEY, error_response, json_response
 
 log = logging.getLogger("sparkinfer.gateway")
 VERSION = "0.1.0"
@@ -25,6 +25,18 @@ ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
 _OPEN_PATHS = ("/health", "/metrics", "/version", "/")
+# aiohttp options of the HTTP server: bodies are decoded by gateway.body (typed 400/413/415), not by aiohttp.
+SERVER_OPTIONS = {"auto_decompress": False}
+
+
+def is_ollama_path(path: str) -> bool:
+    """/api/* is Ollama's API (errors {"error": "..."}); /api/v0/* is LM Studio's (OpenAI's error object)."""
+    return path.startswith("/api/") and not path.startswith("/api/v0/")
+
+
+def api_error_response(path: str, error: ApiError) -> web.Response:
+    """The error in the shape of the API that owns `path`."""
+    return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
 
 
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
@@ -39,23 +51,23 @@ def _http_error(exc: web.HTTPException, path: str) -> ApiError:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler):
-    """Every failure leaves as an API-shaped error; only a server bug is a 500."""
+    """Every failure leaves as an error in the route's API shape; only a server bug is a 500."""
     try:
         response = await handler(request)
     except ApiError as exc:
-        response = error_response(exc)
+        response = api_error_response(request.path, exc)
         metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         error = _http_error(exc, request.path)
         error.status = exc.status
-        response = error_response(error)
+        response = api_error_response(request.path, error)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
-        response = error_response(InternalError(f"internal error: {exc!r}"))
+        response = api_error_response(request.path, InternalError(f"internal error: {exc!r}"))
     metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(response.status)).inc()
     return response
 
@@ -117,6 +129,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app = web.Application(middlewares=[error_middleware, auth_middleware(config.api_key)],
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
+    app[BODY_LIMIT_KEY] = config.max_body_bytes
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client)
     # Three APIs, one Engine: each translates into GenRequest and back.
@@ -147,7 +160,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     log.info("config %s", config.printable())
     web.run_app(create_app(config), host=config.host, port=config.port, handler_cancellation=True,
                 print=lambda *_: log.info("serving on http://%s:%d", config.host, config.port),
-                access_log=None)
+                access_log=None, **SERVER_OPTIONS)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from gateway import metrics
 from gateway.client import SchedulerClient
 from gateway.errors import ApiError, InternalError, Unavailable
 from gateway.model import ModelCard
+from gateway.offload import run_cpu
 from gateway.pipeline import ChoiceOutput, Delta, TokenLogprob  # noqa: F401 - part of the engine API
 from proto import pb
 
@@ -220,7 +221,9 @@ class Engine:
         if self._card is None:
             async with self._card_lock:
                 if self._card is None:
-                    self._card = ModelCard.from_info(await self.client.info())
+                    info = await self.client.info()
+                    # Parsing the tokenizer and scanning its vocabulary takes a while: not on the loop.
+                    self._card = await run_cpu(ModelCard.from_info, info)
         return self._card
 
     async def start(self, req: GenRequest) -> Generation:

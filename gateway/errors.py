@@ -75,6 +75,13 @@ class PayloadTooLarge(ApiError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(ApiError):
+    """415: the body uses a Content-Encoding this server does not decode."""
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_content_encoding"
+
+
 class Overloaded(ApiError):
     """429: the scheduler's waiting queue is full; retry after `retry_after` seconds."""
     status = 429

@@ -13,6 +13,7 @@ from gateway.http_stream import stream_generation
 from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
 from gateway.model import ModelCard
 from gateway.openai import check_model, parse_chat, parse_completion
+from gateway.offload import run_cpu
 from gateway.openai_routes import OpenAIRoutes
 from gateway.openai_shape import ChatFramer, ChatShaper, CompletionFramer, completion_response, usage_dict
 from gateway.stream import SSE_DONE, sse_event
@@ -132,7 +133,7 @@ class LMStudioRoutes:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
-        plan = parse_chat(body, card, await self.openai.served_name())
+        plan = await run_cpu(parse_chat, body, card, await self.openai.served_name())
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
         gen = await self.engine.start(plan.gen)
         outcome = _Outcome(card, gen, received)
@@ -148,7 +149,7 @@ class LMStudioRoutes:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
-        plan = parse_completion(body, card, await self.openai.served_name())
+        plan = await run_cpu(parse_completion, body, card, await self.openai.served_name())
         if plan.gen.max_tokens == 0:
             # echo with max_tokens 0: nothing is generated; the /v1 answer as it is.
             return await self.openai.completions(request)

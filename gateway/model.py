@@ -1,6 +1,7 @@
 """Gateway process: the served model as the scheduler's Info describes it (tokenizer, template, limits, defaults)."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -14,6 +15,9 @@ from gateway.chat import compile_template
 _GENERATION_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 KEEP_IN_TEXT = frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>"})
+# How many times fewer UTF-8 bytes a normalizer can leave (NFC composes Hangul jamo 9 -> 3 bytes; NFKC maps a
+# 4-byte character to 1 byte). Normalizers not listed (strip, replace, ...) can delete text: no byte bound.
+_NORMALIZER_SHRINK = {None: 1, "NFC": 3, "NFD": 2, "NFKC": 4, "NFKD": 4}
 
 
 def _bytes_to_unicode() -> dict:
@@ -60,14 +64,17 @@ class ModelCard:
     def __post_init__(self):
         self.template = compile_template(self.chat_template_source) if self.chat_template_source else None
         self.tokenizer_vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
-        decoder = orjson.loads(self.tokenizer.to_str()).get("decoder") or {}
-        self._byte_level = decoder.get("type") == "ByteLevel"
+        spec = orjson.loads(self.tokenizer.to_str())
+        self._byte_level = (spec.get("decoder") or {}).get("type") == "ByteLevel"
         # Special tokens are dropped from text, except the markup the reasoning and tool parsers read.
         added = self.tokenizer.get_added_tokens_decoder()
         self._skip_ids = {token_id for token_id, token in added.items()
                           if token.special and token.content not in KEEP_IN_TEXT}
         self._added_texts = frozenset(token.content for token in added.values())
         self._grammar_tokenizer = None
+        self._grammar_lock = threading.Lock()
+        self.max_token_bytes = self._longest_token_bytes(added)
+        self._bytes_per_token = _bytes_per_token_bound(spec, self.max_token_bytes, self._byte_level)
 
     @classmethod
     def from_info(cls, info) -> "ModelCard":
@@ -85,9 +92,29 @@ class ModelCard:
                    architecture=info.architecture, quantization=info.quantization,
                    num_parameters=info.num_parameters)
 
+    def _longest_token_bytes(self, added: dict) -> int:
+        pieces = self.tokenizer.get_vocab(with_added_tokens=False)
+        longest = max((len(self._piece_bytes(piece)) for piece in pieces), default=1)
+        return max([longest] + [len(token.content.encode("utf-8")) for token in added.values()])
+
+    def _piece_bytes(self, piece: str) -> bytes:
+        if self._byte_level and all(ch in _BYTE_DECODER for ch in piece):
+            return bytes(_BYTE_DECODER[ch] for ch in piece)
+        return piece.encode("utf-8")
+
+    def min_prompt_tokens(self, text: str) -> int:
+        """A lower bound on len(encode(text)) from its UTF-8 size alone, without tokenizing (0: no bound known).
+
+        A byte-level BPE token covers at most max_token_bytes bytes of the normalized text.
+        """
+        if not self._bytes_per_token or len(text) <= self._bytes_per_token:
+            return 0
+        return -(-len(text.encode("utf-8", "surrogatepass")) // self._bytes_per_token)
+
     def encode(self, text: str) -> list[int]:
         """Prompt text to ids; special-token strings in the text become their ids, no BOS is added."""
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        # encode_batch releases the GIL (encode does not), so a big prompt in a pool thread leaves the loop free.
+        return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
 
     def decode(self, token_ids: Sequence[int]) -> str:
         kept = [token_id for token_id in token_ids if token_id not in self._skip_ids]
@@ -113,6 +140,10 @@ class ModelCard:
 
     def grammar_tokenizer(self):
         """llguidance's view of the tokenizer (built on the first constrained request) to check grammars."""
+        with self._grammar_lock:
+            return self._build_grammar_tokenizer()
+
+    def _build_grammar_tokenizer(self):
         if self._grammar_tokenizer is None:
             import llguidance
             text, eos = self.tokenizer.to_str(), list(self.eos_token_ids) or None
@@ -120,6 +151,18 @@ class ModelCard:
             n_vocab = max(self.vocab_size, self.tokenizer_vocab_size)
             self._grammar_tokenizer = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
         return self._grammar_tokenizer
+
+
+def _bytes_per_token_bound(spec: dict, max_token_bytes: int, byte_level: bool) -> int:
+    """Most UTF-8 bytes of input text one token can stand for (0 when the tokenizer gives no such bound)."""
+    normalizer = spec.get("normalizer")
+    kinds = [None] if normalizer is None else [n.get("type") for n in normalizer.get("normalizers", [normalizer])]
+    if not byte_level or any(kind not in _NORMALIZER_SHRINK for kind in kinds):
+        return 0
+    shrink = 1
+    for kind in kinds:
+        shrink *= _NORMALIZER_SHRINK[kind]
+    return max_token_bytes * shrink
 
 
 def _template_from_config(tok_cfg: dict) -> str:

@@ -11,6 +11,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.errors import ApiError, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
+from gateway.offload import run_cpu
 from gateway.ollama_request import parse_chat, parse_generate, resolve_model
 from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
 from gateway.ollama_stream import NdjsonFramer, complete
@@ -32,13 +33,18 @@ _BLOBS = _NOT_IMPLEMENTED[("POST", "/api/blobs/{digest}")]
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
-def ollama_error(exc: ApiError) -> web.Response:
+def ollama_error_response(exc: ApiError) -> web.Response:
     """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 'server busy'."""
     status, message = exc.status, exc.message
     if isinstance(exc, Overloaded):
         status, message = 503, f"{_BUSY} ({exc.message})"
-    metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
     return json_response({"error": message}, status=status, headers=exc.headers)
+
+
+def ollama_error(exc: ApiError) -> web.Response:
+    """ollama_error_response, counted as a rejected request."""
+    metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
+    return ollama_error_response(exc)
 
 
 def ollama_errors(handler):
@@ -113,7 +119,7 @@ class OllamaRoutes:
         body = await read_json(request)
         card = await self.engine.card()
         parse = parse_chat if chat else parse_generate
-        plan = parse(body, card, await self.served_name())
+        plan = await run_cpu(parse, body, card, await self.served_name())
         if plan.gen is None:
             return json_response(load_response(plan, chat))
         gen = await self.engine.start(plan.gen)

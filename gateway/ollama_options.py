@@ -1,6 +1,7 @@
 """Gateway process: Ollama `options` (and `think`) -> internal sampling knobs, generation budget and context window."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -8,6 +9,7 @@ from gateway.engine import Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
+log = logging.getLogger("sparkinfer.gateway")
 # Load-time and resource knobs: they change how a model is placed in memory, never what it writes.
 _RESOURCE_OPTIONS = frozenset({"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv", "logits_all",
                                "vocab_only", "use_mmap", "use_mlock", "embedding_only", "num_thread", "num_keep",
@@ -50,14 +52,14 @@ def _check_range(name: str, value: float) -> None:
 
 
 def _typed(options: dict) -> dict:
-    """Options with checked types and ranges; 400 for an unknown key or a sampler we do not have."""
+    """Options with checked types and ranges; unknown keys are ignored, a sampler we do not have is a 400."""
     known = set(_FLOAT_RANGES) | set(_INT_OPTIONS) | _RESOURCE_OPTIONS | {"stop"}
     out = {}
     for name, value in options.items():
         if name not in known:
-            raise InvalidRequest(f"unknown option {name!r}; supported: num_predict, num_ctx, temperature, top_k, "
-                                 f"top_p, min_p, seed, stop, repeat_penalty, presence_penalty, frequency_penalty",
-                                 param=f"options.{name}")
+            # Like Ollama: an unknown option is logged and ignored (clients send extras), never a 400.
+            log.warning("ignoring unknown Ollama option %r", name)
+            continue
         if value is None or name in _RESOURCE_OPTIONS:
             continue
         if name == "stop":

@@ -7,8 +7,9 @@ from typing import Any, Optional
 
 from gateway.chat import render_chat
 from gateway.engine import GenRequest
-from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
+from gateway.openai_checks import check_tools
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.structured import ANY_OBJECT, check_schema, checked, json_grammar
 
@@ -139,7 +140,18 @@ def _tools(tools: Any) -> Optional[list]:
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
             raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
         out.append({"type": "function", "function": function})
+    check_tools(out)
     return out
+
+
+def _encode(card: ModelCard, text: str, options: OllamaOptions, num_context: int = 0) -> list:
+    """The prompt ids; a prompt too many bytes to fit the window is refused before tokenizing."""
+    at_least = num_context + card.min_prompt_tokens(text)
+    if at_least >= options.num_ctx:
+        raise ContextLengthExceeded(
+            f"the prompt is at least {at_least} tokens, which exceeds the context window of {options.num_ctx} "
+            f"tokens; it was not truncated. Shorten the prompt or raise options.num_ctx", param="options.num_ctx")
+    return card.encode(text)
 
 
 def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: bool) -> GenRequest:
@@ -182,7 +194,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         return plan
     plan.tools = _tools(body.get("tools"))
     text = _render(card, [_message(m, i) for i, m in enumerate(messages)], plan.tools, body.get("think"))
-    plan.gen = _gen_request(card.encode(text), text, options, split=True)
+    plan.gen = _gen_request(_encode(card, text, options), text, options, split=True)
     plan.gen.num_logprobs = num_logprobs
     _constrain(plan, card)
     return plan
@@ -229,7 +241,7 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         return plan
     text = _generate_text(body, card, prompt)
     raw = bool(body.get("raw"))
-    plan.gen = _gen_request(context + card.encode(text), text, options, split=not raw)
+    plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options, split=not raw)
     # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
     plan.gen.num_logprobs = num_logprobs if num_logprobs is not None else 0
     plan.return_context = True

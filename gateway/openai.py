@@ -7,8 +7,10 @@ from typing import Optional
 
 from gateway.chat import render_chat
 from gateway.engine import GenRequest, Sampling
-from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
+from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
+from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_tool_messages, check_tools,
+                                   completion_max_tokens, legacy_functions, resolve_max_tokens)
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.structured import check_schema, checked, json_grammar, response_format_schema
 from gateway.tool_grammar import tool_call_grammar
@@ -79,26 +81,6 @@ def _stream_options(body: dict) -> tuple[bool, bool, bool]:
         raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
     options = options or {}
     return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
-
-
-def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
-                       param: str, prompt_param: str) -> int:
-    """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit."""
-    ctx = card.max_context_len
-    if num_prompt >= ctx:
-        raise ContextLengthExceeded(
-            f"This model's maximum context length is {ctx} tokens. However, your prompt contains "
-            f"{num_prompt} tokens, which leaves no room for a completion. Please reduce the length "
-            f"of the prompt.", param=prompt_param)
-    room = ctx - num_prompt
-    if requested is None:
-        return room if default is None else min(default, room)
-    if num_prompt + requested > ctx:
-        raise ContextLengthExceeded(
-            f"This model's maximum context length is {ctx} tokens. However, you requested "
-            f"{num_prompt + requested} tokens ({num_prompt} in the prompt, {requested} in the completion). "
-            f"Please reduce the length of the prompt or of {param} (at most {room} here).", param=param)
-    return requested
 
 
 def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str) -> GenRequest:
@@ -197,11 +179,15 @@ def _thinking_kwargs(body: dict) -> dict:
 
 
 def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
-    """Validates a /v1/chat/completions body and renders + tokenizes its prompt."""
+    """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
+    body = legacy_functions(body) if isinstance(body, dict) else body
     validate(body, CHAT_SCHEMA)
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = _stream_options(body)
     _check_content(body["messages"])
+    check_tool_messages(body["messages"])
+    check_tools(body.get("tools"))
+    requested, param = chat_max_tokens(body)
     tools, force = _tool_mode(body)
     schema = _response_schema(body, tools)
     constraint = _tool_constraint(body, card, tools, force)
@@ -213,12 +199,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
         kwargs["enable_thinking"] = False
     text = render_chat(card.template, body["messages"], tools=tools, add_generation_prompt=True,
                        **card.special_tokens, **kwargs)
+    check_prompt_size(text, card, card.max_context_len, "messages")
     prompt_ids = card.encode(text)
-    requested = body.get("max_completion_tokens") or body.get("max_tokens")
-    if requested is not None and requested < 1:
-        param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-        raise InvalidRequest(f"{param} must be at least 1, got {requested}", param=param)
-    param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
     gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl")
     if body.get("logprobs"):
@@ -247,6 +229,7 @@ def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
     ids_list, texts = [], []
     for item in prompt:
         if isinstance(item, str):
+            check_prompt_size(item, card, card.max_context_len, "prompt")
             ids_list.append(card.encode(item))
             texts.append(item)
         else:
@@ -271,16 +254,14 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     if body.get("best_of") not in (None, 1, body.get("n") or 1):
         raise Unsupported("best_of other than n is not supported", param="best_of")
     echo = bool(body.get("echo"))
-    if echo and body.get("logprobs") is not None:
-        raise Unsupported("echo with logprobs needs prompt logprobs, which this server does not compute",
-                          param="logprobs")
-    requested = body.get("max_tokens")
-    if requested is not None and requested < 1 and not (echo and requested == 0):
-        raise InvalidRequest(f"max_tokens must be at least 1 (0 only with echo), got {requested}",
-                             param="max_tokens")
+    requested = completion_max_tokens(body, echo)
     ids_list, texts = _completion_prompts(body, card)
     max_tokens = min(resolve_max_tokens(requested, len(ids), card, COMPLETIONS_DEFAULT_MAX_TOKENS,
                                         "max_tokens", "prompt") for ids in ids_list)
+    # After max_tokens, so that a bad limit is named even when echo asks for prompt logprobs too.
+    if echo and body.get("logprobs") is not None:
+        raise Unsupported("echo with logprobs needs prompt logprobs, which this server does not compute",
+                          param="logprobs")
     gen = _base_gen(body, card, ids_list[0], max_tokens, "cmpl")
     gen.extra_prompt_ids = ids_list[1:]
     if body.get("logprobs") is not None:

@@ -8,10 +8,24 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest
 from gateway.http_stream import stream_generation
+from gateway.openai_checks import check_tools
 from gateway.openai import Plan, _thinking_kwargs, check_model, parse_chat, parse_completion
 from gateway.openai_schema import TOKENIZE_SCHEMA, validate
 from gateway.openai_shape import (ChatFramer, ChatShaper, CompletionFramer, completion_response)
+from gateway.offload import run_cpu
 from gateway.web import json_response, read_json
+
+
+def _tokenize(body: dict, card) -> list:
+    """The ids of a /tokenize body's prompt or rendered messages (CPU work: run it off the loop)."""
+    if "messages" in body:
+        check_tools(body.get("tools"))
+        text = render_chat(card.template, body["messages"], tools=body.get("tools"),
+                           add_generation_prompt=body.get("add_generation_prompt") is not False,
+                           **card.special_tokens, **_thinking_kwargs(body))
+    else:
+        text = body["prompt"]
+    return card.encode(text)
 
 
 class OpenAIRoutes:
@@ -50,7 +64,7 @@ class OpenAIRoutes:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
-        plan = parse_chat(body, card, await self.served_name())
+        plan = await run_cpu(parse_chat, body, card, await self.served_name())
         shaper = ChatShaper(plan, card, plan.gen.req_id)
         if plan.stream:
             gen = await self.engine.start(plan.gen)
@@ -61,7 +75,7 @@ class OpenAIRoutes:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
-        plan = parse_completion(body, card, await self.served_name())
+        plan = await run_cpu(parse_completion, body, card, await self.served_name())
         if plan.gen.max_tokens == 0:
             return await self._echo_only(request, plan, card)
         if plan.stream:
@@ -95,13 +109,7 @@ class OpenAIRoutes:
         check_model(body.get("model"), card, name)
         if ("messages" in body) == ("prompt" in body):
             raise InvalidRequest("give exactly one of 'messages' or 'prompt'", param="messages")
-        if "messages" in body:
-            text = render_chat(card.template, body["messages"], tools=body.get("tools"),
-                               add_generation_prompt=body.get("add_generation_prompt") is not False,
-                               **card.special_tokens, **_thinking_kwargs(body))
-        else:
-            text = body["prompt"]
-        ids = card.encode(text)
+        ids = await run_cpu(_tokenize, body, card)
         return json_response({"tokens": ids, "count": len(ids), "max_model_len": card.max_context_len,
                               "max_context": card.max_context_len, "model": name})
 
@@ -113,5 +121,5 @@ class OpenAIRoutes:
             raise InvalidRequest("'tokens' must be a list of token ids", param="tokens")
         if any(t < 0 or t >= card.tokenizer_vocab_size for t in tokens):
             raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
-        return json_response({"prompt": card.decode(tokens)})
+        return json_response({"prompt": await run_cpu(card.decode, tokens)})
 

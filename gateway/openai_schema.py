@@ -68,7 +68,7 @@ _TOOL_CHOICE = {
 }
 
 _STOP = {"anyOf": [{"type": ["string", "null"]},
-                   {"type": "array", "maxItems": 16, "items": {"type": "string", "minLength": 1}}]}
+                   {"type": "array", "maxItems": 16, "items": {"type": "string"}}]}
 
 # Fields shared by chat and legacy completions, with OpenAI's ranges.
 _COMMON = {
@@ -76,7 +76,8 @@ _COMMON = {
     "stream": _BOOL_OR_NULL,
     "stream_options": {"type": ["object", "null"],
                        "properties": {"include_usage": _BOOL_OR_NULL, "continuous_usage_stats": _BOOL_OR_NULL}},
-    "max_tokens": {"type": ["integer", "null"], "minimum": 0},
+    # Ranges of max_tokens / max_completion_tokens are checked in openai_checks (one message per field).
+    "max_tokens": {"type": ["integer", "null"]},
     "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
     "top_p": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
     "top_k": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
@@ -101,7 +102,7 @@ CHAT_SCHEMA = {
     "properties": {
         **_COMMON,
         "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
-        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 1},
+        "max_completion_tokens": {"type": ["integer", "null"]},
         "logprobs": _BOOL_OR_NULL,
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "tools": {"type": ["array", "null"], "items": _TOOL},

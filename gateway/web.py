@@ -6,18 +6,29 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from gateway.body import read_body
 from gateway.errors import ApiError, InvalidRequest
+from gateway.offload import run_cpu
+
+BODY_LIMIT_KEY = web.AppKey("max_body_bytes", int)
+DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
 
 
-async def read_json(request: web.Request) -> Any:
-    """The parsed body; InvalidRequest for an empty, non-UTF-8 or malformed body."""
-    raw = await request.read()
+def _parse(raw: bytes) -> Any:
     if not raw.strip():
         raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+
+
+async def read_json(request: web.Request) -> Any:
+    """The parsed body; InvalidRequest for an empty, non-UTF-8, malformed or badly encoded body."""
+    limit = request.app.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT)
+    raw = await read_body(request, limit)
+    # Small bodies parse faster than a thread hop; big ones must not hold the loop.
+    return _parse(raw) if len(raw) < 65536 else await run_cpu(_parse, raw)
 
 
 def json_response(body: Any, status: int = 200, headers: dict | None = None) -> web.Response:

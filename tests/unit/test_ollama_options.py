@@ -72,7 +72,6 @@ BAD = [
     ({"mirostat": 1}, Unsupported, "no mirostat sampler"),
     ({"typical_p": 0.9}, Unsupported, "no typical_p sampler"),
     ({"tfs_z": 0.5}, Unsupported, "no tfs_z sampler"),
-    ({"num_gqa": 8}, InvalidRequest, "unknown option 'num_gqa'"),
 ]
 
 
@@ -83,6 +82,14 @@ def test_bad_options_are_400_with_the_option_named(card, options, error, message
         parse_options(options, card)
     assert info.value.status == 400
     assert info.value.param == f"options.{next(iter(options))}"
+
+
+def test_unknown_options_are_ignored_with_a_warning_like_ollama(card, caplog):
+    with caplog.at_level("WARNING", logger="sparkinfer.gateway"):
+        opts = parse_options({"num_gqa": 8, "foo": {"x": 1}, "temperature": 0.5}, card)
+    assert opts.sampling.temperature == 0.5
+    assert "ignoring unknown Ollama option 'num_gqa'" in caplog.text
+    assert "ignoring unknown Ollama option 'foo'" in caplog.text
 
 
 def test_off_values_of_missing_samplers_are_accepted(card):

@@ -1,0 +1,67 @@
+"""Gateway process: request bodies off the wire, with Content-Encoding (identity, gzip, deflate) decoded here.
+
+The server runs with aiohttp's auto_decompress off (see app.SERVER_OPTIONS): aiohttp's own decoder turns a
+corrupt gzip body into a 500 and an unknown encoding into a plain-text 400 before any handler runs. Here a
+corrupt or truncated body is a typed 400, an encoding we cannot decode a 415, and the decoded size is held
+to the same limit as the wire size (a zip bomb is a 413).
+"""
+from __future__ import annotations
+
+import zlib
+
+from aiohttp import web
+from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
+from aiohttp.web_protocol import RequestPayloadError
+
+from gateway.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from gateway.offload import run_cpu
+
+# zlib wbits per Content-Encoding: gzip framing, zlib framing (47 = auto-detect zlib or gzip header).
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 47}
+_IDENTITY = ("", "identity")
+
+
+def _encodings(request: web.Request) -> list[str]:
+    header = request.headers.get("Content-Encoding", "")
+    return [part.strip().lower() for part in header.split(",") if part.strip().lower() not in _IDENTITY]
+
+
+def _inflate(raw: bytes, encoding: str, limit: int, wbits: int = 0) -> bytes:
+    decoder = zlib.decompressobj(wbits or _WBITS[encoding])
+    try:
+        out = decoder.decompress(raw, limit + 1)
+        if len(out) <= limit:
+            out += decoder.flush()
+    except zlib.error as exc:
+        if encoding == "deflate" and not wbits:
+            # Some clients send "deflate" as a raw DEFLATE stream without the zlib header (aiohttp accepts it).
+            return _inflate(raw, encoding, limit, -zlib.MAX_WBITS)
+        raise InvalidRequest(f"the request body is not valid {encoding} data ({exc})",
+                             code="invalid_encoding") from exc
+    if len(out) > limit:
+        raise PayloadTooLarge(f"the request body is larger than {limit} bytes once decoded ({encoding})")
+    if not decoder.eof or decoder.unused_data:
+        raise InvalidRequest(f"the request body is not a complete {encoding} stream (truncated, or bytes after "
+                             f"its end)", code="invalid_encoding")
+    return out
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The decoded body bytes; 400 corrupt/truncated, 413 too large, 415 unknown Content-Encoding."""
+    encodings = _encodings(request)
+    for encoding in encodings:
+        if encoding not in _WBITS:
+            raise UnsupportedMediaType(f"Content-Encoding '{encoding}' is not supported; send the body as "
+                                       f"identity, gzip or deflate", param="Content-Encoding")
+    try:
+        raw = await request.read()
+    except HTTPRequestEntityTooLarge as exc:
+        raise PayloadTooLarge(f"request body too large: {exc.text}") from exc
+    except RequestPayloadError as exc:
+        # Only with aiohttp's auto_decompress on: its decoder failed mid-body, so the connection is closed.
+        raise InvalidRequest(f"the request body could not be read: {exc}", code="invalid_encoding",
+                             headers={"Connection": "close"}) from exc
+    # Content-Encoding lists codings in the order applied: undo them last first.
+    for encoding in reversed(encodings):
+        raw = await run_cpu(_inflate, raw, encoding, limit)
+    return raw

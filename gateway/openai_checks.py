@@ -1,0 +1,103 @@
+"""Gateway process: OpenAI /v1 checks shared by chat and completions: token limits, prompt size, tools, legacy functions."""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.model import ModelCard
+
+# OpenAI's rule for function names.
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
+    """400 context_length_exceeded at once when the text alone is too many bytes to fit ctx tokens (no tokenizing)."""
+    at_least = card.min_prompt_tokens(text)
+    if at_least >= ctx:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {ctx} tokens. However, your prompt contains at least "
+            f"{at_least} tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
+            param=param)
+
+
+def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
+                       param: str, prompt_param: str) -> int:
+    """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit."""
+    ctx = card.max_context_len
+    if num_prompt >= ctx:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {ctx} tokens. However, your prompt contains "
+            f"{num_prompt} tokens, which leaves no room for a completion. Please reduce the length "
+            f"of the prompt.", param=prompt_param)
+    room = ctx - num_prompt
+    if requested is None:
+        return room if default is None else min(default, room)
+    if num_prompt + requested > ctx:
+        raise ContextLengthExceeded(
+            f"This model's maximum context length is {ctx} tokens. However, you requested "
+            f"{num_prompt + requested} tokens ({num_prompt} in the prompt, {requested} in the completion). "
+            f"Please reduce the length of the prompt or of {param} (at most {room} here).", param=param)
+    return requested
+
+
+def chat_max_tokens(body: dict) -> tuple[Optional[int], str]:
+    """(explicit limit or None, its field); max_completion_tokens wins over max_tokens; each must be >= 1."""
+    for param in ("max_tokens", "max_completion_tokens"):
+        value = body.get(param)
+        if value is not None and value < 1:
+            raise InvalidRequest(f"{param} must be at least 1, got {value}", param=param)
+    if body.get("max_completion_tokens") is not None:
+        return body["max_completion_tokens"], "max_completion_tokens"
+    return body.get("max_tokens"), "max_tokens"
+
+
+def completion_max_tokens(body: dict, echo: bool) -> Optional[int]:
+    """The explicit limit or None (null = no explicit limit); >= 1, or 0 with echo (the prompt only)."""
+    value = body.get("max_tokens")
+    if value is not None and value < 1 and not (echo and value == 0):
+        raise InvalidRequest(f"max_tokens must be at least 1 (0 only with echo: true), got {value}",
+                             param="max_tokens")
+    return value
+
+
+def legacy_functions(body: dict) -> dict:
+    """A body with the deprecated `functions` / `function_call` translated into `tools` / `tool_choice`."""
+    functions, call = body.get("functions"), body.get("function_call")
+    if functions is None and call is None:
+        return body
+    if body.get("tools") is not None or body.get("tool_choice") is not None:
+        raise InvalidRequest("use either tools/tool_choice or the deprecated functions/function_call, not both",
+                             param="functions")
+    if functions is not None and not isinstance(functions, list):
+        raise InvalidRequest("functions must be a list of function objects", param="functions")
+    out = {key: value for key, value in body.items() if key not in ("functions", "function_call")}
+    if functions:
+        out["tools"] = [{"type": "function", "function": f} for f in functions]
+    if isinstance(call, dict):
+        out["tool_choice"] = {"type": "function", "function": call}
+    elif call is not None:
+        out["tool_choice"] = call
+    return out
+
+
+def check_tools(tools: Optional[list], param: str = "tools") -> None:
+    """400 for a function name outside ^[a-zA-Z0-9_-]{1,64}$ or one offered twice."""
+    seen = set()
+    for i, tool in enumerate(tools or []):
+        name = tool["function"]["name"]
+        if not TOOL_NAME_RE.match(name):
+            raise InvalidRequest(f"{param}[{i}].function.name {name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$",
+                                 param=f"{param}[{i}].function.name")
+        if name in seen:
+            raise InvalidRequest(f"{param}[{i}].function.name {name!r} is offered twice; tool names must be "
+                                 f"unique", param=f"{param}[{i}].function.name")
+        seen.add(name)
+
+
+def check_tool_messages(messages: list) -> None:
+    """400 for a tool message without tool_call_id (OpenAI needs it to match the assistant's call)."""
+    for i, message in enumerate(messages):
+        if message["role"] == "tool" and not message.get("tool_call_id"):
+            raise InvalidRequest(f"messages[{i}] (role tool) needs tool_call_id, the id of the call it answers",
+                                 param=f"messages[{i}].tool_call_id")
