@@ -40,11 +40,17 @@ def module(name: str, defines: tuple = ()):
 
 
 @functools.lru_cache(maxsize=None)
-def kernel(name: str, func: str, defines: tuple = (), dyn_smem: int = 0):
-    """The `func` entry of module(name, defines); raises its dynamic shared-memory limit to `dyn_smem` bytes."""
+def kernel(name: str, func: str, defines: tuple = (), dyn_smem: int = 0, carveout: int = -1):
+    """The `func` entry of module(name, defines); raises its dynamic shared-memory limit to `dyn_smem` bytes;
+    carveout >= 0: preferred shared-memory share of L1 in percent (a hint; 100 = as much shared as possible)."""
     fn = module(name, defines).get_function(func)
     if dyn_smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = dyn_smem
+    if carveout >= 0:
+        try:
+            fn.preferred_shared_memory_carveout = carveout
+        except Exception:  # noqa: BLE001 - only a hint; older CuPy lacks the attribute
+            pass
     return fn
 
 

@@ -4,6 +4,8 @@ Letters as fla: T tokens, N sequences, S pool slots, H q/k heads, HV v heads, K 
 Kernels (see each .cu header for the grid/block mapping): recurrent.cu, conv.cu, chunk.cu, chunk_state.cu.
 numpy and torch are imported lazily so that `kernels.gdn` imports on a CPU-only machine.
 """
+import os
+
 from kernels.gdn import _build
 
 HEAD_DIM = 128
@@ -12,6 +14,22 @@ CONV_WIDTH = 4
 GROUP_MAX = 8
 # extra -D defines for recurrent.cu (the bench sweeps MIN_BLOCKS through this)
 DECODE_EXTRA_DEFINES = []
+# Decode kernel variants (recurrent.cu): name -> (entry, defines, threads per block, shared-memory carveout).
+#   regs:   gdn_recurrent_decode, state through registers (bf16: 16-byte accesses, 77 registers, 3 blocks/SM)
+#   narrow: the same with 8-byte bf16 accesses, 8 passes (64 registers, 4 blocks/SM); bf16 only
+#   cp128 / cp256: gdn_recurrent_decode_cp, the 16 KB tile to shared memory by cp.async (10 / 5 blocks/SM)
+# Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state, 32 for f32.
+DECODE_VARIANTS = {
+    "regs": ("gdn_recurrent_decode", (), 256, -1),
+    "narrow": ("gdn_recurrent_decode", ("NARROW=1",), 256, -1),
+    "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
+    "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
+}
+# chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 override (the old kernel stays selectable as "regs")
+DECODE_VARIANT = {
+    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "regs"),
+    "float32": os.environ.get("SPARKINFER_GDN_DECODE_F32", "regs"),
+}
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
 PREP_SMEM = 2 * CHUNK * (HEAD_DIM + 8) * 2 + (2 + 2 * GROUP_MAX) * CHUNK * 4
 _BUF = (2 * CHUNK * (HEAD_DIM + 8) + 3 * CHUNK * (CHUNK + 8)) * 2 + 2 * CHUNK * 4
@@ -98,8 +116,17 @@ def _output(out, shape, device) -> tuple:
     return out, "OUT_F32=%d" % (out.dtype == torch.float32)
 
 
-def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None):
-    """One decode token per sequence; see ops.fused_recurrent_decode. Returns o [N, HV, V] (out's dtype)."""
+def decode_variant(state_dtype) -> str:
+    """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype`."""
+    name = DECODE_VARIANT[str(state_dtype).split(".")[-1]]
+    _need(name in DECODE_VARIANTS, f"unknown GDN decode variant {name!r} (one of {sorted(DECODE_VARIANTS)})")
+    _need(name != "narrow" or str(state_dtype).endswith("bfloat16"), "the narrow decode variant is bf16-only")
+    return name
+
+
+def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None, variant=None):
+    """One decode token per sequence; see ops.fused_recurrent_decode. Returns o [N, HV, V] (out's dtype).
+    variant: a DECODE_VARIANTS name (None: decode_variant(state_pool.dtype))."""
     import torch
 
     num_seqs, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
@@ -113,13 +140,16 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     o, out_define = _output(out, (num_seqs, num_v_heads, HEAD_DIM), q.device)
     if num_seqs == 0:
         return o
-    defines = _state_define(state_pool) + (out_define,) + tuple(DECODE_EXTRA_DEFINES)
+    if variant is None:
+        variant = decode_variant(state_pool.dtype)
+    entry, extra, threads, carveout = DECODE_VARIANTS[variant]
+    defines = _state_define(state_pool) + (out_define,) + extra + tuple(DECODE_EXTRA_DEFINES)
     block_v = 64 if state_pool.dtype == torch.bfloat16 else 32
-    fn = _build.kernel("recurrent.cu", "gdn_recurrent_decode", defines)
+    fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
             ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),
             ptr(o), i32(num_k_heads), i32(num_v_heads), f32(scale))
-    _build.launch(fn, (HEAD_DIM // block_v, num_v_heads, num_seqs), (256,), args)
+    _build.launch(fn, (HEAD_DIM // block_v, num_v_heads, num_seqs), (threads,), args)
     return o
 
 

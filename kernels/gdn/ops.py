@@ -22,16 +22,19 @@ def _scale(scale):
     return HEAD_DIM ** -0.5 if scale is None else float(scale)
 
 
-def fused_recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale=None, out=None):
+def fused_recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale=None, out=None,
+                           variant=None):
     """One decode token for each of N sequences: gating, q/k l2norm and scale fused, state updated in place.
 
     q, k [N, H, K] bf16 and v [N, HV, V] bf16 (token stride free, rows contiguous: views into the conv output
     work); a, b [N, HV] bf16 raw gates; A_log, dt_bias [HV] float32; state_pool [S, HV, K, V] float32/bf16;
     slot_ids [N] int32; out: optional contiguous [N, HV, V] bf16 or float32 to write into.
     Returns o [N, HV, V] (bf16 by default; before the gated RMSNorm).
-    Kernel: recurrent.cu, one pass over the state (read once, written once).
+    Kernel: recurrent.cu, one pass over the state (read once, written once). variant: a name from
+    _launch.DECODE_VARIANTS (None: the default for the pool's dtype, _launch.decode_variant).
     """
-    return _launch.recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, _scale(scale), out)
+    return _launch.recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, _scale(scale), out,
+                                    variant)
 
 
 def conv_decode(mixed_qkv, conv_weight, conv_pool, slot_ids):
