@@ -111,3 +111,15 @@ async def start_fake_server(servicer: FakeServing) -> tuple[grpc.aio.Server, str
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
+
+
+async def start_test_client(app, **session_kwargs):
+    """An aiohttp TestClient serving `app` with the gateway's production server options (app.SERVER_OPTIONS)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from gateway.app import SERVER_OPTIONS
+    server = TestServer(app)
+    await server.start_server(**SERVER_OPTIONS)
+    client = TestClient(server, **session_kwargs)
+    await client.start_server()
+    return client

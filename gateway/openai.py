@@ -256,8 +256,10 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     echo = bool(body.get("echo"))
     requested = completion_max_tokens(body, echo)
     ids_list, texts = _completion_prompts(body, card)
-    max_tokens = min(resolve_max_tokens(requested, len(ids), card, COMPLETIONS_DEFAULT_MAX_TOKENS,
-                                        "max_tokens", "prompt") for ids in ids_list)
+    # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context (as vLLM does).
+    default = None if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
+    max_tokens = min(resolve_max_tokens(requested, len(ids), card, default, "max_tokens", "prompt")
+                     for ids in ids_list)
     # After max_tokens, so that a bad limit is named even when echo asks for prompt logprobs too.
     if echo and body.get("logprobs") is not None:
         raise Unsupported("echo with logprobs needs prompt logprobs, which this server does not compute",

@@ -4,12 +4,11 @@ import asyncio
 import grpc
 import orjson
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
 
 TOKENIZER = build_tokenizer()
 USER = [{"role": "user", "content": "hi"}]
@@ -21,8 +20,7 @@ async def stack():
     fake = FakeServing(TOKENIZER, max_context_len=2048)
     server, addr = await start_fake_server(fake)
     config = GatewayConfig(scheduler_addr=addr, sse_keepalive_s=0.2)
-    client = TestClient(TestServer(create_app(config, SchedulerClient(addr))))
-    await client.start_server()
+    client = await start_test_client(create_app(config, SchedulerClient(addr)))
     yield client, fake
     await client.close()
     await server.stop(None)
@@ -151,8 +149,7 @@ async def test_scheduler_status_maps_to_http(stack, code, details, status, error
 
 async def test_scheduler_unreachable_is_503():
     config = GatewayConfig(scheduler_addr="127.0.0.1:1")
-    client = TestClient(TestServer(create_app(config, SchedulerClient("127.0.0.1:1"))))
-    await client.start_server()
+    client = await start_test_client(create_app(config, SchedulerClient("127.0.0.1:1")))
     try:
         status, raw, _ = await post(client, "/v1/chat/completions", {"messages": USER})
         assert status == 503 and error_of(raw)["type"] == "server_unavailable"
@@ -274,8 +271,7 @@ async def test_api_key_is_enforced_on_v1_only():
     fake = FakeServing(TOKENIZER)
     server, addr = await start_fake_server(fake)
     config = GatewayConfig(scheduler_addr=addr, api_key="s3cret")
-    client = TestClient(TestServer(create_app(config, SchedulerClient(addr))))
-    await client.start_server()
+    client = await start_test_client(create_app(config, SchedulerClient(addr)))
     try:
         denied = await client.get("/v1/models")
         assert denied.status == 401 and error_of(await denied.read())["type"] == "authentication_error"

@@ -2,12 +2,11 @@
 import json
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
 
 ODD = [None, True, 0, -1, 2**40, -2**70, 1.5, 1e300, "x", "", [], [1], ["a"], {}, {"a": 1}, [{}], [None], "\x00"]
 ROUTES = {
@@ -33,8 +32,7 @@ async def client():
     fake = FakeServing(build_tokenizer(), max_context_len=2048)
     fake.script.reply = "Hi"
     server, addr = await start_fake_server(fake)
-    test_client = TestClient(TestServer(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr))))
-    await test_client.start_server()
+    test_client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
     yield test_client
     await test_client.close()
     await server.stop(None)

@@ -2,12 +2,11 @@
 import grpc
 import orjson
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
 
 HI = [{"role": "user", "content": "Hi"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -20,8 +19,7 @@ CALL = ("Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\
 async def fake():
     servicer = FakeServing(build_tokenizer(), max_context_len=2048)
     server, addr = await start_fake_server(servicer)
-    client = TestClient(TestServer(create_app(GatewayConfig(), client=SchedulerClient(addr))))
-    await client.start_server()
+    client = await start_test_client(create_app(GatewayConfig(), client=SchedulerClient(addr)))
     yield client, servicer
     await client.close()
     await server.stop(None)

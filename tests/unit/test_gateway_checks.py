@@ -1,0 +1,172 @@
+"""Gateway /v1, /api/v0 and Ollama request checks: max_tokens order and wording, empty stops, tools (fake scheduler)."""
+import orjson
+import pytest
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+
+USER = [{"role": "user", "content": "hi"}]
+PROMPT = "Question: Is the sky blue? Answer: Yes"
+WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+TOOLS = [{"type": "function", "function": WEATHER}]
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hello world"
+    server, addr = await start_fake_server(fake)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
+    yield client, fake
+    await client.close()
+    await server.stop(None)
+
+
+async def post(client, path, body):
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+C11 = {"model": "default", "prompt": PROMPT, "echo": True, "logprobs": 1, "temperature": 0}
+
+
+@pytest.mark.parametrize("max_tokens,code,message", [
+    (10_000_000, "context_length_exceeded", "you requested 10000029 tokens (29 in the prompt, 10000000 in the "
+                                            "completion). Please reduce the length of the prompt or of max_tokens "
+                                            "(at most 2019 here)"),
+    (-1, "invalid_value", "max_tokens must be at least 1 (0 only with echo: true), got -1"),
+    ("ten", "invalid_type", "invalid value for 'max_tokens': 'ten' is not of type 'integer', 'null'"),
+], ids=["beyond-context", "negative", "wrong-type"])
+async def test_c11_max_tokens_is_checked_before_echo_with_logprobs(stack, max_tokens, code, message):
+    client, _ = stack
+    status, body = await post(client, "/v1/completions", {**C11, "max_tokens": max_tokens})
+    assert status == 400 and body["error"]["param"] == "max_tokens" and body["error"]["code"] == code
+    assert message in body["error"]["message"]
+
+
+async def test_c11_echo_with_logprobs_is_still_refused_when_max_tokens_is_fine(stack):
+    client, _ = stack
+    for max_tokens in (0, None, 4):
+        status, body = await post(client, "/v1/completions", {**C11, "max_tokens": max_tokens})
+        assert status == 400 and body["error"]["param"] == "logprobs" and body["error"]["code"] == "unsupported"
+
+
+async def test_c11_null_max_tokens_means_no_explicit_limit(stack):
+    client, fake = stack
+    body = {key: value for key, value in C11.items() if key != "logprobs"}
+    status, out = await post(client, "/v1/completions", {**body, "max_tokens": None})
+    assert status == 200 and out["choices"][0]["text"] == PROMPT + "Hello world"
+    assert fake.script.requests[-1].max_tokens == 2048 - 29
+    status, out = await post(client, "/v1/completions", {"prompt": PROMPT})
+    assert status == 200 and fake.script.requests[-1].max_tokens == 16
+    status, out = await post(client, "/v1/chat/completions", {"messages": USER, "max_tokens": None,
+                                                              "enable_thinking": False})
+    assert status == 200 and out["choices"][0]["message"]["content"] == "Hello world"
+
+
+@pytest.mark.parametrize("path,field,value,message", [
+    ("/v1/chat/completions", "max_tokens", -1, "max_tokens must be at least 1, got -1"),
+    ("/v1/chat/completions", "max_tokens", 0, "max_tokens must be at least 1, got 0"),
+    ("/v1/chat/completions", "max_completion_tokens", -5, "max_completion_tokens must be at least 1, got -5"),
+    ("/v1/chat/completions", "max_completion_tokens", 0, "max_completion_tokens must be at least 1, got 0"),
+    ("/v1/completions", "max_tokens", -1, "max_tokens must be at least 1 (0 only with echo: true), got -1"),
+    ("/v1/completions", "max_tokens", 0, "max_tokens must be at least 1 (0 only with echo: true), got 0"),
+    ("/api/v0/chat/completions", "max_tokens", 0, "max_tokens must be at least 1, got 0"),
+    ("/api/v0/chat/completions", "max_tokens", -2, "max_tokens must be at least 1, got -2"),
+])
+async def test_one_message_per_token_limit_field(stack, path, field, value, message):
+    client, _ = stack
+    body = {"messages": USER} if "chat" in path else {"prompt": "hi"}
+    status, out = await post(client, path, {**body, field: value})
+    assert status == 400 and out["error"] == {"message": message, "type": "invalid_request_error",
+                                              "param": field, "code": "invalid_value"}
+
+
+@pytest.mark.parametrize("stop", ["", [""], ["", ""], ["", "zzz"], None], ids=["empty", "list-empty", "two-empty",
+                                                                                "empty-and-other", "null"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/api/v0/chat/completions",
+                                  "/api/chat", "/api/generate"])
+async def test_empty_stop_strings_are_dropped_as_no_ops_everywhere(stack, path, stop):
+    client, _ = stack
+    if path.startswith("/api/") and not path.startswith("/api/v0/"):
+        key = "messages" if path == "/api/chat" else "prompt"
+        body = {"model": "default", key: USER if key == "messages" else "hi", "stream": False, "think": False,
+                "options": {"stop": stop}}
+    else:
+        body = {"messages": USER} if "chat" in path else {"prompt": "hi"}
+        body = {**body, "stop": stop, "max_tokens": 8, "enable_thinking": False}
+        body = body if "chat" in path else {k: v for k, v in body.items() if k != "enable_thinking"}
+    status, out = await post(client, path, body)
+    assert status == 200, out
+    text = out.get("response") or (out.get("message") or {}).get("content") or \
+        (out.get("choices") or [{}])[0].get("text") or out["choices"][0]["message"]["content"]
+    assert text == "Hello world"
+
+
+@pytest.mark.parametrize("name", ["a b<tool_call>\"", "x" * 65, "", "dotted.name", "ünïcode"],
+                         ids=["markup", "too-long", "empty", "dot", "non-ascii"])
+async def test_tool_names_follow_openais_rule(stack, name):
+    client, _ = stack
+    status, out = await post(client, "/v1/chat/completions",
+                             {"messages": USER, "tools": [{"type": "function", "function": {"name": name}}]})
+    assert status == 400 and out["error"]["param"].startswith("tools[0].function.name")
+    status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "stream": False,
+                                                   "tools": [{"type": "function", "function": {"name": name}}]})
+    assert status == 400 and set(out) == {"error"}
+
+
+async def test_duplicate_tool_names_are_400(stack):
+    client, _ = stack
+    ok = {"type": "function", "function": {"name": "ok_name-1"}}
+    status, out = await post(client, "/v1/chat/completions", {"messages": USER, "tools": [ok, TOOLS[0], ok]})
+    assert status == 400 and out["error"]["param"] == "tools[2].function.name"
+    assert out["error"]["message"] == "tools[2].function.name 'ok_name-1' is offered twice; tool names must be unique"
+    status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "tools": [ok, ok]})
+    assert status == 400 and "offered twice" in out["error"]
+
+
+async def test_a_tool_message_needs_tool_call_id_on_v1_but_not_on_ollama(stack):
+    client, _ = stack
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    turns = USER + [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "content": "sunny"}]
+    for path in ("/v1/chat/completions", "/api/v0/chat/completions"):
+        status, out = await post(client, path, {"messages": turns, "tools": TOOLS})
+        assert status == 400 and out["error"]["param"] == "messages[2].tool_call_id"
+    turns[2] = {**turns[2], "tool_call_id": "call_1"}
+    status, _ = await post(client, "/v1/chat/completions", {"messages": turns, "tools": TOOLS})
+    assert status == 200
+    ollama = USER + [{"role": "assistant", "content": "", "tool_calls": [call]},
+                     {"role": "tool", "content": "sunny", "tool_name": "get_weather"}]
+    status, _ = await post(client, "/api/chat", {"model": "default", "messages": ollama, "stream": False})
+    assert status == 200
+
+
+async def test_legacy_functions_become_tools(stack):
+    client, fake = stack
+    await post(client, "/v1/chat/completions", {"messages": USER, "tools": TOOLS})
+    with_tools = list(fake.script.requests[-1].prompt_token_ids)
+    status, _ = await post(client, "/v1/chat/completions", {"messages": USER, "functions": [WEATHER]})
+    assert status == 200 and list(fake.script.requests[-1].prompt_token_ids) == with_tools
+    status, _ = await post(client, "/v1/chat/completions",
+                           {"messages": USER, "functions": [WEATHER], "function_call": "auto"})
+    assert status == 200 and list(fake.script.requests[-1].prompt_token_ids) == with_tools
+    await post(client, "/v1/chat/completions", {"messages": USER})
+    without = list(fake.script.requests[-1].prompt_token_ids)
+    status, _ = await post(client, "/v1/chat/completions",
+                           {"messages": USER, "functions": [WEATHER], "function_call": "none"})
+    assert status == 200 and list(fake.script.requests[-1].prompt_token_ids) == without
+
+
+@pytest.mark.parametrize("extra,param,message", [
+    ({"tools": TOOLS}, "functions", "use either tools/tool_choice or the deprecated functions/function_call"),
+    ({"function_call": {"name": "nope"}}, "tool_choice", "names the function 'nope', which is not in tools"),
+    ({"functions": [{"name": "bad name"}]}, "tools[0].function.name", "must match ^[a-zA-Z0-9_-]{1,64}$"),
+    ({"function_call": 5}, "tool_choice", "invalid value for 'tool_choice'"),
+], ids=["both", "unknown-named", "bad-name", "bad-type"])
+async def test_legacy_functions_errors(stack, extra, param, message):
+    client, _ = stack
+    body = {"messages": USER, "functions": [WEATHER], **extra}
+    status, out = await post(client, "/v1/chat/completions", body)
+    assert status == 400 and out["error"]["param"] == param and message in out["error"]["message"]
