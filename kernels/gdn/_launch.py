@@ -19,6 +19,8 @@ DECODE_EXTRA_DEFINES = []
 #   narrow: the same with 8-byte bf16 accesses, 8 passes (64 registers, 4 blocks/SM); bf16 only
 #   cp128 / cp256: gdn_recurrent_decode_cp, the 16 KB tile to shared memory by cp.async (10 / 5 blocks/SM)
 # Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state, 32 for f32.
+# H200, 27B layer, N=32 (NOTES.md, run 4): bf16 regs 43.5 us, narrow 35.0, cp128 50.9, cp256 56.7;
+# f32 regs 58.8, cp128 86.2, cp256 80.7. All pass the oracle tests. Defaults: bf16 narrow, f32 regs.
 DECODE_VARIANTS = {
     "regs": ("gdn_recurrent_decode", (), 256, -1),
     "narrow": ("gdn_recurrent_decode", ("NARROW=1",), 256, -1),
@@ -27,7 +29,7 @@ DECODE_VARIANTS = {
 }
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 override (the old kernel stays selectable as "regs")
 DECODE_VARIANT = {
-    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "regs"),
+    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "narrow"),
     "float32": os.environ.get("SPARKINFER_GDN_DECODE_F32", "regs"),
 }
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates

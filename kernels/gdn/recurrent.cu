@@ -8,11 +8,12 @@
 // Thread t: columns vt*BV + (t % TPR)*VEC .. +VEC (one access), rows t/TPR + RG*p for p < PASSES.
 //   STATE_BF16=0: f32 state, VEC 4 (16 B), TPR 8, BV 32;  STATE_BF16=1: bf16 state, VEC 8 (16 B), TPR 8, BV 64;
 //   STATE_BF16=1 NARROW=1: bf16, VEC 4 (8-byte accesses), TPR 16, BV 64, 8 passes: half the accumulators per
-//   byte in flight of VEC 8, so the register count (and the blocks per SM) of the f32 kernel.
+//   byte in flight of VEC 8 (64 registers, 4 blocks/SM). H200 N=32: 35.0 us against 43.5 us for VEC 8; the
+//   bf16 default (NOTES.md, v4).
 // gdn_recurrent_decode_cp (CP_THREADS 128 or 256 threads): the block's [128, BV] tile (16 KB; BV = 128 bytes
 //   of columns) goes to shared memory with cp.async, so bytes in flight no longer cost registers; thread t
 //   then reads 16-byte pieces (columns (t % 8)*E16.., rows t/8 + RG*p) from shared memory and stores the new
-//   state straight from registers.
+//   state straight from registers. Measured slower than the register kernels (NOTES.md, v4); kept selectable.
 #include "gdn_common.cuh"
 
 #define KD 128
