@@ -15,7 +15,7 @@ class GatewayConfig:
     sse_keepalive_s: float = 15.0
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
 
     def printable(self) -> dict:
         shown = asdict(self)
@@ -32,7 +32,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     """Flags win over SPARKINFER_* variables, which win over the defaults."""
     d = GatewayConfig()
     parser = argparse.ArgumentParser(prog="python -m gateway.app",
-                                     description="SparkInfer HTTP gateway (OpenAI-compatible API).")
+                                     description="SparkInfer HTTP gateway (OpenAI /v1, LM Studio /api/v0 and Ollama /api). "
+                                                 "Request bodies are limited to 32 MiB, on the wire and once decoded.")
     parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
     parser.add_argument("--port", type=int, default=int(_env("SPARKINFER_PORT", d.port)),
                         help="HTTP port (SPARKINFER_PORT)")
@@ -43,7 +44,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         help="seconds between keep-alive comments on a silent stream "
                              "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
-                        help="require 'Authorization: Bearer KEY' on /v1 routes (SPARKINFER_API_KEY)")
+                        help="require 'Authorization: Bearer KEY' on every API route (/v1, /api/v0, /api), all but /, "
+                             "/health, /metrics and /version (SPARKINFER_API_KEY)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
     args = parser.parse_args(argv)

@@ -176,6 +176,11 @@ C11_CASES = [
     ("beyond-context", {"max_tokens": 10_000_000}, 400, "max_tokens"),
     ("null", {"max_tokens": None}, 200, None),
     ("echo-zero", {"max_tokens": 0, "echo": True}, 200, None),
+    # max_tokens is checked before echo + logprobs (which stays a 400 unsupported).
+    ("echo-logprobs-negative", {"max_tokens": -1, "echo": True, "logprobs": 1}, 400, "max_tokens"),
+    ("echo-logprobs-wrong-type", {"max_tokens": "ten", "echo": True, "logprobs": 1}, 400, "max_tokens"),
+    ("echo-logprobs-beyond-context", {"max_tokens": 10_000_000, "echo": True, "logprobs": 1}, 400, "max_tokens"),
+    ("echo-logprobs-null", {"max_tokens": None, "echo": True, "logprobs": 1}, 400, "logprobs"),
 ]
 
 
@@ -191,7 +196,9 @@ def test_c11_max_tokens_edges(http, change, status, param):
         assert body["choices"][0]["text"] == C11_BASE["prompt"] and body["usage"]["completion_tokens"] == 0
         assert body["usage"]["prompt_tokens"] > 0 and body["choices"][0]["finish_reason"] == "length"
     else:
-        assert 1 <= response.json()["usage"]["completion_tokens"] <= 16
+        # null: no explicit limit (up to the context), not the default of 16.
+        usage, context = response.json()["usage"], http.get("/v1/models").json()["data"][0]["max_model_len"]
+        assert 1 <= usage["completion_tokens"] and usage["total_tokens"] <= context
     live(http)
 
 
