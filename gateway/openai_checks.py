@@ -8,7 +8,10 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
 
 # OpenAI's rule for function names.
-TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# OpenAI's rule plus '.' and ':' (MCP clients name tools "server.tool"; vLLM and Ollama accept them). Nothing
+# that could open or close prompt markup (<, >, =, whitespace) gets through.
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,64}$"
+TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
 
 
 def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
@@ -82,12 +85,12 @@ def legacy_functions(body: dict) -> dict:
 
 
 def check_tools(tools: Optional[list], param: str = "tools") -> None:
-    """400 for a function name outside ^[a-zA-Z0-9_-]{1,64}$ or one offered twice."""
+    """400 for a function name outside TOOL_NAME_PATTERN or one offered twice."""
     seen = set()
     for i, tool in enumerate(tools or []):
         name = tool["function"]["name"]
         if not TOOL_NAME_RE.match(name):
-            raise InvalidRequest(f"{param}[{i}].function.name {name!r} must match ^[a-zA-Z0-9_-]{{1,64}}$",
+            raise InvalidRequest(f"{param}[{i}].function.name {name!r} must match {TOOL_NAME_PATTERN}",
                                  param=f"{param}[{i}].function.name")
         if name in seen:
             raise InvalidRequest(f"{param}[{i}].function.name {name!r} is offered twice; tool names must be "

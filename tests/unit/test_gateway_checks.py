@@ -105,9 +105,9 @@ async def test_empty_stop_strings_are_dropped_as_no_ops_everywhere(stack, path, 
     assert text == "Hello world"
 
 
-@pytest.mark.parametrize("name", ["a b<tool_call>\"", "x" * 65, "", "dotted.name", "ünïcode"],
-                         ids=["markup", "too-long", "empty", "dot", "non-ascii"])
-async def test_tool_names_follow_openais_rule(stack, name):
+@pytest.mark.parametrize("name", ["a b<tool_call>\"", "x" * 65, "", "ünïcode", "f=x", "a>b"],
+                         ids=["markup", "too-long", "empty", "non-ascii", "equals", "angle"])
+async def test_tool_names_that_could_break_markup_are_400(stack, name):
     client, _ = stack
     status, out = await post(client, "/v1/chat/completions",
                              {"messages": USER, "tools": [{"type": "function", "function": {"name": name}}]})
@@ -115,6 +115,17 @@ async def test_tool_names_follow_openais_rule(stack, name):
     status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "stream": False,
                                                    "tools": [{"type": "function", "function": {"name": name}}]})
     assert status == 400 and set(out) == {"error"}
+
+
+@pytest.mark.parametrize("name", ["github.create_issue", "fs:read", "get-weather_2"], ids=["dot", "colon", "dash"])
+async def test_mcp_style_tool_names_are_accepted(stack, name):
+    client, fake = stack
+    tools = [{"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}]
+    status, out = await post(client, "/v1/chat/completions", {"messages": USER, "tools": tools})
+    assert status == 200, out
+    status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "stream": False,
+                                                   "tools": tools})
+    assert status == 200, out
 
 
 async def test_duplicate_tool_names_are_400(stack):
@@ -162,7 +173,7 @@ async def test_legacy_functions_become_tools(stack):
 @pytest.mark.parametrize("extra,param,message", [
     ({"tools": TOOLS}, "functions", "use either tools/tool_choice or the deprecated functions/function_call"),
     ({"function_call": {"name": "nope"}}, "tool_choice", "names the function 'nope', which is not in tools"),
-    ({"functions": [{"name": "bad name"}]}, "tools[0].function.name", "must match ^[a-zA-Z0-9_-]{1,64}$"),
+    ({"functions": [{"name": "bad name"}]}, "tools[0].function.name", "must match ^[a-zA-Z0-9_.:-]{1,64}$"),
     ({"function_call": 5}, "tool_choice", "invalid value for 'tool_choice'"),
 ], ids=["both", "unknown-named", "bad-name", "bad-type"])
 async def test_legacy_functions_errors(stack, extra, param, message):
