@@ -35,6 +35,7 @@ class WorkerConfig:
     dtype: str = ""                            # weights/activations: "" = float32 on cpu, bfloat16 on cuda
     num_kv_blocks: int = 0                     # 0 = from kv_cache_mib
     num_state_slots: int = 64                  # GDN state slots = running requests at most
+    state_dtype: str = "float32"               # GDN recurrent state: float32 (exact) or bfloat16 (half the bytes)
     block_size: int = 16                       # tokens per KV block
     kv_cache_mib: int = 0                      # KV pool budget when num_kv_blocks is 0; 0 = 128 MiB on CPU,
                                                # 85% of the GPU memory left after weights and state slots
@@ -51,6 +52,7 @@ ENV_NAMES = {
     "num_kv_blocks": "SPARKINFER_NUM_KV_BLOCKS", "num_state_slots": "SPARKINFER_NUM_STATE_SLOTS",
     "block_size": "SPARKINFER_BLOCK_SIZE", "kv_cache_mib": "SPARKINFER_KV_CACHE_MIB",
     "num_threads": "SPARKINFER_NUM_THREADS", "sampler_seed": "SPARKINFER_SAMPLER_SEED",
+    "state_dtype": "SPARKINFER_GDN_STATE_DTYPE",
 }
 
 
@@ -87,21 +89,28 @@ def _kv_cache_bytes(config: WorkerConfig, model_config, device: torch.device, dt
     if device.type != "cuda":
         return CPU_KV_CACHE_MIB * MIB
     free_bytes = torch.cuda.mem_get_info(device)[0]
-    slots_bytes = config.num_state_slots * ModelCache.bytes_per_slot(model_config, dtype)
+    slots_bytes = config.num_state_slots * ModelCache.bytes_per_slot(model_config, dtype, _dtype(config.state_dtype))
     return max(MIB, int(free_bytes * GPU_MEMORY_FRACTION) - slots_bytes)
+
+
+def _dtype(name: str) -> torch.dtype:
+    """torch dtype for a config name; raises ValueError naming the choices."""
+    if name not in _DTYPES:
+        raise ValueError(f"dtype {name!r} is not one of {sorted(_DTYPES)}")
+    return _DTYPES[name]
 
 
 def build_runner(config: WorkerConfig):
     """Loads the model and allocates its pools; returns (ModelRunner, pb.WorkerHello)."""
     device = torch.device(config.device or ("cuda:0" if torch.cuda.is_available() else "cpu"))
-    dtype = _DTYPES.get(config.dtype or ("float32" if device.type == "cpu" else "bfloat16"))
-    if dtype is None:
-        raise ValueError(f"dtype {config.dtype!r} (SPARKINFER_DTYPE) is not one of {sorted(_DTYPES)}")
+    dtype = _dtype(config.dtype or ("float32" if device.type == "cpu" else "bfloat16"))
+    state_dtype = _dtype(config.state_dtype)
     card = load_model_card(config.model)
     model, model_config = load_model(config.model, device=device, dtype=dtype, progress=False)
     sizes = size_pools(model_config, config.block_size, config.num_state_slots, config.num_kv_blocks,
                        _kv_cache_bytes(config, model_config, device, dtype), dtype)
-    cache = ModelCache(model_config, sizes.num_blocks, sizes.block_size, sizes.num_slots, device, dtype)
+    cache = ModelCache(model_config, sizes.num_blocks, sizes.block_size, sizes.num_slots, device, dtype,
+                       state_dtype=state_dtype)
     runner = ModelRunner(model, model_config, cache, card["vocab_size"], config.sampler_seed,
                          grammars=GrammarBook.from_card(card))
     hello = pb.WorkerHello(model_id=card["model_id"], num_blocks=sizes.num_blocks, block_size=sizes.block_size,
