@@ -5,7 +5,10 @@ from dataclasses import dataclass, field
 
 from worker.checkpoint_errors import MissingFileError, UnsupportedModelError
 
-SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next")
+SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
+# VLM wrappers: text fields under text_config, tensors under model.language_model.
+WRAPPED_TYPES = ("qwen3_5", "qwen3_5_moe")
+MOE_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 FULL, LINEAR = "full_attention", "linear_attention"
 
 
@@ -36,6 +39,15 @@ class ModelConfig:
     hidden_act: str = "silu"
     eos_token_ids: list = field(default_factory=list)
     num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    decoder_sparse_step: int = 1
+    mlp_only_layers: list = field(default_factory=list)
+    norm_topk_prob: bool = True
+    # set by the loader when the tensors sit under the other prefix (transformers saves *_text models under
+    # model.language_model.); "" = derive from model_type
+    language_prefix: str = ""
 
     @property
     def rotary_dim(self) -> int:
@@ -66,7 +78,20 @@ class ModelConfig:
     @property
     def weight_prefix(self) -> str:
         """Prefix of the language-model tensors on disk: the VLM wrapper nests them under language_model."""
-        return "model.language_model." if self.model_type == "qwen3_5" else "model."
+        if self.language_prefix:
+            return self.language_prefix
+        return "model.language_model." if self.model_type in WRAPPED_TYPES else "model."
+
+    @property
+    def is_moe(self) -> bool:
+        """A MoE family (qwen3_next, qwen3_5_moe*) with experts: some or all layers use the sparse MoE MLP."""
+        return self.model_type in MOE_TYPES and self.num_experts > 0
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Layer `index` uses the sparse MoE block (transformers `Qwen3NextDecoderLayer.__init__`): not in
+        mlp_only_layers and (index + 1) % decoder_sparse_step == 0; else the dense MLP of intermediate_size."""
+        return (self.is_moe and index not in self.mlp_only_layers
+                and (index + 1) % self.decoder_sparse_step == 0)
 
     @staticmethod
     def from_dict(raw: dict, source: str = "config.json") -> "ModelConfig":
@@ -75,9 +100,9 @@ class ModelConfig:
         if model_type not in SUPPORTED_MODEL_TYPES:
             supported = ", ".join(SUPPORTED_MODEL_TYPES)
             raise UnsupportedModelError(source, f"model_type {model_type!r} (supported: {supported})")
-        text = raw.get("text_config") if model_type == "qwen3_5" else raw
+        text = raw.get("text_config") if model_type in WRAPPED_TYPES else raw
         if not isinstance(text, dict):
-            raise UnsupportedModelError(source, "model_type qwen3_5 without a text_config block")
+            raise UnsupportedModelError(source, f"model_type {model_type} without a text_config block")
         try:
             return _parse_text(model_type, raw, text)
         except (KeyError, TypeError, ValueError) as exc:
@@ -144,5 +169,28 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         hidden_act=str(text.get("hidden_act", "silu")),
         eos_token_ids=list(dict.fromkeys(eos)),
-        num_experts=int(text.get("num_experts", 0) or 0),
+        **_moe_fields(model_type, text),
     )
+
+
+def _moe_fields(model_type: str, text: dict) -> dict:
+    """MoE fields with transformers' defaults (configuration_qwen3_next.py 512/10 experts, configuration_qwen3_5_moe.py
+    256/8); qwen3_5_moe has no decoder_sparse_step / mlp_only_layers / norm_topk_prob: every layer MoE, renormalised."""
+    if model_type not in MOE_TYPES:
+        return {"num_experts": int(text.get("num_experts", 0) or 0)}
+    next_type = model_type == "qwen3_next"
+    fields = {
+        "num_experts": int(text.get("num_experts", 512 if next_type else 256)),
+        "num_experts_per_tok": int(text.get("num_experts_per_tok", 10 if next_type else 8)),
+        "moe_intermediate_size": int(text.get("moe_intermediate_size", 512)),
+        "shared_expert_intermediate_size": int(text.get("shared_expert_intermediate_size", 512)),
+    }
+    if next_type:
+        fields.update(decoder_sparse_step=int(text.get("decoder_sparse_step", 1)),
+                      mlp_only_layers=_as_list(text.get("mlp_only_layers")),
+                      norm_topk_prob=bool(text.get("norm_topk_prob", True)))
+    if fields["num_experts"] > 0 and not 0 < fields["num_experts_per_tok"] <= fields["num_experts"]:
+        raise ValueError(f"num_experts_per_tok must be in 1..num_experts ({fields['num_experts']})")
+    if fields.get("decoder_sparse_step", 1) < 1:
+        raise ValueError("decoder_sparse_step must be >= 1")
+    return fields

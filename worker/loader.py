@@ -1,4 +1,4 @@
-"""Worker process: loads a Hugging Face checkpoint folder into a Qwen3_5ForCausalLM (memory-mapped safetensors)."""
+"""Worker process: loads a Qwen3.5 / Qwen3-Next / Qwen3.5-MoE checkpoint folder into a Qwen3_5ForCausalLM (mmap)."""
 import os
 
 import torch
@@ -17,11 +17,15 @@ __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError
            "TensorShapeError", "MissingTensorError"]
 
 _FUSED = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+_EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
 
 
 def _check_supported(config: ModelConfig, path: str) -> None:
-    if config.num_experts > 0 or config.model_type == "qwen3_next":
-        raise UnsupportedModelError(path, f"{config.model_type} with a MoE MLP is not supported yet (dense only)")
+    if config.num_experts > 0 and not config.is_moe:
+        raise UnsupportedModelError(path, f"{config.model_type} with num_experts > 0: MoE is only read for "
+                                          "qwen3_next / qwen3_5_moe checkpoints")
+    if config.model_type == "qwen3_next" and config.num_experts == 0 and config.intermediate_size <= 0:
+        raise UnsupportedModelError(path, "qwen3_next with neither experts nor intermediate_size")
     if config.hidden_act != "silu":
         raise UnsupportedModelError(path, f"hidden_act {config.hidden_act!r} (only silu)")
     if config.linear_num_value_heads % config.linear_num_key_heads:
@@ -49,6 +53,29 @@ def _read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str
     return cache[layer_prefix][part]
 
 
+def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple) -> torch.Tensor:
+    """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I]: the fused tensor when the checkpoint has it
+    (Qwen3.5-MoE, transformers v5 saves), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next)."""
+    name = disk_name(config, canonical)
+    if name in ckpt:
+        return _read_checked(ckpt, name, expected)
+    base = name.rsplit(".", 1)[0] + "."
+    num_experts, rows, cols = expected
+    if canonical.endswith("down_proj"):
+        return torch.stack([_read_checked(ckpt, f"{base}{e}.down_proj.weight", (rows, cols))
+                            for e in range(num_experts)])
+    return torch.stack([torch.cat([_read_checked(ckpt, f"{base}{e}.{p}_proj.weight", (rows // 2, cols))
+                                   for p in ("gate", "up")]) for e in range(num_experts)])
+
+
+def _detect_prefix(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> None:
+    """transformers saves Qwen3_5(Moe)ForCausalLM (model_type *_text) under model.language_model.: follow the
+    checkpoint when the embedding is only found under the other prefix."""
+    for prefix in ("model.", "model.language_model."):
+        if config.weight_prefix + "embed_tokens.weight" not in ckpt and prefix + "embed_tokens.weight" in ckpt:
+            config.language_prefix = prefix
+
+
 def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtype, progress: bool) -> dict:
     shapes = tensor_shapes(config)
     tensors, fused = {}, {}
@@ -56,8 +83,12 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
                disable=not progress, leave=False)
     for canonical, expected in bar:
         name = disk_name(config, canonical)
-        is_fused = name not in ckpt and canonical.rsplit(".", 2)[-2] in _FUSED
-        tensor = _read_fused(config, ckpt, canonical, fused) if is_fused else _read_checked(ckpt, name, expected)
+        if canonical.endswith(_EXPERTS):
+            tensor = _read_experts(config, ckpt, canonical, expected)
+        elif name not in ckpt and canonical.rsplit(".", 2)[-2] in _FUSED:
+            tensor = _read_fused(config, ckpt, canonical, fused)
+        else:
+            tensor = _read_checked(ckpt, name, expected)
         tensors[canonical] = tensor.to(device=device, dtype=dtype)
     return tensors
 
@@ -67,7 +98,8 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
 
     Every tensor is read in its on-disk dtype and cast to `dtype`, A_log and dt_bias included (as transformers
     does: g is then computed from A_log.float()); `model.visual.*` and `mtp.*` are never read.
-    Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, MoE),
+    MoE experts are stacked into [E, 2I, D] / [E, D, I] when stored per expert on disk.
+    Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, variant),
     MissingTensorError (names the tensor and where it was looked for), TensorShapeError (tensor, expected, found).
     """
     if not os.path.isdir(path):
@@ -75,6 +107,7 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
     config = ModelConfig.from_file(path)
     _check_supported(config, os.path.join(path, "config.json"))
     ckpt = SafetensorsCheckpoint(path)
+    _detect_prefix(config, ckpt)
     tensors = _read_tensors(config, ckpt, device, dtype, progress)
     model = Qwen3_5ForCausalLM(config, tensors).eval()
     return model, config

@@ -39,16 +39,19 @@ def _chat_template(folder: str) -> str:
 
 
 def estimate_num_parameters(config: ModelConfig) -> int:
-    """Language-model parameter count implied by the config (dense MLP; excludes vision tower and MTP)."""
+    """Language-model parameter count implied by the config (dense or MoE MLP per layer; excludes vision tower
+    and MTP)."""
     d, vocab = config.hidden_size, config.vocab_size
     attn = d * config.num_attention_heads * config.head_dim * 3 + 2 * d * config.num_key_value_heads * config.head_dim
     attn += 2 * config.head_dim
     hv, kc = config.linear_num_value_heads, config.linear_conv_kernel_dim
     gdn = d * (config.conv_dim + config.value_dim + 2 * hv) + config.conv_dim * kc + 2 * hv
     gdn += config.linear_value_head_dim + config.value_dim * d
-    mlp = 3 * d * config.intermediate_size + 2 * d
+    dense = 3 * d * config.intermediate_size
+    moe = config.num_experts * (d + 3 * d * config.moe_intermediate_size)
+    moe += 3 * d * config.shared_expert_intermediate_size + d
     layers = len(config.attention_layer_ids) * attn + len(config.gdn_layer_ids) * gdn
-    layers += config.num_hidden_layers * mlp
+    layers += sum((moe if config.is_moe_layer(i) else dense) + 2 * d for i in range(config.num_hidden_layers))
     heads = vocab * d * (1 if config.tie_word_embeddings else 2)
     return layers + heads + d
 

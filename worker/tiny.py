@@ -11,6 +11,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 
 from worker.config import ModelConfig
 from worker.models.qwen3_5_weights import disk_name, tensor_shapes
+from worker.tiny_moe import ARCHS, qwen3_5_moe_config_dict, qwen3_next_config_dict, to_qwen3_next_layout
 
 SEED = 20260209
 NUM_TRAINED_TOKENS = 1015
@@ -187,15 +188,26 @@ def _read_template() -> str:
         return f.read()
 
 
-def write_tiny_checkpoint(out: str) -> None:
-    """Writes config.json, generation_config.json, tokenizer.json, tokenizer_config.json, model.safetensors."""
+def _config_dict(arch: str, vocab_size: int, eos_id: int, endoftext_id: int) -> dict:
+    builders = {"qwen3_5": tiny_config_dict, "qwen3_next": qwen3_next_config_dict,
+                "qwen3_5_moe": qwen3_5_moe_config_dict}
+    if arch not in builders:
+        raise ValueError(f"unknown tiny arch {arch!r} (one of {', '.join(ARCHS)})")
+    return builders[arch](vocab_size, eos_id, endoftext_id)
+
+
+def write_tiny_checkpoint(out: str, arch: str = "qwen3_5") -> None:
+    """Writes config.json, generation_config.json, tokenizer.json, tokenizer_config.json, model.safetensors.
+
+    arch: "qwen3_5" (the default `make model` checkpoint), "qwen3_next" (fused in_proj_qkvz / in_proj_ba,
+    per-expert tensors, as the real Qwen3-Next files) or "qwen3_5_moe" (fused expert tensors)."""
     os.makedirs(out, exist_ok=True)
     print(f"[tiny] training byte-level BPE tokenizer ({NUM_TRAINED_TOKENS} + {len(ADDED_TOKENS)} tokens)", flush=True)
     tokenizer = train_tokenizer()
     eos_id, endoftext_id = tokenizer.token_to_id("<|im_end|>"), tokenizer.token_to_id("<|endoftext|>")
     tokenizer.save(os.path.join(out, "tokenizer.json"))
     _write_json(os.path.join(out, "tokenizer_config.json"), _tokenizer_config(tokenizer, _read_template()))
-    raw = tiny_config_dict(tokenizer.get_vocab_size(with_added_tokens=True), eos_id, endoftext_id)
+    raw = _config_dict(arch, tokenizer.get_vocab_size(with_added_tokens=True), eos_id, endoftext_id)
     _write_json(os.path.join(out, "config.json"), raw)
     _write_json(os.path.join(out, "generation_config.json"), {
         "bos_token_id": endoftext_id, "pad_token_id": endoftext_id, "eos_token_id": [eos_id, endoftext_id],
@@ -204,15 +216,19 @@ def write_tiny_checkpoint(out: str) -> None:
     print(f"[tiny] generating weights: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
           f"vocab {config.vocab_size}", flush=True)
     weights = tiny_weights(config)
+    if arch == "qwen3_next":
+        weights = to_qwen3_next_layout(config, weights)
     save_file(weights, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     size = sum(os.path.getsize(os.path.join(out, n)) for n in os.listdir(out))
     print(f"[tiny] wrote {len(weights)} tensors, {size / 2**20:.1f} MiB to {out}", flush=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Write the deterministic tiny Qwen3.5 checkpoint.")
+    parser = argparse.ArgumentParser(description="Write a deterministic tiny Qwen3.5 / Qwen3-Next checkpoint.")
     parser.add_argument("--out", default="models/tiny", help="output folder (created if absent)")
-    write_tiny_checkpoint(parser.parse_args().out)
+    parser.add_argument("--arch", default="qwen3_5", choices=ARCHS, help="model family (default qwen3_5)")
+    args = parser.parse_args()
+    write_tiny_checkpoint(args.out, args.arch)
 
 
 if __name__ == "__main__":

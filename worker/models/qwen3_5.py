@@ -1,4 +1,4 @@
-"""Worker process: the Qwen3.5 dense hybrid (Gated DeltaNet + gated attention) forward over a packed batch."""
+"""Worker process: the Qwen3.5 / Qwen3-Next hybrid (GDN + gated attention, dense or MoE MLP) over a packed batch."""
 from dataclasses import dataclass
 
 import torch
@@ -10,6 +10,7 @@ from worker.layers.attention import GatedAttention, PagedAttentionMetadata
 from worker.layers.gdn import GatedDeltaNet, GdnStepMeta
 from worker.layers.linear import Linear
 from worker.layers.mlp import MLP
+from worker.layers.moe import SparseMoeBlock
 from worker.layers.norm import GatedRMSNorm, RMSNorm
 from worker.layers.paged_attention import PagedStepMeta
 from worker.layers.rope import RotaryEmbedding
@@ -36,6 +37,18 @@ def _build_attention(config: ModelConfig, tensors, prefix: str) -> GatedAttentio
         config.num_attention_heads, config.num_key_value_heads, config.head_dim)
 
 
+def _build_mlp(tensors, prefix: str) -> MLP:
+    return MLP(*(_linear(tensors, f"{prefix}{p}") for p in ("gate_proj", "up_proj", "down_proj")))
+
+
+def _build_moe(config: ModelConfig, tensors, prefix: str) -> SparseMoeBlock:
+    """The sparse MoE block of `worker.models.qwen3_5_weights.moe_shapes`; qwen3_5_moe always renormalises."""
+    renormalise = config.norm_topk_prob or config.model_type != "qwen3_next"
+    return SparseMoeBlock(tensors[prefix + "gate.weight"], tensors[prefix + "experts.gate_up_proj"],
+                          tensors[prefix + "experts.down_proj"], _build_mlp(tensors, prefix + "shared_expert."),
+                          _linear(tensors, prefix + "shared_expert_gate"), config.num_experts_per_tok, renormalise)
+
+
 class DecoderLayer(torch.nn.Module):
     """h = x + mixer(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)) (model-spec.md 1.3)."""
 
@@ -47,7 +60,10 @@ class DecoderLayer(torch.nn.Module):
             self.mixer = _build_attention(config, tensors, prefix + "self_attn.")
         else:
             self.mixer = _build_gdn(config, tensors, prefix + "linear_attn.")
-        self.mlp = MLP(*(_linear(tensors, f"{prefix}mlp.{p}") for p in ("gate_proj", "up_proj", "down_proj")))
+        if config.is_moe_layer(index):
+            self.mlp = _build_moe(config, tensors, prefix + "mlp.")
+        else:
+            self.mlp = _build_mlp(tensors, prefix + "mlp.")
         self.input_layernorm = RMSNorm(tensors[prefix + "input_layernorm.weight"], eps)
         self.post_attention_layernorm = RMSNorm(tensors[prefix + "post_attention_layernorm.weight"], eps)
 
@@ -57,7 +73,8 @@ class DecoderLayer(torch.nn.Module):
 
 
 class Qwen3_5ForCausalLM(torch.nn.Module):
-    """The text model of `Qwen3_5ForCausalLM` / `Qwen3_5ForConditionalGeneration` (transformers), packed-batch form.
+    """The text model of transformers `Qwen3_5ForCausalLM` / `Qwen3_5ForConditionalGeneration`, and of
+    `Qwen3NextForCausalLM` / `Qwen3_5MoeForCausalLM` (MoE MLP per config.is_moe_layer), packed-batch form.
 
     Built from `tensors`: canonical name -> tensor (see `worker.models.qwen3_5_weights.tensor_shapes`), already
     in the activation dtype. forward(batch, cache) runs every row of the packed step against `cache`.

@@ -1,4 +1,4 @@
-"""Worker process: the tensor names and shapes a Qwen3.5 dense text model needs (loader, generator and model agree here)."""
+"""Worker process: tensor names and shapes of a Qwen3.5 / Qwen3-Next text model (loader, generator, model agree here)."""
 from worker.config import ModelConfig
 
 
@@ -29,11 +29,30 @@ def _attention_shapes(config: ModelConfig, prefix: str) -> dict:
     }
 
 
+def _dense_mlp_shapes(prefix: str, d: int, inter: int) -> dict:
+    return {f"{prefix}gate_proj.weight": (inter, d), f"{prefix}up_proj.weight": (inter, d),
+            f"{prefix}down_proj.weight": (d, inter)}
+
+
+def moe_shapes(config: ModelConfig, prefix: str) -> dict:
+    """Sparse MoE block tensors under `prefix` (= `layers.{i}.mlp.`), experts in transformers' fused form:
+    gate.weight [E, D] (router), experts.gate_up_proj [E, 2*I, D] (gate rows first), experts.down_proj [E, D, I],
+    shared_expert.{gate,up,down}_proj.weight, shared_expert_gate.weight [1, D]. On disk the experts may instead be
+    `experts.{e}.{gate,up,down}_proj.weight` (the loader stacks them)."""
+    d, e, inter = config.hidden_size, config.num_experts, config.moe_intermediate_size
+    shapes = {f"{prefix}gate.weight": (e, d), f"{prefix}experts.gate_up_proj": (e, 2 * inter, d),
+              f"{prefix}experts.down_proj": (e, d, inter)}
+    shapes.update(_dense_mlp_shapes(prefix + "shared_expert.", d, config.shared_expert_intermediate_size))
+    shapes[f"{prefix}shared_expert_gate.weight"] = (1, d)
+    return shapes
+
+
 def tensor_shapes(config: ModelConfig) -> dict:
     """Canonical name -> shape of every tensor the model reads, in checkpoint order.
 
     Canonical names are the on-disk names with the language-model prefix removed (`config.weight_prefix`):
-    `embed_tokens.weight`, `layers.{i}.linear_attn.*` / `layers.{i}.self_attn.*`, `layers.{i}.mlp.*`,
+    `embed_tokens.weight`, `layers.{i}.linear_attn.*` / `layers.{i}.self_attn.*`, `layers.{i}.mlp.*` (dense, or
+    the MoE block of `moe_shapes` where config.is_moe_layer(i)),
     `layers.{i}.{input,post_attention}_layernorm.weight`, `norm.weight`, and `lm_head.weight` (unless tied).
     """
     d, inter = config.hidden_size, config.intermediate_size
@@ -44,9 +63,10 @@ def tensor_shapes(config: ModelConfig) -> dict:
             shapes.update(_gdn_shapes(config, prefix + "linear_attn."))
         else:
             shapes.update(_attention_shapes(config, prefix + "self_attn."))
-        shapes[f"{prefix}mlp.gate_proj.weight"] = (inter, d)
-        shapes[f"{prefix}mlp.up_proj.weight"] = (inter, d)
-        shapes[f"{prefix}mlp.down_proj.weight"] = (d, inter)
+        if config.is_moe_layer(i):
+            shapes.update(moe_shapes(config, prefix + "mlp."))
+        else:
+            shapes.update(_dense_mlp_shapes(prefix + "mlp.", d, inter))
         shapes[f"{prefix}input_layernorm.weight"] = (d,)
         shapes[f"{prefix}post_attention_layernorm.weight"] = (d,)
     shapes["norm.weight"] = (d,)
