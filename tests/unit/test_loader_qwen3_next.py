@@ -143,10 +143,10 @@ def test_model_card_and_one_runner_step(next_path):
     sizes = [t.numel() for t in load_file(os.path.join(next_path, "model.safetensors")).values()]
     assert card["num_parameters"] == sum(sizes)
     pb = pytest.importorskip("proto").pb
-    from worker.model_runner import ModelRunner
-    model, config = load_model(next_path, progress=False)
-    cache = ModelCache(config, num_blocks=8, block_size=16, num_slots=2, device="cpu", dtype=torch.float32)
-    runner = ModelRunner(model, config, cache, config.vocab_size)
+    from worker.server import WorkerConfig, build_runner
+    runner, hello = build_runner(WorkerConfig(model=next_path, device="cpu", num_state_slots=2))
+    assert hello.vocab_size == 1024 and hello.num_slots == 2 and hello.max_context_len == 8192
+    model, config = runner.model, runner.config
     step = pb.PackedStep(step_id=1, session_id="s")
     step.new_requests.add(req_id="r", sampling=pb.SamplingParams(temperature=0.0), prompt_token_ids=list(range(5, 25)))
     step.rows.add(req_id="r", num_tokens=20, context_len=0, state_slot=1, block_table=[3, 5], sample=True)

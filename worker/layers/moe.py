@@ -54,7 +54,10 @@ class SparseMoeBlock(torch.nn.Module):
         """x [T, D] -> [T, D] in x's dtype."""
         shared = self.shared_expert(x)
         weights, experts = route(x, self.router, self.top_k, self.renormalise)
-        routed = self.experts_forward(x, weights, experts)
+        if x.is_cuda and torch.cuda.is_current_stream_capturing():
+            routed = self.experts_dense(x, weights, experts)
+        else:
+            routed = self.experts_forward(x, weights, experts)
         return routed + torch.sigmoid(self.shared_gate(x)) * shared
 
     def experts_forward(self, x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
@@ -73,4 +76,15 @@ class SparseMoeBlock(torch.nn.Module):
             gate, up = F.linear(x[tokens], self.gate_up[expert]).chunk(2, dim=-1)
             y = F.linear(F.silu(gate) * up, self.down[expert]) * w[:, None]
             out.index_add_(0, tokens, y.to(out.dtype))
+        return out
+
+    def experts_dense(self, x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
+        """Same sum as experts_forward without host reads (CUDA-graph capture): every expert runs on every token and
+        is scaled by its routing weight (0 where not selected). x [T, D] -> [T, D]; costs E expert passes."""
+        combine = torch.zeros(x.shape[0], self.num_experts, dtype=weights.dtype, device=x.device)
+        combine.scatter_(1, experts, weights)
+        out = torch.zeros_like(x)
+        for expert in range(self.num_experts):
+            gate, up = F.linear(x, self.gate_up[expert]).chunk(2, dim=-1)
+            out += (F.linear(F.silu(gate) * up, self.down[expert]) * combine[:, expert, None]).to(out.dtype)
         return out
