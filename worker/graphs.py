@@ -18,6 +18,7 @@ import time
 import torch
 
 from worker.layers.gdn import GdnStepMeta
+from worker.layers.moe import SparseMoeBlock
 from worker.layers.paged_attention import PagedStepMeta
 from worker.models.qwen3_5 import StepInputs
 
@@ -73,9 +74,12 @@ class DecodeGraphs:
 
     @staticmethod
     def capturable(model) -> bool:
-        """bf16 on CUDA and every GDN layer on the CUDA kernels (the plain-torch GDN ops read slots on the host)."""
+        """bf16 on CUDA, every GDN layer on the CUDA kernels (the plain-torch GDN ops read slots on the host) and
+        no MoE MLP (inside a graph the MoE block would run every expert on every token: E times the work)."""
         probe = model.embed_tokens[:0]
         if not probe.is_cuda or probe.dtype != torch.bfloat16:
+            return False
+        if any(isinstance(layer.mlp, SparseMoeBlock) for layer in model.layers):
             return False
         return all(layer.is_attention or layer.mixer.uses_kernels(probe) for layer in model.layers)
 

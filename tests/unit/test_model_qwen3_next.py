@@ -176,3 +176,24 @@ def test_bf16_forward_close_to_transformers_bf16(ours, tiny_path):
     print(f"{config.model_type}: max relative error vs transformers (64 tokens, bf16): {err:.3e}")
     assert err < 1e-2
     assert (logits.argmax(-1) == ref.argmax(-1)).float().mean() > 0.95
+
+
+def test_moe_models_are_never_graph_captured():
+    """Inside a CUDA graph the MoE block would run every expert on every token, so MoE models stay eager."""
+    from types import SimpleNamespace
+
+    from worker.graphs import DecodeGraphs
+    from worker.layers.moe import SparseMoeBlock
+
+    class CudaBf16Probe:
+        is_cuda, dtype = True, torch.bfloat16
+
+    class Embed:
+        def __getitem__(self, _):
+            return CudaBf16Probe()
+
+    kernels = SimpleNamespace(uses_kernels=lambda probe: True)
+    dense = SimpleNamespace(is_attention=False, mixer=kernels, mlp=torch.nn.Identity())
+    moe = SimpleNamespace(is_attention=False, mixer=kernels, mlp=SparseMoeBlock.__new__(SparseMoeBlock))
+    assert DecodeGraphs.capturable(SimpleNamespace(embed_tokens=Embed(), layers=[dense, dense]))
+    assert not DecodeGraphs.capturable(SimpleNamespace(embed_tokens=Embed(), layers=[dense, moe]))
