@@ -4,6 +4,7 @@ import os
 import torch
 from tqdm import tqdm
 
+from kernels.nvfp4 import checkpoint as nvfp4_checkpoint
 from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
                                       UnsupportedModelError)
@@ -68,6 +69,19 @@ def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: s
                                    for p in ("gate", "up")]) for e in range(num_experts)])
 
 
+def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype):
+    """A Linear weight stored quantized -> NVFP4Weight (either NVFP4 layout, kept 4-bit) or a dense tensor in
+    `dtype` (FP8 layers dequantized); None when `name` is stored dense. Raises TensorShapeError on a mismatch."""
+    prefix = name[: -len(".weight")]
+    layout = nvfp4_checkpoint.layout_of(ckpt.weight_map, prefix)
+    if layout == "dense":
+        return None
+    weight = nvfp4_checkpoint.read_linear(ckpt.get, prefix, ckpt.weight_map, dtype)
+    if tuple(weight.shape) != tuple(expected):
+        raise TensorShapeError(name, expected, tuple(weight.shape), ckpt.file_of(name))
+    return weight
+
+
 def _detect_prefix(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> None:
     """transformers saves Qwen3_5(Moe)ForCausalLM (model_type *_text) under model.language_model.: follow the
     checkpoint when the embedding is only found under the other prefix."""
@@ -87,6 +101,10 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
             tensor = _read_experts(config, ckpt, canonical, expected)
         elif name not in ckpt and canonical.rsplit(".", 2)[-2] in _FUSED:
             tensor = _read_fused(config, ckpt, canonical, fused)
+        elif name.endswith(".weight") and len(expected) == 2 and \
+                (quantized := _read_linear(ckpt, name, expected, dtype)) is not None:
+            tensors[canonical] = quantized.to(device)
+            continue
         else:
             tensor = _read_checked(ckpt, name, expected)
         tensors[canonical] = tensor.to(device=device, dtype=dtype)
@@ -98,7 +116,10 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
 
     Every tensor is read in its on-disk dtype and cast to `dtype`, A_log and dt_bias included (as transformers
     does: g is then computed from A_log.float()); `model.visual.*` and `mtp.*` are never read.
-    MoE experts are stacked into [E, 2I, D] / [E, D, I] when stored per expert on disk.
+    MoE experts are stacked into [E, 2I, D] / [E, D, I] when stored per expert on disk. Linear weights stored
+    NVFP4 (ModelOpt `weight`/`weight_scale`/`weight_scale_2` or compressed-tensors `weight_packed`/`weight_scale`/
+    `weight_global_scale`) stay 4-bit (kernels.nvfp4.checkpoint.NVFP4Weight); FP8 ones are dequantized to `dtype`;
+    layers a recipe left in bf16 load as usual (per-layer mixed checkpoints).
     Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, variant),
     MissingTensorError (names the tensor and where it was looked for), TensorShapeError (tensor, expected, found).
     """

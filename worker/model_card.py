@@ -56,12 +56,30 @@ def estimate_num_parameters(config: ModelConfig) -> int:
     return layers + heads + d
 
 
+def quantization_of(folder: str, raw_config: dict) -> str:
+    """'bf16' | 'nvfp4' | 'mixed' | 'fp8' | the producer's method, from config.json `quantization_config` or the
+    legacy hf_quant_config.json (model-spec.md section 2.3-2.4); torch-free for the scheduler."""
+    qc = raw_config.get("quantization_config") or {}
+    if not qc:
+        qc = _read_json(os.path.join(folder, "hf_quant_config.json"), required=False).get("quantization") or {}
+    if not qc:
+        return "bf16"
+    algo, fmt = str(qc.get("quant_algo") or "").upper(), str(qc.get("format") or "")
+    if algo == "MIXED_PRECISION":
+        return "mixed"
+    if "NVFP4" in algo or fmt.startswith("nvfp4"):
+        return "nvfp4"
+    if "FP8" in algo or "float-quantized" in fmt:
+        return "fp8"
+    return str(qc.get("quant_method") or "quantized")
+
+
 def load_model_card(path: str) -> dict:
     """Reads config.json, generation_config.json, tokenizer.json, tokenizer_config.json of folder `path`.
 
     Returns {model_id, max_context_len, eos_token_ids (config.json + generation_config.json, de-duplicated),
     tokenizer_json (bytes), chat_template (str, "" if none), generation_config_json (str, "{}" if none),
-    architecture, model_type, vocab_size, num_parameters (estimate)}.
+    architecture, model_type, vocab_size, num_parameters (estimate), quantization (see quantization_of)}.
     Raises MissingFileError (config.json / tokenizer.json absent or unreadable), UnsupportedModelError.
     """
     folder = os.path.abspath(path)
@@ -93,4 +111,5 @@ def load_model_card(path: str) -> dict:
         "model_type": config.model_type,
         "vocab_size": config.vocab_size,
         "num_parameters": estimate_num_parameters(config),
+        "quantization": quantization_of(folder, raw),
     }

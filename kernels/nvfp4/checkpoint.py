@@ -75,8 +75,8 @@ def from_tensors(tensors: dict) -> NVFP4Weight:
 
 
 def layout_of(names, prefix: str) -> str:
-    """'compressed-tensors' | 'modelopt' | 'fp8' | 'dense' for Linear `prefix` given the checkpoint's tensor names."""
-    names = set(names)
+    """'compressed-tensors' | 'modelopt' | 'fp8' | 'dense' for Linear `prefix` given the checkpoint's tensor names
+    (any container with `in`: a set, or a safetensors index's weight map)."""
     if f"{prefix}.weight_packed" in names:
         return "compressed-tensors"
     if f"{prefix}.weight_scale_2" in names:

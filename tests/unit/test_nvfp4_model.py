@@ -66,3 +66,19 @@ def test_quantized_tiny_model_logits_stay_close_to_bf16(tiny_path, tmp_path, fmt
     # the NVFP4 Linear (naive CPU path) computes exactly what the dequantized dense weights do
     dense, _, _ = _load_nvfp4(out, dense=True)
     torch.testing.assert_close(got, _logits(dense, config), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", naive.FORMATS)
+def test_worker_loader_serves_quantized_checkpoints(tiny_path, tmp_path, fmt):
+    """worker.loader.load_model (what the worker runs) keeps NVFP4 Linears 4-bit and computes what the
+    layer-by-layer reader above computes; the model card names the quantization."""
+    out = str(tmp_path / "nvfp4")
+    quantize.quantize_folder(tiny_path, out, fmt, lm_head=True, progress=False)
+    model, config = load_model(out, progress=False)
+    layers = [m for m in model.modules() if getattr(m, "nvfp4", None) is not None]
+    _, _, num_nvfp4 = _load_nvfp4(out)
+    assert len(layers) == num_nvfp4 and model.lm_head.nvfp4 is not None
+    reference, _, _ = _load_nvfp4(out)
+    torch.testing.assert_close(_logits(model, config), _logits(reference, config), rtol=1e-5, atol=1e-5)
+    from worker.model_card import load_model_card
+    assert load_model_card(out)["quantization"] in ("nvfp4", "mixed")
