@@ -1,4 +1,5 @@
-"""Launcher process (`make run`): starts scheduler, worker and gateway as three children, stops them together."""
+"""Launcher process (`make run`): starts scheduler, worker and gateway as three children, restarts a dead worker,
+stops them together."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +15,12 @@ from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STOP_GRACE_S = 10.0
+# A dead worker is restarted (the scheduler fails its in-flight requests with 503 and serves again once the new
+# worker says hello); more than _MAX_RESTARTS deaths within _RESTART_WINDOW_S means it cannot start: stop all.
+RESTARTABLE = ("worker",)
+_MAX_RESTARTS = 5
+_RESTART_WINDOW_S = 60.0
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -53,9 +60,19 @@ def children(model: str) -> list[Child]:
             Child("gateway", [py, "-m", "gateway.app"])]
 
 
+def _die_with_parent() -> None:
+    """Runs in the child before exec: on Linux, SIGTERM it when the launcher dies, even by SIGKILL or OOM."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: a killed launcher leaves its children to the user
+
+
 def start(child: Child, env: dict) -> None:
     # Own session: Ctrl-C reaches only the launcher, which then stops the children in order.
-    child.proc = subprocess.Popen(child.argv, cwd=REPO, env=env, start_new_session=True)
+    child.proc = subprocess.Popen(child.argv, cwd=REPO, env=env, start_new_session=True,
+                                  preexec_fn=_die_with_parent)
 
 
 def dead(kids: list[Child]) -> Optional[Child]:
@@ -108,14 +125,23 @@ def wait_healthy(kids: list[Child], url: str, timeout: float) -> Optional[str]:
     return f"the stack was not healthy after {timeout:.0f} s ({url})"
 
 
-def supervise(kids: list[Child]) -> int:
-    """Blocks until a child dies (returns 1) or a signal asks to stop (raises Stop)."""
+def supervise(kids: list[Child], env: dict) -> int:
+    """Restarts a dead worker; returns 1 when the scheduler or gateway dies or the worker keeps dying; raises Stop
+    when a signal asks to stop."""
+    deaths = []
     while True:
         gone = dead(kids)
-        if gone is not None:
+        if gone is None:
+            time.sleep(0.5)
+            continue
+        now = time.monotonic()
+        deaths = [t for t in deaths if now - t < _RESTART_WINDOW_S] + [now]
+        if gone.name not in RESTARTABLE or len(deaths) > _MAX_RESTARTS:
             print(f"launch: {gone.name} exited with code {gone.proc.returncode}; stopping the rest", flush=True)
             return 1
-        time.sleep(0.5)
+        print(f"launch: {gone.name} exited with code {gone.proc.returncode}; restarting it "
+              f"({len(deaths)} of {_MAX_RESTARTS} restarts in {_RESTART_WINDOW_S:.0f} s)", flush=True)
+        start(gone, env)
 
 
 def main(argv=None) -> int:
@@ -136,7 +162,7 @@ def main(argv=None) -> int:
             code = 1
         else:
             print(f"\nSparkInfer is serving {args.model} at {base}/v1  (OpenAI API; Ctrl-C stops it)\n", flush=True)
-            code = supervise(kids)
+            code = supervise(kids, env)
     except Stop as stop:
         print(f"launch: {stop} received, stopping gateway, worker and scheduler", flush=True)
     finally:

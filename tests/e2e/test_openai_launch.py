@@ -1,8 +1,10 @@
-"""End to end: `python -m deploy.launch` (what `make run` runs) serves, stops cleanly, and stops all when one dies."""
+"""End to end: `python -m deploy.launch` (what `make run` runs) serves, stops cleanly, restarts a dead worker, stops
+all when the scheduler dies, and takes its children down when it is killed."""
 import os
 import signal
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -52,12 +54,53 @@ def test_serves_then_ctrl_c_stops_all_three(launch):
     assert all(subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0 for pid, _ in kids)
 
 
-def test_a_dead_worker_stops_the_rest_with_an_error(launch):
+def _pid_of(proc, name: str) -> int:
+    return int(next(pid for pid, args in children_of(proc.pid) if name in args))
+
+
+def test_a_dead_worker_is_restarted_and_the_stack_serves_again(launch):
+    proc, url, banner = launch
+    assert "SparkInfer is serving" in banner
+    worker = _pid_of(proc, "worker.server")
+    os.kill(worker, signal.SIGKILL)
+    lines = []
+    while not lines or ("restarting it" not in lines[-1] and lines[-1]):
+        lines.append(proc.stdout.readline().decode())
+    assert "worker exited with code -9; restarting it" in lines[-1], lines
+    body = {"model": "tiny", "prompt": "Hi", "max_tokens": 4}
+    deadline = time.monotonic() + 60
+    while True:  # 503 while the new worker loads, then served again
+        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=30)
+        if reply.status_code == 200 or time.monotonic() > deadline:
+            break
+        assert reply.status_code == 503, reply.text
+        time.sleep(0.25)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+    assert _pid_of(proc, "worker.server") != worker and proc.poll() is None
+
+
+def test_a_dead_scheduler_stops_the_rest_with_an_error(launch):
     proc, _, banner = launch
     assert "SparkInfer is serving" in banner
     kids = children_of(proc.pid)
-    worker = next(pid for pid, args in kids if "worker.server" in args)
-    os.kill(int(worker), signal.SIGKILL)
+    os.kill(_pid_of(proc, "scheduler.server"), signal.SIGKILL)
     output = proc.communicate(timeout=30)[0].decode()
-    assert proc.returncode == 1 and "worker exited with code -9; stopping the rest" in output
+    assert proc.returncode == 1 and "scheduler exited with code -9; stopping the rest" in output
     assert all(subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0 for pid, _ in kids)
+
+
+def test_children_die_with_a_killed_launcher(launch):
+    proc, _, banner = launch
+    assert "SparkInfer is serving" in banner
+    kids = children_of(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up: the kernel tells the children
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(pid) for pid, _ in kids):
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid, _ in kids)
+
+
+def _alive(pid: str) -> bool:
+    state = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True).stdout.strip()
+    return bool(state) and not state.startswith("Z")
