@@ -39,6 +39,7 @@ class GenRequest:
     stop: list = field(default_factory=list)           # stop strings (never returned)
     stop_token_ids: list = field(default_factory=list)  # extra stop ids besides the model's eos
     ignore_eos: bool = False
+    include_stop: bool = False           # a matched stop string is kept at the end of the output
     n: int = 1
     num_logprobs: Optional[int] = None   # None: no logprobs; k >= 0: sampled token + k alternatives
     split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning

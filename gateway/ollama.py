@@ -12,6 +12,7 @@ from gateway.engine import Engine
 from gateway.errors import ApiError, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
+from gateway.ollama_keepalive import LoadState
 from gateway.ollama_request import parse_chat, parse_generate, resolve_model
 from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
 from gateway.ollama_stream import NdjsonFramer, complete
@@ -68,6 +69,7 @@ class OllamaRoutes:
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine = engine
         self.config = config
+        self.load_state = LoadState()
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/", self.root)
@@ -96,7 +98,9 @@ class OllamaRoutes:
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:
-        return json_response({"models": [ps_entry(await self.engine.card(), await self.served_name())]})
+        card, name = await self.engine.card(), await self.served_name()
+        expires = self.load_state.expires_at()
+        return json_response({"models": [] if expires is None else [ps_entry(card, name, expires)]})
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
@@ -120,6 +124,7 @@ class OllamaRoutes:
         card = await self.engine.card()
         parse = parse_chat if chat else parse_generate
         plan = await run_cpu(parse, body, card, await self.served_name())
+        self.load_state.touch(plan.keep_alive)
         if plan.gen is None:
             return json_response(load_response(plan, chat))
         gen = await self.engine.start(plan.gen)

@@ -10,6 +10,7 @@ from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_checks import check_tools
+from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.structured import ANY_OBJECT, check_schema, checked, json_grammar
 
@@ -27,6 +28,7 @@ class OllamaPlan:
     return_context: bool = False          # /api/generate answers with `context` (prompt + output ids)
     unload: bool = False                  # keep_alive 0 with nothing to generate
     format_schema: Optional[dict] = None  # `format`: the JSON schema the answer must follow ("json": any object)
+    keep_alive: Optional[float] = None    # seconds (inf: forever); None: not sent (Ollama's default, 5m)
 
 
 def model_names(card: ModelCard, served_name: str) -> set:
@@ -62,16 +64,6 @@ def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
     if plan.format_schema is not None:
         grammar = json_grammar(plan.format_schema, plan.gen.thinking_open, card)
         plan.gen.constraint = checked(grammar, card, "format")
-
-
-def _keep_alive_unloads(value: Any) -> bool:
-    """Accepts Ollama's keep_alive (duration string or seconds); the model always stays loaded here."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        if value is not None:
-            raise InvalidRequest(f"keep_alive must be a duration like \"5m\" or a number of seconds, got {value!r}",
-                                 param="keep_alive")
-        return False
-    return value in (0, "0", "0s", "0m")
 
 
 def _stream_flag(body: dict) -> bool:
@@ -170,7 +162,8 @@ def _common(body: Any, card: ModelCard, served_name: str) -> tuple[OllamaPlan, O
         raise InvalidRequest("the request body must be a JSON object")
     plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=_stream_flag(body))
     plan.format_schema = _format_schema(body.get("format"))
-    plan.unload = _keep_alive_unloads(body.get("keep_alive"))
+    plan.keep_alive = parse_keep_alive(body.get("keep_alive"))
+    plan.unload = plan.keep_alive == 0
     options = parse_options(body.get("options"), card)
     top = _logprobs(body)
     plan.want_logprobs = top is not None
@@ -193,6 +186,9 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     if not messages:
         return plan
     plan.tools = _tools(body.get("tools"))
+    if plan.tools and plan.format_schema is not None:
+        raise Unsupported("format cannot be combined with tools (as response_format with tools on /v1); "
+                          "drop one of them", param="format")
     text = _render(card, [_message(m, i) for i, m in enumerate(messages)], plan.tools, body.get("think"))
     plan.gen = _gen_request(_encode(card, text, options), text, options, split=True)
     plan.gen.num_logprobs = num_logprobs

@@ -70,10 +70,13 @@ def tags_entry(card: ModelCard, served_name: str) -> dict:
             "digest": _digest(card), "details": model_details(card)}
 
 
-def ps_entry(card: ModelCard, served_name: str) -> dict:
+def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf")) -> dict:
+    """One /api/ps model; expires_at is a Unix time (inf: kept forever, shown as Ollama does, far in the future)."""
     name = tag_name(served_name)
-    # The model stays loaded for the life of the server; Ollama shows that as a far-future expiry.
-    expires = datetime.now(timezone.utc) + timedelta(days=365 * 100)
+    if expires_at == float("inf"):
+        expires = datetime.now(timezone.utc) + timedelta(days=365 * 100)
+    else:
+        expires = datetime.fromtimestamp(expires_at, timezone.utc)
     return {"name": name, "model": name, "size": model_size(card), "digest": _digest(card),
             "details": model_details(card), "expires_at": created_at(expires), "size_vram": model_size(card),
             "context_length": card.max_context_len}

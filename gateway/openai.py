@@ -5,15 +5,16 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gateway.chat import render_chat
+from gateway.chat_prompt import render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_tool_messages, check_tools,
-                                   completion_max_tokens, legacy_functions, resolve_max_tokens)
+                                   completion_max_tokens, legacy_functions, resolve_max_tokens, tool_constraint,
+                                   tool_mode)
+from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
-from gateway.structured import check_schema, checked, json_grammar, response_format_schema
-from gateway.tool_grammar import tool_call_grammar
+from gateway.structured import checked, json_grammar, response_format_schema
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
 _EFFORT_ALIASES = {"minimal": "low"}
@@ -89,7 +90,8 @@ def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pr
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
     return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
                       sampling=_sampling(body, card), stop=_stops(body), stop_token_ids=stop_ids,
-                      ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1))
+                      ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
+                      include_stop=bool(body.get("include_stop_str_in_output")))
 
 
 def _check_content(messages: list) -> None:
@@ -114,54 +116,16 @@ def _check_part(part: dict, where: str) -> None:
         raise InvalidRequest(f"{where}: a text part needs a string 'text'", param=f"{where}.text")
 
 
-def _tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
-    """(tools to render and parse, forced function: None = not forced, "" = any offered, else its name)."""
-    tools = body.get("tools") or None
-    choice = body.get("tool_choice")
-    names = [t["function"]["name"] for t in tools or []]
-    if isinstance(choice, dict):
-        name = choice["function"]["name"]
-        if name not in names:
-            raise InvalidRequest(f"tool_choice names the function '{name}', which is not in tools",
-                                 param="tool_choice")
-        return tools, name
-    if choice == "required":
-        if not tools:
-            raise InvalidRequest("tool_choice 'required' needs a non-empty tools list", param="tool_choice")
-        return tools, ""
-    if choice == "none":
-        return None, None
-    return tools, None
-
-
-def _check_tool_schemas(tools: list) -> None:
-    for i, tool in enumerate(tools):
-        parameters = tool["function"].get("parameters")
-        if parameters is None:
-            continue
-        param = f"tools[{i}].function.parameters"
-        check_schema(parameters, param)
-        missing = set(parameters.get("required") or []) - set(parameters.get("properties") or {})
-        if missing:
-            raise InvalidRequest(f"{param}: required parameter '{sorted(missing)[0]}' has no schema in properties, "
-                                 f"so a forced call cannot supply it", param=param)
-
-
-def _tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: Optional[str]):
-    """The grammar of a forced tool call (None when not forced); checked before any rendering."""
-    if force is None:
-        return None
-    _check_tool_schemas(tools)
-    grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
-    return checked(grammar, card, "tools")
-
-
 def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
     """The response_format schema (None for text); 400 when combined with tools."""
     schema = response_format_schema(body.get("response_format"))
     if schema is not None and tools:
         raise Unsupported("response_format json_object/json_schema cannot be combined with tools; "
                           "use tool_choice 'none' or drop response_format", param="response_format")
+    guided = next((name for name in GUIDED if body.get(name) is not None), None)
+    if guided and (schema is not None or tools):
+        other = "response_format" if schema is not None else "tools"
+        raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)
     return schema
 
 
@@ -182,25 +146,24 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
     body = legacy_functions(body) if isinstance(body, dict) else body
     validate(body, CHAT_SCHEMA)
+    check_fields(body, CHAT_SCHEMA["properties"], chat=True)
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = _stream_options(body)
     _check_content(body["messages"])
     check_tool_messages(body["messages"])
     check_tools(body.get("tools"))
     requested, param = chat_max_tokens(body)
-    tools, force = _tool_mode(body)
+    tools, force = tool_mode(body)
     schema = _response_schema(body, tools)
-    constraint = _tool_constraint(body, card, tools, force)
-    if card.template is None:
-        raise Unsupported("this model has no chat template; use /v1/completions", param="messages")
+    constraint = tool_constraint(body, card, tools, force)
     kwargs = _thinking_kwargs(body)
     if force is not None:
         # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
         kwargs["enable_thinking"] = False
-    text = render_chat(card.template, body["messages"], tools=tools, add_generation_prompt=True,
-                       **card.special_tokens, **kwargs)
-    check_prompt_size(text, card, card.max_context_len, "messages")
-    prompt_ids = card.encode(text)
+    text = render_prompt(body, card, tools, kwargs)
+    if body.get("truncate_prompt_tokens") in (None, -1):
+        check_prompt_size(text, card, card.max_context_len, "messages")
+    prompt_ids = truncate_prompt_tokens(body, card.encode(text))
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
     gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl")
     if body.get("logprobs"):
@@ -212,7 +175,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.thinking_open = text.rstrip().endswith("<think>")
     if schema is not None:
         constraint = checked(json_grammar(schema, gen.thinking_open, card), card, "response_format")
-    gen.constraint = constraint
+    guided = guided_constraint(body, card, gen.thinking_open)
+    gen.constraint = guided[0] if guided else constraint
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
@@ -229,15 +193,16 @@ def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
     ids_list, texts = [], []
     for item in prompt:
         if isinstance(item, str):
-            check_prompt_size(item, card, card.max_context_len, "prompt")
-            ids_list.append(card.encode(item))
+            if body.get("truncate_prompt_tokens") in (None, -1):
+                check_prompt_size(item, card, card.max_context_len, "prompt")
+            ids_list.append(truncate_prompt_tokens(body, card.encode(item)))
             texts.append(item)
         else:
             bad = [t for t in item if t >= card.tokenizer_vocab_size]
             if bad:
                 raise InvalidRequest(f"prompt token id {bad[0]} is outside the vocabulary "
                                      f"[0, {card.tokenizer_vocab_size})", param="prompt")
-            ids_list.append(list(item))
+            ids_list.append(truncate_prompt_tokens(body, list(item)))
             texts.append(card.decode(item))
     if any(not ids for ids in ids_list):
         raise InvalidRequest("prompt must not be empty", param="prompt")
@@ -247,6 +212,7 @@ def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
 def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
     validate(body, COMPLETION_SCHEMA)
+    check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = _stream_options(body)
     if body.get("suffix"):
@@ -268,5 +234,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.extra_prompt_ids = ids_list[1:]
     if body.get("logprobs") is not None:
         gen.num_logprobs = int(body["logprobs"])
+    guided = guided_constraint(body, card, False)
+    gen.constraint = guided[0] if guided else None
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [])

@@ -6,6 +6,8 @@ from typing import Optional
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
+from gateway.structured import check_schema, checked
+from gateway.tool_grammar import tool_call_grammar
 
 # OpenAI's rule for function names.
 # OpenAI's rule plus '.' and ':' (MCP clients name tools "server.tool"; vLLM and Ollama accept them). Nothing
@@ -104,3 +106,45 @@ def check_tool_messages(messages: list) -> None:
         if message["role"] == "tool" and not message.get("tool_call_id"):
             raise InvalidRequest(f"messages[{i}] (role tool) needs tool_call_id, the id of the call it answers",
                                  param=f"messages[{i}].tool_call_id")
+
+
+def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
+    """(tools to render and parse, forced function: None = not forced, "" = any offered, else its name)."""
+    tools = body.get("tools") or None
+    choice = body.get("tool_choice")
+    names = [t["function"]["name"] for t in tools or []]
+    if isinstance(choice, dict):
+        name = choice["function"]["name"]
+        if name not in names:
+            raise InvalidRequest(f"tool_choice names the function '{name}', which is not in tools",
+                                 param="tool_choice")
+        return tools, name
+    if choice == "required":
+        if not tools:
+            raise InvalidRequest("tool_choice 'required' needs a non-empty tools list", param="tool_choice")
+        return tools, ""
+    if choice == "none":
+        return None, None
+    return tools, None
+
+
+def _check_tool_schemas(tools: list) -> None:
+    for i, tool in enumerate(tools):
+        parameters = tool["function"].get("parameters")
+        if parameters is None:
+            continue
+        param = f"tools[{i}].function.parameters"
+        check_schema(parameters, param)
+        missing = set(parameters.get("required") or []) - set(parameters.get("properties") or {})
+        if missing:
+            raise InvalidRequest(f"{param}: required parameter '{sorted(missing)[0]}' has no schema in properties, "
+                                 f"so a forced call cannot supply it", param=param)
+
+
+def tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: Optional[str]):
+    """The grammar of a forced tool call (None when not forced); checked before any rendering."""
+    if force is None:
+        return None
+    _check_tool_schemas(tools)
+    grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
+    return checked(grammar, card, "tools")

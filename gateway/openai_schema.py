@@ -94,6 +94,14 @@ _COMMON = {
                        "items": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX}},
     "ignore_eos": _BOOL_OR_NULL,
     "user": _STR_OR_NULL,
+    # vLLM extensions honoured here (guided_* and structured_outputs are checked in openai_fields).
+    "include_stop_str_in_output": _BOOL_OR_NULL,
+    "truncate_prompt_tokens": {"type": ["integer", "null"], "minimum": -1},
+    "guided_choice": {"type": ["array", "null"], "items": {"type": "string"}},
+    "guided_json": {"type": ["object", "string", "null"]},
+    "guided_regex": _STR_OR_NULL,
+    "guided_grammar": _STR_OR_NULL,
+    "structured_outputs": {"type": ["object", "null"]},
 }
 
 CHAT_SCHEMA = {
@@ -111,6 +119,9 @@ CHAT_SCHEMA = {
         "response_format": {"type": ["object", "null"], "required": ["type"],
                             "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}},
         "enable_thinking": _BOOL_OR_NULL,
+        "add_generation_prompt": _BOOL_OR_NULL,
+        "continue_final_message": _BOOL_OR_NULL,
+        "chat_template": _STR_OR_NULL,
         "chat_template_kwargs": {"type": ["object", "null"],
                                  "properties": {"enable_thinking": _BOOL_OR_NULL,
                                                 "preserve_thinking": _BOOL_OR_NULL}},

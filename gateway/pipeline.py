@@ -39,6 +39,7 @@ class ChoiceOutput:
         self._want_logprobs = req.num_logprobs is not None
         self._detok = IncrementalDetokenizer(card.decode)
         self._stop = StopMatcher(req.stop)
+        self._include_stop = req.include_stop
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
         self._pending_logprobs: list = []
 
@@ -53,6 +54,8 @@ class ChoiceOutput:
             text += self._stop.flush()
             if self._stop.matched is not None:
                 finish = "stop"
+        if finish == "stop" and self._include_stop and self._stop.matched is not None:
+            text += self._stop.matched
         reasoning, content = self._split_text(text, bool(finish))
         if not (reasoning or content or finish):
             return None

@@ -1,0 +1,90 @@
+"""Gateway process: /v1 chat prompt shaping as vLLM does it: add_generation_prompt, continue_final_message,
+a per-request chat_template and truncate_prompt_tokens."""
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import jinja2
+
+from gateway.chat import compile_template, render_chat
+from gateway.errors import InvalidRequest, Unsupported
+from gateway.model import ModelCard
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(source: str) -> jinja2.Template:
+    try:
+        return compile_template(source)
+    except jinja2.exceptions.TemplateError as exc:
+        raise InvalidRequest(f"chat_template does not compile: {exc}", param="chat_template") from exc
+
+
+def _template(body: dict, card: ModelCard) -> jinja2.Template:
+    source = body.get("chat_template")
+    if source:
+        return _compiled(source)
+    if card.template is None:
+        raise Unsupported("this model has no chat template; use /v1/completions or send chat_template",
+                          param="messages")
+    return card.template
+
+
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(part.get("text") or "" for part in content)
+    return content or ""
+
+
+def generation_flags(body: dict) -> tuple[bool, bool]:
+    """(add_generation_prompt, continue_final_message); both explicitly true or a non-assistant last turn: 400."""
+    add = body.get("add_generation_prompt")
+    cont = bool(body.get("continue_final_message"))
+    if cont and add:
+        raise InvalidRequest("continue_final_message and add_generation_prompt cannot both be true",
+                             param="continue_final_message")
+    if cont and body["messages"][-1]["role"] != "assistant":
+        raise InvalidRequest("continue_final_message needs the last message to be the assistant's",
+                             param="continue_final_message")
+    return (not cont) if add is None else bool(add), cont
+
+
+def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: dict) -> str:
+    """The prompt text of a chat body; with continue_final_message the last assistant message is left open."""
+    add, cont = generation_flags(body)
+    template = _template(body, card)
+    messages = body["messages"]
+    if not cont:
+        return render_template(template, messages, tools, add, card, kwargs, body)
+    final = _text_of(messages[-1])
+    if not final:
+        # Nothing to continue: the same as an empty assistant turn opened by the generation prompt.
+        return render_template(template, messages[:-1], tools, True, card, kwargs, body)
+    text = render_template(template, messages, tools, False, card, kwargs, body)
+    end = text.rfind(final)
+    if end < 0:
+        raise InvalidRequest("continue_final_message: the chat template does not render the last assistant "
+                             "message verbatim, so it cannot be left open", param="continue_final_message")
+    return text[:end + len(final)]
+
+
+def render_template(template, messages: list, tools, add: bool, card: ModelCard, kwargs: dict, body: dict) -> str:
+    try:
+        return render_chat(template, messages, tools=tools, add_generation_prompt=add, **card.special_tokens,
+                           **kwargs)
+    except InvalidRequest as exc:
+        if body.get("chat_template"):
+            raise InvalidRequest(f"chat_template: {exc.message}", param="chat_template") from exc
+        raise
+
+
+def truncate_prompt_tokens(body: dict, prompt_ids: list) -> list:
+    """The last truncate_prompt_tokens ids of the prompt (vLLM: -1 or absent = the whole prompt)."""
+    keep = body.get("truncate_prompt_tokens")
+    if keep is None or keep == -1:
+        return prompt_ids
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise InvalidRequest(f"truncate_prompt_tokens must be -1 or at least 1, got {keep!r}",
+                             param="truncate_prompt_tokens")
+    return prompt_ids[-keep:]

@@ -1,0 +1,152 @@
+"""Gateway process: /v1 fields beyond OpenAI's core: refused ones (400 unsupported), unknown ones (logged once),
+and vLLM's guided decoding (guided_* / structured_outputs) mapped onto the worker's grammar Constraint."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, Callable, Optional
+
+from gateway.errors import InvalidRequest, Unsupported
+from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_grammar
+
+log = logging.getLogger("sparkinfer.gateway")
+
+_TEXT_ONLY = "this model server generates text only"
+
+
+def _nonempty(value: Any) -> bool:
+    return value is not None and value != [] and value != {}
+
+
+# field -> (is the request asking for it?, why it is refused). Each would change the output in vLLM/OpenAI.
+REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "allowed_token_ids": (_nonempty, "restricting sampling to allowed_token_ids is not supported"),
+    "bad_words": (_nonempty, "bad_words is not supported (use logit_bias with -100 on the token ids)"),
+    "prompt_logprobs": (lambda v: v is not None, "prompt logprobs are not computed by this server"),
+    "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
+    "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
+                                                           "which is not supported"),
+    "return_tokens_as_token_ids": (lambda v: bool(v), "return_tokens_as_token_ids is not supported"),
+    "typical_p": (lambda v: v is not None and v < 1, "typical sampling (typical_p < 1) is not supported"),
+    "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
+    "documents": (_nonempty, "documents (RAG chat templates) are not supported"),
+    "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
+    "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
+    "prediction": (lambda v: v is not None, "predicted outputs (prediction) are not supported"),
+}
+# Chat only: on /v1/completions these are honoured or checked in parse_completion.
+CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "echo": (lambda v: bool(v), "echo is not supported on chat completions (use /v1/completions)"),
+}
+
+# Accepted fields with no effect on the output here (or whose effect is the default).
+NO_EFFECT = frozenset({
+    "user", "metadata", "store", "service_tier", "skip_special_tokens", "spaces_between_special_tokens",
+    "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "echo", "best_of",
+    "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
+    "return_token_ids", "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
+    "web_search_options", "include_reasoning",
+})
+GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs")
+HONOURED = frozenset({
+    *GUIDED, "include_stop_str_in_output", "add_generation_prompt", "continue_final_message", "chat_template",
+    "truncate_prompt_tokens", "guided_decoding_backend", "guided_whitespace_pattern",
+})
+_warned: set = set()
+
+
+def check_fields(body: dict, known: dict, chat: bool) -> None:
+    """400 unsupported for a refused field that asks for something; logs each unknown field name once."""
+    refused = {**REFUSED, **(CHAT_REFUSED if chat else {})}
+    for name, (asks, why) in refused.items():
+        if name in body and asks(body[name]):
+            raise Unsupported(f"{name}: {why}", param=name)
+    if chat and body.get("best_of") not in (None, 1, body.get("n") or 1):
+        raise Unsupported("best_of: values other than n are not supported (no best-of-n selection)",
+                          param="best_of")
+    for name in body:
+        if name in known or name in NO_EFFECT or name in HONOURED or name in refused or name in _warned:
+            continue
+        _warned.add(name)
+        log.warning("ignoring unknown request field %r (logged once)", name)
+
+
+def _choice_grammar(choices: Any, param: str) -> str:
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
+        raise InvalidRequest(f"{param} must be a non-empty list of non-empty strings", param=param)
+    return " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
+
+
+def _regex_grammar(pattern: Any, param: str) -> str:
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidRequest(f"{param} must be a non-empty regular expression string", param=param)
+    if "\n" in pattern:
+        raise InvalidRequest(f"{param} must be on one line (write a newline as \\n)", param=param)
+    return "/" + re.sub(r"(?<!\\)/", r"\\/", pattern) + "/"
+
+
+_START_RULE = re.compile(r"^(\s*)([?!]?)start(\s*:)", re.MULTILINE)
+
+
+def _lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
+    if not isinstance(grammar, str) or not grammar.strip():
+        raise InvalidRequest(f"{param} must be a non-empty Lark grammar string", param=param)
+    if "::=" in grammar:
+        raise Unsupported(f"{param}: EBNF/GBNF grammars (rule ::= ...) are not supported; write the grammar in "
+                          f"Lark syntax (rule: ...) with a 'start' rule", param=param)
+    if not _START_RULE.search(grammar):
+        raise InvalidRequest(f"{param} needs a 'start' rule", param=param)
+    if not thinking_open:
+        return grammar
+    # Thinking open: free reasoning up to </think>, then the client's grammar (its start rule renamed).
+    return _START_RULE.sub(r"\1\2guided_start\3", grammar) + f"\nstart: {_think(card)} guided_start\n"
+
+
+def _think(card) -> str:
+    end = "</think>" if card is not None and card.is_added_token("</think>") else '"</think>"'
+    return f"/(?s:.*)/ {end} /[ \\t\\r\\n]*/"
+
+
+def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
+    """(kind, value, param) of the one guided-decoding field present; 400 when several are."""
+    found = []
+    for kind in ("choice", "json", "regex", "grammar"):
+        if body.get(f"guided_{kind}") is not None:
+            found.append((kind, body[f"guided_{kind}"], f"guided_{kind}"))
+    outputs = body.get("structured_outputs")
+    if outputs is not None:
+        if not isinstance(outputs, dict):
+            raise InvalidRequest("structured_outputs must be an object", param="structured_outputs")
+        for kind in ("choice", "json", "regex", "grammar", "json_object"):
+            if outputs.get(kind) not in (None, False):
+                found.append((kind, outputs[kind], f"structured_outputs.{kind}"))
+    if len(found) > 1:
+        raise InvalidRequest(f"use one guided-decoding field, not both {found[0][2]} and {found[1][2]}",
+                             param=found[1][2])
+    return found[0] if found else None
+
+
+def _json_schema(value: Any, param: str) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise InvalidRequest(f"{param} is not valid JSON: {exc}", param=param) from exc
+    return check_schema(value, param)
+
+
+def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[Constraint, str]]:
+    """vLLM guided_* / structured_outputs as (Constraint, param); None when the request has none."""
+    spec = _guided_spec(body)
+    if spec is None:
+        return None
+    kind, value, param = spec
+    if kind in ("json", "json_object"):
+        schema = ANY_OBJECT if kind == "json_object" else _json_schema(value, param)
+        return checked(json_grammar(schema, thinking_open, card), card, param), param
+    if kind == "grammar":
+        return checked(_lark_grammar(value, param, thinking_open, card), card, param), param
+    rule = _choice_grammar(value, param) if kind == "choice" else _regex_grammar(value, param)
+    prefix = f"{_think(card)} " if thinking_open else ""
+    return checked(f"start: {prefix}{rule}\n", card, param), param

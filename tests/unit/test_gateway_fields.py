@@ -1,0 +1,165 @@
+"""/v1 fields beyond OpenAI's core (fake scheduler): refused ones are a 400 naming them, vLLM's guided decoding
+becomes the worker Constraint, include_stop_str_in_output, prompt shaping (add_generation_prompt,
+continue_final_message, chat_template, truncate_prompt_tokens), unknown fields logged once."""
+import logging
+
+import orjson
+import pytest
+
+from gateway import openai_fields
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+
+CHAT = "/v1/chat/completions"
+BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
+        "max_tokens": 8}
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hello world"
+    server, addr = await start_fake_server(fake)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
+    yield client, fake
+    await client.close()
+    await server.stop(None)
+
+
+async def post(client, body, path=CHAT):
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def stream_text(client, body) -> str:
+    response = await client.post(CHAT, data=orjson.dumps({**body, "stream": True}))
+    assert response.status == 200
+    text = ""
+    for line in (await response.read()).decode().split("\n\n"):
+        if line.startswith("data: {"):
+            for choice in orjson.loads(line[6:])["choices"]:
+                text += choice["delta"].get("content") or ""
+    return text
+
+
+REFUSED = [("allowed_token_ids", [60]), ("bad_words", ["ur"]), ("prompt_logprobs", 1), ("use_beam_search", True),
+           ("best_of", 4), ("length_penalty", 2), ("return_tokens_as_token_ids", True), ("typical_p", 0.01),
+           ("mirostat", 1), ("echo", True), ("documents", [{"text": "x"}]), ("modalities", ["text", "audio"]),
+           ("audio", {"voice": "alloy", "format": "wav"}), ("prediction", {"type": "content", "content": "x"})]
+
+
+@pytest.mark.parametrize("name,value", REFUSED, ids=[r[0] for r in REFUSED])
+async def test_output_changing_fields_are_refused_by_name(stack, name, value):
+    client, fake = stack
+    status, body = await post(client, {**BASE, name: value})
+    assert status == 400 and body["error"]["code"] == "unsupported" and body["error"]["param"] == name
+    assert body["error"]["message"].startswith(f"{name}: ") and not fake.script.requests
+
+
+@pytest.mark.parametrize("name,value", [("allowed_token_ids", [1]), ("typical_p", 0.5), ("mirostat", 2)])
+async def test_completions_refuse_the_same_sampler_fields(stack, name, value):
+    client, _ = stack
+    status, body = await post(client, {"model": "default", "prompt": "hi", name: value}, "/v1/completions")
+    assert status == 400 and body["error"]["code"] == "unsupported" and body["error"]["param"] == name
+
+
+async def test_fields_without_effect_and_defaults_are_accepted(stack):
+    client, _ = stack
+    extra = {"user": "u", "metadata": {"a": "b"}, "store": False, "service_tier": "auto", "priority": 0,
+             "skip_special_tokens": True, "spaces_between_special_tokens": True, "request_id": "r",
+             "cache_salt": "s", "logprobs": False, "use_beam_search": False, "length_penalty": 1, "typical_p": 1,
+             "mirostat": 0, "modalities": ["text"], "best_of": 1, "echo": False, "bad_words": []}
+    status, body = await post(client, {**BASE, **extra})
+    assert status == 200 and body["choices"][0]["message"]["content"] == "Hello world"
+
+
+async def test_unknown_fields_are_accepted_and_logged_once(stack, caplog):
+    client, _ = stack
+    openai_fields._warned.discard("x_sdk_field")
+    with caplog.at_level(logging.WARNING, logger="sparkinfer.gateway"):
+        for _ in range(2):
+            status, body = await post(client, {**BASE, "x_sdk_field": 1})
+            assert status == 200 and body["choices"][0]["message"]["content"] == "Hello world"
+    warnings = [r.getMessage() for r in caplog.records if "x_sdk_field" in r.getMessage()]
+    assert warnings == ["ignoring unknown request field 'x_sdk_field' (logged once)"]
+
+
+GUIDED = [({"guided_choice": ["yes", "no"]}, 'start: "yes" | "no"\n'),
+          ({"structured_outputs": {"choice": ["a/b", 'q"']}}, 'start: "a/b" | "q\\""\n'),
+          ({"guided_regex": "[a-z]+/[0-9]"}, "start: /[a-z]+\\/[0-9]/\n"),
+          ({"structured_outputs": {"regex": "\\d{3}"}}, "start: /\\d{3}/\n"),
+          ({"guided_grammar": 'start: "x" NUM\nNUM: /[0-9]+/\n'}, 'start: "x" NUM\nNUM: /[0-9]+/\n'),
+          ({"structured_outputs": {"grammar": 'start: "x"'}}, 'start: "x"')]
+
+
+@pytest.mark.parametrize("field,grammar", GUIDED, ids=[next(iter(g[0])) + str(i) for i, g in enumerate(GUIDED)])
+async def test_guided_fields_become_the_lark_constraint(stack, field, grammar):
+    client, fake = stack
+    status, body = await post(client, {**BASE, **field})
+    assert status == 200, body
+    constraint = fake.script.requests[0].constraint
+    assert constraint.kind == "lark" and constraint.grammar == grammar
+
+
+@pytest.mark.parametrize("field", [{"guided_json": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+                                   {"guided_json": '{"type": "object"}'},
+                                   {"structured_outputs": {"json": {"type": "array"}}},
+                                   {"structured_outputs": {"json_object": True}}])
+async def test_guided_json_becomes_a_json_schema_grammar(stack, field):
+    client, fake = stack
+    status, body = await post(client, {**BASE, **field})
+    assert status == 200, body
+    assert fake.script.requests[0].constraint.grammar.startswith("start: %json{")
+
+
+async def test_guided_choice_on_completions(stack):
+    client, fake = stack
+    status, body = await post(client, {"model": "default", "prompt": "hi", "guided_choice": ["y"]},
+                              "/v1/completions")
+    assert status == 200 and fake.script.requests[0].constraint.grammar == 'start: "y"\n'
+
+
+async def test_guided_with_thinking_lets_the_model_reason_first(stack):
+    client, fake = stack
+    status, _ = await post(client, {**BASE, "enable_thinking": True, "guided_choice": ["yes"]})
+    assert status == 200
+    grammar = fake.script.requests[0].constraint.grammar
+    assert grammar.startswith("start: /(?s:.*)/ ") and grammar.endswith(' "yes"\n') and "</think>" in grammar
+
+
+GUIDED_ERRORS = [
+    ({"guided_grammar": "root ::= \"a\""}, "guided_grammar", "unsupported", "EBNF/GBNF grammars"),
+    ({"guided_grammar": "x: \"a\""}, "guided_grammar", "invalid_value", "needs a 'start' rule"),
+    ({"guided_choice": []}, "guided_choice", "invalid_value", "non-empty list"),
+    ({"guided_regex": "(?=a)b"}, "guided_regex", "unsupported_schema", "cannot be enforced"),
+    ({"guided_json": "{bad"}, "guided_json", "invalid_value", "not valid JSON"),
+    ({"guided_choice": ["a"], "guided_regex": "b"}, "guided_regex", "invalid_value", "use one guided-decoding"),
+    ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice", "unsupported",
+     "cannot be combined with response_format"),
+    ({"guided_choice": ["a"], "tools": TOOLS}, "guided_choice", "unsupported", "cannot be combined with tools"),
+    ({"structured_outputs": "json"}, "structured_outputs", "invalid_type", "structured_outputs"),
+]
+
+
+@pytest.mark.parametrize("field,param,code,message", GUIDED_ERRORS, ids=[e[3][:20] for e in GUIDED_ERRORS])
+async def test_guided_errors_are_400_naming_the_field(stack, field, param, code, message):
+    client, fake = stack
+    status, body = await post(client, {**BASE, **field})
+    assert status == 400 and body["error"]["param"] == param and body["error"]["code"] == code
+    assert message in body["error"]["message"] and not fake.script.requests
+
+
+async def test_include_stop_str_in_output_streamed_and_not(stack):
+    client, _ = stack
+    body = {**BASE, "stop": ["wor"], "include_stop_str_in_output": True}
+    status, out = await post(client, body)
+    assert status == 200 and out["choices"][0]["message"]["content"] == "Hello wor"
+    assert out["choices"][0]["finish_reason"] == "stop"
+    assert await stream_text(client, body) == "Hello wor"
+    assert await stream_text(client, {**body, "include_stop_str_in_output": False}) == "Hello "
+    status, out = await post(client, {"model": "default", "prompt": "x", "stop": "l",
+                                      "include_stop_str_in_output": True}, "/v1/completions")
+    assert status == 200 and out["choices"][0]["text"] == "Hel"

@@ -1,0 +1,105 @@
+"""/v1 prompt shaping fields (fake scheduler): add_generation_prompt, continue_final_message, chat_template and
+truncate_prompt_tokens change the prompt the scheduler gets, and the reported prompt_tokens."""
+import orjson
+import pytest
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+
+CHAT = "/v1/chat/completions"
+BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
+        "max_tokens": 4}
+OPEN = [{"role": "user", "content": "Tell a story"}, {"role": "assistant", "content": "Once upon a"}]
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hello world"
+    server, addr = await start_fake_server(fake)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
+    yield client, fake
+    await client.close()
+    await server.stop(None)
+
+
+async def prompt_of(client, fake, body, path=CHAT) -> tuple[str, dict]:
+    response = await client.post(path, data=orjson.dumps(body))
+    out = orjson.loads(await response.read())
+    assert response.status == 200, out
+    ids = list(fake.script.requests[-1].prompt_token_ids)
+    assert out["usage"]["prompt_tokens"] == len(ids)
+    return fake.tokenizer.decode(ids, skip_special_tokens=False), out
+
+
+async def error_of(client, body) -> dict:
+    response = await client.post(CHAT, data=orjson.dumps(body))
+    assert response.status == 400
+    return orjson.loads(await response.read())["error"]
+
+
+async def test_add_generation_prompt_false_leaves_the_assistant_turn_unopened(stack):
+    client, fake = stack
+    with_prompt, _ = await prompt_of(client, fake, BASE)
+    without, _ = await prompt_of(client, fake, {**BASE, "add_generation_prompt": False})
+    assert with_prompt.startswith(without) and without.endswith("hi<|im_end|>\n")
+    assert "<|im_start|>assistant" in with_prompt[len(without):]
+
+
+async def test_continue_final_message_leaves_the_last_assistant_message_open(stack):
+    client, fake = stack
+    body = {**BASE, "messages": OPEN, "continue_final_message": True, "add_generation_prompt": False}
+    text, out = await prompt_of(client, fake, body)
+    # The template renders the last assistant turn as it always does (here with an empty think block), unclosed.
+    assert text.endswith("Once upon a") and text.count("<|im_start|>assistant\n") == 1
+    assert text.index("<|im_start|>assistant\n") > text.index("Tell a story<|im_end|>")
+    assert out["choices"][0]["message"]["content"] == "Hello world"
+    implicit, _ = await prompt_of(client, fake, {key: v for key, v in body.items() if key != "add_generation_prompt"})
+    assert implicit == text
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"continue_final_message": True}, "needs the last message to be the assistant's"),
+    ({"messages": OPEN, "continue_final_message": True, "add_generation_prompt": True}, "cannot both be true"),
+])
+async def test_continue_final_message_errors(stack, change, message):
+    client, fake = stack
+    error = await error_of(client, {**BASE, **change})
+    assert error["param"] == "continue_final_message" and message in error["message"]
+    assert not fake.script.requests
+
+
+async def test_chat_template_override_renders_the_prompt(stack):
+    client, fake = stack
+    text, _ = await prompt_of(client, fake, {**BASE, "chat_template": "{% for m in messages %}[{{ m.content }}]"
+                                                                      "{% endfor %}"})
+    assert text == "[hi]"
+
+
+@pytest.mark.parametrize("template,message", [("{% for %}", "chat_template does not compile"),
+                                              ("{{ raise_exception('no system') }}", "no system"),
+                                              ("{{ messages.nope.x }}", "chat_template")])
+async def test_chat_template_errors_are_400(stack, template, message):
+    client, fake = stack
+    error = await error_of(client, {**BASE, "chat_template": template})
+    assert error["param"] == "chat_template" and message in error["message"] and not fake.script.requests
+
+
+async def test_truncate_prompt_tokens_keeps_the_last_tokens(stack):
+    client, fake = stack
+    full, _ = await prompt_of(client, fake, BASE)
+    full_ids = list(fake.script.requests[-1].prompt_token_ids)
+    text, out = await prompt_of(client, fake, {**BASE, "truncate_prompt_tokens": 4})
+    assert list(fake.script.requests[-1].prompt_token_ids) == full_ids[-4:] and out["usage"]["prompt_tokens"] == 4
+    assert full.endswith(text)
+    _, out = await prompt_of(client, fake, {"model": "default", "prompt": "one two three four five",
+                                            "truncate_prompt_tokens": 2}, "/v1/completions")
+    assert out["usage"]["prompt_tokens"] == 2
+
+
+async def test_truncate_prompt_tokens_zero_is_a_400(stack):
+    client, _ = stack
+    error = await error_of(client, {**BASE, "truncate_prompt_tokens": 0})
+    assert error["param"] == "truncate_prompt_tokens" and "at least 1" in error["message"]
