@@ -27,6 +27,7 @@ class Sampling:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logit_bias: dict = field(default_factory=dict)   # token id -> bias
+    min_tokens: int = 0      # generated tokens before eos / stop ids / stop strings may end it (0 = off)
 
 
 @dataclass
@@ -85,7 +86,7 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
         presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
         repetition_penalty=s.repetition_penalty, logit_bias=dict(s.logit_bias),
-        num_logprobs=req.num_logprobs or 0)
+        num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens)
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None
     if req.constraint is not None:

@@ -84,12 +84,24 @@ def _stream_options(body: dict) -> tuple[bool, bool, bool]:
     return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
 
 
+def _min_tokens(body: dict, max_tokens: int) -> int:
+    """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, else capped by the resolved one."""
+    value = body.get("min_tokens") or 0
+    explicit = body.get("max_completion_tokens")
+    explicit = body.get("max_tokens") if explicit is None else explicit
+    if explicit is not None and value > explicit:
+        raise InvalidRequest(f"min_tokens ({value}) must be at most max_tokens ({explicit})", param="min_tokens")
+    return min(value, max_tokens)
+
+
 def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str) -> GenRequest:
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
     if any(t >= card.vocab_size for t in stop_ids):
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
+    sampling = _sampling(body, card)
+    sampling.min_tokens = _min_tokens(body, max_tokens)
     return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
-                      sampling=_sampling(body, card), stop=_stops(body), stop_token_ids=stop_ids,
+                      sampling=sampling, stop=_stops(body), stop_token_ids=stop_ids,
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
                       include_stop=bool(body.get("include_stop_str_in_output")))
 

@@ -93,6 +93,7 @@ _COMMON = {
     "stop_token_ids": {"type": ["array", "null"], "maxItems": 64,
                        "items": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX}},
     "ignore_eos": _BOOL_OR_NULL,
+    "min_tokens": {"type": ["integer", "null"], "minimum": 0, "maximum": _INT32_MAX},  # vLLM; <= max_tokens
     "user": _STR_OR_NULL,
     # vLLM extensions honoured here (guided_* and structured_outputs are checked in openai_fields).
     "include_stop_str_in_output": _BOOL_OR_NULL,

@@ -42,11 +42,16 @@ class ChoiceOutput:
         self._include_stop = req.include_stop
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
         self._pending_logprobs: list = []
+        self._min_tokens = req.sampling.min_tokens
+        self._num_tokens = 0
 
     def push(self, message, finish: Optional[str]) -> Optional[Delta]:
         if self._want_logprobs:
             self._pending_logprobs.extend(_logprobs(message))
-        text = self._stop.push(self._detok.push(message.token_ids))
+        self._num_tokens += len(message.token_ids)
+        text = self._detok.push(message.token_ids)
+        # Like vLLM, stop strings apply only from the min_tokens-th generated token on.
+        text = self._stop.push(text) if self._num_tokens >= self._min_tokens else text
         if self._stop.matched is not None:
             finish = "stop"
         elif finish:

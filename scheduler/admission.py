@@ -77,6 +77,9 @@ def check_sampling(request, vocab_size: int) -> None:
         _check_range(f"logit_bias[{token_id}]", bias, -100.0, 100.0)
     if request.max_tokens < 0:
         raise InvalidRequestError(f"max_tokens={request.max_tokens} must be >= 0 (0 = until the context is full)")
+    if sampling.min_tokens < 0 or (request.max_tokens and sampling.min_tokens > request.max_tokens):
+        raise InvalidRequestError(f"min_tokens={sampling.min_tokens} must be >= 0 and <= max_tokens "
+                                  f"({request.max_tokens})")
 
 
 class StepFailedError(RequestError):

@@ -29,6 +29,16 @@ class Request:
     constraint: object = None             # pb.Constraint forwarded untouched to the worker (None = unconstrained)
 
     @property
+    def min_tokens(self) -> int:
+        """Generated tokens before an eos / stop token may end the request (0 = off)."""
+        return self.sampling.min_tokens
+
+    @property
+    def min_tokens_stop_ids(self) -> list:
+        """The ids the worker masks while fewer than min_tokens were generated (none when min_tokens is 0)."""
+        return sorted(self.stop_token_ids | self.eos_token_ids) if self.min_tokens > 0 else []
+
+    @property
     def num_prompt_tokens(self) -> int:
         return len(self.prompt_token_ids)
 

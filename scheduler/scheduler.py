@@ -157,7 +157,8 @@ class Scheduler:
         if not req.sent_to_worker:
             step.new_requests.append(pb.NewRequest(
                 req_id=req.req_id, sampling=req.sampling, prompt_token_ids=req.prompt_token_ids,
-                output_token_ids=req.output_token_ids, constraint=req.constraint))
+                output_token_ids=req.output_token_ids, constraint=req.constraint,
+                min_tokens_stop_ids=req.min_tokens_stop_ids))
             req.sent_to_worker = True
         start = req.num_computed_tokens
         step.rows.append(pb.StepRow(
@@ -211,9 +212,11 @@ class Scheduler:
         now = self._clock()
         req.first_token_ns = req.first_token_ns or now
         req.last_token_ns = now
+        # Below min_tokens a stop / eos token is an ordinary token (the worker masks them; belt and braces).
+        may_stop = len(req.output_token_ids) >= req.min_tokens
         req.output_token_ids.append(token_id)
         out = RequestOutput(req.req_id)
-        if token_id in req.stop_token_ids or token_id in req.eos_token_ids:
+        if may_stop and (token_id in req.stop_token_ids or token_id in req.eos_token_ids):
             self.running.remove(req)
             self._finish(req, "stop", token_id)
             out.finish_reason, out.stop_token_id = "stop", token_id

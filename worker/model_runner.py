@@ -71,7 +71,8 @@ class ModelRunner:
             self.states.pop(req_id, None)
         for new in step.new_requests:
             self.states[new.req_id] = SamplingState(new.req_id, new.sampling, list(new.prompt_token_ids),
-                                                    list(new.output_token_ids), start_grammar(self.grammars, new))
+                                                    list(new.output_token_ids), start_grammar(self.grammars, new),
+                                                    tuple(new.min_tokens_stop_ids))
         result = pb.StepResult(step_id=step.step_id)
         if not step.rows:
             return result

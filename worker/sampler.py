@@ -6,6 +6,7 @@ argmax(probs / E) with E ~ Exponential(1) noise (the Gumbel-max trick in exponen
 draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
 (log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
+Rows below their min_tokens have their eos / stop ids masked after logit_bias.
 Constrained rows (worker/grammar.py) have the tokens their grammar forbids masked after logit_bias and
 consume the token they sampled; unconstrained batches skip both.
 """
@@ -37,6 +38,7 @@ class SamplingState:
     prompt_token_ids: list
     output_token_ids: list = field(default_factory=list)
     grammar: object = None          # worker.grammar.RequestGrammar, None when unconstrained
+    min_tokens_stop_ids: tuple = () # eos + stop ids masked while len(output_token_ids) < params.min_tokens
 
     @property
     def is_greedy(self) -> bool:
@@ -84,6 +86,18 @@ def _apply_logit_bias(logits: torch.Tensor, states: list) -> None:
     if rows:
         logits.index_put_((torch.tensor(rows), torch.tensor(ids)), torch.tensor(values, dtype=logits.dtype),
                           accumulate=True)
+
+
+def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
+    """In place: eos / stop ids to -inf for rows that have generated fewer than min_tokens tokens."""
+    rows, ids = [], []
+    for r, st in enumerate(states):
+        if st.min_tokens_stop_ids and len(st.output_token_ids) < st.params.min_tokens:
+            valid = [t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]]
+            rows.extend([r] * len(valid))
+            ids.extend(valid)
+    if rows:
+        logits[torch.tensor(rows), torch.tensor(ids)] = MASK
 
 
 def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
@@ -134,6 +148,7 @@ class Sampler:
         logits = logits.clone()
         _apply_penalties(logits, states)
         _apply_logit_bias(logits, states)
+        _mask_stop_ids(logits, states)
         constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
         token_ids = logits.argmax(dim=-1)
         sampled_rows = [r for r, st in enumerate(states) if not st.is_greedy]

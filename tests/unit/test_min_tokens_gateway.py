@@ -1,0 +1,79 @@
+"""Gateway: min_tokens on /v1/chat/completions, /v1/completions and /api/v0 (fake scheduler over loopback gRPC)."""
+import orjson
+import pytest
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+
+TOKENIZER = build_tokenizer()
+USER = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(TOKENIZER, max_context_len=2048)
+    server, addr = await start_fake_server(fake)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
+    yield client, fake
+    await client.close()
+    await server.stop(None)
+
+
+async def post(client, path, body):
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 8}),
+    ("/v1/completions", {"prompt": "Hello", "max_tokens": 8}),
+    ("/api/v0/chat/completions", {"messages": USER, "max_tokens": 8}),
+    ("/api/v0/completions", {"prompt": "Hello", "max_tokens": 8}),
+])
+async def test_min_tokens_reaches_the_scheduler(stack, path, body):
+    client, fake = stack
+    status, _ = await post(client, path, {**body, "min_tokens": 5})
+    assert status == 200
+    assert fake.script.requests[-1].sampling.min_tokens == 5
+    status, _ = await post(client, path, body)
+    assert status == 200 and fake.script.requests[-1].sampling.min_tokens == 0
+
+
+async def test_min_tokens_capped_by_an_implicit_limit(stack):
+    client, fake = stack
+    # No max_tokens on /v1/completions: OpenAI's default of 16 applies and min_tokens is capped to it.
+    status, _ = await post(client, "/v1/completions", {"prompt": "Hello", "min_tokens": 40})
+    assert status == 200
+    assert fake.script.requests[-1].max_tokens == 16 and fake.script.requests[-1].sampling.min_tokens == 16
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "min_tokens": -1}),
+    ("/v1/chat/completions", {"messages": USER, "min_tokens": 1.5}),
+    ("/v1/chat/completions", {"messages": USER, "min_tokens": "3"}),
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 4, "min_tokens": 5}),
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 50, "max_completion_tokens": 4, "min_tokens": 5}),
+    ("/v1/completions", {"prompt": "Hello", "max_tokens": 4, "min_tokens": 5}),
+    ("/v1/completions", {"prompt": "Hello", "min_tokens": -2}),
+    ("/api/v0/chat/completions", {"messages": USER, "max_tokens": 2, "min_tokens": 3}),
+])
+async def test_bad_min_tokens_is_a_400_naming_the_field(stack, path, body):
+    client, fake = stack
+    status, answer = await post(client, path, body)
+    assert status == 400 and answer["error"]["param"] == "min_tokens", answer
+    assert fake.script.requests == []
+
+
+async def test_stop_strings_apply_only_from_min_tokens_on(stack):
+    client, fake = stack
+    fake.script.token_ids = [TOKENIZER.token_to_id(t) for t in ("A", "B", "A", "B", "A", "B", "C")]
+    body = {"prompt": "Hello", "max_tokens": 7, "stop": ["B"], "temperature": 0}
+    status, answer = await post(client, "/v1/completions", body)
+    assert status == 200 and answer["choices"][0]["text"] == "A"
+    status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 3})
+    # Tokens 1 and 2 ("A", "B") come before min_tokens; the "B" of token 4 is the first that stops.
+    assert answer["choices"][0]["text"] == "ABA" and answer["choices"][0]["finish_reason"] == "stop"
+    status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 7, "stop": ["B", "C"]})
+    assert answer["choices"][0]["text"] == "ABABAB" and answer["choices"][0]["finish_reason"] == "stop"
