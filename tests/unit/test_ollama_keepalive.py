@@ -1,0 +1,82 @@
+"""Ollama keep_alive parsed as Ollama parses it (Go durations, seconds, negative = forever) and the /api/ps
+bookkeeping it drives (fake scheduler): expires_at = last use + keep_alive, nothing listed after an unload."""
+import math
+import time
+from datetime import datetime
+
+import orjson
+import pytest
+
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.errors import InvalidRequest
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.ollama_keepalive import parse_keep_alive
+
+CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "stream": False, "think": False}
+
+
+@pytest.mark.parametrize("value,seconds", [
+    ("5m", 300), ("1h30m", 5400), ("1.5h", 5400), ("300ms", 0.3), ("2h45m30.5s", 9930.5), ("0", 0), ("0s", 0),
+    (0, 0), (3600, 3600), (2.5, 2.5), ("3600", 3600), ("-1", math.inf), (-1, math.inf), ("-5m", math.inf),
+    (None, None)])
+def test_keep_alive_parses_like_ollama(value, seconds):
+    assert parse_keep_alive(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["bogus", "5 m", "m", "", "1h-", "5d", "--1s"])
+def test_invalid_durations_are_refused_with_gos_message(value):
+    with pytest.raises(InvalidRequest, match=f'time: invalid duration "{value}"'):
+        parse_keep_alive(value)
+
+
+@pytest.fixture
+async def client():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    server, addr = await start_fake_server(fake)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
+    yield client
+    await client.close()
+    await server.stop(None)
+
+
+async def post(client, path, body):
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def ps_expiry(client):
+    response = await client.get("/api/ps")
+    models = orjson.loads(await response.read())["models"]
+    if not models:
+        return None
+    assert len(models) == 1 and models[0]["name"] == "fake-model:latest"
+    return datetime.fromisoformat(models[0]["expires_at"].replace("Z", "+00:00")).timestamp() - time.time()
+
+
+async def test_bogus_keep_alive_is_a_400(client):
+    status, body = await post(client, "/api/generate", {"model": "fake-model", "prompt": "x",
+                                                        "keep_alive": "bogus", "stream": False})
+    assert status == 400 and body == {"error": 'time: invalid duration "bogus"'}
+
+
+async def test_ps_follows_keep_alive_and_unload(client):
+    assert 290 < await ps_expiry(client) <= 300                    # default 5m from the gateway's start
+    status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": "1h"})
+    assert status == 200 and 3590 < await ps_expiry(client) <= 3600
+    status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": -1})
+    assert status == 200 and await ps_expiry(client) > 50 * 365 * 86400
+    status, body = await post(client, "/api/generate", {"model": "fake-model", "keep_alive": 0})
+    assert status == 200 and body["done_reason"] == "unload" and await ps_expiry(client) is None
+    status, body = await post(client, "/api/generate", {"model": "fake-model"})
+    assert status == 200 and body["done_reason"] == "load" and 290 < await ps_expiry(client) <= 300
+    status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": "0s"})
+    assert status == 200 and await ps_expiry(client) is None        # Ollama unloads right after this one
+
+
+async def test_format_with_tools_is_refused_like_response_format_with_tools(client):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    status, body = await post(client, "/api/chat", {**CHAT, "format": "json", "tools": tools})
+    assert status == 400 and body == {"error": "format cannot be combined with tools (as response_format with "
+                                                "tools on /v1); drop one of them"}
