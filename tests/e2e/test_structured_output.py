@@ -5,6 +5,7 @@ every token the grammar forbids. Strings the schema leaves unbounded are capped 
 (SPARKINFER_GRAMMAR_MAX_STRING) so that each request stays a few dozen tokens.
 """
 import os
+import re
 
 import grpc
 import httpx
@@ -178,6 +179,36 @@ def test_unenforceable_schema_is_a_400(http):
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "not": {"type": "null"}}}}}
     response = http.post(CHAT, json=body)
     assert response.status_code == 400 and "not" in response.json()["error"]["message"]
+
+
+GUIDED = [({"guided_choice": ["yes", "no"]}, r"yes|no"), ({"structured_outputs": {"choice": ["red", "blue"]}},
+                                                          r"red|blue"),
+          ({"guided_regex": "[0-9]{3}-[a-z]{2}"}, r"[0-9]{3}-[a-z]{2}"),
+          ({"guided_grammar": 'start: "x" NUM\nNUM: /[0-9]{1,3}/'}, r"x[0-9]{1,3}")]
+
+
+@pytest.mark.parametrize("field, pattern", GUIDED, ids=["choice", "so-choice", "regex", "grammar"])
+def test_vllm_guided_fields_are_enforced(http, field, pattern):
+    body = {"messages": [{"role": "user", "content": "Answer."}], "enable_thinking": False, "temperature": 0.9,
+            "seed": 7, "max_tokens": 20, **field}
+    choice = chat(http, body)["choices"][0]
+    assert choice["finish_reason"] == "stop" and re.fullmatch(pattern, choice["message"]["content"])
+    streamed = http.post(CHAT, json={**body, "stream": True})
+    payloads = [p for p in sse_payloads(streamed.content) if p != "[DONE]"]
+    text = "".join(c["delta"].get("content") or "" for p in payloads for c in p["choices"])
+    assert text == choice["message"]["content"]
+    completion = http.post("/v1/completions", json={"prompt": "Answer:", "max_tokens": 20, **field}).json()
+    assert re.fullmatch(pattern, completion["choices"][0]["text"]), completion
+
+
+def test_guided_json_and_include_stop_str(http):
+    body = {"messages": [{"role": "user", "content": "JSON"}], "enable_thinking": False, "max_tokens": 200,
+            "guided_json": PERSON, "temperature": 0.7, "seed": 3}
+    jsonschema.validate(orjson.loads(chat(http, body)["choices"][0]["message"]["content"]), PERSON)
+    body = {"messages": [{"role": "user", "content": "x"}], "enable_thinking": False, "max_tokens": 20,
+            "guided_regex": "abcde", "stop": ["c"], "include_stop_str_in_output": True}
+    choice = chat(http, body)["choices"][0]
+    assert (choice["message"]["content"], choice["finish_reason"]) == ("abc", "stop")
 
 
 @pytest.mark.parametrize("fmt, schema", [("json", {"type": "object"}), (PERSON, PERSON)], ids=["json", "schema"])
