@@ -1,6 +1,7 @@
 """Gateway process: grpc.aio client to the scheduler's Serving service, gRPC status -> typed API errors."""
 from __future__ import annotations
 
+import logging
 from typing import AsyncIterator, Optional
 
 import grpc
@@ -10,6 +11,8 @@ from gateway.errors import (ApiError, ContextLengthExceeded, InternalError, Inva
 from proto import pb, pb_grpc
 
 _INFO_TIMEOUT_S = 5.0
+_FINISH_TIMEOUT_S = 1.0
+log = logging.getLogger("sparkinfer.gateway")
 
 
 def _metadata_value(call_or_error, key: str) -> Optional[str]:
@@ -84,14 +87,28 @@ class SchedulerClient:
             raise map_rpc_error(exc) from exc
 
     def generate(self, request: "pb.GenerateRequest") -> "GenerateStream":
-        return GenerateStream(self._stub.Generate(request))
+        return GenerateStream(self._stub.Generate(request), request.req_id, self)
+
+    async def finish(self, req_id: str, finish_reason: str, timeout: float = _FINISH_TIMEOUT_S) -> bool:
+        """Tells the scheduler the gateway ended req_id itself (finish_reason "stop": a stop string matched), so it
+        frees the request and counts it under that reason, not "abort". Best effort: False when the scheduler
+        did not take it (already finished, unreachable, or an older scheduler); the cancel that follows frees it."""
+        try:
+            reply = await self._stub.Finish(pb.FinishRequest(req_id=req_id, finish_reason=finish_reason),
+                                            timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            log.debug("Finish(%s, %s) not taken: %s", req_id, finish_reason, exc.code().name)
+            return False
+        return reply.finished
 
 
 class GenerateStream:
     """One Generate call: read messages with `next()`; `cancel()` aborts the request in the scheduler."""
 
-    def __init__(self, call):
+    def __init__(self, call, req_id: str = "", client: Optional[SchedulerClient] = None):
         self._call = call
+        self.req_id = req_id
+        self._client = client
 
     async def next(self) -> Optional["pb.GenerateResponse"]:
         """The next message, or None when the stream ended normally."""
@@ -105,6 +122,12 @@ class GenerateStream:
 
     def cancel(self) -> None:
         self._call.cancel()
+
+    async def finish(self, finish_reason: str) -> bool:
+        """The gateway ends this request itself (see SchedulerClient.finish); call it before cancel()."""
+        if self._client is None:
+            return False
+        return await self._client.finish(self.req_id, finish_reason)
 
     async def __aiter__(self) -> AsyncIterator["pb.GenerateResponse"]:
         while True:

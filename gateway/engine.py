@@ -188,6 +188,9 @@ class Generation:
             if delta is not None:
                 self._queue.put_nowait(delta)
             if delta is not None and delta.finish_reason:
+                if delta.stop_reason is not None and not finish:
+                    # A stop string ended it here, not the scheduler: say so before _run_choice cancels the call.
+                    await stream.finish("stop")
                 self._engine.record_finish(self, delta.finish_reason)
                 return
 

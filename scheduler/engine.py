@@ -19,6 +19,7 @@ from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
 
 log = logging.getLogger("sparkinfer.scheduler")
 SEND_RETRY_S = 0.001
+FINISH_REASONS = ("stop", "length")   # reasons the gateway may end a request with (Finish RPC)
 
 
 class WorkerLostError(Exception):
@@ -98,6 +99,21 @@ class Engine:
         if self.scheduler.abort(req_id) is not None:
             self.metrics.request_success.labels(finished_reason="abort").inc()
         self._update_gauges()
+
+    def finish(self, req_id: str, reason: str) -> bool:
+        """Ends a request the gateway stopped itself (stop string) with `reason`: frees its slot and blocks before
+        the next step, ends its stream with that finish_reason and counts it under it. False if already ended."""
+        if reason not in FINISH_REASONS:
+            raise admission.InvalidRequestError(f"finish_reason {reason!r} is not one of {', '.join(FINISH_REASONS)}")
+        stream = self.streams.pop(req_id, None)
+        if stream is None or self.scheduler.abort(req_id, reason) is None:
+            return False
+        req = stream.req
+        stream.queue.put_nowait(pb.GenerateResponse(finish_reason=reason, stop_token_id=-1,
+                                                    num_generated_tokens=len(req.output_token_ids)))
+        self.timer.finished(req)
+        self._update_gauges()
+        return True
 
     def load(self):
         sched = self.scheduler

@@ -68,8 +68,9 @@ class Scheduler:
         self.requests[req.req_id] = req
         self.waiting.append(req)
 
-    def abort(self, req_id: str) -> Request | None:
-        """Removes a waiting or running request and frees its slot and blocks now; None if unknown."""
+    def abort(self, req_id: str, reason: str = "abort") -> Request | None:
+        """Removes a waiting or running request and frees its slot and blocks now; None if unknown.
+        `reason` becomes its finish_reason: "abort" (client gone) or the gateway's ("stop": stop string)."""
         req = self.requests.get(req_id)
         if req is None:
             return None
@@ -77,7 +78,7 @@ class Scheduler:
             self.waiting.remove(req)
         elif req.status == RUNNING:
             self.running.remove(req)
-        self._finish(req, "abort")
+        self._finish(req, reason)
         return req
 
     def abort_all(self) -> list:

@@ -57,6 +57,12 @@ class ServingServicer(pb_grpc.ServingServicer):
             # Client gone (or request done): frees slot and blocks before the next step; no-op when finished.
             self.engine.cancel(request.req_id)
 
+    async def Finish(self, request, context):
+        try:
+            return pb.FinishResponse(finished=self.engine.finish(request.req_id, request.finish_reason))
+        except RequestError as exc:
+            await context.abort(grpc.StatusCode[exc.code], str(exc))
+
     async def Info(self, request, context):
         card = self.card
         return pb.InfoResponse(
