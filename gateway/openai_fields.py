@@ -34,6 +34,7 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
     "prediction": (lambda v: v is not None, "predicted outputs (prediction) are not supported"),
+    "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),
 }
 # Chat only: on /v1/completions these are honoured or checked in parse_completion.
 CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -51,8 +52,11 @@ NO_EFFECT = frozenset({
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs")
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "add_generation_prompt", "continue_final_message", "chat_template",
-    "truncate_prompt_tokens", "guided_decoding_backend", "guided_whitespace_pattern",
+    "truncate_prompt_tokens", "guided_decoding_backend",
 })
+_OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
+# structured_outputs keys that only pick a backend or its strictness; any other key changes the output.
+_OUTPUT_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties", "backend")
 _warned: set = set()
 
 
@@ -118,7 +122,11 @@ def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
     if outputs is not None:
         if not isinstance(outputs, dict):
             raise InvalidRequest("structured_outputs must be an object", param="structured_outputs")
-        for kind in ("choice", "json", "regex", "grammar", "json_object"):
+        other = next((key for key in outputs if key not in _OUTPUT_KINDS + _OUTPUT_OPTIONS), None)
+        if other is not None and outputs[other] is not None:
+            raise Unsupported(f"structured_outputs.{other} is not supported (only {', '.join(_OUTPUT_KINDS)})",
+                              param=f"structured_outputs.{other}")
+        for kind in _OUTPUT_KINDS:
             if outputs.get(kind) not in (None, False):
                 found.append((kind, outputs[kind], f"structured_outputs.{kind}"))
     if len(found) > 1:
