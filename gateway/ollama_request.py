@@ -9,10 +9,11 @@ from gateway.chat import render_chat
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
-from gateway.openai_checks import check_tools
+from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.structured import ANY_OBJECT, check_schema, checked, json_grammar
+from gateway.tool_grammar import calls_or_json_grammar
 
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -61,9 +62,15 @@ def _format_schema(value: Any) -> Optional[dict]:
 
 
 def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
-    if plan.format_schema is not None:
+    if plan.format_schema is None:
+        return
+    if plan.tools:
+        # As response_format with tools on /v1: a tool call, or JSON for the format.
+        check_tool_schemas(plan.tools)
+        grammar = calls_or_json_grammar(plan.tools, True, plan.format_schema, plan.gen.thinking_open, card)
+    else:
         grammar = json_grammar(plan.format_schema, plan.gen.thinking_open, card)
-        plan.gen.constraint = checked(grammar, card, "format")
+    plan.gen.constraint = checked(grammar, card, "format")
 
 
 def _stream_flag(body: dict) -> bool:
@@ -186,9 +193,6 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     if not messages:
         return plan
     plan.tools = _tools(body.get("tools"))
-    if plan.tools and plan.format_schema is not None:
-        raise Unsupported("format cannot be combined with tools (as response_format with tools on /v1); "
-                          "drop one of them", param="format")
     text = _render(card, [_message(m, i) for i, m in enumerate(messages)], plan.tools, body.get("think"))
     plan.gen = _gen_request(_encode(card, text, options), text, options, split=True)
     plan.gen.num_logprobs = num_logprobs

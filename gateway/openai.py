@@ -9,12 +9,13 @@ from gateway.chat_prompt import render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
-from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_tool_messages, check_tools,
-                                   completion_max_tokens, legacy_functions, resolve_max_tokens, tool_constraint,
-                                   tool_mode)
+from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_tool_messages, check_tool_schemas,
+                                   check_tools, completion_max_tokens, legacy_functions, resolve_max_tokens,
+                                   tool_constraint, tool_mode)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.structured import checked, json_grammar, response_format_schema
+from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
 _EFFORT_ALIASES = {"minimal": "low"}
@@ -129,16 +130,23 @@ def _check_part(part: dict, where: str) -> None:
 
 
 def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
-    """The response_format schema (None for text); 400 when combined with tools."""
+    """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
     schema = response_format_schema(body.get("response_format"))
-    if schema is not None and tools:
-        raise Unsupported("response_format json_object/json_schema cannot be combined with tools; "
-                          "use tool_choice 'none' or drop response_format", param="response_format")
     guided = next((name for name in GUIDED if body.get(name) is not None), None)
     if guided and (schema is not None or tools):
         other = "response_format" if schema is not None else "tools"
         raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)
     return schema
+
+
+def _json_constraint(body: dict, card: ModelCard, schema: dict, tools: Optional[list], thinking_open: bool):
+    """response_format's grammar; with (unforced) tools, a tool call or that JSON, as OpenAI allows."""
+    if not tools:
+        return checked(json_grammar(schema, thinking_open, card), card, "response_format")
+    check_tool_schemas(tools)
+    parallel = body.get("parallel_tool_calls") is not False
+    grammar = calls_or_json_grammar(tools, parallel, schema, thinking_open, card)
+    return checked(grammar, card, "response_format")
 
 
 def _thinking_kwargs(body: dict) -> dict:
@@ -185,8 +193,9 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.split_reasoning = True
     # Thinking on: the template's generation prompt already opened <think>.
     gen.thinking_open = text.rstrip().endswith("<think>")
-    if schema is not None:
-        constraint = checked(json_grammar(schema, gen.thinking_open, card), card, "response_format")
+    if schema is not None and force is None:
+        # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
+        constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
     guided = guided_constraint(body, card, gen.thinking_open)
     gen.constraint = guided[0] if guided else constraint
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,

@@ -128,7 +128,7 @@ def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
     return tools, None
 
 
-def _check_tool_schemas(tools: list) -> None:
+def check_tool_schemas(tools: list) -> None:
     for i, tool in enumerate(tools):
         parameters = tool["function"].get("parameters")
         if parameters is None:
@@ -145,6 +145,6 @@ def tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: O
     """The grammar of a forced tool call (None when not forced); checked before any rendering."""
     if force is None:
         return None
-    _check_tool_schemas(tools)
+    check_tool_schemas(tools)
     grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
     return checked(grammar, card, "tools")

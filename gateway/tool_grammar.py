@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from gateway.structured import bounded_schema, max_string_chars
+from gateway.structured import bounded_schema, json_grammar, max_string_chars
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
 _NUMBER = r"/-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,3})?/"
@@ -108,3 +108,13 @@ def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=Non
     call = " | ".join(f"f{i}" for i in range(len(functions)))
     start = f'start: call ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else "start: call"
     return "\n".join([start, f"call: {call}"] + rules) + "\n"
+
+
+def calls_or_json_grammar(tools: list, parallel: bool, schema: dict, thinking_open: bool, card=None) -> str:
+    """Lark text for response_format (or Ollama format) with tools: tool calls, or JSON for schema (as OpenAI).
+
+    With thinking open, the reasoning comes first either way (json_grammar's prefix)."""
+    calls = tool_call_grammar(tools, None, parallel, card).replace("start:", "calls:", 1)
+    answer = json_grammar(schema, thinking_open, card)
+    at = answer.index("%json")
+    return f"{answer[:at]}(calls | {answer[at:].rstrip()})\n{calls}"

@@ -211,6 +211,19 @@ def test_guided_json_and_include_stop_str(http):
     assert (choice["message"]["content"], choice["finish_reason"]) == ("abc", "stop")
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_response_format_with_tools_gives_a_call_or_the_json(http, seed):
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    body = {"messages": [{"role": "user", "content": "Weather or a person?"}], "tools": [WEATHER],
+            "response_format": rf, "enable_thinking": False, "temperature": 1.0, "seed": seed, "max_tokens": 200}
+    choice = chat(http, body)["choices"][0]
+    if choice["finish_reason"] == "tool_calls":
+        check_calls(plain_calls(choice["message"]), {"get_weather"})
+    else:
+        assert choice["finish_reason"] == "stop"
+        jsonschema.validate(orjson.loads(choice["message"]["content"]), PERSON)
+
+
 @pytest.mark.parametrize("fmt, schema", [("json", {"type": "object"}), (PERSON, PERSON)], ids=["json", "schema"])
 def test_ollama_format(gateway_url, http, fmt, schema):
     client = ollama.Client(host=gateway_url, timeout=120)

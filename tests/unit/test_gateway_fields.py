@@ -167,3 +167,14 @@ async def test_include_stop_str_in_output_streamed_and_not(stack):
     status, out = await post(client, {"model": "default", "prompt": "x", "stop": "l",
                                       "include_stop_str_in_output": True}, "/v1/completions")
     assert status == 200 and out["choices"][0]["text"] == "Hel"
+
+
+@pytest.mark.parametrize("tool_choice,start", [(None, "start: (calls | %json{"), ("auto", "start: (calls | %json{"),
+                                               ("required", "start: call"), ("none", "start: %json{")])
+async def test_response_format_with_tools_is_a_call_or_the_json(stack, tool_choice, start):
+    client, fake = stack
+    rf = {"type": "json_schema", "json_schema": {"name": "o", "schema": {"type": "object"}}}
+    status, body = await post(client, {**BASE, "tools": TOOLS, "tool_choice": tool_choice, "response_format": rf})
+    assert status == 200, body
+    grammar = fake.script.requests[0].constraint.grammar
+    assert grammar.startswith(start) and ("<function=f>" in grammar) == (tool_choice != "none")

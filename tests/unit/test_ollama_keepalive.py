@@ -36,6 +36,7 @@ async def client():
     fake = FakeServing(build_tokenizer(), max_context_len=2048)
     server, addr = await start_fake_server(fake)
     client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
+    client.fake = fake
     yield client
     await client.close()
     await server.stop(None)
@@ -75,8 +76,10 @@ async def test_ps_follows_keep_alive_and_unload(client):
     assert status == 200 and await ps_expiry(client) is None        # Ollama unloads right after this one
 
 
-async def test_format_with_tools_is_refused_like_response_format_with_tools(client):
+async def test_format_with_tools_allows_a_call_or_the_json(client):
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    fake = client.fake
     status, body = await post(client, "/api/chat", {**CHAT, "format": "json", "tools": tools})
-    assert status == 400 and body == {"error": "format cannot be combined with tools (as response_format with "
-                                                "tools on /v1); drop one of them"}
+    assert status == 200 and body["done"] is True
+    grammar = fake.script.requests[-1].constraint.grammar
+    assert grammar.startswith("start: (calls | %json{") and "\ncalls: call" in grammar and "<function=f>" in grammar
