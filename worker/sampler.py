@@ -89,15 +89,16 @@ def _apply_logit_bias(logits: torch.Tensor, states: list) -> None:
 
 
 def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
-    """In place: eos / stop ids to -inf for rows that have generated fewer than min_tokens tokens."""
-    rows, ids = [], []
+    """In place: eos / stop ids to -inf for rows that have generated fewer than min_tokens tokens. Runs after the
+    grammar masks: a row whose grammar allows only those ids (its output is complete) keeps them, so the
+    grammar wins over min_tokens instead of leaving nothing to sample."""
     for r, st in enumerate(states):
         if st.min_tokens_stop_ids and len(st.output_token_ids) < st.params.min_tokens:
-            valid = [t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]]
-            rows.extend([r] * len(valid))
-            ids.extend(valid)
-    if rows:
-        logits[torch.tensor(rows), torch.tensor(ids)] = MASK
+            valid = torch.tensor([t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]], dtype=torch.long)
+            kept = logits[r, valid].clone()
+            logits[r, valid] = MASK
+            if not bool((logits[r] > MASK).any()):
+                logits[r, valid] = kept
 
 
 def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
@@ -148,8 +149,8 @@ class Sampler:
         logits = logits.clone()
         _apply_penalties(logits, states)
         _apply_logit_bias(logits, states)
-        _mask_stop_ids(logits, states)
         constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
+        _mask_stop_ids(logits, states)
         token_ids = logits.argmax(dim=-1)
         sampled_rows = [r for r, st in enumerate(states) if not st.is_greedy]
         if sampled_rows:

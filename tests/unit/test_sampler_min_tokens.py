@@ -49,3 +49,12 @@ def test_sampled_rows_never_draw_masked_ids():
 def test_stop_ids_outside_the_vocabulary_are_ignored():
     out = Sampler(V).sample(favouring_stops(1), [state(stop_ids=(EOS, STOP, V + 3))])
     assert out.token_ids == [3]
+
+
+def test_a_grammar_that_allows_only_the_end_wins_over_min_tokens():
+    """After a grammar completes, only eos is finite; masking it too would leave nothing to sample."""
+    logits = torch.full((2, V), float("-inf"))
+    logits[:, EOS] = 0.5
+    rows = [state(outputs=[3], min_tokens=5), state(outputs=[3], min_tokens=5, temperature=1.0, seed=1, has_seed=True)]
+    out = Sampler(V).sample(logits, rows)
+    assert out.token_ids == [EOS, EOS]
