@@ -49,6 +49,13 @@ class SamplingState:
         p = self.params
         return p.presence_penalty != 0 or p.frequency_penalty != 0 or p.repetition_penalty not in (0.0, 1.0)
 
+    @property
+    def is_plain_greedy(self) -> bool:
+        """Argmax of the raw logits: greedy with nothing that edits the logits (penalty, bias, grammar, min_tokens)."""
+        p = self.params
+        return (self.is_greedy and not self.has_penalty and not p.logit_bias and self.grammar is None
+                and len(self.output_token_ids) >= p.min_tokens)
+
 
 @dataclass
 class SampleOutput:
@@ -144,6 +151,8 @@ class Sampler:
 
     def sample(self, logits: torch.Tensor, states: list) -> SampleOutput:
         """logits [M, V'] float32 (V' >= vocab_size; padded LM rows are never sampled) for `states` [M]."""
+        if all(st.is_plain_greedy for st in states):
+            return self._sample_greedy(logits[:, :self.vocab_size], states)
         logits = logits[:, :self.vocab_size].float().cpu()
         raw_logprobs = logits.log_softmax(dim=-1)
         logits = logits.clone()
@@ -162,6 +171,14 @@ class Sampler:
         sampled = token_ids.tolist()
         consume_sampled(constrained, sampled)
         return SampleOutput(sampled, logprobs.tolist(), self._top(raw_logprobs, states))
+
+    def _sample_greedy(self, logits: torch.Tensor, states: list) -> SampleOutput:
+        """All rows plain greedy: argmax and logprobs where the logits are (the GPU), so only [M] ids, [M] logprobs
+        and the asked-for top logprobs cross to the host, not [M, V] logits (64 MB at M = 64, V = 248K)."""
+        raw_logprobs = logits.float().log_softmax(dim=-1)
+        token_ids = raw_logprobs.argmax(dim=-1)
+        logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
+        return SampleOutput(token_ids.tolist(), logprobs.tolist(), self._top(raw_logprobs, states))
 
     @staticmethod
     def _top(raw_logprobs: torch.Tensor, states: list) -> list:

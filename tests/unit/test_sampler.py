@@ -87,3 +87,19 @@ def test_top_logprobs_only_where_asked():
     assert ids == logits[0, :V].topk(3).indices.tolist()
     assert lps == sorted(lps, reverse=True) and len(lps) == 3
     assert out.top_logprobs[1] is None
+
+
+def test_plain_greedy_batches_take_the_device_path_and_agree_with_the_general_one():
+    """All-greedy batches skip the host copy of the logits; the result equals the general path's, ids and logprobs."""
+    from proto import pb
+    from worker.sampler import Sampler, SamplingState
+
+    logits = torch.randn(5, 300, generator=torch.Generator().manual_seed(7)) * 4
+    plain = [SamplingState(f"r{i}", pb.SamplingParams(temperature=0, num_logprobs=i % 3), [1], [2]) for i in range(5)]
+    # One row with a bias forces the general path for the whole batch; a zero-effect bias keeps the values equal.
+    biased = plain[:4] + [SamplingState("b", pb.SamplingParams(temperature=0, logit_bias={299: 0.0}), [1], [2])]
+    assert all(st.is_plain_greedy for st in plain) and not biased[4].is_plain_greedy
+    fast, general = Sampler(300).sample(logits, plain), Sampler(300).sample(logits, biased)
+    assert fast.token_ids == general.token_ids == logits.argmax(-1).tolist()
+    assert fast.logprobs == pytest.approx(general.logprobs, abs=1e-6)
+    assert fast.top_logprobs[:4] == general.top_logprobs[:4] and fast.top_logprobs[1] is not None
