@@ -5,40 +5,17 @@ may come and go. Steps and pings leave on send_to_worker (PUSH, port P of SPARKI
 results and hellos arrive on recv_from_worker (PULL, port P + 1). Every frame is one serialized
 pb.WorkerMessage with exactly one field of its `kind` oneof set.
 """
-from urllib.parse import urlsplit
 
 import zmq
 import zmq.asyncio
 
-from proto import pb
-
-
-class WireError(Exception):
-    """A frame that is not a valid WorkerMessage."""
-
-
-def encode(msg) -> bytes:
-    return msg.SerializeToString()
+from proto import frames, pb
+from proto.frames import WireError, encode, split_addr  # noqa: F401  (re-exported)
 
 
 def decode(frame: bytes):
-    """Returns the pb.WorkerMessage in `frame`; raises WireError if it does not parse or carries nothing."""
-    msg = pb.WorkerMessage()
-    try:
-        msg.ParseFromString(frame)
-    except Exception as exc:
-        raise WireError(f"undecodable worker frame ({len(frame)} bytes): {exc}") from exc
-    if msg.WhichOneof("kind") is None:
-        raise WireError(f"worker frame ({len(frame)} bytes) has no message set")
-    return msg
-
-
-def split_addr(addr: str) -> tuple:
-    """tcp://host:P -> (host, P, P + 1): the step port and the result port. Raises ValueError if malformed."""
-    parts = urlsplit(addr)
-    if parts.scheme != "tcp" or not parts.hostname or not parts.port:
-        raise ValueError(f"worker address {addr!r} is not tcp://host:port")
-    return parts.hostname, parts.port, parts.port + 1
+    """Returns the pb.WorkerMessage in a worker's `frame`; raises WireError if it does not parse or carries nothing."""
+    return frames.decode(frame, "worker")
 
 
 class WorkerLink:

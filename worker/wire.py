@@ -8,36 +8,24 @@ the compute loop pushes over an inproc socket.
 """
 import queue
 import threading
-from urllib.parse import urlsplit
 
 import zmq
 
-from proto import pb
+from proto import frames, pb
+from proto.frames import WireError, split_addr  # noqa: F401  (WireError re-exported)
 
 POLL_MS = 100
 
 
-class WireError(Exception):
-    """A frame that is not a valid WorkerMessage."""
-
-
 def decode(frame: bytes):
-    msg = pb.WorkerMessage()
-    try:
-        msg.ParseFromString(frame)
-    except Exception as exc:
-        raise WireError(f"undecodable scheduler frame ({len(frame)} bytes): {exc}") from exc
-    if msg.WhichOneof("kind") is None:
-        raise WireError(f"scheduler frame ({len(frame)} bytes) has no message set")
-    return msg
+    """Returns the pb.WorkerMessage in a scheduler's `frame`; raises WireError if it does not parse or is empty."""
+    return frames.decode(frame, "scheduler")
 
 
 def connect_addrs(worker_addr: str) -> tuple:
     """tcp://host:P -> (tcp://host:P, tcp://host:P+1). Raises ValueError if malformed."""
-    parts = urlsplit(worker_addr)
-    if parts.scheme != "tcp" or not parts.hostname or not parts.port:
-        raise ValueError(f"worker address {worker_addr!r} is not tcp://host:port")
-    return f"tcp://{parts.hostname}:{parts.port}", f"tcp://{parts.hostname}:{parts.port + 1}"
+    host, step_port, result_port = split_addr(worker_addr)
+    return f"tcp://{host}:{step_port}", f"tcp://{host}:{result_port}"
 
 
 class SchedulerLink:
