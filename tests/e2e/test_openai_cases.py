@@ -22,9 +22,11 @@ def http(api_gateway):
 
 @pytest.fixture(scope="module")
 def small_stack(make_engine_stack_module):
-    """One running and one waiting request at most, 256-token prefill chunks, with its own gateway."""
+    """One running and two waiting requests at most, 256-token prefill chunks, with its own gateway. Two waiting:
+    an n=2 request sends both choices at once, and with a depth of one the second was refused whenever it arrived
+    before the first left the queue (seen once in a full run)."""
     stack = make_engine_stack_module(env={"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_MAX_NUM_SEQS": "1",
-                                          "SPARKINFER_MAX_QUEUE_DEPTH": "1"})
+                                          "SPARKINFER_MAX_QUEUE_DEPTH": "2"})
     # Short keep-alive: a queued stream gets its headers (and a comment) within half a second.
     saved = os.environ.get("SPARKINFER_SSE_KEEPALIVE_SECONDS")
     os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"] = "0.5"
@@ -287,9 +289,10 @@ def test_queue_full_is_429_with_retry_after(small_stack):
             # Keep the line iterator referenced: closing it would close (disconnect) this stream.
             lines = running.iter_lines()
             assert next(line for line in lines if line.startswith("data: "))
-            with session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as queued:
-                assert queued.status_code == 200
-                _wait_load(stack, lambda load: load.num_waiting == 1, seconds=10.0)
+            with session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as queued, \
+                    session.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as queued_too:
+                assert queued.status_code == queued_too.status_code == 200
+                _wait_load(stack, lambda load: load.num_waiting == 2, seconds=10.0)
                 refused = session.post("/v1/chat/completions", timeout=10,
                                        json={"model": "default", "messages": [{"role": "user", "content": "hi"}]})
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
