@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.e2e.stack import DEFAULT_MODEL, EngineStack
+from tests.e2e.stack import DEFAULT_MODEL, EngineStack, running_gateway
 
 
 def _require_model() -> None:
@@ -35,3 +35,10 @@ def make_engine_stack():
     yield make
     for stack in stacks:
         stack.close()
+
+
+@pytest.fixture(scope="module")
+def api_gateway(engine_stack):
+    """A gateway process over this module's engine stack; yields its base URL."""
+    with running_gateway(engine_stack) as url:
+        yield url

@@ -3,6 +3,7 @@
 Usage: with EngineStack(model="models/tiny") as stack: ... stack.grpc_addr ...
 Every process runs in its own process group and is killed on exit, even when the test fails.
 """
+import contextlib
 import ctypes
 import os
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -172,3 +174,43 @@ def kill(proc, sig=signal.SIGKILL, wait: float = 5.0) -> None:
         if sig != signal.SIGKILL:
             return
         raise
+
+
+class GatewayProcess:
+    """`python -m gateway.app` on a free loopback port, pointed at a running EngineStack."""
+
+    def __init__(self, stack, env: dict = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(stack.log_dir, "gateway.log")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway.app", "--port", str(self.port), "--scheduler-addr", stack.grpc_addr],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if urllib.request.urlopen(f"{self.url}/health", timeout=2).status == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"gateway not ready\n{open(self.log_path, errors='replace').read()[-4000:]}")
+
+    def close(self) -> None:
+        kill(self.proc)
+
+
+@contextlib.contextmanager
+def running_gateway(stack, env: dict = None):
+    """A GatewayProcess over `stack` (extra environment `env`), ready; yields its base URL and stops it after."""
+    gateway = GatewayProcess(stack, env)
+    try:
+        gateway.wait_ready()
+        yield gateway.url
+    finally:
+        gateway.close()

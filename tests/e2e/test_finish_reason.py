@@ -6,7 +6,6 @@ import urllib.request
 import httpx
 import pytest
 
-from tests.e2e.test_ollama import api_gateway  # noqa: F401 - module-scoped gateway over engine_stack
 
 PROMPT = "Once upon a time"
 

@@ -3,7 +3,6 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.e2e.test_ollama import api_gateway  # noqa: F401 - the module-scoped gateway fixture
 
 CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "Name three colours."}], "temperature": 0,
         "seed": 7, "max_tokens": 24, "enable_thinking": False}

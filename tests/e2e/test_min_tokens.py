@@ -2,7 +2,6 @@
 import httpx
 import pytest
 
-from tests.e2e.test_ollama import api_gateway  # noqa: F401 - module-scoped gateway over engine_stack
 
 EOS = 1017          # the tiny model's first eos id (generation_config.json)
 PROMPT = "Once upon a time"

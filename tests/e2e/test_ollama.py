@@ -1,7 +1,4 @@
 """End to end: the official `ollama` client and raw NDJSON (httpx) against scheduler + worker + gateway."""
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -10,50 +7,9 @@ import ollama
 import orjson
 import pytest
 
-from tests.e2e.stack import REPO, free_port, kill
 
 GREEDY = {"temperature": 0, "seed": 7}
 HELLO = [{"role": "user", "content": "Say hello in three words."}]
-
-
-class GatewayProcess:
-    """`python -m gateway.app` on a free loopback port, pointed at a running EngineStack."""
-
-    def __init__(self, stack):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = os.path.join(stack.log_dir, "gateway.log")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway.app", "--port", str(self.port), "--scheduler-addr", stack.grpc_addr],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                if urllib.request.urlopen(f"{self.url}/health", timeout=2).status == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"gateway not ready\n{open(self.log_path, errors='replace').read()[-4000:]}")
-
-    def close(self) -> None:
-        kill(self.proc)
-
-
-@pytest.fixture(scope="module")
-def api_gateway(engine_stack):
-    """A gateway process over this module's engine stack; yields its base URL."""
-    gateway = GatewayProcess(engine_stack)
-    try:
-        gateway.wait_ready()
-        yield gateway.url
-    finally:
-        gateway.close()
 
 
 @pytest.fixture(scope="module")

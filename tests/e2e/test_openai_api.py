@@ -12,7 +12,6 @@ import pytest
 
 from proto import pb, pb_grpc
 from tests.e2e.stack import DEFAULT_MODEL
-from tests.e2e.test_ollama import api_gateway  # noqa: F401 - module-scoped gateway over engine_stack
 
 NO_THINK = {"enable_thinking": False}
 HELLO = [{"role": "user", "content": "Say hello in three words."}]

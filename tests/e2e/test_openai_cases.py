@@ -1,12 +1,11 @@
 """End to end: the /v1 parts of the public bug reports (../shared/cases: C01 C02 C04 C11 C13 C14) as tests."""
-import os
 import time
 
 import httpx
 import orjson
 import pytest
 
-from tests.e2e.test_ollama import GatewayProcess, api_gateway  # noqa: F401 - module-scoped gateway fixture
+from tests.e2e.stack import running_gateway
 from tests.e2e.test_openai_api import scheduler_load, sse_payloads
 
 EMOJI_PROMPTS = ["Reply with exactly this line and nothing else: 🎉 naïve café — 日本語のテキスト ✅ 👋🏽",
@@ -28,20 +27,8 @@ def small_stack(make_engine_stack_module):
     stack = make_engine_stack_module(env={"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_MAX_NUM_SEQS": "1",
                                           "SPARKINFER_MAX_QUEUE_DEPTH": "2"})
     # Short keep-alive: a queued stream gets its headers (and a comment) within half a second.
-    saved = os.environ.get("SPARKINFER_SSE_KEEPALIVE_SECONDS")
-    os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"] = "0.5"
-    try:
-        gateway = GatewayProcess(stack)
-    finally:
-        if saved is None:
-            del os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"]
-        else:
-            os.environ["SPARKINFER_SSE_KEEPALIVE_SECONDS"] = saved
-    try:
-        gateway.wait_ready()
-        yield stack, gateway.url
-    finally:
-        gateway.close()
+    with running_gateway(stack, {"SPARKINFER_SSE_KEEPALIVE_SECONDS": "0.5"}) as url:
+        yield stack, url
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ The tiny model's weights are random: it writes a valid call or valid JSON only b
 every token the grammar forbids. Strings the schema leaves unbounded are capped at 24 characters here
 (SPARKINFER_GRAMMAR_MAX_STRING) so that each request stays a few dozen tokens.
 """
-import os
 import re
 
 import grpc
@@ -15,7 +14,7 @@ import orjson
 import pytest
 
 from proto import pb, pb_grpc
-from tests.e2e.test_ollama import GatewayProcess
+from tests.e2e.stack import running_gateway
 from tests.e2e.test_openai_api import sse_payloads
 
 CHAT = "/v1/chat/completions"
@@ -41,20 +40,8 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in (LED, WEA
 
 @pytest.fixture(scope="module")
 def gateway_url(engine_stack):
-    saved = os.environ.get("SPARKINFER_GRAMMAR_MAX_STRING")
-    os.environ["SPARKINFER_GRAMMAR_MAX_STRING"] = "24"
-    try:
-        gateway = GatewayProcess(engine_stack)
-    finally:
-        if saved is None:
-            del os.environ["SPARKINFER_GRAMMAR_MAX_STRING"]
-        else:
-            os.environ["SPARKINFER_GRAMMAR_MAX_STRING"] = saved
-    try:
-        gateway.wait_ready()
-        yield gateway.url
-    finally:
-        gateway.close()
+    with running_gateway(engine_stack, {"SPARKINFER_GRAMMAR_MAX_STRING": "24"}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
