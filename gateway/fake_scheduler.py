@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -123,3 +124,20 @@ async def start_test_client(app, **session_kwargs):
     client = TestClient(server, **session_kwargs)
     await client.start_server()
     return client
+
+
+@contextlib.asynccontextmanager
+async def fake_gateway(fake: FakeServing, **config):
+    """The real gateway app over `fake` on loopback; yields (aiohttp TestClient, fake); `config` are GatewayConfig
+    fields besides scheduler_addr (e.g. sse_keepalive_s). Stops client and server after."""
+    from gateway.app import create_app
+    from gateway.client import SchedulerClient
+    from gateway.config import GatewayConfig
+
+    server, addr = await start_fake_server(fake)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr, **config), SchedulerClient(addr)))
+    try:
+        yield client, fake
+    finally:
+        await client.close()
+        await server.stop(None)

@@ -8,7 +8,7 @@ import pytest
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway, start_fake_server, start_test_client
 
 TOKENIZER = build_tokenizer()
 USER = [{"role": "user", "content": "hi"}]
@@ -18,12 +18,8 @@ REPLY = "<think>plan</think>\n\nHello 日本語 🎉 world"
 @pytest.fixture
 async def stack():
     fake = FakeServing(TOKENIZER, max_context_len=2048)
-    server, addr = await start_fake_server(fake)
-    config = GatewayConfig(scheduler_addr=addr, sse_keepalive_s=0.2)
-    client = await start_test_client(create_app(config, SchedulerClient(addr)))
-    yield client, fake
-    await client.close()
-    await server.stop(None)
+    async with fake_gateway(fake, sse_keepalive_s=0.2) as pair:
+        yield pair
 
 
 def events(raw: bytes) -> list:

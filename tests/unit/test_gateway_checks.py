@@ -2,10 +2,7 @@
 import orjson
 import pytest
 
-from gateway.app import create_app
-from gateway.client import SchedulerClient
-from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 USER = [{"role": "user", "content": "hi"}]
 PROMPT = "Question: Is the sky blue? Answer: Yes"
@@ -17,11 +14,8 @@ TOOLS = [{"type": "function", "function": WEATHER}]
 async def stack():
     fake = FakeServing(build_tokenizer(), max_context_len=2048)
     fake.script.reply = "Hello world"
-    server, addr = await start_fake_server(fake)
-    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
-    yield client, fake
-    await client.close()
-    await server.stop(None)
+    async with fake_gateway(fake) as pair:
+        yield pair
 
 
 async def post(client, path, body):

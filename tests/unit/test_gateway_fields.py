@@ -7,10 +7,7 @@ import orjson
 import pytest
 
 from gateway import openai_fields
-from gateway.app import create_app
-from gateway.client import SchedulerClient
-from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 CHAT = "/v1/chat/completions"
 BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
@@ -22,11 +19,8 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "
 async def stack():
     fake = FakeServing(build_tokenizer(), max_context_len=2048)
     fake.script.reply = "Hello world"
-    server, addr = await start_fake_server(fake)
-    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
-    yield client, fake
-    await client.close()
-    await server.stop(None)
+    async with fake_gateway(fake) as pair:
+        yield pair
 
 
 async def post(client, body, path=CHAT):

@@ -6,10 +6,7 @@ import time
 import orjson
 import pytest
 
-from gateway.app import create_app
-from gateway.client import SchedulerClient
-from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.model import ModelCard
 
 TOKENIZER = build_tokenizer()
@@ -19,11 +16,8 @@ CONTEXT = 200_000
 @pytest.fixture
 async def stack():
     fake = FakeServing(TOKENIZER, max_context_len=CONTEXT)
-    server, addr = await start_fake_server(fake)
-    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr), SchedulerClient(addr)))
-    yield client, fake
-    await client.close()
-    await server.stop(None)
+    async with fake_gateway(fake) as pair:
+        yield pair
 
 
 def _card() -> ModelCard:
