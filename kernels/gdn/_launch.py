@@ -19,17 +19,21 @@ DECODE_EXTRA_DEFINES = []
 #   narrow: the same with 8-byte bf16 accesses, 8 passes (64 registers, 4 blocks/SM); bf16 only
 #   cp128 / cp256: gdn_recurrent_decode_cp, the 16 KB tile to shared memory by cp.async (10 / 5 blocks/SM)
 # Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state, 32 for f32.
-# H200, 27B layer, N=32 (NOTES.md, run 4): bf16 regs 43.5 us, narrow 35.0, cp128 50.9, cp256 56.7;
-# f32 regs 58.8, cp128 86.2, cp256 80.7. All pass the oracle tests. Defaults: bf16 narrow, f32 regs.
+# H200, 27B layer, N=32 (NOTES.md, runs 4 and 6): bf16 regs 43.5 us, narrow 35.0, t128x6 32.7, cp128 50.9,
+# cp256 56.7; f32 regs 58.8, cp128 86.2, cp256 80.7. All pass the oracle tests. Defaults: bf16 t128x6, f32 regs.
 DECODE_VARIANTS = {
     "regs": ("gdn_recurrent_decode", (), 256, -1),
     "narrow": ("gdn_recurrent_decode", ("NARROW=1",), 256, -1),
+    # t128x6: 128 threads, 16 passes of 8-byte bf16 accesses (128 B of state a thread), LEAN (v read after the
+    # reduction, o stored before the update, the state kept packed: an empty asm stops the compiler keeping the
+    # unpacked floats alive), 80 registers, 6 blocks/SM: 96 KB in flight per SM against narrow's 64 KB
+    "t128x6": ("gdn_recurrent_decode", ("NARROW=1", "LEAN=1", "THREADS=128", "MIN_BLOCKS=6"), 128, -1),
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 override (the old kernel stays selectable as "regs")
 DECODE_VARIANT = {
-    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "narrow"),
+    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "t128x6"),
     "float32": os.environ.get("SPARKINFER_GDN_DECODE_F32", "regs"),
 }
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
@@ -122,7 +126,8 @@ def decode_variant(state_dtype) -> str:
     """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype`."""
     name = DECODE_VARIANT[str(state_dtype).split(".")[-1]]
     _need(name in DECODE_VARIANTS, f"unknown GDN decode variant {name!r} (one of {sorted(DECODE_VARIANTS)})")
-    _need(name != "narrow" or str(state_dtype).endswith("bfloat16"), "the narrow decode variant is bf16-only")
+    _need(name not in ("narrow", "t128x6") or str(state_dtype).endswith("bfloat16"),
+          f"the {name} decode variant is bf16-only")
     return name
 
 

@@ -4,12 +4,14 @@
 // S^T k and S^T q are reduced together, since after the update
 // o = S'^T q = e^g S^T q + d (k.q) with d = beta (v - e^g S^T k)  (model-spec 1.7 rearranged).
 //
-// gdn_recurrent_decode: the state goes through registers. Block 256 threads = RG row groups x TPR column groups.
+// gdn_recurrent_decode: the state goes through registers. Block THREADS (256; 128 for t128x6) = RG row groups x TPR
+// column groups.
 // Thread t: columns vt*BV + (t % TPR)*VEC .. +VEC (one access), rows t/TPR + RG*p for p < PASSES.
 //   STATE_BF16=0: f32 state, VEC 4 (16 B), TPR 8, BV 32;  STATE_BF16=1: bf16 state, VEC 8 (16 B), TPR 8, BV 64;
 //   STATE_BF16=1 NARROW=1: bf16, VEC 4 (8-byte accesses), TPR 16, BV 64, 8 passes: half the accumulators per
-//   byte in flight of VEC 8 (64 registers, 4 blocks/SM). H200 N=32: 35.0 us against 43.5 us for VEC 8; the
-//   bf16 default (NOTES.md, v4).
+//   byte in flight of VEC 8 (64 registers, 4 blocks/SM). H200 N=32: 35.0 us against 43.5 us for VEC 8.
+//   + LEAN=1 THREADS=128 MIN_BLOCKS=6 ("t128x6"): 16 passes, 80 registers, 6 blocks/SM, 96 KB of state in flight
+//   per SM: 32.7 us at N=32 (74.5% of copy bandwidth), the bf16 default (NOTES.md, run 6).
 // gdn_recurrent_decode_cp (CP_THREADS 128 or 256 threads): the block's [128, BV] tile (16 KB; BV = 128 bytes
 //   of columns) goes to shared memory with cp.async, so bytes in flight no longer cost registers; thread t
 //   then reads 16-byte pieces (columns (t % 8)*E16.., rows t/8 + RG*p) from shared memory and stores the new
@@ -30,6 +32,9 @@ typedef float state_t;
 #ifndef NARROW
 #define NARROW 0
 #endif
+#ifndef LEAN
+#define LEAN 0
+#endif
 #if STATE_BF16 && NARROW
 #define VEC 4
 #define TPR 16
@@ -39,7 +44,9 @@ typedef uint2 raw_t;
 #define TPR 8
 typedef uint4 raw_t;
 #endif
+#ifndef THREADS
 #define THREADS 256
+#endif
 #define RG (THREADS / TPR)
 #define PASSES (KD / RG)
 #define NWARP (THREADS / 32)
@@ -75,6 +82,9 @@ __device__ __forceinline__ void pack_state(const float (&x)[4], uint4& u) {
   u = make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]), __float_as_uint(x[3]));
 }
 #endif
+
+__device__ __forceinline__ void opaque(uint2& u) { asm volatile("" : "+r"(u.x), "+r"(u.y)); }
+__device__ __forceinline__ void opaque(uint4& u) { asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w)); }
 
 // Warp 0: l2-normalise q (times scale) and k of key head h into shared memory; k.q and the gates into scal.
 __device__ __forceinline__ void decode_prologue(const u16* qp, const u16* kp, float a, float b, float a_log,
@@ -129,10 +139,12 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
     decode_prologue(q + n * s_qk + h * KD, k + n * s_qk + h * KD, bf2f(a[n * s_ab + hv]),
                     bf2f(b[n * s_ab + hv]), a_log[hv], dt_bias[hv], scale, qs, ks, scal);
   }
+#if !LEAN
   // v kept packed (VEC bf16) until after the reduction
   u32 vraw[VEC / 2];
 #pragma unroll
   for (int c = 0; c < VEC / 2; ++c) vraw[c] = *reinterpret_cast<const u32*>(v + n * s_v + hv * VD + col + 2 * c);
+#endif
   __syncthreads();
   // the state stays packed in raw[] (16 registers) and is unpacked twice, to keep occupancy up for bf16
   float sk[VEC], sq[VEC];
@@ -155,6 +167,12 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
     }
     if (lane < TPR) { red[warp][0][cg * VEC + c] = sk[c]; red[warp][1][cg * VEC + c] = sq[c]; }
   }
+#if LEAN
+  // LEAN: v is read only now, and o is stored before the update, so neither holds registers across the passes
+  u32 vraw[VEC / 2];
+#pragma unroll
+  for (int c = 0; c < VEC / 2; ++c) vraw[c] = *reinterpret_cast<const u32*>(v + n * s_v + hv * VD + col + 2 * c);
+#endif
   __syncthreads();
   const float kq = scal[0], decay = scal[1], beta = scal[2];
   float d[VEC], out[VEC];
@@ -167,6 +185,17 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
     d[c] = beta * (vc - decay * tk);
     out[c] = decay * tq + d[c] * kq;
   }
+#if LEAN
+  if (rg == 0) {
+    out_t* op = o + ((long long)n * HV + hv) * VD + col;
+#pragma unroll
+    for (int c = 0; c < VEC; c += 2) st_out2(op + c, out[c], out[c + 1]);
+  }
+  // an empty asm "rewrites" the packed state, so the compiler cannot keep the first pass's unpacked floats (32
+  // registers) alive until the update; the bytes stay packed (16 registers) and are unpacked again below
+#pragma unroll
+  for (int p = 0; p < PASSES; ++p) opaque(raw[p]);
+#endif
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
     const float kr = ks[rg + RG * p];
@@ -178,11 +207,13 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
     pack_state(s, w);
     *reinterpret_cast<raw_t*>(S + (rg + RG * p) * VD) = w;
   }
+#if !LEAN
   if (rg == 0) {
     out_t* op = o + ((long long)n * HV + hv) * VD + col;
 #pragma unroll
     for (int c = 0; c < VEC; c += 2) st_out2(op + c, out[c], out[c + 1]);
   }
+#endif
 }
 
 // ---- gdn_recurrent_decode_cp: the state tile through shared memory (cp.async), same arguments and math ----

@@ -7,9 +7,11 @@
 // fragments of 512 B per warp). Lane (g, t) dequantizes its fragment
 // into A registers (see common.cuh) and runs mma.m16n8k16 with B = x^T: NT n8 tiles cover the M rows (NT = 1: M <= 8,
 // 2: M <= 16, 4: M <= 32); lanes whose row m >= M feed zeros.
-// A block that covers a whole row group writes y directly; otherwise it adds its partial sums into the f32 workspace
-// ws[32, Np] (red.add) and bumps counters[rg] by its chunk count; the block that completes Kc chunks reads the sums
-// back with atomicExch(0) (leaving the workspace zeroed for the next call), scales by alpha and writes y.
+// A block that covers a whole row group writes y directly; otherwise (v7) each lane adds its accumulator float4s
+// into ws[Np/16 tiles, NT, 32 lanes] float4 with one vector reduction each (red.global.add.v4.f32, sm_90) and the
+// block bumps counters[rg] by its chunk count; the block that completes Kc chunks reads the sums back (ld.cg), zeroes
+// them for the next call (st.cg), scales by alpha and writes y. v2 (the *_atomic kernels, kept for the bench) did
+// one scalar red.add per output element and read back with atomicExch: 4x the atomic operations.
 #include "common.cuh"
 
 struct GemvArgs {
@@ -17,7 +19,7 @@ struct GemvArgs {
     const u16* wsc;      // [Np/16, Kc, 32] scale pairs (low byte row g, high byte row g+8)
     const u16* x;        // [M, K] bf16
     u16* y;              // [M, N] bf16
-    float* ws;           // [32, Np] f32 workspace, zero between calls
+    float* ws;           // v7: [Np/16, NT, 32] float4; *_atomic: [32, Np] f32; zero between calls
     int* counters;       // [Np/128], zero between calls
     const float* alpha;  // [Np/16] gmul * 2^62 per 16-row tile (fused shards may differ)
     int M, N, K, Np, Kc;
@@ -25,7 +27,8 @@ struct GemvArgs {
 
 // MODE: 0 normal; timing diagnostics for the bench (wrong results): 1 skips the split-K flush, 2 skips the decode and
 // MMA (loads only); 3 = normal but weights loaded through L1 (ld.global.nc) instead of L1::no_allocate
-enum { MODE_NORMAL = 0, MODE_NOFLUSH = 1, MODE_LOADONLY = 2, MODE_L1 = 3 };
+// 4 = v2's scalar-atomic flush (bench comparison)
+enum { MODE_NORMAL = 0, MODE_NOFLUSH = 1, MODE_LOADONLY = 2, MODE_L1 = 3, MODE_ATOMIC = 4 };
 
 // U chunks of one warp in flight: weight fragments, scale pairs, x (B) fragments
 template <int NT, int U>
@@ -121,17 +124,31 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
 __device__ __forceinline__ int acc_m(int nt, int i) { return nt * 8 + 2 * (threadIdx.x & 3) + (i & 1); }
 __device__ __forceinline__ int acc_n(int tile, int i) { return tile * 16 + ((threadIdx.x & 31) >> 2) + (i >> 1) * 8; }
 
+// y rows of this lane's accumulators for 16-row tile `tile`, scaled by alpha[tile]
+struct YOut {
+    u16* y;
+    const float* alpha;
+    int M, N;
+};
+
 template <int NT>
-__device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[NT][4], int* s_last) {
+__device__ __forceinline__ void store_y(const YOut& o, int tile, const float (&acc)[NT][4]) {
+    const float al = o.alpha[tile];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = acc_m(nt, i), n = acc_n(tile, i);
+            if (m < o.M && n < o.N) o.y[(u64)m * o.N + n] = f32_to_bf16(acc[nt][i] * al);
+        }
+}
+
+// v2's flush (MODE_ATOMIC): red.add into the zeroed workspace, the finishing block reads back with atomicExch
+template <int NT>
+__device__ void flush_atomic(const GemvArgs& p, int rg, int nchunks, float (&acc)[NT][4], int* s_last) {
     const int tile = rg * 8 + (threadIdx.x >> 5);
     if (nchunks == p.Kc) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int m = acc_m(nt, i), n = acc_n(tile, i);
-                if (m < p.M && n < p.N) p.y[(u64)m * p.N + n] = f32_to_bf16(acc[nt][i] * p.alpha[tile]);
-            }
+        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, acc);
         return;
     }
 #pragma unroll
@@ -159,6 +176,43 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
     }
 }
 
+__device__ __forceinline__ void red_add_v4(float4* p, const float (&v)[4]) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+                 : "memory");
+}
+
+// v7 flush of a segment of nchunks chunks of row group rg: see the header
+template <int NT>
+__device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[NT][4], int* s_last) {
+    const int tile = rg * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const YOut out{p.y, p.alpha, p.M, p.N};
+    if (nchunks == p.Kc) {
+        store_y<NT>(out, tile, acc);
+        return;
+    }
+    float4* ws = (float4*)p.ws + (u64)tile * NT * 32 + lane;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        if (acc_m(nt, 0) < p.M) red_add_v4(ws + nt * 32, acc[nt]);
+    __syncthreads();  // release: every thread's reductions before thread 0's (cumulative) fence and counter bump
+    if (threadIdx.x == 0) {
+        __threadfence();
+        *s_last = atomicAdd(p.counters + rg, nchunks) + nchunks == p.Kc;
+    }
+    __syncthreads();
+    if (!*s_last) return;
+    __threadfence();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        if (acc_m(nt, 0) >= p.M) continue;
+        const float4 v = __ldcg(ws + nt * 32);
+        __stcg(ws + nt * 32, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+        acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
+    }
+    store_y<NT>(out, tile, acc);
+    if (threadIdx.x == 0) p.counters[rg] = 0;
+}
+
 template <int NT, int U, int MODE>
 __device__ void gemv_body(const GemvArgs& p) {
     __shared__ u32 lut[256];
@@ -168,12 +222,16 @@ __device__ void gemv_body(const GemvArgs& p) {
     const long long total = (long long)(p.Np / 128) * p.Kc;
     long long i = total * blockIdx.x / gridDim.x;
     const long long end = total * (blockIdx.x + 1) / gridDim.x;
+    constexpr int SEG_MODE = MODE == MODE_ATOMIC ? MODE_NORMAL : MODE;
     while (i < end) {
         const int rg = (int)(i / p.Kc), ca = (int)(i % p.Kc);
         const int cb = (int)min((long long)p.Kc, ca + (end - i));
         float acc[NT][4];
-        gemv_segment<NT, U, MODE>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
-        if (MODE != MODE_NOFLUSH || cb - ca == p.Kc) gemv_flush<NT>(p, rg, cb - ca, acc, &s_last);
+        gemv_segment<NT, U, SEG_MODE>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
+        if (MODE == MODE_ATOMIC)
+            flush_atomic<NT>(p, rg, cb - ca, acc, &s_last);
+        else if (MODE != MODE_NOFLUSH || cb - ca == p.Kc)
+            gemv_flush<NT>(p, rg, cb - ca, acc, &s_last);
         i += cb - ca;
     }
 }
@@ -187,6 +245,9 @@ __device__ void gemv_body(const GemvArgs& p) {
 GEMV_KERNEL(nvfp4_gemv_nt1, 1, 3, MODE_NORMAL)
 GEMV_KERNEL(nvfp4_gemv_nt2, 2, 2, MODE_NORMAL)
 GEMV_KERNEL(nvfp4_gemv_nt4, 4, 1, MODE_NORMAL)
+GEMV_KERNEL(nvfp4_gemv_nt1_atomic, 1, 3, MODE_ATOMIC)
+GEMV_KERNEL(nvfp4_gemv_nt2_atomic, 2, 2, MODE_ATOMIC)
+GEMV_KERNEL(nvfp4_gemv_nt4_atomic, 4, 1, MODE_ATOMIC)
 GEMV_KERNEL(nvfp4_gemv_nt1_l1, 1, 3, MODE_L1)
 GEMV_KERNEL(nvfp4_gemv_nt2_l1, 2, 2, MODE_L1)
 GEMV_KERNEL(nvfp4_gemv_nt1_noflush, 1, 3, MODE_NOFLUSH)

@@ -23,8 +23,10 @@ ROW_GROUP = 128
 CHUNK = 64
 WS_ROWS = 32  # workspace rows = GEMV_MAX_M
 _WORKSPACE = {}
-# GEMV for small M: "v5" = gemv_tile.cu (whole K per block, no split-K) where it applies, else "v2" = gemv.cu
+# GEMV for small M: "v5" = gemv_tile.cu (whole K per block, no split-K) where it applies, else "v2" = gemv.cu (split-K
+# with the v7 vector-reduction flush; the *_atomic kernels keep v2's scalar red.add flush for the bench)
 GEMV_VERSION = "v5"
+SPLIT_K_FLUSH = ""  # gemv.cu kernel suffix ops.gemv uses: "" = v7 vector reductions, "_atomic" = v2 (bench A/B)
 TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
 # ops.gemv picks gemv_tile only where run 4 (NOTES.md, v5) measured it ahead of v2: M <= 8 (NT = 2 lost on every
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
@@ -94,14 +96,24 @@ def prepared(weight: NVFP4Weight) -> dict:
     return weight.cache[key]
 
 
-def _workspace(device, np_: int):
-    """Shared f32 [32, >= Np] workspace + int32 [>= Np/128] counters, zero between kernel calls (self-cleaning)."""
-    ws, counters = _WORKSPACE.get(device, (None, None))
-    if ws is None or ws.shape[1] < np_:
-        ws = torch.zeros(WS_ROWS, np_, dtype=torch.float32, device=device)
-        counters = torch.zeros(np_ // ROW_GROUP, dtype=torch.int32, device=device)
-        _WORKSPACE[device] = (ws, counters)
-    return ws, counters
+def _scratch(kind: str, device, numel: int, dtype, zero: bool) -> torch.Tensor:
+    """A per-device scratch buffer of at least `numel` elements (grown, never shrunk). Outgrown buffers stay
+    referenced for the process's life: a CUDA graph captured earlier may still point at them."""
+    bufs = _WORKSPACE.setdefault((kind, device), [])
+    if not bufs or bufs[-1].numel() < numel:
+        bufs.append((torch.zeros if zero else torch.empty)(numel, dtype=dtype, device=device))
+    return bufs[-1]
+
+
+def _counters(device, np_: int) -> torch.Tensor:
+    """int32 [>= Np/128] row-group chunk counters, zero between calls (the finishing block re-zeroes its own)."""
+    return _scratch("counters", device, np_ // ROW_GROUP, torch.int32, True)
+
+
+def _workspace(device, np_: int) -> torch.Tensor:
+    """f32 [32 * Np] split-K workspace, zero between calls (the finishing block re-zeroes what it read): v7 uses it as
+    [Np/16 tiles, NT <= 4, 32 lanes] float4, the *_atomic kernels as [32 rows, Np]."""
+    return _scratch("split_k", device, WS_ROWS * np_, torch.float32, True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,9 +121,11 @@ def _num_sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _launch(name: str, source: str, grid, block, args) -> None:
-    kernel = _compile.kernel(os.path.join(HERE, source), name)
-    kernel(grid, block, args, stream=_compile.external_stream(torch.cuda.current_stream().cuda_stream))
+def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: int = 0) -> None:
+    """Launch `name` of `source` (or the given cupy kernel) on torch's current stream."""
+    kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
+    stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
+    kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
@@ -119,7 +133,7 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
     GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_v2 (variant, blocks_per_sm: its options)."""
     if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
         return gemv_tile(x, p, out)
-    return gemv_v2(x, p, out, variant, blocks_per_sm)
+    return gemv_v2(x, p, out, variant or SPLIT_K_FLUSH, blocks_per_sm)
 
 
 def _tile_smem(m: int, p: dict, depth: int) -> int:
@@ -169,7 +183,7 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
     over the full K (no cross-block reduction). depth: ring stages per warp (TILE_DEPTHS, 0: default);
     suffix "_loadonly" (M <= 8, depth 6): timing diagnostic without decode/MMA (wrong results); balanced: as few
     blocks as give every block the same number of tiles (+-1 only when that does not divide), instead of a full wave
-    (not yet measured: NOTES.md, v5)."""
+    (NOTES.md, v7)."""
     import numpy as np
 
     m, ntiles = x.shape[0], p["Np"] // 16
@@ -184,21 +198,21 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
             np.int32(p["K"]), np.int32(p["Kc"]), np.int32(ntiles))
-    kernel(grid, (256,), args, shared_mem=smem,
-           stream=_compile.external_stream(torch.cuda.current_stream().cuda_stream))
+    _launch("", "", grid, (256,), args, kernel, smem)
     return out
 
 
 def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
-    """v2 GEMV (gemv.cu), x [M <= 32, K]: persistent grid of blocks_per_sm blocks per SM (__launch_bounds__ allow two
-    resident), split-K through the self-cleaning workspace; variant: kernel-name suffix (bench diagnostics)."""
+    """Split-K GEMV (gemv.cu), x [M <= 32, K]: persistent grid of blocks_per_sm blocks per SM (__launch_bounds__ allow
+    two resident), partial sums reduced through the self-cleaning workspace (v7: one vector reduction per 4 sums);
+    variant: kernel-name suffix ("_atomic": v2's scalar reductions; others: bench diagnostics)."""
     import numpy as np
 
     m = x.shape[0]
     nt = 1 if m <= 8 else 2 if m <= 16 else 4
-    ws, counters = _workspace(x.device, p["Np"])
     total = (p["Np"] // ROW_GROUP) * p["Kc"]
     grid = (min(total, _num_sms(x.device) * blocks_per_sm),)
+    ws, counters = _workspace(x.device, p["Np"]), _counters(x.device, p["Np"])
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
