@@ -7,7 +7,11 @@ class BlockPoolError(Exception):
 
 
 class BlockManager:
-    """Hands out KV block ids; a request's block table grows as its tokens are computed."""
+    """Hands out KV block ids; a request's block table grows as its tokens are computed.
+
+    Blocks are refcounted: a full block may be shared by several holders (prefix-cache entries and the requests
+    that hit them, scheduler/prefix_cache.py); it returns to the free list when its last holder frees it.
+    """
 
     def __init__(self, num_blocks: int, block_size: int):
         if block_size <= 0 or num_blocks < 0:
@@ -15,7 +19,7 @@ class BlockManager:
         self.num_total_blocks = num_blocks
         self.block_size = block_size
         self.free_block_ids = deque(range(num_blocks))
-        self._used = set()
+        self._refs = {}            # block id -> holders (>= 1) of every block in use
 
     @property
     def num_free_blocks(self) -> int:
@@ -31,6 +35,10 @@ class BlockManager:
     def num_blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
+    def refcount(self, block_id: int) -> int:
+        """Holders of `block_id` (0 = free)."""
+        return self._refs.get(block_id, 0)
+
     def grow(self, block_ids: list, num_tokens: int) -> bool:
         """Appends blocks to `block_ids` until they cover `num_tokens`; False (and no change) if too few are free."""
         num_new = self.num_blocks_needed(num_tokens) - len(block_ids)
@@ -40,15 +48,28 @@ class BlockManager:
             return False
         for _ in range(num_new):
             block_id = self.free_block_ids.popleft()
-            self._used.add(block_id)
+            self._refs[block_id] = 1
             block_ids.append(block_id)
         return True
 
-    def free(self, block_ids: list) -> None:
-        """Returns every block of `block_ids` to the pool and empties the list."""
+    def share(self, block_ids: list) -> list:
+        """One more holder for each block of `block_ids` (all in use); returns a new list of the same ids."""
         for block_id in block_ids:
-            if block_id not in self._used:
+            if block_id not in self._refs:
+                raise BlockPoolError(f"block {block_id} shared but not in use")
+        for block_id in block_ids:
+            self._refs[block_id] += 1
+        return list(block_ids)
+
+    def free(self, block_ids: list) -> None:
+        """Drops one holder of every block of `block_ids` and empties the list; unheld blocks go back to the pool."""
+        for block_id in block_ids:
+            refs = self._refs.get(block_id, 0)
+            if refs <= 0:
                 raise BlockPoolError(f"block {block_id} freed but not in use")
-            self._used.discard(block_id)
-            self.free_block_ids.append(block_id)
+            if refs == 1:
+                del self._refs[block_id]
+                self.free_block_ids.append(block_id)
+            else:
+                self._refs[block_id] = refs - 1
         block_ids.clear()

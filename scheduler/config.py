@@ -18,6 +18,9 @@ class SchedulerConfig:
     worker_timeout_s: float = 0.8               # silence after which the worker counts as dead
     ping_interval_s: float = 0.2                # liveness ping period
     step_timeout_s: float = 60.0                # a step with no result after this counts as a dead worker
+    prefix_cache: int = 1                       # automatic prefix cache (scheduler/prefix_cache.py): 1 = on, 0 = off
+    prefix_cache_entries: int = 32              # cached prefixes at most (each holds one GDN state slot)
+    prefix_cache_min_tokens: int = 1024         # shortest prefix (tokens) worth a checkpoint
 
     def describe(self) -> str:
         return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -37,6 +40,9 @@ ENV_NAMES = {
     "worker_timeout_s": "SPARKINFER_WORKER_TIMEOUT_S",
     "ping_interval_s": "SPARKINFER_PING_INTERVAL_S",
     "step_timeout_s": "SPARKINFER_STEP_TIMEOUT_S",
+    "prefix_cache": "SPARKINFER_PREFIX_CACHE",
+    "prefix_cache_entries": "SPARKINFER_PREFIX_CACHE_ENTRIES",
+    "prefix_cache_min_tokens": "SPARKINFER_PREFIX_CACHE_MIN_TOKENS",
 }
 
 
@@ -63,4 +69,6 @@ def parse_config(argv=None, environ=None) -> SchedulerConfig:
     config = SchedulerConfig(**values)
     if config.max_num_batched_tokens <= 0 or config.max_num_seqs <= 0 or config.max_queue_depth < 0:
         parser.error("max_num_batched_tokens and max_num_seqs must be > 0, max_queue_depth >= 0")
+    if config.prefix_cache not in (0, 1) or config.prefix_cache_entries < 0 or config.prefix_cache_min_tokens < 0:
+        parser.error("prefix_cache must be 0 or 1, prefix_cache_entries and prefix_cache_min_tokens >= 0")
     return config

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from proto import pb
 from scheduler import admission
 from scheduler.engine_stats import EngineStats, RequestTimer
+from scheduler.prefix_cache import PrefixCacheConfig, anchor_token_id
 from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
 
@@ -36,7 +37,10 @@ class Engine:
     def __init__(self, config, card: dict, link, metrics, on_health=None):
         self.config, self.card, self.link, self.metrics = config, card, link, metrics
         limits = SchedulerLimits(config.max_num_batched_tokens, config.max_num_seqs)
-        self.scheduler = Scheduler(limits, 0, 16, 0, card["max_context_len"], clock=time.monotonic_ns)
+        prefix = PrefixCacheConfig(bool(config.prefix_cache), config.prefix_cache_entries,
+                                   config.prefix_cache_min_tokens, anchor_token_id(card))
+        self.scheduler = Scheduler(limits, 0, 16, 0, card["max_context_len"], clock=time.monotonic_ns,
+                                   prefix_cache=prefix)
         self.streams = {}
         self.stats = EngineStats()
         self.timer = RequestTimer(metrics)
@@ -123,7 +127,8 @@ class Engine:
             num_free_slots=sched.state_pool.num_free_slots, num_total_slots=sched.state_pool.num_total_slots,
             worker_alive=self.worker_alive, num_preemptions=sched.num_preemptions,
             max_num_seqs=self.config.max_num_seqs, max_queue_depth=self.config.max_queue_depth,
-            kv_cache_usage=sched.block_manager.usage)
+            kv_cache_usage=sched.block_manager.usage, num_cached_blocks=sched.prefix_cache.num_cached_blocks,
+            num_prefix_entries=sched.prefix_cache.num_entries)
 
     # ------------------------------------------------------------------ step loop
 
@@ -144,7 +149,11 @@ class Engine:
         """Plans, sends and applies one step; clears work_event when there is nothing to run."""
         t0 = time.perf_counter_ns()
         num_preemptions = self.scheduler.num_preemptions
+        cache_stats = self.scheduler.prefix_cache.stats
+        num_queried, num_hit = cache_stats.num_query_tokens, cache_stats.num_hit_tokens
         step = self.scheduler.schedule()
+        self.metrics.prefix_cache_queries.inc(cache_stats.num_query_tokens - num_queried)
+        self.metrics.prefix_cache_hits.inc(cache_stats.num_hit_tokens - num_hit)
         if step is None:
             self.work_event.clear()
             self._idle_check()

@@ -23,6 +23,7 @@ class RequestTimer:
         previous = self.last_token_ns.get(req.req_id)
         if previous is None:
             resp.num_prompt_tokens = req.num_prompt_tokens
+            resp.num_cached_tokens = req.num_cached_tokens
             resp.first_token_time_ns = req.first_token_ns
             resp.queue_time_ns = req.first_scheduled_ns - req.arrival_ns
             self.metrics.time_to_first_token.observe((req.first_token_ns - req.arrival_ns) / 1e9)

@@ -30,8 +30,8 @@ class Metrics:
         self.requests_rejected = Counter("sparkinfer_requests_rejected", "Requests refused at admission",
                                          ["reason"], registry=registry)
         self.num_preemptions = Counter("sparkinfer_num_preemptions", "Preemptions by recompute", registry=registry)
-        self.prefix_cache_queries = Counter("sparkinfer_prefix_cache_queries", "Prompt tokens looked up in the "
-                                            "prefix cache (no prefix cache yet: stays 0)", registry=registry)
+        self.prefix_cache_queries = Counter("sparkinfer_prefix_cache_queries", "Prompt tokens of admitted "
+                                            "requests looked up in the prefix cache", registry=registry)
         self.prefix_cache_hits = Counter("sparkinfer_prefix_cache_hits", "Prompt tokens found in the prefix cache",
                                          registry=registry)
 

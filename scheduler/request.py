@@ -27,6 +27,9 @@ class Request:
     finish_reason: str = ""
     stop_token_id: int = -1
     constraint: object = None             # pb.Constraint forwarded untouched to the worker (None = unconstrained)
+    num_cached_tokens: int = 0            # prompt tokens served from the prefix cache when last admitted
+    split_points: list = None             # prefix-cache plan: prefill chunks end at these lengths (tokens); None =
+    snapshot_points: tuple = ()           # not planned yet; snapshots are taken at these (scheduler/prefix_cache.py)
 
     @property
     def min_tokens(self) -> int:

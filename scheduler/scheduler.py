@@ -9,12 +9,16 @@ When a running request needs a KV block and none is free, the most recently admi
 row in this step yet is preempted by recompute: it frees slot and blocks and goes back to the front of the
 queue; on resume it prefills prompt + generated tokens and the worker continues its sampling state from
 NewRequest.output_token_ids.
+Prefix cache (scheduler/prefix_cache.py): a waiting request whose prompt starts with a cached entry shares its KV
+blocks and starts at its end, the snapshot copied into its slot; prefill chunks end at the cache's split points and
+snapshots are taken there. Entries give way (least recently used first) before any request is preempted or refused.
 """
 from collections import deque
 from dataclasses import dataclass
 
 from proto import pb
 from scheduler.block_manager import BlockManager
+from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
 from scheduler.request import FINISHED, RUNNING, WAITING, Request, RequestOutput
 from scheduler.state_pool import StatePool
 
@@ -31,8 +35,9 @@ class SchedulerLimits:
 
 class Scheduler:
     def __init__(self, limits: SchedulerLimits, num_blocks: int, block_size: int, num_slots: int,
-                 max_context_len: int, clock=None):
+                 max_context_len: int, clock=None, prefix_cache: PrefixCacheConfig = None):
         self.limits = limits
+        self.prefix_config = prefix_cache or PrefixCacheConfig(enabled=False)
         self.waiting = deque()
         self.running = []
         self.requests = {}
@@ -47,6 +52,7 @@ class Scheduler:
         """Sizes the pools for a (new) worker; call only when no request holds blocks or slots."""
         self.block_manager = BlockManager(num_blocks, block_size)
         self.state_pool = StatePool(num_slots)
+        self.prefix_cache = PrefixCache(self.prefix_config, self.block_manager, self.state_pool)
         # A request can never grow past the whole KV pool, so that bounds the context as well.
         self.max_context_len = min(max_context_len, num_blocks * block_size)
         self._finished_for_worker = []
@@ -90,15 +96,17 @@ class Scheduler:
         return reqs
 
     def self_check(self) -> None:
-        """Raises SchedulerLeakError if nothing runs but blocks or slots are still held."""
+        """Raises SchedulerLeakError if nothing runs but blocks or slots are held by anything but the prefix cache."""
         if self.has_work():
             return
-        if self.block_manager.num_free_blocks != self.block_manager.num_total_blocks:
-            raise SchedulerLeakError(f"idle with {self.block_manager.num_free_blocks} of "
-                                     f"{self.block_manager.num_total_blocks} KV blocks free")
-        if self.state_pool.num_free_slots != self.state_pool.num_total_slots:
-            raise SchedulerLeakError(f"idle with {self.state_pool.num_free_slots} of "
-                                     f"{self.state_pool.num_total_slots} state slots free")
+        blocks, slots, cache = self.block_manager, self.state_pool, self.prefix_cache
+        if blocks.num_free_blocks + cache.num_cached_blocks != blocks.num_total_blocks or any(
+                blocks.refcount(b) != n for b, n in cache.held.items()):
+            raise SchedulerLeakError(f"idle with {blocks.num_free_blocks} of {blocks.num_total_blocks} KV blocks "
+                                     f"free and {cache.num_cached_blocks} held by the prefix cache")
+        if slots.num_free_slots + cache.num_entries != slots.num_total_slots:
+            raise SchedulerLeakError(f"idle with {slots.num_free_slots} of {slots.num_total_slots} state slots "
+                                     f"free and {cache.num_entries} held by the prefix cache")
 
     def schedule(self) -> "pb.PackedStep | None":
         """Plans the next packed step; None when there is nothing to run."""
@@ -113,7 +121,7 @@ class Scheduler:
                 break
             if req.status != RUNNING:
                 continue
-            num_new = min(req.num_uncomputed_tokens, budget)
+            num_new = self._chunk(req, budget)
             if self._reserve_blocks(req, num_new, scheduled):
                 budget -= self._add_row(step, req, num_new, scheduled)
         # After a preemption the pool is short: admitting more would only preempt again.
@@ -132,22 +140,45 @@ class Scheduler:
         """Grows req's block table for num_new more tokens, preempting later requests; False if req itself went."""
         num_needed = req.num_computed_tokens + num_new
         while not self.block_manager.grow(req.block_ids, num_needed):
+            if self.prefix_cache.evict_one():
+                continue
             victim = next((r for r in reversed(self.running) if r.req_id not in scheduled and r is not req), None)
             self._preempt(victim or req)
             if victim is None:
                 return False
         return True
 
+    def _chunk(self, req: Request, budget: int) -> int:
+        """Tokens of req's next row: what is left, at most `budget`, ending at the next prefix-cache split point."""
+        num_new = min(req.num_uncomputed_tokens, budget)
+        if req.split_points is None:
+            req.split_points, req.snapshot_points = self.prefix_cache.plan(req.prompt_token_ids)
+        start = req.num_computed_tokens
+        cut = next((p for p in req.split_points if p > start), 0)
+        return min(num_new, cut - start) if cut else num_new
+
     def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             req = self.waiting[0]
-            if self.state_pool.num_free_slots == 0:
-                return
-            num_new = min(req.num_uncomputed_tokens, budget)
-            if not self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new):
-                return
+            hit = self.prefix_cache.lookup(req.prompt_token_ids)
+            while self.state_pool.num_free_slots == 0:
+                if not self.prefix_cache.evict_one(keep=hit):
+                    return
+            if hit is not None:
+                req.block_ids = self.prefix_cache.use(hit)
+                req.num_computed_tokens = hit.num_tokens
+            num_new = self._chunk(req, budget)
+            while not self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new):
+                if not self.prefix_cache.evict_one(keep=hit):
+                    self.block_manager.free(req.block_ids)
+                    req.num_computed_tokens = 0
+                    return
             self.waiting.popleft()
             req.state_slot = self.state_pool.allocate()
+            req.num_cached_tokens = req.num_computed_tokens
+            self.prefix_cache.record(req.num_prompt_tokens, req.num_cached_tokens)
+            if hit is not None:
+                step.restore_states.add(src_slot=hit.slot, dst_slot=req.state_slot)
             req.status = RUNNING
             if not req.first_scheduled_ns:
                 req.first_scheduled_ns = self._clock()
@@ -168,6 +199,9 @@ class Scheduler:
         step.token_ids.extend(req.token_slice(start, start + num_new))
         req.num_computed_tokens = start + num_new
         scheduled.add(req.req_id)
+        snapshot_slot = self.prefix_cache.snapshot(req, req.num_computed_tokens)
+        if snapshot_slot >= 0:
+            step.snapshot_states.add(src_slot=req.state_slot, dst_slot=snapshot_slot)
         return num_new
 
     def _release(self, req: Request) -> None:
@@ -198,6 +232,7 @@ class Scheduler:
         """Applies a pb.StepResult: appends sampled tokens, finishes requests; returns RequestOutputs."""
         if result.error:
             return self.fail_running(result.error)
+        self.prefix_cache.commit()
         outputs = self._fail_requests(result.failed_requests)
         num_top = len(result.top_logprobs)
         for i, req_id in enumerate(result.req_ids):
@@ -247,6 +282,7 @@ class Scheduler:
 
     def fail_running(self, error: str) -> list:
         """A failed step aborts every running request (their GDN state is no longer trustworthy)."""
+        self.prefix_cache.drop_pending()
         outputs = []
         for req in list(self.running):
             self.running.remove(req)

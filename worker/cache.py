@@ -39,6 +39,16 @@ class ModelCache:
             self.recurrent_state[:, slots] = 0
             self.conv_state[:, slots] = 0
 
+    def copy_slots(self, src_slots: list, dst_slots: list) -> None:
+        """GDN recurrent and conv state of `src_slots` [n] written over `dst_slots` [n] in every GDN layer (prefix
+        cache snapshot / restore). All sources are read before any destination is written."""
+        if not src_slots:
+            return
+        src = torch.tensor(src_slots, dtype=torch.int64, device=self.device)
+        dst = torch.tensor(dst_slots, dtype=torch.int64, device=self.device)
+        self.recurrent_state[:, dst] = self.recurrent_state[:, src]
+        self.conv_state[:, dst] = self.conv_state[:, src]
+
     @staticmethod
     def bytes_per_block(config: ModelConfig, block_size: int, dtype=torch.bfloat16) -> int:
         """Bytes one KV block takes over all attention layers (K and V)."""

@@ -80,8 +80,10 @@ class ModelRunner:
         sample_rows = [row for row in step.rows if row.sample]
         states = [self._state(row.req_id) for row in sample_rows]
         with torch.inference_mode():
+            self.copy_states(step.restore_states)
             logits = forward_step(self.model, self.cache, batch, self.graphs, [row.num_tokens for row in step.rows],
                                   [row.context_len for row in step.rows])
+            self.copy_states(step.snapshot_states)
             sampled = self.sampler.sample(logits, states)
         for row, st, token_id, logprob, top in zip(sample_rows, states, sampled.token_ids, sampled.logprobs,
                                                    sampled.top_logprobs):
@@ -97,6 +99,15 @@ class ModelRunner:
             elif st.params.num_logprobs == 0 and any(s.params.num_logprobs for s in states):
                 result.top_logprobs.add()
         return result
+
+    def copy_states(self, copies) -> None:
+        """Runs pb.StateCopy items (prefix-cache restores or snapshots); StepError for a slot outside the pool."""
+        src = [c.src_slot for c in copies]
+        dst = [c.dst_slot for c in copies]
+        for slot in src + dst:
+            if not 0 <= slot < self.cache.num_slots:
+                raise StepError(f"state copy slot {slot} outside [0, {self.cache.num_slots})")
+        self.cache.copy_slots(src, dst)
 
     def _state(self, req_id: str) -> SamplingState:
         state = self.states.get(req_id)

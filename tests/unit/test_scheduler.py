@@ -20,6 +20,7 @@ class FakeWorker:
 
     def run(self, step) -> "pb.StepResult":
         result = pb.StepResult(step_id=step.step_id)
+        self.copy(step.restore_states)
         offset = 0
         for row in step.rows:
             toks = step.token_ids[offset:offset + row.num_tokens]
@@ -34,7 +35,14 @@ class FakeWorker:
                 result.req_ids.append(row.req_id)
                 result.token_ids.append(h % VOCAB)
                 result.logprobs.append(-1.0)
+        self.copy(step.snapshot_states)
         return result
+
+    def copy(self, copies) -> None:
+        """Prefix-cache state copies: every source read before any destination is written (as the worker does)."""
+        states = [self.state[c.src_slot] for c in copies]
+        for c, state in zip(copies, states):
+            self.state[c.dst_slot] = state
 
 
 def make_scheduler(num_blocks=256, num_slots=16, max_tokens_per_step=256, max_num_seqs=16, max_context_len=4096):

@@ -1,0 +1,197 @@
+"""Scheduler process: the automatic prefix cache (research/seed-engine.md 3.4), pure Python, no torch.
+
+An entry is a prompt prefix (token ids, a whole number of KV blocks), the KV blocks that hold it (shared through
+the block manager's refcounts, so a hit copies no KV) and one GDN state slot holding the recurrent + conv state
+right after its last token (a snapshot: the worker copies a row's slot into it, PackedStep.snapshot_states).
+A request whose prompt has a cached entry as a proper prefix shares the blocks, gets the snapshot copied into its
+own slot (PackedStep.restore_states) and prefills from there.
+
+Checkpoints (where snapshots are taken): the first `<|im_start|>` at or past min_tokens (system prompt + tools) and
+the last `<|im_start|>` (the previous turns), each rounded down to the KV block size. So that a hit gives the
+same bits as a cold run, a prefill chunk ends at EVERY block-rounded `<|im_start|>` position >= min_tokens
+(split points): the chunks of any prompt then depend on its tokens only, never on which prefix was cached.
+Limits: max_entries entries, snapshot slots <= half the state pool, cached KV blocks <= half the KV pool; LRU
+eviction, and entries give way (LRU first) before a running request is preempted or a waiting one refused.
+"""
+import json
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+ANCHOR_TOKEN = "<|im_start|>"
+
+
+@dataclass
+class PrefixCacheConfig:
+    enabled: bool = True
+    max_entries: int = 32         # entries (= GDN snapshot slots) at most
+    min_tokens: int = 1024        # shortest prefix (tokens) worth a checkpoint
+    anchor_token_id: int = -1     # `<|im_start|>` id; -1 = none known: no checkpoints, the cache stays empty
+
+
+def anchor_token_id(card: dict) -> int:
+    """The `<|im_start|>` id from the model card's tokenizer.json (bytes) added_tokens; -1 when absent."""
+    raw = card.get("tokenizer_json")
+    if not raw:
+        return -1
+    try:
+        added = json.loads(raw).get("added_tokens") or []
+    except (ValueError, AttributeError):
+        return -1
+    return next((int(t["id"]) for t in added if isinstance(t, dict) and t.get("content") == ANCHOR_TOKEN), -1)
+
+
+def plan_checkpoints(prompt: list, anchor: int, min_tokens: int, block_size: int) -> tuple:
+    """Returns (split_points, snapshot_points): ascending prefix lengths (tokens, multiples of block_size,
+    >= max(min_tokens, block_size), < len(prompt)) where a prefill chunk must end / a snapshot is taken."""
+    if anchor < 0:
+        return [], ()
+    floor = max(min_tokens, block_size)
+    points = sorted({p - p % block_size for p, t in enumerate(prompt) if t == anchor and p >= floor})
+    points = [p for p in points if p >= floor]
+    if not points:
+        return [], ()
+    return points, tuple(sorted({points[0], points[-1]}))
+
+
+def _key(tokens) -> bytes:
+    return array("i", tokens).tobytes()
+
+
+@dataclass(eq=False)
+class PrefixEntry:
+    key: bytes                    # int32 token ids of the prefix, native byte order
+    num_tokens: int               # prefix length, a multiple of the block size
+    block_ids: list               # KV blocks covering the prefix (one reference held by this entry)
+    slot: int                     # GDN snapshot slot
+    ready: bool = False           # False until the step that writes blocks and snapshot has come back
+
+
+@dataclass
+class PrefixCacheStats:
+    num_query_tokens: int = 0     # prompt tokens of admitted requests looked up (vLLM prefix_cache_queries)
+    num_hit_tokens: int = 0       # of those, tokens served from the cache (vLLM prefix_cache_hits)
+    num_evictions: int = 0
+
+
+@dataclass
+class PrefixCache:
+    """The entries of one worker's pools; `blocks` is the BlockManager, `slots` the StatePool they come from."""
+
+    config: PrefixCacheConfig
+    blocks: object
+    slots: object
+    entries: OrderedDict = field(default_factory=OrderedDict)   # key -> PrefixEntry, least recently used first
+    stats: PrefixCacheStats = field(default_factory=PrefixCacheStats)
+    held: dict = field(default_factory=dict)                    # block id -> entries holding it
+    pending: list = field(default_factory=list)                 # entries the step in flight writes
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled and self.config.anchor_token_id >= 0 and self.max_slots > 0
+
+    @property
+    def max_slots(self) -> int:
+        return min(self.config.max_entries, self.slots.num_total_slots // 2)
+
+    @property
+    def num_entries(self) -> int:
+        return len(self.entries)
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Distinct KV blocks the entries hold."""
+        return len(self.held)
+
+    def plan(self, prompt: list) -> tuple:
+        """(split_points, snapshot_points) of a prompt; both empty when the cache is off."""
+        if not self.enabled:
+            return [], ()
+        cfg = self.config
+        return plan_checkpoints(prompt, cfg.anchor_token_id, cfg.min_tokens, self.blocks.block_size)
+
+    def lookup(self, prompt: list) -> "PrefixEntry | None":
+        """The ready entry that is the longest proper prefix of `prompt`, or None. No side effects."""
+        if not self.entries:
+            return None
+        buf = _key(prompt)
+        for num_tokens in sorted({e.num_tokens for e in self.entries.values()}, reverse=True):
+            if num_tokens >= len(prompt):
+                continue
+            entry = self.entries.get(buf[:4 * num_tokens])
+            if entry is not None and entry.ready:
+                return entry
+        return None
+
+    def use(self, entry: PrefixEntry) -> list:
+        """Marks `entry` most recently used; returns its block ids with one more reference (for the request)."""
+        self.entries.move_to_end(entry.key)
+        return self.blocks.share(entry.block_ids)
+
+    def record(self, num_prompt_tokens: int, num_hit_tokens: int) -> None:
+        """Counts one admitted request's lookup (tokens), as vLLM does."""
+        self.stats.num_query_tokens += num_prompt_tokens
+        self.stats.num_hit_tokens += num_hit_tokens
+
+    def evict_one(self, keep: "PrefixEntry | None" = None) -> bool:
+        """Drops the least recently used ready entry other than `keep`: its slot and block references go back.
+        False when no entry can go (pending entries are written by the step in flight and stay)."""
+        victim = next((e for e in self.entries.values() if e.ready and e is not keep), None)
+        if victim is None:
+            return False
+        self._drop(victim)
+        self.stats.num_evictions += 1
+        return True
+
+    def clear(self) -> None:
+        """Drops every ready entry (pending ones stay until their step is back)."""
+        while self.evict_one():
+            pass
+
+    def snapshot(self, req, end: int) -> int:
+        """Called when `req`'s row in the step being planned ends at token `end`: when `end` is one of its
+        snapshot points and the prefix is not cached yet, creates a pending entry (evicting LRU entries to make
+        room) and returns its snapshot slot; else -1."""
+        if end not in req.snapshot_points or not self.enabled:
+            return -1
+        key = _key(req.token_slice(0, end))
+        if key in self.entries:
+            return -1
+        block_ids = req.block_ids[:end // self.blocks.block_size]
+        while not self._fits(block_ids):
+            if not self.evict_one():
+                return -1
+        entry = PrefixEntry(key, end, self.blocks.share(block_ids), self.slots.allocate())
+        for block_id in entry.block_ids:
+            self.held[block_id] = self.held.get(block_id, 0) + 1
+        self.entries[key] = entry
+        self.pending.append(entry)
+        return entry.slot
+
+    def _fits(self, block_ids: list) -> bool:
+        num_new = sum(1 for b in block_ids if b not in self.held)
+        return (self.num_entries < self.max_slots and self.slots.num_free_slots > 0
+                and self.num_cached_blocks + num_new <= self.blocks.num_total_blocks // 2)
+
+    def commit(self) -> None:
+        """The step in flight came back: its snapshots and KV blocks are written, the entries may serve hits."""
+        for entry in self.pending:
+            entry.ready = True
+        self.pending = []
+
+    def drop_pending(self) -> None:
+        """The step in flight failed: its entries hold nothing valid."""
+        for entry in self.pending:
+            if self.entries.get(entry.key) is entry:
+                self._drop(entry)
+        self.pending = []
+
+    def _drop(self, entry: PrefixEntry) -> None:
+        del self.entries[entry.key]
+        for block_id in entry.block_ids:
+            if self.held[block_id] == 1:
+                del self.held[block_id]
+            else:
+                self.held[block_id] -= 1
+        self.blocks.free(entry.block_ids)
+        self.slots.free(entry.slot)
