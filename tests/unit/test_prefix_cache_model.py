@@ -1,0 +1,129 @@
+"""Unit tests: prefix-cache hits against cold runs on the tiny model (Scheduler + ModelRunner in-process, CPU).
+
+A hit must give the same bits as a cold run: token ids and logprobs compared with ==, not approximately.
+"""
+import os
+
+import pytest
+import torch
+
+from proto import pb
+from scheduler.prefix_cache import PrefixCacheConfig
+from scheduler.request import Request
+from scheduler.scheduler import Scheduler, SchedulerLimits
+from tests.e2e.stack import DEFAULT_MODEL
+from worker.cache import ModelCache
+from worker.loader import load_model
+from worker.model_runner import ModelRunner
+
+IM_START = 1016        # <|im_start|> in the tiny tokenizer
+BLOCK, NUM_BLOCKS, NUM_SLOTS = 16, 96, 8
+GREEDY = pb.SamplingParams()
+SEEDED = pb.SamplingParams(temperature=1.0, top_p=0.9, has_seed=True, seed=1234, num_logprobs=3)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    if not os.path.isfile(os.path.join(DEFAULT_MODEL, "config.json")):
+        pytest.skip("tiny checkpoint missing: run `make model`")
+    return load_model(DEFAULT_MODEL, progress=False)
+
+
+class Harness:
+    """One scheduler and one worker runner over a fresh pool; serve() runs one request to its end."""
+
+    def __init__(self, tiny, budget=2048, min_tokens=32, enabled=True):
+        model, config = tiny
+        cache = ModelCache(config, NUM_BLOCKS, BLOCK, NUM_SLOTS, device="cpu", dtype=torch.float32)
+        self.runner = ModelRunner(model, config, cache, config.vocab_size)
+        prefix = PrefixCacheConfig(enabled, 4, min_tokens, IM_START)
+        self.sched = Scheduler(SchedulerLimits(budget, 4), NUM_BLOCKS, BLOCK, NUM_SLOTS, 4096, prefix_cache=prefix)
+        self.steps = []
+
+    def serve(self, req_id: str, prompt: list, sampling=GREEDY, max_tokens=8) -> tuple:
+        """Returns (token ids, logprobs, top logprobs as tuples, prompt tokens served from the cache)."""
+        req = Request(req_id, list(prompt), sampling, max_tokens)
+        self.sched.add_request(req)
+        tokens, logprobs, tops = [], [], []
+        while (step := self.sched.schedule()) is not None:
+            self.steps.append(step)
+            result = self.runner.execute(step)
+            assert not result.error, result.error
+            for out in self.sched.update(result):
+                tokens += out.token_ids
+                logprobs += out.logprobs
+                tops += [(tuple(t.token_ids), tuple(t.logprobs)) for t in out.top_logprobs]
+        self.sched.self_check()
+        return tokens, logprobs, tops, req.num_cached_tokens
+
+
+def text(seed: int, length: int) -> list:
+    return [(seed * 131 + i * 37) % 1000 + 3 for i in range(length)]
+
+
+def chat_prompt(system: list, turns: list) -> list:
+    """ChatML-shaped ids: system, then (user, assistant reply) turns, the last reply None (the generation header)."""
+    ids = [IM_START] + system
+    for user, reply in turns:
+        ids += [IM_START] + user + [IM_START] + [7, 8]
+        if reply is not None:
+            ids += reply + [1017]
+    return ids
+
+
+@pytest.mark.parametrize("sampling", [GREEDY, SEEDED], ids=["greedy", "seeded"])
+def test_warm_run_equals_cold_run(tiny, sampling):
+    prompt = chat_prompt(text(1, 150), [(text(2, 30), None)])
+    cold = Harness(tiny).serve("cold", prompt, sampling)
+    warm_harness = Harness(tiny)
+    first = warm_harness.serve("first", prompt, sampling)
+    again = warm_harness.serve("again", prompt + [], sampling)
+    assert first == cold and again[3] > 0
+    assert again[:3] == cold[:3]
+
+
+def test_turn_two_reusing_turn_one_equals_a_cold_turn_two(tiny):
+    system = text(3, 200)
+    turn1 = chat_prompt(system, [(text(4, 25), None)])
+    warm = Harness(tiny)
+    reply, _, _, _ = warm.serve("t1", turn1, max_tokens=12)
+    turn2 = chat_prompt(system, [(text(4, 25), reply), (text(5, 40), None)])
+    assert turn2[:len(turn1) - 2] == turn1[:-2]
+    hit = warm.serve("t2", turn2, max_tokens=12)
+    cold = Harness(tiny).serve("t2", turn2, max_tokens=12)
+    assert hit[3] == (len(turn1) - 3) // BLOCK * BLOCK     # turn 1's last <|im_start|>, rounded down
+    assert hit[:3] == cold[:3]
+
+
+@pytest.mark.parametrize("budget", [40, 100], ids=["budget-40", "budget-100"])
+def test_chunked_prefill_across_a_checkpoint(tiny, budget):
+    prompt = chat_prompt(text(6, 90), [(text(7, 36), None)])
+    warm = Harness(tiny, budget=budget)
+    first = warm.serve("first", prompt)
+    ends = [r.context_len + r.num_tokens for s in warm.steps for r in s.rows]
+    snapshot_ends = [s.rows[0].context_len + s.rows[0].num_tokens for s in warm.steps if s.snapshot_states]
+    assert snapshot_ends == [80, 128] and {80, 128} <= set(ends)
+    second = warm.serve("second", prompt + [9])
+    assert second[3] == 128
+    cold = Harness(tiny, budget=budget).serve("cold", prompt + [9])
+    assert second[:3] == cold[:3] and first[3] == 0
+
+
+def test_prompt_equal_to_a_cached_prefix_computes_its_last_logits(tiny):
+    prompt = chat_prompt(text(8, 90), [(text(9, 36), None)])    # checkpoints at 80 and 128
+    warm = Harness(tiny)
+    warm.serve("first", prompt)
+    exact = prompt[:128]
+    hit = warm.serve("exact", exact)
+    cold = Harness(tiny).serve("cold", exact)
+    assert hit[3] == 80 and len(hit[0]) == 8
+    assert hit[:3] == cold[:3]
+
+
+def test_cache_off_takes_no_snapshots(tiny):
+    prompt = chat_prompt(text(10, 90), [(text(11, 35), None)])
+    off = Harness(tiny, enabled=False)
+    off.serve("a", prompt)
+    again = off.serve("b", prompt)
+    assert again[3] == 0 and not any(s.snapshot_states or s.restore_states for s in off.steps)
+    assert off.sched.prefix_cache.num_entries == 0
