@@ -129,7 +129,9 @@ class PrefixCache:
         return self.blocks.share(entry.block_ids)
 
     def record(self, num_prompt_tokens: int, num_hit_tokens: int) -> None:
-        """Counts one admitted request's lookup (tokens), as vLLM does."""
+        """Counts one admitted request's lookup (tokens), as vLLM does; nothing while the cache is off."""
+        if not self.enabled:
+            return
         self.stats.num_query_tokens += num_prompt_tokens
         self.stats.num_hit_tokens += num_hit_tokens
 

@@ -13,6 +13,8 @@ def step_message():
                                                      seed=2 ** 63 + 5, logit_bias={3: -100.0, 7: 2.5}))
     step.rows.add(req_id="a", num_tokens=3, context_len=0, state_slot=4, block_table=[0, 5], sample=True)
     step.rows.add(req_id="b", num_tokens=1, context_len=40, state_slot=1, block_table=[1, 2, 3], sample=True)
+    step.restore_states.add(src_slot=6, dst_slot=4)
+    step.snapshot_states.add(src_slot=1, dst_slot=7)
     return pb.WorkerMessage(step=step)
 
 
