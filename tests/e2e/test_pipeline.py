@@ -210,3 +210,36 @@ async def test_start_order_and_scheduler_restart(make_engine_stack):
     async with grpc.aio.insecure_channel(stack.grpc_addr) as channel:
         again, _ = await collect(pb_grpc.ServingStub(channel), greedy_request("one", prompt(1, 8), 4))
     assert again == first and len(first) == 4
+
+
+async def collect_with_logprobs(stub, request) -> tuple:
+    """(token ids, logprobs, num_cached_tokens of the first message) of one Generate call."""
+    tokens, logprobs, cached = [], [], None
+    async for resp in stub.Generate(request):
+        tokens.extend(resp.token_ids)
+        logprobs.extend(resp.logprobs)
+        cached = resp.num_cached_tokens if cached is None else cached
+    return tokens, logprobs, cached
+
+
+async def test_prefix_cache_hits_give_the_cold_bits(make_engine_stack):
+    im_start, im_end = 1016, 1017
+    stack = make_engine_stack(env={"SPARKINFER_PREFIX_CACHE_MIN_TOKENS": "32"})
+    turn1 = [im_start] + prompt(5, 120) + [im_start] + prompt(6, 20) + [im_start, 7, 8]   # anchors at 121, 142
+    seeded = pb.SamplingParams(temperature=1.0, has_seed=True, seed=9)
+    async with grpc.aio.insecure_channel(stack.grpc_addr) as channel:
+        stub = pb_grpc.ServingStub(channel)
+        cold = await collect_with_logprobs(stub, greedy_request("cold", turn1, 10, sampling=seeded))
+        warm = await collect_with_logprobs(stub, greedy_request("warm", turn1, 10, sampling=seeded))
+        turn2 = turn1 + cold[0] + [im_end, im_start] + prompt(7, 30) + [im_start, 7, 8]
+        second = await collect_with_logprobs(stub, greedy_request("turn2", turn2, 10))
+        load = await stub.Load(pb.LoadRequest())
+    assert cold[2] == 0 and warm[2] == 128 and second[2] == 128
+    assert warm[:2] == cold[:2] and len(second[0]) == 10
+    assert load.num_prefix_entries >= 2 and load.num_running == 0
+    assert load.num_free_blocks + load.num_cached_blocks == load.num_total_blocks
+    assert load.num_free_slots + load.num_prefix_entries == load.num_total_slots
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics", timeout=5).read().decode()
+    values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines() if line.startswith("sparkinfer_")}
+    assert values["sparkinfer_prefix_cache_queries_total"] == 2 * len(turn1) + len(turn2)
+    assert values["sparkinfer_prefix_cache_hits_total"] == 256
