@@ -175,6 +175,19 @@ class PrefixCache:
         return (self.num_entries < self.max_slots and self.slots.num_free_slots > 0
                 and self.num_cached_blocks + num_new <= self.blocks.num_total_blocks // 2)
 
+    def leak(self) -> str:
+        """For an idle scheduler: "" when every KV block and state slot in use is held by entries alone, else
+        what is held by something else."""
+        blocks, slots = self.blocks, self.slots
+        if blocks.num_free_blocks + self.num_cached_blocks != blocks.num_total_blocks or any(
+                blocks.refcount(b) != n for b, n in self.held.items()):
+            return (f"{blocks.num_free_blocks} of {blocks.num_total_blocks} KV blocks free and "
+                    f"{self.num_cached_blocks} held by the prefix cache")
+        if slots.num_free_slots + self.num_entries != slots.num_total_slots:
+            return (f"{slots.num_free_slots} of {slots.num_total_slots} state slots free and "
+                    f"{self.num_entries} held by the prefix cache")
+        return ""
+
     def commit(self) -> None:
         """The step in flight came back: its snapshots and KV blocks are written, the entries may serve hits."""
         for entry in self.pending:

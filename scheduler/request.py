@@ -28,8 +28,10 @@ class Request:
     stop_token_id: int = -1
     constraint: object = None             # pb.Constraint forwarded untouched to the worker (None = unconstrained)
     num_cached_tokens: int = 0            # prompt tokens served from the prefix cache when last admitted
-    split_points: list = None             # prefix-cache plan: prefill chunks end at these lengths (tokens); None =
-    snapshot_points: tuple = ()           # not planned yet; snapshots are taken at these (scheduler/prefix_cache.py)
+    # Prefix-cache plan (scheduler/prefix_cache.py), made when first scheduled (None = not yet): prefill chunks end
+    # at split_points, snapshots are taken at snapshot_points (prefix lengths in tokens, ascending).
+    split_points: list = None
+    snapshot_points: tuple = ()
 
     @property
     def min_tokens(self) -> int:

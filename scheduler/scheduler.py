@@ -13,6 +13,7 @@ Prefix cache (scheduler/prefix_cache.py): a waiting request whose prompt starts 
 blocks and starts at its end, the snapshot copied into its slot; prefill chunks end at the cache's split points and
 snapshots are taken there. Entries give way (least recently used first) before any request is preempted or refused.
 """
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 
@@ -99,14 +100,9 @@ class Scheduler:
         """Raises SchedulerLeakError if nothing runs but blocks or slots are held by anything but the prefix cache."""
         if self.has_work():
             return
-        blocks, slots, cache = self.block_manager, self.state_pool, self.prefix_cache
-        if blocks.num_free_blocks + cache.num_cached_blocks != blocks.num_total_blocks or any(
-                blocks.refcount(b) != n for b, n in cache.held.items()):
-            raise SchedulerLeakError(f"idle with {blocks.num_free_blocks} of {blocks.num_total_blocks} KV blocks "
-                                     f"free and {cache.num_cached_blocks} held by the prefix cache")
-        if slots.num_free_slots + cache.num_entries != slots.num_total_slots:
-            raise SchedulerLeakError(f"idle with {slots.num_free_slots} of {slots.num_total_slots} state slots "
-                                     f"free and {cache.num_entries} held by the prefix cache")
+        leak = self.prefix_cache.leak()
+        if leak:
+            raise SchedulerLeakError(f"idle with {leak}")
 
     def schedule(self) -> "pb.PackedStep | None":
         """Plans the next packed step; None when there is nothing to run."""
@@ -154,25 +150,16 @@ class Scheduler:
         if req.split_points is None:
             req.split_points, req.snapshot_points = self.prefix_cache.plan(req.prompt_token_ids)
         start = req.num_computed_tokens
-        cut = next((p for p in req.split_points if p > start), 0)
-        return min(num_new, cut - start) if cut else num_new
+        i = bisect_right(req.split_points, start)
+        return min(num_new, req.split_points[i] - start) if i < len(req.split_points) else num_new
 
     def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             req = self.waiting[0]
             hit = self.prefix_cache.lookup(req.prompt_token_ids)
-            while self.state_pool.num_free_slots == 0:
-                if not self.prefix_cache.evict_one(keep=hit):
-                    return
-            if hit is not None:
-                req.block_ids = self.prefix_cache.use(hit)
-                req.num_computed_tokens = hit.num_tokens
-            num_new = self._chunk(req, budget)
-            while not self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new):
-                if not self.prefix_cache.evict_one(keep=hit):
-                    self.block_manager.free(req.block_ids)
-                    req.num_computed_tokens = 0
-                    return
+            num_new = self._take_pools(req, hit, budget)
+            if not num_new:
+                return
             self.waiting.popleft()
             req.state_slot = self.state_pool.allocate()
             req.num_cached_tokens = req.num_computed_tokens
@@ -184,6 +171,23 @@ class Scheduler:
                 req.first_scheduled_ns = self._clock()
             self.running.append(req)
             budget -= self._add_row(step, req, num_new, scheduled)
+
+    def _take_pools(self, req: Request, hit, budget: int) -> int:
+        """Makes room for waiting `req` (evicting prefix-cache entries other than `hit`, LRU first): a free state
+        slot, `hit`'s blocks shared, blocks for its first chunk. Returns that chunk's tokens; 0 (no change) if full."""
+        while self.state_pool.num_free_slots == 0:
+            if not self.prefix_cache.evict_one(keep=hit):
+                return 0
+        if hit is not None:
+            req.block_ids = self.prefix_cache.use(hit)
+            req.num_computed_tokens = hit.num_tokens
+        num_new = self._chunk(req, budget)
+        while not self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new):
+            if not self.prefix_cache.evict_one(keep=hit):
+                self.block_manager.free(req.block_ids)
+                req.num_computed_tokens = 0
+                return 0
+        return num_new
 
     def _add_row(self, step, req: Request, num_new: int, scheduled: set) -> int:
         if not req.sent_to_worker:
