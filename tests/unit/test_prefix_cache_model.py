@@ -127,3 +127,18 @@ def test_cache_off_takes_no_snapshots(tiny):
     again = off.serve("b", prompt)
     assert again[3] == 0 and not any(s.snapshot_states or s.restore_states for s in off.steps)
     assert off.sched.prefix_cache.num_entries == 0
+
+
+def test_state_copies_read_every_source_first_and_check_slots(tiny):
+    model, config = tiny
+    cache = ModelCache(config, 4, BLOCK, 3, device="cpu", dtype=torch.float32)
+    for slot in range(3):
+        cache.recurrent_state[:, slot] = slot + 1
+        cache.conv_state[:, slot] = 10 * (slot + 1)
+    cache.copy_slots([0, 1], [1, 2])                       # slot 1 is written and read: its old state moves on
+    assert [float(cache.recurrent_state[0, s].max()) for s in range(3)] == [1.0, 1.0, 2.0]
+    assert [float(cache.conv_state[0, s].max()) for s in range(3)] == [10.0, 10.0, 20.0]
+    runner = ModelRunner(model, config, cache, config.vocab_size)
+    step = pb.PackedStep(step_id=1, token_ids=[5], restore_states=[pb.StateCopy(src_slot=7, dst_slot=0)])
+    step.rows.add(req_id="x", num_tokens=1, context_len=16, state_slot=0, block_table=[0, 1], sample=False)
+    assert "state copy slot 7" in runner.execute(step).error
