@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from aiohttp import web
 
-from gateway import metrics
+from gateway import http_compat, metrics
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
@@ -80,7 +80,7 @@ def _route_name(request: web.Request) -> str:
 def auth_middleware(api_key: Optional[str]):
     @web.middleware
     async def check_key(request: web.Request, handler):
-        if api_key and request.path not in _OPEN_PATHS:
+        if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
             header = request.headers.get("Authorization", "")
             given = header[7:].strip() if header.lower().startswith("bearer ") else ""
             if not secrets.compare_digest(given, api_key):
@@ -126,7 +126,8 @@ async def _prefetch_card(app: web.Application) -> None:
 
 def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) -> web.Application:
     """The gateway app; `client` lets tests point it at a fake scheduler."""
-    app = web.Application(middlewares=[error_middleware, auth_middleware(config.api_key)],
+    app = web.Application(middlewares=[http_compat.cors_middleware, error_middleware,
+                                       auth_middleware(config.api_key)],
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
     app[BODY_LIMIT_KEY] = config.max_body_bytes
@@ -139,6 +140,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_route)
+    http_compat.install(app)
 
     async def on_startup(app: web.Application) -> None:
         if app[ENGINE_KEY].client is None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -13,6 +14,8 @@ from gateway.model import ModelCard
 from gateway.offload import run_cpu
 from gateway.pipeline import ChoiceOutput, Delta, TokenLogprob  # noqa: F401 - part of the engine API
 from proto import pb
+
+log = logging.getLogger("sparkinfer.gateway")
 
 
 @dataclass
@@ -161,8 +164,10 @@ class Generation:
             metrics.GENERATION_TOKENS.inc(usage.completion_tokens)
 
     async def _run_choice(self, index: int) -> None:
-        stream = self._engine.client.generate(_pb_request(self.req, index))
+        stream = None
         try:
+            # Inside the try: a request that cannot even be built must fail the choice, never leave it hanging.
+            stream = self._engine.client.generate(_pb_request(self.req, index))
             await self._consume(index, stream)
             self._queue.put_nowait(_Done())
         except ApiError as exc:
@@ -170,9 +175,11 @@ class Generation:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug here must surface as a 500, not a hang
+            log.exception("choice %d of %s failed", index, self.req.req_id)
             self._queue.put_nowait(InternalError(f"gateway error while generating: {exc!r}"))
         finally:
-            stream.cancel()
+            if stream is not None:
+                stream.cancel()
 
     async def _consume(self, index: int, stream) -> None:
         out = ChoiceOutput(index, self.req, self._card)

@@ -117,12 +117,10 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
 
 
 def _num_predict(value: Optional[int]) -> Optional[int]:
-    if value is None or value in (-1, -2):
-        # -1: until the context window is full (-2, llama.cpp's "fill the context", means the same here).
+    """The token limit; None (until the context window is full) for any value below 1, as Ollama's runner reads
+    it: only numPredict > 0 limits a sequence (-1 is documented as infinite, -2 as "fill the context")."""
+    if value is None or value < 1:
         return None
-    if value < 1:
-        raise InvalidRequest(f"option 'num_predict' must be a positive integer, or -1 to generate until the "
-                             f"context window is full; got {value}", param="options.num_predict")
     return value
 
 

@@ -176,13 +176,37 @@ def _param_name(path) -> str:
     return name
 
 
+def _wants_integer(schema: dict) -> bool:
+    kind = schema.get("type")
+    return kind == "integer" or (isinstance(kind, list) and "integer" in kind)
+
+
+def integral(value: Any, schema: Any) -> Any:
+    """value with every integral float (5.0) where schema wants an integer made an int, as pydantic (vLLM) reads
+    it; JSON Schema counts 5.0 as an integer, but token counts, ids and seeds must reach the scheduler as ints."""
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, float) and value.is_integer() and _wants_integer(schema):
+        return int(value)
+    for alternative in schema.get("anyOf", ()):
+        value = integral(value, alternative)
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                value[key] = integral(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value = [integral(item, schema["items"]) for item in value]
+    return value
+
+
 def validate(body: Any, schema: dict) -> dict:
-    """Returns body when it matches schema; otherwise raises InvalidRequest for the first error."""
+    """Returns body (integral floats made ints) when it matches schema; otherwise raises InvalidRequest for the
+    first error."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
     error = next(iter(sorted(_VALIDATORS[id(schema)].iter_errors(body), key=lambda e: list(e.path))), None)
     if error is None:
-        return body
+        return integral(body, schema)
     param = _param_name(error.path)
     if error.validator == "required":
         missing = next((key for key in error.validator_value if key not in error.instance), "")

@@ -49,13 +49,14 @@ class ChoiceOutput:
         if self._want_logprobs:
             self._pending_logprobs.extend(_logprobs(message))
         self._num_tokens += len(message.token_ids)
-        text = self._detok.push(message.token_ids)
-        # Like vLLM, stop strings apply only from the min_tokens-th generated token on.
-        text = self._stop.push(text) if self._num_tokens >= self._min_tokens else text
+        # Like vLLM, stop strings apply only from the min_tokens-th generated token on (a stop string that began
+        # before it still counts when it ends after it).
+        armed = self._num_tokens >= self._min_tokens
+        text = self._stop.push(self._detok.push(message.token_ids), armed)
         if self._stop.matched is not None:
             finish = "stop"
         elif finish:
-            text += self._stop.push(self._detok.flush())
+            text += self._stop.push(self._detok.flush(), armed)
             text += self._stop.flush()
             if self._stop.matched is not None:
                 finish = "stop"

@@ -57,14 +57,19 @@ class StopMatcher:
         self._held = ""
         self.matched: Optional[str] = None
 
-    def push(self, text: str) -> str:
-        """Adds text; returns what is safe to emit. After a match, `matched` is set and the rest is dropped."""
+    def push(self, text: str, armed: bool = True) -> str:
+        """Adds text; returns what is safe to emit. After a match, `matched` is set and the rest is dropped.
+
+        Unarmed (before min_tokens, as vLLM does it), no match counts, but text that may begin a stop string is
+        still held, so that a stop string that starts before min_tokens and ends after it is caught once armed.
+        Only matches that end in the new text count (the held text alone never holds a whole stop string).
+        """
         if self.matched is not None:
             return ""
         if not self.stops:
             return text
         buf = self._held + text
-        cut = self._first_match(buf)
+        cut = self._first_match(buf, len(self._held)) if armed else None
         if cut is not None:
             self._held = ""
             return buf[:cut]
@@ -77,10 +82,11 @@ class StopMatcher:
         held, self._held = self._held, ""
         return "" if self.matched is not None else held
 
-    def _first_match(self, buf: str) -> Optional[int]:
+    def _first_match(self, buf: str, num_held: int) -> Optional[int]:
         best: Optional[int] = None
         for stop in self.stops:
-            pos = buf.find(stop)
+            # A match must end after the held text: it needs at least one character of the new text.
+            pos = buf.find(stop, max(0, num_held - len(stop) + 1))
             if pos >= 0 and (best is None or pos < best):
                 best, self.matched = pos, stop
         return best

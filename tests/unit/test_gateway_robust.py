@@ -8,13 +8,13 @@ from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
 from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
 
-ODD = [None, True, 0, -1, 2**40, -2**70, 1.5, 1e300, "x", "", [], [1], ["a"], {}, {"a": 1}, [{}], [None], "\x00"]
+ODD = [None, True, 0, -1, 2**40, -2**70, 1.5, 3.0, 1e300, "x", "", [], [1], ["a"], {}, {"a": 1}, [{}], [None], "\x00"]
 ROUTES = {
     "/v1/chat/completions": ({"messages": [{"role": "user", "content": "hi"}]},
                              ["model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
                               "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
                               "frequency_penalty", "repetition_penalty", "logit_bias", "n", "stop", "stop_token_ids",
-                              "ignore_eos", "user", "logprobs", "top_logprobs", "tools", "tool_choice",
+                              "min_tokens", "truncate_prompt_tokens", "ignore_eos", "user", "logprobs", "top_logprobs", "tools", "tool_choice",
                               "parallel_tool_calls", "response_format", "enable_thinking", "chat_template_kwargs",
                               "reasoning_effort", "reasoning"]),
     "/v1/completions": ({"prompt": "hi"}, ["model", "prompt", "stream", "stream_options", "max_tokens", "echo",

@@ -71,3 +71,29 @@ async def test_stop_strings_apply_only_from_min_tokens_on(stack):
     assert answer["choices"][0]["text"] == "ABA" and answer["choices"][0]["finish_reason"] == "stop"
     status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 7, "stop": ["B", "C"]})
     assert answer["choices"][0]["text"] == "ABABAB" and answer["choices"][0]["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_stop_string_that_ends_after_min_tokens_is_caught(stack, stream):
+    client, fake = stack
+    # "AB" starts at token 1 (before min_tokens 2) and ends at token 2: vLLM looks back over the held text and stops.
+    fake.script.token_ids = [TOKENIZER.token_to_id(t) for t in ("A", "B", "C", "C", "C")]
+    body = {"prompt": "Hello", "max_tokens": 5, "stop": ["AB"], "min_tokens": 2, "stream": stream}
+    text, finish = await completion_text(client, body)
+    assert (text, finish) == ("", "stop")
+    # A stop string that ends before min_tokens does not count; the next one, ending after, does.
+    fake.script.token_ids = [TOKENIZER.token_to_id(t) for t in ("A", "B", "C", "A", "B", "C")]
+    text, finish = await completion_text(client, {**body, "max_tokens": 6, "min_tokens": 3})
+    assert (text, finish) == ("ABC", "stop")
+
+
+async def completion_text(client, body) -> tuple:
+    """(text, finish_reason) of choice 0 of a /v1/completions call, streamed or not."""
+    response = await client.post("/v1/completions", data=orjson.dumps(body))
+    assert response.status == 200
+    if not body.get("stream"):
+        choice = orjson.loads(await response.read())["choices"][0]
+        return choice["text"], choice["finish_reason"]
+    events = [line[6:] for line in (await response.text()).split("\n\n") if line.startswith("data: {")]
+    chunks = [orjson.loads(e)["choices"][0] for e in events]
+    return "".join(c["text"] for c in chunks), chunks[-1]["finish_reason"]

@@ -35,7 +35,10 @@ def test_every_sampling_option_maps(card):
     assert (opts.num_predict, opts.num_ctx, opts.stop) == (128, 1024, ["\n\n"])
 
 
-@pytest.mark.parametrize("value,expected", [(-1, None), (-2, None), (1, 1), (7.0, 7)], ids=str)
+# Ollama's runner limits a sequence only when numPredict > 0: 0 and every negative value mean "until the window
+# is full" (ollama/ollama#7814: -1 infinite, -2 fill the context), never a 400.
+@pytest.mark.parametrize("value,expected", [(-1, None), (-2, None), (0, None), (-5, None), (1, 1), (7.0, 7)],
+                         ids=str)
 def test_num_predict_values(card, value, expected):
     assert parse_options({"num_predict": value}, card).num_predict == expected
 
@@ -55,8 +58,7 @@ def test_repeat_last_n(card):
 
 
 BAD = [
-    ({"num_predict": 0}, InvalidRequest, "num_predict' must be a positive integer, or -1"),
-    ({"num_predict": -5}, InvalidRequest, "num_predict"),
+    ({"num_predict": 2.5}, InvalidRequest, "'num_predict' must be an integer"),
     ({"num_ctx": 4096}, InvalidRequest, "num_ctx'=4096 exceeds this model's context length of 2048"),
     ({"num_ctx": 0}, InvalidRequest, "num_ctx' must be a positive integer"),
     ({"temperature": "hot"}, InvalidRequest, "'temperature' must be a number"),

@@ -1,0 +1,96 @@
+"""Gateway HTTP details from real client reports: CORS preflight, trailing slashes, integral floats (fake scheduler)."""
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hello world"
+    async with fake_gateway(fake, api_key="sk-test") as pair:
+        yield pair
+
+
+AUTH = {"Authorization": "Bearer sk-test"}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/models", "/api/chat", "/api/v0/chat/completions"])
+async def test_cors_preflight_is_204_with_the_allow_headers_and_needs_no_key(stack, path):
+    client, _ = stack
+    response = await client.options(path, headers={"Origin": "http://localhost:3000",
+                                                    "Access-Control-Request-Method": "POST",
+                                                    "Access-Control-Request-Headers": "authorization,content-type"})
+    assert response.status == 204
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+    assert "POST" in response.headers["Access-Control-Allow-Methods"]
+    assert response.headers["Access-Control-Allow-Headers"] == "authorization,content-type"
+
+
+async def test_preflight_on_an_unknown_route_is_still_404(stack):
+    client, _ = stack
+    response = await client.options("/v1/nope", headers={**AUTH, "Origin": "http://x"})
+    assert response.status == 404
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_every_response_carries_the_cors_origin_header(stack, stream):
+    client, _ = stack
+    response = await client.post("/v1/chat/completions", headers={**AUTH, "Origin": "http://x"},
+                                 data=orjson.dumps({"messages": USER, "max_tokens": 2, "stream": stream}))
+    assert response.status == 200 and response.headers["Access-Control-Allow-Origin"] == "*"
+    await response.read()
+    denied = await client.get("/v1/models", headers={"Origin": "http://x"})
+    assert denied.status == 401 and denied.headers["Access-Control-Allow-Origin"] == "*"
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/v1/chat/completions/", {"messages": USER, "max_tokens": 2}),
+    ("POST", "/v1/completions/", {"prompt": "Hello", "max_tokens": 2}),
+    ("GET", "/v1/models/", None),
+    ("POST", "/api/chat/", {"model": "default", "messages": USER, "stream": False, "options": {"num_predict": 2}}),
+    ("GET", "/api/tags/", None),
+])
+async def test_a_trailing_slash_is_served_like_the_route(stack, method, path, body):
+    client, _ = stack
+    response = await client.request(method, path, headers=AUTH, data=None if body is None else orjson.dumps(body),
+                                    allow_redirects=False)
+    assert response.status == 200, await response.text()
+    slashless = await client.request(method, path.rstrip("/"), headers=AUTH,
+                                     data=None if body is None else orjson.dumps(body))
+    assert set(orjson.loads(await response.read())) == set(orjson.loads(await slashless.read()))
+
+
+async def test_open_paths_stay_open_with_a_trailing_slash(stack):
+    client, _ = stack
+    assert (await client.get("/health/")).status == 200
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 3.0, "n": 2.0, "seed": 7.0, "top_k": 5.0,
+                              "min_tokens": 1.0, "top_logprobs": 1.0, "logprobs": True, "stop_token_ids": [3.0]}),
+    ("/v1/completions", {"prompt": [5.0, 6.0, 7.0], "max_tokens": 3.0, "logprobs": 1.0,
+                         "truncate_prompt_tokens": 2.0}),
+])
+async def test_integral_floats_are_read_as_integers(stack, path, body):
+    """JSON Schema counts 3.0 as an integer (pydantic, so vLLM, accepts it): it must not reach the scheduler as a
+    float (that left the request hanging) but be read as 3."""
+    client, fake = stack
+    response = await client.post(path, headers=AUTH, data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    request = fake.script.requests[-1]
+    assert request.max_tokens == 3
+    answer = orjson.loads(await response.read())
+    assert answer["usage"]["completion_tokens"] <= 3 * len(answer["choices"])
+
+
+@pytest.mark.parametrize("field, value", [("max_tokens", 3.5), ("n", 1.5), ("seed", 0.5)])
+async def test_fractional_values_of_integer_fields_are_400(stack, field, value):
+    client, _ = stack
+    response = await client.post("/v1/chat/completions", headers=AUTH,
+                                 data=orjson.dumps({"messages": USER, field: value}))
+    assert response.status == 400
+    assert orjson.loads(await response.read())["error"]["param"] == field
