@@ -238,6 +238,15 @@ class Engine:
                     self._card = await run_cpu(ModelCard.from_info, info)
         return self._card
 
+    async def model_loaded(self, timeout: float = 2.0) -> bool:
+        """Whether the model can generate now: the scheduler answers and has a live worker (what /api/ps and
+        LM Studio's model `state` report; the card alone is cached and outlives a dead worker)."""
+        try:
+            load = await self.client.load(timeout=timeout)
+        except ApiError:
+            return False
+        return bool(load.worker_alive)
+
     async def start(self, req: GenRequest) -> Generation:
         return Generation(self, req, await self.card())
 

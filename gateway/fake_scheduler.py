@@ -62,6 +62,7 @@ class FakeServing(pb_grpc.ServingServicer):
         self.eos_id = tokenizer.token_to_id("<|im_end|>")
         self.script = Script()
         self.num_running = 0
+        self.worker_alive = True
 
     async def Info(self, request, context):
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
@@ -71,7 +72,7 @@ class FakeServing(pb_grpc.ServingServicer):
                                vocab_size=self.tokenizer.get_vocab_size())
 
     async def Load(self, request, context):
-        return pb.LoadResponse(num_running=self.num_running, worker_alive=True)
+        return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive)
 
     async def Generate(self, request, context):
         script = self.script

@@ -15,11 +15,15 @@ def publisher(card: ModelCard) -> str:
     return card.model_id.split("/", 1)[0] if "/" in card.model_id else "sparkinfer"
 
 
-def model_object(card: ModelCard, served_name: str) -> dict:
-    return {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card),
-            "arch": arch_family(card.architecture), "compatibility_type": FORMAT,
-            "quantization": card.quantization or "unknown", "state": "loaded",
-            "max_context_length": card.max_context_len, "loaded_context_length": card.max_context_len}
+def model_object(card: ModelCard, served_name: str, loaded: bool = True) -> dict:
+    """LM Studio's model entry; `state` is "not-loaded" (and no loaded_context_length) while no worker runs it."""
+    entry = {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card),
+             "arch": arch_family(card.architecture), "compatibility_type": FORMAT,
+             "quantization": card.quantization or "unknown", "state": "loaded" if loaded else "not-loaded",
+             "max_context_length": card.max_context_len}
+    if loaded:
+        entry["loaded_context_length"] = card.max_context_len
+    return entry
 
 
 def model_info(card: ModelCard) -> dict:

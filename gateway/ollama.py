@@ -98,9 +98,12 @@ class OllamaRoutes:
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:
-        card, name = await self.engine.card(), await self.served_name()
         expires = self.load_state.expires_at()
-        return json_response({"models": [] if expires is None else [ps_entry(card, name, expires)]})
+        # A dead worker (or an unreachable scheduler) holds no model: Ollama lists none then.
+        if expires is None or not await self.engine.model_loaded():
+            return json_response({"models": []})
+        card, name = await self.engine.card(), await self.served_name()
+        return json_response({"models": [ps_entry(card, name, expires)]})
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:

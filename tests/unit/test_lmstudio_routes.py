@@ -81,3 +81,14 @@ async def test_bad_request_is_400_with_param(fake):
     client, _ = fake
     response = await client.post("/api/v0/chat/completions", json={**CHAT, "temperature": 9})
     assert response.status == 400 and (await response.json())["error"]["param"] == "temperature"
+
+
+async def test_model_state_is_not_loaded_while_the_worker_is_down(fake):
+    client, servicer = fake
+    servicer.worker_alive = False
+    listed = orjson.loads(await (await client.get("/api/v0/models")).read())["data"][0]
+    one = orjson.loads(await (await client.get("/api/v0/models/fake-model")).read())
+    assert listed["state"] == one["state"] == "not-loaded" and "loaded_context_length" not in listed
+    servicer.worker_alive = True
+    listed = orjson.loads(await (await client.get("/api/v0/models")).read())["data"][0]
+    assert listed["state"] == "loaded" and listed["loaded_context_length"] == 2048

@@ -83,3 +83,11 @@ async def test_format_with_tools_allows_a_call_or_the_json(client):
     assert status == 200 and body["done"] is True
     grammar = fake.script.requests[-1].constraint.grammar
     assert grammar.startswith("start: (calls | %json{") and "\ncalls: call" in grammar and "<function=f>" in grammar
+
+
+async def test_ps_lists_no_model_while_the_worker_is_down(client):
+    assert await ps_expiry(client) is not None
+    client.fake.worker_alive = False
+    assert await ps_expiry(client) is None
+    client.fake.worker_alive = True
+    assert await ps_expiry(client) is not None
