@@ -49,6 +49,7 @@ class Script:
     error: Optional[grpc.StatusCode] = None  # fail at once with this status
     error_details: str = ""
     abort_after: Optional[int] = None     # finish_reason "abort" after this many tokens
+    max_running: Optional[int] = None     # RESOURCE_EXHAUSTED (a full queue) for a call beyond this many at once
     requests: list = field(default_factory=list)  # GenerateRequests received
 
 
@@ -79,6 +80,8 @@ class FakeServing(pb_grpc.ServingServicer):
         script.requests.append(request)
         if script.error is not None:
             await context.abort(script.error, script.error_details or "scripted failure")
+        if script.max_running is not None and self.num_running >= script.max_running:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "waiting queue is full")
         ids = script.token_ids if script.token_ids is not None else self.tokenizer.encode(script.reply).ids
         self.num_running += 1
         try:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Optional, Protocol
 
 from aiohttp import web
@@ -42,7 +43,10 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
                             keepalive_s: float) -> web.StreamResponse:
     """Streams gen to the client; cancels it when the client goes away or anything fails."""
     try:
-        first = await _first_event(gen, keepalive_s)
+        started = time.monotonic()
+        # Before any header: every choice admitted (or the refusal of one, as the whole request's status).
+        await gen.wait_started(keepalive_s)
+        first = await _first_event(gen, max(keepalive_s - (time.monotonic() - started), 0.01))
         response = web.StreamResponse(status=200, headers={"Content-Type": framer.content_type, **framer.headers})
         await response.prepare(request)
         await _write_all(response, framer.start())

@@ -129,6 +129,27 @@ async def test_queue_full_is_429_with_retry_after(stack, stream):
     assert error_of(raw)["type"] == "rate_limit_error"
 
 
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "stream": True, "n": 2}),
+    ("/v1/completions", {"prompt": "hi", "stream": True, "n": 2}),
+    ("/v1/completions", {"prompt": "hi", "n": 2}),
+    ("/api/v0/chat/completions", {"messages": USER, "stream": True, "n": 2}),
+], ids=["chat-stream", "completions-stream", "completions", "lmstudio-stream"])
+async def test_n_choices_refused_in_part_fail_whole_with_429(stack, path, body):
+    """A short queue admits choice 0 and refuses choice 1: the whole request is a 429 before any byte of a body
+    (never a 200 stream cut by an error event), and the admitted choice is cancelled."""
+    client, fake = stack
+    fake.script.reply, fake.script.max_running = "Hello world " * 20, 1
+    status, raw, response = await post(client, path, {**body, "max_tokens": 40})
+    assert status == 429 and response.headers["Retry-After"] == "1", raw[:300]
+    assert error_of(raw)["type"] == "rate_limit_error" and error_of(raw)["code"] == "server_overloaded"
+    for _ in range(50):
+        if fake.num_running == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert fake.num_running == 0
+
+
 @pytest.mark.parametrize("code,details,status,error_code", [
     (grpc.StatusCode.UNAVAILABLE, "worker down", 503, "server_unavailable"),
     (grpc.StatusCode.INVALID_ARGUMENT, "prompt does not fit the context", 400, "context_length_exceeded"),

@@ -1,0 +1,69 @@
+"""Gateway process: the internal request every HTTP API translates into (GenRequest) and what comes back."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass
+class Sampling:
+    """Resolved sampling knobs (request values over generation_config defaults)."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict = field(default_factory=dict)   # token id -> bias
+    min_tokens: int = 0      # generated tokens before eos / stop ids / stop strings may end it (0 = off)
+
+
+@dataclass
+class GenRequest:
+    """One generation as the APIs ask for it: prompt ids in, n choices of text out."""
+    req_id: str
+    prompt_ids: list
+    max_tokens: int                      # generated tokens at most (>= 1)
+    sampling: Sampling = field(default_factory=Sampling)
+    stop: list = field(default_factory=list)           # stop strings (never returned)
+    stop_token_ids: list = field(default_factory=list)  # extra stop ids besides the model's eos
+    ignore_eos: bool = False
+    include_stop: bool = False           # a matched stop string is kept at the end of the output
+    n: int = 1
+    num_logprobs: Optional[int] = None   # None: no logprobs; k >= 0: sampled token + k alternatives
+    split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning
+    thinking_open: bool = False          # the prompt itself ended with an opened <think>
+    extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
+    constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)
+
+    @property
+    def all_prompt_ids(self) -> list:
+        return [self.prompt_ids] + list(self.extra_prompt_ids)
+
+    @property
+    def num_choices(self) -> int:
+        """n choices per prompt; choice index = prompt_index * n + i."""
+        return self.n * (1 + len(self.extra_prompt_ids))
+
+
+@dataclass
+class ChoiceResult:
+    index: int
+    content: str = ""
+    reasoning: str = ""
+    logprobs: list = field(default_factory=list)
+    finish_reason: Optional[str] = None
+    stop_reason: Optional[str] = None
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

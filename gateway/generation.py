@@ -1,0 +1,179 @@
+"""Gateway process: one running request, its n scheduler calls (one per choice) feeding one queue of Deltas."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Optional
+
+from gateway import metrics
+from gateway.errors import ApiError, InternalError, Unavailable
+from gateway.gen_request import GenRequest, Usage
+from gateway.model import ModelCard
+from gateway.pipeline import ChoiceOutput, Delta
+from proto import pb
+
+if TYPE_CHECKING:
+    from gateway.engine import Engine
+
+log = logging.getLogger("sparkinfer.gateway")
+
+
+def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
+    s = req.sampling
+    sampling = pb.SamplingParams(
+        temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
+        has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
+        presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
+        repetition_penalty=s.repetition_penalty, logit_bias=dict(s.logit_bias),
+        num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens)
+    prompt_ids = req.all_prompt_ids[index // req.n]
+    constraint = None
+    if req.constraint is not None:
+        constraint = pb.Constraint(kind=req.constraint.kind, grammar=req.constraint.grammar)
+    return pb.GenerateRequest(req_id=f"{req.req_id}-{index}", prompt_token_ids=prompt_ids,
+                              sampling=sampling, max_tokens=req.max_tokens,
+                              stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, constraint=constraint)
+
+
+class _Done:
+    """Queue marker: one choice finished."""
+
+
+class Generation:
+    """A running request: n scheduler calls feeding one queue of Deltas."""
+
+    def __init__(self, engine: "Engine", req: GenRequest, card: ModelCard):
+        self.req = req
+        self._engine = engine
+        self._card = card
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._num_prompt = [len(ids) for ids in req.all_prompt_ids]
+        self._usage = Usage(prompt_tokens=sum(self._num_prompt))
+        self._generated = [0] * req.num_choices
+        self._running = req.num_choices
+        self._start = time.monotonic()
+        self._first_token_at: Optional[float] = None
+        self._closed = False
+        # Choices that heard from the scheduler (admitted and running); set once all have, or one failed.
+        self._num_started = 0
+        self._all_started = asyncio.Event()
+        self._error: Optional[ApiError] = None
+        metrics.REQUESTS_IN_FLIGHT.inc()
+        self._tasks = [asyncio.create_task(self._run_choice(i)) for i in range(req.num_choices)]
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    @property
+    def started_at(self) -> float:
+        """time.monotonic() when the request was submitted (Ollama / LM Studio timing fields)."""
+        return self._start
+
+    @property
+    def first_token_at(self) -> Optional[float]:
+        """time.monotonic() when the first generated token arrived; None until then."""
+        return self._first_token_at
+
+    def usage(self) -> Usage:
+        self._usage.completion_tokens = sum(self._generated)
+        return self._usage
+
+    async def next(self, timeout: Optional[float] = None) -> Optional[Delta]:
+        """The next Delta, None when every choice finished; raises ApiError or asyncio.TimeoutError."""
+        while self._running:
+            item = await asyncio.wait_for(self._queue.get(), timeout) if timeout else await self._queue.get()
+            if isinstance(item, _Done):
+                self._running -= 1
+                continue
+            if isinstance(item, BaseException):
+                await self.close()
+                raise item
+            return item
+        return None
+
+    async def wait_started(self, timeout: float) -> None:
+        """Waits (up to timeout s) until every choice heard from the scheduler; raises the first choice's error, so
+        that with n > 1 a refused choice (429 on a short queue) fails the whole request before any of it is sent
+        (the other choices are cancelled)."""
+        try:
+            await asyncio.wait_for(self._all_started.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        if self._error is not None:
+            await self.close()
+            raise self._error
+
+    async def close(self) -> None:
+        """Cancels every scheduler call still running (idempotent)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self._closed:
+            self._closed = True
+            usage = self.usage()
+            metrics.REQUESTS_IN_FLIGHT.dec()
+            metrics.PROMPT_TOKENS.inc(usage.prompt_tokens)
+            metrics.GENERATION_TOKENS.inc(usage.completion_tokens)
+
+    async def _run_choice(self, index: int) -> None:
+        stream = None
+        try:
+            # Inside the try: a request that cannot even be built must fail the choice, never leave it hanging.
+            stream = self._engine.client.generate(_pb_request(self.req, index))
+            await self._consume(index, stream)
+            self._queue.put_nowait(_Done())
+        except ApiError as exc:
+            self._fail(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must surface as a 500, not a hang
+            log.exception("choice %d of %s failed", index, self.req.req_id)
+            self._fail(InternalError(f"gateway error while generating: {exc!r}"))
+        finally:
+            if stream is not None:
+                stream.cancel()
+
+    def _fail(self, error: ApiError) -> None:
+        self._error = self._error or error
+        self._queue.put_nowait(error)
+        self._all_started.set()
+
+    def _started(self) -> None:
+        self._num_started += 1
+        if self._num_started == self.req.num_choices:
+            self._all_started.set()
+
+    async def _consume(self, index: int, stream) -> None:
+        out = ChoiceOutput(index, self.req, self._card)
+        message = await stream.next()
+        self._started()
+        while True:
+            if message is None:
+                raise Unavailable("the scheduler ended the request without a finish reason")
+            self._account(index, message)
+            finish = message.finish_reason or None
+            if finish == "abort":
+                raise Unavailable("the request was aborted by the model server (worker lost?)")
+            delta = out.push(message, finish)
+            if delta is not None:
+                self._queue.put_nowait(delta)
+            if delta is not None and delta.finish_reason:
+                if delta.stop_reason is not None and not finish:
+                    # A stop string ended it here, not the scheduler: say so before _run_choice cancels the call.
+                    await stream.finish("stop")
+                self._engine.record_finish(self, delta.finish_reason)
+                return
+            message = await stream.next()
+
+    def _account(self, index: int, message) -> None:
+        if message.num_prompt_tokens and index % self.req.n == 0:
+            self._num_prompt[index // self.req.n] = message.num_prompt_tokens
+            self._usage.prompt_tokens = sum(self._num_prompt)
+        if message.num_cached_tokens:
+            self._usage.cached_tokens = message.num_cached_tokens
+        counted = self._generated[index] + len(message.token_ids)
+        self._generated[index] = max(counted, message.num_generated_tokens)
+        if message.token_ids and self._first_token_at is None:
+            self._first_token_at = time.monotonic()
+            metrics.TTFT.observe(self._first_token_at - self._start)
