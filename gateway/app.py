@@ -131,6 +131,8 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
     app[BODY_LIMIT_KEY] = config.max_body_bytes
+    http_compat.use_expect_handler(app.router, http_compat.expect_handler(config.max_body_bytes,
+                                                                           api_error_response))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client)
     # Three APIs, one Engine: each translates into GenRequest and back.

@@ -4,11 +4,27 @@ CORS as vLLM serves it by default (any origin, no credentials): an OPTIONS prefl
 Access-Control-Allow-* headers, whatever the API key (browsers send no Authorization on a preflight), and every
 response, streamed ones included, carries Access-Control-Allow-Origin. A path with one trailing slash
 (`/v1/chat/completions/`, as some SDKs build it from a base URL ending in '/') is served by the same handler
-instead of a 404, which clients that do not follow redirects would get from a redirect too.
+instead of a 404, which clients that do not follow redirects would get from a redirect too. A request that sends
+`Expect: 100-continue` with a Content-Length over the body limit gets its 413 at once, before the client sends
+the body (aiohttp's default would invite the whole body first); an Expect other than 100-continue is a 417, both in
+the route's API error shape.
 """
 from __future__ import annotations
 
-from aiohttp import web
+from typing import Awaitable, Callable
+
+from aiohttp import hdrs, web
+from aiohttp.http import HttpVersion11
+
+from gateway.errors import ApiError, PayloadTooLarge
+
+
+class ExpectationFailed(ApiError):
+    """417: an Expect header other than 100-continue."""
+    status = 417
+    type = "invalid_request_error"
+    code = "expectation_failed"
+
 
 _ALLOW_METHODS = "GET, POST, DELETE, HEAD, OPTIONS"
 _DEFAULT_ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, Accept, X-Requested-With"
@@ -54,6 +70,42 @@ def add_trailing_slash_routes(app: web.Application) -> None:
             app.router.add_get(path + "/", route.handler)
         else:
             app.router.add_route(route.method, path + "/", route.handler)
+
+
+def expect_handler(limit: int, respond: Callable[[str, ApiError], web.Response]):
+    """An aiohttp expect handler: 413 at once for a declared body over `limit` bytes, 417 for an unknown
+    expectation (both as respond(path, error) shapes them), else "100 Continue"."""
+    async def handle(request: web.Request) -> web.Response | None:
+        if request.version != HttpVersion11:
+            return None
+        expect = request.headers.get(hdrs.EXPECT, "")
+        if expect.lower() != "100-continue":
+            return respond(request.path, ExpectationFailed(f"unsupported Expect header {expect!r}: only "
+                                                           f"100-continue is understood", param="Expect"))
+        declared = request.content_length
+        if declared is not None and declared > limit:
+            error = PayloadTooLarge(f"the request body ({declared} bytes) is larger than the {limit} bytes this "
+                                    f"server accepts", headers={"Connection": "close"})
+            return respond(request.path, error)
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+        return None
+    return handle
+
+
+def use_expect_handler(router: web.UrlDispatcher, handler: Callable[[web.Request], Awaitable]) -> None:
+    """Makes `handler` the expect handler of every route added to router from now on (add_post and the others
+    go through add_route; add_get does not)."""
+    add_route, add_get = router.add_route, router.add_get
+
+    def add(method: str, path: str, route_handler, **kwargs):
+        kwargs.setdefault("expect_handler", handler)
+        return add_route(method, path, route_handler, **kwargs)
+
+    def get(path: str, route_handler, **kwargs):
+        kwargs.setdefault("expect_handler", handler)
+        return add_get(path, route_handler, **kwargs)
+    router.add_route, router.add_get = add, get
 
 
 def install(app: web.Application) -> None:

@@ -15,6 +15,8 @@ DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
 
 
 def _parse(raw: bytes) -> Any:
+    # RFC 8259 lets a parser ignore a UTF-8 byte order mark; Windows tools (PowerShell 5) send one.
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
     if not raw.strip():
         raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
     try:

@@ -1,4 +1,7 @@
-"""Gateway HTTP details from real client reports: CORS preflight, trailing slashes, integral floats (fake scheduler)."""
+"""Gateway HTTP details from real client reports: CORS preflight, trailing slashes, integral floats, Expect:
+100-continue (fake scheduler)."""
+import asyncio
+
 import orjson
 import pytest
 
@@ -94,3 +97,60 @@ async def test_fractional_values_of_integer_fields_are_400(stack, field, value):
                                  data=orjson.dumps({"messages": USER, field: value}))
     assert response.status == 400
     assert orjson.loads(await response.read())["error"]["param"] == field
+
+
+async def _raw_exchange(client, head: bytes, body: bytes = b"", wait_s: float = 2.0) -> bytes:
+    """Sends head, then body only after a "100 Continue"; returns what the server sent."""
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(head)
+    await writer.drain()
+    received = b""
+    try:
+        while True:
+            chunk = await asyncio.wait_for(reader.read(65536), wait_s)
+            if not chunk:
+                break
+            received += chunk
+            if body and b"100 Continue" in received:
+                writer.write(body)
+                body = b""
+            if b"\r\n\r\n{" in received and received.rstrip().endswith(b"}"):
+                break
+    except asyncio.TimeoutError:
+        pass
+    writer.close()
+    return received
+
+
+@pytest.mark.parametrize("path, shape", [("/v1/chat/completions", "openai"), ("/api/chat", "ollama")])
+async def test_expect_continue_with_an_oversized_body_is_413_before_the_body(stack, path, shape):
+    client, _ = stack
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-test\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {200 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n").encode()
+    received = await _raw_exchange(client, head)
+    assert received.startswith(b"HTTP/1.1 413"), received[:200]
+    assert b"100 Continue" not in received
+    error = orjson.loads(received.split(b"\r\n\r\n", 1)[1])["error"]
+    assert "larger than" in (error["message"] if shape == "openai" else error)
+
+
+async def test_expect_continue_with_a_small_body_is_served(stack):
+    client, _ = stack
+    body = orjson.dumps({"messages": USER, "max_tokens": 2})
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-test\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n").encode()
+    received = await _raw_exchange(client, head, body)
+    assert received.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 200 OK" in received
+    assert b'"chat.completion"' in received
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 2}),
+    ("/api/chat", {"model": "default", "messages": USER, "stream": False, "options": {"num_predict": 2}}),
+])
+async def test_a_utf8_byte_order_mark_before_the_json_is_ignored(stack, path, body):
+    """PowerShell 5 sends UTF-8 JSON with a BOM; RFC 8259 lets a parser ignore it (Ollama's Go decoder refused it)."""
+    client, _ = stack
+    response = await client.post(path, headers={**AUTH, "Content-Type": "application/json"},
+                                 data=b"\xef\xbb\xbf" + orjson.dumps(body))
+    assert response.status == 200, await response.text()
