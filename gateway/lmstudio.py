@@ -124,7 +124,7 @@ class LMStudioRoutes:
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
         name = await self.openai.served_name()
-        check_model(request.match_info["model_id"], card, name)
+        check_model(request.match_info["model_id"].rstrip("/"), card, name)
         return json_response(model_object(card, name, await self.engine.model_loaded()))
 
     def _extras(self, card: ModelCard, outcome: _Outcome, usage: Usage, finish: Optional[str] = None) -> dict:

@@ -58,7 +58,7 @@ class OpenAIRoutes:
 
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
-        check_model(request.match_info["model_id"], card, await self.served_name())
+        check_model(request.match_info["model_id"].rstrip("/"), card, await self.served_name())
         return json_response(await self._model_object())
 
     async def chat(self, request: web.Request) -> web.StreamResponse:

@@ -54,6 +54,7 @@ async def test_every_response_carries_the_cors_origin_header(stack, stream):
     ("POST", "/v1/chat/completions/", {"messages": USER, "max_tokens": 2}),
     ("POST", "/v1/completions/", {"prompt": "Hello", "max_tokens": 2}),
     ("GET", "/v1/models/", None),
+    ("GET", "/v1/models/fake-model/", None),
     ("POST", "/api/chat/", {"model": "default", "messages": USER, "stream": False, "options": {"num_predict": 2}}),
     ("GET", "/api/tags/", None),
 ])
