@@ -107,8 +107,10 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
         raise InvalidRequest("option 'top_p' must be greater than 0", param="options.top_p")
     seed = opts.get("seed")
     top_k = int(pick("top_k", 0))
+    # top_k at or past the vocabulary keeps every token: the same as off (and a huge value fits no int32).
+    top_k = 0 if top_k < 0 or top_k >= card.vocab_size else top_k
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
-                    top_k=max(top_k, 0), min_p=float(pick("min_p", 0.0)),
+                    top_k=top_k, min_p=float(pick("min_p", 0.0)),
                     # Ollama and llama.cpp: a negative seed means a random one.
                     seed=None if seed is None or seed < 0 else seed % (1 << 64),
                     presence_penalty=float(opts.get("presence_penalty", 0.0)),

@@ -119,8 +119,11 @@ def _message(message: Any, i: int) -> dict:
     out = {"role": message["role"], "content": content or ""}
     if isinstance(message.get("thinking"), str) and message["thinking"]:
         out["reasoning_content"] = message["thinking"]
-    if message.get("tool_calls"):
-        out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in message["tool_calls"]]
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise InvalidRequest(f"{where}.tool_calls must be a list", param=f"{where}.tool_calls")
+    if calls:
+        out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in calls]
     if message["role"] == "tool" and (message.get("tool_name") or message.get("name")):
         out["name"] = message.get("tool_name") or message.get("name")
     if message.get("tool_call_id"):

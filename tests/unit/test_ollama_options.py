@@ -43,6 +43,12 @@ def test_num_predict_values(card, value, expected):
     assert parse_options({"num_predict": value}, card).num_predict == expected
 
 
+@pytest.mark.parametrize("value,expected", [(2**40, 0), (1e300, 0), (-3, 0), (40, 40)], ids=str)
+def test_top_k_past_the_vocabulary_is_off(card, value, expected):
+    # A top_k of 2**40 reached the scheduler's int32 field and failed the generation with a 500.
+    assert parse_options({"top_k": value}, card).sampling.top_k == expected
+
+
 def test_negative_seed_is_random_and_single_stop_string_is_a_list(card):
     opts = parse_options({"seed": -1, "stop": "END"}, card)
     assert opts.sampling.seed is None and opts.stop == ["END"]

@@ -104,6 +104,8 @@ CHAT_REFUSALS = [
     ({"top_logprobs": 3}, InvalidRequest, "top_logprobs needs logprobs: true"),
     ({"logprobs": True, "top_logprobs": 50}, InvalidRequest, "top_logprobs must be an integer in \\[0, 20\\]"),
     ({"think": "always"}, InvalidRequest, "invalid think value"),
+    ({"messages": [{"role": "assistant", "content": "", "tool_calls": 1.5}]}, InvalidRequest,
+     "messages\\[0\\].tool_calls must be a list"),
 ]
 
 
