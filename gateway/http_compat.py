@@ -1,13 +1,13 @@
-"""Gateway process: HTTP details clients rely on: CORS (preflight and headers) and paths with a trailing slash.
+"""Gateway process: HTTP details clients rely on: CORS, trailing slashes, Expect: 100-continue.
 
-CORS as vLLM serves it by default (any origin, no credentials): an OPTIONS preflight on a route gets 204 with the
-Access-Control-Allow-* headers, whatever the API key (browsers send no Authorization on a preflight), and every
-response, streamed ones included, carries Access-Control-Allow-Origin. A path with one trailing slash
-(`/v1/chat/completions/`, as some SDKs build it from a base URL ending in '/') is served by the same handler
-instead of a 404, which clients that do not follow redirects would get from a redirect too. A request that sends
-`Expect: 100-continue` with a Content-Length over the body limit gets its 413 at once, before the client sends
-the body (aiohttp's default would invite the whole body first); an Expect other than 100-continue is a 417, both in
-the route's API error shape.
+CORS as vLLM serves it by default (any origin, no credentials): an OPTIONS preflight on a route gets 200 (204 on
+Ollama's routes) with the Access-Control-Allow-* headers, whatever the API key (browsers send no Authorization on
+a preflight), and every response, streamed ones included, carries Access-Control-Allow-Origin. A path with one
+trailing slash (`/v1/chat/completions/`, as some SDKs build it from a base URL ending in '/') is served by the
+same handler instead of a 404, which clients that do not follow redirects would get from a redirect too. A
+request that sends `Expect: 100-continue` with a Content-Length over the body limit gets its 413 at once, before
+the client sends the body (aiohttp's default would invite the whole body first); an Expect other than
+100-continue is a 417, both in the route's API error shape.
 """
 from __future__ import annotations
 
@@ -40,13 +40,17 @@ def _preflight_headers(request: web.Request) -> dict:
 
 @web.middleware
 async def cors_middleware(request: web.Request, handler):
-    """Answers OPTIONS on any existing route with 204 and the CORS headers; everything else goes on."""
+    """Answers OPTIONS on any existing route with 200 (204 on Ollama's routes) and the CORS headers."""
     if request.method != "OPTIONS":
         return await handler(request)
     error = request.match_info.http_exception
     if error is not None and error.status == 404:
         return await handler(request)
-    return web.Response(status=204, headers=_preflight_headers(request))
+    # As the engines answer it: vLLM (Starlette) 200 "OK", Ollama (gin-contrib/cors) 204 on its own /api routes.
+    ollama = request.path.startswith("/api/") and not request.path.startswith("/api/v0/")
+    if ollama:
+        return web.Response(status=204, headers=_preflight_headers(request))
+    return web.Response(status=200, text="OK", headers=_preflight_headers(request))
 
 
 async def add_cors_origin(request: web.Request, response: web.StreamResponse) -> None:

@@ -22,12 +22,13 @@ AUTH = {"Authorization": "Bearer sk-test"}
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/models", "/api/chat", "/api/v0/chat/completions"])
-async def test_cors_preflight_is_204_with_the_allow_headers_and_needs_no_key(stack, path):
+async def test_cors_preflight_is_2xx_with_the_allow_headers_and_needs_no_key(stack, path):
     client, _ = stack
     response = await client.options(path, headers={"Origin": "http://localhost:3000",
                                                     "Access-Control-Request-Method": "POST",
                                                     "Access-Control-Request-Headers": "authorization,content-type"})
-    assert response.status == 204
+    # vLLM (Starlette) answers 200, Ollama (gin-contrib/cors) 204.
+    assert response.status == (204 if path == "/api/chat" else 200)
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert "POST" in response.headers["Access-Control-Allow-Methods"]
     assert response.headers["Access-Control-Allow-Headers"] == "authorization,content-type"
