@@ -37,8 +37,9 @@ class Plan:
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
-    """404 unless the name is the served id, the scheduler's id, 'default', or one of those + ':latest'."""
-    if requested is None:
+    """404 unless the name is the served id, the scheduler's id, 'default', or one of those + ':latest'; a missing or
+    empty name means the served model (vLLM's _is_model_supported accepts an empty name too)."""
+    if not requested:
         return
     names = {served_name, card.model_id, "default"}
     if requested in names or requested.removesuffix(":latest") in names:

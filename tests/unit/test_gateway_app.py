@@ -297,3 +297,15 @@ async def test_api_key_is_enforced_on_v1_only():
     finally:
         await client.close()
         await server.stop(None)
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 2}),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2}),
+    ("/api/v0/chat/completions", {"messages": USER, "max_tokens": 2}),
+])
+async def test_an_empty_model_name_means_the_served_model(stack, path, body):
+    """Some clients send "model": "" (vLLM's _is_model_supported accepts it); only a wrong name is a 404."""
+    client, _ = stack
+    status, raw, _ = await post(client, path, {**body, "model": ""})
+    assert status == 200 and orjson.loads(raw)["model"] == "fake-model"
