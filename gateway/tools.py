@@ -78,6 +78,7 @@ class ToolCallFilter:
         self._tools = tools
         self._held = ""
         self._calls_text: Optional[str] = None
+        self._gap = ""          # whitespace held back before the first <tool_call>
 
     def push(self, text: str) -> str:
         if self._calls_text is not None:
@@ -88,7 +89,9 @@ class ToolCallFilter:
         if pos >= 0:
             self._calls_text = buf[pos:]
             self._held = ""
-            return buf[:pos].rstrip()
+            text = buf[:pos].rstrip()
+            self._gap = buf[len(text):pos]
+            return text
         keep = self._hold_len(buf)
         self._held = buf[len(buf) - keep:]
         return buf[:len(buf) - keep]
@@ -100,7 +103,8 @@ class ToolCallFilter:
             return held, None
         calls = parse_tool_calls(self._calls_text, self._tools)
         if calls is None:
-            return self._calls_text, None
+            # Not a call after all: the text comes back whole, with the whitespace held before it.
+            return self._gap + self._calls_text, None
         return "", calls
 
     @staticmethod

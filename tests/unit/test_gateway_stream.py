@@ -160,6 +160,17 @@ def test_tool_call_filter_without_calls_returns_everything():
     assert streamed + tail == text and calls is None
 
 
+@pytest.mark.parametrize("size", [1, 3, 100])
+def test_text_with_a_tag_that_is_no_call_comes_back_whole(size):
+    """The whitespace held back before "<tool_call>" must come back when the call does not parse (it was lost:
+    'a < b and <tool_call> c' came back as 'a < b and<tool_call> c', streamed and not)."""
+    text = "a < b and \n <tool_call> c"
+    flt = ToolCallFilter(TOOLS)
+    streamed = "".join(flt.push(text[i:i + size]) for i in range(0, len(text), size))
+    tail, calls = flt.finish()
+    assert calls is None and streamed + tail == text
+
+
 def test_malformed_call_is_returned_as_text_and_hermes_json_is_accepted():
     flt = ToolCallFilter(TOOLS)
     flt.push("<tool_call>\n<function=get_weather>\nno end")
