@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 
 @dataclass
@@ -55,7 +55,7 @@ class ChoiceResult:
     reasoning: str = ""
     logprobs: list = field(default_factory=list)
     finish_reason: Optional[str] = None
-    stop_reason: Optional[str] = None
+    stop_reason: Optional[Union[str, int]] = None   # vLLM's: matched stop string or stop_token_ids id
 
 
 @dataclass

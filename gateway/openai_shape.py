@@ -92,7 +92,7 @@ class ChatShaper:
         if calls:
             message["tool_calls"] = calls
         return {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
-                "finish_reason": finish}
+                "finish_reason": finish, "stop_reason": result.stop_reason}
 
     def response(self, results: list, usage: Usage) -> dict:
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
@@ -135,7 +135,7 @@ class ChatFramer:
                                         "logprobs": None, "finish_reason": None}], usage))
         if finish:
             frames.append(self._chunk([{"index": delta.index, "delta": {}, "logprobs": None,
-                                        "finish_reason": finish}], usage))
+                                        "finish_reason": finish, "stop_reason": delta.stop_reason}], usage))
         return frames
 
     def end(self, usage: Usage) -> list[bytes]:
@@ -179,8 +179,11 @@ class CompletionFramer:
         self._offsets[delta.index] = offset + len(delta.content)
         logprobs = (completion_logprobs(self.card, delta.logprobs, offset)
                     if self.p.gen.num_logprobs is not None else None)
-        return [self._chunk([{"index": delta.index, "text": delta.content, "logprobs": logprobs,
-                              "finish_reason": delta.finish_reason}], usage)]
+        choice = {"index": delta.index, "text": delta.content, "logprobs": logprobs,
+                  "finish_reason": delta.finish_reason}
+        if delta.finish_reason:
+            choice["stop_reason"] = delta.stop_reason
+        return [self._chunk([choice], usage)]
 
     def end(self, usage: Usage) -> list[bytes]:
         if not self.p.include_usage:
@@ -203,6 +206,6 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
         logprobs = (completion_logprobs(card, result.logprobs, len(echo))
                     if plan.gen.num_logprobs is not None else None)
         choices.append({"index": result.index, "text": echo + result.content, "logprobs": logprobs,
-                        "finish_reason": result.finish_reason})
+                        "finish_reason": result.finish_reason, "stop_reason": result.stop_reason})
     return {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": plan.model,
             "choices": choices, "usage": usage_dict(usage)}

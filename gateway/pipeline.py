@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from gateway.model import ModelCard
 from gateway.reasoning import ReasoningSplitter
@@ -27,7 +27,8 @@ class Delta:
     reasoning: str = ""
     logprobs: list = field(default_factory=list)
     finish_reason: Optional[str] = None
-    stop_reason: Optional[str] = None    # the stop string that matched, when one did
+    # vLLM's stop_reason: the stop string that matched, or the stop_token_ids id that ended it (None for eos/length).
+    stop_reason: Optional[Union[str, int]] = None
 
 
 class ChoiceOutput:
@@ -39,6 +40,7 @@ class ChoiceOutput:
         self._want_logprobs = req.num_logprobs is not None
         self._detok = IncrementalDetokenizer(card.decode)
         self._stop = StopMatcher(req.stop)
+        self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
         self._pending_logprobs: list = []
@@ -66,9 +68,15 @@ class ChoiceOutput:
         if not (reasoning or content or finish):
             return None
         delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
-                      logprobs=self._pending_logprobs, stop_reason=self._stop.matched)
+                      logprobs=self._pending_logprobs, stop_reason=self._stop_reason(message, finish))
         self._pending_logprobs = []
         return delta
+
+    def _stop_reason(self, message, finish: Optional[str]) -> Optional[Union[str, int]]:
+        if self._stop.matched is not None:
+            return self._stop.matched
+        token_id = getattr(message, "stop_token_id", -1)
+        return token_id if finish == "stop" and token_id in self._stop_token_ids else None
 
     def _split_text(self, text: str, final: bool) -> tuple[str, str]:
         if self._split is None:

@@ -1,14 +1,19 @@
 """Gateway text pipeline: incremental detokenizer (UTF-8 safe), stop strings, reasoning split, tool-call filter."""
+import asyncio
 import os
 import random
 
 import pytest
 from tokenizers import Tokenizer
 
-from gateway.fake_scheduler import build_tokenizer
+from gateway.fake_scheduler import FakeServing, build_tokenizer
+from gateway.gen_request import GenRequest
+from gateway.model import ModelCard
+from gateway.pipeline import ChoiceOutput
 from gateway.reasoning import ReasoningSplitter
 from gateway.stream import IncrementalDetokenizer, StopMatcher
 from gateway.tools import ToolCallFilter, parse_tool_calls
+from proto import pb
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_TOKENIZER = os.path.join(REPO, "models", "tiny", "tokenizer.json")
@@ -178,3 +183,22 @@ def test_malformed_call_is_returned_as_text_and_hermes_json_is_accepted():
     assert calls is None and tail.startswith("<tool_call>")
     calls = parse_tool_calls('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>', TOOLS)
     assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city":"Oslo"}'}
+
+
+def test_stop_reason_is_the_stop_string_or_the_stop_token_id():
+    """vLLM's stop_reason: the matched stop string, the stop_token_ids id that ended the choice, None for eos."""
+    tokenizer = build_tokenizer()
+    info = asyncio.run(FakeServing(tokenizer).Info(None, None))
+    card = ModelCard.from_info(info)
+    ids = tokenizer.encode("Hello world").ids
+    eos = card.eos_token_ids[0]
+
+    def run(stop, stop_token_ids, last_id):
+        out = ChoiceOutput(0, GenRequest("r", [1], 8, stop=stop, stop_token_ids=stop_token_ids), card)
+        deltas = [out.push(pb.GenerateResponse(token_ids=[t]), None) for t in ids]
+        deltas.append(out.push(pb.GenerateResponse(stop_token_id=last_id), "stop"))
+        final = [d for d in deltas if d is not None and d.finish_reason][0]
+        return final.finish_reason, final.stop_reason
+    assert run([" world"], [], eos) == ("stop", " world")
+    assert run([], [7], 7) == ("stop", 7)
+    assert run([], [7], eos) == ("stop", None)

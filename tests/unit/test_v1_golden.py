@@ -104,19 +104,20 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                      'status': 400},
  'chat': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"Hello '
                   'world","reasoning":"Hello '
-                  'world"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}',
+                  'world"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}',
           'content_type': 'application/json',
           'status': 200},
  'chat_length': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"Hello '
                          'world","reasoning":"Hello '
-                         'world"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}}',
+                         'world"},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}}',
                  'content_type': 'application/json',
                  'status': 200},
  'chat_reasoning': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello '
-                            'world","reasoning_content":"\\nhmm\\n","reasoning":"\\nhmm\\n"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0}}}',
+                            'world","reasoning_content":"\\nhmm\\n","reasoning":"\\nhmm\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0}}}',
                     'content_type': 'application/json',
                     'status': 200},
- 'chat_stop': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":0}}}',
+ 'chat_stop': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":" '
+                       'world"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":0}}}',
                'content_type': 'application/json',
                'status': 200},
  'chat_stream': {'body': 'data: '
@@ -136,7 +137,7 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                          'world"},"logprobs":null,"finish_reason":null}],"usage":null}\n'
                          '\n'
                          'data: '
-                         '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}\n'
+                         '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":null}\n'
                          '\n'
                          'data: '
                          '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}\n'
@@ -156,17 +157,17 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                                'world"},"logprobs":null,"finish_reason":null}]}\n'
                                '\n'
                                'data: '
-                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}\n'
+                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}\n'
                                '\n'
                                'data: [DONE]\n'
                                '\n',
                        'content_type': 'text/event-stream; charset=utf-8',
                        'status': 200},
  'chat_thinking_off': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello '
-                               'world","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}',
+                               'world","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}',
                        'content_type': 'application/json',
                        'status': 200},
- 'chat_tools': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":null,"reasoning":null,"tool_calls":[{"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":746,"completion_tokens":45,"total_tokens":791,"prompt_tokens_details":{"cached_tokens":0}}}',
+ 'chat_tools': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":null,"reasoning":null,"tool_calls":[{"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":746,"completion_tokens":45,"total_tokens":791,"prompt_tokens_details":{"cached_tokens":0}}}',
                 'content_type': 'application/json',
                 'status': 200},
  'chat_tools_stream': {'body': 'data: '
@@ -176,16 +177,16 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                                '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":null}]}\n'
                                '\n'
                                'data: '
-                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}\n'
+                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}]}\n'
                                '\n'
                                'data: [DONE]\n'
                                '\n',
                        'content_type': 'text/event-stream; charset=utf-8',
                        'status': 200},
- 'completion': {'body': '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"world,","logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":4,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0}}}',
+ 'completion': {'body': '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"world,","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":4,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0}}}',
                 'content_type': 'application/json',
                 'status': 200},
- 'completion_echo_zero': {'body': '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1,"prompt_tokens_details":{"cached_tokens":0}}}',
+ 'completion_echo_zero': {'body': '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"Hello","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1,"prompt_tokens_details":{"cached_tokens":0}}}',
                           'content_type': 'application/json',
                           'status': 200},
  'completion_stream': {'body': 'data: '
@@ -195,7 +196,7 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                                '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"or","logprobs":null,"finish_reason":null}],"usage":null}\n'
                                '\n'
                                'data: '
-                               '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"ld","logprobs":null,"finish_reason":"length"}],"usage":null}\n'
+                               '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[{"index":0,"text":"ld","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}\n'
                                '\n'
                                'data: '
                                '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}}\n'
