@@ -82,7 +82,8 @@ async def test_chat_stream_equals_non_stream_and_usage_is_exact(stack):
     deltas = [c["choices"][0]["delta"] for c in chunks[1:-2]]
     assert "".join(d.get("content", "") for d in deltas) == message["content"]
     assert "".join(d.get("reasoning_content", "") for d in deltas) == "plan"
-    assert chunks[-3]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}
+    assert chunks[-3]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop",
+                                        "stop_reason": None}
     assert all("\ufffd" not in d.get("content", "") for d in deltas)
 
 
