@@ -77,14 +77,19 @@ def _route_name(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
+def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
+    """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key."""
+    if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
+        header = request.headers.get("Authorization", "")
+        given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not secrets.compare_digest(given, api_key):
+            raise Unauthorized("missing or invalid API key: send 'Authorization: Bearer <key>'")
+
+
 def auth_middleware(api_key: Optional[str]):
     @web.middleware
     async def check_key(request: web.Request, handler):
-        if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
-            header = request.headers.get("Authorization", "")
-            given = header[7:].strip() if header.lower().startswith("bearer ") else ""
-            if not secrets.compare_digest(given, api_key):
-                raise Unauthorized("missing or invalid API key: send 'Authorization: Bearer <key>'")
+        check_api_key(request, api_key)
         return await handler(request)
     return check_key
 
@@ -131,8 +136,8 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
     app[BODY_LIMIT_KEY] = config.max_body_bytes
-    http_compat.use_expect_handler(app.router, http_compat.expect_handler(config.max_body_bytes,
-                                                                           api_error_response))
+    http_compat.use_expect_handler(app.router, http_compat.expect_handler(
+        config.max_body_bytes, api_error_response, lambda request: check_api_key(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client)
     # Three APIs, one Engine: each translates into GenRequest and back.

@@ -5,9 +5,9 @@ Ollama's routes) with the Access-Control-Allow-* headers, whatever the API key (
 a preflight), and every response, streamed ones included, carries Access-Control-Allow-Origin. A path with one
 trailing slash (`/v1/chat/completions/`, as some SDKs build it from a base URL ending in '/') is served by the
 same handler instead of a 404, which clients that do not follow redirects would get from a redirect too. A
-request that sends `Expect: 100-continue` with a Content-Length over the body limit gets its 413 at once, before
-the client sends the body (aiohttp's default would invite the whole body first); an Expect other than
-100-continue is a 417, both in the route's API error shape.
+request that sends `Expect: 100-continue` without a valid API key, or with a Content-Length over the body limit,
+gets its 401 or 413 at once, before the client sends the body (aiohttp's default would invite the whole body
+first); an Expect other than 100-continue is a 417; each in the route's API error shape.
 """
 from __future__ import annotations
 
@@ -76,9 +76,11 @@ def add_trailing_slash_routes(app: web.Application) -> None:
             app.router.add_route(route.method, path + "/", route.handler)
 
 
-def expect_handler(limit: int, respond: Callable[[str, ApiError], web.Response]):
-    """An aiohttp expect handler: 413 at once for a declared body over `limit` bytes, 417 for an unknown
-    expectation (both as respond(path, error) shapes them), else "100 Continue"."""
+def expect_handler(limit: int, respond: Callable[[str, ApiError], web.Response],
+                   authorize: Callable[[web.Request], None]):
+    """An aiohttp expect handler: 401 (authorize raised) or 413 (a declared body over `limit` bytes) at once, before
+    the client sends the body, 417 for an unknown expectation (each as respond(path, error) shapes it), else
+    "100 Continue"."""
     async def handle(request: web.Request) -> web.Response | None:
         if request.version != HttpVersion11:
             return None
@@ -86,6 +88,11 @@ def expect_handler(limit: int, respond: Callable[[str, ApiError], web.Response])
         if expect.lower() != "100-continue":
             return respond(request.path, ExpectationFailed(f"unsupported Expect header {expect!r}: only "
                                                            f"100-continue is understood", param="Expect"))
+        try:
+            authorize(request)
+        except ApiError as exc:
+            exc.headers.setdefault("Connection", "close")
+            return respond(request.path, exc)
         declared = request.content_length
         if declared is not None and declared > limit:
             error = PayloadTooLarge(f"the request body ({declared} bytes) is larger than the {limit} bytes this "

@@ -136,6 +136,15 @@ async def test_expect_continue_with_an_oversized_body_is_413_before_the_body(sta
     assert "larger than" in (error["message"] if shape == "openai" else error)
 
 
+async def test_expect_continue_without_the_api_key_is_401_before_the_body(stack):
+    client, _ = stack
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+    received = await _raw_exchange(client, head)
+    assert received.startswith(b"HTTP/1.1 401") and b"100 Continue" not in received
+    assert orjson.loads(received.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "authentication_error"
+
+
 async def test_expect_continue_with_a_small_body_is_served(stack):
     client, _ = stack
     body = orjson.dumps({"messages": USER, "max_tokens": 2})
