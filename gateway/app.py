@@ -42,8 +42,10 @@ def api_error_response(path: str, error: ApiError) -> web.Response:
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
     if exc.status == 404:
         return NotFound(f"no route {path}", code="not_found")
-    if exc.status == 405:
-        return MethodNotAllowed(f"method not allowed on {path}")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        # RFC 9110: a 405 lists the methods the route takes.
+        allow = ", ".join(sorted(exc.allowed_methods))
+        return MethodNotAllowed(f"method {exc.method} not allowed on {path}; use {allow}", headers={"Allow": allow})
     if exc.status == 413:
         return PayloadTooLarge(f"request body too large: {exc.text}")
     return ApiError(exc.text or exc.reason)

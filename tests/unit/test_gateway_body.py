@@ -119,15 +119,18 @@ async def test_openai_error_code_of_a_bad_encoding(client):
 
 
 @pytest.mark.parametrize("method,path,status,message", [
-    ("GET", "/api/chat", 405, "method not allowed on /api/chat"),
-    ("GET", "/api/generate", 405, "method not allowed on /api/generate"),
-    ("POST", "/api/tags", 405, "method not allowed on /api/tags"),
+    ("GET", "/api/chat", 405, "method GET not allowed on /api/chat; use POST"),
+    ("GET", "/api/generate", 405, "method GET not allowed on /api/generate; use POST"),
+    ("POST", "/api/tags", 405, "method POST not allowed on /api/tags; use GET, HEAD"),
     ("POST", "/api/nope", 404, "no route /api/nope"),
     ("GET", "/api/show/x", 404, "no route /api/show/x"),
 ])
 async def test_ollama_routing_errors_use_ollama_shape(client, method, path, status, message):
     response = await client.request(method, path)
     assert response.status == status and await response.json() == {"error": message}
+    if status == 405:
+        # RFC 9110: a 405 names the methods the route takes.
+        assert response.headers["Allow"] == message.split("; use ")[1]
 
 
 @pytest.mark.parametrize("method,path,status", [("GET", "/v1/chat/completions", 405), ("POST", "/v1/nope", 404),
