@@ -1,6 +1,7 @@
 """Gateway process: JSON in and out of aiohttp with orjson; malformed bodies become typed 400s."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -14,9 +15,20 @@ BODY_LIMIT_KEY = web.AppKey("max_body_bytes", int)
 DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
 
 
+def _utf8(raw: bytes) -> bytes:
+    """raw as UTF-8 JSON text: a UTF-8 byte order mark dropped (RFC 8259 lets a parser ignore it; PowerShell 5
+    sends one) and UTF-16/32 text transcoded, detected as Python's json.loads (so vLLM) detects it."""
+    encoding = json.detect_encoding(raw[:4])
+    if encoding == "utf-8":
+        return raw
+    try:
+        return raw.decode(encoding).encode("utf-8")
+    except UnicodeError as exc:
+        raise InvalidRequest(f"the request body is not valid {encoding} text: {exc}", code="invalid_json") from exc
+
+
 def _parse(raw: bytes) -> Any:
-    # RFC 8259 lets a parser ignore a UTF-8 byte order mark; Windows tools (PowerShell 5) send one.
-    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    raw = _utf8(raw)
     if not raw.strip():
         raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
     try:

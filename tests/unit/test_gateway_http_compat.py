@@ -159,9 +159,12 @@ async def test_expect_continue_with_a_small_body_is_served(stack):
     ("/v1/chat/completions", {"messages": USER, "max_tokens": 2}),
     ("/api/chat", {"model": "default", "messages": USER, "stream": False, "options": {"num_predict": 2}}),
 ])
-async def test_a_utf8_byte_order_mark_before_the_json_is_ignored(stack, path, body):
-    """PowerShell 5 sends UTF-8 JSON with a BOM; RFC 8259 lets a parser ignore it (Ollama's Go decoder refused it)."""
+@pytest.mark.parametrize("encode", [lambda text: b"\xef\xbb\xbf" + text.encode(), lambda text: text.encode("utf-16"),
+                                    lambda text: text.encode("utf-16-le")], ids=["utf8-bom", "utf16", "utf16le"])
+async def test_a_bom_or_utf16_json_body_is_read(stack, path, body, encode):
+    """PowerShell 5 sends UTF-8 JSON with a BOM (RFC 8259 lets a parser ignore it), .NET clients UTF-16; Python's
+    json.loads (so vLLM) detects both, where a strict UTF-8 parser answered 400."""
     client, _ = stack
     response = await client.post(path, headers={**AUTH, "Content-Type": "application/json"},
-                                 data=b"\xef\xbb\xbf" + orjson.dumps(body))
+                                 data=encode(orjson.dumps(body).decode()))
     assert response.status == 200, await response.text()
