@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gateway.chat import render_chat
+from gateway.chat_prompt import render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
@@ -183,6 +184,12 @@ def _common(body: Any, card: ModelCard, served_name: str) -> tuple[OllamaPlan, O
 def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) -> str:
     if card.template is None:
         raise Unsupported("this model has no chat template; use /api/generate with raw: true", param="messages")
+    last = messages[-1]
+    if last["role"] == "assistant" and last["content"] and not last.get("tool_calls"):
+        # Ollama continues a final assistant message (a prefill, ollama/ollama#6778 and #5775) instead of opening
+        # a new turn after it: the turn is left open and the answer is the continuation.
+        return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
+                             thinking_kwargs(think))
     return render_chat(card.template, messages, tools=tools, add_generation_prompt=True,
                        **card.special_tokens, **thinking_kwargs(think))
 

@@ -50,6 +50,20 @@ def test_chat_renders_the_template_and_streams_by_default(card):
     assert gen.req_id.startswith("ollama-")
 
 
+@pytest.mark.parametrize("think", [None, False])
+def test_chat_continues_a_final_assistant_message(card, think):
+    """Ollama's /api/chat continues a trailing assistant message (prefill, ollama/ollama#6778) rather than
+    answering it with a new turn."""
+    messages = HI + [{"role": "assistant", "content": "The sky is blue because"}]
+    plan = parse_chat({"model": "default", "messages": messages, "think": think}, card, "x")
+    prompt = card.decode(plan.gen.prompt_ids)
+    assert prompt.endswith("The sky is blue because") and not plan.gen.thinking_open
+    # An assistant turn that only carries tool calls is history: a new turn follows it.
+    calls = HI + [{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}]
+    plan = parse_chat({"model": "default", "messages": calls, "think": think}, card, "x")
+    assert card.decode(plan.gen.prompt_ids).rstrip().endswith(("assistant", "<think>", "</think>"))
+
+
 def test_chat_think_false_and_effort(card):
     off = parse_chat({"model": "default", "messages": HI, "think": False, "stream": False}, card, "x")
     assert off.stream is False and not off.gen.thinking_open
