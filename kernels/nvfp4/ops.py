@@ -1,5 +1,6 @@
 """Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_tile.cu for M <= 8 rows on weights of up to
-~19 MB, where it measured faster; gemv.cu otherwise for M <= 32; gemm.cu above); CPU: naive.
+~19 MB, where it measured faster; gemv.cu otherwise for M <= 32; above: gemm_wgmma.cu on Hopper, gemm.cu
+elsewhere); CPU: naive.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
@@ -19,6 +20,8 @@ from kernels.nvfp4.checkpoint import NVFP4Weight
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMV_MAX_M = 32
 GEMM_KERNEL = "nvfp4_gemm_v2"
+# Hopper: M > 32 through gemm_wgmma.py (wgmma, 1.4-2.1x the mma.sync GEMM at M >= 512; NOTES.md, session 2)
+GEMM_WGMMA = os.environ.get("SPARKINFER_NVFP4_WGMMA", "1") == "1"
 ROW_GROUP = 128
 CHUNK = 64
 WS_ROWS = 32  # workspace rows = GEMV_MAX_M
@@ -220,11 +223,30 @@ def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", bloc
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _hopper(device) -> bool:
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
+def wgmma_serves(device) -> bool:
+    """Whether gemm() runs the wgmma kernel on `device`: GEMM_WGMMA on and a Hopper GPU (gemm_wgmma.cu is built for
+    sm_90a, compute capability 9.0 only)."""
+    return GEMM_WGMMA and torch.device(device).type == "cuda" and _hopper(torch.device(device))
+
+
 def gemm(x: torch.Tensor, p: dict, out: torch.Tensor, kernel: str = "") -> torch.Tensor:
-    """x [M, K] bf16 contiguous (any M), p = prepared(...) -> out [M, N] bf16 (written).
-    kernel: "nvfp4_gemm" (v1, 2x2 warps) or "nvfp4_gemm_v2" (4x1 warps); default GEMM_KERNEL."""
+    """x [M, K] bf16 contiguous (any M), p = prepared(...) -> out [M, N] bf16 (written). On Hopper (GEMM_WGMMA)
+    the wgmma kernel (gemm_wgmma.py), else / where it refuses the shape: kernel "nvfp4_gemm" (v1, 2x2 warps) or
+    "nvfp4_gemm_v2" (4x1 warps; default GEMM_KERNEL). Naming a kernel skips the wgmma one."""
     import numpy as np
 
+    if not kernel and wgmma_serves(x.device):
+        from kernels.nvfp4 import gemm_wgmma
+
+        try:
+            return gemm_wgmma.gemm_wgmma(x, p, out)
+        except ValueError:
+            pass
     m = x.shape[0]
     grid = (p["Np"] // ROW_GROUP, -(-m // 128))
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731

@@ -1,6 +1,6 @@
 """GPU tests: CUDA-graph decode steps (worker/graphs.py, worker/model_runner.py) give the same greedy tokens as the
 eager forward, for requests of different prompt lengths joining and leaving (padded row counts 1..8, a fresh
-one-token prompt inside an all-decode step); and the row-chunked NVFP4 GEMV routing of worker/layers/linear.py.
+one-token prompt inside an all-decode step); and the NVFP4 routing of 32 < M <= 128 rows in worker/layers/linear.py.
 
 The model is the small in-memory Qwen3.5 with the kernels' 128-wide GDN heads, bf16 on the GPU (what graphs serve).
 Graph and eager steps differ only in the attention's padded key width and the GEMV's padded rows, so their logits
@@ -144,12 +144,16 @@ def _drive_runner(runner, pb) -> dict:
     return out
 
 
+@pytest.mark.parametrize("wgmma", [False, True], ids=["mma_sync_gpu", "wgmma_gpu"])
 @pytest.mark.parametrize("rows", [33, 48, 64, 100, 128], ids=lambda m: f"M{m}")
-def test_linear_routes_32_to_128_rows_through_chunked_gemv(rows):
-    """worker.layers.linear: 32 < M <= 128 rows as 32-row GEMV chunks equal the dense dequantized product."""
+def test_linear_routes_32_to_128_rows(rows, wgmma, monkeypatch):
+    """worker.layers.linear: 32 < M <= 128 rows go to the wgmma GEMM where it serves (Hopper), else as 32-row GEMV
+    chunks; either way they equal the dense dequantized product."""
     from bench.gpu_model import random_nvfp4
+    from kernels.nvfp4 import ops as nvfp4_ops
     from worker.layers import linear as linear_mod
 
+    monkeypatch.setattr(nvfp4_ops, "GEMM_WGMMA", wgmma)
     weight = random_nvfp4(1000, 512)
     x = torch.randn(rows, 512, device="cuda").bfloat16()
     calls = []
@@ -159,7 +163,7 @@ def test_linear_routes_32_to_128_rows_through_chunked_gemv(rows):
         got = linear_mod.Linear(weight)(x)
     finally:
         linear_mod.chunked_gemv = original
-    assert calls, "32 < M <= 128 must take the chunked GEMV"
+    assert bool(calls) != nvfp4_ops.wgmma_serves(x.device), "chunked GEMV exactly where the wgmma GEMM does not serve"
     want = x.float() @ weight.dequantize(torch.float32).t()
     assert torch.isfinite(got).all() and got.shape == (rows, 1000)
     err = ((got.float() - want).norm() / want.norm()).item()

@@ -4,8 +4,10 @@ import torch
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight, from_tensors as nvfp4_from_tensors
 
-# CUDA NVFP4 routing: 32 < M <= CHUNKED_GEMV_MAX_M rows run as ceil(M / 32) GEMV launches instead of the GEMM, which
-# is built for large M (worker/GPU_NOTES.md: C = 64 decode step 72.4 -> 43.3 ms on the H200)
+# CUDA NVFP4 routing without the Hopper wgmma GEMM: 32 < M <= CHUNKED_GEMV_MAX_M rows run as ceil(M / 32) GEMV
+# launches instead of the mma.sync GEMM (worker/GPU_NOTES.md: C = 64 decode step 72.4 -> 43.3 ms on the H200). With
+# wgmma (kernels/nvfp4/ops.wgmma_serves) every M > 32 goes to the GEMM: the 27B-shaped step at C = 64 took 30.5 ms
+# against 36.5 ms with the chunked GEMV (bench/gpu_model.py, session 2)
 CHUNKED_GEMV_MAX_M = 128
 
 
@@ -52,7 +54,7 @@ class Linear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.nvfp4 is not None:
             rows = x.numel() // max(1, x.shape[-1])
-            if x.is_cuda and nvfp4_ops.GEMV_MAX_M < rows <= CHUNKED_GEMV_MAX_M:
+            if x.is_cuda and nvfp4_ops.GEMV_MAX_M < rows <= CHUNKED_GEMV_MAX_M and not nvfp4_ops.wgmma_serves(x.device):
                 return chunked_gemv(x, self.nvfp4)
             return nvfp4_ops.linear(x, self.nvfp4)
         return torch.nn.functional.linear(x, self.weight)

@@ -1,0 +1,331 @@
+// NVFP4 weight x bf16 activations on Hopper tensor cores (wgmma, sm_90a) for M > 32 rows (prefill):
+// y[M, N] = x[M, K] W^T, f32 accumulate, bf16 out; W in ops.repack's layout (common.cuh), alpha per 16-row tile.
+//
+// Grid: one block per (128 weight rows, T tokens) tile, T = 64 / 128 / 256 (one kernel each), blocks rastered in
+// groups of `group` row tiles (weights of a group stay in L2 while it sweeps the tokens). Block = 256 threads = 2
+// warpgroups; warpgroup w owns weight rows [64 w, +64) of the tile, its warp q the 16-row tile 8 rb + 4 w + q.
+// The weights are wgmma's A operand straight from registers: each lane's 16-byte fragment already is its m64nTk16 A
+// fragment for the 4 k-steps of a 64-k chunk (rows g, g+8; decode_word). x is B (K-major, 128-byte swizzle): token
+// row r of a chunk is one 128-byte line whose 16-byte unit u holds the 4-byte x pairs of real k 16t + 2u (t = 0..3),
+// i.e. the repacked layout's k permutation (k-step st = units 2st, 2st+1): nvfp4_permute_x writes x in that order
+// once (xp) and the GEMM copies 16-byte units; the _x4 kernels instead permute x as is with 4-byte cp.async.
+// Pipeline: S stages of [x tile T x 128 B | 8 weight tiles x 512 B | 8 x 64 B scales], filled S-2 chunks ahead by
+// cp.async; per chunk every thread decodes its fragment into one of two A register sets and its warpgroup issues 4
+// wgmma (one commit group) while the previous chunk's group may still run (wait_group 1). Epilogue: alpha, bf16,
+// staged through shared memory for 16-byte row stores.
+#include "common.cuh"
+
+#define THREADS 256
+#define PITCH 136  // epilogue tile row: 128 weight rows + 8 pad (bf16)
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    return (u32)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async16_zfill(u32 dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0));
+}
+
+__device__ __forceinline__ uint4 lds128(u32 a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+
+__device__ __forceinline__ u32 lds_u16(u32 a) {
+    u16 v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
+    return v;
+}
+
+// shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 B apart (LBO unused: 1)
+__device__ __forceinline__ u64 desc_sw128(u32 addr) {
+    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+
+template <int R>
+__device__ __forceinline__ void fence_regs(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], const u32 (&a)[4], u64 desc) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+                 "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], const u32 (&a)[4], u64 desc) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                 "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], const u32 (&a)[4], u64 desc) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+template <int T>
+__device__ __forceinline__ void wgmma_tile(float (&d)[T / 2], const u32 (&a)[4], u64 desc) {
+    if constexpr (T == 64) wgmma_n64(d, a, desc);
+    else if constexpr (T == 128) wgmma_n128(d, a, desc);
+    else wgmma_n256(d, a, desc);
+}
+
+// per-thread sources of the cp.async copies (chunk 0), set once per block. XP (x pre-permuted by nvfp4_permute_x):
+// thread i copies 16-byte unit i & 7 of rows r = (i >> 3) + 32 j; else (x as is) warp w copies the 4-byte k pairs
+// (lane) of rows r = w + 8 j
+struct Src {
+    const char* x;     // first x row of this thread, at its piece of chunk 0
+    const char* w;     // weight fragment (row tile tile0 + warp, chunk 0, this lane)
+    const char* s;     // scale pairs of lanes 2 lane', 2 lane' + 1 (lane' = lane & 15)
+    u64 x_step;        // bytes between this thread's x rows (32 rows for XP, else 8)
+    int rows_left;     // rows r0 + j * step exist while j * step < rows_left
+    int k_left;        // x as is: K - 2 lane, the lane's pair of chunk c exists while 64c < k_left
+    u32 x_dst;         // byte offset of the thread's piece in its first row of a stage (swizzled)
+};
+
+// cp.async of chunk c into one stage: the x tile [T rows][128 B], row r's 16-byte unit u at (u ^ (r & 7)) (128-byte
+// swizzle; unit u = the k pairs 64c + 16t + 2u, t = 0..3, i.e. the repacked layout's k order: XP copies it as is,
+// else the 4-byte pair of k 64c + 2l goes to unit l & 7, word l >> 3), then the 8 weight fragments (each lane its own
+// 16 bytes) and scale pairs (16 lanes x 4 bytes per tile). Rows past M (and x as is: k past K) are zero-filled.
+template <int T, bool XP, int DIAG>
+__device__ __forceinline__ void issue_chunk(u32 stage, const Src& src, int c) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const char* xs = src.x + 128 * (u64)c;
+    const u32 dst = stage + src.x_dst;
+    if constexpr (DIAG == 1) {
+    } else if constexpr (XP) {
+#pragma unroll
+        for (int j = 0; j < T / 32; ++j) cp_async16_zfill(dst + j * 4096, xs + j * src.x_step, 32 * j < src.rows_left);
+    } else {
+        const bool kok = 64 * c < src.k_left;
+#pragma unroll
+        for (int j = 0; j < T / 8; ++j) cp_async4(dst + j * 1024, xs + j * src.x_step, kok && 8 * j < src.rows_left);
+    }
+    cp_async16(stage + T * 128 + warp * 512 + lane * 16, src.w + 512 * (u64)c);
+    if (lane < 16) cp_async4(stage + T * 128 + 4096 + warp * 64 + lane * 4, src.s + 64 * (u64)c, true);
+}
+
+// one 64-k chunk: wait for its stage, decode (a warp's fragments and scales were copied by the warp itself, so
+// __syncwarp suffices there), block barrier (x came from every warp), 4 async wgmma, refill the stage that chunk c - 2
+// used (its wgmma group retired before the barrier), keep this chunk's group in flight (wait_group 1)
+template <int T, int S, bool FENCE, bool XP, int DIAG>
+__device__ __forceinline__ void chunk_step(int c, u32 (&a)[4][4], float (&acc)[T / 2], u32 base, int& rd, int& wr,
+                                           const u32* lut, const Src& src, int Kc) {
+    constexpr int SB = T * 128 + 5120, PD = S - 2;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    asm volatile("cp.async.wait_group %0;" :: "n"(PD - 1) : "memory");
+    __syncwarp();
+    const u32 st = base + rd * SB;
+    rd = rd + 1 == S ? 0 : rd + 1;
+    const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
+    const u32 sc = lds_u16(st + T * 128 + 4096 + warp * 64 + lane * 2);
+    const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
+    if constexpr (DIAG == 2) {
+        a[0][0] = a[1][1] = a[2][2] = a[3][3] = f.x ^ sg;
+        a[0][1] = a[1][2] = a[2][3] = a[3][0] = f.y ^ sg8;
+        a[0][2] = a[1][3] = a[2][0] = a[3][1] = f.z;
+        a[0][3] = a[1][0] = a[2][1] = a[3][2] = f.w;
+    } else {
+        decode_word(f.x, sg, sg8, a[0]);
+        decode_word(f.y, sg, sg8, a[1]);
+        decode_word(f.z, sg, sg8, a[2]);
+        decode_word(f.w, sg, sg8, a[3]);
+    }
+    u64 desc[4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) desc[ks] = desc_sw128(st + 32 * ks);  // k-step ks: +32 bytes into each row
+    // every A register and descriptor is final before the batch opens (ptxas serializes wgmma otherwise)
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        asm volatile("" : "+l"(desc[ks]));
+        asm volatile("" : "+r"(a[ks][0]), "+r"(a[ks][1]), "+r"(a[ks][2]), "+r"(a[ks][3]));
+    }
+    // the stage was written through the generic proxy and wgmma reads it through the async proxy: the memory model
+    // asks for this fence (FENCE = false: the _nf kernels, without it, as CUTLASS's cp.async + GMMA mainloop does)
+    if constexpr (FENCE) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
+    wgmma_commit();
+    if (c + PD < Kc) issue_chunk<T, XP, DIAG>(base + wr * SB, src, c + PD);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    wr = wr + 1 == S ? 0 : wr + 1;
+    wgmma_wait<1>();
+}
+
+template <int T, int S, bool FENCE, bool XP, int DIAG>
+__device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
+                                          const float* alpha, int M, int N, int K, int Kc, int R, int group,
+                                          int vec_out) {
+    extern __shared__ unsigned char dsmem[];
+    __shared__ u32 lut[256];
+    constexpr int SB = T * 128 + 5120, PD = S - 2;
+    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
+    const int C = (M + T - 1) / T, per_group = group * C, gi = blockIdx.x / per_group, first = gi * group;
+    const int rows_here = min(group, R - first), in = blockIdx.x - gi * per_group;
+    const int rb = first + in % rows_here, m0 = (in / rows_here) * T, tile0 = rb * 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    float acc[T / 2];
+#pragma unroll
+    for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
+    u32 a0[4][4], a1[4][4];
+    Src src;
+    if constexpr (XP) {  // x = the permuted copy, rows of Kc * 64
+        const int r0 = threadIdx.x >> 3, u = threadIdx.x & 7;
+        src.x = (const char*)(x + (u64)(m0 + r0) * Kc * 64) + 16 * u;
+        src.x_step = (u64)Kc * 128 * 32;
+        src.rows_left = M - m0 - r0;
+        src.x_dst = r0 * 128 + ((u ^ (r0 & 7)) << 4);
+    } else {
+        src.x = (const char*)(x + (u64)(m0 + warp) * K) + 4 * lane;
+        src.x_step = (u64)K * 16;
+        src.rows_left = M - m0 - warp;
+        src.x_dst = warp * 128 + (((lane & 7) ^ warp) << 4) + 4 * (lane >> 3);
+    }
+    src.k_left = K - 2 * lane;
+    src.w = (const char*)wq + ((u64)(tile0 + warp) * Kc * 32 + lane) * 16;
+    src.s = (const char*)wsc + ((u64)(tile0 + warp) * Kc * 32 + 2 * (lane & 15)) * 2;
+#pragma unroll
+    for (int s = 0; s < PD; ++s) {
+        if (s < Kc) issue_chunk<T, XP, DIAG>(base + s * SB, src, s);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    __syncthreads();  // lut: chunk_step decodes before its barrier
+    int rd = 0, wr = PD;
+    int c = 0;
+    for (; c + 1 < Kc; c += 2) {
+        chunk_step<T, S, FENCE, XP, DIAG>(c, a0, acc, base, rd, wr, lut, src, Kc);
+        chunk_step<T, S, FENCE, XP, DIAG>(c + 1, a1, acc, base, rd, wr, lut, src, Kc);
+    }
+    if (c < Kc) chunk_step<T, S, FENCE, XP, DIAG>(c, a0, acc, base, rd, wr, lut, src, Kc);
+    wgmma_wait<0>();
+    fence_regs(acc);
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+
+    // epilogue: acc[4j + i] = (weight row 16q + g + 8 (i >> 1) of warpgroup w, token 8j + 2t + (i & 1))
+    u16* ot = (u16*)(dsmem + (base - raw));  // [T tokens][PITCH]
+    const int g = lane >> 2, t = lane & 3, row = (warp >> 2) * 64 + (warp & 3) * 16 + g;
+    const float al = alpha[tile0 + warp];
+#pragma unroll
+    for (int j = 0; j < T / 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            ot[(8 * j + 2 * t + (i & 1)) * PITCH + row + 8 * (i >> 1)] = f32_to_bf16(acc[4 * j + i] * al);
+    __syncthreads();
+    const int n0 = rb * 128;
+    for (int v = threadIdx.x; v < T * 16; v += THREADS) {
+        const int tok = v >> 4, n = n0 + 8 * (v & 15), m = m0 + tok;
+        if (m >= M || n >= N) continue;
+        const u16* piece = ot + tok * PITCH + 8 * (v & 15);
+        if (vec_out && n + 8 <= N) {
+            *(uint4*)(y + (u64)m * N + n) = *(const uint4*)piece;
+        } else {
+            for (int e = 0; e < 8 && n + e < N; ++e) y[(u64)m * N + n + e] = piece[e];
+        }
+    }
+}
+
+#define GEMM_ARGS const unsigned char *wq, const unsigned char *wsc, const u16 *x, u16 *y, const float *alpha, int M, \
+    int N, int K, int Kc, int R, int group, int vec_out
+#define GEMM_PASS wq, wsc, x, y, alpha, M, N, K, Kc, R, group, vec_out
+
+// x [M, K] -> xp [M, Kc * 64] (the XP kernels' input): 16-byte unit u of row m, chunk c holds the k pairs
+// 64c + 16t + 2u, t = 0..3 (zeros past K). One thread per unit; K even, x 4-byte aligned.
+extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x(const u16* x, u16* xp, int M, int K, int Kc) {
+    const u64 i = (u64)blockIdx.x * 256 + threadIdx.x, mc = i >> 3;
+    if (mc >= (u64)M * Kc) return;
+    const int u = (int)(i & 7), c = (int)(mc % Kc);
+    const u32* row = (const u32*)(x + (mc / Kc) * K);
+    u32 w[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+        const int k = 64 * c + 16 * t + 2 * u;
+        w[t] = k < K ? __ldg(row + (k >> 1)) : 0u;
+    }
+    *(uint4*)(xp + mc * 64 + 8 * u) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// T = 64: 2 blocks per SM (6 stages of 13 KB); T = 128: 6 stages of 21 KB; T = 256: 5 stages of 37 KB.
+// Names: _x4 = x as is (4-byte copies), else x pre-permuted (16-byte copies); _nf = without the proxy fence;
+// _nox (no x copies) and _nodec (raw fragment words as A, no decode): timing diagnostics, wrong results.
+#define GEMM_KERNEL(name, t, s, minb, fence, xp, diag) \
+    extern "C" __global__ void __launch_bounds__(THREADS, minb) name(GEMM_ARGS) { \
+        gemm_body<t, s, fence, xp, diag>(GEMM_PASS); \
+    }
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64, 64, 6, 2, true, true, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128, 128, 6, 1, true, true, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256, 256, 5, 1, true, true, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64_nf, 64, 6, 2, false, true, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128_nf, 128, 6, 1, false, true, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nf, 256, 5, 1, false, true, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64_x4, 64, 6, 2, true, false, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128_x4, 128, 6, 1, true, false, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_x4, 256, 5, 1, true, false, 0)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nox, 256, 5, 1, true, true, 1)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2)

@@ -1,0 +1,127 @@
+"""NVFP4 wgmma GEMM (gemm_wgmma.cu) against dequantize-then-f32-matmul on fresh random inputs (needs an sm_90 GPU)."""
+import pytest
+import torch
+
+from kernels.nvfp4 import checkpoint, gemm_wgmma, naive, ops
+
+pytestmark = pytest.mark.gpu
+REL_TOL = 1e-2
+# [N x K]: N not a multiple of the 128-row tile, K not a multiple of 64 (and of 16 * 64), short and long K
+SHAPES = [(200, 80), (1000, 1040), (640, 1088), (1392, 5120), (384, 17408), (5120, 6144)]
+M_VALUES = [33, 100, 257, 1000]
+
+
+def _weight(n: int, k: int, fmt: str = "modelopt") -> checkpoint.NVFP4Weight:
+    w = torch.randn(n, k, device="cuda") * (0.5 + torch.rand(n, 1, device="cuda"))  # rows of varied magnitude
+    return checkpoint.from_tensors(naive.quantize(w, fmt))
+
+
+def _run(x: torch.Tensor, p: dict, **kw) -> torch.Tensor:
+    out = torch.full((x.shape[0], p["N"]), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm_wgmma.gemm_wgmma(x, p, out, **kw)
+    torch.cuda.synchronize()
+    return out
+
+
+def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    assert not torch.isnan(out).any(), "unwritten or NaN outputs"
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("n,k", SHAPES, ids=lambda v: str(v))
+def test_matches_dequantized_matmul(n, k):
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+    for m in M_VALUES:
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        ref = x.float() @ ref_w.t()
+        assert _err(_run(x, p), ref) < REL_TOL, (n, k, m)
+
+
+# kernel families: x pre-permuted (default), the same without the proxy fence, x copied as is in 4-byte pieces
+VARIANTS = {"permuted": {"permute": True}, "nofence": {"permute": True, "fence": False}, "x4": {"permute": False}}
+
+
+@pytest.mark.parametrize("tile", sorted(gemm_wgmma.TILES), ids=lambda t: f"T{t}")
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_kernel(tile, variant):
+    # each kernel on odd M (partial token tiles), odd K chunk counts (the loop's odd tail), K % 64 != 0 and
+    # N % 128 != 0
+    for n, k in [(1000, 1040), (272, 5120 + 64)]:
+        weight = _weight(n, k)
+        ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+        for m in (33, tile + 1, 3 * tile - 5):
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            err = _err(_run(x, p, tile=tile, **VARIANTS[variant]), x.float() @ ref_w.t())
+            assert err < REL_TOL, (n, k, m, err)
+
+
+def test_large_layer_shape_every_tile():
+    weight = _weight(10240, 5120)
+    ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+    x = torch.randn(2048 + 77, 5120, device="cuda").to(torch.bfloat16)
+    ref = x.float() @ ref_w.t()
+    for tile in sorted(gemm_wgmma.TILES):
+        for variant, kw in VARIANTS.items():
+            assert _err(_run(x, p, tile=tile, **kw), ref) < REL_TOL, (tile, variant)
+
+
+def test_fused_shards_with_different_global_scales():
+    shards = [_weight(n, 1024) for n in (1024, 256, 112)]
+    for w, s in zip(shards, (1.0, 1000.0, 1e-3)):
+        w.gmul = w.gmul * s
+    fused = checkpoint.concat_rows(shards)
+    ref_w, p = fused.dequantize(), ops.prepared(fused)
+    for m in (40, 257):
+        x = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
+        y, ref = _run(x, p).float(), x.float() @ ref_w.t()
+        for a, b in [(0, 1024), (1024, 1280), (1280, 1392)]:  # each shard on its own scale
+            assert ((y[:, a:b] - ref[:, a:b]).norm() / ref[:, a:b].norm()).item() < REL_TOL, (m, a)
+
+
+def test_extreme_scales():
+    # largest e4m3 scale (448) and subnormal ones (2^-9) in the same weight, every code
+    n, k = 256, 512
+    packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
+    scale = torch.tensor([448.0, 2.0 ** -9, 1.0, 0.013671875], device="cuda").repeat(n, k // 64)
+    weight = checkpoint.NVFP4Weight(packed, scale.to(torch.float8_e4m3fn), torch.tensor(0.01, device="cuda"))
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    x = torch.randn(100, k, device="cuda").to(torch.bfloat16)
+    assert _err(_run(x, p), x.float() @ ref_w.t()) < REL_TOL
+
+
+def test_unaligned_output_rows_and_repeated_calls():
+    # N % 8 != 0: scalar stores; the same output buffer rewritten by a second call with other inputs
+    weight = _weight(1001, 320)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    out = torch.full((70, 1001), float("nan"), dtype=torch.bfloat16, device="cuda")
+    for _ in range(2):
+        x = torch.randn(70, 320, device="cuda").to(torch.bfloat16)
+        gemm_wgmma.gemm_wgmma(x, p, out)
+        assert _err(out, x.float() @ ref_w.t()) < REL_TOL
+
+
+def test_rejects_what_it_cannot_run():
+    weight = _weight(256, 512)
+    p = ops.prepared(weight)
+    out = torch.empty(40, 256, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError):
+        gemm_wgmma.gemm_wgmma(torch.randn(40, 256, device="cuda").to(torch.bfloat16), p, out)  # K mismatch
+    with pytest.raises(ValueError):
+        gemm_wgmma.gemm_wgmma(torch.randn(40, 512, device="cuda"), p, out)  # f32 x
+    with pytest.raises(ValueError):
+        gemm_wgmma.gemm_wgmma(torch.randn(40, 513, device="cuda").to(torch.bfloat16)[:, 1:], p, out)  # strided
+    with pytest.raises(ValueError):
+        gemm_wgmma.gemm_wgmma(torch.randn(40, 512, device="cuda").to(torch.bfloat16), p, out[:39])  # out shape
+    with pytest.raises(ValueError):
+        gemm_wgmma.gemm_wgmma(torch.randn(40, 512, device="cuda").to(torch.bfloat16), p, out, tile=96)
+    with pytest.raises(ValueError):
+        gemm_wgmma.gemm_wgmma(torch.randn(40, 512, device="cuda").to(torch.bfloat16), p, out, fence=False,
+                              permute=False)
+
+
+def test_pick_tile_prefers_full_waves():
+    # CPU-side logic, runs wherever the GPU tests run: the fastest tiles of run 2
+    assert gemm_wgmma.pick_tile(8192, 10240, 132) == 256 and gemm_wgmma.pick_tile(2048, 5120, 132) == 256
+    assert gemm_wgmma.pick_tile(128, 6144, 132) == 64 and gemm_wgmma.pick_tile(128, 10240, 132) == 128
+    assert all(gemm_wgmma.pick_tile(m, 1024) in gemm_wgmma.TILES for m in (33, 100, 257, 1000))
