@@ -45,6 +45,11 @@ def _threads(width: int) -> int:
     return min(MAX_THREADS, max(32, -(-columns // 32) * 32))
 
 
+def _aligned16(*tensors) -> bool:
+    """Every given [R, D] bf16 tensor starts on 16 bytes and has a row stride of a multiple of 8 elements."""
+    return all(t is None or (t.data_ptr() % 16 == 0 and (t.shape[0] <= 1 or t.stride(0) % 8 == 0)) for t in tensors)
+
+
 def _launch(name: str, grid, block, args) -> None:
     kernel = _compile.kernel(SOURCE, name)
     kernel(grid, block, args, stream=_compile.external_stream(torch.cuda.current_stream().cuda_stream))
@@ -74,7 +79,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
         stride = lambda t: np.int64(0 if t is None else t.stride(0))  # noqa: E731
         args = (ptr(x2), stride(x2), ptr(res), stride(res), ptr(res_out), stride(res_out), ptr(w), ptr(out),
                 stride(out), np.int32(width), np.float32(eps))
-        _launch("norm_rms_zc", (x2.shape[0],), (_threads(width),), args)
+        if width % 8 == 0 and width <= 8 * MAX_THREADS and _aligned16(x2, res, res_out, out, w.view(1, -1)):
+            _launch("norm_rms_zc_v8", (x2.shape[0],), (max(32, -(-width // 256) * 32),), args)
+        else:
+            _launch("norm_rms_zc", (x2.shape[0],), (_threads(width),), args)
     y = out.reshape(x.shape)
     return y if residual is None else (y, res_out.reshape(x.shape))
 

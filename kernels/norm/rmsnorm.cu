@@ -65,6 +65,51 @@ extern "C" __global__ void norm_rms_zc(const u16* x, long long sx, const u16* re
   }
 }
 
+// norm_rms_zc_v8: norm_rms_zc for D % 8 == 0, D <= 8 * blockDim.x, every row start and w 16-byte aligned (ops.py
+// checks): thread i owns columns [8i, 8i + 8) and keeps them in registers between the two passes (16-byte loads and
+// stores, one read of x / res / w, no re-read of res_out). Same per-element rounding as norm_rms_zc.
+__device__ __forceinline__ void unpack8(const uint4& u, float (&v)[8]) {
+  const u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+}
+
+__device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
+  u32 w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) w[j] = (u32)f2bf(v[2 * j]) | ((u32)f2bf(v[2 * j + 1]) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+extern "C" __global__ void norm_rms_zc_v8(const u16* x, long long sx, const u16* res, long long sr, u16* res_out,
+                                          long long sro, const u16* __restrict__ w, u16* __restrict__ out,
+                                          long long so, int D, float eps) {
+  const long long r = blockIdx.x;
+  const int c = threadIdx.x * 8;
+  const bool mine = c < D;
+  float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  float ss = 0.f;
+  if (mine) {
+    unpack8(*reinterpret_cast<const uint4*>(x + r * sx + c), v);
+    if (res != nullptr) {
+      float rv[8];
+      unpack8(*reinterpret_cast<const uint4*>(res + r * sr + c), rv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = rbf(v[j] + rv[j]);
+      *reinterpret_cast<uint4*>(res_out + r * sro + c) = pack8(v);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+  }
+  const float inv = rsqrtf(block_sum(ss) / (float)D + eps);
+  if (!mine) return;
+  float wv[8];
+  unpack8(*reinterpret_cast<const uint4*>(w + c), wv);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * (1.f + wv[j]);
+  *reinterpret_cast<uint4*>(out + r * so + c) = pack8(v);
+}
+
 // x, z [R, D] bf16 (row strides sx, sz; z may be a column view of a wider projection); w [D] bf16; out [R, D]
 // (row stride so).
 extern "C" __global__ void norm_rms_gated(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,

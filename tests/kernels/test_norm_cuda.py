@@ -37,8 +37,10 @@ def _check(got, want, max_mismatch=0.01, ulps=1):
     assert w.abs().max() > 0.05
 
 
-@pytest.mark.parametrize("rows,width", [(1, 5120), (64, 5120), (1536, 256), (3, 1000), (17, 131), (5, 33)],
-                         ids=["1x5120", "64x5120", "1536x256", "3x1000", "17x131", "5x33"])
+# 8-column kernel (norm_rms_zc_v8): widths % 8 == 0 up to 8192; the scalar kernel: 131, 33, 8200
+@pytest.mark.parametrize("rows,width", [(1, 5120), (64, 5120), (1536, 256), (3, 1000), (17, 131), (5, 33),
+                                        (2, 8192), (2, 8200)],
+                         ids=["1x5120", "64x5120", "1536x256", "3x1000", "17x131", "5x33", "2x8192", "2x8200"])
 def test_rms_norm_matches_naive(rows, width):
     x, w = _rand(rows, width, scale=3.0), _rand(width, scale=0.2)
     _poison(rows * width)
@@ -58,6 +60,13 @@ def test_rms_norm_with_residual_matches_naive_in_place(rows, width):
     res2 = res.clone()
     y2, h2 = ops.rms_norm(x, w, 1e-6, res2, residual_out=res2)
     assert torch.equal(res2, want_h) and torch.equal(y2, y)
+
+
+def test_rms_norm_misaligned_rows_take_the_scalar_kernel():
+    # a row stride of 5124 elements (rows 8-byte aligned only) and a start 2 bytes off 16: both must still be right
+    base, w = _rand(4, 5124, scale=3.0), _rand(5120, scale=0.2)
+    for x in (base[:, :5120], base[:, 1:5121]):
+        _check(ops.rms_norm(x, w, 1e-6), naive.rms_norm(x.contiguous(), w, 1e-6))
 
 
 def test_rms_norm_reads_row_strided_views():
