@@ -32,9 +32,10 @@ def tiny():
 class Harness:
     """One scheduler and one worker runner over a fresh pool; serve() runs one request to its end."""
 
-    def __init__(self, tiny, budget=2048, min_tokens=32, enabled=True):
+    def __init__(self, tiny, budget=2048, min_tokens=32, enabled=True, device="cpu", dtype=torch.float32,
+                 state_dtype=torch.float32):
         model, config = tiny
-        cache = ModelCache(config, NUM_BLOCKS, BLOCK, NUM_SLOTS, device="cpu", dtype=torch.float32)
+        cache = ModelCache(config, NUM_BLOCKS, BLOCK, NUM_SLOTS, device=device, dtype=dtype, state_dtype=state_dtype)
         self.runner = ModelRunner(model, config, cache, config.vocab_size)
         prefix = PrefixCacheConfig(enabled, 4, min_tokens, IM_START)
         self.sched = Scheduler(SchedulerLimits(budget, 4), NUM_BLOCKS, BLOCK, NUM_SLOTS, 4096, prefix_cache=prefix)
