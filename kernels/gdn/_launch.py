@@ -28,9 +28,15 @@ DECODE_VARIANTS = {
     # reduction, o stored before the update, the state kept packed: an empty asm stops the compiler keeping the
     # unpacked floats alive), 80 registers, 6 blocks/SM: 96 KB in flight per SM against narrow's 64 KB
     "t128x6": ("gdn_recurrent_decode", ("NARROW=1", "LEAN=1", "THREADS=128", "MIN_BLOCKS=6"), 128, -1),
+    # w128: the same per thread, one block of 256 threads per (sequence, value head) over all 128 columns (32 lanes a
+    # row piece): half the blocks, so half the prologues and barriers per byte; 80 registers, 3 blocks/SM, 96 KB
+    "w128": ("gdn_recurrent_decode", ("NARROW=1", "NARROW_TPR=32", "LEAN=1", "THREADS=256", "MIN_BLOCKS=3"), 256, -1),
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
+WIDE_MIN_SEQS = 16
+# value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
+DECODE_BLOCK_V = {"w128": 128}
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 override (the old kernel stays selectable as "regs")
 DECODE_VARIANT = {
     "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "t128x6"),
@@ -122,18 +128,22 @@ def _output(out, shape, device) -> tuple:
     return out, "OUT_F32=%d" % (out.dtype == torch.float32)
 
 
-def decode_variant(state_dtype) -> str:
-    """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype`."""
+def decode_variant(state_dtype, num_seqs: int = 1) -> str:
+    """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype` and a batch of num_seqs sequences:
+    the bf16 default t128x6 gives way to w128 from WIDE_MIN_SEQS sequences (H200, session 2: N=32 32.2 vs 32.6 us,
+    N=64 58.0 vs 60.3; N=1 3.9 vs 3.1), unless SPARKINFER_GDN_DECODE_BF16 names one."""
     name = DECODE_VARIANT[str(state_dtype).split(".")[-1]]
+    if name == "t128x6" and num_seqs >= WIDE_MIN_SEQS and "SPARKINFER_GDN_DECODE_BF16" not in os.environ:
+        name = "w128"
     _need(name in DECODE_VARIANTS, f"unknown GDN decode variant {name!r} (one of {sorted(DECODE_VARIANTS)})")
-    _need(name not in ("narrow", "t128x6") or str(state_dtype).endswith("bfloat16"),
+    _need(name not in ("narrow", "t128x6", "w128") or str(state_dtype).endswith("bfloat16"),
           f"the {name} decode variant is bf16-only")
     return name
 
 
 def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None, variant=None):
     """One decode token per sequence; see ops.fused_recurrent_decode. Returns o [N, HV, V] (out's dtype).
-    variant: a DECODE_VARIANTS name (None: decode_variant(state_pool.dtype))."""
+    variant: a DECODE_VARIANTS name (None: decode_variant(state_pool.dtype, N))."""
     import torch
 
     num_seqs, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
@@ -148,10 +158,10 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     if num_seqs == 0:
         return o
     if variant is None:
-        variant = decode_variant(state_pool.dtype)
+        variant = decode_variant(state_pool.dtype, num_seqs)
     entry, extra, threads, carveout = DECODE_VARIANTS[variant]
     defines = _state_define(state_pool) + (out_define,) + extra + tuple(DECODE_EXTRA_DEFINES)
-    block_v = 64 if state_pool.dtype == torch.bfloat16 else 32
+    block_v = DECODE_BLOCK_V.get(variant, 64 if state_pool.dtype == torch.bfloat16 else 32)
     fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
             ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),

@@ -83,7 +83,7 @@ def test_decode_matches_recurrence(state_dtype, heads):
     check_untouched(pool, slots)
 
 
-DECODE_CASES = [(torch.bfloat16, "regs"), (torch.bfloat16, "narrow"), (torch.bfloat16, "t128x6"), (torch.bfloat16, "cp128"),
+DECODE_CASES = [(torch.bfloat16, "regs"), (torch.bfloat16, "narrow"), (torch.bfloat16, "t128x6"), (torch.bfloat16, "w128"), (torch.bfloat16, "cp128"),
                 (torch.bfloat16, "cp256"), (torch.float32, "cp128"), (torch.float32, "cp256")]
 
 

@@ -52,3 +52,19 @@ def test_cpu_tensors_are_refused_with_a_typed_error():
 def test_shared_memory_budgets_fit_one_hopper_block():
     assert _launch.PREP_SMEM <= 48 * 1024
     assert _launch.STATE_SMEM <= 227 * 1024
+
+
+def test_decode_variant_by_dtype_and_batch(monkeypatch):
+    monkeypatch.delenv("SPARKINFER_GDN_DECODE_BF16", raising=False)
+    assert _launch.decode_variant(torch.float32, 64) == "regs"
+    assert _launch.decode_variant(torch.bfloat16, 1) == "t128x6"
+    assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS - 1) == "t128x6"
+    assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS) == "w128"
+    monkeypatch.setenv("SPARKINFER_GDN_DECODE_BF16", "t128x6")  # a named variant is kept at every batch size
+    assert _launch.decode_variant(torch.bfloat16, 64) == "t128x6"
+
+
+def test_decode_variant_refuses_a_bf16_only_kernel_for_f32(monkeypatch):
+    monkeypatch.setitem(_launch.DECODE_VARIANT, "float32", "w128")
+    with pytest.raises(_launch.GdnKernelError, match="bf16-only"):
+        _launch.decode_variant(torch.float32)
