@@ -202,6 +202,11 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         raise InvalidRequest("messages must be a list", param="messages")
     if not messages:
         return plan
+    if len(messages) >= options.num_ctx:
+        # Every message renders to at least one token: refused before rendering thousands of them.
+        raise ContextLengthExceeded(f"the prompt is at least {len(messages)} tokens ({len(messages)} messages), "
+                                    f"which exceeds the context window of {options.num_ctx} tokens; it was not "
+                                    f"truncated. Shorten the prompt or raise options.num_ctx", param="messages")
     plan.tools = _tools(body.get("tools"))
     text = _render(card, [_message(m, i) for i, m in enumerate(messages)], plan.tools, body.get("think"))
     plan.gen = _gen_request(_encode(card, text, options), text, options, split=True)

@@ -8,6 +8,7 @@ from typing import Optional
 from gateway.chat_prompt import render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_tool_messages, check_tool_schemas,
                                    check_tools, completion_max_tokens, legacy_functions, resolve_max_tokens,
@@ -165,6 +166,7 @@ def _thinking_kwargs(body: dict) -> dict:
 
 def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
+    check_list_sizes(body, card.max_context_len, chat=True)
     body = legacy_functions(body) if isinstance(body, dict) else body
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
@@ -233,6 +235,7 @@ def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
 
 def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
+    check_list_sizes(body, card.max_context_len, chat=False)
     validate(body, COMPLETION_SCHEMA)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_model(body.get("model"), card, served_name)

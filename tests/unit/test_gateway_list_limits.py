@@ -1,0 +1,60 @@
+"""Gateway: list sizes refused before schema validation (a 3M-id prompt took 98 s to refuse), fake scheduler."""
+import time
+
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+CONTEXT = 2048
+
+
+@pytest.fixture
+async def stack():
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=CONTEXT)) as pair:
+        yield pair
+
+
+HUGE = 2_000_000
+CASES = [
+    ("/v1/completions", {"prompt": [5] * HUGE}, 400, "context_length_exceeded", "prompt"),
+    ("/v1/completions", {"prompt": [[5] * HUGE]}, 400, "context_length_exceeded", "prompt"),
+    ("/v1/completions", {"prompt": ["a"] * HUGE}, 400, "invalid_value", "prompt"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}] * 200_000}, 400,
+     "context_length_exceeded", "messages"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "stop": ["x"] * HUGE}, 400,
+     "invalid_value", "stop"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                              "tools": [{"type": "function", "function": {"name": "f"}}] * 100_000}, 400,
+     "invalid_value", "tools"),
+    ("/api/v0/completions", {"prompt": [5] * HUGE}, 400, "context_length_exceeded", "prompt"),
+]
+
+
+@pytest.mark.parametrize("path, body, status, code, param", CASES, ids=[f"{c[0]}-{c[4]}-{i}" for i, c in
+                                                                       enumerate(CASES)])
+async def test_oversized_lists_are_refused_at_once(stack, path, body, status, code, param):
+    client, fake = stack
+    started = time.monotonic()
+    response = await client.post(path, data=orjson.dumps(body))
+    error = orjson.loads(await response.read())["error"]
+    assert (response.status, error["code"], error["param"]) == (status, code, param)
+    assert time.monotonic() - started < 5.0
+    assert fake.script.requests == []
+
+
+async def test_ollama_refuses_more_messages_than_the_window_before_rendering(stack):
+    client, _ = stack
+    body = {"model": "default", "stream": False, "options": {"num_ctx": 512},
+            "messages": [{"role": "user", "content": "a"}] * 100_000}
+    started = time.monotonic()
+    response = await client.post("/api/chat", data=orjson.dumps(body))
+    assert response.status == 400 and "context window of 512 tokens" in orjson.loads(await response.read())["error"]
+    assert time.monotonic() - started < 5.0
+
+
+async def test_truncate_prompt_tokens_still_takes_a_long_prompt(stack):
+    client, fake = stack
+    response = await client.post("/v1/completions", data=orjson.dumps(
+        {"prompt": [5] * (CONTEXT + 100), "truncate_prompt_tokens": 10, "max_tokens": 2}))
+    assert response.status == 200 and len(fake.script.requests[-1].prompt_token_ids) == 10
