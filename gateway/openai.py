@@ -166,7 +166,7 @@ def _thinking_kwargs(body: dict) -> dict:
 
 def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
-    check_list_sizes(body, card.max_context_len, chat=True)
+    check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
     body = legacy_functions(body) if isinstance(body, dict) else body
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
@@ -235,7 +235,7 @@ def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
 
 def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
-    check_list_sizes(body, card.max_context_len, chat=False)
+    check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
     validate(body, COMPLETION_SCHEMA)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_model(body.get("model"), card, served_name)
