@@ -19,7 +19,7 @@ class Framer(Protocol):
     content_type: str
     headers: dict
 
-    def start(self) -> list[bytes]: ...
+    def start(self, usage: Usage) -> list[bytes]: ...
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]: ...
     def end(self, usage: Usage) -> list[bytes]: ...
     def error(self, error: ApiError, usage: Usage) -> list[bytes]: ...
@@ -49,7 +49,7 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         first = await _first_event(gen, max(keepalive_s - (time.monotonic() - started), 0.01))
         response = web.StreamResponse(status=200, headers={"Content-Type": framer.content_type, **framer.headers})
         await response.prepare(request)
-        await _write_all(response, framer.start())
+        await _write_all(response, framer.start(gen.usage()))
         try:
             await _pump(response, gen, framer, first, keepalive_s)
         except ApiError as exc:

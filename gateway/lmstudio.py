@@ -59,8 +59,8 @@ class StatsFramer:
         self.inner, self.outcome, self.head, self.shaper = inner, outcome, head, shaper
         self.content_type, self.headers = inner.content_type, inner.headers
 
-    def start(self) -> list[bytes]:
-        return self.inner.start()
+    def start(self, usage: Usage) -> list[bytes]:
+        return self.inner.start(usage)
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         self.outcome.record(delta)

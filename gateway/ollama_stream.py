@@ -29,7 +29,7 @@ class NdjsonFramer:
         self.plan, self.gen, self.chat, self.received = plan, gen, chat, received
         self.out = OllamaOutput(plan, card)
 
-    def start(self) -> list[bytes]:
+    def start(self, usage: Usage) -> list[bytes]:
         return []
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:

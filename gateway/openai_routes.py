@@ -94,7 +94,7 @@ class OpenAIRoutes:
         framer = CompletionFramer(plan, card, plan.gen.req_id)
         response = web.StreamResponse(headers={"Content-Type": framer.content_type, **framer.headers})
         await response.prepare(request)
-        frames = framer.start()
+        frames = framer.start(usage)
         for result in results:
             frames += framer.delta(Delta(result.index, finish_reason="length"), usage)
         for frame in frames + framer.end(usage):

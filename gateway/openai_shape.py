@@ -113,9 +113,10 @@ class ChatFramer:
             return self.s.chunk(choices, usage_dict(usage), True)
         return self.s.chunk(choices, None, self.p.include_usage)
 
-    def start(self) -> list[bytes]:
-        return [self.s.chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                               "finish_reason": None}], None, self.p.include_usage)
+    def start(self, usage: Usage) -> list[bytes]:
+        # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
+        return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                              "finish_reason": None}], usage)
                 for i in range(self.p.gen.num_choices)]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
@@ -166,12 +167,13 @@ class CompletionFramer:
             body["usage"] = usage_dict(usage) if (usage is not None and self.p.continuous_usage) else None
         return sse_event(body)
 
-    def start(self) -> list[bytes]:
+    def start(self, usage: Usage) -> list[bytes]:
         frames = []
         for index in range(self.p.gen.num_choices if self.p.echo_texts else 0):
             text = self.p.echo_texts[index // self.p.gen.n]
             self._offsets[index] = len(text)
-            frames.append(self._chunk([{"index": index, "text": text, "logprobs": None, "finish_reason": None}], None))
+            frames.append(self._chunk([{"index": index, "text": text, "logprobs": None, "finish_reason": None}],
+                                      usage))
         return frames
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:

@@ -310,3 +310,23 @@ async def test_an_empty_model_name_means_the_served_model(stack, path, body):
     client, _ = stack
     status, raw, _ = await post(client, path, {**body, "model": ""})
     assert status == 200 and orjson.loads(raw)["model"] == "fake-model"
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "n": 2}),
+    ("/v1/completions", {"prompt": "hi", "echo": True}),
+])
+async def test_continuous_usage_is_on_every_chunk(stack, path, body):
+    """vLLM's continuous_usage_stats: every chunk (the role / echo chunks too) carries usage; prompt_tokens is
+    constant and completion_tokens never decreases, ending at the final count."""
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    status, raw, _ = await post(client, path, {**body, "max_tokens": 4, "stream": True, "stream_options": options})
+    chunks = events(raw)[:-1]
+    usages = [c["usage"] for c in chunks]
+    assert status == 200 and all(u is not None for u in usages)
+    assert len({u["prompt_tokens"] for u in usages}) == 1
+    assert all(a["completion_tokens"] <= b["completion_tokens"] for a, b in zip(usages, usages[1:]))
+    status, raw, _ = await post(client, path, {**body, "max_tokens": 4})
+    assert chunks[-1]["choices"] == [] and usages[-1] == orjson.loads(raw)["usage"]
