@@ -13,6 +13,11 @@
 // cp.async; per chunk every thread decodes its fragment into one of two A register sets and its warpgroup issues 4
 // wgmma (one commit group) while the previous chunk's group may still run (wait_group 1). Epilogue: alpha, bf16,
 // staged through shared memory for 16-byte row stores.
+// Split-K (the _sk kernels, splits = S > 1; gemm_wgmma.pick chooses S where the grid would fill under ~2 waves):
+// block b works on output tile b / S over the Kc chunks [s Kc / S, (s + 1) Kc / S), s = b % S, then adds its f32
+// accumulators into the zeroed workspace ws [tiles, T / 8, 256 threads] float4 (one red.global.add.v4.f32 per 4
+// sums, 8-token groups past M skipped) and bumps counters[tile] (barrier + fence first, as gemv.cu's v7 flush); the
+// S-th block of a tile reads the sums back (ld.cg), re-zeroes them (st.cg) and the counter, and runs the epilogue.
 #include "common.cuh"
 
 #define THREADS 256
@@ -216,17 +221,58 @@ __device__ __forceinline__ void chunk_step(int c, u32 (&a)[4][4], float (&acc)[T
     wgmma_wait<1>();
 }
 
-template <int T, int S, bool FENCE, bool XP, int DIAG>
+__device__ __forceinline__ void red_add_v4(float4* p, float a, float b, float c, float d) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+// split-K flush of one block (see the header): -> true in the block that completed its tile, acc = the tile's sums.
+// Thread i's float4 j of the tile holds acc[4j .. 4j + 3]; groups j with token m0 + 8j >= M are neither added nor
+// read (the same in every block of the tile), so only rows below M ever leave the workspace non-zero in between.
+template <int T>
+__device__ __forceinline__ bool split_flush(float (&acc)[T / 2], float* ws, int* counters, int tile, int splits,
+                                            int tokens_left, int* s_last) {
+    float4* w = (float4*)ws + (u64)tile * (T / 8) * THREADS + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < T / 8; ++j)
+        if (8 * j < tokens_left)
+            red_add_v4(w + j * THREADS, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+    __syncthreads();  // release: every thread's reductions before thread 0's (cumulative) fence and counter bump
+    if (threadIdx.x == 0) {
+        __threadfence();
+        *s_last = atomicAdd(counters + tile, 1) == splits - 1;
+    }
+    __syncthreads();
+    if (!*s_last) return false;
+    __threadfence();
+#pragma unroll
+    for (int j = 0; j < T / 8; ++j) {
+        if (8 * j >= tokens_left) continue;
+        const float4 v = __ldcg(w + j * THREADS);
+        __stcg(w + j * THREADS, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+        acc[4 * j] = v.x, acc[4 * j + 1] = v.y, acc[4 * j + 2] = v.z, acc[4 * j + 3] = v.w;
+    }
+    if (threadIdx.x == 0) counters[tile] = 0;
+    return true;
+}
+
+// SK: split-K kernel (splits > 1 blocks per output tile, see the header); else splits, ws and counters are unused
+template <int T, int S, bool FENCE, bool XP, int DIAG, bool SK>
 __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
                                           const float* alpha, int M, int N, int K, int Kc, int R, int group,
-                                          int vec_out) {
+                                          int vec_out, float* ws, int* counters, int splits) {
     extern __shared__ unsigned char dsmem[];
     __shared__ u32 lut[256];
+    __shared__ int s_last;
     constexpr int SB = T * 128 + 5120, PD = S - 2;
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
-    const int C = (M + T - 1) / T, per_group = group * C, gi = blockIdx.x / per_group, first = gi * group;
-    const int rows_here = min(group, R - first), in = blockIdx.x - gi * per_group;
+    // output tile (row tiles rastered in groups) and, split-K, this block's chunk range [c0, c0 + nc)
+    const unsigned bid = SK ? blockIdx.x / splits : blockIdx.x;
+    const int split = SK ? (int)(blockIdx.x - bid * splits) : 0;
+    const int c0 = SK ? (int)((long long)Kc * split / splits) : 0;
+    const int nc = SK ? (int)((long long)Kc * (split + 1) / splits) - c0 : Kc;
+    const int C = (M + T - 1) / T, per_group = group * C, gi = bid / per_group, first = gi * group;
+    const int rows_here = min(group, R - first), in = bid - gi * per_group;
     const int rb = first + in % rows_here, m0 = (in / rows_here) * T, tile0 = rb * 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -250,23 +296,32 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
     src.k_left = K - 2 * lane;
     src.w = (const char*)wq + ((u64)(tile0 + warp) * Kc * 32 + lane) * 16;
     src.s = (const char*)wsc + ((u64)(tile0 + warp) * Kc * 32 + 2 * (lane & 15)) * 2;
+    if constexpr (SK) {  // the block's chunk c is chunk c0 + c of the row
+        src.x += 128 * (u64)c0;
+        src.w += 512 * (u64)c0;
+        src.s += 64 * (u64)c0;
+        src.k_left -= 64 * c0;
+    }
 #pragma unroll
     for (int s = 0; s < PD; ++s) {
-        if (s < Kc) issue_chunk<T, XP, DIAG>(base + s * SB, src, s);
+        if (s < nc) issue_chunk<T, XP, DIAG>(base + s * SB, src, s);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     __syncthreads();  // lut: chunk_step decodes before its barrier
     int rd = 0, wr = PD;
     int c = 0;
-    for (; c + 1 < Kc; c += 2) {
-        chunk_step<T, S, FENCE, XP, DIAG>(c, a0, acc, base, rd, wr, lut, src, Kc);
-        chunk_step<T, S, FENCE, XP, DIAG>(c + 1, a1, acc, base, rd, wr, lut, src, Kc);
+    for (; c + 1 < nc; c += 2) {
+        chunk_step<T, S, FENCE, XP, DIAG>(c, a0, acc, base, rd, wr, lut, src, nc);
+        chunk_step<T, S, FENCE, XP, DIAG>(c + 1, a1, acc, base, rd, wr, lut, src, nc);
     }
-    if (c < Kc) chunk_step<T, S, FENCE, XP, DIAG>(c, a0, acc, base, rd, wr, lut, src, Kc);
+    if (c < nc) chunk_step<T, S, FENCE, XP, DIAG>(c, a0, acc, base, rd, wr, lut, src, nc);
     wgmma_wait<0>();
     fence_regs(acc);
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
+    if constexpr (SK) {
+        if (!split_flush<T>(acc, ws, counters, (int)bid, splits, M - m0, &s_last)) return;
+    }
 
     // epilogue: acc[4j + i] = (weight row 16q + g + 8 (i >> 1) of warpgroup w, token 8j + 2t + (i & 1))
     u16* ot = (u16*)(dsmem + (base - raw));  // [T tokens][PITCH]
@@ -291,9 +346,10 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
     }
 }
 
+// ws, counters, splits: split-K only (the _sk kernels), ignored by the others
 #define GEMM_ARGS const unsigned char *wq, const unsigned char *wsc, const u16 *x, u16 *y, const float *alpha, int M, \
-    int N, int K, int Kc, int R, int group, int vec_out
-#define GEMM_PASS wq, wsc, x, y, alpha, M, N, K, Kc, R, group, vec_out
+    int N, int K, int Kc, int R, int group, int vec_out, float *ws, int *counters, int splits
+#define GEMM_PASS wq, wsc, x, y, alpha, M, N, K, Kc, R, group, vec_out, ws, counters, splits
 
 // x [M, K] -> xp [M, Kc * 64] (the XP kernels' input): 16-byte unit u of row m, chunk c holds the k pairs
 // 64c + 16t + 2u, t = 0..3 (zeros past K). One thread per unit; K even, x 4-byte aligned.
@@ -313,19 +369,23 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x(const u16* x, 
 
 // T = 64: 2 blocks per SM (6 stages of 13 KB); T = 128: 6 stages of 21 KB; T = 256: 5 stages of 37 KB.
 // Names: _x4 = x as is (4-byte copies), else x pre-permuted (16-byte copies); _nf = without the proxy fence;
-// _nox (no x copies) and _nodec (raw fragment words as A, no decode): timing diagnostics, wrong results.
-#define GEMM_KERNEL(name, t, s, minb, fence, xp, diag) \
+// _nox (no x copies) and _nodec (raw fragment words as A, no decode): timing diagnostics, wrong results;
+// _sk = split-K (x pre-permuted, fenced).
+#define GEMM_KERNEL(name, t, s, minb, fence, xp, diag, sk) \
     extern "C" __global__ void __launch_bounds__(THREADS, minb) name(GEMM_ARGS) { \
-        gemm_body<t, s, fence, xp, diag>(GEMM_PASS); \
+        gemm_body<t, s, fence, xp, diag, sk>(GEMM_PASS); \
     }
-GEMM_KERNEL(nvfp4_gemm_wgmma_t64, 64, 6, 2, true, true, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t128, 128, 6, 1, true, true, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t256, 256, 5, 1, true, true, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t64_nf, 64, 6, 2, false, true, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t128_nf, 128, 6, 1, false, true, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nf, 256, 5, 1, false, true, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t64_x4, 64, 6, 2, true, false, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t128_x4, 128, 6, 1, true, false, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t256_x4, 256, 5, 1, true, false, 0)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nox, 256, 5, 1, true, true, 1)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64, 64, 6, 2, true, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128, 128, 6, 1, true, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256, 256, 5, 1, true, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64_sk, 64, 6, 2, true, true, 0, true)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128_sk, 128, 6, 1, true, true, 0, true)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_sk, 256, 5, 1, true, true, 0, true)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64_nf, 64, 6, 2, false, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128_nf, 128, 6, 1, false, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nf, 256, 5, 1, false, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t64_x4, 64, 6, 2, true, false, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t128_x4, 128, 6, 1, true, false, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_x4, 256, 5, 1, true, false, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nox, 256, 5, 1, true, true, 1, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2, false)

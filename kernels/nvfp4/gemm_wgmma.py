@@ -3,11 +3,15 @@
 gemm_wgmma(x [M, K] bf16, p = ops.prepared(weight), out [M, N] bf16) -> out = x W^T, on torch's current stream
 (two launches: nvfp4_permute_x puts x into the weights' k order, then the GEMM; PERMUTE_X = False: one launch).
 Letters as in ops.py: Np = N rounded up to 128, Kc = ceil(K / 64). Block tile: 128 weight rows x T tokens, T = 64,
-128 or 256 (one kernel each, picked by pick_tile unless given). wgmma needs the sm_90a target, which CuPy's
+128 or 256 (one kernel each), and S split-K blocks per tile over Kc / S chunks each (the _sk kernels; S = 1: the
+plain ones), (T, S) picked by pick unless given. Split-K sums in an f32 workspace + per-tile counters kept zero
+between calls (_scratch: one per device, grown only, never freed, so CUDA graphs keep valid pointers; calls on two
+streams at once would share it). wgmma needs the sm_90a target, which CuPy's
 RawModule cannot ask for (it appends its own -arch=sm_90), so this module compiles with NVRTC directly and loads
 the cubin through cupy.RawModule(path=...). CuPy is imported lazily: the module imports on a CPU-only machine.
 """
 import functools
+import hashlib
 import os
 import tempfile
 
@@ -29,6 +33,24 @@ NVRTC_OPTIONS = ("-arch=sm_90a", "--std=c++17")
 # 4-byte cp.async of x as is (run 1: ~8 clocks per 128-byte x row per chunk, the kernel's largest cost). Run 2: the
 # permuted path is 1.2-1.5x faster at M >= 2048 (permute launch included: 2.5 us at M = 128 to 43-137 us at 8192)
 PERMUTE_X = True
+# split-K: S in SPLITS (the values bench/gpu_wgmma.py sweeps), S <= Kc / MIN_SPLIT_CHUNKS; considered only where the
+# S = 1 grid fills under SPLIT_WAVES waves (num_sms x resident blocks per SM), up to about SPLIT_WAVES waves of blocks
+SPLITS = (2, 3, 4, 5, 6, 8, 10, 12, 16)
+MIN_SPLIT_CHUNKS = 8
+SPLIT_WAVES = 2
+# pick's cost model of the busiest SM, us, fitted to the first split-K sweep of 2026-11-29 (bench/gpu_wgmma.py: 229
+# (shape, M = 64 / 128 / 512, T, S) times, mean abs error 3.3%): one 64-k chunk of a block alone on its SM; one
+# chunk of each of two T = 64 blocks sharing one (barely more throughput than alone at these M); split-K's fixed
+# cost (flush chain, read-back) and its red.global.add traffic, S x Np x M x 4 bytes (~1.7 TB/s: M = 512 splits of
+# T = 256 tiles lose by it)
+CHUNK_US = {64: 0.441, 128: 0.557, 256: 0.811}
+PAIR_CHUNK_US = 0.680
+SPLIT_US = 4.0
+RED_US_PER_MB = 0.603
+# split-K only where the model says it is this much faster than S = 1: on both sweeps of 2026-11-29 (690 times, M =
+# 33 .. 8192 on the layer shapes) no pick is slower than S = 1 and none over 1.10x the fastest (T, S) timed; at 0.05,
+# 10240x5120 M = 100 took 128x3, 3% slower than 128x1
+SPLIT_GAIN = 0.08
 
 
 def stage_bytes(tile: int) -> int:
@@ -51,6 +73,47 @@ def pick_tile(m: int, np_: int, num_sms: int = 132) -> int:
     return min(TILES, key=lambda t: (cost(t), -t))
 
 
+def _busiest_sm_us(tile: int, splits: int, m: int, np_: int, kc: int, num_sms: int) -> float:
+    """pick's cost model (CHUNK_US ..): us of the SM with the most blocks, plus split-K's costs; no fixed part."""
+    blocks = (np_ // TILE_ROWS) * -(-m // tile) * splits
+    per_sm, chunks = -(-blocks // num_sms), -(-kc // splits)
+    if TILES[tile][1] == 2:  # resident in pairs; an odd block runs alone
+        us = (per_sm // 2) * chunks * PAIR_CHUNK_US + (per_sm % 2) * chunks * CHUNK_US[tile]
+    else:
+        us = per_sm * chunks * CHUNK_US[tile]
+    if splits > 1:
+        us += SPLIT_US + splits * np_ * -(-m // 8) * 8 * 4 / 1e6 * RED_US_PER_MB
+    return us
+
+
+def split_choices(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> list:
+    """S > 1 values pick considers for tile T: none where the S = 1 grid fills SPLIT_WAVES waves, else the SPLITS up
+    to about SPLIT_WAVES waves of blocks and Kc / MIN_SPLIT_CHUNKS."""
+    blocks, slots = (np_ // TILE_ROWS) * -(-m // tile), SPLIT_WAVES * num_sms * TILES[tile][1]
+    if blocks >= slots:
+        return []
+    return [s for s in SPLITS if s <= min(kc // MIN_SPLIT_CHUNKS, -(-slots // blocks))]
+
+
+def best_splits(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> int:
+    """S for tile T: the cheapest split if it beats S = 1 by SPLIT_GAIN in the model, else 1."""
+    cost = lambda s: _busiest_sm_us(tile, s, m, np_, kc, num_sms)  # noqa: E731
+    splits = min(split_choices(tile, m, np_, kc, num_sms), key=cost, default=1)
+    return splits if cost(splits) < (1 - SPLIT_GAIN) * cost(1) else 1
+
+
+def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
+    """-> (T, S): pick_tile's T with S = 1 unless a split (T, S > 1) costs SPLIT_GAIN less in the model."""
+    best = (pick_tile(m, np_, num_sms), 1)
+    base = cost = _busiest_sm_us(*best, m, np_, kc, num_sms)
+    for tile in TILES:
+        for splits in split_choices(tile, m, np_, kc, num_sms):
+            c = _busiest_sm_us(tile, splits, m, np_, kc, num_sms)
+            if c < cost and c < (1 - SPLIT_GAIN) * base:
+                best, cost = (tile, splits), c
+    return best
+
+
 def raster_group(p: dict) -> int:
     """Row tiles per raster group: as many as keep GROUP_BYTES of weights, at least 1, at most all."""
     per_row_tile = (TILE_ROWS // 16) * p["Kc"] * FRAGMENT_BYTES
@@ -59,13 +122,19 @@ def raster_group(p: dict) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _module():
-    """cupy.RawModule of gemm_wgmma.cu compiled once per process by NVRTC for sm_90a."""
+    """cupy.RawModule of gemm_wgmma.cu compiled by NVRTC for sm_90a, once per machine: the cubin is kept in the temp
+    folder under a hash of the sources and options (a bench after the tests skips the ~10 s compile)."""
     import cupy
     from cupy_backends.cuda.libs import nvrtc
 
     path = os.path.join(HERE, SOURCE)
     with open(path, encoding="utf-8") as f:
         source = f.read()
+    with open(os.path.join(HERE, "common.cuh"), encoding="utf-8") as f:
+        key = hashlib.sha256("\0".join((source, f.read()) + NVRTC_OPTIONS).encode()).hexdigest()[:16]
+    cubin_path = os.path.join(tempfile.gettempdir(), f"nvfp4_wgmma_{key}.cubin")
+    if os.path.exists(cubin_path):
+        return cupy.RawModule(path=cubin_path)
     prog = nvrtc.createProgram(source, SOURCE, (), ())
     try:
         try:
@@ -75,10 +144,10 @@ def _module():
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
-    folder = tempfile.mkdtemp(prefix="nvfp4_wgmma_")
-    cubin_path = os.path.join(folder, "gemm_wgmma.cubin")
-    with open(cubin_path, "wb") as f:
+    fd, tmp = tempfile.mkstemp(prefix="nvfp4_wgmma_", suffix=".part")
+    with os.fdopen(fd, "wb") as f:
         f.write(cubin)
+    os.replace(tmp, cubin_path)  # atomic: a concurrent process sees the whole cubin or none
     return cupy.RawModule(path=cubin_path)
 
 
@@ -97,11 +166,14 @@ def _kernel(name: str, tile: int):
 
 
 def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool = PERMUTE_X,
-               diag: str = ""):
+               diag: str = "", splits: int = 0):
     """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T (64, 128, 256;
-    0: pick_tile); permute: first copy x into the repacked k order (nvfp4_permute_x, xp [M, Kc * 64] bf16, one
-    read + one write of x) so the GEMM moves x in 16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as
-    is; fence: False runs the _nf kernels (permute only: no proxy fence between cp.async data and wgmma, bench A/B).
+    0: pick's); splits: S split-K blocks per output tile, at most Kc (1: none, the plain kernels; 0: pick's, or the
+    cheapest for a given tile; S > 1 only for the default family: permuted, fenced, no diag; S = 1 where the
+    workspace would have to grow during a CUDA graph capture: warm up first); permute: first copy x into the
+    repacked k order (nvfp4_permute_x, xp [M, Kc * 64] bf16, one read + one write of x) so the GEMM moves x in
+    16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
+    only: no proxy fence between cp.async data and wgmma, bench A/B).
     diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode).
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
     import numpy as np
@@ -116,13 +188,29 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
         raise ValueError(f"gemm_wgmma: out must be [{m}, {n}] bf16 contiguous")
     if tile and tile not in TILES:
         raise ValueError(f"gemm_wgmma: tile must be one of {sorted(TILES)}")
-    tile = tile or pick_tile(m, p["Np"], _num_sms(x.device))
-    rows = p["Np"] // TILE_ROWS
-    blocks = rows * -(-m // tile)
-    if blocks >= 1 << 31:
-        raise ValueError("gemm_wgmma: too many blocks")
     if not fence and not permute:
         raise ValueError("gemm_wgmma: the no-fence kernels take the permuted x only")
+    plain = fence and permute and not diag
+    if splits < 0 or splits > p["Kc"] or (splits > 1 and not plain):
+        raise ValueError(f"gemm_wgmma: splits must be 0 .. Kc = {p['Kc']}, and 1 or 0 for the _x4, _nf and diag "
+                         "kernels")
+    num_sms = _num_sms(x.device)
+    if not splits and plain:
+        if tile:
+            splits = best_splits(tile, m, p["Np"], p["Kc"], num_sms)
+        else:
+            tile, splits = pick(m, p["Np"], p["Kc"], num_sms)
+    tile, splits = tile or pick_tile(m, p["Np"], num_sms), splits or 1
+    rows = p["Np"] // TILE_ROWS
+    tiles = rows * -(-m // tile)
+    if tiles * splits >= 1 << 31:
+        raise ValueError("gemm_wgmma: too many blocks")
+    ws = counters = None
+    if splits > 1:
+        ws = _scratch("split_k", x.device, tiles * tile * TILE_ROWS, torch.float32)
+        counters = _scratch("counters", x.device, tiles, torch.int32)
+        if ws is None or counters is None:
+            splits = 1
     vec_out = int(n % 8 == 0 and out.data_ptr() % 16 == 0)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
@@ -133,10 +221,31 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
         _function("nvfp4_permute_x")((-(-units // 256),), (256,), (ptr(x), ptr(src), np.int32(m), np.int32(k),
                                                                   np.int32(p["Kc"])), stream=stream)
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(src), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(n), np.int32(k),
-            np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out))
+            np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
+            np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
+            np.int32(splits))
     name = f"nvfp4_gemm_wgmma_t{tile}{'' if permute else '_x4'}{'' if fence else '_nf'}{diag}"
-    _kernel(name, tile)((blocks,), (THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
+    name += "_sk" if splits > 1 else ""
+    _kernel(name, tile)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
+
+
+# (kind, device) -> buffers, newest (largest) last; outgrown ones stay referenced for the process's life because a
+# CUDA graph captured earlier may still point at them
+_SCRATCH = {}
+
+
+def _scratch(kind: str, device, numel: int, dtype):
+    """A zeroed per-device buffer of at least `numel` elements (the split-K workspace / tile counters: the kernels
+    leave them zero), grown, never shrunk or freed; None where it would have to grow during a CUDA graph capture."""
+    import torch
+
+    bufs = _SCRATCH.setdefault((kind, torch.device(device)), [])
+    if not bufs or bufs[-1].numel() < numel:
+        if torch.cuda.is_current_stream_capturing():
+            return None
+        bufs.append(torch.zeros(max(numel, 2 * bufs[-1].numel() if bufs else 0), dtype=dtype, device=device))
+    return bufs[-1]
 
 
 @functools.lru_cache(maxsize=None)

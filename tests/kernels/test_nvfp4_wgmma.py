@@ -125,3 +125,105 @@ def test_pick_tile_prefers_full_waves():
     assert gemm_wgmma.pick_tile(8192, 10240, 132) == 256 and gemm_wgmma.pick_tile(2048, 5120, 132) == 256
     assert gemm_wgmma.pick_tile(128, 6144, 132) == 64 and gemm_wgmma.pick_tile(128, 10240, 132) == 128
     assert all(gemm_wgmma.pick_tile(m, 1024) in gemm_wgmma.TILES for m in (33, 100, 257, 1000))
+
+
+# split-K (the _sk kernels): the 5120-row layer shapes, whose grids are small below M = 1024, and an odd shape
+# (N % 128 != 0, K % 64 != 0: Kc = 82, so the splits' chunk ranges are uneven)
+SPLIT_SHAPES = [(5120, 17408), (5120, 6144), (1000, 5200)]
+SPLIT_M = [33, 64, 100, 128, 512]
+
+
+@pytest.mark.parametrize("n,k", SPLIT_SHAPES, ids=lambda v: str(v))
+def test_split_k_matches_dequantized_matmul(n, k):
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+    for m in SPLIT_M:
+        for splits in (2, 3, 4, 0):  # 0: the launcher's (tile, S)
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            err = _err(_run(x, p, splits=splits), x.float() @ ref_w.t())
+            assert err < REL_TOL, (n, k, m, splits, err)
+
+
+@pytest.mark.parametrize("tile", sorted(gemm_wgmma.TILES), ids=lambda t: f"T{t}")
+def test_split_k_every_tile(tile):
+    # every _sk kernel, partial token tiles and 3 splits of an odd chunk count (5120 + 64: Kc = 81)
+    weight = _weight(272, 5120 + 64)
+    ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+    for m in (33, tile + 1, 3 * tile - 5):
+        for splits in (3, 81):  # 81: one chunk per block
+            x = torch.randn(m, 5184, device="cuda").to(torch.bfloat16)
+            err = _err(_run(x, p, tile=tile, splits=splits), x.float() @ ref_w.t())
+            assert err < REL_TOL, (tile, m, splits, err)
+
+
+def test_split_k_workspace_stays_clean():
+    # the workspace and counters are shared by every call on the device: alternating shapes, tiles, M and S, each
+    # call (the second round too) must be as correct as the first
+    weights = [_weight(n, k) for n, k in [(5120, 6144), (1000, 5200)]]
+    refs = [(w.dequantize(torch.float32), ops.prepared(w)) for w in weights]
+    plan = [(0, 128, 0, 0), (1, 100, 64, 3), (0, 64, 64, 4), (1, 33, 0, 0), (0, 512, 256, 2), (1, 512, 128, 5),
+            (0, 100, 128, 3)]
+    for round_ in range(2):
+        for i, m, tile, splits in plan:
+            ref_w, p = refs[i]
+            x = torch.randn(m, p["K"], device="cuda").to(torch.bfloat16)
+            err = _err(_run(x, p, tile=tile, splits=splits), x.float() @ ref_w.t())
+            assert err < REL_TOL, (round_, i, m, tile, splits, err)
+    for bufs in gemm_wgmma._SCRATCH.values():
+        assert not bufs[-1].any(), "split-K workspace or counters left non-zero"
+
+
+def test_split_k_cuda_graph_replays():
+    # two split GEMMs (forced S = 4 and the launcher's choice) captured in one graph after a warm-up, replayed with
+    # new x: the captured workspace pointers stay valid and clean
+    w1, w2 = _weight(5120, 6144), _weight(1000, 5200)
+    (r1, p1), (r2, p2) = [(w.dequantize(torch.float32), ops.prepared(w)) for w in (w1, w2)]
+    x1 = torch.randn(64, 6144, device="cuda").to(torch.bfloat16)
+    x2 = torch.randn(100, 5200, device="cuda").to(torch.bfloat16)
+    y1 = torch.empty(64, 5120, dtype=torch.bfloat16, device="cuda")
+    y2 = torch.empty(100, 1000, dtype=torch.bfloat16, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up on the capture stream: compiles, grows the workspace
+        gemm_wgmma.gemm_wgmma(x1, p1, y1, splits=4)
+        gemm_wgmma.gemm_wgmma(x2, p2, y2)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm_wgmma.gemm_wgmma(x1, p1, y1, splits=4)
+        gemm_wgmma.gemm_wgmma(x2, p2, y2)
+    for _ in range(3):
+        x1.copy_(torch.randn_like(x1, dtype=torch.float32))
+        x2.copy_(torch.randn_like(x2, dtype=torch.float32))
+        y1.fill_(float("nan"))
+        y2.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _err(y1, x1.float() @ r1.t()) < REL_TOL
+        assert _err(y2, x2.float() @ r2.t()) < REL_TOL
+
+
+def test_split_k_rejects_what_it_cannot_run():
+    p = ops.prepared(_weight(256, 512))  # Kc = 8
+    x = torch.randn(40, 512, device="cuda").to(torch.bfloat16)
+    out = torch.empty(40, 256, dtype=torch.bfloat16, device="cuda")
+    for kw in ({"splits": 9}, {"splits": -1}, {"splits": 2, "permute": False}, {"splits": 2, "fence": False}):
+        with pytest.raises(ValueError):
+            gemm_wgmma.gemm_wgmma(x, p, out, **kw)
+
+
+def test_pick_splits_only_small_grids():
+    # CPU-side logic: S = 1 where the S = 1 grid fills 2 waves or more (and for the LM head), S <= Kc / 8 otherwise
+    for n, k in [(5120, 17408), (5120, 6144), (17408, 5120), (10240, 5120), (248320, 5120)]:
+        np_, kc = -(-n // 128) * 128, -(-k // 64)
+        for m in (33, 64, 128, 512, 2048, 8192):
+            tile, splits = gemm_wgmma.pick(m, np_, kc, 132)
+            assert tile in gemm_wgmma.TILES and 1 <= splits <= max(1, kc // gemm_wgmma.MIN_SPLIT_CHUNKS)
+            grid = (np_ // 128) * -(-m // tile)
+            assert splits == 1 or grid < 2 * 132 * gemm_wgmma.TILES[tile][1], (n, k, m, tile, splits)
+        assert gemm_wgmma.pick(8192, np_, kc, 132) == (gemm_wgmma.pick_tile(8192, np_, 132), 1)
+    # the split-K sweep of 2026-11-29: the fastest (T, S) where it was clear, S = 1 where splits measured slower
+    assert gemm_wgmma.pick(64, 5120, 272) == (64, 6) and gemm_wgmma.pick(128, 5120, 272) == (128, 3)
+    assert gemm_wgmma.pick(512, 5120, 272) == (256, 3) and gemm_wgmma.pick(64, 5120, 96) == (64, 6)
+    assert gemm_wgmma.pick(512, 5120, 96)[1] == 1 and gemm_wgmma.pick(512, 12288, 80)[1] == 1
+    assert gemm_wgmma.pick(128, 10240, 80)[1] == 1 and gemm_wgmma.pick(100, 10240, 80)[1] == 1
