@@ -56,12 +56,7 @@ class Engine:
         results = [ChoiceResult(i) for i in range(req.num_choices)]
         try:
             while (delta := await gen.next()) is not None:
-                result = results[delta.index]
-                result.content += delta.content
-                result.reasoning += delta.reasoning
-                result.logprobs.extend(delta.logprobs)
-                if delta.finish_reason:
-                    result.finish_reason, result.stop_reason = delta.finish_reason, delta.stop_reason
+                results[delta.index].absorb(delta)
         finally:
             await gen.close()
         return results, gen.usage()

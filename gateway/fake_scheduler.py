@@ -99,14 +99,28 @@ class FakeServing(pb_grpc.ServingServicer):
                 yield pb.GenerateResponse(finish_reason="abort", stop_token_id=-1)
                 return
             last = i + 1 == limit
-            yield pb.GenerateResponse(token_ids=[token_id], logprobs=[-0.5],
-                                      finish_reason="length" if last else "",
-                                      num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
-                                      num_generated_tokens=i + 1, stop_token_id=-1)
+            message = pb.GenerateResponse(token_ids=[token_id], logprobs=[-0.5],
+                                          finish_reason="length" if last else "",
+                                          num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
+                                          num_generated_tokens=i + 1, stop_token_id=-1)
+            if i == 0 and request.sampling.prompt_logprobs:
+                message.prompt_logprobs.CopyFrom(fake_prompt_logprobs(request))
+            yield message
             if last:
                 return
         yield pb.GenerateResponse(finish_reason="stop", stop_token_id=self.eos_id,
                                   num_generated_tokens=min(len(ids), limit) + 1)
+
+
+def fake_prompt_logprobs(request) -> "pb.PromptLogprobs":
+    """Scripted prompt logprobs: position i scores -0.1 * i at rank i; the alternatives are ids 0, 1, .. at -0.01 * j."""
+    prompt = list(request.prompt_token_ids)
+    out = pb.PromptLogprobs(first_position=1, token_ids=prompt[1:], logprobs=[-0.1 * i for i in range(1, len(prompt))],
+                            ranks=list(range(1, len(prompt))))
+    k = request.sampling.num_prompt_logprobs
+    for _ in prompt[1:] if k else ():
+        out.top_logprobs.add(token_ids=list(range(k)), logprobs=[-0.01 * j for j in range(k)])
+    return out
 
 
 async def start_fake_server(servicer: FakeServing) -> tuple[grpc.aio.Server, str]:

@@ -33,6 +33,8 @@ class GenRequest:
     include_stop: bool = False           # a matched stop string is kept at the end of the output
     n: int = 1
     num_logprobs: Optional[int] = None   # None: no logprobs; k >= 0: sampled token + k alternatives
+    # None: no prompt logprobs; k >= 0: each prompt token's logprob and rank + the k most likely tokens there
+    num_prompt_logprobs: Optional[int] = None
     split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning
     thinking_open: bool = False          # the prompt itself ended with an opened <think>
     extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
@@ -56,6 +58,17 @@ class ChoiceResult:
     logprobs: list = field(default_factory=list)
     finish_reason: Optional[str] = None
     stop_reason: Optional[Union[str, int]] = None   # vLLM's: matched stop string or stop_token_ids id
+    prompt_logprobs: Optional[list] = None  # TokenLogprob (rank set) of prompt positions 1.. when asked for
+
+    def absorb(self, delta) -> None:
+        """Adds one gateway.pipeline.Delta of this choice (the non-streamed answer is the sum of its Deltas)."""
+        self.content += delta.content
+        self.reasoning += delta.reasoning
+        self.logprobs.extend(delta.logprobs)
+        if delta.prompt_logprobs is not None:
+            self.prompt_logprobs = delta.prompt_logprobs
+        if delta.finish_reason:
+            self.finish_reason, self.stop_reason = delta.finish_reason, delta.stop_reason
 
 
 @dataclass

@@ -84,12 +84,7 @@ async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
     try:
         while (delta := await gen.next()) is not None:
             outcome.record(delta)
-            result = results[delta.index]
-            result.content += delta.content
-            result.reasoning += delta.reasoning
-            result.logprobs.extend(delta.logprobs)
-            if delta.finish_reason:
-                result.finish_reason, result.stop_reason = delta.finish_reason, delta.stop_reason
+            results[delta.index].absorb(delta)
     finally:
         await gen.close()
     return results

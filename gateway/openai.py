@@ -15,6 +15,7 @@ from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_too
                                    tool_constraint, tool_mode)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
+from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
 from gateway.structured import checked, json_grammar, response_format_schema
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -35,6 +36,7 @@ class Plan:
     parallel_tool_calls: bool = True
     hide_reasoning: bool = False
     forced_tools: bool = False                       # tool_choice required / named: the output is calls only
+    prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -193,6 +195,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
         gen.num_logprobs = int(body.get("top_logprobs") or 0)
     elif body.get("top_logprobs"):
         raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    prompt = plan_prompt_logprobs(body, False, stream)
+    gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.split_reasoning = True
     # Thinking on: the template's generation prompt already opened <think>.
     gen.thinking_open = text.rstrip().endswith("<think>")
@@ -204,7 +208,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-                hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")), forced_tools=force is not None)
+                hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")), forced_tools=force is not None,
+                prompt=prompt)
 
 
 def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
@@ -251,15 +256,15 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     default = None if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
     max_tokens = min(resolve_max_tokens(requested, len(ids), card, default, "max_tokens", "prompt")
                      for ids in ids_list)
-    # After max_tokens, so that a bad limit is named even when echo asks for prompt logprobs too.
-    if echo and body.get("logprobs") is not None:
-        raise Unsupported("echo with logprobs needs prompt logprobs, which this server does not compute",
-                          param="logprobs")
-    gen = _base_gen(body, card, ids_list[0], max_tokens, "cmpl")
+    prompt = plan_prompt_logprobs(body, echo, stream)
+    # max_tokens 0 + echo with prompt logprobs: generate one token and drop it (vLLM does the same).
+    prompt.prompt_only = max_tokens == 0 and prompt.num_prompt_logprobs is not None
+    gen = _base_gen(body, card, ids_list[0], 1 if prompt.prompt_only else max_tokens, "cmpl")
+    gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.extra_prompt_ids = ids_list[1:]
     if body.get("logprobs") is not None:
         gen.num_logprobs = int(body["logprobs"])
     guided = guided_constraint(body, card, False)
     gen.constraint = guided[0] if guided else None
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
-                continuous_usage=continuous, echo_texts=texts if echo else [])
+                continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt)

@@ -23,7 +23,6 @@ def _nonempty(value: Any) -> bool:
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "allowed_token_ids": (_nonempty, "restricting sampling to allowed_token_ids is not supported"),
     "bad_words": (_nonempty, "bad_words is not supported (use logit_bias with -100 on the token ids)"),
-    "prompt_logprobs": (lambda v: v is not None, "prompt logprobs are not computed by this server"),
     "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
     "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
                                                            "which is not supported"),
@@ -52,7 +51,7 @@ NO_EFFECT = frozenset({
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs")
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "add_generation_prompt", "continue_final_message", "chat_template",
-    "truncate_prompt_tokens", "guided_decoding_backend",
+    "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.

@@ -103,6 +103,7 @@ _COMMON = {
     "guided_regex": _STR_OR_NULL,
     "guided_grammar": _STR_OR_NULL,
     "structured_outputs": {"type": ["object", "null"]},
+    "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
 }
 
 CHAT_SCHEMA = {

@@ -7,6 +7,8 @@ from typing import Optional
 from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
+from gateway.prompt_logprobs import (completion_choice_extras, echo_legacy_logprobs, prompt_only_result,
+                                     vllm_prompt_logprobs)
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
 from gateway.tools import ToolCallFilter
 
@@ -95,8 +97,13 @@ class ChatShaper:
                 "finish_reason": finish, "stop_reason": result.stop_reason}
 
     def response(self, results: list, usage: Usage) -> dict:
-        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
+        body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
                 "choices": [self.message(r) for r in results], "usage": usage_dict(usage)}
+        if self.plan.prompt.vllm_top is not None:
+            # vLLM: one prompt per chat request, so its prompt logprobs sit beside the choices.
+            body["prompt_logprobs"] = vllm_prompt_logprobs(self.card, results[0].prompt_logprobs or [],
+                                                           self.plan.prompt.vllm_top)
+        return body
 
 
 class ChatFramer:
@@ -168,15 +175,37 @@ class CompletionFramer:
         return sse_event(body)
 
     def start(self, usage: Usage) -> list[bytes]:
-        frames = []
-        for index in range(self.p.gen.num_choices if self.p.echo_texts else 0):
-            text = self.p.echo_texts[index // self.p.gen.n]
-            self._offsets[index] = len(text)
-            frames.append(self._chunk([{"index": index, "text": text, "logprobs": None, "finish_reason": None}],
-                                      usage))
-        return frames
+        # Echo + logprobs: each choice's prompt chunk waits for its prompt logprobs (its first Delta).
+        if self.p.prompt.echo_top is not None:
+            return []
+        return [self._echo(index, None, usage) for index in range(self.p.gen.num_choices if self.p.echo_texts else 0)]
+
+    def _echo(self, index: int, logprobs: Optional[dict], usage: Usage) -> bytes:
+        text = self.p.echo_texts[index // self.p.gen.n]
+        self._offsets[index] = len(text)
+        return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": None}], usage)
+
+    def _echo_with_logprobs(self, delta: Delta, usage: Usage) -> bytes:
+        prompt_ids = self.p.gen.all_prompt_ids[delta.index // self.p.gen.n]
+        logprobs = echo_legacy_logprobs(self.card, prompt_ids, delta.prompt_logprobs, self.p.prompt.echo_top)
+        return self._echo(delta.index, logprobs, usage)
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        usage = self._usage(usage)
+        frames = []
+        if self.p.prompt.echo_top is not None and delta.prompt_logprobs is not None:
+            frames.append(self._echo_with_logprobs(delta, usage))
+        if self.p.prompt.prompt_only:
+            if not delta.finish_reason:
+                return frames
+            delta = Delta(delta.index, finish_reason="length")
+        return frames + self._text(delta, usage)
+
+    def _usage(self, usage: Usage) -> Usage:
+        """Usage as the client sees it: max_tokens 0 + echo generated one token that is dropped."""
+        return Usage(usage.prompt_tokens, 0, usage.cached_tokens) if self.p.prompt.prompt_only else usage
+
+    def _text(self, delta: Delta, usage: Usage) -> list[bytes]:
         offset = self._offsets.get(delta.index, 0)
         self._offsets[delta.index] = offset + len(delta.content)
         logprobs = (completion_logprobs(self.card, delta.logprobs, offset)
@@ -190,6 +219,7 @@ class CompletionFramer:
     def end(self, usage: Usage) -> list[bytes]:
         if not self.p.include_usage:
             return [SSE_DONE]
+        usage = self._usage(usage)
         body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
                 "choices": [], "usage": usage_dict(usage)}
         return [sse_event(body), SSE_DONE]
@@ -205,9 +235,15 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
     choices = []
     for result in results:
         echo = plan.echo_texts[result.index // plan.gen.n] if plan.echo_texts else ""
+        if plan.prompt.prompt_only:
+            result = prompt_only_result(result)
         logprobs = (completion_logprobs(card, result.logprobs, len(echo))
                     if plan.gen.num_logprobs is not None else None)
-        choices.append({"index": result.index, "text": echo + result.content, "logprobs": logprobs,
-                        "finish_reason": result.finish_reason, "stop_reason": result.stop_reason})
+        choice = {"index": result.index, "text": echo + result.content, "logprobs": logprobs,
+                  "finish_reason": result.finish_reason, "stop_reason": result.stop_reason}
+        completion_choice_extras(plan, card, result, logprobs, choice)
+        choices.append(choice)
+    if plan.prompt.prompt_only:
+        usage = Usage(usage.prompt_tokens, 0, usage.cached_tokens)
     return {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": plan.model,
             "choices": choices, "usage": usage_dict(usage)}

@@ -17,6 +17,7 @@ class TokenLogprob:
     token_id: int
     logprob: float
     top: list = field(default_factory=list)   # [(token_id, logprob)], best first
+    rank: Optional[int] = None                # prompt logprobs: 1 + vocabulary tokens more likely than token_id
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Delta:
     finish_reason: Optional[str] = None
     # vLLM's stop_reason: the stop string that matched, or the stop_token_ids id that ended it (None for eos/length).
     stop_reason: Optional[Union[str, int]] = None
+    # GenRequest.num_prompt_logprobs: TokenLogprob (rank set) of prompt positions 1.., on the choice's first Delta.
+    prompt_logprobs: Optional[list] = None
 
 
 class ChoiceOutput:
@@ -44,12 +47,15 @@ class ChoiceOutput:
         self._include_stop = req.include_stop
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
         self._pending_logprobs: list = []
+        self._pending_prompt: Optional[list] = None
         self._min_tokens = req.sampling.min_tokens
         self._num_tokens = 0
 
     def push(self, message, finish: Optional[str]) -> Optional[Delta]:
         if self._want_logprobs:
             self._pending_logprobs.extend(_logprobs(message))
+        if message.HasField("prompt_logprobs"):
+            self._pending_prompt = prompt_entries(message.prompt_logprobs)
         self._num_tokens += len(message.token_ids)
         # Like vLLM, stop strings apply only from the min_tokens-th generated token on (a stop string that began
         # before it still counts when it ends after it).
@@ -65,11 +71,12 @@ class ChoiceOutput:
         if finish == "stop" and self._include_stop and self._stop.matched is not None:
             text += self._stop.matched
         reasoning, content = self._split_text(text, bool(finish))
-        if not (reasoning or content or finish):
+        if not (reasoning or content or finish or self._pending_prompt is not None):
             return None
         delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
-                      logprobs=self._pending_logprobs, stop_reason=self._stop_reason(message, finish))
-        self._pending_logprobs = []
+                      logprobs=self._pending_logprobs, stop_reason=self._stop_reason(message, finish),
+                      prompt_logprobs=self._pending_prompt)
+        self._pending_logprobs, self._pending_prompt = [], None
         return delta
 
     def _stop_reason(self, message, finish: Optional[str]) -> Optional[Union[str, int]]:
@@ -86,6 +93,13 @@ class ChoiceOutput:
             tail_r, tail_c = self._split.flush()
             reasoning, content = reasoning + tail_r, content + tail_c
         return reasoning, content
+
+
+def prompt_entries(prompt) -> list:
+    """pb.PromptLogprobs -> [TokenLogprob] of positions first_position.. (rank and top alternatives set)."""
+    tops = [list(zip(t.token_ids, t.logprobs)) for t in prompt.top_logprobs]
+    return [TokenLogprob(token_id, logprob, tops[i] if i < len(tops) else [], rank)
+            for i, (token_id, logprob, rank) in enumerate(zip(prompt.token_ids, prompt.logprobs, prompt.ranks))]
 
 
 def _logprobs(message) -> list:

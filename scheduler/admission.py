@@ -71,6 +71,8 @@ def check_sampling(request, vocab_size: int) -> None:
     if sampling.repetition_penalty != 0.0:
         _check_range("repetition_penalty", sampling.repetition_penalty, 1e-2, 100.0)
     _check_range("num_logprobs", sampling.num_logprobs, 0, MAX_NUM_LOGPROBS)
+    if sampling.prompt_logprobs:
+        _check_range("num_prompt_logprobs", sampling.num_prompt_logprobs, 0, MAX_NUM_LOGPROBS)
     for token_id, bias in sampling.logit_bias.items():
         if vocab_size > 0 and not 0 <= token_id < vocab_size:
             raise InvalidRequestError(f"logit_bias token id {token_id} is outside the vocabulary [0, {vocab_size})")

@@ -19,6 +19,8 @@ class RequestTimer:
                                    num_generated_tokens=len(req.output_token_ids))
         if out.finish_reason:
             resp.stop_token_id = out.stop_token_id
+        if out.prompt_logprobs is not None:
+            resp.prompt_logprobs.CopyFrom(out.prompt_logprobs)
         now = req.last_token_ns
         previous = self.last_token_ns.get(req.req_id)
         if previous is None:

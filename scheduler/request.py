@@ -32,6 +32,10 @@ class Request:
     # at split_points, snapshots are taken at snapshot_points (prefix lengths in tokens, ascending).
     split_points: list = None
     snapshot_points: tuple = ()
+    # SamplingParams.prompt_logprobs: positions gathered so far (scheduler/prompt_logprobs.py) and whether the first
+    # response carried them.
+    prompt_logprobs: object = None        # pb.PromptLogprobs from position 1
+    prompt_logprobs_sent: bool = False
 
     @property
     def min_tokens(self) -> int:
@@ -82,3 +86,4 @@ class RequestOutput:
     stop_token_id: int = -1
     error: str = ""                       # non-empty: the request failed (worker error)
     invalid: bool = False                 # the failure is the request's own (INVALID_ARGUMENT), not the step's
+    prompt_logprobs: object = None        # pb.PromptLogprobs of the whole prompt, on the first output only

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from proto import pb
 from scheduler.block_manager import BlockManager
 from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
+from scheduler.prompt_logprobs import merge_prompt_logprobs, take_prompt_logprobs
 from scheduler.request import FINISHED, RUNNING, WAITING, Request, RequestOutput
 from scheduler.state_pool import StatePool
 
@@ -156,7 +157,8 @@ class Scheduler:
     def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             req = self.waiting[0]
-            hit = self.prefix_cache.lookup(req.prompt_token_ids)
+            # Prompt logprobs need every prompt position computed: such a request never starts from the cache.
+            hit = None if req.sampling.prompt_logprobs else self.prefix_cache.lookup(req.prompt_token_ids)
             num_new = self._take_pools(req, hit, budget)
             if not num_new:
                 return
@@ -239,6 +241,8 @@ class Scheduler:
         self.prefix_cache.commit()
         outputs = self._fail_requests(result.failed_requests)
         num_top = len(result.top_logprobs)
+        for entry in result.prompt_logprobs:
+            merge_prompt_logprobs(self.requests.get(entry.req_id), entry)
         for i, req_id in enumerate(result.req_ids):
             req = self.requests.get(req_id)
             # Aborted while the step ran: its token is dropped.
@@ -255,7 +259,7 @@ class Scheduler:
         # Below min_tokens a stop / eos token is an ordinary token (the worker masks them; belt and braces).
         may_stop = len(req.output_token_ids) >= req.min_tokens
         req.output_token_ids.append(token_id)
-        out = RequestOutput(req.req_id)
+        out = RequestOutput(req.req_id, prompt_logprobs=take_prompt_logprobs(req))
         if may_stop and (token_id in req.stop_token_ids or token_id in req.eos_token_ids):
             self.running.remove(req)
             self._finish(req, "stop", token_id)

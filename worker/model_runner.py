@@ -10,6 +10,7 @@ from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.graphs import DecodeGraphs, forward_step
 from worker.grammar import start_grammar
+from worker.prompt_logprobs import PromptLogprobsError, forward_with_prompt_logprobs, prompt_rows
 from worker.sampler import Sampler, SamplingState
 
 MIB = 1024 * 1024
@@ -81,8 +82,7 @@ class ModelRunner:
         states = [self._state(row.req_id) for row in sample_rows]
         with torch.inference_mode():
             self.copy_states(step.restore_states)
-            logits = forward_step(self.model, self.cache, batch, self.graphs, [row.num_tokens for row in step.rows],
-                                  [row.context_len for row in step.rows])
+            logits = self._forward(step, batch, result)
             self.copy_states(step.snapshot_states)
             sampled = self.sampler.sample(logits, states)
         for row, st, token_id, logprob, top in zip(sample_rows, states, sampled.token_ids, sampled.logprobs,
@@ -99,6 +99,20 @@ class ModelRunner:
             elif st.params.num_logprobs == 0 and any(s.params.num_logprobs for s in states):
                 result.top_logprobs.add()
         return result
+
+    def _forward(self, step, batch, result) -> torch.Tensor:
+        """Logits [M, V'] f32 of the sampled rows; rows asking for prompt logprobs also add theirs to `result`."""
+        rows = prompt_rows(step, self.states)
+        if not rows:
+            return forward_step(self.model, self.cache, batch, self.graphs, [row.num_tokens for row in step.rows],
+                                [row.context_len for row in step.rows])
+        try:
+            logits, scored = forward_with_prompt_logprobs(self.model, self.cache, batch, rows, self.states,
+                                                          self.sampler.vocab_size)
+        except PromptLogprobsError as exc:
+            raise StepError(str(exc)) from exc
+        result.prompt_logprobs.extend(scored)
+        return logits
 
     def copy_states(self, copies) -> None:
         """Runs pb.StateCopy items (prefix-cache restores or snapshots); StepError for a slot outside the pool."""

@@ -39,6 +39,8 @@ class SamplingState:
     output_token_ids: list = field(default_factory=list)
     grammar: object = None          # worker.grammar.RequestGrammar, None when unconstrained
     min_tokens_stop_ids: tuple = () # eos + stop ids masked while len(output_token_ids) < params.min_tokens
+    prompt_carry: object = None     # [V] f32 logprobs at the last position of the previous prefill chunk, kept
+                                    # while params.prompt_logprobs and more prompt follows (worker/prompt_logprobs.py)
 
     @property
     def is_greedy(self) -> bool:

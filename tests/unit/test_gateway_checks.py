@@ -40,11 +40,19 @@ async def test_c11_max_tokens_is_checked_before_echo_with_logprobs(stack, max_to
     assert message in body["error"]["message"]
 
 
-async def test_c11_echo_with_logprobs_is_still_refused_when_max_tokens_is_fine(stack):
-    client, _ = stack
-    for max_tokens in (0, None, 4):
-        status, body = await post(client, "/v1/completions", {**C11, "max_tokens": max_tokens})
-        assert status == 400 and body["error"]["param"] == "logprobs" and body["error"]["code"] == "unsupported"
+@pytest.mark.parametrize("max_tokens", [0, None, 4], ids=["prompt-only", "null", "four"])
+async def test_c11_echo_with_logprobs_covers_the_prompt_when_max_tokens_is_fine(stack, max_tokens):
+    client, fake = stack
+    status, body = await post(client, "/v1/completions", {**C11, "max_tokens": max_tokens})
+    assert status == 200, body
+    logprobs = body["choices"][0]["logprobs"]
+    num_prompt = len(fake.script.requests[-1].prompt_token_ids)
+    assert logprobs["token_logprobs"][0] is None and logprobs["top_logprobs"][0] is None
+    assert "".join(logprobs["tokens"][:num_prompt]) == PROMPT
+    assert body["choices"][0]["text"].startswith(PROMPT)
+    if max_tokens == 0:
+        assert body["choices"][0]["text"] == PROMPT and len(logprobs["tokens"]) == num_prompt
+        assert body["choices"][0]["finish_reason"] == "length" and body["usage"]["completion_tokens"] == 0
 
 
 async def test_c11_null_max_tokens_means_no_explicit_limit(stack):

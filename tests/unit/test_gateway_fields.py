@@ -39,7 +39,7 @@ async def stream_text(client, body) -> str:
     return text
 
 
-REFUSED = [("allowed_token_ids", [60]), ("bad_words", ["ur"]), ("prompt_logprobs", 1), ("use_beam_search", True),
+REFUSED = [("allowed_token_ids", [60]), ("bad_words", ["ur"]), ("use_beam_search", True),
            ("best_of", 4), ("length_penalty", 2), ("return_tokens_as_token_ids", True), ("typical_p", 0.01),
            ("mirostat", 1), ("echo", True), ("documents", [{"text": "x"}]), ("modalities", ["text", "audio"]),
            ("audio", {"voice": "alloy", "format": "wav"}), ("prediction", {"type": "content", "content": "x"})]

@@ -105,13 +105,16 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         return [attn.index(i) if i in attn else gdn.index(i) for i in range(config.num_hidden_layers)]
 
     @torch.no_grad()
-    def forward(self, batch: ForwardBatch, cache: ModelCache, all_logits: bool = False) -> torch.Tensor:
+    def forward(self, batch: ForwardBatch, cache: ModelCache, all_logits: bool = False,
+                hidden: bool = False) -> torch.Tensor:
         """Returns logits [M, V] float32 for the last token of each row in batch.logits_rows, or [T, V]
-        for every token when all_logits. Writes each row's K/V into its blocks and its GDN state into its slot;
+        for every token when all_logits; hidden: the final-norm hidden states [T, D] (activation dtype) of every
+        token instead, for the caller to apply lm_head to the positions it needs (prompt logprobs).
+        Writes each row's K/V into its blocks and its GDN state into its slot;
         rows with context_len 0 start from zero state (their slot is reset first)."""
         cache.reset_slots(batch.state_slots[batch.context_lens == 0])
         step = self.prepare(batch, cache.block_size)
-        return self.run(step, cache, None if all_logits else batch.last_token_index())
+        return self.run(step, cache, None if all_logits or hidden else batch.last_token_index(), hidden)
 
     def prepare(self, batch: ForwardBatch, block_size: int) -> "StepInputs":
         """Host-side work of one step (metadata, RoPE tables). On CUDA: the vectorized attention metadata and
@@ -127,10 +130,10 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         return StepInputs(batch.input_ids, cos, sin, attn, gdn, batch.cu_seqlens, batch.state_slots)
 
     @torch.no_grad()
-    def run(self, step: "StepInputs", cache: ModelCache, last_index=None) -> torch.Tensor:
+    def run(self, step: "StepInputs", cache: ModelCache, last_index=None, hidden: bool = False) -> torch.Tensor:
         """The device work of one step: no host reads on the all-decode CUDA path (CUDA-graph capturable once
         every weight has run once). last_index [M] int64 tokens whose logits are returned (None: all tokens).
-        Returns logits [M or T, V] float32."""
+        Returns logits [M or T, V] float32, or with hidden the final-norm hidden states [M or T, D]."""
         x = torch.nn.functional.embedding(step.input_ids, self.embed_tokens)
         for layer, j in zip(self.layers, self.cache_index):
             if layer.is_attention:
@@ -140,7 +143,8 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
             x = layer(x, args)
         if last_index is not None:
             x = x[last_index]
-        return self.lm_head(self.norm(x)).float()
+        x = self.norm(x)
+        return x if hidden else self.lm_head(x).float()
 
 
 @dataclass

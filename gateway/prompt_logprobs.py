@@ -1,0 +1,94 @@
+"""Gateway process: prompt logprobs on /v1 (vLLM's `prompt_logprobs` field, /v1/completions `echo` + `logprobs`):
+what a body asks for and how the scheduler's per-prompt-token logprobs are shaped in the response.
+
+Prompt position 0 has nothing before it and is never scored: it is `null` in both shapes, as in vLLM and OpenAI.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from gateway.errors import InvalidRequest
+from gateway.gen_request import ChoiceResult
+from gateway.model import ModelCard
+
+
+@dataclass
+class PromptLogprobsPlan:
+    """The prompt-logprob part of a validated /v1 request."""
+    echo_top: Optional[int] = None   # completions echo + logprobs N: the legacy logprobs cover the prompt first
+    vllm_top: Optional[int] = None   # prompt_logprobs K: vLLM's list (per choice on completions, top-level on chat)
+    prompt_only: bool = False        # completions max_tokens 0 + echo: one token is generated and dropped (as vLLM)
+
+    @property
+    def num_prompt_logprobs(self) -> Optional[int]:
+        """Alternatives per prompt position the scheduler must return (the larger ask); None: none asked."""
+        asks = [k for k in (self.echo_top, self.vllm_top) if k is not None]
+        return max(asks) if asks else None
+
+
+def plan_prompt_logprobs(body: dict, echo: bool, stream: bool) -> PromptLogprobsPlan:
+    """Reads prompt_logprobs (0..20, checked by the schema) and, with echo, logprobs; 400 for prompt_logprobs on a
+    stream, as vLLM (echo + logprobs streams: the first chunk of each choice carries the prompt part)."""
+    vllm_top = body.get("prompt_logprobs")
+    if vllm_top is not None and stream:
+        raise InvalidRequest("prompt_logprobs is not available when stream is true", param="prompt_logprobs")
+    echo_top = body.get("logprobs") if echo else None
+    return PromptLogprobsPlan(echo_top=echo_top, vllm_top=vllm_top)
+
+
+def _logprob(card: ModelCard, token_id: int, logprob: float, rank: int) -> dict:
+    return {"logprob": logprob, "rank": rank, "decoded_token": card.token_text(token_id)}
+
+
+def vllm_prompt_logprobs(card: ModelCard, entries: list, k: int) -> list:
+    """vLLM's prompt_logprobs: [None] then, per scored position (TokenLogprob with rank), a dict keyed by token id
+    (a string in JSON) of {logprob, rank, decoded_token}: the prompt token first, then the k most likely."""
+    out = [None]
+    for entry in entries:
+        position = {str(entry.token_id): _logprob(card, entry.token_id, entry.logprob, entry.rank)}
+        for rank, (token_id, logprob) in enumerate(entry.top[:k], 1):
+            position.setdefault(str(token_id), _logprob(card, token_id, logprob, rank))
+        out.append(position)
+    return out
+
+
+def echo_legacy_logprobs(card: ModelCard, prompt_ids: list, entries: list, n: int) -> dict:
+    """The prompt part of completions logprobs (echo): tokens, token_logprobs and top_logprobs (null for the first
+    token; else the prompt token and the n most likely), text_offset (characters) from 0."""
+    tokens, offsets, offset = [], [], 0
+    for token_id in prompt_ids:
+        tokens.append(card.token_text(token_id))
+        offsets.append(offset)
+        offset += len(tokens[-1])
+    tops = [None]
+    for entry in entries:
+        top = {card.token_text(entry.token_id): entry.logprob}
+        for token_id, logprob in entry.top[:n]:
+            top.setdefault(card.token_text(token_id), logprob)
+        tops.append(top)
+    return {"tokens": tokens, "token_logprobs": [None] + [e.logprob for e in entries], "top_logprobs": tops,
+            "text_offset": offsets}
+
+
+def join_legacy(first: dict, second: dict) -> dict:
+    """Two legacy logprobs blocks (prompt part, generated part) as one."""
+    return {key: first[key] + second[key] for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset")}
+
+
+def prompt_only_result(result: ChoiceResult) -> ChoiceResult:
+    """max_tokens 0 + echo: the generated token is dropped and the choice ends for length, as vLLM answers."""
+    return replace(result, content="", reasoning="", logprobs=[], finish_reason="length", stop_reason=None)
+
+
+def completion_choice_extras(plan, card: ModelCard, result: ChoiceResult, logprobs: Optional[dict],
+                             choice: dict) -> None:
+    """Fills `choice` (a completions choice) with the prompt parts plan.prompt asks for: the echo logprobs before
+    the generated ones (`logprobs` is their legacy block), and vLLM's prompt_logprobs."""
+    prompt = plan.prompt
+    entries = result.prompt_logprobs or []
+    if prompt.echo_top is not None and logprobs is not None:
+        prompt_ids = plan.gen.all_prompt_ids[result.index // plan.gen.n]
+        choice["logprobs"] = join_legacy(echo_legacy_logprobs(card, prompt_ids, entries, prompt.echo_top), logprobs)
+    if prompt.vllm_top is not None:
+        choice["prompt_logprobs"] = vllm_prompt_logprobs(card, entries, prompt.vllm_top)

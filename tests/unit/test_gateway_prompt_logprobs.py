@@ -1,0 +1,102 @@
+"""Gateway prompt logprobs with the fake scheduler (gateway/prompt_logprobs.py): what reaches the scheduler, the
+vLLM prompt_logprobs shape, completions echo + logprobs with several prompts and n, streams and max_tokens 0."""
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+PROMPTS = ["The sky is blue", "Grass is green and soft"]
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hello world"
+    async with fake_gateway(fake) as pair:
+        yield pair
+
+
+async def post(client, path, body):
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def stream(client, body) -> list:
+    response = await client.post("/v1/completions", data=orjson.dumps({**body, "stream": True}))
+    assert response.status == 200
+    lines = (await response.read()).decode().splitlines()
+    return [orjson.loads(line[6:]) for line in lines if line.startswith("data: {")]
+
+
+@pytest.mark.parametrize("body,asked", [
+    ({"echo": True, "logprobs": 2}, 2),
+    ({"prompt_logprobs": 5}, 5),
+    ({"echo": True, "logprobs": 4, "prompt_logprobs": 1}, 4),
+    ({"logprobs": 3}, None),
+    ({"echo": True}, None),
+], ids=["echo", "vllm", "both-larger-wins", "logprobs-only", "echo-only"])
+async def test_what_the_scheduler_is_asked(stack, body, asked):
+    client, fake = stack
+    status, _ = await post(client, "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 2, **body})
+    assert status == 200
+    sampling = fake.script.requests[-1].sampling
+    assert sampling.prompt_logprobs == (asked is not None) and sampling.num_prompt_logprobs == (asked or 0)
+
+
+async def test_vllm_shape_on_completions_and_chat(stack):
+    client, fake = stack
+    status, out = await post(client, "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 2, "prompt_logprobs": 2})
+    prompt = list(fake.script.requests[-1].prompt_token_ids)
+    positions = out["choices"][0]["prompt_logprobs"]
+    assert status == 200 and len(positions) == len(prompt) and positions[0] is None
+    # The prompt token first (fake rank i at position i), then the 2 most likely (fake ids 0 and 1, ranks 1 and 2).
+    for i, (token_id, position) in enumerate(zip(prompt[1:], positions[1:]), 1):
+        assert list(position)[0] == str(token_id) and position[str(token_id)]["rank"] == i
+        assert {key: position[key]["rank"] for key in ("0", "1") if key != str(token_id)} == \
+            {key: int(key) + 1 for key in ("0", "1") if key != str(token_id)}
+        assert set(position[str(token_id)]) == {"logprob", "rank", "decoded_token"}
+    status, chat = await post(client, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                               "prompt_logprobs": 0, "max_tokens": 2})
+    assert status == 200 and len(chat["prompt_logprobs"]) == chat["usage"]["prompt_tokens"]
+    assert all(len(p) == 1 for p in chat["prompt_logprobs"][1:])
+    assert "prompt_logprobs" not in chat["choices"][0]
+
+
+async def test_echo_logprobs_follow_each_prompt_and_choice(stack):
+    client, fake = stack
+    status, out = await post(client, "/v1/completions", {"prompt": PROMPTS, "n": 2, "echo": True, "logprobs": 1,
+                                                         "max_tokens": 2, "temperature": 1, "seed": 3})
+    assert status == 200 and len(out["choices"]) == 4
+    for choice in out["choices"]:
+        prompt = PROMPTS[choice["index"] // 2]
+        logprobs = choice["logprobs"]
+        assert choice["text"] == prompt + "Hello world"
+        assert "".join(logprobs["tokens"]) == choice["text"]
+        assert logprobs["text_offset"][0] == 0 and logprobs["token_logprobs"][0] is None
+        assert logprobs["text_offset"] == sorted(logprobs["text_offset"])
+        assert "prompt_logprobs" not in choice
+
+
+async def test_stream_echo_logprobs_and_prompt_only(stack):
+    client, _ = stack
+    body = {"prompt": PROMPTS[1], "echo": True, "logprobs": 1, "stream_options": {"include_usage": True}}
+    chunks = await stream(client, {**body, "max_tokens": 2})
+    first = chunks[0]["choices"][0]
+    assert first["text"] == PROMPTS[1] and first["logprobs"]["token_logprobs"][0] is None
+    assert "".join(first["logprobs"]["tokens"]) == PROMPTS[1]
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == PROMPTS[1] + "Hello world"
+    only = await stream(client, {**body, "max_tokens": 0})
+    texts = [c["choices"][0]["text"] for c in only if c["choices"]]
+    assert texts == [PROMPTS[1], ""] and only[-2]["choices"][0]["finish_reason"] == "length"
+    assert only[-1]["usage"]["completion_tokens"] == 0
+
+
+async def test_prompt_only_without_logprobs_never_reaches_the_scheduler(stack):
+    client, fake = stack
+    status, out = await post(client, "/v1/completions", {"prompt": PROMPTS[0], "echo": True, "max_tokens": 0})
+    assert status == 200 and out["choices"][0]["text"] == PROMPTS[0] and not fake.script.requests
+    status, out = await post(client, "/v1/completions", {"prompt": PROMPTS[0], "echo": True, "max_tokens": 0,
+                                                         "prompt_logprobs": 0})
+    assert status == 200 and out["choices"][0]["text"] == PROMPTS[0] and out["choices"][0]["logprobs"] is None
+    assert fake.script.requests[-1].max_tokens == 1 and out["usage"]["completion_tokens"] == 0
+    assert len(out["choices"][0]["prompt_logprobs"]) == out["usage"]["prompt_tokens"]
