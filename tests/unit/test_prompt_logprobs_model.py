@@ -39,10 +39,9 @@ def asking(top: int = TOP, **fields) -> "pb.SamplingParams":
 class Harness:
     """One scheduler and one fp32 CPU runner over fresh pools; run() serves a batch of requests to their end."""
 
-    def __init__(self, tiny, budget=2048, prefix=False):
+    def __init__(self, tiny, budget=2048, prefix=False, device="cpu", dtype=torch.float32):
         model, config = tiny
-        cache = ModelCache(config, NUM_BLOCKS, BLOCK, NUM_SLOTS, device="cpu", dtype=torch.float32,
-                           state_dtype=torch.float32)
+        cache = ModelCache(config, NUM_BLOCKS, BLOCK, NUM_SLOTS, device=device, dtype=dtype, state_dtype=torch.float32)
         self.runner = ModelRunner(model, config, cache, config.vocab_size)
         prefix_config = PrefixCacheConfig(prefix, 4, 32, IM_START)
         self.sched = Scheduler(SchedulerLimits(budget, 4), NUM_BLOCKS, BLOCK, NUM_SLOTS, 4096, prefix_cache=prefix_config)
@@ -67,14 +66,15 @@ class Harness:
         return {rid: outs[rid] + (reqs[rid].num_cached_tokens,) for rid in reqs}
 
 
-def reference(tiny, prompt: list) -> torch.Tensor:
+def reference(tiny, prompt: list, device="cpu", dtype=torch.float32) -> torch.Tensor:
     """[P, V] f32 log_softmax of every prompt position: one forward over the whole prompt in a fresh cache."""
     model, config = tiny
-    cache = ModelCache(config, NUM_BLOCKS, BLOCK, 1, device="cpu", dtype=torch.float32, state_dtype=torch.float32)
+    cache = ModelCache(config, NUM_BLOCKS, BLOCK, 1, device=device, dtype=dtype, state_dtype=torch.float32)
     batch = ForwardBatch.from_rows([(prompt, 0, 0, list(range(-(-len(prompt) // BLOCK))), True)], BLOCK)
+    batch = ForwardBatch(*(getattr(batch, f).to(device) for f in batch.__dataclass_fields__))
     with torch.inference_mode():
         logits = model.forward(batch, cache, all_logits=True)
-    return logits[:, :config.vocab_size].float().log_softmax(dim=-1)
+    return logits[:, :config.vocab_size].float().log_softmax(dim=-1).cpu()
 
 
 def check_against_reference(tiny, prompt: list, got) -> None:
