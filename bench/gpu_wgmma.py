@@ -8,7 +8,7 @@ tile with x as is (_x4) and without the proxy fence (_nf), the permute launch al
 torch.mm on the bf16 weight; us, TFLOP/s and the ratio bf16 time / our time. Where a tile's grid is under 2 waves, a
 sweep of S for that tile (shorter timing: 10 batches of 10) shows what pick chose from. Timing as bench/gpu_nvfp4.py:
 CUDA events while a sleep kernel holds the GPU, warm-up, median; weights rotate among copies that exceed the L2 3x.
-With OUT set, writes wgmma.csv and split_sweep.csv there.
+With OUT set, writes wgmma.csv, split_sweep.csv and wgmma.png there. "current" is the mma.sync GEMM (ops.GEMM_KERNEL).
 """
 import csv
 import math
@@ -97,7 +97,8 @@ def bench_shape(n: int, k: int, num_sms: int, sweep: list) -> list:
         for diag in ("_nox", "_nodec"):  # T = 256 without x copies / without decode: what each costs
             fns = [lambda p=p, d=diag: gemm_wgmma.gemm_wgmma(x, p, out, 256, diag=d) for p in nv]
             t[diag[1:]] = timed_auto(fns) if m >= 2048 else float("nan")
-        t["current"] = timed_auto([lambda p=p: ops.gemm(x, p, out) for p in nv])
+        # the mma.sync GEMM (naming the kernel skips ops.gemm's wgmma path)
+        t["current"] = timed_auto([lambda p=p: ops.gemm(x, p, out, ops.GEMM_KERNEL) for p in nv])
         t["bf16"] = timed_auto([lambda w=w: torch.mm(x, w.t(), out=out) for w in bf])
         flop, ours = 2 * m * n * k, t["split"]
         best = min(v for key, v in t.items() if key in ("p64", "p128", "p256", "x4", "nf", "split"))
@@ -165,7 +166,36 @@ def write_csv(name: str, rows: list) -> None:
             writer.writerows(rows)
 
 
+def write_plot(rows: list) -> None:
+    """OUT/wgmma.png: bf16 time / ours against M per shape (wgmma with the launcher's pick, and the mma.sync GEMM),
+    with the 0.70 target drawn in; nothing without OUT or matplotlib."""
+    out_dir = os.environ.get("OUT")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    if not out_dir or not rows:
+        return
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for n, k in SHAPES:
+        sel = [r for r in rows if (r["N"], r["K"]) == (n, k)]
+        line = ax.plot([r["M"] for r in sel], [r["ratio"] for r in sel], marker="o", label=f"{n}x{k} wgmma")[0]
+        ax.plot([r["M"] for r in sel], [r["current_ratio"] for r in sel], ls=":", color=line.get_color())
+    ax.axhline(0.7, color="k", lw=0.8, ls="--", label="target 0.70")
+    ax.set(xscale="log", xlabel="M (tokens)", ylabel="cuBLAS bf16 time / NVFP4 time",
+           title="NVFP4 GEMM on H200: wgmma (solid) and mma.sync (dotted) against cuBLAS bf16")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "wgmma.png"), dpi=110)
+
+
 def main() -> int:
+    if not torch.cuda.is_available():
+        print("no CUDA device: skipped")
+        return 0
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
     print(f"device {props.name}, {props.multi_processor_count} SMs", flush=True)
@@ -180,6 +210,7 @@ def main() -> int:
         rows += bench_shape(n, k, props.multi_processor_count, sweep)
         write_csv("split_sweep.csv", sweep)  # after every shape: what a run cut short measured still comes back
         write_csv("wgmma.csv", rows)
+    write_plot(rows)
     print_table(rows)
     print_sweep_summary(sweep)
     print(f"\n{failed} check(s) failed")
