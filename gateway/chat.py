@@ -6,11 +6,11 @@ from datetime import datetime
 from typing import Any, Optional
 
 import jinja2
-import orjson
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.errors import InvalidRequest
+from gateway.tools import load_json
 
 
 class TemplateError(InvalidRequest):
@@ -45,8 +45,8 @@ def _parse_arguments(arguments: Any) -> Any:
     # OpenAI sends tool-call arguments as a JSON string; templates iterate them as a mapping.
     if isinstance(arguments, str):
         try:
-            parsed = orjson.loads(arguments)
-        except orjson.JSONDecodeError:
+            parsed = load_json(arguments)   # not orjson: it makes floats of integers beyond 64 bits
+        except ValueError:
             return arguments
         return parsed if isinstance(parsed, dict) else arguments
     return arguments

@@ -24,6 +24,7 @@ MAX_PARALLEL_CALLS = 8   # calls in one forced turn at most (a rambling model st
 _CLOSE = "\\n</parameter>\\n"
 _CLOSE_RX = "\\n<\\/parameter>\\n"
 _ANNOTATIONS = {"type", "description", "title", "default", "examples", "$comment", "format"}
+_DEFS_KEYS = ("$defs", "definitions")
 
 
 def _literal(text: str) -> str:
@@ -58,8 +59,15 @@ def _pattern_value(pattern: str) -> Optional[str]:
         return None
 
 
-def value_rule(schema: dict, limit: int) -> str:
-    """The Lark right-hand side for one parameter value and its closing tag."""
+def _shared_defs(params: dict) -> dict:
+    """The `$defs` / `definitions` of a tool's parameters: its properties' `#/$defs/...` refs point there."""
+    return {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
+
+
+def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
+    """The Lark right-hand side for one parameter value and its closing tag. `defs` (the parameters'
+    `$defs` / `definitions`) go along into a JSON value's schema, so its local `$ref`s still resolve
+    (pydantic and zod put nested models there: vllm-project/vllm#20470, sgl-project/sglang#31692)."""
     if not isinstance(schema, dict):
         schema = {}
     if _is_raw_string(schema) and not ("enum" in schema or "const" in schema):
@@ -70,7 +78,8 @@ def value_rule(schema: dict, limit: int) -> str:
     elif isinstance(schema.get("type"), str) and schema["type"] in _PLAIN and set(schema) <= _ANNOTATIONS:
         value = _PLAIN[schema["type"]]
     else:
-        value = "%json" + json.dumps(bounded_schema(schema, limit), ensure_ascii=False)
+        shared = {key: value for key, value in (defs or {}).items() if key not in schema}
+        value = "%json" + json.dumps(bounded_schema({**shared, **schema}, limit), ensure_ascii=False)
     return f'({value}) "{_CLOSE}"'
 
 
@@ -78,10 +87,11 @@ def _function_rules(index: int, function: dict, limit: int, markup: dict) -> lis
     params = function.get("parameters") or {}
     props = params.get("properties") or {}
     required = set(params.get("required") or [])
+    defs = _shared_defs(params)
     rules, parts = [], []
     for k, (name, schema) in enumerate(props.items()):
         rule = f"f{index}_p{k}"
-        rules.append(f'{rule}: "<parameter={_literal(name)[1:-1]}>\\n" {value_rule(schema, limit)}')
+        rules.append(f'{rule}: "<parameter={_literal(name)[1:-1]}>\\n" {value_rule(schema, limit, defs)}')
         parts.append(rule if name in required else f"{rule}?")
     head = _literal(f"\n<function={function['name']}>\n")
     body = " ".join(parts)

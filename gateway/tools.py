@@ -1,6 +1,12 @@
-"""Gateway process: parses the model's <tool_call> XML (Qwen3.5 / Qwen3-Coder format) into OpenAI tool_calls."""
+"""Gateway process: parses the model's <tool_call> XML (Qwen3.5 / Qwen3-Coder format) into OpenAI tool_calls.
+
+Argument values are built by the standard json module, not orjson: orjson turns an integer beyond 64 bits into
+a float (52353800001386185000 -> 5.2353800001386185e+19) and cannot write one back, so a call's arguments would
+change value and type on the way to the client (load_json, dump_arguments).
+"""
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Any, Optional
@@ -11,6 +17,13 @@ TOOL_CALL_TAG = "<tool_call>"
 _CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _FUNCTION_RE = re.compile(r"<function=([^>\n]+)>(.*?)</function>", re.DOTALL)
 _PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+
+
+def load_json(text: str) -> Any:
+    """Strict JSON as orjson reads it (no NaN, Infinity, 1e999 or lone surrogates: ValueError), but with every
+    integer exact: orjson checks the text, the json module builds the value."""
+    orjson.loads(text)
+    return json.loads(text)
 
 
 def _param_types(tools: list[dict], name: str) -> dict:
@@ -27,8 +40,8 @@ def _typed_value(raw: str, declared: Any) -> Any:
     if declared == "string" or (isinstance(declared, list) and declared == ["string"]):
         return raw
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        return load_json(raw)
+    except ValueError:   # not JSON (or an integer of more digits than int() takes): the text as written
         return raw
 
 
@@ -42,12 +55,17 @@ def _parse_one(body: str, tools: list[dict]) -> Optional[dict]:
         return {"name": name, "arguments": args}
     try:
         # Hermes / Qwen3 JSON form: {"name": ..., "arguments": {...}}
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        obj = load_json(body)
+    except ValueError:
         return None
     if isinstance(obj, dict) and isinstance(obj.get("name"), str):
         return {"name": obj["name"], "arguments": obj.get("arguments") or {}}
     return None
+
+
+def dump_arguments(arguments) -> str:
+    """Compact JSON text of parsed arguments (as orjson writes it), integers of any size kept exact."""
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
 def parse_tool_calls(text: str, tools: list[dict]) -> Optional[list[dict]]:
@@ -62,7 +80,7 @@ def parse_tool_calls(text: str, tools: list[dict]) -> Optional[list[dict]]:
             "id": f"call_{secrets.token_hex(12)}",
             "type": "function",
             "function": {"name": call["name"],
-                         "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()},
+                         "arguments": arguments if isinstance(arguments, str) else dump_arguments(arguments)},
         })
     return calls or None
 

@@ -1,0 +1,79 @@
+"""Unit tests: tool parameters with `$defs` refs under forced tool_choice, and tool-call argument values kept exact
+(integers beyond 64 bits, non-JSON constants) from the model's text to OpenAI arguments and back into the prompt."""
+import json
+
+import orjson
+import pytest
+
+from gateway.chat import compile_template, render_chat
+from gateway.fake_scheduler import read_template
+from gateway.openai import parse_chat
+from gateway.tool_grammar import tool_call_grammar
+from gateway.tools import parse_tool_calls
+from tests.unit.test_grammar_tools import accepts, card  # noqa: F401  (card is a fixture)
+
+# The shape pydantic writes for a nested model argument (vllm-project/vllm#20470, sgl-project/sglang#31692).
+POINT_DEFS = {"Point": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                        "required": ["x", "y"], "additionalProperties": False},
+              "Unit": {"type": "string", "enum": ["m", "km"]}}
+MOVE = {"type": "function", "function": {"name": "move", "parameters": {
+    "$defs": POINT_DEFS, "type": "object",
+    "properties": {"to": {"$ref": "#/$defs/Point"}, "unit": {"$ref": "#/$defs/Unit"},
+                   "via": {"type": "array", "items": {"$ref": "#/$defs/Point"}, "maxItems": 2}},
+    "required": ["to", "unit"]}}}
+LEGACY = {"type": "function", "function": {"name": "legacy", "parameters": {
+    "definitions": {"N": {"type": "integer"}}, "type": "object",
+    "properties": {"n": {"$ref": "#/definitions/N"}}, "required": ["n"]}}}
+COUNT = {"type": "function", "function": {"name": "count", "parameters": {
+    "type": "object", "properties": {"n": {"type": "integer"}, "xs": {"type": "array", "items": {"type": "integer"}},
+                                     "r": {"type": "number"}}}}}
+BIG = 52353800001386185000          # beyond 64 bits: orjson would read it as 5.2353800001386185e+19
+
+
+def move_call(to: str, unit: str, via: str = "") -> str:
+    via_param = f"<parameter=via>\n{via}\n</parameter>\n" if via else ""
+    return (f"<tool_call>\n<function=move>\n<parameter=to>\n{to}\n</parameter>\n<parameter=unit>\n{unit}\n"
+            f"</parameter>\n{via_param}</function>\n</tool_call>")
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "move"}}])
+def test_forced_choice_with_defs_refs_is_accepted(card, choice):
+    body = {"messages": [{"role": "user", "content": "go"}], "tools": [MOVE, LEGACY], "tool_choice": choice}
+    plan = parse_chat(body, card, "tiny")
+    assert plan.forced_tools and plan.gen.constraint.kind == "lark"
+
+
+def test_defs_refs_are_enforced_in_the_grammar(card):
+    grammar = tool_call_grammar([MOVE, LEGACY], None, False, card)
+    assert accepts(card, grammar, move_call('{"x": 1, "y": -2}', '"km"', '[{"x": 3, "y": 4}]'))
+    assert not accepts(card, grammar, move_call('{"x": 1}', '"km"'))            # Point needs y
+    assert not accepts(card, grammar, move_call('{"x": 1, "y": 2}', '"mi"'))    # Unit enum
+    legacy = "<tool_call>\n<function=legacy>\n<parameter=n>\n{}\n</parameter>\n</function>\n</tool_call>"
+    assert accepts(card, grammar, legacy.format("7")) and not accepts(card, grammar, legacy.format("7.5"))
+
+
+def test_ref_arguments_parse_to_their_json_values(card):
+    calls = parse_tool_calls(move_call('{"x": 1, "y": -2}', '"km"'), [MOVE])
+    assert json.loads(calls[0]["function"]["arguments"]) == {"to": {"x": 1, "y": -2}, "unit": "km"}
+
+
+def test_integers_beyond_64_bits_stay_exact_integers():
+    text = (f"<tool_call>\n<function=count>\n<parameter=n>\n{BIG}\n</parameter>\n<parameter=xs>\n[0, {BIG}]\n"
+            f"</parameter>\n<parameter=r>\n1.5\n</parameter>\n</function>\n</tool_call>")
+    arguments = parse_tool_calls(text, [COUNT])[0]["function"]["arguments"]
+    assert arguments == f'{{"n":{BIG},"xs":[0,{BIG}],"r":1.5}}'
+    assert json.loads(arguments) == {"n": BIG, "xs": [0, BIG], "r": 1.5}
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "1e999", '"\\ud800"'])
+def test_values_that_are_not_strict_json_stay_text(raw):
+    text = f"<tool_call>\n<function=count>\n<parameter=r>\n{raw}\n</parameter>\n</function>\n</tool_call>"
+    arguments = parse_tool_calls(text, [COUNT])[0]["function"]["arguments"]
+    assert orjson.loads(arguments) == {"r": raw}     # valid JSON text the response writer can send
+
+
+def test_history_arguments_render_with_exact_integers():
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "count", "arguments": f'{{"n": {BIG}}}'}}]}
+    prompt = render_chat(compile_template(read_template()), [{"role": "user", "content": "hi"}, message])
+    assert f"<parameter=n>\n{BIG}\n</parameter>" in prompt
