@@ -7,8 +7,8 @@ Parameters follow the schema's `properties` order: required ones always, optiona
 unknown ones never appear. A parameter whose schema type is exactly "string" is raw text without "<" (its
 enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING characters); every
 other value is JSON from `%json{...}` of its property schema (strings inside bounded the same way, see
-structured.bounded_schema). A raw string's `pattern` is enforced when anchored (^...$), otherwise
-approximated by the plain string rule. Plain numbers and integers are at most 18 digits.
+structured.bounded_schema). A raw string's `pattern` is enforced when anchored (^...$), together with its length
+bounds, otherwise approximated by the plain string rule. Plain numbers and integers are at most 18 digits.
 """
 from __future__ import annotations
 
@@ -48,15 +48,26 @@ def _string_value(schema: dict, limit: int) -> str:
     return f"/[^<]{bound}{_CLOSE_RX}/"
 
 
-def _pattern_value(pattern: str) -> Optional[str]:
-    """A raw-string regex for a pattern anchored at both ends (None for an unanchored one: approximated)."""
+def pattern_terminal(schema: dict, limit: int) -> Optional[str]:
+    """The Lark terminal for a raw string whose pattern is anchored at both ends, with its closing tag; None for
+    anything else (an unanchored pattern is approximated by the plain string rule). The length bounds (minLength,
+    maxLength, else `limit`) apply too, intersected with the pattern (`&`, which llguidance allows on terminals
+    only): a pattern alone let `^[a-z]+$` with maxLength 3 run on for hundreds of tokens."""
+    pattern = schema.get("pattern")
+    if not (_is_raw_string(schema) and isinstance(pattern, str) and not ("enum" in schema or "const" in schema)):
+        return None
     if not (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")):
         return None
     from llguidance import regex_to_lark
     try:
-        return f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
+        lexeme = f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
     except ValueError:
         return None
+    low, high = int(schema.get("minLength", 0)), schema.get("maxLength", limit or None)
+    if high is None and not low:
+        return lexeme
+    bound = f"{{{low},{max(low, int(high))}}}" if high is not None else f"{{{low},}}"
+    return f"{lexeme} & /(?s:.{bound}){_CLOSE_RX}/"
 
 
 def _shared_defs(params: dict) -> dict:
@@ -71,8 +82,7 @@ def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
     if not isinstance(schema, dict):
         schema = {}
     if _is_raw_string(schema) and not ("enum" in schema or "const" in schema):
-        patterned = _pattern_value(schema["pattern"]) if isinstance(schema.get("pattern"), str) else None
-        return patterned or _string_value(schema, limit)
+        return _string_value(schema, limit)     # a pattern it has is approximated (see pattern_terminal)
     if _is_raw_string(schema):
         value = _string_value(schema, limit)
     elif isinstance(schema.get("type"), str) and schema["type"] in _PLAIN and set(schema) <= _ANNOTATIONS:
@@ -90,8 +100,11 @@ def _function_rules(index: int, function: dict, limit: int, markup: dict) -> lis
     defs = _shared_defs(params)
     rules, parts = [], []
     for k, (name, schema) in enumerate(props.items()):
-        rule = f"f{index}_p{k}"
-        rules.append(f'{rule}: "<parameter={_literal(name)[1:-1]}>\\n" {value_rule(schema, limit, defs)}')
+        rule, terminal = f"f{index}_p{k}", pattern_terminal(schema if isinstance(schema, dict) else {}, limit)
+        if terminal is not None:
+            rules.append(f"F{index}_P{k}: {terminal}")
+        value = f"F{index}_P{k}" if terminal is not None else value_rule(schema, limit, defs)
+        rules.append(f'{rule}: "<parameter={_literal(name)[1:-1]}>\\n" {value}')
         parts.append(rule if name in required else f"{rule}?")
     head = _literal(f"\n<function={function['name']}>\n")
     body = " ".join(parts)

@@ -77,3 +77,24 @@ def test_history_arguments_render_with_exact_integers():
         {"id": "c1", "type": "function", "function": {"name": "count", "arguments": f'{{"n": {BIG}}}'}}]}
     prompt = render_chat(compile_template(read_template()), [{"role": "user", "content": "hi"}, message])
     assert f"<parameter=n>\n{BIG}\n</parameter>" in prompt
+
+
+def _one_param_call(value: str) -> str:
+    return f"<tool_call>\n<function=code>\n<parameter=c>\n{value}\n</parameter>\n</function>\n</tool_call>"
+
+
+@pytest.mark.parametrize("bounds, ok, too_long, too_short", [
+    ({"maxLength": 3}, "abc", "abcd", None),
+    ({"minLength": 2, "maxLength": 4}, "ab", "abcde", "a"),
+    ({}, "a" * 8, "a" * 9, None),                    # no maxLength: the grammar's string limit (8 here)
+])
+def test_anchored_pattern_keeps_the_length_bounds(card, monkeypatch, bounds, ok, too_long, too_short):
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "8")
+    tool = {"type": "function", "function": {"name": "code", "parameters": {
+        "type": "object", "properties": {"c": {"type": "string", "pattern": "^[a-z]+$", **bounds}}, "required": ["c"]}}}
+    grammar = tool_call_grammar([tool], None, False, card)
+    assert accepts(card, grammar, _one_param_call(ok))
+    assert not accepts(card, grammar, _one_param_call(too_long))
+    assert not accepts(card, grammar, _one_param_call("ab1"))          # the pattern still holds
+    if too_short is not None:
+        assert not accepts(card, grammar, _one_param_call(too_short))
