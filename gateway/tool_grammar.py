@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
+from gateway.errors import InvalidRequest
 from gateway.structured import bounded_schema, json_grammar, max_string_chars
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
@@ -36,13 +37,27 @@ def _is_raw_string(schema: dict) -> bool:
     return kind == "string" or kind == ["string"]
 
 
+def _unsatisfiable(why: str) -> InvalidRequest:
+    return InvalidRequest(f"tools: a string parameter {why}, so no call can satisfy it", param="tools",
+                          code="unsupported_schema")
+
+
+def _length_bound(schema: dict, limit: int) -> str:
+    """The `{low,high}` repetition for a raw string's length (maxLength, else limit; 0 = unbounded)."""
+    low, high = int(schema.get("minLength", 0)), schema.get("maxLength", limit or None)
+    if high is not None and int(high) < low:
+        raise _unsatisfiable(f"has minLength {low} > maxLength {high}")
+    return f"{{{low},{int(high)}}}" if high is not None else f"{{{low},}}"
+
+
 def _string_value(schema: dict, limit: int) -> str:
     choices = schema.get("enum") if "enum" in schema else ([schema["const"]] if "const" in schema else None)
     if choices is not None:
-        return " | ".join(_literal(c) for c in choices if isinstance(c, str)) or '""'
-    low = int(schema.get("minLength", 0))
-    high = schema.get("maxLength", limit or None)
-    bound = f"{{{low},{max(low, int(high))}}}" if high is not None else f"{{{low},}}"
+        strings = [c for c in choices if isinstance(c, str)]
+        if not strings:
+            raise _unsatisfiable("allows no string value (enum/const)")
+        return " | ".join(_literal(c) for c in strings)
+    bound = _length_bound(schema, limit)
     # One lexeme with the closing tag: llguidance lexes greedily, so a separate value lexeme would swallow
     # the newline before </parameter>.
     return f"/[^<]{bound}{_CLOSE_RX}/"
@@ -63,11 +78,8 @@ def pattern_terminal(schema: dict, limit: int) -> Optional[str]:
         lexeme = f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
     except ValueError:
         return None
-    low, high = int(schema.get("minLength", 0)), schema.get("maxLength", limit or None)
-    if high is None and not low:
-        return lexeme
-    bound = f"{{{low},{max(low, int(high))}}}" if high is not None else f"{{{low},}}"
-    return f"{lexeme} & /(?s:.{bound}){_CLOSE_RX}/"
+    bound = _length_bound(schema, limit)
+    return lexeme if bound == "{0,}" else f"{lexeme} & /(?s:.{bound}){_CLOSE_RX}/"
 
 
 def _shared_defs(params: dict) -> dict:

@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from gateway.chat import compile_template, render_chat
+from gateway.errors import InvalidRequest
 from gateway.fake_scheduler import read_template
 from gateway.openai import parse_chat
 from gateway.tool_grammar import tool_call_grammar
@@ -98,3 +99,15 @@ def test_anchored_pattern_keeps_the_length_bounds(card, monkeypatch, bounds, ok,
     assert not accepts(card, grammar, _one_param_call("ab1"))          # the pattern still holds
     if too_short is not None:
         assert not accepts(card, grammar, _one_param_call(too_short))
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "enum": [1, 2]}, {"type": "string", "enum": []},
+                                    {"type": "string", "minLength": 5, "maxLength": 2},
+                                    {"type": "string", "pattern": "^[a-z]+$", "minLength": 5, "maxLength": 2}])
+def test_unsatisfiable_string_parameter_is_a_400_not_a_wrong_call(card, schema):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": schema}, "required": ["a"]}}}
+    body = {"messages": [{"role": "user", "content": "go"}], "tools": [tool], "tool_choice": "required"}
+    with pytest.raises(InvalidRequest) as info:
+        parse_chat(body, card, "tiny")
+    assert info.value.status == 400 and "no call can satisfy it" in info.value.message
