@@ -264,7 +264,15 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.extra_prompt_ids = ids_list[1:]
     if body.get("logprobs") is not None:
         gen.num_logprobs = int(body["logprobs"])
-    guided = guided_constraint(body, card, False)
-    gen.constraint = guided[0] if guided else None
+    gen.constraint = _completion_constraint(body, card)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt)
+
+
+def _completion_constraint(body: dict, card: ModelCard):
+    """response_format (json_object / json_schema, as vLLM's completions take it) or vLLM guided decoding."""
+    schema = _response_schema(body, None)
+    if schema is not None:
+        return checked(json_grammar(schema, False, card), card, "response_format")
+    guided = guided_constraint(body, card, False)
+    return guided[0] if guided else None

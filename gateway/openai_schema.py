@@ -106,6 +106,9 @@ _COMMON = {
     "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
 }
 
+_RESPONSE_FORMAT = {"type": ["object", "null"], "required": ["type"],
+                    "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}}
+
 CHAT_SCHEMA = {
     "type": "object",
     "required": ["messages"],
@@ -118,8 +121,7 @@ CHAT_SCHEMA = {
         "tools": {"type": ["array", "null"], "items": _TOOL},
         "tool_choice": _TOOL_CHOICE,
         "parallel_tool_calls": _BOOL_OR_NULL,
-        "response_format": {"type": ["object", "null"], "required": ["type"],
-                            "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}},
+        "response_format": _RESPONSE_FORMAT,
         "enable_thinking": _BOOL_OR_NULL,
         "add_generation_prompt": _BOOL_OR_NULL,
         "continue_final_message": _BOOL_OR_NULL,
@@ -151,6 +153,7 @@ COMPLETION_SCHEMA = {
         "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "suffix": _STR_OR_NULL,
         "best_of": {"type": ["integer", "null"], "minimum": 1},
+        "response_format": _RESPONSE_FORMAT,     # vLLM's CompletionRequest takes it as chat does
     },
 }
 
