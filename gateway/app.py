@@ -66,6 +66,8 @@ async def error_middleware(request: web.Request, handler):
         error.status = exc.status
         response = api_error_response(request.path, error)
     except (asyncio.CancelledError, ConnectionResetError):
+        # The client went away (aiohttp cancels the handler, or a write failed): counted here, streamed or not.
+        metrics.CLIENT_DISCONNECTED.inc()
         raise
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)

@@ -7,7 +7,6 @@ from typing import Optional, Protocol
 
 from aiohttp import web
 
-from gateway import metrics
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 
@@ -57,9 +56,6 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
             await _write_all(response, framer.error(exc, gen.usage()))
         await response.write_eof()
         return response
-    except (ConnectionResetError, asyncio.CancelledError):
-        metrics.CLIENT_DISCONNECTED.inc()
-        raise
     finally:
         await gen.close()
 
