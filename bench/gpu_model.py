@@ -29,11 +29,11 @@ from worker.models.qwen3_5 import Qwen3_5ForCausalLM
 from worker.models.qwen3_5_weights import tensor_shapes
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-# (label, fused norms, chunked GEMV for 32 < M <= 128 (else the GEMM: wgmma on Hopper), split-K flush of the GEMV
-# (kernels/nvfp4/ops.SPLIT_K_FLUSH), modes, batch sizes); run 2 of worker/GPU_NOTES.md measured "before" (mma.sync
-# GEMM for M > 32, torch norms) and the eager steps already; session 2 the v2 flush ("_atomic")
-VARIANTS = (("+wgmma", True, False, "", ("graph",), (1, 8, 32, 48, 64)),
-            ("+gemv+norms", True, True, "", ("graph",), (48, 64)))
+# (label, fused norms, chunked GEMV for 32 < M <= 128 (else the GEMM: wgmma on Hopper), modes, batch sizes); run 2
+# of worker/GPU_NOTES.md measured "before" (mma.sync GEMM for M > 32, torch norms) and the eager steps already,
+# session 2 the GEMV's v2 flush (kernels/nvfp4/NOTES.md, run 7)
+VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
+            ("+gemv+norms", True, True, ("graph",), (48, 64)))
 CTX = 256
 BLOCK = 16
 T0 = time.time()
@@ -41,13 +41,12 @@ LAYERS = int(os.environ.get("GPU_MODEL_LAYERS", "64"))
 DEVICE = "cuda"  # the CPU smoke check (tests nothing of speed) swaps this
 
 
-def set_variant(fused_norms: bool, chunked_gemv: bool, flush: str = "") -> None:
-    """Switches the fused norms, the row-chunked GEMV routing for 32 < M <= 128 with the mma.sync GEMM above (else
-    every M > 32 through the GEMM: wgmma on Hopper) and the split-K GEMV's flush ("" v7, "_atomic" v2)."""
+def set_variant(fused_norms: bool, chunked_gemv: bool) -> None:
+    """Switches the fused norms and the row-chunked GEMV routing for 32 < M <= 128 with the mma.sync GEMM above
+    (else every M > 32 through the GEMM: wgmma on Hopper)."""
     norm_layer.USE_KERNELS = fused_norms
     linear_layer.CHUNKED_GEMV_MAX_M = 128 if chunked_gemv else nvfp4_ops.GEMV_MAX_M
     nvfp4_ops.GEMM_WGMMA = not chunked_gemv  # the chunked GEMV serves only where the wgmma GEMM does not
-    nvfp4_ops.SPLIT_K_FLUSH = flush
 
 
 def config_27b(num_layers: int) -> ModelConfig:
@@ -272,8 +271,8 @@ def main() -> int:
     print(f"built {LAYERS} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
           f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
     rows = []
-    for label, norms, chunked, flush, modes, batches in VARIANTS:
-        set_variant(norms, chunked, flush)
+    for label, norms, chunked, modes, batches in VARIANTS:
+        set_variant(norms, chunked)
         rows += sweep(model, config, weight_bytes, bandwidth, torch.float32, modes, budget, batches, " " + label)
     set_variant(True, False)
     for num_rows in (1, 64):

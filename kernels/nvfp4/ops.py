@@ -29,7 +29,6 @@ _WORKSPACE = {}
 # GEMV for small M: "v5" = gemv_tile.cu (whole K per block, no split-K) where it applies, else "v2" = gemv.cu (split-K
 # with the v7 vector-reduction flush; the *_atomic kernels keep v2's scalar red.add flush for the bench)
 GEMV_VERSION = "v5"
-SPLIT_K_FLUSH = ""  # gemv.cu kernel suffix ops.gemv uses: "" = v7 vector reductions, "_atomic" = v2 (bench A/B)
 TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
 # ops.gemv picks gemv_tile only where run 4 (NOTES.md, v5) measured it ahead of v2: M <= 8 (NT = 2 lost on every
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
@@ -136,7 +135,7 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
     GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_v2 (variant, blocks_per_sm: its options)."""
     if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
         return gemv_tile(x, p, out)
-    return gemv_v2(x, p, out, variant or SPLIT_K_FLUSH, blocks_per_sm)
+    return gemv_v2(x, p, out, variant, blocks_per_sm)
 
 
 def _tile_smem(m: int, p: dict, depth: int) -> int:
