@@ -117,6 +117,17 @@ __device__ __forceinline__ void decode_prologue(const u16* qp, const u16* kp, fl
   }
 }
 
+// this thread's VEC values of v (bf16, kept packed) and of o
+__device__ __forceinline__ void load_v(const u16* vp, u32 (&vraw)[VEC / 2]) {
+#pragma unroll
+  for (int c = 0; c < VEC / 2; ++c) vraw[c] = *reinterpret_cast<const u32*>(vp + 2 * c);
+}
+
+__device__ __forceinline__ void store_o(out_t* op, const float (&out)[VEC]) {
+#pragma unroll
+  for (int c = 0; c < VEC; c += 2) st_out2(op + c, out[c], out[c + 1]);
+}
+
 // q, k [N, H, K] bf16 (token stride s_qk), v [N, HV, V] bf16 (token stride s_v), a, b [N, HV] bf16 (stride s_ab);
 // a_log, dt_bias [HV] f32; pool [S, HV, K, V] state_t (slot stride s_slot elements), updated in place;
 // slot_ids [N] int32 (< 0: skip);
@@ -146,8 +157,7 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
 #if !LEAN
   // v kept packed (VEC bf16) until after the reduction
   u32 vraw[VEC / 2];
-#pragma unroll
-  for (int c = 0; c < VEC / 2; ++c) vraw[c] = *reinterpret_cast<const u32*>(v + n * s_v + hv * VD + col + 2 * c);
+  load_v(v + n * s_v + hv * VD + col, vraw);
 #endif
   __syncthreads();
   // the state stays packed in raw[] (16 registers) and is unpacked twice, to keep occupancy up for bf16
@@ -174,8 +184,7 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
 #if LEAN
   // LEAN: v is read only now, and o is stored before the update, so neither holds registers across the passes
   u32 vraw[VEC / 2];
-#pragma unroll
-  for (int c = 0; c < VEC / 2; ++c) vraw[c] = *reinterpret_cast<const u32*>(v + n * s_v + hv * VD + col + 2 * c);
+  load_v(v + n * s_v + hv * VD + col, vraw);
 #endif
   __syncthreads();
   const float kq = scal[0], decay = scal[1], beta = scal[2];
@@ -190,11 +199,7 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
     out[c] = decay * tq + d[c] * kq;
   }
 #if LEAN
-  if (rg == 0) {
-    out_t* op = o + ((long long)n * HV + hv) * VD + col;
-#pragma unroll
-    for (int c = 0; c < VEC; c += 2) st_out2(op + c, out[c], out[c + 1]);
-  }
+  if (rg == 0) store_o(o + ((long long)n * HV + hv) * VD + col, out);
   // an empty asm "rewrites" the packed state, so the compiler cannot keep the first pass's unpacked floats (32
   // registers) alive until the update; the bytes stay packed (16 registers) and are unpacked again below
 #pragma unroll
@@ -212,11 +217,7 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
     *reinterpret_cast<raw_t*>(S + (rg + RG * p) * VD) = w;
   }
 #if !LEAN
-  if (rg == 0) {
-    out_t* op = o + ((long long)n * HV + hv) * VD + col;
-#pragma unroll
-    for (int c = 0; c < VEC; c += 2) st_out2(op + c, out[c], out[c + 1]);
-  }
+  if (rg == 0) store_o(o + ((long long)n * HV + hv) * VD + col, out);
 #endif
 }
 
