@@ -34,12 +34,14 @@ DECODE_VARIANTS = {
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
-WIDE_MIN_SEQS = 16
+WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it
+BF16_ONLY = ("narrow", "t128x6", "w128")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
-# chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 override (the old kernel stays selectable as "regs")
+# chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 name one variant for every batch size (the old kernel
+# stays selectable as "regs")
 DECODE_VARIANT = {
-    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "t128x6"),
+    "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "auto"),
     "float32": os.environ.get("SPARKINFER_GDN_DECODE_F32", "regs"),
 }
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
@@ -130,13 +132,13 @@ def _output(out, shape, device) -> tuple:
 
 def decode_variant(state_dtype, num_seqs: int = 1) -> str:
     """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype` and a batch of num_seqs sequences:
-    the bf16 default t128x6 gives way to w128 from WIDE_MIN_SEQS sequences (H200, session 2: N=32 32.2 vs 32.6 us,
-    N=64 58.0 vs 60.3; N=1 3.9 vs 3.1), unless SPARKINFER_GDN_DECODE_BF16 names one."""
+    "auto" (the bf16 default) is t128x6 below WIDE_MIN_SEQS sequences and w128 from there (H200, session 2: N=32
+    32.2 vs 32.6 us, N=64 58.0 vs 60.3; N=1 3.9 vs 3.1)."""
     name = DECODE_VARIANT[str(state_dtype).split(".")[-1]]
-    if name == "t128x6" and num_seqs >= WIDE_MIN_SEQS and "SPARKINFER_GDN_DECODE_BF16" not in os.environ:
-        name = "w128"
+    if name == "auto":
+        name = "w128" if num_seqs >= WIDE_MIN_SEQS else "t128x6"
     _need(name in DECODE_VARIANTS, f"unknown GDN decode variant {name!r} (one of {sorted(DECODE_VARIANTS)})")
-    _need(name not in ("narrow", "t128x6", "w128") or str(state_dtype).endswith("bfloat16"),
+    _need(name not in BF16_ONLY or str(state_dtype).endswith("bfloat16"),
           f"the {name} decode variant is bf16-only")
     return name
 

@@ -55,12 +55,13 @@ def test_shared_memory_budgets_fit_one_hopper_block():
 
 
 def test_decode_variant_by_dtype_and_batch(monkeypatch):
-    monkeypatch.delenv("SPARKINFER_GDN_DECODE_BF16", raising=False)
+    monkeypatch.setitem(_launch.DECODE_VARIANT, "bfloat16", "auto")
     assert _launch.decode_variant(torch.float32, 64) == "regs"
     assert _launch.decode_variant(torch.bfloat16, 1) == "t128x6"
     assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS - 1) == "t128x6"
     assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS) == "w128"
-    monkeypatch.setenv("SPARKINFER_GDN_DECODE_BF16", "t128x6")  # a named variant is kept at every batch size
+    # SPARKINFER_GDN_DECODE_BF16=t128x6 at start-up: a named variant is kept at every batch size
+    monkeypatch.setitem(_launch.DECODE_VARIANT, "bfloat16", "t128x6")
     assert _launch.decode_variant(torch.bfloat16, 64) == "t128x6"
 
 
