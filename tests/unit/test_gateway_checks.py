@@ -2,20 +2,11 @@
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 USER = [{"role": "user", "content": "hi"}]
 PROMPT = "Question: Is the sky blue? Answer: Yes"
 WEATHER = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
 TOOLS = [{"type": "function", "function": WEATHER}]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def post(client, path, body):

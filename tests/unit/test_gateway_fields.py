@@ -7,20 +7,11 @@ import orjson
 import pytest
 
 from gateway import openai_fields
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 CHAT = "/v1/chat/completions"
 BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
         "max_tokens": 8}
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def post(client, body, path=CHAT):

@@ -3,20 +3,11 @@ truncate_prompt_tokens change the prompt the scheduler gets, and the reported pr
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 CHAT = "/v1/chat/completions"
 BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
         "max_tokens": 4}
 OPEN = [{"role": "user", "content": "Tell a story"}, {"role": "assistant", "content": "Once upon a"}]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def prompt_of(client, fake, body, path=CHAT) -> tuple[str, dict]:

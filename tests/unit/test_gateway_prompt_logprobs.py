@@ -3,17 +3,8 @@ vLLM prompt_logprobs shape, completions echo + logprobs with several prompts and
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 PROMPTS = ["The sky is blue", "Grass is green and soft"]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def post(client, path, body):

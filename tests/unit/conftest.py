@@ -1,0 +1,14 @@
+"""Unit-test fixtures shared by the gateway tests."""
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+
+@pytest.fixture
+async def stack():
+    """(aiohttp TestClient, FakeServing): the real gateway over a fake scheduler that answers "Hello world",
+    context 2048. A test module that needs another setup defines its own `stack`."""
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    fake.script.reply = "Hello world"
+    async with fake_gateway(fake) as pair:
+        yield pair
