@@ -11,7 +11,7 @@
 //   STATE_BF16=1 NARROW=1: bf16, VEC 4 (8-byte accesses), TPR 16, BV 64, 8 passes: half the accumulators per
 //   byte in flight of VEC 8 (64 registers, 4 blocks/SM). H200 N=32: 35.0 us against 43.5 us for VEC 8.
 //   + LEAN=1 THREADS=128 MIN_BLOCKS=6 ("t128x6"): 16 passes, 80 registers, 6 blocks/SM, 96 KB of state in flight
-//   per SM: 32.7 us at N=32 (74.5% of copy bandwidth), the bf16 default (NOTES.md, run 6).
+//   per SM: 32.7 us at N=32 (74.5% of copy bandwidth); the bf16 default below 16 sequences (NOTES.md, run 6).
 //   + NARROW_TPR=32 THREADS=256 MIN_BLOCKS=3 ("w128"): one block per (sequence, value head), BV 128.
 // gdn_recurrent_decode_cp (CP_THREADS 128 or 256 threads): the block's [128, BV] tile (16 KB; BV = 128 bytes
 //   of columns) goes to shared memory with cp.async, so bytes in flight no longer cost registers; thread t
