@@ -18,7 +18,7 @@ DECODE_EXTRA_DEFINES = []
 #   regs:   gdn_recurrent_decode, state through registers (bf16: 16-byte accesses, 77 registers, 3 blocks/SM)
 #   narrow: the same with 8-byte bf16 accesses, 8 passes (64 registers, 4 blocks/SM); bf16 only
 #   cp128 / cp256: gdn_recurrent_decode_cp, the 16 KB tile to shared memory by cp.async (10 / 5 blocks/SM)
-# Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state, 32 for f32.
+# Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state (w128: 128), 32 for f32.
 # H200, 27B layer, N=32 (NOTES.md, runs 4 and 6): bf16 regs 43.5 us, narrow 35.0, t128x6 32.7, cp128 50.9,
 # cp256 56.7; f32 regs 58.8, cp128 86.2, cp256 80.7. All pass the oracle tests. Defaults: bf16 "auto" (t128x6 /
 # w128 by batch size, w128 32.2 us at N=32), f32 regs.
