@@ -21,7 +21,7 @@ DECODE_EXTRA_DEFINES = []
 # Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state (w128: 128), 32 for f32.
 # H200, 27B layer, N=32 (NOTES.md, runs 4 and 6): bf16 regs 43.5 us, narrow 35.0, t128x6 32.7, cp128 50.9,
 # cp256 56.7; f32 regs 58.8, cp128 86.2, cp256 80.7. All pass the oracle tests. Defaults: bf16 "auto" (t128x6 /
-# w128 by batch size, w128 32.2 us at N=32), f32 regs.
+# w128 by batch size, w128 32.2 us at N=32), f32 "auto" (regs / tma3x1 by batch size, tma3x1 57.2 us at N=32).
 DECODE_VARIANTS = {
     "regs": ("gdn_recurrent_decode", (), 256, -1),
     "narrow": ("gdn_recurrent_decode", ("NARROW=1",), 256, -1),
@@ -32,18 +32,23 @@ DECODE_VARIANTS = {
     # w128: the same per thread, one block of 256 threads per (sequence, value head) over all 128 columns (32 lanes a
     # row piece): half the blocks, so half the prologues and barriers per byte; 80 registers, 3 blocks/SM, 96 KB
     "w128": ("gdn_recurrent_decode", ("NARROW=1", "NARROW_TPR=32", "LEAN=1", "THREADS=256", "MIN_BLOCKS=3"), 256, -1),
+    # tmaSxB (recurrent_tma.cu): persistent blocks, each 32 KB (bf16) / 64 KB (f32) state tile one bulk copy into a
+    # ring of S shared-memory stages (S - 1 items ahead) and one bulk store back; B blocks per SM
+    "tma3x2": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2"), 256, 100),
+    "tma6x1": ("gdn_recurrent_decode_tma", ("STAGES=6", "MIN_BLOCKS=1"), 256, 100),
+    "tma3x1": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=1"), 256, 100),
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
 WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it
-BF16_ONLY = ("narrow", "t128x6", "w128")
+BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma6x1")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 name one variant for every batch size (the old kernel
 # stays selectable as "regs")
 DECODE_VARIANT = {
     "bfloat16": os.environ.get("SPARKINFER_GDN_DECODE_BF16", "auto"),
-    "float32": os.environ.get("SPARKINFER_GDN_DECODE_F32", "regs"),
+    "float32": os.environ.get("SPARKINFER_GDN_DECODE_F32", "auto"),
 }
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
 PREP_SMEM = 2 * CHUNK * (HEAD_DIM + 8) * 2 + (2 + 2 * GROUP_MAX) * CHUNK * 4
@@ -133,11 +138,14 @@ def _output(out, shape, device) -> tuple:
 
 def decode_variant(state_dtype, num_seqs: int = 1) -> str:
     """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype` and a batch of num_seqs sequences:
-    "auto" (the bf16 default) is t128x6 below WIDE_MIN_SEQS sequences and w128 from there (H200, session 2: N=32
-    32.2 vs 32.6 us, N=64 58.0 vs 60.3; N=1 3.9 vs 3.1)."""
-    name = DECODE_VARIANT[str(state_dtype).split(".")[-1]]
+    "auto" (the default) is, below WIDE_MIN_SEQS sequences / from there, t128x6 / w128 for bf16 state (H200,
+    session 2: N=32 32.2 vs 32.6 us, N=64 58.0 vs 60.3; N=1 3.9 vs 3.1) and regs / tma3x1 for f32 state (session 3:
+    N=32 57.2 vs 58.9 us, N=64 109.9 vs 112.9; N=1 6.0 vs 4.9)."""
+    dtype = str(state_dtype).split(".")[-1]
+    name = DECODE_VARIANT[dtype]
     if name == "auto":
-        name = "w128" if num_seqs >= WIDE_MIN_SEQS else "t128x6"
+        wide = num_seqs >= WIDE_MIN_SEQS
+        name = ("w128" if wide else "t128x6") if dtype == "bfloat16" else ("tma3x1" if wide else "regs")
     _need(name in DECODE_VARIANTS, f"unknown GDN decode variant {name!r} (one of {sorted(DECODE_VARIANTS)})")
     _need(name not in BF16_ONLY or str(state_dtype).endswith("bfloat16"),
           f"the {name} decode variant is bf16-only")
@@ -165,12 +173,33 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     entry, extra, threads, carveout = DECODE_VARIANTS[variant]
     defines = _state_define(state_pool) + (out_define,) + extra + tuple(DECODE_EXTRA_DEFINES)
     block_v = DECODE_BLOCK_V.get(variant, 64 if state_pool.dtype == torch.bfloat16 else 32)
-    fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
             ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),
             ptr(o), i32(num_k_heads), i32(num_v_heads), f32(scale))
+    if entry == "gdn_recurrent_decode_tma":
+        _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads)
+        return o
+    fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
     _build.launch(fn, (HEAD_DIM // block_v, num_v_heads, num_seqs), (threads,), args)
     return o
+
+
+def _define(defines: tuple, key: str) -> int:
+    return int(next(d.split("=")[1] for d in defines if d.startswith(key + "=")))
+
+
+def _launch_tma(entry, defines, carveout, state_pool, args, num_items: int):
+    """recurrent_tma.cu: min(items, MIN_BLOCKS per SM) persistent blocks of 256 threads, STAGES tiles of dynamic
+    shared memory; the bulk copies need 16-byte aligned slots."""
+    import torch
+
+    tile = HEAD_DIM * HEAD_DIM * state_pool.element_size()
+    _need(state_pool.data_ptr() % 16 == 0 and state_pool.stride(0) * state_pool.element_size() % 16 == 0,
+          "state pool slots must be 16-byte aligned for the tma decode")
+    smem = _define(defines, "STAGES") * tile
+    sms = torch.cuda.get_device_properties(state_pool.device).multi_processor_count
+    fn = _build.kernel("recurrent_tma.cu", entry, defines, smem, carveout)
+    _build.launch(fn, (min(num_items, sms * _define(defines, "MIN_BLOCKS")),), (256,), args, smem)
 
 
 def _conv_define(conv_pool, channels: int) -> tuple:

@@ -29,6 +29,14 @@ _WORKSPACE = {}
 # GEMV for small M: "v5" = gemv_tile.cu (whole K per block, no split-K) where it applies, else "v2" = gemv.cu (split-K
 # with the v7 vector-reduction flush; the *_atomic kernels keep v2's scalar red.add flush for the bench)
 GEMV_VERSION = "v5"
+# gemv_cluster.cu (split-K reduced in a thread-block cluster) where clusters of CLUSTER_SIZE blocks fill >=
+# CLUSTER_MIN_FILL of one wave. H200 (NOTES.md, session 3): faster than gemv.cu only there: 16384x5120 (GDN in_proj,
+# 256 blocks) 20.9 vs 23.1 us at M = 1, 25.9 vs 29.7 at M = 16; 14336x5120 (attention q+k+v, 224 blocks) 20.4 vs
+# 21.0. Fewer blocks (e.g. 6144x5120: 4 x 48 = 192) or clusters of 3, 5, 6 (not all co-resident) lose to v7's full
+# persistent wave.
+GEMV_CLUSTER = os.environ.get("SPARKINFER_NVFP4_CLUSTER", "1") == "1"
+CLUSTER_SIZE = 2
+CLUSTER_MIN_FILL = 0.84
 TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
 # ops.gemv picks gemv_tile only where run 4 (NOTES.md, v5) measured it ahead of v2: M <= 8 (NT = 2 lost on every
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
@@ -132,10 +140,38 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
     """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_tile where
-    GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_v2 (variant, blocks_per_sm: its options)."""
+    GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_cluster where cluster_size finds a
+    cluster that fills the GPU, else gemv_v2 (variant, blocks_per_sm: its options)."""
     if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
         return gemv_tile(x, p, out)
+    if not variant and GEMV_CLUSTER and x.is_cuda and _hopper(x.device):
+        cs = cluster_size(p, _num_sms(x.device))
+        if cs:
+            return gemv_cluster(x, p, out, cs)
     return gemv_v2(x, p, out, variant, blocks_per_sm)
+
+
+def cluster_size(p: dict, sms: int) -> int:
+    """Blocks per row group for gemv_cluster (0: use gemv_v2): CLUSTER_SIZE if its (Np/128) x CLUSTER_SIZE blocks fit
+    one wave of 2 blocks per SM and fill at least CLUSTER_MIN_FILL of it."""
+    blocks, slots = p["Np"] // ROW_GROUP * CLUSTER_SIZE, 2 * sms
+    return CLUSTER_SIZE if CLUSTER_MIN_FILL * slots <= blocks <= slots else 0
+
+
+def gemv_cluster(x: torch.Tensor, p: dict, out: torch.Tensor, cs: int) -> torch.Tensor:
+    """Cluster split-K GEMV (gemv_cluster.cu), x [M <= 32, K]: grid (cs, Np/128), clusters of cs blocks share a row
+    group and reduce through distributed shared memory (no workspace). cs: 1..8."""
+    import numpy as np
+
+    if not 1 <= cs <= 8:
+        raise ValueError(f"gemv_cluster: cluster size {cs} not in 1..8")
+    m = x.shape[0]
+    nt = 1 if m <= 8 else 2 if m <= 16 else 4
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), np.uint64(0), np.uint64(0), ptr(p["alpha"]), np.int32(m),
+            np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
+    _launch(f"nvfp4_gemv_cl{cs}_nt{nt}", "gemv_cluster.cu", (cs, p["Np"] // ROW_GROUP), (256,), args)
+    return out
 
 
 def _tile_smem(m: int, p: dict, depth: int) -> int:

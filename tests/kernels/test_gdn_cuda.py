@@ -84,7 +84,9 @@ def test_decode_matches_recurrence(state_dtype, heads):
 
 
 DECODE_CASES = [(torch.bfloat16, "regs"), (torch.bfloat16, "narrow"), (torch.bfloat16, "t128x6"), (torch.bfloat16, "w128"), (torch.bfloat16, "cp128"),
-                (torch.bfloat16, "cp256"), (torch.float32, "cp128"), (torch.float32, "cp256")]
+                (torch.bfloat16, "cp256"), (torch.float32, "cp128"), (torch.float32, "cp256"),
+                (torch.bfloat16, "tma3x2"), (torch.bfloat16, "tma6x1"), (torch.bfloat16, "tma3x1"),
+                (torch.float32, "tma3x1")]
 
 
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16], ids=["f32out", "bf16out"])
@@ -119,6 +121,36 @@ def test_decode_variant_matches_recurrence(state_dtype, variant, out_dtype):
     ops.fused_recurrent_decode(q, k, v, a, b, A_log, dt_bias, twin, slot_ids, out=out_regs, variant="regs")
     assert rel(out[live].float(), out_regs[live].float()) < 1e-3
     assert rel(pool[slots].float(), twin[slots].float()) < 1e-3
+
+
+@pytest.mark.parametrize("state_dtype,variant", [(torch.bfloat16, "tma3x2"), (torch.bfloat16, "tma6x1"),
+                                                   (torch.float32, "tma3x1")], ids=lambda x: STATE_IDS.get(x, x))
+def test_decode_tma_ring_wraps(state_dtype, variant):
+    """The persistent TMA decode with many more items than blocks (each block's stage ring wraps several times),
+    padding rows (slot -1) scattered, including a block's first and last items: against the oracle, padding
+    rows unwritten, other slots untouched."""
+    from kernels.gdn import ops
+
+    num_k_heads, num_v_heads, num_seqs = 16, 48, 75
+    slots = torch.randperm(90)[:num_seqs].tolist()
+    ids = [-1 if i % 7 in (0, 4) else s for i, s in enumerate(slots)]
+    live = [i for i, s in enumerate(ids) if s >= 0]
+    used = [ids[i] for i in live]
+    pool = pool_with(used, 90, num_v_heads, state_dtype)
+    A_log, dt_bias, _ = layer(num_k_heads, num_v_heads)
+    q, k, v, a, b = tokens(num_seqs, num_k_heads, num_v_heads)
+    g, beta = gates(a, b, A_log, dt_bias)
+    cu = torch.arange(len(live) + 1, device="cuda")
+    ref_o, ref_s = naive.recurrent_gated_delta_rule(q[live].float(), k[live].float(), v[live].float(), g[live],
+                                                    beta[live], initial_state=pool[used].float(), cu_seqlens=cu)
+    out = torch.full((num_seqs, num_v_heads, K), float("nan"), device="cuda")
+    slot_ids = torch.tensor(ids, dtype=torch.int32, device="cuda")
+    ops.fused_recurrent_decode(q, k, v, a, b, A_log, dt_bias, pool, slot_ids, out=out, variant=variant)
+    assert rel(out[live], ref_o) < TOL[state_dtype]
+    assert rel(pool[used], ref_s) < TOL[state_dtype]
+    pad = [i for i, s in enumerate(ids) if s < 0]
+    assert torch.isnan(out[pad]).all(), "a padding row (slot -1) was written"
+    check_untouched(pool, used)
 
 
 @pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=STATE_IDS.get)

@@ -56,7 +56,10 @@ def test_shared_memory_budgets_fit_one_hopper_block():
 
 def test_decode_variant_by_dtype_and_batch(monkeypatch):
     monkeypatch.setitem(_launch.DECODE_VARIANT, "bfloat16", "auto")
-    assert _launch.decode_variant(torch.float32, 64) == "regs"
+    monkeypatch.setitem(_launch.DECODE_VARIANT, "float32", "auto")
+    assert _launch.decode_variant(torch.float32, 1) == "regs"
+    assert _launch.decode_variant(torch.float32, _launch.WIDE_MIN_SEQS - 1) == "regs"
+    assert _launch.decode_variant(torch.float32, _launch.WIDE_MIN_SEQS) == "tma3x1"
     assert _launch.decode_variant(torch.bfloat16, 1) == "t128x6"
     assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS - 1) == "t128x6"
     assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS) == "w128"

@@ -1,4 +1,5 @@
-"""NVFP4 split-K GEMV flushes (gemv.cu: v7 vector reductions, v2 scalar reductions) against dequantize-then-f32-matmul
+"""NVFP4 split-K GEMV flushes (gemv.cu: v7 vector reductions, v2 scalar reductions; gemv_cluster.cu: reduction in a
+thread-block cluster) against dequantize-then-f32-matmul
 on fresh random inputs and NaN-poisoned outputs, alone, chained, and replayed in a CUDA graph (needs a GPU)."""
 import pytest
 import torch
@@ -29,6 +30,30 @@ def test_split_k_flushes_match(variant, n, k):
         ops.gemv_v2(x, p, out, variant)
         torch.cuda.synchronize()
         assert not torch.isnan(out).any() and _rel(out, x.float() @ ref_w.t()) < REL_TOL, (variant, m)
+
+
+@pytest.mark.parametrize("cs", range(1, 9))
+@pytest.mark.parametrize("n,k", [(200, 520), (6144, 5120), (5120, 17408)], ids=lambda v: str(v))
+def test_cluster_split_k_matches(cs, n, k):
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for m in (1, 5, 8, 13, 16, 27, 32):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.gemv_cluster(x, p, out, cs)
+        torch.cuda.synchronize()
+        assert not torch.isnan(out).any() and _rel(out, x.float() @ ref_w.t()) < REL_TOL, (cs, m)
+
+
+def test_gemv_default_picks_the_cluster_kernel_where_it_fills_the_gpu():
+    weight = _weight(16384, 1024)  # 128 row groups: 256 blocks of 2 on 132 SMs
+    p = ops.prepared(weight)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert ops.cluster_size(p, sms) == (2 if sms == 132 else ops.cluster_size(p, sms))
+    x = torch.randn(16, 1024, device="cuda").to(torch.bfloat16)
+    out = torch.full((16, 16384), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.gemv(x, p, out)
+    assert _rel(out, x.float() @ weight.dequantize().t()) < REL_TOL
 
 
 def _chain(x, weights):

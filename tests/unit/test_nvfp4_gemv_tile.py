@@ -88,3 +88,10 @@ def test_gemv_tile_refuses_what_it_cannot_run():
         ops.gemv_tile(torch.zeros(16, 6144, dtype=torch.bfloat16), _p(5120, 6144), None)  # x too large
     with pytest.raises(ValueError):
         ops.gemv_tile(torch.zeros(2, 64, dtype=torch.bfloat16), _p(128, 64), None, depth=7)  # no such ring depth
+
+
+def test_cluster_gemv_only_where_clusters_of_two_fill_a_wave():
+    """ops.cluster_size: 2 where (Np/128) x 2 blocks fill 84-100% of 2 blocks per SM on 132 SMs, else 0 (gemv_v2)."""
+    for n, want in ((16384, 2), (14336, 2), (12288, 0), (17408, 0), (6144, 0), (34816, 0)):
+        p = {"Np": -(-n // 128) * 128, "Kc": 80}
+        assert ops.cluster_size(p, 132) == want, n

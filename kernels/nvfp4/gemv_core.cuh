@@ -1,0 +1,135 @@
+// gemv_core.cuh: the split-K GEMV's per-warp segment (loads, decode, MMA) and y store, shared by gemv.cu (persistent
+// grid, global split-K flush) and gemv_cluster.cu (thread-block clusters, reduction through distributed shared
+// memory). Layouts: common.cuh and gemv.cu's header.
+#pragma once
+#include "common.cuh"
+
+struct GemvArgs {
+    const uint4* wq;     // [Np/16, Kc, 32] fragments
+    const u16* wsc;      // [Np/16, Kc, 32] scale pairs (low byte row g, high byte row g+8)
+    const u16* x;        // [M, K] bf16
+    u16* y;              // [M, N] bf16
+    float* ws;           // v7: [Np/16, NT, 32] float4; *_atomic: [32, Np] f32; zero between calls
+    int* counters;       // [Np/128], zero between calls
+    const float* alpha;  // [Np/16] gmul * 2^62 per 16-row tile (fused shards may differ)
+    int M, N, K, Np, Kc;
+};
+
+// MODE: 0 normal; timing diagnostics for the bench (wrong results): 1 skips the split-K flush, 2 skips the decode and
+// MMA (loads only); 3 = normal but weights loaded through L1 (ld.global.nc) instead of L1::no_allocate
+// 4 = v2's scalar-atomic flush (bench comparison)
+enum { MODE_NORMAL = 0, MODE_NOFLUSH = 1, MODE_LOADONLY = 2, MODE_L1 = 3, MODE_ATOMIC = 4 };
+
+// U chunks of one warp in flight: weight fragments, scale pairs, x (B) fragments
+template <int NT, int U>
+struct Group {
+    uint4 w[U];
+    u32 s[U];
+    uint4 xv[U][NT][2];
+};
+
+template <int NT, int U, int MODE>
+__device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp, int c, int cb,
+                                           Group<NT, U>& grp) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint4 zero4 = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int cc = c + u;
+        if (cc >= cb) break;
+        grp.w[u] = MODE == MODE_L1 ? ld_nc16(wp + (u64)cc * 32) : ld_stream16(wp + (u64)cc * 32);
+        grp.s[u] = ld_stream_u16(sp + (u64)cc * 32);
+        const int k = cc * 64 + t * 16;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int m = nt * 8 + g;
+            const bool ok = m < p.M && k < p.K;
+            const u16* src = p.x + (u64)m * p.K + k;
+            grp.xv[u][nt][0] = ok ? ld_nc16(src) : zero4;
+            grp.xv[u][nt][1] = ok ? ld_nc16(src + 8) : zero4;
+        }
+    }
+}
+
+// S = 4 / NT independent accumulator sets (k-step st -> set st % S) keep the dependent HMMA chains short
+template <int NT, int U, int S, int MODE>
+__device__ __forceinline__ void compute_group(const Group<NT, U>& grp, int c, int cb, const u32* lut,
+                                              float (&acc)[S][NT][4]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (c + u >= cb) break;
+        if (MODE == MODE_LOADONLY) {
+            const u32 v = grp.w[u].x ^ grp.w[u].y ^ grp.w[u].z ^ grp.w[u].w ^ grp.s[u] ^ grp.xv[u][0][0].x;
+            acc[0][0][0] += __uint_as_float(v & 0x3F800000u);
+            continue;
+        }
+        const u32 sg = lut[grp.s[u] & 0xFFu], sg8 = lut[grp.s[u] >> 8];
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+            u32 a[4];
+            decode_word(word_of(grp.w[u], st), sg, sg8, a);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const uint4& b = grp.xv[u][nt][st >> 1];
+                mma_bf16(acc[st % S][nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
+            }
+        }
+    }
+}
+
+// two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied
+template <int NT, int U, int MODE>
+__device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
+                                             float (&out)[NT][4]) {
+    constexpr int S = 4 / NT;
+    const int lane = threadIdx.x & 31;
+    const uint4* wp = p.wq + (u64)tile * p.Kc * 32 + lane;
+    const u16* sp = p.wsc + (u64)tile * p.Kc * 32 + lane;
+    float acc[S][NT][4];
+#pragma unroll
+    for (int j = 0; j < S; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) acc[j][nt][0] = acc[j][nt][1] = acc[j][nt][2] = acc[j][nt][3] = 0.0f;
+    Group<NT, U> g0, g1;
+    load_group<NT, U, MODE>(p, wp, sp, ca, cb, g0);
+    load_group<NT, U, MODE>(p, wp, sp, ca + U, cb, g1);
+    for (int c = ca; c < cb; c += 2 * U) {
+        compute_group<NT, U, S, MODE>(g0, c, cb, lut, acc);
+        load_group<NT, U, MODE>(p, wp, sp, c + 2 * U, cb, g0);
+        compute_group<NT, U, S, MODE>(g1, c + U, cb, lut, acc);
+        load_group<NT, U, MODE>(p, wp, sp, c + 3 * U, cb, g1);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < S; ++j) v += acc[j][nt][i];
+            out[nt][i] = v;
+        }
+}
+
+// lane's accumulator element i of n8 tile nt -> (m, n) of y
+__device__ __forceinline__ int acc_m(int nt, int i) { return nt * 8 + 2 * (threadIdx.x & 3) + (i & 1); }
+__device__ __forceinline__ int acc_n(int tile, int i) { return tile * 16 + ((threadIdx.x & 31) >> 2) + (i >> 1) * 8; }
+
+// y rows of this lane's accumulators for 16-row tile `tile`, scaled by alpha[tile]
+struct YOut {
+    u16* y;
+    const float* alpha;
+    int M, N;
+};
+
+template <int NT>
+__device__ __forceinline__ void store_y(const YOut& o, int tile, const float (&acc)[NT][4]) {
+    const float al = o.alpha[tile];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = acc_m(nt, i), n = acc_n(tile, i);
+            if (m < o.M && n < o.N) o.y[(u64)m * o.N + n] = f32_to_bf16(acc[nt][i] * al);
+        }
+}
+
