@@ -28,25 +28,24 @@ struct Group {
     uint4 xv[U][NT][2];
 };
 
+// Lane (g, t) loads x row min(8 nt + g, M - 1) (rows past M duplicate row M - 1: their MMA columns are never
+// stored, so no lane needs zeros or a predicate) at k = min(64 cc + 16 t, K - 16) (past K the weights are zero
+// codes with zero scales, and x stays in bounds; K % 8 == 0, K >= 16). xl: x + (that row) * K + 16 t.
 template <int NT, int U, int MODE>
-__device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp, int c, int cb,
-                                           Group<NT, U>& grp) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const uint4 zero4 = {0u, 0u, 0u, 0u};
+__device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp,
+                                           const u16* const (&xl)[NT], int kmax, int c, int cb, Group<NT, U>& grp) {
+    const uint4* wg = wp + (u64)c * 32;
+    const u16* sg = sp + (u64)c * 32;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const int cc = c + u;
-        if (cc >= cb) break;
-        grp.w[u] = MODE == MODE_L1 ? ld_nc16(wp + (u64)cc * 32) : ld_stream16(wp + (u64)cc * 32);
-        grp.s[u] = ld_stream_u16(sp + (u64)cc * 32);
-        const int k = cc * 64 + t * 16;
+        if (c + u >= cb) break;
+        grp.w[u] = MODE == MODE_L1 ? ld_nc16(wg + u * 32) : ld_stream16(wg + u * 32);
+        grp.s[u] = ld_stream_u16(sg + u * 32);
+        const int k = min((c + u) * 64, kmax);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            const int m = nt * 8 + g;
-            const bool ok = m < p.M && k < p.K;
-            const u16* src = p.x + (u64)m * p.K + k;
-            grp.xv[u][nt][0] = ok ? ld_nc16(src) : zero4;
-            grp.xv[u][nt][1] = ok ? ld_nc16(src + 8) : zero4;
+            grp.xv[u][nt][0] = ld_nc16(xl[nt] + k);
+            grp.xv[u][nt][1] = ld_nc16(xl[nt] + k + 8);
         }
     }
 }
@@ -90,14 +89,18 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
     for (int j = 0; j < S; ++j)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) acc[j][nt][0] = acc[j][nt][1] = acc[j][nt][2] = acc[j][nt][3] = 0.0f;
+    const int g = lane >> 2, t = lane & 3, kmax = p.K - 16 - 16 * t;
+    const u16* xl[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) xl[nt] = p.x + (u64)min(nt * 8 + g, p.M - 1) * p.K + 16 * t;
     Group<NT, U> g0, g1;
-    load_group<NT, U, MODE>(p, wp, sp, ca, cb, g0);
-    load_group<NT, U, MODE>(p, wp, sp, ca + U, cb, g1);
+    load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca, cb, g0);
+    load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca + U, cb, g1);
     for (int c = ca; c < cb; c += 2 * U) {
         compute_group<NT, U, S, MODE>(g0, c, cb, lut, acc);
-        load_group<NT, U, MODE>(p, wp, sp, c + 2 * U, cb, g0);
+        load_group<NT, U, MODE>(p, wp, sp, xl, kmax, c + 2 * U, cb, g0);
         compute_group<NT, U, S, MODE>(g1, c + U, cb, lut, acc);
-        load_group<NT, U, MODE>(p, wp, sp, c + 3 * U, cb, g1);
+        load_group<NT, U, MODE>(p, wp, sp, xl, kmax, c + 3 * U, cb, g1);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)

@@ -50,23 +50,22 @@ BLOCK_SMEM_MAX = 232448  # sm_90: 227 KB of shared memory per block
 SMEM_PER_SM = 233472  # sm_90: 228 KB of shared memory per SM, 1 KB of it reserved per resident block
 
 
+# Bit layout of a fragment word (common.cuh decode_word): output j (A register j: (hr, p) = (0,0), (1,0), (0,1),
+# (1,1)) is rotr(word, r) & mask, i.e. its bf16 field bit b of half h (m -> 6, e0 -> 7, e1 -> 8, sign -> 15, + 16h)
+# sits at word bit (b + 16h + r) mod 32, with r per field below. No layout decodes all four with one rotation each
+# (4 translates of {6, 7, 8, 15} do not tile 16 bits: exhaustive search); this one needs 9 ALU ops per word.
+FIELD_BITS = (6, 7, 8, 15)  # m, e0, e1, sign of an E2M1 code (its bits 0..3) in a bf16 half
+FIELD_ROT = ((0, 0, 0, 0), (4, 4, 4, 4), (10, 10, 10, 10), (14, 6, 6, 6))
+
+
 def _place_bits(frag: torch.Tensor) -> torch.Tensor:
-    """frag u8 [..., hr, p, h] codes of each fragment word -> the words' bits (int64 [...]), layout of common.cuh."""
+    """frag u8 [..., hr, p, h] codes of each fragment word -> the words' bits (int64 [...]), layout FIELD_ROT."""
     words = torch.zeros(frag.shape[:-3], dtype=torch.int64, device=frag.device)
-    for hr in range(2):
-        for p in range(2):
-            for h in range(2):
-                c = frag[..., hr, p, h].to(torch.int64)
-                sign, eem = c >> 3, c & 7
-                if (hr, p) == (0, 0):
-                    bits = eem << 6 | sign << 15
-                elif (hr, p) == (1, 0):
-                    bits = eem | sign << 9
-                elif (hr, p) == (0, 1):
-                    bits = eem << 3 | sign << 12
-                else:
-                    bits = (c & 1) << 10 | ((c >> 1) & 1) << 11 | ((c >> 2) & 1) << 13 | sign << 14
-                words |= bits << (16 * h)
+    for j, (hr, p) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1))):
+        for h in range(2):
+            c = frag[..., hr, p, h].to(torch.int64)
+            for field, (out_bit, rot) in enumerate(zip(FIELD_BITS, FIELD_ROT[j])):
+                words |= ((c >> field) & 1) << ((out_bit + 16 * h + rot) % 32)
     return words
 
 

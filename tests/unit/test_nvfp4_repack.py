@@ -14,11 +14,14 @@ def _bf16(bits: torch.Tensor) -> torch.Tensor:
     return signed.view(torch.bfloat16).float()
 
 
+def _rotr(q: torch.Tensor, r: int) -> torch.Tensor:
+    return ((q >> r) | (q << (32 - r))) & ((1 << 32) - 1)
+
+
 def _decode(q: torch.Tensor) -> list:
     """u32 words (int64) -> the 4 bf16x2 outputs of common.cuh decode_word (before scaling), as int64 bits."""
-    m32 = (1 << 32) - 1
-    o3 = ((q >> 4) & 0x00C000C0) | ((q >> 5) & 0x01000100) | ((q << 1) & 0x80008000)
-    return [q & MASK, ((q << 6) & m32) & MASK, ((q << 3) & m32) & MASK, o3 & m32]
+    o3 = (_rotr(q, 14) & 0x00400040) | (_rotr(q, 6) & 0x81808180)
+    return [q & MASK, _rotr(q, 4) & MASK, _rotr(q, 10) & MASK, o3]
 
 
 def _scale_value(b: torch.Tensor) -> torch.Tensor:
