@@ -49,7 +49,9 @@ def main() -> int:
         for m in (1, 4, 16):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            cells = {"v7": timed([lambda p=p: ops.gemv_v2(x, p, out) for p in nv], 20, 10),
+            cells = {"v7": timed([lambda p=p: ops.gemv_v2(x, p, out, xs=False) for p in nv], 20, 10),
+                     "v8_xs": timed([lambda p=p: ops.gemv_v2(x, p, out, xs=True) for p in nv], 20, 10)
+                     if m * nv[0]["Kc"] * 128 <= ops.XS_MAX_BYTES else float("nan"),
                      "gemv": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10)}
             for cs in sizes:
                 cells[f"cl{cs}{'*' if cs == pick else ''}"] = timed(

@@ -167,12 +167,15 @@ def bench_fused() -> list:
 # GEMV versions side by side: (label, M values, call); "_noflush"/"_loadonly" are timing-only (wrong results).
 # v2_atomic: split-K, one scalar red.add per sum (v2); v7: one red.add.v4 per 4 sums; v5: gemv_tile.cu (no split-K),
 # v5_bal: as few blocks as give equal tiles per block
-GEMV_VARIANTS = [("v2_atomic", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_atomic")),
-                 ("v7", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o)),
+GEMV_VARIANTS = [("v2_atomic", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_atomic", xs=False)),
+                 ("v7", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o, xs=False)),
+                 ("v8_xs", (1, 4), lambda x, p, o: ops.gemv_v2(x, p, o, xs=True)),
+                 ("v8_xs_u4", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_u4", xs=True)),
+                 ("v8_xs_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly", xs=True)),
                  ("v5", (1, 4), lambda x, p, o: ops.gemv_tile(x, p, o)),
                  ("v5_bal", (1, 4), lambda x, p, o: ops.gemv_tile(x, p, o, balanced=True)),
-                 ("v7_noflush", (1, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_noflush")),
-                 ("v7_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly"))]
+                 ("v7_noflush", (1, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_noflush", xs=False)),
+                 ("v7_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly", xs=False))]
 
 
 def compare(copy_bw: float) -> list:

@@ -74,12 +74,16 @@ __device__ void gemv_flush(const GemvArgs& p, int rg, int nchunks, float (&acc)[
     if (threadIdx.x == 0) p.counters[rg] = 0;
 }
 
-template <int NT, int U, int MODE>
+// XS: x staged once per block in dynamic shared memory ([M, Kc * 64] bf16), read from there by every warp
+template <int NT, int U, int MODE, bool XS = false>
 __device__ void gemv_body(const GemvArgs& p) {
     __shared__ u32 lut[256];
     __shared__ int s_last;
+    extern __shared__ uint4 xs[];
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    if (XS) stage_x(p, xs);
     __syncthreads();
+    bool first = true;
     const long long total = (long long)(p.Np / 128) * p.Kc;
     long long i = total * blockIdx.x / gridDim.x;
     const long long end = total * (blockIdx.x + 1) / gridDim.x;
@@ -88,7 +92,8 @@ __device__ void gemv_body(const GemvArgs& p) {
         const int rg = (int)(i / p.Kc), ca = (int)(i % p.Kc);
         const int cb = (int)min((long long)p.Kc, ca + (end - i));
         float acc[NT][4];
-        gemv_segment<NT, U, SEG_MODE>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc);
+        gemv_segment<NT, U, SEG_MODE, XS>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc, xs, first);
+        first = false;
         if (cb - ca == p.Kc)  // the block covers the whole row group: y directly
             store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + (threadIdx.x >> 5), acc);
         else if (MODE == MODE_ATOMIC)
@@ -105,6 +110,13 @@ __device__ void gemv_body(const GemvArgs& p) {
 // U = chunks per half-buffer (2U in flight per warp), sized so registers stay under the 128 that 2 blocks/SM allow
 #define GEMV_KERNEL(name, NT, U, MODE) \
     extern "C" __global__ void __launch_bounds__(256, 2) name(GEMV_PARAMS) { gemv_body<NT, U, MODE>(GEMV_ARGS); }
+// x in shared memory (ops.gemv_v2 where M * Kc * 128 bytes <= XS_MAX_BYTES): no x registers, so deeper U
+#define GEMV_XS_KERNEL(name, NT, U, MODE) \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(GEMV_PARAMS) { gemv_body<NT, U, MODE, true>(GEMV_ARGS); }
+GEMV_XS_KERNEL(nvfp4_gemv_xs_nt1, 1, 6, MODE_NORMAL)
+GEMV_XS_KERNEL(nvfp4_gemv_xs_nt2, 2, 4, MODE_NORMAL)
+GEMV_XS_KERNEL(nvfp4_gemv_xs_nt1_u4, 1, 4, MODE_NORMAL)
+GEMV_XS_KERNEL(nvfp4_gemv_xs_nt1_loadonly, 1, 6, MODE_LOADONLY)
 GEMV_KERNEL(nvfp4_gemv_nt1, 1, 3, MODE_NORMAL)
 GEMV_KERNEL(nvfp4_gemv_nt2, 2, 2, MODE_NORMAL)
 GEMV_KERNEL(nvfp4_gemv_nt4, 4, 1, MODE_NORMAL)

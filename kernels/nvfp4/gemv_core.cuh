@@ -20,20 +20,39 @@ struct GemvArgs {
 // 4 = v2's scalar-atomic flush (bench comparison)
 enum { MODE_NORMAL = 0, MODE_NOFLUSH = 1, MODE_LOADONLY = 2, MODE_L1 = 3, MODE_ATOMIC = 4 };
 
-// U chunks of one warp in flight: weight fragments, scale pairs, x (B) fragments
-template <int NT, int U>
+// U chunks of one warp in flight: weight fragments, scale pairs, x (B) fragments (XS: x is read from shared memory
+// when used, so it holds no registers between load and use: more chunks fit in flight)
+template <int NT, int U, bool XS = false>
 struct Group {
     uint4 w[U];
     u32 s[U];
-    uint4 xv[U][NT][2];
+    uint4 xv[XS ? 1 : U][NT][2];
 };
+
+// XS: x [M, K] -> shared xs [M, Kc * 64] bf16 (zero past K) by 16-byte cp.async, all threads; the caller waits
+// (cp_async_wait_all + __syncthreads) before the first use. K % 8 == 0.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((u32)__cvta_generic_to_shared(smem)),
+                 "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+}
+__device__ __forceinline__ void stage_x(const GemvArgs& p, uint4* xs) {
+    const int per_row = p.Kc * 8;  // 16-byte pieces
+    for (int i = threadIdx.x; i < p.M * per_row; i += blockDim.x) {
+        const int m = i / per_row, k = (i - m * per_row) * 8;
+        cp_async16(xs + i, p.x + (u64)m * p.K + min(k, p.K - 8), k < p.K ? 16 : 0);
+    }
+}
 
 // Lane (g, t) loads x row min(8 nt + g, M - 1) (rows past M duplicate row M - 1: their MMA columns are never
 // stored, so no lane needs zeros or a predicate) at k = min(64 cc + 16 t, K - 16) (past K the weights are zero
 // codes with zero scales, and x stays in bounds; K % 8 == 0, K >= 16). xl: x + (that row) * K + 16 t.
-template <int NT, int U, int MODE>
+template <int NT, int U, int MODE, bool XS>
 __device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp,
-                                           const u16* const (&xl)[NT], int kmax, int c, int cb, Group<NT, U>& grp) {
+                                           const u16* const (&xl)[NT], int kmax, int c, int cb,
+                                           Group<NT, U, XS>& grp) {
     const uint4* wg = wp + (u64)c * 32;
     const u16* sg = sp + (u64)c * 32;
 #pragma unroll
@@ -41,24 +60,31 @@ __device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, c
         if (c + u >= cb) break;
         grp.w[u] = MODE == MODE_L1 ? ld_nc16(wg + u * 32) : ld_stream16(wg + u * 32);
         grp.s[u] = ld_stream_u16(sg + u * 32);
+        if (XS) continue;
         const int k = min((c + u) * 64, kmax);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            grp.xv[u][nt][0] = ld_nc16(xl[nt] + k);
-            grp.xv[u][nt][1] = ld_nc16(xl[nt] + k + 8);
+            grp.xv[XS ? 0 : u][nt][0] = ld_nc16(xl[nt] + k);
+            grp.xv[XS ? 0 : u][nt][1] = ld_nc16(xl[nt] + k + 8);
         }
     }
 }
 
-// S = 4 / NT independent accumulator sets (k-step st -> set st % S) keep the dependent HMMA chains short
-template <int NT, int U, int S, int MODE>
-__device__ __forceinline__ void compute_group(const Group<NT, U>& grp, int c, int cb, const u32* lut,
-                                              float (&acc)[S][NT][4]) {
+// S = 4 / NT independent accumulator sets (k-step st -> set st % S) keep the dependent HMMA chains short.
+// XS: x from shared memory, xsl[nt] = this lane's row of it + 2 t (uint4 units), chunk c at + 8 c.
+template <int NT, int U, int S, int MODE, bool XS>
+__device__ __forceinline__ void compute_group(const Group<NT, U, XS>& grp, int c, int cb, const u32* lut,
+                                              const uint4* const (&xsl)[NT], float (&acc)[S][NT][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (c + u >= cb) break;
+        uint4 xv[NT][2];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) xv[nt][h] = XS ? xsl[nt][(c + u) * 8 + h] : grp.xv[XS ? 0 : u][nt][h];
         if (MODE == MODE_LOADONLY) {
-            const u32 v = grp.w[u].x ^ grp.w[u].y ^ grp.w[u].z ^ grp.w[u].w ^ grp.s[u] ^ grp.xv[u][0][0].x;
+            const u32 v = grp.w[u].x ^ grp.w[u].y ^ grp.w[u].z ^ grp.w[u].w ^ grp.s[u] ^ xv[0][0].x;
             acc[0][0][0] += __uint_as_float(v & 0x3F800000u);
             continue;
         }
@@ -69,17 +95,19 @@ __device__ __forceinline__ void compute_group(const Group<NT, U>& grp, int c, in
             decode_word(word_of(grp.w[u], st), sg, sg8, a);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const uint4& b = grp.xv[u][nt][st >> 1];
+                const uint4& b = xv[nt][st >> 1];
                 mma_bf16(acc[st % S][nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
             }
         }
     }
 }
 
-// two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied
-template <int NT, int U, int MODE>
+// two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied.
+// XS: xs = x staged in shared memory (stage_x); wait_x: the block's first segment, which waits for it (after
+// issuing its first weight loads, so the two overlap).
+template <int NT, int U, int MODE, bool XS = false>
 __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
-                                             float (&out)[NT][4]) {
+                                             float (&out)[NT][4], const uint4* xs = nullptr, bool wait_x = false) {
     constexpr int S = 4 / NT;
     const int lane = threadIdx.x & 31;
     const uint4* wp = p.wq + (u64)tile * p.Kc * 32 + lane;
@@ -91,15 +119,24 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
         for (int nt = 0; nt < NT; ++nt) acc[j][nt][0] = acc[j][nt][1] = acc[j][nt][2] = acc[j][nt][3] = 0.0f;
     const int g = lane >> 2, t = lane & 3, kmax = p.K - 16 - 16 * t;
     const u16* xl[NT];
+    const uint4* xsl[NT];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) xl[nt] = p.x + (u64)min(nt * 8 + g, p.M - 1) * p.K + 16 * t;
-    Group<NT, U> g0, g1;
+    for (int nt = 0; nt < NT; ++nt) {
+        const int m = min(nt * 8 + g, p.M - 1);
+        xl[nt] = p.x + (u64)m * p.K + 16 * t;
+        xsl[nt] = xs + m * p.Kc * 8 + 2 * t;
+    }
+    Group<NT, U, XS> g0, g1;
     load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca, cb, g0);
     load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca + U, cb, g1);
+    if (XS && wait_x) {
+        cp_async_wait_all();
+        __syncthreads();
+    }
     for (int c = ca; c < cb; c += 2 * U) {
-        compute_group<NT, U, S, MODE>(g0, c, cb, lut, acc);
+        compute_group<NT, U, S, MODE>(g0, c, cb, lut, xsl, acc);
         load_group<NT, U, MODE>(p, wp, sp, xl, kmax, c + 2 * U, cb, g0);
-        compute_group<NT, U, S, MODE>(g1, c + U, cb, lut, acc);
+        compute_group<NT, U, S, MODE>(g1, c + U, cb, lut, xsl, acc);
         load_group<NT, U, MODE>(p, wp, sp, xl, kmax, c + 3 * U, cb, g1);
     }
 #pragma unroll

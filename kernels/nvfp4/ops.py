@@ -37,6 +37,13 @@ GEMV_VERSION = "v5"
 GEMV_CLUSTER = os.environ.get("SPARKINFER_NVFP4_CLUSTER", "1") == "1"
 CLUSTER_SIZE = 2
 CLUSTER_MIN_FILL = 0.84
+# gemv.cu's nvfp4_gemv_xs_* kernels (x staged per block in shared memory, twice the weight chunks in flight per warp)
+# where x ([M, Kc * 64] bf16) takes at most XS_MAX_BYTES (2 blocks per SM) and each block streams at least
+# XS_MIN_CHUNKS_PER_BLOCK chunks: staging x costs ~1-2 us per launch, so it pays only on long streams (H200, session
+# 3: LM head 248320x5120 M = 1 207.6 vs 237.1 us, MLP gate+up 39.9 vs 40.9; 17408x5120 25.5 vs 23.8: not used there)
+GEMV_XS = os.environ.get("SPARKINFER_NVFP4_XS", "1") == "1"
+XS_MAX_BYTES = 64 << 10
+XS_MIN_CHUNKS_PER_BLOCK = 64
 TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 2 for M <= 16
 # ops.gemv picks gemv_tile only where run 4 (NOTES.md, v5) measured it ahead of v2: M <= 8 (NT = 2 lost on every
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
@@ -239,10 +246,12 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
     return out
 
 
-def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
+def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2,
+            xs: bool = None) -> torch.Tensor:
     """Split-K GEMV (gemv.cu), x [M <= 32, K]: persistent grid of blocks_per_sm blocks per SM (__launch_bounds__ allow
     two resident), partial sums reduced through the self-cleaning workspace (v7: one vector reduction per 4 sums);
-    variant: kernel-name suffix ("_atomic": v2's scalar reductions; others: bench diagnostics)."""
+    variant: kernel-name suffix ("_atomic": v2's scalar reductions; others: bench diagnostics). xs: x staged in shared
+    memory (the nvfp4_gemv_xs_* kernels; None: where it fits in XS_MAX_BYTES and no variant is asked for)."""
     import numpy as np
 
     m = x.shape[0]
@@ -253,8 +262,29 @@ def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", bloc
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
-    _launch(f"nvfp4_gemv_nt{nt}{variant}", "gemv.cu", grid, (256,), args)
+    if xs is None:
+        xs = GEMV_XS and not variant and xs_applies(m, p, grid[0])
+    if xs:
+        _launch("", "", grid, (256,), args, _xs_kernel(f"nvfp4_gemv_xs_nt{nt}{variant}"), m * p["Kc"] * 128)
+    else:
+        _launch(f"nvfp4_gemv_nt{nt}{variant}", "gemv.cu", grid, (256,), args)
     return out
+
+
+def xs_applies(m: int, p: dict, blocks: int) -> bool:
+    """gemv_v2's default for staging x in shared memory: M <= 16, x within XS_MAX_BYTES, and at least
+    XS_MIN_CHUNKS_PER_BLOCK 64-k chunks for each of the `blocks` blocks."""
+    total = (p["Np"] // ROW_GROUP) * p["Kc"]
+    return m <= 16 and m * p["Kc"] * 128 <= XS_MAX_BYTES and total >= XS_MIN_CHUNKS_PER_BLOCK * blocks
+
+
+@functools.lru_cache(maxsize=None)
+def _xs_kernel(name: str):
+    """A gemv.cu kernel that stages x in dynamic shared memory: allowed XS_MAX_BYTES of it, shared memory preferred."""
+    kernel = _compile.kernel(os.path.join(HERE, "gemv.cu"), name)
+    kernel.max_dynamic_shared_size_bytes = XS_MAX_BYTES
+    kernel.preferred_shared_memory_carveout = 100
+    return kernel
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,21 +19,23 @@ def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-@pytest.mark.parametrize("variant", ["", "_atomic"], ids=["v7", "v2"])
+@pytest.mark.parametrize("variant,xs", [("", False), ("", True), ("_atomic", False)], ids=["v7", "v8_xs", "v2"])
 @pytest.mark.parametrize("n,k", [(200, 80), (1000, 1040), (6144, 5120), (5120, 17408)], ids=lambda v: str(v))
-def test_split_k_flushes_match(variant, n, k):
+def test_split_k_flushes_match(variant, xs, n, k):
     weight = _weight(n, k)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     for m in (1, 5, 8, 13, 16, 27, 32, 1):  # the last M = 1 checks that M = 32 left the workspace clean
+        if xs and (m > 16 or m * p["Kc"] * 128 > ops.XS_MAX_BYTES):  # x must fit in shared memory
+            continue
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        ops.gemv_v2(x, p, out, variant)
+        ops.gemv_v2(x, p, out, variant, xs=xs)
         torch.cuda.synchronize()
         assert not torch.isnan(out).any() and _rel(out, x.float() @ ref_w.t()) < REL_TOL, (variant, m)
 
 
 @pytest.mark.parametrize("cs", range(1, 9))
-@pytest.mark.parametrize("n,k", [(200, 520), (6144, 5120), (5120, 17408)], ids=lambda v: str(v))
+@pytest.mark.parametrize("n,k", [(200, 528), (6144, 5120), (5120, 17408)], ids=lambda v: str(v))
 def test_cluster_split_k_matches(cs, n, k):
     weight = _weight(n, k)
     ref_w, p = weight.dequantize(), ops.prepared(weight)

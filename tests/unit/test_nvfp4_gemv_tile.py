@@ -95,3 +95,14 @@ def test_cluster_gemv_only_where_clusters_of_two_fill_a_wave():
     for n, want in ((16384, 2), (14336, 2), (12288, 0), (17408, 0), (6144, 0), (34816, 0)):
         p = {"Np": -(-n // 128) * 128, "Kc": 80}
         assert ops.cluster_size(p, 132) == want, n
+
+
+def test_x_in_shared_memory_only_for_long_streams_that_fit():
+    """ops.xs_applies: the LM head and the fused MLP gate+up (>= 64 chunks per block of 264) stage x; the layer
+    shapes (~41 chunks per block) and x over 64 KB (M = 16 at K = 5120) do not."""
+    def p(n, k):
+        return {"Np": -(-n // 128) * 128, "Kc": -(-k // 64)}
+    assert ops.xs_applies(1, p(248320, 5120), 264) and ops.xs_applies(4, p(248320, 5120), 264)
+    assert ops.xs_applies(1, p(34816, 5120), 264)
+    assert not ops.xs_applies(1, p(17408, 5120), 264) and not ops.xs_applies(1, p(5120, 17408), 264)
+    assert not ops.xs_applies(16, p(248320, 5120), 264) and not ops.xs_applies(17, p(248320, 1024), 264)
