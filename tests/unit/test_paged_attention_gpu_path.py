@@ -95,6 +95,7 @@ def test_fused_projections_give_the_same_layer_outputs(tiny):
     fused = copy.deepcopy(model)
     assert fused.fuse_projections() == config.num_hidden_layers
     assert fused.layers[0].mixer.in_proj_qkv is None and fused.layers[3].mixer.q_proj is None
+    assert fused.layers[0].mlp.gate_proj is None and fused.layers[0].mlp.gate_up_proj is not None
     batch = ForwardBatch.from_rows([(list(range(3, 40)), 0, 2, [4, 1, 6], True), ([7], 0, 0, [0], True)], 16)
     want = model(batch, ModelCache(config, 8, 16, 4, dtype=torch.float32), all_logits=True)
     got = fused(batch, ModelCache(config, 8, 16, 4, dtype=torch.float32), all_logits=True)

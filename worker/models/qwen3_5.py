@@ -95,7 +95,10 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
 
     def fuse_projections(self) -> int:
         """GPU: one Linear per layer for the projections that read the same input (GDN qkv/z/b/a, attention
-        q/k/v): fewer, larger GEMV launches per step. Returns how many layers were fused."""
+        q/k/v, dense MLP gate/up): fewer, larger GEMV launches per step. Returns how many mixers were fused."""
+        for layer in self.layers:
+            if isinstance(layer.mlp, MLP):
+                layer.mlp.fuse_projections()
         return sum(bool(layer.mixer.fuse_projections()) for layer in self.layers)
 
     @staticmethod
