@@ -14,10 +14,11 @@ from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
+from gateway.http_server import api_error_response, serve
 from gateway.lmstudio import LMStudioRoutes
-from gateway.ollama import OllamaRoutes, ollama_error_response
+from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
-from gateway.web import BODY_LIMIT_KEY, error_response, json_response
+from gateway.web import BODY_LIMIT_KEY, json_response
 
 log = logging.getLogger("sparkinfer.gateway")
 VERSION = "0.1.0"
@@ -25,18 +26,6 @@ ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
 _OPEN_PATHS = ("/health", "/metrics", "/version", "/")
-# aiohttp options of the HTTP server: bodies are decoded by gateway.body (typed 400/413/415), not by aiohttp.
-SERVER_OPTIONS = {"auto_decompress": False}
-
-
-def is_ollama_path(path: str) -> bool:
-    """/api/* is Ollama's API (errors {"error": "..."}); /api/v0/* is LM Studio's (OpenAI's error object)."""
-    return path.startswith("/api/") and not path.startswith("/api/v0/")
-
-
-def api_error_response(path: str, error: ApiError) -> web.Response:
-    """The error in the shape of the API that owns `path`."""
-    return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
 
 
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
@@ -171,9 +160,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")
     config = parse_config(argv)
     log.info("config %s", config.printable())
-    web.run_app(create_app(config), host=config.host, port=config.port, handler_cancellation=True,
-                print=lambda *_: log.info("serving on http://%s:%d", config.host, config.port),
-                access_log=None, **SERVER_OPTIONS)
+    serve(create_app(config), config.host, config.port,
+          on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Gateway process: request bodies off the wire, with Content-Encoding (identity, gzip, deflate) decoded here.
 
-The server runs with aiohttp's auto_decompress off (see app.SERVER_OPTIONS): aiohttp's own decoder turns a
+The server runs with aiohttp's auto_decompress off (see http_server.SERVER_OPTIONS): aiohttp's own decoder turns a
 corrupt gzip body into a 500 and an unknown encoding into a plain-text 400 before any handler runs. Here a
 corrupt or truncated body is a typed 400, an encoding we cannot decode a 415, and the decoded size is held
 to the same limit as the wire size (a zip bomb is a 413).
@@ -10,6 +10,7 @@ from __future__ import annotations
 import zlib
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 from aiohttp.web_protocol import RequestPayloadError
 
@@ -57,9 +58,10 @@ async def read_body(request: web.Request, limit: int) -> bytes:
         raw = await request.read()
     except HTTPRequestEntityTooLarge as exc:
         raise PayloadTooLarge(f"request body too large: {exc.text}") from exc
-    except RequestPayloadError as exc:
-        # Only with aiohttp's auto_decompress on: its decoder failed mid-body, so the connection is closed.
-        raise InvalidRequest(f"the request body could not be read: {exc}", code="invalid_encoding",
+    except (RequestPayloadError, HttpProcessingError) as exc:
+        # The body's framing is broken (a bad chunk size; http_server hands the parser's error to the body), so
+        # the connection cannot carry another request.
+        raise InvalidRequest(f"malformed HTTP request body: {exc}", code="invalid_http_request",
                              headers={"Connection": "close"}) from exc
     # Content-Encoding lists codings in the order applied: undo them last first.
     for encoding in reversed(encodings):

@@ -75,6 +75,13 @@ class PayloadTooLarge(ApiError):
     code = "payload_too_large"
 
 
+class RequestHeaderFieldsTooLarge(ApiError):
+    """431: the request line or a header field is too long, or there are too many header fields."""
+    status = 431
+    type = "invalid_request_error"
+    code = "request_header_fields_too_large"
+
+
 class UnsupportedMediaType(ApiError):
     """415: the body uses a Content-Encoding this server does not decode."""
     status = 415

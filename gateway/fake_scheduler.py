@@ -133,12 +133,18 @@ async def start_fake_server(servicer: FakeServing) -> tuple[grpc.aio.Server, str
 
 
 async def start_test_client(app, **session_kwargs):
-    """An aiohttp TestClient serving `app` with the gateway's production server options (app.SERVER_OPTIONS)."""
+    """An aiohttp TestClient serving `app` as production does (http_server.GatewayRunner: its protocol and
+    server options)."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from gateway.app import SERVER_OPTIONS
-    server = TestServer(app)
-    await server.start_server(**SERVER_OPTIONS)
+    from gateway.http_server import GatewayRunner
+
+    class GatewayTestServer(TestServer):
+        async def _make_runner(self, **kwargs):
+            return GatewayRunner(self.app, **kwargs)
+
+    server = GatewayTestServer(app)
+    await server.start_server()
     client = TestClient(server, **session_kwargs)
     await client.start_server()
     return client

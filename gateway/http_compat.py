@@ -29,6 +29,8 @@ class ExpectationFailed(ApiError):
 _ALLOW_METHODS = "GET, POST, DELETE, HEAD, OPTIONS"
 _DEFAULT_ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, Accept, X-Requested-With"
 _MAX_AGE_S = "600"
+# On every response: any origin may read it, and the Retry-After of a 429/503.
+CORS_RESPONSE_HEADERS = {"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "Retry-After"}
 
 
 def _preflight_headers(request: web.Request) -> dict:
@@ -56,8 +58,8 @@ async def cors_middleware(request: web.Request, handler):
 async def add_cors_origin(request: web.Request, response: web.StreamResponse) -> None:
     """on_response_prepare hook: every response (also a stream, whose headers leave before the handler returns)
     says any origin may read it."""
-    response.headers.setdefault("Access-Control-Allow-Origin", "*")
-    response.headers.setdefault("Access-Control-Expose-Headers", "Retry-After")
+    for name, value in CORS_RESPONSE_HEADERS.items():
+        response.headers.setdefault(name, value)
 
 
 def add_trailing_slash_routes(app: web.Application) -> None:

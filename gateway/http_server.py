@@ -1,0 +1,139 @@
+"""Gateway process: the HTTP server under the app: header limits, and requests aiohttp's own parser rejects.
+
+aiohttp answers a request its parser cannot read (request line or header too long, too many headers, a malformed
+Content-Length or chunk size, an invalid method) with a plain-text 400 before any handler or middleware runs. Here
+the connection protocol answers it in the API's error shape instead (431 for the size limits, as Go's net/http
+under Ollama, else 400), by the path of the request line when that much was read. The limits are raised so
+that a long Authorization (a JWT) or Cookie header works, as it does behind vLLM (uvicorn/h11: 256 headers).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from typing import Callable
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
+
+from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
+from gateway.http_compat import CORS_RESPONSE_HEADERS
+from gateway.ollama import ollama_error_response
+from gateway.web import error_response
+
+_MAX_HEADER_BYTES = 128 * 1024
+_MAX_HEADERS = 256
+# aiohttp server options: bodies are decoded by gateway.body (typed 400/413/415), not by aiohttp. The longest
+# request line or header field, times the header count, stays within the 32 MiB a body may take anyway.
+SERVER_OPTIONS = {"auto_decompress": False, "max_line_size": _MAX_HEADER_BYTES,
+                  "max_field_size": _MAX_HEADER_BYTES, "max_headers": _MAX_HEADERS}
+# The start of a request line: a method (valid or not) and the path (without its query), looked for in the first
+# _HEAD_BYTES of a read (enough to tell the APIs apart; a body chunk is never scanned whole).
+_REQUEST_LINE = re.compile(rb"[^\s/]{1,32} (/[^\s?#]*)")
+_HEAD_BYTES = 256
+
+
+def is_ollama_path(path: str) -> bool:
+    """/api/* is Ollama's API (errors {"error": "..."}); /api/v0/* is LM Studio's (OpenAI's error object)."""
+    return path.startswith("/api/") and not path.startswith("/api/v0/")
+
+
+def api_error_response(path: str, error: ApiError) -> web.Response:
+    """The error in the shape of the API that owns `path`."""
+    return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
+
+
+def one_line(message: str) -> str:
+    """aiohttp's parser message on one line: it quotes the offending bytes and points at them on a '^' line."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip() not in ("", "^"))
+
+
+def parse_error(status: int, exc: BaseException | None) -> ApiError:
+    """The typed error for what aiohttp's protocol reports: a parser error, or a handler's 500/504."""
+    if not isinstance(exc, HttpProcessingError):
+        return Timeout("the request timed out") if status == 504 else InternalError("internal error")
+    detail = one_line(exc.message)
+    if isinstance(exc, LineTooLong):
+        return RequestHeaderFieldsTooLarge(f"the request line or a header field is longer than the "
+                                           f"{_MAX_HEADER_BYTES} bytes this server accepts ({detail})")
+    if detail.startswith("Too many headers"):
+        return RequestHeaderFieldsTooLarge(f"the request has more than the {_MAX_HEADERS} header fields this "
+                                           f"server accepts")
+    return InvalidRequest(f"malformed HTTP request: {detail}", code="invalid_http_request")
+
+
+class GatewayProtocol(web.RequestHandler):
+    """aiohttp's connection protocol, answering its own errors in the API's error shape."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, manager: web.Server, **kwargs):
+        super().__init__(manager, **kwargs)
+        # The path of the last request line seen at the start of a read: a parser error has no request.
+        self._target = "/"
+
+    def data_received(self, data: bytes) -> None:
+        start = _REQUEST_LINE.match(data, 0, _HEAD_BYTES)
+        if start is not None:
+            self._target = start[1].decode("latin-1")
+        super().data_received(data)
+        self._fail_unfinished_bodies()
+
+    def _fail_unfinished_bodies(self) -> None:
+        """When the parser fails inside a body (a bad chunk size), aiohttp's C parser drops that body's stream
+        without an error, so a handler reading it would wait forever: every unfinished body gets the error."""
+        if not self._messages or not isinstance(self._messages[-1][0], _ErrInfo):
+            return
+        error = RequestPayloadError(one_line(self._messages[-1][0].message))
+        bodies = [payload for _, payload in self._messages]
+        if self._current_request is not None:
+            bodies.append(self._current_request.content)
+        for body in bodies:
+            if not body.is_eof() and body.exception() is None:
+                body.set_exception(error)
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """aiohttp's handling (logs it, refuses once a response has begun), answered in the API's error shape."""
+        super().handle_error(request, status, exc, message)
+        path = self._target if isinstance(exc, HttpProcessingError) else request.path
+        response = api_error_response(path, parse_error(status, exc))
+        # The app's response hooks (CORS) do not run for a request the parser rejected.
+        response.headers.update(CORS_RESPONSE_HEADERS)
+        response.force_close()
+        return response
+
+
+class _GatewayServer(web.Server):
+    def __call__(self) -> GatewayProtocol:
+        return GatewayProtocol(self, loop=self._loop, **self._kwargs)
+
+
+class GatewayRunner(web.AppRunner):
+    """web.AppRunner with SERVER_OPTIONS whose connections use GatewayProtocol."""
+
+    def __init__(self, app: web.Application, **kwargs):
+        super().__init__(app, **{**SERVER_OPTIONS, **kwargs})
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        # The app builds a plain web.Server (no hook for its protocol class); the subclass only adds __call__.
+        server.__class__ = _GatewayServer
+        return server
+
+
+def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None]) -> None:
+    """Serves `app` on host:port until SIGINT or SIGTERM, as web.run_app does, through GatewayRunner."""
+    async def run() -> None:
+        runner = GatewayRunner(app, handle_signals=True, handler_cancellation=True, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            on_ready()
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    with contextlib.suppress(web.GracefulExit, KeyboardInterrupt):
+        asyncio.run(run())
