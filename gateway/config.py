@@ -16,6 +16,7 @@ class GatewayConfig:
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
+    exclude_tools_when_tool_choice_none: bool = False  # vLLM's flag: tool_choice "none" drops tools from the prompt
 
     def printable(self) -> dict:
         shown = asdict(self)
@@ -48,7 +49,12 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                              "/health, /metrics and /version (SPARKINFER_API_KEY)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
+    parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
+                        default=_env("SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE", "0").lower() in ("1", "true"),
+                        help="leave the tools out of the prompt when tool_choice is 'none' (as vLLM's flag; by "
+                             "default the model still sees them) (SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE)")
     args = parser.parse_args(argv)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
-                         served_model_name=args.served_model_name)
+                         served_model_name=args.served_model_name,
+                         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none)

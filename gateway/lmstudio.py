@@ -129,7 +129,8 @@ class LMStudioRoutes:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
-        plan = await run_cpu(parse_chat, body, card, await self.openai.served_name())
+        plan = await run_cpu(parse_chat, body, card, await self.openai.served_name(),
+                             self.config.exclude_tools_when_tool_choice_none)
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
         gen = await self.engine.start(plan.gen)
         outcome = _Outcome(card, gen, received)

@@ -166,7 +166,16 @@ def _thinking_kwargs(body: dict) -> dict:
     return kwargs
 
 
-def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
+def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
+    """The tools the template renders. tool_choice "none" keeps them in the prompt, as vLLM does since 0.10 (and
+    OpenAI: the model knows them, it just may not call them); only their calls are not parsed. vLLM's
+    --exclude-tools-when-tool-choice-none (here exclude_when_none) drops them instead."""
+    if exclude_when_none and body.get("tool_choice") == "none":
+        return None
+    return body.get("tools") or None
+
+
+def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
     body = legacy_functions(body) if isinstance(body, dict) else body
@@ -185,7 +194,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str) -> Plan:
     if force is not None:
         # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
         kwargs["enable_thinking"] = False
-    text = render_prompt(body, card, tools, kwargs)
+    text = render_prompt(body, card, _shown_tools(body, exclude_tools_when_none), kwargs)
     if body.get("truncate_prompt_tokens") in (None, -1):
         check_prompt_size(text, card, card.max_context_len, "messages")
     prompt_ids = truncate_prompt_tokens(body, card.encode(text))

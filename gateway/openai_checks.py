@@ -109,7 +109,7 @@ def check_tool_messages(messages: list) -> None:
 
 
 def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
-    """(tools to render and parse, forced function: None = not forced, "" = any offered, else its name)."""
+    """(tools whose calls are parsed, forced function: None = not forced, "" = any offered, else its name)."""
     tools = body.get("tools") or None
     choice = body.get("tool_choice")
     names = [t["function"]["name"] for t in tools or []]

@@ -64,7 +64,8 @@ class OpenAIRoutes:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
-        plan = await run_cpu(parse_chat, body, card, await self.served_name())
+        plan = await run_cpu(parse_chat, body, card, await self.served_name(),
+                             self.config.exclude_tools_when_tool_choice_none)
         shaper = ChatShaper(plan, card, plan.gen.req_id)
         if plan.stream:
             gen = await self.engine.start(plan.gen)
