@@ -38,14 +38,20 @@ def _text_of(message: dict) -> str:
 
 
 def generation_flags(body: dict) -> tuple[bool, bool]:
-    """(add_generation_prompt, continue_final_message); both explicitly true or a non-assistant last turn: 400."""
+    """(add_generation_prompt, continue_final_message), checked as vLLM does: both explicitly true is a 400 (with
+    its words); so is a last message that is not the assistant's, or has no content (transformers refuses it;
+    continuing would drop its tool calls)."""
     add = body.get("add_generation_prompt")
     cont = bool(body.get("continue_final_message"))
     if cont and add:
-        raise InvalidRequest("continue_final_message and add_generation_prompt cannot both be true",
+        raise InvalidRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
                              param="continue_final_message")
-    if cont and body["messages"][-1]["role"] != "assistant":
+    last = body["messages"][-1]
+    if cont and last["role"] != "assistant":
         raise InvalidRequest("continue_final_message needs the last message to be the assistant's",
+                             param="continue_final_message")
+    if cont and last.get("content") is None:
+        raise InvalidRequest("continue_final_message needs the last assistant message to have content to continue",
                              param="continue_final_message")
     return (not cont) if add is None else bool(add), cont
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.chat import render_chat
+from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest
@@ -20,9 +20,8 @@ def _tokenize(body: dict, card) -> list:
     """The ids of a /tokenize body's prompt or rendered messages (CPU work: run it off the loop)."""
     if "messages" in body:
         check_tools(body.get("tools"))
-        text = render_chat(card.template, body["messages"], tools=body.get("tools"),
-                           add_generation_prompt=body.get("add_generation_prompt") is not False,
-                           **card.special_tokens, **_thinking_kwargs(body))
+        # The chat route's own rendering, so the count is the prompt a chat request with these fields gets.
+        text = render_prompt(body, card, body.get("tools") or None, _thinking_kwargs(body))
     else:
         text = body["prompt"]
     return card.encode(text)

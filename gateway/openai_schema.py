@@ -165,6 +165,8 @@ TOKENIZE_SCHEMA = {
         "prompt": {"type": "string"},
         "tools": CHAT_SCHEMA["properties"]["tools"],
         "add_generation_prompt": _BOOL_OR_NULL,
+        "continue_final_message": _BOOL_OR_NULL,
+        "chat_template": CHAT_SCHEMA["properties"]["chat_template"],
         "enable_thinking": _BOOL_OR_NULL,
         "chat_template_kwargs": CHAT_SCHEMA["properties"]["chat_template_kwargs"],
     },

@@ -45,15 +45,37 @@ async def test_continue_final_message_leaves_the_last_assistant_message_open(sta
     assert implicit == text
 
 
+CALLS = [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+
+
 @pytest.mark.parametrize("change,message", [
-    ({"continue_final_message": True}, "needs the last message to be the assistant's"),
-    ({"messages": OPEN, "continue_final_message": True, "add_generation_prompt": True}, "cannot both be true"),
-])
-async def test_continue_final_message_errors(stack, change, message):
+    ({"continue_final_message": True}, "continue_final_message needs the last message to be the assistant's"),
+    ({"messages": OPEN, "continue_final_message": True, "add_generation_prompt": True},
+     "Cannot set both `continue_final_message` and `add_generation_prompt` to True."),
+    ({"messages": [OPEN[0], {"role": "assistant", "content": None, "tool_calls": CALLS}],
+      "continue_final_message": True},
+     "continue_final_message needs the last assistant message to have content to continue"),
+], ids=["last-is-user", "both-true", "no-content"])
+@pytest.mark.parametrize("path", [CHAT, "/api/v0/chat/completions", "/v1/tokenize"])
+async def test_continue_final_message_errors(stack, change, message, path):
     client, fake = stack
-    error = await error_of(client, {**BASE, **change})
-    assert error["param"] == "continue_final_message" and message in error["message"]
+    response = await client.post(path, data=orjson.dumps({**BASE, **change}))
+    error = orjson.loads(await response.read())["error"]
+    assert response.status == 400 and error == {"message": message, "type": "invalid_request_error",
+                                                "param": "continue_final_message", "code": "invalid_value"}
     assert not fake.script.requests
+
+
+@pytest.mark.parametrize("fields", [{"add_generation_prompt": False}, {"continue_final_message": True},
+                                    {"chat_template": "{% for m in messages %}[{{ m.content }}]{% endfor %}"}],
+                         ids=["no-generation-prompt", "continue", "chat-template"])
+async def test_tokenize_counts_the_prompt_the_chat_request_gets(stack, fields):
+    client, fake = stack
+    body = {**BASE, "messages": OPEN, **fields}
+    await prompt_of(client, fake, body)
+    response = await client.post("/v1/tokenize", data=orjson.dumps(body))
+    out = orjson.loads(await response.read())
+    assert response.status == 200 and out["tokens"] == list(fake.script.requests[-1].prompt_token_ids)
 
 
 async def test_chat_template_override_renders_the_prompt(stack):
