@@ -31,6 +31,7 @@ class WorkerLostError(Exception):
 class _Stream:
     req: Request
     queue: asyncio.Queue   # pb.GenerateResponse items, or a RequestError that ends the stream
+    group_id: str = ""     # GenerateRequest.group_id: the API request it is one choice of
 
 
 class Engine:
@@ -74,7 +75,7 @@ class Engine:
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
                       frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns(),
                       constraint=request.constraint if request.HasField("constraint") else None)
-        stream = _Stream(req, asyncio.Queue())
+        stream = _Stream(req, asyncio.Queue(), request.group_id)
         self.streams[req.req_id] = stream
         self.scheduler.add_request(req)
         self._update_gauges()
@@ -84,11 +85,17 @@ class Engine:
     def _admit(self, request) -> None:
         if not self.worker_alive:
             raise admission.WorkerUnavailableError("no worker is connected to the scheduler")
-        admission.check_queue_depth(self.scheduler.num_waiting, self.config.max_queue_depth)
+        if not self._group_admitted(request.group_id):
+            admission.check_queue_depth(self.scheduler.num_waiting, self.config.max_queue_depth)
         if request.req_id in self.streams or not request.req_id:
             raise admission.DuplicateRequestError(f"req_id {request.req_id!r} is empty or already running")
         admission.check_prompt(request.prompt_token_ids, self.scheduler.max_context_len, self.vocab_size)
         admission.check_sampling(request, self.vocab_size)
+
+    def _group_admitted(self, group_id: str) -> bool:
+        """Whether another choice of the same API request is admitted (waiting or running): the queue depth
+        counts an API request once, at its first choice, so its other choices are never refused."""
+        return bool(group_id) and any(stream.group_id == group_id for stream in self.streams.values())
 
     @property
     def vocab_size(self) -> int:

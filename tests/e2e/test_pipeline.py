@@ -136,7 +136,7 @@ async def test_queue_depth_limit_rejects_at_once(make_engine_stack):
         stub = pb_grpc.ServingStub(channel)
         running = stub.Generate(greedy_request("run", prompt(1, 10), 0))
         await running.read()
-        waiting = stub.Generate(greedy_request("wait", prompt(2, 10), 0))
+        waiting = stub.Generate(greedy_request("wait", prompt(2, 10), 0, group_id="wait"))
         while (await stub.Load(pb.LoadRequest())).num_waiting < 1:
             await asyncio.sleep(0.01)
         start = time.monotonic()
@@ -144,8 +144,15 @@ async def test_queue_depth_limit_rejects_at_once(make_engine_stack):
             await collect(stub, greedy_request("reject", prompt(3, 10), 4))
         assert time.monotonic() - start < 1.0  # no step, no worker work: only the admission check
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        running.cancel()
-        waiting.cancel()
+        # Another choice of the waiting request's API request (same group) is admitted past the depth.
+        sibling = stub.Generate(greedy_request("wait-sibling", prompt(2, 10), 0, group_id="wait"))
+        for _ in range(300):
+            if (await stub.Load(pb.LoadRequest())).num_waiting == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert (await stub.Load(pb.LoadRequest())).num_waiting == 2
+        for call in (running, waiting, sibling):
+            call.cancel()
 
 
 async def test_worker_death_fails_requests_and_recovers(make_engine_stack):

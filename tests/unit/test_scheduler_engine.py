@@ -57,9 +57,9 @@ async def make_engine(**config):
     return engine, link
 
 
-def request(req_id, num_prompt=10, max_tokens=5):
+def request(req_id, num_prompt=10, max_tokens=5, group_id=""):
     return pb.GenerateRequest(req_id=req_id, prompt_token_ids=list(range(3, 3 + num_prompt)), max_tokens=max_tokens,
-                              ignore_eos=True)
+                              ignore_eos=True, group_id=group_id)
 
 
 async def drain(queue):
@@ -127,6 +127,25 @@ async def test_queue_depth_and_cancel():
     engine.cancel("a")
     assert engine.load().num_waiting == 0
     engine.submit(request("c"))
+    await engine.stop()
+
+
+async def test_queue_depth_counts_an_api_request_once_by_its_group():
+    """The choices of one API request (n > 1) share a group_id: once one is admitted the others are too, even past
+    the depth; a call of another group (or of none) is still refused."""
+    engine, link = await make_engine(max_queue_depth=1)
+    link.auto = False
+    choices = [request(f"cmpl-1-{i}", group_id="cmpl-1") for i in range(3)]
+    for choice in choices:
+        engine.submit(choice)
+    assert engine.load().num_waiting == 3
+    other = request("cmpl-2-0", group_id="cmpl-2")
+    for refused in (other, request("lone")):
+        with pytest.raises(QueueFullError):
+            engine.submit(refused)
+    for choice in choices:
+        engine.cancel(choice.req_id)
+    engine.submit(other)
     await engine.stop()
 
 
