@@ -35,6 +35,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
             ("+gemv+norms", True, True, ("graph",), (48, 64)))
 CTX = 256
+PROFILE_TOP = int(os.environ.get("GPU_MODEL_PROFILE_TOP", "6"))  # kernels listed per profiled step
 BLOCK = 16
 T0 = time.time()
 LAYERS = int(os.environ.get("GPU_MODEL_LAYERS", "64"))
@@ -184,7 +185,7 @@ def profile_step(model, cache, num_rows: int) -> None:
         by_kind[kind] += us
     print(f"  profile C={num_rows}: {sum(k[1] for k in kernels)} kernels, {total / 1e3:.2f} ms of kernel time; "
           + ", ".join(f"{kind} {us / 1e3:.2f} ms" for kind, us in by_kind.items()), flush=True)
-    for us, count, key in sorted(kernels, reverse=True)[:6]:
+    for us, count, key in sorted(kernels, reverse=True)[:PROFILE_TOP]:
         print(f"    {us / 1e3:7.3f} ms  x{count:<5} {key[:90]}")
 
 
