@@ -67,9 +67,16 @@ class DecoderLayer(torch.nn.Module):
         self.input_layernorm = RMSNorm(tensors[prefix + "input_layernorm.weight"], eps)
         self.post_attention_layernorm = RMSNorm(tensors[prefix + "post_attention_layernorm.weight"], eps)
 
-    def forward(self, x: torch.Tensor, mixer_args: tuple) -> torch.Tensor:
-        h = x + self.mixer(self.input_layernorm(x), *mixer_args)
-        return h + self.mlp(self.post_attention_layernorm(h))
+    def forward(self, x: torch.Tensor, mixer_args: tuple, residual: torch.Tensor = None) -> tuple:
+        """x [T, D]: this layer's input (residual None), or the previous layer's MLP output to be added to
+        `residual` first. Returns (mlp output, h) with the layer's output = mlp output + h, left for the next norm:
+        each residual add rides in an RMSNorm launch (kernels.norm.ops.rms_norm with a residual), as vLLM does."""
+        if residual is None:
+            normed, residual = self.input_layernorm(x), x
+        else:
+            normed, residual = self.input_layernorm(x, residual)
+        normed, residual = self.post_attention_layernorm(self.mixer(normed, *mixer_args), residual)
+        return self.mlp(normed), residual
 
 
 class Qwen3_5ForCausalLM(torch.nn.Module):
@@ -137,16 +144,16 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         """The device work of one step: no host reads on the all-decode CUDA path (CUDA-graph capturable once
         every weight has run once). last_index [M] int64 tokens whose logits are returned (None: all tokens).
         Returns logits [M or T, V] float32, or with hidden the final-norm hidden states [M or T, D]."""
-        x = torch.nn.functional.embedding(step.input_ids, self.embed_tokens)
+        x, residual = torch.nn.functional.embedding(step.input_ids, self.embed_tokens), None
         for layer, j in zip(self.layers, self.cache_index):
             if layer.is_attention:
                 args = (step.cos, step.sin, step.attn, cache.k_cache[j], cache.v_cache[j])
             else:
                 args = (step.cu_seqlens, step.state_slots, cache.recurrent_state[j], cache.conv_state[j], step.gdn)
-            x = layer(x, args)
+            x, residual = layer(x, args, residual)
         if last_index is not None:
-            x = x[last_index]
-        x = self.norm(x)
+            x, residual = x[last_index], residual[last_index]
+        x, _ = self.norm(x, residual)
         return x if hidden else self.lm_head(x).float()
 
 
