@@ -1,6 +1,7 @@
 """Gateway process: OpenAI /v1 request bodies -> validated internal GenRequest (plus response options)."""
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Optional
@@ -20,6 +21,8 @@ from gateway.structured import checked, json_grammar, response_format_schema
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
+# A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
+_TOKEN_ID_KEY = re.compile(r"-?[0-9]+")
 _EFFORT_ALIASES = {"minimal": "low"}
 
 
@@ -60,7 +63,7 @@ def _sampling(body: dict, card: ModelCard) -> Sampling:
 
     bias = {}
     for key, value in (body.get("logit_bias") or {}).items():
-        if not key.lstrip("-").isdigit() or not 0 <= int(key) < card.vocab_size:
+        if not _TOKEN_ID_KEY.fullmatch(key) or not 0 <= int(key) < card.vocab_size:
             raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
                                  param="logit_bias")
         bias[int(key)] = float(value)
