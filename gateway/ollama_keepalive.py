@@ -16,8 +16,12 @@ from gateway.errors import InvalidRequest
 DEFAULT_KEEP_ALIVE_S = 300.0
 FOREVER = float("inf")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+# ASCII digits only, as Go reads them (Python's \d and float() also take "١٠").
+_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
+# Go's longest time.Duration (2^63 - 1 ns, about 292 years): ParseDuration refuses a longer string, and Ollama keeps
+# a model loaded that long "forever" (a negative keep_alive); a longer number of seconds is kept forever here too.
+MAX_DURATION_S = (2**63 - 1) / 1e9
 
 
 def _go_duration(text: str) -> Optional[float]:
@@ -34,7 +38,9 @@ def _go_duration(text: str) -> Optional[float]:
             return None
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
-    return sign * total if rest else None
+    if not rest or total > MAX_DURATION_S:
+        return None
+    return sign * total
 
 
 def parse_keep_alive(value: Any) -> Optional[float]:
@@ -51,7 +57,7 @@ def parse_keep_alive(value: Any) -> Optional[float]:
             raise InvalidRequest(f'time: invalid duration "{value}"', param="keep_alive")
     else:
         seconds = float(value)
-    return FOREVER if seconds < 0 else seconds
+    return FOREVER if seconds < 0 or seconds >= MAX_DURATION_S else seconds
 
 
 class LoadState:

@@ -20,12 +20,13 @@ CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], 
 @pytest.mark.parametrize("value,seconds", [
     ("5m", 300), ("1h30m", 5400), ("1.5h", 5400), ("300ms", 0.3), ("2h45m30.5s", 9930.5), ("0", 0), ("0s", 0),
     (0, 0), (3600, 3600), (2.5, 2.5), ("3600", 3600), ("-1", math.inf), (-1, math.inf), ("-5m", math.inf),
-    (None, None)])
+    (None, None), ("2562047h", 2562047 * 3600.0), (1e300, math.inf), (9e18, math.inf), ("99999999999", math.inf)])
 def test_keep_alive_parses_like_ollama(value, seconds):
     assert parse_keep_alive(value) == seconds
 
 
-@pytest.mark.parametrize("value", ["bogus", "5 m", "m", "", "1h-", "5d", "--1s"])
+@pytest.mark.parametrize("value", ["bogus", "5 m", "m", "", "1h-", "5d", "--1s", "2562048h", "9999999999999999h",
+                                   "\u0661\u0660m", "\u0661\u0660", "1\uff10s"])
 def test_invalid_durations_are_refused_with_gos_message(value):
     with pytest.raises(InvalidRequest, match=f'time: invalid duration "{value}"'):
         parse_keep_alive(value)
@@ -74,6 +75,16 @@ async def test_ps_follows_keep_alive_and_unload(client):
     assert status == 200 and body["done_reason"] == "load" and 290 < await ps_expiry(client) <= 300
     status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": "0s"})
     assert status == 200 and await ps_expiry(client) is None        # Ollama unloads right after this one
+
+
+@pytest.mark.parametrize("keep_alive", [1e300, 9e18, "99999999999", "2562047h"])
+async def test_ps_answers_after_a_keep_alive_beyond_any_date(client, keep_alive):
+    status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": keep_alive})
+    assert status == 200
+    response = await client.get("/api/ps")
+    body = orjson.loads(await response.read())
+    assert response.status == 200 and body["models"][0]["name"] == "fake-model:latest"
+    assert await ps_expiry(client) > 50 * 365 * 86400
 
 
 async def test_format_with_tools_allows_a_call_or_the_json(client):
