@@ -132,8 +132,10 @@ def _num_ctx(value: Optional[int], card: ModelCard) -> int:
     if value < 1:
         raise InvalidRequest(f"option 'num_ctx' must be a positive integer, got {value}", param="options.num_ctx")
     if value > card.max_context_len:
-        raise InvalidRequest(f"option 'num_ctx'={value} exceeds this model's context length of "
-                             f"{card.max_context_len} tokens", param="options.num_ctx")
+        # As Ollama's runner does ("requested context size too large for model"): clients send their own default
+        # (Open WebUI, LangChain, OLLAMA_CONTEXT_LENGTH-sized values); the window is the model's.
+        log.warning("option num_ctx=%d exceeds the model's context length; using %d", value, card.max_context_len)
+        return card.max_context_len
     return value
 
 

@@ -65,7 +65,6 @@ def test_repeat_last_n(card):
 
 BAD = [
     ({"num_predict": 2.5}, InvalidRequest, "'num_predict' must be an integer"),
-    ({"num_ctx": 4096}, InvalidRequest, "num_ctx'=4096 exceeds this model's context length of 2048"),
     ({"num_ctx": 0}, InvalidRequest, "num_ctx' must be a positive integer"),
     ({"temperature": "hot"}, InvalidRequest, "'temperature' must be a number"),
     ({"temperature": True}, InvalidRequest, "'temperature' must be a number"),
@@ -98,6 +97,13 @@ def test_unknown_options_are_ignored_with_a_warning_like_ollama(card, caplog):
     assert opts.sampling.temperature == 0.5
     assert "ignoring unknown Ollama option 'num_gqa'" in caplog.text
     assert "ignoring unknown Ollama option 'foo'" in caplog.text
+
+
+def test_num_ctx_above_the_model_is_the_models_window_as_ollama_clamps_it(card, caplog):
+    with caplog.at_level("WARNING", logger="sparkinfer.gateway"):
+        opts = parse_options({"num_ctx": 262144}, card)
+    assert opts.num_ctx == 2048
+    assert "num_ctx=262144 exceeds the model's context length; using 2048" in caplog.text
 
 
 def test_off_values_of_missing_samplers_are_accepted(card):
