@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
-from gateway.errors import ApiError, NotImplementedApi
+from gateway.errors import ApiError
 from gateway.http_stream import stream_generation
 from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
 from gateway.model import ModelCard
@@ -162,5 +162,4 @@ class LMStudioRoutes:
         return json_response({**response, **self._extras(card, outcome, gen.usage())})
 
     async def embeddings(self, request: web.Request) -> web.Response:
-        raise NotImplementedApi("embeddings are not supported: this server runs a generative model only",
-                                code="embeddings_unsupported")
+        return await self.openai.embeddings(request)

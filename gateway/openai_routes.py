@@ -6,7 +6,7 @@ from aiohttp import web
 from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, Unsupported
 from gateway.http_stream import stream_generation
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, _thinking_kwargs, check_model, parse_chat, parse_completion
@@ -42,6 +42,7 @@ class OpenAIRoutes:
         app.router.add_post("/v1/tokenize", self.tokenize)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/detokenize", self.detokenize)
+        app.router.add_post("/v1/embeddings", self.embeddings)
 
     async def served_name(self) -> str:
         return self.config.served_model_name or (await self.engine.card()).model_id
@@ -101,6 +102,11 @@ class OpenAIRoutes:
             await response.write(frame)
         await response.write_eof()
         return response
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        # A 400, as vLLM answers it for a model without pooling: a 5xx would make the OpenAI SDKs retry it.
+        raise Unsupported("embeddings are not supported: this server runs a generative model only",
+                          param="model", code="embeddings_unsupported")
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = validate(await read_json(request), TOKENIZE_SCHEMA)

@@ -185,6 +185,12 @@ def test_openai_client_raises_typed_errors(client):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model="tiny", prompt="hi", max_tokens=100_000)
     assert "8192" in info.value.message and info.value.code == "context_length_exceeded"
+    # Embeddings: a 400 at once, as vLLM answers a generation-only model (a 5xx is retried by the SDK).
+    retrying = openai.OpenAI(base_url=str(client.base_url), api_key="unused", max_retries=2)
+    start = time.monotonic()
+    with pytest.raises(openai.BadRequestError) as info:
+        retrying.embeddings.create(model="tiny", input="hi")
+    assert info.value.code == "embeddings_unsupported" and time.monotonic() - start < 0.4
 
 
 def test_server_still_serves_after_bad_inputs(client):

@@ -83,6 +83,16 @@ async def test_bad_request_is_400_with_param(fake):
     assert response.status == 400 and (await response.json())["error"]["param"] == "temperature"
 
 
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/api/v0/embeddings"])
+async def test_embeddings_are_a_400_that_sdks_do_not_retry(fake, path):
+    client, _ = fake
+    response = await client.post(path, json={"model": "fake-model", "input": "hi"})
+    assert response.status == 400
+    assert orjson.loads(await response.read()) == {"error": {
+        "message": "embeddings are not supported: this server runs a generative model only",
+        "type": "invalid_request_error", "param": "model", "code": "embeddings_unsupported"}}
+
+
 async def test_model_state_is_not_loaded_while_the_worker_is_down(fake):
     client, servicer = fake
     servicer.worker_alive = False
