@@ -91,9 +91,10 @@ async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
 
 
 def _lmstudio_body(body):
-    """LM Studio's request extensions: max_tokens -1 means no limit (bounded by the context)."""
+    """LM Studio's request extensions: max_tokens -1 means no limit (bounded by the context). It becomes an explicit
+    null, not an absent field: an absent max_tokens is 16 tokens on completions (OpenAI's default)."""
     if isinstance(body, dict) and body.get("max_tokens") == -1:
-        body = {key: value for key, value in body.items() if key != "max_tokens"}
+        body = {**body, "max_tokens": None}
     return body
 
 

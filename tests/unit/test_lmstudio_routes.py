@@ -62,6 +62,17 @@ async def test_completions_stop_reasons(fake):
     assert frames[-2]["stats"]["stop_reason"] == "maxPredictedTokensReached"
 
 
+@pytest.mark.parametrize("path,body", [("/api/v0/completions", {"prompt": "Hi"}), ("/api/v0/chat/completions", CHAT)],
+                         ids=["completions", "chat"])
+async def test_max_tokens_minus_one_is_up_to_the_context(fake, path, body):
+    client, servicer = fake
+    servicer.script.reply = "Hello world"
+    answer = await (await client.post(path, json={**body, "model": "fake-model", "max_tokens": -1})).json()
+    assert answer["usage"]["completion_tokens"] >= 2
+    sent = servicer.script.requests[-1]
+    assert sent.max_tokens == 2048 - answer["usage"]["prompt_tokens"]
+
+
 async def test_echo_only_completion_is_the_v1_answer(fake):
     client, _ = fake
     body = {"model": "fake-model", "prompt": "Hi", "max_tokens": 0, "echo": True}

@@ -60,6 +60,6 @@ def test_stats_without_tokens():
 
 
 def test_max_tokens_minus_one_means_no_limit():
-    assert _lmstudio_body({"max_tokens": -1, "prompt": "x"}) == {"prompt": "x"}
+    assert _lmstudio_body({"max_tokens": -1, "prompt": "x"}) == {"prompt": "x", "max_tokens": None}
     assert _lmstudio_body({"max_tokens": 5}) == {"max_tokens": 5}
     assert _lmstudio_body([1]) == [1]
