@@ -31,6 +31,11 @@ _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "$defs", "definitions")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
 _UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern", "format")
+# Integers llguidance writes exactly: const/enum values as doubles (2^53), bounds as 64-bit integers.
+_EXACT_VALUES = ("const", "enum")
+_MAX_EXACT_VALUE = 2**53
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_MIN_BOUND, _MAX_BOUND = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -82,14 +87,59 @@ def any_object_schema(limit: int, max_items: int = 8) -> dict:
 
 
 def check_schema(schema: Any, param: str) -> dict:
-    """400 unless schema is a JSON Schema object that Draft 2020-12 accepts."""
+    """400 unless schema is a JSON Schema object that Draft 2020-12 accepts and llguidance can enforce exactly."""
     if not isinstance(schema, dict):
         raise InvalidRequest(f"{param} must be a JSON Schema object", param=param)
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise InvalidRequest(f"{param} is not a valid JSON Schema: {exc.message}", param=param) from exc
+    _check_exact_integers(schema, param)
     return schema
+
+
+def _integers(value: Any):
+    """Every int inside a JSON value (bools excluded)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _integers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _integers(item)
+
+
+def _inexact_integer(node: dict) -> Optional[tuple[str, int]]:
+    for key in _EXACT_VALUES:
+        big = next((n for n in _integers(node.get(key)) if abs(n) > _MAX_EXACT_VALUE), None) if key in node else None
+        if big is not None:
+            return key, big
+    for key in _BOUNDS:
+        bound = node.get(key)
+        if isinstance(bound, int) and not isinstance(bound, bool) and not _MIN_BOUND <= bound <= _MAX_BOUND:
+            return key, bound
+    return None
+
+
+def _check_exact_integers(node: Any, param: str) -> None:
+    """400 for an integer llguidance would change: it writes const/enum numbers as doubles (9007199254740993 came
+    out as ...992) and clamps integer bounds to 64 bits (a minimum of 2^64 - 5 gave 2^63 - 1), so the output would
+    break the schema."""
+    if isinstance(node, list):
+        for item in node:
+            _check_exact_integers(item, param)
+    if not isinstance(node, dict):
+        return
+    found = _inexact_integer(node)
+    if found is not None:
+        key, number = found
+        raise InvalidRequest(f"{param} cannot be enforced by constrained decoding: the integer {number} in '{key}' is "
+                             f"beyond what it writes exactly (2^53 in const/enum, 64 bits in bounds)", param=param,
+                             code="unsupported_schema")
+    for key, child in node.items():
+        if key not in _EXACT_VALUES:
+            _check_exact_integers(child, param)
 
 
 def json_grammar(schema: dict, thinking_open: bool, card) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -13,6 +14,10 @@ from gateway.offload import run_cpu
 
 BODY_LIMIT_KEY = web.AppKey("max_body_bytes", int)
 DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
+# orjson reads an integer outside [-2^63, 2^64) as a float (123456789012345678901 -> 1.2345678901234568e+20). Such a
+# number in a JSON Schema const/enum, a tool argument or an option must stay exact, as Python's json (vLLM) and Go's
+# json.RawMessage (Ollama) keep it: a body with a run of 19+ digits is read again with json.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def _utf8(raw: bytes) -> bytes:
@@ -32,9 +37,11 @@ def _parse(raw: bytes) -> Any:
     if not raw.strip():
         raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    # orjson accepted it, so it is strict JSON (no NaN, no lone surrogate) and json reads it the same, ints exact.
+    return json.loads(raw) if _LONG_DIGITS.search(raw) else body
 
 
 async def read_json(request: web.Request) -> Any:
