@@ -131,6 +131,10 @@ class ModelCard:
             return bytes(_BYTE_DECODER[ch] for ch in piece)
         return self.token_text(token_id).encode("utf-8")
 
+    def text_bytes(self, token_id: int) -> bytes:
+        """The bytes the token adds to decode()'s text (none for a special token decode skips)."""
+        return b"" if token_id in self._skip_ids else self.token_bytes(token_id)
+
     def token_id(self, text: str) -> Optional[int]:
         return self.tokenizer.token_to_id(text)
 

@@ -9,7 +9,7 @@ from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import (completion_choice_extras, echo_legacy_logprobs, prompt_only_result,
                                      vllm_prompt_logprobs)
-from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
+from gateway.stream import SSE_DONE, SSE_KEEPALIVE, TextOffsets, sse_event
 from gateway.tools import ToolCallFilter
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
@@ -27,16 +27,11 @@ def _chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
     return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in entry.top]}
 
 
-def completion_logprobs(card: ModelCard, entries: list, offset: int) -> dict:
-    """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset."""
-    tokens, offsets = [], []
-    for entry in entries:
-        tokens.append(card.token_text(entry.token_id))
-        offsets.append(offset)
-        offset += len(tokens[-1])
-    return {"tokens": tokens, "token_logprobs": [e.logprob for e in entries],
+def completion_logprobs(card: ModelCard, entries: list, offsets: TextOffsets) -> dict:
+    """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset (offsets: the choice's so far)."""
+    return {"tokens": [card.token_text(e.token_id) for e in entries], "token_logprobs": [e.logprob for e in entries],
             "top_logprobs": [{card.token_text(t): lp for t, lp in e.top} for e in entries],
-            "text_offset": offsets}
+            "text_offset": offsets.push([e.token_id for e in entries])}
 
 
 class ChatShaper:
@@ -182,7 +177,7 @@ class CompletionFramer:
 
     def _echo(self, index: int, logprobs: Optional[dict], usage: Usage) -> bytes:
         text = self.p.echo_texts[index // self.p.gen.n]
-        self._offsets[index] = len(text)
+        self._offsets[index] = TextOffsets(self.card.text_bytes, len(text))
         return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": None}], usage)
 
     def _echo_with_logprobs(self, delta: Delta, usage: Usage) -> bytes:
@@ -206,9 +201,8 @@ class CompletionFramer:
         return Usage(usage.prompt_tokens, 0, usage.cached_tokens) if self.p.prompt.prompt_only else usage
 
     def _text(self, delta: Delta, usage: Usage) -> list[bytes]:
-        offset = self._offsets.get(delta.index, 0)
-        self._offsets[delta.index] = offset + len(delta.content)
-        logprobs = (completion_logprobs(self.card, delta.logprobs, offset)
+        offsets = self._offsets.setdefault(delta.index, TextOffsets(self.card.text_bytes))
+        logprobs = (completion_logprobs(self.card, delta.logprobs, offsets)
                     if self.p.gen.num_logprobs is not None else None)
         choice = {"index": delta.index, "text": delta.content, "logprobs": logprobs,
                   "finish_reason": delta.finish_reason}
@@ -237,7 +231,7 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
         echo = plan.echo_texts[result.index // plan.gen.n] if plan.echo_texts else ""
         if plan.prompt.prompt_only:
             result = prompt_only_result(result)
-        logprobs = (completion_logprobs(card, result.logprobs, len(echo))
+        logprobs = (completion_logprobs(card, result.logprobs, TextOffsets(card.text_bytes, len(echo)))
                     if plan.gen.num_logprobs is not None else None)
         choice = {"index": result.index, "text": echo + result.content, "logprobs": logprobs,
                   "finish_reason": result.finish_reason, "stop_reason": result.stop_reason}

@@ -11,6 +11,7 @@ from typing import Optional
 from gateway.errors import InvalidRequest
 from gateway.gen_request import ChoiceResult
 from gateway.model import ModelCard
+from gateway.stream import TextOffsets
 
 
 @dataclass
@@ -56,19 +57,14 @@ def vllm_prompt_logprobs(card: ModelCard, entries: list, k: int) -> list:
 def echo_legacy_logprobs(card: ModelCard, prompt_ids: list, entries: list, n: int) -> dict:
     """The prompt part of completions logprobs (echo): tokens, token_logprobs and top_logprobs (null for the first
     token; else the prompt token and the n most likely), text_offset (characters) from 0."""
-    tokens, offsets, offset = [], [], 0
-    for token_id in prompt_ids:
-        tokens.append(card.token_text(token_id))
-        offsets.append(offset)
-        offset += len(tokens[-1])
     tops = [None]
     for entry in entries:
         top = {card.token_text(entry.token_id): entry.logprob}
         for token_id, logprob in entry.top[:n]:
             top.setdefault(card.token_text(token_id), logprob)
         tops.append(top)
-    return {"tokens": tokens, "token_logprobs": [None] + [e.logprob for e in entries], "top_logprobs": tops,
-            "text_offset": offsets}
+    return {"tokens": [card.token_text(t) for t in prompt_ids], "token_logprobs": [None] + [e.logprob for e in entries],
+            "top_logprobs": tops, "text_offset": TextOffsets(card.text_bytes).push(prompt_ids)}
 
 
 def join_legacy(first: dict, second: dict) -> dict:

@@ -1,6 +1,7 @@
 """Gateway process: incremental detokenizing, stop-string matching and SSE framing for streamed output."""
 from __future__ import annotations
 
+import codecs
 from typing import Callable, Optional, Sequence
 
 import orjson
@@ -42,6 +43,29 @@ class IncrementalDetokenizer:
         new_text = self._decode(self.token_ids[self._prefix_offset:])
         self._prefix_offset = self._read_offset = len(self.token_ids)
         return new_text[len(prefix_text):] if len(new_text) > len(prefix_text) else ""
+
+
+class TextOffsets:
+    """Legacy completions `text_offset`: the character of the text where each token's bytes begin, streamed or not.
+
+    The bytes go through one incremental UTF-8 decoder, so a character split over several tokens counts once, where
+    it begins (adding up the lengths of each token's own text counted it once per piece, as U+FFFD, so the offsets
+    ran past the text after the first emoji). `text_bytes` maps an id to the bytes it adds to the text.
+    """
+
+    def __init__(self, text_bytes: Callable[[int], bytes], start: int = 0):
+        self._text_bytes = text_bytes
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._num_chars = start
+
+    def push(self, token_ids: Sequence[int]) -> list[int]:
+        """The offsets of token_ids, which follow every id pushed before. A token that begins inside a character
+        (its first bytes held by the decoder) begins where that character does."""
+        offsets = []
+        for token_id in token_ids:
+            offsets.append(self._num_chars)
+            self._num_chars += len(self._decoder.decode(self._text_bytes(token_id)))
+        return offsets
 
 
 class StopMatcher:

@@ -3,6 +3,8 @@ vLLM prompt_logprobs shape, completions echo + logprobs with several prompts and
 import orjson
 import pytest
 
+from gateway.model import _BYTE_DECODER
+
 
 PROMPTS = ["The sky is blue", "Grass is green and soft"]
 
@@ -91,3 +93,32 @@ async def test_prompt_only_without_logprobs_never_reaches_the_scheduler(stack):
     assert status == 200 and out["choices"][0]["text"] == PROMPTS[0] and out["choices"][0]["logprobs"] is None
     assert fake.script.requests[-1].max_tokens == 1 and out["usage"]["completion_tokens"] == 0
     assert len(out["choices"][0]["prompt_logprobs"]) == out["usage"]["prompt_tokens"]
+
+
+
+def _expected_offsets(tokenizer, ids: list, start: int = 0) -> list:
+    """Oracle: each token's first byte lies in the character after the complete characters of the bytes before it."""
+    offsets, seen = [], b""
+    for token_id in ids:
+        offsets.append(start + len(seen.decode("utf-8", errors="ignore")))
+        seen += bytes(_BYTE_DECODER[ch] for ch in tokenizer.id_to_token(token_id))
+    return offsets
+
+
+@pytest.mark.parametrize("echo", [False, True], ids=["plain", "echo"])
+async def test_text_offset_indexes_the_text_where_characters_span_tokens(stack, echo):
+    client, fake = stack
+    fake.script.reply = "🎉 日本 ok 👋🏽 done"
+    body = {"prompt": "café 日本", "max_tokens": 40, "logprobs": 1, "echo": echo}
+    status, whole = await post(client, "/v1/completions", body)
+    prompt_ids = list(fake.script.requests[-1].prompt_token_ids)
+    reply_ids = fake.tokenizer.encode(fake.script.reply).ids
+    expected = _expected_offsets(fake.tokenizer, reply_ids, len("café 日本") if echo else 0)
+    if echo:
+        expected = _expected_offsets(fake.tokenizer, prompt_ids) + expected
+    logprobs = whole["choices"][0]["logprobs"]
+    assert status == 200 and whole["choices"][0]["text"] == ("café 日本" if echo else "") + fake.script.reply
+    assert logprobs["text_offset"] == expected
+    streamed = [offset for event in await stream(client, body) if event["choices"] and event["choices"][0]["logprobs"]
+                for offset in event["choices"][0]["logprobs"]["text_offset"]]
+    assert streamed == expected
