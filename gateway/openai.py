@@ -24,6 +24,8 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/comp
 # A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
 _TOKEN_ID_KEY = re.compile(r"-?[0-9]+")
 _EFFORT_ALIASES = {"minimal": "low"}
+# Template variables render_chat sets from the request's own fields.
+_SET_BY_SERVER = ("messages", "tools", "add_generation_prompt")
 
 
 @dataclass
@@ -156,8 +158,15 @@ def _json_constraint(body: dict, card: ModelCard, schema: dict, tools: Optional[
     return checked(grammar, card, "response_format")
 
 
-def _thinking_kwargs(body: dict) -> dict:
+def template_kwargs(body: dict, card: ModelCard) -> dict:
+    """chat_template_kwargs plus the thinking switches; 400 for a variable the server passes to the template itself
+    (messages, tools, add_generation_prompt, the tokenizer's special tokens): a second value was a 500."""
     kwargs = dict(body.get("chat_template_kwargs") or {})
+    taken = next((key for key in kwargs if key in _SET_BY_SERVER or key in card.special_tokens), None)
+    if taken is not None:
+        raise InvalidRequest(f"chat_template_kwargs.{taken} cannot be set: the server passes '{taken}' to the chat "
+                             f"template itself (from the request's messages, tools and add_generation_prompt and the "
+                             f"tokenizer's special tokens)", param=f"chat_template_kwargs.{taken}")
     if body.get("enable_thinking") is not None:
         kwargs["enable_thinking"] = body["enable_thinking"]
     effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
@@ -193,7 +202,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     tools, force = tool_mode(body)
     schema = _response_schema(body, tools)
     constraint = tool_constraint(body, card, tools, force)
-    kwargs = _thinking_kwargs(body)
+    kwargs = template_kwargs(body, card)
     if force is not None:
         # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
         kwargs["enable_thinking"] = False

@@ -9,7 +9,7 @@ from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.http_stream import stream_generation
 from gateway.openai_checks import check_tools
-from gateway.openai import Plan, _thinking_kwargs, check_model, parse_chat, parse_completion
+from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
 from gateway.openai_schema import TOKENIZE_SCHEMA, validate
 from gateway.openai_shape import (ChatFramer, ChatShaper, CompletionFramer, completion_response)
 from gateway.offload import run_cpu
@@ -21,7 +21,7 @@ def _tokenize(body: dict, card) -> list:
     if "messages" in body:
         check_tools(body.get("tools"))
         # The chat route's own rendering, so the count is the prompt a chat request with these fields gets.
-        text = render_prompt(body, card, body.get("tools") or None, _thinking_kwargs(body))
+        text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
     else:
         text = body["prompt"]
     return card.encode(text)
