@@ -17,6 +17,7 @@ class GatewayConfig:
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     exclude_tools_when_tool_choice_none: bool = False  # vLLM's flag: tool_choice "none" drops tools from the prompt
+    trust_request_chat_template: bool = False  # render a request's own chat_template (Jinja that can loop for hours)
 
     def printable(self) -> dict:
         shown = asdict(self)
@@ -53,8 +54,14 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         default=_env("SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE", "0").lower() in ("1", "true"),
                         help="leave the tools out of the prompt when tool_choice is 'none' (as vLLM's flag; by "
                              "default the model still sees them) (SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE)")
+    parser.add_argument("--trust-request-chat-template", action="store_true",
+                        default=_env("SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE", "0").lower() in ("1", "true"),
+                        help="render the chat_template a request sends (vLLM's flag of the same name; off: 400), "
+                             "only for trusted clients: a template can loop for hours "
+                             "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
     args = parser.parse_args(argv)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
                          served_model_name=args.served_model_name,
-                         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none)
+                         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
+                         trust_request_chat_template=args.trust_request_chat_template)

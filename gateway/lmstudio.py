@@ -14,7 +14,7 @@ from gateway.lmstudio_shape import model_info, model_object, runtime, stats, sto
 from gateway.model import ModelCard
 from gateway.openai import check_model, parse_chat, parse_completion
 from gateway.offload import run_cpu
-from gateway.openai_routes import OpenAIRoutes
+from gateway.openai_routes import OpenAIRoutes, check_request_template
 from gateway.openai_shape import ChatFramer, ChatShaper, CompletionFramer, completion_response, usage_dict
 from gateway.stream import SSE_DONE, sse_event
 from gateway.web import json_response, read_json
@@ -129,6 +129,7 @@ class LMStudioRoutes:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
+        check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.openai.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)

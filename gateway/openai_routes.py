@@ -27,6 +27,16 @@ def _tokenize(body: dict, card) -> list:
     return card.encode(text)
 
 
+def check_request_template(body, config: GatewayConfig) -> None:
+    """400 for a request's own chat_template unless the server trusts them: the sandbox bounds what a template may
+    touch, not how long it runs (two nested range(100000) loops held a gateway thread and the GIL for hours;
+    vLLM's GHSA-6fvq-23cw-5628, hence its --trust-request-chat-template)."""
+    if isinstance(body, dict) and body.get("chat_template") and not config.trust_request_chat_template:
+        raise Unsupported("chat_template: a template sent with the request is rendered only when the server trusts "
+                          "request templates (SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE=1, as vLLM's "
+                          "--trust-request-chat-template)", param="chat_template")
+
+
 class OpenAIRoutes:
     """The /v1 surface; every generation goes through Engine (the one generation path)."""
 
@@ -63,6 +73,7 @@ class OpenAIRoutes:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
+        check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
@@ -110,6 +121,7 @@ class OpenAIRoutes:
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = validate(await read_json(request), TOKENIZE_SCHEMA)
+        check_request_template(body, self.config)
         card = await self.engine.card()
         name = await self.served_name()
         check_model(body.get("model"), card, name)

@@ -3,6 +3,7 @@ truncate_prompt_tokens change the prompt the scheduler gets, and the reported pr
 import orjson
 import pytest
 
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 CHAT = "/v1/chat/completions"
 BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
@@ -66,11 +67,19 @@ async def test_continue_final_message_errors(stack, change, message, path):
     assert not fake.script.requests
 
 
+@pytest.fixture
+async def trusted():
+    """The stack with request chat templates trusted (SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE=1)."""
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    async with fake_gateway(fake, trust_request_chat_template=True) as pair:
+        yield pair
+
+
 @pytest.mark.parametrize("fields", [{"add_generation_prompt": False}, {"continue_final_message": True},
                                     {"chat_template": "{% for m in messages %}[{{ m.content }}]{% endfor %}"}],
                          ids=["no-generation-prompt", "continue", "chat-template"])
-async def test_tokenize_counts_the_prompt_the_chat_request_gets(stack, fields):
-    client, fake = stack
+async def test_tokenize_counts_the_prompt_the_chat_request_gets(trusted, fields):
+    client, fake = trusted
     body = {**BASE, "messages": OPEN, **fields}
     await prompt_of(client, fake, body)
     response = await client.post("/v1/tokenize", data=orjson.dumps(body))
@@ -78,8 +87,8 @@ async def test_tokenize_counts_the_prompt_the_chat_request_gets(stack, fields):
     assert response.status == 200 and out["tokens"] == list(fake.script.requests[-1].prompt_token_ids)
 
 
-async def test_chat_template_override_renders_the_prompt(stack):
-    client, fake = stack
+async def test_chat_template_override_renders_the_prompt(trusted):
+    client, fake = trusted
     text, _ = await prompt_of(client, fake, {**BASE, "chat_template": "{% for m in messages %}[{{ m.content }}]"
                                                                       "{% endfor %}"})
     assert text == "[hi]"
@@ -88,8 +97,8 @@ async def test_chat_template_override_renders_the_prompt(stack):
 @pytest.mark.parametrize("template,message", [("{% for %}", "chat_template does not compile"),
                                               ("{{ raise_exception('no system') }}", "no system"),
                                               ("{{ messages.nope.x }}", "chat_template")])
-async def test_chat_template_errors_are_400(stack, template, message):
-    client, fake = stack
+async def test_chat_template_errors_are_400(trusted, template, message):
+    client, fake = trusted
     error = await error_of(client, {**BASE, "chat_template": template})
     assert error["param"] == "chat_template" and message in error["message"] and not fake.script.requests
 

@@ -1,8 +1,11 @@
 """What a request may hand the chat template (fake scheduler): chat_template_kwargs never collide with the variables
-the server sets (a 400, not a 500)."""
+the server sets (a 400, not a 500), and a request's own chat_template runs only when the server trusts them."""
+import time
+
 import orjson
 import pytest
 
+from gateway.config import parse_config
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 USER = [{"role": "user", "content": "hi"}]
@@ -50,3 +53,29 @@ async def test_other_template_kwargs_reach_the_template(with_specials):
     assert response.status == 200
     prompt = fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
     assert prompt.endswith("<think>\n\n</think>\n\n")
+
+
+LOOPS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/v0/chat/completions", "/v1/tokenize"])
+async def test_request_chat_template_is_refused_unless_trusted(stack, path):
+    client, fake = stack
+    start = time.monotonic()
+    response = await client.post(path, data=orjson.dumps({"messages": USER, "chat_template": LOOPS}))
+    assert response.status == 400 and time.monotonic() - start < 2
+    assert orjson.loads(await response.read()) == {"error": {
+        "message": "chat_template: a template sent with the request is rendered only when the server trusts request "
+                   "templates (SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE=1, as vLLM's --trust-request-chat-template)",
+        "type": "invalid_request_error", "param": "chat_template", "code": "unsupported"}}
+    assert not fake.script.requests
+
+
+@pytest.mark.parametrize("argv,env,trusted", [([], {}, False), (["--trust-request-chat-template"], {}, True),
+                                              ([], {"SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE": "1"}, True),
+                                              ([], {"SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE": "0"}, False)])
+def test_trust_request_chat_template_setting(monkeypatch, argv, env, trusted):
+    monkeypatch.delenv("SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert parse_config(argv).trust_request_chat_template is trusted
