@@ -32,8 +32,14 @@ class RequestGrammar:
 
     @property
     def is_done(self) -> bool:
-        """The grammar is complete: only eos may follow."""
-        return self.matcher is not None and self.matcher.is_stopped()
+        """The grammar is complete: only eos may follow. A failed matcher is stopped too, but not done."""
+        return self.matcher is not None and self.matcher.is_stopped() and not self.matcher.is_error()
+
+    def check(self) -> None:
+        """Sets `error` when the matcher failed on its own (llguidance gives up on a grammar too large to lex, for
+        example, while computing a mask; it then allows only eos, which must not end the request as a success)."""
+        if not self.error and self.matcher is not None and self.matcher.is_error():
+            self._fail()
 
     def consume(self, token_id: int) -> None:
         if self.error:
@@ -42,7 +48,11 @@ class RequestGrammar:
             # ignore_eos requests keep sampling eos after the grammar ended; nothing left to check.
             return
         if not self.matcher.consume_token(token_id):
-            self.error = f"constrained decoding failed: {self.matcher.get_error()}"
+            self._fail()
+
+    def _fail(self) -> None:
+        # llguidance appends a dump of its state after the reason; the client gets the reason.
+        self.error = f"constrained decoding failed: {self.matcher.get_error().split(chr(10))[0]}"
 
     def consume_all(self, token_ids: list) -> None:
         for token_id in token_ids:
@@ -152,6 +162,8 @@ def apply_grammars(book: GrammarBook, logits: torch.Tensor, states: list) -> lis
     index = torch.tensor([r for r, _ in rows])
     allowed = book.allowed([g for _, g in rows])[:, :logits.shape[1]]
     logits[index] = logits[index].masked_fill(~allowed, MASK)
+    for _, grammar in rows:
+        grammar.check()
     return rows
 
 

@@ -99,3 +99,19 @@ def test_grammars_are_compiled_once_per_text(book):
     second = start_grammar(book, new_request())
     assert first.matcher is not second.matcher
     assert book._template("lark", YES_NO) is book._template("lark", YES_NO)
+
+
+def test_a_grammar_llguidance_gives_up_on_fails_each_request_never_ends_it_as_done(book):
+    # llguidance stops lexing (a{1000}){1000} ("too many expressions"); its matcher then allows only eos. The first
+    # request met that on a later token; every later one (the grammar cached) ended at once with "stop", empty.
+    sampler = Sampler(book.vocab_size, seed=1, grammars=book)
+    for _ in range(3):
+        grammar = start_grammar(book, new_request("start: /(a{1000}){1000}/"))
+        state = SamplingState("c", pb.SamplingParams(), [1], [], grammar)
+        for _ in range(4):
+            token_id = sampler.sample(torch.zeros(1, book.vocab_size), [state]).token_ids[0]
+            if state.grammar.error:
+                break
+            state.output_token_ids.append(token_id)
+        assert state.grammar.error == "constrained decoding failed: lexer error: too many expressions constructed"
+        assert not state.grammar.is_done and all(t not in EOS for t in state.output_token_ids)
