@@ -5,9 +5,10 @@ A request that must follow a grammar gets a Constraint (kind "lark", llguidance 
 then compiled by llguidance against the model's tokenizer), so what cannot be enforced is a 400 naming the
 problem, never a 500. Grammar copies of schemas are bounded (see bounded_schema) so that a model that
 rambles inside a string still ends: strings without maxLength/enum/const/pattern get maxLength
-SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded) and objects with `properties` but no
-`additionalProperties` get none; "any JSON object" has keys of at most that many characters and at most 8
-members per object or array. JSON is compact (", " and ": " separators, no other whitespace).
+SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded; their minLength when larger) and objects
+with `properties` but no `additionalProperties` get none; "any JSON object" has keys of at most that many
+characters and at most 8 members per object or array. JSON is compact (", " and ": " separators, no other
+whitespace).
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def _bound(node: Any, limit: int) -> None:
     if not isinstance(node, dict):
         return
     if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
-        node["maxLength"] = limit
+        # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
+        node["maxLength"] = max(limit, _min_length(node))
     if "properties" in node and "additionalProperties" not in node:
         node["additionalProperties"] = False
     for key in _SCHEMA_LISTS:
@@ -65,6 +67,11 @@ def _bound(node: Any, limit: int) -> None:
             _bound(child, limit)
     for key in _SCHEMA_ONE:
         _bound(node.get(key), limit)
+
+
+def _min_length(node: dict) -> int:
+    low = node.get("minLength", 0)
+    return low if isinstance(low, int) and not isinstance(low, bool) else 0
 
 
 def bounded_schema(schema: dict, limit: int) -> dict:

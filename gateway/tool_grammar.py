@@ -44,7 +44,9 @@ def _unsatisfiable(why: str) -> InvalidRequest:
 
 def _length_bound(schema: dict, limit: int) -> str:
     """The `{low,high}` repetition for a raw string's length (maxLength, else limit; 0 = unbounded)."""
-    low, high = int(schema.get("minLength", 0)), schema.get("maxLength", limit or None)
+    low = int(schema.get("minLength", 0))
+    # The string cap (limit) never goes below the schema's own minLength; only a maxLength it sets can.
+    high = schema.get("maxLength", max(limit, low) if limit else None)
     if high is not None and int(high) < low:
         raise _unsatisfiable(f"has minLength {low} > maxLength {high}")
     return f"{{{low},{int(high)}}}" if high is not None else f"{{{low},}}"

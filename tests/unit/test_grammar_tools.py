@@ -150,3 +150,28 @@ def test_anchored_pattern_is_enforced_on_raw_strings(card):
     grammar = tool_call_grammar([tool], None, False, card)
     assert accepts(card, grammar, call("f", day="2026-11"))
     assert not accepts(card, grammar, call("f", day="Nov 2026"))
+
+
+def test_string_cap_never_goes_below_the_schemas_minlength(card, monkeypatch):
+    # With the cap at 4, a schema asking for at least 6 characters was refused ("minLength 6 > maxLength 4", a
+    # maxLength the client never wrote); the cap only bounds what the schema leaves open.
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "4")
+    assert bounded_schema({"type": "string", "minLength": 6}, 4)["maxLength"] == 6
+    grammar = json_grammar({"type": "object", "properties": {"s": {"type": "string", "minLength": 6}}}, False, card)
+    assert accepts(card, grammar, '{"s": "abcdef"}') and not accepts(card, grammar, '{"s": "abcdefg"}')
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"s": {"type": "string", "minLength": 6}}, "required": ["s"]}}}
+    grammar = tool_call_grammar([tool], None, False, card)
+    assert accepts(card, grammar, call("f", s="abcdef")) and not accepts(card, grammar, call("f", s="abcde"))
+
+
+async def test_schema_with_minlength_past_the_cap_is_served(stack):
+    client, fake = stack
+    body = {"messages": [{"role": "user", "content": "essay"}], "max_tokens": 2,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "essay", "schema": {
+                "type": "object", "properties": {"text": {"type": "string", "minLength": 2000}}}}}}
+    response = await client.post("/v1/chat/completions", data=orjson.dumps(body))
+    answer = orjson.loads(await response.read())
+    assert response.status == 200, answer
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert '"minLength": 2000, "maxLength": 2000' in fake.script.requests[-1].constraint.grammar
