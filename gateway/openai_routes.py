@@ -6,7 +6,7 @@ from aiohttp import web
 from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
-from gateway.errors import InvalidRequest, Unsupported
+from gateway.errors import InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import stream_generation
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
@@ -115,9 +115,10 @@ class OpenAIRoutes:
         return response
 
     async def embeddings(self, request: web.Request) -> web.Response:
-        # A 400, as vLLM answers it for a model without pooling: a 5xx would make the OpenAI SDKs retry it.
-        raise Unsupported("embeddings are not supported: this server runs a generative model only",
-                          param="model", code="embeddings_unsupported")
+        # 501 with the reason, as design.md section 3 and the 0.5.6 release notes specify for endpoints the engine
+        # does not do; `x-should-retry: false` stops the OpenAI SDKs retrying a 5xx (they honour that header).
+        raise NotImplementedApi("embeddings are not supported: this server runs a generative model only",
+                                code="embeddings_unsupported", headers={"x-should-retry": "false"})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = validate(await read_json(request), TOKENIZE_SCHEMA)

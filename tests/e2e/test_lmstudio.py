@@ -105,9 +105,9 @@ async def test_completions_streamed_and_not(session):
     assert events[-2]["stats"]["stop_reason"] == whole["stats"]["stop_reason"]
 
 
-async def test_embeddings_400_and_server_keeps_serving(session):
+async def test_embeddings_501_and_server_keeps_serving(session):
     async with session.post("/api/v0/embeddings", json={"model": "tiny", "input": "hi"}) as response:
-        assert response.status == 400
+        assert response.status == 501
         error = (await response.json())["error"]
     assert error["code"] == "embeddings_unsupported" and "embeddings are not supported" in error["message"]
     async with session.post("/api/v0/chat/completions", json={**CHAT, "max_tokens": 2}) as response:

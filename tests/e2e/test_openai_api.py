@@ -185,12 +185,13 @@ def test_openai_client_raises_typed_errors(client):
     with pytest.raises(openai.BadRequestError) as info:
         client.completions.create(model="tiny", prompt="hi", max_tokens=100_000)
     assert "8192" in info.value.message and info.value.code == "context_length_exceeded"
-    # Embeddings: a 400 at once, as vLLM answers a generation-only model (a 5xx is retried by the SDK).
+    # Embeddings: 501 with the reason (design.md section 3), at once: x-should-retry: false stops the SDK's retries.
     retrying = openai.OpenAI(base_url=str(client.base_url), api_key="unused", max_retries=2)
     start = time.monotonic()
-    with pytest.raises(openai.BadRequestError) as info:
+    with pytest.raises(openai.APIStatusError) as info:
         retrying.embeddings.create(model="tiny", input="hi")
-    assert info.value.code == "embeddings_unsupported" and time.monotonic() - start < 0.4
+    assert info.value.status_code == 501 and info.value.code == "embeddings_unsupported"
+    assert time.monotonic() - start < 0.4
 
 
 def test_server_still_serves_after_bad_inputs(client):

@@ -95,13 +95,15 @@ async def test_bad_request_is_400_with_param(fake):
 
 
 @pytest.mark.parametrize("path", ["/v1/embeddings", "/api/v0/embeddings"])
-async def test_embeddings_are_a_400_that_sdks_do_not_retry(fake, path):
+async def test_embeddings_are_a_501_with_the_reason_that_sdks_do_not_retry(fake, path):
+    """design.md section 3 / release 0.5.6: endpoints the engine does not do answer 501 with a reason, not 404;
+    x-should-retry: false keeps the OpenAI SDKs from retrying it."""
     client, _ = fake
     response = await client.post(path, json={"model": "fake-model", "input": "hi"})
-    assert response.status == 400
+    assert response.status == 501 and response.headers["x-should-retry"] == "false"
     assert orjson.loads(await response.read()) == {"error": {
         "message": "embeddings are not supported: this server runs a generative model only",
-        "type": "invalid_request_error", "param": "model", "code": "embeddings_unsupported"}}
+        "type": "not_implemented", "param": None, "code": "embeddings_unsupported"}}
 
 
 async def test_model_state_is_not_loaded_while_the_worker_is_down(fake):
