@@ -50,6 +50,20 @@ __device__ __forceinline__ float gdn_gate(float a, float a_log, float dt_bias) {
 }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + __expf(-x)); }
 
+// a[c] and b[c] summed over the lanes that differ in bits FROM..16 of the lane id (the row groups of a warp whose
+// threads hold the same columns)
+template <int FROM, int N>
+__device__ __forceinline__ void warp_sum_pairs(float (&a)[N], float (&b)[N]) {
+#pragma unroll
+  for (int c = 0; c < N; ++c) {
+#pragma unroll
+    for (int m = FROM; m < 32; m <<= 1) {
+      a[c] += __shfl_xor_sync(0xffffffffu, a[c], m);
+      b[c] += __shfl_xor_sync(0xffffffffu, b[c], m);
+    }
+  }
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

@@ -172,13 +172,9 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
 #pragma unroll
     for (int c = 0; c < VEC; ++c) { sk[c] += s[c] * kr; sq[c] += s[c] * qr; }
   }
+  warp_sum_pairs<TPR>(sk, sq);
 #pragma unroll
   for (int c = 0; c < VEC; ++c) {
-#pragma unroll
-    for (int m = TPR; m < 32; m <<= 1) {
-      sk[c] += __shfl_xor_sync(0xffffffffu, sk[c], m);
-      sq[c] += __shfl_xor_sync(0xffffffffu, sq[c], m);
-    }
     if (lane < TPR) { red[warp][0][cg * VEC + c] = sk[c]; red[warp][1][cg * VEC + c] = sq[c]; }
   }
 #if LEAN

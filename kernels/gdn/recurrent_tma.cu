@@ -180,14 +180,7 @@ __device__ __forceinline__ void reduce_tile(const uint4* tile, Smem& sm, uint4 (
 #pragma unroll
     for (int c = 0; c < VEC; ++c) sk[c] += s[c] * kr, sq[c] += s[c] * qr;
   }
-#pragma unroll
-  for (int c = 0; c < VEC; ++c) {
-#pragma unroll
-    for (int m = TPR; m < 32; m <<= 1) {
-      sk[c] += __shfl_xor_sync(0xffffffffu, sk[c], m);
-      sq[c] += __shfl_xor_sync(0xffffffffu, sq[c], m);
-    }
-  }
+  warp_sum_pairs<TPR>(sk, sq);
   if (lane < TPR) {
 #pragma unroll
     for (int c = 0; c < VEC; ++c) sm.red[warp][0][cg * VEC + c] = sk[c], sm.red[warp][1][cg * VEC + c] = sq[c];
