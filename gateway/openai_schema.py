@@ -210,7 +210,11 @@ def validate(body: Any, schema: dict) -> dict:
     first error."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
-    error = next(iter(sorted(_VALIDATORS[id(schema)].iter_errors(body), key=lambda e: list(e.path))), None)
+    # Another API's schema (a module-level constant) is compiled on its first use.
+    validator = _VALIDATORS.get(id(schema))
+    if validator is None:
+        validator = _VALIDATORS[id(schema)] = Draft202012Validator(schema)
+    error = next(iter(sorted(validator.iter_errors(body), key=lambda e: list(e.path))), None)
     if error is None:
         return integral(body, schema)
     param = _param_name(error.path)
