@@ -18,6 +18,7 @@ from gateway.http_server import api_error_response, serve
 from gateway.lmstudio import LMStudioRoutes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
+from gateway.responses import ResponsesRoutes
 from gateway.web import BODY_LIMIT_KEY, json_response
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -135,6 +136,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app[ENGINE_KEY] = Engine(client)
     # Three APIs, one Engine: each translates into GenRequest and back.
     OpenAIRoutes(app[ENGINE_KEY], config).register(app)
+    ResponsesRoutes(app[ENGINE_KEY], config).register(app)
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)

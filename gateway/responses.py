@@ -1,0 +1,52 @@
+"""Gateway process: aiohttp handlers of OpenAI's Responses API (/v1/responses), stateless, over the chat route.
+
+POST /v1/responses is translated into the chat route's request (gateway.responses_request) and shaped back
+(gateway.responses_shape); admission (a 429 before any byte), keep-alives and disconnects are the shared streaming
+loop's. Nothing is stored, so the routes that read a stored response answer 404 in OpenAI's error shape.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.config import GatewayConfig
+from gateway.engine import Engine
+from gateway.errors import NotFound
+from gateway.http_stream import stream_generation
+from gateway.offload import run_cpu
+from gateway.openai_routes import OpenAIRoutes
+from gateway.responses_input import NOT_STORED
+from gateway.responses_request import parse_responses
+from gateway.responses_shape import ResponseRun
+from gateway.responses_stream import ResponsesFramer, complete
+from gateway.web import json_response, read_json
+
+
+class ResponsesRoutes:
+    """/v1/responses: create (streamed or not); retrieve, delete, cancel and input_items find nothing stored."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine, self.config = engine, config
+        self.openai = OpenAIRoutes(engine, config)
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_post("/v1/responses", self.create)
+        app.router.add_get("/v1/responses/{response_id}", self.not_stored)
+        app.router.add_delete("/v1/responses/{response_id}", self.not_stored)
+        app.router.add_post("/v1/responses/{response_id}/cancel", self.not_stored)
+        app.router.add_get("/v1/responses/{response_id}/input_items", self.not_stored)
+
+    async def create(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request)
+        card = await self.engine.card()
+        plan = await run_cpu(parse_responses, body, card, await self.openai.served_name(),
+                             self.config.exclude_tools_when_tool_choice_none)
+        run = ResponseRun(plan, card)
+        gen = await self.engine.start(plan.chat.gen)
+        if plan.chat.stream:
+            return await stream_generation(request, gen, ResponsesFramer(run), self.config.sse_keepalive_s)
+        return json_response(await complete(run, gen))
+
+    async def not_stored(self, request: web.Request) -> web.Response:
+        response_id = request.match_info["response_id"]
+        raise NotFound(f"Response with id '{response_id}' not found: {NOT_STORED}", param="response_id",
+                       code="response_not_found")

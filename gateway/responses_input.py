@@ -1,0 +1,137 @@
+"""Gateway process: a /v1/responses `input` (a string or a list of items) -> the chat route's messages.
+
+Messages keep their role (developer renders as system); function_call items become the assistant's tool_calls
+(consecutive calls share one assistant message, as the model wrote them), function_call_output items become tool
+messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it. Nothing is
+stored here, so an item_reference cannot be resolved, and this text-only model takes no image, file or audio part.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gateway.errors import InvalidRequest, Unsupported
+
+_ROLES = ("user", "assistant", "system", "developer")
+_TEXT_PARTS = ("input_text", "output_text", "text")
+_MEDIA_PARTS = ("input_image", "input_file", "input_audio")
+NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
+
+
+class _Conversation:
+    """The chat messages built so far, the reasoning waiting for its assistant turn, and the call ids seen."""
+
+    def __init__(self):
+        self.messages: list = []
+        self.reasoning: Optional[str] = None
+        self.call_ids: set = set()
+
+    def assistant(self, content: Optional[str]) -> dict:
+        """A new assistant message, carrying the reasoning item that came before it."""
+        message = {"role": "assistant", "content": content}
+        if self.reasoning is not None:
+            message["reasoning_content"], self.reasoning = self.reasoning, None
+        self.messages.append(message)
+        return message
+
+
+def _string(item: dict, key: str, where: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{where}.{key} must be a string", param=f"{where}.{key}")
+    return value
+
+
+def _part_text(part: Any, where: str) -> str:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in _MEDIA_PARTS:
+        raise Unsupported(f"{where} is an {kind}: this model reads text only (input_text parts)",
+                          param=f"{where}.type")
+    if kind == "refusal":
+        return _string(part, "refusal", where)
+    if kind not in _TEXT_PARTS:
+        raise InvalidRequest(f"{where}.type must be one of {', '.join(_TEXT_PARTS)}, got {kind!r}",
+                             param=f"{where}.type")
+    return _string(part, "text", where)
+
+
+def content_text(content: Any, where: str) -> str:
+    """The text of a message's content or a call's output: a string, or the text parts of a list, joined."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{where} must be a string or a list of content parts", param=where)
+    return "".join(_part_text(part, f"{where}[{j}]") for j, part in enumerate(content))
+
+
+def _message(item: dict, where: str, convo: _Conversation) -> None:
+    role = item.get("role")
+    if role not in _ROLES:
+        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}, got {role!r}", param=f"{where}.role")
+    text = content_text(item.get("content"), f"{where}.content")
+    if role == "assistant":
+        convo.assistant(text)
+    else:
+        convo.messages.append({"role": role, "content": text})
+
+
+def _function_call(item: dict, where: str, convo: _Conversation) -> None:
+    call_id, name = _string(item, "call_id", where), _string(item, "name", where)
+    arguments = item.get("arguments", "")
+    if not isinstance(arguments, str):
+        raise InvalidRequest(f"{where}.arguments must be a JSON string", param=f"{where}.arguments")
+    last = convo.messages[-1] if convo.messages else None
+    # The model's text and its calls are one assistant turn: a call joins the assistant message just before it.
+    if last is None or last["role"] != "assistant" or convo.reasoning is not None:
+        last = convo.assistant(None)
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    last.setdefault("tool_calls", []).append(call)
+    convo.call_ids.add(call_id)
+
+
+def _function_call_output(item: dict, where: str, convo: _Conversation) -> None:
+    call_id = _string(item, "call_id", where)
+    if call_id not in convo.call_ids:
+        raise InvalidRequest(f"No tool call found for function call output with call_id {call_id}: nothing is "
+                             f"stored here, so send the function_call item before its output", param=f"{where}.call_id")
+    output = content_text(item.get("output"), f"{where}.output")
+    convo.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+
+def _reasoning(item: dict, where: str, convo: _Conversation) -> None:
+    """The reasoning text as this server returns it (content) or as OpenAI does (summary)."""
+    parts = item.get("content") or item.get("summary") or []
+    if not isinstance(parts, list):
+        raise InvalidRequest(f"{where}.content must be a list of reasoning_text parts", param=f"{where}.content")
+    texts = [part.get("text") for part in parts if isinstance(part, dict)]
+    if not all(isinstance(text, str) for text in texts):
+        raise InvalidRequest(f"{where}: each reasoning part needs a string text", param=f"{where}.content")
+    convo.reasoning = "\n".join(texts)
+
+
+def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
+    raise InvalidRequest(f"{where} is an item_reference, which cannot be resolved: {NOT_STORED}; send the items "
+                         f"themselves", param=f"{where}.id")
+
+
+_ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
+          "reasoning": _reasoning, "item_reference": _item_reference}
+
+
+def input_messages(value: Any, instructions: Optional[str]) -> list:
+    """The chat messages for `instructions` (a system message first) and `input`."""
+    convo = _Conversation()
+    if instructions:
+        convo.messages.append({"role": "system", "content": instructions})
+    if isinstance(value, str):
+        convo.messages.append({"role": "user", "content": value})
+    for i, item in enumerate(value if isinstance(value, list) else []):
+        # A bare {"role", "content"} is a message (EasyInputMessage).
+        kind = item.get("type") or ("message" if "role" in item else None)
+        handler = _ITEMS.get(kind)
+        if handler is None:
+            raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
+                              f"function_call_output and reasoning are)", param=f"input[{i}].type")
+        handler(item, f"input[{i}]", convo)
+    if not convo.messages:
+        raise InvalidRequest("input must not be empty (or send instructions)", param="input")
+    return convo.messages

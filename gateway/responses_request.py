@@ -1,0 +1,165 @@
+"""Gateway process: an OpenAI /v1/responses body -> the chat route's body -> its validated Plan (one generation path).
+
+The Responses API is served statelessly, as Ollama serves it: `store` is accepted but nothing is kept, so whatever
+needs a stored response (previous_response_id, conversation, background, item_reference) is a 400 that says so.
+Everything else is translated into a /v1/chat/completions body and parsed by the chat route's own parse_chat:
+chat template, tools and tool_choice, the reasoning split, structured output, stop strings and limits are that
+route's, and so are its errors (their field names translated back to this API's).
+"""
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.list_limits import check_list_sizes
+from gateway.model import ModelCard
+from gateway.openai import Plan, parse_chat
+from gateway.openai_fields import check_fields
+from gateway.openai_schema import validate
+from gateway.responses_input import NOT_STORED, input_messages
+from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
+
+# Fields that need something stored on the server: what they refer to, and what to send instead.
+_INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"
+_STATEFUL = {"previous_response_id": ("refers to a stored response", _INPUT_INSTEAD),
+             "conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
+             "background": ("asks for a response kept to be polled later", "send it without background"),
+             "prompt": ("refers to a stored prompt template", "send instructions and input instead")}
+_SAME_NAME = ("model", "temperature", "top_p", "parallel_tool_calls", "user") + PASSTHROUGH
+# The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not
+# its input item's (instructions and calls are messages too), so only "input" is named.
+_PARAM_RENAMES = [(re.compile(r"^messages\b.*"), "input")]
+_RENAMES = [(re.compile(r"\bmessages\[\d+\](\.[\w.\[\]]*)?"), "input"),
+            (re.compile(r"\bmax_completion_tokens\b"), "max_output_tokens"),
+            (re.compile(r"\bresponse_format\.json_schema\.schema\b"), "text.format.schema"),
+            (re.compile(r"\bresponse_format(\.json_schema)?\b"), "text.format"),
+            (re.compile(r"\breasoning_effort\b"), "reasoning.effort"),
+            (re.compile(r"\b(tools\[\d+\])\.function\b"), r"\1")]
+
+
+@dataclass
+class ResponsesPlan:
+    """A validated Responses request: the chat route's Plan, and the request fields the response repeats."""
+    chat: Plan
+    echo: dict
+    response_id: str
+
+
+def _check_stateless(body: dict) -> None:
+    """400 for any field that needs a response stored on the server."""
+    for name, (what, instead) in _STATEFUL.items():
+        if body.get(name):
+            raise InvalidRequest(f"{name} {what}, but {NOT_STORED}: {instead}", param=name,
+                                 code="responses_not_stored")
+
+
+def _check_include(include: Optional[list]) -> None:
+    """400 for output logprobs, which this route does not build; the other include values ask for nothing here."""
+    if include and "message.output_text.logprobs" in include:
+        raise Unsupported("include: message.output_text.logprobs is not supported on /v1/responses (use "
+                          "/v1/chat/completions with logprobs)", param="include")
+
+
+def _tools(tools: Optional[list]) -> Optional[list]:
+    """Function tools in the chat route's shape; any other (hosted) tool type is a 400."""
+    out = []
+    for i, tool in enumerate(tools or []):
+        if tool["type"] != "function":
+            raise Unsupported(f"tools[{i}]: only function tools are supported (this server runs no hosted "
+                              f"'{tool['type']}' tool)", param=f"tools[{i}].type")
+        function = {key: tool[key] for key in ("name", "description", "parameters", "strict")
+                    if tool.get(key) is not None}
+        out.append({"type": "function", "function": function})
+    return out or None
+
+
+def _tool_choice(choice: Any) -> Any:
+    if not isinstance(choice, dict):
+        return choice
+    if choice["type"] != "function":
+        raise Unsupported(f"tool_choice of type '{choice['type']}' is not supported (none, auto, required, or "
+                          f"{{\"type\": \"function\", \"name\": ...}})", param="tool_choice")
+    return {"type": "function", "function": {"name": choice["name"]}}
+
+
+def _response_format(text: Optional[dict]) -> Optional[dict]:
+    """text.format as the chat route's response_format (None for plain text)."""
+    fmt = (text or {}).get("format") or {"type": "text"}
+    if fmt["type"] != "json_schema":
+        return {"type": fmt["type"]}
+    spec = {key: fmt[key] for key in ("name", "schema", "description", "strict") if fmt.get(key) is not None}
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def chat_body(body: dict) -> dict:
+    """The /v1/chat/completions body that asks for what this Responses body asks for."""
+    chat = {name: body[name] for name in _SAME_NAME if name in body}
+    chat["messages"] = input_messages(body.get("input"), body.get("instructions"))
+    chat["stream"] = bool(body.get("stream"))
+    if body.get("max_output_tokens") is not None:
+        chat["max_completion_tokens"] = body["max_output_tokens"]
+    chat["tools"] = _tools(body.get("tools"))
+    if body.get("tool_choice") is not None:
+        chat["tool_choice"] = _tool_choice(body["tool_choice"])
+    chat["response_format"] = _response_format(body.get("text"))
+    chat["reasoning_effort"] = (body.get("reasoning") or {}).get("effort")
+    return chat
+
+
+def _renamed(exc: ApiError) -> ApiError:
+    """exc with the chat route's field names (in param and message) replaced by this API's."""
+    for pattern, name in _RENAMES:
+        exc.message = pattern.sub(name, exc.message)
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+    for pattern, name in _PARAM_RENAMES:
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+    return exc
+
+
+def _echo(body: dict, plan: Plan) -> dict:
+    """The request fields a Response object repeats, with the sampling values actually used."""
+    reasoning = body.get("reasoning") or {}
+    text = {"format": (body.get("text") or {}).get("format") or {"type": "text"}}
+    if (body.get("text") or {}).get("verbosity"):
+        text["verbosity"] = body["text"]["verbosity"]
+    return {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
+            "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {},
+            "parallel_tool_calls": plan.parallel_tool_calls, "previous_response_id": None,
+            "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+            "service_tier": "default", "store": False, "temperature": plan.gen.sampling.temperature,
+            "text": text, "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
+            "top_logprobs": body.get("top_logprobs") or 0, "top_p": plan.gen.sampling.top_p,
+            "truncation": body.get("truncation") or "disabled", "user": body.get("user")}
+
+
+def _check_sizes(body: dict, card: ModelCard) -> None:
+    """List lengths before the schema walks them: every input item renders to at least one token."""
+    check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
+    items = body.get("input")
+    if isinstance(items, list) and len(items) >= card.max_context_len:
+        raise ContextLengthExceeded(f"This model's maximum context length is {card.max_context_len} tokens. "
+                                    f"However, your input holds {len(items)} items (at least as many tokens). "
+                                    f"Please reduce the length of the input.", param="input")
+
+
+def parse_responses(body: Any, card: ModelCard, served_name: str,
+                    exclude_tools_when_none: bool = False) -> ResponsesPlan:
+    """Validates a /v1/responses body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
+    _check_stateless(body)
+    _check_sizes(body, card)
+    validate(body, RESPONSES_SCHEMA)
+    check_fields(body, RESPONSES_SCHEMA["properties"], chat=True)
+    _check_include(body.get("include"))
+    chat = chat_body(body)
+    try:
+        plan = parse_chat(chat, card, served_name, exclude_tools_when_none)
+    except ApiError as exc:
+        raise _renamed(exc) from None
+    response_id = f"resp_{secrets.token_hex(24)}"
+    plan.gen.req_id = response_id
+    return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id)

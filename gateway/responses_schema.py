@@ -1,0 +1,97 @@
+"""Gateway process: JSON schema of an OpenAI /v1/responses body (fields and ranges); a violation is a 400 naming it.
+
+Input items and tool types are only sketched here (objects with a `type`): gateway.responses_input and
+gateway.responses_request check them one by one, so that each refusal names the item and says why.
+"""
+from __future__ import annotations
+
+_STR_OR_NULL = {"type": ["string", "null"]}
+_BOOL_OR_NULL = {"type": ["boolean", "null"]}
+_EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", None]
+
+_FUNCTION_TOOL = {
+    "required": ["name"],
+    "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64},
+                   "description": _STR_OR_NULL,
+                   "parameters": {"type": ["object", "null"]},
+                   "strict": _BOOL_OR_NULL},
+}
+
+_TOOL = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {"type": {"type": "string"}},
+    "if": {"properties": {"type": {"const": "function"}}},
+    "then": _FUNCTION_TOOL,
+}
+
+_TOOL_CHOICE = {
+    "anyOf": [
+        {"enum": ["none", "auto", "required", None]},
+        {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}},
+         "if": {"properties": {"type": {"const": "function"}}},
+         "then": {"required": ["name"], "properties": {"name": {"type": "string"}}}},
+    ],
+}
+
+_JSON_SCHEMA_FORMAT = {
+    "required": ["name", "schema"],
+    "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64},
+                   "schema": {"type": "object"},
+                   "description": _STR_OR_NULL,
+                   "strict": _BOOL_OR_NULL},
+}
+
+_TEXT = {
+    "type": ["object", "null"],
+    "properties": {
+        "format": {"type": ["object", "null"], "required": ["type"],
+                   "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}},
+                   "if": {"properties": {"type": {"const": "json_schema"}}},
+                   "then": _JSON_SCHEMA_FORMAT},
+        "verbosity": {"enum": ["low", "medium", "high", None]},
+    },
+}
+
+# vLLM's Responses extensions, passed to the chat route as they are (its schema checks them).
+PASSTHROUGH = ("top_k", "min_p", "seed", "stop", "stop_token_ids", "repetition_penalty", "presence_penalty",
+               "frequency_penalty", "logit_bias", "ignore_eos", "include_stop_str_in_output", "min_tokens")
+
+RESPONSES_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "model": _STR_OR_NULL,
+        "input": {"type": ["string", "array"], "items": {"type": "object"}},
+        "instructions": _STR_OR_NULL,
+        # Its range (>= 1) is checked by the chat route, which words the message.
+        "max_output_tokens": {"type": ["integer", "null"]},
+        "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
+        "top_p": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
+        "tools": {"type": ["array", "null"], "items": _TOOL},
+        "tool_choice": _TOOL_CHOICE,
+        "parallel_tool_calls": _BOOL_OR_NULL,
+        "max_tool_calls": {"type": ["integer", "null"], "minimum": 0},
+        "text": _TEXT,
+        "reasoning": {"type": ["object", "null"],
+                      "properties": {"effort": {"enum": _EFFORTS},
+                                     "summary": {"enum": ["auto", "concise", "detailed", None]},
+                                     "generate_summary": {"enum": ["auto", "concise", "detailed", None]}}},
+        "stream": _BOOL_OR_NULL,
+        "stream_options": {"type": ["object", "null"], "properties": {"include_obfuscation": _BOOL_OR_NULL}},
+        "store": _BOOL_OR_NULL,
+        "background": _BOOL_OR_NULL,
+        "previous_response_id": _STR_OR_NULL,
+        "conversation": {"type": ["string", "object", "null"]},
+        "prompt": {"type": ["object", "null"]},
+        "metadata": {"type": ["object", "null"], "maxProperties": 16,
+                     "additionalProperties": {"type": "string", "maxLength": 512}},
+        "user": _STR_OR_NULL,
+        "safety_identifier": _STR_OR_NULL,
+        "prompt_cache_key": _STR_OR_NULL,
+        "service_tier": _STR_OR_NULL,
+        "include": {"type": ["array", "null"], "items": {"type": "string"}},
+        "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "truncation": {"enum": ["auto", "disabled", None]},
+        **{name: {} for name in PASSTHROUGH},
+    },
+}

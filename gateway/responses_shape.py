@@ -1,0 +1,161 @@
+"""Gateway process: engine output -> a /v1/responses Response object and its stream events (one builder for both).
+
+The chat route's ChatShaper splits each Delta into reasoning, text and tool calls (its tool-call parsing included);
+OutputBuilder turns those pieces into output items, as vLLM does for models with a reasoning parser: a reasoning
+item (content [reasoning_text], summary []), then a message item (one output_text part), then one function_call
+item per call. Each step also returns the semantic events that build the items, so a streamed response and a
+non-streamed one are the same items by construction.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Optional
+
+from gateway.engine import Delta, Usage
+from gateway.errors import ApiError
+from gateway.model import ModelCard
+from gateway.openai_shape import ChatShaper
+from gateway.responses_request import ResponsesPlan
+
+_PARTS = {"reasoning": "reasoning_text", "message": "output_text"}
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
+def _part(kind: str, text: str) -> dict:
+    if kind == "reasoning":
+        return {"type": "reasoning_text", "text": text}
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _item(kind: str, item_id: str, text: Optional[str], status: str) -> dict:
+    """A reasoning or message item; text None: just opened (no content part yet)."""
+    content = [] if text is None else [_part(kind, text)]
+    if kind == "reasoning":
+        return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "encrypted_content": None,
+                "status": status}
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
+class OutputBuilder:
+    """The output items of one response, built from reasoning text, answer text and tool calls as they come."""
+
+    def __init__(self):
+        self.items: list = []
+        self.reasoning_text = ""
+        self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
+        self._open_id = ""
+        self._text = ""
+
+    def _where(self) -> dict:
+        return {"item_id": self._open_id, "output_index": len(self.items), "content_index": 0}
+
+    def _start(self, kind: str) -> list:
+        if self._open == kind:
+            return []
+        events = self.close("completed")
+        self._open, self._open_id, self._text = kind, _new_id("rs" if kind == "reasoning" else "msg"), ""
+        where = self._where()
+        return events + [
+            {"type": "response.output_item.added", "output_index": where["output_index"],
+             "item": _item(kind, self._open_id, None, "in_progress")},
+            {"type": "response.content_part.added", **where, "part": _part(kind, "")}]
+
+    def reasoning(self, text: str) -> list:
+        events = self._start("reasoning")
+        self._text += text
+        self.reasoning_text += text
+        return events + [{"type": "response.reasoning_text.delta", **self._where(), "delta": text}]
+
+    def answer(self, text: str) -> list:
+        events = self._start("message")
+        self._text += text
+        return events + [{"type": "response.output_text.delta", **self._where(), "delta": text, "logprobs": []}]
+
+    def calls(self, calls: list) -> list:
+        """One function_call item per chat tool call (they come whole, parsed at the end of the output)."""
+        events = self.close("completed")
+        for call in calls:
+            name, arguments = call["function"]["name"], call["function"]["arguments"]
+            item = {"id": _new_id("fc"), "type": "function_call", "call_id": call["id"], "name": name,
+                    "arguments": arguments, "status": "completed"}
+            where = {"item_id": item["id"], "output_index": len(self.items)}
+            events += [{"type": "response.output_item.added", "output_index": where["output_index"],
+                        "item": {**item, "arguments": "", "status": "in_progress"}},
+                       {"type": "response.function_call_arguments.delta", **where, "delta": arguments},
+                       {"type": "response.function_call_arguments.done", **where, "name": name,
+                        "arguments": arguments},
+                       {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
+            self.items.append(item)
+        return events
+
+    def close(self, status: str) -> list:
+        """Finishes the open reasoning or message item (status completed, or incomplete when cut short)."""
+        if self._open is None:
+            return []
+        kind, where, text = self._open, self._where(), self._text
+        item = _item(kind, self._open_id, text, status)
+        self.items.append(item)
+        self._open = None
+        done = "response.reasoning_text.done" if kind == "reasoning" else "response.output_text.done"
+        text_done = {"type": done, **where, "text": text, **({"logprobs": []} if kind == "message" else {})}
+        return [text_done, {"type": "response.content_part.done", **where, "part": _part(kind, text)},
+                {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
+
+
+class ResponseRun:
+    """One response being built: Deltas in (through the chat route's splitting), items, events and the object out."""
+
+    def __init__(self, plan: ResponsesPlan, card: ModelCard):
+        self.plan, self.card = plan, card
+        self.created_at = int(time.time())
+        self.shaper = ChatShaper(plan.chat, card, plan.response_id)
+        self.output = OutputBuilder()
+        self.finish: Optional[str] = None
+
+    def push(self, delta: Delta) -> list:
+        """The events for one Delta (only choice 0 exists: the Responses API has no n)."""
+        reasoning, content, calls, finish = self.shaper.split(delta)
+        events = self.output.reasoning(reasoning) if reasoning else []
+        events += self.output.answer(content) if content else []
+        events += self.output.calls(calls) if calls else []
+        self.finish = finish or self.finish
+        return events
+
+    @property
+    def status(self) -> str:
+        return "incomplete" if self.finish == "length" else "completed"
+
+    def finish_events(self, usage: Usage) -> list:
+        """Closes the open item and ends with response.completed (response.incomplete when cut at the limit)."""
+        events = self.output.close(self.status)
+        return events + [{"type": f"response.{self.status}", "response": self.response(usage)}]
+
+    def failed_events(self, error: ApiError, usage: Usage) -> list:
+        """A failure after the stream began: OpenAI's error event, then response.failed."""
+        failed = self.response(usage, "failed")
+        failed["error"] = {"code": error.code or error.type, "message": error.message}
+        return [{"type": "error", "code": error.code, "message": error.message, "param": error.param},
+                {"type": "response.failed", "response": failed}]
+
+    def _usage(self, usage: Usage) -> dict:
+        # The reasoning text tokenized again: the count of tokens the model thought in (give or take a merge at an
+        # edge), as vLLM counts them from its reasoning parser.
+        reasoning = self.output.reasoning_text
+        num_reasoning = min(len(self.card.encode(reasoning)), usage.completion_tokens) if reasoning else 0
+        return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+                "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": num_reasoning},
+                "total_tokens": usage.total_tokens}
+
+    def response(self, usage: Optional[Usage], status: Optional[str] = None) -> dict:
+        """The Response object; before the output (response.created), usage None and status in_progress."""
+        status = status or self.status
+        incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
+        return {"id": self.plan.response_id, "object": "response", "created_at": self.created_at,
+                "status": status, "completed_at": int(time.time()) if status == "completed" else None,
+                "background": False, "error": None, "incomplete_details": incomplete, "model": self.plan.chat.model,
+                "output": list(self.output.items), "usage": None if usage is None else self._usage(usage),
+                **self.plan.echo}

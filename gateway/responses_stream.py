@@ -1,0 +1,64 @@
+"""Gateway process: /v1/responses SSE framing (named events with sequence numbers) and the non-streamed answer.
+
+OpenAI streams a response as `event: <type>` + `data: {json}` pairs, every event numbered by sequence_number,
+with no [DONE] line: response.created and response.in_progress first, the output items' events, and
+response.completed (response.incomplete when max_output_tokens cut it; after a failure, error then
+response.failed) last.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import orjson
+
+from gateway.engine import Delta, Generation, Usage
+from gateway.errors import ApiError
+from gateway.openai_shape import SSE_HEADERS
+from gateway.responses_shape import ResponseRun
+from gateway.stream import SSE_KEEPALIVE
+
+
+class ResponsesFramer:
+    """The stream_generation framer of a Responses stream: each event framed and numbered."""
+    content_type = "text/event-stream; charset=utf-8"
+    headers = SSE_HEADERS
+
+    def __init__(self, run: ResponseRun):
+        self.run = run
+        self._sequence = 0
+
+    def _frames(self, events: list) -> list[bytes]:
+        frames = []
+        for event in events:
+            event["sequence_number"] = self._sequence
+            self._sequence += 1
+            frames.append(b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n")
+        return frames
+
+    def start(self, usage: Usage) -> list[bytes]:
+        opening = self.run.response(None, "in_progress")
+        return self._frames([{"type": "response.created", "response": opening},
+                             {"type": "response.in_progress", "response": opening}])
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        return self._frames(self.run.push(delta))
+
+    def end(self, usage: Usage) -> list[bytes]:
+        return self._frames(self.run.finish_events(usage))
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        return self._frames(self.run.failed_events(error, usage))
+
+    def keepalive(self) -> Optional[bytes]:
+        return SSE_KEEPALIVE
+
+
+async def complete(run: ResponseRun, gen: Generation) -> dict:
+    """Runs gen to the end through the same builder as the stream; cancels gen if the caller is cancelled."""
+    try:
+        while (delta := await gen.next()) is not None:
+            run.push(delta)
+    finally:
+        await gen.close()
+    run.output.close(run.status)
+    return run.response(gen.usage())
