@@ -1,0 +1,159 @@
+"""/v1/responses refusals over the fake scheduler: each bad input with its status and OpenAI error body, the
+stateless 400s and 404s, a full queue (429 before any byte), a failure mid-stream and a client that leaves."""
+import asyncio
+
+import grpc
+import orjson
+import pytest
+
+TOOLS = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
+IMAGE = {"type": "input_image", "image_url": "https://example.com/cat.png", "detail": "auto"}
+NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
+
+
+async def post(client, body) -> tuple[int, dict, dict]:
+    response = await client.post("/v1/responses", data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read()), response.headers
+
+
+@pytest.mark.parametrize("body, param, code, words", [
+    ({"input": [{"role": "user", "content": [IMAGE]}]}, "input[0].content[0].type", "unsupported",
+     "input[0].content[0] is an input_image: this model reads text only"),
+    ({"input": [{"type": "function_call_output", "call_id": "call_1", "output": [IMAGE]}]}, "input[0].call_id",
+     "invalid_value", "No tool call found for function call output with call_id call_1"),
+    ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "invalid_value",
+     "max_output_tokens must be at least 1, got 0"),
+    ({"input": "x", "temperature": 3}, "temperature", "invalid_value", "3 is greater than the maximum of 2"),
+    ({"input": 5}, "input", "invalid_type", "5 is not of type 'string', 'array'"),
+    ({"input": []}, "input", "invalid_value", "input must not be empty"),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role", "invalid_value",
+     "input[0].role must be one of user, assistant, system, developer, got 'tool'"),
+    ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type", "unsupported",
+     "items of type 'web_search_call' are not supported"),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].id", "invalid_value",
+     f"input[0] is an item_reference, which cannot be resolved: {NOT_STORED}"),
+    ({"input": [{"type": "function_call", "name": "get_weather", "arguments": "{}"}]}, "input[0].call_id",
+     "invalid_value", "input[0].call_id must be a string"),
+    ({"input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type", "unsupported",
+     "only function tools are supported"),
+    ({"input": "x", "tools": [{"type": "function"}]}, "tools[0].name", "missing_required_parameter",
+     "'tools[0].name' is a required property"),
+    ({"input": "x", "tools": [{**TOOLS[0], "name": "bad name"}]}, "tools[0].name", "invalid_value",
+     "tools[0].name 'bad name' must match"),
+    ({"input": "x", "tools": TOOLS, "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice",
+     "invalid_value", "tool_choice names the function 'nope', which is not in tools"),
+    ({"input": "x", "tools": TOOLS, "tool_choice": {"type": "file_search"}}, "tool_choice", "unsupported",
+     "tool_choice of type 'file_search' is not supported"),
+    ({"input": "x", "text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema",
+     "missing_required_parameter", "'text.format.schema' is a required property"),
+    ({"input": "x", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "bogus"}}}},
+     "text.format.schema", "invalid_value", "text.format.schema is not a valid JSON Schema"),
+    ({"input": "x", "text": {"format": {"type": "yaml"}}}, "text.format.type", "invalid_value",
+     "invalid value for 'text.format.type'"),
+    ({"input": "x", "reasoning": {"effort": "max"}}, "reasoning.effort", "invalid_value",
+     "invalid value for 'reasoning.effort'"),
+    ({"input": "x", "include": ["message.output_text.logprobs"]}, "include", "unsupported",
+     "message.output_text.logprobs is not supported"),
+    ({"input": "x" * 20000}, "input", "context_length_exceeded", "maximum context length is 2048 tokens"),
+    ({"input": [{"role": "user", "content": "x"}] * 2048}, "input", "context_length_exceeded",
+     "your input holds 2048 items"),
+    ({"input": "x", "max_output_tokens": 4096}, "max_output_tokens", "context_length_exceeded",
+     "Please reduce the length of the prompt or of max_output_tokens"),
+], ids=["image", "image-output", "max-tokens-0", "temperature", "input-type", "input-empty", "role", "item-type",
+        "item-reference", "call-without-id", "hosted-tool", "tool-without-name", "tool-name", "tool-choice-name",
+        "tool-choice-type", "schema-missing", "schema-invalid", "format-type", "effort", "logprobs",
+        "prompt-too-long", "too-many-items", "max-tokens-too-many"])
+async def test_bad_input_is_a_400_naming_the_field(stack, body, param, code, words):
+    client, fake = stack
+    status, error, _ = await post(client, body)
+    assert status == 400, error
+    assert set(error) == {"error"} and error["error"]["type"] == "invalid_request_error"
+    assert (error["error"]["param"], error["error"]["code"]) == (param, code)
+    assert words in error["error"]["message"]
+    assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("previous_response_id", "resp_123", "previous_response_id refers to a stored response"),
+    ("conversation", "conv_123", "conversation refers to a stored conversation"),
+    ("background", True, "background asks for a response kept to be polled later"),
+    ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template"),
+])
+async def test_what_needs_a_stored_response_is_a_clear_400(stack, field, value, words):
+    client, _ = stack
+    status, error, _ = await post(client, {"input": "x", field: value})
+    assert status == 400
+    assert error == {"error": {"message": error["error"]["message"], "type": "invalid_request_error",
+                               "param": field, "code": "responses_not_stored"}}
+    assert error["error"]["message"].startswith(f"{words}, but {NOT_STORED}: ")
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/v1/responses/resp_abc"), ("DELETE", "/v1/responses/resp_abc"),
+    ("POST", "/v1/responses/resp_abc/cancel"), ("GET", "/v1/responses/resp_abc/input_items"),
+], ids=["get", "delete", "cancel", "input-items"])
+async def test_stored_response_routes_are_404(stack, method, path):
+    client, _ = stack
+    response = await client.request(method, path)
+    assert response.status == 404
+    assert orjson.loads(await response.read()) == {"error": {
+        "message": f"Response with id 'resp_abc' not found: {NOT_STORED}", "type": "not_found_error",
+        "param": "response_id", "code": "response_not_found"}}
+
+
+async def test_unknown_model_is_404(stack):
+    client, _ = stack
+    status, error, _ = await post(client, {"model": "gpt-5", "input": "x"})
+    assert status == 404 and error["error"]["code"] == "model_not_found" and error["error"]["param"] == "model"
+
+
+async def test_malformed_json_is_a_400(stack):
+    client, _ = stack
+    response = await client.post("/v1/responses", data=b"{not json")
+    error = orjson.loads(await response.read())["error"]
+    assert response.status == 400 and error["code"] == "invalid_json" and error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "stream"])
+async def test_a_full_queue_is_a_429_before_any_byte(stack, streamed):
+    client, fake = stack
+    fake.script.error = grpc.StatusCode.RESOURCE_EXHAUSTED
+    status, error, headers = await post(client, {"input": "x", "stream": streamed})
+    assert status == 429 and headers["Retry-After"] == "1" and headers["Content-Type"] == "application/json"
+    assert error["error"]["type"] == "rate_limit_error" and error["error"]["code"] == "server_overloaded"
+
+
+async def test_a_failure_mid_stream_ends_with_error_and_response_failed(stack):
+    client, fake = stack
+    # Slow tokens: the failure comes after the headers (a quicker one keeps its status, as the next test shows).
+    fake.script.reply, fake.script.abort_after, fake.script.delay_s = "Hello world and more", 2, 0.05
+    response = await client.post("/v1/responses", data=orjson.dumps(
+        {"input": "x", "stream": True, "reasoning": {"effort": "none"}}))
+    blocks = [b.split("\n") for b in (await response.read()).decode().split("\n\n") if b]
+    events = [(name[7:], orjson.loads(data[6:])) for name, data in blocks]
+    assert response.status == 200 and [name for name, _ in events[-2:]] == ["error", "response.failed"]
+    error, failed = events[-2][1], events[-1][1]["response"]
+    assert error["code"] == "server_unavailable" and "aborted" in error["message"]
+    assert failed["status"] == "failed" and failed["error"] == {"code": "server_unavailable",
+                                                                "message": error["message"]}
+    assert failed["usage"]["output_tokens"] == 2
+
+
+async def test_a_failure_before_the_answer_is_a_503(stack):
+    client, fake = stack
+    fake.script.abort_after = 0
+    status, error, _ = await post(client, {"input": "x"})
+    assert status == 503 and error["error"]["code"] == "server_unavailable"
+
+
+async def test_a_client_that_leaves_cancels_the_generation(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = "Hello world " * 40, 0.05
+    response = await client.post("/v1/responses", data=orjson.dumps({"input": "x", "stream": True}))
+    await response.content.readline()
+    response.close()
+    for _ in range(60):
+        if fake.num_running == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert fake.num_running == 0 and len(fake.script.requests) == 1
