@@ -146,7 +146,7 @@ class EngineStack:
         for proc in (self.worker, self.scheduler):
             kill(proc, signal.SIGTERM)
         for proc in (self.worker, self.scheduler):
-            kill(proc, signal.SIGKILL, wait=2.0)
+            kill(proc, signal.SIGKILL, wait=10.0)
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -171,9 +171,10 @@ def kill(proc, sig=signal.SIGKILL, wait: float = 5.0) -> None:
     try:
         proc.wait(timeout=wait)
     except subprocess.TimeoutExpired:
-        if sig != signal.SIGKILL:
-            return
-        raise
+        # SIGTERM ignored in time: the caller follows with SIGKILL. SIGKILLed but not reaped yet (a worker freeing
+        # gigabytes on a loaded 2-core box can take seconds): the kernel finishes it; a teardown error would only
+        # hide the test's own result.
+        return
 
 
 class GatewayProcess:
