@@ -9,6 +9,8 @@ from typing import Optional, Sequence
 from aiohttp import web
 
 from gateway import http_compat, metrics
+from gateway.anthropic import AnthropicRoutes
+from gateway.anthropic_shape import is_anthropic_path
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
@@ -72,12 +74,17 @@ def _route_name(request: web.Request) -> str:
 
 
 def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
-    """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key."""
+    """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key (on Anthropic's
+    routes also x-api-key, the header Anthropic's clients send)."""
     if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
         header = request.headers.get("Authorization", "")
+        anthropic = is_anthropic_path(request.path)
         given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if anthropic and not given:
+            given = request.headers.get("x-api-key", "")
         if not secrets.compare_digest(given, api_key):
-            raise Unauthorized("missing or invalid API key: send 'Authorization: Bearer <key>'")
+            how = "'x-api-key: <key>' or " if anthropic else ""
+            raise Unauthorized(f"missing or invalid API key: send {how}'Authorization: Bearer <key>'")
 
 
 def auth_middleware(api_key: Optional[str]):
@@ -134,9 +141,10 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
         config.max_body_bytes, api_error_response, lambda request: check_api_key(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client)
-    # Three APIs, one Engine: each translates into GenRequest and back.
+    # Four APIs, one Engine: each translates into GenRequest and back.
     OpenAIRoutes(app[ENGINE_KEY], config).register(app)
     ResponsesRoutes(app[ENGINE_KEY], config).register(app)
+    AnthropicRoutes(app[ENGINE_KEY], config).register(app)
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)

@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
+from gateway.anthropic_shape import anthropic_error_response, is_anthropic_path
 from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
 from gateway.http_compat import CORS_RESPONSE_HEADERS
 from gateway.ollama import ollama_error_response
@@ -41,6 +42,8 @@ def is_ollama_path(path: str) -> bool:
 
 def api_error_response(path: str, error: ApiError) -> web.Response:
     """The error in the shape of the API that owns `path`."""
+    if is_anthropic_path(path):
+        return anthropic_error_response(error)
     return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
 
 

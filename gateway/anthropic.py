@@ -1,0 +1,57 @@
+"""Gateway process: aiohttp handlers of Anthropic's Messages API (/v1/messages, /v1/messages/count_tokens) over the one
+generation path, as vLLM, Ollama and LM Studio serve it."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.anthropic_request import count_tokens, parse_messages
+from gateway.anthropic_shape import AnthropicFramer, MessageBuilder
+from gateway.config import GatewayConfig
+from gateway.engine import Engine, Generation
+from gateway.http_stream import stream_generation
+from gateway.offload import run_cpu
+from gateway.web import json_response, read_json
+
+
+async def run_to_end(gen: Generation, builder: MessageBuilder) -> None:
+    """Feeds every Delta of gen to builder (the non-streamed answer); cancels gen if the caller is cancelled."""
+    try:
+        while (delta := await gen.next()) is not None:
+            builder.push(delta)
+    finally:
+        await gen.close()
+
+
+class AnthropicRoutes:
+    """The Messages surface; errors on these paths take Anthropic's shape (http_server.api_error_response)."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine = engine
+        self.config = config
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_post("/v1/messages", self.messages)
+        app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
+
+    async def served_name(self) -> str:
+        return self.config.served_model_name or (await self.engine.card()).model_id
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request)
+        card = await self.engine.card()
+        plan = await run_cpu(parse_messages, body, card, await self.served_name(),
+                             self.config.exclude_tools_when_tool_choice_none)
+        builder = MessageBuilder(plan, card)
+        gen = await self.engine.start(plan.gen)
+        if plan.stream:
+            return await stream_generation(request, gen, AnthropicFramer(builder), self.config.sse_keepalive_s)
+        await run_to_end(gen, builder)
+        builder.close()
+        return json_response(builder.message(gen.usage()))
+
+    async def count_tokens(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        card = await self.engine.card()
+        num_tokens = await run_cpu(count_tokens, body, card, await self.served_name(),
+                                   self.config.exclude_tools_when_tool_choice_none)
+        return json_response({"input_tokens": num_tokens})

@@ -1,0 +1,221 @@
+"""Gateway process: Anthropic /v1/messages bodies -> the /v1 chat body -> the same validated Plan (one generation path).
+
+As vLLM's and Ollama's Anthropic layers do, the request becomes a chat request: `system` the system message, content
+blocks the chat parts (tool_use an assistant tool call, tool_result a tool message, thinking the reasoning of an
+earlier turn), `tools` / `tool_choice` OpenAI's, `thinking` the template's enable_thinking. A final assistant message
+with text is continued (Anthropic's prefill). Images and documents are refused: this model reads text only.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
+from gateway.errors import InvalidRequest, Unsupported
+from gateway.model import ModelCard
+from gateway.openai import Plan, parse_chat
+from gateway.tools import dump_arguments
+
+_TEXT_ONLY = "this model reads text only"
+_TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+
+
+def _refuse_block(kind: str, where: str) -> None:
+    if kind in ("image", "document"):
+        raise Unsupported(f"{where}: {kind} blocks are not supported: {_TEXT_ONLY}", param=where)
+    raise InvalidRequest(f"{where}: content blocks of type '{kind}' are not supported here", param=where)
+
+
+def _text(block: dict, where: str) -> str:
+    if not isinstance(block.get("text"), str):
+        raise InvalidRequest(f"{where}.text: Field required (a string)", param=f"{where}.text")
+    return block["text"]
+
+
+def _system(system: Any) -> list:
+    """The system message (text blocks joined, as vLLM and Ollama join them); none for an empty system."""
+    if isinstance(system, list):
+        parts = []
+        for i, block in enumerate(system):
+            if block["type"] != "text":
+                _refuse_block(block["type"], f"system.{i}")
+            parts.append(_text(block, f"system.{i}"))
+        system = "".join(parts)
+    return [{"role": "system", "content": system}] if system else []
+
+
+def _tool_result(block: dict, where: str) -> dict:
+    """A tool_result block as the tool message answering call `tool_use_id` (text blocks joined by newlines)."""
+    if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
+        raise InvalidRequest(f"{where}.tool_use_id: Field required", param=f"{where}.tool_use_id")
+    content = block.get("content")
+    if isinstance(content, list):
+        texts = []
+        for j, item in enumerate(content):
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind != "text":
+                _refuse_block(str(kind), f"{where}.content.{j}")
+            texts.append(_text(item, f"{where}.content.{j}"))
+        content = "\n".join(texts)
+    elif content is not None and not isinstance(content, str):
+        raise InvalidRequest(f"{where}.content: must be a string or a list of text blocks", param=f"{where}.content")
+    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": content or ""}
+
+
+def _tool_call(block: dict, where: str) -> dict:
+    """A tool_use block as an OpenAI tool call (input as its JSON arguments)."""
+    for key in ("id", "name"):
+        if not isinstance(block.get(key), str) or not block[key]:
+            raise InvalidRequest(f"{where}.{key}: Field required", param=f"{where}.{key}")
+    arguments = block.get("input", {})
+    if not isinstance(arguments, dict):
+        raise InvalidRequest(f"{where}.input: must be an object", param=f"{where}.input")
+    return {"id": block["id"], "type": "function",
+            "function": {"name": block["name"], "arguments": dump_arguments(arguments)}}
+
+
+def _content_text(parts: list) -> Any:
+    """One text part as a string (as vLLM passes it), several as OpenAI text parts, none as None."""
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else [{"type": "text", "text": text} for text in parts]
+
+
+def _user(content: list, where: str) -> list:
+    """A user turn: its tool_result blocks as tool messages (first: Anthropic puts them first), then its text."""
+    results, texts = [], []
+    for j, block in enumerate(content):
+        kind, here = block["type"], f"{where}.content.{j}"
+        if kind == "tool_result":
+            results.append(_tool_result(block, here))
+        elif kind == "text":
+            texts += [_text(block, here)] if block.get("text") != "" else []
+        else:
+            _refuse_block(kind, here)
+    text = _content_text(texts)
+    return results + ([{"role": "user", "content": text}] if text is not None else [])
+
+
+def _assistant(content: list, where: str) -> list:
+    """An assistant turn: text, tool calls, and the thinking of that turn (redacted thinking is opaque: dropped)."""
+    texts, calls, thinking = [], [], []
+    for j, block in enumerate(content):
+        kind, here = block["type"], f"{where}.content.{j}"
+        if kind == "text":
+            texts += [_text(block, here)] if block.get("text") != "" else []
+        elif kind == "tool_use":
+            calls.append(_tool_call(block, here))
+        elif kind == "thinking":
+            if not isinstance(block.get("thinking"), str):
+                raise InvalidRequest(f"{here}.thinking: Field required (a string)", param=f"{here}.thinking")
+            thinking.append(block["thinking"])
+        elif kind != "redacted_thinking":
+            _refuse_block(kind, here)
+    message = {"role": "assistant", "content": _content_text(texts)}
+    if calls:
+        message["tool_calls"] = calls
+    if any(thinking):
+        message["reasoning_content"] = "".join(thinking)
+    return [message] if (texts or calls or any(thinking)) else []
+
+
+def _messages(messages: list) -> tuple[list, bool]:
+    """(chat messages, whether the last one is an assistant prefill to continue)."""
+    out: list = []
+    for i, message in enumerate(messages):
+        content, last = message["content"], i == len(messages) - 1
+        # Empty text blocks are skipped (as vLLM does); a turn left with nothing is refused as Anthropic does.
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        turn = (_user if message["role"] == "user" else _assistant)(content, f"messages.{i}")
+        if not turn and not (last and message["role"] == "assistant"):
+            raise InvalidRequest(f"messages.{i}: all messages must have non-empty content except for the optional "
+                                 f"final assistant message", param=f"messages.{i}.content")
+        out += turn
+    final = out[-1] if out else None
+    prefill = bool(final and messages[-1]["role"] == "assistant" and final["role"] == "assistant"
+                   and final["content"] and not final.get("tool_calls"))
+    if prefill and _ends_in_space(final["content"]):
+        # Anthropic's rule; the template trims the turn, so the text to continue would not be the prompt's end.
+        raise InvalidRequest("messages: final assistant content cannot end with trailing whitespace",
+                             param=f"messages.{len(messages) - 1}.content")
+    return out, prefill
+
+
+def _ends_in_space(content) -> bool:
+    text = content if isinstance(content, str) else content[-1]["text"]
+    return text != text.rstrip()
+
+
+def _tools(body: dict) -> dict:
+    """tools and tool_choice as OpenAI's; Anthropic's server tools (web search, bash, ...) are not served here."""
+    out: dict = {}
+    tools = body.get("tools") or []
+    for i, tool in enumerate(tools):
+        if tool.get("type") not in (None, "custom"):
+            raise Unsupported(f"tools.{i}.type: server tool '{tool['type']}' is not supported; only custom tools "
+                              f"(name, description, input_schema) are", param=f"tools.{i}.type")
+        if "input_schema" not in tool:
+            raise InvalidRequest(f"tools.{i}.input_schema: Field required", param=f"tools.{i}.input_schema")
+    if tools:
+        out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),
+                                                          "parameters": t["input_schema"]}} for t in tools]
+    choice = body.get("tool_choice")
+    if choice is None:
+        return out
+    if choice["type"] in ("any", "tool") and not tools:
+        raise InvalidRequest(f"tool_choice: type '{choice['type']}' needs a non-empty tools list", param="tool_choice")
+    if choice["type"] == "tool":
+        out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+    else:
+        out["tool_choice"] = _TOOL_CHOICES[choice["type"]]
+    if choice.get("disable_parallel_tool_use"):
+        out["parallel_tool_calls"] = False
+    return out
+
+
+def _reasoning(body: dict) -> dict:
+    """thinking enabled (or adaptive) / disabled switches the model's thinking on / off; absent, the model's default
+    (on), as vLLM and Ollama leave it. budget_tokens is accepted but not enforced: thinking counts against
+    max_tokens. output_config.effort is the template's reasoning_effort (max = xhigh)."""
+    out: dict = {}
+    thinking = body.get("thinking")
+    if thinking is not None:
+        out["enable_thinking"] = thinking["type"] != "disabled"
+    config = body.get("output_config") or {}
+    if config.get("effort") is not None:
+        out["reasoning_effort"] = _EFFORTS[config["effort"]]
+    if config.get("format") is not None:
+        out["response_format"] = {"type": "json_schema",
+                                  "json_schema": {"name": "output", "schema": config["format"]["schema"]}}
+    return out
+
+
+def to_chat_body(body: Any, ctx: int, count: bool = False) -> dict:
+    """The /v1 chat body a Messages (count: count_tokens) body asks for; 400 for what Anthropic would refuse."""
+    check_sizes(body, ctx)
+    body = validate(body, COUNT_SCHEMA if count else MESSAGES_SCHEMA)
+    messages, prefill = _messages(body["messages"])
+    chat = {"model": body["model"], "messages": _system(body.get("system")) + messages, **_tools(body),
+            **_reasoning(body)}
+    if prefill:
+        chat["continue_final_message"] = True
+    if not count:
+        chat.update(max_tokens=body["max_tokens"], stream=bool(body.get("stream")),
+                    stop=body.get("stop_sequences"), temperature=body.get("temperature"),
+                    top_p=body.get("top_p"), top_k=body.get("top_k"))
+    return chat
+
+
+def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> Plan:
+    """Validates a /v1/messages body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
+    plan = parse_chat(to_chat_body(body, card.max_context_len), card, served_name, exclude_tools_when_none)
+    plan.gen.req_id = f"msg_{secrets.token_hex(12)}"
+    return plan
+
+
+def count_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
+    """The input tokens /v1/messages would count for this body's prompt (the same rendering, to the token)."""
+    chat = to_chat_body(body, card.max_context_len, count=True)
+    return len(parse_chat(chat, card, served_name, exclude_tools_when_none).gen.prompt_ids)

@@ -1,0 +1,141 @@
+"""Gateway process: JSON schemas of Anthropic's /v1/messages and /v1/messages/count_tokens bodies; a violation is a
+400 whose message names the field as Anthropic does ("max_tokens: Field required", "messages.0.role: ...")."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.list_limits import MAX_STOPS, MAX_TOOLS
+from gateway.openai_checks import TOOL_NAME_PATTERN
+from gateway.openai_schema import integral
+
+log = logging.getLogger("sparkinfer.gateway")
+_INT32_MAX = (1 << 31) - 1
+
+# Block types are checked one by one in anthropic_request (image and document get their own 400 there).
+_BLOCK = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
+_CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]}
+
+_MESSAGE = {
+    "type": "object",
+    "required": ["role", "content"],
+    "properties": {"role": {"enum": ["user", "assistant"]}, "content": _CONTENT},
+}
+
+_TOOL = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {
+        "type": {"type": ["string", "null"]},
+        "name": {"type": "string", "pattern": TOOL_NAME_PATTERN},
+        "description": {"type": ["string", "null"]},
+        "input_schema": {"type": "object", "required": ["type"], "properties": {"type": {"const": "object"}}},
+    },
+}
+
+_TOOL_CHOICE = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {"enum": ["auto", "any", "tool", "none"]},
+        "name": {"type": "string"},
+        "disable_parallel_tool_use": {"type": "boolean"},
+    },
+    "if": {"properties": {"type": {"const": "tool"}}},
+    "then": {"required": ["name"]},
+}
+
+_THINKING = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {
+        "type": {"enum": ["enabled", "disabled", "adaptive"]},
+        "budget_tokens": {"type": "integer", "minimum": 1, "maximum": _INT32_MAX},
+    },
+    "if": {"properties": {"type": {"const": "enabled"}}},
+    "then": {"required": ["budget_tokens"]},
+}
+
+_OUTPUT_CONFIG = {
+    "type": "object",
+    "properties": {
+        "effort": {"enum": ["low", "medium", "high", "xhigh", "max"]},
+        "format": {"type": "object", "required": ["type", "schema"],
+                   "properties": {"type": {"const": "json_schema"}, "schema": {"type": "object"}}},
+    },
+}
+
+# What count_tokens takes: the prompt-shaping fields of a Messages request.
+_PROMPT_FIELDS = {
+    "model": {"type": "string", "minLength": 1},
+    "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
+    "system": {"anyOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]},
+    "tools": {"type": "array", "items": _TOOL},
+    "tool_choice": _TOOL_CHOICE,
+    "thinking": _THINKING,
+    "output_config": _OUTPUT_CONFIG,
+}
+
+COUNT_SCHEMA = {"type": "object", "required": ["model", "messages"], "properties": _PROMPT_FIELDS}
+
+MESSAGES_SCHEMA = {
+    "type": "object",
+    "required": ["model", "messages", "max_tokens"],
+    "properties": {
+        **_PROMPT_FIELDS,
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": _INT32_MAX},
+        "stop_sequences": {"type": "array", "maxItems": MAX_STOPS, "items": {"type": "string"}},
+        "stream": {"type": "boolean"},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "top_k": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX},
+        "metadata": {"type": ["object", "null"]},
+    },
+}
+
+# Accepted with no effect here: request bookkeeping and Anthropic-hosted features that change nothing in the output.
+_NO_EFFECT = frozenset({"metadata", "service_tier", "cache_control", "context_management", "container"})
+_VALIDATORS = {id(schema): Draft202012Validator(schema) for schema in (MESSAGES_SCHEMA, COUNT_SCHEMA)}
+_warned: set = set()
+
+
+def _where(path) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def check_sizes(body: Any, ctx: int) -> None:
+    """400 at once for lists too long to use, before the schema validator walks every item of them."""
+    if not isinstance(body, dict):
+        return
+    for name, limit in (("tools", MAX_TOOLS), ("stop_sequences", MAX_STOPS)):
+        value = body.get(name)
+        if isinstance(value, list) and len(value) > limit:
+            raise InvalidRequest(f"{name}: {len(value)} items given; at most {limit} are accepted", param=name)
+    messages = body.get("messages")
+    # Every message renders to at least one token, so more messages than the context cannot fit.
+    if isinstance(messages, list) and len(messages) >= ctx:
+        raise ContextLengthExceeded(f"prompt is too long: at least {len(messages)} tokens ({len(messages)} "
+                                    f"messages) > {ctx} maximum", param="messages")
+
+
+def validate(body: Any, schema: dict) -> dict:
+    """body (integral floats made ints) when it matches schema, else a 400 naming the first bad field; unknown
+    fields are logged once and ignored (vLLM and Ollama ignore them too)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
+    error = next(iter(sorted(_VALIDATORS[id(schema)].iter_errors(body), key=lambda e: list(e.path))), None)
+    if error is not None:
+        where = _where(error.path)
+        if error.validator == "required":
+            missing = next((key for key in error.validator_value if key not in error.instance), "")
+            field = f"{where}.{missing}" if where else missing
+            raise InvalidRequest(f"{field}: Field required", param=field, code="missing_required_parameter")
+        raise InvalidRequest(f"{where or 'body'}: {error.message}", param=where or None)
+    for name in body:
+        if name not in schema["properties"] and name not in _NO_EFFECT and name not in _warned:
+            _warned.add(name)
+            log.warning("ignoring unknown Anthropic request field %r (logged once)", name)
+    return integral(body, schema)

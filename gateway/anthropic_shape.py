@@ -1,0 +1,179 @@
+"""Gateway process: engine output -> Anthropic Messages content blocks, SSE events and error bodies.
+
+One MessageBuilder per request turns the Deltas (after the /v1 tool-call parsing) into content blocks: thinking,
+then text, then one tool_use block per call. The streamed answer is the events that build those blocks; the
+non-streamed answer is the blocks themselves, so the two always agree.
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Optional
+
+import orjson
+from aiohttp import web
+
+from gateway.engine import Delta, Usage
+from gateway.errors import ApiError, Overloaded
+from gateway.model import ModelCard
+from gateway.openai import Plan
+from gateway.openai_shape import SSE_HEADERS, ChatShaper
+from gateway.tools import dump_arguments, load_json
+from gateway.web import json_response
+
+# Anthropic's status -> error type (its "Errors" page; 503, which it does not list, as Ollama's Anthropic layer maps
+# it); other 4xx are invalid_request_error, other 5xx api_error.
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error",
+                529: "overloaded_error"}
+# A full waiting queue is Anthropic's "API temporarily overloaded" (not an account rate limit): 529.
+OVERLOADED_STATUS = 529
+
+
+def error_status_and_body(error: ApiError) -> tuple[int, dict]:
+    """(HTTP status, Anthropic error body) for a typed error."""
+    status = OVERLOADED_STATUS if isinstance(error, Overloaded) else error.status
+    kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return status, {"type": "error", "error": {"type": kind, "message": error.message},
+                    "request_id": f"req_{secrets.token_hex(12)}"}
+
+
+def is_anthropic_path(path: str) -> bool:
+    """/v1/messages and everything under it answer errors in Anthropic's shape."""
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
+def anthropic_error_response(error: ApiError) -> web.Response:
+    """The error as Anthropic sends it (its Retry-After kept)."""
+    status, body = error_status_and_body(error)
+    return json_response(body, status=status, headers=error.headers)
+
+
+def stop_reason(finish: Optional[str], matched) -> tuple[str, Optional[str]]:
+    """(stop_reason, stop_sequence) for a finish_reason and the stop string it matched (vLLM's stop_reason)."""
+    if finish == "tool_calls":
+        return "tool_use", None
+    if finish == "length":
+        return "max_tokens", None
+    if isinstance(matched, str):
+        return "stop_sequence", matched
+    return "end_turn", None
+
+
+def _tool_input(arguments: str) -> dict:
+    """A parsed call's arguments as the tool_use input object ({} when the model wrote no object)."""
+    try:
+        value = load_json(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class MessageBuilder:
+    """The content blocks of one assistant message, built from Deltas; each push returns the stream events
+    (name, payload) that built what it added."""
+
+    def __init__(self, plan: Plan, card: ModelCard):
+        self.plan = plan
+        self.id = plan.gen.req_id
+        self._shaper = ChatShaper(plan, card, self.id)
+        self.blocks: list = []
+        self._open: Optional[str] = None     # type of the last block while text may still be added to it
+        self.stop_reason: Optional[str] = None
+        self.stop_sequence: Optional[str] = None
+
+    def push(self, delta: Delta) -> list:
+        """Adds one Delta: its reasoning, text and parsed calls in that order, and the stop reason on the last."""
+        reasoning, content, calls, finish = self._shaper.split(delta)
+        events = self._append("thinking", reasoning) + self._append("text", content)
+        for call in calls or []:
+            events += self._tool_use(call)
+        if finish:
+            events += self.close()
+            self.stop_reason, self.stop_sequence = stop_reason(finish, delta.stop_reason)
+        return events
+
+    def close(self) -> list:
+        """Ends the open thinking or text block (its content_block_stop)."""
+        if self._open is None:
+            return []
+        self._open = None
+        return [("content_block_stop", {"type": "content_block_stop", "index": len(self.blocks) - 1})]
+
+    def _start(self, block: dict, empty: dict) -> list:
+        events = self.close()
+        self.blocks.append(block)
+        start = {"type": "content_block_start", "index": len(self.blocks) - 1, "content_block": empty}
+        return events + [("content_block_start", start)]
+
+    def _append(self, kind: str, text: str) -> list:
+        """Text to the open block of that kind, or to a new one (thinking then text never interleave)."""
+        if not text:
+            return []
+        events = []
+        if self._open != kind:
+            # Anthropic's thinking blocks carry a signature; nothing is signed here, so it stays empty.
+            extra = {"signature": ""} if kind == "thinking" else {}
+            events = self._start({"type": kind, kind: "", **extra}, {"type": kind, kind: "", **extra})
+            self._open = kind
+        self.blocks[-1][kind] += text
+        delta = {"type": f"{kind}_delta", kind: text}
+        return events + [("content_block_delta", {"type": "content_block_delta", "index": len(self.blocks) - 1,
+                                                  "delta": delta})]
+
+    def _tool_use(self, call: dict) -> list:
+        """A whole tool_use block: the parser hands over complete calls, so the input comes as one JSON delta."""
+        tool_id = "toolu_" + call["id"].removeprefix("call_")
+        name, tool_input = call["function"]["name"], _tool_input(call["function"]["arguments"])
+        events = self._start({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
+                             {"type": "tool_use", "id": tool_id, "name": name, "input": {}})
+        index = len(self.blocks) - 1
+        delta = {"type": "input_json_delta", "partial_json": dump_arguments(tool_input)}
+        return events + [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+                         ("content_block_stop", {"type": "content_block_stop", "index": index})]
+
+    def message(self, usage: Usage, content: Optional[list] = None) -> dict:
+        """The message object: whole (non-streamed) or, with content=[], as message_start announces it."""
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.plan.model,
+                "content": self.blocks if content is None else content, "stop_reason": self.stop_reason,
+                "stop_sequence": self.stop_sequence, "usage": usage_dict(usage)}
+
+
+def usage_dict(usage: Usage) -> dict:
+    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+
+
+def sse(name: str, payload: dict) -> bytes:
+    """One Anthropic SSE event: the `event:` line names the payload's type, as Anthropic sends it."""
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class AnthropicFramer:
+    """Anthropic's stream: message_start, the content block events, message_delta (stop reason and usage),
+    message_stop; ping events keep a silent stream alive; a failure after the headers is an error event."""
+    content_type = "text/event-stream; charset=utf-8"
+    headers = SSE_HEADERS
+
+    def __init__(self, builder: MessageBuilder):
+        self.builder = builder
+
+    def start(self, usage: Usage) -> list[bytes]:
+        message = self.builder.message(Usage(usage.prompt_tokens, 0), content=[])
+        return [sse("message_start", {"type": "message_start", "message": message})]
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        return [sse(name, payload) for name, payload in self.builder.push(delta)]
+
+    def end(self, usage: Usage) -> list[bytes]:
+        b = self.builder
+        frames = [sse(name, payload) for name, payload in b.close()]
+        message_delta = {"type": "message_delta", "delta": {"stop_reason": b.stop_reason,
+                                                            "stop_sequence": b.stop_sequence},
+                         "usage": usage_dict(usage)}
+        return frames + [sse("message_delta", message_delta), sse("message_stop", {"type": "message_stop"})]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        _, body = error_status_and_body(error)
+        return [sse("error", {"type": "error", "error": body["error"]})]
+
+    def keepalive(self) -> bytes:
+        return sse("ping", {"type": "ping"})

@@ -1,0 +1,219 @@
+"""Gateway over the fake scheduler: Anthropic /v1/messages answers, streamed and not, and the prompt each renders
+(the same as the equivalent /v1 chat request: one generation path)."""
+import asyncio
+
+import orjson
+import pytest
+
+from gateway.app import CONFIG_KEY
+from tests.unit.anthropic_sse import accumulate, parse_events
+
+USER = [{"role": "user", "content": "Hi"}]
+BASE = {"model": "fake-model", "max_tokens": 64, "messages": USER, "thinking": {"type": "disabled"}}
+ON = {"type": "enabled", "budget_tokens": 1024}
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+TOOLS = [{"name": "get_weather", "description": "Weather of a city", "input_schema": SCHEMA}]
+OPENAI_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                  "parameters": SCHEMA}}]
+CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+
+
+async def both(client, body: dict) -> tuple[dict, dict]:
+    """(non-streamed message, streamed message as a client accumulates it) for one body."""
+    response = await client.post("/v1/messages", json=body)
+    assert response.status == 200, await response.text()
+    whole = await response.json()
+    response = await client.post("/v1/messages", json={**body, "stream": True})
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+    return whole, accumulate(parse_events(await response.read()))
+
+
+def without_ids(message: dict) -> dict:
+    blocks = [{**block, "id": "toolu"} if block["type"] == "tool_use" else block for block in message["content"]]
+    return {**message, "id": "msg", "content": blocks}
+
+
+def prompt_of(fake) -> str:
+    return fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+
+
+@pytest.mark.parametrize("reply, change, content, stop", [
+    ("Hello world", {}, [{"type": "text", "text": "Hello world"}], ("end_turn", None)),
+    ("Let me see.</think>\n\nHello world", {"thinking": ON},
+     [{"type": "thinking", "thinking": "Let me see.", "signature": ""}, {"type": "text", "text": "Hello world"}],
+     ("end_turn", None)),
+    ("Hello world", {"stop_sequences": ["nope", " wor"]}, [{"type": "text", "text": "Hello"}],
+     ("stop_sequence", " wor")),
+    ("I will check.\n\n" + CALL, {"tools": TOOLS},
+     [{"type": "text", "text": "I will check."},
+      {"type": "tool_use", "id": "toolu", "name": "get_weather", "input": {"city": "Paris"}}], ("tool_use", None)),
+    (CALL, {"tools": TOOLS, "tool_choice": {"type": "none"}}, [{"type": "text", "text": CALL}], ("end_turn", None)),
+], ids=["text", "thinking", "stop sequence", "tool use", "tool choice none"])
+async def test_streamed_and_whole_agree(stack, reply, change, content, stop):
+    client, fake = stack
+    fake.script.reply = reply
+    whole, streamed = await both(client, {**BASE, **change})
+    assert whole["id"].startswith("msg_") and whole["type"] == "message" and whole["role"] == "assistant"
+    assert without_ids(whole)["content"] == content and (whole["stop_reason"], whole["stop_sequence"]) == stop
+    assert without_ids(streamed) == without_ids(whole) and whole["model"] == "fake-model"
+    tool_ids = [block["id"] for block in whole["content"] if block["type"] == "tool_use"]
+    assert all(tool_id.startswith("toolu_") and len(tool_id) > 10 for tool_id in tool_ids)
+
+
+async def test_max_tokens_stop(stack):
+    client, fake = stack
+    whole, streamed = await both(client, {**BASE, "max_tokens": 1})
+    assert whole["stop_reason"] == "max_tokens" and whole["stop_sequence"] is None
+    assert whole["usage"]["output_tokens"] == 1 and "Hello world".startswith(whole["content"][0]["text"])
+    assert without_ids(streamed) == without_ids(whole)
+
+
+async def test_usage_is_the_engine_count_and_count_tokens_agrees(stack):
+    client, fake = stack
+    body = {**BASE, "system": "Be brief.", "tools": TOOLS}
+    whole = await (await client.post("/v1/messages", json=body)).json()
+    num_prompt = len(fake.script.requests[-1].prompt_token_ids)
+    chat = {"messages": [{"role": "system", "content": "Be brief."}, *USER], "tools": OPENAI_TOOLS,
+            "max_tokens": 64, "enable_thinking": False}
+    usage = (await (await client.post("/v1/chat/completions", json=chat)).json())["usage"]
+    assert whole["usage"] == {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+    assert whole["usage"]["input_tokens"] == num_prompt and whole["usage"]["output_tokens"] == 3
+    counted = await client.post("/v1/messages/count_tokens", json={k: body[k] for k in (
+        "model", "messages", "system", "tools", "thinking")})
+    assert counted.status == 200 and await counted.json() == {"input_tokens": num_prompt}
+    events = parse_events(await (await client.post("/v1/messages", json={**body, "stream": True})).read())
+    assert events[0][1]["message"]["usage"] == {"input_tokens": num_prompt, "output_tokens": 0}
+    assert events[-2][1]["usage"] == whole["usage"]
+
+
+async def chat_prompt(client, fake, chat: dict) -> list:
+    response = await client.post("/v1/chat/completions", json={"max_tokens": 8, **chat})
+    assert response.status == 200, await response.text()
+    return list(fake.script.requests[-1].prompt_token_ids)
+
+
+@pytest.mark.parametrize("anthropic, chat", [
+    ({"system": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}]},
+     {"messages": [{"role": "system", "content": "Be brief."}, *USER], "enable_thinking": False}),
+    ({"thinking": ON}, {"messages": USER, "enable_thinking": True}),
+    ({"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}},
+     {"messages": USER, "reasoning_effort": "xhigh"}),
+    ({"thinking": None}, {"messages": USER}),
+    ({"messages": [*USER, {"role": "assistant", "content": [{"type": "text", "text": "Sure,"}]}]},
+     {"messages": [*USER, {"role": "assistant", "content": "Sure,"}], "continue_final_message": True,
+      "enable_thinking": False}),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": ""},
+                                                {"type": "text", "text": " there"}]}]},
+     {"messages": [{"role": "user", "content": "Hi there"}], "enable_thinking": False}),
+], ids=["system blocks", "thinking on", "adaptive max effort", "thinking absent", "prefill", "text blocks"])
+async def test_prompt_is_the_chat_prompt(stack, anthropic, chat):
+    client, fake = stack
+    body = {key: value for key, value in {**BASE, **anthropic}.items() if value is not None}
+    response = await client.post("/v1/messages", json=body)
+    assert response.status == 200, await response.text()
+    ids = list(fake.script.requests[-1].prompt_token_ids)
+    assert ids == await chat_prompt(client, fake, chat)
+
+
+async def test_thinking_on_and_off_in_the_prompt(stack):
+    client, fake = stack
+    await client.post("/v1/messages", json={**BASE, "thinking": ON})
+    assert prompt_of(fake).endswith("<|im_start|>assistant\n<think>\n")
+    fake.script.reply = "Hello world"
+    off = await (await client.post("/v1/messages", json=BASE)).json()
+    assert prompt_of(fake).endswith("<think>\n\n</think>\n\n")
+    assert off["content"] == [{"type": "text", "text": "Hello world"}]
+
+
+async def test_tool_use_round_trip(stack):
+    client, fake = stack
+    fake.script.reply = CALL
+    first = await (await client.post("/v1/messages", json={**BASE, "tools": TOOLS})).json()
+    assert first["stop_reason"] == "tool_use" and len(first["content"]) == 1
+    call = first["content"][0]
+    assert call["type"] == "tool_use" and call["input"] == {"city": "Paris"}
+    fake.script.reply = "It is sunny."
+    turn = [*USER, {"role": "assistant", "content": first["content"]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"],
+                                          "content": [{"type": "text", "text": "Sunny, 21 C"}]},
+                                         {"type": "text", "text": "Thanks"}]}]
+    second = await (await client.post("/v1/messages", json={**BASE, "tools": TOOLS, "messages": turn})).json()
+    assert second["content"] == [{"type": "text", "text": "It is sunny."}] and second["stop_reason"] == "end_turn"
+    prompt = prompt_of(fake)
+    assert "<function=get_weather>\n<parameter=city>\nParis\n</parameter>" in prompt
+    assert "<tool_response>\nSunny, 21 C\n</tool_response>" in prompt and prompt.index("Sunny") < prompt.index("Thanks")
+    ids = list(fake.script.requests[-1].prompt_token_ids)
+    tool_call = {"id": call["id"], "type": "function",
+                 "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    chat = {"tools": OPENAI_TOOLS, "enable_thinking": False, "messages": [
+        *USER, {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "Sunny, 21 C"}, {"role": "user", "content": "Thanks"}]}
+    assert ids == await chat_prompt(client, fake, chat)
+
+
+@pytest.mark.parametrize("choice, forced", [
+    ({"type": "any"}, True), ({"type": "tool", "name": "get_weather"}, True), ({"type": "auto"}, False),
+], ids=["any", "named", "auto"])
+async def test_tool_choice_forces_a_call(stack, choice, forced):
+    client, fake = stack
+    fake.script.reply = CALL
+    body = await (await client.post("/v1/messages", json={**BASE, "thinking": ON, "tools": TOOLS,
+                                                           "tool_choice": choice})).json()
+    assert body["stop_reason"] == "tool_use" and body["content"][0]["input"] == {"city": "Paris"}
+    request = fake.script.requests[-1]
+    assert bool(request.constraint.grammar) is forced
+    # A forced call is the whole turn: no thinking first, as on /v1.
+    assert prompt_of(fake).endswith("</think>\n\n") is forced
+
+
+async def test_disable_parallel_tool_use_keeps_the_first_call(stack):
+    client, fake = stack
+    fake.script.reply = CALL + "\n" + CALL.replace("Paris", "Rome")
+    body = {**BASE, "max_tokens": 200, "tools": TOOLS}
+    two, streamed = await both(client, body)
+    assert [block["input"] for block in two["content"]] == [{"city": "Paris"}, {"city": "Rome"}]
+    assert two["stop_reason"] == "tool_use" and without_ids(streamed) == without_ids(two)
+    assert streamed["content"][0]["id"] != streamed["content"][1]["id"]
+    choice = {"type": "auto", "disable_parallel_tool_use": True}
+    one = await (await client.post("/v1/messages", json={**body, "tool_choice": choice})).json()
+    assert [block["input"] for block in one["content"]] == [{"city": "Paris"}] and one["stop_reason"] == "tool_use"
+
+
+async def test_output_config_format_constrains_the_answer(stack):
+    client, fake = stack
+    fake.script.reply = '{"city": "Paris"}'
+    body = {**BASE, "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}}}
+    answer = await (await client.post("/v1/messages", json=body)).json()
+    assert answer["content"] == [{"type": "text", "text": '{"city": "Paris"}'}]
+    assert '"city"' in fake.script.requests[-1].constraint.grammar
+
+
+async def test_headers_of_anthropic_clients_are_accepted(stack):
+    client, _ = stack
+    headers = {"x-api-key": "anything", "anthropic-version": "2023-06-01", "anthropic-beta": "tools-2024-04-04"}
+    response = await client.post("/v1/messages/", json={**BASE, "metadata": {"user_id": "u1"}}, headers=headers)
+    assert response.status == 200 and (await response.json())["content"][0]["text"] == "Hello world"
+
+
+async def test_silent_stream_gets_ping_events(stack):
+    client, fake = stack
+    fake.script.delay_s = 0.4
+    client.app[CONFIG_KEY].sse_keepalive_s = 0.1
+    events = parse_events(await (await client.post("/v1/messages", json={**BASE, "stream": True})).read())
+    assert ("ping", {"type": "ping"}) in events
+    assert accumulate(events)["content"] == [{"type": "text", "text": "Hello world"}]
+
+
+async def test_client_that_leaves_cancels_the_generation(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = "Hello world " * 40, 0.05
+    response = await client.post("/v1/messages", data=orjson.dumps({**BASE, "max_tokens": 200, "stream": True}))
+    await response.content.readline()
+    response.close()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(client.post("/v1/messages", json={**BASE, "max_tokens": 200}), timeout=0.4)
+    for _ in range(60):
+        if fake.num_running == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{fake.num_running} generations still running after their clients left")
