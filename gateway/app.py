@@ -82,7 +82,8 @@ def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
         given = header[7:].strip() if header.lower().startswith("bearer ") else ""
         if anthropic and not given:
             given = request.headers.get("x-api-key", "")
-        if not secrets.compare_digest(given, api_key):
+        # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, so a 500).
+        if not secrets.compare_digest(given.encode("utf-8", "surrogateescape"), api_key.encode("utf-8")):
             how = "'x-api-key: <key>' or " if anthropic else ""
             raise Unauthorized(f"missing or invalid API key: send {how}'Authorization: Bearer <key>'")
 

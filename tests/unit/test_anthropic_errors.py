@@ -164,3 +164,17 @@ async def test_body_too_large_is_request_too_large():
     async with fake_gateway(fake, max_body_bytes=2048) as (client, _):
         body = {**BASE, "system": "x" * 4096}
         await expect_error(await client.post("/v1/messages", json=body), 413, "request_too_large", "too large")
+
+
+@pytest.mark.parametrize("path, body, headers", [
+    ("/v1/messages", BASE, {"x-api-key": "clé"}),
+    ("/v1/messages", BASE, {"Authorization": "Bearer clé"}),
+    ("/v1/chat/completions", {"messages": USER}, {"Authorization": "Bearer clé"}),
+], ids=["x-api-key", "anthropic bearer", "openai bearer"])
+async def test_non_ascii_key_is_a_401_not_a_500(path, body, headers):
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    async with fake_gateway(fake, api_key="sekret") as (client, _):
+        response = await client.post(path, json=body, headers=headers)
+        assert response.status == 401
+        error = (await response.json())["error"]
+        assert error["type"] == "authentication_error" and "missing or invalid API key" in error["message"]
