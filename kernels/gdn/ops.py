@@ -12,7 +12,7 @@ Inputs a, b are the raw per-head gate projections [T, HV] bf16; the kernels comp
 g = -exp(A_log) * softplus(a + dt_bias) and beta = sigmoid(b), l2-normalise q and k, and scale q by K^-0.5.
 Nothing here imports torch, numpy or cupy at module import time.
 """
-from kernels.gdn import _launch
+from kernels.gdn import _decode, _launch
 
 HEAD_DIM = _launch.HEAD_DIM
 GdnKernelError = _launch.GdnKernelError
@@ -31,9 +31,9 @@ def fused_recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, 
     slot_ids [N] int32; out: optional contiguous [N, HV, V] bf16 or float32 to write into.
     Returns o [N, HV, V] (bf16 by default; before the gated RMSNorm).
     Kernel: recurrent.cu, one pass over the state (read once, written once). variant: a name from
-    _launch.DECODE_VARIANTS (None: the default for the pool's dtype, _launch.decode_variant).
+    _decode.DECODE_VARIANTS (None: the default for the pool's dtype, _decode.decode_variant).
     """
-    return _launch.recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, _scale(scale), out,
+    return _decode.recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, _scale(scale), out,
                                     variant)
 
 

@@ -3,7 +3,7 @@
 // Repacked weight layout (built by ops.repack): for row tile r (16 rows) and k chunk c (64 k), lane = 4g + t of a
 // warp owns one 16-byte fragment = rows 16r+g and 16r+g+8, k in [64c+16t, 64c+16t+16) (exactly one scale block).
 // Word st (0..3) of the fragment holds the 8 codes the lane feeds to MMA k-step st (k = 16t+4st .. 16t+4st+3) in a
-// bit layout (ops.FIELD_ROT) that makes each bf16x2 output one rotate and one mask (the last: two of each): output
+// bit layout (repack.FIELD_ROT) that makes each bf16x2 output one rotate and one mask (the last: two of each): output
 // j = A register j of mma.m16n8k16 (j = 0: row g k pair 0, 1: row g+8 pair 0, 2: row g pair 1, 3: row g+8 pair 1);
 // low/high half = lower/higher k.
 // Output bits: sign at 15, e1 e0 m at 8..6 (a bf16 whose value is e2m1 * 2^-126, a subnormal for |v| <= 0.5),
@@ -59,7 +59,7 @@ __device__ __forceinline__ u32 e4m3_scaled_bf16x2(u32 b) {
 __device__ __forceinline__ u32 rotr(u32 q, int r) { return __funnelshift_r(q, q, r); }
 
 // one fragment word -> the 4 A registers of one k-step, scaled (sg: row g scale, sg8: row g+8 scale); bit layout
-// ops.FIELD_ROT: 9 ALU ops + 4 bf16x2 multiplies per word
+// repack.FIELD_ROT: 9 ALU ops + 4 bf16x2 multiplies per word
 __device__ __forceinline__ void decode_word(u32 q, u32 sg, u32 sg8, u32 a[4]) {
     const u32 mask = 0x81C081C0u;
     a[0] = bmul2(q & mask, sg);

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from kernels.gdn import _launch, ops
+from kernels.gdn import _decode, _launch, ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -55,20 +55,20 @@ def test_shared_memory_budgets_fit_one_hopper_block():
 
 
 def test_decode_variant_by_dtype_and_batch(monkeypatch):
-    monkeypatch.setitem(_launch.DECODE_VARIANT, "bfloat16", "auto")
-    monkeypatch.setitem(_launch.DECODE_VARIANT, "float32", "auto")
-    assert _launch.decode_variant(torch.float32, 1) == "regs"
-    assert _launch.decode_variant(torch.float32, _launch.WIDE_MIN_SEQS - 1) == "regs"
-    assert _launch.decode_variant(torch.float32, _launch.WIDE_MIN_SEQS) == "tma3x1"
-    assert _launch.decode_variant(torch.bfloat16, 1) == "t128x6"
-    assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS - 1) == "t128x6"
-    assert _launch.decode_variant(torch.bfloat16, _launch.WIDE_MIN_SEQS) == "w128"
+    monkeypatch.setitem(_decode.DECODE_VARIANT, "bfloat16", "auto")
+    monkeypatch.setitem(_decode.DECODE_VARIANT, "float32", "auto")
+    assert _decode.decode_variant(torch.float32, 1) == "regs"
+    assert _decode.decode_variant(torch.float32, _decode.WIDE_MIN_SEQS - 1) == "regs"
+    assert _decode.decode_variant(torch.float32, _decode.WIDE_MIN_SEQS) == "tma3x1"
+    assert _decode.decode_variant(torch.bfloat16, 1) == "t128x6"
+    assert _decode.decode_variant(torch.bfloat16, _decode.WIDE_MIN_SEQS - 1) == "t128x6"
+    assert _decode.decode_variant(torch.bfloat16, _decode.WIDE_MIN_SEQS) == "w128"
     # SPARKINFER_GDN_DECODE_BF16=t128x6 at start-up: a named variant is kept at every batch size
-    monkeypatch.setitem(_launch.DECODE_VARIANT, "bfloat16", "t128x6")
-    assert _launch.decode_variant(torch.bfloat16, 64) == "t128x6"
+    monkeypatch.setitem(_decode.DECODE_VARIANT, "bfloat16", "t128x6")
+    assert _decode.decode_variant(torch.bfloat16, 64) == "t128x6"
 
 
 def test_decode_variant_refuses_a_bf16_only_kernel_for_f32(monkeypatch):
-    monkeypatch.setitem(_launch.DECODE_VARIANT, "float32", "w128")
+    monkeypatch.setitem(_decode.DECODE_VARIANT, "float32", "w128")
     with pytest.raises(_launch.GdnKernelError, match="bf16-only"):
-        _launch.decode_variant(torch.float32)
+        _decode.decode_variant(torch.float32)
