@@ -1,9 +1,12 @@
 """Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 
+# As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
+# scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
+disable_created_metrics()
 REGISTRY = CollectorRegistry()
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)

@@ -1,5 +1,9 @@
 """Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
+
+# As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
+# counter and histogram; a creation timestamp per series doubles the scrape and no dashboard reads it.
+disable_created_metrics()
 
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                    10.0, 20.0, 40.0, 80.0)

@@ -54,7 +54,10 @@ async def test_models_health_version_metrics(stack):
     assert missing.status == 404 and error_of(await missing.read())["code"] == "model_not_found"
     assert (await (await client.get("/health")).json())["status"] == "ok"
     assert (await (await client.get("/version")).json())["name"] == "sparkinfer"
-    assert b"sparkinfer_gateway_http_requests_total" in await (await client.get("/metrics")).read()
+    exposition = await (await client.get("/metrics")).read()
+    assert b"sparkinfer_gateway_http_requests_total" in exposition
+    # As vLLM: no _created series beside the counters and histograms.
+    assert b"sparkinfer_gateway_http_requests_total{" in exposition and b"_created" not in exposition
 
 
 async def test_chat_stream_equals_non_stream_and_usage_is_exact(stack):

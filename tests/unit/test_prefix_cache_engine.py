@@ -2,7 +2,7 @@
 import asyncio
 import json
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from proto import pb
 from scheduler.config import SchedulerConfig, parse_config
@@ -58,6 +58,9 @@ async def test_metrics_load_and_cached_tokens_count_hits():
     assert len(tokens) == 4
     assert counter(registry, "sparkinfer_prefix_cache_queries_total") == 2 * len(prompt) + 1
     assert counter(registry, "sparkinfer_prefix_cache_hits_total") == 80
+    # As vLLM: counters and histograms come without their _created series.
+    exposition = generate_latest(registry)
+    assert b"sparkinfer_prefix_cache_hits_total 80.0" in exposition and b"_created" not in exposition
     load = engine.load()
     assert load.num_prefix_entries == 2 and load.num_cached_blocks == 5
     assert load.num_free_blocks + load.num_cached_blocks == load.num_total_blocks
