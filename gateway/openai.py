@@ -11,9 +11,9 @@ from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
-from gateway.openai_checks import (chat_max_tokens, check_prompt_size, check_tool_messages, check_tool_schemas,
-                                   check_tools, completion_max_tokens, legacy_functions, resolve_max_tokens,
-                                   tool_constraint, tool_mode)
+from gateway.openai_checks import (chat_max_tokens, check_content, check_prompt_size, check_tool_messages,
+                                   check_tool_schemas, check_tools, completion_max_tokens, legacy_functions,
+                                   resolve_max_tokens, tool_constraint, tool_mode)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
@@ -116,28 +116,6 @@ def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pr
                       include_stop=bool(body.get("include_stop_str_in_output")))
 
 
-def _check_content(messages: list) -> None:
-    for i, message in enumerate(messages):
-        content = message.get("content")
-        if content is None and message["role"] not in ("assistant",):
-            raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
-                                 param=f"messages[{i}].content")
-        if message["role"] == "assistant" and content is None and not message.get("tool_calls"):
-            if not (message.get("reasoning_content") or message.get("reasoning")):
-                raise InvalidRequest(f"messages[{i}] (assistant) needs content or tool_calls",
-                                     param=f"messages[{i}].content")
-        for j, part in enumerate(content if isinstance(content, list) else []):
-            _check_part(part, f"messages[{i}].content[{j}]")
-
-
-def _check_part(part: dict, where: str) -> None:
-    if part.get("type") not in ("text", "input_text"):
-        raise Unsupported(f"{where}: only text parts are supported (got type '{part.get('type')}')",
-                          param=f"{where}.type")
-    if not isinstance(part.get("text"), str):
-        raise InvalidRequest(f"{where}: a text part needs a string 'text'", param=f"{where}.text")
-
-
 def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
     """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
     schema = response_format_schema(body.get("response_format"))
@@ -195,7 +173,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = _stream_options(body)
-    _check_content(body["messages"])
+    check_content(body["messages"])
     check_tool_messages(body["messages"])
     check_tools(body.get("tools"))
     requested, param = chat_max_tokens(body)

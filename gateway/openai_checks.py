@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.structured import check_schema, checked
 from gateway.tool_grammar import tool_call_grammar
@@ -148,3 +148,27 @@ def tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: O
     check_tool_schemas(tools)
     grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
     return checked(grammar, card, "tools")
+
+
+def check_content(messages: list) -> None:
+    """400 for a message without the content its role needs, or a content part that is not text."""
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if content is None and message["role"] not in ("assistant",):
+            raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
+                                 param=f"messages[{i}].content")
+        if message["role"] == "assistant" and content is None and not message.get("tool_calls"):
+            if not (message.get("reasoning_content") or message.get("reasoning")):
+                raise InvalidRequest(f"messages[{i}] (assistant) needs content or tool_calls",
+                                     param=f"messages[{i}].content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            check_part(part, f"messages[{i}].content[{j}]")
+
+
+def check_part(part: dict, where: str) -> None:
+    """400 unsupported for a non-text content part (images, audio); 400 for a text part without a string."""
+    if part.get("type") not in ("text", "input_text"):
+        raise Unsupported(f"{where}: only text parts are supported (got type '{part.get('type')}')",
+                          param=f"{where}.type")
+    if not isinstance(part.get("text"), str):
+        raise InvalidRequest(f"{where}: a text part needs a string 'text'", param=f"{where}.text")
