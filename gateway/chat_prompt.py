@@ -85,6 +85,19 @@ def render_template(template, messages: list, tools, add: bool, card: ModelCard,
         raise
 
 
+def check_truncate_size(body: dict, max_context_len: int, max_output: int, output_param: str) -> None:
+    """400 for truncate_prompt_tokens beyond the room a prompt has (the context less the requested output), in vLLM's
+    words (its TokenizeParams check, before tokenizing): it was accepted, and with a long prompt the request then failed
+    later with a context error. An output limit past the context is left to the context-length check."""
+    keep = body.get("truncate_prompt_tokens")
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1 or max_output > max_context_len:
+        return
+    room = max_context_len - max_output
+    if keep > room:
+        raise InvalidRequest(f"truncate_prompt_tokens={keep} cannot be greater than max_model_len - {output_param} = "
+                             f"{room}. Please request a smaller truncation size.", param="truncate_prompt_tokens")
+
+
 def truncate_prompt_tokens(body: dict, prompt_ids: list) -> list:
     """The last truncate_prompt_tokens ids of the prompt (vLLM: -1 or absent = the whole prompt)."""
     keep = body.get("truncate_prompt_tokens")

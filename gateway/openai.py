@@ -6,7 +6,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gateway.chat_prompt import render_prompt, truncate_prompt_tokens
+from gateway.chat_prompt import check_truncate_size, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.list_limits import check_list_sizes
@@ -177,6 +177,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     check_tool_messages(body["messages"])
     check_tools(body.get("tools"))
     requested, param = chat_max_tokens(body)
+    check_truncate_size(body, card.max_context_len, requested or 0, param)
     tools, force = tool_mode(body)
     schema = _response_schema(body, tools)
     constraint = tool_constraint(body, card, tools, force)
@@ -250,6 +251,9 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
         raise Unsupported("best_of other than n is not supported", param="best_of")
     echo = bool(body.get("echo"))
     requested = completion_max_tokens(body, echo)
+    # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null.
+    output = (requested or 0) if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
+    check_truncate_size(body, card.max_context_len, output, "max_tokens")
     ids_list, texts = _completion_prompts(body, card)
     # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context (as vLLM does).
     default = None if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS

@@ -20,8 +20,8 @@ async def prompt_of(client, fake, body, path=CHAT) -> tuple[str, dict]:
     return fake.tokenizer.decode(ids, skip_special_tokens=False), out
 
 
-async def error_of(client, body) -> dict:
-    response = await client.post(CHAT, data=orjson.dumps(body))
+async def error_of(client, body, path=CHAT) -> dict:
+    response = await client.post(path, data=orjson.dumps(body))
     assert response.status == 400
     return orjson.loads(await response.read())["error"]
 
@@ -119,3 +119,28 @@ async def test_truncate_prompt_tokens_zero_is_a_400(stack):
     client, _ = stack
     error = await error_of(client, {**BASE, "truncate_prompt_tokens": 0})
     assert error["param"] == "truncate_prompt_tokens" and "at least 1" in error["message"]
+
+
+NO_LIMIT = {key: value for key, value in BASE.items() if key != "max_tokens"}
+
+
+@pytest.mark.parametrize("path,body,room,param", [
+    (CHAT, {**BASE, "truncate_prompt_tokens": 2045}, 2044, "max_tokens"),
+    (CHAT, {**NO_LIMIT, "max_completion_tokens": 48, "truncate_prompt_tokens": 2001}, 2000, "max_completion_tokens"),
+    (CHAT, {**NO_LIMIT, "truncate_prompt_tokens": 2049}, 2048, "max_tokens"),
+    ("/v1/completions", {"prompt": "hi", "truncate_prompt_tokens": 2033}, 2032, "max_tokens"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": None, "truncate_prompt_tokens": 4096}, 2048, "max_tokens"),
+], ids=["chat-max-tokens", "chat-max-completion-tokens", "chat-no-limit", "completions-default-16", "completions-null"])
+async def test_truncate_prompt_tokens_past_the_room_is_vllms_400(stack, path, body, room, param):
+    client, fake = stack
+    error = await error_of(client, body, path)
+    keep = body["truncate_prompt_tokens"]
+    assert error["message"] == (f"truncate_prompt_tokens={keep} cannot be greater than max_model_len - {param} = "
+                                f"{room}. Please request a smaller truncation size.")
+    assert error["param"] == "truncate_prompt_tokens" and not fake.script.requests
+
+
+async def test_truncate_prompt_tokens_up_to_the_room_is_accepted(stack):
+    client, fake = stack
+    _, out = await prompt_of(client, fake, {**BASE, "truncate_prompt_tokens": 2044})
+    assert out["choices"][0]["finish_reason"] in ("stop", "length")
