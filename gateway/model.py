@@ -116,9 +116,16 @@ class ModelCard:
         # encode_batch releases the GIL (encode does not), so a big prompt in a pool thread leaves the loop free.
         return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
 
-    def decode(self, token_ids: Sequence[int]) -> str:
-        kept = [token_id for token_id in token_ids if token_id not in self._skip_ids]
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Ids to text. Special tokens are dropped (the reasoning and tool markup kept) unless skip_special_tokens is
+        false, which keeps every token, as transformers' decode and vLLM's /detokenize do."""
+        kept = [token_id for token_id in token_ids if not skip_special_tokens or token_id not in self._skip_ids]
         return self.tokenizer.decode(kept, skip_special_tokens=False)
+
+    def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
+        """Each id's vocabulary entry as the tokenizer stores it ("Ġworld" in a byte-level BPE), as transformers'
+        convert_ids_to_tokens gives it (vLLM's /tokenize token_strs)."""
+        return [self.tokenizer.id_to_token(token_id) or "" for token_id in token_ids]
 
     def token_text(self, token_id: int) -> str:
         """One token's text for logprobs (special tokens included, broken bytes as U+FFFD)."""

@@ -129,8 +129,11 @@ class OpenAIRoutes:
         if ("messages" in body) == ("prompt" in body):
             raise InvalidRequest("give exactly one of 'messages' or 'prompt'", param="messages")
         ids = await run_cpu(_tokenize, body, card)
-        return json_response({"tokens": ids, "count": len(ids), "max_model_len": card.max_context_len,
-                              "max_context": card.max_context_len, "model": name})
+        # vLLM's return_token_strs: the vocabulary entries of the ids; the key is always there (null unless asked).
+        strs = card.token_pieces(ids) if body.get("return_token_strs") else None
+        limit = card.max_context_len
+        return json_response({"tokens": ids, "token_strs": strs, "count": len(ids), "max_model_len": limit,
+                              "max_context": limit, "model": name})
 
     async def detokenize(self, request: web.Request) -> web.Response:
         body = await read_json(request)
@@ -140,5 +143,6 @@ class OpenAIRoutes:
             raise InvalidRequest("'tokens' must be a list of token ids", param="tokens")
         if any(t < 0 or t >= card.tokenizer_vocab_size for t in tokens):
             raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
-        return json_response({"prompt": await run_cpu(card.decode, tokens)})
+        # As vLLM (the tokenizer's decode): special tokens stay in the text.
+        return json_response({"prompt": await run_cpu(card.decode, tokens, False)})
 

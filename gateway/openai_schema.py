@@ -169,6 +169,7 @@ TOKENIZE_SCHEMA = {
         "chat_template": CHAT_SCHEMA["properties"]["chat_template"],
         "enable_thinking": _BOOL_OR_NULL,
         "chat_template_kwargs": CHAT_SCHEMA["properties"]["chat_template_kwargs"],
+        "return_token_strs": _BOOL_OR_NULL,
     },
 }
 

@@ -1,0 +1,39 @@
+"""/v1/tokenize and /v1/detokenize as vLLM answers them (fake scheduler): token_strs, special tokens kept."""
+import orjson
+
+from gateway.fake_scheduler import build_tokenizer
+
+TOKENIZER = build_tokenizer()
+TEXT = "<|im_start|>user\nHello world<|im_end|>"
+
+
+async def post_ok(client, path: str, body: dict) -> dict:
+    response = await client.post(path, data=orjson.dumps(body))
+    out = orjson.loads(await response.read())
+    assert response.status == 200, out
+    return out
+
+
+async def test_return_token_strs_gives_each_ids_vocabulary_entry(stack):
+    client, _ = stack
+    out = await post_ok(client, "/v1/tokenize", {"prompt": TEXT, "return_token_strs": True})
+    assert out["tokens"] == TOKENIZER.encode(TEXT).ids
+    # transformers' convert_ids_to_tokens: byte-level pieces as stored ("Ġworld"), special tokens by name.
+    assert out["token_strs"] == ["<|im_start|>", "user", "Ċ", "Hello", "Ġworld", "<|im_end|>"]
+    chat = await post_ok(client, "/tokenize", {"messages": [{"role": "user", "content": "hi"}],
+                                               "return_token_strs": True})
+    assert chat["token_strs"] == [TOKENIZER.id_to_token(t) for t in chat["tokens"]]
+    assert chat["token_strs"][:3] == ["<|im_start|>", "user", "Ċ"] and chat["count"] == len(chat["tokens"])
+
+
+async def test_token_strs_is_null_unless_asked(stack):
+    client, _ = stack
+    for body in ({"prompt": TEXT}, {"prompt": TEXT, "return_token_strs": False}):
+        out = await post_ok(client, "/v1/tokenize", body)
+        assert "token_strs" in out and out["token_strs"] is None
+
+
+async def test_detokenize_keeps_special_tokens_as_vllm(stack):
+    client, _ = stack
+    out = await post_ok(client, "/v1/detokenize", {"tokens": TOKENIZER.encode(TEXT).ids})
+    assert out == {"prompt": TEXT}
