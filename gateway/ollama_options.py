@@ -13,12 +13,16 @@ log = logging.getLogger("sparkinfer.gateway")
 # Load-time and resource knobs: they change how a model is placed in memory, never what it writes.
 _RESOURCE_OPTIONS = frozenset({"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv", "logits_all",
                                "vocab_only", "use_mmap", "use_mlock", "embedding_only", "num_thread", "num_keep",
-                               "penalize_newline", "mirostat_tau", "mirostat_eta"})
+                               "penalize_newline", "mirostat_tau", "mirostat_eta", "draft_num_predict"})
 # (low, high) inclusive; None = unbounded.
 _FLOAT_RANGES = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0),
                  "repeat_penalty": (0.01, 100.0), "presence_penalty": (-2.0, 2.0),
                  "frequency_penalty": (-2.0, 2.0), "typical_p": (0.0, 1.0), "tfs_z": (0.0, None)}
 _INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n", "mirostat")
+# Load-time options Ollama types as integers: checked like the others, then ignored.
+_INT_RESOURCE_OPTIONS = frozenset({"num_batch", "num_gpu", "main_gpu", "num_thread", "num_keep", "draft_num_predict"})
+# Ollama stores every integer option in a Go int (64 bits); a value outside it cannot be that option.
+_GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
 # Samplers this server does not have: accepted only at the value that turns them off.
 _OFF_VALUES = {"typical_p": 1.0, "tfs_z": 1.0, "mirostat": 0}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
@@ -34,14 +38,19 @@ class OllamaOptions:
 
 
 def _number(name: str, value: Any, integer: bool) -> Any:
+    """The option's value as a number (an int for an integer option, which must fit Ollama's Go int); else a 400."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = "an integer" if integer else "a number"
         raise InvalidRequest(f"option {name!r} must be {kind}, got {value!r}", param=f"options.{name}")
-    if integer and isinstance(value, float):
-        if not value.is_integer():
-            raise InvalidRequest(f"option {name!r} must be an integer, got {value!r}", param=f"options.{name}")
-        return int(value)
-    return value
+    if not integer:
+        return value
+    if isinstance(value, float) and not value.is_integer():
+        raise InvalidRequest(f"option {name!r} must be an integer, got {value!r}", param=f"options.{name}")
+    if not _GO_INT_MIN <= value <= _GO_INT_MAX:
+        # Go's words for a number that does not fit an int field; it was taken modulo 2^64 (a seed) or as "huge".
+        raise InvalidRequest(f"json: cannot unmarshal number {value!r} into Go struct field Options.{name} of type "
+                             f"int", param=f"options.{name}")
+    return int(value)
 
 
 def _check_range(name: str, value: float) -> None:
@@ -60,6 +69,8 @@ def _typed(options: dict) -> dict:
             # Like Ollama: an unknown option is logged and ignored (clients send extras), never a 400.
             log.warning("ignoring unknown Ollama option %r", name)
             continue
+        if value is not None and name in _INT_RESOURCE_OPTIONS:
+            _number(name, value, True)
         if value is None or name in _RESOURCE_OPTIONS:
             continue
         if name == "stop":

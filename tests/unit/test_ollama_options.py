@@ -43,7 +43,7 @@ def test_num_predict_values(card, value, expected):
     assert parse_options({"num_predict": value}, card).num_predict == expected
 
 
-@pytest.mark.parametrize("value,expected", [(2**40, 0), (1e300, 0), (-3, 0), (40, 40)], ids=str)
+@pytest.mark.parametrize("value,expected", [(2**40, 0), (2**63 - 1, 0), (1e18, 0), (-3, 0), (40, 40)], ids=str)
 def test_top_k_past_the_vocabulary_is_off(card, value, expected):
     # A top_k of 2**40 reached the scheduler's int32 field and failed the generation with a 500.
     assert parse_options({"top_k": value}, card).sampling.top_k == expected
@@ -138,3 +138,29 @@ def test_think_values(think, expected):
 def test_bad_think_value():
     with pytest.raises(InvalidRequest, match="invalid think value 'sometimes'"):
         thinking_kwargs("sometimes")
+
+
+INT_OPTIONS = ("seed", "top_k", "num_predict", "num_ctx", "repeat_last_n", "mirostat", "num_batch", "num_gpu",
+               "main_gpu", "num_thread", "num_keep", "draft_num_predict")
+
+
+# Ollama holds every integer option in a Go int: a value past 64 bits was taken modulo 2^64 (seed) or as "huge".
+@pytest.mark.parametrize("value", [2**64 + 42, 2**63, -(2**63) - 1, 1e19, -1e300], ids=str)
+@pytest.mark.parametrize("name", INT_OPTIONS)
+def test_integer_option_beyond_a_go_int_is_a_400(card, name, value):
+    with pytest.raises(InvalidRequest) as err:
+        parse_options({name: value}, card)
+    expected = f"json: cannot unmarshal number {value!r} into Go struct field Options.{name} of type int"
+    assert err.value.message == expected
+    assert err.value.param == f"options.{name}"
+
+
+def test_integer_options_at_the_go_int_bounds_are_accepted(card):
+    opts = parse_options({"seed": 2**63 - 1, "num_batch": -(2**63), "num_keep": 2**63 - 1, "top_k": -(2**63)}, card)
+    assert opts.sampling.seed == 2**63 - 1 and opts.sampling.top_k == 0
+
+
+def test_integer_load_options_are_type_checked_as_ollama_does(card):
+    with pytest.raises(InvalidRequest) as err:
+        parse_options({"num_gpu": "all"}, card)
+    assert err.value.param == "options.num_gpu"

@@ -110,3 +110,13 @@ async def test_stop_option_and_length(fake):
     answer = await (await client.post("/api/generate", json=body)).json()
     assert answer["done_reason"] == "length" and answer["eval_count"] == 2
     assert servicer.script.requests[-1].max_tokens == 2
+
+
+@pytest.mark.parametrize("path,extra", [("/api/generate", {"prompt": "Hi"}), ("/api/chat", {"messages": HI})])
+async def test_seed_past_64_bits_is_a_400_in_ollamas_shape(fake, path, extra):
+    client, servicer = fake
+    body = {"model": "fake-model", "stream": False, "options": {"seed": 2**64 + 42}, **extra}
+    response = await client.post(path, json=body)
+    assert response.status == 400 and not servicer.script.requests
+    assert await response.json() == {"error": "json: cannot unmarshal number 18446744073709551658 into Go struct "
+                                              "field Options.seed of type int"}
