@@ -50,6 +50,7 @@ class Script:
     error_details: str = ""
     abort_after: Optional[int] = None     # finish_reason "abort" after this many tokens
     max_running: Optional[int] = None     # RESOURCE_EXHAUSTED (a full queue) for a call beyond this many at once
+    top_ids: list = field(default_factory=list)  # alternatives of every token (logprobs -1, -2, ..) when asked
     requests: list = field(default_factory=list)  # GenerateRequests received
 
 
@@ -103,6 +104,9 @@ class FakeServing(pb_grpc.ServingServicer):
                                           finish_reason="length" if last else "",
                                           num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
                                           num_generated_tokens=i + 1, stop_token_id=-1)
+            if request.sampling.num_logprobs:
+                top = script.top_ids[:request.sampling.num_logprobs]
+                message.top_logprobs.add(token_ids=top, logprobs=[-1.0 - j for j in range(len(top))])
             if i == 0 and request.sampling.prompt_logprobs:
                 message.prompt_logprobs.CopyFrom(fake_prompt_logprobs(request))
             yield message

@@ -131,6 +131,17 @@ class ModelCard:
         """One token's text for logprobs (special tokens included, broken bytes as U+FFFD)."""
         return self.tokenizer.decode([token_id], skip_special_tokens=False)
 
+    def legacy_token(self, token_id: int) -> str:
+        """A token's name in legacy completions logprobs: its text, or OpenAI's "bytes:\\xe2\\x80" form when its bytes
+        are not UTF-8 on their own (part of a character): every such token's text is U+FFFD, so as keys of
+        top_logprobs they collapsed into one and alternatives were lost."""
+        raw = self.token_bytes(token_id)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "bytes:" + "".join(f"\\x{byte:02x}" for byte in raw)
+        return self.token_text(token_id)
+
     def token_bytes(self, token_id: int) -> bytes:
         """One token's raw bytes (a byte-level token may hold part of a UTF-8 character)."""
         piece = self.tokenizer.id_to_token(token_id)

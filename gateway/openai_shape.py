@@ -7,7 +7,7 @@ from typing import Optional
 from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
-from gateway.prompt_logprobs import (completion_choice_extras, echo_legacy_logprobs, prompt_only_result,
+from gateway.prompt_logprobs import (completion_choice_extras, echo_legacy_logprobs, legacy_top, prompt_only_result,
                                      vllm_prompt_logprobs)
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, TextOffsets, sse_event
 from gateway.tools import ToolCallFilter
@@ -28,9 +28,10 @@ def _chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
 
 
 def completion_logprobs(card: ModelCard, entries: list, offsets: TextOffsets) -> dict:
-    """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset (offsets: the choice's so far)."""
-    return {"tokens": [card.token_text(e.token_id) for e in entries], "token_logprobs": [e.logprob for e in entries],
-            "top_logprobs": [{card.token_text(t): lp for t, lp in e.top} for e in entries],
+    """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset (offsets: the choice's so far).
+    Tokens are named by card.legacy_token, each top_logprobs key names one token id (legacy_top)."""
+    return {"tokens": [card.legacy_token(e.token_id) for e in entries], "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [legacy_top(card, e.token_id, e.top) for e in entries],
             "text_offset": offsets.push([e.token_id for e in entries])}
 
 

@@ -54,17 +54,39 @@ def vllm_prompt_logprobs(card: ModelCard, entries: list, k: int) -> list:
     return out
 
 
+def legacy_top(card: ModelCard, chosen: int, pairs: list) -> dict:
+    """One position's legacy top_logprobs, {token name: logprob} in the order of `pairs` [(token_id, logprob)], one key
+    per token id: two ids with the same name (SentencePiece's "▁true" and "true" both read "true") no longer collapse
+    into one key. The chosen token keeps card.legacy_token (the name `tokens` gives it); another id whose name is
+    taken gets its vocabulary entry, else vLLM's "token_id:N"."""
+    names = {chosen: card.legacy_token(chosen)}
+    taken = set(names.values())
+    for token_id, _ in pairs:
+        if token_id in names:
+            continue
+        name = card.legacy_token(token_id)
+        if name in taken:
+            name = card.token_pieces([token_id])[0]
+        if name in taken:
+            name = f"token_id:{token_id}"
+        names[token_id] = name
+        taken.add(name)
+    top: dict = {}
+    for token_id, logprob in pairs:
+        # An id listed twice (the prompt token among the most likely) keeps its first place and value.
+        top.setdefault(names[token_id], logprob)
+    return top
+
+
 def echo_legacy_logprobs(card: ModelCard, prompt_ids: list, entries: list, n: int) -> dict:
     """The prompt part of completions logprobs (echo): tokens, token_logprobs and top_logprobs (null for the first
     token; else the prompt token and the n most likely), text_offset (characters) from 0."""
     tops = [None]
     for entry in entries:
-        top = {card.token_text(entry.token_id): entry.logprob}
-        for token_id, logprob in entry.top[:n]:
-            top.setdefault(card.token_text(token_id), logprob)
-        tops.append(top)
-    return {"tokens": [card.token_text(t) for t in prompt_ids], "token_logprobs": [None] + [e.logprob for e in entries],
-            "top_logprobs": tops, "text_offset": TextOffsets(card.text_bytes).push(prompt_ids)}
+        tops.append(legacy_top(card, entry.token_id, [(entry.token_id, entry.logprob)] + list(entry.top[:n])))
+    return {"tokens": [card.legacy_token(t) for t in prompt_ids],
+            "token_logprobs": [None] + [e.logprob for e in entries], "top_logprobs": tops,
+            "text_offset": TextOffsets(card.text_bytes).push(prompt_ids)}
 
 
 def join_legacy(first: dict, second: dict) -> dict:
