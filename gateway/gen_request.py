@@ -31,6 +31,7 @@ class GenRequest:
     stop_token_ids: list = field(default_factory=list)  # extra stop ids besides the model's eos
     ignore_eos: bool = False
     include_stop: bool = False           # a matched stop string is kept at the end of the output
+    skip_special_tokens: bool = True     # vLLM's: false keeps special tokens (<|im_start|>, ...) in the text
     n: int = 1
     num_logprobs: Optional[int] = None   # None: no logprobs; k >= 0: sampled token + k alternatives
     # None: no prompt logprobs; k >= 0: each prompt token's logprob and rank + the k most likely tokens there

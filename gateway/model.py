@@ -149,9 +149,9 @@ class ModelCard:
             return bytes(_BYTE_DECODER[ch] for ch in piece)
         return self.token_text(token_id).encode("utf-8")
 
-    def text_bytes(self, token_id: int) -> bytes:
+    def text_bytes(self, token_id: int, skip_special_tokens: bool = True) -> bytes:
         """The bytes the token adds to decode()'s text (none for a special token decode skips)."""
-        return b"" if token_id in self._skip_ids else self.token_bytes(token_id)
+        return b"" if skip_special_tokens and token_id in self._skip_ids else self.token_bytes(token_id)
 
     def token_id(self, text: str) -> Optional[int]:
         return self.tokenizer.token_to_id(text)

@@ -42,7 +42,7 @@ CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 # Accepted fields with no effect on the output here (or whose effect is the default).
 NO_EFFECT = frozenset({
-    "user", "metadata", "store", "service_tier", "skip_special_tokens", "spaces_between_special_tokens",
+    "user", "metadata", "store", "service_tier", "spaces_between_special_tokens",
     "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "echo", "best_of",
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "return_token_ids", "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
@@ -50,8 +50,8 @@ NO_EFFECT = frozenset({
 })
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs")
 HONOURED = frozenset({
-    *GUIDED, "include_stop_str_in_output", "add_generation_prompt", "continue_final_message", "chat_template",
-    "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs",
+    *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
+    "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.

@@ -97,6 +97,7 @@ _COMMON = {
     "user": _STR_OR_NULL,
     # vLLM extensions honoured here (guided_* and structured_outputs are checked in openai_fields).
     "include_stop_str_in_output": _BOOL_OR_NULL,
+    "skip_special_tokens": _BOOL_OR_NULL,
     "truncate_prompt_tokens": {"type": ["integer", "null"], "minimum": -1},
     "guided_choice": {"type": ["array", "null"], "items": {"type": "string"}},
     "guided_json": {"type": ["object", "string", "null"]},

@@ -27,6 +27,12 @@ def _chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
     return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in entry.top]}
 
 
+def text_offsets(plan, card: ModelCard, start: int = 0) -> TextOffsets:
+    """text_offset counting for one choice's output: its special tokens add text only with skip_special_tokens false."""
+    skip = plan.gen.skip_special_tokens
+    return TextOffsets(lambda token_id: card.text_bytes(token_id, skip), start)
+
+
 def completion_logprobs(card: ModelCard, entries: list, offsets: TextOffsets) -> dict:
     """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset (offsets: the choice's so far).
     Tokens are named by card.legacy_token, each top_logprobs key names one token id (legacy_top)."""
@@ -178,7 +184,7 @@ class CompletionFramer:
 
     def _echo(self, index: int, logprobs: Optional[dict], usage: Usage) -> bytes:
         text = self.p.echo_texts[index // self.p.gen.n]
-        self._offsets[index] = TextOffsets(self.card.text_bytes, len(text))
+        self._offsets[index] = text_offsets(self.p, self.card, len(text))
         return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": None}], usage)
 
     def _echo_with_logprobs(self, delta: Delta, usage: Usage) -> bytes:
@@ -202,7 +208,7 @@ class CompletionFramer:
         return Usage(usage.prompt_tokens, 0, usage.cached_tokens) if self.p.prompt.prompt_only else usage
 
     def _text(self, delta: Delta, usage: Usage) -> list[bytes]:
-        offsets = self._offsets.setdefault(delta.index, TextOffsets(self.card.text_bytes))
+        offsets = self._offsets.setdefault(delta.index, text_offsets(self.p, self.card))
         logprobs = (completion_logprobs(self.card, delta.logprobs, offsets)
                     if self.p.gen.num_logprobs is not None else None)
         choice = {"index": delta.index, "text": delta.content, "logprobs": logprobs,
@@ -232,7 +238,7 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
         echo = plan.echo_texts[result.index // plan.gen.n] if plan.echo_texts else ""
         if plan.prompt.prompt_only:
             result = prompt_only_result(result)
-        logprobs = (completion_logprobs(card, result.logprobs, TextOffsets(card.text_bytes, len(echo)))
+        logprobs = (completion_logprobs(card, result.logprobs, text_offsets(plan, card, len(echo)))
                     if plan.gen.num_logprobs is not None else None)
         choice = {"index": result.index, "text": echo + result.content, "logprobs": logprobs,
                   "finish_reason": result.finish_reason, "stop_reason": result.stop_reason}

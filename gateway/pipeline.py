@@ -41,7 +41,8 @@ class ChoiceOutput:
         self.index = index
         self._card = card
         self._want_logprobs = req.num_logprobs is not None
-        self._detok = IncrementalDetokenizer(card.decode)
+        skip = req.skip_special_tokens
+        self._detok = IncrementalDetokenizer(lambda token_ids: card.decode(token_ids, skip))
         self._stop = StopMatcher(req.stop)
         self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop
