@@ -51,6 +51,7 @@ class Script:
     abort_after: Optional[int] = None     # finish_reason "abort" after this many tokens
     max_running: Optional[int] = None     # RESOURCE_EXHAUSTED (a full queue) for a call beyond this many at once
     top_ids: list = field(default_factory=list)  # alternatives of every token (logprobs -1, -2, ..) when asked
+    stop_id: Optional[int] = None         # the token that ends the reply (logprob -0.25); None = the eos
     requests: list = field(default_factory=list)  # GenerateRequests received
 
 
@@ -112,8 +113,14 @@ class FakeServing(pb_grpc.ServingServicer):
             yield message
             if last:
                 return
-        yield pb.GenerateResponse(finish_reason="stop", stop_token_id=self.eos_id,
-                                  num_generated_tokens=min(len(ids), limit) + 1)
+        stop_id = self.eos_id if script.stop_id is None else script.stop_id
+        final = pb.GenerateResponse(finish_reason="stop", stop_token_id=stop_id, stop_token_logprob=-0.25,
+                                    num_generated_tokens=min(len(ids), limit) + 1)
+        if request.sampling.num_logprobs:
+            top = ([stop_id] + script.top_ids)[:request.sampling.num_logprobs]
+            final.stop_token_top_logprobs.token_ids.extend(top)
+            final.stop_token_top_logprobs.logprobs.extend([-0.25 - j for j in range(len(top))])
+        yield final
 
 
 def fake_prompt_logprobs(request) -> "pb.PromptLogprobs":

@@ -32,6 +32,9 @@ class GenRequest:
     ignore_eos: bool = False
     include_stop: bool = False           # a matched stop string is kept at the end of the output
     skip_special_tokens: bool = True     # vLLM's: false keeps special tokens (<|im_start|>, ...) in the text
+    # vLLM (/v1): the eos / stop_token_ids token that ended a choice is part of its output, so with logprobs it has its
+    # entry (its text only with include_stop, a special token's only with skip_special_tokens false as well).
+    stop_token_logprob: bool = False
     n: int = 1
     num_logprobs: Optional[int] = None   # None: no logprobs; k >= 0: sampled token + k alternatives
     # None: no prompt logprobs; k >= 0: each prompt token's logprob and rank + the k most likely tokens there

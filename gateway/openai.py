@@ -114,7 +114,7 @@ def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pr
                       sampling=sampling, stop=_stops(body), stop_token_ids=stop_ids,
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
                       include_stop=bool(body.get("include_stop_str_in_output")),
-                      skip_special_tokens=body.get("skip_special_tokens") is not False)
+                      skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True)
 
 
 def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:

@@ -136,7 +136,9 @@ class ChatFramer:
             body.update(reasoning_content=reasoning, reasoning=reasoning)
         if content:
             body["content"] = content
-        if body or delta.logprobs and self.p.gen.num_logprobs is not None:
+        # Logprobs with no text (the eos that ended the choice) ride on the finish chunk, as in vLLM's last chunk.
+        on_finish = bool(finish) and not body and not calls and self.p.gen.num_logprobs is not None
+        if body or delta.logprobs and self.p.gen.num_logprobs is not None and not on_finish:
             frames.append(self._chunk([{"index": delta.index, "delta": body,
                                         "logprobs": self.s.logprobs(delta.logprobs), "finish_reason": None}], usage))
         if calls:
@@ -144,7 +146,8 @@ class ChatFramer:
             frames.append(self._chunk([{"index": delta.index, "delta": {"tool_calls": tool_calls},
                                         "logprobs": None, "finish_reason": None}], usage))
         if finish:
-            frames.append(self._chunk([{"index": delta.index, "delta": {}, "logprobs": None,
+            logprobs = self.s.logprobs(delta.logprobs) if on_finish and delta.logprobs else None
+            frames.append(self._chunk([{"index": delta.index, "delta": {}, "logprobs": logprobs,
                                         "finish_reason": finish, "stop_reason": delta.stop_reason}], usage))
         return frames
 

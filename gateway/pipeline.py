@@ -46,6 +46,7 @@ class ChoiceOutput:
         self._stop = StopMatcher(req.stop)
         self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop
+        self._stop_token_logprob = req.stop_token_logprob
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
         self._pending_logprobs: list = []
         self._pending_prompt: Optional[list] = None
@@ -53,15 +54,14 @@ class ChoiceOutput:
         self._num_tokens = 0
 
     def push(self, message, finish: Optional[str]) -> Optional[Delta]:
-        if self._want_logprobs:
-            self._pending_logprobs.extend(_logprobs(message))
+        token_ids = self._take_tokens(message, finish)
         if message.HasField("prompt_logprobs"):
             self._pending_prompt = prompt_entries(message.prompt_logprobs)
-        self._num_tokens += len(message.token_ids)
+        self._num_tokens += len(token_ids)
         # Like vLLM, stop strings apply only from the min_tokens-th generated token on (a stop string that began
         # before it still counts when it ends after it).
         armed = self._num_tokens >= self._min_tokens
-        text = self._stop.push(self._detok.push(message.token_ids), armed)
+        text = self._stop.push(self._detok.push(token_ids), armed)
         if self._stop.matched is not None:
             finish = "stop"
         elif finish:
@@ -79,6 +79,22 @@ class ChoiceOutput:
                       prompt_logprobs=self._pending_prompt)
         self._pending_logprobs, self._pending_prompt = [], None
         return delta
+
+    def _take_tokens(self, message, finish: Optional[str]) -> list:
+        """The message's ids to render, its logprobs queued. The eos / stop token that ended the choice (not in
+        token_ids) is part of the output as in vLLM: it gets its logprob entry (stop_token_logprob), and is rendered
+        only with include_stop (a special token then only shows with skip_special_tokens false)."""
+        token_ids = list(message.token_ids)
+        stop_id = message.stop_token_id if finish == "stop" else -1
+        if self._want_logprobs:
+            self._pending_logprobs.extend(_logprobs(message))
+            if stop_id >= 0 and self._stop_token_logprob:
+                top = message.stop_token_top_logprobs
+                self._pending_logprobs.append(TokenLogprob(stop_id, message.stop_token_logprob,
+                                                           list(zip(top.token_ids, top.logprobs))))
+        if stop_id >= 0 and self._include_stop:
+            token_ids.append(stop_id)
+        return token_ids
 
     def _stop_reason(self, message, finish: Optional[str]) -> Optional[Union[str, int]]:
         if self._stop.matched is not None:

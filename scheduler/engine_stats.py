@@ -19,6 +19,10 @@ class RequestTimer:
                                    num_generated_tokens=len(req.output_token_ids))
         if out.finish_reason:
             resp.stop_token_id = out.stop_token_id
+        if out.stop_token_id >= 0:
+            resp.stop_token_logprob = out.stop_token_logprob
+            if out.stop_top_logprobs is not None:
+                resp.stop_token_top_logprobs.CopyFrom(out.stop_top_logprobs)
         if out.prompt_logprobs is not None:
             resp.prompt_logprobs.CopyFrom(out.prompt_logprobs)
         now = req.last_token_ns

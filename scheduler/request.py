@@ -84,6 +84,16 @@ class RequestOutput:
     top_logprobs: list = field(default_factory=list)  # pb.TopLogprobs per token
     finish_reason: str = ""               # "", "stop", "length", "abort"
     stop_token_id: int = -1
+    stop_token_logprob: float = 0.0       # with stop_token_id >= 0: its natural-log probability
+    stop_top_logprobs: object = None      # with stop_token_id >= 0 and num_logprobs > 0: pb.TopLogprobs at its position
     error: str = ""                       # non-empty: the request failed (worker error)
     invalid: bool = False                 # the failure is the request's own (INVALID_ARGUMENT), not the step's
     prompt_logprobs: object = None        # pb.PromptLogprobs of the whole prompt, on the first output only
+
+    def stop_on(self, token_id: int, logprob: float, top) -> "RequestOutput":
+        """This output as the request's end on an eos / stop token: the token is not part of the text, but it was
+        generated, so its logprob (and its position's top tokens, `top`, when asked) go back with the finish, as vLLM
+        returns them."""
+        self.finish_reason, self.stop_token_id = "stop", token_id
+        self.stop_token_logprob, self.stop_top_logprobs = logprob, top
+        return self

@@ -260,14 +260,13 @@ class Scheduler:
         may_stop = len(req.output_token_ids) >= req.min_tokens
         req.output_token_ids.append(token_id)
         out = RequestOutput(req.req_id, prompt_logprobs=take_prompt_logprobs(req))
+        top = top if req.sampling.num_logprobs else None
         if may_stop and (token_id in req.stop_token_ids or token_id in req.eos_token_ids):
             self.running.remove(req)
             self._finish(req, "stop", token_id)
-            out.finish_reason, out.stop_token_id = "stop", token_id
-            return out
-        out.token_ids.append(token_id)
-        out.logprobs.append(logprob)
-        if top is not None and req.sampling.num_logprobs:
+            return out.stop_on(token_id, logprob, top)
+        out.token_ids, out.logprobs = [token_id], [logprob]
+        if top is not None:
             out.top_logprobs.append(top)
         num_output = len(req.output_token_ids)
         if (req.max_tokens and num_output >= req.max_tokens) or req.num_tokens >= self.max_context_len:

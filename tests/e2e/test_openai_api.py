@@ -93,12 +93,14 @@ def test_completions_and_usage_equal_token_counts(client, http):
     choice = result.choices[0]
     num_prompt = http.post("/v1/tokenize", json={"prompt": prompt}).json()["count"]
     assert result.object == "text_completion" and result.usage.prompt_tokens == num_prompt
-    num_text_tokens = len(choice.logprobs.tokens)
-    extra = 1 if choice.finish_reason == "stop" else 0   # the eos token is counted, never shown
-    assert result.usage.completion_tokens == num_text_tokens + extra
+    # As vLLM, the eos that ended it is counted and has its logprobs entry, but is not in the text.
+    assert result.usage.completion_tokens == len(choice.logprobs.tokens)
     if choice.finish_reason == "length":
         assert result.usage.completion_tokens == 12
-    joined = b"".join(token_bytes(name) for name in choice.logprobs.tokens).decode("utf-8", "replace")
+    else:
+        assert choice.logprobs.tokens[-1] in ("<|im_end|>", "<|endoftext|>")
+    text_tokens = choice.logprobs.tokens[:-1] if choice.finish_reason == "stop" else choice.logprobs.tokens
+    joined = b"".join(token_bytes(name) for name in text_tokens).decode("utf-8", "replace")
     assert joined.replace("\ufffd", "") == choice.text.replace("\ufffd", "")
 
 
@@ -253,6 +255,27 @@ def test_sampling_fields_reach_the_sampler(client, http):
                                           frequency_penalty=1.0, top_p=0.9, user="me",
                                           extra_body={"top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1})
     assert penalized.usage.completion_tokens >= 1
+
+
+def test_the_stop_token_is_in_logprobs_and_in_the_text_only_on_request(http):
+    """A stop_token_ids token forced by logit_bias ends the request at once: as vLLM, it is counted, has its logprobs
+    entry (through scheduler and wire), and is in the text only with include_stop_str_in_output."""
+    token_id = http.post("/v1/tokenize", json={"prompt": " fox"}).json()["tokens"][-1]
+    body = {"model": "tiny", "prompt": "Hi", "max_tokens": 5, "temperature": 0, "logprobs": 1,
+            "logit_bias": {str(token_id): 100}, "stop_token_ids": [token_id]}
+    out = http.post("/v1/completions", json=body).json()
+    choice = out["choices"][0]
+    assert (choice["text"], choice["finish_reason"], choice["stop_reason"]) == ("", "stop", token_id)
+    assert choice["logprobs"]["tokens"] == [" fox"] and len(choice["logprobs"]["top_logprobs"][0]) == 1
+    assert choice["logprobs"]["token_logprobs"][0] <= 0 and out["usage"]["completion_tokens"] == 1
+    kept = http.post("/v1/completions", json={**body, "include_stop_str_in_output": True}).json()["choices"][0]
+    assert kept["text"] == " fox" and kept["logprobs"]["tokens"] == [" fox"]
+    chat = {"model": "tiny", "messages": HELLO, "max_tokens": 5, "temperature": 0, "logprobs": True, "stream": True,
+            "logit_bias": {str(token_id): 100}, "stop_token_ids": [token_id], **NO_THINK}
+    events = [e for e in sse_payloads(http.post("/v1/chat/completions", json=chat).content) if e != "[DONE]"]
+    finish = events[-1]["choices"][0]
+    assert finish["finish_reason"] == "stop" and [e["token"] for e in finish["logprobs"]["content"]] == [" fox"]
+    assert not any(e["choices"][0]["delta"].get("content") for e in events)
 
 
 def test_assistant_turn_sent_back_with_reasoning_and_tools_is_accepted(client):

@@ -262,12 +262,15 @@ async def test_logprobs_shapes(stack):
     status, raw, _ = await post(client, "/v1/chat/completions", {"messages": USER, "logprobs": True,
                                                                  "enable_thinking": False})
     content = orjson.loads(raw)["choices"][0]["logprobs"]["content"]
-    assert status == 200 and "".join(e["token"] for e in content) == "Hello world"
+    assert status == 200 and "".join(e["token"] for e in content[:-1]) == "Hello world"
     assert content[0]["logprob"] == -0.5 and content[0]["top_logprobs"] == []
     assert bytes(content[0]["bytes"]).decode() == content[0]["token"]
+    # The eos that ended it has its entry too (vLLM), though not in the text.
+    assert content[-1] == {"token": "<|im_end|>", "logprob": -0.25, "bytes": list(b"<|im_end|>"), "top_logprobs": []}
     status, raw, _ = await post(client, "/v1/completions", {"prompt": "hi", "logprobs": 0})
     logprobs = orjson.loads(raw)["choices"][0]["logprobs"]
-    assert "".join(logprobs["tokens"]) == "Hello world" and logprobs["text_offset"][0] == 0
+    assert "".join(logprobs["tokens"][:-1]) == "Hello world" and logprobs["text_offset"][0] == 0
+    assert (logprobs["tokens"][-1], logprobs["token_logprobs"][-1]) == ("<|im_end|>", -0.25)
 
 
 @pytest.mark.parametrize("path,data,status,code", [

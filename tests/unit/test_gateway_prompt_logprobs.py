@@ -118,6 +118,8 @@ async def test_text_offset_indexes_the_text_where_characters_span_tokens(stack, 
         expected = _expected_offsets(fake.tokenizer, prompt_ids) + expected
     logprobs = whole["choices"][0]["logprobs"]
     assert status == 200 and whole["choices"][0]["text"] == ("café 日本" if echo else "") + fake.script.reply
+    # The eos that ended the choice (its logprob entry, vLLM) begins where the text ends.
+    expected.append(len(whole["choices"][0]["text"]))
     assert logprobs["text_offset"] == expected
     streamed = [offset for event in await stream(client, body) if event["choices"] and event["choices"][0]["logprobs"]
                 for offset in event["choices"][0]["logprobs"]["text_offset"]]
