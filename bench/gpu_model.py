@@ -7,7 +7,8 @@ and as a CUDA-graph replay (CUDA events, median), tokens/s = C / step, the bytes
 incl. the LM head, GDN recurrent + conv state read and written, KV read), the roofline = bytes / copy bandwidth
 measured in the same run, and the fraction reached. Variants (VARIANTS): "before" = GEMM for M > 32 rows and torch
 norms; "+gemv" = 32 < M <= 128 rows as 32-row GEMV chunks (worker/layers/linear.py); "+gemv+norms" = also the fused
-norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state. CSV to $OUT when set.
+norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state (GPU_MODEL_STATE=bfloat16:
+bf16). CSV to $OUT when set.
 Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it).
 """
 import csv
@@ -36,6 +37,8 @@ VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
             ("+gemv+norms", True, True, ("graph",), (48, 64)))
 CTX = 256
 PROFILE_TOP = int(os.environ.get("GPU_MODEL_PROFILE_TOP", "6"))  # kernels listed per profiled step
+# GDN recurrent state dtype of the sweeps and profiles (GPU_MODEL_STATE=bfloat16: the worker's bf16 option)
+STATE_DTYPE = getattr(torch, os.environ.get("GPU_MODEL_STATE", "float32"))
 BLOCK = 16
 T0 = time.time()
 LAYERS = int(os.environ.get("GPU_MODEL_LAYERS", "64"))
@@ -246,7 +249,8 @@ def write_outputs(rows: list, bandwidth: float) -> None:
 
 
 def print_table(rows: list, bandwidth: float) -> None:
-    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {LAYERS} layers, ctx {CTX}, f32 GDN state")
+    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {LAYERS} layers, ctx {CTX}, "
+          f"{str(STATE_DTYPE).split('.')[-1]} GDN state")
     print(f"{'variant':>16} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
           f"{'graph ms':>9} {'tok/s':>8} {'%roof':>6}")
     for r in rows:
@@ -274,14 +278,14 @@ def main() -> int:
     rows = []
     for label, norms, chunked, modes, batches in VARIANTS:
         set_variant(norms, chunked)
-        rows += sweep(model, config, weight_bytes, bandwidth, torch.float32, modes, budget, batches, " " + label)
+        rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches, " " + label)
     set_variant(True, False)
     for num_rows in (1, 64):
         if time.time() - T0 < budget + 10:
             ms = guarded(lambda: time_runner(model, config, num_rows), f"runner C={num_rows}")
             print(f"  serving graph runner (+gemv+norms) C={num_rows}: {ms:.2f} ms per step", flush=True)
     if time.time() - T0 < budget + 20:
-        cache = make_cache(config, torch.float32)
+        cache = make_cache(config, STATE_DTYPE)
         for num_rows in (1, 64):
             guarded(lambda: profile_step(model, cache, num_rows), f"profile C={num_rows} (+gemv+norms)")
         del cache
