@@ -118,7 +118,8 @@ def check_sizes(body: Any, ctx: int) -> None:
     # Every message renders to at least one token, so more messages than the context cannot fit.
     if isinstance(messages, list) and len(messages) >= ctx:
         raise ContextLengthExceeded(f"prompt is too long: at least {len(messages)} tokens ({len(messages)} "
-                                    f"messages) > {ctx} maximum", param="messages")
+                                    f"messages) > {ctx} maximum",
+                                    param="messages").counts(ctx, len(messages), at_least=True)
 
 
 def validate(body: Any, schema: dict) -> dict:

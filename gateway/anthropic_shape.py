@@ -13,7 +13,7 @@ import orjson
 from aiohttp import web
 
 from gateway.engine import Delta, Usage
-from gateway.errors import ApiError, Overloaded
+from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
 from gateway.openai import Plan
 from gateway.openai_shape import SSE_HEADERS, ChatShaper
@@ -29,11 +29,23 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
 OVERLOADED_STATUS = 529
 
 
+def _message(error: ApiError) -> str:
+    """The error's message; a context overflow with known counts in Anthropic's words, which clients parse (Claude
+    Code retries with a smaller max_tokens from the first form and compacts the conversation on the second)."""
+    if not isinstance(error, ContextLengthExceeded) or error.ctx is None:
+        return error.message
+    if error.num_output is not None:
+        return (f"input length and `max_tokens` exceed context limit: {error.num_prompt} + {error.num_output} > "
+                f"{error.ctx}, decrease input length or `max_tokens` and try again")
+    lower_bound = " (a lower bound, counted before tokenizing)" if error.at_least else ""
+    return f"prompt is too long: {error.num_prompt} tokens > {error.ctx} maximum{lower_bound}"
+
+
 def error_status_and_body(error: ApiError) -> tuple[int, dict]:
     """(HTTP status, Anthropic error body) for a typed error."""
     status = OVERLOADED_STATUS if isinstance(error, Overloaded) else error.status
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-    return status, {"type": "error", "error": {"type": kind, "message": error.message},
+    return status, {"type": "error", "error": {"type": kind, "message": _message(error)},
                     "request_id": f"req_{secrets.token_hex(12)}"}
 
 

@@ -43,8 +43,18 @@ class Unsupported(InvalidRequest):
 
 
 class ContextLengthExceeded(InvalidRequest):
-    """400: prompt + max_tokens do not fit the model's context window."""
+    """400: prompt + max_tokens do not fit the model's context window. The counts, when known, let another API word
+    it its own way (num_prompt a lower bound when at_least; num_output the explicit limit that did not fit)."""
     code = "context_length_exceeded"
+    ctx: Optional[int] = None
+    num_prompt: Optional[int] = None
+    num_output: Optional[int] = None
+    at_least = False
+
+    def counts(self, ctx: int, num_prompt: int, num_output: Optional[int] = None,
+               at_least: bool = False) -> "ContextLengthExceeded":
+        self.ctx, self.num_prompt, self.num_output, self.at_least = ctx, num_prompt, num_output, at_least
+        return self
 
 
 class Unauthorized(ApiError):

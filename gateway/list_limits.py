@@ -25,7 +25,8 @@ def _at_most(body: dict, name: str, limit: int) -> None:
 def _overflow(num_tokens: int, ctx: int, param: str, at_least: str = "") -> ContextLengthExceeded:
     return ContextLengthExceeded(
         f"This model's maximum context length is {ctx} tokens. However, your prompt contains {at_least}{num_tokens} "
-        f"tokens, which leaves no room for a completion. Please reduce the length of the prompt.", param=param)
+        f"tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
+        param=param).counts(ctx, num_tokens, at_least=bool(at_least))
 
 
 def _check_prompt(prompt: Any, ctx: int) -> None:

@@ -23,7 +23,7 @@ def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {ctx} tokens. However, your prompt contains at least "
             f"{at_least} tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
-            param=param)
+            param=param).counts(ctx, at_least, at_least=True)
 
 
 def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
@@ -34,7 +34,7 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
         raise ContextLengthExceeded(
             f"This model's maximum context length is {ctx} tokens. However, your prompt contains "
             f"{num_prompt} tokens, which leaves no room for a completion. Please reduce the length "
-            f"of the prompt.", param=prompt_param)
+            f"of the prompt.", param=prompt_param).counts(ctx, num_prompt)
     room = ctx - num_prompt
     if requested is None:
         return room if default is None else min(default, room)
@@ -42,7 +42,8 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
         raise ContextLengthExceeded(
             f"This model's maximum context length is {ctx} tokens. However, you requested "
             f"{num_prompt + requested} tokens ({num_prompt} in the prompt, {requested} in the completion). "
-            f"Please reduce the length of the prompt or of {param} (at most {room} here).", param=param)
+            f"Please reduce the length of the prompt or of {param} (at most {room} here).",
+            param=param).counts(ctx, num_prompt, requested)
     return requested
 
 

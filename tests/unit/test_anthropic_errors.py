@@ -34,7 +34,7 @@ def without(*names: str) -> dict:
     (without("max_tokens"), 400, BAD_MESSAGES, "max_tokens: Field required"),
     (without("model"), 400, BAD_MESSAGES, "model: Field required"),
     ({**BASE, "max_tokens": 0}, 400, BAD_MESSAGES, "max_tokens: 0 is less than the minimum of 1"),
-    ({**BASE, "max_tokens": 5000}, 400, BAD_MESSAGES, "maximum context length is 2048 tokens"),
+    ({**BASE, "max_tokens": 5000}, 400, BAD_MESSAGES, "input length and `max_tokens` exceed context limit: "),
     ({**BASE, "model": "claude-sonnet-4-5"}, 404, "not_found_error", "The model 'claude-sonnet-4-5' does not exist"),
     ({**BASE, "messages": []}, 400, BAD_MESSAGES, "messages: [] should be non-empty"),
     ({**BASE, "messages": [{"role": "system", "content": "x"}]}, 400, BAD_MESSAGES, "messages.0.role: 'system' is not"),
