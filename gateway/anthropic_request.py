@@ -7,11 +7,12 @@ with text is continued (Anthropic's prefill). Images and documents are refused: 
 """
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
-from gateway.errors import InvalidRequest, Unsupported
+from gateway.errors import ApiError, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai import Plan, parse_chat
 from gateway.tools import dump_arguments
@@ -19,6 +20,14 @@ from gateway.tools import dump_arguments
 _TEXT_ONLY = "this model reads text only"
 _TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+# The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not the
+# Anthropic message's (the system prompt and each tool_result are chat messages too), so only "messages" is named.
+_RENAMES = [(re.compile(r"\btools\[(\d+)\]\.function\.parameters\b"), r"tools.\1.input_schema"),
+            (re.compile(r"\btools\[(\d+)\](\.function)?"), r"tools.\1"),
+            (re.compile(r"\bmessages\[\d+\](\.[\w.\[\]]*)?"), "messages"),
+            (re.compile(r"\bresponse_format\.json_schema\.schema\b"), "output_config.format.schema"),
+            (re.compile(r"\bresponse_format(\.json_schema)?\b"), "output_config.format"),
+            (re.compile(r"\breasoning_effort\b"), "output_config.effort")]
 
 
 def _refuse_block(kind: str, where: str) -> None:
@@ -208,9 +217,20 @@ def to_chat_body(body: Any, ctx: int, count: bool = False) -> dict:
     return chat
 
 
+def _parse_chat(chat: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool) -> Plan:
+    """The chat route's Plan; its errors name this API's fields (tools.0.input_schema, not tools[0].function...)."""
+    try:
+        return parse_chat(chat, card, served_name, exclude_tools_when_none)
+    except ApiError as exc:
+        for pattern, name in _RENAMES:
+            exc.message = pattern.sub(name, exc.message)
+            exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+        raise exc from None
+
+
 def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> Plan:
     """Validates a /v1/messages body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
-    plan = parse_chat(to_chat_body(body, card.max_context_len), card, served_name, exclude_tools_when_none)
+    plan = _parse_chat(to_chat_body(body, card.max_context_len), card, served_name, exclude_tools_when_none)
     plan.gen.req_id = f"msg_{secrets.token_hex(12)}"
     return plan
 
@@ -218,4 +238,4 @@ def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_w
 def count_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
     """The input tokens /v1/messages would count for this body's prompt (the same rendering, to the token)."""
     chat = to_chat_body(body, card.max_context_len, count=True)
-    return len(parse_chat(chat, card, served_name, exclude_tools_when_none).gen.prompt_ids)
+    return len(_parse_chat(chat, card, served_name, exclude_tools_when_none).gen.prompt_ids)

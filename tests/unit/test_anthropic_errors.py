@@ -64,12 +64,15 @@ def without(*names: str) -> dict:
      "tool_choice names the function 'other', which is not in tools"),
     ({**BASE, "thinking": {"type": "enabled"}}, 400, BAD_MESSAGES, "thinking.budget_tokens: Field required"),
     ({**BASE, "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "not": {}}}}}, 400,
-     BAD_MESSAGES, "cannot be enforced"),
+     BAD_MESSAGES, "output_config.format cannot be enforced"),
+    ({**BASE, "tools": [TOOL, TOOL]}, 400, BAD_MESSAGES, "tools.1.name 'get_weather' is offered twice"),
+    ({**BASE, "tools": [{**TOOL, "input_schema": {"type": "object", "required": ["city"]}}],
+      "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "tools.0.input_schema: required parameter 'city' has no"),
 ], ids=["no max_tokens", "no model", "max_tokens 0", "past the context", "unknown model", "no messages",
         "system role", "image", "document", "image in tool_result", "empty turn", "prefill whitespace",
         "tool_use from the user", "temperature", "17 stop sequences", "system image", "server tool", "no input_schema",
         "bad tool name", "any without tools", "tool without name", "unknown tool", "thinking without budget",
-        "unenforceable format"])
+        "unenforceable format", "tool offered twice", "unenforceable input_schema"])
 async def test_bad_request(stack, body, status, kind, fragment):
     client, fake = stack
     await expect_error(await client.post("/v1/messages", json=body), status, kind, fragment)
