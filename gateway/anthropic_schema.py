@@ -123,10 +123,12 @@ def check_sizes(body: Any, ctx: int) -> None:
 
 
 def validate(body: Any, schema: dict) -> dict:
-    """body (integral floats made ints) when it matches schema, else a 400 naming the first bad field; unknown
-    fields are logged once and ignored (vLLM and Ollama ignore them too)."""
+    """body (integral floats made ints, null optional fields dropped) when it matches schema, else a 400 naming the
+    first bad field; unknown fields are logged once and ignored (vLLM and Ollama ignore them too)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
+    # An optional field sent as null is absent, as vLLM's (pydantic Optional) and Ollama's (Go pointer) layers read it.
+    body = {name: value for name, value in body.items() if value is not None or name in schema["required"]}
     error = next(iter(sorted(_VALIDATORS[id(schema)].iter_errors(body), key=lambda e: list(e.path))), None)
     if error is not None:
         where = _where(error.path)

@@ -115,6 +115,19 @@ async def test_prompt_is_the_chat_prompt(stack, anthropic, chat):
     assert ids == await chat_prompt(client, fake, chat)
 
 
+async def test_null_optional_fields_are_absent(stack):
+    """As vLLM's and Ollama's layers read them (clients that build bodies from None defaults send them)."""
+    client, fake = stack
+    nulls = dict.fromkeys(("system", "tools", "tool_choice", "stop_sequences", "temperature", "top_p", "top_k",
+                           "output_config", "stream", "metadata"))
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        response = await client.post(path, json={**BASE, **nulls})
+        assert response.status == 200, await response.text()
+    assert (await response.json())["input_tokens"] == len(fake.script.requests[-1].prompt_token_ids)
+    assert list(fake.script.requests[-1].prompt_token_ids) == await chat_prompt(
+        client, fake, {"messages": USER, "enable_thinking": False})
+
+
 async def test_thinking_on_and_off_in_the_prompt(stack):
     client, fake = stack
     await client.post("/v1/messages", json={**BASE, "thinking": ON})
