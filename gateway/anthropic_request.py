@@ -12,7 +12,7 @@ import secrets
 from typing import Any
 
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
-from gateway.errors import ApiError, InvalidRequest, Unsupported
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai import Plan, parse_chat
 from gateway.tools import dump_arguments
@@ -236,6 +236,15 @@ def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_w
 
 
 def count_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
-    """The input tokens /v1/messages would count for this body's prompt (the same rendering, to the token)."""
+    """The input tokens /v1/messages would count for this body's prompt (the same rendering, to the token).
+
+    A tokenized prompt past the context is counted, as Anthropic counts it: clients ask precisely to learn that it
+    no longer fits. One refused for its size before tokenizing (a lower bound only) stays a 400, which spares the
+    gateway tokenizing up to 32 MiB of text for a count that can only say "too long"."""
     chat = to_chat_body(body, card.max_context_len, count=True)
-    return len(_parse_chat(chat, card, served_name, exclude_tools_when_none).gen.prompt_ids)
+    try:
+        return len(_parse_chat(chat, card, served_name, exclude_tools_when_none).gen.prompt_ids)
+    except ContextLengthExceeded as exc:
+        if exc.num_prompt is None or exc.at_least:
+            raise
+        return exc.num_prompt
