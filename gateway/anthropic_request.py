@@ -1,9 +1,10 @@
 """Gateway process: Anthropic /v1/messages bodies -> the /v1 chat body -> the same validated Plan (one generation path).
 
-As vLLM's and Ollama's Anthropic layers do, the request becomes a chat request: `system` the system message, content
-blocks the chat parts (tool_use an assistant tool call, tool_result a tool message, thinking the reasoning of an
-earlier turn), `tools` / `tool_choice` OpenAI's, `thinking` the template's enable_thinking. A final assistant message
-with text is continued (Anthropic's prefill). Images and documents are refused: this model reads text only.
+As vLLM's and Ollama's Anthropic layers do, the request becomes a chat request: `system` and any system-role messages
+in `messages` the one system message, content blocks the chat parts (tool_use an assistant tool call, tool_result a
+tool message, thinking the reasoning of an earlier turn), `tools` / `tool_choice` OpenAI's, `thinking` the template's
+enable_thinking. A final assistant message with text is continued (Anthropic's prefill). Images and documents are
+refused: this model reads text only.
 """
 from __future__ import annotations
 
@@ -42,16 +43,24 @@ def _text(block: dict, where: str) -> str:
     return block["text"]
 
 
-def _system(system: Any) -> list:
-    """The system message (text blocks joined, as vLLM and Ollama join them); none for an empty system."""
-    if isinstance(system, list):
-        parts = []
-        for i, block in enumerate(system):
-            if block["type"] != "text":
-                _refuse_block(block["type"], f"system.{i}")
-            parts.append(_text(block, f"system.{i}"))
-        system = "".join(parts)
-    return [{"role": "system", "content": system}] if system else []
+def _system_text(system: Any, where: str) -> str:
+    """A system prompt's text: a string, or its text blocks joined (as vLLM and Ollama join them)."""
+    if not isinstance(system, list):
+        return system or ""
+    parts = []
+    for i, block in enumerate(system):
+        if block["type"] != "text":
+            _refuse_block(block["type"], f"{where}.{i}")
+        parts.append(_text(block, f"{where}.{i}"))
+    return "".join(parts)
+
+
+def _system(system: Any, inline: list) -> list:
+    """The one leading system message: the top-level system, then the system-role messages of `messages` (Claude
+    Code since 2.1.154 sends some there, which Anthropic accepts); none when all are empty. They are merged, as
+    vLLM merges them, because chat templates take a system message only at the start."""
+    text = "\n\n".join(part for part in [_system_text(system, "system"), *inline] if part)
+    return [{"role": "system", "content": text}] if text else []
 
 
 def _tool_result(block: dict, where: str) -> dict:
@@ -129,11 +138,15 @@ def _assistant(content: list, where: str) -> list:
     return [message] if (texts or calls or any(thinking)) else []
 
 
-def _messages(messages: list) -> tuple[list, bool]:
-    """(chat messages, whether the last one is an assistant prefill to continue)."""
-    out: list = []
+def _messages(messages: list) -> tuple[list, bool, list]:
+    """(chat messages, whether the last one is an assistant prefill to continue, the system-role messages' texts)."""
+    out, inline = [], []
+    final_index = max((i for i, message in enumerate(messages) if message["role"] != "system"), default=-1)
     for i, message in enumerate(messages):
-        content, last = message["content"], i == len(messages) - 1
+        content, last = message["content"], i == final_index
+        if message["role"] == "system":
+            inline.append(_system_text(content, f"messages.{i}.content"))
+            continue
         # Empty text blocks are skipped (as vLLM does); a turn left with nothing is refused as Anthropic does.
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -143,13 +156,15 @@ def _messages(messages: list) -> tuple[list, bool]:
                                  f"final assistant message", param=f"messages.{i}.content")
         out += turn
     final = out[-1] if out else None
-    prefill = bool(final and messages[-1]["role"] == "assistant" and final["role"] == "assistant"
+    prefill = bool(final and messages[final_index]["role"] == "assistant" and final["role"] == "assistant"
                    and final["content"] and not final.get("tool_calls"))
     if prefill and _ends_in_space(final["content"]):
         # Anthropic's rule; the template trims the turn, so the text to continue would not be the prompt's end.
         raise InvalidRequest("messages: final assistant content cannot end with trailing whitespace",
-                             param=f"messages.{len(messages) - 1}.content")
-    return out, prefill
+                             param=f"messages.{final_index}.content")
+    if not out:
+        raise InvalidRequest("messages: at least one user or assistant message is required", param="messages")
+    return out, prefill, inline
 
 
 def _ends_in_space(content) -> bool:
@@ -205,8 +220,8 @@ def to_chat_body(body: Any, ctx: int, count: bool = False) -> dict:
     """The /v1 chat body a Messages (count: count_tokens) body asks for; 400 for what Anthropic would refuse."""
     check_sizes(body, ctx)
     body = validate(body, COUNT_SCHEMA if count else MESSAGES_SCHEMA)
-    messages, prefill = _messages(body["messages"])
-    chat = {"model": body["model"], "messages": _system(body.get("system")) + messages, **_tools(body),
+    messages, prefill, inline = _messages(body["messages"])
+    chat = {"model": body["model"], "messages": _system(body.get("system"), inline) + messages, **_tools(body),
             **_reasoning(body)}
     if prefill:
         chat["continue_final_message"] = True

@@ -22,7 +22,7 @@ _CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]}
 _MESSAGE = {
     "type": "object",
     "required": ["role", "content"],
-    "properties": {"role": {"enum": ["user", "assistant"]}, "content": _CONTENT},
+    "properties": {"role": {"enum": ["user", "assistant", "system"]}, "content": _CONTENT},
 }
 
 _TOOL = {

@@ -105,7 +105,17 @@ async def chat_prompt(client, fake, chat: dict) -> list:
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": ""},
                                                 {"type": "text", "text": " there"}]}]},
      {"messages": [{"role": "user", "content": "Hi there"}], "enable_thinking": False}),
-], ids=["system blocks", "thinking on", "adaptive max effort", "thinking absent", "prefill", "text blocks"])
+    # Claude Code (since 2.1.154) sends system-role messages inside messages, also after the last user turn.
+    ({"system": [{"type": "text", "text": "Be brief."}], "messages": [
+        {"role": "system", "content": "Agents: none."}, *USER,
+        {"role": "system", "content": [{"type": "text", "text": "Skills: "}, {"type": "text", "text": "none."}]}]},
+     {"messages": [{"role": "system", "content": "Be brief.\n\nAgents: none.\n\nSkills: none."}, *USER],
+      "enable_thinking": False}),
+    ({"messages": [*USER, {"role": "assistant", "content": "Sure,"}, {"role": "system", "content": "Be brief."}]},
+     {"messages": [{"role": "system", "content": "Be brief."}, *USER, {"role": "assistant", "content": "Sure,"}],
+      "continue_final_message": True, "enable_thinking": False}),
+], ids=["system blocks", "thinking on", "adaptive max effort", "thinking absent", "prefill", "text blocks",
+        "system messages", "prefill before a system message"])
 async def test_prompt_is_the_chat_prompt(stack, anthropic, chat):
     client, fake = stack
     body = {key: value for key, value in {**BASE, **anthropic}.items() if value is not None}
