@@ -21,6 +21,8 @@ from gateway.tools import dump_arguments
 _TEXT_ONLY = "this model reads text only"
 _TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+# Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.x.abc; cc_entrypoint=cli; cch=1a2b3;".
+_BILLING_LINE = re.compile(r"^x-anthropic-billing-header:[^\n]*\n?")
 # The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not the
 # Anthropic message's (the system prompt and each tool_result are chat messages too), so only "messages" is named.
 _RENAMES = [(re.compile(r"\btools\[(\d+)\]\.function\.parameters\b"), r"tools.\1.input_schema"),
@@ -44,14 +46,16 @@ def _text(block: dict, where: str) -> str:
 
 
 def _system_text(system: Any, where: str) -> str:
-    """A system prompt's text: a string, or its text blocks joined (as vLLM and Ollama join them)."""
+    """A system prompt's text: a string, or its text blocks joined (as vLLM and Ollama join them), without Claude
+    Code's billing line: its cch= nonce changes with every request and, first in the prompt, would defeat the
+    prefix cache for the whole conversation (vLLM drops it too)."""
     if not isinstance(system, list):
-        return system or ""
+        return _BILLING_LINE.sub("", system or "")
     parts = []
     for i, block in enumerate(system):
         if block["type"] != "text":
             _refuse_block(block["type"], f"{where}.{i}")
-        parts.append(_text(block, f"{where}.{i}"))
+        parts.append(_BILLING_LINE.sub("", _text(block, f"{where}.{i}")))
     return "".join(parts)
 
 

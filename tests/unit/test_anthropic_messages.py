@@ -15,6 +15,7 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "require
 TOOLS = [{"name": "get_weather", "description": "Weather of a city", "input_schema": SCHEMA}]
 OPENAI_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
                                                   "parameters": SCHEMA}}]
+BILLING = "x-anthropic-billing-header: cc_version=2.1.177.01c; cc_entrypoint=cli; "
 CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
 
 
@@ -114,8 +115,14 @@ async def chat_prompt(client, fake, chat: dict) -> list:
     ({"messages": [*USER, {"role": "assistant", "content": "Sure,"}, {"role": "system", "content": "Be brief."}]},
      {"messages": [{"role": "system", "content": "Be brief."}, *USER, {"role": "assistant", "content": "Sure,"}],
       "continue_final_message": True, "enable_thinking": False}),
+    # Claude Code's billing line changes with every request (cch=): left out, the prompt's prefix stays cacheable.
+    ({"system": [{"type": "text", "text": f"{BILLING}cch=36ee5;", "cache_control": {"type": "ephemeral"}},
+                 {"type": "text", "text": "Be brief."}]},
+     {"messages": [{"role": "system", "content": "Be brief."}, *USER], "enable_thinking": False}),
+    ({"system": f"{BILLING}cch=0aaa9;\nBe brief."},
+     {"messages": [{"role": "system", "content": "Be brief."}, *USER], "enable_thinking": False}),
 ], ids=["system blocks", "thinking on", "adaptive max effort", "thinking absent", "prefill", "text blocks",
-        "system messages", "prefill before a system message"])
+        "system messages", "prefill before a system message", "billing block", "billing line"])
 async def test_prompt_is_the_chat_prompt(stack, anthropic, chat):
     client, fake = stack
     body = {key: value for key, value in {**BASE, **anthropic}.items() if value is not None}
