@@ -15,14 +15,15 @@ from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.openai_routes import OpenAIRoutes
 from gateway.responses_input import NOT_STORED
-from gateway.responses_request import parse_responses
+from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_shape import ResponseRun
 from gateway.responses_stream import ResponsesFramer, complete
 from gateway.web import json_response, read_json
 
 
 class ResponsesRoutes:
-    """/v1/responses: create (streamed or not); retrieve, delete, cancel and input_items find nothing stored."""
+    """/v1/responses: create (streamed or not) and input_tokens; retrieve, delete, cancel and input_items find nothing
+    stored."""
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
@@ -30,6 +31,7 @@ class ResponsesRoutes:
 
     def register(self, app: web.Application) -> None:
         app.router.add_post("/v1/responses", self.create)
+        app.router.add_post("/v1/responses/input_tokens", self.input_tokens)
         app.router.add_get("/v1/responses/{response_id}", self.not_stored)
         app.router.add_delete("/v1/responses/{response_id}", self.not_stored)
         app.router.add_post("/v1/responses/{response_id}/cancel", self.not_stored)
@@ -45,6 +47,14 @@ class ResponsesRoutes:
         if plan.chat.stream:
             return await stream_generation(request, gen, ResponsesFramer(run), self.config.sse_keepalive_s)
         return json_response(await complete(run, gen))
+
+    async def input_tokens(self, request: web.Request) -> web.Response:
+        """OpenAI's input token count of a Responses body: the prompt create would render, to the token."""
+        body = await read_json(request)
+        card = await self.engine.card()
+        num_tokens = await run_cpu(count_input_tokens, body, card, await self.openai.served_name(),
+                                   self.config.exclude_tools_when_tool_choice_none)
+        return json_response({"object": "response.input_tokens", "input_tokens": num_tokens})
 
     async def not_stored(self, request: web.Request) -> web.Response:
         response_id = request.match_info["response_id"]

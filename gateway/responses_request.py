@@ -163,3 +163,17 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     response_id = f"resp_{secrets.token_hex(24)}"
     plan.gen.req_id = response_id
     return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id)
+
+
+def count_input_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
+    """The input tokens /v1/responses would count for this body (POST /v1/responses/input_tokens). A prompt past the
+    context is counted, as OpenAI counts it: clients ask to learn that it no longer fits. The output limit plays no
+    part; a prompt refused for its size before tokenizing (only a lower bound known) stays the 400."""
+    if isinstance(body, dict):
+        body = {name: value for name, value in body.items() if name not in ("max_output_tokens", "stream")}
+    try:
+        return len(parse_responses(body, card, served_name, exclude_tools_when_none).chat.gen.prompt_ids)
+    except ContextLengthExceeded as exc:
+        if exc.num_prompt is None or exc.at_least:
+            raise
+        return exc.num_prompt
