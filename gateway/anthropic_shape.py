@@ -151,7 +151,11 @@ class MessageBuilder:
 
 
 def usage_dict(usage: Usage) -> dict:
-    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+    """Anthropic's usage: prefix-cache hits are cache reads, not input (input + cache reads + cache writes = the
+    prompt, as Anthropic counts it and vLLM maps it); nothing is written to a cache on request, so writes are 0."""
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    return {"input_tokens": usage.prompt_tokens - cached, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached, "output_tokens": usage.completion_tokens}
 
 
 def sse(name: str, payload: dict) -> bytes:
@@ -169,7 +173,7 @@ class AnthropicFramer:
         self.builder = builder
 
     def start(self, usage: Usage) -> list[bytes]:
-        message = self.builder.message(Usage(usage.prompt_tokens, 0), content=[])
+        message = self.builder.message(Usage(usage.prompt_tokens, 0, usage.cached_tokens), content=[])
         return [sse("message_start", {"type": "message_start", "message": message})]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:

@@ -52,6 +52,7 @@ class Script:
     max_running: Optional[int] = None     # RESOURCE_EXHAUSTED (a full queue) for a call beyond this many at once
     top_ids: list = field(default_factory=list)  # alternatives of every token (logprobs -1, -2, ..) when asked
     stop_id: Optional[int] = None         # the token that ends the reply (logprob -0.25); None = the eos
+    cached_tokens: int = 0                # prompt tokens reported as prefix-cache hits (on the first message)
     requests: list = field(default_factory=list)  # GenerateRequests received
 
 
@@ -104,7 +105,8 @@ class FakeServing(pb_grpc.ServingServicer):
             message = pb.GenerateResponse(token_ids=[token_id], logprobs=[-0.5],
                                           finish_reason="length" if last else "",
                                           num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
-                                          num_generated_tokens=i + 1, stop_token_id=-1)
+                                          num_generated_tokens=i + 1, stop_token_id=-1,
+                                          num_cached_tokens=script.cached_tokens if i == 0 else 0)
             if request.sampling.num_logprobs:
                 top = script.top_ids[:request.sampling.num_logprobs]
                 message.top_logprobs.add(token_ids=top, logprobs=[-1.0 - j for j in range(len(top))])

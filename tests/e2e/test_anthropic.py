@@ -37,7 +37,9 @@ def test_streamed_and_whole_agree_and_usage_is_counted(http, thinking):
     assert 1 <= whole["usage"]["output_tokens"] <= 24
     counted = http.post("/v1/messages/count_tokens", json={key: value for key, value in BODY.items() if key in (
         "model", "system", "messages")} | {"thinking": thinking})
-    assert counted.status_code == 200 and counted.json() == {"input_tokens": whole["usage"]["input_tokens"]}
+    # A prefix-cache hit is a cache read, not input: the two make up the prompt count_tokens counts.
+    num_prompt = whole["usage"]["input_tokens"] + whole["usage"]["cache_read_input_tokens"]
+    assert counted.status_code == 200 and counted.json() == {"input_tokens": num_prompt}
 
 
 def test_stop_sequence(http):

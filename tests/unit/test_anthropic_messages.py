@@ -77,13 +77,27 @@ async def test_usage_is_the_engine_count_and_count_tokens_agrees(stack):
     chat = {"messages": [{"role": "system", "content": "Be brief."}, *USER], "tools": OPENAI_TOOLS,
             "max_tokens": 64, "enable_thinking": False}
     usage = (await (await client.post("/v1/chat/completions", json=chat)).json())["usage"]
-    assert whole["usage"] == {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+    assert whole["usage"] == {"input_tokens": usage["prompt_tokens"], "cache_creation_input_tokens": 0,
+                              "cache_read_input_tokens": 0, "output_tokens": usage["completion_tokens"]}
     assert whole["usage"]["input_tokens"] == num_prompt and whole["usage"]["output_tokens"] == 3
     counted = await client.post("/v1/messages/count_tokens", json={k: body[k] for k in (
         "model", "messages", "system", "tools", "thinking")})
     assert counted.status == 200 and await counted.json() == {"input_tokens": num_prompt}
     events = parse_events(await (await client.post("/v1/messages", json={**body, "stream": True})).read())
-    assert events[0][1]["message"]["usage"] == {"input_tokens": num_prompt, "output_tokens": 0}
+    assert events[0][1]["message"]["usage"] == {**whole["usage"], "output_tokens": 0}
+    assert events[-2][1]["usage"] == whole["usage"]
+
+
+async def test_prefix_cache_hits_are_cache_reads(stack):
+    """As Anthropic counts a prompt (and vLLM maps it): input + cache reads + cache writes = the prompt tokens."""
+    client, fake = stack
+    fake.script.cached_tokens = 16
+    whole = await (await client.post("/v1/messages", json=BASE)).json()
+    num_prompt = len(fake.script.requests[-1].prompt_token_ids)
+    assert whole["usage"] == {"input_tokens": num_prompt - 16, "cache_creation_input_tokens": 0,
+                              "cache_read_input_tokens": 16, "output_tokens": 3}
+    events = parse_events(await (await client.post("/v1/messages", json={**BASE, "stream": True})).read())
+    assert events[0][1]["message"]["usage"] == {**whole["usage"], "output_tokens": 0}
     assert events[-2][1]["usage"] == whole["usage"]
 
 
