@@ -170,6 +170,19 @@ async def test_earlier_reasoning_and_text_go_back_into_the_prompt(stack):
                                       "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAgain<|im_end|>")
 
 
+async def test_instructions_and_leading_developer_items_are_one_system_message(stack):
+    """Codex-style: instructions + a developer item (+ a system item) render as one leading system message, since
+    the Qwen3.5 templates refuse a second system message (vllm#41114); a later developer message keeps its place."""
+    client, fake = stack
+    status, body = await post(client, {"instructions": "Be brief.", "input": [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Use tools."}]},
+        {"role": "system", "content": "No emoji."},
+        {"role": "user", "content": "Hi"}]})
+    assert status == 200, body
+    assert prompt_of(fake).startswith("<|im_start|>system\nBe brief.\n\nUse tools.\n\nNo emoji.<|im_end|>\n"
+                                      "<|im_start|>user\nHi<|im_end|>\n")
+
+
 @pytest.mark.parametrize("fmt, reply", [
     ({"type": "json_schema", "name": "city", "strict": True,
       "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
