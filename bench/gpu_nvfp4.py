@@ -164,9 +164,8 @@ def bench_fused() -> list:
     return lines
 
 
-# GEMV versions side by side: (label, M values, call); "_noflush"/"_loadonly" are timing-only (wrong results).
-# v2_atomic: split-K, one scalar red.add per sum (v2); v7: one red.add.v4 per 4 sums; v5: gemv_tile.cu (no split-K),
-# v5_bal: as few blocks as give equal tiles per block
+# GEMV versions side by side: (label, M values, call); "_noflush"/"_loadonly": timing only (wrong results). v2_atomic:
+# one scalar red.add per sum; v7: one red.add.v4 per 4; v8_xs: x in shared memory; v5: gemv_tile.cu (no split-K)
 GEMV_VARIANTS = [("v2_atomic", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_atomic", xs=False)),
                  ("v7", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o, xs=False)),
                  ("v8_xs", (1, 4), lambda x, p, o: ops.gemv_v2(x, p, o, xs=True)),
