@@ -8,7 +8,8 @@
 // ld.shared::cluster), scales by alpha and writes y; a second cluster barrier keeps every block's shared memory
 // alive until the remote reads are done. No global workspace, counters, fences or atomics: the split-K flush of
 // gemv.cu (2.2-2.6 us at M = 1, 3.2-4.3 us at M = 16 on the layer shapes, NOTES.md) becomes two hardware barriers.
-// ops.gemv uses it where CS <= 8 blocks per row group fill most of one wave (ops.cluster_size).
+// Measured (NOTES.md, session 3): faster than gemv.cu only where clusters of 2 fill a wave (the fused GDN and
+// attention input projections), so ops.gemv uses it there (ops.cluster_size, CLUSTER_SIZE = 2).
 #include "gemv_core.cuh"
 
 __device__ __forceinline__ u32 cluster_rank() {

@@ -1,11 +1,12 @@
 """Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_tile.cu for M <= 8 rows on weights of up to
-~19 MB, where it measured faster; gemv.cu otherwise for M <= 32; above: gemm_wgmma.cu on Hopper, gemm.cu
-elsewhere); CPU: naive.
+~19 MB, where it measured faster; gemv_cluster.cu where clusters of 2 blocks per row group fill a wave; gemv.cu
+otherwise for M <= 32, x staged in shared memory on long streams; above: gemm_wgmma.cu on Hopper, gemm.cu
+elsewhere); CPU: naive. The load-time repack itself: repack.py.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
 fragments wq u8 [Np/16, Kc, 32 lanes, 16 B] (lane 4g+t: rows 16r+g and 16r+g+8, k in [64c+16t, +16), bits laid out
-for a 1-2 op decode, see common.cuh) and scales to wsc u8 [Np/16, Kc, 32, 2] (row g, row g+8). Padding is zero.
+for a 2-4 op decode, see common.cuh) and scales to wsc u8 [Np/16, Kc, 32, 2] (row g, row g+8). Padding is zero.
 CuPy is imported lazily, so this module imports without CuPy or a GPU.
 """
 import functools
