@@ -1,6 +1,9 @@
 """Scheduler process: admission checks that run before any expensive work (queue depth, prompt, sampling values)."""
 
+from collections import OrderedDict
+
 MAX_NUM_LOGPROBS = 20
+MAX_REJECTED_GROUPS = 1024     # group_ids remembered so that a refused n > 1 request counts once
 
 
 class RequestError(Exception):
@@ -87,3 +90,23 @@ def check_sampling(request, vocab_size: int) -> None:
 class StepFailedError(RequestError):
     code = "INTERNAL"
     reason = "step_failed"
+
+
+class RejectedGroups:
+    """The group_ids (API requests of n > 1 choices) refused lately, oldest first and bounded: requests_rejected
+    counts an API request once, not once per choice."""
+
+    def __init__(self, max_groups: int = MAX_REJECTED_GROUPS):
+        self.max_groups = max_groups
+        self._group_ids = OrderedDict()
+
+    def first_refusal(self, group_id: str) -> bool:
+        """Whether a refusal in `group_id` is the request's first (always true for a call of no group)."""
+        if not group_id:
+            return True
+        if group_id in self._group_ids:
+            return False
+        self._group_ids[group_id] = None
+        if len(self._group_ids) > self.max_groups:
+            self._group_ids.popitem(last=False)
+        return True

@@ -53,6 +53,7 @@ class Engine:
         self.handlers = {"result": self.handle_result, "hello": self.handle_hello}
         self.tasks = []
         self._nonce = 0
+        self._rejected_groups = admission.RejectedGroups()
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(coro) for coro in (self.recv_loop(), self.ping_loop(), self.step_loop())]
@@ -69,7 +70,8 @@ class Engine:
         try:
             self._admit(request)
         except admission.RequestError as exc:
-            self.metrics.requests_rejected.labels(reason=exc.reason).inc()
+            if self._rejected_groups.first_refusal(request.group_id):
+                self.metrics.requests_rejected.labels(reason=exc.reason).inc()
             raise
         eos = frozenset() if request.ignore_eos else frozenset(self.card["eos_token_ids"])
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,

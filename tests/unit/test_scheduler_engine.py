@@ -149,6 +149,20 @@ async def test_queue_depth_counts_an_api_request_once_by_its_group():
     await engine.stop()
 
 
+async def test_rejected_metric_counts_a_refused_group_once():
+    """Every choice of a refused n > 1 request is refused, but requests_rejected counts the API request once; a
+    lone request (no group_id) still counts each time."""
+    engine, link = await make_engine(max_queue_depth=1)
+    link.auto = False
+    engine.submit(request("a"))
+    for refused in [request(f"cmpl-1-{i}", group_id="cmpl-1") for i in range(3)] + [request("b"), request("c")]:
+        with pytest.raises(QueueFullError):
+            engine.submit(refused)
+    counter = engine.metrics.requests_rejected.labels(reason=QueueFullError.reason)
+    assert counter._value.get() == 3
+    await engine.stop()
+
+
 async def test_unprompted_hello_does_not_register_and_refused_steps_are_resent():
     config = SchedulerConfig(ping_interval_s=0.02, worker_timeout_s=0.5)
     link = FakeLink()
