@@ -98,12 +98,16 @@ def check_truncate_size(body: dict, max_context_len: int, max_output: int, outpu
                              f"{room}. Please request a smaller truncation size.", param="truncate_prompt_tokens")
 
 
-def truncate_prompt_tokens(body: dict, prompt_ids: list) -> list:
-    """The last truncate_prompt_tokens ids of the prompt (vLLM: -1 or absent = the whole prompt)."""
+def truncate_prompt_tokens(body: dict, prompt_ids: list, max_input: int) -> list:
+    """The last truncate_prompt_tokens ids of the prompt, as vLLM's TokenizeParams truncates (from the left): absent
+    keeps the whole prompt; -1 keeps as many as fit, `max_input` (the context less the requested output), so that a
+    long chat keeps its newest turns instead of failing; a room of none leaves the prompt to the context check."""
     keep = body.get("truncate_prompt_tokens")
-    if keep is None or keep == -1:
+    if keep is None:
         return prompt_ids
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+    if isinstance(keep, bool) or not isinstance(keep, int) or (keep < 1 and keep != -1):
         raise InvalidRequest(f"truncate_prompt_tokens must be -1 or at least 1, got {keep!r}",
                              param="truncate_prompt_tokens")
+    if keep == -1:
+        keep = max_input if max_input > 0 else len(prompt_ids)
     return prompt_ids[-keep:]

@@ -55,8 +55,8 @@ def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int) -> None:
     for name, limit in (("tools", MAX_TOOLS), ("functions", MAX_TOOLS), ("stop", MAX_STOPS),
                         ("stop_token_ids", MAX_STOP_TOKEN_IDS)):
         _at_most(body, name, limit)
-    if body.get("truncate_prompt_tokens") not in (None, -1):
-        # vLLM's truncate_prompt_tokens keeps the last N tokens: a longer prompt is allowed then.
+    if body.get("truncate_prompt_tokens") is not None:
+        # vLLM's truncate_prompt_tokens keeps the last N tokens (-1: as many as fit): a longer prompt is allowed then.
         return
     if not chat:
         _check_prompt(body.get("prompt"), ctx)

@@ -187,9 +187,9 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
         # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
         kwargs["enable_thinking"] = False
     text = render_prompt(body, card, _shown_tools(body, exclude_tools_when_none), kwargs)
-    if body.get("truncate_prompt_tokens") in (None, -1):
+    if body.get("truncate_prompt_tokens") is None:
         check_prompt_size(text, card, card.max_context_len, "messages")
-    prompt_ids = truncate_prompt_tokens(body, card.encode(text))
+    prompt_ids = truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
     gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl")
     if body.get("logprobs"):
@@ -213,8 +213,9 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
                 prompt=prompt)
 
 
-def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
-    """(ids per prompt, text per prompt) for a string, strings, token ids, or lists of token ids."""
+def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:
+    """(ids per prompt, text per prompt) for a string, strings, token ids, or lists of token ids; `max_input` is the
+    room for a prompt (the context less the requested output) that truncate_prompt_tokens -1 keeps."""
     prompt = body["prompt"]
     if isinstance(prompt, str):
         prompt = [prompt]
@@ -223,16 +224,16 @@ def _completion_prompts(body: dict, card: ModelCard) -> tuple[list, list]:
     ids_list, texts = [], []
     for item in prompt:
         if isinstance(item, str):
-            if body.get("truncate_prompt_tokens") in (None, -1):
+            if body.get("truncate_prompt_tokens") is None:
                 check_prompt_size(item, card, card.max_context_len, "prompt")
-            ids_list.append(truncate_prompt_tokens(body, card.encode(item)))
+            ids_list.append(truncate_prompt_tokens(body, card.encode(item), max_input))
             texts.append(item)
         else:
             bad = [t for t in item if t >= card.tokenizer_vocab_size]
             if bad:
                 raise InvalidRequest(f"prompt token id {bad[0]} is outside the vocabulary "
                                      f"[0, {card.tokenizer_vocab_size})", param="prompt")
-            ids_list.append(truncate_prompt_tokens(body, list(item)))
+            ids_list.append(truncate_prompt_tokens(body, list(item), max_input))
             texts.append(card.decode(item))
     if any(not ids for ids in ids_list):
         raise InvalidRequest("prompt must not be empty", param="prompt")
@@ -255,7 +256,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null.
     output = (requested or 0) if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
     check_truncate_size(body, card.max_context_len, output, "max_tokens")
-    ids_list, texts = _completion_prompts(body, card)
+    ids_list, texts = _completion_prompts(body, card, card.max_context_len - output)
     # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context (as vLLM does).
     default = None if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
     max_tokens = min(resolve_max_tokens(requested, len(ids), card, default, "max_tokens", "prompt")

@@ -144,3 +144,17 @@ async def test_truncate_prompt_tokens_up_to_the_room_is_accepted(stack):
     client, fake = stack
     _, out = await prompt_of(client, fake, {**BASE, "truncate_prompt_tokens": 2044})
     assert out["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+async def test_truncate_prompt_tokens_minus_one_keeps_what_fits(stack):
+    """-1 keeps as many prompt tokens as fit beside the requested output (vLLM's max_input_tokens), from the left."""
+    client, fake = stack
+    long_chat = {**BASE, "messages": [{"role": "user", "content": "story " * 3000}], "truncate_prompt_tokens": -1}
+    text, out = await prompt_of(client, fake, long_chat)
+    assert out["usage"]["prompt_tokens"] == 2048 - 4 and text.endswith("assistant\n<think>\n\n</think>\n\n")
+    ids = [100 + i % 50 for i in range(3000)]
+    _, out = await prompt_of(client, fake, {"model": "default", "prompt": ids, "max_tokens": 8,
+                                            "truncate_prompt_tokens": -1}, "/v1/completions")
+    assert out["usage"]["prompt_tokens"] == 2040 and list(fake.script.requests[-1].prompt_token_ids) == ids[-2040:]
+    _, out = await prompt_of(client, fake, {**BASE, "truncate_prompt_tokens": -1})
+    assert out["usage"]["prompt_tokens"] < 20
