@@ -35,10 +35,19 @@ def text_offsets(plan, card: ModelCard, start: int = 0) -> TextOffsets:
 
 def completion_logprobs(card: ModelCard, entries: list, offsets: TextOffsets) -> dict:
     """Legacy completions logprobs: tokens, token_logprobs, top_logprobs, text_offset (offsets: the choice's so far).
-    Tokens are named by card.legacy_token, each top_logprobs key names one token id (legacy_top)."""
+    Tokens are named by card.legacy_token, each top_logprobs key names one token id (legacy_top). Each position's
+    top_logprobs holds the sampled token first, then the k most likely: k + 1 entries when it is not among them, as
+    OpenAI and vLLM answer."""
     return {"tokens": [card.legacy_token(e.token_id) for e in entries], "token_logprobs": [e.logprob for e in entries],
-            "top_logprobs": [legacy_top(card, e.token_id, e.top) for e in entries],
+            "top_logprobs": [legacy_top(card, e.token_id, _with_sampled(e)) for e in entries],
             "text_offset": offsets.push([e.token_id for e in entries])}
+
+
+def _with_sampled(entry: TokenLogprob) -> list:
+    """[(token_id, logprob)] of one position: the sampled token (with its value among the top ones, if listed) first,
+    then the top ones."""
+    top = list(entry.top)
+    return [(entry.token_id, dict(top).get(entry.token_id, entry.logprob))] + top
 
 
 class ChatShaper:

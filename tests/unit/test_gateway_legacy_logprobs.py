@@ -25,7 +25,8 @@ async def test_byte_tokens_keep_distinct_top_logprobs_keys(stack):
     logprobs = choice["logprobs"]
     assert logprobs["tokens"][:3] == ["bytes:\\xe6", "bytes:\\x97", "bytes:\\xa5"]
     assert logprobs["top_logprobs"][0] == dict(zip(NAMES, [-1.0, -2.0, -3.0, -4.0]))
-    assert all(len(top) == 4 for top in logprobs["top_logprobs"][:3])
+    # The third token (a5) is not among the alternatives: it is listed too, as the fifth entry.
+    assert [len(top) for top in logprobs["top_logprobs"][:3]] == [4, 4, 5]
 
 
 async def test_streamed_byte_tokens_keep_distinct_keys_too(stack):
@@ -34,7 +35,22 @@ async def test_streamed_byte_tokens_keep_distinct_keys_too(stack):
     response = await client.post("/v1/completions", data=orjson.dumps({**BODY, "stream": True}))
     chunks = [e for e in events(await response.read()) if e != "[DONE]" and e["choices"]]
     tops = [top for c in chunks if c["choices"][0]["logprobs"] for top in c["choices"][0]["logprobs"]["top_logprobs"]]
-    assert tops[0] == dict(zip(NAMES, [-1.0, -2.0, -3.0, -4.0])) and all(len(top) == 4 for top in tops[:3])
+    assert tops[0] == dict(zip(NAMES, [-1.0, -2.0, -3.0, -4.0])) and [len(top) for top in tops[:3]] == [4, 4, 5]
+
+
+async def test_sampled_token_outside_the_top_k_is_listed_first(stack):
+    """OpenAI and vLLM list the sampled token in each top_logprobs: k + 1 entries when it is not among the top k."""
+    client, fake = stack
+    fake.script.token_ids, fake.script.top_ids = SUN, ALTERNATIVES
+    for stream in (False, True):
+        response = await client.post("/v1/completions", data=orjson.dumps({**BODY, "logprobs": 1, "stream": stream}))
+        body = await response.read()
+        chunks = [e for e in events(body) if e != "[DONE]" and e["choices"]] if stream else [orjson.loads(body)]
+        tops = [top for c in chunks if c["choices"][0]["logprobs"]
+                for top in c["choices"][0]["logprobs"]["top_logprobs"]]
+        assert tops[:3] == [{"bytes:\\xe6": -1.0}, {"bytes:\\x97": -0.5, "bytes:\\xe6": -1.0},
+                            {"bytes:\\xa5": -0.5, "bytes:\\xe6": -1.0}]
+        assert [list(top) for top in tops[1:3]] == [["bytes:\\x97", "bytes:\\xe6"], ["bytes:\\xa5", "bytes:\\xe6"]]
 
 
 async def test_echoed_prompt_byte_tokens_are_named_by_their_bytes(stack):
