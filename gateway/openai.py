@@ -234,7 +234,8 @@ def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[li
                 raise InvalidRequest(f"prompt token id {bad[0]} is outside the vocabulary "
                                      f"[0, {card.tokenizer_vocab_size})", param="prompt")
             ids_list.append(truncate_prompt_tokens(body, list(item), max_input))
-            texts.append(card.decode(item))
+            # Echoed as vLLM detokenizes a token prompt: special tokens (<|endoftext|>) kept.
+            texts.append(card.decode(item, skip_special_tokens=False))
     if any(not ids for ids in ids_list):
         raise InvalidRequest("prompt must not be empty", param="prompt")
     return ids_list, texts

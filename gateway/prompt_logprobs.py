@@ -80,13 +80,14 @@ def legacy_top(card: ModelCard, chosen: int, pairs: list) -> dict:
 
 def echo_legacy_logprobs(card: ModelCard, prompt_ids: list, entries: list, n: int) -> dict:
     """The prompt part of completions logprobs (echo): tokens, token_logprobs and top_logprobs (null for the first
-    token; else the prompt token and the n most likely), text_offset (characters) from 0."""
+    token; else the prompt token and the n most likely), text_offset (characters) from 0, special tokens counted as
+    the echoed text keeps them."""
     tops = [None]
     for entry in entries:
         tops.append(legacy_top(card, entry.token_id, [(entry.token_id, entry.logprob)] + list(entry.top[:n])))
     return {"tokens": [card.legacy_token(t) for t in prompt_ids],
             "token_logprobs": [None] + [e.logprob for e in entries], "top_logprobs": tops,
-            "text_offset": TextOffsets(card.text_bytes).push(prompt_ids)}
+            "text_offset": TextOffsets(lambda token_id: card.text_bytes(token_id, False)).push(prompt_ids)}
 
 
 def join_legacy(first: dict, second: dict) -> dict:

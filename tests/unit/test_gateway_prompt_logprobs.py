@@ -124,3 +124,17 @@ async def test_text_offset_indexes_the_text_where_characters_span_tokens(stack, 
     streamed = [offset for event in await stream(client, body) if event["choices"] and event["choices"][0]["logprobs"]
                 for offset in event["choices"][0]["logprobs"]["text_offset"]]
     assert streamed == expected
+
+
+async def test_echoed_token_prompt_keeps_special_tokens(stack):
+    """A token-id prompt is echoed as vLLM detokenizes it: special tokens stay in the text, and text_offset counts
+    them (an echo that dropped <|endoftext|> read "AB" with offsets past its end)."""
+    client, fake = stack
+    ids = fake.tokenizer.encode("A<|endoftext|>B").ids
+    assert len(ids) == 3
+    status, out = await post(client, "/v1/completions", {"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": 0})
+    choice = out["choices"][0]
+    assert status == 200 and choice["text"] == "A<|endoftext|>B"
+    assert choice["logprobs"]["text_offset"] == [0, 1, 14]
+    chunks = await stream(client, {"prompt": ids, "max_tokens": 1, "echo": True})
+    assert chunks[0]["choices"][0]["text"] == "A<|endoftext|>B"
