@@ -7,19 +7,10 @@ from aiohttp import web
 from gateway.anthropic_request import count_tokens, parse_messages
 from gateway.anthropic_shape import AnthropicFramer, MessageBuilder
 from gateway.config import GatewayConfig
-from gateway.engine import Engine, Generation
+from gateway.engine import Engine
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.web import json_response, read_json
-
-
-async def run_to_end(gen: Generation, builder: MessageBuilder) -> None:
-    """Feeds every Delta of gen to builder (the non-streamed answer); cancels gen if the caller is cancelled."""
-    try:
-        while (delta := await gen.next()) is not None:
-            builder.push(delta)
-    finally:
-        await gen.close()
 
 
 class AnthropicRoutes:
@@ -45,7 +36,7 @@ class AnthropicRoutes:
         gen = await self.engine.start(plan.gen)
         if plan.stream:
             return await stream_generation(request, gen, AnthropicFramer(builder), self.config.sse_keepalive_s)
-        await run_to_end(gen, builder)
+        await gen.drain(builder.push)
         builder.close()
         return json_response(builder.message(gen.usage()))
 

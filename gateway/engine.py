@@ -54,11 +54,7 @@ class Engine:
         """Runs a request to the end; cancels the scheduler calls if the caller is cancelled."""
         gen = await self.start(req)
         results = [ChoiceResult(i) for i in range(req.num_choices)]
-        try:
-            while (delta := await gen.next()) is not None:
-                results[delta.index].absorb(delta)
-        finally:
-            await gen.close()
+        await gen.drain(lambda delta: results[delta.index].absorb(delta))
         return results, gen.usage()
 
     def record_finish(self, gen: Generation, finish_reason: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from gateway import metrics
 from gateway.errors import ApiError, InternalError, Unavailable
@@ -93,6 +93,15 @@ class Generation:
                 raise item
             return item
         return None
+
+    async def drain(self, on_delta: Callable[[Delta], None]) -> None:
+        """Feeds every Delta to on_delta until every choice finished (a non-streamed answer); the scheduler calls are
+        closed on the way out, also when the caller is cancelled or a choice fails."""
+        try:
+            while (delta := await self.next()) is not None:
+                on_delta(delta)
+        finally:
+            await self.close()
 
     async def wait_started(self, timeout: float) -> None:
         """Waits (up to timeout s) until every choice heard from the scheduler; raises the first choice's error, so

@@ -81,12 +81,12 @@ class StatsFramer:
 async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
     """Collects every choice of gen (the non-streamed answer); cancels gen if the caller is cancelled."""
     results = [ChoiceResult(i) for i in range(gen.req.num_choices)]
-    try:
-        while (delta := await gen.next()) is not None:
-            outcome.record(delta)
-            results[delta.index].absorb(delta)
-    finally:
-        await gen.close()
+
+    def absorb(delta) -> None:
+        outcome.record(delta)
+        results[delta.index].absorb(delta)
+
+    await gen.drain(absorb)
     return results
 
 

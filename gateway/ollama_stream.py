@@ -60,14 +60,14 @@ async def complete(plan: OllamaPlan, card: ModelCard, gen: Generation, chat: boo
     """Runs gen to the end and returns the single done:true object (cancels gen if the caller is cancelled)."""
     out = OllamaOutput(plan, card)
     whole = Piece()
-    try:
-        while (delta := await gen.next()) is not None:
-            piece = out.push(delta)
-            whole.content += piece.content
-            whole.thinking += piece.thinking
-            whole.logprobs.extend(piece.logprobs)
-            whole.tool_calls = piece.tool_calls or whole.tool_calls
-    finally:
-        await gen.close()
+
+    def absorb(delta) -> None:
+        piece = out.push(delta)
+        whole.content += piece.content
+        whole.thinking += piece.thinking
+        whole.logprobs.extend(piece.logprobs)
+        whole.tool_calls = piece.tool_calls or whole.tool_calls
+
+    await gen.drain(absorb)
     metrics = metrics_for(gen, received, gen.usage())
     return final(plan, chat, whole, out, metrics, created_at())

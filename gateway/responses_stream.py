@@ -55,10 +55,6 @@ class ResponsesFramer:
 
 async def complete(run: ResponseRun, gen: Generation) -> dict:
     """Runs gen to the end through the same builder as the stream; cancels gen if the caller is cancelled."""
-    try:
-        while (delta := await gen.next()) is not None:
-            run.push(delta)
-    finally:
-        await gen.close()
+    await gen.drain(run.push)
     run.output.close(run.status)
     return run.response(gen.usage())
