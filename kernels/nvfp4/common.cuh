@@ -81,6 +81,13 @@ __device__ __forceinline__ u16 f32_to_bf16(float v) {
     return h;
 }
 
+// 16 bytes global -> shared, asynchronous (cp.async, sm_80+); ok false: the destination is zero-filled, src not read
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+    u32 d;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }

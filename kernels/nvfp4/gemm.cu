@@ -14,12 +14,6 @@
 #define ROW_BYTES 144
 #define TILE_BYTES (128 * ROW_BYTES)
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-    u32 d;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(ok ? 16 : 0));
-}
-
 __device__ __forceinline__ void load_x_tile(unsigned char* xs, const u16* x, int M, int K, int m0, int c) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {

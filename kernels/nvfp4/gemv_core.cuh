@@ -29,12 +29,8 @@ struct Group {
     uint4 xv[XS ? 1 : U][NT][2];
 };
 
-// XS: x [M, K] -> shared xs [M, Kc * 64] bf16 (zero past K) by 16-byte cp.async, all threads; the caller waits
-// (cp_async_wait_all + __syncthreads) before the first use. K % 8 == 0.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((u32)__cvta_generic_to_shared(smem)),
-                 "l"(gmem), "r"(src_bytes));
-}
+// XS: x [M, K] -> shared xs [M, Kc * 64] bf16 (zero past K) by 16-byte cp.async (common.cuh), all threads; the
+// caller waits (cp_async_wait_all + __syncthreads) before the first use. K % 8 == 0.
 __device__ __forceinline__ void cp_async_wait_all() {
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
 }
@@ -42,7 +38,7 @@ __device__ __forceinline__ void stage_x(const GemvArgs& p, uint4* xs) {
     const int per_row = p.Kc * 8;  // 16-byte pieces
     for (int i = threadIdx.x; i < p.M * per_row; i += blockDim.x) {
         const int m = i / per_row, k = (i - m * per_row) * 8;
-        cp_async16(xs + i, p.x + (u64)m * p.K + min(k, p.K - 8), k < p.K ? 16 : 0);
+        cp_async16(xs + i, p.x + (u64)m * p.K + min(k, p.K - 8), k < p.K);
     }
 }
 
