@@ -16,6 +16,7 @@ import os
 import tempfile
 
 from kernels import _compile
+from kernels.nvfp4.ops import _num_sms  # ops imports this module only inside gemm(): no cycle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = "gemm_wgmma.cu"
@@ -246,10 +247,3 @@ def _scratch(kind: str, device, numel: int, dtype):
             return None
         bufs.append(torch.zeros(max(numel, 2 * bufs[-1].numel() if bufs else 0), dtype=dtype, device=device))
     return bufs[-1]
-
-
-@functools.lru_cache(maxsize=None)
-def _num_sms(device) -> int:
-    import torch
-
-    return torch.cuda.get_device_properties(device).multi_processor_count
