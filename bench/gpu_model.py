@@ -14,11 +14,11 @@ Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases
 import csv
 import math
 import os
-import statistics
 import time
 
 import torch
 
+from bench.gpu_gdn import median_ms
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
@@ -109,25 +109,11 @@ def decode_batch(num_rows: int, cache: ModelCache, vocab: int) -> ForwardBatch:
     return ForwardBatch(*(getattr(batch, f).to(DEVICE) for f in batch.__dataclass_fields__))
 
 
-def median_ms(fn, warmup=2, reps=10) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def copy_bandwidth() -> float:
     """Device-to-device copy bytes/s, counting bytes read plus written (1 GiB buffer)."""
     src = torch.randn(2 ** 28, device=DEVICE)
     dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), reps=20)
+    ms = median_ms(lambda: dst.copy_(src), warmup=2, reps=20)
     return 2 * src.numel() * 4 / ms * 1e3
 
 
@@ -151,7 +137,7 @@ def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
     if not torch.isfinite(logits).all():
         print(f"  warning: non-finite logits at C={num_rows}")
     if not use_graph:
-        return median_ms(lambda: model.run(step, cache, last))
+        return median_ms(lambda: model.run(step, cache, last), warmup=2)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         model.run(step, cache, last)
