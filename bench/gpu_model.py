@@ -189,6 +189,37 @@ def time_runner(model, config, num_rows: int) -> float:
     return median_ms(lambda: graphs.forward(batch, [CTX] * num_rows), warmup=2, reps=20)
 
 
+def time_prefill(model, cache, num_tokens: int, stream_k: bool) -> float:
+    """Median ms of one packed step holding a num_tokens prefill chunk of one sequence from position 0 (the
+    scheduler's default chunk is 2048 tokens), eager; stream_k False keeps every GEMM on the launcher's whole-tile /
+    split-K pick (gemm_wgmma.STREAM_K_M emptied for the call)."""
+    from kernels.nvfp4 import gemm_wgmma
+
+    gen = torch.Generator().manual_seed(num_tokens)
+    tokens = torch.randint(0, model.config.vocab_size, (num_tokens,), generator=gen).tolist()
+    batch = ForwardBatch.from_rows([(tokens, 0, 0, list(range(-(-num_tokens // BLOCK))), True)], BLOCK)
+    batch = ForwardBatch(*(getattr(batch, f).to(DEVICE) for f in batch.__dataclass_fields__))
+    step, last = model.prepare(batch, BLOCK), batch.last_token_index()
+    saved = gemm_wgmma.STREAM_K_M
+    gemm_wgmma.STREAM_K_M = saved if stream_k else (1, 0)
+    try:
+        return median_ms(lambda: model.run(step, cache, last), warmup=2, reps=10)
+    finally:
+        gemm_wgmma.STREAM_K_M = saved
+
+
+def prefill(model, config) -> None:
+    """Prints one prefill chunk's step time at 512 and 2048 tokens, with and without the stream-K GEMMs."""
+    cache = make_cache(config, STATE_DTYPE)
+    for num_tokens in (512, 2048):
+        on, off = (guarded(lambda sk=sk: time_prefill(model, cache, num_tokens, sk), f"prefill {num_tokens}")
+                   for sk in (True, False))
+        print(f"  prefill chunk of {num_tokens} tokens (one step, eager): {on:.2f} ms with stream-K GEMMs, "
+              f"{off:.2f} ms without ({off / on:.2f}x); {num_tokens / on * 1e3:.0f} tok/s", flush=True)
+    del cache
+    torch.cuda.empty_cache()
+
+
 def guarded(fn, what: str) -> float:
     try:
         return fn()
@@ -261,6 +292,7 @@ def main() -> int:
     torch.cuda.synchronize()
     print(f"built {LAYERS} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
           f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
+    prefill(model, config)
     rows = []
     for label, norms, chunked, modes, batches in VARIANTS:
         set_variant(norms, chunked)

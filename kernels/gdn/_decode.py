@@ -32,11 +32,13 @@ DECODE_VARIANTS = {
     "tma3x2": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2"), 256, 100),
     "tma6x1": ("gdn_recurrent_decode_tma", ("STAGES=6", "MIN_BLOCKS=1"), 256, 100),
     "tma3x1": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=1"), 256, 100),
+    # tma3x2c: timing diagnostic, the tiles go back unchanged (COPY_ONLY: wrong results, benches only)
+    "tma3x2c": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2", "COPY_ONLY=1"), 256, 100),
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
 WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it
-BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma6x1")
+BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma6x1", "tma3x2c")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 name one variant for every batch size (the old kernel

@@ -225,6 +225,16 @@ __device__ __forceinline__ void red_add_v4(float4* p, float a, float b, float c,
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
 
+__device__ __forceinline__ void st_release(int* p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int ld_acquire(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 // split-K flush of one block (see the header): -> true in the block that completed its tile, acc = the tile's sums.
 // Thread i's float4 j of the tile holds acc[4j .. 4j + 3]; groups j with token m0 + 8j >= M are neither added nor
 // read (the same in every block of the tile), so only rows below M ever leave the workspace non-zero in between.
@@ -255,31 +265,19 @@ __device__ __forceinline__ bool split_flush(float (&acc)[T / 2], float* ws, int*
     return true;
 }
 
-// SK: split-K kernel (splits > 1 blocks per output tile, see the header); else splits, ws and counters are unused
-template <int T, int S, bool FENCE, bool XP, int DIAG, bool SK>
-__device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
-                                          const float* alpha, int M, int N, int K, int Kc, int R, int group,
-                                          int vec_out, float* ws, int* counters, int splits) {
-    extern __shared__ unsigned char dsmem[];
-    __shared__ u32 lut[256];
-    __shared__ int s_last;
-    constexpr int SB = T * 128 + 5120, PD = S - 2;
-    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
-    const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
-    // output tile (row tiles rastered in groups) and, split-K, this block's chunk range [c0, c0 + nc)
-    const unsigned bid = SK ? blockIdx.x / splits : blockIdx.x;
-    const int split = SK ? (int)(blockIdx.x - bid * splits) : 0;
-    const int c0 = SK ? (int)((long long)Kc * split / splits) : 0;
-    const int nc = SK ? (int)((long long)Kc * (split + 1) / splits) - c0 : Kc;
-    const int C = (M + T - 1) / T, per_group = group * C, gi = bid / per_group, first = gi * group;
-    const int rows_here = min(group, R - first), in = bid - gi * per_group;
-    const int rb = first + in % rows_here, m0 = (in / rows_here) * T, tile0 = rb * 8;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+// output tile -> (first weight row tile rb * 8 .. of its 128 rows: rb, first token m0): row tiles rastered in groups
+// of `group` (their weights stay in L2 while the group sweeps the tokens)
+__device__ __forceinline__ int2 tile_origin(unsigned tile, int M, int T, int R, int group) {
+    const int C = (M + T - 1) / T, per_group = group * C, gi = tile / per_group, first = gi * group;
+    const int rows_here = min(group, R - first), in = tile - gi * per_group;
+    return make_int2(first + in % rows_here, (in / rows_here) * T);
+}
 
-    float acc[T / 2];
-#pragma unroll
-    for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
-    u32 a0[4][4], a1[4][4];
+// this thread's copy sources for the tile at row tile rb, token m0, starting at chunk c0 (see Src)
+template <bool XP>
+__device__ __forceinline__ Src make_src(const unsigned char* wq, const unsigned char* wsc, const u16* x, int M, int K,
+                                        int Kc, int rb, int m0, int c0) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tile0 = rb * 8;
     Src src;
     if constexpr (XP) {  // x = the permuted copy, rows of Kc * 64
         const int r0 = threadIdx.x >> 3, u = threadIdx.x & 7;
@@ -293,21 +291,26 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
         src.rows_left = M - m0 - warp;
         src.x_dst = warp * 128 + (((lane & 7) ^ warp) << 4) + 4 * (lane >> 3);
     }
-    src.k_left = K - 2 * lane;
-    src.w = (const char*)wq + ((u64)(tile0 + warp) * Kc * 32 + lane) * 16;
-    src.s = (const char*)wsc + ((u64)(tile0 + warp) * Kc * 32 + 2 * (lane & 15)) * 2;
-    if constexpr (SK) {  // the block's chunk c is chunk c0 + c of the row
-        src.x += 128 * (u64)c0;
-        src.w += 512 * (u64)c0;
-        src.s += 64 * (u64)c0;
-        src.k_left -= 64 * c0;
-    }
+    src.k_left = K - 2 * lane - 64 * c0;
+    src.x += 128 * (u64)c0;
+    src.w = (const char*)wq + ((u64)(tile0 + warp) * Kc * 32 + lane) * 16 + 512 * (u64)c0;
+    src.s = (const char*)wsc + ((u64)(tile0 + warp) * Kc * 32 + 2 * (lane & 15)) * 2 + 64 * (u64)c0;
+    return src;
+}
+
+// acc = the sums of the nc chunks src starts at (every stage drained and the block synchronised at the end)
+template <int T, int S, bool FENCE, bool XP, int DIAG>
+__device__ __forceinline__ void mainloop(float (&acc)[T / 2], const Src& src, int nc, u32 base, const u32* lut) {
+    constexpr int SB = T * 128 + 5120, PD = S - 2;
+#pragma unroll
+    for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
+    u32 a0[4][4], a1[4][4];
 #pragma unroll
     for (int s = 0; s < PD; ++s) {
         if (s < nc) issue_chunk<T, XP, DIAG>(base + s * SB, src, s);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
-    __syncthreads();  // lut: chunk_step decodes before its barrier
+    __syncthreads();  // lut (first tile) / the previous tile's epilogue reads of shared memory
     int rd = 0, wr = PD;
     int c = 0;
     for (; c + 1 < nc; c += 2) {
@@ -319,14 +322,17 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
     fence_regs(acc);
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
-    if constexpr (SK) {
-        if (!split_flush<T>(acc, ws, counters, (int)bid, splits, M - m0, &s_last)) return;
-    }
+}
 
-    // epilogue: acc[4j + i] = (weight row 16q + g + 8 (i >> 1) of warpgroup w, token 8j + 2t + (i & 1))
-    u16* ot = (u16*)(dsmem + (base - raw));  // [T tokens][PITCH]
+// acc (times the 16-row alphas) as bf16 into y rows m0 .., columns rb * 128 .., staged through shared memory `ot`
+// (the stage ring, free after mainloop): acc[4j + i] = (weight row 16q + g + 8 (i >> 1) of warpgroup w, token
+// 8j + 2t + (i & 1))
+template <int T>
+__device__ __forceinline__ void epilogue(const float (&acc)[T / 2], u16* ot, u16* y, const float* alpha, int rb,
+                                         int m0, int M, int N, int vec_out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3, row = (warp >> 2) * 64 + (warp & 3) * 16 + g;
-    const float al = alpha[tile0 + warp];
+    const float al = alpha[rb * 8 + warp];
 #pragma unroll
     for (int j = 0; j < T / 8; ++j)
 #pragma unroll
@@ -343,6 +349,92 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
         } else {
             for (int e = 0; e < 8 && n + e < N; ++e) y[(u64)m * N + n + e] = piece[e];
         }
+    }
+}
+
+// SK: split-K kernel (splits > 1 blocks per output tile, see the header); else splits, ws and counters are unused
+template <int T, int S, bool FENCE, bool XP, int DIAG, bool SK>
+__device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
+                                          const float* alpha, int M, int N, int K, int Kc, int R, int group,
+                                          int vec_out, float* ws, int* counters, int splits) {
+    extern __shared__ unsigned char dsmem[];
+    __shared__ u32 lut[256];
+    __shared__ int s_last;
+    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u;  // swizzle atoms need 1024-byte alignment
+    // output tile and, split-K, this block's chunk range [c0, c0 + nc)
+    const unsigned bid = SK ? blockIdx.x / splits : blockIdx.x;
+    const int split = SK ? (int)(blockIdx.x - bid * splits) : 0;
+    const int c0 = SK ? (int)((long long)Kc * split / splits) : 0;
+    const int nc = SK ? (int)((long long)Kc * (split + 1) / splits) - c0 : Kc;
+    const int2 o = tile_origin(bid, M, T, R, group);
+    float acc[T / 2];
+    mainloop<T, S, FENCE, XP, DIAG>(acc, make_src<XP>(wq, wsc, x, M, K, Kc, o.x, o.y, c0), nc, base, lut);
+    if constexpr (SK) {
+        if (!split_flush<T>(acc, ws, counters, (int)bid, splits, M - o.y, &s_last)) return;
+    }
+    epilogue<T>(acc, (u16*)(dsmem + (base - raw)), y, alpha, o.x, o.y, M, N, vec_out);
+}
+
+// Stream-K (the _skm kernels; gemm_wgmma.py launches one block per resident slot, gridDim.x = G, and every block must
+// be resident at once: finishers wait for other blocks). Tiles [0, dp) (dp a multiple of G) go whole, round-robin:
+// block b takes b, b + G, ... Then the chunk iterations (tile - dp) Kc + c of the remaining tiles are cut into G
+// ranges of L = ceil(iterations / G), block b's [b L, (b + 1) L). Only a block's first piece can start inside a
+// tile; such a piece's sums go to ws[b] ([T / 8][256 threads] float4, 8-token groups past M skipped) and flags[b]
+// becomes 1. The block holding a tile's chunk 0 (its last piece) finishes the tile: it waits for the flags of the
+// blocks after it up to the tile's last chunk, adds their sums, clears the flags (zero between launches) and writes.
+template <int T, int S>
+__device__ __forceinline__ void gemm_stream_k(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
+                                              const float* alpha, int M, int N, int K, int Kc, int R, int group,
+                                              int vec_out, float* ws, int* flags, int dp) {
+    extern __shared__ unsigned char dsmem[];
+    __shared__ u32 lut[256];
+    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u;
+    u16* ot = (u16*)(dsmem + (base - raw));
+    float acc[T / 2];
+    for (int tile = blockIdx.x; tile < dp; tile += gridDim.x) {
+        const int2 o = tile_origin(tile, M, T, R, group);
+        mainloop<T, S, true, true, 0>(acc, make_src<true>(wq, wsc, x, M, K, Kc, o.x, o.y, 0), Kc, base, lut);
+        epilogue<T>(acc, ot, y, alpha, o.x, o.y, M, N, vec_out);
+        __syncthreads();  // the epilogue's reads of the stage ring before the next tile's copies into it
+    }
+    const long long iters = (long long)(R * ((M + T - 1) / T) - dp) * Kc, L = (iters + gridDim.x - 1) / gridDim.x;
+    long long it = blockIdx.x * L;
+    const long long end = min(it + L, iters);
+    float4* mine = (float4*)ws + (u64)blockIdx.x * (T / 8) * THREADS + threadIdx.x;
+    while (it < end) {
+        const int u = (int)(it / Kc), c0 = (int)(it - (long long)u * Kc), nc = (int)min(end - it, (long long)(Kc - c0));
+        const int2 o = tile_origin(dp + u, M, T, R, group);
+        mainloop<T, S, true, true, 0>(acc, make_src<true>(wq, wsc, x, M, K, Kc, o.x, o.y, c0), nc, base, lut);
+        it += nc;
+        if (c0 > 0) {  // not the tile's chunk 0: the sums go to the finisher
+#pragma unroll
+            for (int j = 0; j < T / 8; ++j)
+                if (8 * j < M - o.y) __stcg(mine + j * THREADS, make_float4(acc[4 * j], acc[4 * j + 1],
+                                                                             acc[4 * j + 2], acc[4 * j + 3]));
+            __syncthreads();  // every thread's sums before thread 0's (cumulative) release
+            if (threadIdx.x == 0) st_release(flags + blockIdx.x, 1);
+            continue;
+        }
+        const int last = (int)(((long long)(u + 1) * Kc - 1) / L);  // the block holding the tile's last chunk
+        for (int b = blockIdx.x + 1; b <= last; ++b) {
+            if (threadIdx.x == 0) {
+                while (ld_acquire(flags + b) == 0) {
+                }
+                flags[b] = 0;
+            }
+            __syncthreads();
+            const float4* theirs = (const float4*)ws + (u64)b * (T / 8) * THREADS + threadIdx.x;
+#pragma unroll
+            for (int j = 0; j < T / 8; ++j) {
+                if (8 * j >= M - o.y) continue;
+                const float4 v = __ldcg(theirs + j * THREADS);
+                acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
+            }
+        }
+        epilogue<T>(acc, ot, y, alpha, o.x, o.y, M, N, vec_out);
+        __syncthreads();
     }
 }
 
@@ -389,3 +481,11 @@ GEMM_KERNEL(nvfp4_gemm_wgmma_t128_x4, 128, 6, 1, true, false, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_x4, 256, 5, 1, true, false, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nox, 256, 5, 1, true, true, 1, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2, false)
+
+// stream-K (x pre-permuted, fenced): ws, flags as gemm_stream_k; dp = tiles done whole first
+#define SKM_KERNEL(name, t, s) \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1) name(GEMM_ARGS, int dp) { \
+        gemm_stream_k<t, s>(wq, wsc, x, y, alpha, M, N, K, Kc, R, group, vec_out, ws, counters, dp); \
+    }
+SKM_KERNEL(nvfp4_gemm_wgmma_t128_skm, 128, 6)
+SKM_KERNEL(nvfp4_gemm_wgmma_t256_skm, 256, 5)

@@ -52,6 +52,11 @@ RED_US_PER_MB = 0.603
 # 33 .. 8192 on the layer shapes) no pick is slower than S = 1 and none over 1.10x the fastest (T, S) timed; at 0.05,
 # 10240x5120 M = 100 took 128x3, 3% slower than 128x1
 SPLIT_GAIN = 0.08
+# stream-K (pick_stream_k): M range, grid limit (T = 256 tiles per SM) and the x size above which one wave of whole
+# tiles runs first
+STREAM_K_M = (256, 2048)
+STREAM_K_MAX_WAVES = 16
+STREAM_K_X_BYTES = 48 << 20
 
 
 def stage_bytes(tile: int) -> int:
@@ -115,6 +120,19 @@ def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
     return best
 
 
+def pick_stream_k(m: int, np_: int, k: int, num_sms: int = 132) -> int:
+    """Waves of whole T = 256 tiles the stream-K kernel runs first, or -1 (not stream-K: pick's tile x split-K).
+    Stream-K for 256 <= M <= 2048 (the range measured) while its T = 256 grid is under STREAM_K_MAX_WAVES waves; 0
+    waves (every tile's chunks spread over all SMs) unless x exceeds STREAM_K_X_BYTES, then 1 (its first wave runs
+    as whole tiles, close together in the raster, which keeps x in L2: 5120x17408 M = 2048 599.9 vs 657.0 us).
+    H200, `python3 -m bench.gpu_stream_k` (2026-11-29): stream-K 0.66-0.91 of cuBLAS bf16 on the layer shapes at
+    M = 256 .. 2048 where the pick got 0.49-0.83; the pick stays faster on the LM head from M = 1024 (58 waves)."""
+    tiles = (np_ // TILE_ROWS) * -(-m // 256)
+    if not STREAM_K_M[0] <= m <= STREAM_K_M[1] or tiles > STREAM_K_MAX_WAVES * num_sms:
+        return -1
+    return 0 if m * k * 2 <= STREAM_K_X_BYTES else 1
+
+
 def raster_group(p: dict) -> int:
     """Row tiles per raster group: as many as keep GROUP_BYTES of weights, at least 1, at most all."""
     per_row_tile = (TILE_ROWS // 16) * p["Kc"] * FRAGMENT_BYTES
@@ -167,7 +185,7 @@ def _kernel(name: str, tile: int):
 
 
 def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool = PERMUTE_X,
-               diag: str = "", splits: int = 0):
+               diag: str = "", splits: int = 0, stream_k: int = -1):
     """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T (64, 128, 256;
     0: pick's); splits: S split-K blocks per output tile, at most Kc (1: none, the plain kernels; 0: pick's, or the
     cheapest for a given tile; S > 1 only for the default family: permuted, fenced, no diag; S = 1 where the
@@ -176,6 +194,9 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
     only: no proxy fence between cp.async data and wgmma, bench A/B).
     diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode).
+    stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
+    whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: pick_stream_k's choice when tile and splits are 0 and
+    the kernel family is the default one, else not used.
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
     import numpy as np
     import torch
@@ -196,6 +217,13 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
         raise ValueError(f"gemm_wgmma: splits must be 0 .. Kc = {p['Kc']}, and 1 or 0 for the _x4, _nf and diag "
                          "kernels")
     num_sms = _num_sms(x.device)
+    if stream_k < 0 and plain and not tile and not splits:
+        stream_k = pick_stream_k(m, p["Np"], k, num_sms)
+    if stream_k >= 0:
+        if not plain or splits > 1 or tile not in (0, 128, 256):
+            raise ValueError("gemm_wgmma: stream-K takes T = 128 or 256, permuted, fenced, no split-K")
+        if _stream_k(x, p, out, tile or 256, stream_k, num_sms):
+            return out
     if not splits and plain:
         if tile:
             splits = best_splits(tile, m, p["Np"], p["Kc"], num_sms)
@@ -215,12 +243,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     vec_out = int(n % 8 == 0 and out.data_ptr() % 16 == 0)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
-    src = x
-    if permute:
-        src = torch.empty(m, p["Kc"] * 64, dtype=torch.bfloat16, device=x.device)
-        units = m * p["Kc"] * 8
-        _function("nvfp4_permute_x")((-(-units // 256),), (256,), (ptr(x), ptr(src), np.int32(m), np.int32(k),
-                                                                  np.int32(p["Kc"])), stream=stream)
+    src = _permuted(x, p, stream) if permute else x
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(src), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(n), np.int32(k),
             np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
             np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
@@ -229,6 +252,41 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     name += "_sk" if splits > 1 else ""
     _kernel(name, tile)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
+
+
+def _permuted(x, p: dict, stream):
+    """nvfp4_permute_x: x [M, K] -> xp [M, Kc * 64] bf16 in the repacked k order (a new tensor)."""
+    import numpy as np
+    import torch
+
+    m, kc = x.shape[0], p["Kc"]
+    xp = torch.empty(m, kc * 64, dtype=torch.bfloat16, device=x.device)
+    _function("nvfp4_permute_x")((-(-m * kc * 8 // 256),), (256,), (
+        np.uint64(x.data_ptr()), np.uint64(xp.data_ptr()), np.int32(m), np.int32(p["K"]), np.int32(kc)), stream=stream)
+    return xp
+
+
+def _stream_k(x, p: dict, out, tile: int, waves: int, num_sms: int) -> bool:
+    """The _skm launch: G = num_sms persistent blocks (one resident per SM), `waves` x G whole tiles first (at most
+    all), the rest stream-K. -> False (nothing launched) where its workspace would have to grow in a graph capture."""
+    import numpy as np
+    import torch
+
+    m, rows = x.shape[0], p["Np"] // TILE_ROWS
+    tiles = rows * -(-m // tile)
+    ws = _scratch("stream_k", x.device, num_sms * tile * TILE_ROWS, torch.float32)
+    flags = _scratch("stream_k_flags", x.device, num_sms, torch.int32)
+    if ws is None or flags is None:
+        return False
+    stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
+    xp, ptr = _permuted(x, p, stream), (lambda t: np.uint64(t.data_ptr()))
+    vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xp), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
+            np.int32(p["K"]), np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
+            ptr(ws), ptr(flags), np.int32(1), np.int32(min(tiles // num_sms, waves) * num_sms))
+    _kernel(f"nvfp4_gemm_wgmma_t{tile}_skm", tile)((num_sms,), (THREADS,), args, shared_mem=smem_bytes(tile),
+                                                   stream=stream)
+    return True
 
 
 # (kind, device) -> buffers, newest (largest) last; outgrown ones stay referenced for the process's life because a
