@@ -376,8 +376,9 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
     epilogue<T>(acc, (u16*)(dsmem + (base - raw)), y, alpha, o.x, o.y, M, N, vec_out);
 }
 
-// Stream-K (the _skm kernels; gemm_wgmma.py launches one block per resident slot, gridDim.x = G, and every block must
-// be resident at once: finishers wait for other blocks). Tiles [0, dp) (dp a multiple of G) go whole, round-robin:
+// Stream-K (the _skm kernels; gemm_wgmma.py launches G = one block per SM). A finisher spins until the few blocks
+// after it in dispatch order have stored their pieces (the first thing each does), so those must become resident
+// while it waits: true with the GPU to ourselves (G blocks on G SMs), not on a GPU shared down to a handful of SMs. Tiles [0, dp) (dp a multiple of G) go whole, round-robin:
 // block b takes b, b + G, ... Then the chunk iterations (tile - dp) Kc + c of the remaining tiles are cut into G
 // ranges of L = ceil(iterations / G), block b's [b L, (b + 1) L). Only a block's first piece can start inside a
 // tile; such a piece's sums go to ws[b] ([T / 8][256 threads] float4, 8-token groups past M skipped) and flags[b]
