@@ -8,6 +8,8 @@ for the process (and on disk by CuPy).
 import functools
 import os
 
+from kernels import _compile
+
 SRC_DIR = os.path.dirname(os.path.abspath(__file__))
 _OPTIONS = ("-arch=sm_90", "-std=c++17", f"-I{SRC_DIR}")
 
@@ -56,9 +58,4 @@ def kernel(name: str, func: str, defines: tuple = (), dyn_smem: int = 0, carveou
 
 def launch(fn, grid, block, args, shared_mem: int = 0):
     """Launch `fn` on torch's current CUDA stream. args: ints/floats already wrapped as numpy scalars."""
-    import cupy
-    import torch
-
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-    with stream:
-        fn(grid, block, args, shared_mem=shared_mem)
+    fn(grid, block, args, shared_mem=shared_mem, stream=_compile.current_stream())

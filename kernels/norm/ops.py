@@ -16,6 +16,7 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rmsnorm.cu")
 MAX_THREADS = 1024
 SILU_BLOCK = 256
 SILU_MAX_BLOCKS = 132 * 16
+MAX_GRID_Y = 65535  # silu_mul_v8 puts the rows on grid y
 
 
 class NormKernelError(ValueError):
@@ -45,14 +46,16 @@ def _threads(width: int) -> int:
     return min(MAX_THREADS, max(32, -(-columns // 32) * 32))
 
 
-def _aligned16(*tensors) -> bool:
-    """Every given [R, D] bf16 tensor starts on 16 bytes and has a row stride of a multiple of 8 elements."""
-    return all(t is None or (t.data_ptr() % 16 == 0 and (t.shape[0] <= 1 or t.stride(0) % 8 == 0)) for t in tensors)
+def _aligned(nbytes: int, *tensors) -> bool:
+    """Every given [R, D] bf16 tensor starts on `nbytes` and its row stride is a multiple of nbytes / 2 elements."""
+    return all(t is None or (t.data_ptr() % nbytes == 0 and (t.shape[0] <= 1 or t.stride(0) % (nbytes // 2) == 0))
+               for t in tensors)
+
 
 
 def _launch(name: str, grid, block, args) -> None:
     kernel = _compile.kernel(SOURCE, name)
-    kernel(grid, block, args, stream=_compile.external_stream(torch.cuda.current_stream().cuda_stream))
+    kernel(grid, block, args, stream=_compile.current_stream())
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor = None,
@@ -79,7 +82,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
         stride = lambda t: np.int64(0 if t is None else t.stride(0))  # noqa: E731
         args = (ptr(x2), stride(x2), ptr(res), stride(res), ptr(res_out), stride(res_out), ptr(w), ptr(out),
                 stride(out), np.int32(width), np.float32(eps))
-        if width % 8 == 0 and width <= 8 * MAX_THREADS and _aligned16(x2, res, res_out, out, w.view(1, -1)):
+        if width % 8 == 0 and width <= 8 * MAX_THREADS and _aligned(16, x2, res, res_out, out, w.view(1, -1)):
             _launch("norm_rms_zc_v8", (x2.shape[0],), (max(32, -(-width // 256) * 32),), args)
         else:
             _launch("norm_rms_zc", (x2.shape[0],), (_threads(width),), args)
@@ -102,7 +105,11 @@ def gated_rms_norm(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: 
         args = (np.uint64(x2.data_ptr()), np.int64(x2.stride(0)), np.uint64(z2.data_ptr()), np.int64(z2.stride(0)),
                 np.uint64(w.data_ptr()), np.uint64(out.data_ptr()), np.int64(out.stride(0)), np.int32(width),
                 np.float32(eps))
-        _launch("norm_rms_gated", (x2.shape[0],), (_threads(width),), args)
+        if width % 4 == 0 and _aligned(8, x2, z2, w.view(1, -1)):
+            args = args[:-2] + (np.int64(x2.shape[0]),) + args[-2:]
+            _launch("norm_rms_gated_w4", (-(-x2.shape[0] // 8),), (256,), args)
+        else:
+            _launch("norm_rms_gated", (x2.shape[0],), (_threads(width),), args)
     return out.reshape(x.shape)
 
 
@@ -119,7 +126,10 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     total = g2.shape[0] * width
     if total:
         args = (np.uint64(g2.data_ptr()), np.int64(g2.stride(0)), np.uint64(u2.data_ptr()), np.int64(u2.stride(0)),
-                np.uint64(out.data_ptr()), np.int64(g2.shape[0]), np.int32(width))
-        blocks = min(-(-total // SILU_BLOCK), SILU_MAX_BLOCKS)
-        _launch("silu_mul", (blocks,), (SILU_BLOCK,), args)
+                np.uint64(out.data_ptr()))
+        if width % 8 == 0 and g2.shape[0] <= MAX_GRID_Y and _aligned(16, g2, u2):
+            _launch("silu_mul_v8", (-(-width // (8 * SILU_BLOCK)), g2.shape[0]), (SILU_BLOCK,), args + (np.int32(width),))
+        else:
+            blocks = min(-(-total // SILU_BLOCK), SILU_MAX_BLOCKS)
+            _launch("silu_mul", (blocks,), (SILU_BLOCK,), args + (np.int64(g2.shape[0]), np.int32(width)))
     return out.reshape(gate.shape)

@@ -3,6 +3,8 @@
 //                 i, i + NT, ... of it (two passes: sum of squares, then scale; the second pass re-reads from L1/L2).
 // norm_rms_gated: same mapping; row r = one dv-wide head vector of the GDN output, z read at the same (row, col).
 // silu_mul:       grid (min(ceil(T*I / 256), cap)), block 256; grid-stride loop, thread = one element (t, i).
+// norm_rms_gated_w4, silu_mul_v8: vector forms of the two for aligned rows (one warp a row; 8 columns a thread),
+//                 used by ops.py where alignment allows (the scalar forms serve the rest).
 // Formulas: model-spec.md 1.5 (transformers Qwen3_5RMSNorm / Qwen3_5RMSNormGated), rounding as the torch code:
 //   zero-centred: y = bf16(x * rsqrt(mean(x^2) + eps) * (1 + w)); with a residual, x := bf16(x + res) first and
 //                 that sum is also written out (residual_out), as `h = x + residual` in bf16 does.
@@ -140,4 +142,55 @@ extern "C" __global__ void silu_mul(const u16* __restrict__ gate, long long sg, 
     const float s = rbf(silu_f(bf2f(gate[t * sg + i])));
     out[idx] = f2bf(s * bf2f(up[t * su + i]));
   }
+}
+
+// norm_rms_gated_w4: norm_rms_gated for D % 4 == 0 with x, z rows, w and out 8-byte aligned (ops.py checks), one
+// warp per row (8 rows per 256-thread block, grid ceil(R / 8)): lane l owns columns [4l + 128 p, +4), 8-byte loads,
+// a warp-shuffle sum instead of the block barrier (the GDN output has T x HV rows of only dv = 128). Same rounding.
+__device__ __forceinline__ void unpack4(const uint2& u, float (&v)[4]) {
+  v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xFFFF0000u);
+  v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xFFFF0000u);
+}
+
+extern "C" __global__ void norm_rms_gated_w4(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,
+                                             long long sz, const u16* __restrict__ w, u16* __restrict__ out,
+                                             long long so, long long R, int D, float eps) {
+  const long long r = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= R) return;
+  const u16* xr = x + r * sx;
+  float ss = 0.f;
+  for (int c = 4 * lane; c < D; c += 128) {
+    float v[4];
+    unpack4(*reinterpret_cast<const uint2*>(xr + c), v);
+    ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = rsqrtf(ss / (float)D + eps);
+  for (int c = 4 * lane; c < D; c += 128) {
+    float v[4], zv[4], wv[4];
+    unpack4(*reinterpret_cast<const uint2*>(xr + c), v);
+    unpack4(*reinterpret_cast<const uint2*>(z + r * sz + c), zv);
+    unpack4(*reinterpret_cast<const uint2*>(w + c), wv);
+    u16 o[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) o[j] = f2bf(rbf(wv[j] * rbf(v[j] * inv)) * silu_f(zv[j]));
+    *reinterpret_cast<uint2*>(out + r * so + c) = make_uint2((u32)o[0] | ((u32)o[1] << 16), (u32)o[2] | ((u32)o[3] << 16));
+  }
+}
+
+// silu_mul_v8: silu_mul for I % 8 == 0 with gate, up rows 16-byte aligned (ops.py checks): grid (ceil(I / 2048), T),
+// block 256, thread = 8 consecutive columns of one row (16-byte loads and stores, no index division). Same rounding.
+extern "C" __global__ void silu_mul_v8(const u16* __restrict__ gate, long long sg, const u16* __restrict__ up,
+                                       long long su, u16* __restrict__ out, int I) {
+  const long long t = blockIdx.y;
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (c >= I) return;
+  float g[8], u[8];
+  unpack8(*reinterpret_cast<const uint4*>(gate + t * sg + c), g);
+  unpack8(*reinterpret_cast<const uint4*>(up + t * su + c), u);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) g[j] = rbf(silu_f(g[j])) * u[j];
+  *reinterpret_cast<uint4*>(out + t * (long long)I + c) = pack8(g);
 }

@@ -242,7 +242,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
             splits = 1
     vec_out = int(n % 8 == 0 and out.data_ptr() % 16 == 0)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
+    stream = _compile.current_stream()
     src = _permuted(x, p, stream) if permute else x
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(src), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(n), np.int32(k),
             np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
@@ -278,7 +278,7 @@ def _stream_k(x, p: dict, out, tile: int, waves: int, num_sms: int) -> bool:
     flags = _scratch("stream_k_flags", x.device, num_sms, torch.int32)
     if ws is None or flags is None:
         return False
-    stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
+    stream = _compile.current_stream()
     xp, ptr = _permuted(x, p, stream), (lambda t: np.uint64(t.data_ptr()))
     vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xp), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),

@@ -84,7 +84,7 @@ def _num_sms(device) -> int:
 def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: int = 0) -> None:
     """Launch `name` of `source` (or the given cupy kernel) on torch's current stream."""
     kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
-    stream = _compile.external_stream(torch.cuda.current_stream().cuda_stream)
+    stream = _compile.current_stream()
     kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
 
 

@@ -78,11 +78,14 @@ def test_rms_norm_reads_row_strided_views():
     _check(ops.rms_norm(heads, w, 1e-6), naive.rms_norm(heads.contiguous(), w, 1e-6))
 
 
-@pytest.mark.parametrize("rows,width", [(48, 128), (3072, 128), (5, 131), (1, 32)],
-                         ids=["48x128", "3072x128", "5x131", "1x32"])
-def test_gated_rms_norm_matches_naive(rows, width):
+# warp-per-row kernel (norm_rms_gated_w4): widths % 4 == 0 with 8-byte aligned rows; the scalar kernel: 131, and
+# z rows off 8 bytes (shift 1: an odd row stride)
+@pytest.mark.parametrize("rows,width,shift", [(48, 128, 0), (3072, 128, 0), (98304, 128, 0), (5, 131, 0), (1, 32, 0),
+                                              (7, 260, 0), (48, 128, 1)],
+                         ids=["48x128", "3072x128", "98304x128", "5x131", "1x32", "7x260", "48x128-odd-z"])
+def test_gated_rms_norm_matches_naive(rows, width, shift):
     x = _rand(rows, width, scale=2.0)
-    z = _rand(rows, 3 * width, scale=2.0)[:, width:2 * width]  # a column view, as split projections give
+    z = _rand(rows, 3 * width + shift, scale=2.0)[:, width:2 * width]  # a column view, as split projections give
     w = (1.0 + torch.randn(width, device="cuda") * 0.1).bfloat16()
     _poison(rows * width)
     # Two bf16 roundings precede the last (xn, then w * xn): a one-ulp flip in the second carries into the
@@ -90,10 +93,13 @@ def test_gated_rms_norm_matches_naive(rows, width):
     _check(ops.gated_rms_norm(x, z, w, 1e-6), naive.gated_rms_norm(x, z.contiguous(), w, 1e-6), ulps=2)
 
 
-@pytest.mark.parametrize("tokens,width", [(1, 17408), (64, 17408), (3, 1001), (129, 7)],
-                         ids=["1x17408", "64x17408", "3x1001", "129x7"])
-def test_silu_mul_matches_naive(tokens, width):
-    both = _rand(tokens, 2 * width, scale=3.0)
+# 8-column kernel (silu_mul_v8): widths % 8 == 0 with 16-byte aligned rows; the scalar kernel: 1001, 7, and rows off
+# 16 bytes (shift 1: an odd row stride)
+@pytest.mark.parametrize("tokens,width,shift", [(1, 17408, 0), (64, 17408, 0), (2048, 17408, 0), (5, 2056, 0),
+                                                (3, 1001, 0), (129, 7, 0), (9, 17408, 1)],
+                         ids=["1x17408", "64x17408", "2048x17408", "5x2056", "3x1001", "129x7", "9x17408-odd"])
+def test_silu_mul_matches_naive(tokens, width, shift):
+    both = _rand(tokens, 2 * width + shift, scale=3.0)[:, :2 * width]
     gate, up = both[:, :width], both[:, width:]
     _poison(tokens * width)
     _check(ops.silu_mul(gate, up), naive.silu_mul(gate.contiguous(), up.contiguous()))
@@ -115,3 +121,19 @@ def test_modules_use_the_kernels_on_cuda_bf16(monkeypatch):
     # the MLP's down projection spreads a one-ulp change of its input over every output: compare norms
     assert torch.isfinite(got[2]).all()
     assert ((got[2].float() - ref[2].float()).norm() / ref[2].float().norm()).item() < 1e-2
+
+
+def test_vector_kernels_serve_aligned_rows(monkeypatch):
+    """Aligned rows go to the vector kernels (silu_mul_v8, norm_rms_gated_w4), misaligned ones to the scalar forms,
+    and both give the reference's values."""
+    names = []
+    launch = ops._launch
+    monkeypatch.setattr(ops, "_launch", lambda name, *a: (names.append(name), launch(name, *a))[1])
+    both = _rand(16, 2 * 4096 + 1, scale=3.0)
+    for view in (both[:, :8192].contiguous(), both[:, :8192]):
+        gate, up = view[:, :4096], view[:, 4096:]
+        _check(ops.silu_mul(gate, up), naive.silu_mul(gate.contiguous(), up.contiguous()))
+    x, w = _rand(96, 128, scale=2.0), (1.0 + torch.randn(128, device="cuda") * 0.1).bfloat16()
+    for z in (_rand(96, 128, scale=2.0), _rand(96, 257, scale=2.0)[:, 1:129]):
+        _check(ops.gated_rms_norm(x, z, w, 1e-6), naive.gated_rms_norm(x, z.contiguous(), w, 1e-6), ulps=2)
+    assert names == ["silu_mul_v8", "silu_mul", "norm_rms_gated_w4", "norm_rms_gated"]
