@@ -24,15 +24,22 @@ def rendered(card, messages, **kwargs):
 
 
 @pytest.mark.parametrize("name", ["served", "served:latest", "fake-model", "fake-model:latest", "default",
-                                  "default:latest"])
-def test_model_names_with_and_without_latest(card, name):
+                                  "default:latest", "Served", "SERVED:Latest", "library/served",
+                                  "registry.ollama.ai/library/served:latest"])
+def test_model_names_as_ollama_finds_them(card, name):
+    """Ollama matches names case-insensitively, with ":latest" and the default registry/namespace optional, and echoes
+    the name as sent."""
     assert resolve_model({"model": name}, card, "served") == name
 
 
-def test_unknown_and_missing_model(card):
-    with pytest.raises(NotFound, match='model "llama3" not found: this server serves "served:latest"') as info:
-        resolve_model({"model": "llama3"}, card, "served")
-    assert info.value.status == 404
+@pytest.mark.parametrize("name", ["llama3", "served:7b", "other/served", "served-x"])
+def test_unknown_model_is_ollamas_404_body(card, name):
+    with pytest.raises(NotFound) as info:
+        resolve_model({"model": name}, card, "served")
+    assert info.value.status == 404 and info.value.message == f"model '{name}' not found"
+
+
+def test_missing_model(card):
     with pytest.raises(InvalidRequest, match="model is required"):
         resolve_model({}, card, "served")
     # /api/show's legacy key

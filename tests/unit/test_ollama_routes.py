@@ -95,9 +95,17 @@ async def test_routes_and_methods(fake):
     assert blob.status == 501
     created = await client.post("/api/blobs/sha256:abc", data=b"x")
     assert created.status == 501 and "blobs are not supported" in (await created.json())["error"]
-    shown = await client.post("/api/show", json={"model": "nope"})
-    assert shown.status == 404 and "not found" in (await shown.json())["error"]
     assert (await client.post("/api/show", json={"name": "fake-model:latest"})).status == 200
+
+
+@pytest.mark.parametrize("path,extra", [("/api/show", {}), ("/api/generate", {"prompt": "Hi"}),
+                                        ("/api/chat", {"messages": HI}), ("/api/chat", {"messages": []})])
+async def test_unknown_model_is_ollamas_404_body(fake, path, extra):
+    """Ollama's exact body, which clients match to offer a pull; nothing reaches the scheduler."""
+    client, servicer = fake
+    response = await client.post(path, json={"model": "llama3:8b", "stream": False, **extra})
+    assert response.status == 404 and not servicer.script.requests
+    assert await response.json() == {"error": "model 'llama3:8b' not found"}
 
 
 async def test_stop_option_and_length(fake):
