@@ -238,17 +238,25 @@ def _generate_text(body: dict, card: ModelCard, prompt: str) -> str:
     if system is not None and not isinstance(system, str):
         raise InvalidRequest("system must be a string", param="system")
     if body.get("raw"):
-        for key in ("system", "think"):
-            if body.get(key) is not None:
-                raise InvalidRequest(f"{key} cannot be combined with raw: true (no template is applied)",
-                                     param=key)
+        # As Ollama: a system prompt needs the template; an empty one (clients send "") is no system prompt.
+        if system:
+            raise InvalidRequest("system cannot be combined with raw: true (no template is applied)", param="system")
         return prompt
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return _render(card, messages, None, body.get("think"))
 
 
+def _splits_reasoning(body: dict) -> bool:
+    """Whether <think>...</think> in the output becomes `thinking`: with the template, always (it opens the block or
+    closes it empty); with raw: true only when `think` asks for it, as Ollama parses a raw answer's thinking then."""
+    think = body.get("think")
+    if not body.get("raw"):
+        return True
+    return think is not None and thinking_kwargs(think)["enable_thinking"]
+
+
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
-    """Validates an /api/generate body (system, raw, context honoured; suffix/template/images refused)."""
+    """Validates an /api/generate body (system, raw, think, context honoured; suffix/template/images refused)."""
     plan, options, num_logprobs = _common(body, card, served_name)
     prompt = body.get("prompt") or ""
     if not isinstance(prompt, str):
@@ -263,8 +271,8 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     if not prompt and not context:
         return plan
     text = _generate_text(body, card, prompt)
-    raw = bool(body.get("raw"))
-    plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options, split=not raw)
+    plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options,
+                            split=_splits_reasoning(body))
     # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
     plan.gen.num_logprobs = num_logprobs if num_logprobs is not None else 0
     plan.return_context = True

@@ -161,6 +161,20 @@ def test_generate_raw_and_context(card):
     assert not plan.gen.split_reasoning and not plan.gen.thinking_open
 
 
+@pytest.mark.parametrize("extra, split, thinking_open", [
+    ({"think": False, "system": ""}, False, False),
+    ({"think": True}, True, False),
+    ({"think": "high", "prompt": "<|im_start|>assistant\n<think>\n"}, True, True),
+], ids=["think off, empty system", "think on", "think high, prompt opens the block"])
+def test_generate_raw_takes_think_and_an_empty_system(card, extra, split, thinking_open):
+    """Ollama refuses only a system prompt (and a template) with raw: `think` says whether the raw answer's
+    <think> block is parsed into `thinking`, open from the start when the raw prompt ends with <think>."""
+    body = {"model": "default", "prompt": "Hello", "raw": True, **extra}
+    plan = parse_generate(body, card, "x")
+    assert plan.gen.prompt_ids == card.encode(body["prompt"])
+    assert plan.gen.split_reasoning is split and plan.gen.thinking_open is thinking_open
+
+
 def test_generate_empty_prompt_loads(card):
     plan = parse_generate({"model": "default", "prompt": ""}, card, "x")
     assert plan.gen is None
@@ -171,7 +185,7 @@ GENERATE_REFUSALS = [
     ({"template": "{{ .Prompt }}"}, Unsupported, "a per-request template is not supported"),
     ({"images": ["aGk="]}, Unsupported, "images are not supported"),
     ({"raw": True, "system": "x"}, InvalidRequest, "system cannot be combined with raw"),
-    ({"raw": True, "think": False}, InvalidRequest, "think cannot be combined with raw"),
+    ({"raw": True, "think": "none"}, InvalidRequest, "invalid think value 'none'"),
     ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
     ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),

@@ -128,3 +128,16 @@ async def test_seed_past_64_bits_is_a_400_in_ollamas_shape(fake, path, extra):
     assert response.status == 400 and not servicer.script.requests
     assert await response.json() == {"error": "json: cannot unmarshal number 18446744073709551658 into Go struct "
                                               "field Options.seed of type int"}
+
+
+@pytest.mark.parametrize("think, response, thinking", [
+    (True, "Hello world", "\nLet me think.\n"),
+    (False, "<think>\nLet me think.\n</think>\n\nHello world", None),
+], ids=["think on", "think off"])
+async def test_raw_generate_with_think(fake, think, response, thinking):
+    """raw: true with think (Ollama accepts it; a 400 before): on, the raw answer's <think> block is `thinking`."""
+    client, servicer = fake
+    servicer.script.reply = "<think>\nLet me think.\n</think>\n\nHello world"
+    body = {"model": "fake-model", "prompt": "Hi", "raw": True, "think": think, "system": "", "stream": False}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert answer["response"] == response and answer.get("thinking") == thinking and answer["done"] is True
