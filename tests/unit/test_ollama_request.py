@@ -71,6 +71,23 @@ def test_chat_continues_a_final_assistant_message(card, think):
     assert card.decode(plan.gen.prompt_ids).rstrip().endswith(("assistant", "<think>", "</think>"))
 
 
+@pytest.mark.parametrize("messages, system", [
+    ([{"role": "system", "content": "Be brief."}, {"role": "system", "content": " Use French. "}, *HI],
+     "Be brief.\n\nUse French."),
+    ([*HI, {"role": "assistant", "content": "Salut"}, {"role": "system", "content": "Now English."}, *HI],
+     "Now English."),
+    ([{"role": "developer", "content": "Be brief."}, *HI], "Be brief."),
+], ids=["two leading", "one after the first turn", "developer"])
+def test_chat_folds_system_messages_into_one_leading(card, messages, system):
+    """As Ollama's Qwen3.5/3.8 renderer: one leading system turn holding every system/developer text in order (the
+    Qwen3.5 templates refuse a system message that is not first); the other messages keep their order."""
+    plan = parse_chat({"model": "default", "messages": messages, "think": False}, card, "x")
+    others = [m for m in messages if m["role"] not in ("system", "developer")]
+    expected = rendered(card, [{"role": "system", "content": system}, *others], enable_thinking=False)
+    assert plan.gen.prompt_ids == expected
+    assert card.decode(plan.gen.prompt_ids, skip_special_tokens=False).count("<|im_start|>system") == 1
+
+
 def test_chat_think_false_and_effort(card):
     off = parse_chat({"model": "default", "messages": HI, "think": False, "stream": False}, card, "x")
     assert off.stream is False and not off.gen.thinking_open
