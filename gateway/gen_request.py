@@ -16,6 +16,7 @@ class Sampling:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    repetition_window: int = 0   # repetition_penalty covers the last N prompt+output tokens (0 = all of them)
     logit_bias: dict = field(default_factory=dict)   # token id -> bias
     min_tokens: int = 0      # generated tokens before eos / stop ids / stop strings may end it (0 = off)
 

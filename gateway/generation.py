@@ -25,7 +25,7 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
         has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
         presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
-        repetition_penalty=s.repetition_penalty, logit_bias=dict(s.logit_bias),
+        repetition_penalty=s.repetition_penalty, repetition_window=s.repetition_window, logit_bias=dict(s.logit_bias),
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
         prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0)
     prompt_ids = req.all_prompt_ids[index // req.n]

@@ -26,6 +26,8 @@ _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
 # Samplers this server does not have: accepted only at the value that turns them off.
 _OFF_VALUES = {"typical_p": 1.0, "tfs_z": 1.0, "mirostat": 0}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+# Ollama's repeat_last_n when a request leaves it out (api.DefaultOptions).
+DEFAULT_REPEAT_LAST_N = 64
 
 
 @dataclass
@@ -95,17 +97,14 @@ def _stop_list(value: Any) -> list:
     return [s for s in value if s]
 
 
-def _repetition_penalty(opts: dict, pick) -> float:
+def _repetition(opts: dict, pick) -> tuple[float, int]:
+    """(repeat_penalty, the tokens it looks back over) as Ollama reads repeat_last_n: 64 when unset, 0 disables the
+    penalty, -1 (any negative) is the whole context."""
     penalty = float(opts.get("repeat_penalty", pick("repetition_penalty", 1.0)))
-    window = opts.get("repeat_last_n")
+    window = opts.get("repeat_last_n", DEFAULT_REPEAT_LAST_N)
     if window == 0:
-        # Ollama: repeat_last_n 0 disables the penalty.
-        return 1.0
-    if window is not None and window != -1 and penalty != 1.0:
-        raise Unsupported(f"option 'repeat_last_n'={window} is not supported: the repetition penalty covers the "
-                          f"whole prompt and output (use -1, 0 to disable, or leave it unset)",
-                          param="options.repeat_last_n")
-    return penalty
+        return 1.0, 0
+    return penalty, max(window, 0)
 
 
 def _sampling(opts: dict, card: ModelCard) -> Sampling:
@@ -120,13 +119,14 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
     top_k = int(pick("top_k", 0))
     # top_k at or past the vocabulary keeps every token: the same as off (and a huge value fits no int32).
     top_k = 0 if top_k < 0 or top_k >= card.vocab_size else top_k
+    repetition_penalty, repetition_window = _repetition(opts, pick)
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
                     top_k=top_k, min_p=float(pick("min_p", 0.0)),
                     # Ollama and llama.cpp: a negative seed means a random one.
                     seed=None if seed is None or seed < 0 else seed % (1 << 64),
                     presence_penalty=float(opts.get("presence_penalty", 0.0)),
                     frequency_penalty=float(opts.get("frequency_penalty", 0.0)),
-                    repetition_penalty=_repetition_penalty(opts, pick))
+                    repetition_penalty=repetition_penalty, repetition_window=repetition_window)
 
 
 def _num_predict(value: Optional[int]) -> Optional[int]:

@@ -73,6 +73,8 @@ def check_sampling(request, vocab_size: int) -> None:
     _check_range("frequency_penalty", sampling.frequency_penalty, -2.0, 2.0)
     if sampling.repetition_penalty != 0.0:
         _check_range("repetition_penalty", sampling.repetition_penalty, 1e-2, 100.0)
+    if sampling.repetition_window < 0:
+        raise InvalidRequestError(f"repetition_window={sampling.repetition_window} must be >= 0 (0 = every token)")
     _check_range("num_logprobs", sampling.num_logprobs, 0, MAX_NUM_LOGPROBS)
     if sampling.prompt_logprobs:
         _check_range("num_prompt_logprobs", sampling.num_prompt_logprobs, 0, MAX_NUM_LOGPROBS)

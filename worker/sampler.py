@@ -67,7 +67,8 @@ class SampleOutput:
 
 
 def _apply_penalties(logits: torch.Tensor, states: list) -> None:
-    """In place on logits [M, V]: repetition penalty over prompt+output, frequency/presence over output."""
+    """In place on logits [M, V]: repetition penalty over prompt+output (its last repetition_window tokens when set),
+    frequency/presence over output."""
     vocab = logits.shape[1]
     for r, st in enumerate(states):
         if not st.has_penalty:
@@ -75,7 +76,10 @@ def _apply_penalties(logits: torch.Tensor, states: list) -> None:
         p = st.params
         out_ids = torch.tensor(st.output_token_ids, dtype=torch.int64)
         if p.repetition_penalty not in (0.0, 1.0):
-            seen = torch.tensor(st.prompt_token_ids + st.output_token_ids, dtype=torch.int64).unique()
+            window = st.prompt_token_ids + st.output_token_ids
+            if p.repetition_window:
+                window = window[-p.repetition_window:]
+            seen = torch.tensor(window, dtype=torch.int64).unique()
             seen = seen[seen < vocab]
             vals = logits[r, seen]
             logits[r, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)

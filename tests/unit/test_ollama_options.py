@@ -54,13 +54,18 @@ def test_negative_seed_is_random_and_single_stop_string_is_a_list(card):
     assert opts.sampling.seed is None and opts.stop == ["END"]
 
 
-def test_repeat_last_n(card):
-    assert parse_options({"repeat_penalty": 1.3, "repeat_last_n": 0}, card).sampling.repetition_penalty == 1.0
-    assert parse_options({"repeat_penalty": 1.3, "repeat_last_n": -1}, card).sampling.repetition_penalty == 1.3
-    # Without a penalty the window changes nothing, so it is accepted.
-    assert parse_options({"repeat_last_n": 64}, card).sampling.repetition_penalty == 1.0
-    with pytest.raises(Unsupported, match="repeat_last_n'=64 is not supported"):
-        parse_options({"repeat_penalty": 1.3, "repeat_last_n": 64}, card)
+@pytest.mark.parametrize("options, penalty, window", [
+    ({"repeat_penalty": 1.3}, 1.3, 64),
+    ({"repeat_penalty": 1.3, "repeat_last_n": 64}, 1.3, 64),
+    ({"repeat_penalty": 1.1, "repeat_last_n": 256}, 1.1, 256),
+    ({"repeat_penalty": 1.3, "repeat_last_n": -1}, 1.3, 0),
+    ({"repeat_penalty": 1.3, "repeat_last_n": 0}, 1.0, 0),
+], ids=["unset is 64", "64", "256", "-1 is the whole context", "0 disables"])
+def test_repeat_last_n_is_the_penalty_window(card, options, penalty, window):
+    """Ollama's repeat_last_n (default 64): the penalty looks at the last N prompt+output tokens. Any window but -1
+    was a 400 'repeat_last_n=64 is not supported', so clients that send Ollama's own default failed."""
+    s = parse_options(options, card).sampling
+    assert (s.repetition_penalty, s.repetition_window) == (penalty, window)
 
 
 BAD = [

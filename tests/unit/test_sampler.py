@@ -80,6 +80,15 @@ def test_penalties_and_bias():
                                             .log_softmax(0)[7].item(), abs=1e-6)
 
 
+@pytest.mark.parametrize("window, penalized", [(0, True), (3, False), (4, True)], ids=["all", "last 3", "last 4"])
+def test_repetition_window_looks_back_that_many_tokens(window, penalized):
+    """Token 5 sits 4 tokens back in prompt+output: a window of 3 (Ollama's repeat_last_n) no longer penalizes it."""
+    logits = torch.zeros(1, V)
+    logits[0, 5], logits[0, 6] = 1.0, 0.75
+    row = state(prompt=[5, 1], outputs=[2, 3], repetition_penalty=2.0, repetition_window=window)
+    assert Sampler(V).sample(logits, [row]).token_ids == [6 if penalized else 5]
+
+
 def test_top_logprobs_only_where_asked():
     logits = logits_for(2, seed=6)
     out = Sampler(V).sample(logits, [state(num_logprobs=3), state()])
