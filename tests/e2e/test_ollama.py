@@ -261,3 +261,12 @@ def test_unknown_option_ignored_and_bad_json_bodies(http):
     missing = http.post("/api/chat", json={"messages": HELLO})
     assert missing.status_code == 400 and missing.json() == {"error": "model is required"}
     assert_alive(http)
+
+
+def test_repeat_last_n_window_reaches_the_worker(http):
+    """Ollama's repeat_last_n with a repeat_penalty (a 400 before) is the penalty's window in the worker's sampler."""
+    body = {"model": "tiny", "prompt": "1, 2, 3,", "raw": True, "stream": False,
+            "options": {**GREEDY, "num_predict": 6, "repeat_penalty": 1.3, "repeat_last_n": 8}}
+    answer = http.post("/api/generate", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["done_reason"] == "length" and answer.json()["eval_count"] == 6
