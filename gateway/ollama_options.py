@@ -27,7 +27,7 @@ _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
 _OFF_VALUES = {"typical_p": 1.0, "tfs_z": 1.0, "mirostat": 0}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 # Ollama's repeat_last_n when a request leaves it out (api.DefaultOptions).
-DEFAULT_REPEAT_LAST_N = 64
+_DEFAULT_REPEAT_LAST_N = 64
 
 
 @dataclass
@@ -101,7 +101,7 @@ def _repetition(opts: dict, pick) -> tuple[float, int]:
     """(repeat_penalty, the tokens it looks back over) as Ollama reads repeat_last_n: 64 when unset, 0 disables the
     penalty, -1 (any negative) is the whole context."""
     penalty = float(opts.get("repeat_penalty", pick("repetition_penalty", 1.0)))
-    window = opts.get("repeat_last_n", DEFAULT_REPEAT_LAST_N)
+    window = opts.get("repeat_last_n", _DEFAULT_REPEAT_LAST_N)
     if window == 0:
         return 1.0, 0
     return penalty, max(window, 0)
