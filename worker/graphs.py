@@ -147,7 +147,8 @@ class DecodeGraphs:
         key_valid = key_pos[None, :] <= pos[:, None]  # keys 0..pos: the context and this token
         key_index = torch.where(key_valid, tables[:, key_pos // bs] * bs + key_pos % bs, 0)
         slot_mapping = tables[rows, pos // bs] * bs + pos % bs
-        attn = PagedStepMeta(slot_mapping, rows, key_index, key_valid, [], True)
+        attn = PagedStepMeta(slot_mapping, rows, key_index, key_valid, [], True, tables, (pos + 1).int(),
+                             key_pos.numel())
         empty = rows[:0]
         gdn = GdnStepMeta(rows, buf["slots"], empty, buf["cu"][:1], buf["slots"][:0], buf["slots"][:0], None,
                           True, False)

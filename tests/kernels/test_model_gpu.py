@@ -13,6 +13,7 @@ import torch
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
+from worker.layers import attention as attention_layer
 from worker.loader import load_model
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
 from worker.models.qwen3_5_weights import tensor_shapes
@@ -97,8 +98,13 @@ def _schedule_inputs(vocab_size):
     return ids, {n: [free.pop() for _ in range(6)] for n in SLOTS}
 
 
+@pytest.mark.parametrize("decode_kernel", ["1", "0"], ids=["paged_decode_kernel", "torch_decode"])
 @pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=["state_f32", "state_bf16"])
-def test_kernel_model_mixed_batches_match_cpu_fp32(kernel_models, kernel_reference, state_dtype):
+def test_kernel_model_mixed_batches_match_cpu_fp32(kernel_models, kernel_reference, state_dtype, decode_kernel,
+                                                   monkeypatch):
+    # the decode rows of the mixed steps through the paged decode kernel (forced: these steps have under 8 decode
+    # rows) and through the torch path
+    monkeypatch.setattr(attention_layer, "DECODE_KERNEL", decode_kernel)
     config, _, gpu = kernel_models
     ids, blocks = _schedule_inputs(config.vocab_size)
     want = kernel_reference
@@ -174,7 +180,9 @@ def test_greedy_decode_32_tokens_fp32_gpu_equals_cpu(tiny_path, tiny_reference):
     assert _greedy(gpu, config, prompts, "cuda", torch.float32) == _greedy(ref, config, prompts, "cpu", torch.float32)
 
 
-def test_decode_step_replays_as_cuda_graph(kernel_models):
+@pytest.mark.parametrize("decode_kernel", ["1", "0"], ids=["paged_decode_kernel", "torch_decode"])
+def test_decode_step_replays_as_cuda_graph(kernel_models, decode_kernel, monkeypatch):
+    monkeypatch.setattr(attention_layer, "DECODE_KERNEL", decode_kernel)
     config, _, gpu = kernel_models
     cache = _cache(config, "cuda", torch.bfloat16)
     for t in (cache.recurrent_state, cache.conv_state, *cache.k_cache, *cache.v_cache):

@@ -22,6 +22,9 @@ class PagedStepMeta:
     key_valid      [Nd, Lk] bool  key j exists: j < context_len + 1
     prefill_rows   list of (lo, hi, key_index [n_kv] int64, mask [hi-lo, n_kv] bool) for rows of > 1 token
     all_decode     bool           every row is a decode row (decode_tokens is then arange(T))
+    decode_tables  [Nd, B] int64  block table of each decode row (the paged decode kernel's addressing)
+    num_keys       [Nd] int32     keys of each decode row: context_len + 1
+    max_keys       int            a host bound on num_keys (Lk)
     """
 
     slot_mapping: torch.Tensor
@@ -30,6 +33,9 @@ class PagedStepMeta:
     key_valid: torch.Tensor
     prefill_rows: list
     all_decode: bool
+    decode_tables: torch.Tensor = None
+    num_keys: torch.Tensor = None
+    max_keys: int = 0
 
     @staticmethod
     def from_batch(batch: ForwardBatch, block_size: int, bounds=None, context_lens=None) -> "PagedStepMeta":
@@ -50,8 +56,10 @@ class PagedStepMeta:
             index = tables[r, key_pos // block_size] * block_size + key_pos % block_size
             prefill_rows.append((lo, hi, index, key_pos[None, :] <= positions[lo:hi, None]))
         decode_tokens = torch.tensor([bounds[r] for r in decode], dtype=torch.int64).to(device)
+        rows = torch.tensor(decode, dtype=torch.int64).to(device)
+        num_keys = torch.tensor([context_lens[r] + 1 for r in decode], dtype=torch.int32).to(device)
         return PagedStepMeta(slot_mapping, decode_tokens, key_index, key_valid, prefill_rows,
-                             len(decode) == len(context_lens))
+                             len(decode) == len(context_lens), tables[rows], num_keys, key_index.shape[1])
 
 
 def decode_keys(tables: torch.Tensor, decode_rows: list, context_lens: list, block_size: int, device):

@@ -1,0 +1,105 @@
+"""Worker process (GPU path): decode attention over the paged KV pools in one launch (paged_decode.cu; its header
+gives the grid, the tiling and the sources of the method), plus a combine launch when a row's keys are split.
+
+Letters as paged_decode.cu: Nd decode rows, nH query heads, nKV kv heads, G = nH / nKV, hd head dim, B blocks per
+row in the block table, BS tokens per block, S splits. The plain-torch reference is
+worker/layers/paged_attention.decode_attention. CuPy is imported lazily: this module imports on a CPU-only machine.
+"""
+import functools
+import math
+import os
+
+import torch
+
+from kernels import _compile
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paged_decode.cu")
+HEAD_DIMS = (64, 128, 256)
+GMAX = 8  # query heads per kv head the kernel holds (paged_decode.cu GMAX)
+THREADS = 128
+MIN_SPLIT_KEYS = 256  # a split gets at least this many keys
+MAX_SPLITS = 32
+MIN_ROWS = 8  # preferred(): decode rows from which the kernel serves the step
+LOG2E = 1.4426950408889634
+
+
+class PagedDecodeError(ValueError):
+    """A tensor handed to paged_decode has the wrong dtype, device, shape or layout."""
+
+
+def supports(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
+    """True when the kernel can serve these: CUDA bf16, head dim 64, 128 or 256, at most GMAX query heads per kv head."""
+    num_heads, num_kv, head_dim = q.shape[1], k_pool.shape[2], q.shape[2]
+    return (q.is_cuda and q.dtype == torch.bfloat16 and k_pool.dtype == torch.bfloat16 and head_dim in HEAD_DIMS
+            and num_heads % num_kv == 0 and num_heads // num_kv <= GMAX and k_pool.shape[3] == head_dim)
+
+
+def preferred(num_rows: int) -> bool:
+    """Where the kernel beats the torch path it replaces (gather + two batched matmuls), both as CUDA-graph replays on
+    the 27B layer (`python3 -m bench.gpu_paged_decode`, H200, 2026-11-29): from 8 decode rows (Nd = 8 ctx 4096 150.0
+    vs 162.1 us, Nd = 32 ctx 4096 392.4 vs 530.5, Nd = 64 ctx 32768 4673.5 vs 7901.5); one row is faster through
+    torch (ctx 256 26.1 vs 48.1 us, ctx 32768 158.8 vs 300.5: the kernel's per-tile latency chain is not hidden by
+    a single row's 4 kv heads)."""
+    return num_rows >= MIN_ROWS
+
+
+def num_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
+    """S: enough (row, kv head, split) blocks for two per SM, each split at least MIN_SPLIT_KEYS of max_keys keys,
+    at most MAX_SPLITS."""
+    want = math.ceil(2 * num_sms / max(1, num_rows * num_kv))
+    return max(1, min(want, math.ceil(max_keys / MIN_SPLIT_KEYS), MAX_SPLITS))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name: str, head_dim: int):
+    import cupy
+
+    with open(SOURCE, encoding="utf-8") as f:
+        module = cupy.RawModule(code=f.read(), options=_compile.OPTIONS + (f"-DHD={head_dim}", f"-DGMAX={GMAX}"))
+    return module.get_function(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None) -> torch.Tensor:
+    """Attention of one query token per row over its paged keys.
+
+    q [Nd, nH, hd] bf16 (heads contiguous; any row stride); k_pool, v_pool [blocks, BS, nKV, hd] bf16 contiguous;
+    tables [Nd, B] int64 (row r's key j lives in block tables[r, j // BS], offset j % BS); num_keys [Nd] int32 CUDA,
+    each in 1 .. B * BS (the row's context and its new token, already written to the pools); scale: the softmax
+    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed). Returns out [Nd, nH, hd] bf16
+    (written into `out` when given, contiguous). Raises PagedDecodeError for what the kernel does not take.
+    """
+    import numpy as np
+
+    num_rows, num_heads, head_dim = q.shape
+    num_kv = k_pool.shape[2]
+    if not supports(q, k_pool) or v_pool.shape != k_pool.shape or not (k_pool.is_contiguous() and v_pool.is_contiguous()):
+        raise PagedDecodeError(f"paged_decode: q {tuple(q.shape)} {q.dtype}, pools {tuple(k_pool.shape)} "
+                               f"{k_pool.dtype}: needs CUDA bf16, head dim in {HEAD_DIMS}, <= {GMAX} heads per kv head")
+    if q.stride(2) != 1 or q.stride(1) != head_dim or tables.dtype != torch.int64 or tables.stride(1) != 1:
+        raise PagedDecodeError("paged_decode: q heads must be contiguous, tables int64 with contiguous rows")
+    if num_keys.dtype != torch.int32 or num_keys.numel() != num_rows or tables.shape[0] != num_rows:
+        raise PagedDecodeError("paged_decode: num_keys must be int32 [Nd] and tables [Nd, B]")
+    if out is None:
+        out = torch.empty(num_rows, num_heads, head_dim, dtype=torch.bfloat16, device=q.device)
+    if num_rows == 0:
+        return out
+    splits = num_splits(num_rows, num_kv, max_keys, _num_sms(q.device))
+    ws = out
+    if splits > 1:
+        entry = GMAX * head_dim + 2 * GMAX
+        ws = torch.empty(num_rows * num_kv * splits * entry, dtype=torch.float32, device=q.device)
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    group, stream = num_heads // num_kv, _compile.current_stream()
+    args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
+            ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
+            np.float32(scale * LOG2E))
+    _kernel("paged_decode", head_dim)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
+    if splits > 1:
+        _kernel("paged_decode_combine", head_dim)((num_heads, num_rows), (head_dim // 4,), (
+            ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), stream=stream)
+    return out

@@ -1,0 +1,231 @@
+// paged_decode.cu: decode attention over the paged KV pools, one query token per row, GQA, bf16 in / bf16 out,
+// f32 scores and accumulation (flash-decoding: online softmax, the keys of a row optionally split over blocks).
+//
+// Letters: Nd decode rows, nH query heads, nKV kv heads, G = nH / nKV query heads per kv head (<= 8), HD head dim
+// (compile-time: 64, 128 or 256), BS block size (tokens per KV block), S splits per (row, kv head).
+// paged_decode: grid (S, nKV, Nd), block 128 = 4 warps. Block (s, h, n) takes the keys [s L, min((s + 1) L, nk))
+// of row n (nk = num_keys[n], L = 32 * ceil(ceil(nk / 32) / S)) against query heads h G .. h G + G - 1, in tiles
+// of 32 keys, tile t to warp t % 4:
+//   scores, lane = key: the lane walks its key's HD values (16-byte loads, 8 in flight) against the G query vectors
+//     (f32 in shared memory, pre-scaled by scale * log2 e); keys past the range score -inf;
+//   online softmax per query head over the tile (warp max; exp2); the tile's probabilities to shared memory;
+//   P V, lane = HD / 32 dims: every key's V row (8 rows in flight) times its G probabilities into the lane's
+//     G x HD / 32 accumulators (rescaled when the running max grows).
+// The 4 warps' (m, l, acc) merge through shared memory; S = 1: out = acc / l (bf16), else (m, l, acc) go to
+// ws[n][h][s] for paged_decode_combine: grid (nH, Nd), block HD / 4 (4 dims a thread), the splits merged the same
+// way. Source of the online softmax: Milakov & Gimelshein 2018; split keys: flash-decoding (Dao et al., 2023).
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+#ifndef HD
+#define HD 256
+#endif
+#ifndef GMAX
+#define GMAX 8
+#endif
+#define WARPS 4
+#define NEG_INF __int_as_float(0xff800000u)  // -infinity (NVRTC has no math.h INFINITY)
+#define DPL (HD / 32)                 // dims a lane owns in P V
+// ws entry of (row, kv head, split): acc [GMAX][HD] (unnormalised), then m [GMAX], then l [GMAX]
+#define WS_M (GMAX * HD)
+#define WS_L (GMAX * HD + GMAX)
+#define WS_ENTRY (GMAX * HD + 2 * GMAX)
+
+__device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((u32)h) << 16); }
+__device__ __forceinline__ u16 f2bf(float x) {
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// DPL (8, 4 or 2) bf16 of a row into f32
+__device__ __forceinline__ void load_dims(const u16* p, float (&v)[DPL]) {
+#if DPL == 8
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const u32 w[4] = {u.x, u.y, u.z, u.w};
+#elif DPL == 4
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const u32 w[2] = {u.x, u.y};
+#else
+  const u32 w[1] = {*reinterpret_cast<const u32*>(p)};
+#endif
+#pragma unroll
+  for (int j = 0; j < DPL / 2; ++j) v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+}
+
+struct Args {
+  const u16* q;          // [Nd, nH, HD] (row stride sq elements)
+  long long sq;
+  const u16 *k, *v;      // [blocks, BS, nKV, HD]
+  const long long* tables;  // [Nd, B] (row stride st)
+  long long st;
+  const int* num_keys;   // [Nd]
+  u16* out;              // [Nd, nH, HD] contiguous
+  float* ws;             // [Nd, nKV, S, WS_ENTRY] (S > 1)
+  int nKV, G, BS;
+  float scale_log2;      // softmax scale * log2(e)
+};
+
+struct Smem {
+  float q[GMAX][HD];
+  float p[WARPS][32][GMAX];
+  float m[WARPS][GMAX], l[WARPS][GMAX];
+  float acc[WARPS][GMAX][HD];
+};
+
+// scores of the lane's key against the G query vectors; -inf where the key is not in [lo, hi)
+__device__ __forceinline__ void tile_scores(const Args& a, const Smem& sm, const u16* krow, bool valid,
+                                            float (&s)[GMAX]) {
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) s[g] = 0.f;
+  if (valid) {
+#pragma unroll 8
+    for (int c = 0; c < HD; c += DPL) {  // unrolled: 8 loads of the row in flight, not one at a time
+      float kv[DPL];
+      load_dims(krow + c, kv);
+#pragma unroll
+      for (int g = 0; g < GMAX; ++g) {
+        if (g >= a.G) break;
+#pragma unroll
+        for (int e = 0; e < DPL; ++e) s[g] += sm.q[g][c + e] * kv[e];
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) s[g] = valid ? s[g] : NEG_INF;
+}
+
+// one tile of 32 keys (lane = key j0 + lane) folded into the warp's running (m, l, acc)
+__device__ __forceinline__ void tile(const Args& a, Smem& sm, int n, int h, int j0, int hi, float (&m)[GMAX],
+                                     float (&l)[GMAX], float (&acc)[GMAX][DPL]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = j0 + lane;
+  const bool valid = j < hi;
+  long long slot = 0;
+  if (valid) slot = a.tables[n * a.st + j / a.BS] * a.BS + j % a.BS;
+  const long long stride = (long long)a.nKV * HD;
+  float s[GMAX];
+  tile_scores(a, sm, a.k + slot * stride + (long long)h * HD, valid, s);
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    if (g >= a.G) break;
+    const float mn = fmaxf(m[g], warp_max(s[g]));  // finite: the tile has a valid key
+    const float corr = exp2f(m[g] - mn), p = exp2f(s[g] - mn);
+    m[g] = mn;
+    l[g] = l[g] * corr + p;  // the lane's share; summed over the warp at the end
+#pragma unroll
+    for (int e = 0; e < DPL; ++e) acc[g][e] *= corr;
+    sm.p[warp][lane][g] = p;
+  }
+  __syncwarp();
+  const int count = min(32, hi - j0);
+#pragma unroll 8
+  for (int jj = 0; jj < count; ++jj) {  // unrolled: several V rows in flight
+    const long long sl = __shfl_sync(0xffffffffu, slot, jj);
+    float vv[DPL];
+    load_dims(a.v + sl * stride + (long long)h * HD + lane * DPL, vv);
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      if (g >= a.G) break;
+      const float p = sm.p[warp][jj][g];
+#pragma unroll
+      for (int e = 0; e < DPL; ++e) acc[g][e] += p * vv[e];
+    }
+  }
+  __syncwarp();
+}
+
+// the 4 warps' partial results merged (thread = one (query head, dim) at a time): S = 1 the bf16 output acc / l,
+// else the unnormalised (m, l, acc) of this split into ws
+__device__ __forceinline__ void merge_warps(const Args& a, const Smem& sm, int n, int h, int split, int splits) {
+  float* e = a.ws + (((long long)n * a.nKV + h) * splits + split) * WS_ENTRY;
+  for (int i = threadIdx.x; i < a.G * HD; i += blockDim.x) {
+    const int g = i / HD, d = i - g * HD;
+    float mx = NEG_INF;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, sm.m[w][g]);
+    float L = 0.f, o = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+      const float f = sm.m[w][g] == NEG_INF ? 0.f : exp2f(sm.m[w][g] - mx);
+      L += sm.l[w][g] * f, o += sm.acc[w][g][d] * f;
+    }
+    if (splits == 1) {
+      a.out[((long long)n * a.nKV * a.G + (long long)h * a.G + g) * HD + d] = f2bf(o / L);
+      continue;
+    }
+    e[g * HD + d] = o;
+    if (d == 0) e[WS_M + g] = mx, e[WS_L + g] = L;
+  }
+}
+
+// q [Nd, nH, HD] bf16 (row stride sq); k, v pools [blocks, BS, nKV, HD] bf16; tables [Nd, B] int64 (row stride st);
+// num_keys [Nd] int32 (>= 1); out [Nd, nH, HD] bf16; ws: see the header (S > 1 only)
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+paged_decode(const u16* __restrict__ q, long long sq, const u16* __restrict__ k, const u16* __restrict__ v,
+             const long long* __restrict__ tables, long long st, const int* __restrict__ num_keys,
+             u16* __restrict__ out, float* __restrict__ ws, int nKV, int G, int BS, float scale_log2) {
+  __shared__ __align__(16) Smem sm;
+  const Args a{q, sq, k, v, tables, st, num_keys, out, ws, nKV, G, BS, scale_log2};
+  const int split = blockIdx.x, splits = gridDim.x, h = blockIdx.y, n = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int i = threadIdx.x; i < G * HD / 8; i += blockDim.x) {  // 16-byte pieces of the G query rows
+    const int g = (8 * i) / HD, d = 8 * i - g * HD;
+    float x[8];
+    const uint4 u = *reinterpret_cast<const uint4*>(q + n * sq + (long long)(h * G + g) * HD + d);
+    const u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sm.q[g][d + e] = x[e] * scale_log2;
+  }
+  const int nk = num_keys[n], per = 32 * (((nk + 31) / 32 + splits - 1) / splits);
+  const int lo = min(nk, split * per), hi = min(nk, lo + per);
+  float m[GMAX], l[GMAX], acc[GMAX][DPL];
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    m[g] = NEG_INF, l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < DPL; ++e) acc[g][e] = 0.f;
+  }
+  __syncthreads();
+  for (int j0 = lo + 32 * warp; j0 < hi; j0 += 32 * WARPS) tile(a, sm, n, h, j0, hi, m, l, acc);
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    if (g >= G) break;
+    const float lw = warp_sum(l[g]);
+    if (lane == 0) sm.m[warp][g] = m[g], sm.l[warp][g] = lw;
+#pragma unroll
+    for (int e = 0; e < DPL; ++e) sm.acc[warp][g][lane * DPL + e] = acc[g][e];
+  }
+  __syncthreads();
+  merge_warps(a, sm, n, h, split, splits);
+}
+
+// ws [Nd, nKV, S, WS_ENTRY] -> out [Nd, nH, HD] bf16: grid (nH, Nd), block HD / 4, thread = 4 dims
+extern "C" __global__ void paged_decode_combine(const float* __restrict__ ws, u16* __restrict__ out, int nKV, int G,
+                                                int splits) {
+  const int head = blockIdx.x, n = blockIdx.y, h = head / G, g = head - h * G, d0 = 4 * threadIdx.x;
+  const float* base = ws + ((long long)n * nKV + h) * splits * WS_ENTRY;
+  float mx = NEG_INF;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, base[s * WS_ENTRY + WS_M + g]);
+  float L = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s = 0; s < splits; ++s) {
+    const float* e = base + s * WS_ENTRY;
+    const float f = e[WS_M + g] == NEG_INF ? 0.f : exp2f(e[WS_M + g] - mx);
+    L += e[WS_L + g] * f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[i] += e[g * HD + d0 + i] * f;
+  }
+  u16* dst = out + ((long long)n * nKV * G + head) * HD + d0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dst[i] = f2bf(o[i] / L);
+}

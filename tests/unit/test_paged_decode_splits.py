@@ -1,0 +1,26 @@
+"""The paged decode kernel's split choice (kernels/attention/ops.num_splits), CPU-side: enough blocks for the SMs at
+small batches and long contexts, no splits where the rows and kv heads already fill the GPU or the keys are few."""
+from kernels.attention import ops
+
+
+def test_one_row_long_context_spreads_over_the_sms():
+    assert ops.num_splits(1, 4, 32768, 132) == ops.MAX_SPLITS
+    assert ops.num_splits(1, 4, 4096, 132) == 4096 // ops.MIN_SPLIT_KEYS
+
+
+def test_short_contexts_and_wide_batches_stay_whole():
+    assert ops.num_splits(1, 4, ops.MIN_SPLIT_KEYS, 132) == 1
+    assert ops.num_splits(64, 4, 32768, 132) == 2  # 256 (row, kv head) blocks: two per SM need 2 splits
+    assert ops.num_splits(128, 4, 32768, 132) == 1
+
+
+def test_splits_never_leave_a_split_under_the_minimum_share():
+    for rows in (1, 2, 8, 33):
+        for keys in (1, 100, 257, 5000, 100000):
+            s = ops.num_splits(rows, 4, keys, 132)
+            assert 1 <= s <= ops.MAX_SPLITS and (s == 1 or keys / s >= ops.MIN_SPLIT_KEYS / 2), (rows, keys, s)
+
+
+def test_kernel_preferred_from_eight_decode_rows():
+    assert not ops.preferred(1) and not ops.preferred(ops.MIN_ROWS - 1)
+    assert ops.preferred(ops.MIN_ROWS) and ops.preferred(64)
