@@ -119,13 +119,15 @@ class Generation:
         """Cancels every scheduler call still running (idempotent)."""
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Counted before the wait: the caller can be cancelled during it (a client that left makes a write fail, then
+        # aiohttp cancels the handler that is closing), and the request must leave requests_in_flight all the same.
         if not self._closed:
             self._closed = True
             usage = self.usage()
             metrics.REQUESTS_IN_FLIGHT.dec()
             metrics.PROMPT_TOKENS.inc(usage.prompt_tokens)
             metrics.GENERATION_TOKENS.inc(usage.completion_tokens)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run_choice(self, index: int) -> None:
         stream = None

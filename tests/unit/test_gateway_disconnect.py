@@ -2,12 +2,16 @@
 sparkinfer_gateway_client_disconnected_total, whether the request streamed or not (non-streamed ones were not
 counted at all), on every API."""
 import asyncio
+import contextlib
 
 import orjson
 import pytest
 
 from gateway import metrics
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from gateway.client import SchedulerClient
+from gateway.engine import Engine
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway, start_fake_server
+from gateway.gen_request import GenRequest
 
 TOKENIZER = build_tokenizer()
 USER = [{"role": "user", "content": "hi"}]
@@ -15,6 +19,10 @@ USER = [{"role": "user", "content": "hi"}]
 
 def disconnected() -> float:
     return metrics.REGISTRY.get_sample_value("sparkinfer_gateway_client_disconnected_total") or 0.0
+
+
+def gateway_value(name: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name) or 0.0
 
 
 @pytest.fixture
@@ -63,3 +71,34 @@ async def test_streamed_request_left_by_its_client_counts_once(stack):
     assert disconnected() == before + 1
     done = await client.post("/v1/completions", data=orjson.dumps({"prompt": "hi", "max_tokens": 2}))
     assert done.status == 200 and orjson.loads(await done.read())["usage"]["completion_tokens"] == 2
+
+
+async def test_a_close_cancelled_midway_still_ends_the_request_in_the_metrics():
+    """A client that leaves during a write: the write fails first, the handler closes its generation, and aiohttp's
+    cancel for the lost connection lands while close() waits for the cancelled choices. The request must still leave
+    requests_in_flight and have its tokens counted (the gauge crept up by one per such request, seen live with
+    RST and FIN disconnects on /v1/responses, /api/v0 and /v1/chat/completions streams)."""
+    fake = FakeServing(TOKENIZER, max_context_len=2048)
+    fake.script.reply, fake.script.delay_s = "Hello world " * 40, 0.02
+    server, addr = await start_fake_server(fake)
+    client = SchedulerClient(addr)
+    try:
+        engine = Engine(client)
+        in_flight = gateway_value("sparkinfer_gateway_requests_in_flight")
+        prompt_tokens = gateway_value("sparkinfer_gateway_prompt_tokens_total")
+        prompt_ids = TOKENIZER.encode("hi there").ids
+        gen = await engine.start(GenRequest("close-cancelled", prompt_ids, 200, n=2))
+        assert await gen.next() is not None
+        assert gateway_value("sparkinfer_gateway_requests_in_flight") == in_flight + 1
+        closing = asyncio.create_task(gen.close())
+        await asyncio.sleep(0)          # close() has cancelled the choices and waits for them
+        closing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await closing
+        assert closing.cancelled()
+        assert gateway_value("sparkinfer_gateway_requests_in_flight") == in_flight
+        assert gateway_value("sparkinfer_gateway_prompt_tokens_total") == prompt_tokens + len(prompt_ids)
+        await _settled(fake)
+    finally:
+        await client.close()
+        await server.stop(None)
