@@ -13,6 +13,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Optional
 
+from gateway.config import GatewayConfig
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STOP_GRACE_S = 10.0
 # A dead worker is restarted (the scheduler fails its in-flight requests with 503 and serves again once the new
@@ -79,21 +81,44 @@ def dead(kids: list[Child]) -> Optional[Child]:
     return next((c for c in kids if c.proc is not None and c.proc.poll() is not None), None)
 
 
-def stop_all(kids: list[Child]) -> None:
-    """SIGTERM gateway, worker, scheduler (in that order); SIGKILL whatever is left after the grace period."""
-    for child in reversed(kids):
+def drain_grace_s(env: dict) -> float:
+    """How long the gateway drains on SIGTERM (its SPARKINFER_DRAIN_GRACE_S)."""
+    return float(env.get("SPARKINFER_DRAIN_GRACE_S") or GatewayConfig.drain_grace_s)
+
+
+def _stop(kids: list[Child], grace_s: float) -> None:
+    """SIGTERMs each running child of kids and waits up to grace_s for all of them; SIGKILLs those still there."""
+    for child in kids:
         if child.proc is not None and child.proc.poll() is None:
             child.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE_S
-    for child in reversed(kids):
+    deadline = time.monotonic() + grace_s
+    for child in kids:
         if child.proc is None:
             continue
         try:
             child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            print(f"launch: {child.name} did not stop in {_STOP_GRACE_S:.0f} s, killing it", flush=True)
+            print(f"launch: {child.name} did not stop in {grace_s:.0f} s, killing it", flush=True)
             child.proc.kill()
             child.proc.wait()
+
+
+def stop_all(kids: list[Child], drain_s: float) -> None:
+    """Stops the gateway first, giving it drain_s to finish the requests in flight (they need the worker and the
+    scheduler until then), then the worker and the scheduler. A second Ctrl-C (Stop) kills whatever is left at once."""
+    by_name = {child.name: child for child in kids}
+    try:
+        _stop([by_name["gateway"]], drain_s + _STOP_GRACE_S)
+        _stop([by_name["worker"], by_name["scheduler"]], _STOP_GRACE_S)
+    except Stop:
+        print("launch: second signal, killing gateway, worker and scheduler", flush=True)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for child in kids:
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.kill()
+                child.proc.wait()
 
 
 def healthy(url: str) -> bool:
@@ -166,9 +191,7 @@ def main(argv=None) -> int:
     except Stop as stop:
         print(f"launch: {stop} received, stopping gateway, worker and scheduler", flush=True)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stop_all(kids)
+        stop_all(kids, drain_grace_s(env))
     return code
 
 

@@ -172,7 +172,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     config = parse_config(argv)
     log.info("config %s", config.printable())
     serve(create_app(config), config.host, config.port,
-          on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port))
+          on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port),
+          drain_grace_s=config.drain_grace_s)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ class GatewayConfig:
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     exclude_tools_when_tool_choice_none: bool = False  # vLLM's flag: tool_choice "none" drops tools from the prompt
     trust_request_chat_template: bool = False  # render a request's own chat_template (Jinja that can loop for hours)
+    drain_grace_s: float = 30.0               # on SIGTERM/SIGINT: how long requests in flight may take to finish
 
     def printable(self) -> dict:
         shown = asdict(self)
@@ -59,9 +60,14 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         help="render the chat_template a request sends (vLLM's flag of the same name; off: 400), "
                              "only for trusted clients: a template can loop for hours "
                              "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
+    parser.add_argument("--drain-grace-seconds", type=float,
+                        default=float(_env("SPARKINFER_DRAIN_GRACE_S", d.drain_grace_s)),
+                        help="on SIGTERM or SIGINT, stop accepting connections and give the requests in flight this "
+                             "long to finish before they are cut (SPARKINFER_DRAIN_GRACE_S)")
     args = parser.parse_args(argv)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
                          served_model_name=args.served_model_name,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
-                         trust_request_chat_template=args.trust_request_chat_template)
+                         trust_request_chat_template=args.trust_request_chat_template,
+                         drain_grace_s=args.drain_grace_seconds)

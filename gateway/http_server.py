@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
+import signal
 from typing import Callable
 
 from aiohttp import web
@@ -33,6 +35,7 @@ SERVER_OPTIONS = {"auto_decompress": False, "max_line_size": _MAX_HEADER_BYTES,
 # _HEAD_BYTES of a read (enough to tell the APIs apart; a body chunk is never scanned whole).
 _REQUEST_LINE = re.compile(rb"[^\s/]{1,32} (/[^\s?#]*)")
 _HEAD_BYTES = 256
+log = logging.getLogger("sparkinfer.gateway")
 
 
 def is_ollama_path(path: str) -> bool:
@@ -126,17 +129,26 @@ class GatewayRunner(web.AppRunner):
         return server
 
 
-def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None]) -> None:
-    """Serves `app` on host:port until SIGINT or SIGTERM, as web.run_app does, through GatewayRunner."""
+def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float) -> None:
+    """Serves `app` on host:port through GatewayRunner until SIGINT or SIGTERM, then drains: the port closes at once
+    and the requests in flight get up to drain_grace_s to finish. The signals only set an event: aiohttp's
+    handle_signals raises out of the loop, and asyncio.run then cancels every handler at once, cutting each stream."""
     async def run() -> None:
-        runner = GatewayRunner(app, handle_signals=True, handler_cancellation=True, access_log=None)
+        runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, access_log=None,
+                               shutdown_timeout=drain_grace_s)
         await runner.setup()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
         try:
             await web.TCPSite(runner, host, port).start()
             on_ready()
-            await asyncio.Event().wait()
+            await stop.wait()
+            log.info("stopping: draining the requests in flight (up to %.0f s)", drain_grace_s)
         finally:
             await runner.cleanup()
 
-    with contextlib.suppress(web.GracefulExit, KeyboardInterrupt):
+    # A Ctrl-C before the handlers are installed (start-up) ends the process without a traceback.
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run())

@@ -1,5 +1,5 @@
-"""End to end: `python -m deploy.launch` (what `make run` runs) serves, stops cleanly, restarts a dead worker, stops
-all when the scheduler dies, and takes its children down when it is killed."""
+"""End to end: `python -m deploy.launch` (what `make run` runs) serves, stops cleanly (the gateway drains first),
+restarts a dead worker, stops all when the scheduler dies, and takes its children down when it is killed."""
 import os
 import signal
 import subprocess
@@ -51,6 +51,24 @@ def test_serves_then_ctrl_c_stops_all_three(launch):
     proc.send_signal(signal.SIGINT)
     output = proc.communicate(timeout=30)[0].decode()
     assert proc.returncode == 0 and "SIGINT received, stopping gateway, worker and scheduler" in output
+    assert all(subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0 for pid, _ in kids)
+
+
+def test_sigterm_lets_a_stream_in_flight_finish_first(launch):
+    proc, url, banner = launch
+    assert "SparkInfer is serving" in banner
+    kids = children_of(proc.pid)
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "count"}], "max_tokens": 120, "ignore_eos": True,
+            "stream": True}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as stream:
+        lines = stream.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        # The gateway drains while the worker and scheduler still run: they stop only once it has exited.
+        proc.send_signal(signal.SIGTERM)
+        rest = [line for line in lines if line.startswith("data: ")]
+    assert rest[-1] == "data: [DONE]" and '"finish_reason":"length"' in rest[-2]
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 0 and "SIGTERM received, stopping gateway, worker and scheduler" in output
     assert all(subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0 for pid, _ in kids)
 
 
