@@ -110,7 +110,7 @@ class Engine:
         if stream is None:
             return
         if self.scheduler.abort(req_id) is not None:
-            self.metrics.request_success.labels(finished_reason="abort").inc()
+            self.timer.finished(stream.req)
         self._update_gauges()
 
     def finish(self, req_id: str, reason: str) -> bool:
@@ -291,7 +291,7 @@ class Engine:
         error = admission.WorkerUnavailableError(f"{reason}; the request was aborted")
         for stream in self.streams.values():
             stream.queue.put_nowait(error)
-            self.metrics.request_success.labels(finished_reason="abort").inc()
+            self.timer.finished(stream.req)
         self.streams.clear()
         self.scheduler.abort_all()
         if self.pending and not self.pending[1].done():

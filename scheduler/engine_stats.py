@@ -42,6 +42,8 @@ class RequestTimer:
         return resp
 
     def finished(self, req) -> None:
+        """Every request that leaves, aborted ones too (client gone, worker lost): counted under its finish reason and
+        observed in the e2e histogram, so that histogram's count is the request_success total."""
         self.last_token_ns.pop(req.req_id, None)
         self.metrics.e2e_request_latency.observe((time.monotonic_ns() - req.arrival_ns) / 1e9)
         self.metrics.request_success.labels(finished_reason=req.finish_reason or "abort").inc()

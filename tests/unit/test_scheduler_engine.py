@@ -207,3 +207,28 @@ async def test_scheduler_bug_fails_running_requests_instead_of_hanging():
     with pytest.raises(Exception, match="boom"):
         await drain(queue)
     await engine.stop()
+
+
+def _sample(metric, suffix: str, **labels) -> float:
+    return next(sample.value for family in metric.collect() for sample in family.samples
+                if sample.name.endswith(suffix) and all(sample.labels.get(k) == v for k, v in labels.items()))
+
+
+async def test_aborted_requests_are_timed_counted_and_forgotten():
+    """A request its client left and one a lost worker failed, both after their first token: each counts once under
+    abort, is observed in the e2e histogram like any finished request (its count is the request_success total), and
+    leaves nothing behind (RequestTimer kept each one's last-token time forever)."""
+    engine, link = await make_engine()
+    gone = engine.submit(request("gone", max_tokens=0))
+    assert (await asyncio.wait_for(gone.get(), 2)).token_ids
+    engine.cancel("gone")
+    lost = engine.submit(request("lost", max_tokens=0))
+    assert (await asyncio.wait_for(lost.get(), 2)).token_ids
+    link.auto = False
+    with pytest.raises(WorkerUnavailableError):
+        await drain(lost)
+    metrics = engine.metrics
+    assert _sample(metrics.request_success, "_total", finished_reason="abort") == 2
+    assert _sample(metrics.e2e_request_latency, "_count") == 2
+    assert engine.timer.last_token_ns == {} and engine.streams == {}
+    await engine.stop()
