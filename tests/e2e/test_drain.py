@@ -1,6 +1,6 @@
-"""End to end: SIGTERM on a gateway (a scale-down, a rolling update, `docker compose stop`) drains it: the port closes at
-once, the requests in flight finish, then it exits 0; past SPARKINFER_DRAIN_GRACE_S what is left is cut and freed in the
-scheduler. Before, every stream in flight was cut mid-body and every non-streamed request got no response at all."""
+"""End to end: SIGTERM on a gateway (a scale-down, a rolling update, `docker compose stop`) drains it: the port closes
+at once, the requests in flight finish, then it exits 0; past SPARKINFER_DRAIN_GRACE_S what is left is cut and freed in
+the scheduler. Before, every stream in flight was cut mid-body and every non-streamed request got no response at all."""
 import signal
 import subprocess
 import threading
