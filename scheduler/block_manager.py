@@ -20,17 +20,26 @@ class BlockManager:
         self.block_size = block_size
         self.free_block_ids = deque(range(num_blocks))
         self._refs = {}            # block id -> holders (>= 1) of every block in use
+        self._cached = {}          # block id -> how many of its holders are prefix-cache entries (>= 1)
+        self.num_cached_only = 0   # blocks in use that only prefix-cache entries hold (no request)
 
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_block_ids)
 
     @property
+    def num_cached_blocks(self) -> int:
+        """Distinct blocks prefix-cache entries hold."""
+        return len(self._cached)
+
+    @property
     def usage(self) -> float:
-        """Fraction of blocks in use, [0, 1]."""
+        """Fraction of blocks requests hold, [0, 1]. A block only prefix-cache entries hold counts as free, as vLLM
+        counts it: an entry gives way before a request waits for blocks, and an idle server reads 0, not the
+        cache's size (up to half the pool)."""
         if not self.num_total_blocks:
             return 0.0
-        return 1.0 - self.num_free_blocks / self.num_total_blocks
+        return 1.0 - (self.num_free_blocks + self.num_cached_only) / self.num_total_blocks
 
     def num_blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
@@ -38,6 +47,10 @@ class BlockManager:
     def refcount(self, block_id: int) -> int:
         """Holders of `block_id` (0 = free)."""
         return self._refs.get(block_id, 0)
+
+    def cached_refcount(self, block_id: int) -> int:
+        """Prefix-cache entries among the holders of `block_id`."""
+        return self._cached.get(block_id, 0)
 
     def grow(self, block_ids: list, num_tokens: int) -> bool:
         """Appends blocks to `block_ids` until they cover `num_tokens`; False (and no change) if too few are free."""
@@ -52,21 +65,39 @@ class BlockManager:
             block_ids.append(block_id)
         return True
 
-    def share(self, block_ids: list) -> list:
-        """One more holder for each block of `block_ids` (all in use); returns a new list of the same ids."""
+    def share(self, block_ids: list, cached: bool = False) -> list:
+        """One more holder for each block of `block_ids` (all in use), a prefix-cache entry when `cached`; returns a
+        new list of the same ids."""
         for block_id in block_ids:
             if block_id not in self._refs:
                 raise BlockPoolError(f"block {block_id} shared but not in use")
         for block_id in block_ids:
+            num_cached = self._cached.get(block_id, 0)
+            if cached:
+                self._cached[block_id] = num_cached + 1
+            elif self._refs[block_id] == num_cached:
+                self.num_cached_only -= 1      # only entries held it; now a request does too
             self._refs[block_id] += 1
         return list(block_ids)
 
-    def free(self, block_ids: list) -> None:
-        """Drops one holder of every block of `block_ids` and empties the list; unheld blocks go back to the pool."""
+    def free(self, block_ids: list, cached: bool = False) -> None:
+        """Drops one holder (a prefix-cache entry when `cached`) of every block of `block_ids` and empties the list;
+        unheld blocks go back to the pool."""
         for block_id in block_ids:
-            refs = self._refs.get(block_id, 0)
-            if refs <= 0:
-                raise BlockPoolError(f"block {block_id} freed but not in use")
+            refs, num_cached = self._refs.get(block_id, 0), self._cached.get(block_id, 0)
+            num_requests = refs - num_cached
+            if refs <= 0 or (num_cached <= 0 if cached else num_requests <= 0):
+                holder = "an entry" if cached else "a request"
+                raise BlockPoolError(f"block {block_id} freed but not in use by {holder}")
+            if cached:
+                if num_requests == 0 and num_cached == 1:
+                    self.num_cached_only -= 1  # its last holder goes
+                if num_cached == 1:
+                    del self._cached[block_id]
+                else:
+                    self._cached[block_id] = num_cached - 1
+            elif num_requests == 1 and num_cached:
+                self.num_cached_only += 1      # the last request left it to the entries
             if refs == 1:
                 del self._refs[block_id]
                 self.free_block_ids.append(block_id)

@@ -21,7 +21,8 @@ class Metrics:
 
         self.num_requests_running = gauge("sparkinfer_num_requests_running", "Requests holding a state slot")
         self.num_requests_waiting = gauge("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled")
-        self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks in use (0-1)")
+        self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold "
+                                         "(0-1); blocks only the prefix cache holds count as free")
         self.worker_alive = gauge("sparkinfer_worker_alive", "1 while a worker answers pings")
         self.time_to_first_token = histogram("sparkinfer_time_to_first_token_seconds", "Arrival to first token")
         self.inter_token_latency = histogram("sparkinfer_inter_token_latency_seconds", "Between tokens of a request")

@@ -83,7 +83,6 @@ class PrefixCache:
     slots: object
     entries: OrderedDict = field(default_factory=OrderedDict)   # key -> PrefixEntry, least recently used first
     stats: PrefixCacheStats = field(default_factory=PrefixCacheStats)
-    held: dict = field(default_factory=dict)                    # block id -> entries holding it
     pending: list = field(default_factory=list)                 # entries the step in flight writes
 
     @property
@@ -101,7 +100,7 @@ class PrefixCache:
     @property
     def num_cached_blocks(self) -> int:
         """Distinct KV blocks the entries hold."""
-        return len(self.held)
+        return self.blocks.num_cached_blocks
 
     def plan(self, prompt: list) -> tuple:
         """(split_points, snapshot_points) of a prompt; both empty when the cache is off."""
@@ -163,15 +162,13 @@ class PrefixCache:
         while not self._fits(block_ids):
             if not self.evict_one():
                 return -1
-        entry = PrefixEntry(key, end, self.blocks.share(block_ids), self.slots.allocate())
-        for block_id in entry.block_ids:
-            self.held[block_id] = self.held.get(block_id, 0) + 1
+        entry = PrefixEntry(key, end, self.blocks.share(block_ids, cached=True), self.slots.allocate())
         self.entries[key] = entry
         self.pending.append(entry)
         return entry.slot
 
     def _fits(self, block_ids: list) -> bool:
-        num_new = sum(1 for b in block_ids if b not in self.held)
+        num_new = sum(1 for b in block_ids if not self.blocks.cached_refcount(b))
         return (self.num_entries < self.max_slots and self.slots.num_free_slots > 0
                 and self.num_cached_blocks + num_new <= self.blocks.num_total_blocks // 2)
 
@@ -179,8 +176,8 @@ class PrefixCache:
         """For an idle scheduler: "" when every KV block and state slot in use is held by entries alone, else
         what is held by something else."""
         blocks, slots = self.blocks, self.slots
-        if blocks.num_free_blocks + self.num_cached_blocks != blocks.num_total_blocks or any(
-                blocks.refcount(b) != n for b, n in self.held.items()):
+        if blocks.num_free_blocks + self.num_cached_blocks != blocks.num_total_blocks or (
+                blocks.num_cached_only != self.num_cached_blocks):
             return (f"{blocks.num_free_blocks} of {blocks.num_total_blocks} KV blocks free and "
                     f"{self.num_cached_blocks} held by the prefix cache")
         if slots.num_free_slots + self.num_entries != slots.num_total_slots:
@@ -203,10 +200,5 @@ class PrefixCache:
 
     def _drop(self, entry: PrefixEntry) -> None:
         del self.entries[entry.key]
-        for block_id in entry.block_ids:
-            if self.held[block_id] == 1:
-                del self.held[block_id]
-            else:
-                self.held[block_id] -= 1
-        self.blocks.free(entry.block_ids)
+        self.blocks.free(entry.block_ids, cached=True)
         self.slots.free(entry.slot)
