@@ -1,0 +1,66 @@
+"""Unit tests: compose.yaml and deploy/k8s say what the processes do: every SPARKINFER_* variable they set is one a
+process reads, the health checks are runnable Python, and a stopping gateway gets the time its drain takes (SIGTERM
+drains for SPARKINFER_DRAIN_GRACE_S) and goes before the worker it needs."""
+import os
+import re
+
+import pytest
+import yaml
+
+from gateway.config import GatewayConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Read by compose itself (the host folder mounted as /models), not by a process.
+COMPOSE_ONLY = {"SPARKINFER_MODEL_DIR"}
+
+
+def _read(*parts) -> str:
+    with open(os.path.join(REPO, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def _code_variables() -> set:
+    names = set()
+    for package in ("gateway", "scheduler", "worker", "deploy"):
+        for folder, _, files in os.walk(os.path.join(REPO, package)):
+            for name in files:
+                if name.endswith(".py"):
+                    names.update(re.findall(r"SPARKINFER_[A-Z0-9_]+", _read(folder, name)))
+    return names
+
+
+def _seconds(duration: str) -> float:
+    return float(duration[:-1]) * {"s": 1, "m": 60}[duration[-1]]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(_read("compose.yaml"))
+
+
+@pytest.mark.parametrize("path", ["compose.yaml", "deploy/k8s/engine.yaml", "deploy/k8s/gateway.yaml"])
+def test_every_variable_set_is_read_by_a_process(path):
+    used = set(re.findall(r"SPARKINFER_[A-Z0-9_]+", _read(*path.split("/")))) - COMPOSE_ONLY
+    assert used - _code_variables() == set()
+
+
+def test_compose_health_checks_are_python_that_compiles(compose):
+    for name in ("scheduler", "gateway"):
+        test = compose["services"][name]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"]
+        compile(test[3], f"{name} healthcheck", "exec")
+
+
+def test_a_stopping_gateway_has_time_to_drain_before_the_worker_goes(compose):
+    gateway = compose["services"]["gateway"]
+    assert _seconds(gateway["stop_grace_period"]) > GatewayConfig.drain_grace_s
+    # compose stops a service before those it depends on
+    assert "worker" in gateway["depends_on"] and "scheduler" in gateway["depends_on"]
+    k8s = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "gateway.yaml")) if doc["kind"] == "Deployment")
+    assert k8s["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > GatewayConfig.drain_grace_s
+
+
+def test_long_running_services_restart(compose):
+    for name, service in compose["services"].items():
+        if name != "model-init":
+            assert service.get("restart") == "unless-stopped", name
