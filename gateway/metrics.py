@@ -25,8 +25,9 @@ PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total", "Prompt tokens
                         registry=REGISTRY)
 GENERATION_TOKENS = Counter("sparkinfer_gateway_generation_tokens_total", "Generated tokens of served requests.",
                             registry=REGISTRY)
-TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds", "Time from request to first token, per choice.",
-                 buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds",
+                 "Time from request to its first generated token (any choice).", buckets=_LATENCY_BUCKETS,
+                 registry=REGISTRY)
 E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time from request to finish, per choice.",
                         buckets=_LATENCY_BUCKETS, registry=REGISTRY)
 
