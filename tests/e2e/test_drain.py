@@ -4,12 +4,12 @@ the scheduler. Before, every stream in flight was cut mid-body and every non-str
 import signal
 import subprocess
 import threading
-import time
 
 import httpx
 import pytest
 
 from tests.e2e.stack import GatewayProcess
+from tests.e2e.test_finish_reason import wait_for
 from tests.e2e.test_openai_api import scheduler_load, sse_payloads
 
 NUM_TOKENS = 120
@@ -32,13 +32,6 @@ class Call(threading.Thread):
             self.status, self.content = response.status_code, response.content
         except httpx.HTTPError as exc:
             self.error = exc
-
-
-def _wait_until(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
-        time.sleep(0.02)
 
 
 def _refused(url: str) -> bool:
@@ -65,9 +58,9 @@ def gateway_over(engine_stack):
 def test_sigterm_lets_the_requests_in_flight_finish(engine_stack, gateway_over):
     gateway = gateway_over()
     streamed, plain = Call(gateway.url, {**CHAT, "stream": True}), Call(gateway.url, CHAT)
-    _wait_until(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 2, 10, "both requests running")
+    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 2, 10)
     gateway.proc.send_signal(signal.SIGTERM)
-    _wait_until(lambda: _refused(gateway.url), 5, "the port closed")
+    wait_for(lambda: _refused(gateway.url), 5)
     assert gateway.proc.wait(timeout=60) == 0
     streamed.join(10)
     plain.join(10)
@@ -82,12 +75,12 @@ def test_sigterm_lets_the_requests_in_flight_finish(engine_stack, gateway_over):
 def test_past_the_drain_grace_the_rest_is_cut_and_freed(engine_stack, gateway_over):
     gateway = gateway_over({"SPARKINFER_DRAIN_GRACE_S": "0.5"})
     endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
-    _wait_until(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 1, 10, "the request running")
+    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 1, 10)
     gateway.proc.send_signal(signal.SIGTERM)
     try:
         assert gateway.proc.wait(timeout=10) == 0
     except subprocess.TimeoutExpired:
         pytest.fail("the gateway outlived its drain grace by 10 s")
-    _wait_until(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 0, 5, "the cut request freed")
+    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 0, 5)
     endless.join(10)
     assert endless.status is None and endless.error is not None
