@@ -9,7 +9,9 @@ measured in the same run, and the fraction reached. Variants (VARIANTS): "before
 norms; "+gemv" = 32 < M <= 128 rows as 32-row GEMV chunks (worker/layers/linear.py); "+gemv+norms" = also the fused
 norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state (GPU_MODEL_STATE=bfloat16:
 bf16). CSV to $OUT when set.
-Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it).
+Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it),
+GPU_MODEL_CTX (default 256), GPU_MODEL_DECODE_AB (1: also each C of the first variant with the torch decode
+attention instead of the paged decode kernel).
 """
 import csv
 import math
@@ -24,6 +26,7 @@ from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
+from worker.layers import attention as attention_layer
 from worker.layers import linear as linear_layer
 from worker.layers import norm as norm_layer
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
@@ -35,7 +38,10 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 # session 2 the GEMV's v2 flush (kernels/nvfp4/NOTES.md, run 7)
 VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
             ("+gemv+norms", True, True, ("graph",), (48, 64)))
-CTX = 256
+# decode attention A/B at each C of the first variant: the paged decode kernel (attention.DECODE_KERNEL "auto": from
+# 8 rows) against the torch gather path ("0"), GPU_MODEL_DECODE_AB=1
+DECODE_AB = os.environ.get("GPU_MODEL_DECODE_AB", "0") == "1"
+CTX = int(os.environ.get("GPU_MODEL_CTX", "256"))
 PROFILE_TOP = int(os.environ.get("GPU_MODEL_PROFILE_TOP", "6"))  # kernels listed per profiled step
 # GDN recurrent state dtype of the sweeps and profiles (GPU_MODEL_STATE=bfloat16: the worker's bf16 option)
 STATE_DTYPE = getattr(torch, os.environ.get("GPU_MODEL_STATE", "float32"))
@@ -216,8 +222,6 @@ def prefill(model, config) -> None:
                    for sk in (True, False))
         print(f"  prefill chunk of {num_tokens} tokens (one step, eager): {on:.2f} ms with stream-K GEMMs, "
               f"{off:.2f} ms without ({off / on:.2f}x); {num_tokens / on * 1e3:.0f} tok/s", flush=True)
-    del cache
-    torch.cuda.empty_cache()
 
 
 def guarded(fn, what: str) -> float:
@@ -249,8 +253,6 @@ def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, 
         print(f"  {row['state']} C={num_rows}: " + ", ".join(f"{m} {row[f'{m}_ms']:.2f} ms" for m in modes)
               + f", roofline {row['roofline_ms']:.2f} ms  [{time.time() - T0:.0f} s]", flush=True)
         rows.append(row)
-    del cache
-    torch.cuda.empty_cache()
     return rows
 
 
@@ -293,10 +295,17 @@ def main() -> int:
     print(f"built {LAYERS} layers on the GPU: NVFP4 weights {weight_bytes / 1e9:.2f} GB "
           f"[{time.time() - T0:.0f} s]; GPU memory {torch.cuda.memory_allocated() / 1e9:.1f} GB", flush=True)
     prefill(model, config)
+    torch.cuda.empty_cache()
     rows = []
     for label, norms, chunked, modes, batches in VARIANTS:
         set_variant(norms, chunked)
         rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches, " " + label)
+        if DECODE_AB and label == VARIANTS[0][0]:
+            attention_layer.DECODE_KERNEL = "0"
+            torch.cuda.empty_cache()
+            rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches,
+                          " " + label + " torch-attn")
+            attention_layer.DECODE_KERNEL = "auto"
     set_variant(True, False)
     for num_rows in (1, 64):
         if time.time() - T0 < budget + 10:
