@@ -20,6 +20,7 @@ from kernels.nvfp4.ops import _num_sms  # ops imports this module only inside ge
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = "gemm_wgmma.cu"
+HEADERS = ("wgmma_ptx.cuh", "common.cuh")  # what SOURCE includes: part of the cubin cache key
 THREADS = 256
 TILE_ROWS = 128  # weight rows per block
 # T tokens per block -> (cp.async stages, resident blocks per SM the kernel is built for)
@@ -149,8 +150,11 @@ def _module():
     path = os.path.join(HERE, SOURCE)
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    with open(os.path.join(HERE, "common.cuh"), encoding="utf-8") as f:
-        key = hashlib.sha256("\0".join((source, f.read()) + NVRTC_OPTIONS).encode()).hexdigest()[:16]
+    headers = []
+    for name in HEADERS:
+        with open(os.path.join(HERE, name), encoding="utf-8") as f:
+            headers.append(f.read())
+    key = hashlib.sha256("\0".join((source, *headers) + NVRTC_OPTIONS).encode()).hexdigest()[:16]
     cubin_path = os.path.join(tempfile.gettempdir(), f"nvfp4_wgmma_{key}.cubin")
     if os.path.exists(cubin_path):
         return cupy.RawModule(path=cubin_path)
