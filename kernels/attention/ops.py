@@ -20,6 +20,9 @@ THREADS = 128
 MIN_SPLIT_KEYS = 256  # a split gets at least this many keys
 MAX_SPLITS = 32
 MIN_ROWS = 8  # preferred(): decode rows from which the kernel serves the step
+# paged_decode.cu KPL, keys a lane scores per tile: 2 (each query value read from shared memory serves two keys; 166
+# registers, 3 blocks per SM) while the grid fits KPL2_BLOCKS_PER_SM blocks per SM, else 1 (128 registers, 4)
+KPL2_BLOCKS_PER_SM = 3
 LOG2E = 1.4426950408889634
 
 
@@ -28,7 +31,8 @@ class PagedDecodeError(ValueError):
 
 
 def supports(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
-    """True when the kernel can serve these: CUDA bf16, head dim 64, 128 or 256, at most GMAX query heads per kv head."""
+    """True when the kernel can serve these: CUDA bf16, head dim 64, 128 or 256, at most GMAX query heads per kv
+    head."""
     num_heads, num_kv, head_dim = q.shape[1], k_pool.shape[2], q.shape[2]
     return (q.is_cuda and q.dtype == torch.bfloat16 and k_pool.dtype == torch.bfloat16 and head_dim in HEAD_DIMS
             and num_heads % num_kv == 0 and num_heads // num_kv <= GMAX and k_pool.shape[3] == head_dim)
@@ -43,6 +47,13 @@ def preferred(num_rows: int) -> bool:
     return num_rows >= MIN_ROWS
 
 
+def pick_keys_per_lane(num_blocks: int, num_sms: int) -> int:
+    """KPL for a grid of num_blocks (row, kv head, split) blocks. H200, `python3 -m bench.gpu_paged_decode`
+    (2026-11-29, run 15): KPL 2 against 1 at 256-384 blocks: Nd = 8 ctx 4096 127.4 vs 145.7 us, Nd = 32 ctx 4096
+    366.7 vs 386.0, Nd = 32 ctx 256 46.0 vs 53.5; at 512 blocks (Nd = 64) KPL 1: ctx 4096 626.3 vs 963.7."""
+    return 2 if num_blocks <= KPL2_BLOCKS_PER_SM * num_sms else 1
+
+
 def num_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
     """S: enough (row, kv head, split) blocks for two per SM, each split at least MIN_SPLIT_KEYS of max_keys keys,
     at most MAX_SPLITS."""
@@ -51,11 +62,12 @@ def num_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(name: str, head_dim: int):
+def _kernel(name: str, head_dim: int, kpl: int):
     import cupy
 
+    defines = (f"-DHD={head_dim}", f"-DGMAX={GMAX}", f"-DKPL={kpl}")
     with open(SOURCE, encoding="utf-8") as f:
-        module = cupy.RawModule(code=f.read(), options=_compile.OPTIONS + (f"-DHD={head_dim}", f"-DGMAX={GMAX}"))
+        module = cupy.RawModule(code=f.read(), options=_compile.OPTIONS + defines)
     return module.get_function(name)
 
 
@@ -64,20 +76,23 @@ def _num_sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None) -> torch.Tensor:
+def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None,
+                 keys_per_lane: int = 0) -> torch.Tensor:
     """Attention of one query token per row over its paged keys.
 
     q [Nd, nH, hd] bf16 (heads contiguous; any row stride); k_pool, v_pool [blocks, BS, nKV, hd] bf16 contiguous;
     tables [Nd, B] int64 (row r's key j lives in block tables[r, j // BS], offset j % BS); num_keys [Nd] int32 CUDA,
     each in 1 .. B * BS (the row's context and its new token, already written to the pools); scale: the softmax
-    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed). Returns out [Nd, nH, hd] bf16
-    (written into `out` when given, contiguous). Raises PagedDecodeError for what the kernel does not take.
+    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed); keys_per_lane: the kernel's KPL
+    (1 or 2; 0: pick_keys_per_lane's). Returns out [Nd, nH, hd] bf16 (written into `out` when given, contiguous). Raises
+    PagedDecodeError for what the kernel does not take.
     """
     import numpy as np
 
     num_rows, num_heads, head_dim = q.shape
     num_kv = k_pool.shape[2]
-    if not supports(q, k_pool) or v_pool.shape != k_pool.shape or not (k_pool.is_contiguous() and v_pool.is_contiguous()):
+    pools_ok = v_pool.shape == k_pool.shape and k_pool.is_contiguous() and v_pool.is_contiguous()
+    if not supports(q, k_pool) or not pools_ok:
         raise PagedDecodeError(f"paged_decode: q {tuple(q.shape)} {q.dtype}, pools {tuple(k_pool.shape)} "
                                f"{k_pool.dtype}: needs CUDA bf16, head dim in {HEAD_DIMS}, <= {GMAX} heads per kv head")
     if q.stride(2) != 1 or q.stride(1) != head_dim or tables.dtype != torch.int64 or tables.stride(1) != 1:
@@ -98,8 +113,9 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
     args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
             ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
             np.float32(scale * LOG2E))
-    _kernel("paged_decode", head_dim)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
+    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, _num_sms(q.device))
+    _kernel("paged_decode", head_dim, kpl)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
     if splits > 1:
-        _kernel("paged_decode_combine", head_dim)((num_heads, num_rows), (head_dim // 4,), (
+        _kernel("paged_decode_combine", head_dim, kpl)((num_heads, num_rows), (head_dim // 4,), (
             ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), stream=stream)
     return out

@@ -24,6 +24,12 @@ typedef unsigned int u32;
 #define GMAX 8
 #endif
 #define WARPS 4
+// KPL keys a lane (tiles of TILE = 32 KPL keys, the lane's keys j0 + lane + 32 i): each query value read from shared
+// memory serves KPL keys
+#ifndef KPL
+#define KPL 1
+#endif
+#define TILE (32 * KPL)
 #define NEG_INF __int_as_float(0xff800000u)  // -infinity (NVRTC has no math.h INFINITY)
 #define DPL (HD / 32)                 // dims a lane owns in P V
 // ws entry of (row, kv head, split): acc [GMAX][HD] (unnormalised), then m [GMAX], then l [GMAX]
@@ -59,7 +65,8 @@ __device__ __forceinline__ void load_dims(const u16* p, float (&v)[DPL]) {
   const u32 w[1] = {*reinterpret_cast<const u32*>(p)};
 #endif
 #pragma unroll
-  for (int j = 0; j < DPL / 2; ++j) v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+  for (int j = 0; j < DPL / 2; ++j)
+    v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
 }
 
 struct Args {
@@ -75,61 +82,89 @@ struct Args {
   float scale_log2;      // softmax scale * log2(e)
 };
 
+// p: a warp's tile probabilities (while the tiles run); acc: the warps' partial outputs (after them, for the merge)
 struct Smem {
   float q[GMAX][HD];
-  float p[WARPS][32][GMAX];
   float m[WARPS][GMAX], l[WARPS][GMAX];
-  float acc[WARPS][GMAX][HD];
+  union {
+    float p[WARPS][TILE][GMAX];
+    float acc[WARPS][GMAX][HD];
+  };
 };
 
-// scores of the lane's key against the G query vectors; -inf where the key is not in [lo, hi)
-__device__ __forceinline__ void tile_scores(const Args& a, const Smem& sm, const u16* krow, bool valid,
-                                            float (&s)[GMAX]) {
+// scores of the lane's KPL keys against the G query vectors; -inf where a key is not in [lo, hi)
+__device__ __forceinline__ void tile_scores(const Args& a, const Smem& sm, const u16* const (&krow)[KPL],
+                                            const bool (&valid)[KPL], float (&s)[KPL][GMAX]) {
 #pragma unroll
-  for (int g = 0; g < GMAX; ++g) s[g] = 0.f;
-  if (valid) {
+  for (int i = 0; i < KPL; ++i)
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) s[i][g] = 0.f;
 #pragma unroll 8
-    for (int c = 0; c < HD; c += DPL) {  // unrolled: 8 loads of the row in flight, not one at a time
-      float kv[DPL];
-      load_dims(krow + c, kv);
+  for (int c = 0; c < HD; c += DPL) {  // unrolled: 8 loads of each row in flight, not one at a time
+    float kv[KPL][DPL];
 #pragma unroll
-      for (int g = 0; g < GMAX; ++g) {
-        if (g >= a.G) break;
+    for (int i = 0; i < KPL; ++i) load_dims(krow[i] + c, kv[i]);  // an invalid key reads row 0: scored -inf
 #pragma unroll
-        for (int e = 0; e < DPL; ++e) s[g] += sm.q[g][c + e] * kv[e];
+    for (int g = 0; g < GMAX; ++g) {
+      if (g >= a.G) break;
+#pragma unroll
+      for (int e = 0; e < DPL; ++e) {
+        const float qv = sm.q[g][c + e];
+#pragma unroll
+        for (int i = 0; i < KPL; ++i) s[i][g] += qv * kv[i][e];
       }
     }
   }
 #pragma unroll
-  for (int g = 0; g < GMAX; ++g) s[g] = valid ? s[g] : NEG_INF;
+  for (int i = 0; i < KPL; ++i)
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) s[i][g] = valid[i] ? s[i][g] : NEG_INF;
 }
 
-// one tile of 32 keys (lane = key j0 + lane) folded into the warp's running (m, l, acc)
+// one tile of TILE keys (lane = keys j0 + lane + 32 i) folded into the warp's running (m, l, acc)
 __device__ __forceinline__ void tile(const Args& a, Smem& sm, int n, int h, int j0, int hi, float (&m)[GMAX],
                                      float (&l)[GMAX], float (&acc)[GMAX][DPL]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = j0 + lane;
-  const bool valid = j < hi;
-  long long slot = 0;
-  if (valid) slot = a.tables[n * a.st + j / a.BS] * a.BS + j % a.BS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long stride = (long long)a.nKV * HD;
-  float s[GMAX];
-  tile_scores(a, sm, a.k + slot * stride + (long long)h * HD, valid, s);
+  long long slot[KPL];
+  bool valid[KPL];
+  const u16* krow[KPL];
+#pragma unroll
+  for (int i = 0; i < KPL; ++i) {
+    const int j = j0 + lane + 32 * i;
+    valid[i] = j < hi;
+    slot[i] = valid[i] ? a.tables[n * a.st + j / a.BS] * a.BS + j % a.BS : 0;
+    krow[i] = a.k + slot[i] * stride + (long long)h * HD;
+  }
+  float s[KPL][GMAX];
+  tile_scores(a, sm, krow, valid, s);
 #pragma unroll
   for (int g = 0; g < GMAX; ++g) {
     if (g >= a.G) break;
-    const float mn = fmaxf(m[g], warp_max(s[g]));  // finite: the tile has a valid key
-    const float corr = exp2f(m[g] - mn), p = exp2f(s[g] - mn);
+    float mx = s[0][g];
+#pragma unroll
+    for (int i = 1; i < KPL; ++i) mx = fmaxf(mx, s[i][g]);
+    const float mn = fmaxf(m[g], warp_max(mx));  // finite: the tile has a valid key
+    const float corr = exp2f(m[g] - mn);
     m[g] = mn;
-    l[g] = l[g] * corr + p;  // the lane's share; summed over the warp at the end
+    l[g] *= corr;  // the lane's share; summed over the warp at the end
+#pragma unroll
+    for (int i = 0; i < KPL; ++i) {
+      const float p = exp2f(s[i][g] - mn);
+      l[g] += p;
+      sm.p[warp][lane + 32 * i][g] = p;
+    }
 #pragma unroll
     for (int e = 0; e < DPL; ++e) acc[g][e] *= corr;
-    sm.p[warp][lane][g] = p;
   }
   __syncwarp();
-  const int count = min(32, hi - j0);
+  const int count = min(TILE, hi - j0);
 #pragma unroll 8
   for (int jj = 0; jj < count; ++jj) {  // unrolled: several V rows in flight
-    const long long sl = __shfl_sync(0xffffffffu, slot, jj);
+    long long mine = slot[0];
+#pragma unroll
+    for (int i = 1; i < KPL; ++i) mine = (jj >> 5) == i ? slot[i] : mine;
+    const long long sl = __shfl_sync(0xffffffffu, mine, jj & 31);
     float vv[DPL];
     load_dims(a.v + sl * stride + (long long)h * HD + lane * DPL, vv);
 #pragma unroll
@@ -183,7 +218,8 @@ paged_decode(const u16* __restrict__ q, long long sq, const u16* __restrict__ k,
     const uint4 u = *reinterpret_cast<const uint4*>(q + n * sq + (long long)(h * G + g) * HD + d);
     const u32 w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int e = 0; e < 4; ++e) x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
+    for (int e = 0; e < 4; ++e)
+      x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xFFFF0000u);
 #pragma unroll
     for (int e = 0; e < 8; ++e) sm.q[g][d + e] = x[e] * scale_log2;
   }
@@ -197,7 +233,8 @@ paged_decode(const u16* __restrict__ q, long long sq, const u16* __restrict__ k,
     for (int e = 0; e < DPL; ++e) acc[g][e] = 0.f;
   }
   __syncthreads();
-  for (int j0 = lo + 32 * warp; j0 < hi; j0 += 32 * WARPS) tile(a, sm, n, h, j0, hi, m, l, acc);
+  for (int j0 = lo + TILE * warp; j0 < hi; j0 += TILE * WARPS) tile(a, sm, n, h, j0, hi, m, l, acc);
+  __syncthreads();  // every warp is past its tiles: sm.acc may overwrite sm.p
 #pragma unroll
   for (int g = 0; g < GMAX; ++g) {
     if (g >= G) break;

@@ -37,10 +37,11 @@ def _reference(q, k_pool, v_pool, tables, num_keys, scale):
     return decode_attention(q.float(), flat_k, flat_v, key_index, key_valid, scale)
 
 
-def _run(q, k_pool, v_pool, tables, num_keys, max_keys):
+def _run(q, k_pool, v_pool, tables, num_keys, max_keys, keys_per_lane=0):
     out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
     keys = torch.tensor(num_keys, dtype=torch.int32, device="cuda")
-    ops.paged_decode(q, k_pool, v_pool, tables, keys, q.shape[2] ** -0.5, max_keys, out=out)
+    ops.paged_decode(q, k_pool, v_pool, tables, keys, q.shape[2] ** -0.5, max_keys, out=out,
+                     keys_per_lane=keys_per_lane)
     torch.cuda.synchronize()
     return out
 
@@ -58,12 +59,12 @@ def test_matches_torch_decode(heads):
     q, k_pool, v_pool, tables = _case(num_keys, num_heads, num_kv, head_dim, seed=sum(heads))
     ref = _reference(q, k_pool, v_pool, tables, num_keys, head_dim ** -0.5)
     for max_keys in (max(num_keys), 1 << 15):  # S from the longest row, and more splits than most rows fill
-        err = _rel(_run(q, k_pool, v_pool, tables, num_keys, max_keys), ref)
-        assert err < 1e-2, (heads, max_keys, err)
-        # row by row too: a short row's error must not hide in the long rows' norm
-        got = _run(q, k_pool, v_pool, tables, num_keys, max_keys)
-        for r in range(len(num_keys)):
-            assert _rel(got[r], ref[r]) < 2e-2, (heads, max_keys, num_keys[r])
+        for kpl in (1, 2):
+            got = _run(q, k_pool, v_pool, tables, num_keys, max_keys, kpl)
+            assert _rel(got, ref) < 1e-2, (heads, max_keys, kpl)
+            # row by row too: a short row's error must not hide in the long rows' norm
+            for r in range(len(num_keys)):
+                assert _rel(got[r], ref[r]) < 2e-2, (heads, max_keys, kpl, num_keys[r])
 
 
 def test_one_row_long_context_splits():

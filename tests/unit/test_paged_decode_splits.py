@@ -24,3 +24,9 @@ def test_splits_never_leave_a_split_under_the_minimum_share():
 def test_kernel_preferred_from_eight_decode_rows():
     assert not ops.preferred(1) and not ops.preferred(ops.MIN_ROWS - 1)
     assert ops.preferred(ops.MIN_ROWS) and ops.preferred(64)
+
+
+def test_two_keys_a_lane_while_the_grid_fits_three_blocks_per_sm():
+    assert ops.pick_keys_per_lane(288, 132) == 2  # 8 rows x 4 kv heads x 9 splits
+    assert ops.pick_keys_per_lane(ops.KPL2_BLOCKS_PER_SM * 132, 132) == 2
+    assert ops.pick_keys_per_lane(512, 132) == 1  # 64 rows x 4 kv heads x 2 splits
