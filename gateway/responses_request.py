@@ -8,6 +8,7 @@ route's, and so are its errors (their field names translated back to this API's)
 """
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from gateway.openai_fields import check_fields
 from gateway.openai_schema import validate
 from gateway.responses_input import NOT_STORED, input_messages
 from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
+
+log = logging.getLogger("sparkinfer.gateway")
+_warned_tools: set = set()
 
 # Fields that need something stored on the server: what they refer to, and what to send instead.
 _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"
@@ -64,12 +68,17 @@ def _check_include(include: Optional[list]) -> None:
 
 
 def _tools(tools: Optional[list]) -> Optional[list]:
-    """Function tools in the chat route's shape; any other (hosted) tool type is a 400."""
+    """Function tools in the chat route's shape. Any other type (hosted web_search, file_search, mcp, ..., or a
+    freeform custom tool) is left out with a warning logged once, as vLLM and llama.cpp leave them out: Codex CLI
+    sends web_search and custom apply_patch with every request, and a 400 would refuse all of them."""
     out = []
-    for i, tool in enumerate(tools or []):
+    for tool in tools or []:
         if tool["type"] != "function":
-            raise Unsupported(f"tools[{i}]: only function tools are supported (this server runs no hosted "
-                              f"'{tool['type']}' tool)", param=f"tools[{i}].type")
+            if tool["type"] not in _warned_tools:
+                _warned_tools.add(tool["type"])
+                log.warning("ignoring Responses tool of type %r: only function tools are served (logged once)",
+                            tool["type"])
+            continue
         function = {key: tool[key] for key in ("name", "description", "parameters", "strict")
                     if tool.get(key) is not None}
         out.append({"type": "function", "function": function})

@@ -34,8 +34,6 @@ async def post(client, body) -> tuple[int, dict, dict]:
      f"input[0] is an item_reference, which cannot be resolved: {NOT_STORED}"),
     ({"input": [{"type": "function_call", "name": "get_weather", "arguments": "{}"}]}, "input[0].call_id",
      "invalid_value", "input[0].call_id must be a string"),
-    ({"input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type", "unsupported",
-     "only function tools are supported"),
     ({"input": "x", "tools": [{"type": "function"}]}, "tools[0].name", "missing_required_parameter",
      "'tools[0].name' is a required property"),
     ({"input": "x", "tools": [{**TOOLS[0], "name": "bad name"}]}, "tools[0].name", "invalid_value",
@@ -60,7 +58,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
     ({"input": "x", "max_output_tokens": 4096}, "max_output_tokens", "context_length_exceeded",
      "Please reduce the length of the prompt or of max_output_tokens"),
 ], ids=["image", "image-output", "max-tokens-0", "temperature", "input-type", "input-empty", "role", "item-type",
-        "item-reference", "call-without-id", "hosted-tool", "tool-without-name", "tool-name", "tool-choice-name",
+        "item-reference", "call-without-id", "tool-without-name", "tool-name", "tool-choice-name",
         "tool-choice-type", "schema-missing", "schema-invalid", "format-type", "effort", "logprobs",
         "prompt-too-long", "too-many-items", "max-tokens-too-many"])
 async def test_bad_input_is_a_400_naming_the_field(stack, body, param, code, words):
