@@ -2,7 +2,8 @@
 
 One call renders as the chat template writes it:
   <tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>
-calls are joined by "\\n" (at most MAX_PARALLEL_CALLS; exactly one when parallel_tool_calls is false).
+calls are joined by "\\n" (at most MAX_PARALLEL_CALLS; exactly one when parallel_tool_calls is false or one
+function is named, as OpenAI's named tool_choice and vLLM's grammar for it give one call).
 Parameters follow the schema's `properties` order: required ones always, optional ones may be left out,
 unknown ones never appear. A parameter whose schema type is exactly "string" is raw text without "<" (its
 enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING characters); every
@@ -135,7 +136,7 @@ def _markup(card) -> dict:
 
 def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=None,
                       limit: Optional[int] = None) -> str:
-    """Lark text: one call (or, with parallel, one or more) to the offered tools, or to `name` only."""
+    """Lark text: one call (or, with parallel, one or more) to the offered tools, or exactly one call to `name`."""
     limit = max_string_chars() if limit is None else limit
     markup = _markup(card)
     functions = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
@@ -143,7 +144,8 @@ def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=Non
     for index, function in enumerate(functions):
         rules.extend(_function_rules(index, function, limit, markup))
     call = " | ".join(f"f{i}" for i in range(len(functions)))
-    start = f'start: call ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else "start: call"
+    many = parallel and name is None
+    start = f'start: call ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if many else "start: call"
     return "\n".join([start, f"call: {call}"] + rules) + "\n"
 
 

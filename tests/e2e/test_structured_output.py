@@ -122,12 +122,16 @@ def test_c08_required_plain_and_streamed(http):
     check_calls(calls, {"calculate", "get_weather"})
 
 
-def test_c08_named_tool_gives_exactly_that_call(http):
-    body = {**C08, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "temperature": 0.8,
-            "seed": 7}
-    message = chat(http, body)["choices"][0]["message"]
-    calls = plain_calls(message)
+@pytest.mark.parametrize("seed", [7, 10, 12, 20])
+def test_c08_named_tool_gives_exactly_that_call(http, seed):
+    """A named tool_choice is one call even when sampling would go on to a second one (parallel_tool_calls left at
+    its default): seeds 10, 12 and 20 wrote two calls to get_weather before the grammar allowed only one."""
+    body = {**C08, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "temperature": 1.0,
+            "seed": seed}
+    choice = chat(http, body)["choices"][0]
+    calls = plain_calls(choice["message"])
     assert len(calls) == 1 and calls[0][0] == "get_weather" and isinstance(calls[0][1]["location"], str)
+    assert choice["finish_reason"] == "tool_calls" and streamed_calls(http, body)[:2] == (calls, "tool_calls")
 
 
 def test_c08_none_answers_in_text(http):

@@ -92,6 +92,14 @@ def test_named_choice_allows_only_that_function(card):
     assert not accepts(card, grammar, call("switch_led_on"))
 
 
+def test_named_choice_is_exactly_one_call_even_with_parallel_calls(card):
+    """OpenAI's named tool_choice calls that function once (vLLM's grammar for it is one JSON object); a sampled
+    turn wrote two calls to it while parallel_tool_calls was left at its default."""
+    two = call("get_weather", location="Oslo") + "\n" + call("get_weather", location="Rome")
+    assert not accepts(card, tool_call_grammar(TOOLS, "get_weather", True, card), two)
+    assert accepts(card, tool_call_grammar(TOOLS, None, True, card), two)
+
+
 def test_accepted_calls_parse_back_to_their_arguments(card):
     text = call("calculate", operation="add", x=1.5, y=-2, tags=["a"]) + "\n" + call("switch_led_on")
     assert accepts(card, tool_call_grammar(TOOLS, None, True, card), text)
