@@ -10,7 +10,7 @@ from gateway.errors import InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import stream_generation
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
-from gateway.openai_schema import TOKENIZE_SCHEMA, validate
+from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
 from gateway.openai_shape import (ChatFramer, ChatShaper, CompletionFramer, completion_response)
 from gateway.offload import run_cpu
 from gateway.web import json_response, read_json
@@ -52,6 +52,7 @@ class OpenAIRoutes:
         app.router.add_post("/v1/tokenize", self.tokenize)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/detokenize", self.detokenize)
+        app.router.add_post("/detokenize", self.detokenize)
         app.router.add_post("/v1/embeddings", self.embeddings)
 
     async def served_name(self) -> str:
@@ -136,12 +137,11 @@ class OpenAIRoutes:
                               "max_context": limit, "model": name})
 
     async def detokenize(self, request: web.Request) -> web.Response:
-        body = await read_json(request)
-        tokens = body.get("tokens") if isinstance(body, dict) else None
+        body = validate(await read_json(request), DETOKENIZE_SCHEMA)
         card = await self.engine.card()
-        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-            raise InvalidRequest("'tokens' must be a list of token ids", param="tokens")
-        if any(t < 0 or t >= card.tokenizer_vocab_size for t in tokens):
+        check_model(body.get("model"), card, await self.served_name())
+        tokens = body["tokens"]
+        if any(t >= card.tokenizer_vocab_size for t in tokens):
             raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
         # As vLLM (the tokenizer's decode): special tokens stay in the text.
         return json_response({"prompt": await run_cpu(card.decode, tokens, False)})

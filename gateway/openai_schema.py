@@ -174,7 +174,17 @@ TOKENIZE_SCHEMA = {
     },
 }
 
-_VALIDATORS = {id(schema): Draft202012Validator(schema) for schema in (CHAT_SCHEMA, COMPLETION_SCHEMA, TOKENIZE_SCHEMA)}
+DETOKENIZE_SCHEMA = {
+    "type": "object",
+    "required": ["tokens"],
+    "properties": {
+        "model": _STR_OR_NULL,
+        "tokens": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX}},
+    },
+}
+
+_VALIDATORS = {id(schema): Draft202012Validator(schema)
+               for schema in (CHAT_SCHEMA, COMPLETION_SCHEMA, TOKENIZE_SCHEMA, DETOKENIZE_SCHEMA)}
 
 
 def _param_name(path) -> str:

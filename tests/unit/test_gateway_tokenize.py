@@ -37,3 +37,25 @@ async def test_detokenize_keeps_special_tokens_as_vllm(stack):
     client, _ = stack
     out = await post_ok(client, "/v1/detokenize", {"tokens": TOKENIZER.encode(TEXT).ids})
     assert out == {"prompt": TEXT}
+
+
+async def test_detokenize_is_served_at_the_root_too_as_vllm(stack):
+    """vLLM serves /tokenize and /detokenize at the root; /detokenize was a 404 here while /tokenize worked."""
+    client, _ = stack
+    ids = TOKENIZER.encode(TEXT).ids
+    assert await post_ok(client, "/detokenize", {"tokens": ids}) == {"prompt": TEXT}
+    assert await post_ok(client, "/tokenize", {"prompt": TEXT}) == await post_ok(client, "/v1/tokenize", {"prompt": TEXT})
+
+
+async def test_detokenize_checks_the_model_and_the_ids(stack):
+    client, _ = stack
+    for path in ("/v1/detokenize", "/detokenize"):
+        response = await client.post(path, data=orjson.dumps({"model": "gpt-4", "tokens": [1]}))
+        error = orjson.loads(await response.read())["error"]
+        assert response.status == 404 and error["code"] == "model_not_found" and error["param"] == "model"
+        for tokens, param in (([-1], "tokens[0]"), ("abc", "tokens"), ([True], "tokens[0]"), (None, "tokens")):
+            response = await client.post(path, data=orjson.dumps({"tokens": tokens}))
+            error = orjson.loads(await response.read())["error"]
+            assert response.status == 400 and error["param"] == param, error
+        response = await client.post(path, data=orjson.dumps({"model": "default", "tokens": [10**6]}))
+        assert response.status == 400 and orjson.loads(await response.read())["error"]["param"] == "tokens"
