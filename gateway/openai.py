@@ -250,8 +250,6 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     stream, include_usage, continuous = _stream_options(body)
     if body.get("suffix"):
         raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
-    if body.get("best_of") not in (None, 1, body.get("n") or 1):
-        raise Unsupported("best_of other than n is not supported", param="best_of")
     echo = bool(body.get("echo"))
     requested = completion_max_tokens(body, echo)
     # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null.

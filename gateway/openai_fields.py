@@ -65,14 +65,24 @@ def check_fields(body: dict, known: dict, chat: bool) -> None:
     for name, (asks, why) in refused.items():
         if name in body and asks(body[name]):
             raise Unsupported(f"{name}: {why}", param=name)
-    if chat and body.get("best_of") not in (None, 1, body.get("n") or 1):
-        raise Unsupported("best_of: values other than n are not supported (no best-of-n selection)",
-                          param="best_of")
+    check_best_of(body)
     for name in body:
         if name in known or name in NO_EFFECT or name in HONOURED or name in refused or name in _warned:
             continue
         _warned.add(name)
         log.warning("ignoring unknown request field %r (logged once)", name)
+
+
+def check_best_of(body: dict) -> None:
+    """best_of below n is OpenAI's and vLLM's 400 (it is the number of candidates n are picked from); above n it
+    asks for best-of-n selection, which is not done here. A best_of equal to n changes nothing."""
+    best_of, n = body.get("best_of"), body.get("n") or 1
+    if best_of is None or best_of == n:
+        return
+    if best_of < n:
+        raise InvalidRequest(f"best_of must be greater than or equal to n, got n={n} and best_of={best_of}",
+                             param="best_of")
+    raise Unsupported("best_of: values other than n are not supported (no best-of-n selection)", param="best_of")
 
 
 def _choice_grammar(choices: Any, param: str) -> str:

@@ -163,3 +163,18 @@ async def test_response_format_with_tools_is_a_call_or_the_json(stack, tool_choi
     assert status == 200, body
     grammar = fake.script.requests[0].constraint.grammar
     assert grammar.startswith(start) and ("<function=f>" in grammar) == (tool_choice != "none")
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
+async def test_best_of_below_n_is_a_400_as_openai_and_vllm(stack, path):
+    """best_of is the number of candidates the n answers are picked from, so best_of < n cannot be served (vLLM:
+    "best_of must be greater than or equal to n"); it used to answer 200 on /v1/completions."""
+    client, fake = stack
+    base = {"model": "default", "prompt": "hi"} if path == "/v1/completions" else BASE
+    status, body = await post(client, {**base, "n": 2, "best_of": 1}, path)
+    assert status == 400 and body["error"]["param"] == "best_of" and body["error"]["code"] == "invalid_value"
+    assert "greater than or equal to n" in body["error"]["message"] and not fake.script.requests
+    status, body = await post(client, {**base, "n": 2, "best_of": 3}, path)
+    assert status == 400 and body["error"]["code"] == "unsupported" and body["error"]["param"] == "best_of"
+    status, body = await post(client, {**base, "n": 2, "best_of": 2, "max_tokens": 2}, path)
+    assert status == 200 and len(body["choices"]) == 2
