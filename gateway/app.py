@@ -96,17 +96,20 @@ def auth_middleware(api_key: Optional[str]):
     return check_key
 
 
+def _unhealthy(reason: str, detail: str) -> web.Response:
+    return json_response({"status": "unhealthy", "reason": reason, "detail": detail}, status=503)
+
+
 async def health(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
     try:
         load = await engine.client.load(timeout=2.0)
+        if not load.worker_alive:
+            return _unhealthy("worker_down", "the scheduler has no live worker")
+        # Asked only with a live worker: the scheduler gives the card (with its context) once a worker said hello.
         card = await engine.card()
     except ApiError as exc:
-        return json_response({"status": "unhealthy", "reason": "scheduler_unreachable", "detail": exc.message},
-                             status=503)
-    if not load.worker_alive:
-        return json_response({"status": "unhealthy", "reason": "worker_down",
-                              "detail": "the scheduler has no live worker"}, status=503)
+        return _unhealthy("scheduler_unreachable", exc.message)
     return json_response({"status": "ok", "model": card.model_id, "num_running": load.num_running,
                           "num_waiting": load.num_waiting})
 

@@ -64,9 +64,16 @@ class ServingServicer(pb_grpc.ServingServicer):
             await context.abort(grpc.StatusCode[exc.code], str(exc))
 
     async def Info(self, request, context):
+        # The context is the checkpoint's, capped by the KV pool a worker brings (its hello): unknown until then. A
+        # gateway caches the card it gets, so the checkpoint's value given early stayed its context for good:
+        # /v1/models said 8192 while the scheduler ended every request at the pool's 4096 ("length", never a 400).
+        max_context_len = self.engine.scheduler.max_context_len
+        if not max_context_len:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "no worker has connected yet, so the context length "
+                                                             "is not known; retry once the model is loaded")
         card = self.card
         return pb.InfoResponse(
-            model_id=card["model_id"], max_context_len=self.engine.scheduler.max_context_len or card["max_context_len"],
+            model_id=card["model_id"], max_context_len=max_context_len,
             tokenizer_json=card["tokenizer_json"], chat_template=card["chat_template"],
             eos_token_ids=card["eos_token_ids"], generation_config_json=card["generation_config_json"],
             architecture=card["architecture"], quantization=card.get("quantization", "bf16"),
