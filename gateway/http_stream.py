@@ -6,6 +6,7 @@ import time
 from typing import Optional, Protocol
 
 from aiohttp import web
+from aiohttp.http import HttpVersion11
 
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
@@ -33,6 +34,17 @@ async def _first_event(gen: Generation, wait_s: float):
         return _NO_EVENT
 
 
+async def open_stream(request: web.Request, content_type: str, headers: dict) -> web.StreamResponse:
+    """A prepared 200 streaming response. HTTP/1.1 frames it in chunks; HTTP/1.0 has no framing for a body of unknown
+    length but the end of the connection, so that connection is closed after it even when the client asked to keep
+    it (aiohttp kept it open: a `Connection: keep-alive` HTTP/1.0 client, such as `ab -k`, waited forever)."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": content_type, **headers})
+    if request.version < HttpVersion11:
+        response.force_close()
+    await response.prepare(request)
+    return response
+
+
 async def _write_all(response: web.StreamResponse, frames: list[bytes]) -> None:
     for frame in frames:
         await response.write(frame)
@@ -46,8 +58,7 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         # Before any header: every choice admitted (or the refusal of one, as the whole request's status).
         await gen.wait_started(keepalive_s)
         first = await _first_event(gen, max(keepalive_s - (time.monotonic() - started), 0.01))
-        response = web.StreamResponse(status=200, headers={"Content-Type": framer.content_type, **framer.headers})
-        await response.prepare(request)
+        response = await open_stream(request, framer.content_type, framer.headers)
         await _write_all(response, framer.start(gen.usage()))
         try:
             await _pump(response, gen, framer, first, keepalive_s)

@@ -7,7 +7,7 @@ from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unsupported
-from gateway.http_stream import stream_generation
+from gateway.http_stream import open_stream, stream_generation
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
@@ -105,8 +105,7 @@ class OpenAIRoutes:
         if not plan.stream:
             return json_response(completion_response(plan, card, plan.gen.req_id, results, usage))
         framer = CompletionFramer(plan, card, plan.gen.req_id)
-        response = web.StreamResponse(headers={"Content-Type": framer.content_type, **framer.headers})
-        await response.prepare(request)
+        response = await open_stream(request, framer.content_type, framer.headers)
         frames = framer.start(usage)
         for result in results:
             frames += framer.delta(Delta(result.index, finish_reason="length"), usage)

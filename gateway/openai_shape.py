@@ -12,7 +12,8 @@ from gateway.prompt_logprobs import (completion_choice_extras, echo_legacy_logpr
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, TextOffsets, sse_event
 from gateway.tools import ToolCallFilter
 
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
+# No Connection header: HTTP/1.1 keeps the connection by default, and an HTTP/1.0 stream must end with it.
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def usage_dict(usage: Usage) -> dict:

@@ -168,3 +168,26 @@ async def test_a_bom_or_utf16_json_body_is_read(stack, path, body, encode):
     response = await client.post(path, headers={**AUTH, "Content-Type": "application/json"},
                                  data=encode(orjson.dumps(body).decode()))
     assert response.status == 200, await response.text()
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": True}),
+    ("/v1/completions", {"prompt": "hi", "stream": True}),
+    ("/v1/completions", {"prompt": "hi", "stream": True, "echo": True, "max_tokens": 0}),
+    ("/api/generate", {"model": "default", "prompt": "hi"}),
+], ids=["chat-sse", "completions-sse", "echo-only-sse", "ollama-ndjson"])
+async def test_http10_keep_alive_stream_ends_with_the_connection(stack, path, body):
+    """HTTP/1.0 has no chunked framing, so a stream's end is the end of the connection: an HTTP/1.0 client that
+    asked to keep the connection (`ab -k`, old proxies) got the whole stream and then waited forever."""
+    client, _ = stack
+    data = orjson.dumps(body)
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    writer.write(f"POST {path} HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nContent-Type: application/json\r\n"
+                 f"Authorization: Bearer sk-test\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+    try:
+        raw = await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") and b"keep-alive" not in head.lower()
+    assert payload.rstrip().endswith(b"data: [DONE]" if path.startswith("/v1") else b"}")
