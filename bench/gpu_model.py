@@ -198,20 +198,20 @@ def time_runner(model, config, num_rows: int) -> float:
 def time_prefill(model, cache, num_tokens: int, stream_k: bool) -> float:
     """Median ms of one packed step holding a num_tokens prefill chunk of one sequence from position 0 (the
     scheduler's default chunk is 2048 tokens), eager; stream_k False keeps every GEMM on the launcher's whole-tile /
-    split-K pick (gemm_wgmma.STREAM_K_M emptied for the call)."""
-    from kernels.nvfp4 import gemm_wgmma
+    split-K pick (streamk.M_RANGE emptied for the call)."""
+    from kernels.nvfp4 import streamk
 
     gen = torch.Generator().manual_seed(num_tokens)
     tokens = torch.randint(0, model.config.vocab_size, (num_tokens,), generator=gen).tolist()
     batch = ForwardBatch.from_rows([(tokens, 0, 0, list(range(-(-num_tokens // BLOCK))), True)], BLOCK)
     batch = ForwardBatch(*(getattr(batch, f).to(DEVICE) for f in batch.__dataclass_fields__))
     step, last = model.prepare(batch, BLOCK), batch.last_token_index()
-    saved = gemm_wgmma.STREAM_K_M
-    gemm_wgmma.STREAM_K_M = saved if stream_k else (1, 0)
+    saved = streamk.M_RANGE
+    streamk.M_RANGE = saved if stream_k else (1, 0)
     try:
         return median_ms(lambda: model.run(step, cache, last), warmup=2, reps=10)
     finally:
-        gemm_wgmma.STREAM_K_M = saved
+        streamk.M_RANGE = saved
 
 
 def prefill(model, config) -> None:

@@ -53,11 +53,6 @@ RED_US_PER_MB = 0.603
 # 33 .. 8192 on the layer shapes) no pick is slower than S = 1 and none over 1.10x the fastest (T, S) timed; at 0.05,
 # 10240x5120 M = 100 took 128x3, 3% slower than 128x1
 SPLIT_GAIN = 0.08
-# stream-K (pick_stream_k): M range, grid limit (T = 256 tiles per SM) and the x size above which one wave of whole
-# tiles runs first
-STREAM_K_M = (256, 2048)
-STREAM_K_MAX_WAVES = 16
-STREAM_K_X_BYTES = 48 << 20
 
 
 def stage_bytes(tile: int) -> int:
@@ -121,19 +116,6 @@ def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
     return best
 
 
-def pick_stream_k(m: int, np_: int, k: int, num_sms: int = 132) -> int:
-    """Waves of whole T = 256 tiles the stream-K kernel runs first, or -1 (not stream-K: pick's tile x split-K).
-    Stream-K for 256 <= M <= 2048 (the range measured) while its T = 256 grid is under STREAM_K_MAX_WAVES waves; 0
-    waves (every tile's chunks spread over all SMs) unless x exceeds STREAM_K_X_BYTES, then 1 (its first wave runs
-    as whole tiles, close together in the raster, which keeps x in L2: 5120x17408 M = 2048 599.9 vs 657.0 us).
-    H200, `python3 -m bench.gpu_stream_k` (2026-11-29): stream-K 0.66-0.91 of cuBLAS bf16 on the layer shapes at
-    M = 256 .. 2048 where the pick got 0.49-0.83; the pick stays faster on the LM head from M = 1024 (58 waves)."""
-    tiles = (np_ // TILE_ROWS) * -(-m // 256)
-    if not STREAM_K_M[0] <= m <= STREAM_K_M[1] or tiles > STREAM_K_MAX_WAVES * num_sms:
-        return -1
-    return 0 if m * k * 2 <= STREAM_K_X_BYTES else 1
-
-
 def raster_group(p: dict) -> int:
     """Row tiles per raster group: as many as keep GROUP_BYTES of weights, at least 1, at most all."""
     per_row_tile = (TILE_ROWS // 16) * p["Kc"] * FRAGMENT_BYTES
@@ -180,7 +162,7 @@ def _function(name: str):
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(name: str, tile: int):
+def kernel(name: str, tile: int):
     """A GEMM kernel of tile T, allowed its dynamic shared memory."""
     kernel = _function(name)
     kernel.max_dynamic_shared_size_bytes = smem_bytes(tile)
@@ -188,21 +170,9 @@ def _kernel(name: str, tile: int):
     return kernel
 
 
-def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool = PERMUTE_X,
-               diag: str = "", splits: int = 0, stream_k: int = -1):
-    """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T (64, 128, 256;
-    0: pick's); splits: S split-K blocks per output tile, at most Kc (1: none, the plain kernels; 0: pick's, or the
-    cheapest for a given tile; S > 1 only for the default family: permuted, fenced, no diag; S = 1 where the
-    workspace would have to grow during a CUDA graph capture: warm up first); permute: first copy x into the
-    repacked k order (nvfp4_permute_x, xp [M, Kc * 64] bf16, one read + one write of x) so the GEMM moves x in
-    16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
-    only: no proxy fence between cp.async data and wgmma, bench A/B).
-    diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode).
-    stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
-    whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: pick_stream_k's choice when tile and splits are 0 and
-    the kernel family is the default one, else not used.
-    Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
-    import numpy as np
+def check_args(x, p: dict, out, tile: int, fence: bool, permute: bool, diag: str, splits: int) -> bool:
+    """gemm_wgmma's argument checks (ValueError for what the kernels do not take; no GPU call). -> whether the call
+    is to the default kernel family (x permuted, fenced, no diagnostic), the only one with split-K and stream-K."""
     import torch
 
     m, n, k = (x.shape[0] if x.dim() == 2 else -1), p["N"], p["K"]
@@ -220,45 +190,74 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     if splits < 0 or splits > p["Kc"] or (splits > 1 and not plain):
         raise ValueError(f"gemm_wgmma: splits must be 0 .. Kc = {p['Kc']}, and 1 or 0 for the _x4, _nf and diag "
                          "kernels")
+    return plain
+
+
+def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool = PERMUTE_X,
+               diag: str = "", splits: int = 0, stream_k: int = -1):
+    """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T (64, 128, 256;
+    0: pick's); splits: S split-K blocks per output tile, at most Kc (1: none, the plain kernels; 0: pick's, or the
+    cheapest for a given tile; S > 1 only for the default family: permuted, fenced, no diag; S = 1 where the
+    workspace would have to grow during a CUDA graph capture: warm up first); permute: first copy x into the
+    repacked k order (nvfp4_permute_x, xp [M, Kc * 64] bf16, one read + one write of x) so the GEMM moves x in
+    16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
+    only: no proxy fence between cp.async data and wgmma, bench A/B).
+    diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode).
+    stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
+    whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
+    the kernel family is the default one, else not used.
+    Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
+    import numpy as np
+    import torch
+
+    from kernels.nvfp4 import streamk  # imports this module: no cycle at import time
+
+    plain = check_args(x, p, out, tile, fence, permute, diag, splits)
+    m, n, k = x.shape[0], p["N"], p["K"]
     num_sms = _num_sms(x.device)
     if stream_k < 0 and plain and not tile and not splits:
-        stream_k = pick_stream_k(m, p["Np"], k, num_sms)
+        stream_k = streamk.pick(m, p["Np"], k, num_sms)
     if stream_k >= 0:
         if not plain or splits > 1 or tile not in (0, 128, 256):
             raise ValueError("gemm_wgmma: stream-K takes T = 128 or 256, permuted, fenced, no split-K")
-        if _stream_k(x, p, out, tile or 256, stream_k, num_sms):
+        if streamk.launch(x, p, out, tile or 256, stream_k, num_sms):
             return out
-    if not splits and plain:
-        if tile:
-            splits = best_splits(tile, m, p["Np"], p["Kc"], num_sms)
-        else:
-            tile, splits = pick(m, p["Np"], p["Kc"], num_sms)
-    tile, splits = tile or pick_tile(m, p["Np"], num_sms), splits or 1
+    tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
     rows = p["Np"] // TILE_ROWS
     tiles = rows * -(-m // tile)
     if tiles * splits >= 1 << 31:
         raise ValueError("gemm_wgmma: too many blocks")
     ws = counters = None
     if splits > 1:
-        ws = _scratch("split_k", x.device, tiles * tile * TILE_ROWS, torch.float32)
-        counters = _scratch("counters", x.device, tiles, torch.int32)
+        ws = scratch("split_k", x.device, tiles * tile * TILE_ROWS, torch.float32)
+        counters = scratch("counters", x.device, tiles, torch.int32)
         if ws is None or counters is None:
             splits = 1
     vec_out = int(n % 8 == 0 and out.data_ptr() % 16 == 0)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     stream = _compile.current_stream()
-    src = _permuted(x, p, stream) if permute else x
+    src = permuted_x(x, p, stream) if permute else x
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(src), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(n), np.int32(k),
             np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
             np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
             np.int32(splits))
     name = f"nvfp4_gemm_wgmma_t{tile}{'' if permute else '_x4'}{'' if fence else '_nf'}{diag}"
     name += "_sk" if splits > 1 else ""
-    _kernel(name, tile)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
+    kernel(name, tile)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
 
 
-def _permuted(x, p: dict, stream):
+def _tile_and_splits(m: int, p: dict, tile: int, splits: int, plain: bool, num_sms: int) -> tuple:
+    """(T, S) of a whole-tile / split-K launch: the given ones, else pick's (split-K only for the default family)."""
+    if not splits and plain:
+        if tile:
+            splits = best_splits(tile, m, p["Np"], p["Kc"], num_sms)
+        else:
+            tile, splits = pick(m, p["Np"], p["Kc"], num_sms)
+    return tile or pick_tile(m, p["Np"], num_sms), splits or 1
+
+
+def permuted_x(x, p: dict, stream):
     """nvfp4_permute_x: x [M, K] -> xp [M, Kc * 64] bf16 in the repacked k order (a new tensor)."""
     import numpy as np
     import torch
@@ -270,35 +269,12 @@ def _permuted(x, p: dict, stream):
     return xp
 
 
-def _stream_k(x, p: dict, out, tile: int, waves: int, num_sms: int) -> bool:
-    """The _skm launch: G = num_sms persistent blocks (one resident per SM), `waves` x G whole tiles first (at most
-    all), the rest stream-K. -> False (nothing launched) where its workspace would have to grow in a graph capture."""
-    import numpy as np
-    import torch
-
-    m, rows = x.shape[0], p["Np"] // TILE_ROWS
-    tiles = rows * -(-m // tile)
-    ws = _scratch("stream_k", x.device, num_sms * tile * TILE_ROWS, torch.float32)
-    flags = _scratch("stream_k_flags", x.device, num_sms, torch.int32)
-    if ws is None or flags is None:
-        return False
-    stream = _compile.current_stream()
-    xp, ptr = _permuted(x, p, stream), (lambda t: np.uint64(t.data_ptr()))
-    vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xp), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
-            np.int32(p["K"]), np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
-            ptr(ws), ptr(flags), np.int32(1), np.int32(min(tiles // num_sms, waves) * num_sms))
-    _kernel(f"nvfp4_gemm_wgmma_t{tile}_skm", tile)((num_sms,), (THREADS,), args, shared_mem=smem_bytes(tile),
-                                                   stream=stream)
-    return True
-
-
 # (kind, device) -> buffers, newest (largest) last; outgrown ones stay referenced for the process's life because a
 # CUDA graph captured earlier may still point at them
 _SCRATCH = {}
 
 
-def _scratch(kind: str, device, numel: int, dtype):
+def scratch(kind: str, device, numel: int, dtype):
     """A zeroed per-device buffer of at least `numel` elements (the split-K workspace / tile counters: the kernels
     leave them zero), grown, never shrunk or freed; None where it would have to grow during a CUDA graph capture."""
     import torch

@@ -1,6 +1,6 @@
 """The wgmma GEMM launcher's CPU-side choices (kernels/nvfp4/gemm_wgmma.py): which M and grids go to the stream-K
 kernel, and with how many waves of whole tiles first. The numbers are the 27B layer shapes on a 132-SM H200."""
-from kernels.nvfp4 import gemm_wgmma
+from kernels.nvfp4 import gemm_wgmma, streamk
 
 LAYER_SHAPES = [(10240, 5120), (6144, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120)]
 
@@ -12,25 +12,75 @@ def _np(n: int) -> int:
 def test_stream_k_for_prefill_sized_m_on_every_layer_shape():
     for n, k in LAYER_SHAPES:
         for m in (256, 512, 1000, 2048):
-            assert gemm_wgmma.pick_stream_k(m, _np(n), k, 132) in (0, 1), (n, k, m)
+            assert streamk.pick(m, _np(n), k, 132) in (0, 1), (n, k, m)
 
 
 def test_not_stream_k_outside_the_measured_range():
     for n, k in LAYER_SHAPES:
         for m in (1, 33, 128, 255, 2049, 8192):
-            assert gemm_wgmma.pick_stream_k(m, _np(n), k, 132) == -1, (n, k, m)
+            assert streamk.pick(m, _np(n), k, 132) == -1, (n, k, m)
 
 
 def test_lm_head_keeps_whole_tiles_once_the_grid_is_many_waves():
     # 1940 row tiles: M = 256 is 14.7 waves of T = 256 tiles (stream-K), M = 512 29.4 (the pick's whole tiles)
-    assert gemm_wgmma.pick_stream_k(256, _np(248320), 5120, 132) == 0
-    assert gemm_wgmma.pick_stream_k(512, _np(248320), 5120, 132) == -1
+    assert streamk.pick(256, _np(248320), 5120, 132) == 0
+    assert streamk.pick(512, _np(248320), 5120, 132) == -1
     # a GPU with fewer SMs reaches the wave limit sooner
-    assert gemm_wgmma.pick_stream_k(256, _np(248320), 5120, 66) == -1
+    assert streamk.pick(256, _np(248320), 5120, 66) == -1
 
 
 def test_one_wave_of_whole_tiles_first_where_x_outgrows_the_l2():
     # x = M x K bf16: 2048 x 17408 x 2 = 71 MB runs its first wave whole; 1024 x 17408 x 2 = 35.7 MB does not
-    assert gemm_wgmma.pick_stream_k(2048, 5120, 17408, 132) == 1
-    assert gemm_wgmma.pick_stream_k(1024, 5120, 17408, 132) == 0
-    assert gemm_wgmma.pick_stream_k(2048, 17408, 5120, 132) == 0
+    assert streamk.pick(2048, 5120, 17408, 132) == 1
+    assert streamk.pick(1024, 5120, 17408, 132) == 0
+    assert streamk.pick(2048, 17408, 5120, 132) == 0
+
+
+def test_launcher_refuses_what_no_kernel_takes_before_touching_the_gpu():
+    # gemm_wgmma.check_args runs before any GPU call: CPU tensors of the right shapes pass it, wrong ones name the fault
+    import pytest
+    import torch
+
+    p = {"N": 256, "K": 128, "Kc": 2, "Np": 256}
+    x, out = torch.zeros(4, 128, dtype=torch.bfloat16), torch.zeros(4, 256, dtype=torch.bfloat16)
+    assert gemm_wgmma.check_args(x, p, out, 0, True, True, "", 0) is True
+    assert gemm_wgmma.check_args(x, p, out, 0, True, False, "", 1) is False
+    cases = [((x.float(), p, out, 0, True, True, "", 0), "x must be"),
+             ((x, p, out[:, :200], 0, True, True, "", 0), "out must be"),
+             ((x, p, out, 96, True, True, "", 0), "tile must be"),
+             ((x, p, out, 0, False, False, "", 0), "no-fence"),
+             ((x, p, out, 0, True, False, "", 2), "splits must be"),
+             ((x, p, out, 0, True, True, "", 3), "splits must be")]
+    for args, message in cases:
+        with pytest.raises(ValueError, match=message):
+            gemm_wgmma.check_args(*args)
+
+
+def test_stream_k_launch_arguments(monkeypatch):
+    # streamk.launch on CPU with the GPU calls stubbed: one block per SM, the workspace and flags from the shared
+    # scratch, dp = whole waves (capped at the tiles there are), the kernel argument order of gemm_wgmma.cu's _skm
+    import torch
+
+    launches = []
+
+    def fake_kernel(name, tile):
+        return lambda grid, block, args, shared_mem, stream: launches.append((name, grid, block, args, shared_mem))
+
+    monkeypatch.setattr(gemm_wgmma, "kernel", fake_kernel)
+    monkeypatch.setattr(gemm_wgmma, "permuted_x", lambda x, p, stream: x)
+    monkeypatch.setattr(streamk._compile, "current_stream", lambda: None)
+    monkeypatch.setattr(gemm_wgmma, "_SCRATCH", {})
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    p = {"N": 1001, "K": 128, "Kc": 2, "Np": 1024, "wq": torch.zeros(1), "wsc": torch.zeros(1),
+         "alpha": torch.zeros(1)}
+    x, out = torch.zeros(600, 128, dtype=torch.bfloat16), torch.zeros(600, 1001, dtype=torch.bfloat16)
+    for waves, dp in ((0, 0), (1, 10), (5, 20)):  # 8 row tiles x 3 token tiles = 24 tiles: 2 whole waves of 10
+        assert streamk.launch(x, p, out, 256, waves, 10)
+        name, grid, block, args, smem = launches[-1]
+        assert (name, grid, block, smem) == ("nvfp4_gemm_wgmma_t256_skm", (10,), (256,), gemm_wgmma.smem_bytes(256))
+        assert [int(a) for a in args[5:12]] == [600, 1001, 128, 2, 8, gemm_wgmma.raster_group(p), 0]
+        assert int(args[14]) == 1 and int(args[15]) == dp
+    assert streamk.launch(x, p, out, 128, 2, 2)  # 40 tiles of T = 128 on 2 SMs: two whole waves = 4 tiles
+    assert int(launches[-1][3][15]) == 4 and launches[-1][1] == (2,)
+    ws = gemm_wgmma._SCRATCH[("stream_k", torch.device("cpu"))][-1]
+    assert ws.numel() >= 10 * 256 * 128
