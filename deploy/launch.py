@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Optional
 
+from deploy import preflight
 from gateway.config import GatewayConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -169,14 +170,28 @@ def supervise(kids: list[Child], env: dict) -> int:
         start(gone, env)
 
 
+def base_url(env: dict) -> str:
+    """The gateway's URL as a client on this machine reaches it (a wildcard host through loopback; an IPv6 host in
+    brackets: http://::1:8080 was no URL, so the health probe never passed)."""
+    host = env["SPARKINFER_HOST"]
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{env['SPARKINFER_PORT']}"
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     env = stack_env(args.model)
+    faults = preflight.problems(env, args.model, REPO)
+    if faults:
+        print("\n".join(f"launch: {fault}" for fault in faults), file=sys.stderr, flush=True)
+        return 1
     kids = children(args.model)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    probe_host = "127.0.0.1" if env["SPARKINFER_HOST"] in ("0.0.0.0", "::", "") else env["SPARKINFER_HOST"]
-    base = f"http://{probe_host}:{env['SPARKINFER_PORT']}"
+    base = base_url(env)
     code = 0
     try:
         for child in kids:

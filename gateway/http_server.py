@@ -13,6 +13,7 @@ import contextlib
 import logging
 import re
 import signal
+import sys
 from typing import Callable
 
 from aiohttp import web
@@ -129,6 +130,10 @@ class GatewayRunner(web.AppRunner):
         return server
 
 
+class ListenError(Exception):
+    """The port is taken or the host is no address of this machine: said in one line, without a traceback."""
+
+
 def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float) -> None:
     """Serves `app` on host:port through GatewayRunner until SIGINT or SIGTERM, then drains: the port closes at once
     and the requests in flight get up to drain_grace_s to finish. The signals only set an event: aiohttp's
@@ -142,7 +147,11 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
-            await web.TCPSite(runner, host, port).start()
+            try:
+                await web.TCPSite(runner, host, port).start()
+            except OSError as exc:
+                raise ListenError(f"cannot listen on {host}:{port} (SPARKINFER_HOST, SPARKINFER_PORT): "
+                                  f"{exc.strerror or exc}") from None
             on_ready()
             await stop.wait()
             log.info("stopping: draining the requests in flight (up to %.0f s)", drain_grace_s)
@@ -150,5 +159,8 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
             await runner.cleanup()
 
     # A Ctrl-C before the handlers are installed (start-up) ends the process without a traceback.
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run())
+    except ListenError as exc:
+        sys.exit(f"gateway: {exc}")

@@ -41,7 +41,9 @@ class Metrics:
                                          registry=registry)
 
 
-def serve_metrics(port: int) -> None:
-    """Starts the /metrics HTTP endpoint on `port` (a daemon thread); 0 = off."""
+def serve_metrics(host: str, port: int) -> None:
+    """Starts the /metrics HTTP endpoint on host:port (a daemon thread); port 0 = off. The host is the gRPC one:
+    prometheus_client's default 0.0.0.0 put `make run`'s metrics on every interface while the rest stays on
+    loopback."""
     if port:
-        start_http_server(port)
+        start_http_server(port, addr=host)

@@ -6,8 +6,10 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 
 import grpc
+import zmq
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
@@ -17,14 +19,33 @@ from scheduler.config import parse_config
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics, serve_metrics
 from scheduler.wire import WorkerLink
+from worker.checkpoint_errors import CheckpointError
 from worker.model_card import load_model_card
 
 log = logging.getLogger("sparkinfer.scheduler")
 SERVICE_NAME = "sparkinfer.v1.Serving"
 # tokenizer.json of a real checkpoint (~11 MB) travels in InfoResponse; clients must raise their limit too.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# gRPC binds with SO_REUSEPORT by default: a second scheduler on a taken port started without a word and the kernel
+# split the gateways' calls between the two.
 GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.so_reuseport", 0)]
+
+
+class StartupError(Exception):
+    """A fault the user fixes (a port taken, a bad checkpoint folder): printed in one line, without a traceback."""
+
+
+def _bind(variable: str, address: str, bind):
+    """bind(), or StartupError naming address and the variable that moves it."""
+    try:
+        return bind()
+    except (OSError, RuntimeError, zmq.ZMQError) as exc:
+        # grpc says only "Failed to bind to address ..." (its log line above it has the errno); zmq appends the addr
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc).split(" (addr=")[0]
+        if isinstance(exc, RuntimeError):
+            reason = "the port is in use, or the host is no address of this machine"
+        raise StartupError(f"cannot listen on {address} ({variable}): {reason}") from None
 
 
 def _read_text(folder: str, name: str) -> str:
@@ -95,9 +116,13 @@ def _health_callback(health):
 async def serve(config) -> None:
     card = load_model_card(config.model)
     card["max_context_len"] = int(card["max_context_len"])
-    link = WorkerLink(config.worker_addr, config.worker_bind_host or config.grpc_host)
+    worker_host = config.worker_bind_host or config.grpc_host
+    step_port = config.worker_addr.rsplit(":", 1)[-1]
+    link = _bind("SPARKINFER_WORKER_ADDR", f"tcp://{worker_host}:{step_port} or the port after it",
+                 lambda: WorkerLink(config.worker_addr, worker_host))
     metrics = Metrics()
-    serve_metrics(config.metrics_port)
+    _bind("SPARKINFER_SCHEDULER_METRICS_PORT", f"{config.grpc_host}:{config.metrics_port}",
+          lambda: serve_metrics(config.grpc_host, config.metrics_port))
     health = health_aio.HealthServicer()
     on_health = _health_callback(health)
     on_health(False)
@@ -105,7 +130,8 @@ async def serve(config) -> None:
     server = grpc.aio.server(options=GRPC_OPTIONS)
     pb_grpc.add_ServingServicer_to_server(ServingServicer(engine, card, config.model), server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    port = server.add_insecure_port(f"{config.grpc_host}:{config.grpc_port}")
+    address = f"{config.grpc_host}:{config.grpc_port}"
+    port = _bind("SPARKINFER_GRPC_PORT", address, lambda: server.add_insecure_port(address))
     await server.start()
     engine.start()
     print(f"scheduler ready: grpc {config.grpc_host}:{port}, metrics :{config.metrics_port}, "
@@ -126,7 +152,10 @@ def main(argv=None) -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = parse_config(argv)
     print(config.describe(), flush=True)
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except (StartupError, CheckpointError) as exc:
+        sys.exit(f"scheduler: {exc}")
 
 
 if __name__ == "__main__":

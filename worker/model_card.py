@@ -11,11 +11,16 @@ def _read_json(path: str, required: bool) -> dict:
         if required:
             raise MissingFileError(path)
         return {}
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as exc:
-            raise MissingFileError(path, f"not valid JSON ({exc})") from exc
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MissingFileError(path, f"unreadable ({exc})") from exc
+    except json.JSONDecodeError as exc:
+        raise MissingFileError(path, f"not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise MissingFileError(path, f"not a JSON object (a {type(data).__name__})")
+    return data
 
 
 def _ids(value) -> list:

@@ -5,6 +5,7 @@ Socket I/O runs on its own thread (worker/wire.py); this module's main thread on
 """
 import argparse
 import os
+import sys
 import uuid
 from dataclasses import dataclass, fields
 
@@ -16,6 +17,7 @@ import torch  # noqa: E402
 
 from proto import pb
 from worker.cache import ModelCache
+from worker.checkpoint_errors import CheckpointError
 from worker.grammar import GrammarBook
 from worker.loader import load_model
 from worker.model_card import load_model_card
@@ -143,7 +145,10 @@ def run(config: WorkerConfig) -> None:
 def main(argv=None) -> None:
     config = parse_config(argv)
     print(config.describe(), flush=True)
-    run(config)
+    try:
+        run(config)
+    except CheckpointError as exc:
+        sys.exit(f"worker: cannot load {config.model}: {exc}")
 
 
 if __name__ == "__main__":

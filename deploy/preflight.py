@@ -1,0 +1,102 @@
+"""Launcher process (`make run`): what can be checked before the three processes start, each fault in one line: the
+checkpoint folder, and every TCP port the stack will listen on (a second `make run` found them taken only after it
+had started, printed the first stack's URL as its own, then a scheduler traceback)."""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+from worker.checkpoint_errors import CheckpointError
+from worker.model_card import load_model_card
+
+IN_USE = "the port is in use (another `make run`, or another server)"
+
+
+class BadSetting(ValueError):
+    """A port variable that is not a TCP port number."""
+
+
+def _port(variable: str, text: str, offset: int = 0) -> int:
+    try:
+        port = int(text) + offset
+    except ValueError:
+        raise BadSetting(f"{variable}={text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise BadSetting(f"{variable}={text!r} is not a port number (0-65535)")
+    return port
+
+
+def stack_ports(env: dict) -> list[tuple[str, str, str, int]]:
+    """(port variable, host variable, host, port) of each TCP port the gateway and the scheduler will bind, with env
+    as stack_env fills it; the scheduler's metrics port binds its gRPC host, and the ZeroMQ step port and the result
+    port after it bind SPARKINFER_WORKER_BIND_HOST (default: the gRPC host). Raises BadSetting."""
+    grpc_host = env["SPARKINFER_GRPC_HOST"]
+    worker_host_var = "SPARKINFER_WORKER_BIND_HOST" if env.get("SPARKINFER_WORKER_BIND_HOST") else \
+        "SPARKINFER_GRPC_HOST"
+    worker_addr = env["SPARKINFER_WORKER_ADDR"]
+    step_text = worker_addr.rsplit(":", 1)[-1]
+    ports = [("SPARKINFER_PORT", "SPARKINFER_HOST", env["SPARKINFER_HOST"],
+              _port("SPARKINFER_PORT", env["SPARKINFER_PORT"])),
+             ("SPARKINFER_GRPC_PORT", "SPARKINFER_GRPC_HOST", grpc_host,
+              _port("SPARKINFER_GRPC_PORT", env["SPARKINFER_GRPC_PORT"])),
+             ("SPARKINFER_WORKER_ADDR", worker_host_var, env.get(worker_host_var),
+              _port("SPARKINFER_WORKER_ADDR", step_text)),
+             ("SPARKINFER_WORKER_ADDR (its port + 1)", worker_host_var, env.get(worker_host_var),
+              _port("SPARKINFER_WORKER_ADDR", step_text, 1))]
+    metrics_port = _port("SPARKINFER_SCHEDULER_METRICS_PORT", env.get("SPARKINFER_SCHEDULER_METRICS_PORT") or "9091")
+    if metrics_port:
+        ports.append(("SPARKINFER_SCHEDULER_METRICS_PORT", "SPARKINFER_GRPC_HOST", grpc_host, metrics_port))
+    return ports
+
+
+def bind_problem(host: str, port: int) -> str | None:
+    """None when a server could listen on host:port now (SO_REUSEADDR, as the servers bind), else why not."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        return f"cannot resolve {host!r} ({exc.strerror})"
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return IN_USE
+            return exc.strerror or str(exc)
+    return None
+
+
+def port_problems(env: dict) -> list[str]:
+    """One line per port the stack cannot listen on, naming the variable that changes it."""
+    try:
+        ports = stack_ports(env)
+    except BadSetting as exc:
+        return [str(exc)]
+    problems = []
+    for port_var, host_var, host, port in ports:
+        reason = bind_problem(host, port)
+        if reason == IN_USE:
+            problems.append(f"cannot listen on {host}:{port} ({port_var}): {reason}; stop what holds it, or set "
+                            f"{port_var.split(' ')[0]} to another port")
+        elif reason is not None:
+            problems.append(f"cannot listen on {host}:{port} ({host_var}): {reason}")
+    return problems
+
+
+def model_problem(model: str, root: str) -> str | None:
+    """None when `model` (relative to root, where the processes run) reads as a checkpoint folder (config.json,
+    tokenizer.json; the weights load in the worker), else why not."""
+    try:
+        load_model_card(os.path.join(root, model))
+    except CheckpointError as exc:
+        return f"cannot serve MODEL={model}: {exc} (MODEL is a Hugging Face checkpoint folder: config.json, " \
+               f"tokenizer.json, *.safetensors)"
+    return None
+
+
+def problems(env: dict, model: str, root: str) -> list[str]:
+    """Every fault found before start-up: the checkpoint folder first, then the ports."""
+    found = model_problem(model, root)
+    return ([found] if found else []) + port_problems(env)
