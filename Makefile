@@ -9,13 +9,18 @@ export SPARKINFER_MODEL ?= $(MODEL)
 
 help:
 	@echo "make run        serve the model (MODEL=path, default: the embedded tiny model) on :8080"
-	@echo "make test       run the CPU test suite (GPU tests skip without a GPU)"
+	@echo "make test       run the CPU test suite (GPU tests skip without a GPU); test-unit, test-e2e: a part of it"
 	@echo "make bench      scheduler + tiny-model throughput on CPU (seed workload)"
 	@echo "make bench-gpu  check and time every CUDA kernel (needs a GPU)"
 	@echo "make model      write the deterministic tiny checkpoint to models/tiny"
 	@echo "make proto      generate the gRPC stubs into proto/gen"
+	@echo "make clean      remove proto/gen, .pytest_cache and bench/out (keeps .venv and models/)"
+	@echo "Python 3.10 or later as python3, or name it: make run PYTHON=python3.12"
 
 $(VENV)/.runtime: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { echo "SparkInfer needs \
+	Python 3.10 or later; PYTHON=$(PYTHON) is $$($(PYTHON) --version 2>/dev/null || echo 'not found'). Name another: \
+	make run PYTHON=python3.12" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt

@@ -1,0 +1,40 @@
+"""Unit tests: the Makefile's first step on a machine without a usable Python says so in one line (an old python3
+failed deep in pip: 'Cannot install torch==2.13.0 because these package versions have conflicting dependencies')."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def clone(tmp_path):
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    for name in ("Makefile", "requirements.txt", "requirements-dev.txt"):
+        shutil.copy(os.path.join(REPO, name), tmp_path)
+    return tmp_path
+
+
+def make_venv(folder, python: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-s", "venv", f"PYTHON={python}"], cwd=folder, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_missing_python_is_named(clone):
+    result = make_venv(clone, "/nonexistent/python3")
+    assert result.returncode != 0 and not (clone / ".venv").exists()
+    assert result.stderr.splitlines()[0] == ("SparkInfer needs Python 3.10 or later; PYTHON=/nonexistent/python3 is "
+                                             "not found. Name another: make run PYTHON=python3.12")
+
+
+def test_an_old_python_is_refused_before_the_venv(clone):
+    old = clone / "python3.9"
+    old.write_text('#!/bin/sh\ncase "$1" in --version) echo "Python 3.9.18";; *) exit 1;; esac\n')
+    old.chmod(0o755)
+    result = make_venv(clone, str(old))
+    assert result.returncode != 0 and not (clone / ".venv").exists()
+    assert result.stderr.splitlines()[0] == (f"SparkInfer needs Python 3.10 or later; PYTHON={old} is Python 3.9.18. "
+                                             f"Name another: make run PYTHON=python3.12")
