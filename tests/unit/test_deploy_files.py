@@ -3,6 +3,7 @@ process reads, the health checks are runnable Python, and a stopping gateway get
 drains for SPARKINFER_DRAIN_GRACE_S) and goes before the worker it needs."""
 import os
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -64,3 +65,17 @@ def test_long_running_services_restart(compose):
     for name, service in compose["services"].items():
         if name != "model-init":
             assert service.get("restart") == "unless-stopped", name
+
+
+@pytest.mark.parametrize("model, writes", [("/models/tiny", True), ("/models/ckpt", False)], ids=["tiny", "real"])
+def test_compose_model_init_writes_the_tiny_model_only_when_it_is_served(compose, tmp_path, model, writes):
+    """It wrote models/tiny into SPARKINFER_MODEL_DIR, the user's folder of real checkpoints, whatever was served."""
+    service = compose["services"]["model-init"]
+    command = service["command"][2].replace("$$", "$")  # compose's interpolation
+    stub = tmp_path / "python"
+    stub.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/called\n')
+    stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", SPARKINFER_MODEL=model)
+    assert service["environment"]["SPARKINFER_MODEL"] == "${SPARKINFER_MODEL:-/models/tiny}"
+    subprocess.run(["sh", "-c", command], env=env, check=True, timeout=10)
+    assert (tmp_path / "called").exists() == writes
