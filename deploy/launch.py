@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from deploy import preflight
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, env_number
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STOP_GRACE_S = 10.0
@@ -38,7 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      description="Run scheduler + worker + gateway locally (what compose.yaml runs).")
     parser.add_argument("--model", default=os.environ.get("SPARKINFER_MODEL", "models/tiny"),
                         help="checkpoint folder (SPARKINFER_MODEL; default models/tiny)")
-    parser.add_argument("--wait-timeout", type=float, default=float(os.environ.get("SPARKINFER_LAUNCH_TIMEOUT_S", 600)),
+    parser.add_argument("--wait-timeout", type=float, default=env_number(parser, "SPARKINFER_LAUNCH_TIMEOUT_S", 600),
                         help="seconds to wait for the stack to become healthy (SPARKINFER_LAUNCH_TIMEOUT_S)")
     return parser.parse_args(argv)
 
@@ -84,7 +84,11 @@ def dead(kids: list[Child]) -> Optional[Child]:
 
 def drain_grace_s(env: dict) -> float:
     """How long the gateway drains on SIGTERM (its SPARKINFER_DRAIN_GRACE_S)."""
-    return float(env.get("SPARKINFER_DRAIN_GRACE_S") or GatewayConfig.drain_grace_s)
+    try:
+        return float(env.get("SPARKINFER_DRAIN_GRACE_S") or GatewayConfig.drain_grace_s)
+    except ValueError:
+        # the gateway refuses such a value at its start
+        return GatewayConfig.drain_grace_s
 
 
 def _stop(kids: list[Child], grace_s: float) -> None:

@@ -31,6 +31,21 @@ def _env(name: str, default):
     return default if value in (None, "") else value
 
 
+def env_number(parser: argparse.ArgumentParser, name: str, default, kind=float):
+    """The variable `name` read as kind (default when unset or empty); one that is not a number ends the process
+    with argparse's usage and a line naming it (a bad SPARKINFER_PORT or SPARKINFER_DRAIN_GRACE_S was a
+    ValueError traceback)."""
+    value = _env(name, default)
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        parser.error(f"{name}={value!r} is not {'an integer' if kind is int else 'a number'}")
+
+
+# Read where they are used (on each request): checked here, so that a bad one stops the start, not every request.
+_CHECKED_AT_START = (("SPARKINFER_GATEWAY_CPU_THREADS", int), ("SPARKINFER_GRAMMAR_MAX_STRING", int))
+
+
 def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     """Flags win over SPARKINFER_* variables, which win over the defaults."""
     d = GatewayConfig()
@@ -38,12 +53,12 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                                      description="SparkInfer HTTP gateway (OpenAI /v1, LM Studio /api/v0 and Ollama /api). "
                                                  "Request bodies are limited to 32 MiB, on the wire and once decoded.")
     parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
-    parser.add_argument("--port", type=int, default=int(_env("SPARKINFER_PORT", d.port)),
+    parser.add_argument("--port", type=int, default=env_number(parser, "SPARKINFER_PORT", d.port, int),
                         help="HTTP port (SPARKINFER_PORT)")
     parser.add_argument("--scheduler-addr", default=_env("SPARKINFER_SCHEDULER_ADDR", d.scheduler_addr),
                         help="scheduler gRPC host:port (SPARKINFER_SCHEDULER_ADDR)")
     parser.add_argument("--sse-keepalive-seconds", type=float,
-                        default=float(_env("SPARKINFER_SSE_KEEPALIVE_SECONDS", d.sse_keepalive_s)),
+                        default=env_number(parser, "SPARKINFER_SSE_KEEPALIVE_SECONDS", d.sse_keepalive_s),
                         help="seconds between keep-alive comments on a silent stream "
                              "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
@@ -61,10 +76,12 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                              "only for trusted clients: a template can loop for hours "
                              "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
     parser.add_argument("--drain-grace-seconds", type=float,
-                        default=float(_env("SPARKINFER_DRAIN_GRACE_S", d.drain_grace_s)),
+                        default=env_number(parser, "SPARKINFER_DRAIN_GRACE_S", d.drain_grace_s),
                         help="on SIGTERM or SIGINT, stop accepting connections and give the requests in flight this "
                              "long to finish before they are cut (SPARKINFER_DRAIN_GRACE_S)")
     args = parser.parse_args(argv)
+    for name, kind in _CHECKED_AT_START:
+        env_number(parser, name, 0, kind)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
                          served_model_name=args.served_model_name,

@@ -1,0 +1,42 @@
+"""Unit tests: a numeric SPARKINFER_* variable that is no number stops the gateway and the launcher at their start
+with a line naming it (it was a ValueError traceback, or for the CPU pool and the grammar bound a 500 on every
+request)."""
+import pytest
+
+from deploy import launch
+from gateway.config import GatewayConfig, parse_config
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("SPARKINFER_PORT", "80a", "SPARKINFER_PORT='80a' is not an integer"),
+    ("SPARKINFER_SSE_KEEPALIVE_SECONDS", "soon", "SPARKINFER_SSE_KEEPALIVE_SECONDS='soon' is not a number"),
+    ("SPARKINFER_DRAIN_GRACE_S", "30s", "SPARKINFER_DRAIN_GRACE_S='30s' is not a number"),
+    ("SPARKINFER_GATEWAY_CPU_THREADS", "four", "SPARKINFER_GATEWAY_CPU_THREADS='four' is not an integer"),
+    ("SPARKINFER_GRAMMAR_MAX_STRING", "1.5", "SPARKINFER_GRAMMAR_MAX_STRING='1.5' is not an integer"),
+], ids=["port", "keepalive", "drain", "cpu-threads", "grammar-max-string"])
+def test_gateway_names_a_variable_that_is_no_number(monkeypatch, capsys, name, value, words):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as stop:
+        parse_config([])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m gateway.app: error: {words}"
+
+
+def test_gateway_reads_numbers_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SPARKINFER_PORT", "8081")
+    monkeypatch.setenv("SPARKINFER_DRAIN_GRACE_S", "2.5")
+    config = parse_config([])
+    assert (config.port, config.drain_grace_s, config.sse_keepalive_s) == (8081, 2.5, GatewayConfig.sse_keepalive_s)
+
+
+def test_launcher_names_a_wait_timeout_that_is_no_number(monkeypatch, capsys):
+    monkeypatch.setenv("SPARKINFER_LAUNCH_TIMEOUT_S", "10m")
+    with pytest.raises(SystemExit):
+        launch.parse_args([])
+    assert capsys.readouterr().err.splitlines()[-1] == \
+        "python -m deploy.launch: error: SPARKINFER_LAUNCH_TIMEOUT_S='10m' is not a number"
+
+
+def test_launcher_stops_with_the_default_drain_when_the_gateway_refused_the_value():
+    assert launch.drain_grace_s({"SPARKINFER_DRAIN_GRACE_S": "30s"}) == GatewayConfig.drain_grace_s
+    assert launch.drain_grace_s({"SPARKINFER_DRAIN_GRACE_S": "2"}) == 2.0
