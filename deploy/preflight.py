@@ -7,6 +7,8 @@ import errno
 import os
 import socket
 
+from gateway.model import ModelCard
+from proto import pb
 from worker.checkpoint_errors import CheckpointError
 from worker.model_card import load_model_card
 
@@ -86,13 +88,28 @@ def port_problems(env: dict) -> list[str]:
 
 
 def model_problem(model: str, root: str) -> str | None:
-    """None when `model` (relative to root, where the processes run) reads as a checkpoint folder (config.json,
-    tokenizer.json; the weights load in the worker), else why not."""
+    """None when `model` (relative to root, where the processes run) reads as a checkpoint folder (config.json, and a
+    tokenizer.json and chat template the gateway can load; the weights load in the worker), else why not."""
+    folder = os.path.join(root, model)
     try:
-        load_model_card(os.path.join(root, model))
+        card = load_model_card(folder)
     except CheckpointError as exc:
         return f"cannot serve MODEL={model}: {exc} (MODEL is a Hugging Face checkpoint folder: config.json, " \
                f"tokenizer.json, *.safetensors)"
+    config_path = os.path.join(folder, "tokenizer_config.json")
+    info = pb.InfoResponse(model_id=card["model_id"], max_context_len=int(card["max_context_len"]),
+                           tokenizer_json=card["tokenizer_json"], chat_template=card["chat_template"],
+                           eos_token_ids=card["eos_token_ids"], generation_config_json=card["generation_config_json"],
+                           vocab_size=card["vocab_size"])
+    if os.path.isfile(config_path):
+        with open(config_path, encoding="utf-8") as f:
+            info.tokenizer_config_json = f.read()
+    try:
+        ModelCard.from_info(info)
+    except Exception as exc:
+        # what the gateway would answer every request with (503 model_unloadable)
+        return f"cannot serve MODEL={model}: its tokenizer.json or chat template does not load " \
+               f"({type(exc).__name__}: {exc})"
     return None
 
 

@@ -14,7 +14,7 @@ from gateway.anthropic_shape import is_anthropic_path
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
-from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge,
+from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnloadable, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
 from gateway.lmstudio import LMStudioRoutes
@@ -109,7 +109,8 @@ async def health(request: web.Request) -> web.Response:
         # Asked only with a live worker: the scheduler gives the card (with its context) once a worker said hello.
         card = await engine.card()
     except ApiError as exc:
-        return _unhealthy("scheduler_unreachable", exc.message)
+        reason = "model_unloadable" if isinstance(exc, ModelUnloadable) else "scheduler_unreachable"
+        return _unhealthy(reason, exc.message)
     return json_response({"status": "ok", "model": card.model_id, "num_running": load.num_running,
                           "num_waiting": load.num_waiting})
 

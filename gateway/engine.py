@@ -2,16 +2,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Optional
 
 from gateway import metrics
 from gateway.client import SchedulerClient
-from gateway.errors import ApiError
+from gateway.errors import ApiError, ModelUnloadable
 from gateway.gen_request import ChoiceResult, GenRequest, Sampling, Usage  # noqa: F401 - part of the engine API
 from gateway.generation import Generation
 from gateway.model import ModelCard
 from gateway.offload import run_cpu
 from gateway.pipeline import Delta, TokenLogprob  # noqa: F401 - part of the engine API
+
+log = logging.getLogger("gateway")
 
 
 class Engine:
@@ -27,6 +30,7 @@ class Engine:
         self.client = client
         self._card: Optional[ModelCard] = None
         self._card_lock = asyncio.Lock()
+        self._unloadable: Optional[tuple] = None  # (the InfoResponse bytes, its ModelUnloadable)
 
     async def card(self) -> ModelCard:
         """The model card; fetched from the scheduler on first use. Raises Unavailable."""
@@ -35,8 +39,23 @@ class Engine:
                 if self._card is None:
                     info = await self.client.info()
                     # Parsing the tokenizer and scanning its vocabulary takes a while: not on the loop.
-                    self._card = await run_cpu(ModelCard.from_info, info)
+                    self._card = await run_cpu(self._load_card, info)
         return self._card
+
+    def _load_card(self, info) -> ModelCard:
+        """ModelCard.from_info, or ModelUnloadable (logged once, and not parsed again while the scheduler sends the
+        same checkpoint): a corrupt tokenizer.json was a 500 with a traceback on every /health probe."""
+        raw = info.SerializeToString()
+        if self._unloadable is not None and self._unloadable[0] == raw:
+            raise self._unloadable[1]
+        try:
+            return ModelCard.from_info(info)
+        except Exception as exc:
+            error = ModelUnloadable(f"the model {info.model_id!r} cannot be served: its tokenizer.json or chat "
+                                    f"template does not load ({type(exc).__name__}: {exc})")
+            log.error("%s", error.message)
+            self._unloadable = (raw, error)
+            raise error from None
 
     async def model_loaded(self, timeout: float = 2.0) -> bool:
         """Whether the model can generate now: the scheduler answers and has a live worker (what /api/ps and

@@ -120,6 +120,11 @@ class Unavailable(ApiError):
         super().__init__(message, headers={"Retry-After": str(max(1, int(retry_after)))})
 
 
+class ModelUnloadable(Unavailable):
+    """503: the scheduler serves a checkpoint whose tokenizer.json or chat template the gateway cannot load."""
+    code = "model_unloadable"
+
+
 class Timeout(ApiError):
     """504: the scheduler did not answer in time."""
     status = 504

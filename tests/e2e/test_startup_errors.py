@@ -133,3 +133,12 @@ def test_gateway_with_its_port_taken_says_so_in_one_line(held_port):
     assert_one_line(result.stderr, f"gateway: cannot listen on 127.0.0.1:{held_port} (SPARKINFER_HOST, "
                                    f"SPARKINFER_PORT): ", "address already in use\n")
 
+
+
+def test_launch_with_a_tokenizer_the_gateway_cannot_load_says_so(broken_model):
+    """The gateway answered 500 to each /health probe and make run waited out its 600 s start-up timeout."""
+    (broken_model / "tokenizer.json").write_text('{"model": 1}')
+    result = run("deploy.launch", "--model", str(broken_model))
+    assert result.returncode == 1 and result.stdout == ""
+    assert_one_line(result.stderr, f"launch: cannot serve MODEL={broken_model}: its tokenizer.json or chat template "
+                                   f"does not load (Exception: ")
