@@ -197,7 +197,7 @@ def _config_dict(arch: str, vocab_size: int, eos_id: int, endoftext_id: int) -> 
 
 
 def write_tiny_checkpoint(out: str, arch: str = "qwen3_5") -> None:
-    """Writes config.json, generation_config.json, tokenizer.json, tokenizer_config.json, model.safetensors.
+    """Writes tokenizer.json, tokenizer_config.json, generation_config.json, model.safetensors, then config.json.
 
     arch: "qwen3_5" (the default `make model` checkpoint), "qwen3_next" (fused in_proj_qkvz / in_proj_ba,
     per-expert tensors, as the real Qwen3-Next files) or "qwen3_5_moe" (fused expert tensors)."""
@@ -208,7 +208,6 @@ def write_tiny_checkpoint(out: str, arch: str = "qwen3_5") -> None:
     tokenizer.save(os.path.join(out, "tokenizer.json"))
     _write_json(os.path.join(out, "tokenizer_config.json"), _tokenizer_config(tokenizer, _read_template()))
     raw = _config_dict(arch, tokenizer.get_vocab_size(with_added_tokens=True), eos_id, endoftext_id)
-    _write_json(os.path.join(out, "config.json"), raw)
     _write_json(os.path.join(out, "generation_config.json"), {
         "bos_token_id": endoftext_id, "pad_token_id": endoftext_id, "eos_token_id": [eos_id, endoftext_id],
         "do_sample": True, "temperature": 1.0, "top_k": 20, "top_p": 0.95})
@@ -219,6 +218,9 @@ def write_tiny_checkpoint(out: str, arch: str = "qwen3_5") -> None:
     if arch == "qwen3_next":
         weights = to_qwen3_next_layout(config, weights)
     save_file(weights, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    # Last: config.json is make's mark of a finished model (models/tiny/config.json); written first, a Ctrl-C during
+    # the weights left a folder that every later `make run` took as done and the worker could not load.
+    _write_json(os.path.join(out, "config.json"), raw)
     size = sum(os.path.getsize(os.path.join(out, n)) for n in os.listdir(out))
     print(f"[tiny] wrote {len(weights)} tensors, {size / 2**20:.1f} MiB to {out}", flush=True)
 
