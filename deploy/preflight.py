@@ -9,6 +9,7 @@ import socket
 
 from gateway.model import ModelCard
 from proto import pb
+from proto.frames import split_addr
 from worker.checkpoint_errors import CheckpointError
 from worker.model_card import load_model_card
 
@@ -24,6 +25,8 @@ def _port(variable: str, text: str, offset: int = 0) -> int:
         port = int(text) + offset
     except ValueError:
         raise BadSetting(f"{variable}={text!r} is not a port number") from None
+    if offset and port > 65535:
+        raise BadSetting(f"{variable}: the result port, its port + 1, would be {port} (past 65535)")
     if not 0 <= port <= 65535:
         raise BadSetting(f"{variable}={text!r} is not a port number (0-65535)")
     return port
@@ -36,16 +39,17 @@ def stack_ports(env: dict) -> list[tuple[str, str, str, int]]:
     grpc_host = env["SPARKINFER_GRPC_HOST"]
     worker_host_var = "SPARKINFER_WORKER_BIND_HOST" if env.get("SPARKINFER_WORKER_BIND_HOST") else \
         "SPARKINFER_GRPC_HOST"
-    worker_addr = env["SPARKINFER_WORKER_ADDR"]
-    step_text = worker_addr.rsplit(":", 1)[-1]
+    try:
+        step_port = split_addr(env["SPARKINFER_WORKER_ADDR"])[1]
+    except ValueError as exc:
+        raise BadSetting(f"SPARKINFER_WORKER_ADDR: {exc}") from None
     ports = [("SPARKINFER_PORT", "SPARKINFER_HOST", env["SPARKINFER_HOST"],
               _port("SPARKINFER_PORT", env["SPARKINFER_PORT"])),
              ("SPARKINFER_GRPC_PORT", "SPARKINFER_GRPC_HOST", grpc_host,
               _port("SPARKINFER_GRPC_PORT", env["SPARKINFER_GRPC_PORT"])),
-             ("SPARKINFER_WORKER_ADDR", worker_host_var, env.get(worker_host_var),
-              _port("SPARKINFER_WORKER_ADDR", step_text)),
+             ("SPARKINFER_WORKER_ADDR", worker_host_var, env.get(worker_host_var), step_port),
              ("SPARKINFER_WORKER_ADDR (its port + 1)", worker_host_var, env.get(worker_host_var),
-              _port("SPARKINFER_WORKER_ADDR", step_text, 1))]
+              _port("SPARKINFER_WORKER_ADDR", str(step_port), 1))]
     metrics_port = _port("SPARKINFER_SCHEDULER_METRICS_PORT", env.get("SPARKINFER_SCHEDULER_METRICS_PORT") or "9091")
     if metrics_port:
         ports.append(("SPARKINFER_SCHEDULER_METRICS_PORT", "SPARKINFER_GRPC_HOST", grpc_host, metrics_port))

@@ -40,12 +40,16 @@ def _bind(variable: str, address: str, bind):
     """bind(), or StartupError naming address and the variable that moves it."""
     try:
         return bind()
-    except (OSError, RuntimeError, zmq.ZMQError) as exc:
-        # grpc says only "Failed to bind to address ..." (its log line above it has the errno); zmq appends the addr
-        reason = exc.strerror if isinstance(exc, OSError) else str(exc).split(" (addr=")[0]
-        if isinstance(exc, RuntimeError):
-            reason = "the port is in use, or the host is no address of this machine"
-        raise StartupError(f"cannot listen on {address} ({variable}): {reason}") from None
+    except ValueError as exc:
+        raise StartupError(f"{variable}: {exc}") from None
+    except OSError as exc:
+        reason = exc.strerror
+    except RuntimeError:
+        # grpc says only "Failed to bind to address ..."; its log line above has the errno
+        reason = "the port is in use, or the host is no address of this machine"
+    except zmq.ZMQError as exc:
+        reason = str(exc).split(" (addr=")[0]
+    raise StartupError(f"cannot listen on {address} ({variable}): {reason}")
 
 
 def _read_text(folder: str, name: str) -> str:

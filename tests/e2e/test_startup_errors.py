@@ -70,7 +70,11 @@ def test_launch_with_the_worker_result_port_taken_names_the_worker_address(held_
 @pytest.mark.parametrize("setting, message", [
     ({"SPARKINFER_PORT": "80800"}, "launch: SPARKINFER_PORT='80800' is not a port number (0-65535)\n"),
     ({"SPARKINFER_HOST": "no-such-host.invalid"}, "launch: cannot listen on no-such-host.invalid:"),
-], ids=["port-out-of-range", "unknown-host"])
+    ({"SPARKINFER_WORKER_ADDR": "ipc:///tmp/x"},
+     "launch: SPARKINFER_WORKER_ADDR: worker address 'ipc:///tmp/x' is not tcp://host:port\n"),
+    ({"SPARKINFER_WORKER_ADDR": "tcp://127.0.0.1:65535"},
+     "launch: SPARKINFER_WORKER_ADDR: the result port, its port + 1, would be 65536 (past 65535)\n"),
+], ids=["port-out-of-range", "unknown-host", "worker-addr-not-tcp", "result-port-past-65535"])
 def test_launch_with_a_bad_address_says_which(setting, message):
     result = run("deploy.launch", env=stack_env(**setting))
     assert result.returncode == 1 and result.stdout == ""
@@ -102,6 +106,12 @@ def test_scheduler_with_a_bad_model_says_so_in_one_line(tmp_path):
     result = run("scheduler.server", "--model", str(tmp_path))
     assert result.returncode == 1
     assert result.stderr == f"scheduler: checkpoint file {tmp_path / 'config.json'}: missing\n"
+
+
+def test_scheduler_with_a_malformed_worker_address_says_so_in_one_line():
+    result = run("scheduler.server", env=stack_env(SPARKINFER_WORKER_ADDR="ipc:///tmp/x"))
+    assert result.returncode == 1
+    assert result.stderr == "scheduler: SPARKINFER_WORKER_ADDR: worker address 'ipc:///tmp/x' is not tcp://host:port\n"
 
 
 def test_scheduler_does_not_share_its_grpc_port_with_another_server():
