@@ -38,3 +38,14 @@ def test_an_old_python_is_refused_before_the_venv(clone):
     assert result.returncode != 0 and not (clone / ".venv").exists()
     assert result.stderr.splitlines()[0] == (f"SparkInfer needs Python 3.10 or later; PYTHON={old} is Python 3.9.18. "
                                              f"Name another: make run PYTHON=python3.12")
+
+
+def test_bench_gpu_without_a_gpu_says_so_once(tmp_path):
+    stub = tmp_path / "python3"
+    stub.write_text("#!/bin/sh\nexit 1\n")
+    stub.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    result = subprocess.run(["make", "-s", "bench-gpu"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and result.stdout == ""
+    assert result.stderr.splitlines()[0] == ("make bench-gpu needs a CUDA GPU and python3 with CUDA torch (as on the "
+                                             f"GPU machine); {stub} has none")
