@@ -118,8 +118,8 @@ def stop_all(kids: list[Child], drain_s: float) -> None:
     except Stop:
         print("launch: second signal, killing gateway, worker and scheduler", flush=True)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         for child in kids:
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.kill()
@@ -193,8 +193,10 @@ def main(argv=None) -> int:
         print("\n".join(f"launch: {fault}" for fault in faults), file=sys.stderr, flush=True)
         return 1
     kids = children(args.model)
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    # SIGHUP: the terminal closed. Unhandled, it killed the launcher at once and the children went on PDEATHSIG all
+    # together (the gateway's requests in flight lost the worker under them) instead of gateway first.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
     base = base_url(env)
     code = 0
     try:

@@ -54,6 +54,17 @@ def test_serves_then_ctrl_c_stops_all_three(launch):
     assert all(subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0 for pid, _ in kids)
 
 
+def test_a_closed_terminal_stops_all_three_in_order(launch):
+    """SIGHUP (the terminal closed) killed the launcher outright; its children went on PDEATHSIG, all at once."""
+    proc, _, banner = launch
+    assert "SparkInfer is serving" in banner
+    kids = children_of(proc.pid)
+    proc.send_signal(signal.SIGHUP)
+    output = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 0 and "launch: SIGHUP received, stopping gateway, worker and scheduler" in output
+    assert all(subprocess.run(["kill", "-0", pid], capture_output=True).returncode != 0 for pid, _ in kids)
+
+
 def test_sigterm_lets_a_stream_in_flight_finish_first(launch):
     proc, url, banner = launch
     assert "SparkInfer is serving" in banner
