@@ -20,15 +20,16 @@ class BadSetting(ValueError):
     """A port variable that is not a TCP port number."""
 
 
-def _port(variable: str, text: str, offset: int = 0) -> int:
+def _port(variable: str, text: str, offset: int = 0, lowest: int = 0) -> int:
+    """text as a port number (0 = off, where lowest allows it); offset: the port after it, for the result port."""
     try:
         port = int(text) + offset
     except ValueError:
         raise BadSetting(f"{variable}={text!r} is not a port number") from None
     if offset and port > 65535:
         raise BadSetting(f"{variable}: the result port, its port + 1, would be {port} (past 65535)")
-    if not 0 <= port <= 65535:
-        raise BadSetting(f"{variable}={text!r} is not a port number (0-65535)")
+    if not lowest <= port <= 65535:
+        raise BadSetting(f"{variable}={text!r} is not a port number ({lowest}-65535)")
     return port
 
 
@@ -44,9 +45,9 @@ def stack_ports(env: dict) -> list[tuple[str, str, str, int]]:
     except ValueError as exc:
         raise BadSetting(f"SPARKINFER_WORKER_ADDR: {exc}") from None
     ports = [("SPARKINFER_PORT", "SPARKINFER_HOST", env["SPARKINFER_HOST"],
-              _port("SPARKINFER_PORT", env["SPARKINFER_PORT"])),
+              _port("SPARKINFER_PORT", env["SPARKINFER_PORT"], lowest=1)),
              ("SPARKINFER_GRPC_PORT", "SPARKINFER_GRPC_HOST", grpc_host,
-              _port("SPARKINFER_GRPC_PORT", env["SPARKINFER_GRPC_PORT"])),
+              _port("SPARKINFER_GRPC_PORT", env["SPARKINFER_GRPC_PORT"], lowest=1)),
              ("SPARKINFER_WORKER_ADDR", worker_host_var, env.get(worker_host_var), step_port),
              ("SPARKINFER_WORKER_ADDR (its port + 1)", worker_host_var, env.get(worker_host_var),
               _port("SPARKINFER_WORKER_ADDR", str(step_port), 1))]

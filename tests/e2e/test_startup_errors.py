@@ -68,13 +68,14 @@ def test_launch_with_the_worker_result_port_taken_names_the_worker_address(held_
 
 
 @pytest.mark.parametrize("setting, message", [
-    ({"SPARKINFER_PORT": "80800"}, "launch: SPARKINFER_PORT='80800' is not a port number (0-65535)\n"),
+    ({"SPARKINFER_PORT": "80800"}, "launch: SPARKINFER_PORT='80800' is not a port number (1-65535)\n"),
+    ({"SPARKINFER_GRPC_PORT": "0"}, "launch: SPARKINFER_GRPC_PORT='0' is not a port number (1-65535)\n"),
     ({"SPARKINFER_HOST": "no-such-host.invalid"}, "launch: cannot listen on no-such-host.invalid:"),
     ({"SPARKINFER_WORKER_ADDR": "ipc:///tmp/x"},
      "launch: SPARKINFER_WORKER_ADDR: worker address 'ipc:///tmp/x' is not tcp://host:port\n"),
     ({"SPARKINFER_WORKER_ADDR": "tcp://127.0.0.1:65535"},
      "launch: SPARKINFER_WORKER_ADDR: the result port, its port + 1, would be 65536 (past 65535)\n"),
-], ids=["port-out-of-range", "unknown-host", "worker-addr-not-tcp", "result-port-past-65535"])
+], ids=["port-out-of-range", "grpc-port-0", "unknown-host", "worker-addr-not-tcp", "result-port-past-65535"])
 def test_launch_with_a_bad_address_says_which(setting, message):
     result = run("deploy.launch", env=stack_env(**setting))
     assert result.returncode == 1 and result.stdout == ""
