@@ -17,15 +17,25 @@ if TYPE_CHECKING:
     from gateway.engine import Engine
 
 log = logging.getLogger("sparkinfer.gateway")
+# SamplingParams floats are float32, where a tiny positive value becomes 0, which the wire reads as "off". The least
+# values sent instead filter alike: a top_p below 1e-9 keeps only the most likely token as 1e-9 does (the next one
+# has more mass than that), and float32's least normal number is the strongest repetition_penalty it can carry.
+_LEAST_TOP_P = 1e-9
+_LEAST_REPETITION_PENALTY = 1.1754943508222875e-38
+
+
+def _positive(value: float, least: float) -> float:
+    return max(value, least) if value > 0 else value
 
 
 def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
     s = req.sampling
     sampling = pb.SamplingParams(
-        temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p,
+        temperature=s.temperature, top_p=_positive(s.top_p, _LEAST_TOP_P), top_k=s.top_k, min_p=s.min_p,
         has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
         presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
-        repetition_penalty=s.repetition_penalty, repetition_window=s.repetition_window, logit_bias=dict(s.logit_bias),
+        repetition_penalty=_positive(s.repetition_penalty, _LEAST_REPETITION_PENALTY),
+        repetition_window=s.repetition_window, logit_bias=dict(s.logit_bias),
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
         prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0)
     prompt_ids = req.all_prompt_ids[index // req.n]

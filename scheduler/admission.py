@@ -1,5 +1,6 @@
 """Scheduler process: admission checks that run before any expensive work (queue depth, prompt, sampling values)."""
 
+import struct
 from collections import OrderedDict
 
 MAX_NUM_LOGPROBS = 20
@@ -55,8 +56,14 @@ def check_prompt(prompt_token_ids, max_context_len: int, vocab_size: int) -> Non
             raise InvalidRequestError(f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab_size})")
 
 
+def _f32(value: float) -> float:
+    """`value` as the float32 a proto float field holds."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
 def _check_range(name: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:
+    # Sampling values arrive as float32: a bound such as 1e-9 or 0.01 that a gateway accepts arrives a hair below itself.
+    if not _f32(low) <= value <= _f32(high):
         raise InvalidRequestError(f"{name}={value} is outside [{low}, {high}]")
 
 
@@ -71,8 +78,8 @@ def check_sampling(request, vocab_size: int) -> None:
     _check_range("min_p", sampling.min_p, 0.0, 1.0)
     _check_range("presence_penalty", sampling.presence_penalty, -2.0, 2.0)
     _check_range("frequency_penalty", sampling.frequency_penalty, -2.0, 2.0)
-    if sampling.repetition_penalty != 0.0:
-        _check_range("repetition_penalty", sampling.repetition_penalty, 1e-2, 100.0)
+    # Any positive penalty, as vLLM takes it (0 = unset); the gateways bound it further per API.
+    _check_range("repetition_penalty", sampling.repetition_penalty, 0.0, 100.0)
     if sampling.repetition_window < 0:
         raise InvalidRequestError(f"repetition_window={sampling.repetition_window} must be >= 0 (0 = every token)")
     _check_range("num_logprobs", sampling.num_logprobs, 0, MAX_NUM_LOGPROBS)

@@ -82,7 +82,10 @@ def _apply_penalties(logits: torch.Tensor, states: list) -> None:
             seen = torch.tensor(window, dtype=torch.int64).unique()
             seen = seen[seen < vocab]
             vals = logits[r, seen]
-            logits[r, seen] = torch.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
+            # A penalty near float32's least number would make a positive logit inf (and the probabilities NaN).
+            limit = torch.finfo(logits.dtype).max
+            logits[r, seen] = torch.where(vals > 0, vals / p.repetition_penalty,
+                                          vals * p.repetition_penalty).clamp(-limit, limit)
         if out_ids.numel() and (p.frequency_penalty or p.presence_penalty):
             counts = torch.bincount(out_ids[out_ids < vocab], minlength=vocab)[:vocab].to(logits.dtype)
             logits[r] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
@@ -126,9 +129,12 @@ def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
         ranks = torch.arange(vocab)[None, :]
         sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
         probs = sorted_logits.softmax(dim=-1)
-        # Keep a token while the mass before it is below top_p (the best token always stays).
+        # Keep a token while the mass before it is below top_p (the best token always stays). Only rows with a
+        # top_p: float32 sums over the vocabulary pass 1.0, which would cut the tail of a top_p = 1 row batched
+        # with one that has a top_p, so that a seeded request's distribution depended on its neighbours.
         mass_before = probs.cumsum(dim=-1) - probs
-        sorted_logits = sorted_logits.masked_fill(mass_before > top_p[:, None], MASK)
+        cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1)
+        sorted_logits = sorted_logits.masked_fill(cut, MASK)
         logits = torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
     probs = logits.softmax(dim=-1)
     min_p = torch.tensor([st.params.min_p for st in states], dtype=logits.dtype)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from proto import pb
-from worker.sampler import Sampler, SamplingState
+from worker.sampler import Sampler, SamplingState, _filter
 
 V = 50
 
@@ -112,3 +112,31 @@ def test_plain_greedy_batches_take_the_device_path_and_agree_with_the_general_on
     assert fast.token_ids == general.token_ids == logits.argmax(-1).tolist()
     assert fast.logprobs == pytest.approx(general.logprobs, abs=1e-6)
     assert fast.top_logprobs[:4] == general.top_logprobs[:4] and fast.top_logprobs[1] is not None
+
+
+def test_a_top_p_neighbour_leaves_an_unfiltered_row_whole():
+    # float32 cumulative sums over a large vocabulary pass 1.0 at the tail; a row without top_p must not lose those
+    # tokens because the batch also holds a row with one (its distribution, hence its seeded tokens, would change).
+    vocab = 5000
+    logits = torch.randn(1, vocab, generator=torch.Generator().manual_seed(0)) * 3
+    plain = state(temperature=1.0, top_p=1.0, seed=7, has_seed=True)
+    alone = _filter(logits.clone(), [plain])
+    batched = _filter(logits.repeat(2, 1), [plain, state(temperature=1.0, top_p=0.5)])
+    assert bool((alone[0] > 0).all()) and torch.equal(batched[0], alone[0])
+    assert 0 < int((batched[1] > 0).sum()) < vocab
+
+
+def test_strongest_repetition_penalty_stays_finite():
+    # The least positive float32 penalty (what a gateway sends for any smaller one) divides positive logits by
+    # 1e-38: clamped to float32's largest value, not inf (whose softmax is NaN, always read as the first such id),
+    # so sampling still draws among the prompt's tokens.
+    logits = torch.full((1, V), -1.0)
+    logits[0, 4], logits[0, 9], logits[0, 30] = 5.0, 6.0, 7.0
+    penalty = dict(prompt=(4, 9), temperature=1.0, repetition_penalty=1.1754943508222875e-38, has_seed=True)
+    picks = set()
+    for seed in range(40):
+        out = Sampler(V).sample(logits.clone(), [state(**penalty, seed=seed)])
+        assert math.isfinite(out.logprobs[0])
+        assert out.logprobs[0] == pytest.approx(logits[0].log_softmax(-1)[out.token_ids[0]].item())
+        picks.add(out.token_ids[0])
+    assert picks == {4, 9}
