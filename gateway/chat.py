@@ -52,11 +52,26 @@ def _parse_arguments(arguments: Any) -> Any:
     return arguments
 
 
+# The names clients give an earlier turn's reasoning (vLLM, OpenRouter and Ollama), in transformers' order of
+# precedence: the first one set fills the others a template may read.
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def reasoning_of(message: dict):
+    """The reasoning text a message carries under any of its names (None without one)."""
+    return next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
+
+
 def prepare_messages(messages: list[dict]) -> list[dict]:
-    """Copies OpenAI messages into the shape chat templates expect (arguments as dicts, no nulls)."""
+    """Copies OpenAI messages into the shape chat templates expect (arguments as dicts, no nulls, the reasoning
+    under `reasoning_content` and `thinking` whichever name the client used, as transformers aliases them)."""
     out = []
     for message in messages:
         msg = {key: value for key, value in message.items() if value is not None}
+        reasoning = reasoning_of(msg)
+        if reasoning is not None:
+            msg.setdefault("thinking", reasoning)
+            msg["reasoning_content"] = reasoning
         calls = msg.get("tool_calls")
         if calls:
             msg["tool_calls"] = [_prepare_call(call) for call in calls]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from gateway.chat import reasoning_of
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.structured import check_schema, checked
@@ -159,7 +160,7 @@ def check_content(messages: list) -> None:
             raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
                                  param=f"messages[{i}].content")
         if message["role"] == "assistant" and content is None and not message.get("tool_calls"):
-            if not (message.get("reasoning_content") or message.get("reasoning")):
+            if not reasoning_of(message):
                 raise InvalidRequest(f"messages[{i}] (assistant) needs content or tool_calls",
                                      param=f"messages[{i}].content")
         for j, part in enumerate(content if isinstance(content, list) else []):

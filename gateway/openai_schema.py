@@ -38,6 +38,7 @@ _MESSAGE = {
         "tool_call_id": _STR_OR_NULL,
         "reasoning_content": _STR_OR_NULL,
         "reasoning": _STR_OR_NULL,
+        "thinking": _STR_OR_NULL,
     },
 }
 
