@@ -12,6 +12,11 @@ from gateway.errors import InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
 
+# Put after the message continue_final_message leaves open, to find where the template rendered its end (the way
+# transformers' apply_chat_template finds it): the message's text itself may be trimmed or appear earlier.
+_OPEN_END = "SPARKINFER_CONTINUE_FINAL_MESSAGE_END "
+
+
 @functools.lru_cache(maxsize=32)
 def _compiled(source: str) -> jinja2.Template:
     try:
@@ -63,16 +68,33 @@ def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: di
     messages = body["messages"]
     if not cont:
         return render_template(template, messages, tools, add, card, kwargs, body)
-    final = _text_of(messages[-1])
-    if not final:
+    if not _text_of(messages[-1]):
         # Nothing to continue: the same as an empty assistant turn opened by the generation prompt.
         return render_template(template, messages[:-1], tools, True, card, kwargs, body)
-    text = render_template(template, messages, tools, False, card, kwargs, body)
-    end = text.rfind(final)
+    text = render_template(template, messages[:-1] + [_mark_end(messages[-1])], tools, False, card, kwargs, body)
+    end = text.rfind(_OPEN_END.strip())
     if end < 0:
         raise InvalidRequest("continue_final_message: the chat template does not render the last assistant "
-                             "message verbatim, so it cannot be left open", param="continue_final_message")
-    return text[:end + len(final)]
+                             "message, so it cannot be left open", param="continue_final_message")
+    # A template that trims the message (Qwen's does) also trimmed the space after the mark, and the message's own
+    # trailing whitespace with it: the prompt ends at the message's last visible character, as transformers cuts it.
+    return text[:end] if text.startswith(_OPEN_END, end) else text[:end].rstrip()
+
+
+def _mark_end(message: dict) -> dict:
+    """A copy of the final message with the end mark after its text (after its last text part, for a list)."""
+    message = dict(message)
+    content = message.get("content")
+    if not isinstance(content, list):
+        message["content"] = content + _OPEN_END
+        return message
+    parts = [dict(part) if isinstance(part, dict) else part for part in content]
+    for part in reversed(parts):
+        if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
+            part["text"] += _OPEN_END
+            break
+    message["content"] = parts
+    return message
 
 
 def render_template(template, messages: list, tools, add: bool, card: ModelCard, kwargs: dict, body: dict) -> str:

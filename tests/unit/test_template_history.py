@@ -81,3 +81,32 @@ async def test_thinking_that_is_not_a_string_is_a_400(stack):
     response = await client.post("/v1/chat/completions", json={"model": "fake-model", "messages": messages})
     body = await response.json()
     assert response.status == 400 and body["error"]["param"] == "messages[1].thinking"
+
+
+CONTINUED = ["The answer is ", "Line one\n", "  padded", "x <think>y"]
+
+
+@pytest.mark.parametrize("final", CONTINUED, ids=["trailing-space", "trailing-newline", "leading-space", "think-tag"])
+async def test_continue_final_message_cuts_where_transformers_does(stack, final):
+    # The template trims an assistant message, so its text is not found verbatim: a 400 before.
+    client, fake = stack
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": final}]
+    prompt = await prompt_of(client, fake, "/v1/chat/completions",
+                             {"model": "fake-model", "messages": messages, "continue_final_message": True,
+                              "add_generation_prompt": False, "max_tokens": 1})
+    assert prompt == transformers_render(messages, continue_final_message=True)
+    assert prompt.endswith(final.strip())
+
+
+async def test_prefill_the_template_trims_continues_on_ollama_and_anthropic(stack):
+    # Anthropic refuses trailing whitespace in a prefill itself; a leading space is allowed there.
+    client, fake = stack
+    ollama = await prompt_of(client, fake, "/api/chat", {
+        "model": "fake-model", "stream": False, "options": {"num_predict": 1},
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Sure, "}]})
+    anthropic = await prompt_of(client, fake, "/v1/messages", {
+        "model": "fake-model", "max_tokens": 1,
+        "messages": [{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": [{"type": "text", "text": " Sure,"}]}]})
+    assert ollama.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nSure,")
+    assert anthropic.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nSure,")
