@@ -4,6 +4,8 @@ from __future__ import annotations
 THINK_START = "<think>"
 THINK_END = "</think>"
 TOOL_CALL = "<tool_call>"
+# What follows <tool_call> when it opens a call: the XML function form or the Hermes JSON form.
+_CALL_STARTS = ("<function=", "{")
 
 
 def _partial_tail(buf: str, tag: str) -> int:
@@ -19,12 +21,16 @@ class ReasoningSplitter:
 
     Follows vLLM's qwen3 reasoning parser: when the prompt already opened `<think>` (thinking on) all
     output up to `</think>` is reasoning; a `<think>` the model writes at the very start is dropped and
-    also opens reasoning; a `<tool_call>` also ends reasoning; output that never closes stays reasoning.
+    also opens reasoning; output that never closes stays reasoning. A `<tool_call>` that opens a call
+    (`<function=` or a JSON object follows) and is never followed by `</think>` ends reasoning: the call is
+    answer text. Until that is known the call is held back, so a call (or a mention of the tag) inside
+    reasoning that `</think>` later closes stays reasoning, streamed or not, and is never parsed as a call.
     Newlines right after `</think>` are dropped from the answer. Tags split across pieces are held back.
     """
 
     def __init__(self, thinking_open: bool):
-        # "start": nothing seen yet, "reasoning": inside <think>, "after": just closed, "content".
+        # "start": nothing seen yet, "reasoning": inside <think>, "call": a <tool_call> in reasoning held back
+        # (self._held) until </think> or the end says what it is, "after": just closed, "content".
         self._state = "reasoning" if thinking_open else "start"
         self._skip_open_tag = True
         self._held = ""
@@ -39,8 +45,15 @@ class ReasoningSplitter:
 
     def flush(self) -> tuple[str, str]:
         held, self._held = self._held, ""
-        if self._state in ("reasoning",):
+        if self._state == "reasoning":
             return held, ""
+        if self._state == "call":
+            opened = held[len(TOOL_CALL):].lstrip()
+            if not opened.startswith(_CALL_STARTS):
+                # Cut before anything but the tag: only a mention, part of the reasoning.
+                return held, ""
+            # A call never closed by </think>: it ends the reasoning and is the answer.
+            return "", held
         return "", held.lstrip("\n") if self._state == "after" else held
 
     def _step(self, buf: str, reasoning: list, content: list) -> str:
@@ -57,6 +70,8 @@ class ReasoningSplitter:
             return buf
         if self._state == "reasoning":
             return self._step_reasoning(buf, reasoning)
+        if self._state == "call":
+            return self._step_call(buf, reasoning)
         if self._state == "after":
             rest = buf.lstrip("\n")
             if rest:
@@ -80,10 +95,9 @@ class ReasoningSplitter:
         end = buf.find(THINK_END)
         call = buf.find(TOOL_CALL)
         if call >= 0 and (end < 0 or call < end):
-            # A tool call ends reasoning even without </think>; the call itself is answer text.
             reasoning.append(buf[:call])
-            self._state = "content"
-            return buf[call:]
+            self._state = "call"
+            return self._step_call(buf[call:], reasoning)
         if end >= 0:
             reasoning.append(buf[:end])
             self._state = "after"
@@ -91,4 +105,21 @@ class ReasoningSplitter:
         keep = max(_partial_tail(buf, THINK_END), _partial_tail(buf, TOOL_CALL))
         reasoning.append(buf[:len(buf) - keep])
         self._held = buf[len(buf) - keep:]
+        return ""
+
+    def _step_call(self, buf: str, reasoning: list) -> str:
+        """buf starts with <tool_call>: hold it while it may be a call not followed by </think>."""
+        if THINK_END in buf:
+            # Closed by </think>: the call (or the tag) was part of the reasoning.
+            end = buf.find(THINK_END)
+            reasoning.append(buf[:end])
+            self._state = "after"
+            return buf[end + len(THINK_END):]
+        opened = buf[len(TOOL_CALL):].lstrip()
+        if opened and not any(start.startswith(opened[:len(start)]) for start in _CALL_STARTS):
+            # Only a mention of the tag: it stays reasoning, and what follows is read as reasoning again.
+            reasoning.append(TOOL_CALL)
+            self._state = "reasoning"
+            return buf[len(TOOL_CALL):]
+        self._held = buf
         return ""

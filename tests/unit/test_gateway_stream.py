@@ -125,7 +125,7 @@ def test_model_repeating_the_open_tag_is_dropped():
 
 
 @pytest.mark.parametrize("chunks", [["check the tool<tool_call>\n<function=f>"],
-                                    ["check the tool<tool", "_call>\n<fun"]], ids=["whole", "tag-split"])
+                                    ["check the tool<tool", "_call>\n<fun", "ction=f>"]], ids=["whole", "tag-split"])
 def test_tool_call_ends_reasoning_without_think_close(chunks):
     reasoning, content = _split(True, chunks)
     assert reasoning == "check the tool" and content.startswith("<tool_call>\n<fun")
