@@ -1,4 +1,5 @@
-"""Gateway process: parses the model's <tool_call> XML (Qwen3.5 / Qwen3-Coder format) into OpenAI tool_calls.
+"""Gateway process: parses the model's <tool_call> blocks (Qwen3.5 / Qwen3-Coder XML, read by tool_markup, or the
+Hermes JSON form) into OpenAI tool_calls, each block read by its structure up to its own </tool_call>.
 
 Argument values are built by the standard json module, not orjson: orjson turns an integer beyond 64 bits into
 a float (52353800001386185000 -> 5.2353800001386185e+19) and cannot write one back, so a call's arguments would
@@ -7,60 +8,35 @@ change value and type on the way to the client (load_json, dump_arguments).
 from __future__ import annotations
 
 import json
-import re
 import secrets
-from typing import Any, Optional
+from typing import Optional
 
-import orjson
+from gateway.tool_markup import CALL_CLOSE, FUNCTION_OPEN, load_json, read_function, skip_space
 
 TOOL_CALL_TAG = "<tool_call>"
-_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-_FUNCTION_RE = re.compile(r"<function=([^>\n]+)>(.*?)</function>", re.DOTALL)
-_PARAM_RE = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 
 
-def load_json(text: str) -> Any:
-    """Strict JSON as orjson reads it (no NaN, Infinity, 1e999 or lone surrogates: ValueError), but with every
-    integer exact: orjson checks the text, the json module builds the value."""
-    orjson.loads(text)
-    return json.loads(text)
-
-
-def _param_types(tools: list[dict], name: str) -> dict:
-    for tool in tools:
-        function = tool.get("function") or {}
-        if function.get("name") == name:
-            props = (function.get("parameters") or {}).get("properties") or {}
-            return {key: (value or {}).get("type") for key, value in props.items() if isinstance(value, dict)}
-    return {}
-
-
-def _typed_value(raw: str, declared: Any) -> Any:
-    """A parameter's value: raw text for strings, JSON for everything else when it parses."""
-    if declared == "string" or (isinstance(declared, list) and declared == ["string"]):
-        return raw
+def _read_json_call(text: str, pos: int) -> Optional[tuple[dict, int]]:
+    """Hermes / Qwen3 JSON form {"name": ..., "arguments": {...}} at pos, read to its own end (a string in it may
+    hold </tool_call>), then its </tool_call>."""
     try:
-        return load_json(raw)
-    except ValueError:   # not JSON (or an integer of more digits than int() takes): the text as written
-        return raw
-
-
-def _parse_one(body: str, tools: list[dict]) -> Optional[dict]:
-    match = _FUNCTION_RE.search(body)
-    if match:
-        name = match.group(1).strip()
-        types = _param_types(tools, name)
-        args = {key.strip(): _typed_value(value, types.get(key.strip()))
-                for key, value in _PARAM_RE.findall(match.group(2))}
-        return {"name": name, "arguments": args}
-    try:
-        # Hermes / Qwen3 JSON form: {"name": ..., "arguments": {...}}
-        obj = load_json(body)
+        _, end = json.JSONDecoder().raw_decode(text, pos)
+        obj = load_json(text[pos:end])
     except ValueError:
         return None
-    if isinstance(obj, dict) and isinstance(obj.get("name"), str):
-        return {"name": obj["name"], "arguments": obj.get("arguments") or {}}
-    return None
+    close = skip_space(text, end)
+    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and text.startswith(CALL_CLOSE, close)):
+        return None
+    return {"name": obj["name"], "arguments": obj.get("arguments") or {}}, close + len(CALL_CLOSE)
+
+
+def _read_call(text: str, pos: int, tools: list[dict]) -> Optional[tuple[dict, int]]:
+    """(call, index after its </tool_call>) for the <tool_call> body starting at pos, or None when malformed."""
+    start = skip_space(text, pos)
+    if text.startswith("{", start):
+        return _read_json_call(text, start)
+    function = text.find(FUNCTION_OPEN, start)
+    return read_function(text, function, tools) if function >= 0 else None
 
 
 def dump_arguments(arguments) -> str:
@@ -69,12 +45,14 @@ def dump_arguments(arguments) -> str:
 
 
 def parse_tool_calls(text: str, tools: list[dict]) -> Optional[list[dict]]:
-    """OpenAI tool_calls for every complete <tool_call> block in text; None when any block is malformed."""
+    """OpenAI tool_calls for every <tool_call> block in text; None when any block is malformed or unclosed."""
     calls = []
-    for body in _CALL_RE.findall(text):
-        call = _parse_one(body, tools)
-        if call is None:
+    pos = text.find(TOOL_CALL_TAG)
+    while pos >= 0:
+        read = _read_call(text, pos + len(TOOL_CALL_TAG), tools)
+        if read is None:
             return None
+        call, end = read
         arguments = call["arguments"]
         calls.append({
             "id": f"call_{secrets.token_hex(12)}",
@@ -82,6 +60,7 @@ def parse_tool_calls(text: str, tools: list[dict]) -> Optional[list[dict]]:
             "function": {"name": call["name"],
                          "arguments": arguments if isinstance(arguments, str) else dump_arguments(arguments)},
         })
+        pos = text.find(TOOL_CALL_TAG, end)
     return calls or None
 
 
