@@ -14,7 +14,7 @@ import orjson
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_test_client
+from gateway.fake_scheduler import NO_REUSEPORT, FakeServing, build_tokenizer, start_test_client
 from proto import pb_grpc
 
 # Attempts seen before the scheduler comes back: with gRPC's default backoff the next one is 4.1 s (+-20%) later.
@@ -53,7 +53,7 @@ async def test_the_gateway_serves_again_soon_after_the_scheduler_returns():
         assert len(attempts) >= NUM_FAILED_ATTEMPTS
         down.close()
         await down.wait_closed()
-        server = grpc.aio.server()
+        server = grpc.aio.server(options=NO_REUSEPORT)
         pb_grpc.add_ServingServicer_to_server(FakeServing(build_tokenizer()), server)
         assert server.add_insecure_port(addr) == port
         await server.start()
