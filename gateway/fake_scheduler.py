@@ -140,10 +140,11 @@ def fake_prompt_logprobs(request) -> "pb.PromptLogprobs":
 NO_REUSEPORT = [("grpc.so_reuseport", 0)]
 
 
-async def start_fake_server(servicer: FakeServing) -> tuple[grpc.aio.Server, str]:
-    """Serves `servicer` on a free loopback port; returns (server, 'host:port'). Without SO_REUSEPORT, as the real
-    scheduler binds (scheduler/server.py): with it, a port another process's server holds is not a conflict to the
-    kernel, so test runs side by side are not kept apart by the bind alone."""
+async def start_fake_server(servicer) -> tuple[grpc.aio.Server, str]:
+    """Serves `servicer` (a FakeServing, or any Serving servicer: the scheduler's own in its tests) on a free
+    loopback port; returns (server, 'host:port'). Without SO_REUSEPORT, as the real scheduler binds
+    (scheduler/server.py): with it, a port another process's server holds is not a conflict to the kernel, so test
+    runs side by side are not kept apart by the bind alone."""
     server = grpc.aio.server(options=NO_REUSEPORT)
     pb_grpc.add_ServingServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")

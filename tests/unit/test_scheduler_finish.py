@@ -4,7 +4,7 @@ import asyncio
 import grpc
 import pytest
 
-from gateway.fake_scheduler import NO_REUSEPORT
+from gateway.fake_scheduler import start_fake_server
 from proto import pb, pb_grpc
 from scheduler.admission import InvalidRequestError
 from scheduler.server import ServingServicer
@@ -64,11 +64,8 @@ async def test_cancel_still_counts_abort_and_bad_reasons_are_refused():
 async def test_finish_rpc_over_grpc_ends_the_generate_stream():
     engine, _ = await make_engine()
     engine.link.auto = False
-    server = grpc.aio.server(options=NO_REUSEPORT)
-    pb_grpc.add_ServingServicer_to_server(ServingServicer(engine, CARD, "/nonexistent"), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    server, addr = await start_fake_server(ServingServicer(engine, CARD, "/nonexistent"))
+    async with grpc.aio.insecure_channel(addr) as channel:
         stub = pb_grpc.ServingStub(channel)
         call = stub.Generate(request("g", max_tokens=50))
         while "g" not in engine.streams:

@@ -5,7 +5,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.fake_scheduler import NO_REUSEPORT
+from gateway.fake_scheduler import start_fake_server
 from proto import pb, pb_grpc
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
@@ -27,11 +27,8 @@ async def test_info_waits_for_a_worker_then_gives_the_pool_capped_context():
     engine = Engine(SchedulerConfig(ping_interval_s=0.02, worker_timeout_s=5.0), CARD, link,
                     Metrics(CollectorRegistry()))
     engine.start()
-    server = grpc.aio.server(options=NO_REUSEPORT)
-    pb_grpc.add_ServingServicer_to_server(ServingServicer(engine, CARD, "/nonexistent"), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+    server, addr = await start_fake_server(ServingServicer(engine, CARD, "/nonexistent"))
+    async with grpc.aio.insecure_channel(addr) as channel:
         stub = pb_grpc.ServingStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as early:
             await stub.Info(pb.InfoRequest())
