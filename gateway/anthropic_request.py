@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any
+from typing import Any, Optional
 
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
@@ -214,10 +214,18 @@ def _reasoning(body: dict) -> dict:
     config = body.get("output_config") or {}
     if config.get("effort") is not None:
         out["reasoning_effort"] = _EFFORTS[config["effort"]]
-    if config.get("format") is not None:
-        out["response_format"] = {"type": "json_schema",
-                                  "json_schema": {"name": "output", "schema": config["format"]["schema"]}}
+    form = _output_format(config.get("format"), body.get("output_format"))
+    if form is not None:
+        out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": form["schema"]}}
     return out
+
+
+def _output_format(current: Optional[dict], beta: Optional[dict]) -> Optional[dict]:
+    """output_config.format, or output_format as the structured-outputs beta named it; 400 for two different ones."""
+    if current is not None and beta is not None and current != beta:
+        raise InvalidRequest("output_format and output_config.format differ: send one (output_format is the beta "
+                             "name of output_config.format)", param="output_format")
+    return current if current is not None else beta
 
 
 def to_chat_body(body: Any, ctx: int, count: bool = False) -> dict:

@@ -59,13 +59,11 @@ _THINKING = {
     "then": {"required": ["budget_tokens"]},
 }
 
+_FORMAT = {"type": "object", "required": ["type", "schema"],
+           "properties": {"type": {"const": "json_schema"}, "schema": {"type": "object"}}}
 _OUTPUT_CONFIG = {
     "type": "object",
-    "properties": {
-        "effort": {"enum": ["low", "medium", "high", "xhigh", "max"]},
-        "format": {"type": "object", "required": ["type", "schema"],
-                   "properties": {"type": {"const": "json_schema"}, "schema": {"type": "object"}}},
-    },
+    "properties": {"effort": {"enum": ["low", "medium", "high", "xhigh", "max"]}, "format": _FORMAT},
 }
 
 # What count_tokens takes: the prompt-shaping fields of a Messages request.
@@ -77,6 +75,8 @@ _PROMPT_FIELDS = {
     "tool_choice": _TOOL_CHOICE,
     "thinking": _THINKING,
     "output_config": _OUTPUT_CONFIG,
+    # The structured-outputs beta's name for output_config.format, which Anthropic still takes.
+    "output_format": _FORMAT,
 }
 
 COUNT_SCHEMA = {"type": "object", "required": ["model", "messages"], "properties": _PROMPT_FIELDS}

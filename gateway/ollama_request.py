@@ -13,7 +13,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
-from gateway.structured import ANY_OBJECT, check_schema, checked, json_grammar
+from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -74,12 +74,13 @@ def _format_schema(value: Any) -> Optional[dict]:
 def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
     if plan.format_schema is None:
         return
-    if plan.tools:
-        # As response_format with tools on /v1: a tool call, or JSON for the format.
-        check_tool_schemas(plan.tools)
-        grammar = calls_or_json_grammar(plan.tools, True, plan.format_schema, plan.gen.thinking_open, card)
-    else:
-        grammar = json_grammar(plan.format_schema, plan.gen.thinking_open, card)
+    if not plan.tools:
+        plan.gen.constraint = json_constraint(plan.format_schema, plan.gen.thinking_open, card, "format")
+        return
+    # As response_format with tools on /v1: a tool call, or JSON for the format.
+    check_tool_schemas(plan.tools)
+    check_answer(plan.format_schema, card, "format")
+    grammar = calls_or_json_grammar(plan.tools, True, plan.format_schema, plan.gen.thinking_open, card)
     plan.gen.constraint = checked(grammar, card, "format")
 
 

@@ -17,7 +17,7 @@ from gateway.openai_checks import (chat_max_tokens, check_content, check_prompt_
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
-from gateway.structured import checked, json_grammar, response_format_schema
+from gateway.structured import check_answer, checked, json_constraint, response_format_schema
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
@@ -130,8 +130,9 @@ def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
 def _json_constraint(body: dict, card: ModelCard, schema: dict, tools: Optional[list], thinking_open: bool):
     """response_format's grammar; with (unforced) tools, a tool call or that JSON, as OpenAI allows."""
     if not tools:
-        return checked(json_grammar(schema, thinking_open, card), card, "response_format")
+        return json_constraint(schema, thinking_open, card, "response_format")
     check_tool_schemas(tools)
+    check_answer(schema, card, "response_format")
     parallel = body.get("parallel_tool_calls") is not False
     grammar = calls_or_json_grammar(tools, parallel, schema, thinking_open, card)
     return checked(grammar, card, "response_format")
@@ -277,6 +278,6 @@ def _completion_constraint(body: dict, card: ModelCard):
     """response_format (json_object / json_schema, as vLLM's completions take it) or vLLM guided decoding."""
     schema = _response_schema(body, None)
     if schema is not None:
-        return checked(json_grammar(schema, False, card), card, "response_format")
+        return json_constraint(schema, False, card, "response_format")
     guided = guided_constraint(body, card, False)
     return guided[0] if guided else None

@@ -8,7 +8,7 @@ import re
 from typing import Any, Callable, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
-from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_grammar
+from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint
 
 log = logging.getLogger("sparkinfer.gateway")
 
@@ -161,8 +161,11 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
     kind, value, param = spec
     if kind in ("json", "json_object"):
         schema = ANY_OBJECT if kind == "json_object" else _json_schema(value, param)
-        return checked(json_grammar(schema, thinking_open, card), card, param), param
+        return json_constraint(schema, thinking_open, card, param), param
     if kind == "grammar":
+        if thinking_open:
+            # As check_answer: the blanks allowed after </think> hide a grammar that allows no answer.
+            checked(_lark_grammar(value, param, False, card), card, param)
         return checked(_lark_grammar(value, param, thinking_open, card), card, param), param
     rule = _choice_grammar(value, param) if kind == "choice" else _regex_grammar(value, param)
     prefix = f"{_think(card)} " if thinking_open else ""

@@ -3,12 +3,12 @@
 A request that must follow a grammar gets a Constraint (kind "lark", llguidance Lark text with embedded
 %json{...} schemas) that the worker enforces token by token. Schemas are checked here first (Draft 2020-12,
 then compiled by llguidance against the model's tokenizer), so what cannot be enforced is a 400 naming the
-problem, never a 500. Grammar copies of schemas are bounded (see bounded_schema) so that a model that
-rambles inside a string still ends: strings without maxLength/enum/const/pattern get maxLength
-SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded; their minLength when larger) and objects
-with `properties` but no `additionalProperties` get none; "any JSON object" has keys of at most that many
-characters and at most 8 members per object or array. JSON is compact (", " and ": " separators, no other
-whitespace).
+problem, never a 500; so is a grammar that compiles but allows no output ({"$ref": "#"}). Grammar copies of
+schemas are bounded (see bounded_schema) so that a model that rambles inside a string still ends: strings without
+maxLength/enum/const/pattern get maxLength SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded;
+their minLength when larger), so do the keys of a map (`additionalProperties` alone), and objects with `properties`
+but no `additionalProperties` get none; "any JSON object" has keys of at most that many characters and at most 8
+members per object or array. JSON is compact (", " and ": " separators, no other whitespace).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ DEFAULT_MAX_STRING_CHARS = 1024
 ANY_OBJECT = {"type": "object"}
 _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
 _UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern", "format")
 # Integers llguidance writes exactly: const/enum values as doubles (2^53), bounds as 64-bit integers.
@@ -59,6 +59,11 @@ def _bound(node: Any, limit: int) -> None:
         node["maxLength"] = max(limit, _min_length(node))
     if "properties" in node and "additionalProperties" not in node:
         node["additionalProperties"] = False
+    extra = node.get("additionalProperties")
+    if limit and isinstance(extra, dict) and "properties" not in node and "patternProperties" not in node:
+        # A map ({"additionalProperties": {...}} alone, pydantic's dict[str, X]): its keys are strings to cap too.
+        node["patternProperties"] = {_key_pattern(limit): extra}
+        node["additionalProperties"] = False
     for key in _SCHEMA_LISTS:
         for child in node.get(key) or []:
             _bound(child, limit)
@@ -67,6 +72,10 @@ def _bound(node: Any, limit: int) -> None:
             _bound(child, limit)
     for key in _SCHEMA_ONE:
         _bound(node.get(key), limit)
+
+
+def _key_pattern(limit: int) -> str:
+    return f"^.{{0,{limit}}}$" if limit else "^.*$"
 
 
 def _min_length(node: dict) -> int:
@@ -84,7 +93,7 @@ def bounded_schema(schema: dict, limit: int) -> dict:
 
 def any_object_schema(limit: int, max_items: int = 8) -> dict:
     """json_object / format "json": any JSON object, bounded like every grammar schema (keys included)."""
-    key = f"^.{{0,{limit}}}$" if limit else "^.*$"
+    key = _key_pattern(limit)
     value = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
                        {"type": "array", "items": {"$ref": "#/$defs/value"}, "maxItems": max_items},
                        {"$ref": "#/$defs/object"}]}
@@ -175,15 +184,53 @@ def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
 
 
 @functools.lru_cache(maxsize=256)
-def _grammar_error(tokenizer, grammar: str) -> str:
+def _grammar_error(tokenizer, grammar: str, think_end: tuple) -> str:
     import llguidance
-    return llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(grammar), tokenizer)
+    compiled = llguidance.LLMatcher.grammar_from_lark(grammar)
+    error = llguidance.LLMatcher.validate_grammar(compiled, tokenizer)
+    if error and not error.startswith("WARNING"):
+        return error.strip()
+    return _first_step_error(llguidance.LLMatcher(tokenizer, compiled, log_level=0), think_end)
+
+
+def _first_step_error(matcher, think_end: tuple) -> str:
+    """Why no output can start, or "". A grammar can compile and still allow nothing ({"$ref": "#"}: llguidance
+    finds no first token); the worker would fail it after the request began. The first mask, and the one after
+    </think> where reasoning comes first, show it here."""
+    matcher.compute_bitmask()
+    if think_end and not matcher.is_error() and matcher.validate_tokens(list(think_end)) == len(think_end):
+        matcher.consume_tokens(list(think_end))
+        matcher.compute_bitmask()
+    if not matcher.is_error():
+        return ""
+    return f"the grammar allows no output ({matcher.get_error().splitlines()[0]})"
+
+
+def _think_end(card) -> tuple:
+    if card.is_added_token("</think>"):
+        return (card.token_id("</think>"),)
+    return tuple(card.encode("</think>"))
 
 
 def checked(grammar: str, card, param: str) -> Constraint:
-    """The Constraint for Lark text, after llguidance compiled it; 400 naming the problem otherwise."""
-    error = _grammar_error(card.grammar_tokenizer(), grammar)
-    if error and not error.startswith("WARNING"):
-        raise InvalidRequest(f"{param} cannot be enforced by constrained decoding: {error.strip()}", param=param,
+    """The Constraint for Lark text, after llguidance compiled it and found a first token; 400 naming the problem
+    otherwise."""
+    error = _grammar_error(card.grammar_tokenizer(), grammar, _think_end(card))
+    if error:
+        raise InvalidRequest(f"{param} cannot be enforced by constrained decoding: {error}", param=param,
                              code="unsupported_schema")
     return Constraint("lark", grammar)
+
+
+
+def check_answer(schema: dict, card, param: str) -> None:
+    """400 unless the JSON of schema alone can be written. Reasoning before it or a tool call beside it would hide a
+    schema that allows no JSON: after </think> the grammar allows blanks, which the model writes until max_tokens."""
+    checked(json_grammar(schema, False, card), card, param)
+
+
+def json_constraint(schema: dict, thinking_open: bool, card, param: str) -> Constraint:
+    """checked() json_grammar, its answer checked alone too where reasoning comes first."""
+    if thinking_open:
+        check_answer(schema, card, param)
+    return checked(json_grammar(schema, thinking_open, card), card, param)
