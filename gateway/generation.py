@@ -61,6 +61,8 @@ class Generation:
         self._card = card
         self._queue: asyncio.Queue = asyncio.Queue()
         self._num_prompt = [len(ids) for ids in req.all_prompt_ids]
+        # Per prompt, like _num_prompt: what its first choice (the one prompt_tokens counts) took from the prefix cache.
+        self._num_cached = [0] * len(req.all_prompt_ids)
         self._usage = Usage(prompt_tokens=sum(self._num_prompt))
         self._generated = [0] * req.num_choices
         self._running = req.num_choices
@@ -192,9 +194,9 @@ class Generation:
     def _account(self, index: int, message) -> None:
         if message.num_prompt_tokens and index % self.req.n == 0:
             self._num_prompt[index // self.req.n] = message.num_prompt_tokens
+            self._num_cached[index // self.req.n] = message.num_cached_tokens
             self._usage.prompt_tokens = sum(self._num_prompt)
-        if message.num_cached_tokens:
-            self._usage.cached_tokens = message.num_cached_tokens
+            self._usage.cached_tokens = sum(self._num_cached)
         counted = self._generated[index] + len(message.token_ids)
         self._generated[index] = max(counted, message.num_generated_tokens)
         if message.token_ids and self._first_token_at is None:
