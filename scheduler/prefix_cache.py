@@ -71,6 +71,10 @@ class PrefixEntry:
 class PrefixCacheStats:
     num_query_tokens: int = 0     # prompt tokens of admitted requests looked up (vLLM prefix_cache_queries)
     num_hit_tokens: int = 0       # of those, tokens served from the cache (vLLM prefix_cache_hits)
+    # Lookups of requests resumed after a preemption, counted apart as vLLM does (not exported): a victim that
+    # finds its own prefix again must not raise the hit rate, nor its re-lookups lower it.
+    num_preempted_query_tokens: int = 0
+    num_preempted_hit_tokens: int = 0
     num_evictions: int = 0
 
 
@@ -127,12 +131,18 @@ class PrefixCache:
         self.entries.move_to_end(entry.key)
         return self.blocks.share(entry.block_ids)
 
-    def record(self, num_prompt_tokens: int, num_hit_tokens: int) -> None:
-        """Counts one admitted request's lookup (tokens), as vLLM does; nothing while the cache is off."""
+    def record(self, num_prompt_tokens: int, num_hit_tokens: int, preempted: bool = False) -> None:
+        """Counts one admitted request's lookup (tokens), as vLLM does: a resumed one (`preempted`) apart; nothing
+        while the cache is off."""
         if not self.enabled:
             return
-        self.stats.num_query_tokens += num_prompt_tokens
-        self.stats.num_hit_tokens += num_hit_tokens
+        stats = self.stats
+        if preempted:
+            stats.num_preempted_query_tokens += num_prompt_tokens
+            stats.num_preempted_hit_tokens += num_hit_tokens
+            return
+        stats.num_query_tokens += num_prompt_tokens
+        stats.num_hit_tokens += num_hit_tokens
 
     def evict_one(self, keep: "PrefixEntry | None" = None) -> bool:
         """Drops the least recently used ready entry other than `keep`: its slot and block references go back.

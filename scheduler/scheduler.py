@@ -165,7 +165,7 @@ class Scheduler:
             self.waiting.popleft()
             req.state_slot = self.state_pool.allocate()
             req.num_cached_tokens = req.num_computed_tokens
-            self.prefix_cache.record(req.num_prompt_tokens, req.num_cached_tokens)
+            self.prefix_cache.record(req.num_prompt_tokens, req.num_cached_tokens, req.num_preemptions > 0)
             if hit is not None:
                 step.restore_states.add(src_slot=hit.slot, dst_slot=req.state_slot)
             req.status = RUNNING
@@ -224,6 +224,7 @@ class Scheduler:
         self.running.remove(req)
         self._release(req)
         req.status = WAITING
+        req.num_preemptions += 1
         self.waiting.appendleft(req)
         self.num_preemptions += 1
 

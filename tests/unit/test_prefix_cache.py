@@ -198,3 +198,26 @@ def test_many_random_requests_with_cancels_leak_nothing():
     sched.prefix_cache.clear()
     assert sched.block_manager.num_free_blocks == sched.block_manager.num_total_blocks
     assert sched.state_pool.num_free_slots == sched.state_pool.num_total_slots
+
+
+def test_a_preempted_request_looking_up_again_is_counted_apart():
+    sched, worker = make_scheduler(num_blocks=24, budget=64), FakeWorker()
+    serve(sched, worker, "warm", chat(30, 60))                        # entries at 48 and 80
+    warm_queried = sched.prefix_cache.stats.num_query_tokens
+    reqs = [request(f"r{i}", chat(30, 60, (20 + 9 * i,)), max_tokens=150) for i in range(4)]
+    first_hits = {}
+
+    def note_first_admission(step):
+        for new in step.new_requests:
+            req = next(r for r in reqs if r.req_id == new.req_id)
+            first_hits.setdefault(req.req_id, req.num_cached_tokens)
+    for req in reqs:
+        sched.add_request(req)
+    tokens, _ = run_to_end(sched, worker, on_step=note_first_admission)
+    stats = sched.prefix_cache.stats
+    assert sched.num_preemptions > 0
+    assert stats.num_query_tokens - warm_queried == sum(r.num_prompt_tokens for r in reqs)
+    assert stats.num_hit_tokens == sum(first_hits.values()) > 0
+    assert stats.num_preempted_query_tokens > 0
+    assert all(tokens[r.req_id] == reference(r.prompt_token_ids, 150) for r in reqs)
+    sched.self_check()
