@@ -40,10 +40,10 @@ def supports(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
 
 def preferred(num_rows: int) -> bool:
     """Where the kernel beats the torch path it replaces (gather + two batched matmuls), both as CUDA-graph replays on
-    the 27B layer (`python3 -m bench.gpu_paged_decode`, H200, 2026-11-29): from 8 decode rows (Nd = 8 ctx 4096 150.0
-    vs 162.1 us, Nd = 32 ctx 4096 392.4 vs 530.5, Nd = 64 ctx 32768 4673.5 vs 7901.5); one row is faster through
-    torch (ctx 256 26.1 vs 48.1 us, ctx 32768 158.8 vs 300.5: the kernel's per-tile latency chain is not hidden by
-    a single row's 4 kv heads)."""
+    the 27B layer (`python3 -m bench.gpu_paged_decode`, H200, 2026-11-29, run 15, each with its pick_keys_per_lane):
+    from 8 decode rows (Nd = 8 ctx 4096 127.4 vs 163.6 us, Nd = 32 ctx 4096 366.7 vs 531.2, Nd = 64 ctx 32768
+    4617.8 vs 7902.2); one row is faster through torch (ctx 256 27.1 vs 37.1 us, ctx 32768 160.5 vs 249.9: a single
+    row's 4 kv heads give too few blocks to hide the kernel's per-tile latency chain)."""
     return num_rows >= MIN_ROWS
 
 
