@@ -28,7 +28,7 @@ VERSION = "0.1.0"
 ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
-_OPEN_PATHS = ("/health", "/metrics", "/version", "/")
+_OPEN_PATHS = ("/health", "/ping", "/metrics", "/version", "/")
 
 
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
@@ -120,7 +120,7 @@ async def version(request: web.Request) -> web.Response:
 
 
 async def metrics_route(request: web.Request) -> web.Response:
-    body, content_type = metrics.render()
+    body, content_type = metrics.render(request.headers.get("Accept"))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
@@ -153,6 +153,9 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)
+    # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.
+    app.router.add_get("/ping", health)
+    app.router.add_post("/ping", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_route)
     http_compat.install(app)

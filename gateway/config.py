@@ -63,7 +63,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                              "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
                         help="require 'Authorization: Bearer KEY' on every API route (/v1, /api/v0, /api), all but /, "
-                             "/health, /metrics and /version (SPARKINFER_API_KEY)")
+                             "/health, /ping, /metrics and /version (SPARKINFER_API_KEY)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
     parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",

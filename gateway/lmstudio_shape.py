@@ -10,14 +10,18 @@ from gateway.ollama_shape import arch_family
 FORMAT = "safetensors"
 
 
-def publisher(card: ModelCard) -> str:
-    """The org part of an "org/name" model id, else this server's name."""
-    return card.model_id.split("/", 1)[0] if "/" in card.model_id else "sparkinfer"
+def publisher(card: ModelCard, served_name: str = "") -> str:
+    """The org part of the served "org/name" id (the one shown as `id`), else of the checkpoint's id, else this
+    server's name."""
+    for model_id in (served_name, card.model_id):
+        if "/" in model_id and model_id.split("/", 1)[0]:
+            return model_id.split("/", 1)[0]
+    return "sparkinfer"
 
 
 def model_object(card: ModelCard, served_name: str, loaded: bool = True) -> dict:
     """LM Studio's model entry; `state` is "not-loaded" (and no loaded_context_length) while no worker runs it."""
-    entry = {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card),
+    entry = {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card, served_name),
              "arch": arch_family(card.architecture), "compatibility_type": FORMAT,
              "quantization": card.quantization or "unknown", "state": "loaded" if loaded else "not-loaded",
              "max_context_length": card.max_context_len}

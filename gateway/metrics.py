@@ -1,8 +1,10 @@
 """Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
-from prometheus_client import CONTENT_TYPE_LATEST
+from typing import Optional
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.exposition import choose_encoder
 
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
 # scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
@@ -32,6 +34,8 @@ E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time 
                         buckets=_LATENCY_BUCKETS, registry=REGISTRY)
 
 
-def render() -> tuple[bytes, str]:
-    """The exposition text and its content type."""
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+def render(accept: Optional[str] = None) -> tuple[bytes, str]:
+    """The exposition text and its content type, chosen from the scraper's Accept header as prometheus_client's own
+    handler chooses it (vLLM's /metrics, the scheduler's): text 0.0.4 unless OpenMetrics or text 1.0.0 is asked for."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(REGISTRY), content_type

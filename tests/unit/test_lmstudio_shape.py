@@ -26,6 +26,8 @@ def test_model_object_golden(card):
 def test_publisher_is_the_org_of_a_hub_id(card):
     assert publisher(card) == "sparkinfer"
     assert publisher(dataclasses.replace(card, model_id="Qwen/Qwen3.5-27B")) == "Qwen"
+    assert publisher(card, "Qwen/Qwen3.8-27B-NVFP4") == "Qwen"
+    assert publisher(dataclasses.replace(card, model_id="Qwen/Qwen3.5-27B"), "alias") == "Qwen"
 
 
 def test_model_info_and_runtime(card):

@@ -1,0 +1,59 @@
+"""The small routes clients and orchestrators probe first (/ping, /metrics, /api/v0/models) on the real gateway app
+over a fake scheduler."""
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+TOKENIZER = build_tokenizer()
+TEXT_004 = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "HEAD"])
+async def test_ping_answers_as_health(method):
+    """vLLM serves GET and POST /ping (SageMaker's liveness probe) as /health; it was a 404 here."""
+    async with fake_gateway(FakeServing(TOKENIZER)) as (client, _):
+        response = await client.request(method, "/ping")
+        assert response.status == 200
+        if method != "HEAD":
+            assert (await response.json())["status"] == "ok"
+
+
+async def test_ping_needs_no_api_key_as_health():
+    async with fake_gateway(FakeServing(TOKENIZER), api_key="s3cret") as (client, _):
+        assert (await client.get("/ping")).status == 200
+        assert (await client.post("/ping")).status == 200
+        assert (await client.get("/v1/models")).status == 401
+
+
+@pytest.mark.parametrize("accept, content_type, eof", [
+    (None, TEXT_004, False),
+    ("*/*", TEXT_004, False),
+    ("text/plain", TEXT_004, False),
+    ("text/plain;version=1.0.0", "text/plain; version=1.0.0; charset=utf-8; escaping=underscores", False),
+    ("application/openmetrics-text;version=1.0.0",
+     "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores", True),
+], ids=["no-accept", "any", "text-plain", "text-1.0.0", "openmetrics"])
+async def test_metrics_content_type_follows_accept(accept, content_type, eof):
+    """As vLLM's /metrics and the scheduler's (prometheus_client's own handler): the classic text format 0.0.4 unless
+    the scraper asks for another; the gateway answered 'version=1.0.0' to every scraper."""
+    headers = {"Accept": accept} if accept is not None else {}
+    async with fake_gateway(FakeServing(TOKENIZER)) as (client, _):
+        response = await client.get("/metrics", headers=headers)
+        body = await response.read()
+        assert response.status == 200 and response.headers["Content-Type"] == content_type
+        assert b"sparkinfer_gateway_http_requests_total" in body and b"_created" not in body
+        assert body.endswith(b"# EOF\n") == eof
+
+
+@pytest.mark.parametrize("served, expected", [
+    (None, "sparkinfer"),
+    ("my-model", "sparkinfer"),
+    ("Qwen/Qwen3.8-27B-NVFP4", "Qwen"),
+], ids=["checkpoint-id", "plain-alias", "org-alias"])
+async def test_lmstudio_publisher_is_the_org_of_the_served_id(served, expected):
+    """/api/v0/models shows the served name as `id`; its publisher is that id's org, not the checkpoint folder's."""
+    async with fake_gateway(FakeServing(TOKENIZER), served_model_name=served) as (client, _):
+        listed = (await (await client.get("/api/v0/models")).json())["data"][0]
+        assert listed["publisher"] == expected and listed["id"] == (served or "fake-model")
+        one = await client.get(f"/api/v0/models/{listed['id']}")
+        assert one.status == 200 and (await one.json())["publisher"] == expected
