@@ -41,6 +41,18 @@ def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
             f"queue full: {num_waiting} requests waiting (SPARKINFER_MAX_QUEUE_DEPTH={max_queue_depth})")
 
 
+def num_queued_requests(scheduler, streams) -> int:
+    """API requests that really wait: the waiting requests past the ones the next step seats (max_num_seqs minus
+    the running ones), the choices of one API request (a shared group_id in `streams`) counted once."""
+    num_free_seats = max(0, scheduler.limits.max_num_seqs - scheduler.num_running)
+    queued = list(scheduler.waiting)[num_free_seats:]
+    keys = set()
+    for req in queued:
+        stream = streams.get(req.req_id)
+        keys.add(stream.group_id if stream is not None and stream.group_id else req.req_id)
+    return len(keys)
+
+
 def check_prompt(prompt_token_ids, max_context_len: int, vocab_size: int) -> None:
     """Raises InvalidRequestError for an empty prompt, one that leaves no room to generate, or out-of-vocab ids."""
     num_prompt = len(prompt_token_ids)

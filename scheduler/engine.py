@@ -88,15 +88,15 @@ class Engine:
         if not self.worker_alive:
             raise admission.WorkerUnavailableError("no worker is connected to the scheduler")
         if not self._group_admitted(request.group_id):
-            admission.check_queue_depth(self.scheduler.num_waiting, self.config.max_queue_depth)
+            admission.check_queue_depth(admission.num_queued_requests(self.scheduler, self.streams),
+                                        self.config.max_queue_depth)
         if request.req_id in self.streams or not request.req_id:
             raise admission.DuplicateRequestError(f"req_id {request.req_id!r} is empty or already running")
         admission.check_prompt(request.prompt_token_ids, self.scheduler.max_context_len, self.vocab_size)
         admission.check_sampling(request, self.vocab_size)
 
     def _group_admitted(self, group_id: str) -> bool:
-        """Whether another choice of the same API request is admitted (waiting or running): the queue depth
-        counts an API request once, at its first choice, so its other choices are never refused."""
+        """Whether another choice (same group_id) of this API request is admitted: those are never refused."""
         return bool(group_id) and any(stream.group_id == group_id for stream in self.streams.values())
 
     @property

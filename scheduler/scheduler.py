@@ -15,24 +15,14 @@ snapshots are taken there. Entries give way (least recently used first) before a
 """
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
 
 from proto import pb
 from scheduler.block_manager import BlockManager
+from scheduler.limits import SchedulerLeakError, SchedulerLimits
 from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
 from scheduler.prompt_logprobs import merge_prompt_logprobs, take_prompt_logprobs
 from scheduler.request import FINISHED, RUNNING, WAITING, Request, RequestOutput
 from scheduler.state_pool import StatePool
-
-
-class SchedulerLeakError(Exception):
-    """Idle self-check failed: blocks or slots are held while no request runs."""
-
-
-@dataclass
-class SchedulerLimits:
-    max_num_batched_tokens: int = 2048  # tokens per step (prefill chunks + decode rows)
-    max_num_seqs: int = 64              # rows per step / running requests
 
 
 class Scheduler:
@@ -113,14 +103,12 @@ class Scheduler:
         decodes = [r for r in self.running if r.is_decoding]
         prefills = [r for r in self.running if not r.is_decoding]
         num_preemptions = self.num_preemptions
-        for req in decodes + prefills:
-            if budget == 0:
-                break
-            if req.status != RUNNING:
-                continue
-            num_new = self._chunk(req, budget)
-            if self._reserve_blocks(req, num_new, scheduled):
-                budget -= self._add_row(step, req, num_new, scheduled)
+        budget = self._schedule_running(step, decodes, budget, scheduled)
+        # While requests wait for a seat, running prefills take at most half the rest (vLLM's partial prefills).
+        reserve = 0
+        if self.waiting and len(self.running) < self.limits.max_num_seqs and num_preemptions == self.num_preemptions:
+            reserve = min(budget // 2, self.waiting[0].num_uncomputed_tokens)
+        budget = self._schedule_running(step, prefills, budget - reserve, scheduled) + reserve
         # After a preemption the pool is short: admitting more would only preempt again.
         if num_preemptions == self.num_preemptions:
             self._admit_waiting(step, budget, scheduled)
@@ -132,6 +120,18 @@ class Scheduler:
         self.step_id += 1
         step.step_id = self.step_id
         return step
+
+    def _schedule_running(self, step, reqs: list, budget: int, scheduled: set) -> int:
+        """Rows for running `reqs` in order within `budget`; returns the budget left."""
+        for req in reqs:
+            if budget == 0:
+                break
+            if req.status != RUNNING:
+                continue
+            num_new = self._chunk(req, budget)
+            if self._reserve_blocks(req, num_new, scheduled):
+                budget -= self._add_row(step, req, num_new, scheduled)
+        return budget
 
     def _reserve_blocks(self, req: Request, num_new: int, scheduled: set) -> bool:
         """Grows req's block table for num_new more tokens, preempting later requests; False if req itself went."""

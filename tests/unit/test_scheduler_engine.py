@@ -119,13 +119,14 @@ async def test_stale_result_is_dropped():
 
 
 async def test_queue_depth_and_cancel():
-    engine, link = await make_engine(max_queue_depth=1)
+    engine, link = await make_engine(max_queue_depth=1, max_num_seqs=1)
     link.auto = False
+    engine.submit(request("seated"))
     engine.submit(request("a"))
     with pytest.raises(QueueFullError):
         engine.submit(request("b"))
     engine.cancel("a")
-    assert engine.load().num_waiting == 0
+    assert engine.load().num_waiting + engine.load().num_running == 1
     engine.submit(request("c"))
     await engine.stop()
 
@@ -133,12 +134,13 @@ async def test_queue_depth_and_cancel():
 async def test_queue_depth_counts_an_api_request_once_by_its_group():
     """The choices of one API request (n > 1) share a group_id: once one is admitted the others are too, even past
     the depth; a call of another group (or of none) is still refused."""
-    engine, link = await make_engine(max_queue_depth=1)
+    engine, link = await make_engine(max_queue_depth=1, max_num_seqs=1)
     link.auto = False
+    engine.submit(request("seated"))
     choices = [request(f"cmpl-1-{i}", group_id="cmpl-1") for i in range(3)]
     for choice in choices:
         engine.submit(choice)
-    assert engine.load().num_waiting == 3
+    assert engine.load().num_waiting + engine.load().num_running == 4
     other = request("cmpl-2-0", group_id="cmpl-2")
     for refused in (other, request("lone")):
         with pytest.raises(QueueFullError):
@@ -152,8 +154,9 @@ async def test_queue_depth_counts_an_api_request_once_by_its_group():
 async def test_rejected_metric_counts_a_refused_group_once():
     """Every choice of a refused n > 1 request is refused, but requests_rejected counts the API request once; a
     lone request (no group_id) still counts each time."""
-    engine, link = await make_engine(max_queue_depth=1)
+    engine, link = await make_engine(max_queue_depth=1, max_num_seqs=1)
     link.auto = False
+    engine.submit(request("seated"))
     engine.submit(request("a"))
     for refused in [request(f"cmpl-1-{i}", group_id="cmpl-1") for i in range(3)] + [request("b"), request("c")]:
         with pytest.raises(QueueFullError):
