@@ -15,11 +15,16 @@ _FINISH_TIMEOUT_S = 1.0
 # gRPC backs off between reconnects to an unreachable scheduler (1 s growing 1.6x up to 120 s), and a call made while
 # it waits fails at once: after a scheduler restart every request was a 503 until the next attempt (11 s after a 30 s
 # outage, measured; up to 2 minutes after a long one). Retrying every second at most is no load on a scheduler.
+# The subchannel pool is the channel's own: gRPC's default process-wide pool hands a new channel the connection state
+# of any earlier channel to the same address, so a client made for a scheduler now listening where a dead one was
+# (a restart in place; in the tests, a fake scheduler on a reused port) failed at once with UNAVAILABLE "Connection
+# refused" until that state's backoff ran out (tests/unit/test_gateway_client_channel.py).
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 log = logging.getLogger("sparkinfer.gateway")
 

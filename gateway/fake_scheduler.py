@@ -138,6 +138,9 @@ def fake_prompt_logprobs(request) -> "pb.PromptLogprobs":
 
 # gRPC server options for test servers on port 0 (see start_fake_server)
 NO_REUSEPORT = [("grpc.so_reuseport", 0)]
+# gRPC channel options for test clients of such servers: a channel of its own subchannels, as gateway.client's (a
+# port reused from an earlier test's stopped server must not hand over that server's failed connection state)
+LOCAL_SUBCHANNELS = [("grpc.use_local_subchannel_pool", 1)]
 
 
 async def start_fake_server(servicer) -> tuple[grpc.aio.Server, str]:

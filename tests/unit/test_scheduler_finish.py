@@ -4,7 +4,7 @@ import asyncio
 import grpc
 import pytest
 
-from gateway.fake_scheduler import start_fake_server
+from gateway.fake_scheduler import LOCAL_SUBCHANNELS, start_fake_server
 from proto import pb, pb_grpc
 from scheduler.admission import InvalidRequestError
 from scheduler.server import ServingServicer
@@ -65,7 +65,7 @@ async def test_finish_rpc_over_grpc_ends_the_generate_stream():
     engine, _ = await make_engine()
     engine.link.auto = False
     server, addr = await start_fake_server(ServingServicer(engine, CARD, "/nonexistent"))
-    async with grpc.aio.insecure_channel(addr) as channel:
+    async with grpc.aio.insecure_channel(addr, options=LOCAL_SUBCHANNELS) as channel:
         stub = pb_grpc.ServingStub(channel)
         call = stub.Generate(request("g", max_tokens=50))
         while "g" not in engine.streams:

@@ -5,7 +5,7 @@ import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.fake_scheduler import start_fake_server
+from gateway.fake_scheduler import LOCAL_SUBCHANNELS, start_fake_server
 from proto import pb, pb_grpc
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
@@ -28,7 +28,7 @@ async def test_info_waits_for_a_worker_then_gives_the_pool_capped_context():
                     Metrics(CollectorRegistry()))
     engine.start()
     server, addr = await start_fake_server(ServingServicer(engine, CARD, "/nonexistent"))
-    async with grpc.aio.insecure_channel(addr) as channel:
+    async with grpc.aio.insecure_channel(addr, options=LOCAL_SUBCHANNELS) as channel:
         stub = pb_grpc.ServingStub(channel)
         with pytest.raises(grpc.aio.AioRpcError) as early:
             await stub.Info(pb.InfoRequest())
