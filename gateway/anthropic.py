@@ -24,13 +24,10 @@ class AnthropicRoutes:
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
 
-    async def served_name(self) -> str:
-        return self.config.served_model_name or (await self.engine.card()).model_id
-
     async def messages(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
-        plan = await run_cpu(parse_messages, body, card, await self.served_name(),
+        plan = await run_cpu(parse_messages, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
         builder = MessageBuilder(plan, card)
         gen = await self.engine.start(plan.gen)
@@ -43,6 +40,6 @@ class AnthropicRoutes:
     async def count_tokens(self, request: web.Request) -> web.Response:
         body = await read_json(request)
         card = await self.engine.card()
-        num_tokens = await run_cpu(count_tokens, body, card, await self.served_name(),
+        num_tokens = await run_cpu(count_tokens, body, card, await self.engine.served_name(),
                                    self.config.exclude_tools_when_tool_choice_none)
         return json_response({"input_tokens": num_tokens})

@@ -145,7 +145,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     http_compat.use_expect_handler(app.router, http_compat.expect_handler(
         config.max_body_bytes, api_error_response, lambda request: check_api_key(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
-    app[ENGINE_KEY] = Engine(client)
+    app[ENGINE_KEY] = Engine(client, config.served_model_name)
     # Four APIs, one Engine: each translates into GenRequest and back.
     OpenAIRoutes(app[ENGINE_KEY], config).register(app)
     ResponsesRoutes(app[ENGINE_KEY], config).register(app)

@@ -26,8 +26,9 @@ class Engine:
     it to the end and returns (per-choice results, usage) for non-streamed responses.
     """
 
-    def __init__(self, client: Optional[SchedulerClient] = None):
+    def __init__(self, client: Optional[SchedulerClient] = None, served_model_name: str = ""):
         self.client = client
+        self.served_model_name = served_model_name
         self._card: Optional[ModelCard] = None
         self._card_lock = asyncio.Lock()
         self._unloadable: Optional[tuple] = None  # (the InfoResponse bytes, its ModelUnloadable)
@@ -41,6 +42,11 @@ class Engine:
                     # Parsing the tokenizer and scanning its vocabulary takes a while: not on the loop.
                     self._card = await run_cpu(self._load_card, info)
         return self._card
+
+    async def served_name(self) -> str:
+        """The model name every API states and accepts: the configured served name (SPARKINFER_SERVED_MODEL_NAME),
+        else the checkpoint's id from the card. Raises Unavailable as card() does."""
+        return self.served_model_name or (await self.card()).model_id
 
     def _load_card(self, info) -> ModelCard:
         """ModelCard.from_info, or ModelUnloadable (logged once, and not parsed again while the scheduler sends the

@@ -115,11 +115,11 @@ class LMStudioRoutes:
     async def models(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
         loaded = await self.engine.model_loaded()
-        return json_response({"object": "list", "data": [model_object(card, await self.openai.served_name(), loaded)]})
+        return json_response({"object": "list", "data": [model_object(card, await self.engine.served_name(), loaded)]})
 
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
-        name = await self.openai.served_name()
+        name = await self.engine.served_name()
         check_model(request.match_info["model_id"].rstrip("/"), card, name)
         return json_response(model_object(card, name, await self.engine.model_loaded()))
 
@@ -131,7 +131,7 @@ class LMStudioRoutes:
         body = _lmstudio_body(await read_json(request))
         check_request_template(body, self.config)
         card = await self.engine.card()
-        plan = await run_cpu(parse_chat, body, card, await self.openai.served_name(),
+        plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
         gen = await self.engine.start(plan.gen)
@@ -148,7 +148,7 @@ class LMStudioRoutes:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
-        plan = await run_cpu(parse_completion, body, card, await self.openai.served_name())
+        plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
         if plan.gen.max_tokens == 0:
             # echo with max_tokens 0: nothing is generated; the /v1 answer as it is.
             return await self.openai.completions(request)

@@ -83,9 +83,6 @@ class OllamaRoutes:
             app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
         app.router.add_route("HEAD", "/api/blobs/{digest}", functools.partial(self.not_implemented, reason=_BLOBS))
 
-    async def served_name(self) -> str:
-        return self.config.served_model_name or (await self.engine.card()).model_id
-
     async def root(self, request: web.Request) -> web.Response:
         return web.Response(text="Ollama is running", content_type="text/plain")
 
@@ -94,7 +91,7 @@ class OllamaRoutes:
 
     @ollama_errors
     async def tags(self, request: web.Request) -> web.Response:
-        return json_response({"models": [tags_entry(await self.engine.card(), await self.served_name())]})
+        return json_response({"models": [tags_entry(await self.engine.card(), await self.engine.served_name())]})
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:
@@ -102,14 +99,14 @@ class OllamaRoutes:
         # A dead worker (or an unreachable scheduler) holds no model: Ollama lists none then.
         if expires is None or not await self.engine.model_loaded():
             return json_response({"models": []})
-        card, name = await self.engine.card(), await self.served_name()
+        card, name = await self.engine.card(), await self.engine.served_name()
         return json_response({"models": [ps_entry(card, name, expires)]})
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
         body = await read_json(request)
         card = await self.engine.card()
-        name = await self.served_name()
+        name = await self.engine.served_name()
         resolve_model(body if isinstance(body, dict) else {}, card, name)
         return json_response(show_body(card, name))
 
@@ -126,7 +123,7 @@ class OllamaRoutes:
         body = await read_json(request)
         card = await self.engine.card()
         parse = parse_chat if chat else parse_generate
-        plan = await run_cpu(parse, body, card, await self.served_name())
+        plan = await run_cpu(parse, body, card, await self.engine.served_name())
         self.load_state.touch(plan.keep_alive)
         if plan.gen is None:
             return json_response(load_response(plan, chat))

@@ -55,12 +55,9 @@ class OpenAIRoutes:
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_post("/v1/embeddings", self.embeddings)
 
-    async def served_name(self) -> str:
-        return self.config.served_model_name or (await self.engine.card()).model_id
-
     async def _model_object(self) -> dict:
         card = await self.engine.card()
-        name = await self.served_name()
+        name = await self.engine.served_name()
         return {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer", "root": name,
                 "parent": None, "max_model_len": card.max_context_len}
 
@@ -69,14 +66,14 @@ class OpenAIRoutes:
 
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
-        check_model(request.match_info["model_id"].rstrip("/"), card, await self.served_name())
+        check_model(request.match_info["model_id"].rstrip("/"), card, await self.engine.served_name())
         return json_response(await self._model_object())
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         check_request_template(body, self.config)
         card = await self.engine.card()
-        plan = await run_cpu(parse_chat, body, card, await self.served_name(),
+        plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
         shaper = ChatShaper(plan, card, plan.gen.req_id)
         if plan.stream:
@@ -88,7 +85,7 @@ class OpenAIRoutes:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
-        plan = await run_cpu(parse_completion, body, card, await self.served_name())
+        plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
         if plan.gen.max_tokens == 0:
             return await self._echo_only(request, plan, card)
         if plan.stream:
@@ -124,7 +121,7 @@ class OpenAIRoutes:
         body = validate(await read_json(request), TOKENIZE_SCHEMA)
         check_request_template(body, self.config)
         card = await self.engine.card()
-        name = await self.served_name()
+        name = await self.engine.served_name()
         check_model(body.get("model"), card, name)
         if ("messages" in body) == ("prompt" in body):
             raise InvalidRequest("give exactly one of 'messages' or 'prompt'", param="messages")
@@ -138,7 +135,7 @@ class OpenAIRoutes:
     async def detokenize(self, request: web.Request) -> web.Response:
         body = validate(await read_json(request), DETOKENIZE_SCHEMA)
         card = await self.engine.card()
-        check_model(body.get("model"), card, await self.served_name())
+        check_model(body.get("model"), card, await self.engine.served_name())
         tokens = body["tokens"]
         if any(t >= card.tokenizer_vocab_size for t in tokens):
             raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")

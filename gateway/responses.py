@@ -13,7 +13,6 @@ from gateway.engine import Engine
 from gateway.errors import NotFound
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
-from gateway.openai_routes import OpenAIRoutes
 from gateway.responses_input import NOT_STORED
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_shape import ResponseRun
@@ -27,7 +26,6 @@ class ResponsesRoutes:
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
-        self.openai = OpenAIRoutes(engine, config)
 
     def register(self, app: web.Application) -> None:
         app.router.add_post("/v1/responses", self.create)
@@ -40,7 +38,7 @@ class ResponsesRoutes:
     async def create(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
-        plan = await run_cpu(parse_responses, body, card, await self.openai.served_name(),
+        plan = await run_cpu(parse_responses, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
         run = ResponseRun(plan, card)
         gen = await self.engine.start(plan.chat.gen)
@@ -52,7 +50,7 @@ class ResponsesRoutes:
         """OpenAI's input token count of a Responses body: the prompt create would render, to the token."""
         body = await read_json(request)
         card = await self.engine.card()
-        num_tokens = await run_cpu(count_input_tokens, body, card, await self.openai.served_name(),
+        num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name(),
                                    self.config.exclude_tools_when_tool_choice_none)
         return json_response({"object": "response.input_tokens", "input_tokens": num_tokens})
 
