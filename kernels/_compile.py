@@ -52,3 +52,11 @@ def current_stream() -> RawStream:
     if raw is None or device is None:
         return external_stream(torch.cuda.current_stream().cuda_stream)
     return external_stream(raw(device()))
+
+
+@functools.lru_cache(maxsize=None)
+def num_sms(device) -> int:
+    """Streaming multiprocessors of CUDA `device` (cached: the properties lookup costs a few microseconds)."""
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count

@@ -71,11 +71,6 @@ def _kernel(name: str, head_dim: int, kpl: int):
     return module.get_function(name)
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None,
                  keys_per_lane: int = 0) -> torch.Tensor:
     """Attention of one query token per row over its paged keys.
@@ -103,7 +98,7 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
         out = torch.empty(num_rows, num_heads, head_dim, dtype=torch.bfloat16, device=q.device)
     if num_rows == 0:
         return out
-    splits = num_splits(num_rows, num_kv, max_keys, _num_sms(q.device))
+    splits = num_splits(num_rows, num_kv, max_keys, _compile.num_sms(q.device))
     ws = out
     if splits > 1:
         entry = GMAX * head_dim + 2 * GMAX
@@ -113,7 +108,7 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
     args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
             ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
             np.float32(scale * LOG2E))
-    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, _num_sms(q.device))
+    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, _compile.num_sms(q.device))
     _kernel("paged_decode", head_dim, kpl)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
     if splits > 1:
         _kernel("paged_decode_combine", head_dim, kpl)((num_heads, num_rows), (head_dim // 4,), (

@@ -2,6 +2,7 @@
 its launch (recurrent.cu, recurrent_tma.cu). Argument checks and helpers: _launch.py. Letters as fla."""
 import os
 
+from kernels import _compile
 from kernels.gdn import _build
 from kernels.gdn._launch import (HEAD_DIM, _check_gates, _check_pool, _check_rows, _need, _output, _state_define, f32,
                                  i32, i64, ptr)
@@ -103,12 +104,10 @@ def _define(defines: tuple, key: str) -> int:
 def _launch_tma(entry, defines, carveout, state_pool, args, num_items: int):
     """recurrent_tma.cu: min(items, MIN_BLOCKS per SM) persistent blocks of 256 threads, STAGES tiles of dynamic
     shared memory; the bulk copies need 16-byte aligned slots."""
-    import torch
-
     tile = HEAD_DIM * HEAD_DIM * state_pool.element_size()
     _need(state_pool.data_ptr() % 16 == 0 and state_pool.stride(0) * state_pool.element_size() % 16 == 0,
           "state pool slots must be 16-byte aligned for the tma decode")
     smem = _define(defines, "STAGES") * tile
-    sms = torch.cuda.get_device_properties(state_pool.device).multi_processor_count
+    sms = _compile.num_sms(state_pool.device)
     fn = _build.kernel("recurrent_tma.cu", entry, defines, smem, carveout)
     _build.launch(fn, (min(num_items, sms * _define(defines, "MIN_BLOCKS")),), (256,), args, smem)

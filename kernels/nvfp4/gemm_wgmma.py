@@ -16,7 +16,6 @@ import os
 import tempfile
 
 from kernels import _compile
-from kernels.nvfp4.ops import _num_sms  # ops imports this module only inside gemm(): no cycle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = "gemm_wgmma.cu"
@@ -214,7 +213,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
 
     plain = check_args(x, p, out, tile, fence, permute, diag, splits)
     m, n, k = x.shape[0], p["N"], p["K"]
-    num_sms = _num_sms(x.device)
+    num_sms = _compile.num_sms(x.device)
     if stream_k < 0 and plain and not tile and not splits:
         stream_k = streamk.pick(m, p["Np"], k, num_sms)
     if stream_k >= 0:

@@ -76,11 +76,6 @@ def _workspace(device, np_: int) -> torch.Tensor:
     return _scratch("split_k", device, WS_ROWS * np_, torch.float32, True)
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: int = 0) -> None:
     """Launch `name` of `source` (or the given cupy kernel) on torch's current stream."""
     kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
@@ -95,7 +90,7 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
     if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
         return gemv_tile(x, p, out)
     if not variant and GEMV_CLUSTER and x.is_cuda and _hopper(x.device):
-        cs = cluster_size(p, _num_sms(x.device))
+        cs = cluster_size(p, _compile.num_sms(x.device))
         if cs:
             return gemv_cluster(x, p, out, cs)
     return gemv_v2(x, p, out, variant, blocks_per_sm)
@@ -152,7 +147,7 @@ def tile_applies(x: torch.Tensor, p: dict) -> bool:
     m, ntiles = x.shape[0], p["Np"] // 16
     if m > TILE_DISPATCH_M or p["K"] % 8 or x.data_ptr() % 16 or ntiles * p["Kc"] > TILE_DISPATCH_CHUNKS:
         return False
-    sms = _num_sms(x.device) if x.is_cuda else 132
+    sms = _compile.num_sms(x.device) if x.is_cuda else 132
     return _tile_smem(m, p, 0) <= TILE_X_BYTES and ntiles <= _tile_slots(m, p, TILE_DEPTHS[1][0], sms)
 
 
@@ -180,7 +175,7 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
     if m > TILE_MAX_M or depth not in TILE_DEPTHS[nt] or not tile_fits(m, p, depth):
         raise ValueError(f"gemv_tile: M={m}, depth {depth}: no such kernel or x too large for shared memory")
     smem = _tile_smem(m, p, depth)
-    slots = _tile_slots(m, p, depth, _num_sms(x.device))
+    slots = _tile_slots(m, p, depth, _compile.num_sms(x.device))
     grid = (-(-ntiles // -(-ntiles // slots)) if balanced else min(ntiles, slots),)
     kernel = _tile_kernel(f"nvfp4_gemv_tile{'_nt2' if nt == 2 else ''}_d{depth}{suffix}", nt)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
@@ -201,7 +196,7 @@ def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", bloc
     m = x.shape[0]
     nt = 1 if m <= 8 else 2 if m <= 16 else 4
     total = (p["Np"] // ROW_GROUP) * p["Kc"]
-    grid = (min(total, _num_sms(x.device) * blocks_per_sm),)
+    grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
     ws, counters = _workspace(x.device, p["Np"]), _counters(x.device, p["Np"])
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
