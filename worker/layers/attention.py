@@ -98,7 +98,7 @@ class GatedAttention(torch.nn.Module):
         flat_k[meta.slot_mapping] = key.to(flat_k.dtype)
         flat_v[meta.slot_mapping] = value.to(flat_v.dtype)
         if isinstance(meta, PagedStepMeta):
-            out = self._attend_step(query, k_pool, v_pool, meta)
+            out = self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta)
         else:
             out = torch.empty(num_tokens, self.num_heads, hd, dtype=x.dtype, device=x.device)
             self._attend_rows(out, query, flat_k, flat_v, meta.rows)
@@ -111,27 +111,26 @@ class GatedAttention(torch.nn.Module):
             out[lo:hi] = self._attend(query[lo:hi], flat_k[key_index].to(query.dtype),
                                       flat_v[key_index].to(query.dtype), mask)
 
-    def _attend_step(self, query, k_pool, v_pool, meta: PagedStepMeta) -> torch.Tensor:
-        """query [T, nH, hd] -> [T, nH, hd]: decode rows in one vectorized call, prefill rows per row."""
+    def _attend_step(self, query, pools, flat, meta: PagedStepMeta) -> torch.Tensor:
+        """query [T, nH, hd] -> [T, nH, hd]: decode rows in one vectorized call, prefill rows per row. pools: (k, v)
+        [num_blocks, block_size, nKV, hd]; flat: the same viewed [num_blocks * block_size, nKV, hd]."""
         if meta.all_decode:
-            return self._decode(query, k_pool, v_pool, meta)
+            return self._decode(query, pools, flat, meta)
         out = torch.empty_like(query)
         if meta.decode_tokens.numel():
-            out[meta.decode_tokens] = self._decode(query[meta.decode_tokens], k_pool, v_pool, meta)
-        flat_k, flat_v = (pool.view(-1, self.num_kv_heads, self.head_dim) for pool in (k_pool, v_pool))
-        self._attend_rows(out, query, flat_k, flat_v, meta.prefill_rows)
+            out[meta.decode_tokens] = self._decode(query[meta.decode_tokens], pools, flat, meta)
+        self._attend_rows(out, query, *flat, meta.prefill_rows)
         return out
 
-    def _decode(self, query, k_pool, v_pool, meta: PagedStepMeta) -> torch.Tensor:
+    def _decode(self, query, pools, flat, meta: PagedStepMeta) -> torch.Tensor:
         """query [Nd, nH, hd] of the decode rows -> [Nd, nH, hd]: the paged decode kernel on CUDA bf16 where
         DECODE_KERNEL asks for it (one launch, kernels/attention), else the vectorized torch path (gather + two
         batched matmuls)."""
         wanted = DECODE_KERNEL == "1" or (DECODE_KERNEL == "auto" and attention_ops.preferred(query.shape[0]))
-        if meta.decode_tables is not None and wanted and attention_ops.supports(query, k_pool):
-            return attention_ops.paged_decode(query.contiguous(), k_pool, v_pool, meta.decode_tables,
-                                              meta.num_keys, self.scale, meta.max_keys)
-        flat_k, flat_v = (pool.view(-1, self.num_kv_heads, self.head_dim) for pool in (k_pool, v_pool))
-        return decode_attention(query, flat_k, flat_v, meta.key_index, meta.key_valid, self.scale)
+        if meta.decode_tables is not None and wanted and attention_ops.supports(query, pools[0]):
+            return attention_ops.paged_decode(query.contiguous(), *pools, meta.decode_tables, meta.num_keys,
+                                              self.scale, meta.max_keys)
+        return decode_attention(query, *flat, meta.key_index, meta.key_valid, self.scale)
 
     def _attend(self, q, k, v, mask):
         """q [L, nH, hd], k, v [n_kv, nKV, hd], mask [L, n_kv] bool (True = visible) -> [L, nH, hd].
