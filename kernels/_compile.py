@@ -44,8 +44,9 @@ def external_stream(handle: int) -> RawStream:
 
 def current_stream() -> RawStream:
     """torch's current CUDA stream on the current device, as CuPy's launch takes it. Through torch's C hooks (the
-    ones its own compiled kernels launch with: ~1 us) where this torch has them; torch.cuda.current_stream() costs
-    ~10 us a call (device-index resolution in Python), ~7 ms of host time per 64-layer prefill step."""
+    ones its own compiled kernels launch with) where this torch has them: torch.cuda.current_stream() resolves the
+    device index in Python, its 674 calls in one 64-layer 512-token prefill step took 15 ms under cProfile (H200,
+    2026-11-29)."""
     import torch
 
     raw, device = getattr(torch._C, "_cuda_getCurrentRawStream", None), getattr(torch._C, "_cuda_getDevice", None)
