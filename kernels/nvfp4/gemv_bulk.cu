@@ -1,0 +1,182 @@
+// gemv_bulk.cu (v8): NVFP4 weight x bf16 activations for M = 1..16 rows (decode), y[M, N] = x[M, K] W^T, with the
+// weight stream fed by the Tensor Memory Accelerator: bytes in flight live in shared memory, not in registers.
+//
+// Work split as gemv.cu (v7): items (row group rg = 128 rows, k chunk c = 64 k), rg-major, split evenly over a
+// persistent grid of 2 blocks per SM; warp w of a block takes tile rg * 8 + w of every item, so a warp's chunks of
+// one row group are contiguous in the repacked layout (wq [Np/16, Kc, 32 lanes, 16 B], wsc [Np/16, Kc, 32, 2 B]).
+// Each warp owns a ring of `depth` stages in dynamic shared memory; a stage holds up to C chunks of one row group:
+// C x 512 B of fragments, then C x 64 B of scale pairs, loaded by two cp.async.bulk copies (issued by lane 0) that
+// complete on the stage's mbarrier (transaction bytes). A warp waits for its stage, reads each lane's 16-byte
+// fragment and scale pair from shared memory (conflict-free: lanes read consecutive words), decodes and multiplies
+// as gemv_core.cuh does, then lane 0 refills the stage `depth` stages ahead. Row-group segments end as in gemv.cu:
+// a block that covers a whole row group writes y, else the v7 workspace flush (gemv_split.cuh).
+// x: XS = staged once per block in shared memory (M * Kc * 128 B, cp.async), else read per stage from global
+// through L1 (ld.global.nc) before the stage's wait, so its latency overlaps the weight copy.
+// MODE_LOADONLY (bench diagnostic, wrong results): the same copies, no decode or MMA.
+#include "gemv_core.cuh"
+#include "gemv_split.cuh"
+#include "bulk_ptx.cuh"
+
+#define BULK_C 4                 // chunks per stage
+#define BULK_STAGE_BYTES (BULK_C * 576)
+#define BULK_MAX_DEPTH 8
+
+// the next stage of a warp's stream: chunks [c, c + n) of row group rg, n <= BULK_C, within one row group and the
+// block's item range [i, end). Returns false past the end.
+struct Cursor {
+    int i, end, Kc;
+    __device__ __forceinline__ bool next(int& rg, int& c, int& n) {
+        if (i >= end) return false;
+        rg = i / Kc;
+        c = i - rg * Kc;
+        n = min(min(BULK_C, Kc - c), end - i);
+        i += n;
+        return true;
+    }
+};
+
+// lane 0: stage `slot` <- chunks [c, c + n) of tile rg * 8 + warp
+__device__ __forceinline__ void issue_stage(const GemvArgs& p, unsigned char* slot, u64* bar, int rg, int c, int n) {
+    const long long f = ((long long)(rg * 8 + (threadIdx.x >> 5)) * p.Kc + c) * 32;
+    mbar_expect_tx(bar, n * 576);
+    bulk_load(slot, p.wq + f, n * 512, bar);
+    bulk_load(slot + BULK_C * 512, p.wsc + f, n * 64, bar);
+}
+
+// x fragments of chunks [c, c + n) for this lane (global, through L1), NT n8 tiles
+template <int NT>
+__device__ __forceinline__ void load_x(const u16* const (&xl)[NT], int kmax, int c, int n, uint4 (&xv)[BULK_C][NT][2]) {
+#pragma unroll
+    for (int u = 0; u < BULK_C; ++u) {
+        if (u >= n) break;
+        const int k = min((c + u) * 64, kmax);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            xv[u][nt][0] = ld_nc16(xl[nt] + k);
+            xv[u][nt][1] = ld_nc16(xl[nt] + k + 8);
+        }
+    }
+}
+
+// decode + MMA of the n chunks of one stage (chunk c first) into acc
+template <int NT, int MODE, bool XS>
+__device__ __forceinline__ void compute_stage(const unsigned char* slot, int c, int n, const u32* lut,
+                                              const uint4* const (&xsl)[NT], const uint4 (&xg)[BULK_C][NT][2],
+                                              float (&acc)[4 / NT][NT][4]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < BULK_C; ++u) {
+        if (u >= n) break;
+        const uint4 w = reinterpret_cast<const uint4*>(slot)[u * 32 + lane];
+        const u32 s = reinterpret_cast<const u16*>(slot + BULK_C * 512)[u * 32 + lane];
+        if (MODE == MODE_LOADONLY) {
+            acc[0][0][0] += __uint_as_float((w.x ^ w.y ^ w.z ^ w.w ^ s) & 0x3F800000u);
+            continue;
+        }
+        const u32 sg = lut[s & 0xFFu], sg8 = lut[s >> 8];
+#pragma unroll
+        for (int st = 0; st < 4; ++st) {
+            u32 a[4];
+            decode_word(word_of(w, st), sg, sg8, a);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const uint4 b = XS ? xsl[nt][(c + u) * 8 + (st >> 1)] : xg[u][nt][st >> 1];
+                mma_bf16(acc[st % (4 / NT)][nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
+            }
+        }
+    }
+}
+
+// end of a row-group segment of `chunks` chunks: y directly if it is the whole row group, else the v7 flush
+template <int NT, int MODE>
+__device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int chunks, float (&acc)[4 / NT][NT][4],
+                                               int* s_last) {
+    float out[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4 / NT; ++j) v += acc[j][nt][i], acc[j][nt][i] = 0.0f;
+            out[nt][i] = v;
+        }
+    if (chunks == p.Kc)
+        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + (threadIdx.x >> 5), out);
+    else if (MODE != MODE_LOADONLY)
+        gemv_flush<NT>(p, rg, chunks, out, s_last);
+}
+
+// per-lane x addresses: global row pointers (xl) and shared-memory rows (xsl), as gemv_core.cuh's gemv_segment
+template <int NT>
+__device__ __forceinline__ void x_rows(const GemvArgs& p, const uint4* xs, const u16* (&xl)[NT],
+                                       const uint4* (&xsl)[NT]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int m = min(nt * 8 + g, p.M - 1);
+        xl[nt] = p.x + (u64)m * p.K + 16 * t;
+        xsl[nt] = xs + m * p.Kc * 8 + 2 * t;
+    }
+}
+
+template <int NT, int MODE, bool XS>
+__device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
+    __shared__ u32 lut[256];
+    __shared__ int s_last;
+    __shared__ __align__(8) u64 bars[8][BULK_MAX_DEPTH];
+    extern __shared__ __align__(128) unsigned char dyn[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    unsigned char* ring = dyn + warp * depth * BULK_STAGE_BYTES;
+    const uint4* xs = reinterpret_cast<const uint4*>(dyn + 8 * depth * BULK_STAGE_BYTES);
+    const int total = (p.Np / 128) * p.Kc;
+    Cursor fill{(int)((long long)total * blockIdx.x / gridDim.x), (int)((long long)total * (blockIdx.x + 1) / gridDim.x),
+                p.Kc};
+    Cursor take = fill;
+    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    if (lane == 0) {
+        for (int s = 0; s < depth; ++s) mbar_init(&bars[warp][s]);
+        fence_mbarrier_init();
+        int rg, c, n;
+        for (int s = 0; s < depth && fill.next(rg, c, n); ++s) issue_stage(p, ring + s * BULK_STAGE_BYTES, &bars[warp][s], rg, c, n);
+    }
+    if (XS) {
+        stage_x(p, const_cast<uint4*>(xs));
+        cp_async_wait_all();
+    }
+    __syncthreads();
+    const u16* xl[NT];
+    const uint4* xsl[NT];
+    x_rows<NT>(p, xs, xl, xsl);
+    const int kmax = p.K - 16 - 16 * (lane & 3);
+    float acc[4 / NT][NT][4] = {};
+    int cur = -1, seg = 0, rg, c, n;
+    for (int s = 0; take.next(rg, c, n); ++s) {
+        if (rg != cur) {
+            if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, &s_last);
+            cur = rg, seg = 0;
+        }
+        uint4 xg[BULK_C][NT][2];
+        if (!XS && MODE != MODE_LOADONLY) load_x<NT>(xl, kmax, c, n, xg);
+        const int slot = s % depth;
+        unsigned char* st = ring + slot * BULK_STAGE_BYTES;
+        mbar_wait(&bars[warp][slot], (s / depth) & 1);
+        compute_stage<NT, MODE, XS>(st, c, n, lut, xsl, xg, acc);
+        seg += n;
+        __syncwarp();
+        int frg, fc, fn;
+        if (lane == 0 && fill.next(frg, fc, fn)) issue_stage(p, st, &bars[warp][slot], frg, fc, fn);
+    }
+    if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, &s_last);
+}
+
+#define GEMV_BULK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, \
+                         const float* alpha, int M, int N, int K, int Np, int Kc, int depth
+#define GEMV_BULK_KERNEL(name, NT, MODE, XS)                                        \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(GEMV_BULK_PARAMS) {   \
+        gemv_bulk_body<NT, MODE, XS>(GemvArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}, depth); \
+    }
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1, 1, MODE_NORMAL, false)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt2, 2, MODE_NORMAL, false)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1, 1, MODE_NORMAL, true)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_loadonly, 1, MODE_LOADONLY, false)

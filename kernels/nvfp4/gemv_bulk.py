@@ -1,0 +1,71 @@
+"""Launcher of gemv_bulk.cu (v8): the split-K GEMV for M = 1..16 with the weight stream fed by bulk copies
+(cp.async.bulk, sm_90) into a per-warp shared-memory ring of `depth` stages (BULK_C = 4 chunks of 64 k each: 2304 B).
+
+Letters as ops.py: M rows of x, N out features, K in features, Np = N rounded up to 128, Kc = ceil(K / 64).
+"""
+import functools
+import os
+
+import torch
+
+from kernels import _compile
+from kernels.nvfp4 import ops
+
+STAGE_BYTES = 4 * 576  # BULK_C chunks of 512 B fragments + 64 B scale pairs
+MAX_DEPTH = 8  # BULK_MAX_DEPTH: mbarriers per warp
+WARPS = 8
+STATIC_SMEM = 1024 + 8 * 8 * MAX_DEPTH + 64  # e4m3 LUT, mbarriers, s_last (rounded up)
+MAX_M = 16
+# x staged in shared memory (the _xs kernel, M = 1 only) where it takes at most this many bytes
+XS_MAX_BYTES = 16 << 10
+
+
+def _block_budget() -> int:
+    """Dynamic shared memory one of 2 resident blocks per SM may take (sm_90: 228 KB per SM, 1 KB per block kept)."""
+    return ops.SMEM_PER_SM // 2 - 1024 - STATIC_SMEM
+
+
+def x_bytes(m: int, p: dict) -> int:
+    """Shared memory of x staged as [M, Kc * 64] bf16."""
+    return m * p["Kc"] * 128
+
+
+def default_depth(xs_bytes: int) -> int:
+    """Ring stages per warp that fit 2 blocks per SM beside `xs_bytes` of staged x (at most MAX_DEPTH)."""
+    return max(0, min(MAX_DEPTH, (_block_budget() - xs_bytes) // (WARPS * STAGE_BYTES)))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name: str):
+    kernel = _compile.kernel(os.path.join(ops.HERE, "gemv_bulk.cu"), name)
+    kernel.max_dynamic_shared_size_bytes = ops.BLOCK_SMEM_MAX - STATIC_SMEM
+    kernel.preferred_shared_memory_carveout = 100
+    return kernel
+
+
+def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, depth: int = 0,
+              variant: str = "") -> torch.Tensor:
+    """x [M <= 16, K] bf16 contiguous, 16-byte aligned, K % 8 == 0; p = ops.prepared(...) -> out [M, N] bf16 (written).
+    xs: stage x in shared memory (M = 1 only; None: where x takes at most XS_MAX_BYTES); depth: ring stages per warp
+    (0: as many as fit 2 blocks per SM); variant "_loadonly" (M = 1, no xs): bench diagnostic, wrong results.
+    Raises ValueError for M > 16, depth outside 1..MAX_DEPTH or a ring that does not fit a block."""
+    import numpy as np
+
+    m = x.shape[0]
+    if xs is None:
+        xs = m == 1 and not variant and x_bytes(m, p) <= XS_MAX_BYTES
+    xs_bytes = x_bytes(m, p) if xs else 0
+    depth = depth or default_depth(xs_bytes)
+    smem = WARPS * depth * STAGE_BYTES + xs_bytes
+    if m > MAX_M or (xs and m != 1) or not 1 <= depth <= MAX_DEPTH or smem + STATIC_SMEM > ops.BLOCK_SMEM_MAX:
+        raise ValueError(f"gemv_bulk: M={m}, xs={xs}, depth={depth}: no such kernel or the ring does not fit")
+    nt = 1 if m <= 8 else 2
+    name = f"nvfp4_gemv_bulk{'_xs' if xs else ''}_nt{nt}{variant}"
+    total = (p["Np"] // ops.ROW_GROUP) * p["Kc"]
+    grid = (min(total, _compile.num_sms(x.device) * 2),)
+    ws, counters = ops._workspace(x.device, p["Np"]), ops._counters(x.device, p["Np"])
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
+            np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]), np.int32(depth))
+    ops._launch("", "", grid, (256,), args, _kernel(name), smem)
+    return out
