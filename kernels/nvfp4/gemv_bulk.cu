@@ -24,13 +24,14 @@
 // the next stage of a warp's stream: chunks [c, c + n) of row group rg, n <= BULK_C, within one row group and the
 // block's item range [i, end). Returns false past the end.
 struct Cursor {
-    int i, end, Kc;
-    __device__ __forceinline__ bool next(int& rg, int& c, int& n) {
+    int i, end, Kc, rg, c;  // rg, c: row group and chunk of item i
+    __device__ __forceinline__ Cursor(int i0, int end_, int Kc_) : i(i0), end(end_), Kc(Kc_), rg(i0 / Kc_), c(i0 % Kc_) {}
+    __device__ __forceinline__ bool next(int& rg_out, int& c_out, int& n) {
         if (i >= end) return false;
-        rg = i / Kc;
-        c = i - rg * Kc;
+        rg_out = rg, c_out = c;
         n = min(min(BULK_C, Kc - c), end - i);
-        i += n;
+        i += n, c += n;
+        if (c == Kc) ++rg, c = 0;
         return true;
     }
 };
@@ -43,12 +44,11 @@ __device__ __forceinline__ void issue_stage(const GemvArgs& p, unsigned char* sl
     bulk_load(slot + BULK_C * 512, p.wsc + f, n * 64, bar);
 }
 
-// x fragments of chunks [c, c + n) for this lane (global, through L1), NT n8 tiles
+// x fragments of chunks [c, c + BULK_C) for this lane (global, through L1; k clamped to K - 16), NT n8 tiles
 template <int NT>
-__device__ __forceinline__ void load_x(const u16* const (&xl)[NT], int kmax, int c, int n, uint4 (&xv)[BULK_C][NT][2]) {
+__device__ __forceinline__ void load_x(const u16* const (&xl)[NT], int kmax, int c, uint4 (&xv)[BULK_C][NT][2]) {
 #pragma unroll
     for (int u = 0; u < BULK_C; ++u) {
-        if (u >= n) break;
         const int k = min((c + u) * 64, kmax);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -58,33 +58,49 @@ __device__ __forceinline__ void load_x(const u16* const (&xl)[NT], int kmax, int
     }
 }
 
-// decode + MMA of the n chunks of one stage (chunk c first) into acc
+// decode + MMA of the n chunks of one stage (chunk c first) into acc. All shared-memory reads of the stage are
+// issued first (fragments, scale pairs, then their LUT entries, x), so their latencies overlap; slots u >= n feed
+// zero fragments (zero products) and x of chunk Kc - 1 (finite), so the loop has no branches.
 template <int NT, int MODE, bool XS>
-__device__ __forceinline__ void compute_stage(const unsigned char* slot, int c, int n, const u32* lut,
-                                              const uint4* const (&xsl)[NT], const uint4 (&xg)[BULK_C][NT][2],
+__device__ __forceinline__ void compute_stage(const unsigned char* slot, int c, int n, int Kc, const u32* lut,
+                                              const uint4* const (&xsl)[NT], uint4 (&xv)[BULK_C][NT][2],
                                               float (&acc)[4 / NT][NT][4]) {
     const int lane = threadIdx.x & 31;
+    uint4 w[BULK_C];
+    u32 s[BULK_C];
 #pragma unroll
     for (int u = 0; u < BULK_C; ++u) {
-        if (u >= n) break;
-        const uint4 w = reinterpret_cast<const uint4*>(slot)[u * 32 + lane];
-        const u32 s = reinterpret_cast<const u16*>(slot + BULK_C * 512)[u * 32 + lane];
-        if (MODE == MODE_LOADONLY) {
-            acc[0][0][0] += __uint_as_float((w.x ^ w.y ^ w.z ^ w.w ^ s) & 0x3F800000u);
-            continue;
-        }
-        const u32 sg = lut[s & 0xFFu], sg8 = lut[s >> 8];
+        const bool ok = u < n;
+        w[u] = ok ? reinterpret_cast<const uint4*>(slot)[u * 32 + lane] : make_uint4(0, 0, 0, 0);
+        s[u] = ok ? reinterpret_cast<const u16*>(slot + BULK_C * 512)[u * 32 + lane] : 0u;
+    }
+    if (MODE == MODE_LOADONLY) {
+#pragma unroll
+        for (int u = 0; u < BULK_C; ++u) acc[0][0][0] += __uint_as_float((w[u].x ^ w[u].y ^ w[u].z ^ w[u].w ^ s[u]) & 0x3F800000u);
+        return;
+    }
+    u32 sg[BULK_C], sg8[BULK_C];
+#pragma unroll
+    for (int u = 0; u < BULK_C; ++u) {
+        sg[u] = lut[s[u] & 0xFFu], sg8[u] = lut[s[u] >> 8];
+        if (XS)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) xv[u][nt][h] = xsl[nt][min(c + u, Kc - 1) * 8 + h];
+    }
+#pragma unroll
+    for (int u = 0; u < BULK_C; ++u)
 #pragma unroll
         for (int st = 0; st < 4; ++st) {
             u32 a[4];
-            decode_word(word_of(w, st), sg, sg8, a);
+            decode_word(word_of(w[u], st), sg[u], sg8[u], a);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const uint4 b = XS ? xsl[nt][(c + u) * 8 + (st >> 1)] : xg[u][nt][st >> 1];
+                const uint4 b = xv[u][nt][st >> 1];
                 mma_bf16(acc[st % (4 / NT)][nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
             }
         }
-    }
 }
 
 // end of a row-group segment of `chunks` chunks: y directly if it is the whole row group, else the v7 flush
@@ -130,8 +146,8 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
     unsigned char* ring = dyn + warp * depth * BULK_STAGE_BYTES;
     const uint4* xs = reinterpret_cast<const uint4*>(dyn + 8 * depth * BULK_STAGE_BYTES);
     const int total = (p.Np / 128) * p.Kc;
-    Cursor fill{(int)((long long)total * blockIdx.x / gridDim.x), (int)((long long)total * (blockIdx.x + 1) / gridDim.x),
-                p.Kc};
+    Cursor fill((int)((long long)total * blockIdx.x / gridDim.x), (int)((long long)total * (blockIdx.x + 1) / gridDim.x),
+                p.Kc);
     Cursor take = fill;
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     if (lane == 0) {
@@ -157,11 +173,11 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
             cur = rg, seg = 0;
         }
         uint4 xg[BULK_C][NT][2];
-        if (!XS && MODE != MODE_LOADONLY) load_x<NT>(xl, kmax, c, n, xg);
+        if (!XS && MODE != MODE_LOADONLY) load_x<NT>(xl, kmax, c, xg);
         const int slot = s % depth;
         unsigned char* st = ring + slot * BULK_STAGE_BYTES;
         mbar_wait(&bars[warp][slot], (s / depth) & 1);
-        compute_stage<NT, MODE, XS>(st, c, n, lut, xsl, xg, acc);
+        compute_stage<NT, MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
         seg += n;
         __syncwarp();
         int frg, fc, fn;
