@@ -12,7 +12,9 @@
 // a block that covers a whole row group writes y, else the v7 workspace flush (gemv_split.cuh).
 // x: XS = staged once per block in shared memory (M * Kc * 128 B, cp.async), else read per stage from global
 // through L1 (ld.global.nc) before the stage's wait, so its latency overlaps the weight copy.
-// MODE_LOADONLY (bench diagnostic, wrong results): the same copies, no decode or MMA.
+// Bench diagnostics (wrong results): MODE_LOADONLY the same copies, no decode or MMA; MODE_NOFLUSH no split-K flush;
+// MODE_NOMMA decode without the MMA (the decoded words folded into one sum).
+#define MODE_NOMMA 5
 #include "gemv_core.cuh"
 #include "gemv_split.cuh"
 #include "bulk_ptx.cuh"
@@ -95,6 +97,10 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, int c, 
         for (int st = 0; st < 4; ++st) {
             u32 a[4];
             decode_word(word_of(w[u], st), sg[u], sg8[u], a);
+            if (MODE == MODE_NOMMA) {
+                acc[0][0][0] += __uint_as_float((a[0] ^ a[1] ^ a[2] ^ a[3] ^ xv[u][0][0].x) & 0x3F800000u);
+                continue;
+            }
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 const uint4 b = xv[u][nt][st >> 1];
@@ -119,7 +125,7 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
         }
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + (threadIdx.x >> 5), out);
-    else if (MODE != MODE_LOADONLY)
+    else if (MODE == MODE_NORMAL)
         gemv_flush<NT>(p, rg, chunks, out, s_last);
 }
 
@@ -188,11 +194,15 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
 
 #define GEMV_BULK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, \
                          const float* alpha, int M, int N, int K, int Np, int Kc, int depth
-#define GEMV_BULK_KERNEL(name, NT, MODE, XS)                                        \
-    extern "C" __global__ void __launch_bounds__(256, 2) name(GEMV_BULK_PARAMS) {   \
+#define GEMV_BULK_KERNEL_B(name, NT, MODE, XS, BLOCKS)                                  \
+    extern "C" __global__ void __launch_bounds__(256, BLOCKS) name(GEMV_BULK_PARAMS) {  \
         gemv_bulk_body<NT, MODE, XS>(GemvArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}, depth); \
     }
+#define GEMV_BULK_KERNEL(name, NT, MODE, XS) GEMV_BULK_KERNEL_B(name, NT, MODE, XS, 2)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1, 1, MODE_NORMAL, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt2, 2, MODE_NORMAL, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1, 1, MODE_NORMAL, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_loadonly, 1, MODE_LOADONLY, false)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_noflush, 1, MODE_NOFLUSH, true)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nomma, 1, MODE_NOMMA, true)
+GEMV_BULK_KERNEL_B(nvfp4_gemv_bulk_xs_nt1_b3, 1, MODE_NORMAL, true, 3)

@@ -20,9 +20,10 @@ MAX_M = 16
 XS_MAX_BYTES = 16 << 10
 
 
-def _block_budget() -> int:
-    """Dynamic shared memory one of 2 resident blocks per SM may take (sm_90: 228 KB per SM, 1 KB per block kept)."""
-    return ops.SMEM_PER_SM // 2 - 1024 - STATIC_SMEM
+def _block_budget(blocks_per_sm: int = 2) -> int:
+    """Dynamic shared memory one of `blocks_per_sm` resident blocks may take (sm_90: 228 KB per SM, 1 KB per block
+    kept)."""
+    return ops.SMEM_PER_SM // blocks_per_sm - 1024 - STATIC_SMEM
 
 
 def x_bytes(m: int, p: dict) -> int:
@@ -30,9 +31,10 @@ def x_bytes(m: int, p: dict) -> int:
     return m * p["Kc"] * 128
 
 
-def default_depth(xs_bytes: int) -> int:
-    """Ring stages per warp that fit 2 blocks per SM beside `xs_bytes` of staged x (at most MAX_DEPTH)."""
-    return max(0, min(MAX_DEPTH, (_block_budget() - xs_bytes) // (WARPS * STAGE_BYTES)))
+def default_depth(xs_bytes: int, blocks_per_sm: int = 2) -> int:
+    """Ring stages per warp that fit `blocks_per_sm` blocks per SM beside `xs_bytes` of staged x (at most
+    MAX_DEPTH)."""
+    return max(0, min(MAX_DEPTH, (_block_budget(blocks_per_sm) - xs_bytes) // (WARPS * STAGE_BYTES)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -44,10 +46,11 @@ def _kernel(name: str):
 
 
 def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, depth: int = 0,
-              variant: str = "") -> torch.Tensor:
+              variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
     """x [M <= 16, K] bf16 contiguous, 16-byte aligned, K % 8 == 0; p = ops.prepared(...) -> out [M, N] bf16 (written).
     xs: stage x in shared memory (M = 1 only; None: where x takes at most XS_MAX_BYTES); depth: ring stages per warp
-    (0: as many as fit 2 blocks per SM); variant "_loadonly" (M = 1, no xs): bench diagnostic, wrong results.
+    (0: as many as fit blocks_per_sm blocks per SM); variant: bench diagnostics, wrong results ("_loadonly": M = 1, no
+    xs; "_noflush", "_nomma": M = 1, xs); blocks_per_sm 3: the _b3 kernel (M = 1, xs; fewer registers).
     Raises ValueError for M > 16, depth outside 1..MAX_DEPTH or a ring that does not fit a block."""
     import numpy as np
 
@@ -55,14 +58,14 @@ def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, dept
     if xs is None:
         xs = m == 1 and not variant and x_bytes(m, p) <= XS_MAX_BYTES
     xs_bytes = x_bytes(m, p) if xs else 0
-    depth = depth or default_depth(xs_bytes)
+    depth = depth or default_depth(xs_bytes, blocks_per_sm)
     smem = WARPS * depth * STAGE_BYTES + xs_bytes
     if m > MAX_M or (xs and m != 1) or not 1 <= depth <= MAX_DEPTH or smem + STATIC_SMEM > ops.BLOCK_SMEM_MAX:
         raise ValueError(f"gemv_bulk: M={m}, xs={xs}, depth={depth}: no such kernel or the ring does not fit")
     nt = 1 if m <= 8 else 2
-    name = f"nvfp4_gemv_bulk{'_xs' if xs else ''}_nt{nt}{variant}"
+    name = f"nvfp4_gemv_bulk{'_xs' if xs else ''}_nt{nt}{variant}{'_b3' if blocks_per_sm == 3 else ''}"
     total = (p["Np"] // ops.ROW_GROUP) * p["Kc"]
-    grid = (min(total, _compile.num_sms(x.device) * 2),)
+    grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
     ws, counters = ops._workspace(x.device, p["Np"]), ops._counters(x.device, p["Np"])
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
