@@ -15,6 +15,19 @@
 // Bench diagnostics (wrong results): MODE_LOADONLY the same copies, no decode or MMA; MODE_NOFLUSH no split-K flush;
 // MODE_NOMMA decode without the MMA (the decoded words folded into one sum).
 #define MODE_NOMMA 5
+// MODE_TRACE (bench diagnostic, results right): lane 0 of every warp records %globaltimer and clock64 into bulk_trace:
+// [block][warp][64]: 0 start, 1 + 2s / 2 + 2s stage s's data there / computed (s < 31), 63 end.
+#define MODE_TRACE 6
+#define TRACE_BLOCKS 528
+__device__ unsigned long long bulk_trace[TRACE_BLOCKS * 8 * 64][2];
+__device__ __forceinline__ void trace_at(int mode, int e) {
+    if (mode != MODE_TRACE || (threadIdx.x & 31) || blockIdx.x >= TRACE_BLOCKS) return;
+    unsigned long long t, c;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    c = clock64();
+    unsigned long long* r = bulk_trace[(blockIdx.x * 8 + (threadIdx.x >> 5)) * 64 + e];
+    r[0] = t, r[1] = c;
+}
 #include "gemv_core.cuh"
 #include "gemv_split.cuh"
 #include "bulk_ptx.cuh"
@@ -125,7 +138,7 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
         }
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + (threadIdx.x >> 5), out);
-    else if (MODE == MODE_NORMAL)
+    else if (MODE == MODE_NORMAL || MODE == MODE_TRACE)
         gemv_flush<NT>(p, rg, chunks, out, s_last);
 }
 
@@ -173,6 +186,7 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
     const int kmax = p.K - 16 - 16 * (lane & 3);
     float acc[4 / NT][NT][4] = {};
     int cur = -1, seg = 0, rg, c, n;
+    trace_at(MODE, 0);
     for (int s = 0; take.next(rg, c, n); ++s) {
         if (rg != cur) {
             if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, &s_last);
@@ -183,13 +197,16 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         const int slot = s % depth;
         unsigned char* st = ring + slot * BULK_STAGE_BYTES;
         mbar_wait(&bars[warp][slot], (s / depth) & 1);
-        compute_stage<NT, MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
+        if (s < 31) trace_at(MODE, 1 + 2 * s);
+        compute_stage<NT, MODE == MODE_TRACE ? MODE_NORMAL : MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
+        if (s < 31) trace_at(MODE, 2 + 2 * s);
         seg += n;
         __syncwarp();
         int frg, fc, fn;
         if (lane == 0 && fill.next(frg, fc, fn)) issue_stage(p, st, &bars[warp][slot], frg, fc, fn);
     }
     if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, &s_last);
+    trace_at(MODE, 63);
 }
 
 #define GEMV_BULK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, \
@@ -206,3 +223,5 @@ GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_loadonly, 1, MODE_LOADONLY, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_noflush, 1, MODE_NOFLUSH, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nomma, 1, MODE_NOMMA, true)
 GEMV_BULK_KERNEL_B(nvfp4_gemv_bulk_xs_nt1_b3, 1, MODE_NORMAL, true, 3)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_trace, 1, MODE_TRACE, true)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_trace, 1, MODE_TRACE, false)

@@ -1,0 +1,55 @@
+"""GPU diagnostic (device machine): a timeline of the bulk-copy GEMV (gemv_bulk.cu, MODE_TRACE kernels). Lane 0 of
+every warp records %globaltimer (ns) when each stage's data is there and when it is computed; printed: when stage s
+lands across all warps (min / median / max from the first block's start), per-warp compute and wait per stage, and
+the span. TRACE_SHAPE=NxK (default 17408x5120), M = 1, weights cold (other copies read in between)."""
+import os
+
+import cupy
+import numpy as np
+import torch
+
+from bench.gpu_nvfp4 import fake_prepared
+from kernels import _compile
+from kernels.nvfp4 import gemv_bulk, ops
+
+
+def trace(x, p, out, xs: bool, depth: int, others) -> np.ndarray:
+    for q in others:  # evict p from the L2
+        gemv_bulk.gemv_bulk(x, q, out, xs=xs, depth=depth)
+    mod = _compile.module(os.path.join(ops.HERE, "gemv_bulk.cu"))
+    buf = mod.get_global("bulk_trace")
+    cupy.cuda.runtime.memset(buf.ptr, 0, buf.mem.size)
+    torch.cuda.synchronize()
+    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant="_trace")
+    torch.cuda.synchronize()
+    raw = cupy.ndarray((528, 8, 64, 2), dtype=cupy.uint64, memptr=buf).get()
+    return raw[..., 0].astype(np.int64)
+
+
+def report(t: np.ndarray, blocks: int, label: str) -> None:
+    t = t[:blocks].reshape(blocks * 8, 64)
+    t0 = t[:, 0].min()
+    rel = np.where(t > 0, t - t0, -1)
+    print(f"== {label}: span {(t[:, 63].max() - t0) / 1e3:.1f} us, warps start {np.median(rel[:, 0]) / 1e3:.2f} "
+          f"(max {rel[:, 0].max() / 1e3:.2f}) us, end median {np.median(rel[:, 63]) / 1e3:.1f} max {rel[:, 63].max() / 1e3:.1f}")
+    for s in (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30):
+        a = rel[:, 1 + 2 * s]
+        a = a[a >= 0]
+        if len(a):
+            comp = (t[:, 2 + 2 * s] - t[:, 1 + 2 * s])[t[:, 1 + 2 * s] > 0]
+            print(f"  stage {s:2d}: lands min {a.min() / 1e3:6.2f} med {np.median(a) / 1e3:6.2f} max {a.max() / 1e3:6.2f} us"
+                  f" ({len(a)} warps), compute med {np.median(comp):5.0f} ns")
+
+
+def main() -> None:
+    n, k = (int(v) for v in os.environ.get("TRACE_SHAPE", "17408x5120").split("x"))
+    ps = [fake_prepared(n, k) for _ in range(4)]
+    x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+    out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
+    blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], 2 * _compile.num_sms(x.device))
+    for xs, depth in ((True, 0), (True, 2), (False, 1)):
+        report(trace(x, ps[0], out, xs, depth, ps[1:]), blocks, f"{n}x{k} M=1 xs={xs} depth={depth or 'max'}")
+
+
+if __name__ == "__main__":
+    main()
