@@ -8,8 +8,9 @@
 // C x 512 B of fragments, then C x 64 B of scale pairs, loaded by two cp.async.bulk copies (issued by lane 0) that
 // complete on the stage's mbarrier (transaction bytes). A warp waits for its stage, reads each lane's 16-byte
 // fragment and scale pair from shared memory (conflict-free: lanes read consecutive words), decodes and multiplies
-// as gemv_core.cuh does, then lane 0 refills the stage `depth` stages ahead. Row-group segments end as in gemv.cu:
-// a block that covers a whole row group writes y, else the v7 workspace flush (gemv_split.cuh).
+// as gemv_core.cuh does, then lane 0 refills the stage `depth` stages ahead. A block that covers a whole row group
+// writes y; partial segments go through v7's workspace, flushed per warp without a block barrier and settled at the
+// end of the block's work (flush_issue / flush_settle; counters per 16-row tile, [Np/16] int32, zero between calls).
 // x: XS = staged once per block in shared memory (M * Kc * 128 B, cp.async), else read per stage from global
 // through L1 (ld.global.nc) before the stage's wait, so its latency overlaps the weight copy.
 // Bench diagnostics (wrong results): MODE_LOADONLY the same copies, no decode or MMA; MODE_NOFLUSH no split-K flush;
@@ -29,7 +30,7 @@ __device__ __forceinline__ void trace_at(int mode, int e) {
     r[0] = t, r[1] = c;
 }
 #include "gemv_core.cuh"
-#include "gemv_split.cuh"
+#include "gemv_split.cuh"  // red_add_v4
 #include "bulk_ptx.cuh"
 
 #define BULK_C 4                 // chunks per stage
@@ -122,10 +123,60 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, int c, 
         }
 }
 
-// end of a row-group segment of `chunks` chunks: y directly if it is the whole row group, else the v7 flush
+// A partial row-group segment's flush, per warp and deferred (no block barrier, no wait for the counter): each lane
+// adds its sums into the workspace (ws [Np/16 tiles, NT, 32 lanes] float4, one vector reduction each), then lane 0
+// bumps the tile's counter with release semantics (after __syncwarp, cumulative over the warp's reductions) and keeps
+// the old value; at the end of the block's work (settle_flushes) the warp whose chunks complete the tile's Kc reads
+// the sums back (acquire fence, ld.cg), re-zeroes them, scales and writes y, and resets the counter.
+struct Pending {
+    int tile, chunks;
+    u32 old;  // lane 0: the counter before this warp's bump
+};
+
+__device__ __forceinline__ u32 atom_add_release(int* p, int v) {
+    u32 old;
+    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
+template <int NT>
+__device__ __forceinline__ Pending flush_issue(const GemvArgs& p, int tile, int chunks, const float (&out)[NT][4]) {
+    const int lane = threadIdx.x & 31;
+    float4* ws = (float4*)p.ws + (u64)tile * NT * 32 + lane;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        if (acc_m(nt, 0) < p.M) red_add_v4(ws + nt * 32, out[nt]);
+    __syncwarp();
+    Pending pd{tile, chunks, 0u};
+    if (lane == 0) pd.old = atom_add_release(p.counters + tile, chunks);
+    return pd;
+}
+
+template <int NT>
+__device__ __forceinline__ void flush_settle(const GemvArgs& p, const Pending& pd) {
+    const int lane = threadIdx.x & 31;
+    if (__shfl_sync(0xFFFFFFFFu, pd.old, 0) + pd.chunks != (u32)p.Kc) return;
+    __threadfence();
+    float4* ws = (float4*)p.ws + (u64)pd.tile * NT * 32 + lane;
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (acc_m(nt, 0) < p.M) {
+            v = __ldcg(ws + nt * 32);
+            __stcg(ws + nt * 32, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+        }
+        acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
+    }
+    store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, pd.tile, acc);
+    if (lane == 0) p.counters[pd.tile] = 0;
+}
+
+// end of a row-group segment of `chunks` chunks: y directly if it is the whole row group, else the deferred flush
+// (its Pending appended to pend[np++]; at most 2 per warp: the block's first and last segments)
 template <int NT, int MODE>
 __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int chunks, float (&acc)[4 / NT][NT][4],
-                                               int* s_last) {
+                                               Pending (&pend)[2], int& np) {
     float out[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -136,10 +187,14 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
             for (int j = 0; j < 4 / NT; ++j) v += acc[j][nt][i], acc[j][nt][i] = 0.0f;
             out[nt][i] = v;
         }
+    const int tile = rg * 8 + (threadIdx.x >> 5);
     if (chunks == p.Kc)
-        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + (threadIdx.x >> 5), out);
-    else if (MODE == MODE_NORMAL || MODE == MODE_TRACE)
-        gemv_flush<NT>(p, rg, chunks, out, s_last);
+        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, out);
+    else if (MODE == MODE_NORMAL || MODE == MODE_TRACE) {
+        const Pending pd = flush_issue<NT>(p, tile, chunks, out);
+        if (np == 0) pend[0] = pd; else pend[1] = pd;
+        ++np;
+    }
 }
 
 // per-lane x addresses: global row pointers (xl) and shared-memory rows (xsl), as gemv_core.cuh's gemv_segment
@@ -158,7 +213,6 @@ __device__ __forceinline__ void x_rows(const GemvArgs& p, const uint4* xs, const
 template <int NT, int MODE, bool XS>
 __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
     __shared__ u32 lut[256];
-    __shared__ int s_last;
     __shared__ __align__(8) u64 bars[8][BULK_MAX_DEPTH];
     extern __shared__ __align__(128) unsigned char dyn[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -169,27 +223,26 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
                 p.Kc);
     Cursor take = fill;
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    if (XS) stage_x(p, const_cast<uint4*>(xs));  // before the weight copies, so x is not queued behind them
     if (lane == 0) {
         for (int s = 0; s < depth; ++s) mbar_init(&bars[warp][s]);
         fence_mbarrier_init();
         int rg, c, n;
         for (int s = 0; s < depth && fill.next(rg, c, n); ++s) issue_stage(p, ring + s * BULK_STAGE_BYTES, &bars[warp][s], rg, c, n);
     }
-    if (XS) {
-        stage_x(p, const_cast<uint4*>(xs));
-        cp_async_wait_all();
-    }
+    if (XS) cp_async_wait_all();
     __syncthreads();
     const u16* xl[NT];
     const uint4* xsl[NT];
     x_rows<NT>(p, xs, xl, xsl);
     const int kmax = p.K - 16 - 16 * (lane & 3);
     float acc[4 / NT][NT][4] = {};
-    int cur = -1, seg = 0, rg, c, n;
+    int cur = -1, seg = 0, rg, c, n, np = 0;
+    Pending pend[2];
     trace_at(MODE, 0);
     for (int s = 0; take.next(rg, c, n); ++s) {
         if (rg != cur) {
-            if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, &s_last);
+            if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, pend, np);
             cur = rg, seg = 0;
         }
         uint4 xg[BULK_C][NT][2];
@@ -205,7 +258,9 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         int frg, fc, fn;
         if (lane == 0 && fill.next(frg, fc, fn)) issue_stage(p, st, &bars[warp][slot], frg, fc, fn);
     }
-    if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, &s_last);
+    if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, pend, np);
+    if (np > 0) flush_settle<NT>(p, pend[0]);
+    if (np > 1) flush_settle<NT>(p, pend[1]);
     trace_at(MODE, 63);
 }
 

@@ -66,7 +66,8 @@ def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, dept
     name = f"nvfp4_gemv_bulk{'_xs' if xs else ''}_nt{nt}{variant}{'_b3' if blocks_per_sm == 3 else ''}"
     total = (p["Np"] // ops.ROW_GROUP) * p["Kc"]
     grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
-    ws, counters = ops._workspace(x.device, p["Np"]), ops._counters(x.device, p["Np"])
+    ws = ops._workspace(x.device, p["Np"])
+    counters = ops._scratch("tile_counters", x.device, p["Np"] // 16, torch.int32, True)  # per 16-row tile
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]), np.int32(depth))
