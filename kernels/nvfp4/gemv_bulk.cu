@@ -123,53 +123,56 @@ __device__ __forceinline__ void compute_stage(const unsigned char* slot, int c, 
         }
 }
 
-// A partial row-group segment's flush, per warp and deferred (no block barrier, no wait for the counter): each lane
-// adds its sums into the workspace (ws [Np/16 tiles, NT, 32 lanes] float4, one vector reduction each), then lane 0
-// bumps the tile's counter with release semantics (after __syncwarp, cumulative over the warp's reductions) and keeps
-// the old value; at the end of the block's work (settle_flushes) the warp whose chunks complete the tile's Kc reads
-// the sums back (acquire fence, ld.cg), re-zeroes them, scales and writes y, and resets the counter.
+// A partial row-group segment's flush, per warp and deferred (no block barrier, no fence in the main loop): each lane
+// adds its sums into the workspace (ws [Np/16 tiles, NT, 32 lanes] float4, one vector reduction each) at once; the
+// tile's counter is bumped only when the warp's work is done (flush_settle), when no bulk copy of the warp is in
+// flight any more for a fence to wait on: __syncwarp, then lane 0's acq_rel atomic (release: cumulative over the
+// warp's reductions; acquire: for the read-back). The warp whose chunks complete the tile's Kc reads the sums back
+// (ld.cg), re-zeroes them, scales and writes y, and resets the counter.
 struct Pending {
     int tile, chunks;
-    u32 old;  // lane 0: the counter before this warp's bump
 };
 
-__device__ __forceinline__ u32 atom_add_release(int* p, int v) {
+__device__ __forceinline__ u32 atom_add_acq_rel(int* p, int v) {
     u32 old;
-    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
 }
 
 template <int NT>
-__device__ __forceinline__ Pending flush_issue(const GemvArgs& p, int tile, int chunks, const float (&out)[NT][4]) {
-    const int lane = threadIdx.x & 31;
-    float4* ws = (float4*)p.ws + (u64)tile * NT * 32 + lane;
+__device__ __forceinline__ void flush_issue(const GemvArgs& p, int tile, const float (&out)[NT][4]) {
+    float4* ws = (float4*)p.ws + (u64)tile * NT * 32 + (threadIdx.x & 31);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
         if (acc_m(nt, 0) < p.M) red_add_v4(ws + nt * 32, out[nt]);
-    __syncwarp();
-    Pending pd{tile, chunks, 0u};
-    if (lane == 0) pd.old = atom_add_release(p.counters + tile, chunks);
-    return pd;
 }
 
 template <int NT>
-__device__ __forceinline__ void flush_settle(const GemvArgs& p, const Pending& pd) {
+__device__ __forceinline__ void flush_settle(const GemvArgs& p, const Pending (&pend)[2], int np) {
     const int lane = threadIdx.x & 31;
-    if (__shfl_sync(0xFFFFFFFFu, pd.old, 0) + pd.chunks != (u32)p.Kc) return;
-    __threadfence();
-    float4* ws = (float4*)p.ws + (u64)pd.tile * NT * 32 + lane;
-    float acc[NT][4];
+    __syncwarp();
+    u32 old[2] = {0u, 0u};
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (acc_m(nt, 0) < p.M) {
-            v = __ldcg(ws + nt * 32);
-            __stcg(ws + nt * 32, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    for (int i = 0; i < 2; ++i)
+        if (lane == 0 && i < np) old[i] = atom_add_acq_rel(p.counters + pend[i].tile, pend[i].chunks);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        if (i >= np || __shfl_sync(0xFFFFFFFFu, old[i], 0) + pend[i].chunks != (u32)p.Kc) continue;
+        __threadfence();
+        float4* ws = (float4*)p.ws + (u64)pend[i].tile * NT * 32 + lane;
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (acc_m(nt, 0) < p.M) {
+                v = __ldcg(ws + nt * 32);
+                __stcg(ws + nt * 32, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+            }
+            acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
         }
-        acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
+        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, pend[i].tile, acc);
+        if (lane == 0) p.counters[pend[i].tile] = 0;
     }
-    store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, pd.tile, acc);
-    if (lane == 0) p.counters[pd.tile] = 0;
 }
 
 // end of a row-group segment of `chunks` chunks: y directly if it is the whole row group, else the deferred flush
@@ -191,8 +194,9 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, out);
     else if (MODE == MODE_NORMAL || MODE == MODE_TRACE) {
-        const Pending pd = flush_issue<NT>(p, tile, chunks, out);
-        if (np == 0) pend[0] = pd; else pend[1] = pd;
+        flush_issue<NT>(p, tile, out);
+        pend[1] = Pending{tile, chunks};  // the block's last segment (or its only one)
+        if (np == 0) pend[0] = pend[1];
         ++np;
     }
 }
@@ -259,8 +263,7 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         if (lane == 0 && fill.next(frg, fc, fn)) issue_stage(p, st, &bars[warp][slot], frg, fc, fn);
     }
     if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, pend, np);
-    if (np > 0) flush_settle<NT>(p, pend[0]);
-    if (np > 1) flush_settle<NT>(p, pend[1]);
+    if (np > 0) flush_settle<NT>(p, pend, np);
     trace_at(MODE, 63);
 }
 
