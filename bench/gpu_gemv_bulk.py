@@ -40,6 +40,7 @@ def cells_for(x, out, nv) -> dict:
         cells["v8_lo"] = run(xs=False, variant="_loadonly")
         cells["v8_nf"] = run(xs=True, variant="_noflush")
         cells["v8_nomma"] = run(xs=True, variant="_nomma")
+        cells["v8_nosettle"] = run(xs=True, variant="_nosettle")
         cells["v8_b3"] = run(xs=True, blocks_per_sm=3)
         cells["v8_b3d2"] = run(xs=True, blocks_per_sm=3, depth=2)
     for d in (3, 4):

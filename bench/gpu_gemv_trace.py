@@ -13,14 +13,17 @@ from kernels import _compile
 from kernels.nvfp4 import gemv_bulk, ops
 
 
-def trace(x, p, out, xs: bool, depth: int, others) -> np.ndarray:
+def trace(x, p, out, xs: bool, depth: int, others, variant: str = "_trace", after: bool = False) -> np.ndarray:
+    """after: the traced launch follows an untraced one on other weights at once (back to back)."""
     for q in others:  # evict p from the L2
         gemv_bulk.gemv_bulk(x, q, out, xs=xs, depth=depth)
     mod = _compile.module(os.path.join(ops.HERE, "gemv_bulk.cu"))
     buf = mod.get_global("bulk_trace")
     cupy.cuda.runtime.memset(buf.ptr, 0, buf.mem.size)
     torch.cuda.synchronize()
-    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant="_trace")
+    if after:
+        gemv_bulk.gemv_bulk(x, others[0], out, xs=xs, depth=depth)
+    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant=variant)
     torch.cuda.synchronize()
     raw = cupy.ndarray((528, 8, 64, 2), dtype=cupy.uint64, memptr=buf).get()
     return raw[..., 0].astype(np.int64)
@@ -47,8 +50,8 @@ def main() -> None:
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
     blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], 2 * _compile.num_sms(x.device))
-    for xs, depth in ((True, 0), (True, 2), (False, 1)):
-        report(trace(x, ps[0], out, xs, depth, ps[1:]), blocks, f"{n}x{k} M=1 xs={xs} depth={depth or 'max'}")
+    for variant, after in (("_trace", False), ("_noflush_trace", False), ("_trace", True), ("_noflush_trace", True)):
+        report(trace(x, ps[0], out, True, 0, ps[1:], variant, after), blocks, f"{n}x{k} M=1 {variant} after={after}")
 
 
 if __name__ == "__main__":

@@ -19,10 +19,13 @@
 // MODE_TRACE (bench diagnostic, results right): lane 0 of every warp records %globaltimer and clock64 into bulk_trace:
 // [block][warp][64]: 0 start, 1 + 2s / 2 + 2s stage s's data there / computed (s < 31), 63 end.
 #define MODE_TRACE 6
+// MODE_NOSETTLE: partial sums reduced, counters never bumped (y incomplete); MODE_TRACE_NF: MODE_TRACE without flush
+#define MODE_NOSETTLE 7
+#define MODE_TRACE_NF 8
 #define TRACE_BLOCKS 528
 __device__ unsigned long long bulk_trace[TRACE_BLOCKS * 8 * 64][2];
 __device__ __forceinline__ void trace_at(int mode, int e) {
-    if (mode != MODE_TRACE || (threadIdx.x & 31) || blockIdx.x >= TRACE_BLOCKS) return;
+    if ((mode != MODE_TRACE && mode != MODE_TRACE_NF) || (threadIdx.x & 31) || blockIdx.x >= TRACE_BLOCKS) return;
     unsigned long long t, c;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     c = clock64();
@@ -193,7 +196,7 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
     const int tile = rg * 8 + (threadIdx.x >> 5);
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, out);
-    else if (MODE == MODE_NORMAL || MODE == MODE_TRACE) {
+    else if (MODE == MODE_NORMAL || MODE == MODE_TRACE || MODE == MODE_NOSETTLE) {
         flush_issue<NT>(p, tile, out);
         pend[1] = Pending{tile, chunks};  // the block's last segment (or its only one)
         if (np == 0) pend[0] = pend[1];
@@ -255,7 +258,7 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         unsigned char* st = ring + slot * BULK_STAGE_BYTES;
         mbar_wait(&bars[warp][slot], (s / depth) & 1);
         if (s < 31) trace_at(MODE, 1 + 2 * s);
-        compute_stage<NT, MODE == MODE_TRACE ? MODE_NORMAL : MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
+        compute_stage<NT, MODE == MODE_TRACE || MODE == MODE_TRACE_NF || MODE == MODE_NOSETTLE ? MODE_NORMAL : MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
         if (s < 31) trace_at(MODE, 2 + 2 * s);
         seg += n;
         __syncwarp();
@@ -263,7 +266,7 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         if (lane == 0 && fill.next(frg, fc, fn)) issue_stage(p, st, &bars[warp][slot], frg, fc, fn);
     }
     if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, pend, np);
-    if (np > 0) flush_settle<NT>(p, pend, np);
+    if (np > 0 && MODE != MODE_NOSETTLE) flush_settle<NT>(p, pend, np);
     trace_at(MODE, 63);
 }
 
@@ -283,3 +286,5 @@ GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nomma, 1, MODE_NOMMA, true)
 GEMV_BULK_KERNEL_B(nvfp4_gemv_bulk_xs_nt1_b3, 1, MODE_NORMAL, true, 3)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_trace, 1, MODE_TRACE, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_trace, 1, MODE_TRACE, false)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_noflush_trace, 1, MODE_TRACE_NF, true)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nosettle, 1, MODE_NOSETTLE, true)
