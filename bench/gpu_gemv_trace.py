@@ -26,11 +26,12 @@ def trace(x, p, out, xs: bool, depth: int, others, variant: str = "_trace", afte
     gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant=variant)
     torch.cuda.synchronize()
     raw = cupy.ndarray((528, 8, 64, 2), dtype=cupy.uint64, memptr=buf).get()
-    return raw[..., 0].astype(np.int64)
+    return raw.astype(np.int64)
 
 
-def report(t: np.ndarray, blocks: int, label: str) -> None:
-    t = t[:blocks].reshape(blocks * 8, 64)
+def report(raw: np.ndarray, blocks: int, label: str) -> None:
+    t = raw[:blocks, :, :, 0].reshape(blocks * 8, 64)
+    sm = raw[:blocks, 0, 0, 1]
     t0 = t[:, 0].min()
     rel = np.where(t > 0, t - t0, -1)
     print(f"== {label}: span {(t[:, 63].max() - t0) / 1e3:.1f} us, warps start {np.median(rel[:, 0]) / 1e3:.2f} "
@@ -42,6 +43,19 @@ def report(t: np.ndarray, blocks: int, label: str) -> None:
             comp = (t[:, 2 + 2 * s] - t[:, 1 + 2 * s])[t[:, 1 + 2 * s] > 0]
             print(f"  stage {s:2d}: lands min {a.min() / 1e3:6.2f} med {np.median(a) / 1e3:6.2f} max {a.max() / 1e3:6.2f} us"
                   f" ({len(a)} warps), compute med {np.median(comp):5.0f} ns")
+    by_sm(rel[:, 63].reshape(blocks, 8).max(axis=1), sm)
+
+
+def by_sm(block_end: np.ndarray, sm: np.ndarray) -> None:
+    """Whether late blocks share SMs: per-SM latest block end, the SMs sorted by it, and the blocks' own spread."""
+    ends = {}
+    for e, s in zip(block_end, sm):
+        ends.setdefault(int(s), []).append(e / 1e3)
+    late = sorted(ends, key=lambda s: -max(ends[s]))
+    pair = [abs(v[0] - v[1]) for v in ends.values() if len(v) == 2]
+    print(f"  block end: per-SM max, slowest 8 SMs {[(s, round(max(ends[s]), 1)) for s in late[:8]]}; fastest 4 "
+          f"{[(s, round(max(ends[s]), 1)) for s in late[-4:]]}; |difference| of an SM's 2 blocks median "
+          f"{np.median(pair):.2f} us")
 
 
 def main() -> None:
@@ -50,7 +64,7 @@ def main() -> None:
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
     blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], 2 * _compile.num_sms(x.device))
-    for variant, after in (("_trace", False), ("_noflush_trace", False), ("_trace", True), ("_noflush_trace", True)):
+    for variant, after in (("_trace", False), ("_noflush_trace", False), ("_loadonly_trace", False)):
         report(trace(x, ps[0], out, True, 0, ps[1:], variant, after), blocks, f"{n}x{k} M=1 {variant} after={after}")
 
 

@@ -22,15 +22,20 @@
 // MODE_NOSETTLE: partial sums reduced, counters never bumped (y incomplete); MODE_TRACE_NF: MODE_TRACE without flush
 #define MODE_NOSETTLE 7
 #define MODE_TRACE_NF 8
+#define MODE_TRACE_LO 9  // MODE_LOADONLY traced
 #define TRACE_BLOCKS 528
 __device__ unsigned long long bulk_trace[TRACE_BLOCKS * 8 * 64][2];
 __device__ __forceinline__ void trace_at(int mode, int e) {
-    if ((mode != MODE_TRACE && mode != MODE_TRACE_NF) || (threadIdx.x & 31) || blockIdx.x >= TRACE_BLOCKS) return;
+    if ((mode != MODE_TRACE && mode != MODE_TRACE_NF && mode != MODE_TRACE_LO) || (threadIdx.x & 31) ||
+        blockIdx.x >= TRACE_BLOCKS)
+        return;
     unsigned long long t, c;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     c = clock64();
     unsigned long long* r = bulk_trace[(blockIdx.x * 8 + (threadIdx.x >> 5)) * 64 + e];
-    r[0] = t, r[1] = c;
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    r[0] = t, r[1] = e == 0 ? sm : c;  // entry 0 keeps the SM id instead of the clock
 }
 #include "gemv_core.cuh"
 #include "gemv_split.cuh"  // red_add_v4
@@ -258,7 +263,7 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         unsigned char* st = ring + slot * BULK_STAGE_BYTES;
         mbar_wait(&bars[warp][slot], (s / depth) & 1);
         if (s < 31) trace_at(MODE, 1 + 2 * s);
-        compute_stage<NT, MODE == MODE_TRACE || MODE == MODE_TRACE_NF || MODE == MODE_NOSETTLE ? MODE_NORMAL : MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
+        compute_stage<NT, MODE == MODE_TRACE_LO ? MODE_LOADONLY : MODE >= MODE_TRACE ? MODE_NORMAL : MODE, XS>(st, c, n, p.Kc, lut, xsl, xg, acc);
         if (s < 31) trace_at(MODE, 2 + 2 * s);
         seg += n;
         __syncwarp();
@@ -288,3 +293,4 @@ GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_trace, 1, MODE_TRACE, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_trace, 1, MODE_TRACE, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_noflush_trace, 1, MODE_TRACE_NF, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nosettle, 1, MODE_NOSETTLE, true)
+GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_loadonly_trace, 1, MODE_TRACE_LO, true)
