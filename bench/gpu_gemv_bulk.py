@@ -12,9 +12,10 @@ import sys
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, copy_bandwidth, fake_prepared, timed
-from kernels.nvfp4 import checkpoint, gemv_bulk, naive, ops
+from kernels.nvfp4 import checkpoint, gemv_bulk, gemv_stream, naive, ops
 
-SHAPES = [(6144, 5120), (17408, 5120), (5120, 17408), (34816, 5120), (248320, 5120)]
+SHAPES = [(6144, 5120), (10240, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120), (16384, 5120),
+          (14336, 5120), (34816, 5120), (248320, 5120)]
 
 
 def check(n: int, k: int) -> float:
@@ -22,10 +23,12 @@ def check(n: int, k: int) -> float:
     weight = checkpoint.from_tensors(naive.quantize(w, "modelopt"))
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     worst = 0.0
-    for m, xs in ((1, None), (1, False), (7, None), (16, None)):
+    for m, xs, fn in ((1, None, gemv_bulk.gemv_bulk), (1, False, gemv_bulk.gemv_bulk), (16, None, gemv_bulk.gemv_bulk),
+                      (1, None, gemv_stream.gemv_stream), (1, False, gemv_stream.gemv_stream),
+                      (7, None, gemv_stream.gemv_stream), (16, None, gemv_stream.gemv_stream)):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        gemv_bulk.gemv_bulk(x, p, out, xs=xs)
+        fn(x, p, out, xs=xs)
         ref = x.float() @ ref_w.t()
         worst = max(worst, float("inf") if out.isnan().any() else ((out.float() - ref).norm() / ref.norm()).item())
     return worst
@@ -34,17 +37,14 @@ def check(n: int, k: int) -> float:
 def cells_for(x, out, nv) -> dict:
     m = x.shape[0]
     run = lambda **kw: timed([lambda p=p: gemv_bulk.gemv_bulk(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
-    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v8": run()}
+    v9 = lambda **kw: timed([lambda p=p: gemv_stream.gemv_stream(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
+    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v9": v9(), "v8": run()}
     if m == 1:
+        cells["v9_g"] = v9(xs=False)
+        cells["v9_d3"] = v9(depth=3)
         cells["v8_g"] = run(xs=False)
         cells["v8_lo"] = run(xs=False, variant="_loadonly")
         cells["v8_nf"] = run(xs=True, variant="_noflush")
-        cells["v8_nomma"] = run(xs=True, variant="_nomma")
-        cells["v8_nosettle"] = run(xs=True, variant="_nosettle")
-        cells["v8_b3"] = run(xs=True, blocks_per_sm=3)
-        cells["v8_b3d2"] = run(xs=True, blocks_per_sm=3, depth=2)
-    for d in (3, 4):
-        cells[f"v8_d{d}"] = run(xs=False, depth=d)
     return cells
 
 
@@ -59,7 +59,7 @@ def main() -> int:
             print(f"check {n}x{k}: rel err {err:.2e} {'PASS' if err < 1e-2 else 'FAIL'}", flush=True)
         nbytes = n * k * 9 // 16
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / nbytes)))]
-        for m in (1, 16) if n * k < 200e6 else (1,):
+        for m in (1, 4, 16):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             cells = cells_for(x, out, nv)
