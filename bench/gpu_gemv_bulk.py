@@ -1,9 +1,10 @@
 """GPU bench (device machine): the bulk-copy GEMV (v8, kernels/nvfp4/gemv_bulk.cu) against ops.gemv's pick (v5 / v7 /
-cluster / xs) per 27B shape and fused projection, M in (1, 4, 8, 16), timed as bench/gpu_nvfp4.py times (GPU held by
+cluster / xs) per 27B shape and fused projection, M in (1, 4, 16), timed as bench/gpu_nvfp4.py times (GPU held by
 a sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
 
 Columns: pick = ops.gemv as dispatched now; v8 = gemv_bulk defaults (x staged at M = 1 where small); v8_g = x from
-global; v8_dN = ring depth N; v8_lo = loads only (diagnostic: the copy pipeline without decode / MMA). Each cell: us
+global; v8_lo = loads only (diagnostic: the copy pipeline without decode / MMA); v8_nf = no split-K flush (wrong
+results: what the reduction costs). Each cell: us
 and % of the copy bandwidth measured in the same run. Checks v8 once per shape (rel < 1e-2, NaN-poisoned output).
 """
 import math
@@ -12,7 +13,7 @@ import sys
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, copy_bandwidth, fake_prepared, timed
-from kernels.nvfp4 import checkpoint, gemv_bulk, gemv_stream, naive, ops
+from kernels.nvfp4 import checkpoint, gemv_bulk, naive, ops
 
 SHAPES = [(6144, 5120), (10240, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120), (16384, 5120),
           (14336, 5120), (34816, 5120), (248320, 5120)]
@@ -23,12 +24,10 @@ def check(n: int, k: int) -> float:
     weight = checkpoint.from_tensors(naive.quantize(w, "modelopt"))
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     worst = 0.0
-    for m, xs, fn in ((1, None, gemv_bulk.gemv_bulk), (1, False, gemv_bulk.gemv_bulk), (16, None, gemv_bulk.gemv_bulk),
-                      (1, None, gemv_stream.gemv_stream), (1, False, gemv_stream.gemv_stream),
-                      (7, None, gemv_stream.gemv_stream), (16, None, gemv_stream.gemv_stream)):
+    for m, xs in ((1, None), (1, False), (7, None), (16, None)):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        fn(x, p, out, xs=xs)
+        gemv_bulk.gemv_bulk(x, p, out, xs=xs)
         ref = x.float() @ ref_w.t()
         worst = max(worst, float("inf") if out.isnan().any() else ((out.float() - ref).norm() / ref.norm()).item())
     return worst
@@ -37,11 +36,8 @@ def check(n: int, k: int) -> float:
 def cells_for(x, out, nv) -> dict:
     m = x.shape[0]
     run = lambda **kw: timed([lambda p=p: gemv_bulk.gemv_bulk(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
-    v9 = lambda **kw: timed([lambda p=p: gemv_stream.gemv_stream(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
-    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v9": v9(), "v8": run()}
+    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v8": run()}
     if m == 1:
-        cells["v9_g"] = v9(xs=False)
-        cells["v9_d3"] = v9(depth=3)
         cells["v8_g"] = run(xs=False)
         cells["v8_lo"] = run(xs=False, variant="_loadonly")
         cells["v8_nf"] = run(xs=True, variant="_noflush")

@@ -1,5 +1,7 @@
 // gemv_bulk.cu (v8): NVFP4 weight x bf16 activations for M = 1..16 rows (decode), y[M, N] = x[M, K] W^T, with the
 // weight stream fed by the Tensor Memory Accelerator: bytes in flight live in shared memory, not in registers.
+// Not dispatched (slower than ops.gemv's pick on every shape, NOTES.md session 5): kept for its diagnostics, the
+// loads-only stream (74-75% of copy bandwidth on 50 MB, 103% on the LM head) and the per-warp timeline (MODE_TRACE).
 //
 // Work split as gemv.cu (v7): items (row group rg = 128 rows, k chunk c = 64 k), rg-major, split evenly over a
 // persistent grid of 2 blocks per SM; warp w of a block takes tile rg * 8 + w of every item, so a warp's chunks of

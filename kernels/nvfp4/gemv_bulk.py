@@ -1,5 +1,6 @@
 """Launcher of gemv_bulk.cu (v8): the split-K GEMV for M = 1..16 with the weight stream fed by bulk copies
 (cp.async.bulk, sm_90) into a per-warp shared-memory ring of `depth` stages (BULK_C = 4 chunks of 64 k each: 2304 B).
+Bench and diagnostics only: ops.gemv does not dispatch it (slower on every shape, NOTES.md session 5).
 
 Letters as ops.py: M rows of x, N out features, K in features, Np = N rounded up to 128, Kc = ceil(K / 64).
 """

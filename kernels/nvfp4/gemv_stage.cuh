@@ -1,4 +1,4 @@
-// gemv_stage.cuh: one stage of the bulk-copy GEMVs (gemv_bulk.cu v8, gemv_stream.cu v9): BULK_C chunks of one
+// gemv_stage.cuh: one stage of the bulk-copy GEMV (gemv_bulk.cu, v8): BULK_C chunks of one
 // 16-row tile in shared memory (C x 512 B fragments, then C x 64 B scale pairs), decoded and multiplied as
 // gemv_core.cuh does; x from shared memory (staged) or global. Layouts: common.cuh.
 #pragma once

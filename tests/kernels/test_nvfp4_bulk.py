@@ -4,7 +4,7 @@ fresh random inputs and NaN-poisoned outputs: shapes whose blocks cover many / o
 import pytest
 import torch
 
-from kernels.nvfp4 import checkpoint, gemv_bulk, gemv_stream, naive, ops
+from kernels.nvfp4 import checkpoint, gemv_bulk, naive, ops
 
 pytestmark = pytest.mark.gpu
 REL_TOL = 1e-2
@@ -73,35 +73,3 @@ def test_bulk_gemv_in_a_cuda_graph():
         ref = x.float() @ ref_w.t()
         assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
 
-
-# v9 (gemv_stream.cu): (200, 80) every block's range inside or across tiles of 2 chunks; (1000, 1040) K % 64 = 16;
-# (3000, 2000) boundary tiles A and B in every block; the 27B shapes; the LM head (118 tiles per block, accumulator
-# slots reused); M up to 16 (NT = 2), x staged and not
-@pytest.mark.parametrize("n,k", [(200, 80), (1000, 1040), (3000, 2000), (6144, 5120), (5120, 17408), (248320, 5120)],
-                         ids=lambda v: str(v))
-def test_stream_gemv_matches(n, k):
-    weight = _weight(n, k)
-    ref_w, p = weight.dequantize(), ops.prepared(weight)
-    for m in (1, 2, 5, 8, 9, 16, 1):  # the last M = 1 checks that M = 16 left the workspace and counters clean
-        assert _run(p, ref_w, m, k, gemv_stream.gemv_stream, xs=False) < REL_TOL, m
-    assert _run(p, ref_w, 1, k, gemv_stream.gemv_stream, xs=True) < REL_TOL
-    for depth in (1, 2):
-        assert _run(p, ref_w, 3, k, gemv_stream.gemv_stream, depth=depth) < REL_TOL, depth
-
-
-def test_stream_gemv_in_a_cuda_graph():
-    weight = _weight(5120, 6144)
-    ref_w, p = weight.dequantize(), ops.prepared(weight)
-    x = torch.randn(1, 6144, device="cuda").to(torch.bfloat16)
-    out = torch.empty(1, 5120, dtype=torch.bfloat16, device="cuda")
-    gemv_stream.gemv_stream(x, p, out)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gemv_stream.gemv_stream(x, p, out)
-    for _ in range(3):
-        x.copy_(torch.randn(1, 6144, device="cuda"))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref = x.float() @ ref_w.t()
-        assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
