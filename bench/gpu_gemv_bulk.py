@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from bench.gpu_nvfp4 import L2_BYTES, copy_bandwidth, fake_prepared, timed
+from bench.gpu_nvfp4 import L2_BYTES, cells_line, copy_bandwidth, fake_prepared, timed
 from kernels.nvfp4 import checkpoint, gemv_bulk, naive, ops
 
 SHAPES = [(6144, 5120), (10240, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120), (16384, 5120),
@@ -59,7 +59,7 @@ def main() -> int:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             cells = cells_for(x, out, nv)
-            line = " ".join(f"{lb} {t * 1e6:.1f} ({100 * nbytes / t / copy_bw:.0f}%)" for lb, t in cells.items())
+            line = cells_line(cells, nbytes, copy_bw)
             print(f"{n}x{k} M={m}: {line}", flush=True)
         del nv
         torch.cuda.empty_cache()

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from bench.gpu_nvfp4 import L2_BYTES, copy_bandwidth, fake_prepared, timed
+from bench.gpu_nvfp4 import L2_BYTES, cells_line, copy_bandwidth, fake_prepared, timed
 from kernels.nvfp4 import checkpoint, naive, ops
 
 SHAPES = [(6144, 5120), (10240, 5120), (5120, 6144), (5120, 17408), (16384, 5120), (14336, 5120), (12288, 5120),
@@ -56,7 +56,7 @@ def main() -> int:
             for cs in sizes:
                 cells[f"cl{cs}{'*' if cs == pick else ''}"] = timed(
                     [lambda p=p, cs=cs: ops.gemv_cluster(x, p, out, cs) for p in nv], 20, 10)
-            line = " ".join(f"{lb} {t * 1e6:.1f} ({100 * nbytes / t / copy_bw:.0f}%)" for lb, t in cells.items())
+            line = cells_line(cells, nbytes, copy_bw)
             print(f"{n}x{k} M={m} groups={nv[0]['Np'] // 128}: {line}", flush=True)
         del nv
         torch.cuda.empty_cache()

@@ -45,6 +45,11 @@ def timed(fns, reps: int, batch: int = 1) -> float:
     return statistics.median(events[i].elapsed_time(events[i + 1]) for i in range(reps)) * 1e-3 / batch
 
 
+def cells_line(cells: dict, nbytes: int, copy_bw: float) -> str:
+    """'label us (% of copy bandwidth)' for each timed cell (seconds) of a kernel reading nbytes."""
+    return " ".join(f"{lb} {t * 1e6:.1f} ({100 * nbytes / t / copy_bw:.0f}%)" for lb, t in cells.items())
+
+
 def timed_auto(fns) -> float:
     """Batches of 10 for kernels under 200 us, single launches above; reps sized to ~0.25 s."""
     est = timed(fns, 3)

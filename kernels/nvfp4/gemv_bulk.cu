@@ -126,15 +126,7 @@ template <int NT, int MODE>
 __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int chunks, float (&acc)[4 / NT][NT][4],
                                                Pending (&pend)[2], int& np) {
     float out[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float v = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4 / NT; ++j) v += acc[j][nt][i], acc[j][nt][i] = 0.0f;
-            out[nt][i] = v;
-        }
+    sum_sets<NT, 4 / NT>(acc, out);
     const int tile = rg * 8 + (threadIdx.x >> 5);
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, out);

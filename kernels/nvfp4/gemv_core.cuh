@@ -98,6 +98,20 @@ __device__ __forceinline__ void compute_group(const Group<NT, U, XS>& grp, int c
     }
 }
 
+// out = the sum of the S accumulator sets, which are zeroed (ready for the next segment)
+template <int NT, int S>
+__device__ __forceinline__ void sum_sets(float (&acc)[S][NT][4], float (&out)[NT][4]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < S; ++j) v += acc[j][nt][i], acc[j][nt][i] = 0.0f;
+            out[nt][i] = v;
+        }
+}
+
 // two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied.
 // XS: xs = x staged in shared memory (stage_x); wait_x: the block's first segment, which waits for it (after
 // issuing its first weight loads, so the two overlap).
@@ -135,15 +149,7 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
         compute_group<NT, U, S, MODE>(g1, c + U, cb, lut, xsl, acc);
         load_group<NT, U, MODE>(p, wp, sp, xl, kmax, c + 3 * U, cb, g1);
     }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float v = 0.0f;
-#pragma unroll
-            for (int j = 0; j < S; ++j) v += acc[j][nt][i];
-            out[nt][i] = v;
-        }
+    sum_sets<NT, S>(acc, out);
 }
 
 // lane's accumulator element i of n8 tile nt -> (m, n) of y
