@@ -13,17 +13,18 @@ from kernels import _compile
 from kernels.nvfp4 import gemv_bulk, ops
 
 
-def trace(x, p, out, xs: bool, depth: int, others, variant: str = "_trace", after: bool = False) -> np.ndarray:
+def trace(x, p, out, xs: bool, depth: int, others, variant: str = "_trace", after: bool = False,
+          blocks_per_sm: int = 2) -> np.ndarray:
     """after: the traced launch follows an untraced one on other weights at once (back to back)."""
     for q in others:  # evict p from the L2
-        gemv_bulk.gemv_bulk(x, q, out, xs=xs, depth=depth)
+        gemv_bulk.gemv_bulk(x, q, out, xs=xs, depth=depth, blocks_per_sm=blocks_per_sm)
     mod = _compile.module(os.path.join(ops.HERE, "gemv_bulk.cu"))
     buf = mod.get_global("bulk_trace")
     cupy.cuda.runtime.memset(buf.ptr, 0, buf.mem.size)
     torch.cuda.synchronize()
     if after:
-        gemv_bulk.gemv_bulk(x, others[0], out, xs=xs, depth=depth)
-    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant=variant)
+        gemv_bulk.gemv_bulk(x, others[0], out, xs=xs, depth=depth, blocks_per_sm=blocks_per_sm)
+    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant=variant, blocks_per_sm=blocks_per_sm)
     torch.cuda.synchronize()
     raw = cupy.ndarray((528, 8, 64, 2), dtype=cupy.uint64, memptr=buf).get()
     return raw.astype(np.int64)
@@ -43,7 +44,9 @@ def report(raw: np.ndarray, blocks: int, label: str) -> None:
             comp = (t[:, 2 + 2 * s] - t[:, 1 + 2 * s])[t[:, 1 + 2 * s] > 0]
             print(f"  stage {s:2d}: lands min {a.min() / 1e3:6.2f} med {np.median(a) / 1e3:6.2f} max {a.max() / 1e3:6.2f} us"
                   f" ({len(a)} warps), compute med {np.median(comp):5.0f} ns")
-    by_sm(rel[:, 63].reshape(blocks, 8).max(axis=1), sm)
+    warp_end = rel[:, 63].reshape(blocks, 8)
+    print(f"  warps of one block: end spread (max - min) median {np.median(np.ptp(warp_end, axis=1)) / 1e3:.2f} us")
+    by_sm(warp_end.max(axis=1), sm)
 
 
 def by_sm(block_end: np.ndarray, sm: np.ndarray) -> None:
@@ -52,7 +55,7 @@ def by_sm(block_end: np.ndarray, sm: np.ndarray) -> None:
     for e, s in zip(block_end, sm):
         ends.setdefault(int(s), []).append(e / 1e3)
     late = sorted(ends, key=lambda s: -max(ends[s]))
-    pair = [abs(v[0] - v[1]) for v in ends.values() if len(v) == 2]
+    pair = [abs(v[0] - v[1]) for v in ends.values() if len(v) == 2] or [0.0]
     print(f"  block end: per-SM max, slowest 8 SMs {[(s, round(max(ends[s]), 1)) for s in late[:8]]}; fastest 4 "
           f"{[(s, round(max(ends[s]), 1)) for s in late[-4:]]}; |difference| of an SM's 2 blocks median "
           f"{np.median(pair):.2f} us")
@@ -63,9 +66,10 @@ def main() -> None:
     ps = [fake_prepared(n, k) for _ in range(4)]
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
-    blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], 2 * _compile.num_sms(x.device))
-    for variant, after in (("_trace", False), ("_noflush_trace", False), ("_loadonly_trace", False)):
-        report(trace(x, ps[0], out, True, 0, ps[1:], variant, after), blocks, f"{n}x{k} M=1 {variant} after={after}")
+    for variant, bps in (("_noflush_trace", 2), ("_noflush_trace", 1), ("_trace", 1)):
+        blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], bps * _compile.num_sms(x.device))
+        report(trace(x, ps[0], out, True, 0, ps[1:], variant, blocks_per_sm=bps), blocks,
+               f"{n}x{k} M=1 {variant} blocks per SM {bps}")
 
 
 if __name__ == "__main__":
