@@ -22,7 +22,7 @@ def _read_json_call(text: str, pos: int) -> Optional[tuple[dict, int]]:
     try:
         _, end = json.JSONDecoder().raw_decode(text, pos)
         obj = load_json(text[pos:end])
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     close = skip_space(text, end)
     if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and text.startswith(CALL_CLOSE, close)):

@@ -18,6 +18,10 @@ DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
 # number in a JSON Schema const/enum, a tool argument or an option must stay exact, as Python's json (vLLM) and Go's
 # json.RawMessage (Ollama) keep it: a body with a run of 19+ digits is read again with json.
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# Deepest nesting of objects and arrays a body may have. What reads a body further on recurses per level (jsonschema
+# checking a schema, the copy and grammar of a schema, the template's tojson, json re-reading long integers), and Python
+# stops that near 1000 frames with a RecursionError, a 500: a schema 100 objects deep did. No API body needs more.
+MAX_BODY_DEPTH = 64
 
 
 def _utf8(raw: bytes) -> bytes:
@@ -40,8 +44,22 @@ def _parse(raw: bytes) -> Any:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    _check_depth(body)
     # orjson accepted it, so it is strict JSON (no NaN, no lone surrogate) and json reads it the same, ints exact.
     return json.loads(raw) if _LONG_DIGITS.search(raw) else body
+
+
+def _check_depth(body: Any) -> None:
+    """400 for objects and arrays nested deeper than MAX_BODY_DEPTH (counted without recursing)."""
+    level, depth = [body], 0
+    while level:
+        depth += 1
+        if depth > MAX_BODY_DEPTH:
+            raise InvalidRequest(f"the request body nests objects and arrays more than {MAX_BODY_DEPTH} levels deep; "
+                                 f"at most {MAX_BODY_DEPTH} are accepted", code="invalid_json")
+        level = [child for node in level
+                 for child in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+                 if isinstance(child, (dict, list))]
 
 
 async def read_json(request: web.Request) -> Any:
