@@ -1,5 +1,5 @@
 """Gateway process: reads one Qwen3.5 XML tool call (<function=NAME><parameter=P>VALUE</parameter>...) by its
-structure, and types each value from the tool's schema.
+structure (gateway.tool_values types each value from the tool's schema).
 
 The XML has no escaping, so a value may hold the markup itself (a file that mentions </tool_call>, a command that
 prints <parameter=x>...</parameter>). A `</parameter>` ends a value only where what follows it is the next
@@ -8,7 +8,6 @@ wins (ninfer#138, Rapid-MLX#1515: a first-match regex cut those values and lost 
 """
 from __future__ import annotations
 
-import ast
 import json
 from typing import Any, Optional
 
@@ -94,62 +93,16 @@ class _Reader:
         return self.text.startswith(FUNCTION_CLOSE, pos) or self.name_at(pos) is not None
 
 
-def read_function(text: str, pos: int, tools: list[dict]) -> Optional[tuple[dict, int]]:
-    """({name, arguments}, index after </tool_call>) of the <function=...> at pos, or None when malformed.
-    Readings that end the output (or reach the next call) come first, then ones with other text after the call."""
+def read_function(text: str, pos: int) -> Optional[tuple[str, list, int]]:
+    """(name, [(parameter, raw value)], index after </tool_call>) of the <function=...> at pos, or None when
+    malformed. Readings that end the output (or reach the next call) come first, then ones with other text after
+    the call. The values are typed from the tool's schema by gateway.tool_values."""
     end = text.find(">", pos + len(FUNCTION_OPEN))
     name = text[pos + len(FUNCTION_OPEN):end].strip() if end >= 0 else ""
     if not name or "\n" in name:
         return None
-    schema = _properties(tools, name)
     for whole in (True, False):
         read = _Reader(text, whole).params(end + 1)
         if read is not None:
-            params, after = read
-            return {"name": name, "arguments": {key: typed_value(raw, schema.get(key)) for key, raw in params}}, after
+            return name, read[0], read[1]
     return None
-
-
-def _properties(tools: list[dict], name: str) -> dict:
-    """{parameter name: its schema} of the named tool (empty when unknown or without properties)."""
-    for tool in tools:
-        function = tool.get("function") or {}
-        if function.get("name") == name:
-            props = (function.get("parameters") or {}).get("properties") or {}
-            return {key: value for key, value in props.items() if isinstance(value, dict)}
-    return {}
-
-
-def _types(schema: Optional[dict]) -> set:
-    declared = (schema or {}).get("type")
-    return {declared} if isinstance(declared, str) else set(declared) if isinstance(declared, list) else set()
-
-
-def typed_value(raw: str, schema: Optional[dict]) -> Any:
-    """A parameter's value: raw text for strings; otherwise strict JSON, or the Python literal Qwen models also
-    write (True, False, None, {'k': 'v'}) where the schema's type asks for one, as vLLM's qwen3_coder parser
-    reads them; anything else stays the text as written."""
-    types = _types(schema)
-    if types and types <= {"string"}:
-        return raw
-    try:
-        return load_json(raw)
-    except ValueError:   # not JSON (or an integer of more digits than int() takes)
-        pass
-    word = raw.strip().lower()
-    if "boolean" in types and word in ("true", "false"):
-        return word == "true"
-    if word in ("none", "null") and types - {"string"}:
-        return None
-    if types & {"object", "array"}:
-        return _python_container(raw)
-    return raw
-
-
-def _python_container(raw: str) -> Any:
-    try:
-        value = ast.literal_eval(raw.strip())
-        json.dumps(value, allow_nan=False)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return raw
-    return value if isinstance(value, (dict, list)) else raw

@@ -12,6 +12,7 @@ import secrets
 from typing import Optional
 
 from gateway.tool_markup import CALL_CLOSE, FUNCTION_OPEN, load_json, read_function, skip_space
+from gateway.tool_values import ToolParams
 
 TOOL_CALL_TAG = "<tool_call>"
 
@@ -36,7 +37,11 @@ def _read_call(text: str, pos: int, tools: list[dict]) -> Optional[tuple[dict, i
     if text.startswith("{", start):
         return _read_json_call(text, start)
     function = text.find(FUNCTION_OPEN, start)
-    return read_function(text, function, tools) if function >= 0 else None
+    read = read_function(text, function) if function >= 0 else None
+    if read is None:
+        return None
+    name, params, end = read
+    return {"name": name, "arguments": ToolParams.of(tools, name).arguments(params)}, end
 
 
 def dump_arguments(arguments) -> str:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.tool_markup import typed_value
+from gateway.tool_values import typed_value
 from gateway.tools import parse_tool_calls
 from gateway.web import MAX_BODY_DEPTH
 

@@ -1,0 +1,140 @@
+"""Gateway process: the typed value of one Qwen3.5 XML tool-call parameter, read from its raw text and the tool's
+parameter schema.
+
+The XML carries no types: `<parameter=limit>\\n4\\n</parameter>` is the number 4 or the string "4" as the schema says.
+The first reading (raw text for a string, else strict JSON, else the Python literal Qwen models also write: True,
+None, {'k': 'v'}, as vLLM's qwen3_coder parser reads them) is kept when the schema accepts it. When it does not, as
+for 4 where the schema is {"type": ["string", "null"]}, pydantic's Optional[str] (anyOf string / null) or
+{"enum": ["4", "5"]}, the first other reading it accepts is taken (jsonschema decides, with the parameters'
+`$defs` for refs); a first reading that nothing beats stays. An empty value the schema refuses ("" for an integer)
+leaves an optional parameter out (sgl-project/sglang#36835: models write an empty tag for "not given").
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, UnknownType
+from referencing.exceptions import Unresolvable
+
+from gateway.tool_markup import load_json
+
+_DEFS_KEYS = ("$defs", "definitions")
+
+
+@dataclass
+class ToolParams:
+    """A tool's parameter schemas: by name, which are required, and the `$defs` their refs point into."""
+    props: dict = field(default_factory=dict)
+    required: frozenset = frozenset()
+    defs: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tools: list[dict], name: str) -> "ToolParams":
+        for tool in tools:
+            function = tool.get("function") or {}
+            if function.get("name") == name:
+                params = function.get("parameters") or {}
+                props = params.get("properties") or {}
+                required = params.get("required") or []
+                return cls({key: value for key, value in props.items() if isinstance(value, dict)},
+                           frozenset(r for r in required if isinstance(r, str)),
+                           {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)})
+        return cls()
+
+    def arguments(self, params: list) -> dict:
+        """{name: typed value} of the call's (name, raw text) pairs."""
+        out = {}
+        for key, raw in params:
+            schema = self.props.get(key)
+            validator = _validator(schema, self.defs)
+            value = fitted(raw, typed_value(raw, schema), validator)
+            if raw.strip() == "" and key not in self.required and not _accepts(validator, value, True):
+                continue
+            out[key] = value
+        return out
+
+
+def _types(schema: Optional[dict]) -> set:
+    declared = (schema or {}).get("type")
+    return {declared} if isinstance(declared, str) else set(declared) if isinstance(declared, list) else set()
+
+
+def typed_value(raw: str, schema: Optional[dict]) -> Any:
+    """The first reading of a parameter's text: raw text for strings; otherwise strict JSON, or the Python literal
+    the schema's type asks for; anything else stays the text as written."""
+    types = _types(schema)
+    if types and types <= {"string"}:
+        return raw
+    try:
+        return load_json(raw)
+    except ValueError:   # not JSON (or an integer of more digits than int() takes)
+        pass
+    word = raw.strip().lower()
+    if "boolean" in types and word in ("true", "false"):
+        return word == "true"
+    if word in ("none", "null") and types - {"string"}:
+        return None
+    if types & {"object", "array"}:
+        return _python_container(raw)
+    return raw
+
+
+def _python_container(raw: str) -> Any:
+    value = _python_literal(raw)
+    return value if isinstance(value, (dict, list)) else raw
+
+
+def _python_literal(raw: str) -> Any:
+    try:
+        value = ast.literal_eval(raw.strip())
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return raw
+    return value
+
+
+def _readings(raw: str) -> Iterator[Any]:
+    """Every value the text may stand for: itself, its JSON, its Python literal, a true / false / null word."""
+    yield raw
+    try:
+        yield load_json(raw)
+    except ValueError:
+        pass
+    yield _python_literal(raw)
+    word = raw.strip().lower()
+    if word in ("true", "false"):
+        yield word == "true"
+    if word in ("none", "null"):
+        yield None
+
+
+def _validator(schema: Optional[dict], defs: dict) -> Optional[Draft202012Validator]:
+    """A validator for a parameter's schema (its tool's $defs beside it); None when there is nothing to check."""
+    if not schema:
+        return None
+    schema = {**{key: value for key, value in defs.items() if key not in schema}, **schema}
+    try:
+        Draft202012Validator.check_schema(schema)
+    except (SchemaError, RecursionError):
+        return None
+    return Draft202012Validator(schema)
+
+
+def _accepts(validator: Optional[Draft202012Validator], value: Any, unknown: bool = True) -> bool:
+    if validator is None:
+        return unknown
+    try:
+        return validator.is_valid(value)
+    except (Unresolvable, UnknownType, RecursionError):
+        return unknown
+
+
+def fitted(raw: str, first: Any, validator: Optional[Draft202012Validator]) -> Any:
+    """`first` when the schema accepts it (or cannot tell), else the first other reading of raw it accepts."""
+    if _accepts(validator, first):
+        return first
+    return next((value for value in _readings(raw) if _accepts(validator, value, False)), first)

@@ -1,0 +1,70 @@
+"""Tool-call argument values typed by the whole parameter schema, not its `type` alone.
+
+`<parameter=limit>\\n4\\n</parameter>` for a parameter {"type": ["string", "null"]}, pydantic's Optional[str]
+(anyOf string / null) or {"enum": ["4", "5"]} came back as the number 4, which the schema refuses (the case
+smg-project/smg#1841's review names for nullable strings); an empty tag for an optional integer came back as ""
+(sgl-project/sglang#36835). Now the reading the schema accepts is taken, and the empty optional one is left out."""
+import json
+
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from gateway.tools import parse_tool_calls
+
+DEFS = {"Code": {"type": "string"}}
+PARAMS = {
+    "type": "object", "$defs": DEFS,
+    "properties": {"nullable": {"type": ["string", "null"]},
+                   "optional": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                   "choice": {"enum": ["4", "5"]},
+                   "code": {"$ref": "#/$defs/Code"},
+                   "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+                   "count": {"type": "integer"},
+                   "limit": {"type": "integer"},
+                   "number_or_text": {"type": ["integer", "string"]}},
+    "required": ["limit"],
+}
+TOOLS = [{"type": "function", "function": {"name": "find", "parameters": PARAMS}}]
+
+
+def _call(**values) -> str:
+    params = "".join(f"<parameter={key}>\n{value}\n</parameter>\n" for key, value in values.items())
+    return f"<tool_call>\n<function=find>\n{params}</function>\n</tool_call>"
+
+
+def _arguments(text: str) -> dict:
+    return json.loads(parse_tool_calls(text, TOOLS)[0]["function"]["arguments"])
+
+
+@pytest.mark.parametrize("key", ["nullable", "optional", "choice", "code"])
+def test_digits_for_a_parameter_that_takes_only_strings_stay_a_string(key):
+    assert _arguments(_call(**{key: "4", "limit": "1"})) == {key: "4", "limit": 1}
+
+
+def test_a_value_the_first_reading_fits_keeps_it():
+    text = _call(nullable="null", optional="Paris", tags="['a', 'b']", number_or_text="12", limit="3")
+    assert _arguments(text) == {"nullable": None, "optional": "Paris", "tags": ["a", "b"], "number_or_text": 12,
+                                "limit": 3}
+
+
+def test_an_empty_optional_value_of_another_type_is_left_out():
+    assert _arguments(_call(count="", optional="", limit="")) == {"optional": "", "limit": ""}
+
+
+def test_a_value_no_reading_fits_stays_the_text():
+    assert _arguments(_call(count="many", limit="2")) == {"count": "many", "limit": 2}
+
+
+async def test_the_chat_answer_carries_the_typed_arguments_streamed_and_not():
+    fake = FakeServing(build_tokenizer(), max_context_len=4096)
+    fake.script.reply = _call(optional="2024", count="", limit="7")
+    body = {"messages": [{"role": "user", "content": "find"}], "tools": TOOLS, "enable_thinking": False}
+    async with fake_gateway(fake) as (client, _):
+        answer = orjson.loads(await (await client.post("/v1/chat/completions", json=body)).read())
+        streamed = (await (await client.post("/v1/chat/completions", json={**body, "stream": True})).read()).decode()
+    call = answer["choices"][0]["message"]["tool_calls"][0]
+    assert call["function"] == {"name": "find", "arguments": '{"optional":"2024","limit":7}'}
+    chunks = [orjson.loads(line[6:]) for line in streamed.split("\n\n") if line.startswith("data: {")]
+    deltas = [tc for c in chunks if c["choices"] for tc in c["choices"][0]["delta"].get("tool_calls") or []]
+    assert [d["function"] for d in deltas] == [{"name": "find", "arguments": '{"optional":"2024","limit":7}'}]
