@@ -108,8 +108,12 @@ _COMMON = {
     "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
 }
 
+# json_schema.name is required, as OpenAI and vLLM (its JsonSchemaResponseFormat) require it; the missing schema is
+# structured.response_format_schema's 400.
 _RESPONSE_FORMAT = {"type": ["object", "null"], "required": ["type"],
-                    "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}}
+                    "properties": {"type": {"enum": ["text", "json_object", "json_schema"]},
+                                   "json_schema": {"type": "object", "required": ["name"],
+                                                   "properties": {"name": {"type": "string"}}}}}
 
 CHAT_SCHEMA = {
     "type": "object",

@@ -82,8 +82,15 @@ CHAT_CASES = [
      (400, "invalid_request_error", "max_tokens", "context_length_exceeded")),
     ("json-schema-missing", {"messages": USER, "response_format": {"type": "json_schema"}},
      (400, "invalid_request_error", "response_format.json_schema", "invalid_value")),
+    # OpenAI and vLLM (JsonSchemaResponseFormat.name) require the name; it was accepted without one.
+    ("json-schema-name-missing", {"messages": USER, "response_format": {"type": "json_schema",
+                                                                        "json_schema": {"schema": {"type": "object"}}}},
+     (400, "invalid_request_error", "response_format.json_schema.name", "missing_required_parameter")),
+    ("json-schema-name-not-a-string", {"messages": USER, "response_format": {
+        "type": "json_schema", "json_schema": {"name": 5, "schema": {"type": "object"}}}},
+     (400, "invalid_request_error", "response_format.json_schema.name", "invalid_type")),
     ("json-schema-invalid", {"messages": USER, "response_format": {"type": "json_schema",
-                                                                   "json_schema": {"schema": {"type": 5}}}},
+                                                                   "json_schema": {"name": "x", "schema": {"type": 5}}}},
      (400, "invalid_request_error", "response_format.json_schema.schema", "invalid_value")),
     ("json-schema-unenforceable", {"messages": USER, "response_format": {
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "not": {}}}}},
