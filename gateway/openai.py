@@ -193,6 +193,9 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     prompt_ids = truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
     gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl")
+    if force is not None:
+        # The grammar makes the turn the calls alone; a stop string could only cut their markup ("\n", a name).
+        gen.stop = []
     if body.get("logprobs"):
         gen.num_logprobs = int(body.get("top_logprobs") or 0)
     elif body.get("top_logprobs"):
