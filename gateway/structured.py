@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
 
@@ -51,9 +52,21 @@ def max_string_chars() -> int:
     return int(os.environ.get("SPARKINFER_GRAMMAR_MAX_STRING") or DEFAULT_MAX_STRING_CHARS)
 
 
+@functools.lru_cache(maxsize=64)
+def enforced_format(name: str) -> bool:
+    """Whether llguidance has a rule for this string format (date-time, email, uuid, uri, ...)."""
+    import llguidance
+    grammar = llguidance.LLMatcher.grammar_from_lark("start: %json" + json.dumps({"type": "string", "format": name}))
+    return not llguidance.LLMatcher.validate_grammar(grammar)
+
+
 def _bound(node: Any, limit: int) -> None:
     if not isinstance(node, dict):
         return
+    if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
+        # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
+        # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
+        del node["format"]
     if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
         node["maxLength"] = max(limit, _min_length(node))
@@ -103,11 +116,14 @@ def any_object_schema(limit: int, max_items: int = 8) -> dict:
 
 
 def check_schema(schema: Any, param: str) -> dict:
-    """400 unless schema is a JSON Schema object that Draft 2020-12 accepts and llguidance can enforce exactly."""
+    """400 unless schema is a JSON Schema object that its draft (2020-12 unless $schema names another) accepts and
+    llguidance can enforce exactly."""
     if not isinstance(schema, dict):
         raise InvalidRequest(f"{param} must be a JSON Schema object", param=param)
     try:
-        Draft202012Validator.check_schema(schema)
+        # The draft its $schema names (draft-07's tuple `items` list, draft-04's boolean exclusiveMinimum, as
+        # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:
         raise InvalidRequest(f"{param} is not a valid JSON Schema: {exc.message}", param=param) from exc
     _check_exact_integers(schema, param)

@@ -87,7 +87,10 @@ def pattern_terminal(schema: dict, limit: int) -> Optional[str]:
 
 def _shared_defs(params: dict) -> dict:
     """The `$defs` / `definitions` of a tool's parameters: its properties' `#/$defs/...` refs point there."""
-    return {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
+    shared = {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
+    if isinstance(params.get("$schema"), str):
+        shared["$schema"] = params["$schema"]     # the draft the parameters are written in (draft-07 tuples, ...)
+    return shared
 
 
 def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:

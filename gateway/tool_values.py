@@ -18,6 +18,7 @@ from typing import Any, Iterator, Optional
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, UnknownType
+from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from gateway.tool_markup import load_json
@@ -27,7 +28,8 @@ _DEFS_KEYS = ("$defs", "definitions")
 
 @dataclass
 class ToolParams:
-    """A tool's parameter schemas: by name, which are required, and the `$defs` their refs point into."""
+    """A tool's parameter schemas: by name, which are required, and the `$defs` their refs point into (with the
+    draft its `$schema` names)."""
     props: dict = field(default_factory=dict)
     required: frozenset = frozenset()
     defs: dict = field(default_factory=dict)
@@ -40,9 +42,11 @@ class ToolParams:
                 params = function.get("parameters") or {}
                 props = params.get("properties") or {}
                 required = params.get("required") or []
+                shared = {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
+                if isinstance(params.get("$schema"), str):
+                    shared["$schema"] = params["$schema"]
                 return cls({key: value for key, value in props.items() if isinstance(value, dict)},
-                           frozenset(r for r in required if isinstance(r, str)),
-                           {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)})
+                           frozenset(r for r in required if isinstance(r, str)), shared)
         return cls()
 
     def arguments(self, params: list) -> dict:
@@ -112,19 +116,20 @@ def _readings(raw: str) -> Iterator[Any]:
         yield None
 
 
-def _validator(schema: Optional[dict], defs: dict) -> Optional[Draft202012Validator]:
+def _validator(schema: Optional[dict], defs: dict):
     """A validator for a parameter's schema (its tool's $defs beside it); None when there is nothing to check."""
     if not schema:
         return None
     schema = {**{key: value for key, value in defs.items() if key not in schema}, **schema}
+    cls = validator_for(schema, default=Draft202012Validator)
     try:
-        Draft202012Validator.check_schema(schema)
+        cls.check_schema(schema)
     except (SchemaError, RecursionError):
         return None
-    return Draft202012Validator(schema)
+    return cls(schema)
 
 
-def _accepts(validator: Optional[Draft202012Validator], value: Any, unknown: bool = True) -> bool:
+def _accepts(validator, value: Any, unknown: bool = True) -> bool:
     if validator is None:
         return unknown
     try:
@@ -133,7 +138,7 @@ def _accepts(validator: Optional[Draft202012Validator], value: Any, unknown: boo
         return unknown
 
 
-def fitted(raw: str, first: Any, validator: Optional[Draft202012Validator]) -> Any:
+def fitted(raw: str, first: Any, validator) -> Any:
     """`first` when the schema accepts it (or cannot tell), else the first other reading of raw it accepts."""
     if _accepts(validator, first):
         return first
