@@ -3,8 +3,8 @@ cluster / xs) per 27B shape and fused projection, M in (1, 4, 16), timed as benc
 a sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
 
 Columns: pick = ops.gemv as dispatched now; v8 = gemv_bulk defaults (x staged at M = 1 where small); v8_g = x from
-global; v8_lo = loads only (diagnostic: the copy pipeline without decode / MMA); v8_nf = no split-K flush (wrong
-results: what the reduction costs). Each cell: us
+global; v8_w16 = one CTA of 16 warps per SM (two 8-warp blocks' work); v8_lo = loads only (diagnostic: the copy
+pipeline without decode / MMA); *_nf = no split-K flush (wrong results: what the reduction costs). Each cell: us
 and % of the copy bandwidth measured in the same run. Checks v8 once per shape (rel < 1e-2, NaN-poisoned output).
 """
 import math
@@ -24,10 +24,10 @@ def check(n: int, k: int) -> float:
     weight = checkpoint.from_tensors(naive.quantize(w, "modelopt"))
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     worst = 0.0
-    for m, xs in ((1, None), (1, False), (7, None), (16, None)):
+    for m, xs, warps in ((1, None, 8), (1, False, 8), (16, None, 8), (1, None, 16), (1, False, 16), (16, None, 16)):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        gemv_bulk.gemv_bulk(x, p, out, xs=xs)
+        gemv_bulk.gemv_bulk(x, p, out, xs=xs, warps=warps)
         ref = x.float() @ ref_w.t()
         worst = max(worst, float("inf") if out.isnan().any() else ((out.float() - ref).norm() / ref.norm()).item())
     return worst
@@ -36,11 +36,10 @@ def check(n: int, k: int) -> float:
 def cells_for(x, out, nv) -> dict:
     m = x.shape[0]
     run = lambda **kw: timed([lambda p=p: gemv_bulk.gemv_bulk(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
-    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v8": run()}
+    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v8": run(), "v8_w16": run(warps=16)}
     if m == 1:
-        cells["v8_g"] = run(xs=False)
+        cells["v8_w16_nf"] = run(warps=16, variant="_noflush")
         cells["v8_lo"] = run(xs=False, variant="_loadonly")
-        cells["v8_nf"] = run(xs=True, variant="_noflush")
     return cells
 
 
@@ -55,7 +54,7 @@ def main() -> int:
             print(f"check {n}x{k}: rel err {err:.2e} {'PASS' if err < 1e-2 else 'FAIL'}", flush=True)
         nbytes = n * k * 9 // 16
         nv = [fake_prepared(n, k) for _ in range(max(1, math.ceil(3 * L2_BYTES / nbytes)))]
-        for m in (1, 4, 16):
+        for m in (1, 16):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             cells = cells_for(x, out, nv)

@@ -14,17 +14,18 @@ from kernels.nvfp4 import gemv_bulk, ops
 
 
 def trace(x, p, out, xs: bool, depth: int, others, variant: str = "_trace", after: bool = False,
-          blocks_per_sm: int = 2) -> np.ndarray:
+          blocks_per_sm: int = 2, warps: int = 8) -> np.ndarray:
     """after: the traced launch follows an untraced one on other weights at once (back to back)."""
     for q in others:  # evict p from the L2
-        gemv_bulk.gemv_bulk(x, q, out, xs=xs, depth=depth, blocks_per_sm=blocks_per_sm)
+        gemv_bulk.gemv_bulk(x, q, out, xs=xs, depth=depth, blocks_per_sm=blocks_per_sm, warps=warps)
     mod = _compile.module(os.path.join(ops.HERE, "gemv_bulk.cu"))
     buf = mod.get_global("bulk_trace")
     cupy.cuda.runtime.memset(buf.ptr, 0, buf.mem.size)
     torch.cuda.synchronize()
     if after:
-        gemv_bulk.gemv_bulk(x, others[0], out, xs=xs, depth=depth, blocks_per_sm=blocks_per_sm)
-    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant=variant, blocks_per_sm=blocks_per_sm)
+        gemv_bulk.gemv_bulk(x, others[0], out, xs=xs, depth=depth, blocks_per_sm=blocks_per_sm, warps=warps)
+    gemv_bulk.gemv_bulk(x, p, out, xs=xs, depth=depth, variant=variant, blocks_per_sm=blocks_per_sm,
+                        warps=warps)
     torch.cuda.synchronize()
     raw = cupy.ndarray((528, 8, 64, 2), dtype=cupy.uint64, memptr=buf).get()
     return raw.astype(np.int64)
@@ -66,10 +67,11 @@ def main() -> None:
     ps = [fake_prepared(n, k) for _ in range(4)]
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
-    for variant, bps in (("_noflush_trace", 2), ("_noflush_trace", 1), ("_trace", 1)):
-        blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], bps * _compile.num_sms(x.device))
-        report(trace(x, ps[0], out, True, 0, ps[1:], variant, blocks_per_sm=bps), blocks,
-               f"{n}x{k} M=1 {variant} blocks per SM {bps}")
+    # warps 16: one CTA of two 8-warp virtual blocks per SM (the trace is per virtual block)
+    for variant, warps in (("_noflush_trace", 8), ("_noflush_trace", 16), ("_trace", 8), ("_trace", 16)):
+        blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], 2 * _compile.num_sms(x.device))
+        report(trace(x, ps[0], out, True, 0, ps[1:], variant, warps=warps), blocks,
+               f"{n}x{k} M=1 {variant} warps per CTA {warps}")
 
 
 if __name__ == "__main__":

@@ -28,12 +28,13 @@
 __device__ unsigned long long bulk_trace[TRACE_BLOCKS * 8 * 64][2];
 __device__ __forceinline__ void trace_at(int mode, int e) {
     if ((mode != MODE_TRACE && mode != MODE_TRACE_NF && mode != MODE_TRACE_LO) || (threadIdx.x & 31) ||
-        blockIdx.x >= TRACE_BLOCKS)
+        blockIdx.x * (blockDim.x >> 8) >= TRACE_BLOCKS)
         return;
     unsigned long long t, c;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     c = clock64();
-    unsigned long long* r = bulk_trace[(blockIdx.x * 8 + (threadIdx.x >> 5)) * 64 + e];
+    const int vb = blockIdx.x * (blockDim.x >> 8) + (threadIdx.x >> 8);  // virtual block (8 warps)
+    unsigned long long* r = bulk_trace[(vb * 8 + ((threadIdx.x >> 5) & 7)) * 64 + e];
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     r[0] = t, r[1] = e == 0 ? sm : c;  // entry 0 keeps the SM id instead of the clock
@@ -62,7 +63,7 @@ struct Cursor {
 
 // lane 0: stage `slot` <- chunks [c, c + n) of tile rg * 8 + warp
 __device__ __forceinline__ void issue_stage(const GemvArgs& p, unsigned char* slot, u64* bar, int rg, int c, int n) {
-    const long long f = ((long long)(rg * 8 + (threadIdx.x >> 5)) * p.Kc + c) * 32;
+    const long long f = ((long long)(rg * 8 + ((threadIdx.x >> 5) & 7)) * p.Kc + c) * 32;
     mbar_expect_tx(bar, n * 576);
     bulk_load(slot, p.wq + f, n * 512, bar);
     bulk_load(slot + BULK_C * 512, p.wsc + f, n * 64, bar);
@@ -127,7 +128,7 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
                                                Pending (&pend)[2], int& np) {
     float out[NT][4];
     sum_sets<NT, 4 / NT>(acc, out);
-    const int tile = rg * 8 + (threadIdx.x >> 5);
+    const int tile = rg * 8 + ((threadIdx.x >> 5) & 7);
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, out);
     else if (MODE == MODE_NORMAL || MODE == MODE_TRACE || MODE == MODE_NOSETTLE) {
@@ -141,14 +142,16 @@ __device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int ch
 template <int NT, int MODE, bool XS>
 __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
     __shared__ u32 lut[256];
-    __shared__ __align__(8) u64 bars[8][BULK_MAX_DEPTH];
+    __shared__ __align__(8) u64 bars[16][BULK_MAX_DEPTH];
     extern __shared__ __align__(128) unsigned char dyn[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     unsigned char* ring = dyn + warp * depth * BULK_STAGE_BYTES;
-    const uint4* xs = reinterpret_cast<const uint4*>(dyn + 8 * depth * BULK_STAGE_BYTES);
+    const uint4* xs = reinterpret_cast<const uint4*>(dyn + (blockDim.x >> 5) * depth * BULK_STAGE_BYTES);
     const int total = (p.Np / 128) * p.Kc;
-    Cursor fill((int)((long long)total * blockIdx.x / gridDim.x), (int)((long long)total * (blockIdx.x + 1) / gridDim.x),
-                p.Kc);
+    // 256 threads: one block of 8 warps; 512: two virtual blocks of 8 warps in one CTA (warps 8-15 the second), whose
+    // warps the scheduler treats alike (two CTAs on one SM finish ~4 us apart, NOTES.md session 5)
+    const int nvb = gridDim.x * (blockDim.x >> 8), vb = blockIdx.x * (blockDim.x >> 8) + (threadIdx.x >> 8);
+    Cursor fill((int)((long long)total * vb / nvb), (int)((long long)total * (vb + 1) / nvb), p.Kc);
     Cursor take = fill;
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     if (XS) stage_x(p, const_cast<uint4*>(xs));  // before the weight copies, so x is not queued behind them
@@ -193,11 +196,14 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
 
 #define GEMV_BULK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, \
                          const float* alpha, int M, int N, int K, int Np, int Kc, int depth
-#define GEMV_BULK_KERNEL_B(name, NT, MODE, XS, BLOCKS)                                  \
-    extern "C" __global__ void __launch_bounds__(256, BLOCKS) name(GEMV_BULK_PARAMS) {  \
+#define GEMV_BULK_KERNEL_T(name, NT, MODE, XS, THREADS, BLOCKS)                             \
+    extern "C" __global__ void __launch_bounds__(THREADS, BLOCKS) name(GEMV_BULK_PARAMS) {  \
         gemv_bulk_body<NT, MODE, XS>(GemvArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}, depth); \
     }
+#define GEMV_BULK_KERNEL_B(name, NT, MODE, XS, BLOCKS) GEMV_BULK_KERNEL_T(name, NT, MODE, XS, 256, BLOCKS)
 #define GEMV_BULK_KERNEL(name, NT, MODE, XS) GEMV_BULK_KERNEL_B(name, NT, MODE, XS, 2)
+// 16 warps, one CTA per SM (_w16)
+#define GEMV_BULK_KERNEL_W16(name, NT, MODE, XS) GEMV_BULK_KERNEL_T(name, NT, MODE, XS, 512, 1)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1, 1, MODE_NORMAL, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt2, 2, MODE_NORMAL, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1, 1, MODE_NORMAL, true)
@@ -210,3 +216,9 @@ GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_trace, 1, MODE_TRACE, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_noflush_trace, 1, MODE_TRACE_NF, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nosettle, 1, MODE_NOSETTLE, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_loadonly_trace, 1, MODE_TRACE_LO, true)
+GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_xs_nt1_w16, 1, MODE_NORMAL, true)
+GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_nt1_w16, 1, MODE_NORMAL, false)
+GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_nt2_w16, 2, MODE_NORMAL, false)
+GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_xs_nt1_noflush_w16, 1, MODE_NOFLUSH, true)
+GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_xs_nt1_trace_w16, 1, MODE_TRACE, true)
+GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_xs_nt1_noflush_trace_w16, 1, MODE_TRACE_NF, true)

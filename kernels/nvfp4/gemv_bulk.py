@@ -47,11 +47,12 @@ def _kernel(name: str):
 
 
 def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, depth: int = 0,
-              variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
+              variant: str = "", blocks_per_sm: int = 2, warps: int = 8) -> torch.Tensor:
     """x [M <= 16, K] bf16 contiguous, 16-byte aligned, K % 8 == 0; p = ops.prepared(...) -> out [M, N] bf16 (written).
     xs: stage x in shared memory (M = 1 only; None: where x takes at most XS_MAX_BYTES); depth: ring stages per warp
     (0: as many as fit blocks_per_sm blocks per SM); variant: bench diagnostics, wrong results ("_loadonly": M = 1, no
-    xs; "_noflush", "_nomma": M = 1, xs); blocks_per_sm 3: the _b3 kernel (M = 1, xs; fewer registers).
+    xs; "_noflush", "_nomma": M = 1, xs); blocks_per_sm 3: the _b3 kernel (M = 1, xs; fewer registers); warps 16: one
+    CTA of 16 warps per SM (two 8-warp blocks' work in one CTA: the _w16 kernels; blocks_per_sm is then 1).
     Raises ValueError for M > 16, depth outside 1..MAX_DEPTH or a ring that does not fit a block."""
     import numpy as np
 
@@ -59,12 +60,15 @@ def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, dept
     if xs is None:
         xs = m == 1 and not variant and x_bytes(m, p) <= XS_MAX_BYTES
     xs_bytes = x_bytes(m, p) if xs else 0
-    depth = depth or default_depth(xs_bytes, blocks_per_sm)
-    smem = WARPS * depth * STAGE_BYTES + xs_bytes
+    if warps == 16:
+        blocks_per_sm = 1
+    depth = depth or min(MAX_DEPTH, (_block_budget(blocks_per_sm) - xs_bytes) // (warps * STAGE_BYTES))
+    smem = warps * depth * STAGE_BYTES + xs_bytes
     if m > MAX_M or (xs and m != 1) or not 1 <= depth <= MAX_DEPTH or smem + STATIC_SMEM > ops.BLOCK_SMEM_MAX:
         raise ValueError(f"gemv_bulk: M={m}, xs={xs}, depth={depth}: no such kernel or the ring does not fit")
     nt = 1 if m <= 8 else 2
     name = f"nvfp4_gemv_bulk{'_xs' if xs else ''}_nt{nt}{variant}{'_b3' if blocks_per_sm == 3 else ''}"
+    name += "_w16" if warps == 16 else ""
     total = (p["Np"] // ops.ROW_GROUP) * p["Kc"]
     grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
     ws = ops._workspace(x.device, p["Np"])
@@ -72,5 +76,5 @@ def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, dept
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]), np.int32(depth))
-    ops._launch("", "", grid, (256,), args, _kernel(name), smem)
+    ops._launch("", "", grid, (32 * warps,), args, _kernel(name), min(smem, ops.BLOCK_SMEM_MAX - STATIC_SMEM))
     return out

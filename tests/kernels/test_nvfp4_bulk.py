@@ -34,8 +34,10 @@ def test_bulk_gemv_matches(n, k):
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     for m in (1, 2, 5, 8, 9, 13, 16, 1):  # the last M = 1 checks that M = 16 left the workspace clean
         assert _run(p, ref_w, m, k, xs=False) < REL_TOL, m
+        assert _run(p, ref_w, m, k, xs=False, warps=16) < REL_TOL, (m, 16)
     if gemv_bulk.x_bytes(1, p) + 8 * 2304 <= 100 << 10:
         assert _run(p, ref_w, 1, k, xs=True) < REL_TOL
+        assert _run(p, ref_w, 1, k, xs=True, warps=16) < REL_TOL
 
 
 @pytest.mark.parametrize("depth", range(1, gemv_bulk.MAX_DEPTH + 1))
