@@ -38,7 +38,7 @@ def cells_for(x, out, nv) -> dict:
     run = lambda **kw: timed([lambda p=p: gemv_bulk.gemv_bulk(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
     cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v8": run(), "v8_w16": run(warps=16)}
     if m == 1:
-        cells["v8_w16_nf"] = run(warps=16, variant="_noflush")
+        cells["v8_w16_nf"] = run(warps=16, xs=True, variant="_noflush")
         cells["v8_lo"] = run(xs=False, variant="_loadonly")
     return cells
 
