@@ -11,8 +11,8 @@
 // complete on the stage's mbarrier (transaction bytes). A warp waits for its stage, reads each lane's 16-byte
 // fragment and scale pair from shared memory (conflict-free: lanes read consecutive words), decodes and multiplies
 // as gemv_core.cuh does, then lane 0 refills the stage `depth` stages ahead. A block that covers a whole row group
-// writes y; partial segments go through v7's workspace, flushed per warp without a block barrier and settled at the
-// end of the block's work (flush_issue / flush_settle; counters per 16-row tile, [Np/16] int32, zero between calls).
+// writes y; partial row groups meet by the slot protocol (contributors store, the block holding chunk 0 finishes:
+// finish_row_group), with no atomics or fences; ws is the slot array, `counters` is unused.
 // x: XS = staged once per block in shared memory (M * Kc * 128 B, cp.async), else read per stage from global
 // through L1 (ld.global.nc) before the stage's wait, so its latency overlaps the weight copy.
 // Bench diagnostics (wrong results): MODE_LOADONLY the same copies, no decode or MMA; MODE_NOFLUSH no split-K flush;
@@ -20,8 +20,7 @@
 // MODE_TRACE (bench diagnostic, results right): lane 0 of every warp records %globaltimer and clock64 into bulk_trace:
 // [block][warp][64]: 0 start, 1 + 2s / 2 + 2s stage s's data there / computed (s < 31), 63 end.
 #define MODE_TRACE 6
-// MODE_NOSETTLE: partial sums reduced, counters never bumped (y incomplete); MODE_TRACE_NF: MODE_TRACE without flush
-#define MODE_NOSETTLE 7
+// MODE_TRACE_NF: MODE_TRACE without the partial row groups
 #define MODE_TRACE_NF 8
 #define MODE_TRACE_LO 9  // MODE_LOADONLY traced
 #define TRACE_BLOCKS 528
@@ -40,7 +39,6 @@ __device__ __forceinline__ void trace_at(int mode, int e) {
     r[0] = t, r[1] = e == 0 ? sm : c;  // entry 0 keeps the SM id instead of the clock
 }
 #include "gemv_core.cuh"
-#include "gemv_split.cuh"  // red_add_v4
 #include "bulk_ptx.cuh"
 #include "gemv_stage.cuh"
 
@@ -69,74 +67,79 @@ __device__ __forceinline__ void issue_stage(const GemvArgs& p, unsigned char* sl
     bulk_load(slot + BULK_C * 512, p.wsc + f, n * 64, bar);
 }
 
-// A partial row-group segment's flush, per warp and deferred (no block barrier, no fence in the main loop): each lane
-// adds its sums into the workspace (ws [Np/16 tiles, NT, 32 lanes] float4, one vector reduction each) at once; the
-// tile's counter is bumped only when the warp's work is done (flush_settle), when no bulk copy of the warp is in
-// flight any more for a fence to wait on: __syncwarp, then lane 0's acq_rel atomic (release: cumulative over the
-// warp's reductions; acquire: for the read-back). The warp whose chunks complete the tile's Kc reads the sums back
-// (ld.cg), re-zeroes them, scales and writes y, and resets the counter.
-struct Pending {
-    int tile, chunks;
-};
+// Partial row groups, without atomics or fences (slot protocol): a row group split over virtual blocks b_f < b_f + 1
+// < ... <= b_l (block = 8 warps, warp w = tile rg * 8 + w) is finished by b_f, the block holding its chunk 0 (for
+// b_f that is its last segment, or its only one: done at the end of the block's work). Every other block b
+// contributes its first segment (where its range starts inside the row group) by storing its sums into its own
+// slot, ws [nvb][8 warps][NT][32 lanes] float4, kept at SLOT_SENTINEL (a NaN no arithmetic produces) between calls.
+// At the end of its work the finisher polls the slots of b_f + 1 .. b_l until none reads the sentinel, adds them to
+// its own sums in block order (deterministic), writes y and puts the sentinel back. One L2 round trip after the last
+// contribution, where v7's flush takes three (reduction, fenced counter atomic, read-back). The finisher waits on
+// other CTAs: the grid must be resident at once (one or two CTAs per SM, the GPU to ourselves, as stream-K).
+#define SLOT_SENTINEL 0x7FBADBADu
 
-__device__ __forceinline__ u32 atom_add_acq_rel(int* p, int v) {
-    u32 old;
-    asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
+__device__ __forceinline__ float4* slot_of(const GemvArgs& p, int vb, int nt, int NT) {
+    return reinterpret_cast<float4*>(p.ws) + (((long long)vb * 8 + ((threadIdx.x >> 5) & 7)) * NT + nt) * 32 +
+           (threadIdx.x & 31);
+}
+
+// the virtual block whose range holds item i (ranges [total b / nvb, total (b + 1) / nvb))
+__device__ __forceinline__ int vb_of(long long i, int nvb, int total) {
+    return (int)(((i + 1) * nvb - 1) / total);
 }
 
 template <int NT>
-__device__ __forceinline__ void flush_issue(const GemvArgs& p, int tile, const float (&out)[NT][4]) {
-    float4* ws = (float4*)p.ws + (u64)tile * NT * 32 + (threadIdx.x & 31);
+__device__ __forceinline__ void contribute(const GemvArgs& p, int vb, const float (&out)[NT][4]) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-        if (acc_m(nt, 0) < p.M) red_add_v4(ws + nt * 32, out[nt]);
-}
-
-template <int NT>
-__device__ __forceinline__ void flush_settle(const GemvArgs& p, const Pending (&pend)[2], int np) {
-    const int lane = threadIdx.x & 31;
-    __syncwarp();
-    u32 old[2] = {0u, 0u};
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-        if (lane == 0 && i < np) old[i] = atom_add_acq_rel(p.counters + pend[i].tile, pend[i].chunks);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        if (i >= np || __shfl_sync(0xFFFFFFFFu, old[i], 0) + pend[i].chunks != (u32)p.Kc) continue;
-        __threadfence();
-        float4* ws = (float4*)p.ws + (u64)pend[i].tile * NT * 32 + lane;
-        float acc[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (acc_m(nt, 0) < p.M) {
-                v = __ldcg(ws + nt * 32);
-                __stcg(ws + nt * 32, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-            }
-            acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
-        }
-        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, pend[i].tile, acc);
-        if (lane == 0) p.counters[pend[i].tile] = 0;
+    for (int nt = 0; nt < NT; ++nt) {
+        float4* s = slot_of(p, vb, nt, NT);
+        asm volatile("st.relaxed.gpu.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(s), "f"(out[nt][0]), "f"(out[nt][1]),
+                     "f"(out[nt][2]), "f"(out[nt][3]) : "memory");
     }
 }
 
-// end of a row-group segment of `chunks` chunks: y directly if it is the whole row group, else the deferred flush
-// (its Pending appended to pend[np++]; at most 2 per warp: the block's first and last segments)
+// the finisher's end: its own sums fin plus every contributor's slot (polled), written to y
+template <int NT>
+__device__ void finish_row_group(const GemvArgs& p, int vb, int nvb, int total, int rg, float (&fin)[NT][4]) {
+    const int last = vb_of((long long)(rg + 1) * p.Kc - 1, nvb, total);
+    for (int b = vb + 1; b <= last; ++b) {
+        if ((long long)total * (b + 1) / nvb <= (long long)total * b / nvb) continue;  // an empty range: no slot
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            float4* s = slot_of(p, b, nt, NT);
+            u32 v[4];
+            do {
+                asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(s) : "memory");
+            } while (v[0] == SLOT_SENTINEL || v[1] == SLOT_SENTINEL || v[2] == SLOT_SENTINEL || v[3] == SLOT_SENTINEL);
+            asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %1, %1, %1};" ::"l"(s), "r"(SLOT_SENTINEL) : "memory");
+#pragma unroll
+            for (int i = 0; i < 4; ++i) fin[nt][i] += __uint_as_float(v[i]);
+        }
+    }
+    store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + ((threadIdx.x >> 5) & 7), fin);
+}
+
+// end of a row-group segment (chunks [c0, c0 + chunks) of rg): a whole row group writes y; a segment holding chunk 0
+// becomes the finisher's sums (fin, has_fin), done at the end; any other is this block's contribution
 template <int NT, int MODE>
-__device__ __forceinline__ void finish_segment(const GemvArgs& p, int rg, int chunks, float (&acc)[4 / NT][NT][4],
-                                               Pending (&pend)[2], int& np) {
+__device__ __forceinline__ void finish_segment(const GemvArgs& p, int vb, int rg, int c0, int chunks,
+                                               float (&acc)[4 / NT][NT][4], float (&fin)[NT][4], int& fin_rg) {
     float out[NT][4];
     sum_sets<NT, 4 / NT>(acc, out);
     const int tile = rg * 8 + ((threadIdx.x >> 5) & 7);
     if (chunks == p.Kc)
         store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, out);
-    else if (MODE == MODE_NORMAL || MODE == MODE_TRACE || MODE == MODE_NOSETTLE) {
-        flush_issue<NT>(p, tile, out);
-        pend[1] = Pending{tile, chunks};  // the block's last segment (or its only one)
-        if (np == 0) pend[0] = pend[1];
-        ++np;
-    }
+    else if (MODE == MODE_NOFLUSH || MODE == MODE_TRACE_NF || MODE == MODE_TRACE_LO || MODE == MODE_LOADONLY)
+        return;
+    else if (c0 == 0) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) fin[nt][i] = out[nt][i];
+        fin_rg = rg;
+    } else
+        contribute<NT>(p, vb, out);
 }
 
 template <int NT, int MODE, bool XS>
@@ -167,14 +170,13 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
     const uint4* xsl[NT];
     x_rows<NT>(p, xs, xl, xsl);
     const int kmax = p.K - 16 - 16 * (lane & 3);
-    float acc[4 / NT][NT][4] = {};
-    int cur = -1, seg = 0, rg, c, n, np = 0;
-    Pending pend[2];
+    float acc[4 / NT][NT][4] = {}, fin[NT][4];
+    int cur = -1, seg = 0, c0 = 0, rg, c, n, fin_rg = -1;
     trace_at(MODE, 0);
     for (int s = 0; take.next(rg, c, n); ++s) {
         if (rg != cur) {
-            if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, pend, np);
-            cur = rg, seg = 0;
+            if (cur >= 0) finish_segment<NT, MODE>(p, vb, cur, c0, seg, acc, fin, fin_rg);
+            cur = rg, seg = 0, c0 = c;
         }
         uint4 xg[BULK_C][NT][2];
         if (!XS && MODE != MODE_LOADONLY) load_x<NT>(xl, kmax, c, xg);
@@ -189,8 +191,8 @@ __device__ void gemv_bulk_body(const GemvArgs& p, int depth) {
         int frg, fc, fn;
         if (lane == 0 && fill.next(frg, fc, fn)) issue_stage(p, st, &bars[warp][slot], frg, fc, fn);
     }
-    if (cur >= 0) finish_segment<NT, MODE>(p, cur, seg, acc, pend, np);
-    if (np > 0 && MODE != MODE_NOSETTLE) flush_settle<NT>(p, pend, np);
+    if (cur >= 0) finish_segment<NT, MODE>(p, vb, cur, c0, seg, acc, fin, fin_rg);
+    if (fin_rg >= 0) finish_row_group<NT>(p, vb, nvb, total, fin_rg, fin);
     trace_at(MODE, 63);
 }
 
@@ -214,7 +216,6 @@ GEMV_BULK_KERNEL_B(nvfp4_gemv_bulk_xs_nt1_b3, 1, MODE_NORMAL, true, 3)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_trace, 1, MODE_TRACE, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_nt1_trace, 1, MODE_TRACE, false)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_noflush_trace, 1, MODE_TRACE_NF, true)
-GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_nosettle, 1, MODE_NOSETTLE, true)
 GEMV_BULK_KERNEL(nvfp4_gemv_bulk_xs_nt1_loadonly_trace, 1, MODE_TRACE_LO, true)
 GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_xs_nt1_w16, 1, MODE_NORMAL, true)
 GEMV_BULK_KERNEL_W16(nvfp4_gemv_bulk_nt1_w16, 1, MODE_NORMAL, false)

@@ -19,6 +19,18 @@ STATIC_SMEM = 2048  # e4m3 LUT 1 KB, mbarriers 512 B, s_last (ptxas: 1664 B), ro
 MAX_M = 16
 # x staged in shared memory (the _xs kernel, M = 1 only) where it takes at most this many bytes
 XS_MAX_BYTES = 16 << 10
+SLOT_SENTINEL = 0x7FBADBAD  # gemv_bulk.cu: an empty slot (a NaN that no arithmetic produces)
+_SLOTS = {}
+
+
+def _slots(device, vblocks: int) -> torch.Tensor:
+    """The slot array of the partial row groups ([vblocks][8 warps][NT <= 2][32 lanes] float4 = 2048 floats per
+    virtual block), every entry SLOT_SENTINEL between calls (each call puts back what it reads). Grown, never shrunk;
+    outgrown arrays stay referenced (a captured CUDA graph may point at them)."""
+    bufs = _SLOTS.setdefault(device, [])
+    if not bufs or bufs[-1].numel() < vblocks * 2048:
+        bufs.append(torch.full((vblocks * 2048,), SLOT_SENTINEL, dtype=torch.int32, device=device))
+    return bufs[-1]
 
 
 def _block_budget(blocks_per_sm: int = 2) -> int:
@@ -71,10 +83,9 @@ def gemv_bulk(x: torch.Tensor, p: dict, out: torch.Tensor, xs: bool = None, dept
     name += "_w16" if warps == 16 else ""
     total = (p["Np"] // ops.ROW_GROUP) * p["Kc"]
     grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
-    ws = ops._workspace(x.device, p["Np"])
-    counters = ops._scratch("tile_counters", x.device, p["Np"] // 16, torch.int32, True)  # per 16-row tile
+    ws = _slots(x.device, grid[0] * warps // 8)  # the kernel's counters argument is unused (0)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), np.uint64(0), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]), np.int32(depth))
     ops._launch("", "", grid, (32 * warps,), args, _kernel(name), min(smem, ops.BLOCK_SMEM_MAX - STATIC_SMEM))
     return out

@@ -25,7 +25,8 @@ def _run(p, ref_w, m, k, launch=None, **kw):
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-# (200, 80): Kc = 2, a row group per 2 chunks (segments change inside a block's range); (1000, 1040): K % 64 = 16;
+# (200, 80): Kc = 2, a row group per 2 chunks (segments change inside a block's range; with 16 warps per CTA more
+# virtual blocks than items: empty ranges); (1000, 1040): K % 64 = 16;
 # 6144x5120 / 5120x17408: the 27B shapes (partial row groups at block edges, split-K flush)
 @pytest.mark.parametrize("n,k", [(200, 80), (1000, 1040), (6144, 5120), (5120, 17408), (17408, 5120)],
                          ids=lambda v: str(v))
@@ -46,6 +47,19 @@ def test_bulk_gemv_every_depth(depth):
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     for m in (1, 16):
         assert _run(p, ref_w, m, 2000, xs=False, depth=depth) < REL_TOL, m
+        assert _run(p, ref_w, m, 2000, xs=False, depth=min(depth, 6), warps=16) < REL_TOL, (m, 16)
+
+
+def test_bulk_gemv_slots_are_left_empty():
+    # the partial row groups' slots go back to the sentinel after every call (a stale slot would be read as a
+    # contribution by the next call's finisher)
+    weight = _weight(5120, 17408)  # Kc = 272: every row group split over ~7 virtual blocks
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for warps in (8, 16, 8):
+        assert _run(p, ref_w, 1, 17408, xs=False, warps=warps) < REL_TOL
+        torch.cuda.synchronize()
+        slots = gemv_bulk._slots(torch.device("cuda", torch.cuda.current_device()), 1)
+        assert bool((slots == gemv_bulk.SLOT_SENTINEL).all()), warps
 
 
 def test_bulk_gemv_refuses_what_it_cannot_run():
