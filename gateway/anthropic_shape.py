@@ -6,6 +6,7 @@ non-streamed answer is the blocks themselves, so the two always agree.
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 from typing import Optional
 
@@ -105,11 +106,18 @@ class MessageBuilder:
         return events
 
     def close(self) -> list:
-        """Ends the open thinking or text block (its content_block_stop)."""
+        """Ends the open thinking or text block: a thinking block's signature_delta, then its content_block_stop."""
         if self._open is None:
             return []
+        index, events = len(self.blocks) - 1, []
+        if self._open == "thinking":
+            block = self.blocks[-1]
+            block["signature"] = thinking_signature(block["thinking"])
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                   "delta": {"type": "signature_delta",
+                                                             "signature": block["signature"]}}))
         self._open = None
-        return [("content_block_stop", {"type": "content_block_stop", "index": len(self.blocks) - 1})]
+        return events + [("content_block_stop", {"type": "content_block_stop", "index": index})]
 
     def _start(self, block: dict, empty: dict) -> list:
         events = self.close()
@@ -123,7 +131,7 @@ class MessageBuilder:
             return []
         events = []
         if self._open != kind:
-            # Anthropic's thinking blocks carry a signature; nothing is signed here, so it stays empty.
+            # A thinking block's signature comes in a signature_delta just before its content_block_stop.
             extra = {"signature": ""} if kind == "thinking" else {}
             events = self._start({"type": kind, kind: "", **extra}, {"type": kind, kind: "", **extra})
             self._open = kind
@@ -148,6 +156,13 @@ class MessageBuilder:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.plan.model,
                 "content": self.blocks if content is None else content, "stop_reason": self.stop_reason,
                 "stop_sequence": self.stop_sequence, "usage": usage_dict(usage)}
+
+
+def thinking_signature(thinking: str) -> str:
+    """A thinking block's signature: opaque to clients, never empty. Claude Code and other Anthropic clients drop or
+    refuse thinking blocks whose signature is empty (vLLM sends a random one); this one is a digest of the text, so
+    the streamed and the whole answer carry the same one. Nothing checks it when the block comes back."""
+    return "sig_" + hashlib.sha256(thinking.encode()).hexdigest()
 
 
 def usage_dict(usage: Usage) -> dict:

@@ -49,6 +49,9 @@ def _apply(block: dict, delta: dict) -> None:
         block["text"] += delta["text"]
     elif kind == "thinking_delta":
         block["thinking"] += delta["thinking"]
+    elif kind == "signature_delta":
+        assert block["type"] == "thinking" and delta["signature"], delta
+        block["signature"] = delta["signature"]
     elif kind == "input_json_delta":
         block["_json"] = block.get("_json", "") + delta["partial_json"]
     else:

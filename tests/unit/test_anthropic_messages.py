@@ -5,6 +5,7 @@ import asyncio
 import orjson
 import pytest
 
+from gateway.anthropic_shape import thinking_signature
 from gateway.app import CONFIG_KEY
 from tests.unit.anthropic_sse import accumulate, parse_events
 
@@ -41,7 +42,8 @@ def prompt_of(fake) -> str:
 @pytest.mark.parametrize("reply, change, content, stop", [
     ("Hello world", {}, [{"type": "text", "text": "Hello world"}], ("end_turn", None)),
     ("Let me see.</think>\n\nHello world", {"thinking": ON},
-     [{"type": "thinking", "thinking": "Let me see.", "signature": ""}, {"type": "text", "text": "Hello world"}],
+     [{"type": "thinking", "thinking": "Let me see.", "signature": thinking_signature("Let me see.")},
+      {"type": "text", "text": "Hello world"}],
      ("end_turn", None)),
     ("Hello world", {"stop_sequences": ["nope", " wor"]}, [{"type": "text", "text": "Hello"}],
      ("stop_sequence", " wor")),
@@ -59,6 +61,24 @@ async def test_streamed_and_whole_agree(stack, reply, change, content, stop):
     assert without_ids(streamed) == without_ids(whole) and whole["model"] == "fake-model"
     tool_ids = [block["id"] for block in whole["content"] if block["type"] == "tool_use"]
     assert all(tool_id.startswith("toolu_") and len(tool_id) > 10 for tool_id in tool_ids)
+
+
+@pytest.mark.parametrize("reply, max_tokens", [("Let me see.</think>\n\nHello world", 64), ("Let me see more", 3)],
+                         ids=["then text", "cut by max_tokens"])
+async def test_thinking_blocks_are_signed(stack, reply, max_tokens):
+    """Each thinking block ends with a non-empty signature_delta just before its content_block_stop, and the whole
+    answer's block carries the same signature (clients refuse or drop thinking blocks signed with "")."""
+    client, fake = stack
+    fake.script.reply = reply
+    body = {**BASE, "thinking": ON, "max_tokens": max_tokens}
+    events = parse_events(await (await client.post("/v1/messages", json={**body, "stream": True})).read())
+    names = [(name, payload.get("delta", {}).get("type")) for name, payload in events]
+    stop = names.index(("content_block_stop", None))
+    assert names[stop - 1] == ("content_block_delta", "signature_delta") and events[stop][1]["index"] == 0
+    signature = events[stop - 1][1]["delta"]["signature"]
+    assert signature.startswith("sig_") and len(signature) > 40
+    whole = await (await client.post("/v1/messages", json=body)).json()
+    assert whole["content"][0]["type"] == "thinking" and whole["content"][0]["signature"] == signature
 
 
 async def test_max_tokens_stop(stack):
