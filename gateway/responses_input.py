@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.responses_tools import call_name
 
 _ROLES = ("user", "assistant", "system", "developer")
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -76,7 +77,8 @@ def _message(item: dict, where: str, convo: _Conversation) -> None:
 
 
 def _function_call(item: dict, where: str, convo: _Conversation) -> None:
-    call_id, name = _string(item, "call_id", where), _string(item, "name", where)
+    call_id = _string(item, "call_id", where)
+    _string(item, "name", where)
     arguments = item.get("arguments", "")
     if not isinstance(arguments, str):
         raise InvalidRequest(f"{where}.arguments must be a JSON string", param=f"{where}.arguments")
@@ -84,7 +86,7 @@ def _function_call(item: dict, where: str, convo: _Conversation) -> None:
     # The model's text and its calls are one assistant turn: a call joins the assistant message just before it.
     if last is None or last["role"] != "assistant" or convo.reasoning is not None:
         last = convo.assistant(None)
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    call = {"id": call_id, "type": "function", "function": {"name": call_name(item), "arguments": arguments}}
     last.setdefault("tool_calls", []).append(call)
     convo.call_ids.add(call_id)
 

@@ -8,10 +8,9 @@ route's, and so are its errors (their field names translated back to this API's)
 """
 from __future__ import annotations
 
-import logging
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
@@ -22,9 +21,7 @@ from gateway.openai_fields import check_fields
 from gateway.openai_schema import validate
 from gateway.responses_input import NOT_STORED, input_messages
 from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
-
-log = logging.getLogger("sparkinfer.gateway")
-_warned_tools: set = set()
+from gateway.responses_tools import chat_tool_choice, chat_tools
 
 # Fields that need something stored on the server: what they refer to, and what to send instead.
 _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"
@@ -46,10 +43,12 @@ _RENAMES = [(re.compile(r"\bmessages\[\d+\](\.[\w.\[\]]*)?"), "input"),
 
 @dataclass
 class ResponsesPlan:
-    """A validated Responses request: the chat route's Plan, and the request fields the response repeats."""
+    """A validated Responses request: the chat route's Plan, the request fields the response repeats, and the
+    namespaced functions ({flat name: (namespace, name)}) whose calls come back with their namespace."""
     chat: Plan
     echo: dict
     response_id: str
+    namespaces: dict = field(default_factory=dict)
 
 
 def _check_stateless(body: dict) -> None:
@@ -67,33 +66,6 @@ def _check_include(include: Optional[list]) -> None:
                           "/v1/chat/completions with logprobs)", param="include")
 
 
-def _tools(tools: Optional[list]) -> Optional[list]:
-    """Function tools in the chat route's shape. Any other type (hosted web_search, file_search, mcp, ..., or a
-    freeform custom tool) is left out with a warning logged once, as vLLM and llama.cpp leave them out: Codex CLI
-    sends web_search and custom apply_patch with every request, and a 400 would refuse all of them."""
-    out = []
-    for tool in tools or []:
-        if tool["type"] != "function":
-            if tool["type"] not in _warned_tools:
-                _warned_tools.add(tool["type"])
-                log.warning("ignoring Responses tool of type %r: only function tools are served (logged once)",
-                            tool["type"])
-            continue
-        function = {key: tool[key] for key in ("name", "description", "parameters", "strict")
-                    if tool.get(key) is not None}
-        out.append({"type": "function", "function": function})
-    return out or None
-
-
-def _tool_choice(choice: Any) -> Any:
-    if not isinstance(choice, dict):
-        return choice
-    if choice["type"] != "function":
-        raise Unsupported(f"tool_choice of type '{choice['type']}' is not supported (none, auto, required, or "
-                          f"{{\"type\": \"function\", \"name\": ...}})", param="tool_choice")
-    return {"type": "function", "function": {"name": choice["name"]}}
-
-
 def _response_format(text: Optional[dict]) -> Optional[dict]:
     """text.format as the chat route's response_format (None for plain text)."""
     fmt = (text or {}).get("format") or {"type": "text"}
@@ -103,16 +75,18 @@ def _response_format(text: Optional[dict]) -> Optional[dict]:
     return {"type": "json_schema", "json_schema": spec}
 
 
-def chat_body(body: dict) -> dict:
-    """The /v1/chat/completions body that asks for what this Responses body asks for."""
+def chat_body(body: dict, namespaces: dict) -> dict:
+    """The /v1/chat/completions body that asks for what this Responses body asks for (namespaces: filled with the
+    namespaced functions offered)."""
     chat = {name: body[name] for name in _SAME_NAME if name in body}
     chat["messages"] = input_messages(body.get("input"), body.get("instructions"))
     chat["stream"] = bool(body.get("stream"))
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
-    chat["tools"] = _tools(body.get("tools"))
+    chat["tools"], offered = chat_tools(body.get("tools"))
+    namespaces.update(offered)
     if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
+        chat["tool_choice"] = chat_tool_choice(body["tool_choice"])
     chat["response_format"] = _response_format(body.get("text"))
     chat["reasoning_effort"] = (body.get("reasoning") or {}).get("effort")
     return chat
@@ -164,14 +138,15 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     validate(body, RESPONSES_SCHEMA)
     check_fields(body, RESPONSES_SCHEMA["properties"], chat=True)
     _check_include(body.get("include"))
-    chat = chat_body(body)
+    namespaces: dict = {}
+    chat = chat_body(body, namespaces)
     try:
         plan = parse_chat(chat, card, served_name, exclude_tools_when_none)
     except ApiError as exc:
         raise _renamed(exc) from None
     response_id = f"resp_{secrets.token_hex(24)}"
     plan.gen.req_id = response_id
-    return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id)
+    return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces)
 
 
 def count_input_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:

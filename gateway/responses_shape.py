@@ -43,7 +43,8 @@ def _item(kind: str, item_id: str, text: Optional[str], status: str) -> dict:
 class OutputBuilder:
     """The output items of one response, built from reasoning text, answer text and tool calls as they come."""
 
-    def __init__(self):
+    def __init__(self, namespaces: Optional[dict] = None):
+        self.namespaces = namespaces or {}   # {flat name: (namespace, name)} of the namespaced functions offered
         self.items: list = []
         self.reasoning_text = ""
         self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
@@ -82,6 +83,9 @@ class OutputBuilder:
             name, arguments = call["function"]["name"], call["function"]["arguments"]
             item = {"id": _new_id("fc"), "type": "function_call", "call_id": call["id"], "name": name,
                     "arguments": arguments, "status": "completed"}
+            if name in self.namespaces:
+                item["namespace"], item["name"] = self.namespaces[name]
+                name = item["name"]
             where = {"item_id": item["id"], "output_index": len(self.items)}
             events += [{"type": "response.output_item.added", "output_index": where["output_index"],
                         "item": {**item, "arguments": "", "status": "in_progress"}},
@@ -113,7 +117,7 @@ class ResponseRun:
         self.plan, self.card = plan, card
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id)
-        self.output = OutputBuilder()
+        self.output = OutputBuilder(plan.namespaces)
         self.finish: Optional[str] = None
 
     def push(self, delta: Delta) -> list:

@@ -1,0 +1,91 @@
+"""Gateway process: a /v1/responses `tools` list and `tool_choice` -> the chat route's function tools, and back.
+
+Function tools are served as they are. A `namespace` tool (how Codex CLI declares each MCP server, and its own
+multi_agent_v1 group) holds function tools that are offered to the model under one flat name, `<namespace>__<name>`
+(the mcp__server__tool form models know); a call to such a name comes back as a function_call item with `name` and
+`namespace` apart, as OpenAI returns it and Codex routes it. Hosted tools (web_search, file_search, mcp, ...) and
+freeform `custom` tools are left out with a warning logged once, as vLLM and llama.cpp leave them out.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from gateway.errors import InvalidRequest, Unsupported
+from gateway.openai_checks import TOOL_NAME_RE
+
+log = logging.getLogger("sparkinfer.gateway")
+_warned: set = set()
+
+
+def flat_name(namespace: str, name: str) -> str:
+    """The one name a namespaced function is offered under (Codex names its MCP namespaces mcp__server)."""
+    return f"{namespace}{'' if namespace.endswith('__') else '__'}{name}"
+
+
+def _skip(kind: str) -> None:
+    if kind not in _warned:
+        _warned.add(kind)
+        log.warning("ignoring Responses tool of type %r: only function tools (also inside a namespace) are served "
+                    "(logged once)", kind)
+
+
+def _function(tool: dict, name: str, fallback_description: Optional[str] = None) -> dict:
+    function = {key: tool[key] for key in ("description", "parameters", "strict") if tool.get(key) is not None}
+    if "description" not in function and fallback_description:
+        function["description"] = fallback_description
+    return {"type": "function", "function": {"name": name, **function}}
+
+
+def _namespace(tool: dict, where: str, out: list, namespaces: dict) -> None:
+    """The namespace's function tools, each under its flat name (400 for a name that cannot be one)."""
+    namespace, members = tool.get("name"), tool.get("tools")
+    if not isinstance(namespace, str) or not namespace or not isinstance(members, list):
+        raise InvalidRequest(f"{where}: a namespace tool needs a name and a tools list", param=where)
+    for j, member in enumerate(members):
+        if not isinstance(member, dict):
+            raise InvalidRequest(f"{where}.tools[{j}] must be an object", param=f"{where}.tools[{j}]")
+        if member.get("type") != "function":
+            _skip(f"{member.get('type')} (in a namespace)")
+            continue
+        if not isinstance(member.get("name"), str):
+            raise InvalidRequest(f"{where}.tools[{j}].name must be a string", param=f"{where}.tools[{j}].name")
+        name = flat_name(namespace, member["name"])
+        if not TOOL_NAME_RE.match(name):
+            raise InvalidRequest(f"{where}.tools[{j}]: '{name}' (namespace and name, as the model is offered it) "
+                                 f"must match ^[a-zA-Z0-9_.:-]{{1,64}}$", param=f"{where}.tools[{j}].name")
+        namespaces[name] = (namespace, member["name"])
+        out.append(_function(member, name, tool.get("description")))
+
+
+def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict]:
+    """(the chat route's function tools, {flat name: (namespace, name)} of the namespaced ones)."""
+    out: list = []
+    namespaces: dict = {}
+    for i, tool in enumerate(tools or []):
+        if tool["type"] == "function":
+            out.append(_function(tool, tool["name"]))
+        elif tool["type"] == "namespace":
+            _namespace(tool, f"tools[{i}]", out, namespaces)
+        else:
+            _skip(tool["type"])
+    return out or None, namespaces
+
+
+def chat_tool_choice(choice: Any) -> Any:
+    """tool_choice as the chat route's; a function in a namespace is named by its flat name."""
+    if not isinstance(choice, dict):
+        return choice
+    if choice["type"] != "function":
+        raise Unsupported(f"tool_choice of type '{choice['type']}' is not supported (none, auto, required, or "
+                          f"{{\"type\": \"function\", \"name\": ...}})", param="tool_choice")
+    name = choice["name"]
+    if isinstance(choice.get("namespace"), str) and choice["namespace"]:
+        name = flat_name(choice["namespace"], name)
+    return {"type": "function", "function": {"name": name}}
+
+
+def call_name(item: dict) -> str:
+    """The name a function_call input item was offered under (its namespace joined back on)."""
+    namespace = item.get("namespace")
+    return flat_name(namespace, item["name"]) if isinstance(namespace, str) and namespace else item["name"]
