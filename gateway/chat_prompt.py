@@ -133,3 +133,19 @@ def truncate_prompt_tokens(body: dict, prompt_ids: list, max_input: int) -> list
     if keep == -1:
         keep = max_input if max_input > 0 else len(prompt_ids)
     return prompt_ids[-keep:]
+
+
+_INSTRUCTION_ROLES = ("system", "developer")
+
+
+def one_system_message(messages: list) -> list:
+    """Every system (and developer) message folded into one leading system message, as Ollama's Qwen3.5/3.8
+    renderer does (normalizeQwen38Messages) and vLLM's Anthropic layer folds them: their trimmed texts joined by a
+    blank line, the other messages in order. The Qwen3.5 / 3.8 templates refuse a system or developer message that is
+    not first ('System message must be at the beginning'), so clients that send several (Codex's per-turn developer
+    instructions, Ollama clients) got a 400."""
+    instructions = [m for m in messages if m["role"] in _INSTRUCTION_ROLES]
+    if not instructions or (len(instructions) == 1 and messages[0]["role"] == "system"):
+        return messages
+    text = "\n\n".join(m["content"].strip() for m in instructions if m["content"].strip())
+    return [{"role": "system", "content": text}] + [m for m in messages if m["role"] not in _INSTRUCTION_ROLES]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gateway.chat import render_chat
-from gateway.chat_prompt import render_prompt
+from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.model import ModelCard
@@ -17,7 +17,6 @@ from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, 
 from gateway.tool_grammar import calls_or_json_grammar
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
-_INSTRUCTION_ROLES = ("system", "developer")
 
 
 @dataclass
@@ -142,17 +141,6 @@ def _message(message: Any, i: int) -> dict:
     return out
 
 
-def _one_system_message(messages: list) -> list:
-    """Every system (and developer) message folded into one leading system message, as Ollama's Qwen3.5/3.8
-    renderer does (normalizeQwen38Messages): their trimmed texts joined by a blank line, the other messages in order.
-    The Qwen3.5 templates refuse a system message that is not first, so clients with several got a 400."""
-    instructions = [m for m in messages if m["role"] in _INSTRUCTION_ROLES]
-    if not instructions or (len(instructions) == 1 and messages[0]["role"] == "system"):
-        return messages
-    text = "\n\n".join(m["content"].strip() for m in instructions if m["content"].strip())
-    return [{"role": "system", "content": text}] + [m for m in messages if m["role"] not in _INSTRUCTION_ROLES]
-
-
 def _tools(tools: Any) -> Optional[list]:
     if not tools:
         return None
@@ -229,7 +217,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
                                     f"which exceeds the context window of {options.num_ctx} tokens; it was not "
                                     f"truncated. Shorten the prompt or raise options.num_ctx", param="messages")
     plan.tools = _tools(body.get("tools"))
-    messages = _one_system_message([_message(m, i) for i, m in enumerate(messages)])
+    messages = one_system_message([_message(m, i) for i, m in enumerate(messages)])
     text = _render(card, messages, plan.tools, body.get("think"))
     plan.gen = _gen_request(_encode(card, text, options), text, options, split=True)
     plan.gen.num_logprobs = num_logprobs

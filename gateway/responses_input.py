@@ -1,7 +1,7 @@
 """Gateway process: a /v1/responses `input` (a string or a list of items) -> the chat route's messages.
 
-Messages keep their role (developer renders as system; instructions and the leading system/developer items are one
-system message); function_call items become the assistant's tool_calls
+Messages keep their role, except that instructions and every system / developer item are one leading system message
+(the Qwen3.5 / 3.8 templates take no other); function_call items become the assistant's tool_calls
 (consecutive calls share one assistant message, as the model wrote them), function_call_output items become tool
 messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it. Nothing is
 stored here, so an item_reference cannot be resolved, and this text-only model takes no image, file or audio part.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from gateway.chat_prompt import one_system_message
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.responses_tools import call_name
 
@@ -137,17 +138,4 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         handler(item, f"input[{i}]", convo)
     if not convo.messages:
         raise InvalidRequest("input must not be empty (or send instructions)", param="input")
-    return _one_leading_system(convo.messages)
-
-
-def _one_leading_system(messages: list) -> list:
-    """`instructions` and the system / developer items before the first other message, joined into one system
-    message (blank line between): Codex-style bodies send both, and the Qwen3.5 / 3.6 templates refuse a system
-    message that is not first ('System message must be at the beginning', vllm#41114)."""
-    head = 0
-    while head < len(messages) and messages[head]["role"] in ("system", "developer"):
-        head += 1
-    if head < 2:
-        return messages
-    joined = "\n\n".join(m["content"] or "" for m in messages[:head])
-    return [{"role": "system", "content": joined}] + messages[head:]
+    return one_system_message(convo.messages)

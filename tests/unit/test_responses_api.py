@@ -191,17 +191,25 @@ async def test_earlier_reasoning_and_text_go_back_into_the_prompt(stack):
                                       "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAgain<|im_end|>")
 
 
-async def test_instructions_and_leading_developer_items_are_one_system_message(stack):
-    """Codex-style: instructions + a developer item (+ a system item) render as one leading system message, since
-    the Qwen3.5 templates refuse a second system message (vllm#41114); a later developer message keeps its place."""
+async def test_instructions_and_every_developer_item_are_one_leading_system_message(stack):
+    """Codex-style: instructions + a developer item (+ a system item), and developer items later in the conversation
+    (Codex's per-turn developer instructions), render as one leading system message, as Ollama folds them: the
+    Qwen3.5 / 3.8 templates refuse a system or developer message that is not first (vllm#41114). A later developer
+    item was rendered in place, a 400 'System message must be at the beginning' with those templates."""
     client, fake = stack
     status, body = await post(client, {"instructions": "Be brief.", "input": [
         {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Use tools."}]},
         {"role": "system", "content": "No emoji."},
-        {"role": "user", "content": "Hi"}]})
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Now in French."}]},
+        {"role": "user", "content": "Again"}]})
     assert status == 200, body
-    assert prompt_of(fake).startswith("<|im_start|>system\nBe brief.\n\nUse tools.\n\nNo emoji.<|im_end|>\n"
-                                      "<|im_start|>user\nHi<|im_end|>\n")
+    prompt = prompt_of(fake)
+    assert prompt.startswith("<|im_start|>system\nBe brief.\n\nUse tools.\n\nNo emoji.\n\nNow in French.<|im_end|>\n"
+                             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                             "<|im_start|>user\nAgain<|im_end|>\n")
+    assert prompt.count("<|im_start|>system") == 1
 
 
 @pytest.mark.parametrize("fmt, reply", [
