@@ -10,6 +10,7 @@ import orjson
 from tokenizers import Tokenizer
 
 from gateway.chat import compile_template
+from gateway.stream import utf8_incomplete_tail
 
 # Sampling fields generation_config.json may set, and the request field each one defaults.
 _GENERATION_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
@@ -152,6 +153,19 @@ class ModelCard:
     def text_bytes(self, token_id: int, skip_special_tokens: bool = True) -> bytes:
         """The bytes the token adds to decode()'s text (none for a special token decode skips)."""
         return b"" if skip_special_tokens and token_id in self._skip_ids else self.token_bytes(token_id)
+
+    def incomplete_text(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> bool:
+        """True when decode(token_ids) may end in a U+FFFD that later tokens turn into a character: the bytes end
+        inside one. Only a byte-level vocabulary says so exactly (a byte-fallback or other tokenizer: always true,
+        so its trailing U+FFFD waits for the next token or the end)."""
+        if not self._byte_level:
+            return True
+        tail = b""
+        for token_id in reversed(token_ids):
+            tail = self.text_bytes(token_id, skip_special_tokens) + tail
+            if len(tail) >= 4:
+                break
+        return utf8_incomplete_tail(tail)
 
     def token_id(self, text: str) -> Optional[int]:
         return self.tokenizer.token_to_id(text)

@@ -15,13 +15,19 @@ class IncrementalDetokenizer:
     """Turns token ids into text pieces whose concatenation equals decoding all ids at once.
 
     Like vLLM's detokenize_incrementally: decode a short window before and after the new ids and
-    emit only the difference; while the window ends in U+FFFD (a multi-byte character whose later
-    bytes are in tokens not sampled yet) nothing is emitted, so no character is split across pieces.
-    `decode` maps a list of ids to text (special tokens already skipped).
+    emit only the difference; while the window ends in U+FFFD because a multi-byte character's later
+    bytes are in tokens not sampled yet, nothing is emitted, so no character is split across pieces.
+    `decode` maps a list of ids to text (special tokens already skipped). `incomplete` (ids -> bool), when
+    given, tells such a tail from a U+FFFD that no later byte can change (a stray continuation byte, a lead
+    byte followed by a non-continuation): that one is emitted at once. Without it every trailing U+FFFD is
+    held, and a run of tokens that each end in invalid bytes streamed nothing until one ended cleanly (and
+    re-decoded a window that grew with it, as SGLang #34740).
     """
 
-    def __init__(self, decode: Callable[[Sequence[int]], str]):
+    def __init__(self, decode: Callable[[Sequence[int]], str],
+                 incomplete: Optional[Callable[[Sequence[int]], bool]] = None):
         self._decode = decode
+        self._incomplete = incomplete or (lambda token_ids: True)
         self.token_ids: list[int] = []
         self._prefix_offset = 0
         self._read_offset = 0
@@ -31,7 +37,8 @@ class IncrementalDetokenizer:
         self.token_ids.extend(token_ids)
         prefix_text = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
         new_text = self._decode(self.token_ids[self._prefix_offset:])
-        if len(new_text) > len(prefix_text) and not new_text.endswith(REPLACEMENT_CHAR):
+        if len(new_text) > len(prefix_text) and not (
+                new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:])):
             self._prefix_offset = self._read_offset
             self._read_offset = len(self.token_ids)
             return new_text[len(prefix_text):]
@@ -43,6 +50,14 @@ class IncrementalDetokenizer:
         new_text = self._decode(self.token_ids[self._prefix_offset:])
         self._prefix_offset = self._read_offset = len(self.token_ids)
         return new_text[len(prefix_text):] if len(new_text) > len(prefix_text) else ""
+
+
+def utf8_incomplete_tail(data: bytes) -> bool:
+    """True when data ends inside a UTF-8 character that more bytes could still complete (F0 9F, E6), false when it
+    ends on a character boundary or in bytes that are invalid whatever follows (a stray 80, E6 41)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    decoder.decode(data[-4:], final=False)
+    return bool(decoder.getstate()[0])
 
 
 class TextOffsets:
@@ -60,12 +75,27 @@ class TextOffsets:
 
     def push(self, token_ids: Sequence[int]) -> list[int]:
         """The offsets of token_ids, which follow every id pushed before. A token that begins inside a character
-        (its first bytes held by the decoder) begins where that character does."""
+        (its first bytes continue the ones the decoder holds) begins where that character does; one that does not
+        continue them begins after the U+FFFD those held bytes become."""
         offsets = []
         for token_id in token_ids:
-            offsets.append(self._num_chars)
-            self._num_chars += len(self._decoder.decode(self._text_bytes(token_id)))
+            data = self._text_bytes(token_id)
+            held = self._decoder.getstate()[0]
+            start = self._num_chars
+            if held and data and not _continues(held, data[:1]):
+                start += len(held.decode("utf-8", errors="replace"))
+            offsets.append(start)
+            self._num_chars += len(self._decoder.decode(data))
         return offsets
+
+
+def _continues(held: bytes, byte: bytes) -> bool:
+    """True when byte is a valid next byte of the incomplete UTF-8 sequence held."""
+    try:
+        codecs.utf_8_decode(held + byte, "strict", False)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class StopMatcher:

@@ -11,7 +11,7 @@ from gateway.gen_request import GenRequest
 from gateway.model import ModelCard
 from gateway.pipeline import ChoiceOutput
 from gateway.reasoning import ReasoningSplitter
-from gateway.stream import IncrementalDetokenizer, StopMatcher
+from gateway.stream import IncrementalDetokenizer, StopMatcher, TextOffsets
 from gateway.tools import ToolCallFilter, parse_tool_calls
 from proto import pb
 
@@ -202,3 +202,59 @@ def test_stop_reason_is_the_stop_string_or_the_stop_token_id():
     assert run([" world"], [], eos) == ("stop", " world")
     assert run([], [7], 7) == ("stop", 7)
     assert run([], [7], eos) == ("stop", None)
+
+
+def _tiny_card() -> ModelCard:
+    if not os.path.exists(TINY_TOKENIZER):
+        pytest.skip("models/tiny not written (make model)")
+    tok = Tokenizer.from_file(TINY_TOKENIZER)
+    return ModelCard(model_id="m", max_context_len=64, tokenizer=tok, chat_template_source="", eos_token_ids=[],
+                     generation_defaults={}, special_tokens={}, vocab_size=tok.get_vocab_size())
+
+
+def _byte_token(card: ModelCard, byte: int) -> int:
+    return next(i for i in range(card.tokenizer_vocab_size) if card.token_bytes(i) == bytes([byte]))
+
+
+def test_invalid_bytes_stream_at_once_and_an_unfinished_character_waits():
+    """A U+FFFD that no later byte can change (a stray continuation byte, as sampled tokens of a byte-level model
+    often are) is sent with its token: each of 50 stray 0xA1 tokens streamed nothing until an ASCII token came (and
+    the decoded window grew with them). A lead byte (0xE6) still waits for the bytes that finish its character."""
+    card = _tiny_card()
+    stray, lead = _byte_token(card, 0xA1), _byte_token(card, 0xE6)
+    detok = IncrementalDetokenizer(card.decode, card.incomplete_text)
+    assert [detok.push([stray]) for _ in range(5)] == ["\ufffd"] * 5
+    assert detok.push([lead]) == ""
+    rest = card.tokenizer.encode("本", add_special_tokens=False).ids
+    finishing = [_byte_token(card, 0x97), _byte_token(card, 0xA5)]   # E6 97 A5 is 日
+    assert detok.push(finishing[:1]) == "" and detok.push(finishing[1:]) == "日"
+    assert detok.push(rest) + detok.flush() == "本"
+
+
+@pytest.mark.parametrize("skip", [True, False], ids=["skip-special", "keep-special"])
+def test_random_token_streams_decode_to_the_whole_text(skip):
+    """Sampled ids in any grouping: the pieces add up to decode() of all of them, and no piece but a final flush
+    ends inside a character that later bytes could finish."""
+    card = _tiny_card()
+    rng = random.Random(7)
+    for _ in range(400):
+        ids = [rng.randrange(card.tokenizer_vocab_size) for _ in range(rng.randrange(1, 30))]
+        detok = IncrementalDetokenizer(lambda xs: card.decode(xs, skip), lambda xs: card.incomplete_text(xs, skip))
+        step = rng.choice([1, 2, 3])
+        text = ""
+        for i in range(0, len(ids), step):
+            piece = detok.push(ids[i:i + step])
+            assert not (piece.endswith("\ufffd") and card.incomplete_text(ids[:i + step], skip))
+            text += piece
+        assert text + detok.flush() == card.decode(ids, skip)
+
+
+def test_text_offset_of_a_token_after_an_unfinished_byte_that_it_does_not_finish():
+    """Bytes DF then EF (two lead bytes) are two U+FFFD: the second token begins at 1, not where the first began."""
+    card = _tiny_card()
+    ids = [_byte_token(card, 0xDF), _byte_token(card, 0xEF), _byte_token(card, 0x41)]
+    offsets = TextOffsets(card.token_bytes).push(ids)
+    assert card.decode(ids) == "\ufffd\ufffdA" and offsets == [0, 1, 2]
+    # A token that finishes the held character begins where that character does (E6 | 97 A5 is one character).
+    ids = [_byte_token(card, 0x41), _byte_token(card, 0xE6), _byte_token(card, 0x97), _byte_token(card, 0xA5)]
+    assert TextOffsets(card.token_bytes).push(ids) == [0, 1, 1, 1]
