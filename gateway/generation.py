@@ -65,6 +65,7 @@ class Generation:
         self._num_cached = [0] * len(req.all_prompt_ids)
         self._usage = Usage(prompt_tokens=sum(self._num_prompt))
         self._generated = [0] * req.num_choices
+        self._sent = [0] * req.num_choices   # per choice, the num_tokens of its last Delta handed out by next()
         self._running = req.num_choices
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
@@ -93,6 +94,11 @@ class Generation:
         self._usage.completion_tokens = sum(self._generated)
         return self._usage
 
+    def sent_usage(self) -> Usage:
+        """Usage as of the Deltas next() has handed out: the tokens behind the text sent so far (the choices' calls
+        run ahead of a stream's writer; continuous usage must not count tokens whose chunks are still queued)."""
+        return Usage(self._usage.prompt_tokens, sum(self._sent), self._usage.cached_tokens)
+
     async def next(self, timeout: Optional[float] = None) -> Optional[Delta]:
         """The next Delta, None when every choice finished; raises ApiError or asyncio.TimeoutError."""
         while self._running:
@@ -103,6 +109,7 @@ class Generation:
             if isinstance(item, BaseException):
                 await self.close()
                 raise item
+            self._sent[item.index] = max(self._sent[item.index], item.num_tokens)
             return item
         return None
 
@@ -182,6 +189,7 @@ class Generation:
                 raise Unavailable("the request was aborted by the model server (worker lost?)")
             delta = out.push(message, finish)
             if delta is not None:
+                delta.num_tokens = self._generated[index]
                 self._queue.put_nowait(delta)
             if delta is not None and delta.finish_reason:
                 if delta.stop_reason is not None and not finish:

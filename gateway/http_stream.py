@@ -59,7 +59,9 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         await gen.wait_started(keepalive_s)
         first = await _first_event(gen, max(keepalive_s - (time.monotonic() - started), 0.01))
         response = await open_stream(request, framer.content_type, framer.headers)
-        await _write_all(response, framer.start(gen.usage()))
+        # The opening frames come before any text: nothing generated is counted in them yet.
+        sent = gen.sent_usage()
+        await _write_all(response, framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens)))
         try:
             await _pump(response, gen, framer, first, keepalive_s)
         except ApiError as exc:
@@ -82,7 +84,7 @@ async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, f
             await _write_all(response, framer.end(gen.usage()))
             return
         else:
-            await _write_all(response, framer.delta(delta, gen.usage()))
+            await _write_all(response, framer.delta(delta, gen.sent_usage()))
         try:
             delta = await gen.next(timeout=keepalive_s)
         except asyncio.TimeoutError:

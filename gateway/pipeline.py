@@ -32,6 +32,8 @@ class Delta:
     stop_reason: Optional[Union[str, int]] = None
     # GenRequest.num_prompt_logprobs: TokenLogprob (rank set) of prompt positions 1.., on the choice's first Delta.
     prompt_logprobs: Optional[list] = None
+    # The choice's generated tokens up to and including this Delta (continuous usage counts what was sent).
+    num_tokens: int = 0
 
 
 class ChoiceOutput:

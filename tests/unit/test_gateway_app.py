@@ -336,3 +336,23 @@ async def test_continuous_usage_is_on_every_chunk(stack, path, body):
     assert all(a["completion_tokens"] <= b["completion_tokens"] for a, b in zip(usages, usages[1:]))
     status, raw, _ = await post(client, path, {**body, "max_tokens": 4})
     assert chunks[-1]["choices"] == [] and usages[-1] == orjson.loads(raw)["usage"]
+
+
+@pytest.mark.parametrize("path, body, entries", [
+    ("/v1/completions", {"prompt": "hi", "logprobs": 0}, lambda lp: lp["tokens"]),
+    ("/v1/chat/completions", {"messages": USER, "logprobs": True}, lambda lp: lp["content"]),
+])
+async def test_continuous_usage_counts_the_tokens_sent_so_far(stack, path, body, entries):
+    """Each chunk's completion_tokens is the tokens whose text (and logprobs) have been sent up to it, 0 on the role
+    chunk: the choice's scheduler call runs ahead of the writer, and the count was read from it (the fake scheduler
+    answers at once, so every chunk said the final count)."""
+    client, fake = stack
+    fake.script.reply = "one two three four five six"
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    status, raw, _ = await post(client, path, {**body, "max_tokens": 6, "stream": True, "stream_options": options})
+    sent, counts = 0, []
+    for chunk in events(raw)[:-2]:
+        for choice in chunk["choices"]:
+            sent += len(entries(choice["logprobs"])) if choice.get("logprobs") else 0
+        counts.append((sent, chunk["usage"]["completion_tokens"]))
+    assert status == 200 and counts[-1][0] == 6 and all(a == b for a, b in counts), counts
