@@ -137,7 +137,8 @@ class LMStudioRoutes:
         gen = await self.engine.start(plan.gen)
         outcome = _Outcome(card, gen, received)
         if plan.stream:
-            head = {"id": shaper.id, "object": "chat.completion.chunk", "created": shaper.created, "model": plan.model}
+            head = {"id": shaper.id, "object": "chat.completion.chunk", "created": shaper.created, "model": plan.model,
+                    "system_fingerprint": card.fingerprint}
             framer = StatsFramer(ChatFramer(shaper), outcome, head, shaper)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         results = await run_to_end(gen, outcome)
@@ -156,7 +157,8 @@ class LMStudioRoutes:
         outcome = _Outcome(card, gen, received)
         if plan.stream:
             framer = CompletionFramer(plan, card, plan.gen.req_id)
-            head = {"id": framer.id, "object": "text_completion", "created": framer.created, "model": plan.model}
+            head = {"id": framer.id, "object": "text_completion", "created": framer.created, "model": plan.model,
+                    "system_fingerprint": card.fingerprint}
             return await stream_generation(request, gen, StatsFramer(framer, outcome, head),
                                            self.config.sse_keepalive_s)
         results = await run_to_end(gen, outcome)

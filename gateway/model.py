@@ -1,6 +1,7 @@
 """Gateway process: the served model as the scheduler's Info describes it (tokenizer, template, limits, defaults)."""
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class ModelCard:
                           if token.special and token.content not in KEEP_IN_TEXT}
         self._added_texts = frozenset(token.content for token in added.values())
         self._grammar_tokenizer = None
+        self._fingerprint: Optional[str] = None
         self._grammar_lock = threading.Lock()
         self.max_token_bytes = self._longest_token_bytes(added)
         self._bytes_per_token = _bytes_per_token_bound(spec, self.max_token_bytes, self._byte_level)
@@ -92,6 +94,16 @@ class ModelCard:
                    vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
                    architecture=info.architecture, quantization=info.quantization,
                    num_parameters=info.num_parameters)
+
+    @property
+    def fingerprint(self) -> str:
+        """OpenAI's system_fingerprint: names the backend configuration (checkpoint, its quantization, context), so
+        that a client pairing it with a seed sees when answers may change; the same on every answer of one model."""
+        if self._fingerprint is None:
+            spec = f"{self.model_id}|{self.architecture}|{self.quantization}|{self.num_parameters}|" \
+                   f"{self.vocab_size}|{self.max_context_len}"
+            self._fingerprint = "fp_" + hashlib.sha256(spec.encode("utf-8")).hexdigest()[:10]
+        return self._fingerprint
 
     def _longest_token_bytes(self, added: dict) -> int:
         pieces = self.tokenizer.get_vocab(with_added_tokens=False)

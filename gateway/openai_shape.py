@@ -86,7 +86,7 @@ class ChatShaper:
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                "model": self.plan.model, "choices": choices}
+                "model": self.plan.model, "system_fingerprint": self.card.fingerprint, "choices": choices}
         if with_usage:
             body["usage"] = usage
         return sse_event(body)
@@ -110,7 +110,8 @@ class ChatShaper:
 
     def response(self, results: list, usage: Usage) -> dict:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
-                "choices": [self.message(r) for r in results], "usage": usage_dict(usage)}
+                "system_fingerprint": self.card.fingerprint, "choices": [self.message(r) for r in results],
+                "usage": usage_dict(usage)}
         if self.plan.prompt.vllm_top is not None:
             # vLLM: one prompt per chat request, so its prompt logprobs sit beside the choices.
             body["prompt_logprobs"] = vllm_prompt_logprobs(self.card, results[0].prompt_logprobs or [],
@@ -184,7 +185,7 @@ class CompletionFramer:
 
     def _chunk(self, choices: list, usage: Optional[Usage]) -> bytes:
         body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
-                "choices": choices}
+                "system_fingerprint": self.card.fingerprint, "choices": choices}
         if self.p.include_usage:
             body["usage"] = usage_dict(usage) if (usage is not None and self.p.continuous_usage) else None
         return sse_event(body)
@@ -235,7 +236,7 @@ class CompletionFramer:
             return [SSE_DONE]
         usage = self._usage(usage)
         body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
-                "choices": [], "usage": usage_dict(usage)}
+                "system_fingerprint": self.card.fingerprint, "choices": [], "usage": usage_dict(usage)}
         return [sse_event(body), SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
@@ -260,4 +261,4 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
     if plan.prompt.prompt_only:
         usage = Usage(usage.prompt_tokens, 0, usage.cached_tokens)
     return {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": plan.model,
-            "choices": choices, "usage": usage_dict(usage)}
+            "system_fingerprint": card.fingerprint, "choices": choices, "usage": usage_dict(usage)}

@@ -356,3 +356,22 @@ async def test_continuous_usage_counts_the_tokens_sent_so_far(stack, path, body,
             sent += len(entries(choice["logprobs"])) if choice.get("logprobs") else 0
         counts.append((sent, chunk["usage"]["completion_tokens"]))
     assert status == 200 and counts[-1][0] == 6 and all(a == b for a, b in counts), counts
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "n": 2}),
+    ("/v1/completions", {"prompt": "hi", "echo": True}),
+    ("/api/v0/chat/completions", {"messages": USER}),
+])
+async def test_every_chunk_names_the_same_response(stack, path, body):
+    """id, object, created, model and system_fingerprint (OpenAI's; it was missing) are on every chunk, the usage
+    chunk too, and the same in all of them and in the non-streamed answer's fingerprint."""
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    options = {"include_usage": True}
+    status, raw, _ = await post(client, path, {**body, "max_tokens": 3, "stream": True, "stream_options": options})
+    chunks = events(raw)[:-1]
+    keys = {(c["id"], c["object"], c["created"], c["model"], c["system_fingerprint"]) for c in chunks}
+    assert status == 200 and len(keys) == 1 and next(iter(keys))[4].startswith("fp_")
+    status, raw, _ = await post(client, path, {**body, "max_tokens": 3})
+    assert orjson.loads(raw)["system_fingerprint"] == next(iter(keys))[4]
