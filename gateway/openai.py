@@ -42,6 +42,7 @@ class Plan:
     hide_reasoning: bool = False
     forced_tools: bool = False                       # tool_choice required / named: the output is calls only
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
+    return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -214,7 +215,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")), forced_tools=force is not None,
-                prompt=prompt)
+                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")))
 
 
 def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:
@@ -274,7 +275,8 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
         gen.num_logprobs = int(body["logprobs"])
     gen.constraint = _completion_constraint(body, card)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
-                continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt)
+                continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt,
+                return_token_ids=bool(body.get("return_token_ids")))
 
 
 def _completion_constraint(body: dict, card: ModelCard):

@@ -106,6 +106,7 @@ _COMMON = {
     "guided_grammar": _STR_OR_NULL,
     "structured_outputs": {"type": ["object", "null"]},
     "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+    "return_token_ids": _BOOL_OR_NULL,
 }
 
 # json_schema.name is required, as OpenAI and vLLM (its JsonSchemaResponseFormat) require it; the missing schema is

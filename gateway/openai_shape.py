@@ -84,11 +84,14 @@ class ChatShaper:
             content = ""
         return reasoning, content, calls, finish
 
-    def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False) -> bytes:
+    def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
+              prompt_token_ids: Optional[list] = None) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.plan.model, "system_fingerprint": self.card.fingerprint, "choices": choices}
         if with_usage:
             body["usage"] = usage
+        if prompt_token_ids is not None:
+            body["prompt_token_ids"] = prompt_token_ids
         return sse_event(body)
 
     def logprobs(self, entries: list) -> Optional[dict]:
@@ -105,13 +108,18 @@ class ChatShaper:
             message["reasoning"] = reasoning or None
         if calls:
             message["tool_calls"] = calls
-        return {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
-                "finish_reason": finish, "stop_reason": result.stop_reason}
+        choice = {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
+                  "finish_reason": finish, "stop_reason": result.stop_reason}
+        if self.plan.return_token_ids:
+            choice["token_ids"] = result.token_ids
+        return choice
 
     def response(self, results: list, usage: Usage) -> dict:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
                 "system_fingerprint": self.card.fingerprint, "choices": [self.message(r) for r in results],
                 "usage": usage_dict(usage)}
+        if self.plan.return_token_ids:
+            body["prompt_token_ids"] = self.plan.gen.prompt_ids
         if self.plan.prompt.vllm_top is not None:
             # vLLM: one prompt per chat request, so its prompt logprobs sit beside the choices.
             body["prompt_logprobs"] = vllm_prompt_logprobs(self.card, results[0].prompt_logprobs or [],
@@ -127,20 +135,29 @@ class ChatFramer:
     def __init__(self, shaper: ChatShaper):
         self.s = shaper
         self.p = shaper.plan
+        self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
 
-    def _chunk(self, choices: list, usage: Usage) -> bytes:
+    def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None) -> bytes:
+        if self.p.return_token_ids:
+            for choice in choices:
+                choice["token_ids"] = self._ids.pop(choice["index"], [])
         if self.p.continuous_usage and self.p.include_usage:
-            return self.s.chunk(choices, usage_dict(usage), True)
-        return self.s.chunk(choices, None, self.p.include_usage)
+            return self.s.chunk(choices, usage_dict(usage), True, prompt_token_ids)
+        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids)
 
     def start(self, usage: Usage) -> list[bytes]:
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
+        # return_token_ids: each choice's role chunk names the prompt, as vLLM's first chunk does.
+        prompt = self.p.gen.prompt_ids if self.p.return_token_ids else None
         return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                              "finish_reason": None}], usage)
+                              "finish_reason": None}], usage, prompt)
                 for i in range(self.p.gen.num_choices)]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         reasoning, content, calls, finish = self.s.split(delta)
+        if self.p.return_token_ids:
+            # The ids ride on this choice's next chunk (held text, such as a tool call forming, sends none).
+            self._ids[delta.index] = self._ids.get(delta.index, []) + delta.token_ids
         frames = []
         body = {}
         if reasoning:
@@ -182,8 +199,15 @@ class CompletionFramer:
         self.p, self.card, self.id = plan, card, response_id
         self.created = int(time.time())
         self._offsets: dict = {}
+        self._named: set = set()   # return_token_ids: choices whose prompt_token_ids went out (on their first chunk)
 
     def _chunk(self, choices: list, usage: Optional[Usage]) -> bytes:
+        if self.p.return_token_ids:
+            for choice in choices:
+                choice.setdefault("token_ids", [])   # an echo chunk: no generated ids
+                if choice["index"] not in self._named:
+                    self._named.add(choice["index"])
+                    choice["prompt_token_ids"] = self.p.gen.all_prompt_ids[choice["index"] // self.p.gen.n]
         body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
                 "system_fingerprint": self.card.fingerprint, "choices": choices}
         if self.p.include_usage:
@@ -229,6 +253,8 @@ class CompletionFramer:
                   "finish_reason": delta.finish_reason}
         if delta.finish_reason:
             choice["stop_reason"] = delta.stop_reason
+        if self.p.return_token_ids:
+            choice["token_ids"] = delta.token_ids
         return [self._chunk([choice], usage)]
 
     def end(self, usage: Usage) -> list[bytes]:
@@ -256,6 +282,9 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
                     if plan.gen.num_logprobs is not None else None)
         choice = {"index": result.index, "text": echo + result.content, "logprobs": logprobs,
                   "finish_reason": result.finish_reason, "stop_reason": result.stop_reason}
+        if plan.return_token_ids:
+            choice["prompt_token_ids"] = plan.gen.all_prompt_ids[result.index // plan.gen.n]
+            choice["token_ids"] = result.token_ids
         completion_choice_extras(plan, card, result, logprobs, choice)
         choices.append(choice)
     if plan.prompt.prompt_only:

@@ -34,6 +34,8 @@ class Delta:
     prompt_logprobs: Optional[list] = None
     # The choice's generated tokens up to and including this Delta (continuous usage counts what was sent).
     num_tokens: int = 0
+    # The generated ids behind this Delta (vLLM's return_token_ids), the eos / stop token that ended the choice too.
+    token_ids: list = field(default_factory=list)
 
 
 class ChoiceOutput:
@@ -52,6 +54,7 @@ class ChoiceOutput:
         self._stop_token_logprob = req.stop_token_logprob
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
         self._pending_logprobs: list = []
+        self._pending_ids: list = []
         self._pending_prompt: Optional[list] = None
         self._min_tokens = req.sampling.min_tokens
         self._num_tokens = 0
@@ -79,8 +82,8 @@ class ChoiceOutput:
             return None
         delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
                       logprobs=self._pending_logprobs, stop_reason=self._stop_reason(message, finish),
-                      prompt_logprobs=self._pending_prompt)
-        self._pending_logprobs, self._pending_prompt = [], None
+                      prompt_logprobs=self._pending_prompt, token_ids=self._pending_ids)
+        self._pending_logprobs, self._pending_prompt, self._pending_ids = [], None, []
         return delta
 
     def _take_tokens(self, message, finish: Optional[str]) -> list:
@@ -89,6 +92,7 @@ class ChoiceOutput:
         only with include_stop (a special token then only shows with skip_special_tokens false)."""
         token_ids = list(message.token_ids)
         stop_id = message.stop_token_id if finish == "stop" else -1
+        self._pending_ids.extend(token_ids + ([stop_id] if stop_id >= 0 else []))
         if self._want_logprobs:
             self._pending_logprobs.extend(_logprobs(message))
             if stop_id >= 0 and self._stop_token_logprob:

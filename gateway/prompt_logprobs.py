@@ -97,7 +97,8 @@ def join_legacy(first: dict, second: dict) -> dict:
 
 def prompt_only_result(result: ChoiceResult) -> ChoiceResult:
     """max_tokens 0 + echo: the generated token is dropped and the choice ends for length, as vLLM answers."""
-    return replace(result, content="", reasoning="", logprobs=[], finish_reason="length", stop_reason=None)
+    return replace(result, content="", reasoning="", logprobs=[], finish_reason="length", stop_reason=None,
+                   token_ids=[])
 
 
 def completion_choice_extras(plan, card: ModelCard, result: ChoiceResult, logprobs: Optional[dict],

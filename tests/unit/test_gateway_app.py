@@ -375,3 +375,34 @@ async def test_every_chunk_names_the_same_response(stack, path, body):
     assert status == 200 and len(keys) == 1 and next(iter(keys))[4].startswith("fp_")
     status, raw, _ = await post(client, path, {**body, "max_tokens": 3})
     assert orjson.loads(raw)["system_fingerprint"] == next(iter(keys))[4]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/completions", {"prompt": ["hi", "hello there"], "n": 2}),
+    ("/v1/completions", {"prompt": "hi", "echo": True, "stop": [" world"]}),
+    ("/v1/chat/completions", {"messages": USER, "n": 2}),
+])
+async def test_return_token_ids(stack, path, body):
+    """vLLM's return_token_ids (it was accepted and ignored): each choice's generated ids (the eos that ended it too,
+    as usage counts it) and its prompt's ids; streamed, every chunk has the ids behind it and a choice's first chunk
+    (chat: the role chunk, top level) the prompt's; the chunks' ids add up to the non-streamed ones."""
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    request = {**body, "max_tokens": 8, "return_token_ids": True}
+    status, raw, _ = await post(client, path, request)
+    answer = orjson.loads(raw)
+    assert status == 200
+    for choice in answer["choices"]:
+        assert choice["token_ids"] and all(isinstance(t, int) for t in choice["token_ids"])
+    assert sum(len(c["token_ids"]) for c in answer["choices"]) == answer["usage"]["completion_tokens"]
+    prompts = [c.get("prompt_token_ids", answer.get("prompt_token_ids")) for c in answer["choices"]]
+    assert all(prompts) and answer["usage"]["prompt_tokens"] == sum(len(p) for p in prompts[::body.get("n", 1)])
+    status, raw, _ = await post(client, path, {**request, "stream": True})
+    chunks = events(raw)[:-1]
+    for choice, prompt in zip(answer["choices"], prompts):
+        mine = [(chunk, c) for chunk in chunks for c in chunk["choices"] if c["index"] == choice["index"]]
+        assert [t for _, c in mine for t in c["token_ids"]] == choice["token_ids"]
+        first_chunk, first = mine[0]
+        assert first.get("prompt_token_ids", first_chunk.get("prompt_token_ids")) == prompt
+    status, raw, _ = await post(client, path, {**body, "max_tokens": 8})
+    assert "token_ids" not in orjson.loads(raw)["choices"][0]
