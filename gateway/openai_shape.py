@@ -227,7 +227,8 @@ class CompletionFramer:
 
     def _echo_with_logprobs(self, delta: Delta, usage: Usage) -> bytes:
         prompt_ids = self.p.gen.all_prompt_ids[delta.index // self.p.gen.n]
-        logprobs = echo_legacy_logprobs(self.card, prompt_ids, delta.prompt_logprobs, self.p.prompt.echo_top)
+        logprobs = echo_legacy_logprobs(self.card, prompt_ids, delta.prompt_logprobs, self.p.prompt.echo_top,
+                                        self.p.echo_texts[delta.index // self.p.gen.n])
         return self._echo(delta.index, logprobs, usage)
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:

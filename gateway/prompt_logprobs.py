@@ -78,16 +78,19 @@ def legacy_top(card: ModelCard, chosen: int, pairs: list) -> dict:
     return top
 
 
-def echo_legacy_logprobs(card: ModelCard, prompt_ids: list, entries: list, n: int) -> dict:
+def echo_legacy_logprobs(card: ModelCard, prompt_ids: list, entries: list, n: int, echo_text: str) -> dict:
     """The prompt part of completions logprobs (echo): tokens, token_logprobs and top_logprobs (null for the first
-    token; else the prompt token and the n most likely), text_offset (characters) from 0, special tokens counted as
-    the echoed text keeps them."""
+    token; else the prompt token and the n most likely), text_offset (characters) into echo_text, special tokens
+    counted as the echoed text keeps them. A prompt cut by truncate_prompt_tokens is echoed whole (as vLLM does) and
+    its kept tokens are the end of it: their offsets start where their text does (they started at 0)."""
     tops = [None]
     for entry in entries:
         tops.append(legacy_top(card, entry.token_id, [(entry.token_id, entry.logprob)] + list(entry.top[:n])))
+    kept = card.decode(prompt_ids, False)
+    start = len(echo_text) - len(kept) if echo_text.endswith(kept) else 0
     return {"tokens": [card.legacy_token(t) for t in prompt_ids],
             "token_logprobs": [None] + [e.logprob for e in entries], "top_logprobs": tops,
-            "text_offset": TextOffsets(lambda token_id: card.text_bytes(token_id, False)).push(prompt_ids)}
+            "text_offset": TextOffsets(lambda token_id: card.text_bytes(token_id, False), start).push(prompt_ids)}
 
 
 def join_legacy(first: dict, second: dict) -> dict:
@@ -109,6 +112,8 @@ def completion_choice_extras(plan, card: ModelCard, result: ChoiceResult, logpro
     entries = result.prompt_logprobs or []
     if prompt.echo_top is not None and logprobs is not None:
         prompt_ids = plan.gen.all_prompt_ids[result.index // plan.gen.n]
-        choice["logprobs"] = join_legacy(echo_legacy_logprobs(card, prompt_ids, entries, prompt.echo_top), logprobs)
+        echo = plan.echo_texts[result.index // plan.gen.n]
+        choice["logprobs"] = join_legacy(echo_legacy_logprobs(card, prompt_ids, entries, prompt.echo_top, echo),
+                                         logprobs)
     if prompt.vllm_top is not None:
         choice["prompt_logprobs"] = vllm_prompt_logprobs(card, entries, prompt.vllm_top)

@@ -138,3 +138,23 @@ async def test_echoed_token_prompt_keeps_special_tokens(stack):
     assert choice["logprobs"]["text_offset"] == [0, 1, 14]
     chunks = await stream(client, {"prompt": ids, "max_tokens": 1, "echo": True})
     assert chunks[0]["choices"][0]["text"] == "A<|endoftext|>B"
+
+
+async def test_echo_of_a_truncated_prompt_offsets_its_kept_tokens(stack):
+    """truncate_prompt_tokens with echo: the whole prompt is echoed (as vLLM does) and the kept tokens' text_offset
+    index their text at its end (they counted from 0, so text[offset:] did not start with the token)."""
+    client, fake = stack
+    fake.script.reply = "ok"
+    body = {"prompt": "one two three four five six", "max_tokens": 2, "echo": True, "logprobs": 0,
+            "truncate_prompt_tokens": 3}
+    status, out = await post(client, "/v1/completions", body)
+    choice = out["choices"][0]
+    logprobs = choice["logprobs"]
+    assert status == 200 and choice["text"].startswith("one two three four five six")
+    assert out["usage"]["prompt_tokens"] == 3 and logprobs["text_offset"][0] > 0
+    named = [(token, offset) for token, offset in zip(logprobs["tokens"], logprobs["text_offset"])
+             if not token.startswith("<|")]
+    assert all(choice["text"][offset:].startswith(token) for token, offset in named), named
+    streamed = [offset for event in await stream(client, body) if event["choices"] and event["choices"][0]["logprobs"]
+                for offset in event["choices"][0]["logprobs"]["text_offset"]]
+    assert streamed == logprobs["text_offset"]
