@@ -43,11 +43,17 @@ class GenRequest:
     split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning
     thinking_open: bool = False          # the prompt itself ended with an opened <think>
     extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
+    extra_max_tokens: list = field(default_factory=list)  # their limits when they differ from max_tokens (the room)
     constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)
 
     @property
     def all_prompt_ids(self) -> list:
         return [self.prompt_ids] + list(self.extra_prompt_ids)
+
+    def max_tokens_of(self, prompt_index: int) -> int:
+        """The generation limit of prompt prompt_index (0: the first prompt's max_tokens)."""
+        return self.max_tokens if prompt_index == 0 or not self.extra_max_tokens \
+            else self.extra_max_tokens[prompt_index - 1]
 
     @property
     def num_choices(self) -> int:

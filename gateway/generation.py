@@ -43,7 +43,7 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
     if req.constraint is not None:
         constraint = pb.Constraint(kind=req.constraint.kind, grammar=req.constraint.grammar)
     return pb.GenerateRequest(req_id=f"{req.req_id}-{index}", prompt_token_ids=prompt_ids,
-                              sampling=sampling, max_tokens=req.max_tokens,
+                              sampling=sampling, max_tokens=req.max_tokens_of(index // req.n),
                               stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, constraint=constraint,
                               group_id=req.req_id)
 

@@ -263,14 +263,19 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     ids_list, texts = _completion_prompts(body, card, card.max_context_len - output)
     # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context (as vLLM does).
     default = None if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
-    max_tokens = min(resolve_max_tokens(requested, len(ids), card, default, "max_tokens", "prompt")
-                     for ids in ids_list)
+    # Each prompt its own limit, as vLLM gives it: without an explicit one, up to the context from that prompt (a
+    # short prompt beside a long one got the long one's room).
+    limits = [resolve_max_tokens(requested, len(ids), card, default, "max_tokens", "prompt") for ids in ids_list]
+    max_tokens = limits[0]
     prompt = plan_prompt_logprobs(body, echo, stream)
     # max_tokens 0 + echo with prompt logprobs: generate one token and drop it (vLLM does the same).
     prompt.prompt_only = max_tokens == 0 and prompt.num_prompt_logprobs is not None
     gen = _base_gen(body, card, ids_list[0], 1 if prompt.prompt_only else max_tokens, "cmpl")
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.extra_prompt_ids = ids_list[1:]
+    if any(limit != max_tokens for limit in limits):
+        gen.extra_max_tokens = limits[1:]
+        gen.sampling.min_tokens = min([gen.sampling.min_tokens] + limits)
     if body.get("logprobs") is not None:
         gen.num_logprobs = int(body["logprobs"])
     gen.constraint = _completion_constraint(body, card)

@@ -128,3 +128,19 @@ async def test_a_refusal_after_the_others_started_is_still_one_429():
         assert response.status == 429 and error["code"] == "server_overloaded"
         await asyncio.sleep(0.05)
         assert fake.num_running == 0
+
+
+@pytest.mark.parametrize("max_tokens, limits", [(None, [2046, 2048 - 300]), ("absent", [16, 16]), (7, [7, 7])],
+                         ids=["null", "absent", "explicit"])
+async def test_each_prompt_of_a_batch_gets_its_own_limit(stack, max_tokens, limits):
+    """A batch of prompts with max_tokens null: each generates up to the context from its own length, as vLLM
+    gives it; the shortest room of the batch was every prompt's limit (2 tokens of prompt got 1748 of room)."""
+    client, fake = stack
+    body = {"prompt": [[5, 6], [7] * 300], "n": 2}
+    if max_tokens != "absent":
+        body["max_tokens"] = max_tokens
+    response = await client.post("/v1/completions", data=orjson.dumps(body))
+    assert response.status == 200
+    sent = {request.req_id: request.max_tokens for request in fake.script.requests}
+    assert [limit for _, limit in sorted(sent.items(), key=lambda item: int(item[0].rsplit("-", 1)[1]))] == \
+        [limits[0], limits[0], limits[1], limits[1]]
