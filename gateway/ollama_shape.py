@@ -184,7 +184,7 @@ class OllamaOutput:
         if self._filter is not None:
             piece.content = self._filter.push(piece.content)
             if delta.finish_reason:
-                tail, calls = self._filter.finish()
+                tail, calls = self._filter.finish(delta.finish_reason)
                 piece.content += tail
                 piece.tool_calls = ollama_tool_calls(calls) if calls else None
         if delta.finish_reason:

@@ -73,7 +73,7 @@ class ChatShaper:
         if flt is not None:
             content = flt.push(content)
             if finish:
-                tail, calls = flt.finish()
+                tail, calls = flt.finish(finish)
                 content += tail
         if calls:
             if not self.plan.parallel_tool_calls:

@@ -17,6 +17,7 @@ FUNCTION_OPEN = "<function="
 FUNCTION_CLOSE = "</function>"
 PARAM_OPEN = "<parameter="
 PARAM_CLOSE = "</parameter>"
+CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 # Readings tried per call before giving up (each a </parameter> that the next parameter or </function> follows),
 # and parameters per call: they bound what a hostile output costs (and the reader's recursion).
@@ -43,11 +44,12 @@ def skip_space(text: str, pos: int) -> int:
 
 
 class _Reader:
-    """One call's text from just after `<function=NAME>`; `whole`: its </tool_call> must end the text or be
-    followed by the next <tool_call>."""
+    """One call's text from just after `<function=NAME>`; `whole`: its end must end the text or be followed by the
+    next <tool_call>; `open_end`: the model ended the output itself (eos or a stop string, not max_tokens), so a
+    call it closed with the output's end is whole."""
 
-    def __init__(self, text: str, whole: bool):
-        self.text, self.whole = text, whole
+    def __init__(self, text: str, whole: bool, open_end: bool = False):
+        self.text, self.whole, self.open_end = text, whole, open_end
         self.tries = _MAX_TRIES
 
     def name_at(self, pos: int) -> Optional[tuple[str, int]]:
@@ -63,14 +65,12 @@ class _Reader:
     def params(self, pos: int, depth: int = 0) -> Optional[tuple[list, int]]:
         """([(name, raw value)], index after </tool_call>) of the parameters from pos on, or None."""
         pos = skip_space(self.text, pos)
-        if self.text.startswith(FUNCTION_CLOSE, pos):
-            close = skip_space(self.text, pos + len(FUNCTION_CLOSE))
-            if not self.text.startswith(CALL_CLOSE, close):
+        end = self._call_end(pos)
+        if end is not None:
+            after = skip_space(self.text, end)
+            if self.whole and after < len(self.text) and not self.text.startswith(CALL_OPEN, after):
                 return None
-            after = skip_space(self.text, close + len(CALL_CLOSE))
-            if self.whole and after < len(self.text) and not self.text.startswith("<tool_call>", after):
-                return None
-            return [], close + len(CALL_CLOSE)
+            return [], end
         opened = self.name_at(pos)
         if opened is None or depth >= _MAX_PARAMS:
             return None
@@ -89,11 +89,25 @@ class _Reader:
             close = self.text.find(PARAM_CLOSE, close + 1)
         return None
 
+    def _call_end(self, pos: int) -> Optional[int]:
+        """Index after the call's closers at pos: </function> then </tool_call>. One a model drops is read as vLLM's
+        qwen3_coder reads it: </tool_call> alone closes the call, </function> alone does before the next <tool_call>
+        or at the output's end where the model ended it (open_end); None when no close is at pos."""
+        at_end = self.open_end and pos == len(self.text)
+        if self.text.startswith(FUNCTION_CLOSE, pos):
+            pos = skip_space(self.text, pos + len(FUNCTION_CLOSE))
+            at_end = (self.open_end and pos == len(self.text)) or self.text.startswith(CALL_OPEN, pos)
+        elif not (self.text.startswith(CALL_CLOSE, pos) or at_end):
+            return None
+        if self.text.startswith(CALL_CLOSE, pos):
+            return pos + len(CALL_CLOSE)
+        return pos if at_end else None
+
     def _may_follow(self, pos: int) -> bool:
-        return self.text.startswith(FUNCTION_CLOSE, pos) or self.name_at(pos) is not None
+        return self._call_end(pos) is not None or self.name_at(pos) is not None
 
 
-def read_function(text: str, pos: int) -> Optional[tuple[str, list, int]]:
+def read_function(text: str, pos: int, open_end: bool = False) -> Optional[tuple[str, list, int]]:
     """(name, [(parameter, raw value)], index after </tool_call>) of the <function=...> at pos, or None when
     malformed. Readings that end the output (or reach the next call) come first, then ones with other text after
     the call. The values are typed from the tool's schema by gateway.tool_values."""
@@ -102,7 +116,7 @@ def read_function(text: str, pos: int) -> Optional[tuple[str, list, int]]:
     if not name or "\n" in name:
         return None
     for whole in (True, False):
-        read = _Reader(text, whole).params(end + 1)
+        read = _Reader(text, whole, open_end).params(end + 1)
         if read is not None:
             return name, read[0], read[1]
     return None

@@ -17,27 +17,28 @@ from gateway.tool_values import ToolParams
 TOOL_CALL_TAG = "<tool_call>"
 
 
-def _read_json_call(text: str, pos: int) -> Optional[tuple[dict, int]]:
+def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict, int]]:
     """Hermes / Qwen3 JSON form {"name": ..., "arguments": {...}} at pos, read to its own end (a string in it may
-    hold </tool_call>), then its </tool_call>."""
+    hold </tool_call>), then its </tool_call> (or the output's end, where the model ended it)."""
     try:
         _, end = json.JSONDecoder().raw_decode(text, pos)
         obj = load_json(text[pos:end])
     except (ValueError, RecursionError):
         return None
     close = skip_space(text, end)
-    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and text.startswith(CALL_CLOSE, close)):
+    closed = text.startswith(CALL_CLOSE, close)
+    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end and close == len(text))):
         return None
-    return {"name": obj["name"], "arguments": obj.get("arguments") or {}}, close + len(CALL_CLOSE)
+    return {"name": obj["name"], "arguments": obj.get("arguments") or {}}, close + len(CALL_CLOSE) * closed
 
 
-def _read_call(text: str, pos: int, tools: list[dict]) -> Optional[tuple[dict, int]]:
+def _read_call(text: str, pos: int, tools: list[dict], open_end: bool) -> Optional[tuple[dict, int]]:
     """(call, index after its </tool_call>) for the <tool_call> body starting at pos, or None when malformed."""
     start = skip_space(text, pos)
     if text.startswith("{", start):
-        return _read_json_call(text, start)
+        return _read_json_call(text, start, open_end)
     function = text.find(FUNCTION_OPEN, start)
-    read = read_function(text, function) if function >= 0 else None
+    read = read_function(text, function, open_end) if function >= 0 else None
     if read is None:
         return None
     name, params, end = read
@@ -49,12 +50,15 @@ def dump_arguments(arguments) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def parse_tool_calls(text: str, tools: list[dict]) -> Optional[list[dict]]:
-    """OpenAI tool_calls for every <tool_call> block in text; None when any block is malformed or unclosed."""
+def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False) -> Optional[list[dict]]:
+    """OpenAI tool_calls for every <tool_call> block in text; None when any block is malformed or unclosed.
+    open_end: the model ended the output itself (finish_reason stop), so a last call whose </function> or
+    </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut by
+    max_tokens never is."""
     calls = []
     pos = text.find(TOOL_CALL_TAG)
     while pos >= 0:
-        read = _read_call(text, pos + len(TOOL_CALL_TAG), tools)
+        read = _read_call(text, pos + len(TOOL_CALL_TAG), tools, open_end)
         if read is None:
             return None
         call, end = read
@@ -98,12 +102,13 @@ class ToolCallFilter:
         self._held = buf[len(buf) - keep:]
         return buf[:len(buf) - keep]
 
-    def finish(self) -> tuple[str, Optional[list[dict]]]:
-        """(text still to emit, tool calls or None). Unparseable call text is returned as text."""
+    def finish(self, reason: Optional[str] = None) -> tuple[str, Optional[list[dict]]]:
+        """(text still to emit, tool calls or None) at the end of the output, which `reason` ended. Unparseable call
+        text is returned as text."""
         held, self._held = self._held, ""
         if self._calls_text is None:
             return held, None
-        calls = parse_tool_calls(self._calls_text, self._tools)
+        calls = parse_tool_calls(self._calls_text, self._tools, open_end=reason == "stop")
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before it.
             return self._gap + self._calls_text, None
