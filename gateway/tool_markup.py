@@ -45,12 +45,16 @@ def skip_space(text: str, pos: int) -> int:
 
 class _Reader:
     """One call's text from just after `<function=NAME>`; `whole`: its end must end the text or be followed by the
-    next <tool_call>; `open_end`: the model ended the output itself (eos or a stop string, not max_tokens), so a
+    next call; `open_end`: the model ended the output itself (eos or a stop string, not max_tokens), so a
     call it closed with the output's end is whole."""
 
     def __init__(self, text: str, whole: bool, open_end: bool = False):
         self.text, self.whole, self.open_end = text, whole, open_end
         self.tries = _MAX_TRIES
+
+    def call_starts(self, pos: int) -> bool:
+        """Whether the next call starts at pos: its <tool_call>, or a bare <function= (a wrapper the model dropped)."""
+        return self.text.startswith(CALL_OPEN, pos) or self.text.startswith(FUNCTION_OPEN, pos)
 
     def name_at(self, pos: int) -> Optional[tuple[str, int]]:
         """(name, index after '>') of a <parameter=NAME> at pos."""
@@ -68,7 +72,7 @@ class _Reader:
         end = self._call_end(pos)
         if end is not None:
             after = skip_space(self.text, end)
-            if self.whole and after < len(self.text) and not self.text.startswith(CALL_OPEN, after):
+            if self.whole and after < len(self.text) and not self.call_starts(after):
                 return None
             return [], end
         opened = self.name_at(pos)
@@ -91,12 +95,12 @@ class _Reader:
 
     def _call_end(self, pos: int) -> Optional[int]:
         """Index after the call's closers at pos: </function> then </tool_call>. One a model drops is read as vLLM's
-        qwen3_coder reads it: </tool_call> alone closes the call, </function> alone does before the next <tool_call>
-        or at the output's end where the model ended it (open_end); None when no close is at pos."""
+        qwen3_coder reads it: </tool_call> alone closes the call, </function> alone does before the next call or
+        at the output's end where the model ended it (open_end); None when no close is at pos."""
         at_end = self.open_end and pos == len(self.text)
         if self.text.startswith(FUNCTION_CLOSE, pos):
             pos = skip_space(self.text, pos + len(FUNCTION_CLOSE))
-            at_end = (self.open_end and pos == len(self.text)) or self.text.startswith(CALL_OPEN, pos)
+            at_end = (self.open_end and pos == len(self.text)) or self.call_starts(pos)
         elif not (self.text.startswith(CALL_CLOSE, pos) or at_end):
             return None
         if self.text.startswith(CALL_CLOSE, pos):

@@ -1,5 +1,6 @@
 """Gateway process: parses the model's <tool_call> blocks (Qwen3.5 / Qwen3-Coder XML, read by tool_markup, or the
-Hermes JSON form) into OpenAI tool_calls, each block read by its structure up to its own </tool_call>.
+Hermes JSON form; also a bare <function=...> block of an offered tool) into OpenAI tool_calls, each block read by its
+structure up to its own </tool_call>.
 
 Argument values are built by the standard json module, not orjson: orjson turns an integer beyond 64 bits into
 a float (52353800001386185000 -> 5.2353800001386185e+19) and cannot write one back, so a call's arguments would
@@ -15,6 +16,10 @@ from gateway.tool_markup import CALL_CLOSE, FUNCTION_OPEN, load_json, read_funct
 from gateway.tool_values import ToolParams
 
 TOOL_CALL_TAG = "<tool_call>"
+# Where a call starts: its <tool_call>, or a bare <function=NAME> where Qwen3-Coder / Qwen3.6 drop the wrapper at
+# times (ollama/ollama#16686, #18530); vLLM's qwen3_coder parser reads those too. A bare one counts only when NAME
+# is an offered tool and the call reads whole, else it stays text.
+_CALL_STARTS = (TOOL_CALL_TAG, FUNCTION_OPEN)
 
 
 def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict, int]]:
@@ -32,9 +37,17 @@ def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict,
     return {"name": obj["name"], "arguments": obj.get("arguments") or {}}, close + len(CALL_CLOSE) * closed
 
 
+def _next_call(text: str, start: int = 0) -> int:
+    """Index of the next call start (see _CALL_STARTS) from start, or -1."""
+    found = [pos for pos in (text.find(tag, start) for tag in _CALL_STARTS) if pos >= 0]
+    return min(found) if found else -1
+
+
 def _read_call(text: str, pos: int, tools: list[dict], open_end: bool) -> Optional[tuple[dict, int]]:
-    """(call, index after its </tool_call>) for the <tool_call> body starting at pos, or None when malformed."""
-    start = skip_space(text, pos)
+    """(call, index after it) for the call starting at pos (its <tool_call>, or a bare <function=), or None when
+    malformed."""
+    bare = not text.startswith(TOOL_CALL_TAG, pos)
+    start = pos if bare else skip_space(text, pos + len(TOOL_CALL_TAG))
     if text.startswith("{", start):
         return _read_json_call(text, start, open_end)
     function = text.find(FUNCTION_OPEN, start)
@@ -42,6 +55,8 @@ def _read_call(text: str, pos: int, tools: list[dict], open_end: bool) -> Option
     if read is None:
         return None
     name, params, end = read
+    if bare and name not in {(tool.get("function") or {}).get("name") for tool in tools}:
+        return None
     return {"name": name, "arguments": ToolParams.of(tools, name).arguments(params)}, end
 
 
@@ -56,9 +71,11 @@ def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False) -> Op
     </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut by
     max_tokens never is."""
     calls = []
-    pos = text.find(TOOL_CALL_TAG)
+    pos = _next_call(text)
     while pos >= 0:
-        read = _read_call(text, pos + len(TOOL_CALL_TAG), tools, open_end)
+        read = _read_call(text, pos, tools, open_end)
+        if read is None and calls and not text.startswith(TOOL_CALL_TAG, pos):
+            break               # a bare <function= in the prose after the calls: that prose is not part of them
         if read is None:
             return None
         call, end = read
@@ -69,12 +86,13 @@ def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False) -> Op
             "function": {"name": call["name"],
                          "arguments": arguments if isinstance(arguments, str) else dump_arguments(arguments)},
         })
-        pos = text.find(TOOL_CALL_TAG, end)
+        pos = _next_call(text, end)
     return calls or None
 
 
 class ToolCallFilter:
-    """Streams answer text up to the first <tool_call>, then buffers the calls to parse them whole.
+    """Streams answer text up to the first call start (<tool_call> or a bare <function=), then buffers the calls to
+    parse them whole.
 
     Whitespace and partial tags at the end of a piece are held back, so the answer text streamed
     before a call carries no trailing blank lines and never a fragment of the tag.
@@ -91,7 +109,7 @@ class ToolCallFilter:
             self._calls_text += text
             return ""
         buf = self._held + text
-        pos = buf.find(TOOL_CALL_TAG)
+        pos = _next_call(buf)
         if pos >= 0:
             self._calls_text = buf[pos:]
             self._held = ""
@@ -116,8 +134,9 @@ class ToolCallFilter:
 
     @staticmethod
     def _hold_len(buf: str) -> int:
-        for size in range(min(len(buf), len(TOOL_CALL_TAG) - 1), 0, -1):
-            if TOOL_CALL_TAG.startswith(buf[-size:]):
+        longest = max(len(tag) for tag in _CALL_STARTS) - 1
+        for size in range(min(len(buf), longest), 0, -1):
+            if any(tag.startswith(buf[-size:]) for tag in _CALL_STARTS):
                 stripped = buf[:-size]
                 return size + (len(stripped) - len(stripped.rstrip()))
         return len(buf) - len(buf.rstrip())
