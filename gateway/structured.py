@@ -60,6 +60,13 @@ def enforced_format(name: str) -> bool:
     return not llguidance.LLMatcher.validate_grammar(grammar)
 
 
+def formatted_string(schema: Any) -> bool:
+    """A string schema whose format llguidance enforces (and no enum / const, which are literals)."""
+    return (isinstance(schema, dict) and schema.get("type") in ("string", ["string"])
+            and isinstance(schema.get("format"), str) and enforced_format(schema["format"])
+            and "enum" not in schema and "const" not in schema)
+
+
 def _bound(node: Any, limit: int) -> None:
     if not isinstance(node, dict):
         return

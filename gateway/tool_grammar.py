@@ -17,7 +17,7 @@ import json
 from typing import Optional
 
 from gateway.errors import InvalidRequest
-from gateway.structured import bounded_schema, json_grammar, max_string_chars
+from gateway.structured import bounded_schema, formatted_string, json_grammar, max_string_chars
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
 _NUMBER = r"/-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,3})?/"
@@ -99,9 +99,12 @@ def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
     (pydantic and zod put nested models there: vllm-project/vllm#20470, sgl-project/sglang#31692)."""
     if not isinstance(schema, dict):
         schema = {}
-    if _is_raw_string(schema) and not ("enum" in schema or "const" in schema):
+    if formatted_string(schema):
+        # A format (date-time, email, uuid, ...) has no raw-text rule: its JSON string, which typed_value unquotes.
+        value = "%json" + json.dumps(bounded_schema(schema, limit), ensure_ascii=False)
+    elif _is_raw_string(schema) and not ("enum" in schema or "const" in schema):
         return _string_value(schema, limit)     # a pattern it has is approximated (see pattern_terminal)
-    if _is_raw_string(schema):
+    elif _is_raw_string(schema):
         value = _string_value(schema, limit)
     elif isinstance(schema.get("type"), str) and schema["type"] in _PLAIN and set(schema) <= _ANNOTATIONS:
         value = _PLAIN[schema["type"]]

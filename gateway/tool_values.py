@@ -21,6 +21,7 @@ from jsonschema.exceptions import SchemaError, UnknownType
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
+from gateway.structured import formatted_string
 from gateway.tool_markup import load_json
 
 _DEFS_KEYS = ("$defs", "definitions")
@@ -72,7 +73,7 @@ def typed_value(raw: str, schema: Optional[dict]) -> Any:
     the schema's type asks for; anything else stays the text as written."""
     types = _types(schema)
     if types and types <= {"string"}:
-        return raw
+        return _unquoted(raw) if formatted_string(schema) else raw
     try:
         return load_json(raw)
     except ValueError:   # not JSON (or an integer of more digits than int() takes)
@@ -85,6 +86,17 @@ def typed_value(raw: str, schema: Optional[dict]) -> Any:
     if types & {"object", "array"}:
         return _python_container(raw)
     return raw
+
+
+def _unquoted(raw: str) -> str:
+    """A formatted string's text: a forced call writes it as a JSON string ("2026-01-01"), a free one as text."""
+    if len(raw) < 2 or not (raw.startswith('"') and raw.endswith('"')):
+        return raw
+    try:
+        value = load_json(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, str) else raw
 
 
 def _python_container(raw: str) -> Any:
