@@ -143,7 +143,9 @@ async def test_n_choices_refused_in_part_fail_whole_with_429(stack, path, body):
     """A short queue admits choice 0 and refuses choice 1: the whole request is a 429 before any byte of a body
     (never a 200 stream cut by an error event), and the admitted choice is cancelled."""
     client, fake = stack
-    fake.script.reply, fake.script.max_running = "Hello world " * 20, 1
+    # 50 ms a token: choice 0 is still running when choice 1 arrives, however slowly the box schedules the gateway
+    # (with no delay choice 0 could finish first on a loaded machine, and choice 1 would then be admitted: a 200)
+    fake.script.reply, fake.script.max_running, fake.script.delay_s = "Hello world " * 20, 1, 0.05
     status, raw, response = await post(client, path, {**body, "max_tokens": 40})
     assert status == 429 and response.headers["Retry-After"] == "1", raw[:300]
     assert error_of(raw)["type"] == "rate_limit_error" and error_of(raw)["code"] == "server_overloaded"
