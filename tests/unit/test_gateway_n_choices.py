@@ -85,7 +85,8 @@ def _sample(name: str, **labels) -> float:
 async def test_a_request_refused_in_part_is_one_429_and_leaves_nothing(stack, route, stream):
     client, fake = stack
     path, body = ROUTES[route]
-    fake.script.max_running = 2
+    # 50 ms a token: choices 0 and 1 are still running when 2 and 3 arrive, however loaded the box
+    fake.script.max_running, fake.script.delay_s = 2, 0.05
     in_flight = _sample("sparkinfer_gateway_requests_in_flight")
     rejected = _sample("sparkinfer_gateway_requests_rejected_total", reason="server_overloaded")
     response = await client.post(path, data=orjson.dumps({**body, "n": 4, "max_tokens": 64, "stream": stream}))
