@@ -3,17 +3,18 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Optional
 
 from aiohttp import web
 
 from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
-from gateway.errors import ApiError, NotImplementedApi, Overloaded
+from gateway.errors import ApiError, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.ollama_keepalive import LoadState
-from gateway.ollama_request import parse_chat, parse_generate, resolve_model
+from gateway.ollama_request import parse_chat, parse_generate, resolve_model, serves
 from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.web import json_response, read_json
@@ -31,6 +32,15 @@ _NOT_IMPLEMENTED = {
                                      "starts",
 }
 _BLOBS = _NOT_IMPLEMENTED[("POST", "/api/blobs/{digest}")]
+# The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
+# not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler); only the served model gets
+# the 501.
+_NAMED_MODEL = {
+    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found"),
+    ("POST", "/api/copy"): (("source",), 'model "{}" not found'),
+    ("POST", "/api/embed"): (("model",), "model '{}' not found"),
+    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first'),
+}
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
@@ -51,9 +61,9 @@ def ollama_error(exc: ApiError) -> web.Response:
 def ollama_errors(handler):
     """Maps every typed error (and aiohttp's own 4xx) raised by handler to Ollama's error shape."""
     @functools.wraps(handler)
-    async def wrapped(self, request: web.Request) -> web.StreamResponse:
+    async def wrapped(self, request: web.Request, **kwargs) -> web.StreamResponse:
         try:
-            return await handler(self, request)
+            return await handler(self, request, **kwargs)
         except ApiError as exc:
             return ollama_error(exc)
         except web.HTTPException as exc:
@@ -80,7 +90,8 @@ class OllamaRoutes:
         app.router.add_post("/api/chat", self.chat)
         app.router.add_post("/api/generate", self.generate)
         for (method, path), reason in _NOT_IMPLEMENTED.items():
-            app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
+            named = _NAMED_MODEL.get((method, path))
+            app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason, named=named))
         app.router.add_route("HEAD", "/api/blobs/{digest}", functools.partial(self.not_implemented, reason=_BLOBS))
 
     async def root(self, request: web.Request) -> web.Response:
@@ -133,5 +144,17 @@ class OllamaRoutes:
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         return json_response(await complete(plan, card, gen, chat, received))
 
-    async def not_implemented(self, request: web.Request, reason: str) -> web.Response:
+    @ollama_errors
+    async def not_implemented(self, request: web.Request, reason: str, named: Optional[tuple] = None) -> web.Response:
+        if named is not None:
+            await self._check_named_model(request, *named)
         return ollama_error(NotImplementedApi(reason))
+
+    async def _check_named_model(self, request: web.Request, keys: tuple, not_found: str) -> None:
+        """Ollama's 404 when the body names a model this server does not serve (a management request on a model it
+        lacks): the 501 is only for what cannot be done to the served model."""
+        body = await read_json(request)
+        names = [body.get(key) for key in keys] if isinstance(body, dict) else []
+        name = next((n for n in names if isinstance(n, str) and n), None)
+        if name is not None and not serves(name, await self.engine.card(), await self.engine.served_name()):
+            raise NotFound(not_found.format(name), param=keys[0])

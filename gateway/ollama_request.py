@@ -46,15 +46,21 @@ def _canonical(name: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
+def serves(name: str, card: ModelCard, served_name: str) -> bool:
+    """Whether name is the served model as Ollama would find it (any case, ":latest" and the library namespace
+    optional)."""
+    return _canonical(name) in {_canonical(known) for known in model_names(card, served_name)}
+
+
 def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "model") -> str:
     """The requested model name; 400 when missing, else Ollama's 404 body ("model 'x' not found") unless it names
-    the served model as Ollama would find it (any case, ":latest" and the library namespace optional)."""
+    the served model."""
     name = body.get(key)
     if not name and key == "model":
         name = body.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidRequest("model is required", param="model")
-    if _canonical(name) in {_canonical(known) for known in model_names(card, served_name)}:
+    if serves(name, card, served_name):
         return name
     raise NotFound(f"model '{name}' not found", param="model")
 

@@ -112,6 +112,10 @@ class OpenAIRoutes:
         return response
 
     async def embeddings(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        # A model this server does not serve is the 404 every other route gives it (vLLM checks the model first).
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            check_model(body["model"], await self.engine.card(), await self.engine.served_name())
         # 501 with the reason, as design.md section 3 and the 0.5.6 release notes specify for endpoints the engine
         # does not do; `x-should-retry: false` stops the OpenAI SDKs retrying a 5xx (they honour that header).
         raise NotImplementedApi("embeddings are not supported: this server runs a generative model only",

@@ -1,0 +1,52 @@
+"""Gateway with the fake scheduler: model management and embedding routes name the model they act on. A model this
+server does not serve is the 404 every API gives it; only the served model gets the 501 with the reason."""
+import orjson
+import pytest
+
+NOT_SERVED = "llama3:8b"
+
+
+@pytest.mark.parametrize("method,path,body,error", [
+    ("DELETE", "/api/delete", {"model": NOT_SERVED}, "model 'llama3:8b' not found"),
+    ("DELETE", "/api/delete", {"name": NOT_SERVED}, "model 'llama3:8b' not found"),
+    ("POST", "/api/copy", {"source": NOT_SERVED, "destination": "x"}, 'model "llama3:8b" not found'),
+    ("POST", "/api/embed", {"model": NOT_SERVED, "input": "hi"}, "model 'llama3:8b' not found"),
+    ("POST", "/api/embeddings", {"model": NOT_SERVED, "prompt": "hi"},
+     'model "llama3:8b" not found, try pulling it first'),
+], ids=["delete", "delete by name", "copy", "embed", "embeddings"])
+async def test_ollama_route_on_a_model_it_lacks_is_ollamas_404(stack, method, path, body, error):
+    """Ollama's DeleteHandler, CopyHandler, EmbedHandler and EmbeddingsHandler answer these bodies for a model that
+    is not there; it was a 501 'not supported', which tells a client the route is missing rather than the model."""
+    client, servicer = stack
+    response = await client.request(method, path, json=body)
+    assert response.status == 404 and not servicer.script.requests
+    assert orjson.loads(await response.read()) == {"error": error}
+
+
+@pytest.mark.parametrize("method,path,body,words", [
+    ("DELETE", "/api/delete", {"model": "Fake-Model:latest"}, "deleting models is not supported"),
+    ("POST", "/api/copy", {"source": "fake-model", "destination": "x"}, "copying models is not supported"),
+    ("POST", "/api/embed", {"model": "fake-model", "input": "hi"}, "embeddings are not supported"),
+    ("POST", "/api/embeddings", {"model": "fake-model", "prompt": "hi"}, "embeddings are not supported"),
+    ("POST", "/api/pull", {"model": NOT_SERVED}, "pulling models is not supported"),
+], ids=["delete", "copy", "embed", "embeddings", "pull"])
+async def test_ollama_route_on_the_served_model_is_a_501_with_the_reason(stack, method, path, body, words):
+    client, _ = stack
+    response = await client.request(method, path, json=body)
+    assert response.status == 501 and words in orjson.loads(await response.read())["error"]
+
+
+async def test_ollama_management_body_that_is_no_json_is_a_400(stack):
+    client, _ = stack
+    response = await client.post("/api/embed", data=b"{nope")
+    assert response.status == 400 and "not valid JSON" in orjson.loads(await response.read())["error"]
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/api/v0/embeddings"])
+async def test_embeddings_for_a_model_not_served_is_a_404(stack, path):
+    """vLLM checks the model before anything else; it was the 501 meant for the served model."""
+    client, _ = stack
+    response = await client.post(path, json={"model": NOT_SERVED, "input": "hi"})
+    assert response.status == 404
+    error = orjson.loads(await response.read())["error"]
+    assert error["code"] == "model_not_found" and error["param"] == "model" and "llama3:8b" in error["message"]
