@@ -14,7 +14,8 @@ from gateway.errors import ApiError, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.ollama_keepalive import LoadState
-from gateway.ollama_request import parse_chat, parse_generate, resolve_model, serves
+from gateway.ollama_names import resolve_model, serves
+from gateway.ollama_request import parse_chat, parse_generate
 from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.web import json_response, read_json

@@ -8,10 +8,11 @@ from typing import Any, Optional
 from gateway.chat import render_chat
 from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
-from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_keepalive import parse_keep_alive
+from gateway.ollama_names import resolve_model
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
@@ -31,38 +32,6 @@ class OllamaPlan:
     unload: bool = False                  # keep_alive 0 with nothing to generate
     format_schema: Optional[dict] = None  # `format`: the JSON schema the answer must follow ("json": any object)
     keep_alive: Optional[float] = None    # seconds (inf: forever); None: not sent (Ollama's default, 5m)
-
-
-def model_names(card: ModelCard, served_name: str) -> set:
-    return {served_name, card.model_id, "default"}
-
-
-def _canonical(name: str) -> str:
-    """An Ollama model name as Ollama compares it: case-insensitive, ":latest" when no tag is given, and the default
-    registry host and "library" namespace optional ("registry.ollama.ai/library/x:latest" is "x:latest")."""
-    name = name.lower()
-    for prefix in ("registry.ollama.ai/", "library/"):
-        name = name.removeprefix(prefix)
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
-
-
-def serves(name: str, card: ModelCard, served_name: str) -> bool:
-    """Whether name is the served model as Ollama would find it (any case, ":latest" and the library namespace
-    optional)."""
-    return _canonical(name) in {_canonical(known) for known in model_names(card, served_name)}
-
-
-def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "model") -> str:
-    """The requested model name; 400 when missing, else Ollama's 404 body ("model 'x' not found") unless it names
-    the served model."""
-    name = body.get(key)
-    if not name and key == "model":
-        name = body.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidRequest("model is required", param="model")
-    if serves(name, card, served_name):
-        return name
-    raise NotFound(f"model '{name}' not found", param="model")
 
 
 def _format_schema(value: Any) -> Optional[dict]:
@@ -241,14 +210,16 @@ def _context_ids(context: Any, card: ModelCard) -> list:
     return list(context)
 
 
-def _generate_text(body: dict, card: ModelCard, prompt: str) -> str:
+def _generate_text(body: dict, card: ModelCard, prompt: str, context: list) -> str:
     system = body.get("system")
     if system is not None and not isinstance(system, str):
         raise InvalidRequest("system must be a string", param="system")
     if body.get("raw"):
-        # As Ollama: a system prompt needs the template; an empty one (clients send "") is no system prompt.
-        if system:
-            raise InvalidRequest("system cannot be combined with raw: true (no template is applied)", param="system")
+        # Ollama's words: a system prompt needs the template and raw mode returns no context to send back; an empty
+        # system or context (clients send "" and []) is none.
+        if system or context:
+            raise InvalidRequest("raw mode does not support template, system, or context",
+                                 param="system" if system else "context")
         return prompt
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return _render(card, messages, None, body.get("think"))
@@ -278,11 +249,12 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     context = _context_ids(body.get("context"), card)
     if not prompt and not context:
         return plan
-    text = _generate_text(body, card, prompt)
+    text = _generate_text(body, card, prompt, context)
     plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options,
                             split=_splits_reasoning(body))
+    # As Ollama documents it, raw mode returns no context (a templated one would not continue a raw prompt).
+    plan.return_context = not body.get("raw")
     # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
-    plan.gen.num_logprobs = num_logprobs if num_logprobs is not None else 0
-    plan.return_context = True
+    plan.gen.num_logprobs = 0 if num_logprobs is None and plan.return_context else num_logprobs
     _constrain(plan, card)
     return plan

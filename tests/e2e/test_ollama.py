@@ -95,12 +95,17 @@ def test_generate_streamed_pieces_equal_the_answer(client):
     assert whole.prompt_eval_count < len(whole.context) <= whole.prompt_eval_count + whole.eval_count
 
 
-def test_generate_raw_and_context_continuation(client):
-    first = client.generate(model="tiny", prompt="1, 2, 3,", raw=True, options={**GREEDY, "num_predict": 6})
+def test_generate_context_continuation_and_raw(client):
+    first = client.generate(model="tiny", prompt="1, 2, 3,", think=False, options={**GREEDY, "num_predict": 6})
     assert first.done_reason == "length" and first.eval_count == 6
-    follow = client.generate(model="tiny", prompt=" and", raw=True, context=first.context,
+    follow = client.generate(model="tiny", prompt=" and", think=False, context=first.context,
                              options={**GREEDY, "num_predict": 4})
     assert follow.prompt_eval_count > len(first.context)
+    # Raw mode returns no context (Ollama's docs) and refuses one, in Ollama's words.
+    raw = client.generate(model="tiny", prompt="1, 2, 3,", raw=True, options={**GREEDY, "num_predict": 6})
+    assert raw.done_reason == "length" and raw.eval_count == 6 and raw.context is None
+    with pytest.raises(ollama.ResponseError, match="raw mode does not support template, system, or context"):
+        client.generate(model="tiny", prompt=" and", raw=True, context=first.context)
 
 
 def test_thinking_comes_back_separately(client):

@@ -7,7 +7,8 @@ from gateway.chat import render_chat
 from gateway.errors import ContextLengthExceeded, InvalidRequest, NotFound, Unsupported
 from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
-from gateway.ollama_request import parse_chat, parse_generate, resolve_model
+from gateway.ollama_names import resolve_model
+from gateway.ollama_request import parse_chat, parse_generate
 
 HI = [{"role": "user", "content": "Hi"}]
 
@@ -172,10 +173,16 @@ def test_generate_applies_template_with_system(card):
     assert plan.return_context and plan.gen.num_logprobs == 0 and not plan.want_logprobs
 
 
-def test_generate_raw_and_context(card):
-    plan = parse_generate({"model": "default", "prompt": "Hello", "raw": True, "context": [5, 6]}, card, "x")
-    assert plan.gen.prompt_ids == [5, 6] + card.encode("Hello")
-    assert not plan.gen.split_reasoning and not plan.gen.thinking_open
+def test_generate_raw_returns_no_context(card):
+    """Ollama's docs: raw mode will not return a context; an empty one sent with it (clients send []) is none."""
+    plan = parse_generate({"model": "default", "prompt": "Hello", "raw": True, "context": []}, card, "x")
+    assert plan.gen.prompt_ids == card.encode("Hello") and not plan.return_context
+    assert not plan.gen.split_reasoning and not plan.gen.thinking_open and plan.gen.num_logprobs is None
+
+
+def test_generate_context_continues_the_conversation(card):
+    plan = parse_generate({"model": "default", "prompt": "Hi", "context": [5, 6], "think": False}, card, "x")
+    assert plan.gen.prompt_ids == [5, 6] + rendered(card, HI, enable_thinking=False) and plan.return_context
 
 
 @pytest.mark.parametrize("extra, split, thinking_open", [
@@ -201,7 +208,8 @@ GENERATE_REFUSALS = [
     ({"suffix": "return x"}, Unsupported, "suffix \\(fill-in-the-middle\\) is not supported"),
     ({"template": "{{ .Prompt }}"}, Unsupported, "a per-request template is not supported"),
     ({"images": ["aGk="]}, Unsupported, "images are not supported"),
-    ({"raw": True, "system": "x"}, InvalidRequest, "system cannot be combined with raw"),
+    ({"raw": True, "system": "x"}, InvalidRequest, "^raw mode does not support template, system, or context$"),
+    ({"raw": True, "context": [5, 6]}, InvalidRequest, "^raw mode does not support template, system, or context$"),
     ({"raw": True, "think": "none"}, InvalidRequest, "invalid think value 'none'"),
     ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),

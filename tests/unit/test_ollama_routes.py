@@ -141,3 +141,13 @@ async def test_raw_generate_with_think(fake, think, response, thinking):
     body = {"model": "fake-model", "prompt": "Hi", "raw": True, "think": think, "system": "", "stream": False}
     answer = await (await client.post("/api/generate", json=body)).json()
     assert answer["response"] == response and answer.get("thinking") == thinking and answer["done"] is True
+    # Ollama's docs: raw mode will not return a context (it sent the templated ids of nothing it rendered).
+    assert "context" not in answer and answer["eval_count"] > 0
+
+
+async def test_raw_generate_with_a_context_is_ollamas_400(fake):
+    client, servicer = fake
+    body = {"model": "fake-model", "prompt": "Hi", "raw": True, "context": [5, 6], "stream": False}
+    response = await client.post("/api/generate", json=body)
+    assert response.status == 400 and not servicer.script.requests
+    assert await response.json() == {"error": "raw mode does not support template, system, or context"}
