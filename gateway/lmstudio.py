@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
-from gateway.errors import ApiError
+from gateway.errors import ApiError, InvalidRequest
 from gateway.http_stream import stream_generation
 from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
 from gateway.model import ModelCard
@@ -92,10 +92,23 @@ async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
 
 def _lmstudio_body(body):
     """LM Studio's request extensions: max_tokens -1 means no limit (bounded by the context). It becomes an explicit
-    null, not an absent field: an absent max_tokens is 16 tokens on completions (OpenAI's default)."""
-    if isinstance(body, dict) and body.get("max_tokens") == -1:
+    null, not an absent field: an absent max_tokens is 16 tokens on completions (OpenAI's default). repeat_penalty,
+    in LM Studio's list of supported fields, is vLLM's repetition_penalty (which wins when both are sent)."""
+    if not isinstance(body, dict):
+        return body
+    if body.get("max_tokens") == -1:
         body = {**body, "max_tokens": None}
+    if "repeat_penalty" in body:
+        body = {key: value for key, value in body.items() if key != "repeat_penalty"} | {
+            "repetition_penalty": body.get("repetition_penalty", _repeat_penalty(body["repeat_penalty"]))}
     return body
+
+
+def _repeat_penalty(value):
+    """LM Studio's repeat_penalty, checked where it was sent (the /v1 field it becomes has its own name)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 10):
+        raise InvalidRequest(f"repeat_penalty must be a number in (0, 10], got {value!r}", param="repeat_penalty")
+    return value
 
 
 class LMStudioRoutes:

@@ -115,3 +115,25 @@ async def test_model_state_is_not_loaded_while_the_worker_is_down(fake):
     servicer.worker_alive = True
     listed = orjson.loads(await (await client.get("/api/v0/models")).read())["data"][0]
     assert listed["state"] == "loaded" and listed["loaded_context_length"] == 2048
+
+
+@pytest.mark.parametrize("path,extra", [("/api/v0/chat/completions", {"messages": CHAT["messages"]}),
+                                        ("/api/v0/completions", {"prompt": "Hi"})], ids=["chat", "completions"])
+async def test_repeat_penalty_is_honoured(fake, path, extra):
+    """LM Studio lists repeat_penalty among its supported fields; it was logged as unknown and ignored (the
+    scheduler got repetition_penalty 1.0). vLLM's repetition_penalty wins when both are sent."""
+    client, servicer = fake
+    body = {"model": "fake-model", "max_tokens": 2, "repeat_penalty": 1.3, **extra}
+    response = await client.post(path, json=body)
+    assert response.status == 200 and orjson.loads(await response.read())["usage"]["completion_tokens"] == 2
+    assert servicer.script.requests[-1].sampling.repetition_penalty == pytest.approx(1.3)
+    await client.post(path, json={**body, "repetition_penalty": 1.1})
+    assert servicer.script.requests[-1].sampling.repetition_penalty == pytest.approx(1.1)
+
+
+async def test_bad_repeat_penalty_is_a_400_naming_it(fake):
+    client, servicer = fake
+    response = await client.post("/api/v0/chat/completions", json={**CHAT, "repeat_penalty": 0})
+    assert response.status == 400 and not servicer.script.requests
+    error = orjson.loads(await response.read())["error"]
+    assert error["param"] == "repeat_penalty" and error["message"] == "repeat_penalty must be a number in (0, 10], got 0"
