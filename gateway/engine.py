@@ -11,6 +11,7 @@ from gateway.errors import ApiError, ModelUnloadable
 from gateway.gen_request import ChoiceResult, GenRequest, Sampling, Usage  # noqa: F401 - part of the engine API
 from gateway.generation import Generation
 from gateway.model import ModelCard
+from gateway.ollama_keepalive import LoadState
 from gateway.offload import run_cpu
 from gateway.pipeline import Delta, TokenLogprob  # noqa: F401 - part of the engine API
 
@@ -32,6 +33,8 @@ class Engine:
         self._card: Optional[ModelCard] = None
         self._card_lock = asyncio.Lock()
         self._unloadable: Optional[tuple] = None  # (the InfoResponse bytes, its ModelUnloadable)
+        # Ollama's view of the model's residency (/api/ps): every API's generations use the model.
+        self.load_state = LoadState()
 
     async def card(self) -> ModelCard:
         """The model card; fetched from the scheduler on first use. Raises Unavailable."""
@@ -73,7 +76,9 @@ class Engine:
         return bool(load.worker_alive)
 
     async def start(self, req: GenRequest) -> Generation:
-        return Generation(self, req, await self.card())
+        gen = Generation(self, req, await self.card())
+        self.load_state.touch(req.keep_alive)
+        return gen
 
     async def complete(self, req: GenRequest) -> tuple[list[ChoiceResult], Usage]:
         """Runs a request to the end; cancels the scheduler calls if the caller is cancelled."""
@@ -83,5 +88,6 @@ class Engine:
         return results, gen.usage()
 
     def record_finish(self, gen: Generation, finish_reason: str) -> None:
+        self.load_state.release()
         metrics.REQUEST_SUCCESS.labels(finished_reason=finish_reason).inc()
         metrics.E2E_LATENCY.observe(gen.elapsed())

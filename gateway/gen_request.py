@@ -45,6 +45,7 @@ class GenRequest:
     extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
     extra_max_tokens: list = field(default_factory=list)  # their limits when they differ from max_tokens (the room)
     constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)
+    keep_alive: Optional[float] = None   # Ollama's keep_alive, seconds (inf: forever); None: the 5m default (/api/ps)
 
     @property
     def all_prompt_ids(self) -> list:

@@ -13,7 +13,6 @@ from gateway.engine import Engine
 from gateway.errors import ApiError, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
-from gateway.ollama_keepalive import LoadState
 from gateway.ollama_names import resolve_model, serves
 from gateway.ollama_request import parse_chat, parse_generate
 from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
@@ -80,7 +79,6 @@ class OllamaRoutes:
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine = engine
         self.config = config
-        self.load_state = LoadState()
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/", self.root)
@@ -107,7 +105,7 @@ class OllamaRoutes:
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:
-        expires = self.load_state.expires_at()
+        expires = self.engine.load_state.expires_at()
         # A dead worker (or an unreachable scheduler) holds no model: Ollama lists none then.
         if expires is None or not await self.engine.model_loaded():
             return json_response({"models": []})
@@ -136,9 +134,10 @@ class OllamaRoutes:
         card = await self.engine.card()
         parse = parse_chat if chat else parse_generate
         plan = await run_cpu(parse, body, card, await self.engine.served_name())
-        self.load_state.touch(plan.keep_alive)
         if plan.gen is None:
+            self.engine.load_state.touch(plan.keep_alive)
             return json_response(load_response(plan, chat))
+        plan.gen.keep_alive = plan.keep_alive
         gen = await self.engine.start(plan.gen)
         if plan.stream:
             framer = NdjsonFramer(plan, card, gen, chat, received)

@@ -1,9 +1,10 @@
 """Gateway process: Ollama keep_alive (parsed as Ollama does) and the load bookkeeping /api/ps reports.
 
 The model never leaves the GPU here; /api/ps reports what Ollama would: expires_at = last use + keep_alive
-(default 5m, negative = forever; before the first request, from the gateway's start), and no model after a
-request with keep_alive 0 (an explicit unload, or a generation Ollama would unload right after) until the next
-request "loads" it again. The state is per gateway process.
+(default 5m, negative = forever; before the first request, from the gateway's start), and no model once that time
+has passed with no request since, or after a request with keep_alive 0 (an explicit unload, or a generation Ollama
+would unload right after), until the next request "loads" it again. A generation on any API uses the model (Ollama's
+/v1 keeps a model loaded as /api does). The state is per gateway process.
 """
 from __future__ import annotations
 
@@ -74,6 +75,12 @@ class LoadState:
         self.keep_alive = DEFAULT_KEEP_ALIVE_S if keep_alive is None else keep_alive
         self.unloaded = self.keep_alive == 0
 
+    def release(self) -> None:
+        """A generation finished: Ollama's keep_alive counts from when the model goes idle."""
+        self.last_use = time.time()
+
     def expires_at(self) -> Optional[float]:
-        """Unix time the model expires (inf: never); None when it counts as unloaded."""
-        return None if self.unloaded else self.last_use + self.keep_alive
+        """Unix time the model expires (inf: never); None when it counts as unloaded: unloaded by keep_alive 0, or
+        expired (Ollama's scheduler unloads an idle model when its keep_alive runs out; /api/ps then lists none)."""
+        expires = self.last_use + self.keep_alive
+        return None if self.unloaded or expires <= time.time() else expires

@@ -1,5 +1,7 @@
 """Ollama keep_alive parsed as Ollama parses it (Go durations, seconds, negative = forever) and the /api/ps
-bookkeeping it drives (fake scheduler): expires_at = last use + keep_alive, nothing listed after an unload."""
+bookkeeping it drives (fake scheduler): expires_at = last use + keep_alive, nothing listed after an unload or
+once it has passed."""
+import asyncio
 import math
 import time
 from datetime import datetime
@@ -102,3 +104,30 @@ async def test_ps_lists_no_model_while_the_worker_is_down(client):
     assert await ps_expiry(client) is None
     client.fake.worker_alive = True
     assert await ps_expiry(client) is not None
+
+
+async def test_ps_lists_no_model_once_its_keep_alive_has_run_out(client):
+    """Ollama's scheduler unloads an idle model when its keep_alive ends, so /api/ps lists none; it went on listing
+    the model with an expires_at in the past. The next request loads it again."""
+    status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": "1s"})
+    assert status == 200 and 0 < await ps_expiry(client) <= 1
+    await asyncio.sleep(1.2)
+    response = await client.get("/api/ps")
+    assert orjson.loads(await response.read()) == {"models": []}
+    status, body = await post(client, "/api/generate", {"model": "fake-model"})
+    assert status == 200 and body["done_reason"] == "load" and 290 < await ps_expiry(client) <= 300
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+    ("/api/v0/completions", {"prompt": "hi", "max_tokens": 2}),
+    ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+], ids=["openai", "lmstudio", "anthropic"])
+async def test_a_generation_on_any_api_keeps_the_model_loaded(client, path, body):
+    """As in Ollama, where /v1 requests use (and load) the same model: expired, then used on another API, the model
+    is listed again with the default 5m from then."""
+    await post(client, "/api/chat", {**CHAT, "keep_alive": "1s"})
+    await asyncio.sleep(1.2)
+    assert await ps_expiry(client) is None
+    status, _ = await post(client, path, {"model": "fake-model", **body})
+    assert status == 200 and 290 < await ps_expiry(client) <= 300
