@@ -68,14 +68,14 @@ def _stream_flag(body: dict) -> bool:
 
 
 def _logprobs(body: dict) -> Optional[int]:
+    """The number of alternatives per token, None without logprobs: true. As Ollama: top_logprobs outside [0, 20] is
+    its 400, and top_logprobs without logprobs is ignored (its runner asks for no probabilities then)."""
     top = body.get("top_logprobs")
-    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20):
-        raise InvalidRequest("top_logprobs must be an integer in [0, 20]", param="top_logprobs")
-    if not body.get("logprobs"):
-        if top:
-            raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
-        return None
-    return top or 0
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int)):
+        raise InvalidRequest("top_logprobs must be an integer", param="top_logprobs")
+    if top is not None and not 0 <= top <= 20:
+        raise InvalidRequest("top_logprobs must be between 0 and 20", param="top_logprobs")
+    return (top or 0) if body.get("logprobs") else None
 
 
 def _no_images(images: Any, param: str) -> None:

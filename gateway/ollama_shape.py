@@ -174,7 +174,11 @@ class OllamaOutput:
         def one(token_id: int, logprob: float) -> dict:
             return {"token": self.card.token_text(token_id), "logprob": logprob,
                     "bytes": list(self.card.token_bytes(token_id))}
-        return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in entry.top]}
+        logprob = one(entry.token_id, entry.logprob)
+        # Ollama leaves top_logprobs out when none were asked for (omitempty).
+        if entry.top:
+            logprob["top_logprobs"] = [one(t, lp) for t, lp in entry.top]
+        return logprob
 
     def push(self, delta: Delta) -> Piece:
         self.output_ids.extend(entry.token_id for entry in delta.logprobs)

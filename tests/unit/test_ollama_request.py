@@ -140,8 +140,9 @@ CHAT_REFUSALS = [
     ({"stream": "yes"}, InvalidRequest, "stream must be true or false"),
     ({"keep_alive": [5]}, InvalidRequest, "keep_alive must be a duration"),
     ({"tools": [{"type": "function"}]}, InvalidRequest, "tools\\[0\\].function.name is required"),
-    ({"top_logprobs": 3}, InvalidRequest, "top_logprobs needs logprobs: true"),
-    ({"logprobs": True, "top_logprobs": 50}, InvalidRequest, "top_logprobs must be an integer in \\[0, 20\\]"),
+    ({"logprobs": True, "top_logprobs": 50}, InvalidRequest, "^top_logprobs must be between 0 and 20$"),
+    ({"top_logprobs": -1}, InvalidRequest, "^top_logprobs must be between 0 and 20$"),
+    ({"logprobs": True, "top_logprobs": "2"}, InvalidRequest, "^top_logprobs must be an integer$"),
     ({"think": "always"}, InvalidRequest, "invalid think value"),
     ({"messages": [{"role": "assistant", "content": "", "tool_calls": 1.5}]}, InvalidRequest,
      "messages\\[0\\].tool_calls must be a list"),
@@ -164,6 +165,12 @@ def test_chat_prompt_longer_than_num_ctx_is_refused(card):
 def test_chat_logprobs(card):
     plan = parse_chat({"model": "default", "messages": HI, "logprobs": True, "top_logprobs": 2}, card, "x")
     assert plan.want_logprobs and plan.gen.num_logprobs == 2
+
+
+def test_top_logprobs_without_logprobs_is_ignored(card):
+    """Ollama passes top_logprobs on only with logprobs: true; alone it was a 400 here."""
+    plan = parse_chat({"model": "default", "messages": HI, "top_logprobs": 3}, card, "x")
+    assert not plan.want_logprobs and plan.gen.num_logprobs is None
 
 
 def test_generate_applies_template_with_system(card):

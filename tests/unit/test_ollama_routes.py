@@ -151,3 +151,16 @@ async def test_raw_generate_with_a_context_is_ollamas_400(fake):
     response = await client.post("/api/generate", json=body)
     assert response.status == 400 and not servicer.script.requests
     assert await response.json() == {"error": "raw mode does not support template, system, or context"}
+
+
+async def test_logprobs_as_ollama_sends_them(fake):
+    """top_logprobs alone is ignored (a 400 before), and with logprobs: true but no alternatives asked for, each entry
+    has no top_logprobs key (Ollama's omitempty; it was an empty list)."""
+    client, servicer = fake
+    body = {"model": "fake-model", "messages": HI, "think": False, "stream": False, "top_logprobs": 3}
+    answer = await (await client.post("/api/chat", json=body)).json()
+    assert answer["done"] is True and answer["message"]["content"] and "logprobs" not in answer
+    answer = await (await client.post("/api/chat", json={**body, "logprobs": True, "top_logprobs": 0})).json()
+    assert answer["logprobs"] and all(set(entry) == {"token", "logprob", "bytes"} for entry in answer["logprobs"])
+    response = await client.post("/api/chat", json={**body, "top_logprobs": 21})
+    assert response.status == 400 and await response.json() == {"error": "top_logprobs must be between 0 and 20"}
