@@ -40,14 +40,13 @@ class OllamaOptions:
 
 
 def _number(name: str, value: Any, integer: bool) -> Any:
-    """The option's value as a number (an int for an integer option, which must fit Ollama's Go int); else a 400."""
+    """The option's value as Ollama's Options.FromMap reads it: any JSON number, a fractional one truncated toward
+    zero for an integer option (Go's int64(f)), which must fit Ollama's Go int; else a 400 in its words."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = "an integer" if integer else "a number"
-        raise InvalidRequest(f"option {name!r} must be {kind}, got {value!r}", param=f"options.{name}")
+        kind = "integer" if integer else "float32"
+        raise InvalidRequest(f'option "{name}" must be of type {kind}', param=f"options.{name}")
     if not integer:
         return value
-    if isinstance(value, float) and not value.is_integer():
-        raise InvalidRequest(f"option {name!r} must be an integer, got {value!r}", param=f"options.{name}")
     if not _GO_INT_MIN <= value <= _GO_INT_MAX:
         # Go's words for a number that does not fit an int field; it was taken modulo 2^64 (a seed) or as "huge".
         raise InvalidRequest(f"json: cannot unmarshal number {value!r} into Go struct field Options.{name} of type "

@@ -68,15 +68,21 @@ def test_repeat_last_n_is_the_penalty_window(card, options, penalty, window):
     assert (s.repetition_penalty, s.repetition_window) == (penalty, window)
 
 
+def test_fractional_integer_options_are_truncated_as_ollama_reads_them(card):
+    """Ollama's Options.FromMap sets an int field from any JSON number (int64(f), toward zero); 2.5 was a 400."""
+    options = parse_options({"num_predict": 2.5, "top_k": 5.9, "seed": 7.2, "num_ctx": 64.7}, card)
+    assert (options.num_predict, options.sampling.top_k, options.sampling.seed, options.num_ctx) == (2, 5, 7, 64)
+
+
 BAD = [
-    ({"num_predict": 2.5}, InvalidRequest, "'num_predict' must be an integer"),
+    ({"num_predict": "2"}, InvalidRequest, '^option "num_predict" must be of type integer$'),
     ({"num_ctx": 0}, InvalidRequest, "num_ctx' must be a positive integer"),
-    ({"temperature": "hot"}, InvalidRequest, "'temperature' must be a number"),
-    ({"temperature": True}, InvalidRequest, "'temperature' must be a number"),
+    ({"temperature": "hot"}, InvalidRequest, '^option "temperature" must be of type float32$'),
+    ({"temperature": True}, InvalidRequest, '^option "temperature" must be of type float32$'),
     ({"temperature": -0.1}, InvalidRequest, r"'temperature' must be in \[0.0, 100.0\]"),
     ({"top_p": 0}, InvalidRequest, "top_p' must be greater than 0"),
     ({"top_p": 1.5}, InvalidRequest, "top_p"),
-    ({"top_k": 2.5}, InvalidRequest, "'top_k' must be an integer"),
+    ({"top_k": [2]}, InvalidRequest, '^option "top_k" must be of type integer$'),
     ({"min_p": 2}, InvalidRequest, "min_p"),
     ({"presence_penalty": 3}, InvalidRequest, "presence_penalty"),
     ({"repeat_penalty": 0}, InvalidRequest, "repeat_penalty"),

@@ -164,3 +164,13 @@ async def test_logprobs_as_ollama_sends_them(fake):
     assert answer["logprobs"] and all(set(entry) == {"token", "logprob", "bytes"} for entry in answer["logprobs"])
     response = await client.post("/api/chat", json={**body, "top_logprobs": 21})
     assert response.status == 400 and await response.json() == {"error": "top_logprobs must be between 0 and 20"}
+
+
+async def test_fractional_num_predict_is_read_as_ollama_reads_it(fake):
+    """Ollama truncates a fractional integer option (Go's int64(f)); {"num_predict": 2.5} was a 400 here."""
+    client, servicer = fake
+    body = {"model": "fake-model", "prompt": "Hi", "raw": True, "stream": False, "options": {"num_predict": 2.5}}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert answer["done_reason"] == "length" and answer["eval_count"] == 2
+    response = await client.post("/api/generate", json={**body, "options": {"temperature": "0.5"}})
+    assert response.status == 400 and await response.json() == {"error": 'option "temperature" must be of type float32'}
