@@ -5,6 +5,11 @@ from gateway.errors import InvalidRequest, NotFound
 from gateway.model import ModelCard
 
 
+def tag_name(served_name: str) -> str:
+    """The served name as Ollama lists it: with its tag, ":latest" when it has none."""
+    return served_name if ":" in served_name.rsplit("/", 1)[-1] else f"{served_name}:latest"
+
+
 def model_names(card: ModelCard, served_name: str) -> set:
     return {served_name, card.model_id, "default"}
 

@@ -12,7 +12,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_keepalive import parse_keep_alive
-from gateway.ollama_names import resolve_model
+from gateway.ollama_names import resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
@@ -241,7 +241,8 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     if not isinstance(prompt, str):
         raise InvalidRequest("prompt must be a string", param="prompt")
     if body.get("suffix"):
-        raise Unsupported("suffix (fill-in-the-middle) is not supported by this model server", param="suffix")
+        # Ollama's capability check in its words: the model has no fill-in-the-middle template.
+        raise Unsupported(f"{tag_name(served_name)} does not support insert", param="suffix")
     if body.get("template"):
         raise Unsupported("a per-request template is not supported: the model's chat template is always used "
                           "(or none with raw: true)", param="template")

@@ -12,6 +12,7 @@ import orjson
 
 from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.model import ModelCard
+from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
 from gateway.tools import ToolCallFilter
 
@@ -28,10 +29,6 @@ def ndjson_line(body: dict) -> bytes:
 def created_at(now: Optional[datetime] = None) -> str:
     """RFC 3339 UTC time with microseconds, as Ollama writes created_at."""
     return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def tag_name(served_name: str) -> str:
-    return served_name if ":" in served_name.rsplit("/", 1)[-1] else f"{served_name}:latest"
 
 
 def _parameter_size(num_parameters: int) -> str:

@@ -212,7 +212,7 @@ def test_generate_empty_prompt_loads(card):
 
 
 GENERATE_REFUSALS = [
-    ({"suffix": "return x"}, Unsupported, "suffix \\(fill-in-the-middle\\) is not supported"),
+    ({"suffix": "return x"}, Unsupported, "^x:latest does not support insert$"),
     ({"template": "{{ .Prompt }}"}, Unsupported, "a per-request template is not supported"),
     ({"images": ["aGk="]}, Unsupported, "images are not supported"),
     ({"raw": True, "system": "x"}, InvalidRequest, "^raw mode does not support template, system, or context$"),

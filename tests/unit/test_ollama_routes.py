@@ -174,3 +174,12 @@ async def test_fractional_num_predict_is_read_as_ollama_reads_it(fake):
     assert answer["done_reason"] == "length" and answer["eval_count"] == 2
     response = await client.post("/api/generate", json={**body, "options": {"temperature": "0.5"}})
     assert response.status == 400 and await response.json() == {"error": 'option "temperature" must be of type float32'}
+
+
+async def test_suffix_is_ollamas_capability_400(fake):
+    """A model without a fill-in-the-middle template: Ollama's 'does not support insert' (it was other words)."""
+    client, servicer = fake
+    body = {"model": "fake-model", "prompt": "def f(", "suffix": "    return 1", "stream": False}
+    response = await client.post("/api/generate", json=body)
+    assert response.status == 400 and not servicer.script.requests
+    assert await response.json() == {"error": "fake-model:latest does not support insert"}

@@ -8,10 +8,11 @@ import pytest
 from gateway.engine import Delta, GenRequest, TokenLogprob, Usage
 from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
+from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_shape import (OllamaOutput, Piece, arch_family, chunk, created_at, done_reason, durations_ns,
                                   final, final_metrics, load_response, ndjson_line, ollama_tool_calls, ps_entry,
-                                  show_body, tag_name, tags_entry)
+                                  show_body, tags_entry)
 
 STAMP = "2026-01-02T03:04:05.000006Z"
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
