@@ -5,6 +5,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import orjson
+
 from gateway.engine import Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
@@ -179,5 +181,9 @@ def thinking_kwargs(think: Any) -> dict:
         return {"enable_thinking": False}
     if isinstance(think, str) and think in _EFFORTS:
         return {"enable_thinking": True, "reasoning_effort": _EFFORTS[think]}
-    raise InvalidRequest(f"invalid think value {think!r}: use true, false, \"low\", \"medium\", \"high\" or \"max\"",
+    # Ollama's ThinkValue.UnmarshalJSON words.
+    if isinstance(think, str):
+        raise InvalidRequest(f'invalid think value: {orjson.dumps(think).decode()} (must be "high", "medium", "low", '
+                             f'"max", true, or false)', param="think")
+    raise InvalidRequest('think must be a boolean or string ("high", "medium", "low", "max", true, or false)',
                          param="think")

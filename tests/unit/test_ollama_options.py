@@ -146,9 +146,15 @@ def test_think_values(think, expected):
     assert thinking_kwargs(think) == expected
 
 
-def test_bad_think_value():
-    with pytest.raises(InvalidRequest, match="invalid think value 'sometimes'"):
-        thinking_kwargs("sometimes")
+@pytest.mark.parametrize("think,message", [
+    ("sometimes", 'invalid think value: "sometimes" (must be "high", "medium", "low", "max", true, or false)'),
+    (1, 'think must be a boolean or string ("high", "medium", "low", "max", true, or false)'),
+], ids=["unknown level", "a number"])
+def test_bad_think_value_is_ollamas_400(think, message):
+    """Ollama's ThinkValue.UnmarshalJSON words (it was "invalid think value 'sometimes': use true, ...")."""
+    with pytest.raises(InvalidRequest) as info:
+        thinking_kwargs(think)
+    assert info.value.message == message and info.value.param == "think"
 
 
 INT_OPTIONS = ("seed", "top_k", "num_predict", "num_ctx", "repeat_last_n", "mirostat", "num_batch", "num_gpu",

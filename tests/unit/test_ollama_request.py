@@ -217,7 +217,7 @@ GENERATE_REFUSALS = [
     ({"images": ["aGk="]}, Unsupported, "images are not supported"),
     ({"raw": True, "system": "x"}, InvalidRequest, "^raw mode does not support template, system, or context$"),
     ({"raw": True, "context": [5, 6]}, InvalidRequest, "^raw mode does not support template, system, or context$"),
-    ({"raw": True, "think": "none"}, InvalidRequest, "invalid think value 'none'"),
+    ({"raw": True, "think": "none"}, InvalidRequest, 'invalid think value: "none"'),
     ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
     ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),
