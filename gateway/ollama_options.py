@@ -139,7 +139,8 @@ def _num_predict(value: Optional[int]) -> Optional[int]:
 
 
 def _num_ctx(value: Optional[int], card: ModelCard) -> int:
-    if value is None:
+    # 0 is the server's default window, as Ollama's modelOptions reads it (opts.NumCtx == 0).
+    if value is None or value == 0:
         return card.max_context_len
     if value < 1:
         raise InvalidRequest(f"option 'num_ctx' must be a positive integer, got {value}", param="options.num_ctx")

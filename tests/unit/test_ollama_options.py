@@ -76,7 +76,7 @@ def test_fractional_integer_options_are_truncated_as_ollama_reads_them(card):
 
 BAD = [
     ({"num_predict": "2"}, InvalidRequest, '^option "num_predict" must be of type integer$'),
-    ({"num_ctx": 0}, InvalidRequest, "num_ctx' must be a positive integer"),
+    ({"num_ctx": -1}, InvalidRequest, "num_ctx' must be a positive integer"),
     ({"temperature": "hot"}, InvalidRequest, '^option "temperature" must be of type float32$'),
     ({"temperature": True}, InvalidRequest, '^option "temperature" must be of type float32$'),
     ({"temperature": -0.1}, InvalidRequest, r"'temperature' must be in \[0.0, 100.0\]"),
@@ -181,3 +181,8 @@ def test_integer_load_options_are_type_checked_as_ollama_does(card):
     with pytest.raises(InvalidRequest) as err:
         parse_options({"num_gpu": "all"}, card)
     assert err.value.param == "options.num_gpu"
+
+
+def test_num_ctx_0_is_the_default_window(card):
+    """Ollama's modelOptions: a num_ctx of 0 is the server's default (it was a 400 'must be a positive integer')."""
+    assert parse_options({"num_ctx": 0}, card).num_ctx == card.max_context_len

@@ -183,3 +183,10 @@ async def test_suffix_is_ollamas_capability_400(fake):
     response = await client.post("/api/generate", json=body)
     assert response.status == 400 and not servicer.script.requests
     assert await response.json() == {"error": "fake-model:latest does not support insert"}
+
+
+async def test_num_ctx_0_is_the_default_window(fake):
+    client, servicer = fake
+    body = {"model": "fake-model", "messages": HI, "stream": False, "options": {"num_ctx": 0, "num_predict": 2}}
+    answer = await (await client.post("/api/chat", json=body)).json()
+    assert answer["done"] is True and answer["done_reason"] == "length" and answer["eval_count"] == 2
