@@ -210,16 +210,20 @@ def _context_ids(context: Any, card: ModelCard) -> list:
     return list(context)
 
 
-def _generate_text(body: dict, card: ModelCard, prompt: str, context: list) -> str:
+def _system(body: dict, context: list) -> str:
+    """The system prompt ("" for none); as Ollama, raw mode refuses one and a context (a system prompt needs the
+    template, and raw mode returns no context to send back), in its words. Empty ones (clients send "" and []) pass."""
     system = body.get("system")
     if system is not None and not isinstance(system, str):
         raise InvalidRequest("system must be a string", param="system")
+    if body.get("raw") and (system or context):
+        raise InvalidRequest("raw mode does not support template, system, or context",
+                             param="system" if system else "context")
+    return system or ""
+
+
+def _generate_text(body: dict, card: ModelCard, prompt: str, system: str) -> str:
     if body.get("raw"):
-        # Ollama's words: a system prompt needs the template and raw mode returns no context to send back; an empty
-        # system or context (clients send "" and []) is none.
-        if system or context:
-            raise InvalidRequest("raw mode does not support template, system, or context",
-                                 param="system" if system else "context")
         return prompt
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return _render(card, messages, None, body.get("think"))
@@ -248,9 +252,11 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
                           "(or none with raw: true)", param="template")
     _no_images(body.get("images"), "images")
     context = _context_ids(body.get("context"), card)
-    if not prompt and not context:
+    system = _system(body, context)
+    if not prompt:
+        # Ollama answers an empty prompt with a load (or, with keep_alive 0, an unload), whatever context it carries.
         return plan
-    text = _generate_text(body, card, prompt, context)
+    text = _generate_text(body, card, prompt, system)
     plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options,
                             split=_splits_reasoning(body))
     # As Ollama documents it, raw mode returns no context (a templated one would not continue a raw prompt).

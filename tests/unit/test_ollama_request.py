@@ -206,9 +206,18 @@ def test_generate_raw_takes_think_and_an_empty_system(card, extra, split, thinki
     assert plan.gen.split_reasoning is split and plan.gen.thinking_open is thinking_open
 
 
-def test_generate_empty_prompt_loads(card):
-    plan = parse_generate({"model": "default", "prompt": ""}, card, "x")
-    assert plan.gen is None
+@pytest.mark.parametrize("extra", [{}, {"context": [5, 6]}, {"context": [5, 6], "keep_alive": 0}],
+                         ids=["no context", "a context", "unload with a context"])
+def test_generate_empty_prompt_loads(card, extra):
+    """Ollama answers an empty prompt with a load (unload with keep_alive 0) whatever context it carries; with a
+    context it generated a templated empty user turn."""
+    plan = parse_generate({"model": "default", "prompt": "", **extra}, card, "x")
+    assert plan.gen is None and plan.unload is (extra.get("keep_alive") == 0)
+
+
+def test_generate_raw_checks_come_before_the_load(card):
+    with pytest.raises(InvalidRequest, match="^raw mode does not support template, system, or context$"):
+        parse_generate({"model": "default", "prompt": "", "raw": True, "system": "x"}, card, "x")
 
 
 GENERATE_REFUSALS = [

@@ -190,3 +190,11 @@ async def test_num_ctx_0_is_the_default_window(fake):
     body = {"model": "fake-model", "messages": HI, "stream": False, "options": {"num_ctx": 0, "num_predict": 2}}
     answer = await (await client.post("/api/chat", json=body)).json()
     assert answer["done"] is True and answer["done_reason"] == "length" and answer["eval_count"] == 2
+
+
+async def test_empty_prompt_with_a_context_is_a_load(fake):
+    client, servicer = fake
+    body = {"model": "fake-model", "prompt": "", "context": [5, 6], "stream": False}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert not servicer.script.requests and set(answer) == {"model", "created_at", "response", "done", "done_reason"}
+    assert answer["response"] == "" and answer["done"] is True and answer["done_reason"] == "load"
