@@ -27,6 +27,9 @@ def model_object(card: ModelCard, served_name: str, loaded: bool = True) -> dict
              "max_context_length": card.max_context_len}
     if loaded:
         entry["loaded_context_length"] = card.max_context_len
+    if card.takes_tools:
+        # LM Studio lists this for a model trained for tool use; clients (llm-lmstudio) offer tools only then.
+        entry["capabilities"] = ["tool_use"]
     return entry
 
 

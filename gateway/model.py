@@ -135,6 +135,11 @@ class ModelCard:
         kept = [token_id for token_id in token_ids if not skip_special_tokens or token_id not in self._skip_ids]
         return self.tokenizer.decode(kept, skip_special_tokens=False)
 
+    @property
+    def takes_tools(self) -> bool:
+        """Whether the chat template renders tools (what Ollama's `tools` and LM Studio's `tool_use` capability say)."""
+        return "tools" in (self.chat_template_source or "")
+
     def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
         """Each id's vocabulary entry as the tokenizer stores it ("Ġworld" in a byte-level BPE), as transformers'
         convert_ids_to_tokens gives it (vLLM's /tokenize token_strs)."""

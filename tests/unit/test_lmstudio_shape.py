@@ -17,10 +17,17 @@ def card() -> ModelCard:
 
 
 def test_model_object_golden(card):
+    """capabilities ["tool_use"] as LM Studio lists a tool-trained model (the template renders tools); clients such as
+    llm-lmstudio offer tools only then, and it was missing."""
     assert model_object(card, "served") == {
         "id": "served", "object": "model", "type": "llm", "publisher": "sparkinfer", "arch": "qwen3_5",
         "compatibility_type": "safetensors", "quantization": "bf16", "state": "loaded",
-        "max_context_length": 2048, "loaded_context_length": 2048}
+        "max_context_length": 2048, "loaded_context_length": 2048, "capabilities": ["tool_use"]}
+
+
+def test_no_tool_use_capability_without_a_tools_template(card):
+    plain = dataclasses.replace(card, chat_template_source="{{ messages[0].content }}")
+    assert "capabilities" not in model_object(plain, "served")
 
 
 def test_publisher_is_the_org_of_a_hub_id(card):
