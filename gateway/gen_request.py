@@ -12,6 +12,7 @@ class Sampling:
     top_p: float = 1.0
     top_k: int = 0
     min_p: float = 0.0
+    typical_p: float = 1.0   # locally typical sampling mass (Ollama's typical_p); 1 = off
     seed: Optional[int] = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0

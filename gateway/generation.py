@@ -32,6 +32,7 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
     s = req.sampling
     sampling = pb.SamplingParams(
         temperature=s.temperature, top_p=_positive(s.top_p, _LEAST_TOP_P), top_k=s.top_k, min_p=s.min_p,
+        typical_p=_positive(s.typical_p, _LEAST_TOP_P) if s.typical_p > 0 else _LEAST_TOP_P,
         has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
         presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
         repetition_penalty=_positive(s.repetition_penalty, _LEAST_REPETITION_PENALTY),

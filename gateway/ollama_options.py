@@ -26,7 +26,7 @@ _INT_RESOURCE_OPTIONS = frozenset({"num_batch", "num_gpu", "main_gpu", "num_thre
 # Ollama stores every integer option in a Go int (64 bits); a value outside it cannot be that option.
 _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
 # Samplers this server does not have: accepted only at the value that turns them off.
-_OFF_VALUES = {"typical_p": 1.0, "tfs_z": 1.0, "mirostat": 0}
+_OFF_VALUES = {"tfs_z": 1.0, "mirostat": 0}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 # Ollama's repeat_last_n when a request leaves it out (api.DefaultOptions).
 _DEFAULT_REPEAT_LAST_N = 64
@@ -122,7 +122,7 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
     top_k = 0 if top_k < 0 or top_k >= card.vocab_size else top_k
     repetition_penalty, repetition_window = _repetition(opts, pick)
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
-                    top_k=top_k, min_p=float(pick("min_p", 0.0)),
+                    top_k=top_k, min_p=float(pick("min_p", 0.0)), typical_p=float(opts.get("typical_p", 1.0)),
                     # Ollama and llama.cpp: a negative seed means a random one.
                     seed=None if seed is None or seed < 0 else seed % (1 << 64),
                     presence_penalty=float(opts.get("presence_penalty", 0.0)),

@@ -88,6 +88,8 @@ def check_sampling(request, vocab_size: int) -> None:
     if sampling.top_k < 0:
         raise InvalidRequestError(f"top_k={sampling.top_k} must be >= 0 (0 = off)")
     _check_range("min_p", sampling.min_p, 0.0, 1.0)
+    if sampling.typical_p != 0.0:
+        _check_range("typical_p", sampling.typical_p, 1e-9, 1.0)
     _check_range("presence_penalty", sampling.presence_penalty, -2.0, 2.0)
     _check_range("frequency_penalty", sampling.frequency_penalty, -2.0, 2.0)
     # Any positive penalty, as vLLM takes it (0 = unset); the gateways bound it further per API.

@@ -1,7 +1,7 @@
 """Worker process: batched sampling of one packed step's logits; every kind of request shares the same batch.
 
 Order per row: penalties (repetition, then frequency/presence) and logit_bias on the raw logits; greedy rows
-take the argmax; the others divide by temperature, apply top_k, top_p and min_p, and pick
+take the argmax; the others divide by temperature, apply top_k, top_p, typical_p and min_p, and pick
 argmax(probs / E) with E ~ Exponential(1) noise (the Gumbel-max trick in exponential form). A seeded row
 draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
@@ -117,8 +117,27 @@ def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
                 logits[r, valid] = kept
 
 
+def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """Locally typical sampling on logits [R, V] (llama.cpp's typical_p): tokens ordered by how far their surprise
+    (-log p) is from the row's entropy are kept while the mass before them is at most typical_p (the closest token
+    always stays); rows with typical_p 1 (or 0, unset) are untouched."""
+    typical = torch.tensor([st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states],
+                           dtype=logits.dtype)
+    if not (typical < 1).any():
+        return logits
+    logprobs = logits.log_softmax(dim=-1)
+    probs = logprobs.exp()
+    # Masked tokens (p = 0) add nothing to the entropy (0 * -inf would be NaN) and sort last (distance inf).
+    entropy = -torch.where(probs > 0, probs * logprobs, torch.zeros_like(probs)).sum(dim=-1, keepdim=True)
+    order = (-logprobs - entropy).abs().argsort(dim=-1)
+    sorted_probs = probs.gather(1, order)
+    cut_sorted = ((sorted_probs.cumsum(dim=-1) - sorted_probs) > typical[:, None]) & (typical[:, None] < 1)
+    cut = torch.zeros_like(cut_sorted).scatter(1, order, cut_sorted)
+    return logits.masked_fill(cut, MASK)
+
+
 def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
-    """Temperature, top_k, top_p, min_p on logits [R, V] of sampled rows; returns probabilities [R, V]."""
+    """Temperature, top_k, top_p, typical_p, min_p on logits [R, V] of sampled rows; returns probabilities [R, V]."""
     temps = torch.tensor([st.params.temperature for st in states], dtype=logits.dtype)
     logits = logits / temps[:, None]
     vocab = logits.shape[1]
@@ -136,6 +155,7 @@ def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
         cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1)
         sorted_logits = sorted_logits.masked_fill(cut, MASK)
         logits = torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
+    logits = _typical(logits, states)
     probs = logits.softmax(dim=-1)
     min_p = torch.tensor([st.params.min_p for st in states], dtype=logits.dtype)
     if (min_p > 0).any():

@@ -88,7 +88,7 @@ BAD = [
     ({"repeat_penalty": 0}, InvalidRequest, "repeat_penalty"),
     ({"stop": [1, 2]}, InvalidRequest, "'stop' must be a list of strings"),
     ({"mirostat": 1}, Unsupported, "no mirostat sampler"),
-    ({"typical_p": 0.9}, Unsupported, "no typical_p sampler"),
+    ({"typical_p": 1.5}, InvalidRequest, "typical_p"),
     ({"tfs_z": 0.5}, Unsupported, "no tfs_z sampler"),
 ]
 

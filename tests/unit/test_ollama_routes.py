@@ -198,3 +198,22 @@ async def test_empty_prompt_with_a_context_is_a_load(fake):
     answer = await (await client.post("/api/generate", json=body)).json()
     assert not servicer.script.requests and set(answer) == {"model", "created_at", "response", "done", "done_reason"}
     assert answer["response"] == "" and answer["done"] is True and answer["done_reason"] == "load"
+
+
+async def test_the_docs_every_option_example_is_served(fake):
+    """docs/api.md 'Generate request (With options)' sets every option Ollama has; typical_p 0.7 made it a 400 ('no
+    typical_p sampler'). Each sampling option reaches the scheduler; the load-time ones are accepted and ignored."""
+    client, servicer = fake
+    options = {"num_keep": 5, "seed": 42, "num_predict": 100, "draft_num_predict": 4, "top_k": 20, "top_p": 0.9,
+               "min_p": 0.0, "typical_p": 0.7, "repeat_last_n": 33, "temperature": 0.8, "repeat_penalty": 1.2,
+               "presence_penalty": 1.5, "frequency_penalty": 1.0, "penalize_newline": True, "stop": ["\n", "user:"],
+               "numa": False, "num_ctx": 1024, "num_batch": 2, "num_gpu": 1, "main_gpu": 0, "use_mmap": True,
+               "num_thread": 8}
+    body = {"model": "fake-model", "prompt": "Why is the sky blue?", "stream": False, "options": options}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert answer["done"] is True and answer["response"] is not None and answer["eval_count"] > 0
+    request = servicer.script.requests[-1]
+    s = request.sampling
+    assert (s.typical_p, s.top_p, s.temperature, s.repetition_penalty) == pytest.approx((0.7, 0.9, 0.8, 1.2))
+    assert (s.top_k, s.seed, s.repetition_window, request.max_tokens) == (20, 42, 33, 100)
+    assert (s.presence_penalty, s.frequency_penalty) == pytest.approx((1.5, 1.0))
