@@ -28,6 +28,8 @@ _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
 # Samplers this server does not have: accepted only at the value that turns them off.
 _OFF_VALUES = {"tfs_z": 1.0, "mirostat": 0}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+# The least top_p the wire carries (gateway.generation sends it for anything smaller): only the most likely token.
+_LEAST_TOP_P = 1e-9
 # Ollama's repeat_last_n when a request leaves it out (api.DefaultOptions).
 _DEFAULT_REPEAT_LAST_N = 64
 
@@ -114,14 +116,14 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
     def pick(name: str, fallback):
         return opts[name] if opts.get(name) is not None else defaults.get(name, fallback)
 
-    if opts.get("top_p") == 0:
-        raise InvalidRequest("option 'top_p' must be greater than 0", param="options.top_p")
     seed = opts.get("seed")
     top_k = int(pick("top_k", 0))
     # top_k at or past the vocabulary keeps every token: the same as off (and a huge value fits no int32).
     top_k = 0 if top_k < 0 or top_k >= card.vocab_size else top_k
     repetition_penalty, repetition_window = _repetition(opts, pick)
-    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
+    # top_p 0 keeps the most likely token, as llama.cpp's top_p sampler (Ollama's) reads it; 0 on the wire is "off".
+    top_p = float(pick("top_p", 1.0)) or _LEAST_TOP_P
+    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=top_p,
                     top_k=top_k, min_p=float(pick("min_p", 0.0)), typical_p=float(opts.get("typical_p", 1.0)),
                     # Ollama and llama.cpp: a negative seed means a random one.
                     seed=None if seed is None or seed < 0 else seed % (1 << 64),

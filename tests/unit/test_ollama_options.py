@@ -80,7 +80,6 @@ BAD = [
     ({"temperature": "hot"}, InvalidRequest, '^option "temperature" must be of type float32$'),
     ({"temperature": True}, InvalidRequest, '^option "temperature" must be of type float32$'),
     ({"temperature": -0.1}, InvalidRequest, r"'temperature' must be in \[0.0, 100.0\]"),
-    ({"top_p": 0}, InvalidRequest, "top_p' must be greater than 0"),
     ({"top_p": 1.5}, InvalidRequest, "top_p"),
     ({"top_k": [2]}, InvalidRequest, '^option "top_k" must be of type integer$'),
     ({"min_p": 2}, InvalidRequest, "min_p"),
@@ -186,3 +185,8 @@ def test_integer_load_options_are_type_checked_as_ollama_does(card):
 def test_num_ctx_0_is_the_default_window(card):
     """Ollama's modelOptions: a num_ctx of 0 is the server's default (it was a 400 'must be a positive integer')."""
     assert parse_options({"num_ctx": 0}, card).num_ctx == card.max_context_len
+
+
+def test_top_p_0_keeps_the_most_likely_token(card):
+    """llama.cpp's top_p sampler (Ollama's) keeps one token at 0; it was a 400 'must be greater than 0'."""
+    assert parse_options({"top_p": 0}, card).sampling.top_p == 1e-9

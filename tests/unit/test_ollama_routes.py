@@ -217,3 +217,11 @@ async def test_the_docs_every_option_example_is_served(fake):
     assert (s.typical_p, s.top_p, s.temperature, s.repetition_penalty) == pytest.approx((0.7, 0.9, 0.8, 1.2))
     assert (s.top_k, s.seed, s.repetition_window, request.max_tokens) == (20, 42, 33, 100)
     assert (s.presence_penalty, s.frequency_penalty) == pytest.approx((1.5, 1.0))
+
+
+async def test_top_p_0_is_served_as_ollama_serves_it(fake):
+    client, servicer = fake
+    body = {"model": "fake-model", "messages": HI, "stream": False, "options": {"top_p": 0, "num_predict": 2}}
+    answer = await (await client.post("/api/chat", json=body)).json()
+    assert answer["done"] is True and answer["eval_count"] == 2
+    assert servicer.script.requests[-1].sampling.top_p == pytest.approx(1e-9)

@@ -55,13 +55,15 @@ def responses(card, **fields):
     (ollama, {"top_p": 1e-9}, "top_p", 1e-9),
     (ollama, {"top_p": 1e-50}, "top_p", 1e-9),
     (ollama, {"repeat_penalty": 0.01}, "repetition_penalty", 0.01),
+    (ollama, {"top_p": 0}, "top_p", 1e-9),
     (ollama, {"typical_p": 0.7}, "typical_p", 0.7),
     (ollama, {"typical_p": 0}, "typical_p", 1e-9),
     (ollama, {}, "typical_p", 1.0),
     (anthropic, {"top_p": 1e-50}, "top_p", 1e-9),
     (responses, {"top_p": 1e-9}, "top_p", 1e-9),
 ], ids=["openai-top_p-1e-9", "openai-top_p-1e-50", "openai-repetition-0.005", "openai-repetition-1e-50",
-        "ollama-top_p-1e-9", "ollama-top_p-1e-50", "ollama-repeat_penalty-0.01", "ollama-typical_p-0.7",
+        "ollama-top_p-1e-9", "ollama-top_p-1e-50", "ollama-repeat_penalty-0.01", "ollama-top_p-0 keeps one token (llama.cpp)",
+        "ollama-typical_p-0.7",
         "ollama-typical_p-0 keeps one token (llama.cpp)", "ollama-typical_p-unset is off", "anthropic-top_p-1e-50",
         "responses-top_p-1e-9"])
 def test_accepted_values_are_admitted_and_stay_positive(card, parse, fields, name, want):
