@@ -232,12 +232,14 @@ UNSUPPORTED_CALLS = [
     ("format unenforceable", lambda c: c.chat(model="tiny", messages=HELLO, format={"type": "object", "not": {}}),
      400, "format cannot be enforced"),
     ("format bad schema", lambda c: c.generate(model="tiny", prompt="x", format={"type": "objet"}), 400, "format"),
-    ("suffix", lambda c: c.generate(model="tiny", prompt="def f(", suffix="return 1"), 400, "suffix"),
+    ("suffix", lambda c: c.generate(model="tiny", prompt="def f(", suffix="return 1"), 400,
+     "tiny:latest does not support insert"),
     ("images", lambda c: c.generate(model="tiny", prompt="x", images=[b"\x89PNG"]), 400, "images"),
-    ("num_predict 2.5", lambda c: c.generate(model="tiny", prompt="x", options={"num_predict": 2.5}), 400,
-     "num_predict"),
+    ("num_predict a string", lambda c: c.generate(model="tiny", prompt="x", options={"num_predict": "2"}), 400,
+     'option "num_predict" must be of type integer'),
     ("mirostat", lambda c: c.generate(model="tiny", prompt="x", options={"mirostat": 2}), 400, "mirostat"),
-    ("typical_p", lambda c: c.generate(model="tiny", prompt="x", options={"typical_p": 0.5}), 400, "typical_p"),
+    ("typical_p above 1", lambda c: c.generate(model="tiny", prompt="x", options={"typical_p": 1.5}), 400,
+     "typical_p"),
     ("bad temperature", lambda c: c.generate(model="tiny", prompt="x", options={"temperature": -1}), 400,
      "temperature"),
     ("bad think", lambda c: c.generate(model="tiny", prompt="x", think="sometimes"), 400, "think"),
@@ -275,3 +277,19 @@ def test_repeat_last_n_window_reaches_the_worker(http):
     answer = http.post("/api/generate", json=body)
     assert answer.status_code == 200, answer.text
     assert answer.json()["done_reason"] == "length" and answer.json()["eval_count"] == 6
+
+
+def test_the_docs_every_option_example_runs_on_the_worker(http):
+    """docs/api.md 'Generate request (With options)': typical_p (a 400 before) and top_p 0 reach the real sampler."""
+    options = {"num_keep": 5, "seed": 42, "num_predict": 8, "top_k": 20, "top_p": 0.9, "min_p": 0.0, "typical_p": 0.7,
+               "repeat_last_n": 33, "temperature": 0.8, "repeat_penalty": 1.2, "presence_penalty": 1.5,
+               "frequency_penalty": 1.0, "penalize_newline": True, "numa": False, "num_ctx": 1024, "num_batch": 2,
+               "num_gpu": 1, "main_gpu": 0, "use_mmap": True, "num_thread": 8}
+    body = {"model": "tiny", "prompt": "Why is the sky blue?", "stream": False, "think": False, "options": options}
+    first = http.post("/api/generate", json=body)
+    assert first.status_code == 200, first.text
+    assert first.json()["done_reason"] == "length" and first.json()["eval_count"] == 8
+    again = http.post("/api/generate", json=body).json()
+    assert again["response"] == first.json()["response"]  # seeded
+    greedy = http.post("/api/generate", json={**body, "options": {"top_p": 0, "num_predict": 8, "temperature": 1.5}})
+    assert greedy.status_code == 200 and greedy.json()["eval_count"] == 8
