@@ -159,8 +159,8 @@ def apply_grammars(book: GrammarBook, logits: torch.Tensor, states: list) -> lis
     rows = [(r, st.grammar) for r, st in enumerate(states) if st.grammar is not None and not st.grammar.error]
     if not rows:
         return rows
-    index = torch.tensor([r for r, _ in rows])
-    allowed = book.allowed([g for _, g in rows])[:, :logits.shape[1]]
+    index = torch.tensor([r for r, _ in rows], device=logits.device)
+    allowed = book.allowed([g for _, g in rows])[:, :logits.shape[1]].to(logits.device)
     logits[index] = logits[index].masked_fill(~allowed, MASK)
     for _, grammar in rows:
         grammar.check()
