@@ -20,7 +20,7 @@ def test_deterministic_rows_pick_the_host_ids():
     logits = torch.randn(6, V) * 4
     params = [dict(temperature=0, repetition_penalty=1.3), dict(temperature=0, frequency_penalty=0.7,
               presence_penalty=0.4), dict(temperature=0, logit_bias={11: 40.0}), dict(temperature=0.8, top_k=1),
-              dict(temperature=0, min_tokens=9), dict(temperature=1.0, top_k=1, seed=3)]
+              dict(temperature=0, min_tokens=9), dict(temperature=1.0, top_k=1, seed=3, has_seed=True)]
     host = Sampler(V, seed=1).sample(logits.clone(), _states(params))
     cuda = Sampler(V, seed=1).sample(logits.cuda(), _states(params))
     assert cuda.token_ids == host.token_ids
@@ -31,7 +31,7 @@ def test_sampled_rows_stay_in_the_host_filter():
     torch.manual_seed(1)
     logits = torch.randn(8, V) * 3
     params = [dict(temperature=0.7, top_p=0.8, top_k=20), dict(temperature=1.0, top_p=0.5),
-              dict(temperature=0.6, min_p=0.2), dict(temperature=1.2, top_k=5, seed=7)] * 2
+              dict(temperature=0.6, min_p=0.2), dict(temperature=1.2, top_k=5, seed=7, has_seed=True)] * 2
     keep = _filter(logits.clone(), _states(params)) > 0
     sampler = Sampler(V, seed=2)
     for _ in range(20):
