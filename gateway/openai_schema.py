@@ -106,6 +106,25 @@ _COMMON = {
     "guided_grammar": _STR_OR_NULL,
     "structured_outputs": {"type": ["object", "null"]},
     "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+    # Refused or without effect here (openai_fields), typed as vLLM's request models type them: a wrong type is
+    # vLLM's 400, and the checks that read the value (best_of < n, typical_p < 1) never see a string (a 500).
+    "best_of": {"type": ["integer", "null"], "minimum": 1},
+    "typical_p": {"type": ["number", "null"]},
+    "length_penalty": {"type": ["number", "null"]},
+    "use_beam_search": _BOOL_OR_NULL,
+    "return_tokens_as_token_ids": _BOOL_OR_NULL,
+    "allowed_token_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
+    "bad_words": {"type": ["array", "null"], "items": {"type": "string"}},
+    "mirostat": {"type": ["integer", "null"]},
+    "guided_whitespace_pattern": _STR_OR_NULL,
+    "metadata": {"type": ["object", "null"]},
+    "store": _BOOL_OR_NULL,
+    "service_tier": _STR_OR_NULL,
+    "priority": {"type": ["integer", "null"]},
+    "request_id": _STR_OR_NULL,
+    "cache_salt": _STR_OR_NULL,
+    "spaces_between_special_tokens": _BOOL_OR_NULL,
+    "add_special_tokens": _BOOL_OR_NULL,
     "return_token_ids": _BOOL_OR_NULL,
 }
 
@@ -140,6 +159,12 @@ CHAT_SCHEMA = {
         "reasoning": {"type": ["object", "null"],
                       "properties": {"effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
                                      "exclude": _BOOL_OR_NULL}},
+        # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.
+        "echo": _BOOL_OR_NULL,
+        "documents": {"type": ["array", "null"], "items": {"type": "object"}},
+        "modalities": {"type": ["array", "null"], "items": {"type": "string"}},
+        "audio": {"type": ["object", "null"]},
+        "prediction": {"type": ["object", "null"]},
     },
 }
 
@@ -159,7 +184,6 @@ COMPLETION_SCHEMA = {
         "echo": _BOOL_OR_NULL,
         "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "suffix": _STR_OR_NULL,
-        "best_of": {"type": ["integer", "null"], "minimum": 1},
         "response_format": _RESPONSE_FORMAT,     # vLLM's CompletionRequest takes it as chat does
     },
 }
