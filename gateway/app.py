@@ -57,10 +57,16 @@ async def error_middleware(request: web.Request, handler):
         error = _http_error(exc, request.path)
         error.status = exc.status
         response = api_error_response(request.path, error)
-    except (asyncio.CancelledError, ConnectionResetError):
-        # The client went away (aiohttp cancels the handler, or a write failed): counted here, streamed or not.
+    except asyncio.CancelledError:
+        # The client went away (aiohttp cancels the handler): counted here, streamed or not.
         metrics.CLIENT_DISCONNECTED.inc()
         raise
+    except ConnectionResetError as exc:
+        # A stream's write reached the closed connection before aiohttp's cancel did: the same departure. Re-raised
+        # as it is, aiohttp took it for a handler fault (an ERROR "Error handling request" traceback per such
+        # disconnect, and a 500 for a socket already gone); as a cancel it closes the connection quietly.
+        metrics.CLIENT_DISCONNECTED.inc()
+        raise asyncio.CancelledError() from exc
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
         response = api_error_response(request.path, InternalError(f"internal error: {exc!r}"))

@@ -3,6 +3,7 @@ sparkinfer_gateway_client_disconnected_total, whether the request streamed or no
 counted at all), on every API."""
 import asyncio
 import contextlib
+import logging
 
 import orjson
 import pytest
@@ -102,3 +103,35 @@ async def test_a_close_cancelled_midway_still_ends_the_request_in_the_metrics():
     finally:
         await client.close()
         await server.stop(None)
+
+
+async def test_a_write_to_a_closed_connection_is_a_quiet_disconnect(stack, monkeypatch, caplog):
+    """A client that leaves mid-stream is often seen first by a write (aiohttp's ClientConnectionResetError: Cannot
+    write to closing transport), before aiohttp cancels the handler. That was logged as a handler fault: an ERROR
+    "Error handling request" with a traceback (7 of them in one 200-stream abort storm) and a 500 attempted on the
+    dead socket. It is a disconnect: counted once, the generation closed, nothing logged above INFO."""
+    from aiohttp import web
+    from aiohttp.client_exceptions import ClientConnectionResetError
+
+    client, fake = stack
+    real_write, writes = web.StreamResponse.write, []
+
+    async def write(self, data):
+        writes.append(data)
+        if len(writes) == 3:
+            raise ClientConnectionResetError("Cannot write to closing transport")
+        return await real_write(self, data)
+
+    monkeypatch.setattr(web.StreamResponse, "write", write)
+    before = disconnected()
+    with caplog.at_level(logging.INFO):
+        response = await client.post("/v1/chat/completions", data=orjson.dumps(
+            {"messages": USER, "max_tokens": 200, "stream": True}))
+        received = b""
+        with contextlib.suppress(Exception):
+            async for chunk in response.content.iter_any():
+                received += chunk
+        await _settled(fake)
+    assert response.status == 200 and received.startswith(b"data: {") and b"internal" not in received
+    assert disconnected() == before + 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
