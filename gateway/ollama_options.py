@@ -100,14 +100,15 @@ def _stop_list(value: Any) -> list:
     return [s for s in value if s]
 
 
-def _repetition(opts: dict, pick) -> tuple[float, int]:
-    """(repeat_penalty, the tokens it looks back over) as Ollama reads repeat_last_n: 64 when unset, 0 disables the
-    penalty, -1 (any negative) is the whole context."""
+def _repetition(opts: dict, pick, context: int) -> tuple[float, int]:
+    """(repeat_penalty, the tokens it looks back over; 0 = all) as Ollama reads repeat_last_n: 64 when unset, 0
+    disables the penalty, -1 (any negative) is the whole context, and so is a window at or past the context (any
+    Go int is taken; past 2^31 - 1 it fit no int32 on the wire: a 500)."""
     penalty = float(opts.get("repeat_penalty", pick("repetition_penalty", 1.0)))
     window = opts.get("repeat_last_n", _DEFAULT_REPEAT_LAST_N)
     if window == 0:
         return 1.0, 0
-    return penalty, max(window, 0)
+    return penalty, window if 0 < window < context else 0
 
 
 def _sampling(opts: dict, card: ModelCard) -> Sampling:
@@ -120,7 +121,7 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
     top_k = int(pick("top_k", 0))
     # top_k at or past the vocabulary keeps every token: the same as off (and a huge value fits no int32).
     top_k = 0 if top_k < 0 or top_k >= card.vocab_size else top_k
-    repetition_penalty, repetition_window = _repetition(opts, pick)
+    repetition_penalty, repetition_window = _repetition(opts, pick, card.max_context_len)
     # top_p 0 keeps the most likely token, as llama.cpp's top_p sampler (Ollama's) reads it; 0 on the wire is "off".
     top_p = float(pick("top_p", 1.0)) or _LEAST_TOP_P
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=top_p,

@@ -60,7 +60,10 @@ def test_negative_seed_is_random_and_single_stop_string_is_a_list(card):
     ({"repeat_penalty": 1.1, "repeat_last_n": 256}, 1.1, 256),
     ({"repeat_penalty": 1.3, "repeat_last_n": -1}, 1.3, 0),
     ({"repeat_penalty": 1.3, "repeat_last_n": 0}, 1.0, 0),
-], ids=["unset is 64", "64", "256", "-1 is the whole context", "0 disables"])
+    ({"repeat_penalty": 1.3, "repeat_last_n": 2048}, 1.3, 0),
+    ({"repeat_penalty": 1.3, "repeat_last_n": 2**31}, 1.3, 0),
+], ids=["unset is 64", "64", "256", "-1 is the whole context", "0 disables", "the context is all of it",
+        "past int32 is all of it"])
 def test_repeat_last_n_is_the_penalty_window(card, options, penalty, window):
     """Ollama's repeat_last_n (default 64): the penalty looks at the last N prompt+output tokens. Any window but -1
     was a 400 'repeat_last_n=64 is not supported', so clients that send Ollama's own default failed."""

@@ -225,3 +225,22 @@ async def test_top_p_0_is_served_as_ollama_serves_it(fake):
     answer = await (await client.post("/api/chat", json=body)).json()
     assert answer["done"] is True and answer["eval_count"] == 2
     assert servicer.script.requests[-1].sampling.top_p == pytest.approx(1e-9)
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/api/generate", {"model": "fake-model", "prompt": "Hi", "stream": False}),
+    ("/api/chat", {"model": "fake-model", "messages": HI, "stream": False}),
+], ids=["generate", "chat"])
+async def test_a_repeat_last_n_past_int32_is_the_whole_context(fake, path, body):
+    """Ollama takes any Go int for repeat_last_n; 2^31 reached the wire's int32 repetition_window and was a 500
+    ({"error": "gateway error while generating: ValueError('Value out of range: 2147483648')"}). A window at or
+    past the context looks back over all of it, as -1 does."""
+    client, servicer = fake
+    servicer.script.reply = "Hello"
+    response = await client.post(path, json={**body, "think": False,
+                                             "options": {"repeat_last_n": 2**31, "repeat_penalty": 1.2}})
+    answer = await response.json()
+    assert response.status == 200, answer
+    assert answer["done"] is True and "error" not in answer
+    assert (answer["response"] if path == "/api/generate" else answer["message"]["content"]) == "Hello"
+    assert servicer.script.requests[-1].sampling.repetition_window == 0
