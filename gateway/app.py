@@ -126,6 +126,11 @@ async def version(request: web.Request) -> web.Response:
 
 
 async def metrics_route(request: web.Request) -> web.Response:
+    try:
+        load = await request.app[ENGINE_KEY].client.load(timeout=1.0)
+    except ApiError:
+        load = None
+    metrics.set_scheduler_load(load)
     body, content_type = metrics.render(request.headers.get("Accept"))
     return web.Response(body=body, headers={"Content-Type": content_type})
 

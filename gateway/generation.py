@@ -67,6 +67,9 @@ class Generation:
         self._usage = Usage(prompt_tokens=sum(self._num_prompt))
         self._generated = [0] * req.num_choices
         self._sent = [0] * req.num_choices   # per choice, the num_tokens of its last Delta handed out by next()
+        # Per choice: heard from the scheduler (its prompt was prefilled), and ended (a finish reason or an error).
+        self._heard = [False] * req.num_choices
+        self._ended = [False] * req.num_choices
         self._running = req.num_choices
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
@@ -143,10 +146,11 @@ class Generation:
         # aiohttp cancels the handler that is closing), and the request must leave requests_in_flight all the same.
         if not self._closed:
             self._closed = True
-            usage = self.usage()
             metrics.REQUESTS_IN_FLIGHT.dec()
-            metrics.PROMPT_TOKENS.inc(usage.prompt_tokens)
-            metrics.GENERATION_TOKENS.inc(usage.completion_tokens)
+            for ended in self._ended:
+                if not ended:
+                    # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort".
+                    self._engine.record_finish(self, "abort")
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _run_choice(self, index: int) -> None:
@@ -157,11 +161,13 @@ class Generation:
             await self._consume(index, stream)
             self._queue.put_nowait(_Done())
         except ApiError as exc:
+            self._ended[index] = True
             self._fail(exc)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug here must surface as a 500, not a hang
             log.exception("choice %d of %s failed", index, self.req.req_id)
+            self._ended[index] = True
             self._fail(InternalError(f"gateway error while generating: {exc!r}"))
         finally:
             if stream is not None:
@@ -196,6 +202,7 @@ class Generation:
                 if delta.stop_reason is not None and not finish:
                     # A stop string ended it here, not the scheduler: say so before _run_choice cancels the call.
                     await stream.finish("stop")
+                self._ended[index] = True
                 self._engine.record_finish(self, delta.finish_reason)
                 return
             message = await stream.next()
@@ -206,8 +213,17 @@ class Generation:
             self._num_cached[index // self.req.n] = message.num_cached_tokens
             self._usage.prompt_tokens = sum(self._num_prompt)
             self._usage.cached_tokens = sum(self._num_cached)
-        counted = self._generated[index] + len(message.token_ids)
-        self._generated[index] = max(counted, message.num_generated_tokens)
+        counted = max(self._generated[index] + len(message.token_ids), message.num_generated_tokens)
+        # Counted as they come (vLLM counts each step's), so rate() is the live throughput of long streams too.
+        metrics.GENERATION_TOKENS.inc(counted - self._generated[index])
+        self._generated[index] = counted
+        n = self.req.n
+        first = index - index % n     # the choices of this prompt: first .. first + n - 1
+        if not any(self._heard[first:first + n]):
+            # A prompt's tokens count once the scheduler answers for it (prefilled), as vLLM counts them at the first
+            # token: a request whose client left while it waited in the queue counts none.
+            metrics.PROMPT_TOKENS.inc(self._num_prompt[index // n])
+        self._heard[index] = True
         if message.token_ids and self._first_token_at is None:
             self._first_token_at = time.monotonic()
             metrics.TTFT.observe(self._first_token_at - self._start)

@@ -1,6 +1,7 @@
 """Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
@@ -17,21 +18,39 @@ HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests
                         ["route", "status"], registry=REGISTRY)
 REQUESTS_IN_FLIGHT = Gauge("sparkinfer_gateway_requests_in_flight", "Generation requests the gateway is serving.",
                            registry=REGISTRY)
-REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total", "Finished generations by finish reason.",
+REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total",
+                          "Finished choices by finish reason (abort: cancelled, its client gone).",
                           ["finished_reason"], registry=REGISTRY)
 REJECTED = Counter("sparkinfer_gateway_requests_rejected_total", "Requests refused with an error, by reason.",
                    ["reason"], registry=REGISTRY)
 CLIENT_DISCONNECTED = Counter("sparkinfer_gateway_client_disconnected_total",
                               "Requests cancelled because the client went away.", registry=REGISTRY)
-PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total", "Prompt tokens of served requests.",
+PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total",
+                        "Prompt tokens the scheduler prefilled (counted at the first token, as vLLM counts them).",
                         registry=REGISTRY)
-GENERATION_TOKENS = Counter("sparkinfer_gateway_generation_tokens_total", "Generated tokens of served requests.",
+GENERATION_TOKENS = Counter("sparkinfer_gateway_generation_tokens_total", "Generated tokens, counted as they come.",
                             registry=REGISTRY)
 TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds",
                  "Time from request to its first generated token (any choice).", buckets=_LATENCY_BUCKETS,
                  registry=REGISTRY)
 E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time from request to finish, per choice.",
                         buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+# The scheduler's load, under its own names, read from it at each scrape: vLLM serves its engine gauges on the API
+# port's /metrics, and a scrape of this port alone showed neither running requests nor KV usage. NaN when the
+# scheduler does not answer. A Prometheus that scrapes a gateway and its scheduler sees the same values twice.
+NUM_REQUESTS_RUNNING = Gauge("sparkinfer_num_requests_running", "Requests holding a state slot (the scheduler's).",
+                             registry=REGISTRY)
+NUM_REQUESTS_WAITING = Gauge("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled (the "
+                             "scheduler's).", registry=REGISTRY)
+KV_CACHE_USAGE = Gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold, 0-1 (the scheduler's).",
+                       registry=REGISTRY)
+
+
+def set_scheduler_load(load) -> None:
+    """The scheduler's gauges from its pb.LoadResponse; NaN for None (it did not answer)."""
+    values = (load.num_running, load.num_waiting, load.kv_cache_usage) if load is not None else (math.nan,) * 3
+    for gauge, value in zip((NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, KV_CACHE_USAGE), values):
+        gauge.set(value)
 
 
 def render(accept: Optional[str] = None) -> tuple[bytes, str]:

@@ -135,3 +135,62 @@ async def test_a_write_to_a_closed_connection_is_a_quiet_disconnect(stack, monke
     assert response.status == 200 and received.startswith(b"data: {") and b"internal" not in received
     assert disconnected() == before + 1
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def scraped(text: str, series: str) -> float:
+    """The value of one series in a /metrics exposition (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+ABORTED = 'sparkinfer_gateway_request_success_total{finished_reason="abort"}'
+PROMPT = "sparkinfer_gateway_prompt_tokens_total"
+E2E_COUNT = "sparkinfer_gateway_e2e_request_latency_seconds_count"
+
+
+async def _scrape(client) -> str:
+    return (await (await client.get("/metrics")).read()).decode()
+
+
+async def test_a_request_left_before_its_first_token_counts_no_prompt_tokens_and_one_abort(stack):
+    """C14's queued variant read on the API port's /metrics: the client of a request still waiting for its first token
+    leaves. Its prompt tokens were counted in sparkinfer_gateway_prompt_tokens_total all the same (vLLM, and the
+    scheduler's own counter, count them at the first token: this one was never prefilled), and it showed in no
+    sparkinfer_gateway_request_success_total series (vLLM #31503: an aborted request is finished_reason "abort")."""
+    client, fake = stack
+    fake.script.delay_s = 5.0
+    before = await _scrape(client)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(client.post("/v1/completions", data=orjson.dumps(
+            {"prompt": "hi there", "max_tokens": 200})), timeout=0.4)
+    await _settled(fake)
+    after = await _scrape(client)
+    assert scraped(after, PROMPT) == scraped(before, PROMPT)
+    assert scraped(after, ABORTED) == scraped(before, ABORTED) + 1
+    assert scraped(after, E2E_COUNT) == scraped(before, E2E_COUNT) + 1
+
+
+async def test_a_stream_left_midway_is_an_abort_with_its_tokens_counted(stack):
+    client, fake = stack
+    before = await _scrape(client)
+    response = await client.post("/v1/completions", data=orjson.dumps(
+        {"prompt": "hi there", "max_tokens": 200, "stream": True}))
+    for _ in range(3):
+        await response.content.readline()
+    during = await _scrape(client)
+    assert scraped(during, "sparkinfer_num_requests_running") == 1.0
+    generated = scraped(during, "sparkinfer_gateway_generation_tokens_total") - scraped(
+        before, "sparkinfer_gateway_generation_tokens_total")
+    assert generated >= 1           # counted as they come, not only at the end
+    response.close()
+    await _settled(fake)
+    for _ in range(20):             # the handler notices at its next write
+        after = await _scrape(client)
+        if scraped(after, ABORTED) > scraped(before, ABORTED):
+            break
+        await asyncio.sleep(0.05)
+    assert scraped(after, ABORTED) == scraped(before, ABORTED) + 1
+    assert scraped(after, PROMPT) == scraped(before, PROMPT) + len(TOKENIZER.encode("hi there").ids)
+    assert scraped(after, "sparkinfer_num_requests_running") == 0.0
