@@ -4,19 +4,14 @@ A draft-07 tuple ("items": [..], as zod-to-json-schema writes it) or a draft-04 
 "is not a valid JSON Schema" (checked as 2020-12 whatever $schema said), and a format llguidance does not know
 (pydantic's binary / password / path, OpenAPI's byte, uri-reference) a 400 "Unknown format": JSON Schema leaves an
 unknown format unchecked. Both are served now, on every route that takes a schema (fake scheduler)."""
-import os
 
-import llguidance
 import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.model import ModelCard
-from gateway.structured import bounded_schema, json_grammar
-from proto import pb
+from gateway.structured import bounded_schema
+from tests.unit.grammar_card import accepts, tiny_card
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = os.path.join(REPO, "models", "tiny")
 USER = [{"role": "user", "content": "hi"}]
 TUPLE_07 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
             "items": [{"type": "string", "maxLength": 3}, {"type": "integer"}], "additionalItems": False}
@@ -87,21 +82,10 @@ def test_the_grammar_copy_drops_unknown_formats_and_bounds_those_strings():
 
 @pytest.fixture(scope="module")
 def card():
-    if not os.path.isfile(os.path.join(TINY, "tokenizer.json")):
-        pytest.skip("tiny checkpoint missing: run `make model`")
-    with open(os.path.join(TINY, "tokenizer.json"), "rb") as f:
-        tokenizer_json = f.read()
-    return ModelCard.from_info(pb.InfoResponse(model_id="tiny", max_context_len=8192, tokenizer_json=tokenizer_json,
-                                               eos_token_ids=[1017, 1015], vocab_size=1024))
-
-
-def _accepts(card, schema: dict, text: str) -> bool:
-    grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(schema, False, card))
-    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
-    return matcher.consume_tokens(card.encode(text)) and matcher.is_accepting()
+    return tiny_card()
 
 
 def test_the_older_drafts_are_enforced_as_they_mean(card):
-    assert _accepts(card, TUPLE_07, '["abc", 7]')
-    assert not _accepts(card, TUPLE_07, '[7, "abc"]') and not _accepts(card, TUPLE_07, '["abc", 7, 8]')
-    assert _accepts(card, EXCLUSIVE_04, '{"n": 1}') and not _accepts(card, EXCLUSIVE_04, '{"n": 0}')
+    assert accepts(card, TUPLE_07, '["abc", 7]')
+    assert not accepts(card, TUPLE_07, '[7, "abc"]') and not accepts(card, TUPLE_07, '["abc", 7, 8]')
+    assert accepts(card, EXCLUSIVE_04, '{"n": 1}') and not accepts(card, EXCLUSIVE_04, '{"n": 0}')

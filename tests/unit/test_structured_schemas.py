@@ -1,17 +1,12 @@
 """Unit tests: schemas the gateway turns into grammars, on every API surface: a grammar that allows no output is a
 400 before the request starts, map keys are bounded like every other string, and Anthropic's beta output_format is honoured like output_config.format."""
-import os
 
-import llguidance
 import orjson
 import pytest
 
-from gateway.model import ModelCard
-from gateway.structured import bounded_schema, json_grammar, max_string_chars
-from proto import pb
+from gateway.structured import bounded_schema, max_string_chars
+from tests.unit.grammar_card import accepts, tiny_card
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TINY = os.path.join(REPO, "models", "tiny")
 USER = [{"role": "user", "content": "hi"}]
 SELF = {"$ref": "#"}
 LOOP = {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
@@ -66,18 +61,7 @@ async def test_grammar_that_allows_no_output_is_a_400_before_the_request_starts(
 
 @pytest.fixture(scope="module")
 def card():
-    if not os.path.isfile(os.path.join(TINY, "tokenizer.json")):
-        pytest.skip("tiny checkpoint missing: run `make model`")
-    with open(os.path.join(TINY, "tokenizer.json"), "rb") as f:
-        tokenizer_json = f.read()
-    return ModelCard.from_info(pb.InfoResponse(model_id="tiny", max_context_len=8192, tokenizer_json=tokenizer_json,
-                                               eos_token_ids=[1017, 1015], vocab_size=1024))
-
-
-def accepts(card, schema: dict, text: str) -> bool:
-    grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(schema, False, card))
-    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
-    return matcher.consume_tokens(card.encode(text)) and matcher.is_accepting()
+    return tiny_card()
 
 
 def test_map_keys_are_bounded_like_strings(card):

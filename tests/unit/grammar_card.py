@@ -1,0 +1,30 @@
+"""Shared by the structured-output tests: the tiny checkpoint's ModelCard and whether a JSON schema's grammar
+accepts a text (llguidance, as the worker enforces it)."""
+import os
+
+import llguidance
+import pytest
+
+from gateway.model import ModelCard
+from gateway.structured import json_grammar
+from proto import pb
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = os.path.join(REPO, "models", "tiny")
+
+
+def tiny_card() -> ModelCard:
+    """The tiny model's card (its tokenizer, eos ids 1017 and 1015, vocabulary 1024); skips without `make model`."""
+    if not os.path.isfile(os.path.join(TINY, "tokenizer.json")):
+        pytest.skip("tiny checkpoint missing: run `make model`")
+    with open(os.path.join(TINY, "tokenizer.json"), "rb") as f:
+        tokenizer_json = f.read()
+    return ModelCard.from_info(pb.InfoResponse(model_id="tiny", max_context_len=8192, tokenizer_json=tokenizer_json,
+                                               eos_token_ids=[1017, 1015], vocab_size=1024))
+
+
+def accepts(card: ModelCard, schema: dict, text: str) -> bool:
+    """Whether the grammar of `schema` (json_grammar, no whitespace freedom) accepts `text` tokenized by `card`."""
+    grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(schema, False, card))
+    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
+    return matcher.consume_tokens(card.encode(text)) and matcher.is_accepting()
