@@ -123,10 +123,10 @@ def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
     """Locally typical sampling on logits [R, V] (llama.cpp's typical_p): tokens ordered by how far their surprise
     (-log p) is from the row's entropy are kept while the mass before them is at most typical_p (the closest token
     always stays); rows with typical_p 1 (or 0, unset) are untouched."""
-    typical = torch.tensor([st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states],
-                           dtype=logits.dtype, device=logits.device)
-    if not (typical < 1).any():
+    values = [st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states]
+    if all(v >= 1 for v in values):  # decided on the host: no device sync for the common case
         return logits
+    typical = torch.tensor(values, dtype=logits.dtype, device=logits.device)
     logprobs = logits.log_softmax(dim=-1)
     probs = logprobs.exp()
     # Masked tokens (p = 0) add nothing to the entropy (0 * -inf would be NaN) and sort last (distance inf).
@@ -144,10 +144,12 @@ def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
     temps = torch.tensor([st.params.temperature for st in states], dtype=logits.dtype, device=dev)
     logits = logits / temps[:, None]
     vocab = logits.shape[1]
-    top_k = torch.tensor([st.params.top_k if 0 < st.params.top_k < vocab else vocab for st in states], device=dev)
-    top_p = torch.tensor([st.params.top_p if 0 < st.params.top_p < 1 else 1.0 for st in states], dtype=logits.dtype,
-                         device=dev)
-    if (top_k < vocab).any() or (top_p < 1).any():
+    k_values = [st.params.top_k if 0 < st.params.top_k < vocab else vocab for st in states]
+    p_values = [st.params.top_p if 0 < st.params.top_p < 1 else 1.0 for st in states]
+    # which filters apply is decided from the host's lists, so the logits' device is not synchronised for it
+    if any(k < vocab for k in k_values) or any(v < 1 for v in p_values):
+        top_k = torch.tensor(k_values, device=dev)
+        top_p = torch.tensor(p_values, dtype=logits.dtype, device=dev)
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         ranks = torch.arange(vocab, device=dev)[None, :]
         sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
@@ -161,8 +163,9 @@ def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
         logits = torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
     logits = _typical(logits, states)
     probs = logits.softmax(dim=-1)
-    min_p = torch.tensor([st.params.min_p for st in states], dtype=logits.dtype, device=dev)
-    if (min_p > 0).any():
+    m_values = [st.params.min_p for st in states]
+    if any(v > 0 for v in m_values):
+        min_p = torch.tensor(m_values, dtype=logits.dtype, device=dev)
         threshold = min_p[:, None] * probs.max(dim=-1, keepdim=True).values
         probs = probs.masked_fill(probs < threshold, 0.0)
     return probs
