@@ -1,10 +1,10 @@
 """GPU bench (device machine): the bulk-copy GEMV (v8, kernels/nvfp4/gemv_bulk.cu) against ops.gemv's pick (v5 / v7 /
-cluster / xs) per 27B shape and fused projection, M in (1, 4, 16), timed as bench/gpu_nvfp4.py times (GPU held by
+cluster / xs) per 27B shape and fused projection, M in (1, 16), timed as bench/gpu_nvfp4.py times (GPU held by
 a sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
 
-Columns: pick = ops.gemv as dispatched now; v8 = gemv_bulk defaults (x staged at M = 1 where small); v8_g = x from
-global; v8_w16 = one CTA of 16 warps per SM (two 8-warp blocks' work); v8_lo = loads only (diagnostic: the copy
-pipeline without decode / MMA); *_nf = no split-K flush (wrong results: what the reduction costs). Each cell: us
+Columns: pick = ops.gemv as dispatched now; v8 = gemv_bulk defaults (x staged at M = 1 where small); v8_w16 = one CTA of 16 warps per SM (two 8-warp blocks' work); v8_b3 = 3 CTAs per SM (fewer registers);
+diagnostics (wrong results): v8_lo = loads only (the copy pipeline without decode / MMA), *_nf = no partial row
+groups (what the reduction costs), v8_nomma = the decode without the MMA. Each cell: us
 and % of the copy bandwidth measured in the same run. Checks v8 once per shape (rel < 1e-2, NaN-poisoned output).
 """
 import math
@@ -39,6 +39,9 @@ def cells_for(x, out, nv) -> dict:
     cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "v8": run(), "v8_w16": run(warps=16)}
     if m == 1:
         cells["v8_w16_nf"] = run(warps=16, xs=True, variant="_noflush")
+        cells["v8_nf"] = run(xs=True, variant="_noflush")
+        cells["v8_nomma"] = run(xs=True, variant="_nomma")
+        cells["v8_b3"] = run(xs=True, blocks_per_sm=3)
         cells["v8_lo"] = run(xs=False, variant="_loadonly")
     return cells
 

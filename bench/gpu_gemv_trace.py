@@ -68,7 +68,8 @@ def main() -> None:
     x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
     out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
     # warps 16: one CTA of two 8-warp virtual blocks per SM (the trace is per virtual block)
-    for variant, warps in (("_noflush_trace", 8), ("_noflush_trace", 16), ("_trace", 8), ("_trace", 16)):
+    for variant, warps in (("_noflush_trace", 8), ("_noflush_trace", 16), ("_trace", 8), ("_trace", 16),
+                           ("_loadonly_trace", 8)):
         blocks = min((ps[0]["Np"] // 128) * ps[0]["Kc"], 2 * _compile.num_sms(x.device))
         report(trace(x, ps[0], out, True, 0, ps[1:], variant, warps=warps), blocks,
                f"{n}x{k} M=1 {variant} warps per CTA {warps}")
