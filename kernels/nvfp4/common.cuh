@@ -35,6 +35,12 @@ __device__ __forceinline__ u32 ld_stream_u16(const u16* p) {
     return v;
 }
 
+__device__ __forceinline__ u32 ld_stream_u32(const u32* p) {
+    u32 v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
 __device__ __forceinline__ u32 ld_nc_u16(const u16* p) {
     u16 v;
     asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
@@ -58,8 +64,19 @@ __device__ __forceinline__ u32 e4m3_scaled_bf16x2(u32 b) {
 
 __device__ __forceinline__ u32 rotr(u32 q, int r) { return __funnelshift_r(q, q, r); }
 
-// one fragment word -> the 4 A registers of one k-step, scaled (sg: row g scale, sg8: row g+8 scale); bit layout
-// repack.FIELD_ROT: 9 ALU ops + 4 bf16x2 multiplies per word
+// one fragment word -> the 4 A registers of one k-step, unscaled: A = e2m1 * 2^-126 (bf16; |v| = 0.5 is a
+// subnormal, which mma.sync keeps: device probe, kernels/nvfp4/NOTES.md session 6); bit layout repack.FIELD_ROT,
+// 9 ALU ops per word
+__device__ __forceinline__ void decode_word_raw(u32 q, u32 a[4]) {
+    const u32 mask = 0x81C081C0u;
+    a[0] = q & mask;
+    a[1] = rotr(q, 4) & mask;
+    a[2] = rotr(q, 10) & mask;
+    a[3] = (rotr(q, 14) & 0x00400040u) | (rotr(q, 6) & 0x81808180u);
+}
+
+// one fragment word -> the 4 A registers of one k-step, scaled (sg: row g scale, sg8: row g+8 scale): decode_word_raw
+// and 4 bf16x2 multiplies, interleaved (written out: the production kernels' SASS and measured times stay as they were)
 __device__ __forceinline__ void decode_word(u32 q, u32 sg, u32 sg8, u32 a[4]) {
     const u32 mask = 0x81C081C0u;
     a[0] = bmul2(q & mask, sg);

@@ -1,0 +1,63 @@
+"""GPU bench (device machine): the block-column GEMV (v10, kernels/nvfp4/gemv_bc.cu, M = 1) against ops.gemv's
+pick (v5 / v7 / cluster / xs) per 27B shape and fused projection, timed as bench/gpu_nvfp4.py times (GPU held by a
+sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
+
+Columns (M = 1): pick = ops.gemv as dispatched before v10; bc = gemv_bc (unroll 3), bc_u2 / bc_u4 = 2 / 4 chunk
+pairs per half-buffer; diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs), bc_lo =
+loads only (the same loads without decode / MMA). Each cell: us and % of the copy bandwidth measured in the same
+run. Checks gemv_bc once per shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
+"""
+import math
+import sys
+
+import torch
+
+from bench.gpu_gemv_bulk import SHAPES
+from bench.gpu_nvfp4 import L2_BYTES, cells_line, copy_bandwidth, fake_prepared, timed
+from kernels.nvfp4 import checkpoint, gemv_bc, naive, ops
+
+
+def check(n: int, k: int) -> float:
+    """Worst relative error of gemv_bc (every unroll) on a quantized random weight, x ~ N(0, 1)."""
+    weight = checkpoint.from_tensors(naive.quantize(torch.randn(n, k, device="cuda"), "modelopt"))
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    worst = 0.0
+    for unroll in gemv_bc.UNROLLS:
+        x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+        out = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bc.gemv_bc(x, p, out, unroll=unroll)
+        ref = x.float() @ ref_w.t()
+        worst = max(worst, float("inf") if out.isnan().any() else ((out.float() - ref).norm() / ref.norm()).item())
+    return worst
+
+
+def cells_for(x, out, nv) -> dict:
+    run = lambda **kw: timed([lambda p=p: gemv_bc.gemv_bc(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
+    return {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "bc": run(),
+            "bc_u2": run(unroll=2), "bc_u4": run(unroll=4), "bc_nf": run(variant="_noflush"),
+            "bc_lo": run(variant="_loadonly")}
+
+
+def main() -> int:
+    copy_bw = copy_bandwidth()
+    print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s")
+    failed = 0
+    for n, k in SHAPES:
+        if n * k < 200e6:
+            err = check(n, k)
+            failed += not err < 1e-2
+            print(f"check {n}x{k}: rel err {err:.2e} {'PASS' if err < 1e-2 else 'FAIL'}", flush=True)
+        nbytes = n * k * 9 // 16
+        nv = [gemv_bc.prepared_bc(fake_prepared(n, k))
+              for _ in range(max(1, math.ceil(3 * L2_BYTES / nbytes)))]
+        x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+        out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
+        print(f"{n}x{k} M=1: {cells_line(cells_for(x, out, nv), nbytes, copy_bw)}", flush=True)
+        del nv
+        torch.cuda.empty_cache()
+    print("correctness:", "PASS" if not failed else f"FAIL ({failed})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+// NVFP4 GEMV v10 ("block columns"), M = 1 row (decode of one sequence): y[1, N] = x[1, K] W^T, f32 sums, bf16 out.
+//
+// Why: at M = 1 only 1 of mma.m16n8k16's 8 B columns carries x, and the split-K kernels spend 4 of their ~13 ops per
+// fragment word multiplying the decoded codes by their block scale (common.cuh decode_word). Here the 8 columns are
+// the 8 scale blocks of a chunk pair (chunks 2p, 2p+1; column j = block j % 4 of chunk 2p + j / 4): lane (g, t)'s
+// B fragment is x (its 16 k of chunk c) where g == t + 4 (c % 2), else zeros, so column j of C is row n's partial
+// dot product over block j alone. The codes go into the MMA unscaled (decode_word_raw: A = e2m1 * 2^-126, 9 ALU ops
+// per word), x scaled by 2^100 (staged once per block in shared memory, bf16, exact for |x| < 2^28) so the products
+// stay normal f32; after a pair's 8 MMAs each lane multiplies its 4 C values (rows g, g+8 x columns 2t, 2t+1) by
+// their e4m3 block scales (cvt.f16x2.e4m3x2, exact) and adds them to two f32 sums; a segment's end adds the 4 lanes
+// t of a row (two shuffles). The store multiplies by alpha = gmul * 2^26.
+//
+// Layouts: wq = the split-K kernels' fragments (repack.py, common.cuh), unchanged; wsb u32 [Np/16, Kp, 32] (Kp =
+// ceil(Kc / 2) pairs, gemv_bc.py): lane 4g + t's word holds the e4m3 scales of (row g, column 2t), (g, 2t + 1),
+// (g + 8, 2t), (g + 8, 2t + 1) in bytes 0..3. Work split, workspace and counters: gemv.cu's v7 (persistent grid,
+// items = (row group of 128 rows, chunk pair) split evenly over the blocks; a block that covers part of a row group
+// flushes through gemv_split.cuh). Needs K % 8 == 0 and x 16-byte aligned (gemv_bc.py checks).
+#include "gemv_core.cuh"
+#include "gemv_split.cuh"
+
+constexpr u32 X_SCALE = 0x71807180u;  // bf16x2 (2^100, 2^100)
+
+// U chunk pairs of one warp in flight: two fragments and one scale word per pair
+template <int U>
+struct PairGroup {
+    uint4 w[U][2];
+    u32 s[U];
+};
+
+// x[0, :K] * 2^100 -> xs[0, kp * 128) bf16 (zero past K), then 32 zero bytes (the B fragment of lanes outside a
+// chunk's block columns); all threads, plain loads (the caller syncs)
+__device__ __forceinline__ void stage_x_scaled(const GemvArgs& p, uint4* xs, int kp) {
+    for (int i = threadIdx.x; i < kp * 16 + 2; i += blockDim.x) {
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (i * 8 < p.K) {
+            v = ld_nc16(p.x + i * 8);
+            v.x = bmul2(v.x, X_SCALE), v.y = bmul2(v.y, X_SCALE), v.z = bmul2(v.z, X_SCALE);
+            v.w = bmul2(v.w, X_SCALE);
+        }
+        xs[i] = v;
+    }
+}
+
+template <int U>
+__device__ __forceinline__ void load_pairs(const GemvArgs& p, const uint4* wp, const u32* sp, int q, int qb,
+                                           PairGroup<U>& grp) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (q + u >= qb) break;
+        const int c = 2 * (q + u);
+        grp.w[u][0] = ld_stream16(wp + (u64)c * 32);
+        grp.w[u][1] = c + 1 < p.Kc ? ld_stream16(wp + (u64)(c + 1) * 32) : make_uint4(0u, 0u, 0u, 0u);
+        grp.s[u] = ld_stream_u32(sp + (u64)(q + u) * 32);
+    }
+}
+
+// e4m3x2 (low byte -> .x) -> two f32, exact
+__device__ __forceinline__ float2 e4m3x2_to_float2(u32 b) {
+    float2 f;
+    asm("{ .reg .b16 s, lo, hi; .reg .b32 h; cvt.u16.u32 s, %2; cvt.rn.f16x2.e4m3x2 h, s; mov.b32 {lo, hi}, h;\n"
+        "  cvt.f32.f16 %0, lo; cvt.f32.f16 %1, hi; }"
+        : "=f"(f.x), "=f"(f.y) : "r"(b));
+    return f;
+}
+
+__device__ __forceinline__ uint4 lds16(u32 addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+
+// c = A B (no accumulator input: the C operand is zero)
+__device__ __forceinline__ void mma_bf16_first(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+// xb[h]: shared address of this lane's B source for chunk parity h at pair 0 (x or the zero pieces), advancing
+// step[h] bytes per pair
+template <int U, int MODE>
+__device__ __forceinline__ void compute_pairs(const PairGroup<U>& grp, int q, int qb, const u32 (&xb)[2],
+                                              const u32 (&step)[2], float& sum_g, float& sum_g8) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (q + u >= qb) break;
+        float c[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32 xa = xb[h] + (u32)(q + u) * step[h];
+            const uint4 b[2] = {lds16(xa), lds16(xa + 16)};
+            if (MODE == MODE_LOADONLY) {
+                const uint4& w = grp.w[u][h];
+                c[h][0] = c[h][1] = c[h][2] = c[h][3] = 0.0f;
+                c[0][0] += __uint_as_float((w.x ^ w.y ^ w.z ^ w.w ^ grp.s[u] ^ b[0].x) & 0x3F800000u);
+                continue;
+            }
+#pragma unroll
+            for (int st = 0; st < 4; ++st) {
+                u32 a[4];
+                decode_word_raw(word_of(grp.w[u][h], st), a);
+                const uint4& bb = b[st >> 1];
+                if (h == 0 && st < 2)
+                    mma_bf16_first(c[st & 1], a, (st & 1) ? bb.z : bb.x, (st & 1) ? bb.w : bb.y);
+                else
+                    mma_bf16(c[st & 1], a, (st & 1) ? bb.z : bb.x, (st & 1) ? bb.w : bb.y);
+            }
+        }
+        const float2 s01 = e4m3x2_to_float2(grp.s[u]), s23 = e4m3x2_to_float2(grp.s[u] >> 16);
+        sum_g = fmaf(c[0][0] + c[1][0], s01.x, sum_g);
+        sum_g = fmaf(c[0][1] + c[1][1], s01.y, sum_g);
+        sum_g8 = fmaf(c[0][2] + c[1][2], s23.x, sum_g8);
+        sum_g8 = fmaf(c[0][3] + c[1][3], s23.y, sum_g8);
+    }
+}
+
+// pairs [qa, qb) of 16-row tile `tile` -> out (store_y / gemv_flush layout: lane t = 0 holds rows g, g + 8 in
+// out[0][0], out[0][2]). first: the block's first segment stages x after issuing its first weight loads.
+template <int U, int MODE>
+__device__ __forceinline__ void pair_segment(const GemvArgs& p, int tile, int qa, int qb, uint4* xs, bool first,
+                                             float (&out)[1][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kp = (p.Kc + 1) >> 1;
+    const uint4* wp = p.wq + (u64)tile * p.Kc * 32 + lane;
+    const u32* sp = (const u32*)p.wsc + (u64)tile * kp * 32 + lane;
+    PairGroup<U> g0, g1;
+    load_pairs<U>(p, wp, sp, qa, qb, g0);
+    load_pairs<U>(p, wp, sp, qa + U, qb, g1);
+    if (first) {
+        stage_x_scaled(p, xs, kp);
+        __syncthreads();
+    }
+    u32 x0;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(x0) : "l"(xs));
+    const u32 zero = x0 + kp * 256;  // 16-byte pieces: 16 per pair
+    const u32 xb[2] = {g == t ? x0 + 32 * t : zero, g == t + 4 ? x0 + 128 + 32 * t : zero};
+    const u32 step[2] = {g == t ? 256u : 0u, g == t + 4 ? 256u : 0u};
+    float sum_g = 0.0f, sum_g8 = 0.0f;
+    for (int q = qa; q < qb; q += 2 * U) {
+        compute_pairs<U, MODE>(g0, q, qb, xb, step, sum_g, sum_g8);
+        load_pairs<U>(p, wp, sp, q + 2 * U, qb, g0);
+        compute_pairs<U, MODE>(g1, q + U, qb, xb, step, sum_g, sum_g8);
+        load_pairs<U>(p, wp, sp, q + 3 * U, qb, g1);
+    }
+    sum_g += __shfl_xor_sync(0xFFFFFFFFu, sum_g, 1);
+    sum_g8 += __shfl_xor_sync(0xFFFFFFFFu, sum_g8, 1);
+    sum_g += __shfl_xor_sync(0xFFFFFFFFu, sum_g, 2);
+    sum_g8 += __shfl_xor_sync(0xFFFFFFFFu, sum_g8, 2);
+    out[0][0] = sum_g, out[0][1] = 0.0f, out[0][2] = sum_g8, out[0][3] = 0.0f;
+}
+
+template <int U, int MODE>
+__device__ void gemv_bc_body(const GemvArgs& p) {
+    __shared__ int s_last;
+    extern __shared__ uint4 xs[];
+    const int kp = (p.Kc + 1) >> 1;
+    const long long total = (long long)(p.Np / 128) * kp;
+    long long i = total * blockIdx.x / gridDim.x;
+    const long long end = total * (blockIdx.x + 1) / gridDim.x;
+    bool first = true;
+    while (i < end) {
+        const int rg = (int)(i / kp), qa = (int)(i % kp);
+        const int qb = (int)min((long long)kp, qa + (end - i));
+        const int tile = rg * 8 + (threadIdx.x >> 5);
+        float acc[1][4];
+        pair_segment<U, MODE>(p, tile, qa, qb, xs, first, acc);
+        first = false;
+        if (qb - qa == kp)
+            store_y<1>(YOut{p.y, p.alpha, 1, p.N}, tile, acc);
+        else if (MODE != MODE_NOFLUSH)
+            gemv_flush<1>(p, rg, min(2 * qb, p.Kc) - 2 * qa, acc, &s_last);
+        i += qb - qa;
+    }
+}
+
+#define BC_PARAMS const uint4* wq, const u32* wsb, const u16* x, u16* y, float* ws, int* counters, \
+                  const float* alpha, int N, int K, int Np, int Kc
+#define BC_ARGS GemvArgs{wq, (const u16*)wsb, x, y, ws, counters, alpha, 1, N, K, Np, Kc}
+// U = chunk pairs per half-buffer (4U fragments of 512 B in flight per warp)
+#define BC_KERNEL(name, U, MODE) \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(BC_PARAMS) { gemv_bc_body<U, MODE>(BC_ARGS); }
+BC_KERNEL(nvfp4_gemv_bc_u2, 2, MODE_NORMAL)
+BC_KERNEL(nvfp4_gemv_bc_u3, 3, MODE_NORMAL)
+BC_KERNEL(nvfp4_gemv_bc_u4, 4, MODE_NORMAL)
+BC_KERNEL(nvfp4_gemv_bc_u3_noflush, 3, MODE_NOFLUSH)
+BC_KERNEL(nvfp4_gemv_bc_u3_loadonly, 3, MODE_LOADONLY)

@@ -1,0 +1,79 @@
+"""Launcher of gemv_bc.cu (v10, "block columns"): the M = 1 GEMV whose MMA columns are the scale blocks, so the
+decode skips the per-code scale multiply (layout and method: gemv_bc.cu's header). It reads the split-K kernels'
+fragments (ops.prepared's wq) and its own scale words, built here from wsc once per weight and device.
+
+Letters as ops.py: N out features, K in features, Np = N rounded up to 128, Kc = ceil(K / 64) chunks, Kp =
+ceil(Kc / 2) chunk pairs.
+"""
+import functools
+import os
+
+import torch
+
+from kernels import _compile
+from kernels.nvfp4 import ops
+
+UNROLLS = (2, 3, 4)  # chunk pairs per half-buffer compiled (nvfp4_gemv_bc_u{U})
+DEFAULT_UNROLL = 3
+X_EXPONENT = 100  # x is staged as x * 2^100 (gemv_bc.cu X_SCALE); A = e2m1 * 2^-126
+
+
+def block_column_scales(wsc: torch.Tensor) -> torch.Tensor:
+    """wsc u8 [Np/16, Kc, 32, 2] (ops.repack: lane 4g + t of chunk c holds the scales of rows g, g + 8 for k in
+    [64c + 16t, +16)) -> wsb int32 [Np/16, Kp, 32]: lane 4g + t's word of pair p holds, in bytes 0..3, the scales
+    of (row g, column 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1), column j = block j % 4 of chunk 2p + j // 4.
+    An odd Kc is padded with a zero chunk."""
+    r, kc = wsc.shape[:2]
+    if kc % 2:
+        wsc = torch.cat([wsc, torch.zeros_like(wsc[:, :1])], dim=1)
+    # [r, p, parity, g, th, i1, hr] with chunk = 2p + parity, t = 2 th + i1 -> [r, p, g, (parity, th), (hr, i1)]
+    v = wsc.reshape(r, -1, 2, 8, 2, 2, 2).permute(0, 1, 3, 2, 4, 6, 5)
+    return v.contiguous().reshape(r, -1, 32, 4).view(torch.int32).reshape(r, -1, 32)
+
+
+def prepared_bc(p: dict) -> dict:
+    """p = ops.prepared(...) with "wsb" (block_column_scales) and "alpha_bc" (f32 [Np/16] = gmul * 2^26, the
+    kernel's output scale) added, once."""
+    if "wsb" not in p:
+        p["wsb"] = block_column_scales(p["wsc"])
+        p["alpha_bc"] = p["alpha"] * 2.0 ** (126 - X_EXPONENT - 62)
+    return p
+
+
+def applies(x: torch.Tensor, p: dict) -> bool:
+    """M = 1, K % 8 == 0 (x read in 16-byte pieces), x 16-byte aligned, x staged in at most 64 KB."""
+    return x.shape[0] == 1 and p["K"] % 8 == 0 and x.data_ptr() % 16 == 0 and _smem(p) <= 64 << 10
+
+
+def _smem(p: dict) -> int:
+    """Dynamic shared memory: x as [Kp * 128] bf16 and 32 zero bytes."""
+    return ((p["Kc"] + 1) // 2 * 16 + 2) * 16
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name: str):
+    kernel = _compile.kernel(os.path.join(ops.HERE, "gemv_bc.cu"), name)
+    kernel.max_dynamic_shared_size_bytes = 64 << 10
+    kernel.preferred_shared_memory_carveout = 100
+    return kernel
+
+
+def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_UNROLL, variant: str = "",
+            blocks_per_sm: int = 2) -> torch.Tensor:
+    """x [1, K] bf16 contiguous (|x| < 2^28: x * 2^100 must stay finite in bf16), p = ops.prepared(...) -> out [1, N]
+    bf16 (written). Persistent grid of blocks_per_sm blocks per SM; partial row groups reduced through ops' split-K
+    workspace and counters (left zero). unroll: UNROLLS; variant: bench diagnostics, wrong results ("_noflush",
+    "_loadonly"; unroll 3). Raises ValueError where `applies` is false or no such kernel is built."""
+    import numpy as np
+
+    if not applies(x, p) or unroll not in UNROLLS or (variant and unroll != DEFAULT_UNROLL):
+        raise ValueError(f"gemv_bc: M={x.shape[0]}, K={p['K']}, unroll {unroll}{variant}: not served")
+    p = prepared_bc(p)
+    total = (p["Np"] // ops.ROW_GROUP) * ((p["Kc"] + 1) // 2)
+    grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
+    ws, counters = ops._workspace(x.device, p["Np"]), ops._counters(x.device, p["Np"])
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha_bc"]),
+            np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
+    ops._launch("", "", grid, (256,), args, _kernel(f"nvfp4_gemv_bc_u{unroll}{variant}"), _smem(p))
+    return out

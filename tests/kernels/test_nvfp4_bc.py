@@ -1,0 +1,91 @@
+"""gemv_bc.cu (v10, block columns, M = 1) against dequantize-then-f32-matmul on fresh random inputs and NaN-poisoned
+outputs: Kc even and odd (a zero-padded last pair), K % 64 != 0, the 27B shapes with partial row groups, every
+unroll, the +-0.5 codes (bf16 subnormals in the MMA), x far from 1, the shared split-K workspace left clean, and
+CUDA-graph replays (needs a GPU)."""
+import pytest
+import torch
+
+from kernels.nvfp4 import checkpoint, gemv_bc, naive, ops
+
+pytestmark = pytest.mark.gpu
+REL_TOL = 1e-2
+
+
+def _weight(n: int, k: int) -> checkpoint.NVFP4Weight:
+    w = torch.randn(n, k, device="cuda") * (0.5 + torch.rand(n, 1, device="cuda"))
+    return checkpoint.from_tensors(naive.quantize(w, "modelopt"))
+
+
+def _rel(p, ref_w, x, **kw) -> float:
+    out = torch.full((1, p["N"]), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemv_bc.gemv_bc(x, p, out, **kw)
+    ref = x.float() @ ref_w.t()
+    assert not torch.isnan(out).any(), kw
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+# (200, 80): Kc = 2, one pair; (1000, 1040): Kc = 17, the last pair half padding; the rest: 27B shapes
+@pytest.mark.parametrize("n,k", [(200, 80), (1000, 1040), (130, 208), (6144, 5120), (5120, 17408), (17408, 5120)],
+                         ids=lambda v: str(v))
+def test_block_column_gemv_matches(n, k):
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for unroll in gemv_bc.UNROLLS:
+        x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+        assert _rel(p, ref_w, x, unroll=unroll) < REL_TOL, unroll
+
+
+def test_half_codes_are_exact():
+    # every code +-0.5 (bf16 subnormals into the MMA) and x = +-1: y is an exact small integer multiple of 0.5 * s
+    n, k = 256, 512
+    weight = _weight(n, k)
+    signs = torch.randint(0, 2, (n, k // 2), device="cuda", dtype=torch.uint8)
+    weight.packed = (0x1 | (signs & 1) << 3) | ((0x1 | (1 - (signs & 1)) << 3) << 4)  # +-0.5 in both nibbles
+    weight.scale = torch.full_like(weight.scale.view(torch.uint8), 0x38).view(torch.float8_e4m3fn)  # 1.0
+    weight.gmul = torch.tensor(1.0, device="cuda")
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    x = (torch.randint(0, 2, (1, k), device="cuda") * 2 - 1).to(torch.bfloat16)
+    out = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemv_bc.gemv_bc(x, p, out)
+    assert torch.equal(out.float(), x.float() @ ref_w.t())
+
+
+@pytest.mark.parametrize("scale", [1e-3, 3e3])
+def test_x_far_from_one(scale):
+    weight = _weight(3000, 2000)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    x = (torch.randn(1, 2000, device="cuda") * scale).to(torch.bfloat16)
+    assert _rel(p, ref_w, x) < REL_TOL
+
+
+def test_workspace_left_clean_and_graph_replays():
+    # gemv_bc shares ops' split-K workspace and counters with gemv_v2: each must leave them zero for the other
+    weight = _weight(5120, 17408)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for _ in range(2):
+        x1 = torch.randn(1, 17408, device="cuda").to(torch.bfloat16)
+        assert _rel(p, ref_w, x1) < REL_TOL
+        x16 = torch.randn(16, 17408, device="cuda").to(torch.bfloat16)
+        out16 = torch.full((16, 5120), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.gemv_v2(x16, p, out16)
+        ref16 = x16.float() @ ref_w.t()
+        assert ((out16.float() - ref16).norm() / ref16.norm()).item() < REL_TOL
+    x = torch.randn(1, 17408, device="cuda").to(torch.bfloat16)
+    out = torch.full((1, 5120), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemv_bc.gemv_bc(x, p, out)  # compile and build the scale words outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemv_bc.gemv_bc(x, p, out)
+    for _ in range(3):
+        x.copy_(torch.randn(1, 17408, device="cuda").to(torch.bfloat16))
+        out.fill_(float("nan"))
+        graph.replay()
+        ref = x.float() @ ref_w.t()
+        assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
+
+
+def test_refuses_what_it_does_not_serve():
+    p = ops.prepared(_weight(256, 512))
+    out = torch.empty(2, 256, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="M=2"):
+        gemv_bc.gemv_bc(torch.randn(2, 512, device="cuda").to(torch.bfloat16), p, out)
