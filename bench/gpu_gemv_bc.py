@@ -2,9 +2,10 @@
 pick (v5 / v7 / cluster / xs) per 27B shape and fused projection, timed as bench/gpu_nvfp4.py times (GPU held by a
 sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
 
-Columns (M = 1): pick = ops.gemv as dispatched before v10; bc = gemv_bc (unroll 3), bc_u2 / bc_u4 = 2 / 4 chunk
-pairs per half-buffer; diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs), bc_lo =
-loads only (the same loads without decode / MMA). Each cell: us and % of the copy bandwidth measured in the same
+Columns (M = 1): pick = ops.gemv as dispatched; bc = gemv_bc (unroll 3), bc_u2 = 2 chunk pairs per half-buffer;
+*_pdl = launched with programmatic dependent launch (each launch's weight stream starts while the one before
+finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs), bc_lo = loads
+only (the same loads without decode / MMA). Each cell: us and % of the copy bandwidth measured in the same
 run. Checks gemv_bc once per shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
 """
 import math
@@ -33,9 +34,10 @@ def check(n: int, k: int) -> float:
 
 def cells_for(x, out, nv) -> dict:
     run = lambda **kw: timed([lambda p=p: gemv_bc.gemv_bc(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
-    return {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "bc": run(),
-            "bc_u2": run(unroll=2), "bc_u4": run(unroll=4), "bc_nf": run(variant="_noflush"),
-            "bc_lo": run(variant="_loadonly")}
+    return {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "bc": run(pdl=False),
+            "bc_u2": run(unroll=2, pdl=False), "bc_pdl": run(pdl=True), "bc_u2_pdl": run(unroll=2, pdl=True),
+            "bc_nf": run(variant="_noflush", pdl=False), "bc_lo": run(variant="_loadonly", pdl=False),
+            "bc_lo_pdl": run(variant="_loadonly", pdl=True)}
 
 
 def main() -> int:

@@ -15,10 +15,18 @@
 // (g + 8, 2t), (g + 8, 2t + 1) in bytes 0..3. Work split, workspace and counters: gemv.cu's v7 (persistent grid,
 // items = (row group of 128 rows, chunk pair) split evenly over the blocks; a block that covers part of a row group
 // flushes through gemv_split.cuh). Needs K % 8 == 0 and x 16-byte aligned (gemv_bc.py checks).
+// Launched with programmatic dependent launch (gemv_bc.py, pdl): each block issues its first weight loads, then
+// waits (griddepcontrol.wait) for the previous kernel before it reads x or writes anything, and lets the next kernel
+// launch at its start (its blocks take SMs as this grid's blocks leave).
 #include "gemv_core.cuh"
 #include "gemv_split.cuh"
 
 constexpr u32 X_SCALE = 0x71807180u;  // bf16x2 (2^100, 2^100)
+
+// programmatic dependent launch (kernels/_pdl.py): the next kernel may start launching now / wait until the kernel
+// before this one has completed (both no-ops in a plain launch)
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // U chunk pairs of one warp in flight: two fragments and one scale word per pair
 template <int U>
@@ -126,7 +134,8 @@ __device__ __forceinline__ void pair_segment(const GemvArgs& p, int tile, int qa
     PairGroup<U> g0, g1;
     load_pairs<U>(p, wp, sp, qa, qb, g0);
     load_pairs<U>(p, wp, sp, qa + U, qb, g1);
-    if (first) {
+    if (first) {  // the weight loads above need nothing from earlier kernels; x and every global write do
+        pdl_wait();
         stage_x_scaled(p, xs, kp);
         __syncthreads();
     }
@@ -158,6 +167,8 @@ __device__ void gemv_bc_body(const GemvArgs& p) {
     long long i = total * blockIdx.x / gridDim.x;
     const long long end = total * (blockIdx.x + 1) / gridDim.x;
     bool first = true;
+    pdl_launch_dependents();
+    if (i >= end) pdl_wait();
     while (i < end) {
         const int rg = (int)(i / kp), qa = (int)(i % kp);
         const int qb = (int)min((long long)kp, qa + (end - i));

@@ -89,3 +89,33 @@ def test_refuses_what_it_does_not_serve():
     out = torch.empty(2, 256, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(ValueError, match="M=2"):
         gemv_bc.gemv_bc(torch.randn(2, 512, device="cuda").to(torch.bfloat16), p, out)
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_pdl_launch_waits_for_the_previous_kernel(graph):
+    # each launch's x is the previous launch's y: a launch that read x (or wrote y) before the kernel before it had
+    # finished would not match the reference computed from that kernel's own output
+    ws = [_weight(2048, 2048) for _ in range(4)]
+    refs, ps = [w.dequantize() / 45 for w in ws], [ops.prepared(w) for w in ws]
+    for p in ps:
+        p["alpha"] = p["alpha"] / 45  # keep |y| near |x| through the chain
+    xs = [torch.randn(1, 2048, device="cuda").to(torch.bfloat16)]
+    xs += [torch.full((1, 2048), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in ps]
+
+    def chain():
+        for i, p in enumerate(ps):
+            gemv_bc.gemv_bc(xs[i], p, xs[i + 1], pdl=True)
+
+    chain()
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            chain()
+        xs[0].copy_(torch.randn(1, 2048, device="cuda").to(torch.bfloat16))
+        for y in xs[1:]:
+            y.fill_(float("nan"))
+        g.replay()
+    torch.cuda.synchronize()
+    for i, ref_w in enumerate(refs):
+        ref = xs[i].float() @ ref_w.t()
+        assert ((xs[i + 1].float() - ref).norm() / ref.norm()).item() < REL_TOL, i
