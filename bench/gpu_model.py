@@ -11,7 +11,8 @@ norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN 
 bf16). CSV to $OUT when set.
 Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it),
 GPU_MODEL_CTX (default 256), GPU_MODEL_DECODE_AB (1: also each C of the first variant with the torch decode
-attention instead of the paged decode kernel).
+attention instead of the paged decode kernel), GPU_MODEL_PDL_AB (1: also C = 1 of the first variant with the M = 1
+GEMV launched plainly instead of with programmatic dependent launch).
 """
 import csv
 import math
@@ -21,6 +22,7 @@ import time
 import torch
 
 from bench.gpu_gdn import median_ms
+from kernels.nvfp4 import gemv_bc
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
@@ -41,6 +43,7 @@ VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
 # decode attention A/B at each C of the first variant: the paged decode kernel (attention.DECODE_KERNEL "auto": from
 # 8 rows) against the torch gather path ("0"), GPU_MODEL_DECODE_AB=1
 DECODE_AB = os.environ.get("GPU_MODEL_DECODE_AB", "0") == "1"
+PDL_AB = os.environ.get("GPU_MODEL_PDL_AB", "0") == "1"  # also C = 1 with the M = 1 GEMV launched plainly
 CTX = int(os.environ.get("GPU_MODEL_CTX", "256"))
 PROFILE_TOP = int(os.environ.get("GPU_MODEL_PROFILE_TOP", "6"))  # kernels listed per profiled step
 # GDN recurrent state dtype of the sweeps and profiles (GPU_MODEL_STATE=bfloat16: the worker's bf16 option)
@@ -306,6 +309,11 @@ def main() -> int:
             rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches,
                           " " + label + " torch-attn")
             attention_layer.DECODE_KERNEL = "auto"
+        if PDL_AB and label == VARIANTS[0][0]:
+            gemv_bc.PDL = False
+            rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, (1,),
+                          " " + label + " no-pdl")
+            gemv_bc.PDL = True
     set_variant(True, False)
     for num_rows in (1, 64):
         if time.time() - T0 < budget + 10:

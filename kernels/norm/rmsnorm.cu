@@ -23,6 +23,15 @@ __device__ __forceinline__ u16 f2bf(float x) {
   return r;
 }
 
+// programmatic dependent launch: a kernel launched after this one with the PDL attribute (the NVFP4 GEMV at M = 1,
+// kernels/_pdl.py) may start now and stream its weights while this one runs (it waits for this grid's completion
+// before it reads what this writes); a no-op for plain launches and before sm_90
+__device__ __forceinline__ void allow_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // bf16 round trip of an f32 value (what a `.to(bfloat16)` between two torch ops does)
 __device__ __forceinline__ float rbf(float x) { return bf2f(f2bf(x)); }
 
@@ -48,6 +57,7 @@ __device__ __forceinline__ float block_sum(float v) {
 extern "C" __global__ void norm_rms_zc(const u16* x, long long sx, const u16* res, long long sr, u16* res_out,
                                        long long sro, const u16* __restrict__ w, u16* __restrict__ out, long long so,
                                        int D, float eps) {
+  allow_dependents();
   const long long r = blockIdx.x;
   const u16* xr = x + r * sx;
   float ss = 0.f;
@@ -86,6 +96,7 @@ __device__ __forceinline__ uint4 pack8(const float (&v)[8]) {
 extern "C" __global__ void norm_rms_zc_v8(const u16* x, long long sx, const u16* res, long long sr, u16* res_out,
                                           long long sro, const u16* __restrict__ w, u16* __restrict__ out,
                                           long long so, int D, float eps) {
+  allow_dependents();
   const long long r = blockIdx.x;
   const int c = threadIdx.x * 8;
   const bool mine = c < D;
@@ -117,6 +128,7 @@ extern "C" __global__ void norm_rms_zc_v8(const u16* x, long long sx, const u16*
 extern "C" __global__ void norm_rms_gated(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,
                                           long long sz, const u16* __restrict__ w, u16* __restrict__ out,
                                           long long so, int D, float eps) {
+  allow_dependents();
   const long long r = blockIdx.x;
   const u16* xr = x + r * sx;
   float ss = 0.f;
@@ -134,6 +146,7 @@ extern "C" __global__ void norm_rms_gated(const u16* __restrict__ x, long long s
 // gate, up [T, I] bf16 (row strides sg, su: column views of one fused projection work); out [T, I] contiguous.
 extern "C" __global__ void silu_mul(const u16* __restrict__ gate, long long sg, const u16* __restrict__ up,
                                     long long su, u16* __restrict__ out, long long T, int I) {
+  allow_dependents();
   const long long total = T * (long long)I;
   for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
        idx += (long long)gridDim.x * blockDim.x) {
@@ -155,6 +168,7 @@ __device__ __forceinline__ void unpack4(const uint2& u, float (&v)[4]) {
 extern "C" __global__ void norm_rms_gated_w4(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,
                                              long long sz, const u16* __restrict__ w, u16* __restrict__ out,
                                              long long so, long long R, int D, float eps) {
+  allow_dependents();
   const long long r = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= R) return;
@@ -184,6 +198,7 @@ extern "C" __global__ void norm_rms_gated_w4(const u16* __restrict__ x, long lon
 // block 256, thread = 8 consecutive columns of one row (16-byte loads and stores, no index division). Same rounding.
 extern "C" __global__ void silu_mul_v8(const u16* __restrict__ gate, long long sg, const u16* __restrict__ up,
                                        long long su, u16* __restrict__ out, int I) {
+  allow_dependents();
   const long long t = blockIdx.y;
   const int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (c >= I) return;

@@ -18,7 +18,7 @@ DEFAULT_UNROLL = 3
 X_EXPONENT = 100  # x is staged as x * 2^100 (gemv_bc.cu X_SCALE); A = e2m1 * 2^-126
 # launch with programmatic dependent launch (kernels/_pdl.py): the weight stream starts while the kernel before is
 # finishing (NOTES.md session 6)
-PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "0") == "1"
+PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "1") == "1"
 
 
 def block_column_scales(wsc: torch.Tensor) -> torch.Tensor:

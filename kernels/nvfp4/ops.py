@@ -48,10 +48,11 @@ TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
 # TILE_DISPATCH_CHUNKS fragments (~19 MB; above, v2's leaner inner loop wins: both are issue-bound there)
 TILE_DISPATCH_M = 8
-# gemv_bc.cu (v10, block columns) for M = 1 where neither gemv_tile nor gemv_cluster is picked and K <= BC_MAX_K.
-# H200 (NOTES.md session 6, run 2, us at M = 1, v7 / v10): 34816x5120 39.3 / 36.0, LM head 208.4 / 195.9, 17408x5120
-# 23.5 / 22.3, 12288x5120 18.6 / 17.7, 10240x5120 16.7 / 16.3; it lost at K = 17408 (22.8 / 23.1) and 5120x6144
-# (12.0 / 12.5). 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments, 3 from there.
+# gemv_bc.cu (v10, block columns) for M = 1 on Hopper. Launched with programmatic dependent launch (gemv_bc.PDL, the
+# default) it is ahead of v5 / v7 / cluster on every 27B shape (NOTES.md session 6, run 2, us, back-to-back: 6144x5120
+# 10.8 / 9.9, 5120x6144 12.0 / 10.2, 16384x5120 20.4 / 19.1, 5120x17408 23.0 / 20.4, 34816x5120 35.8 / 33.3), so it
+# serves every M = 1 GEMV; without PDL only where it won plainly: not gemv_tile / gemv_cluster shapes, K <= BC_MAX_K
+# (34816x5120 39.3 / 36.0, LM head 208.4 / 195.9). 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments.
 GEMV_BC = os.environ.get("SPARKINFER_NVFP4_BC", "1") == "1"
 BC_MAX_K = 5120
 BC_U3_CHUNKS = 150_000
@@ -91,31 +92,37 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_tile where
-    GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_cluster where cluster_size finds a
-    cluster that fills the GPU, else gemv_bc where bc_serves, else gemv_v2 (variant, blocks_per_sm: its options)."""
+    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_bc where bc_serves
+    (M = 1), else gemv_tile where GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_cluster where
+    cluster_size finds a cluster that fills the GPU, else gemv_v2 (variant, blocks_per_sm: its options)."""
+    if not variant and bc_serves(x, p):
+        from kernels.nvfp4 import gemv_bc
+
+        return gemv_bc.gemv_bc(x, p, out, unroll=2 if (p["Np"] // 16) * p["Kc"] < BC_U3_CHUNKS else 3)
     if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
         return gemv_tile(x, p, out)
     if not variant and GEMV_CLUSTER and x.is_cuda and _hopper(x.device):
         cs = cluster_size(p, _compile.num_sms(x.device))
         if cs:
             return gemv_cluster(x, p, out, cs)
-    if not variant and bc_serves(x, p):
-        from kernels.nvfp4 import gemv_bc
-
-        return gemv_bc.gemv_bc(x, p, out, unroll=2 if (p["Np"] // 16) * p["Kc"] < BC_U3_CHUNKS else 3)
     return gemv_v2(x, p, out, variant, blocks_per_sm)
 
 
 def bc_serves(x: torch.Tensor, p: dict) -> bool:
-    """ops.gemv's choice of gemv_bc (after gemv_tile and gemv_cluster): GEMV_BC, a CUDA x of one row, K <= BC_MAX_K,
-    and the kernel's scale words already built (gemv_bc.prepared_bc) unless no CUDA graph is being captured (building
-    them inside a capture would record the build into the graph)."""
+    """ops.gemv's choice of gemv_bc: GEMV_BC, x of one row on a Hopper GPU (griddepcontrol, cvt from e4m3: sm_90),
+    the kernel's scale words already built (gemv_bc.prepared_bc) unless no CUDA graph is being captured (building
+    them inside a capture would record the build into the graph); with PDL off, only shapes that gemv_tile and
+    gemv_cluster do not take and K <= BC_MAX_K."""
     from kernels.nvfp4 import gemv_bc
 
-    if not (GEMV_BC and x.is_cuda and p["K"] <= BC_MAX_K and gemv_bc.applies(x, p)):
+    if not (GEMV_BC and x.is_cuda and _hopper(x.device) and gemv_bc.applies(x, p)):
         return False
-    return "wsb" in p or not torch.cuda.is_current_stream_capturing()
+    if "wsb" not in p and torch.cuda.is_current_stream_capturing():
+        return False
+    if gemv_bc.PDL:
+        return True
+    tile = GEMV_VERSION == "v5" and tile_applies(x, p)
+    return p["K"] <= BC_MAX_K and not tile and not (GEMV_CLUSTER and cluster_size(p, _compile.num_sms(x.device)))
 
 
 def cluster_size(p: dict, sms: int) -> int:

@@ -119,3 +119,21 @@ def test_pdl_launch_waits_for_the_previous_kernel(graph):
     for i, ref_w in enumerate(refs):
         ref = xs[i].float() @ ref_w.t()
         assert ((xs[i + 1].float() - ref).norm() / ref.norm()).item() < REL_TOL, i
+
+
+def test_ops_gemv_takes_v10_for_one_row():
+    # ops.gemv serves M = 1 with gemv_bc on Hopper (PDL on: every shape; its scale words appear on first use), and
+    # M = 2 with the other kernels
+    weight = _weight(6144, 5120)  # a gemv_tile shape before v10
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    x2 = torch.randn(2, 5120, device="cuda").to(torch.bfloat16)
+    out2 = torch.full((2, 6144), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.gemv(x2, p, out2)
+    assert "wsb" not in p
+    x = x2[:1].clone()
+    out = torch.full((1, 6144), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.gemv(x, p, out)
+    assert ("wsb" in p) == (gemv_bc.PDL and torch.cuda.get_device_capability() == (9, 0))
+    ref = x.float() @ ref_w.t()
+    assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
+    assert torch.equal(out, out2[:1]) or ((out.float() - out2[:1].float()).norm() / ref.norm()).item() < REL_TOL
