@@ -4,7 +4,8 @@ Order: device-to-device copy bandwidth; PASS/FAIL correctness (ours vs kernels/g
 decode at N = 1, 8, 32, 64 on one 27B-shaped GDN layer (H=16, HV=48, K=V=128), f32 and bf16 state, with bytes
 moved and the fraction of the copy bandwidth; chunked prefill at T = 4K, 16K, 32K and 8 x 2K varlen, ours vs
 fla's chunk_gated_delta_rule / fused_recurrent_gated_delta_rule. CUDA events, warm-up, medians; decode
-timed as CUDA-graph replays of 16 calls on rotating slots (state >> L2). CSV + PNG to $OUT when set.
+timed as CUDA-graph replays of 16 calls on rotating slots (state >> L2), launched with programmatic dependent launch
+(the default) and plainly ("plain launch"). CSV + PNG to $OUT when set.
 """
 import os
 import statistics
@@ -12,7 +13,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from kernels.gdn import _launch, naive, ops
+from kernels.gdn import _decode, _launch, naive, ops
 
 H, HV, K = 16, 48, 128
 GRAPH_CALLS = 16
@@ -142,6 +143,9 @@ def decode_bench(n, dtype, copy_gbs, fla, rows):
     calls = [lambda ids=ids: ops.fused_recurrent_decode(q, k, v, a, b, A_log, dt_bias, pool, ids, out=out)
              for ids in perm]
     us, how = graph_us(calls)
+    _decode.DECODE_PDL = False  # the same launches without programmatic dependent launch, for comparison
+    plain_us = graph_us(calls)[0]
+    _decode.DECODE_PDL = True
     nbytes = 2 * n * per_slot + n * (2 * H * K + 2 * HV * K + 4 * HV) * 2
     frac = nbytes / (us * 1e-6) / 1e9 / copy_gbs
     fla_us = float("nan")
@@ -154,9 +158,9 @@ def decode_bench(n, dtype, copy_gbs, fla, rows):
             use_beta_sigmoid_in_kernel=True, cu_seqlens=cu) for s in states]
         fla_us = guarded(lambda: graph_us(fcalls)[0], "fla fused_recurrent")
     rows.append(dict(kind="decode", case=f"N={n}", state=str(dtype).split(".")[-1], ours_us=us, fla_us=fla_us,
-                     bytes=nbytes, frac_copy_bw=frac, timing=how))
+                     bytes=nbytes, frac_copy_bw=frac, timing=how, plain_us=plain_us))
     print(f"  decode N={n:<3d} {rows[-1]['state']:8s} ours {us:8.1f} us ({how})  {nbytes / 1e6:7.1f} MB  "
-          f"{100 * frac:5.1f}% of copy bw   fla {fla_us:8.1f} us")
+          f"{100 * frac:5.1f}% of copy bw   plain launch {plain_us:8.1f} us   fla {fla_us:8.1f} us")
 
 
 def prefill_bench(lens, fla, rows):

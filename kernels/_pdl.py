@@ -43,6 +43,8 @@ def _c_arg(a):
         return ctypes.c_uint64(int(a))
     if isinstance(a, np.int32):
         return ctypes.c_int32(int(a))
+    if isinstance(a, np.int64):
+        return ctypes.c_int64(int(a))
     if isinstance(a, np.float32):
         return ctypes.c_float(float(a))
     raise TypeError(f"PDL launch: unsupported kernel argument type {type(a).__name__}")
@@ -50,7 +52,7 @@ def _c_arg(a):
 
 def launch(kernel, grid: tuple, block: tuple, args: tuple, shared_mem: int, stream_ptr: int) -> None:
     """Launch cupy RawKernel `kernel` with the programmatic-serialization attribute on the raw CUDA stream
-    `stream_ptr`. grid, block: up to 3 ints; args: numpy uint64 / int32 / float32 scalars in the kernel's order.
+    `stream_ptr`. grid, block: up to 3 ints; args: numpy uint64 / int32 / int64 / float32 scalars in the kernel's order.
     Raises TypeError for another argument type and RuntimeError with the driver's error name if the launch fails."""
     cargs = [_c_arg(a) for a in args]
     params = (ctypes.c_void_p * len(cargs))(*[ctypes.cast(ctypes.pointer(c), ctypes.c_void_p) for c in cargs])

@@ -2,7 +2,7 @@
 its launch (recurrent.cu, recurrent_tma.cu). Argument checks and helpers: _launch.py. Letters as fla."""
 import os
 
-from kernels import _compile
+from kernels import _compile, _pdl
 from kernels.gdn import _build
 from kernels.gdn._launch import (HEAD_DIM, _check_gates, _check_pool, _check_rows, _need, _output, _state_define, f32,
                                  i32, i64, ptr)
@@ -42,6 +42,11 @@ WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequence
 BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma6x1", "tma3x2c")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
+# launch gdn_recurrent_decode (recurrent.cu) with programmatic dependent launch: its blocks load their state slots
+# while the kernel before finishes, then wait for it (griddepcontrol.wait) before reading q, k, v, a, b or writing
+# anything. The slot ids and the state must not be written by the kernel launched just before (in the model: the
+# conv kernel, which reads neither).
+DECODE_PDL = os.environ.get("SPARKINFER_GDN_PDL", "1") == "1"
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 name one variant for every batch size (the old kernel
 # stays selectable as "regs")
 DECODE_VARIANT = {
@@ -65,9 +70,10 @@ def decode_variant(state_dtype, num_seqs: int = 1) -> str:
     return name
 
 
-def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None, variant=None):
+def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None, variant=None, pdl=None):
     """One decode token per sequence; see ops.fused_recurrent_decode. Returns o [N, HV, V] (out's dtype).
-    variant: a DECODE_VARIANTS name (None: decode_variant(state_pool.dtype, N))."""
+    variant: a DECODE_VARIANTS name (None: decode_variant(state_pool.dtype, N)); pdl: programmatic dependent launch
+    of the recurrent.cu entries (None: DECODE_PDL on a Hopper GPU)."""
     import torch
 
     num_seqs, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
@@ -93,7 +99,11 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
         _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads)
         return o
     fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
-    _build.launch(fn, (HEAD_DIM // block_v, num_v_heads, num_seqs), (threads,), args)
+    grid = (HEAD_DIM // block_v, num_v_heads, num_seqs)
+    if (DECODE_PDL and torch.cuda.get_device_capability(q.device)[0] >= 9) if pdl is None else pdl:
+        _pdl.launch(fn, grid, (threads,), args, 0, _compile.current_stream().ptr)
+    else:
+        _build.launch(fn, grid, (threads,), args)
     return o
 
 

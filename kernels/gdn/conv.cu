@@ -88,6 +88,7 @@ extern "C" __global__ void __launch_bounds__(128)
 gdn_conv_decode(const u16* __restrict__ x, long long s_x, const float* __restrict__ weight,
                 conv_t* __restrict__ pool, long long s_slot, const int* __restrict__ slot_ids, u16* __restrict__ y,
                 int C) {
+  pdl_allow_dependents();  // the recurrent decode after it may launch and load its state now (_decode.py)
   const int n = blockIdx.y, c0 = (blockIdx.x * blockDim.x + threadIdx.x) * CPT;
   if (c0 >= C) return;
   const int slot = slot_ids[n];

@@ -10,6 +10,19 @@ typedef unsigned int u32;
 
 #define GDN_L2_EPS 1e-6f
 
+// programmatic dependent launch (kernels/_pdl.py): let the next kernel launch now / wait until the kernel launched
+// before this one has completed and its writes are visible. No-ops in plain launches and before sm_90.
+__device__ __forceinline__ void pdl_allow_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((u32)h) << 16); }
 __device__ __forceinline__ float bflo(u32 w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bfhi(u32 w) { return __uint_as_float(w & 0xffff0000u); }

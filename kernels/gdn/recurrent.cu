@@ -141,14 +141,21 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
   __shared__ float qs[KD], ks[KD], scal[4];
   __shared__ __align__(16) float red[NWARP][2][BV];
   const int vt = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
+  pdl_allow_dependents();
   const int slot = slot_ids[n];
-  if (slot < 0) return;
+  if (slot < 0) {
+    pdl_wait();
+    return;
+  }
   const int tid = threadIdx.x, cg = tid % TPR, rg = tid / TPR, lane = tid & 31, warp = tid >> 5;
   const int col = vt * BV + cg * VEC;
   state_t* S = pool + (long long)slot * s_slot + (long long)hv * (KD * VD) + col;
   raw_t raw[PASSES];
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) raw[p] = *reinterpret_cast<const raw_t*>(S + (rg + RG * p) * VD);
+  // programmatic dependent launch (_decode.py, pdl): the slot ids and state above are not written by the kernel
+  // launched just before this one; q, k, v, a, b and every write wait for it to complete
+  pdl_wait();
   if (warp == 0) {
     const int h = hv / (HV / H);
     decode_prologue(q + n * s_qk + h * KD, k + n * s_qk + h * KD, bf2f(a[n * s_ab + hv]),
