@@ -229,11 +229,11 @@ def save(rows, copy_gbs):
     out_dir = os.environ.get("OUT")
     if not out_dir:
         return
-    keys = list(rows[0])
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # decode rows add plain_us
     with open(os.path.join(out_dir, "gpu_gdn.csv"), "w", encoding="utf-8") as fh:
         fh.write("copy_GBps," + ",".join(keys) + "\n")
         for r in rows:
-            fh.write(f"{copy_gbs:.0f}," + ",".join(str(r[k]) for k in keys) + "\n")
+            fh.write(f"{copy_gbs:.0f}," + ",".join(str(r.get(k, "")) for k in keys) + "\n")
     try:
         import matplotlib
         matplotlib.use("Agg")

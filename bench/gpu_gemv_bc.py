@@ -5,7 +5,8 @@ sleep kernel, batches of 10 back-to-back launches on rotating weight copies that
 Columns (M = 1): pick = ops.gemv as dispatched; bc = gemv_bc (unroll 3), bc_u2 = 2 chunk pairs per half-buffer;
 *_pdl = launched with programmatic dependent launch (each launch's weight stream starts while the one before
 finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs), bc_lo = loads
-only (the same loads without decode / MMA). Each cell: us and % of the copy bandwidth measured in the same
+only (the same loads without decode / MMA). M = 8, 16: ops.gemv's pick launched with PDL (the default) and plainly
+("pick_plain"). Each cell: us and % of the copy bandwidth measured in the same
 run. Checks gemv_bc once per shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
 """
 import math
@@ -40,6 +41,15 @@ def cells_for(x, out, nv) -> dict:
             "bc_lo_pdl": run(variant="_loadonly", pdl=True)}
 
 
+def pick_ab(x, out, nv) -> dict:
+    """ops.gemv as dispatched (gemv_tile / gemv_cluster / gemv_v2 at M > 1) with and without PDL."""
+    cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10)}
+    ops.PDL = False
+    cells["pick_plain"] = timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10)
+    ops.PDL = True
+    return cells
+
+
 def main() -> int:
     copy_bw = copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s")
@@ -55,6 +65,10 @@ def main() -> int:
         x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
         out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
         print(f"{n}x{k} M=1: {cells_line(cells_for(x, out, nv), nbytes, copy_bw)}", flush=True)
+        for m in (8, 16):
+            xm = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            outm = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            print(f"{n}x{k} M={m}: {cells_line(pick_ab(xm, outm, nv), nbytes, copy_bw)}", flush=True)
         del nv
         torch.cuda.empty_cache()
     print("correctness:", "PASS" if not failed else f"FAIL ({failed})")

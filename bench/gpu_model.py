@@ -310,10 +310,10 @@ def main() -> int:
                           " " + label + " torch-attn")
             attention_layer.DECODE_KERNEL = "auto"
         if PDL_AB and label == VARIANTS[0][0]:
-            gemv_bc.PDL = False
+            nvfp4_ops.PDL = False
             rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, (1,),
                           " " + label + " no-pdl")
-            gemv_bc.PDL = True
+            nvfp4_ops.PDL = True
     set_variant(True, False)
     for num_rows in (1, 64):
         if time.time() - T0 < budget + 10:

@@ -62,6 +62,19 @@ __device__ __forceinline__ u32 e4m3_scaled_bf16x2(u32 b) {
     return h | (h << 16);
 }
 
+// programmatic dependent launch (kernels/_pdl.py, ops.PDL): let the next kernel launch now / wait until the kernel
+// launched before this one has completed and its writes are visible. No-ops in plain launches and before sm_90.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ u32 rotr(u32 q, int r) { return __funnelshift_r(q, q, r); }
 
 // one fragment word -> the 4 A registers of one k-step, unscaled: A = e2m1 * 2^-126 (bf16; |v| = 0.5 is a

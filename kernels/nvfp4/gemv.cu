@@ -21,6 +21,8 @@ __device__ void gemv_body(const GemvArgs& p) {
     __shared__ u32 lut[256];
     __shared__ int s_last;
     extern __shared__ uint4 xs[];
+    pdl_launch_dependents();
+    pdl_wait();  // PDL launch (ops.py): x is read from the start, so only the launch itself overlaps the kernel before
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     if (XS) stage_x(p, xs);
     __syncthreads();

@@ -23,11 +23,6 @@
 
 constexpr u32 X_SCALE = 0x71807180u;  // bf16x2 (2^100, 2^100)
 
-// programmatic dependent launch (kernels/_pdl.py): the next kernel may start launching now / wait until the kernel
-// before this one has completed (both no-ops in a plain launch)
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 // U chunk pairs of one warp in flight: two fragments and one scale word per pair
 template <int U>
 struct PairGroup {

@@ -16,9 +16,6 @@ from kernels.nvfp4 import ops
 UNROLLS = (2, 3, 4)  # chunk pairs per half-buffer compiled (nvfp4_gemv_bc_u{U})
 DEFAULT_UNROLL = 3
 X_EXPONENT = 100  # x is staged as x * 2^100 (gemv_bc.cu X_SCALE); A = e2m1 * 2^-126
-# launch with programmatic dependent launch (kernels/_pdl.py): the weight stream starts while the kernel before is
-# finishing (NOTES.md session 6)
-PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "1") == "1"
 
 
 def block_column_scales(wsc: torch.Tensor) -> torch.Tensor:
@@ -66,8 +63,8 @@ def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_U
     """x [1, K] bf16 contiguous (|x| < 2^28: x * 2^100 must stay finite in bf16), p = ops.prepared(...) -> out [1, N]
     bf16 (written). Persistent grid of blocks_per_sm blocks per SM; partial row groups reduced through ops' split-K
     workspace and counters (left zero). unroll: UNROLLS; variant: bench diagnostics, wrong results ("_noflush",
-    "_loadonly"; unroll 3); pdl: programmatic dependent launch (None: PDL). Raises ValueError where `applies` is
-    false or no such kernel is built."""
+    "_loadonly"; unroll 3); pdl: programmatic dependent launch (None: ops.PDL on Hopper). Raises ValueError where
+    `applies` is false or no such kernel is built."""
     import numpy as np
 
     if not applies(x, p) or unroll not in UNROLLS or (variant and unroll != DEFAULT_UNROLL):
@@ -80,7 +77,7 @@ def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_U
     args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha_bc"]),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
     kernel = _kernel(f"nvfp4_gemv_bc_u{unroll}{variant}")
-    if PDL if pdl is None else pdl:
+    if (ops.PDL and ops._hopper(x.device)) if pdl is None else pdl:
         _pdl.launch(kernel, grid, (256,), args, _smem(p), _compile.current_stream().ptr)
     else:
         ops._launch("", "", grid, (256,), args, kernel, _smem(p))

@@ -40,6 +40,8 @@ template <int NT, int U, int CS>
 __device__ void gemv_cluster_body(const GemvArgs& p) {
     __shared__ u32 lut[256];
     __shared__ float4 part[8][NT][32];
+    pdl_launch_dependents();
+    pdl_wait();  // PDL launch (ops.py): only the launch itself overlaps the kernel before
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = (int)cluster_rank();

@@ -142,6 +142,8 @@ __device__ void gemv_tile_body(const TileArgs& p) {
     __shared__ u32 lut[256];
     __shared__ float4 red[2][TG_WARPS][NT][32];
     const int w = threadIdx.x >> 5;
+    pdl_launch_dependents();
+    pdl_wait();  // PDL launch (ops.py): only the launch itself overlaps the kernel before
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     const int t0 = (int)((long long)p.ntiles * blockIdx.x / gridDim.x);
     const int nt = (int)((long long)p.ntiles * (blockIdx.x + 1) / gridDim.x) - t0;

@@ -14,7 +14,7 @@ import os
 
 import torch
 
-from kernels import _compile
+from kernels import _compile, _pdl
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from kernels.nvfp4.repack import CHUNK, ROW_GROUP, prepared, repack, tile_alpha  # noqa: F401 - ops.* for callers
 
@@ -54,6 +54,9 @@ TILE_DISPATCH_M = 8
 # serves every M = 1 GEMV; without PDL only where it won plainly: not gemv_tile / gemv_cluster shapes, K <= BC_MAX_K
 # (34816x5120 39.3 / 36.0, LM head 208.4 / 195.9). 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments.
 GEMV_BC = os.environ.get("SPARKINFER_NVFP4_BC", "1") == "1"
+# the GEMV kernels (gemv_bc, gemv_tile, gemv_cluster, gemv_v2) launched with programmatic dependent launch
+# (kernels/_pdl.py): each may start while the kernel before finishes (NOTES.md session 6)
+PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "1") == "1"
 BC_MAX_K = 5120
 BC_U3_CHUNKS = 150_000
 TILE_DISPATCH_CHUNKS = 32768
@@ -84,11 +87,15 @@ def _workspace(device, np_: int) -> torch.Tensor:
     return _scratch("split_k", device, WS_ROWS * np_, torch.float32, True)
 
 
-def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: int = 0) -> None:
-    """Launch `name` of `source` (or the given cupy kernel) on torch's current stream."""
+def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: int = 0, pdl: bool = False) -> None:
+    """Launch `name` of `source` (or the given cupy kernel) on torch's current stream; pdl: with programmatic
+    dependent launch where PDL is on and the GPU is a Hopper (only for kernels that call pdl_wait, common.cuh)."""
     kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
     stream = _compile.current_stream()
-    kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
+    if pdl and PDL and _hopper(torch.device("cuda", torch.cuda.current_device())):
+        _pdl.launch(kernel, grid, block, args, shared_mem, stream.ptr)
+    else:
+        kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
@@ -119,7 +126,7 @@ def bc_serves(x: torch.Tensor, p: dict) -> bool:
         return False
     if "wsb" not in p and torch.cuda.is_current_stream_capturing():
         return False
-    if gemv_bc.PDL:
+    if PDL:
         return True
     tile = GEMV_VERSION == "v5" and tile_applies(x, p)
     return p["K"] <= BC_MAX_K and not tile and not (GEMV_CLUSTER and cluster_size(p, _compile.num_sms(x.device)))
@@ -144,7 +151,7 @@ def gemv_cluster(x: torch.Tensor, p: dict, out: torch.Tensor, cs: int) -> torch.
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), np.uint64(0), np.uint64(0), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
-    _launch(f"nvfp4_gemv_cl{cs}_nt{nt}", "gemv_cluster.cu", (cs, p["Np"] // ROW_GROUP), (256,), args)
+    _launch(f"nvfp4_gemv_cl{cs}_nt{nt}", "gemv_cluster.cu", (cs, p["Np"] // ROW_GROUP), (256,), args, pdl=True)
     return out
 
 
@@ -210,7 +217,7 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
             np.int32(p["K"]), np.int32(p["Kc"]), np.int32(ntiles))
-    _launch("", "", grid, (256,), args, kernel, smem)
+    _launch("", "", grid, (256,), args, kernel, smem, pdl=True)
     return out
 
 
@@ -233,9 +240,9 @@ def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", bloc
     if xs is None:
         xs = GEMV_XS and not variant and xs_applies(m, p, grid[0])
     if xs:
-        _launch("", "", grid, (256,), args, _xs_kernel(f"nvfp4_gemv_xs_nt{nt}{variant}"), m * p["Kc"] * 128)
+        _launch("", "", grid, (256,), args, _xs_kernel(f"nvfp4_gemv_xs_nt{nt}{variant}"), m * p["Kc"] * 128, True)
     else:
-        _launch(f"nvfp4_gemv_nt{nt}{variant}", "gemv.cu", grid, (256,), args)
+        _launch(f"nvfp4_gemv_nt{nt}{variant}", "gemv.cu", grid, (256,), args, pdl=True)
     return out
 
 

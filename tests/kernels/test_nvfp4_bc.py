@@ -133,7 +133,7 @@ def test_ops_gemv_takes_v10_for_one_row():
     x = x2[:1].clone()
     out = torch.full((1, 6144), float("nan"), dtype=torch.bfloat16, device="cuda")
     ops.gemv(x, p, out)
-    assert ("wsb" in p) == (gemv_bc.PDL and torch.cuda.get_device_capability() == (9, 0))
+    assert ("wsb" in p) == (ops.PDL and torch.cuda.get_device_capability() == (9, 0))
     ref = x.float() @ ref_w.t()
     assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
     assert torch.equal(out, out2[:1]) or ((out.float() - out2[:1].float()).norm() / ref.norm()).item() < REL_TOL
