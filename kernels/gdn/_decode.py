@@ -42,10 +42,10 @@ WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequence
 BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma6x1", "tma3x2c")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
-# launch gdn_recurrent_decode (recurrent.cu) with programmatic dependent launch: its blocks load their state slots
-# while the kernel before finishes, then wait for it (griddepcontrol.wait) before reading q, k, v, a, b or writing
-# anything. The slot ids and the state must not be written by the kernel launched just before (in the model: the
-# conv kernel, which reads neither).
+# launch gdn_recurrent_decode (recurrent.cu) and gdn_recurrent_decode_tma (recurrent_tma.cu) with programmatic
+# dependent launch: their blocks load their state slots while the kernel before finishes, then wait for it
+# (griddepcontrol.wait) before reading q, k, v, a, b or writing anything. The slot ids and the state must not be
+# written by the kernel launched just before (in the model: the conv kernel, which writes neither).
 DECODE_PDL = os.environ.get("SPARKINFER_GDN_PDL", "1") == "1"
 # chosen per state dtype; SPARKINFER_GDN_DECODE_BF16 / _F32 name one variant for every batch size (the old kernel
 # stays selectable as "regs")
@@ -73,7 +73,7 @@ def decode_variant(state_dtype, num_seqs: int = 1) -> str:
 def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, out=None, variant=None, pdl=None):
     """One decode token per sequence; see ops.fused_recurrent_decode. Returns o [N, HV, V] (out's dtype).
     variant: a DECODE_VARIANTS name (None: decode_variant(state_pool.dtype, N)); pdl: programmatic dependent launch
-    of the recurrent.cu entries (None: DECODE_PDL on a Hopper GPU)."""
+    of gdn_recurrent_decode and gdn_recurrent_decode_tma (None: DECODE_PDL on a Hopper GPU)."""
     import torch
 
     num_seqs, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
@@ -95,12 +95,13 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
             ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),
             ptr(o), i32(num_k_heads), i32(num_v_heads), f32(scale))
+    pdl = (DECODE_PDL and torch.cuda.get_device_capability(q.device)[0] >= 9) if pdl is None else pdl
     if entry == "gdn_recurrent_decode_tma":
-        _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads)
+        _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads, pdl)
         return o
     fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
     grid = (HEAD_DIM // block_v, num_v_heads, num_seqs)
-    if (DECODE_PDL and torch.cuda.get_device_capability(q.device)[0] >= 9) if pdl is None else pdl:
+    if pdl and entry == "gdn_recurrent_decode":
         _pdl.launch(fn, grid, (threads,), args, 0, _compile.current_stream().ptr)
     else:
         _build.launch(fn, grid, (threads,), args)
@@ -111,13 +112,17 @@ def _define(defines: tuple, key: str) -> int:
     return int(next(d.split("=")[1] for d in defines if d.startswith(key + "=")))
 
 
-def _launch_tma(entry, defines, carveout, state_pool, args, num_items: int):
+def _launch_tma(entry, defines, carveout, state_pool, args, num_items: int, pdl: bool):
     """recurrent_tma.cu: min(items, MIN_BLOCKS per SM) persistent blocks of 256 threads, STAGES tiles of dynamic
-    shared memory; the bulk copies need 16-byte aligned slots."""
+    shared memory; the bulk copies need 16-byte aligned slots. pdl: programmatic dependent launch."""
     tile = HEAD_DIM * HEAD_DIM * state_pool.element_size()
     _need(state_pool.data_ptr() % 16 == 0 and state_pool.stride(0) * state_pool.element_size() % 16 == 0,
           "state pool slots must be 16-byte aligned for the tma decode")
     smem = _define(defines, "STAGES") * tile
     sms = _compile.num_sms(state_pool.device)
     fn = _build.kernel("recurrent_tma.cu", entry, defines, smem, carveout)
-    _build.launch(fn, (min(num_items, sms * _define(defines, "MIN_BLOCKS")),), (256,), args, smem)
+    grid = (min(num_items, sms * _define(defines, "MIN_BLOCKS")),)
+    if pdl:
+        _pdl.launch(fn, grid, (256,), args, smem, _compile.current_stream().ptr)
+    else:
+        _build.launch(fn, grid, (256,), args, smem)

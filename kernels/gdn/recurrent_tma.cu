@@ -264,7 +264,11 @@ gdn_recurrent_decode_tma(const u16* __restrict__ q, const u16* __restrict__ k, l
   __shared__ __align__(16) Smem sm;
   const DecodeArgs p{q, k, s_qk, v, s_v, a, b, s_ab, a_log, dt_bias, pool, s_slot, slot_ids, o, H, HV, scale, N * HV};
   const int mine = (p.total - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-  if (mine <= 0) return;
+  pdl_allow_dependents();
+  if (mine <= 0) {
+    pdl_wait();
+    return;
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) mbar_init(&sm.bar[s]);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -272,6 +276,9 @@ gdn_recurrent_decode_tma(const u16* __restrict__ q, const u16* __restrict__ k, l
     for (int j = 0; j < STAGES && j < mine; ++j) issue_load(p, j, tiles, sm);
   }
   Item it = fetch_item(p, blockIdx.x);
+  // programmatic dependent launch (_decode.py): the state copies and slot ids above are not written by the kernel
+  // launched just before this one; q, k, v, a, b and every write wait for it to complete
+  pdl_wait();
   __syncthreads();
   int refill = -1;  // thread 0: local item whose stage is refilled (with item refill + STAGES) next iteration
   for (int j = 0; j < mine; ++j) {

@@ -40,12 +40,14 @@ def _steps(state, conv, inputs, A_log, dt_bias, weight, slot_ids, pdl: bool, gra
 
 
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
-@pytest.mark.parametrize("num_seqs", [3, 32])  # t128x6 and w128 (the bf16 defaults below / from 16 sequences)
-def test_pdl_decode_equals_plain_launch(graph, num_seqs):
+@pytest.mark.parametrize("num_seqs", [3, 32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_pdl_decode_equals_plain_launch(graph, num_seqs, dtype):
+    # the default kernels: bf16 t128x6 (3) / w128 (32); f32 regs (3) / the TMA ring tma3x1 (32)
     A_log, dt_bias, weight = layer(2, 6)
     channels = weight.shape[0]
     slots = torch.randperm(3 * num_seqs)[:num_seqs].tolist()
-    state0 = (torch.randn(3 * num_seqs, 6, 128, 128, device="cuda") * 0.3).bfloat16()
+    state0 = (torch.randn(3 * num_seqs, 6, 128, 128, device="cuda") * 0.3).to(dtype)
     conv0 = torch.randn(3 * num_seqs, channels, 3, device="cuda").bfloat16()
     slot_ids = torch.tensor(slots, dtype=torch.int32, device="cuda")
     inputs = []
