@@ -275,10 +275,10 @@ gdn_recurrent_decode_tma(const u16* __restrict__ q, const u16* __restrict__ k, l
     fence_async_smem();
     for (int j = 0; j < STAGES && j < mine; ++j) issue_load(p, j, tiles, sm);
   }
-  Item it = fetch_item(p, blockIdx.x);
   // programmatic dependent launch (_decode.py): the state copies and slot ids above are not written by the kernel
-  // launched just before this one; q, k, v, a, b and every write wait for it to complete
+  // launched just before this one; q, k, v, a, b (fetch_item reads q, k and the gates) and every write wait for it
   pdl_wait();
+  Item it = fetch_item(p, blockIdx.x);
   __syncthreads();
   int refill = -1;  // thread 0: local item whose stage is refilled (with item refill + STAGES) next iteration
   for (int j = 0; j < mine; ++j) {
