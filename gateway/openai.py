@@ -159,6 +159,12 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
     return kwargs
 
 
+def _hides_reasoning(body: dict) -> bool:
+    """vLLM's include_reasoning: false (OpenRouter's too) and OpenRouter's reasoning.exclude: the thinking is parsed
+    out of the answer but not returned, streamed or not."""
+    return body.get("include_reasoning") is False or bool((body.get("reasoning") or {}).get("exclude"))
+
+
 def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
     """The tools the template renders. tool_choice "none" keeps them in the prompt, as vLLM does since 0.10 (and
     OpenAI: the model knows them, it just may not call them); only their calls are not parsed. vLLM's
@@ -214,7 +220,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-                hide_reasoning=bool((body.get("reasoning") or {}).get("exclude")), forced_tools=force is not None,
+                hide_reasoning=_hides_reasoning(body), forced_tools=force is not None,
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")))
 
 

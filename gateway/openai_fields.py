@@ -46,12 +46,13 @@ NO_EFFECT = frozenset({
     "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "echo", "best_of",
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
-    "web_search_options", "include_reasoning",
+    "web_search_options",
 })
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs")
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
+    "include_reasoning",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.

@@ -159,6 +159,7 @@ CHAT_SCHEMA = {
         "reasoning": {"type": ["object", "null"],
                       "properties": {"effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
                                      "exclude": _BOOL_OR_NULL}},
+        "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.
         "echo": _BOOL_OR_NULL,
         "documents": {"type": ["array", "null"], "items": {"type": "object"}},
