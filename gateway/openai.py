@@ -17,6 +17,7 @@ from gateway.openai_checks import (chat_max_tokens, check_content, check_prompt_
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
+from gateway.reasoning import hides_reasoning, prompt_opens_thinking
 from gateway.structured import check_answer, checked, json_constraint, response_format_schema
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -159,12 +160,6 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
     return kwargs
 
 
-def _hides_reasoning(body: dict) -> bool:
-    """vLLM's include_reasoning: false (OpenRouter's too) and OpenRouter's reasoning.exclude: the thinking is parsed
-    out of the answer but not returned, streamed or not."""
-    return body.get("include_reasoning") is False or bool((body.get("reasoning") or {}).get("exclude"))
-
-
 def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
     """The tools the template renders. tool_choice "none" keeps them in the prompt, as vLLM does since 0.10 (and
     OpenAI: the model knows them, it just may not call them); only their calls are not parsed. vLLM's
@@ -210,8 +205,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     prompt = plan_prompt_logprobs(body, False, stream)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.split_reasoning = True
-    # Thinking on: the template's generation prompt already opened <think>.
-    gen.thinking_open = text.rstrip().endswith("<think>")
+    # Thinking on: the template's generation prompt (or a continued final message) left <think> open.
+    gen.thinking_open = prompt_opens_thinking(text)
     if schema is not None and force is None:
         # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
         constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
@@ -220,7 +215,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-                hide_reasoning=_hides_reasoning(body), forced_tools=force is not None,
+                hide_reasoning=hides_reasoning(body), forced_tools=force is not None,
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")))
 
 

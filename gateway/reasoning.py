@@ -8,6 +8,19 @@ TOOL_CALL = "<tool_call>"
 _CALL_STARTS = ("<function=", "{")
 
 
+def hides_reasoning(body: dict) -> bool:
+    """vLLM's include_reasoning: false (OpenRouter's too) and OpenRouter's reasoning.exclude: the thinking is split
+    out of the answer but not returned, streamed or not."""
+    return body.get("include_reasoning") is False or bool((body.get("reasoning") or {}).get("exclude"))
+
+
+def prompt_opens_thinking(prompt: str) -> bool:
+    """Whether the prompt leaves a <think> block open (its last <think> after its last </think>), as vLLM reads the
+    prompt (the qwen3 parser's is_reasoning_end over the prompt ids): the generation prompt's <think>, or an assistant
+    turn continued (continue_final_message) from inside its thinking."""
+    return prompt.rfind(THINK_START) > prompt.rfind(THINK_END)
+
+
 def _partial_tail(buf: str, tag: str) -> int:
     """Length of the longest suffix of buf that is a proper prefix of tag."""
     for size in range(min(len(buf), len(tag) - 1), 0, -1):
