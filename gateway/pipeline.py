@@ -67,17 +67,17 @@ class ChoiceOutput:
         # Like vLLM, stop strings apply only from the min_tokens-th generated token on (a stop string that began
         # before it still counts when it ends after it).
         armed = self._num_tokens >= self._min_tokens
-        text = self._stop.push(self._detok.push(token_ids), armed)
+        text = self._detok.push(token_ids) + (self._detok.flush() if finish else "")
+        # Stop strings end the answer, never the thinking (vLLM #14170, fixed by its "skip stop in reasoning
+        # content"): a stop such as "\n" would otherwise end a reasoning model's turn inside its first thought.
+        reasoning, content = self._split_text(text, bool(finish))
+        content = self._stop.push(content, armed)
+        if self._stop.matched is None and finish:
+            content += self._stop.flush()
         if self._stop.matched is not None:
             finish = "stop"
-        elif finish:
-            text += self._stop.push(self._detok.flush(), armed)
-            text += self._stop.flush()
-            if self._stop.matched is not None:
-                finish = "stop"
-        if finish == "stop" and self._include_stop and self._stop.matched is not None:
-            text += self._stop.matched
-        reasoning, content = self._split_text(text, bool(finish))
+            if self._include_stop:
+                content += self._stop.matched
         if not (reasoning or content or finish or self._pending_prompt is not None):
             return None
         delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
