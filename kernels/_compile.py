@@ -49,10 +49,18 @@ def current_stream() -> RawStream:
     2026-11-29)."""
     import torch
 
-    raw, device = getattr(torch._C, "_cuda_getCurrentRawStream", None), getattr(torch._C, "_cuda_getDevice", None)
-    if raw is None or device is None:
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
         return external_stream(torch.cuda.current_stream().cuda_stream)
-    return external_stream(raw(device()))
+    return external_stream(raw(current_device()))
+
+
+def current_device() -> int:
+    """torch's current CUDA device index (through its C hook where this torch has it, as current_stream)."""
+    import torch
+
+    hook = getattr(torch._C, "_cuda_getDevice", None)
+    return hook() if hook is not None else torch.cuda.current_device()
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,6 +13,14 @@ import torch
 from kernels import _compile, _pdl
 from kernels.nvfp4 import ops
 
+# gemv_bc.cu (v10, block columns) for M = 1 on Hopper. Launched with programmatic dependent launch (ops.PDL, the
+# default) it is ahead of v5 / v7 / cluster on every 27B shape (NOTES.md session 6, run 2, us, back-to-back: 6144x5120
+# 10.8 / 9.9, 5120x6144 12.0 / 10.2, 16384x5120 20.4 / 19.1, 5120x17408 23.0 / 20.4, 34816x5120 35.8 / 33.3), so it
+# serves every M = 1 GEMV; without PDL only where it won plainly: not gemv_tile / gemv_cluster shapes, K <= BC_MAX_K
+# (34816x5120 39.3 / 36.0, LM head 208.4 / 195.9). 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments.
+GEMV_BC = os.environ.get("SPARKINFER_NVFP4_BC", "1") == "1"
+BC_MAX_K = 5120
+BC_U3_CHUNKS = 150_000
 UNROLLS = (2, 3, 4)  # chunk pairs per half-buffer compiled (nvfp4_gemv_bc_u{U})
 DEFAULT_UNROLL = 3
 X_EXPONENT = 100  # x is staged as x * 2^100 (gemv_bc.cu X_SCALE); A = e2m1 * 2^-126
@@ -43,6 +51,27 @@ def prepared_bc(p: dict) -> dict:
 def applies(x: torch.Tensor, p: dict) -> bool:
     """M = 1, K % 8 == 0 (x read in 16-byte pieces), x 16-byte aligned, x staged in at most 64 KB."""
     return x.shape[0] == 1 and p["K"] % 8 == 0 and x.data_ptr() % 16 == 0 and _smem(p) <= 64 << 10
+
+
+def serves(x: torch.Tensor, p: dict) -> bool:
+    """ops.gemv's choice of this kernel: GEMV_BC, x of one row on a Hopper GPU (griddepcontrol, cvt from e4m3:
+    sm_90), the kernel's scale words already built (prepared_bc) unless no CUDA graph is being captured (building
+    them inside a capture would record the build into the graph); with ops.PDL off, only shapes that gemv_tile and
+    gemv_cluster do not take and K <= BC_MAX_K."""
+    if not (GEMV_BC and x.is_cuda and ops._hopper(x.device) and applies(x, p)):
+        return False
+    if "wsb" not in p and torch.cuda.is_current_stream_capturing():
+        return False
+    if ops.PDL:
+        return True
+    tile = ops.GEMV_VERSION == "v5" and ops.tile_applies(x, p)
+    cluster = ops.GEMV_CLUSTER and ops.cluster_size(p, _compile.num_sms(x.device))
+    return p["K"] <= BC_MAX_K and not tile and not cluster
+
+
+def dispatch_unroll(p: dict) -> int:
+    """ops.gemv's unroll: 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments, 3 from there."""
+    return 2 if (p["Np"] // 16) * p["Kc"] < BC_U3_CHUNKS else 3
 
 
 def _smem(p: dict) -> int:

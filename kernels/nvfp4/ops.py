@@ -1,7 +1,8 @@
-"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_tile.cu for M <= 8 rows on weights of up to
-~19 MB, where it measured faster; gemv_cluster.cu where clusters of 2 blocks per row group fill a wave; gemv.cu
-otherwise for M <= 32, x staged in shared memory on long streams; above: gemm_wgmma.cu on Hopper, gemm.cu
-elsewhere); CPU: naive. The load-time repack itself: repack.py.
+"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_bc.cu for M = 1 on Hopper; gemv_tile.cu for
+M <= 8 rows on weights of up to ~19 MB, where it measured faster; gemv_cluster.cu where clusters of 2 blocks per row
+group fill a wave; gemv.cu otherwise for M <= 32, x staged in shared memory on long streams; above: gemm_wgmma.cu on
+Hopper, gemm.cu elsewhere), the GEMVs launched with programmatic dependent launch on Hopper (PDL); CPU: naive. The
+load-time repack itself: repack.py.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
@@ -48,17 +49,9 @@ TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
 # TILE_DISPATCH_CHUNKS fragments (~19 MB; above, v2's leaner inner loop wins: both are issue-bound there)
 TILE_DISPATCH_M = 8
-# gemv_bc.cu (v10, block columns) for M = 1 on Hopper. Launched with programmatic dependent launch (gemv_bc.PDL, the
-# default) it is ahead of v5 / v7 / cluster on every 27B shape (NOTES.md session 6, run 2, us, back-to-back: 6144x5120
-# 10.8 / 9.9, 5120x6144 12.0 / 10.2, 16384x5120 20.4 / 19.1, 5120x17408 23.0 / 20.4, 34816x5120 35.8 / 33.3), so it
-# serves every M = 1 GEMV; without PDL only where it won plainly: not gemv_tile / gemv_cluster shapes, K <= BC_MAX_K
-# (34816x5120 39.3 / 36.0, LM head 208.4 / 195.9). 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments.
-GEMV_BC = os.environ.get("SPARKINFER_NVFP4_BC", "1") == "1"
 # the GEMV kernels (gemv_bc, gemv_tile, gemv_cluster, gemv_v2) launched with programmatic dependent launch
 # (kernels/_pdl.py): each may start while the kernel before finishes (NOTES.md session 6)
 PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "1") == "1"
-BC_MAX_K = 5120
-BC_U3_CHUNKS = 150_000
 TILE_DISPATCH_CHUNKS = 32768
 TILE_X_BYTES = 48 << 10  # M <= 8: x staged per block above this would fit too few blocks per SM
 TILE_DEPTHS = {1: (6, 10), 2: (8,)}  # ring stages per warp compiled per NT (the first is the default)
@@ -92,20 +85,21 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
     dependent launch where PDL is on and the GPU is a Hopper (only for kernels that call pdl_wait, common.cuh)."""
     kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
     stream = _compile.current_stream()
-    if pdl and PDL and _hopper(torch.device("cuda", torch.cuda.current_device())):
+    if pdl and PDL and _hopper_index(_compile.current_device()):
         _pdl.launch(kernel, grid, block, args, shared_mem, stream.ptr)
     else:
         kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_bc where bc_serves
+    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_bc where it serves
     (M = 1), else gemv_tile where GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_cluster where
     cluster_size finds a cluster that fills the GPU, else gemv_v2 (variant, blocks_per_sm: its options)."""
-    if not variant and bc_serves(x, p):
+    if not variant and x.shape[0] == 1 and x.is_cuda:
         from kernels.nvfp4 import gemv_bc
 
-        return gemv_bc.gemv_bc(x, p, out, unroll=2 if (p["Np"] // 16) * p["Kc"] < BC_U3_CHUNKS else 3)
+        if gemv_bc.serves(x, p):
+            return gemv_bc.gemv_bc(x, p, out, unroll=gemv_bc.dispatch_unroll(p))
     if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
         return gemv_tile(x, p, out)
     if not variant and GEMV_CLUSTER and x.is_cuda and _hopper(x.device):
@@ -113,23 +107,6 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
         if cs:
             return gemv_cluster(x, p, out, cs)
     return gemv_v2(x, p, out, variant, blocks_per_sm)
-
-
-def bc_serves(x: torch.Tensor, p: dict) -> bool:
-    """ops.gemv's choice of gemv_bc: GEMV_BC, x of one row on a Hopper GPU (griddepcontrol, cvt from e4m3: sm_90),
-    the kernel's scale words already built (gemv_bc.prepared_bc) unless no CUDA graph is being captured (building
-    them inside a capture would record the build into the graph); with PDL off, only shapes that gemv_tile and
-    gemv_cluster do not take and K <= BC_MAX_K."""
-    from kernels.nvfp4 import gemv_bc
-
-    if not (GEMV_BC and x.is_cuda and _hopper(x.device) and gemv_bc.applies(x, p)):
-        return False
-    if "wsb" not in p and torch.cuda.is_current_stream_capturing():
-        return False
-    if PDL:
-        return True
-    tile = GEMV_VERSION == "v5" and tile_applies(x, p)
-    return p["K"] <= BC_MAX_K and not tile and not (GEMV_CLUSTER and cluster_size(p, _compile.num_sms(x.device)))
 
 
 def cluster_size(p: dict, sms: int) -> int:
@@ -265,6 +242,12 @@ def _xs_kernel(name: str):
 @functools.lru_cache(maxsize=None)
 def _hopper(device) -> bool:
     return torch.cuda.get_device_capability(device) == (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_index(index: int) -> bool:
+    """_hopper for a device index (the launch path knows only torch's current device)."""
+    return torch.cuda.get_device_capability(index) == (9, 0)
 
 
 def wgmma_serves(device) -> bool:
