@@ -5,8 +5,8 @@ sleep kernel, batches of 10 back-to-back launches on rotating weight copies that
 Columns (M = 1): pick = ops.gemv as dispatched; bc = gemv_bc (unroll 3), bc_u2 = 2 chunk pairs per half-buffer;
 *_pdl = launched with programmatic dependent launch (each launch's weight stream starts while the one before
 finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs), bc_lo = loads
-only (the same loads without decode / MMA). M = 8, 16: ops.gemv's pick launched with PDL (the default) and plainly
-("pick_plain"). Each cell: us and % of the copy bandwidth measured in the same
+only (the same loads without decode / MMA). M = 2, 4, 8, 16: ops.gemv's pick launched with PDL (the default) and
+plainly ("pick_plain"), and bcr = gemv_bcr (v10r) where x fits its shared memory. Each cell: us and % of the copy bandwidth measured in the same
 run. Checks gemv_bc once per shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
 """
 import math
@@ -20,7 +20,7 @@ from kernels.nvfp4 import checkpoint, gemv_bc, naive, ops
 
 
 def check(n: int, k: int) -> float:
-    """Worst relative error of gemv_bc (every unroll) on a quantized random weight, x ~ N(0, 1)."""
+    """Worst relative error of gemv_bc (every unroll) and gemv_bcr (M = 2, 5) on a quantized random weight."""
     weight = checkpoint.from_tensors(naive.quantize(torch.randn(n, k, device="cuda"), "modelopt"))
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     worst = 0.0
@@ -28,6 +28,14 @@ def check(n: int, k: int) -> float:
         x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
         out = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         gemv_bc.gemv_bc(x, p, out, unroll=unroll)
+        ref = x.float() @ ref_w.t()
+        worst = max(worst, float("inf") if out.isnan().any() else ((out.float() - ref).norm() / ref.norm()).item())
+    for m in (2, 5):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        if not gemv_bc.rows_applies(x, p):
+            continue
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bc.gemv_bcr(x, p, out)
         ref = x.float() @ ref_w.t()
         worst = max(worst, float("inf") if out.isnan().any() else ((out.float() - ref).norm() / ref.norm()).item())
     return worst
@@ -42,11 +50,14 @@ def cells_for(x, out, nv) -> dict:
 
 
 def pick_ab(x, out, nv) -> dict:
-    """ops.gemv as dispatched (gemv_tile / gemv_cluster / gemv_v2 at M > 1) with and without PDL."""
+    """ops.gemv as dispatched with and without PDL, and gemv_bcr (v10r, block columns for 2..8 rows) where it
+    applies."""
     cells = {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10)}
     ops.PDL = False
     cells["pick_plain"] = timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10)
     ops.PDL = True
+    if gemv_bc.rows_applies(x, nv[0]):
+        cells["bcr"] = timed([lambda p=p: gemv_bc.gemv_bcr(x, p, out) for p in nv], 20, 10)
     return cells
 
 
@@ -65,7 +76,7 @@ def main() -> int:
         x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
         out = torch.empty(1, n, dtype=torch.bfloat16, device="cuda")
         print(f"{n}x{k} M=1: {cells_line(cells_for(x, out, nv), nbytes, copy_bw)}", flush=True)
-        for m in (8, 16):
+        for m in (2, 4, 8, 16):
             xm = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             outm = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             print(f"{n}x{k} M={m}: {cells_line(pick_ab(xm, outm, nv), nbytes, copy_bw)}", flush=True)

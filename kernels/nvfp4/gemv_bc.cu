@@ -18,10 +18,7 @@
 // Launched with programmatic dependent launch (gemv_bc.py, pdl): each block issues its first weight loads, then
 // waits (griddepcontrol.wait) for the previous kernel before it reads x or writes anything, and lets the next kernel
 // launch at its start (its blocks take SMs as this grid's blocks leave).
-#include "gemv_core.cuh"
-#include "gemv_split.cuh"
-
-constexpr u32 X_SCALE = 0x71807180u;  // bf16x2 (2^100, 2^100)
+#include "gemv_bc_common.cuh"
 
 // U chunk pairs of one warp in flight: two fragments and one scale word per pair
 template <int U>
@@ -55,29 +52,6 @@ __device__ __forceinline__ void load_pairs(const GemvArgs& p, const uint4* wp, c
         grp.w[u][1] = c + 1 < p.Kc ? ld_stream16(wp + (u64)(c + 1) * 32) : make_uint4(0u, 0u, 0u, 0u);
         grp.s[u] = ld_stream_u32(sp + (u64)(q + u) * 32);
     }
-}
-
-// e4m3x2 (low byte -> .x) -> two f32, exact
-__device__ __forceinline__ float2 e4m3x2_to_float2(u32 b) {
-    float2 f;
-    asm("{ .reg .b16 s, lo, hi; .reg .b32 h; cvt.u16.u32 s, %2; cvt.rn.f16x2.e4m3x2 h, s; mov.b32 {lo, hi}, h;\n"
-        "  cvt.f32.f16 %0, lo; cvt.f32.f16 %1, hi; }"
-        : "=f"(f.x), "=f"(f.y) : "r"(b));
-    return f;
-}
-
-__device__ __forceinline__ uint4 lds16(u32 addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-    return v;
-}
-
-// c = A B (no accumulator input: the C operand is zero)
-__device__ __forceinline__ void mma_bf16_first(float c[4], const u32 a[4], u32 b0, u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%10,%10,%10};"
-                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
 // xb[h]: shared address of this lane's B source for chunk parity h at pair 0 (x or the zero pieces), advancing

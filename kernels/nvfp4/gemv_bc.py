@@ -24,6 +24,7 @@ BC_U3_CHUNKS = 150_000
 UNROLLS = (2, 3, 4)  # chunk pairs per half-buffer compiled (nvfp4_gemv_bc_u{U})
 DEFAULT_UNROLL = 3
 X_EXPONENT = 100  # x is staged as x * 2^100 (gemv_bc.cu X_SCALE); A = e2m1 * 2^-126
+ROWS_MAX_SMEM = 100 << 10  # gemv_bcr's staged x rows at most (two blocks per SM)
 
 
 def block_column_scales(wsc: torch.Tensor) -> torch.Tensor:
@@ -40,12 +41,19 @@ def block_column_scales(wsc: torch.Tensor) -> torch.Tensor:
 
 
 def prepared_bc(p: dict) -> dict:
-    """p = ops.prepared(...) with "wsb" (block_column_scales) and "alpha_bc" (f32 [Np/16] = gmul * 2^26, the
-    kernel's output scale) added, once."""
+    """p = ops.prepared(...) with "wsb" (block_column_scales) and "alpha_bc" (alpha_bc) added, once."""
     if "wsb" not in p:
         p["wsb"] = block_column_scales(p["wsc"])
-        p["alpha_bc"] = p["alpha"] * 2.0 ** (126 - X_EXPONENT - 62)
+    alpha_bc(p)
     return p
+
+
+def alpha_bc(p: dict) -> torch.Tensor:
+    """f32 [Np/16] = gmul * 2^26 per tile, the block-column kernels' output scale (codes e2m1 * 2^-126 times x *
+    2^100), cached in p as "alpha_bc"."""
+    if "alpha_bc" not in p:
+        p["alpha_bc"] = p["alpha"] * 2.0 ** (126 - X_EXPONENT - 62)
+    return p["alpha_bc"]
 
 
 def applies(x: torch.Tensor, p: dict) -> bool:
@@ -69,6 +77,41 @@ def serves(x: torch.Tensor, p: dict) -> bool:
     return p["K"] <= BC_MAX_K and not tile and not cluster
 
 
+def rows_smem(m: int, p: dict) -> int:
+    """gemv_bcr.cu's dynamic shared memory: M x rows of Kc * 8 + 1 16-byte pieces, then 2 zero pieces."""
+    return (m * (p["Kc"] * 8 + 1) + 2) * 16
+
+
+def rows_applies(x: torch.Tensor, p: dict) -> bool:
+    """gemv_bcr serves x: 2 <= M <= 8, K % 8 == 0, 16-byte aligned, staged rows within ROWS_MAX_SMEM."""
+    m = x.shape[0]
+    return 2 <= m <= 8 and p["K"] % 8 == 0 and x.data_ptr() % 16 == 0 and rows_smem(m, p) <= ROWS_MAX_SMEM
+
+
+def gemv_bcr(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = None) -> torch.Tensor:
+    """x [M, K] bf16 contiguous, 2 <= M <= 8 (|x| < 2^28), p = ops.prepared(...) -> out [M, N] bf16 (written):
+    gemv_bcr.cu (block columns for a few rows: NTB = 1, 2, 4 tiles of 2 rows for M <= 2, 4, 8). Persistent grid of 2
+    blocks per SM, split-K through ops' workspace; pdl as gemv_bc. Raises ValueError where rows_applies is false."""
+    import numpy as np
+
+    if not rows_applies(x, p):
+        raise ValueError(f"gemv_bcr: M={x.shape[0]}, K={p['K']}: not served")
+    m = x.shape[0]
+    ntb = 1 if m <= 2 else 2 if m <= 4 else 4
+    total = (p["Np"] // ops.ROW_GROUP) * p["Kc"]
+    grid = (min(total, _compile.num_sms(x.device) * 2),)
+    ws, counters = ops._workspace(x.device, p["Np"]), ops._counters(x.device, p["Np"])
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(alpha_bc(p)), np.int32(m),
+            np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
+    kernel = _kernel(f"nvfp4_gemv_bcr_nt{ntb}", "gemv_bcr.cu")
+    if (ops.PDL and ops._hopper(x.device)) if pdl is None else pdl:
+        _pdl.launch(kernel, grid, (256,), args, rows_smem(m, p), _compile.current_stream().ptr)
+    else:
+        ops._launch("", "", grid, (256,), args, kernel, rows_smem(m, p))
+    return out
+
+
 def dispatch_unroll(p: dict) -> int:
     """ops.gemv's unroll: 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments, 3 from there."""
     return 2 if (p["Np"] // 16) * p["Kc"] < BC_U3_CHUNKS else 3
@@ -80,9 +123,9 @@ def _smem(p: dict) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(name: str):
-    kernel = _compile.kernel(os.path.join(ops.HERE, "gemv_bc.cu"), name)
-    kernel.max_dynamic_shared_size_bytes = 64 << 10
+def _kernel(name: str, source: str = "gemv_bc.cu"):
+    kernel = _compile.kernel(os.path.join(ops.HERE, source), name)
+    kernel.max_dynamic_shared_size_bytes = ROWS_MAX_SMEM
     kernel.preferred_shared_memory_carveout = 100
     return kernel
 

@@ -137,3 +137,51 @@ def test_ops_gemv_takes_v10_for_one_row():
     ref = x.float() @ ref_w.t()
     assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
     assert torch.equal(out, out2[:1]) or ((out.float() - out2[:1].float()).norm() / ref.norm()).item() < REL_TOL
+
+
+# gemv_bcr.cu (M = 2..8): every M, K % 64 == 16, partial row groups, x staged up to 100 KB (K = 17408 at M = 2)
+@pytest.mark.parametrize("n,k", [(200, 80), (1000, 1040), (130, 208), (6144, 5120), (17408, 5120), (5120, 17408)],
+                         ids=lambda v: str(v))
+def test_block_column_rows_gemv_matches(n, k):
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for m in range(2, 9):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        if not gemv_bc.rows_applies(x, p):
+            assert gemv_bc.rows_smem(m, p) > gemv_bc.ROWS_MAX_SMEM
+            continue
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bc.gemv_bcr(x, p, out)
+        ref = x.float() @ ref_w.t()
+        assert not torch.isnan(out).any(), m
+        assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL, m
+        for row in range(m):  # every row right, not only the whole
+            assert ((out[row].float() - ref[row]).norm() / ref[row].norm()).item() < REL_TOL, (m, row)
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+def test_block_column_rows_chain_and_graph(pdl):
+    # M = 4 rows through a chain of 3 GEMVs, launched plainly or with PDL, eager then replayed from a graph
+    ws = [_weight(2048, 2048) for _ in range(3)]
+    refs, ps = [w.dequantize() / 45 for w in ws], [ops.prepared(w) for w in ws]
+    for p in ps:
+        p["alpha"] = p["alpha"] / 45
+    xs = [torch.randn(4, 2048, device="cuda").to(torch.bfloat16)]
+    xs += [torch.full((4, 2048), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in ps]
+
+    def chain():
+        for i, p in enumerate(ps):
+            gemv_bc.gemv_bcr(xs[i], p, xs[i + 1], pdl=pdl)
+
+    chain()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        chain()
+    xs[0].copy_(torch.randn(4, 2048, device="cuda").to(torch.bfloat16))
+    for y in xs[1:]:
+        y.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    for i, ref_w in enumerate(refs):
+        ref = xs[i].float() @ ref_w.t()
+        assert ((xs[i + 1].float() - ref).norm() / ref.norm()).item() < REL_TOL, i
