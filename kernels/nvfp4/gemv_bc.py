@@ -112,6 +112,19 @@ def gemv_bcr(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = None) -> t
     return out
 
 
+def serves_rows(x: torch.Tensor, p: dict) -> bool:
+    """ops.gemv's choice of gemv_bcr: only M = 2 (NTB = 1; with 2 or 4 tiles the MMAs cost more than the multiplies
+    they save: NOTES.md session 6, run 9), on Hopper, K <= BC_MAX_K, not a gemv_cluster shape, GEMV_BC, and alpha_bc
+    already built unless no CUDA graph is being captured. H200 run 9, us, pick / v10r: 34816x5120 39.9 / 35.8,
+    LM head 208.2 / 200.0, 17408x5120 23.0 / 21.7, 5120x6144 13.0 / 11.7, 6144x5120 12.3 / 11.7."""
+    if not (GEMV_BC and x.shape[0] == 2 and x.is_cuda and ops._hopper(x.device) and rows_applies(x, p)):
+        return False
+    if "alpha_bc" not in p and torch.cuda.is_current_stream_capturing():
+        return False
+    cluster = ops.GEMV_CLUSTER and ops.cluster_size(p, _compile.num_sms(x.device))
+    return p["K"] <= BC_MAX_K and not cluster
+
+
 def dispatch_unroll(p: dict) -> int:
     """ops.gemv's unroll: 2 chunk pairs per half-buffer below BC_U3_CHUNKS fragments, 3 from there."""
     return 2 if (p["Np"] // 16) * p["Kc"] < BC_U3_CHUNKS else 3
