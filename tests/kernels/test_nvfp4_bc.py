@@ -91,27 +91,26 @@ def test_refuses_what_it_does_not_serve():
         gemv_bc.gemv_bc(torch.randn(2, 512, device="cuda").to(torch.bfloat16), p, out)
 
 
-@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
-def test_pdl_launch_waits_for_the_previous_kernel(graph):
-    # each launch's x is the previous launch's y: a launch that read x (or wrote y) before the kernel before it had
-    # finished would not match the reference computed from that kernel's own output
-    ws = [_weight(2048, 2048) for _ in range(4)]
+def _chain(launch, rows: int, graph: bool):
+    """Three 2048 x 2048 GEMVs, each x the previous y, through launch(x, p, out) eagerly or replayed from a graph
+    with fresh x; asserts each y against the reference computed from the previous kernel's own output."""
+    ws = [_weight(2048, 2048) for _ in range(3)]
     refs, ps = [w.dequantize() / 45 for w in ws], [ops.prepared(w) for w in ws]
     for p in ps:
         p["alpha"] = p["alpha"] / 45  # keep |y| near |x| through the chain
-    xs = [torch.randn(1, 2048, device="cuda").to(torch.bfloat16)]
-    xs += [torch.full((1, 2048), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in ps]
+    xs = [torch.randn(rows, 2048, device="cuda").to(torch.bfloat16)]
+    xs += [torch.full((rows, 2048), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in ps]
 
     def chain():
         for i, p in enumerate(ps):
-            gemv_bc.gemv_bc(xs[i], p, xs[i + 1], pdl=True)
+            launch(xs[i], p, xs[i + 1])
 
     chain()
     if graph:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             chain()
-        xs[0].copy_(torch.randn(1, 2048, device="cuda").to(torch.bfloat16))
+        xs[0].copy_(torch.randn(rows, 2048, device="cuda").to(torch.bfloat16))
         for y in xs[1:]:
             y.fill_(float("nan"))
         g.replay()
@@ -119,6 +118,13 @@ def test_pdl_launch_waits_for_the_previous_kernel(graph):
     for i, ref_w in enumerate(refs):
         ref = xs[i].float() @ ref_w.t()
         assert ((xs[i + 1].float() - ref).norm() / ref.norm()).item() < REL_TOL, i
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_pdl_launch_waits_for_the_previous_kernel(graph):
+    # each launch's x is the previous launch's y: a launch that read x (or wrote y) before the kernel before it had
+    # finished would not match the reference computed from that kernel's own output
+    _chain(lambda x, p, out: gemv_bc.gemv_bc(x, p, out, pdl=True), 1, graph)
 
 
 def test_ops_gemv_takes_v10_for_one_row():
@@ -161,30 +167,9 @@ def test_block_column_rows_gemv_matches(n, k):
 
 @pytest.mark.parametrize("pdl", [False, True])
 def test_block_column_rows_chain_and_graph(pdl):
-    # M = 4 rows through a chain of 3 GEMVs, launched plainly or with PDL, eager then replayed from a graph
-    ws = [_weight(2048, 2048) for _ in range(3)]
-    refs, ps = [w.dequantize() / 45 for w in ws], [ops.prepared(w) for w in ws]
-    for p in ps:
-        p["alpha"] = p["alpha"] / 45
-    xs = [torch.randn(4, 2048, device="cuda").to(torch.bfloat16)]
-    xs += [torch.full((4, 2048), float("nan"), dtype=torch.bfloat16, device="cuda") for _ in ps]
+    # M = 4 rows through a chain of 3 GEMVs, launched plainly or with PDL, replayed from a graph
+    _chain(lambda x, p, out: gemv_bc.gemv_bcr(x, p, out, pdl=pdl), 4, True)
 
-    def chain():
-        for i, p in enumerate(ps):
-            gemv_bc.gemv_bcr(xs[i], p, xs[i + 1], pdl=pdl)
-
-    chain()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        chain()
-    xs[0].copy_(torch.randn(4, 2048, device="cuda").to(torch.bfloat16))
-    for y in xs[1:]:
-        y.fill_(float("nan"))
-    g.replay()
-    torch.cuda.synchronize()
-    for i, ref_w in enumerate(refs):
-        ref = xs[i].float() @ ref_w.t()
-        assert ((xs[i + 1].float() - ref).norm() / ref.norm()).item() < REL_TOL, i
 
 
 def test_ops_gemv_takes_v10r_for_two_rows():
