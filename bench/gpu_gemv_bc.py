@@ -3,11 +3,12 @@ pick (v5 / v7 / cluster / xs) per 27B shape and fused projection, timed as bench
 sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
 
 Columns (M = 1): pick = ops.gemv as dispatched; bc = gemv_bc (unroll 3), bc_u2 = 2 chunk pairs per half-buffer;
-*_pdl = launched with programmatic dependent launch (each launch's weight stream starts while the one before
-finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs), bc_lo = loads
-only (the same loads without decode / MMA). M = 2, 4, 8, 16: ops.gemv's pick launched with PDL (the default) and
-plainly ("pick_plain"), and bcr = gemv_bcr (v10r) where x fits its shared memory. Each cell: us and % of the copy bandwidth measured in the same
-run. Checks gemv_bc once per shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
+bc_b3 = 3 blocks per SM (unroll 2); *_pdl = launched with programmatic dependent launch (each launch's weight stream
+starts while the one before finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the
+reduction costs), bc_lo = loads only (the same loads without decode / MMA). M = 2, 4, 8, 16: ops.gemv's pick
+launched with PDL (the default) and plainly ("pick_plain"), and bcr = gemv_bcr (v10r) where x fits its shared
+memory. Each cell: us and % of the copy bandwidth measured in the same run. Checks gemv_bc and gemv_bcr once per
+shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
 """
 import math
 import sys
@@ -45,6 +46,7 @@ def cells_for(x, out, nv) -> dict:
     run = lambda **kw: timed([lambda p=p: gemv_bc.gemv_bc(x, p, out, **kw) for p in nv], 20, 10)  # noqa: E731
     return {"pick": timed([lambda p=p: ops.gemv(x, p, out) for p in nv], 20, 10), "bc": run(pdl=False),
             "bc_u2": run(unroll=2, pdl=False), "bc_pdl": run(pdl=True), "bc_u2_pdl": run(unroll=2, pdl=True),
+            "bc_b3_pdl": run(unroll=2, blocks_per_sm=3, pdl=True),
             "bc_nf": run(variant="_noflush", pdl=False), "bc_lo": run(variant="_loadonly", pdl=False),
             "bc_lo_pdl": run(variant="_loadonly", pdl=True)}
 

@@ -163,4 +163,8 @@ BC_KERNEL(nvfp4_gemv_bc_u2, 2, MODE_NORMAL)
 BC_KERNEL(nvfp4_gemv_bc_u3, 3, MODE_NORMAL)
 BC_KERNEL(nvfp4_gemv_bc_u4, 4, MODE_NORMAL)
 BC_KERNEL(nvfp4_gemv_bc_u3_noflush, 3, MODE_NOFLUSH)
+// three blocks per SM (85 registers: 24 warps per SM to hide the decode; bench column)
+extern "C" __global__ void __launch_bounds__(256, 3) nvfp4_gemv_bc_u2_b3(BC_PARAMS) {
+    gemv_bc_body<2, MODE_NORMAL>(BC_ARGS);
+}
 BC_KERNEL(nvfp4_gemv_bc_u3_loadonly, 3, MODE_LOADONLY)

@@ -148,12 +148,15 @@ def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_U
     """x [1, K] bf16 contiguous (|x| < 2^28: x * 2^100 must stay finite in bf16), p = ops.prepared(...) -> out [1, N]
     bf16 (written). Persistent grid of blocks_per_sm blocks per SM; partial row groups reduced through ops' split-K
     workspace and counters (left zero). unroll: UNROLLS; variant: bench diagnostics, wrong results ("_noflush",
-    "_loadonly"; unroll 3); pdl: programmatic dependent launch (None: ops.PDL on Hopper). Raises ValueError where
+    "_loadonly"; unroll 3); blocks_per_sm 3: the 3-blocks-per-SM kernel (unroll 2); pdl: programmatic dependent launch (None: ops.PDL on Hopper). Raises ValueError where
     `applies` is false or no such kernel is built."""
     import numpy as np
 
-    if not applies(x, p) or unroll not in UNROLLS or (variant and unroll != DEFAULT_UNROLL):
-        raise ValueError(f"gemv_bc: M={x.shape[0]}, K={p['K']}, unroll {unroll}{variant}: not served")
+    b3 = blocks_per_sm == 3
+    if (not applies(x, p) or unroll not in UNROLLS or (variant and unroll != DEFAULT_UNROLL)
+            or (b3 and (unroll != 2 or variant)) or not 1 <= blocks_per_sm <= 3):
+        raise ValueError(f"gemv_bc: M={x.shape[0]}, K={p['K']}, unroll {unroll}{variant}, {blocks_per_sm} blocks per "
+                         "SM: not served")
     p = prepared_bc(p)
     total = (p["Np"] // ops.ROW_GROUP) * ((p["Kc"] + 1) // 2)
     grid = (min(total, _compile.num_sms(x.device) * blocks_per_sm),)
@@ -161,7 +164,7 @@ def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_U
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha_bc"]),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
-    kernel = _kernel(f"nvfp4_gemv_bc_u{unroll}{variant}")
+    kernel = _kernel(f"nvfp4_gemv_bc_u{unroll}{variant}{'_b3' if b3 else ''}")
     if (ops.PDL and ops._hopper(x.device)) if pdl is None else pdl:
         _pdl.launch(kernel, grid, (256,), args, _smem(p), _compile.current_stream().ptr)
     else:

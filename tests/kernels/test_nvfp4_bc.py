@@ -186,3 +186,11 @@ def test_ops_gemv_takes_v10r_for_two_rows():
     assert ("alpha_bc" in p) == (torch.cuda.get_device_capability() == (9, 0))
     ref = x.float() @ ref_w.t()
     assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL
+
+
+def test_three_blocks_per_sm():
+    weight = _weight(5120, 17408)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for _ in range(2):
+        x = torch.randn(1, 17408, device="cuda").to(torch.bfloat16)
+        assert _rel(p, ref_w, x, unroll=2, blocks_per_sm=3) < REL_TOL
