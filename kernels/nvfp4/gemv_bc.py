@@ -148,8 +148,8 @@ def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_U
     """x [1, K] bf16 contiguous (|x| < 2^28: x * 2^100 must stay finite in bf16), p = ops.prepared(...) -> out [1, N]
     bf16 (written). Persistent grid of blocks_per_sm blocks per SM; partial row groups reduced through ops' split-K
     workspace and counters (left zero). unroll: UNROLLS; variant: bench diagnostics, wrong results ("_noflush",
-    "_loadonly"; unroll 3); blocks_per_sm 3: the 3-blocks-per-SM kernel (unroll 2); pdl: programmatic dependent launch (None: ops.PDL on Hopper). Raises ValueError where
-    `applies` is false or no such kernel is built."""
+    "_loadonly"; unroll 3); blocks_per_sm 3: the 3-blocks-per-SM kernel (unroll 2); pdl: programmatic dependent
+    launch (None: ops.PDL on Hopper). Raises ValueError where `applies` is false or no such kernel is built."""
     import numpy as np
 
     b3 = blocks_per_sm == 3
