@@ -19,6 +19,7 @@ from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
 from gateway.reasoning import hides_reasoning, prompt_opens_thinking
 from gateway.structured import check_answer, checked, json_constraint, response_format_schema
+from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
@@ -212,6 +213,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
         constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
     guided = guided_constraint(body, card, gen.thinking_open)
     gen.constraint = guided[0] if guided else constraint
+    apply_thinking_budget(body, gen, card)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,

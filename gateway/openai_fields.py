@@ -8,7 +8,7 @@ import re
 from typing import Any, Callable, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
-from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint
+from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
 log = logging.getLogger("sparkinfer.gateway")
 
@@ -114,12 +114,7 @@ def _lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
     if not thinking_open:
         return grammar
     # Thinking open: free reasoning up to </think>, then the client's grammar (its start rule renamed).
-    return _START_RULE.sub(r"\1\2guided_start\3", grammar) + f"\nstart: {_think(card)} guided_start\n"
-
-
-def _think(card) -> str:
-    end = "</think>" if card is not None and card.is_added_token("</think>") else '"</think>"'
-    return f"/(?s:.*)/ {end} /[ \\t\\r\\n]*/"
+    return _START_RULE.sub(r"\1\2guided_start\3", grammar) + f"\nstart: {think_prefix(card)} guided_start\n"
 
 
 def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
@@ -169,5 +164,5 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
             checked(_lark_grammar(value, param, False, card), card, param)
         return checked(_lark_grammar(value, param, thinking_open, card), card, param), param
     rule = _choice_grammar(value, param) if kind == "choice" else _regex_grammar(value, param)
-    prefix = f"{_think(card)} " if thinking_open else ""
+    prefix = f"{think_prefix(card)} " if thinking_open else ""
     return checked(f"start: {prefix}{rule}\n", card, param), param

@@ -160,6 +160,8 @@ CHAT_SCHEMA = {
                       "properties": {"effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
                                      "exclude": _BOOL_OR_NULL}},
         "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
+        # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
+        "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.
         "echo": _BOOL_OR_NULL,
         "documents": {"type": ["array", "null"], "items": {"type": "object"}},

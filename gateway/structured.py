@@ -181,6 +181,16 @@ def _check_exact_integers(node: Any, param: str) -> None:
             _check_exact_integers(child, param)
 
 
+# The reasoning before </think> in every grammar built with thinking open (a thinking_token_budget names and bounds it).
+THINK_BODY = "/(?s:.*)/"
+
+
+def think_prefix(card) -> str:
+    """Lark items of a grammar built with thinking open: free reasoning, </think>, the blanks after it."""
+    end = "</think>" if card is not None and card.is_added_token("</think>") else '"</think>"'
+    return f"{THINK_BODY} {end} /[ \\t\\r\\n]*/"
+
+
 def json_grammar(schema: dict, thinking_open: bool, card) -> str:
     """Lark text: JSON matching schema (ANY_OBJECT: any object); with thinking open, free reasoning up to </think>."""
     limit = max_string_chars()
@@ -188,8 +198,7 @@ def json_grammar(schema: dict, thinking_open: bool, card) -> str:
     body = "%json" + json.dumps(bounded_schema(grammar_schema, limit), ensure_ascii=False)
     if not thinking_open:
         return f"start: {body}\n"
-    end = "</think>" if card is not None and card.is_added_token("</think>") else '"</think>"'
-    return f"start: /(?s:.*)/ {end} /[ \\t\\r\\n]*/ {body}\n"
+    return f"start: {think_prefix(card)} {body}\n"
 
 
 def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:

@@ -1,0 +1,41 @@
+"""Gateway process: vLLM's thinking_token_budget, enforced by the grammar: at most N tokens of reasoning, then the
+grammar allows only </think> (as vLLM forces its reasoning end token), and the answer after it is what it would be."""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from gateway.model import ModelCard
+from gateway.structured import THINK_BODY, Constraint, checked, think_prefix
+
+# The start rule of every grammar built with thinking open begins with the free reasoning (structured.think_prefix).
+_START = re.compile(r"^start: " + re.escape(THINK_BODY) + " ", re.MULTILINE)
+
+
+def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
+    """gen.constraint bounds the reasoning to body's thinking_token_budget (-1 or absent: unbounded). Only where the
+    prompt opened the thinking: thinking off (or a forced tool call) has no reasoning to bound."""
+    budget = body.get("thinking_token_budget")
+    if budget is None or budget == -1 or not gen.thinking_open:
+        return
+    grammar = gen.constraint.grammar if gen.constraint is not None else _free_answer(card)
+    grammar, found = _START.subn("start: reasoning ", grammar, count=1)
+    if not found:
+        raise AssertionError("a grammar built with thinking open starts with the reasoning")
+    gen.constraint = checked(f"{grammar}reasoning[max_tokens={budget}]: {THINK_BODY}\n", card,
+                             "thinking_token_budget")
+
+
+def _free_answer(card: ModelCard) -> str:
+    """The reasoning, </think>, then any tokens but eos (added ones such as <tool_call> too) until eos."""
+    return f"start: {think_prefix(card)} answer\nanswer: {_any_token_but_eos(card)}*\n"
+
+
+def _any_token_but_eos(card: ModelCard) -> str:
+    last = max(card.vocab_size, card.tokenizer_vocab_size) - 1
+    ranges, start = [], 0
+    for eos in sorted(set(card.eos_token_ids)) + [last + 1]:
+        if start <= eos - 1:
+            ranges.append(f"{start}-{eos - 1}" if eos - 1 > start else f"{start}")
+        start = eos + 1
+    return f"<[{','.join(ranges)}]>"

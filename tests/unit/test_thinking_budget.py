@@ -1,0 +1,70 @@
+"""vLLM's thinking_token_budget: at most N reasoning tokens, then only </think> may follow; the answer after it is
+free (added tokens such as <tool_call> too) or what response_format / guided decoding asks; -1 or absent bounds
+nothing, and thinking off has no reasoning to bound. It was logged as an unknown field and ignored, so the model
+thought on until max_tokens (tiny card, the grammar run through llguidance as the worker runs it)."""
+import llguidance
+import pytest
+
+from gateway.errors import InvalidRequest
+from gateway.openai import parse_chat
+from tests.unit.test_grammar_tools import card  # noqa: F401  (card is a fixture)
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def matcher(card, body: dict):  # noqa: F811
+    plan = parse_chat({"messages": USER, **body}, card, "tiny")
+    assert plan.gen.constraint is not None and plan.gen.constraint.kind == "lark"
+    grammar = llguidance.LLMatcher.grammar_from_lark(plan.gen.constraint.grammar)
+    return llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
+
+
+def allowed(card, m, text_or_ids) -> bool:  # noqa: F811
+    ids = card.encode(text_or_ids) if isinstance(text_or_ids, str) else text_or_ids
+    return m.validate_tokens(ids) == len(ids)
+
+
+def test_budget_forces_the_end_of_thinking(card):  # noqa: F811
+    m = matcher(card, {"thinking_token_budget": 3})
+    think_end, eos = card.token_id("</think>"), card.eos_token_ids[0]
+    thought = card.encode("Let me think about it")[:3]
+    assert m.consume_tokens(thought)
+    assert m.compute_ff_tokens() == [think_end]          # the budget is spent: </think> is all that may come
+    assert m.consume_tokens([think_end] + card.encode("\n\nHello"))
+    assert allowed(card, m, [card.token_id("<tool_call>")]) and allowed(card, m, [eos])
+
+
+def test_reasoning_may_end_early(card):  # noqa: F811
+    m = matcher(card, {"thinking_token_budget": 50})
+    assert m.consume_tokens(card.encode("Short.") + [card.token_id("</think>")] + card.encode("Answer."))
+    assert allowed(card, m, [card.eos_token_ids[0]])
+
+
+def test_budget_zero_closes_the_thinking_at_once(card):  # noqa: F811
+    assert matcher(card, {"thinking_token_budget": 0}).compute_ff_tokens() == [card.token_id("</think>")]
+
+
+@pytest.mark.parametrize("extra, answer, wrong", [
+    ({"response_format": {"type": "json_object"}}, '{"a": 1}', "Sure"),
+    ({"guided_choice": ["yes", "no"]}, "yes", "maybe"),
+], ids=["response_format", "guided_choice"])
+def test_budget_bounds_the_reasoning_before_a_constrained_answer(card, extra, answer, wrong):  # noqa: F811
+    m = matcher(card, {"thinking_token_budget": 2, **extra})
+    assert m.consume_tokens(card.encode("Let me think")[:2])
+    assert m.compute_ff_tokens()[:1] == [card.token_id("</think>")]
+    m.consume_tokens([card.token_id("</think>")])
+    assert allowed(card, m, answer) and not allowed(card, m, wrong)
+
+
+@pytest.mark.parametrize("body", [{"thinking_token_budget": -1}, {"thinking_token_budget": None},
+                                  {"thinking_token_budget": 5, "enable_thinking": False}],
+                         ids=["unlimited", "null", "thinking off"])
+def test_no_budget_no_grammar(card, body):  # noqa: F811
+    assert parse_chat({"messages": USER, **body}, card, "tiny").gen.constraint is None
+
+
+@pytest.mark.parametrize("value", [-2, "100", 1.5])
+def test_bad_budget_is_a_400_naming_it(card, value):  # noqa: F811
+    with pytest.raises(InvalidRequest) as error:
+        parse_chat({"messages": USER, "thinking_token_budget": value}, card, "tiny")
+    assert error.value.param == "thinking_token_budget"
