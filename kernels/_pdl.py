@@ -12,8 +12,6 @@ Synchronization"; PTX ISA, griddepcontrol. Stream capture records the dependency
 import ctypes
 import functools
 
-import numpy as np
-
 ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID
 
 
@@ -38,7 +36,10 @@ def _driver():
 
 
 def _c_arg(a):
-    """A kernel argument (numpy scalar, as ops.py builds them) -> the ctypes value whose bytes the kernel reads."""
+    """A kernel argument (numpy scalar, as ops.py builds them) -> the ctypes value whose bytes the kernel reads.
+    numpy is imported here, not with the module: kernels.gdn.ops imports without numpy or CuPy."""
+    import numpy as np
+
     if isinstance(a, np.uint64):
         return ctypes.c_uint64(int(a))
     if isinstance(a, np.int32):
