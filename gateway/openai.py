@@ -25,7 +25,8 @@ from gateway.tool_grammar import calls_or_json_grammar
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
 # A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
 _TOKEN_ID_KEY = re.compile(r"-?[0-9]+")
-_EFFORT_ALIASES = {"minimal": "low"}
+# Efforts the template has no tier for, read as the nearest one (as Ollama's /v1 clamps them).
+_EFFORT_ALIASES = {"minimal": "low", "max": "xhigh", "ultra": "xhigh"}
 # Template variables render_chat sets from the request's own fields.
 _SET_BY_SERVER = ("messages", "tools", "add_generation_prompt")
 

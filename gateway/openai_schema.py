@@ -10,6 +10,9 @@ from gateway.errors import InvalidRequest
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL_OR_NULL = {"type": ["boolean", "null"]}
+# Reasoning efforts a request may name: OpenAI's, and Ollama's "max" (its /v1 documents it) and "ultra" (clients add
+# that tier; Ollama's thinkFromReasoningEffort takes it), which gateway.openai reads as the template's "xhigh".
+EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra", None]
 
 _TOOL_CALL = {
     "type": "object",
@@ -155,9 +158,9 @@ CHAT_SCHEMA = {
         "chat_template_kwargs": {"type": ["object", "null"],
                                  "properties": {"enable_thinking": _BOOL_OR_NULL,
                                                 "preserve_thinking": _BOOL_OR_NULL}},
-        "reasoning_effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
+        "reasoning_effort": {"enum": EFFORTS},
         "reasoning": {"type": ["object", "null"],
-                      "properties": {"effort": {"enum": ["none", "minimal", "low", "medium", "high", "xhigh", None]},
+                      "properties": {"effort": {"enum": EFFORTS},
                                      "exclude": _BOOL_OR_NULL}},
         "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)

@@ -5,9 +5,10 @@ gateway.responses_request check them one by one, so that each refusal names the 
 """
 from __future__ import annotations
 
+from gateway.openai_schema import EFFORTS
+
 _STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL_OR_NULL = {"type": ["boolean", "null"]}
-_EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", None]
 
 _FUNCTION_TOOL = {
     "required": ["name"],
@@ -73,7 +74,7 @@ RESPONSES_SCHEMA = {
         "max_tool_calls": {"type": ["integer", "null"], "minimum": 0},
         "text": _TEXT,
         "reasoning": {"type": ["object", "null"],
-                      "properties": {"effort": {"enum": _EFFORTS},
+                      "properties": {"effort": {"enum": EFFORTS},
                                      "summary": {"enum": ["auto", "concise", "detailed", None]},
                                      "generate_summary": {"enum": ["auto", "concise", "detailed", None]}}},
         "stream": _BOOL_OR_NULL,

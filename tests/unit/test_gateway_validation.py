@@ -111,7 +111,7 @@ CHAT_CASES = [
         {"type": "function", "function": {"name": "f", "parameters": {
             "type": "object", "properties": {"a": {"type": "object", "not": {}}}}}}]},
      (400, "invalid_request_error", "tools", "unsupported_schema")),
-    ("bad-effort", {"messages": USER, "reasoning_effort": "max"},
+    ("bad-effort", {"messages": USER, "reasoning_effort": "maximum"},
      (400, "invalid_request_error", "reasoning_effort", "invalid_value")),
 ]
 

@@ -48,7 +48,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
      "text.format.schema", "invalid_value", "text.format.schema is not a valid JSON Schema"),
     ({"input": "x", "text": {"format": {"type": "yaml"}}}, "text.format.type", "invalid_value",
      "invalid value for 'text.format.type'"),
-    ({"input": "x", "reasoning": {"effort": "max"}}, "reasoning.effort", "invalid_value",
+    ({"input": "x", "reasoning": {"effort": "maximum"}}, "reasoning.effort", "invalid_value",
      "invalid value for 'reasoning.effort'"),
     ({"input": "x", "include": ["message.output_text.logprobs"]}, "include", "unsupported",
      "message.output_text.logprobs is not supported"),
