@@ -93,15 +93,23 @@ def _tool_call(call: Any, where: str) -> dict:
     return {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
 
 
+def _role(message: Any, where: str) -> str:
+    """The message's role in lower case, as Ollama's Message.UnmarshalJSON reads it ("User" is "user")."""
+    role = message.get("role") if isinstance(message, dict) else None
+    role = role.lower() if isinstance(role, str) else role
+    if role not in _ROLES:
+        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
+    return role
+
+
 def _message(message: Any, i: int) -> dict:
     where = f"messages[{i}]"
-    if not isinstance(message, dict) or message.get("role") not in _ROLES:
-        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
+    role = _role(message, where)
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise InvalidRequest(f"{where}.content must be a string", param=f"{where}.content")
     _no_images(message.get("images"), f"{where}.images")
-    out = {"role": message["role"], "content": content or ""}
+    out = {"role": role, "content": content or ""}
     if isinstance(message.get("thinking"), str) and message["thinking"]:
         out["reasoning_content"] = message["thinking"]
     calls = message.get("tool_calls")
@@ -109,7 +117,7 @@ def _message(message: Any, i: int) -> dict:
         raise InvalidRequest(f"{where}.tool_calls must be a list", param=f"{where}.tool_calls")
     if calls:
         out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in calls]
-    if message["role"] == "tool" and (message.get("tool_name") or message.get("name")):
+    if role == "tool" and (message.get("tool_name") or message.get("name")):
         out["name"] = message.get("tool_name") or message.get("name")
     if message.get("tool_call_id"):
         out["tool_call_id"] = message["tool_call_id"]

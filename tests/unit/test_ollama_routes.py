@@ -244,3 +244,22 @@ async def test_a_repeat_last_n_past_int32_is_the_whole_context(fake, path, body)
     assert answer["done"] is True and "error" not in answer
     assert (answer["response"] if path == "/api/generate" else answer["message"]["content"]) == "Hello"
     assert servicer.script.requests[-1].sampling.repetition_window == 0
+
+
+async def test_roles_are_read_in_any_case_as_ollama_reads_them(fake):
+    """Ollama's Message.UnmarshalJSON lower-cases the role; "User" was a 400 'messages[0].role must be one of ...'."""
+    client, servicer = fake
+    servicer.script.reply = "Hello"
+    messages = [{"role": "System", "content": "Be brief."}, {"role": "USER", "content": "Weather?"},
+                {"role": "Assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                {"role": "Tool", "tool_name": "get_weather", "content": "sunny"}]
+    body = {"model": "fake-model", "messages": messages, "tools": TOOLS, "think": False, "stream": False}
+    response = await client.post("/api/chat", json=body)
+    answer = await response.json()
+    assert response.status == 200, answer
+    assert answer["message"] == {"role": "assistant", "content": "Hello"} and answer["done_reason"] == "stop"
+    prompt = servicer.tokenizer.decode(list(servicer.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+    assert prompt.startswith("<|im_start|>system\n") and "Be brief." in prompt
+    assert "<|im_start|>user\nWeather?<|im_end|>" in prompt
+    assert "<function=get_weather>" in prompt and "<tool_response>\nsunny\n</tool_response>" in prompt
