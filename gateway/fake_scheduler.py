@@ -65,13 +65,14 @@ class FakeServing(pb_grpc.ServingServicer):
         self.template = template if template is not None else read_template()
         self.eos_id = tokenizer.token_to_id("<|im_end|>")
         self.script = Script()
+        self.generation_config = '{"temperature": 0.7}'   # the checkpoint's generation_config.json
         self.num_running = 0
         self.worker_alive = True
 
     async def Info(self, request, context):
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
                                tokenizer_json=self.tokenizer.to_str().encode(), chat_template=self.template,
-                               eos_token_ids=[self.eos_id], generation_config_json='{"temperature": 0.7}',
+                               eos_token_ids=[self.eos_id], generation_config_json=self.generation_config,
                                architecture="qwen3_5", quantization="bf16", num_parameters=1000,
                                vocab_size=self.tokenizer.get_vocab_size())
 

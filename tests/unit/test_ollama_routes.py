@@ -6,7 +6,7 @@ import pytest
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway, start_fake_server, start_test_client
 
 HI = [{"role": "user", "content": "Hi"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -263,3 +263,20 @@ async def test_roles_are_read_in_any_case_as_ollama_reads_them(fake):
     assert prompt.startswith("<|im_start|>system\n") and "Be brief." in prompt
     assert "<|im_start|>user\nWeather?<|im_end|>" in prompt
     assert "<function=get_weather>" in prompt and "<tool_response>\nsunny\n</tool_response>" in prompt
+
+
+async def test_tags_and_show_as_ollama_writes_them():
+    """/api/tags lists each model's capabilities and details.context_length (Ollama >= 0.30; this server says it is
+    0.33.3), and /api/show's parameters are Ollama's lines: option names, values padded to column 31, no newline
+    after the last. They were missing, and "repetition_penalty 1.05\\ntemperature 0.7\\n"."""
+    servicer = FakeServing(build_tokenizer(), max_context_len=2048)
+    servicer.generation_config = '{"temperature": 0.7, "top_k": 20, "repetition_penalty": 1.0}'
+    async with fake_gateway(servicer) as (client, _):
+        tags = await (await client.get("/api/tags")).json()
+        show = await (await client.post("/api/show", json={"model": "fake-model"})).json()
+    (entry,) = tags["models"]
+    assert entry["capabilities"] == ["completion", "tools", "thinking"]
+    assert entry["details"]["context_length"] == 2048 and entry["details"]["family"] == "qwen3_5"
+    assert show["parameters"] == "\n".join(["repeat_penalty                 1", "temperature                    0.7",
+                                            "top_k                          20"])
+    assert show["capabilities"] == entry["capabilities"]

@@ -136,15 +136,17 @@ def test_names_and_times():
 
 def test_tags_ps_show_entries(card):
     tags = tags_entry(card, "fake-model")
-    assert list(tags) == ["name", "model", "modified_at", "size", "digest", "details"]
+    assert list(tags) == ["name", "model", "modified_at", "size", "digest", "details", "capabilities"]
     assert tags["name"] == tags["model"] == "fake-model:latest" and len(tags["digest"]) == 64
     assert tags["details"] == {"parent_model": "", "format": "safetensors", "family": "qwen3_5",
-                               "families": ["qwen3_5"], "parameter_size": "1.0K", "quantization_level": "BF16"}
+                               "families": ["qwen3_5"], "parameter_size": "1.0K", "quantization_level": "BF16",
+                               "context_length": 2048}
+    assert tags["capabilities"] == ["completion", "tools", "thinking"]
     assert tags["size"] == 2000
     ps = ps_entry(card, "fake-model")
     assert ps["context_length"] == 2048 and ps["size_vram"] == ps["size"] and ps["expires_at"] > tags["modified_at"]
     show = show_body(card, "fake-model")
     assert show["model_info"]["qwen3_5.context_length"] == 2048
     assert show["capabilities"] == ["completion", "tools", "thinking"]
-    assert show["parameters"] == "temperature 0.7\n" and show["template"] == card.chat_template_source
+    assert show["parameters"] == "temperature                    0.7" and show["template"] == card.chat_template_source
     assert show["modelfile"].endswith("FROM fake-model:latest\n")
