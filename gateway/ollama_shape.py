@@ -181,6 +181,7 @@ class OllamaOutput:
         self._filter = ToolCallFilter(plan.tools) if plan.tools else None
         self.output_ids: list = []
         self.finish_reason: Optional[str] = None
+        self.stop_string: Optional[str] = None   # the options.stop string that ended the output
 
     def _logprob(self, entry: TokenLogprob) -> dict:
         def one(token_id: int, logprob: float) -> dict:
@@ -205,10 +206,27 @@ class OllamaOutput:
                 piece.tool_calls = ollama_tool_calls(calls) if calls else None
         if delta.finish_reason:
             self.finish_reason = delta.finish_reason
+            self.stop_string = delta.stop_reason if isinstance(delta.stop_reason, str) else None
         return piece
 
     def context(self) -> list:
-        return list(self.plan.gen.prompt_ids) + self.output_ids
+        """The prompt's ids and the output's, as Ollama builds `context` (the prompt and the generated text, the stop
+        string that ended it left out, as in the answer): a continuation starts where the answer ended."""
+        return list(self.plan.gen.prompt_ids) + _ids_before_stop(self.card, self.output_ids, self.stop_string)
+
+
+def _ids_before_stop(card: ModelCard, ids: list, stop: Optional[str]) -> list:
+    """ids cut where the stop string begins in their text: the longest prefix of ids whose text comes before it,
+    and the ids of the rest of that text (a token that straddles the stop string's start is cut, as Ollama's
+    tokenizing of the kept text cuts it)."""
+    text = card.decode(ids)
+    start = text.find(stop) if stop else -1
+    if start < 0:
+        return ids
+    kept, size = text[:start], len(ids)
+    while size and not kept.startswith(card.decode(ids[:size])):
+        size -= 1
+    return ids[:size] + card.encode(kept[len(card.decode(ids[:size])):])
 
 
 def chat_message(piece: Piece) -> dict:

@@ -280,3 +280,23 @@ async def test_tags_and_show_as_ollama_writes_them():
     assert show["parameters"] == "\n".join(["repeat_penalty                 1", "temperature                    0.7",
                                             "top_k                          20"])
     assert show["capabilities"] == entry["capabilities"]
+
+
+@pytest.mark.parametrize("stop,kept", [(", this", "Hello world"), ("orld", "Hello w"), ("Hello", "")],
+                         ids=["at-a-token", "mid-token", "at-once"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_generate_context_ends_where_the_answer_ends(fake, stop, kept, stream):
+    """Ollama's context is the prompt and the generated text with the stop string left out (it tokenizes
+    prompt + response); it held the stop string's tokens too, so a continuation from it went on after text the
+    client never saw ("Hello world" answered, context ending "Hello world, this")."""
+    client, servicer = fake
+    servicer.script.reply = "Hello world, this is a test."
+    body = {"model": "fake-model", "prompt": "Hi", "think": False, "stream": stream, "options": {"stop": [stop]}}
+    response = await client.post("/api/generate", json=body)
+    objs = lines(await response.read())
+    final = objs[-1]
+    assert final["done"] is True and final["done_reason"] == "stop"
+    assert "".join(o["response"] for o in objs) == kept
+    prompt = list(servicer.script.requests[-1].prompt_token_ids)
+    assert final["context"][:len(prompt)] == prompt
+    assert servicer.tokenizer.decode(final["context"][len(prompt):]) == kept
