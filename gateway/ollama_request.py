@@ -124,6 +124,17 @@ def _message(message: Any, i: int) -> dict:
     return out
 
 
+def _without_nulls(value: Any) -> Any:
+    """A tool definition with its null members left out, as Ollama's Go structs read a null (the field's zero value:
+    no properties, no required list). Go clients built on ollama/api send a tool without parameters as
+    {"type": "object", "properties": null}, which no JSON Schema validator takes."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
 def _tools(tools: Any) -> Optional[list]:
     if not tools:
         return None
@@ -134,7 +145,7 @@ def _tools(tools: Any) -> Optional[list]:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
             raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
-        out.append({"type": "function", "function": function})
+        out.append({"type": "function", "function": _without_nulls(function)})
     check_tools(out)
     return out
 

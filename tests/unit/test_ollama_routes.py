@@ -300,3 +300,24 @@ async def test_generate_context_ends_where_the_answer_ends(fake, stop, kept, str
     prompt = list(servicer.script.requests[-1].prompt_token_ids)
     assert final["context"][:len(prompt)] == prompt
     assert servicer.tokenizer.decode(final["context"][len(prompt):]) == kept
+
+
+@pytest.mark.parametrize("parameters", [{"type": "object", "properties": None},
+                                        {"type": "object", "properties": {"tz": {"type": "string", "enum": None}},
+                                         "required": None}], ids=["properties-null", "required-and-enum-null"])
+async def test_null_members_of_a_tool_are_absent_as_ollama_reads_them(fake, parameters):
+    """Ollama's Go structs read a null as the field's zero value, and its own Go client sends a tool without
+    parameters as {"type": "object", "properties": null}; with `format` (whose grammar checks the tools' schemas)
+    that was a 400 "tools[0].function.parameters is not a valid JSON Schema: None is not of type 'object'"."""
+    client, servicer = fake
+    servicer.script.reply = '{"time": "noon"}'
+    tools = [{"type": "function", "function": {"name": "get_time", "description": None, "parameters": parameters}}]
+    body = {"model": "fake-model", "messages": HI, "tools": tools, "format": "json", "think": False, "stream": False}
+    response = await client.post("/api/chat", json=body)
+    answer = await response.json()
+    assert response.status == 200, answer
+    assert answer["message"] == {"role": "assistant", "content": '{"time": "noon"}'} and answer["done"] is True
+    request = servicer.script.requests[-1]
+    assert request.constraint.kind == "lark" and "get_time" in request.constraint.grammar
+    prompt = servicer.tokenizer.decode(list(request.prompt_token_ids), skip_special_tokens=False)
+    assert "get_time" in prompt and "null" not in prompt
