@@ -182,6 +182,7 @@ class OllamaOutput:
         self.output_ids: list = []
         self.finish_reason: Optional[str] = None
         self.stop_string: Optional[str] = None   # the options.stop string that ended the output
+        self._answer = ""                         # the answer's text (not the thinking) as generated
 
     def _logprob(self, entry: TokenLogprob) -> dict:
         def one(token_id: int, logprob: float) -> dict:
@@ -195,6 +196,7 @@ class OllamaOutput:
 
     def push(self, delta: Delta) -> Piece:
         self.output_ids.extend(entry.token_id for entry in delta.logprobs)
+        self._answer += delta.content
         piece = Piece(content=delta.content, thinking=delta.reasoning)
         if self.plan.want_logprobs:
             piece.logprobs = [self._logprob(entry) for entry in delta.logprobs]
@@ -212,18 +214,27 @@ class OllamaOutput:
     def context(self) -> list:
         """The prompt's ids and the output's, as Ollama builds `context` (the prompt and the generated text, the stop
         string that ended it left out, as in the answer): a continuation starts where the answer ended."""
-        return list(self.plan.gen.prompt_ids) + _ids_before_stop(self.card, self.output_ids, self.stop_string)
+        ids = self.output_ids
+        if self.stop_string is None:
+            return list(self.plan.gen.prompt_ids) + ids
+        text = self.card.decode(ids)
+        start = text.find(self.stop_string, _answer_end(text, self._answer, self.plan.gen.split_reasoning))
+        return list(self.plan.gen.prompt_ids) + (_ids_before(self.card, ids, text[:start]) if start >= 0 else ids)
 
 
-def _ids_before_stop(card: ModelCard, ids: list, stop: Optional[str]) -> list:
-    """ids cut where the stop string begins in their text: the longest prefix of ids whose text comes before it,
-    and the ids of the rest of that text (a token that straddles the stop string's start is cut, as Ollama's
-    tokenizing of the kept text cuts it)."""
-    text = card.decode(ids)
-    start = text.find(stop) if stop else -1
-    if start < 0:
-        return ids
-    kept, size = text[:start], len(ids)
+def _answer_end(text: str, answer: str, split: bool) -> int:
+    """Where the answer ends in the output's text, which is where the stop string that ended it begins: stop strings
+    are looked for in the answer only, after the thinking's </think> (the answer's leading blank lines dropped)."""
+    close = text.find("</think>") if split else -1
+    begin = close + len("</think>") if close >= 0 else 0
+    at = text.find(answer, begin) if answer else -1
+    return at + len(answer) if at >= 0 else begin
+
+
+def _ids_before(card: ModelCard, ids: list, kept: str) -> list:
+    """ids cut to the text `kept` (a prefix of theirs): the longest prefix of ids whose text is a prefix of it, and
+    the ids of the rest (a token that straddles the cut is cut, as Ollama's tokenizing of the kept text cuts it)."""
+    size = len(ids)
     while size and not kept.startswith(card.decode(ids[:size])):
         size -= 1
     return ids[:size] + card.encode(kept[len(card.decode(ids[:size])):])
