@@ -15,7 +15,7 @@ from gateway.model import ModelCard
 from gateway.openai import check_model, parse_chat, parse_completion
 from gateway.offload import run_cpu
 from gateway.openai_routes import OpenAIRoutes, check_request_template
-from gateway.openai_shape import ChatFramer, ChatShaper, CompletionFramer, completion_response, usage_dict
+from gateway.openai_shape import ChatFramer, ChatShaper, CompletionFramer, completion_response
 from gateway.stream import SSE_DONE, sse_event
 from gateway.web import json_response, read_json
 
@@ -68,7 +68,8 @@ class StatsFramer:
 
     def end(self, usage: Usage) -> list[bytes]:
         finish = self.shaper.finishes.get(0) if self.shaper is not None else None
-        body = {**self.head, "choices": [], "usage": usage_dict(usage), "stats": self.outcome.stats(usage, finish)}
+        body = {**self.head, "choices": [], "usage": self.inner.usage_body(usage),
+                "stats": self.outcome.stats(usage, finish)}
         return [sse_event(body), SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:

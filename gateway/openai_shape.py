@@ -10,16 +10,11 @@ from gateway.model import ModelCard
 from gateway.prompt_logprobs import (completion_choice_extras, echo_legacy_logprobs, legacy_top, prompt_only_result,
                                      vllm_prompt_logprobs)
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, TextOffsets, sse_event
+from gateway.openai_usage import chat_usage, usage_dict
 from gateway.tools import ToolCallFilter
 
 # No Connection header: HTTP/1.1 keeps the connection by default, and an HTTP/1.0 stream must end with it.
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def usage_dict(usage: Usage) -> dict:
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
 
 
 def _chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
@@ -117,7 +112,7 @@ class ChatShaper:
     def response(self, results: list, usage: Usage) -> dict:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
                 "system_fingerprint": self.card.fingerprint, "choices": [self.message(r) for r in results],
-                "usage": usage_dict(usage)}
+                "usage": chat_usage(self.plan, self.card, usage, "".join(r.reasoning for r in results))}
         if self.plan.return_token_ids:
             body["prompt_token_ids"] = self.plan.gen.prompt_ids
         if self.plan.prompt.vllm_top is not None:
@@ -136,14 +131,18 @@ class ChatFramer:
         self.s = shaper
         self.p = shaper.plan
         self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
+        self._reasoning = ""   # every choice's reasoning so far (usage's reasoning_tokens)
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None) -> bytes:
         if self.p.return_token_ids:
             for choice in choices:
                 choice["token_ids"] = self._ids.pop(choice["index"], [])
         if self.p.continuous_usage and self.p.include_usage:
-            return self.s.chunk(choices, usage_dict(usage), True, prompt_token_ids)
+            return self.s.chunk(choices, self.usage_body(usage), True, prompt_token_ids)
         return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids)
+
+    def usage_body(self, usage: Usage) -> dict:
+        return chat_usage(self.p, self.s.card, usage, self._reasoning)
 
     def start(self, usage: Usage) -> list[bytes]:
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
@@ -155,6 +154,7 @@ class ChatFramer:
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         reasoning, content, calls, finish = self.s.split(delta)
+        self._reasoning += delta.reasoning
         if self.p.return_token_ids:
             # The ids ride on this choice's next chunk (held text, such as a tool call forming, sends none).
             self._ids[delta.index] = self._ids.get(delta.index, []) + delta.token_ids
@@ -180,7 +180,7 @@ class ChatFramer:
         return frames
 
     def end(self, usage: Usage) -> list[bytes]:
-        frames = [self.s.chunk([], usage_dict(usage), True)] if self.p.include_usage else []
+        frames = [self.s.chunk([], self.usage_body(usage), True)] if self.p.include_usage else []
         return frames + [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
@@ -219,6 +219,9 @@ class CompletionFramer:
         if self.p.prompt.echo_top is not None:
             return []
         return [self._echo(index, None, usage) for index in range(self.p.gen.num_choices if self.p.echo_texts else 0)]
+
+    def usage_body(self, usage: Usage) -> dict:
+        return usage_dict(usage)
 
     def _echo(self, index: int, logprobs: Optional[dict], usage: Usage) -> bytes:
         text = self.p.echo_texts[index // self.p.gen.n]

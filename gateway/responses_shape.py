@@ -16,6 +16,7 @@ from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper
+from gateway.openai_usage import count_reasoning_tokens
 from gateway.responses_request import ResponsesPlan
 
 _PARTS = {"reasoning": "reasoning_text", "message": "output_text"}
@@ -146,10 +147,7 @@ class ResponseRun:
                 {"type": "response.failed", "response": failed}]
 
     def _usage(self, usage: Usage) -> dict:
-        # The reasoning text tokenized again: the count of tokens the model thought in (give or take a merge at an
-        # edge), as vLLM counts them from its reasoning parser.
-        reasoning = self.output.reasoning_text
-        num_reasoning = min(len(self.card.encode(reasoning)), usage.completion_tokens) if reasoning else 0
+        num_reasoning = count_reasoning_tokens(self.card, self.output.reasoning_text, usage.completion_tokens)
         return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens},
                 "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": num_reasoning},
                 "total_tokens": usage.total_tokens}

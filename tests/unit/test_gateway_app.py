@@ -73,7 +73,8 @@ async def test_chat_stream_equals_non_stream_and_usage_is_exact(stack):
     num_prompt = len(fake.script.requests[-1].prompt_token_ids)
     num_reply = len(TOKENIZER.encode(REPLY).ids)
     assert full["usage"] == {"prompt_tokens": num_prompt, "completion_tokens": num_reply + 1,
-                             "total_tokens": num_prompt + num_reply + 1, "prompt_tokens_details": {"cached_tokens": 0}}
+                             "total_tokens": num_prompt + num_reply + 1, "prompt_tokens_details": {"cached_tokens": 0},
+                             "completion_tokens_details": {"reasoning_tokens": len(TOKENIZER.encode("plan").ids)}}
     status, raw, response = await post(client, "/v1/chat/completions",
                                        {**body, "stream": True, "stream_options": {"include_usage": True}})
     assert status == 200 and response.headers["Content-Type"].startswith("text/event-stream")

@@ -4,18 +4,8 @@ import json
 
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-
 REPLY = "Let me think.</think>\n\nHello world"
 PATHS = ["/v1/chat/completions", "/api/v0/chat/completions"]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=4096)
-    fake.script.reply = REPLY
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def _whole(client, path: str, extra: dict) -> dict:

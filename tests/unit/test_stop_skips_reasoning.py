@@ -6,19 +6,9 @@ import json
 
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-
 REPLY = "Let me think.\nUser said hi.</think>\n\nHello world. Bye"
 REASONING = "Let me think.\nUser said hi."
 USER = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=4096)
-    fake.script.reply = REPLY
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def _chat(client, extra: dict, stream: bool) -> tuple:

@@ -104,20 +104,20 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                      'status': 400},
  'chat': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"Hello '
                   'world","reasoning":"Hello '
-                  'world"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}}}',
+                  'world"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}',
           'content_type': 'application/json',
           'status': 200},
  'chat_length': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"Hello '
                          'world","reasoning":"Hello '
-                         'world"},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}}',
+                         'world"},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}',
                  'content_type': 'application/json',
                  'status': 200},
  'chat_reasoning': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello '
-                            'world","reasoning_content":"\\nhmm\\n","reasoning":"\\nhmm\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0}}}',
+                            'world","reasoning_content":"\\nhmm\\n","reasoning":"\\nhmm\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":5}}}',
                     'content_type': 'application/json',
                     'status': 200},
  'chat_stop': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":" '
-                       'world"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":0}}}',
+                       'world"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
                'content_type': 'application/json',
                'status': 200},
  'chat_stream': {'body': 'data: '
@@ -140,7 +140,7 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                          '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":null}\n'
                          '\n'
                          'data: '
-                         '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}\n'
+                         '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}\n'
                          '\n'
                          'data: [DONE]\n'
                          '\n',
@@ -164,10 +164,10 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                        'content_type': 'text/event-stream; charset=utf-8',
                        'status': 200},
  'chat_thinking_off': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello '
-                               'world","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}}}',
+                               'world","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
                        'content_type': 'application/json',
                        'status': 200},
- 'chat_tools': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":null,"reasoning":null,"tool_calls":[{"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":746,"completion_tokens":45,"total_tokens":791,"prompt_tokens_details":{"cached_tokens":0}}}',
+ 'chat_tools': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":null,"reasoning":null,"tool_calls":[{"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":746,"completion_tokens":45,"total_tokens":791,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
                 'content_type': 'application/json',
                 'status': 200},
  'chat_tools_stream': {'body': 'data: '
@@ -226,7 +226,6 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                            '\'default\').","type":"not_found_error","param":"model","code":"model_not_found"}}',
                    'content_type': 'application/json',
                    'status': 404}}
-
 
 # Only for an intended /v1 change: `.venv/bin/python -m tests.unit.test_v1_golden` prints the new GOLDEN literal.
 if __name__ == "__main__":

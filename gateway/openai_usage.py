@@ -1,0 +1,31 @@
+"""Gateway process: OpenAI's usage object (chat and legacy completions), and the reasoning tokens it counts."""
+from __future__ import annotations
+
+from typing import Optional
+
+from gateway.engine import Usage
+from gateway.model import ModelCard
+
+
+def usage_dict(usage: Usage, reasoning_tokens: Optional[int] = None) -> dict:
+    """OpenAI's usage; with reasoning_tokens (a chat answer that splits the reasoning) its completion_tokens_details,
+    as OpenAI, vLLM and LM Studio report how many of the completion tokens were thinking."""
+    body = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens, "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
+    if reasoning_tokens is not None:
+        body["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return body
+
+
+def chat_usage(plan, card: ModelCard, usage: Usage, reasoning: str) -> dict:
+    """A chat answer's usage: with completion_tokens_details.reasoning_tokens where it splits the reasoning (all
+    choices' reasoning text, also when it is left out of the answer: the tokens were generated)."""
+    if not plan.gen.split_reasoning:
+        return usage_dict(usage)
+    return usage_dict(usage, count_reasoning_tokens(card, reasoning, usage.completion_tokens))
+
+
+def count_reasoning_tokens(card: ModelCard, reasoning: str, completion_tokens: int) -> int:
+    """The reasoning text tokenized again: the tokens the model thought in (give or take a merge at an edge), at most
+    the completion's, as vLLM counts them from its reasoning parser."""
+    return min(len(card.encode(reasoning)), completion_tokens) if reasoning else 0

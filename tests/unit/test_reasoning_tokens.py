@@ -1,0 +1,63 @@
+"""usage.completion_tokens_details.reasoning_tokens on chat answers, as OpenAI, vLLM (#45802) and LM Studio report
+how many completion tokens were thinking: whole and streamed alike, summed over choices, counted also when the
+reasoning is left out of the answer; legacy completions split nothing and carry no details (fake scheduler)."""
+import json
+
+import pytest
+
+REPLY = "Let me think.</think>\n\nHello world"
+USER = [{"role": "user", "content": "hi"}]
+
+
+async def _usage(client, body: dict, stream: bool) -> dict:
+    if stream:
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    response = await client.post("/v1/chat/completions", json={"messages": USER, **body})
+    assert response.status == 200, await response.text()
+    if not stream:
+        return (await response.json())["usage"]
+    chunks = [json.loads(line[6:]) for line in (await response.text()).splitlines() if line.startswith("data: {")]
+    return chunks[-1]["usage"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("extra, choices, thinking", [
+    ({}, 1, True), ({"n": 2}, 2, True), ({"include_reasoning": False}, 1, True),
+    ({"enable_thinking": False}, 1, False),
+], ids=["one", "n=2", "hidden", "thinking off"])
+async def test_reasoning_tokens_are_reported(stack, stream, extra, choices, thinking):
+    # Before: usage had no completion_tokens_details, so clients counted no thinking (OpenAI's SDK read None).
+    client, fake = stack
+    if not thinking:
+        fake.script.reply = "Hello world"
+    usage = await _usage(client, extra, stream)
+    expected = choices * len(fake.tokenizer.encode("Let me think.").ids) if thinking else 0
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": expected}
+    assert usage["completion_tokens"] > expected
+
+
+async def test_continuous_usage_counts_the_thinking_so_far(stack):
+    client, fake = stack
+    body = {"messages": USER, "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    response = await client.post("/v1/chat/completions", json=body)
+    counts = [json.loads(line[6:])["usage"]["completion_tokens_details"]["reasoning_tokens"]
+              for line in (await response.text()).splitlines() if line.startswith("data: {")]
+    assert counts == sorted(counts) and counts[0] == 0
+    assert counts[-1] == len(fake.tokenizer.encode("Let me think.").ids)
+
+
+async def test_completions_carry_no_details(stack):
+    client, _ = stack
+    response = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 8})
+    assert "completion_tokens_details" not in (await response.json())["usage"]
+
+
+async def test_lmstudio_stream_ends_with_the_whole_answers_usage(stack):
+    client, fake = stack
+    body = {"messages": USER}
+    whole = await (await client.post("/api/v0/chat/completions", json=body)).json()
+    response = await client.post("/api/v0/chat/completions", json={**body, "stream": True})
+    chunks = [json.loads(line[6:]) for line in (await response.text()).splitlines() if line.startswith("data: {")]
+    assert chunks[-1]["usage"] == whole["usage"]
+    assert whole["usage"]["completion_tokens_details"] == {"reasoning_tokens": len(fake.tokenizer.encode(
+        "Let me think.").ids)}
