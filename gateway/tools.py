@@ -34,7 +34,24 @@ def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict,
     closed = text.startswith(CALL_CLOSE, close)
     if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end and close == len(text))):
         return None
-    return {"name": obj["name"], "arguments": obj.get("arguments") or {}}, close + len(CALL_CLOSE) * closed
+    # Llama-style calls name them "parameters" (Ollama's JSON call parser and vLLM's llama3_json take both).
+    arguments = _object_arguments(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
+    return None if arguments is None else ({"name": obj["name"], "arguments": arguments},
+                                           close + len(CALL_CLOSE) * closed)
+
+
+def _object_arguments(value):
+    """A JSON call's arguments: an object, or the JSON text of one (kept as written); absent or empty is {}. Anything
+    else (a list, a bare string, a number) is no call's arguments: Ollama's calls carry an object (its clients
+    validate one) and its parser finds no call then, so the block stays text (None)."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        try:
+            return value if isinstance(load_json(value), dict) else None
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _next_call(text: str, start: int = 0) -> int:
