@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 MODEL ?= models/tiny
 export SPARKINFER_MODEL ?= $(MODEL)
 
-.PHONY: run test test-unit test-e2e bench bench-gpu proto model venv venv-dev clean help
+.PHONY: run test test-unit test-e2e bench bench-serve bench-gpu proto model venv venv-dev clean help
 
 help:
 	@echo "make run        serve the model (MODEL=path, default: the embedded tiny model) on :8080"
 	@echo "make test       run the CPU test suite (GPU tests skip without a GPU); test-unit, test-e2e: a part of it"
 	@echo "make bench      scheduler + tiny-model throughput on CPU (seed workload)"
+	@echo "make bench-serve  served tok/s, TTFT and ITL over HTTP: the whole stack, tiny model (bench/serve_http.py)"
 	@echo "make bench-gpu  check and time every CUDA kernel (needs a GPU)"
 	@echo "make model      write the deterministic tiny checkpoint to models/tiny"
 	@echo "make proto      generate the gRPC stubs into proto/gen"
@@ -56,6 +57,9 @@ test-e2e: $(VENV)/.dev proto model
 
 bench: $(VENV)/.dev proto model
 	$(PY) -m bench.scheduler_bench
+
+bench-serve: $(VENV)/.dev proto model
+	$(PY) -m bench.serve_http --model models/tiny --concurrency 1,4 --input-len 64 --output-len 64
 
 bench-gpu:
 	bash bench/gpu_all.sh

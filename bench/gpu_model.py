@@ -126,15 +126,15 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() * 4 / ms * 1e3
 
 
-def step_bytes(config: ModelConfig, weight_bytes: int, num_rows: int, state_size: int) -> dict:
-    """The bytes one decode step of num_rows rows at context CTX must move, by kind."""
+def step_bytes(config: ModelConfig, weight_bytes: int, num_rows: int, state_size: int, ctx: int = CTX) -> dict:
+    """The bytes one decode step of num_rows rows at context ctx must move, by kind."""
     num_gdn, num_attn = len(config.gdn_layer_ids), len(config.attention_layer_ids)
     state = config.linear_num_value_heads * config.linear_key_head_dim * config.linear_value_head_dim
     kv_token = 2 * config.num_key_value_heads * config.head_dim * 2
     return {"weights": weight_bytes,
             "gdn_state": 2 * num_gdn * num_rows * state * state_size,
             "conv_state": 2 * num_gdn * num_rows * config.conv_dim * (config.linear_conv_kernel_dim - 1) * 2,
-            "kv": num_attn * num_rows * (CTX + 2) * kv_token}
+            "kv": num_attn * num_rows * (ctx + 2) * kv_token}
 
 
 def time_step(model, cache, num_rows: int, use_graph: bool) -> float:

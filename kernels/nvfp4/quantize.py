@@ -63,16 +63,18 @@ def _copy_side_files(src: str, out: str) -> None:
         (shutil.copytree if os.path.isdir(path) else shutil.copy2)(path, os.path.join(out, entry))
 
 
-class _ShardWriter:
-    """Accumulates tensors and writes model-0000i.safetensors shards of about SHARD_BYTES plus the index."""
+class ShardWriter:
+    """Accumulates tensors and writes model-0000i.safetensors shards of about shard_bytes plus the index.
+    on_flush(shard file name, bytes written so far), when given, is called after each shard is on disk."""
 
-    def __init__(self, out: str):
+    def __init__(self, out: str, shard_bytes: int = SHARD_BYTES, on_flush=None):
         self.out, self.pending, self.size, self.shards, self.weight_map = out, {}, 0, [], {}
+        self.shard_bytes, self.on_flush, self.bytes_written = shard_bytes, on_flush, 0
 
     def add(self, name: str, tensor: torch.Tensor) -> None:
         self.pending[name] = tensor.contiguous()
         self.size += tensor.numel() * tensor.element_size()
-        if self.size >= SHARD_BYTES:
+        if self.size >= self.shard_bytes:
             self.flush()
 
     def flush(self) -> None:
@@ -81,7 +83,10 @@ class _ShardWriter:
             save_file(self.pending, os.path.join(self.out, shard), metadata={"format": "pt"})
             self.weight_map.update({name: shard for name in self.pending})
             self.shards.append(shard)
+            self.bytes_written += self.size
             self.pending, self.size = {}, 0
+            if self.on_flush is not None:
+                self.on_flush(shard, self.bytes_written)
 
     def finish(self) -> None:
         self.flush()
@@ -95,7 +100,7 @@ def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device=
     if fmt not in naive.FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {naive.FORMATS}")
     os.makedirs(out, exist_ok=True)
-    entries, writer, ignored = _read_all(src), _ShardWriter(out), []
+    entries, writer, ignored = _read_all(src), ShardWriter(out), []
     for i, (name, shard) in enumerate(entries):
         with safe_open(os.path.join(src, shard), framework="pt") as handle:
             tensor = handle.get_tensor(name)
