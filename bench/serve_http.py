@@ -36,7 +36,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Modules the stack's processes import beyond the standard library and torch (the GPU machine's image lacks some);
 # checked before bench.serve_stack is imported, which needs grpc itself.
 STACK_MODULES = ("aiohttp", "grpc", "grpc_health", "grpc_tools", "google.protobuf", "zmq", "orjson", "jsonschema",
-                 "llguidance", "prometheus_client", "tokenizers", "jinja2", "safetensors", "tqdm")
+                 "referencing", "jsonschema_specifications", "rpds", "llguidance", "prometheus_client", "tokenizers",
+                 "jinja2", "safetensors", "tqdm")
 STATE_SIZES = {"float32": 4, "bfloat16": 2}
 GAUGE_WAIT_S = 10.0
 BLOCK_SIZE = 16  # the worker's default KV block (SPARKINFER_BLOCK_SIZE)
