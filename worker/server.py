@@ -19,6 +19,7 @@ from proto import pb
 from worker.cache import ModelCache
 from worker.checkpoint_errors import CheckpointError
 from worker.grammar import GrammarBook
+from worker.layers.linear import prepack_nvfp4
 from worker.loader import load_model
 from worker.model_card import load_model_card
 from worker.model_runner import MIB, ModelRunner, size_pools
@@ -109,6 +110,11 @@ def build_runner(config: WorkerConfig):
     state_dtype = _dtype(config.state_dtype)
     card = load_model_card(config.model)
     model, model_config = load_model(config.model, device=device, dtype=dtype, progress=False)
+    freed = prepack_nvfp4(model)
+    if freed:
+        torch.cuda.empty_cache()  # the KV budget reads the device's free memory, not torch's cached blocks
+        print(f"worker: NVFP4 weights repacked for the kernels; {freed / 1e9:.2f} GB of checkpoint layout freed",
+              flush=True)
     sizes = size_pools(model_config, config.block_size, config.num_state_slots, config.num_kv_blocks,
                        _kv_cache_bytes(config, model_config, device, dtype), dtype)
     cache = ModelCache(model_config, sizes.num_blocks, sizes.block_size, sizes.num_slots, device, dtype,

@@ -19,11 +19,13 @@ CT_KEYS = ("weight_packed", "weight_scale", "weight_global_scale")
 class NVFP4Weight:
     """One NVFP4 Linear weight. packed u8 [N, K/2] (element 2j low nibble), scale float8_e4m3fn [N, K/16],
     gmul f32 [] (multiplier: W = e2m1 * scale * gmul), or [N] for fused shards (concat_rows).
-    `cache` holds device repacks (kernels.nvfp4.ops)."""
+    `cache` holds device repacks (kernels.nvfp4.ops). `released`: the checkpoint-layout codes and scales were freed
+    once the kernels' repack was built (release_checkpoint_layout)."""
     packed: torch.Tensor
     scale: torch.Tensor
     gmul: torch.Tensor
     cache: dict = field(default_factory=dict, repr=False, compare=False)
+    released: bool = field(default=False, compare=False)
 
     @property
     def shape(self) -> tuple:
@@ -34,11 +36,28 @@ class NVFP4Weight:
         return self.packed.device
 
     def to(self, device) -> "NVFP4Weight":
+        self._check_held("to()")
         return NVFP4Weight(self.packed.to(device), self.scale.to(device), self.gmul.to(device))
+
+    def _check_held(self, what: str) -> None:
+        if self.released:
+            raise RuntimeError(f"NVFP4Weight.{what}: the checkpoint-layout codes were released after the GPU repack "
+                               "(worker/layers/linear.prepack_nvfp4); only the kernels' repack remains")
+
+    def release_checkpoint_layout(self) -> int:
+        """Once the kernels read only the repack (kernels.nvfp4.ops.prepared, cached in `cache`), frees the packed
+        codes and block scales: one-element stand-ins expanded to the same shape keep shape, dtype, device and
+        nbytes(); dequantize() and to() raise RuntimeError from then on. Returns the bytes freed."""
+        freed = self.packed.numel() + self.scale.numel()  # both one byte per element
+        self.packed = torch.empty(1, dtype=self.packed.dtype, device=self.device).expand(self.packed.shape)
+        self.scale = torch.empty(1, dtype=self.scale.dtype, device=self.device).expand(self.scale.shape)
+        self.released = True
+        return freed
 
 
     def dequantize(self, dtype=torch.float32) -> torch.Tensor:
-        """-> W [N, K] in `dtype`."""
+        """-> W [N, K] in `dtype`. RuntimeError once released."""
+        self._check_held("dequantize()")
         return naive.dequantize(self.packed, self.scale, self.gmul, dtype)
 
     def nbytes(self) -> int:

@@ -60,6 +60,21 @@ class Linear(torch.nn.Module):
         return torch.nn.functional.linear(x, self.weight)
 
 
+def prepack_nvfp4(model: torch.nn.Module) -> int:
+    """Builds the kernels' repack of every NVFP4 Linear of `model` that sits on a CUDA device (at load, so the KV
+    pool is sized with it counted: otherwise the first step adds a second copy of the weights, 14.4 GB on the 27B
+    shape, after the pool took its share of the free memory) and frees the checkpoint-layout codes the kernels never
+    read again. Returns the bytes freed; 0 on CPU, where the naive path reads the checkpoint layout."""
+    freed = 0
+    for module in model.modules():
+        weight = getattr(module, "nvfp4", None) if isinstance(module, Linear) else None
+        if weight is None or weight.device.type != "cuda" or weight.released:
+            continue
+        nvfp4_ops.prepared(weight)
+        freed += weight.release_checkpoint_layout()
+    return freed
+
+
 def chunked_gemv(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
     """x [..., K] on CUDA -> y [..., N] in x's dtype, the M = x.numel() / K rows as GEMV launches of at most
     nvfp4_ops.GEMV_MAX_M (32) rows each (each launch reads the weight once; bf16 math, f32 accumulate, as
