@@ -75,8 +75,17 @@ def prepare_messages(messages: list[dict]) -> list[dict]:
         calls = msg.get("tool_calls")
         if calls:
             msg["tool_calls"] = [_prepare_call(call) for call in calls]
+        if isinstance(msg.get("content"), list):
+            msg["content"] = [_as_text_part(part) for part in msg["content"]]
         out.append(msg)
     return out
+
+
+def _as_text_part(part: Any) -> Any:
+    """A refusal part (OpenAI's, in an assistant turn) as the text part templates read, as vLLM reads its refusal."""
+    if isinstance(part, dict) and part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+        return {"type": "text", "text": part["refusal"]}
+    return part
 
 
 def _prepare_call(call: dict) -> dict:

@@ -167,10 +167,16 @@ def check_content(messages: list) -> None:
             check_part(part, f"messages[{i}].content[{j}]")
 
 
+# Content parts read as text, as vLLM's chat_utils reads them (part type -> the key holding the text): OpenAI's text
+# and refusal parts (an assistant turn's), and the Responses API's input_text / output_text that clients carry over.
+TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
+
+
 def check_part(part: dict, where: str) -> None:
-    """400 unsupported for a non-text content part (images, audio); 400 for a text part without a string."""
-    if part.get("type") not in ("text", "input_text"):
+    """400 unsupported for a content part that is not text (images, audio); 400 for a text part without its string."""
+    key = TEXT_PARTS.get(part.get("type"))
+    if key is None:
         raise Unsupported(f"{where}: only text parts are supported (got type '{part.get('type')}')",
                           param=f"{where}.type")
-    if not isinstance(part.get("text"), str):
-        raise InvalidRequest(f"{where}: a text part needs a string 'text'", param=f"{where}.text")
+    if not isinstance(part.get(key), str):
+        raise InvalidRequest(f"{where}: a {part['type']} part needs a string '{key}'", param=f"{where}.{key}")
