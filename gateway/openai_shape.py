@@ -112,7 +112,7 @@ class ChatShaper:
     def response(self, results: list, usage: Usage) -> dict:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
                 "system_fingerprint": self.card.fingerprint, "choices": [self.message(r) for r in results],
-                "usage": chat_usage(self.plan, self.card, usage, "".join(r.reasoning for r in results))}
+                "usage": chat_usage(self.plan, self.card, usage, [r.reasoning for r in results])}
         if self.plan.return_token_ids:
             body["prompt_token_ids"] = self.plan.gen.prompt_ids
         if self.plan.prompt.vllm_top is not None:
@@ -131,7 +131,7 @@ class ChatFramer:
         self.s = shaper
         self.p = shaper.plan
         self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
-        self._reasoning = ""   # every choice's reasoning so far (usage's reasoning_tokens)
+        self._reasoning: dict = {}   # per choice, its reasoning so far (usage's reasoning_tokens)
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None) -> bytes:
         if self.p.return_token_ids:
@@ -142,7 +142,7 @@ class ChatFramer:
         return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids)
 
     def usage_body(self, usage: Usage) -> dict:
-        return chat_usage(self.p, self.s.card, usage, self._reasoning)
+        return chat_usage(self.p, self.s.card, usage, self._reasoning.values())
 
     def start(self, usage: Usage) -> list[bytes]:
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
@@ -154,7 +154,7 @@ class ChatFramer:
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         reasoning, content, calls, finish = self.s.split(delta)
-        self._reasoning += delta.reasoning
+        self._reasoning[delta.index] = self._reasoning.get(delta.index, "") + delta.reasoning
         if self.p.return_token_ids:
             # The ids ride on this choice's next chunk (held text, such as a tool call forming, sends none).
             self._ids[delta.index] = self._ids.get(delta.index, []) + delta.token_ids

@@ -1,7 +1,7 @@
 """Gateway process: OpenAI's usage object (chat and legacy completions), and the reasoning tokens it counts."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from gateway.engine import Usage
 from gateway.model import ModelCard
@@ -17,12 +17,13 @@ def usage_dict(usage: Usage, reasoning_tokens: Optional[int] = None) -> dict:
     return body
 
 
-def chat_usage(plan, card: ModelCard, usage: Usage, reasoning: str) -> dict:
-    """A chat answer's usage: with completion_tokens_details.reasoning_tokens where it splits the reasoning (all
-    choices' reasoning text, also when it is left out of the answer: the tokens were generated)."""
+def chat_usage(plan, card: ModelCard, usage: Usage, reasoning: Iterable[str]) -> dict:
+    """A chat answer's usage: with completion_tokens_details.reasoning_tokens where it splits the reasoning (each
+    choice's reasoning text counted apart, also when it is left out of the answer: the tokens were generated)."""
     if not plan.gen.split_reasoning:
         return usage_dict(usage)
-    return usage_dict(usage, count_reasoning_tokens(card, reasoning, usage.completion_tokens))
+    counted = sum(count_reasoning_tokens(card, text, usage.completion_tokens) for text in reasoning)
+    return usage_dict(usage, min(counted, usage.completion_tokens))
 
 
 def count_reasoning_tokens(card: ModelCard, reasoning: str, completion_tokens: int) -> int:

@@ -36,6 +36,16 @@ async def test_reasoning_tokens_are_reported(stack, stream, extra, choices, thin
     assert usage["completion_tokens"] > expected
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_each_choice_is_counted_apart(stack, stream):
+    # Two choices thinking "l" each are 2 reasoning tokens; their texts joined ("ll", one token here) counted 1.
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = "l</think>\n\nHello", 0.01
+    assert len(fake.tokenizer.encode("ll").ids) == 1
+    usage = await _usage(client, {"n": 2}, stream)
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 2}
+
+
 async def test_continuous_usage_counts_the_thinking_so_far(stack):
     client, fake = stack
     body = {"messages": USER, "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
