@@ -8,7 +8,7 @@ import grpc
 
 from gateway.errors import (ApiError, ContextLengthExceeded, InternalError, InvalidRequest, Overloaded,
                             Timeout, Unavailable)
-from proto import pb, pb_grpc
+from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
 
 _INFO_TIMEOUT_S = 5.0
 _FINISH_TIMEOUT_S = 1.0
@@ -130,6 +130,15 @@ class GenerateStream:
         if message is grpc.aio.EOF:
             return None
         return message
+
+    async def admitted(self) -> bool:
+        """Whether the scheduler said it admitted the request (its initial metadata, sent before any token). False
+        when it refused it (the error comes with next()), or when it says so only with the first token."""
+        try:
+            metadata = await self._call.initial_metadata()
+        except grpc.aio.AioRpcError:
+            return False
+        return any(key == ADMITTED_METADATA_KEY for key, _ in metadata or ())
 
     def cancel(self) -> None:
         self._call.cancel()

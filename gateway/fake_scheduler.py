@@ -10,7 +10,7 @@ from typing import Optional
 import grpc
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from proto import pb, pb_grpc
+from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Like Qwen's tokenizer: the markup tokens are added but not "special", so they decode as text.
@@ -53,6 +53,8 @@ class Script:
     top_ids: list = field(default_factory=list)  # alternatives of every token (logprobs -1, -2, ..) when asked
     stop_id: Optional[int] = None         # the token that ends the reply (logprob -0.25); None = the eos
     cached_tokens: int = 0                # prompt tokens reported as prefix-cache hits (on the first message)
+    first_delay_s: dict = field(default_factory=dict)  # choice index -> wait before its first token (queued there)
+    say_admitted: bool = True             # send the admitted initial metadata, as the scheduler does
     requests: list = field(default_factory=list)  # GenerateRequests received
 
 
@@ -89,6 +91,9 @@ class FakeServing(pb_grpc.ServingServicer):
         ids = script.token_ids if script.token_ids is not None else self.tokenizer.encode(script.reply).ids
         self.num_running += 1
         try:
+            if script.say_admitted:
+                await context.send_initial_metadata(((ADMITTED_METADATA_KEY, "1"),))
+            await asyncio.sleep(script.first_delay_s.get(_choice_index(request.req_id), 0))
             async for message in self._messages(request, ids, script):
                 yield message
         finally:
@@ -124,6 +129,12 @@ class FakeServing(pb_grpc.ServingServicer):
             final.stop_token_top_logprobs.token_ids.extend(top)
             final.stop_token_top_logprobs.logprobs.extend([-0.25 - j for j in range(len(top))])
         yield final
+
+
+def _choice_index(req_id: str) -> int:
+    """The choice a gateway req_id ("<request id>-<choice>") stands for; 0 for any other id."""
+    tail = req_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def fake_prompt_logprobs(request) -> "pb.PromptLogprobs":

@@ -74,7 +74,8 @@ class Generation:
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
         self._closed = False
-        # Choices that heard from the scheduler (admitted and running); set once all have, or one failed.
+        # Choices the scheduler admitted (or, from one that does not say so, answered); set once all were, or one
+        # failed.
         self._num_started = 0
         self._all_started = asyncio.Event()
         self._error: Optional[ApiError] = None
@@ -127,7 +128,7 @@ class Generation:
             await self.close()
 
     async def wait_started(self, timeout: float) -> None:
-        """Waits (up to timeout s) until every choice heard from the scheduler; raises the first choice's error, so
+        """Waits (up to timeout s) until the scheduler admitted every choice; raises the first choice's error, so
         that with n > 1 a refused choice (429 on a short queue) fails the whole request before any of it is sent
         (the other choices are cancelled)."""
         try:
@@ -185,8 +186,15 @@ class Generation:
 
     async def _consume(self, index: int, stream) -> None:
         out = ChoiceOutput(index, self.req, self._card)
+        # Started once admitted: a choice queued behind others must not hold back the first chunk of its siblings
+        # (a streamed n = 3 answer sent nothing for 6.5 s while choice 0 was generating). A scheduler that does not
+        # say it admitted a request says so with its first message.
+        admitted = await stream.admitted()
+        if admitted:
+            self._started()
         message = await stream.next()
-        self._started()
+        if not admitted:
+            self._started()
         while True:
             if message is None:
                 raise Unavailable("the scheduler ended the request without a finish reason")

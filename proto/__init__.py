@@ -36,4 +36,8 @@ if _GEN not in sys.path:
 from sparkinfer.v1 import serving_pb2 as pb  # noqa: E402
 from sparkinfer.v1 import serving_pb2_grpc as pb_grpc  # noqa: E402
 
-__all__ = ["pb", "pb_grpc", "generate"]
+# Initial-metadata key of a Generate call the scheduler admitted (value "1"), sent before any token: a refusal
+# (RESOURCE_EXHAUSTED, INVALID_ARGUMENT, ...) ends the call without it. See Serving.Generate in serving.proto.
+ADMITTED_METADATA_KEY = "sparkinfer-admitted"
+
+__all__ = ["pb", "pb_grpc", "generate", "ADMITTED_METADATA_KEY"]

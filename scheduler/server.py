@@ -13,7 +13,7 @@ import zmq
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from proto import pb, pb_grpc
+from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
 from scheduler.admission import RequestError
 from scheduler.config import parse_config
 from scheduler.engine import Engine
@@ -71,6 +71,9 @@ class ServingServicer(pb_grpc.ServingServicer):
         except RequestError as exc:
             await context.abort(grpc.StatusCode[exc.code], str(exc))
         try:
+            # Admitted, said at once: a gateway that holds a stream's headers until every choice of the request is
+            # admitted or refused (so that a refusal keeps its 429) need not wait for each one's first token.
+            await context.send_initial_metadata(((ADMITTED_METADATA_KEY, "1"),))
             while True:
                 item = await queue.get()
                 if isinstance(item, RequestError):

@@ -1,6 +1,8 @@
 """n > 1 on /v1 (fake scheduler): a streamed answer interleaves its choices with their own indexes, each opened,
-finished once and whole, with one usage chunk; a request refused in part is one 429 and leaves nothing behind."""
+finished once and whole, with one usage chunk, and a choice queued behind others holds none of it back; a request
+refused in part is one 429 and leaves nothing behind."""
 import asyncio
+import time
 
 import grpc
 import orjson
@@ -78,6 +80,48 @@ async def test_every_choice_is_one_call_of_the_same_group(stack, route):
 
 def _sample(name: str, **labels) -> float:
     return metrics.REGISTRY.get_sample_value(name, labels or None) or 0.0
+
+
+async def _first_text_times(response, started: float) -> tuple:
+    """(seconds from `started` to each choice's first text, each choice's whole text) of a streamed answer."""
+    first, texts = {}, {}
+    async for line in response.content:
+        if not line.startswith(b"data: {"):
+            continue
+        for choice in orjson.loads(line[6:])["choices"]:
+            text = _text(choice)
+            if text:
+                first.setdefault(choice["index"], time.monotonic() - started)
+                texts[choice["index"]] = texts.get(choice["index"], "") + text
+    return first, texts
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+async def test_a_queued_choice_does_not_hold_back_the_others(stack, route):
+    """Choice 2 is admitted but waits 2 s for a seat (its first token): the headers and the first chunks of choices 0
+    and 1 come at once, as vLLM streams each choice as it comes. The stream waited for every choice's first token
+    (measured on make run, max_num_seqs 2 with one long request running: n = 3 sent nothing for 6.5 s)."""
+    client, fake = stack
+    path, body = ROUTES[route]
+    fake.script.first_delay_s = {2: 2.0}
+    started = time.monotonic()
+    async with client.post(path, data=orjson.dumps({**body, "n": 3, "max_tokens": 64, "stream": True})) as response:
+        assert response.status == 200
+        first, texts = await _first_text_times(response, started)
+    assert first[0] < 1.0 and first[1] < 1.0 and first[2] >= 2.0, first
+    assert texts == {0: REPLY, 1: REPLY, 2: REPLY}
+
+
+async def test_a_scheduler_that_does_not_say_it_admitted_still_serves_n(stack):
+    """A scheduler without the admitted metadata (an older one): every choice starts with its first message."""
+    client, fake = stack
+    fake.script.say_admitted, fake.script.first_delay_s = False, {1: 0.3}
+    path, body = ROUTES["chat"]
+    started = time.monotonic()
+    async with client.post(path, data=orjson.dumps({**body, "n": 2, "max_tokens": 64, "stream": True})) as response:
+        assert response.status == 200
+        first, texts = await _first_text_times(response, started)
+    assert texts == {0: REPLY, 1: REPLY} and min(first.values()) >= 0.3
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
