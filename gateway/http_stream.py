@@ -12,6 +12,7 @@ from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 
 _NO_EVENT = object()
+_MIN_WAIT_S = 0.001
 
 
 class Framer(Protocol):
@@ -74,18 +75,22 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
 
 
 async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, first, keepalive_s: float) -> None:
-    delta = first
+    """Writes gen's frames as they come, and a keep-alive whenever nothing was written for keepalive_s: silence on the
+    wire, not between Deltas, since Deltas may give no frame for long (a tool call is held back until it is whole: a
+    long file written as a call's argument sent nothing for minutes, and proxies and client idle timeouts cut it)."""
+    delta, last_write = first, time.monotonic()
     while True:
-        if delta is _NO_EVENT:
-            ping = framer.keepalive()
-            if ping:
-                await response.write(ping)
-        elif delta is None:
+        if delta is None:
             await _write_all(response, framer.end(gen.usage()))
             return
-        else:
-            await _write_all(response, framer.delta(delta, gen.sent_usage()))
+        frames = [] if delta is _NO_EVENT else framer.delta(delta, gen.sent_usage())
+        if not frames and time.monotonic() - last_write >= keepalive_s:
+            frames = [ping for ping in (framer.keepalive(),) if ping]
+            last_write = time.monotonic()     # a framer without keep-alives (Ollama's NDJSON) stays silent
+        if frames:
+            await _write_all(response, frames)
+            last_write = time.monotonic()
         try:
-            delta = await gen.next(timeout=keepalive_s)
+            delta = await gen.next(timeout=max(keepalive_s - (time.monotonic() - last_write), _MIN_WAIT_S))
         except asyncio.TimeoutError:
             delta = _NO_EVENT

@@ -1,0 +1,70 @@
+"""Streams keep the wire alive whenever nothing was written for SPARKINFER_SSE_KEEPALIVE_SECONDS, also while tokens
+keep coming but give no frame (a tool call is held back until it is whole), on every SSE API; Ollama's NDJSON has no
+keep-alive and stays silent."""
+import time
+
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+KEEPALIVE_S = 0.2
+TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {
+    "type": "object", "properties": {"content": {"type": "string"}}}}}]
+CONTENT = "hello world " * 12
+# A call that takes about 2 s to generate (about 70 tokens at 30 ms), none of it sent before it is whole.
+CALL = f"<tool_call>\n<function=write_file>\n<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
+USER = [{"role": "user", "content": "write it"}]
+SCHEMA = TOOLS[0]["function"]["parameters"]
+# Thinking off: the call is the answer, each of its tokens a Delta that gives no frame until the call is whole.
+ROUTES = {
+    "chat": ("/v1/chat/completions", {"messages": USER, "tools": TOOLS, "enable_thinking": False}, b": keep-alive"),
+    "lmstudio": ("/api/v0/chat/completions", {"messages": USER, "tools": TOOLS, "enable_thinking": False},
+                 b": keep-alive"),
+    "responses": ("/v1/responses", {"input": "write it", "reasoning": {"effort": "none"},
+                                    "tools": [{"type": "function", "name": "write_file", "parameters": SCHEMA}]},
+                  b": keep-alive"),
+    "anthropic": ("/v1/messages", {"model": "fake-model", "messages": USER, "max_tokens": 500,
+                                   "thinking": {"type": "disabled"},
+                                   "tools": [{"name": "write_file", "input_schema": SCHEMA}]}, b"event: ping"),
+}
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=4096)
+    fake.script.reply, fake.script.delay_s = CALL, 0.03
+    async with fake_gateway(fake, sse_keepalive_s=KEEPALIVE_S) as pair:
+        yield pair
+
+
+async def _lines(response, started: float) -> list:
+    """(seconds since `started`, line) of every non-empty line of a streamed body."""
+    return [(time.monotonic() - started, line.rstrip(b"\n")) async for line in response.content if line.strip()]
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+async def test_a_tool_call_forming_gets_keep_alives(stack, route):
+    client, _ = stack
+    path, body, ping = ROUTES[route]
+    started = time.monotonic()
+    async with client.post(path, data=orjson.dumps({**body, "stream": True})) as response:
+        assert response.status == 200
+        lines = await _lines(response, started)
+    pings = [at for at, line in lines if line.startswith(ping)]
+    # Before: no keep-alive at all while the call formed (tokens kept coming), 2 s of silence on the wire.
+    assert len(pings) >= 4, lines
+    gaps = [b - a for a, b in zip([0.0] + [at for at, _ in lines], [at for at, _ in lines])]
+    assert max(gaps) < 4 * KEEPALIVE_S, gaps
+    text = b"\n".join(line for _, line in lines).decode()
+    assert "write_file" in text and CONTENT.strip() in text.replace("\\n", "\n")
+
+
+async def test_ollama_ndjson_stays_silent_without_keep_alives(stack):
+    client, _ = stack
+    async with client.post("/api/chat", data=orjson.dumps({"model": "fake-model", "messages": USER,
+                                                           "tools": TOOLS, "think": False})) as response:
+        lines = [line for _, line in await _lines(response, time.monotonic())]
+    parsed = [orjson.loads(line) for line in lines]           # every line is an Ollama object: no comment lines
+    calls = [p["message"]["tool_calls"] for p in parsed if p["message"].get("tool_calls")]
+    assert parsed[-1]["done"] is True and calls[0][0]["function"]["arguments"] == {"content": CONTENT}
