@@ -53,7 +53,7 @@ class Script:
     top_ids: list = field(default_factory=list)  # alternatives of every token (logprobs -1, -2, ..) when asked
     stop_id: Optional[int] = None         # the token that ends the reply (logprob -0.25); None = the eos
     cached_tokens: int = 0                # prompt tokens reported as prefix-cache hits (on the first message)
-    first_delay_s: dict = field(default_factory=dict)  # choice index -> wait before its first token (queued there)
+    first_delay_s: dict = field(default_factory=dict)  # choice index -> s queued before its first token
     say_admitted: bool = True             # send the admitted initial metadata, as the scheduler does
     requests: list = field(default_factory=list)  # GenerateRequests received
 
@@ -93,13 +93,14 @@ class FakeServing(pb_grpc.ServingServicer):
         try:
             if script.say_admitted:
                 await context.send_initial_metadata(((ADMITTED_METADATA_KEY, "1"),))
-            await asyncio.sleep(script.first_delay_s.get(_choice_index(request.req_id), 0))
             async for message in self._messages(request, ids, script):
                 yield message
         finally:
             self.num_running -= 1
 
     async def _messages(self, request, ids, script):
+        queued = script.first_delay_s.get(_choice_index(request.req_id), 0)
+        await asyncio.sleep(queued)
         limit = request.max_tokens or self.max_context_len - len(request.prompt_token_ids)
         for i, token_id in enumerate(ids[:limit]):
             if script.delay_s:
@@ -112,7 +113,8 @@ class FakeServing(pb_grpc.ServingServicer):
                                           finish_reason="length" if last else "",
                                           num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
                                           num_generated_tokens=i + 1, stop_token_id=-1,
-                                          num_cached_tokens=script.cached_tokens if i == 0 else 0)
+                                          num_cached_tokens=script.cached_tokens if i == 0 else 0,
+                                          queue_time_ns=round(queued * 1e9) if i == 0 else 0)
             if request.sampling.num_logprobs:
                 top = script.top_ids[:request.sampling.num_logprobs]
                 message.top_logprobs.add(token_ids=top, logprobs=[-1.0 - j for j in range(len(top))])

@@ -73,6 +73,7 @@ class Generation:
         self._running = req.num_choices
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
+        self._queue_time = 0.0
         self._closed = False
         # Choices the scheduler admitted (or, from one that does not say so, answered); set once all were, or one
         # failed.
@@ -94,6 +95,11 @@ class Generation:
     def first_token_at(self) -> Optional[float]:
         """time.monotonic() when the first generated token arrived; None until then."""
         return self._first_token_at
+
+    @property
+    def queue_time(self) -> float:
+        """Seconds the scheduler kept choice 0 waiting for a seat before its first step (0 until it answered)."""
+        return self._queue_time
 
     def usage(self) -> Usage:
         self._usage.completion_tokens = sum(self._generated)
@@ -216,6 +222,8 @@ class Generation:
             message = await stream.next()
 
     def _account(self, index: int, message) -> None:
+        if index == 0 and not self._heard[0]:
+            self._queue_time = message.queue_time_ns / 1e9
         if message.num_prompt_tokens and index % self.req.n == 0:
             self._num_prompt[index // self.req.n] = message.num_prompt_tokens
             self._num_cached[index // self.req.n] = message.num_cached_tokens

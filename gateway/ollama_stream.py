@@ -17,7 +17,7 @@ NDJSON_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 def metrics_for(gen: Generation, received: float, usage: Usage) -> dict:
     """Ollama's count and duration fields for a finished generation."""
     now = time.monotonic()
-    return final_metrics(usage, durations_ns(received, gen.started_at, gen.first_token_at, now, now))
+    return final_metrics(usage, durations_ns(received, gen.started_at, gen.first_token_at, now, now, gen.queue_time))
 
 
 class NdjsonFramer:

@@ -36,6 +36,16 @@ def test_durations_are_positive_ns_and_add_up():
     assert all(isinstance(v, int) and v > 0 for v in d.values())
 
 
+def test_time_queued_for_a_seat_is_not_prompt_eval_time():
+    """As in Ollama, waiting for a parallel slot counts in total_duration only, not in prompt_eval_duration."""
+    d = durations_ns(received=10.0, started=10.001, first_token=16.2, finished=16.3, done=16.302, queued=6.0)
+    assert d == {"total_duration": 6_302_000_000, "load_duration": 1_000_000, "prompt_eval_duration": 199_000_000,
+                 "eval_duration": 100_000_000}
+    odd = durations_ns(received=10.0, started=10.0, first_token=10.5, finished=11.0, done=11.0, queued=9.0)
+    assert odd["prompt_eval_duration"] == 1 and odd["total_duration"] >= sum(
+        odd[k] for k in ("load_duration", "prompt_eval_duration", "eval_duration"))
+
+
 @pytest.mark.parametrize("first_token", [None, 9.0, 20.0], ids=["no token", "before start", "after finish"])
 def test_durations_stay_positive_and_consistent_at_the_edges(first_token):
     d = durations_ns(received=10.0, started=10.0, first_token=first_token, finished=10.0, done=10.0)
