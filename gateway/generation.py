@@ -77,6 +77,7 @@ class Generation:
         self._closed = False
         # Choices the scheduler admitted (or, from one that does not say so, answered); set once all were, or one
         # failed.
+        self._admitted = [False] * req.num_choices
         self._num_started = 0
         self._all_started = asyncio.Event()
         self._error: Optional[ApiError] = None
@@ -168,24 +169,28 @@ class Generation:
             await self._consume(index, stream)
             self._queue.put_nowait(_Done())
         except ApiError as exc:
-            self._ended[index] = True
-            self._fail(exc)
+            self._fail(index, exc)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a bug here must surface as a 500, not a hang
             log.exception("choice %d of %s failed", index, self.req.req_id)
-            self._ended[index] = True
-            self._fail(InternalError(f"gateway error while generating: {exc!r}"))
+            self._fail(index, InternalError(f"gateway error while generating: {exc!r}"))
         finally:
             if stream is not None:
                 stream.cancel()
 
-    def _fail(self, error: ApiError) -> None:
+    def _fail(self, index: int, error: ApiError) -> None:
+        self._ended[index] = True
+        if self._admitted[index]:
+            # Admitted, then failed (worker lost, a step failed): counted once as "abort", as the scheduler counts it.
+            # A refusal (429, 400) never started and counts none, as in the scheduler's request_success.
+            self._engine.record_finish(self, "abort")
         self._error = self._error or error
         self._queue.put_nowait(error)
         self._all_started.set()
 
-    def _started(self) -> None:
+    def _started(self, index: int) -> None:
+        self._admitted[index] = True
         self._num_started += 1
         if self._num_started == self.req.num_choices:
             self._all_started.set()
@@ -197,10 +202,10 @@ class Generation:
         # say it admitted a request says so with its first message.
         admitted = await stream.admitted()
         if admitted:
-            self._started()
+            self._started(index)
         message = await stream.next()
         if not admitted:
-            self._started()
+            self._started(index)
         while True:
             if message is None:
                 raise Unavailable("the scheduler ended the request without a finish reason")

@@ -19,7 +19,8 @@ HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests
 REQUESTS_IN_FLIGHT = Gauge("sparkinfer_gateway_requests_in_flight", "Generation requests the gateway is serving.",
                            registry=REGISTRY)
 REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total",
-                          "Finished choices by finish reason (abort: cancelled, its client gone).",
+                          "Finished choices by finish reason (abort: cancelled, its client gone, or failed once "
+                          "admitted, such as by a lost worker).",
                           ["finished_reason"], registry=REGISTRY)
 REJECTED = Counter("sparkinfer_gateway_requests_rejected_total", "Requests refused with an error, by reason.",
                    ["reason"], registry=REGISTRY)
