@@ -9,6 +9,7 @@ import grpc
 from gateway.errors import (ApiError, ContextLengthExceeded, InternalError, InvalidRequest, Overloaded,
                             Timeout, Unavailable)
 from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
+from proto.keepalive import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, client_options
 
 _INFO_TIMEOUT_S = 5.0
 _FINISH_TIMEOUT_S = 1.0
@@ -77,9 +78,13 @@ def map_rpc_error(error: grpc.aio.AioRpcError) -> ApiError:
 class SchedulerClient:
     """One channel to one scheduler; every method raises ApiError instead of grpc errors."""
 
-    def __init__(self, address: str):
+    def __init__(self, address: str, keepalive_time_ms: int = KEEPALIVE_TIME_MS,
+                 keepalive_timeout_ms: int = KEEPALIVE_TIMEOUT_MS):
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        # Pinged, so that a scheduler that stops answering without closing the connection fails the calls on it
+        # (503) instead of leaving them waiting forever (proto/keepalive.py).
+        options = _CHANNEL_OPTIONS + client_options(keepalive_time_ms, keepalive_timeout_ms)
+        self._channel = grpc.aio.insecure_channel(address, options=options)
         self._stub = pb_grpc.ServingStub(self._channel)
 
     async def close(self) -> None:

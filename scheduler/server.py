@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
 from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
+from proto.keepalive import server_options
 from scheduler.admission import RequestError
 from scheduler.config import parse_config
 from scheduler.engine import Engine
@@ -28,8 +29,9 @@ SERVICE_NAME = "sparkinfer.v1.Serving"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # gRPC binds with SO_REUSEPORT by default: a second scheduler on a taken port started without a word and the kernel
 # split the gateways' calls between the two.
+# Gateways ping every 10 s, also on a stream silent for minutes (a queued request): taken (proto/keepalive.py).
 GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.so_reuseport", 0)]
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.so_reuseport", 0)] + server_options()
 
 
 class StartupError(Exception):
