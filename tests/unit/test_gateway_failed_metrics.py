@@ -35,11 +35,15 @@ class WorkerLost(FakeServing):
             yield message
 
 
-@pytest.fixture
-async def stack():
+def worker_lost() -> WorkerLost:
     fake = WorkerLost(TOKENIZER, max_context_len=2048)
     fake.script.reply, fake.script.delay_s = "Hello world " * 20, 0.01
-    async with fake_gateway(fake, sse_keepalive_s=0.2) as pair:
+    return fake
+
+
+@pytest.fixture
+async def stack():
+    async with fake_gateway(worker_lost()) as pair:
         yield pair
 
 
