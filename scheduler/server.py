@@ -29,7 +29,8 @@ SERVICE_NAME = "sparkinfer.v1.Serving"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # gRPC binds with SO_REUSEPORT by default: a second scheduler on a taken port started without a word and the kernel
 # split the gateways' calls between the two.
-# Gateways ping every 10 s, also on a stream silent for minutes (a queued request): taken (proto/keepalive.py).
+# Gateways and scheduler ping each other every 10 s, also on a stream silent for minutes (a queued request); a gateway
+# that stops answering has its calls cancelled (proto/keepalive.py).
 GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.so_reuseport", 0)] + server_options()
 
