@@ -64,6 +64,14 @@ def current_device() -> int:
 
 
 @functools.lru_cache(maxsize=None)
+def capability(device) -> tuple:
+    """(major, minor) compute capability of CUDA `device` (a torch.device or an index), cached."""
+    import torch
+
+    return torch.cuda.get_device_capability(device)
+
+
+@functools.lru_cache(maxsize=None)
 def num_sms(device) -> int:
     """Streaming multiprocessors of CUDA `device` (cached: the properties lookup costs a few microseconds)."""
     import torch

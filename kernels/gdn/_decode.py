@@ -95,7 +95,7 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
             ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),
             ptr(o), i32(num_k_heads), i32(num_v_heads), f32(scale))
-    pdl = (DECODE_PDL and torch.cuda.get_device_capability(q.device)[0] >= 9) if pdl is None else pdl
+    pdl = (DECODE_PDL and _compile.capability(q.device)[0] >= 9) if pdl is None else pdl
     if entry == "gdn_recurrent_decode_tma":
         _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads, pdl)
         return o

@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from kernels import _compile, _pdl
+from kernels import _compile
 from kernels.nvfp4 import ops
 
 # gemv_bc.cu (v10, block columns) for M = 1 on Hopper. Launched with programmatic dependent launch (ops.PDL, the
@@ -88,7 +88,7 @@ def rows_applies(x: torch.Tensor, p: dict) -> bool:
     return 2 <= m <= 8 and p["K"] % 8 == 0 and x.data_ptr() % 16 == 0 and rows_smem(m, p) <= ROWS_MAX_SMEM
 
 
-def gemv_bcr(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = None) -> torch.Tensor:
+def gemv_bcr(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> torch.Tensor:
     """x [M, K] bf16 contiguous, 2 <= M <= 8 (|x| < 2^28), p = ops.prepared(...) -> out [M, N] bf16 (written):
     gemv_bcr.cu (block columns for a few rows: NTB = 1, 2, 4 tiles of 2 rows for M <= 2, 4, 8). Persistent grid of 2
     blocks per SM, split-K through ops' workspace; pdl as gemv_bc. Raises ValueError where rows_applies is false."""
@@ -105,10 +105,7 @@ def gemv_bcr(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = None) -> t
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(alpha_bc(p)), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
     kernel = _kernel(f"nvfp4_gemv_bcr_nt{ntb}", "gemv_bcr.cu")
-    if (ops.PDL and ops._hopper(x.device)) if pdl is None else pdl:
-        _pdl.launch(kernel, grid, (256,), args, rows_smem(m, p), _compile.current_stream().ptr)
-    else:
-        ops._launch("", "", grid, (256,), args, kernel, rows_smem(m, p))
+    ops._launch("", "", grid, (256,), args, kernel, rows_smem(m, p), pdl)
     return out
 
 
@@ -144,12 +141,13 @@ def _kernel(name: str, source: str = "gemv_bc.cu"):
 
 
 def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_UNROLL, variant: str = "",
-            blocks_per_sm: int = 2, pdl: bool = None) -> torch.Tensor:
+            blocks_per_sm: int = 2, pdl: bool = True) -> torch.Tensor:
     """x [1, K] bf16 contiguous (|x| < 2^28: x * 2^100 must stay finite in bf16), p = ops.prepared(...) -> out [1, N]
     bf16 (written). Persistent grid of blocks_per_sm blocks per SM; partial row groups reduced through ops' split-K
     workspace and counters (left zero). unroll: UNROLLS; variant: bench diagnostics, wrong results ("_noflush",
     "_loadonly"; unroll 3); blocks_per_sm 3: the 3-blocks-per-SM kernel (unroll 2); pdl: programmatic dependent
-    launch (None: ops.PDL on Hopper). Raises ValueError where `applies` is false or no such kernel is built."""
+    launch where ops.PDL is on and the GPU is a Hopper (ops._launch), False: a plain launch. Raises ValueError where
+    `applies` is false or no such kernel is built."""
     import numpy as np
 
     b3 = blocks_per_sm == 3
@@ -165,8 +163,5 @@ def gemv_bc(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = DEFAULT_U
     args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha_bc"]),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
     kernel = _kernel(f"nvfp4_gemv_bc_u{unroll}{variant}{'_b3' if b3 else ''}")
-    if (ops.PDL and ops._hopper(x.device)) if pdl is None else pdl:
-        _pdl.launch(kernel, grid, (256,), args, _smem(p), _compile.current_stream().ptr)
-    else:
-        ops._launch("", "", grid, (256,), args, kernel, _smem(p))
+    ops._launch("", "", grid, (256,), args, kernel, _smem(p), pdl)
     return out

@@ -49,15 +49,15 @@ TILE_MAX_M = 16  # gemv_tile runs M <= 16: NT = 1 n8 tile of x rows for M <= 8, 
 # shape), every tile its own block (a block owning more tiles than others is a tail) and weights of at most
 # TILE_DISPATCH_CHUNKS fragments (~19 MB; above, v2's leaner inner loop wins: both are issue-bound there)
 TILE_DISPATCH_M = 8
-# the GEMV kernels (gemv_bc, gemv_tile, gemv_cluster, gemv_v2) launched with programmatic dependent launch
-# (kernels/_pdl.py): each may start while the kernel before finishes (NOTES.md session 6)
-PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "1") == "1"
 TILE_DISPATCH_CHUNKS = 32768
 TILE_X_BYTES = 48 << 10  # M <= 8: x staged per block above this would fit too few blocks per SM
 TILE_DEPTHS = {1: (6, 10), 2: (8,)}  # ring stages per warp compiled per NT (the first is the default)
 TILE_WARPS, TILE_STAGE_BYTES = 8, 640
 BLOCK_SMEM_MAX = 232448  # sm_90: 227 KB of shared memory per block
 SMEM_PER_SM = 233472  # sm_90: 228 KB of shared memory per SM, 1 KB of it reserved per resident block
+# the GEMV kernels (gemv_bc, gemv_tile, gemv_cluster, gemv_v2) launched with programmatic dependent launch
+# (kernels/_pdl.py): each may start while the kernel before finishes (NOTES.md session 6)
+PDL = os.environ.get("SPARKINFER_NVFP4_PDL", "1") == "1"
 
 
 def _scratch(kind: str, device, numel: int, dtype, zero: bool) -> torch.Tensor:
@@ -85,7 +85,7 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
     dependent launch where PDL is on and the GPU is a Hopper (only for kernels that call pdl_wait, common.cuh)."""
     kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
     stream = _compile.current_stream()
-    if pdl and PDL and _hopper_index(_compile.current_device()):
+    if pdl and PDL and _hopper(_compile.current_device()):
         _pdl.launch(kernel, grid, block, args, shared_mem, stream.ptr)
     else:
         kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
@@ -243,13 +243,10 @@ def _xs_kernel(name: str):
 
 @functools.lru_cache(maxsize=None)
 def _hopper(device) -> bool:
+    """Compute capability 9.0: `device` a torch.device or an index (the launch path knows only torch's current
+    device index)."""
     return torch.cuda.get_device_capability(device) == (9, 0)
 
-
-@functools.lru_cache(maxsize=None)
-def _hopper_index(index: int) -> bool:
-    """_hopper for a device index (the launch path knows only torch's current device)."""
-    return torch.cuda.get_device_capability(index) == (9, 0)
 
 
 def wgmma_serves(device) -> bool:
