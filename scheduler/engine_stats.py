@@ -43,9 +43,13 @@ class RequestTimer:
 
     def finished(self, req) -> None:
         """Every request that leaves, aborted ones too (client gone, worker lost): counted under its finish reason and
-        observed in the e2e histogram, so that histogram's count is the request_success total."""
-        self.last_token_ns.pop(req.req_id, None)
-        self.metrics.e2e_request_latency.observe((time.monotonic_ns() - req.arrival_ns) / 1e9)
+        observed in the e2e and queue-time histograms, so each histogram's count is the request_success total."""
+        now = time.monotonic_ns()
+        if self.last_token_ns.pop(req.req_id, None) is None:
+            # It left before its first message observed its queue time: waiting still (its wait so far), or seated
+            # but without a token yet (as vLLM's ScheduledTiming: arrival to first scheduled).
+            self.metrics.request_queue_time.observe(((req.first_scheduled_ns or now) - req.arrival_ns) / 1e9)
+        self.metrics.e2e_request_latency.observe((now - req.arrival_ns) / 1e9)
         self.metrics.request_success.labels(finished_reason=req.finish_reason or "abort").inc()
 
 

@@ -27,7 +27,8 @@ class Metrics:
         self.time_to_first_token = histogram("sparkinfer_time_to_first_token_seconds", "Arrival to first token")
         self.inter_token_latency = histogram("sparkinfer_inter_token_latency_seconds", "Between tokens of a request")
         self.e2e_request_latency = histogram("sparkinfer_e2e_request_latency_seconds", "Arrival to finish")
-        self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled")
+        self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled "
+                                            "(to leaving, for a request that left while waiting)")
         self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",

@@ -235,3 +235,25 @@ async def test_aborted_requests_are_timed_counted_and_forgotten():
     assert _sample(metrics.e2e_request_latency, "_count") == 2
     assert engine.timer.last_token_ns == {} and engine.streams == {}
     await engine.stop()
+
+
+async def test_requests_that_leave_before_a_token_are_in_the_queue_time_histogram():
+    """A client that gives up while its request waits for a seat, and one whose request was seated but had no token
+    yet: each still counts in request_queue_time (it was observed on the first message only, so the longest waits,
+    the ones clients gave up on, were missing), with its wait: arrival to the abort while waiting, arrival to first
+    scheduled once seated (vLLM's ScheduledTiming). The histogram's count stays the request_success total."""
+    engine, link = await make_engine(max_num_seqs=1)
+    link.auto = False
+    engine.submit(request("seated"))
+    engine.submit(request("queued"))
+    while not any(m.WhichOneof("kind") == "step" for m in link.sent):
+        await asyncio.sleep(0)
+    seated, queued = engine.streams["seated"].req, engine.streams["queued"].req
+    assert seated.first_scheduled_ns and not queued.first_scheduled_ns
+    engine.cancel("queued")
+    engine.cancel("seated")
+    metrics = engine.metrics
+    assert _sample(metrics.request_queue_time, "_count") == 2
+    assert _sample(metrics.request_success, "_total", finished_reason="abort") == 2
+    assert _sample(metrics.request_queue_time, "_sum") >= (seated.first_scheduled_ns - seated.arrival_ns) / 1e9
+    await engine.stop()
