@@ -213,7 +213,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     plan.tools = _tools(body.get("tools"))
     messages = one_system_message([_message(m, i) for i, m in enumerate(messages)])
     text = _render(card, messages, plan.tools, body.get("think"))
-    plan.gen = _gen_request(_encode(card, text, options), text, options, split=True)
+    plan.gen = _gen_request(_encode(card, text, options), text, options, split=_thinks(body.get("think")))
     plan.gen.num_logprobs = num_logprobs
     _constrain(plan, card)
     return plan
@@ -248,13 +248,21 @@ def _generate_text(body: dict, card: ModelCard, prompt: str, system: str) -> str
     return _render(card, messages, None, body.get("think"))
 
 
+def _thinks(think: Any) -> bool:
+    """Whether the output's <think>...</think> becomes `thinking`: unless `think` turns thinking off. As Ollama: with
+    think false its parsers start in the answer (server/routes.go builds the thinking parser only when think is on;
+    model/parsers/qwen35.go Init: thinkingEnabled false -> CollectingContent), so a <think> block the model still
+    writes stays in the content."""
+    return thinking_kwargs(think)["enable_thinking"]
+
+
 def _splits_reasoning(body: dict) -> bool:
-    """Whether <think>...</think> in the output becomes `thinking`: with the template, always (it opens the block or
-    closes it empty); with raw: true only when `think` asks for it, as Ollama parses a raw answer's thinking then."""
+    """_thinks for /api/generate; with raw: true only when `think` asks for it, as Ollama parses a raw answer's
+    thinking then."""
     think = body.get("think")
     if not body.get("raw"):
-        return True
-    return think is not None and thinking_kwargs(think)["enable_thinking"]
+        return _thinks(think)
+    return think is not None and _thinks(think)
 
 
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
