@@ -8,25 +8,25 @@ from typing import Any, Optional
 import orjson
 
 from gateway.engine import Sampling
-from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
 
 log = logging.getLogger("sparkinfer.gateway")
-# Load-time and resource knobs: they change how a model is placed in memory, never what it writes.
-_RESOURCE_OPTIONS = frozenset({"numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv", "logits_all",
-                               "vocab_only", "use_mmap", "use_mlock", "embedding_only", "num_thread", "num_keep",
-                               "penalize_newline", "mirostat_tau", "mirostat_eta", "draft_num_predict"})
+# Ollama's api.Options (api/types.go), the only options it reads; any other key is logged and ignored whatever its
+# value, as its Options.FromMap does ("invalid option provided"): mirostat, mirostat_eta, mirostat_tau, tfs_z,
+# penalize_newline, numa, low_vram, f16_kv, use_mlock, ... are options it dropped and ignores.
+# Load-time and resource options: typed as Ollama types them, then ignored (they place the model, never change what
+# it writes); num_keep is one too here (no context shift: a prompt past the window is refused).
+_INT_RESOURCE_OPTIONS = frozenset({"num_batch", "num_gpu", "main_gpu", "num_thread", "num_keep", "draft_num_predict"})
+_BOOL_RESOURCE_OPTIONS = frozenset({"use_mmap"})
 # (low, high) inclusive; None = unbounded.
 _FLOAT_RANGES = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0),
                  "repeat_penalty": (0.01, 100.0), "presence_penalty": (-2.0, 2.0),
-                 "frequency_penalty": (-2.0, 2.0), "typical_p": (0.0, 1.0), "tfs_z": (0.0, None)}
-_INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n", "mirostat")
-# Load-time options Ollama types as integers: checked like the others, then ignored.
-_INT_RESOURCE_OPTIONS = frozenset({"num_batch", "num_gpu", "main_gpu", "num_thread", "num_keep", "draft_num_predict"})
+                 "frequency_penalty": (-2.0, 2.0), "typical_p": (0.0, 1.0)}
+_INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n")
+_KNOWN = frozenset(_FLOAT_RANGES) | frozenset(_INT_OPTIONS) | _INT_RESOURCE_OPTIONS | _BOOL_RESOURCE_OPTIONS | {"stop"}
 # Ollama stores every integer option in a Go int (64 bits); a value outside it cannot be that option.
 _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
-# Samplers this server does not have: accepted only at the value that turns them off.
-_OFF_VALUES = {"tfs_z": 1.0, "mirostat": 0}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 # The least top_p the wire carries (gateway.generation sends it for anything smaller): only the most likely token.
 _LEAST_TOP_P = 1e-9
@@ -66,17 +66,20 @@ def _check_range(name: str, value: float) -> None:
 
 
 def _typed(options: dict) -> dict:
-    """Options with checked types and ranges; unknown keys are ignored, a sampler we do not have is a 400."""
-    known = set(_FLOAT_RANGES) | set(_INT_OPTIONS) | _RESOURCE_OPTIONS | {"stop"}
+    """Options with checked types and ranges; a key Ollama does not have is ignored (logged), as Ollama does."""
     out = {}
     for name, value in options.items():
-        if name not in known:
+        if name not in _KNOWN:
             # Like Ollama: an unknown option is logged and ignored (clients send extras), never a 400.
             log.warning("ignoring unknown Ollama option %r", name)
             continue
-        if value is not None and name in _INT_RESOURCE_OPTIONS:
+        if value is None:
+            continue
+        if name in _BOOL_RESOURCE_OPTIONS and not isinstance(value, bool):
+            raise InvalidRequest(f'option "{name}" must be of type boolean', param=f"options.{name}")
+        if name in _INT_RESOURCE_OPTIONS:
             _number(name, value, True)
-        if value is None or name in _RESOURCE_OPTIONS:
+        if name in _INT_RESOURCE_OPTIONS or name in _BOOL_RESOURCE_OPTIONS:
             continue
         if name == "stop":
             out[name] = _stop_list(value)
@@ -84,9 +87,6 @@ def _typed(options: dict) -> dict:
         out[name] = _number(name, value, name in _INT_OPTIONS)
         if name in _FLOAT_RANGES:
             _check_range(name, out[name])
-        if name in _OFF_VALUES and out[name] != _OFF_VALUES[name]:
-            raise Unsupported(f"option {name!r}={value} is not supported: this server has no {name} sampler "
-                              f"(leave it unset or {_OFF_VALUES[name]})", param=f"options.{name}")
     return out
 
 

@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
 from gateway.ollama_options import generation_budget, parse_options, thinking_kwargs
@@ -89,9 +89,8 @@ BAD = [
     ({"presence_penalty": 3}, InvalidRequest, "presence_penalty"),
     ({"repeat_penalty": 0}, InvalidRequest, "repeat_penalty"),
     ({"stop": [1, 2]}, InvalidRequest, "'stop' must be a list of strings"),
-    ({"mirostat": 1}, Unsupported, "no mirostat sampler"),
     ({"typical_p": 1.5}, InvalidRequest, "typical_p"),
-    ({"tfs_z": 0.5}, Unsupported, "no tfs_z sampler"),
+    ({"use_mmap": "yes"}, InvalidRequest, '^option "use_mmap" must be of type boolean$'),
 ]
 
 
@@ -119,8 +118,18 @@ def test_num_ctx_above_the_model_is_the_models_window_as_ollama_clamps_it(card, 
     assert "num_ctx=262144 exceeds the model's context length; using 2048" in caplog.text
 
 
-def test_off_values_of_missing_samplers_are_accepted(card):
-    parse_options({"mirostat": 0, "typical_p": 1.0, "tfs_z": 1, "mirostat_tau": 5.0, "penalize_newline": True}, card)
+# Options current Ollama no longer has (api.Options in api/types.go): its FromMap logs and ignores them, any value.
+DROPPED = {"mirostat": 2, "mirostat_eta": 0.5, "mirostat_tau": 3.0, "tfs_z": 0.5, "penalize_newline": "no",
+           "numa": True, "low_vram": 1, "f16_kv": True, "logits_all": False, "vocab_only": False, "use_mlock": True,
+           "embedding_only": False}
+
+
+def test_options_ollama_dropped_are_ignored_whatever_their_value(card, caplog):
+    """mirostat 2 or tfs_z 0.5 were a 400 ("no mirostat sampler"); Ollama accepts and ignores them all."""
+    with caplog.at_level("WARNING", logger="sparkinfer.gateway"):
+        opts = parse_options({**DROPPED, "temperature": 0.5}, card)
+    assert opts.sampling == parse_options({"temperature": 0.5}, card).sampling
+    assert all(f"ignoring unknown Ollama option {name!r}" in caplog.text for name in DROPPED)
 
 
 def test_options_must_be_an_object(card):
@@ -159,7 +168,7 @@ def test_bad_think_value_is_ollamas_400(think, message):
     assert info.value.message == message and info.value.param == "think"
 
 
-INT_OPTIONS = ("seed", "top_k", "num_predict", "num_ctx", "repeat_last_n", "mirostat", "num_batch", "num_gpu",
+INT_OPTIONS = ("seed", "top_k", "num_predict", "num_ctx", "repeat_last_n", "num_batch", "num_gpu",
                "main_gpu", "num_thread", "num_keep", "draft_num_predict")
 
 
