@@ -40,33 +40,65 @@ def _read_checked(ckpt: SafetensorsCheckpoint, name: str, expected: tuple) -> to
     return ckpt.get(name)
 
 
-def _read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, cache: dict) -> torch.Tensor:
-    """Qwen3-Next layout: reads linear_attn.in_proj_qkvz / in_proj_ba once and returns the requested split."""
+def _read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, cache: dict, dtype):
+    """Qwen3-Next layout: reads linear_attn.in_proj_qkvz / in_proj_ba once and returns the requested split: a tensor,
+    or an NVFP4Weight where the fused Linear is stored NVFP4 (its rows split alike; the global scale is shared)."""
     layer_prefix, part = canonical.rsplit(".", 2)[0], canonical.rsplit(".", 2)[1]
     if layer_prefix not in cache:
         d, hv = config.hidden_size, config.linear_num_value_heads
-        qkvz_name = disk_name(config, layer_prefix + ".in_proj_qkvz.weight")
-        ba_name = disk_name(config, layer_prefix + ".in_proj_ba.weight")
-        qkvz = _read_checked(ckpt, qkvz_name, (2 * config.key_dim + 2 * config.value_dim, d))
-        ba = _read_checked(ckpt, ba_name, (2 * hv, d))
-        cache[layer_prefix] = split_fused_qkvz(qkvz, ba, config.linear_num_key_heads, config.linear_key_head_dim,
-                                               config.linear_value_head_dim, hv)
+        shapes = {"in_proj_qkvz": (2 * config.key_dim + 2 * config.value_dim, d), "in_proj_ba": (2 * hv, d)}
+        fused = {}
+        for key, shape in shapes.items():
+            name = disk_name(config, f"{layer_prefix}.{key}.weight")
+            fused[key] = _read_linear(ckpt, name, shape, dtype)
+            if fused[key] is None:
+                fused[key] = _read_checked(ckpt, name, shape)
+        rows = {key: torch.arange(w.shape[0])[:, None] for key, w in fused.items()}
+        split = split_fused_qkvz(rows["in_proj_qkvz"], rows["in_proj_ba"], config.linear_num_key_heads,
+                                 config.linear_key_head_dim, config.linear_value_head_dim, hv)
+        source = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
+                  "in_proj_a": "in_proj_ba"}
+        cache[layer_prefix] = {name: _take_rows(fused[source[name]], index[:, 0]) for name, index in split.items()}
     return cache[layer_prefix][part]
 
 
-def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple) -> torch.Tensor:
+def _take_rows(weight, index: torch.Tensor):
+    """Rows `index` of a dense [N, K] tensor or of an NVFP4Weight (codes and block scales are per row)."""
+    if isinstance(weight, nvfp4_checkpoint.NVFP4Weight):
+        return nvfp4_checkpoint.NVFP4Weight(weight.packed[index].contiguous(), weight.scale[index].contiguous(),
+                                            weight.gmul)
+    return weight[index]
+
+
+def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple,
+                  dtype) -> torch.Tensor:
     """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I]: the fused tensor when the checkpoint has it
-    (Qwen3.5-MoE, transformers v5 saves), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next)."""
+    (Qwen3.5-MoE, transformers v5 saves), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next);
+    per-expert NVFP4 / FP8 weights are dequantized to `dtype` (the MoE block runs dense experts)."""
     name = disk_name(config, canonical)
     if name in ckpt:
         return _read_checked(ckpt, name, expected)
     base = name.rsplit(".", 1)[0] + "."
     num_experts, rows, cols = expected
     if canonical.endswith("down_proj"):
-        return torch.stack([_read_checked(ckpt, f"{base}{e}.down_proj.weight", (rows, cols))
+        return torch.stack([_read_dense(ckpt, f"{base}{e}.down_proj.weight", (rows, cols), dtype)
                             for e in range(num_experts)])
-    return torch.stack([torch.cat([_read_checked(ckpt, f"{base}{e}.{p}_proj.weight", (rows // 2, cols))
+    return torch.stack([torch.cat([_read_dense(ckpt, f"{base}{e}.{p}_proj.weight", (rows // 2, cols), dtype)
                                    for p in ("gate", "up")]) for e in range(num_experts)])
+
+
+def _read_dense(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype) -> torch.Tensor:
+    """Linear weight `name` as a dense tensor in any stored layout (NVFP4 dequantized)."""
+    weight = _read_linear(ckpt, name, expected, dtype)
+    if weight is None:
+        return _read_checked(ckpt, name, expected)
+    return weight.dequantize(dtype) if isinstance(weight, nvfp4_checkpoint.NVFP4Weight) else weight
+
+
+def _stored(ckpt: SafetensorsCheckpoint, name: str) -> bool:
+    """Whether Linear weight `name` is in the checkpoint in any layout (dense `weight` or compressed-tensors'
+    `weight_packed`)."""
+    return name in ckpt or nvfp4_checkpoint.layout_of(ckpt.weight_map, name[: -len(".weight")]) != "dense"
 
 
 def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype):
@@ -98,9 +130,12 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
     for canonical, expected in bar:
         name = disk_name(config, canonical)
         if canonical.endswith(_EXPERTS):
-            tensor = _read_experts(config, ckpt, canonical, expected)
-        elif name not in ckpt and canonical.rsplit(".", 2)[-2] in _FUSED:
-            tensor = _read_fused(config, ckpt, canonical, fused)
+            tensor = _read_experts(config, ckpt, canonical, expected, dtype)
+        elif canonical.rsplit(".", 2)[-2] in _FUSED and not _stored(ckpt, name):
+            tensor = _read_fused(config, ckpt, canonical, fused, dtype)
+            if isinstance(tensor, nvfp4_checkpoint.NVFP4Weight):
+                tensors[canonical] = tensor.to(device)
+                continue
         elif name.endswith(".weight") and len(expected) == 2 and \
                 (quantized := _read_linear(ckpt, name, expected, dtype)) is not None:
             tensors[canonical] = quantized.to(device)

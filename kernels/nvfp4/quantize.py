@@ -2,7 +2,8 @@
 
     python -m kernels.nvfp4.quantize --src BF16_FOLDER --out OUT --format modelopt|compressed-tensors [--lm-head]
 
-Quantizes 2-D `*_proj.weight` Linears (K % 16 == 0) like the llm-compressor / ModelOpt recipes; leaves in bf16 the
+Quantizes 2-D `*_proj.weight` and `in_proj_*.weight` Linears (K % 16 == 0) like the llm-compressor / ModelOpt
+recipes (the GDN in_proj_qkv / in_proj_z / Qwen3-Next in_proj_qkvz included); leaves in bf16 the
 GDN small projections (in_proj_b, in_proj_a, in_proj_ba), conv1d, norms, embeddings, A_log, dt_bias, routers
 (mlp.gate, shared_expert_gate), vision/MTP towers and, unless --lm-head, the LM head. Weight-only: no input scales.
 """
@@ -31,7 +32,7 @@ def should_quantize(name: str, shape, lm_head: bool = False) -> bool:
     last = module.rsplit(".", 1)[-1]
     if module == "lm_head" or module.endswith(".lm_head"):
         return lm_head
-    return last.endswith("_proj") and last not in SKIP_PROJ
+    return (last.endswith("_proj") or last.startswith("in_proj_")) and last not in SKIP_PROJ
 
 
 def _read_all(src: str):

@@ -14,9 +14,10 @@ from worker.models.qwen3_5_weights import disk_name, tensor_shapes
 from worker.tiny import write_tiny_checkpoint
 
 # NVFP4 (E2M1 + e4m3 per 16) has ~9% RMS weight error per quantized Linear. The tiny model's random weights amplify
-# it: measured logits error 0.43 relative (Frobenius, 30 tokens; 2026-11-29), while 9%-RMS Gaussian noise on the same
-# Linears gives 0.62 and swapped nibbles 1.31. Stated bound 0.5: below the equivalent-noise error
-LOGITS_REL_TOL = 0.5
+# it: with the 50 Linears the recipe quantizes (in_proj_qkv / in_proj_z included since 2026-11-30) the logits error is
+# 0.565 relative (Frobenius, 30 tokens), while 9%-RMS Gaussian noise on the same Linears gives 0.56-0.62 (3 seeds) and
+# swapped nibbles 1.31 (on the earlier 34 Linears). Stated bound 0.7: above the equivalent noise, below a broken code
+LOGITS_REL_TOL = 0.7
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +83,35 @@ def test_worker_loader_serves_quantized_checkpoints(tiny_path, tmp_path, fmt):
     torch.testing.assert_close(_logits(model, config), _logits(reference, config), rtol=1e-5, atol=1e-5)
     from worker.model_card import load_model_card
     assert load_model_card(out)["quantization"] in ("nvfp4", "mixed")
+
+
+@pytest.mark.parametrize("fmt", naive.FORMATS)
+def test_quantized_qwen3_next_fused_projections_load_split(tmp_path, fmt):
+    """Qwen3-Next stores linear_attn.in_proj_qkvz / in_proj_ba fused; the recipe quantizes in_proj_qkvz and keeps
+    in_proj_ba bf16 (and quantizes the experts). The loader splits the NVFP4 rows (codes and block scales) as it splits a dense tensor, keeping
+    the global scale: each split weight dequantizes to exactly the rows split_fused_qkvz takes from the dequantized
+    fused one (before: TensorShapeError on the u8 codes, or MissingTensorError for compressed-tensors)."""
+    from worker.layers.gdn import split_fused_qkvz
+
+    src, out = str(tmp_path / "next"), str(tmp_path / "nvfp4")
+    write_tiny_checkpoint(src, arch="qwen3_next")
+    quantize.quantize_folder(src, out, fmt, lm_head=False, progress=False)
+    model, config = load_model(out, progress=False)
+    ckpt = SafetensorsCheckpoint(out)
+    prefix = disk_name(config, "layers.0.linear_attn.in_proj_qkvz.weight")[: -len(".weight")]
+    assert checkpoint.layout_of(ckpt.weight_map, prefix) == fmt
+    qkvz = checkpoint.read_linear(ckpt.get, prefix, ckpt.weight_map).dequantize()
+    ba = ckpt.get(prefix.replace("in_proj_qkvz", "in_proj_ba") + ".weight").float()
+    want = split_fused_qkvz(qkvz, ba, config.linear_num_key_heads, config.linear_key_head_dim,
+                            config.linear_value_head_dim, config.linear_num_value_heads)
+    mixer = model.layers[0].mixer
+    for name in ("in_proj_qkv", "in_proj_z"):
+        assert torch.equal(getattr(mixer, name).nvfp4.dequantize(), want[name]), name
+    for name in ("in_proj_b", "in_proj_a"):
+        assert getattr(mixer, name).nvfp4 is None and torch.equal(getattr(mixer, name).weight, want[name]), name
+    # the recipe quantizes the MoE experts too: the loader dequantizes them into the dense expert stack
+    expert = prefix.replace("linear_attn.in_proj_qkvz", "mlp.experts.0.gate_proj")
+    assert checkpoint.layout_of(ckpt.weight_map, expert) == fmt
+    gate = checkpoint.read_linear(ckpt.get, expert, ckpt.weight_map).dequantize()
+    assert torch.equal(model.layers[0].mlp.gate_up[0, : gate.shape[0]], gate)
+    assert torch.isfinite(_logits(model, config)).all()

@@ -119,7 +119,9 @@ def _write_folder(path) -> dict:
         "model.language_model.layers.0.mlp.gate_proj.weight": (96, 64),
         "model.language_model.layers.0.mlp.down_proj.weight": (64, 96),
         "model.language_model.layers.0.linear_attn.in_proj_qkv.weight": (80, 64),
+        "model.language_model.layers.0.linear_attn.in_proj_z.weight": (48, 64),
         "model.language_model.layers.0.linear_attn.in_proj_b.weight": (4, 64),
+        "model.language_model.layers.0.linear_attn.in_proj_a.weight": (4, 64),
         "model.language_model.layers.0.linear_attn.conv1d.weight": (80, 1, 4),
         "model.language_model.layers.0.linear_attn.A_log": (4,),
         "model.language_model.layers.0.input_layernorm.weight": (64,),
@@ -155,7 +157,10 @@ def test_quantize_command_output_loads(tmp_path, fmt, lm_head):
     qc = checkpoint.read_quant_config(str(out))
     assert qc.fmt == fmt
     stored = _read_folder(out)
-    quantized = {n for n in original if n.endswith("_proj.weight") and "in_proj_b" not in n}
+    # the recipes' choice: every projection but the GDN gates in_proj_b / in_proj_a (in_proj_qkv / in_proj_z too,
+    # whose names do not end in "_proj": an earlier should_quantize left those 60% of a GDN layer's weights in bf16)
+    quantized = {f"model.language_model.layers.0.{n}.weight" for n in
+                 ("mlp.gate_proj", "mlp.down_proj", "linear_attn.in_proj_qkv", "linear_attn.in_proj_z")}
     quantized |= {"lm_head.weight"} if lm_head else set()
     for name, tensor in original.items():
         prefix = name.rsplit(".", 1)[0]

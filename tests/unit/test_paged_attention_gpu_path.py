@@ -104,7 +104,7 @@ def test_fused_projections_give_the_same_layer_outputs(tiny):
 
 def test_fused_nvfp4_projection_splits_back_into_its_shards():
     from kernels.nvfp4 import checkpoint
-    from worker.layers.gdn import fuse_linears
+    from worker.layers.fused import fuse_linears
     from worker.layers.linear import Linear
 
     gen = torch.Generator().manual_seed(4)

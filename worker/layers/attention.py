@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from kernels.attention import ops as attention_ops
 from worker.batch import ForwardBatch
-from worker.layers.gdn import fuse_linears
+from worker.layers.fused import fuse
 from worker.layers.linear import Linear
 from worker.layers.norm import RMSNorm
 from worker.layers.paged_attention import PagedStepMeta, decode_attention
@@ -64,24 +64,23 @@ class GatedAttention(torch.nn.Module):
         self.q_norm, self.k_norm = q_norm, k_norm
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = head_dim ** -0.5
-        self.qkv_proj, self.qkv_sizes = None, None
+        self.qkv_proj = None
 
     def fuse_projections(self) -> bool:
-        """Replaces q_proj, k_proj, v_proj by one Linear (rows [q; k; v]); True when fused."""
-        parts = [self.q_proj, self.k_proj, self.v_proj]
-        fused = fuse_linears(parts)
+        """Replaces q_proj, k_proj, v_proj by FusedProjections (one Linear per run of same-kind weights); True when
+        that saves a launch."""
+        fused = fuse([self.q_proj, self.k_proj, self.v_proj])
         if fused is None:
             return False
-        self.qkv_sizes = [p.out_features for p in parts]
         self.qkv_proj = fused
         self.q_proj = self.k_proj = self.v_proj = None
         return True
 
     def _project(self, x) -> tuple:
-        """x [T, D] -> query_gate [T, nH*2*hd], key, value [T, nKV*hd] (column views of one output when fused)."""
+        """x [T, D] -> query_gate [T, nH*2*hd], key, value [T, nKV*hd] (column views where fused)."""
         if self.qkv_proj is None:
             return self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        return torch.split(self.qkv_proj(x), self.qkv_sizes, dim=-1)
+        return self.qkv_proj(x)
 
     def forward(self, x, cos, sin, meta, k_pool, v_pool) -> torch.Tensor:
         """x [T, D]; cos, sin [T, rotary_dim]; meta: PagedAttentionMetadata (per-row path, the CPU reference) or

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from kernels.gdn import naive
 from kernels.gdn import ops as gdn_ops
-from kernels.nvfp4.checkpoint import NVFP4Weight, concat_rows
+from worker.layers.fused import fuse
 from worker.layers.linear import Linear
 from worker.layers.norm import GatedRMSNorm
 
@@ -27,18 +27,6 @@ def split_fused_qkvz(qkvz: torch.Tensor, ba: torch.Tensor, num_k_heads: int, hea
     flat = [x.reshape(-1, width) for x in (q, k, v, z, b, a)]
     return {"in_proj_qkv": torch.cat(flat[:3], dim=0), "in_proj_z": flat[3], "in_proj_b": flat[4],
             "in_proj_a": flat[5]}
-
-
-def fuse_linears(linears) -> "Linear | None":
-    """One Linear over the concatenated rows of `linears` (same in_features), so that one launch serves them:
-    NVFP4 weights through kernels.nvfp4.checkpoint.concat_rows (each shard keeps its global scale), dense ones
-    through torch.cat. None when the weights are of mixed kinds."""
-    weights = [lin.nvfp4 if lin.nvfp4 is not None else lin.weight for lin in linears]
-    if all(isinstance(w, NVFP4Weight) for w in weights):
-        return Linear(concat_rows(weights))
-    if any(isinstance(w, NVFP4Weight) for w in weights):
-        return None
-    return Linear(torch.cat([w.detach() for w in weights], dim=0))
 
 
 def delta_rule_varlen(q, k, v, g, beta, initial_state, cu_seqlens):
@@ -128,24 +116,23 @@ class GatedDeltaNet(torch.nn.Module):
         self.norm, self.out_proj = norm, out_proj
         self.num_k_heads, self.head_k_dim, self.head_v_dim = num_k_heads, head_k_dim, head_v_dim
         self.key_dim = num_k_heads * head_k_dim
-        self.in_proj_all, self.proj_sizes = None, None
+        self.in_proj_all = None
 
     def fuse_projections(self) -> bool:
-        """Replaces in_proj_qkv, _z, _b, _a by one Linear (rows [qkv; z; b; a]); True when fused."""
-        parts = [self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a]
-        fused = fuse_linears(parts)
+        """Replaces in_proj_qkv, _z, _b, _a by FusedProjections (one Linear per run of same-kind weights: all four,
+        or [qkv; z] and [b; a] where the gates stay bf16); True when that saves a launch."""
+        fused = fuse([self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a])
         if fused is None:
             return False
-        self.proj_sizes = [p.out_features for p in parts]
         self.in_proj_all = fused
         self.in_proj_qkv = self.in_proj_z = self.in_proj_b = self.in_proj_a = None
         return True
 
     def _project(self, x) -> tuple:
-        """x [T, D] -> mixed [T, conv_dim], z [T, HV*dv], b, a [T, HV] (column views of one output when fused)."""
+        """x [T, D] -> mixed [T, conv_dim], z [T, HV*dv], b, a [T, HV] (column views where fused)."""
         if self.in_proj_all is None:
             return self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x)
-        return torch.split(self.in_proj_all(x), self.proj_sizes, dim=-1)
+        return self.in_proj_all(x)
 
     def uses_kernels(self, x: torch.Tensor) -> bool:
         """The CUDA kernels serve this input: bf16 on a GPU and 128-wide heads (what the kernels are built for)."""

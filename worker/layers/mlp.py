@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from kernels.norm import ops as norm_ops
 from worker.layers import norm
-from worker.layers.gdn import fuse_linears
+from worker.layers.fused import fuse
 from worker.layers.linear import Linear
 
 
@@ -15,12 +15,12 @@ class MLP(torch.nn.Module):
     def __init__(self, gate_proj: Linear, up_proj: Linear, down_proj: Linear):
         super().__init__()
         self.gate_proj, self.up_proj, self.down_proj = gate_proj, up_proj, down_proj
-        self.gate_up_proj, self.intermediate = None, gate_proj.out_features
+        self.gate_up_proj = None
 
     def fuse_projections(self) -> bool:
         """Replaces gate_proj and up_proj by one Linear (rows [gate; up]): one GEMV launch instead of two (H200,
         27B shape, M = 1: 39.9 vs 50.2 us, kernels/nvfp4/NOTES.md session 3); True when fused."""
-        fused = fuse_linears([self.gate_proj, self.up_proj])
+        fused = fuse([self.gate_proj, self.up_proj])
         if fused is None:
             return False
         self.gate_up_proj, self.gate_proj, self.up_proj = fused, None, None
@@ -30,8 +30,7 @@ class MLP(torch.nn.Module):
         if self.gate_up_proj is None:
             gate, up = self.gate_proj(x), self.up_proj(x)
         else:  # column views of the one output
-            both = self.gate_up_proj(x)
-            gate, up = both[..., : self.intermediate], both[..., self.intermediate:]
+            gate, up = self.gate_up_proj(x)
         if norm.USE_KERNELS and norm_ops.supports(gate, up):
             return self.down_proj(norm_ops.silu_mul(gate, up))
         return self.down_proj(F.silu(gate) * up)
