@@ -146,10 +146,11 @@ def done_reason(finish_reason: Optional[str]) -> str:
     return "length" if finish_reason == "length" else "stop"
 
 
-def ollama_tool_calls(calls: list) -> list:
-    """OpenAI tool calls (arguments as a JSON string) -> Ollama's (arguments as an object, index in function)."""
+def ollama_tool_calls(calls: list, first_index: int = 0) -> list:
+    """OpenAI tool calls (arguments as a JSON string) -> Ollama's (arguments as an object, index in function: the
+    call's place in the answer, counted from first_index)."""
     out = []
-    for index, call in enumerate(calls):
+    for index, call in enumerate(calls, first_index):
         function = call["function"]
         arguments = function["arguments"]
         if isinstance(arguments, str):
@@ -185,6 +186,7 @@ class OllamaOutput:
         self.finish_reason: Optional[str] = None
         self.stop_string: Optional[str] = None   # the options.stop string that ended the output
         self._answer = ""                         # the answer's text (not the thinking) as generated
+        self._num_calls = 0                       # tool calls given so far (each is sent as soon as it is whole)
 
     def _logprob(self, entry: TokenLogprob) -> dict:
         def one(token_id: int, logprob: float) -> dict:
@@ -204,10 +206,13 @@ class OllamaOutput:
             piece.logprobs = [self._logprob(entry) for entry in delta.logprobs]
         if self._filter is not None:
             piece.content = self._filter.push(piece.content)
+            calls = self._filter.take_ready()
             if delta.finish_reason:
-                tail, calls = self._filter.finish(delta.finish_reason)
+                tail, last = self._filter.finish(delta.finish_reason)
                 piece.content += tail
-                piece.tool_calls = ollama_tool_calls(calls) if calls else None
+                calls += last or []
+            piece.tool_calls = ollama_tool_calls(calls, self._num_calls) if calls else None
+            self._num_calls += len(calls)
         if delta.finish_reason:
             self.finish_reason = delta.finish_reason
             self.stop_string = delta.stop_reason if isinstance(delta.stop_reason, str) else None

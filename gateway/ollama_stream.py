@@ -21,7 +21,8 @@ def metrics_for(gen: Generation, received: float, usage: Usage) -> dict:
 
 
 class NdjsonFramer:
-    """Ollama stream: one done:false object per piece, tool calls whole in one object, then done:true."""
+    """Ollama stream: one done:false object per piece, each tool call in an object as soon as it is whole (the
+    ones read together share one), then done:true."""
     content_type = NDJSON_CONTENT_TYPE
     headers = NDJSON_HEADERS
 
@@ -66,7 +67,8 @@ async def complete(plan: OllamaPlan, card: ModelCard, gen: Generation, chat: boo
         whole.content += piece.content
         whole.thinking += piece.thinking
         whole.logprobs.extend(piece.logprobs)
-        whole.tool_calls = piece.tool_calls or whole.tool_calls
+        if piece.tool_calls:
+            whole.tool_calls = (whole.tool_calls or []) + piece.tool_calls
 
     await gen.drain(absorb)
     metrics = metrics_for(gen, received, gen.usage())

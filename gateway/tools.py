@@ -82,29 +82,44 @@ def dump_arguments(arguments) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False) -> Optional[list[dict]]:
+def _openai_call(call: dict) -> dict:
+    arguments = call["arguments"]
+    return {"id": f"call_{secrets.token_hex(12)}", "type": "function",
+            "function": {"name": call["name"],
+                         "arguments": arguments if isinstance(arguments, str) else dump_arguments(arguments)}}
+
+
+def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,
+                     after_calls: bool = False) -> Optional[list[dict]]:
     """OpenAI tool_calls for every <tool_call> block in text; None when any block is malformed or unclosed.
     open_end: the model ended the output itself (finish_reason stop), so a last call whose </function> or
     </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut by
-    max_tokens never is."""
+    max_tokens never is. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
     calls = []
     pos = _next_call(text)
     while pos >= 0:
         read = _read_call(text, pos, tools, open_end)
-        if read is None and calls and not text.startswith(TOOL_CALL_TAG, pos):
+        if read is None and (calls or after_calls) and not text.startswith(TOOL_CALL_TAG, pos):
             break               # a bare <function= in the prose after the calls: that prose is not part of them
         if read is None:
             return None
         call, end = read
-        arguments = call["arguments"]
-        calls.append({
-            "id": f"call_{secrets.token_hex(12)}",
-            "type": "function",
-            "function": {"name": call["name"],
-                         "arguments": arguments if isinstance(arguments, str) else dump_arguments(arguments)},
-        })
+        calls.append(_openai_call(call))
         pos = _next_call(text, end)
     return calls or None
+
+
+def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
+    """(call, where the next call starts) for the call text starts with, when it reads whole and the next call has
+    begun after it: only the next call's start (not the output's end, which more text may move) proves that a
+    </tool_call> closes this call rather than sits in one of its values; None until then."""
+    read = _read_call(text, 0, tools, open_end=False)
+    if read is None:
+        return None
+    after = skip_space(text, read[1])
+    if not text.startswith(_CALL_STARTS, after):
+        return None
+    return _openai_call(read[0]), after
 
 
 class ToolCallFilter:
@@ -120,6 +135,7 @@ class ToolCallFilter:
         self._held = ""
         self._calls_text: Optional[str] = None
         self._gap = ""          # whitespace held back before the first <tool_call>
+        self._taken = 0         # calls take_ready gave already
 
     def push(self, text: str) -> str:
         if self._calls_text is not None:
@@ -137,16 +153,31 @@ class ToolCallFilter:
         self._held = buf[len(buf) - keep:]
         return buf[:len(buf) - keep]
 
+    def take_ready(self) -> list[dict]:
+        """The calls complete so far (each followed by the next call's start), taken out of what finish() parses:
+        a stream can send each call as soon as it is known, as Ollama does (model/parsers/qwen3coder.go returns
+        each call at its </tool_call>)."""
+        calls = []
+        while self._calls_text:
+            ready = _ready_call(self._calls_text, self._tools)
+            if ready is None:
+                break
+            calls.append(ready[0])
+            self._calls_text = self._calls_text[ready[1]:]
+        self._taken += len(calls)
+        return calls
+
     def finish(self, reason: Optional[str] = None) -> tuple[str, Optional[list[dict]]]:
         """(text still to emit, tool calls or None) at the end of the output, which `reason` ended. Unparseable call
-        text is returned as text."""
+        text is returned as text (after any calls take_ready gave: those stand)."""
         held, self._held = self._held, ""
         if self._calls_text is None:
             return held, None
-        calls = parse_tool_calls(self._calls_text, self._tools, open_end=reason == "stop")
+        calls = parse_tool_calls(self._calls_text, self._tools, open_end=reason == "stop",
+                                 after_calls=bool(self._taken))
         if calls is None:
-            # Not a call after all: the text comes back whole, with the whitespace held before it.
-            return self._gap + self._calls_text, None
+            # Not a call after all: the text comes back whole, with the whitespace held before the first call.
+            return ("" if self._taken else self._gap) + self._calls_text, None
         return "", calls
 
     @staticmethod
