@@ -18,6 +18,7 @@ from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnlo
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
 from gateway.lmstudio import LMStudioRoutes
+from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.responses import ResponsesRoutes
@@ -162,6 +163,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     ResponsesRoutes(app[ENGINE_KEY], config).register(app)
     AnthropicRoutes(app[ENGINE_KEY], config).register(app)
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
+    LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)
     # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.

@@ -49,7 +49,7 @@ async def cors_middleware(request: web.Request, handler):
     if error is not None and error.status == 404:
         return await handler(request)
     # As the engines answer it: vLLM (Starlette) 200 "OK", Ollama (gin-contrib/cors) 204 on its own /api routes.
-    ollama = request.path.startswith("/api/") and not request.path.startswith("/api/v0/")
+    ollama = request.path.startswith("/api/") and not request.path.startswith(("/api/v0/", "/api/v1/"))
     if ollama:
         return web.Response(status=204, headers=_preflight_headers(request))
     return web.Response(status=200, text="OK", headers=_preflight_headers(request))

@@ -39,9 +39,13 @@ _HEAD_BYTES = 256
 log = logging.getLogger("sparkinfer.gateway")
 
 
+LMSTUDIO_PREFIXES = ("/api/v0/", "/api/v1/")
+
+
 def is_ollama_path(path: str) -> bool:
-    """/api/* is Ollama's API (errors {"error": "..."}); /api/v0/* is LM Studio's (OpenAI's error object)."""
-    return path.startswith("/api/") and not path.startswith("/api/v0/")
+    """/api/* is Ollama's API (errors {"error": "..."}); /api/v0/* and /api/v1/* are LM Studio's (OpenAI's error
+    object)."""
+    return path.startswith("/api/") and not path.startswith(LMSTUDIO_PREFIXES)
 
 
 def api_error_response(path: str, error: ApiError) -> web.Response:

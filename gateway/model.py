@@ -140,6 +140,12 @@ class ModelCard:
         """Whether the chat template renders tools (what Ollama's `tools` and LM Studio's `tool_use` capability say)."""
         return "tools" in (self.chat_template_source or "")
 
+    @property
+    def thinks(self) -> bool:
+        """Whether the chat template has a thinking mode (Ollama's `thinking` capability, LM Studio's `reasoning`)."""
+        source = self.chat_template_source or ""
+        return "enable_thinking" in source or "<think>" in source
+
     def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
         """Each id's vocabulary entry as the tokenizer stores it ("Ġworld" in a byte-level BPE), as transformers'
         convert_ids_to_tokens gives it (vLLM's /tokenize token_strs)."""

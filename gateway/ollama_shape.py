@@ -85,11 +85,10 @@ def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf")
 
 
 def _capabilities(card: ModelCard) -> list:
-    source = card.chat_template_source or ""
     caps = ["completion"]
     if card.takes_tools:
         caps.append("tools")
-    if "enable_thinking" in source or "<think>" in source:
+    if card.thinks:
         caps.append("thinking")
     return caps
 

@@ -1,0 +1,64 @@
+"""Gateway process: LM Studio 0.4's native REST API, /api/v1: the model list and chat over the one generation path.
+
+The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser;
+errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). Model management
+(load, unload, download) is 501: the served model is fixed when the server starts.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+from aiohttp import web
+
+from gateway.config import GatewayConfig
+from gateway.engine import ChoiceResult, Engine
+from gateway.errors import NotImplementedApi
+from gateway.http_stream import stream_generation
+from gateway.lmstudio_v1_request import openai_chat_body
+from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
+from gateway.offload import run_cpu
+from gateway.openai import parse_chat
+from gateway.web import json_response, read_json
+
+_FIXED = "the served model is fixed when the server starts"
+_NOT_IMPLEMENTED = {
+    ("POST", "/api/v1/models/load"): f"loading models is not supported: {_FIXED}",
+    ("POST", "/api/v1/models/unload"): f"unloading models is not supported: {_FIXED}",
+    ("POST", "/api/v1/models/download"): f"downloading models is not supported: {_FIXED}",
+    ("GET", "/api/v1/models/download/status"): f"downloading models is not supported: {_FIXED}",
+}
+
+
+class LMStudioV1Routes:
+    """GET /api/v1/models and POST /api/v1/chat."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine, self.config = engine, config
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_get("/api/v1/models", self.models)
+        app.router.add_post("/api/v1/chat", self.chat)
+        for (method, path), reason in _NOT_IMPLEMENTED.items():
+            app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
+
+    async def models(self, request: web.Request) -> web.Response:
+        card, name = await self.engine.card(), await self.engine.served_name()
+        return json_response({"models": [model_entry(card, name, await self.engine.model_loaded())]})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        received = time.monotonic()
+        body = openai_chat_body(await read_json(request))
+        card, name = await self.engine.card(), await self.engine.served_name()
+        plan = await run_cpu(parse_chat, body, card, name)
+        gen = await self.engine.start(plan.gen)
+        if plan.stream:
+            framer = V1ChatFramer(card, name, gen, received)
+            return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
+        result = ChoiceResult(0)
+        await gen.drain(result.absorb)
+        stats = chat_stats(card, gen.usage(), result.reasoning, received, gen.first_token_at, time.monotonic())
+        return json_response(chat_result(name, result.reasoning, result.content, stats))
+
+    async def not_implemented(self, request: web.Request, reason: str) -> web.Response:
+        raise NotImplementedApi(reason)

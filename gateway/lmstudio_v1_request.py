@@ -1,0 +1,97 @@
+"""Gateway process: an LM Studio /api/v1/chat body -> the /v1/chat/completions body the OpenAI parser takes.
+
+LM Studio 0.4's native chat (docs: lmstudio.ai/docs/developer/rest/chat): `input` (a string, or text and image items)
+is one user turn, `system_prompt` the system turn; its sampling fields, max_output_tokens and `reasoning` map onto
+the OpenAI ones. As the Responses API here, it is served statelessly: `store` is accepted but nothing is kept (no
+response_id), so previous_response_id is a 400 that says so; integrations (plugins, MCP servers) and image input are
+400s naming what is not supported.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.errors import InvalidRequest, Unsupported
+
+# LM Studio's `reasoning` -> the OpenAI body's thinking switches.
+REASONING = {"off": {"enable_thinking": False}, "on": {"enable_thinking": True},
+             "low": {"reasoning_effort": "low"}, "medium": {"reasoning_effort": "medium"},
+             "high": {"reasoning_effort": "high"}}
+# Fields that carry over under the same name, and the ones LM Studio names its own way.
+_SAME = ("temperature", "top_p", "top_k", "min_p")
+_RENAMED = {"repeat_penalty": "repetition_penalty", "max_output_tokens": "max_tokens"}
+_TEXT_ITEMS = ("message", "text")
+
+
+def _required(body: dict, name: str) -> Any:
+    if body.get(name) is None:
+        raise InvalidRequest(f'"{name}" is required', param=name, code="missing_required_parameter")
+    return body[name]
+
+
+def _input_parts(value: Any) -> list:
+    """The user turn's text parts; an image item is a 400 (this model has no vision input)."""
+    if isinstance(value, str):
+        return [{"type": "text", "text": value}]
+    if not isinstance(value, list) or not value:
+        raise InvalidRequest('"input" must be a string or a non-empty array of input items', param="input")
+    parts = []
+    for i, item in enumerate(value):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "image":
+            raise Unsupported("image input is not supported: this model server has no vision input",
+                              param=f"input[{i}]")
+        if kind not in _TEXT_ITEMS or not isinstance(item.get("content"), str):
+            raise InvalidRequest(f'input[{i}] must be {{"type": "message", "content": "<text>"}}',
+                                 param=f"input[{i}]")
+        parts.append({"type": "text", "text": item["content"]})
+    return parts
+
+
+def _check_stateless(body: dict) -> None:
+    if body.get("previous_response_id") is not None:
+        raise InvalidRequest("previous_response_id refers to a stored chat, and this server stores none (store is "
+                             "accepted, but nothing is kept): send the whole conversation to /v1/chat/completions "
+                             "instead", param="previous_response_id", code="responses_not_stored")
+    if body.get("integrations"):
+        raise Unsupported("integrations (plugins, MCP servers) are not supported by this server", param="integrations")
+    for name, kind in (("store", bool), ("stream", bool), ("system_prompt", str)):
+        if body.get(name) is not None and not isinstance(body[name], kind):
+            raise InvalidRequest(f'"{name}" must be a {"boolean" if kind is bool else "string"}', param=name)
+    length = body.get("context_length")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
+        raise InvalidRequest('"context_length" must be a positive integer', param="context_length")
+
+
+def _check_renamed(body: dict) -> None:
+    """The fields LM Studio names its own way, checked under their own names (the OpenAI parser would name its)."""
+    tokens = body.get("max_output_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        raise InvalidRequest('"max_output_tokens" must be a positive integer', param="max_output_tokens")
+    penalty = body.get("repeat_penalty")
+    if penalty is not None and (isinstance(penalty, bool) or not isinstance(penalty, (int, float))
+                                or not 0 < penalty <= 10):
+        raise InvalidRequest(f'"repeat_penalty" must be a number in (0, 10], got {penalty!r}', param="repeat_penalty")
+
+
+def _reasoning(value: Any) -> dict:
+    if value is None:
+        return {}
+    if value not in REASONING:
+        raise InvalidRequest(f'"reasoning" must be one of {", ".join(REASONING)}', param="reasoning")
+    return dict(REASONING[value])
+
+
+def openai_chat_body(body: Any) -> dict:
+    """The /v1/chat/completions body for an /api/v1/chat one (checked here for what the OpenAI parser cannot)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    model = _required(body, "model")
+    parts = _input_parts(_required(body, "input"))
+    _check_stateless(body)
+    _check_renamed(body)
+    messages = [{"role": "system", "content": body["system_prompt"]}] if body.get("system_prompt") else []
+    out = {"model": model, "messages": messages + [{"role": "user", "content": parts}],
+           "stream": bool(body.get("stream")), **_reasoning(body.get("reasoning"))}
+    out.update({name: body[name] for name in _SAME if body.get(name) is not None})
+    out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
+    return out

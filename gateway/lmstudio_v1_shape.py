@@ -1,0 +1,116 @@
+"""Gateway process: LM Studio /api/v1 answers: the model list entry, the chat result and its SSE event stream.
+
+Shapes as LM Studio 0.4 documents them (lmstudio.ai/docs/developer/rest: list, chat, streaming-events): a chat's
+`output` is a reasoning item (when the model reasoned) then a message item, with `stats`; streamed, named events
+(chat.start, prompt_processing.*, reasoning.*, message.*, error) end with chat.end carrying that same result.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import orjson
+
+from gateway.engine import Delta, Generation, Usage
+from gateway.errors import ApiError
+from gateway.lmstudio_shape import publisher
+from gateway.model import ModelCard
+from gateway.ollama_shape import arch_family, model_details, model_size
+from gateway.openai_usage import count_reasoning_tokens
+from gateway.stream import SSE_KEEPALIVE
+
+_BITS_PER_WEIGHT = {"bf16": 16, "fp16": 16, "f16": 16, "fp32": 32, "f32": 32, "fp8": 8, "nvfp4": 4.5}
+REASONING_OPTIONS = ["off", "on", "low", "medium", "high"]
+
+
+def model_entry(card: ModelCard, served_name: str, loaded: bool) -> dict:
+    """One /api/v1/models entry; loaded_instances is empty while no worker runs the model."""
+    quant = (card.quantization or "").lower()
+    capabilities = {"vision": False, "trained_for_tool_use": card.takes_tools}
+    if card.thinks:
+        capabilities["reasoning"] = {"allowed_options": REASONING_OPTIONS, "default": "on"}
+    instances = [{"id": served_name, "config": {"context_length": card.max_context_len}}] if loaded else []
+    return {"type": "llm", "publisher": publisher(card, served_name), "key": served_name,
+            "display_name": served_name.rsplit("/", 1)[-1], "architecture": arch_family(card.architecture),
+            "quantization": {"name": quant.upper() or None, "bits_per_weight": _BITS_PER_WEIGHT.get(quant)},
+            "size_bytes": model_size(card), "params_string": model_details(card)["parameter_size"],
+            "loaded_instances": instances, "max_context_length": card.max_context_len,
+            # LM Studio's formats are "gguf" and "mlx"; a safetensors checkpoint is neither.
+            "format": None, "capabilities": capabilities, "description": None}
+
+
+def chat_result(model: str, reasoning: str, content: str, stats: dict) -> dict:
+    """The non-streamed /api/v1/chat answer (no response_id: nothing is stored)."""
+    output = [{"type": "reasoning", "content": reasoning}] if reasoning else []
+    if content or not output:
+        output.append({"type": "message", "content": content})
+    return {"model_instance_id": model, "output": output, "stats": stats}
+
+
+def chat_stats(card: ModelCard, usage: Usage, reasoning: str, received: float, first_token: Optional[float],
+               finished: float) -> dict:
+    first = finished if first_token is None else first_token
+    generating = max(finished - first, 0.0)
+    speed = usage.completion_tokens / generating if generating > 0 and usage.completion_tokens else 0.0
+    return {"input_tokens": usage.prompt_tokens, "total_output_tokens": usage.completion_tokens,
+            "reasoning_output_tokens": count_reasoning_tokens(card, reasoning, usage.completion_tokens),
+            "tokens_per_second": round(speed, 3), "time_to_first_token_seconds": round(max(first - received, 0), 6)}
+
+
+def sse_named(payload: dict) -> bytes:
+    """An SSE event named by its payload's type."""
+    return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class V1ChatFramer:
+    """The /api/v1/chat event stream: each block (reasoning, message) opened, fed deltas and closed in order."""
+    content_type = "text/event-stream"
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+    def __init__(self, card: ModelCard, model: str, gen: Generation, received: float):
+        self.card, self.model, self.gen, self.received = card, model, gen, received
+        self.reasoning, self.content = "", ""
+        self._block: Optional[str] = None       # the open block: "reasoning" or "message"
+        self._prompt_done = False
+
+    def start(self, usage: Usage) -> list[bytes]:
+        return [sse_named({"type": "chat.start", "model_instance_id": self.model}),
+                sse_named({"type": "prompt_processing.start"})]
+
+    def _events(self, block: str, text: str) -> list[bytes]:
+        if not text:
+            return []
+        events = self._close() if self._block not in (None, block) else []
+        if not self._prompt_done:
+            self._prompt_done = True
+            events.append(sse_named({"type": "prompt_processing.end"}))
+        if self._block != block:
+            self._block = block
+            events.append(sse_named({"type": f"{block}.start"}))
+        return events + [sse_named({"type": f"{block}.delta", "content": text})]
+
+    def _close(self) -> list[bytes]:
+        block, self._block = self._block, None
+        return [sse_named({"type": f"{block}.end"})] if block else []
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        self.reasoning += delta.reasoning
+        self.content += delta.content
+        return self._events("reasoning", delta.reasoning) + self._events("message", delta.content)
+
+    def _result(self, usage: Usage) -> dict:
+        stats = chat_stats(self.card, usage, self.reasoning, self.received, self.gen.first_token_at,
+                           time.monotonic())
+        return chat_result(self.model, self.reasoning, self.content, stats)
+
+    def end(self, usage: Usage) -> list[bytes]:
+        return self._close() + [sse_named({"type": "chat.end", "result": self._result(usage)})]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        # As LM Studio documents it: the error event, then chat.end with whatever was generated.
+        body = {"type": error.type, "message": error.message, "code": error.code, "param": error.param}
+        return self._close() + [sse_named({"type": "error", "error": body}),
+                                sse_named({"type": "chat.end", "result": self._result(usage)})]
+
+    def keepalive(self) -> Optional[bytes]:
+        return SSE_KEEPALIVE

@@ -1,0 +1,124 @@
+"""LM Studio 0.4's /api/v1 (fake scheduler): the model list, chat (streamed as named SSE events, and not), errors in
+its error object; 404 before (Ollama's "404 page not found")."""
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+THOUGHT = "plan it\n</think>\n\nHello world"
+
+
+@pytest.fixture
+async def fake():
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
+        yield pair
+
+
+def named_events(raw: bytes) -> list:
+    """(event name, data) of each SSE event; the name must match the data's type."""
+    out = []
+    for block in raw.decode().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
+        if lines:
+            data = orjson.loads(lines["data"])
+            assert lines["event"] == data["type"]
+            out.append(data)
+    return out
+
+
+async def test_models_lists_the_served_model(fake):
+    client, _ = fake
+    body = await (await client.get("/api/v1/models")).json()
+    assert body == {"models": [{
+        "type": "llm", "publisher": "sparkinfer", "key": "fake-model", "display_name": "fake-model",
+        "architecture": "qwen3_5", "quantization": {"name": "BF16", "bits_per_weight": 16}, "size_bytes": 2000,
+        "params_string": "1.0K", "loaded_instances": [{"id": "fake-model", "config": {"context_length": 2048}}],
+        "max_context_length": 2048, "format": None, "description": None,
+        "capabilities": {"vision": False, "trained_for_tool_use": True,
+                         "reasoning": {"allowed_options": ["off", "on", "low", "medium", "high"], "default": "on"}}}]}
+
+
+async def test_chat_answer_has_reasoning_then_message_and_stats(fake):
+    client, servicer = fake
+    servicer.script.reply = THOUGHT
+    body = {"model": "fake-model", "input": "Hi", "system_prompt": "Be brief.", "temperature": 0.2,
+            "max_output_tokens": 50, "repeat_penalty": 1.1}
+    response = await client.post("/api/v1/chat", json=body)
+    answer = await response.json()
+    assert response.status == 200
+    assert answer["model_instance_id"] == "fake-model" and "response_id" not in answer
+    assert answer["output"] == [{"type": "reasoning", "content": "plan it\n"},
+                                {"type": "message", "content": "Hello world"}]
+    stats = answer["stats"]
+    assert stats["total_output_tokens"] == len(servicer.tokenizer.encode(THOUGHT).ids) + 1
+    assert 0 < stats["reasoning_output_tokens"] < stats["total_output_tokens"] and stats["input_tokens"] > 0
+    request = servicer.script.requests[0]
+    assert request.max_tokens == 50 and abs(request.sampling.temperature - 0.2) < 1e-6
+    assert abs(request.sampling.repetition_penalty - 1.1) < 1e-6
+    prompt = servicer.tokenizer.decode(list(request.prompt_token_ids), skip_special_tokens=False)
+    assert "Be brief." in prompt and prompt.rstrip().endswith("<think>")
+
+
+async def test_chat_streams_named_events_ending_with_the_result(fake):
+    client, servicer = fake
+    servicer.script.reply = THOUGHT
+    response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": [
+        {"type": "message", "content": "Hi"}], "stream": True})
+    assert response.status == 200 and response.content_type == "text/event-stream"
+    events = named_events(await response.read())
+    kinds = [e["type"] for e in events]
+    assert kinds[:3] == ["chat.start", "prompt_processing.start", "prompt_processing.end"]
+    assert kinds[3] == "reasoning.start" and kinds[-3:] == ["message.delta", "message.end", "chat.end"]
+    assert kinds.index("reasoning.end") < kinds.index("message.start")
+    assert "".join(e["content"] for e in events if e["type"] == "reasoning.delta") == "plan it\n"
+    assert "".join(e["content"] for e in events if e["type"] == "message.delta") == "Hello world"
+    assert events[-1]["result"]["output"] == [{"type": "reasoning", "content": "plan it\n"},
+                                              {"type": "message", "content": "Hello world"}]
+
+
+async def test_reasoning_off_closes_the_thinking_in_the_prompt(fake):
+    client, servicer = fake
+    answer = await (await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi",
+                                                            "reasoning": "off"})).json()
+    assert answer["output"] == [{"type": "message", "content": "Hello world"}]
+    prompt = servicer.tokenizer.decode(list(servicer.script.requests[0].prompt_token_ids), skip_special_tokens=False)
+    assert prompt.rstrip().endswith("</think>")
+
+
+@pytest.mark.parametrize("body, status, param, words", [
+    ({"input": "Hi"}, 400, "model", '"model" is required'),
+    ({"model": "fake-model"}, 400, "input", '"input" is required'),
+    ({"model": "fake-model", "input": [{"type": "image", "data_url": "data:image/png;base64,AA=="}]}, 400,
+     "input[0]", "image input is not supported"),
+    ({"model": "fake-model", "input": "Hi", "previous_response_id": "resp_1"}, 400, "previous_response_id",
+     "stores none"),
+    ({"model": "fake-model", "input": "Hi", "integrations": ["mcp/playwright"]}, 400, "integrations",
+     "not supported"),
+    ({"model": "fake-model", "input": "Hi", "reasoning": "max"}, 400, "reasoning", "must be one of"),
+    ({"model": "fake-model", "input": "Hi", "max_output_tokens": 0}, 400, "max_output_tokens", "positive"),
+    ({"model": "other", "input": "Hi"}, 404, "model", "does not exist"),
+], ids=["no model", "no input", "image", "previous response", "integrations", "reasoning", "max tokens", "model"])
+async def test_bad_chat_is_an_error_object(fake, body, status, param, words):
+    client, _ = fake
+    response = await client.post("/api/v1/chat", json=body)
+    error = (await response.json())["error"]
+    assert response.status == status and error["param"] == param and words in error["message"]
+
+
+async def test_model_management_is_501_in_its_error_object(fake):
+    client, _ = fake
+    response = await client.post("/api/v1/models/load", json={"model": "fake-model"})
+    error = (await response.json())["error"]
+    assert response.status == 501 and error["message"].startswith("loading models is not supported")
+
+
+async def test_failure_mid_stream_is_an_error_event_then_chat_end(fake):
+    client, servicer = fake
+    servicer.script.reply, servicer.script.abort_after = "Hello world again", 2
+    response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi", "stream": True,
+                                                       "reasoning": "off"})
+    events = named_events(await response.read())
+    assert [e["type"] for e in events[-3:]] == ["message.end", "error", "chat.end"]
+    assert events[-2]["error"]["message"] and set(events[-2]["error"]) == {"type", "message", "code", "param"}
+    sent = "".join(e["content"] for e in events if e["type"] == "message.delta")
+    assert sent and events[-1]["result"]["output"] == [{"type": "message", "content": sent}]
