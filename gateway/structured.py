@@ -8,7 +8,8 @@ schemas are bounded (see bounded_schema) so that a model that rambles inside a s
 maxLength/enum/const/pattern get maxLength SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded;
 their minLength when larger), so do the keys of a map (`additionalProperties` alone), and objects with `properties`
 but no `additionalProperties` get none; "any JSON object" has keys of at most that many characters and at most 8
-members per object or array. JSON is compact (", " and ": " separators, no other whitespace).
+members per object or array. A number without bounds is any integer or a decimal within 1e15, never with an
+exponent, so every number is a finite double. JSON is compact (", " and ": " separators, no other whitespace).
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ _EXACT_VALUES = ("const", "enum")
 _MAX_EXACT_VALUE = 2**53
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _MIN_BOUND, _MAX_BOUND = -(2**63), 2**63 - 1
+# A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
+_NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
+_FINITE_NUMBER = [{"type": "integer"}, {"type": "number", "minimum": -1e15, "maximum": 1e15}]
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,11 @@ def _bound(node: Any, limit: int) -> None:
     if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
         node["maxLength"] = max(limit, _min_length(node))
+    if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):
+        # llguidance's JSON number takes any exponent: 8e691 or -7e54135022643151, which no double holds, so a
+        # forced call's {"type": "number"} argument was read back as the string "8e691" (its schema refused).
+        del node["type"]
+        node["anyOf"] = copy.deepcopy(_FINITE_NUMBER)
     if "properties" in node and "additionalProperties" not in node:
         node["additionalProperties"] = False
     extra = node.get("additionalProperties")

@@ -9,7 +9,8 @@ unknown ones never appear. A parameter whose schema type is exactly "string" is 
 enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING characters); every
 other value is JSON from `%json{...}` of its property schema (strings inside bounded the same way, see
 structured.bounded_schema). A raw string's `pattern` is enforced when anchored (^...$), together with its length
-bounds, otherwise approximated by the plain string rule. Plain numbers and integers are at most 18 digits.
+bounds, otherwise approximated by the plain string rule. Plain numbers and integers are at most 18 digits
+(a number's exponent at most 2, so it is a finite double; JSON numbers: see structured._FINITE_NUMBER).
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from gateway.errors import InvalidRequest
 from gateway.structured import bounded_schema, formatted_string, json_grammar, max_string_chars
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
-_NUMBER = r"/-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,3})?/"
+# An exponent of at most two digits keeps every number a finite double (8e691 was read back as a string).
+_NUMBER = r"/-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,2})?/"
 _PLAIN = {"integer": _INTEGER, "number": _NUMBER, "boolean": '"true" | "false"', "null": '"null"'}
 MAX_PARALLEL_CALLS = 8   # calls in one forced turn at most (a rambling model still ends)
 _CLOSE = "\\n</parameter>\\n"

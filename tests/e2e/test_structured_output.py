@@ -122,6 +122,31 @@ def test_c08_required_plain_and_streamed(http):
     check_calls(calls, {"calculate", "get_weather"})
 
 
+SERIES = {"type": "function", "function": {"name": "plot", "description": "Plots a series.", "parameters": {
+    "type": "object", "properties": {"points": {"type": "array", "items": {"type": "number"}, "minItems": 1,
+                                                "maxItems": 3}}, "required": ["points"]}}}
+SCHEMAS["plot"] = SERIES["function"]["parameters"]
+
+
+@pytest.mark.parametrize("tool", [CALC, SERIES], ids=["plain-number", "json-number"])
+@pytest.mark.parametrize("seed", [1, 2, 3, 5])
+def test_forced_number_arguments_are_finite_numbers(http, tool, seed):
+    """A number argument is a JSON number a double holds: the grammar let the random model write 8e691 (a plain
+    number's exponent of 3 digits) or -7e54135022643151 (llguidance's JSON number), no double held it, and the
+    arguments came back as {"x": "8e691"} / {"points": "[648e613, ...]"}, strings their schema refuses."""
+    body = {**C08, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": tool["function"]["name"]}},
+            "temperature": 1.0, "seed": seed}
+    plain = chat(http, body)["choices"][0]
+    if plain["finish_reason"] == "length":
+        pytest.skip("the call ran past max_tokens")
+    assert plain["finish_reason"] == "tool_calls"
+    calls = plain_calls(plain["message"])
+    check_calls(calls, {tool["function"]["name"]})
+    for _, arguments in calls:
+        numbers = [arguments["x"], arguments["y"]] if tool is CALC else arguments["points"]
+        assert all(isinstance(n, (int, float)) and abs(n) < float("inf") for n in numbers), arguments
+
+
 @pytest.mark.parametrize("seed", [7, 10, 12, 20])
 def test_c08_named_tool_gives_exactly_that_call(http, seed):
     """A named tool_choice is one call even when sampling would go on to a second one (parallel_tool_calls left at

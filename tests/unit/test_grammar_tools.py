@@ -183,3 +183,23 @@ async def test_schema_with_minlength_past_the_cap_is_served(stack):
     assert response.status == 200, answer
     assert answer["choices"][0]["finish_reason"] == "length"
     assert '"minLength": 2000, "maxLength": 2000' in fake.script.requests[-1].constraint.grammar
+
+
+@pytest.mark.parametrize("x, ok", [("4.69e+58", True), ("-0.25", True), ("8e691", False), ("1e308", False)])
+def test_forced_plain_number_is_a_finite_double(card, x, ok):
+    """A plain number parameter's exponent has at most 2 digits: the tiny model wrote 8e691, which no double holds,
+    and the call's arguments came back as the string "8e691"."""
+    grammar = tool_call_grammar([CALC], "calculate", False, card)
+    text = f"<tool_call>\n<function=calculate>\n<parameter=operation>\nadd\n</parameter>\n<parameter=x>\n{x}\n" \
+           "</parameter>\n<parameter=y>\n2\n</parameter>\n</function>\n</tool_call>"
+    assert accepts(card, grammar, text) is ok
+
+
+@pytest.mark.parametrize("points, ok", [("[1.5, 123456789012345678901234, -0.25]", True), ("[648e613]", False),
+                                        ("[-7e54135022643151]", False)])
+def test_json_number_is_a_finite_double(card, points, ok):
+    """An unbounded JSON number in a grammar is any integer or a decimal within 1e15 (llguidance's own number takes
+    any exponent); with minimum / maximum the schema bounds it itself."""
+    assert accepts(card, json_grammar({"type": "array", "items": {"type": "number"}}, False, card), points) is ok
+    bounded = {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 10}}
+    assert accepts(card, json_grammar(bounded, False, card), "[2.5]")
