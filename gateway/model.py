@@ -144,7 +144,7 @@ class ModelCard:
     def thinks(self) -> bool:
         """Whether the chat template has a thinking mode (Ollama's `thinking` capability, LM Studio's `reasoning`)."""
         source = self.chat_template_source or ""
-        return "enable_thinking" in source or "<think>" in source
+        return any(marker in source for marker in ("enable_thinking", "<think>", "</think>"))
 
     def token_pieces(self, token_ids: Sequence[int]) -> list[str]:
         """Each id's vocabulary entry as the tokenizer stores it ("Ġworld" in a byte-level BPE), as transformers'

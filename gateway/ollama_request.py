@@ -11,6 +11,7 @@ from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas, check_tools
+from gateway.ollama_caps import check_capabilities, splits_thinking
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
@@ -203,6 +204,8 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     messages = body.get("messages") or []
     if not isinstance(messages, list):
         raise InvalidRequest("messages must be a list", param="messages")
+    plan.tools = _tools(body.get("tools"))
+    check_capabilities(body.get("think"), plan.tools, card, plan.model, served_name)
     if not messages:
         return plan
     if len(messages) >= options.num_ctx:
@@ -210,10 +213,10 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         raise ContextLengthExceeded(f"the prompt is at least {len(messages)} tokens ({len(messages)} messages), "
                                     f"which exceeds the context window of {options.num_ctx} tokens; it was not "
                                     f"truncated. Shorten the prompt or raise options.num_ctx", param="messages")
-    plan.tools = _tools(body.get("tools"))
     messages = one_system_message([_message(m, i) for i, m in enumerate(messages)])
     text = _render(card, messages, plan.tools, body.get("think"))
-    plan.gen = _gen_request(_encode(card, text, options), text, options, split=_thinks(body.get("think")))
+    plan.gen = _gen_request(_encode(card, text, options), text, options,
+                            split=splits_thinking(body.get("think"), card))
     plan.gen.num_logprobs = num_logprobs
     _constrain(plan, card)
     return plan
@@ -248,26 +251,19 @@ def _generate_text(body: dict, card: ModelCard, prompt: str, system: str) -> str
     return _render(card, messages, None, body.get("think"))
 
 
-def _thinks(think: Any) -> bool:
-    """Whether the output's <think>...</think> becomes `thinking`: unless `think` turns thinking off. As Ollama: with
-    think false its parsers start in the answer (server/routes.go builds the thinking parser only when think is on;
-    model/parsers/qwen35.go Init: thinkingEnabled false -> CollectingContent), so a <think> block the model still
-    writes stays in the content."""
-    return thinking_kwargs(think)["enable_thinking"]
-
-
-def _splits_reasoning(body: dict) -> bool:
-    """_thinks for /api/generate; with raw: true only when `think` asks for it, as Ollama parses a raw answer's
-    thinking then."""
+def _splits_reasoning(body: dict, card: ModelCard) -> bool:
+    """splits_thinking for /api/generate; with raw: true only when `think` asks for it, as Ollama parses a raw
+    answer's thinking then."""
     think = body.get("think")
     if not body.get("raw"):
-        return _thinks(think)
-    return think is not None and _thinks(think)
+        return splits_thinking(think, card)
+    return think is not None and splits_thinking(think, card)
 
 
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/generate body (system, raw, think, context honoured; suffix/template/images refused)."""
     plan, options, num_logprobs = _common(body, card, served_name)
+    check_capabilities(body.get("think"), None, card, plan.model, served_name)
     prompt = body.get("prompt") or ""
     if not isinstance(prompt, str):
         raise InvalidRequest("prompt must be a string", param="prompt")
@@ -285,7 +281,7 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         return plan
     text = _generate_text(body, card, prompt, system)
     plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options,
-                            split=_splits_reasoning(body))
+                            split=_splits_reasoning(body, card))
     # As Ollama documents it, raw mode returns no context (a templated one would not continue a raw prompt).
     plan.return_context = not body.get("raw")
     # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
