@@ -10,7 +10,7 @@ from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
-from gateway.openai_checks import check_tool_schemas, check_tools
+from gateway.openai_checks import ANY_LENGTH_TOOL_NAME_RE, check_tool_schemas, check_tools
 from gateway.ollama_caps import check_capabilities, splits_thinking
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
@@ -147,7 +147,7 @@ def _tools(tools: Any) -> Optional[list]:
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
             raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
         out.append({"type": "function", "function": _without_nulls(function)})
-    check_tools(out)
+    check_tools(out, names=ANY_LENGTH_TOOL_NAME_RE)
     return out
 
 

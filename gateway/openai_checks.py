@@ -15,6 +15,9 @@ from gateway.tool_grammar import tool_call_grammar
 # that could open or close prompt markup (<, >, =, whitespace) gets through.
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,64}$"
 TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
+# Ollama sets no length limit (api.ToolFunction.Name is any string): MCP clients mint names past 64 characters
+# ("mcp__<server>__<tool>"); the characters stay the safe ones.
+ANY_LENGTH_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_.:-]+$")
 
 
 def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
@@ -88,13 +91,13 @@ def legacy_functions(body: dict) -> dict:
     return out
 
 
-def check_tools(tools: Optional[list], param: str = "tools") -> None:
-    """400 for a function name outside TOOL_NAME_PATTERN or one offered twice."""
+def check_tools(tools: Optional[list], param: str = "tools", names: re.Pattern = TOOL_NAME_RE) -> None:
+    """400 for a function name outside `names` (TOOL_NAME_PATTERN) or one offered twice."""
     seen = set()
     for i, tool in enumerate(tools or []):
         name = tool["function"]["name"]
-        if not TOOL_NAME_RE.match(name):
-            raise InvalidRequest(f"{param}[{i}].function.name {name!r} must match {TOOL_NAME_PATTERN}",
+        if not names.match(name):
+            raise InvalidRequest(f"{param}[{i}].function.name {name!r} must match {names.pattern}",
                                  param=f"{param}[{i}].function.name")
         if name in seen:
             raise InvalidRequest(f"{param}[{i}].function.name {name!r} is offered twice; tool names must be "

@@ -85,3 +85,28 @@ def test_a_tool_call_mention_inside_a_value_is_not_cut_there(card):
     pieces.append(out.push(Delta(0, content=text[-1], finish_reason="stop")))
     calls = [call for p in pieces for call in (p.tool_calls or [])]
     assert [call["function"] for call in calls] == [{"index": 0, "name": "get_weather", "arguments": {"city": value}}]
+
+
+LONG = "mcp__chrome-devtools-mcp__performance_analyze_insight_for_the_current_page"
+
+
+async def test_a_tool_name_past_64_characters_is_offered_and_called(fake):
+    """Ollama sets no length on tool names (MCP clients mint longer ones); it was a 400 'must match ...{1,64}$'."""
+    client, servicer = fake
+    tools = [{"type": "function", "function": {"name": LONG, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    servicer.script.reply = _call("Paris").replace("get_weather", LONG)
+    answer = await (await client.post("/api/chat", json={"model": "fake-model", "messages": HI, "tools": tools,
+                                                         "think": False, "stream": False})).json()
+    assert len(LONG) > 64
+    assert [call["function"] for call in answer["message"]["tool_calls"]] == [
+        {"index": 0, "name": LONG, "arguments": {"city": "Paris"}}]
+    assert LONG in servicer.tokenizer.decode(list(servicer.script.requests[0].prompt_token_ids))
+
+
+async def test_a_tool_name_that_could_break_the_markup_is_still_a_400(fake):
+    client, _ = fake
+    tools = [{"type": "function", "function": {"name": "get>weather"}}]
+    response = await client.post("/api/chat", json={"model": "fake-model", "messages": HI, "tools": tools})
+    assert response.status == 400
+    assert await response.json() == {"error": "tools[0].function.name 'get>weather' must match ^[a-zA-Z0-9_.:-]+$"}
