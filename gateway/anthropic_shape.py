@@ -10,9 +10,9 @@ import hashlib
 import secrets
 from typing import Optional
 
-import orjson
 from aiohttp import web
 
+from gateway import json_out
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
@@ -175,7 +175,7 @@ def usage_dict(usage: Usage) -> dict:
 
 def sse(name: str, payload: dict) -> bytes:
     """One Anthropic SSE event: the `event:` line names the payload's type, as Anthropic sends it."""
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return b"event: " + name.encode() + b"\ndata: " + json_out.dumps(payload) + b"\n\n"
 
 
 class AnthropicFramer:

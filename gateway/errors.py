@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import orjson
+from gateway import json_out
 
 
 class ApiError(Exception):
@@ -27,7 +27,7 @@ class ApiError(Exception):
                           "code": self.code}}
 
     def to_json(self) -> bytes:
-        return orjson.dumps(self.to_dict())
+        return json_out.dumps(self.to_dict())
 
 
 class InvalidRequest(ApiError):

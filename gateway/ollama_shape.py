@@ -10,6 +10,7 @@ from typing import Optional
 
 import orjson
 
+from gateway import json_out
 from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
@@ -25,7 +26,7 @@ _BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "f16": 2.0, "fp32": 4.0, "f32": 4.
 
 
 def ndjson_line(body: dict) -> bytes:
-    return orjson.dumps(body) + b"\n"
+    return json_out.dumps(body) + b"\n"
 
 
 def created_at(now: Optional[datetime] = None) -> str:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-import orjson
-
+from gateway import json_out
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 from gateway.openai_shape import SSE_HEADERS
@@ -32,7 +31,7 @@ class ResponsesFramer:
         for event in events:
             event["sequence_number"] = self._sequence
             self._sequence += 1
-            frames.append(b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n")
+            frames.append(b"event: " + event["type"].encode() + b"\ndata: " + json_out.dumps(event) + b"\n\n")
         return frames
 
     def start(self, usage: Usage) -> list[bytes]:

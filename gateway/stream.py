@@ -4,7 +4,7 @@ from __future__ import annotations
 import codecs
 from typing import Callable, Optional, Sequence
 
-import orjson
+from gateway import json_out
 
 REPLACEMENT_CHAR = "\ufffd"
 SSE_DONE = b"data: [DONE]\n\n"
@@ -156,4 +156,4 @@ class StopMatcher:
 
 def sse_event(payload: dict) -> bytes:
     """One SSE `data:` event carrying a JSON object."""
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
+    return b"data: " + json_out.dumps(payload) + b"\n\n"

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from gateway import json_out
 from gateway.body import read_body
 from gateway.errors import ApiError, InvalidRequest
 from gateway.offload import run_cpu
@@ -71,7 +72,7 @@ async def read_json(request: web.Request) -> Any:
 
 
 def json_response(body: Any, status: int = 200, headers: dict | None = None) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, headers=headers,
+    return web.Response(body=json_out.dumps(body), status=status, headers=headers,
                         content_type="application/json")
 
 

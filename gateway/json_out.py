@@ -1,0 +1,21 @@
+"""Gateway process: JSON out, as orjson writes it, but with every integer exact.
+
+orjson refuses an integer outside [-2^63, 2^64) (TypeError: Integer exceeds 64-bit range), and the gateway keeps such
+integers exact on the way in (web._LONG_DIGITS): a tool argument the model wrote (Anthropic's tool_use input), a
+request's schema bound or `max_tool_calls` that the Responses API repeats. Those answers were a 500, or a stream cut
+by an HTTP 500 written into its chunks. Python's json writes them with every digit, as vLLM's (pydantic) answers do.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any) -> bytes:
+    """value as compact UTF-8 JSON."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
