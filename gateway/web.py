@@ -44,10 +44,21 @@ def _parse(raw: bytes) -> Any:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        _check_utf8(raw)
         raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
     _check_depth(body)
     # orjson accepted it, so it is strict JSON (no NaN, no lone surrogate) and json reads it the same, ints exact.
     return json.loads(raw) if _LONG_DIGITS.search(raw) else body
+
+
+def _check_utf8(raw: bytes) -> None:
+    """400 naming the first byte that is not UTF-8. orjson words any such body "str is not valid UTF-8: surrogates
+    not allowed: line 1 column 1 (char 0)", which points at neither the byte nor its place."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"the request body is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+                             f"({exc.reason}); send JSON text encoded as UTF-8", code="invalid_json") from None
 
 
 def _check_depth(body: Any) -> None:
