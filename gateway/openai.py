@@ -151,14 +151,16 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
         raise InvalidRequest(f"chat_template_kwargs.{taken} cannot be set: the server passes '{taken}' to the chat "
                              f"template itself (from the request's messages, tools and add_generation_prompt and the "
                              f"tokenizer's special tokens)", param=f"chat_template_kwargs.{taken}")
+    if kwargs.get("enable_thinking") is None:
+        kwargs.pop("enable_thinking", None)
     if body.get("enable_thinking") is not None:
         kwargs["enable_thinking"] = body["enable_thinking"]
     effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
-    if effort == "none":
-        kwargs["enable_thinking"] = False
-    elif effort is not None:
+    if effort is not None and effort != "none":
         kwargs["reasoning_effort"] = _EFFORT_ALIASES.get(effort, effort)
-    kwargs.setdefault("enable_thinking", True)
+    # An explicit switch wins over the effort, as in vLLM's build_chat_params (reasoning_effort sets enable_thinking
+    # only when chat_template_kwargs lacks it); "none" turns thinking off, any other effort on; else the default, on.
+    kwargs.setdefault("enable_thinking", effort != "none")
     return kwargs
 
 
