@@ -7,6 +7,7 @@ from typing import Optional
 from gateway.chat import reasoning_of
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
+from gateway.openai_schema import empty_array
 from gateway.structured import check_schema, checked
 from gateway.tool_grammar import tool_call_grammar
 
@@ -81,6 +82,9 @@ def legacy_functions(body: dict) -> dict:
                              param="functions")
     if functions is not None and not isinstance(functions, list):
         raise InvalidRequest("functions must be a list of function objects", param="functions")
+    if functions == []:
+        # OpenAI's spec gives functions minItems 1, as it refuses tools: [].
+        raise empty_array("functions")
     out = {key: value for key, value in body.items() if key not in ("functions", "function_call")}
     if functions:
         out["tools"] = [{"type": "function", "function": f} for f in functions]

@@ -147,7 +147,8 @@ CHAT_SCHEMA = {
         "max_completion_tokens": {"type": ["integer", "null"]},
         "logprobs": _BOOL_OR_NULL,
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
-        "tools": {"type": ["array", "null"], "items": _TOOL},
+        # OpenAI refuses an empty list ("[] is too short - 'tools'"), and so does vLLM since its check_tool_usage.
+        "tools": {"type": ["array", "null"], "minItems": 1, "items": _TOOL},
         "tool_choice": _TOOL_CHOICE,
         "parallel_tool_calls": _BOOL_OR_NULL,
         "response_format": _RESPONSE_FORMAT,
@@ -200,7 +201,7 @@ TOKENIZE_SCHEMA = {
         "model": _STR_OR_NULL,
         "messages": CHAT_SCHEMA["properties"]["messages"],
         "prompt": {"type": "string"},
-        "tools": CHAT_SCHEMA["properties"]["tools"],
+        "tools": {"type": ["array", "null"], "items": _TOOL},
         "add_generation_prompt": _BOOL_OR_NULL,
         "continue_final_message": _BOOL_OR_NULL,
         "chat_template": CHAT_SCHEMA["properties"]["chat_template"],
@@ -228,6 +229,12 @@ def _param_name(path) -> str:
     for part in path:
         name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
     return name
+
+
+def empty_array(param: str) -> InvalidRequest:
+    """OpenAI's refusal of an empty list where it needs at least one item (its words, a hint added)."""
+    return InvalidRequest(f"[] is too short - '{param}': send at least one item (an optional list can be left out)",
+                          param=param, code="empty_array")
 
 
 def _wants_integer(schema: dict) -> bool:
@@ -266,6 +273,8 @@ def validate(body: Any, schema: dict) -> dict:
     if error is None:
         return integral(body, schema)
     param = _param_name(error.path)
+    if error.validator == "minItems" and error.instance == []:
+        raise empty_array(param)
     if error.validator == "required":
         missing = next((key for key in error.validator_value if key not in error.instance), "")
         field_name = f"{param}.{missing}" if param else missing

@@ -37,7 +37,7 @@ def shape(error):
 
 CHAT_CASES = [
     ("messages-missing", {}, (400, "invalid_request_error", "messages", "missing_required_parameter")),
-    ("messages-empty", {"messages": []}, (400, "invalid_request_error", "messages", "invalid_value")),
+    ("messages-empty", {"messages": []}, (400, "invalid_request_error", "messages", "empty_array")),
     ("messages-not-list", {"messages": "hi"}, (400, "invalid_request_error", "messages", "invalid_type")),
     ("bad-role", {"messages": [{"role": "wizard", "content": "x"}]},
      (400, "invalid_request_error", "messages[0].role", "invalid_value")),
