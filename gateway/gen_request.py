@@ -43,6 +43,7 @@ class GenRequest:
     num_prompt_logprobs: Optional[int] = None
     split_reasoning: bool = False        # separate <think>...</think> into Delta.reasoning
     thinking_open: bool = False          # the prompt itself ended with an opened <think>
+    hide_reasoning: bool = False         # the reasoning is left out of the answer: so are its tokens' logprobs
     extra_prompt_ids: list = field(default_factory=list)  # more prompts (legacy completions batch)
     extra_max_tokens: list = field(default_factory=list)  # their limits when they differ from max_tokens (the room)
     constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)

@@ -209,6 +209,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     prompt = plan_prompt_logprobs(body, False, stream)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.split_reasoning = True
+    gen.hide_reasoning = hides_reasoning(body)
     # Thinking on: the template's generation prompt (or a continued final message) left <think> open.
     gen.thinking_open = prompt_opens_thinking(text)
     if schema is not None and force is None:
@@ -220,7 +221,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-                hide_reasoning=hides_reasoning(body), forced_tools=force is not None,
+                hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")))
 
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from gateway.model import ModelCard
 from gateway.reasoning import ReasoningSplitter
+from gateway.reasoning_logprobs import ShownLogprobs
 from gateway.stream import IncrementalDetokenizer, StopMatcher
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class ChoiceOutput:
         self._include_stop = req.include_stop
         self._stop_token_logprob = req.stop_token_logprob
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
+        # include_reasoning false with logprobs: only the answer's tokens keep theirs.
+        hide = req.hide_reasoning and self._split is not None and self._want_logprobs
+        self._shown = ShownLogprobs() if hide else None
         self._pending_logprobs: list = []
         self._pending_ids: list = []
         self._pending_prompt: Optional[list] = None
@@ -60,17 +64,23 @@ class ChoiceOutput:
         self._num_tokens = 0
 
     def push(self, message, finish: Optional[str]) -> Optional[Delta]:
-        token_ids = self._take_tokens(message, finish)
+        token_ids, entries, stop_entry = self._take_tokens(message, finish)
         if message.HasField("prompt_logprobs"):
             self._pending_prompt = prompt_entries(message.prompt_logprobs)
         self._num_tokens += len(token_ids)
         # Like vLLM, stop strings apply only from the min_tokens-th generated token on (a stop string that began
         # before it still counts when it ends after it).
         armed = self._num_tokens >= self._min_tokens
-        text = self._detok.push(token_ids) + (self._detok.flush() if finish else "")
+        if self._shown is None:
+            self._pending_logprobs += entries + ([stop_entry] if stop_entry is not None else [])
+            text = self._detok.push(token_ids) + (self._detok.flush() if finish else "")
+        else:
+            text = self._shown.render(self._detok, token_ids, entries, bool(finish))
         # Stop strings end the answer, never the thinking (vLLM #14170, fixed by its "skip stop in reasoning
         # content"): a stop such as "\n" would otherwise end a reasoning model's turn inside its first thought.
         reasoning, content = self._split_text(text, bool(finish))
+        if self._shown is not None:
+            self._pending_logprobs += self._shown.release(self._split.held, len(content), bool(finish), stop_entry)
         content = self._stop.push(content, armed)
         if self._stop.matched is None and finish:
             content += self._stop.flush()
@@ -86,22 +96,21 @@ class ChoiceOutput:
         self._pending_logprobs, self._pending_prompt, self._pending_ids = [], None, []
         return delta
 
-    def _take_tokens(self, message, finish: Optional[str]) -> list:
-        """The message's ids to render, its logprobs queued. The eos / stop token that ended the choice (not in
-        token_ids) is part of the output as in vLLM: it gets its logprob entry (stop_token_logprob), and is rendered
-        only with include_stop (a special token then only shows with skip_special_tokens false)."""
+    def _take_tokens(self, message, finish: Optional[str]) -> tuple[list, list, Optional[TokenLogprob]]:
+        """(the message's ids to render, their logprob entries, the stop token's entry). The eos / stop token that
+        ended the choice (not in token_ids) is part of the output as in vLLM: it gets its logprob entry
+        (stop_token_logprob), and is rendered only with include_stop (a special token then only shows with
+        skip_special_tokens false)."""
         token_ids = list(message.token_ids)
         stop_id = message.stop_token_id if finish == "stop" else -1
         self._pending_ids.extend(token_ids + ([stop_id] if stop_id >= 0 else []))
-        if self._want_logprobs:
-            self._pending_logprobs.extend(_logprobs(message))
-            if stop_id >= 0 and self._stop_token_logprob:
-                top = message.stop_token_top_logprobs
-                self._pending_logprobs.append(TokenLogprob(stop_id, message.stop_token_logprob,
-                                                           list(zip(top.token_ids, top.logprobs))))
+        entries, stop_entry = (_logprobs(message) if self._want_logprobs else []), None
+        if self._want_logprobs and stop_id >= 0 and self._stop_token_logprob:
+            top = message.stop_token_top_logprobs
+            stop_entry = TokenLogprob(stop_id, message.stop_token_logprob, list(zip(top.token_ids, top.logprobs)))
         if stop_id >= 0 and self._include_stop:
             token_ids.append(stop_id)
-        return token_ids
+        return token_ids, entries, stop_entry
 
     def _stop_reason(self, message, finish: Optional[str]) -> Optional[Union[str, int]]:
         if self._stop.matched is not None:

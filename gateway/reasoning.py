@@ -48,6 +48,11 @@ class ReasoningSplitter:
         self._skip_open_tag = True
         self._held = ""
 
+    @property
+    def held(self) -> int:
+        """Characters pushed but not returned yet (a tag or call not complete)."""
+        return len(self._held)
+
     def push(self, text: str) -> tuple[str, str]:
         buf = self._held + text
         self._held = ""
