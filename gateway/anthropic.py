@@ -27,8 +27,10 @@ class AnthropicRoutes:
     async def messages(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         card = await self.engine.card()
+        # Interleaved thinking (a beta until Claude 4.6) lets budget_tokens exceed max_tokens.
+        interleaved = "interleaved-thinking" in request.headers.get("anthropic-beta", "")
         plan = await run_cpu(parse_messages, body, card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none)
+                             self.config.exclude_tools_when_tool_choice_none, interleaved)
         builder = MessageBuilder(plan, card)
         gen = await self.engine.start(plan.gen)
         if plan.stream:

@@ -21,6 +21,8 @@ from gateway.tools import dump_arguments
 _TEXT_ONLY = "this model reads text only"
 _TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+_MIN_BUDGET = 1024
+_BUDGET_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
 # Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.x.abc; cc_entrypoint=cli; cch=1a2b3;".
 _BILLING_LINE = re.compile(r"^x-anthropic-billing-header:[^\n]*\n?")
 # The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not the
@@ -30,7 +32,8 @@ _RENAMES = [(re.compile(r"\btools\[(\d+)\]\.function\.parameters\b"), r"tools.\1
             (re.compile(r"\bmessages\[\d+\](\.[\w.\[\]]*)?"), "messages"),
             (re.compile(r"\bresponse_format\.json_schema\.schema\b"), "output_config.format.schema"),
             (re.compile(r"\bresponse_format(\.json_schema)?\b"), "output_config.format"),
-            (re.compile(r"\breasoning_effort\b"), "output_config.effort")]
+            (re.compile(r"\breasoning_effort\b"), "output_config.effort"),
+            (re.compile(r"\bthinking_token_budget\b"), "thinking.budget_tokens")]
 
 
 def _refuse_block(kind: str, where: str) -> None:
@@ -203,14 +206,30 @@ def _tools(body: dict) -> dict:
     return out
 
 
-def _reasoning(body: dict) -> dict:
+def _budget(thinking: dict, max_tokens: Optional[int], interleaved: bool) -> int:
+    """budget_tokens as Anthropic checks it: at least 1024, and below max_tokens (count_tokens has none) unless
+    interleaved thinking (its beta header) lets the budget span the turn's thinking blocks."""
+    budget = thinking["budget_tokens"]
+    if budget < _MIN_BUDGET:
+        raise InvalidRequest(f"thinking.enabled.budget_tokens: Input should be greater than or equal to {_MIN_BUDGET}",
+                             param="thinking.budget_tokens")
+    if max_tokens is not None and budget >= max_tokens and not interleaved:
+        raise InvalidRequest(f"`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+                             f"documentation at {_BUDGET_DOCS}", param="max_tokens")
+    return budget
+
+
+def _reasoning(body: dict, count: bool, interleaved: bool) -> dict:
     """thinking enabled (or adaptive) / disabled switches the model's thinking on / off; absent, the model's default
-    (on), as vLLM and Ollama leave it. budget_tokens is accepted but not enforced: thinking counts against
-    max_tokens. output_config.effort is the template's reasoning_effort (max = xhigh)."""
+    (on), as vLLM and Ollama leave it. enabled's budget_tokens bounds the reasoning (vLLM's thinking_token_budget:
+    then </think>). output_config.effort is the template's reasoning_effort (max = xhigh)."""
     out: dict = {}
     thinking = body.get("thinking")
     if thinking is not None:
         out["enable_thinking"] = thinking["type"] != "disabled"
+        if thinking["type"] == "enabled":
+            budget = _budget(thinking, None if count else body["max_tokens"], interleaved)
+            out.update({} if count else {"thinking_token_budget": budget})
     config = body.get("output_config") or {}
     if config.get("effort") is not None:
         out["reasoning_effort"] = _EFFORTS[config["effort"]]
@@ -228,13 +247,14 @@ def _output_format(current: Optional[dict], beta: Optional[dict]) -> Optional[di
     return current if current is not None else beta
 
 
-def to_chat_body(body: Any, ctx: int, count: bool = False) -> dict:
-    """The /v1 chat body a Messages (count: count_tokens) body asks for; 400 for what Anthropic would refuse."""
+def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = False) -> dict:
+    """The /v1 chat body a Messages (count: count_tokens) body asks for; 400 for what Anthropic would refuse.
+    interleaved: the request's anthropic-beta header names interleaved thinking."""
     check_sizes(body, ctx)
     body = validate(body, COUNT_SCHEMA if count else MESSAGES_SCHEMA)
     messages, prefill, inline = _messages(body["messages"])
     chat = {"model": body["model"], "messages": _system(body.get("system"), inline) + messages, **_tools(body),
-            **_reasoning(body)}
+            **_reasoning(body, count, interleaved)}
     if prefill:
         chat["continue_final_message"] = True
     if not count:
@@ -255,9 +275,11 @@ def _parse_chat(chat: dict, card: ModelCard, served_name: str, exclude_tools_whe
         raise exc from None
 
 
-def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> Plan:
+def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
+                   interleaved: bool = False) -> Plan:
     """Validates a /v1/messages body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
-    plan = _parse_chat(to_chat_body(body, card.max_context_len), card, served_name, exclude_tools_when_none)
+    chat = to_chat_body(body, card.max_context_len, interleaved=interleaved)
+    plan = _parse_chat(chat, card, served_name, exclude_tools_when_none)
     plan.gen.req_id = f"msg_{secrets.token_hex(12)}"
     return plan
 

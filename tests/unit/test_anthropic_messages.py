@@ -11,7 +11,8 @@ from tests.unit.anthropic_sse import accumulate, parse_events
 
 USER = [{"role": "user", "content": "Hi"}]
 BASE = {"model": "fake-model", "max_tokens": 64, "messages": USER, "thinking": {"type": "disabled"}}
-ON = {"type": "enabled", "budget_tokens": 1024}
+# Thinking on; "enabled" would need max_tokens above its budget_tokens (at least 1024): see test_anthropic_thinking_budget.
+ON = {"type": "adaptive"}
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 TOOLS = [{"name": "get_weather", "description": "Weather of a city", "input_schema": SCHEMA}]
 OPENAI_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",

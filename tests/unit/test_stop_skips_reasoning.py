@@ -70,7 +70,7 @@ async def test_ollama_stop_option_skips_the_thinking(stack, stream):
 async def test_anthropic_stop_sequences_skip_the_thinking(stack):
     client, _ = stack
     body = {"model": "fake-model", "max_tokens": 64, "messages": USER,
-            "thinking": {"type": "enabled", "budget_tokens": 1024}, "stop_sequences": ["\n", " world"]}
+            "thinking": {"type": "adaptive"}, "stop_sequences": ["\n", " world"]}
     answer = await (await client.post("/v1/messages", json=body)).json()
     blocks = [(block["type"], block.get("thinking") or block.get("text")) for block in answer["content"]]
     assert blocks == [("thinking", REASONING), ("text", "Hello")]
