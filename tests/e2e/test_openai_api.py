@@ -165,7 +165,7 @@ def test_disconnect_mid_stream_frees_the_slot(api_gateway, engine_stack):
 
 BAD = [
     ("malformed-json", "/v1/chat/completions", b'{"model": "tiny", "messages": [', 400, "invalid_json"),
-    ("messages-empty", "/v1/chat/completions", {"model": "tiny", "messages": []}, 400, "invalid_value"),
+    ("messages-empty", "/v1/chat/completions", {"model": "tiny", "messages": []}, 400, "empty_array"),
     ("messages-wrong-type", "/v1/chat/completions", {"model": "tiny", "messages": "hi"}, 400, "invalid_type"),
     ("max-tokens-zero", "/v1/chat/completions", {"messages": HELLO, "max_tokens": 0}, 400, "invalid_value"),
     ("max-tokens-string", "/v1/completions", {"prompt": "hi", "max_tokens": "ten"}, 400, "invalid_type"),
