@@ -11,6 +11,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS, MAX_TOOLS
 from gateway.openai_checks import TOOL_NAME_PATTERN
 from gateway.openai_schema import integral
+from gateway.schema_errors import error_message
 
 log = logging.getLogger("sparkinfer.gateway")
 _INT32_MAX = (1 << 31) - 1
@@ -136,7 +137,7 @@ def validate(body: Any, schema: dict) -> dict:
             missing = next((key for key in error.validator_value if key not in error.instance), "")
             field = f"{where}.{missing}" if where else missing
             raise InvalidRequest(f"{field}: Field required", param=field, code="missing_required_parameter")
-        raise InvalidRequest(f"{where or 'body'}: {error.message}", param=where or None)
+        raise InvalidRequest(f"{where or 'body'}: {error_message(error)}", param=where or None)
     for name in body:
         if name not in schema["properties"] and name not in _NO_EFFECT and name not in _warned:
             _warned.add(name)

@@ -6,6 +6,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
+from gateway.schema_errors import error_message
 
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
@@ -281,4 +282,4 @@ def validate(body: Any, schema: dict) -> dict:
         raise InvalidRequest(f"'{field_name}' is a required property", param=field_name,
                              code="missing_required_parameter")
     code = "invalid_type" if error.validator in ("type", "anyOf") else "invalid_value"
-    raise InvalidRequest(f"invalid value for '{param}': {error.message}", param=param or None, code=code)
+    raise InvalidRequest(f"invalid value for '{param}': {error_message(error)}", param=param or None, code=code)

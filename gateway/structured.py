@@ -25,6 +25,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
+from gateway.schema_errors import error_message
 
 DEFAULT_MAX_STRING_CHARS = 1024
 # The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
@@ -141,7 +142,7 @@ def check_schema(schema: Any, param: str) -> dict:
         # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:
-        raise InvalidRequest(f"{param} is not a valid JSON Schema: {exc.message}", param=param) from exc
+        raise InvalidRequest(f"{param} is not a valid JSON Schema: {error_message(exc)}", param=param) from exc
     _check_exact_integers(schema, param)
     return schema
 
