@@ -101,10 +101,11 @@ def _stream_options(body: dict) -> tuple[bool, bool, bool]:
 def _min_tokens(body: dict, max_tokens: int) -> int:
     """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, else capped by the resolved one."""
     value = body.get("min_tokens") or 0
-    explicit = body.get("max_completion_tokens")
-    explicit = body.get("max_tokens") if explicit is None else explicit
+    # The limit that counts names itself: max_completion_tokens wins over max_tokens, as in chat_max_tokens.
+    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    explicit = body.get(name)
     if explicit is not None and value > explicit:
-        raise InvalidRequest(f"min_tokens ({value}) must be at most max_tokens ({explicit})", param="min_tokens")
+        raise InvalidRequest(f"min_tokens ({value}) must be at most {name} ({explicit})", param="min_tokens")
     return min(value, max_tokens)
 
 
