@@ -193,7 +193,7 @@ def _tools(body: dict) -> dict:
         out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),
                                                           "parameters": t["input_schema"]}} for t in tools]
     choice = body.get("tool_choice")
-    if choice is None:
+    if choice is None or (choice["type"] == "auto" and not tools):
         return out
     if choice["type"] in ("any", "tool") and not tools:
         raise InvalidRequest(f"tool_choice: type '{choice['type']}' needs a non-empty tools list", param="tool_choice")

@@ -99,9 +99,11 @@ def _lmstudio_body(body):
         return body
     if body.get("max_tokens") == -1:
         body = {**body, "max_tokens": None}
-    if body.get("tools") == []:
-        # No tools, as LM Studio reads it (the /v1 routes refuse an empty list, as OpenAI and vLLM do).
-        body = {key: value for key, value in body.items() if key != "tools"}
+    if not body.get("tools"):
+        # No tools, as LM Studio reads it (the /v1 routes refuse an empty list, and tool_choice auto without tools,
+        # as OpenAI and vLLM do).
+        body = {key: value for key, value in body.items()
+                if key != "tools" and not (key == "tool_choice" and value == "auto")}
     if "repeat_penalty" in body:
         body = {key: value for key, value in body.items() if key != "repeat_penalty"} | {
             "repetition_penalty": body.get("repetition_penalty", _repeat_penalty(body["repeat_penalty"]))}

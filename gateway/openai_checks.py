@@ -134,6 +134,10 @@ def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
         return tools, ""
     if choice == "none":
         return None, None
+    if choice == "auto" and not tools:
+        # vLLM's check_tool_usage and OpenAI refuse it too ("none" without tools passes, as vLLM lets it).
+        raise InvalidRequest("tool_choice 'auto' needs a non-empty tools list: send tools, or leave tool_choice out",
+                             param="tool_choice")
     return tools, None
 
 

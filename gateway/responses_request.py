@@ -85,7 +85,8 @@ def chat_body(body: dict, namespaces: dict) -> dict:
         chat["max_completion_tokens"] = body["max_output_tokens"]
     chat["tools"], offered = chat_tools(body.get("tools"))
     namespaces.update(offered)
-    if body.get("tool_choice") is not None:
+    # "auto" is the Responses API's default, which it echoes beside an empty tools list: no tools, nothing to choose.
+    if body.get("tool_choice") is not None and (chat["tools"] or body["tool_choice"] != "auto"):
         chat["tool_choice"] = chat_tool_choice(body["tool_choice"])
     chat["response_format"] = _response_format(body.get("text"))
     chat["reasoning_effort"] = (body.get("reasoning") or {}).get("effort")
