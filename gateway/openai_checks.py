@@ -85,6 +85,10 @@ def legacy_functions(body: dict) -> dict:
     if functions == []:
         # OpenAI's spec gives functions minItems 1, as it refuses tools: [].
         raise empty_array("functions")
+    if call not in (None, "none") and not functions:
+        # Named as the client sent it (translated, it was refused as tool_choice, a field it never sent).
+        raise InvalidRequest("function_call needs a non-empty functions list: send functions, or leave function_call "
+                             "out", param="function_call")
     out = {key: value for key, value in body.items() if key not in ("functions", "function_call")}
     if functions:
         out["tools"] = [{"type": "function", "function": f} for f in functions]

@@ -33,3 +33,20 @@ async def test_passes_where_it_means_no_tools(stack, path, body):
     assert response.status == 200, await response.text()
     answer = await response.json()
     assert answer.get("error") is None and answer.get("type") != "error"
+
+
+@pytest.mark.parametrize("call", ["auto", {"name": "f"}])
+async def test_function_call_without_functions_names_function_call(stack, call):
+    """The deprecated form is refused under its own name (it was named tool_choice, a field the client never sent)."""
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "function_call": call})
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == "function_call", error
+    assert error["message"].startswith("function_call needs a non-empty functions list")
+    assert fake.script.requests == []
+
+
+async def test_function_call_none_without_functions_passes(stack):
+    client, _ = stack
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "function_call": "none"})
+    assert response.status == 200 and (await response.json())["object"] == "chat.completion"
