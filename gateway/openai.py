@@ -156,7 +156,11 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
         kwargs.pop("enable_thinking", None)
     if body.get("enable_thinking") is not None:
         kwargs["enable_thinking"] = body["enable_thinking"]
-    effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
+    reasoning = body.get("reasoning") or {}
+    if reasoning.get("enabled") is not None:
+        # OpenRouter's reasoning.enabled, an explicit switch too (below the template's own and enable_thinking).
+        kwargs.setdefault("enable_thinking", reasoning["enabled"])
+    effort = body.get("reasoning_effort") or reasoning.get("effort")
     if effort is not None and effort != "none":
         kwargs["reasoning_effort"] = _EFFORT_ALIASES.get(effort, effort)
     # An explicit switch wins over the effort, as in vLLM's build_chat_params (reasoning_effort sets enable_thinking

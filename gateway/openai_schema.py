@@ -161,9 +161,11 @@ CHAT_SCHEMA = {
                                  "properties": {"enable_thinking": _BOOL_OR_NULL,
                                                 "preserve_thinking": _BOOL_OR_NULL}},
         "reasoning_effort": {"enum": EFFORTS},
+        # OpenRouter's unified reasoning switch: effort, max_tokens (a reasoning budget), exclude, enabled.
         "reasoning": {"type": ["object", "null"],
                       "properties": {"effort": {"enum": EFFORTS},
-                                     "exclude": _BOOL_OR_NULL}},
+                                     "max_tokens": {"type": ["integer", "null"], "minimum": 0, "maximum": _INT32_MAX},
+                                     "exclude": _BOOL_OR_NULL, "enabled": _BOOL_OR_NULL}},
         "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
         "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},

@@ -16,6 +16,9 @@ def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
     """gen.constraint bounds the reasoning to body's thinking_token_budget (-1 or absent: unbounded). Only where the
     prompt opened the thinking: thinking off (or a forced tool call) has no reasoning to bound."""
     budget = body.get("thinking_token_budget")
+    if budget is None:
+        # OpenRouter's reasoning.max_tokens ("a specific token limit for reasoning, Anthropic-style").
+        budget = (body.get("reasoning") or {}).get("max_tokens")
     if budget is None or budget == -1 or not gen.thinking_open:
         return
     grammar = gen.constraint.grammar if gen.constraint is not None else _free_answer(card)
