@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Optional, Protocol
 
@@ -9,8 +10,9 @@ from aiohttp import web
 from aiohttp.http import HttpVersion11
 
 from gateway.engine import Delta, Generation, Usage
-from gateway.errors import ApiError
+from gateway.errors import ApiError, InternalError
 
+log = logging.getLogger("sparkinfer.gateway")
 _NO_EVENT = object()
 _MIN_WAIT_S = 0.001
 
@@ -62,12 +64,19 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         response = await open_stream(request, framer.content_type, framer.headers)
         # The opening frames come before any text: nothing generated is counted in them yet.
         sent = gen.sent_usage()
-        await _write_all(response, framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens)))
         try:
+            await _write_all(response, framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens)))
             await _pump(response, gen, framer, first, keepalive_s)
         except ApiError as exc:
             # Headers are gone already: the error travels in the stream's own framing.
             await _write_all(response, framer.error(exc, gen.usage()))
+        except ConnectionResetError:
+            raise                               # the client left: app.error_middleware takes it as a cancel
+        except Exception as exc:  # noqa: BLE001 - a server bug once the headers are out
+            # So does a server bug's 500: the error middleware's answer written into the open stream was a second
+            # HTTP response inside the chunked body (clients: "illegal chunk header"), and the stream never ended.
+            log.exception("unhandled error in the stream of %s %s", request.method, request.path)
+            await _write_all(response, framer.error(InternalError(f"internal error: {exc!r}"), gen.usage()))
         await response.write_eof()
         return response
     finally:
