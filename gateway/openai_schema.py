@@ -234,6 +234,13 @@ def _param_name(path) -> str:
     return name
 
 
+def _all_need_items(error) -> bool:
+    """An anyOf error whose every list alternative was refused for its length only (and no other alternative fits)."""
+    return error.validator == "anyOf" and bool(error.context) and all(
+        sub.validator in ("minItems", "type") for sub in error.context) and any(
+        sub.validator == "minItems" for sub in error.context)
+
+
 def empty_array(param: str) -> InvalidRequest:
     """OpenAI's refusal of an empty list where it needs at least one item (its words, a hint added)."""
     return InvalidRequest(f"[] is too short - '{param}': send at least one item (an optional list can be left out)",
@@ -276,7 +283,8 @@ def validate(body: Any, schema: dict) -> dict:
     if error is None:
         return integral(body, schema)
     param = _param_name(error.path)
-    if error.validator == "minItems" and error.instance == []:
+    # An empty list where every alternative needs items (prompt: [], prompt: [[]]) is named as one, not as a type.
+    if error.instance == [] and (error.validator == "minItems" or _all_need_items(error)):
         raise empty_array(param)
     if error.validator == "required":
         missing = next((key for key in error.validator_value if key not in error.instance), "")

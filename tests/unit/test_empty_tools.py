@@ -38,3 +38,13 @@ async def test_other_routes_take_it_as_no_tools(stack, path, body):
     assert response.status == 200, await response.text()
     answer = await response.json()
     assert answer.get("error") is None and answer.get("type") != "error"
+
+
+async def test_an_empty_prompt_list_in_the_same_words(stack):
+    """prompt: [] fits none of the prompt's forms only for its length: it was 'invalid value for prompt: [] is not
+    valid under any of the given schemas' (code invalid_type), as if its type were wrong."""
+    client, fake = stack
+    response = await client.post("/v1/completions", json={"prompt": []})
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["message"].startswith("[] is too short - 'prompt'")
+    assert error["param"] == "prompt" and error["code"] == "empty_array" and fake.script.requests == []
