@@ -48,7 +48,7 @@ async def drain(queue) -> int:
 def engine_state(engine: Engine) -> str:
     tasks = [f"{t.get_coro().__name__}: {'done ' + repr(t.exception()) if t.done() else 'running'}"
              for t in engine.tasks]
-    return (f"worker_alive={engine.worker_alive} pending={engine.pending and engine.pending[0]} "
+    return (f"worker_alive={engine.worker_alive} inflight={[f.step.step_id for f in engine.inflight]} "
             f"running={engine.scheduler.num_running} waiting={engine.scheduler.num_waiting} tasks={tasks}")
 
 

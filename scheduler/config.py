@@ -18,6 +18,7 @@ class SchedulerConfig:
     worker_timeout_s: float = 0.8               # silence after which the worker counts as dead
     ping_interval_s: float = 0.2                # liveness ping period
     step_timeout_s: float = 60.0                # a step with no result after this counts as a dead worker
+    async_scheduling: int = 1                   # 1 = plan the next decode step while the worker runs this one
     prefix_cache: int = 1                       # automatic prefix cache (scheduler/prefix_cache.py): 1 = on, 0 = off
     prefix_cache_entries: int = 32              # cached prefixes at most (each holds one GDN state slot)
     prefix_cache_min_tokens: int = 1024         # shortest prefix (tokens) worth a checkpoint
@@ -40,6 +41,7 @@ ENV_NAMES = {
     "worker_timeout_s": "SPARKINFER_WORKER_TIMEOUT_S",
     "ping_interval_s": "SPARKINFER_PING_INTERVAL_S",
     "step_timeout_s": "SPARKINFER_STEP_TIMEOUT_S",
+    "async_scheduling": "SPARKINFER_ASYNC_SCHEDULING",
     "prefix_cache": "SPARKINFER_PREFIX_CACHE",
     "prefix_cache_entries": "SPARKINFER_PREFIX_CACHE_ENTRIES",
     "prefix_cache_min_tokens": "SPARKINFER_PREFIX_CACHE_MIN_TOKENS",

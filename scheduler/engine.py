@@ -1,18 +1,20 @@
 """Scheduler process: the step loop that ties the Scheduler to the worker link and to the per-request streams.
 
-One asyncio loop, no overlap: plan step n, send it, await its StepResult, apply it, plan step n+1.
+One asyncio loop: plan step n, send it, await its StepResult, apply it, plan step n+1; in the decode steady state
+step n+1 is planned and sent while n runs (asynchronous scheduling, scheduler/lookahead.py), at most two in flight.
 Liveness: a Ping goes out every ping_interval_s; the worker's I/O thread answers with a WorkerHello even
 while it computes. Silence for worker_timeout_s marks the worker dead: every request fails UNAVAILABLE and
 health turns NOT_SERVING until a WorkerHello arrives again.
 """
 import asyncio
+import collections
 import logging
 import time
 import uuid
 from dataclasses import dataclass
 
 from proto import pb
-from scheduler import admission
+from scheduler import admission, lookahead
 from scheduler.engine_stats import EngineStats, RequestTimer
 from scheduler.prefix_cache import PrefixCacheConfig, anchor_token_id
 from scheduler.request import Request
@@ -25,6 +27,14 @@ FINISH_REASONS = ("stop", "length")   # reasons the gateway may end a request wi
 
 class WorkerLostError(Exception):
     """The worker stopped answering while a step was in flight."""
+
+
+@dataclass
+class _Flight:
+    step: object           # pb.PackedStep sent to the worker
+    future: asyncio.Future  # its pb.StepResult
+    plan_ns: int           # time spent planning it
+    sent_ns: int           # perf_counter_ns when sent
 
 
 @dataclass
@@ -48,7 +58,7 @@ class Engine:
         self.worker_alive, self.worker_id, self.worker_hello = False, "", None
         self.last_seen = 0.0
         self.alive_event, self.work_event = asyncio.Event(), asyncio.Event()
-        self.pending = None          # (step_id, future) of the step in flight
+        self.inflight = collections.deque()  # _Flight of each step sent and not yet applied, oldest first
         self.on_health = on_health or (lambda serving: None)
         self.handlers = {"result": self.handle_result, "hello": self.handle_hello}
         self.tasks = []
@@ -155,47 +165,71 @@ class Engine:
                 self._update_gauges()
 
     async def run_one_step(self) -> None:
-        """Plans, sends and applies one step; clears work_event when there is nothing to run."""
-        t0 = time.perf_counter_ns()
-        num_preemptions = self.scheduler.num_preemptions
+        """Plans and sends a step when none is in flight, a lookahead step behind a lone one in flight
+        (asynchronous scheduling, scheduler/lookahead.py), then awaits and applies the oldest step's result.
+        Clears work_event when there is nothing to run."""
+        try:
+            if not self.inflight:
+                t0 = time.perf_counter_ns()
+                step = self._plan()
+                if step is None:
+                    self.work_event.clear()
+                    self._idle_check()
+                    return
+                await self._send_step(step, time.perf_counter_ns() - t0)
+            if len(self.inflight) == 1 and self.config.async_scheduling:
+                t0 = time.perf_counter_ns()
+                ahead = lookahead.plan(self.scheduler, self.inflight[0].step)
+                if ahead is not None:
+                    await self._send_step(ahead, time.perf_counter_ns() - t0)
+        except WorkerLostError:
+            return
+        await self._apply_oldest()
+
+    def _plan(self):
+        """Scheduler.schedule with its prefix-cache counters; None when nothing can run."""
         cache_stats = self.scheduler.prefix_cache.stats
         num_queried, num_hit = cache_stats.num_query_tokens, cache_stats.num_hit_tokens
         step = self.scheduler.schedule()
         self.metrics.prefix_cache_queries.inc(cache_stats.num_query_tokens - num_queried)
         self.metrics.prefix_cache_hits.inc(cache_stats.num_hit_tokens - num_hit)
-        if step is None:
-            self.work_event.clear()
-            self._idle_check()
-            return
-        future = asyncio.get_running_loop().create_future()
-        self.pending = (step.step_id, future)
-        t1 = time.perf_counter_ns()
-        try:
-            await self._send_step(step)
-            result = await asyncio.wait_for(future, self.config.step_timeout_s)
-        except WorkerLostError:
-            return
-        except asyncio.TimeoutError:
+        return step
+
+    async def _apply_oldest(self) -> None:
+        """Awaits the oldest in-flight step's StepResult and applies it; a worker that never answers is lost."""
+        flight = self.inflight[0]
+        # asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a cancel (Engine.stop) that arrives as the
+        # future completes (worker_lost failing it), leaving step_loop to wait forever for a worker
+        done, _ = await asyncio.wait({flight.future}, timeout=self.config.step_timeout_s)
+        if not done:
             # Pings still answered (I/O thread) but the compute loop is stuck: treat it as a dead worker.
-            self.worker_lost(f"worker {self.worker_id} returned no result for step {step.step_id} "
+            self.worker_lost(f"worker {self.worker_id} returned no result for step {flight.step.step_id} "
                              f"in {self.config.step_timeout_s} s")
             return
-        finally:
-            self.pending = None
+        try:
+            result = flight.future.result()
+        except WorkerLostError:
+            return
+        self.inflight.popleft()
         t2 = time.perf_counter_ns()
+        num_preemptions = self.scheduler.num_preemptions
         outputs = self.scheduler.update(result)
         self.publish(outputs)
         self.metrics.num_preemptions.inc(self.scheduler.num_preemptions - num_preemptions)
         self._update_gauges()
-        self.stats.record(step, result, t1 - t0, t2 - t1, time.perf_counter_ns() - t2)
+        self.stats.record(flight.step, result, flight.plan_ns, t2 - flight.sent_ns, time.perf_counter_ns() - t2)
 
-    async def _send_step(self, step) -> None:
-        """Sends until the socket takes it: a step must never be dropped while the worker counts as alive."""
+    async def _send_step(self, step, plan_ns: int) -> None:
+        """Sends until the socket takes it (a step must never be dropped while the worker counts as alive), then
+        counts it in flight. Raises WorkerLostError when no worker is there to take it."""
         msg = pb.WorkerMessage(step=step)
         while not self.link.send(msg):
             if not self.worker_alive:
                 raise WorkerLostError("no worker to send the step to")
             await asyncio.sleep(SEND_RETRY_S)
+        future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # worker_lost fails unawaited ones too
+        self.inflight.append(_Flight(step, future, plan_ns, time.perf_counter_ns()))
 
     def _idle_check(self) -> None:
         try:
@@ -242,11 +276,11 @@ class Engine:
             handler(getattr(msg, kind))
 
     def handle_result(self, result) -> None:
-        if self.pending is None or result.session_id != self.scheduler.session_id:
+        if result.session_id != self.scheduler.session_id:
             return
-        step_id, future = self.pending
-        if result.step_id == step_id and not future.done():
-            future.set_result(result)
+        for flight in self.inflight:
+            if flight.step.step_id == result.step_id and not flight.future.done():
+                flight.future.set_result(result)
 
     def handle_hello(self, hello) -> None:
         # Only a hello that answers a Ping proves steps can reach the worker: its unprompted first hello can
@@ -294,6 +328,8 @@ class Engine:
             self.timer.finished(stream.req)
         self.streams.clear()
         self.scheduler.abort_all()
-        if self.pending and not self.pending[1].done():
-            self.pending[1].set_exception(WorkerLostError(reason))
+        for flight in self.inflight:
+            if not flight.future.done():
+                flight.future.set_exception(WorkerLostError(reason))
+        self.inflight.clear()
         self._update_gauges()

@@ -114,7 +114,11 @@ class Scheduler:
             self._admit_waiting(step, budget, scheduled)
         if not step.rows:
             return None
-        # Aborted / preempted requests' sampling state is dropped by the worker before this step's rows.
+        return self.seal(step)
+
+    def seal(self, step):
+        """Numbers a planned step and hands it the finished requests the worker has not yet dropped (aborted /
+        preempted requests' sampling state goes before this step's rows). Returns `step`."""
         step.finished_req_ids.extend(self._finished_for_worker)
         self._finished_for_worker = []
         self.step_id += 1

@@ -159,8 +159,9 @@ def apply_grammars(book: GrammarBook, logits: torch.Tensor, states: list) -> lis
     rows = [(r, st.grammar) for r, st in enumerate(states) if st.grammar is not None and not st.grammar.error]
     if not rows:
         return rows
-    index = torch.tensor([r for r, _ in rows], device=logits.device)
-    allowed = book.allowed([g for _, g in rows])[:, :logits.shape[1]].to(logits.device)
+    # non_blocking: a blocking copy would wait for the step the worker already queued behind this one
+    index = torch.tensor([r for r, _ in rows]).to(logits.device, non_blocking=True)
+    allowed = book.allowed([g for _, g in rows])[:, :logits.shape[1]].to(logits.device, non_blocking=True)
     logits[index] = logits[index].masked_fill(~allowed, MASK)
     for _, grammar in rows:
         grammar.check()

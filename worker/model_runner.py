@@ -1,7 +1,7 @@
 """Worker process: turns a PackedStep into a ForwardBatch, runs the model, samples, and builds the StepResult."""
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -39,6 +39,34 @@ def size_pools(config, block_size: int, num_slots: int, num_blocks: int, kv_cach
     return PoolSizes(num_blocks, block_size, num_slots)
 
 
+@dataclass
+class Launched:
+    """A step between ModelRunner.launch and finish: its result so far and what is still on the device."""
+
+    step: object                    # pb.PackedStep
+    result: object                  # pb.StepResult being filled (error set once the step failed)
+    t0: int                         # perf_counter_ns at launch
+    rows: list = field(default_factory=list)    # the rows that sample
+    states: list = field(default_factory=list)  # their SamplingStates
+    logits: object = None           # [M, V'] float32 until sampled
+    sampled: object = None          # sampler.SampleLaunch
+    event: object = None            # CUDA event after the sampling (None on CPU: already done)
+
+    def fail(self, exc: Exception) -> None:
+        trace = traceback.format_exc(limit=4)
+        self.result = pb.StepResult(step_id=self.step.step_id, error=f"{type(exc).__name__}: {exc}\n{trace}")
+        self.logits = self.sampled = None
+
+    def record_event(self) -> None:
+        if self.sampled.token_ids.is_cuda:
+            self.event = torch.cuda.Event()
+            self.event.record()
+
+    def done(self) -> bool:
+        """Whether the device finished this step's sampling (collect would not wait)."""
+        return self.event is None or self.event.query()
+
+
 class ModelRunner:
     """Holds the model, its cache and every live request's sampling state; execute() runs one step."""
 
@@ -50,42 +78,78 @@ class ModelRunner:
         self.sampler = Sampler(vocab_size, seed=sampler_seed, grammars=grammars)
         self.states = {}
         self.session_id = ""
+        self.previous = None  # (ids [M] int64 on the device, {req_id: row}) of the step sampled last
 
     def execute(self, step) -> "pb.StepResult":
-        """Runs one pb.PackedStep; never raises: a failure comes back as StepResult.error."""
-        t0 = time.perf_counter_ns()
+        """Runs one pb.PackedStep to its result (launch, sample, finish); never raises: a failure comes back as
+        StepResult.error."""
+        return self.finish(self.sample(self.launch(step)))
+
+    def launch(self, step) -> "Launched":
+        """Queues a step's forward on the device (prefix-cache copies around it) without waiting for it; its
+        previous_token rows read the ids sampled in the step sampled last. Never raises (the error is kept)."""
+        launched = Launched(step, pb.StepResult(step_id=step.step_id), time.perf_counter_ns())
         try:
-            result = self._execute(step)
+            self._launch(launched)
         except Exception as exc:  # the worker must outlive one bad step
-            trace = traceback.format_exc(limit=4)
-            result = pb.StepResult(step_id=step.step_id, error=f"{type(exc).__name__}: {exc}\n{trace}")
-        result.session_id = step.session_id
-        result.forward_ns = time.perf_counter_ns() - t0
+            launched.fail(exc)
+        return launched
+
+    def sample(self, launched: "Launched") -> "Launched":
+        """Queues the sampling of a launched step. Call it after finish() of the step before (its tokens feed the
+        penalties, grammars and seeds); the ids stay on the device for the next step's previous_token rows."""
+        self.previous = None
+        if launched.logits is None or launched.result.error:
+            return launched
+        try:
+            with torch.inference_mode():
+                launched.sampled = self.sampler.launch(launched.logits, launched.states)
+            launched.logits = None
+            self.previous = (launched.sampled.token_ids, {row.req_id: i for i, row in enumerate(launched.rows)})
+            launched.record_event()
+        except Exception as exc:
+            launched.fail(exc)
+        return launched
+
+    def finish(self, launched: "Launched") -> "pb.StepResult":
+        """Waits for a sampled step's tokens and returns its StepResult (session id and forward_ns set)."""
+        try:
+            if launched.sampled is not None and not launched.result.error:
+                self._collect(launched)
+        except Exception as exc:
+            launched.fail(exc)
+        result = launched.result
+        result.session_id = launched.step.session_id
+        result.forward_ns = time.perf_counter_ns() - launched.t0
         return result
 
-    def _execute(self, step):
+    def _launch(self, launched: "Launched") -> None:
+        step = launched.step
         if step.session_id != self.session_id:
             # A new scheduler session (scheduler restart or worker re-registered): old requests are gone.
             self.states.clear()
-            self.session_id = step.session_id
+            self.session_id, self.previous = step.session_id, None
         for req_id in step.finished_req_ids:
             self.states.pop(req_id, None)
         for new in step.new_requests:
             self.states[new.req_id] = SamplingState(new.req_id, new.sampling, list(new.prompt_token_ids),
                                                     list(new.output_token_ids), start_grammar(self.grammars, new),
                                                     tuple(new.min_tokens_stop_ids))
-        result = pb.StepResult(step_id=step.step_id)
         if not step.rows:
-            return result
+            return
         batch = self.build_batch(step)
-        sample_rows = [row for row in step.rows if row.sample]
-        states = [self._state(row.req_id) for row in sample_rows]
+        launched.rows = [row for row in step.rows if row.sample]
+        launched.states = [self._state(row.req_id) for row in launched.rows]
         with torch.inference_mode():
+            self._previous_tokens(step, batch)
             self.copy_states(step.restore_states)
-            logits = self._forward(step, batch, result)
+            launched.logits = self._forward(step, batch, launched.result)
             self.copy_states(step.snapshot_states)
-            sampled = self.sampler.sample(logits, states)
-        for row, st, token_id, logprob, top in zip(sample_rows, states, sampled.token_ids, sampled.logprobs,
+
+    def _collect(self, launched: "Launched") -> None:
+        sampled, result = self.sampler.collect(launched.sampled), launched.result
+        states = launched.states
+        for row, st, token_id, logprob, top in zip(launched.rows, states, sampled.token_ids, sampled.logprobs,
                                                    sampled.top_logprobs):
             if st.grammar is not None and st.grammar.error:
                 result.failed_requests.add(req_id=row.req_id, error=st.grammar.error)
@@ -98,7 +162,24 @@ class ModelRunner:
                 result.top_logprobs.add(token_ids=top[0], logprobs=top[1])
             elif st.params.num_logprobs == 0 and any(s.params.num_logprobs for s in states):
                 result.top_logprobs.add()
-        return result
+
+    def _previous_tokens(self, step, batch) -> None:
+        """Writes the ids sampled in the previous step into this step's previous_token rows (on the device, no
+        wait). StepError when such a row's request sampled nothing there."""
+        positions, sources, offset = [], [], 0
+        index_of = self.previous[1] if self.previous is not None else {}
+        for row in step.rows:
+            if row.previous_token:
+                if row.num_tokens != 1 or row.req_id not in index_of:
+                    raise StepError(f"row {row.req_id!r} takes the previous step's token, but the worker sampled "
+                                    f"none for it there")
+                positions.append(offset)
+                sources.append(index_of[row.req_id])
+            offset += row.num_tokens
+        if positions:
+            device = batch.input_ids.device
+            ids = self.previous[0][torch.tensor(sources).to(device, non_blocking=True)]
+            batch.input_ids[torch.tensor(positions).to(device, non_blocking=True)] = ids.to(batch.input_ids.dtype)
 
     def _forward(self, step, batch, result) -> torch.Tensor:
         """Logits [M, V'] f32 of the sampled rows; rows asking for prompt logprobs also add theirs to `result`."""

@@ -21,6 +21,13 @@ GREEDY_EPS = 1e-5
 MASK = float("-inf")
 
 
+def _dev(values, device, dtype=None) -> torch.Tensor:
+    """A small host list on `device` without waiting for the device's queued work: a plain torch.tensor(...,
+    device=cuda) copy synchronises the stream, which would stall the worker's pipelined steps (worker/pipeline.py)
+    behind the step already running."""
+    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+
+
 def mix_seed(seed: int, index: int) -> int:
     """splitmix64 of (seed, index) -> a 63-bit generator seed; depends on nothing else."""
     x = (seed * 0x9E3779B97F4A7C15 + index + 1) & 0xFFFFFFFFFFFFFFFF
@@ -74,12 +81,12 @@ def _apply_penalties(logits: torch.Tensor, states: list) -> None:
         if not st.has_penalty:
             continue
         p = st.params
-        out_ids = torch.tensor(st.output_token_ids, dtype=torch.int64, device=logits.device)
+        out_ids = _dev(st.output_token_ids, logits.device, torch.int64)
         if p.repetition_penalty not in (0.0, 1.0):
             window = st.prompt_token_ids + st.output_token_ids
             if p.repetition_window:
                 window = window[-p.repetition_window:]
-            seen = torch.tensor(window, dtype=torch.int64, device=logits.device).unique()
+            seen = _dev(window, logits.device, torch.int64).unique()
             seen = seen[seen < vocab]
             vals = logits[r, seen]
             # A penalty near float32's least number would make a positive logit inf (and the probabilities NaN).
@@ -101,8 +108,8 @@ def _apply_logit_bias(logits: torch.Tensor, states: list) -> None:
                 values.append(bias)
     if rows:
         dev = logits.device
-        logits.index_put_((torch.tensor(rows, device=dev), torch.tensor(ids, device=dev)),
-                          torch.tensor(values, dtype=logits.dtype, device=dev), accumulate=True)
+        logits.index_put_((_dev(rows, dev, torch.int64), _dev(ids, dev, torch.int64)),
+                          _dev(values, dev, logits.dtype), accumulate=True)
 
 
 def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
@@ -111,8 +118,7 @@ def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
     grammar wins over min_tokens instead of leaving nothing to sample."""
     for r, st in enumerate(states):
         if st.min_tokens_stop_ids and len(st.output_token_ids) < st.params.min_tokens:
-            valid = torch.tensor([t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]], dtype=torch.long,
-                                 device=logits.device)
+            valid = _dev([t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]], logits.device, torch.long)
             kept = logits[r, valid].clone()
             logits[r, valid] = MASK
             if not bool((logits[r] > MASK).any()):
@@ -126,7 +132,7 @@ def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
     values = [st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states]
     if all(v >= 1 for v in values):  # decided on the host: no device sync for the common case
         return logits
-    typical = torch.tensor(values, dtype=logits.dtype, device=logits.device)
+    typical = _dev(values, logits.device, logits.dtype)
     logprobs = logits.log_softmax(dim=-1)
     probs = logprobs.exp()
     # Masked tokens (p = 0) add nothing to the entropy (0 * -inf would be NaN) and sort last (distance inf).
@@ -141,15 +147,15 @@ def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
 def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
     """Temperature, top_k, top_p, typical_p, min_p on logits [R, V] of sampled rows; returns probabilities [R, V]."""
     dev = logits.device
-    temps = torch.tensor([st.params.temperature for st in states], dtype=logits.dtype, device=dev)
+    temps = _dev([st.params.temperature for st in states], dev, logits.dtype)
     logits = logits / temps[:, None]
     vocab = logits.shape[1]
     k_values = [st.params.top_k if 0 < st.params.top_k < vocab else vocab for st in states]
     p_values = [st.params.top_p if 0 < st.params.top_p < 1 else 1.0 for st in states]
     # which filters apply is decided from the host's lists, so the logits' device is not synchronised for it
     if any(k < vocab for k in k_values) or any(v < 1 for v in p_values):
-        top_k = torch.tensor(k_values, device=dev)
-        top_p = torch.tensor(p_values, dtype=logits.dtype, device=dev)
+        top_k = _dev(k_values, dev, torch.int64)
+        top_p = _dev(p_values, dev, logits.dtype)
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         ranks = torch.arange(vocab, device=dev)[None, :]
         sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
@@ -165,7 +171,7 @@ def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
     probs = logits.softmax(dim=-1)
     m_values = [st.params.min_p for st in states]
     if any(v > 0 for v in m_values):
-        min_p = torch.tensor(m_values, dtype=logits.dtype, device=dev)
+        min_p = _dev(m_values, dev, logits.dtype)
         threshold = min_p[:, None] * probs.max(dim=-1, keepdim=True).values
         probs = probs.masked_fill(probs < threshold, 0.0)
     return probs
@@ -199,8 +205,13 @@ class Sampler:
 
     def sample(self, logits: torch.Tensor, states: list) -> SampleOutput:
         """logits [M, V'] float32 (V' >= vocab_size; padded LM rows are never sampled) for `states` [M]."""
+        return self.collect(self.launch(logits, states))
+
+    def launch(self, logits: torch.Tensor, states: list) -> "SampleLaunch":
+        """The sampling math queued on the logits' device, not waited for: the ids [M] int64 stay there (the next
+        pipelined step's previous_token rows read them) until collect()."""
         if all(st.is_plain_greedy for st in states):
-            return self._sample_greedy(logits[:, :self.vocab_size], states)
+            return self._launch_greedy(logits[:, :self.vocab_size], states)
         # On the logits' device: [M, V] never crosses to the host (at M = 64, V = 248K: 64 MB a step, and the host's
         # filtering took 1.35 s on 2 CPU threads at temperature 0.7 / top_p 0.8 / top_k 20, against ~22 ms of GPU
         # forward); only the [M] ids and logprobs do
@@ -215,26 +226,48 @@ class Sampler:
         sampled_rows = [r for r, st in enumerate(states) if not st.is_greedy]
         if sampled_rows:
             sub = [states[r] for r in sampled_rows]
-            probs = _filter(logits[sampled_rows], sub)
+            rows = _dev(sampled_rows, logits.device, torch.int64)
+            probs = _filter(logits[rows], sub)
             picked = (probs / _noise(sub, probs.shape[1], self._generator(probs.device))).argmax(dim=-1)
-            token_ids[sampled_rows] = picked
+            token_ids[rows] = picked
         logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
-        sampled = token_ids.tolist()
-        consume_sampled(constrained, sampled)
-        return SampleOutput(sampled, logprobs.tolist(), self._top(raw_logprobs, states))
+        return SampleLaunch(token_ids, logprobs, self._top(raw_logprobs, states), constrained)
 
-    def _sample_greedy(self, logits: torch.Tensor, states: list) -> SampleOutput:
+    def _launch_greedy(self, logits: torch.Tensor, states: list) -> "SampleLaunch":
         """All rows plain greedy: argmax and logprobs where the logits are (the GPU), so only [M] ids, [M] logprobs
         and the asked-for top logprobs cross to the host, not [M, V] logits (64 MB at M = 64, V = 248K)."""
         raw_logprobs = logits.float().log_softmax(dim=-1)
         token_ids = raw_logprobs.argmax(dim=-1)
         logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
-        return SampleOutput(token_ids.tolist(), logprobs.tolist(), self._top(raw_logprobs, states))
+        return SampleLaunch(token_ids, logprobs, self._top(raw_logprobs, states), [])
 
     @staticmethod
-    def _top(raw_logprobs: torch.Tensor, states: list) -> list:
+    def collect(launched: "SampleLaunch") -> SampleOutput:
+        """Waits for a launch's ids and logprobs; constrained rows consume their token."""
+        sampled = launched.token_ids.tolist()
+        consume_sampled(launched.constrained, sampled)
+        top = [None] * len(sampled)
+        if launched.top is not None:
+            wanted, values, ids = launched.top
+            values, ids = values.tolist(), ids.tolist()
+            top = [(ids[r][:k], values[r][:k]) if k else None for r, k in enumerate(wanted)]
+        return SampleOutput(sampled, launched.logprobs.tolist(), top)
+
+    @staticmethod
+    def _top(raw_logprobs: torch.Tensor, states: list):
+        """(wanted [M], values, ids [M, max wanted]) on the device, or None when no row asks for top logprobs."""
         wanted = [st.params.num_logprobs for st in states]
         if not any(wanted):
-            return [None] * len(states)
+            return None
         values, ids = raw_logprobs.topk(min(max(wanted), raw_logprobs.shape[1]), dim=-1)
-        return [(ids[r, :k].tolist(), values[r, :k].tolist()) if k else None for r, k in enumerate(wanted)]
+        return wanted, values, ids
+
+
+@dataclass
+class SampleLaunch:
+    """Sampler.launch's queued results, on the logits' device until Sampler.collect."""
+
+    token_ids: torch.Tensor         # [M] int64
+    logprobs: torch.Tensor          # [M] float32
+    top: object                     # None, or (wanted [M] ints, values [M, k], ids [M, k])
+    constrained: list               # what consume_sampled needs (worker/grammar.py)

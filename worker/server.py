@@ -23,6 +23,7 @@ from worker.layers.linear import prepack_nvfp4
 from worker.loader import load_model
 from worker.model_card import load_model_card
 from worker.model_runner import MIB, ModelRunner, size_pools
+from worker.pipeline import StepPipeline
 from worker.wire import SchedulerLink
 
 CPU_KV_CACHE_MIB = 128
@@ -140,11 +141,7 @@ def run(config: WorkerConfig) -> None:
     link.start()
     print(f"worker ready: {hello.worker_id} on {hello.device}, {hello.num_blocks} KV blocks x {hello.block_size} "
           f"tokens, {hello.num_slots} state slots, connected to {config.worker_addr} (+1)", flush=True)
-    while True:
-        step = link.steps.get()
-        if step is None:
-            break
-        link.send_result(runner.execute(step))
+    StepPipeline(runner, link.steps, link.send_result).run()
     link.close()
 
 

@@ -17,14 +17,18 @@ class FakeWorker:
     def __init__(self):
         self.state = {}
         self.seen_context = {}
+        self.previous = {}  # req_id -> the token sampled for it in the last step run (StepRow.previous_token)
 
     def run(self, step) -> "pb.StepResult":
         result = pb.StepResult(step_id=step.step_id)
         self.copy(step.restore_states)
-        offset = 0
+        offset, previous, self.previous = 0, self.previous, {}
         for row in step.rows:
             toks = step.token_ids[offset:offset + row.num_tokens]
             offset += row.num_tokens
+            if row.previous_token:
+                assert row.num_tokens == 1 and list(toks) == [-1], f"{row.req_id}: placeholder {list(toks)}"
+                toks = [previous[row.req_id]]
             h, n = (0, 0) if row.context_len == 0 else self.state[row.state_slot]
             assert n == row.context_len, f"{row.req_id}: slot holds {n} tokens, row says {row.context_len}"
             assert len(row.block_table) * BLOCK >= row.context_len + row.num_tokens
@@ -32,6 +36,7 @@ class FakeWorker:
                 h = (h * 1_000_003 + t + 1) % (2 ** 61 - 1)
             self.state[row.state_slot] = (h, n + row.num_tokens)
             if row.sample:
+                self.previous[row.req_id] = h % VOCAB
                 result.req_ids.append(row.req_id)
                 result.token_ids.append(h % VOCAB)
                 result.logprobs.append(-1.0)
