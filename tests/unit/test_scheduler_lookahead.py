@@ -5,7 +5,6 @@ a previous_token row the token it sampled for that request in the step it ran la
 length or slot changes every later token."""
 import asyncio
 
-from proto import pb
 from scheduler import lookahead
 from tests.unit.test_scheduler import FakeWorker, make_request, make_scheduler, run_to_end
 from tests.unit.test_scheduler_engine import drain, make_engine, request
