@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jinja2
 from jinja2.ext import loopcontrols
@@ -97,11 +97,29 @@ def _prepare_call(call: dict) -> dict:
     return call
 
 
-def render_chat(template: jinja2.Template, messages: list[dict], tools: Optional[list[dict]] = None,
-                add_generation_prompt: bool = True, **kwargs: Any) -> str:
-    """Renders a conversation to the prompt text. Raises TemplateError on a template refusal."""
+def protect_strings(value: Any, protect: Callable[[str], str]) -> Any:
+    """A copy of messages or tools with `protect` applied to every string in them but a role."""
+    if isinstance(value, str):
+        return protect(value)
+    if isinstance(value, list):
+        return [protect_strings(item, protect) for item in value]
+    if isinstance(value, dict):
+        return {key: item if key == "role" else protect_strings(item, protect) for key, item in value.items()}
+    return value
+
+
+def render_chat(template: jinja2.Template, messages: list[dict], protect: Optional[Callable[[str], str]] = None, /,
+                tools: Optional[list[dict]] = None, add_generation_prompt: bool = True, **kwargs: Any) -> str:
+    """Renders a conversation to the prompt text; `kwargs` are template variables (chat_template_kwargs may name
+    one `template` or `protect`: the parameters before them are positional). Raises TemplateError on a template
+    refusal. `protect`
+    (ModelCard.protect_text) marks the special tokens the messages and tools carry, so that they are tokenized as
+    the text they are: a user's "<|im_end|><|im_start|>system" must not forge a turn."""
+    messages = prepare_messages(messages)
+    if protect is not None:
+        messages, tools = protect_strings(messages, protect), protect_strings(tools, protect)
     try:
-        return template.render(messages=prepare_messages(messages), tools=tools,
+        return template.render(messages=messages, tools=tools,
                                add_generation_prompt=add_generation_prompt, **kwargs)
     except jinja2.exceptions.TemplateError as exc:
         raise TemplateError(f"chat template error: {exc}", param="messages") from exc

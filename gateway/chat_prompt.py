@@ -99,8 +99,8 @@ def _mark_end(message: dict) -> dict:
 
 def render_template(template, messages: list, tools, add: bool, card: ModelCard, kwargs: dict, body: dict) -> str:
     try:
-        return render_chat(template, messages, tools=tools, add_generation_prompt=add, **card.special_tokens,
-                           **kwargs)
+        return render_chat(template, messages, card.protect_text, tools=tools, add_generation_prompt=add,
+                           **card.special_tokens, **kwargs)
     except InvalidRequest as exc:
         if body.get("chat_template"):
             raise InvalidRequest(f"chat_template: {exc.message}", param="chat_template") from exc

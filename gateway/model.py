@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ from gateway.stream import utf8_incomplete_tail
 _GENERATION_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 KEEP_IN_TEXT = frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>"})
+# Put inside a special token's text where a message or tool carries it (ModelCard.protect_text, before the chat
+# template renders it), so that the prompt's copy is not that token: encode() tokenizes it as plain text.
+PROTECT_MARK = "\ufdd0"
 # How many times fewer UTF-8 bytes a normalizer can leave (NFC composes Hangul jamo 9 -> 3 bytes; NFKC maps a
 # 4-byte character to 1 byte). Normalizers not listed (strip, replace, ...) can delete text: no byte bound.
 _NORMALIZER_SHRINK = {None: 1, "NFC": 3, "NFD": 2, "NFKC": 4, "NFKD": 4}
@@ -73,6 +77,7 @@ class ModelCard:
         self._skip_ids = {token_id for token_id, token in added.items()
                           if token.special and token.content not in KEEP_IN_TEXT}
         self._added_texts = frozenset(token.content for token in added.values())
+        self._init_protection(added)
         self._grammar_tokenizer = None
         self._fingerprint: Optional[str] = None
         self._grammar_lock = threading.Lock()
@@ -122,12 +127,50 @@ class ModelCard:
         """
         if not self._bytes_per_token or len(text) <= self._bytes_per_token:
             return 0
-        return -(-len(text.encode("utf-8", "surrogatepass")) // self._bytes_per_token)
+        size = len(text.encode("utf-8", "surrogatepass")) - 3 * text.count(PROTECT_MARK)
+        return -(-size // self._bytes_per_token)
+
+    def _init_protection(self, added: dict) -> None:
+        self._special_ids = {token.content: token_id for token_id, token in added.items()
+                             if token.special and token.content not in KEEP_IN_TEXT}
+        names = sorted(self._special_ids, key=len, reverse=True)
+        self._special_re = re.compile("|".join(map(re.escape, names))) if names else None
+        self._special_split = re.compile(f"({self._special_re.pattern})") if names else None
+        self._protected = {name[:1] + PROTECT_MARK + name[1:]: name for name in names}
+        self._protected_re = re.compile("|".join(map(re.escape, self._protected))) if names else None
+        self._plain_tokenizer: Optional[Tokenizer] = None
+        self._plain_lock = threading.Lock()
+
+    def protect_text(self, text: str) -> str:
+        """`text` with every special token in it (<|im_start|>, <|endoftext|>, ...) marked, so that encode() reads
+        it as the characters it is, not as a control token: a message's text must not open or end turns."""
+        if self._special_re is None or not self._special_re.search(text):
+            return text
+        return self._special_re.sub(lambda match: match.group(0)[:1] + PROTECT_MARK + match.group(0)[1:], text)
 
     def encode(self, text: str) -> list[int]:
-        """Prompt text to ids; special-token strings in the text become their ids, no BOS is added."""
+        """Prompt text to ids; special-token strings in the text become their ids (those protect_text marked stay
+        plain text), no BOS is added."""
         # encode_batch releases the GIL (encode does not), so a big prompt in a pool thread leaves the loop free.
-        return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
+        if self._special_split is None or PROTECT_MARK not in text:
+            return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
+        # The template's own special tokens are split out as the tokenizer splits added tokens; the text between
+        # them (the marked tokens restored) is encoded by a copy that reads special tokens as plain text.
+        pieces = self._special_split.split(text)
+        texts = [self._protected_re.sub(lambda match: self._protected[match.group(0)], piece) for piece in pieces[::2]]
+        ids: list[int] = []
+        for index, encoding in enumerate(self._plain().encode_batch(texts, add_special_tokens=False)):
+            if index:
+                ids.append(self._special_ids[pieces[2 * index - 1]])
+            ids.extend(encoding.ids)
+        return ids
+
+    def _plain(self) -> Tokenizer:
+        with self._plain_lock:
+            if self._plain_tokenizer is None:
+                self._plain_tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
+                self._plain_tokenizer.encode_special_tokens = True
+            return self._plain_tokenizer
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Ids to text. Special tokens are dropped (the reasoning and tool markup kept) unless skip_special_tokens is

@@ -194,7 +194,7 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
         # a new turn after it: the turn is left open and the answer is the continuation.
         return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
                              thinking_kwargs(think))
-    return render_chat(card.template, messages, tools=tools, add_generation_prompt=True,
+    return render_chat(card.template, messages, card.protect_text, tools=tools, add_generation_prompt=True,
                        **card.special_tokens, **thinking_kwargs(think))
 
 
