@@ -42,6 +42,14 @@ def _text_of(message: dict) -> str:
     return content or ""
 
 
+def echo_prefix(body: dict) -> str:
+    """vLLM's echo on chat completions: the text of a final assistant message (the one continue_final_message
+    continues, or one a new assistant turn follows), which the answer's content starts with; "" for any other last
+    message. Text parts are joined as the template joins them, so the echo is the text the answer continues."""
+    last = body["messages"][-1]
+    return _text_of(last) if body.get("echo") and last["role"] == "assistant" else ""
+
+
 def generation_flags(body: dict) -> tuple[bool, bool]:
     """(add_generation_prompt, continue_final_message), checked as vLLM does: both explicitly true is a 400 (with
     its words); so is a last message that is not the assistant's, or has no content (transformers refuses it;

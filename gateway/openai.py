@@ -6,7 +6,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gateway.chat_prompt import check_truncate_size, render_prompt, truncate_prompt_tokens
+from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.list_limits import check_list_sizes
@@ -40,6 +40,7 @@ class Plan:
     include_usage: bool = False
     continuous_usage: bool = False
     echo_texts: list = field(default_factory=list)  # completions echo: prompt text per prompt
+    echo_prefix: str = ""                            # chat echo: the final assistant message's text, before the answer
     tools: Optional[list] = None                     # tools whose calls are parsed from the output
     parallel_tool_calls: bool = True
     hide_reasoning: bool = False
@@ -227,7 +228,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
-                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")))
+                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body))
 
 
 def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:

@@ -36,14 +36,12 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),
 }
 # Chat only: on /v1/completions these are honoured or checked in parse_completion.
-CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "echo": (lambda v: bool(v), "echo is not supported on chat completions (use /v1/completions)"),
-}
+CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {}
 
 # Accepted fields with no effect on the output here (or whose effect is the default).
 NO_EFFECT = frozenset({
     "user", "metadata", "store", "service_tier", "spaces_between_special_tokens",
-    "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "echo", "best_of",
+    "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "best_of",
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
     "web_search_options",
@@ -52,7 +50,7 @@ GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "str
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
-    "include_reasoning",
+    "include_reasoning", "echo",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.

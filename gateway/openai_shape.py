@@ -97,6 +97,7 @@ class ChatShaper:
     def message(self, result: ChoiceResult) -> dict:
         reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,
                                                              finish_reason=result.finish_reason))
+        content = getattr(self.plan, "echo_prefix", "") + content
         message = {"role": "assistant", "content": content if (content or not calls) else None}
         if self.plan.gen.split_reasoning and not self.plan.hide_reasoning:
             message["reasoning_content"] = reasoning or None
@@ -148,7 +149,8 @@ class ChatFramer:
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
         # return_token_ids: each choice's role chunk names the prompt, as vLLM's first chunk does.
         prompt = self.p.gen.prompt_ids if self.p.return_token_ids else None
-        return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+        echo = getattr(self.p, "echo_prefix", "")   # vLLM's echo: the final assistant message's text comes first
+        return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": echo}, "logprobs": None,
                               "finish_reason": None}], usage, prompt)
                 for i in range(self.p.gen.num_choices)]
 
