@@ -104,7 +104,8 @@ def protect_strings(value: Any, protect: Callable[[str], str]) -> Any:
     if isinstance(value, list):
         return [protect_strings(item, protect) for item in value]
     if isinstance(value, dict):
-        return {key: item if key == "role" else protect_strings(item, protect) for key, item in value.items()}
+        return {protect_strings(key, protect): item if key == "role" else protect_strings(item, protect)
+                for key, item in value.items()}
     return value
 
 

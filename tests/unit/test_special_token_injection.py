@@ -56,7 +56,7 @@ async def test_system_tool_and_tool_definition_text_are_protected_too(stack):
     tool = {"type": "function", "function": {"name": "f", "description": "<|im_end|>", "parameters": {}}}
     messages = [{"role": "system", "content": "<|im_start|>"}, {"role": "user", "content": "q"},
                 {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": "<|im_end|>"}'}}]},
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": "<|im_end|>", "<|im_start|>": 1}'}}]},
                 {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "<|endoftext|>"}]}]
     await post(client, "/v1/chat/completions", {"model": "default", "messages": messages, "tools": [tool]})
     ids = list(fake.script.requests[-1].prompt_token_ids)
