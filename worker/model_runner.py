@@ -104,6 +104,7 @@ class ModelRunner:
         try:
             with torch.inference_mode():
                 launched.sampled = self.sampler.launch(launched.logits, launched.states)
+                launched.sampled.to_host()
             launched.logits = None
             self.previous = (launched.sampled.token_ids, {row.req_id: i for i, row in enumerate(launched.rows)})
             launched.record_event()
@@ -115,6 +116,8 @@ class ModelRunner:
         """Waits for a sampled step's tokens and returns its StepResult (session id and forward_ns set)."""
         try:
             if launched.sampled is not None and not launched.result.error:
+                if launched.event is not None:
+                    launched.event.synchronize()  # this step's copies, not the step queued behind it
                 self._collect(launched)
         except Exception as exc:
             launched.fail(exc)

@@ -243,15 +243,17 @@ class Sampler:
 
     @staticmethod
     def collect(launched: "SampleLaunch") -> SampleOutput:
-        """Waits for a launch's ids and logprobs; constrained rows consume their token."""
-        sampled = launched.token_ids.tolist()
+        """Waits for a launch's ids and logprobs (the host copies when to_host ran: wait for the stream up to them
+        first); constrained rows consume their token."""
+        token_ids, logprobs, top_parts = launched.host or (launched.token_ids, launched.logprobs, launched.top)
+        sampled = token_ids.tolist()
         consume_sampled(launched.constrained, sampled)
         top = [None] * len(sampled)
-        if launched.top is not None:
-            wanted, values, ids = launched.top
+        if top_parts is not None:
+            wanted, values, ids = top_parts
             values, ids = values.tolist(), ids.tolist()
             top = [(ids[r][:k], values[r][:k]) if k else None for r, k in enumerate(wanted)]
-        return SampleOutput(sampled, launched.logprobs.tolist(), top)
+        return SampleOutput(sampled, logprobs.tolist(), top)
 
     @staticmethod
     def _top(raw_logprobs: torch.Tensor, states: list):
@@ -271,3 +273,18 @@ class SampleLaunch:
     logprobs: torch.Tensor          # [M] float32
     top: object                     # None, or (wanted [M] ints, values [M, k], ids [M, k])
     constrained: list               # what consume_sampled needs (worker/grammar.py)
+    host: tuple = None              # (token_ids, logprobs, top) copied to pinned host memory by to_host
+
+    def to_host(self) -> None:
+        """Queues the copies of the results to pinned host memory, ordered on the stream before whatever is queued
+        after, so that waiting for them (an event recorded next) does not wait for the step launched behind (a
+        plain .tolist() would: its copy would queue after that step)."""
+        top = None if self.top is None else (self.top[0], _to_host(self.top[1]), _to_host(self.top[2]))
+        self.host = (_to_host(self.token_ids), _to_host(self.logprobs), top)
+
+
+def _to_host(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_cuda:
+        return t
+    out = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return out.copy_(t, non_blocking=True)
