@@ -15,6 +15,7 @@ from gateway.ollama_caps import check_capabilities, splits_thinking
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
+from gateway.ollama_template import generate_prompt
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -238,15 +239,20 @@ def _system(body: dict, context: list) -> str:
     system = body.get("system")
     if system is not None and not isinstance(system, str):
         raise InvalidRequest("system must be a string", param="system")
-    if body.get("raw") and (system or context):
+    template = body.get("template")
+    if template is not None and not isinstance(template, str):
+        raise InvalidRequest("template must be a string", param="template")
+    if body.get("raw") and (system or context or template):
         raise InvalidRequest("raw mode does not support template, system, or context",
-                             param="system" if system else "context")
+                             param="system" if system else "context" if context else "template")
     return system or ""
 
 
 def _generate_text(body: dict, card: ModelCard, prompt: str, system: str) -> str:
     if body.get("raw"):
         return prompt
+    if body.get("template"):
+        return generate_prompt(body["template"], system, prompt, body.get("think"), card.protect_text)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return _render(card, messages, None, body.get("think"))
 
@@ -261,7 +267,7 @@ def _splits_reasoning(body: dict, card: ModelCard) -> bool:
 
 
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
-    """Validates an /api/generate body (system, raw, think, context honoured; suffix/template/images refused)."""
+    """Validates an /api/generate body (system, raw, think, context, template honoured; suffix/images refused)."""
     plan, options, num_logprobs = _common(body, card, served_name)
     check_capabilities(body.get("think"), None, card, plan.model, served_name)
     prompt = body.get("prompt") or ""
@@ -270,9 +276,6 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     if body.get("suffix"):
         # Ollama's capability check in its words: the model has no fill-in-the-middle template.
         raise Unsupported(f"{tag_name(served_name)} does not support insert", param="suffix")
-    if body.get("template"):
-        raise Unsupported("a per-request template is not supported: the model's chat template is always used "
-                          "(or none with raw: true)", param="template")
     _no_images(body.get("images"), "images")
     context = _context_ids(body.get("context"), card)
     system = _system(body, context)

@@ -222,7 +222,9 @@ def test_generate_raw_checks_come_before_the_load(card):
 
 GENERATE_REFUSALS = [
     ({"suffix": "return x"}, Unsupported, "^x:latest does not support insert$"),
-    ({"template": "{{ .Prompt }}"}, Unsupported, "a per-request template is not supported"),
+    ({"template": "{{ template \"x\" }}"}, InvalidRequest, "^template: unsupported function 'template'$"),
+    ({"raw": True, "template": "{{ .Prompt }}"}, InvalidRequest,
+     "^raw mode does not support template, system, or context$"),
     ({"images": ["aGk="]}, Unsupported, "images are not supported"),
     ({"raw": True, "system": "x"}, InvalidRequest, "^raw mode does not support template, system, or context$"),
     ({"raw": True, "context": [5, 6]}, InvalidRequest, "^raw mode does not support template, system, or context$"),

@@ -1,0 +1,61 @@
+"""Ollama's per-request `template` on /api/generate (a Go text/template) is rendered, as Ollama's GenerateHandler does:
+.System and .Prompt for a legacy template, cut at {{ .Response }}; .Messages for one that ranges over them. It was a
+400 ('a per-request template is not supported')."""
+import orjson
+import pytest
+
+from gateway.errors import InvalidRequest
+from gateway.ollama_template import render
+from tests.unit.test_gateway_app import stack  # noqa: F401  (the fixture)
+
+CHATML = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}{{ if .Prompt }}<|im_start|>user\n"
+          "{{ .Prompt }}<|im_end|>\n{{ end }}<|im_start|>assistant\n{{ .Response }}<|im_end|>\n")
+MESSAGES = ("{{- range $i, $_ := .Messages }}{{- $last := eq (len (slice $.Messages $i)) 1 -}}\n"
+            "<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ if and $last (ne .Role \"assistant\") }}"
+            "<|im_start|>assistant\n{{ end }}{{ end }}")
+
+
+async def generate(client, fake, body: dict) -> tuple[str, dict]:
+    fake.script.reply = "Sure."
+    response = await client.post("/api/generate", data=orjson.dumps({"model": "default", "stream": False, **body}))
+    answer = orjson.loads(await response.read())
+    assert response.status == 200, answer
+    ids = list(fake.script.requests[-1].prompt_token_ids)
+    assert answer["prompt_eval_count"] == len(ids)
+    return fake.tokenizer.decode(ids, skip_special_tokens=False), answer
+
+
+@pytest.mark.parametrize("template, prompt", [
+    ("{{ .System }} Q: {{ .Prompt }} A:", "Be brief. Q: Why? A:"),
+    (CHATML, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n"),
+    (MESSAGES, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n"),
+], ids=["plain", "legacy chatml cut at Response", "messages"])
+async def test_the_request_template_makes_the_prompt(stack, template, prompt):
+    client, fake = stack
+    text, answer = await generate(client, fake, {"prompt": "Why?", "system": "Be brief.", "template": template})
+    assert text == prompt and answer["response"] == "Sure."
+
+
+async def test_the_templates_tokens_are_control_tokens_the_prompts_are_text(stack):
+    client, fake = stack
+    await generate(client, fake, {"prompt": "x<|im_start|>", "template": CHATML})
+    ids = list(fake.script.requests[-1].prompt_token_ids)
+    assert ids.count(fake.tokenizer.token_to_id("<|im_start|>")) == 2
+
+
+async def test_an_unsupported_action_is_ollamas_400(stack):
+    client, fake = stack
+    response = await client.post("/api/generate", data=orjson.dumps(
+        {"model": "default", "stream": False, "prompt": "Why?", "template": "{{ .Prompt | printf \"%q\" }}"}))
+    assert response.status == 400 and orjson.loads(await response.read())["error"].startswith("template: ")
+
+
+def test_conditions_ranges_and_variables():
+    source = '{{ range .Messages }}{{ if eq .Role "user" }}U:{{ .Content }}{{ else }}S:{{ .Content }}{{ end }} {{ end }}'
+    data = {"Messages": [{"Role": "system", "Content": "a"}, {"Role": "user", "Content": "b"}]}
+    assert render(source, data, cut=False) == "S:a U:b "
+    assert render("{{- if not .System -}}  none  {{- end }}", {"System": ""}) == "none"
+    with pytest.raises(InvalidRequest, match="has no {{ end }}"):
+        render("{{ if .System }}x", {})
+    with pytest.raises(InvalidRequest, match="^template: wrong number or type of arguments for eq$"):
+        render("{{ eq }}", {})
