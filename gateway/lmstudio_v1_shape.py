@@ -9,8 +9,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-import orjson
-
+from gateway import json_out
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 from gateway.lmstudio_shape import publisher
@@ -59,7 +58,7 @@ def chat_stats(card: ModelCard, usage: Usage, reasoning: str, received: float, f
 
 def sse_named(payload: dict) -> bytes:
     """An SSE event named by its payload's type."""
-    return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return b"event: " + payload["type"].encode() + b"\ndata: " + json_out.dumps(payload) + b"\n\n"
 
 
 class V1ChatFramer:

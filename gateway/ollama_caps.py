@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import orjson
-
+from gateway import json_out
 from gateway.errors import Unsupported
 from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
@@ -21,7 +20,7 @@ def check_capabilities(think: Any, tools: Optional[list], card: ModelCard, model
     """400 in Ollama's words for thinking or tools asked of a model without them (in Ollama's order: thinking is
     checked before the model is scheduled, tools when it is), load requests (no messages, no prompt) too."""
     if think is not None and thinking_kwargs(think)["enable_thinking"] and not card.thinks:
-        raise Unsupported(f"{orjson.dumps(model).decode()} does not support thinking", param="think")
+        raise Unsupported(f"{json_out.dumps(model).decode()} does not support thinking", param="think")
     if tools and not card.takes_tools:
         raise Unsupported(f"{tag_name(served_name)} does not support tools", param="tools")
 

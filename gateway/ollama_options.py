@@ -5,8 +5,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-import orjson
-
+from gateway import json_out
 from gateway.engine import Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
@@ -91,10 +90,11 @@ def _typed(options: dict) -> dict:
 
 
 def _stop_list(value: Any) -> list:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-        raise InvalidRequest("option 'stop' must be a list of strings", param="options.stop")
+    # Ollama's Options.FromMap words (api/types.go): Stop is a []string, so a lone string is not an array.
+    if not isinstance(value, list):
+        raise InvalidRequest('option "stop" must be of type array', param="options.stop")
+    if not all(isinstance(s, str) for s in value):
+        raise InvalidRequest('option "stop" must be of an array of strings', param="options.stop")
     if len(value) > 16:
         raise InvalidRequest("option 'stop' holds at most 16 strings", param="options.stop")
     return [s for s in value if s]
@@ -187,7 +187,7 @@ def thinking_kwargs(think: Any) -> dict:
         return {"enable_thinking": True, "reasoning_effort": _EFFORTS[think]}
     # Ollama's ThinkValue.UnmarshalJSON words.
     if isinstance(think, str):
-        raise InvalidRequest(f'invalid think value: {orjson.dumps(think).decode()} (must be "high", "medium", "low", '
+        raise InvalidRequest(f'invalid think value: {json_out.dumps(think).decode()} (must be "high", "medium", "low", '
                              f'"max", true, or false)', param="think")
     raise InvalidRequest('think must be a boolean or string ("high", "medium", "low", "max", true, or false)',
                          param="think")

@@ -85,6 +85,8 @@ async def test_empty_stop_strings_are_dropped_as_no_ops_everywhere(stack, path, 
     client, _ = stack
     if path.startswith("/api/") and not path.startswith("/api/v0/"):
         key = "messages" if path == "/api/chat" else "prompt"
+        # Ollama's options.stop is an array ([]string): a lone string is its 400 (test_ollama_stop_string.py).
+        stop = [stop] if isinstance(stop, str) else stop
         body = {"model": "default", key: USER if key == "messages" else "hi", "stream": False, "think": False,
                 "options": {"stop": stop}}
     else:

@@ -49,8 +49,8 @@ def test_top_k_past_the_vocabulary_is_off(card, value, expected):
     assert parse_options({"top_k": value}, card).sampling.top_k == expected
 
 
-def test_negative_seed_is_random_and_single_stop_string_is_a_list(card):
-    opts = parse_options({"seed": -1, "stop": "END"}, card)
+def test_negative_seed_is_random(card):
+    opts = parse_options({"seed": -1, "stop": ["END"]}, card)
     assert opts.sampling.seed is None and opts.stop == ["END"]
 
 
@@ -88,7 +88,8 @@ BAD = [
     ({"min_p": 2}, InvalidRequest, "min_p"),
     ({"presence_penalty": 3}, InvalidRequest, "presence_penalty"),
     ({"repeat_penalty": 0}, InvalidRequest, "repeat_penalty"),
-    ({"stop": [1, 2]}, InvalidRequest, "'stop' must be a list of strings"),
+    ({"stop": [1, 2]}, InvalidRequest, '^option "stop" must be of an array of strings$'),
+    ({"stop": "END"}, InvalidRequest, '^option "stop" must be of type array$'),
     ({"typical_p": 1.5}, InvalidRequest, "typical_p"),
     ({"use_mmap": "yes"}, InvalidRequest, '^option "use_mmap" must be of type boolean$'),
 ]
