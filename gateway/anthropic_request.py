@@ -197,6 +197,9 @@ def _tools(body: dict) -> dict:
         return out
     if choice["type"] in ("any", "tool") and not tools:
         raise InvalidRequest(f"tool_choice: type '{choice['type']}' needs a non-empty tools list", param="tool_choice")
+    if choice["type"] in ("any", "tool") and (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+        # Anthropic (extended-thinking docs, "Tool choice limitation"): only auto and none go with thinking.
+        raise InvalidRequest("Thinking may not be enabled when tool_choice forces tool use.", param="tool_choice")
     if choice["type"] == "tool":
         out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
     else:

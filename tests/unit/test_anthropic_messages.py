@@ -222,13 +222,30 @@ async def test_tool_use_round_trip(stack):
 async def test_tool_choice_forces_a_call(stack, choice, forced):
     client, fake = stack
     fake.script.reply = CALL
-    body = await (await client.post("/v1/messages", json={**BASE, "thinking": ON, "tools": TOOLS,
-                                                           "tool_choice": choice})).json()
+    # thinking left to the model's default (on here); an explicit thinking with a forced choice is a 400 (below).
+    request = {key: value for key, value in BASE.items() if key != "thinking"}
+    body = await (await client.post("/v1/messages", json={**request, "tools": TOOLS, "tool_choice": choice})).json()
     assert body["stop_reason"] == "tool_use" and body["content"][0]["input"] == {"city": "Paris"}
     request = fake.script.requests[-1]
     assert bool(request.constraint.grammar) is forced
     # A forced call is the whole turn: no thinking first, as on /v1.
     assert prompt_of(fake).endswith("</think>\n\n") is forced
+
+
+@pytest.mark.parametrize("thinking", [ON, {"type": "enabled", "budget_tokens": 1024}], ids=["adaptive", "enabled"])
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "get_weather"}], ids=["any", "named"])
+@pytest.mark.parametrize("route", ["/v1/messages", "/v1/messages/count_tokens"])
+async def test_thinking_with_a_forced_tool_choice_is_refused(stack, thinking, choice, route):
+    """Anthropic's extended-thinking docs: with thinking, tool_choice may only be auto or none; any or tool is the
+    400 'Thinking may not be enabled when tool_choice forces tool use.'. It was accepted with thinking turned off."""
+    client, fake = stack
+    body = {**BASE, "max_tokens": 2048, "thinking": thinking, "tools": TOOLS, "tool_choice": choice}
+    response = await client.post(route, json=body)
+    assert response.status == 400
+    answer = await response.json()
+    assert answer["type"] == "error" and answer["error"] == {
+        "type": "invalid_request_error", "message": "Thinking may not be enabled when tool_choice forces tool use."}
+    assert not fake.script.requests
 
 
 async def test_disable_parallel_tool_use_keeps_the_first_call(stack):
