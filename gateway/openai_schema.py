@@ -130,6 +130,11 @@ _COMMON = {
     "spaces_between_special_tokens": _BOOL_OR_NULL,
     "add_special_tokens": _BOOL_OR_NULL,
     "return_token_ids": _BOOL_OR_NULL,
+    "kv_transfer_params": {"type": ["object", "null"]},   # vLLM: Optional[dict]
+    "vllm_xargs": {"type": ["object", "null"]},           # vLLM: Optional[dict[str, ...]]
+    "safety_identifier": _STR_OR_NULL,                    # OpenAI: string
+    "prompt_cache_key": _STR_OR_NULL,                     # OpenAI: string
+    "verbosity": {"enum": ["low", "medium", "high", None]},   # OpenAI
 }
 
 # json_schema.name is required, as OpenAI and vLLM (its JsonSchemaResponseFormat) require it; the missing schema is
@@ -211,6 +216,9 @@ TOKENIZE_SCHEMA = {
         "enable_thinking": _BOOL_OR_NULL,
         "chat_template_kwargs": CHAT_SCHEMA["properties"]["chat_template_kwargs"],
         "return_token_strs": _BOOL_OR_NULL,
+        # vLLM's TokenizeCompletionRequest / TokenizeChatRequest: a bool (no special tokens are added here either way:
+        # the served tokenizer adds none to a prompt).
+        "add_special_tokens": _BOOL_OR_NULL,
     },
 }
 
