@@ -11,9 +11,9 @@ from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
-from gateway.openai_checks import (chat_max_tokens, check_content, check_prompt_size, check_tool_messages,
-                                   check_tool_schemas, check_tools, completion_max_tokens, legacy_functions,
-                                   resolve_max_tokens, tool_constraint, tool_mode)
+from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tokens, check_prompt_size,
+                                   check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
+                                   legacy_functions, resolve_max_tokens, tool_constraint, tool_mode)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
@@ -100,14 +100,17 @@ def _stream_options(body: dict) -> tuple[bool, bool, bool]:
 
 
 def _min_tokens(body: dict, max_tokens: int) -> int:
-    """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, else capped by the resolved one."""
+    """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, and above the resolved one (a default
+    or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved."""
     value = body.get("min_tokens") or 0
     # The limit that counts names itself: max_completion_tokens wins over max_tokens, as in chat_max_tokens.
     name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     explicit = body.get(name)
     if explicit is not None and value > explicit:
         raise InvalidRequest(f"min_tokens ({value}) must be at most {name} ({explicit})", param="min_tokens")
-    return min(value, max_tokens)
+    check_min_tokens(value, max_tokens)
+    return value
+
 
 
 def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str) -> GenRequest:
@@ -288,7 +291,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.extra_prompt_ids = ids_list[1:]
     if any(limit != max_tokens for limit in limits):
         gen.extra_max_tokens = limits[1:]
-        gen.sampling.min_tokens = min([gen.sampling.min_tokens] + limits)
+        check_min_tokens(gen.sampling.min_tokens, min(limits))
     if body.get("logprobs") is not None:
         gen.num_logprobs = int(body["logprobs"])
     gen.constraint = _completion_constraint(body, card)

@@ -195,3 +195,10 @@ def check_part(part: dict, where: str) -> None:
                           param=f"{where}.type")
     if not isinstance(part.get(key), str):
         raise InvalidRequest(f"{where}: a {part['type']} part needs a string '{key}'", param=f"{where}.{key}")
+
+
+def check_min_tokens(value: int, max_tokens: int) -> None:
+    """vLLM's words (SamplingParams._verify_args) for a min_tokens above the max_tokens a request resolved to."""
+    if value > max_tokens:
+        raise InvalidRequest(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {value}.",
+                             param="min_tokens")

@@ -35,12 +35,23 @@ async def test_min_tokens_reaches_the_scheduler(stack, path, body):
     assert status == 200 and fake.script.requests[-1].sampling.min_tokens == 0
 
 
-async def test_min_tokens_capped_by_an_implicit_limit(stack):
+@pytest.mark.parametrize("path, body, limit", [
+    # No max_tokens on /v1/completions: OpenAI's default of 16; null: the room the context leaves (2048 - 2).
+    ("/v1/completions", {"prompt": "hi", "min_tokens": 40}, 16),
+    ("/v1/completions", {"prompt": "hi", "min_tokens": 10000, "max_tokens": None}, 2046),
+    ("/v1/completions", {"prompt": ["hi", "hi " * 100], "min_tokens": 2000, "max_tokens": None}, 1748),
+    ("/v1/chat/completions", {"messages": USER, "min_tokens": 10000}, 2036),
+    ("/api/v0/completions", {"prompt": "hi", "min_tokens": 10000, "max_tokens": None}, 2046),
+], ids=["default", "null", "two-prompts", "chat", "lmstudio"])
+async def test_min_tokens_above_an_implicit_limit_is_a_400(stack, path, body, limit):
+    """vLLM checks min_tokens against the max_tokens it resolved (SamplingParams: 'min_tokens must be less than or
+    equal to max_tokens=N, got M.'); it was capped to that limit and the request ran to the context's end."""
     client, fake = stack
-    # No max_tokens on /v1/completions: OpenAI's default of 16 applies and min_tokens is capped to it.
-    status, _ = await post(client, "/v1/completions", {"prompt": "Hello", "min_tokens": 40})
-    assert status == 200
-    assert fake.script.requests[-1].max_tokens == 16 and fake.script.requests[-1].sampling.min_tokens == 16
+    status, answer = await post(client, path, body)
+    assert status == 400 and answer == {"error": {
+        "message": f"min_tokens must be less than or equal to max_tokens={limit}, got {body['min_tokens']}.",
+        "type": "invalid_request_error", "param": "min_tokens", "code": "invalid_value"}}
+    assert fake.script.requests == []
 
 
 @pytest.mark.parametrize("path, body", [
