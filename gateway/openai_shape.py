@@ -53,7 +53,7 @@ class ChatShaper:
         self.plan, self.card, self.id = plan, card, response_id
         self.created = int(time.time())
         self._filters = {}
-        self._tool_calls: dict = {}
+        self._num_calls: dict = {}   # per choice, the tool calls split gave so far
 
     def _filter(self, index: int) -> Optional[ToolCallFilter]:
         if not self.plan.tools:
@@ -61,23 +61,28 @@ class ChatShaper:
         return self._filters.setdefault(index, ToolCallFilter(self.plan.tools))
 
     def split(self, delta: Delta) -> tuple[str, str, Optional[list], Optional[str]]:
-        """(reasoning, content, tool_calls, finish_reason) for one Delta, after tool-call filtering."""
+        """(reasoning, content, tool_calls, finish_reason) for one Delta. Each call comes as soon as it is whole
+        (take_ready: once the next begins; the last at the end), as vLLM streams them; one Delta gives the same."""
         reasoning = "" if self.plan.hide_reasoning else delta.reasoning
-        content, calls, finish = delta.content, None, delta.finish_reason
+        content, calls, finish = delta.content, [], delta.finish_reason
         flt = self._filter(delta.index)
         if flt is not None:
             content = flt.push(content)
+            calls = flt.take_ready()
             if finish:
-                tail, calls = flt.finish(finish)
+                tail, last = flt.finish(finish)
                 content += tail
-        if calls:
-            if not self.plan.parallel_tool_calls:
-                calls = calls[:1]
+                calls += last or []
+        given = self._num_calls.get(delta.index, 0)
+        if not self.plan.parallel_tool_calls:
+            calls = calls[:max(0, 1 - given)]
+        self._num_calls[delta.index] = given + len(calls)
+        if finish and self._num_calls[delta.index]:
             finish = "tool_calls"
         elif finish and getattr(self.plan, "forced_tools", False):
             # A forced call cut short (length) is no answer: an empty message, as the released engine returns.
             content = ""
-        return reasoning, content, calls, finish
+        return reasoning, content, calls or None, finish
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
               prompt_token_ids: Optional[list] = None) -> bytes:
@@ -133,6 +138,7 @@ class ChatFramer:
         self.p = shaper.plan
         self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
         self._reasoning: dict = {}   # per choice, its reasoning so far (usage's reasoning_tokens)
+        self._num_calls: dict = {}   # per choice, the tool calls sent so far
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None) -> bytes:
         if self.p.return_token_ids:
@@ -172,7 +178,9 @@ class ChatFramer:
             frames.append(self._chunk([{"index": delta.index, "delta": body,
                                         "logprobs": self.s.logprobs(delta.logprobs), "finish_reason": None}], usage))
         if calls:
-            tool_calls = [{"index": k, **call} for k, call in enumerate(calls)]
+            first = self._num_calls.get(delta.index, 0)   # the index counts the choice's calls across chunks
+            self._num_calls[delta.index] = first + len(calls)
+            tool_calls = [{"index": first + k, **call} for k, call in enumerate(calls)]
             frames.append(self._chunk([{"index": delta.index, "delta": {"tool_calls": tool_calls},
                                         "logprobs": None, "finish_reason": None}], usage))
         if finish:
