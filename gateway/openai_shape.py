@@ -17,7 +17,7 @@ from gateway.tools import ToolCallFilter
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def _chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
+def chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
     def one(token_id: int, logprob: float) -> dict:
         return {"token": card.token_text(token_id), "logprob": logprob, "bytes": list(card.token_bytes(token_id))}
     return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in entry.top]}
@@ -97,7 +97,7 @@ class ChatShaper:
     def logprobs(self, entries: list) -> Optional[dict]:
         if self.plan.gen.num_logprobs is None:
             return None
-        return {"content": [_chat_logprob(self.card, e) for e in entries]}
+        return {"content": [chat_logprob(self.card, e) for e in entries]}
 
     def message(self, result: ChoiceResult) -> dict:
         reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,

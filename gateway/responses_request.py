@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
 from gateway.openai import Plan, parse_chat
@@ -59,13 +59,6 @@ def _check_stateless(body: dict) -> None:
                                  code="responses_not_stored")
 
 
-def _check_include(include: Optional[list]) -> None:
-    """400 for output logprobs, which this route does not build; the other include values ask for nothing here."""
-    if include and "message.output_text.logprobs" in include:
-        raise Unsupported("include: message.output_text.logprobs is not supported on /v1/responses (use "
-                          "/v1/chat/completions with logprobs)", param="include")
-
-
 def _response_format(text: Optional[dict]) -> Optional[dict]:
     """text.format as the chat route's response_format (None for plain text)."""
     fmt = (text or {}).get("format") or {"type": "text"}
@@ -90,6 +83,9 @@ def chat_body(body: dict, namespaces: dict) -> dict:
         chat["tool_choice"] = chat_tool_choice(body["tool_choice"])
     chat["response_format"] = _response_format(body.get("text"))
     chat["reasoning_effort"] = (body.get("reasoning") or {}).get("effort")
+    if "message.output_text.logprobs" in (body.get("include") or []):
+        # As vLLM and OpenAI: the answer's logprobs only when include asks; top_logprobs alone is only echoed.
+        chat.update(logprobs=True, top_logprobs=body.get("top_logprobs") or 0)
     return chat
 
 
@@ -138,7 +134,6 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     _check_sizes(body, card)
     validate(body, RESPONSES_SCHEMA)
     check_fields(body, RESPONSES_SCHEMA["properties"], chat=True)
-    _check_include(body.get("include"))
     namespaces: dict = {}
     chat = chat_body(body, namespaces)
     try:

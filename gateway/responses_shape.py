@@ -15,8 +15,9 @@ from typing import Optional
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
-from gateway.openai_shape import ChatShaper
+from gateway.openai_shape import ChatShaper, chat_logprob
 from gateway.openai_usage import count_reasoning_tokens
+from gateway.reasoning import THINK_END
 from gateway.responses_request import ResponsesPlan
 
 _PARTS = {"reasoning": "reasoning_text", "message": "output_text"}
@@ -26,19 +27,25 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(24)}"
 
 
-def _part(kind: str, text: str) -> dict:
+def _part(kind: str, text: str, logprobs: Optional[list] = None) -> dict:
     if kind == "reasoning":
         return {"type": "reasoning_text", "text": text}
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
-def _item(kind: str, item_id: str, text: Optional[str], status: str) -> dict:
+def _item(kind: str, item_id: str, text: Optional[str], status: str, logprobs: Optional[list] = None) -> dict:
     """A reasoning or message item; text None: just opened (no content part yet)."""
-    content = [] if text is None else [_part(kind, text)]
+    content = [] if text is None else [_part(kind, text, logprobs)]
     if kind == "reasoning":
         return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "encrypted_content": None,
                 "status": status}
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
+def _without_bytes(logprobs: list) -> list:
+    return [{"token": e["token"], "logprob": e["logprob"],
+             "top_logprobs": [{"token": t["token"], "logprob": t["logprob"]} for t in e["top_logprobs"]]}
+            for e in logprobs]
 
 
 class OutputBuilder:
@@ -51,6 +58,7 @@ class OutputBuilder:
         self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
         self._open_id = ""
         self._text = ""
+        self._logprobs: list = []
 
     def _where(self) -> dict:
         return {"item_id": self._open_id, "output_index": len(self.items), "content_index": 0}
@@ -60,6 +68,7 @@ class OutputBuilder:
             return []
         events = self.close("completed")
         self._open, self._open_id, self._text = kind, _new_id("rs" if kind == "reasoning" else "msg"), ""
+        self._logprobs = []
         where = self._where()
         return events + [
             {"type": "response.output_item.added", "output_index": where["output_index"],
@@ -72,10 +81,14 @@ class OutputBuilder:
         self.reasoning_text += text
         return events + [{"type": "response.reasoning_text.delta", **self._where(), "delta": text}]
 
-    def answer(self, text: str) -> list:
+    def answer(self, text: str, logprobs: Optional[list] = None) -> list:
+        """Answer text, with the logprobs of its tokens (output_text's: token, bytes, logprob, top_logprobs; the
+        events' leave bytes out, as OpenAI's event types do)."""
         events = self._start("message")
         self._text += text
-        return events + [{"type": "response.output_text.delta", **self._where(), "delta": text, "logprobs": []}]
+        self._logprobs += logprobs or []
+        return events + [{"type": "response.output_text.delta", **self._where(), "delta": text,
+                          "logprobs": _without_bytes(logprobs or [])}]
 
     def calls(self, calls: list) -> list:
         """One function_call item per chat tool call (they come whole, parsed at the end of the output)."""
@@ -101,14 +114,28 @@ class OutputBuilder:
         """Finishes the open reasoning or message item (status completed, or incomplete when cut short)."""
         if self._open is None:
             return []
-        kind, where, text = self._open, self._where(), self._text
-        item = _item(kind, self._open_id, text, status)
+        kind, where, text, logprobs = self._open, self._where(), self._text, self._logprobs
+        item = _item(kind, self._open_id, text, status, logprobs)
         self.items.append(item)
         self._open = None
         done = "response.reasoning_text.done" if kind == "reasoning" else "response.output_text.done"
-        text_done = {"type": done, **where, "text": text, **({"logprobs": []} if kind == "message" else {})}
-        return [text_done, {"type": "response.content_part.done", **where, "part": _part(kind, text)},
+        text_done = {"type": done, **where, "text": text,
+                     **({"logprobs": _without_bytes(logprobs)} if kind == "message" else {})}
+        return [text_done, {"type": "response.content_part.done", **where, "part": _part(kind, text, logprobs)},
                 {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
+
+
+def _after_reasoning(card: ModelCard, entries: list) -> list:
+    """The entries of the Delta where the answer begins, less the reasoning's: those up to </think> and the newlines
+    after it (which the answer drops)."""
+    texts = [card.token_text(entry.token_id) for entry in entries]
+    ends = [i for i, text in enumerate(texts) if THINK_END in text]
+    if not ends:
+        return entries
+    start = ends[-1] + 1
+    while start < len(entries) and not texts[start].strip():
+        start += 1
+    return entries[start:]
 
 
 class ResponseRun:
@@ -120,12 +147,26 @@ class ResponseRun:
         self.shaper = ChatShaper(plan.chat, card, plan.response_id)
         self.output = OutputBuilder(plan.namespaces)
         self.finish: Optional[str] = None
+        self._pending: list = []   # logprobs of answer tokens whose text is still held (a tool call's start, ...)
+        self._answering = False    # the answer's text began
+
+    def _answer_logprobs(self, delta: Delta, content: str) -> list:
+        """include message.output_text.logprobs: the logprobs of the answer's tokens, sent with the answer text they
+        became (held text's with the text when it comes)."""
+        if self.plan.chat.gen.num_logprobs is None or not (self._answering or delta.content):
+            return []   # the reasoning's tokens are not the answer's
+        entries = delta.logprobs if self._answering else _after_reasoning(self.card, delta.logprobs)
+        self._answering = True
+        self._pending += [chat_logprob(self.card, entry) for entry in entries]
+        taken, self._pending = (self._pending, []) if content else ([], self._pending)
+        return taken
 
     def push(self, delta: Delta) -> list:
         """The events for one Delta (only choice 0 exists: the Responses API has no n)."""
         reasoning, content, calls, finish = self.shaper.split(delta)
+        logprobs = self._answer_logprobs(delta, content)
         events = self.output.reasoning(reasoning) if reasoning else []
-        events += self.output.answer(content) if content else []
+        events += self.output.answer(content, logprobs) if content else []
         events += self.output.calls(calls) if calls else []
         self.finish = finish or self.finish
         return events

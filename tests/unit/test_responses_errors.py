@@ -50,8 +50,6 @@ async def post(client, body) -> tuple[int, dict, dict]:
      "invalid value for 'text.format.type'"),
     ({"input": "x", "reasoning": {"effort": "maximum"}}, "reasoning.effort", "invalid_value",
      "invalid value for 'reasoning.effort'"),
-    ({"input": "x", "include": ["message.output_text.logprobs"]}, "include", "unsupported",
-     "message.output_text.logprobs is not supported"),
     ({"input": "x" * 20000}, "input", "context_length_exceeded", "maximum context length is 2048 tokens"),
     ({"input": [{"role": "user", "content": "x"}] * 2048}, "input", "context_length_exceeded",
      "your input holds 2048 items"),
@@ -59,7 +57,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
      "Please reduce the length of the prompt or of max_output_tokens"),
 ], ids=["image", "image-output", "max-tokens-0", "temperature", "input-type", "input-empty", "role", "item-type",
         "item-reference", "call-without-id", "tool-without-name", "tool-name", "tool-choice-name",
-        "tool-choice-type", "schema-missing", "schema-invalid", "format-type", "effort", "logprobs",
+        "tool-choice-type", "schema-missing", "schema-invalid", "format-type", "effort",
         "prompt-too-long", "too-many-items", "max-tokens-too-many"])
 async def test_bad_input_is_a_400_naming_the_field(stack, body, param, code, words):
     client, fake = stack
