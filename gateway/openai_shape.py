@@ -64,20 +64,21 @@ class ChatShaper:
         """(reasoning, content, tool_calls, finish_reason) for one Delta. Each call comes as soon as it is whole
         (take_ready: once the next begins; the last at the end), as vLLM streams them; one Delta gives the same."""
         reasoning = "" if self.plan.hide_reasoning else delta.reasoning
-        content, calls, finish = delta.content, [], delta.finish_reason
+        content, calls, finish, cut = delta.content, [], delta.finish_reason, False
         flt = self._filter(delta.index)
         if flt is not None:
             content = flt.push(content)
             calls = flt.take_ready()
             if finish:
                 tail, last = flt.finish(finish)
-                content += tail
-                calls += last or []
+                content, calls = content + tail, calls + (last or [])
+                # max_tokens cut a call after whole ones: that call stays text and the finish stays "length".
+                cut = finish == "length" and last is None and bool(tail)
         given = self._num_calls.get(delta.index, 0)
         if not self.plan.parallel_tool_calls:
             calls = calls[:max(0, 1 - given)]
         self._num_calls[delta.index] = given + len(calls)
-        if finish and self._num_calls[delta.index]:
+        if finish and self._num_calls[delta.index] and not cut:
             finish = "tool_calls"
         elif finish and getattr(self.plan, "forced_tools", False):
             # A forced call cut short (length) is no answer: an empty message, as the released engine returns.

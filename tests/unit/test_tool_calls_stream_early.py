@@ -58,3 +58,21 @@ async def test_parallel_tool_calls_false_keeps_the_first_call_only(stack, stream
         calls, finish = choice["message"]["tool_calls"], choice["finish_reason"]
     assert [(c.get("index", 0), json.loads(c["function"]["arguments"])) for c in calls] == [(0, {"city": "Paris"})]
     assert finish == "tool_calls"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_call_cut_by_max_tokens_after_a_whole_one_stays_text(stack, stream):
+    """The first call is whole (and streamed already); max_tokens cuts the second: it stays text, as a cut call
+    always does here, and finish_reason stays "length" so that the client knows the output was cut."""
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", json={**BODY, "stream": stream, "max_tokens": 60})
+    if stream:
+        chunks = [c for c in _chunks(await response.read()) if c["choices"]]
+        calls = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+        content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+        finish = chunks[-1]["choices"][0]["finish_reason"]
+    else:
+        choice = (await response.json())["choices"][0]
+        calls, content, finish = choice["message"]["tool_calls"], choice["message"]["content"], choice["finish_reason"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"city": "Paris"}]
+    assert content == "<tool_call>\n<function=get_weather>\n" and finish == "length"
