@@ -25,17 +25,18 @@ PLACEHOLDER_TOKEN = -1
 def plan(sched, prev_step) -> "pb.PackedStep | None":
     """The lookahead step behind `prev_step` (the only step in flight, every earlier result applied), or None when
     the steady state does not hold: a request waits, a running request has no sampling row in prev_step (a prefill
-    goes on), or a block table cannot grow without preempting."""
+    goes on), or a block table cannot grow without preempting. Rows of prev_step whose request has ended since
+    (stop, abort) are left out; the others go on."""
     if sched.waiting:
         return None
     sampling = [row.req_id for row in prev_step.rows if row.sample]
-    if len(sampling) != len(sched.running) or {r.req_id for r in sched.running} != set(sampling):
+    if not {r.req_id for r in sched.running} <= set(sampling):
         return None
     step = pb.PackedStep(session_id=sched.session_id)
     grown = []
     for req_id in sampling:
-        req = sched.requests[req_id]
-        if req.status != RUNNING or not _goes_on(req, sched.max_context_len):
+        req = sched.requests.get(req_id)
+        if req is None or req.status != RUNNING or not _goes_on(req, sched.max_context_len):
             continue
         if not sched.block_manager.grow(req.block_ids, req.num_computed_tokens + 1):
             for other in grown:  # nothing planned: the tables keep their blocks, the next schedule uses them

@@ -82,6 +82,23 @@ def test_lookahead_rows_continue_the_step_in_flight():
     assert len(row.block_table) * 16 >= 32
 
 
+def test_a_request_that_ended_leaves_the_others_planned_ahead():
+    sched = make_scheduler()
+    for i in range(3):
+        sched.add_request(make_request(f"r{i}", 12 + i, max_tokens=20, seed=i))
+    worker = FakeWorker()
+    sched.update(worker.run(sched.schedule()))
+    step = sched.schedule()
+    ahead = lookahead.plan(sched, step)
+    sched.abort("r1")  # e.g. its client left, or a stop string, while both steps are in flight
+    sched.update(worker.run(step))
+    nxt = lookahead.plan(sched, ahead)  # from the step still in flight, which has a row for r1
+    assert nxt is not None and [row.req_id for row in nxt.rows] == ["r0", "r2"]
+    assert list(nxt.finished_req_ids) == ["r1"]
+    sched.update(worker.run(ahead))
+    sched.update(worker.run(nxt))
+
+
 def test_no_lookahead_while_a_request_waits_or_prefills():
     sched = make_scheduler(max_tokens_per_step=64, max_num_seqs=1)
     sched.add_request(make_request("a", 10, max_tokens=10))
