@@ -124,6 +124,6 @@ def render_chat(template: jinja2.Template, messages: list[dict], protect: Option
                                add_generation_prompt=add_generation_prompt, **kwargs)
     except jinja2.exceptions.TemplateError as exc:
         raise TemplateError(f"chat template error: {exc}", param="messages") from exc
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise TemplateError(f"chat template could not render these messages: {exc}",
                             param="messages") from exc

@@ -21,7 +21,8 @@ _OPEN_END = "SPARKINFER_CONTINUE_FINAL_MESSAGE_END "
 def _compiled(source: str) -> jinja2.Template:
     try:
         return compile_template(source)
-    except jinja2.exceptions.TemplateError as exc:
+    except (jinja2.exceptions.TemplateError, SyntaxError, RecursionError) as exc:
+        # Blocks nested ~100 deep compile to Python too indented (SyntaxError), deeper ones overflow the parser.
         raise InvalidRequest(f"chat_template does not compile: {exc}", param="chat_template") from exc
 
 

@@ -15,6 +15,7 @@ _TERM = re.compile(r'\s*(\(|\)|"(?:[^"\\]|\\.)*"|-?\d+|\$?[A-Za-z_]*(?:\.[A-Za-z
 _BLOCKS = ("if", "range", "with")
 _MAX_OUTPUT = 1 << 22   # characters of prompt
 _MAX_STEPS = 1 << 20    # nodes run (nested ranges multiply)
+_MAX_DEPTH = 64         # blocks inside blocks (the parser and the renderer recurse per level)
 
 
 class _Out:
@@ -54,7 +55,17 @@ def parse(source: str) -> list:
     for i, piece in enumerate(pieces):   # a -}} trims the text after it
         if isinstance(piece, tuple) and piece[2] and i + 1 < len(pieces):
             pieces[i + 1] = pieces[i + 1].lstrip()
+    _check_depth(pieces)
     return _block(pieces, 0, top=True)[0]
+
+
+def _check_depth(pieces: list) -> None:
+    depth = 0
+    for piece in pieces:
+        word = piece[1].split(None, 1)[0] if isinstance(piece, tuple) and piece[1] else ""
+        depth += 1 if word in _BLOCKS else -1 if word == "end" else 0
+        if depth > _MAX_DEPTH:
+            raise _fail(f"blocks nest more than {_MAX_DEPTH} deep")
 
 
 def _block(pieces: list, i: int, top: bool = False) -> tuple[list, int]:

@@ -96,7 +96,12 @@ async def test_chat_template_override_renders_the_prompt(trusted):
 
 @pytest.mark.parametrize("template,message", [("{% for %}", "chat_template does not compile"),
                                               ("{{ raise_exception('no system') }}", "no system"),
-                                              ("{{ messages.nope.x }}", "chat_template")])
+                                              ("{{ messages.nope.x }}", "chat_template"),
+                                              ("{% if 1 %}" * 100 + "{% endif %}" * 100, "does not compile"),
+                                              ("{% if 1 %}" * 2000 + "{% endif %}" * 2000, "does not compile"),
+                                              ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+                                               "could not render these messages: maximum recursion depth")],
+                         ids=["syntax", "raise", "undefined", "nested-100", "nested-2000", "recursive-macro"])
 async def test_chat_template_errors_are_400(trusted, template, message):
     client, fake = trusted
     error = await error_of(client, {**BASE, "chat_template": template})

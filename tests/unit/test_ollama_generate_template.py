@@ -59,3 +59,15 @@ def test_conditions_ranges_and_variables():
         render("{{ if .System }}x", {})
     with pytest.raises(InvalidRequest, match="^template: wrong number or type of arguments for eq$"):
         render("{{ eq }}", {})
+
+
+async def test_deep_nesting_and_long_loops_are_400s_not_500s(stack):
+    """1000 nested ifs overflowed Python's recursion (a 500); ranges in ranges are bounded by the step budget."""
+    client, fake = stack
+    for template in ["{{ if .Prompt }}" * 1000 + "x" + "{{ end }}" * 1000,
+                     "{{ range $.Messages }}" * 24 + "{{ $.Prompt }}" + "{{ end }}" * 24]:
+        response = await client.post("/api/generate", data=orjson.dumps(
+            {"model": "default", "stream": False, "prompt": "Why?" * 20, "system": "s", "template": template}))
+        assert response.status == 400
+        assert orjson.loads(await response.read())["error"] in (
+            "template: blocks nest more than 64 deep", "template: the template renders too long a prompt")
