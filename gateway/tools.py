@@ -122,6 +122,21 @@ def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
     return _openai_call(read[0]), after
 
 
+def _calls_after_prose(text: str, tools: list[dict], reason: Optional[str]) -> Optional[tuple[str, list]]:
+    """(prose, calls) when text starts with a bare <function= that is no call (prose showing the syntax) and the
+    calls after it read whole, as vLLM's qwen3_coder parser reads the <tool_call> blocks wherever they are and keeps
+    the text before them as content; None otherwise."""
+    if text.startswith(TOOL_CALL_TAG):
+        return None
+    pos = _next_call(text, 1)
+    while pos > 0:
+        calls = parse_tool_calls(text[pos:], tools, open_end=reason == "stop")
+        if calls is not None:
+            return text[:pos].rstrip(), calls
+        pos = -1 if text.startswith(TOOL_CALL_TAG, pos) else _next_call(text, pos + 1)
+    return None
+
+
 class ToolCallFilter:
     """Streams answer text up to the first call start (<tool_call> or a bare <function=), then buffers the calls to
     parse them whole.
@@ -175,6 +190,9 @@ class ToolCallFilter:
             return held, None
         calls = parse_tool_calls(self._calls_text, self._tools, open_end=reason == "stop",
                                  after_calls=bool(self._taken))
+        later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason)
+        if later is not None:
+            return self._gap + later[0], later[1]
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.
             return ("" if self._taken else self._gap) + self._calls_text, None
