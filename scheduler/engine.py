@@ -7,7 +7,6 @@ while it computes. Silence for worker_timeout_s marks the worker dead: every req
 health turns NOT_SERVING until a WorkerHello arrives again.
 """
 import asyncio
-import collections
 import logging
 import time
 import uuid
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from proto import pb
 from scheduler import admission, lookahead
 from scheduler.engine_stats import EngineStats, RequestTimer
+from scheduler.inflight import InFlight
 from scheduler.prefix_cache import PrefixCacheConfig, anchor_token_id
 from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
@@ -27,14 +27,6 @@ FINISH_REASONS = ("stop", "length")   # reasons the gateway may end a request wi
 
 class WorkerLostError(Exception):
     """The worker stopped answering while a step was in flight."""
-
-
-@dataclass
-class _Flight:
-    step: object           # pb.PackedStep sent to the worker
-    future: asyncio.Future  # its pb.StepResult
-    plan_ns: int           # time spent planning it
-    sent_ns: int           # perf_counter_ns when sent
 
 
 @dataclass
@@ -58,7 +50,7 @@ class Engine:
         self.worker_alive, self.worker_id, self.worker_hello = False, "", None
         self.last_seen = 0.0
         self.alive_event, self.work_event = asyncio.Event(), asyncio.Event()
-        self.inflight = collections.deque()  # _Flight of each step sent and not yet applied, oldest first
+        self.inflight = InFlight()   # steps sent and not yet applied, oldest first
         self.on_health = on_health or (lambda serving: None)
         self.handlers = {"result": self.handle_result, "hello": self.handle_hello}
         self.tasks = []
@@ -179,7 +171,7 @@ class Engine:
                 await self._send_step(step, time.perf_counter_ns() - t0)
             if len(self.inflight) == 1 and self.config.async_scheduling:
                 t0 = time.perf_counter_ns()
-                ahead = lookahead.plan(self.scheduler, self.inflight[0].step)
+                ahead = lookahead.plan(self.scheduler, self.inflight.oldest.step)
                 if ahead is not None:
                     await self._send_step(ahead, time.perf_counter_ns() - t0)
         except WorkerLostError:
@@ -197,7 +189,7 @@ class Engine:
 
     async def _apply_oldest(self) -> None:
         """Awaits the oldest in-flight step's StepResult and applies it; a worker that never answers is lost."""
-        flight = self.inflight[0]
+        flight = self.inflight.oldest
         # asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a cancel (Engine.stop) that arrives as the
         # future completes (worker_lost failing it), leaving step_loop to wait forever for a worker
         done, _ = await asyncio.wait({flight.future}, timeout=self.config.step_timeout_s)
@@ -210,7 +202,7 @@ class Engine:
             result = flight.future.result()
         except WorkerLostError:
             return
-        self.inflight.popleft()
+        self.inflight.pop_oldest()
         t2 = time.perf_counter_ns()
         num_preemptions = self.scheduler.num_preemptions
         outputs = self.scheduler.update(result)
@@ -227,9 +219,7 @@ class Engine:
             if not self.worker_alive:
                 raise WorkerLostError("no worker to send the step to")
             await asyncio.sleep(SEND_RETRY_S)
-        future = asyncio.get_running_loop().create_future()
-        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # worker_lost fails unawaited ones too
-        self.inflight.append(_Flight(step, future, plan_ns, time.perf_counter_ns()))
+        self.inflight.add(step, plan_ns)
 
     def _idle_check(self) -> None:
         try:
@@ -278,9 +268,7 @@ class Engine:
     def handle_result(self, result) -> None:
         if result.session_id != self.scheduler.session_id:
             return
-        for flight in self.inflight:
-            if flight.step.step_id == result.step_id and not flight.future.done():
-                flight.future.set_result(result)
+        self.inflight.resolve(result)
 
     def handle_hello(self, hello) -> None:
         # Only a hello that answers a Ping proves steps can reach the worker: its unprompted first hello can
@@ -328,8 +316,5 @@ class Engine:
             self.timer.finished(stream.req)
         self.streams.clear()
         self.scheduler.abort_all()
-        for flight in self.inflight:
-            if not flight.future.done():
-                flight.future.set_exception(WorkerLostError(reason))
-        self.inflight.clear()
+        self.inflight.fail_all(WorkerLostError(reason))
         self._update_gauges()
