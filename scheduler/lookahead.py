@@ -4,7 +4,7 @@ In the decode steady state (nothing waits, every running request samples in the 
 step n + 1 as soon as step n is sent, instead of after n's result: one decode row per request that samples in n and
 can go on, whose input is the token the worker samples for it in n (pb.StepRow.previous_token). The worker launches
 n + 1 right behind n, so the GPU does not idle while n's result travels to the scheduler, is applied, and the next
-step is planned and sent back (1.5 ms of a 9.95 ms token at C = 1 on the H200, 27B shape: .devscripts/hop_ts.py,
+step is planned and sent back (1.5 ms of a 9.95 ms token at C = 1 on the H200, 27B shape: bench/step_hops.py,
 2026-11-30). vLLM's async scheduling does the same (vllm/v1/core/sched/async_scheduler.py).
 
 Why nothing is overwritten that is still needed: only Scheduler.schedule hands out state slots, admits requests,

@@ -4,7 +4,7 @@ On the GPU each Linear is one launch (an NVFP4 GEMV / GEMM, or cuBLAS for dense 
 costs its tail, so rows that can share a launch should. Checkpoints mix kinds inside one layer: NVFP4 recipes
 keep the GDN gates in_proj_b / in_proj_a in bf16 while in_proj_qkv / in_proj_z are 4-bit, so fusing all four or
 none (the first version) left a served 27B-shaped GDN layer with four launches: 48 extra NVFP4 GEMVs and 96 cuBLAS
-calls (each a split-K GEMM plus its reduce) per decode step, 1.07 ms of 8.9 ms (H200, .devscripts/prof_graph.py,
+calls (each a split-K GEMM plus its reduce) per decode step, 1.07 ms of 8.9 ms (H200, bench/serve_profile.py,
 2026-11-30). Runs of consecutive same-kind weights fuse instead: [qkv; z] and [b; a], two launches.
 """
 import torch
