@@ -224,7 +224,7 @@ def _call(command: list, scope: dict, dot: Any) -> Any:
     if isinstance(head, str) and head in _FUNCTIONS:
         try:
             return _FUNCTIONS[head](*[_value(t, scope, dot) for t in command[1:]])
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, IndexError) as exc:
             raise _fail(f"wrong number or type of arguments for {head}") from exc
     if len(command) != 1:
         raise _fail(f"unsupported function {head!r}")
@@ -235,7 +235,10 @@ def _value(term: Any, scope: dict, dot: Any) -> Any:
     if isinstance(term, list):
         return _call(term, scope, dot)
     if term.startswith('"'):
-        return json.loads(term)
+        try:
+            return json.loads(term)
+        except ValueError as exc:
+            raise _fail(f"bad string constant {term}") from exc
     if term.lstrip("-").isdigit():
         return int(term)
     if term == ".":

@@ -57,8 +57,12 @@ def test_conditions_ranges_and_variables():
     assert render("{{- if not .System -}}  none  {{- end }}", {"System": ""}) == "none"
     with pytest.raises(InvalidRequest, match="has no {{ end }}"):
         render("{{ if .System }}x", {})
-    with pytest.raises(InvalidRequest, match="^template: wrong number or type of arguments for eq$"):
-        render("{{ eq }}", {})
+    for source, message in [("{{ eq }}", "wrong number or type of arguments for eq"),
+                            ("{{ and }}", "wrong number or type of arguments for and"),
+                            ('{{ "\\q" }}', 'bad string constant "\\q"')]:
+        with pytest.raises(InvalidRequest) as info:
+            render(source, {})
+        assert info.value.message == f"template: {message}"
 
 
 async def test_deep_nesting_and_long_loops_are_400s_not_500s(stack):
