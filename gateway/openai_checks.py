@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from gateway.chat import reasoning_of
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_schema import empty_array
@@ -174,10 +173,6 @@ def check_content(messages: list) -> None:
         if content is None and message["role"] not in ("assistant",):
             raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
                                  param=f"messages[{i}].content")
-        if message["role"] == "assistant" and content is None and not message.get("tool_calls"):
-            if not reasoning_of(message):
-                raise InvalidRequest(f"messages[{i}] (assistant) needs content or tool_calls",
-                                     param=f"messages[{i}].content")
         for j, part in enumerate(content if isinstance(content, list) else []):
             check_part(part, f"messages[{i}].content[{j}]")
 

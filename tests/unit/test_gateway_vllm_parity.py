@@ -1,0 +1,30 @@
+"""Small vLLM-parity cases on /v1: requests vLLM accepts are answered, with the reply in the body."""
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+TOKENIZER = build_tokenizer()
+
+
+@pytest.fixture
+async def stack():
+    async with fake_gateway(FakeServing(TOKENIZER, max_context_len=2048)) as pair:
+        yield pair
+
+
+async def post(client, body):
+    response = await client.post("/v1/chat/completions", data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def test_assistant_null_content_without_tool_calls_is_empty_content(stack):
+    # vLLM's chat_utils reads an assistant content of None as no parts (""), tool_calls or not.
+    client, _ = stack
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None},
+                {"role": "user", "content": "again"}]
+    status, body = await post(client, {"messages": messages, "max_tokens": 3})
+    assert status == 200, body
+    assert body["object"] == "chat.completion" and body["choices"][0]["message"]["role"] == "assistant"
+    assert body["usage"]["completion_tokens"] >= 1
+
