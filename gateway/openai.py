@@ -93,7 +93,7 @@ def _stops(body: dict) -> list:
 def _stream_options(body: dict) -> tuple[bool, bool, bool]:
     stream = bool(body.get("stream"))
     options = body.get("stream_options")
-    if options is not None and not stream:
+    if options and not stream:  # as vLLM: an empty object (or null) is accepted without stream
         raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
     options = options or {}
     return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))

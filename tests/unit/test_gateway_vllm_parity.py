@@ -28,3 +28,15 @@ async def test_assistant_null_content_without_tool_calls_is_empty_content(stack)
     assert body["object"] == "chat.completion" and body["choices"][0]["message"]["role"] == "assistant"
     assert body["usage"]["completion_tokens"] >= 1
 
+
+async def test_empty_stream_options_without_stream_is_accepted(stack):
+    # vLLM's validate_stream_options refuses only a truthy stream_options when stream is not true.
+    client, _ = stack
+    base = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    for options in ({}, None):
+        status, body = await post(client, {**base, "stream": False, "stream_options": options})
+        assert status == 200, body
+        assert body["object"] == "chat.completion" and "usage" in body
+    status, body = await post(client, {**base, "stream": False, "stream_options": {"include_usage": True}})
+    assert status == 400 and body["error"]["param"] == "stream_options"
+
