@@ -63,11 +63,13 @@ def reasoning_of(message: dict):
 
 
 def prepare_messages(messages: list[dict]) -> list[dict]:
-    """Copies OpenAI messages into the shape chat templates expect (arguments as dicts, no nulls, the reasoning
-    under `reasoning_content` and `thinking` whichever name the client used, as transformers aliases them)."""
+    """Copies OpenAI messages into the shape chat templates expect (arguments as dicts, no nulls but a null content
+    as "", the reasoning under `reasoning_content` and `thinking` whichever name the client used, as transformers
+    aliases them)."""
     out = []
     for message in messages:
         msg = {key: value for key, value in message.items() if value is not None}
+        msg.setdefault("content", "")  # as vLLM's chat_utils: a null (or absent) content reaches the template as ""
         reasoning = reasoning_of(msg)
         if reasoning is not None:
             msg.setdefault("thinking", reasoning)

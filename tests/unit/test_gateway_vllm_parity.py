@@ -40,3 +40,21 @@ async def test_empty_stream_options_without_stream_is_accepted(stack):
     status, body = await post(client, {**base, "stream": False, "stream_options": {"include_usage": True}})
     assert status == 400 and body["error"]["param"] == "stream_options"
 
+
+@pytest.fixture
+async def trusted():
+    async with fake_gateway(FakeServing(TOKENIZER, max_context_len=2048), trust_request_chat_template=True) as pair:
+        yield pair
+
+
+async def test_null_content_reaches_a_request_chat_template_as_empty_string(trusted):
+    # vLLM's chat_utils turns content None into no parts, which the template gets as "" (not undefined).
+    client, _ = trusted
+    template = "{% for m in messages %}[{{ m.role }}:{{ m.content is string }}:{{ m.content | length }}]{% endfor %}"
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": calls}]
+    body = {"messages": messages, "chat_template": template, "add_generation_prompt": False}
+    response = await client.post("/v1/tokenize", data=orjson.dumps(body))
+    out = orjson.loads(await response.read())
+    assert response.status == 200, out
+    assert TOKENIZER.decode(out["tokens"], skip_special_tokens=False) == "[user:True:2][assistant:True:0]"
