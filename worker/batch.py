@@ -11,6 +11,14 @@ from dataclasses import dataclass
 import torch
 
 
+def to_device(values, device, dtype=None) -> torch.Tensor:
+    """A small host list (or CPU tensor) on `device` without waiting for the device's queued work: a plain
+    torch.tensor(..., device=cuda) copy synchronises the stream, which would stall the worker's pipelined steps
+    (worker/pipeline.py) behind the step already running."""
+    host = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=dtype)
+    return host.to(device, non_blocking=True)
+
+
 @dataclass
 class ForwardBatch:
     """One packed step.

@@ -12,6 +12,8 @@ from typing import Optional
 import llguidance
 import torch
 
+from worker.batch import to_device
+
 MAX_CACHED_GRAMMARS = 64
 MASK = float("-inf")
 _BUILDERS = {"json_schema": llguidance.LLMatcher.grammar_from_json_schema,
@@ -159,9 +161,8 @@ def apply_grammars(book: GrammarBook, logits: torch.Tensor, states: list) -> lis
     rows = [(r, st.grammar) for r, st in enumerate(states) if st.grammar is not None and not st.grammar.error]
     if not rows:
         return rows
-    # non_blocking: a blocking copy would wait for the step the worker already queued behind this one
-    index = torch.tensor([r for r, _ in rows]).to(logits.device, non_blocking=True)
-    allowed = book.allowed([g for _, g in rows])[:, :logits.shape[1]].to(logits.device, non_blocking=True)
+    index = to_device([r for r, _ in rows], logits.device, torch.int64)
+    allowed = to_device(book.allowed([g for _, g in rows])[:, :logits.shape[1]], logits.device)
     logits[index] = logits[index].masked_fill(~allowed, MASK)
     for _, grammar in rows:
         grammar.check()

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import torch
 
 from proto import pb
-from worker.batch import ForwardBatch
+from worker.batch import ForwardBatch, to_device
 from worker.cache import ModelCache
 from worker.graphs import DecodeGraphs, forward_step
 from worker.grammar import start_grammar
@@ -181,8 +181,8 @@ class ModelRunner:
             offset += row.num_tokens
         if positions:
             device = batch.input_ids.device
-            ids = self.previous[0][torch.tensor(sources).to(device, non_blocking=True)]
-            batch.input_ids[torch.tensor(positions).to(device, non_blocking=True)] = ids.to(batch.input_ids.dtype)
+            ids = self.previous[0][to_device(sources, device, torch.int64)]
+            batch.input_ids[to_device(positions, device, torch.int64)] = ids.to(batch.input_ids.dtype)
 
     def _forward(self, step, batch, result) -> torch.Tensor:
         """Logits [M, V'] f32 of the sampled rows; rows asking for prompt logprobs also add theirs to `result`."""

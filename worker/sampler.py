@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from worker.batch import to_device
 from worker.grammar import apply_grammars, consume_sampled
 
 GREEDY_EPS = 1e-5
 MASK = float("-inf")
-
-
-def _dev(values, device, dtype=None) -> torch.Tensor:
-    """A small host list on `device` without waiting for the device's queued work: a plain torch.tensor(...,
-    device=cuda) copy synchronises the stream, which would stall the worker's pipelined steps (worker/pipeline.py)
-    behind the step already running."""
-    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
 
 
 def mix_seed(seed: int, index: int) -> int:
@@ -81,12 +75,12 @@ def _apply_penalties(logits: torch.Tensor, states: list) -> None:
         if not st.has_penalty:
             continue
         p = st.params
-        out_ids = _dev(st.output_token_ids, logits.device, torch.int64)
+        out_ids = to_device(st.output_token_ids, logits.device, torch.int64)
         if p.repetition_penalty not in (0.0, 1.0):
             window = st.prompt_token_ids + st.output_token_ids
             if p.repetition_window:
                 window = window[-p.repetition_window:]
-            seen = _dev(window, logits.device, torch.int64).unique()
+            seen = to_device(window, logits.device, torch.int64).unique()
             seen = seen[seen < vocab]
             vals = logits[r, seen]
             # A penalty near float32's least number would make a positive logit inf (and the probabilities NaN).
@@ -108,8 +102,8 @@ def _apply_logit_bias(logits: torch.Tensor, states: list) -> None:
                 values.append(bias)
     if rows:
         dev = logits.device
-        logits.index_put_((_dev(rows, dev, torch.int64), _dev(ids, dev, torch.int64)),
-                          _dev(values, dev, logits.dtype), accumulate=True)
+        logits.index_put_((to_device(rows, dev, torch.int64), to_device(ids, dev, torch.int64)),
+                          to_device(values, dev, logits.dtype), accumulate=True)
 
 
 def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
@@ -118,7 +112,7 @@ def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
     grammar wins over min_tokens instead of leaving nothing to sample."""
     for r, st in enumerate(states):
         if st.min_tokens_stop_ids and len(st.output_token_ids) < st.params.min_tokens:
-            valid = _dev([t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]], logits.device, torch.long)
+            valid = to_device([t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]], logits.device, torch.long)
             kept = logits[r, valid].clone()
             logits[r, valid] = MASK
             if not bool((logits[r] > MASK).any()):
@@ -132,7 +126,7 @@ def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
     values = [st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states]
     if all(v >= 1 for v in values):  # decided on the host: no device sync for the common case
         return logits
-    typical = _dev(values, logits.device, logits.dtype)
+    typical = to_device(values, logits.device, logits.dtype)
     logprobs = logits.log_softmax(dim=-1)
     probs = logprobs.exp()
     # Masked tokens (p = 0) add nothing to the entropy (0 * -inf would be NaN) and sort last (distance inf).
@@ -147,15 +141,15 @@ def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
 def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
     """Temperature, top_k, top_p, typical_p, min_p on logits [R, V] of sampled rows; returns probabilities [R, V]."""
     dev = logits.device
-    temps = _dev([st.params.temperature for st in states], dev, logits.dtype)
+    temps = to_device([st.params.temperature for st in states], dev, logits.dtype)
     logits = logits / temps[:, None]
     vocab = logits.shape[1]
     k_values = [st.params.top_k if 0 < st.params.top_k < vocab else vocab for st in states]
     p_values = [st.params.top_p if 0 < st.params.top_p < 1 else 1.0 for st in states]
     # which filters apply is decided from the host's lists, so the logits' device is not synchronised for it
     if any(k < vocab for k in k_values) or any(v < 1 for v in p_values):
-        top_k = _dev(k_values, dev, torch.int64)
-        top_p = _dev(p_values, dev, logits.dtype)
+        top_k = to_device(k_values, dev, torch.int64)
+        top_p = to_device(p_values, dev, logits.dtype)
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         ranks = torch.arange(vocab, device=dev)[None, :]
         sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
@@ -171,7 +165,7 @@ def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
     probs = logits.softmax(dim=-1)
     m_values = [st.params.min_p for st in states]
     if any(v > 0 for v in m_values):
-        min_p = _dev(m_values, dev, logits.dtype)
+        min_p = to_device(m_values, dev, logits.dtype)
         threshold = min_p[:, None] * probs.max(dim=-1, keepdim=True).values
         probs = probs.masked_fill(probs < threshold, 0.0)
     return probs
@@ -226,7 +220,7 @@ class Sampler:
         sampled_rows = [r for r, st in enumerate(states) if not st.is_greedy]
         if sampled_rows:
             sub = [states[r] for r in sampled_rows]
-            rows = _dev(sampled_rows, logits.device, torch.int64)
+            rows = to_device(sampled_rows, logits.device, torch.int64)
             probs = _filter(logits[rows], sub)
             picked = (probs / _noise(sub, probs.shape[1], self._generator(probs.device))).argmax(dim=-1)
             token_ids[rows] = picked
