@@ -49,10 +49,7 @@ def _read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str
         shapes = {"in_proj_qkvz": (2 * config.key_dim + 2 * config.value_dim, d), "in_proj_ba": (2 * hv, d)}
         fused = {}
         for key, shape in shapes.items():
-            name = disk_name(config, f"{layer_prefix}.{key}.weight")
-            fused[key] = _read_linear(ckpt, name, shape, dtype)
-            if fused[key] is None:
-                fused[key] = _read_checked(ckpt, name, shape)
+            fused[key] = _read_any(ckpt, disk_name(config, f"{layer_prefix}.{key}.weight"), shape, dtype)
         rows = {key: torch.arange(w.shape[0])[:, None] for key, w in fused.items()}
         split = split_fused_qkvz(rows["in_proj_qkvz"], rows["in_proj_ba"], config.linear_num_key_heads,
                                  config.linear_key_head_dim, config.linear_value_head_dim, hv)
@@ -87,11 +84,15 @@ def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: s
                                    for p in ("gate", "up")]) for e in range(num_experts)])
 
 
+def _read_any(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype):
+    """Linear weight `name` in any stored layout: an NVFP4Weight, or a tensor (dense as stored, FP8 dequantized)."""
+    weight = _read_linear(ckpt, name, expected, dtype)
+    return _read_checked(ckpt, name, expected) if weight is None else weight
+
+
 def _read_dense(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype) -> torch.Tensor:
     """Linear weight `name` as a dense tensor in any stored layout (NVFP4 dequantized)."""
-    weight = _read_linear(ckpt, name, expected, dtype)
-    if weight is None:
-        return _read_checked(ckpt, name, expected)
+    weight = _read_any(ckpt, name, expected, dtype)
     return weight.dequantize(dtype) if isinstance(weight, nvfp4_checkpoint.NVFP4Weight) else weight
 
 
