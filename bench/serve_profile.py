@@ -2,8 +2,8 @@
 
 Loads a checkpoint as the worker does (worker.server.build_runner: NVFP4 repacked, projections fused), prefills one
 PROMPT-token request and replays its decode graph; builds bench/gpu_model.py's random 27B-shaped model at the same
-context; prints each replay's time (CUDA events, median of 30), its kernels by total time (torch.profiler, per
-replay) and the kernels whose time differs most between the two. What a served step runs beyond the bench's model
+context; prints each replay's time (CUDA events: bench.gpu_gdn.median_ms), its kernels by total time
+(torch.profiler, per replay) and the kernels whose time differs most between the two. What a served step runs beyond the bench's model
 (a projection left unfused, a dense Linear through cuBLAS) shows up as the difference.
 Run (on the GPU machine): python3 -m bench.serve_profile [--model DIR] [--prompt 512]; without --model the 64-layer
 27B-shaped NVFP4 checkpoint of bench/serve_ckpt.py is written to (or reused from) /tmp/ck27b.
@@ -15,6 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from bench import gpu_model
+from bench.gpu_gdn import median_ms
 from bench.serve_ckpt import make_checkpoint
 from proto import pb
 from worker.server import WorkerConfig, build_runner
@@ -37,20 +38,6 @@ def kernel_times(fn) -> dict:
             times[evt.key][0] += us / REPS
             times[evt.key][1] += evt.count // REPS
     return times
-
-
-def median_ms(fn, reps: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[reps // 2]
 
 
 def served_replay(model_dir: str, prompt: int):
