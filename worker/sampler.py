@@ -112,7 +112,8 @@ def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
     grammar wins over min_tokens instead of leaving nothing to sample."""
     for r, st in enumerate(states):
         if st.min_tokens_stop_ids and len(st.output_token_ids) < st.params.min_tokens:
-            valid = to_device([t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]], logits.device, torch.long)
+            ids = [t for t in st.min_tokens_stop_ids if 0 <= t < logits.shape[1]]
+            valid = to_device(ids, logits.device, torch.long)
             kept = logits[r, valid].clone()
             logits[r, valid] = MASK
             if not bool((logits[r] > MASK).any()):
