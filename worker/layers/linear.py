@@ -1,6 +1,7 @@
 """Worker process: a bias-free linear layer built from checkpoint tensors (the one place weight formats plug in)."""
 import torch
 
+from kernels.dense import ops as dense_ops
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight, from_tensors as nvfp4_from_tensors
 
@@ -16,7 +17,9 @@ class Linear(torch.nn.Module):
 
     Built from tensors, never initialised: `Linear(weight)` or `Linear.from_weights({"weight": W}, dtype)`.
     NVFP4: `Linear(NVFP4Weight)` (kernels.nvfp4.checkpoint) keeps the 4-bit weight; forward runs the CUDA kernels on
-    GPU and the naive dequantize path on CPU (kernels.nvfp4.ops.linear).
+    GPU and the naive dequantize path on CPU (kernels.nvfp4.ops.linear). Dense: torch's F.linear, except small bf16
+    weights at decode (at most 8 rows) on the GPU, which run kernels.dense.ops.gemv (one launch, not cuBLAS's
+    split-K GEMM + reduce).
     """
 
     def __init__(self, weight):
@@ -57,6 +60,8 @@ class Linear(torch.nn.Module):
             if x.is_cuda and nvfp4_ops.GEMV_MAX_M < rows <= CHUNKED_GEMV_MAX_M and not nvfp4_ops.wgmma_serves(x.device):
                 return chunked_gemv(x, self.nvfp4)
             return nvfp4_ops.linear(x, self.nvfp4)
+        if x.is_cuda and dense_ops.serves(x, self.weight):
+            return dense_ops.gemv(x, self.weight)
         return torch.nn.functional.linear(x, self.weight)
 
 
