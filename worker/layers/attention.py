@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.attention import ops as attention_ops
+from kernels.attention import prologue
 from worker.batch import ForwardBatch
 from worker.layers.fused import fuse
 from worker.layers.linear import Linear
@@ -89,20 +90,33 @@ class GatedAttention(torch.nn.Module):
         num_tokens, hd = x.shape[0], self.head_dim
         query_gate, key, value = self._project(x)
         query_gate = query_gate.view(num_tokens, self.num_heads, 2 * hd)
-        query, gate = query_gate[..., :hd], query_gate[..., hd:].reshape(num_tokens, -1)
-        query = RotaryEmbedding.apply(self.q_norm(query), cos, sin)
-        key = RotaryEmbedding.apply(self.k_norm(key.view(num_tokens, self.num_kv_heads, hd)), cos, sin)
-        value = value.view(num_tokens, self.num_kv_heads, hd)
         flat_k, flat_v = k_pool.view(-1, self.num_kv_heads, hd), v_pool.view(-1, self.num_kv_heads, hd)
-        flat_k[meta.slot_mapping] = key.to(flat_k.dtype)
-        flat_v[meta.slot_mapping] = value.to(flat_v.dtype)
+        fused = (prologue.serves(query_gate, key, value, k_pool, cos.shape[-1]) and v_pool.is_contiguous()
+                 and self.q_norm.eps == self.k_norm.eps)
+        if fused:  # one launch for the norms, RoPE and the cache writes (kernels/attention/prologue.cu)
+            query = prologue.qk_norm_rope_cache(query_gate, key, value, self.q_norm.weight, self.k_norm.weight,
+                                                self.q_norm.eps, cos, sin, meta.slot_mapping, flat_k, flat_v)
+        else:
+            query = self._prologue(query_gate, key, value, cos, sin, meta.slot_mapping, flat_k, flat_v)
         if isinstance(meta, PagedStepMeta):
             out = self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta)
         else:
             out = torch.empty(num_tokens, self.num_heads, hd, dtype=x.dtype, device=x.device)
             self._attend_rows(out, query, flat_k, flat_v, meta.rows)
-        out = out.reshape(num_tokens, -1) * torch.sigmoid(gate)
-        return self.o_proj(out)
+        if fused:
+            return self.o_proj(prologue.gate_mul(out, query_gate))
+        gate = query_gate[..., hd:].reshape(num_tokens, -1)
+        return self.o_proj(out.reshape(num_tokens, -1) * torch.sigmoid(gate))
+
+    def _prologue(self, query_gate, key, value, cos, sin, slot_mapping, flat_k, flat_v) -> torch.Tensor:
+        """The torch reference of prologue.qk_norm_rope_cache: q_norm / k_norm, partial RoPE, this step's K and V
+        written into the flat pools [pool slots, nKV, hd] at slot_mapping [T]. Returns the query [T, nH, hd]."""
+        num_tokens, hd = query_gate.shape[0], self.head_dim
+        query = RotaryEmbedding.apply(self.q_norm(query_gate[..., :hd]), cos, sin)
+        key = RotaryEmbedding.apply(self.k_norm(key.view(num_tokens, self.num_kv_heads, hd)), cos, sin)
+        flat_k[slot_mapping] = key.to(flat_k.dtype)
+        flat_v[slot_mapping] = value.view(num_tokens, self.num_kv_heads, hd).to(flat_v.dtype)
+        return query
 
     def _attend_rows(self, out, query, flat_k, flat_v, rows) -> None:
         """out, query [T, nH, hd]; rows: (lo, hi, key_index, mask) tuples; writes out[lo:hi] row by row."""
