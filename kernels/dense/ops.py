@@ -14,6 +14,9 @@ from kernels import _compile, _pdl
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemv.cu")
 THREADS, VPT, MAX_M = 128, 8, 8  # gemv.cu's block size, 16-byte vectors per thread and rows per launch
 MAX_K = THREADS * VPT * 8
+# rows from which cuBLAS is the faster path: H200, `python3 -m bench.gpu_dense_gemv` (2026-11-30, device run 1), us
+# ours / torch at 96x5120: M = 1 3.2 / 7.2, 2 4.2 / 7.0, 4 6.3 / 7.1, 8 10.9 / 7.1 (every row's x is re-read per block)
+DISPATCH_MAX_M = 4
 # weights up to this many elements go to the kernel (the GDN gates [b; a] of the 27B shape: 96 x 5120); larger
 # ones stay with cuBLAS until the bench (bench/gpu_dense_gemv.py) shows where the kernel wins
 MAX_WEIGHT_NUMEL = 1 << 21
@@ -21,15 +24,16 @@ PDL = os.environ.get("SPARKINFER_DENSE_PDL", "1") == "1"
 ENABLED = os.environ.get("SPARKINFER_DENSE_GEMV", "1") == "1"
 
 
-def serves(x: torch.Tensor, weight: torch.Tensor, max_numel: int = MAX_WEIGHT_NUMEL) -> bool:
-    """True when gemv() can compute F.linear(x, weight): both CUDA bf16 on one device, x [..., K] with at most
-    MAX_M rows, weight [N, K] with a contiguous last dim, K % 8 == 0, K <= MAX_K, 16-byte aligned rows, and at most
-    `max_numel` weight elements."""
+def serves(x: torch.Tensor, weight: torch.Tensor, max_numel: int = MAX_WEIGHT_NUMEL,
+           max_rows: int = DISPATCH_MAX_M) -> bool:
+    """True when gemv() should compute F.linear(x, weight): both CUDA bf16 on one device, x [..., K] with at most
+    max_rows rows (the kernel takes up to MAX_M; from DISPATCH_MAX_M + 1 cuBLAS is faster), weight [N, K] with a
+    contiguous last dim, K % 8 == 0, K <= MAX_K, 16-byte aligned rows, and at most `max_numel` weight elements."""
     if not (ENABLED and x.is_cuda and x.dtype == torch.bfloat16 and weight.dtype == torch.bfloat16):
         return False
     n, k = weight.shape
     rows = x.numel() // max(1, k)
-    return (x.device == weight.device and x.shape[-1] == k and 0 < rows <= MAX_M and k % 8 == 0 and k <= MAX_K
+    return (x.device == weight.device and x.shape[-1] == k and 0 < rows <= max_rows and k % 8 == 0 and k <= MAX_K
             and weight.stride(1) == 1 and weight.stride(0) % 8 == 0 and weight.data_ptr() % 16 == 0
             and n * k <= max_numel)
 
@@ -40,7 +44,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor = None) -> tor
     serves(x, weight, any size) is False or `out` has the wrong shape."""
     import numpy as np
 
-    if not serves(x, weight, max_numel=weight.numel()):
+    if not serves(x, weight, max_numel=weight.numel(), max_rows=MAX_M):
         raise ValueError(f"dense gemv: cannot serve x {tuple(x.shape)} {x.dtype} with weight "
                          f"{tuple(weight.shape)} {weight.dtype} (at most {MAX_M} rows, K % 8 == 0, K <= {MAX_K})")
     n, k = weight.shape

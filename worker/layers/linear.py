@@ -18,7 +18,7 @@ class Linear(torch.nn.Module):
     Built from tensors, never initialised: `Linear(weight)` or `Linear.from_weights({"weight": W}, dtype)`.
     NVFP4: `Linear(NVFP4Weight)` (kernels.nvfp4.checkpoint) keeps the 4-bit weight; forward runs the CUDA kernels on
     GPU and the naive dequantize path on CPU (kernels.nvfp4.ops.linear). Dense: torch's F.linear, except small bf16
-    weights at decode (at most 8 rows) on the GPU, which run kernels.dense.ops.gemv (one launch, not cuBLAS's
+    weights at decode (at most 4 rows) on the GPU, which run kernels.dense.ops.gemv (one launch, not cuBLAS's
     split-K GEMM + reduce).
     """
 
