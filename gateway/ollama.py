@@ -13,9 +13,10 @@ from gateway.engine import Engine
 from gateway.errors import ApiError, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
+from gateway.model import ModelCard
 from gateway.ollama_names import resolve_model, serves
-from gateway.ollama_request import parse_chat, parse_generate
-from gateway.ollama_shape import OLLAMA_VERSION, load_response, ps_entry, show_body, tags_entry
+from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
+from gateway.ollama_shape import OLLAMA_VERSION, created_at, load_response, ps_entry, show_body, tags_entry
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.web import json_response, read_json
 
@@ -71,6 +72,20 @@ def ollama_errors(handler):
                 raise
             return json_response({"error": exc.text or exc.reason}, status=exc.status)
     return wrapped
+
+
+def render_response(plan: OllamaPlan, card: ModelCard, chat: bool) -> dict:
+    """Ollama's answer to `_debug_render_only` (server/routes.go GenerateHandler, ChatHandler): the prompt the model
+    would read (the template's special tokens included), in `_debug_info`, and nothing generated: one object with
+    done false, streamed or not."""
+    body = {"model": plan.model, "created_at": created_at()}
+    if chat:
+        body["message"] = {"role": "", "content": ""}
+    else:
+        body["response"] = ""
+    body["done"] = False
+    body["_debug_info"] = {"rendered_template": card.decode(plan.gen.prompt_ids, skip_special_tokens=False)}
+    return body
 
 
 class OllamaRoutes:
@@ -137,6 +152,9 @@ class OllamaRoutes:
         if plan.gen is None:
             self.engine.load_state.touch(plan.keep_alive)
             return json_response(load_response(plan, chat))
+        if plan.render_only:
+            self.engine.load_state.touch(plan.keep_alive)
+            return json_response(render_response(plan, card, chat))
         plan.gen.keep_alive = plan.keep_alive
         gen = await self.engine.start(plan.gen)
         if plan.stream:

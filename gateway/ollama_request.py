@@ -34,6 +34,7 @@ class OllamaPlan:
     unload: bool = False                  # keep_alive 0 with nothing to generate
     format_schema: Optional[dict] = None  # `format`: the JSON schema the answer must follow ("json": any object)
     keep_alive: Optional[float] = None    # seconds (inf: forever); None: not sent (Ollama's default, 5m)
+    render_only: bool = False             # `_debug_render_only`: answer with the rendered prompt, generate nothing
 
 
 def _format_schema(value: Any) -> Optional[dict]:
@@ -67,6 +68,13 @@ def _stream_flag(body: dict) -> bool:
     if not isinstance(stream, bool):
         raise InvalidRequest("stream must be true or false", param="stream")
     return stream
+
+
+def _flag(body: dict, key: str) -> bool:
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise InvalidRequest(f"{key} must be true or false", param=key)
+    return bool(value)
 
 
 def _logprobs(body: dict) -> Optional[int]:
@@ -180,6 +188,7 @@ def _common(body: Any, card: ModelCard, served_name: str) -> tuple[OllamaPlan, O
     plan.format_schema = _format_schema(body.get("format"))
     plan.keep_alive = parse_keep_alive(body.get("keep_alive"))
     plan.unload = plan.keep_alive == 0
+    plan.render_only = _flag(body, "_debug_render_only")
     options = parse_options(body.get("options"), card)
     top = _logprobs(body)
     plan.want_logprobs = top is not None

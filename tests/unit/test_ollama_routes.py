@@ -337,3 +337,28 @@ async def test_generate_context_with_thinking_ends_at_the_answers_stop(fake, str
     prompt = list(servicer.script.requests[-1].prompt_token_ids)
     assert final["context"][:len(prompt)] == prompt
     assert servicer.tokenizer.decode(final["context"][len(prompt):]) == "I say STOP inside.\n</think>\n\nAnswer "
+
+
+@pytest.mark.parametrize("path,body,key", [
+    ("/api/chat", {"messages": [{"role": "system", "content": "Be brief."}, *HI], "think": False}, "message"),
+    ("/api/generate", {"prompt": "Hi", "system": "Be brief.", "think": False}, "response"),
+    ("/api/generate", {"prompt": "Hi", "raw": True}, "response"),
+], ids=["chat", "generate", "generate raw"])
+async def test_debug_render_only_answers_the_prompt_and_generates_nothing(fake, path, body, key):
+    """Ollama's `_debug_render_only` (server/routes.go): the rendered prompt in `_debug_info`, one object, no
+    generation, whether or not the request streams."""
+    client, servicer = fake
+    response = await client.post(path, json={"model": "fake-model", "_debug_render_only": True, **body})
+    assert response.status == 200 and response.content_type == "application/json"
+    answer = await response.json()
+    rendered = answer.pop("_debug_info")["rendered_template"]
+    assert {k: v for k, v in answer.items() if k != "created_at"} == {
+        "model": "fake-model", key: {"role": "", "content": ""} if key == "message" else "", "done": False}
+    if body.get("raw"):
+        assert rendered == "Hi"
+    else:
+        assert rendered.startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n")
+        assert rendered.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert servicer.script.requests == []
+    bad = await client.post(path, json={"model": "fake-model", "_debug_render_only": "yes", **body})
+    assert bad.status == 400 and await bad.json() == {"error": "_debug_render_only must be true or false"}
