@@ -15,7 +15,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine
 from gateway.errors import NotImplementedApi
 from gateway.http_stream import stream_generation
-from gateway.lmstudio_v1_request import openai_chat_body
+from gateway.lmstudio_v1_request import fit_window, openai_chat_body
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
@@ -48,9 +48,11 @@ class LMStudioV1Routes:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         received = time.monotonic()
-        body = openai_chat_body(await read_json(request))
+        raw = await read_json(request)
+        body = openai_chat_body(raw)
         card, name = await self.engine.card(), await self.engine.served_name()
         plan = await run_cpu(parse_chat, body, card, name)
+        fit_window(plan.gen, raw.get("context_length"), card)
         gen = await self.engine.start(plan.gen)
         if plan.stream:
             framer = V1ChatFramer(card, name, gen, received)

@@ -8,9 +8,11 @@ response_id), so previous_response_id is a 400 that says so; integrations (plugi
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from gateway.errors import InvalidRequest, Unsupported
+from gateway.engine import GenRequest
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.model import ModelCard
 
 # LM Studio's `reasoning` -> the OpenAI body's thinking switches.
 REASONING = {"off": {"enable_thinking": False}, "on": {"enable_thinking": True},
@@ -95,3 +97,19 @@ def openai_chat_body(body: Any) -> dict:
     out.update({name: body[name] for name in _SAME if body.get(name) is not None})
     out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
     return out
+
+
+def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) -> None:
+    """LM Studio's `context_length`: the window the chat runs in (the model's own when larger). As LM Studio answers
+    a prompt that does not fit the loaded context, that is a 400 in its words, and the output stops where the window
+    is full."""
+    if context_length is None:
+        return
+    window = min(context_length, card.max_context_len)
+    num_prompt = len(gen.prompt_ids)
+    if num_prompt >= window:
+        raise ContextLengthExceeded(
+            f"The number of tokens to keep from the initial prompt is greater than the context length (n_keep: "
+            f"{num_prompt}>= n_ctx: {window}). Try to load the model with a larger context length, or provide a "
+            f"shorter input.", param="context_length").counts(window, num_prompt)
+    gen.max_tokens = min(gen.max_tokens, window - num_prompt)

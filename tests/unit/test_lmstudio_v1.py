@@ -122,3 +122,27 @@ async def test_failure_mid_stream_is_an_error_event_then_chat_end(fake):
     assert events[-2]["error"]["message"] and set(events[-2]["error"]) == {"type", "message", "code", "param"}
     sent = "".join(e["content"] for e in events if e["type"] == "message.delta")
     assert sent and events[-1]["result"]["output"] == [{"type": "message", "content": sent}]
+
+
+async def test_context_length_is_the_window_the_chat_runs_in(fake):
+    """LM Studio's context_length: a prompt that does not fit is its 400 ("The number of tokens to keep from the
+    initial prompt is greater than the context length"), and the output stops where the window is full."""
+    client, servicer = fake
+    response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi", "context_length": 5})
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == "context_length"
+    assert error["message"].startswith("The number of tokens to keep from the initial prompt is greater than the "
+                                       "context length (n_keep: ")
+    assert error["message"].endswith(">= n_ctx: 5). Try to load the model with a larger context length, or provide "
+                                     "a shorter input.")
+    assert servicer.script.requests == []
+    servicer.script.reply = "a b c d e f g h i j k l m n o p"
+    body = {"model": "fake-model", "input": "Hi", "reasoning": "off", "context_length": 40}
+    answer = await (await client.post("/api/v1/chat", json=body)).json()
+    request = servicer.script.requests[-1]
+    assert request.max_tokens == 40 - len(request.prompt_token_ids)
+    assert answer["stats"]["input_tokens"] + answer["stats"]["total_output_tokens"] == 40
+    # Larger than the model's: the model's window.
+    await client.post("/api/v1/chat", json={**body, "context_length": 10**6})
+    request = servicer.script.requests[-1]
+    assert request.max_tokens == 2048 - len(request.prompt_token_ids)
