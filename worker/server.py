@@ -6,6 +6,7 @@ Socket I/O runs on its own thread (worker/wire.py); this module's main thread on
 import argparse
 import os
 import sys
+import time
 import uuid
 from dataclasses import dataclass, fields
 
@@ -29,6 +30,7 @@ from worker.wire import SchedulerLink
 CPU_KV_CACHE_MIB = 128
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 GPU_MEMORY_FRACTION = 0.85
+CAPTURE_ENV = "SPARKINFER_CAPTURE_AT_START"  # capture_at_start: "0" leaves every decode graph to its first use
 
 
 @dataclass
@@ -134,9 +136,25 @@ def cpu_threads(requested: int) -> int:
     return requested if requested > 0 else max(1, (os.cpu_count() or 1) - 2)
 
 
+def capture_at_start(runner) -> None:
+    """Captures the decode graph of every padded row count at the smallest key width before the worker reports ready
+    (CAPTURE_ENV, default on; GPU only), so that no first request pays for a capture and the first compile of the
+    kernels that row count uses: lazily, a new row count's first step took up to 5.7 s (rows = 8, H200, session 7)
+    and showed as a 2 s TTFT p99 at C = 8 (bench/serve_http.py, device run 3 of 2026-11-30). Wider key widths are
+    still captured on first use (their kernels are compiled by then)."""
+    if runner.graphs is None or os.environ.get(CAPTURE_ENV, "1") != "1":
+        return
+    t0 = time.perf_counter()
+    print(f"worker: capturing the decode graphs for {len(runner.graphs.sizes)} row counts "
+          f"({CAPTURE_ENV}=0 skips this)", flush=True)
+    runner.graphs.capture_all()
+    print(f"worker: decode graphs captured in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 def run(config: WorkerConfig) -> None:
     torch.set_num_threads(cpu_threads(config.num_threads))
     runner, hello = build_runner(config)
+    capture_at_start(runner)
     link = SchedulerLink(config.worker_addr, hello)
     link.start()
     print(f"worker ready: {hello.worker_id} on {hello.device}, {hello.num_blocks} KV blocks x {hello.block_size} "

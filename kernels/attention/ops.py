@@ -17,12 +17,17 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paged_decode.
 HEAD_DIMS = (64, 128, 256)
 GMAX = 8  # query heads per kv head the kernel holds (paged_decode.cu GMAX)
 THREADS = 128
-MIN_SPLIT_KEYS = 256  # a split gets at least this many keys
+# a split gets at least this many keys: 128 = one 32-key tile per warp at KPL 1. H200, device run 3 of 2026-11-30
+# (.devscripts sweep, us, 27B layer, 128 / 256): Nd = 8 ctx 512 30.0 / 39.4, Nd = 16 ctx 512 35.3 / 44.9, Nd = 32
+# ctx 256 32.8 / 44.4, each at its best KPL; equal at ctx 4096 (the SM count sets S there)
+MIN_SPLIT_KEYS = 128
 MAX_SPLITS = 32
 MIN_ROWS = 8  # preferred(): decode rows from which the kernel serves the step
 # paged_decode.cu KPL, keys a lane scores per tile: 2 (each query value read from shared memory serves two keys; 166
-# registers, 3 blocks per SM) while the grid fits KPL2_BLOCKS_PER_SM blocks per SM, else 1 (128 registers, 4)
+# registers, 3 blocks per SM) while the grid fits KPL2_BLOCKS_PER_SM blocks per SM and a split has more than
+# KPL2_MIN_SPLIT_KEYS keys (with fewer, KPL 2's 64-key tiles leave warps idle), else 1 (128 registers, 4 per SM)
 KPL2_BLOCKS_PER_SM = 3
+KPL2_MIN_SPLIT_KEYS = 128
 LOG2E = 1.4426950408889634
 
 
@@ -47,11 +52,14 @@ def preferred(num_rows: int) -> bool:
     return num_rows >= MIN_ROWS
 
 
-def pick_keys_per_lane(num_blocks: int, num_sms: int) -> int:
-    """KPL for a grid of num_blocks (row, kv head, split) blocks. H200, `python3 -m bench.gpu_paged_decode`
-    (2026-11-29, run 15): KPL 2 against 1 at 256-384 blocks: Nd = 8 ctx 4096 127.4 vs 145.7 us, Nd = 32 ctx 4096
-    366.7 vs 386.0, Nd = 32 ctx 256 46.0 vs 53.5; at 512 blocks (Nd = 64) KPL 1: ctx 4096 626.3 vs 963.7."""
-    return 2 if num_blocks <= KPL2_BLOCKS_PER_SM * num_sms else 1
+def pick_keys_per_lane(num_blocks: int, num_sms: int, keys_per_split: int = KPL2_MIN_SPLIT_KEYS + 1) -> int:
+    """KPL for a grid of num_blocks (row, kv head, split) blocks of keys_per_split keys each. H200,
+    `python3 -m bench.gpu_paged_decode` (2026-11-29, run 15): KPL 2 against 1 at 256-384 blocks: Nd = 8 ctx 4096
+    127.4 vs 145.7 us, Nd = 32 ctx 4096 366.7 vs 386.0; at 512 blocks (Nd = 64) KPL 1: ctx 4096 626.3 vs 963.7.
+    Device run 3 of 2026-11-30 (KPL 1 / 2, us): 103 keys a split (Nd = 8 and 16 at ctx 512) 30.0 / 42.0 and
+    35.3 / 47.8, 86 (Nd = 32 ctx 256) 32.8 / 45.4; 171 (Nd = 32 ctx 512) 77.8 / 68.2."""
+    fits = num_blocks <= KPL2_BLOCKS_PER_SM * num_sms
+    return 2 if fits and keys_per_split > KPL2_MIN_SPLIT_KEYS else 1
 
 
 def num_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
@@ -108,7 +116,8 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
     args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
             ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
             np.float32(scale * LOG2E))
-    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, _compile.num_sms(q.device))
+    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, _compile.num_sms(q.device),
+                                              -(-max_keys // splits))
     _kernel("paged_decode", head_dim, kpl)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
     if splits > 1:
         _kernel("paged_decode_combine", head_dim, kpl)((num_heads, num_rows), (head_dim // 4,), (

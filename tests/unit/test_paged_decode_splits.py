@@ -30,3 +30,11 @@ def test_two_keys_a_lane_while_the_grid_fits_three_blocks_per_sm():
     assert ops.pick_keys_per_lane(288, 132) == 2  # 8 rows x 4 kv heads x 9 splits
     assert ops.pick_keys_per_lane(ops.KPL2_BLOCKS_PER_SM * 132, 132) == 2
     assert ops.pick_keys_per_lane(512, 132) == 1  # 64 rows x 4 kv heads x 2 splits
+
+
+def test_one_key_a_lane_when_a_split_has_at_most_one_tile_per_warp():
+    # device run 3 (2026-11-30): Nd = 8 at context 512 splits 5 ways (103 keys each): KPL 1 30.0 us, KPL 2 42.0
+    splits = ops.num_splits(8, 4, 513, 132)
+    assert splits == 5
+    assert ops.pick_keys_per_lane(8 * 4 * splits, 132, -(-513 // splits)) == 1
+    assert ops.pick_keys_per_lane(8 * 4 * splits, 132, 171) == 2

@@ -1,0 +1,34 @@
+"""worker.server.capture_at_start: every padded row count's decode graph is captured before the worker reports ready
+(so no first request pays for a capture and its kernels' compile), unless SPARKINFER_CAPTURE_AT_START=0 or there
+are no graphs (CPU)."""
+from types import SimpleNamespace
+
+from worker import server
+
+
+class _Graphs:
+    def __init__(self):
+        self.sizes, self.calls = [1, 2, 4, 8], 0
+
+    def capture_all(self):
+        self.calls += 1
+
+
+def test_captures_every_row_count_by_default(monkeypatch, capsys):
+    monkeypatch.delenv(server.CAPTURE_ENV, raising=False)
+    graphs = _Graphs()
+    server.capture_at_start(SimpleNamespace(graphs=graphs))
+    assert graphs.calls == 1
+    out = capsys.readouterr().out
+    assert "capturing the decode graphs for 4 row counts" in out and "SPARKINFER_CAPTURE_AT_START=0" in out
+    assert "decode graphs captured in" in out
+
+
+def test_switched_off_or_without_graphs_nothing_is_captured(monkeypatch, capsys):
+    monkeypatch.setenv(server.CAPTURE_ENV, "0")
+    graphs = _Graphs()
+    server.capture_at_start(SimpleNamespace(graphs=graphs))
+    assert graphs.calls == 0
+    monkeypatch.delenv(server.CAPTURE_ENV)
+    server.capture_at_start(SimpleNamespace(graphs=None))
+    assert capsys.readouterr().out == ""
