@@ -158,7 +158,7 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
         return json_constraint(schema, thinking_open, card, param), param
     if kind == "grammar":
         if thinking_open:
-            # As check_answer: the blanks allowed after </think> hide a grammar that allows no answer.
+            # As check_answer: the newlines allowed after </think> hide a grammar that allows no answer.
             checked(_lark_grammar(value, param, False, card), card, param)
         return checked(_lark_grammar(value, param, thinking_open, card), card, param), param
     rule = _choice_grammar(value, param) if kind == "choice" else _regex_grammar(value, param)

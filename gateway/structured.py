@@ -193,12 +193,16 @@ def _check_exact_integers(node: Any, param: str) -> None:
 
 # The reasoning before </think> in every grammar built with thinking open (a thinking_token_budget names and bounds it).
 THINK_BODY = "/(?s:.*)/"
+# What may stand between </think> and the constrained answer: the newlines the template writes there
+# (`</think>\n\n`), which the reasoning split drops. Any other blank would start the answer: a guided_choice came back
+# as "\t  yes", where vLLM (structured output advancing only after the reasoning end) gives exactly "yes".
+AFTER_THINK = "/\\n{0,2}/"
 
 
 def think_prefix(card) -> str:
-    """Lark items of a grammar built with thinking open: free reasoning, </think>, the blanks after it."""
+    """Lark items of a grammar built with thinking open: free reasoning, </think>, the newlines after it."""
     end = "</think>" if card is not None and card.is_added_token("</think>") else '"</think>"'
-    return f"{THINK_BODY} {end} /[ \\t\\r\\n]*/"
+    return f"{THINK_BODY} {end} {AFTER_THINK}"
 
 
 def json_grammar(schema: dict, thinking_open: bool, card) -> str:
@@ -267,7 +271,7 @@ def checked(grammar: str, card, param: str) -> Constraint:
 
 def check_answer(schema: dict, card, param: str) -> None:
     """400 unless the JSON of schema alone can be written. Reasoning before it or a tool call beside it would hide a
-    schema that allows no JSON: after </think> the grammar allows blanks, which the model writes until max_tokens."""
+    schema that allows no JSON: after </think> the grammar allows newlines, so its first mask there is not empty."""
     checked(json_grammar(schema, False, card), card, param)
 
 
