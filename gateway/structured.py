@@ -4,16 +4,12 @@ A request that must follow a grammar gets a Constraint (kind "lark", llguidance 
 %json{...} schemas) that the worker enforces token by token. Schemas are checked here first (Draft 2020-12,
 then compiled by llguidance against the model's tokenizer), so what cannot be enforced is a 400 naming the
 problem, never a 500; so is a grammar that compiles but allows no output ({"$ref": "#"}). Grammar copies of
-schemas are bounded (see bounded_schema) so that a model that rambles inside a string still ends: strings without
-maxLength/enum/const/pattern get maxLength SPARKINFER_GRAMMAR_MAX_STRING (default 1024 characters, 0 = unbounded;
-their minLength when larger), so do the keys of a map (`additionalProperties` alone), and objects with `properties`
-but no `additionalProperties` get none; "any JSON object" has keys of at most that many characters and at most 8
-members per object or array. A number without bounds is any integer or a decimal within 1e15, never with an
-exponent, so every number is a finite double. JSON is compact (", " and ": " separators, no other whitespace).
+schemas are bounded (gateway.schema_bounds, with SPARKINFER_GRAMMAR_MAX_STRING: default 1024 characters, 0 =
+unbounded) so that a model that rambles inside a string still ends. JSON is compact (", " and ": " separators, no
+other whitespace).
 """
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import os
@@ -25,24 +21,17 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
+from gateway.schema_bounds import any_object_schema, bounded_schema
 from gateway.schema_errors import error_message
 
 DEFAULT_MAX_STRING_CHARS = 1024
 # The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
 ANY_OBJECT = {"type": "object"}
-_JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
-_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
-_UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern", "format")
 # Integers llguidance writes exactly: const/enum values as doubles (2^53), bounds as 64-bit integers.
 _EXACT_VALUES = ("const", "enum")
 _MAX_EXACT_VALUE = 2**53
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _MIN_BOUND, _MAX_BOUND = -(2**63), 2**63 - 1
-# A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
-_NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
-_FINITE_NUMBER = [{"type": "integer"}, {"type": "number", "minimum": -1e15, "maximum": 1e15}]
 
 
 @dataclass(frozen=True)
@@ -55,81 +44,6 @@ class Constraint:
 def max_string_chars() -> int:
     """Longest string a grammar lets the model write where the schema sets no bound (0 = unbounded)."""
     return int(os.environ.get("SPARKINFER_GRAMMAR_MAX_STRING") or DEFAULT_MAX_STRING_CHARS)
-
-
-@functools.lru_cache(maxsize=64)
-def enforced_format(name: str) -> bool:
-    """Whether llguidance has a rule for this string format (date-time, email, uuid, uri, ...)."""
-    import llguidance
-    grammar = llguidance.LLMatcher.grammar_from_lark("start: %json" + json.dumps({"type": "string", "format": name}))
-    return not llguidance.LLMatcher.validate_grammar(grammar)
-
-
-def formatted_string(schema: Any) -> bool:
-    """A string schema whose format llguidance enforces (and no enum / const, which are literals)."""
-    return (isinstance(schema, dict) and schema.get("type") in ("string", ["string"])
-            and isinstance(schema.get("format"), str) and enforced_format(schema["format"])
-            and "enum" not in schema and "const" not in schema)
-
-
-def _bound(node: Any, limit: int) -> None:
-    if not isinstance(node, dict):
-        return
-    if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
-        # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
-        # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
-        del node["format"]
-    if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
-        # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
-        node["maxLength"] = max(limit, _min_length(node))
-    if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):
-        # llguidance's JSON number takes any exponent: 8e691 or -7e54135022643151, which no double holds, so a
-        # forced call's {"type": "number"} argument was read back as the string "8e691" (its schema refused).
-        del node["type"]
-        node["anyOf"] = copy.deepcopy(_FINITE_NUMBER)
-    if "properties" in node and "additionalProperties" not in node:
-        node["additionalProperties"] = False
-    extra = node.get("additionalProperties")
-    if limit and isinstance(extra, dict) and "properties" not in node and "patternProperties" not in node:
-        # A map ({"additionalProperties": {...}} alone, pydantic's dict[str, X]): its keys are strings to cap too.
-        node["patternProperties"] = {_key_pattern(limit): extra}
-        node["additionalProperties"] = False
-    for key in _SCHEMA_LISTS:
-        for child in node.get(key) or []:
-            _bound(child, limit)
-    for key in _SCHEMA_MAPS:
-        for child in (node.get(key) or {}).values():
-            _bound(child, limit)
-    for key in _SCHEMA_ONE:
-        _bound(node.get(key), limit)
-
-
-def _key_pattern(limit: int) -> str:
-    return f"^.{{0,{limit}}}$" if limit else "^.*$"
-
-
-def _min_length(node: dict) -> int:
-    low = node.get("minLength", 0)
-    return low if isinstance(low, int) and not isinstance(low, bool) else 0
-
-
-def bounded_schema(schema: dict, limit: int) -> dict:
-    """A copy of schema for the grammar: every output it allows still validates against the original."""
-    out = copy.deepcopy(schema)
-    _bound(out, limit)
-    out["x-guidance"] = dict(_JSON_STYLE)
-    return out
-
-
-def any_object_schema(limit: int, max_items: int = 8) -> dict:
-    """json_object / format "json": any JSON object, bounded like every grammar schema (keys included)."""
-    key = _key_pattern(limit)
-    value = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
-                       {"type": "array", "items": {"$ref": "#/$defs/value"}, "maxItems": max_items},
-                       {"$ref": "#/$defs/object"}]}
-    obj = {"type": "object", "patternProperties": {key: {"$ref": "#/$defs/value"}}, "additionalProperties": False,
-           "maxProperties": max_items}
-    return {"$defs": {"value": value, "object": obj}, "$ref": "#/$defs/object"}
 
 
 def check_schema(schema: Any, param: str) -> dict:

@@ -8,7 +8,7 @@ Parameters follow the schema's `properties` order: required ones always, optiona
 unknown ones never appear. A parameter whose schema type is exactly "string" is raw text without "<" (its
 enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING characters); every
 other value is JSON from `%json{...}` of its property schema (strings inside bounded the same way, see
-structured.bounded_schema). A raw string's `pattern` is enforced when anchored (^...$), together with its length
+schema_bounds). A raw string's `pattern` is enforced when anchored (^...$), together with its length
 bounds, otherwise approximated by the plain string rule. Plain numbers and integers are at most 18 digits
 (a number's exponent at most 2, so it is a finite double; JSON numbers: see structured._FINITE_NUMBER).
 """
@@ -18,7 +18,8 @@ import json
 from typing import Optional
 
 from gateway.errors import InvalidRequest
-from gateway.structured import bounded_schema, formatted_string, json_grammar, max_string_chars
+from gateway.schema_bounds import bounded_schema, formatted_string
+from gateway.structured import json_grammar, max_string_chars
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
 # An exponent of at most two digits keeps every number a finite double (8e691 was read back as a string).

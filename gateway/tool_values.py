@@ -21,7 +21,7 @@ from jsonschema.exceptions import SchemaError, UnknownType
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-from gateway.structured import formatted_string
+from gateway.schema_bounds import formatted_string
 from gateway.tool_markup import load_json
 
 _DEFS_KEYS = ("$defs", "definitions")

@@ -147,6 +147,23 @@ def test_forced_number_arguments_are_finite_numbers(http, tool, seed):
         assert all(isinstance(n, (int, float)) and abs(n) < float("inf") for n in numbers), arguments
 
 
+NULLABLE = {"type": "function", "function": {"name": "record", "description": "Records a reading.", "parameters": {
+    "type": "object", "properties": {"value": {"type": ["number", "null"]}, "note": {"type": ["string", "null"]}},
+    "required": ["value", "note"], "additionalProperties": False}}}
+SCHEMAS["record"] = NULLABLE["function"]["parameters"]
+
+
+def test_type_list_arguments_are_bounded_like_their_types(http):
+    """A type list (OpenAI's strict-mode optional field) is bounded as each of its types: its number was llguidance's
+    unbounded JSON number (the random model wrote 945E+3023822713, which came back as a string the schema refuses)
+    and its string had no length cap (the call ran past max_tokens)."""
+    for seed in range(8):
+        body = {**C08, "tools": [NULLABLE], "tool_choice": "required", "temperature": 1.0, "seed": seed}
+        choice = chat(http, body)["choices"][0]
+        assert choice["finish_reason"] == "tool_calls", choice
+        check_calls(plain_calls(choice["message"]), {"record"})
+
+
 @pytest.mark.parametrize("seed", [7, 10, 12, 20])
 def test_c08_named_tool_gives_exactly_that_call(http, seed):
     """A named tool_choice is one call even when sampling would go on to a second one (parallel_tool_calls left at

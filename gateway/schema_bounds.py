@@ -1,0 +1,125 @@
+"""Gateway process: the grammar copy of a JSON schema, bounded so that a model that rambles still ends.
+
+Every output a bounded copy allows still validates against the original schema. Strings without
+maxLength/enum/const/pattern get maxLength `limit` (SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so
+do the keys of a map (`additionalProperties` alone); objects with `properties` but no `additionalProperties` get no
+other keys. A number without bounds is any integer or a decimal within 1e15, never with an exponent, so every
+number is a finite double. A type list (`["number", "null"]`, as OpenAI's strict mode writes an optional field) is
+read as the anyOf of its types, so each is bounded as it would be alone (a type list was left unbounded: its numbers
+took any exponent, 945E+3023822713, read back as a string its schema refused, and its strings any length).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from typing import Any
+
+_JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+_UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern", "format")
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
+_NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
+_FINITE_NUMBER = [{"type": "integer"}, {"type": "number", "minimum": -1e15, "maximum": 1e15}]
+# Keys that say nothing of a value (or belong to the node, not to one of its types).
+_NODE_KEYS = {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly",
+              "$defs", "definitions", "$schema", "$id", "$anchor", "x-guidance"}
+
+
+@functools.lru_cache(maxsize=64)
+def enforced_format(name: str) -> bool:
+    """Whether llguidance has a rule for this string format (date-time, email, uuid, uri, ...)."""
+    import llguidance
+    grammar = llguidance.LLMatcher.grammar_from_lark("start: %json" + json.dumps({"type": "string", "format": name}))
+    return not llguidance.LLMatcher.validate_grammar(grammar)
+
+
+def formatted_string(schema: Any) -> bool:
+    """A string schema whose format llguidance enforces (and no enum / const, which are literals)."""
+    return (isinstance(schema, dict) and schema.get("type") in ("string", ["string"])
+            and isinstance(schema.get("format"), str) and enforced_format(schema["format"])
+            and "enum" not in schema and "const" not in schema)
+
+
+def _split_types(node: dict) -> None:
+    """A type list as the anyOf of one copy of the node per type (the node's own keys stay on it)."""
+    types = node["type"]
+    if len(types) == 1:
+        node["type"] = types[0]
+        return
+    if "anyOf" in node or not types:
+        return
+    rest = {key: value for key, value in node.items() if key not in _NODE_KEYS and key != "type"}
+    for key in rest:
+        del node[key]
+    del node["type"]
+    node["anyOf"] = [{**copy.deepcopy(rest), "type": kind} for kind in types]
+
+
+def _bound_scalars(node: dict, limit: int) -> None:
+    if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
+        # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
+        # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
+        del node["format"]
+    if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
+        # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
+        node["maxLength"] = max(limit, _min_length(node))
+    if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):
+        # llguidance's JSON number takes any exponent: 8e691 or -7e54135022643151, which no double holds, so a
+        # forced call's {"type": "number"} argument was read back as the string "8e691" (its schema refused).
+        del node["type"]
+        node["anyOf"] = copy.deepcopy(_FINITE_NUMBER)
+
+
+def _bound(node: Any, limit: int) -> None:
+    if not isinstance(node, dict):
+        return
+    if isinstance(node.get("type"), list):
+        _split_types(node)
+    _bound_scalars(node, limit)
+    if "properties" in node and "additionalProperties" not in node:
+        node["additionalProperties"] = False
+    extra = node.get("additionalProperties")
+    if limit and isinstance(extra, dict) and "properties" not in node and "patternProperties" not in node:
+        # A map ({"additionalProperties": {...}} alone, pydantic's dict[str, X]): its keys are strings to cap too.
+        node["patternProperties"] = {_key_pattern(limit): extra}
+        node["additionalProperties"] = False
+    for key in _SCHEMA_LISTS:
+        for child in node.get(key) or []:
+            _bound(child, limit)
+    for key in _SCHEMA_MAPS:
+        for child in (node.get(key) or {}).values():
+            _bound(child, limit)
+    for key in _SCHEMA_ONE:
+        _bound(node.get(key), limit)
+
+
+def _key_pattern(limit: int) -> str:
+    return f"^.{{0,{limit}}}$" if limit else "^.*$"
+
+
+def _min_length(node: dict) -> int:
+    low = node.get("minLength", 0)
+    return low if isinstance(low, int) and not isinstance(low, bool) else 0
+
+
+def bounded_schema(schema: dict, limit: int) -> dict:
+    """A copy of schema for the grammar: every output it allows still validates against the original."""
+    out = copy.deepcopy(schema)
+    _bound(out, limit)
+    out["x-guidance"] = dict(_JSON_STYLE)
+    return out
+
+
+def any_object_schema(limit: int, max_items: int = 8) -> dict:
+    """json_object / format "json": any JSON object, bounded like every grammar schema (keys included)."""
+    key = _key_pattern(limit)
+    value = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
+                       {"type": "array", "items": {"$ref": "#/$defs/value"}, "maxItems": max_items},
+                       {"$ref": "#/$defs/object"}]}
+    obj = {"type": "object", "patternProperties": {key: {"$ref": "#/$defs/value"}}, "additionalProperties": False,
+           "maxProperties": max_items}
+    return {"$defs": {"value": value, "object": obj}, "$ref": "#/$defs/object"}
