@@ -9,6 +9,7 @@ from gateway.model import ModelCard
 from gateway.openai_schema import empty_array
 from gateway.structured import check_schema, checked
 from gateway.tool_grammar import tool_call_grammar
+from gateway.tool_values import tool_parameters
 
 # OpenAI's rule for function names.
 # OpenAI's rule plus '.' and ':' (MCP clients name tools "server.tool"; vLLM and Ollama accept them). Nothing
@@ -151,6 +152,7 @@ def check_tool_schemas(tools: list) -> None:
             continue
         param = f"tools[{i}].function.parameters"
         check_schema(parameters, param)
+        parameters = tool_parameters(tool["function"])
         missing = set(parameters.get("required") or []) - set(parameters.get("properties") or {})
         if missing:
             raise InvalidRequest(f"{param}: required parameter '{sorted(missing)[0]}' has no schema in properties, "

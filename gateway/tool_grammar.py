@@ -20,6 +20,7 @@ from typing import Optional
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import bounded_schema, formatted_string
 from gateway.structured import json_grammar, max_string_chars
+from gateway.tool_values import tool_parameters
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
 # An exponent of at most two digits keeps every number a finite double (8e691 was read back as a string).
@@ -118,7 +119,7 @@ def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
 
 
 def _function_rules(index: int, function: dict, limit: int, markup: dict) -> list:
-    params = function.get("parameters") or {}
+    params = tool_parameters(function)
     props = params.get("properties") or {}
     required = set(params.get("required") or [])
     defs = _shared_defs(params)

@@ -40,7 +40,7 @@ class ToolParams:
         for tool in tools:
             function = tool.get("function") or {}
             if function.get("name") == name:
-                params = function.get("parameters") or {}
+                params = tool_parameters(function)
                 props = params.get("properties") or {}
                 required = params.get("required") or []
                 shared = {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
@@ -61,6 +61,36 @@ class ToolParams:
                 continue
             out[key] = value
         return out
+
+
+def tool_parameters(function: dict) -> dict:
+    """A function's parameters schema, with a top-level local `$ref` followed to the object it names (keeping the
+    `$defs` beside it): zod-to-json-schema with a name writes {"$ref": "#/definitions/Args", "definitions": {...}}, and
+    a forced call read no `properties` there, so it came back as {} without its required parameters."""
+    params = function.get("parameters") or {}
+    seen = set()
+    while isinstance(params, dict) and "properties" not in params and isinstance(params.get("$ref"), str):
+        ref = params["$ref"]
+        target = _local_target(function.get("parameters") or {}, ref)
+        if ref in seen or not isinstance(target, dict):
+            break
+        seen.add(ref)
+        shared = {key: value for key, value in params.items() if key in _DEFS_KEYS + ("$schema",)}
+        params = {**shared, **target}
+    return params if isinstance(params, dict) else {}
+
+
+def _local_target(root: dict, ref: str) -> Any:
+    """What a local JSON pointer ref (#/definitions/Args) points to in root, or None."""
+    if not ref.startswith("#/"):
+        return None
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _types(schema: Optional[dict]) -> set:

@@ -164,6 +164,27 @@ def test_type_list_arguments_are_bounded_like_their_types(http):
         check_calls(plain_calls(choice["message"]), {"record"})
 
 
+NAMED_ARGS = {"type": "function", "function": {"name": "move", "description": "Moves.", "parameters": {
+    "$ref": "#/definitions/Args", "$schema": "http://json-schema.org/draft-07/schema#", "definitions": {
+        "Args": {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 1, "maximum": 9},
+                                                 "to": {"$ref": "#/definitions/Spot"}},
+                 "required": ["steps", "to"], "additionalProperties": False},
+        "Spot": {"type": "object", "properties": {"x": {"type": "boolean"}}, "required": ["x"],
+                 "additionalProperties": False}}}}}
+SCHEMAS["move"] = NAMED_ARGS["function"]["parameters"]
+
+
+def test_parameters_behind_a_top_level_ref_are_the_call_arguments(http):
+    """Parameters written as a $ref to their definition (zod-to-json-schema with a name) are that object: the grammar
+    read no properties there, so the forced call came back as {} without its required arguments."""
+    body = {**C08, "tools": [NAMED_ARGS], "tool_choice": {"type": "function", "function": {"name": "move"}},
+            "temperature": 1.0, "seed": 1}
+    choice = chat(http, body)["choices"][0]
+    calls = plain_calls(choice["message"])
+    assert choice["finish_reason"] == "tool_calls" and set(calls[0][1]) == {"steps", "to"}, choice
+    check_calls(calls, {"move"})
+
+
 @pytest.mark.parametrize("seed", [7, 10, 12, 20])
 def test_c08_named_tool_gives_exactly_that_call(http, seed):
     """A named tool_choice is one call even when sampling would go on to a second one (parallel_tool_calls left at
