@@ -179,12 +179,15 @@ class Engine:
         await self._apply_oldest()
 
     def _plan(self):
-        """Scheduler.schedule with its prefix-cache counters; None when nothing can run."""
+        """Scheduler.schedule with its prefix-cache and preemption counters; None when nothing can run."""
         cache_stats = self.scheduler.prefix_cache.stats
         num_queried, num_hit = cache_stats.num_query_tokens, cache_stats.num_hit_tokens
+        # Preemption happens only here: schedule() takes blocks from later requests when a running one must grow.
+        num_preemptions = self.scheduler.num_preemptions
         step = self.scheduler.schedule()
         self.metrics.prefix_cache_queries.inc(cache_stats.num_query_tokens - num_queried)
         self.metrics.prefix_cache_hits.inc(cache_stats.num_hit_tokens - num_hit)
+        self.metrics.num_preemptions.inc(self.scheduler.num_preemptions - num_preemptions)
         return step
 
     async def _apply_oldest(self) -> None:
@@ -204,10 +207,8 @@ class Engine:
             return
         self.inflight.pop_oldest()
         t2 = time.perf_counter_ns()
-        num_preemptions = self.scheduler.num_preemptions
         outputs = self.scheduler.update(result)
         self.publish(outputs)
-        self.metrics.num_preemptions.inc(self.scheduler.num_preemptions - num_preemptions)
         self._update_gauges()
         self.stats.record(flight.step, result, flight.plan_ns, t2 - flight.sent_ns, time.perf_counter_ns() - t2)
 

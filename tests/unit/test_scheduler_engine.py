@@ -257,3 +257,17 @@ async def test_requests_that_leave_before_a_token_are_in_the_queue_time_histogra
     assert _sample(metrics.request_success, "_total", finished_reason="abort") == 2
     assert _sample(metrics.request_queue_time, "_sum") >= (seated.first_scheduled_ns - seated.arrival_ns) / 1e9
     await engine.stop()
+
+
+async def test_preemptions_are_counted_in_the_metric():
+    """Four requests that each grow to 410 tokens in a 1024-token pool (64 blocks of 16): the scheduler preempts by
+    recompute while it plans a step, and sparkinfer_num_preemptions_total counts each one, as vLLM's
+    vllm:num_preemptions_total does. It was counted only around applying a step's result, where nothing is
+    preempted, so it stayed 0 while Load reported the preemptions."""
+    engine, _ = await make_engine()
+    results = await asyncio.gather(*(drain(engine.submit(request(f"r{i}", max_tokens=400))) for i in range(4)))
+    assert all(len(tokens) == 400 for tokens, _ in results)
+    load = engine.load()
+    assert load.num_preemptions > 0
+    assert _sample(engine.metrics.num_preemptions, "_total") == load.num_preemptions
+    await engine.stop()
