@@ -34,6 +34,12 @@ class WorkerUnavailableError(RequestError):
     reason = "unavailable"
 
 
+class ShuttingDownError(RequestError):
+    """A new request while the scheduler drains (SIGTERM): the gateway answers 503, a balancer retries elsewhere."""
+    code = "UNAVAILABLE"
+    reason = "shutting_down"
+
+
 def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
     """Raises QueueFullError when `max_queue_depth` (> 0) requests already wait; 0 means unlimited."""
     if max_queue_depth > 0 and num_waiting >= max_queue_depth:

@@ -22,6 +22,7 @@ class SchedulerConfig:
     prefix_cache: int = 1                       # automatic prefix cache (scheduler/prefix_cache.py): 1 = on, 0 = off
     prefix_cache_entries: int = 32              # cached prefixes at most (each holds one GDN state slot)
     prefix_cache_min_tokens: int = 1024         # shortest prefix (tokens) worth a checkpoint
+    drain_grace_s: float = 30.0                 # on SIGTERM/SIGINT: how long admitted requests may take to finish
 
     def describe(self) -> str:
         return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -45,6 +46,7 @@ ENV_NAMES = {
     "prefix_cache": "SPARKINFER_PREFIX_CACHE",
     "prefix_cache_entries": "SPARKINFER_PREFIX_CACHE_ENTRIES",
     "prefix_cache_min_tokens": "SPARKINFER_PREFIX_CACHE_MIN_TOKENS",
+    "drain_grace_s": "SPARKINFER_DRAIN_GRACE_S",
 }
 
 
@@ -73,4 +75,6 @@ def parse_config(argv=None, environ=None) -> SchedulerConfig:
         parser.error("max_num_batched_tokens and max_num_seqs must be > 0, max_queue_depth >= 0")
     if config.prefix_cache not in (0, 1) or config.prefix_cache_entries < 0 or config.prefix_cache_min_tokens < 0:
         parser.error("prefix_cache must be 0 or 1, prefix_cache_entries and prefix_cache_min_tokens >= 0")
+    if config.drain_grace_s < 0:
+        parser.error("drain_grace_s (SPARKINFER_DRAIN_GRACE_S) must be >= 0")
     return config

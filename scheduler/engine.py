@@ -56,6 +56,7 @@ class Engine:
         self.tasks = []
         self._nonce = 0
         self._rejected_groups = admission.RejectedGroups()
+        self.draining = False        # SIGTERM: new requests are refused, admitted ones run on (begin_drain)
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(coro) for coro in (self.recv_loop(), self.ping_loop(), self.step_loop())]
@@ -86,7 +87,14 @@ class Engine:
         self.work_event.set()
         return stream.queue
 
+    def begin_drain(self) -> None:
+        """From now on new requests are refused (UNAVAILABLE); the admitted ones, and later choices of their API
+        requests, run to their end. The server waits for `streams` to empty before it stops."""
+        self.draining = True
+
     def _admit(self, request) -> None:
+        if self.draining and not self._group_admitted(request.group_id):
+            raise admission.ShuttingDownError("the scheduler is shutting down and takes no new requests")
         if not self.worker_alive:
             raise admission.WorkerUnavailableError("no worker is connected to the scheduler")
         if not self._group_admitted(request.group_id):

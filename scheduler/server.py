@@ -151,10 +151,26 @@ async def serve(config) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await health.enter_graceful_shutdown()
+    await drain(engine, health, config.drain_grace_s, stop)
     await server.stop(grace=1.0)
     await engine.stop()
     link.close()
+
+
+async def drain(engine: Engine, health, grace_s: float, stop: asyncio.Event) -> None:
+    """After SIGTERM: health turns NOT_SERVING and new requests are refused at once, while the admitted ones get up
+    to grace_s to finish (a second signal cuts them), as vLLM's --shutdown-timeout drains its engine."""
+    await health.enter_graceful_shutdown()
+    engine.begin_drain()
+    stop.clear()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    if engine.streams:
+        log.info("stopping: draining %d requests in flight (up to %.0f s)", len(engine.streams), grace_s)
+    while engine.streams and not stop.is_set() and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    if engine.streams:
+        log.warning("stopping: cutting %d requests still in flight", len(engine.streams))
 
 
 def main(argv=None) -> None:

@@ -5,6 +5,7 @@ Socket I/O runs on its own thread (worker/wire.py); this module's main thread on
 """
 import argparse
 import os
+import signal
 import sys
 import time
 import uuid
@@ -47,6 +48,7 @@ class WorkerConfig:
                                                # 85% of the GPU memory left after weights and state slots
     num_threads: int = 0                       # torch CPU threads; 0 = all cores but two (scheduler, gateway), >= 1
     sampler_seed: int = 0                      # seed of the generator unseeded requests share; 0 = random
+    drain_grace_s: float = 30.0                # on SIGTERM: serve the scheduler's steps this long at most
 
     def describe(self) -> str:
         return "worker config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -58,7 +60,7 @@ ENV_NAMES = {
     "num_kv_blocks": "SPARKINFER_NUM_KV_BLOCKS", "num_state_slots": "SPARKINFER_NUM_STATE_SLOTS",
     "block_size": "SPARKINFER_BLOCK_SIZE", "kv_cache_mib": "SPARKINFER_KV_CACHE_MIB",
     "num_threads": "SPARKINFER_NUM_THREADS", "sampler_seed": "SPARKINFER_SAMPLER_SEED",
-    "state_dtype": "SPARKINFER_GDN_STATE_DTYPE",
+    "state_dtype": "SPARKINFER_GDN_STATE_DTYPE", "drain_grace_s": "SPARKINFER_DRAIN_GRACE_S",
 }
 
 
@@ -159,8 +161,22 @@ def run(config: WorkerConfig) -> None:
     link.start()
     print(f"worker ready: {hello.worker_id} on {hello.device}, {hello.num_blocks} KV blocks x {hello.block_size} "
           f"tokens, {hello.num_slots} state slots, connected to {config.worker_addr} (+1)", flush=True)
+    signal.signal(signal.SIGTERM, _drain_on_sigterm(link, config.drain_grace_s))
     StepPipeline(runner, link.steps, link.send_result).run()
     link.close()
+
+
+def _drain_on_sigterm(link: SchedulerLink, grace_s: float):
+    """SIGTERM reaches the worker with its scheduler (one Pod, `make run`'s stop) while the scheduler drains: the
+    worker serves on until the scheduler has gone quiet (then exits 0), or grace_s; a second SIGTERM kills it."""
+    def on_sigterm(signum, _frame) -> None:
+        if link.draining:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        print(f"worker: SIGTERM, serving until the scheduler goes quiet (up to {grace_s:.0f} s)", flush=True)
+        link.drain(grace_s)
+    return on_sigterm
 
 
 def main(argv=None) -> None:

@@ -8,6 +8,7 @@ the compute loop pushes over an inproc socket.
 """
 import queue
 import threading
+import time
 
 import zmq
 
@@ -15,6 +16,9 @@ from proto import frames, pb
 from proto.frames import WireError, split_addr  # noqa: F401  (WireError re-exported)
 
 POLL_MS = 100
+# A draining worker stops once the scheduler has sent nothing this long: it pings every SPARKINFER_PING_INTERVAL_S
+# (0.2 s) while it runs, so this silence means it has exited.
+DRAIN_SILENCE_S = 2.0
 
 
 def decode(frame: bytes):
@@ -42,12 +46,29 @@ class SchedulerLink:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self.process_sockets, name="worker-io", daemon=True)
         self._results = None
+        self._last_heard = time.monotonic()    # when the scheduler last sent a frame
+        self._drain_deadline = None            # monotonic time a draining worker stops at the latest
+
+    @property
+    def draining(self) -> bool:
+        return self._drain_deadline is not None
+
+    def drain(self, grace_s: float) -> None:
+        """Steps go on being served until the scheduler is silent for DRAIN_SILENCE_S, or grace_s has passed; then
+        steps() ends (None) as after a Shutdown."""
+        self._drain_deadline = time.monotonic() + grace_s
+
+    def _drained(self) -> bool:
+        now = time.monotonic()
+        return now - self._last_heard >= DRAIN_SILENCE_S or now >= self._drain_deadline
 
     def start(self) -> None:
         self._thread.start()
         self._ready.wait()
         # Created and used only by the compute thread (ZeroMQ sockets are not thread-safe).
         self._results = self.context.socket(zmq.PUSH)
+        # A result the I/O thread no longer takes (it stopped after a drain) must not hold up context.term().
+        self._results.setsockopt(zmq.LINGER, 0)
         self._results.connect(self.inproc_addr)
 
     def send_result(self, result) -> None:
@@ -72,7 +93,10 @@ class SchedulerLink:
             if recv_from_compute in events:
                 self._send_raw(recv_from_compute.recv())
             if recv_from_scheduler in events:
+                self._last_heard = time.monotonic()
                 self._dispatch(recv_from_scheduler.recv())
+            if self.draining and self._drained():
+                self.handle_shutdown(None)
         for sock in (recv_from_scheduler, self.send_to_scheduler, recv_from_compute):
             sock.close()
 

@@ -5,14 +5,17 @@ import signal
 import subprocess
 import threading
 
+import grpc
 import httpx
 import pytest
+from grpc_health.v1 import health_pb2
 
 from tests.e2e.stack import GatewayProcess
 from tests.e2e.test_finish_reason import wait_for
 from tests.e2e.test_openai_api import scheduler_load, sse_payloads
 
 NUM_TOKENS = 120
+SERVING = health_pb2.HealthCheckResponse.SERVING
 CHAT = {"model": "default", "messages": [{"role": "user", "content": "count"}], "max_tokens": NUM_TOKENS,
         "ignore_eos": True, "temperature": 0}
 
@@ -40,6 +43,13 @@ def _refused(url: str) -> bool:
     except httpx.ConnectError:
         return True
     return False
+
+
+def _not_serving(stack) -> bool:
+    try:
+        return stack.health() != SERVING
+    except grpc.RpcError:
+        return True
 
 
 @pytest.fixture
@@ -84,3 +94,34 @@ def test_past_the_drain_grace_the_rest_is_cut_and_freed(engine_stack, gateway_ov
     wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 0, 5)
     endless.join(10)
     assert endless.status is None and endless.error is not None
+
+
+def test_sigterm_on_the_engine_lets_its_requests_finish(make_engine_stack):
+    """SIGTERM reaches scheduler and worker together (a rolling update of the engine Pod, `make run`'s stop): the
+    scheduler turns NOT_SERVING and refuses new requests with 503 in the API's shape, the admitted ones run to their
+    end on the worker, which serves until the scheduler is gone; both exit 0. Before, the scheduler cut every request
+    after 1 s ("Cancelling all calls") and the worker died at once."""
+    stack = make_engine_stack()
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        streamed, plain = Call(gateway.url, {**CHAT, "stream": True}), Call(gateway.url, CHAT)
+        wait_for(lambda: scheduler_load(stack.grpc_addr).num_running == 2, 10)
+        stack.scheduler.send_signal(signal.SIGTERM)
+        stack.worker.send_signal(signal.SIGTERM)
+        wait_for(lambda: _not_serving(stack), 5)
+        refused = httpx.post(f"{gateway.url}/v1/chat/completions", json={**CHAT, "max_tokens": 2}, timeout=10)
+        anthropic = httpx.post(f"{gateway.url}/v1/messages", json={**CHAT, "max_tokens": 2}, timeout=10)
+        assert stack.scheduler.wait(timeout=60) == 0 and stack.worker.wait(timeout=10) == 0
+        streamed.join(10)
+        plain.join(10)
+    finally:
+        gateway.close()
+    assert refused.status_code == 503 and refused.json()["error"]["message"] == (
+        "the model server is unavailable: the scheduler is shutting down and takes no new requests")
+    assert anthropic.status_code == 503 and anthropic.json()["error"]["type"] == "overloaded_error"
+    assert streamed.status == plain.status == 200, (streamed.error, plain.error)
+    events = sse_payloads(streamed.content)
+    assert events[-1] == "[DONE]" and events[-2]["choices"][0]["finish_reason"] == "length"
+    answer = httpx.Response(200, content=plain.content).json()
+    assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == NUM_TOKENS

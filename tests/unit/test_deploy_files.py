@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from gateway.config import GatewayConfig
+from scheduler.config import SchedulerConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Read by compose itself (the host folder mounted as /models), not by a process.
@@ -59,6 +60,13 @@ def test_a_stopping_gateway_has_time_to_drain_before_the_worker_goes(compose):
     assert "worker" in gateway["depends_on"] and "scheduler" in gateway["depends_on"]
     k8s = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "gateway.yaml")) if doc["kind"] == "Deployment")
     assert k8s["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > GatewayConfig.drain_grace_s
+
+
+def test_a_stopping_engine_has_time_to_drain(compose):
+    for name in ("scheduler", "worker"):
+        assert _seconds(compose["services"][name]["stop_grace_period"]) > SchedulerConfig.drain_grace_s, name
+    k8s = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "engine.yaml")) if doc["kind"] == "StatefulSet")
+    assert k8s["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > SchedulerConfig.drain_grace_s
 
 
 def test_long_running_services_restart(compose):
