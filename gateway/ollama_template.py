@@ -1,9 +1,11 @@
 """Gateway process: Ollama's per-request `template` on /api/generate, a Go text/template, rendered for the subset
 Ollama's prompt templates use: {{ .Field }} and {{ $.Field }}, if / else if / else / end, range (with `$i, $v :=`),
-with, $variables, the functions not, and, or, eq, ne, len, slice, and the {{- -}} trim markers. As Ollama executes it, the prompt ends
-at the first {{ .Response }}. Any other action is a 400 naming it."""
+with, $variables, true/false/nil, the functions not, and, or, eq, ne, len, slice and Ollama's currentDate,
+yesterdayDate, json, and the {{- -}} trims. As Ollama executes it, the prompt ends at the first {{ .Response }}.
+Any other action is a 400 naming it."""
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any, Callable
@@ -216,7 +218,25 @@ _FUNCTIONS = {
     "ne": lambda a, b: a != b,
     "len": lambda a: len(a or ()),
     "slice": lambda a, start=None, stop=None: (a or [])[start:stop],
+    # Ollama's own (template/template.go funcs); a date format argument is ignored there too.
+    "currentDate": lambda *_: datetime.date.today().isoformat(),
+    "yesterdayDate": lambda *_: (datetime.date.today() - datetime.timedelta(days=1)).isoformat(),
+    "json": lambda a: _go_json(a),
 }
+# Go's predefined constants, and its functions and actions not read here (any other name is Go's "not defined").
+_CONSTANTS = {"true": True, "false": False, "nil": None}
+_GO_BUILTINS = frozenset("call html index js print printf println urlquery lt le gt ge template define block".split())
+
+
+def _go_json(value: Any) -> str:
+    """Go's json.Marshal: compact, a message's fields by their json names, <, >, & escaped as Go does for HTML."""
+    value = [_json_names(item) for item in value] if isinstance(value, list) else _json_names(value)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def _json_names(value: Any) -> Any:
+    return {key[:1].lower() + key[1:]: item for key, item in value.items()} if isinstance(value, dict) else value
 
 
 def _call(command: list, scope: dict, dot: Any) -> Any:
@@ -227,8 +247,14 @@ def _call(command: list, scope: dict, dot: Any) -> Any:
         except (TypeError, ValueError, IndexError) as exc:
             raise _fail(f"wrong number or type of arguments for {head}") from exc
     if len(command) != 1:
-        raise _fail(f"unsupported function {head!r}")
+        raise _fail(_undefined(head))
     return _value(head, scope, dot)
+
+
+def _undefined(head: Any) -> str:
+    if isinstance(head, str) and re.fullmatch(r"[A-Za-z_]\w*", head) and head not in _GO_BUILTINS:
+        return f'function "{head}" not defined'
+    return f"unsupported function {head!r}"
 
 
 def _value(term: Any, scope: dict, dot: Any) -> Any:
@@ -243,6 +269,13 @@ def _value(term: Any, scope: dict, dot: Any) -> Any:
         return int(term)
     if term == ".":
         return dot
+    if term in _CONSTANTS:
+        return _CONSTANTS[term]
+    if not term.startswith((".", "$")):
+        # A bare word is a function, called with no arguments (it rendered as nothing before: {{ currentDate }}).
+        if term not in _FUNCTIONS:
+            raise _fail(_undefined(term))
+        return _call([term], scope, dot)
     base, _, path = term.partition(".") if term.startswith("$") else ("", "", term[1:])
     if base:
         if base not in scope:

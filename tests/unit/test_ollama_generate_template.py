@@ -1,6 +1,8 @@
 """Ollama's per-request `template` on /api/generate (a Go text/template) is rendered, as Ollama's GenerateHandler does:
 .System and .Prompt for a legacy template, cut at {{ .Response }}; .Messages for one that ranges over them. It was a
 400 ('a per-request template is not supported')."""
+import datetime
+
 import orjson
 import pytest
 
@@ -75,3 +77,29 @@ async def test_deep_nesting_and_long_loops_are_400s_not_500s(stack):
         assert response.status == 400
         assert orjson.loads(await response.read())["error"] in (
             "template: blocks nest more than 64 deep", "template: the template renders too long a prompt")
+
+
+@pytest.mark.parametrize("template, prompt", [
+    ("Today is {{ currentDate }}. {{ .Prompt }}", "Today is {today}. a<b & \"c\""),
+    ('{{ currentDate "2006-01-02" }}|{{ yesterdayDate }}', "{today}|{yesterday}"),
+    ("{{ json .Prompt }} {{ json .Messages }}",
+     '"a\\u003cb \\u0026 \\"c\\"" [{"role":"user","content":"a\\u003cb \\u0026 \\"c\\""}]'),
+    ("{{ if true }}t{{ end }}{{ if false }}f{{ end }}{{ if nil }}n{{ end }}{{ if eq .Prompt nil }}e{{ end }}", "t"),
+], ids=["currentDate", "yesterdayDate", "json", "constants"])
+async def test_ollamas_template_functions_and_gos_constants(stack, template, prompt):
+    """Ollama's template functions (template/template.go: currentDate, yesterdayDate, json) and Go's true, false and
+    nil; a bare word rendered as nothing before ("Today is ." for {{ currentDate }})."""
+    client, fake = stack
+    today = datetime.date.today()
+    text, _ = await generate(client, fake, {"prompt": 'a<b & "c"', "template": template})
+    yesterday = today - datetime.timedelta(days=1)
+    assert text == prompt.replace("{today}", today.isoformat()).replace("{yesterday}", yesterday.isoformat())
+
+
+async def test_a_function_ollama_lacks_is_gos_parse_error(stack):
+    client, fake = stack
+    for word in ("Prompt", "toJson"):
+        response = await client.post("/api/generate", data=orjson.dumps(
+            {"model": "default", "stream": False, "prompt": "Why?", "template": f"{{{{ {word} }}}}"}))
+        assert response.status == 400
+        assert orjson.loads(await response.read()) == {"error": f'template: function "{word}" not defined'}
