@@ -10,13 +10,14 @@ from aiohttp import web
 from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
-from gateway.errors import ApiError, NotFound, NotImplementedApi, Overloaded
+from gateway.errors import ApiError, InvalidRequest, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
 from gateway.ollama_names import resolve_model, serves
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
-from gateway.ollama_shape import OLLAMA_VERSION, created_at, load_response, ps_entry, show_body, tags_entry
+from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
+                                  show_body, tags_entry)
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.web import json_response, read_json
 
@@ -24,7 +25,6 @@ from gateway.web import json_response, read_json
 _NOT_IMPLEMENTED = {
     ("POST", "/api/embed"): "embeddings are not supported: this server runs a generative model only",
     ("POST", "/api/embeddings"): "embeddings are not supported: this server runs a generative model only",
-    ("POST", "/api/pull"): "pulling models is not supported: the served model is fixed when the server starts",
     ("POST", "/api/push"): "pushing models is not supported by this server",
     ("POST", "/api/create"): "creating models is not supported: the served model is fixed when the server starts",
     ("POST", "/api/copy"): "copying models is not supported: the served model is fixed when the server starts",
@@ -33,6 +33,9 @@ _NOT_IMPLEMENTED = {
                                      "starts",
 }
 _BLOBS = _NOT_IMPLEMENTED[("POST", "/api/blobs/{digest}")]
+_PULL = "pulling models is not supported: the served model is fixed when the server starts"
+# What Ollama's pull of a model it has up to date reports (server/images.go PullModel), layers aside.
+_PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
 # The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
 # not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler); only the served model gets
 # the 501.
@@ -103,6 +106,7 @@ class OllamaRoutes:
         app.router.add_post("/api/show", self.show)
         app.router.add_post("/api/chat", self.chat)
         app.router.add_post("/api/generate", self.generate)
+        app.router.add_post("/api/pull", self.pull)
         for (method, path), reason in _NOT_IMPLEMENTED.items():
             named = _NAMED_MODEL.get((method, path))
             app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason, named=named))
@@ -161,6 +165,25 @@ class OllamaRoutes:
             framer = NdjsonFramer(plan, card, gen, chat, received)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         return json_response(await complete(plan, card, gen, chat, received))
+
+    @ollama_errors
+    async def pull(self, request: web.Request) -> web.Response:
+        """Pulling the served model succeeds, as Ollama's pull of a model it has up to date does (its progress,
+        ending with "success"; {"status": "success"} with stream false): clients pull before use. Any other model
+        cannot be pulled here: the 501 with the reason."""
+        body = await read_json(request)
+        body = body if isinstance(body, dict) else {}
+        name, stream = body.get("model") or body.get("name"), body.get("stream")
+        if not isinstance(name, str) or not name:
+            raise InvalidRequest("model is required", param="model")
+        if stream is not None and not isinstance(stream, bool):
+            raise InvalidRequest("stream must be true or false", param="stream")
+        if not serves(name, await self.engine.card(), await self.engine.served_name()):
+            raise NotImplementedApi(_PULL)
+        if stream is False:
+            return json_response({"status": "success"})
+        lines = b"".join(ndjson_line({"status": step}) for step in _PULL_STEPS)
+        return web.Response(body=lines, content_type=NDJSON_CONTENT_TYPE)
 
     @ollama_errors
     async def not_implemented(self, request: web.Request, reason: str, named: Optional[tuple] = None) -> web.Response:

@@ -223,7 +223,7 @@ def test_c14_disconnect_mid_stream_frees_the_slot(api_gateway, engine_stack, htt
 UNSUPPORTED_CALLS = [
     ("embed", lambda c: c.embed(model="tiny", input="hi"), 501, "embeddings"),
     ("embeddings", lambda c: c.embeddings(model="tiny", prompt="hi"), 501, "embeddings"),
-    ("pull", lambda c: c.pull("tiny"), 501, "pulling"),
+    ("pull", lambda c: c.pull("llama3"), 501, "pulling"),
     ("push", lambda c: c.push("tiny"), 501, "pushing"),
     ("create", lambda c: c.create(model="mine", from_="tiny"), 501, "creating"),
     ("copy", lambda c: c.copy("tiny", "mine"), 501, "copying"),
@@ -257,6 +257,12 @@ def test_unsupported_gets_status_and_reason(client, http, name, call, status, re
     assert info.value.status_code == status
     assert reason in info.value.error
     assert_alive(http)
+
+
+def test_pulling_the_served_model_succeeds(client):
+    """As Ollama's pull of a model it has up to date: clients that pull before use go on."""
+    assert client.pull("tiny").status == "success"
+    assert [progress.status for progress in client.pull("tiny", stream=True)][-1] == "success"
 
 
 def test_unknown_option_ignored_and_bad_json_bodies(http):

@@ -50,3 +50,18 @@ async def test_embeddings_for_a_model_not_served_is_a_404(stack, path):
     assert response.status == 404
     error = orjson.loads(await response.read())["error"]
     assert error["code"] == "model_not_found" and error["param"] == "model" and "llama3:8b" in error["message"]
+
+
+async def test_pulling_the_served_model_succeeds_as_ollamas_pull_of_a_model_it_has(stack):
+    """Ollama's pull of a model it has up to date ends with "success" (clients pull before use); it was a 501."""
+    client, servicer = stack
+    response = await client.post("/api/pull", json={"model": "Fake-Model"})
+    assert response.status == 200 and response.content_type == "application/x-ndjson"
+    assert [orjson.loads(line) for line in (await response.read()).splitlines()] == [
+        {"status": "pulling manifest"}, {"status": "verifying sha256 digest"}, {"status": "writing manifest"},
+        {"status": "success"}]
+    response = await client.post("/api/pull", json={"name": "fake-model:latest", "stream": False})
+    assert response.status == 200 and orjson.loads(await response.read()) == {"status": "success"}
+    response = await client.post("/api/pull", json={})
+    assert response.status == 400 and orjson.loads(await response.read()) == {"error": "model is required"}
+    assert not servicer.script.requests
