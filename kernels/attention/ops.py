@@ -14,6 +14,10 @@ import torch
 from kernels import _compile
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paged_decode.cu")
+TILE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_tile.cu")
+TILE_HEAD_DIMS = (128, 256)  # decode_tile.cu: 128 threads own HD / 128 dims each
+TILE_KEYS = 32  # decode_tile.cu TK
+TILE_BLOCKS_PER_SM = 4  # splits of the few-row kernel: up to this many (row, kv head, split) blocks per SM
 HEAD_DIMS = (64, 128, 256)
 GMAX = 8  # query heads per kv head the kernel holds (paged_decode.cu GMAX)
 THREADS = 128
@@ -69,31 +73,31 @@ def num_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
     return max(1, min(want, math.ceil(max_keys / MIN_SPLIT_KEYS), MAX_SPLITS))
 
 
+def tile_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
+    """S of the few-row kernel (decode_tile.cu): one TILE_KEYS-key tile a split while the grid stays within
+    TILE_BLOCKS_PER_SM blocks per SM (a one-row step is a chain of latencies, so it wants many short splits)."""
+    cap = max(1, TILE_BLOCKS_PER_SM * num_sms // max(1, num_rows * num_kv))
+    return max(1, min(math.ceil(max_keys / TILE_KEYS), cap))
+
+
+def uses_tile_kernel(num_rows: int, head_dim: int) -> bool:
+    """Few rows (under MIN_ROWS) with a head dim decode_tile.cu takes go to the few-row kernel."""
+    return num_rows < MIN_ROWS and head_dim in TILE_HEAD_DIMS
+
+
 @functools.lru_cache(maxsize=None)
-def _kernel(name: str, head_dim: int, kpl: int):
+def _kernel(name: str, head_dim: int, kpl: int, source: str = SOURCE):
     import cupy
 
     defines = (f"-DHD={head_dim}", f"-DGMAX={GMAX}", f"-DKPL={kpl}")
-    with open(SOURCE, encoding="utf-8") as f:
+    with open(source, encoding="utf-8") as f:
         module = cupy.RawModule(code=f.read(), options=_compile.OPTIONS + defines)
     return module.get_function(name)
 
 
-def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None,
-                 keys_per_lane: int = 0) -> torch.Tensor:
-    """Attention of one query token per row over its paged keys.
-
-    q [Nd, nH, hd] bf16 (heads contiguous; any row stride); k_pool, v_pool [blocks, BS, nKV, hd] bf16 contiguous;
-    tables [Nd, B] int64 (row r's key j lives in block tables[r, j // BS], offset j % BS); num_keys [Nd] int32 CUDA,
-    each in 1 .. B * BS (the row's context and its new token, already written to the pools); scale: the softmax
-    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed); keys_per_lane: the kernel's KPL
-    (1 or 2; 0: pick_keys_per_lane's). Returns out [Nd, nH, hd] bf16 (written into `out` when given, contiguous). Raises
-    PagedDecodeError for what the kernel does not take.
-    """
-    import numpy as np
-
-    num_rows, num_heads, head_dim = q.shape
-    num_kv = k_pool.shape[2]
+def _check(q, k_pool, v_pool, tables, num_keys) -> None:
+    """Raises PagedDecodeError unless the tensors are what paged_decode takes."""
+    num_rows, head_dim = q.shape[0], q.shape[2]
     pools_ok = v_pool.shape == k_pool.shape and k_pool.is_contiguous() and v_pool.is_contiguous()
     if not supports(q, k_pool) or not pools_ok:
         raise PagedDecodeError(f"paged_decode: q {tuple(q.shape)} {q.dtype}, pools {tuple(k_pool.shape)} "
@@ -102,11 +106,34 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
         raise PagedDecodeError("paged_decode: q heads must be contiguous, tables int64 with contiguous rows")
     if num_keys.dtype != torch.int32 or num_keys.numel() != num_rows or tables.shape[0] != num_rows:
         raise PagedDecodeError("paged_decode: num_keys must be int32 [Nd] and tables [Nd, B]")
+
+
+def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None,
+                 keys_per_lane: int = 0, kernel: str = "auto") -> torch.Tensor:
+    """Attention of one query token per row over its paged keys.
+
+    q [Nd, nH, hd] bf16 (heads contiguous; any row stride); k_pool, v_pool [blocks, BS, nKV, hd] bf16 contiguous;
+    tables [Nd, B] int64 (row r's key j lives in block tables[r, j // BS], offset j % BS); num_keys [Nd] int32 CUDA,
+    each in 1 .. B * BS (the row's context and its new token, already written to the pools); scale: the softmax
+    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed); keys_per_lane: the kernel's KPL
+    (1 or 2; 0: pick_keys_per_lane's); kernel: "tile" (decode_tile.cu, head dims TILE_HEAD_DIMS), "split"
+    (paged_decode.cu) or "auto" (uses_tile_kernel). Returns out [Nd, nH, hd] bf16 (written into `out` when given,
+    contiguous). Raises PagedDecodeError for what the kernels do not take.
+    """
+    import numpy as np
+
+    _check(q, k_pool, v_pool, tables, num_keys)
+    num_rows, num_heads, head_dim = q.shape
+    num_kv = k_pool.shape[2]
     if out is None:
         out = torch.empty(num_rows, num_heads, head_dim, dtype=torch.bfloat16, device=q.device)
     if num_rows == 0:
         return out
-    splits = num_splits(num_rows, num_kv, max_keys, _compile.num_sms(q.device))
+    sms = _compile.num_sms(q.device)
+    tile = uses_tile_kernel(num_rows, head_dim) if kernel == "auto" else kernel == "tile"
+    if tile and head_dim not in TILE_HEAD_DIMS:
+        raise PagedDecodeError(f"paged_decode: the few-row kernel takes head dims {TILE_HEAD_DIMS}, not {head_dim}")
+    splits = tile_splits(num_rows, num_kv, max_keys, sms) if tile else num_splits(num_rows, num_kv, max_keys, sms)
     ws = out
     if splits > 1:
         entry = GMAX * head_dim + 2 * GMAX
@@ -116,9 +143,12 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
     args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
             ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
             np.float32(scale * LOG2E))
-    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, _compile.num_sms(q.device),
-                                              -(-max_keys // splits))
-    _kernel("paged_decode", head_dim, kpl)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
+    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, sms, -(-max_keys // splits))
+    if tile:
+        _kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE)((splits, num_kv, num_rows), (THREADS,), args,
+                                                               stream=stream)
+    else:
+        _kernel("paged_decode", head_dim, kpl)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
     if splits > 1:
         _kernel("paged_decode_combine", head_dim, kpl)((num_heads, num_rows), (head_dim // 4,), (
             ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), stream=stream)

@@ -38,3 +38,10 @@ def test_one_key_a_lane_when_a_split_has_at_most_one_tile_per_warp():
     assert splits == 5
     assert ops.pick_keys_per_lane(8 * 4 * splits, 132, -(-513 // splits)) == 1
     assert ops.pick_keys_per_lane(8 * 4 * splits, 132, 171) == 2
+
+
+def test_few_row_kernel_splits_one_tile_each_within_four_blocks_per_sm():
+    assert ops.tile_splits(1, 4, 513, 132) == 17  # ceil(513 / 32) tiles, 68 blocks
+    assert ops.tile_splits(1, 4, 32768, 132) == 132  # 4 blocks per SM: 528 blocks
+    assert ops.tile_splits(7, 4, 20, 132) == 1
+    assert ops.uses_tile_kernel(1, 256) and not ops.uses_tile_kernel(ops.MIN_ROWS, 256)
