@@ -17,6 +17,7 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paged_decode.
 TILE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_tile.cu")
 TILE_HEAD_DIMS = (128, 256)  # decode_tile.cu: 128 threads own HD / 128 dims each
 TILE_KEYS = 32  # decode_tile.cu TK
+TILE_MAX_KEYS = 1024  # preferred(): the longest key width for which the few-row kernel beats torch (measured)
 TILE_BLOCKS_PER_SM = 4  # splits of the few-row kernel: up to this many (row, kv head, split) blocks per SM
 HEAD_DIMS = (64, 128, 256)
 GMAX = 8  # query heads per kv head the kernel holds (paged_decode.cu GMAX)
@@ -47,13 +48,16 @@ def supports(q: torch.Tensor, k_pool: torch.Tensor) -> bool:
             and num_heads % num_kv == 0 and num_heads // num_kv <= GMAX and k_pool.shape[3] == head_dim)
 
 
-def preferred(num_rows: int) -> bool:
-    """Where the kernel beats the torch path it replaces (gather + two batched matmuls), both as CUDA-graph replays on
-    the 27B layer (`python3 -m bench.gpu_paged_decode`, H200, 2026-11-29, run 15, each with its pick_keys_per_lane):
-    from 8 decode rows (Nd = 8 ctx 4096 127.4 vs 163.6 us, Nd = 32 ctx 4096 366.7 vs 531.2, Nd = 64 ctx 32768
-    4617.8 vs 7902.2); one row is faster through torch (ctx 256 27.1 vs 37.1 us, ctx 32768 160.5 vs 249.9: a single
-    row's 4 kv heads give too few blocks to hide the kernel's per-tile latency chain)."""
-    return num_rows >= MIN_ROWS
+def preferred(num_rows: int, head_dim: int = 256, max_keys: int = 0) -> bool:
+    """Where a kernel beats the torch path it replaces (gather + two batched matmuls), CUDA-graph replays on the 27B
+    layer: from MIN_ROWS (8) decode rows paged_decode.cu (`python3 -m bench.gpu_paged_decode`, H200, 2026-11-29, run
+    15: Nd = 8 ctx 4096 127.4 vs 163.6 us, Nd = 32 ctx 4096 366.7 vs 531.2, Nd = 64 ctx 32768 4617.8 vs 7902.2);
+    below it the few-row kernel (decode_tile.cu) while max_keys <= TILE_MAX_KEYS (2026-11-30, device run 8, us tile /
+    torch: Nd = 1 ctx 256 15.8 / 26.8, ctx 512 18.2 / 32.8, Nd = 4 ctx 512 24.5 / 35.9, Nd = 7 ctx 512 27.8 / 41.4;
+    but Nd = 1 ctx 4096 54.5 / 40.4, ctx 32768 181.3 / 163.5: longer rows stay with torch)."""
+    if num_rows >= MIN_ROWS:
+        return True
+    return uses_tile_kernel(num_rows, head_dim) and 0 < max_keys <= TILE_MAX_KEYS
 
 
 def pick_keys_per_lane(num_blocks: int, num_sms: int, keys_per_split: int = KPL2_MIN_SPLIT_KEYS + 1) -> int:

@@ -21,9 +21,12 @@ def test_splits_never_leave_a_split_under_the_minimum_share():
             assert 1 <= s <= ops.MAX_SPLITS and (s == 1 or keys / s >= ops.MIN_SPLIT_KEYS / 2), (rows, keys, s)
 
 
-def test_kernel_preferred_from_eight_decode_rows():
-    assert not ops.preferred(1) and not ops.preferred(ops.MIN_ROWS - 1)
+def test_kernel_preferred_from_eight_decode_rows_or_fewer_rows_at_short_context():
+    assert not ops.preferred(1) and not ops.preferred(ops.MIN_ROWS - 1)  # no key bound given
     assert ops.preferred(ops.MIN_ROWS) and ops.preferred(64)
+    # device run 8 (2026-11-30): the few-row kernel wins up to 1024 keys, torch from 4096
+    assert ops.preferred(1, 256, 1024) and ops.preferred(7, 128, 513)
+    assert not ops.preferred(1, 256, 4096) and not ops.preferred(1, 64, 512)
 
 
 def test_two_keys_a_lane_while_the_grid_fits_three_blocks_per_sm():

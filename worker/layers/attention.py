@@ -15,9 +15,9 @@ from worker.layers.norm import RMSNorm
 from worker.layers.paged_attention import PagedStepMeta, decode_attention
 from worker.layers.rope import RotaryEmbedding
 
-# decode rows through the paged decode kernel (kernels/attention, CUDA bf16): "auto" where it is the faster path
-# (attention_ops.preferred: from 8 decode rows), "1" wherever it can serve, "0" never (the torch gather + batched
-# matmuls); SPARKINFER_PAGED_DECODE sets it, for A/B runs
+# decode rows through the paged decode kernels (kernels/attention, CUDA bf16): "auto" where they are the faster path
+# (attention_ops.preferred: from 8 decode rows, or fewer up to 1024 keys), "1" wherever they can serve, "0" never
+# (the torch gather + batched matmuls); SPARKINFER_PAGED_DECODE sets it, for A/B runs
 DECODE_KERNEL = os.environ.get("SPARKINFER_PAGED_DECODE", "auto")
 
 
@@ -139,7 +139,8 @@ class GatedAttention(torch.nn.Module):
         """query [Nd, nH, hd] of the decode rows -> [Nd, nH, hd]: the paged decode kernel on CUDA bf16 where
         DECODE_KERNEL asks for it (one launch, kernels/attention), else the vectorized torch path (gather + two
         batched matmuls)."""
-        wanted = DECODE_KERNEL == "1" or (DECODE_KERNEL == "auto" and attention_ops.preferred(query.shape[0]))
+        auto = attention_ops.preferred(query.shape[0], self.head_dim, meta.max_keys)
+        wanted = DECODE_KERNEL == "1" or (DECODE_KERNEL == "auto" and auto)
         if meta.decode_tables is not None and wanted and attention_ops.supports(query, pools[0]):
             return attention_ops.paged_decode(query.contiguous(), *pools, meta.decode_tables, meta.num_keys,
                                               self.scale, meta.max_keys)
