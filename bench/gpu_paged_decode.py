@@ -4,7 +4,8 @@ layer (24 query heads, 4 kv heads, head dim 256, 16-token blocks in shuffled ord
 
 `python3 -m bench.gpu_paged_decode`: per batch Nd and context: both times (us per call), the K/V bytes a
 step must read (Nd x keys x 4 kv heads x 256 x 2 bytes x 2) and the kernel's fraction of the copy bandwidth
-measured in the same run; the kernel at 1 and at 2 keys a lane (its KPL). All timed as CUDA-graph replays (as they
+measured in the same run; the kernel at 1 and at 2 keys a lane (its KPL), and below 8 rows the few-row kernel
+(decode_tile.cu). All timed as CUDA-graph replays (as they
 run in the decode step: no host time). With OUT set, writes paged_decode.csv and paged_decode.png there.
 """
 import csv
@@ -17,7 +18,8 @@ from kernels.attention import ops
 from worker.layers.paged_attention import decode_attention, decode_keys
 
 NUM_HEADS, NUM_KV, HEAD_DIM, BLOCK = 24, 4, 256, 16
-CASES = [(1, 256), (1, 4096), (1, 32768), (8, 4096), (32, 256), (32, 4096), (64, 256), (64, 4096), (64, 32768)]
+CASES = [(1, 256), (1, 512), (1, 4096), (1, 32768), (4, 512), (8, 4096), (32, 256), (32, 4096), (64, 256), (64, 4096),
+         (64, 32768)]
 
 
 def bench_case(rows: int, context: int, copy_gbs: float) -> dict:
@@ -30,9 +32,13 @@ def bench_case(rows: int, context: int, copy_gbs: float) -> dict:
     out = torch.empty_like(q)
     scale = HEAD_DIM ** -0.5
     ours = graph_us([lambda: ops.paged_decode(q, k_pool, v_pool, tables, keys, scale, context + 1, out=out,
-                                              keys_per_lane=1)] * 4)[0]
+                                              keys_per_lane=1, kernel="split")] * 4)[0]
     kpl2 = graph_us([lambda: ops.paged_decode(q, k_pool, v_pool, tables, keys, scale, context + 1, out=out,
-                                              keys_per_lane=2)] * 4)[0]
+                                              keys_per_lane=2, kernel="split")] * 4)[0]
+    tile = float("nan")
+    if rows < ops.MIN_ROWS:  # the few-row kernel (decode_tile.cu) where it can serve
+        tile = graph_us([lambda: ops.paged_decode(q, k_pool, v_pool, tables, keys, scale, context + 1, out=out,
+                                                  kernel="tile")] * 4)[0]
     index, valid = decode_keys(tables, list(range(rows)), [context] * rows, BLOCK, q.device)
     flat_k, flat_v = (p.view(-1, NUM_KV, HEAD_DIM) for p in (k_pool, v_pool))
     try:
@@ -42,10 +48,10 @@ def bench_case(rows: int, context: int, copy_gbs: float) -> dict:
     nbytes = rows * (context + 1) * NUM_KV * HEAD_DIM * 2 * 2
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     row = {"rows": rows, "context": context, "splits": ops.num_splits(rows, NUM_KV, context + 1, sms),
-           "ours_us": ours, "kpl2_us": kpl2, "torch_us": torch_us, "bytes": nbytes,
+           "ours_us": ours, "kpl2_us": kpl2, "tile_us": tile, "torch_us": torch_us, "bytes": nbytes,
            "frac_copy_bw": nbytes / (ours * 1e-6) / 1e9 / copy_gbs}
     print(f"  Nd={rows:<3d} ctx={context:<6d} S={row['splits']:<3d} kernel {ours:9.1f} us  (2 keys a lane "
-          f"{kpl2:9.1f})  torch {torch_us:9.1f} us "
+          f"{kpl2:9.1f}, few-row kernel {tile:7.1f})  torch {torch_us:9.1f} us "
           f"({torch_us / ours:5.1f}x)  {nbytes / 1e6:8.1f} MB  {100 * row['frac_copy_bw']:5.1f}% of copy bw",
           flush=True)
     return row
