@@ -80,7 +80,8 @@ def main() -> int:
     copy_bw = copy_bandwidth()
     print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s")
     failed, rows = 0, []
-    print(f"{'shape':>12s} {'M':>2s} {'ours us':>8s} {'plain us':>9s} {'torch us':>9s} {'torch/ours':>10s} {'%copy':>6s}")
+    print(f"{'shape':>12s} {'M':>2s} {'ours us':>8s} {'plain us':>9s} {'torch us':>9s} {'torch/ours':>10s} "
+          f"{'%copy':>6s}")
     for n, k in SHAPES:
         err = check(n, k)
         failed += not err < 1e-2

@@ -48,7 +48,8 @@ __device__ __forceinline__ void load_dims(const u16* p, float (&v)[DPL]) {
   w[0] = *reinterpret_cast<const u32*>(p);
 #endif
 #pragma unroll
-  for (int i = 0; i < DPL / 2; ++i) v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+  for (int i = 0; i < DPL / 2; ++i)
+    v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
 }
 __device__ __forceinline__ void store_dims(u16* p, const float (&v)[DPL]) {
   u32 w[DPL / 2];

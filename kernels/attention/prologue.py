@@ -42,7 +42,8 @@ def _rows_ok(t: torch.Tensor, align: int) -> bool:
 def serves(query_gate: torch.Tensor, key: torch.Tensor, value: torch.Tensor, k_pool: torch.Tensor,
            rotary_dim: int) -> bool:
     """True when qk_norm_rope_cache and gate_mul can run: CUDA bf16 everywhere, HD in HEAD_DIMS, query_gate rows
-    16-byte aligned (gate_mul's loads), key / value rows aligned to HD / 16 bytes, contiguous bf16 pools, rotary_dim even, <= HD, and rotary_dim / 2 a multiple of HD / 32 (prologue.cu)."""
+    16-byte aligned (gate_mul's loads), key / value rows aligned to HD / 16 bytes, contiguous bf16 pools,
+    rotary_dim even, <= HD, and rotary_dim / 2 a multiple of HD / 32 (prologue.cu)."""
     if not ENABLED or not query_gate.is_cuda:
         return False
     head_dim = k_pool.shape[-1]

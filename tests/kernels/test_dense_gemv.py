@@ -1,6 +1,7 @@
 """kernels/dense/gemv.cu (skinny bf16 GEMV) against an f32 matmul on fresh random inputs and NaN-poisoned outputs:
 every M from 1 to 8, odd N, K from one vector to the largest served, row-strided x, CUDA-graph replays with the
-kernel launched (PDL) right after a norm kernel that lets dependents start early, and Linear's dispatch (needs a GPU)."""
+kernel launched (PDL) right after a norm kernel that lets dependents start early, and Linear's dispatch (needs a
+GPU)."""
 import math
 
 import pytest
