@@ -11,38 +11,12 @@
 // the rescale factor in shared memory; then thread t accumulates dims [DPT t, DPT t + DPT) of every head over the
 // tile's V rows (DPT = HD / 128). S = 1: out = acc / l (bf16); else (acc, m, l) to ws as paged_decode writes them.
 // Sources: online softmax, Milakov & Gimelshein 2018; split keys, flash-decoding (Dao et al., 2023).
-typedef unsigned short u16;
-typedef unsigned int u32;
+#include "decode_common.cuh"
 
-#ifndef HD
-#define HD 256
-#endif
-#ifndef GMAX
-#define GMAX 8
-#endif
 #define TK 32
 #define PIECES (HD / 8)  // 16-byte pieces of a row
 #define DPT (HD / 128)
-#define NEG_INF __int_as_float(0xff800000u)
-#define WS_M (GMAX * HD)
-#define WS_L (GMAX * HD + GMAX)
-#define WS_ENTRY (GMAX * HD + 2 * GMAX)
 
-__device__ __forceinline__ u16 f2bf(float x) {
-  u16 r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   const u32 d = (u32)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");

@@ -93,7 +93,7 @@ def uses_tile_kernel(num_rows: int, head_dim: int) -> bool:
 def _kernel(name: str, head_dim: int, kpl: int, source: str = SOURCE):
     import cupy
 
-    defines = (f"-DHD={head_dim}", f"-DGMAX={GMAX}", f"-DKPL={kpl}")
+    defines = (f"-DHD={head_dim}", f"-DGMAX={GMAX}", f"-DKPL={kpl}", "-I" + os.path.dirname(source))
     with open(source, encoding="utf-8") as f:
         module = cupy.RawModule(code=f.read(), options=_compile.OPTIONS + defines)
     return module.get_function(name)

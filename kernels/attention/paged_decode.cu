@@ -14,15 +14,8 @@
 // The 4 warps' (m, l, acc) merge through shared memory; S = 1: out = acc / l (bf16), else (m, l, acc) go to
 // ws[n][h][s] for paged_decode_combine: grid (nH, Nd), block HD / 4 (4 dims a thread), the splits merged the same
 // way. Source of the online softmax: Milakov & Gimelshein 2018; split keys: flash-decoding (Dao et al., 2023).
-typedef unsigned short u16;
-typedef unsigned int u32;
+#include "decode_common.cuh"
 
-#ifndef HD
-#define HD 256
-#endif
-#ifndef GMAX
-#define GMAX 8
-#endif
 #define WARPS 4
 // KPL keys a lane (tiles of TILE = 32 KPL keys, the lane's keys j0 + lane + 32 i): each query value read from shared
 // memory serves KPL keys
@@ -30,29 +23,8 @@ typedef unsigned int u32;
 #define KPL 1
 #endif
 #define TILE (32 * KPL)
-#define NEG_INF __int_as_float(0xff800000u)  // -infinity (NVRTC has no math.h INFINITY)
 #define DPL (HD / 32)                 // dims a lane owns in P V
-// ws entry of (row, kv head, split): acc [GMAX][HD] (unnormalised), then m [GMAX], then l [GMAX]
-#define WS_M (GMAX * HD)
-#define WS_L (GMAX * HD + GMAX)
-#define WS_ENTRY (GMAX * HD + 2 * GMAX)
 
-__device__ __forceinline__ float bf2f(u16 h) { return __uint_as_float(((u32)h) << 16); }
-__device__ __forceinline__ u16 f2bf(float x) {
-  u16 r;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
-  return r;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 // DPL (8, 4 or 2) bf16 of a row into f32
 __device__ __forceinline__ void load_dims(const u16* p, float (&v)[DPL]) {
 #if DPL == 8
