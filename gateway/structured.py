@@ -13,10 +13,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
@@ -46,6 +47,34 @@ def max_string_chars() -> int:
     return int(os.environ.get("SPARKINFER_GRAMMAR_MAX_STRING") or DEFAULT_MAX_STRING_CHARS)
 
 
+@functools.lru_cache(maxsize=256)
+def _pattern_error(pattern: str) -> str:
+    """Why llguidance (Rust's regex syntax, which enforces every `pattern`) cannot read a pattern, or ""."""
+    import llguidance
+    grammar = llguidance.LLMatcher.grammar_from_lark("start: %json" + json.dumps({"type": "string", "pattern": pattern}))
+    error = llguidance.LLMatcher.validate_grammar(grammar)
+    return "" if error.startswith("WARNING") else error
+
+
+def _is_regex(pattern: Any) -> bool:
+    """Whether llguidance or Python's re reads the pattern (re.error when neither does). One only re reads (a
+    look-around) is then refused by the grammar compile, which names what llguidance cannot enforce."""
+    if isinstance(pattern, str) and _pattern_error(pattern):
+        re.compile(pattern)
+    return True
+
+
+@functools.lru_cache(maxsize=8)
+def _schema_formats(cls) -> FormatChecker:
+    """The draft's format checker for a schema itself, its `regex` format (every `pattern`) read by llguidance too: JSON
+    Schema patterns are ECMA-262 regexes, and Python's re alone (jsonschema's check) refused valid ones such as
+    `^\\p{Lu}\\p{Ll}+$` or the named groups `(?<year>\\d{4})` of JavaScript clients."""
+    checker = FormatChecker(formats=())
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    checker.checks("regex", raises=re.error)(_is_regex)
+    return checker
+
+
 def check_schema(schema: Any, param: str) -> dict:
     """400 unless schema is a JSON Schema object that its draft (2020-12 unless $schema names another) accepts and
     llguidance can enforce exactly."""
@@ -54,7 +83,8 @@ def check_schema(schema: Any, param: str) -> dict:
     try:
         # The draft its $schema names (draft-07's tuple `items` list, draft-04's boolean exclusiveMinimum, as
         # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+        cls = validator_for(schema, default=Draft202012Validator)
+        cls.check_schema(schema, format_checker=_schema_formats(cls))
     except SchemaError as exc:
         raise InvalidRequest(f"{param} is not a valid JSON Schema: {error_message(exc)}", param=param) from exc
     _check_exact_integers(schema, param)

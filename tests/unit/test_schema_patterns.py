@@ -1,0 +1,53 @@
+"""Unit tests: a schema `pattern` is an ECMA-262 regex (JSON Schema's dialect), read as llguidance enforces it, not
+refused because Python's re cannot read it (Unicode classes, JavaScript's named groups)."""
+
+import orjson
+import pytest
+
+USER = [{"role": "user", "content": "hi"}]
+DATE = r"^(?<year>\d{4})-(?<month>\d{2})$"
+NAME = r"^\p{Lu}\p{Ll}+$"
+SCHEMA = {"type": "object", "properties": {"when": {"type": "string", "pattern": DATE},
+                                           "who": {"type": "string", "pattern": NAME}},
+          "required": ["when", "who"], "additionalProperties": False}
+REPLY = '{"when": "2026-11", "who": "Émile"}'
+TOOL = {"type": "function", "function": {"name": "meet", "parameters": SCHEMA}}
+CALL = ("<tool_call>\n<function=meet>\n<parameter=when>\n2026-11\n</parameter>\n<parameter=who>\nÉmile\n"
+        "</parameter>\n</function>\n</tool_call>")
+
+
+async def _post(client, path: str, body: dict) -> dict:
+    response = await client.post(path, json=body)
+    answer = orjson.loads(await response.read())
+    assert response.status == 200, answer
+    return answer
+
+
+@pytest.mark.parametrize("field", [
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "meeting", "schema": SCHEMA}}},
+    {"guided_json": SCHEMA}, {"structured_outputs": {"json": SCHEMA}}], ids=["response-format", "guided", "so"])
+async def test_ecma_patterns_constrain_the_answer(stack, field):
+    """`\\p{Lu}` and `(?<year>...)` were a 400 "is not a 'regex'": jsonschema checked them with Python's re."""
+    client, fake = stack
+    fake.script.reply = REPLY
+    answer = await _post(client, "/v1/chat/completions", {"messages": USER, "enable_thinking": False, **field})
+    assert answer["choices"][0]["message"]["content"] == REPLY
+    assert NAME.replace("\\", "\\\\") in fake.script.requests[-1].constraint.grammar
+
+
+async def test_ecma_patterns_in_a_forced_tool_call(stack):
+    client, fake = stack
+    fake.script.reply = CALL
+    answer = await _post(client, "/v1/chat/completions", {"messages": USER, "tools": [TOOL], "tool_choice": "required"})
+    calls = answer["choices"][0]["message"]["tool_calls"]
+    assert [orjson.loads(c["function"]["arguments"]) for c in calls] == [{"when": "2026-11", "who": "Émile"}]
+
+
+@pytest.mark.parametrize("pattern, words", [("[", "is not a 'regex'"), ("(?<=a)b", "look-around")],
+                         ids=["no-regex", "not-enforceable"])
+async def test_a_pattern_no_engine_reads_is_a_400_naming_it(stack, pattern, words):
+    client, _ = stack
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}}
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "guided_json": schema})
+    error = orjson.loads(await response.read())["error"]
+    assert response.status == 400 and error["param"] == "guided_json" and words in error["message"], error
