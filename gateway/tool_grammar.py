@@ -5,16 +5,17 @@ One call renders as the chat template writes it:
 calls are joined by "\\n" (at most MAX_PARALLEL_CALLS; exactly one when parallel_tool_calls is false or one
 function is named, as OpenAI's named tool_choice and vLLM's grammar for it give one call).
 Parameters follow the schema's `properties` order: required ones always, optional ones may be left out,
-unknown ones never appear. A parameter whose schema type is exactly "string" is raw text without "<" (its
-enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING characters); every
-other value is JSON from `%json{...}` of its property schema (strings inside bounded the same way, see
-schema_bounds). A raw string's `pattern` is enforced when anchored (^...$), together with its length
-bounds, otherwise approximated by the plain string rule. Plain numbers and integers are at most 18 digits
+unknown ones never appear. A parameter whose schema type is exactly "string" is raw text that never holds
+</parameter> (its enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING
+characters); every other value is JSON from `%json{...}` of its property schema (strings inside bounded the same
+way, see schema_bounds). A raw string's `pattern` is enforced when anchored (^...$), together with its length
+bounds, otherwise approximated by the free text. Plain numbers and integers are at most 18 digits
 (a number's exponent at most 2, so it is a finite double; JSON numbers: see structured._FINITE_NUMBER).
 """
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
 
 from gateway.errors import InvalidRequest
@@ -57,34 +58,62 @@ def _length_bound(schema: dict, limit: int) -> str:
     return f"{{{low},{int(high)}}}" if high is not None else f"{{{low},}}"
 
 
-def _string_value(schema: dict, limit: int) -> str:
-    choices = schema.get("enum") if "enum" in schema else ([schema["const"]] if "const" in schema else None)
-    if choices is not None:
-        strings = [c for c in choices if isinstance(c, str)]
-        if not strings:
-            raise _unsatisfiable("allows no string value (enum/const)")
-        return " | ".join(_literal(c) for c in strings)
-    bound = _length_bound(schema, limit)
-    # One lexeme with the closing tag: llguidance lexes greedily, so a separate value lexeme would swallow
-    # the newline before </parameter>.
-    return f"/[^<]{bound}{_CLOSE_RX}/"
+def _string_choices(schema: dict) -> str:
+    """A string's enum / const values as literals."""
+    choices = schema.get("enum") if "enum" in schema else [schema["const"]]
+    strings = [c for c in choices if isinstance(c, str)]
+    if not strings:
+        raise _unsatisfiable("allows no string value (enum/const)")
+    return " | ".join(_literal(c) for c in strings)
 
 
-def pattern_terminal(schema: dict, limit: int) -> Optional[str]:
-    """The Lark terminal for a raw string whose pattern is anchored at both ends, with its closing tag; None for
-    anything else (an unanchored pattern is approximated by the plain string rule). The length bounds (minLength,
-    maxLength, else `limit`) apply too, intersected with the pattern (`&`, which llguidance allows on terminals
-    only): a pattern alone let `^[a-z]+$` with maxLength 3 run on for hundreds of tokens."""
-    pattern = schema.get("pattern")
-    if not (_is_raw_string(schema) and isinstance(pattern, str) and not ("enum" in schema or "const" in schema)):
-        return None
-    if not (pattern.startswith("^") and pattern.endswith("$") and not pattern.endswith("\\$")):
+def _text_without(word: str) -> str:
+    """A regex of the texts that never hold `word` (whose first character occurs nowhere else in it): any character
+    but that first one, or a run of it followed by a part of `word` that then breaks off, or ends the text."""
+    first, rest = re.escape(word[0]), word[1:]
+
+    def breaks(i: int) -> str:
+        leaf = f"[^{re.escape(rest[i])}{first}]"
+        return leaf if i == len(rest) - 1 else f"(?:{leaf}|{re.escape(rest[i])}{breaks(i + 1)})"
+    part = ""
+    for char in reversed(rest[:-1]):
+        part = f"(?:{re.escape(char)}{part})?"
+    run = f"{first}(?:{part}{first})*"
+    return f"(?:[^{first}]|{run}{breaks(0)})*(?:{run}{part})?".replace("/", "\\/")
+
+
+# A raw string value: any text but its own closing tag, so code, HTML or a comparison keep their "<" (a value was
+# text without "<" at all: std::vector<int> or a < b could not be written in a forced call).
+_FREE_TEXT = _text_without("</parameter>")
+
+
+def _pattern_lexeme(pattern) -> Optional[str]:
+    """The lexeme of a pattern anchored at both ends, with the closing tag; None for any other (an unanchored pattern
+    is approximated by the free text)."""
+    if not (isinstance(pattern, str) and pattern.startswith("^") and pattern.endswith("$")
+            and not pattern.endswith("\\$")):
         return None
     from llguidance import regex_to_lark
     try:
-        lexeme = f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
+        return f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
     except ValueError:
         return None
+
+
+def string_terminal(schema: dict, limit: int) -> Optional[str]:
+    """The Lark terminal of a raw string value with its closing tag: its anchored pattern, else free text that never
+    holds </parameter> (a format llguidance enforces is a JSON string instead: None, as for enum / const literals and
+    every other type). The length bounds (minLength, maxLength, else `limit`) apply too, intersected (`&`, which
+    llguidance allows on terminals only): a pattern alone let `^[a-z]+$` with maxLength 3 run on for hundreds of
+    tokens."""
+    if not _is_raw_string(schema) or "enum" in schema or "const" in schema:
+        return None
+    lexeme = _pattern_lexeme(schema.get("pattern"))
+    if lexeme is None and formatted_string(schema):
+        return None
+    # One lexeme with the closing tag: llguidance lexes greedily, so a separate value lexeme would swallow the
+    # newline before </parameter>.
+    lexeme = lexeme or f"/{_FREE_TEXT}{_CLOSE_RX}/"
     bound = _length_bound(schema, limit)
     return lexeme if bound == "{0,}" else f"{lexeme} & /(?s:.{bound}){_CLOSE_RX}/"
 
@@ -106,10 +135,8 @@ def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
     if formatted_string(schema):
         # A format (date-time, email, uuid, ...) has no raw-text rule: its JSON string, which typed_value unquotes.
         value = "%json" + json.dumps(bounded_schema(schema, limit), ensure_ascii=False)
-    elif _is_raw_string(schema) and not ("enum" in schema or "const" in schema):
-        return _string_value(schema, limit)     # a pattern it has is approximated (see pattern_terminal)
     elif _is_raw_string(schema):
-        value = _string_value(schema, limit)
+        value = _string_choices(schema)         # other raw strings are terminals (string_terminal)
     elif isinstance(schema.get("type"), str) and schema["type"] in _PLAIN and set(schema) <= _ANNOTATIONS:
         value = _PLAIN[schema["type"]]
     else:
@@ -125,7 +152,7 @@ def _function_rules(index: int, function: dict, limit: int, markup: dict) -> lis
     defs = _shared_defs(params)
     rules, parts = [], []
     for k, (name, schema) in enumerate(props.items()):
-        rule, terminal = f"f{index}_p{k}", pattern_terminal(schema if isinstance(schema, dict) else {}, limit)
+        rule, terminal = f"f{index}_p{k}", string_terminal(schema if isinstance(schema, dict) else {}, limit)
         if terminal is not None:
             rules.append(f"F{index}_P{k}: {terminal}")
         value = f"F{index}_P{k}" if terminal is not None else value_rule(schema, limit, defs)

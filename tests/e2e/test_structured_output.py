@@ -185,6 +185,23 @@ def test_parameters_behind_a_top_level_ref_are_the_call_arguments(http):
     check_calls(calls, {"move"})
 
 
+WRITE = {"type": "function", "function": {"name": "write", "description": "Writes code.", "parameters": {
+    "type": "object", "properties": {"code": {"type": "string", "maxLength": 60}}, "required": ["code"]}}}
+
+
+def test_a_forced_string_argument_may_hold_angle_brackets(http):
+    """A string argument is any text but its closing tag: the grammar allowed no "<" at all, so a forced call could not
+    write std::vector<int>, a < b or HTML (the random model writes "<" in most of these calls now)."""
+    codes = []
+    for seed in range(6):
+        body = {**C08, "tools": [WRITE], "tool_choice": "required", "parallel_tool_calls": False, "temperature": 1.0,
+                "seed": seed}
+        choice = chat(http, body)["choices"][0]
+        assert choice["finish_reason"] == "tool_calls", choice
+        codes += [arguments["code"] for _, arguments in plain_calls(choice["message"])]
+    assert any("<" in code for code in codes) and not any("</parameter>" in code for code in codes), codes
+
+
 @pytest.mark.parametrize("seed", [7, 10, 12, 20])
 def test_c08_named_tool_gives_exactly_that_call(http, seed):
     """A named tool_choice is one call even when sampling would go on to a second one (parallel_tool_calls left at

@@ -75,12 +75,13 @@ def template_card(card):
     (lambda: call("calculate", operation="add", x=1), False, False),
     (lambda: call("calculate", operation="add", x=1, y=2.5), False, False),
     (lambda: call("calculate", operation="add", x=1, y=2, note="toolong"), False, False),
-    (lambda: call("get_weather", location="a<b"), False, False),
+    (lambda: call("get_weather", location="std::vector<int> v; if (a < b) {} <br/>"), False, True),
+    (lambda: call("get_weather", location="a</parameter>b"), False, False),
     (lambda: call("get_weather", city="Paris"), False, False),
     (lambda: call("nope"), False, False),
 ], ids=["numbers", "optional-json-params", "multiline-string", "no-params", "parallel-two", "single-refuses-two",
-        "prose-first", "enum", "missing-required", "integer", "maxLength", "markup-in-string", "unknown-param",
-        "unknown-function"])
+        "prose-first", "enum", "missing-required", "integer", "maxLength", "markup-in-string", "closing-tag-in-string",
+        "unknown-param", "unknown-function"])
 def test_tool_grammar_accepts_only_valid_calls(card, text, parallel, ok):
     grammar = tool_call_grammar(TOOLS, None, parallel, card)
     assert accepts(card, grammar, text()) is ok
