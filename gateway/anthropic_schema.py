@@ -8,7 +8,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest
-from gateway.list_limits import MAX_STOPS, MAX_TOOLS
+from gateway.list_limits import MAX_STOPS
 from gateway.openai_checks import TOOL_NAME_PATTERN
 from gateway.openai_schema import integral
 from gateway.schema_errors import error_message
@@ -108,19 +108,21 @@ def _where(path) -> str:
 
 
 def check_sizes(body: Any, ctx: int) -> None:
-    """400 at once for lists too long to use, before the schema validator walks every item of them."""
+    """400 at once for lists too long to use, before the schema validator walks every item of them. Tools are not
+    capped at OpenAI's 128 (Anthropic, vLLM and Ollama take more: Claude Code with a few MCP servers sends 160):
+    like messages, only more of them than the context holds tokens cannot fit."""
     if not isinstance(body, dict):
         return
-    for name, limit in (("tools", MAX_TOOLS), ("stop_sequences", MAX_STOPS)):
-        value = body.get(name)
-        if isinstance(value, list) and len(value) > limit:
-            raise InvalidRequest(f"{name}: {len(value)} items given; at most {limit} are accepted", param=name)
-    messages = body.get("messages")
-    # Every message renders to at least one token, so more messages than the context cannot fit.
-    if isinstance(messages, list) and len(messages) >= ctx:
-        raise ContextLengthExceeded(f"prompt is too long: at least {len(messages)} tokens ({len(messages)} "
-                                    f"messages) > {ctx} maximum",
-                                    param="messages").counts(ctx, len(messages), at_least=True)
+    stops = body.get("stop_sequences")
+    if isinstance(stops, list) and len(stops) > MAX_STOPS:
+        raise InvalidRequest(f"stop_sequences: {len(stops)} items given; at most {MAX_STOPS} are accepted",
+                             param="stop_sequences")
+    # Every message and every tool renders to at least one token, so more of either than the context cannot fit.
+    for name in ("messages", "tools"):
+        items = body.get(name)
+        if isinstance(items, list) and len(items) >= ctx:
+            raise ContextLengthExceeded(f"prompt is too long: at least {len(items)} tokens ({len(items)} {name}) > "
+                                        f"{ctx} maximum", param=name).counts(ctx, len(items), at_least=True)
 
 
 def validate(body: Any, schema: dict) -> dict:

@@ -44,15 +44,16 @@ def _check_prompt(prompt: Any, ctx: int) -> None:
             raise _overflow(len(item), ctx, "prompt")
 
 
-def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int) -> None:
-    """400 for a list too long to fit `ctx` tokens or the API's limits; cheap (lengths only)."""
+def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int, max_tools: int = MAX_TOOLS) -> None:
+    """400 for a list too long to fit `ctx` tokens or the API's limits; cheap (lengths only). max_tools: the API's
+    limit on tools (OpenAI's 128 unless the caller's API has none)."""
     if not isinstance(body, dict):
         return
     bias = body.get("logit_bias")
     if isinstance(bias, dict) and len(bias) > vocab_size:
         raise InvalidRequest(f"'logit_bias' holds {len(bias)} entries but the vocabulary has only {vocab_size} "
                              f"tokens", param="logit_bias")
-    for name, limit in (("tools", MAX_TOOLS), ("functions", MAX_TOOLS), ("stop", MAX_STOPS),
+    for name, limit in (("tools", max_tools), ("functions", MAX_TOOLS), ("stop", MAX_STOPS),
                         ("stop_token_ids", MAX_STOP_TOKEN_IDS)):
         _at_most(body, name, limit)
     if body.get("truncate_prompt_tokens") is not None:

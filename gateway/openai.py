@@ -9,7 +9,7 @@ from typing import Optional
 from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
-from gateway.list_limits import check_list_sizes
+from gateway.list_limits import MAX_TOOLS, check_list_sizes
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tokens, check_prompt_size,
                                    check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
@@ -182,9 +182,11 @@ def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
     return body.get("tools") or None
 
 
-def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> Plan:
-    """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
-    check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
+def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
+               max_tools: int = MAX_TOOLS) -> Plan:
+    """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
+    max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none)."""
+    check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
     body = legacy_functions(body) if isinstance(body, dict) else body
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
