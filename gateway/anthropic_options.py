@@ -1,0 +1,84 @@
+"""Gateway process: the options of an Anthropic /v1/messages body as the /v1 chat body's fields: tools and
+tool_choice as OpenAI's, thinking as the template's enable_thinking (and budget_tokens as thinking_token_budget),
+output_config's effort and format as reasoning_effort and response_format."""
+from __future__ import annotations
+
+from typing import Optional
+
+from gateway.errors import InvalidRequest, Unsupported
+
+_TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
+_MIN_BUDGET = 1024
+_BUDGET_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+
+
+def tool_fields(body: dict) -> dict:
+    """tools and tool_choice as OpenAI's; Anthropic's server tools (web search, bash, ...) are not served here."""
+    out: dict = {}
+    tools = body.get("tools") or []
+    for i, tool in enumerate(tools):
+        if tool.get("type") not in (None, "custom"):
+            raise Unsupported(f"tools.{i}.type: server tool '{tool['type']}' is not supported; only custom tools "
+                              f"(name, description, input_schema) are", param=f"tools.{i}.type")
+        if "input_schema" not in tool:
+            raise InvalidRequest(f"tools.{i}.input_schema: Field required", param=f"tools.{i}.input_schema")
+    if tools:
+        out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),
+                                                          "parameters": t["input_schema"]}} for t in tools]
+    choice = body.get("tool_choice")
+    if choice is None or (choice["type"] == "auto" and not tools):
+        return out
+    if choice["type"] in ("any", "tool") and not tools:
+        raise InvalidRequest(f"tool_choice: type '{choice['type']}' needs a non-empty tools list", param="tool_choice")
+    if choice["type"] in ("any", "tool") and (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+        # Anthropic (extended-thinking docs, "Tool choice limitation"): only auto and none go with thinking.
+        raise InvalidRequest("Thinking may not be enabled when tool_choice forces tool use.", param="tool_choice")
+    if choice["type"] == "tool":
+        out["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+    else:
+        out["tool_choice"] = _TOOL_CHOICES[choice["type"]]
+    if choice.get("disable_parallel_tool_use"):
+        out["parallel_tool_calls"] = False
+    return out
+
+
+def _budget(thinking: dict, max_tokens: Optional[int], interleaved: bool) -> int:
+    """budget_tokens as Anthropic checks it: at least 1024, and below max_tokens (count_tokens has none) unless
+    interleaved thinking (its beta header) lets the budget span the turn's thinking blocks."""
+    budget = thinking["budget_tokens"]
+    if budget < _MIN_BUDGET:
+        raise InvalidRequest(f"thinking.enabled.budget_tokens: Input should be greater than or equal to {_MIN_BUDGET}",
+                             param="thinking.budget_tokens")
+    if max_tokens is not None and budget >= max_tokens and not interleaved:
+        raise InvalidRequest(f"`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+                             f"documentation at {_BUDGET_DOCS}", param="max_tokens")
+    return budget
+
+
+def reasoning_fields(body: dict, count: bool, interleaved: bool) -> dict:
+    """thinking enabled (or adaptive) / disabled switches the model's thinking on / off; absent, the model's default
+    (on), as vLLM and Ollama leave it. enabled's budget_tokens bounds the reasoning (vLLM's thinking_token_budget:
+    then </think>). output_config.effort is the template's reasoning_effort (max = xhigh)."""
+    out: dict = {}
+    thinking = body.get("thinking")
+    if thinking is not None:
+        out["enable_thinking"] = thinking["type"] != "disabled"
+        if thinking["type"] == "enabled":
+            budget = _budget(thinking, None if count else body["max_tokens"], interleaved)
+            out.update({} if count else {"thinking_token_budget": budget})
+    config = body.get("output_config") or {}
+    if config.get("effort") is not None:
+        out["reasoning_effort"] = _EFFORTS[config["effort"]]
+    form = _output_format(config.get("format"), body.get("output_format"))
+    if form is not None:
+        out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": form["schema"]}}
+    return out
+
+
+def _output_format(current: Optional[dict], beta: Optional[dict]) -> Optional[dict]:
+    """output_config.format, or output_format as the structured-outputs beta named it; 400 for two different ones."""
+    if current is not None and beta is not None and current != beta:
+        raise InvalidRequest("output_format and output_config.format differ: send one (output_format is the beta "
+                             "name of output_config.format)", param="output_format")
+    return current if current is not None else beta
