@@ -20,6 +20,8 @@ from gateway.openai import Plan, parse_chat
 from gateway.tools import dump_arguments
 
 _TEXT_ONLY = "this model reads text only"
+# Claude Code >= 2.1.154 also sends turns with the roles ctx and msg (vllm#44000): user turns, as vLLM reads them.
+_ROLE_ALIASES = {"ctx": "user", "msg": "user"}
 # Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.x.abc; cc_entrypoint=cli; cch=1a2b3;".
 _BILLING_LINE = re.compile(r"^x-anthropic-billing-header:[^\n]*\n?")
 # The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not the
@@ -145,6 +147,7 @@ def _assistant(content: list, where: str) -> list:
 def _messages(messages: list) -> tuple[list, bool, list]:
     """(chat messages, whether the last one is an assistant prefill to continue, the system-role messages' texts)."""
     out, inline = [], []
+    messages = [{**message, "role": _ROLE_ALIASES.get(message["role"], message["role"])} for message in messages]
     final_index = max((i for i, message in enumerate(messages) if message["role"] != "system"), default=-1)
     for i, message in enumerate(messages):
         content, last = message["content"], i == final_index

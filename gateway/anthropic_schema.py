@@ -23,7 +23,8 @@ _CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]}
 _MESSAGE = {
     "type": "object",
     "required": ["role", "content"],
-    "properties": {"role": {"enum": ["user", "assistant", "system"]}, "content": _CONTENT},
+    # ctx and msg: Claude Code's (>= 2.1.154) names for user turns (anthropic_request reads them so).
+    "properties": {"role": {"enum": ["user", "assistant", "system", "ctx", "msg"]}, "content": _CONTENT},
 }
 
 _TOOL = {

@@ -150,6 +150,10 @@ async def chat_prompt(client, fake, chat: dict) -> list:
     ({"messages": [*USER, {"role": "assistant", "content": "Sure,"}, {"role": "system", "content": "Be brief."}]},
      {"messages": [{"role": "system", "content": "Be brief."}, *USER, {"role": "assistant", "content": "Sure,"}],
       "continue_final_message": True, "enable_thinking": False}),
+    # Claude Code (since 2.1.154) also sends the roles ctx and msg (vllm#44000): user turns, as vLLM reads them.
+    ({"messages": [{"role": "ctx", "content": "Repo: demo"},
+                   {"role": "msg", "content": [{"type": "text", "text": "Hi"}]}]},
+     {"messages": [{"role": "user", "content": "Repo: demo"}, *USER], "enable_thinking": False}),
     # Claude Code's billing line changes with every request (cch=): left out, the prompt's prefix stays cacheable.
     ({"system": [{"type": "text", "text": f"{BILLING}cch=36ee5;", "cache_control": {"type": "ephemeral"}},
                  {"type": "text", "text": "Be brief."}]},
@@ -157,7 +161,7 @@ async def chat_prompt(client, fake, chat: dict) -> list:
     ({"system": f"{BILLING}cch=0aaa9;\nBe brief."},
      {"messages": [{"role": "system", "content": "Be brief."}, *USER], "enable_thinking": False}),
 ], ids=["system blocks", "thinking on", "adaptive max effort", "thinking absent", "prefill", "text blocks",
-        "system messages", "prefill before a system message", "billing block", "billing line"])
+        "system messages", "prefill before a system message", "ctx and msg roles", "billing block", "billing line"])
 async def test_prompt_is_the_chat_prompt(stack, anthropic, chat):
     client, fake = stack
     body = {key: value for key, value in {**BASE, **anthropic}.items() if value is not None}
@@ -299,3 +303,15 @@ async def test_client_that_leaves_cancels_the_generation(stack):
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{fake.num_running} generations still running after their clients left")
+
+
+async def test_claude_codes_ctx_and_msg_roles_are_user_turns(stack):
+    """Claude Code >= 2.1.154 sends turns with the roles ctx and msg (vllm#44000); they were a 400 'messages.0.role:
+    'ctx' is not one of [...]' for every request. vLLM reads them as user turns (AnthropicMessage.normalize_role)."""
+    client, fake = stack
+    body = {**BASE, "messages": [{"role": "ctx", "content": "Repo: demo"}, {"role": "msg", "content": "Hi"}]}
+    answer = await (await client.post("/v1/messages", json=body)).json()
+    assert answer["content"] == [{"type": "text", "text": "Hello world"}] and answer["stop_reason"] == "end_turn"
+    assert prompt_of(fake).startswith("<|im_start|>user\nRepo: demo<|im_end|>\n<|im_start|>user\nHi<|im_end|>")
+    counted = await client.post("/v1/messages/count_tokens", json={k: v for k, v in body.items() if k != "max_tokens"})
+    assert await counted.json() == {"input_tokens": answer["usage"]["input_tokens"]}
