@@ -78,7 +78,7 @@ def _check_renamed(body: dict) -> None:
 def _reasoning(value: Any) -> dict:
     if value is None:
         return {}
-    if value not in REASONING:
+    if not isinstance(value, str) or value not in REASONING:
         raise InvalidRequest(f'"reasoning" must be one of {", ".join(REASONING)}', param="reasoning")
     return dict(REASONING[value])
 

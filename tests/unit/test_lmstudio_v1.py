@@ -95,9 +95,11 @@ async def test_reasoning_off_closes_the_thinking_in_the_prompt(fake):
     ({"model": "fake-model", "input": "Hi", "integrations": ["mcp/playwright"]}, 400, "integrations",
      "not supported"),
     ({"model": "fake-model", "input": "Hi", "reasoning": "max"}, 400, "reasoning", "must be one of"),
+    ({"model": "fake-model", "input": "Hi", "reasoning": ["on"]}, 400, "reasoning", "must be one of"),
     ({"model": "fake-model", "input": "Hi", "max_output_tokens": 0}, 400, "max_output_tokens", "positive"),
     ({"model": "other", "input": "Hi"}, 404, "model", "does not exist"),
-], ids=["no model", "no input", "image", "previous response", "integrations", "reasoning", "max tokens", "model"])
+], ids=["no model", "no input", "image", "previous response", "integrations", "reasoning", "reasoning not a string",
+        "max tokens", "model"])
 async def test_bad_chat_is_an_error_object(fake, body, status, param, words):
     client, _ = fake
     response = await client.post("/api/v1/chat", json=body)
