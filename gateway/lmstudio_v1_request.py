@@ -113,3 +113,9 @@ def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) 
             f"{num_prompt}>= n_ctx: {window}). Try to load the model with a larger context length, or provide a "
             f"shorter input.", param="context_length").counts(window, num_prompt)
     gen.max_tokens = min(gen.max_tokens, window - num_prompt)
+
+
+def check_reasoning(body: dict, card: ModelCard) -> None:
+    """As LM Studio answers it: a model without a reasoning mode takes no `reasoning` setting, "off" included."""
+    if body.get("reasoning") is not None and not card.thinks:
+        raise InvalidRequest(f"Model '{body['model']}' does not expose reasoning configuration.", param="reasoning")

@@ -148,3 +148,20 @@ async def test_context_length_is_the_window_the_chat_runs_in(fake):
     await client.post("/api/v1/chat", json={**body, "context_length": 10**6})
     request = servicer.script.requests[-1]
     assert request.max_tokens == 2048 - len(request.prompt_token_ids)
+
+
+async def test_reasoning_on_a_model_without_it_is_lm_studios_400():
+    """LM Studio: "Will error if the model being used does not support the reasoning setting"; for a model without a
+    reasoning mode, whatever the setting: "Model '<model>' does not expose reasoning configuration." It was ignored."""
+    plain = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048, template=plain)) as (client, servicer):
+        for reasoning in ("on", "off", "high"):
+            body = {"model": "fake-model", "input": "Hi", "reasoning": reasoning}
+            response = await client.post("/api/v1/chat", json=body)
+            assert response.status == 400 and (await response.json())["error"] == {
+                "message": "Model 'fake-model' does not expose reasoning configuration.",
+                "type": "invalid_request_error", "param": "reasoning", "code": "invalid_value"}
+        assert servicer.script.requests == []
+        answer = await (await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi"})).json()
+        assert answer["output"] == [{"type": "message", "content": "Hello world"}]
