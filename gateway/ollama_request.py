@@ -16,6 +16,7 @@ from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.ollama_template import generate_prompt
+from gateway.ollama_types import check_go_types
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -180,10 +181,12 @@ def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: boo
     return gen
 
 
-def _common(body: Any, card: ModelCard, served_name: str) -> tuple[OllamaPlan, OllamaOptions, Optional[int]]:
+def _common(body: Any, card: ModelCard, served_name: str,
+            struct: str) -> tuple[OllamaPlan, OllamaOptions, Optional[int]]:
     """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    check_go_types(body, struct)
     plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=_stream_flag(body))
     plan.format_schema = _format_schema(body.get("format"))
     plan.keep_alive = parse_keep_alive(body.get("keep_alive"))
@@ -210,10 +213,8 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
 
 def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/chat body and renders + tokenizes its prompt; no messages = a load request."""
-    plan, options, num_logprobs = _common(body, card, served_name)
+    plan, options, num_logprobs = _common(body, card, served_name, "ChatRequest")
     messages = body.get("messages") or []
-    if not isinstance(messages, list):
-        raise InvalidRequest("messages must be a list", param="messages")
     plan.tools = _tools(body.get("tools"))
     check_capabilities(body.get("think"), plan.tools, card, plan.model, served_name)
     if not messages:
@@ -277,7 +278,7 @@ def _splits_reasoning(body: dict, card: ModelCard) -> bool:
 
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/generate body (system, raw, think, context, template honoured; suffix/images refused)."""
-    plan, options, num_logprobs = _common(body, card, served_name)
+    plan, options, num_logprobs = _common(body, card, served_name, "GenerateRequest")
     check_capabilities(body.get("think"), None, card, plan.model, served_name)
     prompt = body.get("prompt") or ""
     if not isinstance(prompt, str):

@@ -136,7 +136,7 @@ CHAT_REFUSALS = [
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, Unsupported, "images are not supported"),
     ({"messages": [{"role": "robot", "content": "x"}]}, InvalidRequest, "messages\\[0\\].role must be one of"),
     ({"messages": [{"role": "user", "content": ["x"]}]}, InvalidRequest, "content must be a string"),
-    ({"messages": "hi"}, InvalidRequest, "messages must be a list"),
+    ({"messages": "hi"}, InvalidRequest, "cannot unmarshal string into Go struct field ChatRequest.messages"),
     ({"stream": "yes"}, InvalidRequest, "stream must be true or false"),
     ({"keep_alive": [5]}, InvalidRequest, "keep_alive must be a duration"),
     ({"tools": [{"type": "function"}]}, InvalidRequest, "tools\\[0\\].function.name is required"),
