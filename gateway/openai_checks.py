@@ -8,7 +8,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_schema import empty_array
 from gateway.structured import check_schema, checked
-from gateway.tool_grammar import tool_call_grammar
+from gateway.tool_grammar import check_string_patterns, tool_call_grammar
 from gateway.tool_values import tool_parameters
 
 # OpenAI's rule for function names.
@@ -165,7 +165,9 @@ def tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: O
         return None
     check_tool_schemas(tools)
     grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
-    return checked(grammar, card, "tools")
+    constraint = checked(grammar, card, "tools")
+    check_string_patterns(tools, card)
+    return constraint
 
 
 def check_content(messages: list) -> None:

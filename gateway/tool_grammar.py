@@ -20,7 +20,7 @@ from typing import Optional
 
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import bounded_schema, formatted_string
-from gateway.structured import json_grammar, max_string_chars
+from gateway.structured import checked, json_grammar, max_string_chars
 from gateway.tool_values import tool_parameters
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
@@ -116,6 +116,24 @@ def string_terminal(schema: dict, limit: int) -> Optional[str]:
     lexeme = lexeme or f"/{_FREE_TEXT}{_CLOSE_RX}/"
     bound = _length_bound(schema, limit)
     return lexeme if bound == "{0,}" else f"{lexeme} & /(?s:.{bound}){_CLOSE_RX}/"
+
+
+def check_string_patterns(tools: list, card) -> None:
+    """400 for an anchored pattern that no string within its parameter's length bounds matches (^a{10}$ with
+    maxLength 5): the call grammar compiles, and the worker failed the request once the model reached that value."""
+    limit = max_string_chars()
+    for tool in tools:
+        function = tool["function"]
+        for name, schema in (tool_parameters(function).get("properties") or {}).items():
+            patterned = isinstance(schema, dict) and _pattern_lexeme(schema.get("pattern")) is not None
+            terminal = string_terminal(schema, limit) if patterned else None
+            if terminal is None:
+                continue
+            try:
+                checked(f"start: VALUE\nVALUE: {terminal}\n", card, "tools")
+            except InvalidRequest:
+                raise _unsatisfiable(f"('{name}' of '{function['name']}') has a pattern that no string within its "
+                                     f"length bounds matches") from None
 
 
 def _shared_defs(params: dict) -> dict:
