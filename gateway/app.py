@@ -17,6 +17,7 @@ from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnloadable, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
+from gateway.http_stream import STREAM_STATUS_KEY
 from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
@@ -60,19 +61,27 @@ async def error_middleware(request: web.Request, handler):
         response = api_error_response(request.path, error)
     except asyncio.CancelledError:
         # The client went away (aiohttp cancels the handler): counted here, streamed or not.
-        metrics.CLIENT_DISCONNECTED.inc()
+        _count_departure(request)
         raise
     except ConnectionResetError as exc:
         # A stream's write reached the closed connection before aiohttp's cancel did: the same departure. Re-raised
         # as it is, aiohttp took it for a handler fault (an ERROR "Error handling request" traceback per such
         # disconnect, and a 500 for a socket already gone); as a cancel it closes the connection quietly.
-        metrics.CLIENT_DISCONNECTED.inc()
+        _count_departure(request)
         raise asyncio.CancelledError() from exc
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
         response = api_error_response(request.path, InternalError(f"internal error: {exc!r}"))
     metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(response.status)).inc()
     return response
+
+
+def _count_departure(request: web.Request) -> None:
+    """A request its client left is an HTTP request too: under the status its stream's headers carried, or 499
+    (nginx's "client closed request") when it left before any answer. It was in no http_requests_total series."""
+    metrics.CLIENT_DISCONNECTED.inc()
+    status = request.get(STREAM_STATUS_KEY, 499)
+    metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(status)).inc()
 
 
 def _route_name(request: web.Request) -> str:

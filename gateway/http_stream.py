@@ -15,6 +15,8 @@ from gateway.errors import ApiError, InternalError
 log = logging.getLogger("sparkinfer.gateway")
 _NO_EVENT = object()
 _MIN_WAIT_S = 0.001
+# The status of a streamed response once its headers are out: a client that leaves later has had that answer.
+STREAM_STATUS_KEY = web.RequestKey("stream_status", int)
 
 
 class Framer(Protocol):
@@ -45,6 +47,7 @@ async def open_stream(request: web.Request, content_type: str, headers: dict) ->
     if request.version < HttpVersion11:
         response.force_close()
     await response.prepare(request)
+    request[STREAM_STATUS_KEY] = response.status
     return response
 
 

@@ -194,3 +194,32 @@ async def test_a_stream_left_midway_is_an_abort_with_its_tokens_counted(stack):
     assert scraped(after, ABORTED) == scraped(before, ABORTED) + 1
     assert scraped(after, PROMPT) == scraped(before, PROMPT) + len(TOKENIZER.encode("hi there").ids)
     assert scraped(after, "sparkinfer_num_requests_running") == 0.0
+
+
+def http_requests(text: str, route: str, status: str) -> float:
+    return scraped(text, f'sparkinfer_gateway_http_requests_total{{route="{route}",status="{status}"}}')
+
+
+async def test_requests_left_by_their_clients_are_in_http_requests_total(stack):
+    """A request its client left was in no sparkinfer_gateway_http_requests_total series (the middleware counted only
+    the responses a handler returned): an abort storm showed as no traffic. A stream left midway counts under the 200
+    its headers carried, as vLLM's HTTP metrics count it; one left before any answer under 499, nginx's status for a
+    client that closed its request."""
+    client, fake = stack
+    before = await _scrape(client)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(client.post("/v1/chat/completions", data=orjson.dumps(
+            {"messages": USER, "max_tokens": 200})), timeout=0.4)
+    response = await client.post("/api/chat", data=orjson.dumps(
+        {"model": "fake-model", "messages": USER, "options": {"num_predict": 200}}))
+    await response.content.readline()
+    response.close()
+    await _settled(fake)
+    for _ in range(20):             # the handler notices at its next write
+        after = await _scrape(client)
+        if http_requests(after, "/api/chat", "200") > http_requests(before, "/api/chat", "200"):
+            break
+        await asyncio.sleep(0.05)
+    assert http_requests(after, "/v1/chat/completions", "499") == http_requests(
+        before, "/v1/chat/completions", "499") + 1
+    assert http_requests(after, "/api/chat", "200") == http_requests(before, "/api/chat", "200") + 1
