@@ -168,13 +168,14 @@ def run(config: WorkerConfig) -> None:
 
 def _drain_on_sigterm(link: SchedulerLink, grace_s: float):
     """SIGTERM reaches the worker with its scheduler (one Pod, `make run`'s stop) while the scheduler drains: the
-    worker serves on until the scheduler has gone quiet (then exits 0), or grace_s; a second SIGTERM kills it."""
+    worker serves its steps until it has had none for 2 s (its requests are done; then it exits 0), or grace_s; a
+    second SIGTERM kills it."""
     def on_sigterm(signum, _frame) -> None:
         if link.draining:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        print(f"worker: SIGTERM, serving until the scheduler goes quiet (up to {grace_s:.0f} s)", flush=True)
+        print(f"worker: SIGTERM, serving steps until there are none (up to {grace_s:.0f} s)", flush=True)
         link.drain(grace_s)
     return on_sigterm
 

@@ -16,9 +16,9 @@ from proto import frames, pb
 from proto.frames import WireError, split_addr  # noqa: F401  (WireError re-exported)
 
 POLL_MS = 100
-# A draining worker stops once the scheduler has sent nothing this long: it pings every SPARKINFER_PING_INTERVAL_S
-# (0.2 s) while it runs, so this silence means it has exited.
-DRAIN_SILENCE_S = 2.0
+# A draining worker stops once it has had no step to run for this long: the scheduler sends steps back to back while
+# any request runs, so this idleness means its requests are done (or it has gone).
+DRAIN_IDLE_S = 2.0
 
 
 def decode(frame: bytes):
@@ -46,7 +46,8 @@ class SchedulerLink:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self.process_sockets, name="worker-io", daemon=True)
         self._results = None
-        self._last_heard = time.monotonic()    # when the scheduler last sent a frame
+        self._last_busy = time.monotonic()     # when a step last arrived or a result last left
+        self._num_steps_out = 0                # steps received whose result has not left yet
         self._drain_deadline = None            # monotonic time a draining worker stops at the latest
 
     @property
@@ -54,13 +55,14 @@ class SchedulerLink:
         return self._drain_deadline is not None
 
     def drain(self, grace_s: float) -> None:
-        """Steps go on being served until the scheduler is silent for DRAIN_SILENCE_S, or grace_s has passed; then
+        """Steps go on being served until none has been running for DRAIN_IDLE_S, or grace_s has passed; then
         steps() ends (None) as after a Shutdown."""
         self._drain_deadline = time.monotonic() + grace_s
 
     def _drained(self) -> bool:
         now = time.monotonic()
-        return now - self._last_heard >= DRAIN_SILENCE_S or now >= self._drain_deadline
+        idle = self._num_steps_out == 0 and now - self._last_busy >= DRAIN_IDLE_S
+        return idle or now >= self._drain_deadline
 
     def start(self) -> None:
         self._thread.start()
@@ -92,8 +94,9 @@ class SchedulerLink:
             events = dict(poller.poll(POLL_MS))
             if recv_from_compute in events:
                 self._send_raw(recv_from_compute.recv())
+                self._num_steps_out = max(self._num_steps_out - 1, 0)
+                self._last_busy = time.monotonic()
             if recv_from_scheduler in events:
-                self._last_heard = time.monotonic()
                 self._dispatch(recv_from_scheduler.recv())
             if self.draining and self._drained():
                 self.handle_shutdown(None)
@@ -118,6 +121,8 @@ class SchedulerLink:
         self._send(pb.WorkerMessage(hello=hello))
 
     def handle_step(self, step) -> None:
+        self._num_steps_out += 1
+        self._last_busy = time.monotonic()
         self.steps.put(step)
 
     def handle_shutdown(self, _shutdown) -> None:

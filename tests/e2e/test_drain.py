@@ -4,6 +4,7 @@ the scheduler. Before, every stream in flight was cut mid-body and every non-str
 import signal
 import subprocess
 import threading
+import time
 
 import grpc
 import httpx
@@ -125,3 +126,23 @@ def test_sigterm_on_the_engine_lets_its_requests_finish(make_engine_stack):
     assert events[-1] == "[DONE]" and events[-2]["choices"][0]["finish_reason"] == "length"
     answer = httpx.Response(200, content=plain.content).json()
     assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == NUM_TOKENS
+
+
+def test_a_sigtermed_idle_worker_stops_while_its_scheduler_runs(make_engine_stack):
+    """A worker SIGTERMed alone (docker compose restart worker) with nothing to run stops within its idle time, not at
+    the end of the drain grace, though its scheduler still pings it: a replacement started beside it would otherwise
+    share the scheduler's steps with it for 30 s. A request after the restart is served by the new worker."""
+    stack = make_engine_stack()
+    stack.worker.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    assert stack.worker.wait(timeout=15) == 0
+    assert time.monotonic() - started < 6
+    stack.start_worker()
+    stack.wait_serving()
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        answer = httpx.post(f"{gateway.url}/v1/chat/completions", json={**CHAT, "max_tokens": 3}, timeout=30).json()
+    finally:
+        gateway.close()
+    assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == 3
