@@ -86,6 +86,15 @@ class SchedulerClient:
         options = _CHANNEL_OPTIONS + client_options(keepalive_time_ms, keepalive_timeout_ms)
         self._channel = grpc.aio.insecure_channel(address, options=options)
         self._stub = pb_grpc.ServingStub(self._channel)
+        # Bumped whenever a call finds the scheduler unreachable or without a live worker: the engine may come back
+        # with another model card (a checkpoint, a KV pool that caps the context), so the card is fetched again.
+        self.epoch = 0
+
+    def failed(self, exc: grpc.aio.AioRpcError) -> ApiError:
+        """map_rpc_error, counting an outage (a new epoch)."""
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION):
+            self.epoch += 1
+        return map_rpc_error(exc)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -94,13 +103,16 @@ class SchedulerClient:
         try:
             return await self._stub.Info(pb.InfoRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            raise map_rpc_error(exc) from exc
+            raise self.failed(exc) from exc
 
     async def load(self, timeout: float = 2.0) -> "pb.LoadResponse":
         try:
-            return await self._stub.Load(pb.LoadRequest(), timeout=timeout)
+            load = await self._stub.Load(pb.LoadRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            raise map_rpc_error(exc) from exc
+            raise self.failed(exc) from exc
+        if not load.worker_alive:
+            self.epoch += 1
+        return load
 
     def generate(self, request: "pb.GenerateRequest") -> "GenerateStream":
         return GenerateStream(self._stub.Generate(request), request.req_id, self)
@@ -131,7 +143,7 @@ class GenerateStream:
         try:
             message = await self._call.read()
         except grpc.aio.AioRpcError as exc:
-            raise map_rpc_error(exc) from exc
+            raise (self._client.failed(exc) if self._client is not None else map_rpc_error(exc)) from exc
         if message is grpc.aio.EOF:
             return None
         return message

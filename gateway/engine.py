@@ -31,20 +31,36 @@ class Engine:
         self.client = client
         self.served_model_name = served_model_name
         self._card: Optional[ModelCard] = None
+        self._card_info = b""           # the InfoResponse bytes the card was made from
+        self._card_epoch = -1           # client.epoch when the card was last confirmed
         self._card_lock = asyncio.Lock()
         self._unloadable: Optional[tuple] = None  # (the InfoResponse bytes, its ModelUnloadable)
         # Ollama's view of the model's residency (/api/ps): every API's generations use the model.
         self.load_state = LoadState()
 
     async def card(self) -> ModelCard:
-        """The model card; fetched from the scheduler on first use. Raises Unavailable."""
-        if self._card is None:
+        """The model card; fetched from the scheduler on first use, and again after the scheduler was unreachable or
+        without a worker (it may come back with another checkpoint or context). Raises Unavailable with no card."""
+        if self._card is None or self._card_epoch != getattr(self.client, "epoch", 0):
             async with self._card_lock:
-                if self._card is None:
-                    info = await self.client.info()
-                    # Parsing the tokenizer and scanning its vocabulary takes a while: not on the loop.
-                    self._card = await run_cpu(self._load_card, info)
+                if self._card is None or self._card_epoch != getattr(self.client, "epoch", 0):
+                    await self._refresh_card()
         return self._card
+
+    async def _refresh_card(self) -> None:
+        epoch = getattr(self.client, "epoch", 0)
+        try:
+            info = await self.client.info()
+        except ApiError:
+            if self._card is None:
+                raise
+            return   # still away: the last card answers what needs no engine (/v1/models), generations fail 503
+        raw = info.SerializeToString()
+        if raw != self._card_info:
+            # Parsing the tokenizer and scanning its vocabulary takes a while: not on the loop.
+            self._card = await run_cpu(self._load_card, info)
+            self._card_info = raw
+        self._card_epoch = epoch
 
     async def served_name(self) -> str:
         """The model name every API states and accepts: the configured served name (SPARKINFER_SERVED_MODEL_NAME),
