@@ -13,9 +13,9 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine
-from gateway.errors import NotImplementedApi
+from gateway.errors import ApiError, NotImplementedApi
 from gateway.http_stream import stream_generation
-from gateway.lmstudio_v1_request import check_reasoning, fit_window, openai_chat_body
+from gateway.lmstudio_v1_request import check_reasoning, fit_window, openai_chat_body, renamed
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
@@ -52,9 +52,12 @@ class LMStudioV1Routes:
         body = openai_chat_body(raw)
         card, name = await self.engine.card(), await self.engine.served_name()
         check_reasoning(raw, card)
-        plan = await run_cpu(parse_chat, body, card, name)
-        fit_window(plan.gen, raw.get("context_length"), card)
-        gen = await self.engine.start(plan.gen)
+        try:
+            plan = await run_cpu(parse_chat, body, card, name)
+            fit_window(plan.gen, raw.get("context_length"), card)
+            gen = await self.engine.start(plan.gen)
+        except ApiError as exc:
+            raise renamed(exc) from None
         if plan.stream:
             framer = V1ChatFramer(card, name, gen, received)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)

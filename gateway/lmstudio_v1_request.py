@@ -8,10 +8,11 @@ response_id), so previous_response_id is a 400 that says so; integrations (plugi
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from gateway.engine import GenRequest
-from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
 # LM Studio's `reasoning` -> the OpenAI body's thinking switches.
@@ -22,6 +23,11 @@ REASONING = {"off": {"enable_thinking": False}, "on": {"enable_thinking": True},
 _SAME = ("temperature", "top_p", "top_k", "min_p")
 _RENAMED = {"repeat_penalty": "repetition_penalty", "max_output_tokens": "max_tokens"}
 _TEXT_ITEMS = ("message", "text")
+# The chat route's field names in its errors -> this API's, which has `input` (the system prompt and the user's turn
+# are its messages) and `max_output_tokens`, no `messages` or `max_tokens`.
+_RENAMES = [(re.compile(r"\bmessages(\[\d+\](\.[\w.\[\]]*)?|(?![\w )]))"), "input"),
+            (re.compile(r"\bmax_(completion_)?tokens\b"), "max_output_tokens"),
+            (re.compile(r"\brepetition_penalty\b"), "repeat_penalty")]
 
 
 def _required(body: dict, name: str) -> Any:
@@ -119,3 +125,11 @@ def check_reasoning(body: dict, card: ModelCard) -> None:
     """As LM Studio answers it: a model without a reasoning mode takes no `reasoning` setting, "off" included."""
     if body.get("reasoning") is not None and not card.thinks:
         raise InvalidRequest(f"Model '{body['model']}' does not expose reasoning configuration.", param="reasoning")
+
+
+def renamed(exc: ApiError) -> ApiError:
+    """exc with the chat route's field names (in its param and message) replaced by this API's."""
+    for pattern, name in _RENAMES:
+        exc.message = pattern.sub(name, exc.message)
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+    return exc
