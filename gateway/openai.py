@@ -99,12 +99,12 @@ def _stream_options(body: dict) -> tuple[bool, bool, bool]:
     return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
 
 
-def _min_tokens(body: dict, max_tokens: int) -> int:
+def _min_tokens(body: dict, max_tokens: int, name: str) -> int:
     """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, and above the resolved one (a default
-    or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved."""
+    or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved.
+    `name` is the field that set the limit (chat_max_tokens' pick on chat; max_tokens on completions, which have no
+    max_completion_tokens: there it is an unknown field and limits nothing)."""
     value = body.get("min_tokens") or 0
-    # The limit that counts names itself: max_completion_tokens wins over max_tokens, as in chat_max_tokens.
-    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     explicit = body.get(name)
     if explicit is not None and value > explicit:
         raise InvalidRequest(f"min_tokens ({value}) must be at most {name} ({explicit})", param="min_tokens")
@@ -112,13 +112,13 @@ def _min_tokens(body: dict, max_tokens: int) -> int:
     return value
 
 
-
-def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str) -> GenRequest:
+def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str,
+              limit_name: str = "max_tokens") -> GenRequest:
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
     if any(t >= card.vocab_size for t in stop_ids):
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
     sampling = _sampling(body, card)
-    sampling.min_tokens = _min_tokens(body, max_tokens)
+    sampling.min_tokens = _min_tokens(body, max_tokens, limit_name)
     return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
                       sampling=sampling, stop=_stops(body), stop_token_ids=stop_ids,
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
@@ -209,7 +209,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
         check_prompt_size(text, card, card.max_context_len, "messages")
     prompt_ids = truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
-    gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl")
+    gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl", param)
     if force is not None:
         # The grammar makes the turn the calls alone; a stop string could only cut their markup ("\n", a name).
         gen.stop = []

@@ -27,3 +27,20 @@ async def test_min_tokens_under_max_completion_tokens_passes(stack):
     response = await client.post("/v1/chat/completions", json={"messages": USER, "min_tokens": 10,
                                                                  "max_completion_tokens": 20, "max_tokens": 5})
     assert response.status == 200 and (await response.json())["object"] == "chat.completion"
+
+
+@pytest.mark.parametrize("extra", [{"max_completion_tokens": 2}, {"max_completion_tokens": 0},
+                                   {"max_completion_tokens": -1}], ids=["below", "zero", "negative"])
+async def test_completions_ignore_the_chat_only_max_completion_tokens(stack, extra):
+    """/v1/completions has no max_completion_tokens (vLLM's CompletionRequest and OpenAI's completions API have only
+    max_tokens): it limits nothing there, and min_tokens is checked against max_tokens. It was read as on chat, so a
+    min_tokens within max_tokens was refused as 'must be at most max_completion_tokens'."""
+    client, fake = stack
+    response = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 5, "min_tokens": 3, **extra})
+    body = await response.json()
+    assert response.status == 200, body
+    assert body["object"] == "text_completion" and body["choices"][0]["text"] == "Hello world"
+    assert fake.script.requests[-1].sampling.min_tokens == 3 and fake.script.requests[-1].max_tokens == 5
+    response = await client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2, "min_tokens": 3, **extra})
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["message"] == "min_tokens (3) must be at most max_tokens (2)"
