@@ -77,6 +77,7 @@ def _sampling(body: dict, card: ModelCard) -> Sampling:
     top_k = int(pick("top_k", 0))
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
                     top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
+                    typical_p=float(pick("typical_p", 1.0)),
                     seed=None if body.get("seed") is None else int(body["seed"]) % (1 << 64),
                     presence_penalty=float(body.get("presence_penalty") or 0.0),
                     frequency_penalty=float(body.get("frequency_penalty") or 0.0),

@@ -27,7 +27,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
                                                            "which is not supported"),
     "return_tokens_as_token_ids": (lambda v: bool(v), "return_tokens_as_token_ids is not supported"),
-    "typical_p": (lambda v: v is not None and v < 1, "typical sampling (typical_p < 1) is not supported"),
     "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
     "documents": (_nonempty, "documents (RAG chat templates) are not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
@@ -50,7 +49,7 @@ GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "str
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
-    "include_reasoning", "echo",
+    "include_reasoning", "echo", "typical_p",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.

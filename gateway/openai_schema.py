@@ -91,6 +91,8 @@ _COMMON = {
     "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
     "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
     "repetition_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 10},
+    # llama.cpp server's locally typical sampling (its /v1 routes take every /completion option; 1 = off).
+    "typical_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
     "logit_bias": {"type": ["object", "null"],
                    "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
     "n": {"type": ["integer", "null"], "minimum": 1, "maximum": 8},
@@ -111,9 +113,8 @@ _COMMON = {
     "structured_outputs": {"type": ["object", "null"]},
     "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
     # Refused or without effect here (openai_fields), typed as vLLM's request models type them: a wrong type is
-    # vLLM's 400, and the checks that read the value (best_of < n, typical_p < 1) never see a string (a 500).
+    # vLLM's 400, and the checks that read the value (best_of < n) never see a string (a 500).
     "best_of": {"type": ["integer", "null"], "minimum": 1},
-    "typical_p": {"type": ["number", "null"]},
     "length_penalty": {"type": ["number", "null"]},
     "use_beam_search": _BOOL_OR_NULL,
     "return_tokens_as_token_ids": _BOOL_OR_NULL,
