@@ -14,6 +14,8 @@ MAX_TOOLS = 128            # OpenAI's limit on functions per request
 MAX_PROMPTS = 64           # prompts in one /v1/completions batch (COMPLETION_SCHEMA says the same)
 MAX_STOPS = 16             # stop strings (the schemas say the same)
 MAX_STOP_TOKEN_IDS = 64
+MAX_N = 128                # choices per prompt (OpenAI's limit on n)
+MAX_CHOICES = 512          # choices per /v1/completions request: n times its prompts, each one scheduler request
 
 
 def _at_most(body: dict, name: str, limit: int) -> None:
@@ -66,3 +68,12 @@ def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int, max_tools
     # Every message renders to at least one token, so more messages than the context cannot fit.
     if isinstance(messages, list) and len(messages) >= ctx:
         raise _overflow(len(messages), ctx, "messages", at_least="at least ")
+
+
+def check_num_choices(body: dict) -> None:
+    """400 when a validated /v1/completions body asks for more than MAX_CHOICES choices in all (n per prompt)."""
+    prompt, n = body["prompt"], body.get("n") or 1
+    num_prompts = len(prompt) if isinstance(prompt, list) and isinstance(prompt[0], (str, list)) else 1
+    if n * num_prompts > MAX_CHOICES:
+        raise InvalidRequest(f"n ({n}) times the number of prompts ({num_prompts}) asks for {n * num_prompts} "
+                             f"choices; at most {MAX_CHOICES} are accepted in one request", param="n")

@@ -9,7 +9,7 @@ from typing import Optional
 from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest, Sampling
 from gateway.errors import InvalidRequest, NotFound, Unsupported
-from gateway.list_limits import MAX_TOOLS, check_list_sizes
+from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tokens, check_prompt_size,
                                    check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
@@ -269,6 +269,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
     check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
     validate(body, COMPLETION_SCHEMA)
+    check_num_choices(body)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = _stream_options(body)

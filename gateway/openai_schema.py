@@ -6,6 +6,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
+from gateway.list_limits import MAX_N
 from gateway.schema_errors import error_message
 
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
@@ -95,7 +96,8 @@ _COMMON = {
     "typical_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
     "logit_bias": {"type": ["object", "null"],
                    "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
-    "n": {"type": ["integer", "null"], "minimum": 1, "maximum": 8},
+    # OpenAI's bound ("Invalid 'n': integer above maximum value. Expected a value <= 128"); vLLM sets none.
+    "n": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_N},
     "stop": _STOP,
     "stop_token_ids": {"type": ["array", "null"], "maxItems": 64,
                        "items": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX}},
