@@ -1,13 +1,12 @@
 """Gateway process: OpenAI /v1 request bodies -> validated internal GenRequest (plus response options)."""
 from __future__ import annotations
 
-import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Optional
 
 from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
-from gateway.engine import GenRequest, Sampling
+from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
@@ -15,6 +14,7 @@ from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tok
                                    check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
                                    legacy_functions, resolve_max_tokens, tool_constraint, tool_mode)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
+from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
 from gateway.reasoning import hides_reasoning, prompt_opens_thinking
@@ -23,8 +23,6 @@ from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
-# A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
-_TOKEN_ID_KEY = re.compile(r"-?[0-9]+")
 # Efforts the template has no tier for, read as the nearest one (as Ollama's /v1 clamps them).
 _EFFORT_ALIASES = {"minimal": "low", "max": "xhigh", "ultra": "xhigh"}
 # Template variables render_chat sets from the request's own fields.
@@ -61,29 +59,6 @@ def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> 
                    f"(also reachable as 'default').", param="model")
 
 
-def _sampling(body: dict, card: ModelCard) -> Sampling:
-    defaults = card.generation_defaults
-
-    def pick(name, fallback):
-        value = body.get(name)
-        return value if value is not None else defaults.get(name, fallback)
-
-    bias = {}
-    for key, value in (body.get("logit_bias") or {}).items():
-        if not _TOKEN_ID_KEY.fullmatch(key) or not 0 <= int(key) < card.vocab_size:
-            raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
-                                 param="logit_bias")
-        bias[int(key)] = float(value)
-    top_k = int(pick("top_k", 0))
-    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
-                    top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
-                    typical_p=float(pick("typical_p", 1.0)),
-                    seed=None if body.get("seed") is None else int(body["seed"]) % (1 << 64),
-                    presence_penalty=float(body.get("presence_penalty") or 0.0),
-                    frequency_penalty=float(body.get("frequency_penalty") or 0.0),
-                    repetition_penalty=float(pick("repetition_penalty", 1.0)), logit_bias=bias)
-
-
 def _stops(body: dict) -> list:
     stop = body.get("stop")
     if stop is None:
@@ -118,7 +93,7 @@ def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pr
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
     if any(t >= card.vocab_size for t in stop_ids):
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
-    sampling = _sampling(body, card)
+    sampling = read_sampling(body, card)
     sampling.min_tokens = _min_tokens(body, max_tokens, limit_name)
     return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
                       sampling=sampling, stop=_stops(body), stop_token_ids=stop_ids,

@@ -92,6 +92,8 @@ _COMMON = {
     "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
     "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
     "repetition_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 10},
+    # LM Studio's name for it (its /v1 lists repeat_penalty among the supported fields); repetition_penalty wins.
+    "repeat_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 10},
     # llama.cpp server's locally typical sampling (its /v1 routes take every /completion option; 1 = off).
     "typical_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
     "logit_bias": {"type": ["object", "null"],

@@ -1,0 +1,44 @@
+"""Gateway process: the sampling knobs of a /v1 body (chat and completions) as the internal Sampling."""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from gateway.engine import Sampling
+from gateway.errors import InvalidRequest
+from gateway.model import ModelCard
+
+# A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
+_TOKEN_ID_KEY = re.compile(r"-?[0-9]+")
+
+
+def read_sampling(body: dict, card: ModelCard) -> Sampling:
+    """The sampling knobs of a validated /v1 body, each field left out (or null) taking the checkpoint's
+    generation_config value; 400 for a logit_bias key that is no token id of the model."""
+    defaults = card.generation_defaults
+
+    def pick(name, fallback):
+        value = body.get(name)
+        return value if value is not None else defaults.get(name, fallback)
+
+    bias = {}
+    for key, value in (body.get("logit_bias") or {}).items():
+        if not _TOKEN_ID_KEY.fullmatch(key) or not 0 <= int(key) < card.vocab_size:
+            raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
+                                 param="logit_bias")
+        bias[int(key)] = float(value)
+    top_k = int(pick("top_k", 0))
+    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
+                    top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
+                    typical_p=float(pick("typical_p", 1.0)),
+                    seed=None if body.get("seed") is None else int(body["seed"]) % (1 << 64),
+                    presence_penalty=float(body.get("presence_penalty") or 0.0),
+                    frequency_penalty=float(body.get("frequency_penalty") or 0.0),
+                    repetition_penalty=float(_repetition_penalty(body) or pick("repetition_penalty", 1.0)),
+                    logit_bias=bias)
+
+
+def _repetition_penalty(body: dict) -> Optional[float]:
+    """vLLM's repetition_penalty, else LM Studio's repeat_penalty (None: neither sent, the checkpoint's default)."""
+    value = body.get("repetition_penalty")
+    return value if value is not None else body.get("repeat_penalty")
