@@ -16,6 +16,10 @@ _BUDGET_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-think
 def tool_fields(body: dict) -> dict:
     """tools and tool_choice as OpenAI's; Anthropic's server tools (web search, bash, ...) are not served here."""
     out: dict = {}
+    if body.get("mcp_servers"):
+        # Anthropic's MCP connector: the API itself would connect to these servers and offer their tools.
+        raise Unsupported("mcp_servers: the MCP connector is not supported (this server connects to no MCP server); "
+                          "connect to it in your client and send its tools in `tools`", param="mcp_servers")
     tools = body.get("tools") or []
     for i, tool in enumerate(tools):
         if tool.get("type") not in (None, "custom"):

@@ -79,6 +79,8 @@ _PROMPT_FIELDS = {
     "output_config": _OUTPUT_CONFIG,
     # The structured-outputs beta's name for output_config.format, which Anthropic still takes.
     "output_format": _FORMAT,
+    # The MCP connector's servers (a beta): refused when not empty (anthropic_options.tool_fields).
+    "mcp_servers": {"type": "array"},
 }
 
 COUNT_SCHEMA = {"type": "object", "required": ["model", "messages"], "properties": _PROMPT_FIELDS}

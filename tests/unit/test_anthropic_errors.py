@@ -58,6 +58,8 @@ def without(*names: str) -> dict:
     ({**BASE, "system": [{"type": "image"}]}, 400, BAD_MESSAGES, "system.0: image blocks are not supported"),
     ({**BASE, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, 400, BAD_MESSAGES,
      "tools.0.type: server tool 'web_search_20250305' is not supported"),
+    ({**BASE, "mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "example"}]}, 400,
+     BAD_MESSAGES, "mcp_servers: the MCP connector is not supported (this server connects to no MCP server)"),
     ({**BASE, "tools": [{"name": "get_weather"}]}, 400, BAD_MESSAGES, "tools.0.input_schema: Field required"),
     ({**BASE, "tools": [{**TOOL, "name": "get weather"}]}, 400, BAD_MESSAGES, "tools.0.name: 'get weather' does not"),
     ({**BASE, "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "type 'any' needs a non-empty tools list"),
@@ -72,8 +74,8 @@ def without(*names: str) -> dict:
       "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "tools.0.input_schema: required parameter 'city' has no"),
 ], ids=["no max_tokens", "no model", "max_tokens 0", "past the context", "unknown model", "no messages",
         "tool role", "system messages only", "image", "document", "image in tool_result", "empty turn", "prefill whitespace",
-        "tool_use from the user", "temperature", "17 stop sequences", "system image", "server tool", "no input_schema",
-        "bad tool name", "any without tools", "tool without name", "unknown tool", "thinking without budget",
+        "tool_use from the user", "temperature", "17 stop sequences", "system image", "server tool", "MCP servers",
+        "no input_schema", "bad tool name", "any without tools", "tool without name", "unknown tool", "thinking without budget",
         "unenforceable format", "tool offered twice", "unenforceable input_schema"])
 async def test_bad_request(stack, body, status, kind, fragment):
     client, fake = stack
