@@ -137,7 +137,9 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     namespaces: dict = {}
     chat = chat_body(body, namespaces)
     try:
-        plan = parse_chat(chat, card, served_name, exclude_tools_when_none)
+        # OpenAI's limit of 128 tools is on the request's tools (checked above), not on the functions of its namespaces
+        # (Codex declares each MCP server as one): offered flat, those are only bounded by the context.
+        plan = parse_chat(chat, card, served_name, exclude_tools_when_none, max_tools=card.max_context_len)
     except ApiError as exc:
         raise _renamed(exc) from None
     response_id = f"resp_{secrets.token_hex(24)}"
