@@ -82,6 +82,7 @@ def _bound(node: Any, limit: int) -> None:
     _bound_scalars(node, limit)
     if "properties" in node and "additionalProperties" not in node:
         node["additionalProperties"] = False
+        _keep_required(node)
     extra = node.get("additionalProperties")
     if limit and isinstance(extra, dict) and "properties" not in node and "patternProperties" not in node:
         # A map ({"additionalProperties": {...}} alone, pydantic's dict[str, X]): its keys are strings to cap too.
@@ -95,6 +96,17 @@ def _bound(node: Any, limit: int) -> None:
             _bound(child, limit)
     for key in _SCHEMA_ONE:
         _bound(node.get(key), limit)
+
+
+def _keep_required(node: dict) -> None:
+    """A required name the object's `properties` do not list (nor a patternProperties key matches) stays writable, with
+    any value, as JSON Schema lets it through as an additional property: closing the object left it unsatisfiable,
+    a 400 for a schema that vLLM's grammar backends serve."""
+    if not isinstance(node["properties"], dict) or "patternProperties" in node:
+        return
+    for name in node.get("required") or []:
+        if isinstance(name, str) and name not in node["properties"]:
+            node["properties"][name] = {}
 
 
 def _key_pattern(limit: int) -> str:
