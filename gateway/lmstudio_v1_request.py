@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from gateway.engine import GenRequest
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.lmstudio_v1_shape import reasoning_options
 from gateway.model import ModelCard
 
 # LM Studio's `reasoning` -> the OpenAI body's thinking switches.
@@ -122,9 +123,14 @@ def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) 
 
 
 def check_reasoning(body: dict, card: ModelCard) -> None:
-    """As LM Studio answers it: a model without a reasoning mode takes no `reasoning` setting, "off" included."""
-    if body.get("reasoning") is not None and not card.thinks:
+    """As LM Studio answers it: a model without a reasoning mode takes no `reasoning` setting ("off" included), and
+    one takes only the settings its chat template honours (its capabilities.reasoning.allowed_options)."""
+    setting, allowed = body.get("reasoning"), reasoning_options(card)
+    if setting is not None and not allowed:
         raise InvalidRequest(f"Model '{body['model']}' does not expose reasoning configuration.", param="reasoning")
+    if setting is not None and setting not in allowed:
+        raise InvalidRequest(f"Reasoning setting '{setting}' is not supported by model '{body['model']}'. Supported "
+                             f"settings: {', '.join(repr(option) for option in allowed)}.", param="reasoning")
 
 
 def renamed(exc: ApiError) -> ApiError:

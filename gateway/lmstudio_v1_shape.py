@@ -19,7 +19,16 @@ from gateway.openai_usage import count_reasoning_tokens
 from gateway.stream import SSE_KEEPALIVE
 
 _BITS_PER_WEIGHT = {"bf16": 16, "fp16": 16, "f16": 16, "fp32": 32, "f32": 32, "fp8": 8, "nvfp4": 4.5}
-REASONING_OPTIONS = ["off", "on", "low", "medium", "high"]
+
+
+def reasoning_options(card: ModelCard) -> list:
+    """The reasoning settings the chat template honours: "off" needs its enable_thinking switch (a template that
+    always thinks has none), low/medium/high its reasoning_effort; none for a model without a reasoning mode."""
+    if not card.thinks:
+        return []
+    source = card.chat_template_source or ""
+    options = (["off"] if "enable_thinking" in source else []) + ["on"]
+    return options + (["low", "medium", "high"] if "reasoning_effort" in source else [])
 
 
 def model_entry(card: ModelCard, served_name: str, loaded: bool) -> dict:
@@ -27,7 +36,7 @@ def model_entry(card: ModelCard, served_name: str, loaded: bool) -> dict:
     quant = (card.quantization or "").lower()
     capabilities = {"vision": False, "trained_for_tool_use": card.takes_tools}
     if card.thinks:
-        capabilities["reasoning"] = {"allowed_options": REASONING_OPTIONS, "default": "on"}
+        capabilities["reasoning"] = {"allowed_options": reasoning_options(card), "default": "on"}
     instances = [{"id": served_name, "config": {"context_length": card.max_context_len}}] if loaded else []
     return {"type": "llm", "publisher": publisher(card, served_name), "key": served_name,
             "display_name": served_name.rsplit("/", 1)[-1], "architecture": arch_family(card.architecture),

@@ -165,3 +165,30 @@ async def test_reasoning_on_a_model_without_it_is_lm_studios_400():
         assert servicer.script.requests == []
         answer = await (await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi"})).json()
         assert answer["output"] == [{"type": "message", "content": "Hello world"}]
+
+
+
+@pytest.mark.parametrize("switches, allowed, refused", [
+    ("{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}", ["off", "on"],
+     "low"),
+    ("<think>\n", ["on"], "off"),
+], ids=["enable_thinking only", "always thinks"])
+async def test_a_reasoning_setting_the_template_cannot_honour_is_lm_studios_400(switches, allowed, refused):
+    """LM Studio lists the settings a model takes (capabilities.reasoning.allowed_options) and refuses another with
+    "Reasoning setting 'x' is not supported by model 'm'. Supported settings: ..."; "low" on a template without
+    reasoning_effort was plain thinking, "off" on one that always thinks still thought."""
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n" + switches + "{% endif %}")
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048, template=template)) as pair:
+        client, servicer = pair
+        entry = (await (await client.get("/api/v1/models")).json())["models"][0]
+        assert entry["capabilities"]["reasoning"] == {"allowed_options": allowed, "default": "on"}
+        response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi", "reasoning": refused})
+        assert response.status == 400 and (await response.json())["error"] == {
+            "message": f"Reasoning setting '{refused}' is not supported by model 'fake-model'. Supported settings: "
+                       f"{', '.join(repr(option) for option in allowed)}.",
+            "type": "invalid_request_error", "param": "reasoning", "code": "invalid_value"}
+        assert servicer.script.requests == []
+        for setting in allowed:
+            body = {"model": "fake-model", "input": "Hi", "reasoning": setting}
+            assert (await client.post("/api/v1/chat", json=body)).status == 200
