@@ -127,7 +127,9 @@ async def health(request: web.Request) -> web.Response:
     except ApiError as exc:
         reason = "model_unloadable" if isinstance(exc, ModelUnloadable) else "scheduler_unreachable"
         return _unhealthy(reason, exc.message)
-    return json_response({"status": "ok", "model": card.model_id, "num_running": load.num_running,
+    # the name every API states (SPARKINFER_SERVED_MODEL_NAME when set), as /v1/models lists it
+    model = engine.served_model_name or card.model_id
+    return json_response({"status": "ok", "model": model, "num_running": load.num_running,
                           "num_waiting": load.num_waiting})
 
 

@@ -57,3 +57,14 @@ async def test_lmstudio_publisher_is_the_org_of_the_served_id(served, expected):
         assert listed["publisher"] == expected and listed["id"] == (served or "fake-model")
         one = await client.get(f"/api/v0/models/{listed['id']}")
         assert one.status == 200 and (await one.json())["publisher"] == expected
+
+
+@pytest.mark.parametrize("served", [None, "my-model"], ids=["checkpoint-id", "served-name"])
+async def test_health_names_the_model_as_the_models_list_does(served):
+    """/health's model is the id /v1/models lists: the served name when SPARKINFER_SERVED_MODEL_NAME is set (it gave
+    the checkpoint id, so a probe comparing the two saw a different model)."""
+    async with fake_gateway(FakeServing(TOKENIZER), served_model_name=served) as (client, _):
+        listed = (await (await client.get("/v1/models")).json())["data"][0]["id"]
+        health = await (await client.get("/health")).json()
+        assert listed == (served or "fake-model")
+        assert health["status"] == "ok" and health["model"] == listed
