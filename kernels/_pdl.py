@@ -12,6 +12,8 @@ Synchronization"; PTX ISA, griddepcontrol. Stream capture records the dependency
 import ctypes
 import functools
 
+from kernels import _compile
+
 ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID
 
 
@@ -68,3 +70,19 @@ def launch(kernel, grid: tuple, block: tuple, args: tuple, shared_mem: int, stre
         name = ctypes.c_char_p()
         lib.cuGetErrorName(err, ctypes.byref(name))
         raise RuntimeError(f"cuLaunchKernelEx failed: {(name.value or b'?').decode()} ({err})")
+
+
+def supported() -> bool:
+    """Whether torch's current CUDA device takes programmatic dependent launch (sm_90 or newer)."""
+    return _compile.capability(_compile.current_device())[0] >= 9
+
+
+def launch_on_stream(kernel, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pdl: bool = True) -> None:
+    """Launch cupy RawKernel `kernel` on torch's current CUDA stream: through launch() when `pdl` (the caller has
+    checked the device, e.g. supported(); the kernel must wait with griddepcontrol.wait before it reads what the
+    kernels before it write), else a plain CuPy launch. Raises as launch()."""
+    stream = _compile.current_stream()
+    if pdl:
+        launch(kernel, grid, block, args, shared_mem, stream.ptr)
+    else:
+        kernel(grid, block, args, shared_mem=shared_mem, stream=stream)

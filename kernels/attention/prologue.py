@@ -28,11 +28,7 @@ def _kernel(name: str, head_dim: int):
 
 
 def _launch(name: str, head_dim: int, grid: int, block: int, args: tuple) -> None:
-    kernel, stream = _kernel(name, head_dim), _compile.current_stream()
-    if _compile.capability(_compile.current_device())[0] >= 9:
-        _pdl.launch(kernel, (grid,), (block,), args, 0, stream.ptr)
-    else:
-        kernel((grid,), (block,), args, stream=stream)
+    _pdl.launch_on_stream(_kernel(name, head_dim), (grid,), (block,), args, pdl=_pdl.supported())
 
 
 def _rows_ok(t: torch.Tensor, align: int) -> bool:

@@ -58,10 +58,6 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor = None) -> tor
     args = (np.uint64(weight.data_ptr()), np.int64(weight.stride(0)), np.uint64(x2.data_ptr()),
             np.int64(x2.stride(0)), np.uint64(out.data_ptr()), np.int64(out.stride(0)), np.int32(x2.shape[0]),
             np.int32(k))
-    kernel = _compile.kernel(SOURCE, "gemv_bf16_rows")
-    stream = _compile.current_stream()
-    if PDL and _compile.capability(_compile.current_device())[0] >= 9:
-        _pdl.launch(kernel, (n,), (THREADS,), args, 0, stream.ptr)
-    else:
-        kernel((n,), (THREADS,), args, stream=stream)
+    _pdl.launch_on_stream(_compile.kernel(SOURCE, "gemv_bf16_rows"), (n,), (THREADS,), args,
+                          pdl=PDL and _pdl.supported())
     return out.reshape(*x.shape[:-1], n)

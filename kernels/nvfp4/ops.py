@@ -84,11 +84,7 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
     """Launch `name` of `source` (or the given cupy kernel) on torch's current stream; pdl: with programmatic
     dependent launch where PDL is on and the GPU is a Hopper (only for kernels that call pdl_wait, common.cuh)."""
     kernel = kernel or _compile.kernel(os.path.join(HERE, source), name)
-    stream = _compile.current_stream()
-    if pdl and PDL and _hopper(_compile.current_device()):
-        _pdl.launch(kernel, grid, block, args, shared_mem, stream.ptr)
-    else:
-        kernel(grid, block, args, shared_mem=shared_mem, stream=stream)
+    _pdl.launch_on_stream(kernel, grid, block, args, shared_mem, pdl and PDL and _hopper(_compile.current_device()))
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
