@@ -1,22 +1,15 @@
 """Gateway with the fake scheduler over loopback: Ollama request fields of the wrong JSON type are its Go decode 400."""
 import pytest
 
-from gateway.app import create_app
-from gateway.client import SchedulerClient
-from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 HI = [{"role": "user", "content": "Hi"}]
 
 
 @pytest.fixture
 async def fake():
-    servicer = FakeServing(build_tokenizer(), max_context_len=2048)
-    server, addr = await start_fake_server(servicer)
-    client = await start_test_client(create_app(GatewayConfig(), client=SchedulerClient(addr)))
-    yield client, servicer
-    await client.close()
-    await server.stop(None)
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("path, field, expected", [
