@@ -18,8 +18,9 @@ from kernels.attention import ops
 from worker.layers.paged_attention import decode_attention, decode_keys
 
 NUM_HEADS, NUM_KV, HEAD_DIM, BLOCK = 24, 4, 256, 16
-CASES = [(1, 256), (1, 512), (1, 4096), (1, 32768), (4, 512), (8, 4096), (32, 256), (32, 4096), (64, 256), (64, 4096),
-         (64, 32768)]
+CASES = [(1, 256), (1, 512), (1, 1024), (1, 2048), (1, 4096), (1, 32768), (4, 512), (4, 4096), (8, 512), (8, 4096),
+         (32, 256), (32, 4096), (64, 256), (64, 4096), (64, 32768)]
+MMA_CONFIGS = [(4, 3), (2, 4), (4, 2)]  # decode_mma.cu (warps, stages): the first is ops' default
 
 
 def bench_case(rows: int, context: int, copy_gbs: float) -> dict:
@@ -39,6 +40,8 @@ def bench_case(rows: int, context: int, copy_gbs: float) -> dict:
     if rows < ops.MIN_ROWS:  # the few-row kernel (decode_tile.cu) where it can serve
         tile = graph_us([lambda: ops.paged_decode(q, k_pool, v_pool, tables, keys, scale, context + 1, out=out,
                                                   kernel="tile")] * 4)[0]
+    mma = [graph_us([lambda c=c: ops.paged_decode(q, k_pool, v_pool, tables, keys, scale, context + 1, out=out,
+                                                  kernel="mma", mma_config=c)] * 4)[0] for c in MMA_CONFIGS]
     index, valid = decode_keys(tables, list(range(rows)), [context] * rows, BLOCK, q.device)
     flat_k, flat_v = (p.view(-1, NUM_KV, HEAD_DIM) for p in (k_pool, v_pool))
     try:
@@ -50,10 +53,12 @@ def bench_case(rows: int, context: int, copy_gbs: float) -> dict:
     row = {"rows": rows, "context": context, "splits": ops.num_splits(rows, NUM_KV, context + 1, sms),
            "ours_us": ours, "kpl2_us": kpl2, "tile_us": tile, "torch_us": torch_us, "bytes": nbytes,
            "frac_copy_bw": nbytes / (ours * 1e-6) / 1e9 / copy_gbs}
-    print(f"  Nd={rows:<3d} ctx={context:<6d} S={row['splits']:<3d} kernel {ours:9.1f} us  (2 keys a lane "
-          f"{kpl2:9.1f}, few-row kernel {tile:7.1f})  torch {torch_us:9.1f} us "
-          f"({torch_us / ours:5.1f}x)  {nbytes / 1e6:8.1f} MB  {100 * row['frac_copy_bw']:5.1f}% of copy bw",
-          flush=True)
+    row.update({f"mma{w}x{st}_us": t for (w, st), t in zip(MMA_CONFIGS, mma)})
+    row["mma_frac_copy_bw"] = nbytes / (min(mma) * 1e-6) / 1e9 / copy_gbs
+    print(f"  Nd={rows:<3d} ctx={context:<6d} S={row['splits']:<3d} split {ours:8.1f} us  (2 keys a lane "
+          f"{kpl2:8.1f}, few-row {tile:7.1f})  mma {' / '.join(f'{t:8.1f}' for t in mma)}  torch {torch_us:8.1f} us"
+          f"  {nbytes / 1e6:8.1f} MB  split {100 * row['frac_copy_bw']:5.1f}% / best mma "
+          f"{100 * row['mma_frac_copy_bw']:5.1f}% of copy bw", flush=True)
     return row
 
 
@@ -73,7 +78,8 @@ def save(rows: list) -> None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [f"{r['rows']}x{r['context']}" for r in rows]
-    ax.bar([i - 0.2 for i in range(len(rows))], [r["frac_copy_bw"] for r in rows], 0.4, label="kernel")
+    ax.bar([i - 0.2 for i in range(len(rows))], [r["frac_copy_bw"] for r in rows], 0.4, label="split kernel")
+    ax.bar([i + 0.2 for i in range(len(rows))], [r["mma_frac_copy_bw"] for r in rows], 0.4, label="mma kernel")
     ax.axhline(1.0, color="k", lw=0.8, ls="--", label="copy bandwidth")
     ax.set(xticks=range(len(rows)), ylabel="fraction of copy bandwidth", title="paged decode attention, 27B layer")
     ax.set_xticklabels(labels, rotation=45, fontsize=7)
@@ -87,7 +93,8 @@ def main() -> int:
         print("no CUDA device: skipped")
         return 0
     copy_gbs = copy_bandwidth()
-    print(f"== paged decode attention (24 q heads, 4 kv heads, hd 256); copy bw {copy_gbs:.0f} GB/s")
+    print(f"== paged decode attention (24 q heads, 4 kv heads, hd 256); copy bw {copy_gbs:.0f} GB/s; mma configs "
+          f"(warps, stages) {MMA_CONFIGS}")
     rows = []
     for num_rows, context in CASES:
         rows.append(bench_case(num_rows, context, copy_gbs))

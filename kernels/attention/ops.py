@@ -15,6 +15,13 @@ from kernels import _compile
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paged_decode.cu")
 TILE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_tile.cu")
+MMA_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_mma.cu")
+MMA_WARPS, MMA_STAGES, MMA_CHUNK = 4, 3, 16  # decode_mma.cu NW, NST, CK
+MMA_MAX_SPLITS = 64
+MMA_HEAD_DIMS = (64, 128, 256)
+# pick_kernel(): rows with more than this many keys go to decode_mma.cu (SPARKINFER_DECODE_MMA=0: never)
+MMA_MIN_KEYS = 1024
+MMA_ENABLED = os.environ.get("SPARKINFER_DECODE_MMA", "0") != "0"  # on after the device run
 TILE_HEAD_DIMS = (128, 256)  # decode_tile.cu: 128 threads own HD / 128 dims each
 TILE_KEYS = 32  # decode_tile.cu TK
 TILE_MAX_KEYS = 1024  # preferred(): the longest key width for which the few-row kernel beats torch (measured)
@@ -55,7 +62,7 @@ def preferred(num_rows: int, head_dim: int = 256, max_keys: int = 0) -> bool:
     below it the few-row kernel (decode_tile.cu) while max_keys <= TILE_MAX_KEYS (2026-11-30, device run 8, us tile /
     torch: Nd = 1 ctx 256 15.8 / 26.8, ctx 512 18.2 / 32.8, Nd = 4 ctx 512 24.5 / 35.9, Nd = 7 ctx 512 27.8 / 41.4;
     but Nd = 1 ctx 4096 54.5 / 40.4, ctx 32768 181.3 / 163.5: longer rows stay with torch)."""
-    if num_rows >= MIN_ROWS:
+    if num_rows >= MIN_ROWS or uses_mma_kernel(head_dim, max_keys):
         return True
     return uses_tile_kernel(num_rows, head_dim) and 0 < max_keys <= TILE_MAX_KEYS
 
@@ -84,9 +91,50 @@ def tile_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
     return max(1, min(math.ceil(max_keys / TILE_KEYS), cap))
 
 
+def uses_mma_kernel(head_dim: int, max_keys: int) -> bool:
+    """Rows of more than MMA_MIN_KEYS keys (host bound) with a head dim decode_mma.cu takes go to the tensor-core
+    kernel, unless SPARKINFER_DECODE_MMA=0."""
+    return MMA_ENABLED and head_dim in MMA_HEAD_DIMS and max_keys > MMA_MIN_KEYS
+
+
+def pick_kernel(num_rows: int, head_dim: int, max_keys: int) -> str:
+    """paged_decode's kernel="auto": "mma" (uses_mma_kernel), else "tile" (uses_tile_kernel), else "split"."""
+    if uses_mma_kernel(head_dim, max_keys):
+        return "mma"
+    return "tile" if uses_tile_kernel(num_rows, head_dim) else "split"
+
+
 def uses_tile_kernel(num_rows: int, head_dim: int) -> bool:
     """Few rows (under MIN_ROWS) with a head dim decode_tile.cu takes go to the few-row kernel."""
     return num_rows < MIN_ROWS and head_dim in TILE_HEAD_DIMS
+
+
+def mma_smem_bytes(head_dim: int, warps: int = MMA_WARPS, stages: int = MMA_STAGES) -> int:
+    """Dynamic shared memory of decode_mma.cu: each warp's ring of `stages` chunks (16 K and 16 V rows of head_dim
+    bf16), or the warps' f32 merge area if larger."""
+    return max(warps * stages * 2 * MMA_CHUNK * head_dim * 2, warps * 8 * head_dim * 4)
+
+
+def mma_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int, head_dim: int,
+               warps: int = MMA_WARPS, stages: int = MMA_STAGES) -> int:
+    """S of the tensor-core kernel (decode_mma.cu): enough (row, kv head, split) blocks for the SMs at as many
+    blocks a SM as its shared memory allows, each split at least one chunk a warp, at most MMA_MAX_SPLITS."""
+    per_sm = max(1, (227 * 1024) // mma_smem_bytes(head_dim, warps, stages))
+    want = math.ceil(per_sm * num_sms / max(1, num_rows * num_kv))
+    return max(1, min(want, math.ceil(max_keys / (warps * MMA_CHUNK)), MMA_MAX_SPLITS))
+
+
+@functools.lru_cache(maxsize=None)
+def _mma_kernel(head_dim: int, warps: int = MMA_WARPS, stages: int = MMA_STAGES):
+    import cupy
+
+    defines = (f"-DHD={head_dim}", f"-DGMAX={GMAX}", f"-DNW={warps}", f"-DNST={stages}",
+               "-I" + os.path.dirname(MMA_SOURCE))
+    with open(MMA_SOURCE, encoding="utf-8") as f:
+        module = cupy.RawModule(code=f.read(), options=_compile.OPTIONS + defines)
+    fn = module.get_function("paged_decode_mma")
+    fn.max_dynamic_shared_size_bytes = mma_smem_bytes(head_dim, warps, stages)
+    return fn
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,31 +161,45 @@ def _check(q, k_pool, v_pool, tables, num_keys) -> None:
 
 
 def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: int, out=None,
-                 keys_per_lane: int = 0, kernel: str = "auto") -> torch.Tensor:
+                 keys_per_lane: int = 0, kernel: str = "auto", mma_config: tuple = ()) -> torch.Tensor:
     """Attention of one query token per row over its paged keys.
 
     q [Nd, nH, hd] bf16 (heads contiguous; any row stride); k_pool, v_pool [blocks, BS, nKV, hd] bf16 contiguous;
     tables [Nd, B] int64 (row r's key j lives in block tables[r, j // BS], offset j % BS); num_keys [Nd] int32 CUDA,
     each in 1 .. B * BS (the row's context and its new token, already written to the pools); scale: the softmax
-    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed); keys_per_lane: the kernel's KPL
-    (1 or 2; 0: pick_keys_per_lane's); kernel: "tile" (decode_tile.cu, head dims TILE_HEAD_DIMS), "split"
-    (paged_decode.cu) or "auto" (uses_tile_kernel). Returns out [Nd, nH, hd] bf16 (written into `out` when given,
-    contiguous). Raises PagedDecodeError for what the kernels do not take.
+    scale; max_keys: a host bound on num_keys (sets S, a CUDA graph keeps it fixed); keys_per_lane: the split
+    kernel's KPL (1 or 2; 0: pick_keys_per_lane's); kernel: "tile" (decode_tile.cu, head dims TILE_HEAD_DIMS),
+    "split" (paged_decode.cu), "mma" (decode_mma.cu, tensor cores) or "auto" (pick_kernel); mma_config: (warps,
+    stages) of decode_mma.cu (benches; default MMA_WARPS, MMA_STAGES). Returns out [Nd, nH, hd] bf16 (written into
+    `out` when given, contiguous). Raises PagedDecodeError for what the kernels do not take.
     """
-    import numpy as np
-
     _check(q, k_pool, v_pool, tables, num_keys)
     num_rows, num_heads, head_dim = q.shape
-    num_kv = k_pool.shape[2]
     if out is None:
         out = torch.empty(num_rows, num_heads, head_dim, dtype=torch.bfloat16, device=q.device)
     if num_rows == 0:
         return out
-    sms = _compile.num_sms(q.device)
-    tile = uses_tile_kernel(num_rows, head_dim) if kernel == "auto" else kernel == "tile"
-    if tile and head_dim not in TILE_HEAD_DIMS:
+    if kernel == "auto":
+        kernel = pick_kernel(num_rows, head_dim, max_keys)
+    if kernel == "tile" and head_dim not in TILE_HEAD_DIMS:
         raise PagedDecodeError(f"paged_decode: the few-row kernel takes head dims {TILE_HEAD_DIMS}, not {head_dim}")
-    splits = tile_splits(num_rows, num_kv, max_keys, sms) if tile else num_splits(num_rows, num_kv, max_keys, sms)
+    _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, keys_per_lane, mma_config)
+    return out
+
+
+def _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, keys_per_lane, mma_config) -> None:
+    """The chosen kernel's launch, then the combine launch where a row's keys are split."""
+    import numpy as np
+
+    num_rows, num_heads, head_dim = q.shape
+    num_kv, sms = k_pool.shape[2], _compile.num_sms(q.device)
+    warps, stages = mma_config or (MMA_WARPS, MMA_STAGES)
+    if kernel == "mma":
+        splits = mma_splits(num_rows, num_kv, max_keys, sms, head_dim, warps, stages)
+    elif kernel == "tile":
+        splits = tile_splits(num_rows, num_kv, max_keys, sms)
+    else:
+        splits = num_splits(num_rows, num_kv, max_keys, sms)
     ws = out
     if splits > 1:
         entry = GMAX * head_dim + 2 * GMAX
@@ -148,12 +210,14 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
             ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
             np.float32(scale * LOG2E))
     kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, sms, -(-max_keys // splits))
-    if tile:
-        _kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE)((splits, num_kv, num_rows), (THREADS,), args,
-                                                               stream=stream)
+    grid = (splits, num_kv, num_rows)
+    if kernel == "mma":
+        _mma_kernel(head_dim, warps, stages)(grid, (32 * warps,), args, stream=stream,
+                                             shared_mem=mma_smem_bytes(head_dim, warps, stages))
+    elif kernel == "tile":
+        _kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE)(grid, (THREADS,), args, stream=stream)
     else:
-        _kernel("paged_decode", head_dim, kpl)((splits, num_kv, num_rows), (THREADS,), args, stream=stream)
+        _kernel("paged_decode", head_dim, kpl)(grid, (THREADS,), args, stream=stream)
     if splits > 1:
         _kernel("paged_decode_combine", head_dim, kpl)((num_heads, num_rows), (head_dim // 4,), (
             ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), stream=stream)
-    return out

@@ -37,11 +37,11 @@ def _reference(q, k_pool, v_pool, tables, num_keys, scale):
     return decode_attention(q.float(), flat_k, flat_v, key_index, key_valid, scale)
 
 
-def _run(q, k_pool, v_pool, tables, num_keys, max_keys, keys_per_lane=0):
+def _run(q, k_pool, v_pool, tables, num_keys, max_keys, keys_per_lane=0, kernel="split", mma_config=()):
     out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
     keys = torch.tensor(num_keys, dtype=torch.int32, device="cuda")
     ops.paged_decode(q, k_pool, v_pool, tables, keys, q.shape[2] ** -0.5, max_keys, out=out,
-                     keys_per_lane=keys_per_lane)
+                     keys_per_lane=keys_per_lane, kernel=kernel, mma_config=mma_config)
     torch.cuda.synchronize()
     return out
 
