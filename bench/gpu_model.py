@@ -10,8 +10,8 @@ norms; "+gemv" = 32 < M <= 128 rows as 32-row GEMV chunks (worker/layers/linear.
 norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state (GPU_MODEL_STATE=bfloat16:
 bf16). CSV to $OUT when set.
 Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it),
-GPU_MODEL_CTX (default 256), GPU_MODEL_DECODE_AB (1: also each C of the first variant with the torch decode
-attention instead of the paged decode kernel), GPU_MODEL_PDL_AB (1: also C = 1 of the first variant with the M = 1
+GPU_MODEL_CTX (default 256), GPU_MODEL_BATCHES ("1,64": only these C of the first variant), GPU_MODEL_DECODE_AB (1: also each C of the first variant with the torch decode
+attention instead of the paged decode kernel, and with the tensor-core decode kernel off), GPU_MODEL_PDL_AB (1: also C = 1 of the first variant with the M = 1
 GEMV launched plainly instead of with programmatic dependent launch).
 """
 import csv
@@ -22,6 +22,7 @@ import time
 import torch
 
 from bench.gpu_gdn import median_ms
+from kernels.attention import ops as attention_ops
 from kernels.nvfp4 import gemv_bc
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
@@ -45,6 +46,8 @@ VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
 DECODE_AB = os.environ.get("GPU_MODEL_DECODE_AB", "0") == "1"
 PDL_AB = os.environ.get("GPU_MODEL_PDL_AB", "0") == "1"  # also C = 1 with the M = 1 GEMV launched plainly
 CTX = int(os.environ.get("GPU_MODEL_CTX", "256"))
+# GPU_MODEL_BATCHES="1,64": only these C, first variant only
+BATCHES = tuple(int(c) for c in os.environ.get("GPU_MODEL_BATCHES", "").split(",") if c)
 PROFILE_TOP = int(os.environ.get("GPU_MODEL_PROFILE_TOP", "6"))  # kernels listed per profiled step
 # GDN recurrent state dtype of the sweeps and profiles (GPU_MODEL_STATE=bfloat16: the worker's bf16 option)
 STATE_DTYPE = getattr(torch, os.environ.get("GPU_MODEL_STATE", "float32"))
@@ -301,6 +304,10 @@ def main() -> int:
     torch.cuda.empty_cache()
     rows = []
     for label, norms, chunked, modes, batches in VARIANTS:
+        if BATCHES:
+            if label != VARIANTS[0][0]:
+                break
+            batches = BATCHES
         set_variant(norms, chunked)
         rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches, " " + label)
         if DECODE_AB and label == VARIANTS[0][0]:
@@ -309,6 +316,10 @@ def main() -> int:
             rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches,
                           " " + label + " torch-attn")
             attention_layer.DECODE_KERNEL = "auto"
+            attention_ops.MMA_ENABLED, mma = False, attention_ops.MMA_ENABLED  # the CUDA-core kernels only
+            rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches,
+                          " " + label + " no-mma-attn")
+            attention_ops.MMA_ENABLED = mma
         if PDL_AB and label == VARIANTS[0][0]:
             nvfp4_ops.PDL = False
             rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, (1,),

@@ -20,7 +20,7 @@ from worker.layers.paged_attention import decode_attention, decode_keys
 NUM_HEADS, NUM_KV, HEAD_DIM, BLOCK = 24, 4, 256, 16
 CASES = [(1, 256), (1, 512), (1, 1024), (1, 2048), (1, 4096), (1, 32768), (4, 512), (4, 4096), (8, 512), (8, 4096),
          (32, 256), (32, 4096), (64, 256), (64, 4096), (64, 32768)]
-MMA_CONFIGS = [(4, 3), (2, 4), (4, 2)]  # decode_mma.cu (warps, stages): the first is ops' default
+MMA_CONFIGS = [(4, 3), (2, 6), (4, 2)]  # decode_mma.cu (warps, stages): the first is ops' default
 
 
 def bench_case(rows: int, context: int, copy_gbs: float) -> dict:

@@ -5,9 +5,9 @@
 //
 // Grid (S, nKV, Nd), block NW warps; block (s, h, n) takes keys [s L, min((s + 1) L, nk)) of row n (L = 16
 // ceil(ceil(nk / 16) / S)) in chunks of 16 keys, chunk c to warp c % NW. Each warp streams its chunks' K and V rows
-// (16 x HD bf16 each) through its own ring of NST shared-memory stages (cp.async, 16-byte pieces, piece p of key r
-// stored at piece p ^ (r & 7) so ldmatrix's eight rows hit distinct banks; keys past the range zero-filled) and
-// keeps its own online softmax; the NW warps merge at the end.
+// (16 x HD bf16 each) through its own ring of NST shared-memory stages (cp.async, a warp instruction per whole row,
+// piece p of key r stored at piece p ^ (r & 7) so ldmatrix's eight rows hit distinct banks; keys past the range
+// zero-filled) and keeps its own online softmax; the NW warps merge at the end.
 // Per chunk, with the G <= 8 query heads of kv head h as the n8 side of mma.m16n8k16 (bf16 in, f32 sums):
 //   S^T [16 keys, 8 heads] = K [16, HD] Q^T: A = K by ldmatrix, B = q (registers, loaded once);
 //   scores times scale * log2 e, online softmax per head in exp2 (lane (g, t) holds heads 2t, 2t + 1 for keys g,
@@ -27,6 +27,7 @@
 #endif
 #define CK 16                              // keys a chunk
 #define PIECES (HD / 8)                    // 16-byte pieces of a row
+#define KPI (32 / PIECES)                  // keys one warp instruction copies
 #define ROWB (HD * 2)                      // bytes of a row
 #define STAGE_BYTES (2 * CK * ROWB)        // K then V rows of a chunk
 #define KT (HD / 16)                       // k-steps of Q K^T, m-tiles of P V
@@ -75,20 +76,20 @@ struct Args {
   float scale_log2;         // softmax scale * log2(e)
 };
 
-// lane's copies of chunk [j0, j0 + 16) into stage `dst`: lane L takes key L / 2, half L % 2 of its pieces
+// the warp's copies of chunk [j0, j0 + 16) into stage `dst`: each instruction reads whole rows (KPI keys of PIECES
+// 16-byte pieces: 512 contiguous bytes), so a chunk is 16 / KPI fully used row reads for K and as many for V; lane
+// L looks up key L % 16's slot in the block table and the others read it by a shuffle
 __device__ __forceinline__ void issue_chunk(const Args& a, int n, int h, int j0, int hi, u32 dst) {
-  const int lane = threadIdx.x & 31, key = lane >> 1, j = j0 + key;
-  const bool valid = j < hi;
-  long long slot = 0;
-  if (valid) slot = a.tables[n * a.st + j / a.BS] * a.BS + j % a.BS;
-  const long long off = (slot * a.nKV + h) * HD;
-  const u32 bytes = valid ? 16u : 0u;
+  const int lane = threadIdx.x & 31, mj = j0 + (lane & 15), sub = lane / PIECES, piece = lane % PIECES;
+  long long mine = 0;  // key mj's row offset (elements) in the pools; 0 (any readable row) past the range
+  if (mj < hi) mine = ((a.tables[n * a.st + mj / a.BS] * a.BS + mj % a.BS) * a.nKV + h) * HD;
 #pragma unroll
-  for (int i = 0; i < PIECES / 2; ++i) {
-    const int p = (lane & 1) * (PIECES / 2) + i;
-    const u32 d = dst + key * ROWB + ((p ^ (key & 7)) << 4);
-    cp_async16(d, a.k + off + p * 8, bytes);
-    cp_async16(d + CK * ROWB, a.v + off + p * 8, bytes);
+  for (int i = 0; i < CK / KPI; ++i) {
+    const int key = KPI * i + sub;
+    const long long off = __shfl_sync(0xffffffffu, mine, key) + piece * 8;
+    const u32 bytes = j0 + key < hi ? 16u : 0u, d = dst + key * ROWB + ((piece ^ (key & 7)) << 4);
+    cp_async16(d, a.k + off, bytes);
+    cp_async16(d + CK * ROWB, a.v + off, bytes);
   }
 }
 
