@@ -4,8 +4,9 @@ layer (24 query heads, 4 kv heads, head dim 256, 16-token blocks in shuffled ord
 
 `python3 -m bench.gpu_paged_decode`: per batch Nd and context: both times (us per call), the K/V bytes a
 step must read (Nd x keys x 4 kv heads x 256 x 2 bytes x 2) and the kernel's fraction of the copy bandwidth
-measured in the same run; the kernel at 1 and at 2 keys a lane (its KPL), and below 8 rows the few-row kernel
-(decode_tile.cu). All timed as CUDA-graph replays (as they
+measured in the same run; the split kernel (paged_decode.cu) at 1 and at 2 keys a lane (its KPL), below 8 rows the
+few-row kernel (decode_tile.cu), and the tensor-core kernel (decode_mma.cu, the default) at each (warps, stages) of
+MMA_CONFIGS, its best time giving the second bandwidth fraction. All timed as CUDA-graph replays (as they
 run in the decode step: no host time). With OUT set, writes paged_decode.csv and paged_decode.png there.
 """
 import csv

@@ -18,10 +18,13 @@ TILE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_t
 MMA_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode_mma.cu")
 MMA_WARPS, MMA_STAGES, MMA_CHUNK = 4, 3, 16  # decode_mma.cu NW, NST, CK
 MMA_MAX_SPLITS = 64
+MMA_MAX_BLOCKS_PER_SM = 4
 MMA_HEAD_DIMS = (64, 128, 256)
-# pick_kernel(): rows with more than this many keys go to decode_mma.cu (SPARKINFER_DECODE_MMA=0: never)
-MMA_MIN_KEYS = 1024
-MMA_ENABLED = os.environ.get("SPARKINFER_DECODE_MMA", "0") != "0"  # on after the device run
+# pick_kernel(): decode_mma.cu serves every row count and length it takes (SPARKINFER_DECODE_MMA=0: the CUDA-core
+# kernels and torch as before it). H200, `python3 -m bench.gpu_paged_decode`, device run 2 of 2026-11-30, us mma /
+# best of the others: Nd = 1 ctx 256 9.2 / 15.6 (few-row), ctx 4096 18.5 / 38.8 (torch), ctx 32768 49.4 / 159.2
+# (torch); Nd = 8 ctx 512 15.1 / 29.4; Nd = 64 ctx 4096 255.3 / 626.0 (split), ctx 32768 1949 / 4625
+MMA_ENABLED = os.environ.get("SPARKINFER_DECODE_MMA", "1") != "0"
 TILE_HEAD_DIMS = (128, 256)  # decode_tile.cu: 128 threads own HD / 128 dims each
 TILE_KEYS = 32  # decode_tile.cu TK
 TILE_MAX_KEYS = 1024  # preferred(): the longest key width for which the few-row kernel beats torch (measured)
@@ -61,8 +64,9 @@ def preferred(num_rows: int, head_dim: int = 256, max_keys: int = 0) -> bool:
     15: Nd = 8 ctx 4096 127.4 vs 163.6 us, Nd = 32 ctx 4096 366.7 vs 531.2, Nd = 64 ctx 32768 4617.8 vs 7902.2);
     below it the few-row kernel (decode_tile.cu) while max_keys <= TILE_MAX_KEYS (2026-11-30, device run 8, us tile /
     torch: Nd = 1 ctx 256 15.8 / 26.8, ctx 512 18.2 / 32.8, Nd = 4 ctx 512 24.5 / 35.9, Nd = 7 ctx 512 27.8 / 41.4;
-    but Nd = 1 ctx 4096 54.5 / 40.4, ctx 32768 181.3 / 163.5: longer rows stay with torch)."""
-    if num_rows >= MIN_ROWS or uses_mma_kernel(head_dim, max_keys):
+    but Nd = 1 ctx 4096 54.5 / 40.4, ctx 32768 181.3 / 163.5: longer rows stay with torch). The tensor-core kernel
+    (decode_mma.cu, uses_mma_kernel) beats torch at every row count and length measured (MMA_ENABLED's note)."""
+    if num_rows >= MIN_ROWS or uses_mma_kernel(head_dim):
         return True
     return uses_tile_kernel(num_rows, head_dim) and 0 < max_keys <= TILE_MAX_KEYS
 
@@ -91,15 +95,15 @@ def tile_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int) -> int:
     return max(1, min(math.ceil(max_keys / TILE_KEYS), cap))
 
 
-def uses_mma_kernel(head_dim: int, max_keys: int) -> bool:
-    """Rows of more than MMA_MIN_KEYS keys (host bound) with a head dim decode_mma.cu takes go to the tensor-core
-    kernel, unless SPARKINFER_DECODE_MMA=0."""
-    return MMA_ENABLED and head_dim in MMA_HEAD_DIMS and max_keys > MMA_MIN_KEYS
+def uses_mma_kernel(head_dim: int) -> bool:
+    """Decode rows with a head dim decode_mma.cu takes go to the tensor-core kernel, unless SPARKINFER_DECODE_MMA=0
+    (MMA_ENABLED)."""
+    return MMA_ENABLED and head_dim in MMA_HEAD_DIMS
 
 
-def pick_kernel(num_rows: int, head_dim: int, max_keys: int) -> str:
+def pick_kernel(num_rows: int, head_dim: int) -> str:
     """paged_decode's kernel="auto": "mma" (uses_mma_kernel), else "tile" (uses_tile_kernel), else "split"."""
-    if uses_mma_kernel(head_dim, max_keys):
+    if uses_mma_kernel(head_dim):
         return "mma"
     return "tile" if uses_tile_kernel(num_rows, head_dim) else "split"
 
@@ -118,8 +122,8 @@ def mma_smem_bytes(head_dim: int, warps: int = MMA_WARPS, stages: int = MMA_STAG
 def mma_splits(num_rows: int, num_kv: int, max_keys: int, num_sms: int, head_dim: int,
                warps: int = MMA_WARPS, stages: int = MMA_STAGES) -> int:
     """S of the tensor-core kernel (decode_mma.cu): enough (row, kv head, split) blocks for the SMs at as many
-    blocks a SM as its shared memory allows, each split at least one chunk a warp, at most MMA_MAX_SPLITS."""
-    per_sm = max(1, (227 * 1024) // mma_smem_bytes(head_dim, warps, stages))
+    blocks a SM as its shared memory allows (at most MMA_MAX_BLOCKS_PER_SM: 80-207 registers a thread), each split at least one chunk a warp, at most MMA_MAX_SPLITS."""
+    per_sm = max(1, min(MMA_MAX_BLOCKS_PER_SM, (227 * 1024) // mma_smem_bytes(head_dim, warps, stages)))
     want = math.ceil(per_sm * num_sms / max(1, num_rows * num_kv))
     return max(1, min(want, math.ceil(max_keys / (warps * MMA_CHUNK)), MMA_MAX_SPLITS))
 
@@ -180,7 +184,7 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
     if num_rows == 0:
         return out
     if kernel == "auto":
-        kernel = pick_kernel(num_rows, head_dim, max_keys)
+        kernel = pick_kernel(num_rows, head_dim)
     if kernel == "tile" and head_dim not in TILE_HEAD_DIMS:
         raise PagedDecodeError(f"paged_decode: the few-row kernel takes head dims {TILE_HEAD_DIMS}, not {head_dim}")
     _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, keys_per_lane, mma_config)

@@ -2,7 +2,7 @@
 in f32 (the helpers of test_paged_decode_cuda), fresh random inputs, output NaN-poisoned and the pool slots past each
 row's keys NaN too (a read of a key outside the row would show): head dims 64, 128 and 256, GQA groups 1 to 8, key
 counts around the 16-key chunk, the 16-token block and the warps' chunk rounds, one split and many (empty splits
-included), each ring shape the bench times, the auto dispatch of long rows and CUDA-graph replays."""
+included), each ring shape the bench times, the auto dispatch and CUDA-graph replays."""
 import pytest
 import torch
 
@@ -37,16 +37,13 @@ def test_mma_kernel_matches_torch_decode(heads):
                 assert _rel(got[r], ref[r]) < 2e-2, (heads, max_keys, config, KEYS[r])
 
 
-def test_splits_fill_the_sms_and_respect_the_chunk_floor():
-    assert ops.mma_splits(1, 4, 32768, 132, 256) == 33  # one 192 KB block a SM: 4 kv heads x 33 splits
-    assert ops.mma_splits(1, 4, 100, 132, 256) == 2  # at least 64 keys (one chunk a warp) a split
-    assert ops.mma_splits(64, 4, 4096, 132, 256) == 1
-    assert ops.mma_splits(1, 4, 1 << 20, 132, 128) == ops.MMA_MAX_SPLITS
-
-
-def test_long_rows_dispatch_to_the_mma_kernel_and_stay_correct_in_a_graph():
-    assert ops.pick_kernel(1, 256, ops.MMA_MIN_KEYS + 1) == "mma" and ops.preferred(1, 256, ops.MMA_MIN_KEYS + 1)
-    assert ops.pick_kernel(1, 256, ops.MMA_MIN_KEYS) == "tile"
+def test_decode_rows_dispatch_to_the_mma_kernel_and_stay_correct_in_a_graph(monkeypatch):
+    for rows, keys in ((1, 100), (1, 1 << 15), (7, 600), (64, 4096)):
+        assert ops.pick_kernel(rows, 256) == "mma" and ops.preferred(rows, 256, keys)
+    monkeypatch.setattr(ops, "MMA_ENABLED", False)  # SPARKINFER_DECODE_MMA=0: the kernels before it
+    assert ops.pick_kernel(1, 256) == "tile" and not ops.preferred(1, 256, 4096)
+    assert ops.pick_kernel(8, 256) == "split" and ops.preferred(8, 256, 4096)
+    monkeypatch.undo()
     num_keys = [3000, 1, 1800]
     q, k_pool, v_pool, tables = _case(num_keys, 24, 4, 256, seed=21)
     keys = torch.tensor(num_keys, dtype=torch.int32, device="cuda")

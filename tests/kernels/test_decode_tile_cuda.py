@@ -42,10 +42,10 @@ def test_few_rows_dispatch_to_the_tile_kernel_and_stay_correct_in_a_graph():
     q, k_pool, v_pool, tables = _case(num_keys, 24, 4, 256, seed=3)
     keys = torch.tensor(num_keys, dtype=torch.int32, device="cuda")
     out = torch.empty_like(q)
-    ops.paged_decode(q, k_pool, v_pool, tables, keys, 256 ** -0.5, 1024, out=out)
+    ops.paged_decode(q, k_pool, v_pool, tables, keys, 256 ** -0.5, 1024, out=out, kernel="tile")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, k_pool, v_pool, tables, keys, 256 ** -0.5, 1024, out=out)
+        ops.paged_decode(q, k_pool, v_pool, tables, keys, 256 ** -0.5, 1024, out=out, kernel="tile")
     for seed in (1, 2):
         q.copy_(torch.randn(q.shape, device="cuda", generator=torch.Generator("cuda").manual_seed(seed)))
         out.fill_(float("nan"))

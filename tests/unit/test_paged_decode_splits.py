@@ -21,12 +21,29 @@ def test_splits_never_leave_a_split_under_the_minimum_share():
             assert 1 <= s <= ops.MAX_SPLITS and (s == 1 or keys / s >= ops.MIN_SPLIT_KEYS / 2), (rows, keys, s)
 
 
-def test_kernel_preferred_from_eight_decode_rows_or_fewer_rows_at_short_context():
+def test_kernel_preferred_from_eight_decode_rows_or_fewer_rows_at_short_context(monkeypatch):
+    monkeypatch.setattr(ops, "MMA_ENABLED", False)  # SPARKINFER_DECODE_MMA=0: the CUDA-core kernels only
     assert not ops.preferred(1) and not ops.preferred(ops.MIN_ROWS - 1)  # no key bound given
     assert ops.preferred(ops.MIN_ROWS) and ops.preferred(64)
     # device run 8 (2026-11-30): the few-row kernel wins up to 1024 keys, torch from 4096
     assert ops.preferred(1, 256, 1024) and ops.preferred(7, 128, 513)
     assert not ops.preferred(1, 256, 4096) and not ops.preferred(1, 64, 512)
+
+
+def test_the_mma_kernel_serves_every_row_count_and_length_it_takes():
+    # device run 2 (2026-11-30): decode_mma.cu beat torch and both CUDA-core kernels on every case measured
+    for rows, keys in ((1, 0), (1, 256), (1, 1 << 15), (7, 513), (8, 4096), (64, 1 << 15)):
+        for head_dim in ops.MMA_HEAD_DIMS:
+            assert ops.preferred(rows, head_dim, keys) and ops.pick_kernel(rows, head_dim) == "mma"
+
+
+def test_mma_splits_fill_the_sms_and_keep_a_chunk_a_warp():
+    assert ops.mma_smem_bytes(256) == 4 * 3 * 2 * 16 * 256 * 2  # one 192 KB block a SM at head dim 256
+    assert ops.mma_splits(1, 4, 32768, 132, 256) == 33  # 4 kv heads x 33 splits = 132 blocks
+    assert ops.mma_splits(1, 4, 100, 132, 256) == 2  # at least 64 keys (one 16-key chunk a warp) a split
+    assert ops.mma_splits(64, 4, 4096, 132, 256) == 1  # 256 blocks already fill the SMs twice
+    assert ops.mma_splits(1, 2, 1 << 20, 132, 128) == ops.MMA_MAX_SPLITS  # 2 blocks a SM want 132 splits
+    assert ops.mma_splits(2, 4, 32768, 132, 64) == 64  # 24 KB a block, 4 a SM (registers): 66 wanted, 64 kept
 
 
 def test_two_keys_a_lane_while_the_grid_fits_three_blocks_per_sm():

@@ -16,7 +16,8 @@ from worker.layers.paged_attention import PagedStepMeta, decode_attention
 from worker.layers.rope import RotaryEmbedding
 
 # decode rows through the paged decode kernels (kernels/attention, CUDA bf16): "auto" where they are the faster path
-# (attention_ops.preferred: from 8 decode rows, or fewer up to 1024 keys), "1" wherever they can serve, "0" never
+# (attention_ops.preferred: the tensor-core kernel for every decode row; with SPARKINFER_DECODE_MMA=0 from 8 decode
+# rows, or fewer up to 1024 keys), "1" wherever they can serve, "0" never
 # (the torch gather + batched matmuls); SPARKINFER_PAGED_DECODE sets it, for A/B runs
 DECODE_KERNEL = os.environ.get("SPARKINFER_PAGED_DECODE", "auto")
 
