@@ -5,7 +5,6 @@ import os
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
 
 from kernels.attention import ops as attention_ops
 from kernels.attention import prologue
@@ -21,9 +20,6 @@ from worker.layers.rope import RotaryEmbedding
 # rows, or fewer up to 1024 keys), "1" wherever they can serve, "0" never
 # (the torch gather + batched matmuls); SPARKINFER_PAGED_DECODE sets it, for A/B runs
 DECODE_KERNEL = os.environ.get("SPARKINFER_PAGED_DECODE", "auto")
-# continued prefill rows on CUDA through torch's causal_lower_right bias (a fused SDPA kernel); "0": the boolean
-# mask as on CPU (SPARKINFER_PREFILL_LOWER_RIGHT, for A/B runs)
-PREFILL_LOWER_RIGHT = os.environ.get("SPARKINFER_PREFILL_LOWER_RIGHT", "1") != "0"
 
 
 @dataclass
@@ -156,22 +152,8 @@ class GatedAttention(torch.nn.Module):
         torch SDPA with GQA, as transformers' default `sdpa_attention_forward`; a fresh row (n_kv == L) uses
         the plain causal path so its rounding equals transformers' prefill."""
         fresh = k.shape[0] == q.shape[0]
-        if q.is_cuda and not fresh and PREFILL_LOWER_RIGHT:
-            return self._attend_lower_right(q, k, v)
         # 4-D [1, heads, len, hd] like transformers: SDPA's CPU kernels round differently for 3-D inputs
         q4, k4, v4 = (t.transpose(0, 1)[None] for t in (q, k, v))
         out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=None if fresh else mask,
                                              is_causal=fresh and q.shape[0] > 1, scale=self.scale, enable_gqa=True)
         return out[0].transpose(0, 1)
-
-    def _attend_lower_right(self, q, k, v):
-        """_attend for a row that continues its context (chunked prefill, a prefix-cache hit): its mask is causal
-        aligned to the bottom right (query i at position n_kv - L + i sees keys 0 .. n_kv - L + i; PagedStepMeta),
-        so SDPA takes torch's causal_lower_right bias and runs a fused kernel (flash / memory-efficient) instead of
-        the math path that a boolean mask with GQA falls to ([nH, L, n_kv] scores in memory). K and V are expanded
-        to the query heads (those kernels take no GQA here)."""
-        group = q.shape[1] // k.shape[1]
-        q4 = q.transpose(0, 1)[None]
-        k4, v4 = (t.repeat_interleave(group, dim=1).transpose(0, 1)[None] for t in (k, v))
-        bias = causal_lower_right(q.shape[0], k.shape[0])
-        return F.scaled_dot_product_attention(q4, k4, v4, attn_mask=bias, scale=self.scale)[0].transpose(0, 1)
