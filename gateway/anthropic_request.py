@@ -191,7 +191,7 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
         chat["continue_final_message"] = True
     if not count:
         chat.update(max_tokens=body["max_tokens"], stream=bool(body.get("stream")),
-                    stop=body.get("stop_sequences"), temperature=body.get("temperature"),
+                    stop=[s for s in body.get("stop_sequences") or [] if s], temperature=body.get("temperature"),
                     top_p=body.get("top_p"), top_k=body.get("top_k"))
     return chat
 

@@ -104,6 +104,10 @@ def _lmstudio_body(body):
         # as OpenAI and vLLM do).
         body = {key: value for key, value in body.items()
                 if key != "tools" and not (key == "tool_choice" and value == "auto")}
+    stop = body.get("stop")
+    if stop == "" or isinstance(stop, list) and "" in stop:
+        # Empty stop strings are no-ops here (the /v1 routes refuse them, as vLLM does).
+        body = {**body, "stop": [s for s in stop if s] if isinstance(stop, list) else None}
     if "repeat_penalty" in body:
         body = {key: value for key, value in body.items() if key != "repeat_penalty"} | {
             "repetition_penalty": body.get("repetition_penalty", _repeat_penalty(body["repeat_penalty"]))}

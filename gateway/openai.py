@@ -60,10 +60,12 @@ def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> 
 
 
 def _stops(body: dict) -> list:
+    """The stop strings; an empty one is vLLM's 400 (SamplingParams._verify_args: it would match at once)."""
     stop = body.get("stop")
-    if stop is None:
-        return []
-    return [stop] if isinstance(stop, str) and stop else [s for s in stop if s] if isinstance(stop, list) else []
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    if any(not s for s in stops):
+        raise InvalidRequest("stop cannot contain an empty string.", param="stop")
+    return stops
 
 
 def _stream_options(body: dict) -> tuple[bool, bool, bool]:

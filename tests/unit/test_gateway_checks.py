@@ -77,26 +77,44 @@ async def test_one_message_per_token_limit_field(stack, path, field, value, mess
                                               "param": field, "code": "invalid_value"}
 
 
-@pytest.mark.parametrize("stop", ["", [""], ["", ""], ["", "zzz"], None], ids=["empty", "list-empty", "two-empty",
-                                                                                "empty-and-other", "null"])
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/api/v0/chat/completions",
-                                  "/api/chat", "/api/generate"])
-async def test_empty_stop_strings_are_dropped_as_no_ops_everywhere(stack, path, stop):
+EMPTY_STOPS = pytest.mark.parametrize("stop", ["", [""], ["", ""], ["", "zzz"]],
+                                      ids=["empty", "list-empty", "two-empty", "empty-and-other"])
+
+
+@EMPTY_STOPS
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+async def test_an_empty_stop_string_is_vllms_400_on_v1(stack, path, stop):
+    # vLLM's SamplingParams._verify_args: "stop cannot contain an empty string." (it would match at once).
+    client, fake = stack
+    body = {"messages": USER} if "chat" in path else {"prompt": "hi"}
+    status, out = await post(client, path, {**body, "stop": stop, "max_tokens": 8})
+    assert status == 400 and out == {"error": {"message": "stop cannot contain an empty string.",
+                                               "type": "invalid_request_error", "param": "stop",
+                                               "code": "invalid_value"}}
+    assert not fake.script.requests
+
+
+@pytest.mark.parametrize("stop", ["", [""], ["", ""], ["", "zzz"], None, []],
+                         ids=["empty", "list-empty", "two-empty", "empty-and-other", "null", "no-list"])
+@pytest.mark.parametrize("path", ["/api/v0/chat/completions", "/api/chat", "/api/generate", "/v1/messages"])
+async def test_empty_stop_strings_are_dropped_as_no_ops_elsewhere(stack, path, stop):
     client, _ = stack
-    if path.startswith("/api/") and not path.startswith("/api/v0/"):
+    if path == "/v1/messages":
+        stop = [stop] if isinstance(stop, str) else stop
+        body = {"model": "default", "max_tokens": 8, "messages": USER, "stop_sequences": stop,
+                "thinking": {"type": "disabled"}}
+    elif path.startswith("/api/") and not path.startswith("/api/v0/"):
         key = "messages" if path == "/api/chat" else "prompt"
         # Ollama's options.stop is an array ([]string): a lone string is its 400 (test_ollama_stop_string.py).
         stop = [stop] if isinstance(stop, str) else stop
         body = {"model": "default", key: USER if key == "messages" else "hi", "stream": False, "think": False,
                 "options": {"stop": stop}}
     else:
-        body = {"messages": USER} if "chat" in path else {"prompt": "hi"}
-        body = {**body, "stop": stop, "max_tokens": 8, "enable_thinking": False}
-        body = body if "chat" in path else {k: v for k, v in body.items() if k != "enable_thinking"}
+        body = {"messages": USER, "stop": stop, "max_tokens": 8, "enable_thinking": False}
     status, out = await post(client, path, body)
     assert status == 200, out
     text = out.get("response") or (out.get("message") or {}).get("content") or \
-        (out.get("choices") or [{}])[0].get("text") or out["choices"][0]["message"]["content"]
+        (out.get("content") or [{}])[0].get("text") or out["choices"][0]["message"]["content"]
     assert text == "Hello world"
 
 
