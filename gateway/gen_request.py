@@ -92,6 +92,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    # Per prompt of a multi-prompt request: (prompt_tokens, cached_tokens); set on what a stream is handed.
+    per_prompt: list = field(default_factory=list)
 
     @property
     def total_tokens(self) -> int:

@@ -109,7 +109,8 @@ class Generation:
     def sent_usage(self) -> Usage:
         """Usage as of the Deltas next() has handed out: the tokens behind the text sent so far (the choices' calls
         run ahead of a stream's writer; continuous usage must not count tokens whose chunks are still queued)."""
-        return Usage(self._usage.prompt_tokens, sum(self._sent), self._usage.cached_tokens)
+        return Usage(self._usage.prompt_tokens, sum(self._sent), self._usage.cached_tokens,
+                     list(zip(self._num_prompt, self._num_cached)))
 
     async def next(self, timeout: Optional[float] = None) -> Optional[Delta]:
         """The next Delta, None when every choice finished; raises ApiError or asyncio.TimeoutError."""

@@ -68,7 +68,7 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         # The opening frames come before any text: nothing generated is counted in them yet.
         sent = gen.sent_usage()
         try:
-            await _write_all(response, framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens)))
+            await _write_all(response, framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens, sent.per_prompt)))
             await _pump(response, gen, framer, first, keepalive_s)
         except ApiError as exc:
             # Headers are gone already: the error travels in the stream's own framing.

@@ -15,7 +15,8 @@ from gateway.model import ModelCard
 from gateway.openai import check_model, parse_chat, parse_completion
 from gateway.offload import run_cpu
 from gateway.openai_routes import OpenAIRoutes, check_request_template
-from gateway.openai_shape import ChatFramer, ChatShaper, CompletionFramer, completion_response
+from gateway.completion_shape import CompletionFramer, completion_response
+from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.stream import SSE_DONE, sse_event
 from gateway.web import json_response, read_json
 

@@ -11,7 +11,8 @@ from gateway.http_stream import open_stream, stream_generation
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
-from gateway.openai_shape import (ChatFramer, ChatShaper, CompletionFramer, completion_response)
+from gateway.completion_shape import CompletionFramer, completion_response
+from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.offload import run_cpu
 from gateway.web import json_response, read_json
 

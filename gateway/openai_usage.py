@@ -17,6 +17,14 @@ def usage_dict(usage: Usage, reasoning_tokens: Optional[int] = None) -> dict:
     return body
 
 
+def choice_usage(usage: Usage, prompt_index: int, num_tokens: int) -> Usage:
+    """One choice's own counts, as vLLM's continuous_usage_stats report them on each chunk of that choice: its prompt's
+    tokens and the tokens it generated so far (never the sum over the n choices or the prompts)."""
+    prompt, cached = (usage.per_prompt[prompt_index] if prompt_index < len(usage.per_prompt)
+                      else (usage.prompt_tokens, usage.cached_tokens))
+    return Usage(prompt, num_tokens, cached)
+
+
 def chat_usage(plan, card: ModelCard, usage: Usage, reasoning: Iterable[str]) -> dict:
     """A chat answer's usage: with completion_tokens_details.reasoning_tokens where it splits the reasoning (each
     choice's reasoning text counted apart, also when it is left out of the answer: the tokens were generated)."""

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from gateway.ollama_stream import NdjsonFramer
-from gateway.openai_shape import ChatFramer, CompletionFramer
+from gateway.completion_shape import CompletionFramer
+from gateway.openai_shape import ChatFramer
 
 REPLY = "Hello world, this is a test."
 
