@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
 from typing import Any, Callable, Optional
 
@@ -12,6 +13,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from gateway.errors import InvalidRequest
 from gateway.tools import load_json
 
+log = logging.getLogger("sparkinfer.gateway")
 
 class TemplateError(InvalidRequest):
     """400: the chat template refused the conversation (raise_exception or a render error)."""
@@ -41,15 +43,23 @@ def compile_template(source: str) -> jinja2.Template:
     return env.from_string(source)
 
 
-def _parse_arguments(arguments: Any) -> Any:
-    # OpenAI sends tool-call arguments as a JSON string; templates iterate them as a mapping.
+def _parse_arguments(arguments: Any, name: Any) -> dict:
+    """An earlier call's arguments as the mapping templates iterate (Qwen's `tool_call.arguments|items`). OpenAI sends
+    them as a JSON string; one that is no JSON object (text a model wrote, cut or malformed, "", null, a list) is {},
+    with a warning, as vLLM's chat_utils._postprocess_messages coerces it (vllm#48922): the turn stays in the history
+    every later request replays, and a string failed the template (a 400 for the whole conversation)."""
+    parsed = arguments
     if isinstance(arguments, str):
         try:
-            parsed = load_json(arguments)   # not orjson: it makes floats of integers beyond 64 bits
+            parsed = load_json(arguments) if arguments else {}   # not orjson: floats of integers beyond 64 bits
         except ValueError:
-            return arguments
-        return parsed if isinstance(parsed, dict) else arguments
-    return arguments
+            parsed = None
+    if isinstance(parsed, dict):
+        return parsed
+    if arguments not in (None, ""):
+        log.warning("tool call %r: arguments are not a JSON object (%d characters); rendered as {}", name,
+                    len(arguments) if isinstance(arguments, str) else 0)
+    return {}
 
 
 # The names clients give an earlier turn's reasoning (vLLM, OpenRouter and Ollama), in transformers' order of
@@ -93,8 +103,7 @@ def _as_text_part(part: Any) -> Any:
 def _prepare_call(call: dict) -> dict:
     call = dict(call)
     function = dict(call.get("function") or {})
-    if "arguments" in function:
-        function["arguments"] = _parse_arguments(function["arguments"])
+    function["arguments"] = _parse_arguments(function.get("arguments"), function.get("name"))
     call["function"] = function
     return call
 
