@@ -21,6 +21,10 @@ from kernels.nvfp4.repack import CHUNK, ROW_GROUP, prepared, repack, tile_alpha 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMV_MAX_M = 32
+# uses_gemv: the LM head from 24 rows as the wgmma GEMM (H200, 2026-11-30 run 5, us GEMV / GEMM: M = 24 482.4 / 427.7,
+# M = 32 524.9 / 426.9; layer shapes at M = 32 stay: 16384x5120 38.2 / 41.4, 34816x5120 84.7 / 82.2, within noise)
+WIDE_GEMM_MIN_M = 24
+WIDE_GEMM_MIN_NP = 65536
 GEMM_KERNEL = "nvfp4_gemm_v2"
 # Hopper: M > 32 through gemm_wgmma.py (wgmma, 1.4-2.1x the mma.sync GEMM at M >= 512; NOTES.md, session 2)
 GEMM_WGMMA = os.environ.get("SPARKINFER_NVFP4_WGMMA", "1") == "1"
@@ -288,5 +292,13 @@ def linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
     out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
     if x2.shape[0] == 0:
         return out.reshape(*x.shape[:-1], n).to(x.dtype)
-    (gemv if x2.shape[0] <= GEMV_MAX_M else gemm)(x2, p, out)
+    (gemv if uses_gemv(x2.shape[0], p, wgmma_serves(x.device)) else gemm)(x2, p, out)
     return out.reshape(*x.shape[:-1], n).to(x.dtype)
+
+
+def uses_gemv(m: int, p: dict, wgmma: bool) -> bool:
+    """linear()'s choice for m rows of the repacked weight p: the GEMVs up to GEMV_MAX_M rows, except from
+    WIDE_GEMM_MIN_M rows on weights of at least WIDE_GEMM_MIN_NP padded rows where the wgmma GEMM serves (wgmma)."""
+    if m > GEMV_MAX_M:
+        return False
+    return not (wgmma and m >= WIDE_GEMM_MIN_M and p["Np"] >= WIDE_GEMM_MIN_NP)

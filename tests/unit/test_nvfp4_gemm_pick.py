@@ -1,6 +1,6 @@
 """The wgmma GEMM launcher's CPU-side choices (kernels/nvfp4/gemm_wgmma.py): which M and grids go to the stream-K
 kernel, and with how many waves of whole tiles first. The numbers are the 27B layer shapes on a 132-SM H200."""
-from kernels.nvfp4 import gemm_wgmma, streamk
+from kernels.nvfp4 import gemm_wgmma, ops, streamk
 
 LAYER_SHAPES = [(10240, 5120), (6144, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120)]
 
@@ -84,3 +84,11 @@ def test_stream_k_launch_arguments(monkeypatch):
     assert int(launches[-1][3][15]) == 4 and launches[-1][1] == (2,)
     ws = gemm_wgmma._SCRATCH[("stream_k", torch.device("cpu"))][-1]
     assert ws.numel() >= 10 * 256 * 128
+
+
+def test_lm_head_from_24_rows_takes_the_wgmma_gemm_the_layer_shapes_keep_the_gemv():
+    # device run 5 of 2026-11-30: LM head M = 24 482.4 us as GEMV, 427.7 as GEMM; 16384x5120 M = 32 38.2 / 41.4
+    lm_head, in_proj = {"Np": 248320}, {"Np": 16384}
+    assert ops.uses_gemv(16, lm_head, wgmma=True) and not ops.uses_gemv(24, lm_head, wgmma=True)
+    assert ops.uses_gemv(32, in_proj, wgmma=True) and not ops.uses_gemv(33, in_proj, wgmma=True)
+    assert ops.uses_gemv(32, lm_head, wgmma=False)  # no wgmma (not Hopper): the GEMV as before
