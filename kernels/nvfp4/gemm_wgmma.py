@@ -23,10 +23,13 @@ HEADERS = ("wgmma_ptx.cuh", "common.cuh")  # what SOURCE includes: part of the c
 THREADS = 256
 TILE_ROWS = 128  # weight rows per block
 # T tokens per block -> (cp.async stages, resident blocks per SM the kernel is built for)
-TILES = {64: (6, 2), 128: (6, 1), 256: (5, 1)}
+# T = 32 and 64: rings deep enough for the weight stream alone to keep the SM busy (a T = 64 chunk took ~0.44 us with 4
+# chunks in flight, about one DRAM round trip over 4: session 9)
+TILES = {32: (12, 2), 64: (8, 2), 128: (6, 1), 256: (5, 1)}
+SMALL_TILE_MAX_M = 32  # pick_tile considers T = 32 only up to this many rows
 # throughput of a tile relative to T = 256 (decode, barriers and copies per MMA grow as T shrinks), measured at
 # M = 8192 on the layer shapes (run 2: T = 128 0.73, T = 64 0.59); pick_tile only
-TILE_EFFICIENCY = {64: 0.6, 128: 0.73, 256: 1.0}
+TILE_EFFICIENCY = {32: 0.4, 64: 0.6, 128: 0.73, 256: 1.0}
 GROUP_BYTES = 16 << 20  # weights of one raster group of row tiles (kept in L2 while the group sweeps the tokens)
 FRAGMENT_BYTES = 576  # one 16-row x 64-k tile: 512 B of codes + 64 B of scales
 NVRTC_OPTIONS = ("-arch=sm_90a", "--std=c++17")
@@ -44,7 +47,7 @@ SPLIT_WAVES = 2
 # chunk of each of two T = 64 blocks sharing one (barely more throughput than alone at these M); split-K's fixed
 # cost (flush chain, read-back) and its red.global.add traffic, S x Np x M x 4 bytes (~1.7 TB/s: M = 512 splits of
 # T = 256 tiles lose by it)
-CHUNK_US = {64: 0.441, 128: 0.557, 256: 0.811}
+CHUNK_US = {32: 0.25, 64: 0.441, 128: 0.557, 256: 0.811}  # T = 32: a guess, not fitted
 PAIR_CHUNK_US = 0.680
 SPLIT_US = 4.0
 RED_US_PER_MB = 0.603
@@ -71,7 +74,7 @@ def pick_tile(m: int, np_: int, num_sms: int = 132) -> int:
     def cost(t):
         blocks = (np_ // TILE_ROWS) * -(-m // t)
         return -(-blocks // num_sms) * t / TILE_EFFICIENCY[t]
-    return min(TILES, key=lambda t: (cost(t), -t))
+    return min((t for t in TILES if t > 32 or m <= SMALL_TILE_MAX_M), key=lambda t: (cost(t), -t))
 
 
 def _busiest_sm_us(tile: int, splits: int, m: int, np_: int, kc: int, num_sms: int) -> float:
@@ -107,7 +110,7 @@ def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
     """-> (T, S): pick_tile's T with S = 1 unless a split (T, S > 1) costs SPLIT_GAIN less in the model."""
     best = (pick_tile(m, np_, num_sms), 1)
     base = cost = _busiest_sm_us(*best, m, np_, kc, num_sms)
-    for tile in TILES:
+    for tile in (t for t in TILES if t > 32 or m <= SMALL_TILE_MAX_M):
         for splits in split_choices(tile, m, np_, kc, num_sms):
             c = _busiest_sm_us(tile, splits, m, np_, kc, num_sms)
             if c < cost and c < (1 - SPLIT_GAIN) * base:
@@ -185,7 +188,7 @@ def check_args(x, p: dict, out, tile: int, fence: bool, permute: bool, diag: str
         raise ValueError(f"gemm_wgmma: tile must be one of {sorted(TILES)}")
     if not fence and not permute:
         raise ValueError("gemm_wgmma: the no-fence kernels take the permuted x only")
-    plain = fence and permute and not diag
+    plain = fence and permute and diag in ("", "_s6")
     if splits < 0 or splits > p["Kc"] or (splits > 1 and not plain):
         raise ValueError(f"gemm_wgmma: splits must be 0 .. Kc = {p['Kc']}, and 1 or 0 for the _x4, _nf and diag "
                          "kernels")
@@ -201,7 +204,8 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     repacked k order (nvfp4_permute_x, xp [M, Kc * 64] bf16, one read + one write of x) so the GEMM moves x in
     16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
     only: no proxy fence between cp.async data and wgmma, bench A/B).
-    diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode).
+    diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode);
+    "_s6" (T = 64): the 6-stage ring of session 2 (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
     whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
     the kernel family is the default one, else not used.

@@ -49,6 +49,17 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
+// T = 32 tiles (few tokens: gemm_wgmma.cu's deep-ring kernel)
+__device__ __forceinline__ void wgmma_n32(float (&d)[16], const u32 (&a)[4], u64 desc) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+                 "}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
 __device__ __forceinline__ void wgmma_n64(float (&d)[32], const u32 (&a)[4], u64 desc) {
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
@@ -114,7 +125,8 @@ __device__ __forceinline__ void wgmma_n256(float (&d)[128], const u32 (&a)[4], u
 
 template <int T>
 __device__ __forceinline__ void wgmma_tile(float (&d)[T / 2], const u32 (&a)[4], u64 desc) {
-    if constexpr (T == 64) wgmma_n64(d, a, desc);
+    if constexpr (T == 32) wgmma_n32(d, a, desc);
+    else if constexpr (T == 64) wgmma_n64(d, a, desc);
     else if constexpr (T == 128) wgmma_n128(d, a, desc);
     else wgmma_n256(d, a, desc);
 }

@@ -40,19 +40,21 @@ def test_matches_dequantized_matmul(n, k):
 
 # kernel families: x pre-permuted (default), the same without the proxy fence, x copied as is in 4-byte pieces
 VARIANTS = {"permuted": {"permute": True}, "nofence": {"permute": True, "fence": False}, "x4": {"permute": False}}
+# T = 64 with session 2's 6-stage ring (bench A/B against the 8-stage default), whole tiles and split-K
+RING6 = {"s6": {"diag": "_s6", "splits": 1}, "s6_split3": {"diag": "_s6", "splits": 3}}
 
 
-@pytest.mark.parametrize("tile", sorted(gemm_wgmma.TILES), ids=lambda t: f"T{t}")
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("tile,variant", [(t, v) for t in sorted(gemm_wgmma.TILES) for v in sorted(VARIANTS)]
+                         + [(64, v) for v in sorted(RING6)], ids=lambda v: f"T{v}" if isinstance(v, int) else v)
 def test_every_kernel(tile, variant):
     # each kernel on odd M (partial token tiles), odd K chunk counts (the loop's odd tail), K % 64 != 0 and
     # N % 128 != 0
     for n, k in [(1000, 1040), (272, 5120 + 64)]:
         weight = _weight(n, k)
         ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
-        for m in (33, tile + 1, 3 * tile - 5):
+        for m in (5, 24, 33, tile + 1, 3 * tile - 5):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-            err = _err(_run(x, p, tile=tile, **VARIANTS[variant]), x.float() @ ref_w.t())
+            err = _err(_run(x, p, tile=tile, **{**VARIANTS, **RING6}[variant]), x.float() @ ref_w.t())
             assert err < REL_TOL, (n, k, m, err)
 
 
@@ -149,7 +151,7 @@ def test_split_k_every_tile(tile):
     # every _sk kernel, partial token tiles and 3 splits of an odd chunk count (5120 + 64: Kc = 81)
     weight = _weight(272, 5120 + 64)
     ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
-    for m in (33, tile + 1, 3 * tile - 5):
+    for m in (5, 24, 33, tile + 1, 3 * tile - 5):
         for splits in (3, 81):  # 81: one chunk per block
             x = torch.randn(m, 5184, device="cuda").to(torch.bfloat16)
             err = _err(_run(x, p, tile=tile, splits=splits), x.float() @ ref_w.t())

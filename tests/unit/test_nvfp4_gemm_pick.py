@@ -92,3 +92,11 @@ def test_lm_head_from_24_rows_takes_the_wgmma_gemm_the_layer_shapes_keep_the_gem
     assert ops.uses_gemv(16, lm_head, wgmma=True) and not ops.uses_gemv(24, lm_head, wgmma=True)
     assert ops.uses_gemv(32, in_proj, wgmma=True) and not ops.uses_gemv(33, in_proj, wgmma=True)
     assert ops.uses_gemv(32, lm_head, wgmma=False)  # no wgmma (not Hopper): the GEMV as before
+
+
+def test_the_32_token_tile_only_for_at_most_32_rows():
+    for n, k in LAYER_SHAPES + [(248320, 5120)]:
+        for m in (33, 48, 64, 100, 512):
+            assert gemm_wgmma.pick(m, _np(n), -(-k // 64), 132)[0] != 32, (n, k, m)
+            assert gemm_wgmma.pick_tile(m, _np(n), 132) != 32
+    assert gemm_wgmma.pick_tile(24, _np(248320), 132) == 32  # 1940 row tiles: the small tile's ring is the cheaper
