@@ -347,7 +347,8 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x(const u16* x, 
 }
 
 // T = 32: 2 blocks per SM (12 stages of 9 KB: 10 chunks in flight, for few tokens, where a chunk's 4 KB of weights
-// are what the ring carries); T = 64: 2 blocks per SM (8 stages of 13 KB; _s6: the 6 of session 2, bench A/B);
+// are what the ring carries; _b3: 8 stages, 3 blocks per SM, bench A/B); T = 64: 2 blocks per SM (8 stages of 13 KB;
+// _s6: the 6 of session 2, bench A/B);
 // T = 128: 6 stages of 21 KB; T = 256: 5 stages of 37 KB.
 // Names: _x4 = x as is (4-byte copies), else x pre-permuted (16-byte copies); _nf = without the proxy fence;
 // _nox (no x copies) and _nodec (raw fragment words as A, no decode): timing diagnostics, wrong results;
@@ -358,6 +359,8 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x(const u16* x, 
     }
 GEMM_KERNEL(nvfp4_gemm_wgmma_t32, 32, 12, 2, true, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t32_sk, 32, 12, 2, true, true, 0, true)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t32_b3, 32, 8, 3, true, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t32_b3_sk, 32, 8, 3, true, true, 0, true)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_s6, 64, 6, 2, true, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_s6_sk, 64, 6, 2, true, true, 0, true)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64, 64, 8, 2, true, true, 0, false)

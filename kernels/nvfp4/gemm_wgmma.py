@@ -27,6 +27,8 @@ TILE_ROWS = 128  # weight rows per block
 # chunks in flight, about one DRAM round trip over 4: session 9)
 TILES = {32: (12, 2), 64: (8, 2), 128: (6, 1), 256: (5, 1)}
 SMALL_TILE_MAX_M = 32  # pick_tile considers T = 32 only up to this many rows
+# bench A/B rings (gemm_wgmma's diag): name suffix -> (T, stages, blocks per SM); correct results, split-K too
+RING_VARIANTS = {"_s6": (64, 6, 2), "_b3": (32, 8, 3)}
 # throughput of a tile relative to T = 256 (decode, barriers and copies per MMA grow as T shrinks), measured at
 # M = 8192 on the layer shapes (run 2: T = 128 0.73, T = 64 0.59); pick_tile only
 TILE_EFFICIENCY = {32: 0.4, 64: 0.6, 128: 0.73, 256: 1.0}
@@ -47,7 +49,8 @@ SPLIT_WAVES = 2
 # chunk of each of two T = 64 blocks sharing one (barely more throughput than alone at these M); split-K's fixed
 # cost (flush chain, read-back) and its red.global.add traffic, S x Np x M x 4 bytes (~1.7 TB/s: M = 512 splits of
 # T = 256 tiles lose by it)
-CHUNK_US = {32: 0.25, 64: 0.441, 128: 0.557, 256: 0.811}  # T = 32: a guess, not fitted
+# T = 32: session 9 device run 6, 16384x5120 at M = 32 one block per SM (33.3 us / 80 chunks)
+CHUNK_US = {32: 0.416, 64: 0.441, 128: 0.557, 256: 0.811}
 PAIR_CHUNK_US = 0.680
 SPLIT_US = 4.0
 RED_US_PER_MB = 0.603
@@ -62,9 +65,11 @@ def stage_bytes(tile: int) -> int:
     return tile * 128 + 5120
 
 
-def smem_bytes(tile: int) -> int:
-    """Dynamic shared memory of the T kernel: its stages plus 1 KB of alignment slack (swizzle atoms)."""
-    return TILES[tile][0] * stage_bytes(tile) + 1024
+def smem_bytes(tile: int, ring: str = "") -> int:
+    """Dynamic shared memory of the T kernel (or its RING_VARIANTS ring): its stages plus 1 KB of alignment slack
+    (swizzle atoms)."""
+    stages = RING_VARIANTS[ring][1] if ring in RING_VARIANTS else TILES[tile][0]
+    return stages * stage_bytes(tile) + 1024
 
 
 def pick_tile(m: int, np_: int, num_sms: int = 132) -> int:
@@ -164,10 +169,10 @@ def _function(name: str):
 
 
 @functools.lru_cache(maxsize=None)
-def kernel(name: str, tile: int):
+def kernel(name: str, tile: int, ring: str = ""):
     """A GEMM kernel of tile T, allowed its dynamic shared memory."""
     kernel = _function(name)
-    kernel.max_dynamic_shared_size_bytes = smem_bytes(tile)
+    kernel.max_dynamic_shared_size_bytes = smem_bytes(tile, ring)
     kernel.preferred_shared_memory_carveout = 100
     return kernel
 
@@ -188,7 +193,9 @@ def check_args(x, p: dict, out, tile: int, fence: bool, permute: bool, diag: str
         raise ValueError(f"gemm_wgmma: tile must be one of {sorted(TILES)}")
     if not fence and not permute:
         raise ValueError("gemm_wgmma: the no-fence kernels take the permuted x only")
-    plain = fence and permute and diag in ("", "_s6")
+    if diag in RING_VARIANTS and tile != RING_VARIANTS[diag][0]:
+        raise ValueError(f"gemm_wgmma: ring {diag} is built for T = {RING_VARIANTS[diag][0]}")
+    plain = fence and permute and (not diag or diag in RING_VARIANTS)
     if splits < 0 or splits > p["Kc"] or (splits > 1 and not plain):
         raise ValueError(f"gemm_wgmma: splits must be 0 .. Kc = {p['Kc']}, and 1 or 0 for the _x4, _nf and diag "
                          "kernels")
@@ -205,7 +212,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
     only: no proxy fence between cp.async data and wgmma, bench A/B).
     diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode);
-    "_s6" (T = 64): the 6-stage ring of session 2 (bench A/B, correct results, split-K too).
+    "_s6" (T = 64) / "_b3" (T = 32): RING_VARIANTS' rings (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
     whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
     the kernel family is the default one, else not used.
@@ -246,7 +253,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
             np.int32(splits))
     name = f"nvfp4_gemm_wgmma_t{tile}{'' if permute else '_x4'}{'' if fence else '_nf'}{diag}"
     name += "_sk" if splits > 1 else ""
-    kernel(name, tile)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
+    kernel(name, tile, diag)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile, diag), stream=stream)
     return out
 
 

@@ -21,10 +21,10 @@ from kernels.nvfp4.repack import CHUNK, ROW_GROUP, prepared, repack, tile_alpha 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMV_MAX_M = 32
-# uses_gemv: the LM head from 24 rows as the wgmma GEMM (H200, 2026-11-30 run 5, us GEMV / GEMM: M = 24 482.4 / 427.7,
-# M = 32 524.9 / 426.9; layer shapes at M = 32 stay: 16384x5120 38.2 / 41.4, 34816x5120 84.7 / 82.2, within noise)
-WIDE_GEMM_MIN_M = 24
-WIDE_GEMM_MIN_NP = 65536
+# uses_gemv: from 17 rows the wgmma GEMM (its T = 32 tile) where it serves: H200, 2026-11-30 device run 6 (us, GEMV /
+# GEMM at M = 24 and 32): 16384x5120 35.5 / 32.9, 38.2 / 33.3; 34816x5120 79.4 / 75.3, 85.0 / 76.1; LM head 480.3 /
+# 336.4, 522.0 / 336.5; at M = 16 the GEMV wins everywhere (16384x5120 25.3 / 33.4, LM head 311.5 / 336.5)
+WGMMA_MIN_M = int(os.environ.get("SPARKINFER_NVFP4_WGMMA_MIN_M", "17"))  # 33: the GEMVs up to 32 rows, as before
 GEMM_KERNEL = "nvfp4_gemm_v2"
 # Hopper: M > 32 through gemm_wgmma.py (wgmma, 1.4-2.1x the mma.sync GEMM at M >= 512; NOTES.md, session 2)
 GEMM_WGMMA = os.environ.get("SPARKINFER_NVFP4_WGMMA", "1") == "1"
@@ -297,8 +297,6 @@ def linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
 
 
 def uses_gemv(m: int, p: dict, wgmma: bool) -> bool:
-    """linear()'s choice for m rows of the repacked weight p: the GEMVs up to GEMV_MAX_M rows, except from
-    WIDE_GEMM_MIN_M rows on weights of at least WIDE_GEMM_MIN_NP padded rows where the wgmma GEMM serves (wgmma)."""
-    if m > GEMV_MAX_M:
-        return False
-    return not (wgmma and m >= WIDE_GEMM_MIN_M and p["Np"] >= WIDE_GEMM_MIN_NP)
+    """linear()'s choice for m rows of the repacked weight p: the GEMVs up to GEMV_MAX_M rows, or below WGMMA_MIN_M
+    rows where the wgmma GEMM serves (wgmma). p: unused, the choice is the same on every measured shape."""
+    return m < WGMMA_MIN_M if wgmma else m <= GEMV_MAX_M

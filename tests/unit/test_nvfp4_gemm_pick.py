@@ -86,12 +86,12 @@ def test_stream_k_launch_arguments(monkeypatch):
     assert ws.numel() >= 10 * 256 * 128
 
 
-def test_lm_head_from_24_rows_takes_the_wgmma_gemm_the_layer_shapes_keep_the_gemv():
-    # device run 5 of 2026-11-30: LM head M = 24 482.4 us as GEMV, 427.7 as GEMM; 16384x5120 M = 32 38.2 / 41.4
-    lm_head, in_proj = {"Np": 248320}, {"Np": 16384}
-    assert ops.uses_gemv(16, lm_head, wgmma=True) and not ops.uses_gemv(24, lm_head, wgmma=True)
-    assert ops.uses_gemv(32, in_proj, wgmma=True) and not ops.uses_gemv(33, in_proj, wgmma=True)
-    assert ops.uses_gemv(32, lm_head, wgmma=False)  # no wgmma (not Hopper): the GEMV as before
+def test_from_17_rows_the_wgmma_gemm_takes_over_where_it_serves():
+    # device run 6 of 2026-11-30: at M = 24 / 32 the T = 32 GEMM beat the GEMV on every layer shape and the LM head,
+    # at M = 16 the GEMV won on all of them
+    for np_ in (6144, 16384, 34816, 248320):
+        assert ops.uses_gemv(16, {"Np": np_}, wgmma=True) and not ops.uses_gemv(17, {"Np": np_}, wgmma=True)
+        assert ops.uses_gemv(32, {"Np": np_}, wgmma=False) and not ops.uses_gemv(33, {"Np": np_}, wgmma=False)
 
 
 def test_the_32_token_tile_only_for_at_most_32_rows():
