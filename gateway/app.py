@@ -122,6 +122,10 @@ async def health(request: web.Request) -> web.Response:
         load = await engine.client.load(timeout=2.0)
         if not load.worker_alive:
             return _unhealthy("worker_down", "the scheduler has no live worker")
+        # A readiness probe must fail while the scheduler drains, or a balancer keeps sending requests it refuses.
+        if load.draining:
+            return _unhealthy("scheduler_draining", "the scheduler is shutting down: it finishes the requests it "
+                                                    "has and takes no new ones")
         # Asked only with a live worker: the scheduler gives the card (with its context) once a worker said hello.
         card = await engine.card()
     except ApiError as exc:

@@ -146,3 +146,28 @@ def test_a_sigtermed_idle_worker_stops_while_its_scheduler_runs(make_engine_stac
     finally:
         gateway.close()
     assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == 3
+
+
+def test_gateway_health_is_503_while_its_scheduler_drains(make_engine_stack):
+    """A SIGTERMed scheduler refuses new requests while it finishes its own, so the gateways in front of it must fail
+    their readiness probe: vLLM's /health answers 503 while it drains (vllm/entrypoints/serve/instrumentator/
+    health.py). It stayed 200, so a load balancer kept sending requests that all got 503."""
+    stack = make_engine_stack()
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        assert httpx.get(f"{gateway.url}/health", timeout=5).status_code == 200
+        plain = Call(gateway.url, CHAT)
+        wait_for(lambda: scheduler_load(stack.grpc_addr).num_running == 1, 10)
+        stack.scheduler.send_signal(signal.SIGTERM)
+        wait_for(lambda: _not_serving(stack), 5)
+        health = httpx.get(f"{gateway.url}/health", timeout=5)
+        assert stack.scheduler.wait(timeout=60) == 0
+        plain.join(10)
+    finally:
+        gateway.close()
+    assert health.status_code == 503 and health.json() == {
+        "status": "unhealthy", "reason": "scheduler_draining",
+        "detail": "the scheduler is shutting down: it finishes the requests it has and takes no new ones"}
+    assert plain.status == 200 and httpx.Response(200, content=plain.content).json()["usage"]["completion_tokens"] \
+        == NUM_TOKENS
