@@ -8,7 +8,7 @@ import grpc
 
 from gateway.errors import (ApiError, ContextLengthExceeded, InternalError, InvalidRequest, Overloaded,
                             Timeout, Unavailable)
-from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
+from proto import ADMITTED_METADATA_KEY, CONTEXT_METADATA_KEY, pb, pb_grpc
 from proto.keepalive import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, client_options
 
 _INFO_TIMEOUT_S = 5.0
@@ -48,6 +48,11 @@ def _overloaded(error, details: str) -> ApiError:
 
 
 def _invalid(error, details: str) -> ApiError:
+    counts = _metadata_value(error, CONTEXT_METADATA_KEY)
+    if counts:
+        ctx, num_prompt, max_tokens = (int(value) for value in counts.split(","))
+        return ContextLengthExceeded(details, param="max_tokens" if max_tokens else "messages").counts(
+            ctx, num_prompt, max_tokens or None)
     if "context" in details.lower():
         return ContextLengthExceeded(details, param="messages")
     return InvalidRequest(details or "the scheduler rejected the request")
@@ -92,7 +97,10 @@ class SchedulerClient:
 
     def failed(self, exc: grpc.aio.AioRpcError) -> ApiError:
         """map_rpc_error, counting an outage (a new epoch)."""
-        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION):
+        # A context the scheduler refuses may be smaller than the card's: a worker restarted with a smaller KV pool
+        # between two requests of this gateway (no outage seen), so the card is fetched again too.
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION) or \
+                _metadata_value(exc, CONTEXT_METADATA_KEY):
             self.epoch += 1
         return map_rpc_error(exc)
 

@@ -39,5 +39,9 @@ from sparkinfer.v1 import serving_pb2_grpc as pb_grpc  # noqa: E402
 # Initial-metadata key of a Generate call the scheduler admitted (value "1"), sent before any token: a refusal
 # (RESOURCE_EXHAUSTED, INVALID_ARGUMENT, ...) ends the call without it. See Serving.Generate in serving.proto.
 ADMITTED_METADATA_KEY = "sparkinfer-admitted"
+# Trailing-metadata key of a Generate call refused because it does not fit the context (INVALID_ARGUMENT): the
+# value is "<context>,<prompt tokens>,<max_tokens>" (max_tokens 0 when the prompt alone leaves no room), so that a
+# gateway words the error its API's way.
+CONTEXT_METADATA_KEY = "sparkinfer-context-exceeded"
 
-__all__ = ["pb", "pb_grpc", "generate", "ADMITTED_METADATA_KEY"]
+__all__ = ["pb", "pb_grpc", "generate", "ADMITTED_METADATA_KEY", "CONTEXT_METADATA_KEY"]

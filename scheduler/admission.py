@@ -59,15 +59,34 @@ def num_queued_requests(scheduler, streams) -> int:
     return len(keys)
 
 
-def check_prompt(prompt_token_ids, max_context_len: int, vocab_size: int) -> None:
-    """Raises InvalidRequestError for an empty prompt, one that leaves no room to generate, or out-of-vocab ids."""
+class ContextLengthError(InvalidRequestError):
+    """A prompt, or a prompt plus max_tokens, that does not fit the context; the counts let a gateway word it."""
+
+    def __init__(self, max_context_len: int, num_prompt: int, max_tokens: int = 0):
+        self.counts = (max_context_len, num_prompt, max_tokens)
+        if max_tokens:
+            message = (f"This model's maximum context length is {max_context_len} tokens. However, you requested "
+                       f"{num_prompt + max_tokens} tokens ({num_prompt} in the prompt, {max_tokens} in the "
+                       f"completion). Please reduce the length of the prompt or of max_tokens (at most "
+                       f"{max_context_len - num_prompt} here).")
+        else:
+            message = (f"This model's maximum context length is {max_context_len} tokens. However, your prompt "
+                       f"contains {num_prompt} tokens, which leaves no room for a completion. Please reduce the "
+                       f"length of the prompt.")
+        super().__init__(message)
+
+
+def check_prompt(prompt_token_ids, max_tokens: int, max_context_len: int, vocab_size: int) -> None:
+    """Raises InvalidRequestError for an empty prompt or out-of-vocab ids, ContextLengthError for a prompt that
+    leaves no room to generate or a max_tokens (> 0) past the room it leaves."""
     num_prompt = len(prompt_token_ids)
     if num_prompt == 0:
         raise InvalidRequestError("prompt is empty: at least one token is needed")
     if num_prompt >= max_context_len:
-        raise InvalidRequestError(
-            f"prompt has {num_prompt} tokens but the context holds {max_context_len} "
-            f"(prompt + generated tokens must fit; at least one generated token)")
+        raise ContextLengthError(max_context_len, num_prompt)
+    # Ended at the context instead, such a request looked complete ("length") with fewer tokens than it asked for.
+    if max_tokens > max_context_len - num_prompt:
+        raise ContextLengthError(max_context_len, num_prompt, max_tokens)
     if vocab_size > 0:
         bad = [t for t in prompt_token_ids if t < 0 or t >= vocab_size]
         if bad:

@@ -102,7 +102,8 @@ class Engine:
                                         self.config.max_queue_depth)
         if request.req_id in self.streams or not request.req_id:
             raise admission.DuplicateRequestError(f"req_id {request.req_id!r} is empty or already running")
-        admission.check_prompt(request.prompt_token_ids, self.scheduler.max_context_len, self.vocab_size)
+        admission.check_prompt(request.prompt_token_ids, request.max_tokens, self.scheduler.max_context_len,
+                               self.vocab_size)
         admission.check_sampling(request, self.vocab_size)
 
     def _group_admitted(self, group_id: str) -> bool:

@@ -13,9 +13,9 @@ import zmq
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
+from proto import ADMITTED_METADATA_KEY, CONTEXT_METADATA_KEY, pb, pb_grpc
 from proto.keepalive import server_options
-from scheduler.admission import RequestError
+from scheduler.admission import ContextLengthError, RequestError
 from scheduler.config import parse_config
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics, serve_metrics
@@ -63,6 +63,14 @@ def _read_text(folder: str, name: str) -> str:
         return f.read()
 
 
+async def _refuse(context, exc: RequestError) -> None:
+    """Ends the call with exc's status; a context overflow carries its counts (CONTEXT_METADATA_KEY) as well."""
+    metadata = ()
+    if isinstance(exc, ContextLengthError):
+        metadata = ((CONTEXT_METADATA_KEY, ",".join(map(str, exc.counts))),)
+    await context.abort(grpc.StatusCode[exc.code], str(exc), trailing_metadata=metadata)
+
+
 class ServingServicer(pb_grpc.ServingServicer):
     def __init__(self, engine: Engine, card: dict, model_path: str):
         self.engine, self.card = engine, card
@@ -72,7 +80,7 @@ class ServingServicer(pb_grpc.ServingServicer):
         try:
             queue = self.engine.submit(request)
         except RequestError as exc:
-            await context.abort(grpc.StatusCode[exc.code], str(exc))
+            await _refuse(context, exc)
         try:
             # Admitted, said at once: a gateway that holds a stream's headers until every choice of the request is
             # admitted or refused (so that a refusal keeps its 429) need not wait for each one's first token.
@@ -80,7 +88,7 @@ class ServingServicer(pb_grpc.ServingServicer):
             while True:
                 item = await queue.get()
                 if isinstance(item, RequestError):
-                    await context.abort(grpc.StatusCode[item.code], str(item))
+                    await _refuse(context, item)
                 yield item
                 if item.finish_reason:
                     return

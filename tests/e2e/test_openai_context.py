@@ -1,7 +1,11 @@
 """End to end: the context the OpenAI routes state and enforce is the one the scheduler runs with."""
 import httpx
+from grpc_health.v1 import health_pb2
 
 from tests.e2e.stack import GatewayProcess
+from tests.e2e.test_finish_reason import wait_for
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 def test_context_capped_by_the_kv_pool_holds_for_a_gateway_started_first(make_engine_stack):
@@ -28,3 +32,36 @@ def test_context_capped_by_the_kv_pool_holds_for_a_gateway_started_first(make_en
             assert fits.status_code == 200 and fits.json()["usage"]["total_tokens"] == 4096
     finally:
         gateway.close()
+
+
+def test_the_scheduler_refuses_a_request_past_its_context_that_a_stale_gateway_let_through(make_engine_stack):
+    """The worker restarted with a smaller KV pool (context 8192 -> 4096) between two requests of a gateway, so the
+    gateway saw no outage and still checked against 8192. The scheduler ended such a request at its 4096 with
+    finish_reason "length" (a silently short 200, and any direct gRPC client could do the same); it now refuses it
+    itself with vLLM's 400 and its counts, and the gateway fetches the card again."""
+    stack = make_engine_stack(env={"SPARKINFER_PREFIX_CACHE": "0"})
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        with httpx.Client(base_url=gateway.url, timeout=60) as http:
+            assert http.get("/v1/models").json()["data"][0]["max_model_len"] == 8192
+            stack.kill_worker()
+            wait_for(lambda: stack.health() != SERVING, 10)
+            stack.worker_env = {"SPARKINFER_KV_CACHE_MIB": "4"}
+            stack.start_worker()
+            stack.wait_serving()
+            refused = http.post("/v1/completions", json={"prompt": [5] * 16, "max_tokens": 5000})
+            anthropic = http.post("/v1/messages", json={"model": "tiny", "max_tokens": 5000, "messages": [
+                {"role": "user", "content": "hi"}]})
+            models = http.get("/v1/models").json()
+    finally:
+        gateway.close()
+    assert refused.status_code == 400 and refused.json()["error"] == {
+        "message": "This model's maximum context length is 4096 tokens. However, you requested 5016 tokens (16 in "
+                   "the prompt, 5000 in the completion). Please reduce the length of the prompt or of max_tokens "
+                   "(at most 4080 here).",
+        "type": "invalid_request_error", "param": "max_tokens", "code": "context_length_exceeded"}
+    message = anthropic.json()["error"]["message"]
+    assert anthropic.status_code == 400 and message.startswith("input length and `max_tokens` exceed context limit: ")
+    assert message.split(": ", 1)[1].startswith(tuple(f"{n} + 5000 > 4096" for n in range(1, 100)))
+    assert models["data"][0]["max_model_len"] == 4096

@@ -5,7 +5,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from proto import pb
-from scheduler.admission import QueueFullError, WorkerUnavailableError
+from scheduler.admission import ContextLengthError, QueueFullError, WorkerUnavailableError
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics
@@ -272,4 +272,19 @@ async def test_preemptions_are_counted_in_the_metric():
     load = engine.load()
     assert load.num_preemptions > 0
     assert _sample(engine.metrics.num_preemptions, "_total") == load.num_preemptions
+    await engine.stop()
+
+
+@pytest.mark.parametrize("num_prompt, max_tokens, counts", [
+    (10, 1015, (1024, 10, 1015)), (1024, 1, (1024, 1024, 0)), (1024, 0, (1024, 1024, 0))],
+    ids=["prompt-plus-max-tokens", "prompt-alone", "prompt-alone-no-limit"])
+async def test_a_request_past_the_context_is_refused_with_its_counts(num_prompt, max_tokens, counts):
+    """The scheduler refuses what does not fit its context itself (it ran such a request to the context and ended it
+    "length"), whatever the gateway checked. The 64 blocks of 16 tokens hold 1024; 10 + 1014 still fits."""
+    engine, _ = await make_engine()
+    with pytest.raises(ContextLengthError) as refused:
+        engine.submit(request("long", num_prompt, max_tokens))
+    assert refused.value.counts == counts
+    tokens, last = await drain(engine.submit(request("fits", 10, 1014)))
+    assert len(tokens) == 1014 and last.finish_reason == "length"
     await engine.stop()
