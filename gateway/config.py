@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
@@ -46,6 +47,32 @@ def env_number(parser: argparse.ArgumentParser, name: str, default, kind=float):
 _CHECKED_AT_START = (("SPARKINFER_GATEWAY_CPU_THREADS", int), ("SPARKINFER_GRAMMAR_MAX_STRING", int))
 
 
+def _seconds(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+# Checked at start: out of range, a port was an OverflowError traceback, a keep-alive period <= 0 sent a comment every
+# 10 ms, a CPU pool of 0 threads was taken as 1.
+_RANGES = (
+    ("port", "--port (SPARKINFER_PORT)", lambda v: 1 <= v <= 65535, "is not a port number (1-65535)"),
+    ("sse_keepalive_seconds", "--sse-keepalive-seconds (SPARKINFER_SSE_KEEPALIVE_SECONDS)", _seconds,
+     "must be a number of seconds > 0"),
+    ("drain_grace_seconds", "--drain-grace-seconds (SPARKINFER_DRAIN_GRACE_S)",
+     lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0"),
+)
+_ENV_RANGES = (("SPARKINFER_GATEWAY_CPU_THREADS", lambda v: v >= 1, "must be >= 1"),
+               ("SPARKINFER_GRAMMAR_MAX_STRING", lambda v: v >= 0, "must be >= 0 (0 = unbounded)"))
+
+
+def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for name, label, ok, must in _RANGES:
+        if not ok(getattr(args, name)):
+            parser.error(f"{label}: {getattr(args, name)!r} {must}")
+    for name, ok, must in _ENV_RANGES:
+        if _env(name, None) is not None and not ok(int(_env(name, None))):
+            parser.error(f"{name}={_env(name, None)!r} {must}")
+
+
 def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     """Flags win over SPARKINFER_* variables, which win over the defaults."""
     d = GatewayConfig()
@@ -82,6 +109,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     args = parser.parse_args(argv)
     for name, kind in _CHECKED_AT_START:
         env_number(parser, name, 0, kind)
+    _check_ranges(parser, args)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
                          served_model_name=args.served_model_name,

@@ -1,5 +1,7 @@
 """Scheduler process: its one configuration dataclass, filled from flags and SPARKINFER_* environment variables."""
 import argparse
+import logging
+import math
 import os
 from dataclasses import dataclass, fields
 
@@ -71,10 +73,45 @@ def parse_config(argv=None, environ=None) -> SchedulerConfig:
         except ValueError:
             parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not a {kind.__name__}")
     config = SchedulerConfig(**values)
-    if config.max_num_batched_tokens <= 0 or config.max_num_seqs <= 0 or config.max_queue_depth < 0:
-        parser.error("max_num_batched_tokens and max_num_seqs must be > 0, max_queue_depth >= 0")
-    if config.prefix_cache not in (0, 1) or config.prefix_cache_entries < 0 or config.prefix_cache_min_tokens < 0:
-        parser.error("prefix_cache must be 0 or 1, prefix_cache_entries and prefix_cache_min_tokens >= 0")
-    if config.drain_grace_s < 0:
-        parser.error("drain_grace_s (SPARKINFER_DRAIN_GRACE_S) must be >= 0")
+    for name, (ok, must) in _RULES.items():
+        if not ok(getattr(config, name)):
+            parser.error(f"{name} ({ENV_NAMES[name]}): {getattr(config, name)!r} {must}")
+    if config.ping_interval_s >= config.worker_timeout_s:
+        parser.error(f"ping_interval_s (SPARKINFER_PING_INTERVAL_S) {config.ping_interval_s} must be less than "
+                     f"worker_timeout_s (SPARKINFER_WORKER_TIMEOUT_S) {config.worker_timeout_s}, or an idle worker "
+                     f"counts as dead between two pings")
     return config
+
+
+def _seconds(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+# Checked at start: a value out of range made the scheduler busy-loop (a ping interval <= 0), count every worker as
+# dead (a timeout <= 0) or fail every request mid-way, instead of saying so.
+_RULES = {
+    "grpc_port": (lambda v: 0 <= v <= 65535, "is not a port number (0-65535; 0 = any free port)"),
+    "metrics_port": (lambda v: 0 <= v <= 65535, "is not a port number (0-65535; 0 = off)"),
+    "max_num_batched_tokens": (lambda v: v > 0, "must be > 0"),
+    "max_num_seqs": (lambda v: v > 0, "must be > 0"),
+    "max_queue_depth": (lambda v: v >= 0, "must be >= 0 (0 = unlimited)"),
+    "worker_timeout_s": (_seconds, "must be a number of seconds > 0"),
+    "ping_interval_s": (_seconds, "must be a number of seconds > 0"),
+    "step_timeout_s": (_seconds, "must be a number of seconds > 0"),
+    "async_scheduling": (lambda v: v in (0, 1), "must be 0 or 1"),
+    "prefix_cache": (lambda v: v in (0, 1), "must be 0 or 1"),
+    "prefix_cache_entries": (lambda v: v >= 0, "must be >= 0"),
+    "prefix_cache_min_tokens": (lambda v: v >= 0, "must be >= 0"),
+    "drain_grace_s": (lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0"),
+}
+
+
+def log_level(environ=None) -> int:
+    """SPARKINFER_LOG_LEVEL as a logging level (any case); SystemExit naming it when it is none."""
+    environ = os.environ if environ is None else environ
+    name = environ.get("SPARKINFER_LOG_LEVEL", "INFO").upper()
+    level = logging.getLevelName(name)
+    if not isinstance(level, int):
+        raise SystemExit(f"scheduler: SPARKINFER_LOG_LEVEL={environ['SPARKINFER_LOG_LEVEL']!r} is not a logging "
+                         f"level (DEBUG, INFO, WARNING, ERROR, CRITICAL)")
+    return level

@@ -16,7 +16,7 @@ from grpc_health.v1.health import aio as health_aio
 from proto import ADMITTED_METADATA_KEY, CONTEXT_METADATA_KEY, pb, pb_grpc
 from proto.keepalive import server_options
 from scheduler.admission import ContextLengthError, RequestError
-from scheduler.config import parse_config
+from scheduler.config import log_level, parse_config
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics, serve_metrics
 from scheduler.wire import WorkerLink
@@ -182,9 +182,8 @@ async def drain(engine: Engine, health, grace_s: float, stop: asyncio.Event) -> 
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(level=os.environ.get("SPARKINFER_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     config = parse_config(argv)
+    logging.basicConfig(level=log_level(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     print(config.describe(), flush=True)
     try:
         asyncio.run(serve(config))

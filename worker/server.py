@@ -4,6 +4,7 @@ Run: python -m worker.server --model models/tiny   (flags or SPARKINFER_* env va
 Socket I/O runs on its own thread (worker/wire.py); this module's main thread only computes steps.
 """
 import argparse
+import math
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
 from proto import pb
+from proto.frames import split_addr
 from worker.cache import ModelCache
 from worker.checkpoint_errors import CheckpointError
 from worker.grammar import GrammarBook
@@ -82,7 +84,55 @@ def parse_config(argv=None, environ=None) -> WorkerConfig:
             values[f.name] = getattr(defaults, f.name) if raw is None else f.type(raw)
         except ValueError:
             parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not a {f.type.__name__}")
-    return WorkerConfig(**values)
+    config = WorkerConfig(**values)
+    for name, (ok, must) in _RULES.items():
+        if not ok(getattr(config, name)):
+            parser.error(f"{name} ({ENV_NAMES[name]}): {getattr(config, name)!r} {must}")
+    problem = _device_problem(config.device)
+    if problem:
+        parser.error(f"device (SPARKINFER_DEVICE): {config.device!r} {problem}")
+    return config
+
+
+def _valid_addr(addr: str) -> bool:
+    try:
+        split_addr(addr)
+    except ValueError:
+        return False
+    return True
+
+
+# Checked at start: a bad value was a traceback after the model had loaded (a dtype, a block size), or was taken
+# silently as another (a negative KV budget as the default).
+_RULES = {
+    "worker_addr": (_valid_addr, "is not tcp://host:port"),
+    "dtype": (lambda v: v in ("",) + tuple(_DTYPES), f"is not one of {', '.join(_DTYPES)}"),
+    "state_dtype": (lambda v: v in ("float32", "bfloat16"), "is not float32 or bfloat16"),
+    "num_kv_blocks": (lambda v: v >= 0, "must be >= 0 (0 = from kv_cache_mib)"),
+    "num_state_slots": (lambda v: v > 0, "must be > 0"),
+    "block_size": (lambda v: v > 0, "must be > 0"),
+    "kv_cache_mib": (lambda v: v >= 0, "must be >= 0 (0 = auto)"),
+    "num_threads": (lambda v: v >= 0, "must be >= 0 (0 = all cores but two)"),
+    "sampler_seed": (lambda v: 0 <= v < 2 ** 64, "must be in [0, 2^64) (0 = random)"),
+    "drain_grace_s": (lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0"),
+}
+
+
+def _device_problem(name: str) -> str:
+    """Why torch cannot run on device `name` ("" = the default), or ""."""
+    if not name:
+        return ""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        return "is not a torch device (cpu, cuda, cuda:N)"
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return "asks for CUDA, which is not available on this machine"
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        return f"is past the {torch.cuda.device_count()} CUDA devices of this machine"
+    if device.type not in ("cpu", "cuda"):
+        return "is not cpu or cuda"
+    return ""
 
 
 def _device_name(device: torch.device) -> str:
