@@ -346,9 +346,8 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x(const u16* x, 
     *(uint4*)(xp + mc * 64 + 8 * u) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// T = 32: 2 blocks per SM (12 stages of 9 KB: 10 chunks in flight, for few tokens, where a chunk's 4 KB of weights
-// are what the ring carries; _b3: 8 stages, 3 blocks per SM, bench A/B); T = 64: 2 blocks per SM (8 stages of 13 KB;
-// _s6: the 6 of session 2, bench A/B);
+// T = 32: 3 blocks per SM (8 stages of 9 KB, for few tokens: 3 blocks of 12 stages and 2 took 1-9% longer where the
+// grid has blocks for 3, session 9); T = 64: 2 blocks per SM (8 stages of 13 KB; _s6: the 6 of session 2, A/B);
 // T = 128: 6 stages of 21 KB; T = 256: 5 stages of 37 KB.
 // Names: _x4 = x as is (4-byte copies), else x pre-permuted (16-byte copies); _nf = without the proxy fence;
 // _nox (no x copies) and _nodec (raw fragment words as A, no decode): timing diagnostics, wrong results;
@@ -357,10 +356,8 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x(const u16* x, 
     extern "C" __global__ void __launch_bounds__(THREADS, minb) name(GEMM_ARGS) { \
         gemm_body<t, s, fence, xp, diag, sk>(GEMM_PASS); \
     }
-GEMM_KERNEL(nvfp4_gemm_wgmma_t32, 32, 12, 2, true, true, 0, false)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t32_sk, 32, 12, 2, true, true, 0, true)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t32_b3, 32, 8, 3, true, true, 0, false)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t32_b3_sk, 32, 8, 3, true, true, 0, true)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t32, 32, 8, 3, true, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t32_sk, 32, 8, 3, true, true, 0, true)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_s6, 64, 6, 2, true, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_s6_sk, 64, 6, 2, true, true, 0, true)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64, 64, 8, 2, true, true, 0, false)
@@ -369,11 +366,11 @@ GEMM_KERNEL(nvfp4_gemm_wgmma_t256, 256, 5, 1, true, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_sk, 64, 8, 2, true, true, 0, true)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t128_sk, 128, 6, 1, true, true, 0, true)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_sk, 256, 5, 1, true, true, 0, true)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t32_nf, 32, 12, 2, false, true, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t32_nf, 32, 8, 3, false, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_nf, 64, 8, 2, false, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t128_nf, 128, 6, 1, false, true, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nf, 256, 5, 1, false, true, 0, false)
-GEMM_KERNEL(nvfp4_gemm_wgmma_t32_x4, 32, 12, 2, true, false, 0, false)
+GEMM_KERNEL(nvfp4_gemm_wgmma_t32_x4, 32, 8, 3, true, false, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t64_x4, 64, 8, 2, true, false, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t128_x4, 128, 6, 1, true, false, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_x4, 256, 5, 1, true, false, 0, false)

@@ -25,10 +25,14 @@ TILE_ROWS = 128  # weight rows per block
 # T tokens per block -> (cp.async stages, resident blocks per SM the kernel is built for)
 # T = 32 and 64: rings deep enough for the weight stream alone to keep the SM busy (a T = 64 chunk took ~0.44 us with 4
 # chunks in flight, about one DRAM round trip over 4: session 9)
-TILES = {32: (12, 2), 64: (8, 2), 128: (6, 1), 256: (5, 1)}
-SMALL_TILE_MAX_M = 32  # pick_tile considers T = 32 only up to this many rows
+TILES = {32: (8, 3), 64: (8, 2), 128: (6, 1), 256: (5, 1)}
+SMALL_TILE_MAX_M = 32  # up to this many rows pick takes T = 32 (device run 6: it beat T = 64 at every M <= 32 timed)
 # bench A/B rings (gemm_wgmma's diag): name suffix -> (T, stages, blocks per SM); correct results, split-K too
-RING_VARIANTS = {"_s6": (64, 6, 2), "_b3": (32, 8, 3)}
+RING_VARIANTS = {"_s6": (64, 6, 2)}
+# T = 32's cost model: chunks a SM retires per us with 1, 2, 3 resident blocks (session 9 device run 7, M = 24 / 32:
+# 16384x5120 S = 1 33.4 us for 80 chunks alone; 34816x5120 S = 1-3 and the LM head S = 1 at 3.3-3.7 with 3)
+T32_CHUNKS_PER_US = (2.4, 3.0, 3.5)
+T32_SPLIT_US, T32_RED_US_PER_MB = 3.0, 0.15  # its split-K costs (34816x5120 S = 2 / 3: 3.5-4.2 us over the rest)
 # throughput of a tile relative to T = 256 (decode, barriers and copies per MMA grow as T shrinks), measured at
 # M = 8192 on the layer shapes (run 2: T = 128 0.73, T = 64 0.59); pick_tile only
 TILE_EFFICIENCY = {32: 0.4, 64: 0.6, 128: 0.73, 256: 1.0}
@@ -49,8 +53,7 @@ SPLIT_WAVES = 2
 # chunk of each of two T = 64 blocks sharing one (barely more throughput than alone at these M); split-K's fixed
 # cost (flush chain, read-back) and its red.global.add traffic, S x Np x M x 4 bytes (~1.7 TB/s: M = 512 splits of
 # T = 256 tiles lose by it)
-# T = 32: session 9 device run 6, 16384x5120 at M = 32 one block per SM (33.3 us / 80 chunks)
-CHUNK_US = {32: 0.416, 64: 0.441, 128: 0.557, 256: 0.811}
+CHUNK_US = {64: 0.441, 128: 0.557, 256: 0.811}
 PAIR_CHUNK_US = 0.680
 SPLIT_US = 4.0
 RED_US_PER_MB = 0.603
@@ -79,19 +82,24 @@ def pick_tile(m: int, np_: int, num_sms: int = 132) -> int:
     def cost(t):
         blocks = (np_ // TILE_ROWS) * -(-m // t)
         return -(-blocks // num_sms) * t / TILE_EFFICIENCY[t]
-    return min((t for t in TILES if t > 32 or m <= SMALL_TILE_MAX_M), key=lambda t: (cost(t), -t))
+    if m <= SMALL_TILE_MAX_M:
+        return 32
+    return min((t for t in TILES if t > 32), key=lambda t: (cost(t), -t))
 
 
 def _busiest_sm_us(tile: int, splits: int, m: int, np_: int, kc: int, num_sms: int) -> float:
     """pick's cost model (CHUNK_US ..): us of the SM with the most blocks, plus split-K's costs; no fixed part."""
     blocks = (np_ // TILE_ROWS) * -(-m // tile) * splits
     per_sm, chunks = -(-blocks // num_sms), -(-kc // splits)
-    if TILES[tile][1] == 2:  # resident in pairs; an odd block runs alone
+    if tile == 32:
+        us = per_sm * chunks / T32_CHUNKS_PER_US[min(per_sm, 3) - 1]
+    elif TILES[tile][1] == 2:  # resident in pairs; an odd block runs alone
         us = (per_sm // 2) * chunks * PAIR_CHUNK_US + (per_sm % 2) * chunks * CHUNK_US[tile]
     else:
         us = per_sm * chunks * CHUNK_US[tile]
     if splits > 1:
-        us += SPLIT_US + splits * np_ * -(-m // 8) * 8 * 4 / 1e6 * RED_US_PER_MB
+        fixed, per_mb = (T32_SPLIT_US, T32_RED_US_PER_MB) if tile == 32 else (SPLIT_US, RED_US_PER_MB)
+        us += fixed + splits * np_ * -(-m // 8) * 8 * 4 / 1e6 * per_mb
     return us
 
 
@@ -115,7 +123,7 @@ def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
     """-> (T, S): pick_tile's T with S = 1 unless a split (T, S > 1) costs SPLIT_GAIN less in the model."""
     best = (pick_tile(m, np_, num_sms), 1)
     base = cost = _busiest_sm_us(*best, m, np_, kc, num_sms)
-    for tile in (t for t in TILES if t > 32 or m <= SMALL_TILE_MAX_M):
+    for tile in ((32,) if m <= SMALL_TILE_MAX_M else (t for t in TILES if t > 32)):
         for splits in split_choices(tile, m, np_, kc, num_sms):
             c = _busiest_sm_us(tile, splits, m, np_, kc, num_sms)
             if c < cost and c < (1 - SPLIT_GAIN) * base:
@@ -212,7 +220,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
     only: no proxy fence between cp.async data and wgmma, bench A/B).
     diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode);
-    "_s6" (T = 64) / "_b3" (T = 32): RING_VARIANTS' rings (bench A/B, correct results, split-K too).
+    "_s6" (T = 64): RING_VARIANTS' ring (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
     whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
     the kernel family is the default one, else not used.
