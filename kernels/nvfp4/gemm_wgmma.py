@@ -28,9 +28,7 @@ TILE_ROWS = 128  # weight rows per block
 TILES = {32: (8, 3), 64: (8, 2), 128: (6, 1), 256: (5, 1)}
 SMALL_TILE_MAX_M = 32  # up to this many rows pick takes T = 32 (device run 6: it beat T = 64 at every M <= 32 timed)
 # bench A/B rings (gemm_wgmma's diag): name suffix -> (T, stages, blocks per SM); correct results, split-K too
-RING_VARIANTS = {"_s6": (64, 6, 2), "_b3": (64, 5, 3)}
-# T = 64 launches take this ring (SPARKINFER_NVFP4_T64_RING=_b3: 5 stages, 3 blocks a SM; A/B runs)
-T64_RING = os.environ.get("SPARKINFER_NVFP4_T64_RING", "")
+RING_VARIANTS = {"_s6": (64, 6, 2)}
 # T = 32's cost model: chunks a SM retires per us with 1, 2, 3 resident blocks (session 9 device run 7, M = 24 / 32:
 # 16384x5120 S = 1 33.4 us for 80 chunks alone; 34816x5120 S = 1-3 and the LM head S = 1 at 3.3-3.7 with 3)
 T32_CHUNKS_PER_US = (2.4, 3.0, 3.5)
@@ -243,8 +241,6 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
         if streamk.launch(x, p, out, tile or 256, stream_k, num_sms):
             return out
     tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
-    if tile == 64 and plain and not diag:
-        diag = T64_RING
     rows = p["Np"] // TILE_ROWS
     tiles = rows * -(-m // tile)
     if tiles * splits >= 1 << 31:
