@@ -222,6 +222,6 @@ def _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, k
         _kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE)(grid, (THREADS,), args, stream=stream)
     else:
         _kernel("paged_decode", head_dim, kpl)(grid, (THREADS,), args, stream=stream)
-    if splits > 1:
-        _kernel("paged_decode_combine", head_dim, kpl)((num_heads, num_rows), (head_dim // 4,), (
+    if splits > 1:  # the KPL 1 module's combine (the same code in each): no second compile mid-run for a new KPL
+        _kernel("paged_decode_combine", head_dim, 1)((num_heads, num_rows), (head_dim // 4,), (
             ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), stream=stream)
