@@ -63,19 +63,6 @@ __device__ __forceinline__ u32 pack_bf2(float lo, float hi) {
   return r;
 }
 
-struct Args {
-  const u16* q;             // [Nd, nH, HD] (row stride sq elements)
-  long long sq;
-  const u16 *k, *v;         // [blocks, BS, nKV, HD]
-  const long long* tables;  // [Nd, B] (row stride st)
-  long long st;
-  const int* num_keys;      // [Nd]
-  u16* out;                 // [Nd, nH, HD] contiguous
-  float* ws;                // [Nd, nKV, S, WS_ENTRY] (S > 1)
-  int nKV, G, BS;
-  float scale_log2;         // softmax scale * log2(e)
-};
-
 // the warp's copies of chunk [j0, j0 + 16) into stage `dst`: each instruction reads whole rows (KPI keys of PIECES
 // 16-byte pieces: 512 contiguous bytes), so a chunk is 16 / KPI fully used row reads for K and as many for V; lane
 // L looks up key L % 16's slot in the block table and the others read it by a shuffle
@@ -172,13 +159,7 @@ __device__ __forceinline__ void merge_warps(const Args& a, int n, int h, int spl
       const float f = wm[w][hd] == NEG_INF ? 0.f : exp2f(wm[w][hd] - mx);
       o += red[(w * 8 + hd) * HD + d] * f, L += wl[w][hd] * f;
     }
-    if (splits == 1) {
-      a.out[((long long)n * a.nKV * a.G + (long long)h * a.G + hd) * HD + d] = f2bf(o / L);
-    } else {
-      float* entry = a.ws + (((long long)n * a.nKV + h) * splits + split) * WS_ENTRY;
-      entry[hd * HD + d] = o;
-      if (d == 0) entry[WS_M + hd] = mx, entry[WS_L + hd] = L;
-    }
+    store_split(a, n, h, split, splits, hd, d, o, mx, L);
   }
 }
 

@@ -41,19 +41,6 @@ __device__ __forceinline__ void load_dims(const u16* p, float (&v)[DPL]) {
     v[2 * j] = __uint_as_float(w[j] << 16), v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
 }
 
-struct Args {
-  const u16* q;          // [Nd, nH, HD] (row stride sq elements)
-  long long sq;
-  const u16 *k, *v;      // [blocks, BS, nKV, HD]
-  const long long* tables;  // [Nd, B] (row stride st)
-  long long st;
-  const int* num_keys;   // [Nd]
-  u16* out;              // [Nd, nH, HD] contiguous
-  float* ws;             // [Nd, nKV, S, WS_ENTRY] (S > 1)
-  int nKV, G, BS;
-  float scale_log2;      // softmax scale * log2(e)
-};
-
 // p: a warp's tile probabilities (while the tiles run); acc: the warps' partial outputs (after them, for the merge)
 struct Smem {
   float q[GMAX][HD];
