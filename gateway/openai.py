@@ -8,11 +8,12 @@ from typing import Optional
 from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.legacy_functions import legacy_functions
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tokens, check_prompt_size,
                                    check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
-                                   legacy_functions, resolve_max_tokens, tool_constraint, tool_mode)
+                                   resolve_max_tokens, tool_constraint, tool_mode)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
@@ -45,6 +46,7 @@ class Plan:
     forced_tools: bool = False                       # tool_choice required / named: the output is calls only
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
+    legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -165,6 +167,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
     max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none)."""
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
+    legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
@@ -211,7 +214,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
-                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body))
+                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body),
+                legacy_functions=legacy)
 
 
 def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:

@@ -1,4 +1,4 @@
-"""Gateway process: OpenAI /v1 checks shared by chat and completions: token limits, prompt size, tools, legacy functions."""
+"""Gateway process: OpenAI /v1 checks shared by chat and completions: token limits, prompt size, tools."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,6 @@ from typing import Optional
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
-from gateway.openai_schema import empty_array
 from gateway.structured import check_schema, checked
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
 from gateway.tool_values import tool_parameters
@@ -70,33 +69,6 @@ def completion_max_tokens(body: dict, echo: bool) -> Optional[int]:
         raise InvalidRequest(f"max_tokens must be at least 1 (0 only with echo: true), got {value}",
                              param="max_tokens")
     return value
-
-
-def legacy_functions(body: dict) -> dict:
-    """A body with the deprecated `functions` / `function_call` translated into `tools` / `tool_choice`."""
-    functions, call = body.get("functions"), body.get("function_call")
-    if functions is None and call is None:
-        return body
-    if body.get("tools") is not None or body.get("tool_choice") is not None:
-        raise InvalidRequest("use either tools/tool_choice or the deprecated functions/function_call, not both",
-                             param="functions")
-    if functions is not None and not isinstance(functions, list):
-        raise InvalidRequest("functions must be a list of function objects", param="functions")
-    if functions == []:
-        # OpenAI's spec gives functions minItems 1, as it refuses tools: [].
-        raise empty_array("functions")
-    if call not in (None, "none") and not functions:
-        # Named as the client sent it (translated, it was refused as tool_choice, a field it never sent).
-        raise InvalidRequest("function_call needs a non-empty functions list: send functions, or leave function_call "
-                             "out", param="function_call")
-    out = {key: value for key, value in body.items() if key not in ("functions", "function_call")}
-    if functions:
-        out["tools"] = [{"type": "function", "function": f} for f in functions]
-    if isinstance(call, dict):
-        out["tool_choice"] = {"type": "function", "function": call}
-    elif call is not None:
-        out["tool_choice"] = call
-    return out
 
 
 def check_tools(tools: Optional[list], param: str = "tools", names: re.Pattern = TOOL_NAME_RE) -> None:

@@ -56,11 +56,18 @@ class ChatShaper:
             calls = calls[:max(0, 1 - given)]
         self._num_calls[delta.index] = given + len(calls)
         if finish and self._num_calls[delta.index] and not cut:
-            finish = "tool_calls"
+            finish = "function_call" if getattr(self.plan, "legacy_functions", False) else "tool_calls"
         elif finish and getattr(self.plan, "forced_tools", False):
             # A forced call cut short (length) is no answer: an empty message, as the released engine returns.
             content = ""
         return reasoning, content, calls or None, finish
+
+    def call_fields(self, calls: list) -> dict:
+        """A message's (or delta's) calls: tool_calls, or, for the deprecated functions, OpenAI's one function_call
+        ({name, arguments}: that API has one call a turn)."""
+        if getattr(self.plan, "legacy_functions", False):
+            return {"function_call": {key: calls[0]["function"][key] for key in ("name", "arguments")}}
+        return {"tool_calls": calls}
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
               prompt_token_ids: Optional[list] = None) -> bytes:
@@ -86,7 +93,7 @@ class ChatShaper:
             message["reasoning_content"] = reasoning or None
             message["reasoning"] = reasoning or None
         if calls:
-            message["tool_calls"] = calls
+            message.update(self.call_fields(calls))
         choice = {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
                   "finish_reason": finish, "stop_reason": result.stop_reason}
         if self.plan.return_token_ids:
@@ -164,7 +171,7 @@ class ChatFramer:
             first = self._num_calls.get(delta.index, 0)   # the index counts the choice's calls across chunks
             self._num_calls[delta.index] = first + len(calls)
             tool_calls = [{"index": first + k, **call} for k, call in enumerate(calls)]
-            frames.append(self._chunk([{"index": delta.index, "delta": {"tool_calls": tool_calls},
+            frames.append(self._chunk([{"index": delta.index, "delta": self.s.call_fields(tool_calls),
                                         "logprobs": None, "finish_reason": None}], usage,
                                       num_tokens=delta.num_tokens))
         if finish:

@@ -1,0 +1,62 @@
+"""OpenAI's deprecated function calling round trip: `functions` in, `function_call` out (finish_reason
+function_call), and the earlier `function_call` / `function` turns read back (fake scheduler)."""
+import orjson
+import pytest
+
+WEATHER = {"name": "get_weather", "description": "Weather of a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+REPLY = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+USER = [{"role": "user", "content": "Weather in Paris?"}]
+CALL = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+
+def events(raw: bytes) -> list:
+    return [orjson.loads(block[6:]) for block in raw.decode().split("\n\n") if block.startswith("data: {")]
+
+
+async def test_functions_are_answered_with_a_function_call(stack):
+    # OpenAI's ChatCompletionMessage.function_call ("Deprecated and replaced by tool_calls. The name and arguments of
+    # a function that should be called") and finish_reason "function_call": a client of that API reads nothing else.
+    client, _ = stack
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "functions": [WEATHER],
+                                                               "enable_thinking": False})
+    choice = (await response.json())["choices"][0]
+    assert choice["finish_reason"] == "function_call"
+    assert choice["message"] == {"role": "assistant", "content": None, "reasoning_content": None, "reasoning": None,
+                                 "function_call": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+
+
+async def test_a_streamed_function_call_comes_in_its_delta(stack):
+    client, _ = stack
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "functions": [WEATHER],
+                                                               "enable_thinking": False, "stream": True})
+    chunks = events(await response.read())
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert {"function_call": {"name": "get_weather", "arguments": '{"city":"Paris"}'}} in deltas
+    assert not any("tool_calls" in d for d in deltas)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "function_call"
+
+
+async def test_tools_still_answer_with_tool_calls(stack):
+    client, _ = stack
+    tools = [{"type": "function", "function": WEATHER}]
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "tools": tools,
+                                                               "enable_thinking": False})
+    choice = (await response.json())["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and "function_call" not in choice["message"]
+
+
+@pytest.mark.parametrize("functions", [True, False], ids=["with-functions", "history-only"])
+async def test_the_function_turns_of_a_history_are_read_as_a_call_and_its_result(stack, functions):
+    # The function role answers the assistant's function_call; it was a 400 ('function' is not one of [...]) and the
+    # assistant's function_call was dropped from the prompt.
+    client, fake = stack
+    history = USER + [{"role": "assistant", "content": None, "function_call": CALL},
+                      {"role": "function", "name": "get_weather", "content": "sunny, 21 C"},
+                      {"role": "user", "content": "Thanks"}]
+    body = {"messages": history, "max_tokens": 2, **({"functions": [WEATHER]} if functions else {})}
+    response = await client.post("/v1/chat/completions", json=body)
+    assert response.status == 200, await response.text()
+    prompt = fake.tokenizer.decode(fake.script.requests[-1].prompt_token_ids, skip_special_tokens=False)
+    assert ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\nsunny, 21 C\n</tool_response><|im_end|>") in prompt
