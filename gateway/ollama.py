@@ -19,6 +19,7 @@ from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
                                   show_body, tags_entry)
 from gateway.ollama_stream import NdjsonFramer, complete
+from gateway.ollama_types import check_go_types
 from gateway.web import json_response, read_json
 
 # Endpoints this engine does not provide, each with its reason (answered 501, never 404).
@@ -39,11 +40,12 @@ _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest"
 # The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
 # not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler); only the served model gets
 # the 501.
+# Each also names the api struct Ollama decodes the body into first (a field of the wrong type is its 400).
 _NAMED_MODEL = {
-    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found"),
-    ("POST", "/api/copy"): (("source",), 'model "{}" not found'),
-    ("POST", "/api/embed"): (("model",), "model '{}' not found"),
-    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first'),
+    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found", "DeleteRequest"),
+    ("POST", "/api/copy"): (("source",), 'model "{}" not found', "CopyRequest"),
+    ("POST", "/api/embed"): (("model",), "model '{}' not found", "EmbedRequest"),
+    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first', "EmbeddingRequest"),
 }
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
@@ -134,9 +136,10 @@ class OllamaRoutes:
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
         body = await read_json(request)
+        check_go_types(body, "ShowRequest")
         card = await self.engine.card()
         name = await self.engine.served_name()
-        resolve_model(body if isinstance(body, dict) else {}, card, name)
+        resolve_model(body, card, name)
         return json_response(show_body(card, name))
 
     @ollama_errors
@@ -172,7 +175,7 @@ class OllamaRoutes:
         ending with "success"; {"status": "success"} with stream false): clients pull before use. Any other model
         cannot be pulled here: the 501 with the reason."""
         body = await read_json(request)
-        body = body if isinstance(body, dict) else {}
+        check_go_types(body, "PullRequest")
         name, stream = body.get("model") or body.get("name"), body.get("stream")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("model is required", param="model")
@@ -191,10 +194,11 @@ class OllamaRoutes:
             await self._check_named_model(request, *named)
         return ollama_error(NotImplementedApi(reason))
 
-    async def _check_named_model(self, request: web.Request, keys: tuple, not_found: str) -> None:
+    async def _check_named_model(self, request: web.Request, keys: tuple, not_found: str, struct: str) -> None:
         """Ollama's 404 when the body names a model this server does not serve (a management request on a model it
         lacks): the 501 is only for what cannot be done to the served model."""
         body = await read_json(request)
+        check_go_types(body, struct)
         names = [body.get(key) for key in keys] if isinstance(body, dict) else []
         name = next((n for n in names if isinstance(n, str) and n), None)
         if name is not None and not serves(name, await self.engine.card(), await self.engine.served_name()):

@@ -7,40 +7,63 @@ from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
 
-# Fields read for their value whose type nothing else checks, with the Go type api.GenerateRequest / ChatRequest /
-# Message give them. A wrong type there is Go's decode error (Ollama's 400), never read for its truthiness: a
-# `"raw": "false"` was raw mode, a `"logprobs": "false"` returned logprobs, a `"messages": {}` was a load request.
-_SCALARS = {"bool": "boolean", "string": "string"}
-_REQUEST = {"raw": "bool", "logprobs": "bool", "truncate": "bool", "shift": "bool", "suffix": "string"}
-_MESSAGE = {"thinking": "string", "tool_name": "string", "tool_call_id": "string"}
+# Each request body's fields with the JSON type its Go struct gives them (api/types.go), and the Go type encoding/json
+# names when a value does not fit (`goType`, a keyword jsonschema ignores). A wrong type is Go's decode error (Ollama's
+# 400), never read for its truthiness: `"raw": "false"` was raw mode, `"prompt": 0` an empty prompt, `"tools": 0`
+# no tools, `"messages": {}` a load request. null is Go's zero value, as encoding/json leaves a field it reads null.
+# Fields with their own checks (stream, format, think, keep_alive, options, top_logprobs, _debug_render_only) are not
+# listed here.
+
+
+def _go(kind: str, go_type: str, **more: Any) -> dict:
+    return {"type": [kind, "null"], "goType": go_type, **more}
+
+
+def _struct(go_type: str, **fields: dict) -> dict:
+    return _go("object", go_type, properties=fields)
+
+
+_STRING, _BOOL = _go("string", "string"), _go("boolean", "bool")
+_IMAGES = _go("array", "[]api.ImageData", items=_go("string", "api.ImageData"))
+# Ollama reads arguments as an object; a JSON text of one is taken too (as OpenAI clients write them).
+_ARGUMENTS = {"type": ["object", "string", "null"], "goType": "api.ToolCallFunctionArguments"}
+_TOOL_CALL = _struct("api.ToolCall", id=_STRING, function=_struct("api.ToolCallFunction", name=_STRING,
+                                                                  arguments=_ARGUMENTS))
+_MESSAGE = _struct("api.Message", role=_STRING, content=_STRING, thinking=_STRING, images=_IMAGES,
+                   tool_calls=_go("array", "[]api.ToolCall", items=_TOOL_CALL), tool_name=_STRING,
+                   tool_call_id=_STRING)
+_FUNCTION = _struct("api.ToolFunction", name=_STRING, description=_STRING,
+                    parameters=_struct("api.ToolFunctionParameters", type=_STRING,
+                                       required=_go("array", "[]string", items=_go("string", "string"))))
+_TOOLS = _go("array", "api.Tools", items=_struct("api.Tool", type=_STRING, function=_FUNCTION))
+_SHARED = {"model": _STRING, "truncate": _BOOL, "shift": _BOOL, "logprobs": _BOOL}
+_NAMED = {"model": _STRING, "name": _STRING}
+_STRUCTS = {
+    "GenerateRequest": dict(_SHARED, prompt=_STRING, suffix=_STRING, system=_STRING, template=_STRING, raw=_BOOL,
+                            images=_IMAGES),
+    "ChatRequest": dict(_SHARED, messages=_go("array", "[]api.Message", items=_MESSAGE), tools=_TOOLS),
+    "ShowRequest": dict(_NAMED, system=_STRING, template=_STRING, verbose=_BOOL),
+    "PullRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING),
+    "DeleteRequest": _NAMED,
+    "CopyRequest": {"source": _STRING, "destination": _STRING},
+    "EmbedRequest": {"model": _STRING, "truncate": _BOOL},
+    "EmbeddingRequest": {"model": _STRING, "prompt": _STRING},
+}
+_VALIDATORS = {name: Draft202012Validator({"type": "object", "goType": f"api.{name}", "properties": fields})
+               for name, fields in _STRUCTS.items()}
 _GO_KIND = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
 
 
-def _fields(table: dict) -> dict:
-    # null is Go's zero value, as encoding/json leaves a field it reads null.
-    return {key: {"type": [_SCALARS[go], "null"]} for key, go in table.items()}
-
-
-def _schema(messages: bool) -> dict:
-    properties = _fields(_REQUEST)
-    if messages:
-        properties["messages"] = {"type": ["array", "null"], "items": {"properties": _fields(_MESSAGE)}}
-    return {"type": "object", "properties": properties}
-
-
-_VALIDATORS = {"ChatRequest": Draft202012Validator(_schema(True)),
-               "GenerateRequest": Draft202012Validator(_schema(False))}
-_GO_TYPE = {**_REQUEST, **_MESSAGE, "messages": "[]api.Message"}
-
-
-def check_go_types(body: dict, struct: str) -> None:
+def check_go_types(body: Any, struct: str) -> None:
     """Ollama's 400 for the first field whose JSON type its Go struct cannot take, in encoding/json's words:
-    `json: cannot unmarshal string into Go struct field GenerateRequest.raw of type bool`."""
+    `json: cannot unmarshal string into Go struct field GenerateRequest.raw of type bool` (a body that is no
+    object: `... into Go value of type api.ShowRequest`)."""
     error = next(iter(_VALIDATORS[struct].iter_errors(body)), None)
     if error is None:
         return
+    kind = _GO_KIND.get(type(error.instance), "object")
+    go_type = error.schema.get("goType", "object")
     names = [part for part in error.absolute_path if isinstance(part, str)]
-    value: Any = error.instance
-    raise InvalidRequest(f"json: cannot unmarshal {_GO_KIND.get(type(value), 'object')} into Go struct field "
-                         f"{struct}.{'.'.join(names)} of type {_GO_TYPE[names[-1]]}",
-                         param=".".join(str(part) for part in error.absolute_path))
+    where = f"Go struct field {struct}.{'.'.join(names)}" if names else "Go value"
+    raise InvalidRequest(f"json: cannot unmarshal {kind} into {where} of type {go_type}",
+                         param=".".join(str(part) for part in error.absolute_path) or None)

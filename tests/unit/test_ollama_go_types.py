@@ -54,3 +54,61 @@ async def test_null_and_right_types_pass(fake, path, field):
     answer = await (await client.post(path, json={**base, **field})).json()
     text = answer["response"] if path == "/api/generate" else answer["message"]["content"]
     assert text == "Hello" and answer["done"] is True and servicer.script.requests
+
+
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}
+
+
+@pytest.mark.parametrize("method, path, body, expected", [
+    ("POST", "/api/generate", {"prompt": 0}, "number into Go struct field GenerateRequest.prompt of type string"),
+    ("POST", "/api/generate", {"prompt": "Hi", "images": ""},
+     "string into Go struct field GenerateRequest.images of type []api.ImageData"),
+    ("POST", "/api/generate", {"prompt": "Hi", "system": ["x"]},
+     "array into Go struct field GenerateRequest.system of type string"),
+    ("POST", "/api/chat", {"messages": HI, "tools": 0}, "number into Go struct field ChatRequest.tools of type api.Tools"),
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": "none"}}]},
+     "string into Go struct field ChatRequest.tools.function.parameters of type api.ToolFunctionParameters"),
+    ("POST", "/api/chat", {"messages": [{"role": "user", "content": "Hi", "images": 0}]},
+     "number into Go struct field ChatRequest.messages.images of type []api.ImageData"),
+    ("POST", "/api/chat", {"messages": [*HI, {**CALL, "tool_calls": [{"function": {"name": "f", "arguments": 0}}]}]},
+     "number into Go struct field ChatRequest.messages.tool_calls.function.arguments of type "
+     "api.ToolCallFunctionArguments"),
+    ("POST", "/api/chat", {"messages": [{"role": 1, "content": "Hi"}]},
+     "number into Go struct field ChatRequest.messages.role of type string"),
+    ("POST", "/api/show", {"model": "fake-model", "verbose": "yes"},
+     "string into Go struct field ShowRequest.verbose of type bool"),
+    ("POST", "/api/show", [1], "array into Go value of type api.ShowRequest"),
+    ("POST", "/api/pull", {"model": "fake-model", "insecure": "no"},
+     "string into Go struct field PullRequest.insecure of type bool"),
+    ("DELETE", "/api/delete", {"model": 5}, "number into Go struct field DeleteRequest.model of type string"),
+    ("POST", "/api/copy", {"source": "fake-model", "destination": 1},
+     "number into Go struct field CopyRequest.destination of type string"),
+    ("POST", "/api/embed", {"model": "fake-model", "input": "hi", "truncate": "no"},
+     "string into Go struct field EmbedRequest.truncate of type bool"),
+], ids=["prompt number", "images string", "system list", "tools number", "parameters string", "message images",
+        "arguments number", "role number", "show verbose", "show body list", "pull insecure", "delete model number",
+        "copy destination", "embed truncate"])
+async def test_every_route_decodes_its_body_as_ollamas_go_struct(fake, method, path, body, expected):
+    """Ollama decodes each body into its api struct first (a wrong type is encoding/json's 400). Before, these were read
+    for their truthiness or not at all: `"prompt": 0` generated from an empty prompt, `"tools": 0` and `"images": ""`
+    were none, a string `parameters` or `arguments: 0` passed, /api/show and /api/pull ignored `verbose` / `insecure`
+    of any type, and management routes answered their 501 / 404 whatever the body's types."""
+    client, servicer = fake
+    servicer.script.reply = "Hello"
+    if isinstance(body, dict) and path in ("/api/generate", "/api/chat"):
+        body = {"model": "fake-model", "stream": False, **body}
+    response = await client.request(method, path, json=body)
+    assert response.status == 400 and await response.json() == {"error": f"json: cannot unmarshal {expected}"}
+    assert servicer.script.requests == []
+
+
+async def test_a_tool_call_with_json_text_arguments_still_passes(fake):
+    """Clients written for /v1 send arguments as JSON text; Ollama's object and that text both pass."""
+    client, servicer = fake
+    servicer.script.reply = "Hello"
+    messages = [*HI, {**CALL, "tool_calls": [{"function": {"name": "f", "arguments": '{"x": 1}'}}]},
+                {"role": "tool", "content": "4", "tool_name": "f"}]
+    response = await client.post("/api/chat", json={"model": "fake-model", "stream": False, "messages": messages,
+                                                    "tools": [TOOL], "think": False})
+    assert response.status == 200 and (await response.json())["message"]["content"] == "Hello"

@@ -135,7 +135,8 @@ CHAT_REFUSALS = [
     ({"format": {"type": "object", "not": {}}}, InvalidRequest, "format cannot be enforced by constrained decoding"),
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, Unsupported, "images are not supported"),
     ({"messages": [{"role": "robot", "content": "x"}]}, InvalidRequest, "messages\\[0\\].role must be one of"),
-    ({"messages": [{"role": "user", "content": ["x"]}]}, InvalidRequest, "content must be a string"),
+    ({"messages": [{"role": "user", "content": ["x"]}]}, InvalidRequest,
+     "cannot unmarshal array into Go struct field ChatRequest.messages.content of type string"),
     ({"messages": "hi"}, InvalidRequest, "cannot unmarshal string into Go struct field ChatRequest.messages"),
     ({"stream": "yes"}, InvalidRequest, "stream must be true or false"),
     ({"keep_alive": [5]}, InvalidRequest, "keep_alive must be a duration"),
@@ -145,7 +146,7 @@ CHAT_REFUSALS = [
     ({"logprobs": True, "top_logprobs": "2"}, InvalidRequest, "^top_logprobs must be an integer$"),
     ({"think": "always"}, InvalidRequest, "invalid think value"),
     ({"messages": [{"role": "assistant", "content": "", "tool_calls": 1.5}]}, InvalidRequest,
-     "messages\\[0\\].tool_calls must be a list"),
+     "cannot unmarshal number into Go struct field ChatRequest.messages.tool_calls of type \\[\\]api.ToolCall"),
 ]
 
 
@@ -229,7 +230,7 @@ GENERATE_REFUSALS = [
     ({"raw": True, "system": "x"}, InvalidRequest, "^raw mode does not support template, system, or context$"),
     ({"raw": True, "context": [5, 6]}, InvalidRequest, "^raw mode does not support template, system, or context$"),
     ({"raw": True, "think": "none"}, InvalidRequest, 'invalid think value: "none"'),
-    ({"prompt": 5}, InvalidRequest, "prompt must be a string"),
+    ({"prompt": 5}, InvalidRequest, "cannot unmarshal number into Go struct field GenerateRequest.prompt of type string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
     ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),
     ({"format": ["json"]}, InvalidRequest, "format must be a JSON Schema object"),
