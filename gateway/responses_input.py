@@ -130,7 +130,9 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         convo.messages.append({"role": "user", "content": value})
     for i, item in enumerate(value if isinstance(value, list) else []):
         # A bare {"role", "content"} is a message (EasyInputMessage).
-        kind = item.get("type") or ("message" if "role" in item else None)
+        kind = item.get("type")
+        if kind is None and "role" in item:
+            kind = "message"
         handler = _ITEMS.get(kind)
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "

@@ -62,7 +62,9 @@ RESPONSES_SCHEMA = {
     "type": "object",
     "properties": {
         "model": _STR_OR_NULL,
-        "input": {"type": ["string", "array"], "items": {"type": "object"}},
+        # An item's type names its handler: a string (absent or null on a bare {"role", "content"} message).
+        "input": {"type": ["string", "array"],
+                  "items": {"type": "object", "properties": {"type": _STR_OR_NULL}}},
         "instructions": _STR_OR_NULL,
         # Its range (>= 1) is checked by the chat route, which words the message.
         "max_output_tokens": {"type": ["integer", "null"]},

@@ -69,6 +69,27 @@ async def test_bad_input_is_a_400_naming_the_field(stack, body, param, code, wor
     assert fake.script.requests == []
 
 
+@pytest.mark.parametrize("kind, status, code, words", [
+    ({"a": 1}, 400, "invalid_type", "invalid value for 'input[0].type': {'a': 1} is not of type 'string', 'null'"),
+    (["message"], 400, "invalid_type", "invalid value for 'input[0].type': ['message'] is not of type 'string', 'null'"),
+    (0, 400, "invalid_type", "invalid value for 'input[0].type': 0 is not of type 'string', 'null'"),
+    ("", 400, "unsupported", "input[0]: items of type '' are not supported (message, function_call, "
+                             "function_call_output and reasoning are)"),
+], ids=["object", "list", "zero", "empty"])
+async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, status, code, words):
+    """An item's `type` picks its handler: an object or a list there was a 500 (TypeError: unhashable type), and a
+    falsy one (0, "") beside a role was read as a message (a silently wrong 200). OpenAI's item `type` is a string
+    enum (openai-python ResponseInputItemParam), absent or "message" on an EasyInputMessage."""
+    client, fake = stack
+    body = {"model": "fake-model", "input": [{"type": kind, "role": "user", "content": "Hi"}]}
+    for path in ("/v1/responses", "/v1/responses/input_tokens"):
+        response = await client.post(path, data=orjson.dumps(body))
+        error = orjson.loads(await response.read())
+        assert response.status == status and error == {"error": {
+            "message": words, "type": "invalid_request_error", "param": "input[0].type", "code": code}}, error
+    assert fake.script.requests == []
+
+
 @pytest.mark.parametrize("field, value, words", [
     ("previous_response_id", "resp_123", "previous_response_id refers to a stored response"),
     ("conversation", "conv_123", "conversation refers to a stored conversation"),
