@@ -100,9 +100,9 @@ def _lmstudio_body(body):
         return body
     if body.get("max_tokens") == -1:
         body = {**body, "max_tokens": None}
-    if not body.get("tools"):
+    if body.get("tools") in (None, []):
         # No tools, as LM Studio reads it (the /v1 routes refuse an empty list, and tool_choice auto without tools,
-        # as OpenAI and vLLM do).
+        # as OpenAI and vLLM do). Any other value is checked by the schema: 0 or "" is no list of tools.
         body = {key: value for key, value in body.items()
                 if key != "tools" and not (key == "tool_choice" and value == "auto")}
     stop = body.get("stop")

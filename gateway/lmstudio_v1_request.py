@@ -61,7 +61,10 @@ def _check_stateless(body: dict) -> None:
         raise InvalidRequest("previous_response_id refers to a stored chat, and this server stores none (store is "
                              "accepted, but nothing is kept): send the whole conversation to /v1/chat/completions "
                              "instead", param="previous_response_id", code="responses_not_stored")
-    if body.get("integrations"):
+    integrations = body.get("integrations")
+    if integrations is not None and not isinstance(integrations, list):
+        raise InvalidRequest('"integrations" must be an array', param="integrations")
+    if integrations:
         raise Unsupported("integrations (plugins, MCP servers) are not supported by this server", param="integrations")
     for name, kind in (("store", bool), ("stream", bool), ("system_prompt", str)):
         if body.get(name) is not None and not isinstance(body[name], kind):
