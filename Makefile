@@ -13,6 +13,7 @@ help:
 	@echo "make bench      scheduler + tiny-model throughput on CPU (seed workload)"
 	@echo "make bench-serve  served tok/s, TTFT and ITL over HTTP: the whole stack, tiny model (bench/serve_http.py)"
 	@echo "make bench-gpu  check and time every CUDA kernel (needs a GPU)"
+	@echo "make venv-dev   .venv with the test clients too (openai, ollama): the README's Python examples run with it"
 	@echo "make model      write the deterministic tiny checkpoint to models/tiny"
 	@echo "make proto      generate the gRPC stubs into proto/gen"
 	@echo "make clean      remove proto/gen, .pytest_cache and bench/out (keeps .venv and models/)"
