@@ -2,9 +2,9 @@
 
 gemm_wgmma(x [M, K] bf16, p = ops.prepared(weight), out [M, N] bf16) -> out = x W^T, on torch's current stream
 (two launches: nvfp4_permute_x puts x into the weights' k order, then the GEMM; PERMUTE_X = False: one launch).
-Letters as in ops.py: Np = N rounded up to 128, Kc = ceil(K / 64). Block tile: 128 weight rows x T tokens, T = 64,
-128 or 256 (one kernel each), and S split-K blocks per tile over Kc / S chunks each (the _sk kernels; S = 1: the
-plain ones), (T, S) picked by pick unless given. Split-K sums in an f32 workspace + per-tile counters kept zero
+Letters as in ops.py: Np = N rounded up to 128, Kc = ceil(K / 64). Block tile: 128 weight rows x T tokens, T = 32,
+64, 128 or 256 (one kernel each), and S split-K blocks per tile over Kc / S chunks each (the _sk kernels; S = 1: the
+plain ones), (T, S) picked by wgmma_pick.pick unless given. Split-K sums in an f32 workspace + per-tile counters kept zero
 between calls (_scratch: one per device, grown only, never freed, so CUDA graphs keep valid pointers; calls on two
 streams at once would share it). wgmma needs the sm_90a target, which CuPy's
 RawModule cannot ask for (it appends its own -arch=sm_90), so this module compiles with NVRTC directly and loads
@@ -16,26 +16,14 @@ import os
 import tempfile
 
 from kernels import _compile
+# the tile table and pick's cost model live in wgmma_pick.py; the names below are also this module's for its callers
+from kernels.nvfp4.wgmma_pick import MIN_SPLIT_CHUNKS, SPLITS  # noqa: F401
+from kernels.nvfp4.wgmma_pick import RING_VARIANTS, TILE_ROWS, TILES, best_splits, pick, pick_tile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = "gemm_wgmma.cu"
 HEADERS = ("wgmma_ptx.cuh", "common.cuh")  # what SOURCE includes: part of the cubin cache key
 THREADS = 256
-TILE_ROWS = 128  # weight rows per block
-# T tokens per block -> (cp.async stages, resident blocks per SM the kernel is built for)
-# T = 32 and 64: rings deep enough for the weight stream alone to keep the SM busy (a T = 64 chunk took ~0.44 us with 4
-# chunks in flight, about one DRAM round trip over 4: session 9)
-TILES = {32: (8, 3), 64: (8, 2), 128: (6, 1), 256: (5, 1)}
-SMALL_TILE_MAX_M = 32  # up to this many rows pick takes T = 32 (device run 6: it beat T = 64 at every M <= 32 timed)
-# bench A/B rings (gemm_wgmma's diag): name suffix -> (T, stages, blocks per SM); correct results, split-K too
-RING_VARIANTS = {"_s6": (64, 6, 2)}
-# T = 32's cost model: chunks a SM retires per us with 1, 2, 3 resident blocks (session 9 device run 7, M = 24 / 32:
-# 16384x5120 S = 1 33.4 us for 80 chunks alone; 34816x5120 S = 1-3 and the LM head S = 1 at 3.3-3.7 with 3)
-T32_CHUNKS_PER_US = (2.4, 3.0, 3.5)
-T32_SPLIT_US, T32_RED_US_PER_MB = 3.0, 0.15  # its split-K costs (34816x5120 S = 2 / 3: 3.5-4.2 us over the rest)
-# throughput of a tile relative to T = 256 (decode, barriers and copies per MMA grow as T shrinks), measured at
-# M = 8192 on the layer shapes (run 2: T = 128 0.73, T = 64 0.59); pick_tile only
-TILE_EFFICIENCY = {32: 0.4, 64: 0.6, 128: 0.73, 256: 1.0}
 GROUP_BYTES = 16 << 20  # weights of one raster group of row tiles (kept in L2 while the group sweeps the tokens)
 FRAGMENT_BYTES = 576  # one 16-row x 64-k tile: 512 B of codes + 64 B of scales
 NVRTC_OPTIONS = ("-arch=sm_90a", "--std=c++17")
@@ -43,24 +31,6 @@ NVRTC_OPTIONS = ("-arch=sm_90a", "--std=c++17")
 # 4-byte cp.async of x as is (run 1: ~8 clocks per 128-byte x row per chunk, the kernel's largest cost). Run 2: the
 # permuted path is 1.2-1.5x faster at M >= 2048 (permute launch included: 2.5 us at M = 128 to 43-137 us at 8192)
 PERMUTE_X = True
-# split-K: S in SPLITS (the values bench/gpu_wgmma.py sweeps), S <= Kc / MIN_SPLIT_CHUNKS; considered only where the
-# S = 1 grid fills under SPLIT_WAVES waves (num_sms x resident blocks per SM), up to about SPLIT_WAVES waves of blocks
-SPLITS = (2, 3, 4, 5, 6, 8, 10, 12, 16)
-MIN_SPLIT_CHUNKS = 8
-SPLIT_WAVES = 2
-# pick's cost model of the busiest SM, us, fitted to the first split-K sweep of 2026-11-29 (bench/gpu_wgmma.py: 229
-# (shape, M = 64 / 128 / 512, T, S) times, mean abs error 3.3%): one 64-k chunk of a block alone on its SM; one
-# chunk of each of two T = 64 blocks sharing one (barely more throughput than alone at these M); split-K's fixed
-# cost (flush chain, read-back) and its red.global.add traffic, S x Np x M x 4 bytes (~1.7 TB/s: M = 512 splits of
-# T = 256 tiles lose by it)
-CHUNK_US = {64: 0.441, 128: 0.557, 256: 0.811}
-PAIR_CHUNK_US = 0.680
-SPLIT_US = 4.0
-RED_US_PER_MB = 0.603
-# split-K only where the model says it is this much faster than S = 1: on both sweeps of 2026-11-29 (690 times, M =
-# 33 .. 8192 on the layer shapes) no pick is slower than S = 1 and none over 1.10x the fastest (T, S) timed; at 0.05,
-# 10240x5120 M = 100 took 128x3, 3% slower than 128x1
-SPLIT_GAIN = 0.08
 
 
 def stage_bytes(tile: int) -> int:
@@ -73,62 +43,6 @@ def smem_bytes(tile: int, ring: str = "") -> int:
     (swizzle atoms)."""
     stages = RING_VARIANTS[ring][1] if ring in RING_VARIANTS else TILES[tile][0]
     return stages * stage_bytes(tile) + 1024
-
-
-def pick_tile(m: int, np_: int, num_sms: int = 132) -> int:
-    """T minimising (blocks per SM, rounded up) x T / efficiency: the busiest SM's work. Small T only where few
-    big blocks would leave SMs idle (run 2: the pick was the fastest tile on 27 of 28 shape x M points, 1.4% off on
-    the last)."""
-    def cost(t):
-        blocks = (np_ // TILE_ROWS) * -(-m // t)
-        return -(-blocks // num_sms) * t / TILE_EFFICIENCY[t]
-    if m <= SMALL_TILE_MAX_M:
-        return 32
-    return min((t for t in TILES if t > 32), key=lambda t: (cost(t), -t))
-
-
-def _busiest_sm_us(tile: int, splits: int, m: int, np_: int, kc: int, num_sms: int) -> float:
-    """pick's cost model (CHUNK_US ..): us of the SM with the most blocks, plus split-K's costs; no fixed part."""
-    blocks = (np_ // TILE_ROWS) * -(-m // tile) * splits
-    per_sm, chunks = -(-blocks // num_sms), -(-kc // splits)
-    if tile == 32:
-        us = per_sm * chunks / T32_CHUNKS_PER_US[min(per_sm, 3) - 1]
-    elif TILES[tile][1] == 2:  # resident in pairs; an odd block runs alone
-        us = (per_sm // 2) * chunks * PAIR_CHUNK_US + (per_sm % 2) * chunks * CHUNK_US[tile]
-    else:
-        us = per_sm * chunks * CHUNK_US[tile]
-    if splits > 1:
-        fixed, per_mb = (T32_SPLIT_US, T32_RED_US_PER_MB) if tile == 32 else (SPLIT_US, RED_US_PER_MB)
-        us += fixed + splits * np_ * -(-m // 8) * 8 * 4 / 1e6 * per_mb
-    return us
-
-
-def split_choices(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> list:
-    """S > 1 values pick considers for tile T: none where the S = 1 grid fills SPLIT_WAVES waves, else the SPLITS up
-    to about SPLIT_WAVES waves of blocks and Kc / MIN_SPLIT_CHUNKS."""
-    blocks, slots = (np_ // TILE_ROWS) * -(-m // tile), SPLIT_WAVES * num_sms * TILES[tile][1]
-    if blocks >= slots:
-        return []
-    return [s for s in SPLITS if s <= min(kc // MIN_SPLIT_CHUNKS, -(-slots // blocks))]
-
-
-def best_splits(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> int:
-    """S for tile T: the cheapest split if it beats S = 1 by SPLIT_GAIN in the model, else 1."""
-    cost = lambda s: _busiest_sm_us(tile, s, m, np_, kc, num_sms)  # noqa: E731
-    splits = min(split_choices(tile, m, np_, kc, num_sms), key=cost, default=1)
-    return splits if cost(splits) < (1 - SPLIT_GAIN) * cost(1) else 1
-
-
-def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
-    """-> (T, S): pick_tile's T with S = 1 unless a split (T, S > 1) costs SPLIT_GAIN less in the model."""
-    best = (pick_tile(m, np_, num_sms), 1)
-    base = cost = _busiest_sm_us(*best, m, np_, kc, num_sms)
-    for tile in ((32,) if m <= SMALL_TILE_MAX_M else (t for t in TILES if t > 32)):
-        for splits in split_choices(tile, m, np_, kc, num_sms):
-            c = _busiest_sm_us(tile, splits, m, np_, kc, num_sms)
-            if c < cost and c < (1 - SPLIT_GAIN) * base:
-                best, cost = (tile, splits), c
-    return best
 
 
 def raster_group(p: dict) -> int:
