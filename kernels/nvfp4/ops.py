@@ -21,9 +21,8 @@ from kernels.nvfp4.repack import CHUNK, ROW_GROUP, prepared, repack, tile_alpha 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEMV_MAX_M = 32
-# uses_gemv: from 17 rows the wgmma GEMM (its T = 32 tile) where it serves: H200, 2026-11-30 device run 6 (us, GEMV /
-# GEMM at M = 24 and 32): 16384x5120 35.5 / 32.9, 38.2 / 33.3; 34816x5120 79.4 / 75.3, 85.0 / 76.1; LM head 480.3 /
-# 336.4, 522.0 / 336.5; at M = 16 the GEMV wins everywhere (16384x5120 25.3 / 33.4, LM head 311.5 / 336.5)
+# uses_gemv: from 17 rows the wgmma GEMM (T = 32) where it serves (H200, 2026-11-30 run 8, M = 24 / 32, us GEMV / GEMM:
+# 34816x5120 79.3 / 57.7, 84.7 / 59.4; LM head 475.6 / 317.4; M = 16 GEMV everywhere; kernels/nvfp4/NOTES.md session 9)
 WGMMA_MIN_M = int(os.environ.get("SPARKINFER_NVFP4_WGMMA_MIN_M", "17"))  # 33: the GEMVs up to 32 rows, as before
 GEMM_KERNEL = "nvfp4_gemm_v2"
 # Hopper: M > 32 through gemm_wgmma.py (wgmma, 1.4-2.1x the mma.sync GEMM at M >= 512; NOTES.md, session 2)
