@@ -62,6 +62,10 @@ class Engine:
             self._card_info = raw
         self._card_epoch = epoch
 
+    def known_model_name(self) -> str:
+        """The served name, as served_name() gives it, without waiting for the card: "" while none was fetched."""
+        return self.served_model_name or (self._card.model_id if self._card is not None else "")
+
     async def served_name(self) -> str:
         """The model name every API states and accepts: the configured served name (SPARKINFER_SERVED_MODEL_NAME),
         else the checkpoint's id from the card. Raises Unavailable as card() does."""

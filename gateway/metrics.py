@@ -7,6 +7,8 @@ from typing import Optional
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
+from proto.metrics_label import ModelLabelled
+
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
 # scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
 disable_created_metrics()
@@ -54,8 +56,9 @@ def set_scheduler_load(load) -> None:
         gauge.set(value)
 
 
-def render(accept: Optional[str] = None) -> tuple[bytes, str]:
+def render(accept: Optional[str] = None, model_name: str = "") -> tuple[bytes, str]:
     """The exposition text and its content type, chosen from the scraper's Accept header as prometheus_client's own
-    handler chooses it (vLLM's /metrics, the scheduler's): text 0.0.4 unless OpenMetrics or text 1.0.0 is asked for."""
+    handler chooses it (vLLM's /metrics, the scheduler's): text 0.0.4 unless OpenMetrics or text 1.0.0 is asked for.
+    Every series carries model_name (none while the name is not known yet)."""
     encoder, content_type = choose_encoder(accept or "")
-    return encoder(REGISTRY), content_type
+    return encoder(ModelLabelled(REGISTRY, model_name)), content_type

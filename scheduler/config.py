@@ -25,6 +25,7 @@ class SchedulerConfig:
     prefix_cache_entries: int = 32              # cached prefixes at most (each holds one GDN state slot)
     prefix_cache_min_tokens: int = 1024         # shortest prefix (tokens) worth a checkpoint
     drain_grace_s: float = 30.0                 # on SIGTERM/SIGINT: how long admitted requests may take to finish
+    served_model_name: str = ""                 # the model_name label of its metrics; "" = the checkpoint's id
 
     def describe(self) -> str:
         return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -49,6 +50,7 @@ ENV_NAMES = {
     "prefix_cache_entries": "SPARKINFER_PREFIX_CACHE_ENTRIES",
     "prefix_cache_min_tokens": "SPARKINFER_PREFIX_CACHE_MIN_TOKENS",
     "drain_grace_s": "SPARKINFER_DRAIN_GRACE_S",
+    "served_model_name": "SPARKINFER_SERVED_MODEL_NAME",
 }
 
 

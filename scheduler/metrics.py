@@ -1,6 +1,8 @@
 """Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
+from proto.metrics_label import ModelLabelled
+
 # As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
 # counter and histogram; a creation timestamp per series doubles the scrape and no dashboard reads it.
 disable_created_metrics()
@@ -42,9 +44,9 @@ class Metrics:
                                          registry=registry)
 
 
-def serve_metrics(host: str, port: int) -> None:
+def serve_metrics(host: str, port: int, model_name: str = "") -> None:
     """Starts the /metrics HTTP endpoint on host:port (a daemon thread); port 0 = off. The host is the gRPC one:
     prometheus_client's default 0.0.0.0 put `make run`'s metrics on every interface while the rest stays on
-    loopback."""
+    loopback. Every series carries model_name, as vLLM's (and the gateways') do."""
     if port:
-        start_http_server(port, addr=host)
+        start_http_server(port, addr=host, registry=ModelLabelled(REGISTRY, model_name))

@@ -140,7 +140,7 @@ async def serve(config) -> None:
                  lambda: WorkerLink(config.worker_addr, worker_host))
     metrics = Metrics()
     _bind("SPARKINFER_SCHEDULER_METRICS_PORT", f"{config.grpc_host}:{config.metrics_port}",
-          lambda: serve_metrics(config.grpc_host, config.metrics_port))
+          lambda: serve_metrics(config.grpc_host, config.metrics_port, config.served_model_name or card["model_id"]))
     health = health_aio.HealthServicer()
     on_health = _health_callback(health)
     on_health(False)

@@ -1,0 +1,22 @@
+"""Gateway and scheduler processes: their /metrics with every series labelled model_name, as vLLM labels them."""
+import copy
+
+
+class ModelLabelled:
+    """A view of a prometheus_client registry whose samples all carry model_name (the served model's name), as vLLM
+    labels every series: the Grafana dashboards built for vLLM filter each panel on it. "" adds no label."""
+
+    def __init__(self, registry, model_name: str):
+        self.registry, self.model_name = registry, model_name
+
+    def collect(self):
+        for metric in self.registry.collect():
+            if self.model_name:
+                metric = copy.copy(metric)
+                metric.samples = [sample._replace(labels={**sample.labels, "model_name": self.model_name})
+                                  for sample in metric.samples]
+            yield metric
+
+    def restricted_registry(self, names):
+        """What prometheus_client's HTTP handler asks for a scrape with name[] parameters."""
+        return ModelLabelled(self.registry.restricted_registry(names), self.model_name)

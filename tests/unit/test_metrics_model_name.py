@@ -1,0 +1,51 @@
+"""Every series on the gateway's and the scheduler's /metrics carries model_name, the served model's name, as vLLM
+labels every series (vllm/v1/metrics/loggers.py: labelnames ["model_name", "engine"]); the Grafana dashboards built for
+vLLM (its examples/online_serving/prometheus_grafana/grafana.json) filter every panel on model_name="$model_name", so
+with the names alone (sparkinfer_ for vllm:) they showed nothing here."""
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from scheduler.config import parse_config
+from scheduler.metrics import serve_metrics
+
+TOKENIZER = build_tokenizer()
+
+
+def model_names(text: str) -> dict:
+    """Series name -> the set of model_name values its samples carry (None for a sample without the label)."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found.setdefault(sample.name, set()).add(sample.labels.get("model_name"))
+    return found
+
+
+@pytest.mark.parametrize("served, expected", [(None, "fake-model"), ("my-model", "my-model")],
+                         ids=["checkpoint-id", "served-name"])
+async def test_every_gateway_series_names_the_served_model(served, expected):
+    async with fake_gateway(FakeServing(TOKENIZER), served_model_name=served) as (client, _):
+        reply = await client.post("/v1/completions", json={"model": expected, "prompt": "hi", "max_tokens": 2})
+        assert reply.status == 200
+        text = (await (await client.get("/metrics")).read()).decode()
+    names = model_names(text)
+    assert names["sparkinfer_gateway_http_requests_total"] == {expected}
+    assert names["sparkinfer_num_requests_running"] == {expected}
+    assert set().union(*names.values()) == {expected}
+    assert f'sparkinfer_gateway_request_success_total{{finished_reason="length",model_name="{expected}"}} ' in text
+
+
+def test_every_scheduler_series_names_the_served_model():
+    assert parse_config([], environ={"SPARKINFER_SERVED_MODEL_NAME": "my-model"}).served_model_name == "my-model"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    serve_metrics("127.0.0.1", port, "my-model")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        names = model_names(reply.read().decode())
+    assert names["python_info"] == {"my-model"} and set().union(*names.values()) == {"my-model"}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?name[]=python_info", timeout=5) as reply:
+        assert model_names(reply.read().decode()) == {"python_info": {"my-model"}}
