@@ -17,6 +17,7 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 2048          # tokens per packed step (prefill chunks + decode rows)
     max_num_seqs: int = 64                      # running requests / rows per step at most
     max_queue_depth: int = 0                    # waiting requests at most; 0 = unlimited
+    max_model_len: int = 0                      # context (prompt + output tokens) at most; 0 = the checkpoint's
     worker_timeout_s: float = 0.8               # silence after which the worker counts as dead
     ping_interval_s: float = 0.2                # liveness ping period
     step_timeout_s: float = 60.0                # a step with no result after this counts as a dead worker
@@ -42,6 +43,7 @@ ENV_NAMES = {
     "max_num_batched_tokens": "SPARKINFER_MAX_NUM_BATCHED_TOKENS",
     "max_num_seqs": "SPARKINFER_MAX_NUM_SEQS",
     "max_queue_depth": "SPARKINFER_MAX_QUEUE_DEPTH",
+    "max_model_len": "SPARKINFER_MAX_MODEL_LEN",
     "worker_timeout_s": "SPARKINFER_WORKER_TIMEOUT_S",
     "ping_interval_s": "SPARKINFER_PING_INTERVAL_S",
     "step_timeout_s": "SPARKINFER_STEP_TIMEOUT_S",
@@ -97,6 +99,7 @@ _RULES = {
     "max_num_batched_tokens": (lambda v: v > 0, "must be > 0"),
     "max_num_seqs": (lambda v: v > 0, "must be > 0"),
     "max_queue_depth": (lambda v: v >= 0, "must be >= 0 (0 = unlimited)"),
+    "max_model_len": (lambda v: v >= 0, "must be >= 0 (0 = the checkpoint's context)"),
     "worker_timeout_s": (_seconds, "must be a number of seconds > 0"),
     "ping_interval_s": (_seconds, "must be a number of seconds > 0"),
     "step_timeout_s": (_seconds, "must be a number of seconds > 0"),

@@ -131,9 +131,18 @@ def _health_callback(health):
     return on_health
 
 
+def context_len(config, checkpoint_len: int) -> int:
+    """The context served: SPARKINFER_MAX_MODEL_LEN when set (vLLM's --max-model-len), at most the checkpoint's (a KV
+    pool that holds fewer tokens caps it further once the worker says hello)."""
+    if config.max_model_len > checkpoint_len:
+        raise StartupError(f"SPARKINFER_MAX_MODEL_LEN={config.max_model_len} is past the checkpoint's context "
+                           f"({checkpoint_len} tokens, max_position_embeddings in config.json)")
+    return config.max_model_len or checkpoint_len
+
+
 async def serve(config) -> None:
     card = load_model_card(config.model)
-    card["max_context_len"] = int(card["max_context_len"])
+    card["max_context_len"] = context_len(config, int(card["max_context_len"]))
     worker_host = config.worker_bind_host or config.grpc_host
     step_port = config.worker_addr.rsplit(":", 1)[-1]
     link = _bind("SPARKINFER_WORKER_ADDR", f"tcp://{worker_host}:{step_port} or the port after it",

@@ -65,3 +65,23 @@ def test_the_scheduler_refuses_a_request_past_its_context_that_a_stale_gateway_l
     assert anthropic.status_code == 400 and message.startswith("input length and `max_tokens` exceed context limit: ")
     assert message.split(": ", 1)[1].startswith(tuple(f"{n} + 5000 > 4096" for n in range(1, 100)))
     assert models["data"][0]["max_model_len"] == 4096
+
+
+def test_max_model_len_caps_the_context_as_vllms_flag(make_engine_stack):
+    """SPARKINFER_MAX_MODEL_LEN (vLLM's --max-model-len) is the context every API states and enforces; there was no
+    way to serve less than the checkpoint's (or the KV pool's) context."""
+    stack = make_engine_stack(env={"SPARKINFER_MAX_MODEL_LEN": "1000", "SPARKINFER_PREFIX_CACHE": "0"})
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        with httpx.Client(base_url=gateway.url, timeout=60) as http:
+            models = http.get("/v1/models").json()
+            refused = http.post("/v1/completions", json={"prompt": [5] * 16, "max_tokens": 990})
+            fits = http.post("/v1/completions", json={"prompt": [5] * 990, "max_tokens": 10, "ignore_eos": True})
+    finally:
+        gateway.close()
+    assert models["data"][0]["max_model_len"] == 1000
+    assert refused.status_code == 400 and refused.json()["error"]["message"] == (
+        "This model's maximum context length is 1000 tokens. However, you requested 1006 tokens (16 in the prompt, "
+        "990 in the completion). Please reduce the length of the prompt or of max_tokens (at most 984 here).")
+    assert fits.status_code == 200 and fits.json()["usage"]["total_tokens"] == 1000
