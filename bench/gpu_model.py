@@ -14,7 +14,6 @@ GPU_MODEL_CTX (default 256), GPU_MODEL_BATCHES ("1,64": only these C of the firs
 attention instead of the paged decode kernel, and with the tensor-core decode kernel off), GPU_MODEL_PDL_AB (1: also C = 1 of the first variant with the M = 1
 GEMV launched plainly instead of with programmatic dependent launch).
 """
-import csv
 import math
 import os
 import time
@@ -22,8 +21,9 @@ import time
 import torch
 
 from bench.gpu_gdn import median_ms
+from bench.model_report import print_table, write_outputs
+from bench.step_profile import profile_kernels
 from kernels.attention import ops as attention_ops
-from kernels.nvfp4 import gemv_bc
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
@@ -47,7 +47,7 @@ DECODE_AB = os.environ.get("GPU_MODEL_DECODE_AB", "0") == "1"
 PDL_AB = os.environ.get("GPU_MODEL_PDL_AB", "0") == "1"  # also C = 1 with the M = 1 GEMV launched plainly
 CTX = int(os.environ.get("GPU_MODEL_CTX", "256"))
 # GPU_MODEL_BATCHES="1,64": only these C, first variant only
-BATCHES = tuple(int(c) for c in os.environ.get("GPU_MODEL_BATCHES", "").split(",") if c)
+ONLY_BATCHES = tuple(int(c) for c in os.environ.get("GPU_MODEL_BATCHES", "").split(",") if c)
 PROFILE_TOP = int(os.environ.get("GPU_MODEL_PROFILE_TOP", "6"))  # kernels listed per profiled step
 # GDN recurrent state dtype of the sweeps and profiles (GPU_MODEL_STATE=bfloat16: the worker's bf16 option)
 STATE_DTYPE = getattr(torch, os.environ.get("GPU_MODEL_STATE", "float32"))
@@ -156,38 +156,11 @@ def time_step(model, cache, num_rows: int, use_graph: bool) -> float:
     return median_ms(graph.replay, warmup=3, reps=20)
 
 
-CATEGORIES = (("nvfp4 linear", ("nvfp4_",)), ("gdn recurrent", ("gdn_recurrent",)), ("gdn conv", ("gdn_conv",)),
-              ("fused norm/silu", ("norm_rms", "silu_mul")),
-              ("attention matmul", ("gemm", "gemv", "nvjet", "xmma", "cutlass")),
-              ("gather/scatter", ("index", "gather")))
-
-
 def profile_step(model, cache, num_rows: int) -> None:
-    """Kernel time of one eager step by kind (torch.profiler, CUDA activity): what dominates the device time,
-    and how the summed kernel time compares with the step time (the rest is launch gaps)."""
-    from torch.profiler import ProfilerActivity, profile
-
+    """Kernel time of one eager step by kind (bench/step_profile.py)."""
     batch = decode_batch(num_rows, cache, model.config.vocab_size)
     step, last = model.prepare(batch, BLOCK), batch.last_token_index()
-    model.run(step, cache, last)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        model.run(step, cache, last)
-        torch.cuda.synchronize()
-    kernels = []
-    for evt in prof.key_averages():
-        us = getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0)
-        if us > 0:
-            kernels.append((us, evt.count, evt.key))
-    total = sum(k[0] for k in kernels)
-    by_kind = dict.fromkeys([name for name, _ in CATEGORIES] + ["elementwise/norm/other"], 0.0)
-    for us, _, key in kernels:
-        kind = next((name for name, subs in CATEGORIES if any(sub in key for sub in subs)), "elementwise/norm/other")
-        by_kind[kind] += us
-    print(f"  profile C={num_rows}: {sum(k[1] for k in kernels)} kernels, {total / 1e3:.2f} ms of kernel time; "
-          + ", ".join(f"{kind} {us / 1e3:.2f} ms" for kind, us in by_kind.items()), flush=True)
-    for us, count, key in sorted(kernels, reverse=True)[:PROFILE_TOP]:
-        print(f"    {us / 1e3:7.3f} ms  x{count:<5} {key[:90]}")
+    profile_kernels(lambda: model.run(step, cache, last), f"C={num_rows}", PROFILE_TOP)
 
 
 def time_runner(model, config, num_rows: int) -> float:
@@ -262,30 +235,24 @@ def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, 
     return rows
 
 
-def write_outputs(rows: list, bandwidth: float) -> None:
-    out_dir = os.environ.get("OUT")
-    if not out_dir or not rows:
-        return
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(os.path.join(out_dir, "gpu_model.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def print_table(rows: list, bandwidth: float) -> None:
-    print(f"\ncopy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write); {LAYERS} layers, ctx {CTX}, "
-          f"{str(STATE_DTYPE).split('.')[-1]} GDN state")
-    print(f"{'variant':>16} {'C':>3} {'GB/step':>8} {'roof ms':>8} {'eager ms':>9} {'tok/s':>8} {'%roof':>6} "
-          f"{'graph ms':>9} {'tok/s':>8} {'%roof':>6}")
-    for r in rows:
-        cells = []
-        for mode in ("eager", "graph"):
-            if f"{mode}_ms" in r:
-                cells.append(f"{r[f'{mode}_ms']:9.2f} {r[f'{mode}_tok_s']:8.0f} {100 * r[f'{mode}_frac']:5.1f}%")
-            else:
-                cells.append(f"{'-':>9} {'-':>8} {'-':>6}")
-        print(f"{r['state']:>16} {r['C']:>3} {r['bytes'] / 1e9:8.2f} {r['roofline_ms']:8.2f} " + " ".join(cells))
+def ab_sweeps(args: tuple, batches: tuple, label: str) -> list:
+    """The first variant again with one part switched off (GPU_MODEL_DECODE_AB: the torch decode attention, then the
+    CUDA-core decode kernels instead of the tensor-core one; GPU_MODEL_PDL_AB: C = 1 with the GEMVs launched plainly).
+    args: sweep's leading arguments."""
+    rows = []
+    if DECODE_AB:
+        attention_layer.DECODE_KERNEL = "0"
+        torch.cuda.empty_cache()
+        rows += sweep(*args, batches, " " + label + " torch-attn")
+        attention_layer.DECODE_KERNEL = "auto"
+        attention_ops.MMA_ENABLED, mma = False, attention_ops.MMA_ENABLED
+        rows += sweep(*args, batches, " " + label + " no-mma-attn")
+        attention_ops.MMA_ENABLED = mma
+    if PDL_AB:
+        nvfp4_ops.PDL = False
+        rows += sweep(*args, (1,), " " + label + " no-pdl")
+        nvfp4_ops.PDL = True
+    return rows
 
 
 def main() -> int:
@@ -304,27 +271,15 @@ def main() -> int:
     torch.cuda.empty_cache()
     rows = []
     for label, norms, chunked, modes, batches in VARIANTS:
-        if BATCHES:
+        if ONLY_BATCHES:
             if label != VARIANTS[0][0]:
                 break
-            batches = BATCHES
+            batches = ONLY_BATCHES
         set_variant(norms, chunked)
-        rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches, " " + label)
-        if DECODE_AB and label == VARIANTS[0][0]:
-            attention_layer.DECODE_KERNEL = "0"
-            torch.cuda.empty_cache()
-            rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches,
-                          " " + label + " torch-attn")
-            attention_layer.DECODE_KERNEL = "auto"
-            attention_ops.MMA_ENABLED, mma = False, attention_ops.MMA_ENABLED  # the CUDA-core kernels only
-            rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, batches,
-                          " " + label + " no-mma-attn")
-            attention_ops.MMA_ENABLED = mma
-        if PDL_AB and label == VARIANTS[0][0]:
-            nvfp4_ops.PDL = False
-            rows += sweep(model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget, (1,),
-                          " " + label + " no-pdl")
-            nvfp4_ops.PDL = True
+        args = (model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget)
+        rows += sweep(*args, batches, " " + label)
+        if label == VARIANTS[0][0]:
+            rows += ab_sweeps(args, batches, label)
     set_variant(True, False)
     for num_rows in (1, 64):
         if time.time() - T0 < budget + 10:
@@ -335,8 +290,8 @@ def main() -> int:
         for num_rows in (1, 64):
             guarded(lambda: profile_step(model, cache, num_rows), f"profile C={num_rows} (+gemv+norms)")
         del cache
-    write_outputs(rows, bandwidth)
-    print_table(rows, bandwidth)
+    write_outputs(rows, os.environ.get("OUT"))
+    print_table(rows, bandwidth, f"{LAYERS} layers, ctx {CTX}, {str(STATE_DTYPE).split('.')[-1]} GDN state")
     return 0
 
 
