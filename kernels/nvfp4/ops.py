@@ -23,7 +23,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GEMV_MAX_M = 32
 # uses_gemv: from 17 rows the wgmma GEMM (T = 32) where it serves (H200, 2026-11-30 run 8, M = 24 / 32, us GEMV / GEMM:
 # 34816x5120 79.3 / 57.7, 84.7 / 59.4; LM head 475.6 / 317.4; M = 16 GEMV everywhere; kernels/nvfp4/NOTES.md session 9)
-WGMMA_MIN_M = int(os.environ.get("SPARKINFER_NVFP4_WGMMA_MIN_M", "17"))  # 33: the GEMVs up to 32 rows, as before
+WGMMA_MIN_M = os.environ.get("SPARKINFER_NVFP4_WGMMA_MIN_M", "17")  # 33: the GEMVs up to 32 rows, as before
+if not WGMMA_MIN_M.strip().isdigit():
+    raise SystemExit(f"SPARKINFER_NVFP4_WGMMA_MIN_M: {WGMMA_MIN_M!r} is not a whole number of rows")
+WGMMA_MIN_M = int(WGMMA_MIN_M)
 GEMM_KERNEL = "nvfp4_gemm_v2"
 # Hopper: M > 32 through gemm_wgmma.py (wgmma, 1.4-2.1x the mma.sync GEMM at M >= 512; NOTES.md, session 2)
 GEMM_WGMMA = os.environ.get("SPARKINFER_NVFP4_WGMMA", "1") == "1"

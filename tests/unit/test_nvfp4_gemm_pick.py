@@ -100,3 +100,13 @@ def test_the_32_token_tile_only_for_at_most_32_rows():
             assert gemm_wgmma.pick(m, _np(n), -(-k // 64), 132)[0] != 32, (n, k, m)
             assert gemm_wgmma.pick_tile(m, _np(n), 132) != 32
     assert gemm_wgmma.pick_tile(24, _np(248320), 132) == 32  # 1940 row tiles: the small tile's ring is the cheaper
+
+
+def test_a_bad_wgmma_min_m_stops_with_one_line():
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "SPARKINFER_NVFP4_WGMMA_MIN_M": "lots"}
+    done = subprocess.run([sys.executable, "-c", "import kernels.nvfp4.ops"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "SPARKINFER_NVFP4_WGMMA_MIN_M: 'lots' is not a whole number of rows"
