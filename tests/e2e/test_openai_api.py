@@ -257,6 +257,13 @@ def test_sampling_fields_reach_the_sampler(client, http):
     assert penalized.usage.completion_tokens >= 1
 
 
+def test_seed_minus_one_samples_at_random(client):
+    # vLLM's -1 is no seed (SamplingParams.__post_init__); it was the fixed seed 2^64 - 1, the same text every time.
+    texts = {client.completions.create(model="tiny", prompt="Hi", max_tokens=12, temperature=1.0,
+                                       seed=-1).choices[0].text for _ in range(3)}
+    assert len(texts) > 1, texts
+
+
 def test_the_stop_token_is_in_logprobs_and_in_the_text_only_on_request(http):
     """A stop_token_ids token forced by logit_bias ends the request at once: as vLLM, it is counted, has its logprobs
     entry (through scheduler and wire), and is in the text only with include_stop_str_in_output."""
