@@ -87,6 +87,10 @@ def prepare_messages(messages: list[dict]) -> list[dict]:
         calls = msg.get("tool_calls")
         if calls:
             msg["tool_calls"] = [_prepare_call(call) for call in calls]
+        elif calls is not None:
+            # An empty list is no calls: templates that test `'tool_calls' in message` (Llama 3's) took the turn for a
+            # call and refused it; vLLM's _postprocess_messages drops it too.
+            del msg["tool_calls"]
         if isinstance(msg.get("content"), list):
             msg["content"] = [_as_text_part(part) for part in msg["content"]]
         out.append(msg)

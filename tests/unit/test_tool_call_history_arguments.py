@@ -58,3 +58,23 @@ async def test_a_responses_function_call_item_with_cut_arguments_is_served(stack
              {"role": "user", "content": "Continue."}]
     prompt = await rendered(client, fake, "/v1/responses", {"input": items, "max_output_tokens": 2})
     assert "<tool_call><function=get_weather></function></tool_call>" in prompt
+
+
+# Llama 3.1's template takes any assistant turn holding the key for a call turn, and refuses all but one call.
+LLAMA_STYLE = (
+    "{%- for message in messages -%}{%- if 'tool_calls' in message -%}"
+    "{%- if message.tool_calls|length != 1 -%}{{ raise_exception('This model only supports single tool-calls at "
+    "once!') }}{%- endif -%}<call>{{ message.tool_calls[0].function.name }}</call>"
+    "{%- else -%}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif -%}{% endfor -%}"
+    "<|im_start|>assistant\n")
+
+
+async def test_an_empty_tool_calls_list_is_no_calls():
+    # vllm-project/vllm#13978: clients (the openai SDK's model_dump of a message) send "tool_calls": [] on plain
+    # assistant turns; vLLM's _postprocess_messages drops it. It was the template's 400 here.
+    fake = FakeServing(build_tokenizer(), max_context_len=2048, template=LLAMA_STYLE)
+    async with fake_gateway(fake) as (client, _):
+        messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello", "tool_calls": []},
+                    {"role": "user", "content": "Bye"}]
+        prompt = await rendered(client, fake, "/v1/chat/completions", {"messages": messages, "max_tokens": 2})
+    assert "<|im_start|>assistant\nHello<|im_end|><|im_start|>user\nBye<|im_end|>" in prompt
