@@ -82,11 +82,12 @@ def _stream_options(body: dict) -> tuple[bool, bool, bool]:
 def _min_tokens(body: dict, max_tokens: int, name: str) -> int:
     """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, and above the resolved one (a default
     or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved.
-    `name` is the field that set the limit (chat_max_tokens' pick on chat; max_tokens on completions, which have no
-    max_completion_tokens: there it is an unknown field and limits nothing)."""
+    `name` is the field that set the limit (chat_max_tokens' pick on chat; n_predict or max_tokens on completions,
+    which have no max_completion_tokens: there it is an unknown field and limits nothing)."""
     value = body.get("min_tokens") or 0
     explicit = body.get(name)
-    if explicit is not None and value > explicit:
+    # n_predict -1 is no explicit limit.
+    if explicit is not None and 0 <= explicit < value:
         raise InvalidRequest(f"min_tokens ({value}) must be at most {name} ({explicit})", param="min_tokens")
     check_min_tokens(value, max_tokens)
     return value
@@ -257,21 +258,21 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     if body.get("suffix"):
         raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
     echo = bool(body.get("echo"))
-    requested = completion_max_tokens(body, echo)
+    requested, param, sent = completion_max_tokens(body, echo)
     # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null.
-    output = (requested or 0) if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
-    check_truncate_size(body, card.max_context_len, output, "max_tokens")
+    output = (requested or 0) if sent else COMPLETIONS_DEFAULT_MAX_TOKENS
+    check_truncate_size(body, card.max_context_len, output, param)
     ids_list, texts = _completion_prompts(body, card, card.max_context_len - output)
     # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context (as vLLM does).
-    default = None if "max_tokens" in body else COMPLETIONS_DEFAULT_MAX_TOKENS
+    default = None if sent else COMPLETIONS_DEFAULT_MAX_TOKENS
     # Each prompt its own limit, as vLLM gives it: without an explicit one, up to the context from that prompt (a
     # short prompt beside a long one got the long one's room).
-    limits = [resolve_max_tokens(requested, len(ids), card, default, "max_tokens", "prompt") for ids in ids_list]
+    limits = [resolve_max_tokens(requested, len(ids), card, default, param, "prompt") for ids in ids_list]
     max_tokens = limits[0]
     prompt = plan_prompt_logprobs(body, echo, stream)
     # max_tokens 0 + echo with prompt logprobs: generate one token and drop it (vLLM does the same).
     prompt.prompt_only = max_tokens == 0 and prompt.num_prompt_logprobs is not None
-    gen = _base_gen(body, card, ids_list[0], 1 if prompt.prompt_only else max_tokens, "cmpl")
+    gen = _base_gen(body, card, ids_list[0], 1 if prompt.prompt_only else max_tokens, "cmpl", param)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.extra_prompt_ids = ids_list[1:]
     if any(limit != max_tokens for limit in limits):

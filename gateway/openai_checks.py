@@ -5,6 +5,7 @@ import re
 from typing import Optional
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
 from gateway.structured import check_schema, checked
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
@@ -52,7 +53,11 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
 
 
 def chat_max_tokens(body: dict) -> tuple[Optional[int], str]:
-    """(explicit limit or None, its field); max_completion_tokens wins over max_tokens; each must be >= 1."""
+    """(explicit limit or None, its field); llama.cpp's n_predict wins over max_completion_tokens, which wins over
+    max_tokens; each must be >= 1."""
+    sent, value = n_predict(body)
+    if sent:
+        return value, "n_predict"
     for param in ("max_tokens", "max_completion_tokens"):
         value = body.get(param)
         if value is not None and value < 1:
@@ -62,13 +67,17 @@ def chat_max_tokens(body: dict) -> tuple[Optional[int], str]:
     return body.get("max_tokens"), "max_tokens"
 
 
-def completion_max_tokens(body: dict, echo: bool) -> Optional[int]:
-    """The explicit limit or None (null = no explicit limit); >= 1, or 0 with echo (the prompt only)."""
+def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, bool]:
+    """(the explicit limit or None, its field, whether one was sent: an absent one is OpenAI's default of 16, a null
+    one no explicit limit); >= 1, or 0 with echo (the prompt only). llama.cpp's n_predict wins over max_tokens."""
+    sent, value = n_predict(body, allow_zero=echo)
+    if sent:
+        return value, "n_predict", True
     value = body.get("max_tokens")
     if value is not None and value < 1 and not (echo and value == 0):
         raise InvalidRequest(f"max_tokens must be at least 1 (0 only with echo: true), got {value}",
                              param="max_tokens")
-    return value
+    return value, "max_tokens", "max_tokens" in body
 
 
 def check_tools(tools: Optional[list], param: str = "tools", names: re.Pattern = TOOL_NAME_RE) -> None:

@@ -7,6 +7,7 @@ from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
 from gateway.list_limits import MAX_N
+from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
 from gateway.schema_errors import error_message
 
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
@@ -140,6 +141,7 @@ _COMMON = {
     "safety_identifier": _STR_OR_NULL,                    # OpenAI: string
     "prompt_cache_key": _STR_OR_NULL,                     # OpenAI: string
     "verbosity": {"enum": ["low", "medium", "high", None]},   # OpenAI
+    **LLAMA_CPP_FIELDS,
 }
 
 # json_schema.name is required, as OpenAI and vLLM (its JsonSchemaResponseFormat) require it; the missing schema is

@@ -1,0 +1,26 @@
+"""Gateway process: llama.cpp server's own request fields on the /v1 routes (its OpenAI-compatible endpoints take every
+/completion option, tools/server/server-task.cpp params_from_json_cmpl), read as llama.cpp reads them."""
+from __future__ import annotations
+
+from typing import Optional
+
+from gateway.errors import InvalidRequest
+
+# Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
+SCHEMA = {
+    # The output limit; -1 is none (up to the context), as llama.cpp's default.
+    "n_predict": {"type": ["integer", "null"]},
+}
+
+
+def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]]:
+    """(sent, limit) for llama.cpp's n_predict, which wins over max_completion_tokens and max_tokens as llama.cpp's
+    server reads them; limit None is -1 (no limit). 0 only where max_tokens may be 0 (completions with echo)."""
+    value = body.get("n_predict")
+    if value is None:
+        return False, None
+    if value == -1:
+        return True, None
+    if value < 1 and not (allow_zero and value == 0):
+        raise InvalidRequest(f"n_predict must be -1 (no limit) or at least 1, got {value}", param="n_predict")
+    return True, value

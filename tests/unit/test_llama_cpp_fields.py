@@ -1,0 +1,51 @@
+"""/v1 and /api/v0 (fake scheduler): llama.cpp server's own request fields, which its OpenAI-compatible routes take as
+every /completion option (tools/server/server-task.cpp params_from_json_cmpl), read as llama.cpp reads them instead of
+logged as unknown and ignored."""
+import orjson
+import pytest
+
+REPLY = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+USER = [{"role": "user", "content": "hi"}]
+ROUTES = [("/v1/chat/completions", {"messages": USER, "enable_thinking": False}),
+          ("/v1/completions", {"prompt": "hi"}),
+          ("/api/v0/chat/completions", {"messages": USER, "enable_thinking": False}),
+          ("/api/v0/completions", {"prompt": "hi"})]
+IDS = ["chat", "completions", "lmstudio chat", "lmstudio completions"]
+
+
+def text_of(body: dict) -> str:
+    choice = body["choices"][0]
+    return choice["text"] if "text" in choice else choice["message"]["content"]
+
+
+async def post(client, path: str, body: dict) -> tuple[int, dict]:
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+@pytest.mark.parametrize("fields, text, finish", [
+    ({"n_predict": 3}, "1, 2", "length"),
+    # llama.cpp's precedence: n_predict over max_completion_tokens over max_tokens.
+    ({"n_predict": 3, "max_tokens": 12}, "1, 2", "length"),
+    ({"n_predict": -1, "max_tokens": 3}, REPLY, "stop"),
+    ({"n_predict": None, "max_tokens": 3}, "1, 2", "length"),
+], ids=["limit", "wins-over-max_tokens", "minus-one-is-no-limit", "null-is-absent"])
+async def test_n_predict_is_the_output_limit(stack, path, base, fields, text, finish):
+    client, fake = stack
+    status, body = await post(client, path, {**base, **fields})
+    assert status == 200, body
+    assert (text_of(body), body["choices"][0]["finish_reason"]) == (text, finish)
+    assert body["usage"]["completion_tokens"] == (20 if finish == "stop" else 3)
+
+
+@pytest.mark.parametrize("path, base", ROUTES[:2], ids=IDS[:2])
+async def test_n_predict_errors_name_it(stack, path, base):
+    client, fake = stack
+    status, body = await post(client, path, {**base, "n_predict": 0})
+    assert (status, body["error"]["param"]) == (400, "n_predict")
+    assert body["error"]["message"] == "n_predict must be -1 (no limit) or at least 1, got 0"
+    status, body = await post(client, path, {**base, "n_predict": 4096})
+    assert (status, body["error"]["param"], body["error"]["code"]) == (400, "n_predict", "context_length_exceeded")
+    assert "Please reduce the length of the prompt or of n_predict" in body["error"]["message"]
+    assert fake.script.requests == []
