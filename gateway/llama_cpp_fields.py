@@ -10,6 +10,9 @@ from gateway.errors import InvalidRequest
 SCHEMA = {
     # The output limit; -1 is none (up to the context), as llama.cpp's default.
     "n_predict": {"type": ["integer", "null"]},
+    # The N most likely tokens' probabilities of each output token: the answer's logprobs, with N alternatives (0 is
+    # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); 20 as top_logprobs' bound.
+    "n_probs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
 }
 
 

@@ -199,6 +199,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
         gen.num_logprobs = int(body.get("top_logprobs") or 0)
     elif body.get("top_logprobs"):
         raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    elif body.get("n_probs"):
+        gen.num_logprobs = body["n_probs"]
     prompt = plan_prompt_logprobs(body, False, stream)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.split_reasoning = True
@@ -280,6 +282,8 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
         check_min_tokens(gen.sampling.min_tokens, min(limits))
     if body.get("logprobs") is not None:
         gen.num_logprobs = int(body["logprobs"])
+    elif body.get("n_probs"):
+        gen.num_logprobs = body["n_probs"]
     gen.constraint = _completion_constraint(body, card)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt,

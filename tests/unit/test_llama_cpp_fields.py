@@ -49,3 +49,26 @@ async def test_n_predict_errors_name_it(stack, path, base):
     assert (status, body["error"]["param"], body["error"]["code"]) == (400, "n_predict", "context_length_exceeded")
     assert "Please reduce the length of the prompt or of n_predict" in body["error"]["message"]
     assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+async def test_n_probs_returns_each_tokens_most_likely_alternatives(stack, path, base):
+    client, fake = stack
+    fake.script.top_ids = [5, 6, 7]
+    status, body = await post(client, path, {**base, "max_tokens": 2, "n_probs": 2})
+    assert status == 200, body
+    assert fake.script.requests[-1].sampling.num_logprobs == 2
+    logprobs = body["choices"][0]["logprobs"]
+    names = [fake.tokenizer.decode([5]), fake.tokenizer.decode([6])]
+    if "content" in logprobs:
+        assert [entry["token"] for entry in logprobs["content"]] == ["1", ","]
+        assert all([top["token"] for top in entry["top_logprobs"]] == names for entry in logprobs["content"])
+    else:
+        assert logprobs["tokens"] == ["1", ","]
+        assert all(list(top)[1:] == names for top in logprobs["top_logprobs"])
+    # OpenAI's logprobs win, as llama.cpp reads n_probs only without them; 0 asks for none.
+    openai = {"logprobs": True, "top_logprobs": 1} if "messages" in base else {"logprobs": 1}
+    status, body = await post(client, path, {**base, **openai, "max_tokens": 2, "n_probs": 2})
+    assert (status, fake.script.requests[-1].sampling.num_logprobs) == (200, 1)
+    status, body = await post(client, path, {**base, "max_tokens": 2, "n_probs": 0})
+    assert (status, body["choices"][0]["logprobs"]) == (200, None)
