@@ -13,6 +13,10 @@ SCHEMA = {
     # The N most likely tokens' probabilities of each output token: the answer's logprobs, with N alternatives (0 is
     # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); 20 as top_logprobs' bound.
     "n_probs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+    # Constrained output (gateway.openai_fields reads them with vLLM's guided_json / guided_grammar): a JSON schema
+    # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (400: Lark syntax only here).
+    "json_schema": {"type": ["object", "string", "null"]},
+    "grammar": {"type": ["string", "null"]},
 }
 
 

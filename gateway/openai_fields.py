@@ -45,7 +45,12 @@ NO_EFFECT = frozenset({
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
     "web_search_options",
 })
-GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs")
+# vLLM's guided decoding fields, then llama.cpp's json_schema and grammar (its /completion options, which its
+# OpenAI-compatible routes take too).
+GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs", "json_schema",
+          "grammar")
+_GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex", "guided_regex"),
+                 ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"))
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
@@ -117,9 +122,9 @@ def _lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
 def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
     """(kind, value, param) of the one guided-decoding field present; 400 when several are."""
     found = []
-    for kind in ("choice", "json", "regex", "grammar"):
-        if body.get(f"guided_{kind}") is not None:
-            found.append((kind, body[f"guided_{kind}"], f"guided_{kind}"))
+    for kind, name in _GUIDED_KINDS:
+        if body.get(name) is not None:
+            found.append((kind, body[name], name))
     outputs = body.get("structured_outputs")
     if outputs is not None:
         if not isinstance(outputs, dict):

@@ -72,3 +72,37 @@ async def test_n_probs_returns_each_tokens_most_likely_alternatives(stack, path,
     assert (status, fake.script.requests[-1].sampling.num_logprobs) == (200, 1)
     status, body = await post(client, path, {**base, "max_tokens": 2, "n_probs": 0})
     assert (status, body["choices"][0]["logprobs"]) == (200, None)
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+@pytest.mark.parametrize("value", [SCHEMA, orjson.dumps(SCHEMA).decode()], ids=["object", "json-text"])
+async def test_json_schema_constrains_the_output(stack, path, base, value):
+    client, fake = stack
+    status, body = await post(client, path, {**base, "json_schema": value})
+    assert status == 200, body
+    constraint = fake.script.requests[-1].constraint
+    assert '"a"' in constraint.grammar and '"integer"' in constraint.grammar
+    # The same grammar as vLLM's guided_json asks for.
+    await post(client, path, {**base, "guided_json": SCHEMA})
+    assert fake.script.requests[-1].constraint == constraint
+
+
+@pytest.mark.parametrize("fields, param, message", [
+    ({"grammar": 'root ::= "yes" | "no"'}, "grammar",
+     "grammar: EBNF/GBNF grammars (rule ::= ...) are not supported; write the grammar in Lark syntax (rule: ...) "
+     "with a 'start' rule"),
+    ({"json_schema": SCHEMA, "grammar": 'start: "yes"'}, "grammar",
+     "use one guided-decoding field, not both json_schema and grammar"),
+    ({"json_schema": SCHEMA, "response_format": {"type": "json_object"}}, "json_schema",
+     "json_schema cannot be combined with response_format"),
+    ({"json_schema": {"type": "nope"}}, "json_schema",
+     "json_schema is not a valid JSON Schema: 'nope' is not valid under any of the given schemas"),
+], ids=["gbnf", "both", "with-response_format", "bad-schema"])
+async def test_constraints_it_cannot_honour_are_400s_naming_the_field(stack, fields, param, message):
+    client, fake = stack
+    status, body = await post(client, "/v1/chat/completions", {**ROUTES[0][1], **fields})
+    assert (status, body["error"]["param"], body["error"]["message"]) == (400, param, message)
+    assert fake.script.requests == []
