@@ -2,7 +2,7 @@
 /completion option, tools/server/server-task.cpp params_from_json_cmpl), read as llama.cpp reads them."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from gateway.errors import InvalidRequest
 
@@ -17,6 +17,24 @@ SCHEMA = {
     # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (400: Lark syntax only here).
     "json_schema": {"type": ["object", "string", "null"]},
     "grammar": {"type": ["string", "null"]},
+    # llama.cpp's samplers this server lacks; each is off at 0 (top_n_sigma at -1 too, as llama.cpp skips n <= 0).
+    "dry_multiplier": {"type": ["number", "null"]},
+    "xtc_probability": {"type": ["number", "null"]},
+    "top_n_sigma": {"type": ["number", "null"]},
+    "dynatemp_range": {"type": ["number", "null"]},
+}
+
+
+def _on(value: Any) -> bool:
+    return value is not None and value > 0
+
+
+# field -> (is the request asking for it?, why it is refused): a sampler llama.cpp would run, changing the output.
+REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "dry_multiplier": (_on, "DRY sampling (llama.cpp's dry_multiplier above 0) is not supported"),
+    "xtc_probability": (_on, "XTC sampling (llama.cpp's xtc_probability above 0) is not supported"),
+    "top_n_sigma": (_on, "top-n-sigma sampling (llama.cpp's top_n_sigma above 0) is not supported"),
+    "dynatemp_range": (_on, "dynamic temperature (llama.cpp's dynatemp_range above 0) is not supported"),
 }
 
 

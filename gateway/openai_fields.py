@@ -8,6 +8,7 @@ import re
 from typing import Any, Callable, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -33,6 +34,7 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
     "prediction": (lambda v: v is not None, "predicted outputs (prediction) are not supported"),
     "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),
+    **LLAMA_CPP_REFUSED,
 }
 # Chat only: on /v1/completions these are honoured or checked in parse_completion.
 CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {}
@@ -54,7 +56,7 @@ _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex",
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
-    "include_reasoning", "echo", "typical_p",
+    "include_reasoning", "echo", "typical_p", "n_predict", "n_probs",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.
