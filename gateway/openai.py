@@ -1,6 +1,7 @@
 """Gateway process: OpenAI /v1 request bodies -> validated internal GenRequest (plus response options)."""
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Optional
@@ -13,7 +14,7 @@ from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tokens, check_prompt_size,
                                    check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
-                                   resolve_max_tokens, tool_constraint, tool_mode)
+                                   resolve_max_tokens, tool_constraint, tool_mode, TOOL_NAME_RE)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
@@ -164,9 +165,10 @@ def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
 
 
 def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
-               max_tools: int = MAX_TOOLS) -> Plan:
+               max_tools: int = MAX_TOOLS, tool_names: re.Pattern = TOOL_NAME_RE) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
-    max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none)."""
+    max_tools and tool_names: the calling API's limit on tools (OpenAI's 128; /v1/messages has none) and its rule
+    for their names (OpenAI's 64 characters; Anthropic's 128)."""
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
@@ -176,7 +178,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     stream, include_usage, continuous = _stream_options(body)
     check_content(body["messages"])
     check_tool_messages(body["messages"])
-    check_tools(body.get("tools"))
+    check_tools(body.get("tools"), names=tool_names)
     requested, param = chat_max_tokens(body)
     check_truncate_size(body, card.max_context_len, requested or 0, param)
     tools, force = tool_mode(body)

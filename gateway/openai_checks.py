@@ -19,6 +19,10 @@ TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
 # Ollama sets no length limit (api.ToolFunction.Name is any string): MCP clients mint names past 64 characters
 # ("mcp__<server>__<tool>"); the characters stay the safe ones.
 ANY_LENGTH_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_.:-]+$")
+# Anthropic's limit is 128 characters ("tools.N.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'"):
+# Claude Code's MCP tools (mcp__<server>__<tool>) pass 64.
+ANTHROPIC_TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,128}$"
+ANTHROPIC_TOOL_NAME_RE = re.compile(ANTHROPIC_TOOL_NAME_PATTERN)
 
 
 def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:

@@ -56,7 +56,8 @@ _TOOL = {
         "function": {
             "type": "object",
             "required": ["name"],
-            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64},
+            # Its characters and length are the calling API's (openai_checks.check_tools: OpenAI's 64 on /v1).
+            "properties": {"name": {"type": "string", "minLength": 1},
                            "description": _STR_OR_NULL,
                            "parameters": {"type": ["object", "null"]},
                            "strict": _BOOL_OR_NULL},
