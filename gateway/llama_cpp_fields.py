@@ -49,3 +49,17 @@ def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]
     if value < 1 and not (allow_zero and value == 0):
         raise InvalidRequest(f"n_predict must be -1 (no limit) or at least 1, got {value}", param="n_predict")
     return True, value
+
+
+def with_pieces(card, token_ids: list) -> list:
+    """llama.cpp's /tokenize with_pieces: [{"id", "piece"}], the piece each id's text, or its bytes as a list of
+    integers where they are not whole UTF-8 (a byte of a longer character)."""
+    out = []
+    for token_id in token_ids:
+        raw = card.token_bytes(token_id)
+        try:
+            piece = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            piece = list(raw)
+        out.append({"id": token_id, "piece": piece})
+    return out

@@ -8,6 +8,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import open_stream, stream_generation
+from gateway.llama_cpp_fields import with_pieces
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
@@ -24,7 +25,7 @@ def _tokenize(body: dict, card) -> list:
         # The chat route's own rendering, so the count is the prompt a chat request with these fields gets.
         text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
     else:
-        text = body["prompt"]
+        text = body["prompt"] if "prompt" in body else body["content"]
     return card.encode(text)
 
 
@@ -128,13 +129,15 @@ class OpenAIRoutes:
         card = await self.engine.card()
         name = await self.engine.served_name()
         check_model(body.get("model"), card, name)
-        if ("messages" in body) == ("prompt" in body):
-            raise InvalidRequest("give exactly one of 'messages' or 'prompt'", param="messages")
+        if sum(key in body for key in ("messages", "prompt", "content")) != 1:
+            raise InvalidRequest("give exactly one of 'messages' or 'prompt' (or llama.cpp's 'content')",
+                                 param="messages")
         ids = await run_cpu(_tokenize, body, card)
         # vLLM's return_token_strs: the vocabulary entries of the ids; the key is always there (null unless asked).
         strs = card.token_pieces(ids) if body.get("return_token_strs") else None
         limit = card.max_context_len
-        return json_response({"tokens": ids, "token_strs": strs, "count": len(ids), "max_model_len": limit,
+        tokens = with_pieces(card, ids) if body.get("with_pieces") else ids
+        return json_response({"tokens": tokens, "token_strs": strs, "count": len(ids), "max_model_len": limit,
                               "max_context": limit, "model": name})
 
     async def detokenize(self, request: web.Request) -> web.Response:
@@ -144,6 +147,7 @@ class OpenAIRoutes:
         tokens = body["tokens"]
         if any(t >= card.tokenizer_vocab_size for t in tokens):
             raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
-        # As vLLM (the tokenizer's decode): special tokens stay in the text.
-        return json_response({"prompt": await run_cpu(card.decode, tokens, False)})
+        # As vLLM (the tokenizer's decode): special tokens stay in the text. llama.cpp's /detokenize names it content.
+        text = await run_cpu(card.decode, tokens, False)
+        return json_response({"prompt": text, "content": text})
 

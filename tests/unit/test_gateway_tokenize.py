@@ -36,14 +36,14 @@ async def test_token_strs_is_null_unless_asked(stack):
 async def test_detokenize_keeps_special_tokens_as_vllm(stack):
     client, _ = stack
     out = await post_ok(client, "/v1/detokenize", {"tokens": TOKENIZER.encode(TEXT).ids})
-    assert out == {"prompt": TEXT}
+    assert out == {"prompt": TEXT, "content": TEXT}   # content: llama.cpp's name for it
 
 
 async def test_detokenize_is_served_at_the_root_too_as_vllm(stack):
     """vLLM serves /tokenize and /detokenize at the root; /detokenize was a 404 here while /tokenize worked."""
     client, _ = stack
     ids = TOKENIZER.encode(TEXT).ids
-    assert await post_ok(client, "/detokenize", {"tokens": ids}) == {"prompt": TEXT}
+    assert await post_ok(client, "/detokenize", {"tokens": ids}) == {"prompt": TEXT, "content": TEXT}
     assert await post_ok(client, "/tokenize", {"prompt": TEXT}) == await post_ok(client, "/v1/tokenize", {"prompt": TEXT})
 
 

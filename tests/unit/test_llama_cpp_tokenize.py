@@ -1,0 +1,41 @@
+"""/tokenize and /detokenize (fake scheduler) as llama.cpp server's clients call them: {"content": text} (its
+tools/server handle_tokenize reads content, add_special, parse_special and with_pieces) answers {"tokens": ids},
+and /detokenize's text comes back as llama.cpp's content beside vLLM's prompt."""
+import orjson
+import pytest
+
+
+async def post(client, path: str, body: dict) -> tuple[int, dict]:
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+@pytest.mark.parametrize("path", ["/tokenize", "/v1/tokenize"])
+async def test_llama_cpp_content_is_tokenized_as_a_prompt(stack, path):
+    client, fake = stack
+    status, body = await post(client, path, {"content": "Hello world", "add_special": False, "parse_special": True})
+    assert status == 200, body
+    ids = fake.tokenizer.encode("Hello world", add_special_tokens=False).ids
+    assert body["tokens"] == ids and body["count"] == len(ids)
+    status, body = await post(client, "/detokenize", {"tokens": ids})
+    assert (status, body["content"], body["prompt"]) == (200, "Hello world", "Hello world")
+
+
+async def test_with_pieces_gives_each_ids_text_or_bytes(stack):
+    client, fake = stack
+    status, body = await post(client, "/tokenize", {"content": "Hi é", "with_pieces": True})
+    assert status == 200, body
+    ids = fake.tokenizer.encode("Hi é", add_special_tokens=False).ids
+    assert [entry["id"] for entry in body["tokens"]] == ids
+    pieces = [entry["piece"] for entry in body["tokens"]]
+    text = b"".join(piece.encode() if isinstance(piece, str) else bytes(piece) for piece in pieces).decode()
+    assert text == "Hi é"
+    # é is two byte tokens here: neither is whole UTF-8, so each comes as its byte.
+    assert pieces[-2:] == [[0xC3], [0xA9]]
+
+
+async def test_content_with_prompt_is_a_400(stack):
+    client, fake = stack
+    status, body = await post(client, "/tokenize", {"content": "a", "prompt": "b"})
+    assert (status, body["error"]["message"]) == (400, "give exactly one of 'messages' or 'prompt' (or llama.cpp's "
+                                                       "'content')")
