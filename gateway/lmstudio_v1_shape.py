@@ -65,6 +65,18 @@ def chat_stats(card: ModelCard, usage: Usage, reasoning: str, received: float, f
             "tokens_per_second": round(speed, 3), "time_to_first_token_seconds": round(max(first - received, 0), 6)}
 
 
+def event_error_type(error: ApiError) -> str:
+    """The error event's type, one of LM Studio's (docs developer/rest/streaming-events: invalid_request, unknown,
+    mcp_connection_error, plugin_connection_error, not_implemented, model_not_found, job_not_found, internal_error)."""
+    if error.status == 404:
+        return "model_not_found"
+    if error.status == 501:
+        return "not_implemented"
+    if 400 <= error.status < 500:
+        return "invalid_request"
+    return "internal_error" if error.status >= 500 else "unknown"
+
+
 def sse_named(payload: dict) -> bytes:
     """An SSE event named by its payload's type."""
     return b"event: " + payload["type"].encode() + b"\ndata: " + json_out.dumps(payload) + b"\n\n"
@@ -116,7 +128,7 @@ class V1ChatFramer:
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         # As LM Studio documents it: the error event, then chat.end with whatever was generated.
-        body = {"type": error.type, "message": error.message, "code": error.code, "param": error.param}
+        body = {"type": event_error_type(error), "message": error.message, "code": error.code, "param": error.param}
         return self._close() + [sse_named({"type": "error", "error": body}),
                                 sse_named({"type": "chat.end", "result": self._result(usage)})]
 

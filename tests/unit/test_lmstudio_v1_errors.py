@@ -1,10 +1,13 @@
 """LM Studio 0.4's /api/v1/chat (fake scheduler): its errors name its own fields (`input`, `max_output_tokens`), never
-the /v1/chat/completions ones the body is translated into."""
+the /v1/chat/completions ones the body is translated into, and a stream's error event has LM Studio's types."""
 import re
 
+import orjson
 import pytest
 
+from gateway.errors import InternalError, InvalidRequest, NotFound, NotImplementedApi, Unavailable
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from gateway.lmstudio_v1_shape import event_error_type
 
 
 @pytest.fixture
@@ -43,3 +46,26 @@ async def test_an_output_limit_below_one_names_max_output_tokens(fake):
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == "max_output_tokens"
     assert "max_output_tokens" in error["message"] and "max_tokens" not in error["message"]
+
+
+@pytest.mark.parametrize("error, kind", [
+    (InternalError("boom"), "internal_error"), (Unavailable("worker down"), "internal_error"),
+    (InvalidRequest("bad", param="input"), "invalid_request"), (NotFound("no model"), "model_not_found"),
+    (NotImplementedApi("no"), "not_implemented"),
+], ids=["internal", "unavailable", "invalid", "not-found", "not-implemented"])
+def test_the_error_events_type_is_one_of_lm_studios(error, kind):
+    assert event_error_type(error) == kind
+
+
+async def test_a_failure_mid_stream_is_lm_studios_internal_error_event(fake):
+    """LM Studio's error event names its kind with its own types (streaming-events: invalid_request, unknown, ...,
+    internal_error), not OpenAI's server_error."""
+    client, servicer = fake
+    servicer.script.reply, servicer.script.abort_after = "Hello world again", 2
+    response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi", "stream": True,
+                                                        "reasoning": "off"})
+    events = [orjson.loads(line[6:]) for line in (await response.read()).decode().splitlines()
+              if line.startswith("data: ")]
+    error = next(event for event in events if event["type"] == "error")["error"]
+    assert error["type"] == "internal_error" and error["message"], error
+    assert events[-1]["type"] == "chat.end"
