@@ -7,6 +7,7 @@ from typing import Optional
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
+from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 from proto.metrics_label import ModelLabelled
 
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
@@ -14,7 +15,6 @@ from proto.metrics_label import ModelLabelled
 disable_created_metrics()
 REGISTRY = CollectorRegistry()
 
-_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests by route and status.",
                         ["route", "status"], registry=REGISTRY)
@@ -34,10 +34,10 @@ PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total",
 GENERATION_TOKENS = Counter("sparkinfer_gateway_generation_tokens_total", "Generated tokens, counted as they come.",
                             registry=REGISTRY)
 TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds",
-                 "Time from request to its first generated token (any choice).", buckets=_LATENCY_BUCKETS,
+                 "Time from request to its first generated token (any choice).", buckets=TTFT_BUCKETS,
                  registry=REGISTRY)
 E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time from request to finish, per choice.",
-                        buckets=_LATENCY_BUCKETS, registry=REGISTRY)
+                        buckets=REQUEST_LATENCY_BUCKETS, registry=REGISTRY)
 # The scheduler's load, under its own names, read from it at each scrape: vLLM serves its engine gauges on the API
 # port's /metrics, and a scrape of this port alone showed neither running requests nor KV usage. NaN when the
 # scheduler does not answer. A Prometheus that scrapes a gateway and its scheduler sees the same values twice.

@@ -1,14 +1,12 @@
 """Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
+from proto.metrics_buckets import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 from proto.metrics_label import ModelLabelled
 
 # As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
 # counter and histogram; a creation timestamp per series doubles the scrape and no dashboard reads it.
 disable_created_metrics()
-
-LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                   10.0, 20.0, 40.0, 80.0)
 
 
 class Metrics:
@@ -18,19 +16,23 @@ class Metrics:
         def gauge(name, doc):
             return Gauge(name, doc, registry=registry)
 
-        def histogram(name, doc):
-            return Histogram(name, doc, buckets=LATENCY_BUCKETS, registry=registry)
+        def histogram(name, doc, buckets):
+            return Histogram(name, doc, buckets=buckets, registry=registry)
 
         self.num_requests_running = gauge("sparkinfer_num_requests_running", "Requests holding a state slot")
         self.num_requests_waiting = gauge("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled")
         self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold "
                                          "(0-1); blocks only the prefix cache holds count as free")
         self.worker_alive = gauge("sparkinfer_worker_alive", "1 while a worker answers pings")
-        self.time_to_first_token = histogram("sparkinfer_time_to_first_token_seconds", "Arrival to first token")
-        self.inter_token_latency = histogram("sparkinfer_inter_token_latency_seconds", "Between tokens of a request")
-        self.e2e_request_latency = histogram("sparkinfer_e2e_request_latency_seconds", "Arrival to finish")
+        self.time_to_first_token = histogram("sparkinfer_time_to_first_token_seconds", "Arrival to first token",
+                                             TTFT_BUCKETS)
+        self.inter_token_latency = histogram("sparkinfer_inter_token_latency_seconds", "Between tokens of a request",
+                                             INTER_TOKEN_BUCKETS)
+        self.e2e_request_latency = histogram("sparkinfer_e2e_request_latency_seconds", "Arrival to finish",
+                                             REQUEST_LATENCY_BUCKETS)
         self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled "
-                                            "(to leaving, for a request that left while waiting)")
+                                            "(to leaving, for a request that left while waiting)",
+                                            TTFT_BUCKETS)
         self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",
