@@ -3,6 +3,7 @@ stops them together."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import subprocess
@@ -40,7 +41,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="checkpoint folder (SPARKINFER_MODEL; default models/tiny)")
     parser.add_argument("--wait-timeout", type=float, default=env_number(parser, "SPARKINFER_LAUNCH_TIMEOUT_S", 600),
                         help="seconds to wait for the stack to become healthy (SPARKINFER_LAUNCH_TIMEOUT_S)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # <= 0 or nan started the three processes only to stop them at once ("not healthy after -1 s")
+    if not (math.isfinite(args.wait_timeout) and args.wait_timeout > 0):
+        parser.error(f"--wait-timeout (SPARKINFER_LAUNCH_TIMEOUT_S): {args.wait_timeout!r} must be a number of "
+                     f"seconds > 0")
+    return args
 
 
 def stack_env(model: str) -> dict:

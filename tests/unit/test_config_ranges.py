@@ -5,6 +5,7 @@ loaded, a port past 65535 an OverflowError, a ping interval <= 0 a busy loop, a 
 a keep-alive period of 0 sent a comment every 10 ms, and a negative KV budget or seed was taken as the default."""
 import pytest
 
+from deploy import launch
 from gateway import config as gateway_config
 from scheduler import config as scheduler_config
 from worker import server as worker_server
@@ -96,3 +97,15 @@ def test_values_in_range_pass():
                                                       "SPARKINFER_GRPC_PORT": "0"}).ping_interval_s == 0.1
     assert worker_server.parse_config([], environ={"SPARKINFER_DEVICE": "cpu", "SPARKINFER_DTYPE": "bfloat16",
                                                    "SPARKINFER_SAMPLER_SEED": str(2 ** 64 - 1)}).device == "cpu"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_launcher_refuses_a_wait_timeout_out_of_range(monkeypatch, capsys, value):
+    """It started scheduler, worker and gateway only to stop them at once: 'the stack was not healthy after -1 s'."""
+    monkeypatch.setenv("SPARKINFER_LAUNCH_TIMEOUT_S", value)
+    with pytest.raises(SystemExit) as stop:
+        launch.parse_args([])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m deploy.launch: error: --wait-timeout (SPARKINFER_LAUNCH_TIMEOUT_S): {float(value)!r} must be a "
+        f"number of seconds > 0")
