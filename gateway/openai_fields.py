@@ -59,6 +59,15 @@ HONOURED = frozenset({
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
+_STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}
+# structured_outputs typed as vLLM's StructuredOutputsParams types it (sampling_params.py); a value of another type
+# was read as absent ({"json": 0}, {"choice": 0} gave unconstrained output) where vLLM answers 400. structural_tag
+# stays untyped: any value of it is the 400 unsupported below.
+STRUCTURED_OUTPUTS = {"type": ["object", "null"], "properties": {
+    "json": {"type": ["object", "string", "null"]}, "regex": _STRING, "grammar": _STRING, "json_object": _FLAG,
+    "choice": {"type": ["array", "null"], "items": {"type": "string"}}, "whitespace_pattern": _STRING,
+    "disable_fallback": _FLAG, "disable_any_whitespace": _FLAG, "disable_additional_properties": _FLAG,
+    "backend": _STRING}}
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.
 _OUTPUT_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties", "backend")
 _warned: set = set()

@@ -8,6 +8,7 @@ from jsonschema import Draft202012Validator
 from gateway.errors import InvalidRequest
 from gateway.list_limits import MAX_N
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
+from gateway.openai_fields import STRUCTURED_OUTPUTS
 from gateway.schema_errors import error_message
 
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
@@ -116,7 +117,7 @@ _COMMON = {
     "guided_json": {"type": ["object", "string", "null"]},
     "guided_regex": _STR_OR_NULL,
     "guided_grammar": _STR_OR_NULL,
-    "structured_outputs": {"type": ["object", "null"]},
+    "structured_outputs": STRUCTURED_OUTPUTS,
     "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
     # Refused or without effect here (openai_fields), typed as vLLM's request models type them: a wrong type is
     # vLLM's 400, and the checks that read the value (best_of < n) never see a string (a 500).

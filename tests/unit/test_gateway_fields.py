@@ -141,6 +141,27 @@ async def test_guided_errors_are_400_naming_the_field(stack, field, param, code,
     assert message in body["error"]["message"] and not fake.script.requests
 
 
+@pytest.mark.parametrize("outputs, param, words", [
+    ({"json": 0}, "structured_outputs.json", "0 is not of type 'object', 'string', 'null'"),
+    ({"choice": 0}, "structured_outputs.choice", "0 is not of type 'array', 'null'"),
+    ({"regex": False}, "structured_outputs.regex", "False is not of type 'string', 'null'"),
+    ({"grammar": []}, "structured_outputs.grammar", "[] is not of type 'string', 'null'"),
+    ({"json_object": 0}, "structured_outputs.json_object", "0 is not of type 'boolean', 'null'"),
+    ({"choice": ["a", 1]}, "structured_outputs.choice[1]", "1 is not of type 'string'"),
+], ids=["json zero", "choice zero", "regex false", "grammar list", "json_object zero", "choice item"])
+async def test_a_structured_output_of_the_wrong_type_is_a_400(stack, outputs, param, words):
+    """A falsy value of the wrong type was read as absent (`{"json": 0}` generated unconstrained text, a 200); vLLM's
+    StructuredOutputsParams (sampling_params.py: json str | dict, regex / grammar str, choice list[str], json_object
+    bool) refuses it with a 400."""
+    client, fake = stack
+    for path, base in (("/v1/chat/completions", BASE), ("/v1/completions", {"model": "default", "prompt": "hi"})):
+        status, body = await post(client, {**base, "structured_outputs": outputs}, path)
+        assert status == 400 and body == {"error": {"message": f"invalid value for '{param}': {words}",
+                                                    "type": "invalid_request_error", "param": param,
+                                                    "code": "invalid_type"}}
+    assert not fake.script.requests
+
+
 async def test_include_stop_str_in_output_streamed_and_not(stack):
     client, _ = stack
     body = {**BASE, "stop": ["wor"], "include_stop_str_in_output": True}
