@@ -16,9 +16,19 @@ from gateway.schema_errors import error_message
 log = logging.getLogger("sparkinfer.gateway")
 _INT32_MAX = (1 << 31) - 1
 
-# Block types are checked one by one in anthropic_request (image and document get their own 400 there).
-_BLOCK = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
-_CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]}
+# Block types are checked one by one in anthropic_request (image and document get their own 400 there). Each field a
+# block may carry has the type vLLM's AnthropicContentBlock gives it (entrypoints/anthropic/protocol.py), so a wrong
+# one is a 400 naming it, never ignored (a "signature": 5 or an "is_error": "yes" was).
+_STR = {"type": ["string", "null"]}
+_BLOCK = {"type": "object", "required": ["type"], "properties": {
+    "type": {"type": "string"}, **dict.fromkeys(("text", "thinking", "signature", "data", "id", "name", "tool_use_id",
+                                                 "title", "context"), _STR),
+    "input": {"type": ["object", "null"]}, "is_error": {"type": ["boolean", "null"]},
+    "cache_control": {"type": ["object", "null"]}, "citations": {"type": ["array", "null"]},
+    "source": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "null"]}}}
+# A string or a list of blocks, without anyOf: an error names the field ("...text: 5 is not of type 'string'"), not
+# the whole content ("... is not valid under any of the given schemas").
+_CONTENT = {"type": ["string", "array"], "items": _BLOCK}
 
 _MESSAGE = {
     "type": "object",
@@ -72,7 +82,7 @@ _OUTPUT_CONFIG = {
 _PROMPT_FIELDS = {
     "model": {"type": "string", "minLength": 1},
     "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
-    "system": {"anyOf": [{"type": "string"}, {"type": "array", "items": _BLOCK}]},
+    "system": _CONTENT,
     "tools": {"type": "array", "items": _TOOL},
     "tool_choice": _TOOL_CHOICE,
     "thinking": _THINKING,

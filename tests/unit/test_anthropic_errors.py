@@ -185,3 +185,34 @@ async def test_non_ascii_key_is_a_401_not_a_500(path, body, headers):
         assert response.status == 401
         error = (await response.json())["error"]
         assert error["type"] == "authentication_error" and "missing or invalid API key" in error["message"]
+
+
+CALL = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+THOUGHT = {"type": "thinking", "thinking": "Hmm.", "signature": "sig_1"}
+
+
+@pytest.mark.parametrize("body, message", [
+    ({**BASE, "messages": [*USER, {"role": "assistant", "content": [{**THOUGHT, "signature": 5}, {
+        "type": "text", "text": "Hi"}]}, *USER]}, "messages.1.content.0.signature: 5 is not of type 'string', 'null'"),
+    ({**BASE, "tools": [TOOL], "messages": [*USER, {"role": "assistant", "content": [CALL]}, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny", "is_error": "yes"}]}]},
+     "messages.2.content.0.is_error: 'yes' is not of type 'boolean', 'null'"),
+    ({**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": 5}]}]},
+     "messages.0.content.0.cache_control: 5 is not of type 'object', 'null'"),
+    ({**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+     "messages.0.content.0.text: 5 is not of type 'string', 'null'"),
+    ({**BASE, "system": 123}, "system: 123 is not of type 'string', 'array'"),
+    ({**BASE, "messages": [{"role": "user", "content": 5}]}, "messages.0.content: 5 is not of type 'string', 'array'"),
+], ids=["signature number", "is_error string", "cache_control number", "text number", "system number",
+        "content number"])
+async def test_a_block_field_of_the_wrong_type_is_a_400_naming_it(stack, body, message):
+    """vLLM's AnthropicContentBlock (entrypoints/anthropic/protocol.py) types every block field (text, thinking,
+    signature, tool_use_id: str; input, cache_control: dict; is_error: bool) and answers another type with a 400;
+    here a wrong signature, is_error or cache_control was ignored (a 200), and a content or system of the wrong type
+    was 'is not valid under any of the given schemas', naming no field."""
+    client, servicer = stack
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        response = await client.post(path, json=body)
+        error = await expect_error(response, 400, BAD_MESSAGES, message)
+        assert error["error"]["message"] == message
+    assert servicer.script.requests == []
