@@ -99,10 +99,13 @@ def check_best_of(body: dict) -> None:
     raise Unsupported("best_of: values other than n are not supported (no best-of-n selection)", param="best_of")
 
 
-def _choice_grammar(choices: Any, param: str) -> str:
+def _choice_terminal(choices: Any, param: str) -> str:
+    """The choices as one Lark terminal (one lexeme for llguidance's lexer). As a rule of string alternatives, each
+    choice was an item of the parser's row, and past 2000 choices (llguidance's row limit) the first step failed:
+    "Current row has 3003 items; max is 2000", a 400 with no field named."""
     if not isinstance(choices, list) or not choices or not all(isinstance(c, str) and c for c in choices):
         raise InvalidRequest(f"{param} must be a non-empty list of non-empty strings", param=param)
-    return " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
+    return "GUIDED_CHOICE: " + " | ".join(json.dumps(c, ensure_ascii=False) for c in choices) + "\n"
 
 
 def _regex_grammar(pattern: Any, param: str) -> str:
@@ -176,6 +179,7 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
             # As check_answer: the newlines allowed after </think> hide a grammar that allows no answer.
             checked(_lark_grammar(value, param, False, card), card, param)
         return checked(_lark_grammar(value, param, thinking_open, card), card, param), param
-    rule = _choice_grammar(value, param) if kind == "choice" else _regex_grammar(value, param)
     prefix = f"{think_prefix(card)} " if thinking_open else ""
-    return checked(f"start: {prefix}{rule}\n", card, param), param
+    if kind == "choice":
+        return checked(f"start: {prefix}GUIDED_CHOICE\n{_choice_terminal(value, param)}", card, param), param
+    return checked(f"start: {prefix}{_regex_grammar(value, param)}\n", card, param), param

@@ -2,11 +2,14 @@
 becomes the worker Constraint, include_stop_str_in_output, prompt shaping (add_generation_prompt,
 continue_final_message, chat_template, truncate_prompt_tokens), unknown fields logged once."""
 import logging
+import os
 
 import orjson
 import pytest
+from tokenizers import Tokenizer
 
 from gateway import openai_fields
+from worker.grammar import GrammarBook
 
 CHAT = "/v1/chat/completions"
 BASE = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
@@ -72,8 +75,8 @@ async def test_unknown_fields_are_accepted_and_logged_once(stack, caplog):
     assert warnings == ["ignoring unknown request field 'x_sdk_field' (logged once)"]
 
 
-GUIDED = [({"guided_choice": ["yes", "no"]}, 'start: "yes" | "no"\n'),
-          ({"structured_outputs": {"choice": ["a/b", 'q"']}}, 'start: "a/b" | "q\\""\n'),
+GUIDED = [({"guided_choice": ["yes", "no"]}, 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "yes" | "no"\n'),
+          ({"structured_outputs": {"choice": ["a/b", 'q"']}}, 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "a/b" | "q\\""\n'),
           ({"guided_regex": "[a-z]+/[0-9]"}, "start: /[a-z]+\\/[0-9]/\n"),
           ({"structured_outputs": {"regex": "\\d{3}"}}, "start: /\\d{3}/\n"),
           ({"guided_grammar": 'start: "x" NUM\nNUM: /[0-9]+/\n'}, 'start: "x" NUM\nNUM: /[0-9]+/\n'),
@@ -104,7 +107,7 @@ async def test_guided_choice_on_completions(stack):
     client, fake = stack
     status, body = await post(client, {"model": "default", "prompt": "hi", "guided_choice": ["y"]},
                               "/v1/completions")
-    assert status == 200 and fake.script.requests[0].constraint.grammar == 'start: "y"\n'
+    assert status == 200 and fake.script.requests[0].constraint.grammar == 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "y"\n'
 
 
 async def test_guided_with_thinking_lets_the_model_reason_first(stack):
@@ -113,6 +116,21 @@ async def test_guided_with_thinking_lets_the_model_reason_first(stack):
     assert status == 200
     grammar = fake.script.requests[0].constraint.grammar
     assert grammar.startswith("start: /(?s:.*)/ ") and grammar.endswith(' "yes"\n') and "</think>" in grammar
+
+
+async def test_thousands_of_guided_choices_are_one_lexeme_the_worker_follows(stack):
+    """llguidance keeps a parser row item per alternative of a rule: as a rule of 3000 strings the worker's first
+    step failed ("Current row has 3003 items; max is 2000"), a 400 naming no field, where vLLM (xgrammar, guidance)
+    takes such lists. As one terminal the lexer matches them, and the worker's grammar follows a choice to its end."""
+    client, fake = stack
+    status, body = await post(client, {**BASE, "guided_choice": [f"label{i}" for i in range(3000)]})
+    assert status == 200, body
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny", "tokenizer.json")
+    with open(tiny) as f:
+        book = GrammarBook(f.read(), 1024, [1017])
+    ids = Tokenizer.from_file(tiny).encode("label2500", add_special_tokens=False).ids
+    grammar = book.start(fake.script.requests[0].constraint, ids)
+    assert grammar.error == "" and grammar.matcher.is_accepting()
 
 
 GUIDED_ERRORS = [
