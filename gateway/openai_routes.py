@@ -39,6 +39,13 @@ def check_request_template(body, config: GatewayConfig) -> None:
                           "--trust-request-chat-template)", param="chat_template")
 
 
+def response_id(request: web.Request, body, prefix: str, fallback: str) -> str:
+    """vLLM's response id: the prefix and the client's X-Request-Id header, else the body's request_id ("returned in
+    the response", vLLM's protocol says), so a caller can match answers and logs to its requests; else our own id."""
+    given = request.headers.get("X-Request-Id") or (body.get("request_id") if isinstance(body, dict) else None)
+    return f"{prefix}-{given}" if isinstance(given, str) and given else fallback
+
+
 class OpenAIRoutes:
     """The /v1 surface; every generation goes through Engine (the one generation path)."""
 
@@ -77,7 +84,7 @@ class OpenAIRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
-        shaper = ChatShaper(plan, card, plan.gen.req_id)
+        shaper = ChatShaper(plan, card, response_id(request, body, "chatcmpl", plan.gen.req_id))
         if plan.stream:
             gen = await self.engine.start(plan.gen)
             return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
@@ -88,22 +95,23 @@ class OpenAIRoutes:
         body = await read_json(request)
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
+        rid = response_id(request, body, "cmpl", plan.gen.req_id)
         if plan.gen.max_tokens == 0:
-            return await self._echo_only(request, plan, card)
+            return await self._echo_only(request, plan, card, rid)
         if plan.stream:
             gen = await self.engine.start(plan.gen)
-            framer = CompletionFramer(plan, card, plan.gen.req_id)
+            framer = CompletionFramer(plan, card, rid)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         results, usage = await self.engine.complete(plan.gen)
-        return json_response(completion_response(plan, card, plan.gen.req_id, results, usage))
+        return json_response(completion_response(plan, card, rid, results, usage))
 
-    async def _echo_only(self, request: web.Request, plan: Plan, card) -> web.StreamResponse:
+    async def _echo_only(self, request: web.Request, plan: Plan, card, rid: str) -> web.StreamResponse:
         """max_tokens 0 with echo: the prompt comes back, nothing is generated (finish_reason length)."""
         results = [ChoiceResult(i, finish_reason="length") for i in range(plan.gen.num_choices)]
         usage = Usage(prompt_tokens=sum(len(ids) for ids in plan.gen.all_prompt_ids))
         if not plan.stream:
-            return json_response(completion_response(plan, card, plan.gen.req_id, results, usage))
-        framer = CompletionFramer(plan, card, plan.gen.req_id)
+            return json_response(completion_response(plan, card, rid, results, usage))
+        framer = CompletionFramer(plan, card, rid)
         response = await open_stream(request, framer.content_type, framer.headers)
         frames = framer.start(usage)
         for result in results:
