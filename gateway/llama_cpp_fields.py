@@ -17,6 +17,8 @@ SCHEMA = {
     # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (400: Lark syntax only here).
     "json_schema": {"type": ["object", "string", "null"]},
     "grammar": {"type": ["string", "null"]},
+    # The repetition penalty's window: the last N prompt+output tokens, -1 all of them, 0 no penalty.
+    "repeat_last_n": {"type": ["integer", "null"], "minimum": -1},
     # llama.cpp's samplers this server lacks; each is off at 0 (top_n_sigma at -1 too, as llama.cpp skips n <= 0).
     "dry_multiplier": {"type": ["number", "null"]},
     "xtc_probability": {"type": ["number", "null"]},
@@ -63,3 +65,16 @@ def with_pieces(card, token_ids: list) -> list:
             piece = list(raw)
         out.append({"id": token_id, "piece": piece})
     return out
+
+
+def apply_repeat_last_n(body: dict, sampling, context: int) -> None:
+    """llama.cpp's repeat_last_n on `sampling`'s repetition penalty (repeat_penalty / repetition_penalty): it looks
+    back over the last N prompt+output tokens (llama.cpp's penalty_last_n), -1 or a window at or past the context
+    over all of them, and 0 turns it off. Absent, the penalty covers all of them, as vLLM's does."""
+    window = body.get("repeat_last_n")
+    if window is None:
+        return
+    if window == 0:
+        sampling.repetition_penalty = 1.0
+        return
+    sampling.repetition_window = window if 0 < window < context else 0

@@ -56,7 +56,7 @@ _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex",
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
-    "include_reasoning", "echo", "typical_p", "n_predict", "n_probs",
+    "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 _STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}

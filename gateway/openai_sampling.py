@@ -6,6 +6,7 @@ from typing import Optional
 
 from gateway.engine import Sampling
 from gateway.errors import InvalidRequest
+from gateway.llama_cpp_fields import apply_repeat_last_n
 from gateway.model import ModelCard
 
 # A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
@@ -29,15 +30,17 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
         bias[int(key)] = float(value)
     top_k = int(pick("top_k", 0))
     seed = body.get("seed")
-    return Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
-                    top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
-                    typical_p=float(pick("typical_p", 1.0)),
-                    # vLLM's -1 is no seed (SamplingParams.__post_init__), as llama.cpp's server reads it: random.
-                    seed=None if seed is None or seed == -1 else int(seed) % (1 << 64),
-                    presence_penalty=float(body.get("presence_penalty") or 0.0),
-                    frequency_penalty=float(body.get("frequency_penalty") or 0.0),
-                    repetition_penalty=float(_repetition_penalty(body) or pick("repetition_penalty", 1.0)),
-                    logit_bias=bias)
+    sampling = Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
+                        top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
+                        typical_p=float(pick("typical_p", 1.0)),
+                        # vLLM's -1 is no seed (SamplingParams.__post_init__), as llama.cpp's server reads it: random.
+                        seed=None if seed is None or seed == -1 else int(seed) % (1 << 64),
+                        presence_penalty=float(body.get("presence_penalty") or 0.0),
+                        frequency_penalty=float(body.get("frequency_penalty") or 0.0),
+                        repetition_penalty=float(_repetition_penalty(body) or pick("repetition_penalty", 1.0)),
+                        logit_bias=bias)
+    apply_repeat_last_n(body, sampling, card.max_context_len)
+    return sampling
 
 
 def _repetition_penalty(body: dict) -> Optional[float]:

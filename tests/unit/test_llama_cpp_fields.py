@@ -124,3 +124,23 @@ async def test_a_llama_cpp_sampler_this_server_lacks_is_a_400_not_ignored(stack,
     # Off (llama.cpp's defaults: 0, and -1 for top_n_sigma) is accepted.
     status, body = await post(client, path, {**base, "max_tokens": 30, name: -1 if name == "top_n_sigma" else 0})
     assert (status, text_of(body)) == (200, REPLY)
+
+
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+@pytest.mark.parametrize("window, penalty, sent", [
+    (64, 1.3, (1.3, 64)), (-1, 1.3, (1.3, 0)), (0, 1.3, (1.0, 0)), (10 ** 9, 1.3, (1.3, 0)), (None, 1.3, (1.3, 0)),
+], ids=["window", "minus-one-is-all", "zero-is-off", "past-the-context-is-all", "absent-is-all"])
+async def test_repeat_last_n_is_the_repetition_penaltys_window(stack, path, base, window, penalty, sent):
+    client, fake = stack
+    status, body = await post(client, path, {**base, "max_tokens": 2, "repeat_penalty": penalty,
+                                             "repeat_last_n": window})
+    assert status == 200, body
+    sampling = fake.script.requests[-1].sampling
+    assert (round(sampling.repetition_penalty, 6), sampling.repetition_window) == sent
+
+
+async def test_repeat_last_n_below_minus_one_is_a_400(stack):
+    client, fake = stack
+    status, body = await post(client, "/v1/completions", {"prompt": "hi", "repeat_last_n": -2})
+    assert (status, body["error"]["param"]) == (400, "repeat_last_n")
+    assert body["error"]["message"] == "invalid value for 'repeat_last_n': -2 is less than the minimum of -1"
