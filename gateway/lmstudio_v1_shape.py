@@ -97,13 +97,18 @@ class V1ChatFramer:
         return [sse_named({"type": "chat.start", "model_instance_id": self.model}),
                 sse_named({"type": "prompt_processing.start"})]
 
+    def _prompt_end(self) -> list[bytes]:
+        """prompt_processing.end, once: before the first text, or before chat.end when no text came."""
+        if self._prompt_done:
+            return []
+        self._prompt_done = True
+        return [sse_named({"type": "prompt_processing.end"})]
+
     def _events(self, block: str, text: str) -> list[bytes]:
         if not text:
             return []
         events = self._close() if self._block not in (None, block) else []
-        if not self._prompt_done:
-            self._prompt_done = True
-            events.append(sse_named({"type": "prompt_processing.end"}))
+        events += self._prompt_end()
         if self._block != block:
             self._block = block
             events.append(sse_named({"type": f"{block}.start"}))
@@ -124,7 +129,7 @@ class V1ChatFramer:
         return chat_result(self.model, self.reasoning, self.content, stats)
 
     def end(self, usage: Usage) -> list[bytes]:
-        return self._close() + [sse_named({"type": "chat.end", "result": self._result(usage)})]
+        return self._close() + self._prompt_end() + [sse_named({"type": "chat.end", "result": self._result(usage)})]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         # As LM Studio documents it: the error event, then chat.end with whatever was generated.

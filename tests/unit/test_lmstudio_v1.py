@@ -192,3 +192,16 @@ async def test_a_reasoning_setting_the_template_cannot_honour_is_lm_studios_400(
         for setting in allowed:
             body = {"model": "fake-model", "input": "Hi", "reasoning": setting}
             assert (await client.post("/api/v1/chat", json=body)).status == 200
+
+
+async def test_an_answer_without_text_still_ends_prompt_processing(fake):
+    """LM Studio's stream (streaming-events) opens prompt_processing.start and ends it with prompt_processing.end
+    before chat.end; an output with no text (the model ended at once) skipped the end."""
+    client, servicer = fake
+    servicer.script.reply = ""
+    response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi", "stream": True,
+                                                        "reasoning": "off"})
+    events = named_events(await response.read())
+    assert [e["type"] for e in events] == ["chat.start", "prompt_processing.start", "prompt_processing.end",
+                                           "chat.end"]
+    assert events[-1]["result"]["output"] == [{"type": "message", "content": ""}]
