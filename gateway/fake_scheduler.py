@@ -69,6 +69,10 @@ class FakeServing(pb_grpc.ServingServicer):
         self.eos_id = tokenizer.token_to_id("<|im_end|>")
         self.script = Script()
         self.generation_config = '{"temperature": 0.7}'   # the checkpoint's generation_config.json
+        # The checkpoint's config.json: a Qwen3.5 one, whose text model's sizes are in text_config.
+        self.config = ('{"model_type": "qwen3_5", "text_config": {"hidden_size": 64, "num_hidden_layers": 8, '
+                       '"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, '
+                       '"vocab_size": 1024}}')
         self.num_running = 0
         self.worker_alive = True
 
@@ -77,7 +81,7 @@ class FakeServing(pb_grpc.ServingServicer):
                                tokenizer_json=self.tokenizer.to_str().encode(), chat_template=self.template,
                                eos_token_ids=[self.eos_id], generation_config_json=self.generation_config,
                                architecture="qwen3_5", quantization="bf16", num_parameters=1000,
-                               vocab_size=self.tokenizer.get_vocab_size())
+                               vocab_size=self.tokenizer.get_vocab_size(), config_json=self.config)
 
     async def Load(self, request, context):
         return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive)

@@ -43,6 +43,15 @@ def _bytes_to_unicode() -> dict:
 _BYTE_DECODER = _bytes_to_unicode()
 
 
+def _json_object(text: str) -> dict:
+    """A JSON object sent as text; {} when absent or not an object (the card's optional parts never fail it)."""
+    try:
+        value = orjson.loads(text) if text else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _token_text(value: Any) -> Optional[str]:
     # tokenizer_config.json stores special tokens as strings or {"content": ...} objects.
     if isinstance(value, dict):
@@ -65,6 +74,7 @@ class ModelCard:
     architecture: str = ""
     quantization: str = ""
     num_parameters: int = 0
+    config: dict = field(default_factory=dict)   # the checkpoint's config.json ({} when not sent)
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self):
@@ -98,7 +108,7 @@ class ModelCard:
                    special_tokens={k: v for k, v in specials.items() if v is not None},
                    vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
                    architecture=info.architecture, quantization=info.quantization,
-                   num_parameters=info.num_parameters)
+                   num_parameters=info.num_parameters, config=_json_object(info.config_json))
 
     @property
     def fingerprint(self) -> str:

@@ -17,7 +17,8 @@ from gateway.model import ModelCard
 from gateway.ollama_names import resolve_model, serves
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
-                                  show_body, tags_entry)
+                                  tags_entry)
+from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
 from gateway.web import json_response, read_json

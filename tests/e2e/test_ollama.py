@@ -61,6 +61,11 @@ def test_list_show_ps(client):
     for name in ("tiny", "tiny:latest", "default"):
         shown = client.show(name)
         assert shown.modelinfo["qwen3_5.context_length"] == 8192
+        # The tiny checkpoint's text_config, under Ollama's GGUF names (x/server/show.go buildModelInfo).
+        assert {key: shown.modelinfo[f"qwen3_5.{key}"] for key in ("embedding_length", "block_count",
+                "attention.head_count", "attention.head_count_kv", "feed_forward_length", "vocab_size")} == {
+            "embedding_length": 64, "block_count": 8, "attention.head_count": 4, "attention.head_count_kv": 2,
+            "feed_forward_length": 128, "vocab_size": 1024}
         assert "completion" in shown.capabilities and "thinking" in shown.capabilities
         assert "<|im_start|>" in shown.template
     running = client.ps()

@@ -12,7 +12,8 @@ from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_shape import (OllamaOutput, Piece, arch_family, chunk, created_at, done_reason, durations_ns,
                                   final, final_metrics, load_response, ndjson_line, ollama_tool_calls, ps_entry,
-                                  show_body, tags_entry)
+                                  tags_entry)
+from gateway.ollama_show import show_body
 
 STAMP = "2026-01-02T03:04:05.000006Z"
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
@@ -160,3 +161,14 @@ def test_tags_ps_show_entries(card):
     assert show["capabilities"] == ["completion", "tools", "thinking"]
     assert show["parameters"] == "temperature                    0.7" and show["template"] == card.chat_template_source
     assert show["modelfile"].endswith("FROM fake-model:latest\n")
+
+
+def test_show_model_info_gives_the_architectures_sizes_under_ollamas_names(card):
+    """As Ollama's /api/show describes a safetensors model (x/server/show.go buildModelInfo: config.json's sizes
+    under their GGUF names); it gave only the architecture, the context length and the parameter count, so clients
+    reading <arch>.embedding_length or <arch>.block_count found nothing."""
+    assert show_body(card, "fake-model")["model_info"] == {
+        "general.architecture": "qwen3_5", "general.parameter_count": 1000, "general.basename": "fake-model",
+        "qwen3_5.context_length": 2048, "qwen3_5.embedding_length": 64, "qwen3_5.block_count": 8,
+        "qwen3_5.attention.head_count": 4, "qwen3_5.attention.head_count_kv": 2,
+        "qwen3_5.feed_forward_length": 128, "qwen3_5.vocab_size": 1024, "tokenizer.ggml.model": "gpt2"}
