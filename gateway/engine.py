@@ -89,11 +89,16 @@ class Engine:
     async def model_loaded(self, timeout: float = 2.0) -> bool:
         """Whether the model can generate now: the scheduler answers and has a live worker (what /api/ps and
         LM Studio's model `state` report; the card alone is cached and outlives a dead worker)."""
+        return await self.model_device(timeout) is not None
+
+    async def model_device(self, timeout: float = 2.0) -> Optional[str]:
+        """The device the loaded model runs on ("cpu", "cuda:0 (...)"; "" from a scheduler that does not say); None
+        when it cannot generate now (model_loaded)."""
         try:
             load = await self.client.load(timeout=timeout)
         except ApiError:
-            return False
-        return bool(load.worker_alive)
+            return None
+        return load.device if load.worker_alive else None
 
     async def start(self, req: GenRequest) -> Generation:
         gen = Generation(self, req, await self.card())

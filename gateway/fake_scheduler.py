@@ -75,6 +75,7 @@ class FakeServing(pb_grpc.ServingServicer):
                        '"vocab_size": 1024}}')
         self.num_running = 0
         self.worker_alive = True
+        self.device = "cuda:0 (fake)"   # the worker's device, as Load reports it
 
     async def Info(self, request, context):
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
@@ -84,7 +85,7 @@ class FakeServing(pb_grpc.ServingServicer):
                                vocab_size=self.tokenizer.get_vocab_size(), config_json=self.config)
 
     async def Load(self, request, context):
-        return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive)
+        return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive, device=self.device)
 
     async def Generate(self, request, context):
         script = self.script

@@ -129,10 +129,11 @@ class OllamaRoutes:
     async def ps(self, request: web.Request) -> web.Response:
         expires = self.engine.load_state.expires_at()
         # A dead worker (or an unreachable scheduler) holds no model: Ollama lists none then.
-        if expires is None or not await self.engine.model_loaded():
+        device = None if expires is None else await self.engine.model_device()
+        if device is None:
             return json_response({"models": []})
         card, name = await self.engine.card(), await self.engine.served_name()
-        return json_response({"models": [ps_entry(card, name, expires)]})
+        return json_response({"models": [ps_entry(card, name, expires, on_cpu=device.startswith("cpu"))]})
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:

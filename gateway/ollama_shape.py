@@ -71,15 +71,17 @@ def tags_entry(card: ModelCard, served_name: str) -> dict:
             "capabilities": capabilities(card)}
 
 
-def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf")) -> dict:
-    """One /api/ps model; expires_at is a Unix time (inf: kept forever, shown as Ollama does, far in the future)."""
+def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf"), on_cpu: bool = False) -> dict:
+    """One /api/ps model; expires_at is a Unix time (inf: kept forever, shown as Ollama does, far in the future).
+    size_vram is the part of it in GPU memory: 0 on the CPU, as Ollama reports a model it runs there (`ollama ps`
+    reads that as "100% CPU")."""
     name = tag_name(served_name)
     if expires_at == float("inf"):
         expires = datetime.now(timezone.utc) + timedelta(days=365 * 100)
     else:
         expires = datetime.fromtimestamp(expires_at, timezone.utc)
     return {"name": name, "model": name, "size": model_size(card), "digest": _digest(card),
-            "details": model_details(card), "expires_at": created_at(expires), "size_vram": model_size(card),
+            "details": model_details(card), "expires_at": created_at(expires), "size_vram": 0 if on_cpu else model_size(card),
             "context_length": card.max_context_len}
 
 

@@ -6,6 +6,7 @@ import httpx
 import ollama
 import orjson
 import pytest
+import torch
 
 
 GREEDY = {"temperature": 0, "seed": 7}
@@ -71,6 +72,8 @@ def test_list_show_ps(client):
     running = client.ps()
     assert [(m.model, m.context_length) for m in running.models] == [("tiny:latest", 8192)]
     assert running.models[0].expires_at is not None
+    # On the CPU none of it is in GPU memory (Ollama's size_vram 0, "100% CPU"); on a GPU all of it.
+    assert running.models[0].size_vram == (running.models[0].size if torch.cuda.is_available() else 0)
 
 
 def test_chat_streamed_pieces_equal_the_answer(client):

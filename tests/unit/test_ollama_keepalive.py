@@ -131,3 +131,15 @@ async def test_a_generation_on_any_api_keeps_the_model_loaded(client, path, body
     assert await ps_expiry(client) is None
     status, _ = await post(client, path, {"model": "fake-model", **body})
     assert status == 200 and 290 < await ps_expiry(client) <= 300
+
+
+@pytest.mark.parametrize("device, size_vram", [("cpu", 0), ("cuda:0 (NVIDIA H200)", 2000), ("", 2000)],
+                         ids=["cpu", "cuda", "device not reported"])
+async def test_ps_size_vram_is_zero_when_the_model_runs_on_the_cpu(client, device, size_vram):
+    """Ollama's /api/ps gives size_vram, the part of the model in GPU memory (server/routes.go PsHandler: the
+    runner's sizeVRAM): 0 for a model on the CPU, which `ollama ps` shows as "100% CPU". It was the whole size on
+    the CPU too, so the model read as fully in VRAM."""
+    client.fake.device = device
+    assert (await post(client, "/api/chat", CHAT))[0] == 200
+    models = orjson.loads(await (await client.get("/api/ps")).read())["models"]
+    assert [(entry["size"], entry["size_vram"]) for entry in models] == [(2000, size_vram)]
