@@ -16,6 +16,7 @@ from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
 from gateway.ollama_template import generate_prompt
+from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
@@ -116,16 +117,11 @@ def _role(message: Any, where: str) -> str:
 def _message(message: Any, i: int) -> dict:
     where = f"messages[{i}]"
     role = _role(message, where)
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise InvalidRequest(f"{where}.content must be a string", param=f"{where}.content")
     _no_images(message.get("images"), f"{where}.images")
-    out = {"role": role, "content": content or ""}
+    out = {"role": role, "content": message.get("content") or ""}
     if isinstance(message.get("thinking"), str) and message["thinking"]:
         out["reasoning_content"] = message["thinking"]
     calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise InvalidRequest(f"{where}.tool_calls must be a list", param=f"{where}.tool_calls")
     if calls:
         out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in calls]
     if role == "tool" and (message.get("tool_name") or message.get("name")):
@@ -169,6 +165,11 @@ def _encode(card: ModelCard, text: str, options: OllamaOptions, num_context: int
             f"the prompt is at least {at_least} tokens, which exceeds the context window of {options.num_ctx} "
             f"tokens; it was not truncated. Shorten the prompt or raise options.num_ctx", param="options.num_ctx")
     return card.encode(text)
+
+
+def _fits(card: ModelCard, text: str, options: OllamaOptions) -> bool:
+    """Whether the prompt leaves a token of the window to generate (what _encode refuses otherwise)."""
+    return card.min_prompt_tokens(text) < options.num_ctx and len(card.encode(text)) < options.num_ctx
 
 
 def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: bool) -> GenRequest:
@@ -219,12 +220,16 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     check_capabilities(body.get("think"), plan.tools, card, plan.model, served_name)
     if not messages:
         return plan
-    if len(messages) >= options.num_ctx:
+    truncate = body.get("truncate") is True
+    if len(messages) >= options.num_ctx and not truncate:
         # Every message renders to at least one token: refused before rendering thousands of them.
         raise ContextLengthExceeded(f"the prompt is at least {len(messages)} tokens ({len(messages)} messages), "
                                     f"which exceeds the context window of {options.num_ctx} tokens; it was not "
                                     f"truncated. Shorten the prompt or raise options.num_ctx", param="messages")
     messages = one_system_message([_message(m, i) for i, m in enumerate(messages)])
+    if truncate:
+        messages = fit_history(messages, lambda kept: _fits(card, _render(card, kept, plan.tools, body.get("think")),
+                                                            options), options.num_ctx - 1)
     text = _render(card, messages, plan.tools, body.get("think"))
     plan.gen = _gen_request(_encode(card, text, options), text, options,
                             split=splits_thinking(body.get("think"), card))
@@ -246,12 +251,7 @@ def _context_ids(context: Any, card: ModelCard) -> list:
 def _system(body: dict, context: list) -> str:
     """The system prompt ("" for none); as Ollama, raw mode refuses one and a context (a system prompt needs the
     template, and raw mode returns no context to send back), in its words. Empty ones (clients send "" and []) pass."""
-    system = body.get("system")
-    if system is not None and not isinstance(system, str):
-        raise InvalidRequest("system must be a string", param="system")
-    template = body.get("template")
-    if template is not None and not isinstance(template, str):
-        raise InvalidRequest("template must be a string", param="template")
+    system, template = body.get("system"), body.get("template")
     if body.get("raw") and (system or context or template):
         raise InvalidRequest("raw mode does not support template, system, or context",
                              param="system" if system else "context" if context else "template")
@@ -281,8 +281,6 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     plan, options, num_logprobs = _common(body, card, served_name, "GenerateRequest")
     check_capabilities(body.get("think"), None, card, plan.model, served_name)
     prompt = body.get("prompt") or ""
-    if not isinstance(prompt, str):
-        raise InvalidRequest("prompt must be a string", param="prompt")
     if body.get("suffix"):
         # Ollama's capability check in its words: the model has no fill-in-the-middle template.
         raise Unsupported(f"{tag_name(served_name)} does not support insert", param="suffix")
