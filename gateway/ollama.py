@@ -41,12 +41,23 @@ _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest"
 # The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
 # not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler); only the served model gets
 # the 501.
-# Each also names the api struct Ollama decodes the body into first (a field of the wrong type is its 400).
 _NAMED_MODEL = {
-    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found", "DeleteRequest"),
-    ("POST", "/api/copy"): (("source",), 'model "{}" not found', "CopyRequest"),
-    ("POST", "/api/embed"): (("model",), "model '{}' not found", "EmbedRequest"),
-    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first', "EmbeddingRequest"),
+    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found"),
+    ("POST", "/api/copy"): (("source",), 'model "{}" not found'),
+    ("POST", "/api/embed"): (("model",), "model '{}' not found"),
+    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first'),
+}
+# The api struct and the names a route without a model of its own needs (keys, error, Ollama's words), for a body
+# naming none: an empty name fails Ollama's model reference parse before anything else (DeleteHandler, PushHandler,
+# EmbeddingsHandler 'model is required'; CopyHandler 'source "" is invalid'; EmbedHandler's 404 fallback), a 4xx,
+# never the 501. A null body is the empty struct (encoding/json decodes null without error).
+_REQUIRED = {
+    ("DELETE", "/api/delete"): ("DeleteRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
+    ("POST", "/api/copy"): ("CopyRequest", ((("source",), InvalidRequest, 'source "" is invalid'),
+                                            (("destination",), InvalidRequest, 'destination "" is invalid'))),
+    ("POST", "/api/embed"): ("EmbedRequest", ((("model",), NotFound, "model '' not found"),)),
+    ("POST", "/api/embeddings"): ("EmbeddingRequest", ((("model",), InvalidRequest, "model is required"),)),
+    ("POST", "/api/push"): ("PushRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
 }
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
@@ -110,9 +121,10 @@ class OllamaRoutes:
         app.router.add_post("/api/chat", self.chat)
         app.router.add_post("/api/generate", self.generate)
         app.router.add_post("/api/pull", self.pull)
-        for (method, path), reason in _NOT_IMPLEMENTED.items():
-            named = _NAMED_MODEL.get((method, path))
-            app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason, named=named))
+        for route, reason in _NOT_IMPLEMENTED.items():
+            handler = functools.partial(self.not_implemented, reason=reason, required=_REQUIRED.get(route),
+                                        named=_NAMED_MODEL.get(route))
+            app.router.add_route(*route, handler)
         app.router.add_route("HEAD", "/api/blobs/{digest}", functools.partial(self.not_implemented, reason=_BLOBS))
 
     async def root(self, request: web.Request) -> web.Response:
@@ -137,8 +149,7 @@ class OllamaRoutes:
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
-        body = await read_json(request)
-        check_go_types(body, "ShowRequest")
+        body = check_go_types(await read_json(request), "ShowRequest")
         card = await self.engine.card()
         name = await self.engine.served_name()
         resolve_model(body, card, name)
@@ -176,8 +187,7 @@ class OllamaRoutes:
         """Pulling the served model succeeds, as Ollama's pull of a model it has up to date does (its progress,
         ending with "success"; {"status": "success"} with stream false): clients pull before use. Any other model
         cannot be pulled here: the 501 with the reason."""
-        body = await read_json(request)
-        check_go_types(body, "PullRequest")
+        body = check_go_types(await read_json(request), "PullRequest")
         name, stream = body.get("model") or body.get("name"), body.get("stream")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("model is required", param="model")
@@ -191,17 +201,24 @@ class OllamaRoutes:
         return web.Response(body=lines, content_type=NDJSON_CONTENT_TYPE)
 
     @ollama_errors
-    async def not_implemented(self, request: web.Request, reason: str, named: Optional[tuple] = None) -> web.Response:
-        if named is not None:
-            await self._check_named_model(request, *named)
+    async def not_implemented(self, request: web.Request, reason: str, required: Optional[tuple] = None,
+                              named: Optional[tuple] = None) -> web.Response:
+        """The 501 with its reason, after the checks Ollama's handler makes first: its decode 400 for a body its
+        struct cannot take, its 4xx for a body naming no model (_REQUIRED), its 404 for a model it lacks."""
+        if required is not None:
+            struct, names = required
+            body = check_go_types(await read_json(request), struct)
+            for keys, error, message in names:
+                if not any(body.get(key) for key in keys):
+                    raise error(message, param=keys[0])
+            if named is not None:
+                await self._check_named_model(body, *named)
         return ollama_error(NotImplementedApi(reason))
 
-    async def _check_named_model(self, request: web.Request, keys: tuple, not_found: str, struct: str) -> None:
+    async def _check_named_model(self, body: dict, keys: tuple, not_found: str) -> None:
         """Ollama's 404 when the body names a model this server does not serve (a management request on a model it
         lacks): the 501 is only for what cannot be done to the served model."""
-        body = await read_json(request)
-        check_go_types(body, struct)
-        names = [body.get(key) for key in keys] if isinstance(body, dict) else []
+        names = [body.get(key) for key in keys]
         name = next((n for n in names if isinstance(n, str) and n), None)
         if name is not None and not serves(name, await self.engine.card(), await self.engine.served_name()):
             raise NotFound(not_found.format(name), param=keys[0])

@@ -185,9 +185,9 @@ def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: boo
 def _common(body: Any, card: ModelCard, served_name: str,
             struct: str) -> tuple[OllamaPlan, OllamaOptions, Optional[int]]:
     """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None)."""
-    if not isinstance(body, dict):
+    if body is not None and not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    check_go_types(body, struct)
+    body = check_go_types(body, struct)
     plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=_stream_flag(body))
     plan.format_schema = _format_schema(body.get("format"))
     plan.keep_alive = parse_keep_alive(body.get("keep_alive"))

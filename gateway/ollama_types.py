@@ -45,6 +45,7 @@ _STRUCTS = {
     "ShowRequest": dict(_NAMED, system=_STRING, template=_STRING, verbose=_BOOL),
     "PullRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING),
     "DeleteRequest": _NAMED,
+    "PushRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING),
     "CopyRequest": {"source": _STRING, "destination": _STRING},
     "EmbedRequest": {"model": _STRING, "truncate": _BOOL},
     "EmbeddingRequest": {"model": _STRING, "prompt": _STRING},
@@ -54,13 +55,16 @@ _VALIDATORS = {name: Draft202012Validator({"type": "object", "goType": f"api.{na
 _GO_KIND = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
 
 
-def check_go_types(body: Any, struct: str) -> None:
-    """Ollama's 400 for the first field whose JSON type its Go struct cannot take, in encoding/json's words:
-    `json: cannot unmarshal string into Go struct field GenerateRequest.raw of type bool` (a body that is no
-    object: `... into Go value of type api.ShowRequest`)."""
+def check_go_types(body: Any, struct: str) -> dict:
+    """The body as Ollama's api struct takes it ({} for a null body, which encoding/json decodes into the empty
+    struct without error), or Ollama's 400 for the first field whose JSON type its Go struct cannot take, in
+    encoding/json's words: `json: cannot unmarshal string into Go struct field GenerateRequest.raw of type bool` (a
+    body that is no object: `... into Go value of type api.ShowRequest`)."""
+    if body is None:
+        return {}
     error = next(iter(_VALIDATORS[struct].iter_errors(body)), None)
     if error is None:
-        return
+        return body
     kind = _GO_KIND.get(type(error.instance), "object")
     go_type = error.schema.get("goType", "object")
     names = [part for part in error.absolute_path if isinstance(part, str)]

@@ -65,3 +65,35 @@ async def test_pulling_the_served_model_succeeds_as_ollamas_pull_of_a_model_it_h
     response = await client.post("/api/pull", json={})
     assert response.status == 400 and orjson.loads(await response.read()) == {"error": "model is required"}
     assert not servicer.script.requests
+
+
+@pytest.mark.parametrize("method, path, body, status, expected", [
+    ("DELETE", "/api/delete", {}, 400, "model is required"),
+    ("DELETE", "/api/delete", None, 400, "model is required"),
+    ("POST", "/api/copy", {"destination": "x"}, 400, 'source "" is invalid'),
+    ("POST", "/api/copy", {"source": "fake-model"}, 400, 'destination "" is invalid'),
+    ("POST", "/api/copy", {"source": NOT_SERVED, "destination": ""}, 400, 'destination "" is invalid'),
+    ("POST", "/api/embed", {"input": "x"}, 404, "model '' not found"),
+    ("POST", "/api/embeddings", {"prompt": "x"}, 400, "model is required"),
+    ("POST", "/api/push", {"name": ""}, 400, "model is required"),
+    ("POST", "/api/push", {"model": "fake-model", "insecure": "yes"}, 400,
+     "json: cannot unmarshal string into Go struct field PushRequest.insecure of type bool"),
+], ids=["delete", "delete null body", "copy no source", "copy no destination", "copy unknown source no destination",
+        "embed", "embeddings", "push", "push insecure string"])
+async def test_a_request_naming_no_model_is_ollamas_4xx_not_the_501(stack, method, path, body, status, expected):
+    """Ollama's handlers decode the body, then parse the model reference, and an empty one fails there (server/
+    routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler, PushHandler); here such a request got the
+    501 'not supported', which reads as the server's limit, not the request's fault."""
+    client, servicer = stack
+    response = await client.request(method, path, data=orjson.dumps(body), headers={"Content-Type": "application/json"})
+    assert response.status == status and orjson.loads(await response.read()) == {"error": expected}
+    assert not servicer.script.requests
+
+
+@pytest.mark.parametrize("path", ["/api/show", "/api/chat", "/api/generate", "/api/pull"])
+async def test_a_null_body_is_the_empty_struct_as_go_decodes_it(stack, path):
+    """encoding/json decodes a null body into the empty struct without error, so Ollama answers its handler's 400 for
+    the missing model; here it was 'json: cannot unmarshal object into Go value' or 'must be a JSON object'."""
+    client, _ = stack
+    response = await client.post(path, data=b"null", headers={"Content-Type": "application/json"})
+    assert response.status == 400 and orjson.loads(await response.read()) == {"error": "model is required"}
