@@ -58,6 +58,7 @@ _REQUIRED = {
     ("POST", "/api/embed"): ("EmbedRequest", ((("model",), NotFound, "model '' not found"),)),
     ("POST", "/api/embeddings"): ("EmbeddingRequest", ((("model",), InvalidRequest, "model is required"),)),
     ("POST", "/api/push"): ("PushRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
+    ("POST", "/api/create"): ("CreateRequest", ((("model", "name"), InvalidRequest, "invalid model name"),)),
 }
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 

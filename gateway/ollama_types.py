@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 
 from gateway.errors import InvalidRequest
 
@@ -23,7 +23,8 @@ def _struct(go_type: str, **fields: dict) -> dict:
     return _go("object", go_type, properties=fields)
 
 
-_STRING, _BOOL = _go("string", "string"), _go("boolean", "bool")
+_STRING, _BOOL, _INT = _go("string", "string"), _go("boolean", "bool"), _go("integer", "int")
+_MAP = _go("object", "map[string]interface {}")
 _IMAGES = _go("array", "[]api.ImageData", items=_go("string", "api.ImageData"))
 # Ollama reads arguments as an object; a JSON text of one is taken too (as OpenAI clients write them).
 _ARGUMENTS = {"type": ["object", "string", "null"], "goType": "api.ToolCallFunctionArguments"}
@@ -42,15 +43,28 @@ _STRUCTS = {
     "GenerateRequest": dict(_SHARED, prompt=_STRING, suffix=_STRING, system=_STRING, template=_STRING, raw=_BOOL,
                             images=_IMAGES),
     "ChatRequest": dict(_SHARED, messages=_go("array", "[]api.Message", items=_MESSAGE), tools=_TOOLS),
-    "ShowRequest": dict(_NAMED, system=_STRING, template=_STRING, verbose=_BOOL),
+    "ShowRequest": dict(_NAMED, system=_STRING, template=_STRING, verbose=_BOOL, options=_MAP),
     "PullRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING),
     "DeleteRequest": _NAMED,
-    "PushRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING),
+    "PushRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING, stream=_BOOL),
     "CopyRequest": {"source": _STRING, "destination": _STRING},
-    "EmbedRequest": {"model": _STRING, "truncate": _BOOL},
-    "EmbeddingRequest": {"model": _STRING, "prompt": _STRING},
+    "EmbedRequest": {"model": _STRING, "truncate": _BOOL, "dimensions": _INT, "options": _MAP},
+    "EmbeddingRequest": {"model": _STRING, "prompt": _STRING, "options": _MAP},
+    "CreateRequest": dict(_NAMED, stream=_BOOL, quantize=_STRING, draft_quantize=_STRING, template=_STRING,
+                          system=_STRING, renderer=_STRING, parser=_STRING, parameters=_MAP,
+                          files=_go("object", "map[string]string"), adapters=_go("object", "map[string]string"),
+                          messages=_go("array", "[]api.Message", items=_MESSAGE), **{"from": _STRING}),
 }
-_VALIDATORS = {name: Draft202012Validator({"type": "object", "goType": f"api.{name}", "properties": fields})
+
+
+def _is_go_int(checker, instance: Any) -> bool:
+    # A Go int takes a JSON number without a fraction or exponent that fits 64 bits (2.0 is "number 2.0").
+    return isinstance(instance, int) and not isinstance(instance, bool) and -(1 << 63) <= instance < 1 << 63
+
+
+_GoValidator = validators.extend(Draft202012Validator,
+                                 type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_go_int))
+_VALIDATORS = {name: _GoValidator({"type": "object", "goType": f"api.{name}", "properties": fields})
                for name, fields in _STRUCTS.items()}
 _GO_KIND = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
 
@@ -67,6 +81,9 @@ def check_go_types(body: Any, struct: str) -> dict:
         return body
     kind = _GO_KIND.get(type(error.instance), "object")
     go_type = error.schema.get("goType", "object")
+    if go_type == "int" and kind == "number":
+        # encoding/json names the number a Go int cannot take: "number 1.5".
+        kind = f"number {error.instance}"
     names = [part for part in error.absolute_path if isinstance(part, str)]
     where = f"Go struct field {struct}.{'.'.join(names)}" if names else "Go value"
     raise InvalidRequest(f"json: cannot unmarshal {kind} into {where} of type {go_type}",

@@ -76,10 +76,11 @@ async def test_pulling_the_served_model_succeeds_as_ollamas_pull_of_a_model_it_h
     ("POST", "/api/embed", {"input": "x"}, 404, "model '' not found"),
     ("POST", "/api/embeddings", {"prompt": "x"}, 400, "model is required"),
     ("POST", "/api/push", {"name": ""}, 400, "model is required"),
+    ("POST", "/api/create", {"from": "fake-model"}, 400, "invalid model name"),
     ("POST", "/api/push", {"model": "fake-model", "insecure": "yes"}, 400,
      "json: cannot unmarshal string into Go struct field PushRequest.insecure of type bool"),
 ], ids=["delete", "delete null body", "copy no source", "copy no destination", "copy unknown source no destination",
-        "embed", "embeddings", "push", "push insecure string"])
+        "embed", "embeddings", "push", "create", "push insecure string"])
 async def test_a_request_naming_no_model_is_ollamas_4xx_not_the_501(stack, method, path, body, status, expected):
     """Ollama's handlers decode the body, then parse the model reference, and an empty one fails there (server/
     routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler, PushHandler); here such a request got the

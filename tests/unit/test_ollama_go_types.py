@@ -112,3 +112,29 @@ async def test_a_tool_call_with_json_text_arguments_still_passes(fake):
     response = await client.post("/api/chat", json={"model": "fake-model", "stream": False, "messages": messages,
                                                     "tools": [TOOL], "think": False})
     assert response.status == 200 and (await response.json())["message"]["content"] == "Hello"
+
+
+@pytest.mark.parametrize("method, path, body, expected", [
+    ("POST", "/api/show", {"model": "fake-model", "options": [1]},
+     "cannot unmarshal array into Go struct field ShowRequest.options of type map[string]interface {}"),
+    ("POST", "/api/embed", {"model": "fake-model", "input": "x", "dimensions": 2.5},
+     "cannot unmarshal number 2.5 into Go struct field EmbedRequest.dimensions of type int"),
+    ("POST", "/api/embeddings", {"model": "fake-model", "prompt": "x", "options": "y"},
+     "cannot unmarshal string into Go struct field EmbeddingRequest.options of type map[string]interface {}"),
+    ("POST", "/api/push", {"model": "fake-model", "stream": "no"},
+     "cannot unmarshal string into Go struct field PushRequest.stream of type bool"),
+    ("POST", "/api/create", {"model": "m", "from": 5},
+     "cannot unmarshal number into Go struct field CreateRequest.from of type string"),
+    ("POST", "/api/create", {"model": "m", "messages": [{"role": "user", "content": 1}]},
+     "cannot unmarshal number into Go struct field CreateRequest.messages.content of type string"),
+    ("POST", "/api/create", {"model": "m", "files": ["a.gguf"]},
+     "cannot unmarshal array into Go struct field CreateRequest.files of type map[string]string"),
+], ids=["show options", "embed dimensions", "embeddings options", "push stream", "create from", "create message",
+        "create files"])
+async def test_the_remaining_fields_are_ollamas_decode_error(fake, method, path, body, expected):
+    """api/types.go ShowRequest.Options, EmbedRequest.Dimensions / Options, EmbeddingRequest.Options,
+    PushRequest.Stream and CreateRequest were not checked: /api/show {"options": [1]} answered 200, the others
+    their 501."""
+    client, _ = fake
+    response = await client.request(method, path, json=body)
+    assert response.status == 400 and await response.json() == {"error": f"json: {expected}"}
