@@ -3,10 +3,7 @@ import grpc
 import orjson
 import pytest
 
-from gateway.app import create_app
-from gateway.client import SchedulerClient
-from gateway.config import GatewayConfig
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway, start_fake_server, start_test_client
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 HI = [{"role": "user", "content": "Hi"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -17,12 +14,8 @@ CALL = ("Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\
 
 @pytest.fixture
 async def fake():
-    servicer = FakeServing(build_tokenizer(), max_context_len=2048)
-    server, addr = await start_fake_server(servicer)
-    client = await start_test_client(create_app(GatewayConfig(), client=SchedulerClient(addr)))
-    yield client, servicer
-    await client.close()
-    await server.stop(None)
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
+        yield pair
 
 
 def lines(raw: bytes) -> list:
