@@ -12,3 +12,10 @@ async def stack(request):
     fake.script.reply = getattr(request.module, "REPLY", "Hello world")
     async with fake_gateway(fake) as pair:
         yield pair
+
+
+@pytest.fixture
+def fake(stack):
+    """`stack` under the name the Ollama, LM Studio and robustness test modules use (they set their replies
+    themselves). A module that needs another setup defines its own `fake`."""
+    return stack

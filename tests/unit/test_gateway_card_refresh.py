@@ -6,15 +6,8 @@ import grpc
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 USER = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 async def _worker_lost_seen_by_health(client, fake) -> None:

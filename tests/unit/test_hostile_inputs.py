@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from gateway import anthropic_schema, openai_schema, responses_schema
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 HI = [{"role": "user", "content": "Hi"}]
 CHAT = {"model": "fake-model", "messages": HI, "max_tokens": 2}
@@ -87,12 +86,6 @@ def _spoiled(base: dict, field: str, value) -> dict:
         body["input"] = [{"role": "user", "content": "Hi"}]
     body[parts[0]][int(parts[1])][parts[2]] = value
     return body
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 async def _faults(client, method: str, path: str, api: str, requests) -> list:

@@ -2,15 +2,8 @@
 "none" (/api/v0 tools, /api/v1 integrations) are a 400 in its OpenAI-shaped error object."""
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 HI = [{"role": "user", "content": "Hi"}]
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 @pytest.mark.parametrize("path, body, error", [

@@ -3,18 +3,11 @@ import grpc
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "Hi"}], "enable_thinking": False}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
 CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 def events(raw: bytes) -> list:

@@ -8,12 +8,6 @@ from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 THOUGHT = "plan it\n</think>\n\nHello world"
 
 
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
-
-
 def named_events(raw: bytes) -> list:
     """(event name, data) of each SSE event; the name must match the data's type."""
     out = []
@@ -165,7 +159,6 @@ async def test_reasoning_on_a_model_without_it_is_lm_studios_400():
         assert servicer.script.requests == []
         answer = await (await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi"})).json()
         assert answer["output"] == [{"type": "message", "content": "Hello world"}]
-
 
 
 @pytest.mark.parametrize("switches, allowed, refused", [

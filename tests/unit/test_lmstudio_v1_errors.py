@@ -6,14 +6,7 @@ import orjson
 import pytest
 
 from gateway.errors import InternalError, InvalidRequest, NotFound, NotImplementedApi, Unavailable
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.lmstudio_v1_shape import event_error_type
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 async def test_an_output_limit_past_the_context_names_max_output_tokens(fake):

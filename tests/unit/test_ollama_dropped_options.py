@@ -2,14 +2,7 @@
 Ollama's Options.FromMap ignores them; a wrong type for an option it has stays a 400 in its words."""
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from tests.unit.test_ollama_options import DROPPED
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 @pytest.mark.parametrize("path, body, text", [

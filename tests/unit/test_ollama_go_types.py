@@ -1,15 +1,8 @@
 """Gateway with the fake scheduler over loopback: Ollama request fields of the wrong JSON type are its Go decode 400."""
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 HI = [{"role": "user", "content": "Hi"}]
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 @pytest.mark.parametrize("path, field, expected", [

@@ -3,15 +3,8 @@ counts the wait for a parallel slot, never in prompt_eval_duration."""
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 HI = [{"role": "user", "content": "Hi"}]
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])

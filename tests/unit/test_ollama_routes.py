@@ -12,12 +12,6 @@ CALL = ("Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\
         "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
 
 
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
-
-
 def lines(raw: bytes) -> list:
     return [orjson.loads(line) for line in raw.splitlines() if line]
 

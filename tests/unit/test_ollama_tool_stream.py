@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from gateway.engine import Delta, GenRequest
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_shape import OllamaOutput
@@ -25,12 +25,6 @@ TWO_CALLS = f"Let me check.\n\n{_call('Paris')}\n{_call('Rome')}"
 
 def _function(city: str, index: int) -> dict:
     return {"index": index, "name": "get_weather", "arguments": {"city": city}}
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 async def test_each_call_streams_in_its_own_object(fake):

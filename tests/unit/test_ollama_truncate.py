@@ -1,18 +1,11 @@
 """Gateway with the fake scheduler: /api/chat `truncate: true` leaves out the oldest messages, as Ollama does."""
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 OLD = "The secret word is PELICAN. " + "Lorem ipsum dolor sit amet. " * 40
 SYSTEM, LAST = {"role": "system", "content": "Be brief."}, {"role": "user", "content": "And now?"}
 MESSAGES = [SYSTEM, {"role": "user", "content": OLD}, {"role": "assistant", "content": "Noted."}, LAST]
 BASE = {"model": "fake-model", "stream": False, "think": False, "options": {"num_ctx": 128}}
-
-
-@pytest.fixture
-async def fake():
-    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as pair:
-        yield pair
 
 
 async def rendered(client, messages: list) -> str:
