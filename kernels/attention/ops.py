@@ -213,7 +213,6 @@ def _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, k
     args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
             ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
             np.float32(scale * LOG2E))
-    kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, sms, -(-max_keys // splits))
     grid = (splits, num_kv, num_rows)
     if kernel == "mma":
         _mma_kernel(head_dim, warps, stages)(grid, (32 * warps,), args, stream=stream,
@@ -221,6 +220,7 @@ def _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, k
     elif kernel == "tile":
         _kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE)(grid, (THREADS,), args, stream=stream)
     else:
+        kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, sms, -(-max_keys // splits))
         _kernel("paged_decode", head_dim, kpl)(grid, (THREADS,), args, stream=stream)
     if splits > 1:  # the KPL 1 module's combine (the same code in each): no second compile mid-run for a new KPL
         _kernel("paged_decode_combine", head_dim, 1)((num_heads, num_rows), (head_dim // 4,), (

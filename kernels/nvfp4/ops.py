@@ -294,11 +294,11 @@ def linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
     out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
     if x2.shape[0] == 0:
         return out.reshape(*x.shape[:-1], n).to(x.dtype)
-    (gemv if uses_gemv(x2.shape[0], p, wgmma_serves(x.device)) else gemm)(x2, p, out)
+    (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) else gemm)(x2, p, out)
     return out.reshape(*x.shape[:-1], n).to(x.dtype)
 
 
-def uses_gemv(m: int, p: dict, wgmma: bool) -> bool:
-    """linear()'s choice for m rows of the repacked weight p: the GEMVs up to GEMV_MAX_M rows, or below WGMMA_MIN_M
-    rows where the wgmma GEMM serves (wgmma). p: unused, the choice is the same on every measured shape."""
+def uses_gemv(m: int, wgmma: bool) -> bool:
+    """linear()'s choice for m rows: the GEMVs up to GEMV_MAX_M rows, or below WGMMA_MIN_M rows where the wgmma GEMM
+    serves (wgmma); the same on every measured weight shape."""
     return m < WGMMA_MIN_M if wgmma else m <= GEMV_MAX_M
