@@ -9,12 +9,12 @@ few-row kernel (decode_tile.cu), and the tensor-core kernel (decode_mma.cu, the 
 MMA_CONFIGS, its best time giving the second bandwidth fraction. All timed as CUDA-graph replays (as they
 run in the decode step: no host time). With OUT set, writes paged_decode.csv and paged_decode.png there.
 """
-import csv
 import os
 
 import torch
 
 from bench.gpu_gdn import copy_bandwidth, graph_us
+from bench.serve_metrics import write_csv
 from kernels.attention import ops
 from worker.layers.paged_attention import decode_attention, decode_keys
 
@@ -67,10 +67,7 @@ def save(rows: list) -> None:
     out_dir = os.environ.get("OUT")
     if not out_dir or not rows:
         return
-    with open(os.path.join(out_dir, "paged_decode.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(os.path.join(out_dir, "paged_decode.csv"), rows)
     try:
         import matplotlib
         matplotlib.use("Agg")

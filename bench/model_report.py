@@ -1,7 +1,6 @@
 """The decode-step bench's report (bench/gpu_model.py): its table, and with OUT set gpu_model.csv and gpu_model.png
 (tokens/s against C for each variant with the roofline drawn in). Not a bench of its own (bench/gpu_all.sh runs
 bench/gpu_*.py)."""
-import csv
 import os
 
 
@@ -10,11 +9,9 @@ def write_outputs(rows: list, out_dir) -> None:
     out_dir or rows. The PNG needs matplotlib (skipped without it)."""
     if not out_dir or not rows:
         return
-    fields = list(dict.fromkeys(k for r in rows for k in r))
-    with open(os.path.join(out_dir, "gpu_model.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    from bench.serve_metrics import write_csv  # here: serve_metrics imports bench.gpu_model, which imports this
+
+    write_csv(os.path.join(out_dir, "gpu_model.csv"), rows)
     try:
         import matplotlib
         matplotlib.use("Agg")

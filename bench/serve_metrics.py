@@ -85,8 +85,9 @@ def format_table(rows: list) -> str:
 
 
 def write_csv(path: str, rows: list) -> None:
+    """rows (dicts) as CSV; the columns are every key any row has, in first-seen order (empty where a row lacks one)."""
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)
 
