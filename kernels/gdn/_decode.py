@@ -33,13 +33,16 @@ DECODE_VARIANTS = {
     "tma3x2": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2"), 256, 100),
     "tma6x1": ("gdn_recurrent_decode_tma", ("STAGES=6", "MIN_BLOCKS=1"), 256, 100),
     "tma3x1": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=1"), 256, 100),
+    # ...a: STAGE_AHEAD, the next item's inputs staged while this item's columns finish (no barrier before an item)
+    "tma3x2a": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2", "STAGE_AHEAD=1"), 256, 100),
+    "tma3x1a": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=1", "STAGE_AHEAD=1"), 256, 100),
     # tma3x2c: timing diagnostic, the tiles go back unchanged (COPY_ONLY: wrong results, benches only)
     "tma3x2c": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2", "COPY_ONLY=1"), 256, 100),
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
 WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it
-BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma6x1", "tma3x2c")
+BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma3x2a", "tma6x1", "tma3x2c")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
 # launch gdn_recurrent_decode (recurrent.cu) and gdn_recurrent_decode_tma (recurrent_tma.cu) with programmatic

@@ -39,34 +39,18 @@ typedef float state_t;
 #ifndef COPY_ONLY
 #define COPY_ONLY 0
 #endif
-
-typedef unsigned long long u64;
-
-// ---- mbarrier and bulk-copy PTX (PTX ISA 8.0: mbarrier, cp.async.bulk) ----
-__device__ __forceinline__ void mbar_init(u64* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void bulk_store(void* dst, const void* src, u32 bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
-               "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-// generic-proxy writes to shared memory, then made visible to the async proxy (the bulk store reads them)
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// STAGE_AHEAD: warps 4 and 5 stage the next item's q, k, gates and v into the other of two input buffers while
+// threads 0..127 finish this item's columns, so an item starts when its tile lands, with no block barrier first
+#ifndef STAGE_AHEAD
+#define STAGE_AHEAD 0
+#endif
+#if STAGE_AHEAD
+#define IN_WARP 4
+#define NBUF 2
+#else
+#define IN_WARP 0
+#define NBUF 1
+#endif
 
 struct DecodeArgs {
   const u16 *q, *k;
@@ -85,7 +69,8 @@ struct DecodeArgs {
   int total;  // N * HV items
 };
 
-// an item's small inputs, loaded one item ahead: warp 0 q and k (4 bf16 a lane) and the gate inputs, warp 1 v
+// an item's small inputs, loaded one item ahead: warp IN_WARP q and k (4 bf16 a lane) and the gate inputs, the next
+// warp v
 struct Item {
   int n, hv, slot;
   uint2 x0, x1;
@@ -98,7 +83,7 @@ __device__ __forceinline__ Item fetch_item(const DecodeArgs& p, int item) {
   it.hv = item - it.n * p.HV;
   it.slot = p.slot_ids[it.n];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp == 0) {
+  if (warp == IN_WARP) {
     const long long qk = it.n * p.s_qk + (long long)(it.hv / (p.HV / p.H)) * KD + 4 * lane;
     it.x0 = *reinterpret_cast<const uint2*>(p.q + qk);
     it.x1 = *reinterpret_cast<const uint2*>(p.k + qk);
@@ -106,14 +91,14 @@ __device__ __forceinline__ Item fetch_item(const DecodeArgs& p, int item) {
     it.b = bf2f(p.b[it.n * p.s_ab + it.hv]);
     it.a_log = p.a_log[it.hv];
     it.dt_bias = p.dt_bias[it.hv];
-  } else if (warp == 1) {
+  } else if (warp == IN_WARP + 1) {
     it.x0 = *reinterpret_cast<const uint2*>(p.v + it.n * p.s_v + (long long)it.hv * VD + 4 * lane);
   }
   return it;
 }
 
 struct Smem {
-  float qs[KD], ks[KD], vs[VD], ds[VD], scal[4];
+  float qs[NBUF][KD], ks[NBUF][KD], vs[NBUF][VD], scal[NBUF][4], ds[VD];
   float red[NWARP][2][VD];
   u64 bar[STAGES];
 };
@@ -130,12 +115,12 @@ __device__ __forceinline__ void issue_load(const DecodeArgs& p, int j, unsigned 
   bulk_load(tiles + s * TILE_BYTES, p.pool + slot * p.s_slot + (long long)hv * (KD * VD), TILE_BYTES, &sm.bar[s]);
 }
 
-// warps 0 and 1: this item's normalised q, k, the gates and v into shared memory
-__device__ __forceinline__ void stage_inputs(const DecodeArgs& p, const Item& it, Smem& sm) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+// warps IN_WARP and IN_WARP + 1: this item's normalised q, k, the gates and v into input buffer buf
+__device__ __forceinline__ void stage_inputs(const DecodeArgs& p, const Item& it, Smem& sm, int buf) {
+  const int warp = (threadIdx.x >> 5) - IN_WARP, lane = threadIdx.x & 31;
   if (warp == 1) {
-    sm.vs[4 * lane] = bflo(it.x0.x), sm.vs[4 * lane + 1] = bfhi(it.x0.x);
-    sm.vs[4 * lane + 2] = bflo(it.x0.y), sm.vs[4 * lane + 3] = bfhi(it.x0.y);
+    sm.vs[buf][4 * lane] = bflo(it.x0.x), sm.vs[buf][4 * lane + 1] = bfhi(it.x0.x);
+    sm.vs[buf][4 * lane + 2] = bflo(it.x0.y), sm.vs[buf][4 * lane + 3] = bfhi(it.x0.y);
   }
   if (warp != 0) return;
   float qv[4] = {bflo(it.x0.x), bfhi(it.x0.x), bflo(it.x0.y), bfhi(it.x0.y)};
@@ -148,10 +133,13 @@ __device__ __forceinline__ void stage_inputs(const DecodeArgs& p, const Item& it
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     qv[i] *= rq, kv[i] *= rk, dot += qv[i] * kv[i];
-    sm.qs[4 * lane + i] = qv[i], sm.ks[4 * lane + i] = kv[i];
+    sm.qs[buf][4 * lane + i] = qv[i], sm.ks[buf][4 * lane + i] = kv[i];
   }
   dot = warp_sum(dot);
-  if (lane == 0) sm.scal[0] = dot, sm.scal[1] = __expf(gdn_gate(it.a, it.a_log, it.dt_bias)), sm.scal[2] = sigmoidf_(it.b);
+  if (lane == 0) {
+    sm.scal[buf][0] = dot, sm.scal[buf][1] = __expf(gdn_gate(it.a, it.a_log, it.dt_bias));
+    sm.scal[buf][2] = sigmoidf_(it.b);
+  }
 }
 
 __device__ __forceinline__ void unpack(const uint4& u, float (&x)[VEC]) {
@@ -172,7 +160,7 @@ __device__ __forceinline__ uint4 pack(const float (&x)[VEC]) {
 }
 
 // pass 1: this thread's rows of the tile into raw[], partial S^T k and S^T q of its columns into sm.red
-__device__ __forceinline__ void reduce_tile(const uint4* tile, Smem& sm, uint4 (&raw)[PASSES]) {
+__device__ __forceinline__ void reduce_tile(const uint4* tile, Smem& sm, uint4 (&raw)[PASSES], int buf) {
   const int tid = threadIdx.x, cg = tid % TPR, rg = tid / TPR, lane = tid & 31, warp = tid >> 5;
   float sk[VEC], sq[VEC];
 #pragma unroll
@@ -182,7 +170,7 @@ __device__ __forceinline__ void reduce_tile(const uint4* tile, Smem& sm, uint4 (
     raw[p] = tile[(rg + RG * p) * TPR + cg];
     float s[VEC];
     unpack(raw[p], s);
-    const float kr = sm.ks[rg + RG * p], qr = sm.qs[rg + RG * p];
+    const float kr = sm.ks[buf][rg + RG * p], qr = sm.qs[buf][rg + RG * p];
 #pragma unroll
     for (int c = 0; c < VEC; ++c) sk[c] += s[c] * kr, sq[c] += s[c] * qr;
   }
@@ -194,14 +182,14 @@ __device__ __forceinline__ void reduce_tile(const uint4* tile, Smem& sm, uint4 (
 }
 
 // threads 0..127: column tid's d into sm.ds and its output o
-__device__ __forceinline__ void finish_column(const DecodeArgs& p, const Item& it, Smem& sm) {
+__device__ __forceinline__ void finish_column(const DecodeArgs& p, const Item& it, Smem& sm, int buf) {
   const int col = threadIdx.x;
   if (col >= VD) return;
   float tk = 0.f, tq = 0.f;
 #pragma unroll
   for (int w = 0; w < NWARP; ++w) tk += sm.red[w][0][col], tq += sm.red[w][1][col];
-  const float kq = sm.scal[0], decay = sm.scal[1], beta = sm.scal[2];
-  const float d = beta * (sm.vs[col] - decay * tk);
+  const float kq = sm.scal[buf][0], decay = sm.scal[buf][1], beta = sm.scal[buf][2];
+  const float d = beta * (sm.vs[buf][col] - decay * tk);
   sm.ds[col] = d;
   const float out = decay * tq + d * kq;
 #if OUT_F32
@@ -212,15 +200,15 @@ __device__ __forceinline__ void finish_column(const DecodeArgs& p, const Item& i
 }
 
 // pass 2: S' = e^g S + k d^T over this thread's rows, back into the tile
-__device__ __forceinline__ void update_tile(uint4* tile, const Smem& sm, const uint4 (&raw)[PASSES]) {
+__device__ __forceinline__ void update_tile(uint4* tile, const Smem& sm, const uint4 (&raw)[PASSES], int buf) {
   const int tid = threadIdx.x, cg = tid % TPR, rg = tid / TPR;
-  const float decay = sm.scal[1];
+  const float decay = sm.scal[buf][1];
   float d[VEC];
 #pragma unroll
   for (int c = 0; c < VEC; ++c) d[c] = sm.ds[cg * VEC + c];
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    const float kr = sm.ks[rg + RG * p];
+    const float kr = sm.ks[buf][rg + RG * p];
     float s[VEC];
     unpack(raw[p], s);
 #pragma unroll
@@ -235,21 +223,79 @@ __device__ __forceinline__ int local_item(const DecodeArgs& p, int j) {
   return item < p.total ? item : -1;
 }
 
-// one item whose tile is in stage `tile`: the reduction, the outputs, the update in place, then (thread 0) the
-// bulk store of the new state
-__device__ __forceinline__ void process_item(const DecodeArgs& p, const Item& cur, uint4* tile, Smem& sm) {
+// one item whose tile is in stage `tile` and inputs in buffer buf: the reduction, the outputs, the update in place,
+// then (thread 0) the bulk store of the new state. STAGE_AHEAD: nxt staged into buffer buf ^ 1 meanwhile if has_next
+__device__ __forceinline__ void process_item(const DecodeArgs& p, const Item& cur, const Item& nxt, bool has_next,
+                                             uint4* tile, Smem& sm, int buf) {
 #if !COPY_ONLY
   uint4 raw[PASSES];
-  reduce_tile(tile, sm, raw);
+  reduce_tile(tile, sm, raw, buf);
   __syncthreads();
-  finish_column(p, cur, sm);
+  finish_column(p, cur, sm, buf);
+  if (STAGE_AHEAD && has_next) stage_inputs(p, nxt, sm, buf ^ 1);
   __syncthreads();
-  update_tile(tile, sm, raw);
+  update_tile(tile, sm, raw, buf);
 #endif
   fence_async_smem();
   __syncthreads();
   if (threadIdx.x == 0) bulk_store(p.pool + cur.slot * p.s_slot + (long long)cur.hv * (KD * VD), tile, TILE_BYTES);
 }
+
+// thread 0, after item j's tile has landed: refill the stage of local item `refill` (the item before) with item
+// refill + STAGES once that item's bulk store has read it
+__device__ __forceinline__ void refill_stage(const DecodeArgs& p, int& refill, int mine, unsigned char* tiles,
+                                             Smem& sm) {
+  if (threadIdx.x != 0 || refill < 0) return;
+  if (refill + STAGES < mine) bulk_wait_read(), issue_load(p, refill + STAGES, tiles, sm);
+  refill = -1;
+}
+
+#if !STAGE_AHEAD
+// the block's `mine` items in order: the item's inputs staged by warps 0 and 1, its tile waited for, a barrier
+__device__ __forceinline__ void run_items(const DecodeArgs& p, int mine, unsigned char* tiles, Smem& sm) {
+  Item it = fetch_item(p, blockIdx.x);
+  __syncthreads();
+  int refill = -1;  // thread 0: local item whose stage is refilled (with item refill + STAGES) next iteration
+  for (int j = 0; j < mine; ++j) {
+    const int s = j % STAGES;
+    const Item cur = it;
+    if (j + 1 < mine) it = fetch_item(p, local_item(p, j + 1));
+    if (cur.slot >= 0) {  // uniform over the block
+      stage_inputs(p, cur, sm, 0);
+      mbar_wait(&sm.bar[s], (j / STAGES) & 1);
+      __syncthreads();
+    }
+    refill_stage(p, refill, mine, tiles, sm);
+    // a padding row had no load issued (nothing to store): its stage is refilled at the next item all the same
+    if (cur.slot >= 0) process_item(p, cur, cur, false, reinterpret_cast<uint4*>(tiles + s * TILE_BYTES), sm, 0);
+    if (threadIdx.x == 0) refill = j;
+  }
+}
+#else
+// the block's `mine` items in order, item j's inputs in buffer j & 1, staged during item j - 1 (process_item)
+__device__ __forceinline__ void run_items(const DecodeArgs& p, int mine, unsigned char* tiles, Smem& sm) {
+  Item cur = fetch_item(p, blockIdx.x), nxt = cur;
+  stage_inputs(p, cur, sm, 0);
+  if (mine > 1) nxt = fetch_item(p, local_item(p, 1));
+  __syncthreads();
+  int refill = -1;
+  for (int j = 0; j < mine; ++j) {
+    const int s = j % STAGES, buf = j & 1;
+    const bool has_next = j + 1 < mine;
+    if (cur.slot >= 0) mbar_wait(&sm.bar[s], (j / STAGES) & 1);  // uniform over the block
+    refill_stage(p, refill, mine, tiles, sm);
+    if (cur.slot >= 0) {
+      process_item(p, cur, nxt, has_next, reinterpret_cast<uint4*>(tiles + s * TILE_BYTES), sm, buf);
+    } else {  // a padding row: nothing to compute or store, the next item's inputs all the same
+      if (has_next) stage_inputs(p, nxt, sm, buf ^ 1);
+      __syncthreads();
+    }
+    cur = nxt;
+    if (j + 2 < mine) nxt = fetch_item(p, local_item(p, j + 2));
+    if (threadIdx.x == 0) refill = j;
+  }
+}
+#endif
 
 // q, k [N, H, K] bf16 (token stride s_qk), v [N, HV, V] bf16 (token stride s_v), a, b [N, HV] bf16 (stride s_ab);
 // a_log, dt_bias [HV] f32; pool [S, HV, K, V] state_t (slot stride s_slot elements, 16-byte aligned), updated in
@@ -278,27 +324,6 @@ gdn_recurrent_decode_tma(const u16* __restrict__ q, const u16* __restrict__ k, l
   // programmatic dependent launch (_decode.py): the state copies and slot ids above are not written by the kernel
   // launched just before this one; q, k, v, a, b (fetch_item reads q, k and the gates) and every write wait for it
   pdl_wait();
-  Item it = fetch_item(p, blockIdx.x);
-  __syncthreads();
-  int refill = -1;  // thread 0: local item whose stage is refilled (with item refill + STAGES) next iteration
-  for (int j = 0; j < mine; ++j) {
-    const int s = j % STAGES;
-    uint4* tile = reinterpret_cast<uint4*>(tiles + s * TILE_BYTES);
-    const Item cur = it;
-    if (j + 1 < mine) it = fetch_item(p, local_item(p, j + 1));
-    if (cur.slot >= 0) {  // uniform over the block
-      stage_inputs(p, cur, sm);
-      mbar_wait(&sm.bar[s], (j / STAGES) & 1);
-      __syncthreads();
-    }
-    if (threadIdx.x == 0 && refill >= 0) {
-      // by now the previous item's bulk store has (almost surely) read its stage: refill it
-      if (refill + STAGES < mine) bulk_wait_read(), issue_load(p, refill + STAGES, tiles, sm);
-      refill = -1;
-    }
-    // a padding row had no load issued (nothing to store): its stage is refilled at the next item all the same
-    if (cur.slot >= 0) process_item(p, cur, tile, sm);
-    if (threadIdx.x == 0) refill = j;
-  }
+  run_items(p, mine, tiles, sm);
   if (threadIdx.x == 0) bulk_wait_all();
 }
