@@ -22,15 +22,22 @@ TILE_EFFICIENCY = {32: 0.4, 64: 0.6, 128: 0.73, 256: 1.0}
 SPLITS = (2, 3, 4, 5, 6, 8, 10, 12, 16)
 MIN_SPLIT_CHUNKS = 8
 SPLIT_WAVES = 2
+# ... per tile where its sweep says otherwise: T = 64's grids at M = 33-64 gain from S = 3-4 on 34816x5120 (session 10
+# run 1: 77.0-81.5 us against 93.6-94.3 at S = 1 and 81.4-83.4 at S = 2, the most two waves allow)
+TILE_SPLIT_WAVES = {64: 3}
 # pick's cost model of the busiest SM, us, fitted to the first split-K sweep of 2026-11-29 (bench/gpu_wgmma.py: 229
 # (shape, M = 64 / 128 / 512, T, S) times, mean abs error 3.3%): one 64-k chunk of a block alone on its SM; one
 # chunk of each of two T = 64 blocks sharing one (barely more throughput than alone at these M); split-K's fixed
 # cost (flush chain, read-back) and its red.global.add traffic, S x Np x M x 4 bytes (~1.7 TB/s: M = 512 splits of
 # T = 256 tiles lose by it)
-CHUNK_US = {64: 0.441, 128: 0.557, 256: 0.811}
-PAIR_CHUNK_US = 0.680
+CHUNK_US = {64: 0.461, 128: 0.557, 256: 0.811}
+PAIR_CHUNK_US = 0.711
 SPLIT_US = 4.0
 RED_US_PER_MB = 0.603
+# split-K's fixed cost and reduction cost per MB where a tile has its own fit: T = 32 (above); T = 64 and its chunk
+# times refitted to session 10's sweep (device run 1: 240 (shape, M = 33 .. 128, S) times, mean abs error 3.5%,
+# 8.1% with the first fit's constants, which priced 34816x5120 M = 40 at S = 1 94 us against S = 4 77 us)
+SPLIT_COSTS = {32: (T32_SPLIT_US, T32_RED_US_PER_MB), 64: (8.34, 0.184)}
 # split-K only where the model says it is this much faster than S = 1: on both sweeps of 2026-11-29 (690 times, M =
 # 33 .. 8192 on the layer shapes) no pick is slower than S = 1 and none over 1.10x the fastest (T, S) timed; at 0.05,
 # 10240x5120 M = 100 took 128x3, 3% slower than 128x1
@@ -60,15 +67,16 @@ def _busiest_sm_us(tile: int, splits: int, m: int, np_: int, kc: int, num_sms: i
     else:
         us = per_sm * chunks * CHUNK_US[tile]
     if splits > 1:
-        fixed, per_mb = (T32_SPLIT_US, T32_RED_US_PER_MB) if tile == 32 else (SPLIT_US, RED_US_PER_MB)
+        fixed, per_mb = SPLIT_COSTS.get(tile, (SPLIT_US, RED_US_PER_MB))
         us += fixed + splits * np_ * -(-m // 8) * 8 * 4 / 1e6 * per_mb
     return us
 
 
 def split_choices(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> list:
-    """S > 1 values pick considers for tile T: none where the S = 1 grid fills SPLIT_WAVES waves, else the SPLITS up
-    to about SPLIT_WAVES waves of blocks and Kc / MIN_SPLIT_CHUNKS."""
-    blocks, slots = (np_ // TILE_ROWS) * -(-m // tile), SPLIT_WAVES * num_sms * TILES[tile][1]
+    """S > 1 values pick considers for tile T: none where the S = 1 grid fills its waves (TILE_SPLIT_WAVES, else
+    SPLIT_WAVES), else the SPLITS up to about that many waves of blocks and Kc / MIN_SPLIT_CHUNKS."""
+    waves = TILE_SPLIT_WAVES.get(tile, SPLIT_WAVES)
+    blocks, slots = (np_ // TILE_ROWS) * -(-m // tile), waves * num_sms * TILES[tile][1]
     if blocks >= slots:
         return []
     return [s for s in SPLITS if s <= min(kc // MIN_SPLIT_CHUNKS, -(-slots // blocks))]
