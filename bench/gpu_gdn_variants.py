@@ -13,7 +13,7 @@ def variants_bench():
     copy_gbs = copy_bandwidth()
     print(f"== device-to-device copy: {copy_gbs:.0f} GB/s (read + write)")
     cases = ((torch.bfloat16, (1, 8, 32, 64), ("regs", "t128x6", "w128", "tma3x2", "tma3x2a", "tma3x2c")),
-             (torch.float32, (1, 32, 64), ("regs", "tma3x1", "tma3x1a")))
+             (torch.float32, (1, 32, 64), ("regs", "tma3x1")))
     res = {}
     for dtype, ns, names in cases:
         per_slot = HV * K * K * torch.tensor([], dtype=dtype).element_size()

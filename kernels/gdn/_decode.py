@@ -17,7 +17,7 @@ DECODE_EXTRA_DEFINES = []
 # Grid (V / BV, HV, N) for all: BV = 64 columns for bf16 state (w128: 128), 32 for f32.
 # H200, 27B layer, N=32 (NOTES.md, runs 4 and 6): bf16 regs 43.5 us, narrow 35.0, t128x6 32.7, cp128 50.9,
 # cp256 56.7; f32 regs 58.8, cp128 86.2, cp256 80.7. All pass the oracle tests. Defaults: bf16 "auto" (t128x6 /
-# w128 by batch size, w128 32.2 us at N=32), f32 "auto" (regs / tma3x1 by batch size, tma3x1 57.2 us at N=32).
+# w128 / tma3x2a by batch size, tma3x2a 29.95 us at N=32, session 10), f32 "auto" (regs / tma3x1 by batch size, tma3x1 57.2 us at N=32).
 DECODE_VARIANTS = {
     "regs": ("gdn_recurrent_decode", (), 256, -1),
     "narrow": ("gdn_recurrent_decode", ("NARROW=1",), 256, -1),
@@ -33,15 +33,17 @@ DECODE_VARIANTS = {
     "tma3x2": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2"), 256, 100),
     "tma6x1": ("gdn_recurrent_decode_tma", ("STAGES=6", "MIN_BLOCKS=1"), 256, 100),
     "tma3x1": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=1"), 256, 100),
-    # ...a: STAGE_AHEAD, the next item's inputs staged while this item's columns finish (no barrier before an item)
+    # ...a: STAGE_AHEAD, the next item's inputs staged while this item's columns finish (no barrier before an item):
+    # bf16 N = 32 29.95 us against 30.63 (tma3x2) and 30.78 (w128), session 10 run 2; with f32 state (tma3x1 with it)
+    # 55.3 against 54.4, not kept
     "tma3x2a": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2", "STAGE_AHEAD=1"), 256, 100),
-    "tma3x1a": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=1", "STAGE_AHEAD=1"), 256, 100),
     # tma3x2c: timing diagnostic, the tiles go back unchanged (COPY_ONLY: wrong results, benches only)
     "tma3x2c": ("gdn_recurrent_decode_tma", ("STAGES=3", "MIN_BLOCKS=2", "COPY_ONLY=1"), 256, 100),
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
-WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it
+WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it ...
+TMA_MIN_SEQS = 32  # ... and tma3x2a from this many (measured at 32 and 64; w128 stays ahead at 8)
 BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma3x2a", "tma6x1", "tma3x2c")
 # value columns per block where a variant differs from its dtype's default (bf16 64, f32 32)
 DECODE_BLOCK_V = {"w128": 128}
@@ -60,13 +62,15 @@ DECODE_VARIANT = {
 def decode_variant(state_dtype, num_seqs: int = 1) -> str:
     """Name of the DECODE_VARIANTS entry used for a state pool of `state_dtype` and a batch of num_seqs sequences:
     "auto" (the default) is, below WIDE_MIN_SEQS sequences / from there, t128x6 / w128 for bf16 state (H200,
-    session 2: N=32 32.2 vs 32.6 us, N=64 58.0 vs 60.3; N=1 3.9 vs 3.1) and regs / tma3x1 for f32 state (session 3:
-    N=32 57.2 vs 58.9 us, N=64 109.9 vs 112.9; N=1 6.0 vs 4.9)."""
+    session 2: N=32 32.2 vs 32.6 us, N=64 58.0 vs 60.3; N=1 3.9 vs 3.1), tma3x2a from TMA_MIN_SEQS (session 10 runs
+    1-2: N=32 29.95 vs 30.78 us, N=64 55.8-56.5 vs 56.6-57.0; N=8 9.90 vs 9.57), and regs / tma3x1 for f32 state
+    (session 3: N=32 57.2 vs 58.9 us, N=64 109.9 vs 112.9; N=1 6.0 vs 4.9)."""
     dtype = str(state_dtype).split(".")[-1]
     name = DECODE_VARIANT[dtype]
     if name == "auto":
         wide = num_seqs >= WIDE_MIN_SEQS
-        name = ("w128" if wide else "t128x6") if dtype == "bfloat16" else ("tma3x1" if wide else "regs")
+        bf16 = "tma3x2a" if num_seqs >= TMA_MIN_SEQS else "w128" if wide else "t128x6"
+        name = bf16 if dtype == "bfloat16" else ("tma3x1" if wide else "regs")
     _need(name in DECODE_VARIANTS, f"unknown GDN decode variant {name!r} (one of {sorted(DECODE_VARIANTS)})")
     _need(name not in BF16_ONLY or str(state_dtype).endswith("bfloat16"),
           f"the {name} decode variant is bf16-only")

@@ -107,6 +107,14 @@ __device__ __forceinline__ void chunk_step(int c, u32 (&a)[4][4], float (&acc)[T
     wgmma_wait<1>();
 }
 
+// the block's 256 MMA threads meet: the whole block, or (WS: gemm_ws.cuh's warp-specialised kernels, whose producer
+// warp takes no part in the split-K flush or the epilogue) named barrier 1 of those 256 threads
+template <bool WS>
+__device__ __forceinline__ void mma_threads_sync() {
+    if constexpr (WS) asm volatile("bar.sync 1, 256;" ::: "memory");
+    else __syncthreads();
+}
+
 __device__ __forceinline__ void red_add_v4(float4* p, float a, float b, float c, float d) {
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
@@ -124,7 +132,7 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 // split-K flush of one block (see the header): -> true in the block that completed its tile, acc = the tile's sums.
 // Thread i's float4 j of the tile holds acc[4j .. 4j + 3]; groups j with token m0 + 8j >= M are neither added nor
 // read (the same in every block of the tile), so only rows below M ever leave the workspace non-zero in between.
-template <int T>
+template <int T, bool WS = false>
 __device__ __forceinline__ bool split_flush(float (&acc)[T / 2], float* ws, int* counters, int tile, int splits,
                                             int tokens_left, int* s_last) {
     float4* w = (float4*)ws + (u64)tile * (T / 8) * THREADS + threadIdx.x;
@@ -132,12 +140,12 @@ __device__ __forceinline__ bool split_flush(float (&acc)[T / 2], float* ws, int*
     for (int j = 0; j < T / 8; ++j)
         if (8 * j < tokens_left)
             red_add_v4(w + j * THREADS, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-    __syncthreads();  // release: every thread's reductions before thread 0's (cumulative) fence and counter bump
+    mma_threads_sync<WS>();  // release: every thread's reductions before thread 0's (cumulative) fence and counter bump
     if (threadIdx.x == 0) {
         __threadfence();
         *s_last = atomicAdd(counters + tile, 1) == splits - 1;
     }
-    __syncthreads();
+    mma_threads_sync<WS>();
     if (!*s_last) return false;
     __threadfence();
 #pragma unroll
@@ -213,7 +221,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[T / 2], const Src& src, in
 // acc (times the 16-row alphas) as bf16 into y rows m0 .., columns rb * 128 .., staged through shared memory `ot`
 // (the stage ring, free after mainloop): acc[4j + i] = (weight row 16q + g + 8 (i >> 1) of warpgroup w, token
 // 8j + 2t + (i & 1))
-template <int T>
+template <int T, bool WS = false>
 __device__ __forceinline__ void epilogue(const float (&acc)[T / 2], u16* ot, u16* y, const float* alpha, int rb,
                                          int m0, int M, int N, int vec_out) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -224,7 +232,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[T / 2], u16* ot, u16
 #pragma unroll
         for (int i = 0; i < 4; ++i)
             ot[(8 * j + 2 * t + (i & 1)) * PITCH + row + 8 * (i >> 1)] = f32_to_bf16(acc[4 * j + i] * al);
-    __syncthreads();
+    mma_threads_sync<WS>();
     const int n0 = rb * 128;
     for (int v = threadIdx.x; v < T * 16; v += THREADS) {
         const int tok = v >> 4, n = n0 + 8 * (v & 15), m = m0 + tok;
@@ -384,3 +392,5 @@ GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2, false)
     }
 SKM_KERNEL(nvfp4_gemm_wgmma_t128_skm, 128, 6)
 SKM_KERNEL(nvfp4_gemm_wgmma_t256_skm, 256, 5)
+
+#include "gemm_ws.cuh"

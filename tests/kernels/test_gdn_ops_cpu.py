@@ -63,6 +63,8 @@ def test_decode_variant_by_dtype_and_batch(monkeypatch):
     assert _decode.decode_variant(torch.bfloat16, 1) == "t128x6"
     assert _decode.decode_variant(torch.bfloat16, _decode.WIDE_MIN_SEQS - 1) == "t128x6"
     assert _decode.decode_variant(torch.bfloat16, _decode.WIDE_MIN_SEQS) == "w128"
+    assert _decode.decode_variant(torch.bfloat16, _decode.TMA_MIN_SEQS - 1) == "w128"
+    assert _decode.decode_variant(torch.bfloat16, _decode.TMA_MIN_SEQS) == "tma3x2a"
     # SPARKINFER_GDN_DECODE_BF16=t128x6 at start-up: a named variant is kept at every batch size
     monkeypatch.setitem(_decode.DECODE_VARIANT, "bfloat16", "t128x6")
     assert _decode.decode_variant(torch.bfloat16, 64) == "t128x6"

@@ -43,7 +43,7 @@ def _steps(state, conv, inputs, A_log, dt_bias, weight, slot_ids, pdl: bool, gra
 @pytest.mark.parametrize("num_seqs", [3, 32])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
 def test_pdl_decode_equals_plain_launch(graph, num_seqs, dtype):
-    # the default kernels: bf16 t128x6 (3) / w128 (32); f32 regs (3) / the TMA ring tma3x1 (32)
+    # the default kernels: bf16 t128x6 (3) / tma3x2a (32); f32 regs (3) / the TMA ring tma3x1 (32)
     A_log, dt_bias, weight = layer(2, 6)
     channels = weight.shape[0]
     slots = torch.randperm(3 * num_seqs)[:num_seqs].tolist()

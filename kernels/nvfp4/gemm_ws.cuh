@@ -1,0 +1,173 @@
+// gemm_ws.cuh (included at the end of gemm_wgmma.cu): a warp-specialised variant of its GEMM for few tokens (decode
+// batches of 33-64 rows, T = 32 / 64), the _ws kernels. Same tile, stage layout, decode, wgmma and epilogue; what
+// differs is who copies and who waits. gemm_wgmma.cu's blocks meet at a block barrier every 64-k chunk (x came from
+// every thread), so the chunk's chain (copy wait, decode, barrier, wgmma, group wait) sets the pace at small M (~0.42
+// us a chunk, kernels/nvfp4/NOTES.md session 9). Here a 9th warp produces: per chunk one bulk copy (TMA, non-tensor)
+// of the x tile, eight of the weight fragments and eight of the scales, all completing on the stage's `full`
+// mbarrier; each MMA warp waits for `full`, decodes, issues its warpgroup's wgmma, and once its previous group has
+// retired (wgmma.wait_group 1) arrives on that stage's `empty` mbarrier (8 arrivals free a stage). No block barrier
+// in the main loop: the warpgroups only meet through the S-deep ring.
+// x goes through nvfp4_permute_x_sw first: xq [Kc][Mp][64] bf16, Mp = M rounded up to T (rows past M zero), chunk c's
+// T rows of a tile contiguous (one bulk copy) and row m's 16-byte units already in the 128-byte swizzle (unit u at
+// u ^ (m & 7)), which a plain bulk copy cannot apply.
+// PTX ISA 8.0: "mbarrier", "cp.async.bulk"; the pattern is CUTLASS's warp-specialised TMA + GMMA main loop.
+
+#define WS_THREADS 288  // 256 MMA threads (2 warpgroups) + the producer warp
+
+__device__ __forceinline__ void ws_mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ws_mbar_expect_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void ws_mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void ws_mbar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra WAIT_%=;\n}" ::"r"(bar), "r"(parity) : "memory");
+}
+// global -> shared, `bytes` (a multiple of 16, both addresses 16-byte aligned), completing on mbarrier `bar`
+__device__ __forceinline__ void ws_bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+// the producer warp: chunks c0 .. c0 + nc - 1 of row tile rb (8 fragment tiles from tile0 = 8 rb), tokens m0 ..;
+// stage i % S once the MMA warps have freed it (empty), then lane 0 the x tile, lanes 1-8 the weight fragments,
+// lanes 9-16 the scale pairs
+template <int T, int S>
+__device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsigned char* wsc, const u16* xq, int Mp,
+                                           int Kc, int rb, int m0, int c0, int nc, u32 base, u32 full, u32 empty) {
+    constexpr u32 SB = T * 128 + 5120, BYTES = T * 128 + 8 * 512 + 8 * 64;
+    const int lane = threadIdx.x & 31, tile = rb * 8 + ((lane - 1) & 7);
+    for (int i = 0; i < nc; ++i) {
+        const int s = i % S;
+        const u64 c = (u64)(c0 + i);
+        if (i >= S) ws_mbar_wait(empty + 8 * s, (i / S - 1) & 1);
+        if (lane == 0) ws_mbar_expect_tx(full + 8 * s, BYTES);
+        __syncwarp();
+        const u32 st = base + s * SB;
+        if (lane == 0) {
+            ws_bulk_load(st, xq + (c * Mp + m0) * 64, T * 128, full + 8 * s);
+        } else if (lane <= 8) {
+            ws_bulk_load(st + T * 128 + (lane - 1) * 512, wq + ((u64)tile * Kc + c) * 512, 512, full + 8 * s);
+        } else if (lane <= 16) {
+            ws_bulk_load(st + T * 128 + 4096 + ((lane - 1) & 7) * 64, wsc + ((u64)tile * Kc + c) * 64, 64,
+                         full + 8 * s);
+        }
+    }
+}
+
+// one MMA warp's chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4 wgmma
+// as one group, then (group i - 1 retired) free stage i - 1
+template <int T, int S>
+__device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 2], u32 base, const u32* lut,
+                                        u32 full, u32 empty) {
+    constexpr u32 SB = T * 128 + 5120;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, s = i % S;
+    ws_mbar_wait(full + 8 * s, (i / S) & 1);
+    const u32 st = base + s * SB;
+    const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
+    const u32 sc = lds_u16(st + T * 128 + 4096 + warp * 64 + lane * 2);
+    const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
+    decode_word(f.x, sg, sg8, a[0]);
+    decode_word(f.y, sg, sg8, a[1]);
+    decode_word(f.z, sg, sg8, a[2]);
+    decode_word(f.w, sg, sg8, a[3]);
+    u64 desc[4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) desc[ks] = desc_sw128(st + 32 * ks);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // every operand final before the batch opens (as chunk_step)
+        asm volatile("" : "+l"(desc[ks]));
+        asm volatile("" : "+r"(a[ks][0]), "+r"(a[ks][1]), "+r"(a[ks][2]), "+r"(a[ks][3]));
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
+    wgmma_commit();
+    wgmma_wait<1>();
+    if (i > 0 && lane == 0) ws_mbar_arrive(empty + 8 * ((i - 1) % S));
+}
+
+// the MMA warps: acc = the sums of nc chunks; at the end every group retired and the 256 threads met (the ring is
+// then free for the epilogue's staging)
+template <int T, int S>
+__device__ __forceinline__ void ws_consume(float (&acc)[T / 2], int nc, u32 base, const u32* lut, u32 full,
+                                           u32 empty) {
+#pragma unroll
+    for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
+    u32 a0[4][4], a1[4][4];
+    int i = 0;
+    for (; i + 1 < nc; i += 2) {
+        ws_step<T, S>(i, a0, acc, base, lut, full, empty);
+        ws_step<T, S>(i + 1, a1, acc, base, lut, full, empty);
+    }
+    if (i < nc) ws_step<T, S>(i, a0, acc, base, lut, full, empty);
+    wgmma_wait<0>();
+    fence_regs(acc);
+    mma_threads_sync<true>();
+}
+
+// gemm_body's work split (tile_origin, split-K ranges and flush, epilogue) with the warp-specialised main loop
+template <int T, int S, bool SK>
+__device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsigned char* wsc, const u16* xq, u16* y,
+                                             const float* alpha, int M, int N, int Kc, int R, int group, int vec_out,
+                                             float* ws, int* counters, int splits, int Mp) {
+    extern __shared__ unsigned char dsmem[];
+    __shared__ u32 lut[256];
+    __shared__ __align__(8) u64 bars[2 * S];  // full[S], empty[S]
+    __shared__ int s_last;
+    const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u, full = smem_u32(bars), empty = full + 8 * S;
+    if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) ws_mbar_init(full + 8 * s, 1), ws_mbar_init(empty + 8 * s, 8);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const unsigned bid = SK ? blockIdx.x / splits : blockIdx.x;
+    const int split = SK ? (int)(blockIdx.x - bid * splits) : 0;
+    const int c0 = SK ? (int)((long long)Kc * split / splits) : 0;
+    const int nc = SK ? (int)((long long)Kc * (split + 1) / splits) - c0 : Kc;
+    const int2 o = tile_origin(bid, M, T, R, group);
+    if (threadIdx.x >= 256) {
+        ws_produce<T, S>(wq, wsc, xq, Mp, Kc, o.x, o.y, c0, nc, base, full, empty);
+        return;
+    }
+    float acc[T / 2];
+    ws_consume<T, S>(acc, nc, base, lut, full, empty);
+    if constexpr (SK) {
+        if (!split_flush<T, true>(acc, ws, counters, (int)bid, splits, M - o.y, &s_last)) return;
+    }
+    epilogue<T, true>(acc, (u16*)(dsmem + (base - raw)), y, alpha, o.x, o.y, M, N, vec_out);
+}
+
+// x [M, K] -> xq [Kc][Mp][64] bf16 (see the top): one thread per 16-byte unit, zeros past M and K
+extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x_sw(const u16* x, u16* xq, int M, int K, int Kc,
+                                                                      int Mp) {
+    const u64 i = (u64)blockIdx.x * 256 + threadIdx.x, cm = i >> 3;
+    if (cm >= (u64)Kc * Mp) return;
+    const int u = (int)(i & 7), m = (int)(cm % Mp), c = (int)(cm / Mp);
+    const u32* row = (const u32*)(x + (u64)m * K);
+    u32 w[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+        const int k = 64 * c + 16 * t + 2 * u;
+        w[t] = m < M && k < K ? __ldg(row + (k >> 1)) : 0u;
+    }
+    *(uint4*)(xq + cm * 64 + 8 * (u ^ (m & 7))) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// T = 32: 8 stages, 3 blocks a SM; T = 64: 8 stages, 2 blocks a SM (gemm_wgmma's rings); _sk = split-K
+#define WS_KERNEL(name, t, s, minb, sk) \
+    extern "C" __global__ void __launch_bounds__(WS_THREADS, minb) name(const unsigned char *wq, \
+            const unsigned char *wsc, const u16 *xq, u16 *y, const float *alpha, int M, int N, int K, int Kc, int R, \
+            int group, int vec_out, float *ws, int *counters, int splits, int Mp) { \
+        gemm_ws_body<t, s, sk>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, counters, splits, Mp); \
+    }
+WS_KERNEL(nvfp4_gemm_ws_t32, 32, 8, 3, false)
+WS_KERNEL(nvfp4_gemm_ws_t32_sk, 32, 8, 3, true)
+WS_KERNEL(nvfp4_gemm_ws_t64, 64, 8, 2, false)
+WS_KERNEL(nvfp4_gemm_ws_t64_sk, 64, 8, 2, true)
