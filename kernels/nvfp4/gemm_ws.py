@@ -12,18 +12,23 @@ from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, ch
 
 WS_TILES = (32, 64)
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
+# who copies the weights (gemm_ws.cuh): "" the producer by bulk copies, "_lsu" the producer's lanes by cp.async,
+# "_own" each MMA warp its own fragment
+WS_MODES = ("", "_lsu", "_own")
 
 
-def gemm_ws(x, p: dict, out, tile: int = 0, splits: int = 0):
+def gemm_ws(x, p: dict, out, tile: int = 0, splits: int = 0, mode: str = ""):
     """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T in WS_TILES (0:
     pick's, which must then be one of them); splits: S split-K blocks per output tile (0: pick's for that tile).
-    Raises ValueError for what the kernels do not take (as gemm_wgmma, plus T > 64)."""
+    mode: one of WS_MODES. Raises ValueError for what the kernels do not take (as gemm_wgmma, plus T > 64)."""
     import numpy as np
     import torch
 
     check_args(x, p, out, tile, True, True, "", splits)
     m, n, kc = x.shape[0], p["N"], p["Kc"]
     tile, splits = _tile_and_splits(m, p, tile, splits, True, _compile.num_sms(x.device))
+    if mode not in WS_MODES:
+        raise ValueError(f"gemm_ws: mode must be one of {WS_MODES}")
     if tile not in WS_TILES:
         raise ValueError(f"gemm_ws: tile must be one of {WS_TILES}, got {tile}")
     rows, mp = p["Np"] // TILE_ROWS, -(-m // tile) * tile
@@ -44,7 +49,7 @@ def gemm_ws(x, p: dict, out, tile: int = 0, splits: int = 0):
             np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
             np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
             np.int32(splits), np.int32(mp))
-    name = f"nvfp4_gemm_ws_t{tile}" + ("_sk" if splits > 1 else "")
+    name = f"nvfp4_gemm_ws_t{tile}{mode}" + ("_sk" if splits > 1 else "")
     kernel(name, tile)((tiles * splits,), (WS_THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
 

@@ -23,8 +23,9 @@ def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
+@pytest.mark.parametrize("mode", gemm_ws.WS_MODES, ids=lambda m: m or "bulk")
 @pytest.mark.parametrize("tile", gemm_ws.WS_TILES, ids=lambda t: f"T{t}")
-def test_every_ws_kernel(tile):
+def test_every_ws_kernel(tile, mode):
     # N % 128 != 0, K % 64 != 0 (Kc = 17, 81: odd tails), long K (Kc = 272: the 8-stage ring wraps 34 times);
     # partial token tiles; S = 1 equals gemm_wgmma's kernel bit for bit (same chunk order), splits within tolerance
     for n, k in [(1000, 1040), (272, 5184), (384, 17408)]:
@@ -34,7 +35,7 @@ def test_every_ws_kernel(tile):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             ref = x.float() @ ref_w.t()
             for splits in (1, 3, p["Kc"]):  # Kc: one chunk a block
-                out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), tile=tile, splits=splits)
+                out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), tile=tile, splits=splits, mode=mode)
                 torch.cuda.synchronize()
                 assert _err(out, ref) < REL_TOL, (n, k, m, splits)
                 if splits == 1:
