@@ -125,7 +125,7 @@ def check_args(x, p: dict, out, tile: int, fence: bool, permute: bool, diag: str
 
 
 def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool = PERMUTE_X,
-               diag: str = "", splits: int = 0, stream_k: int = -1):
+               diag: str = "", splits: int = 0, stream_k: int = -1, use_ws: bool = True):
     """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T (64, 128, 256;
     0: pick's); splits: S split-K blocks per output tile, at most Kc (1: none, the plain kernels; 0: pick's, or the
     cheapest for a given tile; S > 1 only for the default family: permuted, fenced, no diag; S = 1 where the
@@ -137,7 +137,8 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     "_s6" (T = 64): RING_VARIANTS' ring (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
     whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
-    the kernel family is the default one, else not used.
+    the kernel family is the default one, else not used. use_ws: T = 64 default-family launches go to the
+    warp-specialised kernels (gemm_ws.py) where gemm_ws.WS_GEMM is on; False keeps this module's.
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
     import numpy as np
     import torch
@@ -155,6 +156,11 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
         if streamk.launch(x, p, out, tile or 256, stream_k, num_sms):
             return out
     tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
+    if plain and not diag and tile == 64 and use_ws:
+        from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
+
+        if gemm_ws.WS_GEMM:
+            return gemm_ws.launch(x, p, out, splits)
     rows = p["Np"] // TILE_ROWS
     tiles = rows * -(-m // tile)
     if tiles * splits >= 1 << 31:

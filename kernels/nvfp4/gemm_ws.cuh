@@ -1,24 +1,21 @@
-// gemm_ws.cuh (included at the end of gemm_wgmma.cu): a warp-specialised variant of its GEMM for few tokens (decode
-// batches of 33-64 rows, T = 32 / 64), the _ws kernels. Same tile, stage layout, decode, wgmma and epilogue; what
-// differs is who copies and who waits. gemm_wgmma.cu's blocks meet at a block barrier every 64-k chunk (x came from
-// every thread), so the chunk's chain (copy wait, decode, barrier, wgmma, group wait) sets the pace at small M (~0.42
-// us a chunk, kernels/nvfp4/NOTES.md session 9). Here a 9th warp produces: per chunk one bulk copy (TMA, non-tensor)
-// of the x tile, eight of the weight fragments and eight of the scales, all completing on the stage's `full`
-// mbarrier; each MMA warp waits for `full`, decodes, issues its warpgroup's wgmma, and once its previous group has
-// retired (wgmma.wait_group 1) arrives on that stage's `empty` mbarrier (8 arrivals free a stage). No block barrier
-// in the main loop: the warpgroups only meet through the S-deep ring.
-// x goes through nvfp4_permute_x_sw first: xq [Kc][Mp][64] bf16, Mp = M rounded up to T (rows past M zero), chunk c's
-// T rows of a tile contiguous (one bulk copy) and row m's 16-byte units already in the 128-byte swizzle (unit u at
-// u ^ (m & 7)), which a plain bulk copy cannot apply.
-// PTX ISA 8.0: "mbarrier", "cp.async.bulk"; the pattern is CUTLASS's warp-specialised TMA + GMMA main loop.
+// gemm_ws.cuh (included at the end of gemm_wgmma.cu): a warp-specialised variant of its T = 64 GEMM, for decode
+// batches of 33-64 rows (the _ws kernels). Same tile, stage layout, decode, wgmma and epilogue; what differs is who
+// copies and who waits. gemm_wgmma.cu's blocks meet at a block barrier every 64-k chunk (x came from every thread),
+// so each chunk's chain (copy wait, decode, barrier, wgmma, group wait) sets the pace at small M (~0.42 us a chunk,
+// kernels/nvfp4/NOTES.md session 9). Here a 9th warp produces: per chunk, once the stage is free (its `empty`
+// mbarrier), lane 0 bulk-copies (TMA, non-tensor) the x tile and the 32 lanes cp.async the 8 weight fragments and
+// scales (9 x 16 bytes a lane), each lane's copies arriving on the stage's `full` mbarrier when they land. Each MMA
+// warp waits for `full`, decodes, issues its warpgroup's wgmma, and once its previous group has retired
+// (wgmma.wait_group 1) arrives on that stage's `empty` (8 arrivals free a stage): no block barrier in the main loop,
+// the warpgroups meet only through the 8-deep ring. (Session 10, device run 4: the fragments and scales as 16 bulk
+// copies a chunk were 1.4-2x slower than gemm_wgmma, each MMA warp copying its own 8-25% slower than this.)
+// x goes through nvfp4_permute_x_sw first: xq [Kc][Mp][64] bf16, Mp = M rounded up to 64 (rows past M zero), chunk
+// c's 64 rows of a tile contiguous (one bulk copy) and row m's 16-byte units already in the 128-byte swizzle (unit u
+// at u ^ (m & 7)), which a plain bulk copy cannot apply.
+// PTX ISA 8.0: "mbarrier", "cp.async.bulk", cp.async.mbarrier.arrive; the pattern is CUTLASS's warp-specialised
+// producer / consumer main loop.
 
 #define WS_THREADS 288  // 256 MMA threads (2 warpgroups) + the producer warp
-// who copies the weight fragments and scales (x is always the producer's bulk copy): WS_BULK the producer, by 16
-// bulk copies a chunk; WS_LSU the producer's 32 lanes, by cp.async (9 x 16 bytes a lane) that arrive on `full` when
-// they land; WS_OWN each MMA warp its own fragment, as gemm_wgmma.cu (cp.async, S - 2 chunks ahead)
-#define WS_BULK 0
-#define WS_LSU 1
-#define WS_OWN 2
 
 __device__ __forceinline__ void ws_mbar_init(u32 bar, u32 count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
@@ -44,59 +41,38 @@ __device__ __forceinline__ void ws_bulk_load(u32 dst, const void* src, u32 bytes
                  ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
-// the producer warp: chunks c0 .. c0 + nc - 1 of row tile rb (8 fragment tiles from tile0 = 8 rb), tokens m0 ..;
-// stage i % S once the MMA warps have freed it (empty), then lane 0 the x tile by one bulk copy and (MODE) the weights
-template <int T, int S, int MODE>
+// the producer warp: chunks c0 .. c0 + nc - 1 of row tile rb (8 fragment tiles from 8 rb), tokens m0 ..: stage
+// i % S once the MMA warps have freed it, then the x tile (lane 0, one bulk copy, expected bytes) and 16 bytes of
+// each fragment tile and of the scales a lane (cp.async; lane l's scale piece: tile l / 4, piece l % 4)
+template <int T, int S>
 __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsigned char* wsc, const u16* xq, int Mp,
                                            int Kc, int rb, int m0, int c0, int nc, u32 base, u32 full, u32 empty) {
-    constexpr u32 SB = T * 128 + 5120, BYTES = T * 128 + (MODE == WS_BULK ? 8 * 512 + 8 * 64 : 0);
-    const int lane = threadIdx.x & 31, tile = rb * 8 + ((lane - 1) & 7);
+    constexpr u32 SB = T * 128 + 5120;
+    const int lane = threadIdx.x & 31;
     for (int i = 0; i < nc; ++i) {
         const int s = i % S;
         const u64 c = (u64)(c0 + i);
         if (i >= S) ws_mbar_wait(empty + 8 * s, (i / S - 1) & 1);
-        if (lane == 0) ws_mbar_expect_tx(full + 8 * s, BYTES);
-        __syncwarp();
         const u32 st = base + s * SB;
-        if (lane == 0) ws_bulk_load(st, xq + (c * Mp + m0) * 64, T * 128, full + 8 * s);
-        if constexpr (MODE == WS_BULK) {
-            if (lane >= 1 && lane <= 8) {
-                ws_bulk_load(st + T * 128 + (lane - 1) * 512, wq + ((u64)tile * Kc + c) * 512, 512, full + 8 * s);
-            } else if (lane >= 9 && lane <= 16) {
-                ws_bulk_load(st + T * 128 + 4096 + ((lane - 1) & 7) * 64, wsc + ((u64)tile * Kc + c) * 64, 64,
-                             full + 8 * s);
-            }
-        } else if constexpr (MODE == WS_LSU) {  // piece j of fragment tile j: 32 lanes x 16 B; scale piece: 4 a tile
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                cp_async16(st + T * 128 + j * 512 + lane * 16, wq + ((u64)(rb * 8 + j) * Kc + c) * 512 + lane * 16);
-            cp_async16(st + T * 128 + 4096 + lane * 16, wsc + ((u64)(rb * 8 + (lane >> 2)) * Kc + c) * 64 +
-                       (lane & 3) * 16);
-            ws_cp_async_arrive(full + 8 * s);
+        if (lane == 0) {
+            ws_mbar_expect_tx(full + 8 * s, T * 128);
+            ws_bulk_load(st, xq + (c * Mp + m0) * 64, T * 128, full + 8 * s);
         }
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            cp_async16(st + T * 128 + j * 512 + lane * 16, wq + ((u64)(rb * 8 + j) * Kc + c) * 512 + lane * 16);
+        cp_async16(st + T * 128 + 4096 + lane * 16, wsc + ((u64)(rb * 8 + (lane >> 2)) * Kc + c) * 64 + (lane & 3) * 16);
+        ws_cp_async_arrive(full + 8 * s);
     }
-}
-
-// WS_OWN: this warp's weight fragment and scale pairs of chunk c into stage st (gemm_wgmma.cu's issue_chunk less x)
-template <int T>
-__device__ __forceinline__ void ws_copy_own(u32 st, const Src& src, int c) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    cp_async16(st + T * 128 + warp * 512 + lane * 16, src.w + 512 * (u64)c);
-    if (lane < 16) cp_async4(st + T * 128 + 4096 + warp * 64 + lane * 4, src.s + 64 * (u64)c, true);
 }
 
 // one MMA warp's chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4 wgmma
 // as one group, then (group i - 1 retired) free stage i - 1
-template <int T, int S, int MODE>
+template <int T, int S>
 __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 2], u32 base, const u32* lut,
-                                        u32 full, u32 empty, const Src& src, int nc) {
+                                        u32 full, u32 empty) {
     constexpr u32 SB = T * 128 + 5120;
-    constexpr int PD = S - 2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, s = i % S;
-    if constexpr (MODE == WS_OWN) {
-        asm volatile("cp.async.wait_group %0;" :: "n"(PD - 1) : "memory");
-        __syncwarp();
-    }
     ws_mbar_wait(full + 8 * s, (i / S) & 1);
     const u32 st = base + s * SB;
     const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
@@ -118,43 +94,31 @@ __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
     wgmma_commit();
-    if constexpr (MODE == WS_OWN) {  // this warp's fragment of chunk i + PD into the stage chunk i - 2 used
-        if (i + PD < nc) ws_copy_own<T>(base + ((i + PD) % S) * SB, src, i + PD);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    }
     wgmma_wait<1>();
     if (i > 0 && lane == 0) ws_mbar_arrive(empty + 8 * ((i - 1) % S));
 }
 
 // the MMA warps: acc = the sums of nc chunks; at the end every group retired and the 256 threads met (the ring is
 // then free for the epilogue's staging)
-template <int T, int S, int MODE>
+template <int T, int S>
 __device__ __forceinline__ void ws_consume(float (&acc)[T / 2], int nc, u32 base, const u32* lut, u32 full,
-                                           u32 empty, const Src& src) {
+                                           u32 empty) {
 #pragma unroll
     for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
-    if constexpr (MODE == WS_OWN) {
-#pragma unroll
-        for (int j = 0; j < S - 2; ++j) {
-            if (j < nc) ws_copy_own<T>(base + j * (T * 128 + 5120), src, j);
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-    }
     u32 a0[4][4], a1[4][4];
     int i = 0;
     for (; i + 1 < nc; i += 2) {
-        ws_step<T, S, MODE>(i, a0, acc, base, lut, full, empty, src, nc);
-        ws_step<T, S, MODE>(i + 1, a1, acc, base, lut, full, empty, src, nc);
+        ws_step<T, S>(i, a0, acc, base, lut, full, empty);
+        ws_step<T, S>(i + 1, a1, acc, base, lut, full, empty);
     }
-    if (i < nc) ws_step<T, S, MODE>(i, a0, acc, base, lut, full, empty, src, nc);
+    if (i < nc) ws_step<T, S>(i, a0, acc, base, lut, full, empty);
     wgmma_wait<0>();
     fence_regs(acc);
-    if constexpr (MODE == WS_OWN) asm volatile("cp.async.wait_group 0;" ::: "memory");
     mma_threads_sync<true>();
 }
 
 // gemm_body's work split (tile_origin, split-K ranges and flush, epilogue) with the warp-specialised main loop
-template <int T, int S, int MODE, bool SK>
+template <int T, int S, bool SK>
 __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsigned char* wsc, const u16* xq, u16* y,
                                              const float* alpha, int M, int N, int Kc, int R, int group, int vec_out,
                                              float* ws, int* counters, int splits, int Mp) {
@@ -165,7 +129,8 @@ __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsi
     const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u, full = smem_u32(bars), empty = full + 8 * S;
     if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     if (threadIdx.x == 0) {
-        for (int s = 0; s < S; ++s) ws_mbar_init(full + 8 * s, MODE == WS_LSU ? 33 : 1), ws_mbar_init(empty + 8 * s, 8);
+        // full: lane 0's expect_tx + the 32 lanes' cp.async arrivals; empty: the 8 MMA warps
+        for (int s = 0; s < S; ++s) ws_mbar_init(full + 8 * s, 33), ws_mbar_init(empty + 8 * s, 8);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -175,11 +140,11 @@ __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsi
     const int nc = SK ? (int)((long long)Kc * (split + 1) / splits) - c0 : Kc;
     const int2 o = tile_origin(bid, M, T, R, group);
     if (threadIdx.x >= 256) {
-        ws_produce<T, S, MODE>(wq, wsc, xq, Mp, Kc, o.x, o.y, c0, nc, base, full, empty);
+        ws_produce<T, S>(wq, wsc, xq, Mp, Kc, o.x, o.y, c0, nc, base, full, empty);
         return;
     }
     float acc[T / 2];
-    ws_consume<T, S, MODE>(acc, nc, base, lut, full, empty, make_src<true>(wq, wsc, xq, M, 0, Kc, o.x, o.y, c0));
+    ws_consume<T, S>(acc, nc, base, lut, full, empty);
     if constexpr (SK) {
         if (!split_flush<T, true>(acc, ws, counters, (int)bid, splits, M - o.y, &s_last)) return;
     }
@@ -202,18 +167,12 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x_sw(const u16* 
     *(uint4*)(xq + cm * 64 + 8 * (u ^ (m & 7))) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// T = 32: 8 stages, 3 blocks a SM; T = 64: 8 stages, 2 blocks a SM (gemm_wgmma's rings); _sk = split-K
-#define WS_KERNEL(name, t, s, minb, mode, sk) \
+// T = 64: 8 stages, 2 blocks a SM (gemm_wgmma's ring); _sk = split-K
+#define WS_KERNEL(name, t, s, minb, sk) \
     extern "C" __global__ void __launch_bounds__(WS_THREADS, minb) name(const unsigned char *wq, \
             const unsigned char *wsc, const u16 *xq, u16 *y, const float *alpha, int M, int N, int K, int Kc, int R, \
             int group, int vec_out, float *ws, int *counters, int splits, int Mp) { \
-        gemm_ws_body<t, s, mode, sk>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, counters, splits, Mp); \
+        gemm_ws_body<t, s, sk>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, counters, splits, Mp); \
     }
-#define WS_KERNELS(suffix, mode) \
-    WS_KERNEL(nvfp4_gemm_ws_t32##suffix, 32, 8, 3, mode, false) \
-    WS_KERNEL(nvfp4_gemm_ws_t32##suffix##_sk, 32, 8, 3, mode, true) \
-    WS_KERNEL(nvfp4_gemm_ws_t64##suffix, 64, 8, 2, mode, false) \
-    WS_KERNEL(nvfp4_gemm_ws_t64##suffix##_sk, 64, 8, 2, mode, true)
-WS_KERNELS(, WS_BULK)
-WS_KERNELS(_lsu, WS_LSU)
-WS_KERNELS(_own, WS_OWN)
+WS_KERNEL(nvfp4_gemm_ws_t64, 64, 8, 2, false)
+WS_KERNEL(nvfp4_gemm_ws_t64_sk, 64, 8, 2, true)

@@ -23,28 +23,27 @@ def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-@pytest.mark.parametrize("mode", gemm_ws.WS_MODES, ids=lambda m: m or "bulk")
-@pytest.mark.parametrize("tile", gemm_ws.WS_TILES, ids=lambda t: f"T{t}")
-def test_every_ws_kernel(tile, mode):
+def test_every_ws_kernel():
     # N % 128 != 0, K % 64 != 0 (Kc = 17, 81: odd tails), long K (Kc = 272: the 8-stage ring wraps 34 times);
-    # partial token tiles; S = 1 equals gemm_wgmma's kernel bit for bit (same chunk order), splits within tolerance
+    # partial token tiles (M = 5 .. 187); S = 1 equals gemm_wgmma's own T = 64 kernel bit for bit (the same chunk
+    # order), S > 1 within tolerance
     for n, k in [(1000, 1040), (272, 5184), (384, 17408)]:
         weight = _weight(n, k)
         ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
-        for m in (5, 24, 33, tile + 1, 3 * tile - 5):
+        for m in (5, 24, 33, 65, 187):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             ref = x.float() @ ref_w.t()
             for splits in (1, 3, p["Kc"]):  # Kc: one chunk a block
-                out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), tile=tile, splits=splits, mode=mode)
+                out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), splits=splits)
                 torch.cuda.synchronize()
                 assert _err(out, ref) < REL_TOL, (n, k, m, splits)
                 if splits == 1:
-                    twin = gemm_wgmma.gemm_wgmma(x, p, _poisoned(m, n), tile=tile, splits=1)
+                    twin = gemm_wgmma.gemm_wgmma(x, p, _poisoned(m, n), tile=64, splits=1, use_ws=False)
                     assert torch.equal(out, twin), (n, k, m)
 
 
 def test_ws_pick_and_graph_replay():
-    # tile = 0: pick's (T, S) for 40 rows of the 27B gate + up shape (T = 64, split-K); captured in a CUDA graph
+    # pick's S for 40 rows of a quarter of the 27B gate + up shape (split-K); captured in a CUDA graph
     # after a warm-up, then replayed on new x in place
     weight = _weight(34816 // 4, 5120)
     ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
@@ -64,9 +63,28 @@ def test_ws_pick_and_graph_replay():
         assert _err(out, x.float() @ ref_w.t()) < REL_TOL
 
 
-def test_ws_refuses_big_tiles():
+def test_ws_checks_arguments():
     weight = _weight(256, 128)
     p = ops.prepared(weight)
-    x = torch.randn(200, 128, device="cuda").to(torch.bfloat16)
-    with pytest.raises(ValueError, match="tile must be one of"):
-        gemm_ws.gemm_ws(x, p, _poisoned(200, 256), tile=128)
+    x = torch.randn(40, 128, device="cuda").to(torch.bfloat16)
+    with pytest.raises(ValueError, match="splits must be"):
+        gemm_ws.gemm_ws(x, p, _poisoned(40, 256), splits=p["Kc"] + 1)
+    with pytest.raises(ValueError, match="out must be"):
+        gemm_ws.gemm_ws(x, p, _poisoned(41, 256))
+
+
+def test_gemm_wgmma_sends_t64_here(monkeypatch):
+    # gemm_wgmma's default-family T = 64 launches (pick's at 33-64 rows) run gemm_ws.launch; T = 128, the _s6 ring
+    # and use_ws=False do not
+    calls = []
+    real = gemm_ws.launch
+    monkeypatch.setattr(gemm_ws, "WS_GEMM", True)
+    monkeypatch.setattr(gemm_ws, "launch", lambda *a: calls.append(a[3]) or real(*a))
+    weight = _weight(640, 1024)
+    ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+    x = torch.randn(48, 1024, device="cuda").to(torch.bfloat16)
+    for kw, expect in [({}, 1), ({"tile": 64, "splits": 2}, 2), ({"tile": 128}, 2), ({"tile": 64, "diag": "_s6"}, 2),
+                       ({"tile": 64, "use_ws": False}, 2)]:
+        out = gemm_wgmma.gemm_wgmma(x, p, _poisoned(48, 640), **kw)
+        torch.cuda.synchronize()
+        assert len(calls) == expect and _err(out, x.float() @ ref_w.t()) < REL_TOL, (kw, calls)
