@@ -9,7 +9,7 @@ from gateway.errors import InvalidRequest
 from gateway.list_limits import MAX_N
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
 from gateway.openai_fields import STRUCTURED_OUTPUTS
-from gateway.schema_errors import error_message
+from gateway.schema_errors import best_error, error_message
 
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
@@ -305,14 +305,19 @@ def validate(body: Any, schema: dict) -> dict:
     error = next(iter(sorted(validator.iter_errors(body), key=lambda e: list(e.path))), None)
     if error is None:
         return integral(body, schema)
-    param = _param_name(error.path)
     # An empty list where every alternative needs items (prompt: [], prompt: [[]]) is named as one, not as a type.
     if error.instance == [] and (error.validator == "minItems" or _all_need_items(error)):
+        raise empty_array(_param_name(error.path))
+    # Where an anyOf stops jsonschema short of a reason, the reason inside the alternative the value is of (stop: [1]
+    # is "stop[0]: 1 is not of type 'string'", not "[1] is not valid under any of the given schemas").
+    error = best_error([error])
+    param = _param_name(error.absolute_path)
+    if error.instance == [] and error.validator == "minItems":
         raise empty_array(param)
     if error.validator == "required":
         missing = next((key for key in error.validator_value if key not in error.instance), "")
         field_name = f"{param}.{missing}" if param else missing
         raise InvalidRequest(f"'{field_name}' is a required property", param=field_name,
                              code="missing_required_parameter")
-    code = "invalid_type" if error.validator in ("type", "anyOf") else "invalid_value"
+    code = "invalid_type" if error.validator in ("type", "anyOf", "oneOf") else "invalid_value"
     raise InvalidRequest(f"invalid value for '{param}': {error_message(error)}", param=param or None, code=code)

@@ -5,7 +5,9 @@ of fault in pydantic's errors). Here the value is shortened with reprlib (the st
 from __future__ import annotations
 
 import reprlib
-from typing import Any
+from typing import Any, Optional
+
+from jsonschema.exceptions import best_match
 
 # The longest a message may get once the value is shortened (enum lists and patterns are ours, and short).
 MAX_MESSAGE = 1000
@@ -21,8 +23,81 @@ def short_repr(value) -> str:
 def error_message(error: Any) -> str:
     """A jsonschema ValidationError's (or SchemaError's) message with the offending value's repr shortened, at most
     MAX_MESSAGE characters."""
-    message = error.message
+    message = _kinds_message(error) or error.message
     full = repr(error.instance)
     if len(full) > 60 and full in message:
         message = message.replace(full, short_repr(error.instance))
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
+
+
+def _alternatives(error: Any) -> dict:
+    """An anyOf / oneOf error's sub-errors, by the alternative (its index in the list) each came from."""
+    groups: dict = {}
+    for sub in error.context:
+        groups.setdefault(sub.relative_schema_path[0], []).append(sub)
+    return groups
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of a decoded value (integers and floats both numbers)."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "boolean"
+    kinds = ((int, "number"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"))
+    return next((kind for cls, kind in kinds if isinstance(value, cls)), "other")
+
+
+def _refuses_kind(sub: Any) -> bool:
+    """Whether a sub-error refuses the value itself for its JSON type: a `type` it is not, or an `enum` / `const`
+    whose members are all of other types (tool_choice's words beside an object)."""
+    if sub.relative_path or sub.validator not in ("type", "enum", "const"):
+        return False
+    if sub.validator == "type":
+        return True
+    members = sub.validator_value if sub.validator == "enum" else [sub.validator_value]
+    return isinstance(members, list) and _json_type(sub.instance) not in {_json_type(m) for m in members}
+
+
+def _of_other_kind(errors: list) -> bool:
+    """Whether an alternative refused the value for its JSON type alone (the value is not of its kind at all)."""
+    return any(_refuses_kind(sub) for sub in errors)
+
+
+def _progress(error: Any) -> tuple:
+    """How far into the value an alternative got before it failed: deeper, then at a later list item."""
+    path = error.absolute_path
+    return len(path), [part if isinstance(part, int) else -1 for part in path]
+
+
+def best_error(errors: Any) -> Optional[Any]:
+    """The error that says best why a value was refused, or None: jsonschema's best_match, and where that stops at an
+    anyOf / oneOf whose alternatives tie ("'strng' is not valid under any of the given schemas", no reason), the
+    reason of the alternative of the value's own kind that got furthest into it ("'strng' is not one of ['array',
+    ...]"). A value of none of the alternatives' kinds keeps the anyOf error, which error_message words as the kinds
+    it may be."""
+    best = best_match(errors)
+    while best is not None and best.context:
+        same_kind = [best_match(group) for group in _alternatives(best).values() if not _of_other_kind(group)]
+        if not same_kind:
+            break
+        best = max(same_kind, key=_progress)
+    return best
+
+
+def _kinds_message(error: Any) -> Optional[str]:
+    """"5 is not of type 'object' nor one of ['none', 'auto']" for an anyOf / oneOf whose every alternative wants
+    another JSON type (jsonschema says only "is not valid under any of the given schemas")."""
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        return None
+    if not all(_of_other_kind(group) for group in _alternatives(error).values()):
+        return None
+    kinds: list = []
+    values: list = []
+    for sub in filter(_refuses_kind, error.context):
+        value = sub.validator_value
+        if sub.validator == "type":
+            kinds += [kind for kind in ([value] if isinstance(value, str) else value) if kind not in kinds]
+        else:
+            values += [member for member in (value if sub.validator == "enum" else [value]) if member not in values]
+    parts = ([f"of type {', '.join(repr(kind) for kind in kinds)}"] if kinds else []) + (
+        [f"one of {values!r}"] if values else [])
+    return f"{repr(error.instance)} is not {' nor '.join(parts)}"

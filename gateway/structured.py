@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import any_object_schema, bounded_schema
-from gateway.schema_errors import error_message
+from gateway.schema_errors import best_error, error_message
 
 DEFAULT_MAX_STRING_CHARS = 1024
 # The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
@@ -80,15 +79,26 @@ def check_schema(schema: Any, param: str) -> dict:
     llguidance can enforce exactly."""
     if not isinstance(schema, dict):
         raise InvalidRequest(f"{param} must be a JSON Schema object", param=param)
-    try:
-        # The draft its $schema names (draft-07's tuple `items` list, draft-04's boolean exclusiveMinimum, as
-        # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
-        cls = validator_for(schema, default=Draft202012Validator)
-        cls.check_schema(schema, format_checker=_schema_formats(cls))
-    except SchemaError as exc:
-        raise InvalidRequest(f"{param} is not a valid JSON Schema: {error_message(exc)}", param=param) from exc
+    error = schema_error(schema)
+    if error is not None:
+        raise InvalidRequest(f"{param} is not a valid JSON Schema: {error}", param=param)
     _check_exact_integers(schema, param)
     return schema
+
+
+def schema_error(schema: dict) -> Optional[str]:
+    """Why schema is no JSON Schema its draft accepts (the reason and where: "'strng' is not one of ['array', ...]
+    (at $.properties.a.type)"), or None."""
+    # The draft its $schema names (draft-07's tuple `items` list, draft-04's boolean exclusiveMinimum, as
+    # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
+    cls = validator_for(schema, default=Draft202012Validator)
+    meta = validator_for(cls.META_SCHEMA, default=cls)(cls.META_SCHEMA, format_checker=_schema_formats(cls))
+    # The best reason, not jsonschema's check_schema's first error (an anyOf's bare "is not valid under any of the
+    # given schemas").
+    error = best_error(meta.iter_errors(schema))
+    if error is None:
+        return None
+    return error_message(error) + (f" (at {error.json_path})" if error.absolute_path else "")
 
 
 def _integers(value: Any):

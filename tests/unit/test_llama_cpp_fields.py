@@ -99,7 +99,8 @@ async def test_json_schema_constrains_the_output(stack, path, base, value):
     ({"json_schema": SCHEMA, "response_format": {"type": "json_object"}}, "json_schema",
      "json_schema cannot be combined with response_format"),
     ({"json_schema": {"type": "nope"}}, "json_schema",
-     "json_schema is not a valid JSON Schema: 'nope' is not valid under any of the given schemas"),
+     "json_schema is not a valid JSON Schema: 'nope' is not one of ['array', 'boolean', 'integer', 'null', 'number', "
+     "'object', 'string'] (at $.type)"),
 ], ids=["gbnf", "both", "with-response_format", "bad-schema"])
 async def test_constraints_it_cannot_honour_are_400s_naming_the_field(stack, fields, param, message):
     client, fake = stack

@@ -11,12 +11,13 @@ USER = [{"role": "user", "content": "hi"}]
 
 @pytest.mark.parametrize("path, body, param, words", [
     ("/v1/chat/completions", {"messages": BIG}, "messages", "is not of type 'array'"),
-    ("/v1/chat/completions", {"messages": USER, "tool_choice": {"type": "function", "function": {"x": BIG}}},
-     "tool_choice", "is not valid under any of the given schemas"),
-    ("/v1/completions", {"prompt": [BIG, 5]}, "prompt", "is not valid under any of the given schemas"),
+    ("/v1/chat/completions", {"messages": USER, "tool_choice": BIG},
+     "tool_choice", "is not one of ['none', 'auto', 'required', None]"),
+    ("/v1/completions", {"prompt": [5, BIG]}, "prompt[1]", "is not of type 'integer'"),
     ("/v1/chat/completions", {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": {"type": "object", "properties": {"a": {"type": BIG}}}}}},
-     "response_format.json_schema.schema", "is not valid under any of the given schemas"),
+     "response_format.json_schema.schema", "is not one of ['array', 'boolean', 'integer', 'null', 'number', 'object', "
+                                           "'string'] (at $.properties.a.type)"),
 ], ids=["messages", "tool_choice", "prompt", "response_format-schema"])
 async def test_openai_errors_quote_a_short_value(stack, path, body, param, words):
     client, fake = stack

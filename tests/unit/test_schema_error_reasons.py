@@ -1,0 +1,72 @@
+"""A /v1 400 for a value that matches none of a field's forms says why (fake scheduler). jsonschema stops at the anyOf
+("[1] is not valid under any of the given schemas") where its alternatives tie, so a stop list holding a number, a
+prompt with one bad token id or a schema with a misspelt type came back with no reason and no place. Here the reason is
+the one inside the alternative of the value's own kind, at its place (the `param` OpenAI's errors set), as pydantic
+words vLLM's ("stop.list[str].0: Input should be a valid string")."""
+import orjson
+import pytest
+
+USER = [{"role": "user", "content": "hi"}]
+ENUM_TYPES = "['array', 'boolean', 'integer', 'null', 'number', 'object', 'string']"
+
+
+@pytest.mark.parametrize("path, fields, error", [
+    ("/v1/chat/completions", {"stop": [1]},
+     ("stop[0]", "invalid_type", "invalid value for 'stop[0]': 1 is not of type 'string'")),
+    ("/v1/chat/completions", {"stop": 5},
+     ("stop", "invalid_type", "invalid value for 'stop': 5 is not of type 'string', 'null', 'array'")),
+    ("/v1/chat/completions", {"tool_choice": "maybe"},
+     ("tool_choice", "invalid_value",
+      "invalid value for 'tool_choice': 'maybe' is not one of ['none', 'auto', 'required', None]")),
+    ("/v1/chat/completions", {"tool_choice": {"type": "function", "function": {"name": 5}}},
+     ("tool_choice.function.name", "invalid_type",
+      "invalid value for 'tool_choice.function.name': 5 is not of type 'string'")),
+    ("/v1/chat/completions", {"tool_choice": {"type": "function", "function": {}}},
+     ("tool_choice.function.name", "missing_required_parameter", "'tool_choice.function.name' is a required property")),
+    ("/v1/chat/completions", {"tool_choice": {"type": "function", "name": "f"}},
+     ("tool_choice.function", "missing_required_parameter", "'tool_choice.function' is a required property")),
+    ("/v1/chat/completions", {"tool_choice": 5},
+     ("tool_choice", "invalid_type", "invalid value for 'tool_choice': 5 is not of type 'object' nor one of ['none', "
+                                     "'auto', 'required', None]")),
+    ("/v1/completions", {"prompt": [1, "a"]},
+     ("prompt[1]", "invalid_type", "invalid value for 'prompt[1]': 'a' is not of type 'integer'")),
+    ("/v1/completions", {"prompt": [[1, -2]]},
+     ("prompt[0][1]", "invalid_value", "invalid value for 'prompt[0][1]': -2 is less than the minimum of 0")),
+    ("/v1/completions", {"prompt": {"a": 1}},
+     ("prompt", "invalid_type", "invalid value for 'prompt': {'a': 1} is not of type 'string', 'array'")),
+    ("/v1/responses", {"tool_choice": "maybe"},
+     ("tool_choice", "invalid_value", "invalid value for 'tool_choice': 'maybe' is not one of ['none', 'auto', "
+                                      "'required', None]")),
+], ids=["stop-item", "stop-kind", "tool_choice-word", "tool_choice-name", "tool_choice-no-name", "tool_choice-flat",
+        "tool_choice-kind", "prompt-token",
+        "prompt-nested-token", "prompt-kind", "responses-tool_choice"])
+async def test_body_errors_give_the_reason_and_place(stack, path, fields, error):
+    client, fake = stack
+    base = {"input": "hi"} if path == "/v1/responses" else {"prompt": "hi"} if path == "/v1/completions" else {
+        "messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}]}
+    response = await client.post(path, data=orjson.dumps({**base, **fields}))
+    body = await response.json()
+    assert response.status == 400
+    assert body == {"error": {"message": error[2], "type": "invalid_request_error", "param": error[0],
+                              "code": error[1]}}
+    assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("fields, param, reason", [
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"type": "strng"}}}}}},
+     "response_format.json_schema.schema", f"'strng' is not one of {ENUM_TYPES} (at $.properties.a.type)"),
+    ({"guided_json": {"type": "object", "properties": {"a": {"type": ["string", "nul"]}}}},
+     "guided_json", f"'nul' is not one of {ENUM_TYPES} (at $.properties.a.type[1])"),
+    ({"structured_outputs": {"json": {"type": "strng"}}},
+     "structured_outputs.json", f"'strng' is not one of {ENUM_TYPES} (at $.type)"),
+    ({"guided_json": {"type": "object", "required": "a"}}, "guided_json", "'a' is not of type 'array' (at $.required)"),
+], ids=["response_format", "guided_json-type-list", "structured_outputs", "guided_json-required"])
+async def test_schema_errors_give_the_reason_and_place(stack, fields, param, reason):
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", data=orjson.dumps({"messages": USER, **fields}))
+    body = await response.json()
+    assert response.status == 400
+    assert body["error"] == {"message": f"{param} is not a valid JSON Schema: {reason}",
+                             "type": "invalid_request_error", "param": param, "code": "invalid_value"}
+    assert fake.script.requests == []
