@@ -12,9 +12,9 @@ from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.legacy_functions import legacy_functions
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
-from gateway.openai_checks import (chat_max_tokens, check_content, check_min_tokens, check_prompt_size,
-                                   check_tool_messages, check_tool_schemas, check_tools, completion_max_tokens,
-                                   resolve_max_tokens, tool_constraint, tool_mode, TOOL_NAME_RE)
+from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
+                                   check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
+                                   completion_max_tokens, resolve_max_tokens, tool_constraint, tool_mode, TOOL_NAME_RE)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
@@ -179,6 +179,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     check_content(body["messages"])
     check_tool_messages(body["messages"])
     check_tools(body.get("tools"), names=tool_names)
+    check_function_parameters(body.get("tools"))
     requested, param = chat_max_tokens(body)
     check_truncate_size(body, card.max_context_len, requested or 0, param)
     tools, force = tool_mode(body)

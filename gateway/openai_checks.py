@@ -7,7 +7,7 @@ from typing import Optional
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
-from gateway.structured import check_schema, checked
+from gateway.structured import check_schema, checked, schema_error
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
 from gateway.tool_values import tool_parameters
 
@@ -128,6 +128,17 @@ def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
         raise InvalidRequest("tool_choice 'auto' needs a non-empty tools list: send tools, or leave tool_choice out",
                              param="tool_choice")
     return tools, None
+
+
+def check_function_parameters(tools: Optional[list]) -> None:
+    """OpenAI's 400 for a tool whose parameters are no JSON Schema, whatever tool_choice says (a tool the model may call
+    is described to it by that schema): "Invalid schema for function 'f': ...", code invalid_function_parameters."""
+    for i, tool in enumerate(tools or []):
+        function = tool["function"]
+        error = None if function.get("parameters") is None else schema_error(function["parameters"])
+        if error is not None:
+            raise InvalidRequest(f"Invalid schema for function '{function['name']}': {error}",
+                                 param=f"tools[{i}].function.parameters", code="invalid_function_parameters")
 
 
 def check_tool_schemas(tools: list) -> None:

@@ -106,7 +106,7 @@ CHAT_CASES = [
      (400, "invalid_request_error", "tool_choice", "invalid_value")),
     ("required-parameters-not-a-schema", {"messages": USER, "tool_choice": "required", "tools": [
         {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": 3}}}]},
-     (400, "invalid_request_error", "tools[0].function.parameters", "invalid_value")),
+     (400, "invalid_request_error", "tools[0].function.parameters", "invalid_function_parameters")),
     ("required-parameters-unenforceable", {"messages": USER, "tool_choice": "required", "tools": [
         {"type": "function", "function": {"name": "f", "parameters": {
             "type": "object", "properties": {"a": {"type": "object", "not": {}}}}}}]},
