@@ -37,6 +37,7 @@ class OllamaPlan:
     format_schema: Optional[dict] = None  # `format`: the JSON schema the answer must follow ("json": any object)
     keep_alive: Optional[float] = None    # seconds (inf: forever); None: not sent (Ollama's default, 5m)
     render_only: bool = False             # `_debug_render_only`: answer with the rendered prompt, generate nothing
+    raw: bool = False                     # /api/generate raw: true (no template, Ollama's generic thinking parser)
 
 
 def _format_schema(value: Any) -> Optional[dict]:
@@ -294,7 +295,8 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options,
                             split=_splits_reasoning(body, card))
     # As Ollama documents it, raw mode returns no context (a templated one would not continue a raw prompt).
-    plan.return_context = not body.get("raw")
+    plan.raw = body.get("raw") is True
+    plan.return_context = not plan.raw
     # The sampled ids come back with their logprobs; `context` needs them even when the client did not ask.
     plan.gen.num_logprobs = 0 if num_logprobs is None and plan.return_context else num_logprobs
     _constrain(plan, card)

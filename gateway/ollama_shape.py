@@ -15,6 +15,7 @@ from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
+from gateway.ollama_thinking import ThinkingTrim
 from gateway.tools import ToolCallFilter
 
 # The Ollama server version we answer /api/version with (the API surface we follow).
@@ -164,6 +165,7 @@ class OllamaOutput:
         self.stop_string: Optional[str] = None   # the options.stop string that ended the output
         self._answer = ""                         # the answer's text (not the thinking) as generated
         self._num_calls = 0                       # tool calls given so far (each is sent as soon as it is whole)
+        self._thinking = ThinkingTrim(trim_end=not plan.raw)
 
     def _logprob(self, entry: TokenLogprob) -> dict:
         def one(token_id: int, logprob: float) -> dict:
@@ -190,6 +192,8 @@ class OllamaOutput:
                 calls += last or []
             piece.tool_calls = ollama_tool_calls(calls, self._num_calls) if calls else None
             self._num_calls += len(calls)
+        piece.thinking = self._thinking.push(piece.thinking, bool(delta.content or piece.tool_calls
+                                                                 or delta.finish_reason))
         if delta.finish_reason:
             self.finish_reason = delta.finish_reason
             self.stop_string = delta.stop_reason if isinstance(delta.stop_reason, str) else None

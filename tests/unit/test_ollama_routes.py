@@ -118,7 +118,7 @@ async def test_seed_past_64_bits_is_a_400_in_ollamas_shape(fake, path, extra):
 
 
 @pytest.mark.parametrize("think, response, thinking", [
-    (True, "Hello world", "\nLet me think.\n"),
+    (True, "Hello world", "Let me think.\n"),
     (False, "<think>\nLet me think.\n</think>\n\nHello world", None),
 ], ids=["think on", "think off"])
 async def test_raw_generate_with_think(fake, think, response, thinking):

@@ -39,4 +39,4 @@ async def test_thinking_on_still_splits_the_block(fake, think):
     servicer.script.reply = "plan it\n</think>\n\nHello world"
     body = {"model": "fake-model", "messages": HI, "stream": False, **({} if think is None else {"think": think})}
     answer = await (await client.post("/api/chat", json=body)).json()
-    assert answer["message"] == {"role": "assistant", "content": "Hello world", "thinking": "plan it\n"}
+    assert answer["message"] == {"role": "assistant", "content": "Hello world", "thinking": "plan it"}
