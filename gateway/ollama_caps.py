@@ -31,3 +31,12 @@ def splits_thinking(think: Any, card: ModelCard) -> bool:
     think is on; model/parsers/qwen35.go Init: thinking disabled starts in CollectingContent), and on a model without
     the thinking capability think stays unset, so a <think> block the model writes stays in the content."""
     return card.thinks and thinking_kwargs(think)["enable_thinking"]
+
+
+def think_values(think: Any, thinks: bool) -> dict:
+    """.Think, .ThinkLevel and .IsThinkSet as Ollama's GenerateHandler sets them: on a model that thinks an unset
+    `think` is true (it defaults req.Think before rendering), and api.ThinkValue.String() names true "medium"."""
+    if think is None and thinks:
+        think = True
+    level = think if isinstance(think, str) else "medium" if think is True else ""
+    return {"Think": think is True or isinstance(think, str), "ThinkLevel": level, "IsThinkSet": think is not None}

@@ -11,7 +11,7 @@ from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai_checks import ANY_LENGTH_TOOL_NAME_RE, check_tool_schemas, check_tools
-from gateway.ollama_caps import check_capabilities, splits_thinking
+from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
@@ -263,7 +263,8 @@ def _generate_text(body: dict, card: ModelCard, prompt: str, system: str) -> str
     if body.get("raw"):
         return prompt
     if body.get("template"):
-        return generate_prompt(body["template"], system, prompt, body.get("think"), card.protect_text)
+        return generate_prompt(body["template"], system, prompt, think_values(body.get("think"), card.thinks),
+                               card.protect_text)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     return _render(card, messages, None, body.get("think"))
 

@@ -147,16 +147,15 @@ def _expr(text: str) -> list:
     return stack[0]
 
 
-def generate_prompt(source: str, system: str, prompt: str, think: Any, protect: Callable[[str], str]) -> str:
+def generate_prompt(source: str, system: str, prompt: str, think: dict, protect: Callable[[str], str]) -> str:
     """The prompt of an /api/generate `template`, as Ollama's GenerateHandler and template.Execute build it: the
     messages are the system prompt (if any) and the user's prompt; a template that reads .Messages gets them (and
     .System) and renders whole, any other gets .System and .Prompt and ends at its first {{ .Response }}. The texts
-    are protected, so special tokens in them stay text (the template's own are control tokens)."""
+    are protected, so special tokens in them stay text (the template's own are control tokens). `think`: the
+    think_values."""
     system, prompt = protect(system), protect(prompt)
     messages = ([{"Role": "system", "Content": system}] if system else []) + [{"Role": "user", "Content": prompt}]
-    data = {"System": system, "Prompt": prompt, "Response": "", "Messages": messages, "Tools": None,
-            "Think": think is True or isinstance(think, str), "ThinkLevel": think if isinstance(think, str) else "",
-            "IsThinkSet": think is not None}
+    data = {"System": system, "Prompt": prompt, "Response": "", "Messages": messages, "Tools": None, **think}
     return render(source, data, cut=not re.search(r"\.Messages\b", source))
 
 

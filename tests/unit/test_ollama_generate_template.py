@@ -103,3 +103,21 @@ async def test_a_function_ollama_lacks_is_gos_parse_error(stack):
             {"model": "default", "stream": False, "prompt": "Why?", "template": f"{{{{ {word} }}}}"}))
         assert response.status == 400
         assert orjson.loads(await response.read()) == {"error": f'template: function "{word}" not defined'}
+
+
+# Ollama's own Qwen3 template reads .IsThinkSet and .Think to add /think or /nothink; gpt-oss's reads .ThinkLevel.
+THINK_VARS = "{{ .Think }}|{{ .ThinkLevel }}|{{ .IsThinkSet }}|{{ .Prompt }}"
+
+
+@pytest.mark.parametrize("think, rendered", [
+    (None, "true|medium|true|Hi"), (True, "true|medium|true|Hi"), (False, "false||true|Hi"),
+    ("high", "true|high|true|Hi"),
+], ids=["unset", "true", "false", "high"])
+async def test_think_values_are_ollamas(stack, think, rendered):
+    """As GenerateHandler sets them: an unset think on a model that thinks is true (req.Think is defaulted before the
+    template runs), and true's level is "medium" (api.ThinkValue.String())."""
+    client, fake = stack
+    body = {"prompt": "Hi", "template": THINK_VARS, "_debug_render_only": True, **({} if think is None else
+                                                                                 {"think": think})}
+    answer = await (await client.post("/api/generate", json={"model": "default", **body})).json()
+    assert answer["_debug_info"]["rendered_template"] == rendered
