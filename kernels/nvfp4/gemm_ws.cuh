@@ -167,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x_sw(const u16* 
     *(uint4*)(xq + cm * 64 + 8 * (u ^ (m & 7))) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// T = 64: 8 stages, 2 blocks a SM (gemm_wgmma's ring); _sk = split-K
+// T = 64: 8 stages, 2 blocks a SM (gemm_wgmma's ring); _sk = split-K.
 #define WS_KERNEL(name, t, s, minb, sk) \
     extern "C" __global__ void __launch_bounds__(WS_THREADS, minb) name(const unsigned char *wq, \
             const unsigned char *wsc, const u16 *xq, u16 *y, const float *alpha, int M, int N, int K, int Kc, int R, \
@@ -176,3 +176,6 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x_sw(const u16* 
     }
 WS_KERNEL(nvfp4_gemm_ws_t64, 64, 8, 2, false)
 WS_KERNEL(nvfp4_gemm_ws_t64_sk, 64, 8, 2, true)
+// T = 128 / 256 (6 / 5 stages, one block a SM, as gemm_wgmma's): bench A/B only (gemm_ws.gemm_ws(tile=...))
+WS_KERNEL(nvfp4_gemm_ws_t128, 128, 6, 1, false)
+WS_KERNEL(nvfp4_gemm_ws_t256, 256, 5, 1, false)

@@ -12,7 +12,8 @@ from kernels import _compile
 from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group, scratch,
                                       smem_bytes)
 
-WS_TILE = 64
+WS_TILE = 64  # the tile gemm_wgmma sends here
+BENCH_TILES = (128, 256)  # also built, whole tiles only, for the bench's A/B
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
 # gemm_wgmma's T = 64 launches go to these kernels (session 10, device run 4, us, gemm_wgmma / _ws at pick's S:
 # 16384x5120 M = 40 40.9 / 35.9, 34816x5120 77.2 / 73.1, 5120x17408 41.2 / 39.0, LM head 422.8 / 372.1);
@@ -20,25 +21,29 @@ WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
 WS_GEMM = os.environ.get("SPARKINFER_NVFP4_WS", "1") == "1"
 
 
-def gemm_ws(x, p: dict, out, splits: int = 0):
-    """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written), by the T = 64 kernels.
-    splits: S split-K blocks per output tile (0: pick's for T = 64). Raises ValueError as gemm_wgmma does."""
-    check_args(x, p, out, WS_TILE, True, True, "", splits)
-    _, splits = _tile_and_splits(x.shape[0], p, WS_TILE, splits, True, _compile.num_sms(x.device))
-    return launch(x, p, out, splits)
+def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = WS_TILE):
+    """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written), by the T = 64 kernels (or a
+    BENCH_TILES one, S = 1). splits: S split-K blocks per output tile (0: pick's for T = 64). Raises ValueError as
+    gemm_wgmma does, and for a tile not built or a split of a bench tile."""
+    check_args(x, p, out, tile, True, True, "", splits)
+    if tile != WS_TILE and (tile not in BENCH_TILES or splits > 1):
+        raise ValueError(f"gemm_ws: T = {WS_TILE} (any S) or {BENCH_TILES} (S = 1), got T = {tile}, S = {splits}")
+    _, splits = _tile_and_splits(x.shape[0], p, tile, splits if tile == WS_TILE else 1, True,
+                                 _compile.num_sms(x.device))
+    return launch(x, p, out, splits, tile)
 
 
-def launch(x, p: dict, out, splits: int):
+def launch(x, p: dict, out, splits: int, tile: int = WS_TILE):
     """The permute and GEMM launches for checked arguments and a given S (>= 1)."""
     import numpy as np
     import torch
 
     m, n, kc = x.shape[0], p["N"], p["Kc"]
-    rows, mp = p["Np"] // TILE_ROWS, -(-m // WS_TILE) * WS_TILE
-    tiles = rows * (mp // WS_TILE)
+    rows, mp = p["Np"] // TILE_ROWS, -(-m // tile) * tile
+    tiles = rows * (mp // tile)
     ws = counters = None
     if splits > 1:
-        ws = scratch("split_k", x.device, tiles * WS_TILE * TILE_ROWS, torch.float32)
+        ws = scratch("split_k", x.device, tiles * tile * TILE_ROWS, torch.float32)
         counters = scratch("counters", x.device, tiles, torch.int32)
         if ws is None or counters is None:
             splits = 1
@@ -52,6 +57,6 @@ def launch(x, p: dict, out, splits: int):
             np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
             np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
             np.int32(splits), np.int32(mp))
-    name = f"nvfp4_gemm_ws_t{WS_TILE}" + ("_sk" if splits > 1 else "")
-    kernel(name, WS_TILE)((tiles * splits,), (WS_THREADS,), args, shared_mem=smem_bytes(WS_TILE), stream=stream)
+    name = f"nvfp4_gemm_ws_t{tile}" + ("_sk" if splits > 1 else "")
+    kernel(name, tile)((tiles * splits,), (WS_THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out

@@ -88,3 +88,18 @@ def test_gemm_wgmma_sends_t64_here(monkeypatch):
         out = gemm_wgmma.gemm_wgmma(x, p, _poisoned(48, 640), **kw)
         torch.cuda.synchronize()
         assert len(calls) == expect and _err(out, x.float() @ ref_w.t()) < REL_TOL, (kw, calls)
+
+
+@pytest.mark.parametrize("tile", gemm_ws.BENCH_TILES, ids=lambda t: f"T{t}")
+def test_bench_tiles(tile):
+    # the bench's T = 128 / 256 kernels: partial token tiles, odd chunk counts, ring wraps; equal to gemm_wgmma's
+    for n, k in [(1000, 1040), (384, 17408)]:
+        weight = _weight(n, k)
+        ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
+        for m in (5, tile + 3, 2 * tile):
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), tile=tile)
+            torch.cuda.synchronize()
+            assert _err(out, x.float() @ ref_w.t()) < REL_TOL, (n, k, m)
+            twin = gemm_wgmma.gemm_wgmma(x, p, _poisoned(m, n), tile=tile, splits=1, stream_k=-1)
+            assert torch.equal(out, twin), (n, k, m)
