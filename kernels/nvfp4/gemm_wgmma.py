@@ -137,7 +137,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     "_s6" (T = 64): RING_VARIANTS' ring (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
     whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
-    the kernel family is the default one, else not used. use_ws: T = 64 default-family launches go to the
+    the kernel family is the default one, else not used. use_ws: T = 64 / 128 default-family launches go to the
     warp-specialised kernels (gemm_ws.py) where gemm_ws.WS_GEMM is on; False keeps this module's.
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
     import numpy as np
@@ -156,11 +156,11 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
         if streamk.launch(x, p, out, tile or 256, stream_k, num_sms):
             return out
     tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
-    if plain and not diag and tile == 64 and use_ws:
+    if plain and not diag and tile in (64, 128) and use_ws:
         from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
 
         if gemm_ws.WS_GEMM:
-            return gemm_ws.launch(x, p, out, splits)
+            return gemm_ws.launch(x, p, out, splits, tile)
     rows = p["Np"] // TILE_ROWS
     tiles = rows * -(-m // tile)
     if tiles * splits >= 1 << 31:

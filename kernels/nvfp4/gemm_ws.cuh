@@ -1,5 +1,5 @@
-// gemm_ws.cuh (included at the end of gemm_wgmma.cu): a warp-specialised variant of its T = 64 GEMM, for decode
-// batches of 33-64 rows (the _ws kernels). Same tile, stage layout, decode, wgmma and epilogue; what differs is who
+// gemm_ws.cuh (included at the end of gemm_wgmma.cu): a warp-specialised variant of its T = 64 and T = 128 GEMMs,
+// for 33-128 rows (decode batches, short prefills; the _ws kernels). Same tile, stage layout, decode, wgmma and epilogue; what differs is who
 // copies and who waits. gemm_wgmma.cu's blocks meet at a block barrier every 64-k chunk (x came from every thread),
 // so each chunk's chain (copy wait, decode, barrier, wgmma, group wait) sets the pace at small M (~0.42 us a chunk,
 // kernels/nvfp4/NOTES.md session 9). Here a 9th warp produces: per chunk, once the stage is free (its `empty`
@@ -9,8 +9,8 @@
 // (wgmma.wait_group 1) arrives on that stage's `empty` (8 arrivals free a stage): no block barrier in the main loop,
 // the warpgroups meet only through the 8-deep ring. (Session 10, device run 4: the fragments and scales as 16 bulk
 // copies a chunk were 1.4-2x slower than gemm_wgmma, each MMA warp copying its own 8-25% slower than this.)
-// x goes through nvfp4_permute_x_sw first: xq [Kc][Mp][64] bf16, Mp = M rounded up to 64 (rows past M zero), chunk
-// c's 64 rows of a tile contiguous (one bulk copy) and row m's 16-byte units already in the 128-byte swizzle (unit u
+// x goes through nvfp4_permute_x_sw first: xq [Kc][Mp][64] bf16, Mp = M rounded up to T (rows past M zero), chunk
+// c's T rows of a tile contiguous (one bulk copy) and row m's 16-byte units already in the 128-byte swizzle (unit u
 // at u ^ (m & 7)), which a plain bulk copy cannot apply.
 // PTX ISA 8.0: "mbarrier", "cp.async.bulk", cp.async.mbarrier.arrive; the pattern is CUTLASS's warp-specialised
 // producer / consumer main loop.
@@ -176,6 +176,7 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x_sw(const u16* 
     }
 WS_KERNEL(nvfp4_gemm_ws_t64, 64, 8, 2, false)
 WS_KERNEL(nvfp4_gemm_ws_t64_sk, 64, 8, 2, true)
-// T = 128 / 256 (6 / 5 stages, one block a SM, as gemm_wgmma's): bench A/B only (gemm_ws.gemm_ws(tile=...))
+// T = 128: 6 stages, one block a SM (gemm_wgmma's ring). (T = 256 with 5 stages was 2-9% slower than gemm_wgmma's at
+// M = 128-2048, 168 registers with spills: session 10 run 7, not built.)
 WS_KERNEL(nvfp4_gemm_ws_t128, 128, 6, 1, false)
-WS_KERNEL(nvfp4_gemm_ws_t256, 256, 5, 1, false)
+WS_KERNEL(nvfp4_gemm_ws_t128_sk, 128, 6, 1, true)

@@ -1,5 +1,6 @@
 """Worker process (GPU path): the warp-specialised NVFP4 GEMM kernels (gemm_ws.cuh, compiled into gemm_wgmma.cu's
-module), which gemm_wgmma.gemm_wgmma runs for its T = 64 tiles (decode batches of 33-64 rows) unless WS_GEMM is off.
+module), which gemm_wgmma.gemm_wgmma runs for its T = 64 and 128 tiles (33-128 rows: decode batches, short prefills)
+unless WS_GEMM is off.
 
 gemm_ws(x [M, K] bf16, p = ops.prepared(weight), out [M, N] bf16) -> out = x W^T on torch's current stream: two
 launches, nvfp4_permute_x_sw (x into xq [Kc][Mp][64] bf16, the tile's rows of a chunk contiguous and pre-swizzled, so
@@ -12,28 +13,27 @@ from kernels import _compile
 from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group, scratch,
                                       smem_bytes)
 
-WS_TILE = 64  # the tile gemm_wgmma sends here
-BENCH_TILES = (128, 256)  # also built, whole tiles only, for the bench's A/B
+WS_TILES = (64, 128)  # the tiles gemm_wgmma sends here
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
-# gemm_wgmma's T = 64 launches go to these kernels (session 10, device run 4, us, gemm_wgmma / _ws at pick's S:
-# 16384x5120 M = 40 40.9 / 35.9, 34816x5120 77.2 / 73.1, 5120x17408 41.2 / 39.0, LM head 422.8 / 372.1);
-# SPARKINFER_NVFP4_WS=0 keeps gemm_wgmma's own kernels
+# gemm_wgmma's T = 64 / 128 launches go to these kernels (session 10, us, gemm_wgmma / _ws; run 4, T = 64 at pick's
+# S: 16384x5120 M = 40 40.9 / 35.9, 34816x5120 77.2 / 73.1, 5120x17408 41.2 / 39.0, LM head 422.8 / 372.1; run 7,
+# T = 128, S = 1: M = 128 16384x5120 49.4 / 43.7, 34816x5120 138.0 / 120.7); SPARKINFER_NVFP4_WS=0 keeps
+# gemm_wgmma's own kernels
 WS_GEMM = os.environ.get("SPARKINFER_NVFP4_WS", "1") == "1"
 
 
-def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = WS_TILE):
-    """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written), by the T = 64 kernels (or a
-    BENCH_TILES one, S = 1). splits: S split-K blocks per output tile (0: pick's for T = 64). Raises ValueError as
-    gemm_wgmma does, and for a tile not built or a split of a bench tile."""
+def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = 64):
+    """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written), by the T = tile kernels
+    (one of WS_TILES). splits: S split-K blocks per output tile (0: pick's for that tile). Raises ValueError as
+    gemm_wgmma does, and for a tile not built here."""
     check_args(x, p, out, tile, True, True, "", splits)
-    if tile != WS_TILE and (tile not in BENCH_TILES or splits > 1):
-        raise ValueError(f"gemm_ws: T = {WS_TILE} (any S) or {BENCH_TILES} (S = 1), got T = {tile}, S = {splits}")
-    _, splits = _tile_and_splits(x.shape[0], p, tile, splits if tile == WS_TILE else 1, True,
-                                 _compile.num_sms(x.device))
+    if tile not in WS_TILES:
+        raise ValueError(f"gemm_ws: tile must be one of {WS_TILES}, got {tile}")
+    _, splits = _tile_and_splits(x.shape[0], p, tile, splits, True, _compile.num_sms(x.device))
     return launch(x, p, out, splits, tile)
 
 
-def launch(x, p: dict, out, splits: int, tile: int = WS_TILE):
+def launch(x, p: dict, out, splits: int, tile: int):
     """The permute and GEMM launches for checked arguments and a given S (>= 1)."""
     import numpy as np
     import torch

@@ -23,22 +23,23 @@ def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-def test_every_ws_kernel():
-    # N % 128 != 0, K % 64 != 0 (Kc = 17, 81: odd tails), long K (Kc = 272: the 8-stage ring wraps 34 times);
-    # partial token tiles (M = 5 .. 187); S = 1 equals gemm_wgmma's own T = 64 kernel bit for bit (the same chunk
-    # order), S > 1 within tolerance
+@pytest.mark.parametrize("tile", gemm_ws.WS_TILES, ids=lambda t: f"T{t}")
+def test_every_ws_kernel(tile):
+    # N % 128 != 0, K % 64 != 0 (Kc = 17, 81: odd tails), long K (Kc = 272: the ring wraps 34-45 times); partial
+    # token tiles; S = 1 equals gemm_wgmma's own kernel of the tile bit for bit (the same chunk order), S > 1 within
+    # tolerance
     for n, k in [(1000, 1040), (272, 5184), (384, 17408)]:
         weight = _weight(n, k)
         ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
-        for m in (5, 24, 33, 65, 187):
+        for m in (5, 33, tile + 1, 3 * tile - 5):
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             ref = x.float() @ ref_w.t()
             for splits in (1, 3, p["Kc"]):  # Kc: one chunk a block
-                out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), splits=splits)
+                out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), splits=splits, tile=tile)
                 torch.cuda.synchronize()
                 assert _err(out, ref) < REL_TOL, (n, k, m, splits)
                 if splits == 1:
-                    twin = gemm_wgmma.gemm_wgmma(x, p, _poisoned(m, n), tile=64, splits=1, use_ws=False)
+                    twin = gemm_wgmma.gemm_wgmma(x, p, _poisoned(m, n), tile=tile, splits=1, use_ws=False)
                     assert torch.equal(out, twin), (n, k, m)
 
 
@@ -69,13 +70,15 @@ def test_ws_checks_arguments():
     x = torch.randn(40, 128, device="cuda").to(torch.bfloat16)
     with pytest.raises(ValueError, match="splits must be"):
         gemm_ws.gemm_ws(x, p, _poisoned(40, 256), splits=p["Kc"] + 1)
+    with pytest.raises(ValueError, match="tile must be one of"):
+        gemm_ws.gemm_ws(x, p, _poisoned(40, 256), tile=256)
     with pytest.raises(ValueError, match="out must be"):
         gemm_ws.gemm_ws(x, p, _poisoned(41, 256))
 
 
 def test_gemm_wgmma_sends_t64_here(monkeypatch):
-    # gemm_wgmma's default-family T = 64 launches (pick's at 33-64 rows) run gemm_ws.launch; T = 128, the _s6 ring
-    # and use_ws=False do not
+    # gemm_wgmma's default-family T = 64 / 128 launches run gemm_ws.launch; T = 256, the _s6 ring and use_ws=False
+    # do not
     calls = []
     real = gemm_ws.launch
     monkeypatch.setattr(gemm_ws, "WS_GEMM", True)
@@ -83,23 +86,9 @@ def test_gemm_wgmma_sends_t64_here(monkeypatch):
     weight = _weight(640, 1024)
     ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
     x = torch.randn(48, 1024, device="cuda").to(torch.bfloat16)
-    for kw, expect in [({}, 1), ({"tile": 64, "splits": 2}, 2), ({"tile": 128}, 2), ({"tile": 64, "diag": "_s6"}, 2),
-                       ({"tile": 64, "use_ws": False}, 2)]:
+    for kw, expect in [({}, 1), ({"tile": 64, "splits": 2}, 2), ({"tile": 128}, 3), ({"tile": 256}, 3),
+                       ({"tile": 64, "diag": "_s6"}, 3), ({"tile": 64, "use_ws": False}, 3)]:
         out = gemm_wgmma.gemm_wgmma(x, p, _poisoned(48, 640), **kw)
         torch.cuda.synchronize()
         assert len(calls) == expect and _err(out, x.float() @ ref_w.t()) < REL_TOL, (kw, calls)
 
-
-@pytest.mark.parametrize("tile", gemm_ws.BENCH_TILES, ids=lambda t: f"T{t}")
-def test_bench_tiles(tile):
-    # the bench's T = 128 / 256 kernels: partial token tiles, odd chunk counts, ring wraps; equal to gemm_wgmma's
-    for n, k in [(1000, 1040), (384, 17408)]:
-        weight = _weight(n, k)
-        ref_w, p = weight.dequantize(torch.float32), ops.prepared(weight)
-        for m in (5, tile + 3, 2 * tile):
-            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-            out = gemm_ws.gemm_ws(x, p, _poisoned(m, n), tile=tile)
-            torch.cuda.synchronize()
-            assert _err(out, x.float() @ ref_w.t()) < REL_TOL, (n, k, m)
-            twin = gemm_wgmma.gemm_wgmma(x, p, _poisoned(m, n), tile=tile, splits=1, stream_k=-1)
-            assert torch.equal(out, twin), (n, k, m)
