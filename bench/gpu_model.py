@@ -100,9 +100,10 @@ def build(config: ModelConfig):
     return Qwen3_5ForCausalLM(config, tensors).eval(), weight_bytes
 
 
-def make_cache(config, state_dtype) -> ModelCache:
+def make_cache(config, state_dtype, max_rows: int = max(BATCHES)) -> ModelCache:
+    """KV blocks and state slots for max_rows decode rows at context CTX (random pool contents)."""
     blocks_per_row = -(-(CTX + 1) // BLOCK)
-    cache = ModelCache(config, max(BATCHES) * blocks_per_row + 8, BLOCK, max(BATCHES) + 3, device=DEVICE,
+    cache = ModelCache(config, max_rows * blocks_per_row + 8, BLOCK, max_rows + 3, device=DEVICE,
                        dtype=torch.bfloat16, state_dtype=state_dtype)
     for pool in (cache.recurrent_state, cache.conv_state, *cache.k_cache, *cache.v_cache):
         pool.normal_(0.0, 0.05)
@@ -214,7 +215,7 @@ def guarded(fn, what: str) -> float:
 
 def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, batches=BATCHES,
           label="") -> list:
-    cache = make_cache(config, state_dtype)
+    cache = make_cache(config, state_dtype, max(max(batches), max(BATCHES)))
     state_size = torch.empty((), dtype=state_dtype).element_size()
     rows = []
     for num_rows in batches:
