@@ -67,10 +67,8 @@ __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsign
 }
 
 // one MMA warp's chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4 wgmma
-// as one group, then (group i - 1 retired) free stage i - 1. HALVES: each k-step as two wgmma of T / 2 tokens into
-// the two halves of acc (the same sums: columns 0 .. T / 2 - 1 are acc[0 .. T / 4 - 1]), two independent
-// accumulator chains instead of one
-template <int T, int S, bool HALVES>
+// as one group, then (group i - 1 retired) free stage i - 1
+template <int T, int S>
 __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 2], u32 base, const u32* lut,
                                         u32 full, u32 empty) {
     constexpr u32 SB = T * 128 + 5120;
@@ -93,18 +91,8 @@ __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 
         asm volatile("" : "+r"(a[ks][0]), "+r"(a[ks][1]), "+r"(a[ks][2]), "+r"(a[ks][3]));
     }
     wgmma_fence();
-    if constexpr (HALVES) {
-        float(&lo)[T / 4] = *reinterpret_cast<float(*)[T / 4]>(&acc[0]);
-        float(&hi)[T / 4] = *reinterpret_cast<float(*)[T / 4]>(&acc[T / 4]);
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-            wgmma_tile<T / 2>(lo, a[ks], desc[ks]);
-            wgmma_tile<T / 2>(hi, a[ks], desc_sw128(st + T / 2 * 128 + 32 * ks));
-        }
-    } else {
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
-    }
+    for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
     wgmma_commit();
     wgmma_wait<1>();
     if (i > 0 && lane == 0) ws_mbar_arrive(empty + 8 * ((i - 1) % S));
@@ -112,7 +100,7 @@ __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 
 
 // the MMA warps: acc = the sums of nc chunks; at the end every group retired and the 256 threads met (the ring is
 // then free for the epilogue's staging)
-template <int T, int S, bool HALVES>
+template <int T, int S>
 __device__ __forceinline__ void ws_consume(float (&acc)[T / 2], int nc, u32 base, const u32* lut, u32 full,
                                            u32 empty) {
 #pragma unroll
@@ -120,17 +108,17 @@ __device__ __forceinline__ void ws_consume(float (&acc)[T / 2], int nc, u32 base
     u32 a0[4][4], a1[4][4];
     int i = 0;
     for (; i + 1 < nc; i += 2) {
-        ws_step<T, S, HALVES>(i, a0, acc, base, lut, full, empty);
-        ws_step<T, S, HALVES>(i + 1, a1, acc, base, lut, full, empty);
+        ws_step<T, S>(i, a0, acc, base, lut, full, empty);
+        ws_step<T, S>(i + 1, a1, acc, base, lut, full, empty);
     }
-    if (i < nc) ws_step<T, S, HALVES>(i, a0, acc, base, lut, full, empty);
+    if (i < nc) ws_step<T, S>(i, a0, acc, base, lut, full, empty);
     wgmma_wait<0>();
     fence_regs(acc);
     mma_threads_sync<true>();
 }
 
 // gemm_body's work split (tile_origin, split-K ranges and flush, epilogue) with the warp-specialised main loop
-template <int T, int S, bool HALVES, bool SK>
+template <int T, int S, bool SK>
 __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsigned char* wsc, const u16* xq, u16* y,
                                              const float* alpha, int M, int N, int Kc, int R, int group, int vec_out,
                                              float* ws, int* counters, int splits, int Mp) {
@@ -156,7 +144,7 @@ __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsi
         return;
     }
     float acc[T / 2];
-    ws_consume<T, S, HALVES>(acc, nc, base, lut, full, empty);
+    ws_consume<T, S>(acc, nc, base, lut, full, empty);
     if constexpr (SK) {
         if (!split_flush<T, true>(acc, ws, counters, (int)bid, splits, M - o.y, &s_last)) return;
     }
@@ -180,19 +168,15 @@ extern "C" __global__ void __launch_bounds__(256) nvfp4_permute_x_sw(const u16* 
 }
 
 // T = 64: 8 stages, 2 blocks a SM (gemm_wgmma's ring); _sk = split-K.
-#define WS_KERNEL(name, t, s, minb, sk, halves) \
+#define WS_KERNEL(name, t, s, minb, sk) \
     extern "C" __global__ void __launch_bounds__(WS_THREADS, minb) name(const unsigned char *wq, \
             const unsigned char *wsc, const u16 *xq, u16 *y, const float *alpha, int M, int N, int K, int Kc, int R, \
             int group, int vec_out, float *ws, int *counters, int splits, int Mp) { \
-        gemm_ws_body<t, s, halves, sk>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, counters, splits, Mp); \
+        gemm_ws_body<t, s, sk>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, counters, splits, Mp); \
     }
-WS_KERNEL(nvfp4_gemm_ws_t64, 64, 8, 2, false, false)
-WS_KERNEL(nvfp4_gemm_ws_t64_sk, 64, 8, 2, true, false)
-WS_KERNEL(nvfp4_gemm_ws_t64_h, 64, 8, 2, false, true)
-WS_KERNEL(nvfp4_gemm_ws_t64_h_sk, 64, 8, 2, true, true)
+WS_KERNEL(nvfp4_gemm_ws_t64, 64, 8, 2, false)
+WS_KERNEL(nvfp4_gemm_ws_t64_sk, 64, 8, 2, true)
 // T = 128: 6 stages, one block a SM (gemm_wgmma's ring). (T = 256 with 5 stages was 2-9% slower than gemm_wgmma's at
 // M = 128-2048, 168 registers with spills: session 10 run 7, not built.)
-WS_KERNEL(nvfp4_gemm_ws_t128, 128, 6, 1, false, false)
-WS_KERNEL(nvfp4_gemm_ws_t128_sk, 128, 6, 1, true, false)
-WS_KERNEL(nvfp4_gemm_ws_t128_h, 128, 6, 1, false, true)
-WS_KERNEL(nvfp4_gemm_ws_t128_h_sk, 128, 6, 1, true, true)
+WS_KERNEL(nvfp4_gemm_ws_t128, 128, 6, 1, false)
+WS_KERNEL(nvfp4_gemm_ws_t128_sk, 128, 6, 1, true)

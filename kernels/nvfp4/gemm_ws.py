@@ -22,18 +22,18 @@ WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
 WS_GEMM = os.environ.get("SPARKINFER_NVFP4_WS", "1") == "1"
 
 
-def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = 64, halves: bool = False):
+def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = 64):
     """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written), by the T = tile kernels
     (one of WS_TILES). splits: S split-K blocks per output tile (0: pick's for that tile). Raises ValueError as
-    gemm_wgmma does, and for a tile not built here. halves: the _h kernels (two accumulator chains, bench A/B)."""
+    gemm_wgmma does, and for a tile not built here."""
     check_args(x, p, out, tile, True, True, "", splits)
     if tile not in WS_TILES:
         raise ValueError(f"gemm_ws: tile must be one of {WS_TILES}, got {tile}")
     _, splits = _tile_and_splits(x.shape[0], p, tile, splits, True, _compile.num_sms(x.device))
-    return launch(x, p, out, splits, tile, halves)
+    return launch(x, p, out, splits, tile)
 
 
-def launch(x, p: dict, out, splits: int, tile: int, halves: bool = False):
+def launch(x, p: dict, out, splits: int, tile: int):
     """The permute and GEMM launches for checked arguments and a given S (>= 1)."""
     import numpy as np
     import torch
@@ -57,6 +57,6 @@ def launch(x, p: dict, out, splits: int, tile: int, halves: bool = False):
             np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
             np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
             np.int32(splits), np.int32(mp))
-    name = f"nvfp4_gemm_ws_t{tile}" + ("_h" if halves else "") + ("_sk" if splits > 1 else "")
+    name = f"nvfp4_gemm_ws_t{tile}" + ("_sk" if splits > 1 else "")
     kernel(name, tile)((tiles * splits,), (WS_THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
