@@ -145,6 +145,26 @@ def _assistant(content: list, where: str) -> list:
     return [message] if (texts or calls or any(thinking)) else []
 
 
+def _blocks(message: dict) -> list:
+    return message["content"] if isinstance(message["content"], list) else []
+
+
+def _check_tool_results(messages: list) -> None:
+    """400 for a tool_result answering no tool_use of the turn before it (system-role messages aside), in Anthropic's
+    words: the template would render a tool response to a call the conversation never made."""
+    called: set = set()
+    for i, message in enumerate(messages):
+        if message["role"] == "system":
+            continue
+        for j, block in enumerate(_blocks(message)):
+            tool_use_id = block.get("tool_use_id")
+            if block["type"] == "tool_result" and isinstance(tool_use_id, str) and tool_use_id not in called:
+                raise InvalidRequest(f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                                     f"blocks: {tool_use_id}. Each `tool_result` block must have a corresponding "
+                                     f"`tool_use` block in the previous message.", param=f"messages.{i}.content.{j}")
+        called = {block.get("id") for block in _blocks(message) if block["type"] == "tool_use"}
+
+
 def _messages(messages: list) -> tuple[list, bool, list]:
     """(chat messages, whether the last one is an assistant prefill to continue, the system-role messages' texts)."""
     out, inline = [], []
@@ -163,6 +183,7 @@ def _messages(messages: list) -> tuple[list, bool, list]:
             raise InvalidRequest(f"messages.{i}: all messages must have non-empty content except for the optional "
                                  f"final assistant message", param=f"messages.{i}.content")
         out += turn
+    _check_tool_results(messages)
     final = out[-1] if out else None
     prefill = bool(final and messages[final_index]["role"] == "assistant" and final["role"] == "assistant"
                    and final["content"] and not final.get("tool_calls"))
