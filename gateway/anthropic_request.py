@@ -201,6 +201,13 @@ def _ends_in_space(content) -> bool:
     return text != text.rstrip()
 
 
+def _stop_sequences(stops: list) -> list:
+    """An empty stop sequence is Anthropic's 400 (vLLM's SamplingParams refuses one too), never silently dropped."""
+    if "" in stops:
+        raise InvalidRequest("stop_sequences: each stop sequence must be non-empty", param="stop_sequences")
+    return stops
+
+
 def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = False) -> dict:
     """The /v1 chat body a Messages (count: count_tokens) body asks for; 400 for what Anthropic would refuse.
     interleaved: the request's anthropic-beta header names interleaved thinking."""
@@ -213,7 +220,7 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
         chat["continue_final_message"] = True
     if not count:
         chat.update(max_tokens=body["max_tokens"], stream=bool(body.get("stream")),
-                    stop=[s for s in body.get("stop_sequences") or [] if s], temperature=body.get("temperature"),
+                    stop=_stop_sequences(body.get("stop_sequences") or []), temperature=body.get("temperature"),
                     top_p=body.get("top_p"), top_k=body.get("top_k"))
     return chat
 
