@@ -53,6 +53,12 @@ def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]
     return True, value
 
 
+def content_ids(card, content: str, parse_special) -> list:
+    """llama.cpp's /tokenize content. parse_special false reads special-token text (<|im_end|>) as the characters it
+    is, as llama.cpp's common_tokenize does then; true or absent (llama.cpp's default) as the token."""
+    return card.encode(content if parse_special is not False else card.protect_text(content))
+
+
 def with_pieces(card, token_ids: list) -> list:
     """llama.cpp's /tokenize with_pieces: [{"id", "piece"}], the piece each id's text, or its bytes as a list of
     integers where they are not whole UTF-8 (a byte of a longer character)."""

@@ -8,7 +8,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import with_pieces
+from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
@@ -24,8 +24,10 @@ def _tokenize(body: dict, card) -> list:
         check_tools(body.get("tools"))
         # The chat route's own rendering, so the count is the prompt a chat request with these fields gets.
         text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
+    elif "content" in body:
+        return content_ids(card, body["content"], body.get("parse_special"))
     else:
-        text = body["prompt"] if "prompt" in body else body["content"]
+        text = body["prompt"]
     return card.encode(text)
 
 

@@ -229,7 +229,7 @@ TOKENIZE_SCHEMA = {
         # the served tokenizer adds none to a prompt).
         "add_special_tokens": _BOOL_OR_NULL,
         # llama.cpp server's /tokenize: its text, whether to add BOS/EOS (none here either way) and to parse special
-        # tokens (always), and each id's text with it.
+        # tokens (false: as plain text), and each id's text with it.
         "content": {"type": "string"},
         "add_special": _BOOL_OR_NULL,
         "parse_special": _BOOL_OR_NULL,

@@ -39,3 +39,24 @@ async def test_content_with_prompt_is_a_400(stack):
     status, body = await post(client, "/tokenize", {"content": "a", "prompt": "b"})
     assert (status, body["error"]["message"]) == (400, "give exactly one of 'messages' or 'prompt' (or llama.cpp's "
                                                        "'content')")
+
+
+@pytest.mark.parametrize("parse_special, as_token", [(None, True), (True, True), (False, False)],
+                         ids=["absent", "true", "false"])
+async def test_parse_special_false_reads_special_token_text_as_text(stack, parse_special, as_token):
+    """llama.cpp's handle_tokenize: parse_special (default true) is common_tokenize's parse_special; false tokenizes
+    '<|im_end|>' as the characters it is. It was accepted and ignored: the control token's id either way."""
+    client, fake = stack
+    request = {"content": "Hi<|im_end|>"} if parse_special is None else {"content": "Hi<|im_end|>",
+                                                                          "parse_special": parse_special}
+    status, body = await post(client, "/tokenize", request)
+    assert status == 200, body
+    end_id = fake.tokenizer.token_to_id("<|im_end|>")
+    hi = fake.tokenizer.encode("Hi", add_special_tokens=False).ids
+    if as_token:
+        assert body["tokens"] == hi + [end_id]
+    else:
+        assert end_id not in body["tokens"] and len(body["tokens"]) > len(hi) + 1
+        status, text = await post(client, "/detokenize", {"tokens": body["tokens"]})
+        assert text["content"] == "Hi<|im_end|>"
+
