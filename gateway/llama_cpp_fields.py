@@ -53,10 +53,21 @@ def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]
     return True, value
 
 
-def content_ids(card, content: str, parse_special) -> list:
-    """llama.cpp's /tokenize content. parse_special false reads special-token text (<|im_end|>) as the characters it
+def content_ids(card, content, parse_special) -> list:
+    """llama.cpp's /tokenize content: a string, or a list mixing strings and token ids (its tokenize_mixed: each string
+    tokenized, each id kept as it is). parse_special false reads special-token text (<|im_end|>) as the characters it
     is, as llama.cpp's common_tokenize does then; true or absent (llama.cpp's default) as the token."""
-    return card.encode(content if parse_special is not False else card.protect_text(content))
+    parts = content if isinstance(content, list) else [content]
+    bad = [part for part in parts if isinstance(part, int) and part >= card.tokenizer_vocab_size]
+    if bad:
+        raise InvalidRequest(f"content: token id {bad[0]} is not in [0, {card.tokenizer_vocab_size})", param="content")
+    ids: list = []
+    for part in parts:
+        if isinstance(part, int):
+            ids.append(part)
+        else:
+            ids += card.encode(part if parse_special is not False else card.protect_text(part))
+    return ids
 
 
 def with_pieces(card, token_ids: list) -> list:

@@ -228,9 +228,9 @@ TOKENIZE_SCHEMA = {
         # vLLM's TokenizeCompletionRequest / TokenizeChatRequest: a bool (no special tokens are added here either way:
         # the served tokenizer adds none to a prompt).
         "add_special_tokens": _BOOL_OR_NULL,
-        # llama.cpp server's /tokenize: its text, whether to add BOS/EOS (none here either way) and to parse special
-        # tokens (false: as plain text), and each id's text with it.
-        "content": {"type": "string"},
+        # llama.cpp server's /tokenize: its text (or strings and token ids mixed), whether to add BOS/EOS (none here
+        # either way) and to parse special tokens (false: as plain text), and each id's text with it.
+        "content": {"type": ["string", "array"], "items": {"type": ["string", "integer"], "minimum": 0}},
         "add_special": _BOOL_OR_NULL,
         "parse_special": _BOOL_OR_NULL,
         "with_pieces": _BOOL_OR_NULL,

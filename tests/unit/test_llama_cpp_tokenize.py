@@ -60,3 +60,15 @@ async def test_parse_special_false_reads_special_token_text_as_text(stack, parse
         status, text = await post(client, "/detokenize", {"tokens": body["tokens"]})
         assert text["content"] == "Hi<|im_end|>"
 
+
+async def test_content_mixing_strings_and_token_ids(stack):
+    """llama.cpp's tokenize_mixed: a content list's strings are tokenized and its ids kept, in order ([12, "a", 34]).
+    It was a 400 "... is not of type 'string'"."""
+    client, fake = stack
+    hello = fake.tokenizer.encode("Hello", add_special_tokens=False).ids
+    world = fake.tokenizer.encode(" world", add_special_tokens=False).ids
+    status, body = await post(client, "/tokenize", {"content": [7, "Hello", 9, " world"]})
+    assert status == 200, body
+    assert body["tokens"] == [7, *hello, 9, *world] and body["count"] == len(hello) + len(world) + 2
+    status, body = await post(client, "/tokenize", {"content": ["Hi", 10 ** 9]})
+    assert status == 400 and body["error"]["message"].startswith("content: token id 1000000000 is not in [0, "), body
