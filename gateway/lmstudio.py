@@ -11,6 +11,7 @@ from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
 from gateway.errors import ApiError, InvalidRequest
 from gateway.http_stream import stream_generation
 from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
+from gateway.lmstudio_v1_request import zero_top_p
 from gateway.model import ModelCard
 from gateway.openai import check_model, parse_chat, parse_completion
 from gateway.offload import run_cpu
@@ -95,7 +96,8 @@ async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
 def _lmstudio_body(body):
     """LM Studio's request extensions: max_tokens -1 means no limit (bounded by the context). It becomes an explicit
     null, not an absent field: an absent max_tokens is 16 tokens on completions (OpenAI's default). repeat_penalty,
-    in LM Studio's list of supported fields, is vLLM's repetition_penalty (which wins when both are sent)."""
+    in LM Studio's list of supported fields, is vLLM's repetition_penalty (which wins when both are sent). top_p 0
+    keeps the most likely token, as on /api/v1."""
     if not isinstance(body, dict):
         return body
     if body.get("max_tokens") == -1:
@@ -112,7 +114,7 @@ def _lmstudio_body(body):
     if "repeat_penalty" in body:
         body = {key: value for key, value in body.items() if key != "repeat_penalty"} | {
             "repetition_penalty": body.get("repetition_penalty", _repeat_penalty(body["repeat_penalty"]))}
-    return body
+    return zero_top_p(body)
 
 
 def _repeat_penalty(value):

@@ -24,6 +24,9 @@ REASONING = {"off": {"enable_thinking": False}, "on": {"enable_thinking": True},
 _SAME = ("temperature", "top_p", "top_k", "min_p")
 _RENAMED = {"repeat_penalty": "repetition_penalty", "max_output_tokens": "max_tokens"}
 _TEXT_ITEMS = ("message", "text")
+# The top_p sent for LM Studio's top_p 0 (/api/v1 and /api/v0): its docs take [0, 1], and its llama.cpp sampler keeps
+# the most likely token at 0, as this one does for any top_p below 1e-9 (the OpenAI parser, as vLLM, takes (0, 1]).
+_LEAST_TOP_P = 1e-9
 # The chat route's field names in its errors -> this API's, which has `input` (the system prompt and the user's turn
 # are its messages) and `max_output_tokens`, no `messages` or `max_tokens`.
 _RENAMES = [(re.compile(r"\bmessages(\[\d+\](\.[\w.\[\]]*)?|(?![\w )]))"), "input"),
@@ -106,7 +109,15 @@ def openai_chat_body(body: Any) -> dict:
            "stream": bool(body.get("stream")), **_reasoning(body.get("reasoning"))}
     out.update({name: body[name] for name in _SAME if body.get(name) is not None})
     out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
-    return out
+    return zero_top_p(out)
+
+
+def zero_top_p(body: dict) -> dict:
+    """body with LM Studio's top_p 0 sent as the least top_p (the most likely token), for the OpenAI parser."""
+    top_p = body.get("top_p")
+    if isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and top_p == 0:
+        return {**body, "top_p": _LEAST_TOP_P}
+    return body
 
 
 def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) -> None:
