@@ -6,6 +6,7 @@ from typing import Optional
 
 from aiohttp import web
 
+from gateway import json_out
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
 from gateway.errors import ApiError, InvalidRequest
@@ -120,7 +121,8 @@ def _lmstudio_body(body):
 def _repeat_penalty(value):
     """LM Studio's repeat_penalty, checked where it was sent (the /v1 field it becomes has its own name)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 10):
-        raise InvalidRequest(f"repeat_penalty must be a number in (0, 10], got {value!r}", param="repeat_penalty")
+        raise InvalidRequest(f"repeat_penalty must be a number in (0, 10], got {json_out.dumps(value).decode()}",
+                             param="repeat_penalty")
     return value
 
 

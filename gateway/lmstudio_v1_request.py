@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from gateway import json_out
 from gateway.engine import GenRequest
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.lmstudio_v1_shape import reasoning_options
@@ -85,7 +86,8 @@ def _check_renamed(body: dict) -> None:
     penalty = body.get("repeat_penalty")
     if penalty is not None and (isinstance(penalty, bool) or not isinstance(penalty, (int, float))
                                 or not 0 < penalty <= 10):
-        raise InvalidRequest(f'"repeat_penalty" must be a number in (0, 10], got {penalty!r}', param="repeat_penalty")
+        raise InvalidRequest(f'"repeat_penalty" must be a number in (0, 10], got '
+                             f'{json_out.dumps(penalty).decode()}', param="repeat_penalty")
 
 
 def _reasoning(value: Any) -> dict:

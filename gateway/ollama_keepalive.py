@@ -20,6 +20,8 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0
 # ASCII digits only, as Go reads them (Python's \d and float() also take "١٠").
 _PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
+# The Go type encoding/json decodes a JSON value to (into `any`), which Ollama names when keep_alive is neither.
+_GO_TYPES = {bool: "bool", list: "[]interface {}", dict: "map[string]interface {}"}
 # Go's longest time.Duration (2^63 - 1 ns, about 292 years): ParseDuration refuses a longer string, and Ollama keeps
 # a model loaded that long "forever" (a negative keep_alive); a longer number of seconds is kept forever here too.
 MAX_DURATION_S = (2**63 - 1) / 1e9
@@ -49,8 +51,8 @@ def parse_keep_alive(value: Any) -> Optional[float]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise InvalidRequest(f"keep_alive must be a duration like \"5m\" or a number of seconds, got {value!r}",
-                             param="keep_alive")
+        # Ollama's words (api/types.go Duration.UnmarshalJSON: the Go type the JSON value decodes to).
+        raise InvalidRequest(f"Unsupported type: '{_GO_TYPES.get(type(value), 'bool')}'", param="keep_alive")
     if isinstance(value, str):
         # Ollama's clients also send bare numbers as strings ("-1", "3600"): seconds, like a JSON number.
         seconds = float(value) if _NUMBER.fullmatch(value) else _go_duration(value)

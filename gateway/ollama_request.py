@@ -5,6 +5,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from gateway import json_out
 from gateway.chat import render_chat
 from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
@@ -46,8 +47,10 @@ def _format_schema(value: Any) -> Optional[dict]:
         return None
     if value == "json":
         return ANY_OBJECT
-    if isinstance(value, str):
-        raise InvalidRequest(f"format must be \"json\" or a JSON schema object, got {value!r}", param="format")
+    if not isinstance(value, dict):
+        # Ollama's words (llm/llama_server.go): the field's JSON text, Go-quoted.
+        text = json_out.dumps(json_out.dumps(value).decode()).decode()
+        raise InvalidRequest(f'invalid format: {text}; expected "json" or a valid JSON Schema object', param="format")
     return check_schema(value, "format")
 
 

@@ -123,3 +123,14 @@ async def test_bad_repeat_penalty_is_a_400_naming_it(fake):
     assert response.status == 400 and not servicer.script.requests
     error = orjson.loads(await response.read())["error"]
     assert error["param"] == "repeat_penalty" and error["message"] == "repeat_penalty must be a number in (0, 10], got 0"
+
+
+@pytest.mark.parametrize("path, body", [("/api/v0/chat/completions", CHAT),
+                                        ("/api/v1/chat", {"model": "fake-model", "input": "Hi"})], ids=["v0", "v1"])
+async def test_a_repeat_penalty_of_another_type_is_named_as_json(fake, path, body):
+    """The value as the client wrote it (true, "1.1"), not Python's True or '1.1'."""
+    client, _ = fake
+    for value, shown in ((True, "true"), ("1.1", '"1.1"')):
+        response = await client.post(path, json={**body, "repeat_penalty": value})
+        message = orjson.loads(await response.read())["error"]["message"]
+        assert response.status == 400 and message.endswith(f"must be a number in (0, 10], got {shown}")

@@ -65,6 +65,18 @@ async def test_bogus_keep_alive_is_a_400(client):
     assert status == 400 and body == {"error": 'time: invalid duration "bogus"'}
 
 
+@pytest.mark.parametrize("path, field, value, error", [
+    ("/api/generate", "keep_alive", True, "Unsupported type: 'bool'"),
+    ("/api/chat", "keep_alive", {"m": 5}, "Unsupported type: 'map[string]interface {}'"),
+    ("/api/chat", "format", "JSON", 'invalid format: "\\"JSON\\""; expected "json" or a valid JSON Schema object'),
+    ("/api/generate", "format", True, 'invalid format: "true"; expected "json" or a valid JSON Schema object'),
+], ids=["keep_alive bool", "keep_alive object", "format word", "format bool"])
+async def test_wrong_kinds_of_keep_alive_and_format_are_ollamas_words(client, path, field, value, error):
+    """As Ollama words them (api/types.go Duration.UnmarshalJSON; llm/llama_server.go), never a Python repr."""
+    body = {"model": "fake-model", "prompt": "x", "messages": [{"role": "user", "content": "x"}], field: value}
+    assert await post(client, path, body) == (400, {"error": error})
+
+
 async def test_ps_follows_keep_alive_and_unload(client):
     assert 290 < await ps_expiry(client) <= 300                    # default 5m from the gateway's start
     status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": "1h"})

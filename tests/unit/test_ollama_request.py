@@ -130,7 +130,7 @@ def test_empty_messages_is_a_load_request(card):
 
 
 CHAT_REFUSALS = [
-    ({"format": "yaml"}, InvalidRequest, 'format must be "json" or a JSON schema object'),
+    ({"format": "yaml"}, InvalidRequest, '^invalid format: "\\\\"yaml\\\\""; expected "json" or a valid JSON Schema'),
     ({"format": {"type": "objet"}}, InvalidRequest, "format is not a valid JSON Schema"),
     ({"format": {"type": "object", "not": {}}}, InvalidRequest, "format cannot be enforced by constrained decoding"),
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, Unsupported, "images are not supported"),
@@ -139,7 +139,7 @@ CHAT_REFUSALS = [
      "cannot unmarshal array into Go struct field ChatRequest.messages.content of type string"),
     ({"messages": "hi"}, InvalidRequest, "cannot unmarshal string into Go struct field ChatRequest.messages"),
     ({"stream": "yes"}, InvalidRequest, "stream must be true or false"),
-    ({"keep_alive": [5]}, InvalidRequest, "keep_alive must be a duration"),
+    ({"keep_alive": [5]}, InvalidRequest, "^Unsupported type: '\\[\\]interface {}'$"),
     ({"tools": [{"type": "function"}]}, InvalidRequest, "tools\\[0\\].function.name is required"),
     ({"logprobs": True, "top_logprobs": 50}, InvalidRequest, "^top_logprobs must be between 0 and 20$"),
     ({"top_logprobs": -1}, InvalidRequest, "^top_logprobs must be between 0 and 20$"),
@@ -233,7 +233,7 @@ GENERATE_REFUSALS = [
     ({"prompt": 5}, InvalidRequest, "cannot unmarshal number into Go struct field GenerateRequest.prompt of type string"),
     ({"context": ["a"]}, InvalidRequest, "context must be a list of token ids"),
     ({"context": [10 ** 6]}, InvalidRequest, "context token ids must be in"),
-    ({"format": ["json"]}, InvalidRequest, "format must be a JSON Schema object"),
+    ({"format": ["json"]}, InvalidRequest, '^invalid format: "\\[\\\\"json\\\\"\\]"; expected "json" or a valid JSON'),
 ]
 
 
