@@ -69,7 +69,9 @@ async def test_a_huge_prompt_does_not_freeze_other_streams(stack):
     max_gap, (status, body, took) = await _gaps_while(client, fake, huge)
     assert status == 400 and body["error"]["code"] == "context_length_exceeded"
     assert "your prompt contains 3000000 tokens" in body["error"]["message"]
-    assert took > 1.0 and max_gap < min(0.5, took / 2), (max_gap, took)
+    # a tokenizer on the event loop would hold the stream for about all of `took`; the bound is relative, so a loaded
+    # machine (the whole run slower) does not fail it
+    assert took > 1.0 and max_gap < took / 3, (max_gap, took)
 
 
 async def test_health_answers_while_a_big_chat_prompt_is_tokenized(stack):
@@ -78,7 +80,7 @@ async def test_health_answers_while_a_big_chat_prompt_is_tokenized(stack):
     content = "".join(chr(random.randint(0x4E00, 0x9FFF)) for _ in range(1_000_000))
     big = asyncio.create_task(client.post("/v1/chat/completions", data=orjson.dumps(
         {"messages": [{"role": "user", "content": content}]})))
-    took = []
+    took, begin = [], time.monotonic()
     while not big.done():
         start = time.monotonic()
         health = await client.get("/health")
@@ -86,8 +88,10 @@ async def test_health_answers_while_a_big_chat_prompt_is_tokenized(stack):
         assert health.status == 200 and (await health.json())["status"] == "ok"
         await asyncio.sleep(0.05)
     response = await big
+    total = time.monotonic() - begin
     assert response.status == 400 and (await response.json())["error"]["code"] == "context_length_exceeded"
-    assert len(took) >= 5 and max(took) < 0.5, took
+    # tokenizing on the event loop would hold one probe for about all of `total` (relative: load-proof)
+    assert len(took) >= 5 and max(took) < total / 3, (took, total)
 
 
 @pytest.mark.parametrize("path,body,where", [
