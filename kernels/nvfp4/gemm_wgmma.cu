@@ -58,6 +58,20 @@ __device__ __forceinline__ void issue_chunk(u32 stage, const Src& src, int c) {
     if (lane < 16) cp_async4(stage + T * 128 + 4096 + warp * 64 + lane * 4, src.s + 64 * (u64)c, true);
 }
 
+// this warp's weight fragment and scale pair in stage st (T tokens) -> the A registers of the chunk's 4 k-steps
+// (gemm_ws.cuh's MMA warps too)
+template <int T>
+__device__ __forceinline__ void decode_stage_fragment(u32 st, const u32* lut, u32 (&a)[4][4]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
+    const u32 sc = lds_u16(st + T * 128 + 4096 + warp * 64 + lane * 2);
+    const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
+    decode_word(f.x, sg, sg8, a[0]);
+    decode_word(f.y, sg, sg8, a[1]);
+    decode_word(f.z, sg, sg8, a[2]);
+    decode_word(f.w, sg, sg8, a[3]);
+}
+
 // one 64-k chunk: wait for its stage, decode (a warp's fragments and scales were copied by the warp itself, so
 // __syncwarp suffices there), block barrier (x came from every warp), 4 async wgmma, refill the stage that chunk c - 2
 // used (its wgmma group retired before the barrier), keep this chunk's group in flight (wait_group 1)
@@ -70,19 +84,16 @@ __device__ __forceinline__ void chunk_step(int c, u32 (&a)[4][4], float (&acc)[T
     __syncwarp();
     const u32 st = base + rd * SB;
     rd = rd + 1 == S ? 0 : rd + 1;
-    const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
-    const u32 sc = lds_u16(st + T * 128 + 4096 + warp * 64 + lane * 2);
-    const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
     if constexpr (DIAG == 2) {
+        const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
+        const u32 sc = lds_u16(st + T * 128 + 4096 + warp * 64 + lane * 2);
+        const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
         a[0][0] = a[1][1] = a[2][2] = a[3][3] = f.x ^ sg;
         a[0][1] = a[1][2] = a[2][3] = a[3][0] = f.y ^ sg8;
         a[0][2] = a[1][3] = a[2][0] = a[3][1] = f.z;
         a[0][3] = a[1][0] = a[2][1] = a[3][2] = f.w;
     } else {
-        decode_word(f.x, sg, sg8, a[0]);
-        decode_word(f.y, sg, sg8, a[1]);
-        decode_word(f.z, sg, sg8, a[2]);
-        decode_word(f.w, sg, sg8, a[3]);
+        decode_stage_fragment<T>(st, lut, a);
     }
     u64 desc[4];
 #pragma unroll

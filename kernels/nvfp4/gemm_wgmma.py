@@ -141,7 +141,6 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     warp-specialised kernels (gemm_ws.py) where gemm_ws.WS_GEMM is on; False keeps this module's.
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
     import numpy as np
-    import torch
 
     from kernels.nvfp4 import streamk  # imports this module: no cycle at import time
 
@@ -163,14 +162,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
             return gemm_ws.launch(x, p, out, splits, tile)
     rows = p["Np"] // TILE_ROWS
     tiles = rows * -(-m // tile)
-    if tiles * splits >= 1 << 31:
-        raise ValueError("gemm_wgmma: too many blocks")
-    ws = counters = None
-    if splits > 1:
-        ws = scratch("split_k", x.device, tiles * tile * TILE_ROWS, torch.float32)
-        counters = scratch("counters", x.device, tiles, torch.int32)
-        if ws is None or counters is None:
-            splits = 1
+    ws, counters, splits = split_buffers(x.device, tiles, tile, splits)
     vec_out = int(n % 8 == 0 and out.data_ptr() % 16 == 0)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     stream = _compile.current_stream()
@@ -183,6 +175,22 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     name += "_sk" if splits > 1 else ""
     kernel(name, tile, diag)((tiles * splits,), (THREADS,), args, shared_mem=smem_bytes(tile, diag), stream=stream)
     return out
+
+
+def split_buffers(device, tiles: int, tile: int, splits: int) -> tuple:
+    """-> (ws, counters, S): the split-K workspace and tile counters (the shared zeroed scratch) for S blocks per
+    output tile over `tiles` tiles of T tokens, or (None, None, 1) for S = 1 and where the scratch would have to grow
+    during a CUDA graph capture. Raises ValueError past 2^31 blocks."""
+    import torch
+
+    if tiles * splits >= 1 << 31:
+        raise ValueError("gemm_wgmma: too many blocks")
+    if splits > 1:
+        ws = scratch("split_k", device, tiles * tile * TILE_ROWS, torch.float32)
+        counters = scratch("counters", device, tiles, torch.int32)
+        if ws is not None and counters is not None:
+            return ws, counters, splits
+    return None, None, 1
 
 
 def _tile_and_splits(m: int, p: dict, tile: int, splits: int, plain: bool, num_sms: int) -> tuple:

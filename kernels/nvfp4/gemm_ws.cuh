@@ -72,16 +72,10 @@ template <int T, int S>
 __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 2], u32 base, const u32* lut,
                                         u32 full, u32 empty) {
     constexpr u32 SB = T * 128 + 5120;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, s = i % S;
+    const int lane = threadIdx.x & 31, s = i % S;
     ws_mbar_wait(full + 8 * s, (i / S) & 1);
     const u32 st = base + s * SB;
-    const uint4 f = lds128(st + T * 128 + warp * 512 + lane * 16);
-    const u32 sc = lds_u16(st + T * 128 + 4096 + warp * 64 + lane * 2);
-    const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
-    decode_word(f.x, sg, sg8, a[0]);
-    decode_word(f.y, sg, sg8, a[1]);
-    decode_word(f.z, sg, sg8, a[2]);
-    decode_word(f.w, sg, sg8, a[3]);
+    decode_stage_fragment<T>(st, lut, a);
     u64 desc[4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) desc[ks] = desc_sw128(st + 32 * ks);

@@ -10,8 +10,8 @@ gemm_wgmma (wgmma_pick's S unless given), through the same workspace and counter
 import os
 
 from kernels import _compile
-from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group, scratch,
-                                      smem_bytes)
+from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group,
+                                      smem_bytes, split_buffers)
 
 WS_TILES = (64, 128)  # the tiles gemm_wgmma sends here
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
@@ -40,13 +40,8 @@ def launch(x, p: dict, out, splits: int, tile: int):
 
     m, n, kc = x.shape[0], p["N"], p["Kc"]
     rows, mp = p["Np"] // TILE_ROWS, -(-m // tile) * tile
+    ws, counters, splits = split_buffers(x.device, rows * (mp // tile), tile, splits)
     tiles = rows * (mp // tile)
-    ws = counters = None
-    if splits > 1:
-        ws = scratch("split_k", x.device, tiles * tile * TILE_ROWS, torch.float32)
-        counters = scratch("counters", x.device, tiles, torch.int32)
-        if ws is None or counters is None:
-            splits = 1
     stream = _compile.current_stream()
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     xq = torch.empty(kc, mp, 64, dtype=torch.bfloat16, device=x.device)
