@@ -1,10 +1,17 @@
 """Gateway process: OpenAI's deprecated function calling (functions, function_call, the function role) read as tools."""
 from __future__ import annotations
 
-from gateway.errors import InvalidRequest
+import re
+
+from gateway.errors import ApiError, InvalidRequest
 from gateway.openai_schema import empty_array
 
 LEGACY_CALL_ID = "call_legacy_{}"   # the id an earlier turn's function_call gets (message index)
+# The chat route's names of what a functions request sent under the deprecated ones, the most specific first.
+_RENAMES = [(re.compile(r"\btools\[(\d+)\]\.function\b"), r"functions[\1]"),
+            (re.compile(r"\btool_choice\.function\b"), "function_call"),
+            (re.compile(r"\btool_choice\b"), "function_call"),
+            (re.compile(r"\btools\b"), "functions")]
 
 
 def legacy_functions(body: dict) -> dict:
@@ -62,3 +69,13 @@ def _legacy_history(body: dict) -> dict:
 def _is_legacy(message) -> bool:
     return isinstance(message, dict) and (message.get("role") == "function" or
                                           (message.get("role") == "assistant" and "function_call" in message))
+
+
+def named_as_sent(exc: ApiError) -> ApiError:
+    """exc, raised on the translated body, with tools / tool_choice named as the functions / function_call the
+    request sent (in param and message): OpenAI names the field a client sent, and a client of the deprecated API
+    never sent tools."""
+    for pattern, name in _RENAMES:
+        exc.message = pattern.sub(name, exc.message)
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+    return exc

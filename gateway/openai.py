@@ -8,8 +8,9 @@ from typing import Optional
 
 from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest
-from gateway.errors import InvalidRequest, NotFound, Unsupported
-from gateway.legacy_functions import legacy_functions
+from gateway.errors import ApiError, InvalidRequest, NotFound, Unsupported
+from gateway.chat_kwargs import template_kwargs
+from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
@@ -25,10 +26,6 @@ from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
-# Efforts the template has no tier for, read as the nearest one (as Ollama's /v1 clamps them).
-_EFFORT_ALIASES = {"minimal": "low", "max": "xhigh", "ultra": "xhigh"}
-# Template variables render_chat sets from the request's own fields.
-_SET_BY_SERVER = ("messages", "tools", "add_generation_prompt")
 
 
 @dataclass
@@ -129,32 +126,6 @@ def _json_constraint(body: dict, card: ModelCard, schema: dict, tools: Optional[
     return checked(grammar, card, "response_format")
 
 
-def template_kwargs(body: dict, card: ModelCard) -> dict:
-    """chat_template_kwargs plus the thinking switches; 400 for a variable the server passes to the template itself
-    (messages, tools, add_generation_prompt, the tokenizer's special tokens): a second value was a 500."""
-    kwargs = dict(body.get("chat_template_kwargs") or {})
-    taken = next((key for key in kwargs if key in _SET_BY_SERVER or key in card.special_tokens), None)
-    if taken is not None:
-        raise InvalidRequest(f"chat_template_kwargs.{taken} cannot be set: the server passes '{taken}' to the chat "
-                             f"template itself (from the request's messages, tools and add_generation_prompt and the "
-                             f"tokenizer's special tokens)", param=f"chat_template_kwargs.{taken}")
-    if kwargs.get("enable_thinking") is None:
-        kwargs.pop("enable_thinking", None)
-    if body.get("enable_thinking") is not None:
-        kwargs["enable_thinking"] = body["enable_thinking"]
-    reasoning = body.get("reasoning") or {}
-    if reasoning.get("enabled") is not None:
-        # OpenRouter's reasoning.enabled, an explicit switch too (below the template's own and enable_thinking).
-        kwargs.setdefault("enable_thinking", reasoning["enabled"])
-    effort = body.get("reasoning_effort") or reasoning.get("effort")
-    if effort is not None and effort != "none":
-        kwargs["reasoning_effort"] = _EFFORT_ALIASES.get(effort, effort)
-    # An explicit switch wins over the effort, as in vLLM's build_chat_params (reasoning_effort sets enable_thinking
-    # only when chat_template_kwargs lacks it); "none" turns thinking off, any other effort on; else the default, on.
-    kwargs.setdefault("enable_thinking", effort != "none")
-    return kwargs
-
-
 def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
     """The tools the template renders. tool_choice "none" keeps them in the prompt, as vLLM does since 0.10 (and
     OpenAI: the model knows them, it just may not call them); only their calls are not parsed. vLLM's
@@ -172,6 +143,19 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
+    try:
+        plan = _parse_chat_body(body, card, served_name, exclude_tools_when_none, tool_names)
+    except ApiError as exc:
+        if not legacy:
+            raise
+        raise named_as_sent(exc) from None
+    plan.legacy_functions = legacy
+    return plan
+
+
+def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool,
+                     tool_names: re.Pattern) -> Plan:
+    """parse_chat's work on a body whose deprecated functions are translated into tools."""
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
     check_model(body.get("model"), card, served_name)
@@ -220,8 +204,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
-                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body),
-                legacy_functions=legacy)
+                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body))
 
 
 def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:

@@ -183,9 +183,9 @@ async def test_legacy_functions_become_tools(stack):
 
 @pytest.mark.parametrize("extra,param,message", [
     ({"tools": TOOLS}, "functions", "use either tools/tool_choice or the deprecated functions/function_call"),
-    ({"function_call": {"name": "nope"}}, "tool_choice", "names the function 'nope', which is not in tools"),
-    ({"functions": [{"name": "bad name"}]}, "tools[0].function.name", "must match ^[a-zA-Z0-9_.:-]{1,64}$"),
-    ({"function_call": 5}, "tool_choice", "invalid value for 'tool_choice'"),
+    ({"function_call": {"name": "nope"}}, "function_call", "names the function 'nope', which is not in functions"),
+    ({"functions": [{"name": "bad name"}]}, "functions[0].name", "must match ^[a-zA-Z0-9_.:-]{1,64}$"),
+    ({"function_call": 5}, "function_call", "invalid value for 'function_call'"),
 ], ids=["both", "unknown-named", "bad-name", "bad-type"])
 async def test_legacy_functions_errors(stack, extra, param, message):
     client, _ = stack

@@ -60,3 +60,29 @@ async def test_the_function_turns_of_a_history_are_read_as_a_call_and_its_result
     prompt = fake.tokenizer.decode(fake.script.requests[-1].prompt_token_ids, skip_special_tokens=False)
     assert ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
             "<|im_end|>\n<|im_start|>user\n<tool_response>\nsunny, 21 C\n</tool_response><|im_end|>") in prompt
+
+
+@pytest.mark.parametrize("fields, error", [
+    ({"function_call": {"name": "nope"}},
+     ("function_call", "invalid_value", "function_call names the function 'nope', which is not in functions")),
+    ({"function_call": {"name": 5}},
+     ("function_call.name", "invalid_type", "invalid value for 'function_call.name': 5 is not of type 'string'")),
+    ({"functions": [WEATHER, {"description": "no name"}]},
+     ("functions[1].name", "missing_required_parameter", "'functions[1].name' is a required property")),
+    ({"functions": [WEATHER, WEATHER]},
+     ("functions[1].name", "invalid_value", "functions[1].name 'get_weather' is offered twice; tool names must be "
+                                            "unique")),
+    ({"functions": [{"name": "f", "parameters": {"type": "strng"}}]},
+     ("functions[0].parameters", "invalid_function_parameters", "Invalid schema for function 'f': 'strng' is not one "
+      "of ['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] (at $.type)")),
+], ids=["unknown-name", "name-type", "no-name", "twice", "parameters"])
+async def test_errors_name_the_deprecated_fields_sent(stack, fields, error):
+    """A functions request is refused under the fields it sent, as OpenAI names them (functions[1].name,
+    function_call), not under the tools / tool_choice it is translated into, which its client never sent."""
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", data=orjson.dumps({"messages": USER, "functions": [WEATHER],
+                                                                            **fields}))
+    assert response.status == 400
+    assert await response.json() == {"error": {"message": error[2], "type": "invalid_request_error",
+                                               "param": error[0], "code": error[1]}}
+    assert fake.script.requests == []
