@@ -37,8 +37,9 @@ _RENAMES = [(re.compile(r"\bmessages\[\d+\](\.[\w.\[\]]*)?"), "input"),
             (re.compile(r"\bmax_completion_tokens\b"), "max_output_tokens"),
             (re.compile(r"\bresponse_format\.json_schema\.schema\b"), "text.format.schema"),
             (re.compile(r"\bresponse_format(\.json_schema)?\b"), "text.format"),
-            (re.compile(r"\breasoning_effort\b"), "reasoning.effort"),
-            (re.compile(r"\b(tools\[\d+\])\.function\b"), r"\1")]
+            (re.compile(r"\breasoning_effort\b"), "reasoning.effort")]
+# A chat tool, named by where it stands in the request (ResponsesPlan.tool_paths).
+_CHAT_TOOL = re.compile(r"\btools\[(\d+)\](\.function\b)?")
 
 
 @dataclass
@@ -68,16 +69,17 @@ def _response_format(text: Optional[dict]) -> Optional[dict]:
     return {"type": "json_schema", "json_schema": spec}
 
 
-def chat_body(body: dict, namespaces: dict) -> dict:
+def chat_body(body: dict, namespaces: dict, tool_paths: list) -> dict:
     """The /v1/chat/completions body that asks for what this Responses body asks for (namespaces: filled with the
-    namespaced functions offered)."""
+    namespaced functions offered; tool_paths: with where each chat tool stands in the request)."""
     chat = {name: body[name] for name in _SAME_NAME if name in body}
     chat["messages"] = input_messages(body.get("input"), body.get("instructions"))
     chat["stream"] = bool(body.get("stream"))
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
-    chat["tools"], offered = chat_tools(body.get("tools"))
+    chat["tools"], offered, paths = chat_tools(body.get("tools"))
     namespaces.update(offered)
+    tool_paths.extend(paths)
     # "auto" is the Responses API's default, which it echoes beside an empty tools list: no tools, nothing to choose.
     if body.get("tool_choice") is not None and (chat["tools"] or body["tool_choice"] != "auto"):
         chat["tool_choice"] = chat_tool_choice(body["tool_choice"])
@@ -89,8 +91,14 @@ def chat_body(body: dict, namespaces: dict) -> dict:
     return chat
 
 
-def _renamed(exc: ApiError) -> ApiError:
-    """exc with the chat route's field names (in param and message) replaced by this API's."""
+def _renamed(exc: ApiError, tool_paths: list) -> ApiError:
+    """exc with the chat route's field names (in param and message) replaced by this API's: a chat tool's by where
+    that function stands in the request (tools[i] counts hosted tools left out and namespaces too)."""
+    def tool_path(match: re.Match) -> str:
+        index = int(match.group(1))
+        return tool_paths[index] if index < len(tool_paths) else match.group(0)
+    exc.message = _CHAT_TOOL.sub(tool_path, exc.message)
+    exc.param = _CHAT_TOOL.sub(tool_path, exc.param) if exc.param else exc.param
     for pattern, name in _RENAMES:
         exc.message = pattern.sub(name, exc.message)
         exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
@@ -135,13 +143,14 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     validate(body, RESPONSES_SCHEMA)
     check_fields(body, RESPONSES_SCHEMA["properties"], chat=True)
     namespaces: dict = {}
-    chat = chat_body(body, namespaces)
+    tool_paths: list = []
+    chat = chat_body(body, namespaces, tool_paths)
     try:
         # OpenAI's limit of 128 tools is on the request's tools (checked above), not on the functions of its namespaces
         # (Codex declares each MCP server as one): offered flat, those are only bounded by the context.
         plan = parse_chat(chat, card, served_name, exclude_tools_when_none, max_tools=card.max_context_len)
     except ApiError as exc:
-        raise _renamed(exc) from None
+        raise _renamed(exc, tool_paths) from None
     response_id = f"resp_{secrets.token_hex(24)}"
     plan.gen.req_id = response_id
     return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces)

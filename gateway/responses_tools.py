@@ -37,8 +37,9 @@ def _function(tool: dict, name: str, fallback_description: Optional[str] = None)
     return {"type": "function", "function": {"name": name, **function}}
 
 
-def _namespace(tool: dict, where: str, out: list, namespaces: dict) -> None:
-    """The namespace's function tools, each under its flat name (400 for a name that cannot be one)."""
+def _namespace(tool: dict, where: str, out: list, namespaces: dict, paths: list) -> None:
+    """The namespace's function tools, each under its flat name (400 for a name that cannot be one), and where each
+    stands in the request."""
     namespace, members = tool.get("name"), tool.get("tools")
     if not isinstance(namespace, str) or not namespace or not isinstance(members, list):
         raise InvalidRequest(f"{where}: a namespace tool needs a name and a tools list", param=where)
@@ -56,20 +57,24 @@ def _namespace(tool: dict, where: str, out: list, namespaces: dict) -> None:
                                  f"must match ^[a-zA-Z0-9_.:-]{{1,64}}$", param=f"{where}.tools[{j}].name")
         namespaces[name] = (namespace, member["name"])
         out.append(_function(member, name, tool.get("description")))
+        paths.append(f"{where}.tools[{j}]")
 
 
-def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict]:
-    """(the chat route's function tools, {flat name: (namespace, name)} of the namespaced ones)."""
+def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict, list]:
+    """(the chat route's function tools, {flat name: (namespace, name)} of the namespaced ones, where each chat tool
+    stands in the request: "tools[1]", "tools[0].tools[2]"; hosted tools left out and namespaces shift the indexes)."""
     out: list = []
     namespaces: dict = {}
+    paths: list = []
     for i, tool in enumerate(tools or []):
         if tool["type"] == "function":
             out.append(_function(tool, tool["name"]))
+            paths.append(f"tools[{i}]")
         elif tool["type"] == "namespace":
-            _namespace(tool, f"tools[{i}]", out, namespaces)
+            _namespace(tool, f"tools[{i}]", out, namespaces, paths)
         else:
             _skip(tool["type"])
-    return out or None, namespaces
+    return out or None, namespaces, paths
 
 
 def chat_tool_choice(choice: Any) -> Any:

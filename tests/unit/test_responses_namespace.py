@@ -1,5 +1,6 @@
 """/v1/responses over the fake scheduler: `namespace` tools (Codex CLI's MCP servers and multi_agent_v1 group) are
 offered to the model under one flat name each, and calls to them come back with `namespace` and `name` apart."""
+import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
@@ -93,3 +94,26 @@ async def test_namespaces_holding_more_than_128_functions_are_served():
         flat = [{"type": "function", "name": f"f{i}", "parameters": {"type": "object"}} for i in range(129)]
         status, refused = await post(client, {"input": "Hi", "tools": flat, **NO_THINK})
         assert status == 400 and refused["error"]["message"] == "'tools' holds 129 items; at most 128 are accepted"
+
+
+@pytest.mark.parametrize("tools, error", [
+    ([{"type": "web_search"}, {"type": "function", "name": "f", "parameters": {"type": "strng"}}],
+     ("tools[1].parameters", "invalid_function_parameters", "Invalid schema for function 'f': 'strng' is not one of "
+      "['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] (at $.type)")),
+    ([{"type": "function", "name": "f"}, {"type": "web_search"}, {"type": "function", "name": "f"}],
+     ("tools[2].name", "invalid_value", "tools[2].name 'f' is offered twice; tool names must be unique")),
+    ([NAMESPACE, {"type": "namespace", "name": "ns", "tools": [
+        {"type": "function", "name": "a"}, {"type": "function", "name": "b", "parameters": {"type": "strng"}}]}],
+     ("tools[1].tools[1].parameters", "invalid_function_parameters", "Invalid schema for function 'ns__b': 'strng' "
+      "is not one of ['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] (at $.type)")),
+], ids=["after-hosted", "twice-around-hosted", "in-namespace"])
+async def test_errors_name_the_tool_where_it_stands(stack, tools, error):
+    """A function's error names it where it stands in the request's tools: hosted tools are left out and namespaces
+    flattened on the way to the chat route, whose index (tools[0] for the function after a web_search) named another
+    tool or none."""
+    client, fake = stack
+    response = await client.post("/v1/responses", data=orjson.dumps({"input": "hi", "tools": tools}))
+    assert response.status == 400
+    assert await response.json() == {"error": {"message": error[2], "type": "invalid_request_error",
+                                               "param": error[0], "code": error[1]}}
+    assert fake.script.requests == []
