@@ -49,7 +49,12 @@ class ShownLogprobs:
         for end, entry in self._queue:
             if end <= hidden_end:
                 continue
-            (shown if answered else keep).append(entry)
+            # Before the answer, a token whose text the split still holds (a "<" that may open a tag) waits, its end
+            # kept with it.
+            if answered:
+                shown.append(entry)
+            else:
+                keep.append((end, entry))
         self._queue = keep
         if final:
             shown += self._waiting if answered else []

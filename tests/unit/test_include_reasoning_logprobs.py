@@ -41,7 +41,10 @@ def _text(entries: list) -> str:
     ("Let me think.</think>\n\nHello world", "Hello world"),
     ("Let me think.</think>\n\n🎉 日本", "🎉 日本"),
     ("Still thinking", ""),
-], ids=["answer", "multibyte-first", "never-closed"])
+    # The split holds back text that may open a tag ("<", "<tool_call>"): those tokens waited and were a 500.
+    ("Is 1 < 2? Yes.</think>\n\nHello world", "Hello world"),
+    ("A <tool_call> mention</think>\n\nHello world", "Hello world"),
+], ids=["answer", "multibyte-first", "never-closed", "less-than", "tag-mention"])
 async def test_only_the_answer_tokens_have_logprobs(fake_stack, path, reply, answer):
     client, fake = fake_stack
     fake.script.reply = reply
