@@ -14,7 +14,8 @@ _START = re.compile(r"^start: " + re.escape(THINK_BODY) + " ", re.MULTILINE)
 
 def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
     """gen.constraint bounds the reasoning to body's thinking_token_budget (-1 or absent: unbounded). Only where the
-    prompt opened the thinking: thinking off (or a forced tool call) has no reasoning to bound."""
+    prompt opened the thinking and the grammar lets it reason: thinking off, or a forced tool call (its grammar is the
+    calls alone, also after a final message continued inside its thinking), has no reasoning to bound."""
     budget = body.get("thinking_token_budget")
     if budget is None:
         # OpenRouter's reasoning.max_tokens ("a specific token limit for reasoning, Anthropic-style").
@@ -24,7 +25,7 @@ def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
     grammar = gen.constraint.grammar if gen.constraint is not None else _free_answer(card)
     grammar, found = _START.subn("start: reasoning ", grammar, count=1)
     if not found:
-        raise AssertionError("a grammar built with thinking open starts with the reasoning")
+        return
     gen.constraint = checked(f"{grammar}reasoning[max_tokens={budget}]: {THINK_BODY}\n", card,
                              "thinking_token_budget")
 

@@ -68,3 +68,21 @@ def test_bad_budget_is_a_400_naming_it(card, value):  # noqa: F811
     with pytest.raises(InvalidRequest) as error:
         parse_chat({"messages": USER, "thinking_token_budget": value}, card, "tiny")
     assert error.value.param == "thinking_token_budget"
+
+
+async def test_a_forced_call_after_continued_thinking_has_no_reasoning_to_bound(stack):
+    """A final message continued inside its thinking leaves the thinking open, but a forced call's grammar is the
+    calls alone: there was no reasoning for the budget to bound, and the request was a 500 (AssertionError 'a grammar
+    built with thinking open starts with the reasoning'). The call comes back, as without a budget."""
+    client, fake = stack
+    fake.script.reply = "<tool_call>\n<function=get>\n<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>"
+    tools = [{"type": "function", "function": {"name": "get", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}}}}]
+    response = await client.post("/v1/chat/completions", json={
+        "messages": USER + [{"role": "assistant", "content": "<think>\nLet me"}], "continue_final_message": True,
+        "add_generation_prompt": False, "tools": tools, "tool_choice": "required", "thinking_token_budget": 3})
+    assert response.status == 200, await response.text()
+    choice = (await response.json())["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert [call["function"] for call in choice["message"]["tool_calls"]] == [{"name": "get", "arguments": '{"q":"x"}'}]
+    assert "max_tokens=" not in fake.script.requests[0].constraint.grammar
