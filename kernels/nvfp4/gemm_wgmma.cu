@@ -18,6 +18,8 @@
 // accumulators into the zeroed workspace ws [tiles, T / 8, 256 threads] float4 (one red.global.add.v4.f32 per 4
 // sums, 8-token groups past M skipped) and bumps counters[tile] (barrier + fence first, as gemv.cu's v7 flush); the
 // S-th block of a tile reads the sums back (ld.cg), re-zeroes them (st.cg) and the counter, and runs the epilogue.
+// Also built into this module: gemm_out.cuh (split-K flush, tile raster, epilogue), gemm_stream_k.cuh (the _skm
+// kernels) and gemm_ws.cuh (the warp-specialised _ws kernels).
 #include "wgmma_ptx.cuh"
 
 #define THREADS 256
@@ -118,65 +120,7 @@ __device__ __forceinline__ void chunk_step(int c, u32 (&a)[4][4], float (&acc)[T
     wgmma_wait<1>();
 }
 
-// the block's 256 MMA threads meet: the whole block, or (WS: gemm_ws.cuh's warp-specialised kernels, whose producer
-// warp takes no part in the split-K flush or the epilogue) named barrier 1 of those 256 threads
-template <bool WS>
-__device__ __forceinline__ void mma_threads_sync() {
-    if constexpr (WS) asm volatile("bar.sync 1, 256;" ::: "memory");
-    else __syncthreads();
-}
-
-__device__ __forceinline__ void red_add_v4(float4* p, float a, float b, float c, float d) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-
-__device__ __forceinline__ void st_release(int* p, int v) {
-    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ int ld_acquire(const int* p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-// split-K flush of one block (see the header): -> true in the block that completed its tile, acc = the tile's sums.
-// Thread i's float4 j of the tile holds acc[4j .. 4j + 3]; groups j with token m0 + 8j >= M are neither added nor
-// read (the same in every block of the tile), so only rows below M ever leave the workspace non-zero in between.
-template <int T, bool WS = false>
-__device__ __forceinline__ bool split_flush(float (&acc)[T / 2], float* ws, int* counters, int tile, int splits,
-                                            int tokens_left, int* s_last) {
-    float4* w = (float4*)ws + (u64)tile * (T / 8) * THREADS + threadIdx.x;
-#pragma unroll
-    for (int j = 0; j < T / 8; ++j)
-        if (8 * j < tokens_left)
-            red_add_v4(w + j * THREADS, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-    mma_threads_sync<WS>();  // release: every thread's reductions before thread 0's (cumulative) fence and counter bump
-    if (threadIdx.x == 0) {
-        __threadfence();
-        *s_last = atomicAdd(counters + tile, 1) == splits - 1;
-    }
-    mma_threads_sync<WS>();
-    if (!*s_last) return false;
-    __threadfence();
-#pragma unroll
-    for (int j = 0; j < T / 8; ++j) {
-        if (8 * j >= tokens_left) continue;
-        const float4 v = __ldcg(w + j * THREADS);
-        __stcg(w + j * THREADS, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-        acc[4 * j] = v.x, acc[4 * j + 1] = v.y, acc[4 * j + 2] = v.z, acc[4 * j + 3] = v.w;
-    }
-    if (threadIdx.x == 0) counters[tile] = 0;
-    return true;
-}
-
-// output tile -> (first weight row tile rb * 8 .. of its 128 rows: rb, first token m0): row tiles rastered in groups
-// of `group` (their weights stay in L2 while the group sweeps the tokens)
-__device__ __forceinline__ int2 tile_origin(unsigned tile, int M, int T, int R, int group) {
-    const int C = (M + T - 1) / T, per_group = group * C, gi = tile / per_group, first = gi * group;
-    const int rows_here = min(group, R - first), in = tile - gi * per_group;
-    return make_int2(first + in % rows_here, (in / rows_here) * T);
-}
+#include "gemm_out.cuh"
 
 // this thread's copy sources for the tile at row tile rb, token m0, starting at chunk c0 (see Src)
 template <bool XP>
@@ -229,34 +173,6 @@ __device__ __forceinline__ void mainloop(float (&acc)[T / 2], const Src& src, in
     __syncthreads();
 }
 
-// acc (times the 16-row alphas) as bf16 into y rows m0 .., columns rb * 128 .., staged through shared memory `ot`
-// (the stage ring, free after mainloop): acc[4j + i] = (weight row 16q + g + 8 (i >> 1) of warpgroup w, token
-// 8j + 2t + (i & 1))
-template <int T, bool WS = false>
-__device__ __forceinline__ void epilogue(const float (&acc)[T / 2], u16* ot, u16* y, const float* alpha, int rb,
-                                         int m0, int M, int N, int vec_out) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int g = lane >> 2, t = lane & 3, row = (warp >> 2) * 64 + (warp & 3) * 16 + g;
-    const float al = alpha[rb * 8 + warp];
-#pragma unroll
-    for (int j = 0; j < T / 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-            ot[(8 * j + 2 * t + (i & 1)) * PITCH + row + 8 * (i >> 1)] = f32_to_bf16(acc[4 * j + i] * al);
-    mma_threads_sync<WS>();
-    const int n0 = rb * 128;
-    for (int v = threadIdx.x; v < T * 16; v += THREADS) {
-        const int tok = v >> 4, n = n0 + 8 * (v & 15), m = m0 + tok;
-        if (m >= M || n >= N) continue;
-        const u16* piece = ot + tok * PITCH + 8 * (v & 15);
-        if (vec_out && n + 8 <= N) {
-            *(uint4*)(y + (u64)m * N + n) = *(const uint4*)piece;
-        } else {
-            for (int e = 0; e < 8 && n + e < N; ++e) y[(u64)m * N + n + e] = piece[e];
-        }
-    }
-}
-
 // SK: split-K kernel (splits > 1 blocks per output tile, see the header); else splits, ws and counters are unused
 template <int T, int S, bool FENCE, bool XP, int DIAG, bool SK>
 __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
@@ -279,69 +195,6 @@ __device__ __forceinline__ void gemm_body(const unsigned char* wq, const unsigne
         if (!split_flush<T>(acc, ws, counters, (int)bid, splits, M - o.y, &s_last)) return;
     }
     epilogue<T>(acc, (u16*)(dsmem + (base - raw)), y, alpha, o.x, o.y, M, N, vec_out);
-}
-
-// Stream-K (the _skm kernels; gemm_wgmma.py launches G = one block per SM). A finisher spins until the few blocks
-// after it in dispatch order have stored their pieces (the first thing each does), so those must become resident
-// while it waits: true with the GPU to ourselves (G blocks on G SMs), not on a GPU shared down to a handful of SMs. Tiles [0, dp) (dp a multiple of G) go whole, round-robin:
-// block b takes b, b + G, ... Then the chunk iterations (tile - dp) Kc + c of the remaining tiles are cut into G
-// ranges of L = ceil(iterations / G), block b's [b L, (b + 1) L). Only a block's first piece can start inside a
-// tile; such a piece's sums go to ws[b] ([T / 8][256 threads] float4, 8-token groups past M skipped) and flags[b]
-// becomes 1. The block holding a tile's chunk 0 (its last piece) finishes the tile: it waits for the flags of the
-// blocks after it up to the tile's last chunk, adds their sums, clears the flags (zero between launches) and writes.
-template <int T, int S>
-__device__ __forceinline__ void gemm_stream_k(const unsigned char* wq, const unsigned char* wsc, const u16* x, u16* y,
-                                              const float* alpha, int M, int N, int K, int Kc, int R, int group,
-                                              int vec_out, float* ws, int* flags, int dp) {
-    extern __shared__ unsigned char dsmem[];
-    __shared__ u32 lut[256];
-    lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
-    const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u;
-    u16* ot = (u16*)(dsmem + (base - raw));
-    float acc[T / 2];
-    for (int tile = blockIdx.x; tile < dp; tile += gridDim.x) {
-        const int2 o = tile_origin(tile, M, T, R, group);
-        mainloop<T, S, true, true, 0>(acc, make_src<true>(wq, wsc, x, M, K, Kc, o.x, o.y, 0), Kc, base, lut);
-        epilogue<T>(acc, ot, y, alpha, o.x, o.y, M, N, vec_out);
-        __syncthreads();  // the epilogue's reads of the stage ring before the next tile's copies into it
-    }
-    const long long iters = (long long)(R * ((M + T - 1) / T) - dp) * Kc, L = (iters + gridDim.x - 1) / gridDim.x;
-    long long it = blockIdx.x * L;
-    const long long end = min(it + L, iters);
-    float4* mine = (float4*)ws + (u64)blockIdx.x * (T / 8) * THREADS + threadIdx.x;
-    while (it < end) {
-        const int u = (int)(it / Kc), c0 = (int)(it - (long long)u * Kc), nc = (int)min(end - it, (long long)(Kc - c0));
-        const int2 o = tile_origin(dp + u, M, T, R, group);
-        mainloop<T, S, true, true, 0>(acc, make_src<true>(wq, wsc, x, M, K, Kc, o.x, o.y, c0), nc, base, lut);
-        it += nc;
-        if (c0 > 0) {  // not the tile's chunk 0: the sums go to the finisher
-#pragma unroll
-            for (int j = 0; j < T / 8; ++j)
-                if (8 * j < M - o.y) __stcg(mine + j * THREADS, make_float4(acc[4 * j], acc[4 * j + 1],
-                                                                             acc[4 * j + 2], acc[4 * j + 3]));
-            __syncthreads();  // every thread's sums before thread 0's (cumulative) release
-            if (threadIdx.x == 0) st_release(flags + blockIdx.x, 1);
-            continue;
-        }
-        const int last = (int)(((long long)(u + 1) * Kc - 1) / L);  // the block holding the tile's last chunk
-        for (int b = blockIdx.x + 1; b <= last; ++b) {
-            if (threadIdx.x == 0) {
-                while (ld_acquire(flags + b) == 0) {
-                }
-                flags[b] = 0;
-            }
-            __syncthreads();
-            const float4* theirs = (const float4*)ws + (u64)b * (T / 8) * THREADS + threadIdx.x;
-#pragma unroll
-            for (int j = 0; j < T / 8; ++j) {
-                if (8 * j >= M - o.y) continue;
-                const float4 v = __ldcg(theirs + j * THREADS);
-                acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
-            }
-        }
-        epilogue<T>(acc, ot, y, alpha, o.x, o.y, M, N, vec_out);
-        __syncthreads();
-    }
 }
 
 // ws, counters, splits: split-K only (the _sk kernels), ignored by the others
@@ -396,12 +249,5 @@ GEMM_KERNEL(nvfp4_gemm_wgmma_t256_x4, 256, 5, 1, true, false, 0, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nox, 256, 5, 1, true, true, 1, false)
 GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2, false)
 
-// stream-K (x pre-permuted, fenced): ws, flags as gemm_stream_k; dp = tiles done whole first
-#define SKM_KERNEL(name, t, s) \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1) name(GEMM_ARGS, int dp) { \
-        gemm_stream_k<t, s>(wq, wsc, x, y, alpha, M, N, K, Kc, R, group, vec_out, ws, counters, dp); \
-    }
-SKM_KERNEL(nvfp4_gemm_wgmma_t128_skm, 128, 6)
-SKM_KERNEL(nvfp4_gemm_wgmma_t256_skm, 256, 5)
-
+#include "gemm_stream_k.cuh"
 #include "gemm_ws.cuh"
