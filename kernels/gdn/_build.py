@@ -7,6 +7,7 @@ for the process (and on disk by CuPy).
 """
 import functools
 import os
+import re
 
 from kernels import _compile
 
@@ -20,9 +21,13 @@ def _read(name: str) -> str:
 
 
 def source(name: str) -> str:
-    """Text of `kernels/gdn/<name>` with gdn_common.cuh pasted in place of its #include, so that CuPy's
-    on-disk cache (keyed by the source text) sees header edits too."""
-    return _read(name).replace('#include "gdn_common.cuh"', _read("gdn_common.cuh").replace("#pragma once", ""))
+    """Text of `kernels/gdn/<name>` with each header of this folder it includes (gdn_common.cuh,
+    recurrent_tma_loop.cuh) pasted in place of its #include, so that CuPy's on-disk cache (keyed by the source text)
+    sees header edits too."""
+    text = _read(name)
+    for header in re.findall(r'#include "([\w.]+\.cuh)"', text):
+        text = text.replace(f'#include "{header}"', _read(header).replace("#pragma once", ""))
+    return text
 
 
 @functools.lru_cache(maxsize=None)
