@@ -21,7 +21,7 @@ from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_a
 from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
-from gateway.web import json_response, read_json
+from gateway.web import EMPTY_BODY, json_response, read_json
 
 # Endpoints this engine does not provide, each with its reason (answered 501, never 404).
 _NOT_IMPLEMENTED = {
@@ -64,10 +64,13 @@ _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
 def ollama_error_response(exc: ApiError) -> web.Response:
-    """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 'server busy'."""
+    """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 'server busy', an empty body its 400
+    'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go)."""
     status, message = exc.status, exc.message
     if isinstance(exc, Overloaded):
         status, message = 503, f"{_BUSY} ({exc.message})"
+    elif message == EMPTY_BODY:
+        message = "missing request body"
     return json_response({"error": message}, status=status, headers=exc.headers)
 
 

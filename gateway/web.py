@@ -23,6 +23,8 @@ _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 # checking a schema, the copy and grammar of a schema, the template's tojson, json re-reading long integers), and Python
 # stops that near 1000 frames with a RecursionError, a 500: a schema 100 objects deep did. No API body needs more.
 MAX_BODY_DEPTH = 64
+# The 400 for a body with nothing in it (or only whitespace); Ollama's routes answer it in Ollama's words.
+EMPTY_BODY = "the request body is empty; send a JSON object"
 
 
 def _utf8(raw: bytes) -> bytes:
@@ -40,7 +42,7 @@ def _utf8(raw: bytes) -> bytes:
 def _parse(raw: bytes) -> Any:
     raw = _utf8(raw)
     if not raw.strip():
-        raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
+        raise InvalidRequest(EMPTY_BODY, code="invalid_json")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

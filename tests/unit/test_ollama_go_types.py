@@ -131,3 +131,16 @@ async def test_the_remaining_fields_are_ollamas_decode_error(fake, method, path,
     client, _ = fake
     response = await client.request(method, path, json=body)
     assert response.status == 400 and await response.json() == {"error": f"json: {expected}"}
+
+
+@pytest.mark.parametrize("method, path", [("POST", "/api/chat"), ("POST", "/api/generate"), ("POST", "/api/show"),
+                                          ("POST", "/api/pull"), ("POST", "/api/embed"), ("DELETE", "/api/delete")],
+                         ids=["chat", "generate", "show", "pull", "embed", "delete"])
+@pytest.mark.parametrize("data", [b"", b" \n"], ids=["empty", "whitespace"])
+async def test_an_empty_body_is_ollamas_missing_request_body(fake, method, path, data):
+    """Every Ollama handler answers the io.EOF of binding an empty body with 400 "missing request body"
+    (server/routes.go); the OpenAI routes keep their own words."""
+    client, servicer = fake
+    response = await client.request(method, path, data=data)
+    assert (response.status, await response.json()) == (400, {"error": "missing request body"})
+    assert not servicer.script.requests
