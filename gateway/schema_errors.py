@@ -7,7 +7,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any, Optional
 
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import relevance
 
 # The longest a message may get once the value is shortened (enum lists and patterns are ours, and short).
 MAX_MESSAGE = 1000
@@ -63,24 +63,35 @@ def _of_other_kind(errors: list) -> bool:
 
 
 def _progress(error: Any) -> tuple:
-    """How far into the value an alternative got before it failed: deeper, then at a later list item."""
+    """How far into the value an alternative got before it failed: deeper, then at a later list item, then past the
+    item's type (prompt [[]]: an empty list of token ids, rather than no string)."""
     path = error.absolute_path
-    return len(path), [part if isinstance(part, int) else -1 for part in path]
+    return len(path), [part if isinstance(part, int) else -1 for part in path], error.validator != "type"
 
 
 def best_error(errors: Any) -> Optional[Any]:
-    """The error that says best why a value was refused, or None: jsonschema's best_match, and where that stops at an
-    anyOf / oneOf whose alternatives tie ("'strng' is not valid under any of the given schemas", no reason), the
-    reason of the alternative of the value's own kind that got furthest into it ("'strng' is not one of ['array',
-    ...]"). A value of none of the alternatives' kinds keeps the anyOf error, which error_message words as the kinds
-    it may be."""
-    best = best_match(errors)
-    while best is not None and best.context:
-        same_kind = [best_match(group) for group in _alternatives(best).values() if not _of_other_kind(group)]
-        if not same_kind:
-            break
-        best = max(same_kind, key=_progress)
-    return best
+    """The error that says best why a value was refused, or None: jsonschema's pick among the errors (best_match's),
+    and inside an anyOf / oneOf ("'strng' is not valid under any of the given schemas", no reason) the reason of the
+    alternative of the value's own kind ("'strng' is not one of ['array', ...]"), the one its tag names where the
+    alternatives are told apart by one ({"type": "function"}), else the one that got furthest into the value. A value
+    of none of the alternatives' kinds keeps the anyOf error, which error_message words as the kinds it may be."""
+    best = max(errors, key=relevance, default=None)
+    return None if best is None else _descend(best)
+
+
+def _descend(error: Any) -> Any:
+    if not error.context:
+        return error
+    same_kind = [group for group in _alternatives(error).values() if not _of_other_kind(group)]
+    if not same_kind:
+        return error
+    tagged = [group for group in same_kind if not any(_wrong_tag(sub) for sub in group)]
+    return max((_descend(max(group, key=relevance)) for group in tagged or same_kind), key=_progress)
+
+
+def _wrong_tag(sub: Any) -> bool:
+    """A const refusing a member of the value: an alternative told apart by a tag such as "type"."""
+    return sub.validator == "const" and len(sub.relative_path) == 1
 
 
 def _kinds_message(error: Any) -> Optional[str]:

@@ -32,6 +32,9 @@ ENUM_TYPES = "['array', 'boolean', 'integer', 'null', 'number', 'object', 'strin
      ("prompt[1]", "invalid_type", "invalid value for 'prompt[1]': 'a' is not of type 'integer'")),
     ("/v1/completions", {"prompt": [[1, -2]]},
      ("prompt[0][1]", "invalid_value", "invalid value for 'prompt[0][1]': -2 is less than the minimum of 0")),
+    ("/v1/completions", {"prompt": [[1], []]},
+     ("prompt[1]", "empty_array", "[] is too short - 'prompt[1]': send at least one item (an optional list can be left "
+                                  "out)")),
     ("/v1/completions", {"prompt": {"a": 1}},
      ("prompt", "invalid_type", "invalid value for 'prompt': {'a': 1} is not of type 'string', 'array'")),
     ("/v1/responses", {"tool_choice": "maybe"},
@@ -39,7 +42,7 @@ ENUM_TYPES = "['array', 'boolean', 'integer', 'null', 'number', 'object', 'strin
                                       "'required', None]")),
 ], ids=["stop-item", "stop-kind", "tool_choice-word", "tool_choice-name", "tool_choice-no-name", "tool_choice-flat",
         "tool_choice-kind", "prompt-token",
-        "prompt-nested-token", "prompt-kind", "responses-tool_choice"])
+        "prompt-nested-token", "prompt-empty-item", "prompt-kind", "responses-tool_choice"])
 async def test_body_errors_give_the_reason_and_place(stack, path, fields, error):
     client, fake = stack
     base = {"input": "hi"} if path == "/v1/responses" else {"prompt": "hi"} if path == "/v1/completions" else {
