@@ -15,7 +15,7 @@ from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
-                                   completion_max_tokens, resolve_max_tokens, tool_constraint, tool_mode, TOOL_NAME_RE)
+                                   completion_max_tokens, resolve_max_tokens, tool_constraint, TOOL_NAME_RE)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
@@ -23,6 +23,7 @@ from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
 from gateway.reasoning import hides_reasoning, prompt_opens_thinking
 from gateway.structured import check_answer, checked, json_constraint, response_format_schema
 from gateway.thinking_budget import apply_thinking_budget
+from gateway.tool_choice import allows_listed_only, tool_mode
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
@@ -42,6 +43,7 @@ class Plan:
     parallel_tool_calls: bool = True
     hide_reasoning: bool = False
     forced_tools: bool = False                       # tool_choice required / named: the output is calls only
+    only_listed_tools: bool = False                  # allowed_tools: a call to a tool outside `tools` stays text
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
@@ -204,6 +206,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
+                only_listed_tools=allows_listed_only(body),
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body))
 
 

@@ -106,30 +106,6 @@ def check_tool_messages(messages: list) -> None:
                                  param=f"messages[{i}].tool_call_id")
 
 
-def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
-    """(tools whose calls are parsed, forced function: None = not forced, "" = any offered, else its name)."""
-    tools = body.get("tools") or None
-    choice = body.get("tool_choice")
-    names = [t["function"]["name"] for t in tools or []]
-    if isinstance(choice, dict):
-        name = choice["function"]["name"]
-        if name not in names:
-            raise InvalidRequest(f"tool_choice names the function '{name}', which is not in tools",
-                                 param="tool_choice")
-        return tools, name
-    if choice == "required":
-        if not tools:
-            raise InvalidRequest("tool_choice 'required' needs a non-empty tools list", param="tool_choice")
-        return tools, ""
-    if choice == "none":
-        return None, None
-    if choice == "auto" and not tools:
-        # vLLM's check_tool_usage and OpenAI refuse it too ("none" without tools passes, as vLLM lets it).
-        raise InvalidRequest("tool_choice 'auto' needs a non-empty tools list: send tools, or leave tool_choice out",
-                             param="tool_choice")
-    return tools, None
-
-
 def check_function_parameters(tools: Optional[list]) -> None:
     """OpenAI's 400 for a tool whose parameters are no JSON Schema, whatever tool_choice says (a tool the model may call
     is described to it by that schema): "Invalid schema for function 'f': ...", code invalid_function_parameters."""

@@ -10,6 +10,7 @@ from gateway.list_limits import MAX_N
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
 from gateway.openai_fields import STRUCTURED_OUTPUTS
 from gateway.schema_errors import best_error, error_message
+from gateway.tool_choice import TOOL_CHOICE
 
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
@@ -64,16 +65,6 @@ _TOOL = {
                            "strict": _BOOL_OR_NULL},
         },
     },
-}
-
-_TOOL_CHOICE = {
-    "anyOf": [
-        {"enum": ["none", "auto", "required", None]},
-        {"type": "object", "required": ["type", "function"],
-         "properties": {"type": {"const": "function"},
-                        "function": {"type": "object", "required": ["name"],
-                                     "properties": {"name": {"type": "string"}}}}},
-    ],
 }
 
 _STOP = {"anyOf": [{"type": ["string", "null"]},
@@ -164,7 +155,7 @@ CHAT_SCHEMA = {
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         # OpenAI refuses an empty list ("[] is too short - 'tools'"), and so does vLLM since its check_tool_usage.
         "tools": {"type": ["array", "null"], "minItems": 1, "items": _TOOL},
-        "tool_choice": _TOOL_CHOICE,
+        "tool_choice": TOOL_CHOICE,
         "parallel_tool_calls": _BOOL_OR_NULL,
         "response_format": _RESPONSE_FORMAT,
         "enable_thinking": _BOOL_OR_NULL,

@@ -35,7 +35,7 @@ class ChatShaper:
     def _filter(self, index: int) -> Optional[ToolCallFilter]:
         if not self.plan.tools:
             return None
-        return self._filters.setdefault(index, ToolCallFilter(self.plan.tools))
+        return self._filters.setdefault(index, ToolCallFilter(self.plan.tools, self.plan.only_listed_tools))
 
     def split(self, delta: Delta) -> tuple[str, str, Optional[list], Optional[str]]:
         """(reasoning, content, tool_calls, finish_reason) for one Delta. Each call comes as soon as it is whole

@@ -40,6 +40,8 @@ _RENAMES = [(re.compile(r"\bmessages\[\d+\](\.[\w.\[\]]*)?"), "input"),
             (re.compile(r"\breasoning_effort\b"), "reasoning.effort")]
 # A chat tool, named by where it stands in the request (ResponsesPlan.tool_paths).
 _CHAT_TOOL = re.compile(r"\btools\[(\d+)\](\.function\b)?")
+# An allowed_tools entry: its index among the chat route's function entries is not the request's.
+_ALLOWED_ENTRY = re.compile(r"\btool_choice\.allowed_tools\.tools\[\d+\](\.function\.name)?")
 
 
 @dataclass
@@ -97,8 +99,9 @@ def _renamed(exc: ApiError, tool_paths: list) -> ApiError:
     def tool_path(match: re.Match) -> str:
         index = int(match.group(1))
         return tool_paths[index] if index < len(tool_paths) else match.group(0)
-    exc.message = _CHAT_TOOL.sub(tool_path, exc.message)
-    exc.param = _CHAT_TOOL.sub(tool_path, exc.param) if exc.param else exc.param
+    for pattern, name in ((_ALLOWED_ENTRY, "tool_choice.tools"), (_CHAT_TOOL, tool_path)):
+        exc.message = pattern.sub(name, exc.message)
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
     for pattern, name in _RENAMES:
         exc.message = pattern.sub(name, exc.message)
         exc.param = pattern.sub(name, exc.param) if exc.param else exc.param

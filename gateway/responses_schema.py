@@ -30,8 +30,13 @@ _TOOL_CHOICE = {
     "anyOf": [
         {"enum": ["none", "auto", "required", None]},
         {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}},
-         "if": {"properties": {"type": {"const": "function"}}},
-         "then": {"required": ["name"], "properties": {"name": {"type": "string"}}}},
+         "allOf": [{"if": {"properties": {"type": {"const": "function"}}},
+                    "then": {"required": ["name"], "properties": {"name": {"type": "string"}}}},
+                   {"if": {"properties": {"type": {"const": "allowed_tools"}}},
+                    "then": {"required": ["mode", "tools"],
+                             "properties": {"mode": {"enum": ["auto", "required"]},
+                                            "tools": {"type": "array", "minItems": 1,
+                                                      "items": {"type": "object", "required": ["type"]}}}}}]},
     ],
 }
 

@@ -77,17 +77,31 @@ def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict, list]:
     return out or None, namespaces, paths
 
 
-def chat_tool_choice(choice: Any) -> Any:
-    """tool_choice as the chat route's; a function in a namespace is named by its flat name."""
-    if not isinstance(choice, dict):
-        return choice
-    if choice["type"] != "function":
-        raise Unsupported(f"tool_choice of type '{choice['type']}' is not supported (none, auto, required, or "
-                          f"{{\"type\": \"function\", \"name\": ...}})", param="tool_choice")
-    name = choice["name"]
-    if isinstance(choice.get("namespace"), str) and choice["namespace"]:
+def _function_choice(choice: dict) -> dict:
+    """A function tool_choice (or an allowed_tools entry) as the chat route's; in a namespace, by its flat name."""
+    name = choice.get("name")
+    if isinstance(choice.get("namespace"), str) and choice["namespace"] and isinstance(name, str):
         name = flat_name(choice["namespace"], name)
     return {"type": "function", "function": {"name": name}}
+
+
+def chat_tool_choice(choice: Any) -> Any:
+    """tool_choice as the chat route's. allowed_tools keeps its function entries: the hosted tools it may list are
+    not served, so with none left "auto" is "none" (no tool may be called) and "required" cannot be met."""
+    if not isinstance(choice, dict):
+        return choice
+    if choice["type"] == "allowed_tools":
+        functions = [_function_choice(tool) for tool in choice["tools"] if tool["type"] == "function"]
+        if functions:
+            return {"type": "allowed_tools", "allowed_tools": {"mode": choice["mode"], "tools": functions}}
+        if choice["mode"] == "auto":
+            return "none"
+        raise Unsupported("tool_choice.tools lists no function tool, and only function tools are served: "
+                          "'required' cannot be met", param="tool_choice.tools")
+    if choice["type"] != "function":
+        raise Unsupported(f"tool_choice of type '{choice['type']}' is not supported (none, auto, required, "
+                          f"allowed_tools, or {{\"type\": \"function\", \"name\": ...}})", param="tool_choice")
+    return _function_choice(choice)
 
 
 def call_name(item: dict) -> str:

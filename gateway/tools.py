@@ -145,8 +145,10 @@ class ToolCallFilter:
     before a call carries no trailing blank lines and never a fragment of the tag.
     """
 
-    def __init__(self, tools: list[dict]):
+    def __init__(self, tools: list[dict], only_listed: bool = False):
         self._tools = tools
+        # OpenAI's allowed_tools: a call to a tool outside `tools` (offered, but not allowed) is no call, and stays text.
+        self._names = {(tool.get("function") or {}).get("name") for tool in tools} if only_listed else None
         self._held = ""
         self._calls_text: Optional[str] = None
         self._gap = ""          # whitespace held back before the first <tool_call>
@@ -175,7 +177,7 @@ class ToolCallFilter:
         calls = []
         while self._calls_text:
             ready = _ready_call(self._calls_text, self._tools)
-            if ready is None:
+            if ready is None or not self._allowed([ready[0]]):
                 break
             calls.append(ready[0])
             self._calls_text = self._calls_text[ready[1]:]
@@ -190,13 +192,17 @@ class ToolCallFilter:
             return held, None
         calls = parse_tool_calls(self._calls_text, self._tools, open_end=reason == "stop",
                                  after_calls=bool(self._taken))
+        calls = calls if self._allowed(calls) else None
         later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason)
-        if later is not None:
+        if later is not None and self._allowed(later[1]):
             return self._gap + later[0], later[1]
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.
             return ("" if self._taken else self._gap) + self._calls_text, None
         return "", calls
+
+    def _allowed(self, calls: Optional[list]) -> bool:
+        return self._names is None or all(call["function"]["name"] in self._names for call in calls or [])
 
     @staticmethod
     def _hold_len(buf: str) -> int:

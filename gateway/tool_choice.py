@@ -1,0 +1,74 @@
+"""Gateway process: the chat route's tool_choice, its schema and what it asks for (the tools whose calls are parsed,
+and whether a call is forced), OpenAI's allowed_tools included."""
+from __future__ import annotations
+
+from typing import Optional
+
+from gateway.errors import InvalidRequest
+
+_NAMED = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+
+TOOL_CHOICE = {
+    "anyOf": [
+        {"enum": ["none", "auto", "required", None]},
+        {"type": "object", "required": ["type", "function"],
+         "properties": {"type": {"const": "function"}, "function": _NAMED}},
+        # OpenAI's allowed_tools: every tool stays in the prompt, the model may call only these ("auto": or answer).
+        {"type": "object", "required": ["type", "allowed_tools"],
+         "properties": {"type": {"const": "allowed_tools"},
+                        "allowed_tools": {"type": "object", "required": ["mode", "tools"],
+                                          "properties": {"mode": {"enum": ["auto", "required"]},
+                                                         "tools": {"type": "array", "minItems": 1,
+                                                                   "items": {"type": "object", "required": ["type"],
+                                                                             "properties": {"function": _NAMED}}}}}}},
+    ],
+}
+
+
+def _allowed(tools: Optional[list], spec: dict) -> tuple[Optional[list], Optional[str]]:
+    """(the offered tools allowed_tools lists, "" when its mode is required else None); 400 for a listed function
+    that is not offered, or a tool that is no function (OpenAI's hosted tools are not served here)."""
+    offered = {t["function"]["name"]: t for t in tools or []}
+    allowed = []
+    for i, tool in enumerate(spec["tools"]):
+        where = f"tool_choice.allowed_tools.tools[{i}]"
+        if tool["type"] != "function" or "function" not in tool:
+            raise InvalidRequest(f"{where} must be a function tool ({{\"type\": \"function\", \"function\": "
+                                 f"{{\"name\": ...}}}}); only function tools are served", param=where)
+        name = tool["function"]["name"]
+        if name not in offered:
+            raise InvalidRequest(f"{where} names the function '{name}', which is not in tools",
+                                 param=f"{where}.function.name")
+        allowed.append(offered[name])
+    return allowed, "" if spec["mode"] == "required" else None
+
+
+def allows_listed_only(body: dict) -> bool:
+    """Whether tool_choice is allowed_tools: tool_mode's tools are then the only ones whose calls are calls."""
+    choice = body.get("tool_choice")
+    return isinstance(choice, dict) and choice.get("type") == "allowed_tools"
+
+
+def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
+    """(tools whose calls are parsed, forced function: None = not forced, "" = any of those tools, else its name)."""
+    tools = body.get("tools") or None
+    choice = body.get("tool_choice")
+    if allows_listed_only(body):
+        return _allowed(tools, choice["allowed_tools"])
+    if isinstance(choice, dict):
+        name = choice["function"]["name"]
+        if name not in [t["function"]["name"] for t in tools or []]:
+            raise InvalidRequest(f"tool_choice names the function '{name}', which is not in tools",
+                                 param="tool_choice")
+        return tools, name
+    if choice == "required":
+        if not tools:
+            raise InvalidRequest("tool_choice 'required' needs a non-empty tools list", param="tool_choice")
+        return tools, ""
+    if choice == "none":
+        return None, None
+    if choice == "auto" and not tools:
+        # vLLM's check_tool_usage and OpenAI refuse it too ("none" without tools passes, as vLLM lets it).
+        raise InvalidRequest("tool_choice 'auto' needs a non-empty tools list: send tools, or leave tool_choice out",
+                             param="tool_choice")
+    return tools, None
