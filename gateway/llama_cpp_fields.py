@@ -8,7 +8,8 @@ from gateway.errors import InvalidRequest
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
 SCHEMA = {
-    # The output limit; -1 is none (up to the context), as llama.cpp's default.
+    # The output limit; -1 is none (up to the context), as llama.cpp's default, and -2 (llama.cpp's "until the context
+    # is filled") the same, since the output here stops where the context is full and never shifts it.
     "n_predict": {"type": ["integer", "null"]},
     # The N most likely tokens' probabilities of each output token: the answer's logprobs, with N alternatives (0 is
     # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); 20 as top_logprobs' bound.
@@ -42,14 +43,15 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]]:
     """(sent, limit) for llama.cpp's n_predict, which wins over max_completion_tokens and max_tokens as llama.cpp's
-    server reads them; limit None is -1 (no limit). 0 only where max_tokens may be 0 (completions with echo)."""
+    server reads them; limit None is -1 or -2 (no limit: up to the context). 0 only where max_tokens may be 0 (completions with echo)."""
     value = body.get("n_predict")
     if value is None:
         return False, None
-    if value == -1:
+    if value in (-1, -2):
         return True, None
     if value < 1 and not (allow_zero and value == 0):
-        raise InvalidRequest(f"n_predict must be -1 (no limit) or at least 1, got {value}", param="n_predict")
+        raise InvalidRequest(f"n_predict must be -1 (no limit), -2 (until the context is full) or at least 1, got "
+                             f"{value}", param="n_predict")
     return True, value
 
 

@@ -30,7 +30,9 @@ async def post(client, path: str, body: dict) -> tuple[int, dict]:
     ({"n_predict": 3, "max_tokens": 12}, "1, 2", "length"),
     ({"n_predict": -1, "max_tokens": 3}, REPLY, "stop"),
     ({"n_predict": None, "max_tokens": 3}, "1, 2", "length"),
-], ids=["limit", "wins-over-max_tokens", "minus-one-is-no-limit", "null-is-absent"])
+    # llama.cpp's "until the context is filled" (its test_ctx_shift.py::test_n_predict_minus_2; llama.cpp#12264).
+    ({"n_predict": -2, "max_tokens": 3}, REPLY, "stop"),
+], ids=["limit", "wins-over-max_tokens", "minus-one-is-no-limit", "null-is-absent", "minus-two-fills-the-context"])
 async def test_n_predict_is_the_output_limit(stack, path, base, fields, text, finish):
     client, fake = stack
     status, body = await post(client, path, {**base, **fields})
@@ -44,7 +46,7 @@ async def test_n_predict_errors_name_it(stack, path, base):
     client, fake = stack
     status, body = await post(client, path, {**base, "n_predict": 0})
     assert (status, body["error"]["param"]) == (400, "n_predict")
-    assert body["error"]["message"] == "n_predict must be -1 (no limit) or at least 1, got 0"
+    assert body["error"]["message"] == "n_predict must be -1 (no limit), -2 (until the context is full) or at least 1, got 0"
     status, body = await post(client, path, {**base, "n_predict": 4096})
     assert (status, body["error"]["param"], body["error"]["code"]) == (400, "n_predict", "context_length_exceeded")
     assert "Please reduce the length of the prompt or of n_predict" in body["error"]["message"]
