@@ -72,6 +72,26 @@ def content_ids(card, content, parse_special) -> list:
     return ids
 
 
+def bias_value(value) -> float:
+    """A logit_bias value: a number, or llama.cpp's false (the token never sampled: OpenAI's -100, a ban)."""
+    if value is True:
+        raise InvalidRequest("logit_bias: a bias is a number, or false to ban the token (true means nothing)",
+                             param="logit_bias")
+    return -100.0 if value is False else float(value)
+
+
+def bias_pairs(pairs: list, card) -> dict:
+    """llama.cpp's logit_bias list (params_from_json_cmpl): [token id, bias] pairs, or [text, bias] biasing each token
+    of the text (tokenized as common_tokenize does, special-token text as plain text)."""
+    bias = {}
+    for key, value in pairs:
+        if isinstance(key, int) and key >= card.vocab_size:
+            raise InvalidRequest(f"logit_bias token id {key} is not in [0, {card.vocab_size})", param="logit_bias")
+        for token_id in [key] if isinstance(key, int) else card.encode(card.protect_text(key)):
+            bias[token_id] = bias_value(value)
+    return bias
+
+
 def with_pieces(card, token_ids: list) -> list:
     """llama.cpp's /tokenize with_pieces: [{"id", "piece"}], the piece each id's text, or its bytes as a list of
     integers where they are not whole UTF-8 (a byte of a longer character)."""

@@ -6,7 +6,7 @@ from typing import Optional
 
 from gateway.engine import Sampling
 from gateway.errors import InvalidRequest
-from gateway.llama_cpp_fields import apply_repeat_last_n
+from gateway.llama_cpp_fields import apply_repeat_last_n, bias_pairs, bias_value
 from gateway.model import ModelCard
 
 # A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
@@ -23,11 +23,14 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
         return value if value is not None else defaults.get(name, fallback)
 
     bias = {}
-    for key, value in (body.get("logit_bias") or {}).items():
+    given = body.get("logit_bias") or {}
+    for key, value in given.items() if isinstance(given, dict) else []:
         if not _TOKEN_ID_KEY.fullmatch(key) or not 0 <= int(key) < card.vocab_size:
             raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
                                  param="logit_bias")
-        bias[int(key)] = float(value)
+        bias[int(key)] = bias_value(value)
+    if isinstance(given, list):
+        bias = bias_pairs(given, card)
     top_k = int(pick("top_k", 0))
     seed = body.get("seed")
     sampling = Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),

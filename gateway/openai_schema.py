@@ -15,6 +15,8 @@ from gateway.tool_choice import TOOL_CHOICE
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL_OR_NULL = {"type": ["boolean", "null"]}
+# A logit_bias value: OpenAI's bound, or false (llama.cpp's "never sample it").
+_BIAS = {"type": ["number", "boolean"], "minimum": -100, "maximum": 100}
 # Reasoning efforts a request may name: OpenAI's, and Ollama's "max" (its /v1 documents it) and "ultra" (clients add
 # that tier; Ollama's thinkFromReasoningEffort takes it), which gateway.openai reads as the template's "xhigh".
 EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra", None]
@@ -90,8 +92,10 @@ _COMMON = {
     "repeat_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 10},
     # llama.cpp server's locally typical sampling (its /v1 routes take every /completion option; 1 = off).
     "typical_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
-    "logit_bias": {"type": ["object", "null"],
-                   "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
+    # OpenAI's {token id: bias}, or llama.cpp's [[token id or text, bias], ...]; a bias of false is llama.cpp's ban.
+    "logit_bias": {"type": ["object", "array", "null"], "additionalProperties": _BIAS,
+                   "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                             "prefixItems": [{"type": ["integer", "string"], "minimum": 0}, _BIAS]}},
     # OpenAI's bound ("Invalid 'n': integer above maximum value. Expected a value <= 128"); vLLM sets none.
     "n": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_N},
     "stop": _STOP,

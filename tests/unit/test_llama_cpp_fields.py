@@ -76,6 +76,34 @@ async def test_n_probs_returns_each_tokens_most_likely_alternatives(stack, path,
     assert (status, body["choices"][0]["logprobs"]) == (200, None)
 
 
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+async def test_logit_bias_takes_llama_cpps_pairs_and_false(stack, path, base):
+    """llama.cpp's params_from_json_cmpl takes logit_bias as [[token id or text, bias], ...] (a text biases each of its
+    tokens) and a bias of false as 'never sampled'; the list form was a 400 "... is not of type 'object', 'null'"."""
+    client, fake = stack
+    hello = fake.tokenizer.encode("Hello", add_special_tokens=False).ids
+    pairs = [[5, 2.5], ["Hello", False], [9, -1]]
+    status, body = await post(client, path, {**base, "max_tokens": 3, "logit_bias": pairs})
+    assert status == 200, body
+    assert body["usage"]["completion_tokens"] == 3 and body["choices"][0]["finish_reason"] == "length"
+    assert dict(fake.script.requests[-1].sampling.logit_bias) == {5: 2.5, **dict.fromkeys(hello, -100.0), 9: -1.0}
+    status, body = await post(client, path, {**base, "max_tokens": 3, "logit_bias": {"7": False}})
+    assert (status, dict(fake.script.requests[-1].sampling.logit_bias)) == (200, {7: -100.0})
+
+
+@pytest.mark.parametrize("bias, message", [
+    ([[5]], "invalid value for 'logit_bias[0]': [5] is too short"),
+    ([[5, True]], "logit_bias: a bias is a number, or false to ban the token (true means nothing)"),
+    ([[10 ** 6, 1]], "logit_bias token id 1000000 is not in [0, "),
+    ([[5, 101]], "invalid value for 'logit_bias[0][1]': 101 is greater than the maximum of 100"),
+], ids=["not a pair", "true", "past the vocabulary", "past 100"])
+async def test_bad_logit_bias_pairs_are_400s(stack, bias, message):
+    client, fake = stack
+    status, body = await post(client, "/v1/completions", {"prompt": "hi", "logit_bias": bias})
+    assert (status, body["error"]["param"].split("[")[0]) == (400, "logit_bias"), body
+    assert body["error"]["message"].startswith(message), body
+    assert fake.script.requests == []
+
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
 
