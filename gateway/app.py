@@ -30,7 +30,7 @@ VERSION = "0.1.0"
 ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
-_OPEN_PATHS = ("/health", "/ping", "/metrics", "/version", "/")
+_OPEN_PATHS = ("/health", "/v1/health", "/ping", "/metrics", "/version", "/")
 
 
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
@@ -181,6 +181,8 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     app.router.add_get("/health", health)
+    # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
+    app.router.add_get("/v1/health", health)
     # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.
     app.router.add_get("/ping", health)
     app.router.add_post("/ping", health)
