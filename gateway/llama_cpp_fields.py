@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from gateway.errors import InvalidRequest
+from gateway.list_limits import MAX_N
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
 SCHEMA = {
     # The output limit; -1 is none (up to the context), as llama.cpp's default, and -2 (llama.cpp's "until the context
     # is filled") the same, since the output here stops where the context is full and never shifts it.
     "n_predict": {"type": ["integer", "null"]},
+    # The number of completions (OpenAI's n, which it wins over); fold_n_cmpl reads it.
+    "n_cmpl": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_N},
     # The N most likely tokens' probabilities of each output token: the answer's logprobs, with N alternatives (0 is
     # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); 20 as top_logprobs' bound.
     "n_probs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
@@ -53,6 +56,17 @@ def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]
         raise InvalidRequest(f"n_predict must be -1 (no limit), -2 (until the context is full) or at least 1, got "
                              f"{value}", param="n_predict")
     return True, value
+
+
+def fold_n_cmpl(body):
+    """body with llama.cpp's n_cmpl (its number of completions, whose fallback alias is OpenAI's n) as n: n_cmpl wins
+    where both are sent, as llama.cpp reads them (tools/server: field n_cmpl, add_alias("n"))."""
+    if not isinstance(body, dict) or body.get("n_cmpl") is None:
+        return body
+    value = body["n_cmpl"]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_N:
+        raise InvalidRequest(f"n_cmpl must be an integer from 1 to {MAX_N}, got {value!r}", param="n_cmpl")
+    return {**body, "n": value}
 
 
 def content_ids(card, content, parse_special) -> list:

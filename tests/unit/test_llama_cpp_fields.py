@@ -104,6 +104,21 @@ async def test_bad_logit_bias_pairs_are_400s(stack, bias, message):
     assert body["error"]["message"].startswith(message), body
     assert fake.script.requests == []
 
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+async def test_n_cmpl_is_the_number_of_choices(stack, path, base):
+    """llama.cpp's n_cmpl is its number of completions, with OpenAI's n as its fallback alias (n_cmpl wins); it was
+    logged as unknown and one choice came back where two were asked for."""
+    client, fake = stack
+    for fields in ({"n_cmpl": 2}, {"n_cmpl": 2, "n": 3}):
+        status, body = await post(client, path, {**base, "max_tokens": 3, **fields})
+        assert status == 200, body
+        assert [choice["index"] for choice in body["choices"]] == [0, 1]
+        assert all(choice["finish_reason"] == "length" for choice in body["choices"])
+        assert body["usage"]["completion_tokens"] == 6
+    status, body = await post(client, path, {**base, "n_cmpl": 0})
+    assert (status, body["error"]["param"]) == (400, "n_cmpl"), body
+    assert body["error"]["message"] == "n_cmpl must be an integer from 1 to 128, got 0"
+
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
 
