@@ -216,6 +216,9 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
     messages, prefill, inline = _messages(body["messages"])
     chat = {"model": body["model"], "messages": _system(body.get("system"), inline) + messages, **tool_fields(body),
             **reasoning_fields(body, count, interleaved)}
+    if body.get("chat_template_kwargs") is not None:
+        # vLLM's Anthropic routes pass them to the template; an explicit `thinking` still wins (enable_thinking).
+        chat["chat_template_kwargs"] = body["chat_template_kwargs"]
     if prefill:
         chat["continue_final_message"] = True
     if not count:

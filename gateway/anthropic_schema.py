@@ -91,6 +91,9 @@ _PROMPT_FIELDS = {
     "output_format": _FORMAT,
     # The MCP connector's servers (a beta): refused when not empty (anthropic_options.tool_fields).
     "mcp_servers": {"type": "array"},
+    # vLLM's own field on its Anthropic routes (AnthropicMessagesRequest, AnthropicCountTokensRequest): variables for
+    # the chat template, such as enable_thinking, checked as the chat route checks them.
+    "chat_template_kwargs": {"type": "object"},
 }
 
 COUNT_SCHEMA = {"type": "object", "required": ["model", "messages"], "properties": _PROMPT_FIELDS}
