@@ -48,6 +48,25 @@ def _text(block: dict, where: str) -> str:
     return block["text"]
 
 
+def _document(block: dict, where: str) -> str:
+    """A document block's text: a plain-text source's data, or a content source's text (a string or text blocks,
+    joined by newlines), as Anthropic reads them; a PDF (base64, url or file source) is refused: text only here."""
+    source = block.get("source") or {}
+    kind = source.get("type")
+    if kind == "text" and isinstance(source.get("data"), str):
+        return source["data"]
+    if kind == "content" and isinstance(source.get("content"), str):
+        return source["content"]
+    if kind == "content" and isinstance(source.get("content"), list):
+        parts = source["content"]
+        for j, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                _refuse_block(str(part.get("type") if isinstance(part, dict) else None), f"{where}.source.content.{j}")
+        return "\n".join(_text(part, f"{where}.source.content.{j}") for j, part in enumerate(parts))
+    raise Unsupported(f"{where}: document blocks are not supported with a '{kind}' source: {_TEXT_ONLY} (send "
+                      f"plain text as a 'text' or 'content' source)", param=f"{where}.source")
+
+
 def _system_text(system: Any, where: str) -> str:
     """A system prompt's text: a string, or its text blocks joined (as vLLM and Ollama join them), without Claude
     Code's billing line: its cch= nonce changes with every request and, first in the prompt, would defeat the
@@ -79,6 +98,9 @@ def _tool_result(block: dict, where: str) -> dict:
         texts = []
         for j, item in enumerate(content):
             kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "document":
+                texts.append(_document(item, f"{where}.content.{j}"))
+                continue
             if kind != "text":
                 _refuse_block(str(kind), f"{where}.content.{j}")
             texts.append(_text(item, f"{where}.content.{j}"))
@@ -116,6 +138,8 @@ def _user(content: list, where: str) -> list:
             results.append(_tool_result(block, here))
         elif kind == "text":
             texts += [_text(block, here)] if block.get("text") != "" else []
+        elif kind == "document":
+            texts.append(_document(block, here))
         else:
             _refuse_block(kind, here)
     text = _content_text(texts)
