@@ -16,6 +16,11 @@ typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned long long u64;
 
+// generic -> shared-window address (the operand of cp.async, ldmatrix, mbarrier and bulk-copy PTX)
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    return (u32)__cvta_generic_to_shared(p);
+}
+
 __device__ __forceinline__ uint4 ld_stream16(const uint4* p) {
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"

@@ -15,31 +15,9 @@
 // PTX ISA 8.0: "mbarrier", "cp.async.bulk", cp.async.mbarrier.arrive; the pattern is CUTLASS's warp-specialised
 // producer / consumer main loop.
 
-#define WS_THREADS 288  // 256 MMA threads (2 warpgroups) + the producer warp
+#include "bulk_ptx.cuh"
 
-__device__ __forceinline__ void ws_mbar_init(u32 bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ws_mbar_expect_tx(u32 bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void ws_mbar_arrive(u32 bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void ws_mbar_wait(u32 bar, u32 parity) {
-    asm volatile(
-        "{\n .reg .pred done;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        " @!done bra WAIT_%=;\n}" ::"r"(bar), "r"(parity) : "memory");
-}
-// this thread's cp.async copies so far arrive on `bar` once they have landed (no pending count added: init counts it)
-__device__ __forceinline__ void ws_cp_async_arrive(u32 bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-// global -> shared, `bytes` (a multiple of 16, both addresses 16-byte aligned), completing on mbarrier `bar`
-__device__ __forceinline__ void ws_bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
+#define WS_THREADS 288  // 256 MMA threads (2 warpgroups) + the producer warp
 
 // the producer warp: chunks c0 .. c0 + nc - 1 of row tile rb (8 fragment tiles from 8 rb), tokens m0 ..: stage
 // i % S once the MMA warps have freed it, then the x tile (lane 0, one bulk copy, expected bytes) and 16 bytes of
@@ -52,17 +30,17 @@ __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsign
     for (int i = 0; i < nc; ++i) {
         const int s = i % S;
         const u64 c = (u64)(c0 + i);
-        if (i >= S) ws_mbar_wait(empty + 8 * s, (i / S - 1) & 1);
+        if (i >= S) mbar_wait(empty + 8 * s, (i / S - 1) & 1);
         const u32 st = base + s * SB;
         if (lane == 0) {
-            ws_mbar_expect_tx(full + 8 * s, T * 128);
-            ws_bulk_load(st, xq + (c * Mp + m0) * 64, T * 128, full + 8 * s);
+            mbar_expect_tx(full + 8 * s, T * 128);
+            bulk_load(st, xq + (c * Mp + m0) * 64, T * 128, full + 8 * s);
         }
 #pragma unroll
         for (int j = 0; j < 8; ++j)
             cp_async16(st + T * 128 + j * 512 + lane * 16, wq + ((u64)(rb * 8 + j) * Kc + c) * 512 + lane * 16);
         cp_async16(st + T * 128 + 4096 + lane * 16, wsc + ((u64)(rb * 8 + (lane >> 2)) * Kc + c) * 64 + (lane & 3) * 16);
-        ws_cp_async_arrive(full + 8 * s);
+        cp_async_mbar_arrive(full + 8 * s);
     }
 }
 
@@ -73,7 +51,7 @@ __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 
                                         u32 full, u32 empty) {
     constexpr u32 SB = T * 128 + 5120;
     const int lane = threadIdx.x & 31, s = i % S;
-    ws_mbar_wait(full + 8 * s, (i / S) & 1);
+    mbar_wait(full + 8 * s, (i / S) & 1);
     const u32 st = base + s * SB;
     decode_stage_fragment<T>(st, lut, a);
     u64 desc[4];
@@ -89,7 +67,7 @@ __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 
     for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
     wgmma_commit();
     wgmma_wait<1>();
-    if (i > 0 && lane == 0) ws_mbar_arrive(empty + 8 * ((i - 1) % S));
+    if (i > 0 && lane == 0) mbar_arrive(empty + 8 * ((i - 1) % S));
 }
 
 // the MMA warps: acc = the sums of nc chunks; at the end every group retired and the 256 threads met (the ring is
@@ -124,8 +102,8 @@ __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsi
     if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     if (threadIdx.x == 0) {
         // full: lane 0's expect_tx + the 32 lanes' cp.async arrivals; empty: the 8 MMA warps
-        for (int s = 0; s < S; ++s) ws_mbar_init(full + 8 * s, 33), ws_mbar_init(empty + 8 * s, 8);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int s = 0; s < S; ++s) mbar_init(full + 8 * s, 33), mbar_init(empty + 8 * s, 8);
+        fence_mbarrier_init();
     }
     __syncthreads();
     const unsigned bid = SK ? blockIdx.x / splits : blockIdx.x;

@@ -32,10 +32,6 @@ __device__ __forceinline__ float4 ld_cluster(u32 addr, u32 rank) {
     return v;
 }
 
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-    return (u32)__cvta_generic_to_shared(p);
-}
-
 template <int NT, int U, int CS>
 __device__ void gemv_cluster_body(const GemvArgs& p) {
     __shared__ u32 lut[256];

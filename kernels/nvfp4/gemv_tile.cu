@@ -24,7 +24,8 @@ struct TileArgs {
     int M, N, K, Kc, ntiles;
 };
 
-__device__ __forceinline__ u32 smem_u32(const void* p) {
+// its own cvta asm (common.cuh's smem_u32, the intrinsic, compiles this kernel differently; unmeasured)
+__device__ __forceinline__ u32 tile_smem_u32(const void* p) {
     u32 d;
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(p));
     return d;
@@ -150,8 +151,8 @@ __device__ void gemv_tile_body(const TileArgs& p) {
     const int ca = w * p.Kc / TG_WARPS, nw = (w + 1) * p.Kc / TG_WARPS - ca;  // this warp's chunks of each tile
     const int ks = p.Kc * 64 + 8, total = nt * nw;
     const u16* xs = (const u16*)dyn;
-    const u32 ring = smem_u32(dyn) + (u32)(p.M * ks * 2) + (u32)(w * D * TG_STAGE);
-    stage_x(p, smem_u32(dyn), ks);
+    const u32 ring = tile_smem_u32(dyn) + (u32)(p.M * ks * 2) + (u32)(w * D * TG_STAGE);
+    stage_x(p, tile_smem_u32(dyn), ks);
     int it = 0, ic = 0, issued = 0;  // issue cursor: tile offset, chunk offset, items issued
 #pragma unroll
     for (int s = 0; s < D; ++s) {

@@ -5,10 +5,6 @@
 #pragma once
 #include "common.cuh"
 
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-    return (u32)__cvta_generic_to_shared(p);
-}
-
 __device__ __forceinline__ void cp_async4(u32 dst, const void* src, bool ok) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0));
 }
