@@ -1,6 +1,6 @@
 // gemm_ws.cuh (included at the end of gemm_wgmma.cu): a warp-specialised variant of its T = 64 and T = 128 GEMMs,
-// for 33-128 rows (decode batches, short prefills; the _ws kernels). Same tile, stage layout, decode, wgmma and epilogue; what differs is who
-// copies and who waits. gemm_wgmma.cu's blocks meet at a block barrier every 64-k chunk (x came from every thread),
+// for 33-128 rows (decode batches, short prefills; the _ws kernels). Same tile, stage layout, decode, wgmma and
+// epilogue; what differs is who copies and who waits. gemm_wgmma.cu's blocks meet at a block barrier every 64-k chunk (x came from every thread),
 // so each chunk's chain (copy wait, decode, barrier, wgmma, group wait) sets the pace at small M (~0.42 us a chunk,
 // kernels/nvfp4/NOTES.md session 9). Here a 9th warp produces: per chunk, once the stage is free (its `empty`
 // mbarrier), lane 0 bulk-copies (TMA, non-tensor) the x tile and the 32 lanes cp.async the 8 weight fragments and
@@ -39,7 +39,8 @@ __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsign
 #pragma unroll
         for (int j = 0; j < 8; ++j)
             cp_async16(st + T * 128 + j * 512 + lane * 16, wq + ((u64)(rb * 8 + j) * Kc + c) * 512 + lane * 16);
-        cp_async16(st + T * 128 + 4096 + lane * 16, wsc + ((u64)(rb * 8 + (lane >> 2)) * Kc + c) * 64 + (lane & 3) * 16);
+        cp_async16(st + T * 128 + 4096 + lane * 16,
+                   wsc + ((u64)(rb * 8 + (lane >> 2)) * Kc + c) * 64 + (lane & 3) * 16);
         cp_async_mbar_arrive(full + 8 * s);
     }
 }
