@@ -40,8 +40,8 @@ def launch(x, p: dict, out, splits: int, tile: int):
 
     m, n, kc = x.shape[0], p["N"], p["Kc"]
     rows, mp = p["Np"] // TILE_ROWS, -(-m // tile) * tile
-    ws, counters, splits = split_buffers(x.device, rows * (mp // tile), tile, splits)
     tiles = rows * (mp // tile)
+    ws, counters, splits = split_buffers(x.device, tiles, tile, splits)
     stream = _compile.current_stream()
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     xq = torch.empty(kc, mp, 64, dtype=torch.bfloat16, device=x.device)
