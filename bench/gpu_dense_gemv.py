@@ -15,6 +15,7 @@ import sys
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, copy_bandwidth, timed
+from bench.plotting import pyplot
 from kernels.dense import ops
 
 SHAPES = [(96, 5120), (97, 2048), (1024, 5120), (6144, 5120), (17408, 5120), (5120, 8192)]
@@ -56,10 +57,10 @@ def save(rows) -> None:
         fh.write("n,k,m,ours_us,ours_plain_us,torch_us,ours_frac_copy\n")
         for r in rows:
             fh.write(",".join(str(v) for v in r) + "\n")
+    plt = pyplot()
+    if plt is None:
+        return
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(10, 4))
         labels = [f"{n}x{k} M={m}" for n, k, m, *_ in rows]
         xs = range(len(rows))

@@ -13,6 +13,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
+from bench.plotting import pyplot
 from kernels.gdn import _decode, _launch, naive, ops
 
 H, HV, K = 16, 48, 128
@@ -239,10 +240,10 @@ def save(rows, copy_gbs):
         fh.write("copy_GBps," + ",".join(keys) + "\n")
         for r in rows:
             fh.write(f"{copy_gbs:.0f}," + ",".join(str(r.get(k, "")) for k in keys) + "\n")
+    plt = pyplot()
+    if plt is None:
+        return
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         fig, axes = plt.subplots(1, 2, figsize=(12, 4))
         for ax, kind in zip(axes, ("decode", "prefill")):
             sel = [r for r in rows if r["kind"] == kind]

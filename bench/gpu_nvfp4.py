@@ -15,6 +15,7 @@ import sys
 
 import torch
 
+from bench.plotting import pyplot
 from kernels.nvfp4 import checkpoint, naive, ops
 
 # one launch for the projections of a layer that read the same input (checkpoint.concat_rows)
@@ -236,11 +237,8 @@ def write_outputs(rows: list, copy_bw: float) -> None:
         writer.writeheader()
         for r in rows:
             writer.writerow({**r, "bw_fraction": r["ours_bw"] / copy_bw})
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     for n, k in SHAPES:

@@ -14,6 +14,7 @@ import os
 import torch
 
 from bench.gpu_gdn import copy_bandwidth, graph_us
+from bench.plotting import pyplot
 from bench.serve_metrics import write_csv
 from kernels.attention import ops
 from worker.layers.paged_attention import decode_attention, decode_keys
@@ -68,11 +69,8 @@ def save(rows: list) -> None:
     if not out_dir or not rows:
         return
     write_csv(os.path.join(out_dir, "paged_decode.csv"), rows)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [f"{r['rows']}x{r['context']}" for r in rows]

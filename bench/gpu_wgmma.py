@@ -18,6 +18,7 @@ import sys
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, SHAPES, fake_prepared, timed, timed_auto
+from bench.plotting import pyplot
 from kernels.nvfp4 import checkpoint, gemm_wgmma, naive, ops
 
 M_VALUES = [64, 128, 512, 2048, 8192]
@@ -170,11 +171,8 @@ def write_plot(rows: list) -> None:
     """OUT/wgmma.png: bf16 time / ours against M per shape (wgmma with the launcher's pick, and the mma.sync GEMM),
     with the 0.70 target drawn in; nothing without OUT or matplotlib."""
     out_dir = os.environ.get("OUT")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     if not out_dir or not rows:
         return

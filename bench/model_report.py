@@ -3,6 +3,8 @@
 bench/gpu_*.py)."""
 import os
 
+from bench.plotting import pyplot
+
 
 def write_outputs(rows: list, out_dir) -> None:
     """rows: sweep()'s dicts (state = variant label, C, roofline_ms, <mode>_ms / _tok_s / _frac); nothing without
@@ -12,11 +14,8 @@ def write_outputs(rows: list, out_dir) -> None:
     from bench.serve_metrics import write_csv  # here: serve_metrics imports bench.gpu_model, which imports this
 
     write_csv(os.path.join(out_dir, "gpu_model.csv"), rows)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(7, 4))
     for label in dict.fromkeys(r["state"] for r in rows):

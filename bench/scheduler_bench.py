@@ -17,6 +17,7 @@ import time
 
 from prometheus_client import CollectorRegistry
 
+from bench.plotting import pyplot
 from proto import pb
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
@@ -124,14 +125,13 @@ def overlap_note(rows: list) -> str:
 
 
 def write_outputs(rows: list, note: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     os.makedirs(OUT_DIR, exist_ok=True)
     with open(os.path.join(OUT_DIR, "scheduler_bench.md"), "w") as f:
         f.write(note + "\n\n" + HEADER + "\n|" + "---|" * 9 + "\n" + "\n".join(format_row(r) for r in rows) + "\n\n"
                 + overlap_note(rows) + "\n")
+    plt = pyplot("scheduler_bench.png")
+    if plt is None:
+        return
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     cs = [r["C"] for r in rows]
     left.plot(cs, [r["tok_s"] for r in rows], marker="o")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.gpu_model import step_bytes
+from bench.plotting import pyplot
 
 COLUMNS = (("C", "C", "{:d}"), ("requests", "requests", "{:d}"), ("failed", "failed", "{:d}"),
            ("output_tok_s", "out tok/s", "{:.1f}"), ("req_s", "req/s", "{:.2f}"),
@@ -94,13 +95,9 @@ def write_csv(path: str, rows: list) -> None:
 
 def write_png(path: str, rows: list, title: str) -> bool:
     """Output tok/s against C with the roofline; False (and a note) when matplotlib is not installed."""
-    try:
-        import matplotlib
-    except ImportError:
-        print(f"matplotlib is not installed: no {os.path.basename(path)} (the CSV holds the same numbers)")
+    plt = pyplot(os.path.basename(path))
+    if plt is None:
         return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     cs = [r["C"] for r in rows]
     fig, ax = plt.subplots(figsize=(6, 4))
