@@ -22,7 +22,7 @@ def _read(name: str) -> str:
 
 def source(name: str) -> str:
     """Text of `kernels/gdn/<name>` with each header of this folder it includes (gdn_common.cuh,
-    recurrent_tma_loop.cuh) pasted in place of its #include, so that CuPy's on-disk cache (keyed by the source text)
+    recurrent_common.cuh, recurrent_tma_loop.cuh) pasted in place of its #include, so that CuPy's on-disk cache (keyed by the source text)
     sees header edits too."""
     text = _read(name)
     for header in re.findall(r'#include "([\w.]+\.cuh)"', text):

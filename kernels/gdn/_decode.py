@@ -1,5 +1,5 @@
 """Worker process (GPU path): the fused recurrent decode's kernel variants, the per-batch choice among them, and
-its launch (recurrent.cu, recurrent_tma.cu). Argument checks and helpers: _launch.py. Letters as fla."""
+its launch (recurrent.cu, recurrent_cp.cu, recurrent_tma.cu). Argument checks and helpers: _launch.py. Letters as fla."""
 import os
 
 from kernels import _compile, _pdl
@@ -10,7 +10,8 @@ from kernels.gdn._launch import (HEAD_DIM, _check_gates, _check_pool, _check_row
 # extra -D defines for recurrent.cu (a bench can sweep MIN_BLOCKS through this)
 DECODE_EXTRA_DEFINES = []
 
-# Decode kernel variants (recurrent.cu): name -> (entry, defines, threads per block, shared-memory carveout).
+# Decode kernel variants (recurrent.cu, recurrent_cp.cu, recurrent_tma.cu: SOURCES): name -> (entry, defines, threads
+# per block, shared-memory carveout).
 #   regs:   gdn_recurrent_decode, state through registers (bf16: 16-byte accesses, 77 registers, 3 blocks/SM)
 #   narrow: the same with 8-byte bf16 accesses, 8 passes (64 registers, 4 blocks/SM); bf16 only
 #   cp128 / cp256: gdn_recurrent_decode_cp, the 16 KB tile to shared memory by cp.async (10 / 5 blocks/SM)
@@ -42,6 +43,9 @@ DECODE_VARIANTS = {
     "cp128": ("gdn_recurrent_decode_cp", ("CP_THREADS=128",), 128, 100),
     "cp256": ("gdn_recurrent_decode_cp", ("CP_THREADS=256",), 256, 100),
 }
+# the source of each entry
+SOURCES = {"gdn_recurrent_decode": "recurrent.cu", "gdn_recurrent_decode_cp": "recurrent_cp.cu",
+           "gdn_recurrent_decode_tma": "recurrent_tma.cu"}
 WIDE_MIN_SEQS = 16  # "auto" (the bf16 default): t128x6 below this many sequences, w128 from it ...
 TMA_MIN_SEQS = 32  # ... and tma3x2a from this many (measured at 32 and 64; w128 stays ahead at 8)
 BF16_ONLY = ("narrow", "t128x6", "w128", "tma3x2", "tma3x2a", "tma6x1", "tma3x2c")
@@ -106,7 +110,7 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     if entry == "gdn_recurrent_decode_tma":
         _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads, pdl)
         return o
-    fn = _build.kernel("recurrent.cu", entry, defines, 0, carveout)
+    fn = _build.kernel(SOURCES[entry], entry, defines, 0, carveout)
     grid = (HEAD_DIM // block_v, num_v_heads, num_seqs)
     if pdl and entry == "gdn_recurrent_decode":
         _pdl.launch(fn, grid, (threads,), args, 0, _compile.current_stream().ptr)
