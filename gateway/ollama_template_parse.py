@@ -1,0 +1,125 @@
+"""Gateway process: Ollama's per-request Go text/template (/api/generate `template`) parsed into nodes for
+gateway.ollama_template to run; any action outside the subset it reads is a 400 naming it."""
+from __future__ import annotations
+
+import re
+
+from gateway.errors import InvalidRequest
+
+_ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
+_TERM = re.compile(r'\s*(\(|\)|"(?:[^"\\]|\\.)*"|-?\d+|\$?[A-Za-z_]*(?:\.[A-Za-z_]\w*)+|\$\w*|\.|[A-Za-z_]\w*)')
+# {{ $x := v }} declares $x in the block it stands in; {{ $x = v }} sets the $x declared before it.
+_VARIABLE = re.compile(r"(\$\w+)\s*(:?=)(.*)", re.S)
+_BLOCKS = ("if", "range", "with")
+_MAX_DEPTH = 64         # blocks inside blocks (the parser and the renderer recurse per level)
+
+
+def fail(message: str) -> InvalidRequest:
+    return InvalidRequest(f"template: {message}", param="template")
+
+
+def parse(source: str) -> list:
+    """The template as nodes: str, ("out", expr), ("declare"|"set", name, expr), ("if"|"with", [(expr, body), ...],
+    else_body), ("range", names, expr, body)."""
+    pieces, last = [], 0
+    for match in _ACTION.finditer(source):
+        text = source[last:match.start()]
+        pieces.append(text.rstrip() if match.group(1) else text)
+        pieces.append(("action", match.group(2).strip(), bool(match.group(3))))
+        last = match.end()
+    pieces.append(source[last:])
+    for i, piece in enumerate(pieces):   # a -}} trims the text after it
+        if isinstance(piece, tuple) and piece[2] and i + 1 < len(pieces):
+            pieces[i + 1] = pieces[i + 1].lstrip()
+    _check_depth(pieces)
+    return _block(pieces, 0, top=True)[0]
+
+
+def _check_depth(pieces: list) -> None:
+    depth = 0
+    for piece in pieces:
+        word = piece[1].split(None, 1)[0] if isinstance(piece, tuple) and piece[1] else ""
+        depth += 1 if word in _BLOCKS else -1 if word == "end" else 0
+        if depth > _MAX_DEPTH:
+            raise fail(f"blocks nest more than {_MAX_DEPTH} deep")
+
+
+def _block(pieces: list, i: int, top: bool = False) -> tuple[list, int]:
+    """Nodes up to the next end / else at this level; returns (nodes, index of that action)."""
+    nodes = []
+    while i < len(pieces):
+        piece = pieces[i]
+        if isinstance(piece, str):
+            nodes.append(piece) if piece else None
+            i += 1
+            continue
+        action = piece[1]
+        word = action.split(None, 1)[0] if action else ""
+        if action.startswith("/*"):
+            i += 1
+        elif word in ("end", "else"):
+            if top:
+                raise fail(f"unexpected {{{{ {action} }}}}")
+            return nodes, i
+        elif word in _BLOCKS:
+            node, i = _block_node(pieces, i, word, action[len(word):].strip())
+            nodes.append(node)
+        else:
+            variable = _VARIABLE.match(action)
+            if variable:
+                kind = "declare" if variable.group(2) == ":=" else "set"
+                nodes.append((kind, variable.group(1), _expr(variable.group(3))))
+            else:
+                nodes.append(("out", _expr(action)))
+            i += 1
+    if not top:
+        raise fail("a block has no {{ end }}")
+    return nodes, i
+
+
+def _block_node(pieces: list, i: int, word: str, rest: str) -> tuple[tuple, int]:
+    if word == "range":
+        names, _, rest = rest.rpartition(":=") if ":=" in rest else ("", "", rest)
+        body, i = _block(pieces, i + 1)
+        if pieces[i][1] != "end":
+            raise fail("range ... else is not supported")
+        return ("range", [n.strip() for n in names.split(",") if n.strip()], _expr(rest), body), i + 1
+    branches, else_body = [], []
+    condition = rest
+    while True:
+        body, i = _block(pieces, i + 1)
+        branches.append((_expr(condition), body))
+        action = pieces[i][1]
+        if action == "end":
+            return (word, branches, else_body), i + 1
+        if action.startswith("else if "):
+            condition = action[len("else if "):]
+            continue
+        if action != "else":
+            raise fail(f"unsupported action {{{{ {action} }}}}")
+        else_body, i = _block(pieces, i + 1)
+        if pieces[i][1] != "end":
+            raise fail("an else needs an {{ end }}")
+        return (word, branches, else_body), i + 1
+
+
+def _expr(text: str) -> list:
+    """A command as nested lists of terms: ["eq", ".Role", '"user"'], a parenthesized command a list."""
+    stack, pos = [[]], 0
+    while pos < len(text.rstrip()):
+        match = _TERM.match(text, pos)
+        if not match or not match.group(1):
+            raise fail(f"unsupported action {{{{ {text} }}}}")
+        term, pos = match.group(1), match.end()
+        if term == "(":
+            stack.append([])
+        elif term == ")" and len(stack) > 1:
+            inner = stack.pop()
+            stack[-1].append(inner)
+        elif term == ")":
+            raise fail(f"unbalanced parentheses in {{{{ {text} }}}}")
+        else:
+            stack[-1].append(term)
+    if len(stack) != 1 or not stack[0]:
+        raise fail(f"unsupported action {{{{ {text} }}}}")
+    return stack[0]
