@@ -1,9 +1,9 @@
 """Gateway process: Ollama's per-request `template` on /api/generate, a Go text/template, rendered for the subset
-Ollama's prompt templates use: {{ .Field }} and {{ $.Field }}, if / else if / else / end, range (with `$i, $v :=`),
-with, $variables (declared with :=, set with =, as Go scopes them), true/false/nil, the functions not, and, or, eq,
-ne, len, slice and Ollama's currentDate, yesterdayDate, json, and the {{- -}} trims (parsed by
-gateway.ollama_template_parse). As Ollama executes it, the prompt ends at the first {{ .Response }}. Any other action
-is a 400 naming it."""
+Ollama's prompt templates use: {{ .Field }} and {{ $.Field }}, if / else if / else / end, range (with `$i, $v :=`)
+with break / continue, with, $variables (declared with :=, set with =, as Go scopes them), true/false/nil, the
+functions not, and, or, eq, ne, len, slice and Ollama's currentDate, yesterdayDate, json, and the {{- -}} trims
+(parsed by gateway.ollama_template_parse). As Ollama executes it, the prompt ends at the first {{ .Response }}. Any
+other action is a 400 naming it."""
 from __future__ import annotations
 
 import datetime
@@ -36,6 +36,14 @@ class _Out:
 
 class _Cut(Exception):
     """{{ .Response }} reached: the prompt is what was written before it."""
+
+
+class _Break(Exception):
+    """{{ break }}: the innermost range ends."""
+
+
+class _Continue(Exception):
+    """{{ continue }}: the innermost range goes on with its next element."""
 
 
 class _Scope:
@@ -105,6 +113,10 @@ def _run(nodes: list, scope: _Scope, dot: Any, out: _Out) -> None:
             scope.set(node[1], _call(node[2], scope, dot))
         elif node[0] == "range":
             _range(node, scope, dot, out)
+        elif node[0] == "break":
+            raise _Break()
+        elif node[0] == "continue":
+            raise _Continue()
         else:
             _branch(node, scope, dot, out)
 
@@ -133,8 +145,14 @@ def _range(node: tuple, scope: _Scope, dot: Any, out: _Out) -> None:
             scope.declare(names[1], item)
         elif names:
             scope.declare(names[0], item)
-        _run(body, scope, item, out)
-        scope.pop(mark)
+        try:
+            _run(body, scope, item, out)
+        except _Continue:
+            pass
+        except _Break:
+            break
+        finally:
+            scope.pop(mark)
 
 
 _FUNCTIONS = {

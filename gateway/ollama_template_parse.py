@@ -20,7 +20,7 @@ def fail(message: str) -> InvalidRequest:
 
 def parse(source: str) -> list:
     """The template as nodes: str, ("out", expr), ("declare"|"set", name, expr), ("if"|"with", [(expr, body), ...],
-    else_body), ("range", names, expr, body)."""
+    else_body), ("range", names, expr, body), ("break",), ("continue",)."""
     pieces, last = [], 0
     for match in _ACTION.finditer(source):
         text = source[last:match.start()]
@@ -44,8 +44,9 @@ def _check_depth(pieces: list) -> None:
             raise fail(f"blocks nest more than {_MAX_DEPTH} deep")
 
 
-def _block(pieces: list, i: int, top: bool = False) -> tuple[list, int]:
-    """Nodes up to the next end / else at this level; returns (nodes, index of that action)."""
+def _block(pieces: list, i: int, top: bool = False, in_range: bool = False) -> tuple[list, int]:
+    """Nodes up to the next end / else at this level; returns (nodes, index of that action). in_range: inside a
+    range's body, where {{ break }} and {{ continue }} may stand (Go's parser refuses them elsewhere)."""
     nodes = []
     while i < len(pieces):
         piece = pieces[i]
@@ -62,8 +63,13 @@ def _block(pieces: list, i: int, top: bool = False) -> tuple[list, int]:
                 raise fail(f"unexpected {{{{ {action} }}}}")
             return nodes, i
         elif word in _BLOCKS:
-            node, i = _block_node(pieces, i, word, action[len(word):].strip())
+            node, i = _block_node(pieces, i, word, action[len(word):].strip(), in_range)
             nodes.append(node)
+        elif action in ("break", "continue"):
+            if not in_range:
+                raise fail(f"{{{{{action}}}}} outside {{{{range}}}}")
+            nodes.append((action,))
+            i += 1
         else:
             variable = _VARIABLE.match(action)
             if variable:
@@ -77,17 +83,17 @@ def _block(pieces: list, i: int, top: bool = False) -> tuple[list, int]:
     return nodes, i
 
 
-def _block_node(pieces: list, i: int, word: str, rest: str) -> tuple[tuple, int]:
+def _block_node(pieces: list, i: int, word: str, rest: str, in_range: bool) -> tuple[tuple, int]:
     if word == "range":
         names, _, rest = rest.rpartition(":=") if ":=" in rest else ("", "", rest)
-        body, i = _block(pieces, i + 1)
+        body, i = _block(pieces, i + 1, in_range=True)
         if pieces[i][1] != "end":
             raise fail("range ... else is not supported")
         return ("range", [n.strip() for n in names.split(",") if n.strip()], _expr(rest), body), i + 1
     branches, else_body = [], []
     condition = rest
     while True:
-        body, i = _block(pieces, i + 1)
+        body, i = _block(pieces, i + 1, in_range=in_range)
         branches.append((_expr(condition), body))
         action = pieces[i][1]
         if action == "end":
@@ -97,7 +103,7 @@ def _block_node(pieces: list, i: int, word: str, rest: str) -> tuple[tuple, int]
             continue
         if action != "else":
             raise fail(f"unsupported action {{{{ {action} }}}}")
-        else_body, i = _block(pieces, i + 1)
+        else_body, i = _block(pieces, i + 1, in_range=in_range)
         if pieces[i][1] != "end":
             raise fail("an else needs an {{ end }}")
         return (word, branches, else_body), i + 1
