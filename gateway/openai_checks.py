@@ -16,9 +16,11 @@ from gateway.tool_values import tool_parameters
 # that could open or close prompt markup (<, >, =, whitespace) gets through.
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,64}$"
 TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
-# Ollama sets no length limit (api.ToolFunction.Name is any string): MCP clients mint names past 64 characters
-# ("mcp__<server>__<tool>"); the characters stay the safe ones.
-ANY_LENGTH_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_.:-]+$")
+# Ollama takes any name (api.ToolFunction.Name is any string; its Qwen parser reads <function=([^>]+)>): MCP clients
+# mint names past 64 characters ("mcp__<server>__<tool>") and with '/' (MCP's SEP-986) or spaces. Only what the call
+# markup cannot carry is refused: a '>' ends the tag, a line break or control character breaks it, and the name is
+# read trimmed.
+MARKUP_TOOL_NAME_RE = re.compile(r"^(?=\S)(?!.*\s$)[^\x00-\x1f\x7f>]+$", re.S)
 # Anthropic's limit is 128 characters ("tools.N.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'"):
 # Claude Code's MCP tools (mcp__<server>__<tool>) pass 64.
 ANTHROPIC_TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,128}$"

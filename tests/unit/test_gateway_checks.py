@@ -122,8 +122,8 @@ async def test_tool_names_that_could_break_markup_are_400(stack, name):
     status, out = await post(client, "/v1/chat/completions",
                              {"messages": USER, "tools": [{"type": "function", "function": {"name": name}}]})
     assert status == 400 and out["error"]["param"].startswith("tools[0].function.name")
-    if len(name) > 64:
-        return      # OpenAI's limit: Ollama has none (tests/unit/test_ollama_tool_stream.py)
+    if name and ">" not in name:
+        return      # Ollama takes any name its call markup can carry (tests/unit/test_ollama_tool_names.py)
     status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "stream": False,
                                                    "tools": [{"type": "function", "function": {"name": name}}]})
     assert status == 400 and set(out) == {"error"}

@@ -103,4 +103,4 @@ async def test_a_tool_name_that_could_break_the_markup_is_still_a_400(fake):
     tools = [{"type": "function", "function": {"name": "get>weather"}}]
     response = await client.post("/api/chat", json={"model": "fake-model", "messages": HI, "tools": tools})
     assert response.status == 400
-    assert await response.json() == {"error": "tools[0].function.name 'get>weather' must match ^[a-zA-Z0-9_.:-]+$"}
+    assert (await response.json())["error"].startswith("tools[0].function.name 'get>weather' cannot be written")
