@@ -7,6 +7,8 @@ import logging
 import re
 from typing import Any, Callable, Optional
 
+from llguidance import regex_to_lark
+
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
@@ -109,11 +111,15 @@ def _choice_terminal(choices: Any, param: str) -> str:
 
 
 def _regex_grammar(pattern: Any, param: str) -> str:
+    """The pattern as a Lark regex lexeme, escaped by llguidance's own regex_to_lark (as vLLM's guidance backend's
+    grammar_from("regex") writes it): a slash after an escaped backslash (`\\\\/`) and a literal newline or tab are
+    pattern text, not the lexeme's end."""
     if not isinstance(pattern, str) or not pattern:
         raise InvalidRequest(f"{param} must be a non-empty regular expression string", param=param)
-    if "\n" in pattern:
-        raise InvalidRequest(f"{param} must be on one line (write a newline as \\n)", param=param)
-    return "/" + re.sub(r"(?<!\\)/", r"\\/", pattern) + "/"
+    # regex_to_lark drops a dangling escape, which Rust's regex refuses ("incomplete escape sequence").
+    if (len(pattern) - len(pattern.rstrip("\\"))) % 2:
+        raise InvalidRequest(f"{param} ends with an incomplete escape sequence (a lone backslash)", param=param)
+    return f"/{regex_to_lark(pattern)}/"
 
 
 _START_RULE = re.compile(r"^(\s*)([?!]?)start(\s*:)", re.MULTILINE)

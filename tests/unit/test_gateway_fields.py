@@ -79,6 +79,8 @@ GUIDED = [({"guided_choice": ["yes", "no"]}, 'start: GUIDED_CHOICE\nGUIDED_CHOIC
           ({"structured_outputs": {"choice": ["a/b", 'q"']}}, 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "a/b" | "q\\""\n'),
           ({"guided_regex": "[a-z]+/[0-9]"}, "start: /[a-z]+\\/[0-9]/\n"),
           ({"structured_outputs": {"regex": "\\d{3}"}}, "start: /\\d{3}/\n"),
+          ({"guided_regex": "[a-z]+\\\\/x"}, "start: /[a-z]+\\\\\\/x/\n"),
+          ({"structured_outputs": {"regex": "a\nb"}}, "start: /a\\nb/\n"),
           ({"guided_grammar": 'start: "x" NUM\nNUM: /[0-9]+/\n'}, 'start: "x" NUM\nNUM: /[0-9]+/\n'),
           ({"structured_outputs": {"grammar": 'start: "x"'}}, 'start: "x"')]
 
@@ -133,11 +135,30 @@ async def test_thousands_of_guided_choices_are_one_lexeme_the_worker_follows(sta
     assert grammar.error == "" and grammar.matcher.is_accepting()
 
 
+@pytest.mark.parametrize("pattern,text", [("[a-z]+\\\\/x", "ab\\/x"), ("line one\nline two", "line one\nline two"),
+                                          ("[^/]+/[0-9]", "a b/7")],
+                         ids=["slash-after-escaped-backslash", "literal-newline", "class-with-slash"])
+async def test_guided_regex_is_followed_as_the_pattern_reads(stack, pattern, text):
+    """A slash after an escaped backslash closed the Lark lexeme early (a 400 'lexer error' for a valid pattern), and a
+    literal newline was a 400 'must be on one line'; vLLM hands either pattern to its grammar backend as it is. The
+    worker's grammar now accepts exactly the text the pattern matches."""
+    client, fake = stack
+    status, body = await post(client, {**BASE, "guided_regex": pattern})
+    assert status == 200, body
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny", "tokenizer.json")
+    with open(tiny) as f:
+        book = GrammarBook(f.read(), 1024, [1017])
+    ids = Tokenizer.from_file(tiny).encode(text, add_special_tokens=False).ids
+    grammar = book.start(fake.script.requests[0].constraint, ids)
+    assert grammar.error == "" and grammar.matcher.is_accepting()
+
+
 GUIDED_ERRORS = [
     ({"guided_grammar": "root ::= \"a\""}, "guided_grammar", "unsupported", "EBNF/GBNF grammars"),
     ({"guided_grammar": "x: \"a\""}, "guided_grammar", "invalid_value", "needs a 'start' rule"),
     ({"guided_choice": []}, "guided_choice", "invalid_value", "non-empty list"),
     ({"guided_regex": "(?=a)b"}, "guided_regex", "unsupported_schema", "cannot be enforced"),
+    ({"guided_regex": "ab\\"}, "guided_regex", "invalid_value", "incomplete escape sequence"),
     ({"guided_json": "{bad"}, "guided_json", "invalid_value", "not valid JSON"),
     ({"guided_choice": ["a"], "guided_regex": "b"}, "guided_regex", "invalid_value", "use one guided-decoding"),
     ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice", "unsupported",
