@@ -6,6 +6,7 @@ from typing import Optional
 
 from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
+from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.openai_shape import SSE_HEADERS
 from gateway.openai_usage import choice_usage, usage_dict
@@ -80,8 +81,8 @@ class CompletionFramer:
 
     def _echo_with_logprobs(self, delta: Delta, usage: Usage) -> bytes:
         prompt_ids = self.p.gen.all_prompt_ids[delta.index // self.p.gen.n]
-        logprobs = echo_legacy_logprobs(self.card, prompt_ids, delta.prompt_logprobs, self.p.prompt.echo_top,
-                                        self.p.echo_texts[delta.index // self.p.gen.n])
+        logprobs = echo_legacy_logprobs(logprob_names(self.p, self.card), prompt_ids, delta.prompt_logprobs,
+                                        self.p.prompt.echo_top, self.p.echo_texts[delta.index // self.p.gen.n])
         return self._echo(delta.index, logprobs, usage)
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
@@ -101,7 +102,7 @@ class CompletionFramer:
 
     def _text(self, delta: Delta, usage: Usage) -> list[bytes]:
         offsets = self._offsets.setdefault(delta.index, text_offsets(self.p, self.card))
-        logprobs = (completion_logprobs(self.card, delta.logprobs, offsets)
+        logprobs = (completion_logprobs(logprob_names(self.p, self.card), delta.logprobs, offsets)
                     if self.p.gen.num_logprobs is not None else None)
         choice = {"index": delta.index, "text": delta.content, "logprobs": logprobs,
                   "finish_reason": delta.finish_reason}
@@ -133,7 +134,7 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
         echo = plan.echo_texts[result.index // plan.gen.n] if plan.echo_texts else ""
         if plan.prompt.prompt_only:
             result = prompt_only_result(result)
-        logprobs = (completion_logprobs(card, result.logprobs, text_offsets(plan, card, len(echo)))
+        logprobs = (completion_logprobs(logprob_names(plan, card), result.logprobs, text_offsets(plan, card, len(echo)))
                     if plan.gen.num_logprobs is not None else None)
         choice = {"index": result.index, "text": echo + result.content, "logprobs": logprobs,
                   "finish_reason": result.finish_reason, "stop_reason": result.stop_reason}

@@ -47,6 +47,7 @@ class Plan:
     only_listed_tools: bool = False                  # allowed_tools: a call to a tool outside `tools` stays text
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
+    tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
 
 
@@ -209,7 +210,8 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
                 only_listed_tools=allows_listed_only(body),
-                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body))
+                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body),
+                tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 
 def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:
@@ -279,7 +281,8 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     gen.constraint = _completion_constraint(body, card)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt,
-                return_token_ids=bool(body.get("return_token_ids")))
+                return_token_ids=bool(body.get("return_token_ids")),
+                tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 
 def _completion_constraint(body: dict, card: ModelCard):

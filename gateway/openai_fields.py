@@ -29,7 +29,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
     "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
                                                            "which is not supported"),
-    "return_tokens_as_token_ids": (lambda v: bool(v), "return_tokens_as_token_ids is not supported"),
     "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
     "documents": (_nonempty, "documents (RAG chat templates) are not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
@@ -58,7 +57,7 @@ _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex",
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
-    "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n",
+    "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 _STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}

@@ -7,6 +7,7 @@ from typing import Optional
 
 from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
+from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import vllm_prompt_logprobs
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
@@ -82,7 +83,7 @@ class ChatShaper:
     def logprobs(self, entries: list) -> Optional[dict]:
         if self.plan.gen.num_logprobs is None:
             return None
-        return {"content": [chat_logprob(self.card, e) for e in entries]}
+        return {"content": [chat_logprob(logprob_names(self.plan, self.card), e) for e in entries]}
 
     def message(self, result: ChoiceResult) -> dict:
         reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,

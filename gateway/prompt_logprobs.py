@@ -10,6 +10,7 @@ from typing import Optional
 
 from gateway.errors import InvalidRequest
 from gateway.gen_request import ChoiceResult
+from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.stream import TextOffsets
 
@@ -113,7 +114,8 @@ def completion_choice_extras(plan, card: ModelCard, result: ChoiceResult, logpro
     if prompt.echo_top is not None and logprobs is not None:
         prompt_ids = plan.gen.all_prompt_ids[result.index // plan.gen.n]
         echo = plan.echo_texts[result.index // plan.gen.n]
-        choice["logprobs"] = join_legacy(echo_legacy_logprobs(card, prompt_ids, entries, prompt.echo_top, echo),
+        names = logprob_names(plan, card)
+        choice["logprobs"] = join_legacy(echo_legacy_logprobs(names, prompt_ids, entries, prompt.echo_top, echo),
                                          logprobs)
     if prompt.vllm_top is not None:
         choice["prompt_logprobs"] = vllm_prompt_logprobs(card, entries, prompt.vllm_top)
