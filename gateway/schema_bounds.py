@@ -98,6 +98,59 @@ def _bound(node: Any, limit: int) -> None:
         _bound(node.get(key), limit)
 
 
+def _widen(node: Any, root: dict) -> None:
+    """Before objects are closed: the keys one part of a composition lists are keys its other parts must let through.
+    An allOf branch and the object beside it (or around an anyOf / oneOf of objects) each list only their own
+    properties, and closing each to its own made every schema that splits an object's keys across them unsatisfiable
+    (allOf [{a, required}, {b, required}], a $ref'd base plus its extension, a discriminator beside anyOf branches):
+    a 400 where JSON Schema, and vLLM's grammar backends, take them. Each open part now also lists the others' names
+    with any value ({}), which the part that owns a name still constrains; every output stays valid for the original,
+    whose parts let any other key through."""
+    if not isinstance(node, dict):
+        return
+    own = _names(node)
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = [_target(branch, root) for branch in node.get(key) or [] if isinstance(branch, dict)]
+        names = [_names(branch) for branch in branches]
+        _add_names(node, [name for group in names for name in group])
+        for branch, group in zip(branches, names):
+            # allOf: all branches hold at once, so each lets the others' keys through; anyOf / oneOf: one branch holds
+            # beside the object around it (letting a sibling's keys through could make an output match two oneOf arms).
+            siblings = [name for other in names for name in other] if key == "allOf" else []
+            _add_names(branch, own + siblings)
+    for child in _children(node):
+        _widen(child, root)
+
+
+def _names(node: Any) -> list:
+    properties = node.get("properties") if isinstance(node, dict) else None
+    return list(properties) if isinstance(properties, dict) else []
+
+
+def _add_names(node: Any, names: list) -> None:
+    """names, with any value, into an object schema's properties, unless the schema closed itself."""
+    if isinstance(node, dict) and isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+        for name in names:
+            node["properties"].setdefault(name, {})
+
+
+def _target(node: dict, root: dict) -> Any:
+    """The schema a local $ref ("#/$defs/Name", "#/definitions/Name", "#") points to; the node itself otherwise."""
+    ref = node.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return node
+    target: Any = root
+    for part in [p.replace("~1", "/").replace("~0", "~") for p in ref[1:].split("/") if p]:
+        target = target.get(part) if isinstance(target, dict) else None
+    return target if isinstance(target, dict) else node
+
+
+def _children(node: dict) -> list:
+    children = [child for key in _SCHEMA_LISTS for child in node.get(key) or []]
+    children += [child for key in _SCHEMA_MAPS for child in (node.get(key) or {}).values()]
+    return children + [node.get(key) for key in _SCHEMA_ONE]
+
+
 def _keep_required(node: dict) -> None:
     """A required name the object's `properties` do not list (nor a patternProperties key matches) stays writable, with
     any value, as JSON Schema lets it through as an additional property: closing the object left it unsatisfiable,
@@ -121,6 +174,7 @@ def _min_length(node: dict) -> int:
 def bounded_schema(schema: dict, limit: int) -> dict:
     """A copy of schema for the grammar: every output it allows still validates against the original."""
     out = copy.deepcopy(schema)
+    _widen(out, out)
     _bound(out, limit)
     out["x-guidance"] = dict(_JSON_STYLE)
     return out
