@@ -77,7 +77,31 @@ def tool_parameters(function: dict) -> dict:
         seen.add(ref)
         shared = {key: value for key, value in params.items() if key in _DEFS_KEYS + ("$schema",)}
         params = {**shared, **target}
-    return params if isinstance(params, dict) else {}
+    return _merged_all_of(params, function.get("parameters") or {}) if isinstance(params, dict) else {}
+
+
+# What an allOf branch may hold for its properties to be merged into the parameters': anything else (a closed branch,
+# a nested union, counts of keys) would be lost in the merge, so such parameters stay as they are.
+_MERGEABLE = {"type", "properties", "required", "title", "description", "$comment", "examples", "default", "$ref"}
+
+
+def _merged_all_of(params: dict, root: dict) -> dict:
+    """Parameters that list their properties in allOf branches (a $ref'd base and its extension, zod's .and(), an
+    OpenAPI-derived tool) as one object schema: each branch's properties (a name two branches list: the allOf of both)
+    and required names. A forced call writes parameters from `properties`, so such a tool was called with {} (its
+    required parameters missing), and a call's values were typed by no schema."""
+    branches = [params] + [_local_target(root, b["$ref"]) if isinstance(b, dict) and isinstance(b.get("$ref"), str)
+                           else b for b in params.get("allOf") or []]
+    if len(branches) == 1 or not all(isinstance(b, dict) and set(b) <= _MERGEABLE | {"allOf", *_DEFS_KEYS, "$schema"}
+                                     and (b is params or "allOf" not in b) for b in branches):
+        return params
+    props, required = {}, []
+    for branch in branches:
+        for name, schema in (branch.get("properties") or {}).items():
+            props[name] = {"allOf": [props[name], schema]} if name in props else schema
+        required += [name for name in branch.get("required") or [] if name not in required]
+    merged = {key: value for key, value in params.items() if key != "allOf"}
+    return {**merged, "type": "object", "properties": props, "required": required}
 
 
 def _local_target(root: dict, ref: str) -> Any:

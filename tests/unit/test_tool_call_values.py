@@ -111,3 +111,29 @@ def test_unsatisfiable_string_parameter_is_a_400_not_a_wrong_call(card, schema):
     with pytest.raises(InvalidRequest) as info:
         parse_chat(body, card, "tiny")
     assert info.value.status == 400 and "no call can satisfy it" in info.value.message
+
+
+# Parameters that list their properties in allOf branches: a $ref'd base and its extension (OpenAPI inheritance, zod's
+# .and()); a forced call read no `properties` there and came back as {} without its required parameters.
+SEARCH = {"type": "function", "function": {"name": "search", "parameters": {
+    "$defs": {"Page": {"type": "object", "properties": {"limit": {"type": "integer"}}, "required": ["limit"]}},
+    "allOf": [{"$ref": "#/$defs/Page"},
+              {"type": "object", "properties": {"query": {"type": "string", "maxLength": 8}}, "required": ["query"]}]}}}
+
+
+def search_call(*params: tuple) -> str:
+    body = "".join(f"<parameter={name}>\n{value}\n</parameter>\n" for name, value in params)
+    return f"<tool_call>\n<function=search>\n{body}</function>\n</tool_call>"
+
+
+def test_all_of_parameters_are_called_with_every_branchs_properties(card):
+    grammar = tool_call_grammar([SEARCH], None, False, card)
+    assert accepts(card, grammar, search_call(("limit", "5"), ("query", "cats")))
+    assert not accepts(card, grammar, search_call(("query", "cats")))                    # limit is required
+    assert not accepts(card, grammar, search_call(("limit", "five"), ("query", "cats")))  # an integer
+    assert not accepts(card, grammar, "<tool_call>\n<function=search>\n</function>\n</tool_call>")
+
+
+def test_all_of_parameters_are_typed_by_their_branch(card):
+    calls = parse_tool_calls(search_call(("limit", "5"), ("query", "7")), [SEARCH])
+    assert json.loads(calls[0]["function"]["arguments"]) == {"limit": 5, "query": "7"}
