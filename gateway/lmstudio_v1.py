@@ -49,8 +49,8 @@ class LMStudioV1Routes:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         received = time.monotonic()
         raw = await read_json(request)
-        body = openai_chat_body(raw)
         card, name = await self.engine.card(), await self.engine.served_name()
+        body = openai_chat_body(raw, card)
         check_reasoning(raw, card)
         try:
             plan = await run_cpu(parse_chat, body, card, name)

@@ -12,6 +12,7 @@ import re
 from typing import Any, Optional
 
 from gateway import json_out
+from gateway.effort_tiers import nearest_tier
 from gateway.engine import GenRequest
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.lmstudio_v1_shape import reasoning_options
@@ -90,15 +91,20 @@ def _check_renamed(body: dict) -> None:
                              f'{json_out.dumps(penalty).decode()}', param="repeat_penalty")
 
 
-def _reasoning(value: Any) -> dict:
+def _reasoning(value: Any, card: ModelCard) -> dict:
+    """The template's thinking switches for `reasoning`; low / medium / high as the template's nearest effort tier
+    (Qwen3.8's template has xhigh, medium and low: "high" is its xhigh)."""
     if value is None:
         return {}
     if not isinstance(value, str) or value not in REASONING:
         raise InvalidRequest(f'"reasoning" must be one of {", ".join(REASONING)}', param="reasoning")
-    return dict(REASONING[value])
+    switches = dict(REASONING[value])
+    if "reasoning_effort" in switches:
+        switches["reasoning_effort"] = nearest_tier(card, switches["reasoning_effort"])
+    return switches
 
 
-def openai_chat_body(body: Any) -> dict:
+def openai_chat_body(body: Any, card: ModelCard) -> dict:
     """The /v1/chat/completions body for an /api/v1/chat one (checked here for what the OpenAI parser cannot)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
@@ -108,7 +114,7 @@ def openai_chat_body(body: Any) -> dict:
     _check_renamed(body)
     messages = [{"role": "system", "content": body["system_prompt"]}] if body.get("system_prompt") else []
     out = {"model": model, "messages": messages + [{"role": "user", "content": parts}],
-           "stream": bool(body.get("stream")), **_reasoning(body.get("reasoning"))}
+           "stream": bool(body.get("stream")), **_reasoning(body.get("reasoning"), card)}
     out.update({name: body[name] for name in _SAME if body.get(name) is not None})
     out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
     return zero_top_p(out)

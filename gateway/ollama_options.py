@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from gateway import json_out
+from gateway.effort_tiers import nearest_tier
 from gateway.engine import Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
@@ -191,3 +192,12 @@ def thinking_kwargs(think: Any) -> dict:
                              f'"max", true, or false)', param="think")
     raise InvalidRequest('think must be a boolean or string ("high", "medium", "low", "max", true, or false)',
                          param="think")
+
+
+def template_thinking(think: Any, card: ModelCard) -> dict:
+    """thinking_kwargs with a level as the chat template's nearest effort tier (Ollama's Qwen3.8 renderer sends
+    "high" and "max" as xhigh: that template has xhigh, medium and low)."""
+    kwargs = thinking_kwargs(think)
+    if "reasoning_effort" in kwargs:
+        kwargs["reasoning_effort"] = nearest_tier(card, kwargs["reasoning_effort"])
+    return kwargs

@@ -15,7 +15,7 @@ from gateway.openai_checks import MARKUP_TOOL_NAME_RE, check_tool_schemas, check
 from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
-from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, thinking_kwargs
+from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, template_thinking
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types
@@ -215,9 +215,9 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
         # Ollama continues a final assistant message (a prefill, ollama/ollama#6778 and #5775) instead of opening
         # a new turn after it: the turn is left open and the answer is the continuation.
         return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
-                             thinking_kwargs(think))
+                             template_thinking(think, card))
     return render_chat(card.template, messages, card.protect_text, tools=tools, add_generation_prompt=True,
-                       **card.special_tokens, **thinking_kwargs(think))
+                       **card.special_tokens, **template_thinking(think, card))
 
 
 def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
