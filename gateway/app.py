@@ -18,6 +18,7 @@ from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnlo
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
 from gateway.http_stream import STREAM_STATUS_KEY
+from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
@@ -180,6 +181,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
+    LlamaCppRoutes(app[ENGINE_KEY], VERSION).register(app)
     app.router.add_get("/health", health)
     # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
     app.router.add_get("/v1/health", health)

@@ -76,6 +76,7 @@ class FakeServing(pb_grpc.ServingServicer):
         self.num_running = 0
         self.worker_alive = True
         self.device = "cuda:0 (fake)"   # the worker's device, as Load reports it
+        self.max_num_seqs = 64
 
     async def Info(self, request, context):
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
@@ -85,7 +86,8 @@ class FakeServing(pb_grpc.ServingServicer):
                                vocab_size=self.tokenizer.get_vocab_size(), config_json=self.config)
 
     async def Load(self, request, context):
-        return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive, device=self.device)
+        return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive, device=self.device,
+                               max_num_seqs=self.max_num_seqs)
 
     async def Generate(self, request, context):
         script = self.script

@@ -1,0 +1,63 @@
+"""GET /props answers as llama.cpp's server does (tools/server/server-context.cpp get_props; its README 'GET /props'):
+llama.cpp clients read the context window there (default_generation_settings.n_ctx) and the slot count (total_slots)
+before they send; it was a 404 'no route /props'."""
+from gateway.app import create_app
+from gateway.client import SchedulerClient
+from gateway.config import GatewayConfig
+from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
+
+
+async def _client(serving, **config):
+    server, addr = await start_fake_server(serving)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr=addr, **config), SchedulerClient(addr)))
+    return server, client
+
+
+async def test_props_states_the_window_slots_template_and_defaults():
+    serving = FakeServing(build_tokenizer(), max_context_len=256)
+    serving.max_num_seqs = 12
+    server, client = await _client(serving)
+    try:
+        response = await client.get("/props")
+        body = await response.json()
+        assert response.status == 200
+        settings = body["default_generation_settings"]
+        assert settings["n_ctx"] == 256 and body["total_slots"] == 12
+        # the checkpoint's generation_config temperature (0.7), no output limit, random seed, as llama.cpp states them
+        assert settings["params"]["temperature"] == 0.7
+        assert (settings["params"]["n_predict"], settings["params"]["seed"]) == (-1, 4294967295)
+        assert body["model_alias"] == "fake-model" and body["chat_template"] == serving.template
+        assert body["modalities"] == {"vision": False, "audio": False}
+        assert body["build_info"].startswith("sparkinfer ") and body["endpoint_slots"] is False
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
+async def test_changing_props_is_llama_cpps_501():
+    server, client = await _client(FakeServing(build_tokenizer()))
+    try:
+        response = await client.post("/props", json={"n_ctx": 8})
+        body = await response.json()
+        assert response.status == 501
+        assert body["error"]["message"] == "This server does not support changing global properties."
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
+async def test_props_needs_the_api_key_and_is_503_without_a_scheduler():
+    server, client = await _client(FakeServing(build_tokenizer()), api_key="s3cret")
+    try:
+        assert (await client.get("/props")).status == 401
+        assert (await client.get("/props", headers={"Authorization": "Bearer s3cret"})).status == 200
+    finally:
+        await client.close()
+        await server.stop(None)
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr="127.0.0.1:1"),
+                                                SchedulerClient("127.0.0.1:1")))
+    try:
+        response = await client.get("/props")
+        assert response.status == 503 and (await response.json())["error"]["code"]
+    finally:
+        await client.close()
