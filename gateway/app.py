@@ -181,7 +181,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
-    LlamaCppRoutes(app[ENGINE_KEY], VERSION).register(app)
+    LlamaCppRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     app.router.add_get("/health", health)
     # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
     app.router.add_get("/v1/health", health)

@@ -1,38 +1,93 @@
-"""Gateway process: llama.cpp server's own routes (GET /props), for clients written against llama-server."""
+"""Gateway process: llama.cpp server's own routes (GET /props, POST /completion), for clients of llama-server."""
 from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.engine import Engine
-from gateway.errors import NotImplementedApi
+from gateway.config import GatewayConfig
+from gateway.engine import ChoiceResult, Engine, Usage
+from gateway.errors import InvalidRequest, NotImplementedApi
+from gateway.http_stream import stream_generation
+from gateway.llama_cpp_fields import content_ids
+from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.offload import run_cpu
+from gateway.openai import parse_completion
+from gateway.openai_checks import check_prompt_size
 from gateway.openai_sampling import read_sampling
-from gateway.web import json_response
+from gateway.web import json_response, read_json
 
-# llama.cpp's LLAMA_DEFAULT_SEED: the seed its /props states for "random".
-_RANDOM_SEED = 0xFFFFFFFF
+# /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, and a
+# single-model server ignores `model` (llama.cpp's does too). return_tokens is read by the shaper.
+_NO_EFFECT = ("cache_prompt", "id_slot", "return_tokens", "timings_per_token", "return_progress", "n_keep", "model")
 
 
-def _default_params(card) -> dict:
-    """What a request that sets nothing gets (the checkpoint's generation_config over the engine's defaults), under
-    llama.cpp's names: n_predict -1 is no limit, repeat_last_n -1 the whole context, seed 4294967295 random."""
-    sampling = read_sampling({}, card)
-    return {"n_predict": -1, "seed": _RANDOM_SEED, "temperature": sampling.temperature, "top_k": sampling.top_k,
-            "top_p": sampling.top_p, "min_p": sampling.min_p, "typical_p": sampling.typical_p,
-            "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,
-            "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
-            "stop": [], "ignore_eos": False, "stream": False}
+def _is_id(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mixed(item) -> bool:
+    """llama.cpp's one prompt of strings and token ids mixed ([12, "text", 34]): tokenize_mixed reads it."""
+    return isinstance(item, list) and any(isinstance(x, str) for x in item) and any(_is_id(x) for x in item)
+
+
+def _openai_form(prompt) -> bool:
+    """A prompt /v1/completions reads as it is: a string, strings, token ids, or lists of token ids (or no list)."""
+    if not isinstance(prompt, list) or not prompt:
+        return True
+    return all(isinstance(x, str) for x in prompt) or all(_is_id(x) for x in prompt) or \
+        all(isinstance(x, list) and all(_is_id(y) for y in x) for x in prompt)
+
+
+def _prompt_ids(prompt: list, card) -> list:
+    """Every prompt as token ids, for a body whose prompts OpenAI's forms cannot carry (a mixed one, or strings beside
+    token lists); strings are size-checked before they are tokenized, as /v1/completions does."""
+    out = []
+    for i, item in enumerate([prompt] if _mixed(prompt) else prompt):
+        parts = item if isinstance(item, list) else [item]
+        if not parts or not all(isinstance(x, str) or _is_id(x) for x in parts):
+            raise InvalidRequest(f"prompt[{i}] must be a string, token ids, or both mixed", param="prompt")
+        for part in parts:
+            if isinstance(part, str):
+                check_prompt_size(part, card, card.max_context_len, "prompt")
+        out.append(content_ids(card, item, True))
+    return out
+
+
+def completion_body(body, card) -> dict:
+    """The /v1/completions body a llama.cpp /completion body asks for: no output limit unless n_predict (or
+    max_tokens) is sent, its prompt forms (a string, token ids, both mixed, or a list of prompts) as OpenAI's."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", param=None)
+    if body.get("prompt") is None:
+        raise InvalidRequest("'prompt' is a required property", param="prompt", code="missing_required_parameter")
+    out = {key: value for key, value in body.items() if key not in _NO_EFFECT}
+    if not _openai_form(body["prompt"]):
+        out["prompt"] = _prompt_ids(body["prompt"], card)
+    if body.get("n_predict") is None and body.get("max_tokens") is None:
+        out["max_tokens"] = None
+    elif body.get("n_predict") == 0 and not isinstance(body["n_predict"], bool):
+        # llama.cpp's n_predict 0: the prompt is read, nothing is generated (answered without a generation here).
+        out["n_predict"] = 1
+    return out
+
+
+def _requested(body: dict) -> int:
+    """The output limit the request stated, as llama.cpp's generation_settings echo it (-1: none)."""
+    value = body.get("n_predict", body.get("max_tokens"))
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 class LlamaCppRoutes:
-    """llama-server's GET /props: the context window, slots and template a llama.cpp client reads before it sends."""
+    """llama-server's GET /props (the context window, slots and template a llama.cpp client reads before it sends)
+    and POST /completion (its own completion shape)."""
 
-    def __init__(self, engine: Engine, version: str):
-        self.engine = engine
+    def __init__(self, engine: Engine, config: GatewayConfig, version: str):
+        self.engine, self.config = engine, config
         self.build_info = f"sparkinfer {version}"
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/props", self.props)
         app.router.add_post("/props", self.set_props)
+        app.router.add_post("/completion", self.completion)
 
     async def props(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
@@ -40,8 +95,9 @@ class LlamaCppRoutes:
         name = await self.engine.served_name()
         specials = card.special_tokens
         # n_ctx is one request's window (llama.cpp's per-slot n_ctx), total_slots the requests that run at once.
+        params = params_json(read_sampling({}, card), -1, [], False, False)
         return json_response({
-            "default_generation_settings": {"n_ctx": card.max_context_len, "params": _default_params(card)},
+            "default_generation_settings": {"n_ctx": card.max_context_len, "params": params},
             "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.model_id,
             "modalities": {"vision": False, "audio": False}, "chat_template": card.chat_template_source,
             "bos_token": specials.get("bos_token", ""), "eos_token": specials.get("eos_token", ""),
@@ -51,3 +107,25 @@ class LlamaCppRoutes:
     async def set_props(self, request: web.Request) -> web.Response:
         # llama.cpp's answer without --props (ERROR_TYPE_NOT_SUPPORTED): the settings are the server's to set.
         raise NotImplementedApi("This server does not support changing global properties.", code="not_supported")
+
+    async def completion(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request)
+        card = await self.engine.card()
+        translated = await run_cpu(completion_body, body, card)
+        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name())
+        return_tokens = bool(body.get("return_tokens"))
+        if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
+            return self._prompt_only(plan, card, return_tokens)
+        gen = await self.engine.start(plan.gen)
+        shaper = LlamaCppShaper(plan, card, _requested(body), gen)
+        if plan.stream:
+            return await stream_generation(request, gen, LlamaCppFramer(shaper), self.config.sse_keepalive_s)
+        results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]
+        await gen.drain(lambda delta: results[delta.index].absorb(delta))
+        return json_response(shaper.response(results, gen.usage(), return_tokens))
+
+    def _prompt_only(self, plan, card, return_tokens: bool) -> web.Response:
+        """n_predict 0: the prompt checked and counted, nothing generated (stop_type limit), as llama.cpp answers."""
+        results = [ChoiceResult(i, finish_reason="length") for i in range(plan.gen.num_choices)]
+        usage = Usage(prompt_tokens=sum(len(ids) for ids in plan.gen.all_prompt_ids))
+        return json_response(LlamaCppShaper(plan, card, 0).response(results, usage, return_tokens))

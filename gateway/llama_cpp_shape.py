@@ -1,0 +1,134 @@
+"""Gateway process: llama.cpp server's own /completion bodies (its non-OpenAI shape) from engine output."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Optional
+
+from gateway.engine import Delta, Usage
+from gateway.errors import ApiError
+from gateway.openai_shape import SSE_HEADERS
+from gateway.stream import SSE_KEEPALIVE, sse_event
+
+# llama.cpp's LLAMA_DEFAULT_SEED: the seed it states for "random".
+RANDOM_SEED = 0xFFFFFFFF
+
+
+def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: bool) -> dict:
+    """Sampling settings under llama.cpp's names (its task params' to_json): n_predict -1 is no limit, repeat_last_n -1
+    the whole context, seed 4294967295 random."""
+    return {"n_predict": n_predict, "seed": RANDOM_SEED if sampling.seed is None else sampling.seed,
+            "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+            "min_p": sampling.min_p, "typical_p": sampling.typical_p,
+            "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,
+            "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
+            "stop": list(stop), "ignore_eos": ignore_eos, "stream": stream}
+
+
+def stop_type(finish_reason: Optional[str], stop_reason) -> str:
+    """llama.cpp's stop_type: word (a stop string matched), eos (an end token), limit (n_predict or the context)."""
+    if finish_reason == "stop":
+        return "word" if isinstance(stop_reason, str) else "eos"
+    return "limit" if finish_reason == "length" else "none"
+
+
+def _ms_rate(num: int, seconds: float) -> tuple[float, float, float]:
+    """(ms, ms per token, tokens per second) of num tokens over seconds, as llama.cpp's timings give them."""
+    ms = seconds * 1e3
+    return ms, (ms / num if num else 0.0), (num / seconds if num and seconds > 0 else 0.0)
+
+
+class LlamaCppShaper:
+    """One /completion request's bodies: a partial per piece of text and a final per prompt."""
+
+    def __init__(self, plan, card, requested: int, gen=None):
+        self.plan, self.card, self.gen = plan, card, gen
+        self.received = gen.started_at if gen is not None else time.monotonic()
+        self.settings = {"n_ctx": card.max_context_len,
+                         **params_json(plan.gen.sampling, requested, plan.gen.stop, plan.gen.ignore_eos, plan.stream),
+                         "n_probs": plan.gen.num_logprobs or 0}
+
+    def _prompt(self, index: int, usage: Usage) -> tuple[list, int]:
+        """The prompt ids of choice `index` (n choices per prompt) and how many of them the prefix cache held."""
+        prompt = index // self.plan.gen.n
+        cached = usage.per_prompt[prompt][1] if len(usage.per_prompt) > prompt else usage.cached_tokens
+        return self.plan.gen.all_prompt_ids[prompt], cached
+
+    def probabilities(self, entries: list) -> list:
+        """llama.cpp's completion_probabilities: each token's id, text, logprob, bytes and its top_logprobs."""
+        def one(token_id: int, logprob: float) -> dict:
+            return {"id": token_id, "token": self.card.token_text(token_id),
+                    "logprob": logprob if math.isfinite(logprob) else -1e30,
+                    "bytes": list(self.card.token_bytes(token_id))}
+        return [{**one(e.token_id, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries]
+
+    def timings(self, prompt_n: int, cached: int, predicted_n: int) -> dict:
+        now = time.monotonic()
+        first = self.gen.first_token_at if self.gen is not None and self.gen.first_token_at else now
+        p_ms, p_tok_ms, p_rate = _ms_rate(prompt_n - cached, first - self.received)
+        g_ms, g_tok_ms, g_rate = _ms_rate(predicted_n, now - first)
+        return {"cache_n": cached, "prompt_n": prompt_n - cached, "prompt_ms": p_ms, "prompt_per_token_ms": p_tok_ms,
+                "prompt_per_second": p_rate, "predicted_n": predicted_n, "predicted_ms": g_ms,
+                "predicted_per_token_ms": g_tok_ms, "predicted_per_second": g_rate}
+
+    def partial(self, delta: Delta, usage: Usage) -> dict:
+        body = {"index": delta.index, "content": delta.content, "tokens": delta.token_ids, "stop": False,
+                "id_slot": -1, "tokens_predicted": delta.num_tokens,
+                "tokens_evaluated": len(self._prompt(delta.index, usage)[0])}
+        if self.plan.gen.num_logprobs is not None and delta.logprobs:
+            body["completion_probabilities"] = self.probabilities(delta.logprobs)
+        return body
+
+    def final(self, index: int, content: str, token_ids: list, finish: Optional[str], stop_reason,
+              usage: Usage, num_tokens: int, logprobs: Optional[list] = None) -> dict:
+        prompt_ids, cached = self._prompt(index, usage)
+        reason = stop_type(finish, stop_reason)
+        body = {"index": index, "content": content, "tokens": token_ids, "id_slot": -1, "stop": True,
+                "model": self.plan.model, "tokens_predicted": num_tokens, "tokens_evaluated": len(prompt_ids),
+                "generation_settings": self.settings, "prompt": self.card.decode(prompt_ids, False),
+                "has_new_line": "\n" in content,
+                # As llama.cpp's: the output ran into the end of the context (never a cut prompt here).
+                "truncated": reason == "limit" and len(prompt_ids) + num_tokens >= self.card.max_context_len,
+                "stop_type": reason, "stopping_word": stop_reason if reason == "word" else "",
+                "tokens_cached": cached, "timings": self.timings(len(prompt_ids), cached, num_tokens)}
+        if logprobs:
+            body["completion_probabilities"] = self.probabilities(logprobs)
+        return body
+
+    def response(self, results: list, usage: Usage, return_tokens: bool):
+        """The non-streamed answer: one result object, or a list of them for several prompts (as llama.cpp)."""
+        bodies = [self.final(r.index, r.content, r.token_ids if return_tokens else [], r.finish_reason,
+                             r.stop_reason, usage, len(r.token_ids),
+                             r.logprobs if self.plan.gen.num_logprobs is not None else None) for r in results]
+        return bodies[0] if len(bodies) == 1 else bodies
+
+
+class LlamaCppFramer:
+    """SSE framing of a /completion stream: a `data:` partial per piece of text, then each prompt's final object
+    (stop: true, its content and tokens already sent); no [DONE], as llama.cpp sends none on this route."""
+    content_type = "text/event-stream; charset=utf-8"
+    headers = SSE_HEADERS
+
+    def __init__(self, shaper: LlamaCppShaper):
+        self.shaper = shaper
+
+    def start(self, usage: Usage) -> list[bytes]:
+        return []
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        frames = []
+        if delta.content or delta.token_ids:
+            frames.append(sse_event(self.shaper.partial(delta, usage)))
+        if delta.finish_reason:
+            frames.append(sse_event(self.shaper.final(delta.index, "", [], delta.finish_reason, delta.stop_reason,
+                                                      usage, delta.num_tokens)))
+        return frames
+
+    def end(self, usage: Usage) -> list[bytes]:
+        return []
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        return [sse_event(error.to_dict())]
+
+    def keepalive(self) -> bytes:
+        return SSE_KEEPALIVE

@@ -1,0 +1,109 @@
+"""POST /completion (fake scheduler) answers in llama.cpp server's own shape (its README 'POST /completion';
+tools/server/server-task.cpp to_json_non_oaicompat, server-context.cpp send_final_response): it was a 404
+'no route /completion', the route every llama.cpp client of the non-OpenAI API calls."""
+import orjson
+import pytest
+
+REPLY = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+
+
+async def post(client, body) -> tuple[int, object]:
+    response = await client.post("/completion", data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def events(client, body) -> list:
+    response = await client.post("/completion", data=orjson.dumps({**body, "stream": True}))
+    assert response.status == 200
+    text = (await response.read()).decode()
+    assert "[DONE]" not in text    # llama.cpp ends this route's stream with the final object, no [DONE]
+    return [orjson.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+async def test_a_completion_is_llama_cpps_result_object(stack):
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", "n_predict": 3, "return_tokens": True, "cache_prompt": True})
+    assert status == 200, body
+    assert (body["content"], body["stop"], body["stop_type"], body["stopping_word"]) == ("1, 2", True, "limit", "")
+    num_prompt = len(fake.script.requests[0].prompt_token_ids)
+    assert (body["tokens_predicted"], body["tokens_evaluated"], body["prompt"]) == (3, num_prompt, "hi")
+    assert len(body["tokens"]) == 3
+    assert body["generation_settings"]["n_predict"] == 3 and body["generation_settings"]["n_ctx"] == 2048
+    assert body["model"] == "fake-model" and body["truncated"] is False
+    assert (body["timings"]["predicted_n"], body["timings"]["prompt_n"]) == (3, num_prompt)
+
+
+async def test_without_n_predict_there_is_no_limit_and_eos_is_eos(stack):
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi"})
+    assert (status, body["content"], body["stop_type"], body["tokens"]) == (200, REPLY, "eos", [])
+    assert body["generation_settings"]["n_predict"] == -1 and fake.script.requests[0].max_tokens > 16
+
+
+async def test_a_stop_word_is_named(stack):
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", "stop": [", 4"]})
+    assert (body["content"], body["stop_type"], body["stopping_word"]) == ("1, 2, 3", "word", ", 4")
+
+
+async def test_the_stream_sends_partials_then_the_final_object(stack):
+    client, fake = stack
+    got = await events(client, {"prompt": "hi", "n_predict": 3, "n_probs": 1})
+    partials, final = got[:-1], got[-1]
+    assert "".join(p["content"] for p in partials) == "1, 2"
+    assert all(p["stop"] is False and len(p["tokens"]) == 1 for p in partials)
+    assert [p["tokens_predicted"] for p in partials] == [1, 2, 3]
+    assert all(len(p["completion_probabilities"]) == 1 for p in partials)
+    assert (final["stop"], final["content"], final["tokens"], final["stop_type"]) == (True, "", [], "limit")
+    assert final["tokens_predicted"] == 3
+
+
+@pytest.mark.parametrize("prompt, count", [
+    (["hi", "yo"], 2),
+    ([[5, 6], "yo"], 2),
+    # llama.cpp's mixed prompt (tokenize_mixed): one prompt of token ids and text
+    ([5, "yo", 6], 1),
+], ids=["strings", "ids-and-string", "mixed-is-one-prompt"])
+async def test_prompt_forms(stack, prompt, count):
+    client, fake = stack
+    status, body = await post(client, {"prompt": prompt, "n_predict": 2})
+    assert status == 200, body
+    bodies = body if isinstance(body, list) else [body]
+    assert [b["index"] for b in bodies] == list(range(count))
+    assert all(b["content"] == "1," for b in bodies)
+    if prompt == [5, "yo", 6]:
+        ids = fake.script.requests[0].prompt_token_ids
+        assert ids[0] == 5 and ids[-1] == 6 and len(ids) > 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_each_choice_of_n_cmpl_counts_its_own_prompt(stack, stream):
+    client, fake = stack
+    body = {"prompt": ["hi", "a longer prompt"], "n_cmpl": 2, "n_predict": 2}
+    if stream:
+        finals = [e for e in await events(client, body) if e["stop"]]
+    else:
+        status, finals = await post(client, body)
+    lengths = sorted({len(r.prompt_token_ids) for r in fake.script.requests})   # "hi" is the shorter
+    got = sorted((f["index"], f["tokens_evaluated"], f["prompt"]) for f in finals)
+    assert got == [(0, lengths[0], "hi"), (1, lengths[0], "hi"), (2, lengths[1], "a longer prompt"),
+                   (3, lengths[1], "a longer prompt")]
+
+
+async def test_n_predict_zero_generates_nothing(stack):
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", "n_predict": 0})
+    assert (status, body["content"], body["tokens_predicted"], body["stop_type"]) == (200, "", 0, "limit")
+    assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"n_predict": 2}, "prompt"),
+    ({"prompt": [{"prompt_string": "x", "multimodal_data": ["AA=="]}]}, "prompt"),
+    ({"prompt": "hi", "n_predict": 4096}, "n_predict"),
+], ids=["no-prompt", "multimodal", "past-the-context"])
+async def test_bad_requests_are_400s_naming_the_field(stack, body, param):
+    client, fake = stack
+    status, got = await post(client, body)
+    assert (status, got["error"]["param"]) == (400, param)
+    assert fake.script.requests == []
