@@ -51,6 +51,18 @@ class RequestTimer:
             self.metrics.request_queue_time.observe(((req.first_scheduled_ns or now) - req.arrival_ns) / 1e9)
         self.metrics.e2e_request_latency.observe((now - req.arrival_ns) / 1e9)
         self.metrics.request_success.labels(finished_reason=req.finish_reason or "abort").inc()
+        self._observe_lengths_and_phases(req)
+
+    def _observe_lengths_and_phases(self, req) -> None:
+        """vLLM's per-request histograms: every leaving request's lengths, and the times of the phases it reached."""
+        self.metrics.request_prompt_tokens.observe(req.num_prompt_tokens)
+        self.metrics.request_generation_tokens.observe(len(req.output_token_ids))
+        if req.max_tokens > 0:
+            self.metrics.request_params_max_tokens.observe(req.max_tokens)
+        if req.first_token_ns and req.first_scheduled_ns:
+            self.metrics.request_prefill_time.observe((req.first_token_ns - req.first_scheduled_ns) / 1e9)
+            self.metrics.request_decode_time.observe((req.last_token_ns - req.first_token_ns) / 1e9)
+            self.metrics.request_inference_time.observe((req.last_token_ns - req.first_scheduled_ns) / 1e9)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
-from proto.metrics_buckets import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
+from proto.metrics_buckets import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets
 from proto.metrics_label import ModelLabelled
 
 # As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
@@ -10,9 +10,10 @@ disable_created_metrics()
 
 
 class Metrics:
-    """Every scheduler metric; `registry` lets tests hold several engines in one process."""
+    """Every scheduler metric; `registry` lets tests hold several engines in one process. `max_model_len` bounds the
+    buckets of the per-request token counts, as vLLM's."""
 
-    def __init__(self, registry=REGISTRY):
+    def __init__(self, registry=REGISTRY, max_model_len: int = 1 << 20):
         def gauge(name, doc):
             return Gauge(name, doc, registry=registry)
 
@@ -33,6 +34,22 @@ class Metrics:
         self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled "
                                             "(to leaving, for a request that left while waiting)",
                                             TTFT_BUCKETS)
+        # vLLM's per-request histograms, observed as each request leaves (vllm/v1/metrics/stats.py
+        # update_from_finished_request): its prompt and output lengths, and its prefill (first scheduled -> first token),
+        # decode (first -> last token) and inference (first scheduled -> last token) times, preemptions included.
+        tokens = token_count_buckets(max_model_len)
+        self.request_prompt_tokens = histogram("sparkinfer_request_prompt_tokens", "Prompt tokens of a finished "
+                                               "request", tokens)
+        self.request_generation_tokens = histogram("sparkinfer_request_generation_tokens", "Tokens a finished "
+                                                   "request generated", tokens)
+        self.request_params_max_tokens = histogram("sparkinfer_request_params_max_tokens", "Output limit of a "
+                                                   "finished request (as the gateway resolved it)", tokens)
+        self.request_prefill_time = histogram("sparkinfer_request_prefill_time_seconds", "First scheduled to first "
+                                              "token", REQUEST_LATENCY_BUCKETS)
+        self.request_decode_time = histogram("sparkinfer_request_decode_time_seconds", "First to last token",
+                                             REQUEST_LATENCY_BUCKETS)
+        self.request_inference_time = histogram("sparkinfer_request_inference_time_seconds", "First scheduled to "
+                                                "last token", REQUEST_LATENCY_BUCKETS)
         self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",

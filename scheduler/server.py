@@ -148,7 +148,7 @@ async def serve(config) -> None:
     step_port = config.worker_addr.rsplit(":", 1)[-1]
     link = _bind("SPARKINFER_WORKER_ADDR", f"tcp://{worker_host}:{step_port} or the port after it",
                  lambda: WorkerLink(config.worker_addr, worker_host))
-    metrics = Metrics()
+    metrics = Metrics(max_model_len=card["max_context_len"])
     _bind("SPARKINFER_SCHEDULER_METRICS_PORT", f"{config.grpc_host}:{config.metrics_port}",
           lambda: serve_metrics(config.grpc_host, config.metrics_port, config.served_model_name or card["model_id"]))
     health = health_aio.HealthServicer()
