@@ -88,6 +88,7 @@ class LlamaCppRoutes:
         app.router.add_get("/props", self.props)
         app.router.add_post("/props", self.set_props)
         app.router.add_post("/completion", self.completion)
+        app.router.add_get("/slots", self.slots)
 
     async def props(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
@@ -107,6 +108,12 @@ class LlamaCppRoutes:
     async def set_props(self, request: web.Request) -> web.Response:
         # llama.cpp's answer without --props (ERROR_TYPE_NOT_SUPPORTED): the settings are the server's to set.
         raise NotImplementedApi("This server does not support changing global properties.", code="not_supported")
+
+    async def slots(self, request: web.Request) -> web.Response:
+        # llama.cpp's answer with the slots endpoint off (as /props' endpoint_slots says): clients that read n_ctx
+        # from /slots take this 501 for "ask /props instead".
+        raise NotImplementedApi("This server does not support slots endpoint. Start it with `--slots`",
+                                code="not_supported")
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)

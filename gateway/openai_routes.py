@@ -57,6 +57,8 @@ class OpenAIRoutes:
 
     def register(self, app: web.Application) -> None:
         app.router.add_get("/v1/models", self.models)
+        # llama.cpp's server lists its model at /models too (a client whose base URL has no /v1 asks there).
+        app.router.add_get("/models", self.models)
         app.router.add_get("/v1/models/{model_id:.+}", self.model)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)

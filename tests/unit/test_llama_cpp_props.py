@@ -61,3 +61,17 @@ async def test_props_needs_the_api_key_and_is_503_without_a_scheduler():
         assert response.status == 503 and (await response.json())["error"]["code"]
     finally:
         await client.close()
+
+
+async def test_models_and_slots_answer_as_llama_server():
+    server, client = await _client(FakeServing(build_tokenizer()))
+    try:
+        models = await client.get("/models")
+        assert models.status == 200 and await models.json() == await (await client.get("/v1/models")).json()
+        slots = await client.get("/slots")
+        body = await slots.json()
+        assert slots.status == 501
+        assert body["error"]["message"] == "This server does not support slots endpoint. Start it with `--slots`"
+    finally:
+        await client.close()
+        await server.stop(None)
