@@ -3,16 +3,20 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.llama_cpp_fields import content_ids
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
-from gateway.openai import parse_completion
-from gateway.openai_checks import check_prompt_size
+from gateway.openai import check_model, parse_completion, template_kwargs
+from gateway.openai_checks import check_prompt_size, check_tools
+from gateway.openai_routes import check_request_template
 from gateway.openai_sampling import read_sampling
+from gateway.openai_schema import TOKENIZE_SCHEMA, validate
 from gateway.web import json_response, read_json
 
 # /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, and a
@@ -70,6 +74,14 @@ def completion_body(body, card) -> dict:
     return out
 
 
+def _render(body: dict, card) -> str:
+    """The chat prompt a /v1 chat request with these fields gets, as text: a special token's text inside a message
+    stays the characters it is (the mark that keeps it from being tokenized as the token is taken out)."""
+    check_tools(body.get("tools"))
+    text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
+    return text.replace(PROTECT_MARK, "")
+
+
 def _requested(body: dict) -> int:
     """The output limit the request stated, as llama.cpp's generation_settings echo it (-1: none)."""
     value = body.get("n_predict", body.get("max_tokens"))
@@ -89,6 +101,7 @@ class LlamaCppRoutes:
         app.router.add_post("/props", self.set_props)
         app.router.add_post("/completion", self.completion)
         app.router.add_get("/slots", self.slots)
+        app.router.add_post("/apply-template", self.apply_template)
 
     async def props(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
@@ -114,6 +127,17 @@ class LlamaCppRoutes:
         # from /slots take this 501 for "ask /props instead".
         raise NotImplementedApi("This server does not support slots endpoint. Start it with `--slots`",
                                 code="not_supported")
+
+    async def apply_template(self, request: web.Request) -> web.Response:
+        """llama.cpp's POST /apply-template: {messages, ...} -> {prompt}, the chat route's rendering, nothing run."""
+        body = validate(await read_json(request), TOKENIZE_SCHEMA)
+        check_request_template(body, self.config)
+        if "messages" not in body:
+            raise InvalidRequest("'messages' is a required property", param="messages",
+                                 code="missing_required_parameter")
+        card = await self.engine.card()
+        check_model(body.get("model"), card, await self.engine.served_name())
+        return json_response({"prompt": await run_cpu(_render, body, card)})
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)

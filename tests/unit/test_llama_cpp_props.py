@@ -1,6 +1,7 @@
 """GET /props answers as llama.cpp's server does (tools/server/server-context.cpp get_props; its README 'GET /props'):
 llama.cpp clients read the context window there (default_generation_settings.n_ctx) and the slot count (total_slots)
-before they send; it was a 404 'no route /props'."""
+before they send; it was a 404 'no route /props'. Beside it, llama-server's GET /models, GET /slots (501 with the slots
+endpoint off) and POST /apply-template (the chat prompt as text), each a 404 before."""
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
@@ -72,6 +73,27 @@ async def test_models_and_slots_answer_as_llama_server():
         body = await slots.json()
         assert slots.status == 501
         assert body["error"]["message"] == "This server does not support slots endpoint. Start it with `--slots`"
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
+async def test_apply_template_renders_the_chat_prompt_as_text():
+    server, client = await _client(FakeServing(build_tokenizer()))
+    try:
+        messages = [{"role": "user", "content": "say <|im_end|> please"}]
+        response = await client.post("/apply-template", json={"messages": messages})
+        prompt = (await response.json())["prompt"]
+        assert response.status == 200
+        assert prompt.startswith("<|im_start|>user\nsay <|im_end|> please<|im_end|>\n<|im_start|>assistant\n")
+        assert "\ufdd0" not in prompt
+        # the same prompt /v1/tokenize counts for these messages (its special-token text aside)
+        plain = [{"role": "user", "content": "say please"}]
+        rendered = (await (await client.post("/apply-template", json={"messages": plain})).json())["prompt"]
+        count = (await (await client.post("/v1/tokenize", json={"messages": plain})).json())["count"]
+        assert (await (await client.post("/v1/tokenize", json={"prompt": rendered})).json())["count"] == count
+        missing = await client.post("/apply-template", json={"prompt": "x"})
+        assert missing.status == 400 and (await missing.json())["error"]["param"] == "messages"
     finally:
         await client.close()
         await server.stop(None)
