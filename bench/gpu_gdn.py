@@ -13,53 +13,13 @@ import statistics
 import torch
 import torch.nn.functional as F
 
+from bench.cuda_timing import copy_bandwidth, graph_us, guarded, median_ms
 from bench.plotting import pyplot
 from kernels.gdn import _decode, _launch, naive, ops
 
 H, HV, K = 16, 48, 128
 GRAPH_CALLS = 16
 DECODE_ROUNDS = 5  # ours is timed this many times (each a median of 20 graph replays); the table gives the median
-
-
-def median_ms(fn, warmup=3, reps=10) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def graph_us(calls) -> tuple:
-    """Median per-call time (us) of a list of zero-argument launches, captured once as a CUDA graph and
-    replayed; falls back to an event-timed loop (includes launch overhead). Returns (us, method)."""
-    def loop():
-        for c in calls:
-            c()
-    loop()
-    torch.cuda.synchronize()
-    try:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            loop()
-        return median_ms(graph.replay, reps=20) * 1e3 / len(calls), "graph"
-    except Exception as exc:  # noqa: BLE001 - report and fall back
-        print(f"  (graph capture failed: {type(exc).__name__}: {exc}; timing an eager loop)")
-        torch.cuda.synchronize()
-        return median_ms(loop, reps=30) * 1e3 / len(calls), "eager"
-
-
-def copy_bandwidth() -> float:
-    """Device-to-device copy GB/s, counting bytes read plus written (1 GiB buffer)."""
-    src = torch.randn(2 ** 28, device="cuda")
-    dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), reps=20)
-    return 2 * src.numel() * 4 / ms / 1e6
 
 
 def layer_inputs(num_tokens, seed=0):
@@ -72,15 +32,6 @@ def layer_inputs(num_tokens, seed=0):
     dt_bias = torch.randn(HV, device="cuda", generator=gen) * 0.5
     g = -A_log.exp() * F.softplus(a.float() + dt_bias)
     return q, k, v, a, b, A_log, dt_bias, g, torch.sigmoid(b.float())
-
-
-def guarded(fn, name):
-    """fn() or NaN (printing the error) so that a failing reference never hides our numbers."""
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - the bench must go on
-        print(f"  ({name} failed: {type(exc).__name__}: {str(exc)[:300]})")
-        return float("nan")
 
 
 def rel(x, ref) -> float:

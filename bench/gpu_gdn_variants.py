@@ -2,7 +2,8 @@
 side by side on one 27B-shaped GDN layer, timed as bench/gpu_gdn.py times the decode (CUDA-graph replays)."""
 import torch
 
-from bench.gpu_gdn import GRAPH_CALLS, HV, H, K, copy_bandwidth, graph_us, guarded, layer_inputs
+from bench.cuda_timing import copy_bandwidth, graph_us, guarded
+from bench.gpu_gdn import GRAPH_CALLS, HV, H, K, layer_inputs
 from kernels.gdn import ops
 
 

@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from bench.gpu_gdn import median_ms
+from bench.cuda_timing import median_ms
 from bench.model_report import print_table, write_outputs
 from bench.step_profile import profile_kernels
 from kernels.attention import ops as attention_ops

@@ -13,7 +13,7 @@ import os
 
 import torch
 
-from bench.gpu_gdn import copy_bandwidth, graph_us
+from bench.cuda_timing import copy_bandwidth, graph_us
 from bench.plotting import pyplot
 from bench.serve_metrics import write_csv
 from kernels.attention import ops

@@ -2,7 +2,7 @@
 
 Loads a checkpoint as the worker does (worker.server.build_runner: NVFP4 repacked, projections fused), prefills one
 PROMPT-token request and replays its decode graph; builds bench/gpu_model.py's random 27B-shaped model at the same
-context; prints each replay's time (CUDA events: bench.gpu_gdn.median_ms), its kernels by total time
+context; prints each replay's time (CUDA events: bench.cuda_timing.median_ms), its kernels by total time
 (torch.profiler, per replay) and the kernels whose time differs most between the two. What a served step runs beyond the bench's model
 (a projection left unfused, a dense Linear through cuBLAS) shows up as the difference.
 Run (on the GPU machine): python3 -m bench.serve_profile [--model DIR] [--prompt 512]; without --model the 64-layer
@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from bench import gpu_model
-from bench.gpu_gdn import median_ms
+from bench.cuda_timing import median_ms
 from bench.serve_ckpt import make_checkpoint
 from proto import pb
 from worker.server import WorkerConfig, build_runner
