@@ -18,7 +18,7 @@ SCHEMA = {
     # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); 20 as top_logprobs' bound.
     "n_probs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
     # Constrained output (gateway.openai_fields reads them with vLLM's guided_json / guided_grammar): a JSON schema
-    # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (400: Lark syntax only here).
+    # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (converted to Lark, as guided_grammar's).
     "json_schema": {"type": ["object", "string", "null"]},
     "grammar": {"type": ["string", "null"]},
     # The repetition penalty's window: the last N prompt+output tokens, -1 all of them, 0 no penalty.

@@ -8,6 +8,7 @@ import re
 from typing import Any, Callable, Optional
 
 from llguidance import regex_to_lark
+from llguidance.gbnf_to_lark import any_to_lark, is_lark_syntax
 
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
@@ -124,12 +125,22 @@ def _regex_grammar(pattern: Any, param: str) -> str:
 _START_RULE = re.compile(r"^(\s*)([?!]?)start(\s*:)", re.MULTILINE)
 
 
+def _as_lark(grammar: str, param: str) -> str:
+    """A Lark grammar as it is; a GBNF one (root ::= ..., the syntax of vLLM's default xgrammar backend and of
+    llama.cpp's grammars) converted by llguidance's gbnf_to_lark, as vLLM's guidance backend converts it."""
+    if is_lark_syntax(grammar) or "::=" not in grammar:
+        return grammar
+    try:
+        return any_to_lark(grammar)
+    # gbnf_to_lark raises its GbnfToLarkError for syntax, and a bare Exception for a missing or undefined rule.
+    except Exception as exc:
+        raise InvalidRequest(f"{param} is not a valid GBNF grammar: {exc}", param=param) from exc
+
+
 def _lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
     if not isinstance(grammar, str) or not grammar.strip():
-        raise InvalidRequest(f"{param} must be a non-empty Lark grammar string", param=param)
-    if "::=" in grammar:
-        raise Unsupported(f"{param}: EBNF/GBNF grammars (rule ::= ...) are not supported; write the grammar in "
-                          f"Lark syntax (rule: ...) with a 'start' rule", param=param)
+        raise InvalidRequest(f"{param} must be a non-empty grammar string (Lark or GBNF)", param=param)
+    grammar = _as_lark(grammar, param)
     if not _START_RULE.search(grammar):
         raise InvalidRequest(f"{param} needs a 'start' rule", param=param)
     if not thinking_open:

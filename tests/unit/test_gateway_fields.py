@@ -153,8 +153,37 @@ async def test_guided_regex_is_followed_as_the_pattern_reads(stack, pattern, tex
     assert grammar.error == "" and grammar.matcher.is_accepting()
 
 
+# vLLM's structured-outputs docs write guided_grammar in GBNF (xgrammar's syntax); its guidance backend converts it.
+SQL_GBNF = """root ::= select_statement
+select_statement ::= "SELECT " column " from " table " where " condition
+column ::= "col_1 " | "col_2 "
+table ::= "table_1 " | "table_2 "
+condition ::= column "= " number
+number ::= "1 " | "2 "
+"""
+
+
+@pytest.mark.parametrize("thinking", [False, True], ids=["thinking-off", "thinking-on"])
+async def test_a_gbnf_guided_grammar_is_followed(stack, thinking):
+    """A GBNF grammar (root ::= ...) was a 400 'EBNF/GBNF grammars are not supported'; the worker's grammar now takes
+    exactly the sentences it derives (after the reasoning, with thinking on)."""
+    client, fake = stack
+    status, body = await post(client, {**BASE, "enable_thinking": thinking, "guided_grammar": SQL_GBNF})
+    assert status == 200, body
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny", "tokenizer.json")
+    with open(tiny) as f:
+        book = GrammarBook(f.read(), 1024, [1017])
+    tokenizer = Tokenizer.from_file(tiny)
+    prefix = "a thought</think>\n\n" if thinking else ""
+    for text, ok in (("SELECT col_1  from table_2  where col_2 = 1 ", True), ("SELECT col_3  from table_2 ", False)):
+        grammar = book.start(fake.script.requests[-1].constraint, [])
+        ids = tokenizer.encode(prefix + text, add_special_tokens=False).ids
+        assert all(grammar.matcher.consume_token(i) for i in ids) and grammar.matcher.is_accepting() if ok else \
+            not (all(grammar.matcher.consume_token(i) for i in ids) and grammar.matcher.is_accepting())
+
+
 GUIDED_ERRORS = [
-    ({"guided_grammar": "root ::= \"a\""}, "guided_grammar", "unsupported", "EBNF/GBNF grammars"),
+    ({"guided_grammar": "root ::= \"a\" (b"}, "guided_grammar", "invalid_value", "not a valid GBNF grammar"),
     ({"guided_grammar": "x: \"a\""}, "guided_grammar", "invalid_value", "needs a 'start' rule"),
     ({"guided_choice": []}, "guided_choice", "invalid_value", "non-empty list"),
     ({"guided_regex": "(?=a)b"}, "guided_regex", "unsupported_schema", "cannot be enforced"),

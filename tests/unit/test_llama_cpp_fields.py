@@ -135,10 +135,21 @@ async def test_json_schema_constrains_the_output(stack, path, base, value):
     assert fake.script.requests[-1].constraint == constraint
 
 
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
+async def test_a_gbnf_grammar_constrains_the_output_as_guided_grammar_does(stack, path, base):
+    """llama.cpp writes its grammar in GBNF (root ::= ...); it was a 400 'EBNF/GBNF grammars are not supported'. It is
+    now llguidance's Lark conversion of it, the grammar vLLM's guided_grammar gets for the same text."""
+    client, fake = stack
+    status, body = await post(client, path, {**base, "grammar": 'root ::= "yes" | "no"'})
+    assert status == 200, body
+    assert fake.script.requests[-1].constraint.grammar == '%llguidance {}\n\nstart: "yes"\n     | "no"\n\n'
+    await post(client, path, {**base, "guided_grammar": 'root ::= "yes" | "no"'})
+    assert fake.script.requests[-1].constraint == fake.script.requests[-2].constraint
+
+
 @pytest.mark.parametrize("fields, param, message", [
-    ({"grammar": 'root ::= "yes" | "no"'}, "grammar",
-     "grammar: EBNF/GBNF grammars (rule ::= ...) are not supported; write the grammar in Lark syntax (rule: ...) "
-     "with a 'start' rule"),
+    ({"grammar": 'root ::= "yes" | maybe'}, "grammar",
+     "grammar is not a valid GBNF grammar: Rule 'maybe' not found"),
     ({"json_schema": SCHEMA, "grammar": 'start: "yes"'}, "grammar",
      "use one guided-decoding field, not both json_schema and grammar"),
     ({"json_schema": SCHEMA, "response_format": {"type": "json_object"}}, "json_schema",
@@ -146,7 +157,7 @@ async def test_json_schema_constrains_the_output(stack, path, base, value):
     ({"json_schema": {"type": "nope"}}, "json_schema",
      "json_schema is not a valid JSON Schema: 'nope' is not one of ['array', 'boolean', 'integer', 'null', 'number', "
      "'object', 'string'] (at $.type)"),
-], ids=["gbnf", "both", "with-response_format", "bad-schema"])
+], ids=["bad-gbnf", "both", "with-response_format", "bad-schema"])
 async def test_constraints_it_cannot_honour_are_400s_naming_the_field(stack, fields, param, message):
     client, fake = stack
     status, body = await post(client, "/v1/chat/completions", {**ROUTES[0][1], **fields})
