@@ -102,24 +102,34 @@ def _widen(node: Any, root: dict) -> None:
     """Before objects are closed: the keys one part of a composition lists are keys its other parts must let through.
     An allOf branch and the object beside it (or around an anyOf / oneOf of objects) each list only their own
     properties, and closing each to its own made every schema that splits an object's keys across them unsatisfiable
-    (allOf [{a, required}, {b, required}], a $ref'd base plus its extension, a discriminator beside anyOf branches):
+    (allOf [{a, required}, {b, required}], a $ref'd base plus its extension, in allOf or beside the $ref, a
+    discriminator beside anyOf branches):
     a 400 where JSON Schema, and vLLM's grammar backends, take them. Each open part now also lists the others' names
     with any value ({}), which the part that owns a name still constrains; every output stays valid for the original,
     whose parts let any other key through."""
     if not isinstance(node, dict):
         return
     own = _names(node)
-    for key in ("allOf", "anyOf", "oneOf"):
-        branches = [_target(branch, root) for branch in node.get(key) or [] if isinstance(branch, dict)]
+    for key in ("allOf", "anyOf", "oneOf", "$ref"):
+        branches = [_target(branch, root) for branch in _parts(node, key) if isinstance(branch, dict)]
         names = [_names(branch) for branch in branches]
         _add_names(node, [name for group in names for name in group])
         for branch, group in zip(branches, names):
             # allOf: all branches hold at once, so each lets the others' keys through; anyOf / oneOf: one branch holds
             # beside the object around it (letting a sibling's keys through could make an output match two oneOf arms).
-            siblings = [name for other in names for name in other] if key == "allOf" else []
+            siblings = [name for other in names for name in other] if key in ("allOf", "$ref") else []
             _add_names(branch, own + siblings)
     for child in _children(node):
         _widen(child, root)
+
+
+def _parts(node: dict, key: str) -> list:
+    """The parts a composition keyword holds; a $ref beside properties (draft 2020-12) holds with them, as one more
+    allOf branch would."""
+    if key != "$ref":
+        parts = node.get(key)
+        return parts if isinstance(parts, list) else []
+    return [{"$ref": node["$ref"]}] if isinstance(node.get("$ref"), str) and _names(node) else []
 
 
 def _names(node: Any) -> list:

@@ -1,6 +1,7 @@
 """Unit tests: a schema that splits an object's keys across allOf branches, a $ref'd base and its extension, or an
 object and the anyOf / oneOf beside it is served: the grammar accepts the objects the schema accepts (each key as the
-part that owns it types it) and no other keys, on every route that takes a schema (closing each part to its own
+part that owns it types it) and no other keys, on every route that takes a schema (a $ref beside properties, as draft
+2020-12 allows it, is one more allOf branch) (closing each part to its own
 properties left these unsatisfiable: a 400 'Unsatisfiable schema: required property ... is unsatisfiable')."""
 import orjson
 import pytest
@@ -12,6 +13,8 @@ BOTH = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "
 EXTENDED = {"$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
             "allOf": [{"$ref": "#/$defs/Base"},
                       {"type": "object", "properties": {"name": {"enum": ["x", "y"]}}, "required": ["name"]}]}
+BESIDE_REF = {"$defs": EXTENDED["$defs"], "$ref": "#/$defs/Base", "properties": {"name": {"enum": ["x", "y"]}},
+              "required": ["name"]}
 TAGGED = {"type": "object", "properties": {"kind": {"enum": ["p", "q"]}}, "required": ["kind"],
           "anyOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
                     {"properties": {"b": {"type": "boolean"}}, "required": ["b"]}]}
@@ -24,6 +27,8 @@ CASES = [
                                                                      '{"a": 1, "b": true, "c": 3}']),
     ("allOf-ref-base", EXTENDED, ['{"id": 3, "name": "x"}'], ['{"id": 3}', '{"id": 3, "name": "z"}',
                                                              '{"id": 3, "name": "x", "c": 1}']),
+    ("properties-beside-ref", BESIDE_REF, ['{"id": 3, "name": "x"}'],
+     ['{"name": "x"}', '{"id": 3, "name": "x", "c": 1}']),
     ("object-beside-anyOf", TAGGED, ['{"kind": "p", "a": 1}', '{"kind": "q", "b": true}'],
      ['{"kind": "p"}', '{"kind": "p", "a": true}', '{"kind": "p", "a": 1, "c": 1}']),
     ("object-beside-oneOf", DISCRIMINATED, ['{"kind": "p", "a": 1}', '{"kind": "q", "b": true}'],
