@@ -1,18 +1,18 @@
 """Gateway process: Ollama's per-request `template` on /api/generate, a Go text/template, rendered for the subset
 Ollama's prompt templates use: {{ .Field }} and {{ $.Field }}, if / else if / else / end, range (with `$i, $v :=`)
-with break / continue, with, $variables (declared with :=, set with =, as Go scopes them), true/false/nil, the
-functions not, and, or, eq, ne, len, slice and Ollama's currentDate, yesterdayDate, json, and the {{- -}} trims
-(parsed by gateway.ollama_template_parse). As Ollama executes it, the prompt ends at the first {{ .Response }}. Any
-other action is a 400 naming it."""
+with break / continue, with, $variables (declared with :=, set with =, as Go scopes them), true/false/nil, Go's
+builtin functions and Ollama's (gateway.ollama_template_funcs), and the {{- -}} trims (parsed by
+gateway.ollama_template_parse). As Ollama executes it, the prompt ends at the first {{ .Response }}. Any other action
+is a 400 naming it."""
 from __future__ import annotations
 
-import datetime
 import json
 import re
 from typing import Any, Callable
 
+from gateway.ollama_template_funcs import CONSTANTS, FUNCTIONS, UNREAD_BUILTINS, text, truth
 from gateway.ollama_template_parse import fail as _fail
-from gateway.ollama_template_parse import parse
+from gateway.ollama_template_parse import NUMBER, parse
 
 _MAX_OUTPUT = 1 << 22   # characters of prompt
 _MAX_STEPS = 1 << 20    # nodes run (nested ranges multiply)
@@ -106,7 +106,7 @@ def _run(nodes: list, scope: _Scope, dot: Any, out: _Out) -> None:
         elif node[0] == "out":
             if scope.cut and node[1] in ([".Response"], ["$.Response"]):
                 raise _Cut()
-            out.write(_text(_call(node[1], scope, dot)))
+            out.write(text(_call(node[1], scope, dot)))
         elif node[0] == "declare":
             scope.declare(node[1], _call(node[2], scope, dot))
         elif node[0] == "set":
@@ -126,7 +126,7 @@ def _branch(node: tuple, scope: _Scope, dot: Any, out: _Out) -> None:
     mark = scope.mark()
     for condition, body in branches:
         value = _call(condition, scope, dot)
-        if _truth(value):
+        if truth(value):
             _run(body, scope, value if word == "with" else dot, out)
             break
     else:
@@ -155,40 +155,11 @@ def _range(node: tuple, scope: _Scope, dot: Any, out: _Out) -> None:
             scope.pop(mark)
 
 
-_FUNCTIONS = {
-    "not": lambda a: not _truth(a),
-    "and": lambda *a: next((v for v in a if not _truth(v)), a[-1]),
-    "or": lambda *a: next((v for v in a if _truth(v)), a[-1]),
-    "eq": lambda a, *b: any(a == v for v in b),
-    "ne": lambda a, b: a != b,
-    "len": lambda a: len(a or ()),
-    "slice": lambda a, start=None, stop=None: (a or [])[start:stop],
-    # Ollama's own (template/template.go funcs); a date format argument is ignored there too.
-    "currentDate": lambda *_: datetime.date.today().isoformat(),
-    "yesterdayDate": lambda *_: (datetime.date.today() - datetime.timedelta(days=1)).isoformat(),
-    "json": lambda a: _go_json(a),
-}
-# Go's predefined constants, and its functions and actions not read here (any other name is Go's "not defined").
-_CONSTANTS = {"true": True, "false": False, "nil": None}
-_GO_BUILTINS = frozenset("call html index js print printf println urlquery lt le gt ge template define block".split())
-
-
-def _go_json(value: Any) -> str:
-    """Go's json.Marshal: compact, a message's fields by their json names, <, >, & escaped as Go does for HTML."""
-    value = [_json_names(item) for item in value] if isinstance(value, list) else _json_names(value)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return re.sub("[<>&\u2028\u2029]", lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
-def _json_names(value: Any) -> Any:
-    return {key[:1].lower() + key[1:]: item for key, item in value.items()} if isinstance(value, dict) else value
-
-
 def _call(command: list, scope: _Scope, dot: Any) -> Any:
     head = command[0]
-    if isinstance(head, str) and head in _FUNCTIONS:
+    if isinstance(head, str) and head in FUNCTIONS:
         try:
-            return _FUNCTIONS[head](*[_value(t, scope, dot) for t in command[1:]])
+            return FUNCTIONS[head](*[_value(t, scope, dot) for t in command[1:]])
         except (TypeError, ValueError, IndexError) as exc:
             raise _fail(f"wrong number or type of arguments for {head}") from exc
     if len(command) != 1:
@@ -197,7 +168,7 @@ def _call(command: list, scope: _Scope, dot: Any) -> Any:
 
 
 def _undefined(head: Any) -> str:
-    if isinstance(head, str) and re.fullmatch(r"[A-Za-z_]\w*", head) and head not in _GO_BUILTINS:
+    if isinstance(head, str) and re.fullmatch(r"[A-Za-z_]\w*", head) and head not in UNREAD_BUILTINS:
         return f'function "{head}" not defined'
     return f"unsupported function {head!r}"
 
@@ -205,41 +176,31 @@ def _undefined(head: Any) -> str:
 def _value(term: Any, scope: _Scope, dot: Any) -> Any:
     if isinstance(term, list):
         return _call(term, scope, dot)
+    if isinstance(term, tuple):
+        return _field(_call(term[1], scope, dot), term[2])
     if term.startswith('"'):
         try:
             return json.loads(term)
         except ValueError as exc:
             raise _fail(f"bad string constant {term}") from exc
-    if term.lstrip("-").isdigit():
-        return int(term)
+    number = NUMBER.fullmatch(term)
+    if number:
+        return float(term) if number.group(1) or number.group(2) else int(term)
     if term == ".":
         return dot
-    if term in _CONSTANTS:
-        return _CONSTANTS[term]
+    if term in CONSTANTS:
+        return CONSTANTS[term]
     if not term.startswith((".", "$")):
         # A bare word is a function, called with no arguments (it rendered as nothing before: {{ currentDate }}).
-        if term not in _FUNCTIONS:
+        if term not in FUNCTIONS:
             raise _fail(_undefined(term))
         return _call([term], scope, dot)
     base, _, path = term.partition(".") if term.startswith("$") else ("", "", term[1:])
-    if base:
-        value = scope.get(base)
-    else:
-        value = dot
+    return _field(scope.get(base) if base else dot, path)
+
+
+def _field(value: Any, path: str) -> Any:
+    """value.A.B: each name a key of a map (a missing one, or a field of a non-map, is nil)."""
     for name in filter(None, path.split(".")):
         value = value.get(name) if isinstance(value, dict) else None
     return value
-
-
-def _truth(value: Any) -> bool:
-    return bool(value) if value is not None else False
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)

@@ -7,7 +7,10 @@ import re
 from gateway.errors import InvalidRequest
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
-_TERM = re.compile(r'\s*(\(|\)|"(?:[^"\\]|\\.)*"|-?\d+|\$?[A-Za-z_]*(?:\.[A-Za-z_]\w*)+|\$\w*|\.|[A-Za-z_]\w*)')
+_TERM = re.compile(r'\s*(\(|\)|"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\$?[A-Za-z_]*(?:\.[A-Za-z_]\w*)+|'
+                   r'\$\w*|\.|[A-Za-z_]\w*)')
+# A number constant: an integer, or a float with a fraction or an exponent (Go's 1.5, 2e3).
+NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
 # {{ $x := v }} declares $x in the block it stands in; {{ $x = v }} sets the $x declared before it.
 _VARIABLE = re.compile(r"(\$\w+)\s*(:?=)(.*)", re.S)
 _BLOCKS = ("if", "range", "with")
@@ -110,14 +113,17 @@ def _block_node(pieces: list, i: int, word: str, rest: str, in_range: bool) -> t
 
 
 def _expr(text: str) -> list:
-    """A command as nested lists of terms: ["eq", ".Role", '"user"'], a parenthesized command a list."""
+    """A command as nested lists of terms: ["eq", ".Role", '"user"'], a parenthesized command a list, and a field of
+    its result ((index .Messages 0).Content) the tuple ("field", [command], ".Content")."""
     stack, pos = [[]], 0
     while pos < len(text.rstrip()):
         match = _TERM.match(text, pos)
         if not match or not match.group(1):
             raise fail(f"unsupported action {{{{ {text} }}}}")
-        term, pos = match.group(1), match.end()
-        if term == "(":
+        term, closed, pos = match.group(1), text[match.start(1) - 1:match.start(1)] == ")", match.end()
+        if closed and term.startswith(".") and len(term) > 1 and isinstance(stack[-1][-1:] or None, list):
+            stack[-1][-1] = ("field", stack[-1][-1], term)
+        elif term == "(":
             stack.append([])
         elif term == ")" and len(stack) > 1:
             inner = stack.pop()

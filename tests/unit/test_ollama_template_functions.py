@@ -1,0 +1,52 @@
+"""Ollama's per-request `template` (Go text/template) may call Go's builtin functions lt, le, gt, ge, index, print,
+printf and println, as Ollama executes it (text/template funcs.go builtins). Ollama's alpaca, vicuna and llama2-chat
+templates join two system messages with printf "%s\\n\\n%s", and Mistral's templates place the tools with
+le (len (slice $.Messages $i)) 2; each was a 400 "template: unsupported function 'le'"."""
+import orjson
+import pytest
+
+from gateway.errors import InvalidRequest
+from gateway.ollama_template import render
+from tests.unit.test_gateway_app import stack  # noqa: F401  (the fixture)
+
+MESSAGES = [{"Role": "system", "Content": "A"}, {"Role": "system", "Content": "B"}, {"Role": "user", "Content": "Q"}]
+# The shape of Mistral's templates: the last user turn (or the one before a final answer) gets the system prompt.
+MISTRAL = ('{{- range $i, $_ := .Messages }}{{- if eq .Role "user" }}[INST] '
+           '{{- if and $.System (le (len (slice $.Messages $i)) 2) }}{{ $.System }}\n\n{{ end }}{{ .Content }}[/INST]'
+           '{{- end }}{{- end }}')
+
+
+async def test_a_template_comparing_lengths_makes_the_prompt(stack):
+    client, fake = stack
+    fake.script.reply = "Sure."
+    body = {"model": "default", "stream": False, "prompt": "Why?", "system": "Be brief.", "template": MISTRAL}
+    response = await client.post("/api/generate", data=orjson.dumps(body))
+    assert response.status == 200, await response.read()
+    ids = list(fake.script.requests[-1].prompt_token_ids)
+    assert fake.tokenizer.decode(ids, skip_special_tokens=False) == "[INST]Be brief.\n\nWhy?[/INST]"
+
+
+@pytest.mark.parametrize("source, rendered", [
+    ('{{ $s := "" }}{{ range .Messages }}{{ if eq .Role "system" }}{{ if not $s }}{{ $s = .Content }}{{ else }}'
+     '{{ $s = printf "%s\\n\\n%s" $s .Content }}{{ end }}{{ end }}{{ end }}{{ $s }}', "A\n\nB"),
+    ('{{ lt 1 2 }} {{ le 2 2 }} {{ gt "b" "a" }} {{ ge 1.5 2.5 }}', "true true true false"),
+    ('{{ (index .Messages 2).Content }}|{{ index .Messages 0 "Role" }}|{{ index . "Nope" }}|', "Q|system||"),
+    ('{{ print 1 2 "x" 3 }}|{{ println "a" 1 }}|', "1 2x3|a 1\n|"),
+    ('{{ printf "%d items, %5.2f, %-3s|%q %t %v %%" 3 1.5 "ab" "q" true 2 }}', '3 items,  1.50, ab |"q" true 2 %'),
+    ('{{ printf "%s %s" "a" }}|{{ printf "%d" "x" }}|{{ printf "%s" "a" 2 }}',
+     "a %!s(MISSING)|%!d(string=x)|a%!(EXTRA int=2)"),
+], ids=["printf joins systems", "comparisons", "index", "print and println", "printf verbs", "printf mismatches"])
+def test_gos_builtin_functions(source, rendered):
+    assert render(source, {"Messages": MESSAGES}, cut=False) == rendered
+
+
+@pytest.mark.parametrize("source, message", [
+    ('{{ lt 1 "a" }}', "error calling lt: incompatible types for comparison"),
+    ("{{ ge 1 1.5 }}", "error calling ge: incompatible types for comparison"),
+    ("{{ index .Messages 5 }}", "error calling index: index out of range: 5"),
+    ('{{ printf "%x" 1 }}', "error calling printf: the verb %x is not supported"),
+])
+def test_what_go_refuses_is_a_400(source, message):
+    with pytest.raises(InvalidRequest) as info:
+        render(source, {"Messages": MESSAGES}, cut=False)
+    assert info.value.message == f"template: {message}"
