@@ -1,6 +1,8 @@
 """Gateway process: llama.cpp server's own routes (GET /props, POST /completion), for clients of llama-server."""
 from __future__ import annotations
 
+from typing import Optional
+
 from aiohttp import web
 
 from gateway.chat_prompt import render_prompt
@@ -20,8 +22,9 @@ from gateway.openai_schema import TOKENIZE_SCHEMA, validate
 from gateway.web import json_response, read_json
 
 # /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, and a
-# single-model server ignores `model` (llama.cpp's does too). return_tokens is read by the shaper.
-_NO_EFFECT = ("cache_prompt", "id_slot", "return_tokens", "timings_per_token", "return_progress", "n_keep", "model")
+# single-model server ignores `model` (llama.cpp's does too). return_tokens and response_fields shape the answer.
+_NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
+              "response_fields")
 
 
 def _is_id(value) -> bool:
@@ -80,6 +83,14 @@ def _render(body: dict, card) -> str:
     check_tools(body.get("tools"))
     text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
     return text.replace(PROTECT_MARK, "")
+
+
+def _response_fields(body: dict) -> Optional[list]:
+    fields = body.get("response_fields")
+    if fields is not None and not (isinstance(fields, list) and all(isinstance(f, str) for f in fields)):
+        raise InvalidRequest("response_fields must be a list of field names (a nested one as 'a/b')",
+                             param="response_fields")
+    return fields
 
 
 def _requested(body: dict) -> int:
@@ -143,20 +154,22 @@ class LlamaCppRoutes:
         body = await read_json(request)
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
+        fields = _response_fields(body)
         plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name())
         return_tokens = bool(body.get("return_tokens"))
         if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
-            return self._prompt_only(plan, card, return_tokens)
+            return self._prompt_only(LlamaCppShaper(plan, card, 0, None, fields), return_tokens)
         gen = await self.engine.start(plan.gen)
-        shaper = LlamaCppShaper(plan, card, _requested(body), gen)
+        shaper = LlamaCppShaper(plan, card, _requested(body), gen, fields)
         if plan.stream:
             return await stream_generation(request, gen, LlamaCppFramer(shaper), self.config.sse_keepalive_s)
         results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]
         await gen.drain(lambda delta: results[delta.index].absorb(delta))
         return json_response(shaper.response(results, gen.usage(), return_tokens))
 
-    def _prompt_only(self, plan, card, return_tokens: bool) -> web.Response:
+    def _prompt_only(self, shaper: LlamaCppShaper, return_tokens: bool) -> web.Response:
         """n_predict 0: the prompt checked and counted, nothing generated (stop_type limit), as llama.cpp answers."""
-        results = [ChoiceResult(i, finish_reason="length") for i in range(plan.gen.num_choices)]
-        usage = Usage(prompt_tokens=sum(len(ids) for ids in plan.gen.all_prompt_ids))
-        return json_response(LlamaCppShaper(plan, card, 0).response(results, usage, return_tokens))
+        gen = shaper.plan.gen
+        results = [ChoiceResult(i, finish_reason="length") for i in range(gen.num_choices)]
+        usage = Usage(prompt_tokens=sum(len(ids) for ids in gen.all_prompt_ids))
+        return json_response(shaper.response(results, usage, return_tokens))

@@ -32,6 +32,20 @@ def stop_type(finish_reason: Optional[str], stop_reason) -> str:
     return "limit" if finish_reason == "length" else "none"
 
 
+def nested_fields(body: dict, paths: list) -> dict:
+    """llama.cpp's response_fields: only the fields named, a nested one ("generation_settings/n_predict") under its
+    whole path as the key; a path that names nothing is left out."""
+    out = {}
+    for path in paths:
+        value, found = body, True
+        for key in path.split("/"):
+            found = found and isinstance(value, dict) and key in value
+            value = value[key] if found else None
+        if found:
+            out[path] = value
+    return out
+
+
 def _ms_rate(num: int, seconds: float) -> tuple[float, float, float]:
     """(ms, ms per token, tokens per second) of num tokens over seconds, as llama.cpp's timings give them."""
     ms = seconds * 1e3
@@ -41,8 +55,8 @@ def _ms_rate(num: int, seconds: float) -> tuple[float, float, float]:
 class LlamaCppShaper:
     """One /completion request's bodies: a partial per piece of text and a final per prompt."""
 
-    def __init__(self, plan, card, requested: int, gen=None):
-        self.plan, self.card, self.gen = plan, card, gen
+    def __init__(self, plan, card, requested: int, gen=None, fields: Optional[list] = None):
+        self.plan, self.card, self.gen, self.fields = plan, card, gen, fields
         self.received = gen.started_at if gen is not None else time.monotonic()
         self.settings = {"n_ctx": card.max_context_len,
                          **params_json(plan.gen.sampling, requested, plan.gen.stop, plan.gen.ignore_eos, plan.stream),
@@ -93,7 +107,7 @@ class LlamaCppShaper:
                 "tokens_cached": cached, "timings": self.timings(len(prompt_ids), cached, num_tokens)}
         if logprobs:
             body["completion_probabilities"] = self.probabilities(logprobs)
-        return body
+        return nested_fields(body, self.fields) if self.fields else body
 
     def response(self, results: list, usage: Usage, return_tokens: bool):
         """The non-streamed answer: one result object, or a list of them for several prompts (as llama.cpp)."""

@@ -107,3 +107,19 @@ async def test_bad_requests_are_400s_naming_the_field(stack, body, param):
     status, got = await post(client, body)
     assert (status, got["error"]["param"]) == (400, param)
     assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_response_fields_keep_only_the_fields_named(stack, stream):
+    """llama.cpp's response_fields (json_get_nested_values): the final object holds only those fields, a nested one
+    under its whole path; a path that names nothing is left out."""
+    client, fake = stack
+    body = {"prompt": "hi", "n_predict": 3, "response_fields": ["content", "generation_settings/n_predict", "nope/x"]}
+    if stream:
+        final = (await events(client, body))[-1]
+        assert final == {"content": "", "generation_settings/n_predict": 3}
+    else:
+        status, final = await post(client, body)
+        assert (status, final) == (200, {"content": "1, 2", "generation_settings/n_predict": 3})
+    status, got = await post(client, {**body, "response_fields": "content"})
+    assert (status, got["error"]["param"]) == (400, "response_fields")
