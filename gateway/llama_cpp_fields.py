@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import MAX_N
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
@@ -28,6 +28,8 @@ SCHEMA = {
     "xtc_probability": {"type": ["number", "null"]},
     "top_n_sigma": {"type": ["number", "null"]},
     "dynatemp_range": {"type": ["number", "null"]},
+    # Probabilities after llama.cpp's sampler chain ("prob" / "top_probs"): check_post_sampling refuses them.
+    "post_sampling_probs": {"type": ["boolean", "null"]},
 }
 
 
@@ -67,6 +69,18 @@ def fold_n_cmpl(body):
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_N:
         raise InvalidRequest(f"n_cmpl must be an integer from 1 to {MAX_N}, got {value!r}", param="n_cmpl")
     return {**body, "n": value}
+
+
+def check_post_sampling(body) -> None:
+    """400 for llama.cpp's post_sampling_probs with probabilities asked for: they would be the survivors of its
+    sampler chain, renormalized, under other keys (prob, top_probs); the ones here are the raw distribution's logprobs,
+    and answering those under the keys the client did not ask for misled it (its top_probs read as empty)."""
+    if not isinstance(body, dict) or body.get("post_sampling_probs") is not True:
+        return
+    if body.get("n_probs") or body.get("logprobs") or body.get("top_logprobs"):
+        raise Unsupported("post_sampling_probs: probabilities after the sampler chain are not supported; n_probs and "
+                          "logprobs here are the model's raw distribution (send post_sampling_probs false or leave "
+                          "it out)", param="post_sampling_probs")
 
 
 def content_ids(card, content, parse_special) -> list:

@@ -12,7 +12,7 @@ from gateway.errors import ApiError, InvalidRequest, NotFound, Unsupported
 from gateway.chat_kwargs import template_kwargs
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
-from gateway.llama_cpp_fields import fold_n_cmpl
+from gateway.llama_cpp_fields import check_post_sampling, fold_n_cmpl
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
@@ -145,6 +145,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     max_tools and tool_names: the calling API's limit on tools (OpenAI's 128; /v1/messages has none) and its rule
     for their names (OpenAI's 64 characters; Anthropic's 128)."""
     body = fold_n_cmpl(body)
+    check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
@@ -245,6 +246,7 @@ def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[li
 def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
     body = fold_n_cmpl(body)
+    check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
     validate(body, COMPLETION_SCHEMA)
     check_num_choices(body)

@@ -201,3 +201,17 @@ async def test_repeat_last_n_below_minus_one_is_a_400(stack):
     status, body = await post(client, "/v1/completions", {"prompt": "hi", "repeat_last_n": -2})
     assert (status, body["error"]["param"]) == (400, "repeat_last_n")
     assert body["error"]["message"] == "invalid value for 'repeat_last_n': -2 is less than the minimum of -1"
+
+
+@pytest.mark.parametrize("path, base", ROUTES + [("/completion", {"prompt": "hi"})], ids=IDS + ["llama.cpp completion"])
+async def test_post_sampling_probs_with_probabilities_is_a_400(stack, path, base):
+    """llama.cpp's post_sampling_probs asks for the probabilities after its sampler chain under other keys (prob,
+    top_probs); the raw logprobs under the keys the client did not ask for read as none to it."""
+    client, fake = stack
+    status, body = await post(client, path, {**base, "max_tokens": 2, "n_probs": 2, "post_sampling_probs": True})
+    assert (status, body["error"]["param"], body["error"]["code"]) == (400, "post_sampling_probs", "unsupported")
+    assert "raw distribution" in body["error"]["message"] and fake.script.requests == []
+    # without probabilities it asks for nothing, and false is llama.cpp's default
+    for fields in ({"post_sampling_probs": True}, {"n_probs": 2, "post_sampling_probs": False}):
+        status, body = await post(client, path, {**base, "max_tokens": 2, **fields})
+        assert status == 200, body
