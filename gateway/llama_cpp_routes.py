@@ -113,6 +113,9 @@ class LlamaCppRoutes:
         app.router.add_post("/completion", self.completion)
         app.router.add_get("/slots", self.slots)
         app.router.add_post("/apply-template", self.apply_template)
+        app.router.add_post("/infill", self.infill)
+        for path in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking"):
+            app.router.add_post(path, self.rerank)
 
     async def props(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
@@ -138,6 +141,16 @@ class LlamaCppRoutes:
         # from /slots take this 501 for "ask /props instead".
         raise NotImplementedApi("This server does not support slots endpoint. Start it with `--slots`",
                                 code="not_supported")
+
+    async def infill(self, request: web.Request) -> web.Response:
+        # llama.cpp answers a model it cannot fill in the middle for with ERROR_TYPE_NOT_SUPPORTED; so does /v1's suffix.
+        raise NotImplementedApi("infill (fill-in-the-middle) is not supported: this server completes a prompt only",
+                                code="not_supported", headers={"x-should-retry": "false"})
+
+    async def rerank(self, request: web.Request) -> web.Response:
+        # llama.cpp's words without --reranking (clients match them), and why: no reranker is served.
+        raise NotImplementedApi("This server does not support reranking: it runs a generative model only",
+                                code="not_supported", headers={"x-should-retry": "false"})
 
     async def apply_template(self, request: web.Request) -> web.Response:
         """llama.cpp's POST /apply-template: {messages, ...} -> {prompt}, the chat route's rendering, nothing run."""

@@ -67,6 +67,9 @@ class OpenAIRoutes:
         app.router.add_post("/v1/detokenize", self.detokenize)
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_post("/v1/embeddings", self.embeddings)
+        # llama.cpp's server takes embeddings at /embedding and /embeddings too: the same 501 with the reason.
+        app.router.add_post("/embedding", self.embeddings)
+        app.router.add_post("/embeddings", self.embeddings)
 
     async def _model_object(self) -> dict:
         card = await self.engine.card()

@@ -97,3 +97,23 @@ async def test_apply_template_renders_the_chat_prompt_as_text():
     finally:
         await client.close()
         await server.stop(None)
+
+
+async def test_llama_servers_other_routes_say_why_they_are_not_served():
+    """llama.cpp answers what it does not serve with 501 not_supported ('This server does not support reranking. ...',
+    a model without infill tokens); these paths were 404s 'no route', which reads as a wrong base URL."""
+    server, client = await _client(FakeServing(build_tokenizer()))
+    try:
+        expected = {"/embedding": "embeddings are not supported", "/embeddings": "embeddings are not supported",
+                    "/infill": "infill (fill-in-the-middle) is not supported",
+                    "/rerank": "This server does not support reranking", "/reranking": "This server does not "
+                    "support reranking", "/v1/rerank": "This server does not support reranking",
+                    "/v1/reranking": "This server does not support reranking"}
+        for path, words in expected.items():
+            response = await client.post(path, json={"content": "x", "query": "q", "documents": ["d"]})
+            body = await response.json()
+            assert (response.status, response.headers.get("x-should-retry")) == (501, "false"), path
+            assert body["error"]["message"].startswith(words), (path, body)
+    finally:
+        await client.close()
+        await server.stop(None)
