@@ -23,8 +23,9 @@ from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_path
 from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
 from gateway.http_compat import CORS_RESPONSE_HEADERS
+from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.ollama import ollama_error_response
-from gateway.web import error_response
+from gateway.web import error_response, json_response
 
 _MAX_HEADER_BYTES = 128 * 1024
 _MAX_HEADERS = 256
@@ -52,6 +53,8 @@ def api_error_response(path: str, error: ApiError) -> web.Response:
     """The error in the shape of the API that owns `path`."""
     if is_anthropic_path(path):
         return anthropic_error_response(error)
+    if is_llama_cpp_path(path):
+        return json_response(llama_cpp_error(error), status=error.status, headers=error.headers)
     return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
 
 

@@ -6,12 +6,34 @@ import time
 from typing import Optional
 
 from gateway.engine import Delta, Usage
-from gateway.errors import ApiError
+from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.openai_shape import SSE_HEADERS
 from gateway.stream import SSE_KEEPALIVE, sse_event
 
 # llama.cpp's LLAMA_DEFAULT_SEED: the seed it states for "random".
 RANDOM_SEED = 0xFFFFFFFF
+# The routes only llama.cpp's server has: their errors come in its shape.
+LLAMA_CPP_PATHS = frozenset({"/completion", "/props", "/slots", "/apply-template", "/infill", "/embedding",
+                             "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
+# llama.cpp's error types by status (tools/server/server-common.cpp format_error_response).
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 501: "not_supported_error", 503: "unavailable_error"}
+
+
+def is_llama_cpp_path(path: str) -> bool:
+    return (path.rstrip("/") or "/") in LLAMA_CPP_PATHS
+
+
+def llama_cpp_error(error: ApiError) -> dict:
+    """llama.cpp's error object: {"error": {"code": the HTTP status, "message", "type"}}; a prompt past the context is
+    its exceed_context_size_error with n_prompt_tokens and n_ctx. OpenAI's param is kept where one is named."""
+    fallback = "server_error" if error.status >= 500 else "invalid_request_error"
+    body = {"code": error.status, "message": error.message, "type": _ERROR_TYPES.get(error.status, fallback)}
+    if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
+        body.update(type="exceed_context_size_error", n_prompt_tokens=error.num_prompt, n_ctx=error.ctx)
+    if error.param:
+        body["param"] = error.param
+    return {"error": body}
 
 
 def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: bool) -> dict:
@@ -142,7 +164,7 @@ class LlamaCppFramer:
         return []
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
-        return [sse_event(error.to_dict())]
+        return [sse_event(llama_cpp_error(error))]
 
     def keepalive(self) -> bytes:
         return SSE_KEEPALIVE

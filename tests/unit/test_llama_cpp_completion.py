@@ -1,6 +1,7 @@
 """POST /completion (fake scheduler) answers in llama.cpp server's own shape (its README 'POST /completion';
 tools/server/server-task.cpp to_json_non_oaicompat, server-context.cpp send_final_response): it was a 404
 'no route /completion', the route every llama.cpp client of the non-OpenAI API calls."""
+import grpc
 import orjson
 import pytest
 
@@ -123,3 +124,21 @@ async def test_response_fields_keep_only_the_fields_named(stack, stream):
         assert (status, final) == (200, {"content": "1, 2", "generation_settings/n_predict": 3})
     status, got = await post(client, {**body, "response_fields": "content"})
     assert (status, got["error"]["param"]) == (400, "response_fields")
+
+
+async def test_errors_come_in_llama_cpps_shape(stack):
+    """llama.cpp's error object on its own routes (server-common.cpp format_error_response): the HTTP status as the
+    code and its type names; a prompt past the context is its exceed_context_size_error with the counts."""
+    client, fake = stack
+    status, body = await post(client, {"n_predict": 2})
+    assert (status, body["error"]["code"], body["error"]["type"]) == (400, 400, "invalid_request_error")
+    assert body["error"]["message"] == "'prompt' is a required property"
+    status, body = await post(client, {"prompt": "hi " * 3000})
+    assert (status, body["error"]["code"], body["error"]["type"]) == (400, 400, "exceed_context_size_error")
+    assert body["error"]["n_ctx"] == 2048 and body["error"]["n_prompt_tokens"] >= 2048
+    response = await client.get("/slots")
+    assert (await response.json())["error"] == {"code": 501, "type": "not_supported_error", "message":
+                                                "This server does not support slots endpoint. Start it with `--slots`"}
+    fake.script.error = grpc.StatusCode.UNAVAILABLE
+    status, body = await post(client, {"prompt": "hi", "n_predict": 2})
+    assert (status, body["error"]["code"], body["error"]["type"]) == (503, 503, "unavailable_error")
