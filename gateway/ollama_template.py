@@ -122,10 +122,14 @@ def _run(nodes: list, scope: _Scope, dot: Any, out: _Out) -> None:
 
 
 def _branch(node: tuple, scope: _Scope, dot: Any, out: _Out) -> None:
-    word, branches, else_body = node
+    """if / with and their else if / else with chain: the first branch whose value is true runs (a with's with that
+    value as dot); a variable a condition declares lives to the chain's end."""
+    _, branches, else_body = node
     mark = scope.mark()
-    for condition, body in branches:
+    for word, name, condition, body in branches:
         value = _call(condition, scope, dot)
+        if name is not None:
+            scope.declare(name, value)
         if truth(value):
             _run(body, scope, value if word == "with" else dot, out)
             break
@@ -135,10 +139,13 @@ def _branch(node: tuple, scope: _Scope, dot: Any, out: _Out) -> None:
 
 
 def _range(node: tuple, scope: _Scope, dot: Any, out: _Out) -> None:
-    _, names, expr, body = node
+    _, names, expr, body, else_body = node
     items = _call(expr, scope, dot) or []
-    pairs = items.items() if isinstance(items, dict) else enumerate(items if isinstance(items, list) else [])
+    pairs = list(items.items() if isinstance(items, dict) else enumerate(items if isinstance(items, list) else []))
     mark = scope.mark()
+    if not pairs:
+        _run(else_body, scope, dot, out)
+        scope.pop(mark)
     for key, item in pairs:
         if len(names) == 2:
             scope.declare(names[0], key)

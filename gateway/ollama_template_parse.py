@@ -22,8 +22,8 @@ def fail(message: str) -> InvalidRequest:
 
 
 def parse(source: str) -> list:
-    """The template as nodes: str, ("out", expr), ("declare"|"set", name, expr), ("if"|"with", [(expr, body), ...],
-    else_body), ("range", names, expr, body), ("break",), ("continue",)."""
+    """The template as nodes: str, ("out", expr), ("declare"|"set", name, expr), ("if", [("if"|"with", declared
+    name or None, expr, body), ...], else_body), ("range", names, expr, body, else_body), ("break",), ("continue",)."""
     pieces, last = [], 0
     for match in _ACTION.finditer(source):
         text = source[last:match.start()]
@@ -90,26 +90,40 @@ def _block_node(pieces: list, i: int, word: str, rest: str, in_range: bool) -> t
     if word == "range":
         names, _, rest = rest.rpartition(":=") if ":=" in rest else ("", "", rest)
         body, i = _block(pieces, i + 1, in_range=True)
-        if pieces[i][1] != "end":
-            raise fail("range ... else is not supported")
-        return ("range", [n.strip() for n in names.split(",") if n.strip()], _expr(rest), body), i + 1
-    branches, else_body = [], []
-    condition = rest
+        else_body, i = _else_body(pieces, i, in_range)
+        return ("range", [n.strip() for n in names.split(",") if n.strip()], _expr(rest), body, else_body), i
+    branches = []
     while True:
         body, i = _block(pieces, i + 1, in_range=in_range)
-        branches.append((_expr(condition), body))
+        branches.append((word, *_condition(rest), body))
         action = pieces[i][1]
-        if action == "end":
-            return (word, branches, else_body), i + 1
-        if action.startswith("else if "):
-            condition = action[len("else if "):]
-            continue
-        if action != "else":
-            raise fail(f"unsupported action {{{{ {action} }}}}")
-        else_body, i = _block(pieces, i + 1, in_range=in_range)
-        if pieces[i][1] != "end":
-            raise fail("an else needs an {{ end }}")
-        return (word, branches, else_body), i + 1
+        chained = re.match(r"else\s+(if|with)\s+(.*)", action, re.S)
+        if not chained:
+            else_body, i = _else_body(pieces, i, in_range)
+            return ("if", branches, else_body), i
+        word, rest = chained.groups()
+
+
+def _condition(text: str) -> tuple:
+    """(the variable it declares or None, its command): {{ if $x := .Foo }} declares $x for the whole if."""
+    variable = _VARIABLE.match(text)
+    if variable and variable.group(2) == ":=":
+        return variable.group(1), _expr(variable.group(3))
+    return None, _expr(text)
+
+
+def _else_body(pieces: list, i: int, in_range: bool) -> tuple[list, int]:
+    """The nodes of the {{ else }} at pieces[i] up to its {{ end }} ([] at an {{ end }}); returns them and the index
+    after that end."""
+    action = pieces[i][1]
+    if action == "end":
+        return [], i + 1
+    if action != "else":
+        raise fail(f"unsupported action {{{{ {action} }}}}")
+    body, i = _block(pieces, i + 1, in_range=in_range)
+    if pieces[i][1] != "end":
+        raise fail("an else needs an {{ end }}")
+    return body, i + 1
 
 
 def _expr(text: str) -> list:
