@@ -19,6 +19,10 @@ from worker.model_runner import ModelRunner
 IM_START = 1016        # <|im_start|> in the tiny tokenizer
 BLOCK, NUM_BLOCKS, NUM_SLOTS = 16, 96, 8
 TOP = 5
+# |logprob - reference| bound: a prompt prefilled in chunks (or after a cache hit) sums the same f32 products in
+# another order than the one-pass reference; on an AVX-512 Xeon the chunked-16 case differs by up to 1.8e-5 (1e-5
+# failed there), while a wrong position or token is off by ~1
+ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +86,13 @@ def check_against_reference(tiny, prompt: list, got) -> None:
     targets = torch.tensor(prompt[1:])
     assert got.first_position == 1 and list(got.token_ids) == prompt[1:]
     want = ref.gather(1, targets[:, None])[:, 0]
-    assert torch.allclose(torch.tensor(list(got.logprobs)), want, atol=1e-5, rtol=0)
+    assert torch.allclose(torch.tensor(list(got.logprobs)), want, atol=ATOL, rtol=0)
     want_ranks = (ref > want[:, None]).sum(dim=-1) + 1
     assert list(got.ranks) == want_ranks.tolist()
     top_lp, top_ids = ref.topk(TOP, dim=-1)
     assert [list(t.token_ids) for t in got.top_logprobs] == top_ids.tolist()
     got_top = torch.tensor([list(t.logprobs) for t in got.top_logprobs])
-    assert torch.allclose(got_top, top_lp, atol=1e-5, rtol=0)
+    assert torch.allclose(got_top, top_lp, atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("budget,length", [(2048, 40), (16, 90), (7, 23)],
