@@ -54,8 +54,10 @@ async def test_a_tool_call_forming_gets_keep_alives(stack, route):
     pings = [at for at, line in lines if line.startswith(ping)]
     # Before: no keep-alive at all while the call formed (tokens kept coming), 2 s of silence on the wire.
     assert len(pings) >= 4, lines
+    # no silence as long as the call takes to form (~2 s): a loose bound, since a loaded CI machine can stall the event
+    # loop for several keep-alive periods (one run here saw a gap over 4 x KEEPALIVE_S); the ping count is the check
     gaps = [b - a for a, b in zip([0.0] + [at for at, _ in lines], [at for at, _ in lines])]
-    assert max(gaps) < 4 * KEEPALIVE_S, gaps
+    assert max(gaps) < 1.5, gaps
     text = b"\n".join(line for _, line in lines).decode()
     assert "write_file" in text and CONTENT.strip() in text.replace("\\n", "\n")
 
