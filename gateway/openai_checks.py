@@ -9,6 +9,7 @@ from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
 from gateway.structured import check_schema, checked, schema_error
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
+from gateway.tool_markup import MARKUP_NAME_RE
 from gateway.tool_values import tool_parameters
 
 # OpenAI's rule for function names.
@@ -20,7 +21,7 @@ TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
 # mint names past 64 characters ("mcp__<server>__<tool>") and with '/' (MCP's SEP-986) or spaces. Only what the call
 # markup cannot carry is refused: a '>' ends the tag, a line break or control character breaks it, and the name is
 # read trimmed.
-MARKUP_TOOL_NAME_RE = re.compile(r"^(?=\S)(?!.*\s$)[^\x00-\x1f\x7f>]+$", re.S)
+MARKUP_TOOL_NAME_RE = MARKUP_NAME_RE
 # Anthropic's limit is 128 characters ("tools.N.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'"):
 # Claude Code's MCP tools (mcp__<server>__<tool>) pass 64.
 ANTHROPIC_TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,128}$"

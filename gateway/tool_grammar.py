@@ -21,6 +21,7 @@ from typing import Optional
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import bounded_schema, formatted_string
 from gateway.structured import checked, json_grammar, max_string_chars
+from gateway.tool_markup import MARKUP_NAME_RE
 from gateway.tool_values import tool_parameters
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
@@ -46,6 +47,14 @@ def _is_raw_string(schema: dict) -> bool:
 def _unsatisfiable(why: str) -> InvalidRequest:
     return InvalidRequest(f"tools: a string parameter {why}, so no call can satisfy it", param="tools",
                           code="unsupported_schema")
+
+
+def _unwritable(function: str, name: str) -> InvalidRequest:
+    """A parameter name the call markup cannot carry: the grammar would write a call that reads back as another one
+    (<parameter=a>b> is 'a' with the value 'b>...') or none at all (an empty name), a wrong or missing call."""
+    return InvalidRequest(f"tools: parameter {json.dumps(name, ensure_ascii=False)} of '{function}' cannot be written "
+                          f"in the tool-call markup (<parameter=NAME>): a name may not be empty, hold '>', a line "
+                          f"break or a control character, or start or end with a space", param="tools")
 
 
 def _length_bound(schema: dict, limit: int) -> str:
@@ -170,6 +179,8 @@ def _function_rules(index: int, function: dict, limit: int, markup: dict) -> lis
     defs = _shared_defs(params)
     rules, parts = [], []
     for k, (name, schema) in enumerate(props.items()):
+        if not MARKUP_NAME_RE.match(name):
+            raise _unwritable(function["name"], name)
         rule, terminal = f"f{index}_p{k}", string_terminal(schema if isinstance(schema, dict) else {}, limit)
         if terminal is not None:
             rules.append(f"F{index}_P{k}: {terminal}")

@@ -9,6 +9,7 @@ wins (ninfer#138, Rapid-MLX#1515: a first-match regex cut those values and lost 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Optional
 
 import orjson
@@ -19,6 +20,9 @@ PARAM_OPEN = "<parameter="
 PARAM_CLOSE = "</parameter>"
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
+# A name the markup can carry (<function=NAME>, <parameter=NAME>): a '>' ends the tag, a line break or control
+# character breaks it, and the name is read trimmed (so it cannot be empty or start or end with a space).
+MARKUP_NAME_RE = re.compile(r"^(?=\S)(?!.*\s$)[^\x00-\x1f\x7f>]+$", re.S)
 # Readings tried per call before giving up (each a </parameter> that the next parameter or </function> follows),
 # and parameters per call: they bound what a hostile output costs (and the reader's recursion).
 _MAX_TRIES = 1024

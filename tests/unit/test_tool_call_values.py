@@ -137,3 +137,26 @@ def test_all_of_parameters_are_called_with_every_branchs_properties(card):
 def test_all_of_parameters_are_typed_by_their_branch(card):
     calls = parse_tool_calls(search_call(("limit", "5"), ("query", "7")), [SEARCH])
     assert json.loads(calls[0]["function"]["arguments"]) == {"limit": 5, "query": "7"}
+
+
+def _named(parameter: str) -> dict:
+    return {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {parameter: {"type": "integer"}}, "required": [parameter]}}}
+
+
+@pytest.mark.parametrize("parameter", ["a>b", "x\ny", "", " padded"], ids=["gt", "newline", "empty", "space"])
+def test_a_parameter_name_the_markup_cannot_carry_is_a_400(card, parameter):
+    """The forced-call grammar wrote <parameter=a>b>, read back as {"a": "b>\\n7"}, and an empty name gave no call at
+    all (an empty message, finish_reason stop, for tool_choice required)."""
+    body = {"messages": [{"role": "user", "content": "go"}], "tools": [_named(parameter)], "tool_choice": "required"}
+    with pytest.raises(InvalidRequest) as error:
+        parse_chat(body, card, "tiny")
+    assert error.value.param == "tools" and f"parameter {json.dumps(parameter)} of 'f' cannot be written" in str(
+        error.value)
+
+
+@pytest.mark.parametrize("parameter", ["user id", "a.b", "日本", "a=b"])
+def test_other_parameter_names_are_called_as_they_are(card, parameter):
+    grammar = tool_call_grammar([_named(parameter)], None, False, card)
+    assert accepts(card, grammar, f"<tool_call>\n<function=f>\n<parameter={parameter}>\n7\n</parameter>\n</function>\n"
+                                  f"</tool_call>")
