@@ -8,7 +8,7 @@ Parameters follow the schema's `properties` order: required ones always, optiona
 unknown ones never appear. A parameter whose schema type is exactly "string" is raw text that never holds
 </parameter> (its enum / const values as literals; at most maxLength, else SPARKINFER_GRAMMAR_MAX_STRING
 characters); every other value is JSON from `%json{...}` of its property schema (strings inside bounded the same
-way, see schema_bounds). A raw string's `pattern` is enforced when anchored (^...$), together with its length
+way, see schema_bounds). A raw string's `pattern` is enforced as JSON Schema reads it (a search), with its length
 bounds, otherwise approximated by the free text. Plain numbers and integers are at most 18 digits
 (a number's exponent at most 2, so it is a finite double; JSON numbers: see structured._FINITE_NUMBER).
 """
@@ -21,6 +21,7 @@ from typing import Optional
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import bounded_schema, formatted_string
 from gateway.structured import checked, json_grammar, max_string_chars
+from gateway.pattern_regex import whole_text_regex, whole_text_regex_is_closed
 from gateway.tool_markup import MARKUP_NAME_RE
 from gateway.tool_values import tool_parameters
 
@@ -97,20 +98,22 @@ _FREE_TEXT = _text_without("</parameter>")
 
 
 def _pattern_lexeme(pattern) -> Optional[str]:
-    """The lexeme of a pattern anchored at both ends, with the closing tag; None for any other (an unanchored pattern
-    is approximated by the free text)."""
-    if not (isinstance(pattern, str) and pattern.startswith("^") and pattern.endswith("$")
-            and not pattern.endswith("\\$")):
+    """The lexeme of a pattern, read as JSON Schema reads it (a search: "^x" starts with x, "x" holds one), with the
+    closing tag; a side it leaves open is free text that never holds </parameter>. None for a pattern no lexeme here
+    can write (an anchor inside it, a regex llguidance does not read): the free text approximates it."""
+    whole = whole_text_regex(pattern) if isinstance(pattern, str) else None
+    if whole is None:
         return None
     from llguidance import regex_to_lark
     try:
-        return f"/(?:{regex_to_lark(pattern[1:-1], 'dw')}){_CLOSE_RX}/"
+        lexeme = f"/(?:{regex_to_lark(whole, 'dw')}){_CLOSE_RX}/"
     except ValueError:
         return None
+    return lexeme if whole_text_regex_is_closed(whole) else f"{lexeme} & /{_FREE_TEXT}{_CLOSE_RX}/"
 
 
 def string_terminal(schema: dict, limit: int) -> Optional[str]:
-    """The Lark terminal of a raw string value with its closing tag: its anchored pattern, else free text that never
+    """The Lark terminal of a raw string value with its closing tag: its pattern, else free text that never
     holds </parameter> (a format llguidance enforces is a JSON string instead: None, as for enum / const literals and
     every other type). The length bounds (minLength, maxLength, else `limit`) apply too, intersected (`&`, which
     llguidance allows on terminals only): a pattern alone let `^[a-z]+$` with maxLength 3 run on for hundreds of
@@ -128,7 +131,7 @@ def string_terminal(schema: dict, limit: int) -> Optional[str]:
 
 
 def check_string_patterns(tools: list, card) -> None:
-    """400 for an anchored pattern that no string within its parameter's length bounds matches (^a{10}$ with
+    """400 for a pattern that no string within its parameter's length bounds matches (^a{10}$ with
     maxLength 5): the call grammar compiles, and the worker failed the request once the model reached that value."""
     limit = max_string_chars()
     for tool in tools:
