@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from functools import partial
+from typing import Any, Callable, Optional
 
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
+from gateway.ollama_truncate import fit_history
 from gateway.openai import Plan, parse_chat
 from gateway.openai_fields import check_fields
 from gateway.openai_schema import validate
@@ -136,6 +138,36 @@ def _check_sizes(body: dict, card: ModelCard) -> None:
                                     f"Please reduce the length of the input.", param="input")
 
 
+def _without_lone_outputs(messages: list) -> list:
+    """messages less the tool results at the start of the kept history (after the system message), whose calls were
+    left out: the conversation the model reads then begins with a turn, not with an answer to nothing."""
+    start = 1 if messages and messages[0]["role"] == "system" else 0
+    end = start
+    while end < len(messages) - 1 and messages[end]["role"] == "tool":
+        end += 1
+    return messages[:start] + messages[end:]
+
+
+def _truncated_plan(chat: dict, card: ModelCard, parse: Callable[[dict], Plan]) -> Plan:
+    """parse(chat) with the oldest input items left out until the prompt (and the requested output) fits the context,
+    as OpenAI's truncation "auto" drops items from the beginning of the conversation: the system message
+    (instructions, system and developer items) and the newest items are kept, the last one always (alone it may still
+    not fit: that 400 then)."""
+    plans: dict = {}
+
+    def fits(kept: list) -> bool:
+        try:
+            plans[len(kept)] = parse({**chat, "messages": kept})
+        except ContextLengthExceeded:
+            return False
+        return True
+
+    kept = fit_history(chat["messages"], fits, card.max_context_len - 1)
+    if len(kept) < len(chat["messages"]):
+        kept = _without_lone_outputs(kept)
+    return plans[len(kept)] if len(kept) in plans else parse({**chat, "messages": kept})
+
+
 def parse_responses(body: Any, card: ModelCard, served_name: str,
                     exclude_tools_when_none: bool = False) -> ResponsesPlan:
     """Validates a /v1/responses body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
@@ -148,10 +180,12 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     namespaces: dict = {}
     tool_paths: list = []
     chat = chat_body(body, namespaces, tool_paths)
+    # OpenAI's limit of 128 tools is on the request's tools (checked above), not on the functions of its namespaces
+    # (Codex declares each MCP server as one): offered flat, those are only bounded by the context.
+    parse = partial(parse_chat, card=card, served_name=served_name, exclude_tools_when_none=exclude_tools_when_none,
+                    max_tools=card.max_context_len)
     try:
-        # OpenAI's limit of 128 tools is on the request's tools (checked above), not on the functions of its namespaces
-        # (Codex declares each MCP server as one): offered flat, those are only bounded by the context.
-        plan = parse_chat(chat, card, served_name, exclude_tools_when_none, max_tools=card.max_context_len)
+        plan = _truncated_plan(chat, card, parse) if body.get("truncation") == "auto" else parse(chat)
     except ApiError as exc:
         raise _renamed(exc, tool_paths) from None
     response_id = f"resp_{secrets.token_hex(24)}"
