@@ -15,9 +15,10 @@ RANDOM_SEED = 0xFFFFFFFF
 # The routes only llama.cpp's server has: their errors come in its shape.
 LLAMA_CPP_PATHS = frozenset({"/completion", "/props", "/slots", "/apply-template", "/infill", "/embedding",
                              "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
-# llama.cpp's error types by status (tools/server/server-common.cpp format_error_response).
+# llama.cpp's error types by status (tools/server/server-common.cpp format_error_response); a full queue (429 here,
+# where llama.cpp would wait) is its unavailable_error too: the server cannot take the request now.
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 501: "not_supported_error", 503: "unavailable_error"}
+                404: "not_found_error", 429: "unavailable_error", 501: "not_supported_error", 503: "unavailable_error"}
 
 
 def is_llama_cpp_path(path: str) -> bool:

@@ -142,3 +142,7 @@ async def test_errors_come_in_llama_cpps_shape(stack):
     fake.script.error = grpc.StatusCode.UNAVAILABLE
     status, body = await post(client, {"prompt": "hi", "n_predict": 2})
     assert (status, body["error"]["code"], body["error"]["type"]) == (503, 503, "unavailable_error")
+    fake.script.error, fake.script.max_running = None, 0
+    response = await client.post("/completion", data=orjson.dumps({"prompt": "hi", "n_predict": 2}))
+    body = orjson.loads(await response.read())
+    assert (response.status, body["error"]["type"], response.headers["Retry-After"]) == (429, "unavailable_error", "1")
