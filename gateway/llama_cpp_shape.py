@@ -102,7 +102,9 @@ class LlamaCppShaper:
     def timings(self, prompt_n: int, cached: int, predicted_n: int) -> dict:
         now = time.monotonic()
         first = self.gen.first_token_at if self.gen is not None and self.gen.first_token_at else now
-        p_ms, p_tok_ms, p_rate = _ms_rate(prompt_n - cached, first - self.received)
+        # llama.cpp times the prompt from when its slot starts on it: the time queued for a seat is not prompt time.
+        queued = self.gen.queue_time if self.gen is not None else 0.0
+        p_ms, p_tok_ms, p_rate = _ms_rate(prompt_n - cached, max(first - self.received - queued, 0.0))
         g_ms, g_tok_ms, g_rate = _ms_rate(predicted_n, now - first)
         return {"cache_n": cached, "prompt_n": prompt_n - cached, "prompt_ms": p_ms, "prompt_per_token_ms": p_tok_ms,
                 "prompt_per_second": p_rate, "predicted_n": predicted_n, "predicted_ms": g_ms,

@@ -1,9 +1,14 @@
 """POST /completion (fake scheduler) answers in llama.cpp server's own shape (its README 'POST /completion';
 tools/server/server-task.cpp to_json_non_oaicompat, server-context.cpp send_final_response): it was a 404
 'no route /completion', the route every llama.cpp client of the non-OpenAI API calls."""
+from types import SimpleNamespace
+
 import grpc
 import orjson
 import pytest
+
+from gateway import llama_cpp_shape
+from gateway.engine import GenRequest
 
 REPLY = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
 
@@ -146,3 +151,17 @@ async def test_errors_come_in_llama_cpps_shape(stack):
     response = await client.post("/completion", data=orjson.dumps({"prompt": "hi", "n_predict": 2}))
     body = orjson.loads(await response.read())
     assert (response.status, body["error"]["type"], response.headers["Retry-After"]) == (429, "unavailable_error", "1")
+
+
+def test_timings_leave_the_time_queued_out_of_the_prompt(monkeypatch):
+    """llama.cpp's timings.prompt_ms runs from when its slot starts on the prompt; a request that waited 2.5 s for a
+    seat had those seconds counted as prompt time (prompt_per_second read 0.86 tokens/s on a busy stack)."""
+    gen = SimpleNamespace(started_at=100.0, first_token_at=103.0, queue_time=2.5)
+    plan = SimpleNamespace(gen=GenRequest(req_id="r", prompt_ids=[1, 2, 3, 4, 5], max_tokens=8), stream=False,
+                           model="m")
+    card = SimpleNamespace(max_context_len=64)
+    shaper = llama_cpp_shape.LlamaCppShaper(plan, card, 8, gen)
+    monkeypatch.setattr(llama_cpp_shape.time, "monotonic", lambda: 105.0)
+    timings = shaper.timings(prompt_n=5, cached=0, predicted_n=4)
+    assert (timings["prompt_n"], timings["prompt_ms"], timings["prompt_per_second"]) == (5, 500.0, 10.0)
+    assert (timings["predicted_n"], timings["predicted_ms"], timings["predicted_per_second"]) == (4, 2000.0, 2.0)
