@@ -68,9 +68,9 @@ def parse_error(status: int, exc: BaseException | None) -> ApiError:
     if not isinstance(exc, HttpProcessingError):
         return Timeout("the request timed out") if status == 504 else InternalError("internal error")
     detail = one_line(exc.message)
-    if isinstance(exc, LineTooLong):
+    if isinstance(exc, LineTooLong):  # its message quotes the line's first bytes as a Python bytes repr: left out
         return RequestHeaderFieldsTooLarge(f"the request line or a header field is longer than the "
-                                           f"{_MAX_HEADER_BYTES} bytes this server accepts ({detail})")
+                                           f"{_MAX_HEADER_BYTES} bytes this server accepts")
     if detail.startswith("Too many headers"):
         return RequestHeaderFieldsTooLarge(f"the request has more than the {_MAX_HEADERS} header fields this "
                                            f"server accepts")

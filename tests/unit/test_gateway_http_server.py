@@ -86,6 +86,8 @@ async def test_a_request_the_parser_rejects_is_a_json_error_in_the_api_shape(por
     got, headers, body = _parse(await _exchange(port, make(PATHS[api])))
     assert got == status and headers["Content-Type"].startswith("application/json")
     assert fragment in _message(api, body) and "^" not in _message(api, body)
+    if status == 431:  # aiohttp quotes the long line's first bytes as a Python repr: not for a client
+        assert "bytearray(" not in _message(api, body) and "b'" not in _message(api, body)
     if api != "ollama":
         assert body["error"]["code"] == code and body["error"]["type"] == "invalid_request_error"
     assert headers["Access-Control-Allow-Origin"] == "*"
