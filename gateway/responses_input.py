@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from gateway.chat_prompt import one_system_message
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.responses_reasoning import decode_reasoning
 from gateway.responses_tools import call_name
 
 _ROLES = ("user", "assistant", "system", "developer")
@@ -102,7 +103,12 @@ def _function_call_output(item: dict, where: str, convo: _Conversation) -> None:
 
 
 def _reasoning(item: dict, where: str, convo: _Conversation) -> None:
-    """The reasoning text as this server returns it (content) or as OpenAI does (summary)."""
+    """The reasoning text as this server returns it (content, or encrypted_content for a client that leaves the text
+    out) or as OpenAI does (summary)."""
+    kept = None if item.get("content") else decode_reasoning(item.get("encrypted_content"), where)
+    if kept is not None:
+        convo.reasoning = kept
+        return
     parts = item.get("content") or item.get("summary") or []
     if not isinstance(parts, list):
         raise InvalidRequest(f"{where}.content must be a list of reasoning_text parts", param=f"{where}.content")

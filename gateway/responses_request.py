@@ -22,6 +22,7 @@ from gateway.openai import Plan, parse_chat
 from gateway.openai_fields import check_fields
 from gateway.openai_schema import validate
 from gateway.responses_input import NOT_STORED, input_messages
+from gateway.responses_reasoning import INCLUDE as REASONING_INCLUDE
 from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
 from gateway.responses_tools import chat_tool_choice, chat_tools
 
@@ -48,12 +49,14 @@ _ALLOWED_ENTRY = re.compile(r"\btool_choice\.allowed_tools\.tools\[\d+\](\.funct
 
 @dataclass
 class ResponsesPlan:
-    """A validated Responses request: the chat route's Plan, the request fields the response repeats, and the
-    namespaced functions ({flat name: (namespace, name)}) whose calls come back with their namespace."""
+    """A validated Responses request: the chat route's Plan, the request fields the response repeats, the
+    namespaced functions ({flat name: (namespace, name)}) whose calls come back with their namespace, and whether
+    reasoning items carry their text in encrypted_content (include reasoning.encrypted_content)."""
     chat: Plan
     echo: dict
     response_id: str
     namespaces: dict = field(default_factory=dict)
+    encrypted_reasoning: bool = False
 
 
 def _check_stateless(body: dict) -> None:
@@ -190,7 +193,8 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
         raise _renamed(exc, tool_paths) from None
     response_id = f"resp_{secrets.token_hex(24)}"
     plan.gen.req_id = response_id
-    return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces)
+    return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces,
+                         encrypted_reasoning=REASONING_INCLUDE in (body.get("include") or []))
 
 
 def count_input_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:

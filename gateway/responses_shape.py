@@ -18,6 +18,7 @@ from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
 from gateway.openai_usage import count_reasoning_tokens
 from gateway.reasoning import THINK_END
+from gateway.responses_reasoning import encode_reasoning
 from gateway.responses_request import ResponsesPlan
 
 _PARTS = {"reasoning": "reasoning_text", "message": "output_text"}
@@ -33,11 +34,14 @@ def _part(kind: str, text: str, logprobs: Optional[list] = None) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
-def _item(kind: str, item_id: str, text: Optional[str], status: str, logprobs: Optional[list] = None) -> dict:
-    """A reasoning or message item; text None: just opened (no content part yet)."""
+def _item(kind: str, item_id: str, text: Optional[str], status: str, logprobs: Optional[list] = None,
+          encrypted: bool = False) -> dict:
+    """A reasoning or message item; text None: just opened (no content part yet). encrypted: a finished reasoning
+    item also carries its text in encrypted_content (include reasoning.encrypted_content)."""
     content = [] if text is None else [_part(kind, text, logprobs)]
     if kind == "reasoning":
-        return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "encrypted_content": None,
+        kept = encode_reasoning(text) if encrypted and text is not None else None
+        return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "encrypted_content": kept,
                 "status": status}
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
@@ -51,8 +55,9 @@ def _without_bytes(logprobs: list) -> list:
 class OutputBuilder:
     """The output items of one response, built from reasoning text, answer text and tool calls as they come."""
 
-    def __init__(self, namespaces: Optional[dict] = None):
+    def __init__(self, namespaces: Optional[dict] = None, encrypted_reasoning: bool = False):
         self.namespaces = namespaces or {}   # {flat name: (namespace, name)} of the namespaced functions offered
+        self.encrypted_reasoning = encrypted_reasoning
         self.items: list = []
         self.reasoning_text = ""
         self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
@@ -115,7 +120,7 @@ class OutputBuilder:
         if self._open is None:
             return []
         kind, where, text, logprobs = self._open, self._where(), self._text, self._logprobs
-        item = _item(kind, self._open_id, text, status, logprobs)
+        item = _item(kind, self._open_id, text, status, logprobs, self.encrypted_reasoning)
         self.items.append(item)
         self._open = None
         done = "response.reasoning_text.done" if kind == "reasoning" else "response.output_text.done"
@@ -145,7 +150,7 @@ class ResponseRun:
         self.plan, self.card = plan, card
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id)
-        self.output = OutputBuilder(plan.namespaces)
+        self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning)
         self.finish: Optional[str] = None
         self._pending: list = []   # logprobs of answer tokens whose text is still held (a tool call's start, ...)
         self._answering = False    # the answer's text began
