@@ -113,13 +113,15 @@ def _choice_terminal(choices: Any, param: str) -> str:
 def _regex_grammar(pattern: Any, param: str) -> str:
     """The pattern as a Lark regex lexeme, escaped by llguidance's own regex_to_lark (as vLLM's guidance backend's
     grammar_from("regex") writes it): a slash after an escaped backslash (`\\\\/`) and a literal newline or tab are
-    pattern text, not the lexeme's end."""
+    pattern text, not the lexeme's end. \\d and \\w are ASCII ([0-9], [0-9a-zA-Z_]), as vLLM's default xgrammar
+    backend and JSON Schema's patterns read them (Rust's regex reads them as Unicode: \\d{6}
+    wrote digits of other scripts)."""
     if not isinstance(pattern, str) or not pattern:
         raise InvalidRequest(f"{param} must be a non-empty regular expression string", param=param)
     # regex_to_lark drops a dangling escape, which Rust's regex refuses ("incomplete escape sequence").
     if (len(pattern) - len(pattern.rstrip("\\"))) % 2:
         raise InvalidRequest(f"{param} ends with an incomplete escape sequence (a lone backslash)", param=param)
-    return f"/{regex_to_lark(pattern)}/"
+    return f"/{regex_to_lark(pattern, 'dw')}/"
 
 
 _START_RULE = re.compile(r"^(\s*)([?!]?)start(\s*:)", re.MULTILINE)

@@ -78,7 +78,7 @@ async def test_unknown_fields_are_accepted_and_logged_once(stack, caplog):
 GUIDED = [({"guided_choice": ["yes", "no"]}, 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "yes" | "no"\n'),
           ({"structured_outputs": {"choice": ["a/b", 'q"']}}, 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "a/b" | "q\\""\n'),
           ({"guided_regex": "[a-z]+/[0-9]"}, "start: /[a-z]+\\/[0-9]/\n"),
-          ({"structured_outputs": {"regex": "\\d{3}"}}, "start: /\\d{3}/\n"),
+          ({"structured_outputs": {"regex": "\\d{3}"}}, "start: /[0-9]{3}/\n"),
           ({"guided_regex": "[a-z]+\\\\/x"}, "start: /[a-z]+\\\\\\/x/\n"),
           ({"structured_outputs": {"regex": "a\nb"}}, "start: /a\\nb/\n"),
           ({"guided_grammar": 'start: "x" NUM\nNUM: /[0-9]+/\n'}, 'start: "x" NUM\nNUM: /[0-9]+/\n'),
@@ -136,8 +136,8 @@ async def test_thousands_of_guided_choices_are_one_lexeme_the_worker_follows(sta
 
 
 @pytest.mark.parametrize("pattern,text", [("[a-z]+\\\\/x", "ab\\/x"), ("line one\nline two", "line one\nline two"),
-                                          ("[^/]+/[0-9]", "a b/7")],
-                         ids=["slash-after-escaped-backslash", "literal-newline", "class-with-slash"])
+                                          ("[^/]+/[0-9]", "a b/7"), ("\\d{3}-\\w+", "123-ab_9")],
+                         ids=["slash-after-escaped-backslash", "literal-newline", "class-with-slash", "ascii-classes"])
 async def test_guided_regex_is_followed_as_the_pattern_reads(stack, pattern, text):
     """A slash after an escaped backslash closed the Lark lexeme early (a 400 'lexer error' for a valid pattern), and a
     literal newline was a 400 'must be on one line'; vLLM hands either pattern to its grammar backend as it is. The
@@ -180,6 +180,21 @@ async def test_a_gbnf_guided_grammar_is_followed(stack, thinking):
         ids = tokenizer.encode(prefix + text, add_special_tokens=False).ids
         assert all(grammar.matcher.consume_token(i) for i in ids) and grammar.matcher.is_accepting() if ok else \
             not (all(grammar.matcher.consume_token(i) for i in ids) and grammar.matcher.is_accepting())
+
+
+@pytest.mark.parametrize("text", ["١٢٣", "12３", "123-é"], ids=["arabic-indic", "fullwidth", "latin-letter"])
+async def test_guided_regex_classes_are_ascii(stack, text):
+    """\\d and \\w are ASCII, as vLLM's default xgrammar backend reads them: Rust's regex (llguidance's) reads them
+    as Unicode, and guided_regex \\d{6} wrote '᱄3٧٨٧߆' on the tiny model."""
+    client, fake = stack
+    status, body = await post(client, {**BASE, "guided_regex": "\\d{3}(-\\w+)?"})
+    assert status == 200, body
+    tiny = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny", "tokenizer.json")
+    with open(tiny) as f:
+        book = GrammarBook(f.read(), 1024, [1017])
+    grammar = book.start(fake.script.requests[0].constraint, [])
+    ids = Tokenizer.from_file(tiny).encode(text, add_special_tokens=False).ids
+    assert not (all(grammar.matcher.consume_token(i) for i in ids) and grammar.matcher.is_accepting())
 
 
 GUIDED_ERRORS = [
