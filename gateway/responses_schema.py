@@ -59,6 +59,13 @@ _TEXT = {
     },
 }
 
+# What `include` may name: OpenAI's ResponseIncludable (the openai SDK's types/responses/response_includable.py, from
+# OpenAI's API spec); OpenAI and vLLM refuse any other value. Only message.output_text.logprobs and
+# reasoning.encrypted_content add anything here: the others name output of hosted tools, which are not served.
+INCLUDABLE = ["file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+              "message.input_image.image_url", "computer_call_output.output.image_url", "code_interpreter_call.outputs",
+              "reasoning.encrypted_content", "message.output_text.logprobs"]
+
 # vLLM's Responses extensions, passed to the chat route as they are (its schema checks them).
 PASSTHROUGH = ("top_k", "min_p", "seed", "stop", "stop_token_ids", "repetition_penalty", "presence_penalty",
                "frequency_penalty", "logit_bias", "ignore_eos", "include_stop_str_in_output", "min_tokens")
@@ -97,7 +104,7 @@ RESPONSES_SCHEMA = {
         "safety_identifier": _STR_OR_NULL,
         "prompt_cache_key": _STR_OR_NULL,
         "service_tier": _STR_OR_NULL,
-        "include": {"type": ["array", "null"], "items": {"type": "string"}},
+        "include": {"type": ["array", "null"], "items": {"enum": INCLUDABLE}},
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "truncation": {"enum": ["auto", "disabled", None]},
         **{name: {} for name in PASSTHROUGH},

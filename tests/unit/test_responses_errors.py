@@ -55,10 +55,12 @@ async def post(client, body) -> tuple[int, dict, dict]:
      "your input holds 2048 items"),
     ({"input": "x", "max_output_tokens": 4096}, "max_output_tokens", "context_length_exceeded",
      "Please reduce the length of the prompt or of max_output_tokens"),
+    ({"input": "x", "include": ["reasoning.encrypted_content", "message.output_text.logprob"]}, "include[1]",
+     "invalid_value", "'message.output_text.logprob' is not one of ['file_search_call.results'"),
 ], ids=["image", "image-output", "max-tokens-0", "temperature", "input-type", "input-empty", "role", "item-type",
         "item-reference", "call-without-id", "tool-without-name", "tool-name", "tool-choice-name",
         "tool-choice-type", "schema-missing", "schema-invalid", "format-type", "effort",
-        "prompt-too-long", "too-many-items", "max-tokens-too-many"])
+        "prompt-too-long", "too-many-items", "max-tokens-too-many", "include-value"])
 async def test_bad_input_is_a_400_naming_the_field(stack, body, param, code, words):
     client, fake = stack
     status, error, _ = await post(client, body)
@@ -67,6 +69,16 @@ async def test_bad_input_is_a_400_naming_the_field(stack, body, param, code, wor
     assert (error["error"]["param"], error["error"]["code"]) == (param, code)
     assert words in error["error"]["message"]
     assert fake.script.requests == []
+
+
+async def test_every_include_value_openai_lists_is_accepted(stack):
+    """OpenAI's ResponseIncludable values (those for hosted tools add nothing here, as no hosted tool is served)."""
+    client, _ = stack
+    include = ["file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+               "message.input_image.image_url", "computer_call_output.output.image_url",
+               "code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs"]
+    status, body, _ = await post(client, {"input": "x", "include": include})
+    assert status == 200 and body["status"] == "completed", body
 
 
 @pytest.mark.parametrize("kind, status, code, words", [
