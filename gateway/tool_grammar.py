@@ -184,6 +184,13 @@ def _function_rules(index: int, function: dict, limit: int, markup: dict) -> lis
     for k, (name, schema) in enumerate(props.items()):
         if not MARKUP_NAME_RE.match(name):
             raise _unwritable(function["name"], name)
+        if schema is False:
+            # JSON Schema's false: no value is valid, so the parameter is never written (it was any JSON).
+            if name in required:
+                raise InvalidRequest(f"tools: parameter '{name}' of '{function['name']}' is required but its schema "
+                                     f"is false, which no value satisfies, so no call can satisfy it",
+                                     param="tools", code="unsupported_schema")
+            continue
         rule, terminal = f"f{index}_p{k}", string_terminal(schema if isinstance(schema, dict) else {}, limit)
         if terminal is not None:
             rules.append(f"F{index}_P{k}: {terminal}")

@@ -160,3 +160,19 @@ def test_other_parameter_names_are_called_as_they_are(card, parameter):
     grammar = tool_call_grammar([_named(parameter)], None, False, card)
     assert accepts(card, grammar, f"<tool_call>\n<function=f>\n<parameter={parameter}>\n7\n</parameter>\n</function>\n"
                                   f"</tool_call>")
+
+
+def test_a_parameter_whose_schema_is_false_is_never_written(card):
+    """JSON Schema's false admits no value: the forced call wrote it as any JSON ({"a": false, "b": 0},
+    {"a": -52.46, "b": 3}), arguments the tool's own schema refuses; required, no call can satisfy it."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": False, "b": {"type": "integer"}}, "required": ["b"]}}}
+    grammar = tool_call_grammar([tool], None, False, card)
+    call = "<tool_call>\n<function=f>\n{}<parameter=b>\n3\n</parameter>\n</function>\n</tool_call>"
+    assert accepts(card, grammar, call.format(""))
+    assert not accepts(card, grammar, call.format("<parameter=a>\n1\n</parameter>\n"))
+    tool["function"]["parameters"]["required"] = ["a", "b"]
+    body = {"messages": [{"role": "user", "content": "go"}], "tools": [tool], "tool_choice": "required"}
+    with pytest.raises(InvalidRequest) as error:
+        parse_chat(body, card, "tiny")
+    assert "parameter 'a' of 'f' is required but its schema is false" in str(error.value)
