@@ -12,7 +12,8 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 
 MAX_TOOLS = 128            # OpenAI's limit on functions per request
 MAX_PROMPTS = 64           # prompts in one /v1/completions batch (COMPLETION_SCHEMA says the same)
-MAX_STOPS = 16             # stop strings (the schemas say the same)
+MAX_STOPS = 64             # stop strings (the schemas say the same): vLLM, Ollama and llama.cpp set none; Continue
+                           # sends more than 16, and the stop matcher checks each one on every token
 MAX_STOP_TOKEN_IDS = 64
 MAX_N = 128                # choices per prompt (OpenAI's limit on n)
 MAX_CHOICES = 512          # choices per /v1/completions request: n times its prompts, each one scheduler request

@@ -9,6 +9,7 @@ from gateway import json_out
 from gateway.effort_tiers import nearest_tier
 from gateway.engine import Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.list_limits import MAX_STOPS
 from gateway.model import ModelCard
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -96,8 +97,8 @@ def _stop_list(value: Any) -> list:
         raise InvalidRequest('option "stop" must be of type array', param="options.stop")
     if not all(isinstance(s, str) for s in value):
         raise InvalidRequest('option "stop" must be of an array of strings', param="options.stop")
-    if len(value) > 16:
-        raise InvalidRequest("option 'stop' holds at most 16 strings", param="options.stop")
+    if len(value) > MAX_STOPS:
+        raise InvalidRequest(f"option 'stop' holds at most {MAX_STOPS} strings", param="options.stop")
     return [s for s in value if s]
 
 

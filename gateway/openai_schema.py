@@ -6,7 +6,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
-from gateway.list_limits import MAX_N
+from gateway.list_limits import MAX_N, MAX_STOPS
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
 from gateway.openai_fields import STRUCTURED_OUTPUTS
 from gateway.schema_errors import best_error, error_message
@@ -70,7 +70,7 @@ _TOOL = {
 }
 
 _STOP = {"anyOf": [{"type": ["string", "null"]},
-                   {"type": "array", "maxItems": 16, "items": {"type": "string"}}]}
+                   {"type": "array", "maxItems": MAX_STOPS, "items": {"type": "string"}}]}
 
 # Fields shared by chat and legacy completions, with OpenAI's ranges.
 _COMMON = {

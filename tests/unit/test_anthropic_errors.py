@@ -54,7 +54,7 @@ def without(*names: str) -> dict:
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
      400, BAD_MESSAGES, "messages.0.content.0: content blocks of type 'tool_use' are not supported here"),
     ({**BASE, "temperature": 1.5}, 400, BAD_MESSAGES, "temperature: 1.5 is greater than the maximum of 1"),
-    ({**BASE, "stop_sequences": ["a"] * 17}, 400, BAD_MESSAGES, "stop_sequences: 17 items given; at most 16"),
+    ({**BASE, "stop_sequences": ["a"] * 65}, 400, BAD_MESSAGES, "stop_sequences: 65 items given; at most 64"),
     # Anthropic's 400 for an empty one (quoted in MegaGrindStone/mcp-web-ui#5); vLLM refuses it too.
     ({**BASE, "stop_sequences": ["", "\n"]}, 400, BAD_MESSAGES, "stop_sequences: each stop sequence must be non-empty"),
     ({**BASE, "system": [{"type": "image"}]}, 400, BAD_MESSAGES, "system.0: image blocks are not supported"),
