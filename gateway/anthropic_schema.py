@@ -9,7 +9,6 @@ from jsonschema import Draft202012Validator
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS
-from gateway.openai_checks import ANTHROPIC_TOOL_NAME_PATTERN
 from gateway.openai_schema import integral
 from gateway.schema_errors import error_message
 
@@ -42,7 +41,7 @@ _TOOL = {
     "required": ["name"],
     "properties": {
         "type": {"type": ["string", "null"]},
-        "name": {"type": "string", "pattern": ANTHROPIC_TOOL_NAME_PATTERN},
+        "name": {"type": "string", "minLength": 1},  # what the call markup can carry: anthropic_request
         "description": {"type": ["string", "null"]},
         "input_schema": {"type": "object", "required": ["type"], "properties": {"type": {"const": "object"}}},
     },

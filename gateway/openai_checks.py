@@ -12,20 +12,21 @@ from gateway.tool_grammar import check_string_patterns, tool_call_grammar
 from gateway.tool_markup import MARKUP_NAME_RE
 from gateway.tool_values import tool_parameters
 
-# OpenAI's rule for function names.
-# OpenAI's rule plus '.' and ':' (MCP clients name tools "server.tool"; vLLM and Ollama accept them). Nothing
-# that could open or close prompt markup (<, >, =, whitespace) gets through.
-TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,64}$"
-TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
-# Ollama takes any name (api.ToolFunction.Name is any string; its Qwen parser reads <function=([^>]+)>): MCP clients
-# mint names past 64 characters ("mcp__<server>__<tool>") and with '/' (MCP's SEP-986) or spaces. Only what the call
-# markup cannot carry is refused: a '>' ends the tag, a line break or control character breaks it, and the name is
-# read trimmed.
+# Function names: any name the call markup can carry, on every route. vLLM (its protocol types take any string) and
+# Ollama (api.ToolFunction.Name is any string; its Qwen parser reads <function=([^>]+)>) accept any name, and MCP
+# clients mint names past OpenAI's 64 characters ("mcp__<server>__<tool>") and with '/' (MCP's SEP-986) or spaces.
+# Only what the markup cannot carry is refused: a '>' ends the tag, a line break or control character breaks it,
+# and the name is read trimmed. (OpenAI's own API and Anthropic's are stricter: ^[a-zA-Z0-9_-]{1,64}$ / {1,128}$.)
+TOOL_NAME_RE = MARKUP_NAME_RE
 MARKUP_TOOL_NAME_RE = MARKUP_NAME_RE
-# Anthropic's limit is 128 characters ("tools.N.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'"):
-# Claude Code's MCP tools (mcp__<server>__<tool>) pass 64.
-ANTHROPIC_TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_.:-]{1,128}$"
-ANTHROPIC_TOOL_NAME_RE = re.compile(ANTHROPIC_TOOL_NAME_PATTERN)
+ANTHROPIC_TOOL_NAME_RE = MARKUP_NAME_RE
+
+
+def tool_name_error(name: str, param: str, what: str = "") -> InvalidRequest:
+    """The 400 for a function name the call markup cannot carry (TOOL_NAME_RE), at `param` (`what`: a note after
+    the name)."""
+    return InvalidRequest(f"{param} {name!r}{what} cannot be written in the model's tool calls (<function=NAME>): no "
+                          f"'>', line break or control character, and no space at either end", param=param)
 
 
 def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
@@ -88,13 +89,12 @@ def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, b
 
 
 def check_tools(tools: Optional[list], param: str = "tools", names: re.Pattern = TOOL_NAME_RE) -> None:
-    """400 for a function name outside `names` (TOOL_NAME_PATTERN) or one offered twice."""
+    """400 for a function name outside `names` (TOOL_NAME_RE) or one offered twice."""
     seen = set()
     for i, tool in enumerate(tools or []):
         name = tool["function"]["name"]
         if not names.match(name):
-            raise InvalidRequest(f"{param}[{i}].function.name {name!r} must match {names.pattern}",
-                                 param=f"{param}[{i}].function.name")
+            raise tool_name_error(name, f"{param}[{i}].function.name")
         if name in seen:
             raise InvalidRequest(f"{param}[{i}].function.name {name!r} is offered twice; tool names must be "
                                  f"unique", param=f"{param}[{i}].function.name")

@@ -12,7 +12,7 @@ import logging
 from typing import Any, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
-from gateway.openai_checks import TOOL_NAME_RE
+from gateway.openai_checks import TOOL_NAME_RE, tool_name_error
 
 log = logging.getLogger("sparkinfer.gateway")
 _warned: set = set()
@@ -53,8 +53,7 @@ def _namespace(tool: dict, where: str, out: list, namespaces: dict, paths: list)
             raise InvalidRequest(f"{where}.tools[{j}].name must be a string", param=f"{where}.tools[{j}].name")
         name = flat_name(namespace, member["name"])
         if not TOOL_NAME_RE.match(name):
-            raise InvalidRequest(f"{where}.tools[{j}]: '{name}' (namespace and name, as the model is offered it) "
-                                 f"must match ^[a-zA-Z0-9_.:-]{{1,64}}$", param=f"{where}.tools[{j}].name")
+            raise tool_name_error(name, f"{where}.tools[{j}].name", " (namespace and name, as the model is offered it)")
         namespaces[name] = (namespace, member["name"])
         out.append(_function(member, name, tool.get("description")))
         paths.append(f"{where}.tools[{j}]")

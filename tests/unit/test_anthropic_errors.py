@@ -63,7 +63,7 @@ def without(*names: str) -> dict:
     ({**BASE, "mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "example"}]}, 400,
      BAD_MESSAGES, "mcp_servers: the MCP connector is not supported (this server connects to no MCP server)"),
     ({**BASE, "tools": [{"name": "get_weather"}]}, 400, BAD_MESSAGES, "tools.0.input_schema: Field required"),
-    ({**BASE, "tools": [{**TOOL, "name": "get weather"}]}, 400, BAD_MESSAGES, "tools.0.name: 'get weather' does not"),
+    ({**BASE, "tools": [{**TOOL, "name": "get>weather"}]}, 400, BAD_MESSAGES, "tools.0.name 'get>weather' cannot be"),
     ({**BASE, "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "type 'any' needs a non-empty tools list"),
     ({**BASE, "tools": [TOOL], "tool_choice": {"type": "tool"}}, 400, BAD_MESSAGES, "tool_choice.name: Field required"),
     ({**BASE, "tools": [TOOL], "tool_choice": {"type": "tool", "name": "other"}}, 400, BAD_MESSAGES,

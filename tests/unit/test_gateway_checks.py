@@ -115,15 +115,14 @@ async def test_empty_stop_strings_are_dropped_as_no_ops_elsewhere(stack, path, s
     assert text == "Hello world"
 
 
-@pytest.mark.parametrize("name", ["a b<tool_call>\"", "x" * 65, "", "ünïcode", "f=x", "a>b"],
-                         ids=["markup", "too-long", "empty", "non-ascii", "equals", "angle"])
+@pytest.mark.parametrize("name", ["a b<tool_call>\"", "", "a>b", "a\nb"],
+                         ids=["markup", "empty", "angle", "line-break"])
 async def test_tool_names_that_could_break_markup_are_400(stack, name):
+    # any other name is served, as vLLM and Ollama take it (tests/unit/test_anthropic_tool_names.py)
     client, _ = stack
     status, out = await post(client, "/v1/chat/completions",
                              {"messages": USER, "tools": [{"type": "function", "function": {"name": name}}]})
     assert status == 400 and out["error"]["param"].startswith("tools[0].function.name")
-    if name and ">" not in name:
-        return      # Ollama takes any name its call markup can carry (tests/unit/test_ollama_tool_names.py)
     status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "stream": False,
                                                    "tools": [{"type": "function", "function": {"name": name}}]})
     assert status == 400 and set(out) == {"error"}
@@ -184,7 +183,7 @@ async def test_legacy_functions_become_tools(stack):
 @pytest.mark.parametrize("extra,param,message", [
     ({"tools": TOOLS}, "functions", "use either tools/tool_choice or the deprecated functions/function_call"),
     ({"function_call": {"name": "nope"}}, "function_call", "names the function 'nope', which is not in functions"),
-    ({"functions": [{"name": "bad name"}]}, "functions[0].name", "must match ^[a-zA-Z0-9_.:-]{1,64}$"),
+    ({"functions": [{"name": "bad>name"}]}, "functions[0].name", "'bad>name' cannot be written in the model's tool"),
     ({"function_call": 5}, "function_call", "invalid value for 'function_call'"),
 ], ids=["both", "unknown-named", "bad-name", "bad-type"])
 async def test_legacy_functions_errors(stack, extra, param, message):

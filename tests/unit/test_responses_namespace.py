@@ -57,12 +57,19 @@ async def test_tool_choice_names_a_namespaced_function(stack):
     assert [call_of(item) for item in body["output"]] == [ITEM]
 
 
-async def test_a_flat_name_past_64_characters_is_named(stack):
+async def test_a_flat_name_the_markup_cannot_carry_is_named(stack):
     client, _ = stack
-    long = {**NAMESPACE, "name": "mcp__" + "d" * 60}
-    status, body = await post(client, {"input": "x", "tools": [long]})
+    bad = {**NAMESPACE, "name": "mcp>docs"}
+    status, body = await post(client, {"input": "x", "tools": [bad]})
     assert status == 400 and body["error"]["param"] == "tools[0].tools[0].name", body
-    assert f"'mcp__{'d' * 60}__search'" in body["error"]["message"]
+    assert "'mcp>docs__search' (namespace and name, as the model is offered it) cannot be written" in \
+        body["error"]["message"]
+
+
+async def test_a_flat_name_past_64_characters_is_served(stack):
+    client, _ = stack
+    status, body = await post(client, {"input": "x", "tools": [{**NAMESPACE, "name": "mcp__" + "d" * 60}]})
+    assert status == 200, body
 
 
 @pytest.mark.parametrize("tool, param, words", [
