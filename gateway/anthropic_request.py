@@ -17,7 +17,6 @@ from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes,
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
 from gateway.openai import Plan, parse_chat
-from gateway.openai_checks import ANTHROPIC_TOOL_NAME_RE
 from gateway.tools import dump_arguments
 
 _TEXT_ONLY = "this model reads text only"
@@ -255,8 +254,7 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
 def _parse_chat(chat: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool) -> Plan:
     """The chat route's Plan; its errors name this API's fields (tools.0.input_schema, not tools[0].function...)."""
     try:
-        return parse_chat(chat, card, served_name, exclude_tools_when_none, max_tools=card.max_context_len,
-                          tool_names=ANTHROPIC_TOOL_NAME_RE)
+        return parse_chat(chat, card, served_name, exclude_tools_when_none, max_tools=card.max_context_len)
     except ApiError as exc:
         for pattern, name in _RENAMES:
             exc.message = pattern.sub(name, exc.message)

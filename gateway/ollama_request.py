@@ -11,7 +11,7 @@ from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
-from gateway.openai_checks import MARKUP_TOOL_NAME_RE, check_tool_schemas, check_tools, tool_name_error
+from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import resolve_model, tag_name
@@ -156,10 +156,8 @@ def _tools(tools: Any) -> Optional[list]:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
             raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
-        if not MARKUP_TOOL_NAME_RE.match(function["name"]):
-            raise tool_name_error(function["name"], f"tools[{i}].function.name")
         out.append({"type": "function", "function": _without_nulls(function)})
-    check_tools(out, names=MARKUP_TOOL_NAME_RE)
+    check_tools(out)
     return out
 
 

@@ -1,7 +1,6 @@
 """Gateway process: OpenAI /v1 request bodies -> validated internal GenRequest (plus response options)."""
 from __future__ import annotations
 
-import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Optional
@@ -16,7 +15,7 @@ from gateway.llama_cpp_fields import check_post_sampling, fold_n_cmpl
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
-                                   completion_max_tokens, resolve_max_tokens, tool_constraint, TOOL_NAME_RE)
+                                   completion_max_tokens, resolve_max_tokens, tool_constraint)
 from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
@@ -140,17 +139,16 @@ def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
 
 
 def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
-               max_tools: int = MAX_TOOLS, tool_names: re.Pattern = TOOL_NAME_RE) -> Plan:
+               max_tools: int = MAX_TOOLS) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
-    max_tools and tool_names: the calling API's limit on tools (OpenAI's 128; /v1/messages has none) and its rule
-    for their names (OpenAI's 64 characters; Anthropic's 128)."""
+    max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none)."""
     body = fold_n_cmpl(body)
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
     try:
-        plan = _parse_chat_body(body, card, served_name, exclude_tools_when_none, tool_names)
+        plan = _parse_chat_body(body, card, served_name, exclude_tools_when_none)
     except ApiError as exc:
         if not legacy:
             raise
@@ -159,8 +157,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     return plan
 
 
-def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool,
-                     tool_names: re.Pattern) -> Plan:
+def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool) -> Plan:
     """parse_chat's work on a body whose deprecated functions are translated into tools."""
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
@@ -168,7 +165,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     stream, include_usage, continuous = _stream_options(body)
     check_content(body["messages"])
     check_tool_messages(body["messages"])
-    check_tools(body.get("tools"), names=tool_names)
+    check_tools(body.get("tools"))
     check_function_parameters(body.get("tools"))
     requested, param = chat_max_tokens(body)
     check_truncate_size(body, card.max_context_len, requested or 0, param)

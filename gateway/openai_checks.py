@@ -1,7 +1,6 @@
 """Gateway process: OpenAI /v1 checks shared by chat and completions: token limits, prompt size, tools."""
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
@@ -18,8 +17,6 @@ from gateway.tool_values import tool_parameters
 # Only what the markup cannot carry is refused: a '>' ends the tag, a line break or control character breaks it,
 # and the name is read trimmed. (OpenAI's own API and Anthropic's are stricter: ^[a-zA-Z0-9_-]{1,64}$ / {1,128}$.)
 TOOL_NAME_RE = MARKUP_NAME_RE
-MARKUP_TOOL_NAME_RE = MARKUP_NAME_RE
-ANTHROPIC_TOOL_NAME_RE = MARKUP_NAME_RE
 
 
 def tool_name_error(name: str, param: str, what: str = "") -> InvalidRequest:
@@ -88,12 +85,12 @@ def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, b
     return value, "max_tokens", "max_tokens" in body
 
 
-def check_tools(tools: Optional[list], param: str = "tools", names: re.Pattern = TOOL_NAME_RE) -> None:
-    """400 for a function name outside `names` (TOOL_NAME_RE) or one offered twice."""
+def check_tools(tools: Optional[list], param: str = "tools") -> None:
+    """400 for a function name the call markup cannot carry (TOOL_NAME_RE) or one offered twice."""
     seen = set()
     for i, tool in enumerate(tools or []):
         name = tool["function"]["name"]
-        if not names.match(name):
+        if not TOOL_NAME_RE.match(name):
             raise tool_name_error(name, f"{param}[{i}].function.name")
         if name in seen:
             raise InvalidRequest(f"{param}[{i}].function.name {name!r} is offered twice; tool names must be "
