@@ -5,7 +5,6 @@ from typing import Optional
 
 from aiohttp import web
 
-from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi
@@ -14,9 +13,9 @@ from gateway.llama_cpp_fields import content_ids
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
-from gateway.openai import check_model, parse_completion, template_kwargs
-from gateway.openai_checks import check_prompt_size, check_tools
-from gateway.openai_routes import check_request_template
+from gateway.openai import check_model, parse_completion
+from gateway.openai_checks import check_prompt_size
+from gateway.openai_routes import check_request_template, rendered_messages
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import TOKENIZE_SCHEMA, validate
 from gateway.web import json_response, read_json
@@ -80,9 +79,7 @@ def completion_body(body, card) -> dict:
 def _render(body: dict, card) -> str:
     """The chat prompt a /v1 chat request with these fields gets, as text: a special token's text inside a message
     stays the characters it is (the mark that keeps it from being tokenized as the token is taken out)."""
-    check_tools(body.get("tools"))
-    text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
-    return text.replace(PROTECT_MARK, "")
+    return rendered_messages(body, card).replace(PROTECT_MARK, "")
 
 
 def _response_fields(body: dict) -> Optional[list]:

@@ -18,12 +18,17 @@ from gateway.offload import run_cpu
 from gateway.web import json_response, read_json
 
 
+def rendered_messages(body: dict, card) -> str:
+    """The prompt a /v1 chat request with these fields (messages, tools, template fields) gets: the chat route's own
+    rendering, for /tokenize and llama.cpp's /apply-template (CPU work: run it off the loop)."""
+    check_tools(body.get("tools"))
+    return render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
+
+
 def _tokenize(body: dict, card) -> list:
     """The ids of a /tokenize body's prompt or rendered messages (CPU work: run it off the loop)."""
     if "messages" in body:
-        check_tools(body.get("tools"))
-        # The chat route's own rendering, so the count is the prompt a chat request with these fields gets.
-        text = render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
+        text = rendered_messages(body, card)
     elif "content" in body:
         return content_ids(card, body["content"], body.get("parse_special"))
     else:
