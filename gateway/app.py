@@ -210,9 +210,19 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")
     config = parse_config(argv)
     log.info("config %s", config.printable())
-    serve(create_app(config), config.host, config.port,
+    app = create_app(config)
+    serve(app, config.host, config.port,
           on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port),
-          drain_grace_s=config.drain_grace_s)
+          drain_grace_s=config.drain_grace_s, on_grace_end=lambda: _end_the_rest(app[ENGINE_KEY], config))
+
+
+def _end_the_rest(engine: Engine, config: GatewayConfig) -> None:
+    """The drain grace is over: what still runs ends with a 503 (an error event in a stream already answering)."""
+    num = engine.abort_all(Unavailable(
+        f"the server is shutting down: the request did not finish within its drain grace of {config.drain_grace_s:g} s "
+        "(SPARKINFER_DRAIN_GRACE_S)"))
+    if num:
+        log.info("stopping: %d requests still running after the drain grace end with a 503", num)
 
 
 if __name__ == "__main__":

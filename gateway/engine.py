@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Optional
 
 from gateway import metrics
@@ -37,6 +38,8 @@ class Engine:
         self._unloadable: Optional[tuple] = None  # (the InfoResponse bytes, its ModelUnloadable)
         # Ollama's view of the model's residency (/api/ps): every API's generations use the model.
         self.load_state = LoadState()
+        # The generations not yet collected, for abort_all (a closed one ignores it).
+        self._live: "weakref.WeakSet[Generation]" = weakref.WeakSet()
 
     async def card(self) -> ModelCard:
         """The model card; fetched from the scheduler on first use, and again after the scheduler was unreachable or
@@ -102,6 +105,7 @@ class Engine:
 
     async def start(self, req: GenRequest) -> Generation:
         gen = Generation(self, req, await self.card())
+        self._live.add(gen)
         self.load_state.touch(req.keep_alive)
         return gen
 
@@ -111,6 +115,13 @@ class Engine:
         results = [ChoiceResult(i) for i in range(req.num_choices)]
         await gen.drain(lambda delta: results[delta.index].absorb(delta))
         return results, gen.usage()
+
+    def abort_all(self, error: ApiError) -> int:
+        """Ends every running generation with `error`; returns how many there were."""
+        live = [gen for gen in self._live if not gen.closed]
+        for gen in live:
+            gen.abort(error)
+        return len(live)
 
     def record_finish(self, gen: Generation, finish_reason: str) -> None:
         self.load_state.release()

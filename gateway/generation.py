@@ -102,6 +102,11 @@ class Generation:
         """Seconds the scheduler kept choice 0 waiting for a seat before its first step (0 until it answered)."""
         return self._queue_time
 
+    @property
+    def closed(self) -> bool:
+        """Whether close() ran: its scheduler calls are cancelled and it is accounted for."""
+        return self._closed
+
     def usage(self) -> Usage:
         self._usage.completion_tokens = sum(self._generated)
         return self._usage
@@ -161,6 +166,16 @@ class Generation:
                     # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort".
                     self._engine.record_finish(self, "abort")
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def abort(self, error: ApiError) -> None:
+        """Ends every choice still running with `error` (the gateway's drain grace is over): the scheduler calls are
+        cancelled, and the reader gets the error after the text it already has, as after a worker lost mid-stream."""
+        if self._closed:
+            return
+        for index, task in enumerate(self._tasks):
+            if not self._ended[index]:
+                task.cancel()
+                self._fail(index, error)
 
     async def _run_choice(self, index: int) -> None:
         stream = None

@@ -141,10 +141,14 @@ class ListenError(Exception):
     """The port is taken or the host is no address of this machine: said in one line, without a traceback."""
 
 
-def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float) -> None:
+def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float,
+          on_grace_end: Callable[[], None] = lambda: None) -> None:
     """Serves `app` on host:port through GatewayRunner until SIGINT or SIGTERM, then drains: the port closes at once
     and the requests in flight get up to drain_grace_s to finish. The signals only set an event: aiohttp's
-    handle_signals raises out of the loop, and asyncio.run then cancels every handler at once, cutting each stream."""
+    handle_signals raises out of the loop, and asyncio.run then cancels every handler at once, cutting each stream.
+    When the grace is over, on_grace_end ends what is left with an error each request can still answer (a stream
+    its error event, a request not answered yet its status): aiohttp waits up to drain_grace_s more for the handlers
+    before it cancels them, which cut a stream mid-body and left a queued request with no response at all."""
     async def run() -> None:
         runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, access_log=None,
                                shutdown_timeout=drain_grace_s)
@@ -162,8 +166,10 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
             on_ready()
             await stop.wait()
             log.info("stopping: draining the requests in flight (up to %.0f s)", drain_grace_s)
+            grace_end = loop.call_later(drain_grace_s, on_grace_end)
         finally:
             await runner.cleanup()
+        grace_end.cancel()
 
     # A Ctrl-C before the handlers are installed (start-up) ends the process without a traceback.
     try:

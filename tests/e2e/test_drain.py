@@ -1,6 +1,7 @@
 """End to end: SIGTERM on a gateway (a scale-down, a rolling update, `docker compose stop`) drains it: the port closes
-at once, the requests in flight finish, then it exits 0; past SPARKINFER_DRAIN_GRACE_S what is left is cut and freed in
-the scheduler. Before, every stream in flight was cut mid-body and every non-streamed request got no response at all."""
+at once, the requests in flight finish, then it exits 0; past SPARKINFER_DRAIN_GRACE_S what is left ends with a 503 (a
+stream with its error event) and is freed in the scheduler. Before, every stream in flight was cut mid-body and every
+non-streamed request got no response at all."""
 import signal
 import subprocess
 import threading
@@ -83,10 +84,11 @@ def test_sigterm_lets_the_requests_in_flight_finish(engine_stack, gateway_over):
     assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == NUM_TOKENS
 
 
-def test_past_the_drain_grace_the_rest_is_cut_and_freed(engine_stack, gateway_over):
+def test_past_the_drain_grace_the_rest_ends_with_a_503_and_is_freed(engine_stack, gateway_over):
     gateway = gateway_over({"SPARKINFER_DRAIN_GRACE_S": "0.5"})
     endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
-    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 1, 10)
+    plain = Call(gateway.url, {**CHAT, "max_tokens": 4000})
+    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 2, 10)
     gateway.proc.send_signal(signal.SIGTERM)
     try:
         assert gateway.proc.wait(timeout=10) == 0
@@ -94,7 +96,14 @@ def test_past_the_drain_grace_the_rest_is_cut_and_freed(engine_stack, gateway_ov
         pytest.fail("the gateway outlived its drain grace by 10 s")
     wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 0, 5)
     endless.join(10)
-    assert endless.status is None and endless.error is not None
+    plain.join(10)
+    # Each ends in its own form: the stream with its error event, the answer not sent yet with the 503.
+    assert endless.error is None and endless.status == 200, endless.error
+    events = sse_payloads(endless.content)
+    assert events[-1] == "[DONE]" and events[-2]["error"]["code"] == "server_unavailable"
+    assert "shutting down" in events[-2]["error"]["message"]
+    assert plain.error is None and plain.status == 503, plain.error
+    assert "shutting down" in httpx.Response(503, content=plain.content).json()["error"]["message"]
 
 
 def test_sigterm_on_the_engine_lets_its_requests_finish(make_engine_stack):
