@@ -87,3 +87,21 @@ def test_compose_model_init_writes_the_tiny_model_only_when_it_is_served(compose
     assert service["environment"]["SPARKINFER_MODEL"] == "${SPARKINFER_MODEL:-/models/tiny}"
     subprocess.run(["sh", "-c", command], env=env, check=True, timeout=10)
     assert (tmp_path / "called").exists() == writes
+
+
+def _nginx_bytes(size: str) -> int:
+    return int(size[:-1]) * {"k": 1024, "m": 1024 * 1024}[size[-1].lower()] if size[-1].isalpha() else int(size)
+
+
+def test_the_load_balancer_passes_on_what_a_gateway_accepts():
+    """compose's nginx in front of the gateways: its defaults (1 MiB bodies, 8 KiB header fields) answered a long-context
+    chat (1.5 MB) with an HTML 413 and a 20 KB Authorization header with an HTML 400, both of which the gateway serves
+    (measured through this nginx.conf on nginx 1.22); every limit must be the gateway's, in the API's error shape."""
+    from gateway.http_server import SERVER_OPTIONS
+
+    conf = dict(re.findall(r"^\s*(client_max_body_size|large_client_header_buffers)\s+([^;]+);", _read(
+        "deploy", "nginx.conf"), re.M))
+    body_limit = _nginx_bytes(conf.get("client_max_body_size", "1m"))
+    assert body_limit == 0 or body_limit >= GatewayConfig.max_body_bytes
+    _, buffer_size = conf.get("large_client_header_buffers", "4 8k").split()
+    assert _nginx_bytes(buffer_size) >= SERVER_OPTIONS["max_field_size"]
