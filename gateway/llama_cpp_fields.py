@@ -30,6 +30,8 @@ SCHEMA = {
     "dynatemp_range": {"type": ["number", "null"]},
     # Probabilities after llama.cpp's sampler chain ("prob" / "top_probs"): check_post_sampling refuses them.
     "post_sampling_probs": {"type": ["boolean", "null"]},
+    # How a chat answer's <think> block comes back (common_reasoning_format_from_name's names): thinking_in_content.
+    "reasoning_format": {"enum": ["none", "auto", "deepseek", "deepseek-legacy", None]},
 }
 
 
@@ -145,3 +147,16 @@ def apply_repeat_last_n(body: dict, sampling, context: int) -> None:
         sampling.repetition_penalty = 1.0
         return
     sampling.repetition_window = window if 0 < window < context else 0
+
+
+def thinking_in_content(body: dict, stream: bool) -> bool:
+    """llama.cpp's reasoning_format on chat: "none" leaves the thinking in `content` as the model wrote it, its tags
+    included, and so does "deepseek-legacy" in a stream (llama.cpp's reasoning_in_content); "auto", "deepseek" or
+    none sent split it into reasoning_content (as without the field)."""
+    fmt = body.get("reasoning_format")
+    return fmt == "none" or (fmt == "deepseek-legacy" and stream)
+
+
+def reasoning_beside_content(body: dict, stream: bool) -> bool:
+    """llama.cpp's "deepseek-legacy" answer not streamed: the thinking in reasoning_content, and in `content` too."""
+    return body.get("reasoning_format") == "deepseek-legacy" and not stream

@@ -11,7 +11,8 @@ from gateway.errors import ApiError, InvalidRequest, NotFound, Unsupported
 from gateway.chat_kwargs import template_kwargs
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
-from gateway.llama_cpp_fields import check_post_sampling, fold_n_cmpl
+from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasoning_beside_content,
+                                      thinking_in_content)
 from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
@@ -20,7 +21,7 @@ from gateway.openai_fields import GUIDED, check_fields, guided_constraint
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
-from gateway.reasoning import hides_reasoning, prompt_opens_thinking
+from gateway.reasoning import hides_reasoning, opened_think, prompt_opens_thinking
 from gateway.structured import check_answer, checked, json_constraint, response_format_schema
 from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_choice import allows_listed_only, tool_mode
@@ -48,6 +49,7 @@ class Plan:
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
     tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
+    reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -193,10 +195,13 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
         gen.num_logprobs = body["n_probs"]
     prompt = plan_prompt_logprobs(body, False, stream)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
-    gen.split_reasoning = True
     gen.hide_reasoning = hides_reasoning(body)
     # Thinking on: the template's generation prompt (or a continued final message) left <think> open.
     gen.thinking_open = prompt_opens_thinking(text)
+    # llama.cpp's reasoning_format none: the answer is the text as written, from the <think> the prompt opened.
+    raw = thinking_in_content(body, stream) or reasoning_beside_content(body, stream)
+    gen.split_reasoning = not raw
+    opened = opened_think(text) if raw and gen.thinking_open and not body.get("continue_final_message") else ""
     if schema is not None and force is None:
         # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
         constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
@@ -208,7 +213,8 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
                 only_listed_tools=allows_listed_only(body),
-                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body),
+                prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body) + opened,
+                reasoning_beside_content=reasoning_beside_content(body, stream),
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 

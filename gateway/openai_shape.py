@@ -10,6 +10,7 @@ from gateway.errors import ApiError
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import vllm_prompt_logprobs
+from gateway.reasoning import split_whole
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
 from gateway.openai_usage import chat_usage, choice_usage
 from gateway.tools import ToolCallFilter
@@ -90,7 +91,11 @@ class ChatShaper:
                                                              finish_reason=result.finish_reason))
         content = getattr(self.plan, "echo_prefix", "") + content
         message = {"role": "assistant", "content": content if (content or not calls) else None}
-        if self.plan.gen.split_reasoning and not self.plan.hide_reasoning:
+        if getattr(self.plan, "reasoning_beside_content", False):
+            # llama.cpp's deepseek-legacy: the content keeps the <think> block, reasoning_content has its text too.
+            reasoning = split_whole(result.content, self.plan.gen.thinking_open)[0]
+        if (self.plan.gen.split_reasoning or getattr(self.plan, "reasoning_beside_content", False)) \
+                and not self.plan.hide_reasoning:
             message["reasoning_content"] = reasoning or None
             message["reasoning"] = reasoning or None
         if calls:

@@ -21,6 +21,21 @@ def prompt_opens_thinking(prompt: str) -> bool:
     return prompt.rfind(THINK_START) > prompt.rfind(THINK_END)
 
 
+def opened_think(prompt: str) -> str:
+    """The <think> tag a prompt that opens thinking ends with, and the whitespace after it (Qwen's generation prompt
+    writes "<think>\n"): the start of the thinking, which the model then does not write itself."""
+    rest = prompt[prompt.rfind(THINK_START) + len(THINK_START):]
+    return THINK_START + rest[:len(rest) - len(rest.lstrip())]
+
+
+def split_whole(text: str, thinking_open: bool) -> tuple[str, str]:
+    """(reasoning, content) of a whole output, as a stream of it splits."""
+    splitter = ReasoningSplitter(thinking_open)
+    reasoning, content = splitter.push(text)
+    tail_reasoning, tail_content = splitter.flush()
+    return reasoning + tail_reasoning, content + tail_content
+
+
 def _partial_tail(buf: str, tag: str) -> int:
     """Length of the longest suffix of buf that is a proper prefix of tag."""
     for size in range(min(len(buf), len(tag) - 1), 0, -1):
