@@ -89,13 +89,15 @@ def _openai_call(call: dict) -> dict:
                          "arguments": arguments if isinstance(arguments, str) else dump_arguments(arguments)}}
 
 
-def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,
-                     after_calls: bool = False) -> Optional[list[dict]]:
-    """OpenAI tool_calls for every <tool_call> block in text; None when any block is malformed or unclosed.
-    open_end: the model ended the output itself (finish_reason stop), so a last call whose </function> or
-    </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut by
-    max_tokens never is. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
-    calls = []
+def read_tool_calls(text: str, tools: list[dict], open_end: bool = False,
+                    after_calls: bool = False) -> Optional[tuple[list[dict], str]]:
+    """(OpenAI tool_calls for every <tool_call> block in text, the text outside them), None when any block is
+    malformed or unclosed. The text the model wrote between and after its calls is answer text, each piece without
+    the whitespace beside a call, joined as Ollama's parser joins them (model/parsers/qwen3coder.go) and as vLLM's
+    qwen3_coder streams it. open_end: the model ended the output itself (finish_reason stop), so a last call whose
+    </function> or </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut
+    by max_tokens never is. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
+    calls, pieces, end = [], [], 0
     pos = _next_call(text)
     while pos >= 0:
         read = _read_call(text, pos, tools, open_end)
@@ -103,10 +105,19 @@ def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,
             break               # a bare <function= in the prose after the calls: that prose is not part of them
         if read is None:
             return None
+        pieces.append(text[end:pos])
         call, end = read
         calls.append(_openai_call(call))
         pos = _next_call(text, end)
-    return calls or None
+    pieces.append(text[end:])
+    return (calls, "".join(piece.strip() for piece in pieces)) if calls else None
+
+
+def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,
+                     after_calls: bool = False) -> Optional[list[dict]]:
+    """The tool_calls of read_tool_calls (None when any block is malformed or unclosed)."""
+    read = read_tool_calls(text, tools, open_end, after_calls)
+    return None if read is None else read[0]
 
 
 def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
@@ -130,9 +141,9 @@ def _calls_after_prose(text: str, tools: list[dict], reason: Optional[str]) -> O
         return None
     pos = _next_call(text, 1)
     while pos > 0:
-        calls = parse_tool_calls(text[pos:], tools, open_end=reason == "stop")
-        if calls is not None:
-            return text[:pos].rstrip(), calls
+        read = read_tool_calls(text[pos:], tools, open_end=reason == "stop")
+        if read is not None:
+            return text[:pos].rstrip() + read[1], read[0]
         pos = -1 if text.startswith(TOOL_CALL_TAG, pos) else _next_call(text, pos + 1)
     return None
 
@@ -185,21 +196,21 @@ class ToolCallFilter:
         return calls
 
     def finish(self, reason: Optional[str] = None) -> tuple[str, Optional[list[dict]]]:
-        """(text still to emit, tool calls or None) at the end of the output, which `reason` ended. Unparseable call
-        text is returned as text (after any calls take_ready gave: those stand)."""
+        """(text still to emit, tool calls or None) at the end of the output, which `reason` ended: the text the model
+        wrote between and after its calls comes with them. Unparseable call text is returned as text (after any calls
+        take_ready gave: those stand)."""
         held, self._held = self._held, ""
         if self._calls_text is None:
             return held, None
-        calls = parse_tool_calls(self._calls_text, self._tools, open_end=reason == "stop",
-                                 after_calls=bool(self._taken))
-        calls = calls if self._allowed(calls) else None
+        read = read_tool_calls(self._calls_text, self._tools, open_end=reason == "stop", after_calls=bool(self._taken))
+        calls, after = read if read is not None and self._allowed(read[0]) else (None, "")
         later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason)
         if later is not None and self._allowed(later[1]):
             return self._gap + later[0], later[1]
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.
             return ("" if self._taken else self._gap) + self._calls_text, None
-        return "", calls
+        return after, calls
 
     def _allowed(self, calls: Optional[list]) -> bool:
         return self._names is None or all(call["function"]["name"] in self._names for call in calls or [])
