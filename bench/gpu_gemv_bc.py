@@ -2,13 +2,14 @@
 pick (v5 / v7 / cluster / xs) per 27B shape and fused projection, timed as bench/gpu_nvfp4.py times (GPU held by a
 sleep kernel, batches of 10 back-to-back launches on rotating weight copies that exceed the L2).
 
-Columns (M = 1): pick = ops.gemv as dispatched; bc = gemv_bc (unroll 3), bc_u2 = 2 chunk pairs per half-buffer;
-bc_b3 = 3 blocks per SM (unroll 2); *_pdl = launched with programmatic dependent launch (each launch's weight stream
-starts while the one before finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the
-reduction costs), bc_lo = loads only (the same loads without decode / MMA). M = 2, 4, 8, 16: ops.gemv's pick
-launched with PDL (the default) and plainly ("pick_plain"), and bcr = gemv_bcr (v10r) where x fits its shared
-memory. Each cell: us and % of the copy bandwidth measured in the same run. Checks gemv_bc and gemv_bcr once per
-shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned output).
+Columns (M = 1): pick = ops.gemv as dispatched; bc = gemv_bc (unroll 3), bc_u2 = 2 chunk pairs per half-buffer; bc_b3
+= 3 blocks per SM (unroll 2); *_pdl = launched with programmatic dependent launch (each launch's weight stream starts
+while the one before finishes); diagnostics (wrong results): bc_nf = no partial row groups (what the reduction costs),
+bc_lo = loads only (the same loads without decode / MMA); bt_u2 / bt_u3 = gemv_bt (v12, whole tiles per 16-warp block,
+PDL) where it applies. M = 2, 4, 8, 16: ops.gemv's pick launched with PDL (the default) and plainly ("pick_plain"),
+and bcr = gemv_bcr (v10r) where x fits its shared memory. Each cell: us and % of the copy bandwidth measured in the
+same run. Checks gemv_bc and gemv_bcr once per shape first (rel < 1e-2 against dequantize + f32 matmul, NaN-poisoned
+output).
 """
 import math
 import sys
@@ -17,7 +18,8 @@ import torch
 
 from bench.gpu_gemv_bulk import SHAPES
 from bench.gpu_nvfp4 import L2_BYTES, cells_line, copy_bandwidth, fake_prepared, timed
-from kernels.nvfp4 import checkpoint, gemv_bc, naive, ops
+from kernels import _compile
+from kernels.nvfp4 import checkpoint, gemv_bc, gemv_bt, naive, ops
 
 
 def check(n: int, k: int) -> float:
@@ -48,7 +50,15 @@ def cells_for(x, out, nv) -> dict:
             "bc_u2": run(unroll=2, pdl=False), "bc_pdl": run(pdl=True), "bc_u2_pdl": run(unroll=2, pdl=True),
             "bc_b3_pdl": run(unroll=2, blocks_per_sm=3, pdl=True),
             "bc_nf": run(variant="_noflush", pdl=False), "bc_lo": run(variant="_loadonly", pdl=False),
-            "bc_lo_pdl": run(variant="_loadonly", pdl=True)}
+            "bc_lo_pdl": run(variant="_loadonly", pdl=True), **bt_cells(x, out, nv)}
+
+
+def bt_cells(x, out, nv) -> dict:
+    """gemv_bt (v12: whole tiles per 16-warp block, no split-K flush) at each unroll, PDL, where it applies."""
+    if not gemv_bt.applies(x, nv[0], _compile.num_sms(x.device)):
+        return {}
+    return {f"bt_u{u}": timed([lambda p=p, u=u: gemv_bt.gemv_bt(x, p, out, unroll=u) for p in nv], 20, 10)
+            for u in gemv_bt.UNROLLS}
 
 
 def pick_ab(x, out, nv) -> dict:

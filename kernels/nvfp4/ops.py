@@ -1,8 +1,8 @@
-"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_bc.cu / gemv_bcr.cu for M = 1 / 2 on Hopper
-where gemv_bc.serves / serves_rows; gemv_tile.cu for M <= 8 rows on weights of up to ~19 MB, where it measured
-faster; gemv_cluster.cu where clusters of 2 blocks per row group fill a wave; gemv.cu otherwise for M <= 32, x staged
-in shared memory on long streams; above: gemm_wgmma.cu on Hopper, gemm.cu elsewhere), the GEMVs launched with
-programmatic dependent launch on Hopper (PDL); CPU: naive. The load-time repack itself: repack.py.
+"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_bt.cu or gemv_bc.cu / gemv_bcr.cu for M = 1 / 2
+on Hopper where gemv_bt.serves, gemv_bc.serves / serves_rows; gemv_tile.cu for M <= 8 rows on weights of up to ~19
+MB, where it measured faster; gemv_cluster.cu where clusters of 2 blocks per row group fill a wave; gemv.cu otherwise
+for M <= 32, x staged in shared memory on long streams; above: gemm_wgmma.cu on Hopper, gemm.cu elsewhere), the GEMVs
+launched with programmatic dependent launch on Hopper (PDL); CPU: naive. The load-time repack itself: repack.py.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
@@ -94,12 +94,15 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_bc where it serves
-    (M = 1), else gemv_tile where GEMV_VERSION is "v5" and it applies (no variant asked for), else gemv_cluster where
-    cluster_size finds a cluster that fills the GPU, else gemv_v2 (variant, blocks_per_sm: its options)."""
+    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_bt, else gemv_bc where
+    they serve (M = 1), else gemv_tile where GEMV_VERSION is "v5" and it applies (no variant asked for), else
+    gemv_cluster where cluster_size finds a cluster that fills the GPU, else gemv_v2 (variant, blocks_per_sm: its
+    options)."""
     if not variant and x.shape[0] <= 2 and x.is_cuda:
-        from kernels.nvfp4 import gemv_bc
+        from kernels.nvfp4 import gemv_bc, gemv_bt
 
+        if gemv_bt.serves(x, p):
+            return gemv_bt.gemv_bt(x, p, out, unroll=gemv_bt.dispatch_unroll(p))
         if gemv_bc.serves(x, p):
             return gemv_bc.gemv_bc(x, p, out, unroll=gemv_bc.dispatch_unroll(p))
         if gemv_bc.serves_rows(x, p):

@@ -1,0 +1,78 @@
+"""Launcher of gemv_bt.cu (v12, "block tiles"): the block-column M = 1 GEMV (v10's decode and layouts, gemv_bc.py)
+with one 16-warp block per SM owning whole 16-row tiles, so no split-K reduction leaves a block (method: gemv_bt.cu's
+header).
+
+Letters as ops.py: N out features, K in features, Np = N rounded up to 128, T = Np / 16 tiles, Kc = ceil(K / 64)
+chunks, Kp = ceil(Kc / 2) chunk pairs, G blocks (min(T, SMs)).
+"""
+import os
+
+import torch
+
+from kernels import _compile
+from kernels.nvfp4 import gemv_bc, ops
+
+# ops.gemv sends M = 1 here on Hopper with PDL where every SM gets a block and the blocks' tile counts differ by at
+# most MAX_IMBALANCE; H200 session 12 run 8 (us, v10 as dispatched before / v12 unroll 2 / 3, imbalance): 6144x5120
+# 9.9 / 9.1 / 9.3 (1.03), 10240x5120 13.8 / 12.4 / 12.5, 5120x6144 10.2 / 9.4 / 9.3 (1.24), 17408x5120 20.2 / 18.7 /
+# 18.1 (1.09), 5120x17408 20.5 / 21.2 / 20.4 (1.24), 12288x5120 15.3 / 14.0 / 13.8, 34816x5120 33.2 / 31.9 / 30.7,
+# LM head 193.8 / 196.1 / 185.2 (1.004), 16384x5120 19.3 / 17.2 / 17.0. SPARKINFER_NVFP4_BT=0 keeps v10.
+GEMV_BT = os.environ.get("SPARKINFER_NVFP4_BT", "1") == "1"
+MAX_IMBALANCE = 1.25
+BT_U3_CHUNKS = 40_000  # unroll 2 below this many fragments (Np / 16 * Kc), 3 from there
+UNROLLS = (2, 3)  # chunk pairs per register group compiled (nvfp4_gemv_bt_u{U})
+MAX_TILES = 128  # gemv_bt.cu BT_MAX_TILES
+WARPS = 16  # gemv_bt.cu BT_WARPS
+
+
+def blocks(p: dict, sms: int) -> int:
+    """G = min(T, sms): one block per SM."""
+    return min(p["Np"] // 16, sms)
+
+
+def imbalance(p: dict, sms: int) -> float:
+    """The most tiles a block streams over the mean: ceil(T / G) / (T / G) (1.0: every block the same)."""
+    t, g = p["Np"] // 16, blocks(p, sms)
+    return -(-t // g) / (t / g)
+
+
+def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
+    """gemv_bc.applies (M = 1, K % 8 == 0, x aligned, x staged in 64 KB), at most MAX_TILES tiles a block and at
+    least WARPS chunk pairs a block (every warp stages x with the others)."""
+    t, g, kp = p["Np"] // 16, blocks(p, sms), (p["Kc"] + 1) // 2
+    return gemv_bc.applies(x, p) and -(-t // g) <= MAX_TILES and (t // g) * kp >= WARPS
+
+
+def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: bool = True) -> torch.Tensor:
+    """x [1, K] bf16 contiguous (|x| < 2^28), p = ops.prepared(...) -> out [1, N] bf16 (written). Grid of G blocks of
+    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. Raises ValueError where `applies` is false or
+    unroll is not built."""
+    import numpy as np
+
+    sms = _compile.num_sms(x.device)
+    if not applies(x, p, sms) or unroll not in UNROLLS:
+        raise ValueError(f"gemv_bt: M={x.shape[0]}, N={p['N']}, K={p['K']}, unroll {unroll}: not served")
+    p = gemv_bc.prepared_bc(p)
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(p["alpha_bc"]), np.int32(p["N"]), np.int32(p["K"]),
+            np.int32(p["Np"]), np.int32(p["Kc"]))
+    kernel = gemv_bc._kernel(f"nvfp4_gemv_bt_u{unroll}", "gemv_bt.cu")
+    ops._launch("", "", (blocks(p, sms),), (32 * WARPS,), args, kernel, gemv_bc._smem(p), pdl)
+    return out
+
+
+def serves(x: torch.Tensor, p: dict) -> bool:
+    """ops.gemv's choice of this kernel: GEMV_BT, x of one row on a Hopper GPU with ops.PDL on (v12 was measured
+    so), `applies`, at least one tile per SM and imbalance <= MAX_IMBALANCE, and the scale words already built
+    (gemv_bc.prepared_bc) unless no CUDA graph is being captured."""
+    if not (GEMV_BT and ops.PDL and x.is_cuda and x.shape[0] == 1 and ops._hopper(x.device)):
+        return False
+    if "wsb" not in p and torch.cuda.is_current_stream_capturing():
+        return False
+    sms = _compile.num_sms(x.device)
+    return applies(x, p, sms) and p["Np"] // 16 >= sms and imbalance(p, sms) <= MAX_IMBALANCE
+
+
+def dispatch_unroll(p: dict) -> int:
+    """ops.gemv's unroll: 2 below BT_U3_CHUNKS fragments, 3 from there."""
+    return 2 if (p["Np"] // 16) * p["Kc"] < BT_U3_CHUNKS else 3

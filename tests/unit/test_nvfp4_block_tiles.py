@@ -1,0 +1,40 @@
+"""gemv_bt.py's work split and dispatch rule on CPU (no GPU needed): tiles per block and the imbalance that decides
+where ops.gemv sends M = 1 to v12, the kernel's limits (pairs per block, tiles per block), and that nothing on CPU
+is sent to it."""
+import math
+
+import pytest
+import torch
+
+from kernels.nvfp4 import gemv_bt
+
+
+def _p(n: int, k: int) -> dict:
+    np_, kc = -(-n // 128) * 128, -(-k // 64)
+    return {"N": n, "K": k, "Np": np_, "Kc": kc}
+
+
+# 27B shapes on an H200 (132 SMs): T tiles over min(T, 132) blocks, the busiest block's tiles over the mean
+@pytest.mark.parametrize("n,k,tiles", [(6144, 5120, 384), (5120, 6144, 320), (17408, 5120, 1088),
+                                       (248320, 5120, 15520), (2100, 5120, 136), (1000, 5120, 64)])
+def test_imbalance_is_the_busiest_block_over_the_mean(n, k, tiles):
+    p = _p(n, k)
+    g = min(tiles, 132)
+    assert p["Np"] // 16 == tiles and gemv_bt.blocks(p, 132) == g
+    assert gemv_bt.imbalance(p, 132) == pytest.approx(math.ceil(tiles / g) / (tiles / g))
+
+
+def test_dispatch_bounds():
+    assert gemv_bt.imbalance(_p(6144, 5120), 132) <= gemv_bt.MAX_IMBALANCE  # 3 vs 2.91
+    assert gemv_bt.imbalance(_p(5120, 17408), 132) <= gemv_bt.MAX_IMBALANCE  # 3 vs 2.42 (measured: a tie)
+    assert gemv_bt.imbalance(_p(2100, 5120), 132) > gemv_bt.MAX_IMBALANCE  # 2 vs 1.03
+    assert gemv_bt.dispatch_unroll(_p(6144, 5120)) == 2 and gemv_bt.dispatch_unroll(_p(17408, 5120)) == 3
+
+
+def test_applies_needs_a_pair_per_warp_and_room_for_the_sums():
+    x = torch.zeros(1, 5120, dtype=torch.bfloat16)
+    assert gemv_bt.applies(x, _p(6144, 5120), 132)
+    assert not gemv_bt.applies(torch.zeros(2, 5120, dtype=torch.bfloat16), _p(6144, 5120), 132)  # M = 2
+    assert not gemv_bt.applies(torch.zeros(1, 256, dtype=torch.bfloat16), _p(4096, 256), 132)  # 2 pairs a block
+    assert not gemv_bt.applies(x, _p(128 * 16 * 133, 5120), 132)  # 129 tiles on some block: over MAX_TILES
+    assert not gemv_bt.serves(x, _p(6144, 5120))  # CPU tensors never go to the kernel
