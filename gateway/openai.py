@@ -44,6 +44,7 @@ class Plan:
     parallel_tool_calls: bool = True
     hide_reasoning: bool = False
     forced_tools: bool = False                       # tool_choice required / named: the output is calls only
+    named_tool: bool = False                         # tool_choice names one function: its call finishes "stop"
     only_listed_tools: bool = False                  # allowed_tools: a call to a tool outside `tools` stays text
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
@@ -211,7 +212,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,
-                hide_reasoning=gen.hide_reasoning, forced_tools=force is not None,
+                hide_reasoning=gen.hide_reasoning, forced_tools=force is not None, named_tool=bool(force),
                 only_listed_tools=allows_listed_only(body),
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body) + opened,
                 reasoning_beside_content=reasoning_beside_content(body, stream),

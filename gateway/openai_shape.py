@@ -64,6 +64,14 @@ class ChatShaper:
             content = ""
         return reasoning, content, calls or None, finish
 
+    def chat_finish(self, finish: Optional[str]) -> Optional[str]:
+        """The finish_reason a chat choice reports. A named tool_choice's call finishes "stop", as OpenAI answers it
+        and vLLM follows (PR #25054: "tool_calls" for auto and required, "stop" for named, streamed or not); the
+        Responses API and /v1/messages read split's finish and keep their own (function_call items, tool_use)."""
+        if self.plan.named_tool and finish in ("tool_calls", "function_call"):
+            return "stop"
+        return finish
+
     def call_fields(self, calls: list) -> dict:
         """A message's (or delta's) calls: tool_calls, or, for the deprecated functions, OpenAI's one function_call
         ({name, arguments}: that API has one call a turn)."""
@@ -101,7 +109,7 @@ class ChatShaper:
         if calls:
             message.update(self.call_fields(calls))
         choice = {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
-                  "finish_reason": finish, "stop_reason": result.stop_reason}
+                  "finish_reason": self.chat_finish(finish), "stop_reason": result.stop_reason}
         if self.plan.return_token_ids:
             choice["token_ids"] = result.token_ids
         return choice
@@ -183,7 +191,8 @@ class ChatFramer:
         if finish:
             logprobs = self.s.logprobs(delta.logprobs) if on_finish and delta.logprobs else None
             frames.append(self._chunk([{"index": delta.index, "delta": {}, "logprobs": logprobs,
-                                        "finish_reason": finish, "stop_reason": delta.stop_reason}], usage,
+                                        "finish_reason": self.s.chat_finish(finish),
+                                        "stop_reason": delta.stop_reason}], usage,
                                       num_tokens=delta.num_tokens))
         return frames
 
