@@ -7,7 +7,7 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
-from gateway.errors import InvalidRequest, NotImplementedApi
+from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
 from gateway.http_stream import stream_generation
 from gateway.llama_cpp_fields import content_ids
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
@@ -126,7 +126,7 @@ class LlamaCppRoutes:
             "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.model_id,
             "modalities": {"vision": False, "audio": False}, "chat_template": card.chat_template_source,
             "bos_token": specials.get("bos_token", ""), "eos_token": specials.get("eos_token", ""),
-            "build_info": self.build_info, "endpoint_slots": False, "endpoint_props": False,
+            "build_info": self.build_info, "endpoint_slots": True, "endpoint_props": False,
             "endpoint_metrics": True, "is_sleeping": False})
 
     async def set_props(self, request: web.Request) -> web.Response:
@@ -134,10 +134,16 @@ class LlamaCppRoutes:
         raise NotImplementedApi("This server does not support changing global properties.", code="not_supported")
 
     async def slots(self, request: web.Request) -> web.Response:
-        # llama.cpp's answer with the slots endpoint off (as /props' endpoint_slots says): clients that read n_ctx
-        # from /slots take this 501 for "ask /props instead".
-        raise NotImplementedApi("This server does not support slots endpoint. Start it with `--slots`",
-                                code="not_supported")
+        """llama.cpp's GET /slots (on by default there): one entry per seat (SPARKINFER_MAX_NUM_SEQS), its window and
+        whether a request holds it, the first num_running ones busy (seats here are not tied to one request, and no
+        prompt or sampling of another client is shown); ?fail_on_no_slot=1 is its 503 while every seat is busy."""
+        card = await self.engine.card()
+        load = await self.engine.client.load(timeout=2.0)
+        busy = min(load.num_running, load.max_num_seqs)
+        if request.query.get("fail_on_no_slot") and busy >= load.max_num_seqs:
+            raise Unavailable("no slot available")
+        return json_response([{"id": i, "id_task": -1, "n_ctx": card.max_context_len, "speculative": False,
+                               "is_processing": i < busy} for i in range(load.max_num_seqs)])
 
     async def infill(self, request: web.Request) -> web.Response:
         # llama.cpp answers a model it cannot fill in the middle for with ERROR_TYPE_NOT_SUPPORTED; so does /v1's suffix.

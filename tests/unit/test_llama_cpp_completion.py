@@ -141,9 +141,6 @@ async def test_errors_come_in_llama_cpps_shape(stack):
     status, body = await post(client, {"prompt": "hi " * 3000})
     assert (status, body["error"]["code"], body["error"]["type"]) == (400, 400, "exceed_context_size_error")
     assert body["error"]["n_ctx"] == 2048 and body["error"]["n_prompt_tokens"] >= 2048
-    response = await client.get("/slots")
-    assert (await response.json())["error"] == {"code": 501, "type": "not_supported_error", "message":
-                                                "This server does not support slots endpoint. Start it with `--slots`"}
     fake.script.error = grpc.StatusCode.UNAVAILABLE
     status, body = await post(client, {"prompt": "hi", "n_predict": 2})
     assert (status, body["error"]["code"], body["error"]["type"]) == (503, 503, "unavailable_error")

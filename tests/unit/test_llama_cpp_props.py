@@ -1,7 +1,9 @@
 """GET /props answers as llama.cpp's server does (tools/server/server-context.cpp get_props; its README 'GET /props'):
 llama.cpp clients read the context window there (default_generation_settings.n_ctx) and the slot count (total_slots)
-before they send; it was a 404 'no route /props'. Beside it, llama-server's GET /models, GET /slots (501 with the slots
-endpoint off) and POST /apply-template (the chat prompt as text), each a 404 before."""
+before they send; it was a 404 'no route /props'. Beside it, llama-server's GET /models, GET /slots (on by default in
+llama.cpp: each seat's window and whether it is busy, ?fail_on_no_slot=1 its 503 when none is free; it was the 501 of a
+server started without --slots, naming a flag this server does not have) and POST /apply-template (the chat prompt as
+text), each a 404 before."""
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
@@ -29,7 +31,7 @@ async def test_props_states_the_window_slots_template_and_defaults():
         assert (settings["params"]["n_predict"], settings["params"]["seed"]) == (-1, 4294967295)
         assert body["model_alias"] == "fake-model" and body["chat_template"] == serving.template
         assert body["modalities"] == {"vision": False, "audio": False}
-        assert body["build_info"].startswith("sparkinfer ") and body["endpoint_slots"] is False
+        assert body["build_info"].startswith("sparkinfer ") and body["endpoint_slots"] is True
     finally:
         await client.close()
         await server.stop(None)
@@ -64,15 +66,11 @@ async def test_props_needs_the_api_key_and_is_503_without_a_scheduler():
         await client.close()
 
 
-async def test_models_and_slots_answer_as_llama_server():
+async def test_models_answer_as_llama_server():
     server, client = await _client(FakeServing(build_tokenizer()))
     try:
         models = await client.get("/models")
         assert models.status == 200 and await models.json() == await (await client.get("/v1/models")).json()
-        slots = await client.get("/slots")
-        body = await slots.json()
-        assert slots.status == 501
-        assert body["error"]["message"] == "This server does not support slots endpoint. Start it with `--slots`"
     finally:
         await client.close()
         await server.stop(None)
@@ -114,6 +112,27 @@ async def test_llama_servers_other_routes_say_why_they_are_not_served():
             body = await response.json()
             assert (response.status, response.headers.get("x-should-retry")) == (501, "false"), path
             assert body["error"]["message"].startswith(words), (path, body)
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
+async def test_slots_lists_each_seat_and_says_when_none_is_free():
+    serving = FakeServing(build_tokenizer(), max_context_len=256)
+    serving.max_num_seqs, serving.num_running = 3, 2
+    server, client = await _client(serving)
+    try:
+        response = await client.get("/slots")
+        assert response.status == 200
+        assert await response.json() == [
+            {"id": i, "id_task": -1, "n_ctx": 256, "speculative": False, "is_processing": i < 2} for i in range(3)]
+        assert (await client.get("/slots?fail_on_no_slot=1")).status == 200
+        serving.num_running = 3
+        response = await client.get("/slots?fail_on_no_slot=1")
+        assert response.status == 503
+        assert await response.json() == {"error": {"code": 503, "message": "no slot available",
+                                                   "type": "unavailable_error"}}
+        assert [slot["is_processing"] for slot in await (await client.get("/slots")).json()] == [True] * 3
     finally:
         await client.close()
         await server.stop(None)
