@@ -15,7 +15,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from proto import ADMITTED_METADATA_KEY, CONTEXT_METADATA_KEY, pb, pb_grpc
 from proto.keepalive import server_options
-from scheduler.admission import ContextLengthError, RequestError
+from scheduler.admission import ContextLengthError, RequestError, ShuttingDownError
 from scheduler.config import log_level, parse_config
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics, serve_metrics
@@ -189,6 +189,11 @@ async def drain(engine: Engine, health, grace_s: float, stop: asyncio.Event) -> 
         await asyncio.sleep(0.05)
     if engine.streams:
         log.warning("stopping: cutting %d requests still in flight", len(engine.streams))
+        # Each call ends with why, before the server stops: its cancel said only "Cancelling all calls".
+        error = ShuttingDownError(f"the scheduler is shutting down and cut the request before it finished (drain "
+                                  f"grace {grace_s:g} s, SPARKINFER_DRAIN_GRACE_S)")
+        for stream in engine.streams.values():
+            stream.queue.put_nowait(error)
 
 
 def main(argv=None) -> None:

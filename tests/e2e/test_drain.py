@@ -137,6 +137,27 @@ def test_sigterm_on_the_engine_lets_its_requests_finish(make_engine_stack):
     assert answer["choices"][0]["finish_reason"] == "length" and answer["usage"]["completion_tokens"] == NUM_TOKENS
 
 
+def test_past_the_engine_grace_a_stream_ends_saying_why(make_engine_stack):
+    """The scheduler's grace over, the requests it cuts end with the reason (measured on a stack on port 8230: the
+    stream's error event said "the model server is unavailable: Cancelling all calls", gRPC's words for its stop)."""
+    stack = make_engine_stack(env={"SPARKINFER_DRAIN_GRACE_S": "0.5"})
+    gateway = GatewayProcess(stack)
+    try:
+        gateway.wait_ready()
+        endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
+        wait_for(lambda: scheduler_load(stack.grpc_addr).num_running == 1, 10)
+        stack.scheduler.send_signal(signal.SIGTERM)
+        assert stack.scheduler.wait(timeout=30) == 0
+        endless.join(10)
+    finally:
+        gateway.close()
+    assert endless.error is None and endless.status == 200, endless.error
+    events = sse_payloads(endless.content)
+    assert events[-1] == "[DONE]" and events[-2]["error"]["message"] == (
+        "the model server is unavailable: the scheduler is shutting down and cut the request before it finished "
+        "(drain grace 0.5 s, SPARKINFER_DRAIN_GRACE_S)")
+
+
 def test_a_sigtermed_idle_worker_stops_while_its_scheduler_runs(make_engine_stack):
     """A worker SIGTERMed alone (docker compose restart worker) with nothing to run stops within its idle time, not at
     the end of the drain grace, though its scheduler still pings it: a replacement started beside it would otherwise
