@@ -30,6 +30,8 @@ SCHEMA = {
     "dynatemp_range": {"type": ["number", "null"]},
     # Probabilities after llama.cpp's sampler chain ("prob" / "top_probs"): check_post_sampling refuses them.
     "post_sampling_probs": {"type": ["boolean", "null"]},
+    # LoRA adapters by id and scale ([{"id", "scale"}]); none is loaded here, so any entry is REFUSED below.
+    "lora": {"type": ["array", "null"]},
     # How a chat answer's <think> block comes back (common_reasoning_format_from_name's names): thinking_in_content.
     "reasoning_format": {"enum": ["none", "auto", "deepseek", "deepseek-legacy", None]},
 }
@@ -45,6 +47,9 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "xtc_probability": (_on, "XTC sampling (llama.cpp's xtc_probability above 0) is not supported"),
     "top_n_sigma": (_on, "top-n-sigma sampling (llama.cpp's top_n_sigma above 0) is not supported"),
     "dynatemp_range": (_on, "dynamic temperature (llama.cpp's dynatemp_range above 0) is not supported"),
+    # llama.cpp refuses an adapter id it did not load ("invalid adapter id"); this server loads none.
+    "lora": (lambda v: bool(v), "invalid adapter id: this server loads no LoRA adapters (GET /lora-adapters lists "
+                                "none)"),
 }
 
 

@@ -109,6 +109,9 @@ class LlamaCppRoutes:
         app.router.add_post("/props", self.set_props)
         app.router.add_post("/completion", self.completion)
         app.router.add_get("/slots", self.slots)
+        app.router.add_post("/slots/{id_slot}", self.slot_action)
+        app.router.add_get("/lora-adapters", self.lora_adapters)
+        app.router.add_post("/lora-adapters", self.set_lora_adapters)
         app.router.add_post("/apply-template", self.apply_template)
         app.router.add_post("/infill", self.infill)
         for path in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking"):
@@ -144,6 +147,24 @@ class LlamaCppRoutes:
             raise Unavailable("no slot available")
         return json_response([{"id": i, "id_task": -1, "n_ctx": card.max_context_len, "speculative": False,
                                "is_processing": i < busy} for i in range(load.max_num_seqs)])
+
+    async def slot_action(self, request: web.Request) -> web.Response:
+        # llama.cpp's answer without --slot-save-path (ERROR_TYPE_NOT_SUPPORTED), and why there is nothing to keep.
+        raise NotImplementedApi("This server does not support slots action: it keeps no per-slot prompt cache to save, "
+                                "restore or erase (its prefix cache is automatic)", code="not_supported")
+
+    async def lora_adapters(self, request: web.Request) -> web.Response:
+        """llama.cpp's GET /lora-adapters: the adapters loaded, [{id, path, scale}]; none here."""
+        return json_response([])
+
+    async def set_lora_adapters(self, request: web.Request) -> web.Response:
+        """llama.cpp's POST /lora-adapters ([{id, scale}]): an empty list sets nothing; any id is not loaded."""
+        body = await read_json(request)
+        if not isinstance(body, list):
+            raise InvalidRequest("Request body must be an array", param=None)
+        if body:
+            raise InvalidRequest("invalid adapter id: this server loads no LoRA adapters", param=None)
+        return json_response({"success": True})
 
     async def infill(self, request: web.Request) -> web.Response:
         # llama.cpp answers a model it cannot fill in the middle for with ERROR_TYPE_NOT_SUPPORTED; so does /v1's suffix.

@@ -14,7 +14,7 @@ from gateway.stream import SSE_KEEPALIVE, sse_event
 RANDOM_SEED = 0xFFFFFFFF
 # The routes only llama.cpp's server has: their errors come in its shape.
 LLAMA_CPP_PATHS = frozenset({"/completion", "/props", "/slots", "/apply-template", "/infill", "/embedding",
-                             "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking"})
+                             "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/lora-adapters"})
 # llama.cpp's error types by status (tools/server/server-common.cpp format_error_response); a full queue (429 here,
 # where llama.cpp would wait) is its unavailable_error too: the server cannot take the request now.
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -22,7 +22,9 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
 
 
 def is_llama_cpp_path(path: str) -> bool:
-    return (path.rstrip("/") or "/") in LLAMA_CPP_PATHS
+    path = path.rstrip("/") or "/"
+    # /slots/{id_slot}: llama.cpp's save / restore / erase of one slot.
+    return path in LLAMA_CPP_PATHS or path.startswith("/slots/")
 
 
 def llama_cpp_error(error: ApiError) -> dict:
