@@ -32,6 +32,10 @@ _STATEFUL = {"previous_response_id": ("refers to a stored response", _INPUT_INST
              "conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
              "background": ("asks for a response kept to be polled later", "send it without background"),
              "prompt": ("refers to a stored prompt template", "send instructions and input instead")}
+# Chat Completions fields the Responses API renamed: OpenAI refuses each with a pointer to its new name. Taken as
+# unknown fields (logged and dropped), the format asked for was not applied (lmstudio-bug-tracker#2403), nor the limit.
+_MOVED = {"response_format": "text.format", "max_tokens": "max_output_tokens",
+          "max_completion_tokens": "max_output_tokens"}
 _SAME_NAME = ("model", "temperature", "top_p", "parallel_tool_calls", "user") + PASSTHROUGH
 # The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not
 # its input item's (instructions and calls are messages too), so only "input" is named.
@@ -65,6 +69,15 @@ def _check_stateless(body: dict) -> None:
         if body.get(name):
             raise InvalidRequest(f"{name} {what}, but {NOT_STORED}: {instead}", param=name,
                                  code="responses_not_stored")
+
+
+def _check_moved(body: dict) -> None:
+    """OpenAI's 400 for a Chat Completions field this API names otherwise (a null one is absent)."""
+    for name, moved_to in _MOVED.items():
+        if body.get(name) is not None:
+            raise InvalidRequest(f"Unsupported parameter: '{name}'. In the Responses API, this parameter has moved "
+                                 f"to '{moved_to}'. Try again with the new parameter.", param=name,
+                                 code="unsupported_parameter")
 
 
 def _response_format(text: Optional[dict]) -> Optional[dict]:
@@ -177,6 +190,7 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
     _check_stateless(body)
+    _check_moved(body)
     _check_sizes(body, card)
     validate(body, RESPONSES_SCHEMA)
     check_fields(body, RESPONSES_SCHEMA["properties"], chat=True)
