@@ -15,16 +15,18 @@
 #include "gemv_core.cuh"
 #include "gemv_split.cuh"
 
-// XS: x staged once per block in dynamic shared memory ([M, Kc * 64] bf16), read from there by every warp
-template <int NT, int U, int MODE, bool XS = false>
+// XS: x staged once per block in dynamic shared memory ([M, Kc * 64] bf16), read from there by every warp.
+// EARLY: the block's first weight loads go out before griddepcontrol.wait, x (and its staging) after it; otherwise
+// the block waits at its start (PDL launch, ops.py: only the launch itself overlaps the kernel before).
+template <int NT, int U, int MODE, bool XS = false, bool EARLY = false>
 __device__ void gemv_body(const GemvArgs& p) {
     __shared__ u32 lut[256];
     __shared__ int s_last;
     extern __shared__ uint4 xs[];
     pdl_launch_dependents();
-    pdl_wait();  // PDL launch (ops.py): x is read from the start, so only the launch itself overlaps the kernel before
+    if (!EARLY) pdl_wait();
     lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
-    if (XS) stage_x(p, xs);
+    if (XS && !EARLY) stage_x(p, xs);
     __syncthreads();
     bool first = true;
     const long long total = (long long)(p.Np / 128) * p.Kc;
@@ -35,7 +37,7 @@ __device__ void gemv_body(const GemvArgs& p) {
         const int rg = (int)(i / p.Kc), ca = (int)(i % p.Kc);
         const int cb = (int)min((long long)p.Kc, ca + (end - i));
         float acc[NT][4];
-        gemv_segment<NT, U, SEG_MODE, XS>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc, xs, first);
+        gemv_segment<NT, U, SEG_MODE, XS, EARLY>(p, rg * 8 + (threadIdx.x >> 5), ca, cb, lut, acc, xs, first);
         first = false;
         if (cb - ca == p.Kc)  // the block covers the whole row group: y directly
             store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, rg * 8 + (threadIdx.x >> 5), acc);
@@ -71,3 +73,13 @@ GEMV_KERNEL(nvfp4_gemv_nt2_l1, 2, 2, MODE_L1)
 GEMV_KERNEL(nvfp4_gemv_nt1_noflush, 1, 3, MODE_NOFLUSH)
 GEMV_KERNEL(nvfp4_gemv_nt1_loadonly, 1, 3, MODE_LOADONLY)
 GEMV_KERNEL(nvfp4_gemv_nt2_noflush, 2, 2, MODE_NOFLUSH)
+// the first weight loads before griddepcontrol.wait (EARLY)
+#define GEMV_EARLY_KERNEL(name, NT, U, XS)                                                 \
+    extern "C" __global__ void __launch_bounds__(256, 2) name(GEMV_PARAMS) {              \
+        gemv_body<NT, U, MODE_NORMAL, XS, true>(GEMV_ARGS);                                \
+    }
+GEMV_EARLY_KERNEL(nvfp4_gemv_nt1_early, 1, 3, false)
+GEMV_EARLY_KERNEL(nvfp4_gemv_nt2_early, 2, 2, false)
+GEMV_EARLY_KERNEL(nvfp4_gemv_nt4_early, 4, 1, false)
+GEMV_EARLY_KERNEL(nvfp4_gemv_xs_nt1_early, 1, 6, true)
+GEMV_EARLY_KERNEL(nvfp4_gemv_xs_nt2_early, 2, 4, true)

@@ -45,7 +45,8 @@ __device__ __forceinline__ void stage_x(const GemvArgs& p, uint4* xs) {
 // Lane (g, t) loads x row min(8 nt + g, M - 1) (rows past M duplicate row M - 1: their MMA columns are never
 // stored, so no lane needs zeros or a predicate) at k = min(64 cc + 16 t, K - 16) (past K the weights are zero
 // codes with zero scales, and x stays in bounds; K % 8 == 0, K >= 16). xl: x + (that row) * K + 16 t.
-template <int NT, int U, int MODE, bool XS>
+// PART: 0 weights, scales and x; 1 weights and scales only; 2 x only (the early first loads of gemv_segment)
+template <int NT, int U, int MODE, bool XS, int PART = 0>
 __device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, const u16* sp,
                                            const u16* const (&xl)[NT], int kmax, int c, int cb,
                                            Group<NT, U, XS>& grp) {
@@ -54,9 +55,11 @@ __device__ __forceinline__ void load_group(const GemvArgs& p, const uint4* wp, c
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (c + u >= cb) break;
-        grp.w[u] = MODE == MODE_L1 ? ld_nc16(wg + u * 32) : ld_stream16(wg + u * 32);
-        grp.s[u] = ld_stream_u16(sg + u * 32);
-        if (XS) continue;
+        if (PART != 2) {
+            grp.w[u] = MODE == MODE_L1 ? ld_nc16(wg + u * 32) : ld_stream16(wg + u * 32);
+            grp.s[u] = ld_stream_u16(sg + u * 32);
+        }
+        if (XS || PART == 1) continue;
         const int k = min((c + u) * 64, kmax);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -114,8 +117,9 @@ __device__ __forceinline__ void sum_sets(float (&acc)[S][NT][4], float (&out)[NT
 
 // two half-buffers of U chunks: the loads of one are in flight while the other is decoded and multiplied.
 // XS: xs = x staged in shared memory (stage_x); wait_x: the block's first segment, which waits for it (after
-// issuing its first weight loads, so the two overlap).
-template <int NT, int U, int MODE, bool XS = false>
+// issuing its first weight loads, so the two overlap). EARLY (with wait_x): the first two groups' weights are loaded
+// before griddepcontrol.wait (they need nothing from the kernel before), x after it (XS: staged here).
+template <int NT, int U, int MODE, bool XS = false, bool EARLY = false>
 __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca, int cb, const u32* lut,
                                              float (&out)[NT][4], const uint4* xs = nullptr, bool wait_x = false) {
     constexpr int S = 4 / NT;
@@ -137,8 +141,17 @@ __device__ __forceinline__ void gemv_segment(const GemvArgs& p, int tile, int ca
         xsl[nt] = xs + m * p.Kc * 8 + 2 * t;
     }
     Group<NT, U, XS> g0, g1;
-    load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca, cb, g0);
-    load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca + U, cb, g1);
+    if (EARLY && wait_x) {
+        load_group<NT, U, MODE, XS, 1>(p, wp, sp, xl, kmax, ca, cb, g0);
+        load_group<NT, U, MODE, XS, 1>(p, wp, sp, xl, kmax, ca + U, cb, g1);
+        pdl_wait();
+        if (XS) stage_x(p, (uint4*)xs);
+        load_group<NT, U, MODE, XS, 2>(p, wp, sp, xl, kmax, ca, cb, g0);
+        load_group<NT, U, MODE, XS, 2>(p, wp, sp, xl, kmax, ca + U, cb, g1);
+    } else {
+        load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca, cb, g0);
+        load_group<NT, U, MODE>(p, wp, sp, xl, kmax, ca + U, cb, g1);
+    }
     if (XS && wait_x) {
         cp_async_wait_all();
         __syncthreads();

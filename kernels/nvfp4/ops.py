@@ -1,8 +1,7 @@
-"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels (gemv_bt.cu or gemv_bc.cu / gemv_bcr.cu for M = 1 / 2
-on Hopper where gemv_bt.serves, gemv_bc.serves / serves_rows; gemv_tile.cu for M <= 8 rows on weights of up to ~19
-MB, where it measured faster; gemv_cluster.cu where clusters of 2 blocks per row group fill a wave; gemv.cu otherwise
-for M <= 32, x staged in shared memory on long streams; above: gemm_wgmma.cu on Hopper, gemm.cu elsewhere), the GEMVs
-launched with programmatic dependent launch on Hopper (PDL); CPU: naive. The load-time repack itself: repack.py.
+"""Worker process: NVFP4 linear y = x W^T. CUDA: CuPy kernels, for M <= 32 rows the GEMV gemv_pick.choice names (one
+row: gemv_bt.cu or gemv_bc.cu on Hopper; gemv_bcr.cu, gemv_cluster.cu, gemv.cu with early weight loads, gemv_tile.cu,
+gemv.cu), above: gemm_wgmma.cu on Hopper, gemm.cu elsewhere; the GEMVs launched with programmatic dependent launch
+on Hopper (PDL); CPU: naive. The load-time repack itself: repack.py.
 
 Letters: M activation rows, N out features, K in features; Np = N rounded up to 128, Kc = ceil(K / 64) chunks.
 Load-time repack (cached on the NVFP4Weight, on its device): codes go from row-major [N, K/2] to per-warp MMA
@@ -94,26 +93,12 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
-    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written): gemv_bt, else gemv_bc where
-    they serve (M = 1), else gemv_tile where GEMV_VERSION is "v5" and it applies (no variant asked for), else
-    gemv_cluster where cluster_size finds a cluster that fills the GPU, else gemv_v2 (variant, blocks_per_sm: its
-    options)."""
-    if not variant and x.shape[0] <= 2 and x.is_cuda:
-        from kernels.nvfp4 import gemv_bc, gemv_bt
+    """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written) by the kernel
+    gemv_pick.choice names (gemv_bt / gemv_bc for one row, gemv_bcr, gemv_cluster, gemv.cu with early loads, gemv_tile,
+    gemv.cu); variant, blocks_per_sm: gemv_v2's options."""
+    from kernels.nvfp4 import gemv_pick
 
-        if gemv_bt.serves(x, p):
-            return gemv_bt.gemv_bt(x, p, out, unroll=gemv_bt.dispatch_unroll(p))
-        if gemv_bc.serves(x, p):
-            return gemv_bc.gemv_bc(x, p, out, unroll=gemv_bc.dispatch_unroll(p))
-        if gemv_bc.serves_rows(x, p):
-            return gemv_bc.gemv_bcr(x, p, out)
-    if not variant and GEMV_VERSION == "v5" and tile_applies(x, p):
-        return gemv_tile(x, p, out)
-    if not variant and GEMV_CLUSTER and x.is_cuda and _hopper(x.device):
-        cs = cluster_size(p, _compile.num_sms(x.device))
-        if cs:
-            return gemv_cluster(x, p, out, cs)
-    return gemv_v2(x, p, out, variant, blocks_per_sm)
+    return gemv_pick.gemv(x, p, out, variant, blocks_per_sm)
 
 
 def cluster_size(p: dict, sms: int) -> int:
@@ -206,11 +191,12 @@ def gemv_tile(x: torch.Tensor, p: dict, out: torch.Tensor, depth: int = 0, suffi
 
 
 def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2,
-            xs: bool = None) -> torch.Tensor:
+            xs: bool = None, early: bool = False) -> torch.Tensor:
     """Split-K GEMV (gemv.cu), x [M <= 32, K]: persistent grid of blocks_per_sm blocks per SM (__launch_bounds__ allow
     two resident), partial sums reduced through the self-cleaning workspace (v7: one vector reduction per 4 sums);
     variant: kernel-name suffix ("_atomic": v2's scalar reductions; others: bench diagnostics). xs: x staged in shared
-    memory (the nvfp4_gemv_xs_* kernels; None: where it fits in XS_MAX_BYTES and no variant is asked for)."""
+    memory (the nvfp4_gemv_xs_* kernels; None: where it fits in XS_MAX_BYTES and no variant is asked for). early: the
+    *_early kernels (first weight loads before griddepcontrol.wait; no variant)."""
     import numpy as np
 
     m = x.shape[0]
@@ -223,6 +209,7 @@ def gemv_v2(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", bloc
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
     if xs is None:
         xs = GEMV_XS and not variant and xs_applies(m, p, grid[0])
+    variant = "_early" if early and not variant else variant
     if xs:
         _launch("", "", grid, (256,), args, _xs_kernel(f"nvfp4_gemv_xs_nt{nt}{variant}"), m * p["Kc"] * 128, True)
     else:
