@@ -2,6 +2,8 @@
 
 - "bt": M = 1, gemv_bt.serves (v12 block tiles: Hopper, PDL, tiles spread evenly over the SMs);
 - "bc": M = 1, gemv_bc.serves (v10 block columns);
+- "btm": 2 <= M <= 16, gemv_btm.serves (v12m: v12's split with v7's decode; 8+ tiles a block, e.g. the fused MLP
+  gate+up 34816x5120);
 - "bcr": M = 2, gemv_bc.serves_rows, on weights of at least ROWS_MIN_CHUNKS fragments (Np / 16 * Kc);
 - "cluster": Hopper, ops.cluster_size finds clusters of 2 blocks a row group that fill a wave (16384x5120,
   14336x5120: the fused GDN and attention input projections);
@@ -21,7 +23,7 @@ import os
 import torch
 
 from kernels import _compile
-from kernels.nvfp4 import gemv_bc, gemv_bt, ops
+from kernels.nvfp4 import gemv_bc, gemv_bt, gemv_btm, ops
 
 EARLY = os.environ.get("SPARKINFER_NVFP4_EARLY", "1") == "1"  # 0: the v7 GEMVs wait at their start, as before
 EARLY_MAX_M = 8
@@ -38,6 +40,8 @@ def choice(x: torch.Tensor, p: dict, variant: str = "") -> str:
         return "bt"
     if m == 1 and gemv_bc.serves(x, p):
         return "bc"
+    if 2 <= m <= 16 and gemv_btm.serves(x, p):
+        return "btm"
     if m == 2 and gemv_bc.serves_rows(x, p) and (p["Np"] // 16) * p["Kc"] >= ROWS_MIN_CHUNKS:
         return "bcr"
     hopper = ops._hopper(x.device)
@@ -57,6 +61,8 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
         return gemv_bt.gemv_bt(x, p, out, unroll=gemv_bt.dispatch_unroll(p))
     if kind == "bc":
         return gemv_bc.gemv_bc(x, p, out, unroll=gemv_bc.dispatch_unroll(p))
+    if kind == "btm":
+        return gemv_btm.gemv_btm(x, p, out)
     if kind == "bcr":
         return gemv_bc.gemv_bcr(x, p, out)
     if kind == "cluster":

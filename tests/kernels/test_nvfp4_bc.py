@@ -173,16 +173,16 @@ def test_block_column_rows_chain_and_graph(pdl):
 
 
 def test_ops_gemv_takes_v10r_for_two_rows():
-    # M = 2 on a K = 5120 non-cluster shape of at least gemv_pick.ROWS_MIN_CHUNKS fragments goes to gemv_bcr
-    # (alpha_bc appears), M = 3 does not
-    weight = _weight(17408, 5120)
+    # M = 2 on a K = 5120 shape of at least gemv_pick.ROWS_MIN_CHUNKS fragments that neither gemv_btm (5.8 tiles a
+    # block) nor gemv_cluster takes goes to gemv_bcr (alpha_bc appears), M = 3 does not
+    weight = _weight(12288, 5120)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     x3 = torch.randn(3, 5120, device="cuda").to(torch.bfloat16)
-    out3 = torch.full((3, 17408), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out3 = torch.full((3, 12288), float("nan"), dtype=torch.bfloat16, device="cuda")
     ops.gemv(x3, p, out3)
     assert "alpha_bc" not in p
     x = x3[:2].clone()
-    out = torch.full((2, 17408), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = torch.full((2, 12288), float("nan"), dtype=torch.bfloat16, device="cuda")
     ops.gemv(x, p, out)
     assert ("alpha_bc" in p) == (torch.cuda.get_device_capability() == (9, 0))
     ref = x.float() @ ref_w.t()

@@ -5,7 +5,7 @@ gemv_pick's choices on an H200 (needs a GPU)."""
 import pytest
 import torch
 
-from kernels.nvfp4 import gemv_pick, ops
+from kernels.nvfp4 import gemv_btm, gemv_pick, ops
 from tests.kernels.test_nvfp4_bc import _chain, _weight
 
 pytestmark = pytest.mark.gpu
@@ -37,16 +37,19 @@ def test_early_loads_wait_for_the_previous_kernel(rows, xs, graph):
 
 
 def test_pick_on_hopper():
-    if torch.cuda.get_device_capability() != (9, 0) or not (ops.PDL and gemv_pick.EARLY):
+    if torch.cuda.get_device_capability() != (9, 0) or not (ops.PDL and gemv_pick.EARLY and gemv_btm.GEMV_BTM):
         pytest.skip("the choices below are the Hopper + PDL ones")
-    big, small, fused = ops.prepared(_weight(17408, 5120)), ops.prepared(_weight(6144, 5120)), ops.prepared(
-        _weight(16384, 5120))
-    x = lambda m: torch.randn(m, 5120, device="cuda").to(torch.bfloat16)  # noqa: E731
-    assert gemv_pick.choice(x(1), small) == "bt"
-    assert gemv_pick.choice(x(2), big) == "bcr"  # 87,040 fragments
-    assert gemv_pick.choice(x(2), small) == "v2_early"  # 30,720
-    assert gemv_pick.choice(x(4), small) == "v2_early"  # was gemv_tile
-    assert gemv_pick.choice(x(8), big) == "v2_early"
-    assert gemv_pick.choice(x(4), fused) == "cluster"
-    assert gemv_pick.choice(x(16), big) == "v2"
-    assert gemv_pick.choice(x(4), small, variant="_atomic") == "v2"
+    shapes = {"gate_up": (34816, 5120), "mid": (12288, 5120), "small": (6144, 5120), "fused": (16384, 5120),
+              "down": (5120, 17408)}
+    w = {name: ops.prepared(_weight(n, k)) for name, (n, k) in shapes.items()}
+    x = lambda m, k=5120: torch.randn(m, k, device="cuda").to(torch.bfloat16)  # noqa: E731
+    assert gemv_pick.choice(x(1), w["small"]) == "bt"
+    for m in (2, 8, 16):
+        assert gemv_pick.choice(x(m), w["gate_up"]) == "btm", m  # 16.5 tiles a block
+    assert gemv_pick.choice(x(2), w["mid"]) == "bcr"  # 61,440 fragments, 5.8 tiles a block
+    assert gemv_pick.choice(x(2), w["small"]) == "v2_early"  # 30,720
+    assert gemv_pick.choice(x(4), w["small"]) == "v2_early"  # was gemv_tile
+    assert gemv_pick.choice(x(8, 17408), w["down"]) == "v2_early"
+    assert gemv_pick.choice(x(4), w["fused"]) == "cluster"
+    assert gemv_pick.choice(x(16), w["mid"]) == "v2"
+    assert gemv_pick.choice(x(4), w["small"], variant="_atomic") == "v2"

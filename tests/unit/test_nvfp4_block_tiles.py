@@ -38,3 +38,15 @@ def test_applies_needs_a_pair_per_warp_and_room_for_the_sums():
     assert not gemv_bt.applies(torch.zeros(1, 256, dtype=torch.bfloat16), _p(4096, 256), 132)  # 2 pairs a block
     assert not gemv_bt.applies(x, _p(128 * 16 * 133, 5120), 132)  # 129 tiles on some block: over MAX_TILES
     assert not gemv_bt.serves(x, _p(6144, 5120))  # CPU tensors never go to the kernel
+
+
+def test_rows_kernel_limits_and_choice():
+    from kernels.nvfp4 import gemv_btm
+
+    x = lambda m, k=5120: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
+    assert gemv_btm.applies(x(16), _p(34816, 5120), 132)  # 160 KB of x staged, 16-17 tiles a block
+    assert not gemv_btm.applies(x(1), _p(34816, 5120), 132)  # one row: gemv_bt
+    assert not gemv_btm.applies(x(16, 17408), _p(5120, 17408), 132)  # 557 KB of x
+    assert gemv_btm.applies(x(4, 17408), _p(5120, 17408), 132)  # 139 KB
+    assert not gemv_btm.applies(x(2), _p(248320, 5120), 132)  # 118 tiles a block: past MAX_TILES
+    assert not gemv_btm.serves(x(4), _p(34816, 5120))  # CPU tensors never go to the kernel
