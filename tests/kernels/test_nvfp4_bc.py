@@ -35,14 +35,20 @@ def test_block_column_gemv_matches(n, k):
         assert _rel(p, ref_w, x, unroll=unroll) < REL_TOL, unroll
 
 
-def test_half_codes_are_exact():
-    # every code +-0.5 (bf16 subnormals into the MMA) and x = +-1: y is an exact small integer multiple of 0.5 * s
-    n, k = 256, 512
+def _half_codes(n: int, k: int) -> checkpoint.NVFP4Weight:
+    """Every code +-0.5 (bf16 subnormals into the MMA), every scale and the global scale 1: with x = +-1, y is an
+    exact sum of +-0.5."""
     weight = _weight(n, k)
     signs = torch.randint(0, 2, (n, k // 2), device="cuda", dtype=torch.uint8)
     weight.packed = (0x1 | (signs & 1) << 3) | ((0x1 | (1 - (signs & 1)) << 3) << 4)  # +-0.5 in both nibbles
     weight.scale = torch.full_like(weight.scale.view(torch.uint8), 0x38).view(torch.float8_e4m3fn)  # 1.0
     weight.gmul = torch.tensor(1.0, device="cuda")
+    return weight
+
+
+def test_half_codes_are_exact():
+    n, k = 256, 512
+    weight = _half_codes(n, k)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     x = (torch.randint(0, 2, (1, k), device="cuda") * 2 - 1).to(torch.bfloat16)
     out = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")

@@ -7,7 +7,7 @@ import torch
 
 from kernels import _compile
 from kernels.nvfp4 import gemv_bt, ops
-from tests.kernels.test_nvfp4_bc import _chain, _weight
+from tests.kernels.test_nvfp4_bc import _chain, _half_codes, _weight
 
 pytestmark = pytest.mark.gpu
 REL_TOL = 1e-2
@@ -34,13 +34,8 @@ def test_block_tiles_gemv_matches(n, k):
 
 
 def test_half_codes_are_exact():
-    # every code +-0.5 (bf16 subnormals into the MMA), scales 1, x = +-1: y is exact (sums of +-0.5)
     n, k = 4096, 2048
-    weight = _weight(n, k)
-    signs = torch.randint(0, 2, (n, k // 2), device="cuda", dtype=torch.uint8)
-    weight.packed = (0x1 | (signs & 1) << 3) | ((0x1 | (1 - (signs & 1)) << 3) << 4)
-    weight.scale = torch.full_like(weight.scale.view(torch.uint8), 0x38).view(torch.float8_e4m3fn)
-    weight.gmul = torch.tensor(1.0, device="cuda")
+    weight = _half_codes(n, k)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     x = (torch.randint(0, 2, (1, k), device="cuda") * 2 - 1).to(torch.bfloat16)
     out = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
