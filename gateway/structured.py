@@ -170,10 +170,14 @@ def json_grammar(schema: dict, thinking_open: bool, card) -> str:
 
 
 def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
-    """The schema an OpenAI response_format asks for; None for text (or no response_format)."""
+    """The schema an OpenAI response_format asks for; None for text (or no response_format). llama.cpp's forms with
+    the schema beside the type ({"type": "json_object", "schema": ...}, {"type": "json_schema", "schema": ...}, its
+    README's two schema-constrained examples) ask for that schema."""
     kind = (response_format or {}).get("type", "text")
     if kind == "text":
         return None
+    if response_format.get("schema") is not None and (kind == "json_object" or "json_schema" not in response_format):
+        return check_schema(response_format["schema"], "response_format.schema")
     if kind == "json_object":
         return ANY_OBJECT
     spec = response_format.get("json_schema")
