@@ -12,7 +12,7 @@ import json
 import secrets
 from typing import Optional
 
-from gateway.tool_markup import CALL_CLOSE, FUNCTION_OPEN, load_json, read_function, skip_space
+from gateway.tool_markup import CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, read_function, skip_space
 from gateway.tool_values import ToolParams
 
 TOOL_CALL_TAG = "<tool_call>"
@@ -105,12 +105,21 @@ def read_tool_calls(text: str, tools: list[dict], open_end: bool = False,
             break               # a bare <function= in the prose after the calls: that prose is not part of them
         if read is None:
             return None
-        pieces.append(text[end:pos])
+        pieces.append(_without_stray_closers(text[end:pos]) if calls else text[end:pos])
         call, end = read
         calls.append(_openai_call(call))
         pos = _next_call(text, end)
-    pieces.append(text[end:])
+    pieces.append(_without_stray_closers(text[end:]))
     return (calls, "".join(piece.strip() for piece in pieces)) if calls else None
+
+
+def _without_stray_closers(text: str) -> str:
+    """Text after a call without the closing tags a model repeats there (a second </tool_call> or </function>):
+    markup, not answer text."""
+    text = text.lstrip()
+    while text.startswith((CALL_CLOSE, FUNCTION_CLOSE)):
+        text = text[len(CALL_CLOSE if text.startswith(CALL_CLOSE) else FUNCTION_CLOSE):].lstrip()
+    return text
 
 
 def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,

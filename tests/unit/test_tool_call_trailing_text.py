@@ -74,3 +74,15 @@ async def test_a_call_alone_still_has_no_content(stack):
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "enable_thinking": False}
     choice = (await (await client.post("/v1/chat/completions", json=body)).json())["choices"][0]
     assert choice["message"]["content"] is None and choice["finish_reason"] == "tool_calls"
+
+
+@pytest.mark.parametrize("tail", ["\n</tool_call>", "\n</function>\n</tool_call>\n"], ids=["close", "both"])
+async def test_a_closing_tag_repeated_after_the_call_is_no_text(stack, tail):
+    """A model that closes its call twice: the extra closers are markup, not content (on /v1 and /api/chat)."""
+    client, fake = stack
+    fake.script.reply = _call(5) + tail
+    body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "enable_thinking": False, "think": False}
+    choice = (await (await client.post("/v1/chat/completions", json=body)).json())["choices"][0]
+    assert choice["message"]["content"] is None and choice["finish_reason"] == "tool_calls"
+    message = (await (await client.post("/api/chat", json={**body, "stream": False})).json())["message"]
+    assert message["content"] == "" and [c["function"]["arguments"] for c in message["tool_calls"]] == [{"x": 5}]
