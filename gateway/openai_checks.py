@@ -38,7 +38,8 @@ def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
 
 def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
                        param: str, prompt_param: str) -> int:
-    """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit."""
+    """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit, but for
+    llama.cpp's n_predict, which is capped at the room the prompt leaves."""
     ctx = card.max_context_len
     if num_prompt >= ctx:
         raise ContextLengthExceeded(
@@ -48,6 +49,10 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
     room = ctx - num_prompt
     if requested is None:
         return room if default is None else min(default, room)
+    if param == "n_predict" and requested > room:
+        # llama.cpp's n_predict is a cap: past the room left the output stops where the context is full (its
+        # process_token: "stopped due to running out of context", stop_type limit, truncated), never a 400.
+        return room
     if num_prompt + requested > ctx:
         raise ContextLengthExceeded(
             f"This model's maximum context length is {ctx} tokens. However, you requested "

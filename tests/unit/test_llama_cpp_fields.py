@@ -47,10 +47,21 @@ async def test_n_predict_errors_name_it(stack, path, base):
     status, body = await post(client, path, {**base, "n_predict": 0})
     assert (status, body["error"]["param"]) == (400, "n_predict")
     assert body["error"]["message"] == "n_predict must be -1 (no limit), -2 (until the context is full) or at least 1, got 0"
-    status, body = await post(client, path, {**base, "n_predict": 4096})
-    assert (status, body["error"]["param"], body["error"]["code"]) == (400, "n_predict", "context_length_exceeded")
-    assert "Please reduce the length of the prompt or of n_predict" in body["error"]["message"]
     assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("path, base", ROUTES[:2], ids=IDS[:2])
+async def test_n_predict_past_the_context_runs_until_it_is_full(stack, path, base):
+    """llama.cpp's n_predict is a cap: past the room the prompt leaves, the output stops where the context is full
+    (its process_token, "stopped due to running out of context"); it was a 400 context_length_exceeded. max_tokens
+    past the context stays vLLM's 400."""
+    client, fake = stack
+    status, body = await post(client, path, {**base, "n_predict": 4096})
+    assert status == 200, body
+    prompt = body["usage"]["prompt_tokens"]
+    assert fake.script.requests[-1].max_tokens == 2048 - prompt
+    status, body = await post(client, path, {**base, "max_tokens": 4096})
+    assert (status, body["error"]["param"], body["error"]["code"]) == (400, "max_tokens", "context_length_exceeded")
 
 
 @pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
