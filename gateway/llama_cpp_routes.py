@@ -58,6 +58,20 @@ def _prompt_ids(prompt: list, card) -> list:
     return out
 
 
+def as_n_predict(body):
+    """llama.cpp's /completion reads max_tokens as n_predict's default (params_from_json_cmpl): an integer max_tokens
+    without n_predict is n_predict, with its -1 (no limit), 0 (the prompt only) and cap at a full context."""
+    if not isinstance(body, dict) or body.get("n_predict") is not None:
+        return body
+    limit = body.get("max_tokens")
+    if not _is_id(limit) or limit < -2:
+        # a value n_predict does not take keeps its own name in the 400
+        return body
+    out = {key: value for key, value in body.items() if key != "max_tokens"}
+    out["n_predict"] = limit
+    return out
+
+
 def completion_body(body, card) -> dict:
     """The /v1/completions body a llama.cpp /completion body asks for: no output limit unless n_predict (or
     max_tokens) is sent, its prompt forms (a string, token ids, both mixed, or a list of prompts) as OpenAI's."""
@@ -188,7 +202,7 @@ class LlamaCppRoutes:
         return json_response({"prompt": await run_cpu(_render, body, card)})
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
-        body = await read_json(request)
+        body = as_n_predict(await read_json(request))
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
         fields = _response_fields(body)

@@ -116,6 +116,28 @@ async def test_n_predict_past_the_context_runs_until_it_is_full(stack):
     assert body["generation_settings"]["n_predict"] == 4096
 
 
+@pytest.mark.parametrize("fields, sent, predicted, stop_type", [
+    ({"max_tokens": 4096}, 2048, None, "limit"),
+    ({"max_tokens": -1}, -1, None, "eos"),
+    ({"max_tokens": 0}, 0, 0, "limit"),
+    ({"max_tokens": 3}, 3, 3, "limit"),
+    ({"max_tokens": 9, "n_predict": 2}, 2, 2, "limit"),
+], ids=["past-the-context", "minus-one", "zero", "limit", "n_predict-wins"])
+async def test_max_tokens_is_read_as_n_predict(stack, fields, sent, predicted, stop_type):
+    """llama.cpp's /completion reads max_tokens as n_predict's default: its -1 is no limit, 0 the prompt only, and a
+    value past the context a cap; here it was OpenAI's max_tokens (a 400 for -1 and past the context)."""
+    client, fake = stack
+    fake.script.reply = "1, " * 3000 if sent == 2048 else REPLY
+    status, body = await post(client, {"prompt": "hi", **fields})
+    assert status == 200, body
+    room = 2048 - body["tokens_evaluated"]
+    expected = room if predicted is None and stop_type == "limit" else predicted
+    if expected is not None:
+        assert body["tokens_predicted"] == expected
+    assert body["stop_type"] == stop_type
+    assert body["generation_settings"]["n_predict"] == (4096 if sent == 2048 else sent)
+
+
 @pytest.mark.parametrize("body, param", [
     ({"n_predict": 2}, "prompt"),
     ({"prompt": [{"prompt_string": "x", "multimodal_data": ["AA=="]}]}, "prompt"),
