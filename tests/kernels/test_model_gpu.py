@@ -4,7 +4,6 @@ Two models: the tiny checkpoint (GDN heads of 32: the plain-torch GDN ops run on
 model with the kernels' 128-wide GDN heads (bf16 on the GPU: kernels/gdn CUDA path). Packed batches mix prefill
 chunks (one longer than a 64-token chunk) and decode rows on non-contiguous slots and shuffled blocks.
 """
-import os
 import random
 
 import pytest
@@ -17,7 +16,7 @@ from worker.layers import attention as attention_layer
 from worker.loader import load_model
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
 from worker.models.qwen3_5_weights import tensor_shapes
-from worker.tiny import _init, write_tiny_checkpoint
+from worker.tiny import _init
 
 pytestmark = pytest.mark.gpu
 BLOCK = 16
@@ -58,15 +57,6 @@ def kernel_reference(kernel_models):
     config, ref, _ = kernel_models
     ids, blocks = _schedule_inputs(config.vocab_size)
     return _run_schedule(ref, _cache(config, "cpu", torch.float32), ids, blocks, "cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory):
-    if os.path.isfile("models/tiny/config.json"):
-        return "models/tiny"
-    path = str(tmp_path_factory.mktemp("tiny"))
-    write_tiny_checkpoint(path)
-    return path
 
 
 def _cache(config, device, dtype, state_dtype=torch.float32):

@@ -1,8 +1,6 @@
 """GPU test: the worker repacks its NVFP4 weights at load and frees the checkpoint layout (worker/server.py
 build_runner -> worker/layers/linear.prepack_nvfp4): every NVFP4 Linear of the quantized tiny model is released and
 gives exactly what the same Linear of a plain load gives, at GEMV (1 row) and GEMM (40 rows) sizes."""
-import os
-
 import pytest
 import torch
 
@@ -12,12 +10,12 @@ from worker.loader import load_model
 from worker.server import WorkerConfig, build_runner
 
 pytestmark = pytest.mark.gpu
-TINY = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny")
 
 
-def test_worker_frees_the_checkpoint_layout_and_keeps_its_outputs(tmp_path):
+def test_worker_frees_the_checkpoint_layout_and_keeps_its_outputs(tmp_path, tiny_path):
+    # tiny_path (tests/kernels/conftest.py): models/tiny, or a copy written here where `make model` has not run
     path = str(tmp_path / "nvfp4")
-    quantize_folder(TINY, path, "modelopt", lm_head=True, device="cuda", progress=False)
+    quantize_folder(tiny_path, path, "modelopt", lm_head=True, device="cuda", progress=False)
     runner, _ = build_runner(WorkerConfig(model=path, device="cuda:0", num_kv_blocks=32, num_state_slots=4))
     ref_model, _ = load_model(path, device=torch.device("cuda:0"), dtype=torch.bfloat16, progress=False)
     refs = dict(ref_model.named_modules())
