@@ -79,17 +79,9 @@ gdn_recurrent_decode(const u16* __restrict__ q, const u16* __restrict__ k, long 
   load_v(v + n * s_v + hv * VD + col, vraw);
 #endif
   __syncthreads();
-  const float kq = scal[0], decay = scal[1], beta = scal[2];
+  const float decay = scal[1];
   float d[VEC], out[VEC];
-#pragma unroll
-  for (int c = 0; c < VEC; ++c) {
-    float tk = 0.f, tq = 0.f;
-#pragma unroll
-    for (int w = 0; w < NWARP; ++w) { tk += red[w][0][cg * VEC + c]; tq += red[w][1][cg * VEC + c]; }
-    const float vc = (c & 1) ? bfhi(vraw[c >> 1]) : bflo(vraw[c >> 1]);
-    d[c] = beta * (vc - decay * tk);
-    out[c] = decay * tq + d[c] * kq;
-  }
+  delta_columns(red, cg, vraw, scal, d, out);
 #if LEAN
   if (rg == 0) store_o(o + ((long long)n * HV + hv) * VD + col, out);
   // an empty asm "rewrites" the packed state, so the compiler cannot keep the first pass's unpacked floats (32

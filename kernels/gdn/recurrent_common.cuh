@@ -110,3 +110,21 @@ __device__ __forceinline__ void store_o(out_t* op, const float (&out)[VEC]) {
 #pragma unroll
   for (int c = 0; c < VEC; c += 2) st_out2(op + c, out[c], out[c + 1]);
 }
+
+// The gated delta rule's column update once the warps' partial k.S and q.S sums for this thread's E columns
+// (cg * E_ .. + E_) sit in red[warp][0 / 1]: per column, d = beta (v - decay k.S) and out = decay q.S + d (k.q)
+// (scal = {k.q, decay, beta}; recurrent.cu's header gives the recurrence). vraw: the E_ bf16 values of v, packed.
+template <int WARPS_, int COLS_, int E_>
+__device__ __forceinline__ void delta_columns(const float (&red)[WARPS_][2][COLS_], int cg, const u32 (&vraw)[E_ / 2],
+                                              const float* scal, float (&d)[E_], float (&out)[E_]) {
+  const float kq = scal[0], decay = scal[1], beta = scal[2];
+#pragma unroll
+  for (int c = 0; c < E_; ++c) {
+    float tk = 0.f, tq = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS_; ++w) { tk += red[w][0][cg * E_ + c]; tq += red[w][1][cg * E_ + c]; }
+    const float vc = (c & 1) ? bfhi(vraw[c >> 1]) : bflo(vraw[c >> 1]);
+    d[c] = beta * (vc - decay * tk);
+    out[c] = decay * tq + d[c] * kq;
+  }
+}

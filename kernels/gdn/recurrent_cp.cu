@@ -77,17 +77,9 @@ gdn_recurrent_decode_cp(const u16* __restrict__ q, const u16* __restrict__ k, lo
     if (lane < 8) { red[warp][0][cg * E16 + c] = sk[c]; red[warp][1][cg * E16 + c] = sq[c]; }
   }
   __syncthreads();
-  const float kq = scal[0], decay = scal[1], beta = scal[2];
+  const float decay = scal[1];
   float d[E16], out[E16];
-#pragma unroll
-  for (int c = 0; c < E16; ++c) {
-    float tk = 0.f, tq = 0.f;
-#pragma unroll
-    for (int w = 0; w < CP_NWARP; ++w) { tk += red[w][0][cg * E16 + c]; tq += red[w][1][cg * E16 + c]; }
-    const float vc = (c & 1) ? bfhi(vraw[c >> 1]) : bflo(vraw[c >> 1]);
-    d[c] = beta * (vc - decay * tk);
-    out[c] = decay * tq + d[c] * kq;
-  }
+  delta_columns(red, cg, vraw, scal, d, out);
   state_t* S = S0 + cg * E16;
 #pragma unroll
   for (int p = 0; p < CP_PASSES; ++p) {
