@@ -46,6 +46,17 @@ def _threads(width: int) -> int:
     return min(MAX_THREADS, max(32, -(-columns // 32) * 32))
 
 
+def _head_rows(z: torch.Tensor, width: int) -> torch.Tensor:
+    """z [..., width] bf16 CUDA as a [T, H, width] view with a contiguous last dim (T the leading dims flattened; a
+    2-D z is [R, 1, width]); a copy only where no such view exists."""
+    if not supports(z) or z.shape[-1] != width:
+        raise NormKernelError(f"z must be a CUDA bfloat16 [..., {width}] tensor, got {z.dtype} {tuple(z.shape)}")
+    if z.dim() < 3:
+        return _rows(z, "z", width).unsqueeze(1)
+    z3 = z.reshape(-1, z.shape[-2], width)
+    return z3 if width == 1 or z3.stride(2) == 1 else z3.contiguous()
+
+
 def _aligned(nbytes: int, *tensors) -> bool:
     """Every given [R, D] bf16 tensor starts on `nbytes` and its row stride is a multiple of nbytes / 2 elements."""
     return all(t is None or (t.data_ptr() % nbytes == 0 and (t.shape[0] <= 1 or t.stride(0) % (nbytes // 2) == 0))
@@ -91,21 +102,28 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
 
 
 def gated_rms_norm(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """Gated RMSNorm (norm_rms_gated). x, z [..., D] bf16 (same leading shape); weight [D] bf16.
-    Returns [..., D] bf16 = bf16(bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) * silu(z))."""
+    """Gated RMSNorm (norm_rms_gated). x, z [..., D] bf16 (the same number of D-wide rows); weight [D] bf16.
+    Returns [..., D] bf16 (x's shape) = bf16(bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) * silu(z)).
+    z of 3 or more dims is read in place as [T, H, D] (_head_rows): the GDN's [T, HV, dv] gate is a column view of
+    the fused in_proj output, whose heads cannot be flattened into evenly strided rows without a copy.
+    Raises NormKernelError on a wrong dtype, device or shape."""
     import numpy as np
 
     width = x.shape[-1]
-    x2, z2 = _rows(x, "x", width), _rows(z, "z", width)
+    x2, z3 = _rows(x, "x", width), _head_rows(z, width)
     w = _rows(weight, "weight", width).reshape(-1)
-    if z2.shape[0] != x2.shape[0] or w.numel() != width:
-        raise NormKernelError(f"z must match x {tuple(x.shape)}, weight must be [{width}]")
+    heads = z3.shape[1]
+    if z3.shape[0] * heads != x2.shape[0] or w.numel() != width:
+        raise NormKernelError(f"z {tuple(z.shape)} must have the rows of x {tuple(x.shape)}, weight must be [{width}]")
     out = torch.empty(x2.shape, dtype=torch.bfloat16, device=x.device)
     if x2.shape[0]:
-        args = (np.uint64(x2.data_ptr()), np.int64(x2.stride(0)), np.uint64(z2.data_ptr()), np.int64(z2.stride(0)),
-                np.uint64(w.data_ptr()), np.uint64(out.data_ptr()), np.int64(out.stride(0)), np.int32(width),
-                np.float32(eps))
-        if width % 4 == 0 and _aligned(8, x2, z2, w.view(1, -1)):
+        z_args = (np.uint64(z3.data_ptr()), np.int64(z3.stride(0)), np.int64(z3.stride(1) if heads > 1 else 0),
+                  np.int32(heads))
+        args = (np.uint64(x2.data_ptr()), np.int64(x2.stride(0))) + z_args + (
+            np.uint64(w.data_ptr()), np.uint64(out.data_ptr()), np.int64(out.stride(0)), np.int32(width),
+            np.float32(eps))
+        z_aligned = z3.data_ptr() % 8 == 0 and all(n <= 1 or st % 4 == 0 for n, st in zip(z3.shape[:2], z3.stride()))
+        if width % 4 == 0 and z_aligned and _aligned(8, x2, w.view(1, -1)):
             args = args[:-2] + (np.int64(x2.shape[0]),) + args[-2:]
             _launch("norm_rms_gated_w4", (-(-x2.shape[0] // 8),), (256,), args)
         else:

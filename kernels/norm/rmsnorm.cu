@@ -1,7 +1,8 @@
 // rmsnorm.cu: Qwen3.5's norms and the MLP's SiLU-and-multiply, bf16 in/out, f32 math, one launch each (sm_90).
 // norm_rms_zc:    grid (R), block (NT = 32..1024, a multiple of 32); block r owns row r, thread i owns columns
 //                 i, i + NT, ... of it (two passes: sum of squares, then scale; the second pass re-reads from L1/L2).
-// norm_rms_gated: same mapping; row r = one dv-wide head vector of the GDN output, z read at the same (row, col).
+// norm_rms_gated: same mapping; row r = one dv-wide head vector of the GDN output, z read at the same (row, col)
+//                 of z viewed as [T, H, D] (z_row: the GDN's z is a strided column view of the fused in_proj).
 // silu_mul:       grid (min(ceil(T*I / 256), cap)), block 256; grid-stride loop, thread = one element (t, i).
 // norm_rms_gated_w4, silu_mul_v8: vector forms of the two for aligned rows (one warp a row; 8 columns a thread),
 //                 used by ops.py where alignment allows (the scalar forms serve the rest).
@@ -30,6 +31,13 @@ __device__ __forceinline__ void allow_dependents() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// row r of the gate z viewed as [T, H, D] with token stride szt and head stride szh (elements): token r / H, head
+// r % H. A column view of a fused projection split into heads is such a view without a copy; a plain [R, D] z has
+// H = 1 (szh unused).
+__device__ __forceinline__ const u16* z_row(const u16* z, long long r, long long szt, long long szh, int H) {
+  return z + (r / H) * szt + (r % H) * szh;
 }
 
 // bf16 round trip of an f32 value (what a `.to(bfloat16)` between two torch ops does)
@@ -126,11 +134,12 @@ extern "C" __global__ void norm_rms_zc_v8(const u16* x, long long sx, const u16*
 // x, z [R, D] bf16 (row strides sx, sz; z may be a column view of a wider projection); w [D] bf16; out [R, D]
 // (row stride so).
 extern "C" __global__ void norm_rms_gated(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,
-                                          long long sz, const u16* __restrict__ w, u16* __restrict__ out,
-                                          long long so, int D, float eps) {
+                                          long long szt, long long szh, int H, const u16* __restrict__ w,
+                                          u16* __restrict__ out, long long so, int D, float eps) {
   allow_dependents();
   const long long r = blockIdx.x;
   const u16* xr = x + r * sx;
+  const u16* zr = z_row(z, r, szt, szh, H);
   float ss = 0.f;
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float v = bf2f(xr[i]);
@@ -139,7 +148,7 @@ extern "C" __global__ void norm_rms_gated(const u16* __restrict__ x, long long s
   const float inv = rsqrtf(block_sum(ss) / (float)D + eps);
   for (int i = threadIdx.x; i < D; i += blockDim.x) {
     const float y = rbf(bf2f(w[i]) * rbf(bf2f(xr[i]) * inv));
-    out[r * so + i] = f2bf(y * silu_f(bf2f(z[r * sz + i])));
+    out[r * so + i] = f2bf(y * silu_f(bf2f(zr[i])));
   }
 }
 
@@ -166,13 +175,14 @@ __device__ __forceinline__ void unpack4(const uint2& u, float (&v)[4]) {
 }
 
 extern "C" __global__ void norm_rms_gated_w4(const u16* __restrict__ x, long long sx, const u16* __restrict__ z,
-                                             long long sz, const u16* __restrict__ w, u16* __restrict__ out,
-                                             long long so, long long R, int D, float eps) {
+                                             long long szt, long long szh, int H, const u16* __restrict__ w,
+                                             u16* __restrict__ out, long long so, long long R, int D, float eps) {
   allow_dependents();
   const long long r = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= R) return;
   const u16* xr = x + r * sx;
+  const u16* zr = z_row(z, r, szt, szh, H);
   float ss = 0.f;
   for (int c = 4 * lane; c < D; c += 128) {
     float v[4];
@@ -185,7 +195,7 @@ extern "C" __global__ void norm_rms_gated_w4(const u16* __restrict__ x, long lon
   for (int c = 4 * lane; c < D; c += 128) {
     float v[4], zv[4], wv[4];
     unpack4(*reinterpret_cast<const uint2*>(xr + c), v);
-    unpack4(*reinterpret_cast<const uint2*>(z + r * sz + c), zv);
+    unpack4(*reinterpret_cast<const uint2*>(zr + c), zv);
     unpack4(*reinterpret_cast<const uint2*>(w + c), wv);
     u16 o[4];
 #pragma unroll

@@ -93,6 +93,27 @@ def test_gated_rms_norm_matches_naive(rows, width, shift):
     _check(ops.gated_rms_norm(x, z, w, 1e-6), naive.gated_rms_norm(x, z.contiguous(), w, 1e-6), ulps=2)
 
 
+@pytest.mark.parametrize("tokens,heads,width,pad", [(1, 48, 128, 32), (8, 48, 128, 32), (16, 48, 128, 96),
+                                                   (3, 5, 131, 7)],
+                         ids=["1x48x128", "8x48x128", "16x48x128", "3x5x131-scalar"])
+def test_gated_rms_norm_reads_head_views_in_place(monkeypatch, tokens, heads, width, pad):
+    """z as the GDN layer hands it: [T, H, D] heads of a column view of the fused in_proj output (token stride
+    H * D + pad). It is read in place (one launch, no copy kernel) and gives the reference's values."""
+    names = []
+    launch = ops._launch
+    monkeypatch.setattr(ops, "_launch", lambda name, *a: (names.append(name), launch(name, *a))[1])
+    fused = _rand(tokens, 2 * heads * width + pad, scale=2.0)
+    z = fused[:, heads * width:2 * heads * width].view(tokens, heads, width)
+    assert ops._head_rows(z, width).data_ptr() == z.data_ptr()
+    x = _rand(tokens, heads, width, scale=2.0)
+    w = (1.0 + torch.randn(width, device="cuda") * 0.1).bfloat16()
+    _poison(tokens * heads * width)
+    got = ops.gated_rms_norm(x, z, w, 1e-6)
+    assert got.shape == x.shape
+    _check(got, naive.gated_rms_norm(x, z.contiguous(), w, 1e-6), ulps=2)
+    assert names == ["norm_rms_gated_w4" if width % 4 == 0 else "norm_rms_gated"]
+
+
 # 8-column kernel (silu_mul_v8): widths % 8 == 0 with 16-byte aligned rows; the scalar kernel: 1001, 7, and rows off
 # 16 bytes (shift 1: an odd row stride)
 @pytest.mark.parametrize("tokens,width,shift", [(1, 17408, 0), (64, 17408, 0), (2048, 17408, 0), (5, 2056, 0),

@@ -190,7 +190,10 @@ class GatedDeltaNet(torch.nn.Module):
                                            recurrent_state, meta.decode_slots, self.num_k_heads)
             pre = meta.prefill_tokens
             core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
-        core = self.norm(core.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim)).reshape(num_tokens, -1)
+        # [T, HV, dv] views: z is a column view of the fused in_proj output, read in place (a [T * HV, dv] reshape
+        # of it would be a copy kernel per layer from 2 tokens on)
+        heads = (num_tokens, -1, self.head_v_dim)
+        core = self.norm(core.reshape(heads), z.reshape(heads)).reshape(num_tokens, -1)
         return self.out_proj(core)
 
     def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
