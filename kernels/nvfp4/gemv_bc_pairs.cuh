@@ -26,6 +26,33 @@ __device__ __forceinline__ void stage_x_scaled(const GemvArgs& p, uint4* xs, int
     }
 }
 
+// bf16(bf16(silu(g)) * u) for two bf16 pairs, as kernels/norm/rmsnorm.cu silu_mul rounds it (silu in f32, x / (1 +
+// exp(-x)) as torch; the same compile options, but nvcc may contract expf differently here: last-bit differences)
+__device__ __forceinline__ u32 silu_mul_bf16x2(u32 g, u32 u) {
+    u32 r = 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const float gf = __uint_as_float(h ? g & 0xFFFF0000u : g << 16);
+        const float uf = __uint_as_float(h ? u & 0xFFFF0000u : u << 16);
+        const float s = __uint_as_float((u32)f32_to_bf16(gf / (1.f + expf(-gf))) << 16);
+        r |= (u32)f32_to_bf16(s * uf) << (16 * h);
+    }
+    return r;
+}
+
+// stage_x_scaled for x = silu(x) * x_up (the MLP's down projection reading its gate and up halves: no silu_mul launch)
+__device__ __forceinline__ void stage_x_silu_scaled(const GemvArgs& p, uint4* xs, int kp) {
+    for (int i = threadIdx.x; i < kp * 16 + 2; i += blockDim.x) {
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (i * 8 < p.K) {
+            const uint4 g = ld_nc16(p.x + i * 8), u = ld_nc16(p.x_up + i * 8);
+            v.x = bmul2(silu_mul_bf16x2(g.x, u.x), X_SCALE), v.y = bmul2(silu_mul_bf16x2(g.y, u.y), X_SCALE);
+            v.z = bmul2(silu_mul_bf16x2(g.z, u.z), X_SCALE), v.w = bmul2(silu_mul_bf16x2(g.w, u.w), X_SCALE);
+        }
+        xs[i] = v;
+    }
+}
+
 template <int U>
 __device__ __forceinline__ void load_pairs(const GemvArgs& p, const uint4* wp, const u32* sp, int q, int qb,
                                            PairGroup<U>& grp) {
@@ -78,8 +105,9 @@ __device__ __forceinline__ void compute_pairs(const PairGroup<U>& grp, int q, in
 }
 
 // pairs [qa, qb) of 16-row tile `tile` -> out (store_y / gemv_flush layout: lane t = 0 holds rows g, g + 8 in
-// out[0][0], out[0][2]). first: the block's first segment stages x after issuing its first weight loads.
-template <int U, int MODE>
+// out[0][0], out[0][2]). first: the block's first segment stages x after issuing its first weight loads (SILU_X: x
+// = silu(p.x) * p.x_up, stage_x_silu_scaled).
+template <int U, int MODE, bool SILU_X = false>
 __device__ __forceinline__ void pair_segment(const GemvArgs& p, int tile, int qa, int qb, uint4* xs, bool first,
                                              float (&out)[1][4]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kp = (p.Kc + 1) >> 1;
@@ -90,7 +118,11 @@ __device__ __forceinline__ void pair_segment(const GemvArgs& p, int tile, int qa
     load_pairs<U>(p, wp, sp, qa + U, qb, g1);
     if (first) {  // the weight loads above need nothing from earlier kernels; x and every global write do
         pdl_wait();
-        stage_x_scaled(p, xs, kp);
+        if (SILU_X) {
+            stage_x_silu_scaled(p, xs, kp);
+        } else {
+            stage_x_scaled(p, xs, kp);
+        }
         __syncthreads();
     }
     u32 x0;

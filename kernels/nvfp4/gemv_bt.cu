@@ -17,7 +17,7 @@
 #define BT_WARPS 16
 #define BT_MAX_TILES 128  // tiles per block (shared accumulators: 8 KB)
 
-template <int U>
+template <int U, bool SILU_X>
 __device__ void bt_body(const GemvArgs& p) {
     __shared__ float sums[BT_MAX_TILES * 16];
     __shared__ int shared_tile[BT_MAX_TILES];  // 1: the tile's pairs are split over warps (sums holds it)
@@ -35,7 +35,7 @@ __device__ void bt_body(const GemvArgs& p) {
     while (i < end) {
         const int lt = i / kp, qa = i - lt * kp, qb = min(kp, qa + (end - i));
         float acc[1][4];
-        pair_segment<U, MODE_NORMAL>(p, t0 + lt, qa, qb, xs, first, acc);
+        pair_segment<U, MODE_NORMAL, SILU_X>(p, t0 + lt, qa, qb, xs, first, acc);
         first = false;
         if (qb - qa == kp) {
             store_y<1>(YOut{p.y, p.alpha, 1, p.N}, t0 + lt, acc);
@@ -57,6 +57,17 @@ __device__ void bt_body(const GemvArgs& p) {
     const uint4* wq, const u32* wsb, const u16* x, u16* y, const float* alpha, int N, int K, int Np, int Kc
 #define BT_ARGS GemvArgs{wq, (const u16*)wsb, x, y, nullptr, nullptr, alpha, 1, N, K, Np, Kc}
 #define BT_KERNEL(name, U) \
-    extern "C" __global__ void __launch_bounds__(512, 1) name(BT_PARAMS) { bt_body<U>(BT_ARGS); }
+    extern "C" __global__ void __launch_bounds__(512, 1) name(BT_PARAMS) { bt_body<U, false>(BT_ARGS); }
 BT_KERNEL(nvfp4_gemv_bt_u2, 2)
 BT_KERNEL(nvfp4_gemv_bt_u3, 3)
+
+// x = silu(gate) * up staged in place of x (x the gate row, x_up the up row): the MLP's down projection at M = 1
+// without the silu_mul launch before it (gemv_bt.py silu_mul_linear)
+#define BT_SILU_KERNEL(name, U)                                                                  \
+    extern "C" __global__ void __launch_bounds__(512, 1) name(BT_PARAMS, const u16* x_up) {     \
+        GemvArgs p = BT_ARGS;                                                                    \
+        p.x_up = x_up;                                                                           \
+        bt_body<U, true>(p);                                                                     \
+    }
+BT_SILU_KERNEL(nvfp4_gemv_bt_silu_u2, 2)
+BT_SILU_KERNEL(nvfp4_gemv_bt_silu_u3, 3)

@@ -19,6 +19,7 @@ from kernels.nvfp4 import gemv_bc, ops
 # LM head 193.8 / 196.1 / 185.2 (1.004), 16384x5120 19.3 / 17.2 / 17.0. SPARKINFER_NVFP4_BT=0 keeps v10.
 GEMV_BT = os.environ.get("SPARKINFER_NVFP4_BT", "1") == "1"
 MAX_IMBALANCE = 1.25
+SILU_X = os.environ.get("SPARKINFER_NVFP4_SILU_X", "1") == "1"  # 0: MLP down projections after a silu_mul launch
 BT_U3_CHUNKS = 40_000  # unroll 2 below this many fragments (Np / 16 * Kc), 3 from there
 UNROLLS = (2, 3)  # chunk pairs per register group compiled (nvfp4_gemv_bt_u{U})
 MAX_TILES = 128  # gemv_bt.cu BT_MAX_TILES
@@ -43,22 +44,47 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
     return gemv_bc.applies(x, p) and -(-t // g) <= MAX_TILES and (t // g) * kp >= WARPS
 
 
-def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: bool = True) -> torch.Tensor:
+def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: bool = True,
+            x_up: torch.Tensor = None) -> torch.Tensor:
     """x [1, K] bf16 contiguous (|x| < 2^28), p = ops.prepared(...) -> out [1, N] bf16 (written). Grid of G blocks of
-    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. Raises ValueError where `applies` is false or
-    unroll is not built."""
+    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. x_up [1, K] bf16 (16-byte aligned): the GEMV
+    reads x = bf16(bf16(silu(x)) * x_up) instead, rounded as kernels.norm.ops.silu_mul (the _silu entries). Raises
+    ValueError where `applies` is false, x_up is misplaced or unroll is not built."""
     import numpy as np
 
     sms = _compile.num_sms(x.device)
-    if not applies(x, p, sms) or unroll not in UNROLLS:
+    if not applies(x, p, sms) or unroll not in UNROLLS or not (x_up is None or _pairs_with(x, x_up)):
         raise ValueError(f"gemv_bt: M={x.shape[0]}, N={p['N']}, K={p['K']}, unroll {unroll}: not served")
     p = gemv_bc.prepared_bc(p)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(p["alpha_bc"]), np.int32(p["N"]), np.int32(p["K"]),
-            np.int32(p["Np"]), np.int32(p["Kc"]))
-    kernel = gemv_bc._kernel(f"nvfp4_gemv_bt_u{unroll}", "gemv_bt.cu")
+            np.int32(p["Np"]), np.int32(p["Kc"])) + (() if x_up is None else (ptr(x_up),))
+    kernel = gemv_bc._kernel(f"nvfp4_gemv_bt{'' if x_up is None else '_silu'}_u{unroll}", "gemv_bt.cu")
     ops._launch("", "", (blocks(p, sms),), (32 * WARPS,), args, kernel, gemv_bc._smem(p), pdl)
     return out
+
+
+def _pairs_with(x: torch.Tensor, x_up: torch.Tensor) -> bool:
+    """x_up can be read beside x: [1, K] bf16 on x's device, contiguous, 16-byte aligned."""
+    return (x_up.dtype == torch.bfloat16 and x_up.device == x.device and tuple(x_up.shape) == tuple(x.shape)
+            and x_up.stride(-1) == 1 and x_up.data_ptr() % 16 == 0)
+
+
+def silu_mul_linear(gate: torch.Tensor, up: torch.Tensor, weight) -> "torch.Tensor | None":
+    """The MLP's y = down(silu(gate) * up) in one launch, silu_mul folded into the GEMV's x staging, where this
+    kernel serves: gate, up [1, K] bf16 CUDA row views (e.g. the halves of the fused gate+up output), weight an
+    NVFP4Weight [N, K] (kernels/nvfp4/checkpoint.py). Returns y [1, N] bf16, or None (SILU_X off, more rows, or
+    `serves` false): the caller then runs kernels.norm.ops.silu_mul and the linear layer. The same rounding steps
+    as that pair (bf16 silu, bf16 product; expf's last bit may differ where nvcc contracts it in another context, so
+    y agrees to ~1e-4 relative: tests/kernels/test_nvfp4_bt.py). H200 gain: kernels/nvfp4/NOTES.md session 13."""
+    if not (SILU_X and gate.is_cuda and gate.dim() == 2 and gate.shape[0] == 1 and gate.dtype == torch.bfloat16
+            and gate.stride(-1) == 1 and gate.shape[1] == weight.shape[1] and _pairs_with(gate, up)):
+        return None
+    p = ops.prepared(weight)
+    if not serves(gate, p):
+        return None
+    out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=gate.device)
+    return gemv_bt(gate, p, out, unroll=dispatch_unroll(p), x_up=up)
 
 
 def serves(x: torch.Tensor, p: dict) -> bool:

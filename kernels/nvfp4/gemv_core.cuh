@@ -13,6 +13,7 @@ struct GemvArgs {
     int* counters;       // [Np/128], zero between calls
     const float* alpha;  // [Np/16] gmul * 2^62 per 16-row tile (fused shards may differ)
     int M, N, K, Np, Kc;
+    const u16* x_up;     // gemv_bt's _silu entries: x is silu(x) * x_up ([1, K] bf16, kernels/norm silu_mul)
 };
 
 // MODE: 0 normal; timing diagnostics for the bench (wrong results): 1 skips the split-K flush, 2 skips the decode and

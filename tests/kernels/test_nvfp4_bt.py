@@ -87,3 +87,60 @@ def test_refuses_what_it_does_not_serve():
     out = torch.empty(1, 4096, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(ValueError, match="K=256"):
         gemv_bt.gemv_bt(torch.randn(1, 256, device="cuda").to(torch.bfloat16), p, out)
+
+
+SILU_TOL = 1e-3  # fused silu staging vs silu_mul + GEMV: a bf16 output ulp is 4e-3 relative, one x ulp ~1e-5 here
+
+
+def _rel_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def _gate_up(k: int) -> tuple:
+    """gate, up [1, k]: the two halves of one fused gate+up output row, values over silu's whole range."""
+    both = (torch.randn(1, 2 * k, device="cuda") * 4.0).to(torch.bfloat16)
+    return both[:, :k], both[:, k:]
+
+
+# (5120, 17408): the 27B MLP down projection; (2048, 2048): one tile a block, 16 pairs; (4000, 2000): K % 64 = 16
+@pytest.mark.parametrize("n,k", [(5120, 17408), (2048, 2048), (4000, 2000)], ids=lambda v: str(v))
+def test_silu_x_equals_silu_mul_then_gemv(n, k):
+    """The _silu entries stage bf16(bf16(silu(gate)) * up) themselves, rounded as kernels.norm.ops.silu_mul: within
+    SILU_TOL of that kernel followed by the plain GEMV (expf may round its last bit differently where nvcc contracts
+    it into a different context: a one-ulp x difference in a few of K inputs), and within REL_TOL of
+    dequantize-then-f32-matmul."""
+    from kernels.norm import ops as norm_ops
+
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for unroll in gemv_bt.UNROLLS:
+        gate, up = _gate_up(k)
+        fused = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bt.gemv_bt(gate, p, fused, unroll=unroll, x_up=up)
+        two = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        h = norm_ops.silu_mul(gate, up)
+        gemv_bt.gemv_bt(h, p, two, unroll=unroll)
+        assert not torch.isnan(fused).any() and _rel_diff(fused, two) < SILU_TOL, unroll
+        ref = (torch.nn.functional.silu(gate.float()).bfloat16() * up).float() @ ref_w.t()
+        assert ((fused.float() - ref).norm() / ref.norm()).item() < REL_TOL, unroll
+
+
+def test_mlp_down_projection_takes_the_silu_entry(monkeypatch):
+    """MLP.forward at one row: the down projection's GEMV stages silu(gate) * up (no silu_mul launch, where gemv_bt
+    serves: an H200 with PDL), and its output is the two-launch path's, bit for bit; 2 rows keep silu_mul."""
+    from worker.layers import mlp as mlp_layer
+    from worker.layers.linear import Linear
+
+    d, i = 5120, 17408
+    mlp = mlp_layer.MLP(Linear(_weight(i, d)), Linear(_weight(i, d)), Linear(_weight(d, i)))
+    assert mlp.fuse_projections()
+    calls = []
+    silu_mul = mlp_layer.norm_ops.silu_mul
+    monkeypatch.setattr(mlp_layer.norm_ops, "silu_mul", lambda g, u: (calls.append(g.shape[0]), silu_mul(g, u))[1])
+    x = torch.randn(2, d, device="cuda").to(torch.bfloat16)
+    fused = mlp(x[:1])
+    serves = gemv_bt.serves(torch.empty(1, i, dtype=torch.bfloat16, device="cuda"), ops.prepared(mlp.down_proj.nvfp4))
+    assert calls == ([] if serves else [1])
+    monkeypatch.setattr(gemv_bt, "SILU_X", False)
+    assert _rel_diff(fused, mlp(x[:1])) < SILU_TOL and calls[-1] == 1
+    assert torch.isfinite(mlp(x)).all() and calls[-1] == 2

@@ -2,6 +2,7 @@
 import torch
 
 from kernels.dense import ops as dense_ops
+from kernels.nvfp4 import gemv_bt
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight, from_tensors as nvfp4_from_tensors
 
@@ -63,6 +64,13 @@ class Linear(torch.nn.Module):
         if x.is_cuda and dense_ops.serves(x, self.weight):
             return dense_ops.gemv(x, self.weight)
         return torch.nn.functional.linear(x, self.weight)
+
+    def forward_silu_mul(self, gate: torch.Tensor, up: torch.Tensor) -> "torch.Tensor | None":
+        """This layer applied to silu(gate) * up in one NVFP4 GEMV launch where one serves (gate, up [1, K] bf16 on
+        a Hopper GPU: kernels.nvfp4.gemv_bt.silu_mul_linear), else None and the caller runs the two steps."""
+        if self.nvfp4 is None:
+            return None
+        return gemv_bt.silu_mul_linear(gate, up, self.nvfp4)
 
 
 def prepack_nvfp4(model: torch.nn.Module) -> int:

@@ -10,7 +10,8 @@ from worker.layers.linear import Linear
 
 class MLP(torch.nn.Module):
     """y = down(silu(gate(x)) * up(x)) (transformers `Qwen3_5MLP`). x [T, D] -> [T, D]; gate/up [I, D], down [D, I].
-    CUDA bf16 with worker.layers.norm.USE_KERNELS: silu(gate) * up in one launch (kernels.norm.ops.silu_mul)."""
+    CUDA bf16 with worker.layers.norm.USE_KERNELS: silu(gate) * up in one launch (kernels.norm.ops.silu_mul), or at
+    one row on Hopper none: the down projection's GEMV stages silu(gate) * up itself (Linear.forward_silu_mul)."""
 
     def __init__(self, gate_proj: Linear, up_proj: Linear, down_proj: Linear):
         super().__init__()
@@ -32,5 +33,6 @@ class MLP(torch.nn.Module):
         else:  # column views of the one output
             gate, up = self.gate_up_proj(x)
         if norm.USE_KERNELS and norm_ops.supports(gate, up):
-            return self.down_proj(norm_ops.silu_mul(gate, up))
+            fused = self.down_proj.forward_silu_mul(gate, up)
+            return fused if fused is not None else self.down_proj(norm_ops.silu_mul(gate, up))
         return self.down_proj(F.silu(gate) * up)
