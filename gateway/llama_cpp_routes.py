@@ -122,6 +122,8 @@ class LlamaCppRoutes:
         app.router.add_get("/props", self.props)
         app.router.add_post("/props", self.set_props)
         app.router.add_post("/completion", self.completion)
+        # llama.cpp's /completions is its /completion (its own shape, not OpenAI's: that is /v1/completions).
+        app.router.add_post("/completions", self.completion)
         app.router.add_get("/slots", self.slots)
         app.router.add_post("/slots/{id_slot}", self.slot_action)
         app.router.add_get("/lora-adapters", self.lora_adapters)

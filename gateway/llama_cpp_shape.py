@@ -13,8 +13,9 @@ from gateway.stream import SSE_KEEPALIVE, sse_event
 # llama.cpp's LLAMA_DEFAULT_SEED: the seed it states for "random".
 RANDOM_SEED = 0xFFFFFFFF
 # The routes only llama.cpp's server has: their errors come in its shape.
-LLAMA_CPP_PATHS = frozenset({"/completion", "/props", "/slots", "/apply-template", "/infill", "/embedding",
-                             "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/lora-adapters"})
+LLAMA_CPP_PATHS = frozenset({"/completion", "/completions", "/props", "/slots", "/apply-template", "/infill",
+                             "/embedding", "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking",
+                             "/lora-adapters"})
 # llama.cpp's error types by status (tools/server/server-common.cpp format_error_response); a full queue (429 here,
 # where llama.cpp would wait) is its unavailable_error too: the server cannot take the request now.
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",

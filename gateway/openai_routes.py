@@ -66,6 +66,8 @@ class OpenAIRoutes:
         app.router.add_get("/models", self.models)
         app.router.add_get("/v1/models/{model_id:.+}", self.model)
         app.router.add_post("/v1/chat/completions", self.chat)
+        # llama.cpp's server takes chat at /chat/completions too (a client whose base URL has no /v1 posts there).
+        app.router.add_post("/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/tokenize", self.tokenize)
         app.router.add_post("/tokenize", self.tokenize)

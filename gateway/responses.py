@@ -30,6 +30,9 @@ class ResponsesRoutes:
     def register(self, app: web.Application) -> None:
         app.router.add_post("/v1/responses", self.create)
         app.router.add_post("/v1/responses/input_tokens", self.input_tokens)
+        # llama.cpp's server serves both without /v1 too (a client whose base URL has no /v1 posts there).
+        app.router.add_post("/responses", self.create)
+        app.router.add_post("/responses/input_tokens", self.input_tokens)
         app.router.add_get("/v1/responses/{response_id}", self.not_stored)
         app.router.add_delete("/v1/responses/{response_id}", self.not_stored)
         app.router.add_post("/v1/responses/{response_id}/cancel", self.not_stored)
