@@ -55,12 +55,14 @@ _ALLOWED_ENTRY = re.compile(r"\btool_choice\.allowed_tools\.tools\[\d+\](\.funct
 class ResponsesPlan:
     """A validated Responses request: the chat route's Plan, the request fields the response repeats, the
     namespaced functions ({flat name: (namespace, name)}) whose calls come back with their namespace, and whether
-    reasoning items carry their text in encrypted_content (include reasoning.encrypted_content)."""
+    reasoning items carry their text in encrypted_content (include reasoning.encrypted_content) and in their summary
+    (reasoning.summary asked for one)."""
     chat: Plan
     echo: dict
     response_id: str
     namespaces: dict = field(default_factory=dict)
     encrypted_reasoning: bool = False
+    reasoning_summary: bool = False
 
 
 def _check_stateless(body: dict) -> None:
@@ -207,8 +209,10 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
         raise _renamed(exc, tool_paths) from None
     response_id = f"resp_{secrets.token_hex(24)}"
     plan.gen.req_id = response_id
+    reasoning = body.get("reasoning") or {}
     return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces,
-                         encrypted_reasoning=REASONING_INCLUDE in (body.get("include") or []))
+                         encrypted_reasoning=REASONING_INCLUDE in (body.get("include") or []),
+                         reasoning_summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")))
 
 
 def count_input_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:

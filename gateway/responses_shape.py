@@ -4,7 +4,9 @@ The chat route's ChatShaper splits each Delta into reasoning, text and tool call
 OutputBuilder turns those pieces into output items, as vLLM does for models with a reasoning parser: a reasoning
 item (content [reasoning_text], summary []), then a message item (one output_text part), then one function_call
 item per call. Each step also returns the semantic events that build the items, so a streamed response and a
-non-streamed one are the same items by construction.
+non-streamed one are the same items by construction. When the request asks for a reasoning summary, the reasoning
+item's summary is its whole text (one summary_text part, streamed with the reasoning_summary_* events), as Ollama's
+/v1/responses gives the thinking: the clients that show a Responses model's reasoning read the summary.
 """
 from __future__ import annotations
 
@@ -34,15 +36,21 @@ def _part(kind: str, text: str, logprobs: Optional[list] = None) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
+def _summary_part(text: str) -> dict:
+    return {"type": "summary_text", "text": text}
+
+
 def _item(kind: str, item_id: str, text: Optional[str], status: str, logprobs: Optional[list] = None,
-          encrypted: bool = False) -> dict:
+          encrypted: bool = False, summary: bool = False) -> dict:
     """A reasoning or message item; text None: just opened (no content part yet). encrypted: a finished reasoning
-    item also carries its text in encrypted_content (include reasoning.encrypted_content)."""
+    item also carries its text in encrypted_content (include reasoning.encrypted_content); summary: and in its
+    summary (a reasoning summary was asked for)."""
     content = [] if text is None else [_part(kind, text, logprobs)]
     if kind == "reasoning":
         kept = encode_reasoning(text) if encrypted and text is not None else None
-        return {"id": item_id, "type": "reasoning", "summary": [], "content": content, "encrypted_content": kept,
-                "status": status}
+        summaries = [_summary_part(text)] if summary and text is not None else []
+        return {"id": item_id, "type": "reasoning", "summary": summaries, "content": content,
+                "encrypted_content": kept, "status": status}
     return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
 
 
@@ -55,9 +63,11 @@ def _without_bytes(logprobs: list) -> list:
 class OutputBuilder:
     """The output items of one response, built from reasoning text, answer text and tool calls as they come."""
 
-    def __init__(self, namespaces: Optional[dict] = None, encrypted_reasoning: bool = False):
+    def __init__(self, namespaces: Optional[dict] = None, encrypted_reasoning: bool = False,
+                 reasoning_summary: bool = False):
         self.namespaces = namespaces or {}   # {flat name: (namespace, name)} of the namespaced functions offered
         self.encrypted_reasoning = encrypted_reasoning
+        self.reasoning_summary = reasoning_summary
         self.items: list = []
         self.reasoning_text = ""
         self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
@@ -75,16 +85,25 @@ class OutputBuilder:
         self._open, self._open_id, self._text = kind, _new_id("rs" if kind == "reasoning" else "msg"), ""
         self._logprobs = []
         where = self._where()
-        return events + [
-            {"type": "response.output_item.added", "output_index": where["output_index"],
-             "item": _item(kind, self._open_id, None, "in_progress")},
-            {"type": "response.content_part.added", **where, "part": _part(kind, "")}]
+        events += [{"type": "response.output_item.added", "output_index": where["output_index"],
+                    "item": _item(kind, self._open_id, None, "in_progress")},
+                   {"type": "response.content_part.added", **where, "part": _part(kind, "")}]
+        if kind == "reasoning" and self.reasoning_summary:
+            events.append({"type": "response.reasoning_summary_part.added", **self._summary_where(),
+                           "part": _summary_part("")})
+        return events
+
+    def _summary_where(self) -> dict:
+        return {"item_id": self._open_id, "output_index": len(self.items), "summary_index": 0}
 
     def reasoning(self, text: str) -> list:
         events = self._start("reasoning")
         self._text += text
         self.reasoning_text += text
-        return events + [{"type": "response.reasoning_text.delta", **self._where(), "delta": text}]
+        events.append({"type": "response.reasoning_text.delta", **self._where(), "delta": text})
+        if self.reasoning_summary:
+            events.append({"type": "response.reasoning_summary_text.delta", **self._summary_where(), "delta": text})
+        return events
 
     def answer(self, text: str, logprobs: Optional[list] = None) -> list:
         """Answer text, with the logprobs of its tokens (output_text's: token, bytes, logprob, top_logprobs; the
@@ -120,14 +139,19 @@ class OutputBuilder:
         if self._open is None:
             return []
         kind, where, text, logprobs = self._open, self._where(), self._text, self._logprobs
-        item = _item(kind, self._open_id, text, status, logprobs, self.encrypted_reasoning)
+        summary = kind == "reasoning" and self.reasoning_summary
+        summary_where = self._summary_where()
+        item = _item(kind, self._open_id, text, status, logprobs, self.encrypted_reasoning, summary)
         self.items.append(item)
         self._open = None
         done = "response.reasoning_text.done" if kind == "reasoning" else "response.output_text.done"
         text_done = {"type": done, **where, "text": text,
                      **({"logprobs": _without_bytes(logprobs)} if kind == "message" else {})}
-        return [text_done, {"type": "response.content_part.done", **where, "part": _part(kind, text, logprobs)},
-                {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
+        events = [text_done, {"type": "response.content_part.done", **where, "part": _part(kind, text, logprobs)}]
+        if summary:
+            events += [{"type": "response.reasoning_summary_text.done", **summary_where, "text": text},
+                       {"type": "response.reasoning_summary_part.done", **summary_where, "part": _summary_part(text)}]
+        return events + [{"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
 
 
 def _after_reasoning(card: ModelCard, entries: list) -> list:
@@ -150,7 +174,7 @@ class ResponseRun:
         self.plan, self.card = plan, card
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id)
-        self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning)
+        self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary)
         self.finish: Optional[str] = None
         self._pending: list = []   # logprobs of answer tokens whose text is still held (a tool call's start, ...)
         self._answering = False    # the answer's text began
