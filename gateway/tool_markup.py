@@ -4,13 +4,16 @@ structure (gateway.tool_values types each value from the tool's schema).
 The XML has no escaping, so a value may hold the markup itself (a file that mentions </tool_call>, a command that
 prints <parameter=x>...</parameter>). A `</parameter>` ends a value only where what follows it is the next
 parameter or the end of the function, and the whole call then reads to its `</tool_call>`; the first such reading
-wins (ninfer#138, Rapid-MLX#1515: a first-match regex cut those values and lost the call).
+wins (ninfer#138, Rapid-MLX#1515: a first-match regex cut those values and lost the call), one that leaves a
+`<parameter=` line of the value unclosed last. A `</parameter>` the model left out is read as vLLM's qwen3_coder
+parser reads it (_find_true_param_end's fallbacks): the value ends at the tool's next parameter on a line of its
+own, or at the call's end.
 """
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import orjson
 
@@ -20,6 +23,7 @@ PARAM_OPEN = "<parameter="
 PARAM_CLOSE = "</parameter>"
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
+_STRUCTURE = (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
 # A name the markup can carry (<function=NAME>, <parameter=NAME>): a '>' ends the tag, a line break or control
 # character breaks it, and the name is read trimmed (so it cannot be empty or start or end with a space).
 MARKUP_NAME_RE = re.compile(r"^(?=\S)(?!.*\s$)[^\x00-\x1f\x7f>]+$", re.S)
@@ -52,8 +56,13 @@ class _Reader:
     next call; `open_end`: the model ended the output itself (eos or a stop string, not max_tokens), so a
     call it closed with the output's end is whole."""
 
-    def __init__(self, text: str, whole: bool, open_end: bool = False):
+    def __init__(self, text: str, whole: bool, open_end: bool = False, names: Optional[frozenset] = None,
+                 lenient: bool = False):
         self.text, self.whole, self.open_end = text, whole, open_end
+        # The tool's parameter names (None: not known, any name) and whether the readings past the plain ones are
+        # tried (a missing </parameter>, an unclosed <parameter= line): only in a whole output, as more text may
+        # still give a plain reading.
+        self.names, self.lenient = names, lenient
         self.tries = _MAX_TRIES
 
     def call_starts(self, pos: int) -> bool:
@@ -70,7 +79,7 @@ class _Reader:
             return None
         return name, end + 1
 
-    def params(self, pos: int, depth: int = 0) -> Optional[tuple[list, int]]:
+    def params(self, pos: int, depth: int = 0, seen: frozenset = frozenset()) -> Optional[tuple[list, int]]:
         """([(name, raw value)], index after </tool_call>) of the parameters from pos on, or None."""
         pos = skip_space(self.text, pos)
         end = self._call_end(pos)
@@ -84,18 +93,57 @@ class _Reader:
             return None
         name, start = opened
         start += self.text.startswith("\n", start)
-        close = self.text.find(PARAM_CLOSE, start)
-        while close >= 0 and self.tries > 0:
-            after = close + len(PARAM_CLOSE)
-            rest = None
-            if self._may_follow(skip_space(self.text, after)):
-                self.tries -= 1
-                rest = self.params(after, depth + 1)
+        seen = seen | {name}
+        for end, after in self._value_ends(start, seen):
+            if self.tries <= 0:
+                break
+            self.tries -= 1
+            rest = self.params(after, depth + 1, seen)
             if rest is not None:
-                value = self.text[start:close]
+                value = self.text[start:end]
                 return [(name, value[:-1] if value.endswith("\n") else value)] + rest[0], rest[1]
-            close = self.text.find(PARAM_CLOSE, close + 1)
         return None
+
+    def _value_ends(self, start: int, seen: frozenset) -> Iterator[tuple[int, int]]:
+        """(end of the value from start, where the next parameter or the call's end is read) for each way the value
+        may end, best first: a </parameter> that the next parameter or the call's end follows, with the <parameter=
+        lines inside the value closed inside it; then, only in a lenient reading (a stream waits for the whole
+        output before it reads these), where its </parameter> is missing, then a </parameter> that leaves a
+        <parameter= line of the value open."""
+        unbalanced, closed = [], False
+        num_open, counted = 0, start
+        close = self.text.find(PARAM_CLOSE, start)
+        while close >= 0:
+            num_open += self.text.count("\n" + PARAM_OPEN, counted - 1, close) - self.text.count(
+                PARAM_CLOSE, counted, close)
+            counted = close
+            after = close + len(PARAM_CLOSE)
+            follows = skip_space(self.text, after)
+            # Closed, as vLLM's _find_true_param_end finds a close: the next parameter or a closer follows it.
+            closed |= num_open <= 0 and (follows == len(self.text) or self.text.startswith(_STRUCTURE, follows))
+            if self._may_follow(follows):
+                if num_open <= 0:
+                    yield close, after
+                else:
+                    unbalanced.append((close, after))
+            close = self.text.find(PARAM_CLOSE, close + 1)
+        if self.lenient:
+            if not closed:
+                yield from self._missing_close_ends(start, seen)
+            yield from unbalanced
+
+    def _missing_close_ends(self, start: int, seen: frozenset) -> Iterator[tuple[int, int]]:
+        """Ends of a value whose </parameter> the model left out, at a line's start: the next <parameter=NAME>, NAME
+        one of the tool's parameters not given yet (any name when they are not known), or the call's closing tags
+        (never the output's end: a value a stop string cut is no whole value)."""
+        at = start if self.text.startswith("\n", start - 1) else self.text.find("\n", start) + 1
+        while 0 < at <= len(self.text):
+            opened = self.name_at(at)
+            if opened is not None and opened[0] not in seen and (self.names is None or opened[0] in self.names):
+                yield at, at
+            if self.text.startswith((FUNCTION_CLOSE, CALL_CLOSE), at) and self._call_end(at) is not None:
+                yield at, at
+            at = self.text.find("\n", at) + 1
 
     def _call_end(self, pos: int) -> Optional[int]:
         """Index after the call's closers at pos: </function> then </tool_call>. One a model drops is read as vLLM's
@@ -115,16 +163,19 @@ class _Reader:
         return self._call_end(pos) is not None or self.name_at(pos) is not None
 
 
-def read_function(text: str, pos: int, open_end: bool = False) -> Optional[tuple[str, list, int]]:
+def read_function(text: str, pos: int, open_end: bool = False, param_names: Callable = lambda name: None,
+                  lenient: bool = False) -> Optional[tuple[str, list, int]]:
     """(name, [(parameter, raw value)], index after </tool_call>) of the <function=...> at pos, or None when
     malformed. Readings that end the output (or reach the next call) come first, then ones with other text after
-    the call. The values are typed from the tool's schema by gateway.tool_values."""
+    the call. param_names(name): the tool's parameter names or None; lenient: the output is whole, so a value
+    whose </parameter> is missing may end without it. The values are typed from the tool's schema by
+    gateway.tool_values."""
     end = text.find(">", pos + len(FUNCTION_OPEN))
     name = text[pos + len(FUNCTION_OPEN):end].strip() if end >= 0 else ""
     if not name or "\n" in name:
         return None
     for whole in (True, False):
-        read = _Reader(text, whole, open_end).params(end + 1)
+        read = _Reader(text, whole, open_end, param_names(name), lenient).params(end + 1)
         if read is not None:
             return name, read[0], read[1]
     return None

@@ -60,21 +60,27 @@ def _next_call(text: str, start: int = 0) -> int:
     return min(found) if found else -1
 
 
-def _read_call(text: str, pos: int, tools: list[dict], open_end: bool) -> Optional[tuple[dict, int]]:
+def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
+               lenient: bool = True) -> Optional[tuple[dict, int]]:
     """(call, index after it) for the call starting at pos (its <tool_call>, or a bare <function=), or None when
-    malformed."""
+    malformed; lenient: the output is whole (see read_function)."""
     bare = not text.startswith(TOOL_CALL_TAG, pos)
     start = pos if bare else skip_space(text, pos + len(TOOL_CALL_TAG))
     if text.startswith("{", start):
         return _read_json_call(text, start, open_end)
     function = text.find(FUNCTION_OPEN, start)
-    read = read_function(text, function, open_end) if function >= 0 else None
+    read = read_function(text, function, open_end, _param_names(tools), lenient) if function >= 0 else None
     if read is None:
         return None
     name, params, end = read
     if bare and name not in {(tool.get("function") or {}).get("name") for tool in tools}:
         return None
     return {"name": name, "arguments": ToolParams.of(tools, name).arguments(params)}, end
+
+
+def _param_names(tools: list[dict]):
+    """name -> the parameter names the tool of that name declares (None when it declares none)."""
+    return lambda name: frozenset(ToolParams.of(tools, name).props) or None
 
 
 def dump_arguments(arguments) -> str:
@@ -133,7 +139,7 @@ def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
     """(call, where the next call starts) for the call text starts with, when it reads whole and the next call has
     begun after it: only the next call's start (not the output's end, which more text may move) proves that a
     </tool_call> closes this call rather than sits in one of its values; None until then."""
-    read = _read_call(text, 0, tools, open_end=False)
+    read = _read_call(text, 0, tools, open_end=False, lenient=False)
     if read is None:
         return None
     after = skip_space(text, read[1])

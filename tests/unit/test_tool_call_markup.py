@@ -48,7 +48,8 @@ def test_json_form_with_the_close_tag_in_a_string():
 
 
 @pytest.mark.parametrize("text", [call_text("ls").removesuffix("</tool_call>"), "<tool_call>\n<function=bash>\n",
-                                  call_text("ls").replace("</parameter>", "")], ids=["no-close", "cut", "no-end"])
+                                  call_text("ls").replace("</parameter>\n</function>\n</tool_call>", "")],
+                         ids=["no-close", "cut", "no-end"])
 def test_unclosed_call_is_not_a_call(text):
     assert arguments(text) is None
 
