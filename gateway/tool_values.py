@@ -126,6 +126,11 @@ def typed_value(raw: str, schema: Optional[dict]) -> Any:
     """The first reading of a parameter's text: raw text for strings; otherwise strict JSON, or the Python literal
     the schema's type asks for; anything else stays the text as written."""
     types = _types(schema)
+    if raw.strip().lower() in ("none", "null") and _admits_null(schema):
+        # Qwen3.5's template writes a null argument as Python's None (`| string`), so a nullable parameter's
+        # None / null is null even where a string is allowed too (pydantic's Optional[str]), as vLLM's
+        # qwen3_coder parser reads it (_convert_param_value: allows_null).
+        return None
     if types and types <= {"string"}:
         return _unquoted(raw) if formatted_string(schema) else raw
     try:
@@ -140,6 +145,14 @@ def typed_value(raw: str, schema: Optional[dict]) -> Any:
     if types & {"object", "array"}:
         return _python_container(raw)
     return raw
+
+
+def _admits_null(schema: Optional[dict]) -> bool:
+    """Whether the schema names null as a type: its own, or one of its anyOf / oneOf branches'."""
+    if "null" in _types(schema):
+        return True
+    branches = [b for key in ("anyOf", "oneOf") for b in (schema or {}).get(key) or [] if isinstance(b, dict)]
+    return any(_admits_null(branch) for branch in branches)
 
 
 def _unquoted(raw: str) -> str:

@@ -48,6 +48,15 @@ def test_a_value_the_first_reading_fits_keeps_it():
                                 "limit": 3}
 
 
+@pytest.mark.parametrize("word", ["None", "null", "NULL"])
+def test_a_null_word_for_a_nullable_parameter_is_null(word):
+    # Qwen3.5's template writes a null argument as Python's None, so the model does too; for pydantic's
+    # Optional[str] (anyOf string / null) that came back as the string "None", where vLLM's qwen3_coder parser
+    # (_convert_param_value, allows_null) and the ["string", "null"] form here give null. A plain string keeps it.
+    text = _call(nullable=word, optional=word, tags=word, code=word, limit="1")
+    assert _arguments(text) == {"nullable": None, "optional": None, "tags": None, "code": word, "limit": 1}
+
+
 def test_an_empty_optional_value_of_another_type_is_left_out():
     assert _arguments(_call(count="", optional="", limit="")) == {"optional": "", "limit": ""}
 
