@@ -20,6 +20,10 @@ TOOL_CALL_TAG = "<tool_call>"
 # times (ollama/ollama#16686, #18530); vLLM's qwen3_coder parser reads those too. A bare one counts only when NAME
 # is an offered tool and the call reads whole, else it stays text.
 _CALL_STARTS = (TOOL_CALL_TAG, FUNCTION_OPEN)
+# What follows a <tool_call> that opens a call: the XML function form or the Hermes JSON form (as the reasoning
+# splitter reads a <tool_call> in the thinking). Prose that mentions the tag is answer text, streamed as it comes
+# (a stream held everything after such a mention to its end: club-3090#72, vllm#22975).
+_CALL_BODIES = (FUNCTION_OPEN, "{")
 
 
 def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict, int]]:
@@ -54,10 +58,27 @@ def _object_arguments(value):
     return value if isinstance(value, dict) else None
 
 
+def _opens_call(text: str, pos: int) -> Optional[bool]:
+    """Whether the call start at pos opens a call: a bare <function= does; a <tool_call> does where <function= or a
+    JSON object follows it (past whitespace), and where other text does it is only a mention of the tag, answer text
+    (False); None while the text ends before that shows."""
+    if not text.startswith(TOOL_CALL_TAG, pos):
+        return True
+    rest = text[skip_space(text, pos + len(TOOL_CALL_TAG)):][:len(FUNCTION_OPEN)]
+    if rest.startswith(_CALL_BODIES):
+        return True
+    return None if any(body.startswith(rest) for body in _CALL_BODIES) else False
+
+
 def _next_call(text: str, start: int = 0) -> int:
-    """Index of the next call start (see _CALL_STARTS) from start, or -1."""
-    found = [pos for pos in (text.find(tag, start) for tag in _CALL_STARTS) if pos >= 0]
-    return min(found) if found else -1
+    """Index of the next call start (see _CALL_STARTS) from start that is no mere mention of the tag, or -1."""
+    while True:
+        found = [pos for pos in (text.find(tag, start) for tag in _CALL_STARTS) if pos >= 0]
+        if not found:
+            return -1
+        if _opens_call(text, min(found)) is not False:
+            return min(found)
+        start = min(found) + len(TOOL_CALL_TAG)
 
 
 def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
@@ -186,6 +207,11 @@ class ToolCallFilter:
             return ""
         buf = self._held + text
         pos = _next_call(buf)
+        if pos >= 0 and _opens_call(buf, pos) is None:
+            # A <tool_call> with nothing after it yet: held, with the whitespace before it, until it shows what it is.
+            text = buf[:pos].rstrip()
+            self._held = buf[len(text):]
+            return text
         if pos >= 0:
             self._calls_text = buf[pos:]
             self._held = ""

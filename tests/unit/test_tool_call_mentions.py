@@ -1,0 +1,73 @@
+"""A <tool_call> in the answer that opens no call (no <function= or JSON object after it: prose about the markup) is
+answer text: a stream sends the text after it as it comes, and a call later in the answer is still read, with the
+text before it kept. A stream held everything after such a mention to the end of the answer (the silence of
+club-3090#72 / vllm-project/vllm#22975), and the whole answer lost the text from the mention to the call (fake
+scheduler; /v1 and /api/chat, streamed and whole)."""
+import json
+
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from gateway.tools import ToolCallFilter
+
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"x": {"type": "integer"}}}}}]
+CALL = "<tool_call>\n<function=f>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>"
+PROSE = "A call starts with <tool_call> and then a function block. " + "More words. " * 5
+
+
+def test_the_text_after_a_mention_streams_piece_by_piece():
+    stream = ToolCallFilter(TOOLS)
+    sent = [stream.push(PROSE[i:i + 4]) for i in range(0, len(PROSE), 4)]
+    # Only the pieces right around the tag wait (for what follows it): the rest comes out as it is pushed.
+    assert sum(1 for piece in sent if piece) >= len(sent) - 3
+    assert "".join(sent) + stream.finish("stop")[0] == PROSE
+
+
+@pytest.mark.parametrize("tail", ["<tool_call>", "<tool_call>\n", "<tool_call>\n<func"], ids=["tag", "newline", "part"])
+def test_a_tag_at_the_end_is_held_until_it_shows_what_it_is(tail):
+    stream = ToolCallFilter(TOOLS)
+    assert stream.push("Look: " + tail) == "Look:"
+    assert stream.finish("stop") == (" " + tail, None)
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(build_tokenizer(), max_context_len=4096)
+    async with fake_gateway(fake) as pair:
+        yield pair
+
+
+async def _v1(client, stream: bool) -> tuple:
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
+            "enable_thinking": False, "stream": stream}
+    response = await client.post("/v1/chat/completions", json=body)
+    if not stream:
+        message = (await response.json())["choices"][0]["message"]
+        return [message["content"]], [c["function"]["arguments"] for c in message["tool_calls"] or []]
+    pieces, calls = [], []
+    for line in (await response.read()).decode().split("\n"):
+        if line.startswith("data: {"):
+            for choice in orjson.loads(line[6:])["choices"]:
+                pieces += [choice["delta"]["content"]] if choice["delta"].get("content") else []
+                calls += [c["function"]["arguments"] for c in choice["delta"].get("tool_calls") or []]
+    return pieces, calls
+
+
+async def test_a_mention_streams_and_a_later_call_is_read(stack):
+    client, fake = stack
+    fake.script.reply = PROSE + "Now:\n" + CALL
+    text = PROSE + "Now:"
+    whole, calls = await _v1(client, False)
+    assert whole == [text] and [json.loads(c) for c in calls] == [{"x": 1}]
+    pieces, calls = await _v1(client, True)
+    assert "".join(pieces) == text and [json.loads(c) for c in calls] == [{"x": 1}]
+    # One byte-level token a chunk: the text after the mention is not one chunk held to the end.
+    assert max(len(piece) for piece in pieces) < 20
+    objects = [orjson.loads(line) for line in (await (await client.post("/api/chat", json={
+        "model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS, "think": False,
+        "stream": True})).read()).splitlines()]
+    assert "".join(o["message"]["content"] for o in objects) == text
+    assert max(len(o["message"]["content"]) for o in objects) < 20
+    assert [c["function"]["arguments"] for o in objects for c in o["message"].get("tool_calls", [])] == [{"x": 1}]
