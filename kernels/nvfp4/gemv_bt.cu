@@ -17,7 +17,7 @@
 #define BT_WARPS 16
 #define BT_MAX_TILES 128  // tiles per block (shared accumulators: 8 KB)
 
-template <int U, bool SILU_X>
+template <int U, int XS>
 __device__ void bt_body(const GemvArgs& p) {
     __shared__ float sums[BT_MAX_TILES * 16];
     __shared__ int shared_tile[BT_MAX_TILES];  // 1: the tile's pairs are split over warps (sums holds it)
@@ -35,7 +35,7 @@ __device__ void bt_body(const GemvArgs& p) {
     while (i < end) {
         const int lt = i / kp, qa = i - lt * kp, qb = min(kp, qa + (end - i));
         float acc[1][4];
-        pair_segment<U, MODE_NORMAL, SILU_X>(p, t0 + lt, qa, qb, xs, first, acc);
+        pair_segment<U, MODE_NORMAL, XS>(p, t0 + lt, qa, qb, xs, first, acc);
         first = false;
         if (qb - qa == kp) {
             store_y<1>(YOut{p.y, p.alpha, 1, p.N}, t0 + lt, acc);
@@ -57,7 +57,7 @@ __device__ void bt_body(const GemvArgs& p) {
     const uint4* wq, const u32* wsb, const u16* x, u16* y, const float* alpha, int N, int K, int Np, int Kc
 #define BT_ARGS GemvArgs{wq, (const u16*)wsb, x, y, nullptr, nullptr, alpha, 1, N, K, Np, Kc}
 #define BT_KERNEL(name, U) \
-    extern "C" __global__ void __launch_bounds__(512, 1) name(BT_PARAMS) { bt_body<U, false>(BT_ARGS); }
+    extern "C" __global__ void __launch_bounds__(512, 1) name(BT_PARAMS) { bt_body<U, XS_PLAIN>(BT_ARGS); }
 BT_KERNEL(nvfp4_gemv_bt_u2, 2)
 BT_KERNEL(nvfp4_gemv_bt_u3, 3)
 
@@ -67,7 +67,20 @@ BT_KERNEL(nvfp4_gemv_bt_u3, 3)
     extern "C" __global__ void __launch_bounds__(512, 1) name(BT_PARAMS, const u16* x_up) {     \
         GemvArgs p = BT_ARGS;                                                                    \
         p.x_up = x_up;                                                                           \
-        bt_body<U, true>(p);                                                                     \
+        bt_body<U, XS_SILU>(p);                                                                   \
     }
 BT_SILU_KERNEL(nvfp4_gemv_bt_silu_u2, 2)
 BT_SILU_KERNEL(nvfp4_gemv_bt_silu_u3, 3)
+
+// x = RMSNorm(x + x_res) staged in place of x (the residual add and zero-centred norm before a projection; block 0
+// writes h_out = x + x_res and the normalised y_out for the residual stream and the layer's other readers): the first
+// projection after a norm at M = 1 without the norm launch before it (gemv_bt.py rms_norm_linear)
+#define BT_NORM_KERNEL(name, U)                                                                            \
+    extern "C" __global__ void __launch_bounds__(512, 1)                                                  \
+        name(BT_PARAMS, const u16* x_res, const u16* norm_w, float eps, u16* h_out, u16* y_out) {         \
+        GemvArgs p = BT_ARGS;                                                                              \
+        p.x_res = x_res, p.norm_w = norm_w, p.eps = eps, p.h_out = h_out, p.y_out = y_out;                 \
+        bt_body<U, XS_NORM>(p);                                                                            \
+    }
+BT_NORM_KERNEL(nvfp4_gemv_bt_norm_u2, 2)
+BT_NORM_KERNEL(nvfp4_gemv_bt_norm_u3, 3)

@@ -20,6 +20,7 @@ from kernels.nvfp4 import gemv_bc, ops
 GEMV_BT = os.environ.get("SPARKINFER_NVFP4_BT", "1") == "1"
 MAX_IMBALANCE = 1.25
 SILU_X = os.environ.get("SPARKINFER_NVFP4_SILU_X", "1") == "1"  # 0: MLP down projections after a silu_mul launch
+NORM_X = os.environ.get("SPARKINFER_NVFP4_NORM_X", "1") == "1"  # 0: projections after an RMSNorm launch
 BT_U3_CHUNKS = 40_000  # unroll 2 below this many fragments (Np / 16 * Kc), 3 from there
 UNROLLS = (2, 3)  # chunk pairs per register group compiled (nvfp4_gemv_bt_u{U})
 MAX_TILES = 128  # gemv_bt.cu BT_MAX_TILES
@@ -45,21 +46,31 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
 
 
 def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: bool = True,
-            x_up: torch.Tensor = None) -> torch.Tensor:
+            x_up: torch.Tensor = None, norm: tuple = None) -> torch.Tensor:
     """x [1, K] bf16 contiguous (|x| < 2^28), p = ops.prepared(...) -> out [1, N] bf16 (written). Grid of G blocks of
-    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. x_up [1, K] bf16 (16-byte aligned): the GEMV
-    reads x = bf16(bf16(silu(x)) * x_up) instead, rounded as kernels.norm.ops.silu_mul (the _silu entries). Raises
-    ValueError where `applies` is false, x_up is misplaced or unroll is not built."""
+    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. The GEMV's x can be computed while staging it:
+    - x_up [1, K] bf16: x := bf16(bf16(silu(x)) * x_up), rounded as kernels.norm.ops.silu_mul (the _silu entries);
+    - norm = (residual [1, K], weight [K], eps, h_out [1, K], y_out [1, K]), bf16 tensors: h = bf16(x + residual),
+      x := RMSNorm(h) = bf16(h * rsqrt(mean(h^2) + eps) * (1 + weight)), rounded as kernels.norm.ops.rms_norm; h
+      and the normalised x are written to h_out and y_out (the _norm entries).
+    Raises ValueError where `applies` is false, an extra tensor is misplaced or unroll is not built."""
     import numpy as np
 
     sms = _compile.num_sms(x.device)
-    if not applies(x, p, sms) or unroll not in UNROLLS or not (x_up is None or _pairs_with(x, x_up)):
+    extra = () if x_up is None else (x_up,)
+    extra += () if norm is None else (norm[0], norm[1].view(1, -1), norm[3], norm[4])
+    if not applies(x, p, sms) or unroll not in UNROLLS or not all(_pairs_with(x, t) for t in extra):
         raise ValueError(f"gemv_bt: M={x.shape[0]}, N={p['N']}, K={p['K']}, unroll {unroll}: not served")
     p = gemv_bc.prepared_bc(p)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(p["alpha_bc"]), np.int32(p["N"]), np.int32(p["K"]),
-            np.int32(p["Np"]), np.int32(p["Kc"])) + (() if x_up is None else (ptr(x_up),))
-    kernel = gemv_bc._kernel(f"nvfp4_gemv_bt{'' if x_up is None else '_silu'}_u{unroll}", "gemv_bt.cu")
+            np.int32(p["Np"]), np.int32(p["Kc"]))
+    suffix = ""
+    if x_up is not None:
+        args, suffix = args + (ptr(x_up),), "_silu"
+    elif norm is not None:
+        args, suffix = args + (ptr(norm[0]), ptr(norm[1]), np.float32(norm[2]), ptr(norm[3]), ptr(norm[4])), "_norm"
+    kernel = gemv_bc._kernel(f"nvfp4_gemv_bt{suffix}_u{unroll}", "gemv_bt.cu")
     ops._launch("", "", (blocks(p, sms),), (32 * WARPS,), args, kernel, gemv_bc._smem(p), pdl)
     return out
 
@@ -102,3 +113,25 @@ def serves(x: torch.Tensor, p: dict) -> bool:
 def dispatch_unroll(p: dict) -> int:
     """ops.gemv's unroll: 2 below BT_U3_CHUNKS fragments, 3 from there."""
     return 2 if (p["Np"] // 16) * p["Kc"] < BT_U3_CHUNKS else 3
+
+
+def rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                    weight) -> "tuple | None":
+    """The decoder layer's h = x + residual, y = RMSNorm(h) (zero-centred, kernels.norm.ops.rms_norm) and the first
+    projection after it, out = y W^T, in one launch where this kernel serves: x, residual [1, K] bf16 CUDA rows,
+    norm_weight [K] bf16, weight an NVFP4Weight [N, K]. Returns (out [1, N], y [1, K], h [1, K]) bf16, or None
+    (NORM_X off, more rows, misaligned, or `serves` false): the caller then runs the norm and the linear layer. y
+    and h are written for the residual stream and the layer's other readers of y; y can differ from the norm
+    kernel's in the last bit of a few elements (the sum of squares is added in another order)."""
+    k = weight.shape[1]
+    rows = (x, residual, norm_weight.view(1, -1))
+    if not (NORM_X and x.is_cuda and all(t.dim() == 2 and t.shape == (1, k) and t.dtype == torch.bfloat16
+                                         and t.stride(-1) == 1 and t.data_ptr() % 16 == 0 for t in rows)):
+        return None
+    p = ops.prepared(weight)
+    if not serves(x, p):
+        return None
+    y, h = torch.empty_like(x), torch.empty_like(x)
+    out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=x.device)
+    gemv_bt(x, p, out, unroll=dispatch_unroll(p), norm=(residual, norm_weight, eps, h, y))
+    return out, y, h

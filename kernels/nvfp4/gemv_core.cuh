@@ -14,6 +14,13 @@ struct GemvArgs {
     const float* alpha;  // [Np/16] gmul * 2^62 per 16-row tile (fused shards may differ)
     int M, N, K, Np, Kc;
     const u16* x_up;     // gemv_bt's _silu entries: x is silu(x) * x_up ([1, K] bf16, kernels/norm silu_mul)
+    // gemv_bt's _norm entries: x is RMSNorm(x + x_res) with weight norm_w [K], eps; block 0 writes the sum h_out and
+    // the normalised y_out ([1, K] bf16 each, kernels/norm norm_rms_zc with a residual)
+    const u16* x_res;
+    const u16* norm_w;
+    u16* h_out;
+    u16* y_out;
+    float eps;
 };
 
 // MODE: 0 normal; timing diagnostics for the bench (wrong results): 1 skips the split-K flush, 2 skips the decode and

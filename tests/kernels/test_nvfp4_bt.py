@@ -144,3 +144,55 @@ def test_mlp_down_projection_takes_the_silu_entry(monkeypatch):
     monkeypatch.setattr(gemv_bt, "SILU_X", False)
     assert _rel_diff(fused, mlp(x[:1])) < SILU_TOL and calls[-1] == 1
     assert torch.isfinite(mlp(x)).all() and calls[-1] == 2
+
+
+# (5120, ...): the 27B hidden size (GDN in_proj 16384 rows, MLP gate+up 34816); (2048, 2048): one tile a block
+@pytest.mark.parametrize("n,k", [(16384, 5120), (34816, 5120), (2048, 2048)], ids=lambda v: str(v))
+def test_norm_x_equals_rms_norm_then_gemv(n, k):
+    """The _norm entries stage RMSNorm(x + residual) themselves and write h and y: h bit for bit the norm kernel's,
+    y within one bf16 ulp of it in a few elements (another summation order for mean(h^2)), out within SILU_TOL of
+    the norm kernel followed by the plain GEMV and within REL_TOL of dequantize-then-f32-matmul."""
+    from kernels.norm import ops as norm_ops
+
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    w = (torch.randn(k, device="cuda") * 0.3).to(torch.bfloat16)
+    for unroll in gemv_bt.UNROLLS:
+        x, res = (torch.randn(2, k, device="cuda") * 3.0).to(torch.bfloat16).chunk(2)
+        x, res = x.contiguous(), res.contiguous()
+        out, y, h = (torch.full((1, m), float("nan"), dtype=torch.bfloat16, device="cuda") for m in (n, k, k))
+        gemv_bt.gemv_bt(x, p, out, unroll=unroll, norm=(res, w, 1e-6, h, y))
+        want_y, want_h = norm_ops.rms_norm(x, w, 1e-6, res)
+        assert torch.equal(h, want_h), unroll
+        assert not torch.isnan(y).any() and _rel_diff(y, want_y) < 1e-3, unroll
+        assert ((y.float() - want_y.float()).abs() <= want_y.float().abs() / 128 + 1e-30).all(), unroll
+        two = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bt.gemv_bt(want_y, p, two, unroll=unroll)
+        assert not torch.isnan(out).any() and _rel_diff(out, two) < SILU_TOL, unroll
+        ref = want_y.float() @ ref_w.t()
+        assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL, unroll
+
+
+def test_decoder_norm_rides_in_the_next_projection(monkeypatch):
+    """RMSNorm.forward_into with the MLP's fused gate+up Linear at one row: no norm launch where gemv_bt serves, the
+    MLP then returns its stashed gate+up output, and (y, h, MLP output) match the norm-then-MLP path."""
+    from kernels.norm import ops as norm_ops
+    from worker.layers import mlp as mlp_layer
+    from worker.layers import norm as norm_layer
+    from worker.layers.linear import Linear
+
+    d, i = 5120, 17408
+    mlp = mlp_layer.MLP(Linear(_weight(i, d)), Linear(_weight(i, d)), Linear(_weight(d, i)))
+    assert mlp.fuse_projections()
+    norm = norm_layer.RMSNorm((torch.randn(d, device="cuda") * 0.3).to(torch.bfloat16), 1e-6)
+    calls = []
+    rms_norm = norm_ops.rms_norm
+    monkeypatch.setattr(norm_ops, "rms_norm", lambda *a, **kw: (calls.append(1), rms_norm(*a, **kw))[1])
+    x, res = (torch.randn(1, d, device="cuda") * 3.0).to(torch.bfloat16), torch.randn(1, d, device="cuda").bfloat16()
+    y, h = norm.forward_into(x, res, mlp.input_linear)
+    fused_out = mlp(y)
+    serves = gemv_bt.serves(x, ops.prepared(mlp.input_linear.nvfp4))
+    assert calls == ([] if serves else [1])
+    want_y, want_h = norm(x, res)
+    assert torch.equal(h, want_h) and _rel_diff(y, want_y) < 1e-3
+    assert _rel_diff(fused_out, mlp(want_y)) < 1e-2

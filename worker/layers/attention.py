@@ -78,6 +78,11 @@ class GatedAttention(torch.nn.Module):
         self.q_proj = self.k_proj = self.v_proj = None
         return True
 
+    @property
+    def input_linear(self):
+        """The Linear that reads the layer's input first (_project), for RMSNorm.forward_into."""
+        return self.q_proj if self.qkv_proj is None else self.qkv_proj.linears[0]
+
     def _project(self, x) -> tuple:
         """x [T, D] -> query_gate [T, nH*2*hd], key, value [T, nKV*hd] (column views where fused)."""
         if self.qkv_proj is None:

@@ -128,6 +128,11 @@ class GatedDeltaNet(torch.nn.Module):
         self.in_proj_qkv = self.in_proj_z = self.in_proj_b = self.in_proj_a = None
         return True
 
+    @property
+    def input_linear(self):
+        """The Linear that reads the layer's input first (_project), for RMSNorm.forward_into."""
+        return self.in_proj_qkv if self.in_proj_all is None else self.in_proj_all.linears[0]
+
     def _project(self, x) -> tuple:
         """x [T, D] -> mixed [T, conv_dim], z [T, HV*dv], b, a [T, HV] (column views where fused)."""
         if self.in_proj_all is None:

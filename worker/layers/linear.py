@@ -56,6 +56,9 @@ class Linear(torch.nn.Module):
         return super()._apply(fn, recurse)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        stashed, self._stashed = getattr(self, "_stashed", None), None
+        if stashed is not None and stashed[0] is x:  # computed with the norm that made x (RMSNorm.forward_into)
+            return stashed[1]
         if self.nvfp4 is not None:
             rows = x.numel() // max(1, x.shape[-1])
             if x.is_cuda and nvfp4_ops.GEMV_MAX_M < rows <= CHUNKED_GEMV_MAX_M and not nvfp4_ops.wgmma_serves(x.device):
@@ -64,6 +67,19 @@ class Linear(torch.nn.Module):
         if x.is_cuda and dense_ops.serves(x, self.weight):
             return dense_ops.gemv(x, self.weight)
         return torch.nn.functional.linear(x, self.weight)
+
+    def stash(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Keeps out = this layer(x), already computed, for the next forward call, which returns it if that call's
+        input is the tensor x itself (else it is dropped and the call computes)."""
+        self._stashed = (x, out)
+
+    def forward_rms_norm(self, x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                         eps: float) -> "tuple | None":
+        """(this layer(y), y, h) with h = x + residual and y = RMSNorm(h) in one NVFP4 GEMV launch where one serves
+        (one row on a Hopper GPU: kernels.nvfp4.gemv_bt.rms_norm_linear), else None."""
+        if self.nvfp4 is None:
+            return None
+        return gemv_bt.rms_norm_linear(x, residual, norm_weight, eps, self.nvfp4)
 
     def forward_silu_mul(self, gate: torch.Tensor, up: torch.Tensor) -> "torch.Tensor | None":
         """This layer applied to silu(gate) * up in one NVFP4 GEMV launch where one serves (gate, up [1, K] bf16 on

@@ -27,6 +27,11 @@ class MLP(torch.nn.Module):
         self.gate_up_proj, self.gate_proj, self.up_proj = fused, None, None
         return True
 
+    @property
+    def input_linear(self):
+        """The Linear that reads the MLP's input first, for RMSNorm.forward_into."""
+        return self.gate_proj if self.gate_up_proj is None else self.gate_up_proj.linears[0]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up_proj is None:
             gate, up = self.gate_proj(x), self.up_proj(x)

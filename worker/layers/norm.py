@@ -32,6 +32,18 @@ class RMSNorm(torch.nn.Module):
             return self._norm(x), x
         return self._norm(x)
 
+    def forward_into(self, x: torch.Tensor, residual: torch.Tensor, linear) -> tuple:
+        """forward(x, residual) -> (y, h), and where one launch can do both (linear, the layer that reads y first,
+        an NVFP4 Linear at one row: Linear.forward_rms_norm) linear(y) computed with it and stashed for linear's
+        next call on y (Linear.stash). linear None or no residual: forward alone."""
+        if USE_KERNELS and linear is not None and residual is not None:
+            fused = linear.forward_rms_norm(x, residual, self.weight, self.eps)
+            if fused is not None:
+                out, y, h = fused
+                linear.stash(y, out)
+                return y, h
+        return self(x, residual)
+
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)

@@ -49,6 +49,11 @@ def _build_moe(config: ModelConfig, tensors, prefix: str) -> SparseMoeBlock:
                           _linear(tensors, prefix + "shared_expert_gate"), config.num_experts_per_tok, renormalise)
 
 
+def _input_linear(module):
+    """The Linear that reads `module`'s input first (its input_linear), or None (e.g. the MoE block)."""
+    return getattr(module, "input_linear", None)
+
+
 class DecoderLayer(torch.nn.Module):
     """h = x + mixer(input_layernorm(x)); y = h + mlp(post_attention_layernorm(h)) (model-spec.md 1.3)."""
 
@@ -70,12 +75,14 @@ class DecoderLayer(torch.nn.Module):
     def forward(self, x: torch.Tensor, mixer_args: tuple, residual: torch.Tensor = None) -> tuple:
         """x [T, D]: this layer's input (residual None), or the previous layer's MLP output to be added to
         `residual` first. Returns (mlp output, h) with the layer's output = mlp output + h, left for the next norm:
-        each residual add rides in an RMSNorm launch (kernels.norm.ops.rms_norm with a residual), as vLLM does."""
+        each residual add rides in an RMSNorm launch (kernels.norm.ops.rms_norm with a residual), as vLLM does, or at
+        one row on Hopper in the next projection's GEMV (RMSNorm.forward_into: no norm launch)."""
         if residual is None:
             normed, residual = self.input_layernorm(x), x
         else:
-            normed, residual = self.input_layernorm(x, residual)
-        normed, residual = self.post_attention_layernorm(self.mixer(normed, *mixer_args), residual)
+            normed, residual = self.input_layernorm.forward_into(x, residual, _input_linear(self.mixer))
+        mixed = self.mixer(normed, *mixer_args)
+        normed, residual = self.post_attention_layernorm.forward_into(mixed, residual, _input_linear(self.mlp))
         return self.mlp(normed), residual
 
 
@@ -153,7 +160,7 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
             x, residual = layer(x, args, residual)
         if last_index is not None:
             x, residual = x[last_index], residual[last_index]
-        x, _ = self.norm(x, residual)
+        x, _ = self.norm.forward_into(x, residual, None if hidden else self.lm_head)
         return x if hidden else self.lm_head(x).float()
 
 
