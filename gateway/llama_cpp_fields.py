@@ -34,6 +34,10 @@ SCHEMA = {
     "lora": {"type": ["array", "null"]},
     # How a chat answer's <think> block comes back (common_reasoning_format_from_name's names): thinking_in_content.
     "reasoning_format": {"enum": ["none", "auto", "deepseek", "deepseek-legacy", None]},
+    # The reasoning's token budget (tools/server/server-common.cpp reads reasoning_budget_tokens, then its older name
+    # thinking_budget_tokens; -1 unrestricted, 0 ends the thinking at once): gateway.thinking_budget enforces it.
+    "reasoning_budget_tokens": {"type": ["integer", "null"], "minimum": -1, "maximum": 2**31 - 1},
+    "thinking_budget_tokens": {"type": ["integer", "null"], "minimum": -1, "maximum": 2**31 - 1},
 }
 
 

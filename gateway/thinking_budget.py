@@ -16,10 +16,7 @@ def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
     """gen.constraint bounds the reasoning to body's thinking_token_budget (-1 or absent: unbounded). Only where the
     prompt opened the thinking and the grammar lets it reason: thinking off, or a forced tool call (its grammar is the
     calls alone, also after a final message continued inside its thinking), has no reasoning to bound."""
-    budget = body.get("thinking_token_budget")
-    if budget is None:
-        # OpenRouter's reasoning.max_tokens ("a specific token limit for reasoning, Anthropic-style").
-        budget = (body.get("reasoning") or {}).get("max_tokens")
+    budget = reasoning_budget(body)
     if budget is None or budget == -1 or not gen.thinking_open:
         return
     grammar = gen.constraint.grammar if gen.constraint is not None else _free_answer(card)
@@ -28,6 +25,17 @@ def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
         return
     gen.constraint = checked(f"{grammar}reasoning[max_tokens={budget}]: {THINK_BODY}\n", card,
                              "thinking_token_budget")
+
+
+def reasoning_budget(body: dict) -> Optional[int]:
+    """The first budget the request sets: vLLM's thinking_token_budget, llama.cpp's reasoning_budget_tokens and its
+    older thinking_budget_tokens (as llama.cpp reads them, the first wins and -1 is none set), OpenRouter's
+    reasoning.max_tokens ("a specific token limit for reasoning, Anthropic-style")."""
+    for budget in (body.get("thinking_token_budget"), body.get("reasoning_budget_tokens"),
+                   body.get("thinking_budget_tokens"), (body.get("reasoning") or {}).get("max_tokens")):
+        if budget is not None and budget != -1:
+            return budget
+    return None
 
 
 def _free_answer(card: ModelCard) -> str:

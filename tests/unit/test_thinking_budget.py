@@ -86,3 +86,26 @@ async def test_a_forced_call_after_continued_thinking_has_no_reasoning_to_bound(
     assert choice["finish_reason"] == "tool_calls"
     assert [call["function"] for call in choice["message"]["tool_calls"]] == [{"name": "get", "arguments": '{"q":"x"}'}]
     assert "max_tokens=" not in fake.script.requests[0].constraint.grammar
+
+
+@pytest.mark.parametrize("field", ["reasoning_budget_tokens", "thinking_budget_tokens"])
+def test_llama_cpps_budget_fields_bound_the_reasoning(card, field):  # noqa: F811
+    # llama.cpp's server reads them on /v1/chat/completions (tools/server/server-common.cpp: reasoning_budget_tokens,
+    # else thinking_budget_tokens; -1 unrestricted, 0 ends the thinking at once); they were logged as unknown
+    # fields and ignored, so the model thought on.
+    think_end = card.token_id("</think>")
+    assert matcher(card, {field: 0}).compute_ff_tokens() == [think_end]
+    m = matcher(card, {field: 2})
+    assert m.consume_tokens(card.encode("Let me think")[:2]) and m.compute_ff_tokens() == [think_end]
+    assert parse_chat({"messages": USER, field: -1}, card, "tiny").gen.constraint is None
+    # vLLM's own field wins; reasoning_budget_tokens wins over its older name, as llama.cpp reads them.
+    assert matcher(card, {"thinking_token_budget": 0, field: 50}).compute_ff_tokens() == [think_end]
+    newer = matcher(card, {"reasoning_budget_tokens": 0, "thinking_budget_tokens": 50})
+    assert newer.compute_ff_tokens() == [think_end]
+
+
+@pytest.mark.parametrize("value", [-2, "100"])
+def test_a_bad_llama_cpp_budget_is_a_400_naming_it(card, value):  # noqa: F811
+    with pytest.raises(InvalidRequest) as error:
+        parse_chat({"messages": USER, "thinking_budget_tokens": value}, card, "tiny")
+    assert error.value.param == "thinking_budget_tokens"
