@@ -17,7 +17,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
                                    completion_max_tokens, resolve_max_tokens, tool_constraint)
-from gateway.openai_fields import GUIDED, check_fields, guided_constraint
+from gateway.openai_fields import GUIDED, check_fields, guided_constraint, guided_given
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
@@ -114,7 +114,7 @@ def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pr
 def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
     """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
     schema = response_format_schema(body.get("response_format"))
-    guided = next((name for name in GUIDED if body.get(name) is not None), None)
+    guided = next((name for name in GUIDED if guided_given(body, name)), None)
     if guided and (schema is not None or tools):
         other = "response_format" if schema is not None else "tools"
         raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)

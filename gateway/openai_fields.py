@@ -151,11 +151,19 @@ def _lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
     return _START_RULE.sub(r"\1\2guided_start\3", grammar) + f"\nstart: {think_prefix(card)} guided_start\n"
 
 
+def guided_given(body: dict, name: str) -> bool:
+    """Whether the guided-decoding field `name` asks for a constraint: sent and not null, and for llama.cpp's grammar
+    not "", which its server reads as no grammar (params_from_json_cmpl applies a grammar only when it is non-empty;
+    SillyTavern sends grammar "" on every llama.cpp request)."""
+    value = body.get(name)
+    return value is not None and not (name == "grammar" and value == "")
+
+
 def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
     """(kind, value, param) of the one guided-decoding field present; 400 when several are."""
     found = []
     for kind, name in _GUIDED_KINDS:
-        if body.get(name) is not None:
+        if guided_given(body, name):
             found.append((kind, body[name], name))
     outputs = body.get("structured_outputs")
     if outputs is not None:
