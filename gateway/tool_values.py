@@ -7,7 +7,8 @@ None, {'k': 'v'}, as vLLM's qwen3_coder parser reads them) is kept when the sche
 for 4 where the schema is {"type": ["string", "null"]}, pydantic's Optional[str] (anyOf string / null) or
 {"enum": ["4", "5"]}, the first other reading it accepts is taken (jsonschema decides, with the parameters'
 `$defs` for refs); a first reading that nothing beats stays. An empty value the schema refuses ("" for an integer)
-leaves an optional parameter out (sgl-project/sglang#36835: models write an empty tag for "not given").
+leaves an optional parameter out (sgl-project/sglang#36835: models write an empty tag for "not given"). A parameter
+the tool does not declare stays the text the model wrote.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class ToolParams:
     props: dict = field(default_factory=dict)
     required: frozenset = frozenset()
     defs: dict = field(default_factory=dict)
+    others: Optional[dict] = None   # additionalProperties' schema: the type of a parameter `props` does not name
 
     @classmethod
     def of(cls, tools: list[dict], name: str) -> "ToolParams":
@@ -46,15 +48,23 @@ class ToolParams:
                 shared = {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
                 if isinstance(params.get("$schema"), str):
                     shared["$schema"] = params["$schema"]
+                others = params.get("additionalProperties")
                 return cls({key: value for key, value in props.items() if isinstance(value, dict)},
-                           frozenset(r for r in required if isinstance(r, str)), shared)
+                           frozenset(r for r in required if isinstance(r, str)), shared,
+                           others if isinstance(others, dict) and others else None)
         return cls()
 
     def arguments(self, params: list) -> dict:
         """{name: typed value} of the call's (name, raw text) pairs."""
         out = {}
         for key, raw in params:
-            schema = self.props.get(key)
+            schema = self.props.get(key, self.others)
+            if schema is None:
+                # A parameter the tool does not declare (nor type by additionalProperties) has no type to read it by:
+                # its text, as vLLM's qwen3_coder (_convert_param_value: "directly returning the string value") and
+                # Ollama's parser return it.
+                out[key] = raw
+                continue
             validator = _validator(schema, self.defs)
             value = fitted(raw, typed_value(raw, schema), validator)
             if raw.strip() == "" and key not in self.required and not _accepts(validator, value, True):

@@ -77,3 +77,18 @@ async def test_the_chat_answer_carries_the_typed_arguments_streamed_and_not():
     chunks = [orjson.loads(line[6:]) for line in streamed.split("\n\n") if line.startswith("data: {")]
     deltas = [tc for c in chunks if c["choices"] for tc in c["choices"][0]["delta"].get("tool_calls") or []]
     assert [d["function"] for d in deltas] == [{"name": "find", "arguments": '{"optional":"2024","limit":7}'}]
+
+
+@pytest.mark.parametrize("raw", ["1e3", "12345678901234567890", "true", "null", "[1, 2]", "007", "Paris"])
+def test_a_parameter_the_tool_does_not_declare_stays_its_text(raw):
+    # It came back typed as JSON (1e3 as 1000.0, true as true, null as null): a type no schema gave, where vLLM's
+    # qwen3_coder (_convert_param_value: not in the tool's parameters -> the string) and Ollama's parser (no type ->
+    # the raw text) return the text.
+    assert _arguments(_call(limit="1", undeclared=raw)) == {"limit": 1, "undeclared": raw}
+    tools = [{"type": "function", "function": {"name": "find", "parameters": {"type": "object"}}}]
+    call = parse_tool_calls(_call(anything=raw), tools)[0]
+    assert json.loads(call["function"]["arguments"]) == {"anything": raw}
+    # A parameter typed by additionalProperties is read by that schema.
+    typed = [{"type": "function", "function": {"name": "find", "parameters": {
+        "type": "object", "additionalProperties": {"type": "integer"}}}}]
+    assert json.loads(parse_tool_calls(_call(n="5"), typed)[0]["function"]["arguments"]) == {"n": 5}
