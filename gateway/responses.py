@@ -2,7 +2,8 @@
 
 POST /v1/responses is translated into the chat route's request (gateway.responses_request) and shaped back
 (gateway.responses_shape); admission (a 429 before any byte), keep-alives and disconnects are the shared streaming
-loop's. Nothing is stored, so the routes that read a stored response answer 404 in OpenAI's error shape.
+loop's. Nothing is stored, so the routes that read a stored response answer 404 in OpenAI's error shape, and
+POST /v1/responses/compact (server-side compaction) is a 501 that says so.
 """
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
-from gateway.errors import NotFound
+from gateway.errors import NotFound, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.responses_input import NOT_STORED
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_shape import ResponseRun
 from gateway.responses_stream import ResponsesFramer, complete
+from gateway.openai import check_model
 from gateway.web import json_response, read_json
 
 
@@ -33,6 +35,10 @@ class ResponsesRoutes:
         # llama.cpp's server serves both without /v1 too (a client whose base URL has no /v1 posts there).
         app.router.add_post("/responses", self.create)
         app.router.add_post("/responses/input_tokens", self.input_tokens)
+        # OpenAI's compaction endpoint (the SDKs' responses.compact): it matched /v1/responses/{response_id} and got a
+        # 405 that offered GET, DELETE and HEAD.
+        app.router.add_post("/v1/responses/compact", self.compact)
+        app.router.add_post("/responses/compact", self.compact)
         app.router.add_get("/v1/responses/{response_id}", self.not_stored)
         app.router.add_delete("/v1/responses/{response_id}", self.not_stored)
         app.router.add_post("/v1/responses/{response_id}/cancel", self.not_stored)
@@ -56,6 +62,17 @@ class ResponsesRoutes:
         num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name(),
                                    self.config.exclude_tools_when_tool_choice_none)
         return json_response({"object": "response.input_tokens", "input_tokens": num_tokens})
+
+    async def compact(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        # A model this server does not serve is the 404 every other route gives it.
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            check_model(body["model"], await self.engine.card(), await self.engine.served_name())
+        # `x-should-retry: false` stops the OpenAI SDKs retrying a 5xx (they honour that header).
+        raise NotImplementedApi("response compaction (POST /v1/responses/compact) is not supported: this server "
+                                "writes no compaction items; send a shorter input, or truncation \"auto\" to have "
+                                "the oldest input items left out", code="not_supported",
+                                headers={"x-should-retry": "false"})
 
     async def not_stored(self, request: web.Request) -> web.Response:
         response_id = request.match_info["response_id"]
