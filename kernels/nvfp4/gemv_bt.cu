@@ -84,3 +84,15 @@ BT_SILU_KERNEL(nvfp4_gemv_bt_silu_u3, 3)
     }
 BT_NORM_KERNEL(nvfp4_gemv_bt_norm_u2, 2)
 BT_NORM_KERNEL(nvfp4_gemv_bt_norm_u3, 3)
+
+// x = the GDN output's gated RMSNorm per 128-wide head (gate z, weight norm_w [128]) staged in place of x: out_proj at
+// M = 1 without the norm_rms_gated launch before it (gemv_bt.py gated_norm_linear)
+#define BT_GNORM_KERNEL(name, U)                                                                  \
+    extern "C" __global__ void __launch_bounds__(512, 1)                                         \
+        name(BT_PARAMS, const u16* z, const u16* norm_w, float eps) {                            \
+        GemvArgs p = BT_ARGS;                                                                     \
+        p.x_up = z, p.norm_w = norm_w, p.eps = eps;                                               \
+        bt_body<U, XS_GNORM>(p);                                                                  \
+    }
+BT_GNORM_KERNEL(nvfp4_gemv_bt_gnorm_u2, 2)
+BT_GNORM_KERNEL(nvfp4_gemv_bt_gnorm_u3, 3)

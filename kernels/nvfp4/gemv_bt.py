@@ -21,6 +21,8 @@ GEMV_BT = os.environ.get("SPARKINFER_NVFP4_BT", "1") == "1"
 MAX_IMBALANCE = 1.25
 SILU_X = os.environ.get("SPARKINFER_NVFP4_SILU_X", "1") == "1"  # 0: MLP down projections after a silu_mul launch
 NORM_X = os.environ.get("SPARKINFER_NVFP4_NORM_X", "1") == "1"  # 0: projections after an RMSNorm launch
+GNORM_X = os.environ.get("SPARKINFER_NVFP4_GNORM_X", "1") == "1"  # 0: the GDN out_proj after a gated-norm launch
+GATED_HEAD = 128  # the _gnorm entries' head width (the GDN value head dim)
 BT_U3_CHUNKS = 40_000  # unroll 2 below this many fragments (Np / 16 * Kc), 3 from there
 UNROLLS = (2, 3)  # chunk pairs per register group compiled (nvfp4_gemv_bt_u{U})
 MAX_TILES = 128  # gemv_bt.cu BT_MAX_TILES
@@ -46,20 +48,25 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
 
 
 def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: bool = True,
-            x_up: torch.Tensor = None, norm: tuple = None) -> torch.Tensor:
+            x_up: torch.Tensor = None, norm: tuple = None, gated: tuple = None) -> torch.Tensor:
     """x [1, K] bf16 contiguous (|x| < 2^28), p = ops.prepared(...) -> out [1, N] bf16 (written). Grid of G blocks of
     16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. The GEMV's x can be computed while staging it:
     - x_up [1, K] bf16: x := bf16(bf16(silu(x)) * x_up), rounded as kernels.norm.ops.silu_mul (the _silu entries);
     - norm = (residual [1, K], weight [K], eps, h_out [1, K], y_out [1, K]), bf16 tensors: h = bf16(x + residual),
       x := RMSNorm(h) = bf16(h * rsqrt(mean(h^2) + eps) * (1 + weight)), rounded as kernels.norm.ops.rms_norm; h
-      and the normalised x are written to h_out and y_out (the _norm entries).
+      and the normalised x are written to h_out and y_out (the _norm entries);
+    - gated = (z [1, K], weight [128], eps), bf16 tensors, K % 128 == 0: x := the gated RMSNorm of each 128-wide head,
+      bf16(bf16(weight * bf16(x * rsqrt(mean_head(x^2) + eps))) * silu(z)), rounded as
+      kernels.norm.ops.gated_rms_norm (the _gnorm entries).
     Raises ValueError where `applies` is false, an extra tensor is misplaced or unroll is not built."""
     import numpy as np
 
     sms = _compile.num_sms(x.device)
     extra = () if x_up is None else (x_up,)
     extra += () if norm is None else (norm[0], norm[1].view(1, -1), norm[3], norm[4])
-    if not applies(x, p, sms) or unroll not in UNROLLS or not all(_pairs_with(x, t) for t in extra):
+    extra += () if gated is None else (gated[0],)
+    heads_ok = gated is None or (p["K"] % GATED_HEAD == 0 and _aligned_row(gated[1], GATED_HEAD))
+    if not applies(x, p, sms) or unroll not in UNROLLS or not all(_pairs_with(x, t) for t in extra) or not heads_ok:
         raise ValueError(f"gemv_bt: M={x.shape[0]}, N={p['N']}, K={p['K']}, unroll {unroll}: not served")
     p = gemv_bc.prepared_bc(p)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
@@ -70,6 +77,8 @@ def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: b
         args, suffix = args + (ptr(x_up),), "_silu"
     elif norm is not None:
         args, suffix = args + (ptr(norm[0]), ptr(norm[1]), np.float32(norm[2]), ptr(norm[3]), ptr(norm[4])), "_norm"
+    elif gated is not None:
+        args, suffix = args + (ptr(gated[0]), ptr(gated[1]), np.float32(gated[2])), "_gnorm"
     kernel = gemv_bc._kernel(f"nvfp4_gemv_bt{suffix}_u{unroll}", "gemv_bt.cu")
     ops._launch("", "", (blocks(p, sms),), (32 * WARPS,), args, kernel, gemv_bc._smem(p), pdl)
     return out
@@ -79,6 +88,11 @@ def _pairs_with(x: torch.Tensor, x_up: torch.Tensor) -> bool:
     """x_up can be read beside x: [1, K] bf16 on x's device, contiguous, 16-byte aligned."""
     return (x_up.dtype == torch.bfloat16 and x_up.device == x.device and tuple(x_up.shape) == tuple(x.shape)
             and x_up.stride(-1) == 1 and x_up.data_ptr() % 16 == 0)
+
+
+def _aligned_row(t: torch.Tensor, n: int) -> bool:
+    """t: n contiguous bf16 values starting on 16 bytes."""
+    return t.dtype == torch.bfloat16 and t.numel() == n and t.is_contiguous() and t.data_ptr() % 16 == 0
 
 
 def silu_mul_linear(gate: torch.Tensor, up: torch.Tensor, weight) -> "torch.Tensor | None":
@@ -135,3 +149,22 @@ def rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.
     out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=x.device)
     gemv_bt(x, p, out, unroll=dispatch_unroll(p), norm=(residual, norm_weight, eps, h, y))
     return out, y, h
+
+
+def gated_norm_linear(x: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                      weight) -> "torch.Tensor | None":
+    """The GDN layer's out_proj(gated_rms_norm(x, z)) over 128-wide heads in one launch where this kernel serves: x
+    [1, HV * 128] bf16 CUDA (the recurrence's output, contiguous), z [1, HV * 128] bf16 (the gate, a row view of the
+    fused in_proj output), norm_weight [128] bf16, weight an NVFP4Weight [N, HV * 128]. Returns out [1, N] bf16, or
+    None (GNORM_X off, more rows, misaligned, or `serves` false): the caller then runs the norm and out_proj. The
+    normalised x can differ from kernels.norm.ops.gated_rms_norm's in the last bit of a few elements (mean(x^2)
+    summed in another order)."""
+    if not (GNORM_X and x.is_cuda and x.dim() == 2 and x.shape[0] == 1 and x.dtype == torch.bfloat16
+            and x.stride(-1) == 1 and x.shape[1] == weight.shape[1] and _pairs_with(x, z)
+            and x.shape[1] % GATED_HEAD == 0 and _aligned_row(norm_weight, GATED_HEAD)):
+        return None
+    p = ops.prepared(weight)
+    if not serves(x, p):
+        return None
+    out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=x.device)
+    return gemv_bt(x, p, out, unroll=dispatch_unroll(p), gated=(z, norm_weight, eps))

@@ -13,7 +13,8 @@ struct GemvArgs {
     int* counters;       // [Np/128], zero between calls
     const float* alpha;  // [Np/16] gmul * 2^62 per 16-row tile (fused shards may differ)
     int M, N, K, Np, Kc;
-    const u16* x_up;     // gemv_bt's _silu entries: x is silu(x) * x_up ([1, K] bf16, kernels/norm silu_mul)
+    const u16* x_up;     // gemv_bt's _silu entries: x is silu(x) * x_up ([1, K] bf16, kernels/norm silu_mul);
+                         // _gnorm entries: the gate z of the gated RMSNorm (weight norm_w [128], eps)
     // gemv_bt's _norm entries: x is RMSNorm(x + x_res) with weight norm_w [K], eps; block 0 writes the sum h_out and
     // the normalised y_out ([1, K] bf16 each, kernels/norm norm_rms_zc with a residual)
     const u16* x_res;

@@ -196,3 +196,34 @@ def test_decoder_norm_rides_in_the_next_projection(monkeypatch):
     want_y, want_h = norm(x, res)
     assert torch.equal(h, want_h) and _rel_diff(y, want_y) < 1e-3
     assert _rel_diff(fused_out, mlp(want_y)) < 1e-2
+
+
+# (5120, 6144): the 27B GDN out_proj (48 heads); (2048, 2048): 16 heads, one tile a block
+@pytest.mark.parametrize("n,k", [(5120, 6144), (2048, 2048)], ids=lambda v: str(v))
+def test_gated_norm_x_equals_gated_rms_norm_then_gemv(n, k):
+    """The _gnorm entries stage the GDN output's gated RMSNorm over 128-wide heads (gate z: a column view of a wider
+    projection output, as the fused in_proj gives it): within SILU_TOL of kernels.norm.ops.gated_rms_norm followed by
+    the plain GEMV, within REL_TOL of dequantize-then-f32-matmul; Linear.forward_gated_norm serves one row only."""
+    from kernels.norm import ops as norm_ops
+    from worker.layers.linear import Linear
+
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    w = (1.0 + torch.randn(128, device="cuda") * 0.1).to(torch.bfloat16)
+    for unroll in gemv_bt.UNROLLS:
+        x = (torch.randn(1, k, device="cuda") * 2.0).to(torch.bfloat16)
+        z = (torch.randn(1, 2 * k + 64, device="cuda") * 2.0).to(torch.bfloat16)[:, k + 64:]
+        out = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bt.gemv_bt(x, p, out, unroll=unroll, gated=(z, w, 1e-6))
+        y = norm_ops.gated_rms_norm(x.view(1, -1, 128), z.view(1, -1, 128), w, 1e-6).view(1, k)
+        two = torch.full((1, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_bt.gemv_bt(y, p, two, unroll=unroll)
+        assert not torch.isnan(out).any() and _rel_diff(out, two) < SILU_TOL, unroll
+        ref = y.float() @ ref_w.t()
+        assert ((out.float() - ref).norm() / ref.norm()).item() < REL_TOL, unroll
+    lin = Linear(weight)
+    got = lin.forward_gated_norm(x, z, w, 1e-6)
+    assert got is None or _rel_diff(got, two) < SILU_TOL
+    assert (got is None) == (not gemv_bt.serves(x, p))
+    x2 = torch.randn(2, k, device="cuda").to(torch.bfloat16)
+    assert lin.forward_gated_norm(x2, torch.randn(2, k, device="cuda").to(torch.bfloat16), w, 1e-6) is None

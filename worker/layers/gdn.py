@@ -8,6 +8,7 @@ from kernels.gdn import naive
 from kernels.gdn import ops as gdn_ops
 from worker.layers.fused import fuse
 from worker.layers.linear import Linear
+from worker.layers import norm as norm_layer
 from worker.layers.norm import GatedRMSNorm
 
 
@@ -195,6 +196,10 @@ class GatedDeltaNet(torch.nn.Module):
                                            recurrent_state, meta.decode_slots, self.num_k_heads)
             pre = meta.prefill_tokens
             core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
+        if num_tokens == 1 and norm_layer.USE_KERNELS:  # one row: the gated norm rides in out_proj's GEMV
+            fused = self.out_proj.forward_gated_norm(core.reshape(1, -1), z, self.norm.weight, self.norm.eps)
+            if fused is not None:
+                return fused
         # [T, HV, dv] views: z is a column view of the fused in_proj output, read in place (a [T * HV, dv] reshape
         # of it would be a copy kernel per layer from 2 tokens on)
         heads = (num_tokens, -1, self.head_v_dim)

@@ -81,6 +81,14 @@ class Linear(torch.nn.Module):
             return None
         return gemv_bt.rms_norm_linear(x, residual, norm_weight, eps, self.nvfp4)
 
+    def forward_gated_norm(self, x: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor,
+                           eps: float) -> "torch.Tensor | None":
+        """This layer applied to the gated RMSNorm of x's 128-wide heads (gate z) in one NVFP4 GEMV launch where one
+        serves (one row on a Hopper GPU: kernels.nvfp4.gemv_bt.gated_norm_linear), else None."""
+        if self.nvfp4 is None:
+            return None
+        return gemv_bt.gated_norm_linear(x, z, norm_weight, eps, self.nvfp4)
+
     def forward_silu_mul(self, gate: torch.Tensor, up: torch.Tensor) -> "torch.Tensor | None":
         """This layer applied to silu(gate) * up in one NVFP4 GEMV launch where one serves (gate, up [1, K] bf16 on
         a Hopper GPU: kernels.nvfp4.gemv_bt.silu_mul_linear), else None and the caller runs the two steps."""
