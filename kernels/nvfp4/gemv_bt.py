@@ -58,9 +58,12 @@ def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: b
     - gated = (z [1, K], weight [128], eps), bf16 tensors, K % 128 == 0: x := the gated RMSNorm of each 128-wide head,
       bf16(bf16(weight * bf16(x * rsqrt(mean_head(x^2) + eps))) * silu(z)), rounded as
       kernels.norm.ops.gated_rms_norm (the _gnorm entries).
-    Raises ValueError where `applies` is false, an extra tensor is misplaced or unroll is not built."""
+    Raises ValueError where `applies` is false, an extra tensor is misplaced, more than one of x_up / norm / gated is
+    given or unroll is not built."""
     import numpy as np
 
+    if sum(v is not None for v in (x_up, norm, gated)) > 1:
+        raise ValueError("gemv_bt: at most one of x_up, norm and gated")
     sms = _compile.num_sms(x.device)
     extra = () if x_up is None else (x_up,)
     extra += () if norm is None else (norm[0], norm[1].view(1, -1), norm[3], norm[4])

@@ -50,3 +50,18 @@ def test_rows_kernel_limits_and_choice():
     assert gemv_btm.applies(x(4, 17408), _p(5120, 17408), 132)  # 139 KB
     assert not gemv_btm.applies(x(2), _p(248320, 5120), 132)  # 118 tiles a block: past MAX_TILES
     assert not gemv_btm.serves(x(4), _p(34816, 5120))  # CPU tensors never go to the kernel
+
+
+def test_staging_transforms_are_refused_on_the_cpu_and_one_at_a_time():
+    """The folded-step entry points answer None off the GPU (the caller runs the separate steps), and gemv_bt takes
+    at most one staging transform."""
+    from kernels.nvfp4 import checkpoint, naive
+
+    weight = checkpoint.from_tensors(naive.quantize(torch.randn(256, 128), "modelopt"))
+    row = lambda: torch.randn(1, 128).to(torch.bfloat16)  # noqa: E731
+    w = torch.zeros(128, dtype=torch.bfloat16)
+    assert gemv_bt.silu_mul_linear(row(), row(), weight) is None
+    assert gemv_bt.rms_norm_linear(row(), row(), w, 1e-6, weight) is None
+    assert gemv_bt.gated_norm_linear(row(), row(), w, 1e-6, weight) is None
+    with pytest.raises(ValueError, match="at most one"):
+        gemv_bt.gemv_bt(row(), _p(256, 128), row(), x_up=row(), gated=(row(), w, 1e-6))
