@@ -64,10 +64,14 @@ def _opens_call(text: str, pos: int) -> Optional[bool]:
     (False); None while the text ends before that shows."""
     if not text.startswith(TOOL_CALL_TAG, pos):
         return True
-    rest = text[skip_space(text, pos + len(TOOL_CALL_TAG)):][:len(FUNCTION_OPEN)]
+    after = skip_space(text, pos + len(TOOL_CALL_TAG))
+    while text.startswith(TOOL_CALL_TAG, after):
+        # The tag written twice: the call starts at the first.
+        after = skip_space(text, after + len(TOOL_CALL_TAG))
+    rest = text[after:][:len(FUNCTION_OPEN)]
     if rest.startswith(_CALL_BODIES):
         return True
-    return None if any(body.startswith(rest) for body in _CALL_BODIES) else False
+    return None if any(body.startswith(rest) for body in _CALL_BODIES + (TOOL_CALL_TAG,)) else False
 
 
 def _next_call(text: str, start: int = 0) -> int:

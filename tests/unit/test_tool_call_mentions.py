@@ -71,3 +71,12 @@ async def test_a_mention_streams_and_a_later_call_is_read(stack):
     assert "".join(o["message"]["content"] for o in objects) == text
     assert max(len(o["message"]["content"]) for o in objects) < 20
     assert [c["function"]["arguments"] for o in objects for c in o["message"].get("tool_calls", [])] == [{"x": 1}]
+
+
+@pytest.mark.parametrize("size", [1, 5, 1000], ids=["per-char", "5", "whole"])
+def test_an_opening_tag_written_twice_still_opens_the_call(size):
+    text = "ok\n<tool_call>\n" + CALL
+    stream = ToolCallFilter(TOOLS)
+    sent = "".join(stream.push(text[i:i + size]) for i in range(0, len(text), size))
+    rest, calls = stream.finish("stop")
+    assert sent + rest == "ok" and [json.loads(c["function"]["arguments"]) for c in calls] == [{"x": 1}]
