@@ -49,8 +49,22 @@ def check_request_template(body, config: GatewayConfig) -> None:
 def response_id(request: web.Request, body, prefix: str, fallback: str) -> str:
     """vLLM's response id: the prefix and the client's X-Request-Id header, else the body's request_id ("returned in
     the response", vLLM's protocol says), so a caller can match answers and logs to its requests; else our own id."""
-    given = request.headers.get("X-Request-Id") or (body.get("request_id") if isinstance(body, dict) else None)
+    given = header_text(request.headers.get("X-Request-Id")) or (
+        body.get("request_id") if isinstance(body, dict) else None)
     return f"{prefix}-{given}" if isinstance(given, str) and given else fallback
+
+
+def header_text(value: str | None) -> str | None:
+    """A header as text any answer can carry. aiohttp reads header bytes as UTF-8, keeping bytes that are not as lone
+    surrogates, which no JSON body can encode (X-Request-Id: ab\\xffc was a 500 UnicodeEncodeError after the whole
+    generation); such a header is read as Latin-1, one character a byte, as Starlette (vLLM) reads every header."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 class OpenAIRoutes:
