@@ -195,8 +195,6 @@ class OllamaRoutes:
         name, stream = body.get("model") or body.get("name"), body.get("stream")
         if not isinstance(name, str) or not name:
             raise InvalidRequest("model is required", param="model")
-        if stream is not None and not isinstance(stream, bool):
-            raise InvalidRequest("stream must be true or false", param="stream")
         if not serves(name, await self.engine.card(), await self.engine.served_name()):
             raise NotImplementedApi(_PULL)
         if stream is False:

@@ -67,20 +67,6 @@ def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
     plan.gen.constraint = checked(grammar, card, "format")
 
 
-def _stream_flag(body: dict) -> bool:
-    stream = body.get("stream")
-    if stream is None:
-        return True
-    if not isinstance(stream, bool):
-        raise InvalidRequest("stream must be true or false", param="stream")
-    return stream
-
-
-def _flag(body: dict, key: str) -> bool:
-    value = body.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise InvalidRequest(f"{key} must be true or false", param=key)
-    return bool(value)
 
 
 def _logprobs(body: dict) -> Optional[int]:
@@ -192,11 +178,12 @@ def _common(body: Any, card: ModelCard, served_name: str,
     if body is not None and not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     body = check_go_types(body, struct)
-    plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=_stream_flag(body))
+    # check_go_types typed stream and _debug_render_only as Go's bools; an absent stream streams, as in Ollama.
+    plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=body.get("stream") is not False)
     plan.format_schema = _format_schema(body.get("format"))
     plan.keep_alive = parse_keep_alive(body.get("keep_alive"))
     plan.unload = plan.keep_alive == 0
-    plan.render_only = _flag(body, "_debug_render_only")
+    plan.render_only = bool(body.get("_debug_render_only"))
     options = parse_options(body.get("options"), card)
     top = _logprobs(body)
     plan.want_logprobs = top is not None

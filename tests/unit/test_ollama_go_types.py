@@ -19,8 +19,16 @@ HI = [{"role": "user", "content": "Hi"}]
      "cannot unmarshal number into Go struct field ChatRequest.messages.thinking of type string"),
     ("/api/chat", {"messages": [{"role": "tool", "content": "4", "tool_name": ["f"]}]},
      "cannot unmarshal array into Go struct field ChatRequest.messages.tool_name of type string"),
+    # stream and _debug_render_only are bools in both structs (Stream *bool, DebugRenderOnly bool): they were our own
+    # "stream must be true or false".
+    ("/api/chat", {"stream": "yes"}, "cannot unmarshal string into Go struct field ChatRequest.stream of type bool"),
+    ("/api/generate", {"stream": 1}, "cannot unmarshal number into Go struct field GenerateRequest.stream of type bool"),
+    ("/api/chat", {"_debug_render_only": "yes"},
+     "cannot unmarshal string into Go struct field ChatRequest._debug_render_only of type bool"),
+    ("/api/pull", {"stream": "no"}, "cannot unmarshal string into Go struct field PullRequest.stream of type bool"),
 ], ids=["raw string", "generate logprobs string", "truncate number", "suffix list", "chat logprobs string",
-        "shift string", "messages object", "message thinking number", "message tool_name list"])
+        "shift string", "messages object", "message thinking number", "message tool_name list", "chat stream string",
+        "generate stream number", "debug render string", "pull stream string"])
 async def test_a_field_of_the_wrong_type_is_ollamas_decode_error(fake, path, field, expected):
     """As Ollama's handlers answer a body its api.GenerateRequest / api.ChatRequest cannot decode (400 with
     encoding/json's error); before, such a value was read for its truthiness: `"raw": "false"` rendered no template,
@@ -28,7 +36,7 @@ async def test_a_field_of_the_wrong_type_is_ollamas_decode_error(fake, path, fie
     client, servicer = fake
     servicer.script.reply = "Hello"
     base = {"model": "fake-model", "stream": False, **({"prompt": "Hi"} if path == "/api/generate" else
-                                                         {"messages": HI})}
+                                                         {} if path == "/api/pull" else {"messages": HI})}
     response = await client.post(path, json={**base, **field})
     assert response.status == 400 and await response.json() == {"error": f"json: {expected}"}
     assert servicer.script.requests == []

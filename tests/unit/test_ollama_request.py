@@ -138,7 +138,7 @@ CHAT_REFUSALS = [
     ({"messages": [{"role": "user", "content": ["x"]}]}, InvalidRequest,
      "cannot unmarshal array into Go struct field ChatRequest.messages.content of type string"),
     ({"messages": "hi"}, InvalidRequest, "cannot unmarshal string into Go struct field ChatRequest.messages"),
-    ({"stream": "yes"}, InvalidRequest, "stream must be true or false"),
+    ({"stream": "yes"}, InvalidRequest, "cannot unmarshal string into Go struct field ChatRequest.stream of type bool"),
     ({"keep_alive": [5]}, InvalidRequest, "^Unsupported type: '\\[\\]interface {}'$"),
     ({"tools": [{"type": "function"}]}, InvalidRequest, "tools\\[0\\].function.name is required"),
     ({"logprobs": True, "top_logprobs": 50}, InvalidRequest, "^top_logprobs must be between 0 and 20$"),

@@ -348,4 +348,6 @@ async def test_debug_render_only_answers_the_prompt_and_generates_nothing(fake, 
         assert rendered.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert servicer.script.requests == []
     bad = await client.post(path, json={"model": "fake-model", "_debug_render_only": "yes", **body})
-    assert bad.status == 400 and await bad.json() == {"error": "_debug_render_only must be true or false"}
+    struct = "GenerateRequest" if path == "/api/generate" else "ChatRequest"
+    assert bad.status == 400 and await bad.json() == {
+        "error": f"json: cannot unmarshal string into Go struct field {struct}._debug_render_only of type bool"}
