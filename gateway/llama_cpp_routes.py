@@ -15,9 +15,8 @@ from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
 from gateway.openai import check_model, parse_completion
 from gateway.openai_checks import check_prompt_size
-from gateway.openai_routes import check_request_template, rendered_messages
+from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling
-from gateway.openai_schema import TOKENIZE_SCHEMA, validate
 from gateway.web import json_response, read_json
 
 # /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, and a
@@ -194,7 +193,7 @@ class LlamaCppRoutes:
 
     async def apply_template(self, request: web.Request) -> web.Response:
         """llama.cpp's POST /apply-template: {messages, ...} -> {prompt}, the chat route's rendering, nothing run."""
-        body = validate(await read_json(request), TOKENIZE_SCHEMA)
+        body = render_body(await read_json(request))
         check_request_template(body, self.config)
         if "messages" not in body:
             raise InvalidRequest("'messages' is a required property", param="messages",

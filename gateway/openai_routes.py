@@ -6,8 +6,9 @@ from aiohttp import web
 from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
-from gateway.errors import InvalidRequest, NotImplementedApi, Unsupported
+from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import open_stream, stream_generation
+from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.openai_checks import check_tools
 from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
@@ -16,6 +17,20 @@ from gateway.completion_shape import CompletionFramer, completion_response
 from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.offload import run_cpu
 from gateway.web import json_response, read_json
+
+
+def render_body(body) -> dict:
+    """A /tokenize or /apply-template body validated as the chat route reads it: the deprecated `functions` and an
+    earlier turn's `function_call` / `function` message are the tools, tool call and result they are on
+    /v1/chat/completions (legacy_functions), so the rendering is that chat request's prompt; errors name the fields
+    sent."""
+    legacy = isinstance(body, dict) and body.get("functions") is not None
+    try:
+        body = validate(legacy_functions(body) if isinstance(body, dict) else body, TOKENIZE_SCHEMA)
+        check_tools(body.get("tools"))
+    except ApiError as exc:
+        raise named_as_sent(exc) if legacy else exc
+    return body
 
 
 def rendered_messages(body: dict, card) -> str:
@@ -160,7 +175,7 @@ class OpenAIRoutes:
                                 code="embeddings_unsupported", headers={"x-should-retry": "false"})
 
     async def tokenize(self, request: web.Request) -> web.Response:
-        body = validate(await read_json(request), TOKENIZE_SCHEMA)
+        body = render_body(await read_json(request))
         check_request_template(body, self.config)
         card = await self.engine.card()
         name = await self.engine.served_name()

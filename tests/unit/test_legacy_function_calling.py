@@ -86,3 +86,34 @@ async def test_errors_name_the_deprecated_fields_sent(stack, fields, error):
     assert await response.json() == {"error": {"message": error[2], "type": "invalid_request_error",
                                                "param": error[0], "code": error[1]}}
     assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("path", ["/v1/tokenize", "/tokenize", "/apply-template"])
+async def test_tokenize_and_apply_template_render_the_functions_as_the_chat_route(stack, path):
+    """/tokenize counts, and llama.cpp's /apply-template shows, the prompt the chat route renders for the same body:
+    a deprecated functions history was a 400 there ('function' is not one of [...]) and its functions were left out
+    of the prompt, while /v1/chat/completions took both."""
+    client, fake = stack
+    history = USER + [{"role": "assistant", "content": None, "function_call": CALL},
+                      {"role": "function", "name": "get_weather", "content": "sunny, 21 C"}]
+    body = {"messages": history, "functions": [WEATHER]}
+    chat = await client.post("/v1/chat/completions", json={**body, "max_tokens": 2})
+    assert chat.status == 200, await chat.text()
+    ids = fake.script.requests[-1].prompt_token_ids
+    response = await client.post(path, json=body)
+    assert response.status == 200, await response.text()
+    answer = await response.json()
+    if path == "/apply-template":
+        assert answer == {"prompt": fake.tokenizer.decode(ids, skip_special_tokens=False)}
+        assert '"name": "get_weather"' in answer["prompt"] and "<tool_response>\nsunny, 21 C" in answer["prompt"]
+    else:
+        assert (answer["tokens"], answer["count"]) == (list(ids), len(ids))
+
+
+async def test_tokenize_names_the_functions_sent_in_its_errors(stack):
+    client, _ = stack
+    response = await client.post("/v1/tokenize", json={"messages": USER, "functions": [WEATHER, {"parameters": {}}]})
+    assert response.status == 400
+    assert await response.json() == {"error": {"message": "'functions[1].name' is a required property",
+                                               "type": "invalid_request_error", "param": "functions[1].name",
+                                               "code": "missing_required_parameter"}}
