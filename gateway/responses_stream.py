@@ -3,18 +3,15 @@
 OpenAI streams a response as `event: <type>` + `data: {json}` pairs, every event numbered by sequence_number,
 with no [DONE] line: response.created and response.in_progress first, the output items' events, and
 response.completed (response.incomplete when max_output_tokens cut it; after a failure, error then
-response.failed) last.
+response.failed) last. A silent stream gets OpenAI's `keepalive` event, numbered with the others.
 """
 from __future__ import annotations
-
-from typing import Optional
 
 from gateway import json_out
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 from gateway.openai_shape import SSE_HEADERS
 from gateway.responses_shape import ResponseRun
-from gateway.stream import SSE_KEEPALIVE
 
 
 class ResponsesFramer:
@@ -48,8 +45,11 @@ class ResponsesFramer:
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         return self._frames(self.run.failed_events(error, usage))
 
-    def keepalive(self) -> Optional[bytes]:
-        return SSE_KEEPALIVE
+    def keepalive(self) -> bytes:
+        # OpenAI's own keep-alive on a silent Responses stream: a numbered `keepalive` event. Codex reads the stream
+        # with eventsource-stream, which drops SSE comments, and times out on its idle timer (300 s by default) unless
+        # an event comes: a `: keep-alive` comment kept the connection alive but not Codex.
+        return self._frames([{"type": "keepalive"}])[0]
 
 
 async def complete(run: ResponseRun, gen: Generation) -> dict:

@@ -23,7 +23,7 @@ ROUTES = {
                  b": keep-alive"),
     "responses": ("/v1/responses", {"input": "write it", "reasoning": {"effort": "none"},
                                     "tools": [{"type": "function", "name": "write_file", "parameters": SCHEMA}]},
-                  b": keep-alive"),
+                  b"event: keepalive"),
     "anthropic": ("/v1/messages", {"model": "fake-model", "messages": USER, "max_tokens": 500,
                                    "thinking": {"type": "disabled"},
                                    "tools": [{"name": "write_file", "input_schema": SCHEMA}]}, b"event: ping"),
@@ -60,6 +60,22 @@ async def test_a_tool_call_forming_gets_keep_alives(stack, route):
     assert max(gaps) < 1.5, gaps
     text = b"\n".join(line for _, line in lines).decode()
     assert "write_file" in text and CONTENT.strip() in text.replace("\\n", "\n")
+
+
+async def test_a_responses_stream_keeps_alive_with_openais_numbered_keepalive_event(stack):
+    """OpenAI's own keep-alive on /v1/responses is an event (`event: keepalive`, data {"type": "keepalive",
+    "sequence_number": N}), numbered with the others; Codex reads the stream with eventsource-stream, which drops SSE
+    comments, so the `: keep-alive` comment sent before never reset its idle timer (300 s by default)."""
+    client, _ = stack
+    path, body, _ = ROUTES["responses"]
+    async with client.post(path, data=orjson.dumps({**body, "stream": True})) as response:
+        raw = await response.read()
+    assert b": keep-alive" not in raw
+    events = [orjson.loads(block.split(b"\ndata: ", 1)[1]) for block in raw.split(b"\n\n") if block.strip()]
+    keepalives = [e for e in events if e["type"] == "keepalive"]
+    assert len(keepalives) >= 4 and all(set(e) == {"type", "sequence_number"} for e in keepalives)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
 
 
 async def test_ollama_ndjson_stays_silent_without_keep_alives(stack):
