@@ -140,9 +140,20 @@ class LlamaCppShaper:
     def response(self, results: list, usage: Usage, return_tokens: bool):
         """The non-streamed answer: one result object, or a list of them for several prompts (as llama.cpp)."""
         bodies = [self.final(r.index, r.content, r.token_ids if return_tokens else [], r.finish_reason,
-                             r.stop_reason, usage, len(r.token_ids),
-                             r.logprobs if self.plan.gen.num_logprobs is not None else None) for r in results]
+                             r.stop_reason, usage, len(r.token_ids), self._answer_probs(r)) for r in results]
         return bodies[0] if len(bodies) == 1 else bodies
+
+    def _answer_probs(self, result) -> Optional[list]:
+        """A whole answer's probabilities without its stop word's: llama.cpp's send_final_response leaves out as many
+        entries as the stopping word has tokens, tokenized alone (its PR #2849: the word is not in the content); a
+        stream has sent them with its partials already, so only this answer drops them."""
+        if self.plan.gen.num_logprobs is None:
+            return None
+        entries = result.logprobs or []
+        if stop_type(result.finish_reason, result.stop_reason) == "word":
+            word_ids = self.card.tokenizer.encode(result.stop_reason, add_special_tokens=False).ids
+            entries = entries[:len(entries) - min(len(entries), len(word_ids))]
+        return entries
 
 
 class LlamaCppFramer:

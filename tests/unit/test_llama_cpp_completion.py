@@ -196,3 +196,19 @@ def test_timings_leave_the_time_queued_out_of_the_prompt(monkeypatch):
     timings = shaper.timings(prompt_n=5, cached=0, predicted_n=4)
     assert (timings["prompt_n"], timings["prompt_ms"], timings["prompt_per_second"]) == (5, 500.0, 10.0)
     assert (timings["predicted_n"], timings["predicted_ms"], timings["predicted_per_second"]) == (4, 2000.0, 2.0)
+
+
+async def test_a_whole_answer_leaves_the_stop_words_probabilities_out(stack):
+    # llama.cpp's send_final_response (PR #2849, "avoid antiprompt in probabilities of final response") drops as many
+    # entries as the stopping word has tokens: the answer's probabilities were those of "1, 2, 3, 4", past its content.
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", "stop": [", 4"], "n_probs": 1, "return_tokens": True})
+    word = len(fake.tokenizer.encode(", 4", add_special_tokens=False).ids)
+    assert (status, body["content"], body["stop_type"]) == (200, "1, 2, 3", "word")
+    probs = body["completion_probabilities"]
+    assert len(probs) == len(body["tokens"]) - word
+    assert "".join(p["token"] for p in probs) == "1, 2, 3"
+    # The stream sent every token's entry with its partials (llama.cpp trims only the whole answer).
+    got = await events(client, {"prompt": "hi", "stop": [", 4"], "n_probs": 1})
+    streamed = [p["token"] for e in got[:-1] for p in e.get("completion_probabilities", [])]
+    assert len(streamed) == len(body["tokens"]) and "".join(streamed).startswith("1, 2, 3")
