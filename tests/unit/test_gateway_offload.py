@@ -90,8 +90,9 @@ async def test_health_answers_while_a_big_chat_prompt_is_tokenized(stack):
     response = await big
     total = time.monotonic() - begin
     assert response.status == 400 and (await response.json())["error"]["code"] == "context_length_exceeded"
-    # tokenizing on the event loop would hold one probe for about all of `total` (relative: load-proof)
-    assert len(took) >= 5 and max(took) < total / 3, (took, total)
+    # tokenizing on the event loop would hold one probe for about all of `total` (relative: load-proof; total / 3
+    # failed once with three test suites sharing two cores: 1.34 s of 3.45, session 13)
+    assert len(took) >= 5 and max(took) < total / 2, (took, total)
 
 
 @pytest.mark.parametrize("path,body,where", [
