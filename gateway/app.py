@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from aiohttp import web
 
-from gateway import http_compat, metrics
+from gateway import http_compat, metrics, request_id_header
 from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import is_anthropic_path
 from gateway.client import SchedulerClient
@@ -191,6 +191,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_route)
     http_compat.install(app)
+    request_id_header.install(app)
 
     async def on_startup(app: web.Application) -> None:
         if app[ENGINE_KEY].client is None:

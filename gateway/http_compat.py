@@ -29,8 +29,9 @@ class ExpectationFailed(ApiError):
 _ALLOW_METHODS = "GET, POST, DELETE, HEAD, OPTIONS"
 _DEFAULT_ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, Accept, X-Requested-With"
 _MAX_AGE_S = "600"
-# On every response: any origin may read it, and the Retry-After of a 429/503.
-CORS_RESPONSE_HEADERS = {"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "Retry-After"}
+# On every response: any origin may read it, the Retry-After of a 429/503 and its X-Request-Id.
+CORS_RESPONSE_HEADERS = {"Access-Control-Allow-Origin": "*",
+                         "Access-Control-Expose-Headers": "Retry-After, X-Request-Id"}
 
 
 def _preflight_headers(request: web.Request) -> dict:

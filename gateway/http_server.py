@@ -22,6 +22,7 @@ from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_path
 from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
+from gateway import request_id_header
 from gateway.http_compat import CORS_RESPONSE_HEADERS
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.ollama import ollama_error_response
@@ -113,8 +114,9 @@ class GatewayProtocol(web.RequestHandler):
         super().handle_error(request, status, exc, message)
         path = self._target if isinstance(exc, HttpProcessingError) else request.path
         response = api_error_response(path, parse_error(status, exc))
-        # The app's response hooks (CORS) do not run for a request the parser rejected.
+        # The app's response hooks (CORS, X-Request-Id) do not run for a request the parser rejected.
         response.headers.update(CORS_RESPONSE_HEADERS)
+        response.headers[request_id_header.HEADER] = request_id_header.request_id(request)
         response.force_close()
         return response
 

@@ -1,0 +1,58 @@
+"""X-Request-Id on every response: the client's own, else a fresh id, as vLLM's request-id middleware and OpenAI
+(fake scheduler)."""
+import asyncio
+import re
+
+import orjson
+import pytest
+
+USER = [{"role": "user", "content": "hi"}]
+REQUESTS = [
+    ("/v1/chat/completions", {"model": "tiny", "messages": USER, "max_tokens": 3}),
+    ("/v1/chat/completions", {"model": "tiny", "messages": USER, "max_tokens": 3, "stream": True}),
+    ("/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 3, "stream": True}),
+    ("/v1/responses", {"model": "tiny", "input": "hi", "max_output_tokens": 16}),
+    ("/v1/messages", {"model": "tiny", "messages": USER, "max_tokens": 3, "stream": True}),
+    ("/api/chat", {"model": "tiny", "messages": USER, "options": {"num_predict": 3}}),
+    ("/completion", {"prompt": "hi", "n_predict": 3}),
+    ("/v1/chat/completions", {"model": "tiny", "messages": USER, "temperature": -1}),
+]
+IDS = ["chat", "chat-stream", "completions-stream", "responses", "messages-stream", "ollama", "llama.cpp",
+       "error-400"]
+
+
+@pytest.mark.parametrize("path, body", REQUESTS, ids=IDS)
+async def test_the_clients_request_id_comes_back_in_the_header(stack, path, body):
+    client, _ = stack
+    response = await client.post(path, data=orjson.dumps(body), headers={"X-Request-Id": "trace-7"})
+    raw = await response.read()
+    assert raw and response.headers.get("X-Request-Id") == "trace-7"
+
+
+@pytest.mark.parametrize("method, path", [("GET", "/health"), ("GET", "/v1/models"), ("GET", "/metrics"),
+                                          ("GET", "/nowhere"), ("POST", "/v1/chat/completions")])
+async def test_without_one_each_response_gets_its_own(stack, method, path):
+    client, _ = stack
+    body = orjson.dumps({"model": "tiny", "messages": USER, "max_tokens": 2})
+    given = [(await client.request(method, path, data=body)).headers.get("X-Request-Id") for _ in range(2)]
+    assert all(g and re.fullmatch(r"[0-9a-f]{32}", g) for g in given), given
+    assert given[0] != given[1]
+
+
+async def test_a_browser_may_read_it(stack):
+    client, _ = stack
+    response = await client.get("/v1/models")
+    assert "X-Request-Id" in response.headers["Access-Control-Expose-Headers"]
+
+
+async def test_a_request_the_parser_refused_has_one(stack):
+    client, _ = stack
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-9\r\n"
+                 b"Content-Length: nope\r\n\r\n")
+    try:
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head = raw.partition(b"\r\n\r\n")[0].decode()
+    assert " 400 " in head.split("\r\n")[0] and re.search(r"(?im)^X-Request-Id: \S+", head), head
