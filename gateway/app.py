@@ -214,7 +214,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     app = create_app(config)
     serve(app, config.host, config.port,
           on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port),
-          drain_grace_s=config.drain_grace_s, on_grace_end=lambda: _end_the_rest(app[ENGINE_KEY], config))
+          drain_grace_s=config.drain_grace_s, on_grace_end=lambda: _end_the_rest(app[ENGINE_KEY], config),
+          access_log=config.access_log)
 
 
 def _end_the_rest(engine: Engine, config: GatewayConfig) -> None:

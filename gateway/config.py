@@ -20,6 +20,7 @@ class GatewayConfig:
     exclude_tools_when_tool_choice_none: bool = False  # vLLM's flag: tool_choice "none" drops tools from the prompt
     trust_request_chat_template: bool = False  # render a request's own chat_template (Jinja that can loop for hours)
     drain_grace_s: float = 30.0               # on SIGTERM/SIGINT: how long requests in flight may take to finish
+    access_log: bool = True                   # a log line per request, with its X-Request-Id
 
     def printable(self) -> dict:
         shown = asdict(self)
@@ -106,6 +107,10 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         default=env_number(parser, "SPARKINFER_DRAIN_GRACE_S", d.drain_grace_s),
                         help="on SIGTERM or SIGINT, stop accepting connections and give the requests in flight this "
                              "long to finish before they are cut (SPARKINFER_DRAIN_GRACE_S)")
+    parser.add_argument("--disable-access-log", action="store_true",
+                        default=_env("SPARKINFER_ACCESS_LOG", "1").lower() in ("0", "false"),
+                        help="no log line per request (as vLLM's --disable-uvicorn-access-log; by default each "
+                             "request is logged with its status, time and X-Request-Id) (SPARKINFER_ACCESS_LOG=0)")
     args = parser.parse_args(argv)
     for name, kind in _CHECKED_AT_START:
         env_number(parser, name, 0, kind)
@@ -115,4 +120,4 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          served_model_name=args.served_model_name,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
-                         drain_grace_s=args.drain_grace_seconds)
+                         drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log)

@@ -32,8 +32,12 @@ _MAX_HEADER_BYTES = 128 * 1024
 _MAX_HEADERS = 256
 # aiohttp server options: bodies are decoded by gateway.body (typed 400/413/415), not by aiohttp. The longest
 # request line or header field, times the header count, stays within the 32 MiB a body may take anyway.
+# The access log line (aiohttp.access, at INFO), as uvicorn's under vLLM or gin's under Ollama, with the request id
+# every response carries, so that a client's X-Request-Id (or the id it got back) finds its request in the log.
+ACCESS_LOG_FORMAT = '%a "%r" %s %b %Tf s request_id=%{X-Request-Id}o'
 SERVER_OPTIONS = {"auto_decompress": False, "max_line_size": _MAX_HEADER_BYTES,
-                  "max_field_size": _MAX_HEADER_BYTES, "max_headers": _MAX_HEADERS}
+                  "max_field_size": _MAX_HEADER_BYTES, "max_headers": _MAX_HEADERS,
+                  "access_log_format": ACCESS_LOG_FORMAT}
 # The start of a request line: a method (valid or not) and the path (without its query), looked for in the first
 # _HEAD_BYTES of a read (enough to tell the APIs apart; a body chunk is never scanned whole).
 _REQUEST_LINE = re.compile(rb"[^\s/]{1,32} (/[^\s?#]*)")
@@ -144,7 +148,7 @@ class ListenError(Exception):
 
 
 def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float,
-          on_grace_end: Callable[[], None] = lambda: None) -> None:
+          on_grace_end: Callable[[], None] = lambda: None, access_log: bool = True) -> None:
     """Serves `app` on host:port through GatewayRunner until SIGINT or SIGTERM, then drains: the port closes at once
     and the requests in flight get up to drain_grace_s to finish. The signals only set an event: aiohttp's
     handle_signals raises out of the loop, and asyncio.run then cancels every handler at once, cutting each stream.
@@ -152,8 +156,8 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
     its error event, a request not answered yet its status): aiohttp waits up to drain_grace_s more for the handlers
     before it cancels them, which cut a stream mid-body and left a queued request with no response at all."""
     async def run() -> None:
-        runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, access_log=None,
-                               shutdown_timeout=drain_grace_s)
+        runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, shutdown_timeout=drain_grace_s,
+                               access_log=logging.getLogger("aiohttp.access") if access_log else None)
         await runner.setup()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
