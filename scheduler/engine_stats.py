@@ -63,6 +63,9 @@ class RequestTimer:
             self.metrics.request_prefill_time.observe((req.first_token_ns - req.first_scheduled_ns) / 1e9)
             self.metrics.request_decode_time.observe((req.last_token_ns - req.first_token_ns) / 1e9)
             self.metrics.request_inference_time.observe((req.last_token_ns - req.first_scheduled_ns) / 1e9)
+            num_after_first = len(req.output_token_ids) - 1
+            decode_s = (req.last_token_ns - req.first_token_ns) / 1e9
+            self.metrics.request_time_per_output_token.observe(decode_s / num_after_first if num_after_first > 0 else 0)
 
 
 @dataclass

@@ -50,6 +50,11 @@ class Metrics:
                                              REQUEST_LATENCY_BUCKETS)
         self.request_inference_time = histogram("sparkinfer_request_inference_time_seconds", "First scheduled to "
                                                 "last token", REQUEST_LATENCY_BUCKETS)
+        # vLLM's TPOT (vllm:request_time_per_output_token_seconds, the series its Grafana TPOT panels read): a request's
+        # decode time over its tokens after the first (0 with one token), on the inter-token buckets.
+        self.request_time_per_output_token = histogram("sparkinfer_request_time_per_output_token_seconds", "Mean time "
+                                                       "per output token of a finished request (its first excluded)",
+                                                       INTER_TOKEN_BUCKETS)
         self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",

@@ -1,6 +1,6 @@
 """The scheduler's per-request histograms under vLLM's names (vllm/v1/metrics/loggers.py: vllm:request_prompt_tokens,
 request_generation_tokens, request_params_max_tokens, request_prefill_time_seconds, request_decode_time_seconds,
-request_inference_time_seconds; their values as vllm/v1/metrics/stats.py update_from_finished_request takes them):
+request_inference_time_seconds, request_time_per_output_token_seconds; their values as vllm/v1/metrics/stats.py update_from_finished_request takes them):
 a Grafana dashboard made for vLLM's series (its prompt / generation length heatmaps, prefill and decode time) found
 none of them here."""
 from prometheus_client import CollectorRegistry, generate_latest
@@ -40,6 +40,10 @@ def test_a_finished_request_is_observed_in_each_histogram():
     assert value(text, "sparkinfer_request_prefill_time_seconds_sum") == 1.0
     assert value(text, "sparkinfer_request_decode_time_seconds_sum") == 3.0
     assert value(text, "sparkinfer_request_inference_time_seconds_sum") == 4.0
+    # vLLM's TPOT: 3 s of decode over the 2 tokens after the first
+    assert value(text, "sparkinfer_request_time_per_output_token_seconds_sum") == 1.5
+    assert value(text, 'sparkinfer_request_time_per_output_token_seconds_bucket{le="1.0"}') == 0.0
+    assert value(text, 'sparkinfer_request_time_per_output_token_seconds_bucket{le="2.5"}') == 1.0
     assert value(text, "sparkinfer_request_success_total") == 1.0
 
 
@@ -54,6 +58,19 @@ def test_a_request_that_left_before_its_first_token_has_no_phase_times():
     assert value(text, "sparkinfer_request_generation_tokens_sum") == 0.0
     assert value(text, "sparkinfer_request_prefill_time_seconds_count") == 0.0
     assert value(text, "sparkinfer_request_decode_time_seconds_count") == 0.0
+    assert value(text, "sparkinfer_request_time_per_output_token_seconds_count") == 0.0
+
+
+def test_a_request_of_one_token_has_a_time_per_output_token_of_0():
+    # vLLM: decode_time / (num_generation_tokens - 1) if there is more than one token, else 0
+    registry = CollectorRegistry()
+    timer = RequestTimer(Metrics(registry))
+    req = finished_request(arrival_ns=1 * S, first_scheduled_ns=2 * S, first_token_ns=3 * S, last_token_ns=3 * S)
+    req.output_token_ids = [7]
+    timer.finished(req)
+    text = generate_latest(registry).decode()
+    assert value(text, "sparkinfer_request_time_per_output_token_seconds_count") == 1.0
+    assert value(text, "sparkinfer_request_time_per_output_token_seconds_sum") == 0.0
 
 
 def test_token_buckets_are_vllms_1_2_5_up_to_the_context():
