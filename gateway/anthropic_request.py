@@ -12,6 +12,7 @@ import re
 import secrets
 from typing import Any
 
+from gateway.anthropic_blocks import block_text, document, refuse_block, tool_result
 from gateway.anthropic_options import reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
@@ -19,7 +20,6 @@ from gateway.model import ModelCard
 from gateway.openai import Plan, parse_chat
 from gateway.tools import dump_arguments
 
-_TEXT_ONLY = "this model reads text only"
 # Claude Code >= 2.1.154 also sends turns with the roles ctx and msg (vllm#44000): user turns, as vLLM reads them.
 _ROLE_ALIASES = {"ctx": "user", "msg": "user"}
 # Claude Code's first system block: "x-anthropic-billing-header: cc_version=2.1.x.abc; cc_entrypoint=cli; cch=1a2b3;".
@@ -35,37 +35,6 @@ _RENAMES = [(re.compile(r"\btools\[(\d+)\]\.function\.parameters\b"), r"tools.\1
             (re.compile(r"\bthinking_token_budget\b"), "thinking.budget_tokens")]
 
 
-def _refuse_block(kind: str, where: str) -> None:
-    if kind in ("image", "document"):
-        raise Unsupported(f"{where}: {kind} blocks are not supported: {_TEXT_ONLY}", param=where)
-    raise InvalidRequest(f"{where}: content blocks of type '{kind}' are not supported here", param=where)
-
-
-def _text(block: dict, where: str) -> str:
-    if not isinstance(block.get("text"), str):
-        raise InvalidRequest(f"{where}.text: Field required (a string)", param=f"{where}.text")
-    return block["text"]
-
-
-def _document(block: dict, where: str) -> str:
-    """A document block's text: a plain-text source's data, or a content source's text (a string or text blocks,
-    joined by newlines), as Anthropic reads them; a PDF (base64, url or file source) is refused: text only here."""
-    source = block.get("source") or {}
-    kind = source.get("type")
-    if kind == "text" and isinstance(source.get("data"), str):
-        return source["data"]
-    if kind == "content" and isinstance(source.get("content"), str):
-        return source["content"]
-    if kind == "content" and isinstance(source.get("content"), list):
-        parts = source["content"]
-        for j, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != "text":
-                _refuse_block(str(part.get("type") if isinstance(part, dict) else None), f"{where}.source.content.{j}")
-        return "\n".join(_text(part, f"{where}.source.content.{j}") for j, part in enumerate(parts))
-    raise Unsupported(f"{where}: document blocks are not supported with a '{kind}' source: {_TEXT_ONLY} (send "
-                      f"plain text as a 'text' or 'content' source)", param=f"{where}.source")
-
-
 def _system_text(system: Any, where: str) -> str:
     """A system prompt's text: a string, or its text blocks joined (as vLLM and Ollama join them), without Claude
     Code's billing line: its cch= nonce changes with every request and, first in the prompt, would defeat the
@@ -75,8 +44,8 @@ def _system_text(system: Any, where: str) -> str:
     parts = []
     for i, block in enumerate(system):
         if block["type"] != "text":
-            _refuse_block(block["type"], f"{where}.{i}")
-        parts.append(_BILLING_LINE.sub("", _text(block, f"{where}.{i}")))
+            refuse_block(block["type"], f"{where}.{i}")
+        parts.append(_BILLING_LINE.sub("", block_text(block, f"{where}.{i}")))
     return "".join(parts)
 
 
@@ -86,27 +55,6 @@ def _system(system: Any, inline: list) -> list:
     vLLM merges them, because chat templates take a system message only at the start."""
     text = "\n\n".join(part for part in [_system_text(system, "system"), *inline] if part)
     return [{"role": "system", "content": text}] if text else []
-
-
-def _tool_result(block: dict, where: str) -> dict:
-    """A tool_result block as the tool message answering call `tool_use_id` (text blocks joined by newlines)."""
-    if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
-        raise InvalidRequest(f"{where}.tool_use_id: Field required", param=f"{where}.tool_use_id")
-    content = block.get("content")
-    if isinstance(content, list):
-        texts = []
-        for j, item in enumerate(content):
-            kind = item.get("type") if isinstance(item, dict) else None
-            if kind == "document":
-                texts.append(_document(item, f"{where}.content.{j}"))
-                continue
-            if kind != "text":
-                _refuse_block(str(kind), f"{where}.content.{j}")
-            texts.append(_text(item, f"{where}.content.{j}"))
-        content = "\n".join(texts)
-    elif content is not None and not isinstance(content, str):
-        raise InvalidRequest(f"{where}.content: must be a string or a list of text blocks", param=f"{where}.content")
-    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": content or ""}
 
 
 def _tool_call(block: dict, where: str) -> dict:
@@ -128,19 +76,20 @@ def _content_text(parts: list) -> Any:
     return parts[0] if len(parts) == 1 else [{"type": "text", "text": text} for text in parts]
 
 
-def _user(content: list, where: str) -> list:
-    """A user turn: its tool_result blocks as tool messages (first: Anthropic puts them first), then its text."""
+def _user(content: list, where: str, tools: dict) -> list:
+    """A user turn: its tool_result blocks as tool messages (first: Anthropic puts them first), then its text.
+    tools: the request's tools by name (a tool_result's tool_reference blocks name them)."""
     results, texts = [], []
     for j, block in enumerate(content):
         kind, here = block["type"], f"{where}.content.{j}"
         if kind == "tool_result":
-            results.append(_tool_result(block, here))
+            results.append(tool_result(block, here, tools))
         elif kind == "text":
-            texts += [_text(block, here)] if block.get("text") != "" else []
+            texts += [block_text(block, here)] if block.get("text") != "" else []
         elif kind == "document":
-            texts.append(_document(block, here))
+            texts.append(document(block, here))
         else:
-            _refuse_block(kind, here)
+            refuse_block(kind, here)
     text = _content_text(texts)
     return results + ([{"role": "user", "content": text}] if text is not None else [])
 
@@ -151,7 +100,7 @@ def _assistant(content: list, where: str) -> list:
     for j, block in enumerate(content):
         kind, here = block["type"], f"{where}.content.{j}"
         if kind == "text":
-            texts += [_text(block, here)] if block.get("text") != "" else []
+            texts += [block_text(block, here)] if block.get("text") != "" else []
         elif kind == "tool_use":
             calls.append(_tool_call(block, here))
         elif kind == "thinking":
@@ -159,7 +108,7 @@ def _assistant(content: list, where: str) -> list:
                 raise InvalidRequest(f"{here}.thinking: Field required (a string)", param=f"{here}.thinking")
             thinking.append(block["thinking"])
         elif kind != "redacted_thinking":
-            _refuse_block(kind, here)
+            refuse_block(kind, here)
     message = {"role": "assistant", "content": _content_text(texts)}
     if calls:
         message["tool_calls"] = calls
@@ -188,7 +137,7 @@ def _check_tool_results(messages: list) -> None:
         called = {block.get("id") for block in _blocks(message) if block["type"] == "tool_use"}
 
 
-def _messages(messages: list) -> tuple[list, bool, list]:
+def _messages(messages: list, tools: dict) -> tuple[list, bool, list]:
     """(chat messages, whether the last one is an assistant prefill to continue, the system-role messages' texts)."""
     out, inline = [], []
     messages = [{**message, "role": _ROLE_ALIASES.get(message["role"], message["role"])} for message in messages]
@@ -201,7 +150,8 @@ def _messages(messages: list) -> tuple[list, bool, list]:
         # Empty text blocks are skipped (as vLLM does); a turn left with nothing is refused as Anthropic does.
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
-        turn = (_user if message["role"] == "user" else _assistant)(content, f"messages.{i}")
+        where = f"messages.{i}"
+        turn = _user(content, where, tools) if message["role"] == "user" else _assistant(content, where)
         if not turn and not (last and message["role"] == "assistant"):
             raise InvalidRequest(f"messages.{i}: all messages must have non-empty content except for the optional "
                                  f"final assistant message", param=f"messages.{i}.content")
@@ -236,7 +186,7 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
     interleaved: the request's anthropic-beta header names interleaved thinking."""
     check_sizes(body, ctx)
     body = validate(body, COUNT_SCHEMA if count else MESSAGES_SCHEMA)
-    messages, prefill, inline = _messages(body["messages"])
+    messages, prefill, inline = _messages(body["messages"], {tool["name"]: tool for tool in body.get("tools") or []})
     chat = {"model": body["model"], "messages": _system(body.get("system"), inline) + messages, **tool_fields(body),
             **reasoning_fields(body, count, interleaved)}
     if body.get("chat_template_kwargs") is not None:

@@ -21,7 +21,7 @@ _INT32_MAX = (1 << 31) - 1
 _STR = {"type": ["string", "null"]}
 _BLOCK = {"type": "object", "required": ["type"], "properties": {
     "type": {"type": "string"}, **dict.fromkeys(("text", "thinking", "signature", "data", "id", "name", "tool_use_id",
-                                                 "title", "context"), _STR),
+                                                 "title", "context", "tool_name"), _STR),
     "input": {"type": ["object", "null"]}, "is_error": {"type": ["boolean", "null"]},
     "cache_control": {"type": ["object", "null"]}, "citations": {"type": ["array", "null"]},
     "source": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "null"]}}}

@@ -1,0 +1,80 @@
+"""Gateway process: Anthropic content blocks read as chat text: text blocks, documents with a text source, and
+tool_result blocks (text, documents and tool_reference blocks) as the tool message answering a call."""
+from __future__ import annotations
+
+import json
+
+from gateway.errors import InvalidRequest, Unsupported
+
+_TEXT_ONLY = "this model reads text only"
+
+
+def refuse_block(kind: str, where: str) -> None:
+    if kind in ("image", "document"):
+        raise Unsupported(f"{where}: {kind} blocks are not supported: {_TEXT_ONLY}", param=where)
+    raise InvalidRequest(f"{where}: content blocks of type '{kind}' are not supported here", param=where)
+
+
+def block_text(block: dict, where: str) -> str:
+    if not isinstance(block.get("text"), str):
+        raise InvalidRequest(f"{where}.text: Field required (a string)", param=f"{where}.text")
+    return block["text"]
+
+
+def document(block: dict, where: str) -> str:
+    """A document block's text: a plain-text source's data, or a content source's text (a string or text blocks,
+    joined by newlines), as Anthropic reads them; a PDF (base64, url or file source) is refused: text only here."""
+    source = block.get("source") or {}
+    kind = source.get("type")
+    if kind == "text" and isinstance(source.get("data"), str):
+        return source["data"]
+    if kind == "content" and isinstance(source.get("content"), str):
+        return source["content"]
+    if kind == "content" and isinstance(source.get("content"), list):
+        parts = source["content"]
+        for j, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                refuse_block(str(part.get("type") if isinstance(part, dict) else None), f"{where}.source.content.{j}")
+        return "\n".join(block_text(part, f"{where}.source.content.{j}") for j, part in enumerate(parts))
+    raise Unsupported(f"{where}: document blocks are not supported with a '{kind}' source: {_TEXT_ONLY} (send "
+                      f"plain text as a 'text' or 'content' source)", param=f"{where}.source")
+
+
+def _tool_reference(block: dict, where: str, tools: dict) -> str:
+    """A tool_reference block (a client-side tool search's answer: Claude Code's ToolSearch) as the definition of the
+    tool it names, in the form the prompt's tool list gives it: Anthropic expands the reference into the tool's
+    definition where it stands. Every tool is offered in the prompt here (defer_loading is not honoured), so the
+    tool is callable either way; a name no tool of the request has is a 400."""
+    name = block.get("tool_name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest(f"{where}.tool_name: Field required (a string)", param=f"{where}.tool_name")
+    tool = tools.get(name)
+    if tool is None:
+        raise InvalidRequest(f"{where}.tool_name: tool reference '{name}' names no tool in tools",
+                             param=f"{where}.tool_name")
+    function = {"name": name, "description": tool.get("description"), "parameters": tool["input_schema"]}
+    return json.dumps({"type": "function", "function": function}, ensure_ascii=False)
+
+
+def tool_result(block: dict, where: str, tools: dict) -> dict:
+    """A tool_result block as the tool message answering call `tool_use_id` (its blocks' texts joined by newlines).
+    tools: the request's tools by name, for tool_reference blocks."""
+    if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
+        raise InvalidRequest(f"{where}.tool_use_id: Field required", param=f"{where}.tool_use_id")
+    content = block.get("content")
+    if isinstance(content, list):
+        texts = []
+        for j, item in enumerate(content):
+            kind, here = (item.get("type") if isinstance(item, dict) else None), f"{where}.content.{j}"
+            if kind == "document":
+                texts.append(document(item, here))
+            elif kind == "tool_reference":
+                texts.append(_tool_reference(item, here, tools))
+            elif kind == "text":
+                texts.append(block_text(item, here))
+            else:
+                refuse_block(str(kind), here)
+        content = "\n".join(texts)
+    elif content is not None and not isinstance(content, str):
+        raise InvalidRequest(f"{where}.content: must be a string or a list of text blocks", param=f"{where}.content")
+    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": content or ""}
