@@ -1,5 +1,6 @@
-"""Gateway process: Anthropic content blocks read as chat text: text blocks, documents with a text source, and
-tool_result blocks (text, documents and tool_reference blocks) as the tool message answering a call."""
+"""Gateway process: Anthropic content blocks read as chat text: text blocks, documents with a text source, search
+results, and tool_result blocks (text, documents, search results and tool_reference blocks) as the tool message
+answering a call."""
 from __future__ import annotations
 
 import json
@@ -40,6 +41,23 @@ def document(block: dict, where: str) -> str:
                       f"plain text as a 'text' or 'content' source)", param=f"{where}.source")
 
 
+def search_result(block: dict, where: str) -> str:
+    """A search_result block (Anthropic's RAG block: source, title, content of text blocks) as its title, source
+    and texts, one a line; it is read the same in a user turn and in a tool_result."""
+    for key in ("source", "title"):
+        if not isinstance(block.get(key), str):
+            raise InvalidRequest(f"{where}.{key}: Field required (a string)", param=f"{where}.{key}")
+    content = block.get("content")
+    if not isinstance(content, list):
+        raise InvalidRequest(f"{where}.content: Field required (a list of text blocks)", param=f"{where}.content")
+    texts = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") != "text":
+            refuse_block(str(part.get("type") if isinstance(part, dict) else None), f"{where}.content.{j}")
+        texts.append(block_text(part, f"{where}.content.{j}"))
+    return "\n".join([block["title"], block["source"], *texts])
+
+
 def _tool_reference(block: dict, where: str, tools: dict) -> str:
     """A tool_reference block (a client-side tool search's answer: Claude Code's ToolSearch) as the definition of the
     tool it names, in the form the prompt's tool list gives it: Anthropic expands the reference into the tool's
@@ -68,6 +86,8 @@ def tool_result(block: dict, where: str, tools: dict) -> dict:
             kind, here = (item.get("type") if isinstance(item, dict) else None), f"{where}.content.{j}"
             if kind == "document":
                 texts.append(document(item, here))
+            elif kind == "search_result":
+                texts.append(search_result(item, here))
             elif kind == "tool_reference":
                 texts.append(_tool_reference(item, here, tools))
             elif kind == "text":

@@ -12,7 +12,7 @@ import re
 import secrets
 from typing import Any
 
-from gateway.anthropic_blocks import block_text, document, refuse_block, tool_result
+from gateway.anthropic_blocks import block_text, document, refuse_block, search_result, tool_result
 from gateway.anthropic_options import reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
@@ -88,6 +88,8 @@ def _user(content: list, where: str, tools: dict) -> list:
             texts += [block_text(block, here)] if block.get("text") != "" else []
         elif kind == "document":
             texts.append(document(block, here))
+        elif kind == "search_result":
+            texts.append(search_result(block, here))
         else:
             refuse_block(kind, here)
     text = _content_text(texts)

@@ -19,12 +19,24 @@ _INT32_MAX = (1 << 31) - 1
 # block may carry has the type vLLM's AnthropicContentBlock gives it (entrypoints/anthropic/protocol.py), so a wrong
 # one is a 400 naming it, never ignored (a "signature": 5 or an "is_error": "yes" was).
 _STR = {"type": ["string", "null"]}
+
+
+def _when(kinds: tuple, **fields) -> dict:
+    """The types of some block fields for the block types in kinds."""
+    return {"if": {"properties": {"type": {"enum": list(kinds)}}}, "then": {"properties": fields}}
+
+
 _BLOCK = {"type": "object", "required": ["type"], "properties": {
     "type": {"type": "string"}, **dict.fromkeys(("text", "thinking", "signature", "data", "id", "name", "tool_use_id",
                                                  "title", "context", "tool_name"), _STR),
     "input": {"type": ["object", "null"]}, "is_error": {"type": ["boolean", "null"]},
-    "cache_control": {"type": ["object", "null"]}, "citations": {"type": ["array", "null"]},
-    "source": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "null"]}}}
+    "cache_control": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "null"]}},
+    # citations and source by block type, as Anthropic types them: a text block's citations are a list (an earlier
+    # answer's), a document's and a search result's are {"enabled": bool}; a search result's source is its URL.
+    "allOf": [_when(("search_result",), citations={"type": ["object", "null"]}, source={"type": "string"}),
+              _when(("document",), citations={"type": ["object", "null"]}, source={"type": ["object", "null"]}),
+              _when(("text",), citations={"type": ["array", "null"]}),
+              _when(("image",), source={"type": ["object", "null"]})]}
 # A string or a list of blocks, without anyOf: an error names the field ("...text: 5 is not of type 'string'"), not
 # the whole content ("... is not valid under any of the given schemas").
 _CONTENT = {"type": ["string", "array"], "items": _BLOCK}
