@@ -71,15 +71,18 @@ _TOOL_CHOICE = {
     "then": {"required": ["name"]},
 }
 
+# budget_tokens bounds "enabled" thinking only (at least 1024: anthropic_options); with "adaptive" it is typed and
+# ignored, as Anthropic ignores it: Claude Code (>= 2.1.252) sends {"type": "adaptive", "budget_tokens": 0}.
 _THINKING = {
     "type": "object",
     "required": ["type"],
     "properties": {
         "type": {"enum": ["enabled", "disabled", "adaptive"]},
-        "budget_tokens": {"type": "integer", "minimum": 1, "maximum": _INT32_MAX},
+        "budget_tokens": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX},
+        "display": {"enum": ["summarized", "omitted"]},
     },
     "if": {"properties": {"type": {"const": "enabled"}}},
-    "then": {"required": ["budget_tokens"]},
+    "then": {"required": ["budget_tokens"], "properties": {"budget_tokens": {"minimum": 1}}},
 }
 
 _FORMAT = {"type": "object", "required": ["type", "schema"],

@@ -1,0 +1,47 @@
+"""Gateway over the fake scheduler: Claude Code (>= 2.1.252, routatic/proxy#171) sends thinking {"type": "adaptive",
+"budget_tokens": 0} on every request. budget_tokens bounds "enabled" thinking only; with "adaptive" Anthropic ignores
+it, so the request is served with thinking on. It was a 400 "thinking.budget_tokens: 0 is less than the minimum of 1"
+on /v1/messages and count_tokens, i.e. every Claude Code turn."""
+import pytest
+
+from gateway.anthropic_shape import thinking_signature
+from tests.unit.anthropic_sse import accumulate, parse_events
+from tests.unit.test_anthropic_errors import BAD_MESSAGES, expect_error
+from tests.unit.test_anthropic_messages import BASE, prompt_of
+
+CLAUDE_CODE = {"type": "adaptive", "budget_tokens": 0}
+
+
+@pytest.mark.parametrize("thinking", [CLAUDE_CODE, {**CLAUDE_CODE, "budget_tokens": 31999},
+                                      {**CLAUDE_CODE, "display": "summarized"}],
+                         ids=["budget 0", "a budget", "display summarized"])
+async def test_adaptive_thinking_with_a_budget_is_served_thinking(stack, thinking):
+    client, fake = stack
+    fake.script.reply = "Let me see.</think>\n\nHello world"
+    body = {**BASE, "thinking": thinking}
+    response = await client.post("/v1/messages", json=body)
+    assert response.status == 200, await response.text()
+    whole = await response.json()
+    assert whole["content"] == [
+        {"type": "thinking", "thinking": "Let me see.", "signature": thinking_signature("Let me see.")},
+        {"type": "text", "text": "Hello world"}]
+    assert prompt_of(fake).endswith("<|im_start|>assistant\n<think>\n")
+    streamed = accumulate(parse_events(await (await client.post("/v1/messages",
+                                                               json={**body, "stream": True})).read()))
+    assert streamed["content"] == whole["content"]
+    counted = await (await client.post("/v1/messages/count_tokens", json=body)).json()
+    assert counted == {"input_tokens": whole["usage"]["input_tokens"]}
+
+
+@pytest.mark.parametrize("thinking, fragment", [
+    ({"type": "enabled", "budget_tokens": 0}, "thinking.budget_tokens: 0 is less than the minimum of 1"),
+    ({"type": "adaptive", "budget_tokens": -1}, "thinking.budget_tokens: -1 is less than the minimum of 0"),
+    ({"type": "adaptive", "budget_tokens": "0"}, "thinking.budget_tokens: '0' is not of type 'integer'"),
+    ({"type": "adaptive", "display": "full"}, "thinking.display: 'full' is not one of ['summarized', 'omitted']"),
+    ({"budget_tokens": 0}, "thinking.type: Field required"),
+], ids=["enabled budget 0", "negative", "string", "unknown display", "no type"])
+async def test_a_thinking_field_of_the_wrong_form_is_a_400(stack, thinking, fragment):
+    client, fake = stack
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        await expect_error(await client.post(path, json={**BASE, "thinking": thinking}), 400, BAD_MESSAGES, fragment)
+    assert fake.script.requests == []
