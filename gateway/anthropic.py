@@ -31,7 +31,8 @@ class AnthropicRoutes:
         interleaved = "interleaved-thinking" in request.headers.get("anthropic-beta", "")
         plan = await run_cpu(parse_messages, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none, interleaved)
-        builder = MessageBuilder(plan, card)
+        thinking = body.get("thinking") if isinstance(body, dict) else None  # checked by parse_messages
+        builder = MessageBuilder(plan, card, isinstance(thinking, dict) and thinking.get("display") == "omitted")
         gen = await self.engine.start(plan.gen)
         if plan.stream:
             return await stream_generation(request, gen, AnthropicFramer(builder), self.config.sse_keepalive_s)

@@ -85,8 +85,11 @@ class MessageBuilder:
     """The content blocks of one assistant message, built from Deltas; each push returns the stream events
     (name, payload) that built what it added."""
 
-    def __init__(self, plan: Plan, card: ModelCard):
+    def __init__(self, plan: Plan, card: ModelCard, omit_thinking: bool = False):
         self.plan = plan
+        # thinking display "omitted": thinking blocks carry "" and their signature only, as Anthropic sends them.
+        self.omit_thinking = omit_thinking
+        self._thought = ""                   # the open thinking block's text, also when omitted
         self.id = plan.gen.req_id
         self._shaper = ChatShaper(plan, card, self.id)
         self.blocks: list = []
@@ -112,7 +115,7 @@ class MessageBuilder:
         index, events = len(self.blocks) - 1, []
         if self._open == "thinking":
             block = self.blocks[-1]
-            block["signature"] = thinking_signature(block["thinking"])
+            block["signature"] = thinking_signature(self._thought)
             events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "signature_delta",
                                                              "signature": block["signature"]}}))
@@ -134,7 +137,11 @@ class MessageBuilder:
             # A thinking block's signature comes in a signature_delta just before its content_block_stop.
             extra = {"signature": ""} if kind == "thinking" else {}
             events = self._start({"type": kind, kind: "", **extra}, {"type": kind, kind: "", **extra})
-            self._open = kind
+            self._open, self._thought = kind, ""
+        if kind == "thinking":
+            self._thought += text
+            if self.omit_thinking:
+                return events
         self.blocks[-1][kind] += text
         delta = {"type": f"{kind}_delta", kind: text}
         return events + [("content_block_delta", {"type": "content_block_delta", "index": len(self.blocks) - 1,

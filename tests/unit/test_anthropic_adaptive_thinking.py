@@ -45,3 +45,21 @@ async def test_a_thinking_field_of_the_wrong_form_is_a_400(stack, thinking, frag
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
         await expect_error(await client.post(path, json={**BASE, "thinking": thinking}), 400, BAD_MESSAGES, fragment)
     assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("thinking", [{**CLAUDE_CODE, "display": "omitted"},
+                                      {"type": "enabled", "budget_tokens": 1024, "display": "omitted"}],
+                         ids=["adaptive", "enabled"])
+async def test_omitted_thinking_is_sent_as_its_signature_only(stack, thinking):
+    """display "omitted": the thinking block is there, with "" for its text and the signature of what was thought,
+    and the stream sends no thinking_delta, only the signature_delta (Anthropic's form)."""
+    client, fake = stack
+    fake.script.reply = "Let me see.</think>\n\nHello world"
+    body = {**BASE, "max_tokens": 2000, "thinking": thinking}
+    whole = await (await client.post("/v1/messages", json=body)).json()
+    assert whole["content"] == [{"type": "thinking", "thinking": "", "signature": thinking_signature("Let me see.")},
+                                {"type": "text", "text": "Hello world"}]
+    events = parse_events(await (await client.post("/v1/messages", json={**body, "stream": True})).read())
+    deltas = [payload["delta"]["type"] for name, payload in events if name == "content_block_delta"]
+    assert "thinking_delta" not in deltas and deltas[0] == "signature_delta"
+    assert accumulate(events)["content"] == whole["content"]
