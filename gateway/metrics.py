@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.exposition import choose_encoder
 
 from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
-from proto.metrics_label import ModelLabelled
+from proto.metrics_label import FINISHED_REASONS, ModelLabelled
 
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
 # scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
@@ -24,6 +24,8 @@ REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total",
                           "Finished choices by finish reason (abort: cancelled, its client gone, or failed once "
                           "admitted, such as by a lost worker).",
                           ["finished_reason"], registry=REGISTRY)
+for _reason in FINISHED_REASONS:
+    REQUEST_SUCCESS.labels(finished_reason=_reason)
 REJECTED = Counter("sparkinfer_gateway_requests_rejected_total", "Requests refused with an error, by reason.",
                    ["reason"], registry=REGISTRY)
 CLIENT_DISCONNECTED = Counter("sparkinfer_gateway_client_disconnected_total",

@@ -1,6 +1,11 @@
 """Gateway and scheduler processes: their /metrics with every series labelled model_name, as vLLM labels them."""
 import copy
 
+# The finished_reason values of request_success_total, each series made at 0 when the process starts, as vLLM makes
+# one per FinishReason (vllm/v1/metrics/loggers.py): a counter that first appears at 1 is missed by rate() and
+# increase(), so a dashboard never saw the first request to stop, run out of length or be aborted.
+FINISHED_REASONS = ("stop", "length", "abort")
+
 
 class ModelLabelled:
     """A view of a prometheus_client registry whose samples all carry model_name (the served model's name), as vLLM

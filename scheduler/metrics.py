@@ -2,7 +2,7 @@
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 from proto.metrics_buckets import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets
-from proto.metrics_label import ModelLabelled
+from proto.metrics_label import FINISHED_REASONS, ModelLabelled
 
 # As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
 # counter and histogram; a creation timestamp per series doubles the scrape and no dashboard reads it.
@@ -59,6 +59,8 @@ class Metrics:
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",
                                        ["finished_reason"], registry=registry)
+        for reason in FINISHED_REASONS:
+            self.request_success.labels(finished_reason=reason)
         self.requests_rejected = Counter("sparkinfer_requests_rejected", "Requests refused at admission",
                                          ["reason"], registry=registry)
         self.num_preemptions = Counter("sparkinfer_num_preemptions", "Preemptions by recompute", registry=registry)

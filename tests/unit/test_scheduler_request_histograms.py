@@ -44,7 +44,7 @@ def test_a_finished_request_is_observed_in_each_histogram():
     assert value(text, "sparkinfer_request_time_per_output_token_seconds_sum") == 1.5
     assert value(text, 'sparkinfer_request_time_per_output_token_seconds_bucket{le="1.0"}') == 0.0
     assert value(text, 'sparkinfer_request_time_per_output_token_seconds_bucket{le="2.5"}') == 1.0
-    assert value(text, "sparkinfer_request_success_total") == 1.0
+    assert value(text, 'sparkinfer_request_success_total{finished_reason="length"}') == 1.0
 
 
 def test_a_request_that_left_before_its_first_token_has_no_phase_times():

@@ -1,0 +1,28 @@
+"""request_success_total has its stop, length and abort series at 0 from the start, on the scheduler and the gateway,
+as vLLM makes one per FinishReason (vllm/v1/metrics/loggers.py): a series that first appears at 1 is missed by rate()
+and increase(), so a dashboard never counted the first request of each kind."""
+import subprocess
+import sys
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from scheduler.metrics import Metrics
+
+EXPECTED = {'{finished_reason="stop"} 0.0', '{finished_reason="length"} 0.0', '{finished_reason="abort"} 0.0'}
+
+
+def success_lines(text: str, name: str) -> set:
+    return {line[len(name):] for line in text.splitlines() if line.startswith(name + "{")}
+
+
+def test_the_schedulers_series_are_there_before_any_request():
+    registry = CollectorRegistry()
+    Metrics(registry)
+    assert success_lines(generate_latest(registry).decode(), "sparkinfer_request_success_total") == EXPECTED
+
+
+def test_the_gateways_series_are_there_before_any_request():
+    # A fresh process: the gateway's registry is process-wide, and other tests in this one have counted requests.
+    code = "from gateway import metrics; print(metrics.render()[0].decode())"
+    text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert success_lines(text, "sparkinfer_gateway_request_success_total") == EXPECTED
