@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from gateway.anthropic_options import input_schema
 from gateway.errors import InvalidRequest, Unsupported
 
 _TEXT_ONLY = "this model reads text only"
@@ -70,7 +71,7 @@ def _tool_reference(block: dict, where: str, tools: dict) -> str:
     if tool is None:
         raise InvalidRequest(f"{where}.tool_name: tool reference '{name}' names no tool in tools",
                              param=f"{where}.tool_name")
-    function = {"name": name, "description": tool.get("description"), "parameters": tool["input_schema"]}
+    function = {"name": name, "description": tool.get("description"), "parameters": input_schema(tool)}
     return json.dumps({"type": "function", "function": function}, ensure_ascii=False)
 
 

@@ -13,6 +13,12 @@ _MIN_BUDGET = 1024
 _BUDGET_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
 
 
+def input_schema(tool: dict) -> dict:
+    """A tool's input_schema as its parameters: one without "type" (as MCP servers send some) is the object schema
+    it describes, as vLLM's AnthropicTool and Ollama's tool parameters read it; Anthropic would refuse it."""
+    return {"type": "object", **tool["input_schema"]}
+
+
 def tool_fields(body: dict) -> dict:
     """tools and tool_choice as OpenAI's; Anthropic's server tools (web search, bash, ...) are not served here."""
     out: dict = {}
@@ -29,7 +35,7 @@ def tool_fields(body: dict) -> dict:
             raise InvalidRequest(f"tools.{i}.input_schema: Field required", param=f"tools.{i}.input_schema")
     if tools:
         out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),
-                                                          "parameters": t["input_schema"]}} for t in tools]
+                                                          "parameters": input_schema(t)}} for t in tools]
     choice = body.get("tool_choice")
     if choice is None or (choice["type"] == "auto" and not tools):
         return out

@@ -55,7 +55,8 @@ _TOOL = {
         "type": {"type": ["string", "null"]},
         "name": {"type": "string", "minLength": 1},  # what the call markup can carry: anthropic_request
         "description": {"type": ["string", "null"]},
-        "input_schema": {"type": "object", "required": ["type"], "properties": {"type": {"const": "object"}}},
+        # Without "type" it is an object schema (anthropic_options.input_schema), as vLLM and Ollama read it.
+        "input_schema": {"type": "object", "properties": {"type": {"const": "object"}}},
     },
 }
 
