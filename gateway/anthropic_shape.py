@@ -55,10 +55,15 @@ def is_anthropic_path(path: str) -> bool:
     return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
+# Anthropic's request id header, which its SDKs read (`message._request_id`, `APIStatusError.request_id`).
+REQUEST_ID_HEADER = "request-id"
+
+
 def anthropic_error_response(error: ApiError) -> web.Response:
-    """The error as Anthropic sends it (its Retry-After kept)."""
+    """The error as Anthropic sends it (its Retry-After kept), the body's request_id also in its request-id header."""
     status, body = error_status_and_body(error)
-    return json_response(body, status=status, headers=error.headers)
+    return json_response(body, status=status, headers={**(error.headers or {}),
+                                                       REQUEST_ID_HEADER: body["request_id"]})
 
 
 def stop_reason(finish: Optional[str], matched) -> tuple[str, Optional[str]]:

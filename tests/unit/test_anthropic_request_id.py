@@ -1,0 +1,37 @@
+"""Gateway over the fake scheduler: Anthropic's routes answer with Anthropic's request-id header, which its SDKs read
+as `message._request_id` and `APIStatusError.request_id` (both were None: only X-Request-Id was sent). An error's
+header is its body's request_id; other APIs keep X-Request-Id alone."""
+import pytest
+
+from tests.unit.test_anthropic_messages import BASE
+
+
+@pytest.mark.parametrize("path, change", [("/v1/messages", {}), ("/v1/messages", {"stream": True}),
+                                          ("/v1/messages/count_tokens", {})], ids=["whole", "streamed", "count"])
+async def test_answers_carry_a_request_id(stack, path, change):
+    client, fake = stack
+    fake.script.reply = "Hello"
+    response = await client.post(path, json={**BASE, **change})
+    assert response.status == 200, await response.text()
+    await response.read()
+    assert response.headers["request-id"] == "req_" + response.headers["X-Request-Id"]
+    traced = await client.post(path, json={**BASE, **change}, headers={"X-Request-Id": "trace-7"})
+    await traced.read()
+    assert traced.headers["request-id"] == "req_trace-7"
+
+
+@pytest.mark.parametrize("body, status", [({**BASE, "max_tokens": 0}, 400), ({**BASE, "model": "nope"}, 404)])
+async def test_an_errors_request_id_header_is_its_bodys(stack, body, status):
+    client, _ = stack
+    response = await client.post("/v1/messages", json=body)
+    assert response.status == status
+    payload = await response.json()
+    assert payload["request_id"].startswith("req_") and response.headers["request-id"] == payload["request_id"]
+
+
+async def test_other_apis_send_no_anthropic_header(stack):
+    client, fake = stack
+    fake.script.reply = "Hello"
+    response = await client.post("/v1/chat/completions", json={"model": "fake-model", "max_tokens": 8,
+                                                               "messages": [{"role": "user", "content": "Hi"}]})
+    assert response.status == 200 and "X-Request-Id" in response.headers and "request-id" not in response.headers
