@@ -38,8 +38,11 @@ def free_ports(count: int, consecutive: bool = False) -> list:
             ports = sorted(h.getsockname()[1] for h in held)
             if not consecutive and len(ports) >= count:
                 return ports[:count]
-            if consecutive and _bind_run(held, ports[-1], count):
-                return list(range(ports[-1], ports[-1] + count))
+            # the port just bound, a fresh candidate each time (the largest one held got stuck when its successor was
+            # taken: "no 2 free ports found" after a long run left ports in TIME_WAIT, session 13)
+            first = s.getsockname()[1]
+            if consecutive and _bind_run(held, first, count):
+                return list(range(first, first + count))
     finally:
         for s in held:
             s.close()
