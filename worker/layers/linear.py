@@ -27,6 +27,7 @@ class Linear(torch.nn.Module):
         super().__init__()
         self.nvfp4 = weight if isinstance(weight, NVFP4Weight) else None
         self.weight = None if self.nvfp4 is not None else torch.nn.Parameter(weight, requires_grad=False)
+        self._stashed = None  # (x, this layer(x)) computed ahead by RMSNorm.forward_into (stash)
 
     @property
     def in_features(self) -> int:
@@ -56,7 +57,7 @@ class Linear(torch.nn.Module):
         return super()._apply(fn, recurse)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        stashed, self._stashed = getattr(self, "_stashed", None), None
+        stashed, self._stashed = self._stashed, None
         if stashed is not None and stashed[0] is x:  # computed with the norm that made x (RMSNorm.forward_into)
             return stashed[1]
         if self.nvfp4 is not None:
