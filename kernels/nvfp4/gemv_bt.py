@@ -98,6 +98,23 @@ def _aligned_row(t: torch.Tensor, n: int) -> bool:
     return t.dtype == torch.bfloat16 and t.numel() == n and t.is_contiguous() and t.data_ptr() % 16 == 0
 
 
+def _cuda_row(x: torch.Tensor, k: int) -> bool:
+    """x: one [1, k] bf16 CUDA row with unit stride (what the fold entries take as the GEMV's x)."""
+    return (x.is_cuda and x.dim() == 2 and tuple(x.shape) == (1, k) and x.dtype == torch.bfloat16
+            and x.stride(-1) == 1)
+
+
+def _served(x: torch.Tensor, weight) -> "dict | None":
+    """ops.prepared(weight) where this kernel `serves` x with it, else None."""
+    p = ops.prepared(weight)
+    return p if serves(x, p) else None
+
+
+def _out(x: torch.Tensor, p: dict) -> torch.Tensor:
+    """A new [1, N] bf16 output on x's device."""
+    return torch.empty(1, p["N"], dtype=torch.bfloat16, device=x.device)
+
+
 def silu_mul_linear(gate: torch.Tensor, up: torch.Tensor, weight) -> "torch.Tensor | None":
     """The MLP's y = down(silu(gate) * up) in one launch, silu_mul folded into the GEMV's x staging, where this
     kernel serves: gate, up [1, K] bf16 CUDA row views (e.g. the halves of the fused gate+up output), weight an
@@ -105,14 +122,10 @@ def silu_mul_linear(gate: torch.Tensor, up: torch.Tensor, weight) -> "torch.Tens
     `serves` false): the caller then runs kernels.norm.ops.silu_mul and the linear layer. The same rounding steps
     as that pair (bf16 silu, bf16 product; expf's last bit may differ where nvcc contracts it in another context, so
     y agrees to ~1e-4 relative: tests/kernels/test_nvfp4_bt.py). H200 gain: kernels/nvfp4/NOTES.md session 13."""
-    if not (SILU_X and gate.is_cuda and gate.dim() == 2 and gate.shape[0] == 1 and gate.dtype == torch.bfloat16
-            and gate.stride(-1) == 1 and gate.shape[1] == weight.shape[1] and _pairs_with(gate, up)):
+    if not (SILU_X and _cuda_row(gate, weight.shape[1]) and _pairs_with(gate, up)):
         return None
-    p = ops.prepared(weight)
-    if not serves(gate, p):
-        return None
-    out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=gate.device)
-    return gemv_bt(gate, p, out, unroll=dispatch_unroll(p), x_up=up)
+    p = _served(gate, weight)
+    return None if p is None else gemv_bt(gate, p, _out(gate, p), unroll=dispatch_unroll(p), x_up=up)
 
 
 def serves(x: torch.Tensor, p: dict) -> bool:
@@ -141,17 +154,14 @@ def rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.
     and h are written for the residual stream and the layer's other readers of y; y can differ from the norm
     kernel's in the last bit of a few elements (the sum of squares is added in another order)."""
     k = weight.shape[1]
-    rows = (x, residual, norm_weight.view(1, -1))
-    if not (NORM_X and x.is_cuda and all(t.dim() == 2 and t.shape == (1, k) and t.dtype == torch.bfloat16
-                                         and t.stride(-1) == 1 and t.data_ptr() % 16 == 0 for t in rows)):
+    if not (NORM_X and _cuda_row(x, k) and x.data_ptr() % 16 == 0 and _pairs_with(x, residual)
+            and _aligned_row(norm_weight, k)):
         return None
-    p = ops.prepared(weight)
-    if not serves(x, p):
+    p = _served(x, weight)
+    if p is None:
         return None
     y, h = torch.empty_like(x), torch.empty_like(x)
-    out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=x.device)
-    gemv_bt(x, p, out, unroll=dispatch_unroll(p), norm=(residual, norm_weight, eps, h, y))
-    return out, y, h
+    return gemv_bt(x, p, _out(x, p), unroll=dispatch_unroll(p), norm=(residual, norm_weight, eps, h, y)), y, h
 
 
 def gated_norm_linear(x: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -162,12 +172,8 @@ def gated_norm_linear(x: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tenso
     None (GNORM_X off, more rows, misaligned, or `serves` false): the caller then runs the norm and out_proj. The
     normalised x can differ from kernels.norm.ops.gated_rms_norm's in the last bit of a few elements (mean(x^2)
     summed in another order)."""
-    if not (GNORM_X and x.is_cuda and x.dim() == 2 and x.shape[0] == 1 and x.dtype == torch.bfloat16
-            and x.stride(-1) == 1 and x.shape[1] == weight.shape[1] and _pairs_with(x, z)
-            and x.shape[1] % GATED_HEAD == 0 and _aligned_row(norm_weight, GATED_HEAD)):
+    if not (GNORM_X and _cuda_row(x, weight.shape[1]) and _pairs_with(x, z) and x.shape[1] % GATED_HEAD == 0
+            and _aligned_row(norm_weight, GATED_HEAD)):
         return None
-    p = ops.prepared(weight)
-    if not serves(x, p):
-        return None
-    out = torch.empty(1, p["N"], dtype=torch.bfloat16, device=x.device)
-    return gemv_bt(x, p, out, unroll=dispatch_unroll(p), gated=(z, norm_weight, eps))
+    p = _served(x, weight)
+    return None if p is None else gemv_bt(x, p, _out(x, p), unroll=dispatch_unroll(p), gated=(z, norm_weight, eps))

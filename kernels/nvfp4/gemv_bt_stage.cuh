@@ -14,6 +14,15 @@
 
 __device__ __forceinline__ float bf16_round(float v) { return __uint_as_float((u32)f32_to_bf16(v) << 16); }
 
+// the f32 value of half h (0: the low 16 bits, element 2j; 1: the high, element 2j + 1) of a bf16 pair
+__device__ __forceinline__ float bf16_half(u32 w, int h) { return __uint_as_float(h ? w & 0xFFFF0000u : w << 16); }
+
+// x * 2^100 of 8 bf16 values (the staged x's scale, gemv_bc.cu's header)
+__device__ __forceinline__ uint4 scale8(uint4 v) {
+    v.x = bmul2(v.x, X_SCALE), v.y = bmul2(v.y, X_SCALE), v.z = bmul2(v.z, X_SCALE), v.w = bmul2(v.w, X_SCALE);
+    return v;
+}
+
 // x[0, :K] * 2^100 -> xs[0, kp * 128) bf16 (zero past K), then 32 zero bytes (the B fragment of lanes outside a
 // chunk's block columns); all threads, plain loads (the caller syncs)
 __device__ __forceinline__ void stage_x_scaled(const GemvArgs& p, uint4* xs, int kp) {
@@ -34,10 +43,8 @@ __device__ __forceinline__ u32 silu_mul_bf16x2(u32 g, u32 u) {
     u32 r = 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        const float gf = __uint_as_float(h ? g & 0xFFFF0000u : g << 16);
-        const float uf = __uint_as_float(h ? u & 0xFFFF0000u : u << 16);
-        const float s = __uint_as_float((u32)f32_to_bf16(gf / (1.f + expf(-gf))) << 16);
-        r |= (u32)f32_to_bf16(s * uf) << (16 * h);
+        const float gf = bf16_half(g, h), uf = bf16_half(u, h);
+        r |= (u32)f32_to_bf16(bf16_round(gf / (1.f + expf(-gf))) * uf) << (16 * h);
     }
     return r;
 }
@@ -48,8 +55,8 @@ __device__ __forceinline__ void stage_x_silu_scaled(const GemvArgs& p, uint4* xs
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (i * 8 < p.K) {
             const uint4 g = ld_nc16(p.x + i * 8), u = ld_nc16(p.x_up + i * 8);
-            v.x = bmul2(silu_mul_bf16x2(g.x, u.x), X_SCALE), v.y = bmul2(silu_mul_bf16x2(g.y, u.y), X_SCALE);
-            v.z = bmul2(silu_mul_bf16x2(g.z, u.z), X_SCALE), v.w = bmul2(silu_mul_bf16x2(g.w, u.w), X_SCALE);
+            v = scale8(make_uint4(silu_mul_bf16x2(g.x, u.x), silu_mul_bf16x2(g.y, u.y), silu_mul_bf16x2(g.z, u.z),
+                                  silu_mul_bf16x2(g.w, u.w)));
         }
         xs[i] = v;
     }
@@ -61,12 +68,13 @@ __device__ __forceinline__ uint4 add8_bf16(const uint4& a, const uint4& b, float
     u32 r[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        const u16 lo = f32_to_bf16(__uint_as_float(av[j] << 16) + __uint_as_float(bv[j] << 16));
-        const u16 hi = f32_to_bf16(__uint_as_float(av[j] & 0xFFFF0000u) + __uint_as_float(bv[j] & 0xFFFF0000u));
-        const float l = __uint_as_float((u32)lo << 16), h = __uint_as_float((u32)hi << 16);
-        ss += l * l;
-        ss += h * h;
-        r[j] = (u32)lo | ((u32)hi << 16);
+        r[j] = 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float v = bf16_round(bf16_half(av[j], h) + bf16_half(bv[j], h));
+            ss += v * v;
+            r[j] |= (u32)f32_to_bf16(v) << (16 * h);
+        }
     }
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
@@ -77,10 +85,11 @@ __device__ __forceinline__ uint4 norm8_bf16(const uint4& h, const uint4& w, floa
     u32 r[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        const u16 lo = f32_to_bf16(__uint_as_float(hv[j] << 16) * inv * (1.f + __uint_as_float(wv[j] << 16)));
-        const u16 hi = f32_to_bf16(__uint_as_float(hv[j] & 0xFFFF0000u) * inv *
-                                   (1.f + __uint_as_float(wv[j] & 0xFFFF0000u)));
-        r[j] = (u32)lo | ((u32)hi << 16);
+        r[j] = 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            r[j] |= (u32)f32_to_bf16(bf16_half(hv[j], h) * inv * (1.f + bf16_half(wv[j], h))) << (16 * h);
+        }
     }
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
@@ -110,10 +119,9 @@ __device__ __forceinline__ void stage_x_norm_scaled(const GemvArgs& p, uint4* xs
     for (int w = 0; w < warps; ++w) total += warp_ss[w];
     const float inv = rsqrtf(total / (float)p.K + p.eps);
     for (int i = threadIdx.x; i < pieces; i += blockDim.x) {  // the pieces this thread wrote above
-        uint4 y = norm8_bf16(xs[i], ld_nc16(p.norm_w + i * 8), inv);
+        const uint4 y = norm8_bf16(xs[i], ld_nc16(p.norm_w + i * 8), inv);
         if (writer) *reinterpret_cast<uint4*>(p.y_out + i * 8) = y;
-        y.x = bmul2(y.x, X_SCALE), y.y = bmul2(y.y, X_SCALE), y.z = bmul2(y.z, X_SCALE), y.w = bmul2(y.w, X_SCALE);
-        xs[i] = y;
+        xs[i] = scale8(y);
     }
 }
 
@@ -127,9 +135,7 @@ __device__ __forceinline__ uint4 gated_norm8_bf16(const uint4& x, const uint4& z
         u32 word = 0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float xf = __uint_as_float(h ? xv[j] & 0xFFFF0000u : xv[j] << 16);
-            const float zf = __uint_as_float(h ? zv[j] & 0xFFFF0000u : zv[j] << 16);
-            const float wf = __uint_as_float(h ? wv[j] & 0xFFFF0000u : wv[j] << 16);
+            const float xf = bf16_half(xv[j], h), zf = bf16_half(zv[j], h), wf = bf16_half(wv[j], h);
             const float y = bf16_round(wf * bf16_round(xf * inv));
             word |= (u32)f32_to_bf16(y * (zf / (1.f + expf(-zf)))) << (16 * h);
         }
@@ -153,9 +159,8 @@ __device__ __forceinline__ void stage_x_gated_norm_scaled(const GemvArgs& p, uin
             const u32 xv[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                const float lo = __uint_as_float(xv[j] << 16), hi = __uint_as_float(xv[j] & 0xFFFF0000u);
-                ss += lo * lo;
-                ss += hi * hi;
+                ss += bf16_half(xv[j], 0) * bf16_half(xv[j], 0);
+                ss += bf16_half(xv[j], 1) * bf16_half(xv[j], 1);
             }
         }
 #pragma unroll
@@ -163,8 +168,7 @@ __device__ __forceinline__ void stage_x_gated_norm_scaled(const GemvArgs& p, uin
         if (i >= total) continue;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (i < pieces) {
-            v = gated_norm8_bf16(x, z, ld_nc16(p.norm_w + (i & 15) * 8), rsqrtf(ss / 128.f + p.eps));
-            v.x = bmul2(v.x, X_SCALE), v.y = bmul2(v.y, X_SCALE), v.z = bmul2(v.z, X_SCALE), v.w = bmul2(v.w, X_SCALE);
+            v = scale8(gated_norm8_bf16(x, z, ld_nc16(p.norm_w + (i & 15) * 8), rsqrtf(ss / 128.f + p.eps)));
         }
         xs[i] = v;
     }
