@@ -171,6 +171,26 @@ def conv_bench(rows):
     rows.append(dict(kind="conv", case="prefill T=32K", state="bfloat16", ours_us=ms * 1e3, fla_us=float("nan"),
                      bytes=2 * xt.numel() * 2, frac_copy_bw=float("nan"), timing="events"))
     print(f"  conv decode N=32 {us:.1f} us; conv prefill T=32K {ms:.3f} ms")
+    for tokens in (512, 2048):
+        x = xt[:tokens]
+        pieces = _launch.conv_pieces(-(-tokens // _launch.CHUNK))
+        one, ours = (conv_prefill_us(x, weight, pool, n) for n in (1, pieces))
+        rows.append(dict(kind="conv", case=f"prefill T={tokens}", state="bfloat16", ours_us=ours, fla_us=float("nan"),
+                         bytes=2 * x.numel() * 2, frac_copy_bw=float("nan"), timing=f"graph; 1 piece {one:.1f} us"))
+        print(f"  conv prefill T={tokens} kernel {ours:.1f} us with {pieces} pieces a chunk, {one:.1f} us with 1")
+
+
+def conv_prefill_us(x, weight, pool, pieces: int) -> float:
+    """The gdn_conv_prefill kernel alone (one fresh sequence of x's T tokens, chunk tables built outside), CUDA
+    graph timed, with _launch.CONV_PIECES = pieces."""
+    cu = torch.tensor([0, x.shape[0]], dtype=torch.int32, device="cuda")
+    tables = ops.prefill_tables([0, x.shape[0]], x.device)
+    ids, init = torch.zeros(1, dtype=torch.int32, device="cuda"), torch.zeros(1, dtype=torch.int32, device="cuda")
+    saved, _launch.CONV_PIECES = _launch.CONV_PIECES, pieces
+    try:
+        return graph_us([lambda: _launch.conv_prefill(x, weight, pool, ids, cu, init, tables)] * 4)[0]
+    finally:
+        _launch.CONV_PIECES = saved
 
 
 def load_fla():

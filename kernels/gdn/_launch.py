@@ -9,6 +9,13 @@ from kernels.gdn import _build
 
 HEAD_DIM = 128
 CHUNK = 64
+# gdn_conv_prefill threads per (chunk, 8 channels), each sliding over ceil(CHUNK / pieces) tokens (conv.cu's
+# header): (most chunks in the step, pieces) in order, 1 past the last. H200 session 14 device run 2, kernel us on
+# the 27B layer (C = 10240) at 1 / 2 / 4 / 8 pieces: T = 512 48.6 / 31.0 / 24.5 / 26.6, T = 2048 77.5 / 81.1 /
+# 74.4 / 83.1, T = 8192 229.1 / 219.1 / 250.2 / 307.6 (more pieces re-read the window's KC - 1 tokens and the
+# weights; one piece chains its loads). CONV_PIECES set: every step uses that many (tests, bench A/B)
+CONV_PIECE_STEPS = ((32, 4), (128, 2))
+CONV_PIECES = 0
 CONV_WIDTH = 4
 GROUP_MAX = 8
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
@@ -168,8 +175,15 @@ def conv_prefill(x, weight, conv_pool, slot_ids, cu_seqlens, has_init, tables):
     fn = _build.kernel("conv.cu", "gdn_conv_prefill", defines)
     args = (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)), ptr(slot_ids),
             ptr(chunks), ptr(cu_seqlens), ptr(has_init), ptr(y), i32(channels))
-    _build.launch(fn, ((channels // 8 + 127) // 128, num_chunks), (128,), args)
+    _build.launch(fn, ((channels // 8 + 127) // 128, num_chunks, conv_pieces(num_chunks)), (128,), args)
     return y
+
+
+def conv_pieces(num_chunks: int) -> int:
+    """gdn_conv_prefill's pieces per chunk for a step of num_chunks chunks: CONV_PIECES, else CONV_PIECE_STEPS'."""
+    if CONV_PIECES:
+        return CONV_PIECES
+    return next((pieces for most, pieces in CONV_PIECE_STEPS if num_chunks <= most), 1)
 
 
 def chunk_gdn(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, has_init, scale, tables, out=None):

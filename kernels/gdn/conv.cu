@@ -1,8 +1,10 @@
 // conv.cu: causal depthwise conv1d (width KC = 4) + SiLU over GDN's mixed q|k|v channels, state per slot.
 // gdn_conv_decode:  grid (ceil(C / 8 / 128), N), block 128; thread = (sequence n, 8 consecutive channels).
-// gdn_conv_prefill: grid (ceil(C / 8 / 128), num_chunks), block 128; thread = (64-token chunk, 8 channels),
-//   sliding the window over the chunk's tokens. Only the thread of a sequence's FIRST chunk reads the old
-//   conv state and writes the new one, so no other thread races on the slot.
+// gdn_conv_prefill: grid (ceil(C / 8 / 128), num_chunks, P), block 128; thread = (piece of a 64-token chunk, 8
+//   channels), sliding the window over the piece's tokens (the KC-1 before it read from x). A chunk's P pieces
+//   are max(KC-1, ceil(len / P)) tokens long, so only piece 0 of a sequence's FIRST chunk reaches back before the
+//   sequence: that thread alone reads the old conv state and writes the new one, so no other thread races on the
+//   slot. P > 1 puts more loads in flight: one thread's window slide is a chain of dependent steps.
 // State pool [S, C, KC-1] (oldest input first) in CONV_T: f32 (CONV_BF16=0) or bf16 (CONV_BF16=1).
 // y[t, c] = silu(sum_j w[c, j] * xx[t - (KC-1) + j, c]), xx = [state ; x] per sequence (model-spec 1.8).
 #include "gdn_common.cuh"
@@ -133,9 +135,12 @@ gdn_conv_prefill(const u16* __restrict__ x, long long s_x, const float* __restri
   const int c0 = (blockIdx.x * blockDim.x + threadIdx.x) * CPT;
   if (c0 >= C) return;
   const int4 ch = reinterpret_cast<const int4*>(chunks)[blockIdx.y];
-  const int n = ch.x, t0 = ch.y, len = ch.z, seq0 = cu_seqlens[n], seq_len = cu_seqlens[n + 1] - seq0;
+  const int piece = max(KC - 1, ((int)ch.z + (int)gridDim.z - 1) / (int)gridDim.z);
+  const int lo = blockIdx.z * piece, len = min(ch.z, lo + piece) - lo;
+  if (len <= 0) return;
+  const int n = ch.x, t0 = ch.y + lo, seq0 = cu_seqlens[n], seq_len = cu_seqlens[n + 1] - seq0;
   const int slot = slot_ids[n];
-  const bool first = ch.w == 0, use_state = first && slot >= 0 && has_init[n] != 0;
+  const bool first = ch.w == 0 && blockIdx.z == 0, use_state = first && slot >= 0 && has_init[n] != 0;
   conv_t* st = pool + (long long)(slot < 0 ? 0 : slot) * s_slot + c0 * (KC - 1);
   float w[CPT][KC], win[CPT][KC], old[CPT][KC - 1];
   load_w(weight, c0, w);

@@ -203,12 +203,17 @@ def test_prefill_then_decode_equals_long_prefill():
     assert rel(pool[4], pool[1]) < 1e-3
 
 
+@pytest.mark.parametrize("pieces", [1, 4, 16])
 @pytest.mark.parametrize("conv_dtype", [torch.float32, torch.bfloat16], ids=["f32conv", "bf16conv"])
-def test_conv_prefill_then_decode(conv_dtype):
-    from kernels.gdn import ops
+def test_conv_prefill_then_decode(conv_dtype, pieces, monkeypatch):
+    """Every piece count of gdn_conv_prefill (a chunk cut into pieces of at least KC - 1 tokens) against the naive
+    conv, over lengths around the chunk and piece edges, fresh and continued sequences; y's memory NaN first."""
+    from kernels.gdn import _launch, ops
 
-    num_k_heads, num_v_heads, lens, slots = 2, 6, [1, 2, 63, 64, 65, 300], [5, 0, 3, 8, 2, 6]
-    _, _, weight = layer(num_k_heads, num_v_heads)
+    monkeypatch.setattr(_launch, "CONV_PIECES", pieces)
+    lens, slots = [1, 2, 5, 7, 63, 64, 65, 300], [5, 0, 3, 8, 2, 6, 1, 7]
+    has_init = [1, 0, 1, 0, 1, 1, 0, 1]
+    _, _, weight = layer(2, 6)
     channels = weight.shape[0]
     conv_pool = torch.full((9, channels, 3), float("nan"), device="cuda", dtype=conv_dtype)
     conv_pool[slots] = torch.randn(len(slots), channels, 3, device="cuda").bfloat16().to(conv_dtype)
@@ -216,10 +221,13 @@ def test_conv_prefill_then_decode(conv_dtype):
     for n in lens:
         cu.append(cu[-1] + n)
     x = torch.randn(cu[-1], channels, device="cuda").bfloat16()
-    init = conv_pool[slots].clone()
+    init = conv_pool[slots].clone() * torch.tensor(has_init, device="cuda").view(-1, 1, 1).to(conv_dtype)
     ref_y, ref_state = naive.causal_conv1d(x, weight, init, torch.tensor(cu, device="cuda"))
     slot_ids = torch.tensor(slots, dtype=torch.int32, device="cuda")
-    y = ops.conv_prefill(x, weight, conv_pool, slot_ids, cu)
+    del init
+    torch.full_like(x, float("nan"))  # freed at once: conv_prefill's y reuses the NaN block from the allocator
+    y = ops.conv_prefill(x, weight, conv_pool, slot_ids, cu, has_initial_state=has_init)
+    assert not y.isnan().any()
     assert rel(y, ref_y.float()) < 1e-2
     assert torch.equal(conv_pool[slots], ref_state)
     x1 = torch.randn(len(slots), channels, device="cuda").bfloat16()
