@@ -119,7 +119,7 @@ def decode_batch(num_rows: int, cache: ModelCache, vocab: int) -> ForwardBatch:
     rows = [([int(torch.randint(0, vocab, (1,), generator=gen))], CTX, slots[r],
              blocks[r * per_row:(r + 1) * per_row], True) for r in range(num_rows)]
     batch = ForwardBatch.from_rows(rows, BLOCK)
-    return ForwardBatch(*(getattr(batch, f).to(DEVICE) for f in batch.__dataclass_fields__))
+    return batch.to(DEVICE)
 
 
 def copy_bandwidth() -> float:
@@ -184,7 +184,7 @@ def time_prefill(model, cache, num_tokens: int, stream_k: bool) -> float:
     gen = torch.Generator().manual_seed(num_tokens)
     tokens = torch.randint(0, model.config.vocab_size, (num_tokens,), generator=gen).tolist()
     batch = ForwardBatch.from_rows([(tokens, 0, 0, list(range(-(-num_tokens // BLOCK))), True)], BLOCK)
-    batch = ForwardBatch(*(getattr(batch, f).to(DEVICE) for f in batch.__dataclass_fields__))
+    batch = batch.to(DEVICE)
     step, last = model.prepare(batch, BLOCK), batch.last_token_index()
     saved = streamk.M_RANGE
     streamk.M_RANGE = saved if stream_k else (1, 0)

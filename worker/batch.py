@@ -20,6 +20,19 @@ def to_device(values, device, dtype=None) -> torch.Tensor:
 
 
 @dataclass
+class HostRows:
+    """Host copies (lists of int) of a batch's row metadata, so that preparing a step on the device reads nothing
+    back from it: bounds = cu_seqlens [N+1], context_lens [N], state_slots [N]."""
+
+    bounds: list
+    context_lens: list
+    state_slots: list
+
+
+_TENSORS = ("input_ids", "positions", "cu_seqlens", "context_lens", "state_slots", "block_tables", "logits_rows")
+
+
+@dataclass
 class ForwardBatch:
     """One packed step.
 
@@ -31,6 +44,8 @@ class ForwardBatch:
     state_slots   [N] int64   GDN state slot of each row (recurrent + conv state), any order, not contiguous
     block_tables  [N, B] int32 KV block ids of each row; entries past the row's need are -1
     logits_rows   [M] int64   rows whose last token needs logits (M <= N), ascending
+    host          HostRows of cu_seqlens / context_lens / state_slots (from_rows sets it; None: read from the
+                  tensors when needed, one device-to-host copy each)
     """
 
     input_ids: torch.Tensor
@@ -40,6 +55,7 @@ class ForwardBatch:
     state_slots: torch.Tensor
     block_tables: torch.Tensor
     logits_rows: torch.Tensor
+    host: HostRows = None
 
     @property
     def num_rows(self) -> int:
@@ -48,6 +64,18 @@ class ForwardBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.numel())
+
+    def to(self, device, non_blocking: bool = False) -> "ForwardBatch":
+        """The batch with its tensors on `device` (non_blocking as Tensor.to); the host rows are kept."""
+        tensors = (getattr(self, name).to(device, non_blocking=non_blocking) for name in _TENSORS)
+        return ForwardBatch(*tensors, host=self.host)
+
+    def host_rows(self) -> HostRows:
+        """`host`, or the same lists read from the tensors where the batch was built without them (on CUDA each
+        read waits for the device's queued work)."""
+        if self.host is not None:
+            return self.host
+        return HostRows(self.cu_seqlens.tolist(), self.context_lens.tolist(), self.state_slots.tolist())
 
     def seq_lens(self) -> torch.Tensor:
         """[N] int32 tokens of each row in this step."""
@@ -91,4 +119,5 @@ class ForwardBatch:
             state_slots=torch.tensor(slots, dtype=torch.int64),
             block_tables=table,
             logits_rows=torch.tensor(want, dtype=torch.int64),
+            host=HostRows(cu, ctx, slots),
         )

@@ -36,8 +36,8 @@ class ModelCache:
     def reset_slots(self, slots: torch.Tensor) -> None:
         """Zeroes the GDN recurrent and conv state of `slots` [n] int64 in every GDN layer."""
         if slots.numel():
-            self.recurrent_state[:, slots] = 0
-            self.conv_state[:, slots] = 0
+            self.recurrent_state.index_fill_(1, slots, 0)  # index_fill_: no read back from the device
+            self.conv_state.index_fill_(1, slots, 0)
 
     def copy_slots(self, src_slots: list, dst_slots: list) -> None:
         """GDN recurrent and conv state of `src_slots` [n] written over `dst_slots` [n] in every GDN layer (prefix

@@ -230,8 +230,4 @@ class ModelRunner:
         except ValueError as exc:
             raise StepError(str(exc)) from exc
         device = self.cache.device
-        if device.type != "cpu":
-            batch = ForwardBatch(*(getattr(batch, f).to(device, non_blocking=True) for f in
-                                   ("input_ids", "positions", "cu_seqlens", "context_lens", "state_slots",
-                                    "block_tables", "logits_rows")))
-        return batch
+        return batch if device.type == "cpu" else batch.to(device, non_blocking=True)

@@ -74,7 +74,7 @@ def _run_schedule(model, cache, ids, blocks, device):
     for step in SCHEDULE:
         rows = [(ids[n][lo:hi], lo, SLOTS[n], blocks[n], True) for n, lo, hi in step]
         batch = ForwardBatch.from_rows(rows, BLOCK)
-        batch = ForwardBatch(*(getattr(batch, f).to(device) for f in batch.__dataclass_fields__))
+        batch = batch.to(device)
         logits = model(batch, cache)
         assert not torch.isnan(logits).any()
         out.append(logits.cpu())
@@ -114,6 +114,27 @@ def tiny_reference(tiny_path):
     return ref, config, _run_schedule(ref, _cache(config, "cpu", torch.float32), ids, blocks, "cpu")
 
 
+def test_mixed_steps_queue_without_reading_the_device(kernel_models, kernel_reference):
+    """A step built by ForwardBatch.from_rows carries its rows' host lists, so model.forward queues all of it
+    without one device-to-host read (set_sync_debug_mode("error") raises on any), as the pipelined worker needs to
+    launch a step while the one before still runs (worker/pipeline.py); the logits still match the CPU."""
+    config, _, gpu = kernel_models
+    ids, blocks = _schedule_inputs(config.vocab_size)
+    _run_schedule(gpu, _cache(config, "cuda", torch.bfloat16), ids, blocks, "cuda")  # compiles and warms up
+    cache, got = _cache(config, "cuda", torch.bfloat16), []
+    for step in SCHEDULE:
+        rows = [(ids[n][lo:hi], lo, SLOTS[n], blocks[n], True) for n, lo, hi in step]
+        batch = ForwardBatch.from_rows(rows, BLOCK).to("cuda", non_blocking=True)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            logits = gpu(batch, cache)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        got.append(logits.cpu())
+    errs = [_rel(g, w) for g, w in zip(got, kernel_reference)]
+    assert max(errs) < BF16_TOL, errs
+
+
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, FP32_TOL), (torch.bfloat16, BF16_TOL)], ids=["fp32", "bf16"])
 def test_tiny_checkpoint_mixed_batches_match_cpu_fp32(tiny_path, tiny_reference, dtype, tol):
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -135,7 +156,7 @@ def _greedy(model, config, prompts, device, dtype, steps=32):
     seqs = [list(p) for p in prompts]
     for _ in range(steps):
         batch = ForwardBatch.from_rows(rows, BLOCK)
-        batch = ForwardBatch(*(getattr(batch, f).to(device) for f in batch.__dataclass_fields__))
+        batch = batch.to(device)
         next_ids = model(batch, cache).argmax(-1).tolist()
         rows = [([t], len(s), sl, b, True) for t, s, sl, b in zip(next_ids, seqs, slots, blocks)]
         for s, t in zip(seqs, next_ids):
@@ -179,7 +200,7 @@ def test_decode_step_replays_as_cuda_graph(kernel_models, decode_kernel, monkeyp
         t.copy_(torch.randn(t.shape, device="cuda") * 0.1)
     rows = [([i + 1], 40 + 3 * i, s, [5 * i + j for j in range(5)], True) for i, s in enumerate([6, 1, 3, 4])]
     batch = ForwardBatch.from_rows(rows, BLOCK)
-    batch = ForwardBatch(*(getattr(batch, f).to("cuda") for f in batch.__dataclass_fields__))
+    batch = batch.to("cuda")
     step = gpu.prepare(batch, BLOCK)
     saved = [t.clone() for t in (cache.recurrent_state, cache.conv_state)]
     eager = gpu.run(step, cache, batch.last_token_index())

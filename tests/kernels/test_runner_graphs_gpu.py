@@ -53,7 +53,7 @@ def _serve(model, cache, graphs):
         if not rows:
             continue
         batch = ForwardBatch.from_rows(rows, BLOCK)
-        batch = ForwardBatch(*(getattr(batch, f).to("cuda") for f in batch.__dataclass_fields__))
+        batch = batch.to("cuda")
         seq_lens, ctx = [len(r[0]) for r in rows], [r[1] for r in rows]
         served += int(graphs is not None and graphs.serves(seq_lens, ctx))
         logits = forward_step(model, cache, batch, graphs, seq_lens, ctx).float().cpu()

@@ -75,7 +75,7 @@ def reference(tiny, prompt: list, device="cpu", dtype=torch.float32) -> torch.Te
     model, config = tiny
     cache = ModelCache(config, NUM_BLOCKS, BLOCK, 1, device=device, dtype=dtype, state_dtype=torch.float32)
     batch = ForwardBatch.from_rows([(prompt, 0, 0, list(range(-(-len(prompt) // BLOCK))), True)], BLOCK)
-    batch = ForwardBatch(*(getattr(batch, f).to(device) for f in batch.__dataclass_fields__))
+    batch = batch.to(device)
     with torch.inference_mode():
         logits = model.forward(batch, cache, all_logits=True)
     return logits[:, :config.vocab_size].float().log_softmax(dim=-1).cpu()

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from kernels.gdn import naive
 from kernels.gdn import ops as gdn_ops
+from worker.batch import to_device
 from worker.layers.fused import fuse
 from worker.layers.linear import Linear
 from worker.layers import norm as norm_layer
@@ -87,7 +88,7 @@ class GdnStepMeta:
             pre_cu.append(pre_cu[-1] + lens[r])
 
         def dev(values, dtype):
-            return torch.tensor(values, dtype=dtype).to(device)
+            return to_device(values, device, dtype)
 
         tables = gdn_ops.prefill_tables(pre_cu, device) if prefill else None
         return GdnStepMeta(dev([bounds[r] for r in decode], torch.int64), dev([state_slots[r] for r in decode],

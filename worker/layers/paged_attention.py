@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.batch import ForwardBatch
+from worker.batch import ForwardBatch, to_device
 
 
 @dataclass
@@ -45,7 +45,8 @@ class PagedStepMeta:
         context_lens = batch.context_lens.tolist() if context_lens is None else list(context_lens)
         tables = batch.block_tables.long()
         positions = batch.positions.long()
-        row_of_token = torch.repeat_interleave(torch.arange(batch.num_rows, device=device), batch.seq_lens().long())
+        row_of_token = torch.repeat_interleave(torch.arange(batch.num_rows, device=device), batch.seq_lens().long(),
+                                               output_size=batch.num_tokens)  # the size given: no device read
         slot_mapping = tables[row_of_token, positions // block_size] * block_size + positions % block_size
         decode = [r for r in range(len(context_lens)) if bounds[r + 1] - bounds[r] == 1]
         key_index, key_valid = decode_keys(tables, decode, context_lens, block_size, device)
@@ -55,9 +56,9 @@ class PagedStepMeta:
             key_pos = torch.arange(context_lens[r] + hi - lo, device=device)
             index = tables[r, key_pos // block_size] * block_size + key_pos % block_size
             prefill_rows.append((lo, hi, index, key_pos[None, :] <= positions[lo:hi, None]))
-        decode_tokens = torch.tensor([bounds[r] for r in decode], dtype=torch.int64).to(device)
-        rows = torch.tensor(decode, dtype=torch.int64).to(device)
-        num_keys = torch.tensor([context_lens[r] + 1 for r in decode], dtype=torch.int32).to(device)
+        decode_tokens = to_device([bounds[r] for r in decode], device, torch.int64)
+        rows = to_device(decode, device, torch.int64)
+        num_keys = to_device([context_lens[r] + 1 for r in decode], device, torch.int32)
         return PagedStepMeta(slot_mapping, decode_tokens, key_index, key_valid, prefill_rows,
                              len(decode) == len(context_lens), tables[rows], num_keys, key_index.shape[1])
 
@@ -69,9 +70,9 @@ def decode_keys(tables: torch.Tensor, decode_rows: list, context_lens: list, blo
     num_keys = [context_lens[r] + 1 for r in decode_rows]
     width = -(-max(num_keys + [1]) // block_size) * block_size
     key_pos = torch.arange(width, device=device)
-    rows = torch.tensor(decode_rows, dtype=torch.int64).to(device)
+    rows = to_device(decode_rows, device, torch.int64)
     blocks = tables[rows][:, key_pos // block_size]  # [Nd, Lk]
-    key_valid = key_pos[None, :] < torch.tensor(num_keys, dtype=torch.int64).to(device)[:, None]
+    key_valid = key_pos[None, :] < to_device(num_keys, device, torch.int64)[:, None]
     key_index = torch.where(key_valid, blocks * block_size + key_pos % block_size, torch.zeros_like(blocks))
     return key_index, key_valid
 

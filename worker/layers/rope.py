@@ -17,7 +17,7 @@ class RotaryEmbedding(torch.nn.Module):
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
         """positions [T] int64 -> cos, sin [T, rotary_dim], computed in fp32 then cast to `dtype`."""
-        freqs = positions.float()[:, None] * self.inv_freq.to(positions.device)[None, :]
+        freqs = positions.float()[:, None] * self.inv_freq.to(positions.device, non_blocking=True)[None, :]
         emb = torch.cat([freqs, freqs], dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 

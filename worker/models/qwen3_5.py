@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.batch import ForwardBatch
+from worker.batch import ForwardBatch, to_device
 from worker.cache import ModelCache
 from worker.config import ModelConfig
 from worker.layers.attention import GatedAttention, PagedAttentionMetadata
@@ -129,21 +129,24 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         token instead, for the caller to apply lm_head to the positions it needs (prompt logprobs).
         Writes each row's K/V into its blocks and its GDN state into its slot;
         rows with context_len 0 start from zero state (their slot is reset first)."""
-        cache.reset_slots(batch.state_slots[batch.context_lens == 0])
+        host = batch.host_rows()
+        fresh = [slot for slot, context_len in zip(host.state_slots, host.context_lens) if context_len == 0]
+        if fresh:
+            cache.reset_slots(to_device(fresh, batch.state_slots.device, torch.int64))
         step = self.prepare(batch, cache.block_size)
         return self.run(step, cache, None if all_logits or hidden else batch.last_token_index(), hidden)
 
     def prepare(self, batch: ForwardBatch, block_size: int) -> "StepInputs":
         """Host-side work of one step (metadata, RoPE tables). On CUDA: the vectorized attention metadata and
-        the GDN kernels' row split (one host read of cu_seqlens / context_lens / state_slots); on CPU: the
-        per-row reference metadata."""
+        the GDN kernels' row split from batch.host_rows() (no read from the device where the batch carries them,
+        so the host queues this step while the one before still runs); on CPU: the per-row reference metadata."""
         cos, sin = self.rotary.cos_sin(batch.positions, self.embed_tokens.dtype)
         if not batch.input_ids.is_cuda:
             return StepInputs(batch.input_ids, cos, sin, PagedAttentionMetadata.from_batch(batch, block_size),
                               None, batch.cu_seqlens, batch.state_slots)
-        bounds, context_lens = batch.cu_seqlens.tolist(), batch.context_lens.tolist()
-        attn = PagedStepMeta.from_batch(batch, block_size, bounds, context_lens)
-        gdn = GdnStepMeta.from_lists(bounds, context_lens, batch.state_slots.tolist(), batch.input_ids.device)
+        host = batch.host_rows()
+        attn = PagedStepMeta.from_batch(batch, block_size, host.bounds, host.context_lens)
+        gdn = GdnStepMeta.from_lists(host.bounds, host.context_lens, host.state_slots, batch.input_ids.device)
         return StepInputs(batch.input_ids, cos, sin, attn, gdn, batch.cu_seqlens, batch.state_slots)
 
     @torch.no_grad()
