@@ -16,6 +16,10 @@ CHUNK = 64
 # weights; one piece chains its loads). CONV_PIECES set: every step uses that many (tests, bench A/B)
 CONV_PIECE_STEPS = ((32, 4), (128, 2))
 CONV_PIECES = 0
+# gdn_chunk_prep splits each (chunk, key head) block by value head where its grid is this small (prep_splits);
+# PREP_SPLITS set: that many (tests, bench A/B). H200 measurement: kernels/gdn/NOTES.md session 14
+PREP_SPLIT_BLOCKS = 256
+PREP_SPLITS = 0
 CONV_WIDTH = 4
 GROUP_MAX = 8
 # chunk.cu: fp16 q/k tiles (the f32 A/T matrices overlay them) + gates
@@ -216,7 +220,7 @@ def chunk_setup(q, k, v, a, b, A_log, dt_bias, state_pool, tables, out=None) -> 
 
 
 def chunk_prep(ws, q, k, a, b, A_log, dt_bias, scale, tables):
-    """Launch gdn_chunk_prep (chunk.cu): grid (NC, H), 128 threads."""
+    """Launch gdn_chunk_prep (chunk.cu): grid (NC, H, prep_splits(...)), 128 threads."""
     chunks, _, num_chunks = tables
     if num_chunks == 0:
         return
@@ -224,7 +228,17 @@ def chunk_prep(ws, q, k, a, b, A_log, dt_bias, scale, tables):
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias),
             ptr(chunks), ptr(ws["qn"]), ptr(ws["kn"]), ptr(ws["gc"]), ptr(ws["beta"]), ptr(ws["tmat"]),
             ptr(ws["pmat"]), i32(ws["H"]), i32(ws["HV"]), f32(scale))
-    _build.launch(fn, (num_chunks, ws["H"]), (128,), args, PREP_SMEM)
+    splits = prep_splits(num_chunks * ws["H"], ws["HV"] // ws["H"])
+    _build.launch(fn, (num_chunks, ws["H"], splits), (128,), args, PREP_SMEM)
+
+
+def prep_splits(blocks: int, group: int) -> int:
+    """Blocks a (chunk, key head) of gdn_chunk_prep is split into, each taking a share of its `group` value heads:
+    PREP_SPLITS where set (capped at group), else all `group` while the unsplit grid of `blocks` is at most
+    PREP_SPLIT_BLOCKS, else 1."""
+    if PREP_SPLITS:
+        return min(PREP_SPLITS, group)
+    return group if blocks <= PREP_SPLIT_BLOCKS else 1
 
 
 def chunk_state(ws, v, state_pool, slot_ids, has_init, tables):

@@ -1,7 +1,9 @@
 // chunk.cu: chunked (BT = 64, WY/UT form) Gated DeltaNet prefill over packed varlen sequences, 2 kernels.
-// gdn_chunk_prep: grid (num_chunks, H), block 128 (4 warps). Per chunk and key head h: l2-normalise q, k
-//   (fp16 copies qn, kn to workspace), Gkk = kn kn^T and Gqk = qn kn^T on tensor cores (warp w: rows 16w..),
-//   then for each of the HV/H value heads: gates g, beta from raw a, b; gc = cumsum(g) in the chunk;
+// gdn_chunk_prep: grid (num_chunks, H, Z), block 128 (4 warps). Per chunk and key head h: l2-normalise q, k
+//   (fp16 copies qn, kn to workspace, by the z = 0 block), Gkk = kn kn^T and Gqk = qn kn^T on tensor cores (warp
+//   w: rows 16w..), then for each of block z's share of the HV/H value heads (group r in [z G / Z, (z + 1) G / Z):
+//   Z > 1 spreads a short prefill over more SMs, each block recomputing the Gram matrices): gates g, beta from
+//   raw a, b; gc = cumsum(g) in the chunk;
 //   A = strict_lower(beta_i Gkk_ij e^{gc_i-gc_j}); T = (I + A)^-1 (16x16 diagonal blocks by forward
 //   substitution, then off-diagonal blocks by distance, T_IJ = -T_II sum_K A_IK T_KJ, as fla's solve_tril);
 //   P = lower(Gqk_ij e^{gc_i-gc_j}). Writes gc, beta [T, HV] f32 and T, P [num_chunks, HV, 64, 64] fp16.
@@ -24,9 +26,11 @@
 #define PREP_MIN_BLOCKS 5
 #endif
 
-// Warp w normalises rows 16w..16w+15 of q (times scale) and k into Qs/Ks (fp16) and the workspace.
+// Warp w normalises rows 16w..16w+15 of q (times scale) and k into Qs/Ks (fp16) and, its first ws_len rows,
+// the workspace.
 __device__ __forceinline__ void prep_load_qk(const u16* q, const u16* k, long long s_qk, int t0, int len, int h,
-                                             int H, float scale, u16* Qs, u16* Ks, u16* qn_ws, u16* kn_ws) {
+                                             int H, float scale, u16* Qs, u16* Ks, u16* qn_ws, u16* kn_ws,
+                                             int ws_len) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int r = 0; r < 16; ++r) {
@@ -46,7 +50,7 @@ __device__ __forceinline__ void prep_load_qk(const u16* q, const u16* k, long lo
     const uint2 kh = make_uint2(pack_h2(kv[0] * rk, kv[1] * rk), pack_h2(kv[2] * rk, kv[3] * rk));
     *reinterpret_cast<uint2*>(Qs + i * LDK + 4 * lane) = qh;
     *reinterpret_cast<uint2*>(Ks + i * LDK + 4 * lane) = kh;
-    if (i < len) {
+    if (i < ws_len) {
       const long long off = ((long long)(t0 + i) * H + h) * KD + 4 * lane;
       *reinterpret_cast<uint2*>(qn_ws + off) = qh;
       *reinterpret_cast<uint2*>(kn_ws + off) = kh;
@@ -175,17 +179,19 @@ gdn_chunk_prep(const u16* __restrict__ q, const u16* __restrict__ k, long long s
   float* braw = graw + GROUP_MAX * BT;
   const int chunk = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid >> 5;
   const int4 ch = reinterpret_cast<const int4*>(chunks)[chunk];
-  const int t0 = ch.y, len = ch.z, group = HV / H;
-  prep_gate_inputs(a, b, s_ab, a_log, dt_bias, t0, len, h * group, group, graw, braw);
-  prep_load_qk(q, k, s_qk, t0, len, h, H, scale, Qs, Ks, qn_ws, kn_ws);
+  const int t0 = ch.y, len = ch.z, group = HV / H, z = blockIdx.z;
+  // this block's value heads [hv0, hv_end)
+  const int hv0 = h * group + group * z / (int)gridDim.z, hv_end = h * group + group * (z + 1) / (int)gridDim.z;
+  prep_gate_inputs(a, b, s_ab, a_log, dt_bias, t0, len, hv0, hv_end - hv0, graw, braw);
+  prep_load_qk(q, k, s_qk, t0, len, h, H, scale, Qs, Ks, qn_ws, kn_ws, z == 0 ? len : 0);  // z = 0 writes qn, kn
   __syncthreads();
   float akk[8][4], aqk[8][4];
   zero_acc(akk);
   zero_acc(aqk);
   warp_mma<8, KD, false, false>(akk, Ks, LDK, 16 * warp, Ks, LDK, 0);
   warp_mma<8, KD, false, false>(aqk, Qs, LDK, 16 * warp, Ks, LDK, 0);
-  for (int r = 0; r < group; ++r) {
-    const int hv = h * group + r;
+  for (int hv = hv0; hv < hv_end; ++hv) {
+    const int r = hv - hv0;
     const long long mat = ((long long)chunk * HV + hv) * BT * BT;
     if (warp == 0) prep_gates(graw + r * BT, braw + r * BT, t0, len, hv, HV, gcs, bs, gc_ws, beta_ws);
     __syncthreads();

@@ -153,9 +153,14 @@ def test_decode_tma_ring_wraps(state_dtype, variant):
     check_untouched(pool, used)
 
 
+@pytest.mark.parametrize("prep_splits", [1, 2, 3])
 @pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16], ids=STATE_IDS.get)
-def test_chunk_varlen_matches_recurrence(state_dtype):
-    from kernels.gdn import ops
+def test_chunk_varlen_matches_recurrence(state_dtype, prep_splits, monkeypatch):
+    """The chunked prefill against the token-by-token recurrence, gdn_chunk_prep's value heads in 1, 2 or 3 blocks a
+    (chunk, key head); the output NaN first."""
+    from kernels.gdn import _launch, ops
+
+    monkeypatch.setattr(_launch, "PREP_SPLITS", prep_splits)
 
     num_k_heads, num_v_heads, lens = 2, 6, [1, 63, 64, 65, 1000]
     slots = [9, 3, 0, 6, 4]
