@@ -114,9 +114,13 @@ def durations_ns(received: float, started: float, first_token: Optional[float], 
 
 
 def final_metrics(usage: Usage, durations: dict) -> dict:
-    """The metric fields of a done:true object, in Ollama's order."""
+    """The metric fields of a done:true object, in Ollama's order. prompt_eval_count is the whole prompt (Ollama's
+    llama-server runner reports cache_n + prompt_n) and prompt_eval_cached_count the part the prefix cache served
+    (Ollama's api.Metrics.PromptEvalCachedCount, from llama-server's cache_n)."""
     return {"total_duration": durations["total_duration"], "load_duration": durations["load_duration"],
-            "prompt_eval_count": usage.prompt_tokens, "prompt_eval_duration": durations["prompt_eval_duration"],
+            "prompt_eval_count": usage.prompt_tokens,
+            "prompt_eval_cached_count": min(usage.cached_tokens, usage.prompt_tokens),
+            "prompt_eval_duration": durations["prompt_eval_duration"],
             "eval_count": usage.completion_tokens, "eval_duration": durations["eval_duration"]}
 
 

@@ -57,9 +57,9 @@ def test_durations_stay_positive_and_consistent_at_the_edges(first_token):
 def test_final_metrics_order_and_values():
     durations = durations_ns(0.0, 0.1, 0.2, 0.4, 0.5)
     metrics = final_metrics(Usage(prompt_tokens=7, completion_tokens=3), durations)
-    assert list(metrics) == ["total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
-                             "eval_count", "eval_duration"]
-    assert (metrics["prompt_eval_count"], metrics["eval_count"]) == (7, 3)
+    assert list(metrics) == ["total_duration", "load_duration", "prompt_eval_count", "prompt_eval_cached_count",
+                             "prompt_eval_duration", "eval_count", "eval_duration"]
+    assert (metrics["prompt_eval_count"], metrics["prompt_eval_cached_count"], metrics["eval_count"]) == (7, 0, 3)
 
 
 @pytest.mark.parametrize("finish,expected", [("stop", "stop"), ("length", "length"), ("tool_calls", "stop"),
@@ -88,7 +88,7 @@ def test_chat_chunk_and_final_golden(card):
     assert orjson.dumps(body) == (
         b'{"model":"default","created_at":"2026-01-02T03:04:05.000006Z","message":{"role":"assistant","content":""},'
         b'"done":true,"done_reason":"length","total_duration":500000000,"load_duration":100000000,'
-        b'"prompt_eval_count":3,"prompt_eval_duration":100000000,"eval_count":2,"eval_duration":200000000}')
+        b'"prompt_eval_count":3,"prompt_eval_cached_count":0,"prompt_eval_duration":100000000,"eval_count":2,"eval_duration":200000000}')
 
 
 def test_generate_final_carries_context_of_prompt_and_sampled_ids(card):
