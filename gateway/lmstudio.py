@@ -160,7 +160,7 @@ class LMStudioRoutes:
         check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none)
+                             self.config.exclude_tools_when_tool_choice_none, cap_output=True)
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
         gen = await self.engine.start(plan.gen)
         outcome = _Outcome(card, gen, received)
@@ -177,7 +177,7 @@ class LMStudioRoutes:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
-        plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
+        plan = await run_cpu(parse_completion, body, card, await self.engine.served_name(), cap_output=True)
         if plan.gen.max_tokens == 0:
             # echo with max_tokens 0: nothing is generated; the /v1 answer as it is.
             return await self.openai.completions(request)

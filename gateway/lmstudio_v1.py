@@ -53,7 +53,7 @@ class LMStudioV1Routes:
         body = openai_chat_body(raw, card)
         check_reasoning(raw, card)
         try:
-            plan = await run_cpu(parse_chat, body, card, name)
+            plan = await run_cpu(parse_chat, body, card, name, cap_output=True)
             fit_window(plan.gen, raw.get("context_length"), card)
             gen = await self.engine.start(plan.gen)
         except ApiError as exc:

@@ -142,16 +142,17 @@ def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
 
 
 def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
-               max_tools: int = MAX_TOOLS) -> Plan:
+               max_tools: int = MAX_TOOLS, cap_output: bool = False) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
-    max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none)."""
+    max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none); cap_output: an output limit
+    past the context runs to it (LM Studio's), instead of vLLM's 400."""
     body = fold_n_cmpl(body)
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
     try:
-        plan = _parse_chat_body(body, card, served_name, exclude_tools_when_none)
+        plan = _parse_chat_body(body, card, served_name, exclude_tools_when_none, cap_output)
     except ApiError as exc:
         if not legacy:
             raise
@@ -160,7 +161,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     return plan
 
 
-def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool) -> Plan:
+def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool,
+                     cap_output: bool) -> Plan:
     """parse_chat's work on a body whose deprecated functions are translated into tools."""
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
@@ -183,7 +185,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     if body.get("truncate_prompt_tokens") is None:
         check_prompt_size(text, card, card.max_context_len, "messages")
     prompt_ids = truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))
-    max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages")
+    max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages", cap_output)
     gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl", param)
     if force is not None:
         # The grammar makes the turn the calls alone; a stop string could only cut their markup ("\n", a name).
@@ -247,8 +249,9 @@ def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[li
     return ids_list, texts
 
 
-def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
-    """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt)."""
+def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: bool = False) -> Plan:
+    """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt); cap_output as
+    parse_chat's."""
     body = fold_n_cmpl(body)
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
@@ -269,7 +272,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str) -> Plan:
     default = None if sent else COMPLETIONS_DEFAULT_MAX_TOKENS
     # Each prompt its own limit, as vLLM gives it: without an explicit one, up to the context from that prompt (a
     # short prompt beside a long one got the long one's room).
-    limits = [resolve_max_tokens(requested, len(ids), card, default, param, "prompt") for ids in ids_list]
+    limits = [resolve_max_tokens(requested, len(ids), card, default, param, "prompt", cap_output) for ids in ids_list]
     max_tokens = limits[0]
     prompt = plan_prompt_logprobs(body, echo, stream)
     # max_tokens 0 + echo with prompt logprobs: generate one token and drop it (vLLM does the same).

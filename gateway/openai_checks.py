@@ -37,9 +37,10 @@ def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
 
 
 def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
-                       param: str, prompt_param: str) -> int:
+                       param: str, prompt_param: str, cap: bool = False) -> int:
     """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit, but for
-    llama.cpp's n_predict, which is capped at the room the prompt leaves."""
+    llama.cpp's n_predict and a limit the calling API reads as a cap (`cap`: LM Studio's max_tokens), which stop at
+    the room the prompt leaves."""
     ctx = card.max_context_len
     if num_prompt >= ctx:
         raise ContextLengthExceeded(
@@ -49,9 +50,10 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
     room = ctx - num_prompt
     if requested is None:
         return room if default is None else min(default, room)
-    if param == "n_predict" and requested > room:
+    if (cap or param == "n_predict") and requested > room:
         # llama.cpp's n_predict is a cap: past the room left the output stops where the context is full (its
-        # process_token: "stopped due to running out of context", stop_type limit, truncated), never a 400.
+        # process_token: "stopped due to running out of context", stop_type limit, truncated), never a 400; so is
+        # LM Studio's maxTokens ("tokens to predict at most"; a full context is its stop reason contextLengthReached).
         return room
     if num_prompt + requested > ctx:
         raise ContextLengthExceeded(
