@@ -11,6 +11,7 @@ from aiohttp import web
 from gateway import http_compat, metrics, request_id_header
 from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import is_anthropic_path
+from gateway.capacity import CapacityRoutes
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
@@ -182,6 +183,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     LlamaCppRoutes(app[ENGINE_KEY], config, VERSION).register(app)
+    CapacityRoutes(app[ENGINE_KEY]).register(app)
     app.router.add_get("/health", health)
     # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
     app.router.add_get("/v1/health", health)

@@ -1,4 +1,4 @@
-"""Gateway process: aiohttp handlers of the OpenAI /v1 routes (models, chat, completions, tokenize)."""
+"""Gateway process: aiohttp handlers of the OpenAI /v1 routes (models, chat, completions, tokenize, score)."""
 from __future__ import annotations
 
 from aiohttp import web
@@ -16,6 +16,7 @@ from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
 from gateway.completion_shape import CompletionFramer, completion_response
 from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.offload import run_cpu
+from gateway.score import SCORE_SCHEMA, check_fits, check_parts, completion_ids, score_request, score_response
 from gateway.web import json_response, read_json
 
 
@@ -49,6 +50,13 @@ def _tokenize(body: dict, card) -> list:
     else:
         text = body["prompt"]
     return card.encode(text)
+
+
+def _score_ids(body: dict, card) -> tuple:
+    """(prompt ids, completion ids) of a /v1/score body: its messages rendered as the chat route renders them, or its
+    raw prompt (CPU work: run it off the loop)."""
+    text = rendered_messages(body, card) if "messages" in body else body["prompt"]
+    return card.encode(text), completion_ids(body, card)
 
 
 def check_request_template(body, config: GatewayConfig) -> None:
@@ -102,6 +110,7 @@ class OpenAIRoutes:
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/v1/detokenize", self.detokenize)
         app.router.add_post("/detokenize", self.detokenize)
+        app.router.add_post("/v1/score", self.score)
         app.router.add_post("/v1/embeddings", self.embeddings)
         # llama.cpp's server takes embeddings at /embedding and /embeddings too: the same 501 with the reason.
         app.router.add_post("/embedding", self.embeddings)
@@ -163,6 +172,21 @@ class OpenAIRoutes:
             await response.write(frame)
         await response.write_eof()
         return response
+
+    async def score(self, request: web.Request) -> web.Response:
+        """Teacher-forced scoring of a completion after a prompt (gateway/score.py)."""
+        body = validate(await read_json(request), SCORE_SCHEMA)
+        check_request_template(body, self.config)
+        check_parts(body)
+        card = await self.engine.card()
+        name = await self.engine.served_name()
+        check_model(body.get("model"), card, name)
+        prompt_ids, completion = await run_cpu(_score_ids, body, card)
+        check_fits(len(prompt_ids), len(completion), card, "messages" if "messages" in body else "prompt")
+        top = body.get("top_logprobs") or 0
+        results, _ = await self.engine.complete(score_request(prompt_ids, completion, top))
+        return json_response(score_response(card, name, len(prompt_ids), completion, results[0].prompt_logprobs,
+                                            top))
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await read_json(request)
