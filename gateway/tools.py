@@ -26,9 +26,10 @@ _CALL_STARTS = (TOOL_CALL_TAG, FUNCTION_OPEN)
 _CALL_BODIES = (FUNCTION_OPEN, "{")
 
 
-def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict, int]]:
+def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict]) -> Optional[tuple[dict, int]]:
     """Hermes / Qwen3 JSON form {"name": ..., "arguments": {...}} at pos, read to its own end (a string in it may
-    hold </tool_call>), then its </tool_call> (or the output's end, where the model ended it)."""
+    hold </tool_call>), then its </tool_call> (or the output's end, where the model ended it); the name as the
+    offered tool spells it (offered_name)."""
     try:
         _, end = json.JSONDecoder().raw_decode(text, pos)
         obj = load_json(text[pos:end])
@@ -40,8 +41,21 @@ def _read_json_call(text: str, pos: int, open_end: bool) -> Optional[tuple[dict,
         return None
     # Llama-style calls name them "parameters" (Ollama's JSON call parser and vLLM's llama3_json take both).
     arguments = _object_arguments(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
-    return None if arguments is None else ({"name": obj["name"], "arguments": arguments},
+    return None if arguments is None else ({"name": offered_name(tools, obj["name"]), "arguments": arguments},
                                            close + len(CALL_CLOSE) * closed)
+
+
+def offered_name(tools: list[dict], name: str) -> str:
+    """The client's own spelling of a tool name the model wrote: `name` when a tool of that name is offered, else the
+    one offered tool whose name equals it ignoring case (Qwen3.8 writes Read for an offered read: the released
+    engine's fallback, 0.5.6 release notes and ../shared/research/seed-engine.md 2.7), else `name` as written (no
+    such tool, or two offered names that differ only in case)."""
+    names = [(tool.get("function") or {}).get("name") for tool in tools]
+    if name in names:
+        return name
+    folded = name.casefold()
+    matches = [other for other in names if isinstance(other, str) and other.casefold() == folded]
+    return matches[0] if len(matches) == 1 else name
 
 
 def _object_arguments(value):
@@ -92,12 +106,13 @@ def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
     bare = not text.startswith(TOOL_CALL_TAG, pos)
     start = pos if bare else skip_space(text, pos + len(TOOL_CALL_TAG))
     if text.startswith("{", start):
-        return _read_json_call(text, start, open_end)
+        return _read_json_call(text, start, open_end, tools)
     function = text.find(FUNCTION_OPEN, start)
     read = read_function(text, function, open_end, _param_names(tools), lenient) if function >= 0 else None
     if read is None:
         return None
     name, params, end = read
+    name = offered_name(tools, name)
     if bare and name not in {(tool.get("function") or {}).get("name") for tool in tools}:
         return None
     return {"name": name, "arguments": ToolParams.of(tools, name).arguments(params)}, end
@@ -105,7 +120,7 @@ def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
 
 def _param_names(tools: list[dict]):
     """name -> the parameter names the tool of that name declares (None when it declares none)."""
-    return lambda name: frozenset(ToolParams.of(tools, name).props) or None
+    return lambda name: frozenset(ToolParams.of(tools, offered_name(tools, name)).props) or None
 
 
 def dump_arguments(arguments) -> str:
