@@ -7,6 +7,7 @@ from typing import Optional
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
+from gateway import errors
 from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 from proto.metrics_label import FINISHED_REASONS, ModelLabelled
 
@@ -28,6 +29,10 @@ for _reason in FINISHED_REASONS:
     REQUEST_SUCCESS.labels(finished_reason=_reason)
 REJECTED = Counter("sparkinfer_gateway_requests_rejected_total", "Requests refused with an error, by reason.",
                    ["reason"], registry=REGISTRY)
+# The refusals of a server at capacity or without its engine (429, 503, 504), made at 0 at the start as the scheduler's
+# requests_rejected_total reasons are, so that rate() and an alert see the first of each.
+for _reason in (errors.Overloaded.code, errors.Unavailable.code, errors.ModelUnloadable.code, errors.Timeout.code):
+    REJECTED.labels(reason=_reason)
 CLIENT_DISCONNECTED = Counter("sparkinfer_gateway_client_disconnected_total",
                               "Requests cancelled because the client went away.", registry=REGISTRY)
 PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total",

@@ -40,6 +40,12 @@ class ShuttingDownError(RequestError):
     reason = "shutting_down"
 
 
+# The reasons submit() refuses a request for (requests_rejected_total's label), each series made at 0 when the
+# scheduler starts, as request_success_total's are: a counter that first appears at 1 is missed by rate() and
+# increase(), so an alert on the first refusals (a full queue, a drain) never fired.
+REJECT_REASONS = (InvalidRequestError.reason, DuplicateRequestError.reason, QueueFullError.reason,
+                  WorkerUnavailableError.reason, ShuttingDownError.reason)
+
 def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
     """Raises QueueFullError when `max_queue_depth` (> 0) requests already wait; 0 means unlimited."""
     if max_queue_depth > 0 and num_waiting >= max_queue_depth:

@@ -3,6 +3,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_creat
 
 from proto.metrics_buckets import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets
 from proto.metrics_label import FINISHED_REASONS, ModelLabelled
+from scheduler.admission import REJECT_REASONS
 
 # As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
 # counter and histogram; a creation timestamp per series doubles the scrape and no dashboard reads it.
@@ -63,6 +64,8 @@ class Metrics:
             self.request_success.labels(finished_reason=reason)
         self.requests_rejected = Counter("sparkinfer_requests_rejected", "Requests refused at admission",
                                          ["reason"], registry=registry)
+        for reason in REJECT_REASONS:
+            self.requests_rejected.labels(reason=reason)
         self.num_preemptions = Counter("sparkinfer_num_preemptions", "Preemptions by recompute", registry=registry)
         self.prefix_cache_queries = Counter("sparkinfer_prefix_cache_queries", "Prompt tokens of admitted "
                                             "requests looked up in the prefix cache", registry=registry)
