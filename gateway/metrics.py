@@ -1,10 +1,10 @@
 """Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 
 from gateway import errors
@@ -46,21 +46,40 @@ TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds",
 E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time from request to finish, per choice.",
                         buckets=REQUEST_LATENCY_BUCKETS, registry=REGISTRY)
 # The scheduler's load, under its own names, read from it at each scrape: vLLM serves its engine gauges on the API
-# port's /metrics, and a scrape of this port alone showed neither running requests nor KV usage. NaN when the
-# scheduler does not answer. A Prometheus that scrapes a gateway and its scheduler sees the same values twice.
-NUM_REQUESTS_RUNNING = Gauge("sparkinfer_num_requests_running", "Requests holding a state slot (the scheduler's).",
-                             registry=REGISTRY)
-NUM_REQUESTS_WAITING = Gauge("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled (the "
-                             "scheduler's).", registry=REGISTRY)
-KV_CACHE_USAGE = Gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold, 0-1 (the scheduler's).",
-                       registry=REGISTRY)
+# port's /metrics, and a scrape of this port alone showed neither running requests nor KV usage. A Prometheus that
+# scrapes a gateway and its scheduler sees the same values twice.
+SCHEDULER_GAUGES = (
+    ("sparkinfer_num_requests_running", "Requests holding a state slot (the scheduler's).", "num_running"),
+    ("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled (the scheduler's).", "num_waiting"),
+    ("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold, 0-1 (the scheduler's).", "kv_cache_usage"),
+)
+
+
+class SchedulerLoad:
+    """The scheduler's gauges as its last Load answered them, and sparkinfer_gateway_scheduler_up. While the scheduler
+    does not answer the gauges are left out, not NaN: one NaN makes a sum() over the replicas NaN, and Prometheus'
+    exporter practice (prometheus/memcached_exporter#38) is to omit what cannot be read and say so in an _up gauge."""
+
+    def __init__(self):
+        self.load = None
+
+    def collect(self):
+        up = GaugeMetricFamily("sparkinfer_gateway_scheduler_up", "1 when the scheduler answered this scrape's load "
+                               "query, else 0 (its gauges are then left out).", value=int(self.load is not None))
+        yield up
+        if self.load is None:
+            return
+        for name, doc, field in SCHEDULER_GAUGES:
+            yield GaugeMetricFamily(name, doc, value=getattr(self.load, field))
+
+
+SCHEDULER_LOAD = SchedulerLoad()
+REGISTRY.register(SCHEDULER_LOAD)
 
 
 def set_scheduler_load(load) -> None:
-    """The scheduler's gauges from its pb.LoadResponse; NaN for None (it did not answer)."""
-    values = (load.num_running, load.num_waiting, load.kv_cache_usage) if load is not None else (math.nan,) * 3
-    for gauge, value in zip((NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING, KV_CACHE_USAGE), values):
-        gauge.set(value)
+    """The scheduler's gauges from its pb.LoadResponse; None (it did not answer) leaves them out of the scrape."""
+    SCHEDULER_LOAD.load = load
 
 
 def render(accept: Optional[str] = None, model_name: str = "") -> tuple[bytes, str]:

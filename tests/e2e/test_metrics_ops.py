@@ -1,13 +1,18 @@
 """End to end: the /metrics an operator's Prometheus scrapes from the gateway and the scheduler, as vLLM's dashboards
 and alerts read them: refusal counters there at 0 before the first refusal, the prompt-token counters of the two
 processes equal for n > 1, and no NaN sample on the gateway while its scheduler is down."""
+import signal
+
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.stack import running_gateway
+from tests.e2e.stack import kill, running_gateway
+from tests.e2e.test_finish_reason import wait_for
 
 SCHEDULER_REASONS = {"invalid", "duplicate", "queue_full", "unavailable", "shutting_down"}
 GATEWAY_REASONS = {"server_overloaded", "server_unavailable", "model_unloadable", "request_timeout"}
+SCHEDULER_GAUGES = ("sparkinfer_num_requests_running", "sparkinfer_num_requests_waiting",
+                    "sparkinfer_kv_cache_usage_perc")
 
 
 def scrape(url: str) -> dict:
@@ -33,3 +38,20 @@ def test_refusal_counters_are_there_at_zero_before_the_first_refusal(engine_stac
     assert scheduler == {reason: 0.0 for reason in SCHEDULER_REASONS}
     assert gateway == {reason: 0.0 for reason in GATEWAY_REASONS}
 
+
+def test_the_schedulers_gauges_are_left_out_not_nan_while_it_is_down(make_engine_stack):
+    """One NaN sample makes a sum() over the gateway replicas NaN; an exporter leaves out what it cannot read and says
+    so in an _up gauge (prometheus/memcached_exporter#38). Back with the scheduler, so are the gauges."""
+    stack = make_engine_stack()
+    with running_gateway(stack) as url:
+        assert all(scrape(url)[(name, frozenset())] == 0.0 for name in SCHEDULER_GAUGES)
+        kill(stack.scheduler, signal.SIGKILL)
+        assert "NaN" not in httpx.get(f"{url}/metrics", timeout=10).text
+        down = scrape(url)
+        assert down[("sparkinfer_gateway_scheduler_up", frozenset())] == 0.0
+        assert not [name for name in SCHEDULER_GAUGES if (name, frozenset()) in down]
+        stack.start_scheduler()
+        stack.wait_serving()
+        wait_for(lambda: scrape(url)[("sparkinfer_gateway_scheduler_up", frozenset())] == 1.0, timeout=30)
+        back = scrape(url)
+        assert all(back[(name, frozenset())] == 0.0 for name in SCHEDULER_GAUGES)
