@@ -254,12 +254,12 @@ class Generation:
         # Counted as they come (vLLM counts each step's), so rate() is the live throughput of long streams too.
         metrics.GENERATION_TOKENS.inc(counted - self._generated[index])
         self._generated[index] = counted
-        n = self.req.n
-        first = index - index % n     # the choices of this prompt: first .. first + n - 1
-        if not any(self._heard[first:first + n]):
-            # A prompt's tokens count once the scheduler answers for it (prefilled), as vLLM counts them at the first
-            # token: a request whose client left while it waited in the queue counts none.
-            metrics.PROMPT_TOKENS.inc(self._num_prompt[index // n])
+        if not self._heard[index]:
+            # A choice's prompt tokens count once the scheduler answers for it (prefilled), as vLLM counts them at the
+            # first token (a request whose client left while it waited in the queue counts none), and once per choice,
+            # as vLLM's prompt_tokens_total and the scheduler's count the children of an n > 1 request: the replicas'
+            # sum is the scheduler's. usage.prompt_tokens counts the prompt once.
+            metrics.PROMPT_TOKENS.inc(message.num_prompt_tokens or self._num_prompt[index // self.req.n])
         self._heard[index] = True
         if message.token_ids and self._first_token_at is None:
             self._first_token_at = time.monotonic()

@@ -35,8 +35,8 @@ for _reason in (errors.Overloaded.code, errors.Unavailable.code, errors.ModelUnl
     REJECTED.labels(reason=_reason)
 CLIENT_DISCONNECTED = Counter("sparkinfer_gateway_client_disconnected_total",
                               "Requests cancelled because the client went away.", registry=REGISTRY)
-PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total",
-                        "Prompt tokens the scheduler prefilled (counted at the first token, as vLLM counts them).",
+PROMPT_TOKENS = Counter("sparkinfer_gateway_prompt_tokens_total", "Prompt tokens the scheduler prefilled, per choice "
+                        "(counted at its first token, as vLLM counts them).",
                         registry=REGISTRY)
 GENERATION_TOKENS = Counter("sparkinfer_gateway_generation_tokens_total", "Generated tokens, counted as they come.",
                             registry=REGISTRY)

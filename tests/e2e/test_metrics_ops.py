@@ -39,6 +39,24 @@ def test_refusal_counters_are_there_at_zero_before_the_first_refusal(engine_stac
     assert gateway == {reason: 0.0 for reason in GATEWAY_REASONS}
 
 
+def test_the_gateway_and_the_scheduler_count_the_prompts_of_n_choices_alike(engine_stack):
+    """vLLM's prompt_tokens_total counts the prompt of each of an n > 1 request's children (vllm#56361 measured
+    n x prompt_len); the scheduler counts each choice so, and the gateway counted the prompt once: summed over the
+    replicas, the two disagreed by the prompt for every extra choice."""
+    scheduler_url = f"http://127.0.0.1:{engine_stack.metrics_port}"
+    key = ("sparkinfer_prompt_tokens_total", frozenset())
+    gateway_key = ("sparkinfer_gateway_prompt_tokens_total", frozenset())
+    with running_gateway(engine_stack) as url:
+        scheduler_before, gateway_before = scrape(scheduler_url)[key], scrape(url)[gateway_key]
+        response = httpx.post(f"{url}/v1/completions", timeout=60,
+                              json={"prompt": "hello there, how are you", "max_tokens": 3, "n": 2})
+        assert response.status_code == 200, response.text
+        num_prompt = response.json()["usage"]["prompt_tokens"]
+        scheduler_added = scrape(scheduler_url)[key] - scheduler_before
+        gateway_added = scrape(url)[gateway_key] - gateway_before
+    assert (scheduler_added, gateway_added) == (2 * num_prompt, 2 * num_prompt)
+
+
 def test_the_schedulers_gauges_are_left_out_not_nan_while_it_is_down(make_engine_stack):
     """One NaN sample makes a sum() over the gateway replicas NaN; an exporter leaves out what it cannot read and says
     so in an _up gauge (prometheus/memcached_exporter#38). Back with the scheduler, so are the gauges."""
