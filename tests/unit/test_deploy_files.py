@@ -62,6 +62,20 @@ def test_a_stopping_gateway_has_time_to_drain_before_the_worker_goes(compose):
     assert k8s["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > GatewayConfig.drain_grace_s
 
 
+def test_a_gateway_pod_serves_until_the_balancers_let_go_then_drains():
+    """Kubernetes removes a deleted Pod from the Service's endpoints and sends SIGTERM at the same time; the balancers
+    in front learn of the removal seconds later, and a gateway closes its port at its SIGTERM: the new connections
+    sent meanwhile were refused. A preStop sleep keeps the gateway serving through that lag
+    (kubernetes/kubernetes#43576; vLLM's Kubernetes deployment guide: terminationGracePeriodSeconds >= preStop sleep +
+    drain), and the grace period still leaves the whole drain after it."""
+    pod = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "gateway.yaml"))
+               if doc["kind"] == "Deployment")["spec"]["template"]["spec"]
+    gateway = next(container for container in pod["containers"] if container["name"] == "gateway")
+    command = gateway["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "sleep" and float(command[1]) >= 5
+    assert pod["terminationGracePeriodSeconds"] > float(command[1]) + GatewayConfig.drain_grace_s
+
+
 def test_the_load_balancer_lets_the_streams_it_proxies_finish(compose):
     """`docker compose stop` stops nginx first (it depends on the gateways); it then waits for the requests it proxies
     (SIGQUIT, measured on nginx 1.22: a stream went on to its [DONE]), but docker killed it after its default 10 s,
