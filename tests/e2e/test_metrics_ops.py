@@ -1,12 +1,17 @@
 """End to end: the /metrics an operator's Prometheus scrapes from the gateway and the scheduler, as vLLM's dashboards
 and alerts read them: refusal counters there at 0 before the first refusal, the prompt-token counters of the two
-processes equal for n > 1, and no NaN sample on the gateway while its scheduler is down."""
+processes equal for n > 1, the scheduler's gauges once over every target the bundled Prometheus configs scrape, and no
+NaN sample on the gateway while its scheduler is down."""
+import os
+import re
 import signal
 
 import httpx
+import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.stack import kill, running_gateway
+from tests.e2e.stack import REPO, kill, running_gateway
 from tests.e2e.test_finish_reason import wait_for
 
 SCHEDULER_REASONS = {"invalid", "duplicate", "queue_full", "unavailable", "shutting_down"}
@@ -24,6 +29,22 @@ def scrape(url: str) -> dict:
             labels = frozenset((k, v) for k, v in sample.labels.items() if k != "model_name")
             samples[(sample.name, labels)] = sample.value
     return samples
+
+
+def gateway_drop_rules() -> dict:
+    """The metric relabelling each bundled Prometheus config applies to the gateways' scrapes, as (regex, action)."""
+    with open(os.path.join(REPO, "deploy", "prometheus.yml"), encoding="utf-8") as f:
+        job = next(job for job in yaml.safe_load(f)["scrape_configs"] if job["job_name"] == "sparkinfer-gateway")
+    with open(os.path.join(REPO, "deploy", "k8s", "servicemonitor.yaml"), encoding="utf-8") as f:
+        endpoint = next(e for e in yaml.safe_load(f)["spec"]["endpoints"] if e["port"] == "http")
+    return {"compose": [(rule["regex"], rule["action"]) for rule in job.get("metric_relabel_configs", [])],
+            "k8s": [(rule["regex"], rule["action"]) for rule in endpoint.get("metricRelabelings", [])]}
+
+
+def kept(samples: dict, rules: list) -> dict:
+    """The samples Prometheus keeps after drop rules on __name__ (its regexes are anchored at both ends)."""
+    return {key: value for key, value in samples.items()
+            if not any(action == "drop" and re.fullmatch(regex, key[0]) for regex, action in rules)}
 
 
 def reasons(samples: dict, name: str) -> dict:
@@ -55,6 +76,22 @@ def test_the_gateway_and_the_scheduler_count_the_prompts_of_n_choices_alike(engi
         scheduler_added = scrape(scheduler_url)[key] - scheduler_before
         gateway_added = scrape(url)[gateway_key] - gateway_before
     assert (scheduler_added, gateway_added) == (2 * num_prompt, 2 * num_prompt)
+
+
+@pytest.mark.parametrize("config", ["compose", "k8s"])
+def test_summed_over_the_scraped_targets_each_scheduler_gauge_counts_once(engine_stack, config):
+    """The bundled Prometheus configs scrape every gateway replica and the scheduler; each gateway also serves the
+    scheduler's load gauges, so sum(sparkinfer_num_requests_running) over the targets was (replicas + 1) times the
+    scheduler's. With two gateways: each gauge once, from the scheduler; the gateways' own series all kept."""
+    rules = gateway_drop_rules()[config]
+    with running_gateway(engine_stack) as first, running_gateway(engine_stack) as second:
+        raw = [scrape(url) for url in (first, second)]
+    gateways = [kept(target, rules) for target in raw]
+    scheduler = scrape(f"http://127.0.0.1:{engine_stack.metrics_port}")
+    for name in SCHEDULER_GAUGES:
+        assert sum((name, frozenset()) in target for target in [*gateways, scheduler]) == 1, name
+    for before, after in zip(raw, gateways):
+        assert {key for key in before if key[0].startswith("sparkinfer_gateway_")} <= set(after)
 
 
 def test_the_schedulers_gauges_are_left_out_not_nan_while_it_is_down(make_engine_stack):
