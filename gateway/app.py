@@ -32,6 +32,8 @@ VERSION = "0.1.0"
 ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
+# How long /health waits for the scheduler's Load: a probe (compose's healthcheck, k8s' readinessProbe) must allow more.
+HEALTH_LOAD_TIMEOUT_S = 2.0
 _OPEN_PATHS = ("/health", "/v1/health", "/ping", "/metrics", "/version", "/")
 
 
@@ -121,7 +123,7 @@ def _unhealthy(reason: str, detail: str) -> web.Response:
 async def health(request: web.Request) -> web.Response:
     engine = request.app[ENGINE_KEY]
     try:
-        load = await engine.client.load(timeout=2.0)
+        load = await engine.client.load(timeout=HEALTH_LOAD_TIMEOUT_S)
         if not load.worker_alive:
             return _unhealthy("worker_down", "the scheduler has no live worker")
         # A readiness probe must fail while the scheduler drains, or a balancer keeps sending requests it refuses.

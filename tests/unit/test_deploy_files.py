@@ -76,6 +76,22 @@ def test_a_gateway_pod_serves_until_the_balancers_let_go_then_drains():
     assert pod["terminationGracePeriodSeconds"] > float(command[1]) + GatewayConfig.drain_grace_s
 
 
+def test_the_health_probes_wait_as_long_as_health_does(compose):
+    """/health waits up to HEALTH_LOAD_TIMEOUT_S for the scheduler's Load; a probe that gives up sooner (the kubelet's
+    default timeoutSeconds is 1) fails a gateway whose busy scheduler answers in time, and its Pod leaves the Service
+    under load. compose's healthcheck (urlopen's timeout inside docker's) allows more already."""
+    from gateway.app import HEALTH_LOAD_TIMEOUT_S
+
+    pod = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "gateway.yaml"))
+               if doc["kind"] == "Deployment")["spec"]["template"]["spec"]
+    probe = pod["containers"][0]["readinessProbe"]
+    assert probe["httpGet"]["path"] == "/health"
+    assert probe.get("timeoutSeconds", 1) > HEALTH_LOAD_TIMEOUT_S
+    healthcheck = compose["services"]["gateway"]["healthcheck"]
+    urlopen_timeout = float(re.search(r"timeout=([0-9.]+)", healthcheck["test"][3]).group(1))
+    assert _seconds(healthcheck["timeout"]) > urlopen_timeout > HEALTH_LOAD_TIMEOUT_S
+
+
 def test_the_load_balancer_lets_the_streams_it_proxies_finish(compose):
     """`docker compose stop` stops nginx first (it depends on the gateways); it then waits for the requests it proxies
     (SIGQUIT, measured on nginx 1.22: a stream went on to its [DONE]), but docker killed it after its default 10 s,
