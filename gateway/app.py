@@ -219,7 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     serve(app, config.host, config.port,
           on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port),
           drain_grace_s=config.drain_grace_s, on_grace_end=lambda: _end_the_rest(app[ENGINE_KEY], config),
-          access_log=config.access_log)
+          access_log=config.access_log, access_log_excluded_paths=config.access_log_excluded_paths)
 
 
 def _end_the_rest(engine: Engine, config: GatewayConfig) -> None:

@@ -7,6 +7,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
+from gateway.access_log import parse_paths
+
 
 @dataclass
 class GatewayConfig:
@@ -21,6 +23,7 @@ class GatewayConfig:
     trust_request_chat_template: bool = False  # render a request's own chat_template (Jinja that can loop for hours)
     drain_grace_s: float = 30.0               # on SIGTERM/SIGINT: how long requests in flight may take to finish
     access_log: bool = True                   # a log line per request, with its X-Request-Id
+    access_log_excluded_paths: frozenset = frozenset()  # paths whose requests get no access log line
 
     def printable(self) -> dict:
         shown = asdict(self)
@@ -111,6 +114,10 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         default=_env("SPARKINFER_ACCESS_LOG", "1").lower() in ("0", "false"),
                         help="no log line per request (as vLLM's --disable-uvicorn-access-log; by default each "
                              "request is logged with its status, time and X-Request-Id) (SPARKINFER_ACCESS_LOG=0)")
+    parser.add_argument("--disable-access-log-for-endpoints",
+                        default=_env("SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS", ""),
+                        help="comma-separated paths whose requests get no access log line, such as /health,/metrics "
+                             "(as vLLM's flag of the same name) (SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS)")
     args = parser.parse_args(argv)
     for name, kind in _CHECKED_AT_START:
         env_number(parser, name, 0, kind)
@@ -120,4 +127,5 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          served_model_name=args.served_model_name,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
-                         drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log)
+                         drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
+                         access_log_excluded_paths=parse_paths(args.disable_access_log_for_endpoints))

@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestPayloadError, _ErrInfo
 
+from gateway.access_log import access_logger_class
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_path
 from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
 from gateway import request_id_header
@@ -148,7 +149,8 @@ class ListenError(Exception):
 
 
 def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float,
-          on_grace_end: Callable[[], None] = lambda: None, access_log: bool = True) -> None:
+          on_grace_end: Callable[[], None] = lambda: None, access_log: bool = True,
+          access_log_excluded_paths: frozenset = frozenset()) -> None:
     """Serves `app` on host:port through GatewayRunner until SIGINT or SIGTERM, then drains: the port closes at once
     and the requests in flight get up to drain_grace_s to finish. The signals only set an event: aiohttp's
     handle_signals raises out of the loop, and asyncio.run then cancels every handler at once, cutting each stream.
@@ -157,7 +159,8 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
     before it cancels them, which cut a stream mid-body and left a queued request with no response at all."""
     async def run() -> None:
         runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, shutdown_timeout=drain_grace_s,
-                               access_log=logging.getLogger("aiohttp.access") if access_log else None)
+                               access_log=logging.getLogger("aiohttp.access") if access_log else None,
+                               access_log_class=access_logger_class(access_log_excluded_paths))
         await runner.setup()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

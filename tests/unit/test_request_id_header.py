@@ -82,3 +82,12 @@ def test_the_access_log_can_be_turned_off(monkeypatch, env, logged):
         monkeypatch.setenv("SPARKINFER_ACCESS_LOG", env)
     assert parse_config([]).access_log is logged
     assert parse_config(["--disable-access-log"]).access_log is False
+
+
+def test_the_paths_left_out_of_the_access_log_are_read_as_vllm_reads_them(monkeypatch):
+    monkeypatch.delenv("SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS", raising=False)
+    assert parse_config([]).access_log_excluded_paths == frozenset()
+    flag = parse_config(["--disable-access-log-for-endpoints", "/health,/metrics,/ping"])
+    assert flag.access_log_excluded_paths == {"/health", "/metrics", "/ping"}
+    monkeypatch.setenv("SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS", " /health , ,/metrics")
+    assert parse_config([]).access_log_excluded_paths == {"/health", "/metrics"}
