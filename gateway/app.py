@@ -218,15 +218,18 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     app = create_app(config)
     serve(app, config.host, config.port,
           on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port),
-          drain_grace_s=config.drain_grace_s, on_grace_end=lambda: _end_the_rest(app[ENGINE_KEY], config),
+          drain_grace_s=config.drain_grace_s,
+          on_grace_end=lambda early: _end_the_rest(app[ENGINE_KEY], config, early),
           access_log=config.access_log, access_log_excluded_paths=config.access_log_excluded_paths)
 
 
-def _end_the_rest(engine: Engine, config: GatewayConfig) -> None:
-    """The drain grace is over: what still runs ends with a 503 (an error event in a stream already answering)."""
-    num = engine.abort_all(Unavailable(
-        f"the server is shutting down: the request did not finish within its drain grace of {config.drain_grace_s:g} s "
-        "(SPARKINFER_DRAIN_GRACE_S)"))
+def _end_the_rest(engine: Engine, config: GatewayConfig, early: bool) -> None:
+    """The drain grace is over, or a second signal ended it (early): what still runs ends with a 503 (an error event
+    in a stream already answering)."""
+    grace = (f"the request did not finish within its drain grace of {config.drain_grace_s:g} s "
+             "(SPARKINFER_DRAIN_GRACE_S)")
+    why = "a second stop signal ended the drain before the request finished" if early else grace
+    num = engine.abort_all(Unavailable(f"the server is shutting down: {why}"))
     if num:
         log.info("stopping: %d requests still running after the drain grace end with a 503", num)
 

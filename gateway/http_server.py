@@ -144,12 +144,19 @@ class GatewayRunner(web.AppRunner):
         return server
 
 
+def _end_now(grace_end: asyncio.TimerHandle, on_grace_end: Callable[[bool], None]) -> None:
+    if not grace_end.cancelled():
+        grace_end.cancel()
+        log.info("stopping: second signal, ending the requests in flight now")
+        on_grace_end(True)
+
+
 class ListenError(Exception):
     """The port is taken or the host is no address of this machine: said in one line, without a traceback."""
 
 
 def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float,
-          on_grace_end: Callable[[], None] = lambda: None, access_log: bool = True,
+          on_grace_end: Callable[[bool], None] = lambda early: None, access_log: bool = True,
           access_log_excluded_paths: frozenset = frozenset()) -> None:
     """Serves `app` on host:port through GatewayRunner until SIGINT or SIGTERM, then drains: the port closes at once
     and the requests in flight get up to drain_grace_s to finish. The signals only set an event: aiohttp's
@@ -174,8 +181,13 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
                                   f"{exc.strerror or exc}") from None
             on_ready()
             await stop.wait()
-            log.info("stopping: draining the requests in flight (up to %.0f s)", drain_grace_s)
-            grace_end = loop.call_later(drain_grace_s, on_grace_end)
+            log.info("stopping: draining the requests in flight (up to %.0f s; a second signal ends them now)",
+                     drain_grace_s)
+            grace_end = loop.call_later(drain_grace_s, on_grace_end, False)
+            # A second signal (Ctrl-C again, a second SIGTERM) ends the drain at once, as it stops the scheduler and
+            # the worker and as uvicorn's (vLLM's) second Ctrl-C does: what still runs gets the grace-end error now.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, _end_now, grace_end, on_grace_end)
         finally:
             await runner.cleanup()
         grace_end.cancel()

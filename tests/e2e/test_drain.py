@@ -106,6 +106,32 @@ def test_past_the_drain_grace_the_rest_ends_with_a_503_and_is_freed(engine_stack
     assert "shutting down" in httpx.Response(503, content=plain.content).json()["error"]["message"]
 
 
+def test_a_second_signal_ends_the_drain_at_once(engine_stack, gateway_over):
+    """Ctrl-C twice, or a second SIGTERM: the scheduler and the worker stop at once on it, and uvicorn under vLLM
+    force-exits, but the gateway ignored it and drained on for all of SPARKINFER_DRAIN_GRACE_S. Now what still runs
+    gets its 503 (a stream its error event) saying why, and the gateway exits 0 long before its grace would end."""
+    gateway = gateway_over({"SPARKINFER_DRAIN_GRACE_S": "300"})
+    endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
+    plain = Call(gateway.url, {**CHAT, "max_tokens": 4000})
+    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 2, 10)
+    gateway.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: _refused(gateway.url), 5)
+    gateway.proc.send_signal(signal.SIGTERM)
+    try:
+        assert gateway.proc.wait(timeout=60) == 0
+    except subprocess.TimeoutExpired:
+        pytest.fail("the second signal did not end the gateway's 300 s drain")
+    endless.join(10)
+    plain.join(10)
+    why = "the server is shutting down: a second stop signal ended the drain before the request finished"
+    events = sse_payloads(endless.content)
+    assert endless.status == 200 and events[-1] == "[DONE]"
+    assert events[-2]["error"] == {"message": why, "type": "server_unavailable", "param": None,
+                                   "code": "server_unavailable"}
+    assert plain.status == 503 and why in httpx.Response(503, content=plain.content).json()["error"]["message"]
+    wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 0, 5)
+
+
 def test_sigterm_on_the_engine_lets_its_requests_finish(make_engine_stack):
     """SIGTERM reaches scheduler and worker together (a rolling update of the engine Pod, `make run`'s stop): the
     scheduler turns NOT_SERVING and refuses new requests with 503 in the API's shape, the admitted ones run to their

@@ -42,7 +42,7 @@ async def _running(fake, num: int) -> None:
 
 
 def _grace_over(client) -> None:
-    _end_the_rest(client.server.app[ENGINE_KEY], client.server.app[CONFIG_KEY])
+    _end_the_rest(client.server.app[ENGINE_KEY], client.server.app[CONFIG_KEY], early=False)
 
 
 @pytest.mark.parametrize("path, body, last", [
