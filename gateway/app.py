@@ -151,7 +151,8 @@ async def metrics_route(request: web.Request) -> web.Response:
     except ApiError:
         load = None
     metrics.set_scheduler_load(load)
-    body, content_type = metrics.render(request.headers.get("Accept"), request.app[ENGINE_KEY].known_model_name())
+    body, content_type = metrics.render(request.headers.get("Accept"), request.app[ENGINE_KEY].known_model_name(),
+                                        request.query.getall("name[]", []))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 

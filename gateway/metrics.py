@@ -1,7 +1,7 @@
 """Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
@@ -54,6 +54,9 @@ SCHEDULER_GAUGES = (
     ("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold, 0-1 (the scheduler's).", "kv_cache_usage"),
 )
 
+UP = ("sparkinfer_gateway_scheduler_up", "1 when the scheduler answered this scrape's load query, else 0 (its gauges "
+      "are then left out).")
+
 
 class SchedulerLoad:
     """The scheduler's gauges as its last Load answered them, and sparkinfer_gateway_scheduler_up. While the scheduler
@@ -64,13 +67,16 @@ class SchedulerLoad:
         self.load = None
 
     def collect(self):
-        up = GaugeMetricFamily("sparkinfer_gateway_scheduler_up", "1 when the scheduler answered this scrape's load "
-                               "query, else 0 (its gauges are then left out).", value=int(self.load is not None))
-        yield up
+        yield GaugeMetricFamily(UP[0], UP[1], value=int(self.load is not None))
         if self.load is None:
             return
         for name, doc, field in SCHEDULER_GAUGES:
             yield GaugeMetricFamily(name, doc, value=getattr(self.load, field))
+
+    def describe(self):
+        """The series' names, so that a scrape naming them (name[]) finds this collector."""
+        for name, doc, *_ in (UP, *SCHEDULER_GAUGES):
+            yield GaugeMetricFamily(name, doc)
 
 
 SCHEDULER_LOAD = SchedulerLoad()
@@ -82,9 +88,11 @@ def set_scheduler_load(load) -> None:
     SCHEDULER_LOAD.load = load
 
 
-def render(accept: Optional[str] = None, model_name: str = "") -> tuple[bytes, str]:
+def render(accept: Optional[str] = None, model_name: str = "", names: Sequence[str] = ()) -> tuple[bytes, str]:
     """The exposition text and its content type, chosen from the scraper's Accept header as prometheus_client's own
     handler chooses it (vLLM's /metrics, the scheduler's): text 0.0.4 unless OpenMetrics or text 1.0.0 is asked for.
-    Every series carries model_name (none while the name is not known yet)."""
+    `names` (the name[] query parameters) keeps only those series, as that handler does. Every series carries
+    model_name (none while the name is not known yet)."""
     encoder, content_type = choose_encoder(accept or "")
-    return encoder(ModelLabelled(REGISTRY, model_name)), content_type
+    registry = ModelLabelled(REGISTRY, model_name)
+    return encoder(registry.restricted_registry(names) if names else registry), content_type

@@ -20,9 +20,9 @@ SCHEDULER_GAUGES = ("sparkinfer_num_requests_running", "sparkinfer_num_requests_
                     "sparkinfer_kv_cache_usage_perc")
 
 
-def scrape(url: str) -> dict:
-    """{(name, frozenset of labels other than model_name): value} of every sample on url's /metrics."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
+def scrape(url: str, query: str = "") -> dict:
+    """{(name, frozenset of labels other than model_name): value} of every sample on url's /metrics(?query)."""
+    text = httpx.get(f"{url}/metrics{query}", timeout=10).text
     samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -110,3 +110,21 @@ def test_the_schedulers_gauges_are_left_out_not_nan_while_it_is_down(make_engine
         wait_for(lambda: scrape(url)[("sparkinfer_gateway_scheduler_up", frozenset())] == 1.0, timeout=30)
         back = scrape(url)
         assert all(back[(name, frozenset())] == 0.0 for name in SCHEDULER_GAUGES)
+
+
+def test_a_scrape_naming_series_gets_those_alone_as_from_the_scheduler(engine_stack):
+    """prometheus_client's handler (vLLM's /metrics, the scheduler's here) keeps only the series a scrape names with
+    name[] query parameters; the gateway's /metrics ignored them and answered every series."""
+    names = ["sparkinfer_gateway_requests_in_flight", "sparkinfer_gateway_scheduler_up",
+             "sparkinfer_num_requests_running", "sparkinfer_gateway_time_to_first_token_seconds_count"]
+    scheduler_names = ["sparkinfer_num_requests_running", "sparkinfer_e2e_request_latency_seconds_count"]
+    with running_gateway(engine_stack) as url:
+        gateway = scrape_named(url, names)
+    scheduler = scrape_named(f"http://127.0.0.1:{engine_stack.metrics_port}", scheduler_names)
+    assert sorted(gateway) == sorted(names)
+    assert sorted(scheduler) == sorted(scheduler_names)
+
+
+def scrape_named(url: str, names: list) -> list:
+    """The names of the samples a scrape naming `names` gets."""
+    return [name for name, _ in scrape(url, "?" + "&".join(f"name[]={name}" for name in names))]
