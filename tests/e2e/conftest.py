@@ -2,9 +2,15 @@
 
   engine_stack        module-scoped running stack (tiny model); use .grpc_addr
   make_engine_stack   factory: make_engine_stack(env={...}, start=True) -> EngineStack, killed at test end
+  chunked_http        module-scoped httpx client of a gateway over a stack whose prompts are chunked by a 16-token
+                      budget with the prefix cache on (prompt logprobs, scoring)
+  reference           module-scoped (transformers Qwen3_5ForCausalLM with the tiny checkpoint's weights, fp32 as the
+                      CPU worker runs, its tokenizer)
 """
+import json
 import os
 
+import httpx
 import pytest
 
 from tests.e2e.stack import DEFAULT_MODEL, EngineStack, running_gateway
@@ -42,3 +48,32 @@ def api_gateway(engine_stack):
     """A gateway process over this module's engine stack; yields its base URL."""
     with running_gateway(engine_stack) as url:
         yield url
+
+
+CHUNKED = {"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "16", "SPARKINFER_PREFIX_CACHE": "1",
+           "SPARKINFER_PREFIX_CACHE_MIN_TOKENS": "32"}
+
+
+@pytest.fixture(scope="module")
+def chunked_http():
+    """Not the shared stack: its scheduler runs a small token budget so every prompt is chunked."""
+    _require_model()
+    with EngineStack(env=CHUNKED) as stack, running_gateway(stack) as url:
+        with httpx.Client(base_url=url, timeout=120) as session:
+            yield session
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """(transformers' Qwen3_5ForCausalLM with the tiny checkpoint's weights, fp32 like the CPU worker; its
+    tokenizer)."""
+    transformers = pytest.importorskip("transformers")
+    from safetensors.torch import load_file
+    with open(os.path.join(DEFAULT_MODEL, "config.json"), encoding="utf-8") as f:
+        text_config = json.load(f)["text_config"]
+    model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**text_config)).eval().float()
+    weights = load_file(os.path.join(DEFAULT_MODEL, "model.safetensors"))
+    model.load_state_dict({k.replace("model.language_model.", "model."): v.float() for k, v in weights.items()})
+    tokenizer = transformers.AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    return model, tokenizer
+

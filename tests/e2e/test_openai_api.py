@@ -1,7 +1,5 @@
 """End to end: the official `openai` client against real scheduler + worker + gateway processes (tiny model)."""
 import asyncio
-import json
-import os
 import time
 
 import grpc
@@ -11,7 +9,6 @@ import orjson
 import pytest
 
 from proto import pb, pb_grpc
-from tests.e2e.stack import DEFAULT_MODEL
 
 NO_THINK = {"enable_thinking": False}
 HELLO = [{"role": "user", "content": "Say hello in three words."}]
@@ -208,20 +205,6 @@ def test_openai_client_raises_typed_errors(client):
 def test_server_still_serves_after_bad_inputs(client):
     result = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=4, extra_body=NO_THINK)
     assert result.choices[0].finish_reason in ("stop", "length") and result.usage.completion_tokens >= 1
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """transformers' Qwen3_5ForCausalLM with the tiny checkpoint's weights (fp32, like the CPU worker)."""
-    transformers = pytest.importorskip("transformers")
-    from safetensors.torch import load_file
-    with open(os.path.join(DEFAULT_MODEL, "config.json"), encoding="utf-8") as f:
-        text_config = json.load(f)["text_config"]
-    model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**text_config)).eval().float()
-    weights = load_file(os.path.join(DEFAULT_MODEL, "model.safetensors"))
-    model.load_state_dict({k.replace("model.language_model.", "model."): v.float() for k, v in weights.items()})
-    tokenizer = transformers.AutoTokenizer.from_pretrained(DEFAULT_MODEL)
-    return model, tokenizer
 
 
 def test_greedy_http_equals_transformers_generate(client, http, reference):

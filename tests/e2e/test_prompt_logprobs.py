@@ -2,27 +2,16 @@
 worker with the tiny model, prompts chunked by a 16-token budget and the prefix cache on."""
 import json
 import math
-import os
 
-import httpx
 import pytest
-
-from tests.e2e.stack import DEFAULT_MODEL, EngineStack, running_gateway
 
 PROMPT = "Once upon a time there was a little robot who loved to read stories about the sea and the stars."
 SYSTEM = " ".join(["You are a careful assistant who answers in short sentences."] * 12)
-CHUNKED = {"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "16", "SPARKINFER_PREFIX_CACHE": "1",
-           "SPARKINFER_PREFIX_CACHE_MIN_TOKENS": "32"}
 
 
 @pytest.fixture(scope="module")
-def http():
-    if not os.path.isfile(os.path.join(DEFAULT_MODEL, "config.json")):
-        pytest.skip("tiny checkpoint missing: run `make model`")
-    # Not the shared stack: this module's scheduler runs a small token budget so every prompt here is chunked.
-    with EngineStack(env=CHUNKED) as stack, running_gateway(stack) as url:
-        with httpx.Client(base_url=url, timeout=120) as session:
-            yield session
+def http(chunked_http):
+    return chunked_http
 
 
 def post(http, path: str, **body) -> dict:

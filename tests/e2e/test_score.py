@@ -1,43 +1,19 @@
 """End to end: POST /v1/score (teacher-forced scoring, gateway/score.py) through gateway, scheduler and worker with
 the tiny model, against transformers' Qwen3_5ForCausalLM on the same weights and against the logprobs a chat
 generation reports; prompts chunked by a 16-token budget with the prefix cache on."""
-import json
 import math
-import os
 
-import httpx
 import pytest
-
-from tests.e2e.stack import DEFAULT_MODEL, EngineStack, running_gateway
 
 PROMPT = "Once upon a time there was a little robot who loved to read stories about the sea and the stars."
 COMPLETION = " It dreamed of sailing far away, past the moon."
 SYSTEM = " ".join(["You are a careful assistant who answers in short sentences."] * 12)
-CHUNKED = {"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "16", "SPARKINFER_PREFIX_CACHE": "1",
-           "SPARKINFER_PREFIX_CACHE_MIN_TOKENS": "32"}
 NO_THINK = {"enable_thinking": False}
 
 
 @pytest.fixture(scope="module")
-def http():
-    if not os.path.isfile(os.path.join(DEFAULT_MODEL, "config.json")):
-        pytest.skip("tiny checkpoint missing: run `make model`")
-    with EngineStack(env=CHUNKED) as stack, running_gateway(stack) as url:
-        with httpx.Client(base_url=url, timeout=120) as session:
-            yield session
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """transformers' Qwen3_5ForCausalLM with the tiny checkpoint's weights (fp32, as the CPU worker runs)."""
-    transformers = pytest.importorskip("transformers")
-    from safetensors.torch import load_file
-    with open(os.path.join(DEFAULT_MODEL, "config.json"), encoding="utf-8") as f:
-        text_config = json.load(f)["text_config"]
-    model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**text_config)).eval().float()
-    weights = load_file(os.path.join(DEFAULT_MODEL, "model.safetensors"))
-    model.load_state_dict({k.replace("model.language_model.", "model."): v.float() for k, v in weights.items()})
-    return model
+def http(chunked_http):
+    return chunked_http
 
 
 def score(http, **body) -> dict:
@@ -60,12 +36,13 @@ def reference_logprobs(model, prompt: list, completion: list) -> list:
 
 
 def test_prompt_and_completion_scores_equal_transformers(http, reference):
+    model = reference[0]
     out = score(http, prompt=PROMPT, completion=COMPLETION)
     prompt, completion = ids_of(http, prompt=PROMPT), ids_of(http, prompt=COMPLETION)
     assert out["object"] == "score" and out["token_ids"] == completion
     assert out["usage"] == {"prompt_tokens": len(prompt), "completion_tokens": len(completion),
                             "total_tokens": len(prompt) + len(completion)}
-    want = reference_logprobs(reference, prompt, completion)
+    want = reference_logprobs(model, prompt, completion)
     assert max(abs(a - b) for a, b in zip(out["logprobs"], want)) < 1e-3, (out["logprobs"], want)
     assert out["sum_logprob"] == pytest.approx(math.fsum(out["logprobs"]), abs=1e-9)
     assert "".join(out["tokens"]) == COMPLETION
