@@ -29,9 +29,10 @@ class ExpectationFailed(ApiError):
 _ALLOW_METHODS = "GET, POST, DELETE, HEAD, OPTIONS"
 _DEFAULT_ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, Accept, X-Requested-With"
 _MAX_AGE_S = "600"
-# On every response: any origin may read it, the Retry-After of a 429/503 and its X-Request-Id.
+# On every response: any origin may read it, the Retry-After of a 429/503, its X-Request-Id and, on the Anthropic
+# routes, Anthropic's request-id (the Anthropic SDK in a browser, dangerouslyAllowBrowser, reads it as _request_id).
 CORS_RESPONSE_HEADERS = {"Access-Control-Allow-Origin": "*",
-                         "Access-Control-Expose-Headers": "Retry-After, X-Request-Id"}
+                         "Access-Control-Expose-Headers": "Retry-After, X-Request-Id, request-id"}
 
 
 def _preflight_headers(request: web.Request) -> dict:

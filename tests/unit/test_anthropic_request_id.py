@@ -35,3 +35,14 @@ async def test_other_apis_send_no_anthropic_header(stack):
     response = await client.post("/v1/chat/completions", json={"model": "fake-model", "max_tokens": 8,
                                                                "messages": [{"role": "user", "content": "Hi"}]})
     assert response.status == 200 and "X-Request-Id" in response.headers and "request-id" not in response.headers
+
+
+async def test_a_browser_may_read_it(stack):
+    """Browsers hide response headers a CORS answer does not expose: the Anthropic SDK there read no request-id."""
+    client, fake = stack
+    fake.script.reply = "Hello"
+    response = await client.post("/v1/messages", json=BASE, headers={"Origin": "http://localhost:3000"})
+    await response.read()
+    exposed = [h.strip().lower() for h in response.headers["Access-Control-Expose-Headers"].split(",")]
+    assert "request-id" in exposed and response.headers["request-id"].startswith("req_")
+
