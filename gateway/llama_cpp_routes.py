@@ -10,7 +10,7 @@ from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
 from gateway.http_stream import stream_generation
 from gateway.llama_cpp_fields import content_ids
-from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.llama_cpp_shape import RANDOM_SEED, LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
 from gateway.openai import check_model, parse_completion
@@ -71,6 +71,15 @@ def as_n_predict(body):
     return out
 
 
+def _seed(value):
+    """llama.cpp's seed: a uint32 (its json_value reads -1 as 0xFFFFFFFF), and LLAMA_DEFAULT_SEED (0xFFFFFFFF) is a
+    random one, drawn anew for each request (llama-sampling.cpp get_rng_seed); -1, the /v1 routes' "no seed"."""
+    if not _is_id(value):
+        return value
+    value %= 1 << 32
+    return -1 if value == RANDOM_SEED else value
+
+
 def completion_body(body, card) -> dict:
     """The /v1/completions body a llama.cpp /completion body asks for: no output limit unless n_predict (or
     max_tokens) is sent, its prompt forms (a string, token ids, both mixed, or a list of prompts) as OpenAI's."""
@@ -81,6 +90,8 @@ def completion_body(body, card) -> dict:
     out = {key: value for key, value in body.items() if key not in _NO_EFFECT}
     if not _openai_form(body["prompt"]):
         out["prompt"] = _prompt_ids(body["prompt"], card)
+    if "seed" in body:
+        out["seed"] = _seed(body["seed"])
     if body.get("n_predict") is None and body.get("max_tokens") is None:
         out["max_tokens"] = None
     elif body.get("n_predict") == 0 and not isinstance(body["n_predict"], bool):
