@@ -92,6 +92,10 @@ def completion_body(body, card) -> dict:
         out["prompt"] = _prompt_ids(body["prompt"], card)
     if "seed" in body:
         out["seed"] = _seed(body["seed"])
+    stop = body.get("stop")
+    if stop == "" or isinstance(stop, list) and "" in stop:
+        # llama.cpp skips an empty stop word (params_from_json_cmpl: `if (!word.empty())`); /v1 refuses it, as vLLM.
+        out["stop"] = [word for word in stop if word != ""] if isinstance(stop, list) else None
     if body.get("n_predict") is None and body.get("max_tokens") is None:
         out["max_tokens"] = None
     elif body.get("n_predict") == 0 and not isinstance(body["n_predict"], bool):
