@@ -1,6 +1,7 @@
 """Gateway process: llama.cpp server's own routes (GET /props, POST /completion), for clients of llama-server."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from aiohttp import web
@@ -23,6 +24,9 @@ from gateway.web import json_response, read_json
 # single-model server ignores `model` (llama.cpp's does too). return_tokens and response_fields shape the answer.
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
               "response_fields")
+
+
+_TOKEN_ID = re.compile(r"[+-]?[0-9]+")
 
 
 def _is_id(value) -> bool:
@@ -92,6 +96,11 @@ def completion_body(body, card) -> dict:
         out["prompt"] = _prompt_ids(body["prompt"], card)
     if "seed" in body:
         out["seed"] = _seed(body["seed"])
+    if isinstance(body.get("logit_bias"), dict):
+        # llama.cpp's object form: a key that is a whole integer is a token id, any other a text whose tokens are
+        # biased (params_from_json_cmpl: strtol, else common_tokenize), as its [text, bias] pairs are read.
+        out["logit_bias"] = [[int(key) if _TOKEN_ID.fullmatch(key) else key, value]
+                             for key, value in body["logit_bias"].items()]
     stop = body.get("stop")
     if stop == "" or isinstance(stop, list) and "" in stop:
         # llama.cpp skips an empty stop word (params_from_json_cmpl: `if (!word.empty())`); /v1 refuses it, as vLLM.
