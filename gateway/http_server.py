@@ -165,11 +165,22 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
     its error event, a request not answered yet its status): aiohttp waits up to drain_grace_s more for the handlers
     before it cancels them, which cut a stream mid-body and left a queued request with no response at all."""
     async def run() -> None:
+        stop = asyncio.Event()
+
+        async def close_once_draining(request: web.Request, response: web.StreamResponse) -> None:
+            # A response that starts after the drain began says Connection: close, as uvicorn (vLLM) and Go's
+            # net/http (Ollama) answer while they shut down: without it a client kept the connection for its next
+            # request, which the closing server then dropped (a broken pipe, not an answer).
+            if stop.is_set():
+                response.force_close()
+                # aiohttp chose the Connection header before this hook: say it here.
+                response.headers["Connection"] = "close"
+
+        app.on_response_prepare.append(close_once_draining)
         runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, shutdown_timeout=drain_grace_s,
                                access_log=logging.getLogger("aiohttp.access") if access_log else None,
                                access_log_class=access_logger_class(access_log_excluded_paths))
         await runner.setup()
-        stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)

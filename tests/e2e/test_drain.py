@@ -2,6 +2,8 @@
 at once, the requests in flight finish, then it exits 0; past SPARKINFER_DRAIN_GRACE_S what is left ends with a 503 (a
 stream with its error event) and is freed in the scheduler. Before, every stream in flight was cut mid-body and every
 non-streamed request got no response at all."""
+import http.client
+import json
 import signal
 import subprocess
 import threading
@@ -104,6 +106,27 @@ def test_past_the_drain_grace_the_rest_ends_with_a_503_and_is_freed(engine_stack
     assert "shutting down" in events[-2]["error"]["message"]
     assert plain.error is None and plain.status == 503, plain.error
     assert "shutting down" in httpx.Response(503, content=plain.content).json()["error"]["message"]
+
+
+def test_an_answer_sent_while_draining_closes_its_connection(engine_stack, gateway_over):
+    """An answer the gateway sends after its SIGTERM says Connection: close, as uvicorn (vLLM) and Go's net/http
+    (Ollama) do while they shut down: without it the client kept the connection for its next request, which the
+    closing gateway dropped (a broken pipe instead of an answer, or a refused connection it could retry elsewhere)."""
+    gateway = gateway_over()
+    client = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=60)
+    try:
+        client.request("POST", "/v1/chat/completions", body=json.dumps(CHAT),
+                       headers={"Content-Type": "application/json"})
+        wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 1, 10)
+        gateway.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: _refused(gateway.url), 5)
+        answer = client.getresponse()
+        body = json.loads(answer.read())
+    finally:
+        client.close()
+    assert answer.status == 200 and body["usage"]["completion_tokens"] == NUM_TOKENS
+    assert answer.getheader("Connection") == "close"
+    assert gateway.proc.wait(timeout=60) == 0
 
 
 def test_a_second_signal_ends_the_drain_at_once(engine_stack, gateway_over):
