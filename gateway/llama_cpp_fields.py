@@ -119,6 +119,20 @@ def bias_value(value) -> float:
     return -100.0 if value is False else float(value)
 
 
+# llama.cpp's LLAMA_DEFAULT_SEED: the seed it states for "random".
+RANDOM_SEED = 0xFFFFFFFF
+
+
+def llama_server_seed(value: Optional[int]) -> Optional[int]:
+    """The seed llama-server samples with (None: a random one): it reads `seed` into a uint32 (json_value, so -1 is
+    0xFFFFFFFF and 2^32 + 5 is 5), and LLAMA_DEFAULT_SEED draws a fresh random seed for each request
+    (src/llama-sampling.cpp get_rng_seed). Ollama hands its options.seed to llama-server as it is."""
+    if value is None:
+        return None
+    value %= 1 << 32
+    return None if value == RANDOM_SEED else value
+
+
 def bias_pairs(pairs: list, card) -> dict:
     """llama.cpp's logit_bias list (params_from_json_cmpl): [token id, bias] pairs, or [text, bias] biasing each token
     of the text (tokenized as common_tokenize does, special-token text as plain text)."""

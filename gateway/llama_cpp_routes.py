@@ -10,8 +10,8 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
 from gateway.http_stream import stream_generation
-from gateway.llama_cpp_fields import content_ids
-from gateway.llama_cpp_shape import RANDOM_SEED, LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.llama_cpp_fields import content_ids, llama_server_seed
+from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
 from gateway.openai import check_model, parse_completion
@@ -76,12 +76,11 @@ def as_n_predict(body):
 
 
 def _seed(value):
-    """llama.cpp's seed: a uint32 (its json_value reads -1 as 0xFFFFFFFF), and LLAMA_DEFAULT_SEED (0xFFFFFFFF) is a
-    random one, drawn anew for each request (llama-sampling.cpp get_rng_seed); -1, the /v1 routes' "no seed"."""
+    """llama.cpp's seed (llama_server_seed), as the /v1 body states it: -1 for a random one."""
     if not _is_id(value):
         return value
-    value %= 1 << 32
-    return -1 if value == RANDOM_SEED else value
+    seed = llama_server_seed(value)
+    return -1 if seed is None else seed
 
 
 def completion_body(body, card) -> dict:

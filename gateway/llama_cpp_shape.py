@@ -7,11 +7,10 @@ from typing import Optional
 
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
+from gateway.llama_cpp_fields import RANDOM_SEED
 from gateway.openai_shape import SSE_HEADERS
 from gateway.stream import SSE_KEEPALIVE, sse_event
 
-# llama.cpp's LLAMA_DEFAULT_SEED: the seed it states for "random".
-RANDOM_SEED = 0xFFFFFFFF
 # The routes only llama.cpp's server has: their errors come in its shape.
 LLAMA_CPP_PATHS = frozenset({"/completion", "/completions", "/props", "/slots", "/apply-template", "/infill",
                              "/embedding", "/embeddings", "/rerank", "/reranking", "/v1/rerank", "/v1/reranking",

@@ -10,6 +10,7 @@ from gateway.effort_tiers import nearest_tier
 from gateway.engine import Sampling
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS
+from gateway.llama_cpp_fields import llama_server_seed
 from gateway.model import ModelCard
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -128,8 +129,8 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
     top_p = float(pick("top_p", 1.0)) or _LEAST_TOP_P
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=top_p,
                     top_k=top_k, min_p=float(pick("min_p", 0.0)), typical_p=float(opts.get("typical_p", 1.0)),
-                    # Ollama and llama.cpp: a negative seed means a random one.
-                    seed=None if seed is None or seed < 0 else seed % (1 << 64),
+                    # As Ollama's llama-server reads it: a uint32, whose 0xFFFFFFFF (Ollama's -1) is random.
+                    seed=llama_server_seed(seed),
                     presence_penalty=float(opts.get("presence_penalty", 0.0)),
                     frequency_penalty=float(opts.get("frequency_penalty", 0.0)),
                     repetition_penalty=repetition_penalty, repetition_window=repetition_window)
