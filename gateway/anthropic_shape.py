@@ -18,6 +18,7 @@ from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
 from gateway.openai import Plan
 from gateway.openai_shape import SSE_HEADERS, ChatShaper
+from gateway.tool_stream import CallDelta, split_ongoing
 from gateway.tools import dump_arguments, load_json
 from gateway.web import json_response
 
@@ -99,15 +100,21 @@ class MessageBuilder:
         self._shaper = ChatShaper(plan, card, self.id)
         self.blocks: list = []
         self._open: Optional[str] = None     # type of the last block while text may still be added to it
+        self._input = ""                     # the open tool_use block's input JSON so far
         self.stop_reason: Optional[str] = None
         self.stop_sequence: Optional[str] = None
 
     def push(self, delta: Delta) -> list:
         """Adds one Delta: its reasoning, text and parsed calls in that order, and the stop reason on the last."""
         reasoning, content, calls, finish = self._shaper.split(delta)
-        events = self._append("thinking", reasoning) + self._append("text", content)
-        for call in calls or []:
-            events += self._tool_use(call)
+        # The pieces of the call being written come before the text after the calls (given at the end).
+        ongoing, new = split_ongoing(calls or [])
+        events = self._append("thinking", reasoning) + self._tool_pieces(ongoing) + self._append("text", content)
+        for call in new:
+            if call.id is None:
+                events += self._tool_pieces([call])
+            else:
+                events += self._tool_use(call) if call.done else self._tool_start(call)
         if finish:
             events += self.close()
             self.stop_reason, self.stop_sequence = stop_reason(finish, delta.stop_reason)
@@ -118,6 +125,9 @@ class MessageBuilder:
         if self._open is None:
             return []
         index, events = len(self.blocks) - 1, []
+        if self._open == "tool_use":
+            # A call cut by max_tokens: its block ends with the input read so far.
+            self.blocks[-1]["input"] = _tool_input(self._input)
         if self._open == "thinking":
             block = self.blocks[-1]
             block["signature"] = thinking_signature(self._thought)
@@ -152,16 +162,37 @@ class MessageBuilder:
         return events + [("content_block_delta", {"type": "content_block_delta", "index": len(self.blocks) - 1,
                                                   "delta": delta})]
 
-    def _tool_use(self, call: dict) -> list:
-        """A whole tool_use block: the parser hands over complete calls, so the input comes as one JSON delta."""
-        tool_id = "toolu_" + call["id"].removeprefix("call_")
-        name, tool_input = call["function"]["name"], _tool_input(call["function"]["arguments"])
-        events = self._start({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
-                             {"type": "tool_use", "id": tool_id, "name": name, "input": {}})
+    def _tool_use(self, call: CallDelta) -> list:
+        """A whole tool_use block: its input in one JSON delta."""
+        tool_id = "toolu_" + call.id.removeprefix("call_")
+        tool_input = _tool_input(call.arguments)
+        events = self._start({"type": "tool_use", "id": tool_id, "name": call.name, "input": tool_input},
+                             {"type": "tool_use", "id": tool_id, "name": call.name, "input": {}})
         index = len(self.blocks) - 1
         delta = {"type": "input_json_delta", "partial_json": dump_arguments(tool_input)}
         return events + [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
                          ("content_block_stop", {"type": "content_block_stop", "index": index})]
+
+    def _tool_start(self, call: CallDelta) -> list:
+        """A tool_use block the model is writing: its start (input {}), then its input in pieces, as Anthropic
+        streams input_json_delta events; the block's input is what they join to."""
+        tool_id = "toolu_" + call.id.removeprefix("call_")
+        block = {"type": "tool_use", "id": tool_id, "name": call.name, "input": {}}
+        events = self._start(block, dict(block))
+        self._open, self._input = "tool_use", ""
+        return events + self._tool_pieces([call])
+
+    def _tool_pieces(self, calls: list) -> list:
+        events = []
+        for call in calls if self._open == "tool_use" else []:
+            if call.arguments:
+                self._input += call.arguments
+                delta = {"type": "input_json_delta", "partial_json": call.arguments}
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": len(self.blocks) - 1,
+                                                       "delta": delta}))
+            if call.done:
+                events += self.close()
+        return events
 
     def message(self, usage: Usage, content: Optional[list] = None) -> dict:
         """The message object: whole (non-streamed) or, with content=[], as message_start announces it."""

@@ -30,8 +30,8 @@ class RecordingShaper(ChatShaper):
         super().__init__(*args, **kwargs)
         self.finishes: dict = {}
 
-    def split(self, delta: Delta):
-        reasoning, content, calls, finish = super().split(delta)
+    def split(self, delta: Delta, whole: bool = False):
+        reasoning, content, calls, finish = super().split(delta, whole)
         if finish:
             self.finishes[delta.index] = finish
         return reasoning, content, calls, finish

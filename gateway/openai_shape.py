@@ -13,7 +13,7 @@ from gateway.prompt_logprobs import vllm_prompt_logprobs
 from gateway.reasoning import split_whole
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
 from gateway.openai_usage import chat_usage, choice_usage
-from gateway.tools import ToolCallFilter
+from gateway.tool_stream import CallDelta, ToolCallStream
 
 # No Connection header: HTTP/1.1 keeps the connection by default, and an HTTP/1.0 stream must end with it.
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -31,33 +31,36 @@ class ChatShaper:
     def __init__(self, plan, card: ModelCard, response_id: str):
         self.plan, self.card, self.id = plan, card, response_id
         self.created = int(time.time())
-        self._filters = {}
-        self._num_calls: dict = {}   # per choice, the tool calls split gave so far
+        self._streams: dict = {}
+        self._num_calls: dict = {}   # per choice, the tool calls split began so far
 
-    def _filter(self, index: int) -> Optional[ToolCallFilter]:
+    def _stream(self, index: int, whole: bool) -> Optional[ToolCallStream]:
         if not self.plan.tools:
             return None
-        return self._filters.setdefault(index, ToolCallFilter(self.plan.tools, self.plan.only_listed_tools))
+        if index not in self._streams:
+            # Only a stream previews the calls: a whole answer (routes that build theirs from Deltas too) reads each
+            # call once it is whole.
+            preview = bool(getattr(self.plan, "stream", False)) and not whole
+            self._streams[index] = ToolCallStream(self.plan.tools, self.plan.only_listed_tools, preview)
+        return self._streams[index]
 
-    def split(self, delta: Delta) -> tuple[str, str, Optional[list], Optional[str]]:
-        """(reasoning, content, tool_calls, finish_reason) for one Delta. Each call comes as soon as it is whole
-        (take_ready: once the next begins; the last at the end), as vLLM streams them; one Delta gives the same."""
+    def split(self, delta: Delta, whole: bool = False) -> tuple[str, str, Optional[list], Optional[str]]:
+        """(reasoning, content, tool-call deltas, finish_reason) for one Delta. A stream's calls come as the model
+        writes them (ToolCallStream: the name, then the arguments in pieces), as vLLM and OpenAI stream them; whole:
+        the non-streamed answer, each call read whole at the end."""
         reasoning = "" if self.plan.hide_reasoning else delta.reasoning
         content, calls, finish, cut = delta.content, [], delta.finish_reason, False
-        flt = self._filter(delta.index)
-        if flt is not None:
-            content = flt.push(content)
-            calls = flt.take_ready()
+        stream = self._stream(delta.index, whole)
+        if stream is not None:
+            content, calls = stream.push(content)
             if finish:
-                tail, last = flt.finish(finish)
-                content, calls = content + tail, calls + (last or [])
-                # max_tokens cut a call after whole ones: that call stays text and the finish stays "length".
-                cut = finish == "length" and last is None and bool(tail)
-        given = self._num_calls.get(delta.index, 0)
+                tail, last, cut = stream.finish(finish)
+                content, calls = content + tail, calls + last
         if not self.plan.parallel_tool_calls:
-            calls = calls[:max(0, 1 - given)]
-        self._num_calls[delta.index] = given + len(calls)
-        if finish and self._num_calls[delta.index] and not cut:
+            calls = [call for call in calls if call.index == 0]
+        given = self._num_calls.get(delta.index, 0) + sum(call.id is not None for call in calls)
+        self._num_calls[delta.index] = given
+        if finish and given and not cut:
             finish = "function_call" if getattr(self.plan, "legacy_functions", False) else "tool_calls"
         elif finish and getattr(self.plan, "forced_tools", False):
             # A forced call cut short (length) is no answer: an empty message, as the released engine returns.
@@ -72,12 +75,21 @@ class ChatShaper:
             return "stop"
         return finish
 
-    def call_fields(self, calls: list) -> dict:
+    def call_fields(self, calls: list[CallDelta]) -> dict:
         """A message's (or delta's) calls: tool_calls, or, for the deprecated functions, OpenAI's one function_call
-        ({name, arguments}: that API has one call a turn)."""
+        ({name, arguments}: that API has one call a turn; streamed, the name first, then the arguments' pieces)."""
         if getattr(self.plan, "legacy_functions", False):
-            return {"function_call": {key: calls[0]["function"][key] for key in ("name", "arguments")}}
-        return {"tool_calls": calls}
+            call = calls[0]
+            return {"function_call": {**({"name": call.name} if call.name is not None else {}),
+                                      "arguments": call.arguments}}
+        return {"tool_calls": [call.openai() for call in calls]}
+
+    def message_calls(self, calls: list[CallDelta]) -> dict:
+        """A whole message's calls (each whole: split's whole answer), without the stream's index."""
+        fields = self.call_fields(calls)
+        for call in fields.get("tool_calls", []):
+            del call["index"]
+        return fields
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
               prompt_token_ids: Optional[list] = None) -> bytes:
@@ -96,7 +108,7 @@ class ChatShaper:
 
     def message(self, result: ChoiceResult) -> dict:
         reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,
-                                                             finish_reason=result.finish_reason))
+                                                             finish_reason=result.finish_reason), whole=True)
         content = getattr(self.plan, "echo_prefix", "") + content
         message = {"role": "assistant", "content": content if (content or not calls) else None}
         if getattr(self.plan, "reasoning_beside_content", False):
@@ -107,7 +119,7 @@ class ChatShaper:
             message["reasoning_content"] = reasoning or None
             message["reasoning"] = reasoning or None
         if calls:
-            message.update(self.call_fields(calls))
+            message.update(self.message_calls(calls))
         choice = {"index": result.index, "message": message, "logprobs": self.logprobs(result.logprobs),
                   "finish_reason": self.chat_finish(finish), "stop_reason": result.stop_reason}
         if self.plan.return_token_ids:
@@ -137,7 +149,6 @@ class ChatFramer:
         self.p = shaper.plan
         self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
         self._reasoning: dict = {}   # per choice, its reasoning so far (usage's reasoning_tokens)
-        self._num_calls: dict = {}   # per choice, the tool calls sent so far
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None,
                num_tokens: int = 0) -> bytes:
@@ -181,11 +192,9 @@ class ChatFramer:
             frames.append(self._chunk([{"index": delta.index, "delta": body,
                                         "logprobs": self.s.logprobs(delta.logprobs), "finish_reason": None}],
                                       usage, num_tokens=delta.num_tokens))
-        if calls:
-            first = self._num_calls.get(delta.index, 0)   # the index counts the choice's calls across chunks
-            self._num_calls[delta.index] = first + len(calls)
-            tool_calls = [{"index": first + k, **call} for k, call in enumerate(calls)]
-            frames.append(self._chunk([{"index": delta.index, "delta": self.s.call_fields(tool_calls),
+        # One chunk per piece of a call (its name first, as OpenAI streams them); a call's last piece may be empty.
+        for call in [call for call in calls or [] if call.arguments or call.id is not None]:
+            frames.append(self._chunk([{"index": delta.index, "delta": self.s.call_fields([call]),
                                         "logprobs": None, "finish_reason": None}], usage,
                                       num_tokens=delta.num_tokens))
         if finish:

@@ -19,6 +19,7 @@ from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
 from gateway.openai_usage import count_reasoning_tokens
+from gateway.tool_stream import split_ongoing
 from gateway.reasoning import THINK_END
 from gateway.responses_reasoning import encode_reasoning
 from gateway.responses_request import ResponsesPlan
@@ -74,6 +75,7 @@ class OutputBuilder:
         self._open_id = ""
         self._text = ""
         self._logprobs: list = []
+        self._call: Optional[dict] = None   # the function_call item being written
 
     def _where(self) -> dict:
         return {"item_id": self._open_id, "output_index": len(self.items), "content_index": 0}
@@ -115,24 +117,44 @@ class OutputBuilder:
                           "logprobs": _without_bytes(logprobs or [])}]
 
     def calls(self, calls: list) -> list:
-        """One function_call item per chat tool call (they come whole, parsed at the end of the output)."""
-        events = self.close("completed")
+        """The function_call items of the chat's call pieces: a call's item opens with its name, takes its arguments'
+        pieces as function_call_arguments.delta events and is done with its last (a call read whole: all at once)."""
+        events = []
         for call in calls:
-            name, arguments = call["function"]["name"], call["function"]["arguments"]
-            item = {"id": _new_id("fc"), "type": "function_call", "call_id": call["id"], "name": name,
-                    "arguments": arguments, "status": "completed"}
-            if name in self.namespaces:
-                item["namespace"], item["name"] = self.namespaces[name]
-                name = item["name"]
-            where = {"item_id": item["id"], "output_index": len(self.items)}
-            events += [{"type": "response.output_item.added", "output_index": where["output_index"],
-                        "item": {**item, "arguments": "", "status": "in_progress"}},
-                       {"type": "response.function_call_arguments.delta", **where, "delta": arguments},
-                       {"type": "response.function_call_arguments.done", **where, "name": name,
-                        "arguments": arguments},
-                       {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
-            self.items.append(item)
+            if call.id is not None:
+                events += self._call_start(call)
+            if self._call is None:
+                continue
+            if call.arguments:
+                self._call["arguments"] += call.arguments
+                events.append({"type": "response.function_call_arguments.delta", **self._call_where(),
+                               "delta": call.arguments})
+            if call.done:
+                events += self.close_call("completed")
         return events
+
+    def _call_start(self, call) -> list:
+        events = self.close("completed") + self.close_call("completed")
+        item = {"id": _new_id("fc"), "type": "function_call", "call_id": call.id, "name": call.name,
+                "arguments": "", "status": "in_progress"}
+        if call.name in self.namespaces:
+            item["namespace"], item["name"] = self.namespaces[call.name]
+        self._call = item
+        return events + [{"type": "response.output_item.added", "output_index": len(self.items), "item": dict(item)}]
+
+    def _call_where(self) -> dict:
+        return {"item_id": self._call["id"], "output_index": len(self.items)}
+
+    def close_call(self, status: str) -> list:
+        """Finishes the open function_call item (incomplete: max_output_tokens cut its arguments)."""
+        if self._call is None:
+            return []
+        item, where = {**self._call, "status": status}, self._call_where()
+        self._call = None
+        self.items.append(item)
+        return [{"type": "response.function_call_arguments.done", **where, "name": item["name"],
+                 "arguments": item["arguments"]},
+                {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
 
     def close(self, status: str) -> list:
         """Finishes the open reasoning or message item (status completed, or incomplete when cut short)."""
@@ -195,8 +217,11 @@ class ResponseRun:
         reasoning, content, calls, finish = self.shaper.split(delta)
         logprobs = self._answer_logprobs(delta, content)
         events = self.output.reasoning(reasoning) if reasoning else []
+        # The pieces of the call being written come before the text after the calls (given at the end).
+        ongoing, new = split_ongoing(calls or [])
+        events += self.output.calls(ongoing)
         events += self.output.answer(content, logprobs) if content else []
-        events += self.output.calls(calls) if calls else []
+        events += self.output.calls(new)
         self.finish = finish or self.finish
         return events
 
@@ -206,7 +231,7 @@ class ResponseRun:
 
     def finish_events(self, usage: Usage) -> list:
         """Closes the open item and ends with response.completed (response.incomplete when cut at the limit)."""
-        events = self.output.close(self.status)
+        events = self.output.close(self.status) + self.output.close_call(self.status)
         return events + [{"type": f"response.{self.status}", "response": self.response(usage)}]
 
     def failed_events(self, error: ApiError, usage: Usage) -> list:

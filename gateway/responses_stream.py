@@ -56,4 +56,5 @@ async def complete(run: ResponseRun, gen: Generation) -> dict:
     """Runs gen to the end through the same builder as the stream; cancels gen if the caller is cancelled."""
     await gen.drain(run.push)
     run.output.close(run.status)
+    run.output.close_call(run.status)
     return run.response(gen.usage())

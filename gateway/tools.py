@@ -220,6 +220,11 @@ class ToolCallFilter:
         self._gap = ""          # whitespace held back before the first <tool_call>
         self._taken = 0         # calls take_ready gave already
 
+    @property
+    def calls_text(self) -> Optional[str]:
+        """The text from the first call not given yet on (None before the first call starts)."""
+        return self._calls_text
+
     def push(self, text: str) -> str:
         if self._calls_text is not None:
             self._calls_text += text

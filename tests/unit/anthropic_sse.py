@@ -34,7 +34,12 @@ def accumulate(events: list) -> dict:
             assert payload["index"] == open_index
             block = message["content"][open_index]
             if "_json" in block:
-                block["input"] = orjson.loads(block.pop("_json"))
+                # A tool_use that max_tokens cut keeps its partial JSON text (Anthropic's SDKs parse it partially).
+                raw = block.pop("_json")
+                try:
+                    block["input"] = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    block["input"] = raw
             open_index = None
         elif name == "message_delta":
             assert open_index is None

@@ -1,7 +1,9 @@
 """A forced tool call (tool_choice required / named, Anthropic any / tool, the Responses API's) cut by max_tokens:
 every route keeps the calls the model finished, leaves out the one it was cut inside (no partial arguments, no
 markup as text) and says the output was cut (finish_reason "length", status "incomplete" with max_output_tokens,
-stop_reason "max_tokens"), streamed or not. vLLM reports "length" for such a turn (serving.py relabels a required
+stop_reason "max_tokens"), streamed or not. A stream has sent the cut call's arguments as far as they were written
+(tool_stream, as OpenAI, Anthropic and vLLM stream a call cut so): they stay cut there, JSON no client reads as a
+whole call, and the finish says why. vLLM reports "length" for such a turn (serving.py relabels a required
 turn "tool_calls" only when the engine stopped), and clients that run the calls they get must never get a cut one.
 Through the fake scheduler, which writes the scripted calls whatever the grammar (the real stack's grammar makes the
 same markup)."""
@@ -10,6 +12,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from tests.unit.anthropic_sse import accumulate, parse_events
+from tests.unit.tool_deltas import join_calls
 
 TOKENIZER = build_tokenizer()
 PARAMS = {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}
@@ -19,6 +22,8 @@ REPLY = FIRST + "\n" + OPEN + "London is a big city\n</parameter>\n</function>\n
 # (a) inside the first call's argument; (b) after the whole first call, inside the second's argument.
 CUTS = {"inside_the_first": (len(TOKENIZER.encode(OPEN + "Pa").ids), []),
         "inside_the_second": (len(TOKENIZER.encode(FIRST + "\n" + OPEN + "Lon").ids), [{"location": "Paris"}])}
+# The arguments of the call each cut is inside, of which a stream sends the part written.
+CUT_CALL = {"inside_the_first": '{"location":"Paris"}', "inside_the_second": '{"location":"London is a big city"}'}
 FORCED = ["required", "named"]
 
 
@@ -48,8 +53,23 @@ async def _chat(client, forced: str, max_tokens: int, stream: bool) -> tuple:
         return answer["finish_reason"], message["content"] or "", [orjson.loads(a) for a in calls]
     choices = [chunk["choices"][0] for chunk in _data(raw) if chunk["choices"]]
     text = "".join(c["delta"].get("content") or "" for c in choices)
-    calls = [call["function"]["arguments"] for c in choices for call in c["delta"].get("tool_calls") or []]
-    return choices[-1]["finish_reason"], text, [orjson.loads(a) for a in calls]
+    calls = [call["function"]["arguments"] for call in join_calls(
+        [call for c in choices for call in c["delta"].get("tool_calls") or []])]
+    return choices[-1]["finish_reason"], text, [_loads(a) for a in calls]
+
+
+def _loads(arguments: str):
+    """The arguments' JSON, or their text where they were cut."""
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
+
+
+def _cut_part(cut: str, arguments) -> bool:
+    """Whether arguments are the cut call's, as far as the stream sent them."""
+    return isinstance(arguments, str) and arguments.startswith('{"location":"') and CUT_CALL[cut].startswith(
+        arguments) and arguments != CUT_CALL[cut]
 
 
 async def _responses(client, forced: str, max_tokens: int, stream: bool) -> tuple:
@@ -62,8 +82,10 @@ async def _responses(client, forced: str, max_tokens: int, stream: bool) -> tupl
     response = _data(raw)[-1]["response"] if stream else orjson.loads(raw)
     if stream:
         assert _data(raw)[-1]["type"] == "response.incomplete"
-    items = [(item["type"], orjson.loads(item["arguments"]) if item["type"] == "function_call" else item)
-             for item in response["output"]]
+    items = [(item["type"], _loads(item["arguments"]) if item["type"] == "function_call" else item)
+             for item in response["output"] if item.get("status") != "incomplete"]
+    cut = [item["arguments"] for item in response["output"] if item.get("status") == "incomplete"]
+    items += [("cut", arguments) for arguments in cut]
     return response["status"], response["incomplete_details"], items
 
 
@@ -83,7 +105,9 @@ async def _messages(client, forced: str, max_tokens: int, stream: bool) -> tuple
 async def test_chat_keeps_the_whole_calls_and_says_length(stack, cut, forced, stream):
     client, _ = stack
     max_tokens, kept = CUTS[cut]
-    assert await _chat(client, forced, max_tokens, stream) == ("length", "", kept)
+    finish, text, calls = await _chat(client, forced, max_tokens, stream)
+    assert (finish, text, calls[:len(kept)]) == ("length", "", kept)
+    assert calls[len(kept):] == [] if not stream else len(calls) == len(kept) + 1 and _cut_part(cut, calls[-1])
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
@@ -94,7 +118,10 @@ async def test_responses_keeps_the_whole_calls_and_is_incomplete(stack, cut, for
     max_tokens, kept = CUTS[cut]
     status, details, items = await _responses(client, forced, max_tokens, stream)
     assert (status, details) == ("incomplete", {"reason": "max_output_tokens"})
-    assert items == [("function_call", arguments) for arguments in kept]
+    assert items[:len(kept)] == [("function_call", arguments) for arguments in kept]
+    # Streamed, the cut call's item is done "incomplete" with its arguments as far as they were written.
+    assert items[len(kept):] == [] if not stream else len(items) == len(kept) + 1 and items[-1][0] == "cut" and \
+        _cut_part(cut, items[-1][1])
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
@@ -103,8 +130,10 @@ async def test_responses_keeps_the_whole_calls_and_is_incomplete(stack, cut, for
 async def test_messages_keeps_the_whole_tool_uses_and_says_max_tokens(stack, cut, forced, stream):
     client, _ = stack
     max_tokens, kept = CUTS[cut]
-    assert await _messages(client, forced, max_tokens, stream) == ("max_tokens",
-                                                                   [("tool_use", args) for args in kept])
+    stop, blocks = await _messages(client, forced, max_tokens, stream)
+    assert (stop, blocks[:len(kept)]) == ("max_tokens", [("tool_use", args) for args in kept])
+    # Streamed, the cut tool_use block ends with its input as far as it was written (a partial JSON).
+    assert blocks[len(kept):] == [] if not stream else len(blocks) == len(kept) + 1 and _cut_part(cut, blocks[-1][1])
 
 
 async def test_the_calls_made_whole_finish_as_calls(stack):

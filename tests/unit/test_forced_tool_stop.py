@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from tests.unit.tool_deltas import chunk_calls
 
 TOKENIZER = build_tokenizer()
 PARAMS = {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}
@@ -48,7 +49,7 @@ async def test_a_forced_call_streamed_is_whole_whatever_the_stop_strings(stack, 
     client, _ = stack
     raw = (await (await client.post("/v1/chat/completions", json={**_body(stop, "required"), "stream": True})).read())
     chunks = [orjson.loads(line[6:]) for line in raw.decode().split("\n\n") if line.startswith("data: {")]
-    calls = [c for chunk in chunks for c in chunk["choices"][0]["delta"].get("tool_calls") or []]
+    calls = chunk_calls(chunks)
     assert [c["function"] for c in calls] == [{"name": "get_weather", "arguments": '{"location":"Paris"}'}]
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "tool_calls"
 

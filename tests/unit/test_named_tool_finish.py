@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from tests.unit.tool_deltas import join_calls
 
 TOKENIZER = build_tokenizer()
 PARAMS = {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}
@@ -34,8 +35,8 @@ async def _finish(client, body: dict, stream: bool) -> tuple:
         return choice["finish_reason"], [c["arguments"] for c in calls if c]
     chunks = [orjson.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
     deltas = [chunk["choices"][0]["delta"] for chunk in chunks]
-    calls = [c["function"] for d in deltas for c in d.get("tool_calls") or []] or [d["function_call"] for d in deltas
-                                                                                   if d.get("function_call")]
+    calls = [c["function"] for c in join_calls([c for d in deltas for c in d.get("tool_calls") or []])] or [
+        c["function"] for c in join_calls([{"function": d["function_call"]} for d in deltas if d.get("function_call")])]
     return chunks[-1]["choices"][0]["finish_reason"], [c["arguments"] for c in calls]
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.reasoning import ReasoningSplitter
+from tests.unit.tool_deltas import join_calls
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
@@ -56,14 +57,15 @@ async def chat(client, reply_stream: bool) -> dict:
         message = choice["message"]
         return {"reasoning": message["reasoning_content"], "content": message["content"],
                 "calls": message.get("tool_calls"), "finish": choice["finish_reason"]}
-    out = {"reasoning": "", "content": "", "calls": None, "finish": None}
+    out, deltas = {"reasoning": "", "content": "", "calls": None, "finish": None}, []
     for line in (await response.text()).splitlines():
         if line.startswith("data: {"):
             for choice in json.loads(line[6:])["choices"]:
                 delta = choice["delta"]
                 out["reasoning"] += delta.get("reasoning_content") or ""
                 out["content"] += delta.get("content") or ""
-                out["calls"] = delta.get("tool_calls") or out["calls"]
+                deltas += delta.get("tool_calls") or []
+                out["calls"] = join_calls(deltas) or None
                 out["finish"] = choice["finish_reason"] or out["finish"]
     return out
 

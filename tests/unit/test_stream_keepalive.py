@@ -10,9 +10,10 @@ from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 KEEPALIVE_S = 0.2
 TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": {
-    "type": "object", "properties": {"content": {"type": "string"}}}}}]
+    "type": "object", "properties": {"content": {"type": "string", "maxLength": 1000}}}}}]
 CONTENT = "hello world " * 12
-# A call that takes about 2 s to generate (about 70 tokens at 30 ms), none of it sent before it is whole.
+# A call that takes about 2 s to generate (about 70 tokens at 30 ms), none of it sent before its value is whole (a
+# string with a bound goes out as the parameter closes; a plain one would stream as it comes, tool_stream).
 CALL = f"<tool_call>\n<function=write_file>\n<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
 USER = [{"role": "user", "content": "write it"}]
 SCHEMA = TOOLS[0]["function"]["parameters"]

@@ -7,6 +7,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.tools import parse_tool_calls
+from tests.unit.tool_deltas import chunk_calls
 
 BASH = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {
     "command": {"type": "string"}, "verbose": {"type": "boolean"}, "env": {"type": "object"},
@@ -86,8 +87,7 @@ async def test_openai_call_arguments_are_exact_streamed_or_not(stack):
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
     assert json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"]) == EXPECTED
     streamed = await (await client.post("/v1/chat/completions", json={**body, "stream": True})).text()
-    calls = [call for line in streamed.splitlines() if line.startswith("data: {")
-             for c in json.loads(line[6:])["choices"] for call in c["delta"].get("tool_calls") or []]
+    calls = chunk_calls([json.loads(line[6:]) for line in streamed.splitlines() if line.startswith("data: {")])
     assert [json.loads(call["function"]["arguments"]) for call in calls] == [EXPECTED]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.tools import ToolCallFilter
+from tests.unit.tool_deltas import join_calls
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
     "type": "object", "properties": {"x": {"type": "integer"}}}}}]
@@ -46,13 +47,13 @@ async def _v1(client, stream: bool) -> tuple:
     if not stream:
         message = (await response.json())["choices"][0]["message"]
         return [message["content"]], [c["function"]["arguments"] for c in message["tool_calls"] or []]
-    pieces, calls = [], []
+    pieces, deltas = [], []
     for line in (await response.read()).decode().split("\n"):
         if line.startswith("data: {"):
             for choice in orjson.loads(line[6:])["choices"]:
                 pieces += [choice["delta"]["content"]] if choice["delta"].get("content") else []
-                calls += [c["function"]["arguments"] for c in choice["delta"].get("tool_calls") or []]
-    return pieces, calls
+                deltas += choice["delta"].get("tool_calls") or []
+    return pieces, [c["function"]["arguments"] for c in join_calls(deltas)]
 
 
 async def test_a_mention_streams_and_a_later_call_is_read(stack):

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.tools import parse_tool_calls
+from tests.unit.tool_deltas import chunk_calls
 
 WRITE = {"type": "function", "function": {"name": "write_file", "parameters": {"type": "object", "properties": {
     "path": {"type": "string"}, "content": {"type": "string"}, "mode": {"type": "integer"}}}}}
@@ -64,12 +65,8 @@ async def stack():
 
 
 def _sse_calls(raw: bytes) -> list:
-    calls = []
-    for line in raw.decode().split("\n"):
-        if line.startswith("data: {"):
-            for choice in orjson.loads(line[6:])["choices"]:
-                calls += [c["function"]["arguments"] for c in choice["delta"].get("tool_calls") or []]
-    return calls
+    chunks = [orjson.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
+    return [c["function"]["arguments"] for c in chunk_calls(chunks)]
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())

@@ -7,6 +7,8 @@ import json
 import orjson
 import pytest
 
+from tests.unit.tool_deltas import chunk_calls
+
 
 def _call(x: int) -> str:
     return f"<tool_call>\n<function=f>\n<parameter=x>\n{x}\n</parameter>\n</function>\n</tool_call>"
@@ -32,7 +34,7 @@ async def test_openai_routes_keep_the_text_after_the_calls(stack, route, stream)
     if stream:
         chunks = [c for c in _sse(await response.read()) if c["choices"]]
         content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
-        calls = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+        calls = chunk_calls(chunks)
         finish = chunks[-1]["choices"][0]["finish_reason"]
     else:
         choice = (await response.json())["choices"][0]

@@ -1,11 +1,14 @@
-"""Streamed tool calls on /v1/chat/completions and /api/v0/chat/completions arrive as each call is whole, not all in
+"""Streamed tool calls on /v1/chat/completions and /api/v0/chat/completions arrive as the model writes them, not all in
 the final chunk: vLLM's tool parsers stream each call as they parse it (hermes / qwen3_coder
 extract_tool_calls_streaming: a delta with the call's index, id, type and name, then its arguments), and Ollama's
-stream here already sent each call at the next one's start (ToolCallFilter.take_ready). Both calls came in one
-chunk just before finish_reason "tool_calls". The calls, their order and arguments match the non-streamed answer."""
+stream here sends each call at the next one's start (ToolCallFilter.take_ready). Both calls came in one chunk just
+before finish_reason "tool_calls". The calls, their order and arguments match the non-streamed answer (the arguments'
+pieces: test_tool_call_arguments_stream)."""
 import json
 
 import pytest
+
+from tests.unit.tool_deltas import chunk_calls, join_calls
 
 
 def _call(city: str) -> str:
@@ -30,13 +33,18 @@ async def test_each_call_streams_when_it_is_whole(stack, route):
     response = await client.post(route, json={**BODY, "stream": True, "stream_options": options})
     chunks = [c for c in _chunks(await response.read()) if c["choices"]]
     carrying = [c for c in chunks if c["choices"][0]["delta"].get("tool_calls")]
-    assert [[call["index"] for call in c["choices"][0]["delta"]["tool_calls"]] for c in carrying] == [[0], [1]]
-    first, second = (c["choices"][0]["delta"]["tool_calls"][0] for c in carrying)
+    # One entry a chunk: each call's id, type and name first, then its arguments in pieces (tool_stream).
+    entries = [c["choices"][0]["delta"]["tool_calls"] for c in carrying]
+    assert all(len(entry) == 1 for entry in entries)
+    indices = [entry[0]["index"] for entry in entries]
+    assert indices == sorted(indices) and set(indices) == {0, 1} and indices.count(0) > 2
+    first, second = join_calls([entry[0] for entry in entries])
     assert [json.loads(call["function"]["arguments"]) for call in (first, second)] == [{"city": "Paris"},
                                                                                        {"city": "Rome"}]
     assert first["id"] != second["id"] and first["type"] == second["type"] == "function"
     # The first call went out while the second was still being generated, and before the finish chunk.
-    assert carrying[0]["usage"]["completion_tokens"] < carrying[1]["usage"]["completion_tokens"]
+    last_of_first = max(i for i, index in enumerate(indices) if index == 0)
+    assert carrying[last_of_first]["usage"]["completion_tokens"] < carrying[-1]["usage"]["completion_tokens"]
     assert all(c["choices"][0]["finish_reason"] is None for c in carrying)
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     whole = (await (await client.post(route, json=BODY)).json())["choices"][0]
@@ -51,7 +59,7 @@ async def test_parallel_tool_calls_false_keeps_the_first_call_only(stack, stream
     response = await client.post("/v1/chat/completions", json={**BODY, "stream": stream, "parallel_tool_calls": False})
     if stream:
         chunks = _chunks(await response.read())
-        calls = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+        calls = chunk_calls(chunks)
         finish = chunks[-1]["choices"][0]["finish_reason"]
     else:
         choice = (await response.json())["choices"][0]
@@ -68,7 +76,7 @@ async def test_a_call_cut_by_max_tokens_after_a_whole_one_stays_text(stack, stre
     response = await client.post("/v1/chat/completions", json={**BODY, "stream": stream, "max_tokens": 60})
     if stream:
         chunks = [c for c in _chunks(await response.read()) if c["choices"]]
-        calls = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+        calls = chunk_calls(chunks)
         content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
         finish = chunks[-1]["choices"][0]["finish_reason"]
     else:

@@ -11,6 +11,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.tools import parse_tool_calls
+from tests.unit.tool_deltas import join_calls
 
 DEFS = {"Code": {"type": "string"}}
 PARAMS = {
@@ -76,7 +77,7 @@ async def test_the_chat_answer_carries_the_typed_arguments_streamed_and_not():
     assert call["function"] == {"name": "find", "arguments": '{"optional":"2024","limit":7}'}
     chunks = [orjson.loads(line[6:]) for line in streamed.split("\n\n") if line.startswith("data: {")]
     deltas = [tc for c in chunks if c["choices"] for tc in c["choices"][0]["delta"].get("tool_calls") or []]
-    assert [d["function"] for d in deltas] == [{"name": "find", "arguments": '{"optional":"2024","limit":7}'}]
+    assert [d["function"] for d in join_calls(deltas)] == [{"name": "find", "arguments": '{"optional":"2024","limit":7}'}]
 
 
 @pytest.mark.parametrize("raw", ["1e3", "12345678901234567890", "true", "null", "[1, 2]", "007", "Paris"])
