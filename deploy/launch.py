@@ -1,5 +1,5 @@
-"""Launcher process (`make run`): starts scheduler, worker and gateway as three children, restarts a dead worker,
-stops them together."""
+"""Launcher process (`make run`): starts scheduler, worker and gateway as three children, restarts a dead worker (and
+kills a hung one first: deploy/watchdog.py), stops them together."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Optional
 
-from deploy import preflight
+from deploy import preflight, watchdog
 from gateway.config import GatewayConfig, env_number
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="checkpoint folder (SPARKINFER_MODEL; default models/tiny)")
     parser.add_argument("--wait-timeout", type=float, default=env_number(parser, "SPARKINFER_LAUNCH_TIMEOUT_S", 600),
                         help="seconds to wait for the stack to become healthy (SPARKINFER_LAUNCH_TIMEOUT_S)")
+    parser.add_argument("--worker-hung-s", type=float, default=env_number(parser, watchdog.ENV, watchdog.HUNG_S),
+                        help=f"kill and restart a worker the scheduler has counted dead this long while its process "
+                             f"runs ({watchdog.ENV}; 0: never)")
     args = parser.parse_args(argv)
     # <= 0 or nan started the three processes only to stop them at once ("not healthy after -1 s")
     if not (math.isfinite(args.wait_timeout) and args.wait_timeout > 0):
@@ -161,13 +164,15 @@ def wait_healthy(kids: list[Child], url: str, timeout: float) -> Optional[str]:
     return f"the stack was not healthy after {timeout:.0f} s ({url})"
 
 
-def supervise(kids: list[Child], env: dict) -> int:
-    """Restarts a dead worker; returns 1 when the scheduler or gateway dies or the worker keeps dying; raises Stop
-    when a signal asks to stop."""
+def supervise(kids: list[Child], env: dict, watch: watchdog.HungWorker) -> int:
+    """Restarts a dead worker (killing one `watch` finds hung); returns 1 when the scheduler or gateway dies or the
+    worker keeps dying; raises Stop when a signal asks to stop."""
     deaths = []
     while True:
         gone = dead(kids)
         if gone is None:
+            if watch.hung(time.monotonic()):
+                kill_hung(next(kid for kid in kids if kid.name == "worker"), watch.grace_s)
             time.sleep(0.5)
             continue
         now = time.monotonic()
@@ -178,6 +183,15 @@ def supervise(kids: list[Child], env: dict) -> int:
         print(f"launch: {gone.name} exited with code {gone.proc.returncode}; restarting it "
               f"({len(deaths)} of {_MAX_RESTARTS} restarts in {_RESTART_WINDOW_S:.0f} s)", flush=True)
         start(gone, env)
+        watch.restarted()
+
+
+def kill_hung(worker: Child, grace_s: float) -> None:
+    """SIGKILL for a worker process the scheduler has counted dead for grace_s (the supervisor restarts it)."""
+    print(f"launch: the scheduler has had no live worker for {grace_s:.0f} s while the worker process runs (hung: "
+          f"{watchdog.ENV}); killing it", flush=True)
+    worker.proc.kill()
+    worker.proc.wait()
 
 
 def base_url(env: dict) -> str:
@@ -214,7 +228,7 @@ def main(argv=None) -> int:
             code = 1
         else:
             print(f"\nSparkInfer is serving {args.model} at {base}/v1  (OpenAI API; Ctrl-C stops it)\n", flush=True)
-            code = supervise(kids, env)
+            code = supervise(kids, env, watchdog.HungWorker(base + "/health", args.worker_hung_s))
     except Stop as stop:
         print(f"launch: {stop} received, stopping gateway, worker and scheduler", flush=True)
     finally:
