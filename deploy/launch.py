@@ -228,7 +228,8 @@ def main(argv=None) -> int:
             code = 1
         else:
             print(f"\nSparkInfer is serving {args.model} at {base}/v1  (OpenAI API; Ctrl-C stops it)\n", flush=True)
-            code = supervise(kids, env, watchdog.HungWorker(base + "/health", args.worker_hung_s))
+            probe = watchdog.SchedulerProbe(env["SPARKINFER_SCHEDULER_ADDR"])
+            code = supervise(kids, env, watchdog.HungWorker(probe, args.worker_hung_s))
     except Stop as stop:
         print(f"launch: {stop} received, stopping gateway, worker and scheduler", flush=True)
     finally:

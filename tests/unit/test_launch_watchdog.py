@@ -3,9 +3,10 @@ from deploy.watchdog import POLL_S, HungWorker
 
 
 def _watch(answers: list, grace_s: float = 10.0) -> tuple:
-    """A HungWorker whose /health answers come from `answers` (None: 200, else a 503 reason), and the times polled."""
+    """A HungWorker whose probe answers come from `answers` (None: a live worker, else a reason), and the times
+    polled."""
     it = iter(answers)
-    watch = HungWorker("http://x/health", grace_s, probe=lambda url: next(it))
+    watch = HungWorker(lambda: next(it), grace_s)
     return watch, [i * POLL_S for i in range(len(answers))]
 
 
@@ -23,7 +24,7 @@ def test_a_worker_still_loading_is_never_hung():
 
 
 def test_recovery_restart_and_other_reasons_reset_the_clock():
-    answers = [None] + ["worker_down"] * 4 + [None] + ["worker_down"] * 4 + ["scheduler_unreachable"] \
+    answers = [None] + ["worker_down"] * 4 + [None] + ["worker_down"] * 4 + ["unreachable"] \
         + ["worker_down"] * 4
     watch, times = _watch(answers)
     assert not any(watch.hung(t) for t in times)   # no run of worker_down lasts 10 s
@@ -35,9 +36,9 @@ def test_recovery_restart_and_other_reasons_reset_the_clock():
 
 def test_polls_at_most_every_poll_s_and_zero_turns_it_off():
     calls = []
-    watch = HungWorker("http://x/health", 10.0, probe=lambda url: calls.append(url))
+    watch = HungWorker(lambda: calls.append(1), 10.0)
     for t in (0.0, 0.5, 1.0, POLL_S, POLL_S + 0.1):
         watch.hung(t)
     assert len(calls) == 2
-    off = HungWorker("http://x/health", 0.0, probe=lambda url: calls.append(url) or "worker_down")
+    off = HungWorker(lambda: calls.append(1) or "worker_down", 0.0)
     assert not any(off.hung(t * POLL_S) for t in range(20)) and len(calls) == 2
