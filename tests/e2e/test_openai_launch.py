@@ -1,6 +1,8 @@
 """End to end: `python -m deploy.launch` (what `make run` runs) serves, stops cleanly (the gateway drains first),
-restarts a dead worker, stops all when the scheduler dies, and takes its children down when it is killed."""
+restarts a dead worker, kills and restarts a hung one, stops all when the scheduler dies, and takes its children
+down when it is killed."""
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -12,14 +14,16 @@ import pytest
 from tests.e2e.stack import DEFAULT_MODEL, REPO, free_port
 
 
-@pytest.fixture
-def launch():
+def start_launcher(extra_env: dict):
+    """deploy.launch on free ports; yields (process, gateway URL, the banner line it printed once healthy, or its last
+    line) and kills its process group after."""
     if not os.path.isfile(os.path.join(DEFAULT_MODEL, "config.json")):
         pytest.skip("tiny checkpoint missing: run `make model`")
     port = free_port()
     env = dict(os.environ, SPARKINFER_PORT=str(port), SPARKINFER_GRPC_PORT=str(free_port()),
                SPARKINFER_SCHEDULER_METRICS_PORT=str(free_port()),
-               SPARKINFER_WORKER_ADDR=f"tcp://127.0.0.1:{free_port(pair=True)}", SPARKINFER_NUM_THREADS="1")
+               SPARKINFER_WORKER_ADDR=f"tcp://127.0.0.1:{free_port(pair=True)}", SPARKINFER_NUM_THREADS="1",
+               **extra_env)
     proc = subprocess.Popen([sys.executable, "-m", "deploy.launch", "--model", DEFAULT_MODEL], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -34,6 +38,41 @@ def launch():
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.fixture
+def launch():
+    yield from start_launcher({})
+
+
+@pytest.fixture
+def launch_hung_2s():
+    """The launcher with its hung-worker watchdog at 2 s (SPARKINFER_WORKER_HUNG_S)."""
+    yield from start_launcher({"SPARKINFER_WORKER_HUNG_S": "2"})
+
+
+def read_until(proc, marker: str, timeout: float) -> list:
+    """The launcher's output lines up to the first holding `marker`, or all it wrote within `timeout` seconds."""
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline and not (lines and marker in lines[-1]):
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stdout.readline().decode() if ready else ""
+        if not line:
+            break
+        lines.append(line)
+    return lines
+
+
+def served_again(url: str, timeout: float = 60) -> httpx.Response:
+    """Completions until one is served (503 while a new worker loads) or `timeout` seconds pass; the last reply."""
+    body = {"model": "tiny", "prompt": "Hi", "max_tokens": 4}
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=30)
+        if reply.status_code == 200 or time.monotonic() > deadline:
+            return reply
+        assert reply.status_code == 503, reply.text
+        time.sleep(0.25)
 
 
 def children_of(pid: int) -> list:
@@ -92,18 +131,26 @@ def test_a_dead_worker_is_restarted_and_the_stack_serves_again(launch):
     assert "SparkInfer is serving" in banner
     worker = _pid_of(proc, "worker.server")
     os.kill(worker, signal.SIGKILL)
-    lines = []
-    while not lines or ("restarting it" not in lines[-1] and lines[-1]):
-        lines.append(proc.stdout.readline().decode())
+    lines = read_until(proc, "restarting it", 60)
+    assert lines and "worker exited with code -9; restarting it" in lines[-1], lines
+    reply = served_again(url)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+    assert _pid_of(proc, "worker.server") != worker and proc.poll() is None
+
+
+def test_a_hung_worker_is_killed_restarted_and_the_stack_serves_again(launch_hung_2s):
+    """SIGSTOP stands in for a hung worker (it misses its pings, as one stuck past SPARKINFER_STEP_TIMEOUT_S misses
+    its step): the scheduler counts it dead while its process runs; before the watchdog the launcher restarted only a
+    worker that exited, so the stack stayed down."""
+    proc, url, banner = launch_hung_2s
+    assert "SparkInfer is serving" in banner
+    worker = _pid_of(proc, "worker.server")
+    os.kill(worker, signal.SIGSTOP)
+    lines = read_until(proc, "restarting it", 60)
+    hung = [line for line in lines if "while the worker process runs" in line]
+    assert hung and "killing it" in hung[0], lines
     assert "worker exited with code -9; restarting it" in lines[-1], lines
-    body = {"model": "tiny", "prompt": "Hi", "max_tokens": 4}
-    deadline = time.monotonic() + 60
-    while True:  # 503 while the new worker loads, then served again
-        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=30)
-        if reply.status_code == 200 or time.monotonic() > deadline:
-            break
-        assert reply.status_code == 503, reply.text
-        time.sleep(0.25)
+    reply = served_again(url)
     assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
     assert _pid_of(proc, "worker.server") != worker and proc.poll() is None
 
