@@ -1,6 +1,7 @@
 """End to end: `python -m deploy.launch` (what `make run` runs) serves, stops cleanly (the gateway drains first),
 restarts a dead worker, kills and restarts a hung one, stops all when the scheduler dies, and takes its children
 down when it is killed."""
+import contextlib
 import os
 import select
 import signal
@@ -146,13 +147,19 @@ def test_a_hung_worker_is_killed_restarted_and_the_stack_serves_again(launch_hun
     assert "SparkInfer is serving" in banner
     worker = _pid_of(proc, "worker.server")
     os.kill(worker, signal.SIGSTOP)
-    lines = read_until(proc, "restarting it", 60)
-    hung = [line for line in lines if "while the worker process runs" in line]
-    assert hung and "killing it" in hung[0], lines
-    assert "worker exited with code -9; restarting it" in lines[-1], lines
-    reply = served_again(url)
-    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
-    assert _pid_of(proc, "worker.server") != worker and proc.poll() is None
+    try:
+        lines = read_until(proc, "restarting it", 60)
+        hung = [line for line in lines if "while the worker process runs" in line]
+        assert hung and "killing it" in hung[0], lines
+        assert "worker exited with code -9; restarting it" in lines[-1], lines
+        reply = served_again(url)
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
+        assert _pid_of(proc, "worker.server") != worker and proc.poll() is None
+    finally:
+        # A stopped process ignores the SIGTERM its launcher's death sends (PR_SET_PDEATHSIG): if the watchdog did not
+        # kill it, nothing else would.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
 
 
 def test_a_dead_scheduler_stops_the_rest_with_an_error(launch):
