@@ -83,7 +83,7 @@ def score_request(prompt_ids: list, completion: list, top: int) -> GenRequest:
 
 def _token(card: ModelCard, token_id: int, logprob: float) -> dict:
     return {"token": card.token_text(token_id), "token_id": token_id, "logprob": logprob,
-            "bytes": list(card.text_bytes(token_id, False))}
+            "bytes": list(card.token_bytes(token_id))}
 
 
 def score_response(card: ModelCard, model: str, num_prompt: int, completion: list, entries: list,
@@ -96,7 +96,7 @@ def score_response(card: ModelCard, model: str, num_prompt: int, completion: lis
     logprobs = [entry.logprob for entry in scored]
     body = {"id": f"score-{secrets.token_hex(12)}", "object": "score", "model": model,
             "tokens": [card.token_text(t) for t in completion], "token_ids": completion,
-            "bytes": [list(card.text_bytes(t, False)) for t in completion], "logprobs": logprobs,
+            "bytes": [list(card.token_bytes(t)) for t in completion], "logprobs": logprobs,
             "sum_logprob": math.fsum(logprobs),
             "usage": {"prompt_tokens": num_prompt, "completion_tokens": len(completion),
                       "total_tokens": num_prompt + len(completion)}}

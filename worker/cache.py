@@ -1,6 +1,7 @@
 """Worker process: the device-resident paged KV pool (attention layers) and GDN state-slot pool."""
 import torch
 
+from worker.batch import to_device
 from worker.config import ModelConfig
 
 RECURRENT_DTYPE = torch.float32
@@ -32,6 +33,13 @@ class ModelCache:
             config.linear_value_head_dim, dtype=state_dtype, device=device)
         self.conv_state = torch.zeros(
             num_gdn, num_slots, config.conv_dim, config.linear_conv_kernel_dim - 1, dtype=dtype, device=device)
+
+    def reset_fresh(self, state_slots: list, context_lens: list) -> None:
+        """Zeroes the slots of the rows that start a sequence (context_len 0), from host lists of the step's rows
+        (ForwardBatch.host_rows): nothing is read back from the device."""
+        fresh = [slot for slot, context_len in zip(state_slots, context_lens) if context_len == 0]
+        if fresh:
+            self.reset_slots(to_device(fresh, self.device, torch.int64))
 
     def reset_slots(self, slots: torch.Tensor) -> None:
         """Zeroes the GDN recurrent and conv state of `slots` [n] int64 in every GDN layer."""

@@ -17,7 +17,6 @@ import time
 
 import torch
 
-from worker.batch import to_device
 from worker.layers.gdn import GdnStepMeta
 from worker.layers.moe import SparseMoeBlock
 from worker.layers.paged_attention import PagedStepMeta
@@ -108,9 +107,7 @@ class DecodeGraphs:
         if key not in self.graphs:
             self._capture(key)
         graph, buf, logits = self.graphs[key]
-        fresh = [slot for slot, c in zip(batch.host_rows().state_slots, context_lens) if c == 0]
-        if fresh:
-            self.cache.reset_slots(to_device(fresh, self.device, torch.int64))
+        self.cache.reset_fresh(batch.host_rows().state_slots, context_lens)
         self._fill(buf, batch, num_rows)
         graph.replay()
         return logits[batch.logits_rows]

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
-from worker.batch import ForwardBatch, to_device
+from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
 from worker.layers.attention import GatedAttention, PagedAttentionMetadata
@@ -130,9 +130,7 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         Writes each row's K/V into its blocks and its GDN state into its slot;
         rows with context_len 0 start from zero state (their slot is reset first)."""
         host = batch.host_rows()
-        fresh = [slot for slot, context_len in zip(host.state_slots, host.context_lens) if context_len == 0]
-        if fresh:
-            cache.reset_slots(to_device(fresh, batch.state_slots.device, torch.int64))
+        cache.reset_fresh(host.state_slots, host.context_lens)
         step = self.prepare(batch, cache.block_size)
         return self.run(step, cache, None if all_logits or hidden else batch.last_token_index(), hidden)
 
