@@ -21,7 +21,8 @@ from gateway.openai_fields import GUIDED, check_fields, guided_constraint, guide
 from gateway.openai_sampling import read_sampling
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
 from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
-from gateway.reasoning import hides_reasoning, opened_think, prompt_opens_thinking
+from gateway.reasoning import (held_reasoning, hides_reasoning, opened_think, prompt_opens_thinking,
+                               unseparated_reasoning)
 from gateway.structured import check_answer, checked, json_constraint, response_format_schema
 from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_choice import allows_listed_only, tool_mode
@@ -51,6 +52,7 @@ class Plan:
     tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
     reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content
+    hold_reasoning: bool = False                     # SGLang's stream_reasoning false: the reasoning in one chunk
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -201,9 +203,9 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     gen.hide_reasoning = hides_reasoning(body)
     # Thinking on: the template's generation prompt (or a continued final message) left <think> open.
     gen.thinking_open = prompt_opens_thinking(text)
-    # llama.cpp's reasoning_format none: the answer is the text as written, from the <think> the prompt opened.
+    # llama.cpp's reasoning_format none: the text as written, from the <think> the prompt opened (SGLang's unseparated).
     raw = thinking_in_content(body, stream) or reasoning_beside_content(body, stream)
-    gen.split_reasoning = not raw
+    gen.split_reasoning = not (raw or unseparated_reasoning(body))
     opened = opened_think(text) if raw and gen.thinking_open and not body.get("continue_final_message") else ""
     if schema is not None and force is None:
         # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
@@ -218,6 +220,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 only_listed_tools=allows_listed_only(body),
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body) + opened,
                 reasoning_beside_content=reasoning_beside_content(body, stream),
+                hold_reasoning=stream and held_reasoning(body),
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 

@@ -176,6 +176,7 @@ CHAT_SCHEMA = {
                                      "max_tokens": {"type": ["integer", "null"], "minimum": 0, "maximum": _INT32_MAX},
                                      "exclude": _BOOL_OR_NULL, "enabled": _BOOL_OR_NULL}},
         "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
+        "separate_reasoning": _BOOL_OR_NULL, "stream_reasoning": _BOOL_OR_NULL,   # SGLang's (reasoning.py)
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
         "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.

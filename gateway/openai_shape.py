@@ -149,6 +149,7 @@ class ChatFramer:
         self.p = shaper.plan
         self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
         self._reasoning: dict = {}   # per choice, its reasoning so far (usage's reasoning_tokens)
+        self._held: dict = {}        # hold_reasoning: per choice, the reasoning not sent yet
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None,
                num_tokens: int = 0) -> bytes:
@@ -177,10 +178,18 @@ class ChatFramer:
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         reasoning, content, calls, finish = self.s.split(delta)
         self._reasoning[delta.index] = self._reasoning.get(delta.index, "") + delta.reasoning
+        frames = []
+        if getattr(self.p, "hold_reasoning", False):
+            reasoning = self._release(delta.index, reasoning, bool(content or calls or finish))
+            if reasoning and (content or calls):
+                # Its own chunk, as SGLang sends it: clients that read a delta's reasoning or else its content.
+                frames.append(self._chunk([{"index": delta.index, "delta": {"reasoning_content": reasoning,
+                                           "reasoning": reasoning}, "logprobs": None, "finish_reason": None}],
+                                          usage, num_tokens=delta.num_tokens))
+                reasoning = ""
         if self.p.return_token_ids:
             # The ids ride on this choice's next chunk (held text, such as a tool call forming, sends none).
             self._ids[delta.index] = self._ids.get(delta.index, []) + delta.token_ids
-        frames = []
         body = {}
         if reasoning:
             body.update(reasoning_content=reasoning, reasoning=reasoning)
@@ -204,6 +213,14 @@ class ChatFramer:
                                         "stop_reason": delta.stop_reason}], usage,
                                       num_tokens=delta.num_tokens))
         return frames
+
+    def _release(self, index: int, reasoning: str, ended: bool) -> str:
+        """SGLang's stream_reasoning false: a choice's reasoning held until its answer, a call or its finish."""
+        held = self._held.pop(index, "") + reasoning
+        if not ended:
+            self._held[index] = held
+            return ""
+        return held
 
     def end(self, usage: Usage) -> list[bytes]:
         frames = [self.s.chunk([], self.usage_body(usage), True)] if self.p.include_usage else []

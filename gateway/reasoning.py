@@ -14,6 +14,18 @@ def hides_reasoning(body: dict) -> bool:
     return body.get("include_reasoning") is False or bool((body.get("reasoning") or {}).get("exclude"))
 
 
+def unseparated_reasoning(body: dict) -> bool:
+    """SGLang's separate_reasoning: false: nothing is split, the answer's content is the text as the model generated
+    it (the thinking, its </think> and the answer), as SGLang's serving_chat returns it without its reasoning parser."""
+    return body.get("separate_reasoning") is False
+
+
+def held_reasoning(body: dict) -> bool:
+    """SGLang's stream_reasoning: false: a stream sends the reasoning in one delta once it ends (at the answer, a call
+    or the finish), as SGLang's ReasoningParser buffers it, instead of piece by piece."""
+    return body.get("stream_reasoning") is False
+
+
 def prompt_opens_thinking(prompt: str) -> bool:
     """Whether the prompt leaves a <think> block open (its last <think> after its last </think>), as vLLM reads the
     prompt (the qwen3 parser's is_reasoning_end over the prompt ids): the generation prompt's <think>, or an assistant
