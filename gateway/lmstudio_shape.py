@@ -8,6 +8,10 @@ from gateway.model import ModelCard
 from gateway.ollama_shape import arch_family
 
 FORMAT = "safetensors"
+# /api/v0's compatibility_type takes LM Studio's two values only, "gguf" and "mlx" (a safetensors checkpoint with its
+# config.json, the layout served here, is "mlx" there); Zed's LM Studio provider reads it as that closed enum and lists
+# no model at all when the value is anything else.
+COMPATIBILITY_TYPE = "mlx"
 
 
 def publisher(card: ModelCard, served_name: str = "") -> str:
@@ -22,7 +26,7 @@ def publisher(card: ModelCard, served_name: str = "") -> str:
 def model_object(card: ModelCard, served_name: str, loaded: bool = True) -> dict:
     """LM Studio's model entry; `state` is "not-loaded" (and no loaded_context_length) while no worker runs it."""
     entry = {"id": served_name, "object": "model", "type": "llm", "publisher": publisher(card, served_name),
-             "arch": arch_family(card.architecture), "compatibility_type": FORMAT,
+             "arch": arch_family(card.architecture), "compatibility_type": COMPATIBILITY_TYPE,
              "quantization": card.quantization or "unknown", "state": "loaded" if loaded else "not-loaded",
              "max_context_length": card.max_context_len}
     if loaded:

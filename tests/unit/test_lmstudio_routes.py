@@ -103,6 +103,18 @@ async def test_model_state_is_not_loaded_while_the_worker_is_down(fake):
     assert listed["state"] == "loaded" and listed["loaded_context_length"] == 2048
 
 
+async def test_model_list_parses_as_lm_studio_clients_read_it(fake):
+    """Zed's LM Studio provider (crates/lmstudio ModelEntry) reads compatibility_type as an enum of gguf and mlx, type
+    as llm / embeddings / vlm and state as loaded / loading / not-loaded: any other value fails the whole list."""
+    client, _ = fake
+    listed = orjson.loads(await (await client.get("/api/v0/models")).read())["data"]
+    one = orjson.loads(await (await client.get("/api/v0/models/fake-model")).read())
+    for entry in (*listed, one):
+        assert entry["compatibility_type"] == "mlx"
+        assert entry["type"] in ("llm", "embeddings", "vlm") and entry["state"] in ("loaded", "loading", "not-loaded")
+        assert isinstance(entry["publisher"], str) and entry["object"] == "model"
+
+
 @pytest.mark.parametrize("path,extra", [("/api/v0/chat/completions", {"messages": CHAT["messages"]}),
                                         ("/api/v0/completions", {"prompt": "Hi"})], ids=["chat", "completions"])
 async def test_repeat_penalty_is_honoured(fake, path, extra):

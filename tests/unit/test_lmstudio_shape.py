@@ -21,7 +21,7 @@ def test_model_object_golden(card):
     llm-lmstudio offer tools only then, and it was missing."""
     assert model_object(card, "served") == {
         "id": "served", "object": "model", "type": "llm", "publisher": "sparkinfer", "arch": "qwen3_5",
-        "compatibility_type": "safetensors", "quantization": "bf16", "state": "loaded",
+        "compatibility_type": "mlx", "quantization": "bf16", "state": "loaded",
         "max_context_length": 2048, "loaded_context_length": 2048, "capabilities": ["tool_use"]}
 
 
