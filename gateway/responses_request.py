@@ -32,6 +32,10 @@ _STATEFUL = {"previous_response_id": ("refers to a stored response", _INPUT_INST
              "conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
              "background": ("asks for a response kept to be polled later", "send it without background"),
              "prompt": ("refers to a stored prompt template", "send instructions and input instead")}
+# OpenAI's error codes for a stored object it cannot find; clients key their recovery on them: VS Code Copilot Chat
+# (chatMLFetcher: a 400 whose error.code is previous_response_not_found) and Codex-style proxies resend the whole
+# conversation without previous_response_id, and report any other code as a failed turn.
+_NOT_FOUND_CODES = {"previous_response_id": "previous_response_not_found"}
 # Chat Completions fields the Responses API renamed: OpenAI refuses each with a pointer to its new name. Taken as
 # unknown fields (logged and dropped), the format asked for was not applied (lmstudio-bug-tracker#2403), nor the limit.
 _MOVED = {"response_format": "text.format", "max_tokens": "max_output_tokens",
@@ -70,7 +74,7 @@ def _check_stateless(body: dict) -> None:
     for name, (what, instead) in _STATEFUL.items():
         if body.get(name):
             raise InvalidRequest(f"{name} {what}, but {NOT_STORED}: {instead}", param=name,
-                                 code="responses_not_stored")
+                                 code=_NOT_FOUND_CODES.get(name, "responses_not_stored"))
 
 
 def _check_moved(body: dict) -> None:

@@ -94,7 +94,7 @@ def test_errors_raise_the_clients_exceptions(client):
     assert image.value.body["param"] == "input[0].content[0].type"
     with pytest.raises(openai.BadRequestError) as stateful:
         client.responses.create(model="tiny", input="Hi", previous_response_id="resp_123")
-    assert stateful.value.body["code"] == "responses_not_stored"
+    assert stateful.value.body["code"] == "previous_response_not_found"
     with pytest.raises(openai.NotFoundError) as missing:
         client.responses.retrieve("resp_123")
     assert missing.value.status_code == 404 and missing.value.body["code"] == "response_not_found"

@@ -102,18 +102,21 @@ async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, sta
     assert fake.script.requests == []
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("previous_response_id", "resp_123", "previous_response_id refers to a stored response"),
-    ("conversation", "conv_123", "conversation refers to a stored conversation"),
-    ("background", True, "background asks for a response kept to be polled later"),
-    ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template"),
+@pytest.mark.parametrize("field, value, words, code", [
+    ("previous_response_id", "resp_123", "previous_response_id refers to a stored response",
+     "previous_response_not_found"),
+    ("conversation", "conv_123", "conversation refers to a stored conversation", "responses_not_stored"),
+    ("background", True, "background asks for a response kept to be polled later", "responses_not_stored"),
+    ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template", "responses_not_stored"),
 ])
-async def test_what_needs_a_stored_response_is_a_clear_400(stack, field, value, words):
+async def test_what_needs_a_stored_response_is_a_clear_400(stack, field, value, words, code):
+    """previous_response_id gets OpenAI's code for a response it cannot find, on which clients resend the whole
+    conversation (VS Code Copilot Chat's chatMLFetcher retries only on that code)."""
     client, _ = stack
     status, error, _ = await post(client, {"input": "x", field: value})
     assert status == 400
     assert error == {"error": {"message": error["error"]["message"], "type": "invalid_request_error",
-                               "param": field, "code": "responses_not_stored"}}
+                               "param": field, "code": code}}
     assert error["error"]["message"].startswith(f"{words}, but {NOT_STORED}: ")
 
 

@@ -39,4 +39,4 @@ async def test_bad_bodies_are_the_create_errors(stack):
     status, error = await post(client, "/v1/responses/input_tokens", {**BODY, "model": "gpt-4"})
     assert status == 404 and error["error"]["code"] == "model_not_found"
     status, error = await post(client, "/v1/responses/input_tokens", {**BODY, "previous_response_id": "resp_1"})
-    assert status == 400 and error["error"]["code"] == "responses_not_stored"
+    assert status == 400 and error["error"]["code"] == "previous_response_not_found"
