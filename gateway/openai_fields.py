@@ -34,7 +34,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "documents": (_nonempty, "documents (RAG chat templates) are not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
-    "prediction": (lambda v: v is not None, "predicted outputs (prediction) are not supported"),
     "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),
     **LLAMA_CPP_REFUSED,
 }
@@ -48,6 +47,10 @@ NO_EFFECT = frozenset({
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
     "web_search_options",
+    # Predicted Outputs only speed an answer up (OpenAI: the output is the model's own either way); vLLM, Ollama,
+    # llama.cpp and LM Studio ignore it, and Continue sends it on its apply edits to models named gpt-4o or
+    # mistral-large, names local servers are often given.
+    "prediction",
 })
 # vLLM's guided decoding fields, then llama.cpp's json_schema and grammar (its /completion options, which its
 # OpenAI-compatible routes take too).

@@ -184,7 +184,10 @@ CHAT_SCHEMA = {
         "documents": {"type": ["array", "null"], "items": {"type": "object"}},
         "modalities": {"type": ["array", "null"], "items": {"type": "string"}},
         "audio": {"type": ["object", "null"]},
-        "prediction": {"type": ["object", "null"]},
+        # OpenAI's ChatCompletionPredictionContentParam; accepted and not used (openai_fields.NO_EFFECT).
+        "prediction": {"type": ["object", "null"], "required": ["type", "content"], "properties": {
+            "type": {"enum": ["content"]},
+            "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]}}},
     },
 }
 
