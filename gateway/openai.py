@@ -13,7 +13,7 @@ from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasoning_beside_content,
                                       thinking_in_content)
-from gateway.model import ModelCard
+from gateway.model import PROTECT_MARK, ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
                                    completion_max_tokens, resolve_max_tokens, tool_constraint)
@@ -53,6 +53,7 @@ class Plan:
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
     reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content
     hold_reasoning: bool = False                     # SGLang's stream_reasoning false: the reasoning in one chunk
+    prompt_text: Optional[str] = None                # vLLM's return_prompt_text: the rendered chat prompt
 
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
@@ -221,6 +222,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body) + opened,
                 reasoning_beside_content=reasoning_beside_content(body, stream),
                 hold_reasoning=stream and held_reasoning(body),
+                prompt_text=text.replace(PROTECT_MARK, "") if body.get("return_prompt_text") else None,
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 

@@ -177,6 +177,7 @@ CHAT_SCHEMA = {
                                      "exclude": _BOOL_OR_NULL, "enabled": _BOOL_OR_NULL}},
         "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
         "separate_reasoning": _BOOL_OR_NULL, "stream_reasoning": _BOOL_OR_NULL,   # SGLang's (reasoning.py)
+        "return_prompt_text": _BOOL_OR_NULL,   # vLLM's: the rendered prompt as prompt_text
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
         "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.

@@ -92,13 +92,15 @@ class ChatShaper:
         return fields
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
-              prompt_token_ids: Optional[list] = None) -> bytes:
+              prompt_token_ids: Optional[list] = None, prompt_text: Optional[str] = None) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.plan.model, "system_fingerprint": self.card.fingerprint, "choices": choices}
         if with_usage:
             body["usage"] = usage
         if prompt_token_ids is not None:
             body["prompt_token_ids"] = prompt_token_ids
+        if prompt_text is not None:
+            body["prompt_text"] = prompt_text
         return sse_event(body)
 
     def logprobs(self, entries: list) -> Optional[dict]:
@@ -132,6 +134,8 @@ class ChatShaper:
                 "usage": chat_usage(self.plan, self.card, usage, [r.reasoning for r in results])}
         if self.plan.return_token_ids:
             body["prompt_token_ids"] = self.plan.gen.prompt_ids
+        if getattr(self.plan, "prompt_text", None) is not None:
+            body["prompt_text"] = self.plan.prompt_text
         if self.plan.prompt.vllm_top is not None:
             # vLLM: one prompt per chat request, so its prompt logprobs sit beside the choices.
             body["prompt_logprobs"] = vllm_prompt_logprobs(self.card, results[0].prompt_logprobs or [],
@@ -152,7 +156,7 @@ class ChatFramer:
         self._held: dict = {}        # hold_reasoning: per choice, the reasoning not sent yet
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None,
-               num_tokens: int = 0) -> bytes:
+               num_tokens: int = 0, prompt_text: Optional[str] = None) -> bytes:
         """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage)."""
         if self.p.return_token_ids:
             for choice in choices:
@@ -160,19 +164,21 @@ class ChatFramer:
         if self.p.continuous_usage and self.p.include_usage:
             index = choices[0]["index"]
             own = chat_usage(self.p, self.s.card, choice_usage(usage, 0, num_tokens), [self._reasoning.get(index, "")])
-            return self.s.chunk(choices, own, True, prompt_token_ids)
-        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids)
+            return self.s.chunk(choices, own, True, prompt_token_ids, prompt_text)
+        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text)
 
     def usage_body(self, usage: Usage) -> dict:
         return chat_usage(self.p, self.s.card, usage, self._reasoning.values())
 
     def start(self, usage: Usage) -> list[bytes]:
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
-        # return_token_ids: each choice's role chunk names the prompt, as vLLM's first chunk does.
+        # return_token_ids: each choice's role chunk names the prompt, as vLLM's first chunk does; return_prompt_text:
+        # the first chunk has the rendered prompt, as vLLM sends it.
         prompt = self.p.gen.prompt_ids if self.p.return_token_ids else None
+        text = getattr(self.p, "prompt_text", None)
         echo = getattr(self.p, "echo_prefix", "")   # vLLM's echo: the final assistant message's text comes first
         return [self._chunk([{"index": i, "delta": {"role": "assistant", "content": echo}, "logprobs": None,
-                              "finish_reason": None}], usage, prompt)
+                              "finish_reason": None}], usage, prompt, prompt_text=None if i else text)
                 for i in range(self.p.gen.num_choices)]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
