@@ -68,12 +68,14 @@ def _budget(thinking: dict, max_tokens: Optional[int], interleaved: bool) -> int
 
 def reasoning_fields(body: dict, count: bool, interleaved: bool) -> dict:
     """thinking enabled (or adaptive) / disabled switches the model's thinking on / off; absent, the model's default
-    (on), as vLLM and Ollama leave it. enabled's budget_tokens bounds the reasoning (vLLM's thinking_token_budget:
-    then </think>). output_config.effort is the template's reasoning_effort (max = xhigh)."""
+    (on), as vLLM and Ollama leave it; between_tools thinks only when the turn goes on after tool results. enabled's
+    budget_tokens bounds the reasoning (vLLM's thinking_token_budget: then </think>). output_config.effort is the
+    template's reasoning_effort (max = xhigh)."""
     out: dict = {}
     thinking = body.get("thinking")
     if thinking is not None:
-        out["enable_thinking"] = thinking["type"] != "disabled"
+        kind = thinking["type"]
+        out["enable_thinking"] = _after_tool_results(body["messages"]) if kind == "between_tools" else kind != "disabled"
         if thinking["type"] == "enabled":
             budget = _budget(thinking, None if count else body["max_tokens"], interleaved)
             out.update({} if count else {"thinking_token_budget": budget})
@@ -84,6 +86,14 @@ def reasoning_fields(body: dict, count: bool, interleaved: bool) -> dict:
     if form is not None:
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": form["schema"]}}
     return out
+
+
+def _after_tool_results(messages: list) -> bool:
+    """Whether the model answers tool results (the last message a user turn of tool_result blocks only): where
+    between_tools thinking thinks, as Sonnet 5.5 does with it (no thinking before its first reply to the user, thinking
+    between its tool calls; clients send it to switch thinking off where `disabled` is refused)."""
+    content = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else None
+    return isinstance(content, list) and bool(content) and all(block.get("type") == "tool_result" for block in content)
 
 
 def _output_format(current: Optional[dict], beta: Optional[dict]) -> Optional[dict]:

@@ -74,11 +74,12 @@ _TOOL_CHOICE = {
 
 # budget_tokens bounds "enabled" thinking only (at least 1024: anthropic_options); with "adaptive" it is typed and
 # ignored, as Anthropic ignores it: Claude Code (>= 2.1.252) sends {"type": "adaptive", "budget_tokens": 0}.
+# "between_tools" (the SDKs' ThinkingConfigBetweenTools): thinking only after tool results (anthropic_options).
 _THINKING = {
     "type": "object",
     "required": ["type"],
     "properties": {
-        "type": {"enum": ["enabled", "disabled", "adaptive"]},
+        "type": {"enum": ["enabled", "disabled", "adaptive", "between_tools"]},
         "budget_tokens": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX},
         "display": {"enum": ["summarized", "omitted"]},
     },
