@@ -3,8 +3,8 @@
 As vLLM's and Ollama's Anthropic layers do, the request becomes a chat request: `system` and any system-role messages
 in `messages` the one system message, content blocks the chat parts (tool_use an assistant tool call, tool_result a
 tool message, thinking the reasoning of an earlier turn), `tools` / `tool_choice` OpenAI's, `thinking` the template's
-enable_thinking. A final assistant message with text is continued (Anthropic's prefill). Images and documents are
-refused: this model reads text only.
+enable_thinking. A final assistant message with text, or thinking alone, is continued (Anthropic's prefill). Images and
+documents are refused: this model reads text only.
 """
 from __future__ import annotations
 
@@ -160,9 +160,12 @@ def _messages(messages: list, tools: dict) -> tuple[list, bool, list]:
         out += turn
     _check_tool_results(messages)
     final = out[-1] if out else None
+    # A final assistant turn with text, or with thinking alone (continued after it), is a prefill.
     prefill = bool(final and messages[final_index]["role"] == "assistant" and final["role"] == "assistant"
-                   and final["content"] and not final.get("tool_calls"))
-    if prefill and _ends_in_space(final["content"]):
+                   and (final["content"] or final.get("reasoning_content")) and not final.get("tool_calls"))
+    if prefill and final["content"] is None:
+        final["content"] = ""
+    if prefill and final["content"] and _ends_in_space(final["content"]):
         # Anthropic's rule; the template trims the turn, so the text to continue would not be the prompt's end.
         raise InvalidRequest("messages: final assistant content cannot end with trailing whitespace",
                              param=f"messages.{final_index}.content")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import jinja2
 
-from gateway.chat import compile_template, render_chat
+from gateway.chat import compile_template, reasoning_of, render_chat
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
@@ -77,17 +77,19 @@ def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: di
     messages = body["messages"]
     if not cont:
         return render_template(template, messages, tools, add, card, kwargs, body)
-    if not _text_of(messages[-1]):
+    last = messages[-1]
+    if not _text_of(last) and reasoning_of(last) is None:
         # Nothing to continue: the same as an empty assistant turn opened by the generation prompt.
         return render_template(template, messages[:-1], tools, True, card, kwargs, body)
-    text = render_template(template, messages[:-1] + [_mark_end(messages[-1])], tools, False, card, kwargs, body)
+    text = render_template(template, messages[:-1] + [_mark_end(last)], tools, False, card, kwargs, body)
     end = text.rfind(_OPEN_END.strip())
     if end < 0:
         raise InvalidRequest("continue_final_message: the chat template does not render the last assistant "
                              "message, so it cannot be left open", param="continue_final_message")
     # A template that trims the message (Qwen's does) also trimmed the space after the mark, and the message's own
     # trailing whitespace with it: the prompt ends at the message's last visible character, as transformers cuts it.
-    return text[:end] if text.startswith(_OPEN_END, end) else text[:end].rstrip()
+    # A message of reasoning alone goes on after its thinking, as the template closed it (Ollama's prefill).
+    return text[:end] if text.startswith(_OPEN_END, end) or not _text_of(last) else text[:end].rstrip()
 
 
 def _mark_end(message: dict) -> dict:
@@ -102,6 +104,9 @@ def _mark_end(message: dict) -> dict:
         if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
             part["text"] += _OPEN_END
             break
+    else:
+        # No text (a turn of reasoning alone): the mark alone, where its text would be.
+        parts = _OPEN_END
     message["content"] = parts
     return message
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gateway import json_out
-from gateway.chat import render_chat
+from gateway.chat import reasoning_of, render_chat
 from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
@@ -194,9 +194,10 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
     if card.template is None:
         raise Unsupported("this model has no chat template; use /api/generate with raw: true", param="messages")
     last = messages[-1]
-    if last["role"] == "assistant" and last["content"] and not last.get("tool_calls"):
+    if last["role"] == "assistant" and (last["content"] or reasoning_of(last)) and not last.get("tool_calls"):
         # Ollama continues a final assistant message (a prefill, ollama/ollama#6778 and #5775) instead of opening
-        # a new turn after it: the turn is left open and the answer is the continuation.
+        # a new turn after it: the turn is left open and the answer is the continuation (after the thinking of one
+        # that has only thinking, as Ollama's Qwen3.5 renderer leaves it open).
         return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
                              template_thinking(think, card))
     return render_chat(card.template, messages, card.protect_text, tools=tools, add_generation_prompt=True,
