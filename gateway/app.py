@@ -153,7 +153,8 @@ async def metrics_route(request: web.Request) -> web.Response:
     metrics.set_scheduler_load(load)
     body, content_type = metrics.render(request.headers.get("Accept"), request.app[ENGINE_KEY].known_model_name(),
                                         request.query.getall("name[]", []))
-    return web.Response(body=body, headers={"Content-Type": content_type})
+    body, encoding = metrics.compressed(body, request.headers.get("Accept-Encoding"))
+    return web.Response(body=body, headers={"Content-Type": content_type, **encoding})
 
 
 async def _prefetch_card(app: web.Application) -> None:

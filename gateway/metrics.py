@@ -1,11 +1,12 @@
 """Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
 from __future__ import annotations
 
+import gzip
 from typing import Optional, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from gateway import errors
 from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
@@ -96,3 +97,12 @@ def render(accept: Optional[str] = None, model_name: str = "", names: Sequence[s
     encoder, content_type = choose_encoder(accept or "")
     registry = ModelLabelled(REGISTRY, model_name)
     return encoder(registry.restricted_registry(names) if names else registry), content_type
+
+
+def compressed(body: bytes, accept_encoding: Optional[str]) -> tuple[bytes, dict]:
+    """The exposition body gzipped when the scraper's Accept-Encoding takes gzip (Prometheus sends it on every scrape),
+    with its Content-Encoding header, as prometheus_client's own handler answers (the scheduler's /metrics, vLLM's);
+    else as it is."""
+    if gzip_accepted(accept_encoding or ""):
+        return gzip.compress(body), {"Content-Encoding": "gzip"}
+    return body, {}
