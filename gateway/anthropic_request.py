@@ -17,7 +17,8 @@ from gateway.anthropic_options import reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
-from gateway.openai import Plan, parse_chat
+from gateway.openai import parse_chat
+from gateway.openai_plan import Plan
 from gateway.tools import dump_arguments
 
 # Claude Code >= 2.1.154 also sends turns with the roles ctx and msg (vllm#44000): user turns, as vLLM reads them.

@@ -9,8 +9,8 @@ from jsonschema import Draft202012Validator
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS
-from gateway.openai_schema import integral
 from gateway.schema_errors import error_message
+from gateway.schema_validate import integral
 
 log = logging.getLogger("sparkinfer.gateway")
 _INT32_MAX = (1 << 31) - 1

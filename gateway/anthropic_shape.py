@@ -16,7 +16,7 @@ from gateway import json_out
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
-from gateway.openai import Plan
+from gateway.openai_plan import Plan
 from gateway.openai_shape import SSE_HEADERS, ChatShaper
 from gateway.tool_stream import CallDelta, split_ongoing
 from gateway.tools import dump_arguments, load_json

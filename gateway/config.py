@@ -83,6 +83,23 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     parser = argparse.ArgumentParser(prog="python -m gateway.app",
                                      description="SparkInfer HTTP gateway (OpenAI /v1, LM Studio /api/v0 and Ollama /api). "
                                                  "Request bodies are limited to 32 MiB, on the wire and once decoded.")
+    _add_serving_flags(parser, d)
+    _add_behaviour_flags(parser, d)
+    args = parser.parse_args(argv)
+    for name, kind in _CHECKED_AT_START:
+        env_number(parser, name, 0, kind)
+    _check_ranges(parser, args)
+    return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
+                         sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
+                         served_model_name=args.served_model_name,
+                         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
+                         trust_request_chat_template=args.trust_request_chat_template,
+                         drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
+                         access_log_excluded_paths=parse_paths(args.disable_access_log_for_endpoints))
+
+
+def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
+    """Where the gateway listens, its scheduler, its stream keep-alive, key and model name."""
     parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
     parser.add_argument("--port", type=int, default=env_number(parser, "SPARKINFER_PORT", d.port, int),
                         help="HTTP port (SPARKINFER_PORT)")
@@ -97,6 +114,10 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                              "/health, /ping, /metrics and /version (SPARKINFER_API_KEY)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
+
+
+def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
+    """vLLM's switches the gateway honours: tools under tool_choice none, request templates, drain, access log."""
     parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
                         default=_env("SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE", "0").lower() in ("1", "true"),
                         help="leave the tools out of the prompt when tool_choice is 'none' (as vLLM's flag; by "
@@ -118,14 +139,3 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                         default=_env("SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS", ""),
                         help="comma-separated paths whose requests get no access log line, such as /health,/metrics "
                              "(as vLLM's flag of the same name) (SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS)")
-    args = parser.parse_args(argv)
-    for name, kind in _CHECKED_AT_START:
-        env_number(parser, name, 0, kind)
-    _check_ranges(parser, args)
-    return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
-                         sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
-                         served_model_name=args.served_model_name,
-                         exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
-                         trust_request_chat_template=args.trust_request_chat_template,
-                         drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
-                         access_log_excluded_paths=parse_paths(args.disable_access_log_for_endpoints))

@@ -155,6 +155,38 @@ class ListenError(Exception):
     """The port is taken or the host is no address of this machine: said in one line, without a traceback."""
 
 
+def _close_once_draining(stop: asyncio.Event):
+    """A response hook: a response that starts after the drain began says Connection: close, as uvicorn (vLLM) and
+    Go's net/http (Ollama) answer while they shut down: without it a client kept the connection for its next request,
+    which the closing server then dropped (a broken pipe, not an answer)."""
+    async def hook(request: web.Request, response: web.StreamResponse) -> None:
+        if stop.is_set():
+            response.force_close()
+            # aiohttp chose the Connection header before this hook: say it here.
+            response.headers["Connection"] = "close"
+    return hook
+
+
+async def _listen(runner: GatewayRunner, host: str, port: int) -> None:
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port} (SPARKINFER_HOST, SPARKINFER_PORT): "
+                          f"{exc.strerror or exc}") from None
+
+
+def _begin_drain(loop: asyncio.AbstractEventLoop, drain_grace_s: float,
+                 on_grace_end: Callable[[bool], None]) -> asyncio.TimerHandle:
+    """Starts the grace period; returns its timer."""
+    log.info("stopping: draining the requests in flight (up to %.0f s; a second signal ends them now)", drain_grace_s)
+    grace_end = loop.call_later(drain_grace_s, on_grace_end, False)
+    # A second signal (Ctrl-C again, a second SIGTERM) ends the drain at once, as it stops the scheduler and the
+    # worker and as uvicorn's (vLLM's) second Ctrl-C does: what still runs gets the grace-end error now.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, _end_now, grace_end, on_grace_end)
+    return grace_end
+
+
 def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], None], drain_grace_s: float,
           on_grace_end: Callable[[bool], None] = lambda early: None, access_log: bool = True,
           access_log_excluded_paths: frozenset = frozenset()) -> None:
@@ -166,17 +198,7 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
     before it cancels them, which cut a stream mid-body and left a queued request with no response at all."""
     async def run() -> None:
         stop = asyncio.Event()
-
-        async def close_once_draining(request: web.Request, response: web.StreamResponse) -> None:
-            # A response that starts after the drain began says Connection: close, as uvicorn (vLLM) and Go's
-            # net/http (Ollama) answer while they shut down: without it a client kept the connection for its next
-            # request, which the closing server then dropped (a broken pipe, not an answer).
-            if stop.is_set():
-                response.force_close()
-                # aiohttp chose the Connection header before this hook: say it here.
-                response.headers["Connection"] = "close"
-
-        app.on_response_prepare.append(close_once_draining)
+        app.on_response_prepare.append(_close_once_draining(stop))
         runner = GatewayRunner(app, handle_signals=False, handler_cancellation=True, shutdown_timeout=drain_grace_s,
                                access_log=logging.getLogger("aiohttp.access") if access_log else None,
                                access_log_class=access_logger_class(access_log_excluded_paths))
@@ -185,20 +207,10 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
-            try:
-                await web.TCPSite(runner, host, port).start()
-            except OSError as exc:
-                raise ListenError(f"cannot listen on {host}:{port} (SPARKINFER_HOST, SPARKINFER_PORT): "
-                                  f"{exc.strerror or exc}") from None
+            await _listen(runner, host, port)
             on_ready()
             await stop.wait()
-            log.info("stopping: draining the requests in flight (up to %.0f s; a second signal ends them now)",
-                     drain_grace_s)
-            grace_end = loop.call_later(drain_grace_s, on_grace_end, False)
-            # A second signal (Ctrl-C again, a second SIGTERM) ends the drain at once, as it stops the scheduler and
-            # the worker and as uvicorn's (vLLM's) second Ctrl-C does: what still runs gets the grace-end error now.
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, _end_now, grace_end, on_grace_end)
+            grace_end = _begin_drain(loop, drain_grace_s, on_grace_end)
         finally:
             await runner.cleanup()
         grace_end.cancel()

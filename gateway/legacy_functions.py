@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from gateway.errors import ApiError, InvalidRequest
-from gateway.openai_schema import empty_array
+from gateway.schema_validate import empty_array
 
 LEGACY_CALL_ID = "call_legacy_{}"   # the id an earlier turn's function_call gets (message index)
 # The chat route's names of what a functions request sent under the deprecated ones, the most specific first.

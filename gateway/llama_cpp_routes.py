@@ -14,7 +14,8 @@ from gateway.llama_cpp_fields import content_ids, llama_server_seed
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
-from gateway.openai import check_model, parse_completion
+from gateway.openai import parse_completion
+from gateway.openai_plan import check_model
 from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling

@@ -1,14 +1,12 @@
 """Gateway process: OpenAI /v1 request bodies -> validated internal GenRequest (plus response options)."""
 from __future__ import annotations
 
-import secrets
-from dataclasses import dataclass, field
 from typing import Optional
 
+from gateway.chat_kwargs import template_kwargs
 from gateway.chat_prompt import check_truncate_size, echo_prefix, render_prompt, truncate_prompt_tokens
 from gateway.engine import GenRequest
-from gateway.errors import ApiError, InvalidRequest, NotFound, Unsupported
-from gateway.chat_kwargs import template_kwargs
+from gateway.errors import ApiError, InvalidRequest, Unsupported
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
 from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasoning_beside_content,
@@ -17,111 +15,19 @@ from gateway.model import PROTECT_MARK, ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
                                    completion_max_tokens, resolve_max_tokens, tool_constraint)
-from gateway.openai_fields import GUIDED, check_fields, guided_constraint, guided_given
-from gateway.openai_sampling import read_sampling
-from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA, validate
-from gateway.prompt_logprobs import PromptLogprobsPlan, plan_prompt_logprobs
+from gateway.openai_fields import check_fields, guided_constraint
+from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
+from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA
+from gateway.prompt_logprobs import plan_prompt_logprobs
 from gateway.reasoning import (held_reasoning, hides_reasoning, opened_think, prompt_opens_thinking,
                                unseparated_reasoning)
-from gateway.structured import check_answer, checked, json_constraint, response_format_schema
+from gateway.schema_validate import validate
+from gateway.structured import check_answer, checked, json_constraint
 from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_choice import allows_listed_only, tool_mode
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
-
-
-@dataclass
-class Plan:
-    """A validated request: what to generate and how to shape the answer."""
-    gen: GenRequest
-    model: str
-    stream: bool = False
-    include_usage: bool = False
-    continuous_usage: bool = False
-    echo_texts: list = field(default_factory=list)  # completions echo: prompt text per prompt
-    echo_prefix: str = ""                            # chat echo: the final assistant message's text, before the answer
-    tools: Optional[list] = None                     # tools whose calls are parsed from the output
-    parallel_tool_calls: bool = True
-    hide_reasoning: bool = False
-    forced_tools: bool = False                       # tool_choice required / named: the output is calls only
-    named_tool: bool = False                         # tool_choice names one function: its call finishes "stop"
-    only_listed_tools: bool = False                  # allowed_tools: a call to a tool outside `tools` stays text
-    prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
-    return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
-    tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
-    legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
-    reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content
-    hold_reasoning: bool = False                     # SGLang's stream_reasoning false: the reasoning in one chunk
-    prompt_text: Optional[str] = None                # vLLM's return_prompt_text: the rendered chat prompt
-
-
-def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
-    """404 unless the name is the served id, the scheduler's id, 'default', or one of those + ':latest'; a missing or
-    empty name means the served model (vLLM's _is_model_supported accepts an empty name too)."""
-    if not requested:
-        return
-    names = {served_name, card.model_id, "default"}
-    if requested in names or requested.removesuffix(":latest") in names:
-        return
-    raise NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
-                   f"(also reachable as 'default').", param="model")
-
-
-def _stops(body: dict) -> list:
-    """The stop strings; an empty one is vLLM's 400 (SamplingParams._verify_args: it would match at once)."""
-    stop = body.get("stop")
-    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
-    if any(not s for s in stops):
-        raise InvalidRequest("stop cannot contain an empty string.", param="stop")
-    return stops
-
-
-def _stream_options(body: dict) -> tuple[bool, bool, bool]:
-    stream = bool(body.get("stream"))
-    options = body.get("stream_options")
-    if options and not stream:  # as vLLM: an empty object (or null) is accepted without stream
-        raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
-    options = options or {}
-    return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
-
-
-def _min_tokens(body: dict, max_tokens: int, name: str) -> int:
-    """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, and above the resolved one (a default
-    or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved.
-    `name` is the field that set the limit (chat_max_tokens' pick on chat; n_predict or max_tokens on completions,
-    which have no max_completion_tokens: there it is an unknown field and limits nothing)."""
-    value = body.get("min_tokens") or 0
-    explicit = body.get(name)
-    # n_predict -1 is no explicit limit.
-    if explicit is not None and 0 <= explicit < value:
-        raise InvalidRequest(f"min_tokens ({value}) must be at most {name} ({explicit})", param="min_tokens")
-    check_min_tokens(value, max_tokens)
-    return value
-
-
-def _base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str,
-              limit_name: str = "max_tokens") -> GenRequest:
-    stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
-    if any(t >= card.vocab_size for t in stop_ids):
-        raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
-    sampling = read_sampling(body, card)
-    sampling.min_tokens = _min_tokens(body, max_tokens, limit_name)
-    return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
-                      sampling=sampling, stop=_stops(body), stop_token_ids=stop_ids,
-                      ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
-                      include_stop=bool(body.get("include_stop_str_in_output")),
-                      skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True)
-
-
-def _response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
-    """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
-    schema = response_format_schema(body.get("response_format"))
-    guided = next((name for name in GUIDED if guided_given(body, name)), None)
-    if guided and (schema is not None or tools):
-        other = "response_format" if schema is not None else "tools"
-        raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)
-    return schema
 
 
 def _json_constraint(body: dict, card: ModelCard, schema: dict, tools: Optional[list], thinking_open: bool):
@@ -167,47 +73,22 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
 def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool,
                      cap_output: bool) -> Plan:
     """parse_chat's work on a body whose deprecated functions are translated into tools."""
-    validate(body, CHAT_SCHEMA)
-    check_fields(body, CHAT_SCHEMA["properties"], chat=True)
-    check_model(body.get("model"), card, served_name)
-    stream, include_usage, continuous = _stream_options(body)
-    check_content(body["messages"])
-    check_tool_messages(body["messages"])
-    check_tools(body.get("tools"))
-    check_function_parameters(body.get("tools"))
+    stream, include_usage, continuous = _check_chat(body, card, served_name)
     requested, param = chat_max_tokens(body)
     check_truncate_size(body, card.max_context_len, requested or 0, param)
     tools, force = tool_mode(body)
-    schema = _response_schema(body, tools)
+    schema = response_schema(body, tools)
     constraint = tool_constraint(body, card, tools, force)
-    kwargs = template_kwargs(body, card)
-    if force is not None:
-        # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
-        kwargs["enable_thinking"] = False
-    text = render_prompt(body, card, _shown_tools(body, exclude_tools_when_none), kwargs)
-    if body.get("truncate_prompt_tokens") is None:
-        check_prompt_size(text, card, card.max_context_len, "messages")
-    prompt_ids = truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))
+    text, prompt_ids = _chat_prompt(body, card, _shown_tools(body, exclude_tools_when_none), force, requested)
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, None, param, "messages", cap_output)
-    gen = _base_gen(body, card, prompt_ids, max_tokens, "chatcmpl", param)
+    gen = base_gen(body, card, prompt_ids, max_tokens, "chatcmpl", param)
     if force is not None:
         # The grammar makes the turn the calls alone; a stop string could only cut their markup ("\n", a name).
         gen.stop = []
-    if body.get("logprobs"):
-        gen.num_logprobs = int(body.get("top_logprobs") or 0)
-    elif body.get("top_logprobs"):
-        raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
-    elif body.get("n_probs"):
-        gen.num_logprobs = body["n_probs"]
+    _chat_logprobs(body, gen)
     prompt = plan_prompt_logprobs(body, False, stream)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
-    gen.hide_reasoning = hides_reasoning(body)
-    # Thinking on: the template's generation prompt (or a continued final message) left <think> open.
-    gen.thinking_open = prompt_opens_thinking(text)
-    # llama.cpp's reasoning_format none: the text as written, from the <think> the prompt opened (SGLang's unseparated).
-    raw = thinking_in_content(body, stream) or reasoning_beside_content(body, stream)
-    gen.split_reasoning = not (raw or unseparated_reasoning(body))
-    opened = opened_think(text) if raw and gen.thinking_open and not body.get("continue_final_message") else ""
+    opened = _chat_reasoning(body, gen, text, stream)
     if schema is not None and force is None:
         # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
         constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
@@ -224,6 +105,54 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 hold_reasoning=stream and held_reasoning(body),
                 prompt_text=text.replace(PROTECT_MARK, "") if body.get("return_prompt_text") else None,
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
+
+
+def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bool, bool]:
+    """A chat body's schema, fields, model, messages and tools checked, in that order; its stream options."""
+    validate(body, CHAT_SCHEMA)
+    check_fields(body, CHAT_SCHEMA["properties"], chat=True)
+    check_model(body.get("model"), card, served_name)
+    options = stream_options(body)
+    check_content(body["messages"])
+    check_tool_messages(body["messages"])
+    check_tools(body.get("tools"))
+    check_function_parameters(body.get("tools"))
+    return options
+
+
+def _chat_prompt(body: dict, card: ModelCard, shown_tools: Optional[list], force, requested: Optional[int]
+                 ) -> tuple[str, list]:
+    """(the rendered prompt, its token ids, truncated as truncate_prompt_tokens asks)."""
+    kwargs = template_kwargs(body, card)
+    if force is not None:
+        # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
+        kwargs["enable_thinking"] = False
+    text = render_prompt(body, card, shown_tools, kwargs)
+    if body.get("truncate_prompt_tokens") is None:
+        check_prompt_size(text, card, card.max_context_len, "messages")
+    return text, truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))
+
+
+def _chat_logprobs(body: dict, gen: GenRequest) -> None:
+    """gen.num_logprobs from logprobs + top_logprobs (or llama.cpp's n_probs)."""
+    if body.get("logprobs"):
+        gen.num_logprobs = int(body.get("top_logprobs") or 0)
+    elif body.get("top_logprobs"):
+        raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    elif body.get("n_probs"):
+        gen.num_logprobs = body["n_probs"]
+
+
+def _chat_reasoning(body: dict, gen: GenRequest, text: str, stream: bool) -> str:
+    """How the reasoning is split off and shown (gen's hide_reasoning, thinking_open, split_reasoning); returns the
+    <think> the prompt opened where the answer's content begins with it (llama.cpp's raw reasoning), else ""."""
+    gen.hide_reasoning = hides_reasoning(body)
+    # Thinking on: the template's generation prompt (or a continued final message) left <think> open.
+    gen.thinking_open = prompt_opens_thinking(text)
+    # llama.cpp's reasoning_format none: the text as written, from the <think> the prompt opened (SGLang's unseparated).
+    raw = thinking_in_content(body, stream) or reasoning_beside_content(body, stream)
+    gen.split_reasoning = not (raw or unseparated_reasoning(body))
+    return opened_think(text) if raw and gen.thinking_open and not body.get("continue_final_message") else ""
 
 
 def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[list, list]:
@@ -264,7 +193,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     check_num_choices(body)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_model(body.get("model"), card, served_name)
-    stream, include_usage, continuous = _stream_options(body)
+    stream, include_usage, continuous = stream_options(body)
     if body.get("suffix"):
         raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
     echo = bool(body.get("echo"))
@@ -282,7 +211,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     prompt = plan_prompt_logprobs(body, echo, stream)
     # max_tokens 0 + echo with prompt logprobs: generate one token and drop it (vLLM does the same).
     prompt.prompt_only = max_tokens == 0 and prompt.num_prompt_logprobs is not None
-    gen = _base_gen(body, card, ids_list[0], 1 if prompt.prompt_only else max_tokens, "cmpl", param)
+    gen = base_gen(body, card, ids_list[0], 1 if prompt.prompt_only else max_tokens, "cmpl", param)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     gen.extra_prompt_ids = ids_list[1:]
     if any(limit != max_tokens for limit in limits):
@@ -301,7 +230,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
 
 def _completion_constraint(body: dict, card: ModelCard):
     """response_format (json_object / json_schema, as vLLM's completions take it) or vLLM guided decoding."""
-    schema = _response_schema(body, None)
+    schema = response_schema(body, None)
     if schema is not None:
         return json_constraint(schema, False, card, "response_format")
     guided = guided_constraint(body, card, False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.chat_kwargs import template_kwargs
 from gateway.chat_prompt import render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
@@ -11,12 +12,14 @@ from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.openai_checks import check_tools
-from gateway.openai import Plan, check_model, parse_chat, parse_completion, template_kwargs
-from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA, validate
+from gateway.openai import parse_chat, parse_completion
+from gateway.openai_plan import Plan, check_model
+from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
 from gateway.completion_shape import CompletionFramer, completion_response
 from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.offload import run_cpu
 from gateway.score import SCORE_SCHEMA, check_fits, check_parts, completion_ids, score_request, score_response
+from gateway.schema_validate import validate
 from gateway.web import json_response, read_json
 
 

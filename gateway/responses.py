@@ -18,7 +18,7 @@ from gateway.responses_input import NOT_STORED
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_shape import ResponseRun
 from gateway.responses_stream import ResponsesFramer, complete
-from gateway.openai import check_model
+from gateway.openai_plan import check_model
 from gateway.web import json_response, read_json
 
 

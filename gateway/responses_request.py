@@ -18,13 +18,14 @@ from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
 from gateway.ollama_truncate import fit_history
-from gateway.openai import Plan, parse_chat
+from gateway.openai import parse_chat
+from gateway.openai_plan import Plan
 from gateway.openai_fields import check_fields
-from gateway.openai_schema import validate
 from gateway.responses_input import NOT_STORED, input_messages
 from gateway.responses_reasoning import INCLUDE as REASONING_INCLUDE
 from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
 from gateway.responses_tools import chat_tool_choice, chat_tools
+from gateway.schema_validate import validate
 
 # Fields that need something stored on the server: what they refer to, and what to send instead.
 _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"

@@ -2,7 +2,8 @@
 <parameter= tag (or its end) is read, then its arguments JSON in pieces, as OpenAI streams tool calls and vLLM's
 qwen3_coder parser does (extract_tool_calls_streaming: the name, then a JSON fragment per parameter).
 
-Every piece is a prefix of the arguments that the whole output reads (gateway.tools, which stays the one reading):
+Every piece is a prefix of the arguments that the whole output reads (gateway.tools, which stays the one reading;
+gateway.tool_preview reads the call being written):
 a parameter's fragment goes out once its value certainly ends (its first </parameter> with its <parameter= lines
 closed that the next parameter or the call's end follows: the reading tool_markup takes first), and a plain string
 parameter's text goes out as it comes, escaped, up to anything that might end it (a </parameter>, a line that starts
@@ -12,25 +13,16 @@ Only a <tool_call> of an offered tool in the XML form streams so; the JSON form 
 """
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.tool_markup import CALL_CLOSE, CALL_OPEN, FUNCTION_CLOSE, FUNCTION_OPEN, PARAM_CLOSE, PARAM_OPEN, \
-    load_json, skip_space
-from gateway.tool_values import ToolParams
+from gateway.tool_markup import load_json
+from gateway.tool_preview import CallPreview
 from gateway.tools import ToolCallFilter, dump_arguments
 
 log = logging.getLogger(__name__)
-
-# Keywords a string parameter's schema may carry and still take any text as written (no enum, pattern, bounds, null
-# or format that would make its value depend on the whole text).
-_PLAIN_STRING_KEYS = {"type", "description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
-                      "writeOnly"}
-# Tags that, at a line's start, may end a value whose </parameter> the model left out (tool_markup's lenient reading).
-_LINE_ENDS = ("\n" + PARAM_OPEN, "\n" + FUNCTION_CLOSE, "\n" + CALL_CLOSE)
 
 
 @dataclass
@@ -55,172 +47,6 @@ def split_ongoing(calls: list[CallDelta]) -> tuple[list, list]:
     """(the pieces of the call already begun, the calls begun from here on) of one piece of output's deltas."""
     first = next((i for i, call in enumerate(calls) if call.id is not None), len(calls))
     return calls[:first], calls[first:]
-
-
-def _partial(text: str, pos: int, tags: tuple) -> bool:
-    """Whether text ends at or after pos inside one of tags (the rest of the tag may still come)."""
-    rest = text[pos:]
-    return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
-
-
-def _call_ends(text: str, pos: int) -> Optional[bool]:
-    """Whether the call's closers are at pos (tool_markup's _Reader._call_end) and the next call follows them, as the
-    whole reading asks of a call's end that is not the output's; None while the text ends too soon to tell, or where
-    other text follows (the output's end says which reading takes the call)."""
-    if text.startswith(FUNCTION_CLOSE, pos):
-        pos = skip_space(text, pos + len(FUNCTION_CLOSE))
-        if not text.startswith(CALL_CLOSE, pos):
-            return _next_call(text, pos)
-    elif not text.startswith(CALL_CLOSE, pos):
-        return False
-    return _next_call(text, skip_space(text, pos + len(CALL_CLOSE))) or None
-
-
-def _next_call(text: str, pos: int) -> Optional[bool]:
-    """Whether the next call starts at pos; None while the text ends too soon to tell."""
-    if pos == len(text) or _partial(text, pos, (CALL_CLOSE, CALL_OPEN, FUNCTION_OPEN)):
-        return None
-    return text.startswith((CALL_OPEN, FUNCTION_OPEN), pos)
-
-
-def _follows(text: str, pos: int) -> Optional[bool]:
-    """Whether the next <parameter=NAME> or the call's end is at pos (tool_markup's _may_follow); None while the text
-    ends too soon to tell."""
-    if pos == len(text) or _partial(text, pos, (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)):
-        return None
-    if not text.startswith(PARAM_OPEN, pos):
-        return _call_ends(text, pos)
-    close = text.find(">", pos)
-    if close < 0:
-        return None
-    name = text[pos + len(PARAM_OPEN):close].strip()
-    return bool(name) and "\n" not in name
-
-
-def _value_end(text: str, start: int) -> tuple[Optional[tuple[int, int]], int]:
-    """((end, index after its </parameter>) of the value from start where it certainly ends, or None; how far its
-    text is certainly the value's (what may end it comes no earlier)). The ends are tool_markup's _value_ends, the
-    first plain one taken: a </parameter> that the next parameter or the call's end follows, with the value's
-    <parameter= lines closed."""
-    safe = min([pos + 1 for pos in (text.find(tag, start - 1) for tag in _LINE_ENDS) if pos >= 0] + [len(text)])
-    line = text.rfind("\n", start - 1) + 1
-    if line >= start and _partial(text, line, tuple(tag[1:] for tag in _LINE_ENDS)):
-        safe = min(safe, line)
-    tail = text.rfind("<", max(start, len(text) - len(PARAM_CLOSE) + 1))
-    if tail >= 0 and _partial(text, tail, (PARAM_CLOSE,)):
-        safe = min(safe, tail)
-    num_open, counted = 0, start
-    close = text.find(PARAM_CLOSE, start)
-    while close >= 0:
-        num_open += text.count("\n" + PARAM_OPEN, counted - 1, close) - text.count(PARAM_CLOSE, counted, close)
-        counted = close
-        after = close + len(PARAM_CLOSE)
-        follows = _follows(text, skip_space(text, after))
-        if follows is not False:
-            safe = min(safe, close)
-        if follows and num_open <= 0:
-            return (close, after), safe
-        if follows is None:
-            break
-        close = text.find(PARAM_CLOSE, close + 1)
-    return None, safe
-
-
-def _streams_text(params: ToolParams, name: str) -> bool:
-    """Whether the parameter's value is its text as written whatever it holds: a string schema with no other
-    constraint, or no schema (a parameter the tool does not declare)."""
-    schema = params.props.get(name, params.others)
-    return schema is None or (schema.get("type") in ("string", ["string"]) and set(schema) <= _PLAIN_STRING_KEYS)
-
-
-def _escaped(text: str) -> str:
-    """text inside a JSON string as dump_arguments writes it (each character escaped on its own, so pieces join)."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
-
-
-class CallPreview:
-    """The arguments of one <tool_call> being written, as far as they are certain: read(text) with the call's text
-    so far (from its <tool_call>) gives them, None until the call's name may go out."""
-
-    def __init__(self, tools: list[dict], names: frozenset):
-        self._tools, self._names = tools, names
-        self.name: Optional[str] = None
-        self._params = ToolParams()
-        self._pos = -1               # where the next parameter or the call's end is read; -1 before the name
-        self.pairs: list[str] = []   # the parameters read, each '"key":value' as dump_arguments writes it
-        self._keys: set = set()
-        self.open = ""               # the string parameter being written: '"key":"text so far'
-        self.closed = False
-        self._begun = False          # a parameter or the call's end was read: its name may go out
-        self._held = False           # it reads no further (another form, an unknown name, a parameter given twice)
-
-    @property
-    def prefix(self) -> Optional[str]:
-        if not self._begun:
-            return None
-        return "{" + ",".join(self.pairs + ([self.open] if self.open else [])) + ("}" if self.closed else "")
-
-    def read(self, text: str) -> Optional[str]:
-        if self._pos < 0 and not self._held:
-            self._read_name(text)
-        while self._pos >= 0 and not (self.closed or self._held) and self._step(text):
-            pass
-        return self.prefix
-
-    def _read_name(self, text: str) -> None:
-        if not text.startswith(CALL_OPEN):
-            self._held = True
-            return
-        pos = skip_space(text, len(CALL_OPEN))
-        while text.startswith(CALL_OPEN, pos):
-            pos = skip_space(text, pos + len(CALL_OPEN))
-        if pos == len(text) or _partial(text, pos, (FUNCTION_OPEN, CALL_OPEN)):
-            return
-        close = text.find(">", pos) if text.startswith(FUNCTION_OPEN, pos) else -1
-        if close < 0:
-            self._held = not text.startswith(FUNCTION_OPEN, pos)
-            return
-        name = text[pos + len(FUNCTION_OPEN):close].strip()
-        if name not in self._names:
-            self._held = True
-            return
-        self.name, self._params, self._pos = name, ToolParams.of(self._tools, name), close + 1
-
-    def _step(self, text: str) -> bool:
-        """Reads the next parameter (True) or as much of it as is certain (False: more text is needed)."""
-        pos = skip_space(text, self._pos)
-        follows = _follows(text, pos)
-        if not follows:
-            self._held = follows is False
-            return False
-        if not text.startswith(PARAM_OPEN, pos):
-            self.closed = self._begun = True
-            return False
-        close = text.find(">", pos)
-        name = text[pos + len(PARAM_OPEN):close].strip()
-        if name in self._keys:
-            self._held = True
-            return False
-        self._begun = True
-        key = dump_arguments(name) + ':"' if _streams_text(self._params, name) else ""
-        start = close + 1
-        if start == len(text):
-            self.open = key
-            return False
-        start += text.startswith("\n", start)
-        end, safe = _value_end(text, start)
-        if end is None:
-            if key:
-                shown = text[start:safe]
-                self.open = key + _escaped(shown[:-1] if shown.endswith("\n") else shown)
-            return False
-        raw = text[start:end[0]]
-        value = self._params.arguments([(name, raw[:-1] if raw.endswith("\n") else raw)])
-        if name in value:
-            self.pairs.append(dump_arguments(value)[1:-1])
-        self._keys.add(name)
-        self.open, self._pos = "", end[1]
-        return True
 
 
 def _continuation(sent: str, arguments: Optional[str], preview: CallPreview) -> str:

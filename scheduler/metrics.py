@@ -15,17 +15,28 @@ class Metrics:
     buckets of the per-request token counts, as vLLM's."""
 
     def __init__(self, registry=REGISTRY, max_model_len: int = 1 << 20):
-        def gauge(name, doc):
-            return Gauge(name, doc, registry=registry)
+        self._registry = registry
+        self._add_gauges()
+        self._add_latency_histograms()
+        self._add_request_histograms(max_model_len)
+        self._add_counters()
 
-        def histogram(name, doc, buckets):
-            return Histogram(name, doc, buckets=buckets, registry=registry)
+    def _gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(name, doc, registry=self._registry)
 
+    def _histogram(self, name: str, doc: str, buckets) -> Histogram:
+        return Histogram(name, doc, buckets=buckets, registry=self._registry)
+
+    def _add_gauges(self) -> None:
+        gauge = self._gauge
         self.num_requests_running = gauge("sparkinfer_num_requests_running", "Requests holding a state slot")
         self.num_requests_waiting = gauge("sparkinfer_num_requests_waiting", "Requests admitted, not yet scheduled")
         self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold "
                                          "(0-1); blocks only the prefix cache holds count as free")
         self.worker_alive = gauge("sparkinfer_worker_alive", "1 while a worker answers pings")
+
+    def _add_latency_histograms(self) -> None:
+        histogram = self._histogram
         self.time_to_first_token = histogram("sparkinfer_time_to_first_token_seconds", "Arrival to first token",
                                              TTFT_BUCKETS)
         self.inter_token_latency = histogram("sparkinfer_inter_token_latency_seconds", "Between tokens of a request",
@@ -35,6 +46,9 @@ class Metrics:
         self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled "
                                             "(to leaving, for a request that left while waiting)",
                                             TTFT_BUCKETS)
+
+    def _add_request_histograms(self, max_model_len: int) -> None:
+        histogram = self._histogram
         # vLLM's per-request histograms, observed as each request leaves (vllm/v1/metrics/stats.py
         # update_from_finished_request): its prompt and output lengths, and its prefill (first scheduled -> first token),
         # decode (first -> last token) and inference (first scheduled -> last token) times, preemptions included.
@@ -56,6 +70,9 @@ class Metrics:
         self.request_time_per_output_token = histogram("sparkinfer_request_time_per_output_token_seconds", "Mean time "
                                                        "per output token of a finished request (its first excluded)",
                                                        INTER_TOKEN_BUCKETS)
+
+    def _add_counters(self) -> None:
+        registry = self._registry
         self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",

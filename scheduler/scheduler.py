@@ -20,12 +20,12 @@ from proto import pb
 from scheduler.block_manager import BlockManager
 from scheduler.limits import SchedulerLeakError, SchedulerLimits
 from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
-from scheduler.prompt_logprobs import merge_prompt_logprobs, take_prompt_logprobs
-from scheduler.request import FINISHED, RUNNING, WAITING, Request, RequestOutput
+from scheduler.request import FINISHED, RUNNING, WAITING, Request
 from scheduler.state_pool import StatePool
+from scheduler.step_outputs import StepOutputs
 
 
-class Scheduler:
+class Scheduler(StepOutputs):
     def __init__(self, limits: SchedulerLimits, num_blocks: int, block_size: int, num_slots: int,
                  max_context_len: int, clock=None, prefix_cache: PrefixCacheConfig = None):
         self.limits = limits
@@ -238,66 +238,3 @@ class Scheduler:
         req.finish_reason = reason
         req.stop_token_id = stop_token_id
         self.requests.pop(req.req_id, None)
-
-    def update(self, result) -> list:
-        """Applies a pb.StepResult: appends sampled tokens, finishes requests; returns RequestOutputs."""
-        if result.error:
-            return self.fail_running(result.error)
-        self.prefix_cache.commit()
-        outputs = self._fail_requests(result.failed_requests)
-        num_top = len(result.top_logprobs)
-        for entry in result.prompt_logprobs:
-            merge_prompt_logprobs(self.requests.get(entry.req_id), entry)
-        for i, req_id in enumerate(result.req_ids):
-            req = self.requests.get(req_id)
-            # Aborted while the step ran: its token is dropped.
-            if req is None or req.status != RUNNING:
-                continue
-            outputs.append(self._append_token(req, result.token_ids[i], result.logprobs[i],
-                                              result.top_logprobs[i] if i < num_top else None))
-        return outputs
-
-    def _append_token(self, req: Request, token_id: int, logprob: float, top) -> RequestOutput:
-        now = self._clock()
-        req.first_token_ns = req.first_token_ns or now
-        req.last_token_ns = now
-        # Below min_tokens a stop / eos token is an ordinary token (the worker masks them; belt and braces).
-        may_stop = len(req.output_token_ids) >= req.min_tokens
-        req.output_token_ids.append(token_id)
-        out = RequestOutput(req.req_id, prompt_logprobs=take_prompt_logprobs(req))
-        top = top if req.sampling.num_logprobs else None
-        if may_stop and (token_id in req.stop_token_ids or token_id in req.eos_token_ids):
-            self.running.remove(req)
-            self._finish(req, "stop", token_id)
-            return out.stop_on(token_id, logprob, top)
-        out.token_ids, out.logprobs = [token_id], [logprob]
-        if top is not None:
-            out.top_logprobs.append(top)
-        num_output = len(req.output_token_ids)
-        if (req.max_tokens and num_output >= req.max_tokens) or req.num_tokens >= self.max_context_len:
-            self.running.remove(req)
-            self._finish(req, "length")
-            out.finish_reason = "length"
-        return out
-
-    def _fail_requests(self, failures) -> list:
-        """Ends the requests the worker failed alone (their own fault, e.g. a bad grammar)."""
-        outputs = []
-        for failure in failures:
-            req = self.requests.get(failure.req_id)
-            if req is None or req.status != RUNNING:
-                continue
-            self.running.remove(req)
-            self._finish(req, "abort")
-            outputs.append(RequestOutput(req.req_id, finish_reason="abort", error=failure.error, invalid=True))
-        return outputs
-
-    def fail_running(self, error: str) -> list:
-        """A failed step aborts every running request (their GDN state is no longer trustworthy)."""
-        self.prefix_cache.drop_pending()
-        outputs = []
-        for req in list(self.running):
-            self.running.remove(req)
-            self._finish(req, "abort")
-            outputs.append(RequestOutput(req.req_id, finish_reason="abort", error=error))
-        return outputs

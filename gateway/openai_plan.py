@@ -1,0 +1,109 @@
+"""Gateway process: what the OpenAI chat and completions bodies share: the Plan they become, the model check, and the
+common fields (stop, stream_options, min_tokens, sampling, response_format) read into a GenRequest."""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Optional
+
+from gateway.engine import GenRequest
+from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.model import ModelCard
+from gateway.openai_checks import check_min_tokens
+from gateway.openai_fields import GUIDED, guided_given
+from gateway.openai_sampling import read_sampling
+from gateway.prompt_logprobs import PromptLogprobsPlan
+from gateway.structured import response_format_schema
+
+
+@dataclass
+class Plan:
+    """A validated request: what to generate and how to shape the answer."""
+    gen: GenRequest
+    model: str
+    stream: bool = False
+    include_usage: bool = False
+    continuous_usage: bool = False
+    echo_texts: list = field(default_factory=list)  # completions echo: prompt text per prompt
+    echo_prefix: str = ""                            # chat echo: the final assistant message's text, before the answer
+    tools: Optional[list] = None                     # tools whose calls are parsed from the output
+    parallel_tool_calls: bool = True
+    hide_reasoning: bool = False
+    forced_tools: bool = False                       # tool_choice required / named: the output is calls only
+    named_tool: bool = False                         # tool_choice names one function: its call finishes "stop"
+    only_listed_tools: bool = False                  # allowed_tools: a call to a tool outside `tools` stays text
+    prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
+    return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
+    tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
+    legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
+    reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content
+    hold_reasoning: bool = False                     # SGLang's stream_reasoning false: the reasoning in one chunk
+    prompt_text: Optional[str] = None                # vLLM's return_prompt_text: the rendered chat prompt
+
+
+def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
+    """404 unless the name is the served id, the scheduler's id, 'default', or one of those + ':latest'; a missing or
+    empty name means the served model (vLLM's _is_model_supported accepts an empty name too)."""
+    if not requested:
+        return
+    names = {served_name, card.model_id, "default"}
+    if requested in names or requested.removesuffix(":latest") in names:
+        return
+    raise NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
+                   f"(also reachable as 'default').", param="model")
+
+
+def stops(body: dict) -> list:
+    """The stop strings; an empty one is vLLM's 400 (SamplingParams._verify_args: it would match at once)."""
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    if any(not s for s in stops):
+        raise InvalidRequest("stop cannot contain an empty string.", param="stop")
+    return stops
+
+
+def stream_options(body: dict) -> tuple[bool, bool, bool]:
+    stream = bool(body.get("stream"))
+    options = body.get("stream_options")
+    if options and not stream:  # as vLLM: an empty object (or null) is accepted without stream
+        raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+    options = options or {}
+    return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
+
+
+def min_tokens(body: dict, max_tokens: int, name: str) -> int:
+    """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, and above the resolved one (a default
+    or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved.
+    `name` is the field that set the limit (chat_max_tokens' pick on chat; n_predict or max_tokens on completions,
+    which have no max_completion_tokens: there it is an unknown field and limits nothing)."""
+    value = body.get("min_tokens") or 0
+    explicit = body.get(name)
+    # n_predict -1 is no explicit limit.
+    if explicit is not None and 0 <= explicit < value:
+        raise InvalidRequest(f"min_tokens ({value}) must be at most {name} ({explicit})", param="min_tokens")
+    check_min_tokens(value, max_tokens)
+    return value
+
+
+def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str,
+              limit_name: str = "max_tokens") -> GenRequest:
+    stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
+    if any(t >= card.vocab_size for t in stop_ids):
+        raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
+    sampling = read_sampling(body, card)
+    sampling.min_tokens = min_tokens(body, max_tokens, limit_name)
+    return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
+                      sampling=sampling, stop=stops(body), stop_token_ids=stop_ids,
+                      ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
+                      include_stop=bool(body.get("include_stop_str_in_output")),
+                      skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True)
+
+
+def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
+    """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
+    schema = response_format_schema(body.get("response_format"))
+    guided = next((name for name in GUIDED if guided_given(body, name)), None)
+    if guided and (schema is not None or tools):
+        other = "response_format" if schema is not None else "tools"
+        raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)
+    return schema

@@ -1,0 +1,93 @@
+"""Scheduler process: the worker's liveness, as the Engine sees it through its link.
+
+A Ping goes out every ping_interval_s; the worker's I/O thread answers with a WorkerHello even while it computes.
+Silence for worker_timeout_s marks the worker dead: every request fails UNAVAILABLE and health turns NOT_SERVING
+until a WorkerHello arrives again. A hello from a new worker resets the scheduler's pools to its sizes.
+"""
+import asyncio
+import logging
+import time
+import uuid
+
+from proto import pb
+from scheduler import admission
+
+log = logging.getLogger("sparkinfer.scheduler")
+
+
+class WorkerLostError(Exception):
+    """The worker stopped answering while a step was in flight."""
+
+
+class WorkerLiveness:
+    """The Engine's side of the worker link: frames in (results, hellos), pings out, a lost worker's requests failed.
+    Uses the Engine's link, config, card, scheduler, streams, inflight, metrics and timer."""
+
+    async def recv_loop(self) -> None:
+        while True:
+            try:
+                msg = await self.link.recv()
+            except Exception as exc:  # a bad frame must not stop the loop
+                log.warning("dropped worker frame: %s", exc)
+                continue
+            self.last_seen = time.monotonic()
+            kind = msg.WhichOneof("kind")
+            handler = self.handlers.get(kind)
+            if handler is None:
+                log.warning("unexpected %s message from worker", kind)
+                continue
+            handler(getattr(msg, kind))
+
+    def handle_result(self, result) -> None:
+        if result.session_id != self.scheduler.session_id:
+            return
+        self.inflight.resolve(result)
+
+    def handle_hello(self, hello) -> None:
+        # Only a hello that answers a Ping proves steps can reach the worker: its unprompted first hello can
+        # arrive before its step socket has connected.
+        if hello.nonce == 0 or (self.worker_alive and hello.worker_id == self.worker_id):
+            return
+        if self.worker_alive:
+            self.worker_lost(f"worker {self.worker_id} was replaced by worker {hello.worker_id}")
+        self.scheduler.abort_all()
+        self.scheduler.session_id = uuid.uuid4().hex
+        max_context_len = min(self.card["max_context_len"], hello.max_context_len or self.card["max_context_len"])
+        self.scheduler.reset_pools(hello.num_blocks, hello.block_size, hello.num_slots, max_context_len)
+        self.worker_alive, self.worker_id, self.worker_hello = True, hello.worker_id, hello
+        log.info("worker %s up on %s: %d KV blocks x %d tokens, %d state slots, context %d",
+                 hello.worker_id, hello.device, hello.num_blocks, hello.block_size, hello.num_slots,
+                 self.scheduler.max_context_len)
+        self._send_ping()
+        self.metrics.worker_alive.set(1)
+        self._update_gauges()
+        self.alive_event.set()
+        self.on_health(True)
+
+    async def ping_loop(self) -> None:
+        while True:
+            self._send_ping()
+            await asyncio.sleep(self.config.ping_interval_s)
+            silence = time.monotonic() - self.last_seen
+            if self.worker_alive and silence > self.config.worker_timeout_s:
+                self.worker_lost(f"worker {self.worker_id} stopped answering ({silence:.2f} s without a message)")
+
+    def _send_ping(self) -> None:
+        self._nonce += 1
+        self.link.send(pb.WorkerMessage(ping=pb.Ping(nonce=self._nonce, session_id=self.scheduler.session_id)))
+
+    def worker_lost(self, reason: str) -> None:
+        """Fails every request with UNAVAILABLE, reports NOT_SERVING and waits for a new WorkerHello."""
+        log.error("%s; failing %d requests", reason, len(self.streams))
+        self.worker_alive, self.worker_id = False, ""
+        self.alive_event.clear()
+        self.on_health(False)
+        self.metrics.worker_alive.set(0)
+        error = admission.WorkerUnavailableError(f"{reason}; the request was aborted")
+        for stream in self.streams.values():
+            stream.queue.put_nowait(error)
+            self.timer.finished(stream.req)
+        self.streams.clear()
+        self.scheduler.abort_all()
+        self.inflight.fail_all(WorkerLostError(reason))
+        self._update_gauges()
