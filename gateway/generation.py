@@ -73,6 +73,7 @@ class Generation:
         self._running = req.num_choices
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
+        self._choice_first_at: list = [None] * req.num_choices   # per choice, time.monotonic() of its first token
         self._queue_time = 0.0
         self._closed = False
         # Choices the scheduler admitted (or, from one that does not say so, answered); set once all were, or one
@@ -229,18 +230,29 @@ class Generation:
             finish = message.finish_reason or None
             if finish == "abort":
                 raise Unavailable("the request was aborted by the model server (worker lost?)")
+            if finish is None and self._out_of_time(index, message):
+                finish = "length"
             delta = out.push(message, finish)
             if delta is not None:
                 delta.num_tokens = self._generated[index]
                 self._queue.put_nowait(delta)
             if delta is not None and delta.finish_reason:
-                if delta.stop_reason is not None and not finish:
-                    # A stop string ended it here, not the scheduler: say so before _run_choice cancels the call.
-                    await stream.finish("stop")
+                if not message.finish_reason:
+                    # A stop string or the time limit ended it here, not the scheduler: say so before _run_choice
+                    # cancels the call.
+                    await stream.finish(delta.finish_reason)
                 self._ended[index] = True
                 self._engine.record_finish(self, delta.finish_reason)
                 return
             message = await stream.next()
+
+    def _out_of_time(self, index: int, message) -> bool:
+        """llama.cpp's t_max_predict_ms: the choice's time since its first token is past the limit and this message's
+        text holds a newline (llama.cpp stops only on a newline, keeping it)."""
+        first_at, limit = self._choice_first_at[index], self.req.max_predict_s
+        if limit is None or first_at is None or not message.token_ids or time.monotonic() - first_at <= limit:
+            return False
+        return "\n" in self._card.decode(list(message.token_ids), False)
 
     def _account(self, index: int, message) -> None:
         if index == 0 and not self._heard[0]:
@@ -261,6 +273,8 @@ class Generation:
             # sum is the scheduler's. usage.prompt_tokens counts the prompt once.
             metrics.PROMPT_TOKENS.inc(message.num_prompt_tokens or self._num_prompt[index // self.req.n])
         self._heard[index] = True
+        if message.token_ids and self._choice_first_at[index] is None:
+            self._choice_first_at[index] = time.monotonic()
         if message.token_ids and self._first_token_at is None:
             self._first_token_at = time.monotonic()
             metrics.TTFT.observe(self._first_token_at - self._start)

@@ -38,6 +38,8 @@ SCHEMA = {
     # thinking_budget_tokens; -1 unrestricted, 0 ends the thinking at once): gateway.thinking_budget enforces it.
     "reasoning_budget_tokens": {"type": ["integer", "null"], "minimum": -1, "maximum": 2**31 - 1},
     "thinking_budget_tokens": {"type": ["integer", "null"], "minimum": -1, "maximum": 2**31 - 1},
+    # The generation's time limit in ms (0 or less: none), checked at each newline: max_predict_s reads it.
+    "t_max_predict_ms": {"type": ["integer", "null"]},
 }
 
 
@@ -69,6 +71,14 @@ def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]
         raise InvalidRequest(f"n_predict must be -1 (no limit), -2 (until the context is full) or at least 1, got "
                              f"{value}", param="n_predict")
     return True, value
+
+
+def max_predict_s(body: dict) -> Optional[float]:
+    """llama.cpp's t_max_predict_ms in seconds, None when off (absent, 0 or less). As its server reads it
+    (tools/server/server-context.cpp process_token): once the time since the first generated token is past it, the
+    output stops after the next piece of text holding a newline (that piece kept), with stop_type "limit"."""
+    value = body.get("t_max_predict_ms")
+    return value / 1000 if value is not None and value > 0 else None
 
 
 def fold_n_cmpl(body):

@@ -62,6 +62,7 @@ HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
+    "t_max_predict_ms",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 _STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}
