@@ -2,7 +2,7 @@
 
 LM Studio 0.4's native chat (docs: lmstudio.ai/docs/developer/rest/chat): `input` (a string, or text and image items)
 is one user turn, `system_prompt` the system turn; its sampling fields, max_output_tokens and `reasoning` map onto
-the OpenAI ones. As the Responses API here, it is served statelessly: `store` is accepted but nothing is kept (no
+the OpenAI ones; any other key is LM Studio's 400. As the Responses API here, it is served statelessly: `store` is accepted but nothing is kept (no
 response_id), so previous_response_id is a 400 that says so; integrations (plugins, MCP servers) and image input are
 400s naming what is not supported.
 """
@@ -26,6 +26,12 @@ REASONING = {"off": {"enable_thinking": False}, "on": {"enable_thinking": True},
 _SAME = ("temperature", "top_p", "top_k", "min_p")
 _RENAMED = {"repeat_penalty": "repetition_penalty", "max_output_tokens": "max_tokens"}
 _TEXT_ITEMS = ("message", "text")
+# Every field of LM Studio's /api/v1/chat body (its docs' request body). Its server validates the body strictly: any
+# other key is a 400 "Unrecognized key(s) in object: 'stop'" (zod's words), which clients look for to drop the key
+# and retry; served here, such a key was ignored, so a body LM Studio refuses ran with the field unapplied.
+FIELDS = frozenset({"model", "input", "system_prompt", "integrations", "stream", "temperature", "top_p", "top_k",
+                    "min_p", "repeat_penalty", "max_output_tokens", "reasoning", "context_length", "store",
+                    "previous_response_id"})
 # The top_p sent for LM Studio's top_p 0 (/api/v1 and /api/v0): its docs take [0, 1], and its llama.cpp sampler keeps
 # the most likely token at 0, as this one does for any top_p below 1e-9 (the OpenAI parser, as vLLM, takes (0, 1]).
 _LEAST_TOP_P = 1e-9
@@ -59,6 +65,13 @@ def _input_parts(value: Any) -> list:
                                  param=f"input[{i}]")
         parts.append({"type": "text", "text": item["content"]})
     return parts
+
+
+def _check_keys(body: dict) -> None:
+    unknown = [key for key in body if key not in FIELDS]
+    if unknown:
+        raise InvalidRequest("Unrecognized key(s) in object: " + ", ".join(f"'{key}'" for key in unknown),
+                             param=unknown[0], code="unrecognized_keys")
 
 
 def _check_stateless(body: dict) -> None:
@@ -110,6 +123,7 @@ def openai_chat_body(body: Any, card: ModelCard) -> dict:
         raise InvalidRequest("the request body must be a JSON object")
     model = _required(body, "model")
     parts = _input_parts(_required(body, "input"))
+    _check_keys(body)
     _check_stateless(body)
     _check_renamed(body)
     messages = [{"role": "system", "content": body["system_prompt"]}] if body.get("system_prompt") else []
