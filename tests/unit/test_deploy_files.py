@@ -76,17 +76,26 @@ def test_a_gateway_pod_serves_until_the_balancers_let_go_then_drains():
     assert pod["terminationGracePeriodSeconds"] > float(command[1]) + GatewayConfig.drain_grace_s
 
 
-def test_the_health_probes_wait_as_long_as_health_does(compose):
-    """/health waits up to HEALTH_LOAD_TIMEOUT_S for the scheduler's Load; a probe that gives up sooner (the kubelet's
-    default timeoutSeconds is 1) fails a gateway whose busy scheduler answers in time, and its Pod leaves the Service
-    under load. compose's healthcheck (urlopen's timeout inside docker's) allows more already."""
-    from gateway.app import HEALTH_LOAD_TIMEOUT_S
-
+def test_a_gateway_pod_stays_ready_while_its_scheduler_is_down():
+    """Every gateway replica shares the one scheduler: a readiness probe on /health (503 while the scheduler does not
+    answer) took them all out of the Service at once, and clients got connection refused instead of the JSON 503 with
+    Retry-After each API defines. The probes ask the gateway alone (/version answers without the scheduler), as vLLM
+    production-stack's router is probed; the engine Pod keeps its gRPC health readiness."""
     pod = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "gateway.yaml"))
                if doc["kind"] == "Deployment")["spec"]["template"]["spec"]
-    probe = pod["containers"][0]["readinessProbe"]
-    assert probe["httpGet"]["path"] == "/health"
-    assert probe.get("timeoutSeconds", 1) > HEALTH_LOAD_TIMEOUT_S
+    gateway = next(container for container in pod["containers"] if container["name"] == "gateway")
+    assert gateway["readinessProbe"]["httpGet"]["path"] == "/version"
+    assert gateway["livenessProbe"]["httpGet"]["path"] == "/version"
+    engine = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "engine.yaml")) if doc["kind"] == "StatefulSet")
+    scheduler = next(c for c in engine["spec"]["template"]["spec"]["containers"] if c["name"] == "scheduler")
+    assert "grpc" in scheduler["readinessProbe"]
+
+
+def test_the_compose_health_check_waits_as_long_as_health_does(compose):
+    """/health waits up to HEALTH_LOAD_TIMEOUT_S for the scheduler's Load; a check that gives up sooner fails a gateway
+    whose busy scheduler answers in time. compose's healthcheck (urlopen's timeout inside docker's) allows more."""
+    from gateway.app import HEALTH_LOAD_TIMEOUT_S
+
     healthcheck = compose["services"]["gateway"]["healthcheck"]
     urlopen_timeout = float(re.search(r"timeout=([0-9.]+)", healthcheck["test"][3]).group(1))
     assert _seconds(healthcheck["timeout"]) > urlopen_timeout > HEALTH_LOAD_TIMEOUT_S
