@@ -181,8 +181,11 @@ class DecodeGraphs:
                 self._capture(key)
 
 
-def forward_step(model, cache, batch, graphs, seq_lens: list, context_lens: list) -> torch.Tensor:
-    """One step's logits [M, V] float32: a graph replay when `graphs` serves it, else the eager model.forward."""
+def forward_step(model, cache, batch, graphs, seq_lens: list, context_lens: list, prefill=None) -> torch.Tensor:
+    """One step's logits [M, V] float32: a decode graph replay when `graphs` serves it, else the piecewise prefill
+    graphs (worker/prefill_graphs.py) when `prefill` serves its token count, else the eager model.forward."""
     if graphs is not None and graphs.serves(seq_lens, context_lens):
         return graphs.forward(batch, context_lens)
+    if prefill is not None and prefill.serves(sum(seq_lens)):
+        return prefill.forward(batch)
     return model.forward(batch, cache)

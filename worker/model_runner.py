@@ -9,6 +9,7 @@ from proto import pb
 from worker.batch import ForwardBatch, to_device
 from worker.cache import ModelCache
 from worker.graphs import DecodeGraphs, forward_step
+from worker.prefill_graphs import PrefillGraphs
 from worker.grammar import start_grammar
 from worker.prompt_logprobs import PromptLogprobsError, forward_with_prompt_logprobs, prompt_rows
 from worker.sampler import Sampler, SamplingState
@@ -74,6 +75,8 @@ class ModelRunner:
         self.model, self.config, self.cache = model, config, cache
         # CUDA graphs of all-decode steps (worker/graphs.py): SPARKINFER_CUDA_GRAPHS, None on CPU or when off
         self.graphs = DecodeGraphs.create(model, cache, cache.num_slots)
+        # piecewise CUDA graphs of prefill / mixed steps (worker/prefill_graphs.py): SPARKINFER_PREFILL_GRAPHS
+        self.prefill_graphs = PrefillGraphs.create(model, cache)
         self.grammars = grammars    # worker.grammar.GrammarBook for constrained requests; None = none served
         self.sampler = Sampler(vocab_size, seed=sampler_seed, grammars=grammars)
         self.states = {}
@@ -189,7 +192,7 @@ class ModelRunner:
         rows = prompt_rows(step, self.states)
         if not rows:
             return forward_step(self.model, self.cache, batch, self.graphs, [row.num_tokens for row in step.rows],
-                                [row.context_len for row in step.rows])
+                                [row.context_len for row in step.rows], self.prefill_graphs)
         try:
             logits, scored = forward_with_prompt_logprobs(self.model, self.cache, batch, rows, self.states,
                                                           self.sampler.vocab_size)

@@ -28,6 +28,7 @@ from worker.loader import load_model
 from worker.model_card import load_model_card
 from worker.model_runner import MIB, ModelRunner, size_pools
 from worker.pipeline import StepPipeline
+from worker.warmup import warm_up_eager
 from worker.wire import SchedulerLink
 
 CPU_KV_CACHE_MIB = 128
@@ -189,24 +190,31 @@ def cpu_threads(requested: int) -> int:
 
 
 def capture_at_start(runner) -> None:
-    """Captures the decode graph of every padded row count at the smallest key width before the worker reports ready
-    (CAPTURE_ENV, default on; GPU only), so that no first request pays for a capture and the first compile of the
-    kernels that row count uses: lazily, a new row count's first step took up to 5.7 s (rows = 8, H200, session 7)
-    and showed as a 2 s TTFT p99 at C = 8 (bench/serve_http.py, device run 3 of 2026-11-30). Wider key widths are
-    still captured on first use (their kernels are compiled by then)."""
-    if runner.graphs is None or os.environ.get(CAPTURE_ENV, "1") != "1":
+    """Captures the decode graph of every padded row count at the smallest key width, and the piecewise prefill
+    graphs of every padded token count (worker/prefill_graphs.py; ~0.2 s a size for the 27B shape on the H200),
+    before the worker reports ready (CAPTURE_ENV, default on; GPU only), so that no first request pays for a capture
+    and the first compile of the kernels that row count uses: lazily, a new row count's first step took up to 5.7 s
+    (rows = 8, H200, session 7) and showed as a 2 s TTFT p99 at C = 8 (bench/serve_http.py, device run 3 of
+    2026-11-30). Wider key widths are still captured on first use (their kernels are compiled by then)."""
+    if os.environ.get(CAPTURE_ENV, "1") != "1":
         return
-    t0 = time.perf_counter()
-    print(f"worker: capturing the decode graphs for {len(runner.graphs.sizes)} row counts "
-          f"({CAPTURE_ENV}=0 skips this)", flush=True)
-    runner.graphs.capture_all()
-    print(f"worker: decode graphs captured in {time.perf_counter() - t0:.1f} s", flush=True)
+    for name, graphs, count in (("decode", runner.graphs, "row counts"),
+                                ("prefill", runner.prefill_graphs, "token counts")):
+        if graphs is None:
+            continue
+        t0 = time.perf_counter()
+        print(f"worker: capturing the {name} graphs for {len(graphs.sizes)} {count} ({CAPTURE_ENV}=0 skips this)",
+              flush=True)
+        graphs.capture_all()
+        print(f"worker: {name} graphs captured in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
 def run(config: WorkerConfig) -> None:
     torch.set_num_threads(cpu_threads(config.num_threads))
     runner, hello = build_runner(config)
     capture_at_start(runner)
+    if os.environ.get(CAPTURE_ENV, "1") == "1":
+        warm_up_eager(runner)
     link = SchedulerLink(config.worker_addr, hello)
     link.start()
     print(f"worker ready: {hello.worker_id} on {hello.device}, {hello.num_blocks} KV blocks x {hello.block_size} "

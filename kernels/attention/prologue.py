@@ -50,6 +50,17 @@ def serves(query_gate: torch.Tensor, key: torch.Tensor, value: torch.Tensor, k_p
             and _rows_ok(query_gate, 16) and all(_rows_ok(t, 2 * dpl) for t in (key, value)))
 
 
+def gate_serves(attn: torch.Tensor, query_gate: torch.Tensor) -> bool:
+    """True when gate_mul can run on attn [T, nH, HD] and query_gate [T, nH, 2 HD]: CUDA bf16, HD in HEAD_DIMS,
+    each head's query and gate contiguous, query_gate rows 16-byte aligned (the kernel's loads)."""
+    if not ENABLED or not attn.is_cuda or attn.dim() != 3 or query_gate.dim() != 3:
+        return False
+    head_dim = attn.shape[-1]
+    return (attn.dtype == query_gate.dtype == torch.bfloat16 and head_dim in HEAD_DIMS
+            and query_gate.shape[-1] == 2 * head_dim and query_gate.stride(1) == 2 * head_dim
+            and _rows_ok(query_gate, 16))
+
+
 def qk_norm_rope_cache(query_gate, key, value, q_norm, k_norm, eps: float, cos, sin, slot_mapping, k_pool, v_pool):
     """query_gate [T, nH, 2 HD] (each head's query then gate), key, value [T, nKV HD] bf16 (row-strided views
     allowed); q_norm, k_norm [HD] bf16 (zero-centred weights); cos, sin [T, ROT] bf16; slot_mapping [T] int64 (flat

@@ -269,23 +269,32 @@ def gemm(x: torch.Tensor, p: dict, out: torch.Tensor, kernel: str = "") -> torch
     return out
 
 
-def linear(x: torch.Tensor, weight: NVFP4Weight) -> torch.Tensor:
-    """x [..., K] -> y [..., N] in x's dtype. CUDA: kernels (bf16 math, f32 accumulate); CPU: dequantize + matmul."""
+def linear(x: torch.Tensor, weight: NVFP4Weight, out: torch.Tensor = None) -> torch.Tensor:
+    """x [..., K] -> y [..., N] in x's dtype. CUDA: kernels (bf16 math, f32 accumulate); CPU: dequantize + matmul.
+    out: where to write y, [M, N] contiguous in x's dtype with M = x.numel() / K (a static buffer of a CUDA graph);
+    ValueError if it is not that."""
     n, k = weight.shape
+    if out is not None and (tuple(out.shape) != (x.numel() // k, n) or out.dtype != x.dtype
+                            or not out.is_contiguous() or out.device != x.device):
+        raise ValueError(f"nvfp4 linear: out must be [{x.numel() // k}, {n}] {x.dtype} contiguous on {x.device}")
     if not x.is_cuda:
         key = ("dense", x.dtype)
         if key not in weight.cache:
             weight.cache[key] = weight.dequantize(x.dtype)
+        if out is not None:
+            return torch.matmul(x.reshape(-1, k), weight.cache[key].t(), out=out).reshape(*x.shape[:-1], n)
         return torch.nn.functional.linear(x, weight.cache[key])
     x2 = x.reshape(-1, k).to(torch.bfloat16).contiguous()
     if x2.data_ptr() % 16:  # the kernels read x in 16-byte pieces
         x2 = x2.clone()
     p = prepared(weight)
-    out = torch.empty(x2.shape[0], n, dtype=torch.bfloat16, device=x.device)
-    if x2.shape[0] == 0:
-        return out.reshape(*x.shape[:-1], n).to(x.dtype)
-    (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) else gemm)(x2, p, out)
-    return out.reshape(*x.shape[:-1], n).to(x.dtype)
+    y = out if out is not None and out.dtype == torch.bfloat16 else torch.empty(x2.shape[0], n, dtype=torch.bfloat16,
+                                                                                   device=x.device)
+    if x2.shape[0]:
+        (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) else gemm)(x2, p, y)
+    if out is not None and y is not out:
+        y = out.copy_(y)
+    return y.reshape(*x.shape[:-1], n).to(x.dtype)
 
 
 def uses_gemv(m: int, wgmma: bool) -> bool:

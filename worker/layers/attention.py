@@ -80,21 +80,40 @@ class GatedAttention(torch.nn.Module):
 
     @property
     def input_linear(self):
-        """The Linear that reads the layer's input first (_project), for RMSNorm.forward_into."""
+        """The Linear that reads the layer's input first (project), for RMSNorm.forward_into."""
         return self.q_proj if self.qkv_proj is None else self.qkv_proj.linears[0]
 
-    def _project(self, x) -> tuple:
-        """x [T, D] -> query_gate [T, nH*2*hd], key, value [T, nKV*hd] (column views where fused)."""
+    def project(self, x, outs=None) -> tuple:
+        """x [T, D] -> query_gate [T, nH*2*hd], key, value [T, nKV*hd] (column views where fused). outs: one
+        [T, width] buffer per launch (projection_widths) to write into."""
         if self.qkv_proj is None:
-            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        return self.qkv_proj(x)
+            linears = (self.q_proj, self.k_proj, self.v_proj)
+            return tuple(lin(x) if outs is None else lin(x, out=o) for lin, o in zip(linears, outs or linears))
+        return self.qkv_proj(x, outs)
+
+    def projection_widths(self) -> list:
+        """Output width of each projection launch of project, in order."""
+        if self.qkv_proj is None:
+            return [lin.out_features for lin in (self.q_proj, self.k_proj, self.v_proj)]
+        return self.qkv_proj.widths
+
+    def core_shape(self, num_tokens: int) -> tuple:
+        """The shape of core()'s output: [T, nH, hd]."""
+        return (num_tokens, self.num_heads, self.head_dim)
 
     def forward(self, x, cos, sin, meta, k_pool, v_pool) -> torch.Tensor:
         """x [T, D]; cos, sin [T, rotary_dim]; meta: PagedAttentionMetadata (per-row path, the CPU reference) or
         PagedStepMeta (vectorized decode rows, GPU path); k_pool, v_pool [num_blocks, block_size, nKV, hd]
         (written in place with this step's K after k_norm + RoPE, and V). Returns [T, D] in x's dtype."""
-        num_tokens, hd = x.shape[0], self.head_dim
-        query_gate, key, value = self._project(x)
+        proj = self.project(x)
+        return self.finish(self.core(proj, cos, sin, meta, k_pool, v_pool), proj)
+
+    def core(self, proj: tuple, cos, sin, meta, k_pool, v_pool) -> torch.Tensor:
+        """proj = project(x) -> the attention output [T, nH, hd] before the output gate: q/k norms, RoPE, this
+        step's K/V written to the pools, attention over each row's keys. The step's shape of rows lives here: the
+        piecewise prefill graphs run it eagerly between their graphs."""
+        query_gate, key, value = proj
+        num_tokens, hd = query_gate.shape[0], self.head_dim
         query_gate = query_gate.view(num_tokens, self.num_heads, 2 * hd)
         flat_k, flat_v = k_pool.view(-1, self.num_kv_heads, hd), v_pool.view(-1, self.num_kv_heads, hd)
         fused = (prologue.serves(query_gate, key, value, k_pool, cos.shape[-1]) and v_pool.is_contiguous()
@@ -105,11 +124,17 @@ class GatedAttention(torch.nn.Module):
         else:
             query = self._prologue(query_gate, key, value, cos, sin, meta.slot_mapping, flat_k, flat_v)
         if isinstance(meta, PagedStepMeta):
-            out = self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta)
-        else:
-            out = torch.empty(num_tokens, self.num_heads, hd, dtype=x.dtype, device=x.device)
-            self._attend_rows(out, query, flat_k, flat_v, meta.rows)
-        if fused:
+            return self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta)
+        out = torch.empty(num_tokens, self.num_heads, hd, dtype=query.dtype, device=query.device)
+        self._attend_rows(out, query, flat_k, flat_v, meta.rows)
+        return out
+
+    def finish(self, out: torch.Tensor, proj: tuple) -> torch.Tensor:
+        """out [T, nH, hd] (core) -> o_proj(out * sigmoid(gate)) [T, D], the gate from proj's query_gate: one
+        launch (prologue.gate_mul) for bf16 on CUDA, else torch."""
+        num_tokens, hd = out.shape[0], self.head_dim
+        query_gate = proj[0].view(num_tokens, self.num_heads, 2 * hd)
+        if prologue.gate_serves(out, query_gate):
             return self.o_proj(prologue.gate_mul(out, query_gate))
         gate = query_gate[..., hd:].reshape(num_tokens, -1)
         return self.o_proj(out.reshape(num_tokens, -1) * torch.sigmoid(gate))

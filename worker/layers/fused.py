@@ -53,10 +53,16 @@ class FusedProjections(torch.nn.Module):
     def num_launches(self) -> int:
         return len(self.linears)
 
-    def forward(self, x: torch.Tensor) -> tuple:
+    @property
+    def widths(self) -> list:
+        """Output width of each launch (run): what `outs` of forward holds, in order."""
+        return [sum(sizes) for sizes in self.sizes]
+
+    def forward(self, x: torch.Tensor, outs=None) -> tuple:
+        """x [T, D] -> the Linears' outputs in order. outs: one [T, widths[i]] buffer per run to write into."""
         outputs = []
-        for linear, sizes in zip(self.linears, self.sizes):
-            y = linear(x)
+        for i, (linear, sizes) in enumerate(zip(self.linears, self.sizes)):
+            y = linear(x) if outs is None else linear(x, out=outs[i])
             outputs.extend(torch.split(y, sizes, dim=-1) if len(sizes) > 1 else (y,))
         return tuple(outputs)
 

@@ -132,14 +132,26 @@ class GatedDeltaNet(torch.nn.Module):
 
     @property
     def input_linear(self):
-        """The Linear that reads the layer's input first (_project), for RMSNorm.forward_into."""
+        """The Linear that reads the layer's input first (project), for RMSNorm.forward_into."""
         return self.in_proj_qkv if self.in_proj_all is None else self.in_proj_all.linears[0]
 
-    def _project(self, x) -> tuple:
-        """x [T, D] -> mixed [T, conv_dim], z [T, HV*dv], b, a [T, HV] (column views where fused)."""
+    def project(self, x, outs=None) -> tuple:
+        """x [T, D] -> mixed [T, conv_dim], z [T, HV*dv], b, a [T, HV] (column views where fused). outs: one
+        [T, width] buffer per launch (projection_widths) to write into."""
         if self.in_proj_all is None:
-            return self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x)
-        return self.in_proj_all(x)
+            linears = (self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)
+            return tuple(lin(x) if outs is None else lin(x, out=o) for lin, o in zip(linears, outs or linears))
+        return self.in_proj_all(x, outs)
+
+    def projection_widths(self) -> list:
+        """Output width of each projection launch of project, in order."""
+        if self.in_proj_all is None:
+            return [lin.out_features for lin in (self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a)]
+        return self.in_proj_all.widths
+
+    def core_shape(self, num_tokens: int) -> tuple:
+        """The shape of core()'s output: [T, HV, dv]."""
+        return (num_tokens, self.dt_bias.shape[0], self.head_v_dim)
 
     def uses_kernels(self, x: torch.Tensor) -> bool:
         """The CUDA kernels serve this input: bf16 on a GPU and 128-wide heads (what the kernels are built for)."""
@@ -150,11 +162,18 @@ class GatedDeltaNet(torch.nn.Module):
         """x [T, D]; cu_seqlens [N+1]; state_slots [N] int64; recurrent_state [S, HV, dk, dv] fp32 (or bf16 on the
         kernel path) and conv_state [S, conv_dim, Kc-1] are this layer's pools, read at and written back to the
         rows' slots. meta: GdnStepMeta, given on the GPU path; with it and uses_kernels(x) the CUDA kernels run,
-        else the plain-torch ops (any device). Returns [T, D] in x's dtype."""
-        if meta is not None and self.uses_kernels(x):
-            return self._forward_kernels(x, meta, recurrent_state, conv_state)
-        num_tokens = x.shape[0]
-        mixed, z, b, a = self._project(x)
+        else the plain-torch ops (any device). Returns [T, D] in x's dtype. = finish(core(project(x), ...))."""
+        proj = self.project(x)
+        return self.finish(self.core(proj, cu_seqlens, state_slots, recurrent_state, conv_state, meta), proj)
+
+    def core(self, proj: tuple, cu_seqlens, state_slots, recurrent_state, conv_state, meta=None) -> torch.Tensor:
+        """The recurrent part: proj = project(x) -> o [T, HV, dv] in x's dtype (conv, gates and the delta rule;
+        reads and writes the rows' conv / recurrent state), arguments as forward. The step's split into rows
+        lives here: the piecewise prefill graphs (worker/prefill_graphs.py) run it eagerly between their graphs."""
+        mixed, z, b, a = proj
+        if meta is not None and self.uses_kernels(mixed):
+            return self._core_kernels(proj, meta, recurrent_state, conv_state)
+        num_tokens = mixed.shape[0]
         mixed, new_conv = naive.causal_conv1d(mixed, self.conv_weight, conv_state[state_slots], cu_seqlens)
         conv_state[state_slots] = new_conv
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, mixed.shape[-1] - 2 * self.key_dim], dim=-1)
@@ -165,39 +184,12 @@ class GatedDeltaNet(torch.nn.Module):
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         core, final = delta_rule_varlen(q, k, v, g, beta, recurrent_state[state_slots], cu_seqlens)
         recurrent_state[state_slots] = final.to(recurrent_state.dtype)
-        z = z.reshape(-1, self.head_v_dim)
-        core = self.norm(core.reshape(-1, self.head_v_dim), z).reshape(num_tokens, -1)
-        return self.out_proj(core)
+        return core.reshape(num_tokens, -1, self.head_v_dim)
 
-    def _kernel_params(self) -> tuple:
-        """conv weight [C, Kc], A_log, dt_bias [HV] as contiguous float32 (made once; before any graph capture)."""
-        if getattr(self, "_f32", None) is None or self._f32[0].device != self.conv_weight.device:
-            self._f32 = tuple(t.detach().float().contiguous() for t in (self.conv_weight, self.A_log, self.dt_bias))
-        return self._f32
-
-    def _forward_kernels(self, x, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
-        """The CUDA path: decode rows through conv_decode + fused_recurrent_decode, prefill rows through
-        conv_prefill + chunk_prefill (kernels/gdn/ops.py). x [T, D] bf16 -> [T, D] bf16."""
-        num_tokens = x.shape[0]
-        conv_w, a_log, dt_bias = self._kernel_params()
-        mixed, z, b, a = self._project(x)
-        if mixed.stride(0) % 8:
-            # the kernels read 16-byte aligned token rows
-            mixed = mixed.contiguous()
-        if meta.all_decode:
-            core = gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
-                                      meta.decode_slots, self.num_k_heads)
-        elif meta.all_prefill:
-            core = self._prefill(mixed, a, b, meta, recurrent_state, conv_state)
-        else:
-            core = torch.empty(num_tokens, recurrent_state.shape[1], self.head_v_dim, dtype=x.dtype,
-                               device=x.device)
-            dec = meta.decode_tokens
-            core[dec] = gdn_ops.gdn_decode(mixed[dec], a[dec], b[dec], conv_w, a_log, dt_bias, conv_state,
-                                           recurrent_state, meta.decode_slots, self.num_k_heads)
-            pre = meta.prefill_tokens
-            core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
-        if num_tokens == 1 and norm_layer.USE_KERNELS:  # one row: the gated norm rides in out_proj's GEMV
+    def finish(self, core: torch.Tensor, proj: tuple) -> torch.Tensor:
+        """The per-token tail: the gated RMSNorm of core [T, HV, dv] (gate z from proj) and out_proj -> [T, D]."""
+        num_tokens, z = core.shape[0], proj[1]
+        if num_tokens == 1 and core.is_cuda and norm_layer.USE_KERNELS:  # the gated norm rides in out_proj's GEMV
             fused = self.out_proj.forward_gated_norm(core.reshape(1, -1), z, self.norm.weight, self.norm.eps)
             if fused is not None:
                 return fused
@@ -206,6 +198,35 @@ class GatedDeltaNet(torch.nn.Module):
         heads = (num_tokens, -1, self.head_v_dim)
         core = self.norm(core.reshape(heads), z.reshape(heads)).reshape(num_tokens, -1)
         return self.out_proj(core)
+
+    def _kernel_params(self) -> tuple:
+        """conv weight [C, Kc], A_log, dt_bias [HV] as contiguous float32 (made once; before any graph capture)."""
+        if getattr(self, "_f32", None) is None or self._f32[0].device != self.conv_weight.device:
+            self._f32 = tuple(t.detach().float().contiguous() for t in (self.conv_weight, self.A_log, self.dt_bias))
+        return self._f32
+
+    def _core_kernels(self, proj: tuple, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
+        """The CUDA path of core: decode rows through conv_decode + fused_recurrent_decode, prefill rows through
+        conv_prefill + chunk_prefill (kernels/gdn/ops.py). -> o [T, HV, dv] bf16."""
+        conv_w, a_log, dt_bias = self._kernel_params()
+        mixed, z, b, a = proj
+        num_tokens = mixed.shape[0]
+        if mixed.stride(0) % 8:
+            # the kernels read 16-byte aligned token rows
+            mixed = mixed.contiguous()
+        if meta.all_decode:
+            return gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
+                                      meta.decode_slots, self.num_k_heads)
+        if meta.all_prefill:
+            return self._prefill(mixed, a, b, meta, recurrent_state, conv_state)
+        core = torch.empty(num_tokens, recurrent_state.shape[1], self.head_v_dim, dtype=mixed.dtype,
+                           device=mixed.device)
+        dec = meta.decode_tokens
+        core[dec] = gdn_ops.gdn_decode(mixed[dec], a[dec], b[dec], conv_w, a_log, dt_bias, conv_state,
+                                       recurrent_state, meta.decode_slots, self.num_k_heads)
+        pre = meta.prefill_tokens
+        core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
+        return core
 
     def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
         """mixed [Tp, C], a, b [Tp, HV] of the prefill rows -> o [Tp, HV, V] bf16."""

@@ -56,7 +56,11 @@ class Linear(torch.nn.Module):
                 self.nvfp4 = self.nvfp4.to(device)
         return super()._apply(fn, recurse)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, out: torch.Tensor = None) -> torch.Tensor:
+        """x [..., in] -> [..., out_features]. out: [M, out_features] contiguous in x's dtype (M = x.numel() / in), a
+        static buffer to write into (the piecewise prefill graphs, worker/prefill_graphs.py); returned reshaped."""
+        if out is not None:
+            return self._forward_into(x, out)
         stashed, self._stashed = self._stashed, None
         if stashed is not None and stashed[0] is x:  # computed with the norm that made x (RMSNorm.forward_into)
             return stashed[1]
@@ -68,6 +72,17 @@ class Linear(torch.nn.Module):
         if x.is_cuda and dense_ops.serves(x, self.weight):
             return dense_ops.gemv(x, self.weight)
         return torch.nn.functional.linear(x, self.weight)
+
+    def _forward_into(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """forward(x) written into `out` (no stash, no chunked GEMV: the GEMM / GEMV of nvfp4 ops.linear, or a
+        matmul into out for dense weights). ValueError where out is not [M, out_features] contiguous in x's dtype."""
+        rows = x.numel() // max(1, x.shape[-1])
+        if tuple(out.shape) != (rows, self.out_features) or out.dtype != x.dtype or not out.is_contiguous():
+            raise ValueError(f"Linear: out must be [{rows}, {self.out_features}] {x.dtype} contiguous")
+        if self.nvfp4 is not None:
+            return nvfp4_ops.linear(x, self.nvfp4, out)
+        torch.matmul(x.reshape(rows, -1), self.weight.t(), out=out)
+        return out.reshape(*x.shape[:-1], self.out_features)
 
     def stash(self, x: torch.Tensor, out: torch.Tensor) -> None:
         """Keeps out = this layer(x), already computed, for the next forward call, which returns it if that call's

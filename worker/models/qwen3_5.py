@@ -77,11 +77,22 @@ class DecoderLayer(torch.nn.Module):
         `residual` first. Returns (mlp output, h) with the layer's output = mlp output + h, left for the next norm:
         each residual add rides in an RMSNorm launch (kernels.norm.ops.rms_norm with a residual), as vLLM does, or at
         one row on Hopper in the next projection's GEMV (RMSNorm.forward_into: no norm launch)."""
+        proj, residual = self.head(x, residual)
+        return self.tail(self.mixer.core(proj, *mixer_args), proj, residual)
+
+    def head(self, x: torch.Tensor, residual, outs=None) -> tuple:
+        """forward's part before the mixer's core: the input norm (with the residual add) and the mixer's
+        projections -> (proj, h). outs: one buffer per projection launch (mixer.projection_widths) to write into."""
         if residual is None:
             normed, residual = self.input_layernorm(x), x
         else:
             normed, residual = self.input_layernorm.forward_into(x, residual, _input_linear(self.mixer))
-        mixed = self.mixer(normed, *mixer_args)
+        return self.mixer.project(normed, outs), residual
+
+    def tail(self, core: torch.Tensor, proj: tuple, residual: torch.Tensor) -> tuple:
+        """forward's part after the mixer's core: mixer.finish, the residual add + post-attention norm and the MLP
+        -> (mlp output, h)."""
+        mixed = self.mixer.finish(core, proj)
         normed, residual = self.post_attention_layernorm.forward_into(mixed, residual, _input_linear(self.mlp))
         return self.mlp(normed), residual
 
@@ -153,16 +164,24 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         every weight has run once). last_index [M] int64 tokens whose logits are returned (None: all tokens).
         Returns logits [M or T, V] float32, or with hidden the final-norm hidden states [M or T, D]."""
         x, residual = torch.nn.functional.embedding(step.input_ids, self.embed_tokens), None
-        for layer, j in zip(self.layers, self.cache_index):
-            if layer.is_attention:
-                args = (step.cos, step.sin, step.attn, cache.k_cache[j], cache.v_cache[j])
-            else:
-                args = (step.cu_seqlens, step.state_slots, cache.recurrent_state[j], cache.conv_state[j], step.gdn)
-            x, residual = layer(x, args, residual)
+        for i, layer in enumerate(self.layers):
+            x, residual = layer(x, self.core_args(i, step, cache), residual)
+        return self.finish(x, residual, last_index, hidden)
+
+    def finish(self, x: torch.Tensor, residual: torch.Tensor, last_index=None, hidden: bool = False) -> torch.Tensor:
+        """The last layer's (mlp output, h) [T, D] -> logits [M or T, V] float32 of the tokens at last_index (None:
+        all), or with hidden the final-norm hidden states."""
         if last_index is not None:
             x, residual = x[last_index], residual[last_index]
         x, _ = self.norm.forward_into(x, residual, None if hidden else self.lm_head)
         return x if hidden else self.lm_head(x).float()
+
+    def core_args(self, index: int, step: "StepInputs", cache: ModelCache) -> tuple:
+        """Layer `index`'s mixer.core arguments after proj: its view of the step and its cache pools."""
+        j = self.cache_index[index]
+        if self.layers[index].is_attention:
+            return step.cos, step.sin, step.attn, cache.k_cache[j], cache.v_cache[j]
+        return step.cu_seqlens, step.state_slots, cache.recurrent_state[j], cache.conv_state[j], step.gdn
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""Worker process (GPU path): eager steps run once before the worker reports ready, so that the kernels an eager step
+picks by its row count are compiled (NVRTC, ~1 s a module on the H200 machine) before a request needs them.
+
+The decode graphs (worker/graphs.py) and the piecewise prefill graphs (worker/prefill_graphs.py) compile what they
+capture at start (worker.server.capture_at_start); steps of 2..MIN_TOKENS - 1 tokens that are not all decode (a few
+decode rows beside a short prefill chunk) run eagerly, and their NVFP4 GEMV variants are chosen per row count
+(kernels/nvfp4/gemv_pick.py). Served 27B shape at C = 8 on a fresh kernel cache: one such step (7 decode rows + a
+4-token chunk) took 1.16 s of host time in the middle of a run (worker/GPU_NOTES.md, session 15).
+
+Safe at start only: nothing is live, so the steps use slots 0.. and blocks 0.. freely (a fresh row resets its slot
+before use, and a request writes a position's K/V before it reads it).
+"""
+import time
+
+import torch
+
+from worker.batch import ForwardBatch
+from worker.graphs import forward_step
+from worker.prefill_graphs import MIN_TOKENS
+
+CONTEXT = 16  # tokens of (garbage) context each decode row attends to
+
+
+def warm_up_rows(num_tokens: int, block_size: int) -> list:
+    """ForwardBatch.from_rows rows of a num_tokens-token mixed step (num_tokens >= 2): num_tokens - 2 decode rows at
+    CONTEXT, then one fresh 2-token prefill row; row i on slot i and its own blocks."""
+    per_row = -(-(CONTEXT + 1) // block_size)
+    rows = [([1], CONTEXT, i, list(range(i * per_row, (i + 1) * per_row)), True) for i in range(num_tokens - 2)]
+    first = (num_tokens - 2) * per_row
+    rows.append(([1, 2], 0, num_tokens - 2, list(range(first, first + per_row)), True))
+    return rows
+
+
+def warm_up_eager(runner, verbose: bool = True) -> int:
+    """Runs one eager mixed step for each token count 2..MIN_TOKENS - 1 (as forward_step serves it) on a CUDA
+    runner; returns the number of steps run (0 on CPU or where the cache has too few slots or blocks)."""
+    cache = runner.cache
+    if cache.device.type != "cuda":
+        return 0
+    sizes = [n for n in range(2, MIN_TOKENS) if n - 1 <= cache.num_slots
+             and len(warm_up_rows(n, cache.block_size)) * -(-(CONTEXT + 1) // cache.block_size) <= cache.num_blocks]
+    t0 = time.perf_counter()
+    for n in sizes:
+        rows = warm_up_rows(n, cache.block_size)
+        batch = ForwardBatch.from_rows(rows, cache.block_size).to(cache.device)
+        forward_step(runner.model, cache, batch, runner.graphs, [len(r[0]) for r in rows], [r[1] for r in rows],
+                     runner.prefill_graphs)
+    torch.cuda.synchronize(cache.device)
+    if verbose and sizes:
+        print(f"worker: eager steps of {sizes[0]}-{sizes[-1]} tokens warmed up in {time.perf_counter() - t0:.1f} s",
+              flush=True)
+    return len(sizes)
