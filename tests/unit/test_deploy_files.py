@@ -153,3 +153,20 @@ def test_the_load_balancer_passes_on_what_a_gateway_accepts():
     assert body_limit == 0 or body_limit >= GatewayConfig.max_body_bytes
     _, buffer_size = conf.get("large_client_header_buffers", "4 8k").split()
     assert _nginx_bytes(buffer_size) >= SERVER_OPTIONS["max_field_size"]
+
+
+def test_the_workers_compiled_kernels_live_on_a_volume_that_outlives_a_restart(compose):
+    """CuPy compiles each kernel module on first use (~1 s; the decode graphs' capture at start took 18.5 s on an empty
+    cache against ~3 s on a filled one, worker/GPU_NOTES.md session 15): its cache dir must not be the container's
+    own filesystem, which a restarted container loses."""
+    env = re.search(r"^ENV CUPY_CACHE_DIR=(\S+)$", _read("deploy", "Dockerfile.worker"), re.M)
+    assert env, "deploy/Dockerfile.worker sets no CUPY_CACHE_DIR"
+    path = env.group(1)
+    mounts = [v.split(":") for v in compose["services"]["worker"]["volumes"]]
+    named = [m[0] for m in mounts if m[1] == path]
+    assert named and named[0] in compose["volumes"], f"compose mounts no named volume at {path}"
+    k8s = next(doc for doc in yaml.safe_load_all(_read("deploy", "k8s", "engine.yaml")) if doc["kind"] == "StatefulSet")
+    pod = k8s["spec"]["template"]["spec"]
+    worker = next(c for c in pod["containers"] if c["name"] == "worker")
+    mount = next(m for m in worker["volumeMounts"] if m["mountPath"] == path)
+    assert any(v["name"] == mount["name"] for v in pod["volumes"])
