@@ -68,8 +68,11 @@ REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
 def reasoning_of(message: dict):
-    """The reasoning text a message carries under any of its names (None without one)."""
-    return next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
+    """The reasoning text a message carries under any of its names (None without one): the first one set, but an empty
+    one does not hide another's text (pi sends `reasoning` with an empty `reasoning_content`; vLLM reads `reasoning`
+    first, Ollama's /v1 only `reasoning`, so both replay that text)."""
+    values = [message[key] for key in REASONING_FIELDS if message.get(key) is not None]
+    return next((value for value in values if value != ""), values[0] if values else None)
 
 
 def prepare_messages(messages: list[dict]) -> list[dict]:
