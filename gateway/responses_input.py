@@ -127,6 +127,15 @@ _ITEMS = {"message": _message, "function_call": _function_call, "function_call_o
           "reasoning": _reasoning, "item_reference": _item_reference}
 
 
+def continues_final_message(value: Any) -> bool:
+    """vLLM's partial message completion: a final assistant message item whose status is in_progress or incomplete (an
+    answer cut short, or a prefill) is continued, not answered with a new turn (vllm's responses/utils.py
+    should_continue_final_message; a completed one, or none, opens a new turn)."""
+    last = value[-1] if isinstance(value, list) and value and isinstance(value[-1], dict) else {}
+    return (last.get("type", "message") == "message" and last.get("role") == "assistant"
+            and last.get("status") in ("in_progress", "incomplete"))
+
+
 def input_messages(value: Any, instructions: Optional[str]) -> list:
     """The chat messages for `instructions` (a system message first) and `input`."""
     convo = _Conversation()

@@ -21,7 +21,7 @@ from gateway.ollama_truncate import fit_history
 from gateway.openai import parse_chat
 from gateway.openai_plan import Plan
 from gateway.openai_fields import check_fields
-from gateway.responses_input import NOT_STORED, input_messages
+from gateway.responses_input import NOT_STORED, continues_final_message, input_messages
 from gateway.responses_reasoning import INCLUDE as REASONING_INCLUDE
 from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
 from gateway.responses_tools import chat_tool_choice, chat_tools
@@ -101,6 +101,8 @@ def chat_body(body: dict, namespaces: dict, tool_paths: list) -> dict:
     namespaced functions offered; tool_paths: with where each chat tool stands in the request)."""
     chat = {name: body[name] for name in _SAME_NAME if name in body}
     chat["messages"] = input_messages(body.get("input"), body.get("instructions"))
+    if continues_final_message(body.get("input")):
+        chat["continue_final_message"] = True
     chat["stream"] = bool(body.get("stream"))
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
