@@ -3,7 +3,8 @@
 Messages keep their role, except that instructions and every system / developer item are one leading system message
 (the Qwen3.5 / 3.8 templates take no other); function_call items become the assistant's tool_calls
 (consecutive calls share one assistant message, as the model wrote them), function_call_output items become tool
-messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it. Nothing is
+messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it (a turn of its own
+when a user message, or the end of the input, comes first). Nothing is
 stored here, so an item_reference cannot be resolved, and this text-only model takes no image, file or audio part.
 """
 from __future__ import annotations
@@ -36,6 +37,12 @@ class _Conversation:
             message["reasoning_content"], self.reasoning = self.reasoning, None
         self.messages.append(message)
         return message
+
+    def close_reasoning(self) -> None:
+        """A reasoning item no assistant output followed (its turn was cut, or produced nothing else) is a turn of its
+        own, where it stands: it is not the reasoning of the next user turn's answer."""
+        if self.reasoning is not None:
+            self.assistant("")
 
 
 def _string(item: dict, key: str, where: str) -> str:
@@ -75,6 +82,7 @@ def _message(item: dict, where: str, convo: _Conversation) -> None:
     if role == "assistant":
         convo.assistant(text)
     else:
+        convo.close_reasoning()
         convo.messages.append({"role": role, "content": text})
 
 
@@ -153,6 +161,7 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
                               f"function_call_output and reasoning are)", param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
+    convo.close_reasoning()
     if not convo.messages:
         raise InvalidRequest("input must not be empty (or send instructions)", param="input")
     return one_system_message(convo.messages)
