@@ -7,6 +7,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gateway.errors import InvalidRequest
+from gateway.pydantic_scalars import lax_scalars
 from gateway.schema_errors import best_error, error_message
 
 # Each schema's validator by the schema's id (every schema is a module-level constant).
@@ -65,10 +66,11 @@ def integral(value: Any, schema: Any) -> Any:
 
 
 def validate(body: Any, schema: dict) -> dict:
-    """Returns body (integral floats made ints) when it matches schema; otherwise raises InvalidRequest for the
-    first error."""
+    """Returns body (read as vLLM's pydantic models read it: "0.7" a number where one is wanted, integral floats
+    made ints) when it matches schema; otherwise raises InvalidRequest for the first error."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
+    lax_scalars(body, schema)
     error = next(iter(sorted(compile_schema(schema).iter_errors(body), key=lambda e: list(e.path))), None)
     if error is None:
         return integral(body, schema)

@@ -311,12 +311,12 @@ async def test_best_of_below_n_is_a_400_as_openai_and_vllm(stack, path):
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/v0/chat/completions", "/v1/completions"])
-@pytest.mark.parametrize("name,value", [("best_of", "2"), ("typical_p", "x"), ("length_penalty", [2]),
+@pytest.mark.parametrize("name,value", [("best_of", "two"), ("typical_p", "x"), ("length_penalty", [2]),
                                         ("modalities", "audio"), ("user", 5)])
 async def test_refused_and_no_effect_fields_of_the_wrong_type_are_a_400(stack, path, name, value):
-    """vLLM types these fields (pydantic), so a wrong type is its 400; here best_of "2" and typical_p "x" reached the
-    best_of < n and typical_p < 1 checks and were a 500 (TypeError: '<' not supported between 'str' and 'int'), and
-    modalities "audio" (not a list) was a 200 that asked for nothing."""
+    """vLLM types these fields (pydantic), so a wrong type is its 400; here a string best_of and typical_p "x"
+    reached the best_of < n and typical_p < 1 checks and were a 500 (TypeError: '<' not supported between 'str' and
+    'int'), and modalities "audio" (not a list) was a 200 that asked for nothing."""
     client, fake = stack
     if name == "modalities" and path == "/v1/completions":
         pytest.skip("modalities is a chat field")

@@ -59,7 +59,7 @@ async def test_reasoning_returned_by_default(stack, path, extra):
 async def test_include_reasoning_must_be_a_boolean(stack):
     client, _ = stack
     response = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
-                                                                 "include_reasoning": "no"})
+                                                                 "include_reasoning": "nope"})
     assert response.status == 400
     error = (await response.json())["error"]
     assert error["param"] == "include_reasoning" and error["code"] == "invalid_type"

@@ -57,7 +57,7 @@ async def test_min_tokens_above_an_implicit_limit_is_a_400(stack, path, body, li
 @pytest.mark.parametrize("path, body", [
     ("/v1/chat/completions", {"messages": USER, "min_tokens": -1}),
     ("/v1/chat/completions", {"messages": USER, "min_tokens": 1.5}),
-    ("/v1/chat/completions", {"messages": USER, "min_tokens": "3"}),
+    ("/v1/chat/completions", {"messages": USER, "min_tokens": "three"}),
     ("/v1/chat/completions", {"messages": USER, "max_tokens": 4, "min_tokens": 5}),
     ("/v1/chat/completions", {"messages": USER, "max_tokens": 50, "max_completion_tokens": 4, "min_tokens": 5}),
     ("/v1/completions", {"prompt": "Hello", "max_tokens": 4, "min_tokens": 5}),

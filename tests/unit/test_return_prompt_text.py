@@ -49,6 +49,6 @@ async def test_without_it_there_is_none_and_a_non_boolean_is_a_400(stack):
     client, _ = stack
     answer = await (await client.post("/v1/chat/completions", json={"messages": MESSAGES})).json()
     assert "prompt_text" not in answer
-    response = await client.post("/v1/chat/completions", json={"messages": MESSAGES, "return_prompt_text": "yes"})
+    response = await client.post("/v1/chat/completions", json={"messages": MESSAGES, "return_prompt_text": "perhaps"})
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == "return_prompt_text"

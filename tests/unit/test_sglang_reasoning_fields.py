@@ -56,6 +56,6 @@ async def test_held_reasoning_cut_by_max_tokens_comes_at_the_finish(stack):
 @pytest.mark.parametrize("field", ["separate_reasoning", "stream_reasoning"])
 async def test_a_field_that_is_no_boolean_is_a_400(stack, field):
     client, _ = stack
-    response = await client.post("/v1/chat/completions", json={"messages": USER, field: "no"})
+    response = await client.post("/v1/chat/completions", json={"messages": USER, field: "nope"})
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == field and "boolean" in error["message"]

@@ -63,7 +63,7 @@ def test_no_budget_no_grammar(card, body):  # noqa: F811
     assert parse_chat({"messages": USER, **body}, card, "tiny").gen.constraint is None
 
 
-@pytest.mark.parametrize("value", [-2, "100", 1.5])
+@pytest.mark.parametrize("value", [-2, "many", 1.5])
 def test_bad_budget_is_a_400_naming_it(card, value):  # noqa: F811
     with pytest.raises(InvalidRequest) as error:
         parse_chat({"messages": USER, "thinking_token_budget": value}, card, "tiny")
@@ -104,7 +104,7 @@ def test_llama_cpps_budget_fields_bound_the_reasoning(card, field):  # noqa: F81
     assert newer.compute_ff_tokens() == [think_end]
 
 
-@pytest.mark.parametrize("value", [-2, "100"])
+@pytest.mark.parametrize("value", [-2, "many"])
 def test_a_bad_llama_cpp_budget_is_a_400_naming_it(card, value):  # noqa: F811
     with pytest.raises(InvalidRequest) as error:
         parse_chat({"messages": USER, "thinking_budget_tokens": value}, card, "tiny")

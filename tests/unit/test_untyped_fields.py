@@ -15,9 +15,9 @@ def _error(field: str, words: str, code: str = "invalid_type") -> dict:
 @pytest.mark.parametrize("route, body", [("/v1/tokenize", COMPLETION), ("/tokenize", CHAT)], ids=["prompt", "chat"])
 async def test_tokenize_add_special_tokens_is_a_boolean(stack, route, body):
     client, _ = stack
-    response = await client.post(route, json={**body, "add_special_tokens": "yes"})
+    response = await client.post(route, json={**body, "add_special_tokens": "perhaps"})
     assert response.status == 400
-    assert await response.json() == _error("add_special_tokens", "'yes' is not of type 'boolean', 'null'")
+    assert await response.json() == _error("add_special_tokens", "'perhaps' is not of type 'boolean', 'null'")
     ok = await client.post(route, json={**body, "add_special_tokens": True})
     assert ok.status == 200 and (await ok.json())["count"] > 0
 

@@ -1,0 +1,60 @@
+"""Gateway process: request scalars read as pydantic's lax mode (vLLM's request models) reads them, against a schema.
+
+JSON Schema is strict where pydantic is not: vLLM answers `"temperature": "0.7"`, `"max_tokens": "512"` and
+`"stream": "true"` with the values they spell (Cline 3.34 sent its temperature as a string, cline#7183). lax_scalars
+makes the body what pydantic would have made of it, so the schema checks the value and the rest of the gateway sees
+a number (schema_validate.integral reads 5.0 where an integer is wanted as 5, the same way).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+# pydantic-core's str -> int: an optional sign, digits, and only zeros after a decimal point ("5", "+5", "5.00").
+_INT_TEXT = re.compile(r"[+-]?\d+(\.0*)?")
+# pydantic-core's str -> bool words (case-insensitive).
+_TRUE, _FALSE = {"true", "1", "yes", "on", "t", "y"}, {"false", "0", "no", "off", "f", "n"}
+
+
+def _types(schema: dict) -> set:
+    kind = schema.get("type")
+    kinds = set(kind) if isinstance(kind, list) else {kind} if kind else set()
+    for alternative in schema.get("anyOf", ()):
+        if isinstance(alternative, dict):
+            kinds |= _types(alternative)
+    return kinds
+
+
+def _from_text(text: str, kinds: set) -> Any:
+    """text as the number or boolean the schema wants, or text itself when it spells none (the schema refuses it)."""
+    word = text.strip()
+    if "integer" in kinds and _INT_TEXT.fullmatch(word):
+        return int(word.split(".")[0])
+    if "number" in kinds:
+        try:
+            number = float(word)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number):
+            return number
+    if "boolean" in kinds and word.lower() in _TRUE | _FALSE:
+        return word.lower() in _TRUE
+    return text
+
+
+def lax_scalars(value: Any, schema: Any) -> Any:
+    """value with every string where schema wants a number, integer or boolean (and no string) read as pydantic's
+    lax mode reads it; objects and lists are changed in place, each property and item against its own schema."""
+    if not isinstance(schema, dict):
+        return value
+    kinds = _types(schema)
+    if isinstance(value, str) and "string" not in kinds and kinds & {"number", "integer", "boolean"}:
+        return _from_text(value, kinds)
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                value[key] = lax_scalars(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value[:] = [lax_scalars(item, schema["items"]) for item in value]
+    return value

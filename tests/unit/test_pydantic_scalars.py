@@ -1,0 +1,79 @@
+"""Numbers and booleans sent as strings on the vLLM-shaped routes are read as vLLM's pydantic models read them
+(lax mode), instead of a 400: Cline 3.34 sent its temperature as a string (cline#7183)."""
+import orjson
+import pytest
+
+from gateway.pydantic_scalars import lax_scalars
+
+CHAT = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False}
+SCHEMA = {"type": "object", "properties": {
+    "temperature": {"type": ["number", "null"]}, "max_tokens": {"type": ["integer", "null"]},
+    "stream": {"type": ["boolean", "null"]}, "stop": {"anyOf": [{"type": "string"}, {"type": "array"}]},
+    "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+    "ids": {"type": "array", "items": {"type": "integer"}}}}
+
+
+@pytest.mark.parametrize("field,sent,read", [
+    ("temperature", "0.7", 0.7), ("temperature", " 1e-1 ", 0.1), ("temperature", "2", 2.0),
+    ("max_tokens", "512", 512), ("max_tokens", "+5.00", 5), ("stream", "true", True), ("stream", "Off", False),
+    ("stream", 1, 1), ("stop", "0.5", "0.5"),
+    ("temperature", "warm", "warm"), ("temperature", "nan", "nan"), ("temperature", "inf", "inf"),
+    ("max_tokens", "5.5", "5.5"), ("max_tokens", "1e3", "1e3"), ("stream", "maybe", "maybe"), ("stream", 2, 2),
+], ids=lambda v: repr(v))
+def test_scalars_are_read_as_pydantic_reads_them(field, sent, read):
+    """What pydantic's lax mode turns into the wanted type is that value; anything else stays as sent, for the
+    schema to refuse (a string where a string is allowed is never touched)."""
+    body = lax_scalars({field: sent}, SCHEMA)
+    assert body[field] == read and type(body[field]) is type(read)
+
+
+def test_nested_properties_and_items_are_read_too():
+    body = lax_scalars({"stream_options": {"include_usage": "true"}, "ids": ["1", 2]}, SCHEMA)
+    assert body == {"stream_options": {"include_usage": True}, "ids": [1, 2]}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/v0/chat/completions"])
+async def test_string_sampling_fields_reach_the_scheduler_as_numbers(stack, path):
+    client, fake = stack
+    body = {**CHAT, "temperature": "0.5", "top_p": "0.9", "max_tokens": "7", "seed": "42", "n": "1",
+            "presence_penalty": "0", "logprobs": "true", "top_logprobs": "2", "stream": "false"}
+    response = await client.post(path, data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    answer = orjson.loads(await response.read())
+    assert answer["choices"][0]["message"]["content"] == "Hello world"
+    assert answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"] is not None
+    sent = fake.script.requests[-1]
+    assert sent.max_tokens == 7 and sent.sampling.top_p == pytest.approx(0.9)
+    assert sent.sampling.temperature == pytest.approx(0.5) and sent.sampling.seed == 42
+
+
+async def test_streamed_and_completions_read_them_the_same(stack):
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", data=orjson.dumps(
+        {**CHAT, "stream": "true", "stream_options": {"include_usage": "true"}, "max_tokens": "8"}))
+    assert response.status == 200
+    frames = [line[6:] for line in (await response.read()).decode().splitlines() if line.startswith("data: {")]
+    assert orjson.loads(frames[-1])["usage"]["completion_tokens"] > 0
+    response = await client.post("/v1/completions", data=orjson.dumps(
+        {"model": "default", "prompt": "hi", "max_tokens": "3", "temperature": "0", "echo": "false"}))
+    assert response.status == 200, await response.text()
+    assert fake.script.requests[-1].max_tokens == 3
+
+
+async def test_the_responses_api_reads_them_too(stack):
+    client, fake = stack
+    response = await client.post("/v1/responses", data=orjson.dumps(
+        {"model": "default", "input": "hi", "max_output_tokens": "6", "temperature": "0.3", "store": "false"}))
+    assert response.status == 200, await response.text()
+    answer = orjson.loads(await response.read())
+    assert answer["max_output_tokens"] == 6 and answer["temperature"] == pytest.approx(0.3)
+    assert answer["store"] is False and fake.script.requests[-1].max_tokens == 6
+
+
+@pytest.mark.parametrize("field,value", [("temperature", "warm"), ("max_tokens", "5.5"), ("stream", "maybe")])
+async def test_a_string_that_spells_no_value_is_still_the_400_naming_the_field(stack, field, value):
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", data=orjson.dumps({**CHAT, field: value}))
+    body = orjson.loads(await response.read())
+    assert response.status == 400 and body["error"]["param"] == field and body["error"]["code"] == "invalid_type"
+    assert not fake.script.requests
