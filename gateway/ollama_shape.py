@@ -62,14 +62,25 @@ def _digest(card: ModelCard) -> str:
     return hashlib.sha256(f"{card.model_id}:{card.quantization}:{card.num_parameters}".encode()).hexdigest()
 
 
+def embedding_length(card: ModelCard) -> int:
+    """The checkpoint's hidden size (a multimodal one's text_config first), Ollama's "<arch>.embedding_length"; 0
+    when config.json gives none."""
+    text = card.config.get("text_config")
+    size = (text if isinstance(text, dict) and "hidden_size" in text else card.config).get("hidden_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
+
+
 def tags_entry(card: ModelCard, served_name: str) -> dict:
     """One /api/tags model; as Ollama lists it since 0.30, with its context length and capabilities (the ones
-    /api/show gives), so a client can pick a model for tools or thinking from the list alone."""
+    /api/show gives), so a client can pick a model for tools or thinking from the list alone, and (Ollama 0.32's
+    model list cache, server/model_list_cache.go) its embedding length, left out when unknown (omitempty)."""
     name = tag_name(served_name)
     modified = datetime.fromtimestamp(card.created, timezone.utc)
+    details = {**model_details(card), "context_length": card.max_context_len}
+    if embedding_length(card):
+        details["embedding_length"] = embedding_length(card)
     return {"name": name, "model": name, "modified_at": created_at(modified), "size": model_size(card),
-            "digest": _digest(card), "details": {**model_details(card), "context_length": card.max_context_len},
-            "capabilities": capabilities(card)}
+            "digest": _digest(card), "details": details, "capabilities": capabilities(card)}
 
 
 def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf"), on_cpu: bool = False) -> dict:

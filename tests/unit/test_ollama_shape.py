@@ -1,5 +1,6 @@
 """Unit: engine output -> Ollama objects (durations, chunks, final line, tool calls, tags/ps/show), golden JSON."""
 import asyncio
+import dataclasses
 from datetime import datetime, timezone
 
 import orjson
@@ -151,7 +152,7 @@ def test_tags_ps_show_entries(card):
     assert tags["name"] == tags["model"] == "fake-model:latest" and len(tags["digest"]) == 64
     assert tags["details"] == {"parent_model": "", "format": "safetensors", "family": "qwen3_5",
                                "families": ["qwen3_5"], "parameter_size": "1.0K", "quantization_level": "BF16",
-                               "context_length": 2048}
+                               "context_length": 2048, "embedding_length": 64}
     assert tags["capabilities"] == ["completion", "tools", "thinking"]
     assert tags["size"] == 2000
     ps = ps_entry(card, "fake-model")
@@ -172,3 +173,16 @@ def test_show_model_info_gives_the_architectures_sizes_under_ollamas_names(card)
         "qwen3_5.context_length": 2048, "qwen3_5.embedding_length": 64, "qwen3_5.block_count": 8,
         "qwen3_5.attention.head_count": 4, "qwen3_5.attention.head_count_kv": 2,
         "qwen3_5.feed_forward_length": 128, "qwen3_5.vocab_size": 1024, "tokenizer.ggml.model": "gpt2"}
+
+
+@pytest.mark.parametrize("config,length", [
+    ({"hidden_size": 5120}, 5120), ({"hidden_size": 4096, "text_config": {"hidden_size": 5120}}, 5120),
+    ({"text_config": {"vocab_size": 10}, "hidden_size": 2048}, 2048), ({}, None), ({"hidden_size": "big"}, None),
+], ids=["top level", "text_config first", "text_config without it", "none", "not a number"])
+def test_tags_give_the_embedding_length_as_ollama_lists_it(card, config, length):
+    """Ollama 0.32's model list (server/model_list_cache.go) gives details.embedding_length, the hidden size, for
+    every local model, and leaves it out when it has none (omitempty); the /api/tags details lacked it."""
+    details = tags_entry(dataclasses.replace(card, config=config), "fake-model")["details"]
+    assert details.get("embedding_length") == length
+    assert list(details)[-1] == ("embedding_length" if length else "context_length")
+
