@@ -41,7 +41,7 @@ async def test_model_list_and_lookup(session):
     assert listed["object"] == "list"
     model = listed["data"][0]
     assert model == {"id": "tiny", "object": "model", "type": "llm", "publisher": "sparkinfer", "arch": "qwen3_5",
-                     "compatibility_type": "safetensors", "quantization": model["quantization"], "state": "loaded",
+                     "compatibility_type": "mlx", "quantization": model["quantization"], "state": "loaded",
                      "max_context_length": 8192, "loaded_context_length": 8192, "capabilities": ["tool_use"]}
     async with session.get("/api/v0/models/tiny") as response:
         assert response.status == 200 and (await response.json()) == model
