@@ -148,6 +148,9 @@ def bias_pairs(pairs: list, card) -> dict:
     of the text (tokenized as common_tokenize does, special-token text as plain text)."""
     bias = {}
     for key, value in pairs:
+        # JSON Schema's integer takes 5.0 (and 1e308) too: it is the token id it reads as, never a text to tokenize.
+        if isinstance(key, float):
+            key = int(key)
         if isinstance(key, int) and key >= card.vocab_size:
             raise InvalidRequest(f"logit_bias token id {key} is not in [0, {card.vocab_size})", param="logit_bias")
         for token_id in [key] if isinstance(key, int) else card.encode(card.protect_text(key)):

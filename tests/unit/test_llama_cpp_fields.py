@@ -93,7 +93,8 @@ async def test_logit_bias_takes_llama_cpps_pairs_and_false(stack, path, base):
     tokens) and a bias of false as 'never sampled'; the list form was a 400 "... is not of type 'object', 'null'"."""
     client, fake = stack
     hello = fake.tokenizer.encode("Hello", add_special_tokens=False).ids
-    pairs = [[5, 2.5], ["Hello", False], [9, -1]]
+    # 9.0 is JSON Schema's integer 9, the token id (it was tokenized as a text: a 500 TypeError).
+    pairs = [[5, 2.5], ["Hello", False], [9.0, -1]]
     status, body = await post(client, path, {**base, "max_tokens": 3, "logit_bias": pairs})
     assert status == 200, body
     assert body["usage"]["completion_tokens"] == 3 and body["choices"][0]["finish_reason"] == "length"
@@ -106,8 +107,9 @@ async def test_logit_bias_takes_llama_cpps_pairs_and_false(stack, path, base):
     ([[5]], "invalid value for 'logit_bias[0]': [5] is too short"),
     ([[5, True]], "logit_bias: a bias is a number, or false to ban the token (true means nothing)"),
     ([[10 ** 6, 1]], "logit_bias token id 1000000 is not in [0, "),
+    ([[1e6, 1]], "logit_bias token id 1000000 is not in [0, "),
     ([[5, 101]], "invalid value for 'logit_bias[0][1]': 101 is greater than the maximum of 100"),
-], ids=["not a pair", "true", "past the vocabulary", "past 100"])
+], ids=["not a pair", "true", "past the vocabulary", "integral float past the vocabulary", "past 100"])
 async def test_bad_logit_bias_pairs_are_400s(stack, bias, message):
     client, fake = stack
     status, body = await post(client, "/v1/completions", {"prompt": "hi", "logit_bias": bias})

@@ -25,3 +25,16 @@ async def test_v1_keeps_token_id_keys(stack):
     error = (await response.json())["error"]
     assert (response.status, error["param"]) == (400, "logit_bias") and "'Hello' is not a token id" in error["message"]
     assert fake.script.requests == []
+
+
+async def test_list_keys_that_are_integral_floats_are_token_ids(stack):
+    """[[5.0, false]] passes the schema's integer as token id 5; it was tokenized as a text: a 500 TypeError, 'expected
+    string or bytes-like object, got float'. One past the vocabulary is the 400 in llama.cpp's shape."""
+    client, fake = stack
+    response = await client.post("/completion", json={"prompt": "hi", "n_predict": 2, "logit_bias": [[5.0, False]]})
+    assert response.status == 200, await response.text()
+    assert dict(fake.script.requests[-1].sampling.logit_bias) == {5: -100.0}
+    response = await client.post("/completion", json={"prompt": "hi", "n_predict": 2, "logit_bias": [[1e308, 1]]})
+    error = (await response.json())["error"]
+    assert (response.status, error["code"], error["type"]) == (400, 400, "invalid_request_error")
+    assert error["message"].startswith("logit_bias token id 1000000000000000010979063629440455417404923096773118")
