@@ -18,7 +18,8 @@ from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
 from gateway.completion_shape import CompletionFramer, completion_response
 from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.offload import run_cpu
-from gateway.score import SCORE_SCHEMA, check_fits, check_parts, completion_ids, score_request, score_response
+from gateway.score import (SCORE_SCHEMA, check_fits, check_parts, check_size, completion_ids, score_request,
+                           score_response)
 from gateway.schema_validate import validate
 from gateway.web import json_response, read_json
 
@@ -59,6 +60,7 @@ def _score_ids(body: dict, card) -> tuple:
     """(prompt ids, completion ids) of a /v1/score body: its messages rendered as the chat route renders them, or its
     raw prompt (CPU work: run it off the loop)."""
     text = rendered_messages(body, card) if "messages" in body else body["prompt"]
+    check_size(text, body, card, "messages" if "messages" in body else "prompt")
     return card.encode(text), completion_ids(body, card)
 
 

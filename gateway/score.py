@@ -60,6 +60,21 @@ def completion_ids(body: dict, card: ModelCard) -> list:
     return list(ids)
 
 
+def check_size(prompt_text: str, body: dict, card: ModelCard, prompt_param: str) -> None:
+    """400 context_length_exceeded at once when the prompt and completion texts are too many bytes to fit the
+    context (a lower bound on their tokens, no tokenizing: a 30 MB prompt took 30 s of a gateway thread to refuse)."""
+    ctx = card.max_context_len
+    num_prompt = card.min_prompt_tokens(prompt_text)
+    ids = body.get("completion_token_ids")
+    num_completion = len(ids) if ids is not None else card.min_prompt_tokens(body["completion"])
+    if num_prompt + num_completion >= ctx:
+        raise ContextLengthExceeded(
+            f"this model's maximum context length is {ctx} tokens; the prompt (at least {num_prompt} tokens) and the "
+            f"completion (at least {num_completion} tokens) must leave one position free",
+            param=prompt_param if num_prompt >= num_completion else "completion"
+        ).counts(ctx, num_prompt + num_completion, at_least=True)
+
+
 def check_fits(num_prompt: int, num_completion: int, card: ModelCard, prompt_param: str) -> None:
     """400 for an empty prompt (its first completion token would have nothing before it) and for a prompt and
     completion that leave the context no position for the generated token the scoring runs to."""

@@ -133,3 +133,19 @@ async def test_ollama_prompt_too_many_bytes_is_refused_at_once(stack, monkeypatc
     message = orjson.loads(await response.read())["error"]
     assert response.status == 400 and message.startswith("the prompt is at least 2625")
     assert f"exceeds the context window of {CONTEXT} tokens; it was not truncated" in message
+
+
+@pytest.mark.parametrize("body,where", [
+    ({"prompt": "hello " * 700_000, "completion": " world"}, "prompt"),
+    ({"messages": [{"role": "user", "content": "hello " * 700_000}], "completion": " world"}, "messages"),
+    ({"prompt": "hello", "completion": " world" * 700_000}, "completion"),
+], ids=["prompt", "messages", "completion"])
+async def test_score_texts_too_many_bytes_are_refused_at_once(stack, monkeypatch, body, where):
+    """/v1/score tokenized a 30 MB prompt for 30 s before its 400 (the generation routes refuse it by its size)."""
+    client, _ = stack
+    _never_tokenize_megabytes(monkeypatch)
+    response = await client.post("/v1/score", data=orjson.dumps(body))
+    error = orjson.loads(await response.read())["error"]
+    assert response.status == 400 and error["code"] == "context_length_exceeded" and error["param"] == where
+    assert error["message"].startswith(f"this model's maximum context length is {CONTEXT} tokens; the prompt (at least")
+    assert "(at least 2625" in error["message"]
