@@ -86,12 +86,21 @@ def check_schema(schema: Any, param: str) -> dict:
     return schema
 
 
+def validator_class(schema: dict) -> type:
+    """jsonschema's validator for the draft the schema's $schema names, else 2020-12's. A $schema that is no string
+    ({"$schema": 5}) is left to 2020-12's meta-schema to refuse: jsonschema's lookup of it raised AttributeError or
+    TypeError (a 500)."""
+    if not isinstance(schema.get("$schema", ""), str):
+        return Draft202012Validator
+    return validator_for(schema, default=Draft202012Validator)
+
+
 def schema_error(schema: dict) -> Optional[str]:
     """Why schema is no JSON Schema its draft accepts (the reason and where: "'strng' is not one of ['array', ...]
     (at $.properties.a.type)"), or None."""
     # The draft its $schema names (draft-07's tuple `items` list, draft-04's boolean exclusiveMinimum, as
     # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
-    cls = validator_for(schema, default=Draft202012Validator)
+    cls = validator_class(schema)
     meta = validator_for(cls.META_SCHEMA, default=cls)(cls.META_SCHEMA, format_checker=_schema_formats(cls))
     # The best reason, not jsonschema's check_schema's first error (an anyOf's bare "is not valid under any of the
     # given schemas").

@@ -17,12 +17,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, UnknownType
-from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from gateway.schema_bounds import formatted_string
+from gateway.structured import validator_class
 from gateway.tool_markup import load_json
 
 _DEFS_KEYS = ("$defs", "definitions")
@@ -210,7 +209,7 @@ def _validator(schema: Optional[dict], defs: dict):
     if not schema:
         return None
     schema = {**{key: value for key, value in defs.items() if key not in schema}, **schema}
-    cls = validator_for(schema, default=Draft202012Validator)
+    cls = validator_class(schema)
     try:
         cls.check_schema(schema)
     except (SchemaError, RecursionError):

@@ -73,3 +73,37 @@ async def test_schema_errors_give_the_reason_and_place(stack, fields, param, rea
     assert body["error"] == {"message": f"{param} is not a valid JSON Schema: {reason}",
                              "type": "invalid_request_error", "param": param, "code": "invalid_value"}
     assert fake.script.requests == []
+
+
+BAD_DRAFT = {"$schema": 5, "type": "object"}
+SHAPES = {"openai": lambda body: body["error"]["message"], "ollama": lambda body: body["error"],
+          "anthropic": lambda body: body["type"] == "error" and body["error"]["message"],
+          "llama.cpp": lambda body: body["error"]["code"] == 400 and body["error"]["message"]}
+
+
+@pytest.mark.parametrize("path, fields, shape", [
+    ("/v1/chat/completions", {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": BAD_DRAFT}}}, "openai"),
+    ("/v1/chat/completions", {"messages": USER, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": BAD_DRAFT}}]}, "openai"),
+    ("/v1/completions", {"prompt": "hi", "guided_json": BAD_DRAFT}, "openai"),
+    ("/v1/responses", {"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": BAD_DRAFT}}},
+     "openai"),
+    ("/v1/messages", {"model": "default", "max_tokens": 4, "messages": USER, "output_config": {"format": {
+        "type": "json_schema", "schema": BAD_DRAFT}}}, "anthropic"),
+    ("/v1/messages", {"model": "default", "max_tokens": 4, "messages": USER, "tools": [{"name": "f", "input_schema": BAD_DRAFT}]},
+     "anthropic"),
+    ("/api/chat", {"model": "default", "messages": USER, "format": BAD_DRAFT}, "ollama"),
+    ("/api/generate", {"model": "default", "prompt": "hi", "format": BAD_DRAFT}, "ollama"),
+    ("/completion", {"prompt": "hi", "json_schema": BAD_DRAFT}, "llama.cpp"),
+], ids=["response_format", "tools", "guided_json", "responses", "anthropic-format", "anthropic-tools", "ollama-chat",
+        "ollama-generate", "llama.cpp"])
+async def test_a_schema_whose_draft_is_no_string_is_a_400(stack, path, fields, shape):
+    """{"$schema": 5} was a 500 on every surface (jsonschema's draft lookup: AttributeError 'int' object has no
+    attribute 'decode'); it is the meta-schema's reason, in the route's own error shape."""
+    client, fake = stack
+    response = await client.post(path, data=orjson.dumps(fields))
+    body = await response.json()
+    assert response.status == 400, body
+    assert "5 is not of type 'string'" in SHAPES[shape](body), body
+    assert fake.script.requests == []
