@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from typing import Any
+from typing import Any, Optional
 
 from gateway.ollama_template_parse import fail
 
@@ -15,6 +15,8 @@ CONSTANTS = {"true": True, "false": False, "nil": None}
 UNREAD_BUILTINS = frozenset("call html js urlquery template define block".split())
 # A printf verb: flags, width, precision and the verb letter (fmt's syntax).
 _VERB = re.compile(r"%([-+# 0]*)(\d+)?(?:\.(\d+))?([a-zA-Z%])")
+# fmt's tooLarge: the largest number it reads on into a width or precision.
+_MAX_WIDTH = 1_000_000
 _GO_TYPES = {bool: "bool", int: "int", float: "float64", str: "string", list: "[]interface {}",
              dict: "map[string]interface {}"}
 
@@ -96,22 +98,40 @@ def _verb(flags: str, width: str, precision: str, verb: str, arg: Any) -> str:
     return body.ljust(int(width)) if "-" in flags and width else body.rjust(int(width or 0), pad)
 
 
+def _too_large(digits: Optional[str]) -> bool:
+    """fmt's parsenum gives up on a width or precision once the number read so far passes 1e6 (its tooLarge), so
+    "%.99999999f" cannot make a string of 100 MB (it made one here: a 60-byte request, gigabytes of prompt)."""
+    num = 0
+    for digit in digits or "":
+        if num > _MAX_WIDTH:
+            return True
+        num = num * 10 + int(digit)
+    return False
+
+
 def _sprintf(form: str, *args: Any) -> str:
     """fmt.Sprintf for the verbs a prompt template uses (%s %v %q %d %t %f %e %g, flags and width); a missing
-    operand is fmt's %!s(MISSING), extra ones its %!(EXTRA ...)."""
+    operand is fmt's %!s(MISSING), extra ones its %!(EXTRA ...), and a width or precision past 1e6 its %!(NOVERB),
+    the rest of the format dropped (fmt's parsenum skips to the end)."""
     if not isinstance(form, str):
         raise fail("error calling printf: the format is not a string")
     pending = list(args)
-
-    def one(match: re.Match) -> str:
+    out, start = "", 0
+    for match in _VERB.finditer(form):
         flags, width, precision, verb = match.groups()
+        out += form[start:match.start()]
+        start = match.end()
+        if _too_large(width) or _too_large(precision):
+            out += "%!(NOVERB)"
+            start = len(form)
+            break
         if verb == "%":
-            return "%"
-        if not pending:
-            return f"%!{verb}(MISSING)"
-        return _verb(flags, width, precision, verb, pending.pop(0))
-
-    out = _VERB.sub(one, form)
+            out += "%"
+        elif not pending:
+            out += f"%!{verb}(MISSING)"
+        else:
+            out += _verb(flags, width, precision, verb, pending.pop(0))
+    out += form[start:]
     if pending:
         out += "%!(EXTRA " + ", ".join(f"{_GO_TYPES.get(type(a), '<nil>')}={text(a)}" for a in pending) + ")"
     return out

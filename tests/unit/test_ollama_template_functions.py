@@ -35,7 +35,12 @@ async def test_a_template_comparing_lengths_makes_the_prompt(stack):
     ('{{ printf "%d items, %5.2f, %-3s|%q %t %v %%" 3 1.5 "ab" "q" true 2 }}', '3 items,  1.50, ab |"q" true 2 %'),
     ('{{ printf "%s %s" "a" }}|{{ printf "%d" "x" }}|{{ printf "%s" "a" 2 }}',
      "a %!s(MISSING)|%!d(string=x)|a%!(EXTRA int=2)"),
-], ids=["printf joins systems", "comparisons", "index", "print and println", "printf verbs", "printf mismatches"])
+    # fmt's parsenum stops reading a width or precision past 1e6 (tooLarge): %!(NOVERB), the rest of the format
+    # dropped; they made strings of 100 MB here.
+    ('{{ printf "a%99999999db" 1 }}|{{ printf "%.99999999f x" 1 }}|{{ len (printf "%9999999d" 1) }}',
+     "a%!(NOVERB)%!(EXTRA int=1)|%!(NOVERB)%!(EXTRA int=1)|9999999"),
+], ids=["printf joins systems", "comparisons", "index", "print and println", "printf verbs", "printf mismatches",
+        "printf width past fmt's bound"])
 def test_gos_builtin_functions(source, rendered):
     assert render(source, {"Messages": MESSAGES}, cut=False) == rendered
 
