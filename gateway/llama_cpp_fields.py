@@ -38,8 +38,9 @@ SCHEMA = {
     # thinking_budget_tokens; -1 unrestricted, 0 ends the thinking at once): gateway.thinking_budget enforces it.
     "reasoning_budget_tokens": {"type": ["integer", "null"], "minimum": -1, "maximum": 2**31 - 1},
     "thinking_budget_tokens": {"type": ["integer", "null"], "minimum": -1, "maximum": 2**31 - 1},
-    # The generation's time limit in ms (0 or less: none), checked at each newline: max_predict_s reads it.
-    "t_max_predict_ms": {"type": ["integer", "null"]},
+    # The generation's time limit in ms (0 or less: none), checked at each newline: max_predict_s reads it. llama.cpp
+    # keeps it in an int64_t; past that ("9" * 400 sent as a string) it overflowed the division: a 500.
+    "t_max_predict_ms": {"type": ["integer", "null"], "minimum": -2**63, "maximum": 2**63 - 1},
 }
 
 

@@ -66,3 +66,20 @@ async def test_a_wrong_type_is_a_400_naming_it(stack):
     response = await client.post("/completion", data=orjson.dumps({"prompt": "hi", "t_max_predict_ms": "soon"}))
     assert response.status == 400
     assert "t_max_predict_ms" in (await response.text())
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/completion", {"prompt": "hi"}),
+    ("/v1/completions", {"prompt": "hi"}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+], ids=["completion", "v1 completions", "v1 chat"])
+@pytest.mark.parametrize("value", ["9" * 400, 2**63], ids=["digits as a string", "past int64"])
+async def test_a_limit_past_llama_cpps_int64_is_a_400(stack, path, body, value):
+    """llama.cpp keeps t_max_predict_ms in an int64_t; "9" * 400 (a string read as its number) overflowed the ms to s
+    division: a 500 OverflowError 'integer division result too large for a float'."""
+    client, fake = stack
+    response = await client.post(path, data=orjson.dumps({**body, "t_max_predict_ms": value}))
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == "t_max_predict_ms", error
+    assert "is greater than the maximum of 9223372036854775807" in error["message"]
+    assert fake.script.requests == []
