@@ -271,8 +271,7 @@ def gemm(x: torch.Tensor, p: dict, out: torch.Tensor, kernel: str = "") -> torch
 
 def linear(x: torch.Tensor, weight: NVFP4Weight, out: torch.Tensor = None) -> torch.Tensor:
     """x [..., K] -> y [..., N] in x's dtype. CUDA: kernels (bf16 math, f32 accumulate); CPU: dequantize + matmul.
-    out: where to write y, [M, N] contiguous in x's dtype with M = x.numel() / K (a static buffer of a CUDA graph);
-    ValueError if it is not that."""
+    out: [M = x.numel() / K, N] contiguous in x's dtype to write y into (a CUDA graph's static buffer), else ValueError."""
     n, k = weight.shape
     if out is not None and (tuple(out.shape) != (x.numel() // k, n) or out.dtype != x.dtype
                             or not out.is_contiguous() or out.device != x.device):
@@ -281,15 +280,13 @@ def linear(x: torch.Tensor, weight: NVFP4Weight, out: torch.Tensor = None) -> to
         key = ("dense", x.dtype)
         if key not in weight.cache:
             weight.cache[key] = weight.dequantize(x.dtype)
-        if out is not None:
-            return torch.matmul(x.reshape(-1, k), weight.cache[key].t(), out=out).reshape(*x.shape[:-1], n)
-        return torch.nn.functional.linear(x, weight.cache[key])
+        y = torch.nn.functional.linear(x, weight.cache[key])
+        return y if out is None else out.copy_(y.reshape(out.shape)).view(y.shape)
     x2 = x.reshape(-1, k).to(torch.bfloat16).contiguous()
     if x2.data_ptr() % 16:  # the kernels read x in 16-byte pieces
         x2 = x2.clone()
     p = prepared(weight)
-    y = out if out is not None and out.dtype == torch.bfloat16 else torch.empty(x2.shape[0], n, dtype=torch.bfloat16,
-                                                                                   device=x.device)
+    y = out if out is not None and out.dtype == torch.bfloat16 else x2.new_empty(x2.shape[0], n)
     if x2.shape[0]:
         (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) else gemm)(x2, p, y)
     if out is not None and y is not out:

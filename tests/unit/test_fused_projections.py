@@ -2,6 +2,7 @@
 checkpoint mixes NVFP4 and bf16 inside a layer (the GDN gates in_proj_b / in_proj_a stay bf16 in NVFP4 recipes)."""
 import copy
 
+import pytest
 import torch
 
 from kernels.nvfp4 import checkpoint, quantize
@@ -33,6 +34,25 @@ def test_runs_of_same_kind_fuse_and_outputs_equal_the_separate_linears():
     assert len(got) == len(parts)
     for out, part in zip(got, parts):
         torch.testing.assert_close(out, part(x))
+
+
+def test_outputs_written_into_static_buffers_equal_the_returned_ones():
+    """FusedProjections(x, outs) (the piecewise prefill graphs' static buffers, worker/prefill_graphs.py) writes each
+    run's output into its buffer and returns views of it, equal to the plain call; a buffer of another shape is a
+    ValueError."""
+    gen = torch.Generator().manual_seed(9)
+    fused = FusedProjections([_nvfp4(64, 0.01, gen), _nvfp4(32, 0.3, gen), Linear(torch.randn(16, 128, generator=gen)),
+                              Linear(torch.randn(8, 128, generator=gen))])
+    assert fused.widths == [96, 24]
+    x = torch.randn(5, 128, generator=gen)
+    outs = [torch.full((5, w), float("nan")) for w in fused.widths]
+    got = fused(x, outs)
+    for g, want in zip(got, fused(x)):
+        torch.testing.assert_close(g, want)
+    assert got[0].data_ptr() == outs[0].data_ptr() and got[2].data_ptr() == outs[1].data_ptr()
+    assert not any(o.isnan().any() for o in outs)
+    with pytest.raises(ValueError, match="out must be"):
+        fused(x, [torch.empty(4, 96), outs[1]])
 
 
 def test_fuse_refuses_when_no_launch_is_saved():
