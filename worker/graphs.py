@@ -37,10 +37,21 @@ def padded_sizes(max_rows: int) -> list:
     return sorted({s for s in sizes if s < max_rows} | {max_rows})
 
 
-def enabled(device, environ=None) -> bool:
-    """Graphs are on for a CUDA device when ENV_FLAG (default DEFAULT_ON) is "1"; never on CPU."""
+def enabled(device, environ=None, flag: str = ENV_FLAG, default: str = DEFAULT_ON) -> bool:
+    """Graphs (`flag`'s kind: the decode graphs by default) are on for a CUDA device when `flag` (default `default`)
+    is "1"; never on CPU."""
     environ = os.environ if environ is None else environ
-    return torch.device(device).type == "cuda" and environ.get(ENV_FLAG, DEFAULT_ON) == "1"
+    return torch.device(device).type == "cuda" and environ.get(flag, default) == "1"
+
+
+def warm_up_on_side_stream(device, run) -> None:
+    """Runs run() once on a side stream ordered after the current stream's work, and the current stream after it:
+    the eager pass before a capture (compiles kernels, grows workspaces) without touching the capture stream."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream(device).wait_stream(side)
 
 
 def _add_dummy_block(cache) -> int:
@@ -159,11 +170,7 @@ class DecodeGraphs:
         captures it into the shared memory pool. All rows are padding while capturing: nothing live is written."""
         t0 = time.perf_counter()
         buf = self._static_inputs(*key)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            self.model.run(self._step(buf), self.cache, None)
-        torch.cuda.current_stream(self.device).wait_stream(side)
+        warm_up_on_side_stream(self.device, lambda: self.model.run(self._step(buf), self.cache, None))
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             logits = self.model.run(self._step(buf), self.cache, None)

@@ -19,21 +19,17 @@ one memory pool (captured in order; only the last graph's (x, h) stay referenced
 Used for steps of MIN_TOKENS <= T <= max(SIZES) tokens that the decode graphs (worker/graphs.py) do not serve, on
 models DecodeGraphs.capturable accepts. ENV_FLAG=0 turns it off.
 """
-import os
+import contextlib
 import time
 
 import torch
+
+from worker.graphs import DecodeGraphs, enabled, warm_up_on_side_stream
 
 ENV_FLAG = "SPARKINFER_PREFILL_GRAPHS"
 DEFAULT_ON = "1"
 MIN_TOKENS = 17  # fewer: the GEMV paths with their folds, eager (or the decode graphs)
 SIZES = (32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
-
-
-def enabled(device, environ=None) -> bool:
-    """On for a CUDA device when ENV_FLAG (default DEFAULT_ON) is "1"; never on CPU."""
-    environ = os.environ if environ is None else environ
-    return torch.device(device).type == "cuda" and environ.get(ENV_FLAG, DEFAULT_ON) == "1"
 
 
 def _kind(layer) -> str:
@@ -55,14 +51,12 @@ class PrefillGraphs:
                      for k, m in first.items()}
         self.core = {k: torch.zeros(m.core_shape(top), dtype=dtype, device=self.device) for k, m in first.items()}
         self.pool = torch.cuda.graph_pool_handle() if capture else None
-        self.graphs = {}  # P -> (graphs [L + 1], proj views per layer, (x, h) [P, D] of the last graph)
+        self.graphs = {}  # P -> (graphs [L + 1], what each made: proj views per layer, then (x, h) [P, D])
 
     @staticmethod
     def create(model, cache, on: bool = None, verbose: bool = True):
         """PrefillGraphs when `on` (None: `enabled`) and the model can be captured piecewise, else None."""
-        from worker.graphs import DecodeGraphs  # noqa: PLC0415 - graphs imports the model module; keep this light
-
-        on = enabled(cache.device) if on is None else on
+        on = enabled(cache.device, flag=ENV_FLAG, default=DEFAULT_ON) if on is None else on
         if not on or cache.device.type != "cuda" or not DecodeGraphs.capturable(model) or not same_kinds(model):
             return None
         return PrefillGraphs(model, cache, True, verbose)
@@ -85,23 +79,12 @@ class PrefillGraphs:
         if self.capture and size not in self.graphs:
             self._capture(size)
         self.ids[:num_tokens].copy_(step.input_ids)
-        replay = self.graphs.get(size)
-        projs, residual, x = [], None, None
+        pieces = self._replayed(size) if size in self.graphs else self._run_pieces(size)
         for i, layer in enumerate(model.layers):
-            if replay:
-                replay[0][i].replay()
-                projs.append(replay[1][i])
-            else:
-                x, residual, proj = self._piece(i, size, residual, projs)
-                projs.append(proj)
-            rows = tuple(t[:num_tokens] for t in projs[i])
+            rows = tuple(t[:num_tokens] for t in next(pieces))
             core = layer.mixer.core(rows, *model.core_args(i, step, cache))
             self.core[_kind(layer)][:num_tokens].copy_(core)
-        if replay:
-            replay[0][-1].replay()
-            x, residual = replay[2]
-        else:
-            x, residual, _ = self._piece(len(model.layers), size, residual, projs)
+        x, residual = next(pieces)
         return model.finish(x[:num_tokens], residual[:num_tokens], batch.last_token_index())
 
     def _piece(self, i: int, size: int, residual, projs: list) -> tuple:
@@ -119,32 +102,33 @@ class PrefillGraphs:
         proj, residual = layers[i].head(x, residual, outs)
         return None, residual, proj
 
-    def _pieces(self, size: int, graphs=None) -> tuple:
-        """Runs every piece in order (captured into `graphs`, one CUDAGraph each, when given). -> (projs, (x, h))."""
-        projs, residual, x = [], None, None
-        for i in range(len(self.model.layers) + 1):
-            if graphs is None:
+    def _run_pieces(self, size: int, graphs=None):
+        """Runs the pieces in order (each captured into graphs[i] when given), one per next(): yields layer i's proj
+        for i < L (its core must run before the next piece reads the core buffer), then the last piece's (x, h)."""
+        projs, residual, last = [], None, len(self.model.layers)
+        for i in range(last + 1):
+            with contextlib.nullcontext() if graphs is None else torch.cuda.graph(graphs[i], pool=self.pool):
                 x, residual, proj = self._piece(i, size, residual, projs)
-            else:
-                with torch.cuda.graph(graphs[i], pool=self.pool):
-                    x, residual, proj = self._piece(i, size, residual, projs)
             projs.append(proj)
-        return projs, (x, residual)
+            yield proj if i < last else (x, residual)
+
+    def _replayed(self, size: int):
+        """_run_pieces of a captured size: each next() replays the next graph and yields what that piece made."""
+        graphs, made = self.graphs[size]
+        for graph, out in zip(graphs, made):
+            graph.replay()
+            yield out
 
     @torch.inference_mode()
     def _capture(self, size: int) -> None:
         """Warms the pieces up once eagerly on a side stream (kernels compiled, GEMM scratch grown for P), then
         captures them. Nothing but the static buffers and the pool is written (cores do not run)."""
         t0 = time.perf_counter()
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            self._pieces(size)
-        torch.cuda.current_stream(self.device).wait_stream(side)
+        warm_up_on_side_stream(self.device, lambda: list(self._run_pieces(size)))
         graphs = [torch.cuda.CUDAGraph() for _ in range(len(self.model.layers) + 1)]
-        projs, last = self._pieces(size, graphs)
+        made = list(self._run_pieces(size, graphs))
         torch.cuda.synchronize(self.device)
-        self.graphs[size] = (graphs, projs, last)
+        self.graphs[size] = (graphs, made)
         if self.verbose:
             print(f"cuda graph: captured prefill pieces tokens={size} ({len(graphs)} graphs) in "
                   f"{time.perf_counter() - t0:.2f} s", flush=True)

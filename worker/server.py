@@ -195,7 +195,8 @@ def capture_at_start(runner) -> None:
     before the worker reports ready (CAPTURE_ENV, default on; GPU only), so that no first request pays for a capture
     and the first compile of the kernels that row count uses: lazily, a new row count's first step took up to 5.7 s
     (rows = 8, H200, session 7) and showed as a 2 s TTFT p99 at C = 8 (bench/serve_http.py, device run 3 of
-    2026-11-30). Wider key widths are still captured on first use (their kernels are compiled by then)."""
+    2026-11-30). Wider key widths are still captured on first use (their kernels are compiled by then). Then the
+    eager steps of 2-16 tokens compile theirs (worker/warmup.py)."""
     if os.environ.get(CAPTURE_ENV, "1") != "1":
         return
     for name, graphs, count in (("decode", runner.graphs, "row counts"),
@@ -207,14 +208,13 @@ def capture_at_start(runner) -> None:
               flush=True)
         graphs.capture_all()
         print(f"worker: {name} graphs captured in {time.perf_counter() - t0:.1f} s", flush=True)
+    warm_up_eager(runner)
 
 
 def run(config: WorkerConfig) -> None:
     torch.set_num_threads(cpu_threads(config.num_threads))
     runner, hello = build_runner(config)
     capture_at_start(runner)
-    if os.environ.get(CAPTURE_ENV, "1") == "1":
-        warm_up_eager(runner)
     link = SchedulerLink(config.worker_addr, hello)
     link.start()
     print(f"worker ready: {hello.worker_id} on {hello.device}, {hello.num_blocks} KV blocks x {hello.block_size} "

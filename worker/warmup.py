@@ -33,18 +33,20 @@ def warm_up_rows(num_tokens: int, block_size: int) -> list:
 
 def warm_up_eager(runner, verbose: bool = True) -> int:
     """Runs one eager mixed step for each token count 2..MIN_TOKENS - 1 (as forward_step serves it) on a CUDA
-    runner; returns the number of steps run (0 on CPU or where the cache has too few slots or blocks)."""
+    runner, up to the count whose rows the cache's slots and blocks still hold; returns the number of steps run (0
+    on CPU)."""
     cache = runner.cache
     if cache.device.type != "cuda":
         return 0
-    sizes = [n for n in range(2, MIN_TOKENS) if n - 1 <= cache.num_slots
-             and len(warm_up_rows(n, cache.block_size)) * -(-(CONTEXT + 1) // cache.block_size) <= cache.num_blocks]
-    t0 = time.perf_counter()
-    for n in sizes:
+    t0, sizes = time.perf_counter(), []
+    for n in range(2, MIN_TOKENS):
         rows = warm_up_rows(n, cache.block_size)
+        if len(rows) > cache.num_slots or rows[-1][3][-1] >= cache.num_blocks:
+            break  # the next counts need more still
         batch = ForwardBatch.from_rows(rows, cache.block_size).to(cache.device)
         forward_step(runner.model, cache, batch, runner.graphs, [len(r[0]) for r in rows], [r[1] for r in rows],
                      runner.prefill_graphs)
+        sizes.append(n)
     torch.cuda.synchronize(cache.device)
     if verbose and sizes:
         print(f"worker: eager steps of {sizes[0]}-{sizes[-1]} tokens warmed up in {time.perf_counter() - t0:.1f} s",

@@ -5,6 +5,8 @@ from types import SimpleNamespace
 
 from worker import server
 
+CPU_CACHE = SimpleNamespace(device=SimpleNamespace(type="cpu"))  # the eager warm-up (worker/warmup.py) skips CPU
+
 
 class _Graphs:
     def __init__(self, sizes=(1, 2, 4, 8)):
@@ -17,7 +19,7 @@ class _Graphs:
 def test_captures_every_row_count_by_default(monkeypatch, capsys):
     monkeypatch.delenv(server.CAPTURE_ENV, raising=False)
     graphs, prefill = _Graphs(), _Graphs((32, 64, 96))
-    server.capture_at_start(SimpleNamespace(graphs=graphs, prefill_graphs=prefill))
+    server.capture_at_start(SimpleNamespace(graphs=graphs, prefill_graphs=prefill, cache=CPU_CACHE))
     assert graphs.calls == 1 and prefill.calls == 1
     out = capsys.readouterr().out
     assert "capturing the decode graphs for 4 row counts" in out and "SPARKINFER_CAPTURE_AT_START=0" in out
@@ -28,8 +30,8 @@ def test_captures_every_row_count_by_default(monkeypatch, capsys):
 def test_switched_off_or_without_graphs_nothing_is_captured(monkeypatch, capsys):
     monkeypatch.setenv(server.CAPTURE_ENV, "0")
     graphs, prefill = _Graphs(), _Graphs()
-    server.capture_at_start(SimpleNamespace(graphs=graphs, prefill_graphs=prefill))
+    server.capture_at_start(SimpleNamespace(graphs=graphs, prefill_graphs=prefill, cache=CPU_CACHE))
     assert graphs.calls == 0 and prefill.calls == 0
     monkeypatch.delenv(server.CAPTURE_ENV)
-    server.capture_at_start(SimpleNamespace(graphs=None, prefill_graphs=None))
+    server.capture_at_start(SimpleNamespace(graphs=None, prefill_graphs=None, cache=CPU_CACHE))
     assert capsys.readouterr().out == ""
