@@ -19,6 +19,7 @@ from gateway.openai_plan import check_model
 from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling
+from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
 
 # /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, and a
@@ -161,12 +162,14 @@ class LlamaCppRoutes:
         load = await self.engine.client.load(timeout=2.0)
         name = await self.engine.served_name()
         specials = card.special_tokens
+        caps = await run_cpu(template_caps, card.chat_template_source)
         # n_ctx is one request's window (llama.cpp's per-slot n_ctx), total_slots the requests that run at once.
         params = params_json(read_sampling({}, card), -1, [], False, False)
         return json_response({
             "default_generation_settings": {"n_ctx": card.max_context_len, "params": params},
             "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.model_id,
             "modalities": {"vision": False, "audio": False}, "chat_template": card.chat_template_source,
+            "chat_template_caps": caps,
             "bos_token": specials.get("bos_token", ""), "eos_token": specials.get("eos_token", ""),
             "build_info": self.build_info, "endpoint_slots": True, "endpoint_props": False,
             "endpoint_metrics": True, "is_sleeping": False})
