@@ -8,6 +8,8 @@ from typing import Optional
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.llama_cpp_fields import RANDOM_SEED
+from gateway.model import ModelCard
+from gateway.ollama_shape import embedding_length, model_size
 from gateway.openai_shape import SSE_HEADERS
 from gateway.stream import SSE_KEEPALIVE, sse_event
 
@@ -48,6 +50,24 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
             "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,
             "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
             "stop": list(stop), "ignore_eos": ignore_eos, "stream": stream}
+
+
+# llama.cpp's enum llama_vocab_type: 2 is LLAMA_VOCAB_TYPE_BPE, the byte-level BPE of the Qwen tokenizers.
+_VOCAB_TYPE_BPE = 2
+
+
+def model_meta(card: ModelCard) -> dict:
+    """llama-server's `meta` of a /v1/models entry (server-context model_meta / engine_model_info): the vocabulary,
+    one slot's context (n_ctx, the served window), the context the checkpoint was trained for (n_ctx_train, its
+    max_position_embeddings), the hidden size, the parameter count and the weights' bytes."""
+    text = card.config.get("text_config")
+    trained = (text if isinstance(text, dict) else {}).get("max_position_embeddings",
+                                                            card.config.get("max_position_embeddings"))
+    if not isinstance(trained, int) or isinstance(trained, bool) or trained <= 0:
+        trained = card.max_context_len
+    return {"vocab_type": _VOCAB_TYPE_BPE, "n_vocab": card.tokenizer_vocab_size, "n_ctx": card.max_context_len,
+            "n_ctx_train": trained, "n_embd": embedding_length(card), "n_params": card.num_parameters,
+            "size": model_size(card)}
 
 
 def stop_type(finish_reason: Optional[str], stop_reason) -> str:

@@ -11,6 +11,7 @@ from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsuppor
 from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
+from gateway.llama_cpp_shape import model_meta
 from gateway.openai_checks import check_tools
 from gateway.openai import parse_chat, parse_completion
 from gateway.openai_plan import Plan, check_model
@@ -125,7 +126,7 @@ class OpenAIRoutes:
         card = await self.engine.card()
         name = await self.engine.served_name()
         return {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer", "root": name,
-                "parent": None, "max_model_len": card.max_context_len}
+                "parent": None, "max_model_len": card.max_context_len, "meta": model_meta(card)}
 
     async def models(self, request: web.Request) -> web.Response:
         return json_response({"object": "list", "data": [await self._model_object()]})

@@ -223,10 +223,10 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                               'prompt.","type":"invalid_request_error","param":"prompt","code":"context_length_exceeded"}}',
                       'content_type': 'application/json',
                       'status': 400},
- 'model_by_id': {'body': '{"id":"fake-model","object":"model","created":0,"owned_by":"sparkinfer","root":"fake-model","parent":null,"max_model_len":2048}',
+ 'model_by_id': {'body': '{"id":"fake-model","object":"model","created":0,"owned_by":"sparkinfer","root":"fake-model","parent":null,"max_model_len":2048,"meta":{"vocab_type":2,"n_vocab":372,"n_ctx":2048,"n_ctx_train":2048,"n_embd":64,"n_params":1000,"size":2000}}',
                  'content_type': 'application/json',
                  'status': 200},
- 'models': {'body': '{"object":"list","data":[{"id":"fake-model","object":"model","created":0,"owned_by":"sparkinfer","root":"fake-model","parent":null,"max_model_len":2048}]}',
+ 'models': {'body': '{"object":"list","data":[{"id":"fake-model","object":"model","created":0,"owned_by":"sparkinfer","root":"fake-model","parent":null,"max_model_len":2048,"meta":{"vocab_type":2,"n_vocab":372,"n_ctx":2048,"n_ctx_train":2048,"n_embd":64,"n_params":1000,"size":2000}}]}',
             'content_type': 'application/json',
             'status': 200},
  'no_route': {'body': '{"error":{"message":"no route '

@@ -1,0 +1,29 @@
+"""/v1/models (and llama.cpp's /models) entries carry llama-server's `meta` (tools/server server-context model_meta /
+engine_model_info): llama.cpp clients size their prompts and report the model from data[0].meta.n_ctx_train, n_ctx,
+n_vocab, n_embd and n_params, several indexing it without a fallback, so the vLLM-shaped entry alone failed them."""
+import orjson
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+
+@pytest.mark.parametrize("path", ["/v1/models", "/models", "/v1/models/fake-model"])
+async def test_each_model_entry_has_llama_servers_meta(path):
+    serving = FakeServing(build_tokenizer(), max_context_len=2048)
+    config = orjson.loads(serving.config)
+    config["text_config"]["max_position_embeddings"] = 262144
+    serving.config = orjson.dumps(config).decode()
+    async with fake_gateway(serving) as (client, _):
+        response = await client.get(path)
+        body = await response.json()
+    entry = body if path.endswith("fake-model") else body["data"][0]
+    assert response.status == 200 and entry["max_model_len"] == 2048
+    # n_ctx is the window served, n_ctx_train the checkpoint's; the weights' bytes from the bf16 parameter count
+    assert entry["meta"] == {"vocab_type": 2, "n_vocab": serving.tokenizer.get_vocab_size(with_added_tokens=True),
+                             "n_ctx": 2048, "n_ctx_train": 262144, "n_embd": 64, "n_params": 1000, "size": 2000}
+
+
+async def test_a_config_without_a_trained_length_reports_the_served_one():
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=512)) as (client, _):
+        meta = (await (await client.get("/v1/models")).json())["data"][0]["meta"]
+    assert (meta["n_ctx"], meta["n_ctx_train"]) == (512, 512)
