@@ -66,9 +66,12 @@ INCLUDABLE = ["file_search_call.results", "web_search_call.results", "web_search
               "message.input_image.image_url", "computer_call_output.output.image_url", "code_interpreter_call.outputs",
               "reasoning.encrypted_content", "message.output_text.logprobs"]
 
-# vLLM's Responses extensions, passed to the chat route as they are (its schema checks them).
+# vLLM's Responses extensions (its ResponsesRequest), passed to the chat route as they are (its schema checks them):
+# chat_template_kwargs reach the template (enable_thinking wins over reasoning.effort there, as in vLLM's
+# build_chat_params), structured_outputs constrain the answer.
 PASSTHROUGH = ("top_k", "min_p", "seed", "stop", "stop_token_ids", "repetition_penalty", "presence_penalty",
-               "frequency_penalty", "logit_bias", "ignore_eos", "include_stop_str_in_output", "min_tokens")
+               "frequency_penalty", "logit_bias", "ignore_eos", "include_stop_str_in_output", "min_tokens",
+               "chat_template_kwargs", "structured_outputs", "skip_special_tokens")
 
 RESPONSES_SCHEMA = {
     "type": "object",

@@ -1,0 +1,92 @@
+"""vLLM's Responses extensions that reach the chat template or the output (fake scheduler): chat_template_kwargs
+(enable_thinking, preserve_thinking, ...), structured_outputs and skip_special_tokens, as vLLM's ResponsesRequest
+takes them (vllm/entrypoints/openai/responses/protocol.py). They were logged as unknown fields and dropped: a request
+with chat_template_kwargs {"enable_thinking": false} still thought."""
+import orjson
+import pytest
+
+from gateway.fake_scheduler import build_tokenizer
+
+TOKENIZER = build_tokenizer()
+THOUGHT = {"type": "reasoning", "id": "rs_1", "summary": [],
+           "content": [{"type": "reasoning_text", "text": "I pick MANGO"}]}
+HISTORY = [{"role": "user", "content": "Choose a fruit."}, THOUGHT,
+           {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+           {"role": "user", "content": "Which one?"}]
+
+
+async def post(client, path: str, body: dict) -> tuple[int, dict]:
+    response = await client.post(path, data=orjson.dumps({"model": "fake-model", **body}))
+    return response.status, orjson.loads(await response.read())
+
+
+def prompt_of(fake) -> str:
+    return TOKENIZER.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_chat_template_kwargs_switch_thinking_off(stack, stream):
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    response = await client.post("/v1/responses", data=orjson.dumps(
+        {"model": "fake-model", "input": "hi", "stream": stream,
+         "chat_template_kwargs": {"enable_thinking": False}}))
+    raw = await response.read()
+    assert response.status == 200, raw
+    assert prompt_of(fake).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    if stream:
+        frames = [orjson.loads(f.split("data: ", 1)[1]) for f in raw.decode().split("\n\n") if f.strip()]
+        output = frames[-1]["response"]["output"]
+    else:
+        output = orjson.loads(raw)["output"]
+    assert [item["type"] for item in output] == ["message"]
+    assert output[0]["content"][0]["text"] == "Hello world"
+
+
+async def test_an_explicit_enable_thinking_wins_over_the_effort(stack):
+    """As vLLM's build_chat_params: reasoning.effort sets enable_thinking only when chat_template_kwargs lacks it."""
+    client, fake = stack
+    status, body = await post(client, "/v1/responses", {"input": "hi", "reasoning": {"effort": "none"},
+                                                        "chat_template_kwargs": {"enable_thinking": True}})
+    assert status == 200, body
+    assert prompt_of(fake).endswith("<|im_start|>assistant\n<think>\n")
+
+
+async def test_preserve_thinking_replays_earlier_reasoning(stack):
+    client, fake = stack
+    await post(client, "/v1/responses", {"input": HISTORY})
+    assert "MANGO" not in prompt_of(fake)
+    status, created = await post(client, "/v1/responses",
+                                 {"input": HISTORY, "chat_template_kwargs": {"preserve_thinking": True}})
+    assert status == 200, created
+    assert "<think>\nI pick MANGO\n</think>\n\nok" in prompt_of(fake)
+    status, counted = await post(client, "/v1/responses/input_tokens",
+                                 {"input": HISTORY, "chat_template_kwargs": {"preserve_thinking": True}})
+    assert status == 200 and counted["input_tokens"] == created["usage"]["input_tokens"], counted
+
+
+async def test_a_reserved_template_variable_is_a_400(stack):
+    client, _ = stack
+    status, body = await post(client, "/v1/responses", {"input": "hi", "chat_template_kwargs": {"tools": []}})
+    assert status == 400 and body["error"]["param"].startswith("chat_template_kwargs"), body
+
+
+async def test_structured_outputs_constrain_the_answer(stack):
+    client, fake = stack
+    status, body = await post(client, "/v1/responses", {"input": "hi", "structured_outputs": {"choice": ["yes", "no"]}})
+    assert status == 200, body
+    grammar = fake.script.requests[-1].constraint.grammar
+    assert '"yes"' in grammar and '"no"' in grammar
+    status, body = await post(client, "/v1/responses", {"input": "hi", "structured_outputs": {"choice": ["yes"]},
+                                                        "text": {"format": {"type": "json_object"}}})
+    assert status == 400 and body["error"]["param"] in ("structured_outputs", "text.format"), body
+
+
+async def test_skip_special_tokens_false_keeps_them(stack):
+    client, fake = stack
+    fake.script.reply = "Hello<|im_start|> world"
+    status, body = await post(client, "/v1/responses", {"input": "hi", "reasoning": {"effort": "none"},
+                                                        "skip_special_tokens": False})
+    assert status == 200 and body["output"][-1]["content"][0]["text"] == "Hello<|im_start|> world", body
+    status, body = await post(client, "/v1/responses", {"input": "hi", "reasoning": {"effort": "none"}})
+    assert status == 200 and body["output"][-1]["content"][0]["text"] == "Hello world", body
