@@ -12,6 +12,7 @@ from llguidance.gbnf_to_lark import any_to_lark, is_lark_syntax
 
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
+from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -35,7 +36,11 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
     "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),
+    # vLLM refuses both unless its server was started for them (--enable-prompt-embeds, --logits-processor-pattern).
+    "prompt_embeds": (_nonempty, "prompt embeddings are not supported: send the prompt as text or token ids"),
+    "logits_processors": (_nonempty, "custom logits processors are not supported"),
     **LLAMA_CPP_REFUSED,
+    **SGLANG_REFUSED,
 }
 # Chat only: on /v1/completions these are honoured or checked in parse_completion.
 CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {}
@@ -53,16 +58,17 @@ NO_EFFECT = frozenset({
     "prediction",
 })
 # vLLM's guided decoding fields, then llama.cpp's json_schema and grammar (its /completion options, which its
-# OpenAI-compatible routes take too).
+# OpenAI-compatible routes take too), then SGLang's regex and ebnf.
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs", "json_schema",
-          "grammar")
+          "grammar", "regex", "ebnf")
 _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex", "guided_regex"),
-                 ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"))
+                 ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"),
+                 *SGLANG_GUIDED_KINDS)
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
-    "t_max_predict_ms",
+    "t_max_predict_ms", "no_stop_trim",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 _STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}

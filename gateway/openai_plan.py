@@ -9,6 +9,7 @@ from typing import Optional
 from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, NotFound, Unsupported
 from gateway.llama_cpp_fields import max_predict_s
+from gateway.sglang_fields import include_stop
 from gateway.model import ModelCard
 from gateway.openai_checks import check_min_tokens
 from gateway.openai_fields import GUIDED, guided_given
@@ -96,7 +97,7 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
     return GenRequest(req_id=f"{prefix}-{secrets.token_hex(12)}", prompt_ids=prompt_ids, max_tokens=max_tokens,
                       sampling=sampling, stop=stops(body), stop_token_ids=stop_ids,
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
-                      include_stop=bool(body.get("include_stop_str_in_output")),
+                      include_stop=include_stop(body),
                       skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True,
                       max_predict_s=max_predict_s(body))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from gateway.list_limits import MAX_N, MAX_STOPS
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
+from gateway.sglang_fields import SCHEMA as SGLANG_FIELDS
 from gateway.openai_fields import STRUCTURED_OUTPUTS
 from gateway.schema_validate import compile_schema
 from gateway.tool_choice import TOOL_CHOICE
@@ -119,6 +120,8 @@ _COMMON = {
     "bad_words": {"type": ["array", "null"], "items": {"type": "string"}},
     "mirostat": {"type": ["integer", "null"]},
     "guided_whitespace_pattern": _STR_OR_NULL,
+    "prompt_embeds": {"type": ["string", "array", "null"]},
+    "logits_processors": {"type": ["array", "null"]},
     "metadata": {"type": ["object", "null"]},
     "store": _BOOL_OR_NULL,
     "service_tier": _STR_OR_NULL,
@@ -134,6 +137,7 @@ _COMMON = {
     "prompt_cache_key": _STR_OR_NULL,                     # OpenAI: string
     "verbosity": {"enum": ["low", "medium", "high", None]},   # OpenAI
     **LLAMA_CPP_FIELDS,
+    **SGLANG_FIELDS,
 }
 
 # json_schema.name is required, as OpenAI and vLLM (its JsonSchemaResponseFormat) require it; the missing schema is

@@ -1,0 +1,47 @@
+"""Gateway process: SGLang's own request fields on the /v1 routes (the "extra parameters for SRT backend" of its
+ChatCompletionRequest and CompletionRequest, python/sglang/srt/entrypoints/openai/protocol.py), read as SGLang reads
+them: its constrained decoding as vLLM's guided decoding, its no_stop_trim as include_stop_str_in_output, and the
+fields that ask for what this server does not do refused by name. They were dropped as unknown fields: "regex" gave
+unconstrained text."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+_STR, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}
+
+# Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
+SCHEMA = {
+    # Constrained output (gateway.openai_fields reads them with vLLM's guided_regex / guided_grammar): a regular
+    # expression, and an EBNF grammar (xgrammar's, GBNF's `root ::= ...`, converted to Lark as guided_grammar's).
+    "regex": _STR,
+    "ebnf": _STR,
+    # Keep the matched stop string at the end of the text: vLLM's include_stop_str_in_output.
+    "no_stop_trim": _FLAG,
+    "stop_regex": {"type": ["string", "array", "null"], "items": {"type": "string"}},
+    "lora_path": {"type": ["string", "array", "null"]},
+    "custom_logit_processor": {"type": ["string", "array", "null"]},
+    "input_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
+}
+
+# What the grammar fields are: (kind, field) in gateway.openai_fields' terms.
+GUIDED_KINDS = (("regex", "regex"), ("grammar", "ebnf"))
+
+
+def _given(value: Any) -> bool:
+    return value is not None and value != [] and value != ""
+
+
+# field -> (is the request asking for it?, why it is refused). Each changes the output in SGLang.
+REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "stop_regex": (_given, "stop strings are plain text here (stop); regular-expression stops are not supported"),
+    "lora_path": (lambda v: _given(v) and v != [None],
+                  "this server loads no LoRA adapters: the base model would answer in the adapter's place"),
+    "custom_logit_processor": (_given, "custom logit processors are not supported"),
+    "input_ids": (_given, "a chat prompt given as token ids is not supported: send messages (or the ids to "
+                          "/v1/completions as its prompt)"),
+}
+
+
+def include_stop(body: dict) -> bool:
+    """vLLM's include_stop_str_in_output, or SGLang's no_stop_trim (either keeps the matched stop string)."""
+    return bool(body.get("include_stop_str_in_output") or body.get("no_stop_trim"))
