@@ -125,8 +125,10 @@ class OpenAIRoutes:
     async def _model_object(self) -> dict:
         card = await self.engine.card()
         name = await self.engine.served_name()
-        return {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer", "root": name,
-                "parent": None, "max_model_len": card.max_context_len, "meta": model_meta(card)}
+        # As vLLM's ModelCard: id is the served name (--served-model-name), root the checkpoint it serves.
+        return {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
+                "root": card.model_id, "parent": None, "max_model_len": card.max_context_len,
+                "meta": model_meta(card)}
 
     async def models(self, request: web.Request) -> web.Response:
         return json_response({"object": "list", "data": [await self._model_object()]})

@@ -68,3 +68,14 @@ async def test_health_names_the_model_as_the_models_list_does(served):
         health = await (await client.get("/health")).json()
         assert listed == (served or "fake-model")
         assert health["status"] == "ok" and health["model"] == listed
+
+
+@pytest.mark.parametrize("served", [None, "my-model"], ids=["checkpoint-id", "served-name"])
+async def test_models_root_is_the_checkpoint_behind_the_served_name(served):
+    """As vLLM's ModelCard (id: --served-model-name, root: the model path it serves): root was the served name too,
+    so a client reading root to find the checkpoint (its tokenizer) got the alias."""
+    async with fake_gateway(FakeServing(TOKENIZER), served_model_name=served) as (client, _):
+        listed = (await (await client.get("/v1/models")).json())["data"][0]
+        one = await (await client.get(f"/v1/models/{listed['id']}")).json()
+        assert listed == one
+        assert listed["id"] == (served or "fake-model") and listed["root"] == "fake-model"
