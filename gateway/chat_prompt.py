@@ -135,9 +135,10 @@ def check_truncate_size(body: dict, max_context_len: int, max_output: int, outpu
 
 
 def truncate_prompt_tokens(body: dict, prompt_ids: list, max_input: int) -> list:
-    """The last truncate_prompt_tokens ids of the prompt, as vLLM's TokenizeParams truncates (from the left): absent
-    keeps the whole prompt; -1 keeps as many as fit, `max_input` (the context less the requested output), so that a
-    long chat keeps its newest turns instead of failing; a room of none leaves the prompt to the context check."""
+    """The last truncate_prompt_tokens ids of the prompt, as vLLM's TokenizeParams truncates (from the left; its
+    truncation_side "right" keeps the first ones instead): absent keeps the whole prompt; -1 keeps as many as fit,
+    `max_input` (the context less the requested output), so that a long chat keeps its newest turns instead of
+    failing; a room of none leaves the prompt to the context check."""
     keep = body.get("truncate_prompt_tokens")
     if keep is None:
         return prompt_ids
@@ -146,7 +147,7 @@ def truncate_prompt_tokens(body: dict, prompt_ids: list, max_input: int) -> list
                              param="truncate_prompt_tokens")
     if keep == -1:
         keep = max_input if max_input > 0 else len(prompt_ids)
-    return prompt_ids[-keep:]
+    return prompt_ids[:keep] if body.get("truncation_side") == "right" else prompt_ids[-keep:]
 
 
 _INSTRUCTION_ROLES = ("system", "developer")

@@ -39,6 +39,9 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     # vLLM refuses both unless its server was started for them (--enable-prompt-embeds, --logits-processor-pattern).
     "prompt_embeds": (_nonempty, "prompt embeddings are not supported: send the prompt as text or token ids"),
     "logits_processors": (_nonempty, "custom logits processors are not supported"),
+    "logprob_token_ids": (_nonempty, "logprobs of chosen token ids are not supported (top_logprobs are)"),
+    "repetition_detection": (lambda v: v is not None, "ending the output early on repeated n-grams is not supported"),
+    "watermarking": (lambda v: bool(v), "watermarked sampling is not supported"),
     **LLAMA_CPP_REFUSED,
     **SGLANG_REFUSED,
 }
@@ -51,7 +54,8 @@ NO_EFFECT = frozenset({
     "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "best_of",
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
-    "web_search_options",
+    "web_search_options", "stream_interval", "session_id", "mm_processor_kwargs", "media_io_kwargs",
+    "ec_transfer_params",
     # Predicted Outputs only speed an answer up (OpenAI: the output is the model's own either way); vLLM, Ollama,
     # llama.cpp and LM Studio ignore it, and Continue sends it on its apply edits to models named gpt-4o or
     # mistral-large, names local servers are often given.
@@ -68,7 +72,7 @@ HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
-    "t_max_predict_ms", "no_stop_trim",
+    "t_max_predict_ms", "no_stop_trim", "truncation_side",
 })
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
 _STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}

@@ -121,6 +121,13 @@ _COMMON = {
     "mirostat": {"type": ["integer", "null"]},
     "guided_whitespace_pattern": _STR_OR_NULL,
     "prompt_embeds": {"type": ["string", "array", "null"]},
+    # vLLM 0.2x: truncate_prompt_tokens' side (honoured), and fields refused or without effect (openai_fields).
+    "truncation_side": {"enum": ["left", "right", None]},
+    "logprob_token_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
+    "repetition_detection": {"type": ["object", "null"]},
+    "watermarking": _BOOL_OR_NULL,
+    "stream_interval": {"type": ["integer", "null"], "minimum": 1},
+    "session_id": _STR_OR_NULL,
     "logits_processors": {"type": ["array", "null"]},
     "metadata": {"type": ["object", "null"]},
     "store": _BOOL_OR_NULL,
