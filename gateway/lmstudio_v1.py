@@ -1,8 +1,9 @@
 """Gateway process: LM Studio 0.4's native REST API, /api/v1: the model list and chat over the one generation path.
 
 The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser;
-errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). Model management
-(load, unload, download) is 501: the served model is fixed when the server starts.
+errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
+fixed when the server starts: a load or download of it answers as LM Studio does for a model it has in memory
+(gateway.lmstudio_v1_models); unloading, and loading or downloading any other model, is 501.
 """
 from __future__ import annotations
 
@@ -15,23 +16,21 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine
 from gateway.errors import ApiError, NotImplementedApi
 from gateway.http_stream import stream_generation
+from gateway.lmstudio_v1_models import FIXED, download_answer, load_answer
 from gateway.lmstudio_v1_request import check_reasoning, fit_window, openai_chat_body, renamed
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
 from gateway.web import json_response, read_json
 
-_FIXED = "the served model is fixed when the server starts"
 _NOT_IMPLEMENTED = {
-    ("POST", "/api/v1/models/load"): f"loading models is not supported: {_FIXED}",
-    ("POST", "/api/v1/models/unload"): f"unloading models is not supported: {_FIXED}",
-    ("POST", "/api/v1/models/download"): f"downloading models is not supported: {_FIXED}",
-    ("GET", "/api/v1/models/download/status"): f"downloading models is not supported: {_FIXED}",
+    ("POST", "/api/v1/models/unload"): f"unloading models is not supported: {FIXED}",
+    ("GET", "/api/v1/models/download/status"): f"downloading models is not supported: {FIXED}",
 }
 
 
 class LMStudioV1Routes:
-    """GET /api/v1/models and POST /api/v1/chat."""
+    """GET /api/v1/models, POST /api/v1/chat and the served model's load and download."""
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
@@ -39,6 +38,8 @@ class LMStudioV1Routes:
     def register(self, app: web.Application) -> None:
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_post("/api/v1/chat", self.chat)
+        app.router.add_post("/api/v1/models/load", self.load)
+        app.router.add_post("/api/v1/models/download", self.download)
         for (method, path), reason in _NOT_IMPLEMENTED.items():
             app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
 
@@ -65,6 +66,14 @@ class LMStudioV1Routes:
         await gen.drain(result.absorb)
         stats = chat_stats(card, gen.usage(), result.reasoning, received, gen.first_token_at, time.monotonic())
         return json_response(chat_result(name, result.reasoning, result.content, stats))
+
+    async def load(self, request: web.Request) -> web.Response:
+        body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
+        return json_response(load_answer(body, card, name, await self.engine.model_loaded()))
+
+    async def download(self, request: web.Request) -> web.Response:
+        body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
+        return json_response(download_answer(body, card, name))
 
     async def not_implemented(self, request: web.Request, reason: str) -> web.Response:
         raise NotImplementedApi(reason)

@@ -67,8 +67,9 @@ def _input_parts(value: Any) -> list:
     return parts
 
 
-def _check_keys(body: dict) -> None:
-    unknown = [key for key in body if key not in FIELDS]
+def check_keys(body: dict, fields: frozenset = FIELDS) -> None:
+    """LM Studio's strict body check: a key its body does not take is its 400."""
+    unknown = [key for key in body if key not in fields]
     if unknown:
         raise InvalidRequest("Unrecognized key(s) in object: " + ", ".join(f"'{key}'" for key in unknown),
                              param=unknown[0], code="unrecognized_keys")
@@ -123,7 +124,7 @@ def openai_chat_body(body: Any, card: ModelCard) -> dict:
         raise InvalidRequest("the request body must be a JSON object")
     model = _required(body, "model")
     parts = _input_parts(_required(body, "input"))
-    _check_keys(body)
+    check_keys(body)
     _check_stateless(body)
     _check_renamed(body)
     messages = [{"role": "system", "content": body["system_prompt"]}] if body.get("system_prompt") else []

@@ -43,13 +43,16 @@ class Plan:
     prompt_text: Optional[str] = None                # vLLM's return_prompt_text: the rendered chat prompt
 
 
-def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
-    """404 unless the name is the served id, the scheduler's id, 'default', or one of those + ':latest'; a missing or
-    empty name means the served model (vLLM's _is_model_supported accepts an empty name too)."""
-    if not requested:
-        return
+def served(requested: str, card: ModelCard, served_name: str) -> bool:
+    """Whether the name is the served id, the scheduler's id, 'default', or one of those + ':latest'."""
     names = {served_name, card.model_id, "default"}
-    if requested in names or requested.removesuffix(":latest") in names:
+    return requested in names or requested.removesuffix(":latest") in names
+
+
+def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
+    """404 unless the name is one the served model answers to (served); a missing or empty name means the served
+    model (vLLM's _is_model_supported accepts an empty name too)."""
+    if not requested or served(requested, card, served_name):
         return
     raise NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
                    f"(also reachable as 'default').", param="model")

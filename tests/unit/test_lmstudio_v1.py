@@ -101,11 +101,42 @@ async def test_bad_chat_is_an_error_object(fake, body, status, param, words):
     assert response.status == status and error["param"] == param and words in error["message"]
 
 
-async def test_model_management_is_501_in_its_error_object(fake):
-    client, _ = fake
+async def test_loading_or_downloading_the_served_model_answers_as_lm_studio_does_for_a_model_it_has(fake):
+    """LM Studio's load of a model in memory and download of a model it has (docs developer/rest load, download);
+    both were a 501, so a client that loads or downloads the model before its chat stopped there."""
+    client, servicer = fake
+    response = await client.post("/api/v1/models/load", json={"model": "fake-model", "context_length": 4096})
+    assert response.status == 200 and await response.json() == {
+        "type": "llm", "instance_id": "fake-model", "load_time_seconds": 0.0, "status": "loaded"}
+    response = await client.post("/api/v1/models/load", json={"model": "default", "echo_load_config": True})
+    assert (await response.json())["load_config"] == {"context_length": 2048}
+    response = await client.post("/api/v1/models/download", json={"model": "fake-model", "quantization": "Q4_K_M"})
+    assert response.status == 200 and await response.json() == {"status": "already_downloaded"}
+    assert not servicer.script.requests
+
+
+async def test_loading_the_served_model_without_a_worker_is_a_503(fake):
+    client, servicer = fake
+    servicer.worker_alive = False
     response = await client.post("/api/v1/models/load", json={"model": "fake-model"})
+    assert response.status == 503 and "no live worker" in (await response.json())["error"]["message"]
+
+
+@pytest.mark.parametrize("path,body,status,param,words", [
+    ("/api/v1/models/load", {"model": "qwen/qwen3-4b"}, 404, "model", "The model 'qwen/qwen3-4b' does not exist"),
+    ("/api/v1/models/load", {}, 400, "model", '"model" is required'),
+    ("/api/v1/models/load", {"model": "fake-model", "ttl": 60}, 400, "ttl", "Unrecognized key(s) in object: 'ttl'"),
+    ("/api/v1/models/load", {"model": "fake-model", "echo_load_config": "yes"}, 400, "echo_load_config",
+     '"echo_load_config" must be a boolean'),
+    ("/api/v1/models/download", {"model": "qwen/qwen3-4b"}, 501, "model", "downloading models is not supported"),
+    ("/api/v1/models/unload", {"instance_id": "fake-model"}, 501, None, "unloading models is not supported"),
+], ids=["load another model", "load no model", "load unknown key", "echo not a boolean", "download another model",
+        "unload"])
+async def test_other_model_management_is_an_error_object(fake, path, body, status, param, words):
+    client, _ = fake
+    response = await client.post(path, json=body)
     error = (await response.json())["error"]
-    assert response.status == 501 and error["message"].startswith("loading models is not supported")
+    assert response.status == status and error["param"] == param and error["message"].startswith(words)
 
 
 async def test_failure_mid_stream_is_an_error_event_then_chat_end(fake):

@@ -1,0 +1,57 @@
+"""Gateway process: LM Studio /api/v1 model management (load, download) answered for the one model this server runs.
+
+The served model is fixed when the server starts, so it is always downloaded and, while a worker runs it, loaded:
+a load of it answers as LM Studio's load does once the model is in memory (lmstudio.ai/docs/developer/rest/load:
+type, instance_id, load_time_seconds, status "loaded", and load_config with echo_load_config), and a download of it
+as LM Studio's download of a model it has (docs developer/rest/download: {"status": "already_downloaded"}). Clients
+that load or download the model they are about to use, as LM Studio's own workflows do, go on to chat instead of
+stopping at a 501. Loading another model is the 404 every route gives a model this server lacks (LM Studio's for a
+model it does not have); downloading one is the 501 with the reason.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
+from gateway.lmstudio_v1_request import check_keys
+from gateway.model import ModelCard
+from gateway.openai_plan import check_model, served
+
+FIXED = "the served model is fixed when the server starts"
+# The fields of LM Studio's load and download bodies (its docs); any other key is its strict body check's 400.
+LOAD_FIELDS = frozenset({"model", "context_length", "eval_batch_size", "flash_attention", "num_experts",
+                         "offload_kv_cache_to_gpu", "echo_load_config"})
+DOWNLOAD_FIELDS = frozenset({"model", "quantization"})
+
+
+def _model(body: Any, fields: frozenset) -> str:
+    """The body's model; 400 for a body LM Studio refuses (no model, a key it does not take)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest('"model" is required', param="model", code="missing_required_parameter")
+    check_keys(body, fields)
+    return model
+
+
+def load_answer(body: Any, card: ModelCard, served_name: str, loaded: bool) -> dict:
+    """POST /api/v1/models/load of the served model: LM Studio's answer for a model in memory (loaded in no time);
+    503 while no worker runs it (nothing here can load it)."""
+    check_model(_model(body, LOAD_FIELDS), card, served_name)
+    if body.get("echo_load_config") is not None and not isinstance(body["echo_load_config"], bool):
+        raise InvalidRequest('"echo_load_config" must be a boolean', param="echo_load_config")
+    if not loaded:
+        raise Unavailable(f"'{served_name}' cannot be loaded now: the scheduler has no live worker")
+    answer = {"type": "llm", "instance_id": served_name, "load_time_seconds": 0.0, "status": "loaded"}
+    if body.get("echo_load_config"):
+        answer["load_config"] = {"context_length": card.max_context_len}
+    return answer
+
+
+def download_answer(body: Any, card: ModelCard, served_name: str) -> dict:
+    """POST /api/v1/models/download of the served model: LM Studio's answer for a model it already has."""
+    if not served(_model(body, DOWNLOAD_FIELDS), card, served_name):
+        raise NotImplementedApi(f"downloading models is not supported: {FIXED} (it serves '{served_name}')",
+                                param="model")
+    return {"status": "already_downloaded"}
