@@ -165,6 +165,8 @@ class LlamaCppRoutes:
         caps = await run_cpu(template_caps, card.chat_template_source)
         # n_ctx is one request's window (llama.cpp's per-slot n_ctx), total_slots the requests that run at once.
         params = params_json(read_sampling({}, card), -1, [], False, False)
+        # What /v1 chat does with the thinking by default: split into reasoning_content, llama.cpp's "deepseek".
+        params["reasoning_format"] = "deepseek" if card.thinks else "none"
         return json_response({
             "default_generation_settings": {"n_ctx": card.max_context_len, "params": params},
             "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.model_id,
