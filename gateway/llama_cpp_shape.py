@@ -45,7 +45,8 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
     """Sampling settings under llama.cpp's names (its task params' to_json): n_predict -1 is no limit (also as
     max_tokens, which llama.cpp writes beside it), repeat_last_n -1 the whole context, seed 4294967295 random; no
     tokens are kept or discarded on a context shift (n_keep, n_discard 0: the context does not shift here)."""
-    return {"n_predict": n_predict, "max_tokens": n_predict, "n_keep": 0, "n_discard": 0, "seed": RANDOM_SEED if sampling.seed is None else sampling.seed,
+    return {"n_predict": n_predict, "max_tokens": n_predict, "n_keep": 0, "n_discard": 0,
+            "seed": RANDOM_SEED if sampling.seed is None else sampling.seed,
             "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
             "min_p": sampling.min_p, "typical_p": sampling.typical_p,
             "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,

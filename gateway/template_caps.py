@@ -75,7 +75,8 @@ def _call(call_id: str, arguments: Any) -> dict:
 
 
 def _tool_turns(calls: list) -> list:
-    return _watch([{"role": "user", "content": "User message"}, {"role": "assistant", "content": "", "tool_calls": calls},
+    return _watch([{"role": "user", "content": "User message"},
+                   {"role": "assistant", "content": "", "tool_calls": calls},
                    {"role": "tool", "content": "Tool response", "tool_call_id": "call00001"},
                    {"role": "assistant", "content": "The tool response was 'tool response'"},
                    {"role": "user", "content": "User message"}])
