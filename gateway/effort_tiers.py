@@ -30,10 +30,17 @@ def _tiers(source: str, special_tokens: tuple) -> tuple:
     return tuple(tiers)
 
 
+def template_tiers(card: ModelCard) -> tuple:
+    """The effort tiers (of TIERS, in that order) the served chat template renders a thinking turn with."""
+    if not card.chat_template_source:
+        return ()
+    return _tiers(card.chat_template_source, tuple(sorted(card.special_tokens.items())))
+
+
 def nearest_tier(card: ModelCard, level: str) -> str:
     """`level` (one of TIERS) as the chat template's nearest tier; the level itself when the template has none of them
     (its own error then says what it takes)."""
     if not card.chat_template_source or level not in _NEAREST:
         return level
-    tiers = _tiers(card.chat_template_source, tuple(sorted(card.special_tokens.items())))
+    tiers = template_tiers(card)
     return next((tier for tier in _NEAREST[level] if tier in tiers), level)

@@ -29,7 +29,8 @@ _INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n")
 _KNOWN = frozenset(_FLOAT_RANGES) | frozenset(_INT_OPTIONS) | _INT_RESOURCE_OPTIONS | _BOOL_RESOURCE_OPTIONS | {"stop"}
 # Ollama stores every integer option in a Go int (64 bits); a value outside it cannot be that option.
 _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
-_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+# Ollama's levels, and "xhigh", the tier /api/show lists for a template that has it (Ollama's Qwen3.8 metadata).
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
 # The least top_p the wire carries (gateway.generation sends it for anything smaller): only the most likely token.
 _LEAST_TOP_P = 1e-9
 # Ollama's repeat_last_n when a request leaves it out (api.DefaultOptions).
