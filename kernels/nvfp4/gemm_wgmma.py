@@ -125,6 +125,22 @@ def check_args(x, p: dict, out, tile: int, fence: bool, permute: bool, diag: str
     return plain
 
 
+def _stream_k_ran(x, p: dict, out, choice: tuple, plain: bool, num_sms: int) -> bool:
+    """gemm_wgmma's stream-K launch: choice = its (tile, splits, stream_k) arguments; stream_k -1 takes
+    streamk.pick's where tile and splits are 0 and the family is the default one (plain). True where the stream-K
+    kernel ran; raises ValueError where stream-K was asked for with what it does not take."""
+    from kernels.nvfp4 import streamk  # imports this module: no cycle at import time
+
+    tile, splits, stream_k = choice
+    if stream_k < 0 and plain and not tile and not splits:
+        stream_k = streamk.pick(x.shape[0], p["Np"], p["K"], num_sms)
+    if stream_k < 0:
+        return False
+    if not plain or splits > 1 or tile not in (0, 128, 256):
+        raise ValueError("gemm_wgmma: stream-K takes T = 128 or 256, permuted, fenced, no split-K")
+    return streamk.launch(x, p, out, tile or 256, stream_k, num_sms)
+
+
 def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool = PERMUTE_X,
                diag: str = "", splits: int = 0, stream_k: int = -1, use_ws: bool = True):
     """x [M, K] bf16 contiguous, p = ops.prepared(weight) -> out [M, N] bf16 (written). tile: T (64, 128, 256;
@@ -143,18 +159,11 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""
     import numpy as np
 
-    from kernels.nvfp4 import streamk  # imports this module: no cycle at import time
-
     plain = check_args(x, p, out, tile, fence, permute, diag, splits)
     m, n, k = x.shape[0], p["N"], p["K"]
     num_sms = _compile.num_sms(x.device)
-    if stream_k < 0 and plain and not tile and not splits:
-        stream_k = streamk.pick(m, p["Np"], k, num_sms)
-    if stream_k >= 0:
-        if not plain or splits > 1 or tile not in (0, 128, 256):
-            raise ValueError("gemm_wgmma: stream-K takes T = 128 or 256, permuted, fenced, no split-K")
-        if streamk.launch(x, p, out, tile or 256, stream_k, num_sms):
-            return out
+    if _stream_k_ran(x, p, out, (tile, splits, stream_k), plain, num_sms):
+        return out
     tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
     if plain and not diag and tile in (64, 128) and use_ws:
         from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
