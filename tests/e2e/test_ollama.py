@@ -1,4 +1,5 @@
 """End to end: the official `ollama` client and raw NDJSON (httpx) against scheduler + worker + gateway."""
+import os
 import time
 import urllib.request
 
@@ -72,8 +73,10 @@ def test_list_show_ps(client):
     running = client.ps()
     assert [(m.model, m.context_length) for m in running.models] == [("tiny:latest", 8192)]
     assert running.models[0].expires_at is not None
-    # On the CPU none of it is in GPU memory (Ollama's size_vram 0, "100% CPU"); on a GPU all of it.
-    assert running.models[0].size_vram == (running.models[0].size if torch.cuda.is_available() else 0)
+    # On the CPU none of it is in GPU memory (Ollama's size_vram 0, "100% CPU"); on a GPU all of it. The worker's
+    # device: SPARKINFER_DEVICE (tests/conftest.py sets cpu unless the caller names one), "" = cuda where available
+    device = os.environ.get("SPARKINFER_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    assert running.models[0].size_vram == (running.models[0].size if device.startswith("cuda") else 0)
 
 
 def test_chat_streamed_pieces_equal_the_answer(client):
