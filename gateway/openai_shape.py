@@ -54,7 +54,8 @@ class ChatShaper:
         if stream is not None:
             content, calls = stream.push(content)
             if finish:
-                tail, last, cut = stream.finish(finish)
+                # A stop string (stop_reason: the text matched) cuts a call begun as max_tokens does.
+                tail, last, cut = stream.finish(finish, isinstance(delta.stop_reason, str))
                 content, calls = content + tail, calls + last
         if not self.plan.parallel_tool_calls:
             calls = [call for call in calls if call.index == 0]

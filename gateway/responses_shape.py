@@ -19,6 +19,7 @@ from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
 from gateway.openai_usage import count_reasoning_tokens
+from gateway.tool_markup import load_json
 from gateway.tool_stream import split_ongoing
 from gateway.reasoning import THINK_END
 from gateway.responses_reasoning import encode_reasoning
@@ -146,9 +147,12 @@ class OutputBuilder:
         return {"item_id": self._call["id"], "output_index": len(self.items)}
 
     def close_call(self, status: str) -> list:
-        """Finishes the open function_call item (incomplete: max_output_tokens cut its arguments)."""
+        """Finishes the open function_call item (incomplete: max_output_tokens or a stop string cut its arguments,
+        which then read as no JSON object)."""
         if self._call is None:
             return []
+        if not _whole_object(self._call["arguments"]):
+            status = "incomplete"
         item, where = {**self._call, "status": status}, self._call_where()
         self._call = None
         self.items.append(item)
@@ -256,3 +260,11 @@ class ResponseRun:
                 "background": False, "error": None, "incomplete_details": incomplete, "model": self.plan.chat.model,
                 "output": list(self.output.items), "usage": None if usage is None else self._usage(usage),
                 **self.plan.echo}
+
+
+def _whole_object(arguments: str) -> bool:
+    """Whether a streamed call's arguments read as the whole JSON object a call's are."""
+    try:
+        return isinstance(load_json(arguments), dict)
+    except ValueError:
+        return False

@@ -90,13 +90,14 @@ class ToolCallStream:
         deltas = [delta for call in self.filter.take_ready() for delta in self._whole(call)]
         return content, deltas + self._previewed()
 
-    def finish(self, reason: Optional[str]) -> tuple[str, list[CallDelta], bool]:
+    def finish(self, reason: Optional[str], stop_string: bool = False) -> tuple[str, list[CallDelta], bool]:
         """(text still to emit, the last deltas, cut) at the output's end. A call begun that reads as no call was cut
-        by max_tokens (cut: its arguments stay as sent, as OpenAI leaves a call cut so) or is malformed (its arguments
-        are closed as read); its text is no answer text either way."""
+        by max_tokens or a stop string (stop_string: one ended the output; cut: its arguments stay as sent, as OpenAI
+        leaves a call cut so) or is malformed (its arguments are closed as read); its text is no answer text either
+        way."""
         text, calls = self.filter.finish(reason)
         if self._sent is not None and not calls:
-            cut = reason == "length"
+            cut = reason == "length" or stop_string
             rest = "" if cut else _continuation(self._sent, None, self._preview)
             self._sent = None
             return "", ([] if cut else [CallDelta(self.num_calls - 1, rest, done=True)]), cut
