@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
-from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
+from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import stream_generation
 from gateway.llama_cpp_fields import content_ids, llama_server_seed
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
@@ -46,6 +46,26 @@ def _openai_form(prompt) -> bool:
         return True
     return all(isinstance(x, str) for x in prompt) or all(_is_id(x) for x in prompt) or \
         all(isinstance(x, list) and all(_is_id(y) for y in x) for x in prompt)
+
+
+def _prompt_string(item, param: str):
+    """llama.cpp's multimodal prompt object {"prompt_string", "multimodal_data"} as its text (any other item as it
+    is); its media are refused: the model reads text only."""
+    if not isinstance(item, dict):
+        return item
+    if not isinstance(item.get("prompt_string"), str):
+        raise InvalidRequest("a prompt object needs 'prompt_string', a string", param=param)
+    if item.get("multimodal_data"):
+        raise Unsupported("multimodal_data is not supported: this server runs a text-only model",
+                          param=f"{param}.multimodal_data")
+    return item["prompt_string"]
+
+
+def _plain_prompt(prompt):
+    """The prompt with every prompt object (alone, or one of a list of prompts) as its text."""
+    if isinstance(prompt, list):
+        return [_prompt_string(item, f"prompt[{i}]") for i, item in enumerate(prompt)]
+    return _prompt_string(prompt, "prompt")
 
 
 def _prompt_ids(prompt: list, card) -> list:
@@ -93,8 +113,9 @@ def completion_body(body, card) -> dict:
     if body.get("prompt") is None:
         raise InvalidRequest("'prompt' is a required property", param="prompt", code="missing_required_parameter")
     out = {key: value for key, value in body.items() if key not in _NO_EFFECT}
-    if not _openai_form(body["prompt"]):
-        out["prompt"] = _prompt_ids(body["prompt"], card)
+    out["prompt"] = _plain_prompt(body["prompt"])
+    if not _openai_form(out["prompt"]):
+        out["prompt"] = _prompt_ids(out["prompt"], card)
     if "seed" in body:
         out["seed"] = _seed(body["seed"])
     if isinstance(body.get("logit_bias"), dict):

@@ -140,7 +140,7 @@ async def test_max_tokens_is_read_as_n_predict(stack, fields, sent, predicted, s
 
 @pytest.mark.parametrize("body, param", [
     ({"n_predict": 2}, "prompt"),
-    ({"prompt": [{"prompt_string": "x", "multimodal_data": ["AA=="]}]}, "prompt"),
+    ({"prompt": [{"prompt_string": "x", "multimodal_data": ["AA=="]}]}, "prompt[0].multimodal_data"),
 ], ids=["no-prompt", "multimodal"])
 async def test_bad_requests_are_400s_naming_the_field(stack, body, param):
     client, fake = stack
