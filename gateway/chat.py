@@ -75,6 +75,35 @@ def reasoning_of(message: dict):
     return next((value for value in values if value != ""), values[0] if values else None)
 
 
+# Content parts that carry an assistant turn's reasoning: SGLang's ChatCompletionMessageContentThinkingPart (type
+# "thinking" or "reasoning", its text under `thinking` or `text`), the shape LiteLLM gives Anthropic's thinking blocks
+# and vLLM's chat_utils reads as Mistral's thinking chunk.
+THINKING_PARTS = ("thinking", "reasoning")
+
+
+def thinking_text(part: Any) -> Optional[str]:
+    """The reasoning a thinking content part carries (None for any other part)."""
+    if not isinstance(part, dict) or part.get("type") not in THINKING_PARTS:
+        return None
+    text = part.get("thinking") if part.get("thinking") is not None else part.get("text")
+    return text if isinstance(text, str) else None
+
+
+def fold_thinking_parts(message: dict) -> dict:
+    """An assistant message whose content parts carry its reasoning, as the template reads the turn: their text is
+    its reasoning_content (unless a reasoning field already holds text), the other parts its content."""
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return message
+    thoughts = [thinking_text(part) for part in content]
+    if all(thought is None for thought in thoughts):
+        return message
+    folded = {**message, "content": [part for part, thought in zip(content, thoughts) if thought is None]}
+    if not reasoning_of(message):
+        folded["reasoning_content"] = "\n".join(thought for thought in thoughts if thought is not None)
+    return folded
+
+
 def prepare_messages(messages: list[dict]) -> list[dict]:
     """Copies OpenAI messages into the shape chat templates expect (arguments as dicts, no nulls but a null content
     as "", the reasoning under `reasoning_content` and `thinking` whichever name the client used, as transformers

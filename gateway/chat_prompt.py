@@ -7,7 +7,7 @@ from typing import Optional
 
 import jinja2
 
-from gateway.chat import compile_template, reasoning_of, render_chat
+from gateway.chat import compile_template, fold_thinking_parts, reasoning_of, render_chat
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
@@ -47,7 +47,7 @@ def echo_prefix(body: dict) -> str:
     """vLLM's echo on chat completions: the text of a final assistant message (the one continue_final_message
     continues, or one a new assistant turn follows), which the answer's content starts with; "" for any other last
     message. Text parts are joined as the template joins them, so the echo is the text the answer continues."""
-    last = body["messages"][-1]
+    last = fold_thinking_parts(body["messages"][-1])
     return _text_of(last) if body.get("echo") and last["role"] == "assistant" else ""
 
 
@@ -74,7 +74,8 @@ def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: di
     """The prompt text of a chat body; with continue_final_message the last assistant message is left open."""
     add, cont = generation_flags(body)
     template = _template(body, card)
-    messages = body["messages"]
+    # An assistant turn's thinking parts are its reasoning (SGLang reads them so), never its text.
+    messages = [fold_thinking_parts(message) for message in body["messages"]]
     if not cont:
         return render_template(template, messages, tools, add, card, kwargs, body)
     last = messages[-1]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from gateway.chat import THINKING_PARTS, thinking_text
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
@@ -157,7 +158,7 @@ def check_content(messages: list) -> None:
             raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
                                  param=f"messages[{i}].content")
         for j, part in enumerate(content if isinstance(content, list) else []):
-            check_part(part, f"messages[{i}].content[{j}]")
+            check_part(part, f"messages[{i}].content[{j}]", message["role"])
 
 
 # Content parts read as text, as vLLM's chat_utils reads them (part type -> the key holding the text): OpenAI's text
@@ -165,8 +166,17 @@ def check_content(messages: list) -> None:
 TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
 
 
-def check_part(part: dict, where: str) -> None:
-    """400 unsupported for a content part that is not text (images, audio); 400 for a text part without its string."""
+def check_part(part: dict, where: str, role: str) -> None:
+    """400 unsupported for a content part that is not text (images, audio); 400 for a text part without its string,
+    and for a thinking part outside an assistant turn or without exactly one of its strings (SGLang's checks)."""
+    if part.get("type") in THINKING_PARTS:
+        if role != "assistant":
+            raise InvalidRequest(f"{where}: thinking content parts are only valid in assistant messages",
+                                 param=f"{where}.type")
+        if (part.get("thinking") is None) == (part.get("text") is None) or thinking_text(part) is None:
+            raise InvalidRequest(f"{where}: a {part['type']} part needs exactly one string: 'thinking' or 'text'",
+                                 param=f"{where}.thinking")
+        return
     key = TEXT_PARTS.get(part.get("type"))
     if key is None:
         raise Unsupported(f"{where}: only text parts are supported (got type '{part.get('type')}')",
