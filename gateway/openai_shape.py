@@ -107,13 +107,15 @@ class ChatShaper:
     def logprobs(self, entries: list) -> Optional[dict]:
         if self.plan.gen.num_logprobs is None:
             return None
-        return {"content": [chat_logprob(logprob_names(self.plan, self.card), e) for e in entries]}
+        # refusal: OpenAI's spec requires it beside content (null: this server writes no refusal tokens).
+        return {"content": [chat_logprob(logprob_names(self.plan, self.card), e) for e in entries], "refusal": None}
 
     def message(self, result: ChoiceResult) -> dict:
         reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,
                                                              finish_reason=result.finish_reason), whole=True)
         content = getattr(self.plan, "echo_prefix", "") + content
-        message = {"role": "assistant", "content": content if (content or not calls) else None}
+        # refusal: required (nullable) in OpenAI's spec and sent as null by OpenAI and vLLM; no answer here is one.
+        message = {"role": "assistant", "content": content if (content or not calls) else None, "refusal": None}
         if getattr(self.plan, "reasoning_beside_content", False):
             # llama.cpp's deepseek-legacy: the content keeps the <think> block, reasoning_content has its text too.
             reasoning = split_whole(result.content, self.plan.gen.thinking_open)[0]

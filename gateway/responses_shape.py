@@ -247,7 +247,9 @@ class ResponseRun:
 
     def _usage(self, usage: Usage) -> dict:
         num_reasoning = count_reasoning_tokens(self.card, self.output.reasoning_text, usage.completion_tokens)
-        return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        # cache_write_tokens: required by OpenAI's spec (its explicit cache writes; the prefix cache here has none).
+        return {"input_tokens": usage.prompt_tokens,
+                "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
                 "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": num_reasoning},
                 "total_tokens": usage.total_tokens}
 

@@ -69,8 +69,8 @@ async def test_chat_stream_equals_non_stream_and_usage_is_exact(stack):
     assert status == 200
     full = orjson.loads(raw)
     message = full["choices"][0]["message"]
-    assert message == {"role": "assistant", "content": "Hello 日本語 🎉 world", "reasoning_content": "plan",
-                       "reasoning": "plan"}
+    assert message == {"role": "assistant", "content": "Hello 日本語 🎉 world", "refusal": None,
+                       "reasoning_content": "plan", "reasoning": "plan"}
     num_prompt = len(fake.script.requests[-1].prompt_token_ids)
     num_reply = len(TOKENIZER.encode(REPLY).ids)
     assert full["usage"] == {"prompt_tokens": num_prompt, "completion_tokens": num_reply + 1,

@@ -22,7 +22,8 @@ async def test_functions_are_answered_with_a_function_call(stack):
                                                                "enable_thinking": False})
     choice = (await response.json())["choices"][0]
     assert choice["finish_reason"] == "function_call"
-    assert choice["message"] == {"role": "assistant", "content": None, "reasoning_content": None, "reasoning": None,
+    assert choice["message"] == {"role": "assistant", "content": None, "refusal": None, "reasoning_content": None,
+                                 "reasoning": None,
                                  "function_call": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
 
 

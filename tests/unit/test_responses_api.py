@@ -72,7 +72,8 @@ async def test_usage_counts_the_prompt_the_output_and_the_reasoning(stack):
     assert reasoning["summary"] == [] and reasoning["content"] == [{"type": "reasoning_text", "text": "Let me see"}]
     assert message["content"][0]["text"] == "Hello world"
     num_prompt, num_output = len(fake.script.requests[-1].prompt_token_ids), num_tokens(fake.script.reply) + 1
-    assert body["usage"] == {"input_tokens": num_prompt, "input_tokens_details": {"cached_tokens": 0},
+    assert body["usage"] == {"input_tokens": num_prompt,
+                             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                              "output_tokens": num_output,
                              "output_tokens_details": {"reasoning_tokens": num_tokens("Let me see")},
                              "total_tokens": num_prompt + num_output}

@@ -102,21 +102,21 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                              '2","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}',
                      'content_type': 'application/json',
                      'status': 400},
- 'chat': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"Hello '
+ 'chat': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","refusal":null,"reasoning_content":"Hello '
                   'world","reasoning":"Hello '
                   'world"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}',
           'content_type': 'application/json',
           'status': 200},
- 'chat_length': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning_content":"Hello '
+ 'chat_length': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","refusal":null,"reasoning_content":"Hello '
                          'world","reasoning":"Hello '
                          'world"},"logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}',
                  'content_type': 'application/json',
                  'status': 200},
  'chat_reasoning': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello '
-                            'world","reasoning_content":"\\nhmm\\n","reasoning":"\\nhmm\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":5}}}',
+                            'world","refusal":null,"reasoning_content":"\\nhmm\\n","reasoning":"\\nhmm\\n"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":12,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":5}}}',
                     'content_type': 'application/json',
                     'status': 200},
- 'chat_stop': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":" '
+ 'chat_stop': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","refusal":null,"reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":" '
                        'world"}],"usage":{"prompt_tokens":16,"completion_tokens":2,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
                'content_type': 'application/json',
                'status': 200},
@@ -164,10 +164,10 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                        'content_type': 'text/event-stream; charset=utf-8',
                        'status': 200},
  'chat_thinking_off': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"Hello '
-                               'world","reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
+                               'world","refusal":null,"reasoning_content":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":16,"completion_tokens":3,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
                        'content_type': 'application/json',
                        'status': 200},
- 'chat_tools': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":null,"reasoning":null,"tool_calls":[{"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":746,"completion_tokens":45,"total_tokens":791,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
+ 'chat_tools': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"reasoning_content":null,"reasoning":null,"tool_calls":[{"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}],"usage":{"prompt_tokens":746,"completion_tokens":45,"total_tokens":791,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}',
                 'content_type': 'application/json',
                 'status': 200},
  'chat_tools_stream': {'body': 'data: '
@@ -239,6 +239,6 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                    'content_type': 'application/json',
                    'status': 404}}
 
-# Only for an intended /v1 change: `.venv/bin/python -m tests.unit.test_v1_golden` prints the new GOLDEN literal.
+
 if __name__ == "__main__":
     sys.stdout.write("GOLDEN = " + pprint.pformat(asyncio.run(current_outputs()), width=110) + "\n")
