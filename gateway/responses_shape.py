@@ -62,6 +62,14 @@ def _without_bytes(logprobs: list) -> list:
             for e in logprobs]
 
 
+def response_error_code(error: ApiError) -> str:
+    """A failed Response's error.code: one of OpenAI's ResponseErrorCode values, which typed clients read as a closed
+    enum (the error event before it keeps the server's own code)."""
+    if error.status == 429:
+        return "rate_limit_exceeded"
+    return "invalid_prompt" if 400 <= error.status < 500 else "server_error"
+
+
 class OutputBuilder:
     """The output items of one response, built from reasoning text, answer text and tool calls as they come."""
 
@@ -241,7 +249,7 @@ class ResponseRun:
     def failed_events(self, error: ApiError, usage: Usage) -> list:
         """A failure after the stream began: OpenAI's error event, then response.failed."""
         failed = self.response(usage, "failed")
-        failed["error"] = {"code": error.code or error.type, "message": error.message}
+        failed["error"] = {"code": response_error_code(error), "message": error.message}
         return [{"type": "error", "code": error.code, "message": error.message, "param": error.param},
                 {"type": "response.failed", "response": failed}]
 

@@ -6,8 +6,18 @@ import grpc
 import orjson
 import pytest
 
+from gateway.errors import ContextLengthExceeded, InternalError, InvalidRequest, Overloaded, Timeout, Unavailable
+from gateway.responses_shape import response_error_code
+
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
 IMAGE = {"type": "input_image", "image_url": "https://example.com/cat.png", "detail": "auto"}
+# OpenAI's ResponseErrorCode (openai/openai-openapi, components.schemas.ResponseErrorCode).
+RESPONSE_ERROR_CODES = {"server_error", "rate_limit_exceeded", "invalid_prompt", "data_residency_mismatch", "bio_policy",
+                        "vector_store_timeout", "invalid_image", "invalid_image_format", "invalid_base64_image",
+                        "invalid_image_url", "image_too_large", "image_too_small", "image_parse_error",
+                        "image_content_policy_violation", "invalid_image_mode", "image_file_too_large",
+                        "unsupported_image_media_type", "empty_image_file", "failed_to_download_image",
+                        "image_file_not_found"}
 NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
 
 
@@ -166,9 +176,17 @@ async def test_a_failure_mid_stream_ends_with_error_and_response_failed(stack):
     assert response.status == 200 and [name for name, _ in events[-2:]] == ["error", "response.failed"]
     error, failed = events[-2][1], events[-1][1]["response"]
     assert error["code"] == "server_unavailable" and "aborted" in error["message"]
-    assert failed["status"] == "failed" and failed["error"] == {"code": "server_unavailable",
-                                                                "message": error["message"]}
+    # response.error.code is one of OpenAI's ResponseErrorCode values (typed clients read it as a closed enum).
+    assert failed["status"] == "failed" and failed["error"] == {"code": "server_error", "message": error["message"]}
     assert failed["usage"]["output_tokens"] == 2
+
+
+@pytest.mark.parametrize("error, code", [
+    (Unavailable("x"), "server_error"), (Timeout("x"), "server_error"), (InternalError("x"), "server_error"),
+    (Overloaded("x"), "rate_limit_exceeded"), (InvalidRequest("x"), "invalid_prompt"),
+    (ContextLengthExceeded("x"), "invalid_prompt")], ids=lambda v: getattr(v, "code", v))
+def test_a_failed_responses_error_code_is_one_openai_lists(error, code):
+    assert response_error_code(error) == code and code in RESPONSE_ERROR_CODES
 
 
 async def test_a_failure_before_the_answer_is_a_503(stack):
