@@ -152,6 +152,23 @@ def truncate_prompt_tokens(body: dict, prompt_ids: list, max_input: int) -> list
 
 
 _INSTRUCTION_ROLES = ("system", "developer")
+# The roles a /v1 chat message may have (the deprecated `function` too); lower_roles reads them in any case.
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _cased_role(message) -> bool:
+    role = message.get("role") if isinstance(message, dict) else None
+    return isinstance(role, str) and role != role.lower() and role.lower() in _ROLES
+
+
+def lower_roles(body):
+    """A chat body whose message roles are read in any case ("User", "ASSISTANT"), as SGLang's chat request lowercases
+    them (ChatCompletionMessageGenericParam._normalize_role) and Ollama reads them: they were a 400 naming the enum."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not any(_cased_role(message) for message in messages):
+        return body
+    return {**body, "messages": [{**message, "role": message["role"].lower()} if _cased_role(message) else message
+                                 for message in messages]}
 
 
 def one_system_message(messages: list) -> list:

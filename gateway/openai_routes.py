@@ -4,7 +4,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.chat_kwargs import template_kwargs
-from gateway.chat_prompt import render_prompt
+from gateway.chat_prompt import lower_roles, render_prompt
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsupported
@@ -30,6 +30,7 @@ def render_body(body) -> dict:
     earlier turn's `function_call` / `function` message are the tools, tool call and result they are on
     /v1/chat/completions (legacy_functions), so the rendering is that chat request's prompt; errors name the fields
     sent."""
+    body = lower_roles(body)
     legacy = isinstance(body, dict) and body.get("functions") is not None
     try:
         body = validate(legacy_functions(body) if isinstance(body, dict) else body, TOKENIZE_SCHEMA)
