@@ -148,9 +148,22 @@ def _echo(body: dict, plan: Plan) -> dict:
             "parallel_tool_calls": plan.parallel_tool_calls, "previous_response_id": None,
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "service_tier": "default", "store": False, "temperature": plan.gen.sampling.temperature,
-            "text": text, "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
+            "text": text, "tool_choice": body.get("tool_choice") or "auto", "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
             "top_logprobs": body.get("top_logprobs") or 0, "top_p": plan.gen.sampling.top_p,
             "truncation": body.get("truncation") or "disabled", "user": body.get("user")}
+
+
+def _echo_tool(tool: dict) -> dict:
+    """A tool as the Response repeats it: a function tool with every key OpenAI's FunctionTool requires (strict and
+    parameters null where the request left them out, as vLLM's echo of its FunctionTool model has them)."""
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        return tool
+    return {"type": "function", "name": tool.get("name"), "description": tool.get("description"),
+            "parameters": tool.get("parameters"), "strict": tool.get("strict"),
+            **{key: value for key, value in tool.items() if key not in _FUNCTION_TOOL_KEYS}}
+
+
+_FUNCTION_TOOL_KEYS = ("type", "name", "description", "parameters", "strict")
 
 
 def _check_sizes(body: dict, card: ModelCard) -> None:

@@ -1,9 +1,10 @@
 """Fields OpenAI's API spec (openai/openai-openapi openapi.yaml) lists as required in a response body are there, null
 where the spec makes them nullable: a chat message's refusal (ChatCompletionResponseMessage), a choice's logprobs
 object's content and refusal (CreateChatCompletionResponse, CreateChatCompletionStreamResponse), and the Responses
-API usage's input_tokens_details.cache_write_tokens (ResponseUsage; the openai SDK types it int). OpenAI sends
-"refusal": null on every message and logprobs object, and vLLM's ChatMessage carries refusal (null); clients built
-from the spec (generated Java / Kotlin / Swift models that check required keys) refuse a body without them."""
+API usage's input_tokens_details.cache_write_tokens (ResponseUsage; the openai SDK types it int), and each function
+tool the Response repeats: type, name, strict and parameters (FunctionTool), null where the request left them out, as
+vLLM's echo of its FunctionTool model has them. OpenAI sends "refusal": null on every message and logprobs object, and
+vLLM's ChatMessage carries refusal (null); clients built from the spec (generated Java / Kotlin / Swift models that check required keys) refuse a body without them."""
 import orjson
 import pytest
 from jsonschema import Draft202012Validator
@@ -84,3 +85,22 @@ async def test_the_responses_usage_has_every_field_the_spec_requires(stack, stre
         e["response"] for e in _chunks(raw) if e["type"] == "response.completed")
     assert _errors(RESPONSE_USAGE, body["usage"]) == []
     assert body["usage"]["input_tokens_details"] == {"cached_tokens": 0, "cache_write_tokens": 0}
+
+
+FUNCTION_TOOL = {"type": "object", "required": ["type", "name", "strict", "parameters"], "properties": {
+    "description": _NULLABLE_STRING, "parameters": {"type": ["object", "null"]}, "strict": {"type": ["boolean", "null"]}}}
+RESPONSES_TOOLS = [{"type": "function", "name": "get_weather"},
+                   {"type": "function", "name": "get_time", "description": "now", "strict": False,
+                    "parameters": {"type": "object", "properties": {}}}]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_the_responses_tools_echo_has_every_field_the_spec_requires(stack, stream):
+    client, _ = stack
+    raw = await (await client.post("/v1/responses", json={"input": "Hi", "stream": stream,
+                                                          "tools": RESPONSES_TOOLS})).read()
+    bodies = [orjson.loads(raw)] if not stream else [e["response"] for e in _chunks(raw) if "response" in e]
+    for body in bodies:
+        assert [e for tool in body["tools"] for e in _errors(FUNCTION_TOOL, tool)] == []
+        assert body["tools"] == [{"type": "function", "name": "get_weather", "description": None, "parameters": None,
+                                  "strict": None}, {**RESPONSES_TOOLS[1]}]
