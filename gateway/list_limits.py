@@ -53,7 +53,9 @@ def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int, max_tools
     if not isinstance(body, dict):
         return
     bias = body.get("logit_bias")
-    if isinstance(bias, dict) and len(bias) > vocab_size:
+    # The object form (token id -> bias) and llama.cpp's list form ([token id or text, bias] pairs) both set one bias
+    # per vocabulary token at most: more entries than that only repeat tokens, and each one costs validation time.
+    if isinstance(bias, (dict, list)) and len(bias) > vocab_size:
         raise InvalidRequest(f"'logit_bias' holds {len(bias)} entries but the vocabulary has only {vocab_size} "
                              f"tokens", param="logit_bias")
     for name, limit in (("tools", max_tools), ("functions", MAX_TOOLS), ("stop", MAX_STOPS),

@@ -31,6 +31,14 @@ CASES = [
     ("/api/v0/completions", {"prompt": [5] * HUGE}, 400, "context_length_exceeded", "prompt"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "logit_bias": {str(i): 1 for i in range(300_000)}}, 400, "invalid_value", "logit_bias"),
+    # llama.cpp's list form: [token id or text, bias] pairs; one item per pair is as long to validate as the object.
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "logit_bias": [[5, 1.0]] * 300_000},
+     400, "invalid_value", "logit_bias"),
+    ("/v1/completions", {"prompt": "a", "logit_bias": [["hello", False]] * 300_000}, 400, "invalid_value",
+     "logit_bias"),
+    ("/api/v0/chat/completions", {"messages": [{"role": "user", "content": "a"}], "logit_bias": [[5, 1]] * 300_000},
+     400, "invalid_value", "logit_bias"),
+    ("/v1/responses", {"input": "a", "logit_bias": [[5, 1.0]] * 300_000}, 400, "invalid_value", "logit_bias"),
 ]
 
 
@@ -65,3 +73,13 @@ async def test_truncate_prompt_tokens_still_takes_a_long_prompt(stack):
     response = await client.post("/v1/completions", data=orjson.dumps(
         {"prompt": [5] * (CONTEXT + 100), "truncate_prompt_tokens": 10, "max_tokens": 2}))
     assert response.status == 200 and len(fake.script.requests[-1].prompt_token_ids) == 10
+
+
+async def test_llama_cpp_completion_refuses_more_bias_pairs_than_the_vocabulary_before_validation(stack, monkeypatch):
+    client, fake = stack
+    monkeypatch.setattr(Draft202012Validator, "iter_errors", _never("the schema validator"))
+    response = await client.post("/completion", data=orjson.dumps({"prompt": "a", "logit_bias": [[5, 1]] * 300_000}))
+    error = orjson.loads(await response.read())["error"]
+    assert response.status == 400 and error["code"] == 400 and error["type"] == "invalid_request_error"
+    assert error["message"].startswith("'logit_bias' holds 300000 entries but the vocabulary has only ")
+    assert fake.script.requests == []
