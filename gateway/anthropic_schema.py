@@ -33,10 +33,13 @@ _BLOCK = {"type": "object", "required": ["type"], "properties": {
     "cache_control": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "null"]}},
     # citations and source by block type, as Anthropic types them: a text block's citations are a list (an earlier
     # answer's), a document's and a search result's are {"enabled": bool}; a search result's source is its URL.
-    "allOf": [_when(("search_result",), citations={"type": ["object", "null"]}, source={"type": "string"}),
-              _when(("document",), citations={"type": ["object", "null"]}, source={"type": ["object", "null"]}),
-              _when(("text",), citations={"type": ["array", "null"]}),
-              _when(("image",), source={"type": ["object", "null"]})]}
+    # Looked at only in a block that carries the field: the if/then per block made a list of plain text blocks four
+    # times as slow to validate (250 000 blocks took 70 s to answer).
+    "dependentSchemas": {
+        "citations": {"allOf": [_when(("search_result", "document"), citations={"type": ["object", "null"]}),
+                                _when(("text",), citations={"type": ["array", "null"]})]},
+        "source": {"allOf": [_when(("search_result",), source={"type": "string"}),
+                             _when(("document", "image"), source={"type": ["object", "null"]})]}}}
 # A string or a list of blocks, without anyOf: an error names the field ("...text: 5 is not of type 'string'"), not
 # the whole content ("... is not valid under any of the given schemas").
 _CONTENT = {"type": ["string", "array"], "items": _BLOCK}
