@@ -1,7 +1,7 @@
 """Gateway process: request scalars read as pydantic's lax mode (vLLM's request models) reads them, against a schema.
 
 JSON Schema is strict where pydantic is not: vLLM answers `"temperature": "0.7"`, `"max_tokens": "512"` and
-`"stream": "true"` with the values they spell (Cline 3.34 sent its temperature as a string, cline#7183). lax_scalars
+`"stream": "true"` (and `"stream": 1`) with the values they spell (Cline 3.34 sent its temperature as a string, cline#7183). lax_scalars
 makes the body what pydantic would have made of it, so the schema checks the value and the rest of the gateway sees
 a number (schema_validate.integral reads 5.0 where an integer is wanted as 5, the same way).
 """
@@ -43,6 +43,10 @@ def _from_text(text: str, kinds: set) -> Any:
     return text
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def lax_scalars(value: Any, schema: Any) -> Any:
     """value with every string where schema wants a number, integer or boolean (and no string) read as pydantic's
     lax mode reads it; objects and lists are changed in place, each property and item against its own schema."""
@@ -51,6 +55,9 @@ def lax_scalars(value: Any, schema: Any) -> Any:
     kinds = _types(schema)
     if isinstance(value, str) and "string" not in kinds and kinds & {"number", "integer", "boolean"}:
         return _from_text(value, kinds)
+    if _is_number(value) and "boolean" in kinds and not kinds & {"number", "integer"} and value in (0, 1):
+        # pydantic-core's int / float -> bool: 0 and 1 (0.0 and 1.0) only ("stream": 1 streams; 2 stays the 400).
+        return value == 1
     if isinstance(value, dict):
         for key, sub in schema.get("properties", {}).items():
             if key in value:

@@ -16,7 +16,8 @@ SCHEMA = {"type": "object", "properties": {
 @pytest.mark.parametrize("field,sent,read", [
     ("temperature", "0.7", 0.7), ("temperature", " 1e-1 ", 0.1), ("temperature", "2", 2.0),
     ("max_tokens", "512", 512), ("max_tokens", "+5.00", 5), ("stream", "true", True), ("stream", "Off", False),
-    ("stream", 1, 1), ("stop", "0.5", "0.5"),
+    ("stream", 1, True), ("stream", 0, False), ("stream", 1.0, True), ("stream", 0.0, False),
+    ("temperature", 1, 1), ("max_tokens", 0, 0), ("stop", "0.5", "0.5"), ("stream", 0.5, 0.5), ("stream", -1, -1),
     ("temperature", "warm", "warm"), ("temperature", "nan", "nan"), ("temperature", "inf", "inf"),
     ("max_tokens", "5.5", "5.5"), ("max_tokens", "1e3", "1e3"), ("stream", "maybe", "maybe"), ("stream", 2, 2),
 ], ids=lambda v: repr(v))
@@ -76,4 +77,27 @@ async def test_a_string_that_spells_no_value_is_still_the_400_naming_the_field(s
     response = await client.post("/v1/chat/completions", data=orjson.dumps({**CHAT, field: value}))
     body = orjson.loads(await response.read())
     assert response.status == 400 and body["error"]["param"] == field and body["error"]["code"] == "invalid_type"
+    assert not fake.script.requests
+
+
+@pytest.mark.parametrize("path, body, frame", [
+    ("/v1/chat/completions", {**CHAT, "stream": 1, "stream_options": {"include_usage": 1}}, "chat.completion.chunk"),
+    ("/api/v0/chat/completions", {**CHAT, "stream": 1}, "chat.completion.chunk"),
+    ("/v1/completions", {"model": "default", "prompt": "hi", "max_tokens": 3, "stream": 1}, "text_completion"),
+    ("/v1/responses", {"model": "default", "input": "hi", "stream": 1.0}, "response.completed"),
+], ids=["chat", "lm studio chat", "completions", "responses"])
+async def test_a_boolean_sent_as_0_or_1_is_read_as_pydantic_reads_it(stack, path, body, frame):
+    """vLLM's request models (pydantic, lax) read "stream": 1 as true; it was a 400 "1 is not of type 'boolean'"."""
+    client, fake = stack
+    response = await client.post(path, data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    assert response.content_type == "text/event-stream" and frame in (await response.read()).decode()
+
+
+async def test_a_number_other_than_0_or_1_is_still_the_400_naming_the_boolean(stack):
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", data=orjson.dumps({**CHAT, "stream": 2}))
+    body = orjson.loads(await response.read())
+    assert response.status == 400 and body["error"]["param"] == "stream"
+    assert body["error"]["message"] == "invalid value for 'stream': 2 is not of type 'boolean', 'null'"
     assert not fake.script.requests
