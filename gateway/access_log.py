@@ -1,7 +1,13 @@
 """Gateway process: the access log (aiohttp.access, one line per request), less the paths an operator leaves out."""
 from __future__ import annotations
 
+from typing import Optional
+
+from aiohttp import web
 from aiohttp.web_log import AccessLogger
+
+# nginx's "client closed request": the status a request its client left before any answer is logged under.
+CLIENT_CLOSED = 499
 
 
 def access_logger_class(excluded_paths: frozenset) -> type:
@@ -20,3 +26,16 @@ def access_logger_class(excluded_paths: frozenset) -> type:
 def parse_paths(value: str) -> frozenset:
     """A comma-separated list of paths ("/health,/metrics"), spaces and empty entries ignored."""
     return frozenset(path.strip() for path in value.split(",") if path.strip())
+
+
+def log_departure(request: web.BaseRequest, response: Optional[web.StreamResponse], elapsed_s: float,
+                  request_id: str) -> None:
+    """The access-log line of a request its client left (aiohttp logs none for a cancelled handler): under the stream
+    it had started (its status, the bytes sent), else 499 with the request's id, so a log reader sees every request
+    the metrics count."""
+    access_logger = getattr(request.protocol, "access_logger", None)
+    if access_logger is None or not access_logger.enabled:
+        return
+    if response is None:
+        response = web.Response(status=CLIENT_CLOSED, headers={"X-Request-Id": request_id})
+    access_logger.log(request, response, elapsed_s)

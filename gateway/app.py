@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 from aiohttp import web
 
 from gateway import http_compat, metrics, request_id_header
+from gateway.access_log import CLIENT_CLOSED, log_departure
 from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import is_anthropic_path
 from gateway.capacity import CapacityRoutes
@@ -18,7 +19,7 @@ from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnloadable, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
-from gateway.http_stream import STREAM_STATUS_KEY
+from gateway.http_stream import STREAM_RESPONSE_KEY, STREAM_STATUS_KEY
 from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
@@ -52,6 +53,7 @@ def _http_error(exc: web.HTTPException, path: str) -> ApiError:
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     """Every failure leaves as an error in the route's API shape; only a server bug is a 500."""
+    started = asyncio.get_running_loop().time()
     try:
         response = await handler(request)
     except ApiError as exc:
@@ -64,14 +66,14 @@ async def error_middleware(request: web.Request, handler):
         error.status = exc.status
         response = api_error_response(request.path, error)
     except asyncio.CancelledError:
-        # The client went away (aiohttp cancels the handler): counted here, streamed or not.
-        _count_departure(request)
+        # The client went away (aiohttp cancels the handler): counted and logged here, streamed or not.
+        _count_departure(request, started)
         raise
     except ConnectionResetError as exc:
         # A stream's write reached the closed connection before aiohttp's cancel did: the same departure. Re-raised
         # as it is, aiohttp took it for a handler fault (an ERROR "Error handling request" traceback per such
         # disconnect, and a 500 for a socket already gone); as a cancel it closes the connection quietly.
-        _count_departure(request)
+        _count_departure(request, started)
         raise asyncio.CancelledError() from exc
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
@@ -80,12 +82,15 @@ async def error_middleware(request: web.Request, handler):
     return response
 
 
-def _count_departure(request: web.Request) -> None:
+def _count_departure(request: web.Request, started: float) -> None:
     """A request its client left is an HTTP request too: under the status its stream's headers carried, or 499
-    (nginx's "client closed request") when it left before any answer. It was in no http_requests_total series."""
+    (nginx's "client closed request") when it left before any answer. It was in no http_requests_total series, and
+    had no access-log line."""
     metrics.CLIENT_DISCONNECTED.inc()
-    status = request.get(STREAM_STATUS_KEY, 499)
+    status = request.get(STREAM_STATUS_KEY, CLIENT_CLOSED)
     metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(status)).inc()
+    log_departure(request, request.get(STREAM_RESPONSE_KEY), asyncio.get_running_loop().time() - started,
+                  request_id_header.request_id(request))
 
 
 def _route_name(request: web.Request) -> str:
