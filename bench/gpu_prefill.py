@@ -78,9 +78,10 @@ def main() -> None:
     model, _ = gm.build(config)
     cache = gm.make_cache(config, torch.float32)
     pieces = PrefillGraphs.create(model, cache, on=True, verbose=False)
-    print(f"27B shape, {config.num_hidden_layers} layers; ms, median of {ROUNDS}; host = launches issued, wall = device "
-          "done")
-    print("| case | tokens | kernels ms | eager host | eager wall | pieces host | pieces wall | eager / pieces | logits rel |")
+    print(f"27B shape, {config.num_hidden_layers} layers; ms, median of {ROUNDS}; host = launches issued, "
+          "wall = device done")
+    print("| case | tokens | kernels ms | eager host | eager wall | pieces host | pieces wall | eager / pieces "
+          "| logits rel |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     rows = []
     for case in CASES:

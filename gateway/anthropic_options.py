@@ -75,7 +75,8 @@ def reasoning_fields(body: dict, count: bool, interleaved: bool) -> dict:
     thinking = body.get("thinking")
     if thinking is not None:
         kind = thinking["type"]
-        out["enable_thinking"] = _after_tool_results(body["messages"]) if kind == "between_tools" else kind != "disabled"
+        between = kind == "between_tools"
+        out["enable_thinking"] = _after_tool_results(body["messages"]) if between else kind != "disabled"
         if thinking["type"] == "enabled":
             budget = _budget(thinking, None if count else body["max_tokens"], interleaved)
             out.update({} if count else {"thinking_token_budget": budget})

@@ -19,7 +19,7 @@ from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnloadable, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
-from gateway.http_stream import STREAM_RESPONSE_KEY, STREAM_STATUS_KEY
+from gateway.http_stream import STREAM_RESPONSE_KEY
 from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
@@ -87,10 +87,10 @@ def _count_departure(request: web.Request, started: float) -> None:
     (nginx's "client closed request") when it left before any answer. It was in no http_requests_total series, and
     had no access-log line."""
     metrics.CLIENT_DISCONNECTED.inc()
-    status = request.get(STREAM_STATUS_KEY, CLIENT_CLOSED)
+    stream = request.get(STREAM_RESPONSE_KEY)
+    status = CLIENT_CLOSED if stream is None else stream.status
     metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(status)).inc()
-    log_departure(request, request.get(STREAM_RESPONSE_KEY), asyncio.get_running_loop().time() - started,
-                  request_id_header.request_id(request))
+    log_departure(request, stream, asyncio.get_running_loop().time() - started, request_id_header.request_id(request))
 
 
 def _route_name(request: web.Request) -> str:

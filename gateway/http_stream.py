@@ -15,9 +15,8 @@ from gateway.errors import ApiError, InternalError
 log = logging.getLogger("sparkinfer.gateway")
 _NO_EVENT = object()
 _MIN_WAIT_S = 0.001
-# The status of a streamed response once its headers are out: a client that leaves later has had that answer.
-STREAM_STATUS_KEY = web.RequestKey("stream_status", int)
-# The streamed response itself, for the access-log line of a client that leaves it midway.
+# A streamed response once its headers are out: a client that leaves later has had that answer (its status counts
+# the departure, and the access-log line is written under it).
 STREAM_RESPONSE_KEY = web.RequestKey("stream_response", web.StreamResponse)
 
 
@@ -49,7 +48,6 @@ async def open_stream(request: web.Request, content_type: str, headers: dict) ->
     if request.version < HttpVersion11:
         response.force_close()
     await response.prepare(request)
-    request[STREAM_STATUS_KEY] = response.status
     request[STREAM_RESPONSE_KEY] = response
     return response
 

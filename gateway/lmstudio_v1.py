@@ -3,7 +3,8 @@
 The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser;
 errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
 fixed when the server starts: a load or download of it answers as LM Studio does for a model it has in memory
-(gateway.lmstudio_v1_models); unloading, and loading or downloading any other model, is 501.
+(gateway.lmstudio_v1_models); loading another model is the 404 of a model this server lacks; unloading, and
+downloading another model, is 501.
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Gateway process: request scalars read as pydantic's lax mode (vLLM's request models) reads them, against a schema.
 
 JSON Schema is strict where pydantic is not: vLLM answers `"temperature": "0.7"`, `"max_tokens": "512"` and
-`"stream": "true"` (and `"stream": 1`) with the values they spell (Cline 3.34 sent its temperature as a string, cline#7183). lax_scalars
-makes the body what pydantic would have made of it, so the schema checks the value and the rest of the gateway sees
-a number (schema_validate.integral reads 5.0 where an integer is wanted as 5, the same way).
+`"stream": "true"` (and `"stream": 1`) with the values they spell (Cline 3.34 sent its temperature as a string,
+cline#7183). lax_scalars makes the body what pydantic would have made of it, so the schema checks the value and the
+rest of the gateway sees a number (schema_validate.integral reads 5.0 where an integer is wanted as 5, the same
+way).
 """
 from __future__ import annotations
 

@@ -148,7 +148,8 @@ def _echo(body: dict, plan: Plan) -> dict:
             "parallel_tool_calls": plan.parallel_tool_calls, "previous_response_id": None,
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "service_tier": "default", "store": False, "temperature": plan.gen.sampling.temperature,
-            "text": text, "tool_choice": body.get("tool_choice") or "auto", "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
+            "text": text, "tool_choice": body.get("tool_choice") or "auto",
+            "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
             "top_logprobs": body.get("top_logprobs") or 0, "top_p": plan.gen.sampling.top_p,
             "truncation": body.get("truncation") or "disabled", "user": body.get("user")}
 

@@ -42,15 +42,17 @@ class _Watched(dict):
 
 
 class _Content(str):
-    """A string content that notes being iterated or indexed (llama.cpp's array_access: a template for typed parts)."""
+    """A string content that notes being iterated or indexed (llama.cpp's array_access: a template for typed parts).
+    The note is this string's own: /props probes in a worker thread (run_cpu), so a class-wide flag could be another
+    probe's."""
     as_parts = False
 
     def __iter__(self):
-        type(self).as_parts = True
+        self.as_parts = True
         return super().__iter__()
 
     def __getitem__(self, key):
-        type(self).as_parts = True
+        self.as_parts = True
         return super().__getitem__(key)
 
 
@@ -83,11 +85,11 @@ def _tool_turns(calls: list) -> list:
 
 
 def _content_caps(template: jinja2.Template) -> dict:
-    _Content.as_parts = False
-    ok, _ = _render(template, [{"role": "user", "content": _Content("content")}], [])
+    content = _Content("content")
+    ok, _ = _render(template, [{"role": "user", "content": content}], [])
     system = _watch([{"role": "system", "content": "System message"}, {"role": "user", "content": "User message"}])
     _render(template, system, [])
-    return {"supports_string_content": ok, "supports_typed_content": _Content.as_parts,
+    return {"supports_string_content": ok, "supports_typed_content": content.as_parts,
             "supports_system_role": "content" in system[0].read}
 
 
