@@ -127,13 +127,13 @@ def check_args(x, p: dict, out, tile: int, fence: bool, permute: bool, diag: str
 
 def _stream_k_ran(x, p: dict, out, choice: tuple, plain: bool, num_sms: int) -> bool:
     """gemm_wgmma's stream-K launch: choice = its (tile, splits, stream_k) arguments; stream_k -1 takes
-    streamk.pick's where tile and splits are 0 and the family is the default one (plain). True where the stream-K
-    kernel ran; raises ValueError where stream-K was asked for with what it does not take."""
+    streamk.choice's tile and waves where tile and splits are 0 and the family is the default one (plain). True
+    where the stream-K kernel ran; raises ValueError where stream-K was asked for with what it does not take."""
     from kernels.nvfp4 import streamk  # imports this module: no cycle at import time
 
     tile, splits, stream_k = choice
     if stream_k < 0 and plain and not tile and not splits:
-        stream_k = streamk.pick(x.shape[0], p["Np"], p["K"], num_sms)
+        tile, stream_k = streamk.choice(x.shape[0], p["Np"], p["K"], num_sms)
     if stream_k < 0:
         return False
     if not plain or splits > 1 or tile not in (0, 128, 256):
@@ -153,7 +153,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode);
     "_s6" (T = 64): RING_VARIANTS' ring (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
-    whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.pick's choice when tile and splits are 0 and
+    whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.choice's when tile and splits are 0 and
     the kernel family is the default one, else not used. use_ws: T = 64 / 128 default-family launches go to the
     warp-specialised kernels (gemm_ws.py) where gemm_ws.WS_GEMM is on; False keeps this module's.
     Raises ValueError for what the kernel does not take (the caller falls back to ops.gemm)."""

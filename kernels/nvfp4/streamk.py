@@ -1,15 +1,29 @@
 """Worker process (GPU path): the stream-K launch of the NVFP4 wgmma GEMM (gemm_wgmma.cu gemm_stream_k, the _skm
 kernels: one persistent block per SM, the output tiles' 64-k chunk iterations cut into equal ranges; see the .cu file
-and kernels/nvfp4/NOTES.md, session 4) and the choice of where it serves (pick). gemm_wgmma.gemm_wgmma calls both;
-the launch shares its permute launch, kernel cache and scratch buffers.
+and kernels/nvfp4/NOTES.md, session 4) and the choice of where it serves (pick, choice). gemm_wgmma.gemm_wgmma
+calls both; the launch shares its permute launch, kernel cache and scratch buffers.
 """
+import os
+
 from kernels import _compile
-from kernels.nvfp4 import gemm_wgmma
+from kernels.nvfp4 import gemm_wgmma, wgmma_pick
 
 # pick: M range, grid limit (T = 256 tiles per SM) and the x size above which one wave of whole tiles runs first
 M_RANGE = (256, 2048)
 MAX_WAVES = 16
 X_BYTES = 48 << 20
+# T = 128 stream-K (no whole tiles first) for decode batches of SMALL_M_RANGE rows, where it beats the
+# warp-specialised whole tiles' split-K pick (gemm_ws) in wgmma_pick's cost model: SMALL_FIXED_US + SMALL_CHUNK_US x
+# the 64-k chunks a SM takes (least squares on session 17's device run 4, M = 65-128 on 7 shapes), and the whole-tile
+# grid is at most SMALL_MAX_WAVES waves of T = 128 tiles (past that the last wave's idle SMs are a small part of the
+# time and gemm_ws's cheaper chunks win: LM head M = 65-128 580-653 us against stream-K's 619-701). Run 4, us,
+# stream-K / the pick at M = 65 .. 128: 6144x5120 26.3-28.2 / 32.7-34.1, 10240x5120 36.0-37.7 / 42.7-45.5,
+# 17408x5120 54.0-55.8 / 75.7-81.0, 34816x5120 95.6-97.9 / 117.4-121.4, 12288x5120 41.2-42.9 / 42.9-43.4; the one
+# shape it takes and loses is 5120x17408 (56.6-59.2 / 55.3-58.3, 2-4%). M = 64: the pick's T = 64 tiles win on every
+# shape (run 3).
+SMALL_M_RANGE = (65, 128) if os.environ.get("SPARKINFER_NVFP4_SMALL_SK", "1") == "1" else (1, 0)  # 0: off (A/B)
+SMALL_FIXED_US, SMALL_CHUNK_US = 9.48, 0.553
+SMALL_MAX_WAVES = 4
 
 
 def pick(m: int, np_: int, k: int, num_sms: int = 132) -> int:
@@ -23,6 +37,30 @@ def pick(m: int, np_: int, k: int, num_sms: int = 132) -> int:
     if not M_RANGE[0] <= m <= M_RANGE[1] or tiles > MAX_WAVES * num_sms:
         return -1
     return 0 if m * k * 2 <= X_BYTES else 1
+
+
+def small_m_wins(m: int, np_: int, kc: int, num_sms: int = 132) -> bool:
+    """Whether T = 128 stream-K (0 waves of whole tiles) is cheaper than wgmma_pick.pick's (T, S) for m rows of an
+    Np x (Kc 64-k chunks) weight: only in SMALL_M_RANGE on grids of up to SMALL_MAX_WAVES waves of T = 128 tiles,
+    both priced by their cost models (wgmma_pick._busiest_sm_us; SMALL_FIXED_US + SMALL_CHUNK_US per chunk a SM
+    takes here)."""
+    tiles = (np_ // gemm_wgmma.TILE_ROWS) * -(-m // 128)
+    if not SMALL_M_RANGE[0] <= m <= SMALL_M_RANGE[1] or tiles > SMALL_MAX_WAVES * num_sms:
+        return False
+    tile, splits = wgmma_pick.pick(m, np_, kc, num_sms)
+    whole = wgmma_pick._busiest_sm_us(tile, splits, m, np_, kc, num_sms)
+    return SMALL_FIXED_US + SMALL_CHUNK_US * -(-tiles * kc // num_sms) < whole
+
+
+def choice(m: int, np_: int, k: int, num_sms: int = 132) -> tuple:
+    """-> (T, waves) of the stream-K launch gemm_wgmma makes by default: (256, pick's waves) in M_RANGE, (128, 0)
+    where small_m_wins, else (0, -1): not stream-K."""
+    waves = pick(m, np_, k, num_sms)
+    if waves >= 0:
+        return 256, waves
+    if small_m_wins(m, np_, -(-k // 64), num_sms):
+        return 128, 0
+    return 0, -1
 
 
 def launch(x, p: dict, out, tile: int, waves: int, num_sms: int) -> bool:

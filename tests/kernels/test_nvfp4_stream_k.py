@@ -31,7 +31,7 @@ def _check(ref_w, p, m: int, **kw) -> float:
 @pytest.mark.parametrize("tile", [128, 256], ids=lambda t: f"T{t}")
 def test_stream_k_matches_dequantized_matmul(n, k, tile):
     ref_w, p = _case(n, k)
-    for m in (33, 257, 512, 1000):
+    for m in (33, 96, 128, 257, 512, 1000):
         for waves in (0, 1, 2):
             err = _check(ref_w, p, m, tile=tile, stream_k=waves)
             assert err < REL_TOL, (n, k, m, tile, waves, err)

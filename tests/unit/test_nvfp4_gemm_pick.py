@@ -36,6 +36,38 @@ def test_one_wave_of_whole_tiles_first_where_x_outgrows_the_l2():
     assert streamk.pick(2048, 17408, 5120, 132) == 0
 
 
+def test_t128_stream_k_for_decode_batches_where_whole_tiles_leave_the_last_wave_idle():
+    # session 17 device run 4 (us, M = 65-128, T = 128 stream-K / the whole-tile pick): 17408x5120 54.0-55.8 /
+    # 75.7-81.0, 34816x5120 (MLP gate+up) 95.6-97.9 / 117.4-121.4, 6144x5120 26.3-28.2 / 32.7-34.1
+    for n, k in [(17408, 5120), (34816, 5120), (6144, 5120), (10240, 5120)]:
+        for m in (65, 96, 128):
+            assert streamk.choice(m, _np(n), k, 132) == (128, 0), (n, k, m)
+    # whole tiles kept: 16384x5120's 128 tiles fill one wave (43.1-43.9 against 50.5-51.5), 14336x5120's 112 likewise;
+    # the LM head's 1940 tiles are 14.7 waves (580-653 against 619-701)
+    for n, k in [(16384, 5120), (14336, 5120), (248320, 5120)]:
+        for m in (65, 96, 128):
+            assert streamk.choice(m, _np(n), k, 132) == (0, -1), (n, k, m)
+    # outside 65-128 rows: the T = 64 tiles at 64 rows (run 3: 21.8 vs 26.6 us on 6144x5120), T = 256 from 256
+    for n, k in LAYER_SHAPES:
+        assert streamk.choice(64, _np(n), k, 132) == (0, -1) and streamk.choice(129, _np(n), k, 132) == (0, -1)
+        assert streamk.choice(512, _np(n), k, 132) == (256, streamk.pick(512, _np(n), k, 132))
+
+
+def test_the_launcher_sends_a_decode_batch_to_the_t128_stream_k_kernel(monkeypatch):
+    import torch
+
+    launched = []
+    monkeypatch.setattr(streamk, "launch", lambda x, p, out, tile, waves, sms: launched.append((tile, waves)) or True)
+    p = {"N": 34816, "K": 5120, "Kc": 80, "Np": 34816}
+    x, out = torch.zeros(96, 5120, dtype=torch.bfloat16), torch.zeros(96, 34816, dtype=torch.bfloat16)
+    assert gemm_wgmma._stream_k_ran(x, p, out, (0, 0, -1), True, 132) and launched == [(128, 0)]
+    # a tile or split asked for, or a non-default kernel family, keeps the whole-tile launch
+    assert not gemm_wgmma._stream_k_ran(x, p, out, (64, 0, -1), True, 132)
+    assert not gemm_wgmma._stream_k_ran(x, p, out, (0, 0, -1), False, 132)
+    monkeypatch.setattr(streamk, "SMALL_M_RANGE", (1, 0))  # SPARKINFER_NVFP4_SMALL_SK=0
+    assert not gemm_wgmma._stream_k_ran(x, p, out, (0, 0, -1), True, 132) and len(launched) == 1
+
+
 def test_launcher_refuses_what_no_kernel_takes_before_touching_the_gpu():
     # gemm_wgmma.check_args runs before any GPU call: CPU tensors of the right shapes pass it, wrong ones name the fault
     import pytest
