@@ -251,3 +251,4 @@ GEMM_KERNEL(nvfp4_gemm_wgmma_t256_nodec, 256, 5, 1, true, true, 2, false)
 
 #include "gemm_stream_k.cuh"
 #include "gemm_ws.cuh"
+#include "gemm_ws_sk.cuh"

@@ -23,7 +23,8 @@ from kernels.nvfp4.wgmma_pick import RING_VARIANTS, TILE_ROWS, TILES, best_split
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = "gemm_wgmma.cu"
 # what SOURCE includes: part of the cubin cache key
-HEADERS = ("wgmma_ptx.cuh", "common.cuh", "gemm_out.cuh", "gemm_stream_k.cuh", "gemm_ws.cuh", "bulk_ptx.cuh")
+HEADERS = ("wgmma_ptx.cuh", "common.cuh", "gemm_out.cuh", "gemm_stream_k.cuh", "gemm_ws.cuh", "gemm_ws_sk.cuh",
+           "bulk_ptx.cuh")
 THREADS = 256
 GROUP_BYTES = 16 << 20  # weights of one raster group of row tiles (kept in L2 while the group sweeps the tokens)
 FRAGMENT_BYTES = 576  # one 16-row x 64-k tile: 512 B of codes + 64 B of scales

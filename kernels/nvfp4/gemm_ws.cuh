@@ -19,18 +19,20 @@
 
 #define WS_THREADS 288  // 256 MMA threads (2 warpgroups) + the producer warp
 
-// the producer warp: chunks c0 .. c0 + nc - 1 of row tile rb (8 fragment tiles from 8 rb), tokens m0 ..: stage
-// i % S once the MMA warps have freed it, then the x tile (lane 0, one bulk copy, expected bytes) and 16 bytes of
-// each fragment tile and of the scales a lane (cp.async; lane l's scale piece: tile l / 4, piece l % 4)
+// the producer warp: chunks c0 .. c0 + nc - 1 of row tile rb (8 fragment tiles from 8 rb), tokens m0 ..: chunk i
+// is the block's ring chunk j = g0 + i (g0: chunks the ring carried before, stream-K's earlier pieces), stage j % S
+// once the MMA warps have freed it, then the x tile (lane 0, one bulk copy, expected bytes) and 16 bytes of each
+// fragment tile and of the scales a lane (cp.async; lane l's scale piece: tile l / 4, piece l % 4)
 template <int T, int S>
 __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsigned char* wsc, const u16* xq, int Mp,
-                                           int Kc, int rb, int m0, int c0, int nc, u32 base, u32 full, u32 empty) {
+                                           int Kc, int rb, int m0, int c0, int nc, u32 base, u32 full, u32 empty,
+                                           int g0 = 0) {
     constexpr u32 SB = T * 128 + 5120;
     const int lane = threadIdx.x & 31;
     for (int i = 0; i < nc; ++i) {
-        const int s = i % S;
+        const int j = g0 + i, s = j % S;
         const u64 c = (u64)(c0 + i);
-        if (i >= S) mbar_wait(empty + 8 * s, (i / S - 1) & 1);
+        if (j >= S) mbar_wait(empty + 8 * s, (j / S - 1) & 1);
         const u32 st = base + s * SB;
         if (lane == 0) {
             mbar_expect_tx(full + 8 * s, T * 128);
@@ -45,11 +47,11 @@ __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsign
     }
 }
 
-// one MMA warp's chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4 wgmma
-// as one group, then (group i - 1 retired) free stage i - 1
+// one MMA warp's ring chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4
+// wgmma as one group, then (group i - 1 retired) free stage i - 1 where `prev` (chunk i - 1 is this piece's)
 template <int T, int S>
-__device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 2], u32 base, const u32* lut,
-                                        u32 full, u32 empty) {
+__device__ __forceinline__ void ws_step(int i, bool prev, u32 (&a)[4][4], float (&acc)[T / 2], u32 base,
+                                        const u32* lut, u32 full, u32 empty) {
     constexpr u32 SB = T * 128 + 5120;
     const int lane = threadIdx.x & 31, s = i % S;
     mbar_wait(full + 8 * s, (i / S) & 1);
@@ -68,26 +70,40 @@ __device__ __forceinline__ void ws_step(int i, u32 (&a)[4][4], float (&acc)[T / 
     for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
     wgmma_commit();
     wgmma_wait<1>();
-    if (i > 0 && lane == 0) mbar_arrive(empty + 8 * ((i - 1) % S));
+    if (prev && lane == 0) mbar_arrive(empty + 8 * ((i - 1) % S));
 }
 
-// the MMA warps: acc = the sums of nc chunks; at the end every group retired and the 256 threads met (the ring is
-// then free for the epilogue's staging)
+// the MMA warps: acc = the sums of nc chunks, ring chunks g0 .. g0 + nc - 1; at the end every group retired, the
+// last stage freed where `release_last` (the ring goes on: stream-K's next piece), and the 256 threads met (without
+// release_last the ring is then free for the epilogue's staging)
 template <int T, int S>
 __device__ __forceinline__ void ws_consume(float (&acc)[T / 2], int nc, u32 base, const u32* lut, u32 full,
-                                           u32 empty) {
+                                           u32 empty, int g0 = 0, bool release_last = false) {
 #pragma unroll
     for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
     u32 a0[4][4], a1[4][4];
     int i = 0;
     for (; i + 1 < nc; i += 2) {
-        ws_step<T, S>(i, a0, acc, base, lut, full, empty);
-        ws_step<T, S>(i + 1, a1, acc, base, lut, full, empty);
+        ws_step<T, S>(g0 + i, i > 0, a0, acc, base, lut, full, empty);
+        ws_step<T, S>(g0 + i + 1, true, a1, acc, base, lut, full, empty);
     }
-    if (i < nc) ws_step<T, S>(i, a0, acc, base, lut, full, empty);
+    if (i < nc) ws_step<T, S>(g0 + i, i > 0, a0, acc, base, lut, full, empty);
     wgmma_wait<0>();
     fence_regs(acc);
+    if (release_last && (threadIdx.x & 31) == 0) mbar_arrive(empty + 8 * ((g0 + nc - 1) % S));
     mma_threads_sync<true>();
+}
+
+// the scale table and the ring's mbarriers (full: lane 0's expect_tx + the 32 lanes' cp.async arrivals; empty: the 8
+// MMA warps), then the whole block meets
+template <int S>
+__device__ __forceinline__ void ws_setup(u32* lut, u32 full, u32 empty) {
+    if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) mbar_init(full + 8 * s, 33), mbar_init(empty + 8 * s, 8);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
 }
 
 // gemm_body's work split (tile_origin, split-K ranges and flush, epilogue) with the warp-specialised main loop
@@ -100,13 +116,7 @@ __device__ __forceinline__ void gemm_ws_body(const unsigned char* wq, const unsi
     __shared__ __align__(8) u64 bars[2 * S];  // full[S], empty[S]
     __shared__ int s_last;
     const u32 raw = smem_u32(dsmem), base = (raw + 1023u) & ~1023u, full = smem_u32(bars), empty = full + 8 * S;
-    if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
-    if (threadIdx.x == 0) {
-        // full: lane 0's expect_tx + the 32 lanes' cp.async arrivals; empty: the 8 MMA warps
-        for (int s = 0; s < S; ++s) mbar_init(full + 8 * s, 33), mbar_init(empty + 8 * s, 8);
-        fence_mbarrier_init();
-    }
-    __syncthreads();
+    ws_setup<S>(lut, full, empty);
     const unsigned bid = SK ? blockIdx.x / splits : blockIdx.x;
     const int split = SK ? (int)(blockIdx.x - bid * splits) : 0;
     const int c0 = SK ? (int)((long long)Kc * split / splits) : 0;

@@ -7,11 +7,12 @@ launches, nvfp4_permute_x_sw (x into xq [Kc][Mp][64] bf16, the tile's rows of a 
 one bulk copy moves them) and the GEMM (a producer warp feeds the stage ring; no block barrier a chunk). Split-K as
 gemm_wgmma (wgmma_pick's S unless given), through the same workspace and counters.
 """
+import functools
 import os
 
 from kernels import _compile
 from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group,
-                                      smem_bytes, split_buffers)
+                                      scratch, smem_bytes, split_buffers)
 
 WS_TILES = (64, 128)  # the tiles gemm_wgmma sends here
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
@@ -20,6 +21,8 @@ WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
 # T = 128, S = 1: M = 128 16384x5120 49.4 / 43.7, 34816x5120 138.0 / 120.7); SPARKINFER_NVFP4_WS=0 keeps
 # gemm_wgmma's own kernels
 WS_GEMM = os.environ.get("SPARKINFER_NVFP4_WS", "1") == "1"
+SKM_TILE = 128  # the stream-K kernel built with this main loop (gemm_ws_sk.cuh)
+SKM_STAGING = SKM_TILE * 136 * 2  # its epilogue's own staging after the ring (T rows x PITCH bf16)
 
 
 def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = 64):
@@ -55,3 +58,37 @@ def launch(x, p: dict, out, splits: int, tile: int):
     name = f"nvfp4_gemm_ws_t{tile}" + ("_sk" if splits > 1 else "")
     kernel(name, tile)((tiles * splits,), (WS_THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _skm_kernel():
+    kern = _function(f"nvfp4_gemm_ws_t{SKM_TILE}_skm")
+    kern.max_dynamic_shared_size_bytes = smem_bytes(SKM_TILE) + SKM_STAGING
+    kern.preferred_shared_memory_carveout = 100
+    return kern
+
+
+def launch_stream_k(x, p: dict, out, num_sms: int) -> bool:
+    """The permute and nvfp4_gemm_ws_t128_skm launches (gemm_ws_sk.cuh: T = 128 stream-K with no whole tiles first,
+    num_sms persistent blocks, one resident a SM) for checked arguments, through streamk's workspace and flags.
+    -> False (nothing launched) where those would have to grow during a CUDA graph capture."""
+    import numpy as np
+    import torch
+
+    m, kc = x.shape[0], p["Kc"]
+    rows, mp = p["Np"] // TILE_ROWS, -(-m // SKM_TILE) * SKM_TILE
+    ws = scratch("stream_k", x.device, num_sms * SKM_TILE * TILE_ROWS, torch.float32)
+    flags = scratch("stream_k_flags", x.device, num_sms, torch.int32)
+    if ws is None or flags is None:
+        return False
+    stream = _compile.current_stream()
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    xq = torch.empty(kc, mp, 64, dtype=torch.bfloat16, device=x.device)
+    _function("nvfp4_permute_x_sw")((-(-kc * mp * 8 // 256),), (256,), (
+        ptr(x), ptr(xq), np.int32(m), np.int32(p["K"]), np.int32(kc), np.int32(mp)), stream=stream)
+    vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xq), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
+            np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out), ptr(ws),
+            ptr(flags), np.int32(1), np.int32(mp))
+    _skm_kernel()((num_sms,), (WS_THREADS,), args, shared_mem=smem_bytes(SKM_TILE) + SKM_STAGING, stream=stream)
+    return True

@@ -14,16 +14,20 @@ MAX_WAVES = 16
 X_BYTES = 48 << 20
 # T = 128 stream-K (no whole tiles first) for decode batches of SMALL_M_RANGE rows, where it beats the
 # warp-specialised whole tiles' split-K pick (gemm_ws) in wgmma_pick's cost model: SMALL_FIXED_US + SMALL_CHUNK_US x
-# the 64-k chunks a SM takes (least squares on session 17's device run 4, M = 65-128 on 7 shapes), and the whole-tile
-# grid is at most SMALL_MAX_WAVES waves of T = 128 tiles (past that the last wave's idle SMs are a small part of the
-# time and gemm_ws's cheaper chunks win: LM head M = 65-128 580-653 us against stream-K's 619-701). Run 4, us,
-# stream-K / the pick at M = 65 .. 128: 6144x5120 26.3-28.2 / 32.7-34.1, 10240x5120 36.0-37.7 / 42.7-45.5,
-# 17408x5120 54.0-55.8 / 75.7-81.0, 34816x5120 95.6-97.9 / 117.4-121.4, 12288x5120 41.2-42.9 / 42.9-43.4; the one
-# shape it takes and loses is 5120x17408 (56.6-59.2 / 55.3-58.3, 2-4%). M = 64: the pick's T = 64 tiles win on every
-# shape (run 3).
+# the 64-k chunks a SM takes, and the whole-tile grid is at most SMALL_MAX_WAVES waves of T = 128 tiles (past that
+# the last wave's idle SMs are a small part of the time: LM head M = 65-128 the pick 576-649 us, stream-K 593-671).
+# The two constants are the ones that choose the faster on all 27 points of session 17's device run 5 (9 shapes x
+# M = 65 / 96 / 128) with the least time error (12%). Run 5, us, gemm_ws_sk.cuh's stream-K / the pick at M = 65 and
+# 128: 6144x5120 25.8 / 32.9, 27.2 / 33.3; 10240x5120 35.0 / 45.0, 36.2 / 42.9; 12288x5120 39.3 / 43.4, 41.3 /
+# 43.8; 5120x6144 26.1 / 27.7, 27.9 / 29.9; 17408x5120 50.8 / 75.3, 52.3 / 80.4; 34816x5120 89.1 / 118.4, 93.3 /
+# 122.6; 5120x17408 54.1 / 55.1, 56.3 / 57.5; the pick kept on 16384x5120 (47.4 / 43.4, 49.3 / 43.6: 128 tiles fill
+# one wave) and 14336x5120 (43.7 / 43.4, 45.7 / 43.6). M = 64: the pick's T = 64 tiles win on every shape (run 3).
 SMALL_M_RANGE = (65, 128) if os.environ.get("SPARKINFER_NVFP4_SMALL_SK", "1") == "1" else (1, 0)  # 0: off (A/B)
-SMALL_FIXED_US, SMALL_CHUNK_US = 9.48, 0.553
+SMALL_FIXED_US, SMALL_CHUNK_US = 7.8, 0.556
 SMALL_MAX_WAVES = 4
+# T = 128 with no whole tiles first runs gemm_ws_sk.cuh's kernel (the warp-specialised main loop; run 5: 3-7% faster
+# than the _skm kernel of gemm_stream_k.cuh on every shape) unless SPARKINFER_NVFP4_WS_SK=0 (the _skm kernel, A/B)
+WS = os.environ.get("SPARKINFER_NVFP4_WS_SK", "1") == "1"
 
 
 def pick(m: int, np_: int, k: int, num_sms: int = 132) -> int:
@@ -69,6 +73,10 @@ def launch(x, p: dict, out, tile: int, waves: int, num_sms: int) -> bool:
     import numpy as np
     import torch
 
+    from kernels.nvfp4 import gemm_ws
+
+    if WS and tile == gemm_ws.SKM_TILE and waves == 0 and gemm_ws.WS_GEMM:
+        return gemm_ws.launch_stream_k(x, p, out, num_sms)
     g = gemm_wgmma
     m, rows = x.shape[0], p["Np"] // g.TILE_ROWS
     tiles = rows * -(-m // tile)

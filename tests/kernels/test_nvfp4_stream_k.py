@@ -3,7 +3,7 @@ random inputs, outputs NaN-poisoned first (needs an sm_90 GPU)."""
 import pytest
 import torch
 
-from kernels.nvfp4 import checkpoint, gemm_wgmma, naive, ops
+from kernels.nvfp4 import checkpoint, gemm_wgmma, naive, ops, streamk
 
 pytestmark = pytest.mark.gpu
 REL_TOL = 1e-2
@@ -37,6 +37,22 @@ def test_stream_k_matches_dequantized_matmul(n, k, tile):
             assert err < REL_TOL, (n, k, m, tile, waves, err)
 
 
+
+@pytest.mark.parametrize("ws_main_loop", [True, False], ids=["ws_skm", "skm"])
+def test_t128_stream_k_for_decode_batches(ws_main_loop, monkeypatch):
+    # T = 128, no whole tiles first: gemm_ws_sk.cuh's kernel (streamk.WS) or gemm_stream_k.cuh's _skm, at the rows
+    # streamk.choice sends there (65-128) and past one token tile; the dispatched call (stream_k -1) too
+    monkeypatch.setattr(streamk, "WS", ws_main_loop)
+    for n, k in [(17408, 5120), (5120, 17408), (1000, 5200)]:
+        ref_w, p = _case(n, k)
+        for m in (65, 100, 128, 200):
+            err = _check(ref_w, p, m, tile=128, stream_k=0)
+            assert err < REL_TOL, (n, k, m, err)
+        assert _check(ref_w, p, 96) < REL_TOL
+    flags = gemm_wgmma._SCRATCH[("stream_k_flags", torch.device("cuda", torch.cuda.current_device()))][-1]
+    assert not flags.any(), "stream-K flags left set"
+
+
 def test_stream_k_flags_come_back_to_zero():
     # every finisher clears the flags it waited on: repeated calls on alternating shapes stay correct, and the flags
     # are all zero between launches (a stale flag would let a finisher read a partial before it is written)
@@ -48,18 +64,19 @@ def test_stream_k_flags_come_back_to_zero():
     assert not flags.any(), "stream-K flags left set"
 
 
-def test_stream_k_cuda_graph_replays():
+@pytest.mark.parametrize("m,tile", [(512, 0), (96, 128)], ids=["T256", "T128_ws"])
+def test_stream_k_cuda_graph_replays(m, tile):
     ref_w, p = _case(6144, 5120)
-    x = torch.randn(512, 5120, device="cuda").to(torch.bfloat16)
-    y = torch.empty(512, 6144, dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(m, 5120, device="cuda").to(torch.bfloat16)
+    y = torch.empty(m, 6144, dtype=torch.bfloat16, device="cuda")
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm-up on the capture stream: compiles, grows the workspace
-        gemm_wgmma.gemm_wgmma(x, p, y, stream_k=0)
+        gemm_wgmma.gemm_wgmma(x, p, y, tile=tile, stream_k=0)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        gemm_wgmma.gemm_wgmma(x, p, y, stream_k=0)
+        gemm_wgmma.gemm_wgmma(x, p, y, tile=tile, stream_k=0)
     for _ in range(3):
         x.copy_(torch.randn_like(x, dtype=torch.float32))
         y.fill_(float("nan"))

@@ -37,13 +37,15 @@ def test_one_wave_of_whole_tiles_first_where_x_outgrows_the_l2():
 
 
 def test_t128_stream_k_for_decode_batches_where_whole_tiles_leave_the_last_wave_idle():
-    # session 17 device run 4 (us, M = 65-128, T = 128 stream-K / the whole-tile pick): 17408x5120 54.0-55.8 /
-    # 75.7-81.0, 34816x5120 (MLP gate+up) 95.6-97.9 / 117.4-121.4, 6144x5120 26.3-28.2 / 32.7-34.1
-    for n, k in [(17408, 5120), (34816, 5120), (6144, 5120), (10240, 5120)]:
+    # session 17 device run 5 (us, M = 65 / 128, T = 128 stream-K / the whole-tile pick): 17408x5120 50.8 / 75.3,
+    # 52.3 / 80.4; 34816x5120 (MLP gate+up) 89.1 / 118.4, 93.3 / 122.6; 6144x5120 25.8 / 32.9, 27.2 / 33.3;
+    # 5120x6144 26.1 / 27.7, 27.9 / 29.9; 5120x17408 54.1 / 55.1, 56.3 / 57.5
+    for n, k in [(17408, 5120), (34816, 5120), (6144, 5120), (10240, 5120), (12288, 5120), (5120, 6144),
+                 (5120, 17408)]:
         for m in (65, 96, 128):
             assert streamk.choice(m, _np(n), k, 132) == (128, 0), (n, k, m)
-    # whole tiles kept: 16384x5120's 128 tiles fill one wave (43.1-43.9 against 50.5-51.5), 14336x5120's 112 likewise;
-    # the LM head's 1940 tiles are 14.7 waves (580-653 against 619-701)
+    # whole tiles kept: 16384x5120's 128 tiles fill one wave (43.4-43.6 against 47.4-49.3), 14336x5120's 112 likewise
+    # (43.4-43.8 against 43.7-45.7); the LM head's 1940 tiles are 14.7 waves (576-649 against 593-671)
     for n, k in [(16384, 5120), (14336, 5120), (248320, 5120)]:
         for m in (65, 96, 128):
             assert streamk.choice(m, _np(n), k, 132) == (0, -1), (n, k, m)
@@ -66,6 +68,38 @@ def test_the_launcher_sends_a_decode_batch_to_the_t128_stream_k_kernel(monkeypat
     assert not gemm_wgmma._stream_k_ran(x, p, out, (0, 0, -1), False, 132)
     monkeypatch.setattr(streamk, "SMALL_M_RANGE", (1, 0))  # SPARKINFER_NVFP4_SMALL_SK=0
     assert not gemm_wgmma._stream_k_ran(x, p, out, (0, 0, -1), True, 132) and len(launched) == 1
+
+
+def test_t128_stream_k_runs_the_warp_specialised_kernel(monkeypatch):
+    # streamk.launch on CPU with the GPU calls stubbed: T = 128 with no whole tiles first goes to gemm_ws_sk.cuh's
+    # kernel (one 288-thread block a SM, x permuted into 128 token rows, the epilogue's staging after the ring);
+    # SPARKINFER_NVFP4_WS_SK=0 (streamk.WS) or whole tiles first keep gemm_stream_k.cuh's 256-thread _skm kernel
+    import torch
+
+    from kernels.nvfp4 import gemm_ws
+
+    launches = []
+    record = lambda name: lambda grid, block, args, **kw: launches.append((name, grid, block, args, kw))  # noqa: E731
+    monkeypatch.setattr(gemm_ws, "_function", record)
+    monkeypatch.setattr(gemm_ws, "_skm_kernel", lambda: record("ws_skm"))
+    monkeypatch.setattr(gemm_wgmma, "kernel", lambda name, tile: record(name))
+    monkeypatch.setattr(gemm_wgmma, "permuted_x", lambda x, p, stream: x)
+    monkeypatch.setattr(streamk._compile, "current_stream", lambda: None)
+    monkeypatch.setattr(gemm_wgmma, "_SCRATCH", {})
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    p = {"N": 17408, "K": 5120, "Kc": 80, "Np": 17408, "wq": torch.zeros(1), "wsc": torch.zeros(1),
+         "alpha": torch.zeros(1)}
+    x, out = torch.zeros(96, 5120, dtype=torch.bfloat16), torch.zeros(96, 17408, dtype=torch.bfloat16)
+    assert streamk.launch(x, p, out, 128, 0, 132)
+    permute, (name, grid, block, args, kw) = launches[0][0], launches[1]
+    assert (permute, name, grid, block) == ("nvfp4_permute_x_sw", "ws_skm", (132,), (gemm_ws.WS_THREADS,))
+    assert kw["shared_mem"] == gemm_wgmma.smem_bytes(128) + 128 * 136 * 2 <= 227 * 1024
+    assert [int(a) for a in args[5:12]] + [int(args[15])] == [96, 17408, 5120, 80, 136, gemm_wgmma.raster_group(p),
+                                                               1, 128]
+    assert streamk.launch(x, p, out, 128, 1, 132) and launches[-1][0] == "nvfp4_gemm_wgmma_t128_skm"
+    monkeypatch.setattr(streamk, "WS", False)
+    assert streamk.launch(x, p, out, 128, 0, 132) and launches[-1][0] == "nvfp4_gemm_wgmma_t128_skm"
+    assert len(launches) == 4
 
 
 def test_launcher_refuses_what_no_kernel_takes_before_touching_the_gpu():
