@@ -1,10 +1,10 @@
 """Gateway process: request scalars read as pydantic's lax mode (vLLM's request models) reads them, against a schema.
 
 JSON Schema is strict where pydantic is not: vLLM answers `"temperature": "0.7"`, `"max_tokens": "512"` and
-`"stream": "true"` (and `"stream": 1`) with the values they spell (Cline 3.34 sent its temperature as a string,
-cline#7183). lax_scalars makes the body what pydantic would have made of it, so the schema checks the value and the
-rest of the gateway sees a number (schema_validate.integral reads 5.0 where an integer is wanted as 5, the same
-way).
+`"stream": "true"` (and `"stream": 1`, and `"logprobs": true` where an integer is wanted) with the values they spell
+(Cline 3.34 sent its temperature as a string, cline#7183). lax_scalars makes the body what pydantic would have made of
+it, so the schema checks the value and the rest of the gateway sees a number (schema_validate.integral reads 5.0 where
+an integer is wanted as 5, the same way).
 """
 from __future__ import annotations
 
@@ -49,8 +49,9 @@ def _is_number(value: Any) -> bool:
 
 
 def lax_scalars(value: Any, schema: Any) -> Any:
-    """value with every string where schema wants a number, integer or boolean (and no string) read as pydantic's
-    lax mode reads it; objects and lists are changed in place, each property and item against its own schema."""
+    """value with every string where schema wants a number, integer or boolean (and no string), and every boolean
+    where it wants a number and no boolean, read as pydantic's lax mode reads it; objects and lists are changed in
+    place, each property and item against its own schema."""
     if not isinstance(schema, dict):
         return value
     kinds = _types(schema)
@@ -59,6 +60,10 @@ def lax_scalars(value: Any, schema: Any) -> Any:
     if _is_number(value) and "boolean" in kinds and not kinds & {"number", "integer"} and value in (0, 1):
         # pydantic-core's int / float -> bool: 0 and 1 (0.0 and 1.0) only ("stream": 1 streams; 2 stays the 400).
         return value == 1
+    if isinstance(value, bool) and kinds & {"number", "integer"} and "boolean" not in kinds:
+        # pydantic-core's bool -> int / float: true is 1, false 0 ("logprobs": true on /v1/completions, as
+        # llama-stack sends it, asks for 1 alternative).
+        return int(value) if "integer" in kinds else float(value)
     if isinstance(value, dict):
         for key, sub in schema.get("properties", {}).items():
             if key in value:

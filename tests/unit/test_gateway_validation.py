@@ -58,7 +58,7 @@ CHAT_CASES = [
      (400, "invalid_request_error", "max_completion_tokens", "invalid_value")),
     ("temperature-negative", {"messages": USER, "temperature": -0.5},
      (400, "invalid_request_error", "temperature", "invalid_value")),
-    ("temperature-bool", {"messages": USER, "temperature": True},
+    ("temperature-list", {"messages": USER, "temperature": [1]},
      (400, "invalid_request_error", "temperature", "invalid_type")),
     ("top-p-zero", {"messages": USER, "top_p": 0}, (400, "invalid_request_error", "top_p", "invalid_value")),
     ("n-zero", {"messages": USER, "n": 0}, (400, "invalid_request_error", "n", "invalid_value")),

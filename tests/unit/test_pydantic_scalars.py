@@ -20,6 +20,8 @@ SCHEMA = {"type": "object", "properties": {
     ("temperature", 1, 1), ("max_tokens", 0, 0), ("stop", "0.5", "0.5"), ("stream", 0.5, 0.5), ("stream", -1, -1),
     ("temperature", "warm", "warm"), ("temperature", "nan", "nan"), ("temperature", "inf", "inf"),
     ("max_tokens", "5.5", "5.5"), ("max_tokens", "1e3", "1e3"), ("stream", "maybe", "maybe"), ("stream", 2, 2),
+    ("max_tokens", True, 1), ("max_tokens", False, 0), ("temperature", True, 1.0), ("temperature", False, 0.0),
+    ("stream", True, True), ("stop", True, True),
 ], ids=lambda v: repr(v))
 def test_scalars_are_read_as_pydantic_reads_them(field, sent, read):
     """What pydantic's lax mode turns into the wanted type is that value; anything else stays as sent, for the
@@ -101,3 +103,33 @@ async def test_a_number_other_than_0_or_1_is_still_the_400_naming_the_boolean(st
     assert response.status == 400 and body["error"]["param"] == "stream"
     assert body["error"]["message"] == "invalid value for 'stream': 2 is not of type 'boolean', 'null'"
     assert not fake.script.requests
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/completions", {"model": "default", "prompt": "hi", "max_tokens": 2, "logprobs": True}),
+    ("/api/v0/completions", {"model": "default", "prompt": "hi", "max_tokens": 2, "logprobs": True}),
+    ("/v1/chat/completions", {**CHAT, "max_tokens": 2, "logprobs": True, "top_logprobs": True}),
+], ids=["completions", "lm studio completions", "chat"])
+async def test_a_boolean_sent_where_an_integer_is_wanted_is_read_as_pydantic_reads_it(stack, path, body):
+    """vLLM's CompletionRequest.logprobs is an int that pydantic's lax mode reads true into 1 (llama-stack sends
+    "logprobs": true to /v1/completions, ogx-ai/ogx#5253); it was a 400 "True is not of type 'integer', 'null'"."""
+    client, fake = stack
+    fake.script.top_ids = [5, 6, 7]
+    response = await client.post(path, data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    choice = orjson.loads(await response.read())["choices"][0]
+    assert fake.script.requests[-1].sampling.num_logprobs == 1
+    if "text" in choice:
+        assert [len(top) for top in choice["logprobs"]["top_logprobs"]] == [2, 2]
+    else:
+        assert [len(entry["top_logprobs"]) for entry in choice["logprobs"]["content"]] == [1, 1]
+
+
+async def test_a_boolean_output_limit_is_one_token_on_the_responses_api(stack):
+    client, fake = stack
+    response = await client.post("/v1/responses", data=orjson.dumps(
+        {"model": "default", "input": "hi", "max_output_tokens": True, "temperature": False}))
+    assert response.status == 200, await response.text()
+    answer = orjson.loads(await response.read())
+    assert answer["max_output_tokens"] == 1 and answer["temperature"] == 0.0
+    assert fake.script.requests[-1].max_tokens == 1
