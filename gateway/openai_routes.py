@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.chat_batch import batch_chat
 from gateway.chat_kwargs import template_kwargs
 from gateway.chat_prompt import lower_roles, render_prompt
 from gateway.config import GatewayConfig
@@ -112,6 +113,7 @@ class OpenAIRoutes:
         app.router.add_post("/v1/chat/completions", self.chat)
         # llama.cpp's server takes chat at /chat/completions too (a client whose base URL has no /v1 posts there).
         app.router.add_post("/chat/completions", self.chat)
+        app.router.add_post("/v1/chat/completions/batch", self.chat_batch)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/tokenize", self.tokenize)
         app.router.add_post("/tokenize", self.tokenize)
@@ -151,6 +153,12 @@ class OpenAIRoutes:
             return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
         results, usage = await self.engine.complete(plan.gen)
         return json_response(shaper.response(results, usage))
+
+    async def chat_batch(self, request: web.Request) -> web.Response:
+        """vLLM's /v1/chat/completions/batch: one choice per conversation (gateway/chat_batch.py)."""
+        body = await read_json(request)
+        check_request_template(body, self.config)
+        return await batch_chat(request, body, self.engine, self.config, response_id)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
