@@ -177,7 +177,9 @@ class OpenAIRoutes:
     async def _echo_only(self, request: web.Request, plan: Plan, card, rid: str) -> web.StreamResponse:
         """max_tokens 0 with echo: the prompt comes back, nothing is generated (finish_reason length)."""
         results = [ChoiceResult(i, finish_reason="length") for i in range(plan.gen.num_choices)]
-        usage = Usage(prompt_tokens=sum(len(ids) for ids in plan.gen.all_prompt_ids))
+        # Per prompt too: continuous_usage_stats gives each choice's chunks its own prompt's count, as vLLM does.
+        per_prompt = [(len(ids), 0) for ids in plan.gen.all_prompt_ids]
+        usage = Usage(prompt_tokens=sum(count for count, _ in per_prompt), per_prompt=per_prompt)
         if not plan.stream:
             return json_response(completion_response(plan, card, rid, results, usage))
         framer = CompletionFramer(plan, card, rid)

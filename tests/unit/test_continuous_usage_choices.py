@@ -52,3 +52,22 @@ async def test_each_completion_chunk_counts_its_own_prompt(stack):
         (choice,) = chunk["choices"]
         assert chunk["usage"]["prompt_tokens"] == lengths[choice["index"]], chunk
     assert chunks[-1]["usage"]["prompt_tokens"] == sum(lengths) and lengths[0] != lengths[1]
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/api/v0/completions"])
+async def test_an_echo_of_max_tokens_0_counts_each_choice_s_own_prompt(stack, path):
+    """echo with max_tokens 0 generates nothing, but each choice's chunks still count its own prompt, as every other
+    completions stream does; they said the prompts' sum (each chunk of ["hi", longer] said both prompts' tokens)."""
+    client, fake = stack
+    prompts = ["hi", "a much longer prompt than the first one"]
+    lengths = [len(fake.tokenizer.encode(p).ids) for p in prompts]
+    response = await client.post(path, data=orjson.dumps({
+        "prompt": prompts, "n": 2, "echo": True, "max_tokens": 0, "stream": True, "stream_options": OPTIONS}))
+    chunks = events(await response.read())
+    assert len(chunks) == 9 and not fake.script.requests
+    for chunk in chunks[:-1]:
+        (choice,) = chunk["choices"]
+        assert chunk["usage"] == {"prompt_tokens": lengths[choice["index"] // 2], "completion_tokens": 0,
+                                  "total_tokens": lengths[choice["index"] // 2],
+                                  "prompt_tokens_details": {"cached_tokens": 0}}, chunk
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] == sum(lengths)
