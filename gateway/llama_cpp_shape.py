@@ -9,7 +9,7 @@ from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.llama_cpp_fields import RANDOM_SEED
 from gateway.model import ModelCard
-from gateway.ollama_shape import embedding_length, model_size
+from gateway.ollama_shape import embedding_length, model_details, model_size
 from gateway.openai_shape import SSE_HEADERS
 from gateway.stream import SSE_KEEPALIVE, sse_event
 
@@ -70,6 +70,15 @@ def model_meta(card: ModelCard) -> dict:
     return {"vocab_type": _VOCAB_TYPE_BPE, "n_vocab": card.tokenizer_vocab_size, "n_ctx": card.max_context_len,
             "n_ctx_train": trained, "n_embd": embedding_length(card), "n_params": card.num_parameters,
             "size": model_size(card)}
+
+
+def models_entry(card: ModelCard, served_name: str) -> dict:
+    """llama-server's Ollama-shaped entry of its model list's `models` array (server-context engine_models), which it
+    answers beside `data` on /models and /v1/models: its empty strings where it has no value (modified_at, size,
+    digest), and the model's details."""
+    return {"name": served_name, "model": served_name, "modified_at": "", "size": "", "digest": "", "type": "model",
+            "description": "", "tags": [""], "capabilities": ["completion"], "parameters": "",
+            "details": model_details(card)}
 
 
 def stop_type(finish_reason: Optional[str], stop_reason) -> str:

@@ -12,7 +12,7 @@ from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsuppor
 from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
-from gateway.llama_cpp_shape import model_meta
+from gateway.llama_cpp_shape import model_meta, models_entry
 from gateway.openai_checks import check_tools
 from gateway.openai import parse_chat, parse_completion
 from gateway.openai_plan import Plan, check_model
@@ -134,7 +134,9 @@ class OpenAIRoutes:
                 "meta": model_meta(card)}
 
     async def models(self, request: web.Request) -> web.Response:
-        return json_response({"object": "list", "data": [await self._model_object()]})
+        # llama-server's list also has its Ollama-shaped `models` array, which llama.cpp clients read the name from.
+        entry = models_entry(await self.engine.card(), await self.engine.served_name())
+        return json_response({"object": "list", "data": [await self._model_object()], "models": [entry]})
 
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()

@@ -27,3 +27,17 @@ async def test_a_config_without_a_trained_length_reports_the_served_one():
     async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=512)) as (client, _):
         meta = (await (await client.get("/v1/models")).json())["data"][0]["meta"]
     assert (meta["n_ctx"], meta["n_ctx_train"]) == (512, 512)
+
+
+@pytest.mark.parametrize("path", ["/v1/models", "/models"])
+async def test_the_list_has_llama_servers_ollama_shaped_models_beside_data(path):
+    """llama-server answers its model list with a `models` array beside `data` (server-context engine_models), and
+    clients read the model's name from it (abdulmominsakib/localmind#11 takes models[].name off llama-server)."""
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048)) as (client, _):
+        body = await (await client.get(path)).json()
+    assert [entry["id"] for entry in body["data"]] == ["fake-model"] and body["object"] == "list"
+    assert body["models"] == [{
+        "name": "fake-model", "model": "fake-model", "modified_at": "", "size": "", "digest": "", "type": "model",
+        "description": "", "tags": [""], "capabilities": ["completion"], "parameters": "",
+        "details": {"parent_model": "", "format": "safetensors", "family": "qwen3_5", "families": ["qwen3_5"],
+                    "parameter_size": "1.0K", "quantization_level": "BF16"}}]
