@@ -57,10 +57,13 @@ class _Outcome:
 
 
 class StatsFramer:
-    """Wraps an OpenAI SSE framer; the stream ends with a usage chunk that also carries LM Studio's stats."""
+    """Wraps an OpenAI SSE framer; a stream that asked for usage ends with a usage chunk that also carries LM Studio's
+    stats."""
 
-    def __init__(self, inner, outcome: _Outcome, head: dict, shaper: Optional[RecordingShaper] = None):
+    def __init__(self, inner, outcome: _Outcome, head: dict, include_usage: bool,
+                 shaper: Optional[RecordingShaper] = None):
         self.inner, self.outcome, self.head, self.shaper = inner, outcome, head, shaper
+        self.include_usage = include_usage
         self.content_type, self.headers = inner.content_type, inner.headers
 
     def start(self, usage: Usage) -> list[bytes]:
@@ -71,6 +74,10 @@ class StatsFramer:
         return self.inner.delta(delta, usage)
 
     def end(self, usage: Usage) -> list[bytes]:
+        if not self.include_usage:
+            # The usage chunk has no choices: LM Studio (as OpenAI and vLLM) sends it only to a client that asked for
+            # it (stream_options.include_usage); clients that read each chunk's first choice (Zed) fail on it.
+            return self.inner.end(usage)
         finish = self.shaper.finishes.get(0) if self.shaper is not None else None
         body = {**self.head, "choices": [], "usage": self.inner.usage_body(usage),
                 "stats": self.outcome.stats(usage, finish)}
@@ -168,7 +175,7 @@ class LMStudioRoutes:
         if plan.stream:
             head = {"id": shaper.id, "object": "chat.completion.chunk", "created": shaper.created, "model": plan.model,
                     "system_fingerprint": card.fingerprint}
-            framer = StatsFramer(ChatFramer(shaper), outcome, head, shaper)
+            framer = StatsFramer(ChatFramer(shaper), outcome, head, plan.include_usage, shaper)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         results = await run_to_end(gen, outcome)
         response = shaper.response(results, gen.usage())
@@ -188,7 +195,7 @@ class LMStudioRoutes:
             framer = CompletionFramer(plan, card, plan.gen.req_id)
             head = {"id": framer.id, "object": "text_completion", "created": framer.created, "model": plan.model,
                     "system_fingerprint": card.fingerprint}
-            return await stream_generation(request, gen, StatsFramer(framer, outcome, head),
+            return await stream_generation(request, gen, StatsFramer(framer, outcome, head, plan.include_usage),
                                            self.config.sse_keepalive_s)
         results = await run_to_end(gen, outcome)
         response = completion_response(plan, card, plan.gen.req_id, results, gen.usage())

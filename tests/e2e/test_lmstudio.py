@@ -68,7 +68,8 @@ async def test_chat_not_streamed_has_stats_model_info_runtime(session):
 async def test_chat_streamed_equals_not_streamed_and_ends_with_stats(session):
     async with session.post("/api/v0/chat/completions", json=CHAT) as response:
         whole = await response.json()
-    async with session.post("/api/v0/chat/completions", json={**CHAT, "stream": True}) as response:
+    usage = {"stream_options": {"include_usage": True}}
+    async with session.post("/api/v0/chat/completions", json={**CHAT, "stream": True, **usage}) as response:
         assert response.status == 200 and response.content_type == "text/event-stream"
         events = await sse_events(response)
     assert events[-1] == "[DONE]"
@@ -98,7 +99,8 @@ async def test_completions_streamed_and_not(session):
         whole = await response.json()
     assert whole["object"] == "text_completion" and whole["model_info"]["format"] == "safetensors"
     assert_stats(whole["stats"], whole["usage"]["completion_tokens"], whole["choices"][0]["finish_reason"])
-    async with session.post("/api/v0/completions", json={**body, "stream": True}) as response:
+    usage = {"stream_options": {"include_usage": True}}
+    async with session.post("/api/v0/completions", json={**body, "stream": True, **usage}) as response:
         events = await sse_events(response)
     text = "".join(e["choices"][0]["text"] for e in events[:-2])
     assert text == whole["choices"][0]["text"]

@@ -23,7 +23,10 @@ def _sse(text: str) -> list:
 ], ids=["chat", "completions"])
 async def test_max_tokens_past_the_context_runs_until_it_is_full(stack, path, body, stream):
     client, fake = stack
-    response = await client.post(path, json={"model": "fake-model", **body, "max_tokens": PAST, "stream": stream})
+    # A stream's stats come in the usage chunk, which it gets when it asks for it.
+    usage = {"stream_options": {"include_usage": True}} if stream else {}
+    response = await client.post(path, json={"model": "fake-model", **body, "max_tokens": PAST, "stream": stream,
+                                              **usage})
     assert response.status == 200, await response.text()
     room = 2048 - len(fake.script.requests[-1].prompt_token_ids)
     assert fake.script.requests[-1].max_tokens == room

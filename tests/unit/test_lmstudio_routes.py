@@ -7,6 +7,8 @@ import pytest
 CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "Hi"}], "enable_thinking": False}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}}}}]
+# The stats come in the usage chunk, which a stream gets when it asks for it.
+USAGE = {"stream_options": {"include_usage": True}}
 CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
 
 
@@ -30,7 +32,7 @@ async def test_stop_reason_streamed_and_not(fake, change, reply, finish, reason)
     servicer.script.reply = reply
     whole = await (await client.post("/api/v0/chat/completions", json={**CHAT, **change})).json()
     assert whole["choices"][0]["finish_reason"] == finish and whole["stats"]["stop_reason"] == reason
-    response = await client.post("/api/v0/chat/completions", json={**CHAT, **change, "stream": True})
+    response = await client.post("/api/v0/chat/completions", json={**CHAT, **change, "stream": True, **USAGE})
     frames = events(await response.read())
     assert frames[-1] == "[DONE]" and frames[-2]["choices"] == []
     assert frames[-2]["stats"]["stop_reason"] == reason
@@ -43,7 +45,7 @@ async def test_completions_stop_reasons(fake):
     body = {"model": "fake-model", "prompt": "Hi", "max_tokens": 1}
     whole = await (await client.post("/api/v0/completions", json=body)).json()
     assert whole["stats"]["stop_reason"] == "maxPredictedTokensReached" and whole["runtime"]["version"] == "0.1.0"
-    frames = events(await (await client.post("/api/v0/completions", json={**body, "stream": True})).read())
+    frames = events(await (await client.post("/api/v0/completions", json={**body, "stream": True, **USAGE})).read())
     assert frames[-2]["object"] == "text_completion"
     assert frames[-2]["stats"]["stop_reason"] == "maxPredictedTokensReached"
 

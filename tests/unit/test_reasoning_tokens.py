@@ -66,7 +66,8 @@ async def test_lmstudio_stream_ends_with_the_whole_answers_usage(stack):
     client, fake = stack
     body = {"messages": USER}
     whole = await (await client.post("/api/v0/chat/completions", json=body)).json()
-    response = await client.post("/api/v0/chat/completions", json={**body, "stream": True})
+    response = await client.post("/api/v0/chat/completions",
+                                 json={**body, "stream": True, "stream_options": {"include_usage": True}})
     chunks = [json.loads(line[6:]) for line in (await response.text()).splitlines() if line.startswith("data: {")]
     assert chunks[-1]["usage"] == whole["usage"]
     assert whole["usage"]["completion_tokens_details"] == {"reasoning_tokens": len(fake.tokenizer.encode(
