@@ -35,7 +35,9 @@ CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
 # How long /health waits for the scheduler's Load: a probe (compose's healthcheck, k8s' readinessProbe) must allow more.
 HEALTH_LOAD_TIMEOUT_S = 2.0
-_OPEN_PATHS = ("/health", "/v1/health", "/ping", "/metrics", "/version", "/")
+# Routes answered without the API key: the probes, and llama-server's model list at /models (one of its public
+# endpoints; /v1/models keeps vLLM's key check).
+_OPEN_PATHS = ("/health", "/v1/health", "/ping", "/metrics", "/version", "/", "/models")
 
 
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:

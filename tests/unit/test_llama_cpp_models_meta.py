@@ -41,3 +41,15 @@ async def test_the_list_has_llama_servers_ollama_shaped_models_beside_data(path)
         "description": "", "tags": [""], "capabilities": ["completion"], "parameters": "",
         "details": {"parent_model": "", "format": "safetensors", "family": "qwen3_5", "families": ["qwen3_5"],
                     "parameter_size": "1.0K", "quantization_level": "BF16"}}]
+
+
+async def test_llama_servers_model_list_needs_no_key_where_vllms_does():
+    """llama-server answers /models without the API key (server-http.cpp: its public endpoints are /health,
+    /v1/health, /models, /v1/models and /), so a readiness probe or model picker that sends none lists the model;
+    /v1/models keeps vLLM's key check (its middleware guards every /v1 route)."""
+    async with fake_gateway(FakeServing(build_tokenizer(), max_context_len=2048), api_key="s3cret") as (client, _):
+        public = await client.get("/models")
+        keyed = await client.get("/v1/models")
+        with_key = await client.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
+        assert public.status == 200 and [entry["id"] for entry in (await public.json())["data"]] == ["fake-model"]
+        assert (keyed.status, with_key.status) == (401, 200)
