@@ -63,6 +63,20 @@ _REQUIRED = {
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
+def _check_embed_input(body: dict) -> None:
+    """Ollama's EmbedHandler takes input as a string or a list of strings (none is a load); any other value is its
+    400 'invalid input type', checked before it looks the model up (server/routes.go EmbedHandler)."""
+    value = body.get("input")
+    if value is None or isinstance(value, str):
+        return
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidRequest("invalid input type", param="input")
+
+
+# Checks of a body's fields a route makes after its model name and before it looks the model up.
+_FIELD_CHECKS = {("POST", "/api/embed"): _check_embed_input}
+
+
 def ollama_error_response(exc: ApiError) -> web.Response:
     """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 'server busy', an empty body its 400
     'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go)."""
@@ -127,7 +141,7 @@ class OllamaRoutes:
         app.router.add_post("/api/pull", self.pull)
         for route, reason in _NOT_IMPLEMENTED.items():
             handler = functools.partial(self.not_implemented, reason=reason, required=_REQUIRED.get(route),
-                                        named=_NAMED_MODEL.get(route))
+                                        named=_NAMED_MODEL.get(route), check=_FIELD_CHECKS.get(route))
             app.router.add_route(*route, handler)
         app.router.add_route("HEAD", "/api/blobs/{digest}", functools.partial(self.not_implemented, reason=_BLOBS))
 
@@ -204,15 +218,18 @@ class OllamaRoutes:
 
     @ollama_errors
     async def not_implemented(self, request: web.Request, reason: str, required: Optional[tuple] = None,
-                              named: Optional[tuple] = None) -> web.Response:
+                              named: Optional[tuple] = None, check=None) -> web.Response:
         """The 501 with its reason, after the checks Ollama's handler makes first: its decode 400 for a body its
-        struct cannot take, its 4xx for a body naming no model (_REQUIRED), its 404 for a model it lacks."""
+        struct cannot take, its 4xx for a body naming no model (_REQUIRED), its field checks (_FIELD_CHECKS), its 404
+        for a model it lacks."""
         if required is not None:
             struct, names = required
             body = check_go_types(await read_json(request), struct)
             for keys, error, message in names:
                 if not any(body.get(key) for key in keys):
                     raise error(message, param=keys[0])
+            if check is not None:
+                check(body)
             if named is not None:
                 await self._check_named_model(body, *named)
         return ollama_error(NotImplementedApi(reason))

@@ -98,3 +98,26 @@ async def test_a_null_body_is_the_empty_struct_as_go_decodes_it(stack, path):
     client, _ = stack
     response = await client.post(path, data=b"null", headers={"Content-Type": "application/json"})
     assert response.status == 400 and orjson.loads(await response.read()) == {"error": "model is required"}
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "fake-model", "input": 5},
+    {"model": "fake-model", "input": ["hi", 3]},
+    {"model": "fake-model", "input": [[1, 2]]},
+    {"model": "fake-model", "input": {"text": "hi"}},
+    {"model": NOT_SERVED, "input": True},
+], ids=["number", "list with a number", "token ids", "object", "model it lacks"])
+async def test_embed_input_that_is_no_text_is_ollamas_400(stack, body):
+    """Ollama's EmbedHandler takes input as a string or a list of strings; any other value is its 400 'invalid input
+    type', checked before it looks the model up (server/routes.go EmbedHandler). It was the 501 'not supported' (or
+    the 404 for a model it lacks), which blames the server for the client's malformed body."""
+    client, _ = stack
+    response = await client.post("/api/embed", json=body)
+    assert response.status == 400 and orjson.loads(await response.read()) == {"error": "invalid input type"}
+
+
+@pytest.mark.parametrize("value", ["", [], ["a", "b"], None], ids=["empty", "empty list", "strings", "null"])
+async def test_embed_text_input_still_gets_the_501(stack, value):
+    client, _ = stack
+    response = await client.post("/api/embed", json={"model": "fake-model", "input": value})
+    assert response.status == 501
