@@ -215,6 +215,7 @@ class Engine(WorkerLiveness):
         self.publish(outputs)
         self._update_gauges()
         self.stats.record(flight.step, result, flight.plan_ns, t2 - flight.sent_ns, time.perf_counter_ns() - t2)
+        self.metrics.iteration_tokens.observe(len(flight.step.token_ids))
 
     async def _send_step(self, step, plan_ns: int) -> None:
         """Sends until the socket takes it (a step must never be dropped while the worker counts as alive), then

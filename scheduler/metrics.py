@@ -1,7 +1,8 @@
 """Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
-from proto.metrics_buckets import INTER_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets
+from proto.metrics_buckets import (INTER_TOKEN_BUCKETS, ITERATION_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS,
+                                   token_count_buckets)
 from proto.metrics_label import FINISHED_REASONS, ModelLabelled
 from scheduler.admission import REJECT_REASONS
 
@@ -46,6 +47,10 @@ class Metrics:
         self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled "
                                             "(to leaving, for a request that left while waiting)",
                                             TTFT_BUCKETS)
+        # vLLM's vllm:iteration_tokens_total (its dashboards' steps/s and tokens-per-step panels): one observation a
+        # step, the tokens it ran through the model (prefill chunks, and one per decoding request).
+        self.iteration_tokens = histogram("sparkinfer_iteration_tokens_total", "Tokens per engine step",
+                                          ITERATION_TOKEN_BUCKETS)
 
     def _add_request_histograms(self, max_model_len: int) -> None:
         histogram = self._histogram

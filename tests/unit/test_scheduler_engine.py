@@ -288,3 +288,19 @@ async def test_a_request_past_the_context_is_refused_with_its_counts(num_prompt,
     tokens, last = await drain(engine.submit(request("fits", 10, 1014)))
     assert len(tokens) == 1014 and last.finish_reason == "length"
     await engine.stop()
+
+
+async def test_each_step_is_observed_with_its_tokens_in_iteration_tokens():
+    """vLLM's vllm:iteration_tokens_total (the steps/s and tokens-per-step panels of dashboards made for vLLM): one
+    observation a step, the tokens it ran. It was not served, so those panels showed nothing."""
+    engine, _ = await make_engine()
+    await asyncio.gather(drain(engine.submit(request("a", num_prompt=40, max_tokens=6))),
+                         drain(engine.submit(request("b", num_prompt=3, max_tokens=9))))
+    histogram = engine.metrics.iteration_tokens
+    assert engine.stats.num_steps > 0
+    assert _sample(histogram, "_count") == engine.stats.num_steps
+    # Every prompt token once and every generated token but each request's last one (sampled, never run).
+    assert _sample(histogram, "_sum") == engine.stats.num_tokens == 40 + 3 + 5 + 8
+    assert _sample(histogram, "_bucket", le="1.0") > 0
+    assert _sample(histogram, "_bucket", le="+Inf") == engine.stats.num_steps
+    await engine.stop()
