@@ -112,7 +112,8 @@ class ChatShaper:
 
     def message(self, result: ChoiceResult) -> dict:
         reasoning, content, calls, finish = self.split(Delta(result.index, result.content, result.reasoning,
-                                                             finish_reason=result.finish_reason), whole=True)
+                                                             finish_reason=result.finish_reason,
+                                                             stop_reason=result.stop_reason), whole=True)
         content = getattr(self.plan, "echo_prefix", "") + content
         # refusal: required (nullable) in OpenAI's spec and sent as null by OpenAI and vLLM; no answer here is one.
         message = {"role": "assistant", "content": content if (content or not calls) else None, "refusal": None}

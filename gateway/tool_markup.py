@@ -7,7 +7,8 @@ parameter or the end of the function, and the whole call then reads to its `</to
 wins (ninfer#138, Rapid-MLX#1515: a first-match regex cut those values and lost the call), one that leaves a
 `<parameter=` line of the value unclosed last. A `</parameter>` the model left out is read as vLLM's qwen3_coder
 parser reads it (_find_true_param_end's fallbacks): the value ends at the tool's next parameter on a line of its
-own, or at the call's end.
+own, or at the call's end, or, where the model's own end (eos) ended the output inside it, at the output's end
+(_parse_xml_function_call's last fallback: the value runs to the end of the text).
 """
 from __future__ import annotations
 
@@ -54,11 +55,12 @@ def skip_space(text: str, pos: int) -> int:
 class _Reader:
     """One call's text from just after `<function=NAME>`; `whole`: its end must end the text or be followed by the
     next call; `open_end`: the model ended the output itself (eos or a stop string, not max_tokens), so a
-    call it closed with the output's end is whole."""
+    call it closed with the output's end is whole; `eos`: its end token did (not a stop string), so a value it left
+    open at the output's end ends there."""
 
     def __init__(self, text: str, whole: bool, open_end: bool = False, names: Optional[frozenset] = None,
-                 lenient: bool = False):
-        self.text, self.whole, self.open_end = text, whole, open_end
+                 lenient: bool = False, eos: bool = False):
+        self.text, self.whole, self.open_end, self.eos = text, whole, open_end, open_end and eos
         # The tool's parameter names (None: not known, any name) and whether the readings past the plain ones are
         # tried (a missing </parameter>, an unclosed <parameter= line): only in a whole output, as more text may
         # still give a plain reading.
@@ -134,8 +136,8 @@ class _Reader:
 
     def _missing_close_ends(self, start: int, seen: frozenset) -> Iterator[tuple[int, int]]:
         """Ends of a value whose </parameter> the model left out, at a line's start: the next <parameter=NAME>, NAME
-        one of the tool's parameters not given yet (any name when they are not known), or the call's closing tags
-        (never the output's end: a value a stop string cut is no whole value)."""
+        one of the tool's parameters not given yet (any name when they are not known), or the call's closing tags;
+        last the output's end where the model's eos ended it there (a value a stop string cut is no whole value)."""
         at = start if self.text.startswith("\n", start - 1) else self.text.find("\n", start) + 1
         while 0 < at <= len(self.text):
             opened = self.name_at(at)
@@ -144,6 +146,8 @@ class _Reader:
             if self.text.startswith((FUNCTION_CLOSE, CALL_CLOSE), at) and self._call_end(at) is not None:
                 yield at, at
             at = self.text.find("\n", at) + 1
+        if self.eos:
+            yield len(self.text), len(self.text)
 
     def _call_end(self, pos: int) -> Optional[int]:
         """Index after the call's closers at pos: </function> then </tool_call>. One a model drops is read as vLLM's
@@ -164,18 +168,18 @@ class _Reader:
 
 
 def read_function(text: str, pos: int, open_end: bool = False, param_names: Callable = lambda name: None,
-                  lenient: bool = False) -> Optional[tuple[str, list, int]]:
+                  lenient: bool = False, eos: bool = False) -> Optional[tuple[str, list, int]]:
     """(name, [(parameter, raw value)], index after </tool_call>) of the <function=...> at pos, or None when
     malformed. Readings that end the output (or reach the next call) come first, then ones with other text after
     the call. param_names(name): the tool's parameter names or None; lenient: the output is whole, so a value
-    whose </parameter> is missing may end without it. The values are typed from the tool's schema by
-    gateway.tool_values."""
+    whose </parameter> is missing may end without it; eos: the model's end token ended the output (see _Reader).
+    The values are typed from the tool's schema by gateway.tool_values."""
     end = text.find(">", pos + len(FUNCTION_OPEN))
     name = text[pos + len(FUNCTION_OPEN):end].strip() if end >= 0 else ""
     if not name or "\n" in name:
         return None
     for whole in (True, False):
-        read = _Reader(text, whole, open_end, param_names(name), lenient).params(end + 1)
+        read = _Reader(text, whole, open_end, param_names(name), lenient, eos).params(end + 1)
         if read is not None:
             return name, read[0], read[1]
     return None

@@ -95,7 +95,7 @@ class ToolCallStream:
         by max_tokens or a stop string (stop_string: one ended the output; cut: its arguments stay as sent, as OpenAI
         leaves a call cut so) or is malformed (its arguments are closed as read); its text is no answer text either
         way."""
-        text, calls = self.filter.finish(reason)
+        text, calls = self.filter.finish(reason, stop_string)
         if self._sent is not None and not calls:
             cut = reason == "length" or stop_string
             rest = "" if cut else _continuation(self._sent, None, self._preview)

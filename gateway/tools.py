@@ -100,15 +100,15 @@ def _next_call(text: str, start: int = 0) -> int:
 
 
 def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
-               lenient: bool = True) -> Optional[tuple[dict, int]]:
+               lenient: bool = True, eos: bool = False) -> Optional[tuple[dict, int]]:
     """(call, index after it) for the call starting at pos (its <tool_call>, or a bare <function=), or None when
-    malformed; lenient: the output is whole (see read_function)."""
+    malformed; lenient: the output is whole, eos: the model's end token ended it (see read_function)."""
     bare = not text.startswith(TOOL_CALL_TAG, pos)
     start = pos if bare else skip_space(text, pos + len(TOOL_CALL_TAG))
     if text.startswith("{", start):
         return _read_json_call(text, start, open_end, tools)
     function = text.find(FUNCTION_OPEN, start)
-    read = read_function(text, function, open_end, _param_names(tools), lenient) if function >= 0 else None
+    read = read_function(text, function, open_end, _param_names(tools), lenient, eos) if function >= 0 else None
     if read is None:
         return None
     name, params, end = read
@@ -136,17 +136,18 @@ def _openai_call(call: dict) -> dict:
 
 
 def read_tool_calls(text: str, tools: list[dict], open_end: bool = False,
-                    after_calls: bool = False) -> Optional[tuple[list[dict], str]]:
+                    after_calls: bool = False, eos: bool = False) -> Optional[tuple[list[dict], str]]:
     """(OpenAI tool_calls for every <tool_call> block in text, the text outside them), None when any block is
     malformed or unclosed. The text the model wrote between and after its calls is answer text, each piece without
     the whitespace beside a call, joined as Ollama's parser joins them (model/parsers/qwen3coder.go) and as vLLM's
     qwen3_coder streams it. open_end: the model ended the output itself (finish_reason stop), so a last call whose
     </function> or </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut
-    by max_tokens never is. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
+    by max_tokens never is; eos: the model's end token (not a stop string) ended it, so a value left open at the end
+    ends there, as that parser reads it too. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
     calls, pieces, end = [], [], 0
     pos = _next_call(text)
     while pos >= 0:
-        read = _read_call(text, pos, tools, open_end)
+        read = _read_call(text, pos, tools, open_end, eos=eos)
         if read is None and (calls or after_calls) and not text.startswith(TOOL_CALL_TAG, pos):
             break               # a bare <function= in the prose after the calls: that prose is not part of them
         if read is None:
@@ -188,7 +189,8 @@ def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
     return _openai_call(read[0]), after
 
 
-def _calls_after_prose(text: str, tools: list[dict], reason: Optional[str]) -> Optional[tuple[str, list]]:
+def _calls_after_prose(text: str, tools: list[dict], reason: Optional[str],
+                       eos: bool) -> Optional[tuple[str, list]]:
     """(prose, calls) when text starts with a bare <function= that is no call (prose showing the syntax) and the
     calls after it read whole, as vLLM's qwen3_coder parser reads the <tool_call> blocks wherever they are and keeps
     the text before them as content; None otherwise."""
@@ -196,7 +198,7 @@ def _calls_after_prose(text: str, tools: list[dict], reason: Optional[str]) -> O
         return None
     pos = _next_call(text, 1)
     while pos > 0:
-        read = read_tool_calls(text[pos:], tools, open_end=reason == "stop")
+        read = read_tool_calls(text[pos:], tools, open_end=reason == "stop", eos=eos)
         if read is not None:
             return text[:pos].rstrip() + read[1], read[0]
         pos = -1 if text.startswith(TOOL_CALL_TAG, pos) else _next_call(text, pos + 1)
@@ -260,16 +262,19 @@ class ToolCallFilter:
         self._taken += len(calls)
         return calls
 
-    def finish(self, reason: Optional[str] = None) -> tuple[str, Optional[list[dict]]]:
-        """(text still to emit, tool calls or None) at the end of the output, which `reason` ended: the text the model
-        wrote between and after its calls comes with them. Unparseable call text is returned as text (after any calls
-        take_ready gave: those stand)."""
+    def finish(self, reason: Optional[str] = None, stop_string: bool = False) -> tuple[str, Optional[list[dict]]]:
+        """(text still to emit, tool calls or None) at the end of the output, which `reason` ended (stop_string: a stop
+        string did, not the model's end token): the text the model wrote between and after its calls comes with them.
+        Unparseable call text is returned as text (after any calls take_ready gave: those stand)."""
         held, self._held = self._held, ""
         if self._calls_text is None:
             return held, None
-        read = read_tool_calls(self._calls_text, self._tools, open_end=reason == "stop", after_calls=bool(self._taken))
+        eos = reason == "stop" and not stop_string
+        read = read_tool_calls(self._calls_text, self._tools, open_end=reason == "stop", after_calls=bool(self._taken),
+                               eos=eos)
         calls, after = read if read is not None and self._allowed(read[0]) else (None, "")
-        later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason)
+        later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason,
+                                                                                 eos)
         if later is not None and self._allowed(later[1]):
             return self._gap + later[0], later[1]
         if calls is None:
