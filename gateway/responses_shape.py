@@ -139,6 +139,9 @@ class OutputBuilder:
                 events.append({"type": "response.function_call_arguments.delta", **self._call_where(),
                                "delta": call.arguments})
             if call.done:
+                # The item's arguments are the one object the whole output reads (a parameter the model gave twice
+                # streamed both keys), as the unstreamed item has them.
+                self._call["arguments"] = call.whole if call.whole is not None else self._call["arguments"]
                 events += self.close_call("completed")
         return events
 

@@ -28,12 +28,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class CallDelta:
     """One piece of a streamed call: the call's index among the choice's calls, its id and name on its first piece
-    (None after), a piece of its arguments JSON, and done on its last piece."""
+    (None after), a piece of its arguments JSON, and done on its last piece, with `whole`: the arguments the whole
+    output reads (None where it reads no call). The pieces join to other text only where the model gave a parameter
+    twice: they hold both keys (JSON readers take the last), `whole` the one object the unstreamed answer has."""
     index: int
     arguments: str = ""
     id: Optional[str] = None
     name: Optional[str] = None
     done: bool = False
+    whole: Optional[str] = None
 
     def openai(self) -> dict:
         """The delta.tool_calls entry OpenAI streams: index, id, type and name first, then the arguments' pieces."""
@@ -110,9 +113,10 @@ class ToolCallStream:
         preview, self._preview, self._sent = self._preview, None, None
         if sent is None:
             self.num_calls += 1
-            return [CallDelta(self.num_calls - 1, function["arguments"], call["id"], function["name"], done=True)]
+            return [CallDelta(self.num_calls - 1, function["arguments"], call["id"], function["name"], done=True,
+                              whole=function["arguments"])]
         rest = _continuation(sent, function["arguments"], preview)
-        return [CallDelta(self.num_calls - 1, rest, done=True)]
+        return [CallDelta(self.num_calls - 1, rest, done=True, whole=function["arguments"])]
 
     def _previewed(self) -> list[CallDelta]:
         text = self.filter.calls_text

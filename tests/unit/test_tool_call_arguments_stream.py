@@ -120,7 +120,8 @@ def test_a_value_that_may_end_waits_for_what_follows():
     # The first </parameter> counts as closing the <parameter=zip> line (tool_markup's balance), so this one ends it,
     # once the output's end shows that no other text follows the call.
     assert stream.push("\n</parameter>\n</function>\n</tool_call>")[1] == []
-    assert stream.finish("stop") == ("", [CallDelta(0, '\\n<parameter=zip>"}', done=True)], False)
+    assert stream.finish("stop") == ("", [CallDelta(0, '\\n<parameter=zip>"}', done=True,
+                                                    whole='{"city":"San Jose </parameter> x\\n<parameter=zip>"}')], False)
 
 
 def test_a_call_cut_by_max_tokens_stays_as_sent():
