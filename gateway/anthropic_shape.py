@@ -18,7 +18,7 @@ from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
 from gateway.openai_plan import Plan
 from gateway.openai_shape import SSE_HEADERS, ChatShaper
-from gateway.tool_stream import CallDelta, split_ongoing
+from gateway.tool_stream import CallDelta, in_model_order
 from gateway.tools import dump_arguments, load_json
 from gateway.web import json_response
 
@@ -107,14 +107,15 @@ class MessageBuilder:
     def push(self, delta: Delta) -> list:
         """Adds one Delta: its reasoning, text and parsed calls in that order, and the stop reason on the last."""
         reasoning, content, calls, finish = self._shaper.split(delta)
-        # The pieces of the call being written come before the text after the calls (given at the end).
-        ongoing, new = split_ongoing(calls or [])
-        events = self._append("thinking", reasoning) + self._tool_pieces(ongoing) + self._append("text", content)
-        for call in new:
-            if call.id is None:
-                events += self._tool_pieces([call])
+        # Blocks in the model's order: the text the model wrote after a call comes after its tool_use block.
+        events = self._append("thinking", reasoning)
+        for kind, piece in in_model_order(content, calls or [], self._shaper.texts_after):
+            if kind == "text":
+                events += self._append("text", piece)
+            elif piece.id is None:
+                events += self._tool_pieces([piece])
             else:
-                events += self._tool_use(call) if call.done else self._tool_start(call)
+                events += self._tool_use(piece) if piece.done else self._tool_start(piece)
         if finish:
             events += self.close()
             self.stop_reason, self.stop_sequence = stop_reason(finish, delta.stop_reason)

@@ -33,6 +33,9 @@ class ChatShaper:
         self.created = int(time.time())
         self._streams: dict = {}
         self._num_calls: dict = {}   # per choice, the tool calls split began so far
+        # Of the last split: call index -> the text the model wrote after that call, the end of its content (the
+        # Responses API and /v1/messages place each piece after its call, in the model's order).
+        self.texts_after: dict = {}
 
     def _stream(self, index: int, whole: bool) -> Optional[ToolCallStream]:
         if not self.plan.tools:
@@ -50,13 +53,14 @@ class ChatShaper:
         the non-streamed answer, each call read whole at the end."""
         reasoning = "" if self.plan.hide_reasoning else delta.reasoning
         content, calls, finish, cut = delta.content, [], delta.finish_reason, False
+        self.texts_after = {}
         stream = self._stream(delta.index, whole)
         if stream is not None:
             content, calls = stream.push(content)
             if finish:
                 # A stop string (stop_reason: the text matched) cuts a call begun as max_tokens does.
                 tail, last, cut = stream.finish(finish, isinstance(delta.stop_reason, str))
-                content, calls = content + tail, calls + last
+                content, calls, self.texts_after = content + tail, calls + last, stream.texts_after
         if not self.plan.parallel_tool_calls:
             calls = [call for call in calls if call.index == 0]
         given = self._num_calls.get(delta.index, 0) + sum(call.id is not None for call in calls)

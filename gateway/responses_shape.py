@@ -2,8 +2,8 @@
 
 The chat route's ChatShaper splits each Delta into reasoning, text and tool calls (its tool-call parsing included);
 OutputBuilder turns those pieces into output items, as vLLM does for models with a reasoning parser: a reasoning
-item (content [reasoning_text], summary []), then a message item (one output_text part), then one function_call
-item per call. Each step also returns the semantic events that build the items, so a streamed response and a
+item (content [reasoning_text], summary []), then message items (one output_text part each) and one function_call
+item per call in the order the model wrote them. Each step also returns the semantic events that build the items, so a streamed response and a
 non-streamed one are the same items by construction. When the request asks for a reasoning summary, the reasoning
 item's summary is its whole text (one summary_text part, streamed with the reasoning_summary_* events), as Ollama's
 /v1/responses gives the thinking: the clients that show a Responses model's reasoning read the summary.
@@ -20,7 +20,7 @@ from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
 from gateway.openai_usage import count_reasoning_tokens
 from gateway.tool_markup import load_json
-from gateway.tool_stream import split_ongoing
+from gateway.tool_stream import in_model_order
 from gateway.reasoning import THINK_END
 from gateway.responses_reasoning import encode_reasoning
 from gateway.responses_request import ResponsesPlan
@@ -232,11 +232,15 @@ class ResponseRun:
         reasoning, content, calls, finish = self.shaper.split(delta)
         logprobs = self._answer_logprobs(delta, content)
         events = self.output.reasoning(reasoning) if reasoning else []
-        # The pieces of the call being written come before the text after the calls (given at the end).
-        ongoing, new = split_ongoing(calls or [])
-        events += self.output.calls(ongoing)
-        events += self.output.answer(content, logprobs) if content else []
-        events += self.output.calls(new)
+        # Items in the model's order (text after a call comes after its item), as OpenAI orders a response's output;
+        # the answer's logprobs go with its last text.
+        pieces = in_model_order(content, calls or [], self.shaper.texts_after)
+        last_text = max((i for i, (kind, _) in enumerate(pieces) if kind == "text"), default=-1)
+        for i, (kind, piece) in enumerate(pieces):
+            if kind == "call":
+                events += self.output.calls([piece])
+            else:
+                events += self.output.answer(piece, logprobs if i == last_text else [])
         self.finish = finish or self.finish
         return events
 

@@ -46,10 +46,19 @@ class CallDelta:
                 "function": {"name": self.name, "arguments": self.arguments}}
 
 
-def split_ongoing(calls: list[CallDelta]) -> tuple[list, list]:
-    """(the pieces of the call already begun, the calls begun from here on) of one piece of output's deltas."""
-    first = next((i for i, call in enumerate(calls) if call.id is not None), len(calls))
-    return calls[:first], calls[first:]
+def in_model_order(content: str, calls: list[CallDelta], texts_after: dict) -> list[tuple[str, object]]:
+    """One piece of output as ("text", str) and ("call", CallDelta) in the order the model wrote them: the text before
+    the calls, then each call's pieces followed, once done, by the text after it (texts_after: ToolCallStream's, the
+    end of content), as the Responses API's items and /v1/messages' blocks follow the model's order."""
+    after = "".join(texts_after.values())
+    before = content[:len(content) - len(after)]
+    pieces: list = [("text", before)] if before else []
+    pending = dict(texts_after)
+    for call in calls:
+        pieces.append(("call", call))
+        if call.done and call.index in pending:
+            pieces.append(("text", pending.pop(call.index)))
+    return pieces + [("text", text) for text in pending.values()]
 
 
 def _continuation(sent: str, arguments: Optional[str], preview: CallPreview) -> str:
@@ -87,6 +96,8 @@ class ToolCallStream:
         self._preview: Optional[CallPreview] = None
         self._sent: Optional[str] = None     # the arguments the call being written has sent (None: not begun)
         self.num_calls = 0                   # calls begun
+        # After finish: call index -> the text the model wrote after that call (the end of finish's text, in order).
+        self.texts_after: dict = {}
 
     def push(self, text: str) -> tuple[str, list[CallDelta]]:
         content = self.filter.push(text)
@@ -105,6 +116,7 @@ class ToolCallStream:
             self._sent = None
             return "", ([] if cut else [CallDelta(self.num_calls - 1, rest, done=True)]), cut
         deltas = [delta for call in calls or [] for delta in self._whole(call)]
+        self.texts_after = {delta.index: after for delta, after in zip(deltas, self.filter.texts_after) if after}
         return text, deltas, reason == "length" and calls is None and bool(text)
 
     def _whole(self, call: dict) -> list[CallDelta]:

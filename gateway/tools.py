@@ -144,6 +144,14 @@ def read_tool_calls(text: str, tools: list[dict], open_end: bool = False,
     </function> or </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut
     by max_tokens never is; eos: the model's end token (not a stop string) ended it, so a value left open at the end
     ends there, as that parser reads it too. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
+    read = read_call_pieces(text, tools, open_end, after_calls, eos)
+    return None if read is None else (read[0], "".join(read[1]))
+
+
+def read_call_pieces(text: str, tools: list[dict], open_end: bool = False, after_calls: bool = False,
+                     eos: bool = False) -> Optional[tuple[list[dict], list[str]]]:
+    """read_tool_calls' calls and the text around them in the model's order: [before the first call, after the
+    first, ..., after the last], each piece stripped; None as there."""
     calls, pieces, end = [], [], 0
     pos = _next_call(text)
     while pos >= 0:
@@ -157,7 +165,7 @@ def read_tool_calls(text: str, tools: list[dict], open_end: bool = False,
         calls.append(_openai_call(call))
         pos = _next_call(text, end)
     pieces.append(_without_stray_closers(text[end:]))
-    return (calls, "".join(piece.strip() for piece in pieces)) if calls else None
+    return (calls, [piece.strip() for piece in pieces]) if calls else None
 
 
 def _without_stray_closers(text: str) -> str:
@@ -221,6 +229,8 @@ class ToolCallFilter:
         self._calls_text: Optional[str] = None
         self._gap = ""          # whitespace held back before the first <tool_call>
         self._taken = 0         # calls take_ready gave already
+        # After finish: the text the model wrote after each call it returned, in order (their join ends its text).
+        self.texts_after: list[str] = []
 
     @property
     def calls_text(self) -> Optional[str]:
@@ -267,12 +277,13 @@ class ToolCallFilter:
         string did, not the model's end token): the text the model wrote between and after its calls comes with them.
         Unparseable call text is returned as text (after any calls take_ready gave: those stand)."""
         held, self._held = self._held, ""
+        self.texts_after = []
         if self._calls_text is None:
             return held, None
         eos = reason == "stop" and not stop_string
-        read = read_tool_calls(self._calls_text, self._tools, open_end=reason == "stop", after_calls=bool(self._taken),
-                               eos=eos)
-        calls, after = read if read is not None and self._allowed(read[0]) else (None, "")
+        read = read_call_pieces(self._calls_text, self._tools, open_end=reason == "stop",
+                                after_calls=bool(self._taken), eos=eos)
+        calls, pieces = read if read is not None and self._allowed(read[0]) else (None, [])
         later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason,
                                                                                  eos)
         if later is not None and self._allowed(later[1]):
@@ -280,7 +291,8 @@ class ToolCallFilter:
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.
             return ("" if self._taken else self._gap) + self._calls_text, None
-        return after, calls
+        self.texts_after = pieces[1:]
+        return "".join(pieces), calls
 
     def _allowed(self, calls: Optional[list]) -> bool:
         return self._names is None or all(call["function"]["name"] in self._names for call in calls or [])

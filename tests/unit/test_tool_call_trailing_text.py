@@ -54,19 +54,19 @@ async def test_ollama_chat_keeps_the_text_after_the_calls(stack, stream):
 
 
 async def test_anthropic_and_responses_keep_it_in_their_text(stack):
+    """Each piece where the model wrote it, between and after the calls (tests/unit/test_output_order.py)."""
     client, _ = stack
     anthropic = await (await client.post("/v1/messages", json={
         "model": "fake-model", "max_tokens": 500, "messages": USER, "thinking": {"type": "disabled"},
         "tools": [{"name": "f", "input_schema": TOOLS[0]["function"]["parameters"]}]})).json()
     assert [(b["type"], b.get("text") or b.get("input")) for b in anthropic["content"]] == [
-        ("text", TEXT), ("tool_use", {"x": 5}), ("tool_use", {"x": 6})]
+        ("text", "Checking."), ("tool_use", {"x": 5}), ("text", "Then"), ("tool_use", {"x": 6}),
+        ("text", "Done, wait for it.")]
     responses = await (await client.post("/v1/responses", json={
         "model": "fake-model", "input": "hi", "reasoning": {"effort": "none"},
         "tools": [{"type": "function", "name": "f", "parameters": TOOLS[0]["function"]["parameters"]}]})).json()
-    message = next(item for item in responses["output"] if item["type"] == "message")
-    assert message["content"][0]["text"] == TEXT
-    assert [item["arguments"] for item in responses["output"] if item["type"] == "function_call"] == [
-        '{"x":5}', '{"x":6}']
+    assert [item.get("arguments") or item["content"][0]["text"] for item in responses["output"]] == [
+        "Checking.", '{"x":5}', "Then", '{"x":6}', "Done, wait for it."]
 
 
 async def test_a_call_alone_still_has_no_content(stack):
