@@ -122,14 +122,26 @@ def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bo
     return options
 
 
-def _chat_prompt(body: dict, card: ModelCard, shown_tools: Optional[list], force, requested: Optional[int]
-                 ) -> tuple[str, list]:
-    """(the rendered prompt, its token ids, truncated as truncate_prompt_tokens asks)."""
+def prompt_kwargs(body: dict, card: ModelCard, force: Optional[str]) -> dict:
+    """The template's variables for a chat request whose tool_choice forces (force, tool_mode's) or not."""
     kwargs = template_kwargs(body, card)
     if force is not None:
         # A forced call is the whole turn: no reasoning first (the prompt ends with an empty think block).
         kwargs["enable_thinking"] = False
-    text = render_prompt(body, card, shown_tools, kwargs)
+    return kwargs
+
+
+def chat_prompt_text(body: dict, card: ModelCard, exclude_tools_when_none: bool = False) -> str:
+    """The prompt text /v1/chat/completions renders for a body's messages, tools, tool_choice and template fields
+    (/tokenize, /apply-template and /v1/score render it so, so their counts are the chat's prompt_tokens)."""
+    force = tool_mode(body)[1]
+    return render_prompt(body, card, _shown_tools(body, exclude_tools_when_none), prompt_kwargs(body, card, force))
+
+
+def _chat_prompt(body: dict, card: ModelCard, shown_tools: Optional[list], force, requested: Optional[int]
+                 ) -> tuple[str, list]:
+    """(the rendered prompt, its token ids, truncated as truncate_prompt_tokens asks)."""
+    text = render_prompt(body, card, shown_tools, prompt_kwargs(body, card, force))
     if body.get("truncate_prompt_tokens") is None:
         check_prompt_size(text, card, card.max_context_len, "messages")
     return text, truncate_prompt_tokens(body, card.encode(text), card.max_context_len - (requested or 0))

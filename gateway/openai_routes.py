@@ -4,8 +4,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.chat_batch import batch_chat
-from gateway.chat_kwargs import template_kwargs
-from gateway.chat_prompt import lower_roles, render_prompt
+from gateway.chat_prompt import lower_roles
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsupported
@@ -14,7 +13,7 @@ from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.llama_cpp_shape import model_meta, models_entry
 from gateway.openai_checks import check_tools
-from gateway.openai import parse_chat, parse_completion
+from gateway.openai import chat_prompt_text, parse_chat, parse_completion
 from gateway.openai_plan import Plan, check_model
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
 from gateway.completion_shape import CompletionFramer, completion_response
@@ -41,17 +40,17 @@ def render_body(body) -> dict:
     return body
 
 
-def rendered_messages(body: dict, card) -> str:
-    """The prompt a /v1 chat request with these fields (messages, tools, template fields) gets: the chat route's own
-    rendering, for /tokenize and llama.cpp's /apply-template (CPU work: run it off the loop)."""
+def rendered_messages(body: dict, card, exclude_tools_when_none: bool = False) -> str:
+    """The prompt a /v1 chat request with these fields (messages, tools, tool_choice, template fields) gets: the chat
+    route's own rendering, for /tokenize and llama.cpp's /apply-template (CPU work: run it off the loop)."""
     check_tools(body.get("tools"))
-    return render_prompt(body, card, body.get("tools") or None, template_kwargs(body, card))
+    return chat_prompt_text(body, card, exclude_tools_when_none)
 
 
-def _tokenize(body: dict, card) -> list:
+def _tokenize(body: dict, card, exclude_tools_when_none: bool) -> list:
     """The ids of a /tokenize body's prompt or rendered messages (CPU work: run it off the loop)."""
     if "messages" in body:
-        text = rendered_messages(body, card)
+        text = rendered_messages(body, card, exclude_tools_when_none)
     elif "content" in body:
         return content_ids(card, body["content"], body.get("parse_special"))
     else:
@@ -228,7 +227,7 @@ class OpenAIRoutes:
         if sum(key in body for key in ("messages", "prompt", "content")) != 1:
             raise InvalidRequest("give exactly one of 'messages' or 'prompt' (or llama.cpp's 'content')",
                                  param="messages")
-        ids = await run_cpu(_tokenize, body, card)
+        ids = await run_cpu(_tokenize, body, card, self.config.exclude_tools_when_tool_choice_none)
         # vLLM's return_token_strs: the vocabulary entries of the ids; the key is always there (null unless asked).
         strs = card.token_pieces(ids) if body.get("return_token_strs") else None
         limit = card.max_context_len
