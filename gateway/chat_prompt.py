@@ -53,25 +53,23 @@ def echo_prefix(body: dict) -> str:
 
 def generation_flags(body: dict) -> tuple[bool, bool]:
     """(add_generation_prompt, continue_final_message), checked as vLLM does: both explicitly true is a 400 (with
-    its words); so is a last message that is not the assistant's, or has no content (transformers refuses it;
-    continuing would drop its tool calls)."""
+    its words); so is a last message without content (transformers cannot continue one; continuing would drop its
+    tool calls). The last message may have any role: transformers' apply_chat_template continues whatever message
+    is last (a user's text to complete, say), and vLLM passes the flag to it unchecked."""
     add = body.get("add_generation_prompt")
     cont = bool(body.get("continue_final_message"))
     if cont and add:
         raise InvalidRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
                              param="continue_final_message")
     last = body["messages"][-1]
-    if cont and last["role"] != "assistant":
-        raise InvalidRequest("continue_final_message needs the last message to be the assistant's",
-                             param="continue_final_message")
     if cont and last.get("content") is None:
-        raise InvalidRequest("continue_final_message needs the last assistant message to have content to continue",
-                             param="continue_final_message")
+        raise InvalidRequest(f"continue_final_message needs the last message ({last['role']}) to have content to "
+                             f"continue", param="continue_final_message")
     return (not cont) if add is None else bool(add), cont
 
 
 def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: dict) -> str:
-    """The prompt text of a chat body; with continue_final_message the last assistant message is left open."""
+    """The prompt text of a chat body; with continue_final_message the last message is left open."""
     add, cont = generation_flags(body)
     template = _template(body, card)
     # An assistant turn's thinking parts are its reasoning (SGLang reads them so), never its text.
@@ -79,14 +77,14 @@ def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: di
     if not cont:
         return render_template(template, messages, tools, add, card, kwargs, body)
     last = messages[-1]
-    if not _text_of(last) and reasoning_of(last) is None:
+    if last["role"] == "assistant" and not _text_of(last) and reasoning_of(last) is None:
         # Nothing to continue: the same as an empty assistant turn opened by the generation prompt.
         return render_template(template, messages[:-1], tools, True, card, kwargs, body)
     text = render_template(template, messages[:-1] + [_mark_end(last)], tools, False, card, kwargs, body)
     end = text.rfind(_OPEN_END.strip())
     if end < 0:
-        raise InvalidRequest("continue_final_message: the chat template does not render the last assistant "
-                             "message, so it cannot be left open", param="continue_final_message")
+        raise InvalidRequest(f"continue_final_message: the chat template does not render the last message "
+                             f"({last['role']}), so it cannot be left open", param="continue_final_message")
     # A template that trims the message (Qwen's does) also trimmed the space after the mark, and the message's own
     # trailing whitespace with it: the prompt ends at the message's last visible character, as transformers cuts it.
     # A message of reasoning alone goes on after its thinking, as the template closed it (Ollama's prefill).

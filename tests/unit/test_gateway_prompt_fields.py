@@ -49,14 +49,33 @@ async def test_continue_final_message_leaves_the_last_assistant_message_open(sta
 CALLS = [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
 
 
+@pytest.mark.parametrize("tail,prompt_end", [
+    ([{"role": "user", "content": "Complete this: The quick brown"}],
+     "hi<|im_end|>\n<|im_start|>user\nComplete this: The quick brown"),
+    ([{"role": "assistant", "content": "", "tool_calls": CALLS},
+      {"role": "tool", "tool_call_id": "call_1", "content": "result 42"}],
+     "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nresult 42"),
+], ids=["user", "tool"])
+@pytest.mark.parametrize("path", [CHAT, "/api/v0/chat/completions"])
+async def test_continue_final_message_leaves_any_last_message_open(stack, tail, prompt_end, path):
+    """transformers' apply_chat_template continues whatever message is last (vLLM passes the flag to it); a final
+    user message was a 400 'continue_final_message needs the last message to be the assistant's'."""
+    client, fake = stack
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}, *tail]
+    body = {**BASE, "messages": messages, "continue_final_message": True, "add_generation_prompt": False}
+    prompt, out = await prompt_of(client, fake, body, path)
+    assert prompt.endswith(prompt_end) and out["choices"][0]["message"]["content"] == "Hello world"
+    tokenized = orjson.loads(await (await client.post("/v1/tokenize", data=orjson.dumps(body))).read())
+    assert tokenized["tokens"] == list(fake.script.requests[-1].prompt_token_ids)
+
+
 @pytest.mark.parametrize("change,message", [
-    ({"continue_final_message": True}, "continue_final_message needs the last message to be the assistant's"),
     ({"messages": OPEN, "continue_final_message": True, "add_generation_prompt": True},
      "Cannot set both `continue_final_message` and `add_generation_prompt` to True."),
     ({"messages": [OPEN[0], {"role": "assistant", "content": None, "tool_calls": CALLS}],
       "continue_final_message": True},
-     "continue_final_message needs the last assistant message to have content to continue"),
-], ids=["last-is-user", "both-true", "no-content"])
+     "continue_final_message needs the last message (assistant) to have content to continue"),
+], ids=["both-true", "no-content"])
 @pytest.mark.parametrize("path", [CHAT, "/api/v0/chat/completions", "/v1/tokenize"])
 async def test_continue_final_message_errors(stack, change, message, path):
     client, fake = stack
