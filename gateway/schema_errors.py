@@ -1,9 +1,13 @@
-"""Gateway process: jsonschema's error messages made fit to send back. jsonschema words an error with the repr of the
-offending value ("'aaaa...' is not of type 'array'"), whole: a 30 MiB string sent as `messages` came back in a 30 MiB
-error body, and a value deep in a tool schema filled the message with the whole subtree (vLLM #49239 is the same kind
-of fault in pydantic's errors). Here the value is shortened with reprlib (the standard library's bounded repr)."""
+"""Gateway process: jsonschema's error messages made fit to send back. jsonschema words an error with the Python repr
+of the offending value and of the schema's values ("True is not of type 'object'", "None is not one of ['a']"),
+whole: a 30 MiB string sent as `messages` came back in a 30 MiB error body, and a value deep in a tool schema filled
+the message with the whole subtree (vLLM #49239 is the same kind of fault in pydantic's errors). Here those values are
+written as the JSON the client sent (true, null, "x"), and a long one shortened as reprlib (the standard library's
+bounded repr) shortens."""
 from __future__ import annotations
 
+import json
+import re
 import reprlib
 from typing import Any, Optional
 
@@ -11,22 +15,77 @@ from jsonschema.exceptions import relevance
 
 # The longest a message may get once the value is shortened (enum lists and patterns are ours, and short).
 MAX_MESSAGE = 1000
-_SHORT = reprlib.Repr()
+
+
+class _JsonRepr(reprlib.Repr):
+    """reprlib's bounded repr in JSON spelling: strings double-quoted with JSON escapes, true / false, null."""
+
+    def repr_str(self, value: str, level: int) -> str:
+        if len(value) <= self.maxstring:
+            return json.dumps(value, ensure_ascii=False)
+        keep = max(0, (self.maxstring - 3) // 2)
+        return json.dumps(value[:keep], ensure_ascii=False)[:-1] + "..." + json.dumps(
+            value[len(value) - keep:], ensure_ascii=False)[1:]
+
+    def repr_bool(self, value: bool, level: int) -> str:
+        return "true" if value else "false"
+
+    def repr_NoneType(self, value: None, level: int) -> str:
+        return "null"
+
+
+_SHORT = _JsonRepr()
 _SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 2, 4, 4, 60, 60, 60
+_FULL = _JsonRepr()
+_FULL.maxlevel = _FULL.maxdict = _FULL.maxlist = _FULL.maxtuple = _FULL.maxstring = _FULL.maxlong = 10 ** 9
+_FULL.maxother = 10 ** 9
 
 
 def short_repr(value) -> str:
-    """repr(value), bounded: a long string keeps its ends, a deep or long container its first items."""
-    return _SHORT.repr(value)
+    """The value as JSON text, bounded: a long string keeps its ends, a deep or long container its first items."""
+    text = json_repr(value) if not isinstance(value, (str, list, dict)) or len(value) <= 64 else None
+    return text if text is not None and len(text) <= 60 else _SHORT.repr(value)
+
+
+def json_repr(value) -> str:
+    """The value as JSON text, whole (the schema's own values: enum lists, patterns, property names)."""
+    return _FULL.repr(value)
+
+
+def _members(value) -> list:
+    return list(value)[:256] if isinstance(value, (list, tuple, dict)) else []
+
+
+def _values(error: Any) -> list:
+    """(value, shortened) for each value jsonschema's wording may show: the offending value and its members or keys
+    (a required or unexpected property's name), shortened; the schema's value for the failed keyword and its
+    members, whole."""
+    return ([(value, True) for value in [error.instance] + _members(error.instance)]
+            + [(value, False) for value in [error.validator_value] + _members(error.validator_value)])
+
+
+def json_spelling(message: str, values: list) -> str:
+    """message with each Python repr of these (value, shortened) written as JSON (True -> true, None -> null, 'x' ->
+    "x"), the longest first and in one pass, so a replaced value is not read again."""
+    pairs: dict = {}
+    for value, shortened in values:
+        try:
+            python = repr(value)
+        except RecursionError:
+            continue
+        if python in message and python not in pairs:
+            pairs[python] = short_repr(value) if shortened else json_repr(value)
+    pairs = {python: text for python, text in pairs.items() if python != text}
+    if not pairs:
+        return message
+    pattern = re.compile("|".join(re.escape(python) for python in sorted(pairs, key=len, reverse=True)))
+    return pattern.sub(lambda match: pairs[match.group(0)], message)
 
 
 def error_message(error: Any) -> str:
-    """A jsonschema ValidationError's (or SchemaError's) message with the offending value's repr shortened, at most
-    MAX_MESSAGE characters."""
-    message = _kinds_message(error) or error.message
-    full = repr(error.instance)
-    if len(full) > 60 and full in message:
-        message = message.replace(full, short_repr(error.instance))
+    """A jsonschema ValidationError's (or SchemaError's) message with its values in JSON spelling and the offending
+    one shortened, at most MAX_MESSAGE characters."""
+    message = _kinds_message(error) or json_spelling(error.message, _values(error))
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
 
 
@@ -95,7 +154,7 @@ def _wrong_tag(sub: Any) -> bool:
 
 
 def _kinds_message(error: Any) -> Optional[str]:
-    """"5 is not of type 'object' nor one of ['none', 'auto']" for an anyOf / oneOf whose every alternative wants
+    """'5 is not of type "object" nor one of ["none", "auto"]' for an anyOf / oneOf whose every alternative wants
     another JSON type (jsonschema says only "is not valid under any of the given schemas")."""
     if error.validator not in ("anyOf", "oneOf") or not error.context:
         return None
@@ -109,6 +168,6 @@ def _kinds_message(error: Any) -> Optional[str]:
             kinds += [kind for kind in ([value] if isinstance(value, str) else value) if kind not in kinds]
         else:
             values += [member for member in (value if sub.validator == "enum" else [value]) if member not in values]
-    parts = ([f"of type {', '.join(repr(kind) for kind in kinds)}"] if kinds else []) + (
-        [f"one of {values!r}"] if values else [])
-    return f"{repr(error.instance)} is not {' nor '.join(parts)}"
+    parts = ([f"of type {', '.join(json_repr(kind) for kind in kinds)}"] if kinds else []) + (
+        [f"one of {json_repr(values)}"] if values else [])
+    return f"{short_repr(error.instance)} is not {' nor '.join(parts)}"

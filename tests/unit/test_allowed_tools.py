@@ -56,7 +56,7 @@ async def test_auto_keeps_every_tool_in_the_prompt_and_parses_only_the_allowed_c
     ({"type": "allowed_tools", "allowed_tools": {"mode": "always", "tools": [{"type": "function", "function": {
         "name": "lookup"}}]}},
      ("tool_choice.allowed_tools.mode", "invalid_value",
-      "invalid value for 'tool_choice.allowed_tools.mode': 'always' is not one of ['auto', 'required']")),
+      'invalid value for \'tool_choice.allowed_tools.mode\': "always" is not one of ["auto", "required"]')),
     ({"type": "allowed_tools", "allowed_tools": {"mode": "auto"}},
      ("tool_choice.allowed_tools.tools", "missing_required_parameter",
       "'tool_choice.allowed_tools.tools' is a required property")),

@@ -36,8 +36,8 @@ async def test_adaptive_thinking_with_a_budget_is_served_thinking(stack, thinkin
 @pytest.mark.parametrize("thinking, fragment", [
     ({"type": "enabled", "budget_tokens": 0}, "thinking.budget_tokens: 0 is less than the minimum of 1"),
     ({"type": "adaptive", "budget_tokens": -1}, "thinking.budget_tokens: -1 is less than the minimum of 0"),
-    ({"type": "adaptive", "budget_tokens": "0"}, "thinking.budget_tokens: '0' is not of type 'integer'"),
-    ({"type": "adaptive", "display": "full"}, "thinking.display: 'full' is not one of ['summarized', 'omitted']"),
+    ({"type": "adaptive", "budget_tokens": "0"}, 'thinking.budget_tokens: "0" is not of type "integer"'),
+    ({"type": "adaptive", "display": "full"}, 'thinking.display: "full" is not one of ["summarized", "omitted"]'),
     ({"budget_tokens": 0}, "thinking.type: Field required"),
 ], ids=["enabled budget 0", "negative", "string", "unknown display", "no type"])
 async def test_a_thinking_field_of_the_wrong_form_is_a_400(stack, thinking, fragment):

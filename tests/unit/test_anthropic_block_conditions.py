@@ -41,13 +41,13 @@ async def test_blocks_without_citations_or_source_skip_the_type_conditions(stack
 
 @pytest.mark.parametrize("block, fragment", [
     ({**TEXT, "citations": {"enabled": True}},
-     "messages.0.content.0.citations: {'enabled': True} is not of type 'array', 'null'"),
+     'messages.0.content.0.citations: {"enabled": true} is not of type "array", "null"'),
     ({"type": "image", "source": "https://example.org/a.png"},
-     "messages.0.content.0.source: 'https://example.org/a.png' is not of type 'object', 'null'"),
+     'messages.0.content.0.source: "https://example.org/a.png" is not of type "object", "null"'),
     ({"type": "search_result", "source": {"url": "x"}, "title": "t", "content": [TEXT]},
-     "messages.0.content.0.source: {'url': 'x'} is not of type 'string'"),
+     'messages.0.content.0.source: {"url": "x"} is not of type "string"'),
     ({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "d"}, "citations": [1]},
-     "messages.0.content.0.citations: [1] is not of type 'object', 'null'"),
+     'messages.0.content.0.citations: [1] is not of type "object", "null"'),
 ], ids=["text citations object", "image source string", "search result source object", "document citations list"])
 async def test_a_block_that_carries_them_still_has_them_checked(stack, block, fragment):
     client, fake = stack

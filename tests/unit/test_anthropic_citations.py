@@ -40,10 +40,10 @@ async def test_citation_enabled_blocks_are_read(stack, messages, rendered):
 
 
 @pytest.mark.parametrize("block, fragment", [
-    ({**DOC, "citations": [1]}, "messages.0.content.0.citations: [1] is not of type 'object', 'null'"),
-    ({"type": "text", "text": "Hi", "citations": ON}, "messages.0.content.0.citations: {'enabled': True} is not of "
-                                                      "type 'array', 'null'"),
-    ({**RESULT, "source": {"url": "x"}}, "messages.0.content.0.source: {'url': 'x'} is not of type 'string'"),
+    ({**DOC, "citations": [1]}, 'messages.0.content.0.citations: [1] is not of type "object", "null"'),
+    ({"type": "text", "text": "Hi", "citations": ON}, 'messages.0.content.0.citations: {"enabled": true} is not of '
+                                                      'type "array", "null"'),
+    ({**RESULT, "source": {"url": "x"}}, 'messages.0.content.0.source: {"url": "x"} is not of type "string"'),
     ({**RESULT, "content": "text"}, "messages.0.content.0.content: Field required (a list of text blocks)"),
     ({k: v for k, v in RESULT.items() if k != "title"}, "messages.0.content.0.title: Field required"),
 ], ids=["document citations list", "text citations object", "search result source object", "content string",

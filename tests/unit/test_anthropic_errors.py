@@ -37,7 +37,7 @@ def without(*names: str) -> dict:
     ({**BASE, "max_tokens": 5000}, 400, BAD_MESSAGES, "input length and `max_tokens` exceed context limit: "),
     ({**BASE, "model": "claude-sonnet-4-5"}, 404, "not_found_error", "The model 'claude-sonnet-4-5' does not exist"),
     ({**BASE, "messages": []}, 400, BAD_MESSAGES, "messages: [] should be non-empty"),
-    ({**BASE, "messages": [{"role": "tool", "content": "x"}]}, 400, BAD_MESSAGES, "messages.0.role: 'tool' is not"),
+    ({**BASE, "messages": [{"role": "tool", "content": "x"}]}, 400, BAD_MESSAGES, 'messages.0.role: "tool" is not'),
     ({**BASE, "messages": [{"role": "system", "content": "x"}]}, 400, BAD_MESSAGES,
      "messages: at least one user or assistant message is required"),
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": "Look"}, IMAGE]}]}, 400,
@@ -195,16 +195,16 @@ THOUGHT = {"type": "thinking", "thinking": "Hmm.", "signature": "sig_1"}
 
 @pytest.mark.parametrize("body, message", [
     ({**BASE, "messages": [*USER, {"role": "assistant", "content": [{**THOUGHT, "signature": 5}, {
-        "type": "text", "text": "Hi"}]}, *USER]}, "messages.1.content.0.signature: 5 is not of type 'string', 'null'"),
+        "type": "text", "text": "Hi"}]}, *USER]}, 'messages.1.content.0.signature: 5 is not of type "string", "null"'),
     ({**BASE, "tools": [TOOL], "messages": [*USER, {"role": "assistant", "content": [CALL]}, {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny", "is_error": "yes"}]}]},
-     "messages.2.content.0.is_error: 'yes' is not of type 'boolean', 'null'"),
+     'messages.2.content.0.is_error: "yes" is not of type "boolean", "null"'),
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": 5}]}]},
-     "messages.0.content.0.cache_control: 5 is not of type 'object', 'null'"),
+     'messages.0.content.0.cache_control: 5 is not of type "object", "null"'),
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
-     "messages.0.content.0.text: 5 is not of type 'string', 'null'"),
-    ({**BASE, "system": 123}, "system: 123 is not of type 'string', 'array'"),
-    ({**BASE, "messages": [{"role": "user", "content": 5}]}, "messages.0.content: 5 is not of type 'string', 'array'"),
+     'messages.0.content.0.text: 5 is not of type "string", "null"'),
+    ({**BASE, "system": 123}, 'system: 123 is not of type "string", "array"'),
+    ({**BASE, "messages": [{"role": "user", "content": 5}]}, 'messages.0.content: 5 is not of type "string", "array"'),
 ], ids=["signature number", "is_error string", "cache_control number", "text number", "system number",
         "content number"])
 async def test_a_block_field_of_the_wrong_type_is_a_400_naming_it(stack, body, message):

@@ -36,5 +36,5 @@ async def test_another_type_is_still_a_400(stack, schema_type):
     body = {**BASE, "tools": [{**TOOL, "input_schema": {**UNTYPED, "type": schema_type}}]}
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
         await expect_error(await client.post(path, json=body), 400, BAD_MESSAGES,
-                           "tools.0.input_schema.type: 'object' was expected")
+                           'tools.0.input_schema.type: "object" was expected')
     assert fake.script.requests == []

@@ -22,7 +22,7 @@ C11 = {"model": "default", "prompt": PROMPT, "echo": True, "logprobs": 1, "tempe
                                             "completion). Please reduce the length of the prompt or of max_tokens "
                                             "(at most 2019 here)"),
     (-1, "invalid_value", "max_tokens must be at least 1 (0 only with echo: true), got -1"),
-    ("ten", "invalid_type", "invalid value for 'max_tokens': 'ten' is not of type 'integer', 'null'"),
+    ("ten", "invalid_type", 'invalid value for \'max_tokens\': "ten" is not of type "integer", "null"'),
 ], ids=["beyond-context", "negative", "wrong-type"])
 async def test_c11_max_tokens_is_checked_before_echo_with_logprobs(stack, max_tokens, code, message):
     client, _ = stack

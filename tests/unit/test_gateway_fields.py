@@ -251,12 +251,12 @@ async def test_guided_errors_are_400_naming_the_field(stack, field, param, code,
 
 
 @pytest.mark.parametrize("outputs, param, words", [
-    ({"json": 0}, "structured_outputs.json", "0 is not of type 'object', 'string', 'null'"),
-    ({"choice": 0}, "structured_outputs.choice", "0 is not of type 'array', 'null'"),
-    ({"regex": False}, "structured_outputs.regex", "False is not of type 'string', 'null'"),
-    ({"grammar": []}, "structured_outputs.grammar", "[] is not of type 'string', 'null'"),
-    ({"json_object": 2}, "structured_outputs.json_object", "2 is not of type 'boolean', 'null'"),
-    ({"choice": ["a", 1]}, "structured_outputs.choice[1]", "1 is not of type 'string'"),
+    ({"json": 0}, "structured_outputs.json", '0 is not of type "object", "string", "null"'),
+    ({"choice": 0}, "structured_outputs.choice", '0 is not of type "array", "null"'),
+    ({"regex": False}, "structured_outputs.regex", 'false is not of type "string", "null"'),
+    ({"grammar": []}, "structured_outputs.grammar", '[] is not of type "string", "null"'),
+    ({"json_object": 2}, "structured_outputs.json_object", '2 is not of type "boolean", "null"'),
+    ({"choice": ["a", 1]}, "structured_outputs.choice[1]", '1 is not of type "string"'),
 ], ids=["json zero", "choice zero", "regex false", "grammar list", "json_object two", "choice item"])
 async def test_a_structured_output_of_the_wrong_type_is_a_400(stack, outputs, param, words):
     """A falsy value of the wrong type was read as absent (`{"json": 0}` generated unconstrained text, a 200); vLLM's

@@ -34,7 +34,7 @@ async def test_repeat_penalty_reaches_the_sampler(stack, path, base, fields, sen
 @pytest.mark.parametrize("value, code, words", [
     (0, "invalid_value", "0 is less than or equal to the minimum of 0"),
     (10.5, "invalid_value", "10.5 is greater than the maximum of 10"),
-    ("strong", "invalid_type", "'strong' is not of type 'number', 'null'")], ids=["zero", "above-ten", "string"])
+    ("strong", "invalid_type", '"strong" is not of type "number", "null"')], ids=["zero", "above-ten", "string"])
 async def test_a_bad_repeat_penalty_is_a_400_naming_it(stack, path, base, value, code, words):
     client, fake = stack
     response = await client.post(path, data=orjson.dumps({**base, "repeat_penalty": value}))

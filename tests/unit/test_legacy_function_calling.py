@@ -70,15 +70,15 @@ async def test_the_function_turns_of_a_history_are_read_as_a_call_and_its_result
     ({"function_call": {"name": "nope"}},
      ("function_call", "invalid_value", "function_call names the function 'nope', which is not in functions")),
     ({"function_call": {"name": 5}},
-     ("function_call.name", "invalid_type", "invalid value for 'function_call.name': 5 is not of type 'string'")),
+     ("function_call.name", "invalid_type", 'invalid value for \'function_call.name\': 5 is not of type "string"')),
     ({"functions": [WEATHER, {"description": "no name"}]},
      ("functions[1].name", "missing_required_parameter", "'functions[1].name' is a required property")),
     ({"functions": [WEATHER, WEATHER]},
      ("functions[1].name", "invalid_value", "functions[1].name 'get_weather' is offered twice; tool names must be "
                                             "unique")),
     ({"functions": [{"name": "f", "parameters": {"type": "strng"}}]},
-     ("functions[0].parameters", "invalid_function_parameters", "Invalid schema for function 'f': 'strng' is not one "
-      "of ['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'] (at $.type)")),
+     ("functions[0].parameters", "invalid_function_parameters", "Invalid schema for function 'f': \"strng\" is not one "
+      'of ["array", "boolean", "integer", "null", "number", "object", "string"] (at $.type)')),
 ], ids=["unknown-name", "name-type", "no-name", "twice", "parameters"])
 async def test_errors_name_the_deprecated_fields_sent(stack, fields, error):
     """A functions request is refused under the fields it sent, as OpenAI names them (functions[1].name,

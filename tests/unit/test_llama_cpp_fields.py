@@ -168,8 +168,8 @@ async def test_a_gbnf_grammar_constrains_the_output_as_guided_grammar_does(stack
     ({"json_schema": SCHEMA, "response_format": {"type": "json_object"}}, "json_schema",
      "json_schema cannot be combined with response_format"),
     ({"json_schema": {"type": "nope"}}, "json_schema",
-     "json_schema is not a valid JSON Schema: 'nope' is not one of ['array', 'boolean', 'integer', 'null', 'number', "
-     "'object', 'string'] (at $.type)"),
+     'json_schema is not a valid JSON Schema: "nope" is not one of ["array", "boolean", "integer", "null", "number", '
+     '"object", "string"] (at $.type)'),
 ], ids=["bad-gbnf", "both", "with-response_format", "bad-schema"])
 async def test_constraints_it_cannot_honour_are_400s_naming_the_field(stack, fields, param, message):
     client, fake = stack

@@ -69,4 +69,4 @@ async def test_an_unknown_format_is_a_400_naming_it(stack):
     response = await client.post("/v1/chat/completions", json={"messages": USER, "reasoning_format": "think"})
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == "reasoning_format"
-    assert error["message"].startswith("invalid value for 'reasoning_format': 'think' is not one of ['none', 'auto'")
+    assert error["message"].startswith('invalid value for \'reasoning_format\': "think" is not one of ["none", "auto"')

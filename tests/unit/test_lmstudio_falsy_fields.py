@@ -8,10 +8,10 @@ HI = [{"role": "user", "content": "Hi"}]
 
 @pytest.mark.parametrize("path, body, error", [
     ("/api/v0/chat/completions", {"messages": HI, "tools": 0},
-     {"message": "invalid value for 'tools': 0 is not of type 'array', 'null'", "type": "invalid_request_error",
+     {"message": 'invalid value for \'tools\': 0 is not of type "array", "null"', "type": "invalid_request_error",
       "param": "tools", "code": "invalid_type"}),
     ("/api/v0/chat/completions", {"messages": HI, "tools": ""},
-     {"message": "invalid value for 'tools': '' is not of type 'array', 'null'", "type": "invalid_request_error",
+     {"message": 'invalid value for \'tools\': "" is not of type "array", "null"', "type": "invalid_request_error",
       "param": "tools", "code": "invalid_type"}),
     ("/api/v1/chat", {"input": "Hi", "integrations": 0},
      {"message": '"integrations" must be an array', "type": "invalid_request_error", "param": "integrations",

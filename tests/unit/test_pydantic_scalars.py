@@ -101,7 +101,7 @@ async def test_a_number_other_than_0_or_1_is_still_the_400_naming_the_boolean(st
     response = await client.post("/v1/chat/completions", data=orjson.dumps({**CHAT, "stream": 2}))
     body = orjson.loads(await response.read())
     assert response.status == 400 and body["error"]["param"] == "stream"
-    assert body["error"]["message"] == "invalid value for 'stream': 2 is not of type 'boolean', 'null'"
+    assert body["error"]["message"] == 'invalid value for \'stream\': 2 is not of type "boolean", "null"'
     assert not fake.script.requests
 
 

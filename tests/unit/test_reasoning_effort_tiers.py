@@ -39,5 +39,5 @@ async def test_an_unknown_effort_is_still_a_400_naming_the_field(stack):
     body = {"model": "fake-model", "messages": USER, "reasoning_effort": "maximum"}
     response = await client.post("/v1/chat/completions", json=body)
     error = (await response.json())["error"]
-    assert response.status == 400 and error["param"] == "reasoning_effort" and "'maximum'" in error["message"]
+    assert response.status == 400 and error["param"] == "reasoning_effort" and '"maximum"' in error["message"]
     assert not servicer.script.requests

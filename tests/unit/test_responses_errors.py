@@ -34,7 +34,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens", "invalid_value",
      "max_output_tokens must be at least 1, got 0"),
     ({"input": "x", "temperature": 3}, "temperature", "invalid_value", "3 is greater than the maximum of 2"),
-    ({"input": 5}, "input", "invalid_type", "5 is not of type 'string', 'array'"),
+    ({"input": 5}, "input", "invalid_type", '5 is not of type "string", "array"'),
     ({"input": []}, "input", "invalid_value", "input must not be empty"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role", "invalid_value",
      "input[0].role must be one of user, assistant, system, developer, got 'tool'"),
@@ -66,7 +66,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
     ({"input": "x", "max_output_tokens": 4096}, "max_output_tokens", "context_length_exceeded",
      "Please reduce the length of the prompt or of max_output_tokens"),
     ({"input": "x", "include": ["reasoning.encrypted_content", "message.output_text.logprob"]}, "include[1]",
-     "invalid_value", "'message.output_text.logprob' is not one of ['file_search_call.results'"),
+     "invalid_value", '"message.output_text.logprob" is not one of ["file_search_call.results"'),
 ], ids=["image", "image-output", "max-tokens-0", "temperature", "input-type", "input-empty", "role", "item-type",
         "item-reference", "call-without-id", "tool-without-name", "tool-name", "tool-choice-name",
         "tool-choice-type", "schema-missing", "schema-invalid", "format-type", "effort",
@@ -92,9 +92,9 @@ async def test_every_include_value_openai_lists_is_accepted(stack):
 
 
 @pytest.mark.parametrize("kind, status, code, words", [
-    ({"a": 1}, 400, "invalid_type", "invalid value for 'input[0].type': {'a': 1} is not of type 'string', 'null'"),
-    (["message"], 400, "invalid_type", "invalid value for 'input[0].type': ['message'] is not of type 'string', 'null'"),
-    (0, 400, "invalid_type", "invalid value for 'input[0].type': 0 is not of type 'string', 'null'"),
+    ({"a": 1}, 400, "invalid_type", 'invalid value for \'input[0].type\': {"a": 1} is not of type "string", "null"'),
+    (["message"], 400, "invalid_type", 'invalid value for \'input[0].type\': ["message"] is not of type "string", "null"'),
+    (0, 400, "invalid_type", 'invalid value for \'input[0].type\': 0 is not of type "string", "null"'),
     ("", 400, "unsupported", "input[0]: items of type '' are not supported (message, function_call, "
                              "function_call_output and reasoning are)"),
 ], ids=["object", "list", "zero", "empty"])

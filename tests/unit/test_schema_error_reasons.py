@@ -7,39 +7,39 @@ import orjson
 import pytest
 
 USER = [{"role": "user", "content": "hi"}]
-ENUM_TYPES = "['array', 'boolean', 'integer', 'null', 'number', 'object', 'string']"
+ENUM_TYPES = '["array", "boolean", "integer", "null", "number", "object", "string"]'
 
 
 @pytest.mark.parametrize("path, fields, error", [
     ("/v1/chat/completions", {"stop": [1]},
-     ("stop[0]", "invalid_type", "invalid value for 'stop[0]': 1 is not of type 'string'")),
+     ("stop[0]", "invalid_type", 'invalid value for \'stop[0]\': 1 is not of type "string"')),
     ("/v1/chat/completions", {"stop": 5},
-     ("stop", "invalid_type", "invalid value for 'stop': 5 is not of type 'string', 'null', 'array'")),
+     ("stop", "invalid_type", 'invalid value for \'stop\': 5 is not of type "string", "null", "array"')),
     ("/v1/chat/completions", {"tool_choice": "maybe"},
      ("tool_choice", "invalid_value",
-      "invalid value for 'tool_choice': 'maybe' is not one of ['none', 'auto', 'required', None]")),
+      'invalid value for \'tool_choice\': "maybe" is not one of ["none", "auto", "required", null]')),
     ("/v1/chat/completions", {"tool_choice": {"type": "function", "function": {"name": 5}}},
      ("tool_choice.function.name", "invalid_type",
-      "invalid value for 'tool_choice.function.name': 5 is not of type 'string'")),
+      'invalid value for \'tool_choice.function.name\': 5 is not of type "string"')),
     ("/v1/chat/completions", {"tool_choice": {"type": "function", "function": {}}},
      ("tool_choice.function.name", "missing_required_parameter", "'tool_choice.function.name' is a required property")),
     ("/v1/chat/completions", {"tool_choice": {"type": "function", "name": "f"}},
      ("tool_choice.function", "missing_required_parameter", "'tool_choice.function' is a required property")),
     ("/v1/chat/completions", {"tool_choice": 5},
-     ("tool_choice", "invalid_type", "invalid value for 'tool_choice': 5 is not of type 'object' nor one of ['none', "
-                                     "'auto', 'required', None]")),
+     ("tool_choice", "invalid_type", 'invalid value for \'tool_choice\': 5 is not of type "object" nor one of ["none", '
+                                     '"auto", "required", null]')),
     ("/v1/completions", {"prompt": [1, "a"]},
-     ("prompt[1]", "invalid_type", "invalid value for 'prompt[1]': 'a' is not of type 'integer'")),
+     ("prompt[1]", "invalid_type", 'invalid value for \'prompt[1]\': "a" is not of type "integer"')),
     ("/v1/completions", {"prompt": [[1, -2]]},
      ("prompt[0][1]", "invalid_value", "invalid value for 'prompt[0][1]': -2 is less than the minimum of 0")),
     ("/v1/completions", {"prompt": [[1], []]},
      ("prompt[1]", "empty_array", "[] is too short - 'prompt[1]': send at least one item (an optional list can be left "
                                   "out)")),
     ("/v1/completions", {"prompt": {"a": 1}},
-     ("prompt", "invalid_type", "invalid value for 'prompt': {'a': 1} is not of type 'string', 'array'")),
+     ("prompt", "invalid_type", 'invalid value for \'prompt\': {"a": 1} is not of type "string", "array"')),
     ("/v1/responses", {"tool_choice": "maybe"},
-     ("tool_choice", "invalid_value", "invalid value for 'tool_choice': 'maybe' is not one of ['none', 'auto', "
-                                      "'required', None]")),
+     ("tool_choice", "invalid_value", 'invalid value for \'tool_choice\': "maybe" is not one of ["none", "auto", '
+                                      '"required", null]')),
 ], ids=["stop-item", "stop-kind", "tool_choice-word", "tool_choice-name", "tool_choice-no-name", "tool_choice-flat",
         "tool_choice-kind", "prompt-token",
         "prompt-nested-token", "prompt-empty-item", "prompt-kind", "responses-tool_choice"])
@@ -58,12 +58,12 @@ async def test_body_errors_give_the_reason_and_place(stack, path, fields, error)
 @pytest.mark.parametrize("fields, param, reason", [
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "object", "properties": {"a": {"type": "strng"}}}}}},
-     "response_format.json_schema.schema", f"'strng' is not one of {ENUM_TYPES} (at $.properties.a.type)"),
+     "response_format.json_schema.schema", f'"strng" is not one of {ENUM_TYPES} (at $.properties.a.type)'),
     ({"guided_json": {"type": "object", "properties": {"a": {"type": ["string", "nul"]}}}},
-     "guided_json", f"'nul' is not one of {ENUM_TYPES} (at $.properties.a.type[1])"),
+     "guided_json", f'"nul" is not one of {ENUM_TYPES} (at $.properties.a.type[1])'),
     ({"structured_outputs": {"json": {"type": "strng"}}},
-     "structured_outputs.json", f"'strng' is not one of {ENUM_TYPES} (at $.type)"),
-    ({"guided_json": {"type": "object", "required": "a"}}, "guided_json", "'a' is not of type 'array' (at $.required)"),
+     "structured_outputs.json", f'"strng" is not one of {ENUM_TYPES} (at $.type)'),
+    ({"guided_json": {"type": "object", "required": "a"}}, "guided_json", '"a" is not of type "array" (at $.required)'),
 ], ids=["response_format", "guided_json-type-list", "structured_outputs", "guided_json-required"])
 async def test_schema_errors_give_the_reason_and_place(stack, fields, param, reason):
     client, fake = stack
@@ -105,5 +105,5 @@ async def test_a_schema_whose_draft_is_no_string_is_a_400(stack, path, fields, s
     response = await client.post(path, data=orjson.dumps(fields))
     body = await response.json()
     assert response.status == 400, body
-    assert "5 is not of type 'string'" in SHAPES[shape](body), body
+    assert '5 is not of type "string"' in SHAPES[shape](body), body
     assert fake.script.requests == []

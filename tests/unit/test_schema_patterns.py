@@ -43,7 +43,7 @@ async def test_ecma_patterns_in_a_forced_tool_call(stack):
     assert [orjson.loads(c["function"]["arguments"]) for c in calls] == [{"when": "2026-11", "who": "Émile"}]
 
 
-@pytest.mark.parametrize("pattern, words", [("[", "is not a 'regex'"), ("(?<=a)b", "look-around")],
+@pytest.mark.parametrize("pattern, words", [("[", 'is not a "regex"'), ("(?<=a)b", "look-around")],
                          ids=["no-regex", "not-enforceable"])
 async def test_a_pattern_no_engine_reads_is_a_400_naming_it(stack, pattern, words):
     client, _ = stack

@@ -9,8 +9,8 @@ import pytest
 
 USER = [{"role": "user", "content": "hi"}]
 BAD = {"type": "object", "properties": {"city": {"type": "strng"}}}
-REASON = ("Invalid schema for function 'f': 'strng' is not one of ['array', 'boolean', 'integer', 'null', 'number', "
-          "'object', 'string'] (at $.properties.city.type)")
+REASON = ('Invalid schema for function \'f\': "strng" is not one of ["array", "boolean", "integer", "null", "number", '
+          '"object", "string"] (at $.properties.city.type)')
 GOOD = {"type": "function", "function": {"name": "g", "parameters": {"type": "object"}}}
 
 

@@ -17,7 +17,7 @@ async def test_tokenize_add_special_tokens_is_a_boolean(stack, route, body):
     client, _ = stack
     response = await client.post(route, json={**body, "add_special_tokens": "perhaps"})
     assert response.status == 400
-    assert await response.json() == _error("add_special_tokens", "'perhaps' is not of type 'boolean', 'null'")
+    assert await response.json() == _error("add_special_tokens", '"perhaps" is not of type "boolean", "null"')
     ok = await client.post(route, json={**body, "add_special_tokens": True})
     assert ok.status == 200 and (await ok.json())["count"] > 0
 
@@ -25,11 +25,11 @@ async def test_tokenize_add_special_tokens_is_a_boolean(stack, route, body):
 @pytest.mark.parametrize("route, body", [("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION)],
                          ids=["chat", "completions"])
 @pytest.mark.parametrize("field, value, words, code", [
-    ("kv_transfer_params", "x", "'x' is not of type 'object', 'null'", "invalid_type"),
-    ("vllm_xargs", [1], "[1] is not of type 'object', 'null'", "invalid_type"),
-    ("safety_identifier", 7, "7 is not of type 'string', 'null'", "invalid_type"),
-    ("prompt_cache_key", {"k": 1}, "{'k': 1} is not of type 'string', 'null'", "invalid_type"),
-    ("verbosity", "loud", "'loud' is not one of ['low', 'medium', 'high', None]", "invalid_value"),
+    ("kv_transfer_params", "x", '"x" is not of type "object", "null"', "invalid_type"),
+    ("vllm_xargs", [1], '[1] is not of type "object", "null"', "invalid_type"),
+    ("safety_identifier", 7, '7 is not of type "string", "null"', "invalid_type"),
+    ("prompt_cache_key", {"k": 1}, '{"k": 1} is not of type "string", "null"', "invalid_type"),
+    ("verbosity", "loud", '"loud" is not one of ["low", "medium", "high", null]', "invalid_value"),
 ])
 async def test_no_effect_fields_are_typed(stack, route, body, field, value, words, code):
     client, fake = stack
