@@ -23,7 +23,7 @@ from gateway.schema_bounds import bounded_schema, formatted_string
 from gateway.structured import checked, json_grammar, max_string_chars
 from gateway.pattern_regex import whole_text_regex, whole_text_regex_is_closed
 from gateway.tool_markup import MARKUP_NAME_RE
-from gateway.tool_values import tool_parameters
+from gateway.tool_values import tool_parameters, untyped
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
 # An exponent of at most two digits keeps every number a finite double (8e691 was read back as a string).
@@ -41,8 +41,9 @@ def _literal(text: str) -> str:
 
 
 def _is_raw_string(schema: dict) -> bool:
+    """A value written as raw text: a string, or a parameter with no type (read back as its text, tool_values)."""
     kind = schema.get("type")
-    return kind == "string" or kind == ["string"]
+    return kind == "string" or kind == ["string"] or untyped(schema)
 
 
 def _unsatisfiable(why: str) -> InvalidRequest:

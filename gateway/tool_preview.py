@@ -8,7 +8,7 @@ from typing import Optional
 
 from gateway.tool_markup import CALL_CLOSE, CALL_OPEN, FUNCTION_CLOSE, FUNCTION_OPEN, PARAM_CLOSE, PARAM_OPEN, \
     skip_space
-from gateway.tool_values import ToolParams
+from gateway.tool_values import ToolParams, untyped
 from gateway.tools import dump_arguments
 
 # Keywords a string parameter's schema may carry and still take any text as written (no enum, pattern, bounds, null
@@ -90,9 +90,10 @@ def _value_end(text: str, start: int) -> tuple[Optional[tuple[int, int]], int]:
 
 def _streams_text(params: ToolParams, name: str) -> bool:
     """Whether the parameter's value is its text as written whatever it holds: a string schema with no other
-    constraint, or no schema (a parameter the tool does not declare)."""
+    constraint, a schema with no type, or no schema (a parameter the tool does not declare)."""
     schema = params.props.get(name, params.others)
-    return schema is None or (schema.get("type") in ("string", ["string"]) and set(schema) <= _PLAIN_STRING_KEYS)
+    return schema is None or untyped(schema) or (schema.get("type") in ("string", ["string"])
+                                                 and set(schema) <= _PLAIN_STRING_KEYS)
 
 
 def _escaped(text: str) -> str:

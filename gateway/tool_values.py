@@ -8,7 +8,7 @@ for 4 where the schema is {"type": ["string", "null"]}, pydantic's Optional[str]
 {"enum": ["4", "5"]}, the first other reading it accepts is taken (jsonschema decides, with the parameters'
 `$defs` for refs); a first reading that nothing beats stays. An empty value the schema refuses ("" for an integer)
 leaves an optional parameter out (sgl-project/sglang#36835: models write an empty tag for "not given"). A parameter
-the tool does not declare stays the text the model wrote.
+the tool does not declare, or declares with no type ({"description": ...}), stays the text the model wrote.
 """
 from __future__ import annotations
 
@@ -25,6 +25,17 @@ from gateway.structured import validator_class
 from gateway.tool_markup import load_json
 
 _DEFS_KEYS = ("$defs", "definitions")
+# Keywords that describe a parameter without saying anything of its value: a schema of these alone ({"description":
+# "the id"}, {}) gives the value no type.
+_ANNOTATION_KEYS = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
+                              "writeOnly"})
+
+
+def untyped(schema: Any) -> bool:
+    """Whether a declared parameter's schema gives its value no type: then the value is its text as written, as vLLM's
+    qwen3_coder reads a parameter with no "type" (_convert_param_value: "string") and Ollama's parser one with no
+    types (parseTypedToolValue: the raw string)."""
+    return isinstance(schema, dict) and set(schema) <= _ANNOTATION_KEYS
 
 
 @dataclass
@@ -58,10 +69,10 @@ class ToolParams:
         out = {}
         for key, raw in params:
             schema = self.props.get(key, self.others)
-            if schema is None:
-                # A parameter the tool does not declare (nor type by additionalProperties) has no type to read it by:
-                # its text, as vLLM's qwen3_coder (_convert_param_value: "directly returning the string value") and
-                # Ollama's parser return it.
+            if schema is None or untyped(schema):
+                # A parameter the tool does not declare (nor type by additionalProperties), or declares with no type,
+                # has no type to read it by: its text, as vLLM's qwen3_coder (_convert_param_value: "directly
+                # returning the string value") and Ollama's parser return it ("1e3" stays "1e3", not 1000.0).
                 out[key] = raw
                 continue
             validator = _validator(schema, self.defs)
