@@ -21,6 +21,12 @@ SCHEMA = {
     "lora_path": {"type": ["string", "array", "null"]},
     "custom_logit_processor": {"type": ["string", "array", "null"]},
     "input_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
+    # Output this server cannot give: the model's hidden states (true, or "last": the last token's), and an MoE
+    # model's expert routing per token.
+    "return_hidden_states": {"anyOf": [{"type": ["boolean", "null"]}, {"enum": ["last"]}]},
+    "return_routed_experts": _FLAG,
+    # A prompt continued from an SGLang session's earlier KV (its id, offset, replace): no session is kept here.
+    "session_params": {"type": ["object", "null"]},
 }
 
 # What the grammar fields are: (kind, field) in gateway.openai_fields' terms.
@@ -39,6 +45,10 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "custom_logit_processor": (_given, "custom logit processors are not supported"),
     "input_ids": (_given, "a chat prompt given as token ids is not supported: send messages (or the ids to "
                           "/v1/completions as its prompt)"),
+    "return_hidden_states": (lambda v: v not in (None, False), "hidden states are not returned: this server "
+                                                                "answers with text, token ids and logprobs only"),
+    "return_routed_experts": (bool, "per-token expert routing is not returned"),
+    "session_params": (lambda v: v not in (None, {}), "sessions are not kept: send the whole prompt in each request"),
 }
 
 

@@ -1,7 +1,8 @@
 """SGLang's own /v1 fields (fake scheduler), as its ChatCompletionRequest / CompletionRequest read them: regex and ebnf
 constrain the output as vLLM's guided_regex / guided_grammar do, no_stop_trim keeps the matched stop string, and the
-fields asking for what is not served (stop_regex, lora_path, custom_logit_processor, a chat's input_ids; vLLM's
-prompt_embeds and logits_processors) are a 400 naming them. All of them were dropped as unknown fields."""
+fields asking for what is not served (stop_regex, lora_path, custom_logit_processor, a chat's input_ids,
+return_hidden_states, return_routed_experts, session_params; vLLM's prompt_embeds and logits_processors) are a 400
+naming them. All of them were dropped as unknown fields."""
 import orjson
 import pytest
 
@@ -73,13 +74,19 @@ async def test_no_stop_trim_keeps_the_stop_string(stack, path, base, stream):
 
 
 REFUSED = [("stop_regex", ["\\d+"]), ("lora_path", "my-adapter"), ("custom_logit_processor", "{}"),
-           ("input_ids", [1, 2, 3]), ("prompt_embeds", "AAAA"), ("logits_processors", ["my.module.Proc"])]
+           ("input_ids", [1, 2, 3]), ("prompt_embeds", "AAAA"), ("logits_processors", ["my.module.Proc"]),
+           ("return_hidden_states", True), ("return_hidden_states", "last"), ("return_routed_experts", True),
+           ("session_params", {"id": "session-1", "offset": -1})]
 
 
-@pytest.mark.parametrize("name,value", REFUSED, ids=[r[0] for r in REFUSED])
-async def test_fields_asking_for_what_is_not_served_are_refused(stack, name, value):
+@pytest.mark.parametrize("path,base", [(CHAT, BASE), (COMPLETIONS, PROMPT)], ids=["chat", "completions"])
+@pytest.mark.parametrize("name,value", REFUSED, ids=[f"{r[0]}-{r[1]!r}" for r in REFUSED])
+async def test_fields_asking_for_what_is_not_served_are_refused(stack, name, value, path, base):
+    """return_hidden_states, return_routed_experts and session_params (SGLang's CompletionRequest and
+    ChatCompletionRequest) were dropped as unknown fields: a 200 without the hidden states or expert routing asked
+    for, or answering a session's continuation without the session's context."""
     client, fake = stack
-    status, body = await post(client, {**BASE, name: value})
+    status, body = await post(client, {**base, name: value}, path)
     assert status == 400 and body["error"]["code"] == "unsupported" and body["error"]["param"] == name, body
     assert not fake.script.requests
 
@@ -87,6 +94,8 @@ async def test_fields_asking_for_what_is_not_served_are_refused(stack, name, val
 async def test_their_empty_values_are_accepted(stack):
     client, _ = stack
     status, body = await post(client, {**BASE, "stop_regex": [], "lora_path": None, "input_ids": None,
-                                       "no_stop_trim": False, "regex": None, "ebnf": None})
+                                       "no_stop_trim": False, "regex": None, "ebnf": None,
+                                       "return_hidden_states": False, "return_routed_experts": False,
+                                       "session_params": None})
     assert status == 200 and body["choices"][0]["message"]["content"] == REPLY[:len(body["choices"][0]["message"]
                                                                                        ["content"])], body
