@@ -76,7 +76,7 @@ class ToolParams:
                 out[key] = raw
                 continue
             validator = _validator(schema, self.defs)
-            value = fitted(raw, typed_value(raw, schema), validator)
+            value = whole_number(fitted(raw, typed_value(raw, schema), validator), schema)
             if raw.strip() == "" and key not in self.required and not _accepts(validator, value, True):
                 continue
             out[key] = value
@@ -235,6 +235,17 @@ def _accepts(validator, value: Any, unknown: bool = True) -> bool:
         return validator.is_valid(value)
     except (Unresolvable, UnknownType, RecursionError):
         return unknown
+
+
+def whole_number(value: Any, schema: dict) -> Any:
+    """An integral float (140.0, 6e4) of an integer or number parameter as the integer it is: Codex's and other typed
+    clients' decoders refuse 140.0 for an integer ("invalid type: floating point `140.0`, expected u64"); vLLM's
+    qwen3_coder and Ollama's parser write a whole number so for a number parameter too (mlx-lm#1635 for integers).
+    Past 2**53 a float is no exact integer, and stays as read."""
+    numeric = bool(_types(schema) & {"integer", "number"})
+    if numeric and isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
+    return value
 
 
 def fitted(raw: str, first: Any, validator) -> Any:

@@ -1,0 +1,43 @@
+"""A whole number the model writes as a float (140.0, 6e4) for an integer or number parameter is the integer: Codex
+decodes an integer argument with serde and refused 140.0 ("invalid type: floating point `140.0`, expected u64",
+lidge-jun/opencodex#1611), and vLLM's qwen3_coder and Ollama's parser write whole numbers so (mlx-lm#1635 for
+integers). Streamed or not, /v1 and Ollama."""
+import json
+
+import orjson
+import pytest
+
+from gateway.tools import parse_tool_calls
+
+PARAMS = {"type": "object", "properties": {
+    "limit": {"type": "integer"}, "ms": {"type": ["integer", "null"]}, "ratio": {"type": "number"},
+    "half": {"type": "number"}, "odd": {"type": "integer"}, "text": {"type": "string"}, "big": {"type": "integer"}}}
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": PARAMS}}]
+VALUES = {"limit": "140.0", "ms": "6e4", "ratio": "3.0", "half": "0.5", "odd": "1.5", "text": "2.0", "big": "1e300"}
+REPLY = "<tool_call>\n<function=f>\n" + "".join(
+    f"<parameter={name}>\n{value}\n</parameter>\n" for name, value in VALUES.items()) + "</function>\n</tool_call>"
+EXPECTED = '{"limit":140,"ms":60000,"ratio":3,"half":0.5,"odd":1.5,"text":"2.0","big":1e+300}'
+
+
+def test_whole_numbers_are_integers():
+    assert [call["function"]["arguments"] for call in parse_tool_calls(REPLY, TOOLS)] == [EXPECTED]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_every_route_writes_the_integer(stack, stream):
+    client, fake = stack
+    fake.script.reply = REPLY
+    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
+            "enable_thinking": False, "stream": stream}
+    raw = await (await client.post("/v1/chat/completions", json=body)).read()
+    if stream:
+        arguments = "".join(call["function"].get("arguments") or "" for line in raw.decode().splitlines()
+                            if line.startswith("data: {") for choice in orjson.loads(line[6:])["choices"]
+                            for call in choice["delta"].get("tool_calls") or [])
+    else:
+        arguments = orjson.loads(raw)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    assert arguments == EXPECTED
+    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
+    calls = [call for line in ollama.decode().splitlines() if line.strip()
+             for call in orjson.loads(line)["message"].get("tool_calls") or []]
+    assert [call["function"]["arguments"] for call in calls] == [json.loads(EXPECTED)]
