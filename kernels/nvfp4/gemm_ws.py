@@ -12,7 +12,7 @@ import os
 
 from kernels import _compile
 from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group,
-                                      scratch, smem_bytes, split_buffers)
+                                      scratch, smem_bytes, split_buffers, stage_bytes)
 
 WS_TILES = (64, 128)  # the tiles gemm_wgmma sends here
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
@@ -21,8 +21,9 @@ WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
 # T = 128, S = 1: M = 128 16384x5120 49.4 / 43.7, 34816x5120 138.0 / 120.7); SPARKINFER_NVFP4_WS=0 keeps
 # gemm_wgmma's own kernels
 WS_GEMM = os.environ.get("SPARKINFER_NVFP4_WS", "1") == "1"
-SKM_TILE = 128  # the stream-K kernel built with this main loop (gemm_ws_sk.cuh)
-SKM_STAGING = SKM_TILE * 136 * 2  # its epilogue's own staging after the ring (T rows x PITCH bf16)
+SKM_TILE, SKM_STAGES = 128, 8  # the stream-K kernel built with this main loop (gemm_ws_sk.cuh) and its ring
+# its dynamic shared memory: the ring, 1 KB of alignment slack, the epilogue's own staging (T rows x PITCH bf16)
+SKM_SMEM = SKM_STAGES * stage_bytes(SKM_TILE) + 1024 + SKM_TILE * 136 * 2
 
 
 def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = 64):
@@ -63,7 +64,7 @@ def launch(x, p: dict, out, splits: int, tile: int):
 @functools.lru_cache(maxsize=None)
 def _skm_kernel():
     kern = _function(f"nvfp4_gemm_ws_t{SKM_TILE}_skm")
-    kern.max_dynamic_shared_size_bytes = smem_bytes(SKM_TILE) + SKM_STAGING
+    kern.max_dynamic_shared_size_bytes = SKM_SMEM
     kern.preferred_shared_memory_carveout = 100
     return kern
 
@@ -90,5 +91,5 @@ def launch_stream_k(x, p: dict, out, num_sms: int) -> bool:
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xq), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
             np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out), ptr(ws),
             ptr(flags), np.int32(1), np.int32(mp))
-    _skm_kernel()((num_sms,), (WS_THREADS,), args, shared_mem=smem_bytes(SKM_TILE) + SKM_STAGING, stream=stream)
+    _skm_kernel()((num_sms,), (WS_THREADS,), args, shared_mem=SKM_SMEM, stream=stream)
     return True

@@ -76,9 +76,12 @@ __device__ __forceinline__ void gemm_ws_sk_body(const unsigned char* wq, const u
     ws_sk_consume<T, S>(y, alpha, M, N, Kc, R, group, vec_out, ws, flags, it, end, L, base, ot, lut, full, empty);
 }
 
-// T = 128, 6 stages (gemm_ws's ring) + T x PITCH bf16 of epilogue staging; args as the _ws kernels (splits unused)
+// T = 128, 8 stages (2 more than gemm_ws's whole tiles take: the ring fills across a piece's end while the MMA warps
+// finish it; session 17 device run 9, us at M = 128, 8 / 6 stages: 34816x5120 88.1 / 92.7, 17408x5120 50.1 / 53.3,
+// 5120x17408 54.2 / 57.3, 6144x5120 26.4 / 27.1; the whole-tile kernels gain nothing from 8) + T x PITCH bf16 of
+// epilogue staging (207.9 KB); args as the _ws kernels (splits unused)
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1) nvfp4_gemm_ws_t128_skm(
         const unsigned char* wq, const unsigned char* wsc, const u16* xq, u16* y, const float* alpha, int M, int N,
         int K, int Kc, int R, int group, int vec_out, float* ws, int* flags, int splits, int Mp) {
-    gemm_ws_sk_body<128, 6>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, flags, Mp);
+    gemm_ws_sk_body<128, 8>(wq, wsc, xq, y, alpha, M, N, Kc, R, group, vec_out, ws, flags, Mp);
 }

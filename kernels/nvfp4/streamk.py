@@ -14,19 +14,18 @@ MAX_WAVES = 16
 X_BYTES = 48 << 20
 # T = 128 stream-K (no whole tiles first) for decode batches of SMALL_M_RANGE rows, where it beats the
 # warp-specialised whole tiles' split-K pick (gemm_ws) in wgmma_pick's cost model: SMALL_FIXED_US + SMALL_CHUNK_US x
-# the 64-k chunks a SM takes, and the whole-tile grid is at most SMALL_MAX_WAVES waves of T = 128 tiles (past that
-# the last wave's idle SMs are a small part of the time: LM head M = 65-128 the pick 576-649 us, stream-K 593-671).
-# The two constants are the ones that choose the faster on all 27 points of session 17's device run 5 (9 shapes x
-# M = 65 / 96 / 128) with the least time error (12%). Run 5, us, gemm_ws_sk.cuh's stream-K / the pick at M = 65 and
-# 128: 6144x5120 25.8 / 32.9, 27.2 / 33.3; 10240x5120 35.0 / 45.0, 36.2 / 42.9; 12288x5120 39.3 / 43.4, 41.3 /
-# 43.8; 5120x6144 26.1 / 27.7, 27.9 / 29.9; 17408x5120 50.8 / 75.3, 52.3 / 80.4; 34816x5120 89.1 / 118.4, 93.3 /
-# 122.6; 5120x17408 54.1 / 55.1, 56.3 / 57.5; the pick kept on 16384x5120 (47.4 / 43.4, 49.3 / 43.6: 128 tiles fill
-# one wave) and 14336x5120 (43.7 / 43.4, 45.7 / 43.6). M = 64: the pick's T = 64 tiles win on every shape (run 3).
+# the 64-k chunks a SM takes. The two constants choose the faster on all 30 points of session 17's device run 10 (10
+# shapes x M = 65 / 96 / 128, gemm_ws_sk.cuh's kernel with its 8-stage ring) with the least time error (11%; least
+# squares gives 8.69 + 0.504). Run 10, us, stream-K / the pick at M = 65 and 128: 6144x5120 25.0 / 33.2, 26.6 / 33.5;
+# 10240x5120 33.4 / 45.1, 34.5 / 43.2; 12288x5120 37.6 / 43.3, 39.5 / 43.6; 5120x6144 25.3 / 27.6, 27.4 / 30.3;
+# 17408x5120 49.0 / 75.9, 49.8 / 80.9; 34816x5120 84.0 / 119.1, 92.1 / 122.2; 5120x17408 51.1 / 55.2, 54.1 / 58.4;
+# 14336x5120 41.8 / 43.7, 43.7 / 43.8; LM head 572.2 / 579.8, 631.2 / 648.0; the pick kept on 16384x5120 (45.3 /
+# 44.0, 47.0 / 44.5: 128 tiles fill one wave). M = 64: the pick's T = 64 tiles win on every shape (run 3).
 SMALL_M_RANGE = (65, 128) if os.environ.get("SPARKINFER_NVFP4_SMALL_SK", "1") == "1" else (1, 0)  # 0: off (A/B)
-SMALL_FIXED_US, SMALL_CHUNK_US = 7.8, 0.556
-SMALL_MAX_WAVES = 4
-# T = 128 with no whole tiles first runs gemm_ws_sk.cuh's kernel (the warp-specialised main loop; run 5: 3-7% faster
-# than the _skm kernel of gemm_stream_k.cuh on every shape) unless SPARKINFER_NVFP4_WS_SK=0 (the _skm kernel, A/B)
+SMALL_FIXED_US, SMALL_CHUNK_US = 9.3, 0.506
+# T = 128 with no whole tiles first runs gemm_ws_sk.cuh's kernel (the warp-specialised main loop; run 10: 5-13%
+# faster than the _skm kernel of gemm_stream_k.cuh on every shape) unless SPARKINFER_NVFP4_WS_SK=0 (the _skm kernel,
+# A/B)
 WS = os.environ.get("SPARKINFER_NVFP4_WS_SK", "1") == "1"
 
 
@@ -45,11 +44,10 @@ def pick(m: int, np_: int, k: int, num_sms: int = 132) -> int:
 
 def small_m_wins(m: int, np_: int, kc: int, num_sms: int = 132) -> bool:
     """Whether T = 128 stream-K (0 waves of whole tiles) is cheaper than wgmma_pick.pick's (T, S) for m rows of an
-    Np x (Kc 64-k chunks) weight: only in SMALL_M_RANGE on grids of up to SMALL_MAX_WAVES waves of T = 128 tiles,
-    both priced by their cost models (wgmma_pick._busiest_sm_us; SMALL_FIXED_US + SMALL_CHUNK_US per chunk a SM
-    takes here)."""
+    Np x (Kc 64-k chunks) weight: only in SMALL_M_RANGE, both priced by their cost models
+    (wgmma_pick._busiest_sm_us; SMALL_FIXED_US + SMALL_CHUNK_US per chunk a SM takes here)."""
     tiles = (np_ // gemm_wgmma.TILE_ROWS) * -(-m // 128)
-    if not SMALL_M_RANGE[0] <= m <= SMALL_M_RANGE[1] or tiles > SMALL_MAX_WAVES * num_sms:
+    if not SMALL_M_RANGE[0] <= m <= SMALL_M_RANGE[1]:
         return False
     tile, splits = wgmma_pick.pick(m, np_, kc, num_sms)
     whole = wgmma_pick._busiest_sm_us(tile, splits, m, np_, kc, num_sms)
