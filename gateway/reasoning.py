@@ -1,6 +1,8 @@
 """Gateway process: splits the model's <think>...</think> text into reasoning and answer, streamed or not."""
 from __future__ import annotations
 
+from gateway.tool_markup import names_function
+
 THINK_START = "<think>"
 THINK_END = "</think>"
 TOOL_CALL = "<tool_call>"
@@ -56,6 +58,12 @@ def _partial_tail(buf: str, tag: str) -> int:
     return 0
 
 
+def _no_function(opened: str) -> bool:
+    """Whether the text after a <tool_call> opens the XML form with a name no function has (tool_markup.names_function:
+    a template or pseudo-markup the model writes about): a mention of the tag, not a call."""
+    return opened.startswith(_CALL_STARTS[0]) and names_function(opened, len(_CALL_STARTS[0])) is False
+
+
 class ReasoningSplitter:
     """Feed text pieces; get (reasoning, content) pieces whose concatenations are the final split.
 
@@ -94,7 +102,7 @@ class ReasoningSplitter:
             return held, ""
         if self._state == "call":
             opened = held[len(TOOL_CALL):].lstrip()
-            if not opened.startswith(_CALL_STARTS):
+            if not opened.startswith(_CALL_STARTS) or _no_function(opened):
                 # Cut before anything but the tag: only a mention, part of the reasoning.
                 return held, ""
             # A call never closed by </think>: it ends the reasoning and is the answer.
@@ -161,7 +169,8 @@ class ReasoningSplitter:
             self._state = "after"
             return buf[end + len(THINK_END):]
         opened = buf[len(TOOL_CALL):].lstrip()
-        if opened and not any(start.startswith(opened[:len(start)]) for start in _CALL_STARTS):
+        if opened and (not any(start.startswith(opened[:len(start)]) for start in _CALL_STARTS)
+                       or _no_function(opened)):
             # Only a mention of the tag: it stays reasoning, and what follows is read as reasoning again.
             reasoning.append(TOOL_CALL)
             self._state = "reasoning"

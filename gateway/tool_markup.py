@@ -34,6 +34,21 @@ _MAX_TRIES = 1024
 _MAX_PARAMS = 256
 
 
+# Characters no function name the model calls holds (an offered name never does): braces, quotes, '<'.
+_NOT_IN_NAMES = frozenset('{}<"\'')
+
+
+def names_function(text: str, start: int) -> Optional[bool]:
+    """Whether the <function= name that starts at `start` can be a function's: not one holding template or markup
+    characters ({{ tc.name }}, quotes, '<'), which is a model writing about the format (an unrendered template, pseudo-
+    XML), not calling; vLLM's qwen3_coder refuses such a name rather than hand out a phantom call
+    (_is_valid_function_name). None while its '>' is not written yet."""
+    end = text.find(">", start)
+    if _NOT_IN_NAMES & set(text[start:] if end < 0 else text[start:end]):
+        return False
+    return None if end < 0 else True
+
+
 def load_json(text: str) -> Any:
     """Strict JSON as orjson reads it (no NaN, Infinity, 1e999 or lone surrogates: ValueError), but with every
     integer exact: orjson checks the text, the json module builds the value. Nesting too deep for the json module

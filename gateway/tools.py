@@ -12,7 +12,8 @@ import json
 import secrets
 from typing import Optional
 
-from gateway.tool_markup import CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, read_function, skip_space
+from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, read_function,
+                                  skip_space)
 from gateway.tool_values import ToolParams
 
 TOOL_CALL_TAG = "<tool_call>"
@@ -73,16 +74,18 @@ def _object_arguments(value):
 
 
 def _opens_call(text: str, pos: int) -> Optional[bool]:
-    """Whether the call start at pos opens a call: a bare <function= does; a <tool_call> does where <function= or a
-    JSON object follows it (past whitespace), and where other text does it is only a mention of the tag, answer text
-    (False); None while the text ends before that shows."""
+    """Whether the call start at pos opens a call: a bare <function= does, and a <tool_call> where <function= or a
+    JSON object follows it (past whitespace), unless the function's name is none (names_function); where other text
+    follows, it is only a mention of the tag, answer text (False); None while the text ends before that shows."""
     if not text.startswith(TOOL_CALL_TAG, pos):
-        return True
+        return names_function(text, pos + len(FUNCTION_OPEN))
     after = skip_space(text, pos + len(TOOL_CALL_TAG))
     while text.startswith(TOOL_CALL_TAG, after):
         # The tag written twice: the call starts at the first.
         after = skip_space(text, after + len(TOOL_CALL_TAG))
     rest = text[after:][:len(FUNCTION_OPEN)]
+    if rest.startswith(FUNCTION_OPEN):
+        return names_function(text, after + len(FUNCTION_OPEN))
     if rest.startswith(_CALL_BODIES):
         return True
     return None if any(body.startswith(rest) for body in _CALL_BODIES + (TOOL_CALL_TAG,)) else False
