@@ -14,37 +14,16 @@ __device__ __forceinline__ void ws_sk_consume(u16* y, const float* alpha, int M,
                                               int vec_out, float* ws, int* flags, long long it, long long end,
                                               long long L, u32 base, u16* ot, const u32* lut, u32 full, u32 empty) {
     float acc[T / 2];
-    float4* mine = (float4*)ws + (u64)blockIdx.x * (T / 8) * THREADS + threadIdx.x;
     for (int g = 0; it < end;) {
         const int u = (int)(it / Kc), c0 = (int)(it - (long long)u * Kc), nc = (int)min(end - it, (long long)(Kc - c0));
         const int2 o = tile_origin(u, M, T, R, group);
         ws_consume<T, S>(acc, nc, base, lut, full, empty, g, true);
         g += nc, it += nc;
         if (c0 > 0) {  // not the tile's chunk 0: the sums go to the finisher
-#pragma unroll
-            for (int j = 0; j < T / 8; ++j)
-                if (8 * j < M - o.y) __stcg(mine + j * THREADS, make_float4(acc[4 * j], acc[4 * j + 1],
-                                                                             acc[4 * j + 2], acc[4 * j + 3]));
-            mma_threads_sync<true>();  // every thread's sums before thread 0's (cumulative) release
-            if (threadIdx.x == 0) st_release(flags + blockIdx.x, 1);
+            sk_store_piece<T, true>(acc, ws, flags, M - o.y);
             continue;
         }
-        const int last = (int)(((long long)(u + 1) * Kc - 1) / L);  // the block holding the tile's last chunk
-        for (int b = blockIdx.x + 1; b <= last; ++b) {
-            if (threadIdx.x == 0) {
-                while (ld_acquire(flags + b) == 0) {
-                }
-                flags[b] = 0;
-            }
-            mma_threads_sync<true>();
-            const float4* theirs = (const float4*)ws + (u64)b * (T / 8) * THREADS + threadIdx.x;
-#pragma unroll
-            for (int j = 0; j < T / 8; ++j) {
-                if (8 * j >= M - o.y) continue;
-                const float4 v = __ldcg(theirs + j * THREADS);
-                acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
-            }
-        }
+        sk_add_pieces<T, true>(acc, ws, flags, (int)(((long long)(u + 1) * Kc - 1) / L), M - o.y);
         epilogue<T, true>(acc, ot, y, alpha, o.x, o.y, M, N, vec_out);
     }
 }

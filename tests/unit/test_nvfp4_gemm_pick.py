@@ -9,6 +9,17 @@ def _np(n: int) -> int:
     return -(-n // 128) * 128
 
 
+def _stub_gpu_calls(monkeypatch) -> None:
+    """The stream-K launchers on CPU: no permute copy, no CUDA stream, a fresh scratch, no graph capture (the kernel
+    launches themselves are stubbed by each test)."""
+    import torch
+
+    monkeypatch.setattr(gemm_wgmma, "permuted_x", lambda x, p, stream: x)
+    monkeypatch.setattr(streamk._compile, "current_stream", lambda: None)
+    monkeypatch.setattr(gemm_wgmma, "_SCRATCH", {})
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+
+
 def test_stream_k_for_prefill_sized_m_on_every_layer_shape():
     for n, k in LAYER_SHAPES:
         for m in (256, 512, 1000, 2048):
@@ -82,10 +93,7 @@ def test_t128_stream_k_runs_the_warp_specialised_kernel(monkeypatch):
     monkeypatch.setattr(gemm_ws, "_function", record)
     monkeypatch.setattr(gemm_ws, "_skm_kernel", lambda: record("ws_skm"))
     monkeypatch.setattr(gemm_wgmma, "kernel", lambda name, tile: record(name))
-    monkeypatch.setattr(gemm_wgmma, "permuted_x", lambda x, p, stream: x)
-    monkeypatch.setattr(streamk._compile, "current_stream", lambda: None)
-    monkeypatch.setattr(gemm_wgmma, "_SCRATCH", {})
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    _stub_gpu_calls(monkeypatch)
     p = {"N": 17408, "K": 5120, "Kc": 80, "Np": 17408, "wq": torch.zeros(1), "wsc": torch.zeros(1),
          "alpha": torch.zeros(1)}
     x, out = torch.zeros(96, 5120, dtype=torch.bfloat16), torch.zeros(96, 17408, dtype=torch.bfloat16)
@@ -132,10 +140,7 @@ def test_stream_k_launch_arguments(monkeypatch):
         return lambda grid, block, args, shared_mem, stream: launches.append((name, grid, block, args, shared_mem))
 
     monkeypatch.setattr(gemm_wgmma, "kernel", fake_kernel)
-    monkeypatch.setattr(gemm_wgmma, "permuted_x", lambda x, p, stream: x)
-    monkeypatch.setattr(streamk._compile, "current_stream", lambda: None)
-    monkeypatch.setattr(gemm_wgmma, "_SCRATCH", {})
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    _stub_gpu_calls(monkeypatch)
     p = {"N": 1001, "K": 128, "Kc": 2, "Np": 1024, "wq": torch.zeros(1), "wsc": torch.zeros(1),
          "alpha": torch.zeros(1)}
     x, out = torch.zeros(600, 128, dtype=torch.bfloat16), torch.zeros(600, 1001, dtype=torch.bfloat16)
