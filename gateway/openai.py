@@ -23,6 +23,7 @@ from gateway.prompt_logprobs import plan_prompt_logprobs
 from gateway.reasoning import (held_reasoning, hides_reasoning, opened_think, prompt_opens_thinking,
                                unseparated_reasoning)
 from gateway.schema_validate import validate
+from gateway.sglang_fields import choice_prompt_ids
 from gateway.structured import check_answer, checked, json_constraint
 from gateway.thinking_budget import apply_thinking_budget
 from gateway.tool_choice import allows_listed_only, tool_mode
@@ -103,6 +104,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 hide_reasoning=gen.hide_reasoning, forced_tools=force is not None, named_tool=bool(force),
                 only_listed_tools=allows_listed_only(body),
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body) + opened,
+                choice_prompt_ids=choice_prompt_ids(body, stream),
                 reasoning_beside_content=reasoning_beside_content(body, stream),
                 hold_reasoning=stream and held_reasoning(body),
                 prompt_text=text.replace(PROTECT_MARK, "") if body.get("return_prompt_text") else None,

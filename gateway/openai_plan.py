@@ -36,6 +36,7 @@ class Plan:
     only_listed_tools: bool = False                  # allowed_tools: a call to a tool outside `tools` stays text
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
+    choice_prompt_ids: bool = False                  # SGLang's return_prompt_token_ids: each chat choice's prompt ids
     tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
     reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content

@@ -134,6 +134,8 @@ class ChatShaper:
                   "finish_reason": self.chat_finish(finish), "stop_reason": result.stop_reason}
         if self.plan.return_token_ids:
             choice["token_ids"] = result.token_ids
+        if self.plan.choice_prompt_ids:
+            choice["prompt_token_ids"] = self.plan.gen.prompt_ids
         return choice
 
     def response(self, results: list, usage: Usage) -> dict:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from gateway.errors import InvalidRequest
+
 _STR, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
@@ -27,6 +29,9 @@ SCHEMA = {
     "return_routed_experts": _FLAG,
     # A prompt continued from an SGLang session's earlier KV (its id, offset, replace): no session is kept here.
     "session_params": {"type": ["object", "null"]},
+    # Each chat choice's prompt ids (honoured, not streamed, as SGLang); its per-choice meta_info is not served.
+    "return_prompt_token_ids": _FLAG,
+    "return_meta_info": _FLAG,
 }
 
 # What the grammar fields are: (kind, field) in gateway.openai_fields' terms.
@@ -49,7 +54,20 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
                                                                 "answers with text, token ids and logprobs only"),
     "return_routed_experts": (bool, "per-token expert routing is not returned"),
     "session_params": (lambda v: v not in (None, {}), "sessions are not kept: send the whole prompt in each request"),
+    "return_meta_info": (bool, "SGLang's meta_info is not returned: ask for return_token_ids (each choice's token_ids "
+                               "and the prompt's), return_prompt_token_ids and logprobs instead"),
 }
+
+
+def choice_prompt_ids(body: dict, stream: bool) -> bool:
+    """SGLang's return_prompt_token_ids: each chat choice carries its prompt's ids (prompt_token_ids), non-streamed
+    only, as SGLang's serving_chat refuses it with stream."""
+    if not body.get("return_prompt_token_ids"):
+        return False
+    if stream:
+        raise InvalidRequest("return_prompt_token_ids is not supported with streaming. Please set stream=false when "
+                             "using return_prompt_token_ids=true.", param="return_prompt_token_ids")
+    return True
 
 
 def include_stop(body: dict) -> bool:

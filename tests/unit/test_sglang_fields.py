@@ -1,8 +1,9 @@
 """SGLang's own /v1 fields (fake scheduler), as its ChatCompletionRequest / CompletionRequest read them: regex and ebnf
 constrain the output as vLLM's guided_regex / guided_grammar do, no_stop_trim keeps the matched stop string, and the
 fields asking for what is not served (stop_regex, lora_path, custom_logit_processor, a chat's input_ids,
-return_hidden_states, return_routed_experts, session_params; vLLM's prompt_embeds and logits_processors) are a 400
-naming them. All of them were dropped as unknown fields."""
+return_hidden_states, return_routed_experts, session_params, return_meta_info; vLLM's prompt_embeds and
+logits_processors) are a 400 naming them, and return_prompt_token_ids gives each chat choice its prompt's ids. All of
+them were dropped as unknown fields."""
 import orjson
 import pytest
 
@@ -76,7 +77,7 @@ async def test_no_stop_trim_keeps_the_stop_string(stack, path, base, stream):
 REFUSED = [("stop_regex", ["\\d+"]), ("lora_path", "my-adapter"), ("custom_logit_processor", "{}"),
            ("input_ids", [1, 2, 3]), ("prompt_embeds", "AAAA"), ("logits_processors", ["my.module.Proc"]),
            ("return_hidden_states", True), ("return_hidden_states", "last"), ("return_routed_experts", True),
-           ("session_params", {"id": "session-1", "offset": -1})]
+           ("session_params", {"id": "session-1", "offset": -1}), ("return_meta_info", True)]
 
 
 @pytest.mark.parametrize("path,base", [(CHAT, BASE), (COMPLETIONS, PROMPT)], ids=["chat", "completions"])
@@ -96,6 +97,27 @@ async def test_their_empty_values_are_accepted(stack):
     status, body = await post(client, {**BASE, "stop_regex": [], "lora_path": None, "input_ids": None,
                                        "no_stop_trim": False, "regex": None, "ebnf": None,
                                        "return_hidden_states": False, "return_routed_experts": False,
-                                       "session_params": None})
+                                       "session_params": None, "return_meta_info": False,
+                                       "return_prompt_token_ids": False})
     assert status == 200 and body["choices"][0]["message"]["content"] == REPLY[:len(body["choices"][0]["message"]
                                                                                        ["content"])], body
+
+
+@pytest.mark.parametrize("path", [CHAT, "/api/v0/chat/completions"], ids=["v1", "lm studio"])
+async def test_return_prompt_token_ids_gives_each_chat_choice_its_prompt(stack, path):
+    """SGLang's return_prompt_token_ids (RL rollouts ask for it beside logprobs to train on the ids the engine ran):
+    each choice's prompt_token_ids, as SGLang's ChatCompletionResponseChoice carries them. It was dropped as an
+    unknown field, so such a client silently got no ids."""
+    client, fake = stack
+    status, body = await post(client, {**BASE, "n": 2, "return_prompt_token_ids": True}, path)
+    assert status == 200, body
+    sent = list(fake.script.requests[0].prompt_token_ids)
+    assert [choice["prompt_token_ids"] for choice in body["choices"]] == [sent, sent]
+    assert "prompt_token_ids" not in body and "token_ids" not in body["choices"][0]
+
+
+async def test_return_prompt_token_ids_streamed_is_sglang_s_400(stack):
+    client, fake = stack
+    status, body = await post(client, {**BASE, "stream": True, "return_prompt_token_ids": True})
+    assert status == 400 and body["error"]["param"] == "return_prompt_token_ids", body
+    assert "Please set stream=false" in body["error"]["message"] and not fake.script.requests
