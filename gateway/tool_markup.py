@@ -106,6 +106,8 @@ class _Reader:
                 return None
             return [], end
         opened = self.name_at(pos)
+        if opened is None and depth == 0 and self.lenient:
+            return self._after_stray_text(pos, seen)
         if opened is None or depth >= _MAX_PARAMS:
             return None
         name, start = opened
@@ -120,6 +122,17 @@ class _Reader:
                 value = self.text[start:end]
                 return [(name, value[:-1] if value.endswith("\n") else value)] + rest[0], rest[1]
         return None
+
+    def _after_stray_text(self, pos: int, seen: frozenset) -> Optional[tuple[list, int]]:
+        """The parameters from the first <parameter= on a line of its own after pos, where the model wrote something
+        else between <function=NAME> and it (a repeated <function=NAME>, a stray </parameter>, a word): vLLM's
+        qwen3_coder reads a call's parameters from its first structural <parameter= wherever it stands
+        (_next_structural_param_start). Only in a whole output, and not past the call's own end or the next call."""
+        found = self.text.find("\n" + PARAM_OPEN, pos)
+        stray = self.text[pos:found]
+        if found < 0 or any(tag in stray for tag in (CALL_OPEN, CALL_CLOSE, FUNCTION_CLOSE)):
+            return None
+        return self.params(found + 1, 1, seen)
 
     def _value_ends(self, start: int, seen: frozenset) -> Iterator[tuple[int, int]]:
         """(end of the value from start, where the next parameter or the call's end is read) for each way the value
