@@ -5,6 +5,7 @@ gateway.responses_request check them one by one, so that each refusal names the 
 """
 from __future__ import annotations
 
+from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED, SCHEMA as LLAMA_CPP_FIELDS
 from gateway.openai_schema import EFFORTS
 
 _STR_OR_NULL = {"type": ["string", "null"]}
@@ -111,5 +112,8 @@ RESPONSES_SCHEMA = {
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "truncation": {"enum": ["auto", "disabled", None]},
         **{name: {} for name in PASSTHROUGH},
+        # The llama.cpp samplers /v1 refuses (dry_multiplier above 0, ...) are refused here too, typed as /v1 types
+        # them: untyped, a string was compared with 0 (a TypeError, a 500).
+        **{name: LLAMA_CPP_FIELDS[name] for name in LLAMA_CPP_REFUSED if name in LLAMA_CPP_FIELDS},
     },
 }

@@ -24,6 +24,10 @@ ROUTES = {
     "/v1/completions": ({"prompt": "hi"}, ["model", "prompt", "stream", "stream_options", "max_tokens", "echo",
                                            "logprobs", "suffix", "best_of", "n", "stop", "seed", "top_k",
                                            *_EXTRA]),
+    # Fields of other routes sent to /v1/responses are ignored, never compared (best_of "x" was a TypeError, a 500).
+    "/v1/responses": ({"input": "hi"}, ["input", "max_output_tokens", "temperature", "top_logprobs", "n", "best_of",
+                                        *_EXTRA]),
+    "/v1/responses/input_tokens": ({"input": "hi"}, ["input", "n", "best_of", *_EXTRA]),
     "/v1/tokenize": ({"prompt": "hi"}, ["messages", "prompt", "tools", "add_generation_prompt", "model"]),
     "/v1/detokenize": ({"tokens": [1]}, ["tokens"]),
 }
