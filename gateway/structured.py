@@ -59,7 +59,11 @@ def _is_regex(pattern: Any) -> bool:
     """Whether llguidance or Python's re reads the pattern (re.error when neither does). One only re reads (a
     look-around) is then refused by the grammar compile, which names what llguidance cannot enforce."""
     if isinstance(pattern, str) and _pattern_error(pattern):
-        re.compile(pattern)
+        try:
+            re.compile(pattern)
+        except RecursionError:
+            # re's parser recurses once a group: groups some thousands deep ran out of stack (a 500).
+            raise re.error("its groups nest too deeply to parse") from None
     return True
 
 

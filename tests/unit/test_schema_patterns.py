@@ -51,3 +51,24 @@ async def test_a_pattern_no_engine_reads_is_a_400_naming_it(stack, pattern, word
     response = await client.post("/v1/chat/completions", json={"messages": USER, "guided_json": schema})
     error = orjson.loads(await response.read())["error"]
     assert response.status == 400 and error["param"] == "guided_json" and words in error["message"], error
+
+
+DEEP = "(" * 5000 + "a" + ")" * 5000
+DEEP_SCHEMA = {"type": "object", "properties": {"s": {"type": "string", "pattern": DEEP}}}
+
+
+@pytest.mark.parametrize("path, body, error_of", [
+    ("/v1/chat/completions", {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": DEEP_SCHEMA}}}, lambda answer: answer["error"]["message"]),
+    ("/api/chat", {"model": "default", "messages": USER, "stream": False, "format": DEEP_SCHEMA},
+     lambda answer: answer["error"]),
+    ("/v1/messages", {"model": "default", "max_tokens": 4, "messages": USER, "output_config": {"format": {
+        "type": "json_schema", "schema": DEEP_SCHEMA}}}, lambda answer: answer["error"]["message"]),
+], ids=["openai", "ollama", "anthropic"])
+async def test_a_pattern_nested_too_deeply_is_a_400(stack, path, body, error_of):
+    """Groups 5000 deep ran re's parser out of stack: a RecursionError, a 500."""
+    client, _ = stack
+    response = await client.post(path, json=body)
+    answer = orjson.loads(await response.read())
+    assert response.status == 400, answer
+    assert 'is not a "regex" (at $.properties.s.pattern)' in error_of(answer), answer
