@@ -137,6 +137,10 @@ def _expr(text: str) -> list:
         term, closed, pos = match.group(1), text[match.start(1) - 1:match.start(1)] == ")", match.end()
         if closed and term.startswith(".") and len(term) > 1 and isinstance(stack[-1][-1:] or None, list):
             stack[-1][-1] = ("field", stack[-1][-1], term)
+        elif term == "(" and len(stack) > _MAX_DEPTH:
+            # The renderer recurses per level: thousands deep ran out of stack (a 500). Go's parser bounds these
+            # too ("max expression depth exceeded").
+            raise fail(f"parentheses nest more than {_MAX_DEPTH} deep")
         elif term == "(":
             stack.append([])
         elif term == ")" and len(stack) > 1:

@@ -79,6 +79,22 @@ async def test_deep_nesting_and_long_loops_are_400s_not_500s(stack):
             "template: blocks nest more than 64 deep", "template: the template renders too long a prompt")
 
 
+async def test_parentheses_nested_too_deeply_are_a_400(stack):
+    """A pipeline in 1000 parentheses overflowed the renderer's recursion (a 500); 10 deep still renders."""
+    client, _ = stack
+    for depth, status in ((1000, 400), (10, 200)):
+        template = "{{ " + "(" * depth + "print .Prompt" + ")" * depth + " }}"
+        response = await client.post("/api/generate", data=orjson.dumps(
+            {"model": "default", "stream": False, "prompt": "Why?", "raw": False, "template": template}))
+        answer = orjson.loads(await response.read())
+        assert response.status == status, answer
+        assert answer == {"error": "template: parentheses nest more than 64 deep"} if status == 400 else answer["done"]
+    assert render("{{ " + "(" * 10 + "print .Prompt" + ")" * 10 + " }}", {"Prompt": "Why?"}) == "Why?"
+    with pytest.raises(InvalidRequest) as info:
+        render("{{ " + "(" * 1000 + "print .Prompt" + ")" * 1000 + " }}", {"Prompt": "Why?"})
+    assert info.value.message == "template: parentheses nest more than 64 deep"
+
+
 @pytest.mark.parametrize("template, prompt", [
     ("Today is {{ currentDate }}. {{ .Prompt }}", "Today is {today}. a<b & \"c\""),
     ('{{ currentDate "2006-01-02" }}|{{ yesterdayDate }}', "{today}|{yesterday}"),
