@@ -2,17 +2,16 @@
 400 whose message names the field as Anthropic does ("max_tokens: Field required", "messages.0.role: ...")."""
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS
+from gateway.once_log import OnceLog
 from gateway.schema_errors import error_message
 from gateway.schema_validate import integral
 
-log = logging.getLogger("sparkinfer.gateway")
 _INT32_MAX = (1 << 31) - 1
 
 # Block types are checked one by one in anthropic_request (image and document get their own 400 there). Each field a
@@ -135,7 +134,7 @@ MESSAGES_SCHEMA = {
 # Accepted with no effect here: request bookkeeping and Anthropic-hosted features that change nothing in the output.
 _NO_EFFECT = frozenset({"metadata", "service_tier", "cache_control", "context_management", "container"})
 _VALIDATORS = {id(schema): Draft202012Validator(schema) for schema in (MESSAGES_SCHEMA, COUNT_SCHEMA)}
-_warned: set = set()
+_unknown = OnceLog("ignoring unknown Anthropic request fields %s")
 
 
 def _where(path) -> str:
@@ -175,8 +174,5 @@ def validate(body: Any, schema: dict) -> dict:
             field = f"{where}.{missing}" if where else missing
             raise InvalidRequest(f"{field}: Field required", param=field, code="missing_required_parameter")
         raise InvalidRequest(f"{where or 'body'}: {error_message(error)}", param=where or None)
-    for name in body:
-        if name not in schema["properties"] and name not in _NO_EFFECT and name not in _warned:
-            _warned.add(name)
-            log.warning("ignoring unknown Anthropic request field %r (logged once)", name)
+    _unknown.note(name for name in body if name not in schema["properties"] and name not in _NO_EFFECT)
     return integral(body, schema)

@@ -12,6 +12,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS
 from gateway.llama_cpp_fields import llama_server_seed
 from gateway.model import ModelCard
+from gateway.once_log import MAX_SHOWN
 
 log = logging.getLogger("sparkinfer.gateway")
 # Ollama's api.Options (api/types.go), the only options it reads; any other key is logged and ignored whatever its
@@ -71,10 +72,15 @@ def _check_range(name: str, value: float) -> None:
 def _typed(options: dict) -> dict:
     """Options with checked types and ranges; a key Ollama does not have is ignored (logged), as Ollama does."""
     out = {}
+    unknown = [name for name in options if name not in _KNOWN]
+    # Like Ollama: an unknown option is logged and ignored (clients send extras), never a 400; past MAX_SHOWN names
+    # one line counts the rest (options with 100000 unknown keys wrote 100000 lines).
+    for name in unknown[:MAX_SHOWN]:
+        log.warning("ignoring unknown Ollama option %r", name)
+    if len(unknown) > MAX_SHOWN:
+        log.warning("ignoring %d more unknown Ollama options", len(unknown) - MAX_SHOWN)
     for name, value in options.items():
         if name not in _KNOWN:
-            # Like Ollama: an unknown option is logged and ignored (clients send extras), never a 400.
-            log.warning("ignoring unknown Ollama option %r", name)
             continue
         if value is None:
             continue

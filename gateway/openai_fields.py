@@ -3,7 +3,6 @@ and vLLM's guided decoding (guided_* / structured_outputs) mapped onto the worke
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Any, Callable, Optional
 
@@ -12,10 +11,10 @@ from llguidance.gbnf_to_lark import any_to_lark, is_lark_syntax
 
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
+from gateway.once_log import OnceLog
 from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
-log = logging.getLogger("sparkinfer.gateway")
 
 _TEXT_ONLY = "this model server generates text only"
 
@@ -86,7 +85,7 @@ STRUCTURED_OUTPUTS = {"type": ["object", "null"], "properties": {
     "backend": _STRING}}
 # structured_outputs keys that only pick a backend or its strictness; any other key changes the output.
 _OUTPUT_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties", "backend")
-_warned: set = set()
+_unknown = OnceLog("ignoring unknown request fields %s")
 
 
 def check_fields(body: dict, known: dict, chat: bool) -> None:
@@ -99,11 +98,8 @@ def check_fields(body: dict, known: dict, chat: bool) -> None:
     # is an unknown field, ignored as vLLM's ResponsesRequest ignores it), so its values were never type-checked.
     if "best_of" in known:
         check_best_of(body)
-    for name in body:
-        if name in known or name in NO_EFFECT or name in HONOURED or name in refused or name in _warned:
-            continue
-        _warned.add(name)
-        log.warning("ignoring unknown request field %r (logged once)", name)
+    _unknown.note(name for name in body
+                  if name not in known and name not in NO_EFFECT and name not in HONOURED and name not in refused)
 
 
 def check_best_of(body: dict) -> None:

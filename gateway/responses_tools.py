@@ -8,14 +8,13 @@ freeform `custom` tools are left out with a warning logged once, as vLLM and lla
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.once_log import OnceLog
 from gateway.openai_checks import TOOL_NAME_RE, tool_name_error
 
-log = logging.getLogger("sparkinfer.gateway")
-_warned: set = set()
+_skipped = OnceLog("ignoring Responses tools of types %s: only function tools (also inside a namespace) are served")
 
 
 def flat_name(namespace: str, name: str) -> str:
@@ -24,10 +23,7 @@ def flat_name(namespace: str, name: str) -> str:
 
 
 def _skip(kind: str) -> None:
-    if kind not in _warned:
-        _warned.add(kind)
-        log.warning("ignoring Responses tool of type %r: only function tools (also inside a namespace) are served "
-                    "(logged once)", kind)
+    _skipped.note([kind])
 
 
 def _function(tool: dict, name: str, fallback_description: Optional[str] = None) -> dict:

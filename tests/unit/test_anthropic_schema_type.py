@@ -38,3 +38,17 @@ async def test_another_type_is_still_a_400(stack, schema_type):
         await expect_error(await client.post(path, json=body), 400, BAD_MESSAGES,
                            'tools.0.input_schema.type: "object" was expected')
     assert fake.script.requests == []
+
+
+def test_many_unknown_fields_are_one_line(caplog, monkeypatch):
+    """A body with 5000 unknown keys wrote 5000 lines, and every new name was kept for good."""
+    from gateway import anthropic_schema
+    from gateway.once_log import MAX_REMEMBERED, MAX_SHOWN
+    monkeypatch.setattr(anthropic_schema._unknown, "seen", set())
+    body = {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+    with caplog.at_level("WARNING", logger="sparkinfer.gateway"):
+        anthropic_schema.validate({**body, **{f"k{i}": i for i in range(5000)}}, anthropic_schema.MESSAGES_SCHEMA)
+    lines = [r.getMessage() for r in caplog.records if "unknown Anthropic" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("ignoring unknown Anthropic request fields 'k0', 'k1'"), lines
+    assert lines[0].endswith(f"and {MAX_REMEMBERED - MAX_SHOWN} more (each name logged once; no further names are "
+                             "logged)")

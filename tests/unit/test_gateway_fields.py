@@ -9,6 +9,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from gateway import openai_fields
+from gateway.once_log import MAX_REMEMBERED, MAX_SHOWN
 from worker.grammar import GrammarBook
 
 CHAT = "/v1/chat/completions"
@@ -92,13 +93,28 @@ async def test_a_prediction_of_another_shape_is_a_400(stack, prediction):
 
 async def test_unknown_fields_are_accepted_and_logged_once(stack, caplog):
     client, _ = stack
-    openai_fields._warned.discard("x_sdk_field")
+    openai_fields._unknown.seen.discard("x_sdk_field")
     with caplog.at_level(logging.WARNING, logger="sparkinfer.gateway"):
         for _ in range(2):
             status, body = await post(client, {**BASE, "x_sdk_field": 1})
             assert status == 200 and body["choices"][0]["message"]["content"] == "Hello world"
     warnings = [r.getMessage() for r in caplog.records if "x_sdk_field" in r.getMessage()]
-    assert warnings == ["ignoring unknown request field 'x_sdk_field' (logged once)"]
+    assert warnings == ["ignoring unknown request fields 'x_sdk_field' (each name logged once)"]
+
+
+async def test_many_unknown_fields_are_one_line_and_a_bounded_memory(stack, caplog, monkeypatch):
+    """A body with 5000 unknown keys wrote 5000 lines, and every new name was kept for good (the set only grew)."""
+    client, _ = stack
+    monkeypatch.setattr(openai_fields._unknown, "seen", set())
+    with caplog.at_level(logging.WARNING, logger="sparkinfer.gateway"):
+        status, body = await post(client, {**BASE, **{f"k{i}": i for i in range(5000)}})
+        assert status == 200, body
+        status, body = await post(client, {**BASE, "k_new": 1})
+    lines = [r.getMessage() for r in caplog.records if "unknown request fields" in r.getMessage()]
+    shown = ", ".join(repr(f"k{i}") for i in range(MAX_SHOWN))
+    assert lines == [f"ignoring unknown request fields {shown} and {MAX_REMEMBERED - MAX_SHOWN} more (each name logged "
+                     "once; no further names are logged)"]
+    assert len(openai_fields._unknown.seen) == MAX_REMEMBERED
 
 
 GUIDED = [({"guided_choice": ["yes", "no"]}, 'start: GUIDED_CHOICE\nGUIDED_CHOICE: "yes" | "no"\n'),

@@ -7,6 +7,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
 from gateway.ollama_options import generation_budget, parse_options, thinking_kwargs
+from gateway.once_log import MAX_SHOWN
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +205,12 @@ def test_num_ctx_0_is_the_default_window(card):
 def test_top_p_0_keeps_the_most_likely_token(card):
     """llama.cpp's top_p sampler (Ollama's) keeps one token at 0; it was a 400 'must be greater than 0'."""
     assert parse_options({"top_p": 0}, card).sampling.top_p == 1e-9
+
+
+def test_many_unknown_options_are_a_bounded_number_of_lines(card, caplog):
+    """options with 5000 unknown keys wrote 5000 lines a request: the first MAX_SHOWN are named, the rest counted."""
+    with caplog.at_level("WARNING", logger="sparkinfer.gateway"):
+        parse_options({**{f"k{i}": i for i in range(5000)}, "temperature": 0.5}, card)
+    lines = [r.getMessage() for r in caplog.records if "unknown Ollama option" in r.getMessage()]
+    assert lines == [f"ignoring unknown Ollama option 'k{i}'" for i in range(MAX_SHOWN)] + [
+        f"ignoring {5000 - MAX_SHOWN} more unknown Ollama options"]
