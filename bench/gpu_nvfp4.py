@@ -3,8 +3,9 @@
 Prints copy bandwidth, launch floors, the GEMV versions side by side (v2 gemv.cu, v5 gemv_tile.cu, timing
 diagnostics; again at the end), PASS/FAIL per correctness case, then per shape [N x K] and M: our time (ops.gemv or
 ops.gemm as ops.linear picks them, their defaults), bf16 time, ratio, and for M <= 16 the effective bandwidth
-(packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events around each launch while the GPU is held by a sleep kernel (so
-host launch cost stays out), warm-up, median; weights rotate among copies that together exceed the L2 several times.
+(packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events around each launch while the
+GPU is held by a sleep kernel (so host launch cost stays out), warm-up, median; weights rotate among copies that
+together exceed the L2 several times.
 NVFP4_GEMV=v2 makes v2 the default and skips v5. With OUT set, writes nvfp4.csv and nvfp4.png there.
 """
 import csv
@@ -128,7 +129,8 @@ def bench_shape(n: int, k: int) -> list:
     for m in M_VALUES:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-        kern = ops.gemv if ops.uses_gemv(m, ops.wgmma_serves(x.device)) else ops.gemm  # as ops.linear dispatches
+        # as ops.linear dispatches
+        kern = ops.gemv if ops.uses_gemv(m, ops.wgmma_serves(x.device)) else ops.gemm
         ours = [lambda p=p: kern(x, p, out) for p in nv]
         ref = [lambda w=w: torch.mm(x, w.t(), out=out) for w in bf]
         t_ours, t_bf16 = timed_auto(ours), timed_auto(ref)

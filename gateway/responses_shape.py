@@ -3,10 +3,11 @@
 The chat route's ChatShaper splits each Delta into reasoning, text and tool calls (its tool-call parsing included);
 OutputBuilder turns those pieces into output items, as vLLM does for models with a reasoning parser: a reasoning
 item (content [reasoning_text], summary []), then message items (one output_text part each) and one function_call
-item per call in the order the model wrote them. Each step also returns the semantic events that build the items, so a streamed response and a
-non-streamed one are the same items by construction. When the request asks for a reasoning summary, the reasoning
-item's summary is its whole text (one summary_text part, streamed with the reasoning_summary_* events), as Ollama's
-/v1/responses gives the thinking: the clients that show a Responses model's reasoning read the summary.
+item per call in the order the model wrote them. Each step also returns the semantic events that build the items, so
+a streamed response and a non-streamed one are the same items by construction. When the request asks for a reasoning
+summary, the reasoning item's summary is its whole text (one summary_text part, streamed with the
+reasoning_summary_* events), as Ollama's /v1/responses gives the thinking: the clients that show a Responses model's
+reasoning read the summary.
 """
 from __future__ import annotations
 

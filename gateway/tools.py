@@ -140,13 +140,14 @@ def _openai_call(call: dict) -> dict:
 
 def read_tool_calls(text: str, tools: list[dict], open_end: bool = False,
                     after_calls: bool = False, eos: bool = False) -> Optional[tuple[list[dict], str]]:
-    """(OpenAI tool_calls for every <tool_call> block in text, the text outside them), None when any block is
-    malformed or unclosed. The text the model wrote between and after its calls is answer text, each piece without
-    the whitespace beside a call, joined as Ollama's parser joins them (model/parsers/qwen3coder.go) and as vLLM's
-    qwen3_coder streams it. open_end: the model ended the output itself (finish_reason stop), so a last call whose
-    </function> or </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an output cut
-    by max_tokens never is; eos: the model's end token (not a stop string) ended it, so a value left open at the end
-    ends there, as that parser reads it too. after_calls: text follows calls already read (ToolCallFilter.take_ready)."""
+    """(OpenAI tool_calls for every <tool_call> block in text, the text outside them), None when any block is malformed
+    or unclosed. The text the model wrote between and after its calls is answer text, each piece without the
+    whitespace beside a call, joined as Ollama's parser joins them (model/parsers/qwen3coder.go) and as vLLM's
+    qwen3_coder streams it. open_end: the model ended the output itself (finish_reason stop), so a last call
+    whose </function> or </tool_call> it left out at the end is whole, as vLLM's qwen3_coder parser reads it; an
+    output cut by max_tokens never is; eos: the model's end token (not a stop string) ended it, so a value left
+    open at the end ends there, as that parser reads it too. after_calls: text follows calls already read
+    (ToolCallFilter.take_ready)."""
     read = read_call_pieces(text, tools, open_end, after_calls, eos)
     return None if read is None else (read[0], "".join(read[1]))
 
