@@ -37,25 +37,30 @@ def gemm_ws(x, p: dict, out, splits: int = 0, tile: int = 64):
     return launch(x, p, out, splits, tile)
 
 
-def launch(x, p: dict, out, splits: int, tile: int):
-    """The permute and GEMM launches for checked arguments and a given S (>= 1)."""
+def _permuted_args(x, p: dict, out, tile: int, ws, counters, splits: int, stream) -> tuple:
+    """Launches nvfp4_permute_x_sw (x into xq [Kc][Mp][64], Mp = M rounded up to the tile) and returns the _ws / _skm
+    kernels' arguments for it: ws and counters (the split-K or stream-K buffers) None where a kernel takes none."""
     import numpy as np
     import torch
 
-    m, n, kc = x.shape[0], p["N"], p["Kc"]
-    rows, mp = p["Np"] // TILE_ROWS, -(-m // tile) * tile
-    tiles = rows * (mp // tile)
-    ws, counters, splits = split_buffers(x.device, tiles, tile, splits)
-    stream = _compile.current_stream()
-    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    m, kc = x.shape[0], p["Kc"]
+    mp = -(-m // tile) * tile
+    ptr = lambda t: np.uint64(0) if t is None else np.uint64(t.data_ptr())  # noqa: E731
     xq = torch.empty(kc, mp, 64, dtype=torch.bfloat16, device=x.device)
     _function("nvfp4_permute_x_sw")((-(-kc * mp * 8 // 256),), (256,), (
         ptr(x), ptr(xq), np.int32(m), np.int32(p["K"]), np.int32(kc), np.int32(mp)), stream=stream)
-    vec_out = int(n % 8 == 0 and out.data_ptr() % 16 == 0)
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xq), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(n),
-            np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
-            np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
-            np.int32(splits), np.int32(mp))
+    vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
+    return (ptr(p["wq"]), ptr(p["wsc"]), ptr(xq), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
+            np.int32(p["K"]), np.int32(kc), np.int32(p["Np"] // TILE_ROWS), np.int32(raster_group(p)),
+            np.int32(vec_out), ptr(ws), ptr(counters), np.int32(splits), np.int32(mp))
+
+
+def launch(x, p: dict, out, splits: int, tile: int):
+    """The permute and GEMM launches for checked arguments and a given S (>= 1)."""
+    tiles = (p["Np"] // TILE_ROWS) * -(-x.shape[0] // tile)
+    ws, counters, splits = split_buffers(x.device, tiles, tile, splits)
+    stream = _compile.current_stream()
+    args = _permuted_args(x, p, out, tile, ws, counters, splits, stream)
     name = f"nvfp4_gemm_ws_t{tile}" + ("_sk" if splits > 1 else "")
     kernel(name, tile)((tiles * splits,), (WS_THREADS,), args, shared_mem=smem_bytes(tile), stream=stream)
     return out
@@ -73,23 +78,13 @@ def launch_stream_k(x, p: dict, out, num_sms: int) -> bool:
     """The permute and nvfp4_gemm_ws_t128_skm launches (gemm_ws_sk.cuh: T = 128 stream-K with no whole tiles first,
     num_sms persistent blocks, one resident a SM) for checked arguments, through streamk's workspace and flags.
     -> False (nothing launched) where those would have to grow during a CUDA graph capture."""
-    import numpy as np
     import torch
 
-    m, kc = x.shape[0], p["Kc"]
-    rows, mp = p["Np"] // TILE_ROWS, -(-m // SKM_TILE) * SKM_TILE
     ws = scratch("stream_k", x.device, num_sms * SKM_TILE * TILE_ROWS, torch.float32)
     flags = scratch("stream_k_flags", x.device, num_sms, torch.int32)
     if ws is None or flags is None:
         return False
     stream = _compile.current_stream()
-    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    xq = torch.empty(kc, mp, 64, dtype=torch.bfloat16, device=x.device)
-    _function("nvfp4_permute_x_sw")((-(-kc * mp * 8 // 256),), (256,), (
-        ptr(x), ptr(xq), np.int32(m), np.int32(p["K"]), np.int32(kc), np.int32(mp)), stream=stream)
-    vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xq), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
-            np.int32(p["K"]), np.int32(kc), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out), ptr(ws),
-            ptr(flags), np.int32(1), np.int32(mp))
+    args = _permuted_args(x, p, out, SKM_TILE, ws, flags, 1, stream)
     _skm_kernel()((num_sms,), (WS_THREADS,), args, shared_mem=SKM_SMEM, stream=stream)
     return True
