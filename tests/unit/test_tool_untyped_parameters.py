@@ -9,6 +9,7 @@ import pytest
 
 from gateway.tool_grammar import string_terminal
 from gateway.tools import parse_tool_calls
+from tests.unit.tool_deltas import first_call_arguments
 
 PARAMS = {"type": "object", "properties": {"id": {"description": "the id"}, "tags": {"title": "Tags"}, "flag": {},
                                            "n": {"type": "integer", "description": "typed"}}}
@@ -35,13 +36,7 @@ async def test_every_route_gives_the_text(stack, stream):
     body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
             "enable_thinking": False, "stream": stream}
     raw = await (await client.post("/v1/chat/completions", json=body)).read()
-    if stream:
-        pieces = [call["function"].get("arguments") or "" for line in raw.decode().splitlines()
-                  if line.startswith("data: {") for choice in orjson.loads(line[6:])["choices"]
-                  for call in choice["delta"].get("tool_calls") or []]
-        arguments = "".join(pieces)
-    else:
-        arguments = orjson.loads(raw)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    arguments = first_call_arguments(raw, stream)
     assert json.loads(arguments) == EXPECTED
     ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
     calls = [call for line in ollama.decode().splitlines() if line.strip()

@@ -1,5 +1,6 @@
 """Test support: streamed OpenAI tool-call deltas joined into whole calls, as openai-python's stream helpers and
 other clients accumulate them (by index: the id, type and name of the first, the arguments of all)."""
+import orjson
 
 
 def join_calls(deltas: list) -> list:
@@ -23,3 +24,12 @@ def chunk_calls(chunks: list) -> list:
     """join_calls over every choice-0 delta.tool_calls of parsed chat chunks."""
     return join_calls([call for chunk in chunks for choice in chunk.get("choices") or []
                        for call in choice["delta"].get("tool_calls") or []])
+
+
+def first_call_arguments(raw: bytes, stream: bool) -> str:
+    """The first tool call's arguments in a /v1/chat/completions answer body: the streamed one's SSE chunks joined
+    (chunk_calls), else the message's tool_calls."""
+    if stream:
+        chunks = [orjson.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")]
+        return chunk_calls(chunks)[0]["function"]["arguments"]
+    return orjson.loads(raw)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
