@@ -47,6 +47,18 @@ def smem_bytes(tile: int, ring: str = "") -> int:
     return stages * stage_bytes(tile) + 1024
 
 
+def weight_args(p: dict) -> tuple:
+    """The launch arguments the GEMM kernels take from the weight p, as CuPy takes them: (wq, wsc, alpha) pointers
+    and N, K, Kc, row tiles, raster_group(p); built once and kept in p (the host's cost a launch: session 18)."""
+    import numpy as np
+
+    if "_gemm_args" not in p:
+        ptrs = tuple(np.uint64(p[key].data_ptr()) for key in ("wq", "wsc", "alpha"))
+        p["_gemm_args"] = ptrs + tuple(np.int32(v) for v in (p["N"], p["K"], p["Kc"], p["Np"] // TILE_ROWS,
+                                                              raster_group(p)))
+    return p["_gemm_args"]
+
+
 def raster_group(p: dict) -> int:
     """Row tiles per raster group: as many as keep GROUP_BYTES of weights, at least 1, at most all."""
     per_row_tile = (TILE_ROWS // 16) * p["Kc"] * FRAGMENT_BYTES
@@ -161,7 +173,7 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     import numpy as np
 
     plain = check_args(x, p, out, tile, fence, permute, diag, splits)
-    m, n, k = x.shape[0], p["N"], p["K"]
+    m, n = x.shape[0], p["N"]
     num_sms = _compile.num_sms(x.device)
     if _stream_k_ran(x, p, out, (tile, splits, stream_k), plain, num_sms):
         return out
@@ -178,8 +190,8 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     stream = _compile.current_stream()
     src = permuted_x(x, p, stream) if permute else x
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(src), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(n), np.int32(k),
-            np.int32(p["Kc"]), np.int32(rows), np.int32(raster_group(p)), np.int32(vec_out),
+    w = weight_args(p)
+    args = (w[0], w[1], ptr(src), ptr(out), w[2], np.int32(m), *w[3:], np.int32(vec_out),
             np.uint64(0) if splits == 1 else ptr(ws), np.uint64(0) if splits == 1 else ptr(counters),
             np.int32(splits))
     name = f"nvfp4_gemm_wgmma_t{tile}{'' if permute else '_x4'}{'' if fence else '_nf'}{diag}"

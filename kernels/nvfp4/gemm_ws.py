@@ -11,8 +11,8 @@ import functools
 import os
 
 from kernels import _compile
-from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, raster_group,
-                                      scratch, smem_bytes, split_buffers, stage_bytes)
+from kernels.nvfp4.gemm_wgmma import (TILE_ROWS, _function, _tile_and_splits, check_args, kernel, scratch,
+                                      smem_bytes, split_buffers, stage_bytes, weight_args)
 
 WS_TILES = (64, 128)  # the tiles gemm_wgmma sends here
 WS_THREADS = 288  # 2 MMA warpgroups + the producer warp
@@ -50,9 +50,9 @@ def _permuted_args(x, p: dict, out, tile: int, ws, counters, splits: int, stream
     _function("nvfp4_permute_x_sw")((-(-kc * mp * 8 // 256),), (256,), (
         ptr(x), ptr(xq), np.int32(m), np.int32(p["K"]), np.int32(kc), np.int32(mp)), stream=stream)
     vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
-    return (ptr(p["wq"]), ptr(p["wsc"]), ptr(xq), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
-            np.int32(p["K"]), np.int32(kc), np.int32(p["Np"] // TILE_ROWS), np.int32(raster_group(p)),
-            np.int32(vec_out), ptr(ws), ptr(counters), np.int32(splits), np.int32(mp))
+    w = weight_args(p)
+    return (w[0], w[1], ptr(xq), ptr(out), w[2], np.int32(m), *w[3:], np.int32(vec_out), ptr(ws), ptr(counters),
+            np.int32(splits), np.int32(mp))
 
 
 def launch(x, p: dict, out, splits: int, tile: int):

@@ -3,6 +3,7 @@ kernels: one persistent block per SM, the output tiles' 64-k chunk iterations cu
 and kernels/nvfp4/NOTES.md, session 4) and the choice of where it serves (pick, choice). gemm_wgmma.gemm_wgmma
 calls both; the launch shares its permute launch, kernel cache and scratch buffers.
 """
+import functools
 import os
 
 from kernels import _compile
@@ -56,7 +57,15 @@ def small_m_wins(m: int, np_: int, kc: int, num_sms: int = 132) -> bool:
 
 def choice(m: int, np_: int, k: int, num_sms: int = 132) -> tuple:
     """-> (T, waves) of the stream-K launch gemm_wgmma makes by default: (256, pick's waves) in M_RANGE, (128, 0)
-    where small_m_wins, else (0, -1): not stream-K."""
+    where small_m_wins, else (0, -1): not stream-K. Memoised (wgmma_pick's module docstring says why), keyed also
+    by M_RANGE and SMALL_M_RANGE, which benches and tests set."""
+    return _choice(m, np_, k, num_sms, M_RANGE, SMALL_M_RANGE)
+
+
+@functools.lru_cache(maxsize=wgmma_pick.MEMO)
+def _choice(m: int, np_: int, k: int, num_sms: int, m_range: tuple, small_m_range: tuple) -> tuple:
+    """choice's answer while M_RANGE and SMALL_M_RANGE are m_range and small_m_range (pick and small_m_wins read
+    them)."""
     waves = pick(m, np_, k, num_sms)
     if waves >= 0:
         return 256, waves
@@ -85,9 +94,9 @@ def launch(x, p: dict, out, tile: int, waves: int, num_sms: int) -> bool:
     stream = _compile.current_stream()
     xp, ptr = g.permuted_x(x, p, stream), (lambda t: np.uint64(t.data_ptr()))
     vec_out = int(p["N"] % 8 == 0 and out.data_ptr() % 16 == 0)
-    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(xp), ptr(out), ptr(p["alpha"]), np.int32(m), np.int32(p["N"]),
-            np.int32(p["K"]), np.int32(p["Kc"]), np.int32(rows), np.int32(g.raster_group(p)), np.int32(vec_out),
-            ptr(ws), ptr(flags), np.int32(1), np.int32(min(tiles // num_sms, waves) * num_sms))
+    w = g.weight_args(p)
+    args = (w[0], w[1], ptr(xp), ptr(out), w[2], np.int32(m), *w[3:], np.int32(vec_out), ptr(ws), ptr(flags),
+            np.int32(1), np.int32(min(tiles // num_sms, waves) * num_sms))
     g.kernel(f"nvfp4_gemm_wgmma_t{tile}_skm", tile)((num_sms,), (g.THREADS,), args, shared_mem=g.smem_bytes(tile),
                                                     stream=stream)
     return True

@@ -1,7 +1,12 @@
 """Which (tile, split-K) the wgmma NVFP4 GEMM (gemm_wgmma.py) launches: the tiles it is built with and pick's cost
 model of the busiest SM, fitted to device sweeps (kernels/nvfp4/NOTES.md: session 2 for T = 64 / 128 / 256, session 9
-for T = 32). CPU only: no GPU call here.
+for T = 32). CPU only: no GPU call here. pick, pick_tile and best_splits are pure functions of their integer arguments
+and this module's constants, and memoised: every prefill step asks the same few hundred questions (an eager 64-layer
+step runs ~770 GEMMs, and the cost model took ~40 us of host time a call; session 18).
 """
+import functools
+
+MEMO = 1 << 16  # memoised answers kept per function (M up to a few thousand x the weight shapes of a model)
 TILE_ROWS = 128  # weight rows per block
 # T tokens per block -> (cp.async stages, resident blocks per SM the kernel is built for)
 # (T = 32: 3 blocks of 8 stages beat 2 of 12 by 1-9% where a grid has blocks for 3; T = 64 with 8 stages against 6:
@@ -44,6 +49,7 @@ SPLIT_COSTS = {32: (T32_SPLIT_US, T32_RED_US_PER_MB), 64: (8.34, 0.184)}
 SPLIT_GAIN = 0.08
 
 
+@functools.lru_cache(maxsize=MEMO)
 def pick_tile(m: int, np_: int, num_sms: int = 132) -> int:
     """T minimising (blocks per SM, rounded up) x T / efficiency: the busiest SM's work. Small T only where few
     big blocks would leave SMs idle (run 2: the pick was the fastest tile on 27 of 28 shape x M points, 1.4% off on
@@ -82,6 +88,7 @@ def split_choices(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> l
     return [s for s in SPLITS if s <= min(kc // MIN_SPLIT_CHUNKS, -(-slots // blocks))]
 
 
+@functools.lru_cache(maxsize=MEMO)
 def best_splits(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> int:
     """S for tile T: the cheapest split if it beats S = 1 by SPLIT_GAIN in the model, else 1."""
     cost = lambda s: _busiest_sm_us(tile, s, m, np_, kc, num_sms)  # noqa: E731
@@ -89,6 +96,7 @@ def best_splits(tile: int, m: int, np_: int, kc: int, num_sms: int = 132) -> int
     return splits if cost(splits) < (1 - SPLIT_GAIN) * cost(1) else 1
 
 
+@functools.lru_cache(maxsize=MEMO)
 def pick(m: int, np_: int, kc: int, num_sms: int = 132) -> tuple:
     """-> (T, S): pick_tile's T with S = 1 unless a split (T, S > 1) costs SPLIT_GAIN less in the model."""
     best = (pick_tile(m, np_, num_sms), 1)

@@ -103,7 +103,10 @@ def test_t128_stream_k_runs_the_warp_specialised_kernel(monkeypatch):
     assert kw["shared_mem"] == 8 * gemm_wgmma.stage_bytes(128) + 1024 + 128 * 136 * 2 <= 227 * 1024
     assert [int(a) for a in args[5:12]] + [int(args[15])] == [96, 17408, 5120, 80, 136, gemm_wgmma.raster_group(p),
                                                                1, 128]
+    # the weight's pointers (kept in p by gemm_wgmma.weight_args after the first launch)
+    assert [int(args[i]) for i in (0, 1, 4)] == [p[key].data_ptr() for key in ("wq", "wsc", "alpha")]
     assert streamk.launch(x, p, out, 128, 1, 132) and launches[-1][0] == "nvfp4_gemm_wgmma_t128_skm"
+    assert [int(launches[-1][3][i]) for i in (0, 1, 4)] == [p[key].data_ptr() for key in ("wq", "wsc", "alpha")]
     monkeypatch.setattr(streamk, "WS", False)
     assert streamk.launch(x, p, out, 128, 0, 132) and launches[-1][0] == "nvfp4_gemm_wgmma_t128_skm"
     assert len(launches) == 4
@@ -179,3 +182,18 @@ def test_a_bad_wgmma_min_m_stops_with_one_line():
     done = subprocess.run([sys.executable, "-c", "import kernels.nvfp4.ops"], env=env, capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "SPARKINFER_NVFP4_WGMMA_MIN_M: 'lots' is not a whole number of rows"
+
+
+def test_memoised_choices_follow_the_ranges_benches_set(monkeypatch):
+    # streamk.choice and wgmma_pick.pick are memoised (host time a launch); the answer must still follow
+    # M_RANGE / SMALL_M_RANGE, which bench/gpu_model.py and SPARKINFER_NVFP4_SMALL_SK change
+    from kernels.nvfp4 import wgmma_pick
+
+    np_ = _np(17408)
+    assert streamk.choice(512, np_, 5120, 132) == (256, streamk.pick(512, np_, 5120, 132))
+    assert streamk.choice(96, np_, 5120, 132) == (128, 0)
+    monkeypatch.setattr(streamk, "M_RANGE", (1, 0))
+    monkeypatch.setattr(streamk, "SMALL_M_RANGE", (1, 0))
+    assert streamk.choice(512, np_, 5120, 132) == (0, -1) and streamk.choice(96, np_, 5120, 132) == (0, -1)
+    for m in (17, 40, 64, 100, 512):
+        assert wgmma_pick.pick(m, np_, 80, 132) == wgmma_pick.pick.__wrapped__(m, np_, 80, 132), m
