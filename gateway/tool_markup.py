@@ -25,6 +25,8 @@ PARAM_CLOSE = "</parameter>"
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 _STRUCTURE = (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
+# Tags whose start the model's end token may cut at the output's end (_Reader.cut_tag).
+_CUT_TAGS = (PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
 # A name the markup can carry (<function=NAME>, <parameter=NAME>): a '>' ends the tag, a line break or control
 # character breaks it, and the name is read trimmed (so it cannot be empty or start or end with a space).
 MARKUP_NAME_RE = re.compile(r"^(?=\S)(?!.*\s$)[^\x00-\x1f\x7f>]+$", re.S)
@@ -100,6 +102,8 @@ class _Reader:
         """([(name, raw value)], index after </tool_call>) of the parameters from pos on, or None."""
         pos = skip_space(self.text, pos)
         end = self._call_end(pos)
+        if end is None and self.cut_tag(pos):
+            return [], len(self.text)
         if end is not None:
             after = skip_space(self.text, end)
             if self.whole and after < len(self.text) and not self.call_starts(after):
@@ -175,7 +179,8 @@ class _Reader:
                 yield at, at
             at = self.text.find("\n", at) + 1
         if self.eos:
-            yield len(self.text), len(self.text)
+            end = self._before_cut_tag(start)
+            yield end, end
 
     def _call_end(self, pos: int) -> Optional[int]:
         """Index after the call's closers at pos: </function> then </tool_call>. One a model drops is read as vLLM's
@@ -184,6 +189,8 @@ class _Reader:
         at_end = self.open_end and pos == len(self.text)
         if self.text.startswith(FUNCTION_CLOSE, pos):
             pos = skip_space(self.text, pos + len(FUNCTION_CLOSE))
+            if self.cut_tag(pos):
+                return len(self.text)
             at_end = (self.open_end and pos == len(self.text)) or self.call_starts(pos)
         elif not (self.text.startswith(CALL_CLOSE, pos) or at_end):
             return None
@@ -192,7 +199,26 @@ class _Reader:
         return pos if at_end else None
 
     def _may_follow(self, pos: int) -> bool:
-        return self._call_end(pos) is not None or self.name_at(pos) is not None
+        return self._call_end(pos) is not None or self.name_at(pos) is not None or self.cut_tag(pos)
+
+    def cut_tag(self, pos: int) -> bool:
+        """Whether the text from pos to the output's end is a tag the model's end token (eos) cut: the start of a
+        </parameter>, <parameter=, </function> or </tool_call>, or a <parameter=NAME whose '>' never came. It is
+        markup, not a value: the call is the parameters written before it, as vLLM's qwen3_coder streams them (a
+        parameter goes out once its name's '>' is read, and the call finishes tool_calls)."""
+        rest = self.text[pos:]
+        if not (self.eos and rest) or ">" in rest or "\n" in rest:
+            return False
+        return rest.startswith(PARAM_OPEN) or any(tag.startswith(rest) for tag in _CUT_TAGS)
+
+    def _before_cut_tag(self, start: int) -> int:
+        """Where a value from start that runs to the output's end ends: before a tag the end token cut on its last
+        line (its '</param' or '<parameter=comm'), or a '</' started right after the value's text."""
+        line = max(self.text.rfind("\n", start) + 1, start)
+        if self.cut_tag(line):
+            return line
+        close = self.text.rfind("</", line)
+        return close if close >= 0 and PARAM_CLOSE.startswith(self.text[close:]) else len(self.text)
 
 
 def read_function(text: str, pos: int, open_end: bool = False, param_names: Callable = lambda name: None,
