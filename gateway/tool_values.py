@@ -79,7 +79,7 @@ class ToolParams:
             value = whole_number(fitted(raw, typed_value(raw, schema), validator), schema)
             if raw.strip() == "" and key not in self.required and not _accepts(validator, value, True):
                 continue
-            out[key] = value
+            out[key] = single_type_value(raw, value, schema)
         return out
 
 
@@ -245,6 +245,23 @@ def whole_number(value: Any, schema: dict) -> Any:
     numeric = bool(_types(schema) & {"integer", "number"})
     if numeric and isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
         return int(value)
+    return value
+
+
+def single_type_value(raw: str, value: Any, schema: dict) -> Any:
+    """A value not of its parameter's one type, as vLLM's qwen3_coder (_convert_param_value) and Ollama's parser
+    (parseTypedToolValue) both read it: for a boolean every word but true / false (yes, no, 1) is false, and for an
+    integer or a number anything that is none (1.5 for an integer, [1], true) is the text the model wrote (a whole
+    2.0 is the integer: whole_number). null stays null; other types keep the reading the schema fitted."""
+    types = _types(schema)
+    if value is None or len(types) != 1:
+        return value
+    if types == {"boolean"}:
+        return value if isinstance(value, bool) else False
+    if types == {"integer"}:
+        return value if isinstance(value, int) and not isinstance(value, bool) else raw
+    if types == {"number"}:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else raw
     return value
 
 

@@ -63,8 +63,9 @@ def test_python_literals_are_typed_by_the_schema():
 
 
 def test_values_that_are_no_literal_stay_text():
+    # A boolean word other than true / false is false, as vLLM and Ollama read it (test_tool_single_types).
     extra = "<parameter=verbose>\nyes\n</parameter>\n<parameter=env>\n__import__('os')\n</parameter>\n"
-    assert arguments(call_text("ls", extra)) == [{"command": "ls", "verbose": "yes", "env": "__import__('os')"}]
+    assert arguments(call_text("ls", extra)) == [{"command": "ls", "verbose": False, "env": "__import__('os')"}]
 
 
 @pytest.fixture

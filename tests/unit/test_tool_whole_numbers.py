@@ -17,7 +17,8 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": PARAMS}}]
 VALUES = {"limit": "140.0", "ms": "6e4", "ratio": "3.0", "half": "0.5", "odd": "1.5", "text": "2.0", "big": "1e300"}
 REPLY = "<tool_call>\n<function=f>\n" + "".join(
     f"<parameter={name}>\n{value}\n</parameter>\n" for name, value in VALUES.items()) + "</function>\n</tool_call>"
-EXPECTED = '{"limit":140,"ms":60000,"ratio":3,"half":0.5,"odd":1.5,"text":"2.0","big":1e+300}'
+# 1.5 and 1e300 are no integer: the text, as vLLM's and Ollama's parsers give it (tests/unit/test_tool_single_types.py).
+EXPECTED = '{"limit":140,"ms":60000,"ratio":3,"half":0.5,"odd":"1.5","text":"2.0","big":"1e300"}'
 
 
 def test_whole_numbers_are_integers():

@@ -1,0 +1,67 @@
+"""A tool-call value that is not of its parameter's one type is read as vLLM's qwen3_coder parser
+(_convert_param_value) and Ollama's (parseTypedToolValue) both read it: a boolean written yes / no / 1 is false, and
+an integer written 1.5 (or a number written as a word) is the text the model wrote. They came back as the string
+"yes", the number 1 for a boolean and the float 1.5 for an integer: values of another type than the tool's schema
+names, which typed clients (Codex's serde decoder, the OpenAI Agents SDK's pydantic models) refuse. On every route,
+streamed or not."""
+import json
+
+import orjson
+import pytest
+
+from gateway.tools import parse_tool_calls
+from tests.unit.tool_deltas import first_call_arguments
+
+PARAMS = {"type": "object", "properties": {
+    "force": {"type": "boolean"}, "quiet": {"type": "boolean"}, "all": {"type": "boolean"},
+    "depth": {"type": "integer", "minimum": 0}, "ratio": {"type": "number"}, "count": {"type": "integer"},
+    "maybe": {"type": ["boolean", "null"]}, "either": {"type": ["integer", "string"]}}}
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": PARAMS}}]
+VALUES = {"force": "yes", "quiet": "No", "all": "1", "depth": "1.5", "ratio": "many", "count": "-3",
+          "maybe": "yes", "either": "1.5"}
+REPLY = "<tool_call>\n<function=f>\n" + "".join(
+    f"<parameter={name}>\n{value}\n</parameter>\n" for name, value in VALUES.items()) + "</function>\n</tool_call>"
+# A value the parameter's one type fits stays (count -3, which minimum refuses: a bound is no type); a parameter
+# of several types keeps its reading, as both parsers keep it.
+EXPECTED = {"force": False, "quiet": False, "all": False, "depth": "1.5", "ratio": "many", "count": -3,
+            "maybe": "yes", "either": "1.5"}
+
+
+def test_the_reader_gives_each_parameters_type_or_the_text():
+    assert [json.loads(call["function"]["arguments"]) for call in parse_tool_calls(REPLY, TOOLS)] == [EXPECTED]
+
+
+@pytest.mark.parametrize("word, value", [("true", True), ("True", True), ("FALSE", False), ("null", None)])
+def test_true_false_and_null_stay_themselves(word, value):
+    text = f"<tool_call>\n<function=f>\n<parameter=force>\n{word}\n</parameter>\n</function>\n</tool_call>"
+    assert json.loads(parse_tool_calls(text, TOOLS)[0]["function"]["arguments"]) == {"force": value}
+
+
+def _frames(raw: bytes) -> list:
+    return [orjson.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_every_route_gives_the_typed_arguments(stack, stream):
+    client, fake = stack
+    fake.script.reply = REPLY
+    messages = [{"role": "user", "content": "hi"}]
+    body = {"model": "default", "messages": messages, "tools": TOOLS, "enable_thinking": False, "stream": stream}
+    raw = await (await client.post("/v1/chat/completions", json=body)).read()
+    assert json.loads(first_call_arguments(raw, stream)) == EXPECTED
+    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
+    assert [call["function"]["arguments"] for line in ollama.decode().splitlines() if line.strip()
+            for call in orjson.loads(line)["message"].get("tool_calls") or []] == [EXPECTED]
+    body = {"model": "default", "input": "hi", "reasoning": {"effort": "none"}, "stream": stream,
+            "tools": [{"type": "function", "name": "f", "parameters": PARAMS}]}
+    raw = await (await client.post("/v1/responses", json=body)).read()
+    response = _frames(raw)[-1]["response"] if stream else orjson.loads(raw)
+    assert [json.loads(i["arguments"]) for i in response["output"] if i["type"] == "function_call"] == [EXPECTED]
+    body = {"model": "default", "max_tokens": 300, "messages": messages, "thinking": {"type": "disabled"},
+            "tools": [{"name": "f", "input_schema": PARAMS}], "stream": stream}
+    raw = await (await client.post("/v1/messages", json=body)).read()
+    if stream:
+        assert json.loads("".join(e["delta"]["partial_json"] for e in _frames(raw) if e["type"] == "content_block_delta"
+                                  and e["delta"]["type"] == "input_json_delta")) == EXPECTED
+    else:
+        assert [b["input"] for b in orjson.loads(raw)["content"] if b["type"] == "tool_use"] == [EXPECTED]
