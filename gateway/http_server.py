@@ -113,6 +113,18 @@ class GatewayProtocol(web.RequestHandler):
             if not body.is_eof() and body.exception() is None:
                 body.set_exception(error)
 
+    def log_exception(self, *args, **kwargs) -> None:
+        """A request the parser rejects (its head, or a body it broke off: aiohttp reads what is left of that body
+        after the answer and meets the error again) is the client's fault: one WARNING line naming it, as uvicorn
+        (vLLM) logs "Invalid HTTP request received.", not aiohttp's ERROR with a traceback for each (a log flood any
+        client can cause). Other errors are logged as aiohttp logs them."""
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, (HttpProcessingError, RequestPayloadError)):
+            detail = one_line(exc.message) if isinstance(exc, HttpProcessingError) else str(exc)
+            log.warning("malformed HTTP request to %s: %s", self._target, detail)
+            return
+        super().log_exception(*args, **kwargs)
+
     def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
         """aiohttp's handling (logs it, refuses once a response has begun), answered in the API's error shape."""

@@ -1,6 +1,7 @@
 """Requests aiohttp's own parser rejects come back as JSON in the route's API error shape, never as plain text or
 a hang; header limits as vLLM's (fake scheduler, raw sockets)."""
 import asyncio
+import logging
 
 import orjson
 import pytest
@@ -93,15 +94,38 @@ async def test_a_request_the_parser_rejects_is_a_json_error_in_the_api_shape(por
     assert headers["Access-Control-Allow-Origin"] == "*"
 
 
+@pytest.mark.parametrize("case", list(REQUESTS))
+async def test_a_request_the_parser_rejects_is_one_warning_line_not_an_error_traceback(port, case, caplog):
+    """aiohttp logged each at ERROR with its traceback ("Error handling request from ..."): a client's fault, and a
+    log flood any client could cause; uvicorn under vLLM logs a one-line warning."""
+    make, status, _, fragment = REQUESTS[case]
+    with caplog.at_level("DEBUG"):
+        got, _, _ = _parse(await _exchange(port, make(PATHS["openai"])))
+    assert got == status
+    logged = [r for r in caplog.records if r.levelno > logging.DEBUG]
+    assert [(r.levelname, r.getMessage()) for r in logged if r.levelno >= logging.ERROR or r.exc_info] == []
+    warnings = [r.getMessage() for r in logged if r.levelname == "WARNING" and "malformed HTTP" in r.getMessage()]
+    if case == "invalid method":  # on a connection's first request aiohttp logs it at DEBUG (non-HTTP traffic)
+        assert warnings == []
+        return
+    assert len(warnings) == 1 and warnings[0].startswith("malformed HTTP request to /v1/chat/completions: ")
+    assert "\n" not in warnings[0] and (fragment in warnings[0] or status == 431)
+
+
 @pytest.mark.parametrize("api", list(PATHS))
-async def test_a_bad_chunk_after_the_handler_started_is_a_400_not_a_hang(port, api):
+async def test_a_bad_chunk_after_the_handler_started_is_a_400_not_a_hang(port, api, caplog):
     """aiohttp's C parser drops the body stream without an error when the chunk size that breaks it comes in a
     later read: the handler reading the body waited forever."""
     head = _post(PATHS[api], b"Authorization: Bearer " + KEY.encode() + b"\r\nTransfer-Encoding: chunked\r\n",
                  b"2\r\n{}\r\n")
-    got, headers, body = _parse(await _exchange(port, head, b"zz\r\n{}\r\n0\r\n\r\n"))
+    with caplog.at_level("INFO"):
+        got, headers, body = _parse(await _exchange(port, head, b"zz\r\n{}\r\n0\r\n\r\n"))
     assert got == 400 and headers["Connection"] == "close"
     assert _message(api, body) == "malformed HTTP request body: Invalid character in chunk size: b'zz'"
+    # aiohttp reads what is left of the body after the answer: it logged an ERROR "Unhandled exception" traceback.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "malformed HTTP request to " + PATHS[api].decode() + ": Invalid character in chunk size: b'zz'"]
 
 
 async def test_a_20_kib_bearer_token_and_200_headers_are_served(port):
