@@ -4,7 +4,7 @@ Messages keep their role, except that instructions and every system / developer 
 (the Qwen3.5 / 3.8 templates take no other); function_call items become the assistant's tool_calls
 (consecutive calls share one assistant message, as the model wrote them), function_call_output items become tool
 messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it (a turn of its own
-when a user message, or the end of the input, comes first). Nothing is
+when a user message, or the end of the input, comes first); Codex's agent_message items are user turns. Nothing is
 stored here, so an item_reference cannot be resolved, and this text-only model takes no image, file or audio part.
 """
 from __future__ import annotations
@@ -126,13 +126,22 @@ def _reasoning(item: dict, where: str, convo: _Conversation) -> None:
     convo.reasoning = "\n".join(texts)
 
 
+def _agent_message(item: dict, where: str, convo: _Conversation) -> None:
+    """Codex's multi-agent item (the task handed to a spawned sub-agent, a sub-agent's report), which Codex replays in
+    every later request of that thread: a user turn of its text, as Ollama and NVIDIA Dynamo read it."""
+    content = item.get("content")
+    text = "" if content is None else content_text(content, f"{where}.content")
+    convo.close_reasoning()
+    convo.messages.append({"role": "user", "content": text})
+
+
 def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
     raise InvalidRequest(f"{where} is an item_reference, which cannot be resolved: {NOT_STORED}; send the items "
                          f"themselves", param=f"{where}.id")
 
 
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
-          "reasoning": _reasoning, "item_reference": _item_reference}
+          "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference}
 
 
 def continues_final_message(value: Any) -> bool:
@@ -159,7 +168,7 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         handler = _ITEMS.get(kind)
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
-                              f"function_call_output and reasoning are)", param=f"input[{i}].type")
+                              f"function_call_output, reasoning and agent_message are)", param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
     convo.close_reasoning()
     if not convo.messages:
