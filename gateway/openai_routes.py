@@ -1,4 +1,5 @@
-"""Gateway process: aiohttp handlers of the OpenAI /v1 routes (models, chat, completions, tokenize, score)."""
+"""Gateway process: aiohttp handlers of the OpenAI /v1 routes (models, chat, completions, tokenize, score) and of
+vLLM's /generative_scoring."""
 from __future__ import annotations
 
 from aiohttp import web
@@ -17,6 +18,7 @@ from gateway.openai import chat_prompt_text, parse_chat, parse_completion
 from gateway.openai_plan import Plan, check_model
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
 from gateway.completion_shape import CompletionFramer, completion_response
+from gateway import generative_scoring
 from gateway.openai_shape import ChatFramer, ChatShaper
 from gateway.offload import run_cpu
 from gateway.score import (SCORE_SCHEMA, check_fits, check_parts, check_size, completion_ids, score_request,
@@ -119,6 +121,7 @@ class OpenAIRoutes:
         app.router.add_post("/v1/detokenize", self.detokenize)
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_post("/v1/score", self.score)
+        app.router.add_post("/generative_scoring", self.generative_scoring)
         app.router.add_post("/v1/embeddings", self.embeddings)
         # llama.cpp's server takes embeddings at /embedding and /embeddings too: the same 501 with the reason.
         app.router.add_post("/embedding", self.embeddings)
@@ -207,6 +210,17 @@ class OpenAIRoutes:
         results, _ = await self.engine.complete(score_request(prompt_ids, completion, top))
         return json_response(score_response(card, name, len(prompt_ids), completion, results[0].prompt_logprobs,
                                             top))
+
+    async def generative_scoring(self, request: web.Request) -> web.Response:
+        """vLLM's Generative Scoring API: each item's next-token label probability (gateway/generative_scoring.py)."""
+        body = validate(await read_json(request), generative_scoring.SCHEMA)
+        card = await self.engine.card()
+        name = await self.engine.served_name()
+        check_model(body.get("model"), card, name)
+        generative_scoring.check_body(body, card)
+        prompts = await run_cpu(generative_scoring.item_prompts, body, card)
+        scores = await generative_scoring.scores(self.engine, body, prompts)
+        return json_response(generative_scoring.response(name, scores, sum(len(ids) for ids in prompts)))
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await read_json(request)

@@ -1,0 +1,79 @@
+"""POST /generative_scoring, vLLM's Generative Scoring API for generative models (vLLM PR #34539): each item's
+probability of the first label token as the next token after query + item (fake scheduler: the next token's
+alternatives are its scripted top_ids at logprobs -1, -2, ..; a label scored teacher-forced after a prompt of L tokens
+gets the fake prompt logprob -0.1 * L)."""
+import math
+
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
+TOKENIZER = build_tokenizer()
+
+
+@pytest.fixture
+async def stack():
+    fake = FakeServing(TOKENIZER, max_context_len=64)
+    fake.script.reply = "Hello"
+    fake.script.top_ids = [5, 6]
+    async with fake_gateway(fake) as pair:
+        yield pair
+
+
+async def _scores(client, body: dict) -> dict:
+    response = await client.post("/generative_scoring", json=body)
+    assert response.status == 200, await response.text()
+    return await response.json()
+
+
+async def test_labels_among_the_next_tokens_are_softmaxed_over_the_labels(stack):
+    client, fake = stack
+    out = await _scores(client, {"model": "fake-model", "query": "Is it blue?", "items": [" sky", " grass"],
+                                 "label_token_ids": [5, 6]})
+    expected = math.exp(-1.0) / (math.exp(-1.0) + math.exp(-2.0))
+    assert out["object"] == "list" and out["model"] == "fake-model"
+    assert [(d["index"], d["object"]) for d in out["data"]] == [(0, "score"), (1, "score")]
+    assert all(d["score"] == pytest.approx(expected) for d in out["data"])
+    query, items = TOKENIZER.encode("Is it blue?").ids, [TOKENIZER.encode(t).ids for t in (" sky", " grass")]
+    # One next-token request per item, query first, with the alternatives it needs.
+    assert [list(r.prompt_token_ids) for r in fake.script.requests] == [query + ids for ids in items]
+    assert {(r.max_tokens, r.sampling.num_logprobs) for r in fake.script.requests} == {(1, 20)}
+    assert out["usage"] == {"prompt_tokens": sum(len(query + ids) for ids in items),
+                            "total_tokens": sum(len(query + ids) for ids in items), "completion_tokens": 0}
+
+
+async def test_without_softmax_the_score_is_the_models_probability(stack):
+    client, _ = stack
+    out = await _scores(client, {"query": "Q", "items": ["a"], "label_token_ids": [6, 5], "apply_softmax": False})
+    assert out["data"][0]["score"] == pytest.approx(math.exp(-2.0))
+
+
+async def test_a_label_the_next_token_does_not_show_is_scored_after_the_prompt(stack):
+    client, fake = stack
+    out = await _scores(client, {"query": [1, 2, 3], "items": [[4], [7, 8]], "label_token_ids": [9, 5],
+                                 "item_first": True})
+    # Label 9 is no alternative: scored teacher-forced after item + query (the fake's -0.1 * prompt length).
+    for item, length in zip(out["data"], (4, 5)):
+        assert item["score"] == pytest.approx(math.exp(-0.1 * length) / (math.exp(-0.1 * length) + math.exp(-1.0)))
+    forced = fake.script.requests[-2:]
+    assert [list(r.prompt_token_ids) for r in forced] == [[4, 1, 2, 3, 9], [7, 8, 1, 2, 3, 9]]
+    assert all(r.sampling.prompt_logprobs for r in forced)
+
+
+@pytest.mark.parametrize("body,param,words", [
+    ({"query": "Q", "items": ["a"], "label_token_ids": []}, "label_token_ids",
+     "label_token_ids must contain at least one token ID."),
+    ({"query": "Q", "items": ["a"], "label_token_ids": [100000]}, "label_token_ids",
+     "label_token_id 100000 is out of vocabulary range"),
+    ({"query": "Q", "items": [], "label_token_ids": [1]}, "items", "items must contain at least one item."),
+    ({"query": "Q", "items": ["a", [1]], "label_token_ids": [1]}, "items[1]", "is not of type"),
+    ({"query": "Q", "label_token_ids": [1]}, "items", "required"),
+    ({"query": "Q " * 40, "items": ["a"], "label_token_ids": [1]}, "items[0]", "maximum context length is 64"),
+    ({"query": [100000], "items": ["a"], "label_token_ids": [1]}, "query", "must be token ids"),
+], ids=["no-labels", "label-out-of-vocab", "no-items", "mixed-items", "no-items-key", "too-long", "query-id"])
+async def test_bad_requests_are_400s_naming_the_field(stack, body, param, words):
+    client, fake = stack
+    response = await client.post("/generative_scoring", json=body)
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == param and words in error["message"]
+    assert not fake.script.requests
