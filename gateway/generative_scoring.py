@@ -1,7 +1,8 @@
-"""Gateway process: POST /generative_scoring, vLLM's Generative Scoring API for generative models (vLLM PR #34539,
-vllm/entrypoints/openai/generative_scoring/serving.py): for each item, how likely each label token is as the next token
-after query + item (item + query with item_first), and the item's score: the first label's probability, softmaxed
-over the labels (apply_softmax, the default) or the model's own (exp of its logprob).
+"""Gateway process: next-token label scoring of a generative model, as vLLM's POST /generative_scoring (vLLM PR #34539,
+vllm/entrypoints/openai/generative_scoring/serving.py) and SGLang's POST /v1/score (its ScoringRequest, a body with
+label_token_ids) answer it: for each item, how likely each label token is as the next token after query + item (item +
+query with item_first), softmaxed over the labels (apply_softmax: vLLM's default, off in SGLang) or the model's own
+probability (exp of its logprob). vLLM answers each item's first-label probability, SGLang every label's.
 
 Each prompt runs to one greedy token with the 20 most likely next tokens and their logprobs (the raw log-softmax, as
 vLLM's logprob_token_ids reads it): a label among them, or the sampled token, has its logprob there. A label that is
@@ -15,7 +16,7 @@ import math
 import secrets
 import time
 
-from gateway.errors import ContextLengthExceeded, InternalError, InvalidRequest
+from gateway.errors import ContextLengthExceeded, InternalError, InvalidRequest, NotImplementedApi
 from gateway.gen_request import GenRequest, Sampling
 from gateway.model import ModelCard
 
@@ -54,6 +55,51 @@ def check_body(body: dict, card: ModelCard) -> None:
     if len(body["items"]) > MAX_ITEMS:
         raise InvalidRequest(f"'items' holds {len(body['items'])} items; at most {MAX_ITEMS} are accepted",
                              param="items")
+
+
+# SGLang's /v1/score body (its ScoringRequest): items may be one text; apply_softmax defaults to false there.
+SGLANG_SCHEMA = {
+    "type": "object",
+    "required": ["query", "items"],
+    "properties": {**SCHEMA["properties"],
+                   "items": {"anyOf": [{"type": "string"}, *SCHEMA["properties"]["items"]["anyOf"]]}},
+}
+
+
+def sglang_body(body: dict, card: ModelCard) -> dict:
+    """An SGLang /v1/score body read as SGLang reads it (one item text is a list of one), checked in its words."""
+    if body.get("label_token_ids") is None:
+        raise InvalidRequest("label_token_ids must be provided", param="label_token_ids")
+    for token_id in body["label_token_ids"]:
+        if token_id < 0 or token_id >= card.vocab_size:
+            raise InvalidRequest(f"Token ID {token_id} is out of vocabulary (vocab size: {card.vocab_size})",
+                                 param="label_token_ids")
+    items = [body["items"]] if isinstance(body["items"], str) else body["items"]
+    body = {**body, "items": items}
+    check_body(body, card)
+    return body
+
+
+def is_sglang_body(body) -> bool:
+    """Whether a /v1/score body is SGLang's label scoring (query, items, label_token_ids), not a prompt + completion."""
+    if not isinstance(body, dict) or "messages" in body or "prompt" in body:
+        return False
+    return bool({"query", "items", "label_token_ids"} & body.keys())
+
+
+def refuse_pooling_score(body) -> None:
+    """vLLM's Score API bodies (text_1 / text_2, queries / documents, data_1 / data_2) ask for a cross-encoder or
+    embedding model's scores: vLLM answers a generative model's with its 501, and so does this server, saying what
+    it scores instead (it read them as a prompt + completion body: 400 'give exactly one of messages or prompt')."""
+    if not isinstance(body, dict) or "messages" in body or "prompt" in body:
+        return
+    if {"text_1", "text_2", "queries", "documents", "data_1", "data_2"} & body.keys():
+        raise NotImplementedApi(
+            "The model does not support Score API: scoring text pairs needs a cross-encoder or embedding model, and "
+            "this server runs a generative model. It scores items by their next-token label probability "
+            "(POST /generative_scoring, or /v1/score with query, items and label_token_ids, as SGLang) and a "
+            "completion after a prompt (POST /v1/score with prompt or messages, and completion)",
+            code="score_unsupported", headers={"x-should-retry": "false"})
 
 
 def _ids(value, card: ModelCard, param: str) -> list:
@@ -132,34 +178,47 @@ def add_label_logprobs(found: list, pairs: list, results: list) -> None:
         found[index][label] = entries[-1].logprob
 
 
-async def scores(engine, body: dict, prompts: list) -> list:
-    """Each item's score: its labels' logprobs from one next-token request, teacher-forced for the labels it did not
-    show."""
-    labels = list(dict.fromkeys(body["label_token_ids"]))
+async def label_logprobs(engine, prompts: list, labels: list) -> list:
+    """Per prompt, {label: logprob of it as the next token}: from one next-token request, teacher-forced for the
+    labels it did not show."""
+    labels = list(dict.fromkeys(labels))
     results, _ = await engine.complete(next_token_request(prompts))
     found = found_logprobs(results, labels)
     pairs = [(index, label) for index, seen in enumerate(found) for label in labels if label not in seen]
     if pairs:
         scored, _ = await engine.complete(label_request([(prompts[index], label) for index, label in pairs]))
         add_label_logprobs(found, pairs, scored)
-    apply_softmax = body.get("apply_softmax", True)
-    return [score(seen, labels[0], apply_softmax) for seen in found]
+    return found
 
 
-def score(label_logprobs: dict, first: int, apply_softmax: bool) -> float:
-    """The first label's probability: softmaxed over the labels, or exp of its logprob (as vLLM's
-    _compute_probabilities)."""
+def probabilities(logprobs: dict, labels: list, apply_softmax: bool) -> list:
+    """Each label's probability: softmaxed over the labels, or exp of its logprob (vLLM's _compute_probabilities,
+    SGLang's score_request)."""
     if not apply_softmax:
-        return math.exp(label_logprobs[first])
-    top = max(label_logprobs.values())
-    total = math.fsum(math.exp(logprob - top) for logprob in label_logprobs.values())
-    return math.exp(label_logprobs[first] - top) / total
+        return [math.exp(logprobs[label]) for label in labels]
+    top = max(logprobs.values())
+    total = math.fsum(math.exp(logprob - top) for logprob in logprobs.values())
+    return [math.exp(logprobs[label] - top) / total for label in labels]
 
 
-def response(model: str, scores: list, num_prompt_tokens: int) -> dict:
-    """vLLM's GenerativeScoringResponse; nothing generated is counted (the scoring token is dropped, as vLLM's
-    prefill-only request generates none)."""
+async def vllm_answer(engine, body: dict, prompts: list, model: str) -> dict:
+    """vLLM's GenerativeScoringResponse: each item's first-label probability; nothing generated is counted (the
+    scoring token is dropped, as vLLM's prefill-only request generates none)."""
+    labels = body["label_token_ids"]
+    found = await label_logprobs(engine, prompts, labels)
+    apply_softmax = body.get("apply_softmax", True)
+    data = [{"index": index, "object": "score", "score": probabilities(seen, labels[:1], apply_softmax)[0]}
+            for index, seen in enumerate(found)]
+    num_prompt = sum(len(ids) for ids in prompts)
     return {"id": f"generative-scoring-{secrets.token_hex(12)}", "object": "list", "created": int(time.time()),
-            "model": model, "data": [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)],
-            "usage": {"prompt_tokens": num_prompt_tokens, "total_tokens": num_prompt_tokens,
-                      "completion_tokens": 0}}
+            "model": model, "data": data,
+            "usage": {"prompt_tokens": num_prompt, "total_tokens": num_prompt, "completion_tokens": 0}}
+
+
+async def sglang_answer(engine, body: dict, prompts: list, model: str) -> dict:
+    """SGLang's ScoringResponse: per item, every label's probability in the order asked (no usage, as SGLang's)."""
+    labels = body["label_token_ids"]
+    found = await label_logprobs(engine, prompts, labels)
+    apply_softmax = body.get("apply_softmax", False)
+    return {"scores": [probabilities(seen, labels, apply_softmax) for seen in found], "model": model, "usage": None,
+            "object": "scoring"}

@@ -175,7 +175,7 @@ class LlamaCppRoutes:
         app.router.add_post("/lora-adapters", self.set_lora_adapters)
         app.router.add_post("/apply-template", self.apply_template)
         app.router.add_post("/infill", self.infill)
-        for path in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking"):
+        for path in ("/rerank", "/reranking", "/v1/rerank", "/v1/reranking", "/v2/rerank"):
             app.router.add_post(path, self.rerank)
 
     async def props(self, request: web.Request) -> web.Response:

@@ -121,6 +121,8 @@ class OpenAIRoutes:
         app.router.add_post("/v1/detokenize", self.detokenize)
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_post("/v1/score", self.score)
+        # vLLM's own path for its Score API (/v1/score is its alias there).
+        app.router.add_post("/score", self.score)
         app.router.add_post("/generative_scoring", self.generative_scoring)
         app.router.add_post("/v1/embeddings", self.embeddings)
         # llama.cpp's server takes embeddings at /embedding and /embeddings too: the same 501 with the reason.
@@ -197,8 +199,12 @@ class OpenAIRoutes:
         return response
 
     async def score(self, request: web.Request) -> web.Response:
-        """Teacher-forced scoring of a completion after a prompt (gateway/score.py)."""
-        body = validate(await read_json(request), SCORE_SCHEMA)
+        """Teacher-forced scoring of a completion after a prompt (gateway/score.py), or SGLang's label scoring."""
+        body = await read_json(request)
+        if generative_scoring.is_sglang_body(body):
+            return await self._sglang_score(body)
+        generative_scoring.refuse_pooling_score(body)
+        body = validate(body, SCORE_SCHEMA)
         check_request_template(body, self.config)
         check_parts(body)
         card = await self.engine.card()
@@ -219,8 +225,17 @@ class OpenAIRoutes:
         check_model(body.get("model"), card, name)
         generative_scoring.check_body(body, card)
         prompts = await run_cpu(generative_scoring.item_prompts, body, card)
-        scores = await generative_scoring.scores(self.engine, body, prompts)
-        return json_response(generative_scoring.response(name, scores, sum(len(ids) for ids in prompts)))
+        return json_response(await generative_scoring.vllm_answer(self.engine, body, prompts, name))
+
+    async def _sglang_score(self, body) -> web.Response:
+        """SGLang's /v1/score (a body with label_token_ids): every label's next-token probability per item."""
+        body = validate(body, generative_scoring.SGLANG_SCHEMA)
+        card = await self.engine.card()
+        name = await self.engine.served_name()
+        check_model(body.get("model"), card, name)
+        body = generative_scoring.sglang_body(body, card)
+        prompts = await run_cpu(generative_scoring.item_prompts, body, card)
+        return json_response(await generative_scoring.sglang_answer(self.engine, body, prompts, name))
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await read_json(request)

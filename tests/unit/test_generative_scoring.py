@@ -77,3 +77,52 @@ async def test_bad_requests_are_400s_naming_the_field(stack, body, param, words)
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == param and words in error["message"]
     assert not fake.script.requests
+
+
+async def test_sglang_v1_score_gives_every_labels_probability(stack):
+    client, fake = stack
+    # SGLang's /v1/score: one item text is a list of one; apply_softmax defaults to false (the model's probabilities).
+    for path in ("/v1/score", "/score"):
+        response = await client.post(path, json={"query": "Is it blue?", "items": " sky", "label_token_ids": [6, 5]})
+        assert response.status == 200
+        assert await response.json() == {"scores": [[pytest.approx(math.exp(-2.0)), pytest.approx(math.exp(-1.0))]],
+                                         "model": "fake-model", "usage": None, "object": "scoring"}
+    response = await client.post("/v1/score", json={"query": "Q", "items": ["a", "b"], "label_token_ids": [5, 6],
+                                                    "apply_softmax": True})
+    expected = [math.exp(-1.0) / (math.exp(-1.0) + math.exp(-2.0)), math.exp(-2.0) / (math.exp(-1.0) + math.exp(-2.0))]
+    assert (await response.json())["scores"] == [pytest.approx(expected)] * 2
+
+
+@pytest.mark.parametrize("body,words", [
+    ({"query": "Q", "items": ["a"]}, "label_token_ids must be provided"),
+    ({"query": "Q", "items": ["a"], "label_token_ids": [100000]}, "Token ID 100000 is out of vocabulary"),
+], ids=["no-labels", "label-out-of-vocab"])
+async def test_sglang_v1_score_errors_in_its_words(stack, body, words):
+    client, fake = stack
+    response = await client.post("/v1/score", json=body)
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == "label_token_ids" and words in error["message"]
+    assert not fake.script.requests
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/score", {"text_1": "What is the capital of France?", "text_2": ["Paris", "Berlin"]}),
+    ("/score", {"queries": "q", "documents": ["a"]}),
+    ("/score", {"data_1": "q", "data_2": ["a"]}),
+], ids=["text-pairs", "queries-documents", "data"])
+async def test_vllms_pooling_score_bodies_are_its_501_saying_what_is_scored(stack, path, body):
+    client, fake = stack
+    response = await client.post(path, json=body)
+    error = (await response.json())["error"]
+    assert response.status == 501 and response.headers["x-should-retry"] == "false"
+    assert error["message"].startswith("The model does not support Score API") and "/generative_scoring" in \
+        error["message"] and error["code"] == "score_unsupported"
+    assert not fake.script.requests
+
+
+async def test_teacher_forced_scoring_on_vllms_score_path_and_v2_rerank(stack):
+    client, _ = stack
+    response = await client.post("/score", json={"prompt": "Q", "completion": "a"})
+    assert response.status == 200 and (await response.json())["object"] == "score"
+    response = await client.post("/v2/rerank", json={"query": "q", "documents": ["a"]})
+    assert response.status == 501 and "does not support reranking" in (await response.json())["error"]["message"]
