@@ -14,7 +14,7 @@ from gateway.errors import ApiError, InvalidRequest, NotFound, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
-from gateway.ollama_names import resolve_model, serves
+from gateway.ollama_names import INVALID_NAME, reference, resolve_model, serves, valid_name
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
                                   tags_entry)
@@ -41,11 +41,13 @@ _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest"
 # The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
 # not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler); only the served model gets
 # the 501.
+# and its 400 for a name that is no Ollama name (DeleteHandler 'name "x" is invalid', CopyHandler 'source "x" is
+# invalid', the others' 'invalid model name').
 _NAMED_MODEL = {
-    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found"),
-    ("POST", "/api/copy"): (("source",), 'model "{}" not found'),
-    ("POST", "/api/embed"): (("model",), "model '{}' not found"),
-    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first'),
+    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found", 'name "{}" is invalid'),
+    ("POST", "/api/copy"): (("source",), 'model "{}" not found', 'source "{}" is invalid'),
+    ("POST", "/api/embed"): (("model",), "model '{}' not found", INVALID_NAME),
+    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first', INVALID_NAME),
 }
 # The api struct and the names a route without a model of its own needs (keys, error, Ollama's words), for a body
 # naming none: an empty name fails Ollama's model reference parse before anything else (DeleteHandler, PushHandler,
@@ -206,9 +208,10 @@ class OllamaRoutes:
         ending with "success"; {"status": "success"} with stream false): clients pull before use. Any other model
         cannot be pulled here: the 501 with the reason."""
         body = check_go_types(await read_json(request), "PullRequest")
-        name, stream = body.get("model") or body.get("name"), body.get("stream")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequest("model is required", param="model")
+        name, stream = body.get("model") or body.get("name") or "", body.get("stream")
+        # PullHandler's model reference parse answers a name that reads as none or as no Ollama name alike.
+        if not reference(name) or not valid_name(reference(name)):
+            raise InvalidRequest(INVALID_NAME, param="model")
         if not serves(name, await self.engine.card(), await self.engine.served_name()):
             raise NotImplementedApi(_PULL)
         if stream is False:
@@ -234,10 +237,15 @@ class OllamaRoutes:
                 await self._check_named_model(body, *named)
         return ollama_error(NotImplementedApi(reason))
 
-    async def _check_named_model(self, body: dict, keys: tuple, not_found: str) -> None:
+    async def _check_named_model(self, body: dict, keys: tuple, not_found: str, invalid: str) -> None:
         """Ollama's 404 when the body names a model this server does not serve (a management request on a model it
-        lacks): the 501 is only for what cannot be done to the served model."""
+        lacks), after its 400 for a name that is no Ollama name: the 501 is only for what cannot be done to the
+        served model."""
         names = [body.get(key) for key in keys]
         name = next((n for n in names if isinstance(n, str) and n), None)
-        if name is not None and not serves(name, await self.engine.card(), await self.engine.served_name()):
-            raise NotFound(not_found.format(name), param=keys[0])
+        if name is None or serves(name, await self.engine.card(), await self.engine.served_name()):
+            return
+        # CopyHandler parses its source as it is; the others trim it and drop ":local" first (modelref.ParseRef).
+        if not valid_name(name if keys == ("source",) else reference(name)):
+            raise InvalidRequest(invalid.format(name), param=keys[0])
+        raise NotFound(not_found.format(name), param=keys[0])

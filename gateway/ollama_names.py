@@ -1,8 +1,17 @@
-"""Gateway process: Ollama model names, matched to the served model as Ollama's getExistingName finds them."""
+"""Gateway process: Ollama model names, read as Ollama's model reference parse reads them and matched to the served
+model as Ollama's getExistingName finds them."""
 from __future__ import annotations
 
-from gateway.errors import InvalidRequest, NotFound
+from typing import Callable, Optional
+
+from gateway.errors import ApiError, InvalidRequest, NotFound
 from gateway.model import ModelCard
+
+# Ollama's words for a name its model.ParseName cannot take (types/errtypes InvalidModelNameErrMsg).
+INVALID_NAME = "invalid model name"
+# What cutPromised puts where a separator promised a part and none follows: never a valid part.
+_MISSING = "!MISSING!"
+_HOST, _NAMESPACE, _MODEL, _TAG = range(4)
 
 
 def tag_name(served_name: str) -> str:
@@ -12,6 +21,54 @@ def tag_name(served_name: str) -> str:
 
 def model_names(card: ModelCard, served_name: str) -> set:
     return {served_name, card.model_id, "default"}
+
+
+def reference(raw: str) -> str:
+    """The model a request names, as Ollama's modelref.ParseRef reads it: the whitespace around it trimmed and an
+    explicit ":local" source suffix dropped ("tiny:local" is "tiny"); "" when it names none."""
+    name = raw.strip()
+    base, colon, suffix = name.rpartition(":")
+    return base if colon and suffix.strip().lower() == "local" else name
+
+
+def _cut(text: str, sep: str) -> tuple[str, str, bool]:
+    """Go's cutPromised: text cut at its last sep; an empty side is _MISSING."""
+    index = text.rfind(sep)
+    if index < 0:
+        return text, "", False
+    return text[:index] or _MISSING, text[index + len(sep):] or _MISSING, True
+
+
+def _valid_part(kind: int, part: str) -> bool:
+    """Ollama's isValidPart: 1-80 characters (a host 350), a letter, digit or '_' first, then those and '_', '-',
+    '.' (not in a namespace) and ':' (in a host only)."""
+    if not 1 <= len(part) <= (350 if kind == _HOST else 80):
+        return False
+    for index, char in enumerate(part):
+        if char.isascii() and (char.isalnum() or char == "_"):
+            continue
+        if index == 0 or char not in "-.:" or (char == "." and kind == _NAMESPACE) or (char == ":" and kind != _HOST):
+            return False
+    return True
+
+
+def valid_name(name: str) -> bool:
+    """Whether Ollama's model.ParseName takes name ([scheme://][host/][namespace/]model[:tag], the parts left out
+    defaulted to registry.ollama.ai/library/...:latest): "tiny:", "a b" or "h/n/m/x" are not names."""
+    host, namespace, tag = "registry.ollama.ai", "library", "latest"
+    if name.rfind(":") > name.rfind("/"):
+        name, tag, _ = _cut(name, ":")
+    rest, model, cut = _cut(name, "/")
+    if not cut:
+        model = name
+    else:
+        rest, part, cut = _cut(rest, "/")
+        namespace = part if cut else rest
+        if cut:
+            scheme, sep, after = rest.partition("://")
+            host = (after if sep else scheme) or host
+    return all(_valid_part(kind, part) for kind, part in ((_HOST, host), (_NAMESPACE, namespace), (_MODEL, model),
+                                                          (_TAG, tag)))
 
 
 def _canonical(name: str) -> str:
@@ -25,18 +82,32 @@ def _canonical(name: str) -> str:
 
 def serves(name: str, card: ModelCard, served_name: str) -> bool:
     """Whether name is the served model as Ollama would find it (any case, ":latest" and the library namespace
-    optional)."""
-    return _canonical(name) in {_canonical(known) for known in model_names(card, served_name)}
+    optional, the whitespace around it and a ":local" suffix ignored)."""
+    return _canonical(reference(name)) in {_canonical(known) for known in model_names(card, served_name)}
 
 
-def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "model") -> str:
-    """The requested model name; 400 when missing, else Ollama's 404 body ("model 'x' not found") unless it names
-    the served model."""
+def model_required(raw: str) -> ApiError:
+    return InvalidRequest("model is required", param="model")
+
+
+def model_not_found(raw: str) -> ApiError:
+    """/api/generate's (and /api/embed's) answer to a body naming no model: its 404 fallback with the name as sent."""
+    return NotFound(f"model '{raw}' not found", param="model")
+
+
+def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "model",
+                  missing: Optional[Callable[[str], ApiError]] = None) -> str:
+    """The requested model name, as sent (responses echo it). A name that reads as none is the route's `missing`
+    error (/api/chat and /api/show: 400 "model is required"); one that is no Ollama name, Ollama's 400 "invalid model
+    name"; any other the served model does not answer to, Ollama's 404 ("model 'x' not found")."""
     name = body.get(key)
     if not name and key == "model":
         name = body.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidRequest("model is required", param="model")
-    if serves(name, card, served_name):
-        return name
-    raise NotFound(f"model '{name}' not found", param="model")
+    raw = name if isinstance(name, str) else ""
+    if not reference(raw):
+        raise (missing or model_required)(raw)
+    if serves(raw, card, served_name):
+        return raw
+    if not valid_name(reference(raw)):
+        raise InvalidRequest(INVALID_NAME, param=key)
+    raise NotFound(f"model '{raw}' not found", param=key)

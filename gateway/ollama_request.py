@@ -14,7 +14,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
-from gateway.ollama_names import resolve_model, tag_name
+from gateway.ollama_names import model_not_found, resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, template_thinking
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
@@ -179,7 +179,11 @@ def _common(body: Any, card: ModelCard, served_name: str,
         raise InvalidRequest("the request body must be a JSON object")
     body = check_go_types(body, struct)
     # check_go_types typed stream and _debug_render_only as Go's bools; an absent stream streams, as in Ollama.
-    plan = OllamaPlan(model=resolve_model(body, card, served_name), stream=body.get("stream") is not False)
+    # A body naming no model: /api/generate's 404 fallback, /api/chat's 400 (server/routes.go GenerateHandler,
+    # ChatHandler after parseAndValidateModelRef).
+    missing = model_not_found if struct == "GenerateRequest" else None
+    plan = OllamaPlan(model=resolve_model(body, card, served_name, missing=missing),
+                      stream=body.get("stream") is not False)
     plan.format_schema = _format_schema(body.get("format"))
     plan.keep_alive = parse_keep_alive(body.get("keep_alive"))
     plan.unload = plan.keep_alive == 0

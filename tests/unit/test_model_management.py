@@ -63,7 +63,7 @@ async def test_pulling_the_served_model_succeeds_as_ollamas_pull_of_a_model_it_h
     response = await client.post("/api/pull", json={"name": "fake-model:latest", "stream": False})
     assert response.status == 200 and orjson.loads(await response.read()) == {"status": "success"}
     response = await client.post("/api/pull", json={})
-    assert response.status == 400 and orjson.loads(await response.read()) == {"error": "model is required"}
+    assert response.status == 400 and orjson.loads(await response.read()) == {"error": "invalid model name"}
     assert not servicer.script.requests
 
 
@@ -91,13 +91,16 @@ async def test_a_request_naming_no_model_is_ollamas_4xx_not_the_501(stack, metho
     assert not servicer.script.requests
 
 
-@pytest.mark.parametrize("path", ["/api/show", "/api/chat", "/api/generate", "/api/pull"])
-async def test_a_null_body_is_the_empty_struct_as_go_decodes_it(stack, path):
-    """encoding/json decodes a null body into the empty struct without error, so Ollama answers its handler's 400 for
-    the missing model; here it was 'json: cannot unmarshal object into Go value' or 'must be a JSON object'."""
+@pytest.mark.parametrize("path, status, expected", [
+    ("/api/show", 400, "model is required"), ("/api/chat", 400, "model is required"),
+    ("/api/generate", 404, "model '' not found"), ("/api/pull", 400, "invalid model name")])
+async def test_a_null_body_is_the_empty_struct_as_go_decodes_it(stack, path, status, expected):
+    """encoding/json decodes a null body into the empty struct without error, so Ollama answers its handler's 4xx for
+    the missing model (GenerateHandler's is its 404 fallback, PullHandler's 'invalid model name'); here it was 'json:
+    cannot unmarshal object into Go value' or 'must be a JSON object'."""
     client, _ = stack
     response = await client.post(path, data=b"null", headers={"Content-Type": "application/json"})
-    assert response.status == 400 and orjson.loads(await response.read()) == {"error": "model is required"}
+    assert response.status == status and orjson.loads(await response.read()) == {"error": expected}
 
 
 @pytest.mark.parametrize("body", [
