@@ -21,6 +21,8 @@ from gateway.gen_request import GenRequest, Sampling
 from gateway.model import ModelCard
 
 MAX_ITEMS = 512            # items in one request: each is one scheduler request (as /v1/completions' choices)
+# Items times labels at most: a label the next-token answer does not show costs one more scheduler request.
+MAX_LABEL_READS = 8192
 _NEXT_TOKEN_TOP = 20       # alternatives the scheduler returns at most per position
 _IDS = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 2 ** 31 - 1}}
 SCHEMA = {
@@ -55,6 +57,10 @@ def check_body(body: dict, card: ModelCard) -> None:
     if len(body["items"]) > MAX_ITEMS:
         raise InvalidRequest(f"'items' holds {len(body['items'])} items; at most {MAX_ITEMS} are accepted",
                              param="items")
+    reads = len(body["items"]) * len(set(labels))
+    if reads > MAX_LABEL_READS:
+        raise InvalidRequest(f"{len(body['items'])} items times {len(set(labels))} label_token_ids are {reads} "
+                             f"scores; at most {MAX_LABEL_READS} are computed in one request", param="label_token_ids")
 
 
 # SGLang's /v1/score body (its ScoringRequest): items may be one text; apply_softmax defaults to false there.
@@ -185,9 +191,11 @@ async def label_logprobs(engine, prompts: list, labels: list) -> list:
     results, _ = await engine.complete(next_token_request(prompts))
     found = found_logprobs(results, labels)
     pairs = [(index, label) for index, seen in enumerate(found) for label in labels if label not in seen]
-    if pairs:
-        scored, _ = await engine.complete(label_request([(prompts[index], label) for index, label in pairs]))
-        add_label_logprobs(found, pairs, scored)
+    # As many at once as one request may hold items.
+    for start in range(0, len(pairs), MAX_ITEMS):
+        chunk = pairs[start:start + MAX_ITEMS]
+        scored, _ = await engine.complete(label_request([(prompts[index], label) for index, label in chunk]))
+        add_label_logprobs(found, chunk, scored)
     return found
 
 

@@ -126,3 +126,18 @@ async def test_teacher_forced_scoring_on_vllms_score_path_and_v2_rerank(stack):
     assert response.status == 200 and (await response.json())["object"] == "score"
     response = await client.post("/v2/rerank", json={"query": "q", "documents": ["a"]})
     assert response.status == 501 and "does not support reranking" in (await response.json())["error"]["message"]
+
+
+async def test_labels_the_next_token_misses_are_read_in_chunks_and_bounded(stack, monkeypatch):
+    client, fake = stack
+    monkeypatch.setattr("gateway.generative_scoring.MAX_ITEMS", 2)
+    out = await _scores(client, {"query": [1], "items": [[2], [3]], "label_token_ids": [9, 10, 5]})
+    # Four teacher-forced reads (labels 9 and 10 after each item), two to a scheduler request.
+    assert [list(r.prompt_token_ids) for r in fake.script.requests[2:]] == [[1, 2, 9], [1, 2, 10], [1, 3, 9],
+                                                                          [1, 3, 10]]
+    assert len(out["data"]) == 2
+    monkeypatch.setattr("gateway.generative_scoring.MAX_LABEL_READS", 4)
+    response = await client.post("/generative_scoring", json={"query": "Q", "items": ["a"] * 2,
+                                                              "label_token_ids": [1, 2, 3]})
+    assert response.status == 400 and "2 items times 3 label_token_ids are 6 scores; at most 4" in \
+        (await response.json())["error"]["message"]
