@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -25,6 +27,10 @@ from gateway.structured import validator_class
 from gateway.tool_markup import load_json
 
 _DEFS_KEYS = ("$defs", "definitions")
+# A number in decimal, as int() and float() (vLLM) and ParseInt / ParseFloat (Ollama) read one, not 0x10; digits
+# grouped by underscores (1_000) as int() reads them (int() refuses a misplaced one).
+_DECIMAL = re.compile(r"[+-]?(?:[\d_]+\.?[\d_]*|\.[\d_]+)(?:[eE][+-]?\d+)?")
+_DIGITS = re.compile(r"[+-]?[\d_]+")
 # Keywords that describe a parameter without saying anything of its value: a schema of these alone ({"description":
 # "the id"}, {}) gives the value no type.
 _ANNOTATION_KEYS = frozenset({"description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
@@ -249,20 +255,34 @@ def whole_number(value: Any, schema: dict) -> Any:
 
 
 def single_type_value(raw: str, value: Any, schema: dict) -> Any:
-    """A value not of its parameter's one type, as vLLM's qwen3_coder (_convert_param_value) and Ollama's parser
-    (parseTypedToolValue) both read it: for a boolean every word but true / false (yes, no, 1) is false, and for an
-    integer or a number anything that is none (1.5 for an integer, [1], true) is the text the model wrote (a whole
-    2.0 is the integer: whole_number). null stays null; other types keep the reading the schema fitted."""
+    """A parameter of one type read as vLLM's qwen3_coder (_convert_param_value) and Ollama's parser
+    (parseTypedToolValue) both read it: for a boolean every word but true / false (yes, no, 1) is false; an integer
+    or a number is read from its decimal text (007 is 7), and any other text (1.5 for an integer, 0x10, [1], true)
+    is the text the model wrote (a whole 2.0 is the integer: whole_number). null stays null; other types keep the
+    reading the schema fitted."""
     types = _types(schema)
     if value is None or len(types) != 1:
         return value
     if types == {"boolean"}:
         return value if isinstance(value, bool) else False
-    if types == {"integer"}:
-        return value if isinstance(value, int) and not isinstance(value, bool) else raw
-    if types == {"number"}:
-        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else raw
+    if types <= {"integer", "number"}:
+        return _decimal(raw, types == {"integer"})
     return value
+
+
+def _decimal(raw: str, integer: bool) -> Any:
+    """The number raw spells in decimal (int() / float(), as both parsers read it: a sign, leading zeros, a
+    fraction, an exponent), an integer's only when it is whole; else raw."""
+    text = raw.strip()
+    if not _DECIMAL.fullmatch(text):
+        return raw
+    try:
+        number = int(text) if _DIGITS.fullmatch(text) else whole_number(float(text), {"type": "number"})
+    except ValueError:  # more digits than int() reads
+        return raw
+    if not math.isfinite(number) or (integer and not isinstance(number, int)):
+        return raw
+    return number
 
 
 def fitted(raw: str, first: Any, validator) -> Any:

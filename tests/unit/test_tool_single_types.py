@@ -15,16 +15,16 @@ from tests.unit.tool_deltas import first_call_arguments
 PARAMS = {"type": "object", "properties": {
     "force": {"type": "boolean"}, "quiet": {"type": "boolean"}, "all": {"type": "boolean"},
     "depth": {"type": "integer", "minimum": 0}, "ratio": {"type": "number"}, "count": {"type": "integer"},
-    "maybe": {"type": ["boolean", "null"]}, "either": {"type": ["integer", "string"]}}}
+    "maybe": {"type": ["boolean", "null"]}, "either": {"type": ["integer", "string"]}, "page": {"type": "integer"}}}
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": PARAMS}}]
 VALUES = {"force": "yes", "quiet": "No", "all": "1", "depth": "1.5", "ratio": "many", "count": "-3",
-          "maybe": "yes", "either": "1.5"}
+          "maybe": "yes", "either": "1.5", "page": "007"}
 REPLY = "<tool_call>\n<function=f>\n" + "".join(
     f"<parameter={name}>\n{value}\n</parameter>\n" for name, value in VALUES.items()) + "</function>\n</tool_call>"
 # A value the parameter's one type fits stays (count -3, which minimum refuses: a bound is no type); a parameter
 # of several types keeps its reading, as both parsers keep it.
 EXPECTED = {"force": False, "quiet": False, "all": False, "depth": "1.5", "ratio": "many", "count": -3,
-            "maybe": "yes", "either": "1.5"}
+            "maybe": "yes", "either": "1.5", "page": 7}
 
 
 def test_the_reader_gives_each_parameters_type_or_the_text():
@@ -65,3 +65,15 @@ async def test_every_route_gives_the_typed_arguments(stack, stream):
                                   and e["delta"]["type"] == "input_json_delta")) == EXPECTED
     else:
         assert [b["input"] for b in orjson.loads(raw)["content"] if b["type"] == "tool_use"] == [EXPECTED]
+
+
+@pytest.mark.parametrize("raw, integer, number", [
+    ("007", 7, 7), ("-007", -7, -7), ("+5", 5, 5), ("0.50", "0.50", 0.5), ("1_000", 1000, 1000),
+    ("0x10", "0x10", "0x10"), ("0b11", "0b11", "0b11"), ("0o7", "0o7", "0o7"), ("1e400", "1e400", "1e400")],
+    ids=["leading-zeros", "signed-zeros", "plus", "fraction", "grouped", "hex", "binary", "octal", "overflow"])
+def test_numbers_are_read_from_their_decimal_text(raw, integer, number):
+    # 007 came back as the string "007" (no JSON number), and 0x10 as 16 (a Python literal); int() / float() in vLLM's
+    # qwen3_coder and ParseInt / ParseFloat in Ollama's parser read 007 as 7 and leave 0x10 the text.
+    text = (f"<tool_call>\n<function=f>\n<parameter=count>\n{raw}\n</parameter>\n<parameter=ratio>\n{raw}\n"
+            "</parameter>\n</function>\n</tool_call>")
+    assert json.loads(parse_tool_calls(text, TOOLS)[0]["function"]["arguments"]) == {"count": integer, "ratio": number}
