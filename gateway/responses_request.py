@@ -32,7 +32,12 @@ _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output
 _STATEFUL = {"previous_response_id": ("refers to a stored response", _INPUT_INSTEAD),
              "conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
              "background": ("asks for a response kept to be polled later", "send it without background"),
-             "prompt": ("refers to a stored prompt template", "send instructions and input instead")}
+             "prompt": ("refers to a stored prompt template", "send instructions and input instead"),
+             # vLLM's stateless multi-turn (vllm#26934): the earlier turns ride in a signed state carrier (a reasoning
+             # item's encrypted_content, "vllm:1:...") of the response passed back, or as Harmony messages.
+             "previous_response": ("passes back a response whose history only vLLM's own state carrier holds",
+                                   _INPUT_INSTEAD),
+             "previous_input_messages": ("are vLLM's Harmony message history", _INPUT_INSTEAD)}
 # OpenAI's error codes for a stored object it cannot find; clients key their recovery on them: VS Code Copilot Chat
 # (chatMLFetcher: a 400 whose error.code is previous_response_not_found) and Codex-style proxies resend the whole
 # conversation without previous_response_id, and report any other code as a failed turn.

@@ -118,6 +118,12 @@ async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, sta
     ("conversation", "conv_123", "conversation refers to a stored conversation", "responses_not_stored"),
     ("background", True, "background asks for a response kept to be polled later", "responses_not_stored"),
     ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template", "responses_not_stored"),
+    # vLLM's stateless multi-turn fields: taken as unknown fields, the earlier turns were dropped without a word.
+    ("previous_response", {"id": "resp_1", "object": "response", "output": []},
+     "previous_response passes back a response whose history only vLLM's own state carrier holds",
+     "responses_not_stored"),
+    ("previous_input_messages", [{"role": "user", "content": "hi"}],
+     "previous_input_messages are vLLM's Harmony message history", "responses_not_stored"),
 ])
 async def test_what_needs_a_stored_response_is_a_clear_400(stack, field, value, words, code):
     """previous_response_id gets OpenAI's code for a response it cannot find, on which clients resend the whole
