@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = "gemm_wgmma.cu"
 # what SOURCE includes: part of the cubin cache key
 HEADERS = ("wgmma_ptx.cuh", "common.cuh", "gemm_out.cuh", "gemm_stream_k.cuh", "gemm_ws.cuh", "gemm_ws_sk.cuh",
-           "bulk_ptx.cuh")
+           "gemm_wsb.cuh", "bulk_ptx.cuh")
 THREADS = 256
 GROUP_BYTES = 16 << 20  # weights of one raster group of row tiles (kept in L2 while the group sweeps the tokens)
 FRAGMENT_BYTES = 576  # one 16-row x 64-k tile: 512 B of codes + 64 B of scales
@@ -163,8 +163,9 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     repacked k order (nvfp4_permute_x, xp [M, Kc * 64] bf16, one read + one write of x) so the GEMM moves x in
     16-byte pieces, else the _x4 kernels copy 4-byte k pairs of x as is; fence: False runs the _nf kernels (permute
     only: no proxy fence between cp.async data and wgmma, bench A/B).
-    diag: "_nox" / "_nodec" (T = 256, permute): bench timing diagnostics, wrong results (no x copies / no decode);
-    "_s6" (T = 64): RING_VARIANTS' ring (bench A/B, correct results, split-K too).
+    diag: "_nox" / "_nodec" (T = 256, permute; T = 32 too), "_nomma" / "_copies" (T = 32; "_copies" with fence
+    False too): bench timing diagnostics, wrong results (no x copies / no decode / no wgmma / the copies alone:
+    kernels/nvfp4/NOTES.md session 18); "_s6" (T = 64): RING_VARIANTS' ring (bench A/B, correct results, split-K too).
     stream_k >= 0: the stream-K kernel (T = 128 or 256, default 256; permuted, fenced) with that many waves of
     whole tiles first (see gemm_wgmma.cu gemm_stream_k); -1: streamk.choice's when tile and splits are 0 and
     the kernel family is the default one, else not used. use_ws: T = 64 / 128 default-family launches go to the
@@ -177,6 +178,12 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     num_sms = _compile.num_sms(x.device)
     if _stream_k_ran(x, p, out, (tile, splits, stream_k), plain, num_sms):
         return out
+    if plain and not diag and not tile and not splits and use_ws:
+        from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
+
+        bulk = gemm_ws.bulk_choice(m, p["Np"], p["Kc"], num_sms)
+        if bulk:
+            return gemm_ws.launch_bulk(x, p, out, 1, *bulk)
     tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
     if plain and not diag and tile in (64, 128) and use_ws:
         from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time

@@ -2,6 +2,8 @@
 module), which gemm_wgmma.gemm_wgmma runs for its T = 64 and 128 tiles (33-128 rows: decode batches, short prefills)
 unless WS_GEMM is off.
 
+Also gemm_wsb.cuh's kernels (launch_bulk), which gemm_wgmma runs for 17-64 rows where bulk_choice says.
+
 gemm_ws(x [M, K] bf16, p = ops.prepared(weight), out [M, N] bf16) -> out = x W^T on torch's current stream: two
 launches, nvfp4_permute_x_sw (x into xq [Kc][Mp][64] bf16, the tile's rows of a chunk contiguous and pre-swizzled, so
 one bulk copy moves them) and the GEMM (a producer warp feeds the stage ring; no block barrier a chunk). Split-K as
@@ -88,3 +90,67 @@ def launch_stream_k(x, p: dict, out, num_sms: int) -> bool:
     args = _permuted_args(x, p, out, SKM_TILE, ws, flags, 1, stream)
     _skm_kernel()((num_sms,), (WS_THREADS,), args, shared_mem=SKM_SMEM, stream=stream)
     return True
+
+
+# gemm_wsb.cuh (one token tile fed by bulk copies of several chunks a stage) for 17-64 rows where bulk_choice
+# says; SPARKINFER_NVFP4_WSB=0 keeps the pick's kernels (A/B). Its builds: (T, blocks a SM) -> (chunks a stage, stages)
+WSB = os.environ.get("SPARKINFER_NVFP4_WSB", "1") == "1"
+WSB_CONFIGS = {(32, 1): (4, 5), (64, 1): (4, 4), (32, 2): (4, 3), (64, 2): (2, 4)}
+WSB_M = (17, 64)
+WSB_WAVE = (0.8, 1.0)  # row tiles / SMs for one block a SM
+WSB_MANY_WAVES = 8  # row tiles / SMs from which two blocks a SM
+
+
+def bulk_choice(m: int, np_: int, kc: int, num_sms: int = 132):
+    """-> (T, blocks a SM) of the gemm_wsb launch (S = 1) the default GEMM makes for m rows of an Np x (Kc 64-k
+    chunks) weight, or None. 17-64 rows (T = 32 to 32 rows, else 64) on grids of row tiles that fill one wave with
+    one block a SM (WSB_WAVE) or are many waves (WSB_MANY_WAVES: two blocks a SM), where H200 session 18 run 9
+    measured it faster than the pick (us, pick / wsb at M = 24, 32, 64): 16384x5120 32.2 / 28.7, 32.5 / 28.8, 38.0
+    / 32.7; 14336x5120 31.2 / 28.4, 32.0 / 28.1, 37.6 / 32.0; LM head 319.6 / 294.2, 337.0 / 287.4, 420.9 / 396.9.
+    Elsewhere it lost (one block a SM leaves a second wave: 17408x5120 M = 32 37.2 / 39.8 at its best S, 34816x5120
+    60.1 / 63.2, 6144x5120 17.8 / 19.6) or tied (5120x6144, 5120x17408, 10240x5120)."""
+    if not (WSB and WSB_M[0] <= m <= WSB_M[1]):
+        return None
+    tile, rows = (32 if m <= 32 else 64), np_ // TILE_ROWS
+    if WSB_WAVE[0] * num_sms <= rows <= WSB_WAVE[1] * num_sms:
+        blocks = 1
+    elif rows >= WSB_MANY_WAVES * num_sms:
+        blocks = 2
+    else:
+        return None
+    return (tile, blocks) if kc % WSB_CONFIGS[(tile, blocks)][0] == 0 else None
+
+
+def wsb_smem(tile: int, blocks: int = 1) -> int:
+    """gemm_wsb.cuh's dynamic shared memory: its stages (x tiles, fragments, scales of CH chunks, 1 KB aligned)
+    plus 1 KB of alignment slack."""
+    ch, stages = WSB_CONFIGS[(tile, blocks)]
+    stage = ch * (tile * 128 + 8 * 512 + 8 * 64)
+    return stages * (-(-stage // 1024) * 1024) + 1024
+
+
+@functools.lru_cache(maxsize=None)
+def _wsb_kernel(name: str, tile: int, blocks: int):
+    kern = _function(name)
+    kern.max_dynamic_shared_size_bytes = wsb_smem(tile, blocks)
+    kern.preferred_shared_memory_carveout = 100
+    return kern
+
+
+def launch_bulk(x, p: dict, out, splits: int, tile: int, blocks: int = 1):
+    """The permute and gemm_wsb.cuh launches for checked arguments: x [M <= tile, K] bf16 -> out [M, N] bf16, S =
+    splits split-K blocks a row tile over its Kc / CH stages, the (tile, blocks) build of WSB_CONFIGS. Raises
+    ValueError where M > tile, Kc % CH != 0 or no such build."""
+    m = x.shape[0]
+    if (tile, blocks) not in WSB_CONFIGS or m > tile or p["Kc"] % WSB_CONFIGS[(tile, blocks)][0]:
+        raise ValueError(f"gemm_wsb: M <= T, Kc % CH == 0 and a build of {sorted(WSB_CONFIGS)}")
+    if not 1 <= splits <= p["Kc"] // WSB_CONFIGS[(tile, blocks)][0]:
+        raise ValueError("gemm_wsb: splits must be 1 .. Kc / CH")
+    tiles = p["Np"] // TILE_ROWS
+    ws, counters, splits = split_buffers(x.device, tiles, tile, splits)
+    stream = _compile.current_stream()
+    args = _permuted_args(x, p, out, tile, ws, counters, splits, stream)
+    name = f"nvfp4_gemm_wsb_t{tile}" + ("_b2" if blocks == 2 else "") + ("_sk" if splits > 1 else "")
+    _wsb_kernel(name, tile, blocks)((tiles * splits,), (WS_THREADS,), args, shared_mem=wsb_smem(tile, blocks),
+                                    stream=stream)
+    return out

@@ -197,3 +197,40 @@ def test_memoised_choices_follow_the_ranges_benches_set(monkeypatch):
     assert streamk.choice(512, np_, 5120, 132) == (0, -1) and streamk.choice(96, np_, 5120, 132) == (0, -1)
     for m in (17, 40, 64, 100, 512):
         assert wgmma_pick.pick(m, np_, 80, 132) == wgmma_pick.pick.__wrapped__(m, np_, 80, 132), m
+
+
+def test_bulk_copied_kernel_where_session_18_measured_it_faster():
+    # gemm_ws.bulk_choice: 17-64 rows on the fused GDN in_proj (16384x5120, 128 row tiles) and attention q+k+v
+    # (14336x5120, 112) at one block a SM, the LM head (1940 row tiles) at two; T = 32 up to 32 rows
+    from kernels.nvfp4 import gemm_ws
+
+    assert [gemm_ws.bulk_choice(m, 16384, 80, 132) for m in (16, 17, 32, 33, 64, 65)] == [
+        None, (32, 1), (32, 1), (64, 1), (64, 1), None]
+    assert gemm_ws.bulk_choice(24, 14336, 80, 132) == (32, 1)
+    assert gemm_ws.bulk_choice(24, _np(248320), 80, 132) == (32, 2)
+    # where it lost or tied (one block a SM leaves a second wave, or too few row tiles), and Kc % 4 != 0
+    for n, k in [(34816, 5120), (17408, 5120), (6144, 5120), (5120, 6144), (5120, 17408), (10240, 5120)]:
+        assert gemm_ws.bulk_choice(32, _np(n), -(-k // 64), 132) is None, (n, k)
+    assert gemm_ws.bulk_choice(32, 16384, 81, 132) is None
+
+
+def test_the_launcher_sends_17_to_64_rows_to_the_bulk_copied_kernel(monkeypatch):
+    import pytest
+    import torch
+
+    from kernels.nvfp4 import gemm_ws
+
+    launched = []
+    monkeypatch.setattr(gemm_ws, "launch_bulk", lambda x, p, out, s, t, b: launched.append((s, t, b)) or out)
+    monkeypatch.setattr(gemm_wgmma._compile, "num_sms", lambda device: 132)
+    p = {"N": 16384, "K": 5120, "Kc": 80, "Np": 16384}
+    x, out = torch.zeros(48, 5120, dtype=torch.bfloat16), torch.zeros(48, 16384, dtype=torch.bfloat16)
+    assert gemm_wgmma.gemm_wgmma(x, p, out) is out and launched == [(1, 64, 1)]
+    # a tile or split asked for keeps the pick's kernels; so does SPARKINFER_NVFP4_WSB=0
+    monkeypatch.setattr(gemm_wgmma, "_tile_and_splits", lambda *a: (_ for _ in ()).throw(RuntimeError("pick")))
+    with pytest.raises(RuntimeError, match="pick"):
+        gemm_wgmma.gemm_wgmma(x, p, out, tile=64)
+    monkeypatch.setattr(gemm_ws, "WSB", False)
+    with pytest.raises(RuntimeError, match="pick"):
+        gemm_wgmma.gemm_wgmma(x, p, out)
+    assert len(launched) == 1
