@@ -47,19 +47,13 @@ __device__ __forceinline__ void ws_produce(const unsigned char* wq, const unsign
     }
 }
 
-// one MMA warp's ring chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4
-// wgmma as one group, then (group i - 1 retired) free stage i - 1 where `prev` (chunk i - 1 is this piece's)
-template <int T, int S>
-__device__ __forceinline__ void ws_step(int i, bool prev, u32 (&a)[4][4], float (&acc)[T / 2], u32 base,
-                                        const u32* lut, u32 full, u32 empty) {
-    constexpr u32 SB = T * 128 + 5120;
-    const int lane = threadIdx.x & 31, s = i % S;
-    mbar_wait(full + 8 * s, (i / S) & 1);
-    const u32 st = base + s * SB;
-    decode_stage_fragment<T>(st, lut, a);
+// the warpgroup's 4 wgmma of one chunk as one group (A registers a, the x tile at shared address xs), then wait for
+// the group before it (wgmma.wait_group 1: the other A register set is free again)
+template <int T>
+__device__ __forceinline__ void ws_chunk_mma(u32 xs, u32 (&a)[4][4], float (&acc)[T / 2]) {
     u64 desc[4];
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) desc[ks] = desc_sw128(st + 32 * ks);
+    for (int ks = 0; ks < 4; ++ks) desc[ks] = desc_sw128(xs + 32 * ks);
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // every operand final before the batch opens (as chunk_step)
         asm volatile("" : "+l"(desc[ks]));
@@ -70,6 +64,19 @@ __device__ __forceinline__ void ws_step(int i, bool prev, u32 (&a)[4][4], float 
     for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
     wgmma_commit();
     wgmma_wait<1>();
+}
+
+// one MMA warp's ring chunk i (A registers a): wait for its stage, decode this warp's fragment, the warpgroup's 4
+// wgmma as one group, then (group i - 1 retired) free stage i - 1 where `prev` (chunk i - 1 is this piece's)
+template <int T, int S>
+__device__ __forceinline__ void ws_step(int i, bool prev, u32 (&a)[4][4], float (&acc)[T / 2], u32 base,
+                                        const u32* lut, u32 full, u32 empty) {
+    constexpr u32 SB = T * 128 + 5120;
+    const int lane = threadIdx.x & 31, s = i % S;
+    mbar_wait(full + 8 * s, (i / S) & 1);
+    const u32 st = base + s * SB;
+    decode_stage_fragment<T>(st, lut, a);
+    ws_chunk_mma<T>(st, a, acc);
     if (prev && lane == 0) mbar_arrive(empty + 8 * ((i - 1) % S));
 }
 

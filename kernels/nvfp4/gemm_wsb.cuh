@@ -55,19 +55,7 @@ __device__ __forceinline__ void wsb_step(int i, u32 (&a)[4][4], float (&acc)[T /
     decode_word(f.y, sg, sg8, a[1]);
     decode_word(f.z, sg, sg8, a[2]);
     decode_word(f.w, sg, sg8, a[3]);
-    u64 desc[4];
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) desc[ks] = desc_sw128(st + q * T * 128 + 32 * ks);
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-        asm volatile("" : "+l"(desc[ks]));
-        asm volatile("" : "+r"(a[ks][0]), "+r"(a[ks][1]), "+r"(a[ks][2]), "+r"(a[ks][3]));
-    }
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_tile<T>(acc, a[ks], desc[ks]);
-    wgmma_commit();
-    wgmma_wait<1>();
+    ws_chunk_mma<T>(st + q * T * 128, a, acc);
     if (q == 0 && g > 0 && lane == 0) mbar_arrive(empty + 8 * ((g - 1) % S));
 }
 

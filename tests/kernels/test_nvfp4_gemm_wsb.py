@@ -3,24 +3,10 @@ dequantize-then-f32-matmul, fresh random inputs, outputs NaN-poisoned (needs sm_
 import pytest
 import torch
 
-from kernels.nvfp4 import checkpoint, gemm_wgmma, gemm_ws, naive, ops
+from kernels.nvfp4 import gemm_wgmma, gemm_ws, ops
+from tests.kernels.test_nvfp4_gemm_ws import REL_TOL, _err, _poisoned, _weight
 
 pytestmark = pytest.mark.gpu
-REL_TOL = 1e-2
-
-
-def _weight(n: int, k: int) -> checkpoint.NVFP4Weight:
-    w = torch.randn(n, k, device="cuda") * (0.5 + torch.rand(n, 1, device="cuda"))
-    return checkpoint.from_tensors(naive.quantize(w, "modelopt"))
-
-
-def _poisoned(m: int, n: int) -> torch.Tensor:
-    return torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-
-
-def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    assert not torch.isnan(out).any(), "unwritten or NaN outputs"
-    return ((out.float() - ref).norm() / ref.norm()).item()
 
 
 @pytest.mark.parametrize("build", sorted(gemm_ws.WSB_CONFIGS), ids=lambda b: f"T{b[0]}b{b[1]}")
