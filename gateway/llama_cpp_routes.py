@@ -257,7 +257,8 @@ class LlamaCppRoutes:
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
         fields = _response_fields(body)
-        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name())
+        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
+                             read_thinking=False)
         return_tokens = bool(body.get("return_tokens"))
         if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
             return self._prompt_only(LlamaCppShaper(plan, card, 0, None, fields), return_tokens)

@@ -185,7 +185,8 @@ class LMStudioRoutes:
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
-        plan = await run_cpu(parse_completion, body, card, await self.engine.served_name(), cap_output=True)
+        plan = await run_cpu(parse_completion, body, card, await self.engine.served_name(), cap_output=True,
+                             read_thinking=False)
         if plan.gen.max_tokens == 0:
             # echo with max_tokens 0: nothing is generated; the /v1 answer as it is.
             return await self.openai.completions(request)

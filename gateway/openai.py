@@ -20,12 +20,12 @@ from gateway.openai_fields import check_fields, guided_constraint
 from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA
 from gateway.prompt_logprobs import plan_prompt_logprobs
-from gateway.reasoning import (held_reasoning, hides_reasoning, opened_think, prompt_opens_thinking,
+from gateway.reasoning import (held_reasoning, hides_reasoning, ids_open_thinking, opened_think, prompt_opens_thinking,
                                unseparated_reasoning)
 from gateway.schema_validate import validate
 from gateway.sglang_fields import choice_prompt_ids
 from gateway.structured import check_answer, checked, json_constraint
-from gateway.thinking_budget import apply_thinking_budget
+from gateway.thinking_budget import apply_thinking_budget, reasoning_budget
 from gateway.tool_choice import allows_listed_only, tool_mode
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -199,9 +199,11 @@ def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[li
     return ids_list, texts
 
 
-def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: bool = False) -> Plan:
+def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: bool = False,
+                     read_thinking: bool = True) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt); cap_output as
-    parse_chat's."""
+    parse_chat's; read_thinking: a constraint starts after a thinking the prompts leave open, as vLLM reads them
+    (llama.cpp's and LM Studio's raw completions constrain from the first token)."""
     body = fold_n_cmpl(body)
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
@@ -237,17 +239,34 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
         gen.num_logprobs = int(body["logprobs"])
     elif body.get("n_probs"):
         gen.num_logprobs = body["n_probs"]
-    gen.constraint = _completion_constraint(body, card)
+    if read_thinking:
+        _completion_thinking(body, card, gen, ids_list)
+    else:
+        gen.constraint = _completion_constraint(body, card, False)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt,
                 return_token_ids=bool(body.get("return_token_ids")),
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 
-def _completion_constraint(body: dict, card: ModelCard):
+def _completion_thinking(body: dict, card: ModelCard, gen: GenRequest, ids_list: list) -> None:
+    """gen's constraint and thinking budget, after the thinking where every prompt leaves a <think> block open: vLLM
+    reads each prompt's ids with its reasoning parser and starts structured output and thinking_token_budget at the
+    reasoning end, as on chat. One grammar serves a request's prompts: prompts that differ there are a 400."""
+    opens = {ids_open_thinking(ids, card) for ids in ids_list}
+    gen.thinking_open = opens == {True}
+    gen.constraint = _completion_constraint(body, card, gen.thinking_open)
+    apply_thinking_budget(body, gen, card)
+    if len(opens) > 1 and (gen.constraint is not None or reasoning_budget(body) is not None):
+        raise InvalidRequest("some prompts leave a <think> block open and some do not: structured output and "
+                             "thinking_token_budget start after the thinking, so send them in separate requests",
+                             param="prompt")
+
+
+def _completion_constraint(body: dict, card: ModelCard, thinking_open: bool):
     """response_format (json_object / json_schema, as vLLM's completions take it) or vLLM guided decoding."""
     schema = response_schema(body, None)
     if schema is not None:
-        return json_constraint(schema, False, card, "response_format")
-    guided = guided_constraint(body, card, False)
+        return json_constraint(schema, thinking_open, card, "response_format")
+    guided = guided_constraint(body, card, thinking_open)
     return guided[0] if guided else None

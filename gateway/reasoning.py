@@ -35,6 +35,15 @@ def prompt_opens_thinking(prompt: str) -> bool:
     return prompt.rfind(THINK_START) > prompt.rfind(THINK_END)
 
 
+def ids_open_thinking(ids: list, card) -> bool:
+    """prompt_opens_thinking over a prompt's token ids (raw prompts read <think> and </think> as their tokens)."""
+    start, end = card.token_id(THINK_START), card.token_id(THINK_END)
+    for token_id in reversed(ids):
+        if token_id == start or token_id == end:
+            return token_id == start
+    return False
+
+
 def opened_think(prompt: str) -> str:
     """The <think> tag a prompt that opens thinking ends with, and the whitespace after it (Qwen's generation prompt
     writes "<think>\n"): the start of the thinking, which the model then does not write itself."""
