@@ -11,7 +11,8 @@ from gateway.errors import InvalidRequest
 # names when a value does not fit (`goType`, a keyword jsonschema ignores). A wrong type is Go's decode error (Ollama's
 # 400), never read for its truthiness: `"raw": "false"` was raw mode, `"prompt": 0` an empty prompt, `"tools": 0`
 # no tools, `"messages": {}` a load request. null is Go's zero value, as encoding/json leaves a field it reads null.
-# Fields with their own checks (format, think, keep_alive, options, top_logprobs) are not listed here.
+# Fields with their own decoders (format, think, keep_alive) are not listed here; options, context and top_logprobs
+# are, so a value of the wrong JSON type gets encoding/json's words before their own checks of the values.
 
 
 def _go(kind: str, go_type: str, **more: Any) -> dict:
@@ -37,11 +38,11 @@ _FUNCTION = _struct("api.ToolFunction", name=_STRING, description=_STRING,
                                        required=_go("array", "[]string", items=_go("string", "string"))))
 _TOOLS = _go("array", "api.Tools", items=_struct("api.Tool", type=_STRING, function=_FUNCTION))
 _SHARED = {"model": _STRING, "stream": _BOOL, "truncate": _BOOL, "shift": _BOOL, "logprobs": _BOOL,
-           "_debug_render_only": _BOOL}
+           "top_logprobs": _INT, "options": _MAP, "_debug_render_only": _BOOL}
 _NAMED = {"model": _STRING, "name": _STRING}
 _STRUCTS = {
     "GenerateRequest": dict(_SHARED, prompt=_STRING, suffix=_STRING, system=_STRING, template=_STRING, raw=_BOOL,
-                            images=_IMAGES),
+                            images=_IMAGES, context=_go("array", "[]int", items=_INT)),
     "ChatRequest": dict(_SHARED, messages=_go("array", "[]api.Message", items=_MESSAGE), tools=_TOOLS),
     "ShowRequest": dict(_NAMED, system=_STRING, template=_STRING, verbose=_BOOL, options=_MAP),
     "PullRequest": dict(_NAMED, insecure=_BOOL, username=_STRING, password=_STRING, stream=_BOOL),
