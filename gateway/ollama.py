@@ -21,7 +21,12 @@ from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_a
 from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
-from gateway.web import EMPTY_BODY, json_response, read_json
+from gateway.web import EMPTY_BODY, read_json
+from gateway.web import json_response as _json_response
+
+# Ollama's JSON answers and errors are gin's c.JSON: "application/json; charset=utf-8", the Content-Type its route
+# tests assert (server/routes_test.go TestRoutes on /api/version, /api/tags, /api/show).
+json_response = functools.partial(_json_response, charset="utf-8")
 
 # Endpoints this engine does not provide, each with its reason (answered 501, never 404).
 _NOT_IMPLEMENTED = {

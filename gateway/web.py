@@ -84,9 +84,10 @@ async def read_json(request: web.Request) -> Any:
     return _parse(raw) if len(raw) < 65536 else await run_cpu(_parse, raw)
 
 
-def json_response(body: Any, status: int = 200, headers: dict | None = None) -> web.Response:
+def json_response(body: Any, status: int = 200, headers: dict | None = None,
+                  charset: str | None = None) -> web.Response:
     return web.Response(body=json_out.dumps(body), status=status, headers=headers,
-                        content_type="application/json")
+                        content_type="application/json", charset=charset)
 
 
 def error_response(error: ApiError) -> web.Response:
