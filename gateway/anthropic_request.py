@@ -150,14 +150,15 @@ def _messages(messages: list, tools: dict) -> tuple[list, bool, list]:
         if message["role"] == "system":
             inline.append(_system_text(content, f"messages.{i}.content"))
             continue
-        # Empty text blocks are skipped (as vLLM does); a turn left with nothing is refused as Anthropic does.
+        # Empty text blocks are skipped (as vLLM does). A turn left with nothing (Claude Code has sent them, and
+        # replays them with every later request) is an empty turn of its role, as vLLM renders content "", not
+        # Anthropic's 400; an empty final assistant turn is no prefill (the generation prompt follows).
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         where = f"messages.{i}"
         turn = _user(content, where, tools) if message["role"] == "user" else _assistant(content, where)
         if not turn and not (last and message["role"] == "assistant"):
-            raise InvalidRequest(f"messages.{i}: all messages must have non-empty content except for the optional "
-                                 f"final assistant message", param=f"messages.{i}.content")
+            turn = [{"role": message["role"], "content": ""}]
         out += turn
     _check_tool_results(messages)
     final = out[-1] if out else None
