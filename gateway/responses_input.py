@@ -128,11 +128,22 @@ def _reasoning(item: dict, where: str, convo: _Conversation) -> None:
 
 def _agent_message(item: dict, where: str, convo: _Conversation) -> None:
     """Codex's multi-agent item (the task handed to a spawned sub-agent, a sub-agent's report), which Codex replays in
-    every later request of that thread: a user turn of its text, as Ollama and NVIDIA Dynamo read it."""
+    every later request of that thread: a user turn of its text, as Ollama and NVIDIA Dynamo read it. Codex carries
+    the task's payload in an encrypted_content part after the input_text envelope ("... Payload:"), in plaintext for
+    a provider that cannot decrypt it: its text, in order, one part a line (as Dynamo joins them)."""
     content = item.get("content")
-    text = "" if content is None else content_text(content, f"{where}.content")
+    if not isinstance(content, list):
+        text = "" if content is None else content_text(content, f"{where}.content")
+    else:
+        text = "\n".join(_agent_part_text(part, f"{where}.content[{j}]") for j, part in enumerate(content))
     convo.close_reasoning()
     convo.messages.append({"role": "user", "content": text})
+
+
+def _agent_part_text(part: Any, where: str) -> str:
+    if isinstance(part, dict) and part.get("type") == "encrypted_content":
+        return _string(part, "encrypted_content", where)
+    return _part_text(part, where)
 
 
 def _item_reference(item: dict, where: str, convo: _Conversation) -> None:

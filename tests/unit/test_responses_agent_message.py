@@ -58,3 +58,20 @@ async def test_an_agent_message_of_no_text_is_a_400(stack, content, param):
     body = {"model": "fake-model", "input": [USER, agent_message(content)]}
     response = await client.post("/v1/responses", json=body)
     assert response.status == 400 and (await response.json())["error"]["param"] == param
+
+
+async def test_the_payload_in_an_encrypted_content_part_is_read_in_order(stack):
+    """Codex multi-agent v2 sends the task's envelope as input_text and its payload in an encrypted_content part, in
+    plaintext to a provider that cannot decrypt it (Ollama PR #18298, Dynamo frontend-crates PR #176 read it so);
+    it was the 400 "input[1].content[1].type must be one of input_text, output_text, text"."""
+    client, fake = stack
+    envelope = "Message Type: NEW_TASK\nTask name: /root/child\nSender: /root\nPayload:"
+    content = [{"type": "input_text", "text": envelope}, {"type": "encrypted_content", "encrypted_content": "List it."}]
+    body = {"model": "fake-model", "input": [USER, agent_message(content)]}
+    response = await client.post("/v1/responses", json=body)
+    assert response.status == 200, await response.text()
+    assert f"<|im_start|>user\n{envelope}\nList it.<|im_end|>\n<|im_start|>assistant\n" in prompt_of(fake)
+    bad = agent_message([{"type": "encrypted_content", "encrypted_content": 5}])
+    response = await client.post("/v1/responses", json={"model": "fake-model", "input": [USER, bad]})
+    assert response.status == 400
+    assert (await response.json())["error"]["param"] == "input[1].content[0].encrypted_content"
