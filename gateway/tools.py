@@ -156,9 +156,12 @@ def read_call_pieces(text: str, tools: list[dict], open_end: bool = False, after
                      eos: bool = False) -> Optional[tuple[list[dict], list[str]]]:
     """read_tool_calls' calls and the text around them in the model's order: [before the first call, after the
     first, ..., after the last], each piece stripped; None as there."""
-    calls, pieces, end = [], [], 0
+    calls, pieces, end, stop = [], [], 0, len(text)
     pos = _next_call(text)
     while pos >= 0:
+        if eos and cut_opener(text, pos):
+            stop = pos          # the next call's opener the end token cut: markup, not answer text
+            break
         read = _read_call(text, pos, tools, open_end, eos=eos)
         if read is None and (calls or after_calls) and not text.startswith(TOOL_CALL_TAG, pos):
             break               # a bare <function= in the prose after the calls: that prose is not part of them
@@ -168,8 +171,21 @@ def read_call_pieces(text: str, tools: list[dict], open_end: bool = False, after
         call, end = read
         calls.append(_openai_call(call))
         pos = _next_call(text, end)
-    pieces.append(_without_stray_closers(text[end:]))
+    pieces.append(_without_stray_closers(text[end:stop]))
     return (calls, [piece.strip() for piece in pieces]) if calls else None
+
+
+def cut_opener(text: str, pos: int) -> bool:
+    """Whether the text from pos to the output's end is a call's opener that the model's end token cut: <tool_call>
+    and, after it, nothing or the start of its <function=NAME> without the '>'. No call can be read from it, and it
+    is markup, not answer text: vLLM's qwen3_coder streams nothing of it (a call goes out once its name's '>' is
+    read) and Ollama's parser drops an open call's text (model/parsers/qwen3coder.go)."""
+    if not text.startswith(TOOL_CALL_TAG, pos):
+        return False
+    rest = text[pos + len(TOOL_CALL_TAG):].lstrip()
+    if FUNCTION_OPEN.startswith(rest):
+        return True
+    return rest.startswith(FUNCTION_OPEN) and not {">", "\n"} & set(rest)
 
 
 def _without_stray_closers(text: str) -> str:
@@ -282,9 +298,11 @@ class ToolCallFilter:
         Unparseable call text is returned as text (after any calls take_ready gave: those stand)."""
         held, self._held = self._held, ""
         self.texts_after = []
-        if self._calls_text is None:
-            return held, None
         eos = reason == "stop" and not stop_string
+        if self._calls_text is None:
+            opener = held.find(TOOL_CALL_TAG)
+            # A held <tool_call> the end token cut before its function's name: markup, and no call.
+            return ("" if eos and opener >= 0 and cut_opener(held, opener) else held), None
         read = read_call_pieces(self._calls_text, self._tools, open_end=reason == "stop",
                                 after_calls=bool(self._taken), eos=eos)
         calls, pieces = read if read is not None and self._allowed(read[0]) else (None, [])
@@ -292,6 +310,8 @@ class ToolCallFilter:
                                                                                  eos)
         if later is not None and self._allowed(later[1]):
             return self._gap + later[0], later[1]
+        if calls is None and eos and cut_opener(self._calls_text, 0):
+            return "", None     # a call the end token cut before its name: markup, and no call
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.
             return ("" if self._taken else self._gap) + self._calls_text, None

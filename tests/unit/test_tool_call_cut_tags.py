@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.tools import read_tool_calls
+from gateway.tools import ToolCallFilter, read_tool_calls
 from tests.unit.tool_deltas import chunk_calls
 
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}, "n": {"type": "integer"}}}
@@ -101,3 +101,36 @@ async def test_ollama_responses_and_messages_give_the_call(cut_stack, stream):
         message = orjson.loads(raw)
         assert message["stop_reason"] == "tool_use"
         assert [b.get("input") for b in message["content"] if b["type"] == "tool_use"] == [expected]
+
+
+FIRST = "<tool_call>\n<function=run>\n<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>\n"
+OPENERS = {"name": "<tool_call>\n<function=ru", "tag": "<tool_call>\n<func", "bare": "<tool_call>"}
+
+
+@pytest.mark.parametrize("opener", OPENERS.values(), ids=OPENERS.keys())
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_opener_the_end_token_cut_is_no_text(opener, stream):
+    # "Sure.\n<tool_call>\n<function=ru" then eos answered content "Sure.\n<tool_call>\n<function=ru", and after a
+    # whole call the cut opener came back as the content "<tool_call>\n<function=ru". vLLM's qwen3_coder streams
+    # nothing of a call before its name's '>' and Ollama's parser drops an open call's text.
+    fake = FakeServing(build_tokenizer(), max_context_len=4096)
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS, "enable_thinking": False, "stream": stream}
+    async with fake_gateway(fake) as (client, _):
+        for reply, calls in ((f"Sure.\n{opener}", []), (f"Sure.\n{FIRST}{opener}", [{"n": 3}])):
+            fake.script.reply = reply
+            raw = await _post(client, "/v1/chat/completions", body)
+            if stream:
+                chunks = _frames(raw)
+                content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+                got = [orjson.loads(c["function"]["arguments"]) for c in chunk_calls(chunks)]
+            else:
+                message = orjson.loads(raw)["choices"][0]["message"]
+                content = message["content"]
+                got = [orjson.loads(c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+            assert (content, got) == ("Sure.", calls)
+            ollama = await _post(client, "/api/chat", {**body, "model": "default", "think": False})
+            lines = [orjson.loads(line) for line in ollama.decode().splitlines() if line.strip()]
+            assert "".join(line["message"]["content"] for line in lines) == "Sure."
+    # A stop string (or max_tokens) that cuts there leaves the text, as before.
+    kept = ToolCallFilter(TOOLS)
+    assert kept.push("Sure.\n" + opener) + kept.finish("stop", stop_string=True)[0] == "Sure.\n" + opener
