@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from typing import Optional
 
@@ -23,6 +24,8 @@ from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
 from gateway.web import EMPTY_BODY, read_json
 from gateway.web import json_response as _json_response
+
+log = logging.getLogger("sparkinfer.gateway")
 
 # Ollama's JSON answers and errors are gin's c.JSON: "application/json; charset=utf-8", the Content-Type its route
 # tests assert (server/routes_test.go TestRoutes on /api/version, /api/tags, /api/show).
@@ -85,11 +88,13 @@ _FIELD_CHECKS = {("POST", "/api/embed"): _check_embed_input}
 
 
 def ollama_error_response(exc: ApiError) -> web.Response:
-    """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 'server busy', an empty body its 400
-    'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go)."""
+    """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 in its words alone (handleScheduleError
+    writes ErrMaxQueue's text, server/sched.go: clients match it), the scheduler's reason only logged; an empty body
+    its 400 'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go)."""
     status, message = exc.status, exc.message
     if isinstance(exc, Overloaded):
-        status, message = 503, f"{_BUSY} ({exc.message})"
+        log.info("Ollama request refused with 503 server busy: %s", exc.message)
+        status, message = 503, _BUSY
     elif message == EMPTY_BODY:
         message = "missing request body"
     return json_response({"error": message}, status=status, headers=exc.headers)
