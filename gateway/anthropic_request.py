@@ -15,7 +15,7 @@ from typing import Any
 from gateway.anthropic_blocks import block_text, document, refuse_block, search_result, tool_result
 from gateway.anthropic_options import reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
 from gateway.openai import parse_chat
 from gateway.openai_plan import Plan

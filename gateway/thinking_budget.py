@@ -6,7 +6,7 @@ import re
 from typing import Optional
 
 from gateway.model import ModelCard
-from gateway.structured import THINK_BODY, Constraint, checked, think_prefix
+from gateway.structured import THINK_BODY, checked, think_prefix
 
 # The start rule of every grammar built with thinking open begins with the free reasoning (structured.think_prefix).
 _START = re.compile(r"^start: " + re.escape(THINK_BODY) + " ", re.MULTILINE)
