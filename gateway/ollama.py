@@ -59,13 +59,14 @@ _NAMED_MODEL = {
 }
 # The api struct and the names a route without a model of its own needs (keys, error, Ollama's words), for a body
 # naming none: an empty name fails Ollama's model reference parse before anything else (DeleteHandler, PushHandler,
-# EmbeddingsHandler 'model is required'; CopyHandler 'source "" is invalid'; EmbedHandler's 404 fallback), a 4xx,
-# never the 501. A null body is the empty struct (encoding/json decodes null without error).
+# EmbeddingsHandler 'model is required'; CopyHandler 'source "" is invalid'; EmbedHandler's 404 fallback, which names
+# the model as sent), a 4xx, never the 501; where the handler trims the name first (modelref.ParseRef: delete, embed,
+# embeddings), a blank one names none too. A null body is the empty struct (encoding/json decodes null without error).
 _REQUIRED = {
     ("DELETE", "/api/delete"): ("DeleteRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
     ("POST", "/api/copy"): ("CopyRequest", ((("source",), InvalidRequest, 'source "" is invalid'),
                                             (("destination",), InvalidRequest, 'destination "" is invalid'))),
-    ("POST", "/api/embed"): ("EmbedRequest", ((("model",), NotFound, "model '' not found"),)),
+    ("POST", "/api/embed"): ("EmbedRequest", ((("model",), NotFound, "model '{}' not found"),)),
     ("POST", "/api/embeddings"): ("EmbeddingRequest", ((("model",), InvalidRequest, "model is required"),)),
     ("POST", "/api/push"): ("PushRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
     ("POST", "/api/create"): ("CreateRequest", ((("model", "name"), InvalidRequest, "invalid model name"),)),
@@ -238,9 +239,12 @@ class OllamaRoutes:
         if required is not None:
             struct, names = required
             body = check_go_types(await read_json(request), struct)
+            trims = named is not None and named[0] != ("source",)
             for keys, error, message in names:
-                if not any(body.get(key) for key in keys):
-                    raise error(message, param=keys[0])
+                values = [body.get(key) for key in keys]
+                if not any(reference(v) if trims and isinstance(v, str) else v for v in values):
+                    raw = next((v for v in values if isinstance(v, str) and v), "")
+                    raise error(message.format(raw), param=keys[0])
             if check is not None:
                 check(body)
             if named is not None:

@@ -11,8 +11,9 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}], "stream": False, "think
 GENERATE = {"prompt": "hi", "stream": False, "think": False}
 
 
-@pytest.mark.parametrize("name", ["fake-model", "fake-model:latest", "library/fake-model", "hf.co/user/Repo-GGUF:Q4_K_M",
-                                  "host:5000/ns/model", "https://registry.ollama.ai/library/x:latest", "_x.y-z:v1.2"])
+@pytest.mark.parametrize("name", ["fake-model", "fake-model:latest", "library/fake-model",
+                                  "hf.co/user/Repo-GGUF:Q4_K_M", "host:5000/ns/model",
+                                  "https://registry.ollama.ai/library/x:latest", "_x.y-z:v1.2"])
 def test_ollama_names(name):
     assert valid_name(name)
 
@@ -74,3 +75,17 @@ async def test_a_valid_name_of_a_model_not_served_stays_the_404(stack):
     client, _ = stack
     response = await client.post("/api/chat", json={"model": "llama3:8b", **CHAT})
     assert response.status == 404 and orjson.loads(await response.read()) == {"error": "model 'llama3:8b' not found"}
+
+
+@pytest.mark.parametrize("method, path, body, status, expected", [
+    ("DELETE", "/api/delete", {"model": "  "}, 400, "model is required"),
+    ("POST", "/api/embed", {"model": "  ", "input": "x"}, 404, "model '  ' not found"),
+    ("POST", "/api/embeddings", {"model": " ", "prompt": "x"}, 400, "model is required"),
+    ("POST", "/api/copy", {"source": "  ", "destination": "x"}, 400, 'source "  " is invalid'),
+], ids=["delete", "embed", "embeddings", "copy"])
+async def test_a_blank_name_on_a_management_route_names_no_model(stack, method, path, body, status, expected):
+    """DeleteHandler, EmbedHandler and EmbeddingsHandler trim the name (modelref.ParseRef), so a blank one is their
+    missing-model answer; CopyHandler parses its source as sent, which no Ollama name is."""
+    client, _ = stack
+    response = await client.request(method, path, json=body)
+    assert response.status == status and orjson.loads(await response.read()) == {"error": expected}
