@@ -16,7 +16,7 @@ from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_thinking import ThinkingTrim
-from gateway.tools import ToolCallFilter
+from gateway.tool_filter import ToolCallFilter
 
 # The Ollama server version we answer /api/version with (the API surface we follow).
 OLLAMA_VERSION = "0.33.3"

@@ -20,7 +20,8 @@ from typing import Optional
 
 from gateway.tool_markup import load_json
 from gateway.tool_preview import CallPreview
-from gateway.tools import ToolCallFilter, dump_arguments
+from gateway.tool_filter import ToolCallFilter
+from gateway.tools import dump_arguments
 
 log = logging.getLogger(__name__)
 

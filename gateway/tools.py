@@ -1,6 +1,7 @@
 """Gateway process: parses the model's <tool_call> blocks (Qwen3.5 / Qwen3-Coder XML, read by tool_markup, or the
 Hermes JSON form; also a bare <function=...> block of an offered tool) into OpenAI tool_calls, each block read by its
-structure up to its own </tool_call>.
+structure up to its own </tool_call>. The stream's side (answer text up to the first call, then the calls) is
+gateway/tool_filter.py's ToolCallFilter.
 
 Argument values are built by the standard json module, not orjson: orjson turns an integer beyond 64 bits into
 a float (52353800001386185000 -> 5.2353800001386185e+19) and cannot write one back, so a call's arguments would
@@ -20,7 +21,7 @@ TOOL_CALL_TAG = "<tool_call>"
 # Where a call starts: its <tool_call>, or a bare <function=NAME> where Qwen3-Coder / Qwen3.6 drop the wrapper at
 # times (ollama/ollama#16686, #18530); vLLM's qwen3_coder parser reads those too. A bare one counts only when NAME
 # is an offered tool and the call reads whole, else it stays text.
-_CALL_STARTS = (TOOL_CALL_TAG, FUNCTION_OPEN)
+CALL_STARTS = (TOOL_CALL_TAG, FUNCTION_OPEN)
 # What follows a <tool_call> that opens a call: the XML function form or the Hermes JSON form (as the reasoning
 # splitter reads a <tool_call> in the thinking). Prose that mentions the tag is answer text, streamed as it comes
 # (a stream held everything after such a mention to its end: club-3090#72, vllm#22975).
@@ -73,7 +74,7 @@ def _object_arguments(value):
     return value if isinstance(value, dict) else None
 
 
-def _opens_call(text: str, pos: int) -> Optional[bool]:
+def opens_call(text: str, pos: int) -> Optional[bool]:
     """Whether the call start at pos opens a call: a bare <function= does, and a <tool_call> where <function= or a
     JSON object follows it (past whitespace), unless the function's name is none (names_function); where other text
     follows, it is only a mention of the tag, answer text (False); None while the text ends before that shows."""
@@ -91,13 +92,13 @@ def _opens_call(text: str, pos: int) -> Optional[bool]:
     return None if any(body.startswith(rest) for body in _CALL_BODIES + (TOOL_CALL_TAG,)) else False
 
 
-def _next_call(text: str, start: int = 0) -> int:
-    """Index of the next call start (see _CALL_STARTS) from start that is no mere mention of the tag, or -1."""
+def next_call(text: str, start: int = 0) -> int:
+    """Index of the next call start (see CALL_STARTS) from start that is no mere mention of the tag, or -1."""
     while True:
-        found = [pos for pos in (text.find(tag, start) for tag in _CALL_STARTS) if pos >= 0]
+        found = [pos for pos in (text.find(tag, start) for tag in CALL_STARTS) if pos >= 0]
         if not found:
             return -1
-        if _opens_call(text, min(found)) is not False:
+        if opens_call(text, min(found)) is not False:
             return min(found)
         start = min(found) + len(TOOL_CALL_TAG)
 
@@ -157,7 +158,7 @@ def read_call_pieces(text: str, tools: list[dict], open_end: bool = False, after
     """read_tool_calls' calls and the text around them in the model's order: [before the first call, after the
     first, ..., after the last], each piece stripped; None as there."""
     calls, pieces, end, stop = [], [], 0, len(text)
-    pos = _next_call(text)
+    pos = next_call(text)
     while pos >= 0:
         if eos and cut_opener(text, pos):
             stop = pos          # the next call's opener the end token cut: markup, not answer text
@@ -170,7 +171,7 @@ def read_call_pieces(text: str, tools: list[dict], open_end: bool = False, after
         pieces.append(_without_stray_closers(text[end:pos]) if calls else text[end:pos])
         call, end = read
         calls.append(_openai_call(call))
-        pos = _next_call(text, end)
+        pos = next_call(text, end)
     pieces.append(_without_stray_closers(text[end:stop]))
     return (calls, [piece.strip() for piece in pieces]) if calls else None
 
@@ -204,7 +205,7 @@ def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,
     return None if read is None else read[0]
 
 
-def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
+def ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
     """(call, where the next call starts) for the call text starts with, when it reads whole and the next call has
     begun after it: only the next call's start (not the output's end, which more text may move) proves that a
     </tool_call> closes this call rather than sits in one of its values; None until then."""
@@ -212,120 +213,22 @@ def _ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
     if read is None:
         return None
     after = skip_space(text, read[1])
-    if not text.startswith(_CALL_STARTS, after):
+    if not text.startswith(CALL_STARTS, after):
         return None
     return _openai_call(read[0]), after
 
 
-def _calls_after_prose(text: str, tools: list[dict], reason: Optional[str],
+def calls_after_prose(text: str, tools: list[dict], reason: Optional[str],
                        eos: bool) -> Optional[tuple[str, list]]:
     """(prose, calls) when text starts with a bare <function= that is no call (prose showing the syntax) and the
     calls after it read whole, as vLLM's qwen3_coder parser reads the <tool_call> blocks wherever they are and keeps
     the text before them as content; None otherwise."""
     if text.startswith(TOOL_CALL_TAG):
         return None
-    pos = _next_call(text, 1)
+    pos = next_call(text, 1)
     while pos > 0:
         read = read_tool_calls(text[pos:], tools, open_end=reason == "stop", eos=eos)
         if read is not None:
             return text[:pos].rstrip() + read[1], read[0]
-        pos = -1 if text.startswith(TOOL_CALL_TAG, pos) else _next_call(text, pos + 1)
+        pos = -1 if text.startswith(TOOL_CALL_TAG, pos) else next_call(text, pos + 1)
     return None
-
-
-class ToolCallFilter:
-    """Streams answer text up to the first call start (<tool_call> or a bare <function=), then buffers the calls to
-    parse them whole.
-
-    Whitespace and partial tags at the end of a piece are held back, so the answer text streamed
-    before a call carries no trailing blank lines and never a fragment of the tag.
-    """
-
-    def __init__(self, tools: list[dict], only_listed: bool = False):
-        self._tools = tools
-        # OpenAI's allowed_tools: a call to a tool outside `tools` (offered, but not allowed) is no call, and stays text.
-        self._names = {(tool.get("function") or {}).get("name") for tool in tools} if only_listed else None
-        self._held = ""
-        self._calls_text: Optional[str] = None
-        self._gap = ""          # whitespace held back before the first <tool_call>
-        self._taken = 0         # calls take_ready gave already
-        # After finish: the text the model wrote after each call it returned, in order (their join ends its text).
-        self.texts_after: list[str] = []
-
-    @property
-    def calls_text(self) -> Optional[str]:
-        """The text from the first call not given yet on (None before the first call starts)."""
-        return self._calls_text
-
-    def push(self, text: str) -> str:
-        if self._calls_text is not None:
-            self._calls_text += text
-            return ""
-        buf = self._held + text
-        pos = _next_call(buf)
-        if pos >= 0 and _opens_call(buf, pos) is None:
-            # A <tool_call> with nothing after it yet: held, with the whitespace before it, until it shows what it is.
-            text = buf[:pos].rstrip()
-            self._held = buf[len(text):]
-            return text
-        if pos >= 0:
-            self._calls_text = buf[pos:]
-            self._held = ""
-            text = buf[:pos].rstrip()
-            self._gap = buf[len(text):pos]
-            return text
-        keep = self._hold_len(buf)
-        self._held = buf[len(buf) - keep:]
-        return buf[:len(buf) - keep]
-
-    def take_ready(self) -> list[dict]:
-        """The calls complete so far (each followed by the next call's start), taken out of what finish() parses:
-        a stream can send each call as soon as it is known, as Ollama does (model/parsers/qwen3coder.go returns
-        each call at its </tool_call>)."""
-        calls = []
-        while self._calls_text:
-            ready = _ready_call(self._calls_text, self._tools)
-            if ready is None or not self._allowed([ready[0]]):
-                break
-            calls.append(ready[0])
-            self._calls_text = self._calls_text[ready[1]:]
-        self._taken += len(calls)
-        return calls
-
-    def finish(self, reason: Optional[str] = None, stop_string: bool = False) -> tuple[str, Optional[list[dict]]]:
-        """(text still to emit, tool calls or None) at the end of the output, which `reason` ended (stop_string: a stop
-        string did, not the model's end token): the text the model wrote between and after its calls comes with them.
-        Unparseable call text is returned as text (after any calls take_ready gave: those stand)."""
-        held, self._held = self._held, ""
-        self.texts_after = []
-        eos = reason == "stop" and not stop_string
-        if self._calls_text is None:
-            opener = held.find(TOOL_CALL_TAG)
-            # A held <tool_call> the end token cut before its function's name: markup, and no call.
-            return ("" if eos and opener >= 0 and cut_opener(held, opener) else held), None
-        read = read_call_pieces(self._calls_text, self._tools, open_end=reason == "stop",
-                                after_calls=bool(self._taken), eos=eos)
-        calls, pieces = read if read is not None and self._allowed(read[0]) else (None, [])
-        later = None if calls is not None or self._taken else _calls_after_prose(self._calls_text, self._tools, reason,
-                                                                                 eos)
-        if later is not None and self._allowed(later[1]):
-            return self._gap + later[0], later[1]
-        if calls is None and eos and cut_opener(self._calls_text, 0):
-            return "", None     # a call the end token cut before its name: markup, and no call
-        if calls is None:
-            # Not a call after all: the text comes back whole, with the whitespace held before the first call.
-            return ("" if self._taken else self._gap) + self._calls_text, None
-        self.texts_after = pieces[1:]
-        return "".join(pieces), calls
-
-    def _allowed(self, calls: Optional[list]) -> bool:
-        return self._names is None or all(call["function"]["name"] in self._names for call in calls or [])
-
-    @staticmethod
-    def _hold_len(buf: str) -> int:
-        longest = max(len(tag) for tag in _CALL_STARTS) - 1
-        for size in range(min(len(buf), longest), 0, -1):
-            if any(tag.startswith(buf[-size:]) for tag in _CALL_STARTS):
-                stripped = buf[:-size]
-                return size + (len(stripped) - len(stripped.rstrip()))
-        return len(buf) - len(buf.rstrip())

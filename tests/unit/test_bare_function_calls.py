@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.tools import ToolCallFilter, parse_tool_calls
+from gateway.tool_filter import ToolCallFilter
+from gateway.tools import parse_tool_calls
 
 TOOLS = [{"type": "function", "function": {"name": "Glob", "parameters": {
     "type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}}}]

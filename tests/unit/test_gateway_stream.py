@@ -12,7 +12,8 @@ from gateway.model import ModelCard
 from gateway.pipeline import ChoiceOutput
 from gateway.reasoning import ReasoningSplitter
 from gateway.stream import IncrementalDetokenizer, StopMatcher, TextOffsets
-from gateway.tools import ToolCallFilter, parse_tool_calls
+from gateway.tool_filter import ToolCallFilter
+from gateway.tools import parse_tool_calls
 from proto import pb
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.tool_stream import CallDelta, ToolCallStream
-from gateway.tools import ToolCallFilter
+from gateway.tool_filter import ToolCallFilter
 
 SCHEMA = {"type": "object", "properties": {
     "path": {"type": "string"}, "content": {"type": "string", "description": "the file's text"},

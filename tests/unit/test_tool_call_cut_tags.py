@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.tools import ToolCallFilter, read_tool_calls
+from gateway.tool_filter import ToolCallFilter
+from gateway.tools import read_tool_calls
 from tests.unit.tool_deltas import chunk_calls
 
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}, "n": {"type": "integer"}}}

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.tools import ToolCallFilter
+from gateway.tool_filter import ToolCallFilter
 from tests.unit.tool_deltas import join_calls
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
