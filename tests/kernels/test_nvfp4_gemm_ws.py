@@ -53,9 +53,14 @@ def test_ws_pick_and_graph_replay():
     gemm_ws.gemm_ws(x, p, out)
     torch.cuda.synchronize()
     assert _err(out, x.float() @ ref_w.t()) < REL_TOL
+    _check_graph_replays(lambda: gemm_ws.gemm_ws(x, p, out), x, out, ref_w)
+
+
+def _check_graph_replays(run, x: torch.Tensor, out: torch.Tensor, ref_w: torch.Tensor) -> None:
+    """run() (warmed up) captured in a CUDA graph, replayed twice on new x in place: out against x @ ref_w^T."""
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        gemm_ws.gemm_ws(x, p, out)
+        run()
     for _ in range(2):
         x.copy_(torch.randn_like(x, dtype=torch.float32).to(torch.bfloat16))
         out.fill_(float("nan"))

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernels.nvfp4 import gemm_wgmma, gemm_ws, ops
-from tests.kernels.test_nvfp4_gemm_ws import REL_TOL, _err, _poisoned, _weight
+from tests.kernels.test_nvfp4_gemm_ws import REL_TOL, _check_graph_replays, _err, _poisoned, _weight
 
 pytestmark = pytest.mark.gpu
 
@@ -38,15 +38,7 @@ def test_wsb_as_dispatched_and_graph_replay(monkeypatch):
     gemm_wgmma.gemm_wgmma(x, p, out)
     torch.cuda.synchronize()
     assert _err(out, x.float() @ ref_w.t()) < REL_TOL and calls == [(1, 32, 1)]
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gemm_wgmma.gemm_wgmma(x, p, out)
-    for _ in range(2):
-        x.copy_(torch.randn_like(x, dtype=torch.float32).to(torch.bfloat16))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert _err(out, x.float() @ ref_w.t()) < REL_TOL
+    _check_graph_replays(lambda: gemm_wgmma.gemm_wgmma(x, p, out), x, out, ref_w)
 
 
 def test_wsb_checks_arguments():
