@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import first_call_arguments
+from tests.unit.tool_deltas import first_call_arguments, ollama_call_arguments
 
 PARAMS = {"type": "object", "properties": {
     "force": {"type": "boolean"}, "quiet": {"type": "boolean"}, "all": {"type": "boolean"},
@@ -50,8 +50,7 @@ async def test_every_route_gives_the_typed_arguments(stack, stream):
     raw = await (await client.post("/v1/chat/completions", json=body)).read()
     assert json.loads(first_call_arguments(raw, stream)) == EXPECTED
     ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    assert [call["function"]["arguments"] for line in ollama.decode().splitlines() if line.strip()
-            for call in orjson.loads(line)["message"].get("tool_calls") or []] == [EXPECTED]
+    assert ollama_call_arguments(ollama) == [EXPECTED]
     body = {"model": "default", "input": "hi", "reasoning": {"effort": "none"}, "stream": stream,
             "tools": [{"type": "function", "name": "f", "parameters": PARAMS}]}
     raw = await (await client.post("/v1/responses", json=body)).read()

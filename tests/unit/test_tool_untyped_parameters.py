@@ -4,12 +4,11 @@ no types, the raw string) return it. It was read as JSON: "1e3" came back as 100
 as true; streamed or not, on every route. A forced call's grammar writes such a value as text too, so it reads back."""
 import json
 
-import orjson
 import pytest
 
 from gateway.tool_grammar import string_terminal
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import first_call_arguments
+from tests.unit.tool_deltas import first_call_arguments, ollama_call_arguments
 
 PARAMS = {"type": "object", "properties": {"id": {"description": "the id"}, "tags": {"title": "Tags"}, "flag": {},
                                            "n": {"type": "integer", "description": "typed"}}}
@@ -39,6 +38,4 @@ async def test_every_route_gives_the_text(stack, stream):
     arguments = first_call_arguments(raw, stream)
     assert json.loads(arguments) == EXPECTED
     ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    calls = [call for line in ollama.decode().splitlines() if line.strip()
-             for call in orjson.loads(line)["message"].get("tool_calls") or []]
-    assert [call["function"]["arguments"] for call in calls] == [EXPECTED]
+    assert ollama_call_arguments(ollama) == [EXPECTED]

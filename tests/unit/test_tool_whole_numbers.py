@@ -4,11 +4,10 @@ lidge-jun/opencodex#1611), and vLLM's qwen3_coder and Ollama's parser write whol
 integers). Streamed or not, /v1 and Ollama."""
 import json
 
-import orjson
 import pytest
 
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import first_call_arguments
+from tests.unit.tool_deltas import first_call_arguments, ollama_call_arguments
 
 PARAMS = {"type": "object", "properties": {
     "limit": {"type": "integer"}, "ms": {"type": ["integer", "null"]}, "ratio": {"type": "number"},
@@ -35,6 +34,4 @@ async def test_every_route_writes_the_integer(stack, stream):
     arguments = first_call_arguments(raw, stream)
     assert arguments == EXPECTED
     ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    calls = [call for line in ollama.decode().splitlines() if line.strip()
-             for call in orjson.loads(line)["message"].get("tool_calls") or []]
-    assert [call["function"]["arguments"] for call in calls] == [json.loads(EXPECTED)]
+    assert ollama_call_arguments(ollama) == [json.loads(EXPECTED)]

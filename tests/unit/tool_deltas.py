@@ -33,3 +33,10 @@ def first_call_arguments(raw: bytes, stream: bool) -> str:
         chunks = [orjson.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")]
         return chunk_calls(chunks)[0]["function"]["arguments"]
     return orjson.loads(raw)["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+
+
+def ollama_call_arguments(raw: bytes) -> list:
+    """The arguments (objects, as Ollama sends them) of every tool call in an /api/chat answer body, in order: the
+    message.tool_calls of each NDJSON line (one line when not streamed)."""
+    return [call["function"]["arguments"] for line in raw.decode().splitlines() if line.strip()
+            for call in orjson.loads(line)["message"].get("tool_calls") or []]
