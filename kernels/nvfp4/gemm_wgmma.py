@@ -178,18 +178,15 @@ def gemm_wgmma(x, p: dict, out, tile: int = 0, fence: bool = True, permute: bool
     num_sms = _compile.num_sms(x.device)
     if _stream_k_ran(x, p, out, (tile, splits, stream_k), plain, num_sms):
         return out
-    if plain and not diag and not tile and not splits and use_ws:
-        from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
+    from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
 
-        bulk = gemm_ws.bulk_choice(m, p["Np"], p["Kc"], num_sms)
-        if bulk:
-            return gemm_ws.launch_bulk(x, p, out, 1, *bulk)
+    ws_family = plain and not diag and use_ws  # the warp-specialised kernels may take the launch
+    bulk = ws_family and not tile and not splits and gemm_ws.bulk_choice(m, p["Np"], p["Kc"], num_sms)
+    if bulk:
+        return gemm_ws.launch_bulk(x, p, out, 1, *bulk)
     tile, splits = _tile_and_splits(m, p, tile, splits, plain, num_sms)
-    if plain and not diag and tile in (64, 128) and use_ws:
-        from kernels.nvfp4 import gemm_ws  # imports this module: no cycle at import time
-
-        if gemm_ws.WS_GEMM:
-            return gemm_ws.launch(x, p, out, splits, tile)
+    if ws_family and tile in (64, 128) and gemm_ws.WS_GEMM:
+        return gemm_ws.launch(x, p, out, splits, tile)
     rows = p["Np"] // TILE_ROWS
     tiles = rows * -(-m // tile)
     ws, counters, splits = split_buffers(x.device, tiles, tile, splits)
