@@ -26,7 +26,7 @@ from gateway.schema_validate import validate
 from gateway.sglang_fields import choice_prompt_ids
 from gateway.structured import check_answer, checked, json_constraint
 from gateway.thinking_budget import apply_thinking_budget, reasoning_budget
-from gateway.tool_choice import allows_listed_only, tool_mode
+from gateway.tool_choice import allows_listed_only, function_types, tool_mode
 from gateway.tool_grammar import calls_or_json_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
@@ -60,7 +60,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     body = fold_n_cmpl(body)
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
-    body = lower_roles(body)
+    body = function_types(lower_roles(body))
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
     try:

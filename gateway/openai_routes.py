@@ -17,6 +17,7 @@ from gateway.openai_checks import check_tools
 from gateway.openai import chat_prompt_text, parse_chat, parse_completion
 from gateway.openai_plan import Plan, check_model
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
+from gateway.tool_choice import function_types
 from gateway.completion_shape import CompletionFramer, completion_response
 from gateway import generative_scoring
 from gateway.openai_shape import ChatFramer, ChatShaper
@@ -32,7 +33,7 @@ def render_body(body) -> dict:
     earlier turn's `function_call` / `function` message are the tools, tool call and result they are on
     /v1/chat/completions (legacy_functions), so the rendering is that chat request's prompt; errors name the fields
     sent."""
-    body = lower_roles(body)
+    body = function_types(lower_roles(body))
     legacy = isinstance(body, dict) and body.get("functions") is not None
     try:
         body = validate(legacy_functions(body) if isinstance(body, dict) else body, TOKENIZE_SCHEMA)

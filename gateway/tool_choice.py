@@ -72,3 +72,22 @@ def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
         raise InvalidRequest("tool_choice 'auto' needs a non-empty tools list: send tools, or leave tool_choice out",
                              param="tool_choice")
     return tools, None
+
+
+def function_types(body):
+    """A chat body whose tools, and named tool_choice, that leave out "type" are function ones, as vLLM's
+    ChatCompletionToolsParam and ChatCompletionNamedToolChoiceParam default it ("function"); OpenAI requires it."""
+    if not isinstance(body, dict):
+        return body
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    out = body
+    if isinstance(tools, list) and any(_untyped(tool) for tool in tools):
+        out = {**out, "tools": [{"type": "function", **tool} if _untyped(tool) else tool for tool in tools]}
+    if _untyped(choice):
+        out = {**out, "tool_choice": {"type": "function", **choice}}
+    return out
+
+
+def _untyped(entry) -> bool:
+    """A tool or tool_choice object with a "function" and no "type" key."""
+    return isinstance(entry, dict) and "type" not in entry and "function" in entry
