@@ -170,6 +170,8 @@ class LMStudioRoutes:
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none, cap_output=True)
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
+        if plan.debug_render is not None:
+            return json_response(shaper.render_only())
         gen = await self.engine.start(plan.gen)
         outcome = _Outcome(card, gen, received)
         if plan.stream:

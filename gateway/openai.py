@@ -108,6 +108,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 reasoning_beside_content=reasoning_beside_content(body, stream),
                 hold_reasoning=stream and held_reasoning(body),
                 prompt_text=text.replace(PROTECT_MARK, "") if body.get("return_prompt_text") else None,
+                debug_render=text.replace(PROTECT_MARK, "") if body.get("_debug_render_only") else None,
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 

@@ -42,6 +42,7 @@ class Plan:
     reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content
     hold_reasoning: bool = False                     # SGLang's stream_reasoning false: the reasoning in one chunk
     prompt_text: Optional[str] = None                # vLLM's return_prompt_text: the rendered chat prompt
+    debug_render: Optional[str] = None               # Ollama's _debug_render_only: the rendered prompt, nothing run
 
 
 def served(requested: str, card: ModelCard, served_name: str) -> bool:

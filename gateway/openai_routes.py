@@ -155,6 +155,9 @@ class OpenAIRoutes:
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
         shaper = ChatShaper(plan, card, response_id(request, body, "chatcmpl", plan.gen.req_id))
+        if plan.debug_render is not None:
+            # One object, streamed or not, as Ollama's handler answers it: nothing is generated.
+            return json_response(shaper.render_only())
         if plan.stream:
             gen = await self.engine.start(plan.gen)
             return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)

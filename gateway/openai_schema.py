@@ -184,6 +184,7 @@ CHAT_SCHEMA = {
         "include_reasoning": _BOOL_OR_NULL,   # vLLM's: false leaves the reasoning out of the answer
         "separate_reasoning": _BOOL_OR_NULL, "stream_reasoning": _BOOL_OR_NULL,   # SGLang's (reasoning.py)
         "return_prompt_text": _BOOL_OR_NULL,   # vLLM's: the rendered prompt as prompt_text
+        "_debug_render_only": _BOOL_OR_NULL,   # Ollama's /v1: the rendered prompt in _debug_info, nothing generated
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
         "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.

@@ -138,6 +138,15 @@ class ChatShaper:
             choice["prompt_token_ids"] = self.plan.gen.prompt_ids
         return choice
 
+    def render_only(self) -> dict:
+        """Ollama's /v1 answer to _debug_render_only (openai.ToChatCompletion of the object ChatHandler answers before
+        it generates): the prompt the model would read in _debug_info, one empty choice, zero usage."""
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
+                "system_fingerprint": self.card.fingerprint,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "_debug_info": {"rendered_template": self.plan.debug_render}}
+
     def response(self, results: list, usage: Usage) -> dict:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
                 "system_fingerprint": self.card.fingerprint, "choices": [self.message(r) for r in results],
