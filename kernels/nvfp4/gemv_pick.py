@@ -2,6 +2,8 @@
 
 - "bt": M = 1, gemv_bt.serves (v12 block tiles: Hopper, PDL, tiles spread evenly over the SMs);
 - "bc": M = 1, gemv_bc.serves (v10 block columns);
+- "sk": 2 <= M <= 16, gemv_sk.serves (v13: 9-16 rows on stream-K quads from ~25 MB of weights, 2-8 rows on
+  block-owned tiles where they spread evenly, up to 16 a block);
 - "btm": 2 <= M <= 16, gemv_btm.serves (v12m: v12's split with v7's decode; 8+ tiles a block, e.g. the fused MLP
   gate+up 34816x5120);
 - "bcr": M = 2, gemv_bc.serves_rows, on weights of at least ROWS_MIN_CHUNKS fragments (Np / 16 * Kc);
@@ -23,7 +25,7 @@ import os
 import torch
 
 from kernels import _compile
-from kernels.nvfp4 import gemv_bc, gemv_bt, gemv_btm, ops
+from kernels.nvfp4 import gemv_bc, gemv_bt, gemv_btm, gemv_sk, ops
 
 EARLY = os.environ.get("SPARKINFER_NVFP4_EARLY", "1") == "1"  # 0: the v7 GEMVs wait at their start, as before
 EARLY_MAX_M = 8
@@ -40,6 +42,8 @@ def choice(x: torch.Tensor, p: dict, variant: str = "") -> str:
         return "bt"
     if m == 1 and gemv_bc.serves(x, p):
         return "bc"
+    if 2 <= m <= 16 and gemv_sk.serves(x, p):
+        return "sk"
     if 2 <= m <= 16 and gemv_btm.serves(x, p):
         return "btm"
     if m == 2 and gemv_bc.serves_rows(x, p) and (p["Np"] // 16) * p["Kc"] >= ROWS_MIN_CHUNKS:
@@ -61,6 +65,8 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
         return gemv_bt.gemv_bt(x, p, out, unroll=gemv_bt.dispatch_unroll(p))
     if kind == "bc":
         return gemv_bc.gemv_bc(x, p, out, unroll=gemv_bc.dispatch_unroll(p))
+    if kind == "sk":
+        return gemv_sk.gemv_sk(x, p, out)
     if kind == "btm":
         return gemv_btm.gemv_btm(x, p, out)
     if kind == "bcr":

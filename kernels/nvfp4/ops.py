@@ -94,8 +94,8 @@ def _launch(name: str, source: str, grid, block, args, kernel=None, shared_mem: 
 
 def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_per_sm: int = 2) -> torch.Tensor:
     """x [M, K] bf16 contiguous (M <= 32), p = prepared(...) -> out [M, N] bf16 (written) by the kernel
-    gemv_pick.choice names (gemv_bt / gemv_bc for one row, gemv_bcr, gemv_cluster, gemv.cu with early loads, gemv_tile,
-    gemv.cu); variant, blocks_per_sm: gemv_v2's options."""
+    gemv_pick.choice names (gemv_bt / gemv_bc for one row, gemv_sk, gemv_btm, gemv_bcr, gemv_cluster, gemv.cu with
+    early loads, gemv_tile, gemv.cu); variant, blocks_per_sm: gemv_v2's options."""
     from kernels.nvfp4 import gemv_pick
 
     return gemv_pick.gemv(x, p, out, variant, blocks_per_sm)

@@ -178,9 +178,12 @@ def test_block_column_rows_chain_and_graph(pdl):
 
 
 
-def test_ops_gemv_takes_v10r_for_two_rows():
+def test_ops_gemv_takes_v10r_for_two_rows(monkeypatch):
     # M = 2 on a K = 5120 shape of at least gemv_pick.ROWS_MIN_CHUNKS fragments that neither gemv_btm (5.8 tiles a
-    # block) nor gemv_cluster takes goes to gemv_bcr (alpha_bc appears), M = 3 does not
+    # block) nor gemv_cluster takes goes to gemv_bcr (alpha_bc appears), M = 3 does not (gemv_sk off: it takes both)
+    from kernels.nvfp4 import gemv_sk
+
+    monkeypatch.setattr(gemv_sk, "GEMV_SK", False)
     weight = _weight(12288, 5120)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
     x3 = torch.randn(3, 5120, device="cuda").to(torch.bfloat16)

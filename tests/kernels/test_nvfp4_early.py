@@ -5,7 +5,7 @@ gemv_pick's choices on an H200 (needs a GPU)."""
 import pytest
 import torch
 
-from kernels.nvfp4 import gemv_btm, gemv_pick, ops
+from kernels.nvfp4 import gemv_btm, gemv_pick, gemv_sk, ops
 from tests.kernels.test_nvfp4_bc import _chain, _weight
 
 pytestmark = pytest.mark.gpu
@@ -37,19 +37,20 @@ def test_early_loads_wait_for_the_previous_kernel(rows, xs, graph):
 
 
 def test_pick_on_hopper():
-    if torch.cuda.get_device_capability() != (9, 0) or not (ops.PDL and gemv_pick.EARLY and gemv_btm.GEMV_BTM):
+    if torch.cuda.get_device_capability() != (9, 0) or not (ops.PDL and gemv_pick.EARLY and gemv_btm.GEMV_BTM and gemv_sk.GEMV_SK):
         pytest.skip("the choices below are the Hopper + PDL ones")
     shapes = {"gate_up": (34816, 5120), "mid": (12288, 5120), "small": (6144, 5120), "fused": (16384, 5120),
               "down": (5120, 17408)}
     w = {name: ops.prepared(_weight(n, k)) for name, (n, k) in shapes.items()}
     x = lambda m, k=5120: torch.randn(m, k, device="cuda").to(torch.bfloat16)  # noqa: E731
     assert gemv_pick.choice(x(1), w["small"]) == "bt"
-    for m in (2, 8, 16):
+    for m in (2, 8):
         assert gemv_pick.choice(x(m), w["gate_up"]) == "btm", m  # 16.5 tiles a block
-    assert gemv_pick.choice(x(2), w["mid"]) == "bcr"  # 61,440 fragments, 5.8 tiles a block
-    assert gemv_pick.choice(x(2), w["small"]) == "v2_early"  # 30,720
-    assert gemv_pick.choice(x(4), w["small"]) == "v2_early"  # was gemv_tile
-    assert gemv_pick.choice(x(8, 17408), w["down"]) == "v2_early"
-    assert gemv_pick.choice(x(4), w["fused"]) == "cluster"
-    assert gemv_pick.choice(x(16), w["mid"]) == "v2"
+    assert gemv_pick.choice(x(16), w["gate_up"]) == "sk"  # 174,080 fragments
+    assert gemv_pick.choice(x(2), w["mid"]) == "sk"  # 5.8 tiles a block, imbalance 1.03 (was bcr)
+    assert gemv_pick.choice(x(2), w["small"]) == "sk"  # 2.9 tiles a block
+    assert gemv_pick.choice(x(8, 17408), w["down"]) == "v2_early"  # 2.4 tiles a block: imbalance 1.24
+    assert gemv_pick.choice(x(4), w["fused"]) == "sk"  # 7.8 tiles a block (was cluster)
+    assert gemv_pick.choice(x(16), w["mid"]) == "sk"  # 61,440 fragments
+    assert gemv_pick.choice(x(16), w["small"]) == "v2"  # 30,720 fragments: under gemv_sk.QUADS_MIN_CHUNKS
     assert gemv_pick.choice(x(4), w["small"], variant="_atomic") == "v2"

@@ -1,0 +1,276 @@
+// NVFP4 GEMV v13 (several rows): y[M, N] = x[M, K] W^T for M = 2..16, f32 sums, bf16 out, one 512-thread block a SM.
+// Every warp streams its 16-row tile's fragments global -> registers U chunks ahead (ld.global.nc, gemv.cu's layout:
+// one 16-byte fragment a lane a 64-k chunk; the first U loads go out before griddepcontrol.wait), decodes them with
+// the e4m3 block scales (decode_word) and runs mma.sync m16n8k16 against x, which the block stages once in shared
+// memory (rows of Kc * 64 bf16 plus a pad that puts the lanes' reads of one row group on distinct banks).
+// Two work splits (gemv_sk.py picks by rows):
+// - nvfp4_gemv_sk_nt2 (9-16 rows), stream-K quads: the weight's quads (4 consecutive tiles, 64 rows) x Kc chunks as
+//   one list split evenly over every warpgroup of the grid: warpgroup g of G takes [total g / G, total (g + 1) / G),
+//   a run of segments (quad, chunks [ca, cb)), its warp w tile 4 quad + w of each. A segment over the whole K stores
+//   its tile; a partial one adds its sums into the workspace (red.global.add, ws [Np / 64 quads, 128 threads, 8]
+//   f32, zero between calls) and counts its chunks on the quad's counter; the warpgroup that completes Kc reads the
+//   sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
+// - nvfp4_gemv_sk_own_nt1 (2-8 rows), block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G)
+//   (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet in shared memory.
+// Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.6 against v12m's 28.8 us, 14336x5120
+// M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16, x in shared memory (gemv_sk.py checks); a warp or warpgroup
+// with no chunks (more warps than work) stages x with the others and stops.
+#include "gemv_core.cuh"
+
+#define SK_THREADS 512
+
+struct SkArgs {
+    const uint4* wq;     // [Np/16, Kc, 32] fragments
+    const u16* wsc;      // [Np/16, Kc, 32] scale pairs
+    const u16* x;        // [M, K] bf16
+    u16* y;              // [M, N] bf16
+    float* ws;           // [Np/64, 128, NT * 4] f32, zero between calls
+    int* counters;       // [Np/64], zero between calls
+    const float* alpha;  // [Np/16]
+    int M, N, K, Np, Kc;
+};
+
+// x [M, K] -> rows of Kc * 128 + PAD bytes at xs (zero past K) by every thread of the block: 16-byte cp.async
+// (PAD 16: the lanes' 16-byte reads of one row group hit distinct banks) or 8-byte (PAD 8: the same for 8-byte reads)
+template <int PAD>
+__device__ __forceinline__ void sk_stage_x(const SkArgs& p, unsigned char* xs) {
+    const int per_row = p.Kc * (128 / PAD), pitch = p.Kc * 128 + PAD, e = PAD / 2;
+    for (int i = threadIdx.x; i < p.M * per_row; i += blockDim.x) {
+        const int m = i / per_row, u = i - m * per_row, k = u * e;
+        const u16* src = p.x + (u64)m * p.K + min(k, p.K - e);
+        u32 d;
+        asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(xs + m * pitch + u * PAD));
+        if constexpr (PAD == 16)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(k < p.K ? 16 : 0));
+        else
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" :: "r"(d), "l"(src), "r"(k < p.K ? 8 : 0));
+    }
+}
+
+// one chunk c: decode the fragment (4 k-steps) and multiply by the lane's x words (xr: its row + 32 t bytes). XJ:
+// each k-step's two words read just before its MMA (8 bytes); else the chunk's 8 words up front (2 x 16 bytes)
+template <int NT, bool XJ>
+__device__ __forceinline__ void sk_chunk(uint4 f, u32 sc, const u32* lut, const unsigned char* const (&xr)[NT],
+                                         int c, float (&acc)[NT][4]) {
+    uint4 xv[NT][2];
+    if constexpr (!XJ) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            xv[nt][0] = *(const uint4*)(xr[nt] + 128 * c), xv[nt][1] = *(const uint4*)(xr[nt] + 128 * c + 16);
+    }
+    const u32 sg = lut[sc & 0xFFu], sg8 = lut[sc >> 8];
+#pragma unroll
+    for (int st = 0; st < 4; ++st) {
+        u32 a[4];
+        decode_word(word_of(f, st), sg, sg8, a);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            if constexpr (XJ) {
+                const uint2 b = *(const uint2*)(xr[nt] + 128 * c + 8 * st);
+                mma_bf16(acc[nt], a, b.x, b.y);
+            } else {
+                const uint4& b = xv[nt][st >> 1];
+                mma_bf16(acc[nt], a, (st & 1) ? b.z : b.x, (st & 1) ? b.w : b.y);
+            }
+        }
+    }
+}
+
+// the U-chunk register ring of one warp's segment: fragments and scale pairs of chunks c .. c + U - 1
+template <int U>
+struct SkRing {
+    uint4 w[U];
+    u32 s[U];
+};
+
+template <int U>
+__device__ __forceinline__ void sk_load(const SkArgs& p, int tile, int ca, int cb, SkRing<U>& r) {
+    const int lane = threadIdx.x & 31;
+    const u64 base = (u64)tile * p.Kc * 32 + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+        if (ca + u < cb) r.w[u] = ld_stream16(p.wq + base + (u64)(ca + u) * 32), r.s[u] = ld_stream_u16(p.wsc + base + (u64)(ca + u) * 32);
+}
+
+// acc = tile's sums over chunks [ca, cb); r holds chunks ca .. ca + U - 1 on entry
+template <int NT, int U, bool XJ>
+__device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, int cb, const u32* lut,
+                                           const unsigned char* const (&xr)[NT], SkRing<U>& r, float (&acc)[NT][4]) {
+    const int lane = threadIdx.x & 31;
+    const u64 base = (u64)tile * p.Kc * 32 + lane;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    int c = ca;
+    for (; c + U <= cb; c += U) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const uint4 f = r.w[u];
+            const u32 sc = r.s[u];
+            if (c + u + U < cb)
+                r.w[u] = ld_stream16(p.wq + base + (u64)(c + u + U) * 32), r.s[u] = ld_stream_u16(p.wsc + base + (u64)(c + u + U) * 32);
+            sk_chunk<NT, XJ>(f, sc, lut, xr, c + u, acc);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+        if (c + u < cb) sk_chunk<NT, XJ>(r.w[u], r.s[u], lut, xr, c + u, acc);
+}
+
+// a partial segment of quad q (n chunks): add into the workspace, count; the warpgroup completing Kc stores the tile
+// a partial segment of quad q (n chunks): add into the workspace; after the warpgroup's barrier thread 0 fences and
+// counts (CUTLASS's GenericBarrier::arrive_inc: one fence, not one a thread; 0.1-0.3 us faster, session 19 run 3);
+// the warpgroup completing Kc stores the tile
+template <int NT>
+__device__ __forceinline__ void sk_flush(const SkArgs& p, int q, int n, float (&acc)[NT][4], int* last) {
+    const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
+    float* w = p.ws + ((u64)q * 128 + t) * (NT * 4);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(w + 4 * nt), "f"(acc[nt][0]),
+                     "f"(acc[nt][1]), "f"(acc[nt][2]), "f"(acc[nt][3]) : "memory");
+    asm volatile("bar.sync %0, 128;" :: "r"(1 + wg) : "memory");
+    if (t == 0) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        last[wg] = atomicAdd(p.counters + q, n) + n == p.Kc;
+    }
+    asm volatile("bar.sync %0, 128;" :: "r"(1 + wg) : "memory");
+    if (!last[wg]) return;
+    __threadfence();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const float4 v = __ldcg((const float4*)(w + 4 * nt));
+        acc[nt][0] = v.x, acc[nt][1] = v.y, acc[nt][2] = v.z, acc[nt][3] = v.w;
+        __stcg((float4*)(w + 4 * nt), make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    }
+    if (t == 0) p.counters[q] = 0;
+    store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, 4 * q + (t >> 5), acc);
+}
+
+// the lane's x row pointers (rows past M repeat row M - 1: their columns are never stored)
+template <int NT, int PAD>
+__device__ __forceinline__ void sk_rows(const SkArgs& p, const unsigned char* xs, const unsigned char* (&xr)[NT]) {
+    const int lane = threadIdx.x & 31, pitch = p.Kc * 128 + PAD;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) xr[nt] = xs + min(nt * 8 + (lane >> 2), p.M - 1) * pitch + 32 * (lane & 3);
+}
+
+// stream-K quads
+template <int NT, int U, bool XJ>
+__device__ void sk_body(const SkArgs& p) {
+    constexpr int PAD = XJ ? 8 : 16;
+    __shared__ u32 lut[256];
+    __shared__ int last[SK_THREADS / 128];
+    extern __shared__ __align__(16) unsigned char xs[];
+    pdl_launch_dependents();
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3;
+    const long long G = (long long)gridDim.x * (SK_THREADS / 128), g = (long long)blockIdx.x * (SK_THREADS / 128) + wg;
+    const long long total = (long long)(p.Np / 64) * p.Kc;
+    long long a = total * g / G;
+    const long long b = total * (g + 1) / G;
+    SkRing<U> r;
+    int q = (int)(a / p.Kc), ca = (int)(a % p.Kc), cb = (int)min((long long)p.Kc, ca + (b - a));
+    sk_load<U>(p, 4 * q + warp, ca, cb, r);  // the first loads need nothing from the kernel before
+    if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    pdl_wait();
+    sk_stage_x<PAD>(p, xs);
+    cp_async_wait_all();
+    __syncthreads();
+    const unsigned char* xr[NT];
+    sk_rows<NT, PAD>(p, xs, xr);
+    while (a < b) {
+        float acc[NT][4];
+        sk_segment<NT, U, XJ>(p, 4 * q + warp, ca, cb, lut, xr, r, acc);
+        a += cb - ca;
+        const int q0 = q, n = cb - ca;
+        if (a < b) {  // the next segment's first loads before this one's store or flush
+            q = (int)(a / p.Kc), ca = 0, cb = (int)min((long long)p.Kc, b - a);
+            sk_load<U>(p, 4 * q + warp, ca, cb, r);
+        }
+        if (n == p.Kc) store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, 4 * q0 + warp, acc);
+        else sk_flush<NT>(p, q0, n, acc, last);
+    }
+}
+
+// block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split
+// evenly over its 16 warps; a warp's partial first / last segment goes to its slot 2 w / 2 w + 1 and after one
+// barrier the warp holding a tile's first slot adds the tile's slots (consecutive: the warps' ranges are in order)
+template <int NT, int U, bool XJ>
+__device__ void own_body(const SkArgs& p) {
+    constexpr int PAD = XJ ? 8 : 16, W = SK_THREADS / 32;
+    __shared__ u32 lut[256];
+    __shared__ float slots[2 * W][32][NT * 4];
+    __shared__ int slot_tile[2 * W];
+    extern __shared__ __align__(16) unsigned char xs[];
+    pdl_launch_dependents();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int T = p.Np / 16, t0 = (int)((long long)T * blockIdx.x / gridDim.x);
+    const int tiles = (int)((long long)T * (blockIdx.x + 1) / gridDim.x) - t0;
+    int i = (int)((long long)tiles * p.Kc * warp / W);
+    const int end = (int)((long long)tiles * p.Kc * (warp + 1) / W);
+    SkRing<U> r;
+    int lt = i / p.Kc, ca = i - lt * p.Kc, cb = min(p.Kc, ca + (end - i));
+    sk_load<U>(p, t0 + lt, ca, cb, r);
+    if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
+    if (lane < 2) slot_tile[2 * warp + lane] = -1;
+    pdl_wait();
+    sk_stage_x<PAD>(p, xs);
+    cp_async_wait_all();
+    __syncthreads();
+    const unsigned char* xr[NT];
+    sk_rows<NT, PAD>(p, xs, xr);
+    bool first = true;
+    while (i < end) {
+        float acc[NT][4];
+        sk_segment<NT, U, XJ>(p, t0 + lt, ca, cb, lut, xr, r, acc);
+        i += cb - ca;
+        const int l0 = lt, n = cb - ca;
+        if (i < end) {
+            lt = i / p.Kc, ca = 0, cb = min(p.Kc, end - i);
+            sk_load<U>(p, t0 + lt, ca, cb, r);
+        }
+        if (n == p.Kc) {
+            store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, t0 + l0, acc);
+        } else {
+            const int s = 2 * warp + (first ? 0 : 1);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) slots[s][lane][4 * nt + e] = acc[nt][e];
+            if (lane == 0) slot_tile[s] = t0 + l0;
+        }
+        first = false;
+    }
+    __syncthreads();
+    for (int s = 2 * warp; s < 2 * warp + 2; ++s) {
+        const int tile = slot_tile[s];
+        int prev = s - 1;
+        while (prev >= 0 && slot_tile[prev] < 0) --prev;
+        if (tile < 0 || (prev >= 0 && slot_tile[prev] == tile)) continue;  // not the tile's first slot
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] = slots[s][lane][4 * nt + e];
+        for (int o = s + 1; o < 2 * W; ++o) {
+            if (slot_tile[o] < 0) continue;
+            if (slot_tile[o] != tile) break;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[nt][e] += slots[o][lane][4 * nt + e];
+        }
+        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, acc);
+    }
+}
+
+#define SK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, const float* alpha, \
+                  int M, int N, int K, int Np, int Kc
+#define SK_ARGS SkArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}
+// session 19 run 4 (gemv_sk.py): 9-16 rows on stream-K quads, 4 chunks in flight, x read up front; 2-8 rows on
+// block-owned tiles, 2 chunks in flight, x read just in time
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt2(SK_PARAMS) {
+    sk_body<2, 4, false>(SK_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt1(SK_PARAMS) {
+    own_body<1, 2, true>(SK_ARGS);
+}

@@ -1,0 +1,88 @@
+"""Launcher of gemv_sk.cu (v13, 2..16 rows, one 512-thread block a SM): fragments streamed global -> registers,
+x staged once per block in shared memory; 9-16 rows on stream-K quads (partial quads summed through the split-K
+workspace), 2-8 rows on block-owned tiles (partial tiles summed in shared memory). Method: gemv_sk.cu's header.
+"""
+import functools
+import os
+
+import torch
+
+from kernels import _compile
+from kernels.nvfp4 import gemv_bt, ops
+
+GEMV_SK = os.environ.get("SPARKINFER_NVFP4_SK", "1") == "1"
+THREADS = 512  # gemv_sk.cu SK_THREADS
+WARPGROUPS, WARPS = THREADS // 128, THREADS // 32
+STATIC_SMEM = 2 * WARPS * 32 * 4 * 4 + 2 * WARPS * 4 + 1024 + 16 + 256  # own: slots, slot tiles; lut, flags, slack
+X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
+# gemv_pick's rule (H200 session 19 run 4, bench timing, us, previous pick / v13): 9-16 rows from QUADS_MIN_CHUNKS
+# fragments (16-row tiles x chunks): 17408x5120 M = 16 btm 28.8 / 24.6, 14336x5120 cluster 25.0 / 22.2, 34816x5120
+# btm 45.0 / 38.5, LM head v2 312.6 / 233.1, 10240x5120 19.9 / 19.5; below it v2 wins (6144x5120 14.2 / 15.2,
+# 5120x6144 13.9 / 16.8). 2-8 rows where blocks own 1 to OWN_MAX_TILES tiles with imbalance <= OWN_MAX_IMBALANCE:
+# M = 2 14336x5120 19.5 / 16.9, 12288x5120 17.0 (bcr) / 14.9, 6144x5120 10.7 / 10.0; M = 8 16384x5120 20.3 / 20.0;
+# not 34816x5120 (16.5 tiles a block: btm 32.9 / 34.5 at M = 2), the LM head (bcr 200.2 / 214.3 at M = 2), the
+# N = 5120 shapes (imbalance 1.24: 5120x6144 M = 4 10.8 / 11.7).
+QUADS_MIN_CHUNKS = 40_000
+OWN_MAX_TILES = 16
+OWN_MAX_IMBALANCE = 1.1
+
+
+def x_bytes(m: int, p: dict) -> int:
+    """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (2-8 rows, 8-byte reads) or 16 (9-16 rows)."""
+    return m * (p["Kc"] * 128 + (8 if m <= 8 else 16))
+
+
+def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
+    """2 <= M <= 16, K % 8 == 0, K >= 16, x 16-byte aligned and staged in X_MAX_BYTES (warps with no chunks still
+    take part in the staging barrier and then stop)."""
+    m = x.shape[0]
+    return (2 <= m <= 16 and p["K"] % 8 == 0 and p["K"] >= 16 and x.data_ptr() % 16 == 0
+            and x_bytes(m, p) <= X_MAX_BYTES)
+
+
+def chosen(m: int, p: dict, sms: int) -> bool:
+    """gemv_pick's shape rule (see QUADS_MIN_CHUNKS): 9-16 rows on weights of QUADS_MIN_CHUNKS fragments or more;
+    2-8 rows where blocks own at most OWN_MAX_TILES tiles and the busiest at most OWN_MAX_IMBALANCE x the mean."""
+    t = p["Np"] // 16
+    if m > 8:
+        return t * p["Kc"] >= QUADS_MIN_CHUNKS
+    return -(-t // sms) <= OWN_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(name: str):
+    kernel = _compile.kernel(os.path.join(ops.HERE, "gemv_sk.cu"), name)
+    kernel.max_dynamic_shared_size_bytes = X_MAX_BYTES
+    return kernel
+
+
+def _counters(device, np_: int) -> torch.Tensor:
+    """int32 [>= Np/64] quad chunk counters, zero between calls (the completing warpgroup re-zeroes its own)."""
+    return ops._scratch("sk_counters", device, np_ // 64, torch.int32, True)
+
+
+def gemv_sk(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> torch.Tensor:
+    """x [M, K] bf16 contiguous, 2 <= M <= 16, p = ops.prepared(...) -> out [M, N] bf16 (written): stream-K quads for
+    9-16 rows (workspace ops._workspace and quad counters, both left zero), block-owned tiles for 2-8; pdl as
+    gemv_bc.gemv_bc. Raises ValueError where `applies` is false."""
+    import numpy as np
+
+    sms = _compile.num_sms(x.device)
+    if not applies(x, p, sms):
+        raise ValueError(f"gemv_sk: M={x.shape[0]}, N={p['N']}, K={p['K']}: not served")
+    m = x.shape[0]
+    ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
+    ws, counters = (ops._workspace(x.device, p["Np"]), _counters(x.device, p["Np"])) if m > 8 else (x, x)
+    args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
+            np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
+    kernel = _kernel("nvfp4_gemv_sk_nt2" if m > 8 else "nvfp4_gemv_sk_own_nt1")
+    ops._launch("", "", (sms,), (THREADS,), args, kernel, x_bytes(m, p), pdl)
+    return out
+
+
+def serves(x: torch.Tensor, p: dict) -> bool:
+    """gemv_pick's choice of this kernel: GEMV_SK, Hopper with ops.PDL (measured so), `applies` and `chosen`."""
+    if not (GEMV_SK and ops.PDL and x.is_cuda and ops._hopper(x.device)):
+        return False
+    sms = _compile.num_sms(x.device)
+    return applies(x, p, sms) and chosen(x.shape[0], p, sms)
