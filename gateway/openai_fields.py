@@ -64,6 +64,8 @@ NO_EFFECT = frozenset({
 # OpenAI-compatible routes take too), then SGLang's regex and ebnf.
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs", "json_schema",
           "grammar", "regex", "ebnf")
+# vLLM's guided_* spellings, deprecated for structured_outputs (vLLM 0.10.2) and no longer read since (0.12).
+_VLLM_DEPRECATED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar")
 _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex", "guided_regex"),
                  ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"),
                  *SGLANG_GUIDED_KINDS)
@@ -173,12 +175,22 @@ def guided_given(body: dict, name: str) -> bool:
 
 
 def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
-    """(kind, value, param) of the one guided-decoding field present; 400 when several are."""
+    """(kind, value, param) of the one guided-decoding field present; 400 when several are. vLLM's deprecated
+    guided_* fields are read only when structured_outputs, their successor, asks for nothing: vLLM read them that
+    way while both existed and ignores them since, and clients written for both versions send both (guidance's
+    VLLMModel sends every grammar as guided_grammar and structured_outputs.grammar)."""
+    outputs = _structured_outputs_spec(body.get("structured_outputs"))
+    found = [(kind, body[name], name) for kind, name in _GUIDED_KINDS
+             if guided_given(body, name) and not (outputs and name in _VLLM_DEPRECATED)] + outputs
+    if len(found) > 1:
+        raise InvalidRequest(f"use one guided-decoding field, not both {found[0][2]} and {found[1][2]}",
+                             param=found[1][2])
+    return found[0] if found else None
+
+
+def _structured_outputs_spec(outputs: Any) -> list:
+    """[(kind, value, param)] of the constraints vLLM's structured_outputs object asks for."""
     found = []
-    for kind, name in _GUIDED_KINDS:
-        if guided_given(body, name):
-            found.append((kind, body[name], name))
-    outputs = body.get("structured_outputs")
     if outputs is not None:
         if not isinstance(outputs, dict):
             raise InvalidRequest("structured_outputs must be an object", param="structured_outputs")
@@ -189,10 +201,7 @@ def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:
         for kind in _OUTPUT_KINDS:
             if outputs.get(kind) not in (None, False):
                 found.append((kind, outputs[kind], f"structured_outputs.{kind}"))
-    if len(found) > 1:
-        raise InvalidRequest(f"use one guided-decoding field, not both {found[0][2]} and {found[1][2]}",
-                             param=found[1][2])
-    return found[0] if found else None
+    return found
 
 
 def _json_schema(value: Any, param: str) -> dict:
