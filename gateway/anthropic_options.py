@@ -34,8 +34,11 @@ def tool_fields(body: dict) -> dict:
         if "input_schema" not in tool:
             raise InvalidRequest(f"tools.{i}.input_schema: Field required", param=f"tools.{i}.input_schema")
     if tools:
+        # strict (Anthropic's strict tool use: the input follows input_schema) is the OpenAI function's strict.
         out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),
-                                                          "parameters": input_schema(t)}} for t in tools]
+                                                          "parameters": input_schema(t),
+                                                          **({"strict": True} if t.get("strict") is True else {})}}
+                        for t in tools]
     choice = body.get("tool_choice")
     if choice is None or (choice["type"] == "auto" and not tools):
         return out

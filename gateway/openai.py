@@ -14,8 +14,8 @@ from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasonin
                                       thinking_in_content)
 from gateway.model import PROTECT_MARK, ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
-                                   check_prompt_size, check_tool_messages, check_tool_schemas, check_tools,
-                                   completion_max_tokens, resolve_max_tokens, tool_constraint)
+                                   check_prompt_size, check_string_patterns, check_tool_messages, check_tool_schemas,
+                                   check_tools, completion_max_tokens, resolve_max_tokens, tool_constraint)
 from gateway.openai_fields import check_fields, guided_constraint
 from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA
@@ -27,7 +27,7 @@ from gateway.sglang_fields import choice_prompt_ids
 from gateway.structured import check_answer, checked, json_constraint
 from gateway.thinking_budget import apply_thinking_budget, reasoning_budget
 from gateway.tool_choice import allows_listed_only, function_types, tool_mode
-from gateway.tool_grammar import calls_or_json_grammar
+from gateway.tool_grammar import calls_or_json_grammar, strict_calls_grammar
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16   # OpenAI's and vLLM's default for /v1/completions
 
@@ -41,6 +41,16 @@ def _json_constraint(body: dict, card: ModelCard, schema: dict, tools: Optional[
     parallel = body.get("parallel_tool_calls") is not False
     grammar = calls_or_json_grammar(tools, parallel, schema, thinking_open, card)
     return checked(grammar, card, "response_format")
+
+
+def _strict_constraint(body: dict, card: ModelCard, tools: list, thinking_open: bool):
+    """tool_choice auto with a strict tool: any answer, but its calls follow the schemas (strict_calls_grammar)."""
+    check_tool_schemas(tools)
+    grammar = strict_calls_grammar(tools, body.get("parallel_tool_calls") is not False, thinking_open, card)
+    if grammar is None:
+        return None
+    check_string_patterns(tools, card)
+    return checked(grammar, card, "tools")
 
 
 def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
@@ -95,6 +105,8 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     if schema is not None and force is None:
         # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
         constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
+    elif force is None and tools and any(t["function"].get("strict") is True for t in tools):
+        constraint = _strict_constraint(body, card, tools, gen.thinking_open)
     guided = guided_constraint(body, card, gen.thinking_open)
     gen.constraint = guided[0] if guided else constraint
     apply_thinking_budget(body, gen, card)

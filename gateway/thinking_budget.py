@@ -40,14 +40,15 @@ def reasoning_budget(body: dict) -> Optional[int]:
 
 def _free_answer(card: ModelCard) -> str:
     """The reasoning, </think>, then any tokens but eos (added ones such as <tool_call> too) until eos."""
-    return f"start: {think_prefix(card)} answer\nanswer: {_any_token_but_eos(card)}*\n"
+    return f"start: {think_prefix(card)} answer\nanswer: {any_token_but(card, ())}*\n"
 
 
-def _any_token_but_eos(card: ModelCard) -> str:
+def any_token_but(card: ModelCard, excluded) -> str:
+    """A Lark item for one token of the vocabulary other than the eos tokens and the `excluded` ids."""
     last = max(card.vocab_size, card.tokenizer_vocab_size) - 1
     ranges, start = [], 0
-    for eos in sorted(set(card.eos_token_ids)) + [last + 1]:
-        if start <= eos - 1:
-            ranges.append(f"{start}-{eos - 1}" if eos - 1 > start else f"{start}")
-        start = eos + 1
+    for banned in sorted(set(card.eos_token_ids) | set(excluded)) + [last + 1]:
+        if start <= banned - 1:
+            ranges.append(f"{start}-{banned - 1}" if banned - 1 > start else f"{start}")
+        start = banned + 1
     return f"<[{','.join(ranges)}]>"

@@ -20,7 +20,8 @@ from typing import Optional
 
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import bounded_schema, formatted_string
-from gateway.structured import checked, json_grammar, max_string_chars
+from gateway.structured import checked, json_grammar, max_string_chars, think_prefix
+from gateway.thinking_budget import any_token_but
 from gateway.pattern_regex import whole_text_regex, whole_text_regex_is_closed
 from gateway.tool_markup import MARKUP_NAME_RE
 from gateway.tool_values import tool_parameters, untyped
@@ -234,3 +235,15 @@ def calls_or_json_grammar(tools: list, parallel: bool, schema: dict, thinking_op
     answer = json_grammar(schema, thinking_open, card)
     at = answer.index("%json")
     return f"{answer[:at]}(calls | {answer[at:].rstrip()})\n{calls}"
+
+
+def strict_calls_grammar(tools: list, parallel: bool, thinking_open: bool, card) -> Optional[str]:
+    """Lark text for tool_choice auto with a strict tool (OpenAI's strict function calling, vLLM's
+    VLLM_ENFORCE_STRICT_TOOL_CALLING): any answer text, and the calls after it follow the tools' schemas; a
+    <tool_call> token opens a call only. None when <tool_call> is no single added token to keep out of the text.
+    With thinking open, the reasoning comes first."""
+    if card is None or not card.is_added_token("<tool_call>"):
+        return None
+    calls = tool_call_grammar(tools, None, parallel, card).replace("start:", "calls:", 1)
+    prefix = f"{think_prefix(card)} " if thinking_open else ""
+    return f"start: {prefix}{any_token_but(card, [card.token_id('<tool_call>')])}* calls?\n{calls}"
