@@ -211,7 +211,7 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
 def _parse_chat(chat: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool) -> Plan:
     """The chat route's Plan; its errors name this API's fields (tools.0.input_schema, not tools[0].function...)."""
     try:
-        return parse_chat(chat, card, served_name, exclude_tools_when_none, max_tools=card.max_context_len)
+        return parse_chat(chat, card, served_name, exclude_tools_when_none)
     except ApiError as exc:
         for pattern, name in _RENAMES:
             exc.message = pattern.sub(name, exc.message)

@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 
-MAX_TOOLS = 128            # OpenAI's limit on functions per request
+MAX_FUNCTIONS = 128        # OpenAI's limit on the deprecated functions (vLLM, LM Studio and Ollama cap no tools list)
 MAX_PROMPTS = 64           # prompts in one /v1/completions batch (COMPLETION_SCHEMA says the same)
 MAX_STOPS = 64             # stop strings (the schemas say the same): vLLM, Ollama and llama.cpp set none; Continue
                            # sends more than 16, and the stop matcher checks each one on every token
@@ -47,9 +47,8 @@ def _check_prompt(prompt: Any, ctx: int) -> None:
             raise _overflow(len(item), ctx, "prompt")
 
 
-def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int, max_tools: int = MAX_TOOLS) -> None:
-    """400 for a list too long to fit `ctx` tokens or the API's limits; cheap (lengths only). max_tools: the API's
-    limit on tools (OpenAI's 128 unless the caller's API has none)."""
+def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int) -> None:
+    """400 for a list too long to fit `ctx` tokens or the API's limits; cheap (lengths only)."""
     if not isinstance(body, dict):
         return
     bias = body.get("logit_bias")
@@ -58,9 +57,12 @@ def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int, max_tools
     if isinstance(bias, (dict, list)) and len(bias) > vocab_size:
         raise InvalidRequest(f"'logit_bias' holds {len(bias)} entries but the vocabulary has only {vocab_size} "
                              f"tokens", param="logit_bias")
-    for name, limit in (("tools", max_tools), ("functions", MAX_TOOLS), ("stop", MAX_STOPS),
-                        ("stop_token_ids", MAX_STOP_TOKEN_IDS)):
+    for name, limit in (("functions", MAX_FUNCTIONS), ("stop", MAX_STOPS), ("stop_token_ids", MAX_STOP_TOKEN_IDS)):
         _at_most(body, name, limit)
+    tools = body.get("tools")
+    # Each tool renders to at least one token; OpenAI's own cap of 128 is not vLLM's or LM Studio's (none).
+    if isinstance(tools, list) and len(tools) >= ctx:
+        raise _overflow(len(tools), ctx, "tools", at_least="at least ")
     if body.get("truncate_prompt_tokens") is not None:
         # vLLM's truncate_prompt_tokens keeps the last N tokens (-1: as many as fit): a longer prompt is allowed then.
         return

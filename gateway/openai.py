@@ -9,7 +9,7 @@ from gateway.chat_prompt import (check_truncate_size, echo_prefix, lower_roles, 
 from gateway.engine import GenRequest
 from gateway.errors import ApiError, InvalidRequest, Unsupported
 from gateway.legacy_functions import legacy_functions, named_as_sent
-from gateway.list_limits import MAX_TOOLS, check_list_sizes, check_num_choices
+from gateway.list_limits import check_list_sizes, check_num_choices
 from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasoning_beside_content,
                                       thinking_in_content)
 from gateway.model import PROTECT_MARK, ModelCard
@@ -63,13 +63,12 @@ def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
 
 
 def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
-               max_tools: int = MAX_TOOLS, cap_output: bool = False) -> Plan:
+               cap_output: bool = False) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
-    max_tools: the calling API's limit on tools (OpenAI's 128; /v1/messages has none); cap_output: an output limit
-    past the context runs to it (LM Studio's), instead of vLLM's 400."""
+    cap_output: an output limit past the context runs to it (LM Studio's), instead of vLLM's 400."""
     body = fold_n_cmpl(body)
     check_post_sampling(body)
-    check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size, max_tools=max_tools)
+    check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
     body = function_types(lower_roles(body))
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body

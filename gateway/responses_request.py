@@ -225,10 +225,9 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     namespaces: dict = {}
     tool_paths: list = []
     chat = chat_body(body, namespaces, tool_paths)
-    # OpenAI's limit of 128 tools is on the request's tools (checked above), not on the functions of its namespaces
-    # (Codex declares each MCP server as one): offered flat, those are only bounded by the context.
-    parse = partial(parse_chat, card=card, served_name=served_name, exclude_tools_when_none=exclude_tools_when_none,
-                    max_tools=card.max_context_len)
+    # Tools, and the functions of namespaces offered flat (Codex declares each MCP server as one), are bounded by the
+    # context only.
+    parse = partial(parse_chat, card=card, served_name=served_name, exclude_tools_when_none=exclude_tools_when_none)
     try:
         plan = _truncated_plan(chat, card, parse) if body.get("truncation") == "auto" else parse(chat)
     except ApiError as exc:

@@ -27,7 +27,7 @@ CASES = [
      "invalid_value", "stop"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "tools": [{"type": "function", "function": {"name": "f"}}] * 100_000}, 400,
-     "invalid_value", "tools"),
+     "context_length_exceeded", "tools"),
     ("/api/v0/completions", {"prompt": [5] * HUGE}, 400, "context_length_exceeded", "prompt"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "logit_bias": {str(i): 1 for i in range(300_000)}}, 400, "invalid_value", "logit_bias"),
