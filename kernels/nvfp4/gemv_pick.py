@@ -2,8 +2,8 @@
 
 - "bt": M = 1, gemv_bt.serves (v12 block tiles: Hopper, PDL, tiles spread evenly over the SMs);
 - "bc": M = 1, gemv_bc.serves (v10 block columns);
-- "sk": 2 <= M <= 16, gemv_sk.serves (v13: 9-16 rows on stream-K quads from ~25 MB of weights, 2-8 rows on
-  block-owned tiles where they spread evenly, up to 16 a block);
+- "sk": 2 <= M <= 24, gemv_sk.serves (v13: 9-24 rows on stream-K quads, 2-8 rows on block-owned tiles where
+  they spread evenly, up to 16 a block; ops.linear sends 17-24 rows here, not to the GEMM, where it serves);
 - "btm": 2 <= M <= 16, gemv_btm.serves (v12m: v12's split with v7's decode; 8+ tiles a block, e.g. the fused MLP
   gate+up 34816x5120);
 - "bcr": M = 2, gemv_bc.serves_rows, on weights of at least ROWS_MIN_CHUNKS fragments (Np / 16 * Kc);
@@ -42,7 +42,7 @@ def choice(x: torch.Tensor, p: dict, variant: str = "") -> str:
         return "bt"
     if m == 1 and gemv_bc.serves(x, p):
         return "bc"
-    if 2 <= m <= 16 and gemv_sk.serves(x, p):
+    if 2 <= m <= gemv_sk.MAX_M and gemv_sk.serves(x, p):
         return "sk"
     if 2 <= m <= 16 and gemv_btm.serves(x, p):
         return "btm"

@@ -1,20 +1,21 @@
-// NVFP4 GEMV v13 (several rows): y[M, N] = x[M, K] W^T for M = 2..16, f32 sums, bf16 out, one 512-thread block a SM.
+// NVFP4 GEMV v13 (several rows): y[M, N] = x[M, K] W^T for M = 2..24, f32 sums, bf16 out, one 512-thread block a SM.
 // Every warp streams its 16-row tile's fragments global -> registers U chunks ahead (ld.global.nc, gemv.cu's layout:
 // one 16-byte fragment a lane a 64-k chunk; the first U loads go out before griddepcontrol.wait), decodes them with
-// the e4m3 block scales (decode_word) and runs mma.sync m16n8k16 against x, which the block stages once in shared
-// memory (rows of Kc * 64 bf16 plus a pad that puts the lanes' reads of one row group on distinct banks).
-// Two work splits (gemv_sk.py picks by rows):
-// - nvfp4_gemv_sk_nt2 (9-16 rows), stream-K quads: the weight's quads (4 consecutive tiles, 64 rows) x Kc chunks as
-//   one list split evenly over every warpgroup of the grid: warpgroup g of G takes [total g / G, total (g + 1) / G),
-//   a run of segments (quad, chunks [ca, cb)), its warp w tile 4 quad + w of each. A segment over the whole K stores
-//   its tile; a partial one adds its sums into the workspace (red.global.add, ws [Np / 64 quads, 128 threads, 8]
-//   f32, zero between calls) and counts its chunks on the quad's counter; the warpgroup that completes Kc reads the
-//   sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
+// the e4m3 block scales (decode_word) and runs mma.sync m16n8k16 against x: staged once per block in shared memory
+// (rows of Kc * 64 bf16 plus a pad that puts the lanes' reads of one row group on distinct banks) or, for the _xg
+// kernels, read where it is (global memory through L1: no staging before the first MMA).
+// Two work splits (gemv_sk.py picks by rows and weight size):
+// - nvfp4_gemv_sk_nt2 / _nt2_xg (9-16 rows), _nt3_xg (17-24), stream-K quads: the weight's quads (4 consecutive tiles,
+//   64 rows) x Kc chunks as one list split evenly over every warpgroup of the grid: warpgroup g of G takes
+//   [total g / G, total (g + 1) / G), a run of segments (quad, chunks [ca, cb)), its warp w tile 4 quad + w of each.
+//   A segment over the whole K stores its tile; a partial one adds its sums into the workspace (red.global.add, ws
+//   [Np / 64 quads, 128 threads, NT * 4] f32, zero between calls) and counts its chunks on the quad's counter; the
+//   warpgroup that completes Kc reads the sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
 // - nvfp4_gemv_sk_own_nt1 (2-8 rows), block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G)
 //   (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet in shared memory.
-// Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.6 against v12m's 28.8 us, 14336x5120
-// M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16, x in shared memory (gemv_sk.py checks); a warp or warpgroup
-// with no chunks (more warps than work) stages x with the others and stops.
+// Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.1 against v12m's 28.8 us, M = 17 29.3
+// against the wgmma GEMM's 35.9, 14336x5120 M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16 and, staged, x in
+// shared memory (gemv_sk.py checks); a warp or warpgroup with no chunks (more warps than work) stops.
 #include "gemv_core.cuh"
 
 #define SK_THREADS 512
@@ -48,12 +49,18 @@ __device__ __forceinline__ void sk_stage_x(const SkArgs& p, unsigned char* xs) {
 }
 
 // one chunk c: decode the fragment (4 k-steps) and multiply by the lane's x words (xr: its row + 32 t bytes). XJ:
-// each k-step's two words read just before its MMA (8 bytes); else the chunk's 8 words up front (2 x 16 bytes)
-template <int NT, bool XJ>
+// each k-step's two words read just before its MMA (8 bytes); else the chunk's 8 words up front (2 x 16 bytes); XG:
+// x read from global memory (through L1), not staged; xmax: the last byte offset a lane may read there
+template <int NT, bool XJ, bool XG = false>
 __device__ __forceinline__ void sk_chunk(uint4 f, u32 sc, const u32* lut, const unsigned char* const (&xr)[NT],
-                                         int c, float (&acc)[NT][4]) {
+                                         int c, int xmax, float (&acc)[NT][4]) {
     uint4 xv[NT][2];
-    if constexpr (!XJ) {
+    if constexpr (XG) {  // past K (zero weight codes and scales there) the lane re-reads x's last 16 values
+        const int o = min(128 * c, xmax);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            xv[nt][0] = __ldg((const uint4*)(xr[nt] + o)), xv[nt][1] = __ldg((const uint4*)(xr[nt] + o + 16));
+    } else if constexpr (!XJ) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
             xv[nt][0] = *(const uint4*)(xr[nt] + 128 * c), xv[nt][1] = *(const uint4*)(xr[nt] + 128 * c + 16);
@@ -93,9 +100,10 @@ __device__ __forceinline__ void sk_load(const SkArgs& p, int tile, int ca, int c
 }
 
 // acc = tile's sums over chunks [ca, cb); r holds chunks ca .. ca + U - 1 on entry
-template <int NT, int U, bool XJ>
+template <int NT, int U, bool XJ, bool XG = false>
 __device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, int cb, const u32* lut,
                                            const unsigned char* const (&xr)[NT], SkRing<U>& r, float (&acc)[NT][4]) {
+    const int xmax = 2 * p.K - 32 - 32 * (threadIdx.x & 3);
     const int lane = threadIdx.x & 31;
     const u64 base = (u64)tile * p.Kc * 32 + lane;
 #pragma unroll
@@ -108,15 +116,14 @@ __device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, in
             const u32 sc = r.s[u];
             if (c + u + U < cb)
                 r.w[u] = ld_stream16(p.wq + base + (u64)(c + u + U) * 32), r.s[u] = ld_stream_u16(p.wsc + base + (u64)(c + u + U) * 32);
-            sk_chunk<NT, XJ>(f, sc, lut, xr, c + u, acc);
+            sk_chunk<NT, XJ, XG>(f, sc, lut, xr, c + u, xmax, acc);
         }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
-        if (c + u < cb) sk_chunk<NT, XJ>(r.w[u], r.s[u], lut, xr, c + u, acc);
+        if (c + u < cb) sk_chunk<NT, XJ, XG>(r.w[u], r.s[u], lut, xr, c + u, xmax, acc);
 }
 
-// a partial segment of quad q (n chunks): add into the workspace, count; the warpgroup completing Kc stores the tile
 // a partial segment of quad q (n chunks): add into the workspace; after the warpgroup's barrier thread 0 fences and
 // counts (CUTLASS's GenericBarrier::arrive_inc: one fence, not one a thread; 0.1-0.3 us faster, session 19 run 3);
 // the warpgroup completing Kc stores the tile
@@ -154,8 +161,8 @@ __device__ __forceinline__ void sk_rows(const SkArgs& p, const unsigned char* xs
     for (int nt = 0; nt < NT; ++nt) xr[nt] = xs + min(nt * 8 + (lane >> 2), p.M - 1) * pitch + 32 * (lane & 3);
 }
 
-// stream-K quads
-template <int NT, int U, bool XJ>
+// stream-K quads; XG: x read from global memory (through L1), not staged
+template <int NT, int U, bool XJ, bool XG = false>
 __device__ void sk_body(const SkArgs& p) {
     constexpr int PAD = XJ ? 8 : 16;
     __shared__ u32 lut[256];
@@ -172,14 +179,22 @@ __device__ void sk_body(const SkArgs& p) {
     sk_load<U>(p, 4 * q + warp, ca, cb, r);  // the first loads need nothing from the kernel before
     if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     pdl_wait();
-    sk_stage_x<PAD>(p, xs);
-    cp_async_wait_all();
-    __syncthreads();
     const unsigned char* xr[NT];
-    sk_rows<NT, PAD>(p, xs, xr);
+    if constexpr (XG) {
+        __syncthreads();
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            xr[nt] = (const unsigned char*)(p.x + (u64)min(nt * 8 + (lane >> 2), p.M - 1) * p.K) + 32 * (lane & 3);
+    } else {
+        sk_stage_x<PAD>(p, xs);
+        cp_async_wait_all();
+        __syncthreads();
+        sk_rows<NT, PAD>(p, xs, xr);
+    }
     while (a < b) {
         float acc[NT][4];
-        sk_segment<NT, U, XJ>(p, 4 * q + warp, ca, cb, lut, xr, r, acc);
+        sk_segment<NT, U, XJ, XG>(p, 4 * q + warp, ca, cb, lut, xr, r, acc);
         a += cb - ca;
         const int q0 = q, n = cb - ca;
         if (a < b) {  // the next segment's first loads before this one's store or flush
@@ -266,10 +281,16 @@ __device__ void own_body(const SkArgs& p) {
 #define SK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, const float* alpha, \
                   int M, int N, int K, int Np, int Kc
 #define SK_ARGS SkArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}
-// session 19 run 4 (gemv_sk.py): 9-16 rows on stream-K quads, 4 chunks in flight, x read up front; 2-8 rows on
-// block-owned tiles, 2 chunks in flight, x read just in time
+// session 19 runs 4 and 8 (gemv_sk.py): stream-K quads for 9-24 rows (x staged and read up front, 4 chunks in flight,
+// or read from L1, 4 chunks at 9-16 rows / 2 at 17-24), block-owned tiles for 2-8 rows (2 chunks, x just in time)
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt2(SK_PARAMS) {
     sk_body<2, 4, false>(SK_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt2_xg(SK_PARAMS) {
+    sk_body<2, 4, false, true>(SK_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt3_xg(SK_PARAMS) {
+    sk_body<3, 2, false, true>(SK_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt1(SK_PARAMS) {
     own_body<1, 2, true>(SK_ARGS);

@@ -1,6 +1,7 @@
-"""Launcher of gemv_sk.cu (v13, 2..16 rows, one 512-thread block a SM): fragments streamed global -> registers,
-x staged once per block in shared memory; 9-16 rows on stream-K quads (partial quads summed through the split-K
-workspace), 2-8 rows on block-owned tiles (partial tiles summed in shared memory). Method: gemv_sk.cu's header.
+"""Launcher of gemv_sk.cu (v13, 2..24 rows, one 512-thread block a SM): fragments streamed global -> registers;
+9-24 rows on stream-K quads (partial quads summed through the split-K workspace; x read through L1, or staged in
+shared memory on the largest weights), 2-8 rows on block-owned tiles (x staged, partial tiles summed in shared
+memory). Method: gemv_sk.cu's header.
 """
 import functools
 import os
@@ -15,37 +16,57 @@ THREADS = 512  # gemv_sk.cu SK_THREADS
 WARPGROUPS, WARPS = THREADS // 128, THREADS // 32
 STATIC_SMEM = 2 * WARPS * 32 * 4 * 4 + 2 * WARPS * 4 + 1024 + 16 + 256  # own: slots, slot tiles; lut, flags, slack
 X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
-# gemv_pick's rule (H200 session 19 run 4, bench timing, us, previous pick / v13): 9-16 rows from QUADS_MIN_CHUNKS
-# fragments (16-row tiles x chunks): 17408x5120 M = 16 btm 28.8 / 24.6, 14336x5120 cluster 25.0 / 22.2, 34816x5120
-# btm 45.0 / 38.5, LM head v2 312.6 / 233.1, 10240x5120 19.9 / 19.5; below it v2 wins (6144x5120 14.2 / 15.2,
-# 5120x6144 13.9 / 16.8). 2-8 rows where blocks own 1 to OWN_MAX_TILES tiles with imbalance <= OWN_MAX_IMBALANCE:
-# M = 2 14336x5120 19.5 / 16.9, 12288x5120 17.0 (bcr) / 14.9, 6144x5120 10.7 / 10.0; M = 8 16384x5120 20.3 / 20.0;
-# not 34816x5120 (16.5 tiles a block: btm 32.9 / 34.5 at M = 2), the LM head (bcr 200.2 / 214.3 at M = 2), the
-# N = 5120 shapes (imbalance 1.24: 5120x6144 M = 4 10.8 / 11.7).
-QUADS_MIN_CHUNKS = 40_000
+# gemv_pick's rule (H200 session 19 runs 4, 7 and 8, bench timing, us, previous pick / v13):
+# - 9-16 rows: x read through L1 below STAGE_MIN_CHUNKS fragments (16-row tiles x chunks), M = 16: 5120x17408 v2 27.8
+#   / 22.8, 5120x6144 13.8 / 12.2, 6144x5120 14.2 / 12.1, 10240x5120 19.5 / 16.4, 14336x5120 22.5 / 20.7, 17408x5120
+#   25.0 / 24.1; from it x staged: 34816x5120 btm 45.0 / 38.5 (38.3 / 42.4 through L1), LM head v2 312.6 / 233.1.
+# - 17-24 rows (instead of the wgmma GEMM): x through L1, M = 17 / 24: 17408x5120 35.9 / 29.3, 35.5 / 31.4;
+#   34816x5120 58.6 / 51.4, 58.9 / 55.6; 14336x5120 28.1 / 24.9, 28.3 / 26.8; 5120x17408 32.4 / 28.2, 33.0 / 30.2;
+#   5120x6144 18.8 / 14.3, 18.8 / 15.2; not the LM head (300.8 / 328.8 at M = 17), nor a weight whose 128-row tiles
+#   fill 95-100% of the SMs (16384x5120 on 128: gemm_wsb's one full wave, 28.7 / 29.7 at M = 24).
+# - 2-8 rows: x staged, where blocks own 1 to OWN_MAX_TILES tiles with imbalance <= OWN_MAX_IMBALANCE: M = 2
+#   14336x5120 19.5 / 16.9, 12288x5120 bcr 17.0 / 14.9, 6144x5120 10.7 / 10.0; M = 8 16384x5120 20.3 / 20.0; not
+#   34816x5120 (16.5 tiles a block: btm 32.9 / 34.5 at M = 2), the LM head (bcr 200.2 / 214.3 at M = 2), the N = 5120
+#   shapes (imbalance 1.24: 5120x6144 M = 4 10.8 / 11.7).
+MAX_M = 24
+STAGE_MIN_CHUNKS = 150_000
+WIDE_MAX_CHUNKS = 1_000_000
 OWN_MAX_TILES = 16
 OWN_MAX_IMBALANCE = 1.1
 
 
+def kernel_name(m: int, p: dict) -> str:
+    """The gemv_sk.cu entry for m rows and weight p (see the rule above)."""
+    if m <= 8:
+        return "nvfp4_gemv_sk_own_nt1"
+    if m > 16:
+        return "nvfp4_gemv_sk_nt3_xg"
+    return "nvfp4_gemv_sk_nt2" if p["Np"] // 16 * p["Kc"] >= STAGE_MIN_CHUNKS else "nvfp4_gemv_sk_nt2_xg"
+
+
 def x_bytes(m: int, p: dict) -> int:
-    """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (2-8 rows, 8-byte reads) or 16 (9-16 rows)."""
-    return m * (p["Kc"] * 128 + (8 if m <= 8 else 16))
+    """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (2-8 rows) or 16 (9-16 rows, staged); 0 where x is
+    read through L1."""
+    return 0 if kernel_name(m, p).endswith("_xg") else m * (p["Kc"] * 128 + (8 if m <= 8 else 16))
 
 
 def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
-    """2 <= M <= 16, K % 8 == 0, K >= 16, x 16-byte aligned and staged in X_MAX_BYTES (warps with no chunks still
+    """2 <= M <= MAX_M, K % 8 == 0, K >= 16, x 16-byte aligned, staged x within X_MAX_BYTES (warps with no chunks
     take part in the staging barrier and then stop)."""
     m = x.shape[0]
-    return (2 <= m <= 16 and p["K"] % 8 == 0 and p["K"] >= 16 and x.data_ptr() % 16 == 0
+    return (2 <= m <= MAX_M and p["K"] % 8 == 0 and p["K"] >= 16 and x.data_ptr() % 16 == 0
             and x_bytes(m, p) <= X_MAX_BYTES)
 
 
 def chosen(m: int, p: dict, sms: int) -> bool:
-    """gemv_pick's shape rule (see QUADS_MIN_CHUNKS): 9-16 rows on weights of QUADS_MIN_CHUNKS fragments or more;
-    2-8 rows where blocks own at most OWN_MAX_TILES tiles and the busiest at most OWN_MAX_IMBALANCE x the mean."""
+    """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows below WIDE_MAX_CHUNKS fragments unless the
+    weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where blocks own at most OWN_MAX_TILES tiles and the
+    busiest at most OWN_MAX_IMBALANCE x the mean."""
     t = p["Np"] // 16
+    if m > 16:
+        return t * p["Kc"] < WIDE_MAX_CHUNKS and not 0.95 <= t / 8 / sms <= 1.0
     if m > 8:
-        return t * p["Kc"] >= QUADS_MIN_CHUNKS
+        return True
     return -(-t // sms) <= OWN_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE
 
 
@@ -62,9 +83,9 @@ def _counters(device, np_: int) -> torch.Tensor:
 
 
 def gemv_sk(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> torch.Tensor:
-    """x [M, K] bf16 contiguous, 2 <= M <= 16, p = ops.prepared(...) -> out [M, N] bf16 (written): stream-K quads for
-    9-16 rows (workspace ops._workspace and quad counters, both left zero), block-owned tiles for 2-8; pdl as
-    gemv_bc.gemv_bc. Raises ValueError where `applies` is false."""
+    """x [M, K] bf16 contiguous, 2 <= M <= MAX_M, p = ops.prepared(...) -> out [M, N] bf16 (written) by
+    kernel_name(M, p): stream-K quads for 9-24 rows (workspace ops._workspace and quad counters, both left zero),
+    block-owned tiles for 2-8; pdl as gemv_bc.gemv_bc. Raises ValueError where `applies` is false."""
     import numpy as np
 
     sms = _compile.num_sms(x.device)
@@ -75,7 +96,7 @@ def gemv_sk(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> to
     ws, counters = (ops._workspace(x.device, p["Np"]), _counters(x.device, p["Np"])) if m > 8 else (x, x)
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
-    kernel = _kernel("nvfp4_gemv_sk_nt2" if m > 8 else "nvfp4_gemv_sk_own_nt1")
+    kernel = _kernel(kernel_name(m, p))
     ops._launch("", "", (sms,), (THREADS,), args, kernel, x_bytes(m, p), pdl)
     return out
 

@@ -288,10 +288,17 @@ def linear(x: torch.Tensor, weight: NVFP4Weight, out: torch.Tensor = None) -> to
     p = prepared(weight)
     y = out if out is not None and out.dtype == torch.bfloat16 else x2.new_empty(x2.shape[0], n)
     if x2.shape[0]:
-        (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) else gemm)(x2, p, y)
+        (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) or _rows_gemv(x2, p) else gemm)(x2, p, y)
     if out is not None and y is not out:
         y = out.copy_(y)
     return y.reshape(*x.shape[:-1], n).to(x.dtype)
+
+
+def _rows_gemv(x: torch.Tensor, p: dict) -> bool:
+    """Whether gemv_sk (v13) takes x's rows past the GEMV range (17-24 rows, where it beats the wgmma GEMM)."""
+    from kernels.nvfp4 import gemv_sk
+
+    return x.shape[0] <= gemv_sk.MAX_M and gemv_sk.serves(x, p)
 
 
 def uses_gemv(m: int, wgmma: bool) -> bool:

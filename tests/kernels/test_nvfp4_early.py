@@ -52,5 +52,5 @@ def test_pick_on_hopper():
     assert gemv_pick.choice(x(8, 17408), w["down"]) == "v2_early"  # 2.4 tiles a block: imbalance 1.24
     assert gemv_pick.choice(x(4), w["fused"]) == "sk"  # 7.8 tiles a block (was cluster)
     assert gemv_pick.choice(x(16), w["mid"]) == "sk"  # 61,440 fragments
-    assert gemv_pick.choice(x(16), w["small"]) == "v2"  # 30,720 fragments: under gemv_sk.QUADS_MIN_CHUNKS
+    assert gemv_pick.choice(x(16), w["small"]) == "sk"  # x read through L1 (30,720 fragments; was v2)
     assert gemv_pick.choice(x(4), w["small"], variant="_atomic") == "v2"

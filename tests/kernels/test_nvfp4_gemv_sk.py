@@ -1,8 +1,9 @@
-"""gemv_sk.cu (v13: 9-16 rows on stream-K quads with partial quads summed through the workspace, 2-8 rows on
-block-owned tiles) against dequantize-then-f32-matmul on fresh random inputs and NaN-poisoned outputs, every row
-checked: N % 128 != 0, K % 64 = 16, segments shorter than Kc and spanning several quads or tiles, most warps without work (256 x 256), repeated calls
-(the workspace and counters left zero), a PDL chain whose x is the previous y (eager and graph-replayed), ops.gemv's
-dispatch to it, and what it refuses (needs a GPU)."""
+"""gemv_sk.cu (v13: 9-24 rows on stream-K quads with partial quads summed through the workspace, x read through L1
+or staged; 2-8 rows on block-owned tiles) against dequantize-then-f32-matmul on fresh random inputs and NaN-poisoned
+outputs, every row checked: every entry (M = 2, 3, 8 / 9, 16 staged and through L1 / 17, 24), N % 128 != 0, K % 64 =
+16 (x read through L1 stays in bounds), K = 17408, most warps without work (256 x 256), repeated calls (the workspace
+and counters left zero), a PDL chain whose x is the previous y (eager and graph-replayed), ops.gemv's and
+ops.linear's dispatch to it, and what it refuses (needs a GPU)."""
 import pytest
 import torch
 
@@ -11,41 +12,64 @@ from tests.kernels.test_nvfp4_bc import _chain, _weight
 
 pytestmark = pytest.mark.gpu
 REL_TOL = 1e-2
+ROWS = (2, 3, 8, 9, 16, 17, 24)
 
 
-@pytest.mark.parametrize("n,k", [(6144, 5120), (2100, 5120), (4000, 2000), (17408, 5120), (34816, 5120), (256, 256)],
-                         ids=lambda v: str(v))
+def _check(p, ref_w, m):
+    x = torch.randn(m, p["K"], device="cuda").to(torch.bfloat16)
+    ref = x.float() @ ref_w.t()
+    for _ in range(2):  # the second call runs on the workspace and counters the first left
+        out = torch.full((m, p["N"]), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemv_sk.gemv_sk(x, p, out)
+        assert not torch.isnan(out).any(), m
+        for row in range(m):
+            assert ((out[row].float() - ref[row]).norm() / ref[row].norm()).item() < REL_TOL, (m, row)
+
+
+@pytest.mark.parametrize("n,k", [(6144, 5120), (2100, 5120), (4000, 2000), (17408, 5120), (34816, 5120), (256, 256),
+                                 (5120, 17408)], ids=lambda v: str(v))
 def test_rows_match(n, k):
     weight = _weight(n, k)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
-    for m in (2, 3, 8, 9, 16):
-        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-        ref = x.float() @ ref_w.t()
-        for _ in range(2):  # the second call runs on the workspace and counters the first left
-            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            gemv_sk.gemv_sk(x, p, out)
-            assert not torch.isnan(out).any(), m
-            for row in range(m):
-                assert ((out[row].float() - ref[row]).norm() / ref[row].norm()).item() < REL_TOL, (m, row)
+    x = lambda m: torch.empty(m, k, dtype=torch.bfloat16, device="cuda")  # noqa: E731
+    served = [m for m in ROWS if gemv_sk.applies(x(m), p, 132)]
+    # only 8 rows of K = 17408 (278 KB) do not fit the shared memory; 9-24 rows read x through L1 there
+    assert served == [m for m in ROWS if (n, k, m) != (5120, 17408, 8)]
+    for m in served:
+        _check(p, ref_w, m)
 
 
-@pytest.mark.parametrize("rows", [4, 16])
+def test_staged_and_l1_entries_both_run():
+    names = {gemv_sk.kernel_name(16, ops.prepared(_weight(n, 5120))) for n in (6144, 34816)}
+    assert names == {"nvfp4_gemv_sk_nt2_xg", "nvfp4_gemv_sk_nt2"}  # 30,720 and 174,080 fragments
+
+
+@pytest.mark.parametrize("rows", [4, 16, 20])
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 def test_pdl_chain(rows, graph):
     # each launch's x is the previous launch's y (2048 x 2048: 128 tiles x 32 chunks)
     _chain(lambda x, p, out: gemv_sk.gemv_sk(x, p, out), rows, graph)
 
 
-def test_dispatch():
-    p = ops.prepared(_weight(17408, 5120))  # 87,040 fragments, 8.2 tiles a block
-    for m in (2, 8, 12, 16):
-        x = torch.randn(m, 5120, device="cuda").to(torch.bfloat16)
-        assert gemv_pick.choice(x, p) == "sk", m
+def test_dispatch(monkeypatch):
+    weight = _weight(17408, 5120)  # 87,040 fragments, 8.2 tiles a block, 136 row tiles of 128
+    p = ops.prepared(weight)
+    for m in (2, 8, 12, 16, 17, 24):
+        assert gemv_pick.choice(torch.randn(m, 5120, device="cuda").to(torch.bfloat16), p) == "sk", m
+    calls = []
+    real = gemv_sk.gemv_sk
+    monkeypatch.setattr(gemv_sk, "gemv_sk", lambda *a, **kw: calls.append(a[0].shape[0]) or real(*a, **kw))
+    x = torch.randn(20, 5120, device="cuda").to(torch.bfloat16)
+    y = ops.linear(x, weight)  # 20 rows: v13, not the wgmma GEMM
+    ref = x.float() @ weight.dequantize().t()
+    assert calls == [20] and ((y.float() - ref).norm() / ref.norm()).item() < REL_TOL
+    fused = ops.prepared(_weight(16384, 5120))  # 128 row tiles on 132 SMs: the GEMM's full wave keeps 17-24 rows
+    assert not gemv_sk.serves(torch.randn(20, 5120, device="cuda").to(torch.bfloat16), fused)
 
 
 def test_refuses_what_it_does_not_serve():
     p = ops.prepared(_weight(5120, 17408))
-    for m, why in ((1, "M=1"), (16, "M=16")):  # one row; 16 rows of x (557 KB) past the shared memory
+    for m, why in ((1, "M=1"), (8, "M=8"), (25, "M=25")):  # one row; 8 staged rows of 17408 (278 KB); 25 rows
         with pytest.raises(ValueError, match=why):
             gemv_sk.gemv_sk(torch.randn(m, 17408, device="cuda").to(torch.bfloat16), p,
                             torch.empty(m, 5120, dtype=torch.bfloat16, device="cuda"))

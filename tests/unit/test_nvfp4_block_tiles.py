@@ -56,15 +56,20 @@ def test_v13_limits_and_shape_rule():
     from kernels.nvfp4 import gemv_sk
 
     x = lambda m, k=5120: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
-    assert gemv_sk.applies(x(16), _p(34816, 5120), 132)  # 164 KB of x staged
+    assert gemv_sk.applies(x(16), _p(34816, 5120), 132)  # 164 KB of x staged (174,080 fragments)
+    assert gemv_sk.kernel_name(16, _p(34816, 5120)) == "nvfp4_gemv_sk_nt2"
+    assert gemv_sk.x_bytes(16, _p(6144, 5120)) == 0  # 30,720 fragments: x read through L1
     assert not gemv_sk.applies(x(1), _p(34816, 5120), 132)  # one row: gemv_bt
-    assert not gemv_sk.applies(x(16, 17408), _p(5120, 17408), 132)  # 557 KB of x
+    assert not gemv_sk.applies(x(25), _p(34816, 5120), 132)
+    assert gemv_sk.applies(x(16, 17408), _p(5120, 17408), 132)  # through L1: no staging
+    assert not gemv_sk.applies(x(8, 17408), _p(5120, 17408), 132)  # 8 staged rows: 278 KB
     assert gemv_sk.applies(x(4, 17408), _p(5120, 17408), 132)  # 139 KB
     assert gemv_sk.applies(x(4), _p(256, 256), 132)  # 16 tiles x 4 chunks: most warps have none (they stop)
     assert not gemv_sk.applies(x(4, 1004), _p(256, 1004), 132)  # K % 8 != 0
-    # 9-16 rows from 40,000 fragments: the layer shapes of 10240+ rows and the LM head, not 6144x5120 / 5120x6144
-    assert all(gemv_sk.chosen(16, _p(n, 5120), 132) for n in (10240, 14336, 16384, 17408, 34816, 248320))
-    assert not gemv_sk.chosen(16, _p(6144, 5120), 132) and not gemv_sk.chosen(12, _p(5120, 6144), 132)
+    # 9-16 rows always; 17-24 rows but on the LM head and where 128-row tiles fill 95-100% of the SMs
+    assert all(gemv_sk.chosen(m, _p(n, 5120), 132) for m in (9, 16) for n in (6144, 16384, 248320))
+    assert all(gemv_sk.chosen(20, _p(n, k), 132) for n, k in ((14336, 5120), (17408, 5120), (5120, 17408)))
+    assert not gemv_sk.chosen(20, _p(16384, 5120), 132) and not gemv_sk.chosen(17, _p(248320, 5120), 132)
     # 2-8 rows where tiles spread evenly, at most 16 a block: not 34816x5120 (16.5), the LM head, N = 5120 (1.24)
     assert all(gemv_sk.chosen(2, _p(n, 5120), 132) for n in (6144, 10240, 12288, 14336, 16384, 17408))
     assert not any(gemv_sk.chosen(8, _p(n, k), 132) for n, k in ((34816, 5120), (248320, 5120), (5120, 6144)))
