@@ -206,6 +206,34 @@ __device__ void sk_body(const SkArgs& p) {
     }
 }
 
+// after the block's barrier: each warp settles the tiles whose first partial slot is one of its two (2 w, 2 w + 1),
+// adding the tile's later slots (a tile's slots are consecutive among the used ones) and storing it
+template <int NT, int W>
+__device__ __forceinline__ void own_settle(const SkArgs& p, const float (&slots)[2 * W][32][NT * 4],
+                                           const int (&slot_tile)[2 * W]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int s = 2 * warp; s < 2 * warp + 2; ++s) {
+        const int tile = slot_tile[s];
+        int prev = s - 1;
+        while (prev >= 0 && slot_tile[prev] < 0) --prev;
+        if (tile < 0 || (prev >= 0 && slot_tile[prev] == tile)) continue;  // not the tile's first slot
+        float acc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] = slots[s][lane][4 * nt + e];
+        for (int o = s + 1; o < 2 * W; ++o) {
+            if (slot_tile[o] < 0) continue;
+            if (slot_tile[o] != tile) break;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[nt][e] += slots[o][lane][4 * nt + e];
+        }
+        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, acc);
+    }
+}
+
 // block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split
 // evenly over its 16 warps; a warp's partial first / last segment goes to its slot 2 w / 2 w + 1 and after one
 // barrier the warp holding a tile's first slot adds the tile's slots (consecutive: the warps' ranges are in order)
@@ -256,26 +284,7 @@ __device__ void own_body(const SkArgs& p) {
         first = false;
     }
     __syncthreads();
-    for (int s = 2 * warp; s < 2 * warp + 2; ++s) {
-        const int tile = slot_tile[s];
-        int prev = s - 1;
-        while (prev >= 0 && slot_tile[prev] < 0) --prev;
-        if (tile < 0 || (prev >= 0 && slot_tile[prev] == tile)) continue;  // not the tile's first slot
-        float acc[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[nt][e] = slots[s][lane][4 * nt + e];
-        for (int o = s + 1; o < 2 * W; ++o) {
-            if (slot_tile[o] < 0) continue;
-            if (slot_tile[o] != tile) break;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[nt][e] += slots[o][lane][4 * nt + e];
-        }
-        store_y<NT>(YOut{p.y, p.alpha, p.M, p.N}, tile, acc);
-    }
+    own_settle<NT, W>(p, slots, slot_tile);
 }
 
 #define SK_PARAMS const uint4* wq, const u16* wsc, const u16* x, u16* y, float* ws, int* counters, const float* alpha, \
