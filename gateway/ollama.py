@@ -72,6 +72,8 @@ _REQUIRED = {
     ("POST", "/api/create"): ("CreateRequest", ((("model", "name"), InvalidRequest, "invalid model name"),)),
 }
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
+# The User-Agent prefix of VS Code's Copilot Chat, whose /api/show answer Ollama adjusts (server/routes.go ShowHandler).
+_COPILOT_CHAT = "GitHubCopilotChat/"
 
 
 def _check_embed_input(body: dict) -> None:
@@ -183,8 +185,12 @@ class OllamaRoutes:
         body = check_go_types(await read_json(request), "ShowRequest")
         card = await self.engine.card()
         name = await self.engine.served_name()
-        resolve_model(body, card, name)
-        return json_response(show_body(card, name))
+        requested = resolve_model(body, card, name)
+        answer = show_body(card, name)
+        if request.headers.get("User-Agent", "").startswith(_COPILOT_CHAT):
+            # Copilot Chat labels the model with general.basename: the name it asked for, as Ollama answers it.
+            answer["model_info"]["general.basename"] = requested
+        return json_response(answer)
 
     @ollama_errors
     async def chat(self, request: web.Request) -> web.StreamResponse:
