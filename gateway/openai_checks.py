@@ -151,10 +151,11 @@ def tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: O
 
 
 def check_content(messages: list) -> None:
-    """400 for a message without the content its role needs, or a content part that is not text."""
+    """400 for a message without the content its role needs, or a content part that is not text. A tool result may
+    have none (a tool that returned nothing): vLLM reads its null content as no parts, an empty result."""
     for i, message in enumerate(messages):
         content = message.get("content")
-        if content is None and message["role"] not in ("assistant",):
+        if content is None and message["role"] not in ("assistant", "tool"):
             raise InvalidRequest(f"messages[{i}].content is required for role '{message['role']}'",
                                  param=f"messages[{i}].content")
         for j, part in enumerate(content if isinstance(content, list) else []):
