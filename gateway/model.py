@@ -250,6 +250,11 @@ class ModelCard:
         """True when `text` is one added token (llguidance grammars then name it as a special token)."""
         return text in self._added_texts
 
+    @property
+    def added_token_texts(self) -> frozenset:
+        """The texts of the tokenizer's added tokens (<tool_call>, <|im_end|>, ...)."""
+        return self._added_texts
+
     def grammar_tokenizer(self):
         """llguidance's view of the tokenizer (built on the first constrained request) to check grammars."""
         with self._grammar_lock:

@@ -24,6 +24,7 @@ from gateway.reasoning import (held_reasoning, hides_reasoning, ids_open_thinkin
                                unseparated_reasoning)
 from gateway.schema_validate import validate
 from gateway.sglang_fields import choice_prompt_ids
+from gateway.structural_tag import is_structural_tag, structural_tag_constraint
 from gateway.structured import check_answer, checked, json_constraint
 from gateway.thinking_budget import apply_thinking_budget, reasoning_budget
 from gateway.tool_choice import allows_listed_only, function_types, tool_mode
@@ -104,6 +105,8 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     if schema is not None and force is None:
         # Forced tool calls win: the turn is the calls (as OpenAI); otherwise calls (if tools) or the JSON.
         constraint = _json_constraint(body, card, schema, tools, gen.thinking_open)
+    elif force is None and is_structural_tag(body):
+        constraint = structural_tag_constraint(body, card, gen.thinking_open)
     elif force is None and tools and any(t["function"].get("strict") is True for t in tools):
         constraint = _strict_constraint(body, card, tools, gen.thinking_open)
     guided = guided_constraint(body, card, gen.thinking_open)
@@ -280,5 +283,7 @@ def _completion_constraint(body: dict, card: ModelCard, thinking_open: bool):
     schema = response_schema(body, None)
     if schema is not None:
         return json_constraint(schema, thinking_open, card, "response_format")
+    if is_structural_tag(body):
+        return structural_tag_constraint(body, card, thinking_open)
     guided = guided_constraint(body, card, thinking_open)
     return guided[0] if guided else None

@@ -154,7 +154,7 @@ def _as_lark(grammar: str, param: str) -> str:
         raise InvalidRequest(f"{param} is not a valid GBNF grammar: {exc}", param=param) from exc
 
 
-def _lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
+def lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
     if not isinstance(grammar, str) or not grammar.strip():
         raise InvalidRequest(f"{param} must be a non-empty grammar string (Lark or GBNF)", param=param)
     grammar = _as_lark(grammar, param)
@@ -225,8 +225,8 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
     if kind == "grammar":
         if thinking_open:
             # As check_answer: the newlines allowed after </think> hide a grammar that allows no answer.
-            checked(_lark_grammar(value, param, False, card), card, param)
-        return checked(_lark_grammar(value, param, thinking_open, card), card, param), param
+            checked(lark_grammar(value, param, False, card), card, param)
+        return checked(lark_grammar(value, param, thinking_open, card), card, param), param
     prefix = f"{think_prefix(card)} " if thinking_open else ""
     if kind == "choice":
         return checked(f"start: {prefix}GUIDED_CHOICE\n{_choice_terminal(value, param)}", card, param), param

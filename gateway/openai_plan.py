@@ -111,7 +111,8 @@ def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
     """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
     schema = response_format_schema(body.get("response_format"))
     guided = next((name for name in GUIDED if guided_given(body, name)), None)
-    if guided and (schema is not None or tools):
-        other = "response_format" if schema is not None else "tools"
+    formatted = schema is not None or (body.get("response_format") or {}).get("type") == "structural_tag"
+    if guided and (formatted or tools):
+        other = "response_format" if formatted else "tools"
         raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)
     return schema

@@ -149,10 +149,16 @@ _COMMON = {
 
 # json_schema.name is required, as OpenAI and vLLM (its JsonSchemaResponseFormat) require it; the missing schema is
 # structured.response_format_schema's 400.
+# structural_tag: vLLM's LegacyStructuralTagResponseFormat (structures of begin, schema, end; triggers).
+_STRUCTURE = {"type": "object", "required": ["begin", "end"],
+              "properties": {"begin": {"type": "string", "minLength": 1}, "end": {"type": "string"},
+                             "schema": {"type": ["object", "null"]}}}
 _RESPONSE_FORMAT = {"type": ["object", "null"], "required": ["type"],
-                    "properties": {"type": {"enum": ["text", "json_object", "json_schema"]},
+                    "properties": {"type": {"enum": ["text", "json_object", "json_schema", "structural_tag"]},
                                    "json_schema": {"type": "object", "required": ["name"],
-                                                   "properties": {"name": {"type": "string"}}}}}
+                                                   "properties": {"name": {"type": "string"}}},
+                                   "structures": {"type": ["array", "null"], "items": _STRUCTURE},
+                                   "triggers": {"type": ["array", "null"], "items": {"type": "string"}}}}
 
 CHAT_SCHEMA = {
     "type": "object",

@@ -187,7 +187,8 @@ def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
     the schema beside the type ({"type": "json_object", "schema": ...}, {"type": "json_schema", "schema": ...}, its
     README's two schema-constrained examples) ask for that schema."""
     kind = (response_format or {}).get("type", "text")
-    if kind == "text":
+    if kind in ("text", "structural_tag"):
+        # A structural tag is no schema (gateway.structural_tag reads it).
         return None
     if response_format.get("schema") is not None and (kind == "json_object" or "json_schema" not in response_format):
         return check_schema(response_format["schema"], "response_format.schema")
