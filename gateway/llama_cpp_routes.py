@@ -9,7 +9,7 @@ from aiohttp import web
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
-from gateway.http_stream import stream_generation
+from gateway.http_stream import open_stream, stream_generation
 from gateway.llama_cpp_fields import content_ids, llama_server_seed
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.model import PROTECT_MARK
@@ -19,6 +19,7 @@ from gateway.openai_plan import check_model
 from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling
+from gateway.stream import sse_event
 from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
 
@@ -261,7 +262,7 @@ class LlamaCppRoutes:
                              read_thinking=False)
         return_tokens = bool(body.get("return_tokens"))
         if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
-            return self._prompt_only(LlamaCppShaper(plan, card, 0, None, fields), return_tokens)
+            return await self._prompt_only(request, LlamaCppShaper(plan, card, 0, None, fields), return_tokens)
         gen = await self.engine.start(plan.gen)
         shaper = LlamaCppShaper(plan, card, _requested(body), gen, fields)
         if plan.stream:
@@ -270,9 +271,18 @@ class LlamaCppRoutes:
         await gen.drain(lambda delta: results[delta.index].absorb(delta))
         return json_response(shaper.response(results, gen.usage(), return_tokens))
 
-    def _prompt_only(self, shaper: LlamaCppShaper, return_tokens: bool) -> web.Response:
-        """n_predict 0: the prompt checked and counted, nothing generated (stop_type limit), as llama.cpp answers."""
+    async def _prompt_only(self, request: web.Request, shaper: LlamaCppShaper,
+                           return_tokens: bool) -> web.StreamResponse:
+        """n_predict 0: the prompt checked and counted, nothing generated (stop_type limit), as llama.cpp answers;
+        streamed, each prompt's final object as its stream's one `data:` event, as llama.cpp streams any request."""
         gen = shaper.plan.gen
         results = [ChoiceResult(i, finish_reason="length") for i in range(gen.num_choices)]
         usage = Usage(prompt_tokens=sum(len(ids) for ids in gen.all_prompt_ids))
-        return json_response(shaper.response(results, usage, return_tokens))
+        answer = shaper.response(results, usage, return_tokens)
+        if not shaper.plan.stream:
+            return json_response(answer)
+        response = await open_stream(request, LlamaCppFramer.content_type, LlamaCppFramer.headers)
+        for final in answer if isinstance(answer, list) else [answer]:
+            await response.write(sse_event(final))
+        await response.write_eof()
+        return response

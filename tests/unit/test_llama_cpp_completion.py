@@ -103,6 +103,22 @@ async def test_n_predict_zero_generates_nothing(stack):
     assert fake.script.requests == []
 
 
+@pytest.mark.parametrize("fields", [{"prompt": "hi", "n_predict": 0}, {"prompt": ["hi", "a longer prompt"],
+                                                                      "max_tokens": 0}], ids=["one", "two-prompts"])
+async def test_a_streamed_n_predict_zero_is_an_event_stream(stack, fields):
+    """llama.cpp streams every stream: true request (server-context.cpp handle_completions_impl), so n_predict 0
+    streamed is each prompt's final object as a `data:` event, not a JSON body an SSE reader finds nothing in."""
+    client, fake = stack
+    response = await client.post("/completion", data=orjson.dumps({**fields, "stream": True}))
+    assert response.status == 200 and response.content_type == "text/event-stream"
+    finals = await events(client, fields)
+    prompts = fields["prompt"] if isinstance(fields["prompt"], list) else [fields["prompt"]]
+    assert [(f["index"], f["stop"], f["content"], f["tokens_predicted"], f["stop_type"]) for f in finals] == [
+        (i, True, "", 0, "limit") for i in range(len(prompts))]
+    assert [f["prompt"] for f in finals] == prompts and all(f["generation_settings"]["stream"] for f in finals)
+    assert fake.script.requests == []
+
+
 async def test_n_predict_past_the_context_runs_until_it_is_full(stack):
     """llama.cpp answers n_predict past the room left with the output up to the full context (stop_type limit,
     truncated: its process_token "stopped due to running out of context"); it was a 400 exceed_context_size_error."""
