@@ -7,7 +7,7 @@ from gateway.chat import THINKING_PARTS, thinking_text
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
-from gateway.structured import check_schema, checked, schema_error
+from gateway.structured import any_draft_schema_error, check_schema, checked
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
 from gateway.tool_markup import MARKUP_NAME_RE
 from gateway.tool_values import tool_parameters
@@ -116,10 +116,11 @@ def check_tool_messages(messages: list) -> None:
 
 def check_function_parameters(tools: Optional[list]) -> None:
     """OpenAI's 400 for a tool whose parameters are no JSON Schema, whatever tool_choice says (a tool the model may call
-    is described to it by that schema): "Invalid schema for function 'f': ...", code invalid_function_parameters."""
+    is described to it by that schema): "Invalid schema for function 'f': ...", code invalid_function_parameters.
+    Parameters some draft accepts pass (draft-04's boolean exclusiveMinimum under a 2020-12 $schema)."""
     for i, tool in enumerate(tools or []):
         function = tool["function"]
-        error = None if function.get("parameters") is None else schema_error(function["parameters"])
+        error = None if function.get("parameters") is None else any_draft_schema_error(function["parameters"])
         if error is not None:
             raise InvalidRequest(f"Invalid schema for function '{function['name']}': {error}",
                                  param=f"tools[{i}].function.parameters", code="invalid_function_parameters")

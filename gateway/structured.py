@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import (Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator,
+                        FormatChecker)
 from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
@@ -99,19 +100,37 @@ def validator_class(schema: dict) -> type:
     return validator_for(schema, default=Draft202012Validator)
 
 
+# The drafts a tool's parameters may be written in, newest first.
+_DRAFTS = (Draft202012Validator, Draft201909Validator, Draft7Validator, Draft6Validator, Draft4Validator)
+
+
+@functools.lru_cache(maxsize=8)
+def _meta_validator(cls):
+    """A validator of schemas written to draft `cls` (its meta-schema, with the regex format checked)."""
+    return validator_for(cls.META_SCHEMA, default=cls)(cls.META_SCHEMA, format_checker=_schema_formats(cls))
+
+
 def schema_error(schema: dict) -> Optional[str]:
     """Why schema is no JSON Schema its draft accepts (the reason and where: "'strng' is not one of ['array', ...]
     (at $.properties.a.type)"), or None."""
     # The draft its $schema names (draft-07's tuple `items` list, draft-04's boolean exclusiveMinimum, as
     # zod-to-json-schema and older pydantic write them; llguidance reads those drafts too), else 2020-12.
-    cls = validator_class(schema)
-    meta = validator_for(cls.META_SCHEMA, default=cls)(cls.META_SCHEMA, format_checker=_schema_formats(cls))
     # The best reason, not jsonschema's check_schema's first error (an anyOf's bare "is not valid under any of the
     # given schemas").
-    error = best_error(meta.iter_errors(schema))
+    error = best_error(_meta_validator(validator_class(schema)).iter_errors(schema))
     if error is None:
         return None
     return error_message(error) + (f" (at {error.json_path})" if error.absolute_path else "")
+
+
+def any_draft_schema_error(schema: dict) -> Optional[str]:
+    """schema_error, or None where some draft's meta-schema accepts the schema: tools carry draft-04 keywords under
+    another draft's $schema, or none (a boolean exclusiveMinimum, as OpenAPI 3.0 writes it: Dokploy/mcp#74), and
+    vLLM's and Ollama's servers read a tool's parameters without checking them at all."""
+    error = schema_error(schema)
+    if error is None or any(_meta_validator(cls).is_valid(schema) for cls in _DRAFTS):
+        return None
+    return error
 
 
 def _integers(value: Any):
