@@ -2,10 +2,13 @@
 
 POST /v1/responses is translated into the chat route's request (gateway.responses_request) and shaped back
 (gateway.responses_shape); admission (a 429 before any byte), keep-alives and disconnects are the shared streaming
-loop's. Nothing is stored, so the routes that read a stored response answer 404 in OpenAI's error shape, and
+loop's. No response is stored (only recent output items, for item_reference: gateway.responses_items), so the routes
+that read a stored response answer 404 in OpenAI's error shape, and
 POST /v1/responses/compact (server-side compaction) is a 501 that says so.
 """
 from __future__ import annotations
+
+import functools
 
 from aiohttp import web
 
@@ -15,6 +18,7 @@ from gateway.errors import NotFound, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.responses_input import NOT_STORED
+from gateway.responses_items import ItemStore
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_shape import ResponseRun
 from gateway.responses_stream import ResponsesFramer, complete
@@ -28,6 +32,7 @@ class ResponsesRoutes:
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
+        self.items = ItemStore()
 
     def register(self, app: web.Application) -> None:
         app.router.add_post("/v1/responses", self.create)
@@ -45,11 +50,11 @@ class ResponsesRoutes:
         app.router.add_get("/v1/responses/{response_id}/input_items", self.not_stored)
 
     async def create(self, request: web.Request) -> web.StreamResponse:
-        body = await read_json(request)
+        body = self.items.resolve(await read_json(request))
         card = await self.engine.card()
         plan = await run_cpu(parse_responses, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
-        run = ResponseRun(plan, card)
+        run = ResponseRun(plan, card, on_done=functools.partial(self.items.keep, body))
         gen = await self.engine.start(plan.chat.gen)
         if plan.chat.stream:
             return await stream_generation(request, gen, ResponsesFramer(run), self.config.sse_keepalive_s)
@@ -57,7 +62,7 @@ class ResponsesRoutes:
 
     async def input_tokens(self, request: web.Request) -> web.Response:
         """OpenAI's input token count of a Responses body: the prompt create would render, to the token."""
-        body = await read_json(request)
+        body = self.items.resolve(await read_json(request))
         card = await self.engine.card()
         num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name(),
                                    self.config.exclude_tools_when_tool_choice_none)

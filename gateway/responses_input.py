@@ -4,8 +4,9 @@ Messages keep their role, except that instructions and every system / developer 
 (the Qwen3.5 / 3.8 templates take no other); function_call items become the assistant's tool_calls
 (consecutive calls share one assistant message, as the model wrote them), function_call_output items become tool
 messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it (a turn of its own
-when a user message, or the end of the input, comes first); Codex's agent_message items are user turns. Nothing is
-stored here, so an item_reference cannot be resolved, and this text-only model takes no image, file or audio part.
+when a user message, or the end of the input, comes first); Codex's agent_message items are user turns. An
+item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
+or audio part.
 """
 from __future__ import annotations
 
@@ -147,8 +148,10 @@ def _agent_part_text(part: Any, where: str) -> str:
 
 
 def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
-    raise InvalidRequest(f"{where} is an item_reference, which cannot be resolved: {NOT_STORED}; send the items "
-                         f"themselves", param=f"{where}.id")
+    """A reference left unresolved (gateway.responses_items resolves those to items this gateway keeps)."""
+    raise InvalidRequest(f"{where} is an item_reference to {item.get('id')!r}, an item this server does not hold: it "
+                         f"keeps only the output items of recent responses created without store: false, in the "
+                         f"memory of the gateway that answered them; send the items themselves", param=f"{where}.id")
 
 
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,

@@ -1,7 +1,8 @@
 """Gateway process: an OpenAI /v1/responses body -> the chat route's body -> its validated Plan (one generation path).
 
-The Responses API is served statelessly, as Ollama serves it: `store` is accepted but nothing is kept, so whatever
-needs a stored response (previous_response_id, conversation, background, item_reference) is a 400 that says so.
+The Responses API is served statelessly, as Ollama serves it: no response is kept, so whatever needs a stored response
+(previous_response_id, conversation, background) is a 400 that says so; only the output items of recent responses
+are kept, for item_reference items (gateway.responses_items).
 Everything else is translated into a /v1/chat/completions body and parsed by the chat route's own parse_chat:
 chat template, tools and tool_choice, the reasoning split, structured output, stop strings and limits are that
 route's, and so are its errors (their field names translated back to this API's).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
@@ -208,8 +208,9 @@ def _after_reasoning(card: ModelCard, entries: list) -> list:
 class ResponseRun:
     """One response being built: Deltas in (through the chat route's splitting), items, events and the object out."""
 
-    def __init__(self, plan: ResponsesPlan, card: ModelCard):
+    def __init__(self, plan: ResponsesPlan, card: ModelCard, on_done: Optional[Callable[[list], None]] = None):
         self.plan, self.card = plan, card
+        self.on_done = on_done     # called with the output items of the finished response (ItemStore.keep)
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id)
         self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary)
@@ -252,7 +253,14 @@ class ResponseRun:
     def finish_events(self, usage: Usage) -> list:
         """Closes the open item and ends with response.completed (response.incomplete when cut at the limit)."""
         events = self.output.close(self.status) + self.output.close_call(self.status)
-        return events + [{"type": f"response.{self.status}", "response": self.response(usage)}]
+        return events + [{"type": f"response.{self.status}", "response": self.done(usage)}]
+
+    def done(self, usage: Usage) -> dict:
+        """The finished Response object, its output items handed to on_done."""
+        response = self.response(usage)
+        if self.on_done is not None:
+            self.on_done(response["output"])
+        return response
 
     def failed_events(self, error: ApiError, usage: Usage) -> list:
         """A failure after the stream began: OpenAI's error event, then response.failed."""

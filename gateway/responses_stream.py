@@ -57,4 +57,4 @@ async def complete(run: ResponseRun, gen: Generation) -> dict:
     await gen.drain(run.push)
     run.output.close(run.status)
     run.output.close_call(run.status)
-    return run.response(gen.usage())
+    return run.done(gen.usage())

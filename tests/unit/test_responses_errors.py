@@ -41,7 +41,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
     ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type", "unsupported",
      "items of type 'web_search_call' are not supported"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].id", "invalid_value",
-     f"input[0] is an item_reference, which cannot be resolved: {NOT_STORED}"),
+     "input[0] is an item_reference to 'msg_1', an item this server does not hold"),
     ({"input": [{"type": "function_call", "name": "get_weather", "arguments": "{}"}]}, "input[0].call_id",
      "invalid_value", "input[0].call_id must be a string"),
     ({"input": "x", "tools": [{"type": "function"}]}, "tools[0].name", "missing_required_parameter",
