@@ -75,13 +75,15 @@ HONOURED = frozenset({
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
     "t_max_predict_ms", "no_stop_trim", "truncation_side",
 })
-_OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object")
+# structural_tag: gateway.structural_tag builds its grammar (counted here, so that it is one kind of several).
+_OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object", "structural_tag")
 _STRING, _FLAG = {"type": ["string", "null"]}, {"type": ["boolean", "null"]}
 # structured_outputs typed as vLLM's StructuredOutputsParams types it (sampling_params.py); a value of another type
-# was read as absent ({"json": 0}, {"choice": 0} gave unconstrained output) where vLLM answers 400. structural_tag
-# stays untyped: any value of it is the 400 unsupported below.
+# was read as absent ({"json": 0}, {"choice": 0} gave unconstrained output) where vLLM answers 400. structural_tag is
+# vLLM's JSON text of a structural_tag response_format (an object of that form is taken too).
 STRUCTURED_OUTPUTS = {"type": ["object", "null"], "properties": {
     "json": {"type": ["object", "string", "null"]}, "regex": _STRING, "grammar": _STRING, "json_object": _FLAG,
+    "structural_tag": {"type": ["object", "string", "null"]},
     "choice": {"type": ["array", "null"], "items": {"type": "string"}}, "whitespace_pattern": _STRING,
     "disable_fallback": _FLAG, "disable_any_whitespace": _FLAG, "disable_additional_properties": _FLAG,
     "backend": _STRING}}
@@ -219,6 +221,8 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
     if spec is None:
         return None
     kind, value, param = spec
+    if kind == "structural_tag":
+        return None
     if kind in ("json", "json_object"):
         schema = ANY_OBJECT if kind == "json_object" else _json_schema(value, param)
         return json_constraint(schema, thinking_open, card, param), param

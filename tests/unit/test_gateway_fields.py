@@ -251,8 +251,11 @@ GUIDED_ERRORS = [
      "cannot be combined with response_format"),
     ({"guided_choice": ["a"], "tools": TOOLS}, "guided_choice", "unsupported", "cannot be combined with tools"),
     ({"structured_outputs": "json"}, "structured_outputs", "invalid_type", "structured_outputs"),
-    ({"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag", "unsupported",
-     "structured_outputs.structural_tag is not supported"),
+    ({"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag.structures", "invalid_value",
+     "needs non-empty structures and triggers"),
+    ({"structured_outputs": {"regex": "a", "structural_tag": {"triggers": ["<f"], "structures": [
+        {"begin": "<f>", "end": "</f>"}]}}}, "structured_outputs.structural_tag", "invalid_value",
+     "use one guided-decoding field"),
     ({"guided_json": {"type": "object"}, "guided_whitespace_pattern": " *"}, "guided_whitespace_pattern",
      "unsupported", "compact"),
 ]

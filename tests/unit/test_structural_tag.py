@@ -1,7 +1,9 @@
 """vLLM's response_format {"type": "structural_tag", "structures": [{begin, schema, end}], "triggers": [...]} (its
 LegacyStructuralTagResponseFormat, on chat and completions): the text is free, but where a trigger appears one of its
 structures follows, its JSON valid for the schema. It was a 400 ("structural_tag" is not one of the types). The
-grammar is run by the worker's GrammarBook over the tiny model's tokenizer."""
+grammar is run by the worker's GrammarBook over the tiny model's tokenizer. structured_outputs.structural_tag, the JSON
+text of the same object (as vLLM's protocol writes response_format into it), is the same constraint."""
+import json
 import os
 
 import orjson
@@ -74,7 +76,8 @@ async def test_a_special_token_trigger(stack, text, ok):
 
 
 @pytest.mark.parametrize("response_format, extra, param, words", [
-    ({**FUNCTION, "triggers": ["<tool"]}, {}, "response_format.structures[0].begin", "starts with none of the triggers"),
+    ({**FUNCTION, "triggers": ["<tool"]}, {}, "response_format.structures[0].begin",
+     "starts with none of the triggers"),
     ({**FUNCTION, "triggers": []}, {}, "response_format.triggers", "needs non-empty structures and triggers"),
     ({"type": "structural_tag", "format": {"type": "const_string", "value": "x"}}, {}, "response_format.format",
      "structural tag formats are not supported"),
@@ -85,3 +88,17 @@ async def test_a_structural_tag_it_cannot_serve_is_a_400(stack, response_format,
     status, answer = await _post(client, "/v1/chat/completions", {**CHAT, "response_format": response_format, **extra})
     assert status == 400 and answer["error"]["param"] == param and words in answer["error"]["message"]
     assert not fake.script.requests
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {**CHAT, "enable_thinking": False}),
+    ("/v1/completions", {"prompt": "Weather?", "max_tokens": 64}),
+], ids=["chat", "completions"])
+@pytest.mark.parametrize("tag", [json.dumps(FUNCTION), FUNCTION], ids=["json-text", "object"])
+async def test_structured_outputs_structural_tag_is_the_same_constraint(stack, path, body, tag):
+    client, fake, book = stack
+    status, answer = await _post(client, path, {**body, "structured_outputs": {"structural_tag": tag}})
+    assert status == 200, answer
+    constraint = fake.script.requests[-1].constraint
+    assert _accepts(book, constraint, 'See <function=get_weather>{"city": "Paris"}</function>', fake.eos_id)
+    assert not _accepts(book, constraint, '<function=get_weather>{"city": 3}</function>', fake.eos_id)
