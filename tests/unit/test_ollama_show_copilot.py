@@ -11,8 +11,10 @@ COPILOT = "GitHubCopilotChat/0.41.1"
                                          ("model", "library/fake-model")], ids=["tag", "name-field", "namespace"])
 async def test_copilot_chat_gets_the_requested_name_as_basename(fake, field, sent):
     client, _ = fake
-    copilot = await (await client.post("/api/show", json={field: sent}, headers={"User-Agent": COPILOT})).json()
-    other = await (await client.post("/api/show", json={field: sent}, headers={"User-Agent": "ollama-python/0.6"})).json()
+    async def show(user_agent: str) -> dict:
+        return await (await client.post("/api/show", json={field: sent}, headers={"User-Agent": user_agent})).json()
+
+    copilot, other = await show(COPILOT), await show("ollama-python/0.6")
     assert copilot["model_info"]["general.basename"] == sent
     assert other["model_info"]["general.basename"] == "fake-model"
     # Only the basename differs.
