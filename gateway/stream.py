@@ -12,7 +12,8 @@ SSE_KEEPALIVE = b": keep-alive\n\n"
 
 
 class IncrementalDetokenizer:
-    """Turns token ids into text pieces whose concatenation equals decoding all ids at once.
+    """Turns token ids into text pieces whose concatenation equals decoding all ids at once (less a character the
+    ids end inside, see flush).
 
     Like vLLM's detokenize_incrementally: decode a short window before and after the new ids and
     emit only the difference; while the window ends in U+FFFD because a multi-byte character's later
@@ -45,9 +46,14 @@ class IncrementalDetokenizer:
         return ""
 
     def flush(self) -> str:
-        """At the end of generation: returns whatever is still held (an incomplete character as U+FFFD)."""
+        """At the end of generation: returns whatever is still held, less a character the output ended inside (its
+        first bytes sampled, the rest never, as when max_tokens cuts an emoji): that one is left out, not sent as
+        U+FFFD, as vLLM's DecodeStream never emits it and Ollama's runner trims it (flushPending). Bytes that are
+        invalid whatever follows keep their U+FFFD."""
         prefix_text = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
         new_text = self._decode(self.token_ids[self._prefix_offset:])
+        if new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:]):
+            new_text = new_text[:-1]
         self._prefix_offset = self._read_offset = len(self.token_ids)
         return new_text[len(prefix_text):] if len(new_text) > len(prefix_text) else ""
 

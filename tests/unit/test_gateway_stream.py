@@ -56,13 +56,13 @@ def test_multibyte_chars_really_span_several_tokens(tokenizer):
     assert any("\ufffd" in tokenizer.decode([i]) for i in ids)
 
 
-def test_detokenizer_flushes_an_unfinished_character_once(tokenizer):
-    ids = tokenizer.encode("🎉", add_special_tokens=False).ids
-    if len(ids) < 2:
+def test_detokenizer_leaves_out_a_character_the_output_ends_inside(tokenizer):
+    # As vLLM's DecodeStream and Ollama's flushPending: the text of a cut emoji is not sent as U+FFFD at the end.
+    ids = tokenizer.encode("a🎉", add_special_tokens=False).ids
+    if len(ids) < 3:
         pytest.skip("emoji is a single token here")
     detok = IncrementalDetokenizer(lambda xs: tokenizer.decode(list(xs)))
-    assert detok.push(ids[:-1]) == ""
-    assert detok.flush() == tokenizer.decode(ids[:-1])
+    assert detok.push(ids[:-1]) + detok.flush() == "a"
 
 
 def _run_stop(stops, chunks):
@@ -247,7 +247,10 @@ def test_random_token_streams_decode_to_the_whole_text(skip):
             piece = detok.push(ids[i:i + step])
             assert not (piece.endswith("\ufffd") and card.incomplete_text(ids[:i + step], skip))
             text += piece
-        assert text + detok.flush() == card.decode(ids, skip)
+        whole = card.decode(ids, skip)
+        if whole.endswith("\ufffd") and card.incomplete_text(ids, skip):
+            whole = whole[:-1]   # a character the output ends inside is left out
+        assert text + detok.flush() == whole
 
 
 def test_text_offset_of_a_token_after_an_unfinished_byte_that_it_does_not_finish():
