@@ -152,13 +152,15 @@ class LlamaCppShaper:
         return body
 
     def final(self, index: int, content: str, token_ids: list, finish: Optional[str], stop_reason,
-              usage: Usage, num_tokens: int, logprobs: Optional[list] = None) -> dict:
+              usage: Usage, num_tokens: int, logprobs: Optional[list] = None, has_new_line: bool = False) -> dict:
+        """One prompt's final object; has_new_line: a newline was in text already sent (llama.cpp's slot flag is set
+        by any text_to_send, streamed or not)."""
         prompt_ids, cached = self._prompt(index, usage)
         reason = stop_type(finish, stop_reason)
         body = {"index": index, "content": content, "tokens": token_ids, "id_slot": -1, "stop": True,
                 "model": self.plan.model, "tokens_predicted": num_tokens, "tokens_evaluated": len(prompt_ids),
                 "generation_settings": self.settings, "prompt": self.card.decode(prompt_ids, False),
-                "has_new_line": "\n" in content,
+                "has_new_line": has_new_line or "\n" in content,
                 # As llama.cpp's: the output ran into the end of the context (never a cut prompt here).
                 "truncated": reason == "limit" and len(prompt_ids) + num_tokens >= self.card.max_context_len,
                 "stop_type": reason, "stopping_word": stop_reason if reason == "word" else "",
@@ -194,6 +196,7 @@ class LlamaCppFramer:
 
     def __init__(self, shaper: LlamaCppShaper):
         self.shaper = shaper
+        self._new_line_indexes: set = set()   # choices whose streamed content held a newline
 
     def start(self, usage: Usage) -> list[bytes]:
         return []
@@ -202,9 +205,12 @@ class LlamaCppFramer:
         frames = []
         if delta.content or delta.token_ids:
             frames.append(sse_event(self.shaper.partial(delta, usage)))
+        if "\n" in delta.content:
+            self._new_line_indexes.add(delta.index)
         if delta.finish_reason:
             frames.append(sse_event(self.shaper.final(delta.index, "", [], delta.finish_reason, delta.stop_reason,
-                                                      usage, delta.num_tokens)))
+                                                      usage, delta.num_tokens,
+                                                      has_new_line=delta.index in self._new_line_indexes)))
         return frames
 
     def end(self, usage: Usage) -> list[bytes]:

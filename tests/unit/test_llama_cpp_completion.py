@@ -228,3 +228,16 @@ async def test_a_whole_answer_leaves_the_stop_words_probabilities_out(stack):
     got = await events(client, {"prompt": "hi", "stop": [", 4"], "n_probs": 1})
     streamed = [p["token"] for e in got[:-1] for p in e.get("completion_probabilities", [])]
     assert len(streamed) == len(body["tokens"]) and "".join(streamed).startswith("1, 2, 3")
+
+
+@pytest.mark.parametrize("reply, expected", [("1,\n2", True), ("1, 2", False)], ids=["newline", "none"])
+async def test_has_new_line_counts_the_text_a_stream_sent(stack, reply, expected):
+    """llama.cpp's slot.has_new_line is set by any text_to_send with a newline, so a stream's final object (content
+    "", the text already sent) says so too; it was false whatever the stream had sent."""
+    client, fake = stack
+    fake.script.reply = reply
+    streamed = await events(client, {"prompt": "hi"})
+    assert "".join(event["content"] for event in streamed) == reply
+    assert streamed[-1]["stop"] is True and streamed[-1]["has_new_line"] is expected
+    status, whole = await post(client, {"prompt": "hi"})
+    assert status == 200 and whole["has_new_line"] is expected
