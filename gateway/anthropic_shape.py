@@ -6,6 +6,7 @@ non-streamed answer is the blocks themselves, so the two always agree.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import secrets
 from typing import Optional
@@ -200,6 +201,14 @@ class MessageBuilder:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.plan.model,
                 "content": self.blocks if content is None else content, "stop_reason": self.stop_reason,
                 "stop_sequence": self.stop_sequence, "usage": usage_dict(usage)}
+
+
+def model_info(name: str, created: int) -> dict:
+    """The fields of Anthropic's ModelInfo (GET /v1/models as Anthropic answers it), which the Anthropic SDKs type as
+    always there (display_name a string, created_at an RFC 3339 time): added to a model object for a client that sends
+    the anthropic-version header, as those SDKs do."""
+    created_at = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "model", "display_name": name, "created_at": created_at}
 
 
 def thinking_signature(thinking: str) -> str:

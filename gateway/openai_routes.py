@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.anthropic_shape import model_info
 from gateway.chat_batch import batch_chat
 from gateway.chat_prompt import lower_roles
 from gateway.config import GatewayConfig
@@ -130,23 +131,27 @@ class OpenAIRoutes:
         app.router.add_post("/embedding", self.embeddings)
         app.router.add_post("/embeddings", self.embeddings)
 
-    async def _model_object(self) -> dict:
+    async def _model_object(self, request: web.Request) -> dict:
         card = await self.engine.card()
         name = await self.engine.served_name()
         # As vLLM's ModelCard: id is the served name (--served-model-name), root the checkpoint it serves.
-        return {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
-                "root": card.model_id, "parent": None, "max_model_len": card.max_context_len,
-                "meta": model_meta(card)}
+        model = {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
+                 "root": card.model_id, "parent": None, "max_model_len": card.max_context_len,
+                 "meta": model_meta(card)}
+        return {**model, **model_info(name, card.created)} if "anthropic-version" in request.headers else model
 
     async def models(self, request: web.Request) -> web.Response:
         # llama-server's list also has its Ollama-shaped `models` array, which llama.cpp clients read the name from.
         entry = models_entry(await self.engine.card(), await self.engine.served_name())
-        return json_response({"object": "list", "data": [await self._model_object()], "models": [entry]})
+        model = await self._model_object(request)
+        # Anthropic's page fields, for its SDKs' list (they page on has_more and last_id).
+        page = {"has_more": False, "first_id": model["id"], "last_id": model["id"]} if "type" in model else {}
+        return json_response({"object": "list", "data": [model], "models": [entry], **page})
 
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
         check_model(request.match_info["model_id"].rstrip("/"), card, await self.engine.served_name())
-        return json_response(await self._model_object())
+        return json_response(await self._model_object(request))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
