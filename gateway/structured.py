@@ -126,7 +126,22 @@ def schema_error(schema: dict) -> Optional[str]:
 def any_draft_schema_error(schema: dict) -> Optional[str]:
     """schema_error, or None where some draft's meta-schema accepts the schema: tools carry draft-04 keywords under
     another draft's $schema, or none (a boolean exclusiveMinimum, as OpenAPI 3.0 writes it: Dokploy/mcp#74), and
-    vLLM's and Ollama's servers read a tool's parameters without checking them at all."""
+    vLLM's and Ollama's servers read a tool's parameters without checking them at all. Remembered by the schema's
+    JSON: an agent sends the same tools with every turn (a few hundred, with several MCP servers), and each check
+    walks the meta-schema (about 3 ms a tool)."""
+    try:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return _any_draft_schema_error(schema)
+    return _any_draft_schema_error_of(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _any_draft_schema_error_of(text: str) -> Optional[str]:
+    return _any_draft_schema_error(json.loads(text))
+
+
+def _any_draft_schema_error(schema: dict) -> Optional[str]:
     error = schema_error(schema)
     if error is None or any(_meta_validator(cls).is_valid(schema) for cls in _DRAFTS):
         return None
