@@ -9,8 +9,6 @@ import orjson
 import pytest
 from tokenizers import Tokenizer
 
-from gateway.fake_scheduler import FakeServing, fake_gateway
-from worker.grammar import GrammarBook
 
 TINY = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny", "tokenizer.json")
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -22,14 +20,6 @@ CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</paramete
 def _tools(strict: bool) -> list:
     return [{"type": "function", "function": {"name": "get_weather", "strict": strict, "parameters": PARAMS}}]
 
-
-@pytest.fixture
-async def stack():
-    with open(TINY) as f:
-        text = f.read()
-    fake = FakeServing(Tokenizer.from_str(text), max_context_len=4096)
-    async with fake_gateway(fake) as (client, fake):
-        yield client, fake, GrammarBook(text, 1024, [fake.eos_id])
 
 
 async def _constraint(client, fake, body: dict):
@@ -55,16 +45,16 @@ def _accepts(book, constraint, text: str, eos: int) -> bool:
     (CALL.replace("get_weather", "get_time").format(days=3), False),
     (CALL.format(days=3).replace("<parameter=days>\n3\n</parameter>\n", ""), False),
 ], ids=["text", "text-then-call", "two-calls", "wrong-type", "unknown-function", "missing-required"])
-async def test_a_strict_tools_call_follows_its_schema_under_auto(stack, thinking, text, ok):
-    client, fake, book = stack
+async def test_a_strict_tools_call_follows_its_schema_under_auto(grammar_stack, thinking, text, ok):
+    client, fake, book = grammar_stack
     constraint = await _constraint(client, fake, {"tools": _tools(True), "enable_thinking": thinking})
     assert constraint.kind == "lark"
     prefix = "The user asks.\n</think>\n\n" if thinking else ""
     assert _accepts(book, constraint, prefix + text, fake.eos_id) is ok
 
 
-async def test_one_call_only_without_parallel_tool_calls(stack):
-    client, fake, book = stack
+async def test_one_call_only_without_parallel_tool_calls(grammar_stack):
+    client, fake, book = grammar_stack
     constraint = await _constraint(client, fake, {"tools": _tools(True), "enable_thinking": False,
                                                   "parallel_tool_calls": False})
     assert _accepts(book, constraint, CALL.format(days=3), fake.eos_id)
@@ -73,8 +63,8 @@ async def test_one_call_only_without_parallel_tool_calls(stack):
 
 @pytest.mark.parametrize("body", [{"tools": _tools(False)}, {"tools": _tools(True), "tool_choice": "none"}],
                          ids=["not-strict", "tool-choice-none"])
-async def test_auto_without_a_strict_tool_is_unconstrained(stack, body):
-    client, fake, _ = stack
+async def test_auto_without_a_strict_tool_is_unconstrained(grammar_stack, body):
+    client, fake, _ = grammar_stack
     constraint = await _constraint(client, fake, {**body, "enable_thinking": False})
     assert not constraint.grammar
 
@@ -88,10 +78,10 @@ async def test_auto_without_a_strict_tool_is_unconstrained(stack, body):
     ("/api/v0/chat/completions", {"messages": [{"role": "user", "content": "Weather?"}], "enable_thinking": False,
                                   "tools": _tools(True)}),
 ], ids=["responses", "messages", "lmstudio"])
-async def test_every_chat_api_constrains_a_strict_tools_call(stack, path, body):
+async def test_every_chat_api_constrains_a_strict_tools_call(grammar_stack, path, body):
     """The Responses API's function tools and Anthropic's strict tool use ("strict": true beside input_schema) are
     the same promise."""
-    client, fake, book = stack
+    client, fake, book = grammar_stack
     response = await client.post(path, data=orjson.dumps(body))
     assert response.status == 200, await response.read()
     constraint = fake.script.requests[-1].constraint

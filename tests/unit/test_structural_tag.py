@@ -10,8 +10,6 @@ import orjson
 import pytest
 from tokenizers import Tokenizer
 
-from gateway.fake_scheduler import FakeServing, fake_gateway
-from worker.grammar import GrammarBook
 
 TINY = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny", "tokenizer.json")
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -24,14 +22,6 @@ TOOL_CALL = {"type": "structural_tag", "triggers": ["<tool_call>"],
                              "end": "}\n</tool_call>"}]}
 CHAT = {"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 64}
 
-
-@pytest.fixture
-async def stack():
-    with open(TINY) as f:
-        text = f.read()
-    fake = FakeServing(Tokenizer.from_str(text), max_context_len=4096)
-    async with fake_gateway(fake) as (client, fake):
-        yield client, fake, GrammarBook(text, 1024, [fake.eos_id])
 
 
 async def _post(client, path: str, body: dict):
@@ -56,8 +46,8 @@ def _accepts(book, constraint, text: str, eos: int) -> bool:
     ('<function=get_weather>{"city": 3}</function>', False),
     ('<function=get_time>{"city": "Paris"}</function>', False),
 ], ids=["text", "tag-in-text", "wrong-type", "unknown-structure"])
-async def test_a_trigger_opens_only_its_structures(stack, path, body, prefix, text, ok):
-    client, fake, book = stack
+async def test_a_trigger_opens_only_its_structures(grammar_stack, path, body, prefix, text, ok):
+    client, fake, book = grammar_stack
     status, answer = await _post(client, path, {**body, "response_format": FUNCTION})
     assert status == 200, answer
     assert _accepts(book, fake.script.requests[-1].constraint, prefix + text, fake.eos_id) is ok
@@ -67,8 +57,8 @@ async def test_a_trigger_opens_only_its_structures(stack, path, body, prefix, te
     ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', True),
     ('<tool_call>\n{"name": "get_weather", "arguments": {"town": "Paris"}}\n</tool_call>', False),
 ], ids=["valid", "wrong-key"])
-async def test_a_special_token_trigger(stack, text, ok):
-    client, fake, book = stack
+async def test_a_special_token_trigger(grammar_stack, text, ok):
+    client, fake, book = grammar_stack
     status, answer = await _post(client, "/v1/chat/completions",
                                  {**CHAT, "enable_thinking": False, "response_format": TOOL_CALL})
     assert status == 200, answer
@@ -83,8 +73,8 @@ async def test_a_special_token_trigger(stack, text, ok):
      "structural tag formats are not supported"),
     (FUNCTION, {"guided_regex": "a+"}, "guided_regex", "cannot be combined with response_format"),
 ], ids=["no-trigger", "no-triggers", "new-format", "with-guided"])
-async def test_a_structural_tag_it_cannot_serve_is_a_400(stack, response_format, extra, param, words):
-    client, fake, _ = stack
+async def test_a_structural_tag_it_cannot_serve_is_a_400(grammar_stack, response_format, extra, param, words):
+    client, fake, _ = grammar_stack
     status, answer = await _post(client, "/v1/chat/completions", {**CHAT, "response_format": response_format, **extra})
     assert status == 400 and answer["error"]["param"] == param and words in answer["error"]["message"]
     assert not fake.script.requests
@@ -95,8 +85,8 @@ async def test_a_structural_tag_it_cannot_serve_is_a_400(stack, response_format,
     ("/v1/completions", {"prompt": "Weather?", "max_tokens": 64}),
 ], ids=["chat", "completions"])
 @pytest.mark.parametrize("tag", [json.dumps(FUNCTION), FUNCTION], ids=["json-text", "object"])
-async def test_structured_outputs_structural_tag_is_the_same_constraint(stack, path, body, tag):
-    client, fake, book = stack
+async def test_structured_outputs_structural_tag_is_the_same_constraint(grammar_stack, path, body, tag):
+    client, fake, book = grammar_stack
     status, answer = await _post(client, path, {**body, "structured_outputs": {"structural_tag": tag}})
     assert status == 200, answer
     constraint = fake.script.requests[-1].constraint
