@@ -39,12 +39,12 @@ __device__ __forceinline__ void sk_stage_x(const SkArgs& p, unsigned char* xs) {
     for (int i = threadIdx.x; i < p.M * per_row; i += blockDim.x) {
         const int m = i / per_row, u = i - m * per_row, k = u * e;
         const u16* src = p.x + (u64)m * p.K + min(k, p.K - e);
-        u32 d;
-        asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(xs + m * pitch + u * PAD));
+        unsigned char* dst = xs + m * pitch + u * PAD;
         if constexpr (PAD == 16)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(k < p.K ? 16 : 0));
+            cp_async16(dst, src, k < p.K);
         else
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" :: "r"(d), "l"(src), "r"(k < p.K ? 8 : 0));
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" :: "r"(smem_u32(dst)), "l"(src),
+                         "r"(k < p.K ? 8 : 0));
     }
 }
 
@@ -90,13 +90,19 @@ struct SkRing {
     u32 s[U];
 };
 
+// ring slot u <- chunk c of the lane's fragments and scale pairs (base: its tile's chunk 0)
+template <int U>
+__device__ __forceinline__ void sk_fetch(const SkArgs& p, u64 base, int c, int u, SkRing<U>& r) {
+    r.w[u] = ld_stream16(p.wq + base + (u64)c * 32);
+    r.s[u] = ld_stream_u16(p.wsc + base + (u64)c * 32);
+}
+
 template <int U>
 __device__ __forceinline__ void sk_load(const SkArgs& p, int tile, int ca, int cb, SkRing<U>& r) {
-    const int lane = threadIdx.x & 31;
-    const u64 base = (u64)tile * p.Kc * 32 + lane;
+    const u64 base = (u64)tile * p.Kc * 32 + (threadIdx.x & 31);
 #pragma unroll
     for (int u = 0; u < U; ++u)
-        if (ca + u < cb) r.w[u] = ld_stream16(p.wq + base + (u64)(ca + u) * 32), r.s[u] = ld_stream_u16(p.wsc + base + (u64)(ca + u) * 32);
+        if (ca + u < cb) sk_fetch<U>(p, base, ca + u, u, r);
 }
 
 // acc = tile's sums over chunks [ca, cb); r holds chunks ca .. ca + U - 1 on entry
@@ -104,8 +110,7 @@ template <int NT, int U, bool XJ, bool XG = false>
 __device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, int cb, const u32* lut,
                                            const unsigned char* const (&xr)[NT], SkRing<U>& r, float (&acc)[NT][4]) {
     const int xmax = 2 * p.K - 32 - 32 * (threadIdx.x & 3);
-    const int lane = threadIdx.x & 31;
-    const u64 base = (u64)tile * p.Kc * 32 + lane;
+    const u64 base = (u64)tile * p.Kc * 32 + (threadIdx.x & 31);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
     int c = ca;
@@ -114,8 +119,7 @@ __device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, in
         for (int u = 0; u < U; ++u) {
             const uint4 f = r.w[u];
             const u32 sc = r.s[u];
-            if (c + u + U < cb)
-                r.w[u] = ld_stream16(p.wq + base + (u64)(c + u + U) * 32), r.s[u] = ld_stream_u16(p.wsc + base + (u64)(c + u + U) * 32);
+            if (c + u + U < cb) sk_fetch<U>(p, base, c + u + U, u, r);
             sk_chunk<NT, XJ, XG>(f, sc, lut, xr, c + u, xmax, acc);
         }
     }
@@ -161,10 +165,10 @@ __device__ __forceinline__ void sk_rows(const SkArgs& p, const unsigned char* xs
     for (int nt = 0; nt < NT; ++nt) xr[nt] = xs + min(nt * 8 + (lane >> 2), p.M - 1) * pitch + 32 * (lane & 3);
 }
 
-// stream-K quads; XG: x read from global memory (through L1), not staged
-template <int NT, int U, bool XJ, bool XG = false>
+// stream-K quads; XG: x read from global memory (through L1), else staged with 16-byte pads and read up front
+template <int NT, int U, bool XG>
 __device__ void sk_body(const SkArgs& p) {
-    constexpr int PAD = XJ ? 8 : 16;
+    constexpr int PAD = 16;
     __shared__ u32 lut[256];
     __shared__ int last[SK_THREADS / 128];
     extern __shared__ __align__(16) unsigned char xs[];
@@ -194,7 +198,7 @@ __device__ void sk_body(const SkArgs& p) {
     }
     while (a < b) {
         float acc[NT][4];
-        sk_segment<NT, U, XJ, XG>(p, 4 * q + warp, ca, cb, lut, xr, r, acc);
+        sk_segment<NT, U, false, XG>(p, 4 * q + warp, ca, cb, lut, xr, r, acc);
         a += cb - ca;
         const int q0 = q, n = cb - ca;
         if (a < b) {  // the next segment's first loads before this one's store or flush
@@ -236,10 +240,11 @@ __device__ __forceinline__ void own_settle(const SkArgs& p, const float (&slots)
 
 // block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split
 // evenly over its 16 warps; a warp's partial first / last segment goes to its slot 2 w / 2 w + 1 and after one
-// barrier the warp holding a tile's first slot adds the tile's slots (consecutive: the warps' ranges are in order)
-template <int NT, int U, bool XJ>
+// barrier the warp holding a tile's first slot adds the tile's slots (consecutive: the warps' ranges are in order);
+// x staged with 8-byte pads, each k-step's words read just before its MMA
+template <int NT, int U>
 __device__ void own_body(const SkArgs& p) {
-    constexpr int PAD = XJ ? 8 : 16, W = SK_THREADS / 32;
+    constexpr int PAD = 8, W = SK_THREADS / 32;
     __shared__ u32 lut[256];
     __shared__ float slots[2 * W][32][NT * 4];
     __shared__ int slot_tile[2 * W];
@@ -264,7 +269,7 @@ __device__ void own_body(const SkArgs& p) {
     bool first = true;
     while (i < end) {
         float acc[NT][4];
-        sk_segment<NT, U, XJ>(p, t0 + lt, ca, cb, lut, xr, r, acc);
+        sk_segment<NT, U, true>(p, t0 + lt, ca, cb, lut, xr, r, acc);
         i += cb - ca;
         const int l0 = lt, n = cb - ca;
         if (i < end) {
@@ -296,11 +301,11 @@ extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt2(SK
     sk_body<2, 4, false>(SK_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt2_xg(SK_PARAMS) {
-    sk_body<2, 4, false, true>(SK_ARGS);
+    sk_body<2, 4, true>(SK_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt3_xg(SK_PARAMS) {
-    sk_body<3, 2, false, true>(SK_ARGS);
+    sk_body<3, 2, true>(SK_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt1(SK_PARAMS) {
-    own_body<1, 2, true>(SK_ARGS);
+    own_body<1, 2>(SK_ARGS);
 }

@@ -288,17 +288,21 @@ def linear(x: torch.Tensor, weight: NVFP4Weight, out: torch.Tensor = None) -> to
     p = prepared(weight)
     y = out if out is not None and out.dtype == torch.bfloat16 else x2.new_empty(x2.shape[0], n)
     if x2.shape[0]:
-        (gemv if uses_gemv(x2.shape[0], wgmma_serves(x.device)) or _rows_gemv(x2, p) else gemm)(x2, p, y)
+        _linear_kernel(x2, p)(x2, p, y)
     if out is not None and y is not out:
         y = out.copy_(y)
     return y.reshape(*x.shape[:-1], n).to(x.dtype)
 
 
-def _rows_gemv(x: torch.Tensor, p: dict) -> bool:
-    """Whether gemv_sk (v13) takes x's rows past the GEMV range (17-24 rows, where it beats the wgmma GEMM)."""
+def _linear_kernel(x: torch.Tensor, p: dict):
+    """linear()'s launcher (x, p, out) for x's rows: ops.gemv up to uses_gemv's bound, gemv_sk (v13) itself for the rows
+    past it that it serves (17-24, where it beats the wgmma GEMM; ops.gemv would check them again), else the GEMM."""
+    m = x.shape[0]
+    if uses_gemv(m, wgmma_serves(x.device)):
+        return gemv
     from kernels.nvfp4 import gemv_sk
 
-    return x.shape[0] <= gemv_sk.MAX_M and gemv_sk.serves(x, p)
+    return gemv_sk.gemv_sk if m <= gemv_sk.MAX_M and gemv_sk.serves(x, p) else gemm
 
 
 def uses_gemv(m: int, wgmma: bool) -> bool:
