@@ -11,6 +11,7 @@ from gateway.openai_fields import lark_grammar
 from gateway.schema_bounds import bounded_schema
 from gateway.structured import check_schema, checked, max_string_chars
 
+
 def is_structural_tag(body: dict) -> bool:
     outputs = body.get("structured_outputs")
     return ((body.get("response_format") or {}).get("type") == "structural_tag"

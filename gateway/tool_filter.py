@@ -19,7 +19,8 @@ class ToolCallFilter:
 
     def __init__(self, tools: list[dict], only_listed: bool = False):
         self._tools = tools
-        # OpenAI's allowed_tools: a call to a tool outside `tools` (offered, but not allowed) is no call, and stays text.
+        # OpenAI's allowed_tools: a call to a tool outside `tools` (offered, but not allowed) is no call, and stays
+        # text.
         self._names = {(tool.get("function") or {}).get("name") for tool in tools} if only_listed else None
         self._held = ""
         self._calls_text: Optional[str] = None

@@ -37,7 +37,8 @@ def test_early_loads_wait_for_the_previous_kernel(rows, xs, graph):
 
 
 def test_pick_on_hopper():
-    if torch.cuda.get_device_capability() != (9, 0) or not (ops.PDL and gemv_pick.EARLY and gemv_btm.GEMV_BTM and gemv_sk.GEMV_SK):
+    switches = ops.PDL and gemv_pick.EARLY and gemv_btm.GEMV_BTM and gemv_sk.GEMV_SK
+    if torch.cuda.get_device_capability() != (9, 0) or not switches:
         pytest.skip("the choices below are the Hopper + PDL ones")
     shapes = {"gate_up": (34816, 5120), "mid": (12288, 5120), "small": (6144, 5120), "fused": (16384, 5120),
               "down": (5120, 17408)}

@@ -1,6 +1,7 @@
-"""/v1 chat, LM Studio's /api/v0 and the Responses API take as many tools as the context holds, as vLLM's and LM Studio's
-servers do (their request models cap no tool list); OpenAI's own limit of 128 was a 400 here, so opencode or Cline with a
-few MCP servers (142 tools, anomalyco/opencode#4909 against OpenAI) could not send a single request (fake scheduler)."""
+"""/v1 chat, LM Studio's /api/v0 and the Responses API take as many tools as the context holds, as vLLM's and LM
+Studio's servers do (their request models cap no tool list); OpenAI's own limit of 128 was a 400 here, so opencode or
+Cline with a few MCP servers (142 tools, anomalyco/opencode#4909 against OpenAI) could not send a single request (fake
+scheduler)."""
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway

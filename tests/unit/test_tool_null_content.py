@@ -19,7 +19,8 @@ def prompt_of(fake) -> str:
 async def test_a_tool_result_without_content_is_an_empty_result(stack, path, result):
     client, fake = stack
     prompts = []
-    for tool in ({"role": "tool", "tool_call_id": "c1", **result}, {"role": "tool", "tool_call_id": "c1", "content": ""}):
+    empty = {"role": "tool", "tool_call_id": "c1", "content": ""}
+    for tool in ({"role": "tool", "tool_call_id": "c1", **result}, empty):
         response = await client.post(path, json={"messages": [USER, CALL, tool], "tools": TOOLS})
         assert response.status == 200, await response.text()
         prompts.append(prompt_of(fake))
