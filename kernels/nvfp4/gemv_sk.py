@@ -22,8 +22,10 @@ X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
 #   25.0 / 24.1; from it x staged: 34816x5120 btm 45.0 / 38.5 (38.3 / 42.4 through L1), LM head v2 312.6 / 233.1.
 # - 17-24 rows (instead of the wgmma GEMM): x through L1, M = 17 / 24: 17408x5120 35.9 / 29.3, 35.5 / 31.4;
 #   34816x5120 58.6 / 51.4, 58.9 / 55.6; 14336x5120 28.1 / 24.9, 28.3 / 26.8; 5120x17408 32.4 / 28.2, 33.0 / 30.2;
-#   5120x6144 18.8 / 14.3, 18.8 / 15.2; not the LM head (300.8 / 328.8 at M = 17), nor a weight whose 128-row tiles
-#   fill 95-100% of the SMs (16384x5120 on 128: gemm_wsb's one full wave, 28.7 / 29.7 at M = 24).
+#   5120x6144 18.8 / 14.3, 18.8 / 15.2; not the LM head (300.8 / 328.8 at M = 17), nor from WIDE_TILE_MIN_M rows a
+#   weight whose 128-row tiles fill 95-100% of the SMs (16384x5120 on 128: gemm_wsb's one full wave). Session 20
+#   device run 3, 3 chunks in flight, GEMM / v13: 16384x5120 M = 17 28.9 / 27.1, 20 29.1 / 28.3, 24 28.9 / 29.5;
+#   LM head M = 17 282.6 / 307.4.
 # - 2-8 rows: x staged, where blocks own 1 to OWN_MAX_TILES tiles with imbalance <= OWN_MAX_IMBALANCE: M = 2
 #   14336x5120 19.5 / 16.9, 12288x5120 bcr 17.0 / 14.9, 6144x5120 10.7 / 10.0; M = 8 16384x5120 20.3 / 20.0; not
 #   34816x5120 (16.5 tiles a block: btm 32.9 / 34.5 at M = 2), the LM head (bcr 200.2 / 214.3 at M = 2), the N = 5120
@@ -31,6 +33,7 @@ X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
 MAX_M = 24
 STAGE_MIN_CHUNKS = 150_000
 WIDE_MAX_CHUNKS = 1_000_000
+WIDE_TILE_MIN_M = 21
 OWN_MAX_TILES = 16
 OWN_MAX_IMBALANCE = 1.1
 
@@ -59,12 +62,12 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
 
 
 def chosen(m: int, p: dict, sms: int) -> bool:
-    """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows below WIDE_MAX_CHUNKS fragments unless the
-    weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where blocks own at most OWN_MAX_TILES tiles and the
-    busiest at most OWN_MAX_IMBALANCE x the mean."""
+    """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows below WIDE_MAX_CHUNKS fragments unless, from
+    WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where blocks own at most
+    OWN_MAX_TILES tiles and the busiest at most OWN_MAX_IMBALANCE x the mean."""
     t = p["Np"] // 16
     if m > 16:
-        return t * p["Kc"] < WIDE_MAX_CHUNKS and not 0.95 <= t / 8 / sms <= 1.0
+        return t * p["Kc"] < WIDE_MAX_CHUNKS and (m < WIDE_TILE_MIN_M or not 0.95 <= t / 8 / sms <= 1.0)
     if m > 8:
         return True
     return -(-t // sms) <= OWN_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE

@@ -66,10 +66,11 @@ def test_v13_limits_and_shape_rule():
     assert gemv_sk.applies(x(4, 17408), _p(5120, 17408), 132)  # 139 KB
     assert gemv_sk.applies(x(4), _p(256, 256), 132)  # 16 tiles x 4 chunks: most warps have none (they stop)
     assert not gemv_sk.applies(x(4, 1004), _p(256, 1004), 132)  # K % 8 != 0
-    # 9-16 rows always; 17-24 rows but on the LM head and where 128-row tiles fill 95-100% of the SMs
+    # 9-16 rows always; 17-24 rows but on the LM head and, from 21 rows, where 128-row tiles fill 95-100% of the SMs
     assert all(gemv_sk.chosen(m, _p(n, 5120), 132) for m in (9, 16) for n in (6144, 16384, 248320))
     assert all(gemv_sk.chosen(20, _p(n, k), 132) for n, k in ((14336, 5120), (17408, 5120), (5120, 17408)))
-    assert not gemv_sk.chosen(20, _p(16384, 5120), 132) and not gemv_sk.chosen(17, _p(248320, 5120), 132)
+    assert gemv_sk.chosen(20, _p(16384, 5120), 132) and not gemv_sk.chosen(21, _p(16384, 5120), 132)
+    assert not gemv_sk.chosen(17, _p(248320, 5120), 132)
     # 2-8 rows where tiles spread evenly, at most 16 a block: not 34816x5120 (16.5), the LM head, N = 5120 (1.24)
     assert all(gemv_sk.chosen(2, _p(n, 5120), 132) for n in (6144, 10240, 12288, 14336, 16384, 17408))
     assert not any(gemv_sk.chosen(8, _p(n, k), 132) for n, k in ((34816, 5120), (248320, 5120), (5120, 6144)))
