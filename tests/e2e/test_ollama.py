@@ -70,6 +70,8 @@ def test_list_show_ps(client):
             "feed_forward_length": 128, "vocab_size": 1024}
         assert "completion" in shown.capabilities and "thinking" in shown.capabilities
         assert "<|im_start|>" in shown.template
+        # The window a request without options.num_ctx gets, which Continue reads from here as its context length.
+        assert "num_ctx                        8192" in shown.parameters.split("\n")
     running = client.ps()
     assert [(m.model, m.context_length) for m in running.models] == [("tiny:latest", 8192)]
     assert running.models[0].expires_at is not None

@@ -264,8 +264,8 @@ async def test_tags_and_show_as_ollama_writes_them():
     (entry,) = tags["models"]
     assert entry["capabilities"] == ["completion", "tools", "thinking"]
     assert entry["details"]["context_length"] == 2048 and entry["details"]["family"] == "qwen3_5"
-    assert show["parameters"] == "\n".join(["repeat_penalty                 1", "temperature                    0.7",
-                                            "top_k                          20"])
+    assert show["parameters"] == "\n".join(["num_ctx                        2048", "repeat_penalty                 1",
+                                            "temperature                    0.7", "top_k                          20"])
     assert show["capabilities"] == entry["capabilities"]
 
 

@@ -160,8 +160,9 @@ def test_tags_ps_show_entries(card):
     show = show_body(card, "fake-model")
     assert show["model_info"]["qwen3_5.context_length"] == 2048
     assert show["capabilities"] == ["completion", "tools", "thinking"]
-    assert show["parameters"] == "temperature                    0.7" and show["template"] == card.chat_template_source
-    assert show["modelfile"].endswith("FROM fake-model:latest\n")
+    assert show["parameters"] == "num_ctx                        2048\ntemperature                    0.7"
+    assert show["template"] == card.chat_template_source
+    assert show["modelfile"].endswith("FROM fake-model:latest\nPARAMETER num_ctx 2048\nPARAMETER temperature 0.7\n")
 
 
 def test_show_model_info_gives_the_architectures_sizes_under_ollamas_names(card):
