@@ -63,6 +63,7 @@ class Engine:
             # Parsing the tokenizer and scanning its vocabulary takes a while: not on the loop.
             self._card = await run_cpu(self._load_card, info)
             self._card_info = raw
+            metrics.set_max_context_len(self._card.max_context_len)
         self._card_epoch = epoch
 
     def known_model_name(self) -> str:

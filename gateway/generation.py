@@ -166,6 +166,7 @@ class Generation:
                 if not ended:
                     # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort".
                     self._engine.record_finish(self, "abort")
+            metrics.observe_prompts(self.req.n, self._generated, self._admitted)
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def abort(self, error: ApiError) -> None:

@@ -1,15 +1,16 @@
-"""Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*)."""
+"""Gateway process: Prometheus metrics on its /metrics (sparkinfer_gateway_*; the scheduler owns sparkinfer_*, but for
+the per-API-request histograms, whose n only the gateway knows)."""
 from __future__ import annotations
 
 import gzip
 from typing import Optional, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from gateway import errors
-from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
+from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets
 from proto.metrics_label import FINISHED_REASONS, ModelLabelled
 
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
@@ -46,6 +47,67 @@ TTFT = Histogram("sparkinfer_gateway_time_to_first_token_seconds",
                  registry=REGISTRY)
 E2E_LATENCY = Histogram("sparkinfer_gateway_e2e_request_latency_seconds", "Time from request to finish, per choice.",
                         buckets=REQUEST_LATENCY_BUCKETS, registry=REGISTRY)
+# vLLM's per-API-request histograms (ParentRequest.observe_finished_request, vllm/v1/engine/parallel_sampling.py):
+# once a prompt's n choices have all ended, its n and the most tokens one of them generated. The gateway owns n (the
+# scheduler runs one request per choice), so it serves them, under vLLM's names as the scheduler's series are named.
+REQUEST_PARAMS_N = Histogram("sparkinfer_request_params_n", "The n request parameter, per prompt of an API request.",
+                             buckets=(1, 2, 5, 10, 20), registry=REGISTRY)
+
+
+class MaxGenerationTokens:
+    """sparkinfer_request_max_num_generation_tokens (vLLM's vllm:request_max_num_generation_tokens, its Grafana
+    board's "Max Generation Token in Sequence Group" panel), on vLLM's buckets: 1, 2, 5, 10, ... up to the context.
+    The gateway learns the context from the model card (and again when the scheduler comes back with another), so
+    the counts are kept on the whole 1-2-5 scale and each scrape shows the buckets up to the context it has now."""
+
+    NAME = "sparkinfer_request_max_num_generation_tokens"
+    DOC = "The most tokens one choice of a prompt's n generated, per prompt of an API request."
+    SCALE = token_count_buckets(10 ** 9)
+
+    def __init__(self):
+        self.max_context_len = 0      # 0 until a model card said it: only the +Inf bucket
+        self.counts = [0] * len(self.SCALE)
+        self.count, self.sum = 0, 0
+
+    def observe(self, num_tokens: int) -> None:
+        self.count += 1
+        self.sum += num_tokens
+        first = next((i for i, bound in enumerate(self.SCALE) if num_tokens <= bound), None)
+        if first is not None:
+            self.counts[first] += 1
+
+    def collect(self):
+        buckets, cumulative = [], 0
+        for bound, num in zip(self.SCALE, self.counts):
+            cumulative += num
+            if bound <= self.max_context_len:
+                buckets.append((str(float(bound)), cumulative))
+        yield HistogramMetricFamily(self.NAME, self.DOC, buckets=[*buckets, ("+Inf", self.count)],
+                                    sum_value=self.sum)
+
+    def describe(self):
+        """The series' name, so that a scrape naming it (name[]) finds this collector."""
+        yield HistogramMetricFamily(self.NAME, self.DOC)
+
+
+MAX_GENERATION_TOKENS = MaxGenerationTokens()
+REGISTRY.register(MAX_GENERATION_TOKENS)
+
+
+def set_max_context_len(max_context_len: int) -> None:
+    """The served context (the model card's), which bounds the buckets of the per-request token counts."""
+    MAX_GENERATION_TOKENS.max_context_len = max_context_len
+
+
+def observe_prompts(n: int, generated: Sequence[int], admitted: Sequence[bool]) -> None:
+    """The per-API-request histograms of an ended request: one observation per prompt (choices p*n .. p*n+n-1) whose
+    n choices the scheduler all admitted (a request refused with 429 or 400 is none, as vLLM never ran it)."""
+    for first in range(0, len(generated), n):
+        if all(admitted[first:first + n]):
+            REQUEST_PARAMS_N.observe(n)
+            MAX_GENERATION_TOKENS.observe(max(generated[first:first + n]))
+
+
 # The scheduler's load, under its own names, read from it at each scrape: vLLM serves its engine gauges on the API
 # port's /metrics, and a scrape of this port alone showed neither running requests nor KV usage. A Prometheus that
 # scrapes a gateway and its scheduler sees the same values twice.
