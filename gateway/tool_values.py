@@ -82,7 +82,7 @@ class ToolParams:
                 out[key] = raw
                 continue
             validator = _validator(schema, self.defs)
-            value = whole_number(fitted(raw, typed_value(raw, schema), validator), schema)
+            value = whole_number(fitted(raw, typed_value(raw, schema), validator), schema, self.defs)
             if raw.strip() == "" and key not in self.required and not _accepts(validator, value, True):
                 continue
             out[key] = single_type_value(raw, value, schema)
@@ -243,15 +243,33 @@ def _accepts(validator, value: Any, unknown: bool = True) -> bool:
         return unknown
 
 
-def whole_number(value: Any, schema: dict) -> Any:
+def whole_number(value: Any, schema: dict, defs: Optional[dict] = None) -> Any:
     """An integral float (140.0, 6e4) of an integer or number parameter as the integer it is: Codex's and other typed
     clients' decoders refuse 140.0 for an integer ("invalid type: floating point `140.0`, expected u64"); vLLM's
     qwen3_coder and Ollama's parser write a whole number so for a number parameter too (mlx-lm#1635 for integers).
-    Past 2**53 a float is no exact integer, and stays as read."""
-    numeric = bool(_types(schema) & {"integer", "number"})
+    The type may come from a union or a $ref into the tool's `defs` (pydantic's Optional[int]; JSON Schema counts 140
+    and 140.0 as one number, so the schema accepts both). Past 2**53 a float is no exact integer, and stays as read."""
+    numeric = bool(_named_types(schema, defs or {}, set()) & {"integer", "number"})
     if numeric and isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
         return int(value)
     return value
+
+
+def _named_types(schema: Any, defs: dict, seen: set) -> set:
+    """The types a schema names: its own, its anyOf / oneOf / allOf branches' and those of the local $refs it follows
+    into `defs` (each ref once, so a recursive or wide schema is walked in linear time)."""
+    if not isinstance(schema, dict):
+        return set()
+    types = _types(schema)
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref not in seen:
+        seen.add(ref)
+        types |= _named_types(_local_target(defs, ref), defs, seen)
+    for key in ("anyOf", "oneOf", "allOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            types |= _named_types(branch, defs, seen)
+    return types
 
 
 def single_type_value(raw: str, value: Any, schema: dict) -> Any:

@@ -35,3 +35,37 @@ async def test_every_route_writes_the_integer(stack, stream):
     assert arguments == EXPECTED
     ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
     assert ollama_call_arguments(ollama) == [json.loads(EXPECTED)]
+
+
+# The type through a union or a $ref (pydantic's Optional[int] is anyOf integer / null; a model field is a $ref), as
+# vLLM's qwen3_coder reads an anyOf by its first non-null type: 140.0 came back as 140.0 there.
+UNION_PARAMS = {"type": "object", "$defs": {"Count": {"type": "integer"}}, "definitions": {"Ms": {"type": "number"}},
+                "properties": {
+                    "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+                    "count": {"$ref": "#/$defs/Count"},
+                    "ms": {"oneOf": [{"$ref": "#/definitions/Ms"}, {"type": "string"}]},
+                    "ratio": {"allOf": [{"type": "number"}], "description": "r"},
+                    "half": {"anyOf": [{"type": "number"}, {"type": "null"}]}}}
+UNION_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": UNION_PARAMS}}]
+UNION_VALUES = {"limit": "140.0", "count": "5.0", "ms": "6e4", "ratio": "3.0", "half": "0.5"}
+UNION_REPLY = "<tool_call>\n<function=f>\n" + "".join(
+    f"<parameter={name}>\n{value}\n</parameter>\n" for name, value in UNION_VALUES.items()
+) + "</function>\n</tool_call>"
+UNION_EXPECTED = '{"limit":140,"count":5,"ms":60000,"ratio":3,"half":0.5}'
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_union_or_ref_typed_number_is_the_integer_on_every_route(stack, stream):
+    client, fake = stack
+    fake.script.reply = UNION_REPLY
+    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": UNION_TOOLS,
+            "enable_thinking": False, "stream": stream}
+    raw = await (await client.post("/v1/chat/completions", json=body)).read()
+    assert first_call_arguments(raw, stream) == UNION_EXPECTED
+    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
+    assert ollama_call_arguments(ollama) == [json.loads(UNION_EXPECTED)]
+    anthropic = {"model": "default", "max_tokens": 500, "messages": body["messages"], "stream": False,
+                 "tools": [{"name": "f", "input_schema": UNION_PARAMS}], "thinking": {"type": "disabled"}}
+    message = await (await client.post("/v1/messages", json=anthropic)).json()
+    assert [block["input"] for block in message["content"] if block["type"] == "tool_use"] == \
+        [json.loads(UNION_EXPECTED)]
