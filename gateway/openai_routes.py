@@ -2,6 +2,8 @@
 vLLM's /generative_scoring."""
 from __future__ import annotations
 
+import uuid
+
 from aiohttp import web
 
 from gateway.anthropic_shape import model_info
@@ -88,6 +90,15 @@ def response_id(request: web.Request, body, prefix: str, fallback: str) -> str:
     return f"{prefix}-{given}" if isinstance(given, str) and given else fallback
 
 
+def model_permission(name: str, created: int) -> dict:
+    """The one ModelPermission vLLM's model card lists (OpenAI's model object had it until late 2023): clients written
+    then (openai-kotlin 3.5, PHP and Java SDKs) require the array; its id stays the same for the same served name."""
+    return {"id": f"modelperm-{uuid.uuid5(uuid.NAMESPACE_URL, name).hex}", "object": "model_permission",
+            "created": created, "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+            "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False, "organization": "*",
+            "group": None, "is_blocking": False}
+
+
 def header_text(value: str | None) -> str | None:
     """A header as text any answer can carry. aiohttp reads header bytes as UTF-8, keeping bytes that are not as lone
     surrogates, which no JSON body can encode (X-Request-Id: ab\\xffc was a 500 UnicodeEncodeError after the whole
@@ -137,7 +148,7 @@ class OpenAIRoutes:
         # As vLLM's ModelCard: id is the served name (--served-model-name), root the checkpoint it serves.
         model = {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
                  "root": card.model_id, "parent": None, "max_model_len": card.max_context_len,
-                 "meta": model_meta(card)}
+                 "permission": [model_permission(name, card.created)], "meta": model_meta(card)}
         return {**model, **model_info(name, card.created)} if "anthropic-version" in request.headers else model
 
     async def models(self, request: web.Request) -> web.Response:

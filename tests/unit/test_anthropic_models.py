@@ -22,4 +22,5 @@ async def test_an_openai_client_list_is_unchanged(stack):
     client, _ = stack
     listed = await (await client.get("/v1/models")).json()
     assert set(listed) == {"object", "data", "models"}
-    assert set(listed["data"][0]) == {"id", "object", "created", "owned_by", "root", "parent", "max_model_len", "meta"}
+    assert set(listed["data"][0]) == {"id", "object", "created", "owned_by", "root", "parent", "max_model_len",
+                                      "permission", "meta"}
