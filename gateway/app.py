@@ -38,7 +38,7 @@ PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
 HEALTH_LOAD_TIMEOUT_S = 2.0
 # Routes answered without the API key: the probes, and llama-server's model list at /models (one of its public
 # endpoints; /v1/models keeps vLLM's key check).
-_OPEN_PATHS = ("/health", "/v1/health", "/ping", "/metrics", "/version", "/", "/models")
+_OPEN_PATHS = ("/health", "/v1/health", "/ping", "/health_generate", "/metrics", "/version", "/", "/models")
 
 
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
@@ -203,6 +203,9 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.
     app.router.add_get("/ping", health)
     app.router.add_post("/ping", health)
+    # SGLang's probe path (its /health and /health_generate share one handler): Kubernetes probes and routers set up
+    # for SGLang ask there.
+    app.router.add_get("/health_generate", health)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_route)
     http_compat.install(app)

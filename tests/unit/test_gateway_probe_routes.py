@@ -79,3 +79,15 @@ async def test_models_root_is_the_checkpoint_behind_the_served_name(served):
         one = await (await client.get(f"/v1/models/{listed['id']}")).json()
         assert listed == one
         assert listed["id"] == (served or "fake-model") and listed["root"] == "fake-model"
+
+
+async def test_sglangs_health_generate_answers_as_health():
+    """SGLang serves /health_generate with its /health handler (200 while the server can generate, else 503), and its
+    key check lets /health* through; SGLang deployments probe it (Kubernetes liveness, routers). It was a 404 here."""
+    fake = FakeServing(TOKENIZER)
+    async with fake_gateway(fake, api_key="s3cret") as (client, _):
+        up = await client.get("/health_generate")
+        assert (up.status, (await up.json())["status"]) == (200, "ok")
+        fake.worker_alive = False
+        down = await client.get("/health_generate")
+        assert (down.status, (await down.json())["reason"]) == (503, "worker_down")
