@@ -26,6 +26,7 @@ from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.responses import ResponsesRoutes
+from gateway.sagemaker import SageMakerRoutes
 from gateway.sglang_info import SGLangInfoRoutes
 from gateway.web import BODY_LIMIT_KEY, json_response
 
@@ -188,7 +189,10 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client, config.served_model_name)
     # Four APIs, one Engine: each translates into GenRequest and back.
-    OpenAIRoutes(app[ENGINE_KEY], config).register(app)
+    openai_routes = OpenAIRoutes(app[ENGINE_KEY], config)
+    openai_routes.register(app)
+    # SageMaker's inference route (its /ping is below): /invocations as vLLM routes it.
+    SageMakerRoutes(openai_routes).register(app)
     ResponsesRoutes(app[ENGINE_KEY], config).register(app)
     AnthropicRoutes(app[ENGINE_KEY], config).register(app)
     LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
