@@ -33,10 +33,15 @@ def created_at(now: Optional[datetime] = None) -> str:
     return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parameter_size(num_parameters: int) -> str:
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+def parameter_size(num_parameters: int) -> str:
+    """The parameter count as Ollama's format.HumanNumber writes details.parameter_size: "27B" or "26.9B" (one
+    decimal unless whole), "125M" or "500.55M" (two unless whole), "600K" (none), the bare number below a thousand."""
+    for scale, suffix, decimals in ((10**9, "B", 1), (10**6, "M", 2)):
         if num_parameters >= scale:
-            return f"{num_parameters / scale:.1f}{suffix}"
+            number = num_parameters / scale
+            return f"{number:.0f}{suffix}" if number.is_integer() else f"{number:.{decimals}f}{suffix}"
+    if num_parameters >= 1000:
+        return f"{num_parameters / 1000:.0f}K"
     return str(num_parameters)
 
 
@@ -49,7 +54,7 @@ def arch_family(architecture: str) -> str:
 def model_details(card: ModelCard) -> dict:
     family = arch_family(card.architecture)
     return {"parent_model": "", "format": "safetensors", "family": family, "families": [family],
-            "parameter_size": _parameter_size(card.num_parameters), "quantization_level": card.quantization.upper()}
+            "parameter_size": parameter_size(card.num_parameters), "quantization_level": card.quantization.upper()}
 
 
 def model_size(card: ModelCard) -> int:

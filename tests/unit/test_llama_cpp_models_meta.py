@@ -40,7 +40,7 @@ async def test_the_list_has_llama_servers_ollama_shaped_models_beside_data(path)
         "name": "fake-model", "model": "fake-model", "modified_at": "", "size": "", "digest": "", "type": "model",
         "description": "", "tags": [""], "capabilities": ["completion"], "parameters": "",
         "details": {"parent_model": "", "format": "safetensors", "family": "qwen3_5", "families": ["qwen3_5"],
-                    "parameter_size": "1.0K", "quantization_level": "BF16"}}]
+                    "parameter_size": "1K", "quantization_level": "BF16"}}]
 
 
 async def test_llama_servers_model_list_needs_no_key_where_vllms_does():

@@ -26,7 +26,7 @@ async def test_models_lists_the_served_model(fake):
     assert body == {"models": [{
         "type": "llm", "publisher": "sparkinfer", "key": "fake-model", "display_name": "fake-model",
         "architecture": "qwen3_5", "quantization": {"name": "BF16", "bits_per_weight": 16}, "size_bytes": 2000,
-        "params_string": "1.0K", "loaded_instances": [{"id": "fake-model", "config": {"context_length": 2048}}],
+        "params_string": "1K", "loaded_instances": [{"id": "fake-model", "config": {"context_length": 2048}}],
         "max_context_length": 2048, "format": None, "description": None,
         "capabilities": {"vision": False, "trained_for_tool_use": True,
                          "reasoning": {"allowed_options": ["off", "on", "low", "medium", "high"], "default": "on"}}}]}

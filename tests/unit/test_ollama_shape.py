@@ -12,8 +12,8 @@ from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_shape import (OllamaOutput, Piece, arch_family, chunk, created_at, done_reason, durations_ns,
-                                  final, final_metrics, load_response, ndjson_line, ollama_tool_calls, ps_entry,
-                                  tags_entry)
+                                  final, final_metrics, load_response, ndjson_line, ollama_tool_calls, parameter_size,
+                                  ps_entry, tags_entry)
 from gateway.ollama_show import show_body
 
 STAMP = "2026-01-02T03:04:05.000006Z"
@@ -151,7 +151,7 @@ def test_tags_ps_show_entries(card):
     assert list(tags) == ["name", "model", "modified_at", "size", "digest", "details", "capabilities"]
     assert tags["name"] == tags["model"] == "fake-model:latest" and len(tags["digest"]) == 64
     assert tags["details"] == {"parent_model": "", "format": "safetensors", "family": "qwen3_5",
-                               "families": ["qwen3_5"], "parameter_size": "1.0K", "quantization_level": "BF16",
+                               "families": ["qwen3_5"], "parameter_size": "1K", "quantization_level": "BF16",
                                "context_length": 2048, "embedding_length": 64}
     assert tags["capabilities"] == ["completion", "tools", "thinking"]
     assert tags["size"] == 2000
@@ -163,6 +163,21 @@ def test_tags_ps_show_entries(card):
     assert show["parameters"] == "num_ctx                        2048\ntemperature                    0.7"
     assert show["template"] == card.chat_template_source
     assert show["modelfile"].endswith("FROM fake-model:latest\nPARAMETER num_ctx 2048\nPARAMETER temperature 0.7\n")
+
+
+# Ollama's own cases (format/format_test.go TestHumanNumber) and the tiny checkpoint's count.
+HUMAN_NUMBERS = [(0, "0"), (999, "999"), (1000, "1K"), (1001, "1K"), (600496, "600K"), (1000000, "1M"),
+                 (125000000, "125M"), (500500000, "500.50M"), (500550000, "500.55M"), (1000000000, "1B"),
+                 (2800000000, "2.8B"), (2850000000, "2.9B"), (27000000000, "27B"), (1000000000000, "1000B")]
+
+
+@pytest.mark.parametrize("count,expected", HUMAN_NUMBERS, ids=[text for _, text in HUMAN_NUMBERS])
+def test_parameter_size_is_written_as_ollamas_human_number(card, count, expected):
+    """details.parameter_size (/api/tags, /api/ps, /api/show) as Ollama's format.HumanNumber writes it: it was
+    "1.0K", "600.5K", "27.0B", "1.5M" where Ollama writes "1K", "600K", "27B", "1.50M"."""
+    assert parameter_size(count) == expected
+    details = tags_entry(dataclasses.replace(card, num_parameters=count), "fake-model")["details"]
+    assert details["parameter_size"] == expected
 
 
 def test_show_model_info_gives_the_architectures_sizes_under_ollamas_names(card):

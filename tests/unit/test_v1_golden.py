@@ -227,7 +227,7 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                  'content_type': 'application/json',
                  'status': 200},
  'models': {'body': '{"object":"list","data":[{"id":"fake-model","object":"model","created":0,"owned_by":"sparkinfer","root":"fake-model","parent":null,"max_model_len":2048,"permission":[{"id":"modelperm-025ecfa818e853d9b882a3f070e8b866","object":"model_permission","created":0,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}],"meta":{"vocab_type":2,"n_vocab":372,"n_ctx":2048,"n_ctx_train":2048,"n_embd":64,"n_params":1000,"size":2000}}]'
-               ',"models":[{"name":"fake-model","model":"fake-model","modified_at":"","size":"","digest":"","type":"model","description":"","tags":[""],"capabilities":["completion"],"parameters":"","details":{"parent_model":"","format":"safetensors","family":"qwen3_5","families":["qwen3_5"],"parameter_size":"1.0K","quantization_level":"BF16"}}]}',
+               ',"models":[{"name":"fake-model","model":"fake-model","modified_at":"","size":"","digest":"","type":"model","description":"","tags":[""],"capabilities":["completion"],"parameters":"","details":{"parent_model":"","format":"safetensors","family":"qwen3_5","families":["qwen3_5"],"parameter_size":"1K","quantization_level":"BF16"}}]}',
             'content_type': 'application/json',
             'status': 200},
  'no_route': {'body': '{"error":{"message":"no route '
