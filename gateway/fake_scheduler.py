@@ -11,6 +11,7 @@ import grpc
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
+from proto.backlog import backlog_options
 from proto.keepalive import server_options
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -159,7 +160,7 @@ def fake_prompt_logprobs(request) -> "pb.PromptLogprobs":
 
 
 # gRPC server options for test servers on port 0 (see start_fake_server), with the scheduler's keepalive policy
-NO_REUSEPORT = [("grpc.so_reuseport", 0)] + server_options()
+NO_REUSEPORT = [("grpc.so_reuseport", 0)] + server_options() + backlog_options()
 # gRPC channel options for test clients of such servers: a channel of its own subchannels, as gateway.client's (a
 # port reused from an earlier test's stopped server must not hand over that server's failed connection state)
 LOCAL_SUBCHANNELS = [("grpc.use_local_subchannel_pool", 1)]

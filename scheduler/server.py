@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
 from proto import ADMITTED_METADATA_KEY, CONTEXT_METADATA_KEY, pb, pb_grpc
+from proto.backlog import backlog_options
 from proto.keepalive import server_options
 from scheduler.admission import ContextLengthError, RequestError, ShuttingDownError
 from scheduler.config import log_level, parse_config
@@ -32,7 +33,8 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Gateways and scheduler ping each other every 10 s, also on a stream silent for minutes (a queued request); a gateway
 # that stops answering has its calls cancelled (proto/keepalive.py).
 GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.so_reuseport", 0)] + server_options()
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), ("grpc.so_reuseport", 0)] + server_options() \
+    + backlog_options()
 
 
 class StartupError(Exception):
