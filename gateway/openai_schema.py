@@ -1,7 +1,7 @@
 """Gateway process: JSON schemas of the OpenAI request bodies; a violation becomes a 400 naming the field."""
 from __future__ import annotations
 
-from gateway.list_limits import MAX_N, MAX_STOPS
+from gateway.list_limits import MAX_N, MAX_PROMPTS, MAX_STOPS
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
 from gateway.sglang_fields import SCHEMA as SGLANG_FIELDS
 from gateway.openai_fields import STRUCTURED_OUTPUTS
@@ -214,9 +214,9 @@ COMPLETION_SCHEMA = {
         **_COMMON,
         "prompt": {"anyOf": [
             {"type": "string"},
-            {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string"}},
+            {"type": "array", "minItems": 1, "maxItems": MAX_PROMPTS, "items": {"type": "string"}},
             _TOKEN_IDS,
-            {"type": "array", "minItems": 1, "maxItems": 64, "items": _TOKEN_IDS},
+            {"type": "array", "minItems": 1, "maxItems": MAX_PROMPTS, "items": _TOKEN_IDS},
         ]},
         "echo": _BOOL_OR_NULL,
         "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},

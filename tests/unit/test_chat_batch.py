@@ -45,7 +45,7 @@ async def test_each_conversation_is_answered_as_the_chat_route_answers_it(stack)
     ({"messages": FIRST}, "messages[0]", "must be a non-empty list of messages"),
     ({"messages": []}, "messages", "non-empty list of conversations"),
     ({"messages": [FIRST, []]}, "messages[1]", "must be a non-empty list of messages"),
-    ({"messages": [FIRST] * 65}, "messages", "at most 64"),
+    ({"messages": [FIRST] * 2049}, "messages", "at most 2048"),
     ({"messages": [FIRST], "stream": True}, "stream", "do not support streaming"),
     ({"messages": [FIRST], "stream": "true"}, "stream", "do not support streaming"),
     ({"messages": [FIRST], "n": 2}, "n", "do not support `n > 1`"),

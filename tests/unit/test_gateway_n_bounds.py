@@ -1,6 +1,6 @@
 """n on /v1 (fake scheduler): up to OpenAI's 128 ("Invalid 'n': integer above maximum value. Expected a value <= 128";
 vLLM sets no bound), where 9 was a 400 ('9 is greater than the maximum of 8'), so a pass@k evaluation asking for 10
-or 20 samples of one prompt, as it does of vLLM's server, failed; at most 512 choices in all per /v1/completions
+or 20 samples of one prompt, as it does of vLLM's server, failed; at most 2048 choices in all per /v1/completions
 request (n times its prompts, each choice one scheduler request)."""
 import orjson
 import pytest
@@ -50,13 +50,13 @@ async def test_n_above_128_is_openais_400(stack, path, base):
     assert fake.script.requests == []
 
 
-@pytest.mark.parametrize("prompt, n, total", [(["a"] * 5, 128, 640), ([[1, 2]] * 64, 9, 576)],
+@pytest.mark.parametrize("prompt, n, total", [(["a"] * 17, 128, 2176), ([[1, 2]] * 2048, 2, 4096)],
                          ids=["strings", "token-ids"])
-async def test_more_than_512_choices_in_all_is_a_400(stack, prompt, n, total):
+async def test_more_than_2048_choices_in_all_is_a_400(stack, prompt, n, total):
     client, fake = stack
     response = await client.post("/v1/completions", data=orjson.dumps({"prompt": prompt, "n": n}))
     assert response.status == 400 and orjson.loads(await response.read()) == {"error": {
-        "message": f"n ({n}) times the number of prompts ({len(prompt)}) asks for {total} choices; at most 512 are "
+        "message": f"n ({n}) times the number of prompts ({len(prompt)}) asks for {total} choices; at most 2048 are "
                    f"accepted in one request", "type": "invalid_request_error", "param": "n", "code": "invalid_value"}}
     assert fake.script.requests == []
 
