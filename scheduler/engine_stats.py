@@ -34,12 +34,20 @@ class RequestTimer:
             resp.queue_time_ns = req.first_scheduled_ns - req.arrival_ns
             self.metrics.time_to_first_token.observe((req.first_token_ns - req.arrival_ns) / 1e9)
             self.metrics.request_queue_time.observe(resp.queue_time_ns / 1e9)
-            self.metrics.prompt_tokens.inc(req.num_prompt_tokens)
+            self._count_prompt(req)
         else:
             self.metrics.inter_token_latency.observe((now - previous) / 1e9)
         self.last_token_ns[req.req_id] = now
         self.metrics.generation_tokens.inc(1)
         return resp
+
+    def _count_prompt(self, req) -> None:
+        """A prompt at its first token (as vLLM counts it): in prompt_tokens, and split by source."""
+        num_cached = min(req.num_cached_tokens, req.num_prompt_tokens)
+        self.metrics.prompt_tokens.inc(req.num_prompt_tokens)
+        self.metrics.prompt_tokens_by_source.labels(source="local_compute").inc(req.num_prompt_tokens - num_cached)
+        self.metrics.prompt_tokens_by_source.labels(source="local_cache_hit").inc(num_cached)
+        self.metrics.prompt_tokens_cached.inc(num_cached)
 
     def finished(self, req) -> None:
         """Every request that leaves, aborted ones too (client gone, worker lost): counted under its finish reason and
@@ -56,6 +64,8 @@ class RequestTimer:
     def _observe_lengths_and_phases(self, req) -> None:
         """vLLM's per-request histograms: every leaving request's lengths, and the times of the phases it reached."""
         self.metrics.request_prompt_tokens.observe(req.num_prompt_tokens)
+        self.metrics.request_prefill_kv_computed_tokens.observe(req.num_prompt_tokens - min(req.num_cached_tokens,
+                                                                                            req.num_prompt_tokens))
         self.metrics.request_generation_tokens.observe(len(req.output_token_ids))
         if req.max_tokens > 0:
             self.metrics.request_params_max_tokens.observe(req.max_tokens)

@@ -6,6 +6,8 @@ from proto.metrics_buckets import (INTER_TOKEN_BUCKETS, ITERATION_TOKEN_BUCKETS,
 from proto.metrics_label import FINISHED_REASONS, ModelLabelled
 from scheduler.admission import REJECT_REASONS
 
+PROMPT_TOKEN_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+
 # As vLLM (prometheus_client.disable_created_metrics() in its metrics loggers): no `<name>_created` series beside each
 # counter and histogram; a creation timestamp per series doubles the scrape and no dashboard reads it.
 disable_created_metrics()
@@ -60,6 +62,11 @@ class Metrics:
         tokens = token_count_buckets(max_model_len)
         self.request_prompt_tokens = histogram("sparkinfer_request_prompt_tokens", "Prompt tokens of a finished "
                                                "request", tokens)
+        # vLLM's vllm:request_prefill_kv_computed_tokens: the prompt tokens a request had to prefill, its cached ones
+        # left out.
+        self.request_prefill_kv_computed_tokens = histogram("sparkinfer_request_prefill_kv_computed_tokens", "Prompt "
+                                                            "tokens of a finished request prefilled (its cached ones "
+                                                            "excluded)", tokens)
         self.request_generation_tokens = histogram("sparkinfer_request_generation_tokens", "Tokens a finished "
                                                    "request generated", tokens)
         self.request_params_max_tokens = histogram("sparkinfer_request_params_max_tokens", "Output limit of a "
@@ -79,6 +86,14 @@ class Metrics:
     def _add_counters(self) -> None:
         registry = self._registry
         self.prompt_tokens = Counter("sparkinfer_prompt_tokens", "Prompt tokens prefilled", registry=registry)
+        # vLLM's split of prompt_tokens by where the KV came from (PromptTokenStats in vllm/v1/metrics/stats.py):
+        # computed here, or a prefix-cache hit; this engine has no KV connector, so external_kv_transfer stays 0.
+        self.prompt_tokens_by_source = Counter("sparkinfer_prompt_tokens_by_source", "Prompt tokens by source",
+                                               ["source"], registry=registry)
+        for source in PROMPT_TOKEN_SOURCES:
+            self.prompt_tokens_by_source.labels(source=source)
+        self.prompt_tokens_cached = Counter("sparkinfer_prompt_tokens_cached", "Prompt tokens the prefix cache "
+                                            "served", registry=registry)
         self.generation_tokens = Counter("sparkinfer_generation_tokens", "Tokens generated", registry=registry)
         self.request_success = Counter("sparkinfer_request_success", "Finished requests",
                                        ["finished_reason"], registry=registry)
