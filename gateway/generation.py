@@ -177,7 +177,7 @@ class Generation:
         for index, task in enumerate(self._tasks):
             if not self._ended[index]:
                 task.cancel()
-                self._fail(index, error)
+                self._fail(index, error, "abort")
 
     async def _run_choice(self, index: int) -> None:
         stream = None
@@ -197,12 +197,13 @@ class Generation:
             if stream is not None:
                 stream.cancel()
 
-    def _fail(self, index: int, error: ApiError) -> None:
+    def _fail(self, index: int, error: ApiError, finish_reason: str = "error") -> None:
         self._ended[index] = True
         if self._admitted[index]:
-            # Admitted, then failed (worker lost, a step failed): counted once as "abort", as the scheduler counts it.
-            # A refusal (429, 400) never started and counts none, as in the scheduler's request_success.
-            self._engine.record_finish(self, "abort")
+            # Admitted, then failed (worker lost, a step failed): counted once as "error", as the scheduler counts it
+            # (vLLM's FinishReason.ERROR); cut by the drain, "abort". A refusal (429, 400) never started and counts
+            # none, as in the scheduler's request_success.
+            self._engine.record_finish(self, finish_reason)
         self._error = self._error or error
         self._queue.put_nowait(error)
         self._all_started.set()

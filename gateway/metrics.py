@@ -24,8 +24,8 @@ HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests
 REQUESTS_IN_FLIGHT = Gauge("sparkinfer_gateway_requests_in_flight", "Generation requests the gateway is serving.",
                            registry=REGISTRY)
 REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total",
-                          "Finished choices by finish reason (abort: cancelled, its client gone, or failed once "
-                          "admitted, such as by a lost worker).",
+                          "Finished choices by finish reason (abort: cancelled, its client gone or the drain over; "
+                          "error: failed once admitted, such as by a lost worker).",
                           ["finished_reason"], registry=REGISTRY)
 for _reason in FINISHED_REASONS:
     REQUEST_SUCCESS.labels(finished_reason=_reason)

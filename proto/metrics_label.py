@@ -3,8 +3,10 @@ import copy
 
 # The finished_reason values of request_success_total, each series made at 0 when the process starts, as vLLM makes
 # one per FinishReason (vllm/v1/metrics/loggers.py): a counter that first appears at 1 is missed by rate() and
-# increase(), so a dashboard never saw the first request to stop, run out of length or be aborted.
-FINISHED_REASONS = ("stop", "length", "abort")
+# increase(), so a dashboard never saw the first request to stop, run out of length or be aborted. As vLLM's
+# FinishReason (vllm/v1/engine/__init__.py), "abort" is a request its client (or a drain) ended, "error" one the server
+# failed (a lost worker, a failed step); vLLM's "repetition" has no detector here.
+FINISHED_REASONS = ("stop", "length", "abort", "error")
 
 
 class ModelLabelled:

@@ -83,7 +83,7 @@ class RequestOutput:
     token_ids: list = field(default_factory=list)
     logprobs: list = field(default_factory=list)
     top_logprobs: list = field(default_factory=list)  # pb.TopLogprobs per token
-    finish_reason: str = ""               # "", "stop", "length", "abort"
+    finish_reason: str = ""               # "", "stop", "length", "abort", "error"
     stop_token_id: int = -1
     stop_token_logprob: float = 0.0       # with stop_token_id >= 0: its natural-log probability
     stop_top_logprobs: object = None      # with stop_token_id >= 0 and num_logprobs > 0: pb.TopLogprobs at its position

@@ -57,8 +57,8 @@ class StepOutputs:
             if req is None or req.status != RUNNING:
                 continue
             self.running.remove(req)
-            self._finish(req, "abort")
-            outputs.append(RequestOutput(req.req_id, finish_reason="abort", error=failure.error, invalid=True))
+            self._finish(req, "error")
+            outputs.append(RequestOutput(req.req_id, finish_reason="error", error=failure.error, invalid=True))
         return outputs
 
     def fail_running(self, error: str) -> list:
@@ -67,6 +67,6 @@ class StepOutputs:
         outputs = []
         for req in list(self.running):
             self.running.remove(req)
-            self._finish(req, "abort")
-            outputs.append(RequestOutput(req.req_id, finish_reason="abort", error=error))
+            self._finish(req, "error")
+            outputs.append(RequestOutput(req.req_id, finish_reason="error", error=error))
         return outputs

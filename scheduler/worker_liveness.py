@@ -86,6 +86,8 @@ class WorkerLiveness:
         error = admission.WorkerUnavailableError(f"{reason}; the request was aborted")
         for stream in self.streams.values():
             stream.queue.put_nowait(error)
+            # The server failed it, not its client: vLLM's FinishReason.ERROR, not ABORT.
+            stream.req.finish_reason = "error"
             self.timer.finished(stream.req)
         self.streams.clear()
         self.scheduler.abort_all()

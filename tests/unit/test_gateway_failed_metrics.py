@@ -1,5 +1,6 @@
 """Unit tests: a choice that fails once admitted (the worker lost mid-generation) is counted once in the gateway's
-request_success_total{finished_reason="abort"} and e2e latency histogram, as the scheduler counts it; a refused
+request_success_total{finished_reason="error"} (vLLM's FinishReason.ERROR: the server failed it, its client did not
+abort it) and e2e latency histogram, as the scheduler counts it; a refused
 request (429) counts in neither. Failed choices were in neither, so the gateway's totals fell short of the
 scheduler's by every request a worker loss failed."""
 import grpc
@@ -50,31 +51,32 @@ async def stack():
 def counts() -> tuple:
     value = metrics.REGISTRY.get_sample_value
     return (value("sparkinfer_gateway_request_success_total", {"finished_reason": "abort"}) or 0.0,
+            value("sparkinfer_gateway_request_success_total", {"finished_reason": "error"}) or 0.0,
             value("sparkinfer_gateway_e2e_request_latency_seconds_count") or 0.0,
             value("sparkinfer_gateway_requests_in_flight") or 0.0)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 @pytest.mark.parametrize("route", list(ROUTES))
-async def test_a_choice_failed_by_a_lost_worker_is_counted_once_as_abort(stack, route, stream):
+async def test_a_choice_failed_by_a_lost_worker_is_counted_once_as_error(stack, route, stream):
     client, _ = stack
     path, body = ROUTES[route]
-    aborts, e2e, in_flight = counts()
+    aborts, errors, e2e, in_flight = counts()
     response = await client.post(path, data=orjson.dumps({**body, "stream": stream}))
     raw = await response.read()
     assert b"stopped answering" in raw and (response.status == 200 if stream else response.status == 503)
-    assert counts() == (aborts + 1, e2e + 1, in_flight)
+    assert counts() == (aborts, errors + 1, e2e + 1, in_flight)
 
 
 async def test_n_choices_with_one_failed_count_each_choice_once(stack):
     client, fake = stack
     fake.lost_choice = 1
-    aborts, e2e, in_flight = counts()
+    aborts, errors, e2e, in_flight = counts()
     response = await client.post("/v1/chat/completions", data=orjson.dumps({"messages": USER, "max_tokens": 50,
                                                                             "n": 2}))
     assert response.status == 503 and "stopped answering" in orjson.loads(await response.read())["error"]["message"]
-    # The failed choice, and its sibling cancelled with the request: one abort each.
-    assert counts() == (aborts + 2, e2e + 2, in_flight)
+    # The failed choice (an error), and its sibling cancelled with the request (an abort).
+    assert counts() == (aborts + 1, errors + 1, e2e + 2, in_flight)
 
 
 async def test_a_refused_request_is_no_finished_request(stack):

@@ -51,7 +51,7 @@ def test_failed_request_ends_alone_as_invalid():
     sched.add_request(request("ok"))
     step = sched.schedule()
     outputs = {out.req_id: out for out in sched.update(sampled(step, failed={"bad"}))}
-    assert outputs["bad"].finish_reason == "abort" and outputs["bad"].invalid
+    assert outputs["bad"].finish_reason == "error" and outputs["bad"].invalid
     assert outputs["bad"].error == "bad grammar of bad"
     assert outputs["ok"].token_ids == [5] and not outputs["ok"].error
     next_step = sched.schedule()

@@ -228,7 +228,7 @@ def test_step_error_aborts_running_requests():
     sched.add_request(make_request("a", 5))
     sched.schedule()
     outs = sched.update(pb.StepResult(error="boom"))
-    assert [(o.req_id, o.finish_reason, o.error) for o in outs] == [("a", "abort", "boom")]
+    assert [(o.req_id, o.finish_reason, o.error) for o in outs] == [("a", "error", "boom")]
     sched.self_check()
 
 

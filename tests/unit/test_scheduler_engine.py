@@ -220,9 +220,10 @@ def _sample(metric, suffix: str, **labels) -> float:
 
 
 async def test_aborted_requests_are_timed_counted_and_forgotten():
-    """A request its client left and one a lost worker failed, both after their first token: each counts once under
-    abort, is observed in the e2e histogram like any finished request (its count is the request_success total), and
-    leaves nothing behind (RequestTimer kept each one's last-token time forever)."""
+    """A request its client left and one a lost worker failed, both after their first token: each counts once, under
+    abort and under error (vLLM's FinishReason: abort is "aborted by client", error the server's failure), is observed
+    in the e2e histogram like any finished request (its count is the request_success total), and leaves nothing behind
+    (RequestTimer kept each one's last-token time forever)."""
     engine, link = await make_engine()
     gone = engine.submit(request("gone", max_tokens=0))
     assert (await asyncio.wait_for(gone.get(), 2)).token_ids
@@ -233,7 +234,8 @@ async def test_aborted_requests_are_timed_counted_and_forgotten():
     with pytest.raises(WorkerUnavailableError):
         await drain(lost)
     metrics = engine.metrics
-    assert _sample(metrics.request_success, "_total", finished_reason="abort") == 2
+    assert _sample(metrics.request_success, "_total", finished_reason="abort") == 1
+    assert _sample(metrics.request_success, "_total", finished_reason="error") == 1
     assert _sample(metrics.e2e_request_latency, "_count") == 2
     assert engine.timer.last_token_ns == {} and engine.streams == {}
     await engine.stop()
