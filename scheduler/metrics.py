@@ -37,6 +37,18 @@ class Metrics:
         self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold "
                                          "(0-1); blocks only the prefix cache holds count as free")
         self.worker_alive = gauge("sparkinfer_worker_alive", "1 while a worker answers pings")
+        # vLLM's vllm:cache_config_info: an info gauge at 1 whose labels are the KV cache's configuration. The Gateway
+        # API Inference Extension's endpoint picker reads block_size and num_gpu_blocks from it to size its prefix-cache
+        # scorer. Set from each worker's hello (a new worker may bring another pool).
+        self.cache_config_info = Gauge("sparkinfer_cache_config_info", "The KV cache's configuration (labels; 1)",
+                                       ["block_size", "num_gpu_blocks", "enable_prefix_caching"],
+                                       registry=self._registry)
+
+    def set_cache_config(self, block_size: int, num_blocks: int, prefix_caching: bool) -> None:
+        """The info gauge's one series: this worker's KV pool (vLLM's label names and str() values)."""
+        self.cache_config_info.clear()
+        self.cache_config_info.labels(block_size=str(block_size), num_gpu_blocks=str(num_blocks),
+                                      enable_prefix_caching=str(bool(prefix_caching))).set(1)
 
     def _add_latency_histograms(self) -> None:
         histogram = self._histogram

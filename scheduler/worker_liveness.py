@@ -60,6 +60,7 @@ class WorkerLiveness:
                  self.scheduler.max_context_len)
         self._send_ping()
         self.metrics.worker_alive.set(1)
+        self.metrics.set_cache_config(hello.block_size, hello.num_blocks, self.config.prefix_cache)
         self._update_gauges()
         self.alive_event.set()
         self.on_health(True)
