@@ -4,15 +4,6 @@ prompts a request (loglikelihood: echo + logprobs), and vLLM sets no limit; 64 w
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 @pytest.mark.parametrize("prompt", [[f"question {i}" for i in range(2048)], [[5, 6 + i % 50] for i in range(300)]],

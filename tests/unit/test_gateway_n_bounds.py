@@ -5,21 +5,12 @@ request (n times its prompts, each choice one scheduler request)."""
 import orjson
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
 USER = [{"role": "user", "content": "hi"}]
 ROUTES = [("/v1/chat/completions", {"messages": USER, "enable_thinking": False}),
           ("/v1/completions", {"prompt": "hi"}),
           ("/api/v0/chat/completions", {"messages": USER, "enable_thinking": False})]
 IDS = ["chat", "completions", "lmstudio"]
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 def text_of(choice: dict) -> str:

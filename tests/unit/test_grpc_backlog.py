@@ -5,18 +5,8 @@ choices at once (4 prompts x n = 128), or as many clients arriving together, cam
 import asyncio
 
 import orjson
-import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from proto.backlog import backlog_options
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world"
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def _completions(client, tag: str) -> tuple:
