@@ -33,6 +33,10 @@ def tool_fields(body: dict) -> dict:
                               f"(name, description, input_schema) are", param=f"tools.{i}.type")
         if "input_schema" not in tool:
             raise InvalidRequest(f"tools.{i}.input_schema: Field required", param=f"tools.{i}.input_schema")
+    if len({tool["name"] for tool in tools}) < len(tools):
+        # Anthropic's own check (its 400 for Claude Code's duplicated MCP tools, claude-code#10687); OpenAI, vLLM
+        # and Ollama serve a name offered twice.
+        raise InvalidRequest("tools: Tool names must be unique.", param="tools")
     if tools:
         # strict (Anthropic's strict tool use: the input follows input_schema) is the OpenAI function's strict.
         out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),

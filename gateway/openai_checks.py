@@ -94,16 +94,12 @@ def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, b
 
 
 def check_tools(tools: Optional[list], param: str = "tools") -> None:
-    """400 for a function name the call markup cannot carry (TOOL_NAME_RE) or one offered twice."""
-    seen = set()
+    """400 for a function name the call markup cannot carry (TOOL_NAME_RE). A name offered twice is served, as OpenAI,
+    vLLM and Ollama serve it (the template lists both; a call is read and forced by the first one's schema)."""
     for i, tool in enumerate(tools or []):
         name = tool["function"]["name"]
         if not TOOL_NAME_RE.match(name):
             raise tool_name_error(name, f"{param}[{i}].function.name")
-        if name in seen:
-            raise InvalidRequest(f"{param}[{i}].function.name {name!r} is offered twice; tool names must be "
-                                 f"unique", param=f"{param}[{i}].function.name")
-        seen.add(name)
 
 
 def check_tool_messages(messages: list) -> None:

@@ -217,7 +217,10 @@ def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=Non
     """Lark text: one call (or, with parallel, one or more) to the offered tools, or exactly one call to `name`."""
     limit = max_string_chars() if limit is None else limit
     markup = _markup(card)
-    functions = [t["function"] for t in tools if name is None or t["function"]["name"] == name]
+    # A name offered twice is forced by its first definition, the one a call is read back by (tool_values).
+    firsts = {t["function"]["name"]: t["function"] for t in reversed(tools)}
+    functions = [t["function"] for t in tools if firsts[t["function"]["name"]] is t["function"]
+                 and (name is None or t["function"]["name"] == name)]
     rules = []
     for index, function in enumerate(functions):
         rules.extend(_function_rules(index, function, limit, markup))

@@ -69,7 +69,7 @@ def without(*names: str) -> dict:
     ({**BASE, "thinking": {"type": "enabled"}}, 400, BAD_MESSAGES, "thinking.budget_tokens: Field required"),
     ({**BASE, "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "not": {}}}}}, 400,
      BAD_MESSAGES, "output_config.format cannot be enforced"),
-    ({**BASE, "tools": [TOOL, TOOL]}, 400, BAD_MESSAGES, "tools.1.name 'get_weather' is offered twice"),
+    ({**BASE, "tools": [TOOL, TOOL]}, 400, BAD_MESSAGES, "tools: Tool names must be unique."),
     ({**BASE, "tools": [{**TOOL, "input_schema": {"type": "object", "required": ["city"]}}],
       "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "tools.0.input_schema: required parameter 'city' has no"),
 ], ids=["no max_tokens", "no model", "max_tokens 0", "past the context", "unknown model", "no messages",

@@ -139,16 +139,6 @@ async def test_mcp_style_tool_names_are_accepted(stack, name):
     assert status == 200, out
 
 
-async def test_duplicate_tool_names_are_400(stack):
-    client, _ = stack
-    ok = {"type": "function", "function": {"name": "ok_name-1"}}
-    status, out = await post(client, "/v1/chat/completions", {"messages": USER, "tools": [ok, TOOLS[0], ok]})
-    assert status == 400 and out["error"]["param"] == "tools[2].function.name"
-    assert out["error"]["message"] == "tools[2].function.name 'ok_name-1' is offered twice; tool names must be unique"
-    status, out = await post(client, "/api/chat", {"model": "default", "messages": USER, "tools": [ok, ok]})
-    assert status == 400 and "offered twice" in out["error"]
-
-
 async def test_a_tool_message_needs_tool_call_id_on_v1_but_not_on_ollama(stack):
     client, _ = stack
     call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}

@@ -73,13 +73,10 @@ async def test_the_function_turns_of_a_history_are_read_as_a_call_and_its_result
      ("function_call.name", "invalid_type", 'invalid value for \'function_call.name\': 5 is not of type "string"')),
     ({"functions": [WEATHER, {"description": "no name"}]},
      ("functions[1].name", "missing_required_parameter", "'functions[1].name' is a required property")),
-    ({"functions": [WEATHER, WEATHER]},
-     ("functions[1].name", "invalid_value", "functions[1].name 'get_weather' is offered twice; tool names must be "
-                                            "unique")),
     ({"functions": [{"name": "f", "parameters": {"type": "strng"}}]},
      ("functions[0].parameters", "invalid_function_parameters", "Invalid schema for function 'f': \"strng\" is not one "
       'of ["array", "boolean", "integer", "null", "number", "object", "string"] (at $.type)')),
-], ids=["unknown-name", "name-type", "no-name", "twice", "parameters"])
+], ids=["unknown-name", "name-type", "no-name", "parameters"])
 async def test_errors_name_the_deprecated_fields_sent(stack, fields, error):
     """A functions request is refused under the fields it sent, as OpenAI names them (functions[1].name,
     function_call), not under the tools / tool_choice it is translated into, which its client never sent."""

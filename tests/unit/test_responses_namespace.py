@@ -104,13 +104,11 @@ async def test_namespaces_holding_more_than_128_functions_are_served():
     ([{"type": "web_search"}, {"type": "function", "name": "f", "parameters": {"type": "strng"}}],
      ("tools[1].parameters", "invalid_function_parameters", 'Invalid schema for function \'f\': "strng" is not one of '
       '["array", "boolean", "integer", "null", "number", "object", "string"] (at $.type)')),
-    ([{"type": "function", "name": "f"}, {"type": "web_search"}, {"type": "function", "name": "f"}],
-     ("tools[2].name", "invalid_value", "tools[2].name 'f' is offered twice; tool names must be unique")),
     ([NAMESPACE, {"type": "namespace", "name": "ns", "tools": [
         {"type": "function", "name": "a"}, {"type": "function", "name": "b", "parameters": {"type": "strng"}}]}],
      ("tools[1].tools[1].parameters", "invalid_function_parameters", "Invalid schema for function 'ns__b': \"strng\" "
       'is not one of ["array", "boolean", "integer", "null", "number", "object", "string"] (at $.type)')),
-], ids=["after-hosted", "twice-around-hosted", "in-namespace"])
+], ids=["after-hosted", "in-namespace"])
 async def test_errors_name_the_tool_where_it_stands(stack, tools, error):
     """A function's error names it where it stands in the request's tools: hosted tools are left out and namespaces
     flattened on the way to the chat route, whose index (tools[0] for the function after a web_search) named another
