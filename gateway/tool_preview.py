@@ -8,6 +8,7 @@ from typing import Optional
 
 from gateway.tool_markup import CALL_CLOSE, CALL_OPEN, FUNCTION_CLOSE, FUNCTION_OPEN, PARAM_CLOSE, PARAM_OPEN, \
     skip_space
+from gateway.tool_preview_json import json_call_prefix
 from gateway.tool_values import ToolParams, untyped
 from gateway.tools import dump_arguments
 
@@ -116,6 +117,7 @@ class CallPreview:
         self.closed = False
         self._begun = False          # a parameter or the call's end was read: its name may go out
         self._held = False           # it reads no further (another form, an unknown name, a parameter given twice)
+        self._json_at: Optional[int] = None   # where a JSON (Hermes) call's object begins
 
     @property
     def prefix(self) -> Optional[str]:
@@ -124,8 +126,10 @@ class CallPreview:
         return "{" + ",".join(self.pairs + ([self.open] if self.open else [])) + ("}" if self.closed else "")
 
     def read(self, text: str) -> Optional[str]:
-        if self._pos < 0 and not self._held:
+        if self._pos < 0 and not self._held and self._json_at is None:
             self._read_name(text)
+        if self._json_at is not None:
+            return self._read_json(text)
         while self._pos >= 0 and not (self.closed or self._held) and self._step(text):
             pass
         return self.prefix
@@ -139,6 +143,9 @@ class CallPreview:
             pos = skip_space(text, pos + len(CALL_OPEN))
         if pos == len(text) or _partial(text, pos, (FUNCTION_OPEN, CALL_OPEN)):
             return
+        if text.startswith("{", pos):
+            self._json_at = pos
+            return
         close = text.find(">", pos) if text.startswith(FUNCTION_OPEN, pos) else -1
         if close < 0:
             self._held = not text.startswith(FUNCTION_OPEN, pos)
@@ -148,6 +155,14 @@ class CallPreview:
             self._held = True
             return
         self.name, self._params, self._pos = name, ToolParams.of(self._tools, name), close + 1
+
+    def _read_json(self, text: str) -> Optional[str]:
+        """A JSON call's arguments as far as they are certain (Qwen3-Next and Qwen3 write their calls so)."""
+        read = json_call_prefix(text[self._json_at:], self._tools, self._names)
+        if read is not None and read[0] == (self.name or read[0]):
+            self.name, self.pairs, self.open = read
+            self._begun = True
+        return self.prefix
 
     def _step(self, text: str) -> bool:
         """Reads the next parameter (True) or as much of it as is certain (False: more text is needed)."""
