@@ -203,12 +203,14 @@ class MessageBuilder:
                 "stop_sequence": self.stop_sequence, "usage": usage_dict(usage)}
 
 
-def model_info(name: str, created: int) -> dict:
+def model_info(name: str, created: int, max_context_len: int) -> dict:
     """The fields of Anthropic's ModelInfo (GET /v1/models as Anthropic answers it), which the Anthropic SDKs type as
-    always there (display_name a string, created_at an RFC 3339 time): added to a model object for a client that sends
-    the anthropic-version header, as those SDKs do."""
+    always there (display_name a string, created_at an RFC 3339 time, lifecycle one of active / deprecated / retired),
+    and its limits (max_input_tokens, the largest max_tokens), each the context here, as the prompt and the output
+    share it: added to a model object for a client that sends the anthropic-version header, as those SDKs do."""
     created_at = datetime.datetime.fromtimestamp(created, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"type": "model", "display_name": name, "created_at": created_at}
+    return {"type": "model", "display_name": name, "created_at": created_at, "lifecycle": "active",
+            "max_input_tokens": max_context_len, "max_tokens": max_context_len}
 
 
 def thinking_signature(thinking: str) -> str:

@@ -149,7 +149,9 @@ class OpenAIRoutes:
         model = {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
                  "root": card.model_id, "parent": None, "max_model_len": card.max_context_len,
                  "permission": [model_permission(name, card.created)], "meta": model_meta(card)}
-        return {**model, **model_info(name, card.created)} if "anthropic-version" in request.headers else model
+        if "anthropic-version" not in request.headers:
+            return model
+        return {**model, **model_info(name, card.created, card.max_context_len)}
 
     async def models(self, request: web.Request) -> web.Response:
         # llama-server's list also has its Ollama-shaped `models` array, which llama.cpp clients read the name from.
