@@ -193,8 +193,10 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
     interleaved: the request's anthropic-beta header names interleaved thinking."""
     check_sizes(body, ctx)
     body = validate(body, COUNT_SCHEMA if count else MESSAGES_SCHEMA)
+    # The tools are checked before the messages, whose tool_reference blocks read a named tool's input_schema.
+    tools = tool_fields(body)
     messages, prefill, inline = _messages(body["messages"], {tool["name"]: tool for tool in body.get("tools") or []})
-    chat = {"model": body["model"], "messages": _system(body.get("system"), inline) + messages, **tool_fields(body),
+    chat = {"model": body["model"], "messages": _system(body.get("system"), inline) + messages, **tools,
             **reasoning_fields(body, count, interleaved)}
     if body.get("chat_template_kwargs") is not None:
         # vLLM's Anthropic routes pass them to the template; an explicit `thinking` still wins (enable_thinking).

@@ -64,3 +64,14 @@ async def test_a_tool_reference_naming_no_tool_is_a_400(stack, reference, fragme
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
         await expect_error(await client.post(path, json=body), 400, BAD_MESSAGES, fragment)
     assert fake.script.requests == []
+
+
+async def test_a_tool_reference_to_a_tool_without_input_schema_is_a_400(stack):
+    # The reference was expanded before the tools were checked: a 500 "internal error: KeyError('input_schema')".
+    client, fake = stack
+    body = {**BASE, "tools": [SEARCH, {"name": "mcp__github__get_issue", "defer_loading": True}],
+            "messages": searched({"type": "tool_reference", "tool_name": "mcp__github__get_issue"})}
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        response = await client.post(path, json=body)
+        await expect_error(response, 400, BAD_MESSAGES, "tools.1.input_schema: Field required")
+    assert fake.script.requests == []
