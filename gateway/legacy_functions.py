@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from gateway.errors import ApiError, InvalidRequest
+from gateway.schema_errors import short_repr
 from gateway.schema_validate import empty_array
 
 LEGACY_CALL_ID = "call_legacy_{}"   # the id an earlier turn's function_call gets (message index)
@@ -55,15 +56,25 @@ def _legacy_history(body: dict) -> dict:
         if isinstance(message, dict) and message.get("role") == "assistant" and \
                 isinstance(message.get("function_call"), dict) and not message.get("tool_calls"):
             call = message["function_call"]
-            ids[call.get("name")] = ids[None] = LEGACY_CALL_ID.format(i)
+            ids[_name(call.get("name"), f"messages[{i}].function_call.name")] = ids[None] = LEGACY_CALL_ID.format(i)
             message = {key: value for key, value in message.items() if key != "function_call"}
             message["tool_calls"] = [{"id": ids[None], "type": "function", "function": call}]
         elif isinstance(message, dict) and message.get("role") == "function":
-            call_id = ids.get(message.get("name"), ids.get(None, LEGACY_CALL_ID.format(i)))
+            name = _name(message.get("name"), f"messages[{i}].name")
+            call_id = ids.get(name, ids.get(None, LEGACY_CALL_ID.format(i)))
             message = {key: value for key, value in message.items() if key not in ("role", "name")}
             message.update(role="tool", tool_call_id=call_id)
         out.append(message)
     return {**body, "messages": out}
+
+
+def _name(name, where: str):
+    """A legacy turn's function name, which pairs a result with its call: a string (or absent); any other value is the
+    400 naming the field sent, as the schema check names a wrong type (it was read as a dict key before any check)."""
+    if name is not None and not isinstance(name, str):
+        raise InvalidRequest(f"invalid value for '{where}': {short_repr(name)} is not of type \"string\"", param=where,
+                             code="invalid_type")
+    return name
 
 
 def _is_legacy(message) -> bool:

@@ -118,3 +118,38 @@ async def test_tokenize_names_the_functions_sent_in_its_errors(stack):
     assert await response.json() == {"error": {"message": "'functions[1].name' is a required property",
                                                "type": "invalid_request_error", "param": "functions[1].name",
                                                "code": "missing_required_parameter"}}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/tokenize", "/api/v0/chat/completions"])
+@pytest.mark.parametrize("turn, field, shown", [
+    ({"role": "assistant", "content": None, "function_call": {"name": [], "arguments": "{}"}},
+     "messages[1].function_call.name", "[]"),
+    ({"role": "assistant", "content": None, "function_call": {"name": 5, "arguments": "{}"}},
+     "messages[1].function_call.name", "5"),
+    ({"role": "function", "name": {"a": None}, "content": "sunny"}, "messages[1].name", '{"a": null}'),
+    ({"role": "function", "name": 5, "content": "sunny"}, "messages[1].name", "5"),
+], ids=["call-list", "call-number", "result-object", "result-number"])
+async def test_a_legacy_turn_whose_function_name_is_no_string_is_a_400(stack, path, turn, field, shown):
+    # The names pair a function result with its call; a list or object name was a 500 "unhashable type" on every
+    # route that reads the deprecated history, and a result's number name was dropped unchecked.
+    client, fake = stack
+    response = await client.post(path, json={"messages": USER + [turn], "max_tokens": 2})
+    assert response.status == 400, await response.text()
+    assert await response.json() == {"error": {
+        "message": f"invalid value for '{field}': {shown} is not of type \"string\"", "type": "invalid_request_error",
+        "param": field, "code": "invalid_type"}}
+    assert fake.script.requests == []
+
+
+async def test_apply_template_and_the_batch_route_refuse_it_too(stack):
+    client, fake = stack
+    turn = {"role": "assistant", "content": None, "function_call": {"name": [], "arguments": "{}"}}
+    response = await client.post("/apply-template", json={"messages": USER + [turn]})
+    assert response.status == 400
+    assert (await response.json())["error"]["message"] == \
+        "invalid value for 'messages[1].function_call.name': [] is not of type \"string\""
+    batch = {"messages": [USER, USER + [turn]], "max_tokens": 2}
+    response = await client.post("/v1/chat/completions/batch", json=batch)
+    assert response.status == 400
+    assert (await response.json())["error"]["param"] == "messages[1][1].function_call.name"
+    assert fake.script.requests == []
