@@ -12,8 +12,13 @@ import math
 import re
 from typing import Any
 
-# pydantic-core's str -> int: an optional sign, digits, and only zeros after a decimal point ("5", "+5", "5.00").
-_INT_TEXT = re.compile(r"[+-]?\d+(\.0*)?")
+# pydantic-core's str -> int: an optional sign, ASCII digits, and only zeros after a decimal point ("5", "+5", "5.00");
+# at most 4300 digits (its int_parsing_size error past them, where Python's int() raises ValueError).
+_INT_TEXT = re.compile(r"[+-]?[0-9]+(\.0*)?")
+_MAX_INT_DIGITS = 4300
+# pydantic-core's str -> float: ASCII digits with an optional fraction and exponent (Python's float() also takes
+# other scripts' digits and underscores, which pydantic refuses).
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 # pydantic-core's str -> bool words (case-insensitive).
 _TRUE, _FALSE = {"true", "1", "yes", "on", "t", "y"}, {"false", "0", "no", "off", "f", "n"}
 
@@ -30,15 +35,11 @@ def _types(schema: dict) -> set:
 def _from_text(text: str, kinds: set) -> Any:
     """text as the number or boolean the schema wants, or text itself when it spells none (the schema refuses it)."""
     word = text.strip()
-    if "integer" in kinds and _INT_TEXT.fullmatch(word):
-        return int(word.split(".")[0])
-    if "number" in kinds:
-        try:
-            number = float(word)
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number):
-            return number
+    digits = word.split(".")[0]
+    if "integer" in kinds and _INT_TEXT.fullmatch(word) and len(digits.lstrip("+-")) <= _MAX_INT_DIGITS:
+        return int(digits)
+    if "number" in kinds and _FLOAT_TEXT.fullmatch(word) and math.isfinite(float(word)):
+        return float(word)
     if "boolean" in kinds and word.lower() in _TRUE | _FALSE:
         return word.lower() in _TRUE
     return text

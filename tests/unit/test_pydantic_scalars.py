@@ -21,8 +21,12 @@ SCHEMA = {"type": "object", "properties": {
     ("temperature", "warm", "warm"), ("temperature", "nan", "nan"), ("temperature", "inf", "inf"),
     ("max_tokens", "5.5", "5.5"), ("max_tokens", "1e3", "1e3"), ("stream", "maybe", "maybe"), ("stream", 2, 2),
     ("max_tokens", True, 1), ("max_tokens", False, 0), ("temperature", True, 1.0), ("temperature", False, 0.0),
-    ("stream", True, True), ("stop", True, True),
-], ids=lambda v: repr(v))
+    ("stream", True, True), ("stop", True, True), ("max_tokens", "9" * 4300, int("9" * 4300)),
+    # pydantic refuses these (int_parsing_size past 4300 digits; ASCII digits only, no underscores), where Python's
+    # int() raised ValueError on the first (a 500) and int() / float() read the others.
+    ("max_tokens", "9" * 4301, "9" * 4301), ("max_tokens", "\u0663", "\u0663"), ("temperature", "\u0663", "\u0663"),
+    ("temperature", "1_0", "1_0"), ("temperature", "\uff11", "\uff11"),
+], ids=lambda v: repr(v)[:40])
 def test_scalars_are_read_as_pydantic_reads_them(field, sent, read):
     """What pydantic's lax mode turns into the wanted type is that value; anything else stays as sent, for the
     schema to refuse (a string where a string is allowed is never touched)."""
@@ -133,3 +137,21 @@ async def test_a_boolean_output_limit_is_one_token_on_the_responses_api(stack):
     answer = orjson.loads(await response.read())
     assert answer["max_output_tokens"] == 1 and answer["temperature"] == 0.0
     assert fake.script.requests[-1].max_tokens == 1
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/chat/completions", {**CHAT, "max_tokens": "9" * 5000}, "max_tokens"),
+    ("/v1/completions", {"model": "default", "prompt": "hi", "n": "9" * 5000}, "n"),
+    ("/v1/responses", {"model": "default", "input": "hi", "max_output_tokens": "9" * 5000}, "max_output_tokens"),
+    ("/v1/detokenize", {"model": "default", "tokens": [1, "9" * 5000]}, "tokens[1]"),
+], ids=["chat", "completions", "responses", "detokenize"])
+async def test_an_integer_string_of_more_digits_than_python_reads_is_the_400(stack, path, body, field):
+    # int() raises ValueError past 4300 digits: it was a 500 "Exceeds the limit (4300 digits) for integer string
+    # conversion" on every route that reads numbers sent as strings (llama.cpp's /completion too).
+    client, fake = stack
+    response = await client.post(path, data=orjson.dumps(body))
+    answer = orjson.loads(await response.read())
+    assert response.status == 400, answer
+    assert (answer["error"]["param"], answer["error"]["code"]) == (field, "invalid_type")
+    assert 'is not of type "integer"' in answer["error"]["message"], answer
+    assert not fake.script.requests
