@@ -25,6 +25,7 @@ from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
+from gateway.open_files import raise_open_files_limit
 from gateway.responses import ResponsesRoutes
 from gateway.sagemaker import SageMakerRoutes
 from gateway.sglang_info import SGLangInfoRoutes
@@ -233,6 +234,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")
     config = parse_config(argv)
     log.info("config %s", config.printable())
+    old_limit, new_limit = raise_open_files_limit()
+    if new_limit != old_limit:
+        log.info("open-file limit raised from %d to %d (the hard limit) for client connections", old_limit, new_limit)
     app = create_app(config)
     serve(app, config.host, config.port,
           on_ready=lambda: log.info("serving on http://%s:%d", config.host, config.port),

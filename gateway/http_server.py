@@ -27,6 +27,7 @@ from gateway import request_id_header
 from gateway.http_compat import CORS_RESPONSE_HEADERS
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.ollama import ollama_error_response
+from gateway.open_files import AcceptErrorHandler
 from gateway.web import error_response, json_response
 
 _MAX_HEADER_BYTES = 128 * 1024
@@ -216,6 +217,7 @@ def serve(app: web.Application, host: str, port: int, on_ready: Callable[[], Non
                                access_log_class=access_logger_class(access_log_excluded_paths))
         await runner.setup()
         loop = asyncio.get_running_loop()
+        loop.set_exception_handler(AcceptErrorHandler())
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
