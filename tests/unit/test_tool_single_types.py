@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import first_call_arguments, ollama_call_arguments
+from tests.unit.tool_deltas import route_call_arguments
 
 PARAMS = {"type": "object", "properties": {
     "force": {"type": "boolean"}, "quiet": {"type": "boolean"}, "all": {"type": "boolean"},
@@ -45,18 +45,15 @@ def _frames(raw: bytes) -> list:
 async def test_every_route_gives_the_typed_arguments(stack, stream):
     client, fake = stack
     fake.script.reply = REPLY
-    messages = [{"role": "user", "content": "hi"}]
-    body = {"model": "default", "messages": messages, "tools": TOOLS, "enable_thinking": False, "stream": stream}
-    raw = await (await client.post("/v1/chat/completions", json=body)).read()
-    assert json.loads(first_call_arguments(raw, stream)) == EXPECTED
-    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    assert ollama_call_arguments(ollama) == [EXPECTED]
+    arguments, ollama = await route_call_arguments(client, TOOLS, stream)
+    assert json.loads(arguments) == EXPECTED and ollama == [EXPECTED]
     body = {"model": "default", "input": "hi", "reasoning": {"effort": "none"}, "stream": stream,
             "tools": [{"type": "function", "name": "f", "parameters": PARAMS}]}
     raw = await (await client.post("/v1/responses", json=body)).read()
     response = _frames(raw)[-1]["response"] if stream else orjson.loads(raw)
     assert [json.loads(i["arguments"]) for i in response["output"] if i["type"] == "function_call"] == [EXPECTED]
-    body = {"model": "default", "max_tokens": 300, "messages": messages, "thinking": {"type": "disabled"},
+    body = {"model": "default", "max_tokens": 300, "messages": [{"role": "user", "content": "hi"}],
+            "thinking": {"type": "disabled"},
             "tools": [{"name": "f", "input_schema": PARAMS}], "stream": stream}
     raw = await (await client.post("/v1/messages", json=body)).read()
     if stream:

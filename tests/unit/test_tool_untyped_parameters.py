@@ -8,7 +8,7 @@ import pytest
 
 from gateway.tool_grammar import string_terminal
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import first_call_arguments, ollama_call_arguments
+from tests.unit.tool_deltas import route_call_arguments
 
 PARAMS = {"type": "object", "properties": {"id": {"description": "the id"}, "tags": {"title": "Tags"}, "flag": {},
                                            "n": {"type": "integer", "description": "typed"}}}
@@ -32,10 +32,5 @@ def test_a_forced_call_writes_an_untyped_value_as_text(schema):
 async def test_every_route_gives_the_text(stack, stream):
     client, fake = stack
     fake.script.reply = REPLY
-    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
-            "enable_thinking": False, "stream": stream}
-    raw = await (await client.post("/v1/chat/completions", json=body)).read()
-    arguments = first_call_arguments(raw, stream)
-    assert json.loads(arguments) == EXPECTED
-    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    assert ollama_call_arguments(ollama) == [EXPECTED]
+    arguments, ollama = await route_call_arguments(client, TOOLS, stream)
+    assert json.loads(arguments) == EXPECTED and ollama == [EXPECTED]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import first_call_arguments, ollama_call_arguments
+from tests.unit.tool_deltas import route_call_arguments
 
 PARAMS = {"type": "object", "properties": {
     "limit": {"type": "integer"}, "ms": {"type": ["integer", "null"]}, "ratio": {"type": "number"},
@@ -28,13 +28,7 @@ def test_whole_numbers_are_integers():
 async def test_every_route_writes_the_integer(stack, stream):
     client, fake = stack
     fake.script.reply = REPLY
-    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS,
-            "enable_thinking": False, "stream": stream}
-    raw = await (await client.post("/v1/chat/completions", json=body)).read()
-    arguments = first_call_arguments(raw, stream)
-    assert arguments == EXPECTED
-    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    assert ollama_call_arguments(ollama) == [json.loads(EXPECTED)]
+    assert await route_call_arguments(client, TOOLS, stream) == (EXPECTED, [json.loads(EXPECTED)])
 
 
 # The type through a union or a $ref (pydantic's Optional[int] is anyOf integer / null; a model field is a $ref), as
@@ -58,14 +52,10 @@ UNION_EXPECTED = '{"limit":140,"count":5,"ms":60000,"ratio":3,"half":0.5}'
 async def test_a_union_or_ref_typed_number_is_the_integer_on_every_route(stack, stream):
     client, fake = stack
     fake.script.reply = UNION_REPLY
-    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": UNION_TOOLS,
-            "enable_thinking": False, "stream": stream}
-    raw = await (await client.post("/v1/chat/completions", json=body)).read()
-    assert first_call_arguments(raw, stream) == UNION_EXPECTED
-    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
-    assert ollama_call_arguments(ollama) == [json.loads(UNION_EXPECTED)]
-    anthropic = {"model": "default", "max_tokens": 500, "messages": body["messages"], "stream": False,
-                 "tools": [{"name": "f", "input_schema": UNION_PARAMS}], "thinking": {"type": "disabled"}}
+    assert await route_call_arguments(client, UNION_TOOLS, stream) == (UNION_EXPECTED, [json.loads(UNION_EXPECTED)])
+    anthropic = {"model": "default", "max_tokens": 500, "messages": [{"role": "user", "content": "hi"}],
+                 "stream": False, "tools": [{"name": "f", "input_schema": UNION_PARAMS}],
+                 "thinking": {"type": "disabled"}}
     message = await (await client.post("/v1/messages", json=anthropic)).json()
     assert [block["input"] for block in message["content"] if block["type"] == "tool_use"] == \
         [json.loads(UNION_EXPECTED)]

@@ -40,3 +40,13 @@ def ollama_call_arguments(raw: bytes) -> list:
     message.tool_calls of each NDJSON line (one line when not streamed)."""
     return [call["function"]["arguments"] for line in raw.decode().splitlines() if line.strip()
             for call in orjson.loads(line)["message"].get("tool_calls") or []]
+
+
+async def route_call_arguments(client, tools: list, stream: bool) -> tuple:
+    """(the first call's arguments on /v1/chat/completions, every call's arguments on /api/chat) for one user turn
+    with `tools`, thinking off, streamed or not: the fake scheduler's scripted reply read back by both routes."""
+    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": tools,
+            "enable_thinking": False, "stream": stream}
+    raw = await (await client.post("/v1/chat/completions", json=body)).read()
+    ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
+    return first_call_arguments(raw, stream), ollama_call_arguments(ollama)
