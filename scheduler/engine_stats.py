@@ -43,11 +43,11 @@ class RequestTimer:
 
     def _count_prompt(self, req) -> None:
         """A prompt at its first token (as vLLM counts it): in prompt_tokens, and split by source."""
-        num_cached = min(req.num_cached_tokens, req.num_prompt_tokens)
+        num_computed = _num_computed(req)
         self.metrics.prompt_tokens.inc(req.num_prompt_tokens)
-        self.metrics.prompt_tokens_by_source.labels(source="local_compute").inc(req.num_prompt_tokens - num_cached)
-        self.metrics.prompt_tokens_by_source.labels(source="local_cache_hit").inc(num_cached)
-        self.metrics.prompt_tokens_cached.inc(num_cached)
+        self.metrics.prompt_tokens_by_source.labels(source="local_compute").inc(num_computed)
+        self.metrics.prompt_tokens_by_source.labels(source="local_cache_hit").inc(req.num_prompt_tokens - num_computed)
+        self.metrics.prompt_tokens_cached.inc(req.num_prompt_tokens - num_computed)
 
     def finished(self, req) -> None:
         """Every request that leaves, aborted ones too (client gone, worker lost): counted under its finish reason and
@@ -64,8 +64,7 @@ class RequestTimer:
     def _observe_lengths_and_phases(self, req) -> None:
         """vLLM's per-request histograms: every leaving request's lengths, and the times of the phases it reached."""
         self.metrics.request_prompt_tokens.observe(req.num_prompt_tokens)
-        self.metrics.request_prefill_kv_computed_tokens.observe(req.num_prompt_tokens - min(req.num_cached_tokens,
-                                                                                            req.num_prompt_tokens))
+        self.metrics.request_prefill_kv_computed_tokens.observe(_num_computed(req))
         self.metrics.request_generation_tokens.observe(len(req.output_token_ids))
         if req.max_tokens > 0:
             self.metrics.request_params_max_tokens.observe(req.max_tokens)
@@ -107,3 +106,8 @@ class EngineStats:
             return 0.0
         outside = self.schedule_ns + self.round_trip_ns - self.forward_ns + self.update_ns
         return outside / self.num_steps / 1e3
+
+
+def _num_computed(req) -> int:
+    """The prompt tokens a request prefilled: its prompt less the prefix-cache hit (never more than the prompt)."""
+    return req.num_prompt_tokens - min(req.num_cached_tokens, req.num_prompt_tokens)
