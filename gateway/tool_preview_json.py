@@ -20,9 +20,11 @@ def json_call_prefix(body: str, tools: list[dict], names: frozenset) -> Optional
         obj = jiter.from_json(body.encode(), partial_mode="trailing-strings")
     except ValueError:
         return None
+    if not isinstance(obj, dict):
+        return None
     key = "arguments" if "arguments" in obj else "parameters"
     # The name is whole once a later key has begun (it may still grow while it is the last one read).
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or key not in obj:
+    if not isinstance(obj.get("name"), str) or key not in obj:
         return None
     name, arguments = offered_name(tools, obj["name"]), obj[key]
     if name not in names or not isinstance(arguments, dict) or list(obj).index("name") > list(obj).index(key):
