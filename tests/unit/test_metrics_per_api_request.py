@@ -6,20 +6,11 @@ import orjson
 import pytest
 
 from gateway import metrics
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
-TOKENIZER = build_tokenizer()
+REPLY = "Hello world " * 20   # conftest stack's reply
 USER = [{"role": "user", "content": "hi"}]
 MAX_GEN = "sparkinfer_request_max_num_generation_tokens"
 PARAMS_N = "sparkinfer_request_params_n"
-
-
-@pytest.fixture
-async def stack():
-    fake = FakeServing(TOKENIZER, max_context_len=2048)
-    fake.script.reply = "Hello world " * 20
-    async with fake_gateway(fake) as pair:
-        yield pair
 
 
 async def scrape(client) -> dict:

@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-
 USER = [{"role": "user", "content": "hi"}]
 REPLY = "Hi 😀 there"
 NUM_KEPT = 5   # "H", "i", " " and two of the emoji's four byte tokens
@@ -69,34 +67,26 @@ async def _text(client, route: str, body: dict, stream: bool) -> str:
     return text
 
 
-@pytest.fixture
-async def client():
-    fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = REPLY
-    async with fake_gateway(fake) as (test_client, _):
-        yield test_client, fake
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("route", list(_bodies(1)))
-async def test_a_cut_character_is_left_out(client, route, stream):
-    test_client, _ = client
+async def test_a_cut_character_is_left_out(stack, route, stream):
+    test_client, _ = stack
     # Before: "Hi \ufffd" on every route.
     assert await _text(test_client, route, _bodies(NUM_KEPT)[route], stream) == "Hi "
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/api/chat", "/completion"])
-async def test_a_character_the_model_ended_inside_is_left_out(client, route, stream):
-    test_client, fake = client
+async def test_a_character_the_model_ended_inside_is_left_out(stack, route, stream):
+    test_client, fake = stack
     fake.script.token_ids = fake.tokenizer.encode(REPLY).ids[:NUM_KEPT]   # then the eos
     assert await _text(test_client, route, _bodies(64)[route], stream) == "Hi "
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-async def test_invalid_bytes_at_the_end_stay_replacement_characters(client, stream):
+async def test_invalid_bytes_at_the_end_stay_replacement_characters(stack, stream):
     # A lone continuation byte is no character's beginning: it reads U+FFFD, as before.
-    test_client, fake = client
+    test_client, fake = stack
     ids = fake.tokenizer.encode(REPLY).ids
     fake.script.token_ids = ids[:3] + [ids[4]]
     assert await _text(test_client, "/v1/chat/completions", _bodies(64)["/v1/chat/completions"], stream) == "Hi \ufffd"
