@@ -10,7 +10,7 @@ from gateway.model import ModelCard
 from gateway.structured import any_draft_schema_error, check_schema, checked
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
 from gateway.tool_markup import MARKUP_NAME_RE
-from gateway.tool_values import tool_parameters
+from gateway.tool_parameters import tool_parameters
 
 # Function names: any name the call markup can carry, on every route. vLLM (its protocol types take any string) and
 # Ollama (api.ToolFunction.Name is any string; its Qwen parser reads <function=([^>]+)>) accept any name, and MCP

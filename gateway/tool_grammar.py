@@ -24,7 +24,8 @@ from gateway.structured import checked, json_grammar, max_string_chars, think_pr
 from gateway.thinking_budget import any_token_but
 from gateway.pattern_regex import whole_text_regex, whole_text_regex_is_closed
 from gateway.tool_markup import MARKUP_NAME_RE
-from gateway.tool_values import tool_parameters, untyped
+from gateway.tool_parameters import tool_parameters
+from gateway.tool_values import untyped
 
 _INTEGER = r"/-?(0|[1-9][0-9]{0,17})/"
 # An exponent of at most two digits keeps every number a finite double (8e691 was read back as a string).

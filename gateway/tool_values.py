@@ -25,8 +25,8 @@ from referencing.exceptions import Unresolvable
 from gateway.schema_bounds import formatted_string
 from gateway.structured import validator_class
 from gateway.tool_markup import load_json
+from gateway.tool_parameters import DEFS_KEYS, local_target, tool_parameters
 
-_DEFS_KEYS = ("$defs", "definitions")
 # A number in decimal, as int() and float() (vLLM) and ParseInt / ParseFloat (Ollama) read one, not 0x10; digits
 # grouped by underscores (1_000) as int() reads them (int() refuses a misplaced one).
 _DECIMAL = re.compile(r"[+-]?(?:[\d_]+\.?[\d_]*|\.[\d_]+)(?:[eE][+-]?\d+)?")
@@ -61,7 +61,7 @@ class ToolParams:
                 params = tool_parameters(function)
                 props = params.get("properties") or {}
                 required = params.get("required") or []
-                shared = {key: params[key] for key in _DEFS_KEYS if isinstance(params.get(key), dict)}
+                shared = {key: params[key] for key in DEFS_KEYS if isinstance(params.get(key), dict)}
                 if isinstance(params.get("$schema"), str):
                     shared["$schema"] = params["$schema"]
                 others = params.get("additionalProperties")
@@ -85,62 +85,8 @@ class ToolParams:
             value = whole_number(fitted(raw, typed_value(raw, schema), validator), schema, self.defs)
             if raw.strip() == "" and key not in self.required and not _accepts(validator, value, True):
                 continue
-            out[key] = single_type_value(raw, value, schema)
+            out[key] = single_type_value(raw, value, schema, self.defs)
         return out
-
-
-def tool_parameters(function: dict) -> dict:
-    """A function's parameters schema, with a top-level local `$ref` followed to the object it names (keeping the
-    `$defs` beside it): zod-to-json-schema with a name writes {"$ref": "#/definitions/Args", "definitions": {...}}, and
-    a forced call read no `properties` there, so it came back as {} without its required parameters."""
-    params = function.get("parameters") or {}
-    seen = set()
-    while isinstance(params, dict) and "properties" not in params and isinstance(params.get("$ref"), str):
-        ref = params["$ref"]
-        target = _local_target(function.get("parameters") or {}, ref)
-        if ref in seen or not isinstance(target, dict):
-            break
-        seen.add(ref)
-        shared = {key: value for key, value in params.items() if key in _DEFS_KEYS + ("$schema",)}
-        params = {**shared, **target}
-    return _merged_all_of(params, function.get("parameters") or {}) if isinstance(params, dict) else {}
-
-
-# What an allOf branch may hold for its properties to be merged into the parameters': anything else (a closed branch,
-# a nested union, counts of keys) would be lost in the merge, so such parameters stay as they are.
-_MERGEABLE = {"type", "properties", "required", "title", "description", "$comment", "examples", "default", "$ref"}
-
-
-def _merged_all_of(params: dict, root: dict) -> dict:
-    """Parameters that list their properties in allOf branches (a $ref'd base and its extension, zod's .and(), an
-    OpenAPI-derived tool) as one object schema: each branch's properties (a name two branches list: the allOf of both)
-    and required names. A forced call writes parameters from `properties`, so such a tool was called with {} (its
-    required parameters missing), and a call's values were typed by no schema."""
-    branches = [params] + [_local_target(root, b["$ref"]) if isinstance(b, dict) and isinstance(b.get("$ref"), str)
-                           else b for b in params.get("allOf") or []]
-    if len(branches) == 1 or not all(isinstance(b, dict) and set(b) <= _MERGEABLE | {"allOf", *_DEFS_KEYS, "$schema"}
-                                     and (b is params or "allOf" not in b) for b in branches):
-        return params
-    props, required = {}, []
-    for branch in branches:
-        for name, schema in (branch.get("properties") or {}).items():
-            props[name] = {"allOf": [props[name], schema]} if name in props else schema
-        required += [name for name in branch.get("required") or [] if name not in required]
-    merged = {key: value for key, value in params.items() if key != "allOf"}
-    return {**merged, "type": "object", "properties": props, "required": required}
-
-
-def _local_target(root: dict, ref: str) -> Any:
-    """What a local JSON pointer ref (#/definitions/Args) points to in root, or None."""
-    if not ref.startswith("#/"):
-        return None
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _types(schema: Optional[dict]) -> set:
@@ -264,7 +210,7 @@ def _named_types(schema: Any, defs: dict, seen: set) -> set:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref not in seen:
         seen.add(ref)
-        types |= _named_types(_local_target(defs, ref), defs, seen)
+        types |= _named_types(local_target(defs, ref), defs, seen)
     for key in ("anyOf", "oneOf", "allOf"):
         branches = schema.get(key)
         for branch in branches if isinstance(branches, list) else ():
@@ -272,19 +218,22 @@ def _named_types(schema: Any, defs: dict, seen: set) -> set:
     return types
 
 
-def single_type_value(raw: str, value: Any, schema: dict) -> Any:
+def single_type_value(raw: str, value: Any, schema: dict, defs: Optional[dict] = None) -> Any:
     """A parameter of one type read as vLLM's qwen3_coder (_convert_param_value) and Ollama's parser
     (parseTypedToolValue) both read it: for a boolean every word but true / false (yes, no, 1) is false; an integer
     or a number is read from its decimal text (007 is 7), and any other text (1.5 for an integer, 0x10, [1], true)
-    is the text the model wrote (a whole 2.0 is the integer: whole_number). null stays null; other types keep the
-    reading the schema fitted."""
+    is the text the model wrote (a whole 2.0 is the integer: whole_number). A nullable number (["integer", "null"],
+    pydantic's Optional[int]: anyOf integer / null) is read so too, as vLLM reads an anyOf by its first non-null type
+    and Ollama a type list integer first (007 came back as "007"). null stays null; other types keep the reading the
+    schema fitted."""
     types = _types(schema)
-    if value is None or len(types) != 1:
+    if value is None:
         return value
     if types == {"boolean"}:
         return value if isinstance(value, bool) else False
-    if types <= {"integer", "number"}:
-        return _decimal(raw, types == {"integer"})
+    numeric = _named_types(schema, defs or {}, set()) - {"null"}
+    if numeric and numeric <= {"integer", "number"}:
+        return _decimal(raw, numeric == {"integer"})
     return value
 
 
