@@ -19,6 +19,7 @@ from gateway.openai_plan import check_model
 from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling
+from gateway.pydantic_scalars import lax_scalars
 from gateway.stream import sse_event
 from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
@@ -27,6 +28,7 @@ from gateway.web import json_response, read_json
 # single-model server ignores `model` (llama.cpp's does too). return_tokens and response_fields shape the answer.
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
               "response_fields")
+_LIMIT_SCHEMA = {"type": ["integer", "null"]}
 
 
 _TOKEN_ID = re.compile(r"[+-]?[0-9]+")
@@ -86,8 +88,14 @@ def _prompt_ids(prompt: list, card) -> list:
 
 def as_n_predict(body):
     """llama.cpp's /completion reads max_tokens as n_predict's default (params_from_json_cmpl): an integer max_tokens
-    without n_predict is n_predict, with its -1 (no limit), 0 (the prompt only) and cap at a full context."""
-    if not isinstance(body, dict) or body.get("n_predict") is not None:
+    without n_predict is n_predict, with its -1 (no limit), 0 (the prompt only) and cap at a full context. Both are
+    read first as the /v1 schema reads them (pydantic's lax mode: "3" is 3, false 0), so the limit applied, the
+    prompt-only 0 and generation_settings' echo are the same number."""
+    if not isinstance(body, dict):
+        return body
+    body = {**body, **{key: lax_scalars(body[key], _LIMIT_SCHEMA) for key in ("n_predict", "max_tokens")
+                       if key in body}}
+    if body.get("n_predict") is not None:
         return body
     limit = body.get("max_tokens")
     if not _is_id(limit) or limit < -2:

@@ -241,3 +241,20 @@ async def test_has_new_line_counts_the_text_a_stream_sent(stack, reply, expected
     assert streamed[-1]["stop"] is True and streamed[-1]["has_new_line"] is expected
     status, whole = await post(client, {"prompt": "hi"})
     assert status == 200 and whole["has_new_line"] is expected
+
+
+@pytest.mark.parametrize("fields, predicted", [
+    ({"n_predict": "3"}, 3),
+    ({"max_tokens": "3"}, 3),
+    ({"n_predict": "0"}, 0),
+    ({"n_predict": False}, 0),
+], ids=["string-n_predict", "string-max_tokens", "string-zero", "false-is-zero"])
+async def test_a_limit_sent_as_text_is_the_limit_applied_and_echoed(stack, fields, predicted):
+    """A limit read as pydantic's lax mode reads it ("3" is 3, false 0: nlohmann's boolean to int in llama.cpp's
+    json_value) is one number: "3" stopped at 3 tokens while generation_settings said -1, and "0" was a 400."""
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", **fields})
+    assert status == 200, body
+    assert (body["tokens_predicted"], body["stop_type"]) == (predicted, "limit")
+    assert body["generation_settings"]["n_predict"] == predicted
+    assert len(fake.script.requests) == (1 if predicted else 0)
