@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from gateway.anthropic_options import input_schema
+from gateway.anthropic_tools import definition
 from gateway.errors import InvalidRequest, Unsupported
 
 _TEXT_ONLY = "this model reads text only"
@@ -71,8 +71,7 @@ def _tool_reference(block: dict, where: str, tools: dict) -> str:
     if tool is None:
         raise InvalidRequest(f"{where}.tool_name: tool reference '{name}' names no tool in tools",
                              param=f"{where}.tool_name")
-    function = {"name": name, "description": tool.get("description"), "parameters": input_schema(tool)}
-    return json.dumps({"type": "function", "function": function}, ensure_ascii=False)
+    return json.dumps({"type": "function", "function": definition(tool)}, ensure_ascii=False)
 
 
 def tool_result(block: dict, where: str, tools: dict) -> dict:

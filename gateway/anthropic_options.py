@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from gateway.anthropic_tools import check_tool, definition
 from gateway.errors import InvalidRequest, Unsupported
 
 _TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
@@ -13,14 +14,9 @@ _MIN_BUDGET = 1024
 _BUDGET_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
 
 
-def input_schema(tool: dict) -> dict:
-    """A tool's input_schema as its parameters: one without "type" (as MCP servers send some) is the object schema
-    it describes, as vLLM's AnthropicTool and Ollama's tool parameters read it; Anthropic would refuse it."""
-    return {"type": "object", **tool["input_schema"]}
-
-
 def tool_fields(body: dict) -> dict:
-    """tools and tool_choice as OpenAI's; Anthropic's server tools (web search, bash, ...) are not served here."""
+    """tools and tool_choice as OpenAI's (anthropic_tools: custom tools and Anthropic's client tools; its server
+    tools, web search and the like, are not served here)."""
     out: dict = {}
     if body.get("mcp_servers"):
         # Anthropic's MCP connector: the API itself would connect to these servers and offer their tools.
@@ -28,19 +24,14 @@ def tool_fields(body: dict) -> dict:
                           "connect to it in your client and send its tools in `tools`", param="mcp_servers")
     tools = body.get("tools") or []
     for i, tool in enumerate(tools):
-        if tool.get("type") not in (None, "custom"):
-            raise Unsupported(f"tools.{i}.type: server tool '{tool['type']}' is not supported; only custom tools "
-                              f"(name, description, input_schema) are", param=f"tools.{i}.type")
-        if "input_schema" not in tool:
-            raise InvalidRequest(f"tools.{i}.input_schema: Field required", param=f"tools.{i}.input_schema")
+        check_tool(tool, i)
     if len({tool["name"] for tool in tools}) < len(tools):
         # Anthropic's own check (its 400 for Claude Code's duplicated MCP tools, claude-code#10687); OpenAI, vLLM
         # and Ollama serve a name offered twice.
         raise InvalidRequest("tools: Tool names must be unique.", param="tools")
     if tools:
         # strict (Anthropic's strict tool use: the input follows input_schema) is the OpenAI function's strict.
-        out["tools"] = [{"type": "function", "function": {"name": t["name"], "description": t.get("description"),
-                                                          "parameters": input_schema(t),
+        out["tools"] = [{"type": "function", "function": {**definition(t),
                                                           **({"strict": True} if t.get("strict") is True else {})}}
                         for t in tools]
     choice = body.get("tool_choice")

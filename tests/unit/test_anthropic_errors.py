@@ -57,7 +57,7 @@ def without(*names: str) -> dict:
     ({**BASE, "stop_sequences": ["", "\n"]}, 400, BAD_MESSAGES, "stop_sequences: each stop sequence must be non-empty"),
     ({**BASE, "system": [{"type": "image"}]}, 400, BAD_MESSAGES, "system.0: image blocks are not supported"),
     ({**BASE, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, 400, BAD_MESSAGES,
-     "tools.0.type: server tool 'web_search_20250305' is not supported"),
+     "tools.0.type: tool type 'web_search_20250305' is not supported"),
     ({**BASE, "mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "example"}]}, 400,
      BAD_MESSAGES, "mcp_servers: the MCP connector is not supported (this server connects to no MCP server)"),
     ({**BASE, "tools": [{"name": "get_weather"}]}, 400, BAD_MESSAGES, "tools.0.input_schema: Field required"),
