@@ -102,8 +102,17 @@ def check_fields(body: dict, known: dict, chat: bool) -> None:
     # is an unknown field, ignored as vLLM's ResponsesRequest ignores it), so its values were never type-checked.
     if "best_of" in known:
         check_best_of(body)
+    check_cache_salt(body)
     _unknown.note(name for name in body
                   if name not in known and name not in NO_EFFECT and name not in HONOURED and name not in refused)
+
+
+def check_cache_salt(body: dict) -> None:
+    """vLLM's 400 for a cache_salt that is no non-empty string (its protocols' check_cache_salt_support, on chat,
+    completions and Responses); a salt has no effect here otherwise (the prefix cache is not salted)."""
+    salt = body.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise InvalidRequest("Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt")
 
 
 def check_best_of(body: dict) -> None:

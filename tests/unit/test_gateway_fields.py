@@ -344,3 +344,16 @@ async def test_refused_and_no_effect_fields_of_the_wrong_type_are_a_400(stack, p
     assert status == 400, body
     assert body["error"]["param"] == name and body["error"]["code"] == "invalid_type"
     assert body["error"]["message"].startswith(f"invalid value for '{name}': ") and not fake.script.requests
+
+
+@pytest.mark.parametrize("path,body", [(CHAT, BASE), ("/v1/completions", {"model": "default", "prompt": "hi"}),
+                                       ("/v1/responses", {"model": "default", "input": "hi"})],
+                         ids=["chat", "completions", "responses"])
+async def test_an_empty_cache_salt_is_vllms_400(stack, path, body):
+    # vLLM's check_cache_salt_support (chat, completions and Responses protocols) refuses "" in these words.
+    client, fake = stack
+    status, out = await post(client, {**body, "cache_salt": ""}, path)
+    assert status == 400 and out["error"]["param"] == "cache_salt" and not fake.script.requests
+    assert out["error"]["message"] == "Parameter 'cache_salt' must be a non-empty string if provided."
+    status, _ = await post(client, {**body, "cache_salt": "s"}, path)
+    assert status == 200
