@@ -14,7 +14,7 @@ from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasonin
                                       thinking_in_content)
 from gateway.model import PROTECT_MARK, ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
-                                   check_prompt_size, check_string_patterns, check_tool_messages, check_tool_schemas,
+                                   check_prompt_size, check_string_patterns, check_tool_schemas,
                                    check_tools, completion_max_tokens, resolve_max_tokens, tool_constraint)
 from gateway.openai_fields import check_fields, guided_constraint
 from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
@@ -133,7 +133,6 @@ def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bo
     check_model(body.get("model"), card, served_name)
     options = stream_options(body)
     check_content(body["messages"])
-    check_tool_messages(body["messages"])
     check_tools(body.get("tools"))
     check_function_parameters(body.get("tools"))
     return options

@@ -102,14 +102,6 @@ def check_tools(tools: Optional[list], param: str = "tools") -> None:
             raise tool_name_error(name, f"{param}[{i}].function.name")
 
 
-def check_tool_messages(messages: list) -> None:
-    """400 for a tool message without tool_call_id (OpenAI needs it to match the assistant's call)."""
-    for i, message in enumerate(messages):
-        if message["role"] == "tool" and not message.get("tool_call_id"):
-            raise InvalidRequest(f"messages[{i}] (role tool) needs tool_call_id, the id of the call it answers",
-                                 param=f"messages[{i}].tool_call_id")
-
-
 def check_function_parameters(tools: Optional[list]) -> None:
     """OpenAI's 400 for a tool whose parameters are no JSON Schema, whatever tool_choice says (a tool the model may call
     is described to it by that schema): "Invalid schema for function 'f': ...", code invalid_function_parameters.

@@ -139,16 +139,21 @@ async def test_mcp_style_tool_names_are_accepted(stack, name):
     assert status == 200, out
 
 
-async def test_a_tool_message_needs_tool_call_id_on_v1_but_not_on_ollama(stack):
-    client, _ = stack
+async def test_a_tool_message_without_tool_call_id_is_read_as_vllm_reads_it(stack):
+    # vLLM's ChatCompletionToolMessageParam, SGLang, llama.cpp and Ollama's /v1 take a tool message without
+    # tool_call_id (clients written against them send it so; Qwen's template never shows the id): the prompt is the
+    # one with the id. OpenAI alone refuses it.
+    client, fake = stack
     call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
     turns = USER + [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "content": "sunny"}]
+    with_id = turns[:2] + [{**turns[2], "tool_call_id": "call_1"}]
     for path in ("/v1/chat/completions", "/api/v0/chat/completions"):
-        status, out = await post(client, path, {"messages": turns, "tools": TOOLS})
-        assert status == 400 and out["error"]["param"] == "messages[2].tool_call_id"
-    turns[2] = {**turns[2], "tool_call_id": "call_1"}
-    status, _ = await post(client, "/v1/chat/completions", {"messages": turns, "tools": TOOLS})
-    assert status == 200
+        prompts = []
+        for messages in (turns, with_id):
+            status, out = await post(client, path, {"messages": messages, "tools": TOOLS})
+            assert status == 200, out
+            prompts.append(list(fake.script.requests[-1].prompt_token_ids))
+        assert prompts[0] == prompts[1]
     ollama = USER + [{"role": "assistant", "content": "", "tool_calls": [call]},
                      {"role": "tool", "content": "sunny", "tool_name": "get_weather"}]
     status, _ = await post(client, "/api/chat", {"model": "default", "messages": ollama, "stream": False})
