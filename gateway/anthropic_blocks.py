@@ -1,14 +1,17 @@
 """Gateway process: Anthropic content blocks read as chat text: text blocks, documents with a text source, search
-results, and tool_result blocks (text, documents, search results and tool_reference blocks) as the tool message
-answering a call."""
+results, and tool_result blocks (text, documents, search results and tool_reference blocks; images and PDFs as a line
+saying they were left out) as the tool message answering a call."""
 from __future__ import annotations
 
 import json
 
 from gateway.anthropic_tools import definition
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.once_log import OnceLog
 
 _TEXT_ONLY = "this model reads text only"
+_LEFT_OUT = OnceLog("/v1/messages: %s blocks in tool results are left out (a line in their place says so): the model "
+                    "reads text only")
 
 
 def refuse_block(kind: str, where: str) -> None:
@@ -74,9 +77,24 @@ def _tool_reference(block: dict, where: str, tools: dict) -> str:
     return json.dumps({"type": "function", "function": definition(tool)}, ensure_ascii=False)
 
 
+def _text_document(block: dict) -> bool:
+    return block.get("type") == "document" and (block.get("source") or {}).get("type") in ("text", "content")
+
+
+def _left_out(block: dict, kind: str) -> str:
+    """A line in the image's or PDF's place in a tool result: a tool's output (Claude Code's Read of a picture, an MCP
+    server's screenshot) is replayed in every later request of the session, so its 400 made each one fail
+    (claude-code#91112 with Ollama's, lmstudio-ai/localization#425 with LM Studio's); llama.cpp's Anthropic route
+    leaves such blocks out of a tool result too. The line tells the model what it did not get."""
+    media = (block.get("source") or {}).get("media_type")
+    _LEFT_OUT.note([kind])
+    return f"[{kind}{f' ({media})' if isinstance(media, str) else ''} left out: {_TEXT_ONLY}]"
+
+
 def tool_result(block: dict, where: str, tools: dict) -> dict:
-    """A tool_result block as the tool message answering call `tool_use_id` (its blocks' texts joined by newlines).
-    tools: the request's tools by name, for tool_reference blocks."""
+    """A tool_result block as the tool message answering call `tool_use_id` (its blocks' texts joined by newlines;
+    an image or a PDF as a line saying it was left out). tools: the request's tools by name, for tool_reference
+    blocks."""
     if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
         raise InvalidRequest(f"{where}.tool_use_id: Field required", param=f"{where}.tool_use_id")
     content = block.get("content")
@@ -84,7 +102,9 @@ def tool_result(block: dict, where: str, tools: dict) -> dict:
         texts = []
         for j, item in enumerate(content):
             kind, here = (item.get("type") if isinstance(item, dict) else None), f"{where}.content.{j}"
-            if kind == "document":
+            if kind in ("image", "document") and not _text_document(item):
+                texts.append(_left_out(item, kind))
+            elif kind == "document":
                 texts.append(document(item, here))
             elif kind == "search_result":
                 texts.append(search_result(item, here))

@@ -44,9 +44,6 @@ def without(*names: str) -> dict:
      BAD_MESSAGES, "messages.0.content.1: image blocks are not supported: this model reads text only"),
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]}, 400, BAD_MESSAGES,
      "messages.0.content.0: document blocks are not supported"),
-    ({**BASE, "messages": [{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [IMAGE]}]}]}, 400, BAD_MESSAGES,
-     "messages.0.content.0.content.0: image blocks are not supported"),
     ({**BASE, "messages": [*USER, {"role": "assistant", "content": "Sure "}]}, 400, BAD_MESSAGES,
      "final assistant content cannot end with trailing whitespace"),
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
@@ -73,7 +70,7 @@ def without(*names: str) -> dict:
     ({**BASE, "tools": [{**TOOL, "input_schema": {"type": "object", "required": ["city"]}}],
       "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "tools.0.input_schema: required parameter 'city' has no"),
 ], ids=["no max_tokens", "no model", "max_tokens 0", "past the context", "unknown model", "no messages",
-        "tool role", "system messages only", "image", "document", "image in tool_result", "prefill whitespace",
+        "tool role", "system messages only", "image", "document", "prefill whitespace",
         "tool_use from the user", "temperature", "17 stop sequences", "empty stop sequence", "system image", "server tool", "MCP servers",
         "no input_schema", "bad tool name", "any without tools", "tool without name", "unknown tool", "thinking without budget",
         "unenforceable format", "tool offered twice", "unenforceable input_schema"])
