@@ -1,6 +1,7 @@
 """Gateway process: the arguments of the one <tool_call> being written, as far as the text so far makes them certain
 (tool_stream streams them): a parameter's fragment once its value certainly ends, a plain string parameter's text
-as it comes, escaped, up to anything that might end it. The ends are those tool_markup's whole reading takes."""
+as it comes, escaped, up to anything that might end it (a nullable one's once it cannot read as null). The ends are
+those tool_markup's whole reading takes."""
 from __future__ import annotations
 
 import json
@@ -89,12 +90,31 @@ def _value_end(text: str, start: int) -> tuple[Optional[tuple[int, int]], int]:
     return None, safe
 
 
-def _streams_text(params: ToolParams, name: str) -> bool:
-    """Whether the parameter's value is its text as written whatever it holds: a string schema with no other
-    constraint, a schema with no type, or no schema (a parameter the tool does not declare)."""
+def _text_kind(params: ToolParams, name: str) -> Optional[bool]:
+    """False where the parameter's value is its text as written whatever it holds: a string schema with no other
+    constraint, a schema with no type, or no schema (a parameter the tool does not declare); True where it is that
+    text unless the text reads as null or a JSON string: a plain nullable string (["string", "null"], pydantic's
+    Optional[str]: anyOf string / null), as tool_values reads one; None otherwise."""
     schema = params.props.get(name, params.others)
-    return schema is None or untyped(schema) or (schema.get("type") in ("string", ["string"])
-                                                 and set(schema) <= _PLAIN_STRING_KEYS)
+    if schema is None or untyped(schema) or (schema.get("type") in ("string", ["string"])
+                                             and set(schema) <= _PLAIN_STRING_KEYS):
+        return False
+    kinds = schema.get("type")
+    if isinstance(kinds, list) and sorted(map(str, kinds)) == ["null", "string"]:
+        return True if set(schema) <= _PLAIN_STRING_KEYS else None
+    branches = [schema.get(key) for key in ("anyOf", "oneOf") if key in schema]
+    plain = (len(branches) == 1 and isinstance(branches[0], list) and "type" not in schema
+             and len(set(schema) - _PLAIN_STRING_KEYS) == 1)
+    if not plain or not all(isinstance(b, dict) and set(b) <= _PLAIN_STRING_KEYS for b in branches[0]):
+        return None
+    return True if sorted(str(b.get("type")) for b in branches[0]) == ["null", "string"] else None
+
+
+def _undecided(shown: str) -> bool:
+    """Whether a nullable string's text so far may still read as null (None, null) or as a JSON string ("x"), which
+    tool_values takes before the text."""
+    head = shown.strip().lower()
+    return head.startswith('"') or "null".startswith(head) or "none".startswith(head)
 
 
 def _escaped(text: str) -> str:
@@ -180,17 +200,19 @@ class CallPreview:
             self._held = True
             return False
         self._begun = True
-        key = dump_arguments(name) + ':"' if _streams_text(self._params, name) else ""
+        kind = _text_kind(self._params, name)
+        key = dump_arguments(name) + ':"' if kind is not None else ""
         start = close + 1
         if start == len(text):
-            self.open = key
+            self.open = "" if kind else key
             return False
         start += text.startswith("\n", start)
         end, safe = _value_end(text, start)
         if end is None:
-            if key:
-                shown = text[start:safe]
-                self.open = key + _escaped(shown[:-1] if shown.endswith("\n") else shown)
+            shown = text[start:safe]
+            shown = shown[:-1] if shown.endswith("\n") else shown
+            if key and not (kind and _undecided(shown)):
+                self.open = key + _escaped(shown)
             return False
         raw = text[start:end[0]]
         value = self._params.arguments([(name, raw[:-1] if raw.endswith("\n") else raw)])

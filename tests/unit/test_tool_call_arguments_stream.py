@@ -15,7 +15,8 @@ SCHEMA = {"type": "object", "properties": {
     "mode": {"type": "integer"}, "ratio": {"type": "number"}, "force": {"type": "boolean"},
     "meta": {"type": "object"}, "tags": {"type": "array", "items": {"type": "string"}},
     "note": {"type": ["string", "null"]}, "kind": {"type": "string", "enum": ["a", "b"]},
-    "limit": {"type": "integer"}}, "required": ["path"]}
+    "limit": {"type": "integer"}, "memo": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}},
+    "required": ["path"]}
 TOOLS = [{"type": "function", "function": {"name": "write_file", "parameters": SCHEMA}},
          {"type": "function", "function": {"name": "get_weather", "parameters": {
              "type": "object", "properties": {"city": {"type": "string"}}}}}]
@@ -38,6 +39,9 @@ OUTPUTS = {
                   param("kind", "b"), param("content", "x")),
     "null-and-empty": call("write_file", param("path", "p"), param("note", "None"), param("limit", ""),
                            param("content", "")),
+    "nullable-strings": call("write_file", param("path", "p"), param("note", "nullish\n  over lines"),
+                             param("memo", '"quoted"'), param("content", "x")),
+    "nullable-nulls": call("write_file", param("memo", " NULL "), param("note", "none"), param("path", "p")),
     "undeclared": call("write_file", param("path", "p"), param("cwd", "/tmp\n  spaced ")),
     "missing-close": ("<tool_call>\n<function=write_file>\n<parameter=path>\n/a\n<parameter=content>\nbody\n"
                       "</parameter>\n</function>\n</tool_call>"),
@@ -122,6 +126,20 @@ def test_a_value_that_may_end_waits_for_what_follows():
     assert stream.push("\n</parameter>\n</function>\n</tool_call>")[1] == []
     assert stream.finish("stop") == ("", [CallDelta(0, '\\n<parameter=zip>"}', done=True,
                                                     whole='{"city":"San Jose </parameter> x\\n<parameter=zip>"}')], False)
+
+
+@pytest.mark.parametrize("name", ["note", "memo"], ids=["type-list", "any-of"])
+def test_a_nullable_strings_text_streams_once_it_cannot_be_null(name):
+    """A nullable string (["string", "null"], pydantic's Optional[str]) was held until its </parameter>: its text
+    goes out as it comes once it can no longer read as null (None, null) or as a JSON string."""
+    stream = ToolCallStream(TOOLS)
+    prefix = f"<tool_call>\n<function=write_file>\n<parameter=path>\np\n</parameter>\n<parameter={name}>\nNo"
+    assert "".join(d.arguments for d in stream.push(prefix)[1]) == '{"path":"p"'
+    assert stream.push("ne")[1] == []
+    assert stream.push("theless, a")[1][0].arguments == f',"{name}":"Nonetheless, a'
+    assert stream.push(" note")[1][0].arguments == " note"
+    assert stream.push("\n</parameter>\n</function>\n</tool_call>")[1] == []
+    assert stream.finish("stop")[1][0].arguments == '"}'
 
 
 def test_a_call_cut_by_max_tokens_stays_as_sent():

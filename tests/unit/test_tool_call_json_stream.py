@@ -48,7 +48,7 @@ async def test_every_route_streams_the_pieces(stack):
     chunks = [orjson.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")]
     pieces = [c for chunk in chunks for c in chunk["choices"][0]["delta"].get("tool_calls") or []]
     assert len(pieces) > 20 and json.loads(chunk_calls(chunks)[0]["function"]["arguments"]) == ARGUMENTS
-    anthropic = {"model": "default", "max_tokens": 800, "messages": body["messages"], "stream": True,
+    anthropic = {"model": "default", "max_tokens": 700, "messages": body["messages"], "stream": True,
                  "thinking": {"type": "disabled"},
                  "tools": [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS]}
     events = parse_events(await (await client.post("/v1/messages", data=orjson.dumps(anthropic))).read())
