@@ -43,9 +43,19 @@ HEALTH_LOAD_TIMEOUT_S = 2.0
 _OPEN_PATHS = ("/health", "/v1/health", "/ping", "/health_generate", "/metrics", "/version", "/", "/models")
 
 
+def _doubled_prefix_hint(path: str) -> str:
+    """A path under /v1/v1/ comes from a base URL ending in /v1 given to a client that adds /v1 itself (the Anthropic
+    SDKs and Claude Code add /v1/messages to ANTHROPIC_BASE_URL); vLLM answers it a bare 404 too, so the 404 says
+    which base URL to give instead (the OpenAI SDKs take http://host:port/v1, the Anthropic ones http://host:port)."""
+    if not path.startswith("/v1/v1/"):
+        return ""
+    return (" (the base URL given to the client ends in /v1 and the client adds /v1 itself: give it the server's "
+            "address without /v1, http://host:port, as the Anthropic SDKs and Claude Code take it)")
+
+
 def _http_error(exc: web.HTTPException, path: str) -> ApiError:
     if exc.status == 404:
-        return NotFound(f"no route {path}", code="not_found")
+        return NotFound(f"no route {path}{_doubled_prefix_hint(path)}", code="not_found")
     if isinstance(exc, web.HTTPMethodNotAllowed):
         # RFC 9110: a 405 lists the methods the route takes.
         allow = ", ".join(sorted(exc.allowed_methods))

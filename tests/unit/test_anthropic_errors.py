@@ -213,3 +213,16 @@ async def test_a_block_field_of_the_wrong_type_is_a_400_naming_it(stack, body, m
         error = await expect_error(response, 400, BAD_MESSAGES, message)
         assert error["error"]["message"] == message
     assert servicer.script.requests == []
+
+
+@pytest.mark.parametrize("path", ["/v1/v1/messages", "/v1/v1/messages/count_tokens", "/v1/v1/chat/completions"])
+async def test_a_doubled_v1_prefix_is_a_404_naming_the_base_url_to_give(stack, path):
+    """The Anthropic SDKs add /v1/messages to their base URL: one ending in /v1 (OpenAI's habit) asks /v1/v1/messages,
+    which vLLM answers a bare 404 too (ogx-ai/ogx#6294 strips the /v1 on the client side)."""
+    client, fake = stack
+    response = await client.post(path, json=BASE)
+    assert response.status == 404
+    assert (await response.json())["error"]["message"] == (
+        f"no route {path} (the base URL given to the client ends in /v1 and the client adds /v1 itself: give it the "
+        f"server's address without /v1, http://host:port, as the Anthropic SDKs and Claude Code take it)")
+    assert fake.script.requests == []
