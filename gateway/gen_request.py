@@ -77,6 +77,7 @@ class ChoiceResult:
     stop_reason: Optional[Union[str, int]] = None   # vLLM's: matched stop string or stop_token_ids id
     prompt_logprobs: Optional[list] = None  # TokenLogprob (rank set) of prompt positions 1.. when asked for
     token_ids: list = field(default_factory=list)   # generated ids (the eos / stop token that ended it too)
+    num_reasoning_tokens: int = 0                   # of those, the thinking (Delta.num_reasoning_tokens)
 
     def absorb(self, delta) -> None:
         """Adds one gateway.pipeline.Delta of this choice (the non-streamed answer is the sum of its Deltas)."""
@@ -84,6 +85,7 @@ class ChoiceResult:
         self.reasoning += delta.reasoning
         self.logprobs.extend(delta.logprobs)
         self.token_ids.extend(delta.token_ids)
+        self.num_reasoning_tokens = delta.num_reasoning_tokens
         if delta.prompt_logprobs is not None:
             self.prompt_logprobs = delta.prompt_logprobs
         if delta.finish_reason:

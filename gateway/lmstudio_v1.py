@@ -65,7 +65,7 @@ class LMStudioV1Routes:
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         result = ChoiceResult(0)
         await gen.drain(result.absorb)
-        stats = chat_stats(card, gen.usage(), result.reasoning, received, gen.first_token_at, time.monotonic())
+        stats = chat_stats(gen.usage(), result.num_reasoning_tokens, received, gen.first_token_at, time.monotonic())
         return json_response(chat_result(name, result.reasoning, result.content, stats))
 
     async def load(self, request: web.Request) -> web.Response:

@@ -15,7 +15,6 @@ from gateway.errors import ApiError
 from gateway.lmstudio_shape import publisher
 from gateway.model import ModelCard
 from gateway.ollama_shape import arch_family, model_details, model_size
-from gateway.openai_usage import count_reasoning_tokens
 from gateway.stream import SSE_KEEPALIVE
 
 _BITS_PER_WEIGHT = {"bf16": 16, "fp16": 16, "f16": 16, "fp32": 32, "f32": 32, "fp8": 8, "nvfp4": 4.5}
@@ -55,13 +54,13 @@ def chat_result(model: str, reasoning: str, content: str, stats: dict) -> dict:
     return {"model_instance_id": model, "output": output, "stats": stats}
 
 
-def chat_stats(card: ModelCard, usage: Usage, reasoning: str, received: float, first_token: Optional[float],
+def chat_stats(usage: Usage, num_reasoning: int, received: float, first_token: Optional[float],
                finished: float) -> dict:
     first = finished if first_token is None else first_token
     generating = max(finished - first, 0.0)
     speed = usage.completion_tokens / generating if generating > 0 and usage.completion_tokens else 0.0
     return {"input_tokens": usage.prompt_tokens, "total_output_tokens": usage.completion_tokens,
-            "reasoning_output_tokens": count_reasoning_tokens(card, reasoning, usage.completion_tokens),
+            "reasoning_output_tokens": min(num_reasoning, usage.completion_tokens),
             "tokens_per_second": round(speed, 3), "time_to_first_token_seconds": round(max(first - received, 0), 6)}
 
 
@@ -90,6 +89,7 @@ class V1ChatFramer:
     def __init__(self, card: ModelCard, model: str, gen: Generation, received: float):
         self.card, self.model, self.gen, self.received = card, model, gen, received
         self.reasoning, self.content = "", ""
+        self.num_reasoning = 0   # thinking tokens generated (Delta.num_reasoning_tokens)
         self._block: Optional[str] = None       # the open block: "reasoning" or "message"
         self._prompt_done = False
 
@@ -121,10 +121,11 @@ class V1ChatFramer:
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         self.reasoning += delta.reasoning
         self.content += delta.content
+        self.num_reasoning = delta.num_reasoning_tokens
         return self._events("reasoning", delta.reasoning) + self._events("message", delta.content)
 
     def _result(self, usage: Usage) -> dict:
-        stats = chat_stats(self.card, usage, self.reasoning, self.received, self.gen.first_token_at,
+        stats = chat_stats(usage, self.num_reasoning, self.received, self.gen.first_token_at,
                            time.monotonic())
         return chat_result(self.model, self.reasoning, self.content, stats)
 

@@ -150,7 +150,7 @@ class ChatShaper:
     def response(self, results: list, usage: Usage) -> dict:
         body = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
                 "system_fingerprint": self.card.fingerprint, "choices": [self.message(r) for r in results],
-                "usage": chat_usage(self.plan, self.card, usage, [r.reasoning for r in results])}
+                "usage": chat_usage(self.plan, usage, [r.num_reasoning_tokens for r in results])}
         if self.plan.return_token_ids:
             body["prompt_token_ids"] = self.plan.gen.prompt_ids
         if getattr(self.plan, "prompt_text", None) is not None:
@@ -171,7 +171,7 @@ class ChatFramer:
         self.s = shaper
         self.p = shaper.plan
         self._ids: dict = {}   # return_token_ids: per choice, generated ids not yet sent on a chunk
-        self._reasoning: dict = {}   # per choice, its reasoning so far (usage's reasoning_tokens)
+        self._num_reasoning: dict = {}   # per choice, its thinking tokens so far (usage's reasoning_tokens)
         self._held: dict = {}        # hold_reasoning: per choice, the reasoning not sent yet
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None,
@@ -182,12 +182,12 @@ class ChatFramer:
                 choice["token_ids"] = self._ids.pop(choice["index"], [])
         if self.p.continuous_usage and self.p.include_usage:
             index = choices[0]["index"]
-            own = chat_usage(self.p, self.s.card, choice_usage(usage, 0, num_tokens), [self._reasoning.get(index, "")])
+            own = chat_usage(self.p, choice_usage(usage, 0, num_tokens), [self._num_reasoning.get(index, 0)])
             return self.s.chunk(choices, own, True, prompt_token_ids, prompt_text)
         return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text)
 
     def usage_body(self, usage: Usage) -> dict:
-        return chat_usage(self.p, self.s.card, usage, self._reasoning.values())
+        return chat_usage(self.p, usage, self._num_reasoning.values())
 
     def start(self, usage: Usage) -> list[bytes]:
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
@@ -202,7 +202,7 @@ class ChatFramer:
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         reasoning, content, calls, finish = self.s.split(delta)
-        self._reasoning[delta.index] = self._reasoning.get(delta.index, "") + delta.reasoning
+        self._num_reasoning[delta.index] = delta.num_reasoning_tokens
         frames = []
         if getattr(self.p, "hold_reasoning", False):
             reasoning = self._release(delta.index, reasoning, bool(content or calls or finish))

@@ -1,10 +1,9 @@
-"""Gateway process: OpenAI's usage object (chat and legacy completions), and the reasoning tokens it counts."""
+"""Gateway process: OpenAI's usage object (chat and legacy completions), with its reasoning tokens."""
 from __future__ import annotations
 
 from typing import Iterable, Optional
 
 from gateway.engine import Usage
-from gateway.model import ModelCard
 
 
 def usage_dict(usage: Usage, reasoning_tokens: Optional[int] = None) -> dict:
@@ -25,16 +24,10 @@ def choice_usage(usage: Usage, prompt_index: int, num_tokens: int) -> Usage:
     return Usage(prompt, num_tokens, cached)
 
 
-def chat_usage(plan, card: ModelCard, usage: Usage, reasoning: Iterable[str]) -> dict:
-    """A chat answer's usage: with completion_tokens_details.reasoning_tokens where it splits the reasoning (each
-    choice's reasoning text counted apart, also when it is left out of the answer: the tokens were generated)."""
+def chat_usage(plan, usage: Usage, num_reasoning: Iterable[int]) -> dict:
+    """A chat answer's usage: with completion_tokens_details.reasoning_tokens where it splits the reasoning, the sum
+    of each choice's thinking ids (Delta.num_reasoning_tokens: counted also when the reasoning is left out of the
+    answer, the tokens were generated)."""
     if not plan.gen.split_reasoning:
         return usage_dict(usage)
-    counted = sum(count_reasoning_tokens(card, text, usage.completion_tokens) for text in reasoning)
-    return usage_dict(usage, min(counted, usage.completion_tokens))
-
-
-def count_reasoning_tokens(card: ModelCard, reasoning: str, completion_tokens: int) -> int:
-    """The reasoning text tokenized again: the tokens the model thought in (give or take a merge at an edge), at most
-    the completion's, as vLLM counts them from its reasoning parser."""
-    return min(len(card.encode(reasoning)), completion_tokens) if reasoning else 0
+    return usage_dict(usage, min(sum(num_reasoning), usage.completion_tokens))

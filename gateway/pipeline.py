@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
 from gateway.model import ModelCard
-from gateway.reasoning import ReasoningSplitter
+from gateway.reasoning import ReasoningSplitter, ThinkingTokens
 from gateway.reasoning_logprobs import ShownLogprobs
 from gateway.stream import IncrementalDetokenizer, StopMatcher
 
@@ -37,6 +37,8 @@ class Delta:
     num_tokens: int = 0
     # The generated ids behind this Delta (vLLM's return_token_ids), the eos / stop token that ended the choice too.
     token_ids: list = field(default_factory=list)
+    # Of the choice's generated tokens up to this Delta, those that were thinking (reasoning.ThinkingTokens).
+    num_reasoning_tokens: int = 0
 
 
 class ChoiceOutput:
@@ -54,6 +56,7 @@ class ChoiceOutput:
         self._include_stop = req.include_stop
         self._stop_token_logprob = req.stop_token_logprob
         self._split = ReasoningSplitter(req.thinking_open) if req.split_reasoning else None
+        self._thinking = ThinkingTokens(req.thinking_open, card) if req.split_reasoning else None
         # include_reasoning false with logprobs: only the answer's tokens keep theirs.
         hide = req.hide_reasoning and self._split is not None and self._want_logprobs
         self._shown = ShownLogprobs() if hide else None
@@ -92,7 +95,8 @@ class ChoiceOutput:
             return None
         delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
                       logprobs=self._pending_logprobs, stop_reason=self._stop_reason(message, finish),
-                      prompt_logprobs=self._pending_prompt, token_ids=self._pending_ids)
+                      prompt_logprobs=self._pending_prompt, token_ids=self._pending_ids,
+                      num_reasoning_tokens=self._thinking.count if self._thinking is not None else 0)
         self._pending_logprobs, self._pending_prompt, self._pending_ids = [], None, []
         return delta
 
@@ -104,6 +108,8 @@ class ChoiceOutput:
         token_ids = list(message.token_ids)
         stop_id = message.stop_token_id if finish == "stop" else -1
         self._pending_ids.extend(token_ids + ([stop_id] if stop_id >= 0 else []))
+        if self._thinking is not None:
+            self._thinking.push(token_ids + ([stop_id] if stop_id >= 0 else []))
         entries, stop_entry = (_logprobs(message) if self._want_logprobs else []), None
         if self._want_logprobs and stop_id >= 0 and self._stop_token_logprob:
             top = message.stop_token_top_logprobs

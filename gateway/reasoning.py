@@ -73,6 +73,30 @@ def _no_function(opened: str) -> bool:
     return opened.startswith(_CALL_STARTS[0]) and names_function(opened, len(_CALL_STARTS[0])) is False
 
 
+class ThinkingTokens:
+    """Counts a choice's generated ids that are thinking, as vLLM counts usage's reasoning_tokens (its reasoning
+    parser's count_reasoning_tokens over the output ids, vLLM #45802): the ids after the first <think> (else from the
+    start, when the prompt opened the thinking) up to the first </think>, both tags left out. The text is never
+    tokenized again: a piece such as an unfinished character or "l" + "l" reads back as other tokens."""
+
+    def __init__(self, thinking_open: bool, card):
+        self._start, self._end = card.token_id(THINK_START), card.token_id(THINK_END)
+        # "before": no <think> yet, "open": counting, "done": closed (later ids are the answer).
+        self._state = "open" if thinking_open else "before"
+        self._started = False   # a <think> was generated: the count starts after the first one
+        self.count = 0
+
+    def push(self, token_ids: list) -> None:
+        for token_id in token_ids:
+            if token_id == self._start and not self._started and self._state != "done":
+                self._state, self._started, self.count = "open", True, 0
+            elif self._state == "open":
+                if token_id == self._end:
+                    self._state = "done"
+                else:
+                    self.count += 1
+
+
 class ReasoningSplitter:
     """Feed text pieces; get (reasoning, content) pieces whose concatenations are the final split.
 

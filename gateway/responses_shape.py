@@ -19,7 +19,6 @@ from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
-from gateway.openai_usage import count_reasoning_tokens
 from gateway.tool_markup import load_json
 from gateway.tool_stream import in_model_order
 from gateway.reasoning import THINK_END
@@ -80,7 +79,6 @@ class OutputBuilder:
         self.encrypted_reasoning = encrypted_reasoning
         self.reasoning_summary = reasoning_summary
         self.items: list = []
-        self.reasoning_text = ""
         self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
         self._open_id = ""
         self._text = ""
@@ -111,7 +109,6 @@ class OutputBuilder:
     def reasoning(self, text: str) -> list:
         events = self._start("reasoning")
         self._text += text
-        self.reasoning_text += text
         events.append({"type": "response.reasoning_text.delta", **self._where(), "delta": text})
         if self.reasoning_summary:
             events.append({"type": "response.reasoning_summary_text.delta", **self._summary_where(), "delta": text})
@@ -217,6 +214,7 @@ class ResponseRun:
         self.finish: Optional[str] = None
         self._pending: list = []   # logprobs of answer tokens whose text is still held (a tool call's start, ...)
         self._answering = False    # the answer's text began
+        self.num_reasoning = 0     # thinking tokens generated (Delta.num_reasoning_tokens): usage's reasoning_tokens
 
     def _answer_logprobs(self, delta: Delta, content: str) -> list:
         """include message.output_text.logprobs: the logprobs of the answer's tokens, sent with the answer text they
@@ -232,6 +230,7 @@ class ResponseRun:
     def push(self, delta: Delta) -> list:
         """The events for one Delta (only choice 0 exists: the Responses API has no n)."""
         reasoning, content, calls, finish = self.shaper.split(delta)
+        self.num_reasoning = delta.num_reasoning_tokens
         logprobs = self._answer_logprobs(delta, content)
         events = self.output.reasoning(reasoning) if reasoning else []
         # Items in the model's order (text after a call comes after its item), as OpenAI orders a response's output;
@@ -270,7 +269,7 @@ class ResponseRun:
                 {"type": "response.failed", "response": failed}]
 
     def _usage(self, usage: Usage) -> dict:
-        num_reasoning = count_reasoning_tokens(self.card, self.output.reasoning_text, usage.completion_tokens)
+        num_reasoning = min(self.num_reasoning, usage.completion_tokens)
         # cache_write_tokens: required by OpenAI's spec (its explicit cache writes; the prefix cache here has none).
         return {"input_tokens": usage.prompt_tokens,
                 "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},

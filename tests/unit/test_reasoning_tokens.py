@@ -72,3 +72,22 @@ async def test_lmstudio_stream_ends_with_the_whole_answers_usage(stack):
     assert chunks[-1]["usage"] == whole["usage"]
     assert whole["usage"]["completion_tokens_details"] == {"reasoning_tokens": len(fake.tokenizer.encode(
         "Let me think.").ids)}
+
+
+@pytest.mark.parametrize("route", ["chat", "chat stream", "responses", "lmstudio v1"])
+async def test_the_generated_ids_are_counted_not_the_text_tokenized_again(stack, route):
+    # As vLLM counts them (its parser's count_reasoning_tokens over the output ids, #45802): "l" + "l" generated as
+    # two tokens are 2 reasoning tokens, though their text "ll" is one token. Before, the text was tokenized again: 1.
+    client, fake = stack
+    token = fake.tokenizer.token_to_id
+    assert len(fake.tokenizer.encode("ll").ids) == 1
+    fake.script.token_ids = [token("l"), token("l"), token("</think>")] + fake.tokenizer.encode("Hello").ids
+    if route.startswith("chat"):
+        usage = await _usage(client, {}, route == "chat stream")
+        assert usage["completion_tokens_details"] == {"reasoning_tokens": 2}
+    elif route == "responses":
+        response = await client.post("/v1/responses", json={"input": "hi"})
+        assert (await response.json())["usage"]["output_tokens_details"] == {"reasoning_tokens": 2}
+    else:
+        response = await client.post("/api/v1/chat", json={"model": "fake-model", "input": "hi"})
+        assert (await response.json())["stats"]["reasoning_output_tokens"] == 2

@@ -104,7 +104,7 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                      'status': 400},
  'chat': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","refusal":null,"reasoning_content":"Hello '
                   'world","reasoning":"Hello '
-                  'world"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}',
+                  'world"},"logprobs":null,"finish_reason":"stop","stop_reason":null}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":3}}}',
           'content_type': 'application/json',
           'status': 200},
  'chat_length': {'body': '{"id":"chatcmpl-ID","object":"chat.completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"message":{"role":"assistant","content":"","refusal":null,"reasoning_content":"Hello '
