@@ -222,6 +222,11 @@ COMPLETION_SCHEMA = {
         "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "suffix": _STR_OR_NULL,
         "response_format": _RESPONSE_FORMAT,     # vLLM's CompletionRequest takes it as chat does
+        # The reasoning budgets a prompt that leaves its thinking open is held to (gateway.thinking_budget), typed as
+        # chat types them: read untyped here, a `reasoning` that was no object was a 500 and a budget "x" a grammar
+        # error. Of OpenRouter's `reasoning` only max_tokens acts on a raw prompt (no template to switch).
+        "thinking_token_budget": CHAT_SCHEMA["properties"]["thinking_token_budget"],
+        "reasoning": CHAT_SCHEMA["properties"]["reasoning"],
     },
 }
 

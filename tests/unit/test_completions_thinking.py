@@ -75,3 +75,18 @@ async def test_only_vllms_completions_read_the_prompts_thinking(stack, path, bod
     assert response.status == 200, await response.text()
     grammar = fake.script.requests[-1].constraint.grammar
     assert (f"start: {THINK_BODY} " in grammar) == reads_thinking
+
+
+@pytest.mark.parametrize("field, value, param", [
+    ("thinking_token_budget", "x", "thinking_token_budget"),
+    ("thinking_token_budget", 1.5, "thinking_token_budget"),
+    ("reasoning", 5, "reasoning"),
+    ("reasoning", {"max_tokens": "x"}, "reasoning.max_tokens"),
+], ids=["budget-str", "budget-float", "reasoning-int", "reasoning-budget-str"])
+def test_reasoning_budgets_are_typed_as_on_chat(card, field, value, param):  # noqa: F811
+    """Read untyped, `reasoning: 5` was an AttributeError (a 500) and a budget "x" reached the grammar (a 400 quoting
+    Lark); chat's types now hold here too."""
+    with pytest.raises(InvalidRequest) as raised:
+        parse_completion({"prompt": OPEN, "max_tokens": 8, field: value}, card, "tiny")
+    assert raised.value.param == param and "is not of type" in raised.value.message
+    assert "constrained decoding" not in raised.value.message
