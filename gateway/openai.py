@@ -208,8 +208,12 @@ def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[li
             ids_list.append(truncate_prompt_tokens(body, list(item), max_input))
             # Echoed as vLLM detokenizes a token prompt: special tokens (<|endoftext|>) kept.
             texts.append(card.decode(item, skip_special_tokens=False))
-    if any(not ids for ids in ids_list):
-        raise InvalidRequest("prompt must not be empty", param="prompt")
+    empty = next((i for i, ids in enumerate(ids_list) if not ids), None)
+    if empty is not None:
+        # vLLM's words: its protocol's check of a whole prompt "", its engine's of an empty one among several.
+        if isinstance(body["prompt"], str):
+            raise InvalidRequest("Either prompt or prompt_embeds must be provided and non-empty.", param="prompt")
+        raise InvalidRequest("The decoder prompt cannot be empty", param=f"prompt[{empty}]")
     return ids_list, texts
 
 

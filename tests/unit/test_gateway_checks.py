@@ -186,3 +186,16 @@ async def test_legacy_functions_errors(stack, extra, param, message):
     body = {"messages": USER, "functions": [WEATHER], **extra}
     status, out = await post(client, "/v1/chat/completions", body)
     assert status == 400 and out["error"]["param"] == param and message in out["error"]["message"]
+
+
+@pytest.mark.parametrize("prompt,message,param", [
+    ("", "Either prompt or prompt_embeds must be provided and non-empty.", "prompt"),
+    (["a", ""], "The decoder prompt cannot be empty", "prompt[1]"),
+], ids=["whole", "one of several"])
+async def test_an_empty_prompt_is_vllms_400(stack, prompt, message, param):
+    # vLLM's words: CompletionRequest.validate_prompt_and_prompt_embeds for "", its engine's input check for an
+    # empty prompt among several (there without a param; here the element is named).
+    client, fake = stack
+    status, out = await post(client, "/v1/completions", {"model": "default", "prompt": prompt})
+    assert status == 400 and out["error"]["message"] == message and out["error"]["param"] == param
+    assert not fake.script.requests
