@@ -2,14 +2,16 @@
 
 Messages keep their role, except that instructions and every system / developer item are one leading system message
 (the Qwen3.5 / 3.8 templates take no other); function_call items become the assistant's tool_calls
-(consecutive calls share one assistant message, as the model wrote them), function_call_output items become tool
-messages, and a reasoning item becomes the reasoning_content of the assistant turn that follows it (a turn of its own
-when a user message, or the end of the input, comes first); Codex's agent_message items are user turns. An
+(consecutive calls share one assistant message, as the model wrote them; a custom_tool_call's input is its one
+argument), function_call_output and custom_tool_call_output items become tool messages, and a reasoning item becomes
+the reasoning_content of the assistant turn that follows it (a turn of its own when a user message, or the end of the
+input, comes first); Codex's agent_message items are user turns. An
 item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
 or audio part.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 from gateway.chat_prompt import one_system_message
@@ -90,7 +92,11 @@ def _message(item: dict, where: str, convo: _Conversation) -> None:
 def _function_call(item: dict, where: str, convo: _Conversation) -> None:
     call_id = _string(item, "call_id", where)
     _string(item, "name", where)
-    arguments = item.get("arguments", "")
+    if item.get("type") == "custom_tool_call":
+        # A custom tool's call, its input the one string parameter the tool is offered with (responses_tools).
+        arguments = json.dumps({"input": _string(item, "input", where)}, ensure_ascii=False)
+    else:
+        arguments = item.get("arguments", "")
     if not isinstance(arguments, str):
         raise InvalidRequest(f"{where}.arguments must be a JSON string", param=f"{where}.arguments")
     last = convo.messages[-1] if convo.messages else None
@@ -155,6 +161,7 @@ def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
 
 
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
+          "custom_tool_call": _function_call, "custom_tool_call_output": _function_call_output,
           "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference}
 
 
@@ -182,7 +189,8 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         handler = _ITEMS.get(kind)
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
-                              f"function_call_output, reasoning and agent_message are)", param=f"input[{i}].type")
+                              f"function_call_output, custom_tool_call, custom_tool_call_output, reasoning and "
+                              f"agent_message are)", param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
     convo.close_reasoning()
     if not convo.messages:

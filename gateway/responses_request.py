@@ -67,11 +67,12 @@ class ResponsesPlan:
     """A validated Responses request: the chat route's Plan, the request fields the response repeats, the
     namespaced functions ({flat name: (namespace, name)}) whose calls come back with their namespace, and whether
     reasoning items carry their text in encrypted_content (include reasoning.encrypted_content) and in their summary
-    (reasoning.summary asked for one)."""
+    (reasoning.summary asked for one); the custom tools' names, whose calls are custom_tool_call items."""
     chat: Plan
     echo: dict
     response_id: str
     namespaces: dict = field(default_factory=dict)
+    custom_tools: set = field(default_factory=set)
     encrypted_reasoning: bool = False
     reasoning_summary: bool = False
 
@@ -102,9 +103,10 @@ def _response_format(text: Optional[dict]) -> Optional[dict]:
     return {"type": "json_schema", "json_schema": spec}
 
 
-def chat_body(body: dict, namespaces: dict, tool_paths: list) -> dict:
+def chat_body(body: dict, namespaces: dict, tool_paths: list, customs: set) -> dict:
     """The /v1/chat/completions body that asks for what this Responses body asks for (namespaces: filled with the
-    namespaced functions offered; tool_paths: with where each chat tool stands in the request)."""
+    namespaced functions offered; tool_paths: with where each chat tool stands in the request; customs: with the
+    custom tools' names)."""
     chat = {name: body[name] for name in _SAME_NAME if name in body}
     chat["messages"] = input_messages(body.get("input"), body.get("instructions"))
     if continues_final_message(body.get("input")):
@@ -112,8 +114,9 @@ def chat_body(body: dict, namespaces: dict, tool_paths: list) -> dict:
     chat["stream"] = bool(body.get("stream"))
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
-    chat["tools"], offered, paths = chat_tools(body.get("tools"))
+    chat["tools"], offered, paths, custom_names = chat_tools(body.get("tools"))
     namespaces.update(offered)
+    customs.update(custom_names)
     tool_paths.extend(paths)
     # "auto" is the Responses API's default, which it echoes beside an empty tools list: no tools, nothing to choose.
     if body.get("tool_choice") is not None and (chat["tools"] or body["tool_choice"] != "auto"):
@@ -225,7 +228,8 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     check_fields(body, RESPONSES_SCHEMA["properties"], chat=True)
     namespaces: dict = {}
     tool_paths: list = []
-    chat = chat_body(body, namespaces, tool_paths)
+    customs: set = set()
+    chat = chat_body(body, namespaces, tool_paths, customs)
     # Tools, and the functions of namespaces offered flat (Codex declares each MCP server as one), are bounded by the
     # context only.
     parse = partial(parse_chat, card=card, served_name=served_name, exclude_tools_when_none=exclude_tools_when_none)
@@ -237,6 +241,7 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     plan.gen.req_id = response_id
     reasoning = body.get("reasoning") or {}
     return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces,
+                         custom_tools=customs,
                          encrypted_reasoning=REASONING_INCLUDE in (body.get("include") or []),
                          reasoning_summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")))
 

@@ -19,11 +19,11 @@ from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
-from gateway.tool_markup import load_json
 from gateway.tool_stream import in_model_order
 from gateway.reasoning import THINK_END
 from gateway.responses_reasoning import encode_reasoning
 from gateway.responses_request import ResponsesPlan
+from gateway.responses_tools import custom_call_added, custom_call_done, whole_object
 
 _PARTS = {"reasoning": "reasoning_text", "message": "output_text"}
 
@@ -74,8 +74,9 @@ class OutputBuilder:
     """The output items of one response, built from reasoning text, answer text and tool calls as they come."""
 
     def __init__(self, namespaces: Optional[dict] = None, encrypted_reasoning: bool = False,
-                 reasoning_summary: bool = False):
+                 reasoning_summary: bool = False, custom_tools: Optional[set] = None):
         self.namespaces = namespaces or {}   # {flat name: (namespace, name)} of the namespaced functions offered
+        self.custom_tools = custom_tools or set()   # the custom tools' names: their calls are custom_tool_call
         self.encrypted_reasoning = encrypted_reasoning
         self.reasoning_summary = reasoning_summary
         self.items: list = []
@@ -134,8 +135,8 @@ class OutputBuilder:
                 continue
             if call.arguments:
                 self._call["arguments"] += call.arguments
-                events.append({"type": "response.function_call_arguments.delta", **self._call_where(),
-                               "delta": call.arguments})
+                events += [] if self._call["type"] == "custom_tool_call" else [
+                    {"type": "response.function_call_arguments.delta", **self._call_where(), "delta": call.arguments}]
             if call.done:
                 # The item's arguments are the one object the whole output reads (a parameter the model gave twice
                 # streamed both keys), as the unstreamed item has them.
@@ -145,12 +146,14 @@ class OutputBuilder:
 
     def _call_start(self, call) -> list:
         events = self.close("completed") + self.close_call("completed")
-        item = {"id": _new_id("fc"), "type": "function_call", "call_id": call.id, "name": call.name,
-                "arguments": "", "status": "in_progress"}
+        custom = call.name in self.custom_tools
+        item = {"id": _new_id("ctc" if custom else "fc"), "type": "custom_tool_call" if custom else "function_call",
+                "call_id": call.id, "name": call.name, "arguments": "", "status": "in_progress"}
         if call.name in self.namespaces:
             item["namespace"], item["name"] = self.namespaces[call.name]
         self._call = item
-        return events + [{"type": "response.output_item.added", "output_index": len(self.items), "item": dict(item)}]
+        added = custom_call_added(item) if custom else dict(item)
+        return events + [{"type": "response.output_item.added", "output_index": len(self.items), "item": added}]
 
     def _call_where(self) -> dict:
         return {"item_id": self._call["id"], "output_index": len(self.items)}
@@ -160,14 +163,17 @@ class OutputBuilder:
         which then read as no JSON object)."""
         if self._call is None:
             return []
-        if not _whole_object(self._call["arguments"]):
+        if not whole_object(self._call["arguments"]):
             status = "incomplete"
         item, where = {**self._call, "status": status}, self._call_where()
         self._call = None
+        if item["type"] == "custom_tool_call":
+            item, events = custom_call_done(item, where)
+        else:
+            events = [{"type": "response.function_call_arguments.done", **where, "name": item["name"],
+                       "arguments": item["arguments"]}]
         self.items.append(item)
-        return [{"type": "response.function_call_arguments.done", **where, "name": item["name"],
-                 "arguments": item["arguments"]},
-                {"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
+        return events + [{"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
 
     def close(self, status: str) -> list:
         """Finishes the open reasoning or message item (status completed, or incomplete when cut short)."""
@@ -210,7 +216,8 @@ class ResponseRun:
         self.on_done = on_done     # called with the output items of the finished response (ItemStore.keep)
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id)
-        self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary)
+        self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary,
+                                    plan.custom_tools)
         self.finish: Optional[str] = None
         self._pending: list = []   # logprobs of answer tokens whose text is still held (a tool call's start, ...)
         self._answering = False    # the answer's text began
@@ -286,10 +293,3 @@ class ResponseRun:
                 "output": list(self.output.items), "usage": None if usage is None else self._usage(usage),
                 **self.plan.echo}
 
-
-def _whole_object(arguments: str) -> bool:
-    """Whether a streamed call's arguments read as the whole JSON object a call's are."""
-    try:
-        return isinstance(load_json(arguments), dict)
-    except ValueError:
-        return False

@@ -3,14 +3,17 @@
 Function tools are served as they are. A `namespace` tool (how Codex CLI declares each MCP server, and its own
 multi_agent_v1 group) holds function tools that are offered to the model under one flat name, `<namespace>__<name>`
 (the mcp__server__tool form models know); a call to such a name comes back as a function_call item with `name` and
-`namespace` apart, as OpenAI returns it and Codex routes it. Hosted tools (web_search, file_search, mcp, ...) and
-freeform `custom` tools are left out with a warning logged once, as vLLM and llama.cpp leave them out.
+`namespace` apart, as OpenAI returns it and Codex routes it. A freeform `custom` tool (Codex CLI's apply_patch) is
+offered as a function of one string parameter, `input`, and its calls come back as custom_tool_call items of that
+string, as LiteLLM's Responses bridge converts them (BerriAI/litellm#31571). Hosted tools (web_search, file_search,
+mcp, ...) are left out with a warning logged once, as vLLM and llama.cpp leave them out.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.tool_markup import load_json
 from gateway.once_log import OnceLog
 from gateway.openai_checks import TOOL_NAME_RE, tool_name_error
 
@@ -55,21 +58,75 @@ def _namespace(tool: dict, where: str, out: list, namespaces: dict, paths: list)
         paths.append(f"{where}.tools[{j}]")
 
 
-def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict, list]:
+def _custom(tool: dict, where: str) -> dict:
+    """A custom tool as a function whose one parameter, input, is the freeform text the tool takes; a grammar format
+    (lark or regex) is not enforced, but given to the model in the parameter's description."""
+    if not isinstance(tool.get("name"), str) or not TOOL_NAME_RE.match(tool["name"]):
+        raise tool_name_error(str(tool.get("name")), f"{where}.name", "")
+    form = tool.get("format") or {}
+    about = "The tool's input, as free text (no JSON around it)."
+    if form.get("type") == "grammar" and isinstance(form.get("definition"), str):
+        about += f" It follows this {form.get('syntax', '')} grammar:\n{form['definition']}"
+    parameters = {"type": "object", "properties": {"input": {"type": "string", "description": about}},
+                  "required": ["input"]}
+    return _function({**tool, "parameters": parameters}, tool["name"])
+
+
+def whole_object(arguments: str) -> bool:
+    """Whether a streamed call's arguments read as the whole JSON object a call's are."""
+    try:
+        return isinstance(load_json(arguments), dict)
+    except ValueError:
+        return False
+
+
+def custom_input(arguments: str) -> str:
+    """A custom tool call's input: the `input` string of the function call's arguments (the text as it stands when
+    they read as no such object: cut by max_output_tokens)."""
+    try:
+        value = load_json(arguments)
+    except ValueError:
+        return arguments
+    return value["input"] if isinstance(value, dict) and isinstance(value.get("input"), str) else arguments
+
+
+def custom_call_added(item: dict) -> dict:
+    """A custom_tool_call item as output_item.added opens it: its input empty (the call's arguments are the
+    function's, which the custom tool's caller never sees)."""
+    return {**{key: value for key, value in item.items() if key != "arguments"}, "input": ""}
+
+
+def custom_call_done(item: dict, where: dict) -> tuple[dict, list]:
+    """(the finished custom_tool_call item, its input events): the input is the string of the function's one
+    parameter, sent whole in one custom_tool_call_input.delta (the arguments' pieces are JSON, not the input's
+    text), then custom_tool_call_input.done, as OpenAI streams a custom tool's call."""
+    text = custom_input(item["arguments"])
+    done = {**custom_call_added(item), "input": text}
+    return done, [{"type": "response.custom_tool_call_input.delta", **where, "delta": text},
+                  {"type": "response.custom_tool_call_input.done", **where, "input": text}]
+
+
+def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict, list, set]:
     """(the chat route's function tools, {flat name: (namespace, name)} of the namespaced ones, where each chat tool
-    stands in the request: "tools[1]", "tools[0].tools[2]"; hosted tools left out and namespaces shift the indexes)."""
+    stands in the request: "tools[1]", "tools[0].tools[2]"; hosted tools left out and namespaces shift the indexes;
+    the names of the custom tools)."""
     out: list = []
     namespaces: dict = {}
     paths: list = []
+    customs: set = set()
     for i, tool in enumerate(tools or []):
         if tool["type"] == "function":
             out.append(_function(tool, tool["name"]))
             paths.append(f"tools[{i}]")
+        elif tool["type"] == "custom":
+            out.append(_custom(tool, f"tools[{i}]"))
+            paths.append(f"tools[{i}]")
+            customs.add(tool["name"])
         elif tool["type"] == "namespace":
             _namespace(tool, f"tools[{i}]", out, namespaces, paths)
         else:
             _skip(tool["type"])
-    return out or None, namespaces, paths
+    return out or None, namespaces, paths, customs
 
 
 def _function_choice(choice: dict) -> dict:
@@ -86,16 +143,17 @@ def chat_tool_choice(choice: Any) -> Any:
     if not isinstance(choice, dict):
         return choice
     if choice["type"] == "allowed_tools":
-        functions = [_function_choice(tool) for tool in choice["tools"] if tool["type"] == "function"]
+        functions = [_function_choice(tool) for tool in choice["tools"] if tool["type"] in ("function", "custom")]
         if functions:
             return {"type": "allowed_tools", "allowed_tools": {"mode": choice["mode"], "tools": functions}}
         if choice["mode"] == "auto":
             return "none"
         raise Unsupported("tool_choice.tools lists no function tool, and only function tools are served: "
                           "'required' cannot be met", param="tool_choice.tools")
-    if choice["type"] != "function":
+    if choice["type"] not in ("function", "custom"):
         raise Unsupported(f"tool_choice of type '{choice['type']}' is not supported (none, auto, required, "
-                          f"allowed_tools, or {{\"type\": \"function\", \"name\": ...}})", param="tool_choice")
+                          f"allowed_tools, or {{\"type\": \"function\" or \"custom\", \"name\": ...}})",
+                          param="tool_choice")
     return _function_choice(choice)
 
 

@@ -163,13 +163,13 @@ async def test_a_function_call_round_trip(stack):
             "<|im_start|>user\n<tool_response>\nsunny, 24 C\n</tool_response><|im_end|>") in prompt
 
 
-HOSTED = [{"type": "web_search", "search_context_size": "medium"}, {"type": "file_search", "vector_store_ids": ["v"]},
-          {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark", "definition": "s"}}]
+HOSTED = [{"type": "web_search", "search_context_size": "medium"}, {"type": "file_search", "vector_store_ids": ["v"]}]
 
 
-async def test_hosted_and_custom_tools_are_left_out_and_function_tools_served(stack):
-    """Codex CLI sends web_search and a freeform apply_patch beside its function tools: vLLM and llama.cpp leave the
-    ones they cannot run out of the prompt and answer (this was a 400 'only function tools are supported')."""
+async def test_hosted_tools_are_left_out_and_function_tools_served(stack):
+    """Codex CLI sends web_search beside its function tools: vLLM and llama.cpp leave the ones they cannot run out of
+    the prompt and answer (this was a 400 'only function tools are supported'); custom tools are served
+    (test_responses_custom_tools)."""
     client, fake = stack
     fake.script.reply = CALL
     status, body = await post(client, {"input": "Weather in Paris?", "tools": HOSTED + TOOLS, **NO_THINK})
@@ -178,7 +178,7 @@ async def test_hosted_and_custom_tools_are_left_out_and_function_tools_served(st
         ("function_call", "get_weather", '{"city":"Paris"}')]
     assert body["tools"] == HOSTED + TOOLS
     prompt = prompt_of(fake)
-    assert '"get_weather"' in prompt and "apply_patch" not in prompt and "web_search" not in prompt
+    assert '"get_weather"' in prompt and "file_search" not in prompt and "web_search" not in prompt
     status, body = await post(client, {"input": "x", "tools": HOSTED, "tool_choice": "required"})
     assert status == 400 and body["error"]["param"] == "tool_choice", body
     assert "tool_choice 'required' needs a non-empty tools list" in body["error"]["message"]
