@@ -207,7 +207,7 @@ class OllamaOutput:
             piece.content = self._filter.push(piece.content)
             calls = self._filter.take_ready()
             if delta.finish_reason:
-                tail, last = self._filter.finish(delta.finish_reason, isinstance(delta.stop_reason, str))
+                tail, last = self._filter.finish(delta.finish_reason, isinstance(delta.stop_reason, str), True)
                 piece.content += tail
                 calls += last or []
             piece.tool_calls = ollama_tool_calls(calls, self._num_calls) if calls else None

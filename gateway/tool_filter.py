@@ -69,17 +69,21 @@ class ToolCallFilter:
         self._taken += len(calls)
         return calls
 
-    def finish(self, reason: Optional[str] = None, stop_string: bool = False) -> tuple[str, Optional[list[dict]]]:
+    def finish(self, reason: Optional[str] = None, stop_string: bool = False,
+               drop_cut: bool = False) -> tuple[str, Optional[list[dict]]]:
         """(text still to emit, tool calls or None) at the end of the output, which `reason` ended (stop_string: a stop
         string did, not the model's end token): the text the model wrote between and after its calls comes with them.
-        Unparseable call text is returned as text (after any calls take_ready gave: those stand)."""
+        Unparseable call text is returned as text (after any calls take_ready gave: those stand); with drop_cut, call
+        text that max_tokens or a stop string cut is dropped instead, as Ollama's parser drops a call it never saw
+        closed (model/parsers/qwen3coder.go: the text after <tool_call> is only read at its </tool_call>)."""
         held, self._held = self._held, ""
         self.texts_after = []
         eos = reason == "stop" and not stop_string
+        cut = drop_cut and (reason == "length" or stop_string)
         if self._calls_text is None:
             opener = held.find(TOOL_CALL_TAG)
             # A held <tool_call> the end token cut before its function's name: markup, and no call.
-            return ("" if eos and opener >= 0 and cut_opener(held, opener) else held), None
+            return ("" if opener >= 0 and (cut or eos and cut_opener(held, opener)) else held), None
         read = read_call_pieces(self._calls_text, self._tools, open_end=reason == "stop",
                                 after_calls=bool(self._taken), eos=eos)
         calls, pieces = read if read is not None and self._allowed(read[0]) else (None, [])
@@ -87,7 +91,7 @@ class ToolCallFilter:
                                                                                  eos)
         if later is not None and self._allowed(later[1]):
             return self._gap + later[0], later[1]
-        if calls is None and eos and cut_opener(self._calls_text, 0):
+        if calls is None and (cut or eos and cut_opener(self._calls_text, 0)):
             return "", None     # a call the end token cut before its name: markup, and no call
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.

@@ -70,3 +70,18 @@ async def test_the_messages_stream_ends_on_the_stop_sequence(stack):
     end = next(e for e in events if e["type"] == "message_delta")
     assert partial == '{"command":"' and end["delta"]["stop_reason"] == "stop_sequence"
     assert end["delta"]["stop_sequence"] == "ls"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("options", [{"stop": ["ls"]}, {"stop": ["<function"]}, {"num_predict": 30}],
+                         ids=["stop-in-value", "stop-after-opener", "num-predict"])
+async def test_ollama_drops_a_cut_call(stack, options, stream):
+    """Ollama's /api/chat drops a call that max_tokens or a stop string cut (its parser reads a call only at its
+    </tool_call>, model/parsers/qwen3coder.go): the answer is the text before it. The markup came back as content."""
+    client, _ = stack
+    body = {**CHAT, "options": options, "stream": stream}
+    raw = await (await client.post("/api/chat", data=orjson.dumps(body))).read()
+    lines = [orjson.loads(line) for line in raw.decode().splitlines() if line.strip()]
+    assert "".join(line["message"]["content"] for line in lines) == "Hello there."
+    assert not any(line["message"].get("tool_calls") for line in lines)
+    assert lines[-1]["done_reason"] == ("length" if "num_predict" in options else "stop")
