@@ -117,6 +117,10 @@ class Engine:
         await gen.drain(lambda delta: results[delta.index].absorb(delta))
         return results, gen.usage()
 
+    def generating(self) -> bool:
+        """Whether any generation is still running (started and not yet closed)."""
+        return any(not gen.closed for gen in self._live)
+
     def abort_all(self, error: ApiError) -> int:
         """Ends every running generation with `error`; returns how many there were."""
         live = [gen for gen in self._live if not gen.closed]

@@ -172,7 +172,7 @@ class OllamaRoutes:
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:
-        expires = self.engine.load_state.expires_at()
+        expires = self.engine.load_state.expires_at(busy=self.engine.generating())
         # A dead worker (or an unreachable scheduler) holds no model: Ollama lists none then.
         device = None if expires is None else await self.engine.model_device()
         if device is None:

@@ -81,8 +81,13 @@ class LoadState:
         """A generation finished: Ollama's keep_alive counts from when the model goes idle."""
         self.last_use = time.time()
 
-    def expires_at(self) -> Optional[float]:
+    def expires_at(self, busy: bool = False) -> Optional[float]:
         """Unix time the model expires (inf: never); None when it counts as unloaded: unloaded by keep_alive 0, or
-        expired (Ollama's scheduler unloads an idle model when its keep_alive runs out; /api/ps then lists none)."""
+        expired (Ollama's scheduler unloads an idle model when its keep_alive runs out; /api/ps then lists none).
+        While a generation runs (busy) the model is listed whatever its keep_alive: Ollama's scheduler unloads a
+        runner only once its last request is done (server/sched.go: expireRunner and a finished request expire it at
+        refCount 0), so a keep_alive 0 request, or an unload sent meanwhile, leaves it listed until then."""
         expires = self.last_use + self.keep_alive
+        if busy:
+            return expires
         return None if self.unloaded or expires <= time.time() else expires

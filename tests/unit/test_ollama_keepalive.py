@@ -155,3 +155,24 @@ async def test_ps_size_vram_is_zero_when_the_model_runs_on_the_cpu(client, devic
     assert (await post(client, "/api/chat", CHAT))[0] == 200
     models = orjson.loads(await (await client.get("/api/ps")).read())["models"]
     assert [(entry["size"], entry["size_vram"]) for entry in models] == [(2000, size_vram)]
+
+
+@pytest.mark.parametrize("unload", [
+    {"keep_alive": 0},
+    None,
+], ids=["unload-request-meanwhile", "keep_alive-0-generation"])
+async def test_ps_lists_the_model_until_its_last_generation_ends(client, unload):
+    """Ollama unloads a runner only once its last request is done (server/sched.go: expireRunner, and a finished
+    request with keep_alive 0, expire it at refCount 0): /api/ps listed no model while a generation still ran, after
+    a keep_alive 0 unload sent meanwhile or during a keep_alive 0 generation itself."""
+    client.fake.script.delay_s, client.fake.script.reply = 0.05, "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+    body = {**CHAT, "stream": False} if unload else {**CHAT, "keep_alive": 0}
+    running = asyncio.create_task(post(client, "/api/chat", body))
+    await asyncio.sleep(0.2)
+    if unload:
+        status, answer = await post(client, "/api/generate", {"model": "fake-model", **unload})
+        assert status == 200 and answer["done_reason"] == "unload"
+    still_running, during = not running.done(), await ps_expiry(client)
+    status, _ = await running
+    assert status == 200 and still_running and during is not None
+    assert await ps_expiry(client) is None
