@@ -242,6 +242,10 @@ TOKENIZE_SCHEMA = {
         "chat_template": CHAT_SCHEMA["properties"]["chat_template"],
         "enable_thinking": _BOOL_OR_NULL,
         "chat_template_kwargs": CHAT_SCHEMA["properties"]["chat_template_kwargs"],
+        # The other chat fields the rendering reads (chat_prompt_text: tool_choice forces a call or hides the tools,
+        # the reasoning switches reach the template), typed as chat types them: untyped, `reasoning: 5` or
+        # `tool_choice: {}` was an AttributeError or a KeyError here, a 500.
+        **{key: CHAT_SCHEMA["properties"][key] for key in ("tool_choice", "reasoning_effort", "reasoning")},
         "return_token_strs": _BOOL_OR_NULL,
         # vLLM's TokenizeCompletionRequest / TokenizeChatRequest: a bool (no special tokens are added here either way:
         # the served tokenizer adds none to a prompt).

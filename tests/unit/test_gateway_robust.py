@@ -27,6 +27,11 @@ ROUTES = {
     "/v1/responses/input_tokens": ({"input": "hi"}, ["input", *_V1_FIELDS]),
     "/v1/tokenize": ({"prompt": "hi"}, ["messages", "prompt", "tools", "add_generation_prompt", "model"]),
     "/v1/detokenize": ({"tokens": [1]}, ["tokens"]),
+    # The routes that render a chat body as /v1/chat/completions does get every chat field too (tool_choice and the
+    # reasoning switches were read there untyped: `reasoning: 5` was a 500 on each).
+    "/v1/tokenize#messages": ({"messages": [{"role": "user", "content": "hi"}]}, _V1_FIELDS),
+    "/apply-template": ({"messages": [{"role": "user", "content": "hi"}]}, _V1_FIELDS),
+    "/v1/score": ({"messages": [{"role": "user", "content": "hi"}], "completion": "yes"}, _V1_FIELDS),
 }
 MESSAGE_VALUES = ODD + [[{"type": "text"}], [{"type": "text", "text": 5}],
                         [{"function": {"name": "f", "arguments": "{bad"}}],
@@ -45,14 +50,15 @@ async def client():
 
 
 async def _status(client, path, body) -> tuple:
-    response = await client.post(path, data=json.dumps(body))
+    response = await client.post(path.split("#")[0], data=json.dumps(body))
     raw = await response.read()
     if response.status >= 400:
-        assert set(json.loads(raw)["error"]) == {"message", "type", "param", "code"}
+        # llama.cpp's error object (/apply-template) names a param only where there is one.
+        assert set(json.loads(raw)["error"]) - {"param"} == {"message", "type", "code"}
     return response.status, raw[:200]
 
 
-@pytest.mark.parametrize("path", list(ROUTES), ids=[p.strip("/").replace("/", "-") for p in ROUTES])
+@pytest.mark.parametrize("path", list(ROUTES), ids=[p.strip("/").replace("/", "-").replace("#", "-") for p in ROUTES])
 async def test_odd_field_values_never_give_a_server_error(client, path):
     base, fields = ROUTES[path]
     failures = []

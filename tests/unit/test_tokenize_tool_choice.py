@@ -31,3 +31,20 @@ async def test_the_count_is_the_chat_prompt(stack, choice, thinking):
     assert text == chat["prompt_text"] == (await post(client, "/apply-template", body))["prompt"]
     forced = choice in ("required", CHOICES["named"])
     assert text.endswith("<think>\n\n</think>\n\n") == (forced or thinking is False)
+
+
+@pytest.mark.parametrize("field, value", [("reasoning", 5), ("reasoning_effort", 7), ("tool_choice", {}),
+                                          ("tool_choice", {"type": "function"})],
+                         ids=["reasoning-int", "effort-int", "choice-empty", "choice-no-function"])
+@pytest.mark.parametrize("path", ["/tokenize", "/apply-template", "/v1/score"])
+async def test_the_rendered_fields_are_typed_as_on_chat(stack, path, field, value):
+    """The fields the rendering reads are typed as the chat route types them, a 400 naming the field: untyped,
+    `reasoning: 5` was an AttributeError and `tool_choice: {}` a KeyError, a 500 on each route."""
+    client, _ = stack
+    body = {**BODY, "completion": "yes", field: value}
+    response = await client.post(path, data=orjson.dumps(body))
+    error = orjson.loads(await response.read())["error"]
+    chat = await client.post("/v1/chat/completions", data=orjson.dumps({**BODY, field: value}))
+    assert response.status == chat.status == 400, error
+    assert error["message"] == orjson.loads(await chat.read())["error"]["message"]
+    assert field in error["message"]
