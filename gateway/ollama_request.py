@@ -19,6 +19,7 @@ from gateway.ollama_options import OllamaOptions, generation_budget, parse_optio
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types
+from gateway.responses_tools import whole_object
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -67,8 +68,6 @@ def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
     plan.gen.constraint = checked(grammar, card, "format")
 
 
-
-
 def _logprobs(body: dict) -> Optional[int]:
     """The number of alternatives per token, None without logprobs: true. As Ollama: top_logprobs outside [0, 20] is
     its 400, and top_logprobs without logprobs is ignored (its runner asks for no probabilities then)."""
@@ -90,8 +89,9 @@ def _tool_call(call: Any, where: str) -> dict:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise InvalidRequest(f"{where}: each tool call needs function.name", param=where)
     arguments = function.get("arguments") or {}
-    if not isinstance(arguments, (dict, str)):
-        raise InvalidRequest(f"{where}: function.arguments must be an object", param=where)
+    if isinstance(arguments, str) and not whole_object(arguments):
+        raise InvalidRequest("json: cannot unmarshal string into Go struct field ChatRequest.messages.tool_calls."
+                             "function.arguments of type api.ToolCallFunctionArguments", param=where)
     return {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
 
 

@@ -75,6 +75,9 @@ CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name":
     ("POST", "/api/chat", {"messages": [*HI, {**CALL, "tool_calls": [{"function": {"name": "f", "arguments": 0}}]}]},
      "number into Go struct field ChatRequest.messages.tool_calls.function.arguments of type "
      "api.ToolCallFunctionArguments"),
+    ("POST", "/api/chat", {"messages": [*HI, {**CALL, "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}]},
+     "string into Go struct field ChatRequest.messages.tool_calls.function.arguments of type "
+     "api.ToolCallFunctionArguments"),
     ("POST", "/api/chat", {"messages": [{"role": 1, "content": "Hi"}]},
      "number into Go struct field ChatRequest.messages.role of type string"),
     ("POST", "/api/show", {"model": "fake-model", "verbose": "yes"},
@@ -88,7 +91,7 @@ CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name":
     ("POST", "/api/embed", {"model": "fake-model", "input": "hi", "truncate": "no"},
      "string into Go struct field EmbedRequest.truncate of type bool"),
 ], ids=["prompt number", "images string", "system list", "tools number", "parameters string", "message images",
-        "arguments number", "role number", "show verbose", "show body list", "pull insecure", "delete model number",
+        "arguments number", "arguments text", "role number", "show verbose", "show body list", "pull insecure", "delete model number",
         "copy destination", "embed truncate"])
 async def test_every_route_decodes_its_body_as_ollamas_go_struct(fake, method, path, body, expected):
     """Ollama decodes each body into its api struct first (a wrong type is encoding/json's 400). Before, these were read
