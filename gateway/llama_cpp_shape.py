@@ -111,8 +111,10 @@ def _ms_rate(num: int, seconds: float) -> tuple[float, float, float]:
 class LlamaCppShaper:
     """One /completion request's bodies: a partial per piece of text and a final per prompt."""
 
-    def __init__(self, plan, card, requested: int, gen=None, fields: Optional[list] = None):
+    def __init__(self, plan, card, requested: int, gen=None, fields: Optional[list] = None,
+                 timings_per_token: bool = False):
         self.plan, self.card, self.gen, self.fields = plan, card, gen, fields
+        self.timings_per_token = timings_per_token
         self.received = gen.started_at if gen is not None else time.monotonic()
         self.settings = {"n_ctx": card.max_context_len,
                          **params_json(plan.gen.sampling, requested, plan.gen.stop, plan.gen.ignore_eos, plan.stream),
@@ -147,6 +149,11 @@ class LlamaCppShaper:
         body = {"index": delta.index, "content": delta.content, "tokens": delta.token_ids, "stop": False,
                 "id_slot": -1, "tokens_predicted": delta.num_tokens,
                 "tokens_evaluated": len(self._prompt(delta.index, usage)[0])}
+        if self.timings_per_token:
+            # llama.cpp's timings_per_token: each partial has the timings so far (server-task.cpp
+            # to_json_non_oaicompat: "usually for the last response or with timings_per_token enabled").
+            prompt_ids, cached = self._prompt(delta.index, usage)
+            body["timings"] = self.timings(len(prompt_ids), cached, delta.num_tokens)
         if self.plan.gen.num_logprobs is not None and delta.logprobs:
             body["completion_probabilities"] = self.probabilities(delta.logprobs)
         return body

@@ -258,3 +258,18 @@ async def test_a_limit_sent_as_text_is_the_limit_applied_and_echoed(stack, field
     assert (body["tokens_predicted"], body["stop_type"]) == (predicted, "limit")
     assert body["generation_settings"]["n_predict"] == predicted
     assert len(fake.script.requests) == (1 if predicted else 0)
+
+
+@pytest.mark.parametrize("per_token", [True, False], ids=["timings_per_token", "default"])
+async def test_timings_per_token_puts_the_timings_so_far_in_each_partial(stack, per_token):
+    """llama.cpp's timings_per_token: each streamed partial carries `timings` (server-task.cpp
+    to_json_non_oaicompat); the flag was dropped as changing nothing, so only the final object had them."""
+    client, fake = stack
+    got = await events(client, {"prompt": "hi", "n_predict": 3, "timings_per_token": per_token})
+    partials, final = got[:-1], got[-1]
+    if per_token:
+        assert [p["timings"]["predicted_n"] for p in partials] == [1, 2, 3]
+        assert all(p["timings"]["prompt_n"] + p["timings"]["cache_n"] == p["tokens_evaluated"] for p in partials)
+    else:
+        assert all("timings" not in p for p in partials)
+    assert final["timings"]["predicted_n"] == 3
