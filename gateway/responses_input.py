@@ -7,7 +7,7 @@ argument), function_call_output and custom_tool_call_output items become tool me
 the reasoning_content of the assistant turn that follows it (a turn of its own when a user message, or the end of the
 input, comes first); Codex's agent_message items are user turns. An
 item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
-or audio part.
+or audio part (in a call's output such a part is a line saying it was left out).
 """
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from typing import Any, Optional
 
 from gateway.chat_prompt import one_system_message
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.once_log import OnceLog
 from gateway.responses_reasoning import decode_reasoning
 from gateway.responses_tools import call_name
 
 _ROLES = ("user", "assistant", "system", "developer")
 _TEXT_PARTS = ("input_text", "output_text", "text")
 _MEDIA_PARTS = ("input_image", "input_file", "input_audio")
+_left_out = OnceLog("/v1/responses: %s parts of call outputs are left out (a line in their place says so): the model "
+                    "reads text only")
 NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
 
 
@@ -113,8 +116,28 @@ def _function_call_output(item: dict, where: str, convo: _Conversation) -> None:
     if call_id not in convo.call_ids:
         raise InvalidRequest(f"No tool call found for function call output with call_id {call_id}: nothing is "
                              f"stored here, so send the function_call item before its output", param=f"{where}.call_id")
-    output = content_text(item.get("output"), f"{where}.output")
+    output = _output_text(item.get("output"), f"{where}.output")
     convo.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+
+def _output_text(output: Any, where: str) -> str:
+    """A call output's text, an image or file part in it a line saying it was left out: a tool's output (Codex's
+    view_image, an MCP screenshot) is replayed in every later request, so its 400 failed each one (llama.cpp's
+    "Output of tool call should be 'Input text'", ggml-org/llama.cpp#23890); the model learns what it did not get.
+    In a message, such a part stays the 400."""
+    if not isinstance(output, list):
+        return content_text(output, where)
+    text = ""
+    for j, part in enumerate(output):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _MEDIA_PARTS:
+            text += _part_text(part, f"{where}[{j}]")
+            continue
+        _left_out.note([kind])
+        # The line stands alone: the text parts around it are joined as they are.
+        text += ("\n" if text and not text.endswith("\n") else "") + f"[{kind} left out: this model reads text only]"
+        text += "\n" if j < len(output) - 1 else ""
+    return text
 
 
 def _reasoning(item: dict, where: str, convo: _Conversation) -> None:
