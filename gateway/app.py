@@ -26,6 +26,7 @@ from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.open_files import raise_open_files_limit
+from gateway.prefix_cache_routes import PrefixCacheRoutes
 from gateway.responses import ResponsesRoutes
 from gateway.sagemaker import SageMakerRoutes
 from gateway.sglang_info import SGLangInfoRoutes
@@ -212,6 +213,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LlamaCppRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     CapacityRoutes(app[ENGINE_KEY]).register(app)
     SGLangInfoRoutes(app[ENGINE_KEY]).register(app)
+    PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
     app.router.add_get("/health", health)
     # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
     app.router.add_get("/v1/health", health)

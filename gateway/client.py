@@ -122,6 +122,12 @@ class SchedulerClient:
             self.epoch += 1
         return load
 
+    async def reset_prefix_cache(self, timeout: float = 5.0) -> "pb.ResetPrefixCacheResponse":
+        try:
+            return await self._stub.ResetPrefixCache(pb.ResetPrefixCacheRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise self.failed(exc) from exc
+
     def generate(self, request: "pb.GenerateRequest") -> "GenerateStream":
         return GenerateStream(self._stub.Generate(request), request.req_id, self)
 

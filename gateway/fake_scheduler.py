@@ -78,6 +78,7 @@ class FakeServing(pb_grpc.ServingServicer):
         self.worker_alive = True
         self.device = "cuda:0 (fake)"   # the worker's device, as Load reports it
         self.max_num_seqs = 64
+        self.num_prefix_resets = 0   # ResetPrefixCache calls taken
 
     async def Info(self, request, context):
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
@@ -89,6 +90,12 @@ class FakeServing(pb_grpc.ServingServicer):
     async def Load(self, request, context):
         return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive, device=self.device,
                                max_num_seqs=self.max_num_seqs)
+
+    async def ResetPrefixCache(self, request, context):
+        if self.script.error is not None:
+            await context.abort(self.script.error, self.script.error_details or "scripted failure")
+        self.num_prefix_resets += 1
+        return pb.ResetPrefixCacheResponse()
 
     async def Generate(self, request, context):
         script = self.script

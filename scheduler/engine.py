@@ -133,6 +133,13 @@ class Engine(WorkerLiveness):
         self._update_gauges()
         return True
 
+    def reset_prefix_cache(self):
+        """Drops the prefix cache's ready entries (ResetPrefixCache)."""
+        cache = self.scheduler.prefix_cache
+        num_dropped = cache.clear()
+        self._update_gauges()
+        return pb.ResetPrefixCacheResponse(num_dropped=num_dropped, num_entries=cache.num_entries)
+
     def load(self):
         sched = self.scheduler
         return pb.LoadResponse(

@@ -154,10 +154,13 @@ class PrefixCache:
         self.stats.num_evictions += 1
         return True
 
-    def clear(self) -> None:
-        """Drops every ready entry (pending ones stay until their step is back)."""
+    def clear(self) -> int:
+        """Drops every ready entry (pending ones stay until their step is back); returns how many went. Safe at
+        any time, as evict_one: a request that hit an entry holds its own references to the blocks."""
+        num_dropped = 0
         while self.evict_one():
-            pass
+            num_dropped += 1
+        return num_dropped
 
     def snapshot(self, req, end: int) -> int:
         """Called when `req`'s row in the step being planned ends at token `end`: when `end` is one of its

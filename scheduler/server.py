@@ -125,6 +125,9 @@ class ServingServicer(pb_grpc.ServingServicer):
     async def Load(self, request, context):
         return self.engine.load()
 
+    async def ResetPrefixCache(self, request, context):
+        return self.engine.reset_prefix_cache()
+
 
 def _health_callback(health):
     def on_health(serving: bool) -> None:

@@ -98,6 +98,24 @@ def test_shared_blocks_are_refcounted_while_the_hit_runs():
     sched.self_check()
 
 
+def test_clear_while_a_hit_runs_keeps_its_blocks_and_leaks_nothing():
+    # ResetPrefixCache (vLLM's /reset_prefix_cache, SGLang's /flush_cache) may come while a request that hit an entry
+    # is in flight: the entries go, the request keeps its own references and ends as a cold run would.
+    sched, worker = make_scheduler(), FakeWorker()
+    prompt = chat(3, 70)
+    serve(sched, worker, "a", prompt)
+    sched.add_request(request("b", prompt + [1, 2]))
+    step = sched.schedule()
+    assert len(step.restore_states) == 1
+    assert sched.prefix_cache.clear() == 2 and sched.prefix_cache.num_entries == 0
+    tokens = [t for out in sched.update(worker.run(step)) for t in out.token_ids]
+    more, _ = run_to_end(sched, worker)
+    assert tokens + more["b"] == reference(prompt + [1, 2])
+    sched.self_check()
+    assert sched.block_manager.num_free_blocks == sched.block_manager.num_total_blocks
+    assert sched.state_pool.num_free_slots == sched.state_pool.num_total_slots
+
+
 @pytest.mark.parametrize("budget", [24, 40, 256], ids=["budget-24", "budget-40", "budget-256"])
 def test_chunked_prefill_ends_a_chunk_at_each_checkpoint(budget):
     sched, worker = make_scheduler(budget=budget), FakeWorker()

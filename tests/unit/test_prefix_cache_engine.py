@@ -88,3 +88,20 @@ async def test_cache_off_counts_nothing():
     assert counter(registry, "sparkinfer_prefix_cache_queries_total") == 0
     assert engine.load().num_prefix_entries == 0 and engine.load().num_free_blocks == 64
     await engine.stop()
+
+
+async def test_reset_prefix_cache_drops_the_entries_so_the_next_prompt_prefills_from_scratch():
+    # vLLM's /reset_prefix_cache and SGLang's /flush_cache: benchmarks reset between runs to time cold prefills.
+    engine, _ = await make_engine(prefix_cache_min_tokens=32)
+    prompt = chat(4, 70)
+    await drain(engine.submit(generate("a", prompt)))
+    reply = engine.reset_prefix_cache()
+    assert (reply.num_dropped, reply.num_entries) == (2, 0)
+    load = engine.load()
+    assert load.num_prefix_entries == 0 and load.num_free_blocks == load.num_total_blocks
+    assert load.num_free_slots == load.num_total_slots
+    queue = engine.submit(generate("b", prompt + [5]))
+    assert (await asyncio.wait_for(queue.get(), 2)).num_cached_tokens == 0
+    await drain(queue)
+    assert engine.reset_prefix_cache().num_dropped == 2   # b's own checkpoints, cached again
+    await engine.stop()
