@@ -47,6 +47,25 @@ def _inflate(raw: bytes, encoding: str, limit: int, wbits: int = 0) -> bytes:
     return out
 
 
+async def _read_raw(request: web.Request) -> bytes:
+    """The body as sent, up to the server's client_max_size (413 past it, as request.read() answers).
+
+    Not request.read(): it keeps the bytes on the request, and aiohttp's connection loop
+    (web_protocol.RequestHandler.start) keeps the last request until the keep-alive connection's next one arrives or
+    it times out (75 s), so every idle keep-alive client (OpenAI's and Ollama's clients pool their connections)
+    pinned its last body, up to 32 MiB each.
+    """
+    # As request.read() does: the reader takes the whole body in large reads, not 64 KiB pause/resume cycles.
+    request.content.set_read_chunk_size(request.client_max_size)
+    chunks, size = [], 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > request.client_max_size:
+            raise HTTPRequestEntityTooLarge(max_size=request.client_max_size, actual_size=size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def read_body(request: web.Request, limit: int) -> bytes:
     """The decoded body bytes; 400 corrupt/truncated, 413 too large, 415 unknown Content-Encoding."""
     encodings = _encodings(request)
@@ -55,7 +74,7 @@ async def read_body(request: web.Request, limit: int) -> bytes:
             raise UnsupportedMediaType(f"Content-Encoding '{encoding}' is not supported; send the body as "
                                        f"identity, gzip or deflate", param="Content-Encoding")
     try:
-        raw = await request.read()
+        raw = await _read_raw(request)
     except HTTPRequestEntityTooLarge as exc:
         raise PayloadTooLarge(f"request body too large: {exc.text}") from exc
     except (RequestPayloadError, HttpProcessingError) as exc:
