@@ -234,11 +234,12 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
         raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
     echo = bool(body.get("echo"))
     requested, param, sent = completion_max_tokens(body, echo)
-    # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null.
+    # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null
+    # (llama.cpp's and LM Studio's "no limit"; a /v1 client's null is the default, openai_routes).
     output = (requested or 0) if sent else COMPLETIONS_DEFAULT_MAX_TOKENS
     check_truncate_size(body, card.max_context_len, output, param)
     ids_list, texts = _completion_prompts(body, card, card.max_context_len - output)
-    # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context (as vLLM does).
+    # Absent: OpenAI's default of 16; an explicit null: no explicit limit, up to the context.
     default = None if sent else COMPLETIONS_DEFAULT_MAX_TOKENS
     # Each prompt its own limit, as vLLM gives it: without an explicit one, up to the context from that prompt (a
     # short prompt beside a long one got the long one's room).

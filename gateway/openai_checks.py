@@ -93,6 +93,16 @@ def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, b
     return value, "max_tokens", "max_tokens" in body
 
 
+def null_max_tokens_as_default(body):
+    """An explicit max_tokens null on /v1/completions is the default of 16, as an absent one: vLLM's
+    CompletionRequest.normalize_null_max_tokens (vLLM #45491; its Rust frontend's #47166 calls the old reading,
+    up to the context, runaway generation). llama.cpp's /completion and LM Studio's max_tokens -1 still reach
+    parse_completion as null, their "no limit"."""
+    if isinstance(body, dict) and "max_tokens" in body and body["max_tokens"] is None:
+        return {key: value for key, value in body.items() if key != "max_tokens"}
+    return body
+
+
 def check_tools(tools: Optional[list], param: str = "tools") -> None:
     """400 for a function name the call markup cannot carry (TOOL_NAME_RE). A name offered twice is served, as OpenAI,
     vLLM and Ollama serve it (the template lists both; a call is read and forced by the first one's schema)."""

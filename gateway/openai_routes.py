@@ -16,7 +16,7 @@ from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.llama_cpp_shape import model_meta, models_entry
-from gateway.openai_checks import check_tools
+from gateway.openai_checks import check_tools, null_max_tokens_as_default
 from gateway.openai import chat_prompt_text, parse_chat, parse_completion
 from gateway.openai_plan import Plan, check_model
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
@@ -189,7 +189,7 @@ class OpenAIRoutes:
         return await batch_chat(request, body, self.engine, self.config, response_id)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        body = await read_json(request)
+        body = null_max_tokens_as_default(await read_json(request))
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
         rid = response_id(request, body, "cmpl", plan.gen.req_id)

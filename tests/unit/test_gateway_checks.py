@@ -46,12 +46,14 @@ async def test_c11_echo_with_logprobs_covers_the_prompt_when_max_tokens_is_fine(
         assert body["choices"][0]["finish_reason"] == "length" and body["usage"]["completion_tokens"] == 0
 
 
-async def test_c11_null_max_tokens_means_no_explicit_limit(stack):
+async def test_c11_null_max_tokens_is_the_completions_default(stack):
+    # vLLM's normalize_null_max_tokens (#45491): an explicit null is OpenAI's default of 16 on completions, as an
+    # absent one; before, it ran up to the context (2019 tokens here). Chat's null stays no explicit limit.
     client, fake = stack
     body = {key: value for key, value in C11.items() if key != "logprobs"}
     status, out = await post(client, "/v1/completions", {**body, "max_tokens": None})
     assert status == 200 and out["choices"][0]["text"] == PROMPT + "Hello world"
-    assert fake.script.requests[-1].max_tokens == 2048 - 29
+    assert fake.script.requests[-1].max_tokens == 16
     status, out = await post(client, "/v1/completions", {"prompt": PROMPT})
     assert status == 200 and fake.script.requests[-1].max_tokens == 16
     status, out = await post(client, "/v1/chat/completions", {"messages": USER, "max_tokens": None,

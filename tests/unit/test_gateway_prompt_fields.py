@@ -153,7 +153,7 @@ NO_LIMIT = {key: value for key, value in BASE.items() if key != "max_tokens"}
     (CHAT, {**NO_LIMIT, "max_completion_tokens": 48, "truncate_prompt_tokens": 2001}, 2000, "max_completion_tokens"),
     (CHAT, {**NO_LIMIT, "truncate_prompt_tokens": 2049}, 2048, "max_tokens"),
     ("/v1/completions", {"prompt": "hi", "truncate_prompt_tokens": 2033}, 2032, "max_tokens"),
-    ("/v1/completions", {"prompt": "hi", "max_tokens": None, "truncate_prompt_tokens": 4096}, 2048, "max_tokens"),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": None, "truncate_prompt_tokens": 4096}, 2032, "max_tokens"),
 ], ids=["chat-max-tokens", "chat-max-completion-tokens", "chat-no-limit", "completions-default-16", "completions-null"])
 async def test_truncate_prompt_tokens_past_the_room_is_vllms_400(stack, path, body, room, param):
     client, fake = stack

@@ -36,10 +36,11 @@ async def test_min_tokens_reaches_the_scheduler(stack, path, body):
 
 
 @pytest.mark.parametrize("path, body, limit", [
-    # No max_tokens on /v1/completions: OpenAI's default of 16; null: the room the context leaves (2048 - 2).
+    # No max_tokens on /v1/completions: OpenAI's default of 16, null too (vLLM #45491); n_predict -1 (llama.cpp's no
+    # limit): the room the context leaves (2048 - 2).
     ("/v1/completions", {"prompt": "hi", "min_tokens": 40}, 16),
-    ("/v1/completions", {"prompt": "hi", "min_tokens": 10000, "max_tokens": None}, 2046),
-    ("/v1/completions", {"prompt": ["hi", "hi " * 100], "min_tokens": 2000, "max_tokens": None}, 1748),
+    ("/v1/completions", {"prompt": "hi", "min_tokens": 10000, "max_tokens": None}, 16),
+    ("/v1/completions", {"prompt": ["hi", "hi " * 100], "min_tokens": 2000, "n_predict": -1}, 1748),
     ("/v1/chat/completions", {"messages": USER, "min_tokens": 10000}, 2036),
     ("/api/v0/completions", {"prompt": "hi", "min_tokens": 10000, "max_tokens": None}, 2046),
 ], ids=["default", "null", "two-prompts", "chat", "lmstudio"])
