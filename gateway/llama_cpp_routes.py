@@ -20,16 +20,17 @@ from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling
 from gateway.pydantic_scalars import lax_scalars
+from gateway.schema_errors import json_repr
 from gateway.stream import sse_event
 from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
 
-# /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, and a
-# single-model server ignores `model` (llama.cpp's does too). return_tokens, response_fields and timings_per_token
-# shape the answer.
+# /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, a single-model
+# server ignores `model` (llama.cpp's too). return_tokens, response_fields, timings_per_token shape the answer.
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
               "response_fields")
 _LIMIT_SCHEMA = {"type": ["integer", "null"]}
+_LIMIT_FIELDS = ("n_predict", "max_completion_tokens", "max_tokens")    # the first one sent wins
 
 
 _TOKEN_ID = re.compile(r"[+-]?[0-9]+")
@@ -53,8 +54,7 @@ def _openai_form(prompt) -> bool:
 
 
 def _prompt_string(item, param: str):
-    """llama.cpp's multimodal prompt object {"prompt_string", "multimodal_data"} as its text (any other item as it
-    is); its media are refused: the model reads text only."""
+    """llama.cpp's prompt object {"prompt_string", "multimodal_data"} as its text; media refused (text-only model)."""
     if not isinstance(item, dict):
         return item
     if not isinstance(item.get("prompt_string"), str):
@@ -88,21 +88,22 @@ def _prompt_ids(prompt: list, card) -> list:
 
 
 def as_n_predict(body):
-    """llama.cpp's /completion reads max_tokens as n_predict's default (params_from_json_cmpl): an integer max_tokens
-    without n_predict is n_predict, with its -1 (no limit), 0 (the prompt only) and cap at a full context. Both are
-    read first as the /v1 schema reads them (pydantic's lax mode: "3" is 3, false 0), so the limit applied, the
-    prompt-only 0 and generation_settings' echo are the same number."""
+    """llama.cpp's /completion limit: n_predict, else max_completion_tokens, else max_tokens (server-schema.cpp's
+    aliases), with n_predict's -1, 0 and cap at a full context; each read as the /v1 schema reads it ("3" is 3, false
+    0), so the limit applied, the prompt-only 0 and generation_settings' echo are one number."""
     if not isinstance(body, dict):
         return body
-    body = {**body, **{key: lax_scalars(body[key], _LIMIT_SCHEMA) for key in ("n_predict", "max_tokens")
-                       if key in body}}
-    if body.get("n_predict") is not None:
+    body = {**body, **{key: lax_scalars(body[key], _LIMIT_SCHEMA) for key in _LIMIT_FIELDS if key in body}}
+    name = next((key for key in _LIMIT_FIELDS if body.get(key) is not None), None)
+    if name in (None, "n_predict"):
         return body
-    limit = body.get("max_tokens")
+    limit = body[name]
     if not _is_id(limit) or limit < -2:
-        # a value n_predict does not take keeps its own name in the 400
-        return body
-    out = {key: value for key, value in body.items() if key != "max_tokens"}
+        if name == "max_tokens":   # the /v1 schema's 400 names it
+            return body
+        raise InvalidRequest(f"{name} must be -1 (no limit), -2 (until the context is full) or at least 0, got "
+                             f"{json_repr(limit)}", param=name)
+    out = {key: value for key, value in body.items() if key not in _LIMIT_FIELDS}
     out["n_predict"] = limit
     return out
 

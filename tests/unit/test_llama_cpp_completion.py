@@ -273,3 +273,25 @@ async def test_timings_per_token_puts_the_timings_so_far_in_each_partial(stack, 
     else:
         assert all("timings" not in p for p in partials)
     assert final["timings"]["predicted_n"] == 3
+
+
+@pytest.mark.parametrize("fields, predicted", [
+    ({"max_completion_tokens": 2}, 2),
+    ({"max_completion_tokens": 2, "max_tokens": 5}, 2),
+    ({"n_predict": 3, "max_completion_tokens": 2}, 3),
+    ({"max_completion_tokens": 0}, 0),
+], ids=["alone", "wins-over-max_tokens", "n_predict-wins", "zero"])
+async def test_max_completion_tokens_is_read_as_n_predict(stack, fields, predicted):
+    """llama.cpp's n_predict aliases, the first one sent winning: n_predict, max_completion_tokens, max_tokens
+    (tools/server/server-schema.cpp); max_completion_tokens was ignored here, so the output ran to the end."""
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", **fields})
+    assert status == 200, body
+    assert (body["tokens_predicted"], body["generation_settings"]["n_predict"]) == (predicted, predicted)
+    assert [r.max_tokens for r in fake.script.requests] == ([predicted] if predicted else [])
+
+
+async def test_a_bad_max_completion_tokens_is_a_400_naming_it(stack):
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", "max_completion_tokens": -7})
+    assert (status, body["error"]["param"]) == (400, "max_completion_tokens") and fake.script.requests == []
