@@ -1,7 +1,7 @@
 """Gateway process: a /v1/responses `tools` list and `tool_choice` -> the chat route's function tools, and back.
 
 Function tools are served as they are. A `namespace` tool (how Codex CLI declares each MCP server, and its own
-multi_agent_v1 group) holds function tools that are offered to the model under one flat name, `<namespace>__<name>`
+multi_agent_v1 group) holds function (and custom) tools that are offered to the model under one flat name, `<namespace>__<name>`
 (the mcp__server__tool form models know); a call to such a name comes back as a function_call item with `name` and
 `namespace` apart, as OpenAI returns it and Codex routes it. A freeform `custom` tool (Codex CLI's apply_patch) is
 offered as a function of one string parameter, `input`, and its calls come back as custom_tool_call items of that
@@ -36,16 +36,16 @@ def _function(tool: dict, name: str, fallback_description: Optional[str] = None)
     return {"type": "function", "function": {"name": name, **function}}
 
 
-def _namespace(tool: dict, where: str, out: list, namespaces: dict, paths: list) -> None:
-    """The namespace's function tools, each under its flat name (400 for a name that cannot be one), and where each
-    stands in the request."""
+def _namespace(tool: dict, where: str, out: list, namespaces: dict, paths: list, customs: set) -> None:
+    """The namespace's function and custom tools, each under its flat name (400 for a name that cannot be one), and
+    where each stands in the request."""
     namespace, members = tool.get("name"), tool.get("tools")
     if not isinstance(namespace, str) or not namespace or not isinstance(members, list):
         raise InvalidRequest(f"{where}: a namespace tool needs a name and a tools list", param=where)
     for j, member in enumerate(members):
         if not isinstance(member, dict):
             raise InvalidRequest(f"{where}.tools[{j}] must be an object", param=f"{where}.tools[{j}]")
-        if member.get("type") != "function":
+        if member.get("type") not in ("function", "custom"):
             _skip(f"{member.get('type')} (in a namespace)")
             continue
         if not isinstance(member.get("name"), str):
@@ -54,6 +54,9 @@ def _namespace(tool: dict, where: str, out: list, namespaces: dict, paths: list)
         if not TOOL_NAME_RE.match(name):
             raise tool_name_error(name, f"{where}.tools[{j}].name", " (namespace and name, as the model is offered it)")
         namespaces[name] = (namespace, member["name"])
+        if member["type"] == "custom":
+            customs.add(name)
+            member = _custom({**member, "name": name}, f"{where}.tools[{j}]")["function"]
         out.append(_function(member, name, tool.get("description")))
         paths.append(f"{where}.tools[{j}]")
 
@@ -123,7 +126,7 @@ def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict, list, set]:
             paths.append(f"tools[{i}]")
             customs.add(tool["name"])
         elif tool["type"] == "namespace":
-            _namespace(tool, f"tools[{i}]", out, namespaces, paths)
+            _namespace(tool, f"tools[{i}]", out, namespaces, paths, customs)
         else:
             _skip(tool["type"])
     return out or None, namespaces, paths, customs

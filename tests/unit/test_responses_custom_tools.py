@@ -83,3 +83,26 @@ async def test_tool_choice_may_name_a_custom_tool(stack, choice):
     assert status == 200, body
     assert [(item["type"], item["input"]) for item in body["output"]] == [("custom_tool_call", PATCH)]
     assert body["tool_choice"] == choice
+
+
+async def test_a_custom_tool_in_a_namespace_is_called_with_its_namespace(stack):
+    """Inside a namespace (how Codex declares an MCP server) a custom tool is offered under its flat name, as the
+    namespace's functions are, and its call comes back with namespace and name apart (ResponseCustomToolCall's
+    namespace)."""
+    client, fake = stack
+    namespace = {"type": "namespace", "name": "mcp__repo", "description": "Repository tools",
+                 "tools": [{"type": "custom", "name": "patch", "format": {"type": "text"}}]}
+    fake.script.reply = CALL.replace("apply_patch", "mcp__repo__patch")
+    status, body = await post(client, {**BODY, "tools": [namespace]})
+    assert status == 200, body
+    function = offered(prompt_of(fake))["mcp__repo__patch"]
+    assert function["description"] == "Repository tools" and function["parameters"]["required"] == ["input"]
+    [item] = body["output"]
+    assert (item["type"], item["namespace"], item["name"], item["input"]) == ("custom_tool_call", "mcp__repo",
+                                                                              "patch", PATCH)
+    fake.script.reply = "Done."
+    status, body = await post(client, {**BODY, "tools": [namespace], "input": [
+        {"role": "user", "content": "Add hello.txt"}, item,
+        {"type": "custom_tool_call_output", "call_id": item["call_id"], "output": "ok"}]})
+    assert status == 200, body
+    assert CALL.replace("apply_patch", "mcp__repo__patch") + "<|im_end|>" in prompt_of(fake)

@@ -30,7 +30,8 @@ async def test_namespaced_functions_are_offered_and_their_calls_name_the_namespa
     assert [call_of(item) for item in whole["output"]] == [ITEM] and whole["tools"] == [NAMESPACE]
     prompt = prompt_of(fake)
     assert '"name": "mcp__docs__search"' in prompt and '"description": "Search the docs"' in prompt
-    assert '"exec"' not in prompt
+    # The namespace's custom tool is offered too, under its flat name (test_responses_custom_tools).
+    assert '"name": "mcp__docs__exec"' in prompt
     events = await stream(client, body)
     added = next(data["item"] for name, data in events if name == "response.output_item.added")
     done = next(data for name, data in events if name == "response.function_call_arguments.done")
