@@ -4,7 +4,6 @@ before the last one, and the last one's text while it is a string being written.
 a JSON call's object arguments with dump_arguments, so these pieces begin them."""
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import jiter
@@ -12,9 +11,11 @@ import jiter
 from gateway.tools import dump_arguments, offered_name
 
 
-def json_call_prefix(body: str, tools: list[dict], names: frozenset) -> Optional[tuple[str, list[str], str]]:
-    """(the call's name, its certain '"key":value' pairs, the string argument being written as '"key":"text') from
-    the call's JSON text so far; None while its name is not known to be whole or the arguments are no object."""
+def json_call_prefix(body: str, tools: list[dict], names: frozenset,
+                     known: list[str]) -> Optional[tuple[str, list[str], Optional[tuple[str, str]]]]:
+    """(the call's name, its certain '"key":value' pairs, the string argument being written as (key, text so far) or
+    None) from the call's JSON text so far; None while its name is not known to be whole or the arguments are no
+    object. known: the pairs an earlier read gave, which stand (only the later ones are written out)."""
     try:
         # trailing-strings: an unfinished string reads as its text so far, an unfinished key or value not at all.
         obj = jiter.from_json(body.encode(), partial_mode="trailing-strings")
@@ -31,8 +32,6 @@ def json_call_prefix(body: str, tools: list[dict], names: frozenset) -> Optional
         return None
     items = list(arguments.items())
     # The last value read may still grow (a number, a list); a string's text so far is certainly its beginning.
-    pairs = [dump_arguments({k: v})[1:-1] for k, v in items[:-1]]
-    last = items[-1] if items else None
-    open_ = (dump_arguments(last[0]) + ':"' + json.dumps(last[1], ensure_ascii=False)[1:-1]
-             if last and isinstance(last[1], str) else "")
-    return name, pairs, open_
+    pairs = known[:len(items) - 1] + [dump_arguments({k: v})[1:-1] for k, v in items[len(known):-1]]
+    last = items[-1] if items and isinstance(items[-1][1], str) else None
+    return name, pairs, last
