@@ -28,6 +28,12 @@ def json_call_prefix(body: str, tools: list[dict], names: frozenset,
     if not isinstance(obj.get("name"), str) or key not in obj:
         return None
     name, arguments = offered_name(tools, obj["name"]), obj[key]
+    if isinstance(arguments, str) and arguments.lstrip().startswith("{"):
+        # Arguments written as the JSON text of an object (double-encoded): that text so far read the same way.
+        try:
+            arguments = jiter.from_json(arguments.encode(), partial_mode="trailing-strings")
+        except ValueError:
+            return None
     if name not in names or not isinstance(arguments, dict) or list(obj).index("name") > list(obj).index(key):
         return None
     items = list(arguments.items())

@@ -61,14 +61,15 @@ def offered_name(tools: list[dict], name: str) -> str:
 
 
 def _object_arguments(value):
-    """A JSON call's arguments: an object, or the JSON text of one (kept as written); absent or empty is {}. Anything
-    else (a list, a bare string, a number) is no call's arguments: Ollama's calls carry an object (its clients
-    validate one) and its parser finds no call then, so the block stays text (None)."""
+    """A JSON call's arguments: an object, or the JSON text of one (read as the object, so they are written as an
+    object's are and stream so: tool_preview_json); absent or empty is {}. Anything else (a list, a bare string, a
+    number) is no call's arguments: Ollama's calls carry an object (its clients validate one) and its parser finds no
+    call then, so the block stays text (None)."""
     if not value:
         return {}
     if isinstance(value, str):
         try:
-            return value if isinstance(load_json(value), dict) else None
+            value = load_json(value)
         except (ValueError, RecursionError):
             return None
     return value if isinstance(value, dict) else None

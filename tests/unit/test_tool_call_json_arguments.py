@@ -53,6 +53,8 @@ async def test_object_arguments_are_a_call(stack, body, arguments):
     assert dict(answer.message.tool_calls[0].function.arguments) == arguments
 
 
-def test_parse_keeps_an_object_text_as_written():
+def test_parse_writes_an_object_text_as_the_object():
+    """As an object's arguments are written (compact), so that the stream, which reads the text as it comes
+    (tool_preview_json), and the whole answer give the same arguments text."""
     calls = parse_tool_calls(call('{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}'), TOOLS)
-    assert calls[0]["function"]["arguments"] == '{"city": "Paris"}'
+    assert calls[0]["function"]["arguments"] == '{"city":"Paris"}'

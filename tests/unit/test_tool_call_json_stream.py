@@ -17,9 +17,13 @@ FILE = 'def f(x):\n    return "a\\tb" + \'</tool_call>\'\n\u00e9\U0001F600 \\ "q
 ARGUMENTS = {"path": "/tmp/a.py", "mode": 644, "content": FILE, "meta": {"k": [1, None]}}
 CALL = '<tool_call>\n{"name": "write_file", "arguments": ' + json.dumps(ARGUMENTS) + '}\n</tool_call>'
 ESCAPED = CALL.replace(json.dumps(ARGUMENTS), json.dumps(ARGUMENTS, ensure_ascii=True, indent=2))
+# The arguments as the JSON text of the object (double-encoded, as OpenAI's own messages carry them): they came whole
+# at the call's end, and as that text as written.
+DOUBLE = CALL.replace(json.dumps(ARGUMENTS), json.dumps(json.dumps(ARGUMENTS, indent=1)))
 
 
-@pytest.mark.parametrize("text", [CALL, ESCAPED, "Writing.\n" + CALL + "\n" + CALL], ids=["plain", "escaped", "two"])
+@pytest.mark.parametrize("text", [CALL, ESCAPED, "Writing.\n" + CALL + "\n" + CALL, DOUBLE],
+                         ids=["plain", "escaped", "two", "double-encoded"])
 @pytest.mark.parametrize("size", [1, 3, 8])
 def test_the_arguments_stream_before_the_call_ends(text, size):
     content, calls, log = streamed(text, size)
