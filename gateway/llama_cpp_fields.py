@@ -74,6 +74,23 @@ def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]
     return True, value
 
 
+# /completion's sampling values llama.cpp clamps into range rather than refusing (tools/server/server-schema.cpp:
+# field_num set_limits, max(min, min(max, v))): top_k -5 is 0 (off), top_p 1.5 is 1, a negative temperature 0
+# (greedy). typical_p has no limits there, but 1 and above are off and 0 and below keep one token, as here.
+_CLAMPED = {"top_k": (0, None), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0), "temperature": (0.0, None),
+            "typical_p": (0.0, 1.0)}
+
+
+def clamp_sampling(body: dict) -> dict:
+    """body with /completion's sampling numbers clamped into llama.cpp's ranges (_CLAMPED)."""
+    out = dict(body)
+    for name, (low, high) in _CLAMPED.items():
+        value = out.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = max(low, value) if high is None else min(max(low, value), high)
+    return out
+
+
 def max_predict_s(body: dict) -> Optional[float]:
     """llama.cpp's t_max_predict_ms in seconds, None when off (absent, 0 or less). As its server reads it
     (tools/server/server-context.cpp process_token): once the time since the first generated token is past it, the

@@ -10,8 +10,9 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import content_ids, llama_server_seed
+from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_server_seed
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.lmstudio_v1_request import zero_top_p
 from gateway.model import PROTECT_MARK
 from gateway.offload import run_cpu
 from gateway.openai import parse_completion
@@ -117,13 +118,13 @@ def _seed(value):
 
 
 def completion_body(body, card) -> dict:
-    """The /v1/completions body a llama.cpp /completion body asks for: no output limit unless n_predict (or
-    max_tokens) is sent, its prompt forms (a string, token ids, both mixed, or a list of prompts) as OpenAI's."""
+    """The /v1/completions body a llama.cpp /completion body asks for: no output limit unless one is sent, its prompt
+    forms (a string, token ids, both mixed, or a list of prompts) as OpenAI's, its sampling ranges clamped."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", param=None)
     if body.get("prompt") is None:
         raise InvalidRequest("'prompt' is a required property", param="prompt", code="missing_required_parameter")
-    out = {key: value for key, value in body.items() if key not in _NO_EFFECT}
+    out = zero_top_p(clamp_sampling({key: value for key, value in body.items() if key not in _NO_EFFECT}))
     out["prompt"] = _plain_prompt(body["prompt"])
     if not _openai_form(out["prompt"]):
         out["prompt"] = _prompt_ids(out["prompt"], card)
@@ -147,8 +148,7 @@ def completion_body(body, card) -> dict:
 
 
 def _render(body: dict, card) -> str:
-    """The chat prompt a /v1 chat request with these fields gets, as text: a special token's text inside a message
-    stays the characters it is (the mark that keeps it from being tokenized as the token is taken out)."""
+    """The chat prompt /v1 chat renders for these fields, as text (a special token's text in a message stays text)."""
     return rendered_messages(body, card).replace(PROTECT_MARK, "")
 
 

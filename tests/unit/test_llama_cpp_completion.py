@@ -295,3 +295,21 @@ async def test_a_bad_max_completion_tokens_is_a_400_naming_it(stack):
     client, fake = stack
     status, body = await post(client, {"prompt": "hi", "max_completion_tokens": -7})
     assert (status, body["error"]["param"]) == (400, "max_completion_tokens") and fake.script.requests == []
+
+
+@pytest.mark.parametrize("fields, settings", [
+    ({"top_p": 0, "top_k": 1, "temperature": 0}, {"top_k": 1, "temperature": 0.0}),
+    ({"top_p": 1.5, "min_p": 2, "top_k": -5, "temperature": -1, "typical_p": 1.5},
+     {"top_p": 1.0, "min_p": 1.0, "temperature": 0.0, "typical_p": 1.0}),
+], ids=["sillytavern-deterministic", "out-of-range"])
+async def test_sampling_values_are_clamped_into_llama_cpps_ranges(stack, fields, settings):
+    """llama.cpp clamps these (tools/server/server-schema.cpp field_num set_limits) and its top_p 0 keeps the most
+    likely token; SillyTavern's Deterministic preset (top_p 0, top_k 1, temp 0) was a 400 "0 is less than or equal
+    to the minimum of 0", and so was any value past a range."""
+    client, fake = stack
+    status, body = await post(client, {"prompt": "hi", "n_predict": 2, **fields})
+    assert status == 200, body
+    echoed = body["generation_settings"]
+    assert {name: echoed[name] for name in settings} == settings
+    sent = fake.script.requests[0].sampling
+    assert 0 < sent.top_p < 1e-6 if fields["top_p"] == 0 else sent.top_p == 1.0
