@@ -64,6 +64,18 @@ async def add_cors_origin(request: web.Request, response: web.StreamResponse) ->
         response.headers.setdefault(name, value)
 
 
+def add_head_routes(app: web.Application) -> None:
+    """Registers HEAD beside every GET route that lacks it (same resource and handler), as add_get does: a route
+    added with add_route("GET", ...) answered HEAD with a 405, where RFC 9110 9.3.2 makes HEAD the GET without its
+    content (aiohttp leaves the body out of a HEAD answer)."""
+    for route in list(app.router.routes()):
+        resource = route.resource
+        if route.method != "GET" or resource is None:
+            continue
+        if not any(other.method == "HEAD" for other in resource):
+            resource.add_route("HEAD", route.handler)
+
+
 def add_trailing_slash_routes(app: web.Application) -> None:
     """Registers `path/` beside every route `path` (same method and handler); call after all routes."""
     for route in list(app.router.routes()):
@@ -124,6 +136,8 @@ def use_expect_handler(router: web.UrlDispatcher, handler: Callable[[web.Request
 
 
 def install(app: web.Application) -> None:
-    """Adds the CORS response hook and the trailing-slash routes (the middleware goes in the app's list)."""
+    """Adds the CORS response hook, HEAD beside GET and the trailing-slash routes (the middleware goes in the app's
+    list)."""
     app.on_response_prepare.append(add_cors_origin)
+    add_head_routes(app)
     add_trailing_slash_routes(app)

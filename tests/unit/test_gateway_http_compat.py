@@ -191,3 +191,17 @@ async def test_http10_keep_alive_stream_ends_with_the_connection(stack, path, bo
     head, _, payload = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.0 200") and b"keep-alive" not in head.lower()
     assert payload.rstrip().endswith(b"data: [DONE]" if path.startswith("/v1") else b"}")
+
+
+async def test_every_get_route_answers_head_as_its_get(stack):
+    """RFC 9110 9.3.2: HEAD is GET without the content. aiohttp's add_get registers both, add_route("GET") only
+    GET: LM Studio's /api/v1/models/download/status and SGLang's /flush_cache answered HEAD with a 405 (their
+    slashed twins, made by add_get, did not)."""
+    client, _ = stack
+    paths = {route.resource.canonical for route in client.app.router.routes()
+             if route.method == "GET" and "{" not in route.resource.canonical}
+    for path in sorted(paths):
+        head = await client.head(path, headers=AUTH)
+        get = await client.get(path, headers=AUTH)
+        assert (path, head.status) == (path, get.status)
+        assert head.headers.get("Content-Type") == get.headers.get("Content-Type")
