@@ -12,6 +12,7 @@ from gateway import http_compat, metrics, request_id_header
 from gateway.access_log import CLIENT_CLOSED, log_departure
 from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import is_anthropic_path
+from gateway.body import forget_body
 from gateway.capacity import CapacityRoutes
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
@@ -94,6 +95,9 @@ async def error_middleware(request: web.Request, handler):
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
         response = api_error_response(request.path, InternalError(f"internal error: {exc!r}"))
+    finally:
+        # aiohttp holds an idle keep-alive connection's last request: it must not pin that request's body.
+        forget_body(request)
     metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(response.status)).inc()
     return response
 

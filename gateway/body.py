@@ -20,6 +20,8 @@ from gateway.offload import run_cpu
 # zlib wbits per Content-Encoding: gzip framing, zlib framing (47 = auto-detect zlib or gzip header).
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 47}
 _IDENTITY = ("", "identity")
+# The request key read_body keeps the decoded body under while the handler runs.
+_BODY_KEY = web.RequestKey("body", bytes)
 
 
 def _encodings(request: web.Request) -> list[str]:
@@ -66,8 +68,22 @@ async def _read_raw(request: web.Request) -> bytes:
     return b"".join(chunks)
 
 
+def forget_body(request: web.Request) -> None:
+    """Drops the body read_body kept for the request's handler (app.error_middleware, once the handler is done)."""
+    request.pop(_BODY_KEY, None)
+
+
 async def read_body(request: web.Request, limit: int) -> bytes:
-    """The decoded body bytes; 400 corrupt/truncated, 413 too large, 415 unknown Content-Encoding."""
+    """The decoded body bytes; 400 corrupt/truncated, 413 too large, 415 unknown Content-Encoding. Kept on the request
+    until forget_body: a route that hands the request to another handler (LM Studio's echo-only completion,
+    SageMaker's /invocations) reads it twice, and request.content gives it only once."""
+    if _BODY_KEY in request:
+        return request[_BODY_KEY]
+    request[_BODY_KEY] = raw = await _read_decoded(request, limit)
+    return raw
+
+
+async def _read_decoded(request: web.Request, limit: int) -> bytes:
     encodings = _encodings(request)
     for encoding in encodings:
         if encoding not in _WBITS:
