@@ -26,8 +26,8 @@ from gateway.stream import sse_event
 from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
 
-# /completion fields that change nothing here: the prefix cache is automatic, there are no slots to pick, a single-model
-# server ignores `model` (llama.cpp's too). return_tokens, response_fields, timings_per_token shape the answer.
+# /completion fields that change nothing here (automatic prefix cache, no slots to pick, one model), or that shape the
+# answer: return_tokens, response_fields, timings_per_token, return_progress.
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
               "response_fields")
 _LIMIT_SCHEMA = {"type": ["integer", "null"]}
@@ -274,8 +274,8 @@ class LlamaCppRoutes:
         if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
             return await self._prompt_only(request, LlamaCppShaper(plan, card, 0, None, fields), return_tokens)
         gen = await self.engine.start(plan.gen)
-        shaper = LlamaCppShaper(plan, card, _requested(body), gen, fields,
-                                timings_per_token=body.get("timings_per_token") is True)
+        shaper = LlamaCppShaper(plan, card, _requested(body), gen, fields, timings_per_token=body.get(
+            "timings_per_token") is True, return_progress=body.get("return_progress") is True)
         if plan.stream:
             return await stream_generation(request, gen, LlamaCppFramer(shaper), self.config.sse_keepalive_s)
         results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]

@@ -112,9 +112,9 @@ class LlamaCppShaper:
     """One /completion request's bodies: a partial per piece of text and a final per prompt."""
 
     def __init__(self, plan, card, requested: int, gen=None, fields: Optional[list] = None,
-                 timings_per_token: bool = False):
+                 timings_per_token: bool = False, return_progress: bool = False):
         self.plan, self.card, self.gen, self.fields = plan, card, gen, fields
-        self.timings_per_token = timings_per_token
+        self.timings_per_token, self.return_progress = timings_per_token, return_progress
         self.received = gen.started_at if gen is not None else time.monotonic()
         self.settings = {"n_ctx": card.max_context_len,
                          **params_json(plan.gen.sampling, requested, plan.gen.stop, plan.gen.ignore_eos, plan.stream),
@@ -144,6 +144,19 @@ class LlamaCppShaper:
         return {"cache_n": cached, "prompt_n": prompt_n - cached, "prompt_ms": p_ms, "prompt_per_token_ms": p_tok_ms,
                 "prompt_per_second": p_rate, "predicted_n": predicted_n, "predicted_ms": g_ms,
                 "predicted_per_token_ms": g_tok_ms, "predicted_per_second": g_rate}
+
+    def progress(self, usage: Usage) -> list:
+        """llama.cpp's return_progress (streamed): a partial with each prompt's prompt_progress before its text
+        (server-context.cpp: send_partial_response with is_progress, result_prompt_progress::to_json), here once the
+        prompt is read, as the scheduler reports no progress within a prompt."""
+        out = []
+        for index in range(self.plan.gen.num_choices if self.return_progress else 0):
+            prompt_ids, cached = self._prompt(index, usage)
+            total, ms = len(prompt_ids), self.timings(len(prompt_ids), cached, 0)["prompt_ms"]
+            out.append({"index": index, "content": "", "tokens": [], "stop": False, "id_slot": -1,
+                        "tokens_predicted": 0, "tokens_evaluated": total,
+                        "prompt_progress": {"total": total, "cache": cached, "processed": total, "time_ms": ms}})
+        return out
 
     def partial(self, delta: Delta, usage: Usage) -> dict:
         body = {"index": delta.index, "content": delta.content, "tokens": delta.token_ids, "stop": False,
@@ -206,7 +219,7 @@ class LlamaCppFramer:
         self._new_line_indexes: set = set()   # choices whose streamed content held a newline
 
     def start(self, usage: Usage) -> list[bytes]:
-        return []
+        return [sse_event(body) for body in self.shaper.progress(usage)]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         frames = []

@@ -313,3 +313,17 @@ async def test_sampling_values_are_clamped_into_llama_cpps_ranges(stack, fields,
     assert {name: echoed[name] for name in settings} == settings
     sent = fake.script.requests[0].sampling
     assert 0 < sent.top_p < 1e-6 if fields["top_p"] == 0 else sent.top_p == 1.0
+
+
+async def test_return_progress_streams_the_prompt_progress_before_the_text(stack):
+    """llama.cpp's return_progress: a partial with prompt_progress {total, cache, processed, time_ms} before the text
+    (server-context.cpp send_partial_response with is_progress); the flag was dropped as changing nothing."""
+    client, fake = stack
+    got = await events(client, {"prompt": "hi", "n_predict": 2, "return_progress": True})
+    first, rest = got[0], got[1:]
+    total = first["tokens_evaluated"]
+    assert (first["content"], first["tokens_predicted"], first["stop"]) == ("", 0, False)
+    progress = first["prompt_progress"]
+    assert (progress["total"], progress["processed"], progress["cache"]) == (total, total, 0)
+    assert progress["time_ms"] >= 0 and all("prompt_progress" not in e for e in rest)
+    assert "".join(e["content"] for e in rest) == "1,"
