@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Callable, Optional
 
 import jinja2
-from jinja2.ext import loopcontrols
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.errors import InvalidRequest
@@ -34,9 +34,27 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+class GenerationTag(Extension):
+    """transformers' `{% generation %}...{% endgeneration %}` block (its AssistantTracker, which marks the assistant's
+    text for return_assistant_tokens_mask): the body rendered as it is, in a scope of its own, as apply_chat_template
+    renders it without the mask (chat_template_utils._compile_jinja_template). Templates made for training (TRL's
+    SFT) carry it; without the tag they did not compile (a 400), where vLLM, through transformers, renders them."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    @staticmethod
+    def _body(caller) -> str:
+        return caller()
+
+
 def compile_template(source: str) -> jinja2.Template:
-    """Compiles a chat template in the sandbox transformers uses (trim_blocks, lstrip_blocks)."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    """Compiles a chat template in the sandbox transformers uses (trim_blocks, lstrip_blocks, its generation tag)."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[loopcontrols, GenerationTag])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now

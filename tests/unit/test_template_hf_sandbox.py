@@ -1,0 +1,64 @@
+"""Unit tests: chat templates the gateway renders as transformers' apply_chat_template does, for template syntax
+transformers' sandbox adds to Jinja (its `{% generation %}` tag), on the checkpoint's template and a request's own
+`chat_template`; each prompt compared token for token with AutoTokenizer.apply_chat_template on the same messages."""
+import os
+
+import orjson
+import pytest
+from tokenizers import Tokenizer
+
+from gateway.chat import compile_template, render_chat
+from gateway.fake_scheduler import FakeServing, fake_gateway
+
+TINY = os.path.join(os.path.dirname(__file__), "..", "..", "models", "tiny")
+# A training template (TRL's SFT marks the assistant's text with the tag), with a `set` inside the block: the block
+# has its own scope in transformers, so `who` keeps its outer value after it.
+GENERATION_TEMPLATE = (
+    "{% set who = 'outer' %}"
+    "{% for message in messages %}<|im_start|>{{ message.role }}\n"
+    "{% if message.role == 'assistant' %}{% generation %}{% set who = 'inner' %}{{ message.content | trim }}"
+    "{% endgeneration %}{% else %}{{ message.content | trim }}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{{ who }}{% endif %}")
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"},
+            {"role": "assistant", "content": " Hello! "}, {"role": "user", "content": "Again?"}]
+
+
+def hf_tokenizer():
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(TINY)
+
+
+def hf_ids(messages: list, **kwargs) -> list:
+    ids = hf_tokenizer().apply_chat_template(messages, tokenize=True, add_generation_prompt=True, **kwargs)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+@pytest.fixture
+async def tiny_stack():
+    """The gateway over a fake scheduler with the tiny model's tokenizer, trusting request templates."""
+    fake = FakeServing(Tokenizer.from_file(os.path.join(TINY, "tokenizer.json")), max_context_len=4096)
+    fake.script.reply = "ok"
+    async with fake_gateway(fake, trust_request_chat_template=True) as pair:
+        yield pair
+
+
+def test_generation_tag_renders_its_body():
+    hf = hf_tokenizer().apply_chat_template(MESSAGES, chat_template=GENERATION_TEMPLATE, tokenize=False,
+                                           add_generation_prompt=True)
+    ours = render_chat(compile_template(GENERATION_TEMPLATE), MESSAGES)
+    assert ours == hf
+    assert "<|im_start|>assistant\nHello!<|im_end|>" in ours and ours.endswith("assistant\nouter")
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/tokenize"])
+async def test_request_template_with_generation_tag_matches_transformers(tiny_stack, path):
+    # Was a 400 "chat_template does not compile: Encountered unknown tag 'generation'".
+    client, fake = tiny_stack
+    body = {"model": "default", "messages": MESSAGES, "chat_template": GENERATION_TEMPLATE}
+    response = await client.post(path, data=orjson.dumps({**body, "max_tokens": 1} if "chat" in path else body))
+    out = orjson.loads(await response.read())
+    assert response.status == 200, out
+    ids = out["tokens"] if path.endswith("tokenize") else list(fake.script.requests[-1].prompt_token_ids)
+    assert ids == hf_ids(MESSAGES, chat_template=GENERATION_TEMPLATE)
+    if "chat" in path:
+        assert out["usage"]["prompt_tokens"] == len(ids)
