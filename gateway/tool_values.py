@@ -152,14 +152,20 @@ def _python_literal(raw: str) -> Any:
     return value
 
 
-def _readings(raw: str) -> Iterator[Any]:
-    """Every value the text may stand for: itself, its JSON, its Python literal, a true / false / null word."""
+def _readings(raw: str, inner: bool = True) -> Iterator[Any]:
+    """Every value the text may stand for: itself, its JSON, its Python literal, a true / false / null word; and for
+    a JSON string, the readings of its text ("{\\"k\\": 1}" for an object is {"k": 1}, as vLLM's qwen3_coder decodes
+    a container written so once more: a model trained on json.dumps(str(value)) writes them)."""
     yield raw
     try:
-        yield load_json(raw)
+        decoded = load_json(raw)
     except ValueError:
-        pass
+        decoded = None
+    else:
+        yield decoded
     yield _python_literal(raw)
+    if inner and isinstance(decoded, str):
+        yield from _readings(decoded, False)
     word = raw.strip().lower()
     if word in ("true", "false"):
         yield word == "true"

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from gateway.tools import parse_tool_calls
-from tests.unit.tool_deltas import join_calls
+from tests.unit.tool_deltas import first_call_arguments, join_calls, ollama_call_arguments
 
 DEFS = {"Code": {"type": "string"}}
 PARAMS = {
@@ -93,3 +93,22 @@ def test_a_parameter_the_tool_does_not_declare_stays_its_text(raw):
     typed = [{"type": "function", "function": {"name": "find", "parameters": {
         "type": "object", "additionalProperties": {"type": "integer"}}}}]
     assert json.loads(parse_tool_calls(_call(n="5"), typed)[0]["function"]["arguments"]) == {"n": 5}
+
+
+@pytest.mark.parametrize("raw, value", [('"[\\"a\\", \\"b\\"]"', ["a", "b"]), ("\"['a']\"", ["a"]),
+                                        ('"[1]"', "[1]")], ids=["json-string-of-a-list", "of-a-python-list",
+                                                                 "no-list-of-strings"])
+async def test_a_container_written_as_a_json_string_is_the_container(stack, raw, value):
+    """An array or object the model writes as the JSON string of its text ("[\\"a\\"]", "{'k': 'v'}": what a template
+    rendering json.dumps(str(value)) teaches) is the container, as vLLM's qwen3_coder decodes it once more
+    (_convert_param_value: json.loads, then ast.literal_eval of the string); it came back as the string. A string
+    whose text the schema still refuses stays that string. Every route, streamed or not."""
+    client, fake = stack
+    fake.script.reply = _call(tags=raw, limit="1")
+    for stream in (False, True):
+        body = {"model": "default", "messages": [{"role": "user", "content": "find"}], "tools": TOOLS,
+                "enable_thinking": False, "stream": stream}
+        raw_answer = await (await client.post("/v1/chat/completions", json=body)).read()
+        ollama = await (await client.post("/api/chat", json={**body, "think": False})).read()
+        assert json.loads(first_call_arguments(raw_answer, stream)) == {"tags": value, "limit": 1}
+        assert ollama_call_arguments(ollama) == [{"tags": value, "limit": 1}]
