@@ -24,6 +24,10 @@ _LEAST_TOP_P = 1e-9
 _LEAST_REPETITION_PENALTY = 1.1754943508222875e-38
 
 
+_CHAINS = {"vllm": pb.SamplingParams.CHAIN_VLLM, "ollama": pb.SamplingParams.CHAIN_OLLAMA,
+           "llama.cpp": pb.SamplingParams.CHAIN_LLAMA_CPP}
+
+
 def _positive(value: float, least: float) -> float:
     return max(value, least) if value > 0 else value
 
@@ -38,7 +42,8 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         repetition_penalty=_positive(s.repetition_penalty, _LEAST_REPETITION_PENALTY),
         repetition_window=s.repetition_window, logit_bias=dict(s.logit_bias),
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
-        prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0)
+        prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0,
+        chain=_CHAINS[s.chain])
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None
     if req.constraint is not None:

@@ -190,6 +190,24 @@ def with_pieces(card, token_ids: list) -> list:
     return out
 
 
+# llama-server's default penalty window (common/common.h common_params_sampling::penalty_last_n): /completion's.
+DEFAULT_REPEAT_LAST_N = 64
+
+
+def llama_cpp_chain(sampling, body: dict, context: int):
+    """/completion's `sampling` (returned) as llama-server's chain runs it (worker/sampling_chain.py): top_k,
+    typical_p, top_p and min_p before the temperature, and frequency/presence counted over the penalty window's
+    prompt+output tokens; the window (repeat_last_n) is 64 unless sent, and 0 turns all three penalties off, as its
+    penalties sampler returns at once then."""
+    sampling.chain = "llama.cpp"
+    window = body.get("repeat_last_n")
+    if window is None:
+        apply_repeat_last_n({"repeat_last_n": DEFAULT_REPEAT_LAST_N}, sampling, context)
+    elif window == 0:
+        sampling.presence_penalty = sampling.frequency_penalty = 0.0
+    return sampling
+
+
 def apply_repeat_last_n(body: dict, sampling, context: int) -> None:
     """llama.cpp's repeat_last_n on `sampling`'s repetition penalty (repeat_penalty / repetition_penalty): it looks
     back over the last N prompt+output tokens (llama.cpp's penalty_last_n), -1 or a window at or past the context

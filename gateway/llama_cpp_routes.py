@@ -10,7 +10,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_server_seed
+from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_cpp_chain, llama_server_seed
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.lmstudio_v1_request import zero_top_p
 from gateway.model import PROTECT_MARK
@@ -196,7 +196,7 @@ class LlamaCppRoutes:
         specials = card.special_tokens
         caps = await run_cpu(template_caps, card.chat_template_source)
         # n_ctx is one request's window (llama.cpp's per-slot n_ctx), total_slots the requests that run at once.
-        params = params_json(read_sampling({}, card), -1, [], False, False)
+        params = params_json(llama_cpp_chain(read_sampling({}, card), {}, card.max_context_len), -1, [], False, False)
         # What /v1 chat does with the thinking by default: split into reasoning_content, llama.cpp's "deepseek".
         params["reasoning_format"] = "deepseek" if card.thinks else "none"
         return json_response({
@@ -268,8 +268,8 @@ class LlamaCppRoutes:
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
         fields = _response_fields(body)
-        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
-                             read_thinking=False)
+        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(), read_thinking=False)
+        llama_cpp_chain(plan.gen.sampling, body, card.max_context_len)
         return_tokens = bool(body.get("return_tokens"))
         if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
             return await self._prompt_only(request, LlamaCppShaper(plan, card, 0, None, fields), return_tokens)

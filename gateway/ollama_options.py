@@ -140,7 +140,7 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
                     seed=llama_server_seed(seed),
                     presence_penalty=float(opts.get("presence_penalty", 0.0)),
                     frequency_penalty=float(opts.get("frequency_penalty", 0.0)),
-                    repetition_penalty=repetition_penalty, repetition_window=repetition_window)
+                    repetition_penalty=repetition_penalty, repetition_window=repetition_window, chain="ollama")
 
 
 def _num_predict(value: Optional[int]) -> Optional[int]:

@@ -1,8 +1,9 @@
 """Worker process: batched sampling of one packed step's logits; every kind of request shares the same batch.
 
-Order per row: penalties (repetition, then frequency/presence) and logit_bias on the raw logits; greedy rows
-take the argmax; the others divide by temperature, apply top_k, top_p, typical_p and min_p, and pick
-argmax(probs / E) with E ~ Exponential(1) noise (the Gumbel-max trick in exponential form). A seeded row
+Order per row, as vLLM's v1 Sampler and llama.cpp's chain: logit_bias, then the penalties (repetition, then
+frequency/presence) on the raw logits; greedy rows take the argmax; the others run temperature, min_p, top_k, top_p
+and typical_p in their API's order (worker/sampling_chain.py) and pick argmax(probs / E) with E ~ Exponential(1) noise
+(the Gumbel-max trick in exponential form). A seeded row
 draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
 (log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from proto import pb
 from worker.batch import to_device
 from worker.grammar import apply_grammars, consume_sampled
+from worker.sampling_chain import filter_probs as _filter
 
 GREEDY_EPS = 1e-5
 MASK = float("-inf")
@@ -69,17 +72,18 @@ class SampleOutput:
 
 def _apply_penalties(logits: torch.Tensor, states: list) -> None:
     """In place on logits [M, V]: repetition penalty over prompt+output (its last repetition_window tokens when set),
-    frequency/presence over output."""
+    then frequency/presence over the output (vLLM's apply_penalties), or over that same window of prompt+output for
+    llama.cpp's chain (its penalties sampler counts the last penalty_last_n tokens the server accepted, the prompt's
+    included)."""
     vocab = logits.shape[1]
     for r, st in enumerate(states):
         if not st.has_penalty:
             continue
         p = st.params
-        out_ids = to_device(st.output_token_ids, logits.device, torch.int64)
+        window = st.prompt_token_ids + st.output_token_ids
+        if p.repetition_window:
+            window = window[-p.repetition_window:]
         if p.repetition_penalty not in (0.0, 1.0):
-            window = st.prompt_token_ids + st.output_token_ids
-            if p.repetition_window:
-                window = window[-p.repetition_window:]
             seen = to_device(window, logits.device, torch.int64).unique()
             seen = seen[seen < vocab]
             vals = logits[r, seen]
@@ -87,8 +91,10 @@ def _apply_penalties(logits: torch.Tensor, states: list) -> None:
             limit = torch.finfo(logits.dtype).max
             logits[r, seen] = torch.where(vals > 0, vals / p.repetition_penalty,
                                           vals * p.repetition_penalty).clamp(-limit, limit)
-        if out_ids.numel() and (p.frequency_penalty or p.presence_penalty):
-            counts = torch.bincount(out_ids[out_ids < vocab], minlength=vocab)[:vocab].to(logits.dtype)
+        counted = window if p.chain == pb.SamplingParams.CHAIN_LLAMA_CPP else st.output_token_ids
+        if counted and (p.frequency_penalty or p.presence_penalty):
+            ids = to_device(counted, logits.device, torch.int64)
+            counts = torch.bincount(ids[ids < vocab], minlength=vocab)[:vocab].to(logits.dtype)
             logits[r] -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(logits.dtype)
 
 
@@ -118,58 +124,6 @@ def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
             logits[r, valid] = MASK
             if not bool((logits[r] > MASK).any()):
                 logits[r, valid] = kept
-
-
-def _typical(logits: torch.Tensor, states: list) -> torch.Tensor:
-    """Locally typical sampling on logits [R, V] (llama.cpp's typical_p): tokens ordered by how far their surprise
-    (-log p) is from the row's entropy are kept while the mass before them is at most typical_p (the closest token
-    always stays); rows with typical_p 1 (or 0, unset) are untouched."""
-    values = [st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states]
-    if all(v >= 1 for v in values):  # decided on the host: no device sync for the common case
-        return logits
-    typical = to_device(values, logits.device, logits.dtype)
-    logprobs = logits.log_softmax(dim=-1)
-    probs = logprobs.exp()
-    # Masked tokens (p = 0) add nothing to the entropy (0 * -inf would be NaN) and sort last (distance inf).
-    entropy = -torch.where(probs > 0, probs * logprobs, torch.zeros_like(probs)).sum(dim=-1, keepdim=True)
-    order = (-logprobs - entropy).abs().argsort(dim=-1)
-    sorted_probs = probs.gather(1, order)
-    cut_sorted = ((sorted_probs.cumsum(dim=-1) - sorted_probs) > typical[:, None]) & (typical[:, None] < 1)
-    cut = torch.zeros_like(cut_sorted).scatter(1, order, cut_sorted)
-    return logits.masked_fill(cut, MASK)
-
-
-def _filter(logits: torch.Tensor, states: list) -> torch.Tensor:
-    """Temperature, top_k, top_p, typical_p, min_p on logits [R, V] of sampled rows; returns probabilities [R, V]."""
-    dev = logits.device
-    temps = to_device([st.params.temperature for st in states], dev, logits.dtype)
-    logits = logits / temps[:, None]
-    vocab = logits.shape[1]
-    k_values = [st.params.top_k if 0 < st.params.top_k < vocab else vocab for st in states]
-    p_values = [st.params.top_p if 0 < st.params.top_p < 1 else 1.0 for st in states]
-    # which filters apply is decided from the host's lists, so the logits' device is not synchronised for it
-    if any(k < vocab for k in k_values) or any(v < 1 for v in p_values):
-        top_k = to_device(k_values, dev, torch.int64)
-        top_p = to_device(p_values, dev, logits.dtype)
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        ranks = torch.arange(vocab, device=dev)[None, :]
-        sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
-        probs = sorted_logits.softmax(dim=-1)
-        # Keep a token while the mass before it is below top_p (the best token always stays). Only rows with a
-        # top_p: float32 sums over the vocabulary pass 1.0, which would cut the tail of a top_p = 1 row batched
-        # with one that has a top_p, so that a seeded request's distribution depended on its neighbours.
-        mass_before = probs.cumsum(dim=-1) - probs
-        cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1)
-        sorted_logits = sorted_logits.masked_fill(cut, MASK)
-        logits = torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
-    logits = _typical(logits, states)
-    probs = logits.softmax(dim=-1)
-    m_values = [st.params.min_p for st in states]
-    if any(v > 0 for v in m_values):
-        min_p = to_device(m_values, dev, logits.dtype)
-        threshold = min_p[:, None] * probs.max(dim=-1, keepdim=True).values
-        probs = probs.masked_fill(probs < threshold, 0.0)
-    return probs
 
 
 def _noise(states: list, vocab: int, generator: torch.Generator) -> torch.Tensor:
@@ -213,8 +167,8 @@ class Sampler:
         logits = logits[:, :self.vocab_size].float()
         raw_logprobs = logits.log_softmax(dim=-1)
         logits = logits.clone()
-        _apply_penalties(logits, states)
         _apply_logit_bias(logits, states)
+        _apply_penalties(logits, states)
         constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
         _mask_stop_ids(logits, states)
         token_ids = logits.argmax(dim=-1)

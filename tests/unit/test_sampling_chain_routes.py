@@ -1,0 +1,58 @@
+"""Each API's requests (fake scheduler) name the sampler chain of its reference server (worker/sampling_chain.py):
+vLLM's on /v1, Ollama's on /api, llama.cpp's on /completion, with llama-server's penalty window (repeat_last_n 64)."""
+import orjson
+import pytest
+
+from proto import pb
+
+VLLM, OLLAMA, LLAMA_CPP = (pb.SamplingParams.CHAIN_VLLM, pb.SamplingParams.CHAIN_OLLAMA,
+                           pb.SamplingParams.CHAIN_LLAMA_CPP)
+
+
+async def sent(client, fake, path: str, body: dict):
+    response = await client.post(path, data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    return fake.script.requests[-1].sampling
+
+
+@pytest.mark.parametrize("path, body, chain", [
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2}, VLLM),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}, VLLM),
+    ("/api/generate", {"model": "m", "prompt": "hi", "stream": False, "options": {"num_predict": 2}}, OLLAMA),
+    ("/completion", {"prompt": "hi", "n_predict": 2}, LLAMA_CPP),
+], ids=["completions", "chat", "ollama", "llama.cpp"])
+async def test_each_api_names_its_chain(stack, path, body, chain):
+    client, fake = stack
+    if path == "/api/generate":
+        body["model"] = (await (await client.get("/v1/models")).json())["data"][0]["id"]
+    assert (await sent(client, fake, path, body)).chain == chain
+
+
+@pytest.mark.parametrize("fields, window, presence", [
+    ({}, 64, 0.5), ({"repeat_last_n": -1}, 0, 0.5), ({"repeat_last_n": 8}, 8, 0.5), ({"repeat_last_n": 0}, 0, 0.0),
+], ids=["default-64", "minus-one-all", "eight", "zero-off"])
+async def test_completion_penalty_window_is_llama_servers(stack, fields, window, presence):
+    """llama-server's penalty_last_n is 64 unless repeat_last_n is sent (common_params_sampling); 0 turns the
+    repetition, frequency and presence penalties off together (its penalties sampler returns at once)."""
+    client, fake = stack
+    body = {"prompt": "hi", "n_predict": 2, "repeat_penalty": 1.2, "presence_penalty": 0.5,
+            "frequency_penalty": 0.5, **fields}
+    sampling = await sent(client, fake, "/completion", body)
+    assert sampling.repetition_window == window
+    assert (round(sampling.presence_penalty, 6), round(sampling.frequency_penalty, 6)) == (presence, presence)
+    assert round(sampling.repetition_penalty, 6) == (1.0 if fields.get("repeat_last_n") == 0 else 1.2)
+
+
+async def test_completion_states_the_window_it_used(stack):
+    client, fake = stack
+    response = await client.post("/completion", data=orjson.dumps({"prompt": "hi", "n_predict": 2}))
+    assert (await response.json())["generation_settings"]["repeat_last_n"] == 64
+    props = await (await client.get("/props")).json()
+    assert props["default_generation_settings"]["params"]["repeat_last_n"] == 64
+
+
+async def test_v1_keeps_vllms_whole_window(stack):
+    """/v1 (vLLM) has no window: the repetition penalty covers the whole prompt+output unless repeat_last_n is sent."""
+    client, fake = stack
+    sampling = await sent(client, fake, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "repeat_penalty": 1.2})
+    assert sampling.repetition_window == 0

@@ -1,0 +1,109 @@
+"""Worker process: the filters of sampled rows (temperature, min_p, top_k, top_p, typical_p), in the order of the
+reference server of the API each request came through (pb.SamplingParams.chain).
+
+vLLM's v1 Sampler (vllm/v1/sample/sampler.py, and the GPU runner's vllm/v1/worker/gpu/sample/sampler.py) divides by
+the temperature, then applies min_p, then top_k and top_p. llama.cpp's default chain (common/common.h
+common_params_sampling::samplers) runs top_k, typical_p, top_p and min_p on the untempered logits and the temperature
+last. Ollama's sample.Sampler (sample/samplers.go) runs top_k, the temperature, top_p, then min_p. The order changes
+which tokens survive: top_p after min_p measures mass among fewer tokens, and min_p or top_p before the temperature
+cut a different set than after it.
+"""
+import torch
+
+from proto import pb
+from worker.batch import to_device
+
+MASK = float("-inf")
+
+
+def temperature(logits: torch.Tensor, states: list) -> torch.Tensor:
+    temps = to_device([st.params.temperature for st in states], logits.device, logits.dtype)
+    return logits / temps[:, None]
+
+
+def min_p(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """Masks tokens whose probability is below min_p times the most likely token's (vLLM's MinPLogitsProcessor,
+    llama.cpp's min_p sampler: the same set, logit >= max logit + log(min_p)); rows with min_p 0 are untouched."""
+    values = [st.params.min_p for st in states]
+    if not any(v > 0 for v in values):  # decided on the host: no device sync for the common case
+        return logits
+    probs = logits.softmax(dim=-1)
+    threshold = to_device(values, logits.device, logits.dtype)[:, None] * probs.max(dim=-1, keepdim=True).values
+    return logits.masked_fill(probs < threshold, MASK)
+
+
+def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: bool = True) -> torch.Tensor:
+    """top_k, then top_p over the mass the top_k tokens renormalised to (vLLM's apply_top_k_top_p); either alone
+    with use_k / use_p False. A token stays while the mass before it is at most top_p (the best token always stays)."""
+    dev, vocab = logits.device, logits.shape[1]
+    k_values = [st.params.top_k if use_k and 0 < st.params.top_k < vocab else vocab for st in states]
+    p_values = [st.params.top_p if use_p and 0 < st.params.top_p < 1 else 1.0 for st in states]
+    # which filters apply is decided from the host's lists, so the logits' device is not synchronised for it
+    if all(k >= vocab for k in k_values) and all(v >= 1 for v in p_values):
+        return logits
+    top_k = to_device(k_values, dev, torch.int64)
+    top_p = to_device(p_values, dev, logits.dtype)
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    ranks = torch.arange(vocab, device=dev)[None, :]
+    sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
+    probs = sorted_logits.softmax(dim=-1)
+    # Only rows with a top_p: float32 sums over the vocabulary pass 1.0, which would cut the tail of a top_p = 1 row
+    # batched with one that has a top_p, so that a seeded request's distribution depended on its neighbours.
+    mass_before = probs.cumsum(dim=-1) - probs
+    cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1)
+    sorted_logits = sorted_logits.masked_fill(cut, MASK)
+    return torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
+
+
+def top_k(logits: torch.Tensor, states: list) -> torch.Tensor:
+    return top_k_top_p(logits, states, use_p=False)
+
+
+def top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
+    return top_k_top_p(logits, states, use_k=False)
+
+
+def typical(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """Locally typical sampling (llama.cpp's typical_p): tokens ordered by how far their surprise (-log p) is from the
+    row's entropy are kept while the mass before them is at most typical_p (the closest token always stays); rows
+    with typical_p 1 (or 0, unset) are untouched."""
+    values = [st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states]
+    if all(v >= 1 for v in values):  # decided on the host: no device sync for the common case
+        return logits
+    mass = to_device(values, logits.device, logits.dtype)
+    logprobs = logits.log_softmax(dim=-1)
+    probs = logprobs.exp()
+    # Masked tokens (p = 0) add nothing to the entropy (0 * -inf would be NaN) and sort last (distance inf).
+    entropy = -torch.where(probs > 0, probs * logprobs, torch.zeros_like(probs)).sum(dim=-1, keepdim=True)
+    order = (-logprobs - entropy).abs().argsort(dim=-1)
+    sorted_probs = probs.gather(1, order)
+    cut_sorted = ((sorted_probs.cumsum(dim=-1) - sorted_probs) > mass[:, None]) & (mass[:, None] < 1)
+    cut = torch.zeros_like(cut_sorted).scatter(1, order, cut_sorted)
+    return logits.masked_fill(cut, MASK)
+
+
+CHAINS = {
+    pb.SamplingParams.CHAIN_VLLM: (temperature, min_p, top_k_top_p, typical),
+    pb.SamplingParams.CHAIN_OLLAMA: (temperature, top_k_top_p, typical, min_p),
+    pb.SamplingParams.CHAIN_LLAMA_CPP: (top_k, typical, top_p, min_p, temperature),
+}
+
+
+def _run(chain: int, logits: torch.Tensor, states: list) -> torch.Tensor:
+    for step in CHAINS.get(chain, CHAINS[pb.SamplingParams.CHAIN_VLLM]):
+        logits = step(logits, states)
+    return logits
+
+
+def filter_probs(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """Each row's chain on logits [R, V] of sampled rows (penalties and logit_bias already applied); returns the
+    probabilities [R, V] to draw from (0 for every filtered token)."""
+    chains = [st.params.chain for st in states]
+    if len(set(chains)) == 1:
+        return _run(chains[0], logits, states).softmax(dim=-1)
+    out = torch.empty_like(logits)
+    for chain in set(chains):
+        picked = [r for r, c in enumerate(chains) if c == chain]
+        rows = to_device(picked, logits.device, torch.int64)
+        out[rows] = _run(chain, logits[rows], [states[r] for r in picked])
+    return out.softmax(dim=-1)
