@@ -6,6 +6,8 @@ from typing import Any, Callable, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import MAX_N
+from gateway.pydantic_scalars import lax_scalars
+from gateway.schema_errors import json_repr
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
 SCHEMA = {
@@ -88,6 +90,35 @@ def clamp_sampling(body: dict) -> dict:
         value = out.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = max(low, value) if high is None else min(max(low, value), high)
+    return out
+
+
+_LIMIT_SCHEMA = {"type": ["integer", "null"]}
+_LIMIT_FIELDS = ("n_predict", "max_completion_tokens", "max_tokens")    # the first one sent wins
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def as_n_predict(body):
+    """llama.cpp's /completion limit: n_predict, else max_completion_tokens, else max_tokens (server-schema.cpp's
+    aliases), with n_predict's -1, 0 and cap at a full context; each read as the /v1 schema reads it ("3" is 3, false
+    0), so the limit applied, the prompt-only 0 and generation_settings' echo are one number."""
+    if not isinstance(body, dict):
+        return body
+    body = {**body, **{key: lax_scalars(body[key], _LIMIT_SCHEMA) for key in _LIMIT_FIELDS if key in body}}
+    name = next((key for key in _LIMIT_FIELDS if body.get(key) is not None), None)
+    if name in (None, "n_predict"):
+        return body
+    limit = body[name]
+    if not _is_integer(limit) or limit < -2:
+        if name == "max_tokens":   # the /v1 schema's 400 names it
+            return body
+        raise InvalidRequest(f"{name} must be -1 (no limit), -2 (until the context is full) or at least 0, got "
+                             f"{json_repr(limit)}", param=name)
+    out = {key: value for key, value in body.items() if key not in _LIMIT_FIELDS}
+    out["n_predict"] = limit
     return out
 
 

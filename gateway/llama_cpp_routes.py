@@ -10,7 +10,8 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_cpp_chain, llama_server_seed
+from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_cpp_chain, llama_server_seed
+from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.lmstudio_v1_request import zero_top_p
 from gateway.model import PROTECT_MARK
@@ -20,8 +21,6 @@ from gateway.openai_plan import check_model
 from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages
 from gateway.openai_sampling import read_sampling
-from gateway.pydantic_scalars import lax_scalars
-from gateway.schema_errors import json_repr
 from gateway.stream import sse_event
 from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
@@ -30,8 +29,8 @@ from gateway.web import json_response, read_json
 # answer: return_tokens, response_fields, timings_per_token, return_progress.
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
               "response_fields")
-_LIMIT_SCHEMA = {"type": ["integer", "null"]}
-_LIMIT_FIELDS = ("n_predict", "max_completion_tokens", "max_tokens")    # the first one sent wins
+# /infill's own fields, read into its prompt (n_indent, the minimum indent of a completed line, is not applied).
+_INFILL_ONLY = ("input_prefix", "input_suffix", "input_extra", "n_indent")
 
 
 _TOKEN_ID = re.compile(r"[+-]?[0-9]+")
@@ -85,27 +84,6 @@ def _prompt_ids(prompt: list, card) -> list:
             if isinstance(part, str):
                 check_prompt_size(part, card, card.max_context_len, "prompt")
         out.append(content_ids(card, item, True))
-    return out
-
-
-def as_n_predict(body):
-    """llama.cpp's /completion limit: n_predict, else max_completion_tokens, else max_tokens (server-schema.cpp's
-    aliases), with n_predict's -1, 0 and cap at a full context; each read as the /v1 schema reads it ("3" is 3, false
-    0), so the limit applied, the prompt-only 0 and generation_settings' echo are one number."""
-    if not isinstance(body, dict):
-        return body
-    body = {**body, **{key: lax_scalars(body[key], _LIMIT_SCHEMA) for key in _LIMIT_FIELDS if key in body}}
-    name = next((key for key in _LIMIT_FIELDS if body.get(key) is not None), None)
-    if name in (None, "n_predict"):
-        return body
-    limit = body[name]
-    if not _is_id(limit) or limit < -2:
-        if name == "max_tokens":   # the /v1 schema's 400 names it
-            return body
-        raise InvalidRequest(f"{name} must be -1 (no limit), -2 (until the context is full) or at least 0, got "
-                             f"{json_repr(limit)}", param=name)
-    out = {key: value for key, value in body.items() if key not in _LIMIT_FIELDS}
-    out["n_predict"] = limit
     return out
 
 
@@ -242,10 +220,12 @@ class LlamaCppRoutes:
             raise InvalidRequest("invalid adapter id: this server loads no LoRA adapters", param=None)
         return json_response({"success": True})
 
-    async def infill(self, request: web.Request) -> web.Response:
-        # llama.cpp answers a model it cannot fill in the middle for with ERROR_TYPE_NOT_SUPPORTED; so does /v1's suffix.
-        raise NotImplementedApi("infill (fill-in-the-middle) is not supported: this server completes a prompt only",
-                                code="not_supported", headers={"x-should-retry": "false"})
+    async def infill(self, request: web.Request) -> web.StreamResponse:
+        """llama.cpp's /infill: its fill-in-the-middle prompt (gateway.llama_cpp_infill), answered as /completion."""
+        body = await read_json(request)
+        prompt = await run_cpu(infill_prompt, body, await self.engine.card())
+        return await self._complete(request, {key: value for key, value in body.items() if key not in _INFILL_ONLY}
+                                    | {"prompt": prompt})
 
     async def rerank(self, request: web.Request) -> web.Response:
         # llama.cpp's words without --reranking (clients match them), and why: no reranker is served.
@@ -264,7 +244,10 @@ class LlamaCppRoutes:
         return json_response({"prompt": await run_cpu(_render, body, card)})
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
-        body = as_n_predict(await read_json(request))
+        return await self._complete(request, await read_json(request))
+
+    async def _complete(self, request: web.Request, body) -> web.StreamResponse:
+        body = as_n_predict(body)
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
         fields = _response_fields(body)

@@ -103,7 +103,8 @@ async def test_llama_servers_other_routes_say_why_they_are_not_served():
     server, client = await _client(FakeServing(build_tokenizer()))
     try:
         expected = {"/embedding": "embeddings are not supported", "/embeddings": "embeddings are not supported",
-                    "/infill": "infill (fill-in-the-middle) is not supported",
+                    "/infill": "Infill is not supported by this model: prefix token is missing. suffix token is "
+                    "missing. middle token is missing.",
                     "/rerank": "This server does not support reranking", "/reranking": "This server does not "
                     "support reranking", "/v1/rerank": "This server does not support reranking",
                     "/v1/reranking": "This server does not support reranking"}
