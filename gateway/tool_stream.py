@@ -9,7 +9,8 @@ closed that the next parameter or the call's end follows: the reading tool_marku
 parameter's text goes out as it comes, escaped, up to anything that might end it (a </parameter>, a line that starts
 with <parameter=, </function> or </tool_call>: a value whose </parameter> the model left out ends there). What the
 whole reading settles later (a value quoting the markup, a missing </parameter>) goes out when the call is read.
-Only a <tool_call> of an offered tool in the XML form streams so; the JSON form and a bare <function= go out whole.
+Only a <tool_call> of an offered tool streams so (the XML form, or the JSON form: tool_preview_json); a bare <function=
+goes out whole.
 """
 from __future__ import annotations
 
