@@ -16,6 +16,7 @@ from gateway.model import PROTECT_MARK, ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_string_patterns, check_tool_schemas,
                                    check_tools, completion_max_tokens, resolve_max_tokens, tool_constraint)
+from gateway.logprob_limits import check_logprob_counts
 from gateway.openai_fields import check_fields, guided_constraint
 from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
 from gateway.openai_schema import CHAT_SCHEMA, COMPLETION_SCHEMA
@@ -130,6 +131,7 @@ def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bo
     """A chat body's schema, fields, model, messages and tools checked, in that order; its stream options."""
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
+    check_logprob_counts(body, card.vocab_size, chat=True)
     check_model(body.get("model"), card, served_name)
     options = stream_options(body)
     check_content(body["messages"])
@@ -164,11 +166,9 @@ def _chat_prompt(body: dict, card: ModelCard, shown_tools: Optional[list], force
 
 
 def _chat_logprobs(body: dict, gen: GenRequest) -> None:
-    """gen.num_logprobs from logprobs + top_logprobs (or llama.cpp's n_probs)."""
+    """gen.num_logprobs from logprobs + top_logprobs (or llama.cpp's n_probs); logprob_limits checked them."""
     if body.get("logprobs"):
         gen.num_logprobs = int(body.get("top_logprobs") or 0)
-    elif body.get("top_logprobs"):
-        raise InvalidRequest("top_logprobs needs logprobs: true", param="top_logprobs")
     elif body.get("n_probs"):
         gen.num_logprobs = body["n_probs"]
 
@@ -228,6 +228,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     validate(body, COMPLETION_SCHEMA)
     check_num_choices(body)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
+    check_logprob_counts(body, card.vocab_size, chat=False)
     check_model(body.get("model"), card, served_name)
     stream, include_usage, continuous = stream_options(body)
     if body.get("suffix"):

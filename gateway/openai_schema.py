@@ -109,7 +109,8 @@ _COMMON = {
     "guided_regex": _STR_OR_NULL,
     "guided_grammar": _STR_OR_NULL,
     "structured_outputs": STRUCTURED_OUTPUTS,
-    "prompt_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+    # Its bounds and those of top_logprobs and completions' logprobs: gateway.logprob_limits, in vLLM's words.
+    "prompt_logprobs": {"type": ["integer", "null"]},
     # Refused or without effect here (openai_fields), typed as vLLM's request models type them: a wrong type is
     # vLLM's 400, and the checks that read the value (best_of < n) never see a string (a 500).
     "best_of": {"type": ["integer", "null"], "minimum": 1},
@@ -168,7 +169,7 @@ CHAT_SCHEMA = {
         "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
         "max_completion_tokens": {"type": ["integer", "null"]},
         "logprobs": _BOOL_OR_NULL,
-        "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "top_logprobs": {"type": ["integer", "null"]},
         # OpenAI refuses an empty list ("[] is too short - 'tools'"), and so does vLLM since its check_tool_usage.
         "tools": {"type": ["array", "null"], "minItems": 1, "items": _TOOL},
         "tool_choice": TOOL_CHOICE,
@@ -219,7 +220,7 @@ COMPLETION_SCHEMA = {
             {"type": "array", "minItems": 1, "maxItems": MAX_PROMPTS, "items": _TOKEN_IDS},
         ]},
         "echo": _BOOL_OR_NULL,
-        "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+        "logprobs": {"type": ["integer", "null"]},
         "suffix": _STR_OR_NULL,
         "response_format": _RESPONSE_FORMAT,     # vLLM's CompletionRequest takes it as chat does
         # The reasoning budgets a prompt that leaves its thinking open is held to (gateway.thinking_budget), typed as

@@ -30,11 +30,11 @@ class PromptLogprobsPlan:
 
 
 def plan_prompt_logprobs(body: dict, echo: bool, stream: bool) -> PromptLogprobsPlan:
-    """Reads prompt_logprobs (0..20, checked by the schema) and, with echo, logprobs; 400 for prompt_logprobs on a
-    stream, as vLLM (echo + logprobs streams: the first chunk of each choice carries the prompt part)."""
+    """Reads prompt_logprobs (0..20, checked by logprob_limits) and, with echo, logprobs; 400 for prompt_logprobs on a
+    stream, in vLLM's words (echo + logprobs streams: the first chunk of each choice carries the prompt part)."""
     vllm_top = body.get("prompt_logprobs")
     if vllm_top is not None and stream:
-        raise InvalidRequest("prompt_logprobs is not available when stream is true", param="prompt_logprobs")
+        raise InvalidRequest("`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs")
     echo_top = body.get("logprobs") if echo else None
     return PromptLogprobsPlan(echo_top=echo_top, vllm_top=vllm_top)
 
