@@ -12,7 +12,8 @@ bf16). CSV to $OUT when set.
 Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it),
 GPU_MODEL_CTX (default 256), GPU_MODEL_BATCHES ("1,64": only these C of the first variant), GPU_MODEL_DECODE_AB (1: also each C of the first variant with the torch decode
 attention instead of the paged decode kernel, and with the tensor-core decode kernel off), GPU_MODEL_PDL_AB (1: also C = 1 of the first variant with the M = 1
-GEMV launched plainly instead of with programmatic dependent launch).
+GEMV launched plainly instead of with programmatic dependent launch), GPU_MODEL_TMA_AB (1: C = 1 of the first variant
+twice more, the M = 1 GEMVs on v12's register stream, then on v14's TMA ring again, kernels/nvfp4/gemv_btt.py).
 """
 import math
 import os
@@ -24,6 +25,7 @@ from bench.cuda_timing import median_ms
 from bench.model_report import print_table, write_outputs
 from bench.step_profile import profile_kernels
 from kernels.attention import ops as attention_ops
+from kernels.nvfp4 import gemv_btt
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
@@ -45,6 +47,7 @@ VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
 # 8 rows) against the torch gather path ("0"), GPU_MODEL_DECODE_AB=1
 DECODE_AB = os.environ.get("GPU_MODEL_DECODE_AB", "0") == "1"
 PDL_AB = os.environ.get("GPU_MODEL_PDL_AB", "0") == "1"  # also C = 1 with the M = 1 GEMV launched plainly
+TMA_AB = os.environ.get("GPU_MODEL_TMA_AB", "0") == "1"  # also C = 1 on v12, then v14 again
 CTX = int(os.environ.get("GPU_MODEL_CTX", "256"))
 # GPU_MODEL_BATCHES="1,64": only these C, first variant only
 ONLY_BATCHES = tuple(int(c) for c in os.environ.get("GPU_MODEL_BATCHES", "").split(",") if c)
@@ -253,6 +256,11 @@ def ab_sweeps(args: tuple, batches: tuple, label: str) -> list:
         nvfp4_ops.PDL = False
         rows += sweep(*args, (1,), " " + label + " no-pdl")
         nvfp4_ops.PDL = True
+    if TMA_AB:
+        gemv_btt.TMA, tma = False, gemv_btt.TMA
+        rows += sweep(*args, (1,), " " + label + " v12")
+        gemv_btt.TMA = tma
+        rows += sweep(*args, (1,), " " + label + " again")
     return rows
 
 

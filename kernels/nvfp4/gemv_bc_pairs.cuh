@@ -78,7 +78,7 @@ __device__ __forceinline__ void pair_segment(const GemvArgs& p, int tile, int qa
     load_pairs<U>(p, wp, sp, qa + U, qb, g1);
     if (first) {  // the weight loads above need nothing from earlier kernels; x and every global write do
         pdl_wait();
-        stage_x_mode<XS>(p, xs, kp);
+        stage_x_mode<XS>(p, xs, kp, blockDim.x);
         __syncthreads();
     }
     u32 x0;

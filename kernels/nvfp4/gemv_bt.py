@@ -10,7 +10,7 @@ import os
 import torch
 
 from kernels import _compile
-from kernels.nvfp4 import gemv_bc, ops
+from kernels.nvfp4 import gemv_bc, gemv_btt, ops
 
 # ops.gemv sends M = 1 here on Hopper with PDL where every SM gets a block and the blocks' tile counts differ by at
 # most MAX_IMBALANCE; H200 session 12 run 8 (us, v10 as dispatched before / v12 unroll 2 / 3, imbalance): 6144x5120
@@ -48,9 +48,11 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
 
 
 def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: bool = True,
-            x_up: torch.Tensor = None, norm: tuple = None, gated: tuple = None) -> torch.Tensor:
+            x_up: torch.Tensor = None, norm: tuple = None, gated: tuple = None, tma: tuple = None) -> torch.Tensor:
     """x [1, K] bf16 contiguous (|x| < 2^28), p = ops.prepared(...) -> out [1, N] bf16 (written). Grid of G blocks of
-    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc. The GEMV's x can be computed while staging it:
+    16 warps; no workspace. unroll: UNROLLS; pdl as gemv_bc.gemv_bc; tma: a gemv_btt.CONFIGS ring shape runs v14
+    (gemv_btt.cu, the weights by TMA into shared memory; unroll unused), None v12. The GEMV's x can be computed while
+    staging it:
     - x_up [1, K] bf16: x := bf16(bf16(silu(x)) * x_up), rounded as kernels.norm.ops.silu_mul (the _silu entries);
     - norm = (residual [1, K], weight [K], eps, h_out [1, K], y_out [1, K]), bf16 tensors: h = bf16(x + residual),
       x := RMSNorm(h) = bf16(h * rsqrt(mean(h^2) + eps) * (1 + weight)), rounded as kernels.norm.ops.rms_norm; h
@@ -59,7 +61,7 @@ def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: b
       bf16(bf16(weight * bf16(x * rsqrt(mean_head(x^2) + eps))) * silu(z)), rounded as
       kernels.norm.ops.gated_rms_norm (the _gnorm entries).
     Raises ValueError where `applies` is false, an extra tensor is misplaced, more than one of x_up / norm / gated is
-    given or unroll is not built."""
+    given or unroll is not built (or, with tma, the config does not fit the weight)."""
     import numpy as np
 
     if sum(v is not None for v in (x_up, norm, gated)) > 1:
@@ -75,15 +77,18 @@ def gemv_bt(x: torch.Tensor, p: dict, out: torch.Tensor, unroll: int = 2, pdl: b
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(p["wq"]), ptr(p["wsb"]), ptr(x), ptr(out), ptr(p["alpha_bc"]), np.int32(p["N"]), np.int32(p["K"]),
             np.int32(p["Np"]), np.int32(p["Kc"]))
-    suffix = ""
+    suffix, mode_args = "", ()
     if x_up is not None:
-        args, suffix = args + (ptr(x_up),), "_silu"
+        mode_args, suffix = (ptr(x_up),), "_silu"
     elif norm is not None:
-        args, suffix = args + (ptr(norm[0]), ptr(norm[1]), np.float32(norm[2]), ptr(norm[3]), ptr(norm[4])), "_norm"
+        mode_args, suffix = (ptr(norm[0]), ptr(norm[1]), np.float32(norm[2]), ptr(norm[3]), ptr(norm[4])), "_norm"
     elif gated is not None:
-        args, suffix = args + (ptr(gated[0]), ptr(gated[1]), np.float32(gated[2])), "_gnorm"
+        mode_args, suffix = (ptr(gated[0]), ptr(gated[1]), np.float32(gated[2])), "_gnorm"
+    if tma is not None:
+        gemv_btt.launch(suffix, p, tma, blocks(p, sms), args, mode_args, pdl)
+        return out
     kernel = gemv_bc._kernel(f"nvfp4_gemv_bt{suffix}_u{unroll}", "gemv_bt.cu")
-    ops._launch("", "", (blocks(p, sms),), (32 * WARPS,), args, kernel, gemv_bc._smem(p), pdl)
+    ops._launch("", "", (blocks(p, sms),), (32 * WARPS,), args + mode_args, kernel, gemv_bc._smem(p), pdl)
     return out
 
 
@@ -125,7 +130,7 @@ def silu_mul_linear(gate: torch.Tensor, up: torch.Tensor, weight) -> "torch.Tens
     if not (SILU_X and _cuda_row(gate, weight.shape[1]) and _pairs_with(gate, up)):
         return None
     p = _served(gate, weight)
-    return None if p is None else gemv_bt(gate, p, _out(gate, p), unroll=dispatch_unroll(p), x_up=up)
+    return None if p is None else gemv_bt(gate, p, _out(gate, p), x_up=up, **dispatch(gate, p))
 
 
 def serves(x: torch.Tensor, p: dict) -> bool:
@@ -138,6 +143,12 @@ def serves(x: torch.Tensor, p: dict) -> bool:
         return False
     sms = _compile.num_sms(x.device)
     return applies(x, p, sms) and p["Np"] // 16 >= sms and imbalance(p, sms) <= MAX_IMBALANCE
+
+
+def dispatch(x: torch.Tensor, p: dict) -> dict:
+    """ops.gemv's launch options for a weight this kernel serves: v14's ring config where gemv_btt.choice names one,
+    else v12 at dispatch_unroll."""
+    return {"unroll": dispatch_unroll(p), "tma": gemv_btt.choice(p, _compile.num_sms(x.device))}
 
 
 def dispatch_unroll(p: dict) -> int:
@@ -161,7 +172,7 @@ def rms_norm_linear(x: torch.Tensor, residual: torch.Tensor, norm_weight: torch.
     if p is None:
         return None
     y, h = torch.empty_like(x), torch.empty_like(x)
-    return gemv_bt(x, p, _out(x, p), unroll=dispatch_unroll(p), norm=(residual, norm_weight, eps, h, y)), y, h
+    return gemv_bt(x, p, _out(x, p), norm=(residual, norm_weight, eps, h, y), **dispatch(x, p)), y, h
 
 
 def gated_norm_linear(x: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -176,4 +187,4 @@ def gated_norm_linear(x: torch.Tensor, z: torch.Tensor, norm_weight: torch.Tenso
             and _aligned_row(norm_weight, GATED_HEAD)):
         return None
     p = _served(x, weight)
-    return None if p is None else gemv_bt(x, p, _out(x, p), unroll=dispatch_unroll(p), gated=(z, norm_weight, eps))
+    return None if p is None else gemv_bt(x, p, _out(x, p), gated=(z, norm_weight, eps), **dispatch(x, p))

@@ -25,8 +25,8 @@ __device__ __forceinline__ uint4 scale8(uint4 v) {
 
 // x[0, :K] * 2^100 -> xs[0, kp * 128) bf16 (zero past K), then 32 zero bytes (the B fragment of lanes outside a
 // chunk's block columns); all threads, plain loads (the caller syncs)
-__device__ __forceinline__ void stage_x_scaled(const GemvArgs& p, uint4* xs, int kp) {
-    for (int i = threadIdx.x; i < kp * 16 + 2; i += blockDim.x) {
+__device__ __forceinline__ void stage_x_scaled(const GemvArgs& p, uint4* xs, int kp, int nthreads) {
+    for (int i = threadIdx.x; i < kp * 16 + 2; i += nthreads) {
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (i * 8 < p.K) {
             v = ld_nc16(p.x + i * 8);
@@ -50,8 +50,8 @@ __device__ __forceinline__ u32 silu_mul_bf16x2(u32 g, u32 u) {
 }
 
 // stage_x_scaled for x = silu(x) * x_up (the MLP's down projection reading its gate and up halves: no silu_mul launch)
-__device__ __forceinline__ void stage_x_silu_scaled(const GemvArgs& p, uint4* xs, int kp) {
-    for (int i = threadIdx.x; i < kp * 16 + 2; i += blockDim.x) {
+__device__ __forceinline__ void stage_x_silu_scaled(const GemvArgs& p, uint4* xs, int kp, int nthreads) {
+    for (int i = threadIdx.x; i < kp * 16 + 2; i += nthreads) {
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (i * 8 < p.K) {
             const uint4 g = ld_nc16(p.x + i * 8), u = ld_nc16(p.x_up + i * 8);
@@ -98,12 +98,13 @@ __device__ __forceinline__ uint4 norm8_bf16(const uint4& h, const uint4& w, floa
 // launch). Rounding as kernels/norm/rmsnorm.cu norm_rms_zc: h = bf16(x + res), y = bf16(h * rsqrt(mean(h^2) + eps)
 // * (1 + w)); the sum of squares is added in another order (last-bit differences in inv). Every block computes the
 // same y (same order in each); block 0 also writes h_out and y_out. All threads; the caller syncs after.
-__device__ __forceinline__ void stage_x_norm_scaled(const GemvArgs& p, uint4* xs, int kp) {
+template <int BAR>
+__device__ __forceinline__ void stage_x_norm_scaled(const GemvArgs& p, uint4* xs, int kp, int nthreads) {
     __shared__ float warp_ss[32];
-    const int pieces = p.K / 8, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    const int pieces = p.K / 8, lane = threadIdx.x & 31, warps = nthreads >> 5;
     const bool writer = blockIdx.x == 0;
     float ss = 0.f;
-    for (int i = threadIdx.x; i < kp * 16 + 2; i += blockDim.x) {
+    for (int i = threadIdx.x; i < kp * 16 + 2; i += nthreads) {
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (i < pieces) {
             v = add8_bf16(ld_nc16(p.x + i * 8), ld_nc16(p.x_res + i * 8), ss);
@@ -114,11 +115,15 @@ __device__ __forceinline__ void stage_x_norm_scaled(const GemvArgs& p, uint4* xs
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (lane == 0) warp_ss[threadIdx.x >> 5] = ss;
-    __syncthreads();
+    if (BAR == 0) {
+        __syncthreads();
+    } else {
+        asm volatile("bar.sync %0, %1;" ::"n"(BAR), "r"(nthreads));
+    }
     float total = 0.f;
     for (int w = 0; w < warps; ++w) total += warp_ss[w];
     const float inv = rsqrtf(total / (float)p.K + p.eps);
-    for (int i = threadIdx.x; i < pieces; i += blockDim.x) {  // the pieces this thread wrote above
+    for (int i = threadIdx.x; i < pieces; i += nthreads) {  // the pieces this thread wrote above
         const uint4 y = norm8_bf16(xs[i], ld_nc16(p.norm_w + i * 8), inv);
         if (writer) *reinterpret_cast<uint4*>(p.y_out + i * 8) = y;
         xs[i] = scale8(y);
@@ -146,11 +151,11 @@ __device__ __forceinline__ uint4 gated_norm8_bf16(const uint4& x, const uint4& z
 
 // stage_x_scaled for x = the GDN output's gated RMSNorm over 128-wide heads (x the recurrence's output [1, HV * 128],
 // the gate z = x_up, weight norm_w [128], eps): GatedDeltaNet's norm before out_proj with no launch of its own. A
-// head is 16 pieces of 8 = 16 consecutive threads (the loop steps by blockDim.x, a multiple of 32, over a uniform
+// head is 16 pieces of 8 = 16 consecutive threads (the loop steps by nthreads, a multiple of 32, over a uniform
 // trip count), so mean(x^2) is a 16-lane shuffle sum. Needs K % 128 == 0 (gemv_bt.py checks).
-__device__ __forceinline__ void stage_x_gated_norm_scaled(const GemvArgs& p, uint4* xs, int kp) {
+__device__ __forceinline__ void stage_x_gated_norm_scaled(const GemvArgs& p, uint4* xs, int kp, int nthreads) {
     const int pieces = p.K / 8, total = kp * 16 + 2;
-    for (int base = 0; base < total; base += blockDim.x) {
+    for (int base = 0; base < total; base += nthreads) {
         const int i = base + threadIdx.x;
         uint4 x = make_uint4(0u, 0u, 0u, 0u), z = x;
         float ss = 0.f;
@@ -174,16 +179,17 @@ __device__ __forceinline__ void stage_x_gated_norm_scaled(const GemvArgs& p, uin
     }
 }
 
-// the staging of mode XS (all threads of the block; the caller syncs after)
-template <int XS>
-__device__ __forceinline__ void stage_x_mode(const GemvArgs& p, uint4* xs, int kp) {
+// the staging of mode XS by threads [0, nthreads) of the block (nthreads a multiple of 32; the norm's barrier is
+// __syncthreads for BAR 0, else named barrier BAR of nthreads threads); the caller syncs after
+template <int XS, int BAR = 0>
+__device__ __forceinline__ void stage_x_mode(const GemvArgs& p, uint4* xs, int kp, int nthreads) {
     if (XS == XS_SILU) {
-        stage_x_silu_scaled(p, xs, kp);
+        stage_x_silu_scaled(p, xs, kp, nthreads);
     } else if (XS == XS_NORM) {
-        stage_x_norm_scaled(p, xs, kp);
+        stage_x_norm_scaled<BAR>(p, xs, kp, nthreads);
     } else if (XS == XS_GNORM) {
-        stage_x_gated_norm_scaled(p, xs, kp);
+        stage_x_gated_norm_scaled(p, xs, kp, nthreads);
     } else {
-        stage_x_scaled(p, xs, kp);
+        stage_x_scaled(p, xs, kp, nthreads);
     }
 }

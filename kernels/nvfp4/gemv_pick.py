@@ -62,7 +62,7 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
     """Runs choice(x, p, variant) -> out [M, N] bf16 (written); variant and blocks_per_sm go to gemv_v2."""
     kind = choice(x, p, variant)
     if kind == "bt":
-        return gemv_bt.gemv_bt(x, p, out, unroll=gemv_bt.dispatch_unroll(p))
+        return gemv_bt.gemv_bt(x, p, out, **gemv_bt.dispatch(x, p))
     if kind == "bc":
         return gemv_bc.gemv_bc(x, p, out, unroll=gemv_bc.dispatch_unroll(p))
     if kind == "sk":

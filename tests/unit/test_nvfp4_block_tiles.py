@@ -90,3 +90,27 @@ def test_staging_transforms_are_refused_on_the_cpu_and_one_at_a_time():
     assert gemv_bt.gated_norm_linear(row(), row(), w, 1e-6, weight) is None
     with pytest.raises(ValueError, match="at most one"):
         gemv_bt.gemv_bt(row(), _p(256, 128), row(), x_up=row(), gated=(row(), w, 1e-6))
+
+
+# v14 (gemv_btt): where ops.gemv sends M = 1 on a 132-SM H200 (gemv_btt.choice's table), and what its ring needs
+@pytest.mark.parametrize("n,k,want", [(6144, 5120, (8, 8, 16)), (5120, 6144, (8, 8, 16)), (16384, 5120, (8, 8, 16)),
+                                      (17408, 5120, None), (34816, 5120, (16, 4, 24)), (5120, 17408, (16, 4, 16)),
+                                      (248320, 5120, (16, 4, 24)), (4096, 5184, None)])
+def test_tma_choice_by_tiles_a_block_and_k(n, k, want, monkeypatch):
+    from kernels.nvfp4 import gemv_btt
+
+    assert gemv_btt.choice(_p(n, k), 132) == want
+    monkeypatch.setattr(gemv_btt, "TMA", False)
+    assert gemv_btt.choice(_p(n, k), 132) is None
+
+
+def test_tma_ring_fits_beside_x():
+    from kernels.nvfp4 import gemv_btt
+
+    p = _p(6144, 5120)  # x 10,272 B: 22 stages of 8 pairs (9,216 B) in the 222,208 B the kernel may take
+    assert gemv_btt.ring_stages(p, (8, 8, 16)) == (gemv_btt.SMEM_LIMIT - 10272) // 9216 == 22
+    assert gemv_btt.ring_stages(p, (16, 4, 16)) == 11
+    assert not gemv_btt.fits(_p(6144, 5184), (8, 8, 16))  # Kc = 81 is odd
+    assert not gemv_btt.fits(_p(6144, 1536), (8, 8, 16))  # Kp = 12: an item of 8 pairs would cross a tile
+    assert gemv_btt.fits(_p(6144, 1536), (16, 4, 16))  # items of 4 pairs do not
+    assert not gemv_btt.fits(_p(512, 100_352), (16, 4, 16))  # x takes 200 KB: one stage left
