@@ -11,6 +11,7 @@ from gateway.model import ModelCard
 from gateway.openai_shape import SSE_HEADERS
 from gateway.openai_usage import choice_usage, usage_dict
 from gateway.prompt_logprobs import completion_choice_extras, echo_legacy_logprobs, legacy_top, prompt_only_result
+from gateway.sglang_fields import cached_tokens_sglext
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, TextOffsets, sse_event
 
 
@@ -114,12 +115,16 @@ class CompletionFramer:
         return [self._chunk([choice], usage, 0 if self.p.prompt.prompt_only else delta.num_tokens)]
 
     def end(self, usage: Usage) -> list[bytes]:
-        if not self.p.include_usage:
-            return [SSE_DONE]
         usage = self._usage(usage)
-        body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
-                "system_fingerprint": self.card.fingerprint, "choices": [], "usage": usage_dict(usage)}
-        return [sse_event(body), SSE_DONE]
+        head = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
+                "system_fingerprint": self.card.fingerprint, "choices": []}
+        frames = []
+        if self.p.cached_tokens_details:
+            own = {**head, "usage": None} if self.p.include_usage else dict(head)
+            frames.append(sse_event({**own, "sglext": cached_tokens_sglext(usage)}))
+        if self.p.include_usage:
+            frames.append(sse_event({**head, "usage": usage_dict(usage)}))
+        return frames + [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         return [sse_event(error.to_dict()), SSE_DONE]
@@ -145,5 +150,8 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
         choices.append(choice)
     if plan.prompt.prompt_only:
         usage = Usage(usage.prompt_tokens, 0, usage.cached_tokens)
-    return {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": plan.model,
+    body = {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": plan.model,
             "system_fingerprint": card.fingerprint, "choices": choices, "usage": usage_dict(usage)}
+    if plan.cached_tokens_details:
+        body["sglext"] = cached_tokens_sglext(usage)
+    return body

@@ -120,6 +120,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 only_listed_tools=allows_listed_only(body),
                 prompt=prompt, return_token_ids=bool(body.get("return_token_ids")), echo_prefix=echo_prefix(body) + opened,
                 choice_prompt_ids=choice_prompt_ids(body, stream),
+                cached_tokens_details=bool(body.get("return_cached_tokens_details")),
                 reasoning_beside_content=reasoning_beside_content(body, stream),
                 hold_reasoning=stream and held_reasoning(body),
                 prompt_text=text.replace(PROTECT_MARK, "") if body.get("return_prompt_text") else None,
@@ -266,7 +267,8 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt,
                 return_token_ids=bool(body.get("return_token_ids")),
-                tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
+                tokens_as_ids=bool(body.get("return_tokens_as_token_ids")),
+                cached_tokens_details=bool(body.get("return_cached_tokens_details")))
 
 
 def _completion_thinking(body: dict, card: ModelCard, gen: GenRequest, ids_list: list) -> None:

@@ -37,6 +37,7 @@ class Plan:
     prompt: PromptLogprobsPlan = field(default_factory=PromptLogprobsPlan)  # prompt logprobs asked for
     return_token_ids: bool = False                   # vLLM's: prompt_token_ids and token_ids beside the text
     choice_prompt_ids: bool = False                  # SGLang's return_prompt_token_ids: each chat choice's prompt ids
+    cached_tokens_details: bool = False              # SGLang's return_cached_tokens_details: sglext beside the choices
     tokens_as_ids: bool = False                      # vLLM's return_tokens_as_token_ids: logprobs name "token_id:<id>"
     legacy_functions: bool = False                   # the deprecated functions: a call comes as function_call
     reasoning_beside_content: bool = False           # llama.cpp's deepseek-legacy: reasoning_content, tags in content

@@ -11,6 +11,7 @@ from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import vllm_prompt_logprobs
 from gateway.reasoning import split_whole
+from gateway.sglang_fields import cached_tokens_sglext
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
 from gateway.openai_usage import chat_usage, choice_usage
 from gateway.tool_stream import CallDelta, ToolCallStream
@@ -97,11 +98,14 @@ class ChatShaper:
         return fields
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
-              prompt_token_ids: Optional[list] = None, prompt_text: Optional[str] = None) -> bytes:
+              prompt_token_ids: Optional[list] = None, prompt_text: Optional[str] = None,
+              sglext: Optional[dict] = None) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.plan.model, "system_fingerprint": self.card.fingerprint, "choices": choices}
         if with_usage:
             body["usage"] = usage
+        if sglext is not None:
+            body["sglext"] = sglext
         if prompt_token_ids is not None:
             body["prompt_token_ids"] = prompt_token_ids
         if prompt_text is not None:
@@ -159,6 +163,8 @@ class ChatShaper:
             # vLLM: one prompt per chat request, so its prompt logprobs sit beside the choices.
             body["prompt_logprobs"] = vllm_prompt_logprobs(self.card, results[0].prompt_logprobs or [],
                                                            self.plan.prompt.vllm_top)
+        if self.plan.cached_tokens_details:
+            body["sglext"] = cached_tokens_sglext(usage)
         return body
 
 
@@ -248,7 +254,9 @@ class ChatFramer:
         return held
 
     def end(self, usage: Usage) -> list[bytes]:
-        frames = [self.s.chunk([], self.usage_body(usage), True)] if self.p.include_usage else []
+        frames = ([self.s.chunk([], None, self.p.include_usage, sglext=cached_tokens_sglext(usage))]
+                  if self.p.cached_tokens_details else [])
+        frames += [self.s.chunk([], self.usage_body(usage), True)] if self.p.include_usage else []
         return frames + [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:

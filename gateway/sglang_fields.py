@@ -32,6 +32,8 @@ SCHEMA = {
     # Each chat choice's prompt ids (honoured, not streamed, as SGLang); its per-choice meta_info is not served.
     "return_prompt_token_ids": _FLAG,
     "return_meta_info": _FLAG,
+    # The prompt tokens read from the prefix cache, by tier (cached_tokens_sglext).
+    "return_cached_tokens_details": _FLAG,
 }
 
 # What the grammar fields are: (kind, field) in gateway.openai_fields' terms.
@@ -68,6 +70,14 @@ def choice_prompt_ids(body: dict, stream: bool) -> bool:
         raise InvalidRequest("return_prompt_token_ids is not supported with streaming. Please set stream=false when "
                              "using return_prompt_token_ids=true.", param="return_prompt_token_ids")
     return True
+
+
+def cached_tokens_sglext(usage) -> dict:
+    """SGLang's sglext for return_cached_tokens_details: the prompt tokens read from the prefix cache by tier, all on
+    the device here ("host" is SGLang's HiCache CPU tier). SGLang's serving_chat and serving_completions put it beside
+    the choices, and on a stream in a chunk of its own with no choices, after the finish chunks and before the usage
+    chunk; its bench_serving --cache-report reads it there."""
+    return {"cached_tokens_details": {"device": usage.cached_tokens, "host": 0}}
 
 
 def include_stop(body: dict) -> bool:
