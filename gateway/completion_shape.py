@@ -8,7 +8,7 @@ from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
-from gateway.openai_shape import SSE_HEADERS
+from gateway.openai_shape import SSE_HEADERS, with_sampled
 from gateway.openai_usage import choice_usage, usage_dict
 from gateway.prompt_logprobs import completion_choice_extras, echo_legacy_logprobs, legacy_top, prompt_only_result
 from gateway.sglang_fields import cached_tokens_sglext
@@ -27,15 +27,8 @@ def completion_logprobs(card: ModelCard, entries: list, offsets: TextOffsets) ->
     top_logprobs holds the sampled token first, then the k most likely: k + 1 entries when it is not among them, as
     OpenAI and vLLM answer."""
     return {"tokens": [card.legacy_token(e.token_id) for e in entries], "token_logprobs": [e.logprob for e in entries],
-            "top_logprobs": [legacy_top(card, e.token_id, _with_sampled(e)) for e in entries],
+            "top_logprobs": [legacy_top(card, e.token_id, with_sampled(e)) for e in entries],
             "text_offset": offsets.push([e.token_id for e in entries])}
-
-
-def _with_sampled(entry: TokenLogprob) -> list:
-    """[(token_id, logprob)] of one position: the sampled token (with its value among the top ones, if listed) first,
-    then the top ones."""
-    top = list(entry.top)
-    return [(entry.token_id, dict(top).get(entry.token_id, entry.logprob))] + top
 
 
 class CompletionFramer:

@@ -20,10 +20,22 @@ from gateway.tool_stream import CallDelta, ToolCallStream
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
+def with_sampled(entry: TokenLogprob) -> list:
+    """[(token_id, logprob)] of one position: the sampled token (with its value among the top ones, if listed) first,
+    then the top ones."""
+    top = list(entry.top)
+    return [(entry.token_id, dict(top).get(entry.token_id, entry.logprob))] + top
+
+
 def chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
+    """One content entry. Its top_logprobs are vLLM's: the first N of the sampled token and then the N most likely,
+    each once (serving_chat _get_top_logprobs over LogprobsProcessor._make_logprob_dict, whose dict lists the
+    sampled token first), so the sampled token is always among them; when it is not one of the N most likely, the
+    N-th of those is left out. The Responses API's output_text logprobs are these (vLLM's _topk_logprobs alike)."""
     def one(token_id: int, logprob: float) -> dict:
         return {"token": card.token_text(token_id), "logprob": logprob, "bytes": list(card.token_bytes(token_id))}
-    return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in entry.top]}
+    top = list(dict(with_sampled(entry)).items())[:len(entry.top)]
+    return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in top]}
 
 
 class ChatShaper:
