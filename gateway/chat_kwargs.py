@@ -32,6 +32,9 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
     if effort is not None and effort != "none":
         kwargs["reasoning_effort"] = _EFFORT_ALIASES.get(effort, effort)
     # An explicit switch wins over the effort, as in vLLM's build_chat_params (reasoning_effort sets enable_thinking
-    # only when chat_template_kwargs lacks it); "none" turns thinking off, any other effort on; else the default, on.
-    kwargs.setdefault("enable_thinking", effort != "none")
+    # only when chat_template_kwargs lacks it); "none" turns thinking off, any other effort on. Without either the
+    # variable stays undefined, the template's own default, as vLLM and transformers render it: a template that
+    # thinks only when asked (Gemma 4's, a request's chat_template) was made to think.
+    if effort is not None:
+        kwargs.setdefault("enable_thinking", effort != "none")
     return kwargs

@@ -1,6 +1,7 @@
-"""Unit tests: chat templates the gateway renders as transformers' apply_chat_template does, for template syntax
-transformers' sandbox adds to Jinja (its `{% generation %}` tag), on the checkpoint's template and a request's own
-`chat_template`; each prompt compared token for token with AutoTokenizer.apply_chat_template on the same messages."""
+"""Unit tests: chat templates the gateway renders as transformers' apply_chat_template does: the syntax transformers'
+sandbox adds to Jinja (its `{% generation %}` tag) and the variables a request leaves unset (undefined, the template's
+own default), on the checkpoint's template and a request's own `chat_template`; each prompt compared token for token
+with AutoTokenizer.apply_chat_template on the same messages."""
 import os
 
 import orjson
@@ -62,3 +63,32 @@ async def test_request_template_with_generation_tag_matches_transformers(tiny_st
     assert ids == hf_ids(MESSAGES, chat_template=GENERATION_TEMPLATE)
     if "chat" in path:
         assert out["usage"]["prompt_tokens"] == len(ids)
+
+
+# Thinks only when asked, as Gemma 4's template (enable_thinking defaults to false there).
+OPT_IN_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking %}<think>\n{% else %}<think>\n\n</think>\n\n{% endif %}"
+    "{% endif %}")
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/tokenize"])
+@pytest.mark.parametrize("fields, hf_kwargs", [
+    ({}, {}),
+    ({"reasoning_effort": "low"}, {"enable_thinking": True, "reasoning_effort": "low"}),
+    ({"chat_template_kwargs": {"enable_thinking": True}}, {"enable_thinking": True}),
+], ids=["unset", "effort", "kwargs"])
+async def test_thinking_switch_left_unset_is_the_templates_default(tiny_stack, path, fields, hf_kwargs):
+    # vLLM's build_chat_params sets enable_thinking only from a reasoning_effort; unset, the template decides. It was
+    # always sent as true, so a template that thinks only when asked opened a think block no one asked for.
+    client, fake = tiny_stack
+    messages = MESSAGES[1:2]
+    body = {"model": "default", "messages": messages, "chat_template": OPT_IN_TEMPLATE, **fields}
+    response = await client.post(path, data=orjson.dumps({**body, "max_tokens": 1} if "chat" in path else body))
+    out = orjson.loads(await response.read())
+    assert response.status == 200, out
+    ids = out["tokens"] if path.endswith("tokenize") else list(fake.script.requests[-1].prompt_token_ids)
+    assert ids == hf_ids(messages, chat_template=OPT_IN_TEMPLATE, **hf_kwargs)
+    closed = hf_tokenizer().decode(ids).endswith("<think>\n\n</think>\n\n")
+    assert closed == (not fields)
