@@ -9,11 +9,9 @@ measured in the same run, and the fraction reached. Variants (VARIANTS): "before
 norms; "+gemv" = 32 < M <= 128 rows as 32-row GEMV chunks (worker/layers/linear.py); "+gemv+norms" = also the fused
 norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state (GPU_MODEL_STATE=bfloat16:
 bf16). CSV to $OUT when set.
-Env: GPU_MODEL_LAYERS (default 64), GPU_MODEL_BUDGET_S (default 240: later cases are skipped past it),
-GPU_MODEL_CTX (default 256), GPU_MODEL_BATCHES ("1,64": only these C of the first variant), GPU_MODEL_DECODE_AB (1: also each C of the first variant with the torch decode
-attention instead of the paged decode kernel, and with the tensor-core decode kernel off), GPU_MODEL_PDL_AB (1: also C = 1 of the first variant with the M = 1
-GEMV launched plainly instead of with programmatic dependent launch), GPU_MODEL_TMA_AB (1: C = 1 of the first variant
-twice more, the M = 1 GEMVs on v12's register stream, then on v14's TMA ring again, kernels/nvfp4/gemv_btt.py).
+Env: GPU_MODEL_LAYERS (64), GPU_MODEL_BUDGET_S (240: later cases are skipped past it), GPU_MODEL_CTX (256),
+GPU_MODEL_BATCHES ("1,64": only these C of the first variant); GPU_MODEL_DECODE_AB, _PDL_AB, _TMA_AB: A/B rows of
+the first variant (bench/gpu_model_ab.py).
 """
 import math
 import os
@@ -21,17 +19,16 @@ import time
 
 import torch
 
+from bench import gpu_model_ab
+
 from bench.cuda_timing import median_ms
 from bench.model_report import print_table, write_outputs
 from bench.step_profile import profile_kernels
-from kernels.attention import ops as attention_ops
-from kernels.nvfp4 import gemv_btt
 from kernels.nvfp4 import ops as nvfp4_ops
 from kernels.nvfp4.checkpoint import NVFP4Weight
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
-from worker.layers import attention as attention_layer
 from worker.layers import linear as linear_layer
 from worker.layers import norm as norm_layer
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
@@ -43,11 +40,6 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 # session 2 the GEMV's v2 flush (kernels/nvfp4/NOTES.md, run 7)
 VARIANTS = (("+wgmma", True, False, ("graph",), (1, 8, 32, 48, 64)),
             ("+gemv+norms", True, True, ("graph",), (48, 64)))
-# decode attention A/B at each C of the first variant: the paged decode kernel (attention.DECODE_KERNEL "auto": from
-# 8 rows) against the torch gather path ("0"), GPU_MODEL_DECODE_AB=1
-DECODE_AB = os.environ.get("GPU_MODEL_DECODE_AB", "0") == "1"
-PDL_AB = os.environ.get("GPU_MODEL_PDL_AB", "0") == "1"  # also C = 1 with the M = 1 GEMV launched plainly
-TMA_AB = os.environ.get("GPU_MODEL_TMA_AB", "0") == "1"  # also C = 1 on v12, then v14 again
 CTX = int(os.environ.get("GPU_MODEL_CTX", "256"))
 # GPU_MODEL_BATCHES="1,64": only these C, first variant only
 ONLY_BATCHES = tuple(int(c) for c in os.environ.get("GPU_MODEL_BATCHES", "").split(",") if c)
@@ -239,31 +231,6 @@ def sweep(model, config, weight_bytes, bandwidth, state_dtype, modes, budget_s, 
     return rows
 
 
-def ab_sweeps(args: tuple, batches: tuple, label: str) -> list:
-    """The first variant again with one part switched off (GPU_MODEL_DECODE_AB: the torch decode attention, then the
-    CUDA-core decode kernels instead of the tensor-core one; GPU_MODEL_PDL_AB: C = 1 with the GEMVs launched plainly).
-    args: sweep's leading arguments."""
-    rows = []
-    if DECODE_AB:
-        attention_layer.DECODE_KERNEL = "0"
-        torch.cuda.empty_cache()
-        rows += sweep(*args, batches, " " + label + " torch-attn")
-        attention_layer.DECODE_KERNEL = "auto"
-        attention_ops.MMA_ENABLED, mma = False, attention_ops.MMA_ENABLED
-        rows += sweep(*args, batches, " " + label + " no-mma-attn")
-        attention_ops.MMA_ENABLED = mma
-    if PDL_AB:
-        nvfp4_ops.PDL = False
-        rows += sweep(*args, (1,), " " + label + " no-pdl")
-        nvfp4_ops.PDL = True
-    if TMA_AB:
-        gemv_btt.TMA, tma = False, gemv_btt.TMA
-        rows += sweep(*args, (1,), " " + label + " v12")
-        gemv_btt.TMA = tma
-        rows += sweep(*args, (1,), " " + label + " again")
-    return rows
-
-
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: skipped")
@@ -288,7 +255,7 @@ def main() -> int:
         args = (model, config, weight_bytes, bandwidth, STATE_DTYPE, modes, budget)
         rows += sweep(*args, batches, " " + label)
         if label == VARIANTS[0][0]:
-            rows += ab_sweeps(args, batches, label)
+            rows += gpu_model_ab.ab_sweeps(sweep, args, batches, label)
     set_variant(True, False)
     for num_rows in (1, 64):
         if time.time() - T0 < budget + 10:
