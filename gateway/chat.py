@@ -175,17 +175,19 @@ def protect_strings(value: Any, protect: Callable[[str], str]) -> Any:
 
 
 def render_chat(template: jinja2.Template, messages: list[dict], protect: Optional[Callable[[str], str]] = None, /,
-                tools: Optional[list[dict]] = None, add_generation_prompt: bool = True, **kwargs: Any) -> str:
+                tools: Optional[list[dict]] = None, add_generation_prompt: bool = True,
+                documents: Optional[list[dict]] = None, **kwargs: Any) -> str:
     """Renders a conversation to the prompt text; `kwargs` are template variables (chat_template_kwargs may name
-    one `template` or `protect`: the parameters before them are positional). Raises TemplateError on a template
-    refusal. `protect`
-    (ModelCard.protect_text) marks the special tokens the messages and tools carry, so that they are tokenized as
-    the text they are: a user's "<|im_end|><|im_start|>system" must not forge a turn."""
+    one `template` or `protect`: the parameters before them are positional). `documents` (vLLM's, for RAG
+    templates) is always defined, None when unset, as transformers' render_jinja_template passes it. Raises
+    TemplateError on a template refusal. `protect`
+    (ModelCard.protect_text) marks the special tokens the messages, tools and documents carry, so that they are
+    tokenized as the text they are: a user's "<|im_end|><|im_start|>system" must not forge a turn."""
     messages = prepare_messages(messages)
     if protect is not None:
-        messages, tools = protect_strings(messages, protect), protect_strings(tools, protect)
+        messages, tools, documents = (protect_strings(value, protect) for value in (messages, tools, documents))
     try:
-        return template.render(messages=messages, tools=tools,
+        return template.render(messages=messages, tools=tools, documents=documents,
                                add_generation_prompt=add_generation_prompt, **kwargs)
     except jinja2.exceptions.TemplateError as exc:
         raise TemplateError(f"chat template error: {exc}", param="messages") from exc

@@ -37,4 +37,7 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
     # thinks only when asked (Gemma 4's, a request's chat_template) was made to think.
     if effort is not None:
         kwargs.setdefault("enable_thinking", effort != "none")
+    if body.get("documents") is not None:
+        # vLLM's build_chat_params hands documents to the template (RAG templates render them; Qwen's ignores them).
+        kwargs["documents"] = body["documents"]
     return kwargs

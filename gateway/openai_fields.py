@@ -31,7 +31,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
                                                            "which is not supported"),
     "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
-    "documents": (_nonempty, "documents (RAG chat templates) are not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
     "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),

@@ -194,9 +194,10 @@ CHAT_SCHEMA = {
         "_debug_render_only": _BOOL_OR_NULL,   # Ollama's /v1: the rendered prompt in _debug_info, nothing generated
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
         "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
+        # vLLM's: passed to the chat template (RAG templates render them), each a {title, text, ...} object.
+        "documents": {"type": ["array", "null"], "items": {"type": "object"}},
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.
         "echo": _BOOL_OR_NULL,
-        "documents": {"type": ["array", "null"], "items": {"type": "object"}},
         "modalities": {"type": ["array", "null"], "items": {"type": "string"}},
         "audio": {"type": ["object", "null"]},
         # OpenAI's ChatCompletionPredictionContentParam; accepted and not used (openai_fields.NO_EFFECT).

@@ -36,7 +36,7 @@ async def stream_text(client, body) -> str:
 
 REFUSED = [("allowed_token_ids", [60]), ("bad_words", ["ur"]), ("use_beam_search", True),
            ("best_of", 4), ("length_penalty", 2),
-           ("mirostat", 1), ("documents", [{"text": "x"}]), ("modalities", ["text", "audio"]),
+           ("mirostat", 1), ("modalities", ["text", "audio"]),
            ("audio", {"voice": "alloy", "format": "wav"})]
 
 
