@@ -31,10 +31,14 @@ class PromptLogprobsPlan:
 
 def plan_prompt_logprobs(body: dict, echo: bool, stream: bool) -> PromptLogprobsPlan:
     """Reads prompt_logprobs (0..20, checked by logprob_limits) and, with echo, logprobs; 400 for prompt_logprobs on a
-    stream, in vLLM's words (echo + logprobs streams: the first chunk of each choice carries the prompt part)."""
+    stream, in vLLM's words (echo + logprobs streams: the first chunk of each choice carries the prompt part). As vLLM's
+    check_logprobs, only a count that asks for alternatives is refused there: a stream's chunks carry no prompt
+    logprobs, so prompt_logprobs 0 streams without them."""
     vllm_top = body.get("prompt_logprobs")
     if vllm_top is not None and stream:
-        raise InvalidRequest("`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs")
+        if vllm_top != 0:
+            raise InvalidRequest("`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs")
+        vllm_top = None
     echo_top = body.get("logprobs") if echo else None
     return PromptLogprobsPlan(echo_top=echo_top, vllm_top=vllm_top)
 

@@ -78,3 +78,11 @@ def test_counts_in_range_are_served(card, chat, body):
     assert plan.gen.num_logprobs == (body["top_logprobs"] if chat and body["logprobs"] else
                                      None if chat else body["logprobs"])
     assert plan.gen.num_prompt_logprobs == body.get("prompt_logprobs")
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "completions"])
+def test_prompt_logprobs_0_streams_without_them(card, chat):
+    """vLLM refuses prompt_logprobs on a stream only above 0 (or -1): 0 streams, with no prompt logprobs."""
+    body = {"prompt_logprobs": 0, "stream": True, **({"messages": USER} if chat else {"prompt": "hi"})}
+    plan = (parse_chat if chat else parse_completion)(body, card, "fake-model")
+    assert plan.stream and plan.gen.num_prompt_logprobs is None and plan.prompt.vllm_top is None
