@@ -175,11 +175,12 @@ async def test_a_refusal_after_the_others_started_is_still_one_429():
         assert fake.num_running == 0
 
 
-@pytest.mark.parametrize("max_tokens, limits", [(None, [2046, 2048 - 300]), ("absent", [16, 16]), (7, [7, 7])],
-                         ids=["null", "absent", "explicit"])
+@pytest.mark.parametrize("max_tokens, limits",
+                         [(None, [16, 16]), ("absent", [16, 16]), (7, [7, 7]), (1748, [1748, 1748])], ids=["null", "absent", "explicit", "the shorter room"])
 async def test_each_prompt_of_a_batch_gets_its_own_limit(stack, max_tokens, limits):
-    """A batch of prompts with max_tokens null: each generates up to the context from its own length, as vLLM
-    gives it; the shortest room of the batch was every prompt's limit (2 tokens of prompt got 1748 of room)."""
+    """Every prompt of a batch and each of its n choices gets the request's limit: max_tokens null is OpenAI's
+    default 16 as an absent one (vLLM's normalize_null_max_tokens, 3fe51c0), an explicit one as sent, up to the
+    longest prompt's room (1748 of context 2048 after 300 tokens)."""
     client, fake = stack
     body = {"prompt": [[5, 6], [7] * 300], "n": 2}
     if max_tokens != "absent":
