@@ -41,9 +41,22 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
                         presence_penalty=float(body.get("presence_penalty") or 0.0),
                         frequency_penalty=float(body.get("frequency_penalty") or 0.0),
                         repetition_penalty=float(_repetition_penalty(body) or pick("repetition_penalty", 1.0)),
-                        logit_bias=bias)
+                        logit_bias=bias, allowed_token_ids=_allowed_token_ids(body, card))
     apply_repeat_last_n(body, sampling, card.max_context_len)
     return sampling
+
+
+def _allowed_token_ids(body: dict, card: ModelCard) -> list:
+    """vLLM's allowed_token_ids (only these may be sampled), refused as vLLM's engine refuses them
+    (vllm/v1/engine/processor.py, _validate_allowed_token_ids): an empty list, an id outside the vocabulary."""
+    ids = body.get("allowed_token_ids")
+    if ids is None:
+        return []
+    if not ids:
+        raise InvalidRequest("allowed_token_ids is not None and empty!", param="allowed_token_ids")
+    if not all(0 <= token_id < card.vocab_size for token_id in ids):
+        raise InvalidRequest("allowed_token_ids contains out-of-vocab token id!", param="allowed_token_ids")
+    return sorted(set(ids))
 
 
 def _repetition_penalty(body: dict) -> Optional[float]:

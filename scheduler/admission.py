@@ -134,6 +134,9 @@ def check_sampling(request, vocab_size: int) -> None:
         if vocab_size > 0 and not 0 <= token_id < vocab_size:
             raise InvalidRequestError(f"logit_bias token id {token_id} is outside the vocabulary [0, {vocab_size})")
         _check_range(f"logit_bias[{token_id}]", bias, -100.0, 100.0)
+    outside = [t for t in sampling.allowed_token_ids if vocab_size > 0 and not 0 <= t < vocab_size]
+    if outside:
+        raise InvalidRequestError(f"allowed_token_ids id {outside[0]} is outside the vocabulary [0, {vocab_size})")
     if request.max_tokens < 0:
         raise InvalidRequestError(f"max_tokens={request.max_tokens} must be >= 0 (0 = until the context is full)")
     if sampling.min_tokens < 0 or (request.max_tokens and sampling.min_tokens > request.max_tokens):

@@ -7,6 +7,7 @@ and typical_p in their API's order (worker/sampling_chain.py) and pick argmax(pr
 draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
 (log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
+Rows with allowed_token_ids (vLLM's) have every other token masked after logit_bias, as vLLM's allowed-token mask.
 Rows below their min_tokens have their eos / stop ids masked after logit_bias.
 Constrained rows (worker/grammar.py) have the tokens their grammar forbids masked after logit_bias and
 consume the token they sampled; unconstrained batches skip both.
@@ -60,7 +61,7 @@ class SamplingState:
         """Argmax of the raw logits: greedy with nothing that edits the logits (penalty, bias, grammar, min_tokens)."""
         p = self.params
         return (self.is_greedy and not self.has_penalty and not p.logit_bias and self.grammar is None
-                and len(self.output_token_ids) >= p.min_tokens)
+                and not p.allowed_token_ids and len(self.output_token_ids) >= p.min_tokens)
 
 
 @dataclass
@@ -110,6 +111,17 @@ def _apply_logit_bias(logits: torch.Tensor, states: list) -> None:
         dev = logits.device
         logits.index_put_((to_device(rows, dev, torch.int64), to_device(ids, dev, torch.int64)),
                           to_device(values, dev, logits.dtype), accumulate=True)
+
+
+def _mask_disallowed(logits: torch.Tensor, states: list) -> None:
+    """In place: every token outside a row's allowed_token_ids to -inf (rows without the list are left alone)."""
+    for r, st in enumerate(states):
+        if st.params.allowed_token_ids:
+            allowed = to_device([t for t in st.params.allowed_token_ids if 0 <= t < logits.shape[1]], logits.device,
+                                torch.long)
+            kept = logits[r, allowed].clone()
+            logits[r] = MASK
+            logits[r, allowed] = kept
 
 
 def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
@@ -168,6 +180,7 @@ class Sampler:
         raw_logprobs = logits.log_softmax(dim=-1)
         logits = logits.clone()
         _apply_logit_bias(logits, states)
+        _mask_disallowed(logits, states)
         _apply_penalties(logits, states)
         constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
         _mask_stop_ids(logits, states)
