@@ -10,6 +10,11 @@ SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next", "qwen3_5_moe",
 WRAPPED_TYPES = ("qwen3_5", "qwen3_5_moe")
 MOE_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 FULL, LINEAR = "full_attention", "linear_attention"
+# RoPE kinds the model computes as transformers does (modeling_rope_utils.py ROPE_INIT_FUNCTIONS); "dynamic" and
+# "longrope" re-derive the frequencies from each forward's longest sequence, "llama3" / "proportional" are not built
+ROPE_TYPES = ("default", "linear", "yarn")
+# rope_parameters keys that are no scaling parameters (mrope_*: equal t/h/w positions for text reduce to plain RoPE)
+_ROPE_BASE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved")
 
 
 @dataclass
@@ -34,6 +39,10 @@ class ModelConfig:
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10_000_000.0
     partial_rotary_factor: float = 0.25
+    rope_type: str = "default"
+    # rope_parameters' scaling keys (factor, original_max_position_embeddings, beta_fast, ...) for rope_type != default
+    rope_scaling: dict = field(default_factory=dict)
+    attention_bias: bool = False
     max_position_embeddings: int = 262_144
     tie_word_embeddings: bool = False
     hidden_act: str = "silu"
@@ -139,8 +148,30 @@ def _layer_types(text: dict, num_layers: int) -> list:
     return list(types)
 
 
+def _rope_fields(text: dict) -> dict:
+    """RoPE fields as transformers standardises them (modeling_rope_utils.py convert_rope_params_to_dict,
+    standardize_rope_params): a legacy rope_scaling dict wins over rope_parameters; rope_theta and
+    partial_rotary_factor from that dict, else the top level, else 10000.0 (default_theta) and 0.25 (the
+    Qwen3_5TextConfig / Qwen3NextConfig default); rope_type from "rope_type" or the legacy "type"; yarn's
+    original_max_position_embeddings from the top level, else the dict, else max_position_embeddings (32768 when
+    absent, transformers' default), and its factor when null max_position_embeddings / that."""
+    rope = text.get("rope_scaling") or text.get("rope_parameters") or {}
+    rope_type = str(rope.get("rope_type", rope.get("type", "default")))
+    scaling = {} if rope_type == "default" else {k: v for k, v in rope.items() if k not in _ROPE_BASE_KEYS}
+    if rope_type == "yarn":
+        max_positions = int(text.get("max_position_embeddings", 32768))
+        pretrained = scaling.get("original_max_position_embeddings", max_positions)
+        scaling["original_max_position_embeddings"] = int(text.get("original_max_position_embeddings", pretrained))
+        if scaling.get("factor") is None:
+            scaling["factor"] = max_positions / scaling["original_max_position_embeddings"]
+    if rope_type == "linear" and not isinstance(scaling.get("factor"), (int, float)):
+        raise ValueError("rope_parameters of rope_type linear need a number 'factor'")
+    return {"rope_theta": float(rope.get("rope_theta", text.get("rope_theta", 10_000.0))),
+            "partial_rotary_factor": float(rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))),
+            "rope_type": rope_type, "rope_scaling": scaling}
+
+
 def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
-    rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
     num_layers = int(text["num_hidden_layers"])
     hidden = int(text["hidden_size"])
     heads = int(text["num_attention_heads"])
@@ -155,7 +186,8 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         num_hidden_layers=num_layers,
         num_attention_heads=heads,
         num_key_value_heads=int(text["num_key_value_heads"]),
-        head_dim=int(text.get("head_dim") or hidden // heads),
+        # transformers' Qwen3_5TextConfig / Qwen3NextConfig default head_dim is 256, not hidden_size // heads
+        head_dim=int(text.get("head_dim", 256) or hidden // heads),
         linear_num_key_heads=int(text["linear_num_key_heads"]),
         linear_num_value_heads=int(text["linear_num_value_heads"]),
         linear_key_head_dim=int(text["linear_key_head_dim"]),
@@ -163,12 +195,12 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         linear_conv_kernel_dim=int(text.get("linear_conv_kernel_dim", 4)),
         layer_types=_layer_types(text, num_layers),
         rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(rope.get("rope_theta", text.get("rope_theta", 10_000_000.0))),
-        partial_rotary_factor=float(rope.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))),
         max_position_embeddings=int(text.get("max_position_embeddings", 262_144)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         hidden_act=str(text.get("hidden_act", "silu")),
+        attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),
+        **_rope_fields(text),
         **_moe_fields(model_type, text),
     )
 

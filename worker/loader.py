@@ -8,7 +8,7 @@ from kernels.nvfp4 import checkpoint as nvfp4_checkpoint
 from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
                                       UnsupportedModelError)
-from worker.config import ModelConfig
+from worker.config import ROPE_TYPES, ModelConfig
 from worker.layers.gdn import split_fused_qkvz
 from worker.model_card import load_model_card
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
@@ -27,6 +27,10 @@ def _check_supported(config: ModelConfig, path: str) -> None:
                                           "qwen3_next / qwen3_5_moe checkpoints")
     if config.model_type == "qwen3_next" and config.num_experts == 0 and config.intermediate_size <= 0:
         raise UnsupportedModelError(path, "qwen3_next with neither experts nor intermediate_size")
+    if config.rope_type not in ROPE_TYPES:
+        raise UnsupportedModelError(path, f"rope_type {config.rope_type!r} (supported: {', '.join(ROPE_TYPES)})")
+    if config.attention_bias:
+        raise UnsupportedModelError(path, "attention_bias true (q/k/v/o_proj biases are not read)")
     if config.hidden_act != "silu":
         raise UnsupportedModelError(path, f"hidden_act {config.hidden_act!r} (only silu)")
     if config.linear_num_value_heads % config.linear_num_key_heads:

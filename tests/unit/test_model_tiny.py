@@ -95,7 +95,8 @@ def test_config_fallbacks_interval_legacy_rope_and_head_dim():
     config = ModelConfig.from_dict(_text_config(full_attention_interval=3, rope_theta=5e6, partial_rotary_factor=0.5))
     assert config.layer_types[2] == config.layer_types[5] == "full_attention"
     assert config.attention_layer_ids == [2, 5] and config.rope_theta == 5e6
-    assert config.head_dim == 16 and config.rotary_dim == 8 and config.weight_prefix == "model."
+    # an absent head_dim is transformers' Qwen3_5TextConfig default 256, not hidden_size // heads
+    assert config.head_dim == 256 and config.rotary_dim == 128 and config.weight_prefix == "model."
     nested = ModelConfig.from_dict({"model_type": "qwen3_5", "eos_token_id": 7, "text_config": _text_config(
         eos_token_id=5, rope_parameters={"rope_theta": 1e4, "partial_rotary_factor": 0.25}, rope_theta=99.0)})
     assert nested.rope_theta == 1e4 and nested.eos_token_ids == [7, 5]

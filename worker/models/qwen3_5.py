@@ -113,7 +113,7 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         self.norm = RMSNorm(tensors["norm.weight"], config.rms_norm_eps)
         head = tensors["embed_tokens.weight"] if config.tie_word_embeddings else tensors["lm_head.weight"]
         self.lm_head = Linear(head)
-        self.rotary = RotaryEmbedding(config.rotary_dim, config.rope_theta)
+        self.rotary = RotaryEmbedding(config.rotary_dim, config.rope_theta, config.rope_type, config.rope_scaling)
         self.cache_index = self._cache_index(config)
         if self.embed_tokens.is_cuda:
             self.fuse_projections()
