@@ -7,7 +7,7 @@ from typing import Optional
 
 import jinja2
 
-from gateway.chat import compile_template, fold_thinking_parts, reasoning_of, render_chat
+from gateway.chat import compile_template, fold_thinking_parts, protect_strings, reasoning_of, render_chat
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
@@ -111,9 +111,12 @@ def _mark_end(message: dict) -> dict:
 
 
 def render_template(template, messages: list, tools, add: bool, card: ModelCard, kwargs: dict, body: dict) -> str:
+    """The prompt text; the control tokens in the messages, tools, documents and template variables (not the
+    tokenizer's special tokens the server adds) marked to stay text, as transformers' sanitize_control_tokens."""
+    protect = card.protect_text
     try:
-        return render_chat(template, messages, card.protect_text, tools=tools, add_generation_prompt=add,
-                           **card.special_tokens, **kwargs)
+        return render_chat(template, messages, protect, tools=tools, add_generation_prompt=add,
+                           **card.special_tokens, **protect_strings(kwargs, protect))
     except InvalidRequest as exc:
         if body.get("chat_template"):
             raise InvalidRequest(f"chat_template: {exc.message}", param="chat_template") from exc

@@ -14,7 +14,7 @@ from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, 
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.lmstudio_v1_request import zero_top_p
-from gateway.model import PROTECT_MARK
+from gateway.control_tokens import unmark
 from gateway.offload import run_cpu
 from gateway.openai import parse_completion
 from gateway.openai_plan import check_model
@@ -127,7 +127,7 @@ def completion_body(body, card) -> dict:
 
 def _render(body: dict, card) -> str:
     """The chat prompt /v1 chat renders for these fields, as text (a special token's text in a message stays text)."""
-    return rendered_messages(body, card).replace(PROTECT_MARK, "")
+    return unmark(rendered_messages(body, card))
 
 
 def _response_fields(body: dict) -> Optional[list]:

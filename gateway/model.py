@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,15 +11,13 @@ import orjson
 from tokenizers import Tokenizer
 
 from gateway.chat import compile_template
+from gateway.control_tokens import MARK_END, MARK_START, MarkedEncoder, control_tokens, marker
 from gateway.stream import utf8_incomplete_tail
 
 # Sampling fields generation_config.json may set, and the request field each one defaults.
 _GENERATION_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 KEEP_IN_TEXT = frozenset({"<think>", "</think>", "<tool_call>", "</tool_call>"})
-# Put inside a special token's text where a message or tool carries it (ModelCard.protect_text, before the chat
-# template renders it), so that the prompt's copy is not that token: encode() tokenizes it as plain text.
-PROTECT_MARK = "\ufdd0"
 # How many times fewer UTF-8 bytes a normalizer can leave (NFC composes Hangul jamo 9 -> 3 bytes; NFKC maps a
 # 4-byte character to 1 byte). Normalizers not listed (strip, replace, ...) can delete text: no byte bound.
 _NORMALIZER_SHRINK = {None: 1, "NFC": 3, "NFD": 2, "NFKC": 4, "NFKD": 4}
@@ -75,6 +72,7 @@ class ModelCard:
     quantization: str = ""
     num_parameters: int = 0
     config: dict = field(default_factory=dict)   # the checkpoint's config.json ({} when not sent)
+    chat_control_tokens: Optional[list] = None   # tokenizer_config.json's list (else inferred from the template)
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self):
@@ -108,7 +106,8 @@ class ModelCard:
                    special_tokens={k: v for k, v in specials.items() if v is not None},
                    vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
                    architecture=info.architecture, quantization=info.quantization,
-                   num_parameters=info.num_parameters, config=_json_object(info.config_json))
+                   num_parameters=info.num_parameters, config=_json_object(info.config_json),
+                   chat_control_tokens=_string_list(tok_cfg.get("chat_control_tokens")))
 
     @property
     def fingerprint(self) -> str:
@@ -137,50 +136,26 @@ class ModelCard:
         """
         if not self._bytes_per_token or len(text) <= self._bytes_per_token:
             return 0
-        size = len(text.encode("utf-8", "surrogatepass")) - 3 * text.count(PROTECT_MARK)
+        size = len(text.encode("utf-8", "surrogatepass")) - 4 * (text.count(MARK_START) + text.count(MARK_END))
         return -(-size // self._bytes_per_token)
 
     def _init_protection(self, added: dict) -> None:
-        self._special_ids = {token.content: token_id for token_id, token in added.items()
-                             if token.special and token.content not in KEEP_IN_TEXT}
-        names = sorted(self._special_ids, key=len, reverse=True)
-        self._special_re = re.compile("|".join(map(re.escape, names))) if names else None
-        self._special_split = re.compile(f"({self._special_re.pattern})") if names else None
-        self._protected = {name[:1] + PROTECT_MARK + name[1:]: name for name in names}
-        self._protected_re = re.compile("|".join(map(re.escape, self._protected))) if names else None
-        self._plain_tokenizer: Optional[Tokenizer] = None
-        self._plain_lock = threading.Lock()
+        self._mark_control = marker(control_tokens(added, self.chat_control_tokens))
+        self._marked_encoder = MarkedEncoder(self.tokenizer)
 
     def protect_text(self, text: str) -> str:
-        """`text` with every special token in it (<|im_start|>, <|endoftext|>, ...) marked, so that encode() reads
-        it as the characters it is, not as a control token: a message's text must not open or end turns."""
-        if self._special_re is None or not self._special_re.search(text):
-            return text
-        return self._special_re.sub(lambda match: match.group(0)[:1] + PROTECT_MARK + match.group(0)[1:], text)
+        """`text` with every control token in it (the special tokens <|im_start|>, <|endoftext|>, ...) marked, so
+        that encode() reads it as the characters it is: a message's text must not open or end turns."""
+        return self._mark_control(text)
 
     def encode(self, text: str) -> list[int]:
         """Prompt text to ids; special-token strings in the text become their ids (those protect_text marked stay
-        plain text), no BOS is added."""
+        plain text, each encoded apart from the text around it, as transformers' encode_marked_chat reads them), no
+        BOS is added."""
         # encode_batch releases the GIL (encode does not), so a big prompt in a pool thread leaves the loop free.
-        if self._special_split is None or PROTECT_MARK not in text:
+        if MARK_START not in text and MARK_END not in text:
             return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
-        # The template's own special tokens are split out as the tokenizer splits added tokens; the text between
-        # them (the marked tokens restored) is encoded by a copy that reads special tokens as plain text.
-        pieces = self._special_split.split(text)
-        texts = [self._protected_re.sub(lambda match: self._protected[match.group(0)], piece) for piece in pieces[::2]]
-        ids: list[int] = []
-        for index, encoding in enumerate(self._plain().encode_batch(texts, add_special_tokens=False)):
-            if index:
-                ids.append(self._special_ids[pieces[2 * index - 1]])
-            ids.extend(encoding.ids)
-        return ids
-
-    def _plain(self) -> Tokenizer:
-        with self._plain_lock:
-            if self._plain_tokenizer is None:
-                self._plain_tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
-                self._plain_tokenizer.encode_special_tokens = True
-            return self._plain_tokenizer
+        return self._marked_encoder.encode(text)
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Ids to text. Special tokens are dropped (the reasoning and tool markup kept) unless skip_special_tokens is
@@ -268,6 +243,10 @@ class ModelCard:
             n_vocab = max(self.vocab_size, self.tokenizer_vocab_size)
             self._grammar_tokenizer = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
         return self._grammar_tokenizer
+
+
+def _string_list(value: Any) -> Optional[list]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
 
 
 def _bytes_per_token_bound(spec: dict, max_token_bytes: int, byte_level: bool) -> int:

@@ -204,8 +204,8 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
         # that has only thinking, as Ollama's Qwen3.5 renderer leaves it open).
         return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
                              template_thinking(think, card))
-    return render_chat(card.template, messages, card.protect_text, tools=tools, add_generation_prompt=True,
-                       **card.special_tokens, **template_thinking(think, card))
+    return render_chat(card.template, messages, card.protect_text, tools=tools,
+                       add_generation_prompt=True, **card.special_tokens, **template_thinking(think, card))
 
 
 def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:

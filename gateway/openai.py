@@ -12,7 +12,8 @@ from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import check_list_sizes, check_num_choices
 from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasoning_beside_content,
                                       thinking_in_content)
-from gateway.model import PROTECT_MARK, ModelCard
+from gateway.control_tokens import unmark
+from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_min_tokens,
                                    check_prompt_size, check_string_patterns, check_tool_schemas,
                                    check_tools, completion_max_tokens, resolve_max_tokens, tool_constraint)
@@ -123,8 +124,8 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
                 cached_tokens_details=bool(body.get("return_cached_tokens_details")),
                 reasoning_beside_content=reasoning_beside_content(body, stream),
                 hold_reasoning=stream and held_reasoning(body),
-                prompt_text=text.replace(PROTECT_MARK, "") if body.get("return_prompt_text") else None,
-                debug_render=text.replace(PROTECT_MARK, "") if body.get("_debug_render_only") else None,
+                prompt_text=unmark(text) if body.get("return_prompt_text") else None,
+                debug_render=unmark(text) if body.get("_debug_render_only") else None,
                 tokens_as_ids=bool(body.get("return_tokens_as_token_ids")))
 
 
