@@ -20,6 +20,7 @@ class Sampling:
     repetition_window: int = 0   # repetition_penalty covers the last N prompt+output tokens (0 = all of them)
     logit_bias: dict = field(default_factory=dict)   # token id -> bias
     allowed_token_ids: list = field(default_factory=list)   # vLLM's: only these may be sampled ([] = every token)
+    bad_words: list = field(default_factory=list)   # vLLM's bad_words, each a token id list (openai_sampling)
     min_tokens: int = 0      # generated tokens before eos / stop ids / stop strings may end it (0 = off)
     # Whose order the filters run in, and where frequency/presence count (worker/sampling_chain.py): "vllm" (the
     # /v1 routes), "ollama" (/api) or "llama.cpp" (/completion).

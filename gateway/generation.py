@@ -41,7 +41,7 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
         repetition_penalty=_positive(s.repetition_penalty, _LEAST_REPETITION_PENALTY),
         repetition_window=s.repetition_window, logit_bias=dict(s.logit_bias),
-        allowed_token_ids=list(s.allowed_token_ids),
+        allowed_token_ids=list(s.allowed_token_ids), bad_words=[pb.TokenIds(ids=ids) for ids in s.bad_words],
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
         prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0,
         chain=_CHAINS[s.chain])

@@ -25,7 +25,6 @@ def _nonempty(value: Any) -> bool:
 
 # field -> (is the request asking for it?, why it is refused). Each would change the output in vLLM/OpenAI.
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "bad_words": (_nonempty, "bad_words is not supported (use logit_bias with -100 on the token ids)"),
     "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
     "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
                                                            "which is not supported"),

@@ -43,7 +43,20 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
                         repetition_penalty=float(_repetition_penalty(body) or pick("repetition_penalty", 1.0)),
                         logit_bias=bias, allowed_token_ids=_allowed_token_ids(body, card))
     apply_repeat_last_n(body, sampling, card.max_context_len)
+    sampling.bad_words = [ids for word in body.get("bad_words") or [] for ids in bad_word_ids(word, card)]
     return sampling
+
+
+def bad_word_ids(word: str, card: ModelCard) -> list:
+    """A bad word's token id lists, as vLLM's SamplingParams.update_from_tokenizer makes them: the word (its leading
+    spaces stripped) as written, and with one leading space where that starts with another token and has as many
+    tokens, so the word is banned at the start of the text and within it."""
+    out = []
+    for prefix in ("", " "):
+        ids = card.encode(prefix + word.lstrip())
+        if ids and (not prefix or (out and ids[0] != out[-1][0] and len(ids) == len(out[-1]))):
+            out.append(ids)
+    return out
 
 
 def _allowed_token_ids(body: dict, card: ModelCard) -> list:

@@ -7,7 +7,8 @@ and typical_p in their API's order (worker/sampling_chain.py) and pick argmax(pr
 draws its noise for token i from a generator seeded with mix(seed, i) only, so its tokens do not depend on
 the rest of the batch and a preempted request resumes with the same tokens. Logprobs are the model's
 (log_softmax of the raw logits, before penalties and temperature), as vLLM reports by default.
-Rows with allowed_token_ids (vLLM's) have every other token masked after logit_bias, as vLLM's allowed-token mask.
+Rows with allowed_token_ids (vLLM's) have every other token masked after logit_bias, as vLLM's allowed-token mask,
+and the tokens that would complete one of their bad_words (vLLM's) too.
 Rows below their min_tokens have their eos / stop ids masked after logit_bias.
 Constrained rows (worker/grammar.py) have the tokens their grammar forbids masked after logit_bias and
 consume the token they sampled; unconstrained batches skip both.
@@ -61,7 +62,7 @@ class SamplingState:
         """Argmax of the raw logits: greedy with nothing that edits the logits (penalty, bias, grammar, min_tokens)."""
         p = self.params
         return (self.is_greedy and not self.has_penalty and not p.logit_bias and self.grammar is None
-                and not p.allowed_token_ids and len(self.output_token_ids) >= p.min_tokens)
+                and not p.allowed_token_ids and not p.bad_words and len(self.output_token_ids) >= p.min_tokens)
 
 
 @dataclass
@@ -124,6 +125,18 @@ def _mask_disallowed(logits: torch.Tensor, states: list) -> None:
             logits[r, allowed] = kept
 
 
+def _mask_bad_words(logits: torch.Tensor, states: list) -> None:
+    """In place: the last token of each of a row's bad words whose other tokens end its output so far to -inf
+    (vllm/v1/sample/ops/bad_words.py; a one-token word always)."""
+    for r, st in enumerate(states):
+        out = st.output_token_ids
+        banned = [w.ids[-1] for w in st.params.bad_words
+                  if w.ids and len(w.ids) - 1 <= len(out) and out[len(out) - len(w.ids) + 1:] == list(w.ids[:-1])]
+        banned = [t for t in banned if 0 <= t < logits.shape[1]]
+        if banned:
+            logits[r, to_device(banned, logits.device, torch.long)] = MASK
+
+
 def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
     """In place: eos / stop ids to -inf for rows that have generated fewer than min_tokens tokens. Runs after the
     grammar masks: a row whose grammar allows only those ids (its output is complete) keeps them, so the
@@ -181,6 +194,7 @@ class Sampler:
         logits = logits.clone()
         _apply_logit_bias(logits, states)
         _mask_disallowed(logits, states)
+        _mask_bad_words(logits, states)
         _apply_penalties(logits, states)
         constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
         _mask_stop_ids(logits, states)
