@@ -127,8 +127,18 @@ def _detect_prefix(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> None:
             config.language_prefix = prefix
 
 
-def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtype, progress: bool) -> dict:
+def _shapes_to_read(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> dict:
+    """tensor_shapes, plus lm_head.weight where tie_word_embeddings is set yet the checkpoint stores one: transformers'
+    from_pretrained then keeps the stored head unless it equals the embedding (modeling_utils.py tie_weights: "both
+    are present in the checkpoints with different values, so we will NOT tie them")."""
     shapes = tensor_shapes(config)
+    if config.tie_word_embeddings and _stored(ckpt, "lm_head.weight"):
+        shapes["lm_head.weight"] = (config.vocab_size, config.hidden_size)
+    return shapes
+
+
+def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtype, progress: bool) -> dict:
+    shapes = _shapes_to_read(config, ckpt)
     tensors, fused = {}, {}
     bar = tqdm(shapes.items(), desc=f"loading {os.path.basename(ckpt.folder)}", unit="tensor",
                disable=not progress, leave=False)
@@ -148,6 +158,9 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
         else:
             tensor = _read_checked(ckpt, name, expected)
         tensors[canonical] = tensor.to(device=device, dtype=dtype)
+    head, embed = tensors.get("lm_head.weight"), tensors["embed_tokens.weight"]
+    if config.tie_word_embeddings and isinstance(head, torch.Tensor) and torch.equal(head, embed):
+        del tensors["lm_head.weight"]
     return tensors
 
 

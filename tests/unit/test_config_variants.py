@@ -5,6 +5,7 @@ import os
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
@@ -77,3 +78,28 @@ def test_variant_computed_otherwise_is_refused_by_name(change, words, tmp_path):
     _checkpoint(str(tmp_path), dict(BASE, **change))
     with pytest.raises(UnsupportedModelError, match=words):
         load_model(str(tmp_path), progress=False)
+
+
+@pytest.mark.parametrize("layout", ["text-flag", "top-level-flag"])
+def test_tied_config_with_a_different_stored_lm_head_uses_it_as_transformers_does(layout, tmp_path):
+    """tie_word_embeddings true, yet the checkpoint stores an lm_head unlike the embedding: transformers keeps it."""
+    reference = _checkpoint(str(tmp_path), BASE)
+    assert "lm_head.weight" in load_file(os.path.join(str(tmp_path), "model.safetensors"))
+    config = {"model_type": "qwen3_5", "text_config": dict(BASE, model_type="qwen3_5_text")}
+    (config["text_config"] if layout == "text-flag" else config)["tie_word_embeddings"] = True
+    with open(os.path.join(str(tmp_path), "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    hf = transformers.Qwen3_5ForCausalLM.from_pretrained(str(tmp_path), dtype=torch.float32)
+    assert torch.equal(hf.lm_head.weight, reference.lm_head.weight)
+    assert _max_rel_error(str(tmp_path), reference) < 1e-4
+
+
+def test_tied_config_with_the_embedding_stored_as_lm_head_too_keeps_one_tensor(tmp_path):
+    reference = _checkpoint(str(tmp_path), dict(BASE, tie_word_embeddings=True))
+    path = os.path.join(str(tmp_path), "model.safetensors")
+    weights = load_file(path)
+    weights["lm_head.weight"] = weights["model.embed_tokens.weight"].clone()
+    save_file(weights, path)
+    model, _ = load_model(str(tmp_path), progress=False)
+    assert model.lm_head.weight.data_ptr() == model.embed_tokens.data_ptr()
+    assert _max_rel_error(str(tmp_path), reference) < 1e-4

@@ -111,8 +111,8 @@ class Qwen3_5ForCausalLM(torch.nn.Module):
         self.embed_tokens = torch.nn.Parameter(tensors["embed_tokens.weight"], requires_grad=False)
         self.layers = torch.nn.ModuleList(DecoderLayer(config, tensors, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(tensors["norm.weight"], config.rms_norm_eps)
-        head = tensors["embed_tokens.weight"] if config.tie_word_embeddings else tensors["lm_head.weight"]
-        self.lm_head = Linear(head)
+        # tied: the embedding, unless the loader found a different lm_head stored (worker.loader._shapes_to_read)
+        self.lm_head = Linear(tensors.get("lm_head.weight", tensors["embed_tokens.weight"]))
         self.rotary = RotaryEmbedding(config.rotary_dim, config.rope_theta, config.rope_type, config.rope_scaling)
         self.cache_index = self._cache_index(config)
         if self.embed_tokens.is_cuda:
