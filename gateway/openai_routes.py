@@ -84,10 +84,15 @@ def check_request_template(body, config: GatewayConfig) -> None:
 
 def response_id(request: web.Request, body, prefix: str, fallback: str) -> str:
     """vLLM's response id: the prefix and the client's X-Request-Id header, else the body's request_id ("returned in
-    the response", vLLM's protocol says), so a caller can match answers and logs to its requests; else our own id."""
+    the response", vLLM's protocol says), so a caller can match answers and logs to its requests; else SGLang's rid,
+    which SGLang answers with as the id itself (its meta_info id; a batch's list of rids names nothing here); else
+    our own id."""
     given = header_text(request.headers.get("X-Request-Id")) or (
         body.get("request_id") if isinstance(body, dict) else None)
-    return f"{prefix}-{given}" if isinstance(given, str) and given else fallback
+    if isinstance(given, str) and given:
+        return f"{prefix}-{given}"
+    rid = body.get("rid") if isinstance(body, dict) else None
+    return rid if isinstance(rid, str) and rid else fallback
 
 
 def model_permission(name: str, created: int) -> dict:

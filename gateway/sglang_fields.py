@@ -34,6 +34,8 @@ SCHEMA = {
     "return_meta_info": _FLAG,
     # The prompt tokens read from the prefix cache, by tier (cached_tokens_sglext).
     "return_cached_tokens_details": _FLAG,
+    # The request's id, which SGLang answers with (gateway.openai_routes.response_id); a list per prompt.
+    "rid": {"type": ["string", "array", "null"], "items": {"type": "string"}},
 }
 
 # What the grammar fields are: (kind, field) in gateway.openai_fields' terms.

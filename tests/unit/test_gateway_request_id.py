@@ -32,6 +32,23 @@ async def test_the_response_id_names_the_clients_request_id(stack, path, body, p
 
 
 @pytest.mark.parametrize("path, body, prefix", ROUTES)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("header, fields, expected", [
+    (None, {"rid": "sg-1"}, "sg-1"), ("trace-7", {"rid": "sg-1"}, "{prefix}-trace-7"),
+    (None, {"rid": "sg-1", "request_id": "req-42"}, "{prefix}-req-42")],
+    ids=["rid", "header-wins", "request_id-wins"])
+async def test_sglang_rid_is_the_id_itself(stack, path, body, prefix, stream, header, fields, expected):
+    # SGLang answers with its rid as the id (meta_info id = the request's rid), no prefix; vLLM's two come first.
+    client, _ = stack
+    headers = {"X-Request-Id": header} if header else {}
+    response = await client.post(path, data=orjson.dumps({**body, **fields, "max_tokens": 3, "stream": stream}),
+                                 headers=headers)
+    raw = await response.read()
+    assert response.status == 200
+    assert (ids(raw) if stream else {orjson.loads(raw)["id"]}) == {expected.format(prefix=prefix)}
+
+
+@pytest.mark.parametrize("path, body, prefix", ROUTES)
 async def test_without_one_the_id_is_our_own(stack, path, body, prefix):
     client, _ = stack
     first, second = [orjson.loads(await (await client.post(path, data=orjson.dumps({**body, "max_tokens": 2}))).read())
