@@ -52,6 +52,11 @@ NO_EFFECT = frozenset({
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
     "web_search_options", "stream_interval", "session_id", "mm_processor_kwargs", "media_io_kwargs",
     "ec_transfer_params",
+    # SGLang's routing, disaggregation and labelling fields (its protocol.py: which data-parallel worker or prefill
+    # node serves the request, a cache-isolation key, metric labels, an n-gram speculation corpus) and custom_params
+    # (read only by a custom_logit_processor, refused): one server here, the output is the same.
+    "extra_key", "routed_dp_rank", "data_parallel_rank", "disagg_prefill_dp_rank", "bootstrap_host", "bootstrap_port",
+    "bootstrap_room", "custom_labels", "ngram_corpus_id", "custom_params",
     # Predicted Outputs only speed an answer up (OpenAI: the output is the model's own either way); vLLM, Ollama,
     # llama.cpp and LM Studio ignore it, and Continue sends it on its apply edits to models named gpt-4o or
     # mistral-large, names local servers are often given.

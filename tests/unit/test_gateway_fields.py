@@ -102,6 +102,23 @@ async def test_unknown_fields_are_accepted_and_logged_once(stack, caplog):
     assert warnings == ["ignoring unknown request fields 'x_sdk_field' (each name logged once)"]
 
 
+SGLANG_NO_EFFECT = {"extra_key": "k", "routed_dp_rank": 0, "data_parallel_rank": 0, "disagg_prefill_dp_rank": 0,
+                    "bootstrap_host": "h", "bootstrap_port": 1, "bootstrap_room": 2, "custom_labels": {"a": "b"},
+                    "ngram_corpus_id": "c", "custom_params": {"a": 1}}
+
+
+@pytest.mark.parametrize("path", [CHAT, "/v1/completions"])
+async def test_sglang_routing_fields_are_known_and_change_nothing(stack, caplog, path):
+    client, _ = stack
+    body = BASE if path == CHAT else {"model": "default", "prompt": "hi", "max_tokens": 8}
+    openai_fields._unknown.seen.difference_update(SGLANG_NO_EFFECT)
+    with caplog.at_level(logging.WARNING, logger="sparkinfer.gateway"):
+        plain = await post(client, body, path)
+        status, answer = await post(client, {**body, **SGLANG_NO_EFFECT}, path)
+    assert status == 200 and answer["choices"][0] == plain[1]["choices"][0]
+    assert not [r for r in caplog.records if "unknown request fields" in r.getMessage()]
+
+
 async def test_many_unknown_fields_are_one_line_and_a_bounded_memory(stack, caplog, monkeypatch):
     """A body with 5000 unknown keys wrote 5000 lines, and every new name was kept for good (the set only grew)."""
     client, _ = stack
