@@ -21,6 +21,10 @@ class Sampling:
     logit_bias: dict = field(default_factory=dict)   # token id -> bias
     allowed_token_ids: list = field(default_factory=list)   # vLLM's: only these may be sampled ([] = every token)
     bad_words: list = field(default_factory=list)   # vLLM's bad_words, each a token id list (openai_sampling)
+    # llama.cpp's `samplers` (gateway.llama_cpp_samplers): the names it listed, and the filters among them in order
+    # ("temperature", "top_k", "top_p", "min_p", "typ_p"); None: not sent, the chain's own order.
+    sampler_names: Optional[list] = None
+    filter_order: Optional[list] = None
     min_tokens: int = 0      # generated tokens before eos / stop ids / stop strings may end it (0 = off)
     # Whose order the filters run in, and where frequency/presence count (worker/sampling_chain.py): "vllm" (the
     # /v1 routes), "ollama" (/api) or "llama.cpp" (/completion).

@@ -24,8 +24,18 @@ _LEAST_TOP_P = 1e-9
 _LEAST_REPETITION_PENALTY = 1.1754943508222875e-38
 
 
+_FILTERS = {"temperature": pb.SamplingParams.FILTER_TEMPERATURE, "top_k": pb.SamplingParams.FILTER_TOP_K,
+            "top_p": pb.SamplingParams.FILTER_TOP_P, "min_p": pb.SamplingParams.FILTER_MIN_P,
+            "typ_p": pb.SamplingParams.FILTER_TYPICAL_P}
 _CHAINS = {"vllm": pb.SamplingParams.CHAIN_VLLM, "ollama": pb.SamplingParams.CHAIN_OLLAMA,
            "llama.cpp": pb.SamplingParams.CHAIN_LLAMA_CPP}
+
+
+def _filter_order(names: Optional[list]) -> list:
+    """The wire's filter_order: [] when no order was sent, [FILTER_NONE] for an empty one (no filter runs)."""
+    if names is None:
+        return []
+    return [_FILTERS[name] for name in names] or [pb.SamplingParams.FILTER_NONE]
 
 
 def _positive(value: float, least: float) -> float:
@@ -44,7 +54,7 @@ def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         allowed_token_ids=list(s.allowed_token_ids), bad_words=[pb.TokenIds(ids=ids) for ids in s.bad_words],
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
         prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0,
-        chain=_CHAINS[s.chain])
+        chain=_CHAINS[s.chain], filter_order=_filter_order(s.filter_order))
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None
     if req.constraint is not None:

@@ -23,6 +23,8 @@ SCHEMA = {
     # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (converted to Lark, as guided_grammar's).
     "json_schema": {"type": ["object", "string", "null"]},
     "grammar": {"type": ["string", "null"]},
+    # The order of llama.cpp's sampler chain: a list of names, or one character per sampler (llama_cpp_samplers).
+    "samplers": {"type": ["array", "string", "null"]},
     # The repetition penalty's window: the last N prompt+output tokens, -1 all of them, 0 no penalty.
     "repeat_last_n": {"type": ["integer", "null"], "minimum": -1},
     # llama.cpp's samplers this server lacks; each is off at 0 (top_n_sigma at -1 too, as llama.cpp skips n <= 0).

@@ -8,6 +8,7 @@ from typing import Optional
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.llama_cpp_fields import RANDOM_SEED
+from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
 from gateway.model import ModelCard
 from gateway.ollama_shape import embedding_length, model_details, model_size
 from gateway.openai_shape import SSE_HEADERS
@@ -51,7 +52,8 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
             "min_p": sampling.min_p, "typical_p": sampling.typical_p,
             "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,
             "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
-            "stop": list(stop), "ignore_eos": ignore_eos, "stream": stream}
+            "stop": list(stop), "ignore_eos": ignore_eos, "stream": stream,
+            "samplers": DEFAULT_SAMPLERS if sampling.sampler_names is None else list(sampling.sampler_names)}
 
 
 # llama.cpp's enum llama_vocab_type: 2 is LLAMA_VOCAB_TYPE_BPE, the byte-level BPE of the Qwen tokenizers.

@@ -7,6 +7,7 @@ from typing import Optional
 from gateway.engine import Sampling
 from gateway.errors import InvalidRequest
 from gateway.llama_cpp_fields import apply_repeat_last_n, bias_pairs, bias_value
+from gateway.llama_cpp_samplers import apply_samplers
 from gateway.model import ModelCard
 
 # A logit_bias key: ASCII digits only (str.isdigit() also passes "²" and "١", which int() rejects or reads).
@@ -43,6 +44,7 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
                         repetition_penalty=float(_repetition_penalty(body) or pick("repetition_penalty", 1.0)),
                         logit_bias=bias, allowed_token_ids=_allowed_token_ids(body, card))
     apply_repeat_last_n(body, sampling, card.max_context_len)
+    apply_samplers(body, sampling)
     sampling.bad_words = [ids for word in body.get("bad_words") or [] for ids in bad_word_ids(word, card)]
     return sampling
 

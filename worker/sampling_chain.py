@@ -89,21 +89,36 @@ CHAINS = {
 }
 
 
-def _run(chain: int, logits: torch.Tensor, states: list) -> torch.Tensor:
-    for step in CHAINS.get(chain, CHAINS[pb.SamplingParams.CHAIN_VLLM]):
+# llama.cpp's `samplers` (a request's own order, pb.SamplingParams.filter_order); FILTER_NONE is no step.
+FILTERS = {
+    pb.SamplingParams.FILTER_TEMPERATURE: temperature, pb.SamplingParams.FILTER_TOP_K: top_k,
+    pb.SamplingParams.FILTER_TOP_P: top_p, pb.SamplingParams.FILTER_MIN_P: min_p,
+    pb.SamplingParams.FILTER_TYPICAL_P: typical,
+}
+
+
+def _steps(params) -> tuple:
+    """The filters a row runs, in order: its own filter_order when it has one, else its chain's."""
+    if params.filter_order:
+        return tuple(FILTERS[f] for f in params.filter_order if f in FILTERS)
+    return CHAINS.get(params.chain, CHAINS[pb.SamplingParams.CHAIN_VLLM])
+
+
+def _run(steps: tuple, logits: torch.Tensor, states: list) -> torch.Tensor:
+    for step in steps:
         logits = step(logits, states)
     return logits
 
 
 def filter_probs(logits: torch.Tensor, states: list) -> torch.Tensor:
-    """Each row's chain on logits [R, V] of sampled rows (penalties and logit_bias already applied); returns the
-    probabilities [R, V] to draw from (0 for every filtered token)."""
-    chains = [st.params.chain for st in states]
-    if len(set(chains)) == 1:
-        return _run(chains[0], logits, states).softmax(dim=-1)
+    """Each row's filters on logits [R, V] of sampled rows (penalties and logit_bias already applied), rows that run
+    the same ones together; returns the probabilities [R, V] to draw from (0 for every filtered token)."""
+    steps = [_steps(st.params) for st in states]
+    if len(set(steps)) == 1:
+        return _run(steps[0], logits, states).softmax(dim=-1)
     out = torch.empty_like(logits)
-    for chain in set(chains):
-        picked = [r for r, c in enumerate(chains) if c == chain]
+    for group in set(steps):
+        picked = [r for r, s in enumerate(steps) if s == group]
         rows = to_device(picked, logits.device, torch.int64)
-        out[rows] = _run(chain, logits[rows], [states[r] for r in picked])
+        out[rows] = _run(group, logits[rows], [states[r] for r in picked])
     return out.softmax(dim=-1)
