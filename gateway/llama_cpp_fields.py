@@ -85,13 +85,20 @@ _CLAMPED = {"top_k": (0, None), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0), "tempe
             "typical_p": (0.0, 1.0)}
 
 
+# /v1's temperature bound (OpenAI's); llama.cpp sets none, so /completion passes a higher one by llama_cpp_chain.
+_V1_MAX_TEMPERATURE = 2.0
+
+
 def clamp_sampling(body: dict) -> dict:
-    """body with /completion's sampling numbers clamped into llama.cpp's ranges (_CLAMPED)."""
+    """body with /completion's sampling numbers clamped into llama.cpp's ranges (_CLAMPED), a temperature above
+    /v1's bound at that bound (llama_cpp_chain sets the one sent)."""
     out = dict(body)
     for name, (low, high) in _CLAMPED.items():
         value = out.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = max(low, value) if high is None else min(max(low, value), high)
+    if isinstance(out.get("temperature"), float | int) and out["temperature"] > _V1_MAX_TEMPERATURE:
+        out["temperature"] = _V1_MAX_TEMPERATURE
     return out
 
 
@@ -233,6 +240,11 @@ def llama_cpp_chain(sampling, body: dict, context: int):
     prompt+output tokens; the window (repeat_last_n) is 64 unless sent, and 0 turns all three penalties off, as its
     penalties sampler returns at once then."""
     sampling.chain = "llama.cpp"
+    # llama.cpp takes any temperature at or above 0 (temperature 5 with min_p is a common llama.cpp setting).
+    temperature = body.get("temperature")
+    if isinstance(temperature, float | int) and not isinstance(temperature, bool) and temperature > 2 \
+            and sampling.temperature == _V1_MAX_TEMPERATURE:
+        sampling.temperature = float(temperature)
     window = body.get("repeat_last_n")
     if window is None:
         apply_repeat_last_n({"repeat_last_n": DEFAULT_REPEAT_LAST_N}, sampling, context)

@@ -56,3 +56,15 @@ async def test_v1_keeps_vllms_whole_window(stack):
     client, fake = stack
     sampling = await sent(client, fake, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "repeat_penalty": 1.2})
     assert sampling.repetition_window == 0
+
+
+async def test_completion_takes_a_temperature_above_two(stack):
+    """llama.cpp sets no upper bound on temperature (server-schema clamps only a negative one to 0); /completion
+    refused 5 with /v1's 400 'greater than the maximum of 2'. /v1 keeps that bound."""
+    client, fake = stack
+    response = await client.post("/completion", data=orjson.dumps({"prompt": "hi", "n_predict": 2, "temperature": 5}))
+    assert response.status == 200, await response.text()
+    assert fake.script.requests[-1].sampling.temperature == 5.0
+    assert (await response.json())["generation_settings"]["temperature"] == 5.0
+    response = await client.post("/v1/completions", data=orjson.dumps({"prompt": "hi", "temperature": 5}))
+    assert response.status == 400
