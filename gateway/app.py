@@ -24,6 +24,7 @@ from gateway.http_stream import STREAM_RESPONSE_KEY
 from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
+from gateway.malloc_threshold import fix_mmap_threshold
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.open_files import raise_open_files_limit
@@ -247,6 +248,8 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
+    # First, so that no big block is freed under glibc's dynamic threshold (gateway/malloc_threshold.py).
+    fix_mmap_threshold()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")
     config = parse_config(argv)
     log.info("config %s", config.printable())
