@@ -175,7 +175,7 @@ def content_ids(card, content, parse_special) -> list:
         if isinstance(part, int):
             ids.append(part)
         else:
-            ids += card.encode(part if parse_special is not False else card.protect_text(part))
+            ids += card.encode(part) if parse_special is not False else card.encode_literal(part)
     return ids
 
 
@@ -211,7 +211,7 @@ def bias_pairs(pairs: list, card) -> dict:
             key = int(key)
         if isinstance(key, int) and key >= card.vocab_size:
             raise InvalidRequest(f"logit_bias token id {key} is not in [0, {card.vocab_size})", param="logit_bias")
-        for token_id in [key] if isinstance(key, int) else card.encode(card.protect_text(key)):
+        for token_id in [key] if isinstance(key, int) else card.encode_literal(key):
             bias[token_id] = bias_value(value)
     return bias
 

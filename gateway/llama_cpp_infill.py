@@ -72,7 +72,7 @@ def _extra_tokens(card, fim: dict, extra: list) -> list:
             tokens += [fim["sep"], *card.encode(chunk.get("filename", "tmp") + "\n")]
         else:
             tokens += card.encode(_CHUNK_PREFIX)
-        tokens += card.encode(card.protect_text(chunk["text"]))
+        tokens += card.encode_literal(chunk["text"])
     if "sep" in fim:
         tokens += [fim["sep"], *card.encode("filename\n")]
     return tokens

@@ -142,6 +142,8 @@ class ModelCard:
     def _init_protection(self, added: dict) -> None:
         self._mark_control = marker(control_tokens(added, self.chat_control_tokens))
         self._marked_encoder = MarkedEncoder(self.tokenizer)
+        self._literal_tokenizer: Optional[Tokenizer] = None
+        self._literal_lock = threading.Lock()
 
     def protect_text(self, text: str) -> str:
         """`text` with every control token in it (the special tokens <|im_start|>, <|endoftext|>, ...) marked, so
@@ -156,6 +158,15 @@ class ModelCard:
         if MARK_START not in text and MARK_END not in text:
             return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
         return self._marked_encoder.encode(text)
+
+    def encode_literal(self, text: str) -> list[int]:
+        """`text` to ids with its special-token text as characters, in one run with its neighbours, as llama.cpp
+        tokenizes with parse_special false (its /tokenize, a logit_bias text, an infill chunk)."""
+        with self._literal_lock:
+            if self._literal_tokenizer is None:
+                self._literal_tokenizer = Tokenizer.from_str(self.tokenizer.to_str())
+                self._literal_tokenizer.encode_special_tokens = True
+        return self._literal_tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Ids to text. Special tokens are dropped (the reasoning and tool markup kept) unless skip_special_tokens is

@@ -80,3 +80,14 @@ async def test_template_variables(tiny_stack, text):
 async def test_other_chat_routes(tiny_stack, path, body):
     client, fake = tiny_stack
     assert await prompt_ids(client, fake, path, body) == hf_sanitized([{"role": "user", "content": TEXTS[0]}])
+
+
+@pytest.mark.parametrize("text", TEXTS[:2])
+async def test_llama_cpp_parse_special_false_reads_one_run(tiny_stack, text):
+    """llama.cpp's /tokenize with parse_special false (common_tokenize) splits no fragment at a control token's text:
+    the whole content goes through the pre-tokenizer at once, unlike the chat routes' sanitizing above."""
+    client, fake = tiny_stack
+    body = {"content": text, "parse_special": False}
+    splits = fake.tokenizer.pre_tokenizer.pre_tokenize_str(text)
+    assert await prompt_ids(client, fake, "/tokenize", body) == \
+        [token.id for split, _ in splits for token in fake.tokenizer.model.tokenize(split)]
