@@ -172,6 +172,25 @@ def lower_roles(body):
                                  for message in messages]}
 
 
+def _string_parts(message) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(isinstance(part, str) for part in content)
+
+
+def text_string_parts(body):
+    """A chat body whose content parts sent as plain strings are text parts ({"type": "text", "text": part}), as
+    vLLM's chat_utils._parse_chat_message_content_part reads a str part for templates that iterate the parts.
+    LangChain's ChatOpenAI sends a list of strings as it is (HumanMessage(content=["hi", "there"]), passed on by
+    langchain_openai's _format_message_content): it was a 400 'is not of type "object"' for the whole conversation."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not any(_string_parts(message) for message in messages):
+        return body
+    return {**body, "messages": [
+        {**message, "content": [{"type": "text", "text": part} if isinstance(part, str) else part
+                                for part in message["content"]]} if _string_parts(message) else message
+        for message in messages]}
+
+
 def one_system_message(messages: list) -> list:
     """Every system (and developer) message folded into one leading system message, as Ollama's Qwen3.5/3.8
     renderer does (normalizeQwen38Messages) and vLLM's Anthropic layer folds them: their trimmed texts joined by a

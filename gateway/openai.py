@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.chat_kwargs import template_kwargs
-from gateway.chat_prompt import (check_truncate_size, echo_prefix, lower_roles, render_prompt,
+from gateway.chat_prompt import (check_truncate_size, echo_prefix, lower_roles, render_prompt, text_string_parts,
                                  truncate_prompt_tokens)
 from gateway.engine import GenRequest
 from gateway.errors import ApiError, InvalidRequest, Unsupported
@@ -72,7 +72,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     body = fold_n_cmpl(body)
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
-    body = function_types(lower_roles(body))
+    body = function_types(text_string_parts(lower_roles(body)))
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
     try:

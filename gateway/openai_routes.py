@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.anthropic_shape import model_info
 from gateway.chat_batch import batch_chat
-from gateway.chat_prompt import lower_roles
+from gateway.chat_prompt import lower_roles, text_string_parts
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsupported
@@ -36,7 +36,7 @@ def render_body(body) -> dict:
     earlier turn's `function_call` / `function` message are the tools, tool call and result they are on
     /v1/chat/completions (legacy_functions), so the rendering is that chat request's prompt; errors name the fields
     sent."""
-    body = function_types(lower_roles(body))
+    body = function_types(text_string_parts(lower_roles(body)))
     legacy = isinstance(body, dict) and body.get("functions") is not None
     try:
         body = validate(legacy_functions(body) if isinstance(body, dict) else body, TOKENIZE_SCHEMA)
