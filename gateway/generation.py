@@ -22,6 +22,7 @@ log = logging.getLogger("sparkinfer.gateway")
 # has more mass than that), and float32's least normal number is the strongest repetition_penalty it can carry.
 _LEAST_TOP_P = 1e-9
 _LEAST_REPETITION_PENALTY = 1.1754943508222875e-38
+_LEAST_VLLM_TEMPERATURE = 0.01
 
 
 _FILTERS = {"temperature": pb.SamplingParams.FILTER_TEMPERATURE, "top_k": pb.SamplingParams.FILTER_TOP_K,
@@ -38,6 +39,14 @@ def _filter_order(names: Optional[list]) -> list:
     return [_FILTERS[name] for name in names] or [pb.SamplingParams.FILTER_NONE]
 
 
+def _temperature(s) -> float:
+    """vLLM raises a positive temperature below 0.01 to 0.01 (SamplingParams.__post_init__, _MAX_TEMP: smaller ones
+    overflow), so 0.001 or 1e-6 sample at 0.01 rather than being greedy; only 0 is. llama.cpp and Ollama take it."""
+    if s.chain == "vllm" and 0 < s.temperature < _LEAST_VLLM_TEMPERATURE:
+        return _LEAST_VLLM_TEMPERATURE
+    return s.temperature
+
+
 def _positive(value: float, least: float) -> float:
     return max(value, least) if value > 0 else value
 
@@ -45,7 +54,7 @@ def _positive(value: float, least: float) -> float:
 def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
     s = req.sampling
     sampling = pb.SamplingParams(
-        temperature=s.temperature, top_p=_positive(s.top_p, _LEAST_TOP_P), top_k=s.top_k, min_p=s.min_p,
+        temperature=_temperature(s), top_p=_positive(s.top_p, _LEAST_TOP_P), top_k=s.top_k, min_p=s.min_p,
         typical_p=_positive(s.typical_p, _LEAST_TOP_P) if s.typical_p > 0 else _LEAST_TOP_P,
         has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
         presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,

@@ -9,7 +9,7 @@ VLLM, OLLAMA, LLAMA_CPP = (pb.SamplingParams.CHAIN_VLLM, pb.SamplingParams.CHAIN
                            pb.SamplingParams.CHAIN_LLAMA_CPP)
 
 
-async def sent(client, fake, path: str, body: dict):
+async def sent_sampling(client, fake, path: str, body: dict):
     response = await client.post(path, data=orjson.dumps(body))
     assert response.status == 200, await response.text()
     return fake.script.requests[-1].sampling
@@ -25,7 +25,7 @@ async def test_each_api_names_its_chain(stack, path, body, chain):
     client, fake = stack
     if path == "/api/generate":
         body["model"] = (await (await client.get("/v1/models")).json())["data"][0]["id"]
-    assert (await sent(client, fake, path, body)).chain == chain
+    assert (await sent_sampling(client, fake, path, body)).chain == chain
 
 
 @pytest.mark.parametrize("fields, window, presence", [
@@ -37,7 +37,7 @@ async def test_completion_penalty_window_is_llama_servers(stack, fields, window,
     client, fake = stack
     body = {"prompt": "hi", "n_predict": 2, "repeat_penalty": 1.2, "presence_penalty": 0.5,
             "frequency_penalty": 0.5, **fields}
-    sampling = await sent(client, fake, "/completion", body)
+    sampling = await sent_sampling(client, fake, "/completion", body)
     assert sampling.repetition_window == window
     assert (round(sampling.presence_penalty, 6), round(sampling.frequency_penalty, 6)) == (presence, presence)
     assert round(sampling.repetition_penalty, 6) == (1.0 if fields.get("repeat_last_n") == 0 else 1.2)
@@ -54,7 +54,7 @@ async def test_completion_states_the_window_it_used(stack):
 async def test_v1_keeps_vllms_whole_window(stack):
     """/v1 (vLLM) has no window: the repetition penalty covers the whole prompt+output unless repeat_last_n is sent."""
     client, fake = stack
-    sampling = await sent(client, fake, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "repeat_penalty": 1.2})
+    sampling = await sent_sampling(client, fake, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "repeat_penalty": 1.2})
     assert sampling.repetition_window == 0
 
 
@@ -68,3 +68,17 @@ async def test_completion_takes_a_temperature_above_two(stack):
     assert (await response.json())["generation_settings"]["temperature"] == 5.0
     response = await client.post("/v1/completions", data=orjson.dumps({"prompt": "hi", "temperature": 5}))
     assert response.status == 400
+
+
+@pytest.mark.parametrize("path, body, sent", [
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2, "temperature": 0.001}, 0.01),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2, "temperature": 1e-6}, 0.01),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2, "temperature": 0}, 0.0),
+    ("/v1/completions", {"prompt": "hi", "max_tokens": 2, "temperature": 0.5}, 0.5),
+    ("/completion", {"prompt": "hi", "n_predict": 2, "temperature": 0.001}, 0.001),
+], ids=["v1-0.001", "v1-1e-6", "v1-zero", "v1-0.5", "llama.cpp-0.001"])
+async def test_vllm_raises_a_tiny_temperature_to_a_hundredth(stack, path, body, sent):
+    """vLLM's SamplingParams.__post_init__ raises 0 < temperature < _MAX_TEMP (0.01) to 0.01, so 1e-6 samples at 0.01
+    instead of being greedy (only 0 is); llama.cpp divides by what it is sent."""
+    client, fake = stack
+    assert (await sent_sampling(client, fake, path, body)).temperature == pytest.approx(sent, rel=1e-6)
