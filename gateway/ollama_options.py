@@ -132,14 +132,16 @@ def _sampling(opts: dict, card: ModelCard) -> Sampling:
     # top_k at or past the vocabulary keeps every token: the same as off (and a huge value fits no int32).
     top_k = 0 if top_k < 0 or top_k >= card.vocab_size else top_k
     repetition_penalty, repetition_window = _repetition(opts, pick, card.max_context_len)
+    off = opts.get("repeat_last_n") == 0
     # top_p 0 keeps the most likely token, as llama.cpp's top_p sampler (Ollama's) reads it; 0 on the wire is "off".
     top_p = float(pick("top_p", 1.0)) or _LEAST_TOP_P
     return Sampling(temperature=float(pick("temperature", 1.0)), top_p=top_p,
                     top_k=top_k, min_p=float(pick("min_p", 0.0)), typical_p=float(opts.get("typical_p", 1.0)),
                     # As Ollama's llama-server reads it: a uint32, whose 0xFFFFFFFF (Ollama's -1) is random.
                     seed=llama_server_seed(seed),
-                    presence_penalty=float(opts.get("presence_penalty", 0.0)),
-                    frequency_penalty=float(opts.get("frequency_penalty", 0.0)),
+                    # repeat_last_n 0 turns every penalty off, as llama.cpp's penalties sampler (Ollama's) returns then.
+                    presence_penalty=0.0 if off else float(opts.get("presence_penalty", 0.0)),
+                    frequency_penalty=0.0 if off else float(opts.get("frequency_penalty", 0.0)),
                     repetition_penalty=repetition_penalty, repetition_window=repetition_window, chain="ollama")
 
 

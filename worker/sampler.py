@@ -72,11 +72,16 @@ class SampleOutput:
     top_logprobs: list              # [M] (ids, logprobs) or None where num_logprobs == 0
 
 
+# Chains whose frequency/presence penalties count the repetition window's prompt+output tokens: llama.cpp's penalties
+# sampler (its server accepts every prompt token into it) and Ollama's sample.Sampler (its runner Accept()s the
+# prompt's tokens into the history it counts), where vLLM counts the output only.
+_WINDOW_COUNTED = (pb.SamplingParams.CHAIN_LLAMA_CPP, pb.SamplingParams.CHAIN_OLLAMA)
+
+
 def _apply_penalties(logits: torch.Tensor, states: list) -> None:
     """In place on logits [M, V]: repetition penalty over prompt+output (its last repetition_window tokens when set),
     then frequency/presence over the output (vLLM's apply_penalties), or over that same window of prompt+output for
-    llama.cpp's chain (its penalties sampler counts the last penalty_last_n tokens the server accepted, the prompt's
-    included)."""
+    llama.cpp's and Ollama's chains (_WINDOW_COUNTED)."""
     vocab = logits.shape[1]
     for r, st in enumerate(states):
         if not st.has_penalty:
@@ -93,7 +98,7 @@ def _apply_penalties(logits: torch.Tensor, states: list) -> None:
             limit = torch.finfo(logits.dtype).max
             logits[r, seen] = torch.where(vals > 0, vals / p.repetition_penalty,
                                           vals * p.repetition_penalty).clamp(-limit, limit)
-        counted = window if p.chain == pb.SamplingParams.CHAIN_LLAMA_CPP else st.output_token_ids
+        counted = window if p.chain in _WINDOW_COUNTED else st.output_token_ids
         if counted and (p.frequency_penalty or p.presence_penalty):
             ids = to_device(counted, logits.device, torch.int64)
             counts = torch.bincount(ids[ids < vocab], minlength=vocab)[:vocab].to(logits.dtype)

@@ -95,9 +95,10 @@ def test_logit_bias_comes_before_the_repetition_penalty():
         assert Sampler(V).sample(logits.clone(), [row]).token_ids == [int(scores.argmax())] == [9]
 
 
-def test_llama_cpp_presence_and_frequency_count_the_prompt_in_the_window():
+def test_llama_cpp_and_ollama_presence_and_frequency_count_the_prompt_in_the_window():
     """llama.cpp's penalties sampler counts the last penalty_last_n tokens the server accepted, the prompt's too (its
-    server accepts every prompt token into the sampler): id 5, twice in the prompt, loses 0.5 + 2 * 0.25 and falls
+    server accepts every prompt token into the sampler), and so does Ollama's sample.Sampler (its runner Accept()s the
+    prompt's tokens into the history tokenCounts reads): id 5, twice in the prompt, loses 0.5 + 2 * 0.25 and falls
     below id 6. vLLM counts the output only, so with no output yet id 5 stays the best."""
     logits = torch.zeros(1, V)
     logits[0, 5], logits[0, 6] = 1.0, 0.2
@@ -109,7 +110,7 @@ def test_llama_cpp_presence_and_frequency_count_the_prompt_in_the_window():
         return Sampler(V).sample(logits.clone(), [row]).token_ids[0]
 
     assert 1.0 - 0.5 - 2 * 0.25 < 0.2
-    assert (pick(LLAMA_CPP), pick(VLLM), pick(OLLAMA)) == (6, 5, 5)
+    assert (pick(LLAMA_CPP), pick(OLLAMA), pick(VLLM)) == (6, 6, 5)
     assert pick(LLAMA_CPP, window=1) == 5  # the last token alone (1) is not id 5
 
 

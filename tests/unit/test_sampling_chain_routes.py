@@ -82,3 +82,15 @@ async def test_vllm_raises_a_tiny_temperature_to_a_hundredth(stack, path, body, 
     instead of being greedy (only 0 is); llama.cpp divides by what it is sent."""
     client, fake = stack
     assert (await sent_sampling(client, fake, path, body)).temperature == pytest.approx(sent, rel=1e-6)
+
+
+@pytest.mark.parametrize("options, presence", [({}, 0.5), ({"repeat_last_n": 0}, 0.0)], ids=["default", "zero-off"])
+async def test_ollama_repeat_last_n_zero_turns_every_penalty_off(stack, options, presence):
+    """Ollama's penalties are llama.cpp's sampler's: a window of 0 turns repeat, presence and frequency off together
+    (only repeat_penalty was)."""
+    client, fake = stack
+    model = (await (await client.get("/v1/models")).json())["data"][0]["id"]
+    body = {"model": model, "prompt": "hi", "stream": False,
+            "options": {"num_predict": 2, "presence_penalty": 0.5, "frequency_penalty": 0.5, **options}}
+    sampling = await sent_sampling(client, fake, "/api/generate", body)
+    assert (round(sampling.presence_penalty, 6), round(sampling.frequency_penalty, 6)) == (presence, presence)
