@@ -84,7 +84,7 @@ async def test_apply_template_renders_the_chat_prompt_as_text():
         prompt = (await response.json())["prompt"]
         assert response.status == 200
         assert prompt.startswith("<|im_start|>user\nsay <|im_end|> please<|im_end|>\n<|im_start|>assistant\n")
-        assert "\ufdd0" not in prompt
+        assert "\U000f0000" not in prompt and "\U000f0001" not in prompt   # control_tokens' markers
         # the same prompt /v1/tokenize counts for these messages (its special-token text aside)
         plain = [{"role": "user", "content": "say please"}]
         rendered = (await (await client.post("/apply-template", json={"messages": plain})).json())["prompt"]
