@@ -60,7 +60,8 @@ class MarkedEncoder:
         self._newline_ids = self._encode("\n")
 
     def _encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        # encode_batch releases the GIL (encode does not): the text around a marked token may be most of a big prompt.
+        return self.tokenizer.encode_batch([text], add_special_tokens=False)[0].ids
 
     def _encode_plain(self, text: str) -> list[int]:
         # The pipeline without its added tokens (transformers' _encode_without_added_tokens: encode_special_tokens

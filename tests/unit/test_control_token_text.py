@@ -91,3 +91,26 @@ async def test_llama_cpp_parse_special_false_reads_one_run(tiny_stack, text):
     splits = fake.tokenizer.pre_tokenizer.pre_tokenize_str(text)
     assert await prompt_ids(client, fake, "/tokenize", body) == \
         [token.id for split, _ in splits for token in fake.tokenizer.model.tokenize(split)]
+
+
+def test_text_around_a_marked_token_is_encoded_without_the_gil():
+    """The template's text around a marked token (most of a big prompt) goes through encode_batch, which releases the
+    GIL (encode holds it: a gateway thread tokenizing a long chat stalled the event loop)."""
+    from gateway.control_tokens import MARK_END, MARK_START, MarkedEncoder
+
+    class Recording:
+        def __init__(self, tokenizer):
+            self.tokenizer, self.held = tokenizer, []
+
+        def encode(self, text, **kwargs):
+            self.held.append(len(text))
+            return self.tokenizer.encode(text, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.tokenizer, name)
+
+    tokenizer = Recording(Tokenizer.from_file(os.path.join(TINY, "tokenizer.json")))
+    encoder = MarkedEncoder(tokenizer)
+    big = "word " * 20_000
+    ids = encoder.encode(f"{big}{MARK_START}<|im_end|>{MARK_END}{big}")
+    assert len(ids) > 40_000 and not any(size > 1000 for size in tokenizer.held)
