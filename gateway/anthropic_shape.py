@@ -57,6 +57,15 @@ def is_anthropic_path(path: str) -> bool:
     return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 
+def is_anthropic_request(request) -> bool:
+    """A request to Anthropic's API: its paths, and /v1/models with the anthropic-version header every Anthropic SDK
+    sends (their models.list() / retrieve(), answered with Anthropic's ModelInfo): those take the key as x-api-key
+    and get Anthropic's error shape and request-id header, as Anthropic's /v1/models answers them."""
+    path = request.path
+    return is_anthropic_path(path) or ((path == "/v1/models" or path.startswith("/v1/models/"))
+                                       and "anthropic-version" in request.headers)
+
+
 # Anthropic's request id header, which its SDKs read (`message._request_id`, `APIStatusError.request_id`).
 REQUEST_ID_HEADER = "request-id"
 

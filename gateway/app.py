@@ -11,7 +11,7 @@ from aiohttp import web
 from gateway import http_compat, metrics, request_id_header
 from gateway.access_log import CLIENT_CLOSED, log_departure
 from gateway.anthropic import AnthropicRoutes
-from gateway.anthropic_shape import is_anthropic_path
+from gateway.anthropic_shape import anthropic_error_response, is_anthropic_request
 from gateway.body import forget_body
 from gateway.capacity import CapacityRoutes
 from gateway.client import SchedulerClient
@@ -68,6 +68,11 @@ def _http_error(exc: web.HTTPException, path: str) -> ApiError:
     return ApiError(exc.text or exc.reason)
 
 
+def _error_response(request: web.Request, error: ApiError) -> web.Response:
+    """The error in the shape of the API the request speaks: the path's, or Anthropic's for its SDKs' /v1/models."""
+    return anthropic_error_response(error) if is_anthropic_request(request) else api_error_response(request.path, error)
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler):
     """Every failure leaves as an error in the route's API shape; only a server bug is a 500."""
@@ -75,14 +80,14 @@ async def error_middleware(request: web.Request, handler):
     try:
         response = await handler(request)
     except ApiError as exc:
-        response = api_error_response(request.path, exc)
+        response = _error_response(request, exc)
         metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         error = _http_error(exc, request.path)
         error.status = exc.status
-        response = api_error_response(request.path, error)
+        response = _error_response(request, error)
     except asyncio.CancelledError:
         # The client went away (aiohttp cancels the handler): counted and logged here, streamed or not.
         _count_departure(request, started)
@@ -95,7 +100,7 @@ async def error_middleware(request: web.Request, handler):
         raise asyncio.CancelledError() from exc
     except Exception as exc:  # noqa: BLE001 - a server bug: log it, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
-        response = api_error_response(request.path, InternalError(f"internal error: {exc!r}"))
+        response = _error_response(request, InternalError(f"internal error: {exc!r}"))
     finally:
         # aiohttp holds an idle keep-alive connection's last request: it must not pin that request's body.
         forget_body(request)
@@ -121,10 +126,10 @@ def _route_name(request: web.Request) -> str:
 
 def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
     """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key (on Anthropic's
-    routes also x-api-key, the header Anthropic's clients send)."""
+    routes, and on /v1/models asked with anthropic-version, also x-api-key, the header Anthropic's clients send)."""
     if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
         header = request.headers.get("Authorization", "")
-        anthropic = is_anthropic_path(request.path)
+        anthropic = is_anthropic_request(request)
         given = header[7:].strip() if header.lower().startswith("bearer ") else ""
         if anthropic and not given:
             given = request.headers.get("x-api-key", "")

@@ -11,7 +11,7 @@ import uuid
 
 from aiohttp import web
 
-from gateway.anthropic_shape import REQUEST_ID_HEADER, is_anthropic_path
+from gateway.anthropic_shape import REQUEST_ID_HEADER, is_anthropic_request
 from gateway.openai_routes import header_text
 
 HEADER = "X-Request-Id"
@@ -27,7 +27,7 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
     """on_response_prepare hook: the header goes out with the response's own headers, a stream's too. Anthropic's
     routes also answer with its request-id header (an error already carries its body's request_id there)."""
     response.headers.setdefault(HEADER, request_id(request))
-    if is_anthropic_path(request.path):
+    if is_anthropic_request(request):
         response.headers.setdefault(REQUEST_ID_HEADER, f"req_{response.headers[HEADER]}")
 
 

@@ -3,6 +3,8 @@ ModelInfo fields (type, display_name, created_at as RFC 3339, lifecycle) and lim
 the list Anthropic's page fields, which those SDKs type as always there; an OpenAI client's list is unchanged."""
 import datetime
 
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+
 ANTHROPIC = {"anthropic-version": "2023-06-01", "x-api-key": "unused"}
 
 
@@ -25,3 +27,23 @@ async def test_an_openai_client_list_is_unchanged(stack):
     assert set(listed) == {"object", "data", "models"}
     assert set(listed["data"][0]) == {"id", "object", "created", "owned_by", "root", "parent", "max_model_len",
                                       "permission", "meta"}
+
+
+async def test_an_anthropic_client_lists_with_its_key_and_gets_its_errors():
+    """The Anthropic SDKs send the key as x-api-key, on models.list() too: with a key set, /v1/models took only the
+    Bearer token, so their list was a 401, and its errors (a wrong key, an unknown model) came in OpenAI's shape
+    where Anthropic answers {"type": "error", "error": {type, message}} with a request-id header."""
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    async with fake_gateway(fake, api_key="sekret") as (client, _):
+        headers = {"anthropic-version": "2023-06-01", "x-api-key": "sekret"}
+        listed = await client.get("/v1/models", headers=headers)
+        assert listed.status == 200 and (await listed.json())["data"][0]["type"] == "model"
+        for path, key, status, kind in [("/v1/models", "wrong", 401, "authentication_error"),
+                                        ("/v1/models/nope", "sekret", 404, "not_found_error")]:
+            response = await client.get(path, headers={**headers, "x-api-key": key})
+            body = await response.json()
+            assert (response.status, body["type"], body["error"]["type"]) == (status, "error", kind)
+            assert response.headers["request-id"] == body["request_id"]
+        # An OpenAI client (no anthropic-version) keeps the Bearer token and OpenAI's error object.
+        response = await client.get("/v1/models", headers={"x-api-key": "sekret"})
+        assert response.status == 401 and (await response.json())["error"]["code"] == "invalid_api_key"
