@@ -97,10 +97,17 @@ FILTERS = {
 }
 
 
+# llama.cpp's chain without typical_p: top_k then top_p is what top_k_top_p does in one sort (top_p over the mass the
+# top_k tokens renormalised to), where the two steps would sort the vocabulary twice.
+_LLAMA_CPP_PLAIN = (top_k_top_p, min_p, temperature)
+
+
 def _steps(params) -> tuple:
     """The filters a row runs, in order: its own filter_order when it has one, else its chain's."""
     if params.filter_order:
         return tuple(FILTERS[f] for f in params.filter_order if f in FILTERS)
+    if params.chain == pb.SamplingParams.CHAIN_LLAMA_CPP and not 0 < params.typical_p < 1:
+        return _LLAMA_CPP_PLAIN
     return CHAINS.get(params.chain, CHAINS[pb.SamplingParams.CHAIN_VLLM])
 
 

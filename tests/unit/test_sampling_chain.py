@@ -121,3 +121,13 @@ def test_rows_of_different_chains_share_a_batch():
                                                    chain=VLLM if s % 2 else OLLAMA), [1], []) for s in range(rows)]
     out = Sampler(V, seed=1).sample(logits.repeat(rows, 1), states).token_ids
     assert set(out[1::2]) == {0, 1} and set(out[0::2]) == {0, 1, 2}
+
+
+def test_llama_cpp_top_k_then_top_p_in_one_sort_equals_the_two_steps():
+    """Without typical_p, llama.cpp rows run top_k and top_p in one sort: the same tokens as the two steps."""
+    from worker.sampling_chain import top_k, top_k_top_p, top_p
+    logits = torch.randn(3, V, generator=torch.Generator().manual_seed(3)) * 2
+    states = [SamplingState("r", pb.SamplingParams(top_k=k, top_p=p), [1], []) for k, p in ((5, 0.6), (0, 0.3),
+                                                                                           (12, 1.0))]
+    two_steps = top_p(top_k(logits.clone(), states), states)
+    assert torch.equal(torch.isfinite(top_k_top_p(logits.clone(), states)), torch.isfinite(two_steps))
