@@ -196,7 +196,9 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         layer_types=_layer_types(text, num_layers),
         rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
         max_position_embeddings=int(text.get("max_position_embeddings", 262_144)),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        # either block may carry it (Qwen3_5ForCausalLM reads text_config's, the VLM wrapper its own): a head the
+        # checkpoint lacks is the embedding when one says so; a stored head is read anyway (loader._shapes_to_read)
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings")) or bool(text.get("tie_word_embeddings")),
         hidden_act=str(text.get("hidden_act", "silu")),
         attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),

@@ -103,3 +103,15 @@ def test_tied_config_with_the_embedding_stored_as_lm_head_too_keeps_one_tensor(t
     model, _ = load_model(str(tmp_path), progress=False)
     assert model.lm_head.weight.data_ptr() == model.embed_tokens.data_ptr()
     assert _max_rel_error(str(tmp_path), reference) < 1e-4
+
+
+def test_head_missing_and_only_text_config_saying_tied_is_the_embedding(tmp_path):
+    """A VLM wrapper whose top level says untied (or nothing) while text_config says tied, without lm_head.weight:
+    transformers' Qwen3_5ForCausalLM (text_config) ties it; before, the top-level false made it a missing tensor."""
+    reference = _checkpoint(str(tmp_path), dict(BASE, tie_word_embeddings=True))
+    assert "lm_head.weight" not in load_file(os.path.join(str(tmp_path), "model.safetensors"))
+    config = {"model_type": "qwen3_5", "tie_word_embeddings": False,
+              "text_config": dict(BASE, model_type="qwen3_5_text", tie_word_embeddings=True)}
+    with open(os.path.join(str(tmp_path), "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    assert _max_rel_error(str(tmp_path), reference) < 1e-4
