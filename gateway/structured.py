@@ -219,13 +219,17 @@ def json_grammar(schema: dict, thinking_open: bool, card) -> str:
 def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
     """The schema an OpenAI response_format asks for; None for text (or no response_format). llama.cpp's forms with
     the schema beside the type ({"type": "json_object", "schema": ...}, {"type": "json_schema", "schema": ...}, its
-    README's two schema-constrained examples) ask for that schema."""
+    README's two schema-constrained examples) ask for that schema, and so does text-generation-inference's
+    {"type": "json_object", "value": ...} (its GrammarType, content "value"), which huggingface_hub's InferenceClient
+    sends for every json_schema one (hf_inference.py, HFInferenceConversational._prepare_payload_as_dict)."""
     kind = (response_format or {}).get("type", "text")
     if kind in ("text", "structural_tag"):
         # A structural tag is no schema (gateway.structural_tag reads it).
         return None
     if response_format.get("schema") is not None and (kind == "json_object" or "json_schema" not in response_format):
         return check_schema(response_format["schema"], "response_format.schema")
+    if kind == "json_object" and response_format.get("value") is not None:
+        return check_schema(response_format["value"], "response_format.value")
     if kind == "json_object":
         return ANY_OBJECT
     spec = response_format.get("json_schema")
