@@ -201,6 +201,18 @@ def llama_server_seed(value: Optional[int]) -> Optional[int]:
     return None if value == RANDOM_SEED else value
 
 
+def bounded_bias(pairs: list) -> list:
+    """/completion's [token or text, bias] pairs with each numeric bias within /v1's +-100: llama.cpp adds any bias as
+    sent (params_from_json_cmpl), and past 100 a token is as forced, or as banned, as at it, so 150 is served (it was
+    the /v1 schema's 400 'greater than the maximum of 100') and means what it means there."""
+    def bound(pair):
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], float | int) \
+                and not isinstance(pair[1], bool):
+            return [pair[0], min(100.0, max(-100.0, pair[1]))]
+        return pair
+    return [bound(pair) for pair in pairs]
+
+
 def bias_pairs(pairs: list, card) -> dict:
     """llama.cpp's logit_bias list (params_from_json_cmpl): [token id, bias] pairs, or [text, bias] biasing each token
     of the text (tokenized as common_tokenize does, special-token text as plain text)."""

@@ -10,7 +10,8 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_cpp_chain, llama_server_seed
+from gateway.llama_cpp_fields import (as_n_predict, bounded_bias, clamp_sampling, content_ids, llama_cpp_chain,
+                                      llama_server_seed)
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.lmstudio_v1_request import zero_top_p
@@ -108,11 +109,13 @@ def completion_body(body, card) -> dict:
         out["prompt"] = _prompt_ids(out["prompt"], card)
     if "seed" in body:
         out["seed"] = _seed(body["seed"])
-    if isinstance(body.get("logit_bias"), dict):
+    bias = body.get("logit_bias")
+    if isinstance(bias, dict):
         # llama.cpp's object form: a key that is a whole integer is a token id, any other a text whose tokens are
         # biased (params_from_json_cmpl: strtol, else common_tokenize), as its [text, bias] pairs are read.
-        out["logit_bias"] = [[int(key) if _TOKEN_ID.fullmatch(key) else key, value]
-                             for key, value in body["logit_bias"].items()]
+        bias = [[int(key) if _TOKEN_ID.fullmatch(key) else key, value] for key, value in bias.items()]
+    if isinstance(bias, list):
+        out["logit_bias"] = bounded_bias(bias)
     stop = body.get("stop")
     if stop == "" or isinstance(stop, list) and "" in stop:
         # llama.cpp skips an empty stop word (params_from_json_cmpl: `if (!word.empty())`); /v1 refuses it, as vLLM.

@@ -38,3 +38,14 @@ async def test_list_keys_that_are_integral_floats_are_token_ids(stack):
     error = (await response.json())["error"]
     assert (response.status, error["code"], error["type"]) == (400, 400, "invalid_request_error")
     assert error["message"].startswith("logit_bias token id 1000000000000000010979063629440455417404923096773118")
+
+
+@pytest.mark.parametrize("bias, sent", [([[5, 150]], {5: 100.0}), ([[5, -1000]], {5: -100.0}),
+                                        ({"5": 250}, {5: 100.0}), ([[5, 7.5]], {5: 7.5})],
+                         ids=["list-above", "list-below", "object-above", "inside"])
+async def test_completion_bias_past_a_hundred_is_served_at_it(stack, bias, sent):
+    """llama.cpp adds any bias as sent; past +-100 the token is as forced or banned as at it. It was /v1's 400."""
+    client, fake = stack
+    response = await client.post("/completion", json={"prompt": "hi", "n_predict": 1, "logit_bias": bias})
+    assert response.status == 200, await response.text()
+    assert dict(fake.script.requests[-1].sampling.logit_bias) == sent
