@@ -23,6 +23,7 @@ class Sampling:
     bad_words: list = field(default_factory=list)   # vLLM's bad_words, each a token id list (openai_sampling)
     # llama.cpp's `samplers` (gateway.llama_cpp_samplers): the names it listed, and the filters among them in order
     # ("temperature", "top_k", "top_p", "min_p", "typ_p"); None: not sent, the chain's own order.
+    min_keep: int = 0        # llama.cpp's: top_p, min_p and typical_p keep at least this many tokens
     sampler_names: Optional[list] = None
     filter_order: Optional[list] = None
     min_tokens: int = 0      # generated tokens before eos / stop ids / stop strings may end it (0 = off)

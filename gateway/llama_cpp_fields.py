@@ -23,6 +23,8 @@ SCHEMA = {
     # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (converted to Lark, as guided_grammar's).
     "json_schema": {"type": ["object", "string", "null"]},
     "grammar": {"type": ["string", "null"]},
+    # top_p, min_p and typical_p keep at least this many tokens (llama.cpp's min_keep; 0 or less as 1).
+    "min_keep": {"type": ["integer", "null"]},
     # The order of llama.cpp's sampler chain: a list of names, or one character per sampler (llama_cpp_samplers).
     "samplers": {"type": ["array", "string", "null"]},
     # The repetition penalty's window: the last N prompt+output tokens, -1 all of them, 0 no penalty.

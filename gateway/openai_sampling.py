@@ -45,6 +45,8 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
                         logit_bias=bias, allowed_token_ids=_allowed_token_ids(body, card))
     apply_repeat_last_n(body, sampling, card.max_context_len)
     apply_samplers(body, sampling)
+    # llama.cpp's min_keep (any int; below 1 keeps the best token only, as always); past the vocabulary, all of it.
+    sampling.min_keep = min(max(body.get("min_keep") or 0, 0), card.vocab_size)
     sampling.bad_words = [ids for word in body.get("bad_words") or [] for ids in bad_word_ids(word, card)]
     return sampling
 

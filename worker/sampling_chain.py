@@ -21,20 +21,33 @@ def temperature(logits: torch.Tensor, states: list) -> torch.Tensor:
     return logits / temps[:, None]
 
 
+def _min_keep(states: list, device) -> torch.Tensor:
+    """[R, 1] int64: llama.cpp's min_keep of each row, at least 1."""
+    return to_device([max(st.params.min_keep, 1) for st in states], device, torch.int64)[:, None]
+
+
 def min_p(logits: torch.Tensor, states: list) -> torch.Tensor:
     """Masks tokens whose probability is below min_p times the most likely token's (vLLM's MinPLogitsProcessor,
-    llama.cpp's min_p sampler: the same set, logit >= max logit + log(min_p)); rows with min_p 0 are untouched."""
+    llama.cpp's min_p sampler: the same set, logit >= max logit + log(min_p)), keeping at least min_keep tokens as
+    llama.cpp does; rows with min_p 0 are untouched."""
     values = [st.params.min_p for st in states]
     if not any(v > 0 for v in values):  # decided on the host: no device sync for the common case
         return logits
     probs = logits.softmax(dim=-1)
     threshold = to_device(values, logits.device, logits.dtype)[:, None] * probs.max(dim=-1, keepdim=True).values
+    most_kept = max(st.params.min_keep for st in states)
+    if most_kept > 1:
+        # The min_keep-th most likely token's probability, when it is below the threshold, is the threshold.
+        top = probs.topk(min(most_kept, probs.shape[1]), dim=-1).values
+        kth = top.gather(1, (_min_keep(states, logits.device) - 1).clamp(max=top.shape[1] - 1))
+        threshold = torch.minimum(threshold, kth)
     return logits.masked_fill(probs < threshold, MASK)
 
 
 def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: bool = True) -> torch.Tensor:
     """top_k, then top_p over the mass the top_k tokens renormalised to (vLLM's apply_top_k_top_p); either alone
-    with use_k / use_p False. A token stays while the mass before it is at most top_p (the best token always stays)."""
+    with use_k / use_p False. A token stays while the mass before it is at most top_p (the best min_keep tokens, at
+    least one, always stay)."""
     dev, vocab = logits.device, logits.shape[1]
     k_values = [st.params.top_k if use_k and 0 < st.params.top_k < vocab else vocab for st in states]
     p_values = [st.params.top_p if use_p and 0 < st.params.top_p < 1 else 1.0 for st in states]
@@ -50,7 +63,8 @@ def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: b
     # Only rows with a top_p: float32 sums over the vocabulary pass 1.0, which would cut the tail of a top_p = 1 row
     # batched with one that has a top_p, so that a seeded request's distribution depended on its neighbours.
     mass_before = probs.cumsum(dim=-1) - probs
-    cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1)
+    # llama.cpp's min_keep: the first min_keep tokens always stay.
+    cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1) & (ranks >= _min_keep(states, dev))
     sorted_logits = sorted_logits.masked_fill(cut, MASK)
     return torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
 
@@ -65,8 +79,8 @@ def top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
 
 def typical(logits: torch.Tensor, states: list) -> torch.Tensor:
     """Locally typical sampling (llama.cpp's typical_p): tokens ordered by how far their surprise (-log p) is from the
-    row's entropy are kept while the mass before them is at most typical_p (the closest token always stays); rows
-    with typical_p 1 (or 0, unset) are untouched."""
+    row's entropy are kept while the mass before them is at most typical_p (the closest min_keep tokens, at least one,
+    always stay); rows with typical_p 1 (or 0, unset) are untouched."""
     values = [st.params.typical_p if 0 < st.params.typical_p < 1 else 1.0 for st in states]
     if all(v >= 1 for v in values):  # decided on the host: no device sync for the common case
         return logits
@@ -77,7 +91,9 @@ def typical(logits: torch.Tensor, states: list) -> torch.Tensor:
     entropy = -torch.where(probs > 0, probs * logprobs, torch.zeros_like(probs)).sum(dim=-1, keepdim=True)
     order = (-logprobs - entropy).abs().argsort(dim=-1)
     sorted_probs = probs.gather(1, order)
-    cut_sorted = ((sorted_probs.cumsum(dim=-1) - sorted_probs) > mass[:, None]) & (mass[:, None] < 1)
+    positions = torch.arange(logits.shape[1], device=logits.device)[None, :]
+    cut_sorted = (((sorted_probs.cumsum(dim=-1) - sorted_probs) > mass[:, None]) & (mass[:, None] < 1)
+                  & (positions >= _min_keep(states, logits.device)))
     cut = torch.zeros_like(cut_sorted).scatter(1, order, cut_sorted)
     return logits.masked_fill(cut, MASK)
 
