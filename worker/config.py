@@ -195,7 +195,9 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         linear_conv_kernel_dim=int(text.get("linear_conv_kernel_dim", 4)),
         layer_types=_layer_types(text, num_layers),
         rms_norm_eps=float(text.get("rms_norm_eps", 1e-6)),
-        max_position_embeddings=int(text.get("max_position_embeddings", 262_144)),
+        # transformers' default (Qwen3_5TextConfig, Qwen3NextConfig, Qwen3_5MoeTextConfig), which vLLM's
+        # max_model_len derives from when config.json omits it
+        max_position_embeddings=int(text.get("max_position_embeddings", 32768)),
         # either block may carry it (Qwen3_5ForCausalLM reads text_config's, the VLM wrapper its own): a head the
         # checkpoint lacks is the embedding when one says so; a stored head is read anyway (loader._shapes_to_read)
         tie_word_embeddings=bool(raw.get("tie_word_embeddings")) or bool(text.get("tie_word_embeddings")),

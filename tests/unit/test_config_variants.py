@@ -9,6 +9,7 @@ from safetensors.torch import load_file, save_file
 
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
+from worker.config import ModelConfig
 from worker.loader import UnsupportedModelError, load_model
 
 transformers = pytest.importorskip("transformers")
@@ -115,3 +116,20 @@ def test_head_missing_and_only_text_config_saying_tied_is_the_embedding(tmp_path
     with open(os.path.join(str(tmp_path), "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f)
     assert _max_rel_error(str(tmp_path), reference) < 1e-4
+
+
+@pytest.mark.parametrize("config_cls, raw", [
+    ("Qwen3_5TextConfig", BASE), ("Qwen3NextConfig", NEXT),
+    ("Qwen3_5TextConfig", {"model_type": "qwen3_5", "text_config": BASE}),
+], ids=["qwen3_5_text", "qwen3_next", "qwen3_5-wrapper"])
+def test_absent_fields_take_transformers_defaults(config_cls, raw):
+    """max_position_embeddings (the served context), rope_theta, partial_rotary_factor and head_dim absent from
+    config.json: transformers' config classes' defaults."""
+    text = {k: v for k, v in raw.get("text_config", raw).items() if k != "head_dim"}
+    ours = ModelConfig.from_dict(dict(raw, text_config=text) if "text_config" in raw else text)
+    hf = getattr(transformers, config_cls)(**text)
+    assert ours.max_position_embeddings == hf.max_position_embeddings == 32768
+    assert (ours.rope_theta, ours.partial_rotary_factor) == (hf.rope_parameters["rope_theta"],
+                                                           hf.rope_parameters["partial_rotary_factor"])
+    assert ours.head_dim == hf.head_dim and ours.rms_norm_eps == hf.rms_norm_eps
+    assert ours.layer_types == hf.layer_types
