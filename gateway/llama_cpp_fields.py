@@ -88,7 +88,7 @@ _CLAMPED = {"top_k": (0, None), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0), "tempe
 
 
 # /v1's temperature bound (OpenAI's); llama.cpp sets none, so /completion passes a higher one by llama_cpp_chain.
-_V1_MAX_TEMPERATURE = 2.0
+V1_MAX_TEMPERATURE = 2.0
 
 
 def clamp_sampling(body: dict) -> dict:
@@ -99,8 +99,8 @@ def clamp_sampling(body: dict) -> dict:
         value = out.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = max(low, value) if high is None else min(max(low, value), high)
-    if isinstance(out.get("temperature"), float | int) and out["temperature"] > _V1_MAX_TEMPERATURE:
-        out["temperature"] = _V1_MAX_TEMPERATURE
+    if isinstance(out.get("temperature"), float | int) and out["temperature"] > V1_MAX_TEMPERATURE:
+        out["temperature"] = V1_MAX_TEMPERATURE
     return out
 
 
@@ -242,29 +242,6 @@ def with_pieces(card, token_ids: list) -> list:
             piece = list(raw)
         out.append({"id": token_id, "piece": piece})
     return out
-
-
-# llama-server's default penalty window (common/common.h common_params_sampling::penalty_last_n): /completion's.
-DEFAULT_REPEAT_LAST_N = 64
-
-
-def llama_cpp_chain(sampling, body: dict, context: int):
-    """/completion's `sampling` (returned) as llama-server's chain runs it (worker/sampling_chain.py): top_k,
-    typical_p, top_p and min_p before the temperature, and frequency/presence counted over the penalty window's
-    prompt+output tokens; the window (repeat_last_n) is 64 unless sent, and 0 turns all three penalties off, as its
-    penalties sampler returns at once then."""
-    sampling.chain = "llama.cpp"
-    # llama.cpp takes any temperature at or above 0 (temperature 5 with min_p is a common llama.cpp setting).
-    temperature = body.get("temperature")
-    if isinstance(temperature, float | int) and not isinstance(temperature, bool) and temperature > 2 \
-            and sampling.temperature == _V1_MAX_TEMPERATURE:
-        sampling.temperature = float(temperature)
-    window = body.get("repeat_last_n")
-    if window is None:
-        apply_repeat_last_n({"repeat_last_n": DEFAULT_REPEAT_LAST_N}, sampling, context)
-    elif window == 0:
-        sampling.presence_penalty = sampling.frequency_penalty = 0.0
-    return sampling
 
 
 def apply_repeat_last_n(body: dict, sampling, context: int) -> None:

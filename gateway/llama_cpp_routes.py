@@ -10,8 +10,8 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import (as_n_predict, bounded_bias, clamp_sampling, content_ids, llama_cpp_chain,
-                                      llama_server_seed)
+from gateway.llama_cpp_fields import as_n_predict, bounded_bias, clamp_sampling, content_ids, llama_server_seed
+from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.lmstudio_v1_request import zero_top_p
@@ -103,7 +103,8 @@ def completion_body(body, card) -> dict:
         raise InvalidRequest("the request body must be a JSON object", param=None)
     if body.get("prompt") is None:
         raise InvalidRequest("'prompt' is a required property", param="prompt", code="missing_required_parameter")
-    out = zero_top_p(clamp_sampling({key: value for key, value in body.items() if key not in _NO_EFFECT}))
+    out = zero_top_p(clamp_sampling(llama_cpp_defaults({key: value for key, value in body.items()
+                                                        if key not in _NO_EFFECT}, card)))
     out["prompt"] = _plain_prompt(body["prompt"])
     if not _openai_form(out["prompt"]):
         out["prompt"] = _prompt_ids(out["prompt"], card)
@@ -177,7 +178,8 @@ class LlamaCppRoutes:
         specials = card.special_tokens
         caps = await run_cpu(template_caps, card.chat_template_source)
         # n_ctx is one request's window (llama.cpp's per-slot n_ctx), total_slots the requests that run at once.
-        params = params_json(llama_cpp_chain(read_sampling({}, card), {}, card.max_context_len), -1, [], False, False)
+        sampling = llama_cpp_chain(read_sampling(llama_cpp_defaults({}, card), card), {}, card.max_context_len)
+        params = params_json(sampling, -1, [], False, False)
         # What /v1 chat does with the thinking by default: split into reasoning_content, llama.cpp's "deepseek".
         params["reasoning_format"] = "deepseek" if card.thinks else "none"
         return json_response({

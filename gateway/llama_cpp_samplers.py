@@ -1,11 +1,13 @@
-"""Gateway process: llama.cpp's `samplers` request field (the order of its sampler chain), read as its server reads it
-(tools/server/server-task.cpp params_from_json_cmpl: a list of names, or a string of one character per sampler;
-common/sampling.cpp common_sampler_types_from_names / _from_chars)."""
+"""Gateway process: /completion's sampling as llama-server runs it: its `samplers` request field (the order of its
+sampler chain, read as tools/server/server-task.cpp params_from_json_cmpl reads it: a list of names, or a string of
+one character per sampler; common/sampling.cpp common_sampler_types_from_names / _from_chars), its defaults and its
+penalty window (llama_cpp_chain)."""
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.errors import InvalidRequest
+from gateway.llama_cpp_fields import V1_MAX_TEMPERATURE, apply_repeat_last_n
 
 # llama-server's default order (common/common.h common_params_sampling::samplers), as /props and
 # generation_settings state it (common_sampler_type_to_str names).
@@ -47,3 +49,39 @@ def apply_samplers(body: dict, sampling) -> None:
         sampling.repetition_penalty, sampling.presence_penalty, sampling.frequency_penalty = 1.0, 0.0, 0.0
     if "temperature" not in names:
         sampling.temperature = 1.0
+
+
+# llama-server's sampling defaults (common/common.h common_params_sampling) for a field that neither the request nor
+# the checkpoint's generation_config sets (a GGUF's general.sampling.* keys carry those; llama.cpp's own defaults fill
+# the rest): min_p 0.05 above all, which a generation_config rarely names.
+_LLAMA_CPP_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
+
+
+def llama_cpp_defaults(body: dict, card) -> dict:
+    """body with llama-server's default for each sampling field it and the checkpoint leave unset."""
+    unset = {name: value for name, value in _LLAMA_CPP_DEFAULTS.items()
+             if body.get(name) is None and name not in card.generation_defaults}
+    return {**body, **unset}
+
+
+# llama-server's default penalty window (common/common.h common_params_sampling::penalty_last_n): /completion's.
+DEFAULT_REPEAT_LAST_N = 64
+
+
+def llama_cpp_chain(sampling, body: dict, context: int):
+    """/completion's `sampling` (returned) as llama-server's chain runs it (worker/sampling_chain.py): top_k,
+    typical_p, top_p and min_p before the temperature, and frequency/presence counted over the penalty window's
+    prompt+output tokens; the window (repeat_last_n) is 64 unless sent, and 0 turns all three penalties off, as its
+    penalties sampler returns at once then."""
+    sampling.chain = "llama.cpp"
+    # llama.cpp takes any temperature at or above 0 (temperature 5 with min_p is a common llama.cpp setting).
+    temperature = body.get("temperature")
+    if isinstance(temperature, float | int) and not isinstance(temperature, bool) and temperature > 2 \
+            and sampling.temperature == V1_MAX_TEMPERATURE:
+        sampling.temperature = float(temperature)
+    window = body.get("repeat_last_n")
+    if window is None:
+        apply_repeat_last_n({"repeat_last_n": DEFAULT_REPEAT_LAST_N}, sampling, context)
+    elif window == 0:
+        sampling.presence_penalty = sampling.frequency_penalty = 0.0
+    return sampling

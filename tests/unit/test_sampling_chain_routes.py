@@ -94,3 +94,19 @@ async def test_ollama_repeat_last_n_zero_turns_every_penalty_off(stack, options,
             "options": {"num_predict": 2, "presence_penalty": 0.5, "frequency_penalty": 0.5, **options}}
     sampling = await sent_sampling(client, fake, "/api/generate", body)
     assert (round(sampling.presence_penalty, 6), round(sampling.frequency_penalty, 6)) == (presence, presence)
+
+
+async def test_completion_defaults_are_llama_servers(stack):
+    """A field neither the request nor generation_config sets takes llama-server's default (common_params_sampling):
+    min_p 0.05 on /completion and in /props, where /v1 keeps vLLM's 0."""
+    client, fake = stack
+    card_defaults = set(orjson.loads(fake.generation_config or b"{}"))
+    assert "min_p" not in card_defaults
+    sampling = await sent_sampling(client, fake, "/completion", {"prompt": "hi", "n_predict": 2})
+    assert round(sampling.min_p, 6) == 0.05
+    sampling = await sent_sampling(client, fake, "/completion", {"prompt": "hi", "n_predict": 2, "min_p": 0})
+    assert sampling.min_p == 0.0
+    sampling = await sent_sampling(client, fake, "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+    assert sampling.min_p == 0.0
+    params = (await (await client.get("/props")).json())["default_generation_settings"]["params"]
+    assert round(params["min_p"], 6) == 0.05
