@@ -25,18 +25,24 @@ CHAT = {"model": "default", "messages": [{"role": "user", "content": "count"}], 
 
 
 class Call(threading.Thread):
-    """One request on its own thread: `status`, `body` (bytes) once done, `error` when the connection broke."""
+    """One request on its own thread: `status`, `content` (bytes) once done, `error` when the connection broke;
+    `answering` is set once the first bytes of the body arrived (a stream's first event)."""
 
     def __init__(self, url: str, body: dict):
         super().__init__(daemon=True)
         self.url, self.body = url, body
         self.status = self.content = self.error = None
+        self.answering = threading.Event()
         self.start()
 
     def run(self) -> None:
         try:
-            response = httpx.post(f"{self.url}/v1/chat/completions", json=self.body, timeout=120)
-            self.status, self.content = response.status_code, response.content
+            with httpx.stream("POST", f"{self.url}/v1/chat/completions", json=self.body, timeout=120) as response:
+                self.status, chunks = response.status_code, []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    self.answering.set()
+                self.content = b"".join(chunks)
         except httpx.HTTPError as exc:
             self.error = exc
 
@@ -91,6 +97,7 @@ def test_past_the_drain_grace_the_rest_ends_with_a_503_and_is_freed(engine_stack
     endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
     plain = Call(gateway.url, {**CHAT, "max_tokens": 4000})
     wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 2, 10)
+    wait_for(endless.answering.is_set, 30)
     gateway.proc.send_signal(signal.SIGTERM)
     try:
         assert gateway.proc.wait(timeout=10) == 0
@@ -138,6 +145,7 @@ def test_a_second_signal_ends_the_drain_at_once(engine_stack, gateway_over):
     endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
     plain = Call(gateway.url, {**CHAT, "max_tokens": 4000})
     wait_for(lambda: scheduler_load(engine_stack.grpc_addr).num_running == 2, 10)
+    wait_for(endless.answering.is_set, 30)  # its 200 and first event sent (a loaded host may take a while)
     gateway.proc.send_signal(signal.SIGTERM)
     wait_for(lambda: _refused(gateway.url), 5)
     gateway.proc.send_signal(signal.SIGTERM)
@@ -196,6 +204,7 @@ def test_past_the_engine_grace_a_stream_ends_saying_why(make_engine_stack):
         gateway.wait_ready()
         endless = Call(gateway.url, {**CHAT, "max_tokens": 4000, "stream": True})
         wait_for(lambda: scheduler_load(stack.grpc_addr).num_running == 1, 10)
+        wait_for(endless.answering.is_set, 30)
         stack.scheduler.send_signal(signal.SIGTERM)
         assert stack.scheduler.wait(timeout=30) == 0
         endless.join(10)
