@@ -11,6 +11,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.errors import InvalidRequest
+from gateway.once_log import OnceLog
 from gateway.tools import load_json
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -143,6 +144,8 @@ def prepare_messages(messages: list[dict]) -> list[dict]:
             del msg["tool_calls"]
         if isinstance(msg.get("content"), list):
             msg["content"] = [_as_text_part(part) for part in msg["content"]]
+            if msg.get("role") == "tool":
+                msg["content"] = _media_as_lines(msg["content"])
         out.append(msg)
     return out
 
@@ -152,6 +155,31 @@ def _as_text_part(part: Any) -> Any:
     if isinstance(part, dict) and part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
         return {"type": "text", "text": part["refusal"]}
     return part
+
+
+# Media parts (vLLM's chat_utils part types) a tool message may carry: Codex CLI's chat wire sends view_image's output
+# as an image_url part of the tool message (codex-rs core/src/chat_completions.rs).
+TOOL_MEDIA_PARTS = ("image_url", "input_audio", "audio_url", "video_url", "file", "input_image", "input_file")
+_LEFT_OUT = OnceLog("/v1/chat/completions: %s parts of tool messages are left out (a line in their place says so): "
+                    "the model reads text only")
+
+
+def _media_as_lines(parts: list) -> list:
+    """A tool message's media parts as text parts, each a line saying it was left out, as /v1/responses and
+    /v1/messages read them in a tool result: the tool message is replayed in every later request, and its 400 failed
+    each one (ggml-org/llama.cpp#23890); the model learns what it did not get."""
+    out = []
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in TOOL_MEDIA_PARTS:
+            out.append(part)
+            continue
+        _LEFT_OUT.note([kind])
+        # The line stands alone: the text parts around it are joined as they are.
+        before = "\n" if out and not str(out[-1].get("text", "")).endswith("\n") else ""
+        after = "\n" if j < len(parts) - 1 else ""
+        out.append({"type": "text", "text": f"{before}[{kind} left out: this model reads text only]{after}"})
+    return out
 
 
 def _prepare_call(call: dict) -> dict:

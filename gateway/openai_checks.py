@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from gateway.chat import THINKING_PARTS, thinking_text
+from gateway.chat import THINKING_PARTS, TOOL_MEDIA_PARTS, thinking_text
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
@@ -167,8 +167,11 @@ TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refu
 
 
 def check_part(part: dict, where: str, role: str) -> None:
-    """400 unsupported for a content part that is not text (images, audio); 400 for a text part without its string,
-    and for a thinking part outside an assistant turn or without exactly one of its strings (SGLang's checks)."""
+    """400 unsupported for a content part that is not text (images, audio) but in a tool message (there it is read as a
+    line saying it was left out); 400 for a text part without its string, and for a thinking part outside an
+    assistant turn or without exactly one of its strings (SGLang's checks)."""
+    if role == "tool" and part.get("type") in TOOL_MEDIA_PARTS:
+        return
     if part.get("type") in THINKING_PARTS:
         if role != "assistant":
             raise InvalidRequest(f"{where}: thinking content parts are only valid in assistant messages",
