@@ -185,7 +185,9 @@ def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
 
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
           "custom_tool_call": _function_call, "custom_tool_call_output": _function_call_output,
-          "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference}
+          "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference,
+          # Its tools are offered with the top-level ones (responses_tools.placed_tools); it adds no turn.
+          "additional_tools": lambda item, where, convo: None}
 
 
 def continues_final_message(value: Any) -> bool:
@@ -212,8 +214,8 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         handler = _ITEMS.get(kind)
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
-                              f"function_call_output, custom_tool_call, custom_tool_call_output, reasoning and "
-                              f"agent_message are)", param=f"input[{i}].type")
+                              f"function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
+                              f"agent_message and additional_tools are)", param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
     convo.close_reasoning()
     if not convo.messages:

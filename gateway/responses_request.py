@@ -25,7 +25,7 @@ from gateway.openai_fields import check_fields
 from gateway.responses_input import NOT_STORED, continues_final_message, input_messages
 from gateway.responses_reasoning import INCLUDE as REASONING_INCLUDE
 from gateway.responses_schema import PASSTHROUGH, RESPONSES_SCHEMA
-from gateway.responses_tools import chat_tool_choice, chat_tools
+from gateway.responses_tools import chat_tool_choice, chat_tools, placed_tools
 from gateway.schema_validate import validate
 
 # Fields that need something stored on the server: what they refer to, and what to send instead.
@@ -114,7 +114,7 @@ def chat_body(body: dict, namespaces: dict, tool_paths: list, customs: set) -> d
     chat["stream"] = bool(body.get("stream"))
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
-    chat["tools"], offered, paths, custom_names = chat_tools(body.get("tools"))
+    chat["tools"], offered, paths, custom_names = chat_tools(placed_tools(body))
     namespaces.update(offered)
     customs.update(custom_names)
     tool_paths.extend(paths)

@@ -109,24 +109,36 @@ def custom_call_done(item: dict, where: dict) -> tuple[dict, list]:
                   {"type": "response.custom_tool_call_input.done", **where, "input": text}]
 
 
-def chat_tools(tools: Optional[list]) -> tuple[Optional[list], dict, list, set]:
+def placed_tools(body: dict) -> list:
+    """[(where it stands, tool)]: the top-level tools, then those of each `additional_tools` input item, in order.
+    Codex CLI 0.144 and later send no top-level tools: theirs come in such an item (OpenAI's "additional tool
+    definitions made available at this item"); they are offered as top-level ones are."""
+    placed = [(f"tools[{i}]", tool) for i, tool in enumerate(body.get("tools") or [])]
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    for i, item in enumerate(items):
+        if item.get("type") == "additional_tools":
+            placed += [(f"input[{i}].tools[{j}]", tool) for j, tool in enumerate(item["tools"])]
+    return placed
+
+
+def chat_tools(placed: list) -> tuple[Optional[list], dict, list, set]:
     """(the chat route's function tools, {flat name: (namespace, name)} of the namespaced ones, where each chat tool
     stands in the request: "tools[1]", "tools[0].tools[2]"; hosted tools left out and namespaces shift the indexes;
-    the names of the custom tools)."""
+    the names of the custom tools) for placed_tools' [(where, tool)]."""
     out: list = []
     namespaces: dict = {}
     paths: list = []
     customs: set = set()
-    for i, tool in enumerate(tools or []):
+    for where, tool in placed:
         if tool["type"] == "function":
             out.append(_function(tool, tool["name"]))
-            paths.append(f"tools[{i}]")
+            paths.append(where)
         elif tool["type"] == "custom":
-            out.append(_custom(tool, f"tools[{i}]"))
-            paths.append(f"tools[{i}]")
+            out.append(_custom(tool, where))
+            paths.append(where)
             customs.add(tool["name"])
         elif tool["type"] == "namespace":
-            _namespace(tool, f"tools[{i}]", out, namespaces, paths, customs)
+            _namespace(tool, where, out, namespaces, paths, customs)
         else:
             _skip(tool["type"])
     return out or None, namespaces, paths, customs
