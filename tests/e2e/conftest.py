@@ -2,6 +2,7 @@
 
   engine_stack        module-scoped running stack (tiny model); use .grpc_addr
   make_engine_stack   factory: make_engine_stack(env={...}, start=True) -> EngineStack, killed at test end
+  api_gateway, http   module-scoped gateway process over engine_stack (its URL) and an httpx client of it
   chunked_http        module-scoped httpx client of a gateway over a stack whose prompts are chunked by a 16-token
                       budget with the prefix cache on (prompt logprobs, scoring)
   reference           module-scoped (transformers Qwen3_5ForCausalLM with the tiny checkpoint's weights, fp32 as the
@@ -48,6 +49,13 @@ def api_gateway(engine_stack):
     """A gateway process over this module's engine stack; yields its base URL."""
     with running_gateway(engine_stack) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def http(api_gateway):
+    """A module-scoped httpx client of api_gateway (a module may define its own, e.g. with Anthropic's headers)."""
+    with httpx.Client(base_url=api_gateway, timeout=120) as session:
+        yield session
 
 
 CHUNKED = {"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "16", "SPARKINFER_PREFIX_CACHE": "1",

@@ -27,12 +27,6 @@ def wait_for(predicate, timeout: float = 10.0):
     raise AssertionError("condition not reached in time")
 
 
-@pytest.fixture(scope="module")
-def http(api_gateway):
-    with httpx.Client(base_url=api_gateway, timeout=120) as session:
-        yield session
-
-
 def complete(http, **body) -> dict:
     response = http.post("/v1/completions", json={"prompt": PROMPT, "temperature": 0, "ignore_eos": True, **body})
     assert response.status_code == 200, response.text

@@ -1,16 +1,9 @@
 """End to end: min_tokens through gateway, scheduler and worker with the tiny model (eos and stop strings)."""
-import httpx
 import pytest
 
 
 EOS = 1017          # the tiny model's first eos id (generation_config.json)
 PROMPT = "Once upon a time"
-
-
-@pytest.fixture(scope="module")
-def http(api_gateway):
-    with httpx.Client(base_url=api_gateway, timeout=120) as session:
-        yield session
 
 
 def complete(http, **body) -> dict:

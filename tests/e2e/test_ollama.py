@@ -19,12 +19,6 @@ def client(api_gateway):
     return ollama.Client(host=api_gateway, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def http(api_gateway):
-    with httpx.Client(base_url=api_gateway, timeout=120) as session:
-        yield session
-
-
 def ndjson(response: httpx.Response) -> list:
     """Every line of an NDJSON body, decoded as strict UTF-8 JSON."""
     return [orjson.loads(line.decode("utf-8", errors="strict")) for line in response.content.splitlines() if line]

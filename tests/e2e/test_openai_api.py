@@ -19,12 +19,6 @@ def client(api_gateway):
     return openai.OpenAI(base_url=f"{api_gateway}/v1", api_key="unused", timeout=120, max_retries=0)
 
 
-@pytest.fixture(scope="module")
-def http(api_gateway):
-    with httpx.Client(base_url=api_gateway, timeout=120) as session:
-        yield session
-
-
 def token_bytes(name: str) -> bytes:
     """The bytes of a legacy logprobs token name (OpenAI's "bytes:\\xe6\\x97" form for part of a character)."""
     if name.startswith("bytes:"):

@@ -14,12 +14,6 @@ LOREM = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. "
 
 
 @pytest.fixture(scope="module")
-def http(api_gateway):
-    with httpx.Client(base_url=api_gateway, timeout=120) as session:
-        yield session
-
-
-@pytest.fixture(scope="module")
 def small_stack(make_engine_stack_module):
     """One running and two waiting requests at most, 256-token prefill chunks, with its own gateway. Two waiting:
     an n=2 request sends both choices at once, and with a depth of one the second was refused whenever it arrived

@@ -2,18 +2,11 @@
 weights, with each API's sampling rules computed here from the oracle's logits: vLLM's on /v1 (logit_bias, penalties
 on the output, temperature, min_p, top_k/top_p), llama.cpp's on /completion (penalties over the last 64
 prompt+output tokens, filters before the temperature)."""
-import httpx
 import pytest
 import torch
 
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"
 INF = float("inf")
-
-
-@pytest.fixture(scope="module")
-def http(api_gateway):
-    with httpx.Client(base_url=api_gateway, timeout=120) as session:
-        yield session
 
 
 @pytest.fixture(scope="module")
