@@ -5,7 +5,7 @@ Messages keep their role, except that instructions and every system / developer 
 (consecutive calls share one assistant message, as the model wrote them; a custom_tool_call's input is its one
 argument), function_call_output and custom_tool_call_output items become tool messages, and a reasoning item becomes
 the reasoning_content of the assistant turn that follows it (a turn of its own when a user message, or the end of the
-input, comes first); Codex's agent_message items are user turns. An
+input, comes first); Codex's agent_message items are user turns, its agent_reasoning items are left out. An
 item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
 or audio part (in a call's output such a part is a line saying it was left out).
 """
@@ -25,6 +25,8 @@ _TEXT_PARTS = ("input_text", "output_text", "text")
 _MEDIA_PARTS = ("input_image", "input_file", "input_audio")
 _left_out = OnceLog("/v1/responses: %s parts of call outputs are left out (a line in their place says so): the model "
                     "reads text only")
+_agent_reasoning_left_out = OnceLog("/v1/responses: %s items (Codex's multi-agent reasoning) are left out of the "
+                                    "prompt")
 NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
 
 
@@ -176,6 +178,13 @@ def _agent_part_text(part: Any, where: str) -> str:
     return _part_text(part, where)
 
 
+def _agent_reasoning(item: dict, where: str, convo: _Conversation) -> None:
+    """Codex's multi-agent reasoning item (another agent's thinking, its encrypted_content opaque), which Codex replays
+    with agent_message items in every later request of the thread (envoyproxy/ai-gateway#2442): left out of the
+    prompt, as a template leaves out the thinking of earlier turns; its 400 ended the thread."""
+    _agent_reasoning_left_out.note(["agent_reasoning"])
+
+
 def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
     """A reference left unresolved (gateway.responses_items resolves those to items this gateway keeps)."""
     raise InvalidRequest(f"{where} is an item_reference to {item.get('id')!r}, an item this server does not hold: it "
@@ -186,6 +195,7 @@ def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
           "custom_tool_call": _function_call, "custom_tool_call_output": _function_call_output,
           "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference,
+          "agent_reasoning": _agent_reasoning,
           # Its tools are offered with the top-level ones (responses_tools.placed_tools); it adds no turn.
           "additional_tools": lambda item, where, convo: None}
 
@@ -215,7 +225,7 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
                               f"function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
-                              f"agent_message and additional_tools are)", param=f"input[{i}].type")
+                              f"agent_message, agent_reasoning and additional_tools are)", param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
     convo.close_reasoning()
     if not convo.messages:

@@ -75,3 +75,18 @@ async def test_the_payload_in_an_encrypted_content_part_is_read_in_order(stack):
     response = await client.post("/v1/responses", json={"model": "fake-model", "input": [USER, bad]})
     assert response.status == 400
     assert (await response.json())["error"]["param"] == "input[1].content[0].encrypted_content"
+
+
+async def test_an_agent_reasoning_item_is_left_out(stack):
+    """Codex replays its multi-agent agent_reasoning items (another agent's thinking, encrypted_content opaque) with
+    the agent_message items (envoyproxy/ai-gateway#2442); they were the 400 "items of type 'agent_reasoning' are not
+    supported", which ended the thread. The prompt is the one without them."""
+    client, fake = stack
+    reasoning = {"type": "agent_reasoning", "id": "ar_0000", "encrypted_content": "opaque"}
+    body = {"model": "fake-model", "input": [USER, agent_message(PARTS), reasoning]}
+    response = await client.post("/v1/responses", json=body)
+    assert response.status == 200, await response.text()
+    rendered = prompt_of(fake)
+    without = {"model": "fake-model", "input": [USER, agent_message(PARTS)]}
+    assert (await client.post("/v1/responses", json=without)).status == 200
+    assert rendered == prompt_of(fake) and "opaque" not in rendered

@@ -97,7 +97,7 @@ async def test_every_include_value_openai_lists_is_accepted(stack):
     (0, 400, "invalid_type", 'invalid value for \'input[0].type\': 0 is not of type "string", "null"'),
     ("", 400, "unsupported", "input[0]: items of type '' are not supported (message, function_call, "
                              "function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
-                             "agent_message and additional_tools are)"),
+                             "agent_message, agent_reasoning and additional_tools are)"),
 ], ids=["object", "list", "zero", "empty"])
 async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, status, code, words):
     """An item's `type` picks its handler: an object or a list there was a 500 (TypeError: unhashable type), and a
