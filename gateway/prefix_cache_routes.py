@@ -34,5 +34,8 @@ class PrefixCacheRoutes:
         return web.Response(status=200)
 
     async def flush_cache(self, request: web.Request) -> web.Response:
-        await self.engine.client.reset_prefix_cache()
+        """GET / POST flush; HEAD (which every GET route answers, http_compat) only describes the answer: a safe
+        method has no effect on the server (RFC 9110 9.2.1), so a monitor's HEAD probe must not empty the cache."""
+        if request.method != "HEAD":
+            await self.engine.client.reset_prefix_cache()
         return web.Response(status=200, text=FLUSHED, content_type="text/plain")

@@ -22,6 +22,15 @@ async def test_flush_cache_answers_sglangs_text(stack, method):
     assert fake.num_prefix_resets == 1
 
 
+async def test_head_describes_flush_cache_without_flushing(stack):
+    # every GET route answers HEAD (http_compat); HEAD is a safe method (RFC 9110 9.2.1), it flushed the cache
+    client, fake = stack
+    for path in ("/flush_cache", "/flush_cache/"):
+        response = await client.head(path)
+        assert response.status == 200 and response.content_type == "text/plain" and await response.read() == b""
+    assert fake.num_prefix_resets == 0
+
+
 async def test_an_unreachable_scheduler_is_a_503_not_a_false_success(stack):
     client, fake = stack
     fake.script.error = grpc.StatusCode.UNAVAILABLE
