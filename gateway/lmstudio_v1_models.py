@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
-from gateway.lmstudio_v1_request import check_keys
+from gateway.lmstudio_v1_request import check_keys, check_positive_int
 from gateway.model import ModelCard
 from gateway.openai_plan import check_model, served
 
@@ -39,8 +39,11 @@ def load_answer(body: Any, card: ModelCard, served_name: str, loaded: bool) -> d
     """POST /api/v1/models/load of the served model: LM Studio's answer for a model in memory (loaded in no time);
     503 while no worker runs it (nothing here can load it)."""
     check_model(_model(body, LOAD_FIELDS), card, served_name)
-    if body.get("echo_load_config") is not None and not isinstance(body["echo_load_config"], bool):
-        raise InvalidRequest('"echo_load_config" must be a boolean', param="echo_load_config")
+    for name in ("context_length", "eval_batch_size", "num_experts"):
+        check_positive_int(body, name)
+    for name in ("flash_attention", "offload_kv_cache_to_gpu", "echo_load_config"):
+        if body.get(name) is not None and not isinstance(body[name], bool):
+            raise InvalidRequest(f'"{name}" must be a boolean', param=name)
     if not loaded:
         raise Unavailable(f"'{served_name}' cannot be loaded now: the scheduler has no live worker")
     answer = {"type": "llm", "instance_id": served_name, "load_time_seconds": 0.0, "status": "loaded"}

@@ -88,16 +88,19 @@ def _check_stateless(body: dict) -> None:
     for name, kind in (("store", bool), ("stream", bool), ("system_prompt", str)):
         if body.get(name) is not None and not isinstance(body[name], kind):
             raise InvalidRequest(f'"{name}" must be a {"boolean" if kind is bool else "string"}', param=name)
-    length = body.get("context_length")
-    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
-        raise InvalidRequest('"context_length" must be a positive integer', param="context_length")
+    check_positive_int(body, "context_length")
+
+
+def check_positive_int(body: dict, name: str) -> None:
+    """400 naming `name` unless body[name] is absent, null or a positive integer."""
+    value = body.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidRequest(f'"{name}" must be a positive integer', param=name)
 
 
 def _check_renamed(body: dict) -> None:
     """The fields LM Studio names its own way, checked under their own names (the OpenAI parser would name its)."""
-    tokens = body.get("max_output_tokens")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
-        raise InvalidRequest('"max_output_tokens" must be a positive integer', param="max_output_tokens")
+    check_positive_int(body, "max_output_tokens")
     penalty = body.get("repeat_penalty")
     if penalty is not None and (isinstance(penalty, bool) or not isinstance(penalty, (int, float))
                                 or not 0 < penalty <= 10):

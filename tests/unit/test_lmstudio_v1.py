@@ -128,10 +128,16 @@ async def test_loading_the_served_model_without_a_worker_is_a_503(fake):
     ("/api/v1/models/load", {"model": "fake-model", "ttl": 60}, 400, "ttl", "Unrecognized key(s) in object: 'ttl'"),
     ("/api/v1/models/load", {"model": "fake-model", "echo_load_config": "yes"}, 400, "echo_load_config",
      '"echo_load_config" must be a boolean'),
+    ("/api/v1/models/load", {"model": "fake-model", "context_length": -5}, 400, "context_length",
+     '"context_length" must be a positive integer'),
+    ("/api/v1/models/load", {"model": "fake-model", "eval_batch_size": 1.5}, 400, "eval_batch_size",
+     '"eval_batch_size" must be a positive integer'),
+    ("/api/v1/models/load", {"model": "fake-model", "flash_attention": "on"}, 400, "flash_attention",
+     '"flash_attention" must be a boolean'),
     ("/api/v1/models/download", {"model": "qwen/qwen3-4b"}, 501, "model", "downloading models is not supported"),
     ("/api/v1/models/unload", {"instance_id": "fake-model"}, 501, None, "unloading models is not supported"),
-], ids=["load another model", "load no model", "load unknown key", "echo not a boolean", "download another model",
-        "unload"])
+], ids=["load another model", "load no model", "load unknown key", "echo not a boolean", "negative context",
+        "fractional batch", "flash attention not a boolean", "download another model", "unload"])
 async def test_other_model_management_is_an_error_object(fake, path, body, status, param, words):
     client, _ = fake
     response = await client.post(path, json=body)
