@@ -32,11 +32,18 @@ def is_llama_cpp_path(path: str) -> bool:
 
 def llama_cpp_error(error: ApiError) -> dict:
     """llama.cpp's error object: {"error": {"code": the HTTP status, "message", "type"}}; a prompt past the context is
-    its exceed_context_size_error with n_prompt_tokens and n_ctx. OpenAI's param is kept where one is named."""
+    its exceed_context_size_error with n_prompt_tokens and n_ctx, worded as its server-context.cpp words it
+    ("request (N tokens) exceeds the available context size (M tokens), try increasing it"), which agents parse for
+    the window to compact to (hermes-agent's parse_context_limit_from_error, PR #89504). OpenAI's param is kept
+    where one is named."""
     fallback = "server_error" if error.status >= 500 else "invalid_request_error"
     body = {"code": error.status, "message": error.message, "type": _ERROR_TYPES.get(error.status, fallback)}
     if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
         body.update(type="exceed_context_size_error", n_prompt_tokens=error.num_prompt, n_ctx=error.ctx)
+        if error.num_output is None:
+            at_least = "at least " if error.at_least else ""
+            body["message"] = (f"request ({at_least}{error.num_prompt} tokens) exceeds the available context size "
+                               f"({error.ctx} tokens), try increasing it")
     if error.param:
         body["param"] = error.param
     return {"error": body}

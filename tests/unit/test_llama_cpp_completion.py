@@ -191,6 +191,9 @@ async def test_errors_come_in_llama_cpps_shape(stack):
     status, body = await post(client, {"prompt": "hi " * 3000})
     assert (status, body["error"]["code"], body["error"]["type"]) == (400, 400, "exceed_context_size_error")
     assert body["error"]["n_ctx"] == 2048 and body["error"]["n_prompt_tokens"] >= 2048
+    # llama.cpp's words (server-context.cpp), which agents parse for the window: hermes-agent PR #89504.
+    assert body["error"]["message"] == (f"request ({body['error']['n_prompt_tokens']} tokens) exceeds the available "
+                                        "context size (2048 tokens), try increasing it")
     fake.script.error = grpc.StatusCode.UNAVAILABLE
     status, body = await post(client, {"prompt": "hi", "n_predict": 2})
     assert (status, body["error"]["code"], body["error"]["type"]) == (503, 503, "unavailable_error")
