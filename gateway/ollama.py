@@ -11,7 +11,7 @@ from aiohttp import web
 from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
-from gateway.errors import ApiError, InvalidRequest, NotFound, NotImplementedApi, Overloaded
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
@@ -72,6 +72,9 @@ _REQUIRED = {
     ("POST", "/api/create"): ("CreateRequest", ((("model", "name"), InvalidRequest, "invalid model name"),)),
 }
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
+# Ollama's refusal of a prompt past the window (its runner's errorInputTooLong, the 400 of truncate false), which
+# clients match to shorten and retry; the counts follow it.
+_INPUT_TOO_LONG = "the input length exceeds the context length"
 # The User-Agent prefix of VS Code's Copilot Chat, whose /api/show answer Ollama adjusts (server/routes.go ShowHandler).
 _COPILOT_CHAT = "GitHubCopilotChat/"
 
@@ -93,11 +96,14 @@ _FIELD_CHECKS = {("POST", "/api/embed"): _check_embed_input}
 def ollama_error_response(exc: ApiError) -> web.Response:
     """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 in its words alone (handleScheduleError
     writes ErrMaxQueue's text, server/sched.go: clients match it), the scheduler's reason only logged; an empty body
-    its 400 'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go)."""
+    its 400 'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go); a prompt
+    past the window opens with Ollama's words for it, _INPUT_TOO_LONG."""
     status, message = exc.status, exc.message
     if isinstance(exc, Overloaded):
         log.info("Ollama request refused with 503 server busy: %s", exc.message)
         status, message = 503, _BUSY
+    elif isinstance(exc, ContextLengthExceeded):
+        message = f"{_INPUT_TOO_LONG}: {message}"
     elif message == EMPTY_BODY:
         message = "missing request body"
     return json_response({"error": message}, status=status, headers=exc.headers)

@@ -131,7 +131,7 @@ async def test_ollama_prompt_too_many_bytes_is_refused_at_once(stack, monkeypatc
     _never_tokenize_megabytes(monkeypatch)
     response = await client.post(path, data=orjson.dumps(body("hello " * 700_000)))
     message = orjson.loads(await response.read())["error"]
-    assert response.status == 400 and message.startswith("the prompt is at least 2625")
+    assert response.status == 400 and message.startswith("the input length exceeds the context length: the prompt is at least 2625")
     assert f"exceeds the context window of {CONTEXT} tokens; it was not truncated" in message
 
 
