@@ -199,6 +199,19 @@ async def _prefetch_card(app: web.Application) -> None:
             await asyncio.sleep(0.5)
 
 
+def _add_health_routes(app: web.Application) -> None:
+    """/health and the other servers' probe paths that answer as it does."""
+    app.router.add_get("/health", health)
+    # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
+    app.router.add_get("/v1/health", health)
+    # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.
+    app.router.add_get("/ping", health)
+    app.router.add_post("/ping", health)
+    # SGLang's probe path (its /health and /health_generate share one handler): Kubernetes probes and routers set up
+    # for SGLang ask there.
+    app.router.add_get("/health_generate", health)
+
+
 def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) -> web.Application:
     """The gateway app; `client` lets tests point it at a fake scheduler."""
     app = web.Application(middlewares=[http_compat.cors_middleware, error_middleware,
@@ -224,15 +237,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     CapacityRoutes(app[ENGINE_KEY]).register(app)
     SGLangInfoRoutes(app[ENGINE_KEY]).register(app)
     PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
-    app.router.add_get("/health", health)
-    # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
-    app.router.add_get("/v1/health", health)
-    # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.
-    app.router.add_get("/ping", health)
-    app.router.add_post("/ping", health)
-    # SGLang's probe path (its /health and /health_generate share one handler): Kubernetes probes and routers set up
-    # for SGLang ask there.
-    app.router.add_get("/health_generate", health)
+    _add_health_routes(app)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics_route)
     http_compat.install(app)

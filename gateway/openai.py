@@ -219,6 +219,13 @@ def _completion_prompts(body: dict, card: ModelCard, max_input: int) -> tuple[li
     return ids_list, texts
 
 
+def _completion_num_logprobs(body: dict, default):
+    """A completion's logprob count: `logprobs` (OpenAI's legacy integer), else llama.cpp's n_probs, else default."""
+    if body.get("logprobs") is not None:
+        return int(body["logprobs"])
+    return body["n_probs"] if body.get("n_probs") else default
+
+
 def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: bool = False,
                      read_thinking: bool = True) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt); cap_output as
@@ -257,10 +264,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     if any(limit != max_tokens for limit in limits):
         gen.extra_max_tokens = limits[1:]
         check_min_tokens(gen.sampling.min_tokens, min(limits))
-    if body.get("logprobs") is not None:
-        gen.num_logprobs = int(body["logprobs"])
-    elif body.get("n_probs"):
-        gen.num_logprobs = body["n_probs"]
+    gen.num_logprobs = _completion_num_logprobs(body, gen.num_logprobs)
     if read_thinking:
         _completion_thinking(body, card, gen, ids_list)
     else:
