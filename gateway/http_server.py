@@ -26,6 +26,7 @@ from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeade
 from gateway import request_id_header
 from gateway.http_compat import CORS_RESPONSE_HEADERS
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
+from gateway.lmstudio_shape import lmstudio_error
 from gateway.ollama import ollama_error_response
 from gateway.open_files import AcceptErrorHandler
 from gateway.web import error_response, json_response
@@ -62,6 +63,8 @@ def api_error_response(path: str, error: ApiError) -> web.Response:
         return anthropic_error_response(error)
     if is_llama_cpp_path(path):
         return json_response(llama_cpp_error(error), status=error.status, headers=error.headers)
+    if path.startswith(LMSTUDIO_PREFIXES):
+        return error_response(lmstudio_error(error))
     return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import platform
 from typing import Optional
 
+from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.model import ModelCard
 from gateway.ollama_shape import arch_family
 
@@ -67,3 +68,20 @@ def stats(num_generated: int, received: float, first_token: Optional[float], fin
     tps = num_generated / generation_time if generation_time > 0 and num_generated else 0.0
     return {"tokens_per_second": round(tps, 3), "time_to_first_token": round(max(first - received, 0.0), 6),
             "generation_time": round(generation_time, 6), "stop_reason": reason}
+
+
+def context_overflow_message(num_prompt: int, n_ctx: int, at_least: bool = False) -> str:
+    """LM Studio's words for a prompt that does not fit the loaded context (its llama.cpp engine's n_keep check),
+    which clients match ("greater than the context length": pi's and opencode's overflow patterns); `at_least` when
+    the count is a lower bound, counted before tokenizing."""
+    return (f"The number of tokens to keep from the initial prompt is greater than the context length (n_keep: "
+            f"{'at least ' if at_least else ''}{num_prompt}>= n_ctx: {n_ctx}). Try to load the model with a larger context length, or provide a "
+            f"shorter input.")
+
+
+def lmstudio_error(error: ApiError) -> ApiError:
+    """error as LM Studio's /api/v0 and /api/v1 word it: a prompt past the context in its words (an explicit output
+    limit never overflows there: max_tokens is a cap), anything else as it is."""
+    if isinstance(error, ContextLengthExceeded) and error.ctx is not None and error.num_output is None:
+        error.message = context_overflow_message(error.num_prompt, error.ctx, error.at_least)
+    return error

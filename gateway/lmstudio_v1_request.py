@@ -15,6 +15,7 @@ from gateway import json_out
 from gateway.effort_tiers import nearest_tier
 from gateway.engine import GenRequest
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
 from gateway.model import ModelCard
 
@@ -155,10 +156,8 @@ def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) 
     window = min(context_length, card.max_context_len)
     num_prompt = len(gen.prompt_ids)
     if num_prompt >= window:
-        raise ContextLengthExceeded(
-            f"The number of tokens to keep from the initial prompt is greater than the context length (n_keep: "
-            f"{num_prompt}>= n_ctx: {window}). Try to load the model with a larger context length, or provide a "
-            f"shorter input.", param="context_length").counts(window, num_prompt)
+        raise ContextLengthExceeded(context_overflow_message(num_prompt, window),
+                                    param="context_length").counts(window, num_prompt)
     gen.max_tokens = min(gen.max_tokens, window - num_prompt)
 
 

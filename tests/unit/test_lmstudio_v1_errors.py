@@ -1,4 +1,4 @@
-"""LM Studio 0.4's /api/v1/chat (fake scheduler): its errors name its own fields (`input`, `max_output_tokens`), never
+"""LM Studio 0.4's /api/v1/chat (and /api/v0's, for a prompt past the context; fake scheduler): its errors name its own fields (`input`, `max_output_tokens`), never
 the /v1/chat/completions ones the body is translated into, and a stream's error event has LM Studio's types."""
 import orjson
 import pytest
@@ -7,14 +7,23 @@ from gateway.errors import InternalError, InvalidRequest, NotFound, NotImplement
 from gateway.lmstudio_v1_shape import event_error_type
 
 
-@pytest.mark.parametrize("body", [{"input": "Hi " * 3000}, {"input": "Hi", "system_prompt": "Be brief. " * 3000}],
-                         ids=["input", "system prompt"])
-async def test_a_prompt_past_the_context_names_input(fake, body):
+@pytest.mark.parametrize("path, body, param", [
+    ("/api/v1/chat", {"input": "Hi " * 3000}, "input"),
+    ("/api/v1/chat", {"input": "Hi", "system_prompt": "Be brief. " * 3000}, "input"),
+    ("/api/v0/chat/completions", {"messages": [{"role": "user", "content": "Hi " * 3000}]}, "messages"),
+    ("/api/v0/completions", {"prompt": "Hi " * 3000}, "prompt"),
+], ids=["input", "system prompt", "v0-chat", "v0-completions"])
+async def test_a_prompt_past_the_context_is_worded_as_lm_studio_words_it(fake, path, body, param):
+    """LM Studio's own routes name their fields and word the overflow as LM Studio does (its engine's n_keep check),
+    which clients match ("greater than the context length"); it was vLLM's sentence, LM Studio's /v1 words none."""
     client, servicer = fake
-    response = await client.post("/api/v1/chat", json={"model": "fake-model", **body})
+    response = await client.post(path, json={"model": "fake-model", **body})
     error = (await response.json())["error"]
-    assert response.status == 400 and error["code"] == "context_length_exceeded"
-    assert error["param"] == "input" and error["message"].startswith("This model's maximum context length is 2048")
+    assert response.status == 400 and error["code"] == "context_length_exceeded" and error["param"] == param
+    num_prompt = int(error["message"].split("n_keep: ")[1].split(">=")[0])
+    assert num_prompt >= 2048 and error["message"] == (
+        f"The number of tokens to keep from the initial prompt is greater than the context length (n_keep: "
+        f"{num_prompt}>= n_ctx: 2048). Try to load the model with a larger context length, or provide a shorter input.")
     assert servicer.script.requests == []
 
 

@@ -49,6 +49,9 @@ async def test_more_tools_than_the_context_holds_are_too_long(path):
         response = await client.post(path, json=request(path, [f"t{i}" for i in range(2100)]))
         error = (await response.json())["error"]
         assert response.status == 400 and error["param"] == "tools", error
-        assert error["message"].startswith("This model's maximum context length is 2048 tokens. However, your prompt "
-                                           "contains at least 2100 tokens"), error
+        expected = ("The number of tokens to keep from the initial prompt is greater than the context length (n_keep: "
+                    "at least 2100>= n_ctx: 2048)" if path.startswith("/api/v0/") else
+                    "This model's maximum context length is 2048 tokens. However, your prompt contains at least 2100 "
+                    "tokens")
+        assert error["message"].startswith(expected), error
         assert fake.script.requests == []
