@@ -37,6 +37,22 @@ def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
             param=param).counts(ctx, at_least, at_least=True)
 
 
+def prompt_overflow_message(ctx: int, num_prompt: int) -> str:
+    """vLLM's words for a prompt that fills the context (its _validate_input through 0.15, as PR #33425 quotes it),
+    which clients parse for the counts (hermes-agent's "your request has N input tokens" pattern)."""
+    return (f"This model's maximum context length is {ctx} tokens. However, your request has {num_prompt} input "
+            f"tokens. Please reduce the length of the input messages.")
+
+
+def output_overflow_message(ctx: int, num_prompt: int, requested: int, param: str = "max_tokens") -> str:
+    """vLLM's words for a prompt plus an output limit past the context (vllm#20409 quotes them), which clients parse
+    to shrink the limit or trim history ("(P in the messages, C in the completion)"), then the largest limit that
+    fits."""
+    return (f"This model's maximum context length is {ctx} tokens. However, you requested {num_prompt + requested} "
+            f"tokens ({num_prompt} in the messages, {requested} in the completion). Please reduce the length of the "
+            f"messages or completion. With this prompt, {param} can be at most {ctx - num_prompt}.")
+
+
 def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],
                        param: str, prompt_param: str, cap: bool = False) -> int:
     """The generation limit; 400 context_length_exceeded when the prompt (+ an explicit limit) cannot fit, but for
@@ -44,10 +60,7 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
     the room the prompt leaves."""
     ctx = card.max_context_len
     if num_prompt >= ctx:
-        raise ContextLengthExceeded(
-            f"This model's maximum context length is {ctx} tokens. However, your prompt contains "
-            f"{num_prompt} tokens, which leaves no room for a completion. Please reduce the length "
-            f"of the prompt.", param=prompt_param).counts(ctx, num_prompt)
+        raise ContextLengthExceeded(prompt_overflow_message(ctx, num_prompt), param=prompt_param).counts(ctx, num_prompt)
     room = ctx - num_prompt
     if requested is None:
         return room if default is None else min(default, room)
@@ -57,11 +70,8 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
         # LM Studio's maxTokens ("tokens to predict at most"; a full context is its stop reason contextLengthReached).
         return room
     if num_prompt + requested > ctx:
-        raise ContextLengthExceeded(
-            f"This model's maximum context length is {ctx} tokens. However, you requested "
-            f"{num_prompt + requested} tokens ({num_prompt} in the prompt, {requested} in the completion). "
-            f"Please reduce the length of the prompt or of {param} (at most {room} here).",
-            param=param).counts(ctx, num_prompt, requested)
+        raise ContextLengthExceeded(output_overflow_message(ctx, num_prompt, requested, param),
+                                    param=param).counts(ctx, num_prompt, requested)
     return requested
 
 

@@ -70,15 +70,16 @@ class ContextLengthError(InvalidRequestError):
 
     def __init__(self, max_context_len: int, num_prompt: int, max_tokens: int = 0):
         self.counts = (max_context_len, num_prompt, max_tokens)
+        # vLLM's words, as the gateway words them (gateway/openai_checks.py output_overflow_message and
+        # prompt_overflow_message; the scheduler imports nothing from the gateway).
         if max_tokens:
             message = (f"This model's maximum context length is {max_context_len} tokens. However, you requested "
-                       f"{num_prompt + max_tokens} tokens ({num_prompt} in the prompt, {max_tokens} in the "
-                       f"completion). Please reduce the length of the prompt or of max_tokens (at most "
-                       f"{max_context_len - num_prompt} here).")
+                       f"{num_prompt + max_tokens} tokens ({num_prompt} in the messages, {max_tokens} in the "
+                       f"completion). Please reduce the length of the messages or completion. With this prompt, "
+                       f"max_tokens can be at most {max_context_len - num_prompt}.")
         else:
-            message = (f"This model's maximum context length is {max_context_len} tokens. However, your prompt "
-                       f"contains {num_prompt} tokens, which leaves no room for a completion. Please reduce the "
-                       f"length of the prompt.")
+            message = (f"This model's maximum context length is {max_context_len} tokens. However, your request has "
+                       f"{num_prompt} input tokens. Please reduce the length of the input messages.")
         super().__init__(message)
 
 

@@ -18,9 +18,9 @@ C11 = {"model": "default", "prompt": PROMPT, "echo": True, "logprobs": 1, "tempe
 
 
 @pytest.mark.parametrize("max_tokens,code,message", [
-    (10_000_000, "context_length_exceeded", "you requested 10000029 tokens (29 in the prompt, 10000000 in the "
-                                            "completion). Please reduce the length of the prompt or of max_tokens "
-                                            "(at most 2019 here)"),
+    (10_000_000, "context_length_exceeded", "you requested 10000029 tokens (29 in the messages, 10000000 in the "
+                                            "completion). Please reduce the length of the messages or completion. "
+                                            "With this prompt, max_tokens can be at most 2019."),
     (-1, "invalid_value", "max_tokens must be at least 1 (0 only with echo: true), got -1"),
     ("ten", "invalid_type", 'invalid value for \'max_tokens\': "ten" is not of type "integer", "null"'),
 ], ids=["beyond-context", "negative", "wrong-type"])

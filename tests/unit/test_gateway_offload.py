@@ -68,7 +68,7 @@ async def test_a_huge_prompt_does_not_freeze_other_streams(stack):
 
     max_gap, (status, body, took) = await _gaps_while(client, fake, huge)
     assert status == 400 and body["error"]["code"] == "context_length_exceeded"
-    assert "your prompt contains 3000000 tokens" in body["error"]["message"]
+    assert "your request has 3000000 input tokens" in body["error"]["message"]
     # a tokenizer on the event loop would hold the stream for about all of `took`; the bound is relative, so a loaded
     # machine (the whole run slower) does not fail it
     assert took > 1.0 and max_gap < took / 3, (max_gap, took)

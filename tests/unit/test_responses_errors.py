@@ -64,7 +64,7 @@ async def post(client, body) -> tuple[int, dict, dict]:
     ({"input": [{"role": "user", "content": "x"}] * 2048}, "input", "context_length_exceeded",
      "your input holds 2048 items"),
     ({"input": "x", "max_output_tokens": 4096}, "max_output_tokens", "context_length_exceeded",
-     "Please reduce the length of the prompt or of max_output_tokens"),
+     "With this prompt, max_output_tokens can be at most"),
     ({"input": "x", "include": ["reasoning.encrypted_content", "message.output_text.logprob"]}, "include[1]",
      "invalid_value", '"message.output_text.logprob" is not one of ["file_search_call.results"'),
 ], ids=["image", "image-output", "max-tokens-0", "temperature", "input-type", "input-empty", "role", "item-type",

@@ -31,7 +31,7 @@ async def test_past_the_context_is_counted(stack):
     assert status == 400 and error["error"]["code"] == "context_length_exceeded"
     status, counted = await post(client, "/v1/responses/input_tokens", body)
     assert status == 200 and counted["input_tokens"] > 3000, counted
-    assert f"your prompt contains {counted['input_tokens']} tokens" in error["error"]["message"]
+    assert f"your request has {counted['input_tokens']} input tokens" in error["error"]["message"]
 
 
 async def test_bad_bodies_are_the_create_errors(stack):

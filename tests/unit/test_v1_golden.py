@@ -218,9 +218,8 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                        'content_type': 'text/event-stream; charset=utf-8',
                        'status': 200},
  'context_exceeded': {'body': '{"error":{"message":"This model\'s maximum context length is 2048 tokens. '
-                              'However, your prompt contains 3600 tokens, which leaves no room for a '
-                              'completion. Please reduce the length of the '
-                              'prompt.","type":"invalid_request_error","param":"prompt","code":"context_length_exceeded"}}',
+                              'However, your request has 3600 input tokens. Please reduce the length '
+                              'of the input messages.","type":"invalid_request_error","param":"prompt","code":"context_length_exceeded"}}',
                       'content_type': 'application/json',
                       'status': 400},
  'model_by_id': {'body': '{"id":"fake-model","object":"model","created":0,"owned_by":"sparkinfer","root":"fake-model","parent":null,"max_model_len":2048,"permission":[{"id":"modelperm-025ecfa818e853d9b882a3f070e8b866","object":"model_permission","created":0,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}],"meta":{"vocab_type":2,"n_vocab":372,"n_ctx":2048,"n_ctx_train":2048,"n_embd":64,"n_params":1000,"size":2000}}',
