@@ -45,12 +45,16 @@ def prompt_overflow_message(ctx: int, num_prompt: int) -> str:
 
 
 def output_overflow_message(ctx: int, num_prompt: int, requested: int, param: str = "max_tokens") -> str:
-    """vLLM's words for a prompt plus an output limit past the context (vllm#20409 quotes them), which clients parse
-    to shrink the limit or trim history ("(P in the messages, C in the completion)"), then the largest limit that
-    fits."""
-    return (f"This model's maximum context length is {ctx} tokens. However, you requested {num_prompt + requested} "
-            f"tokens ({num_prompt} in the messages, {requested} in the completion). Please reduce the length of the "
-            f"messages or completion. With this prompt, {param} can be at most {ctx - num_prompt}.")
+    """vLLM's words for a prompt plus an output limit past the context, which clients parse to shrink the limit or
+    trim history: its older sentence ("(P in the messages, C in the completion)", vllm#20409) and its current one
+    since vllm#36197 ("requested C output tokens and your prompt contains at least P input tokens"; hermes-agent and
+    opencode parse it), then the largest limit that fits."""
+    total = num_prompt + requested
+    return (f"This model's maximum context length is {ctx} tokens. However, you requested {total} tokens "
+            f"({num_prompt} in the messages, {requested} in the completion). Please reduce the length of the messages "
+            f"or completion. You requested {requested} output tokens and your prompt contains at least {num_prompt} "
+            f"input tokens, for a total of at least {total} tokens. With this prompt, {param} can be at most "
+            f"{ctx - num_prompt}.")
 
 
 def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCard, default: Optional[int],

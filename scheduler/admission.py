@@ -75,8 +75,10 @@ class ContextLengthError(InvalidRequestError):
         if max_tokens:
             message = (f"This model's maximum context length is {max_context_len} tokens. However, you requested "
                        f"{num_prompt + max_tokens} tokens ({num_prompt} in the messages, {max_tokens} in the "
-                       f"completion). Please reduce the length of the messages or completion. With this prompt, "
-                       f"max_tokens can be at most {max_context_len - num_prompt}.")
+                       f"completion). Please reduce the length of the messages or completion. You requested "
+                       f"{max_tokens} output tokens and your prompt contains at least {num_prompt} input tokens, for "
+                       f"a total of at least {num_prompt + max_tokens} tokens. With this prompt, max_tokens can be "
+                       f"at most {max_context_len - num_prompt}.")
         else:
             message = (f"This model's maximum context length is {max_context_len} tokens. However, your request has "
                        f"{num_prompt} input tokens. Please reduce the length of the input messages.")

@@ -59,7 +59,8 @@ def test_the_scheduler_refuses_a_request_past_its_context_that_a_stale_gateway_l
     assert refused.status_code == 400 and refused.json()["error"] == {
         "message": "This model's maximum context length is 4096 tokens. However, you requested 5016 tokens (16 in "
                    "the messages, 5000 in the completion). Please reduce the length of the messages or completion. "
-                   "With this prompt, max_tokens can be at most 4080.",
+                   "You requested 5000 output tokens and your prompt contains at least 16 input tokens, for a total "
+                   "of at least 5016 tokens. With this prompt, max_tokens can be at most 4080.",
         "type": "invalid_request_error", "param": "max_tokens", "code": "context_length_exceeded"}
     message = anthropic.json()["error"]["message"]
     assert anthropic.status_code == 400 and message.startswith("input length and `max_tokens` exceed context limit: ")
@@ -83,6 +84,7 @@ def test_max_model_len_caps_the_context_as_vllms_flag(make_engine_stack):
     assert models["data"][0]["max_model_len"] == 1000
     assert refused.status_code == 400 and refused.json()["error"]["message"] == (
         "This model's maximum context length is 1000 tokens. However, you requested 1006 tokens (16 in the "
-        "messages, 990 in the completion). Please reduce the length of the messages or completion. With this prompt, "
-        "max_tokens can be at most 984.")
+        "messages, 990 in the completion). Please reduce the length of the messages or completion. You requested 990 "
+        "output tokens and your prompt contains at least 16 input tokens, for a total of at least 1006 tokens. With "
+        "this prompt, max_tokens can be at most 984.")
     assert fits.status_code == 200 and fits.json()["usage"]["total_tokens"] == 1000

@@ -1,4 +1,6 @@
 """Gateway /v1, /api/v0 and Ollama request checks: max_tokens order and wording, empty stops, tools (fake scheduler)."""
+import re
+
 import orjson
 import pytest
 
@@ -20,7 +22,9 @@ C11 = {"model": "default", "prompt": PROMPT, "echo": True, "logprobs": 1, "tempe
 @pytest.mark.parametrize("max_tokens,code,message", [
     (10_000_000, "context_length_exceeded", "you requested 10000029 tokens (29 in the messages, 10000000 in the "
                                             "completion). Please reduce the length of the messages or completion. "
-                                            "With this prompt, max_tokens can be at most 2019."),
+                                            "You requested 10000000 output tokens and your prompt contains at least "
+                                            "29 input tokens, for a total of at least 10000029 tokens. With this "
+                                            "prompt, max_tokens can be at most 2019."),
     (-1, "invalid_value", "max_tokens must be at least 1 (0 only with echo: true), got -1"),
     ("ten", "invalid_type", 'invalid value for \'max_tokens\': "ten" is not of type "integer", "null"'),
 ], ids=["beyond-context", "negative", "wrong-type"])
@@ -201,3 +205,23 @@ async def test_an_empty_prompt_is_vllms_400(stack, prompt, message, param):
     status, out = await post(client, "/v1/completions", {"model": "default", "prompt": prompt})
     assert status == 400 and out["error"]["message"] == message and out["error"]["param"] == param
     assert not fake.script.requests
+
+
+# What clients parse from vLLM's refusal to shrink max_tokens or trim history, with the groups holding (context,
+# prompt, max_tokens): its older sentence (OpenAI's, vllm#20409) and its current one (vllm#36197), as agents' regexes
+# read them (hermes-agent, opencode, Go clients).
+@pytest.mark.parametrize("pattern, groups", [
+    (r"maximum context length is (\d+) tokens.*requested \d+ tokens \((\d+) in the messages, (\d+) in the completion\)",
+     (1, 2, 3)),
+    (r"maximum context length is (\d+) tokens.*?requested (\d+) output tokens.*?at least (\d+) input tokens", (1, 3, 2)),
+], ids=["messages-completion", "output-input"])
+async def test_past_the_context_is_parsed_by_clients_of_vllm(stack, pattern, groups):
+    """The counts read back from the message are the request's; it said "(29 in the prompt, ...)" before, which
+    neither pattern reads."""
+    client, fake = stack
+    status, body = await post(client, "/v1/chat/completions", {"model": "default", "max_tokens": 5000,
+                                                               "messages": [{"role": "user", "content": "hi"}]})
+    found = re.search(pattern, body["error"]["message"])
+    assert status == 400 and found is not None, body
+    ctx, num_prompt, max_tokens = (int(found[i]) for i in groups)
+    assert (ctx, max_tokens) == (2048, 5000) and 0 < num_prompt < 100
