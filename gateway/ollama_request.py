@@ -18,7 +18,7 @@ from gateway.ollama_names import model_not_found, resolve_model, tag_name
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, template_thinking
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
-from gateway.ollama_types import check_go_types
+from gateway.ollama_types import check_go_types, check_runner
 from gateway.responses_tools import whole_object
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
@@ -178,9 +178,10 @@ def _common(body: Any, card: ModelCard, served_name: str,
     if body is not None and not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     body = check_go_types(body, struct)
-    # check_go_types typed stream and _debug_render_only as Go's bools; an absent stream streams, as in Ollama.
-    # A body naming no model: /api/generate's 404 fallback, /api/chat's 400 (server/routes.go GenerateHandler,
-    # ChatHandler after parseAndValidateModelRef).
+    # Checked before the model, as Ollama's handlers do; check_go_types typed stream (absent: streams, as Ollama).
+    top = _logprobs(body)
+    check_runner(body.get("runner"))
+    # No model named: generate's 404 fallback, chat's 400 (server/routes.go, after parseAndValidateModelRef).
     missing = model_not_found if struct == "GenerateRequest" else None
     plan = OllamaPlan(model=resolve_model(body, card, served_name, missing=missing),
                       stream=body.get("stream") is not False)
@@ -189,7 +190,6 @@ def _common(body: Any, card: ModelCard, served_name: str,
     plan.unload = plan.keep_alive == 0
     plan.render_only = bool(body.get("_debug_render_only"))
     options = parse_options(body.get("options"), card)
-    top = _logprobs(body)
     plan.want_logprobs = top is not None
     return plan, options, top
 

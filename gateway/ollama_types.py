@@ -1,6 +1,7 @@
 """Gateway process: the types of Ollama's request fields, checked as its Go structs decode them (api/types.go)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators
@@ -39,7 +40,7 @@ _FUNCTION = _struct("api.ToolFunction", name=_STRING, description=_STRING,
                                        required=_go("array", "[]string", items=_go("string", "string"))))
 _TOOLS = _go("array", "api.Tools", items=_struct("api.Tool", type=_STRING, function=_FUNCTION))
 _SHARED = {"model": _STRING, "stream": _BOOL, "truncate": _BOOL, "shift": _BOOL, "logprobs": _BOOL,
-           "top_logprobs": _INT, "options": _MAP, "_debug_render_only": _BOOL}
+           "top_logprobs": _INT, "options": _MAP, "_debug_render_only": _BOOL, "runner": _STRING}
 _NAMED = {"model": _STRING, "name": _STRING}
 _STRUCTS = {
     "GenerateRequest": dict(_SHARED, prompt=_STRING, suffix=_STRING, system=_STRING, template=_STRING, raw=_BOOL,
@@ -57,6 +58,18 @@ _STRUCTS = {
                           files=_go("object", "map[string]string"), adapters=_go("object", "map[string]string"),
                           messages=_go("array", "[]api.Message", items=_MESSAGE), **{"from": _STRING}),
 }
+
+
+# The runner names Ollama's chat and generate take, each spelling of one (server/routes.go normalizeRunner; the
+# manifest package's RunnerMLX "mlx", RunnerOllama "ollama", RunnerLlamaCPP "llamacpp"), read trimmed and lower-cased.
+_RUNNERS = frozenset({"", "mlx", "mlxrunner", "ollama", "ggml", "llamacpp", "llama.cpp", "llama-cpp", "llama_cpp"})
+
+
+def check_runner(runner: Any) -> None:
+    """Ollama's 400 `unknown runner "x"` for a runner it has no name for, checked before the model is looked up
+    (ChatHandler, GenerateHandler); a known one changes nothing here: this server has one runner."""
+    if runner and runner.strip().lower() not in _RUNNERS:
+        raise InvalidRequest(f"unknown runner {json.dumps(runner, ensure_ascii=False)}", param="runner")
 
 
 def _is_go_int(checker, instance: Any) -> bool:
