@@ -17,7 +17,7 @@ from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
 from gateway.lmstudio_v1_request import zero_top_p
 from gateway.control_tokens import unmark
 from gateway.offload import run_cpu
-from gateway.openai import parse_completion
+from gateway.openai_completion import parse_completion
 from gateway.openai_plan import check_model
 from gateway.openai_checks import check_prompt_size
 from gateway.openai_routes import check_request_template, render_body, rendered_messages

@@ -14,7 +14,8 @@ from gateway.http_stream import stream_generation
 from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
 from gateway.lmstudio_v1_request import zero_top_p
 from gateway.model import ModelCard
-from gateway.openai import parse_chat, parse_completion
+from gateway.openai import parse_chat
+from gateway.openai_completion import parse_completion
 from gateway.openai_plan import check_model
 from gateway.offload import run_cpu
 from gateway.openai_routes import OpenAIRoutes, check_request_template

@@ -17,7 +17,9 @@ from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.llama_cpp_shape import model_meta, models_entry
 from gateway.openai_checks import check_tools, null_max_tokens_as_default
-from gateway.openai import chat_prompt_text, parse_chat, parse_completion
+from gateway.openai import chat_prompt_text, parse_chat
+from gateway.openai_completion import parse_completion
+from gateway.request_id_header import response_id
 from gateway.openai_plan import Plan, check_model
 from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
 from gateway.tool_choice import function_types
@@ -82,19 +84,6 @@ def check_request_template(body, config: GatewayConfig) -> None:
                           "--trust-request-chat-template)", param="chat_template")
 
 
-def response_id(request: web.Request, body, prefix: str, fallback: str) -> str:
-    """vLLM's response id: the prefix and the client's X-Request-Id header, else the body's request_id ("returned in
-    the response", vLLM's protocol says), so a caller can match answers and logs to its requests; else SGLang's rid,
-    which SGLang answers with as the id itself (its meta_info id; a batch's list of rids names nothing here); else
-    our own id."""
-    given = header_text(request.headers.get("X-Request-Id")) or (
-        body.get("request_id") if isinstance(body, dict) else None)
-    if isinstance(given, str) and given:
-        return f"{prefix}-{given}"
-    rid = body.get("rid") if isinstance(body, dict) else None
-    return rid if isinstance(rid, str) and rid else fallback
-
-
 def model_permission(name: str, created: int) -> dict:
     """The one ModelPermission vLLM's model card lists (OpenAI's model object had it until late 2023): clients written
     then (openai-kotlin 3.5, PHP and Java SDKs) require the array; its id stays the same for the same served name."""
@@ -102,19 +91,6 @@ def model_permission(name: str, created: int) -> dict:
             "created": created, "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
             "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False, "organization": "*",
             "group": None, "is_blocking": False}
-
-
-def header_text(value: str | None) -> str | None:
-    """A header as text any answer can carry. aiohttp reads header bytes as UTF-8, keeping bytes that are not as lone
-    surrogates, which no JSON body can encode (X-Request-Id: ab\\xffc was a 500 UnicodeEncodeError after the whole
-    generation); such a header is read as Latin-1, one character a byte, as Starlette (vLLM) reads every header."""
-    if value is None:
-        return None
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 class OpenAIRoutes:

@@ -3,7 +3,7 @@ it used to be logged as an unknown field and ignored, so the text was not JSON."
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.openai import parse_completion
+from gateway.openai_completion import parse_completion
 from tests.unit.test_grammar_tools import accepts, card  # noqa: F401  (card is a fixture)
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"enum": ["a", "b"]}},

@@ -6,7 +6,7 @@ import llguidance
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.openai import parse_completion
+from gateway.openai_completion import parse_completion
 from gateway.structured import THINK_BODY
 from tests.unit.test_grammar_tools import card  # noqa: F401  (card is a fixture)
 

@@ -4,7 +4,8 @@ import pytest
 from gateway.errors import ApiError
 from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
-from gateway.openai import parse_chat, parse_completion
+from gateway.openai import parse_chat
+from gateway.openai_completion import parse_completion
 
 USER = [{"role": "user", "content": "hi"}]
 

@@ -5,7 +5,8 @@ answered '{") hCTanan=get.__": true, ...') and the second a 400 'response_format
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.openai import parse_chat, parse_completion
+from gateway.openai import parse_chat
+from gateway.openai_completion import parse_completion
 from tests.unit.test_grammar_tools import accepts, card  # noqa: F401  (card is a fixture)
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
