@@ -89,12 +89,13 @@ def tags_entry(card: ModelCard, served_name: str) -> dict:
 
 
 def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf"), on_cpu: bool = False) -> dict:
-    """One /api/ps model; expires_at is a Unix time (inf: kept forever, shown as Ollama does, far in the future).
+    """One /api/ps model; expires_at is a Unix time (inf: kept forever, shown as Ollama shows it: now plus Go's
+    longest Duration, 2^63 - 1 ns, about 292 years, the time.Now().Add(sessionDuration) of server/sched.go).
     size_vram is the part of it in GPU memory: 0 on the CPU, as Ollama reports a model it runs there (`ollama ps`
     reads that as "100% CPU")."""
     name = tag_name(served_name)
     if expires_at == float("inf"):
-        expires = datetime.now(timezone.utc) + timedelta(days=365 * 100)
+        expires = datetime.now(timezone.utc) + timedelta(microseconds=(2**63 - 1) // 1000)
     else:
         expires = datetime.fromtimestamp(expires_at, timezone.utc)
     return {"name": name, "model": name, "size": model_size(card), "digest": _digest(card),

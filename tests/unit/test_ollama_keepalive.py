@@ -91,6 +91,14 @@ async def test_ps_follows_keep_alive_and_unload(client):
     assert status == 200 and await ps_expiry(client) is None        # Ollama unloads right after this one
 
 
+@pytest.mark.parametrize("keep_alive", [-1, "-1m"])
+async def test_ps_shows_a_model_kept_forever_as_ollama_does(client, keep_alive):
+    """A negative keep_alive is Go's longest Duration, so Ollama's /api/ps shows now + (2^63 - 1) ns, about 292 years
+    (api/types.go Duration.UnmarshalJSON, server/sched.go expiresAt): it was now + 100 years."""
+    status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": keep_alive})
+    assert status == 200 and abs(await ps_expiry(client) - (2**63 - 1) / 1e9) < 60
+
+
 @pytest.mark.parametrize("keep_alive", [1e300, 9e18, "99999999999", "2562047h"])
 async def test_ps_answers_after_a_keep_alive_beyond_any_date(client, keep_alive):
     status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": keep_alive})
