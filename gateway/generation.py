@@ -8,72 +8,15 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from gateway import metrics
 from gateway.errors import ApiError, InternalError, Unavailable
+from gateway.gen_wire import generate_request
 from gateway.gen_request import GenRequest, Usage
 from gateway.model import ModelCard
 from gateway.pipeline import ChoiceOutput, Delta
-from proto import pb
 
 if TYPE_CHECKING:
     from gateway.engine import Engine
 
 log = logging.getLogger("sparkinfer.gateway")
-# SamplingParams floats are float32, where a tiny positive value becomes 0, which the wire reads as "off". The least
-# values sent instead filter alike: a top_p below 1e-9 keeps only the most likely token as 1e-9 does (the next one
-# has more mass than that), and float32's least normal number is the strongest repetition_penalty it can carry.
-_LEAST_TOP_P = 1e-9
-_LEAST_REPETITION_PENALTY = 1.1754943508222875e-38
-_LEAST_VLLM_TEMPERATURE = 0.01
-
-
-_FILTERS = {"temperature": pb.SamplingParams.FILTER_TEMPERATURE, "top_k": pb.SamplingParams.FILTER_TOP_K,
-            "top_p": pb.SamplingParams.FILTER_TOP_P, "min_p": pb.SamplingParams.FILTER_MIN_P,
-            "typ_p": pb.SamplingParams.FILTER_TYPICAL_P}
-_CHAINS = {"vllm": pb.SamplingParams.CHAIN_VLLM, "ollama": pb.SamplingParams.CHAIN_OLLAMA,
-           "llama.cpp": pb.SamplingParams.CHAIN_LLAMA_CPP}
-
-
-def _filter_order(names: Optional[list]) -> list:
-    """The wire's filter_order: [] when no order was sent, [FILTER_NONE] for an empty one (no filter runs)."""
-    if names is None:
-        return []
-    return [_FILTERS[name] for name in names] or [pb.SamplingParams.FILTER_NONE]
-
-
-def _temperature(s) -> float:
-    """vLLM raises a positive temperature below 0.01 to 0.01 (SamplingParams.__post_init__, _MAX_TEMP: smaller ones
-    overflow), so 0.001 or 1e-6 sample at 0.01 rather than being greedy; only 0 is. llama.cpp and Ollama take it."""
-    if s.chain == "vllm" and 0 < s.temperature < _LEAST_VLLM_TEMPERATURE:
-        return _LEAST_VLLM_TEMPERATURE
-    return s.temperature
-
-
-def _positive(value: float, least: float) -> float:
-    return max(value, least) if value > 0 else value
-
-
-def _pb_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
-    s = req.sampling
-    sampling = pb.SamplingParams(
-        temperature=_temperature(s), top_p=_positive(s.top_p, _LEAST_TOP_P), top_k=s.top_k, min_p=s.min_p,
-        typical_p=_positive(s.typical_p, _LEAST_TOP_P) if s.typical_p > 0 else _LEAST_TOP_P,
-        has_seed=s.seed is not None, seed=((s.seed or 0) + index % req.n) % (1 << 64),
-        presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty,
-        repetition_penalty=_positive(s.repetition_penalty, _LEAST_REPETITION_PENALTY),
-        repetition_window=s.repetition_window, logit_bias=dict(s.logit_bias),
-        allowed_token_ids=list(s.allowed_token_ids), bad_words=[pb.TokenIds(ids=ids) for ids in s.bad_words],
-        num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
-        prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0,
-        chain=_CHAINS[s.chain], filter_order=_filter_order(s.filter_order), min_keep=s.min_keep)
-    prompt_ids = req.all_prompt_ids[index // req.n]
-    constraint = None
-    if req.constraint is not None:
-        constraint = pb.Constraint(kind=req.constraint.kind, grammar=req.constraint.grammar)
-    return pb.GenerateRequest(req_id=f"{req.req_id}-{index}", prompt_token_ids=prompt_ids,
-                              sampling=sampling, max_tokens=req.max_tokens_of(index // req.n),
-                              stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, constraint=constraint,
-                              group_id=req.req_id)
-
-
 class _Done:
     """Queue marker: one choice finished."""
 
@@ -208,7 +151,7 @@ class Generation:
         stream = None
         try:
             # Inside the try: a request that cannot even be built must fail the choice, never leave it hanging.
-            stream = self._engine.client.generate(_pb_request(self.req, index))
+            stream = self._engine.client.generate(generate_request(self.req, index))
             await self._consume(index, stream)
             self._queue.put_nowait(_Done())
         except ApiError as exc:

@@ -7,7 +7,7 @@ import torch
 
 from gateway.anthropic_request import parse_messages
 from gateway.fake_scheduler import FakeServing, build_tokenizer
-from gateway.generation import _pb_request
+from gateway.gen_wire import generate_request
 from gateway.model import ModelCard
 from gateway.ollama_request import parse_chat as parse_ollama_chat
 from gateway.openai import parse_chat
@@ -26,7 +26,7 @@ def card() -> ModelCard:
 
 def wire(plan_gen, card):
     """The scheduler's view of choice 0: admitted (or the admission error raises) and returned."""
-    request = _pb_request(plan_gen, 0)
+    request = generate_request(plan_gen, 0)
     check_sampling(request, card.vocab_size)
     return request.sampling
 
