@@ -15,7 +15,8 @@ DEFAULT_SAMPLERS = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p"
 _CANONICAL = ["dry", "top_k", "top_p", "top_n_sigma", "typ_p", "min_p", "temperature", "xtc", "infill", "penalties",
               "adaptive_p"]
 # Its names, case-insensitive: the canonical ones, their kebab-case and underscore-free forms, and three aliases.
-_NAMES = {**{name.replace("_", "-"): name for name in _CANONICAL}, **{name.replace("_", ""): name for name in _CANONICAL},
+_NAMES = {**{name.replace("_", "-"): name for name in _CANONICAL},
+          **{name.replace("_", ""): name for name in _CANONICAL},
           "nucleus": "top_p", "temp": "temperature", "typ": "typ_p", **{name: name for name in _CANONICAL}}
 _CHARS = {"d": "dry", "k": "top_k", "y": "typ_p", "p": "top_p", "s": "top_n_sigma", "m": "min_p", "t": "temperature",
           "x": "xtc", "i": "infill", "e": "penalties", "a": "adaptive_p"}

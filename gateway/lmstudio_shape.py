@@ -75,8 +75,8 @@ def context_overflow_message(num_prompt: int, n_ctx: int, at_least: bool = False
     which clients match ("greater than the context length": pi's and opencode's overflow patterns); `at_least` when
     the count is a lower bound, counted before tokenizing."""
     return (f"The number of tokens to keep from the initial prompt is greater than the context length (n_keep: "
-            f"{'at least ' if at_least else ''}{num_prompt}>= n_ctx: {n_ctx}). Try to load the model with a larger context length, or provide a "
-            f"shorter input.")
+            f"{'at least ' if at_least else ''}{num_prompt}>= n_ctx: {n_ctx}). Try to load the model with a larger "
+            f"context length, or provide a shorter input.")
 
 
 def lmstudio_error(error: ApiError) -> ApiError:

@@ -64,7 +64,8 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
     the room the prompt leaves."""
     ctx = card.max_context_len
     if num_prompt >= ctx:
-        raise ContextLengthExceeded(prompt_overflow_message(ctx, num_prompt), param=prompt_param).counts(ctx, num_prompt)
+        raise ContextLengthExceeded(prompt_overflow_message(ctx, num_prompt),
+                                    param=prompt_param).counts(ctx, num_prompt)
     room = ctx - num_prompt
     if requested is None:
         return room if default is None else min(default, room)

@@ -83,7 +83,8 @@ RESPONSES_SCHEMA = {
                   "items": {"type": "object", "properties": {"type": _STR_OR_NULL},
                             # Codex CLI's tools (responses_tools.placed_tools), typed as top-level tools are.
                             "if": {"properties": {"type": {"const": "additional_tools"}}, "required": ["type"]},
-                            "then": {"required": ["tools"], "properties": {"tools": {"type": "array", "items": _TOOL}}}}},
+                            "then": {"required": ["tools"],
+                                     "properties": {"tools": {"type": "array", "items": _TOOL}}}}},
         "instructions": _STR_OR_NULL,
         # Its range (>= 1) is checked by the chat route, which words the message.
         "max_output_tokens": {"type": ["integer", "null"]},

@@ -1,9 +1,9 @@
 """Gateway process: a /v1/responses `tools` list and `tool_choice` -> the chat route's function tools, and back.
 
 Function tools are served as they are. A `namespace` tool (how Codex CLI declares each MCP server, and its own
-multi_agent_v1 group) holds function (and custom) tools that are offered to the model under one flat name, `<namespace>__<name>`
-(the mcp__server__tool form models know); a call to such a name comes back as a function_call item with `name` and
-`namespace` apart, as OpenAI returns it and Codex routes it. A freeform `custom` tool (Codex CLI's apply_patch) is
+multi_agent_v1 group) holds function (and custom) tools that are offered to the model under one flat name,
+`<namespace>__<name>` (the mcp__server__tool form models know); a call to such a name comes back as a function_call
+item with `name` and `namespace` apart, as OpenAI returns it and Codex routes it. A freeform `custom` tool (Codex CLI's apply_patch) is
 offered as a function of one string parameter, `input`, and its calls come back as custom_tool_call items of that
 string, as LiteLLM's Responses bridge converts them (BerriAI/litellm#31571). Hosted tools (web_search, file_search,
 mcp, ...) are left out with a warning logged once, as vLLM and llama.cpp leave them out.

@@ -176,7 +176,8 @@ async def test_a_refusal_after_the_others_started_is_still_one_429():
 
 
 @pytest.mark.parametrize("max_tokens, limits",
-                         [(None, [16, 16]), ("absent", [16, 16]), (7, [7, 7]), (1748, [1748, 1748])], ids=["null", "absent", "explicit", "the shorter room"])
+                         [(None, [16, 16]), ("absent", [16, 16]), (7, [7, 7]), (1748, [1748, 1748])],
+                         ids=["null", "absent", "explicit", "the shorter room"])
 async def test_each_prompt_of_a_batch_gets_its_own_limit(stack, max_tokens, limits):
     """Every prompt of a batch and each of its n choices gets the request's limit: max_tokens null is OpenAI's
     default 16 as an absent one (vLLM's normalize_null_max_tokens, 3fe51c0), an explicit one as sent, up to the
