@@ -1,0 +1,97 @@
+"""README's Configuration table against the code: every SPARKINFER_* variable a process reads is listed with its real
+default, and every variable listed (or set by compose.yaml, deploy/k8s and the Dockerfiles) is read somewhere.
+
+Session 21 found 14 worker switches (SPARKINFER_NVFP4_SK, _WSB, _XS, SPARKINFER_DENSE_PDL, SPARKINFER_GDN_DECODE_BF16,
+...) and compose's SPARKINFER_MODEL_DIR read but missing from the table.
+"""
+import re
+from pathlib import Path
+
+import pytest
+
+from scheduler.config import ENV_NAMES as SCHEDULER_ENV, SchedulerConfig
+from worker.server import ENV_NAMES as WORKER_ENV, WorkerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CODE_DIRS = ("gateway", "scheduler", "worker", "deploy", "kernels")
+# A quoted name: the environ.get / ENV_NAMES / ENV constants; prose in docstrings and help texts is not quoted so.
+_QUOTED = re.compile(r"""["'](SPARKINFER_[A-Z0-9_]+)["']""")
+_ENV_GET = re.compile(r"""environ\.get\(\s*"(SPARKINFER_[A-Z0-9_]+)"\s*,\s*"([^"]*)"\s*\)""")
+# What compose.yaml substitutes (${VAR:-default}) and what the manifests and images set.
+_DEPLOY_NAME = re.compile(r"(?:\$\{|name: |^\s*|ENV |\s)(SPARKINFER_[A-Z0-9_]+)(?=[:=}\s,])", re.M)
+DEPLOY_FILES = ("compose.yaml", "deploy/k8s/engine.yaml", "deploy/k8s/gateway.yaml", "deploy/Dockerfile.gateway",
+                "deploy/Dockerfile.scheduler", "deploy/Dockerfile.worker")
+
+
+def _sources():
+    for folder in CODE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            yield path, path.read_text()
+
+
+def names_read() -> set:
+    """Every SPARKINFER_* name the Python processes read, plus those compose.yaml substitutes itself."""
+    found = {m for _, text in _sources() for m in _QUOTED.findall(text)}
+    return found | set(re.findall(r"\$\{(SPARKINFER_[A-Z0-9_]+)", (ROOT / "compose.yaml").read_text()))
+
+
+def table(readme: str) -> dict:
+    """README's Configuration table: variable -> its default as written (one backticked value per name of a row that
+    lists several, `A` / `B`; else the cell's first backticked value, or the cell)."""
+    section = readme[readme.index("## Configuration"):readme.index("## Architecture")]
+    rows = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        names, defaults = re.findall(r"SPARKINFER_[A-Z0-9_]+", cells[0]), re.findall(r"`([^`]*)`", cells[1])
+        for i, name in enumerate(names):
+            rows[name] = defaults[i] if len(defaults) == len(names) else (defaults[0] if defaults else cells[1])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def documented():
+    return table((ROOT / "README.md").read_text())
+
+
+def test_every_variable_read_is_documented(documented):
+    assert sorted(names_read() - set(documented)) == []
+
+
+def test_every_documented_variable_is_read(documented):
+    assert sorted(set(documented) - names_read()) == []
+
+
+def test_deploy_files_set_only_variables_that_are_read():
+    set_there = {name for f in DEPLOY_FILES for name in _DEPLOY_NAME.findall((ROOT / f).read_text())}
+    assert "SPARKINFER_DISABLE_ACCESS_LOG_FOR_ENDPOINTS" in set_there  # the pattern sees the manifests' env lists
+    assert sorted(set_there - names_read()) == []
+
+
+def _same(code_default, written: str) -> bool:
+    try:
+        return float(code_default) == float(written)
+    except ValueError:
+        return str(code_default) == written
+
+
+def _code_defaults():
+    """(name, the code's default) for every variable read with a literal default or through a config dataclass."""
+    for path, text in _sources():
+        for name, default in _ENV_GET.findall(text):
+            yield pytest.param(name, default, id=f"{path.relative_to(ROOT)}:{name}")
+    for config, env_names in ((SchedulerConfig(), SCHEDULER_ENV), (WorkerConfig(), WORKER_ENV)):
+        for field, name in env_names.items():
+            # "" stands for a default worked out at start (the gRPC host, the checkpoint's id, the device's dtype)
+            if getattr(config, field) != "":
+                yield pytest.param(name, getattr(config, field), id=f"{type(config).__name__}.{field}")
+
+
+@pytest.mark.parametrize("name, code_default", list(_code_defaults()))
+def test_documented_default_is_the_codes(documented, name, code_default):
+    written = documented[name]
+    if name == "SPARKINFER_NUM_THREADS":  # 0 = worked out at start: README gives the rule
+        assert code_default == 0 and "cores" in written
+        return
+    assert _same(code_default, written), f"{name}: README says {written!r}, the code {code_default!r}"
