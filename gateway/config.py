@@ -81,7 +81,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     """Flags win over SPARKINFER_* variables, which win over the defaults."""
     d = GatewayConfig()
     parser = argparse.ArgumentParser(prog="python -m gateway.app",
-                                     description="SparkInfer HTTP gateway (OpenAI /v1, LM Studio /api/v0 and Ollama /api). "
+                                     description="SparkInfer HTTP gateway (OpenAI /v1, Anthropic /v1/messages, LM "
+                                                 "Studio /api/v0, Ollama /api and llama.cpp's routes). "
                                                  "Request bodies are limited to 32 MiB, on the wire and once decoded.")
     _add_serving_flags(parser, d)
     _add_behaviour_flags(parser, d)
@@ -110,8 +111,9 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                         help="seconds between keep-alive comments on a silent stream "
                              "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
-                        help="require 'Authorization: Bearer KEY' on every API route (/v1, /api/v0, /api), all but /, "
-                             "/health, /ping, /metrics and /version (SPARKINFER_API_KEY)")
+                        help="require 'Authorization: Bearer KEY' (on Anthropic's routes also 'x-api-key: KEY') on "
+                             "every route but /, /health, /v1/health, /ping, /health_generate, /metrics, /version and "
+                             "llama.cpp's /models (SPARKINFER_API_KEY)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
 

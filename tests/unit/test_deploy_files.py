@@ -40,7 +40,8 @@ def compose() -> dict:
     return yaml.safe_load(_read("compose.yaml"))
 
 
-@pytest.mark.parametrize("path", ["compose.yaml", "deploy/k8s/engine.yaml", "deploy/k8s/gateway.yaml"])
+@pytest.mark.parametrize("path", ["compose.yaml", "deploy/k8s/engine.yaml", "deploy/k8s/gateway.yaml",
+                                  "deploy/Dockerfile.gateway", "deploy/Dockerfile.scheduler", "deploy/Dockerfile.worker"])
 def test_every_variable_set_is_read_by_a_process(path):
     used = set(re.findall(r"SPARKINFER_[A-Z0-9_]+", _read(*path.split("/")))) - COMPOSE_ONLY
     assert used - _code_variables() == set()
