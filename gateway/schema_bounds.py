@@ -15,6 +15,8 @@ import functools
 import json
 from typing import Any
 
+from gateway.schema_dates import pin_date_format
+
 _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
@@ -64,6 +66,7 @@ def _bound_scalars(node: dict, limit: int) -> None:
         # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
         # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
         del node["format"]
+    pin_date_format(node)
     if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
         node["maxLength"] = max(limit, _min_length(node))

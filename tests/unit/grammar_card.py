@@ -28,3 +28,23 @@ def accepts(card: ModelCard, schema: dict, text: str) -> bool:
     grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(schema, False, card))
     matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
     return matcher.consume_tokens(card.encode(text)) and matcher.is_accepting()
+
+
+def random_answer(card: ModelCard, schema: dict, seed: int, max_tokens: int = 200):
+    """One text the grammar of `schema` lets a random model write: each step a uniformly drawn allowed token (an
+    allowed end half the time), as the random-weight tiny model samples; None when it is still open after max_tokens."""
+    import random
+    draw = random.Random(seed)
+    grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(schema, False, card))
+    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
+    token_ids = []
+    for _ in range(max_tokens):
+        mask = matcher.compute_bitmask()
+        allowed = [i for i in range(card.vocab_size) if mask[i // 8] >> (i % 8) & 1]
+        ends = [i for i in allowed if i in card.eos_token_ids]
+        if ends and (draw.random() < 0.5 or len(ends) == len(allowed)):
+            return card.decode(token_ids)
+        token_id = draw.choice([i for i in allowed if i not in card.eos_token_ids])
+        matcher.consume_token(token_id)
+        token_ids.append(token_id)
+    return None

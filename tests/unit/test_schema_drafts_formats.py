@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from gateway.schema_dates import FORMAT_PATTERNS
 from gateway.structured import bounded_schema
 from tests.unit.grammar_card import accepts, tiny_card
 
@@ -77,7 +78,7 @@ def test_the_grammar_copy_drops_unknown_formats_and_bounds_those_strings():
     bounded = bounded_schema(FORMATS, 24)["properties"]
     assert bounded["blob"] == {"type": "string", "maxLength": 24}
     assert bounded["link"] == {"type": "string", "maxLength": 24}
-    assert bounded["when"] == {"type": "string", "format": "date-time"}
+    assert bounded["when"] == {"type": "string", "format": "date-time", "pattern": FORMAT_PATTERNS["date-time"]}
 
 
 @pytest.fixture(scope="module")
