@@ -1,9 +1,9 @@
 """Gateway process: the grammar copy of a JSON schema, bounded so that a model that rambles still ends.
 
 Every output a bounded copy allows still validates against the original schema. Strings without
-maxLength/enum/const/pattern get maxLength `limit` (SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so
-do the keys of a map (`additionalProperties` alone); objects with `properties` but no `additionalProperties` get no
-other keys. A number without bounds is any integer or a decimal within 1e15, never with an exponent, so every
+maxLength/enum/const/pattern (and of no format, or an open one: email, hostname, uri) get maxLength `limit`
+(SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so do the keys of a map (`additionalProperties` alone);
+objects with `properties` but no `additionalProperties` get no other keys. A number without bounds is any integer or a decimal within 1e15, never with an exponent, so every
 number is a finite double. A type list (`["number", "null"]`, as OpenAI's strict mode writes an optional field) is
 read as the anyOf of its types, so each is bounded as it would be alone (a type list was left unbounded: its numbers
 took any exponent, 945E+3023822713, read back as a string its schema refused, and its strings any length).
@@ -21,7 +21,11 @@ _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separa
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
-_UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern", "format")
+_UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern")
+# Formats whose values have no length of their own (llguidance's rules took a 1,000-token email, hostname or uri, never
+# ending): capped like a plain string (as is one with no format). The others are short (uuid, ipv4, ipv6) or pinned
+# by a pattern (schema_dates).
+_OPEN_FORMATS = ("email", "hostname", "uri")
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
 _NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
@@ -67,7 +71,8 @@ def _bound_scalars(node: dict, limit: int) -> None:
         # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
         del node["format"]
     pin_date_format(node)
-    if node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING):
+    if (node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING)
+            and node.get("format", _OPEN_FORMATS[0]) in _OPEN_FORMATS):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
         node["maxLength"] = max(limit, _min_length(node))
     if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):

@@ -56,3 +56,30 @@ def test_every_random_answer_validates_and_pydantic_reads_it(card):
     for answer in answers:
         assert checker.is_valid(orjson.loads(answer)), answer
         assert Booking.model_validate_json(answer).day.year >= 1
+
+
+class Trip(pydantic.BaseModel):
+    length: datetime.timedelta
+    pause: datetime.timedelta | None
+
+
+OPEN = [("email", {"type": "string", "format": "email"}), ("hostname", {"type": "string", "format": "hostname"}),
+        ("uri", {"type": "string", "format": "uri"}), ("duration", {"type": "string", "format": "duration"})]
+
+
+@pytest.mark.parametrize("schema", [c[1] for c in OPEN], ids=[c[0] for c in OPEN])
+def test_a_formatted_string_ends(card, monkeypatch, schema):
+    """llguidance's email, hostname, uri and duration rules have no length: the random model wrote one until
+    max_tokens (an unfinished string, no JSON). Capped like a plain string (SPARKINFER_GRAMMAR_MAX_STRING)."""
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "16")
+    answers = [random_answer(card, schema, seed, max_tokens=120) for seed in range(12)]
+    assert None not in answers
+    assert all(len(orjson.loads(answer)) <= 16 for answer in answers if schema["format"] != "duration")
+
+
+def test_durations_pydantic_reads(card):
+    """pydantic's timedelta ({"format": "duration"}) refused P422Y9058791589062762230128916143M: too large."""
+    answers = [random_answer(card, Trip.model_json_schema(), seed) for seed in range(40)]
+    assert None not in answers
+    for answer in answers:
+        Trip.model_validate_json(answer)
