@@ -2,11 +2,12 @@
 
 Every output a bounded copy allows still validates against the original schema. Strings without
 maxLength/enum/const/pattern (and of no format, or an open one: email, hostname, uri) get maxLength `limit`
-(SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so do the keys of a map (`additionalProperties` alone);
-objects with `properties` but no `additionalProperties` get no other keys. A number without bounds is any integer or a decimal within 1e15, never with an exponent, so every
-number is a finite double. A type list (`["number", "null"]`, as OpenAI's strict mode writes an optional field) is
-read as the anyOf of its types, so each is bounded as it would be alone (a type list was left unbounded: its numbers
-took any exponent, 945E+3023822713, read back as a string its schema refused, and its strings any length).
+(SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so do the keys of a map (`additionalProperties`
+alone); objects with `properties` but no `additionalProperties` get no other keys. A number without bounds is any
+integer or a decimal within 1e15, never with an exponent, so every number is a finite double. A type list
+(`["number", "null"]`, as OpenAI's strict mode writes an optional field) is read as the anyOf of its types, so each
+is bounded as it would be alone (a type list was left unbounded: its numbers took any exponent, 945E+3023822713,
+read back as a string its schema refused, and its strings any length).
 """
 from __future__ import annotations
 
