@@ -1,0 +1,94 @@
+"""Unit tests: the ports, paths and hosts compose.yaml, deploy/prometheus.yml, deploy/nginx.conf and deploy/k8s name
+are the ones the processes listen on and the routes the gateway serves: Prometheus scrapes each gateway on its
+SPARKINFER_PORT and the scheduler on its SPARKINFER_SCHEDULER_METRICS_PORT, the health checks and probes ask paths
+the gateway routes, and each Service's port reaches the container port its process binds."""
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gateway.app import create_app
+from gateway.config import GatewayConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _yaml_docs(path: str) -> list:
+    return [doc for doc in yaml.safe_load_all((ROOT / path).read_text()) if doc]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def gateway_paths() -> set:
+    app = create_app(GatewayConfig())
+    return {route.resource.canonical for route in app.router.routes() if route.method in ("GET", "*")}
+
+
+def _env(service: dict) -> dict:
+    return {key: str(value) for key, value in service["environment"].items()}
+
+
+def test_prometheus_scrapes_the_ports_compose_serves_metrics_on(compose, gateway_paths):
+    jobs = {job["job_name"]: job for job in yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+            ["scrape_configs"]}
+    gateway_sd = jobs["sparkinfer-gateway"]["dns_sd_configs"][0]
+    assert gateway_sd["names"] == ["gateway"]
+    assert str(gateway_sd["port"]) == _env(compose["services"]["gateway"])["SPARKINFER_PORT"]
+    scheduler = _env(compose["services"]["scheduler"])
+    assert jobs["sparkinfer-scheduler"]["static_configs"][0]["targets"] == \
+        [f"scheduler:{scheduler['SPARKINFER_SCHEDULER_METRICS_PORT']}"]
+    assert scheduler["SPARKINFER_SCHEDULER_METRICS_PORT"] in compose["services"]["scheduler"]["expose"]
+    assert "/metrics" in gateway_paths and "metrics_path" not in jobs["sparkinfer-gateway"]
+
+
+def test_compose_health_check_and_balancer_reach_the_gateway(compose, gateway_paths):
+    gateway = compose["services"]["gateway"]
+    port = _env(gateway)["SPARKINFER_PORT"]
+    url = re.search(r"http://127\.0\.0\.1:(\d+)(/\S*?)'", " ".join(gateway["healthcheck"]["test"]))
+    assert url.group(1) == port and url.group(2) in gateway_paths
+    assert port in gateway["expose"]
+    assert f"http://gateway:{port};" in (ROOT / "deploy/nginx.conf").read_text()
+
+
+def _containers(kind: str) -> dict:
+    docs = _yaml_docs(f"deploy/k8s/{kind}.yaml")
+    workload = next(d for d in docs if d["kind"] in ("Deployment", "StatefulSet"))
+    return {c["name"]: c for c in workload["spec"]["template"]["spec"]["containers"]}
+
+
+def _container_port(container: dict, name: str) -> int:
+    return next(p["containerPort"] for p in container["ports"] if p["name"] == name)
+
+
+def _env_list(container: dict) -> dict:
+    return {e["name"]: str(e["value"]) for e in container.get("env", [])}
+
+
+def test_k8s_container_ports_are_the_ports_the_processes_bind(gateway_paths):
+    gateway = _containers("gateway")["gateway"]
+    assert str(_container_port(gateway, "http")) == _env_list(gateway)["SPARKINFER_PORT"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert gateway[probe]["httpGet"]["path"] in gateway_paths and gateway[probe]["httpGet"]["port"] == "http"
+    scheduler = _containers("engine")["scheduler"]
+    assert str(_container_port(scheduler, "metrics")) == _env_list(scheduler)["SPARKINFER_SCHEDULER_METRICS_PORT"]
+    # The scheduler's gRPC port is its default (no SPARKINFER_GRPC_PORT set); the gateways dial it by the Service.
+    assert "SPARKINFER_GRPC_PORT" not in _env_list(scheduler) and _container_port(scheduler, "grpc") == 50051
+    assert scheduler["readinessProbe"]["grpc"]["port"] == 50051
+    assert _env_list(gateway)["SPARKINFER_SCHEDULER_ADDR"] == "sparkinfer-scheduler:50051"
+
+
+def test_servicemonitor_scrapes_named_service_ports_on_served_paths(gateway_paths):
+    docs = _yaml_docs("deploy/k8s/gateway.yaml") + _yaml_docs("deploy/k8s/engine.yaml")
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    port_names = {p["name"] for s in services.values() for p in s["spec"]["ports"]}
+    monitor = _yaml_docs("deploy/k8s/servicemonitor.yaml")[0]
+    selected = set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
+    assert selected == {s["metadata"]["labels"]["app"] for s in services.values()}
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["port"] in port_names and endpoint["path"] == "/metrics"
+    assert "/metrics" in gateway_paths
