@@ -75,7 +75,8 @@ def parse_config(argv=None, environ=None) -> SchedulerConfig:
         try:
             values[f.name] = getattr(defaults, f.name) if raw is None else kind(raw)
         except ValueError:
-            parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not a {kind.__name__}")
+            parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not "
+                         f"{'an integer' if kind is int else 'a number'}")
     config = SchedulerConfig(**values)
     for name, (ok, must) in _RULES.items():
         if not ok(getattr(config, name)):

@@ -84,7 +84,8 @@ def parse_config(argv=None, environ=None) -> WorkerConfig:
         try:
             values[f.name] = getattr(defaults, f.name) if raw is None else f.type(raw)
         except ValueError:
-            parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not a {f.type.__name__}")
+            parser.error(f"{f.name} ({ENV_NAMES[f.name]}): {raw!r} is not "
+                         f"{'an integer' if f.type is int else 'a number'}")
     config = WorkerConfig(**values)
     for name, (ok, must) in _RULES.items():
         if not ok(getattr(config, name)):

@@ -1,6 +1,6 @@
-"""Unit tests: a numeric SPARKINFER_* variable that is no number stops the gateway and the launcher at their start
-with a line naming it (it was a ValueError traceback, or for the CPU pool and the grammar bound a 500 on every
-request)."""
+"""Unit tests: a numeric SPARKINFER_* variable that is no number stops the gateway, scheduler, worker and launcher at
+their start with a line naming it (it was a ValueError traceback, or for the CPU pool and the grammar bound a 500 on
+every request)."""
 import pytest
 
 from deploy import launch
@@ -40,3 +40,19 @@ def test_launcher_names_a_wait_timeout_that_is_no_number(monkeypatch, capsys):
 def test_launcher_stops_with_the_default_drain_when_the_gateway_refused_the_value():
     assert launch.drain_grace_s({"SPARKINFER_DRAIN_GRACE_S": "30s"}) == GatewayConfig.drain_grace_s
     assert launch.drain_grace_s({"SPARKINFER_DRAIN_GRACE_S": "2"}) == 2.0
+
+
+@pytest.mark.parametrize("module, name, value, words", [
+    ("scheduler.config", "SPARKINFER_ASYNC_SCHEDULING", "yes",
+     "python -m scheduler.server: error: async_scheduling (SPARKINFER_ASYNC_SCHEDULING): 'yes' is not an integer"),
+    ("scheduler.config", "SPARKINFER_STEP_TIMEOUT_S", "1m",
+     "python -m scheduler.server: error: step_timeout_s (SPARKINFER_STEP_TIMEOUT_S): '1m' is not a number"),
+    ("worker.server", "SPARKINFER_NUM_STATE_SLOTS", "many",
+     "python -m worker.server: error: num_state_slots (SPARKINFER_NUM_STATE_SLOTS): 'many' is not an integer"),
+], ids=["scheduler-int", "scheduler-float", "worker-int"])
+def test_scheduler_and_worker_say_what_a_value_is_not_as_the_gateway_does(capsys, module, name, value, words):
+    """They said "'yes' is not a int" (the Python type's name); the gateway's words are "an integer" / "a number"."""
+    parse = __import__(module, fromlist=["parse_config"]).parse_config
+    with pytest.raises(SystemExit):
+        parse([], environ={name: value})
+    assert capsys.readouterr().err.splitlines()[-1] == words
