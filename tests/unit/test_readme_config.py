@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from deploy import watchdog
 from gateway.app import _OPEN_PATHS
-from gateway.config import parse_config
+from gateway.config import GatewayConfig, parse_config
 from scheduler.config import ENV_NAMES as SCHEDULER_ENV, SchedulerConfig
 from worker.server import ENV_NAMES as WORKER_ENV, WorkerConfig
 
@@ -20,6 +21,9 @@ CODE_DIRS = ("gateway", "scheduler", "worker", "deploy", "kernels")
 # A quoted name: the environ.get / ENV_NAMES / ENV constants; prose in docstrings and help texts is not quoted so.
 _QUOTED = re.compile(r"""["'](SPARKINFER_[A-Z0-9_]+)["']""")
 _ENV_GET = re.compile(r"""environ\.get\(\s*"(SPARKINFER_[A-Z0-9_]+)"\s*,\s*"([^"]*)"\s*\)""")
+# The gateway's and launcher's flag defaults: env_number(parser, NAME, default) and _env(NAME, default).
+_FLAG_DEFAULT = re.compile(
+    r"""(?:env_number\(parser, |_env\()\s*("SPARKINFER_[A-Z0-9_]+"|watchdog\.ENV)\s*,\s*([^,)]+)""")
 
 
 def _sources():
@@ -70,10 +74,17 @@ def _same(code_default, written: str) -> bool:
 
 
 def _code_defaults():
-    """(name, the code's default) for every variable read with a literal default or through a config dataclass."""
+    """(name, the code's default) for every variable read with a literal default, as a gateway or launcher flag's
+    default, or through the scheduler's or worker's config dataclass."""
     for path, text in _sources():
         for name, default in _ENV_GET.findall(text):
             yield pytest.param(name, default, id=f"{path.relative_to(ROOT)}:{name}")
+    scope = {"d": GatewayConfig(), "watchdog": watchdog}
+    for path in ("gateway/config.py", "deploy/launch.py"):
+        for name, default in _FLAG_DEFAULT.findall((ROOT / path).read_text()):
+            # None and "" stand for unset (the key, the model name, the excluded paths)
+            if eval(default, scope) not in (None, ""):
+                yield pytest.param(eval(name, scope), eval(default, scope), id=f"{path}:{eval(name, scope)}")
     for config, env_names in ((SchedulerConfig(), SCHEDULER_ENV), (WorkerConfig(), WORKER_ENV)):
         for field, name in env_names.items():
             # "" stands for a default worked out at start (the gRPC host, the checkpoint's id, the device's dtype)
