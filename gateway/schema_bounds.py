@@ -66,7 +66,23 @@ def _split_types(node: dict) -> None:
     node["anyOf"] = [{**copy.deepcopy(rest), "type": kind} for kind in types]
 
 
+def _close_exclusive_minimum(node: dict) -> None:
+    """llguidance's number rule for exclusiveMinimum L (a whole number) and an upper bound below L + 1, a range with no
+    integer in it, lets "L" itself through: {"exclusiveMinimum": 0, "exclusiveMaximum": 0.001} answered 0 for every
+    seed of the random model. A minimum of L + 1e-9 beside it keeps the grammar above L (values within 1e-9 of L are
+    left out, every one allowed stays valid); a whole bound too large for the step is left as it is."""
+    low = node.get("exclusiveMinimum")
+    if node.get("type") != "number" or isinstance(low, bool) or not isinstance(low, (int, float)) or low != int(low):
+        return
+    highs = [node[key] for key in ("maximum", "exclusiveMaximum")
+             if isinstance(node.get(key), (int, float)) and not isinstance(node.get(key), bool)]
+    step = low + 1e-9
+    if highs and min(highs) < low + 1 and step > low and step > node.get("minimum", low):
+        node["minimum"] = step
+
+
 def _bound_scalars(node: dict, limit: int) -> None:
+    _close_exclusive_minimum(node)
     if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
         # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
         # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
