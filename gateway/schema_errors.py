@@ -171,3 +171,22 @@ def _kinds_message(error: Any) -> Optional[str]:
     parts = ([f"of type {', '.join(json_repr(kind) for kind in kinds)}"] if kinds else []) + (
         [f"one of {json_repr(values)}"] if values else [])
     return f"{short_repr(error.instance)} is not {' nor '.join(parts)}"
+
+
+_SCHEMA_COMPILE = re.compile(r"^at \d+\(\d+\): failed to compile JSON schema: (.*?)\n\s*\d+ \| .*$", re.DOTALL)
+_ONE_OF = "oneOf constraints are not supported."
+
+
+def schema_compile_reason(error: str) -> str:
+    """llguidance's reason for refusing a %json schema, without its place in the grammar copy and the excerpt of that
+    copy it quotes (`1 | start: %json{... "x-guidance": ...}` and a caret: the bounded copy, with keys the client never
+    sent, and an option of llguidance's it cannot set, "Enable 'coerce_one_of'"). Other grammar errors (a client's own
+    Lark or GBNF grammar) keep their place and excerpt."""
+    match = _SCHEMA_COMPILE.match(error)
+    if match is None:
+        return error
+    reason = match.group(1).strip()
+    if reason.startswith(_ONE_OF):
+        return ("oneOf whose branches one value could match together is not supported (it cannot be enforced that "
+                "exactly one matches); anyOf is")
+    return reason

@@ -23,7 +23,7 @@ from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import any_object_schema, bounded_schema
-from gateway.schema_errors import best_error, error_message
+from gateway.schema_errors import best_error, error_message, schema_compile_reason
 
 DEFAULT_MAX_STRING_CHARS = 1024
 # The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
@@ -245,7 +245,7 @@ def _grammar_error(tokenizer, grammar: str, think_end: tuple) -> str:
     compiled = llguidance.LLMatcher.grammar_from_lark(grammar)
     error = llguidance.LLMatcher.validate_grammar(compiled, tokenizer)
     if error and not error.startswith("WARNING"):
-        return error.strip()
+        return schema_compile_reason(error.strip())
     return _first_step_error(llguidance.LLMatcher(tokenizer, compiled, log_level=0), think_end)
 
 

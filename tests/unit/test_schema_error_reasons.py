@@ -107,3 +107,29 @@ async def test_a_schema_whose_draft_is_no_string_is_a_400(stack, path, fields, s
     assert response.status == 400, body
     assert '5 is not of type "string"' in SHAPES[shape](body), body
     assert fake.script.requests == []
+
+
+ONE_OF_OBJECTS = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                            {"type": "object", "properties": {"b": {"type": "integer"}}}]}
+ONE_OF_REASON = ("oneOf whose branches one value could match together is not supported (it cannot be enforced that "
+                 "exactly one matches); anyOf is")
+
+
+@pytest.mark.parametrize("path, body, message", [
+    ("/v1/chat/completions", {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}}},
+     'response_format cannot be enforced by constrained decoding: Unimplemented keys: ["uniqueItems"]'),
+    ("/v1/chat/completions", {"messages": USER, "guided_json": ONE_OF_OBJECTS},
+     f"guided_json cannot be enforced by constrained decoding: {ONE_OF_REASON}"),
+    ("/api/chat", {"model": "fake-model", "stream": False, "messages": USER, "format": ONE_OF_OBJECTS},
+     f"format cannot be enforced by constrained decoding: {ONE_OF_REASON}"),
+], ids=["unique-items", "overlapping-one-of", "ollama-format"])
+async def test_a_schema_llguidance_refuses_is_a_400_with_its_reason_alone(stack, path, body, message):
+    """The reason came with llguidance's place and excerpt of the grammar copy (`1 | start: %json{... "x-guidance":
+    ...}` and a caret: keys the client never sent) and, for oneOf, "Enable 'coerce_one_of' option", which no request
+    can set."""
+    client, _ = stack
+    response = await client.post(path, json=body)
+    assert response.status == 400
+    got = orjson.loads(await response.read())
+    assert (got["error"]["message"] if path.startswith("/v1") else got["error"]) == message
