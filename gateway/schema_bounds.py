@@ -66,23 +66,32 @@ def _split_types(node: dict) -> None:
     node["anyOf"] = [{**copy.deepcopy(rest), "type": kind} for kind in types]
 
 
-def _close_exclusive_minimum(node: dict) -> None:
+def _number_bound(node: dict, key: str):
+    value = node.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _close_exclusive_bounds(node: dict) -> None:
     """llguidance's number rule for exclusiveMinimum L (a whole number) and an upper bound below L + 1, a range with no
-    integer in it, lets "L" itself through: {"exclusiveMinimum": 0, "exclusiveMaximum": 0.001} answered 0 for every
-    seed of the random model. A minimum of L + 1e-9 beside it keeps the grammar above L (values within 1e-9 of L are
-    left out, every one allowed stays valid); a whole bound too large for the step is left as it is."""
-    low = node.get("exclusiveMinimum")
-    if node.get("type") != "number" or isinstance(low, bool) or not isinstance(low, (int, float)) or low != int(low):
+    integer in it, lets "L" itself through ({"exclusiveMinimum": 0, "exclusiveMaximum": 0.001} answered 0 for every
+    seed of the random model), and so for a negative whole exclusiveMaximum H above a lower bound past H - 1
+    ({"minimum": -2.5, "exclusiveMaximum": -2} took -2). An inclusive bound 1e-9 inside it keeps the grammar off L
+    (values within 1e-9 of it are left out, every one allowed stays valid); one too large for the step is left."""
+    if node.get("type") != "number":
         return
-    highs = [node[key] for key in ("maximum", "exclusiveMaximum")
-             if isinstance(node.get(key), (int, float)) and not isinstance(node.get(key), bool)]
-    step = low + 1e-9
-    if highs and min(highs) < low + 1 and step > low and step > node.get("minimum", low):
-        node["minimum"] = step
+    for edge, inner, others, sign in (("exclusiveMinimum", "minimum", ("maximum", "exclusiveMaximum"), 1),
+                                       ("exclusiveMaximum", "maximum", ("minimum", "exclusiveMinimum"), -1)):
+        bound = _number_bound(node, edge)
+        far = [value for value in (_number_bound(node, key) for key in others) if value is not None]
+        if bound is None or bound != int(bound) or not far:
+            continue
+        step, nearest, own = bound + sign * 1e-9, (min(far) if sign > 0 else max(far)), _number_bound(node, inner)
+        if sign * (nearest - bound) < 1 and step != bound and (own is None or sign * (step - own) > 0):
+            node[inner] = step
 
 
 def _bound_scalars(node: dict, limit: int) -> None:
-    _close_exclusive_minimum(node)
+    _close_exclusive_bounds(node)
     if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
         # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
         # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
