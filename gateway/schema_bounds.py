@@ -77,7 +77,8 @@ def _close_exclusive_bounds(node: dict) -> None:
     seed of the random model), and so for a negative whole exclusiveMaximum H above a lower bound past H - 1
     ({"minimum": -2.5, "exclusiveMaximum": -2} took -2). An inclusive bound 1e-9 inside it keeps the grammar off L
     (values within 1e-9 of it are left out, every one allowed stays valid); one too large for the step is left."""
-    if node.get("type") != "number":
+    if node.get("type", "number") != "number":
+        # A node with no type bounds its numbers too ({"exclusiveMinimum": 0, "maximum": 0.5} also took 0).
         return
     for edge, inner, others, sign in (("exclusiveMinimum", "minimum", ("maximum", "exclusiveMaximum"), 1),
                                        ("exclusiveMaximum", "maximum", ("minimum", "exclusiveMinimum"), -1)):

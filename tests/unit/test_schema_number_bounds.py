@@ -12,7 +12,8 @@ NARROW = [("zero-to-tenth", {"type": "number", "exclusiveMinimum": 0, "exclusive
           ("two-to-two-and-a-half", {"type": "number", "exclusiveMinimum": 2, "maximum": 2.5}, "2"),
           ("five-to-five-thousandth", {"type": "number", "exclusiveMinimum": 5, "exclusiveMaximum": 5.001}, "5"),
           ("below-minus-two", {"type": "number", "minimum": -2.5, "exclusiveMaximum": -2}, "-2"),
-          ("below-minus-one", {"type": "number", "exclusiveMinimum": -1.5, "exclusiveMaximum": -1}, "-1")]
+          ("below-minus-one", {"type": "number", "exclusiveMinimum": -1.5, "exclusiveMaximum": -1}, "-1"),
+          ("no-type", {"exclusiveMinimum": 0, "maximum": 0.5}, "0")]
 
 
 @pytest.fixture(scope="module")
