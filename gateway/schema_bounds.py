@@ -27,6 +27,9 @@ _UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern")
 # ending): capped like a plain string (as is one with no format). The others are short (uuid, ipv4, ipv6) or pinned
 # by a pattern (schema_dates).
 _OPEN_FORMATS = ("email", "hostname", "uri")
+# RFC 1123's longest host name (jsonschema's hostname check, fqdn, refuses a longer one): llguidance caps each label
+# at 63 characters but not the name.
+_HOSTNAME_CHARS = 253
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
 _NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
@@ -102,6 +105,8 @@ def _bound_scalars(node: dict, limit: int) -> None:
             and node.get("format", _OPEN_FORMATS[0]) in _OPEN_FORMATS):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
         node["maxLength"] = max(limit, _min_length(node))
+    if node.get("format") == "hostname":
+        node["maxLength"] = min(node.get("maxLength", _HOSTNAME_CHARS), _HOSTNAME_CHARS)
     if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):
         # llguidance's JSON number takes any exponent: 8e691 or -7e54135022643151, which no double holds, so a
         # forced call's {"type": "number"} argument was read back as the string "8e691" (its schema refused).

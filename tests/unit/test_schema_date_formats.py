@@ -83,3 +83,12 @@ def test_durations_pydantic_reads(card):
     assert None not in answers
     for answer in answers:
         Trip.model_validate_json(answer)
+
+
+def test_a_hostname_is_at_most_253_characters(card):
+    """RFC 1123's longest name (jsonschema's hostname check, fqdn, refuses a longer one); llguidance capped only each
+    label (63), and a hostname is capped at SPARKINFER_GRAMMAR_MAX_STRING (1024) like an open string."""
+    schema = {"type": "string", "format": "hostname"}
+    name = ".".join(["a" * 63] * 4)
+    assert len(name) == 255 and not accepts(card, schema, orjson.dumps(name).decode())
+    assert accepts(card, schema, orjson.dumps(name[:253]).decode())
