@@ -10,7 +10,7 @@ import functools
 import os
 
 from kernels import _compile
-from kernels.nvfp4 import ops
+from kernels.nvfp4 import gemv_bc, ops
 
 TMA = os.environ.get("SPARKINFER_NVFP4_TMA", "1") == "1"  # 0: every M = 1 GEMV on v12's register stream
 CONFIGS = ((16, 4, 16), (8, 8, 16), (16, 4, 24))  # compiled (gemv_btt.cu BTT_KERNELS)
@@ -21,8 +21,8 @@ SMEM_LIMIT = 227 * 1024 - 10 * 1024
 
 
 def x_bytes(p: dict) -> int:
-    """The staged x (as gemv_bc._smem): Kp * 256 bytes and 32 zero bytes."""
-    return (p["Kc"] // 2 * 16 + 2) * 16
+    """The staged x: Kp * 256 bytes and 32 zero bytes (the v10 / v12 GEMVs' dynamic shared memory)."""
+    return gemv_bc._smem(p)
 
 
 def ring_stages(p: dict, config: tuple) -> int:
