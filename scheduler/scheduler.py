@@ -4,7 +4,8 @@ Each step, like vLLM v1 (there is no prefill phase and no decode phase):
   1. running requests that decode (one token each), oldest first, so a long prefill never starves them;
   2. running requests part-way through a chunked prefill, continuing where the last chunk stopped;
   3. waiting requests, first come first served, while the token budget, max_num_seqs, a free GDN state
-     slot and enough KV blocks allow; the last prefill chunk may be cut to fit the budget.
+     slot and enough KV blocks allow (KV blocks for the whole prompt, as vLLM's admission asks, plus one spare block
+     per running request); the last prefill chunk may be cut to fit the budget.
 When a running request needs a KV block and none is free, the most recently admitted request that has no
 row in this step yet is preempted by recompute: it frees slot and blocks and goes back to the front of the
 queue; on resume it prefills prompt + generated tokens and the worker continues its sampling state from
@@ -180,7 +181,8 @@ class Scheduler(StepOutputs):
 
     def _take_pools(self, req: Request, hit, budget: int) -> int:
         """Makes room for waiting `req` (evicting prefix-cache entries other than `hit`, LRU first): a free state
-        slot, `hit`'s blocks shared, blocks for its first chunk. Returns that chunk's tokens; 0 (no change) if full."""
+        slot, `hit`'s blocks shared, blocks for its first chunk once its whole prompt fits. Returns that chunk's
+        tokens; 0 (no change) if full."""
         while self.state_pool.num_free_slots == 0:
             if not self.prefix_cache.evict_one(keep=hit):
                 return 0
@@ -188,11 +190,17 @@ class Scheduler(StepOutputs):
             req.block_ids = self.prefix_cache.use(hit)
             req.num_computed_tokens = hit.num_tokens
         num_new = self._chunk(req, budget)
-        while not self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new):
+        # Its whole prompt (a resumed request: prompt + output so far) must fit, not only the first chunk, with a
+        # block to spare for each running request's next decode: a request admitted on its first chunk alone was
+        # preempted again as soon as the others grew (50 prompts of 500 + 500 tokens in a 1600-token pool: 3983
+        # preemptions, up to 114 of one request, 26 times the tokens computed).
+        num_needed = self.block_manager.num_blocks_needed(req.num_tokens) - len(req.block_ids) + len(self.running)
+        while self.block_manager.num_free_blocks < num_needed:
             if not self.prefix_cache.evict_one(keep=hit):
                 self.block_manager.free(req.block_ids)
                 req.num_computed_tokens = 0
                 return 0
+        self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new)
         return num_new
 
     def _add_row(self, step, req: Request, num_new: int, scheduled: set) -> int:
