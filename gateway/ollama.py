@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from typing import Optional
 
@@ -39,10 +40,15 @@ _NOT_IMPLEMENTED = {
     ("POST", "/api/create"): "creating models is not supported: the served model is fixed when the server starts",
     ("POST", "/api/copy"): "copying models is not supported: the served model is fixed when the server starts",
     ("DELETE", "/api/delete"): "deleting models is not supported: the served model is fixed when the server starts",
-    ("POST", "/api/blobs/{digest}"): "model blobs are not supported: the served model is fixed when the server "
-                                     "starts",
 }
-_BLOBS = _NOT_IMPLEMENTED[("POST", "/api/blobs/{digest}")]
+_BLOBS = "model blobs are not supported: the served model is fixed when the server starts"
+# A blob's name as Ollama's manifest.BlobsPath takes it (manifest/paths.go); any other is its 400.
+_DIGEST = re.compile(r"sha256[:-][0-9a-fA-F]{64}")
+# Ollama's GET /api/status (server/routes.go StatusHandler, api.StatusResponse): whether the server's cloud models and
+# web tools are off, and what turned them off ("none", "env", "config", "both"). This server has none, by its
+# configuration; Ollama's CLI (`ollama launch`, cmd/launch/models.go cloudStatusDisabled) then stops at once with
+# "ollama cloud is disabled" for a cloud model instead of signing in and pulling it.
+_CLOUD_STATUS = {"cloud": {"disabled": True, "source": "config"}}
 _PULL = "pulling models is not supported: the served model is fixed when the server starts"
 # What Ollama's pull of a model it has up to date reports (server/images.go PullModel), layers aside.
 _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
@@ -160,17 +166,35 @@ class OllamaRoutes:
         app.router.add_post("/api/chat", self.chat)
         app.router.add_post("/api/generate", self.generate)
         app.router.add_post("/api/pull", self.pull)
+        app.router.add_get("/api/status", self.status)
         for route, reason in _NOT_IMPLEMENTED.items():
             handler = functools.partial(self.not_implemented, reason=reason, required=_REQUIRED.get(route),
                                         named=_NAMED_MODEL.get(route), check=_FIELD_CHECKS.get(route))
             app.router.add_route(*route, handler)
-        app.router.add_route("HEAD", "/api/blobs/{digest}", functools.partial(self.not_implemented, reason=_BLOBS))
+        app.router.add_route("HEAD", "/api/blobs/{digest}", self.blob)
+        app.router.add_post("/api/blobs/{digest}", self.blob)
 
     async def root(self, request: web.Request) -> web.Response:
         return web.Response(text="Ollama is running", content_type="text/plain")
 
     async def version(self, request: web.Request) -> web.Response:
         return json_response({"version": OLLAMA_VERSION})
+
+    async def status(self, request: web.Request) -> web.Response:
+        return json_response(_CLOUD_STATUS)
+
+    @ollama_errors
+    async def blob(self, request: web.Request) -> web.Response:
+        """Ollama's blob routes (server/routes.go HeadBlobHandler, CreateBlobHandler): a digest that is no
+        `sha256:<64 hex>` is its 400 "invalid digest format"; HEAD asks whether the blob is here, and none is: its
+        404 (`ollama create` and older clients then upload it and read the POST's answer); a POST is the 501 with
+        the reason, as no model can be created from it."""
+        digest = request.match_info["digest"]
+        if not _DIGEST.fullmatch(digest):
+            raise InvalidRequest("invalid digest format", param="digest")
+        if request.method == "HEAD":
+            raise NotFound(f'blob "{digest}" not found', param="digest")
+        raise NotImplementedApi(_BLOBS)
 
     @ollama_errors
     async def tags(self, request: web.Request) -> web.Response:

@@ -1,0 +1,41 @@
+"""Ollama's blob routes and GET /api/status over the fake scheduler: the answers Ollama's handlers give
+(server/routes.go HeadBlobHandler, CreateBlobHandler, StatusHandler) where this server keeps no blobs and no cloud."""
+import pytest
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+async def test_head_of_a_blob_is_404_not_found(stack):
+    """No blob is kept here: HEAD answers Ollama's 404 for a blob it lacks, so a client that checks before it uploads
+    goes on to the POST, whose body says why (a 501 to HEAD carried no reason)."""
+    client, _ = stack
+    response = await client.head(f"/api/blobs/{DIGEST}")
+    assert response.status == 404 and await response.read() == b""
+    response = await client.post(f"/api/blobs/{DIGEST}", data=b"GGUF")
+    assert response.status == 501
+    assert await response.json() == {"error": "model blobs are not supported: the served model is fixed when the "
+                                              "server starts"}
+
+
+@pytest.mark.parametrize("digest", ["sha256:abc", "md5:" + "ab" * 16, DIGEST + "0", "sha256:" + "zz" * 32],
+                         ids=["short", "other algorithm", "long", "not hex"])
+@pytest.mark.parametrize("method", ["HEAD", "POST"])
+async def test_a_digest_that_is_no_sha256_is_ollamas_400(stack, method, digest):
+    client, _ = stack
+    response = await client.request(method, f"/api/blobs/{digest}", data=b"x")
+    assert response.status == 400
+    if method == "POST":
+        assert await response.json() == {"error": "invalid digest format"}
+
+
+async def test_head_takes_ollamas_dash_form_of_a_digest(stack):
+    client, _ = stack
+    assert (await client.head("/api/blobs/sha256-" + "AB" * 32)).status == 404
+
+
+async def test_status_says_cloud_is_disabled(stack):
+    """api.StatusResponse: Ollama's CLI reads cloud.disabled before it tries a cloud model (cmd/launch/models.go)."""
+    client, _ = stack
+    response = await client.get("/api/status")
+    assert response.status == 200 and response.headers["Content-Type"] == "application/json; charset=utf-8"
+    assert await response.json() == {"cloud": {"disabled": True, "source": "config"}}
