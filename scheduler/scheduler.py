@@ -169,8 +169,12 @@ class Scheduler(StepOutputs):
                 return
             self.waiting.popleft()
             req.state_slot = self.state_pool.allocate()
-            req.num_cached_tokens = req.num_computed_tokens
-            self.prefix_cache.record(req.num_prompt_tokens, req.num_cached_tokens, req.num_preemptions > 0)
+            resumed = req.num_preemptions > 0
+            self.prefix_cache.record(req.num_prompt_tokens, req.num_computed_tokens, resumed)
+            # The first admission's hit stays the request's cached tokens (usage, prompt_tokens_cached), as vLLM's
+            # Scheduler sets request.num_cached_tokens once: a resumed request's own re-lookup does not change it.
+            if not resumed:
+                req.num_cached_tokens = req.num_computed_tokens
             if hit is not None:
                 step.restore_states.add(src_slot=hit.slot, dst_slot=req.state_slot)
             req.status = RUNNING

@@ -5,7 +5,7 @@ import pytest
 
 from proto import pb
 from scheduler.prefix_cache import PrefixCacheConfig, plan_checkpoints
-from scheduler.request import Request
+from scheduler.request import RUNNING, Request
 from scheduler.scheduler import Scheduler, SchedulerLimits
 from tests.unit.test_scheduler import BLOCK, FakeWorker, run_to_end
 
@@ -239,3 +239,25 @@ def test_a_preempted_request_looking_up_again_is_counted_apart():
     assert stats.num_preempted_query_tokens > 0
     assert all(tokens[r.req_id] == reference(r.prompt_token_ids, 150) for r in reqs)
     sched.self_check()
+
+
+def test_cached_tokens_are_those_of_the_first_admission_after_preemptions():
+    # vLLM's Scheduler sets request.num_cached_tokens once ("if request.num_cached_tokens < 0"), at its first
+    # admission: usage.prompt_tokens_details.cached_tokens and vllm:prompt_tokens_cached keep that count when a
+    # preempted request is admitted again, as vllm:prefix_cache_hits does.
+    sched, worker = make_scheduler(num_blocks=24, budget=64), FakeWorker()
+    serve(sched, worker, "warm", chat(30, 60))
+    reqs = [request(f"r{i}", chat(30, 60, (20 + 9 * i,)), max_tokens=150) for i in range(4)]
+    first_hits, admitted = {}, {}
+
+    def note_admissions(step):
+        for req in reqs:
+            if req.status == RUNNING:
+                first_hits.setdefault(req.req_id, req.num_cached_tokens)
+                admitted.setdefault(req.req_id, set()).add(req.num_cached_tokens)
+    for req in reqs:
+        sched.add_request(req)
+    hits_before = sched.prefix_cache.stats.num_hit_tokens
+    run_to_end(sched, worker, on_step=note_admissions)
+    assert {r.req_id: r.num_cached_tokens for r in reqs} == first_hits
+    assert sum(first_hits.values()) == sched.prefix_cache.stats.num_hit_tokens - hits_before
