@@ -5,8 +5,9 @@ Messages keep their role, except that instructions and every system / developer 
 (consecutive calls share one assistant message, as the model wrote them; a custom_tool_call's input is its one
 argument), function_call_output and custom_tool_call_output items become tool messages, and a reasoning item becomes
 the reasoning_content of the assistant turn that follows it (a turn of its own when a user message, or the end of the
-input, comes first); Codex's agent_message items are user turns, its agent_reasoning items are left out. An
-item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
+input, comes first); Codex's agent_message items are user turns, its agent_reasoning items are left out, and so are
+the items only OpenAI's side can act on (a hosted tool's call, a compaction); a local_shell_call is a call of
+`local_shell`, its arguments the action. An item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
 or audio part (in a call's output such a part is a line saying it was left out).
 """
 from __future__ import annotations
@@ -27,6 +28,9 @@ _left_out = OnceLog("/v1/responses: %s parts of call outputs are left out (a lin
                     "reads text only")
 _agent_reasoning_left_out = OnceLog("/v1/responses: %s items (Codex's multi-agent reasoning) are left out of the "
                                     "prompt")
+_openai_side = OnceLog("/v1/responses: %s items are left out of the prompt: they ran on OpenAI's side (hosted tools) "
+                       "or only OpenAI can read them (compaction), as Codex leaves them out for a Chat Completions "
+                       "provider")
 NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
 
 
@@ -185,6 +189,34 @@ def _agent_reasoning(item: dict, where: str, convo: _Conversation) -> None:
     _agent_reasoning_left_out.note(["agent_reasoning"])
 
 
+def _openai_side_item(item: dict, where: str, convo: _Conversation) -> None:
+    """An item only OpenAI's side can act on, which a client replays when it resumes or hands off a thread begun there
+    (openai/codex#45401: a compacted Codex session resumed with another Responses provider failed every request): a
+    hosted tool's call (web search, file search, code interpreter, image generation; its findings are in the
+    assistant's text after it), a tool search (Codex's deferred tools) and a compaction (OpenAI's encrypted summary
+    of the turns it replaced). Left out of the prompt, as Codex's own Chat Completions request leaves them out
+    (codex-rs chat wire: ResponseItem::WebSearchCall, Compaction, ToolSearchCall ... => {})."""
+    _openai_side.note([item["type"]])
+
+
+def _local_shell_call(item: dict, where: str, convo: _Conversation) -> None:
+    """OpenAI's local_shell tool's call (the client runs the command; codex-mini's shell): a call of `local_shell`
+    whose arguments are its action, so that its output (a function_call_output of its call_id, as Codex sends it, or
+    a local_shell_call_output) follows its call, as for a function."""
+    action = item.get("action")
+    if not isinstance(action, dict):
+        raise InvalidRequest(f"{where}.action must be an object", param=f"{where}.action")
+    call_id = item["call_id"] if "call_id" in item else item.get("id")
+    _function_call({"call_id": call_id, "name": "local_shell", "arguments": json.dumps(action, ensure_ascii=False)},
+                   where, convo)
+
+
+def _local_shell_output(item: dict, where: str, convo: _Conversation) -> None:
+    """A local_shell_call_output: its `id` is the call's id (OpenAI's LocalShellCallOutput), or its call_id."""
+    call_id = item["call_id"] if "call_id" in item else item.get("id")
+    _function_call_output({"call_id": call_id, "output": item.get("output")}, where, convo)
+
+
 def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
     """A reference left unresolved (gateway.responses_items resolves those to items this gateway keeps)."""
     raise InvalidRequest(f"{where} is an item_reference to {item.get('id')!r}, an item this server does not hold: it "
@@ -195,7 +227,10 @@ def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
           "custom_tool_call": _function_call, "custom_tool_call_output": _function_call_output,
           "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference,
-          "agent_reasoning": _agent_reasoning,
+          "agent_reasoning": _agent_reasoning, "local_shell_call": _local_shell_call,
+          "local_shell_call_output": _local_shell_output,
+          **dict.fromkeys(("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
+                           "tool_search_call", "tool_search_output", "compaction"), _openai_side_item),
           # Its tools are offered with the top-level ones (responses_tools.placed_tools); it adds no turn.
           "additional_tools": lambda item, where, convo: None}
 
@@ -225,7 +260,9 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
                               f"function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
-                              f"agent_message, agent_reasoning and additional_tools are)", param=f"input[{i}].type")
+                              f"agent_message, agent_reasoning, additional_tools, local_shell_call and its output "
+                              f"are; OpenAI's hosted tools' calls and compaction are left out)",
+                              param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
     convo.close_reasoning()
     if not convo.messages:

@@ -38,8 +38,8 @@ async def post(client, body) -> tuple[int, dict, dict]:
     ({"input": []}, "input", "invalid_value", "input must not be empty"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role", "invalid_value",
      "input[0].role must be one of user, assistant, system, developer, got 'tool'"),
-    ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type", "unsupported",
-     "items of type 'web_search_call' are not supported"),
+    ({"input": [{"type": "computer_call", "id": "cu_1"}]}, "input[0].type", "unsupported",
+     "items of type 'computer_call' are not supported"),
     ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].id", "invalid_value",
      "input[0] is an item_reference to 'msg_1', an item this server does not hold"),
     ({"input": [{"type": "function_call", "name": "get_weather", "arguments": "{}"}]}, "input[0].call_id",
@@ -97,7 +97,8 @@ async def test_every_include_value_openai_lists_is_accepted(stack):
     (0, 400, "invalid_type", 'invalid value for \'input[0].type\': 0 is not of type "string", "null"'),
     ("", 400, "unsupported", "input[0]: items of type '' are not supported (message, function_call, "
                              "function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
-                             "agent_message, agent_reasoning and additional_tools are)"),
+                             "agent_message, agent_reasoning, additional_tools, local_shell_call and its output "
+                             "are; OpenAI's hosted tools' calls and compaction are left out)"),
 ], ids=["object", "list", "zero", "empty"])
 async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, status, code, words):
     """An item's `type` picks its handler: an object or a list there was a 500 (TypeError: unhashable type), and a
