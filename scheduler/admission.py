@@ -2,6 +2,7 @@
 
 import struct
 from collections import OrderedDict
+from itertools import islice
 
 MAX_NUM_LOGPROBS = 20
 MAX_REJECTED_GROUPS = 1024     # group_ids remembered so that a refused n > 1 request counts once
@@ -53,15 +54,17 @@ def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
             f"queue full: {num_waiting} requests waiting (SPARKINFER_MAX_QUEUE_DEPTH={max_queue_depth})")
 
 
-def num_queued_requests(scheduler, streams) -> int:
+def num_queued_requests(scheduler, streams, limit: int = 0) -> int:
     """API requests that really wait: the waiting requests past the ones the next step seats (max_num_seqs minus
-    the running ones), the choices of one API request (a shared group_id in `streams`) counted once."""
+    the running ones), the choices of one API request (a shared group_id in `streams`) counted once; counting stops
+    at `limit` (> 0), all a depth check needs, so a long queue is not walked for each new request."""
     num_free_seats = max(0, scheduler.limits.max_num_seqs - scheduler.num_running)
-    queued = list(scheduler.waiting)[num_free_seats:]
     keys = set()
-    for req in queued:
+    for req in islice(scheduler.waiting, num_free_seats, None):
+        if limit and len(keys) >= limit:
+            break
         stream = streams.get(req.req_id)
-        keys.add(stream.group_id if stream is not None and stream.group_id else req.req_id)
+        keys.add((stream.group_id if stream is not None else "") or req.req_id)
     return len(keys)
 
 

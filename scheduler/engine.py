@@ -7,7 +7,6 @@ Liveness (the worker's hellos, pings and loss) is scheduler/worker_liveness.py's
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 
 from proto import pb
 from scheduler import admission, lookahead
@@ -16,18 +15,12 @@ from scheduler.inflight import InFlight
 from scheduler.prefix_cache import PrefixCacheConfig, anchor_token_id
 from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
+from scheduler.streams import Stream, Streams
 from scheduler.worker_liveness import WorkerLiveness, WorkerLostError
 
 log = logging.getLogger("sparkinfer.scheduler")
 SEND_RETRY_S = 0.001
 FINISH_REASONS = ("stop", "length")   # reasons the gateway may end a request with (Finish RPC)
-
-
-@dataclass
-class _Stream:
-    req: Request
-    queue: asyncio.Queue   # pb.GenerateResponse items, or a RequestError that ends the stream
-    group_id: str = ""     # GenerateRequest.group_id: the API request it is one choice of
 
 
 class Engine(WorkerLiveness):
@@ -38,7 +31,7 @@ class Engine(WorkerLiveness):
                                    config.prefix_cache_min_tokens, anchor_token_id(card))
         self.scheduler = Scheduler(limits, 0, 16, 0, card["max_context_len"], clock=time.monotonic_ns,
                                    prefix_cache=prefix)
-        self.streams = {}
+        self.streams = Streams()
         self.stats = EngineStats()
         self.timer = RequestTimer(metrics)
         self.worker_alive, self.worker_id, self.worker_hello = False, "", None
@@ -74,7 +67,7 @@ class Engine(WorkerLiveness):
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
                       frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns(),
                       constraint=request.constraint if request.HasField("constraint") else None)
-        stream = _Stream(req, asyncio.Queue(), request.group_id)
+        stream = Stream(req, asyncio.Queue(), request.group_id)
         self.streams[req.req_id] = stream
         self.scheduler.add_request(req)
         self._update_gauges()
@@ -91,9 +84,9 @@ class Engine(WorkerLiveness):
             raise admission.ShuttingDownError("the scheduler is shutting down and takes no new requests")
         if not self.worker_alive:
             raise admission.WorkerUnavailableError("no worker is connected to the scheduler")
-        if not self._group_admitted(request.group_id):
-            admission.check_queue_depth(admission.num_queued_requests(self.scheduler, self.streams),
-                                        self.config.max_queue_depth)
+        depth = self.config.max_queue_depth
+        if depth > 0 and not self._group_admitted(request.group_id):
+            admission.check_queue_depth(admission.num_queued_requests(self.scheduler, self.streams, depth), depth)
         if request.req_id in self.streams or not request.req_id:
             raise admission.DuplicateRequestError(f"req_id {request.req_id!r} is empty or already running")
         admission.check_prompt(request.prompt_token_ids, request.max_tokens, self.scheduler.max_context_len,
@@ -102,7 +95,7 @@ class Engine(WorkerLiveness):
 
     def _group_admitted(self, group_id: str) -> bool:
         """Whether another choice (same group_id) of this API request is admitted: those are never refused."""
-        return bool(group_id) and any(stream.group_id == group_id for stream in self.streams.values())
+        return self.streams.has_group(group_id)
 
     @property
     def vocab_size(self) -> int:
