@@ -6,6 +6,7 @@ from typing import Optional
 
 from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
+from gateway.llama_cpp_timings import oai_timings
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.openai_shape import SSE_HEADERS, with_sampled
@@ -41,6 +42,8 @@ class CompletionFramer:
         self.created = int(time.time())
         self._offsets: dict = {}
         self._named: set = set()   # return_token_ids: choices whose prompt_token_ids went out (on their first chunk)
+        # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route.
+        self.timed = None
 
     def _chunk(self, choices: list, usage: Optional[Usage], num_tokens: int = 0) -> bytes:
         """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage)."""
@@ -57,7 +60,10 @@ class CompletionFramer:
             body["usage"] = usage_dict(choice_usage(usage, index // self.p.gen.n, num_tokens))
         elif self.p.include_usage:
             body["usage"] = None
-        return sse_event(body)
+        # A finish chunk is the stream's last but for [DONE] unless a usage chunk follows: llama-server's timings.
+        last = choices[0].get("finish_reason") is not None and not self.p.include_usage
+        timings = oai_timings(self.timed, usage, num_tokens) if last else None
+        return sse_event(body if timings is None else {**body, "timings": timings})
 
     def start(self, usage: Usage) -> list[bytes]:
         # Echo + logprobs: each choice's prompt chunk waits for its prompt logprobs (its first Delta).
@@ -116,7 +122,8 @@ class CompletionFramer:
             own = {**head, "usage": None} if self.p.include_usage else dict(head)
             frames.append(sse_event({**own, "sglext": cached_tokens_sglext(usage)}))
         if self.p.include_usage:
-            frames.append(sse_event({**head, "usage": usage_dict(usage)}))
+            timings = oai_timings(self.timed, usage)
+            frames.append(sse_event({**head, "usage": usage_dict(usage), **({"timings": timings} if timings else {})}))
         return frames + [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
@@ -126,7 +133,8 @@ class CompletionFramer:
         return SSE_KEEPALIVE
 
 
-def completion_response(plan, card: ModelCard, response_id: str, results: list, usage: Usage) -> dict:
+def completion_response(plan, card: ModelCard, response_id: str, results: list, usage: Usage, timed=None) -> dict:
+    """The whole answer; timed: the Generation behind it, for llama.cpp's timings (/v1 only)."""
     choices = []
     for result in results:
         echo = plan.echo_texts[result.index // plan.gen.n] if plan.echo_texts else ""
@@ -147,4 +155,7 @@ def completion_response(plan, card: ModelCard, response_id: str, results: list, 
             "system_fingerprint": card.fingerprint, "choices": choices, "usage": usage_dict(usage)}
     if plan.cached_tokens_details:
         body["sglext"] = cached_tokens_sglext(usage)
+    timings = oai_timings(timed, usage)
+    if timings is not None:
+        body["timings"] = timings
     return body

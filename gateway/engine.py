@@ -112,10 +112,15 @@ class Engine:
 
     async def complete(self, req: GenRequest) -> tuple[list[ChoiceResult], Usage]:
         """Runs a request to the end; cancels the scheduler calls if the caller is cancelled."""
+        results, gen = await self.run(req)
+        return results, gen.usage()
+
+    async def run(self, req: GenRequest) -> tuple[list[ChoiceResult], Generation]:
+        """complete, with the Generation it ran (its timing: llama.cpp's timings)."""
         gen = await self.start(req)
         results = [ChoiceResult(i) for i in range(req.num_choices)]
         await gen.drain(lambda delta: results[delta.index].absorb(delta))
-        return results, gen.usage()
+        return results, gen
 
     def generating(self) -> bool:
         """Whether any generation is still running (started and not yet closed)."""

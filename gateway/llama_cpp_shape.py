@@ -9,6 +9,7 @@ from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.llama_cpp_fields import RANDOM_SEED
 from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
+from gateway.llama_cpp_timings import llama_timings
 from gateway.model import ModelCard
 from gateway.ollama_shape import embedding_length, model_details, model_size
 from gateway.openai_shape import SSE_HEADERS
@@ -111,12 +112,6 @@ def nested_fields(body: dict, paths: list) -> dict:
     return out
 
 
-def _ms_rate(num: int, seconds: float) -> tuple[float, float, float]:
-    """(ms, ms per token, tokens per second) of num tokens over seconds, as llama.cpp's timings give them."""
-    ms = seconds * 1e3
-    return ms, (ms / num if num else 0.0), (num / seconds if num and seconds > 0 else 0.0)
-
-
 class LlamaCppShaper:
     """One /completion request's bodies: a partial per piece of text and a final per prompt."""
 
@@ -144,15 +139,7 @@ class LlamaCppShaper:
         return [{**one(e.token_id, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries]
 
     def timings(self, prompt_n: int, cached: int, predicted_n: int) -> dict:
-        now = time.monotonic()
-        first = self.gen.first_token_at if self.gen is not None and self.gen.first_token_at else now
-        # llama.cpp times the prompt from when its slot starts on it: the time queued for a seat is not prompt time.
-        queued = self.gen.queue_time if self.gen is not None else 0.0
-        p_ms, p_tok_ms, p_rate = _ms_rate(prompt_n - cached, max(first - self.received - queued, 0.0))
-        g_ms, g_tok_ms, g_rate = _ms_rate(predicted_n, now - first)
-        return {"cache_n": cached, "prompt_n": prompt_n - cached, "prompt_ms": p_ms, "prompt_per_token_ms": p_tok_ms,
-                "prompt_per_second": p_rate, "predicted_n": predicted_n, "predicted_ms": g_ms,
-                "predicted_per_token_ms": g_tok_ms, "predicted_per_second": g_rate}
+        return llama_timings(self.gen, self.received, prompt_n, cached, predicted_n)
 
     def progress(self, usage: Usage) -> list:
         """llama.cpp's return_progress (streamed): a partial with each prompt's prompt_progress before its text

@@ -158,10 +158,10 @@ class OpenAIRoutes:
             # One object, streamed or not, as Ollama's handler answers it: nothing is generated.
             return json_response(shaper.render_only())
         if plan.stream:
-            gen = await self.engine.start(plan.gen)
+            gen = shaper.timed = await self.engine.start(plan.gen)
             return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
-        results, usage = await self.engine.complete(plan.gen)
-        return json_response(shaper.response(results, usage))
+        results, shaper.timed = await self.engine.run(plan.gen)
+        return json_response(shaper.response(results, shaper.timed.usage()))
 
     async def chat_batch(self, request: web.Request) -> web.Response:
         """vLLM's /v1/chat/completions/batch: one choice per conversation (gateway/chat_batch.py)."""
@@ -177,11 +177,11 @@ class OpenAIRoutes:
         if plan.gen.max_tokens == 0:
             return await self._echo_only(request, plan, card, rid)
         if plan.stream:
-            gen = await self.engine.start(plan.gen)
             framer = CompletionFramer(plan, card, rid)
+            gen = framer.timed = await self.engine.start(plan.gen)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
-        results, usage = await self.engine.complete(plan.gen)
-        return json_response(completion_response(plan, card, rid, results, usage))
+        results, gen = await self.engine.run(plan.gen)
+        return json_response(completion_response(plan, card, rid, results, gen.usage(), gen))
 
     async def _echo_only(self, request: web.Request, plan: Plan, card, rid: str) -> web.StreamResponse:
         """max_tokens 0 with echo: the prompt comes back, nothing is generated (finish_reason length)."""

@@ -7,6 +7,7 @@ from typing import Optional
 
 from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
+from gateway.llama_cpp_timings import oai_timings
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import vllm_prompt_logprobs
@@ -49,6 +50,8 @@ class ChatShaper:
         # Of the last split: call index -> the text the model wrote after that call, the end of its content (the
         # Responses API and /v1/messages place each piece after its call, in the model's order).
         self.texts_after: dict = {}
+        # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route.
+        self.timed = None
 
     def _stream(self, index: int, whole: bool) -> Optional[ToolCallStream]:
         if not self.plan.tools:
@@ -111,11 +114,13 @@ class ChatShaper:
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
               prompt_token_ids: Optional[list] = None, prompt_text: Optional[str] = None,
-              sglext: Optional[dict] = None) -> bytes:
+              sglext: Optional[dict] = None, timings: Optional[dict] = None) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.plan.model, "system_fingerprint": self.card.fingerprint, "choices": choices}
         if with_usage:
             body["usage"] = usage
+        if timings is not None:
+            body["timings"] = timings
         if sglext is not None:
             body["sglext"] = sglext
         if prompt_token_ids is not None:
@@ -177,6 +182,9 @@ class ChatShaper:
                                                            self.plan.prompt.vllm_top)
         if self.plan.cached_tokens_details:
             body["sglext"] = cached_tokens_sglext(usage)
+        timings = oai_timings(self.timed, usage)
+        if timings is not None:
+            body["timings"] = timings
         return body
 
 
@@ -194,15 +202,18 @@ class ChatFramer:
 
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None,
                num_tokens: int = 0, prompt_text: Optional[str] = None) -> bytes:
-        """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage)."""
+        """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage). A finish chunk
+        is the stream's last but for [DONE] unless a usage chunk follows: llama.cpp's timings ride on it then."""
         if self.p.return_token_ids:
             for choice in choices:
                 choice["token_ids"] = self._ids.pop(choice["index"], [])
+        last = choices[0].get("finish_reason") is not None and not self.p.include_usage
+        timings = oai_timings(self.s.timed, usage, num_tokens) if last else None
         if self.p.continuous_usage and self.p.include_usage:
             index = choices[0]["index"]
             own = chat_usage(self.p, choice_usage(usage, 0, num_tokens), [self._num_reasoning.get(index, 0)])
             return self.s.chunk(choices, own, True, prompt_token_ids, prompt_text)
-        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text)
+        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text, timings=timings)
 
     def usage_body(self, usage: Usage) -> dict:
         return chat_usage(self.p, usage, self._num_reasoning.values())
@@ -268,7 +279,8 @@ class ChatFramer:
     def end(self, usage: Usage) -> list[bytes]:
         frames = ([self.s.chunk([], None, self.p.include_usage, sglext=cached_tokens_sglext(usage))]
                   if self.p.cached_tokens_details else [])
-        frames += [self.s.chunk([], self.usage_body(usage), True)] if self.p.include_usage else []
+        timings = oai_timings(self.s.timed, usage)
+        frames += [self.s.chunk([], self.usage_body(usage), True, timings=timings)] if self.p.include_usage else []
         return frames + [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
