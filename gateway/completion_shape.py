@@ -42,8 +42,9 @@ class CompletionFramer:
         self.created = int(time.time())
         self._offsets: dict = {}
         self._named: set = set()   # return_token_ids: choices whose prompt_token_ids went out (on their first chunk)
-        # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route.
-        self.timed = None
+        # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route, and
+        # its timings_per_token (each streamed chunk has the timings so far, not only the last).
+        self.timed, self.timings_per_token = None, False
 
     def _chunk(self, choices: list, usage: Optional[Usage], num_tokens: int = 0) -> bytes:
         """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage)."""
@@ -60,9 +61,11 @@ class CompletionFramer:
             body["usage"] = usage_dict(choice_usage(usage, index // self.p.gen.n, num_tokens))
         elif self.p.include_usage:
             body["usage"] = None
-        # A finish chunk is the stream's last but for [DONE] unless a usage chunk follows: llama-server's timings.
-        last = choices[0].get("finish_reason") is not None and not self.p.include_usage
-        timings = oai_timings(self.timed, usage, num_tokens) if last else None
+        # A finish chunk is the stream's last but for [DONE] unless a usage chunk follows: llama-server's timings, on
+        # every chunk with timings_per_token.
+        finish = choices[0].get("finish_reason") is not None
+        timings = (oai_timings(self.timed, usage, num_tokens)
+                   if self.timings_per_token and not finish or finish and not self.p.include_usage else None)
         return sse_event(body if timings is None else {**body, "timings": timings})
 
     def start(self, usage: Usage) -> list[bytes]:

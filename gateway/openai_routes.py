@@ -159,6 +159,7 @@ class OpenAIRoutes:
             return json_response(shaper.render_only())
         if plan.stream:
             gen = shaper.timed = await self.engine.start(plan.gen)
+            shaper.timings_per_token = body.get("timings_per_token") is True
             return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
         results, shaper.timed = await self.engine.run(plan.gen)
         return json_response(shaper.response(results, shaper.timed.usage()))
@@ -179,6 +180,7 @@ class OpenAIRoutes:
         if plan.stream:
             framer = CompletionFramer(plan, card, rid)
             gen = framer.timed = await self.engine.start(plan.gen)
+            framer.timings_per_token = body.get("timings_per_token") is True
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         results, gen = await self.engine.run(plan.gen)
         return json_response(completion_response(plan, card, rid, results, gen.usage(), gen))

@@ -50,8 +50,9 @@ class ChatShaper:
         # Of the last split: call index -> the text the model wrote after that call, the end of its content (the
         # Responses API and /v1/messages place each piece after its call, in the model's order).
         self.texts_after: dict = {}
-        # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route.
-        self.timed = None
+        # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route, and
+        # its timings_per_token (each streamed chunk has the timings so far, not only the last).
+        self.timed, self.timings_per_token = None, False
 
     def _stream(self, index: int, whole: bool) -> Optional[ToolCallStream]:
         if not self.plan.tools:
@@ -203,12 +204,15 @@ class ChatFramer:
     def _chunk(self, choices: list, usage: Usage, prompt_token_ids: Optional[list] = None,
                num_tokens: int = 0, prompt_text: Optional[str] = None) -> bytes:
         """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage). A finish chunk
-        is the stream's last but for [DONE] unless a usage chunk follows: llama.cpp's timings ride on it then."""
+        is the stream's last but for [DONE] unless a usage chunk follows: llama.cpp's timings ride on it then, and on
+        each chunk of text or calls with timings_per_token (server-task.cpp: the partial's last delta has them)."""
         if self.p.return_token_ids:
             for choice in choices:
                 choice["token_ids"] = self._ids.pop(choice["index"], [])
-        last = choices[0].get("finish_reason") is not None and not self.p.include_usage
-        timings = oai_timings(self.s.timed, usage, num_tokens) if last else None
+        finish = choices[0].get("finish_reason") is not None
+        partial = self.s.timings_per_token and not finish and "role" not in choices[0]["delta"]
+        timings = oai_timings(self.s.timed, usage, num_tokens) if partial or finish and not self.p.include_usage \
+            else None
         if self.p.continuous_usage and self.p.include_usage:
             index = choices[0]["index"]
             own = chat_usage(self.p, choice_usage(usage, 0, num_tokens), [self._num_reasoning.get(index, 0)])

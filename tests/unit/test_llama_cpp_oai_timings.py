@@ -80,3 +80,17 @@ async def test_lm_studios_routes_keep_their_stats_alone(slow):
     answer = await response.json()
     assert response.status == 200, answer
     assert "timings" not in answer and answer["stats"]["tokens_per_second"] >= 0
+
+
+@pytest.mark.parametrize("path, body", ROUTES, ids=IDS)
+async def test_timings_per_token_puts_the_timings_so_far_on_every_chunk_of_text(slow, path, body):
+    """timings_per_token (llama.cpp's web UI, wllama and others send it to show a live rate): each partial's last
+    delta carries the timings so far (server-task.cpp to_json_oaicompat_chat partial: timings.prompt_n >= 0)."""
+    client, _ = slow
+    events = await _events(client, path, {**body, "max_tokens": 8, "timings_per_token": True})
+    texts = [e for e in events if e["choices"][0].get("text") or (e["choices"][0].get("delta") or {}).get("content")]
+    assert len(texts) > 1 and all("timings" in e for e in texts)
+    counts = [e["timings"]["predicted_n"] for e in texts]
+    assert counts == sorted(counts) and counts[0] >= 1
+    role = [e for e in events if "role" in (e["choices"][0].get("delta") or {})]
+    assert all("timings" not in e for e in role) and "timings" in events[-1]
