@@ -12,6 +12,7 @@ from aiohttp import web
 from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
+from gateway.go_json import read_go_json
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, NotFound, NotImplementedApi, Overloaded
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
@@ -23,7 +24,7 @@ from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_a
 from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
-from gateway.web import EMPTY_BODY, read_json
+from gateway.web import EMPTY_BODY
 from gateway.web import json_response as _json_response
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -44,19 +45,16 @@ _NOT_IMPLEMENTED = {
 _BLOBS = "model blobs are not supported: the served model is fixed when the server starts"
 # A blob's name as Ollama's manifest.BlobsPath takes it (manifest/paths.go); any other is its 400.
 _DIGEST = re.compile(r"sha256[:-][0-9a-fA-F]{64}")
-# Ollama's GET /api/status (server/routes.go StatusHandler, api.StatusResponse): whether the server's cloud models and
-# web tools are off, and what turned them off ("none", "env", "config", "both"). This server has none, by its
-# configuration; Ollama's CLI (`ollama launch`, cmd/launch/models.go cloudStatusDisabled) then stops at once with
-# "ollama cloud is disabled" for a cloud model instead of signing in and pulling it.
+# Ollama's GET /api/status (server/routes.go StatusHandler): cloud models off, by configuration, as none is served;
+# Ollama's CLI (cmd/launch/models.go cloudStatusDisabled) then refuses a cloud model at once instead of signing in.
 _CLOUD_STATUS = {"cloud": {"disabled": True, "source": "config"}}
 _PULL = "pulling models is not supported: the served model is fixed when the server starts"
 # What Ollama's pull of a model it has up to date reports (server/images.go PullModel), layers aside.
 _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
 # The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
-# not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler); only the served model gets
-# the 501.
-# and its 400 for a name that is no Ollama name (DeleteHandler 'name "x" is invalid', CopyHandler 'source "x" is
-# invalid', the others' 'invalid model name').
+# not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler; only the served model gets
+# the 501) and its 400 for a name that is no Ollama name (DeleteHandler 'name "x" is invalid', CopyHandler 'source
+# "x" is invalid', the others' 'invalid model name').
 _NAMED_MODEL = {
     ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found", 'name "{}" is invalid'),
     ("POST", "/api/copy"): (("source",), 'model "{}" not found', 'source "{}" is invalid'),
@@ -212,7 +210,7 @@ class OllamaRoutes:
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
-        body = check_go_types(await read_json(request), "ShowRequest")
+        body = check_go_types(await read_go_json(request), "ShowRequest")
         card = await self.engine.card()
         name = await self.engine.served_name()
         requested = resolve_model(body, card, name)
@@ -232,7 +230,7 @@ class OllamaRoutes:
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         received = time.monotonic()
-        body = await read_json(request)
+        body = await read_go_json(request)
         card = await self.engine.card()
         parse = parse_chat if chat else parse_generate
         plan = await run_cpu(parse, body, card, await self.engine.served_name())
@@ -254,7 +252,7 @@ class OllamaRoutes:
         """Pulling the served model succeeds, as Ollama's pull of a model it has up to date does (its progress,
         ending with "success"; {"status": "success"} with stream false): clients pull before use. Any other model
         cannot be pulled here: the 501 with the reason."""
-        body = check_go_types(await read_json(request), "PullRequest")
+        body = check_go_types(await read_go_json(request), "PullRequest")
         name, stream = body.get("model") or body.get("name") or "", body.get("stream")
         # PullHandler's model reference parse answers a name that reads as none or as no Ollama name alike.
         if not reference(name) or not valid_name(reference(name)):
@@ -274,7 +272,7 @@ class OllamaRoutes:
         for a model it lacks."""
         if required is not None:
             struct, names = required
-            body = check_go_types(await read_json(request), struct)
+            body = check_go_types(await read_go_json(request), struct)
             trims = named is not None and named[0] != ("source",)
             for keys, error, message in names:
                 values = [body.get(key) for key in keys]

@@ -175,8 +175,6 @@ def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: boo
 def _common(body: Any, card: ModelCard, served_name: str,
             struct: str) -> tuple[OllamaPlan, OllamaOptions, Optional[int]]:
     """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None)."""
-    if body is not None and not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
     body = check_go_types(body, struct)
     # Checked before the model, as Ollama's handlers do; check_go_types typed stream (absent: streams, as Ollama).
     top = _logprobs(body)

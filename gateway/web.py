@@ -25,6 +25,8 @@ _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 MAX_BODY_DEPTH = 64
 # The 400 for a body with nothing in it (or only whitespace); Ollama's routes answer it in Ollama's words.
 EMPTY_BODY = "the request body is empty; send a JSON object"
+# The start of the 400 for a body that is no JSON; Ollama's routes answer it in Go's words (gateway/go_json.py).
+NOT_JSON = "the request body is not valid JSON"
 
 
 def _utf8(raw: bytes) -> bytes:
@@ -47,7 +49,7 @@ def _parse(raw: bytes) -> Any:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         _check_utf8(raw)
-        raise InvalidRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+        raise InvalidRequest(f"{NOT_JSON}: {exc}", code="invalid_json") from exc
     _check_depth(body)
     # orjson accepted it, so it is strict JSON (no NaN, no lone surrogate) and json reads it the same, ints exact.
     return json.loads(raw) if _LONG_DIGITS.search(raw) else body

@@ -270,5 +270,5 @@ def test_generate_refusals_are_400_with_a_reason(card, change, error, message):
 
 
 def test_body_must_be_an_object(card):
-    with pytest.raises(InvalidRequest, match="must be a JSON object"):
+    with pytest.raises(InvalidRequest, match="json: cannot unmarshal array into Go value of type api.GenerateRequest"):
         parse_generate([1, 2], card, "x")
