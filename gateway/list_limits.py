@@ -14,8 +14,9 @@ MAX_FUNCTIONS = 128        # OpenAI's limit on the deprecated functions (vLLM, L
 # prompts in one /v1/completions batch (COMPLETION_SCHEMA says the same) and conversations in one batch chat: vLLM sets
 # no bound; lm-eval's local-completions sends batch_size prompts a request (64 was a 400 past batch_size 64)
 MAX_PROMPTS = 2048
-MAX_STOPS = 64             # stop strings (the schemas say the same): vLLM, Ollama and llama.cpp set none; Continue
-                           # sends more than 16, and the stop matcher checks each one on every token
+# stop strings (the schemas say the same): vLLM, Ollama and llama.cpp set none (SillyTavern sends a user's whole list,
+# a group chat's names too); the stop matcher's cost per token does not grow with their number (gateway.stream)
+MAX_STOPS = 1024
 MAX_STOP_TOKEN_IDS = 64
 MAX_N = 128                # choices per prompt (OpenAI's limit on n)
 MAX_CHOICES = 2048         # choices per /v1/completions request: n times its prompts, each one scheduler request

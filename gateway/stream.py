@@ -1,6 +1,7 @@
 """Gateway process: incremental detokenizing, stop-string matching and SSE framing for streamed output."""
 from __future__ import annotations
 
+import bisect
 import codecs
 from typing import Callable, Optional, Sequence
 
@@ -114,6 +115,15 @@ class StopMatcher:
     def __init__(self, stops: Sequence[str]):
         self.stops = [s for s in stops if s]
         self._max_len = max((len(s) for s in self.stops), default=0)
+        # Each stop string once, with its first place in the list (of two that start at one position, the earlier
+        # one in the list wins), and grouped by length: a match is one set lookup per position and length, a held
+        # prefix one bisect per suffix, so a token's cost does not grow with the number of stop strings (scanning
+        # all of them on every token took 0.45 ms a token at 1024 short ones; vLLM takes any number).
+        self._rank: dict[str, int] = {}
+        for rank, stop in enumerate(self.stops):
+            self._rank.setdefault(stop, rank)
+        self._lengths = sorted({len(stop) for stop in self._rank})
+        self._sorted = sorted(self._rank)
         self._held = ""
         self.matched: Optional[str] = None
 
@@ -143,19 +153,27 @@ class StopMatcher:
         return "" if self.matched is not None else held
 
     def _first_match(self, buf: str, num_held: int) -> Optional[int]:
-        best: Optional[int] = None
-        for stop in self.stops:
+        best: Optional[tuple[int, int]] = None   # (position, rank) of the match that starts first
+        for size in self._lengths:
             # A match must end after the held text: it needs at least one character of the new text.
-            pos = buf.find(stop, max(0, num_held - len(stop) + 1))
-            if pos >= 0 and (best is None or pos < best):
-                best, self.matched = pos, stop
-        return best
+            last = len(buf) - size if best is None else min(len(buf) - size, best[0])
+            for pos in range(max(0, num_held - size + 1), last + 1):
+                rank = self._rank.get(buf[pos:pos + size])
+                if rank is not None:
+                    best = min(best, (pos, rank)) if best is not None else (pos, rank)
+                    break
+        if best is None:
+            return None
+        self.matched = self.stops[best[1]]
+        return best[0]
 
     def _partial_suffix_len(self, buf: str) -> int:
-        # Longest suffix of buf that is a proper prefix of some stop string.
+        # Longest suffix of buf that some stop string starts with (the stop strings that start with a text are
+        # together in sorted order, from the first one not below it).
         for size in range(min(len(buf), self._max_len - 1), 0, -1):
             tail = buf[-size:]
-            if any(stop.startswith(tail) for stop in self.stops):
+            at = bisect.bisect_left(self._sorted, tail)
+            if at < len(self._sorted) and self._sorted[at].startswith(tail):
                 return size
         return 0
 

@@ -49,7 +49,7 @@ def without(*names: str) -> dict:
     ({**BASE, "messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
      400, BAD_MESSAGES, "messages.0.content.0: content blocks of type 'tool_use' are not supported here"),
     ({**BASE, "temperature": 1.5}, 400, BAD_MESSAGES, "temperature: 1.5 is greater than the maximum of 1"),
-    ({**BASE, "stop_sequences": ["a"] * 65}, 400, BAD_MESSAGES, "stop_sequences: 65 items given; at most 64"),
+    ({**BASE, "stop_sequences": ["a"] * 1025}, 400, BAD_MESSAGES, "stop_sequences: 1025 items given; at most 1024"),
     # Anthropic's 400 for an empty one (quoted in MegaGrindStone/mcp-web-ui#5); vLLM refuses it too.
     ({**BASE, "stop_sequences": ["", "\n"]}, 400, BAD_MESSAGES, "stop_sequences: each stop sequence must be non-empty"),
     ({**BASE, "system": [{"type": "image"}]}, 400, BAD_MESSAGES, "system.0: image blocks are not supported"),
@@ -71,7 +71,7 @@ def without(*names: str) -> dict:
       "tool_choice": {"type": "any"}}, 400, BAD_MESSAGES, "tools.0.input_schema: required parameter 'city' has no"),
 ], ids=["no max_tokens", "no model", "max_tokens 0", "past the context", "unknown model", "no messages",
         "tool role", "system messages only", "image", "document", "prefill whitespace",
-        "tool_use from the user", "temperature", "17 stop sequences", "empty stop sequence", "system image", "server tool", "MCP servers",
+        "tool_use from the user", "temperature", "1025 stop sequences", "empty stop sequence", "system image", "server tool", "MCP servers",
         "no input_schema", "bad tool name", "any without tools", "tool without name", "unknown tool", "thinking without budget",
         "unenforceable format", "tool offered twice", "unenforceable input_schema"])
 async def test_bad_request(stack, body, status, kind, fragment):

@@ -105,6 +105,40 @@ def test_random_splits_match_whole_text_behaviour():
         assert "".join(out) == "abc" and matched == "<end>"
 
 
+def _stop_reference(stops, chunks):
+    """What a stream with these stop strings emits, read from the whole text: the output ends at the first piece
+    where a stop string is complete, before the one that starts first (the earlier in the list at one position)."""
+    text, end = "", 0
+    for chunk in chunks:
+        text += chunk
+        found = [(text.find(stop, max(0, end - len(stop) + 1)), rank, stop) for rank, stop in enumerate(stops)]
+        found = [hit for hit in found if hit[0] >= 0]
+        if found:
+            pos, _, stop = min(found)
+            return text[:pos], stop
+        end = len(text)
+    return text, None
+
+
+def test_many_stop_strings_match_as_the_whole_text_reads():
+    # 300 stop strings of many lengths sharing prefixes and first characters (SillyTavern's "\nName:" list); the
+    # matcher looks them up by length and prefix, never one by one.
+    rng = random.Random(1)
+    names = ["".join(rng.choice("abAB:\n ") for _ in range(rng.randint(1, 7))) for _ in range(300)]
+    for _ in range(300):
+        text = "".join(rng.choice("abAB:\n xy") for _ in range(40))
+        cuts = sorted(rng.sample(range(1, len(text)), 6))
+        chunks = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+        stops = rng.sample(names, 40) + ["\n" + rng.choice(names) + ":"]
+        out, matched = _run_stop(stops, chunks)
+        expected, expected_stop = _stop_reference([s for s in stops if s], chunks)
+        assert ("".join(out), matched) == (expected, expected_stop)
+        running = ""
+        for piece in out:
+            running += piece
+            assert expected.startswith(running)
+
+
 def _split(thinking_open, chunks):
     splitter = ReasoningSplitter(thinking_open)
     reasoning, content = "", ""

@@ -1,17 +1,18 @@
-"""Gateway: up to 64 stop strings on every API (vLLM, Ollama and llama.cpp set no limit; Continue's autocomplete
-sends more than 16, which was the old 400), 65 is a 400 in the route's own shape; fake scheduler."""
+"""Gateway: up to 1024 stop strings on every API (vLLM, Ollama and llama.cpp set no limit; Continue's autocomplete
+sends more than 16, which was a 400 once, and SillyTavern sends a group chat's names besides its user's list: 64 was
+the next cap), 1025 is a 400 in the route's own shape; fake scheduler."""
 import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 
-STOPS = [f"<stop{i}>" for i in range(64)]
+STOPS = [f"<stop{i}>" for i in range(1024)]
 
 
 @pytest.fixture
 async def stack():
     fake = FakeServing(build_tokenizer(), max_context_len=2048)
-    fake.script.reply = "Hello world <stop63> and more"
+    fake.script.reply = "Hello world <stop1023> and more"
     async with fake_gateway(fake) as pair:
         yield pair
 
@@ -40,7 +41,7 @@ def _text(route: str, body: dict) -> str:
 
 
 @pytest.mark.parametrize("route", list(ROUTES))
-async def test_64_stop_strings_are_served_and_the_last_one_stops(stack, route):
+async def test_1024_stop_strings_are_served_and_the_last_one_stops(stack, route):
     client, fake = stack
     path, body = ROUTES[route]
     response = await client.post(path, data=orjson.dumps(body(STOPS)))
@@ -50,11 +51,11 @@ async def test_64_stop_strings_are_served_and_the_last_one_stops(stack, route):
 
 
 @pytest.mark.parametrize("route", list(ROUTES))
-async def test_65_stop_strings_are_a_400_in_the_route_shape(stack, route):
+async def test_1025_stop_strings_are_a_400_in_the_route_shape(stack, route):
     client, fake = stack
     path, body = ROUTES[route]
-    response = await client.post(path, data=orjson.dumps(body(STOPS + ["<stop64>"])))
+    response = await client.post(path, data=orjson.dumps(body(STOPS + ["<stop1024>"])))
     got = orjson.loads(await response.read())
     assert response.status == 400
     message = got["error"] if route == "ollama" else got["error"]["message"]
-    assert "64" in message and fake.script.requests == []
+    assert "1024" in message and fake.script.requests == []
