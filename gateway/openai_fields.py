@@ -47,7 +47,7 @@ CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {}
 # Accepted fields with no effect on the output here (or whose effect is the default).
 NO_EFFECT = frozenset({
     "user", "metadata", "store", "service_tier", "spaces_between_special_tokens",
-    "priority", "request_id", "cache_salt", "logprobs", "stream", "parallel_tool_calls", "best_of",
+    "priority", "request_id", "logprobs", "stream", "parallel_tool_calls", "best_of",
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
     "web_search_options", "stream_interval", "session_id", "mm_processor_kwargs", "media_io_kwargs",
@@ -75,7 +75,7 @@ HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
-    "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token",
+    "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token", "cache_salt",
 })
 # structural_tag: gateway.structural_tag builds its grammar (counted here, so that it is one kind of several).
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object", "structural_tag")
@@ -111,7 +111,7 @@ def check_fields(body: dict, known: dict, chat: bool) -> None:
 
 def check_cache_salt(body: dict) -> None:
     """vLLM's 400 for a cache_salt that is no non-empty string (its protocols' check_cache_salt_support, on chat,
-    completions and Responses); a salt has no effect here otherwise (the prefix cache is not salted)."""
+    completions and Responses); a salt keeps the request's prefix-cache entries apart from other salts'."""
     salt = body.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         raise InvalidRequest("Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt")

@@ -105,7 +105,7 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
                       include_stop=include_stop(body),
                       skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True,
-                      max_predict_s=max_predict_s(body))
+                      max_predict_s=max_predict_s(body), cache_salt=body.get("cache_salt") or "")
 
 
 def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:

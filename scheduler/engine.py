@@ -66,7 +66,8 @@ class Engine(WorkerLiveness):
         eos = frozenset() if request.ignore_eos else frozenset(self.card["eos_token_ids"])
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
                       frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns(),
-                      constraint=request.constraint if request.HasField("constraint") else None)
+                      constraint=request.constraint if request.HasField("constraint") else None,
+                      cache_salt=request.cache_salt)
         stream = Stream(req, asyncio.Queue(), request.group_id)
         self.streams[req.req_id] = stream
         self.scheduler.add_request(req)

@@ -58,9 +58,15 @@ def _key(tokens) -> bytes:
     return array("i", tokens).tobytes()
 
 
+def entry_key(salt: str, tokens) -> tuple:
+    """An entry's key: the request's cache_salt with the prefix's token ids (vLLM mixes the salt into the first block's
+    hash), so requests of different salts never share an entry."""
+    return salt, _key(tokens)
+
+
 @dataclass(eq=False)
 class PrefixEntry:
-    key: bytes                    # int32 token ids of the prefix, native byte order
+    key: tuple                    # (cache_salt, int32 token ids of the prefix in native byte order): entry_key
     num_tokens: int               # prefix length, a multiple of the block size
     block_ids: list               # KV blocks covering the prefix (one reference held by this entry)
     slot: int                     # GDN snapshot slot
@@ -113,15 +119,15 @@ class PrefixCache:
         cfg = self.config
         return plan_checkpoints(prompt, cfg.anchor_token_id, cfg.min_tokens, self.blocks.block_size)
 
-    def lookup(self, prompt: list) -> "PrefixEntry | None":
-        """The ready entry that is the longest proper prefix of `prompt`, or None. No side effects."""
+    def lookup(self, prompt: list, salt: str = "") -> "PrefixEntry | None":
+        """The ready entry of `salt` that is the longest proper prefix of `prompt`, or None. No side effects."""
         if not self.entries:
             return None
         buf = _key(prompt)
         for num_tokens in sorted({e.num_tokens for e in self.entries.values()}, reverse=True):
             if num_tokens >= len(prompt):
                 continue
-            entry = self.entries.get(buf[:4 * num_tokens])
+            entry = self.entries.get((salt, buf[:4 * num_tokens]))
             if entry is not None and entry.ready:
                 return entry
         return None
@@ -168,7 +174,7 @@ class PrefixCache:
         room) and returns its snapshot slot; else -1."""
         if end not in req.snapshot_points or not self.enabled:
             return -1
-        key = _key(req.token_slice(0, end))
+        key = entry_key(req.cache_salt, req.token_slice(0, end))
         if key in self.entries:
             return -1
         block_ids = req.block_ids[:end // self.blocks.block_size]

@@ -163,7 +163,8 @@ class Scheduler(StepOutputs):
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             req = self.waiting[0]
             # Prompt logprobs need every prompt position computed: such a request never starts from the cache.
-            hit = None if req.sampling.prompt_logprobs else self.prefix_cache.lookup(req.prompt_token_ids)
+            cache = self.prefix_cache
+            hit = None if req.sampling.prompt_logprobs else cache.lookup(req.prompt_token_ids, req.cache_salt)
             num_new = self._take_pools(req, hit, budget)
             if not num_new:
                 return
