@@ -64,6 +64,13 @@ class Unauthorized(ApiError):
     code = "invalid_api_key"
 
 
+class Forbidden(ApiError):
+    """403: the server will not do this for anyone (Ollama's answer for its cloud models while its cloud is off)."""
+    status = 403
+    type = "permission_error"
+    code = "forbidden"
+
+
 class NotFound(ApiError):
     """404: unknown model or route."""
     status = 404

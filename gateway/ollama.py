@@ -17,7 +17,8 @@ from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, NotF
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
-from gateway.ollama_names import INVALID_NAME, reference, resolve_model, serves, valid_name
+from gateway.ollama_checks import FIELD_CHECKS, NAMED_MODEL, REQUIRED
+from gateway.ollama_names import INVALID_NAME, REMOTE_DETAILS, reference, resolve_model, serves, valid_name
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
                                   tags_entry)
@@ -51,50 +52,12 @@ _CLOUD_STATUS = {"cloud": {"disabled": True, "source": "config"}}
 _PULL = "pulling models is not supported: the served model is fixed when the server starts"
 # What Ollama's pull of a model it has up to date reports (server/images.go PullModel), layers aside.
 _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
-# The body fields that name the model a management or embedding request acts on, and Ollama's 404 for a name it does
-# not have (server/routes.go DeleteHandler, CopyHandler, EmbedHandler, EmbeddingsHandler; only the served model gets
-# the 501) and its 400 for a name that is no Ollama name (DeleteHandler 'name "x" is invalid', CopyHandler 'source
-# "x" is invalid', the others' 'invalid model name').
-_NAMED_MODEL = {
-    ("DELETE", "/api/delete"): (("model", "name"), "model '{}' not found", 'name "{}" is invalid'),
-    ("POST", "/api/copy"): (("source",), 'model "{}" not found', 'source "{}" is invalid'),
-    ("POST", "/api/embed"): (("model",), "model '{}' not found", INVALID_NAME),
-    ("POST", "/api/embeddings"): (("model",), 'model "{}" not found, try pulling it first', INVALID_NAME),
-}
-# The api struct and the names a route without a model of its own needs (keys, error, Ollama's words), for a body
-# naming none: an empty name fails Ollama's model reference parse before anything else (DeleteHandler, PushHandler,
-# EmbeddingsHandler 'model is required'; CopyHandler 'source "" is invalid'; EmbedHandler's 404 fallback, which names
-# the model as sent), a 4xx, never the 501; where the handler trims the name first (modelref.ParseRef: delete, embed,
-# embeddings), a blank one names none too. A null body is the empty struct (encoding/json decodes null without error).
-_REQUIRED = {
-    ("DELETE", "/api/delete"): ("DeleteRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
-    ("POST", "/api/copy"): ("CopyRequest", ((("source",), InvalidRequest, 'source "" is invalid'),
-                                            (("destination",), InvalidRequest, 'destination "" is invalid'))),
-    ("POST", "/api/embed"): ("EmbedRequest", ((("model",), NotFound, "model '{}' not found"),)),
-    ("POST", "/api/embeddings"): ("EmbeddingRequest", ((("model",), InvalidRequest, "model is required"),)),
-    ("POST", "/api/push"): ("PushRequest", ((("model", "name"), InvalidRequest, "model is required"),)),
-    ("POST", "/api/create"): ("CreateRequest", ((("model", "name"), InvalidRequest, "invalid model name"),)),
-}
 _BUSY = "server busy, please try again.  maximum pending requests exceeded"
 # Ollama's refusal of a prompt past the window (its runner's errorInputTooLong, the 400 of truncate false), which
 # clients match to shorten and retry; the counts follow it.
 _INPUT_TOO_LONG = "the input length exceeds the context length"
 # The User-Agent prefix of VS Code's Copilot Chat, whose /api/show answer Ollama adjusts (server/routes.go ShowHandler).
 _COPILOT_CHAT = "GitHubCopilotChat/"
-
-
-def _check_embed_input(body: dict) -> None:
-    """Ollama's EmbedHandler takes input as a string or a list of strings (none is a load); any other value is its
-    400 'invalid input type', checked before it looks the model up (server/routes.go EmbedHandler)."""
-    value = body.get("input")
-    if value is None or isinstance(value, str):
-        return
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise InvalidRequest("invalid input type", param="input")
-
-
-# Checks of a body's fields a route makes after its model name and before it looks the model up.
-_FIELD_CHECKS = {("POST", "/api/embed"): _check_embed_input}
 
 
 def ollama_error_response(exc: ApiError) -> web.Response:
@@ -166,8 +129,8 @@ class OllamaRoutes:
         app.router.add_post("/api/pull", self.pull)
         app.router.add_get("/api/status", self.status)
         for route, reason in _NOT_IMPLEMENTED.items():
-            handler = functools.partial(self.not_implemented, reason=reason, required=_REQUIRED.get(route),
-                                        named=_NAMED_MODEL.get(route), check=_FIELD_CHECKS.get(route))
+            handler = functools.partial(self.not_implemented, reason=reason, required=REQUIRED.get(route),
+                                        named=NAMED_MODEL.get(route), check=FIELD_CHECKS.get(route))
             app.router.add_route(*route, handler)
         app.router.add_route("HEAD", "/api/blobs/{digest}", self.blob)
         app.router.add_post("/api/blobs/{digest}", self.blob)
@@ -213,7 +176,7 @@ class OllamaRoutes:
         body = check_go_types(await read_go_json(request), "ShowRequest")
         card = await self.engine.card()
         name = await self.engine.served_name()
-        requested = resolve_model(body, card, name)
+        requested = resolve_model(body, card, name, cloud_off=REMOTE_DETAILS)
         answer = show_body(card, name)
         if request.headers.get("User-Agent", "").startswith(_COPILOT_CHAT):
             # Copilot Chat labels the model with general.basename: the name it asked for, as Ollama answers it.

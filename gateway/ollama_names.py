@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from gateway.errors import ApiError, InvalidRequest, NotFound
+from gateway.errors import ApiError, Forbidden, InvalidRequest, NotFound
 from gateway.model import ModelCard
 
 # Ollama's words for a name its model.ParseName cannot take (types/errtypes InvalidModelNameErrMsg).
@@ -12,6 +12,10 @@ INVALID_NAME = "invalid model name"
 # What cutPromised puts where a separator promised a part and none follows: never a valid part.
 _MISSING = "!MISSING!"
 _HOST, _NAMESPACE, _MODEL, _TAG = range(4)
+# Ollama's 403 for a cloud model while its cloud is off (internal/cloud DisabledError, server/routes.go cloudErr*):
+# no cloud model is served here, as /api/status says; the generation and embedding routes, and /api/show.
+REMOTE_MODEL = "ollama cloud is disabled: remote model is unavailable"
+REMOTE_DETAILS = "ollama cloud is disabled: remote model details are unavailable"
 
 
 def tag_name(served_name: str) -> str:
@@ -29,6 +33,14 @@ def reference(raw: str) -> str:
     name = raw.strip()
     base, colon, suffix = name.rpartition(":")
     return base if colon and suffix.strip().lower() == "local" else name
+
+
+def is_cloud(raw: str) -> bool:
+    """Whether raw names an Ollama cloud model, as modelref.parseSourceSuffix reads its last ":" suffix: "cloud", or
+    a tag ending "-cloud" ("gpt-oss:120b-cloud", "x:cloud", "x:20b:cloud")."""
+    _, colon, suffix = raw.strip().rpartition(":")
+    word = suffix.strip().lower()
+    return bool(colon) and (word == "cloud" or ("/" not in word and word.endswith("-cloud")))
 
 
 def _cut(text: str, sep: str) -> tuple[str, str, bool]:
@@ -96,16 +108,19 @@ def model_not_found(raw: str) -> ApiError:
 
 
 def resolve_model(body: dict, card: ModelCard, served_name: str, key: str = "model",
-                  missing: Optional[Callable[[str], ApiError]] = None) -> str:
+                  missing: Optional[Callable[[str], ApiError]] = None, cloud_off: str = REMOTE_MODEL) -> str:
     """The requested model name, as sent (responses echo it). A name that reads as none is the route's `missing`
-    error (/api/chat and /api/show: 400 "model is required"); one that is no Ollama name, Ollama's 400 "invalid model
-    name"; any other the served model does not answer to, Ollama's 404 ("model 'x' not found")."""
+    error (/api/chat and /api/show: 400 "model is required"); a cloud model Ollama's 403 `cloud_off`, which its
+    handlers answer before they look a model up; one that is no Ollama name, Ollama's 400 "invalid model name"; any
+    other the served model does not answer to, Ollama's 404 ("model 'x' not found")."""
     name = body.get(key)
     if not name and key == "model":
         name = body.get("name")
     raw = name if isinstance(name, str) else ""
     if not reference(raw):
         raise (missing or model_required)(raw)
+    if is_cloud(raw):
+        raise Forbidden(cloud_off, param=key)
     if serves(raw, card, served_name):
         return raw
     if not valid_name(reference(raw)):

@@ -1,5 +1,6 @@
-"""Ollama's blob routes and GET /api/status over the fake scheduler: the answers Ollama's handlers give
-(server/routes.go HeadBlobHandler, CreateBlobHandler, StatusHandler) where this server keeps no blobs and no cloud."""
+"""Ollama's blob routes, GET /api/status and cloud model names over the fake scheduler: the answers Ollama's handlers
+give (server/routes.go HeadBlobHandler, CreateBlobHandler, StatusHandler, and its cloud proxy while the cloud is off)
+where this server keeps no blobs and serves no cloud model."""
 import pytest
 
 DIGEST = "sha256:" + "ab" * 32
@@ -39,3 +40,29 @@ async def test_status_says_cloud_is_disabled(stack):
     response = await client.get("/api/status")
     assert response.status == 200 and response.headers["Content-Type"] == "application/json; charset=utf-8"
     assert await response.json() == {"cloud": {"disabled": True, "source": "config"}}
+
+
+@pytest.mark.parametrize("path, extra, words", [
+    ("/api/chat", {"messages": [{"role": "user", "content": "hi"}]}, "remote model is unavailable"),
+    ("/api/generate", {"prompt": "hi"}, "remote model is unavailable"),
+    ("/api/show", {}, "remote model details are unavailable"),
+    ("/api/embed", {"input": 5}, "remote model is unavailable"),
+    ("/api/embeddings", {"prompt": "hi"}, "remote model is unavailable"),
+], ids=["chat", "generate", "show", "embed", "embeddings"])
+@pytest.mark.parametrize("name", ["gpt-oss:120b-cloud", "qwen3-coder:480b-CLOUD", "deepseek-v3.1:671b:cloud",
+                                  " kimi-k2:cloud "])
+async def test_a_cloud_model_is_ollamas_403_with_its_cloud_off(stack, path, extra, words, name):
+    """modelref.parseSourceSuffix reads a ":cloud" or "-cloud" suffix; with the cloud off (what /api/status says)
+    Ollama's handlers answer 403 before they look the model up (server/cloud_proxy.go proxyCloudRequestWithPath),
+    where a 404 "model not found" had clients offer to pull it."""
+    client, servicer = stack
+    response = await client.post(path, json={"model": name, "stream": False, **extra})
+    assert response.status == 403 and not servicer.script.requests
+    assert await response.json() == {"error": f"ollama cloud is disabled: {words}"}
+
+
+@pytest.mark.parametrize("name", ["mycloud", "x:cloudy", "ns/cloud", "cloud:latest"])
+async def test_a_name_without_the_cloud_suffix_stays_a_404(stack, name):
+    client, _ = stack
+    response = await client.post("/api/show", json={"model": name})
+    assert response.status == 404 and await response.json() == {"error": f"model '{name}' not found"}
