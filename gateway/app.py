@@ -21,6 +21,7 @@ from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnlo
                             Unauthorized, Unavailable)
 from gateway.http_server import api_error_response, serve
 from gateway.http_stream import STREAM_RESPONSE_KEY
+from gateway.llama_cpp_python import LlamaCppPythonRoutes
 from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
@@ -234,6 +235,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
     OllamaRoutes(app[ENGINE_KEY], config).register(app)
     LlamaCppRoutes(app[ENGINE_KEY], config, VERSION).register(app)
+    LlamaCppPythonRoutes(app[ENGINE_KEY], openai_routes).register(app)
     CapacityRoutes(app[ENGINE_KEY]).register(app)
     SGLangInfoRoutes(app[ENGINE_KEY]).register(app)
     PrefixCacheRoutes(app[ENGINE_KEY]).register(app)

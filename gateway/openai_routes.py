@@ -273,10 +273,14 @@ class OpenAIRoutes:
         body = validate(await read_json(request), DETOKENIZE_SCHEMA)
         card = await self.engine.card()
         check_model(body.get("model"), card, await self.engine.served_name())
-        tokens = body["tokens"]
-        if any(t >= card.tokenizer_vocab_size for t in tokens):
-            raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
         # As vLLM (the tokenizer's decode): special tokens stay in the text. llama.cpp's /detokenize names it content.
-        text = await run_cpu(card.decode, tokens, False)
+        text = await run_cpu(card.decode, vocab_ids(card, body["tokens"]), False)
         return json_response({"prompt": text, "content": text})
+
+
+def vocab_ids(card, tokens: list) -> list:
+    """A detokenize body's ids (the schema made them non-negative integers), 400 for one past the vocabulary."""
+    if any(t >= card.tokenizer_vocab_size for t in tokens):
+        raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
+    return tokens
 
