@@ -1,7 +1,7 @@
 """Gateway process: what Ollama's capability checks refuse, and whether an answer's <think> block is `thinking`.
 
 Ollama (server/routes.go ChatHandler, GenerateHandler; server/images.go CheckCapabilities): tools on a model without
-the tools capability are a 400 "<model> does not support tools"; think on (true or an effort) on one without the
+the tools capability are a 400 "<model> does not support tools" (Ollama's full name, registry.ollama.ai/library/x:latest); think on (true or an effort) on one without the
 thinking capability is a 400 "\"<model>\" does not support thinking"; think false is fine on any model. The
 capabilities are the ones /api/show and /api/tags list (the chat template's).
 """
@@ -12,7 +12,7 @@ from typing import Any, Optional
 from gateway import json_out
 from gateway.errors import Unsupported
 from gateway.model import ModelCard
-from gateway.ollama_names import tag_name
+from gateway.ollama_names import full_name
 from gateway.ollama_options import thinking_kwargs
 
 
@@ -22,7 +22,7 @@ def check_capabilities(think: Any, tools: Optional[list], card: ModelCard, model
     if think is not None and thinking_kwargs(think)["enable_thinking"] and not card.thinks:
         raise Unsupported(f"{json_out.dumps(model).decode()} does not support thinking", param="think")
     if tools and not card.takes_tools:
-        raise Unsupported(f"{tag_name(served_name)} does not support tools", param="tools")
+        raise Unsupported(f"{full_name(served_name)} does not support tools", param="tools")
 
 
 def splits_thinking(think: Any, card: ModelCard) -> bool:

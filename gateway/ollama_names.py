@@ -64,9 +64,9 @@ def _valid_part(kind: int, part: str) -> bool:
     return True
 
 
-def valid_name(name: str) -> bool:
-    """Whether Ollama's model.ParseName takes name ([scheme://][host/][namespace/]model[:tag], the parts left out
-    defaulted to registry.ollama.ai/library/...:latest): "tiny:", "a b" or "h/n/m/x" are not names."""
+def _parts(name: str) -> tuple[str, str, str, str]:
+    """Ollama's model.ParseName: [scheme://][host/][namespace/]model[:tag], the parts left out defaulted to
+    registry.ollama.ai/library/...:latest."""
     host, namespace, tag = "registry.ollama.ai", "library", "latest"
     if name.rfind(":") > name.rfind("/"):
         name, tag, _ = _cut(name, ":")
@@ -79,8 +79,19 @@ def valid_name(name: str) -> bool:
         if cut:
             scheme, sep, after = rest.partition("://")
             host = (after if sep else scheme) or host
-    return all(_valid_part(kind, part) for kind, part in ((_HOST, host), (_NAMESPACE, namespace), (_MODEL, model),
-                                                          (_TAG, tag)))
+    return host, namespace, model, tag
+
+
+def valid_name(name: str) -> bool:
+    """Whether Ollama's model.ParseName takes name: "tiny:", "a b" or "h/n/m/x" are not names."""
+    return all(_valid_part(kind, part) for kind, part in zip((_HOST, _NAMESPACE, _MODEL, _TAG), _parts(name)))
+
+
+def full_name(served_name: str) -> str:
+    """The served name as Ollama's Model.Name gives it (model.Name.String(): host/namespace/model:tag), the name its
+    capability errors open with ("registry.ollama.ai/library/tiny:latest does not support tools")."""
+    host, namespace, model, tag = _parts(served_name)
+    return f"{host}/{namespace}/{model}:{tag}"
 
 
 def _canonical(name: str) -> str:

@@ -14,7 +14,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas, check_tools
 from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
-from gateway.ollama_names import model_not_found, resolve_model, tag_name
+from gateway.ollama_names import full_name, model_not_found, resolve_model
 from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, template_thinking
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
@@ -278,7 +278,7 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     prompt = body.get("prompt") or ""
     if body.get("suffix"):
         # Ollama's capability check in its words: the model has no fill-in-the-middle template.
-        raise Unsupported(f"{tag_name(served_name)} does not support insert", param="suffix")
+        raise Unsupported(f"{full_name(served_name)} does not support insert", param="suffix")
     _no_images(body.get("images"), "images")
     context = _context_ids(body.get("context"), card)
     system = _system(body, context)

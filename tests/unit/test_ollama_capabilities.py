@@ -18,8 +18,8 @@ async def plain():
 
 
 @pytest.mark.parametrize("path, body, error", [
-    ("/api/chat", {"messages": HI, "tools": TOOLS}, "fake-model:latest does not support tools"),
-    ("/api/chat", {"messages": [], "tools": TOOLS}, "fake-model:latest does not support tools"),
+    ("/api/chat", {"messages": HI, "tools": TOOLS}, "registry.ollama.ai/library/fake-model:latest does not support tools"),
+    ("/api/chat", {"messages": [], "tools": TOOLS}, "registry.ollama.ai/library/fake-model:latest does not support tools"),
     ("/api/chat", {"messages": HI, "think": True}, '"fake-model" does not support thinking'),
     ("/api/chat", {"messages": HI, "think": "high", "tools": TOOLS}, '"fake-model" does not support thinking'),
     ("/api/generate", {"prompt": "Hi", "think": True}, '"fake-model" does not support thinking'),

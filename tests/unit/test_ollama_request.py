@@ -225,7 +225,7 @@ def test_generate_raw_checks_come_before_the_load(card):
 
 
 GENERATE_REFUSALS = [
-    ({"suffix": "return x"}, Unsupported, "^x:latest does not support insert$"),
+    ({"suffix": "return x"}, Unsupported, "^registry.ollama.ai/library/x:latest does not support insert$"),
     ({"template": "{{ template \"x\" }}"}, InvalidRequest, "^template: unsupported function 'template'$"),
     ({"raw": True, "template": "{{ .Prompt }}"}, InvalidRequest,
      "^raw mode does not support template, system, or context$"),

@@ -167,7 +167,7 @@ async def test_suffix_is_ollamas_capability_400(fake):
     body = {"model": "fake-model", "prompt": "def f(", "suffix": "    return 1", "stream": False}
     response = await client.post("/api/generate", json=body)
     assert response.status == 400 and not servicer.script.requests
-    assert await response.json() == {"error": "fake-model:latest does not support insert"}
+    assert await response.json() == {"error": "registry.ollama.ai/library/fake-model:latest does not support insert"}
 
 
 async def test_num_ctx_0_is_the_default_window(fake):
