@@ -11,8 +11,9 @@
 //   A segment over the whole K stores its tile; a partial one adds its sums into the workspace (red.global.add, ws
 //   [Np / 64 quads, 128 threads, NT * 4] f32, zero between calls) and counts its chunks on the quad's counter; the
 //   warpgroup that completes Kc reads the sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
-// - nvfp4_gemv_sk_own_nt1 (2-8 rows), block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G)
-//   (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet in shared memory.
+// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg (2-8 / 9-16 rows, x through L1),
+//   block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split
+//   evenly over its 16 warps; partial tiles meet in shared memory (no workspace, no flush).
 // Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.1 against v12m's 28.8 us, M = 17 29.3
 // against the wgmma GEMM's 35.9, 14336x5120 M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16 and, staged, x in
 // shared memory (gemv_sk.py checks); a warp or warpgroup with no chunks (more warps than work) stops.
@@ -165,6 +166,15 @@ __device__ __forceinline__ void sk_rows(const SkArgs& p, const unsigned char* xs
     for (int nt = 0; nt < NT; ++nt) xr[nt] = xs + min(nt * 8 + (lane >> 2), p.M - 1) * pitch + 32 * (lane & 3);
 }
 
+// the lane's x row pointers into x itself (global memory; rows past M repeat row M - 1)
+template <int NT>
+__device__ __forceinline__ void sk_rows_global(const SkArgs& p, const unsigned char* (&xr)[NT]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        xr[nt] = (const unsigned char*)(p.x + (u64)min(nt * 8 + (lane >> 2), p.M - 1) * p.K) + 32 * (lane & 3);
+}
+
 // stream-K quads; XG: x read from global memory (through L1), else staged with 16-byte pads and read up front
 template <int NT, int U, bool XG>
 __device__ void sk_body(const SkArgs& p) {
@@ -186,10 +196,7 @@ __device__ void sk_body(const SkArgs& p) {
     const unsigned char* xr[NT];
     if constexpr (XG) {
         __syncthreads();
-        const int lane = threadIdx.x & 31;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-            xr[nt] = (const unsigned char*)(p.x + (u64)min(nt * 8 + (lane >> 2), p.M - 1) * p.K) + 32 * (lane & 3);
+        sk_rows_global<NT>(p, xr);
     } else {
         sk_stage_x<PAD>(p, xs);
         cp_async_wait_all();
@@ -241,8 +248,9 @@ __device__ __forceinline__ void own_settle(const SkArgs& p, const float (&slots)
 // block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split
 // evenly over its 16 warps; a warp's partial first / last segment goes to its slot 2 w / 2 w + 1 and after one
 // barrier the warp holding a tile's first slot adds the tile's slots (consecutive: the warps' ranges are in order);
-// x staged with 8-byte pads, each k-step's words read just before its MMA
-template <int NT, int U>
+// x staged with 8-byte pads, each k-step's words read just before its MMA; XG: x read from global memory (through
+// L1, each chunk's words up front), not staged
+template <int NT, int U, bool XG = false>
 __device__ void own_body(const SkArgs& p) {
     constexpr int PAD = 8, W = SK_THREADS / 32;
     __shared__ u32 lut[256];
@@ -261,15 +269,20 @@ __device__ void own_body(const SkArgs& p) {
     if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     if (lane < 2) slot_tile[2 * warp + lane] = -1;
     pdl_wait();
-    sk_stage_x<PAD>(p, xs);
-    cp_async_wait_all();
-    __syncthreads();
     const unsigned char* xr[NT];
-    sk_rows<NT, PAD>(p, xs, xr);
+    if constexpr (XG) {
+        __syncthreads();
+        sk_rows_global<NT>(p, xr);
+    } else {
+        sk_stage_x<PAD>(p, xs);
+        cp_async_wait_all();
+        __syncthreads();
+        sk_rows<NT, PAD>(p, xs, xr);
+    }
     bool first = true;
     while (i < end) {
         float acc[NT][4];
-        sk_segment<NT, U, true>(p, t0 + lt, ca, cb, lut, xr, r, acc);
+        sk_segment<NT, U, !XG, XG>(p, t0 + lt, ca, cb, lut, xr, r, acc);
         i += cb - ca;
         const int l0 = lt, n = cb - ca;
         if (i < end) {
@@ -297,6 +310,8 @@ __device__ void own_body(const SkArgs& p) {
 #define SK_ARGS SkArgs{wq, wsc, x, y, ws, counters, alpha, M, N, K, Np, Kc}
 // session 19 runs 4 and 8 (gemv_sk.py): stream-K quads for 9-24 rows (x staged and read up front, 4 chunks in flight,
 // or read from L1, 4 chunks at 9-16 rows / 3 at 17-24), block-owned tiles for 2-8 rows (2 chunks, x just in time).
+// Session 22 (device runs 2-3): block-owned tiles with x read through L1 (_own_nt1_xg, _own_nt2_xg: 2 chunks in
+// flight; 1 or 3 lose, e.g. 6144x5120 M = 16 14.2 / 11.1 / 12.3 us at 1 / 2 / 3) on 2.4-7 tiles a block at K <= 6144.
 // 17-24 rows: 3 chunks (128 registers, no spills) 1-7% faster than 2 (session 20 device run 3, e.g. 17408x5120
 // M = 17 28.4 against 29.7 us); 2 tiles a warp sharing each chunk's x words lost (run 1: 17408x5120 32.5), as did x
 // read a k-step at a time (4-5 chunks: 38.2-40.3)
@@ -311,4 +326,10 @@ extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_nt3_xg
 }
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt1(SK_PARAMS) {
     own_body<1, 2>(SK_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt1_xg(SK_PARAMS) {
+    own_body<1, 2, true>(SK_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt2_xg(SK_PARAMS) {
+    own_body<2, 2, true>(SK_ARGS);
 }

@@ -1,7 +1,8 @@
 """Launcher of gemv_sk.cu (v13, 2..24 rows, one 512-thread block a SM): fragments streamed global -> registers;
 9-24 rows on stream-K quads (partial quads summed through the split-K workspace; x read through L1, or staged in
-shared memory on the largest weights), 2-8 rows on block-owned tiles (x staged, partial tiles summed in shared
-memory). Method: gemv_sk.cu's header.
+shared memory on the largest weights, where 4-8 rows take the same entry), 2-8 rows on block-owned tiles (x staged,
+partial tiles summed in shared memory), and 2-16 rows on block-owned tiles with x read through L1 where blocks own
+2.4-9 tiles at K <= 6144 (own_xg). Method: gemv_sk.cu's header.
 """
 import functools
 import os
@@ -30,7 +31,23 @@ X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
 #   14336x5120 19.5 / 16.9, 12288x5120 bcr 17.0 / 14.9, 6144x5120 10.7 / 10.0; M = 8 16384x5120 20.3 / 20.0; not
 #   34816x5120 (16.5 tiles a block: btm 32.9 / 34.5 at M = 2), the LM head (bcr 200.2 / 214.3 at M = 2), the N = 5120
 #   shapes (imbalance 1.24: 5120x6144 M = 4 10.8 / 11.7).
+# - block-owned tiles with x read through L1 (session 22 device runs 2-3, us, previous pick / own_xg), at K <= 6144
+#   on 2.4 tiles a block or more (fewer unmeasured): 9-16 rows up to 7 tiles a block, imbalance <= 1.1, M = 16
+#   6144x5120 11.9 / 11.1, 10240x5120 16.1 / 15.2, 12288x5120 18.3 / 17.5, 14336x5120 20.2 / 19.5 (not 16384x5120
+#   21.8 / 22.8, 17408x5120 23.3 / 23.7, 5120x6144 at 1.24: 12.0 / 12.3); 2-8 rows by the most tiles a block: M = 8
+#   up to 9 (6144x5120 11.4 / 9.9, 12288x5120 16.3 / 15.3, 17408x5120 22.0 / 21.5, 5120x6144 v2_early 11.0 / 10.7),
+#   M = 4-7 up to 6 (M = 4: 10240x5120 13.7 / 13.5, 12288x5120 15.4 / 15.2; 14336x5120 17.3 / 17.4), M = 2-3 up to
+#   3 (6144x5120 10.0 / 9.8, 5120x6144 v2_early 10.7 / 10.5; 10240x5120 13.3 / 13.4). Not K = 17408 (5120x17408 M = 8:
+#   v2_early 21.7 / 28.3: x of 17408 columns through L1).
+# - 4-8 rows on weights of WIDE_MAX_CHUNKS fragments or more (the LM head): the 9-16-row stream-K entry, x staged
+#   (session 22 device run 5, us, previous pick / nt2: M = 4 v2_early 208.2 / 194.2, M = 8 237.5 / 195.1; not
+#   34816x5120: btm 34.6 / 35.4 at M = 8; NT = 1 lost: 228.9 at M = 8, 212.2 with 6 chunks in flight).
 MAX_M = 24
+OWN_XG_MAX_K = 6144
+OWN_XG_MIN_TILES = 2.4  # the mean tiles a block from which own_xg was measured
+OWN_XG_MAX_TILES = ((8, 9), (4, 6), (2, 3))  # 2-8 rows: (from M rows, the most tiles a block)
+OWN_XG_WIDE_MAX_TILES = 7  # 9-16 rows
+NARROW_STAGED_MIN_M = 4
 STAGE_MIN_CHUNKS = 150_000
 WIDE_MAX_CHUNKS = 1_000_000
 WIDE_TILE_MIN_M = 21
@@ -38,8 +55,28 @@ OWN_MAX_TILES = 16
 OWN_MAX_IMBALANCE = 1.1
 
 
-def kernel_name(m: int, p: dict) -> str:
-    """The gemv_sk.cu entry for m rows and weight p (see the rule above)."""
+def own_xg(m: int, p: dict, sms: int) -> bool:
+    """Block-owned tiles with x read through L1 for m rows (2-16) on weight p over `sms` blocks (the rule above)."""
+    t = p["Np"] // 16
+    if not 2 <= m <= 16 or p["K"] > OWN_XG_MAX_K or t < OWN_XG_MIN_TILES * sms:
+        return False
+    most = -(-t // sms)
+    if m > 8:
+        return most <= OWN_XG_WIDE_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE
+    return most <= next(tiles for rows, tiles in OWN_XG_MAX_TILES if m >= rows)
+
+
+def narrow_staged(m: int, p: dict) -> bool:
+    """4-8 rows on the 9-16-row stream-K entry, x staged: weights of WIDE_MAX_CHUNKS fragments or more."""
+    return NARROW_STAGED_MIN_M <= m <= 8 and p["Np"] // 16 * p["Kc"] >= WIDE_MAX_CHUNKS
+
+
+def kernel_name(m: int, p: dict, sms: int) -> str:
+    """The gemv_sk.cu entry for m rows and weight p over `sms` blocks (see the rule above)."""
+    if own_xg(m, p, sms):
+        return "nvfp4_gemv_sk_own_nt1_xg" if m <= 8 else "nvfp4_gemv_sk_own_nt2_xg"
+    if narrow_staged(m, p):
+        return "nvfp4_gemv_sk_nt2"
     if m <= 8:
         return "nvfp4_gemv_sk_own_nt1"
     if m > 16:
@@ -47,10 +84,11 @@ def kernel_name(m: int, p: dict) -> str:
     return "nvfp4_gemv_sk_nt2" if p["Np"] // 16 * p["Kc"] >= STAGE_MIN_CHUNKS else "nvfp4_gemv_sk_nt2_xg"
 
 
-def x_bytes(m: int, p: dict) -> int:
-    """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (2-8 rows) or 16 (9-16 rows, staged); 0 where x is
-    read through L1."""
-    return 0 if kernel_name(m, p).endswith("_xg") else m * (p["Kc"] * 128 + (8 if m <= 8 else 16))
+def x_bytes(m: int, p: dict, sms: int) -> int:
+    """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (own_nt1: each k-step read just in time) or 16
+    (the stream-K entries' 16-byte reads); 0 where x is read through L1."""
+    name = kernel_name(m, p, sms)
+    return 0 if name.endswith("_xg") else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
 
 
 def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
@@ -58,17 +96,18 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
     take part in the staging barrier and then stop)."""
     m = x.shape[0]
     return (2 <= m <= MAX_M and p["K"] % 8 == 0 and p["K"] >= 16 and x.data_ptr() % 16 == 0
-            and x_bytes(m, p) <= X_MAX_BYTES)
+            and x_bytes(m, p, sms) <= X_MAX_BYTES)
 
 
 def chosen(m: int, p: dict, sms: int) -> bool:
     """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows below WIDE_MAX_CHUNKS fragments unless, from
-    WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where blocks own at most
-    OWN_MAX_TILES tiles and the busiest at most OWN_MAX_IMBALANCE x the mean."""
+    WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where own_xg or
+    narrow_staged, else where blocks own at most OWN_MAX_TILES tiles and the busiest at most OWN_MAX_IMBALANCE x the
+    mean."""
     t = p["Np"] // 16
     if m > 16:
         return t * p["Kc"] < WIDE_MAX_CHUNKS and (m < WIDE_TILE_MIN_M or not 0.95 <= t / 8 / sms <= 1.0)
-    if m > 8:
+    if m > 8 or own_xg(m, p, sms) or narrow_staged(m, p):
         return True
     return -(-t // sms) <= OWN_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE
 
@@ -76,7 +115,7 @@ def chosen(m: int, p: dict, sms: int) -> bool:
 @functools.lru_cache(maxsize=None)
 def _kernel(name: str):
     kernel = _compile.kernel(os.path.join(ops.HERE, "gemv_sk.cu"), name)
-    kernel.max_dynamic_shared_size_bytes = X_MAX_BYTES
+    kernel.max_dynamic_shared_size_bytes = ops.BLOCK_SMEM_MAX - kernel.shared_size_bytes
     return kernel
 
 
@@ -87,8 +126,9 @@ def _counters(device, np_: int) -> torch.Tensor:
 
 def gemv_sk(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> torch.Tensor:
     """x [M, K] bf16 contiguous, 2 <= M <= MAX_M, p = ops.prepared(...) -> out [M, N] bf16 (written) by
-    kernel_name(M, p): stream-K quads for 9-24 rows (workspace ops._workspace and quad counters, both left zero),
-    block-owned tiles for 2-8; pdl as gemv_bc.gemv_bc. Raises ValueError where `applies` is false."""
+    kernel_name(M, p, SMs): stream-K quads for 9-24 rows (workspace ops._workspace and quad counters, both left
+    zero), block-owned tiles for 2-8 and where own_xg; pdl as gemv_bc.gemv_bc. Raises ValueError where `applies`
+    is false."""
     import numpy as np
 
     sms = _compile.num_sms(x.device)
@@ -96,11 +136,12 @@ def gemv_sk(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> to
         raise ValueError(f"gemv_sk: M={x.shape[0]}, N={p['N']}, K={p['K']}: not served")
     m = x.shape[0]
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    ws, counters = (ops._workspace(x.device, p["Np"]), _counters(x.device, p["Np"])) if m > 8 else (x, x)
+    name = kernel_name(m, p, sms)
+    own = "_own_" in name  # block-owned tiles: no workspace or counters
+    ws, counters = (x, x) if own else (ops._workspace(x.device, p["Np"]), _counters(x.device, p["Np"]))
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
-    kernel = _kernel(kernel_name(m, p))
-    ops._launch("", "", (sms,), (THREADS,), args, kernel, x_bytes(m, p), pdl)
+    ops._launch("", "", (sms,), (THREADS,), args, _kernel(name), x_bytes(m, p, sms), pdl)
     return out
 
 

@@ -1,7 +1,8 @@
 """gemv_sk.cu (v13: 9-24 rows on stream-K quads with partial quads summed through the workspace, x read through L1
 or staged; 2-8 rows on block-owned tiles) against dequantize-then-f32-matmul on fresh random inputs and NaN-poisoned
 outputs, every row checked: every entry (M = 2, 3, 8 / 9, 16 staged and through L1 / 17, 24), N % 128 != 0, K % 64 =
-16 (x read through L1 stays in bounds), K = 17408, most warps without work (256 x 256), repeated calls (the workspace
+16 (x read through L1 stays in bounds; also on the block-owned entries reading x through L1: 6100 x 5136), 4-8 rows
+on the staged stream-K entry, K = 17408, most warps without work (256 x 256), repeated calls (the workspace
 and counters left zero), a PDL chain whose x is the previous y (eager and graph-replayed), ops.gemv's and
 ops.linear's dispatch to it, and what it refuses (needs a GPU)."""
 import pytest
@@ -27,7 +28,7 @@ def _check(p, ref_w, m):
 
 
 @pytest.mark.parametrize("n,k", [(6144, 5120), (2100, 5120), (4000, 2000), (17408, 5120), (34816, 5120), (256, 256),
-                                 (5120, 17408)], ids=lambda v: str(v))
+                                 (5120, 17408), (6100, 5136), (5120, 6144)], ids=lambda v: str(v))
 def test_rows_match(n, k):
     weight = _weight(n, k)
     ref_w, p = weight.dequantize(), ops.prepared(weight)
@@ -40,8 +41,22 @@ def test_rows_match(n, k):
 
 
 def test_staged_and_l1_entries_both_run():
-    names = {gemv_sk.kernel_name(16, ops.prepared(_weight(n, 5120))) for n in (6144, 34816)}
-    assert names == {"nvfp4_gemv_sk_nt2_xg", "nvfp4_gemv_sk_nt2"}  # 30,720 and 174,080 fragments
+    names = {n: gemv_sk.kernel_name(16, ops.prepared(_weight(n, 5120)), 132) for n in (6144, 17408, 34816)}
+    # 2.9 tiles a block: owned, x through L1; 87,040 fragments: stream-K through L1; 174,080: stream-K, x staged
+    assert names == {6144: "nvfp4_gemv_sk_own_nt2_xg", 17408: "nvfp4_gemv_sk_nt2_xg", 34816: "nvfp4_gemv_sk_nt2"}
+    assert gemv_sk.kernel_name(8, ops.prepared(_weight(6144, 5120)), 132) == "nvfp4_gemv_sk_own_nt1_xg"
+
+
+def test_narrow_rows_on_the_staged_stream_k_entry(monkeypatch):
+    # 4-8 rows take the 9-16-row stream-K entry (x staged, rows past M repeat the last) on weights of WIDE_MAX_CHUNKS
+    # fragments or more (the LM head): lowered here so that a small weight takes it too
+    monkeypatch.setattr(gemv_sk, "WIDE_MAX_CHUNKS", 1000)
+    weight = _weight(2100, 5120)  # 2,720 fragments; 1.03 tiles a block: not own_xg
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    assert [gemv_sk.kernel_name(m, p, 132) for m in (3, 4, 8)] == [
+        "nvfp4_gemv_sk_own_nt1", "nvfp4_gemv_sk_nt2", "nvfp4_gemv_sk_nt2"]
+    for m in (4, 5, 8):
+        _check(p, ref_w, m)
 
 
 @pytest.mark.parametrize("rows", [4, 16, 20])

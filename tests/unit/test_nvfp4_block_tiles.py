@@ -57,8 +57,9 @@ def test_v13_limits_and_shape_rule():
 
     x = lambda m, k=5120: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
     assert gemv_sk.applies(x(16), _p(34816, 5120), 132)  # 164 KB of x staged (174,080 fragments)
-    assert gemv_sk.kernel_name(16, _p(34816, 5120)) == "nvfp4_gemv_sk_nt2"
-    assert gemv_sk.x_bytes(16, _p(6144, 5120)) == 0  # 30,720 fragments: x read through L1
+    assert gemv_sk.kernel_name(16, _p(34816, 5120), 132) == "nvfp4_gemv_sk_nt2"
+    assert gemv_sk.x_bytes(16, _p(6144, 5120), 132) == 0  # 30,720 fragments: x read through L1
+    assert gemv_sk.x_bytes(16, _p(34816, 5120), 132) == 16 * (80 * 128 + 16)
     assert not gemv_sk.applies(x(1), _p(34816, 5120), 132)  # one row: gemv_bt
     assert not gemv_sk.applies(x(25), _p(34816, 5120), 132)
     assert gemv_sk.applies(x(16, 17408), _p(5120, 17408), 132)  # through L1: no staging
@@ -71,10 +72,33 @@ def test_v13_limits_and_shape_rule():
     assert all(gemv_sk.chosen(20, _p(n, k), 132) for n, k in ((14336, 5120), (17408, 5120), (5120, 17408)))
     assert gemv_sk.chosen(20, _p(16384, 5120), 132) and not gemv_sk.chosen(21, _p(16384, 5120), 132)
     assert not gemv_sk.chosen(17, _p(248320, 5120), 132)
-    # 2-8 rows where tiles spread evenly, at most 16 a block: not 34816x5120 (16.5), the LM head, N = 5120 (1.24)
+    # 2-8 rows where tiles spread evenly, at most 16 a block: not 34816x5120 (16.5), the LM head at 2-3 rows; N = 5120
+    # (1.24) only through own_xg (x through L1), not at K = 17408
     assert all(gemv_sk.chosen(2, _p(n, 5120), 132) for n in (6144, 10240, 12288, 14336, 16384, 17408))
-    assert not any(gemv_sk.chosen(8, _p(n, k), 132) for n, k in ((34816, 5120), (248320, 5120), (5120, 6144)))
+    assert not any(gemv_sk.chosen(8, _p(n, k), 132) for n, k in ((34816, 5120), (5120, 17408)))
+    assert gemv_sk.chosen(8, _p(5120, 6144), 132)
+    # 4-8 rows of the LM head (1.24M fragments) on the stream-K entry with x staged, 16-byte pads; not 34816x5120
+    lm_head = _p(248320, 5120)
+    assert [gemv_sk.kernel_name(m, lm_head, 132) for m in (2, 3, 4, 8)] == ["nvfp4_gemv_sk_own_nt1"] * 2 + [
+        "nvfp4_gemv_sk_nt2"] * 2
+    assert gemv_sk.chosen(4, lm_head, 132) and not gemv_sk.chosen(3, lm_head, 132)
+    assert gemv_sk.x_bytes(8, lm_head, 132) == 8 * (80 * 128 + 16)
+    assert gemv_sk.kernel_name(8, _p(34816, 5120), 132) == "nvfp4_gemv_sk_own_nt1"
     assert not gemv_sk.serves(x(4), _p(17408, 5120))  # CPU tensors never go to the kernel
+
+
+# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3): by the most tiles a block and K
+@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 17)), (5120, 6144, range(2, 9)),  # 3 a block (1.24)
+                                      (10240, 5120, range(4, 17)), (12288, 5120, range(4, 17)),  # 5, 6 a block
+                                      (14336, 5120, range(8, 17)), (16384, 5120, (8,)), (17408, 5120, (8,)),  # 7, 8, 9
+                                      (34816, 5120, ()), (5120, 17408, ()), (2048, 5120, ()), (248320, 5120, ())])
+def test_owned_tiles_through_l1_by_tiles_a_block(n, k, rows):
+    from kernels.nvfp4 import gemv_sk
+
+    got = tuple(m for m in range(1, 25) if gemv_sk.own_xg(m, _p(n, k), 132))
+    assert got == tuple(rows), (n, k, got)
+    for m in got:  # x read where it is: nothing staged, every such row count chosen
+        assert gemv_sk.x_bytes(m, _p(n, k), 132) == 0 and gemv_sk.chosen(m, _p(n, k), 132)
 
 
 def test_staging_transforms_are_refused_on_the_cpu_and_one_at_a_time():
