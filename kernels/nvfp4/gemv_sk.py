@@ -13,7 +13,7 @@ from kernels import _compile
 from kernels.nvfp4 import gemv_bt, ops
 
 GEMV_SK = os.environ.get("SPARKINFER_NVFP4_SK", "1") == "1"
-THREADS = 512  # gemv_sk.cu SK_THREADS
+THREADS = 512  # gemv_sk_core.cuh SK_THREADS
 WARPGROUPS, WARPS = THREADS // 128, THREADS // 32
 STATIC_SMEM = 2 * WARPS * 32 * 4 * 4 + 2 * WARPS * 4 + 1024 + 16 + 256  # own: slots, slot tiles; lut, flags, slack
 X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
