@@ -182,11 +182,14 @@ def content_ids(card, content, parse_special) -> list:
 
 
 def bias_value(value) -> float:
-    """A logit_bias value: a number, or llama.cpp's false (the token never sampled: OpenAI's -100, a ban)."""
+    """A logit_bias value: a number, or llama.cpp's false (the token never sampled: OpenAI's -100, a ban). One past
+    +-100 is served at it, as vLLM's SamplingParams.from_optional clamps it ("per OpenAI API spec") and llama.cpp's
+    params_from_json_cmpl adds any bias: past 100 a token is as forced, or as banned, as at it. Only OpenAI's own API
+    refuses it, and /v1 answered its 400 ('greater than the maximum of 100') to what both reference servers serve."""
     if value is True:
         raise InvalidRequest("logit_bias: a bias is a number, or false to ban the token (true means nothing)",
                              param="logit_bias")
-    return -100.0 if value is False else float(value)
+    return -100.0 if value is False else min(100.0, max(-100.0, float(value)))
 
 
 # llama.cpp's LLAMA_DEFAULT_SEED: the seed it states for "random".
@@ -201,18 +204,6 @@ def llama_server_seed(value: Optional[int]) -> Optional[int]:
         return None
     value %= 1 << 32
     return None if value == RANDOM_SEED else value
-
-
-def bounded_bias(pairs: list) -> list:
-    """/completion's [token or text, bias] pairs with each numeric bias within /v1's +-100: llama.cpp adds any bias as
-    sent (params_from_json_cmpl), and past 100 a token is as forced, or as banned, as at it, so 150 is served (it was
-    the /v1 schema's 400 'greater than the maximum of 100') and means what it means there."""
-    def bound(pair):
-        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], float | int) \
-                and not isinstance(pair[1], bool):
-            return [pair[0], min(100.0, max(-100.0, pair[1]))]
-        return pair
-    return [bound(pair) for pair in pairs]
 
 
 def bias_pairs(pairs: list, card) -> dict:

@@ -10,7 +10,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import as_n_predict, bounded_bias, clamp_sampling, content_ids, llama_server_seed
+from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_server_seed
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
@@ -114,9 +114,7 @@ def completion_body(body, card) -> dict:
     if isinstance(bias, dict):
         # llama.cpp's object form: a key that is a whole integer is a token id, any other a text whose tokens are
         # biased (params_from_json_cmpl: strtol, else common_tokenize), as its [text, bias] pairs are read.
-        bias = [[int(key) if _TOKEN_ID.fullmatch(key) else key, value] for key, value in bias.items()]
-    if isinstance(bias, list):
-        out["logit_bias"] = bounded_bias(bias)
+        out["logit_bias"] = [[int(key) if _TOKEN_ID.fullmatch(key) else key, value] for key, value in bias.items()]
     stop = body.get("stop")
     if stop == "" or isinstance(stop, list) and "" in stop:
         # llama.cpp skips an empty stop word (params_from_json_cmpl: `if (!word.empty())`); /v1 refuses it, as vLLM.

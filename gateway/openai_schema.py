@@ -12,7 +12,9 @@ _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL_OR_NULL = {"type": ["boolean", "null"]}
 # A logit_bias value: OpenAI's bound, or false (llama.cpp's "never sample it").
-_BIAS = {"type": ["number", "boolean"], "minimum": -100, "maximum": 100}
+# A logit_bias value: any number, served within +-100 (llama_cpp_fields.bias_value), as vLLM clamps it
+# (SamplingParams.from_optional) and llama.cpp adds it as sent; false is llama.cpp's ban.
+_BIAS = {"type": ["number", "boolean"]}
 # Reasoning efforts a request may name: OpenAI's, and Ollama's "max" (its /v1 documents it) and "ultra" (clients add
 # that tier; Ollama's thinkFromReasoningEffort takes it), which gateway.openai reads as the template's "xhigh".
 EFFORTS = ["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra", None]
