@@ -5,6 +5,8 @@
   api_gateway, http   module-scoped gateway process over engine_stack (its URL) and an httpx client of it
   chunked_http        module-scoped httpx client of a gateway over a stack whose prompts are chunked by a 16-token
                       budget with the prefix cache on (prompt logprobs, scoring)
+  preempting_stack    module-scoped (gateway URL, scheduler URL) of a stack that preempts (24 KV blocks), chunks every
+                      prompt (a 48-token budget) and caches prefixes from 32 tokens (batch invariance, metrics)
   reference           module-scoped (transformers Qwen3_5ForCausalLM with the tiny checkpoint's weights, fp32 as the
                       CPU worker runs, its tokenizer)
 """
@@ -69,6 +71,18 @@ def chunked_http():
     with EngineStack(env=CHUNKED) as stack, running_gateway(stack) as url:
         with httpx.Client(base_url=url, timeout=120) as session:
             yield session
+
+
+PREEMPTING = {"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "48", "SPARKINFER_PREFIX_CACHE_MIN_TOKENS": "32"}
+
+
+@pytest.fixture(scope="module")
+def preempting_stack():
+    """Not the shared stack: a 24-block KV pool (384 tokens) that a few concurrent requests outgrow."""
+    _require_model()
+    with EngineStack(env=PREEMPTING, worker_env={"SPARKINFER_NUM_KV_BLOCKS": "24"}) as stack:
+        with running_gateway(stack) as url:
+            yield url, f"http://127.0.0.1:{stack.metrics_port}"
 
 
 @pytest.fixture(scope="module")
