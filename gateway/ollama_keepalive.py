@@ -16,9 +16,13 @@ from gateway.errors import InvalidRequest
 
 DEFAULT_KEEP_ALIVE_S = 300.0
 FOREVER = float("inf")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-# ASCII digits only, as Go reads them (Python's \d and float() also take "١٠").
-_PART = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+# Go's time.ParseDuration units in nanoseconds, matched as the bytes of the string (µ U+00B5 and μ U+03BC).
+_UNITS = {b"ns": 1, b"us": 10**3, "µs".encode(): 10**3, "μs".encode(): 10**3, b"ms": 10**6, b"s": 10**9,
+          b"m": 60 * 10**9, b"h": 3600 * 10**9}
+_DIGITS = re.compile(rb"[0-9]*")
+_UNIT = re.compile(rb"[^0-9.]*")
+# A bare number, which Ollama's clients also send as a string ("-1", "3600"): seconds here. ASCII digits only, as Go
+# reads them (Python's \d and float() also take "١٠").
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
 # The Go type encoding/json decodes a JSON value to (into `any`), which Ollama names when keep_alive is neither.
 _GO_TYPES = {bool: "bool", list: "[]interface {}", dict: "map[string]interface {}"}
@@ -27,23 +31,48 @@ _GO_TYPES = {bool: "bool", list: "[]interface {}", dict: "map[string]interface {
 MAX_DURATION_S = (2**63 - 1) / 1e9
 
 
-def _go_duration(text: str) -> Optional[float]:
-    """Seconds of a Go duration string ("5m", "1h30m", "-1s", "0"); None when Go's time.ParseDuration fails."""
-    sign, rest = 1.0, text
-    if rest[:1] in "+-" and rest:
-        sign, rest = (-1.0 if rest[0] == "-" else 1.0), rest[1:]
-    if rest == "0":
+def _go_quote(text: bytes) -> str:
+    """Go's time.quote: in double quotes, '"' and '\\' escaped, each byte of a non-ASCII or control character \\xNN."""
+    return '"' + "".join(f"\\x{b:02x}" if b < 0x20 or b >= 0x80 else "\\" + chr(b) if b in b'"\\' else chr(b)
+                         for b in text) + '"'
+
+
+def _go_duration(text: str) -> float:
+    """Seconds of a Go duration string ("5m", "1h30m", "-1s", "0"), or Ollama's 400 in the words of Go's
+    time.ParseDuration: 'time: invalid duration "x"', 'time: missing unit in duration "1h5"', 'time: unknown unit
+    "d" in duration "5d"' (its algorithm, on the string's bytes: a part's number, its unit, the 2^63 ns limit)."""
+    orig = rest = text.encode()
+    invalid = InvalidRequest(f"time: invalid duration {_go_quote(orig)}", param="keep_alive")
+    sign = -1.0 if rest[:1] == b"-" else 1.0
+    rest = rest[1:] if rest[:1] in (b"-", b"+") else rest
+    if rest == b"0":
         return 0.0
-    pos, total = 0, 0.0
+    if not rest:
+        raise invalid
+    total, pos = 0, 0
     while pos < len(rest):
-        match = _PART.match(rest, pos)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if not rest or total > MAX_DURATION_S:
-        return None
-    return sign * total
+        if rest[pos] not in b".0123456789":
+            raise invalid
+        whole = _DIGITS.match(rest, pos).group()
+        pos += len(whole)
+        fraction = _DIGITS.match(rest, pos + 1).group() if rest[pos:pos + 1] == b"." else b""
+        pos += len(fraction) + (rest[pos:pos + 1] == b".")
+        if not whole and not fraction:
+            raise invalid
+        unit = _UNIT.match(rest, pos).group()
+        pos += len(unit)
+        if not unit:
+            raise InvalidRequest(f"time: missing unit in duration {_go_quote(orig)}", param="keep_alive")
+        if unit not in _UNITS:
+            raise InvalidRequest(f"time: unknown unit {_go_quote(unit)} in duration {_go_quote(orig)}",
+                                 param="keep_alive")
+        part = int(whole or b"0") * _UNITS[unit] + int(float(b"0." + fraction) * _UNITS[unit] if fraction else 0)
+        total += part
+        if part > 2**63 or total > 2**63:
+            raise invalid
+    if sign > 0 and total > 2**63 - 1:
+        raise invalid
+    return sign * total / 1e9
 
 
 def parse_keep_alive(value: Any) -> Optional[float]:
@@ -56,8 +85,6 @@ def parse_keep_alive(value: Any) -> Optional[float]:
     if isinstance(value, str):
         # Ollama's clients also send bare numbers as strings ("-1", "3600"): seconds, like a JSON number.
         seconds = float(value) if _NUMBER.fullmatch(value) else _go_duration(value)
-        if seconds is None:
-            raise InvalidRequest(f'time: invalid duration "{value}"', param="keep_alive")
     else:
         seconds = float(value)
     return FOREVER if seconds < 0 or seconds >= MAX_DURATION_S else seconds

@@ -27,11 +27,29 @@ def test_keep_alive_parses_like_ollama(value, seconds):
     assert parse_keep_alive(value) == seconds
 
 
-@pytest.mark.parametrize("value", ["bogus", "5 m", "m", "", "1h-", "5d", "--1s", "2562048h", "9999999999999999h",
-                                   "\u0661\u0660m", "\u0661\u0660", "1\uff10s"])
-def test_invalid_durations_are_refused_with_gos_message(value):
-    with pytest.raises(InvalidRequest, match=f'time: invalid duration "{value}"'):
+# (keep_alive, Go's time.ParseDuration error): its three messages, the string quoted as its time.quote writes it
+# (each byte of a non-ASCII or control character as \xNN).
+GO_DURATION_ERRORS = [
+    ("bogus", 'time: invalid duration "bogus"'), ("m", 'time: invalid duration "m"'),
+    ("", 'time: invalid duration ""'), ("--1s", 'time: invalid duration "--1s"'), (".s", 'time: invalid duration ".s"'),
+    ("2562048h", 'time: invalid duration "2562048h"'), ("-2562048h", 'time: invalid duration "-2562048h"'),
+    ("9999999999999999h", 'time: invalid duration "9999999999999999h"'),
+    ("\u0661\u0660m", 'time: invalid duration "\\xd9\\xa1\\xd9\\xa0m"'),
+    ("\u0661\u0660", 'time: invalid duration "\\xd9\\xa1\\xd9\\xa0"'),
+    ('"5m"', 'time: invalid duration "\\"5m\\""'),
+    ("1h5", 'time: missing unit in duration "1h5"'), ("1..5s", 'time: missing unit in duration "1..5s"'),
+    ("5d", 'time: unknown unit "d" in duration "5d"'), ("30min", 'time: unknown unit "min" in duration "30min"'),
+    ("5 m", 'time: unknown unit " m" in duration "5 m"'), ("1h-", 'time: unknown unit "h-" in duration "1h-"'),
+    ("5m\n", 'time: unknown unit "m\\x0a" in duration "5m\\x0a"'),
+    ("1\uff10s", 'time: unknown unit "\\xef\\xbc\\x90s" in duration "1\\xef\\xbc\\x90s"'),
+]
+
+
+@pytest.mark.parametrize("value, words", GO_DURATION_ERRORS, ids=[repr(v) for v, _ in GO_DURATION_ERRORS])
+def test_invalid_durations_are_refused_with_gos_message(value, words):
+    with pytest.raises(InvalidRequest) as info:
         parse_keep_alive(value)
+    assert info.value.message == words
 
 
 @pytest.fixture
