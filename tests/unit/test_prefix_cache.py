@@ -261,3 +261,22 @@ def test_cached_tokens_are_those_of_the_first_admission_after_preemptions():
     run_to_end(sched, worker, on_step=note_admissions)
     assert {r.req_id: r.num_cached_tokens for r in reqs} == first_hits
     assert sum(first_hits.values()) == sched.prefix_cache.stats.num_hit_tokens - hits_before
+
+
+def test_a_request_that_cannot_read_the_cache_is_no_query():
+    # vLLM's KVCacheManager.get_computed_blocks returns before PrefixCacheStats.record for a request with
+    # skip_reading_prefix_cache (prompt logprobs): scoring requests neither query nor lower the hit rate.
+    sched, worker = make_scheduler(), FakeWorker()
+    prompt = chat(40, 60)
+    serve(sched, worker, "warm", prompt)
+    stats = sched.prefix_cache.stats
+    queried, hit = stats.num_query_tokens, stats.num_hit_tokens
+    scored = request("scored", prompt)
+    scored.sampling.prompt_logprobs = 1
+    sched.add_request(scored)
+    run_to_end(sched, worker)
+    assert scored.num_cached_tokens == 0
+    assert (stats.num_query_tokens, stats.num_hit_tokens) == (queried, hit)
+    served = serve(sched, worker, "again", prompt)[1]
+    assert stats.num_query_tokens == queried + len(prompt)
+    assert stats.num_hit_tokens == hit + served.num_cached_tokens > hit
