@@ -10,6 +10,10 @@ Checkpoints (where snapshots are taken): the first `<|im_start|>` at or past min
 the last `<|im_start|>` (the previous turns), each rounded down to the KV block size. So that a hit gives the
 same bits as a cold run, a prefill chunk ends at EVERY block-rounded `<|im_start|>` position >= min_tokens
 (split points): the chunks of any prompt then depend on its tokens only, never on which prefix was cached.
+A prompt with no such `<|im_start|>` (the text of a raw completion, /v1/completions, Ollama's raw /api/generate,
+llama.cpp's /completion) is checkpointed on a grid instead: its split points are the multiples of the grid step
+below its length, its snapshots the first and the last (vLLM caches any prompt, by block). Grid entries are kept apart
+from anchor ones (their key says which), since the two kinds chunk the tokens before a checkpoint differently.
 Limits: max_entries entries, snapshot slots <= half the state pool, cached KV blocks <= half the KV pool; LRU
 eviction, and entries give way (LRU first) before a running request is preempted or a waiting one refused.
 """
@@ -19,6 +23,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 ANCHOR_TOKEN = "<|im_start|>"
+# The least grid step (tokens) of an anchorless prompt, whatever min_tokens says: each step ends a prefill chunk, and a
+# small min_tokens (a test's 32) would cut a long raw prompt's prefill into tiny steps.
+MIN_GRID_TOKENS = 256
 
 
 @dataclass
@@ -54,19 +61,27 @@ def plan_checkpoints(prompt: list, anchor: int, min_tokens: int, block_size: int
     return points, tuple(sorted({points[0], points[-1]}))
 
 
+def plan_grid(num_tokens: int, min_tokens: int, block_size: int) -> tuple:
+    """(split_points, snapshot_points) of an anchorless prompt of `num_tokens`: the multiples below it of the grid step
+    (min_tokens, at least MIN_GRID_TOKENS and a block, rounded up to whole blocks); snapshots at the first and last."""
+    step = -(-max(min_tokens, MIN_GRID_TOKENS, block_size) // block_size) * block_size
+    points = list(range(step, num_tokens, step))
+    return points, tuple(sorted({points[0], points[-1]})) if points else ()
+
+
 def _key(tokens) -> bytes:
     return array("i", tokens).tobytes()
 
 
-def entry_key(salt: str, tokens) -> tuple:
-    """An entry's key: the request's cache_salt with the prefix's token ids (vLLM mixes the salt into the first block's
-    hash), so requests of different salts never share an entry."""
-    return salt, _key(tokens)
+def entry_key(salt: str, grid: bool, tokens) -> tuple:
+    """An entry's key: the request's cache_salt (vLLM mixes it into the first block's hash, so requests of different
+    salts never share an entry), whether its checkpoints are a grid's, and the prefix's token ids."""
+    return salt, grid, _key(tokens)
 
 
 @dataclass(eq=False)
 class PrefixEntry:
-    key: tuple                    # (cache_salt, int32 token ids of the prefix in native byte order): entry_key
+    key: tuple                    # (cache_salt, grid checkpoints, int32 prefix ids in native byte order): entry_key
     num_tokens: int               # prefix length, a multiple of the block size
     block_ids: list               # KV blocks covering the prefix (one reference held by this entry)
     slot: int                     # GDN snapshot slot
@@ -113,21 +128,26 @@ class PrefixCache:
         return self.blocks.num_cached_blocks
 
     def plan(self, prompt: list) -> tuple:
-        """(split_points, snapshot_points) of a prompt; both empty when the cache is off."""
+        """(split_points, snapshot_points, grid) of a prompt: its anchors' checkpoints, else (grid True) a grid's;
+        nothing when the cache is off."""
         if not self.enabled:
-            return [], ()
-        cfg = self.config
-        return plan_checkpoints(prompt, cfg.anchor_token_id, cfg.min_tokens, self.blocks.block_size)
+            return [], (), False
+        cfg, block_size = self.config, self.blocks.block_size
+        split_points, snapshot_points = plan_checkpoints(prompt, cfg.anchor_token_id, cfg.min_tokens, block_size)
+        if split_points:
+            return split_points, snapshot_points, False
+        return (*plan_grid(len(prompt), cfg.min_tokens, block_size), True)
 
-    def lookup(self, prompt: list, salt: str = "") -> "PrefixEntry | None":
-        """The ready entry of `salt` that is the longest proper prefix of `prompt`, or None. No side effects."""
+    def lookup(self, prompt: list, salt: str = "", grid: bool = False) -> "PrefixEntry | None":
+        """The ready entry of `salt` and of `grid` checkpoints (the prompt's own kind) that is the longest proper
+        prefix of `prompt`, or None. No side effects."""
         if not self.entries:
             return None
         buf = _key(prompt)
         for num_tokens in sorted({e.num_tokens for e in self.entries.values()}, reverse=True):
             if num_tokens >= len(prompt):
                 continue
-            entry = self.entries.get((salt, buf[:4 * num_tokens]))
+            entry = self.entries.get((salt, grid, buf[:4 * num_tokens]))
             if entry is not None and entry.ready:
                 return entry
         return None
@@ -174,7 +194,7 @@ class PrefixCache:
         room) and returns its snapshot slot; else -1."""
         if end not in req.snapshot_points or not self.enabled:
             return -1
-        key = entry_key(req.cache_salt, req.token_slice(0, end))
+        key = entry_key(req.cache_salt, req.checkpoint_grid, req.token_slice(0, end))
         if key in self.entries:
             return -1
         block_ids = req.block_ids[:end // self.blocks.block_size]

@@ -34,6 +34,7 @@ class Request:
     # at split_points, snapshots are taken at snapshot_points (prefix lengths in tokens, ascending).
     split_points: list = None
     snapshot_points: tuple = ()
+    checkpoint_grid: bool = False         # the plan is a grid's (an anchorless prompt), not its anchors'
     # SamplingParams.prompt_logprobs: positions gathered so far (scheduler/prompt_logprobs.py) and whether the first
     # response carried them.
     prompt_logprobs: object = None        # pb.PromptLogprobs from position 1

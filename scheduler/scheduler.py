@@ -153,18 +153,23 @@ class Scheduler(StepOutputs):
     def _chunk(self, req: Request, budget: int) -> int:
         """Tokens of req's next row: what is left, at most `budget`, ending at the next prefix-cache split point."""
         num_new = min(req.num_uncomputed_tokens, budget)
-        if req.split_points is None:
-            req.split_points, req.snapshot_points = self.prefix_cache.plan(req.prompt_token_ids)
+        self._plan(req)
         start = req.num_computed_tokens
         i = bisect_right(req.split_points, start)
         return min(num_new, req.split_points[i] - start) if i < len(req.split_points) else num_new
+
+    def _plan(self, req: Request) -> None:
+        """Makes req's prefix-cache plan (its split and snapshot points) once."""
+        if req.split_points is None:
+            req.split_points, req.snapshot_points, req.checkpoint_grid = self.prefix_cache.plan(req.prompt_token_ids)
 
     def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             req = self.waiting[0]
             # Prompt logprobs need every prompt position computed: such a request never starts from the cache.
-            cache = self.prefix_cache
-            hit = None if req.sampling.prompt_logprobs else cache.lookup(req.prompt_token_ids, req.cache_salt)
+            self._plan(req)
+            hit = None if req.sampling.prompt_logprobs else self.prefix_cache.lookup(
+                req.prompt_token_ids, req.cache_salt, req.checkpoint_grid)
             num_new = self._take_pools(req, hit, budget)
             if not num_new:
                 return

@@ -143,3 +143,16 @@ def test_state_copies_read_every_source_first_and_check_slots(tiny):
     step = pb.PackedStep(step_id=1, token_ids=[5], restore_states=[pb.StateCopy(src_slot=7, dst_slot=0)])
     step.rows.add(req_id="x", num_tokens=1, context_len=16, state_slot=0, block_table=[0, 1], sample=False)
     assert "state copy slot 7" in runner.execute(step).error
+
+
+@pytest.mark.parametrize("budget", [100, 2048], ids=["budget-100", "budget-2048"])
+def test_raw_prompt_hit_equals_a_cold_run(tiny, budget):
+    """A prompt with no <|im_start|> (a raw completion) is checkpointed every 256 tokens (the grid's least step); a
+    repeat starts from 512 with a cold run's bits, its prefill chunks ending at the same grid points."""
+    prompt = text(12, 600)
+    warm = Harness(tiny, budget=budget)
+    first = warm.serve("first", prompt)
+    again = warm.serve("again", prompt, SEEDED)
+    cold = Harness(tiny, budget=budget).serve("cold", prompt, SEEDED)
+    assert first[3] == 0 and again[3] == 512
+    assert again[:3] == cold[:3]
