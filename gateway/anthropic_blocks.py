@@ -1,15 +1,25 @@
 """Gateway process: Anthropic content blocks read as chat text: text blocks, documents with a text source, search
 results, and tool_result blocks (text, documents, search results and tool_reference blocks; images and PDFs as a line
-saying they were left out) as the tool message answering a call."""
+saying they were left out) as the tool message answering a call; in assistant turns, the blocks of what ran on
+Anthropic's side (server tools, the MCP connector) are left out and a compaction block reads as its summary."""
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 from gateway.anthropic_tools import definition
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.once_log import OnceLog
 
 _TEXT_ONLY = "this model reads text only"
+_SERVER_SIDE = OnceLog("/v1/messages: %s blocks in assistant turns are left out of the prompt: Anthropic's side ran "
+                       "them (server tools, the MCP connector)")
+# The blocks of an assistant turn that Anthropic's side ran: its server tools' calls and results, and the MCP
+# connector's (anthropic-sdk-python types/beta: BetaServerToolUseBlock, BetaWebSearchToolResultBlock, ...).
+SERVER_SIDE_KINDS = frozenset(("server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+                               "code_execution_tool_result", "bash_code_execution_tool_result",
+                               "text_editor_code_execution_tool_result", "tool_search_tool_result", "mcp_tool_use",
+                               "mcp_tool_result", "compaction"))
 _LEFT_OUT = OnceLog("/v1/messages: %s blocks in tool results are left out (a line in their place says so): the model "
                     "reads text only")
 
@@ -18,6 +28,22 @@ def refuse_block(kind: str, where: str) -> None:
     if kind in ("image", "document"):
         raise Unsupported(f"{where}: {kind} blocks are not supported: {_TEXT_ONLY}", param=where)
     raise InvalidRequest(f"{where}: content blocks of type '{kind}' are not supported here", param=where)
+
+
+def server_side_text(block: dict, where: str) -> Optional[str]:
+    """The text an assistant turn's block of Anthropic's side adds to the prompt: a compaction block's summary (of the
+    turns it replaced; BetaCompactionBlock.content, null when compaction failed), else none. A conversation begun with
+    Anthropic's API and carried on here replays them (a web search's server_tool_use and web_search_tool_result, its
+    findings in the text after them); they were the 400 "content blocks of type 'server_tool_use' are not supported",
+    on every later request (can1357/oh-my-pi#6496: a replayed web search 400s on a non-Anthropic endpoint). Left out,
+    as Codex's history items of OpenAI's side are on /v1/responses."""
+    if block["type"] != "compaction":
+        _SERVER_SIDE.note([block["type"]])
+        return None
+    content = block.get("content")
+    if content is not None and not isinstance(content, str):
+        raise InvalidRequest(f"{where}.content must be a string or null", param=f"{where}.content")
+    return content or None
 
 
 def block_text(block: dict, where: str) -> str:

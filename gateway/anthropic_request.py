@@ -12,7 +12,8 @@ import re
 import secrets
 from typing import Any
 
-from gateway.anthropic_blocks import block_text, document, refuse_block, search_result, tool_result
+from gateway.anthropic_blocks import (SERVER_SIDE_KINDS, block_text, document, refuse_block, search_result,
+                                      server_side_text, tool_result)
 from gateway.anthropic_options import reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
@@ -98,7 +99,8 @@ def _user(content: list, where: str, tools: dict) -> list:
 
 
 def _assistant(content: list, where: str) -> list:
-    """An assistant turn: text, tool calls, and the thinking of that turn (redacted thinking is opaque: dropped)."""
+    """An assistant turn: text, tool calls, and the thinking of that turn (redacted thinking is opaque: dropped; what
+    Anthropic's side ran is left out, a compaction is its summary: anthropic_blocks.server_side_text)."""
     texts, calls, thinking = [], [], []
     for j, block in enumerate(content):
         kind, here = block["type"], f"{where}.content.{j}"
@@ -110,6 +112,9 @@ def _assistant(content: list, where: str) -> list:
             if not isinstance(block.get("thinking"), str):
                 raise InvalidRequest(f"{here}.thinking: Field required (a string)", param=f"{here}.thinking")
             thinking.append(block["thinking"])
+        elif kind in SERVER_SIDE_KINDS:
+            summary = server_side_text(block, here)
+            texts += [summary] if summary else []
         elif kind != "redacted_thinking":
             refuse_block(kind, here)
     message = {"role": "assistant", "content": _content_text(texts)}

@@ -29,7 +29,9 @@ _BLOCK = {"type": "object", "required": ["type"], "properties": {
     "type": {"type": "string"}, **dict.fromkeys(("text", "thinking", "signature", "data", "id", "name", "tool_use_id",
                                                  "title", "context", "tool_name"), _STR),
     "input": {"type": ["object", "null"]}, "is_error": {"type": ["boolean", "null"]},
-    "cache_control": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "null"]}},
+    # A string or blocks (tool_result's object content is its 400: anthropic_blocks); a server tool's result, left out
+    # (anthropic_blocks.server_side_text), may hold an object: a fetched page, an execution's result, an error.
+    "cache_control": {"type": ["object", "null"]}, "content": {"type": ["string", "array", "object", "null"]}},
     # citations and source by block type, as Anthropic types them: a text block's citations are a list (an earlier
     # answer's), a document's and a search result's are {"enabled": bool}; a search result's source is its URL.
     # Looked at only in a block that carries the field: the if/then per block made a list of plain text blocks four
