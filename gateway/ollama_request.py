@@ -11,20 +11,18 @@ from gateway.chat_prompt import one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
-from gateway.openai_checks import check_tool_schemas, check_tools
+from gateway.openai_checks import check_tool_schemas
 from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
+from gateway.ollama_messages import no_images, read_message, read_tools
 from gateway.ollama_names import full_name, model_not_found, resolve_model
-from gateway.ollama_options import OllamaOptions, generation_budget, parse_options, template_thinking
+from gateway.ollama_options import (OllamaOptions, generation_budget, parse_options, template_thinking,
+                                    thinking_kwargs)
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types, check_runner
-from gateway.responses_tools import whole_object
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
-
-_ROLES = ("system", "developer", "user", "assistant", "tool")
-
 
 @dataclass
 class OllamaPlan:
@@ -79,74 +77,6 @@ def _logprobs(body: dict) -> Optional[int]:
     return (top or 0) if body.get("logprobs") else None
 
 
-def _no_images(images: Any, param: str) -> None:
-    if images:
-        raise Unsupported("images are not supported: this model server has no vision input", param=param)
-
-
-def _tool_call(call: Any, where: str) -> dict:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-        raise InvalidRequest(f"{where}: each tool call needs function.name", param=where)
-    arguments = function.get("arguments") or {}
-    if isinstance(arguments, str) and not whole_object(arguments):
-        raise InvalidRequest("json: cannot unmarshal string into Go struct field ChatRequest.messages.tool_calls."
-                             "function.arguments of type api.ToolCallFunctionArguments", param=where)
-    return {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
-
-
-def _role(message: Any, where: str) -> str:
-    """The message's role in lower case, as Ollama's Message.UnmarshalJSON reads it ("User" is "user")."""
-    role = message.get("role") if isinstance(message, dict) else None
-    role = role.lower() if isinstance(role, str) else role
-    if role not in _ROLES:
-        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
-    return role
-
-
-def _message(message: Any, i: int) -> dict:
-    where = f"messages[{i}]"
-    role = _role(message, where)
-    _no_images(message.get("images"), f"{where}.images")
-    out = {"role": role, "content": message.get("content") or ""}
-    if isinstance(message.get("thinking"), str) and message["thinking"]:
-        out["reasoning_content"] = message["thinking"]
-    calls = message.get("tool_calls")
-    if calls:
-        out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in calls]
-    if role == "tool" and (message.get("tool_name") or message.get("name")):
-        out["name"] = message.get("tool_name") or message.get("name")
-    if message.get("tool_call_id"):
-        out["tool_call_id"] = message["tool_call_id"]
-    return out
-
-
-def _without_nulls(value: Any) -> Any:
-    """A tool definition with its null members left out, as Ollama's Go structs read a null (the field's zero value:
-    no properties, no required list). Go clients built on ollama/api send a tool without parameters as
-    {"type": "object", "properties": null}, which no JSON Schema validator takes."""
-    if isinstance(value, dict):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nulls(item) for item in value]
-    return value
-
-
-def _tools(tools: Any) -> Optional[list]:
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise InvalidRequest("tools must be a list", param="tools")
-    out = []
-    for i, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-            raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
-        out.append({"type": "function", "function": _without_nulls(function)})
-    check_tools(out)
-    return out
-
-
 def _encode(card: ModelCard, text: str, options: OllamaOptions, num_context: int = 0) -> list:
     """The prompt ids; a prompt too many bytes to fit the window is refused before tokenizing."""
     at_least = num_context + card.min_prompt_tokens(text)
@@ -173,9 +103,12 @@ def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: boo
 
 
 def _common(body: Any, card: ModelCard, served_name: str,
-            struct: str) -> tuple[OllamaPlan, OllamaOptions, Optional[int]]:
-    """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None)."""
+            struct: str) -> tuple[OllamaPlan, Optional[OllamaOptions], Optional[int]]:
+    """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None); options
+    None for an unload, which reads nothing more."""
     body = check_go_types(body, struct)
+    # Part of the decode, as api.ThinkValue.UnmarshalJSON checks it: an unload gets it too.
+    thinking_kwargs(body.get("think"))
     # Checked before the model, as Ollama's handlers do; check_go_types typed stream (absent: streams, as Ollama).
     top = _logprobs(body)
     check_runner(body.get("runner"))
@@ -183,9 +116,13 @@ def _common(body: Any, card: ModelCard, served_name: str,
     missing = model_not_found if struct == "GenerateRequest" else None
     plan = OllamaPlan(model=resolve_model(body, card, served_name, missing=missing),
                       stream=body.get("stream") is not False)
-    plan.format_schema = _format_schema(body.get("format"))
     plan.keep_alive = parse_keep_alive(body.get("keep_alive"))
     plan.unload = plan.keep_alive == 0
+    if plan.unload and not body.get("messages" if struct == "ChatRequest" else "prompt"):
+        # An unload: Ollama's handlers answer it once the model is found, before they read the format, the options,
+        # the tools, think or raw (server/routes.go ChatHandler, GenerateHandler: expireRunner, done_reason unload).
+        return plan, None, top
+    plan.format_schema = _format_schema(body.get("format"))
     plan.render_only = bool(body.get("_debug_render_only"))
     options = parse_options(body.get("options"), card)
     plan.want_logprobs = top is not None
@@ -209,8 +146,10 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
 def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/chat body and renders + tokenizes its prompt; no messages = a load request."""
     plan, options, num_logprobs = _common(body, card, served_name, "ChatRequest")
+    if options is None:
+        return plan
     messages = body.get("messages") or []
-    plan.tools = _tools(body.get("tools"))
+    plan.tools = read_tools(body.get("tools"))
     check_capabilities(body.get("think"), plan.tools, card, plan.model, served_name)
     if not messages:
         return plan
@@ -220,7 +159,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         raise ContextLengthExceeded(f"the prompt is at least {len(messages)} tokens ({len(messages)} messages), "
                                     f"which exceeds the context window of {options.num_ctx} tokens; it was not "
                                     f"truncated. Shorten the prompt or raise options.num_ctx", param="messages")
-    messages = one_system_message([_message(m, i) for i, m in enumerate(messages)])
+    messages = one_system_message([read_message(m, i) for i, m in enumerate(messages)])
     if truncate:
         messages = fit_history(messages, lambda kept: _fits(card, _render(card, kept, plan.tools, body.get("think")),
                                                             options), options.num_ctx - 1)
@@ -274,12 +213,14 @@ def _splits_reasoning(body: dict, card: ModelCard) -> bool:
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/generate body (system, raw, think, context, template honoured; suffix/images refused)."""
     plan, options, num_logprobs = _common(body, card, served_name, "GenerateRequest")
+    if options is None:
+        return plan
     check_capabilities(body.get("think"), None, card, plan.model, served_name)
     prompt = body.get("prompt") or ""
     if body.get("suffix"):
         # Ollama's capability check in its words: the model has no fill-in-the-middle template.
         raise Unsupported(f"{full_name(served_name)} does not support insert", param="suffix")
-    _no_images(body.get("images"), "images")
+    no_images(body.get("images"), "images")
     context = _context_ids(body.get("context"), card)
     system = _system(body, context)
     if not prompt:

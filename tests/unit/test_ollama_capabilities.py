@@ -51,3 +51,32 @@ async def test_show_lists_neither_capability(plain):
     client, _ = plain
     show = await (await client.post("/api/show", json={"model": "fake-model"})).json()
     assert show["capabilities"] == ["completion"]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/chat", {"messages": [], "tools": TOOLS, "think": True}),
+    ("/api/chat", {"messages": [], "format": "yaml", "options": {"num_ctx": "big"}}),
+    ("/api/generate", {"prompt": "", "raw": True, "system": "x", "think": "high"}),
+    ("/api/generate", {"suffix": "x", "format": [], "options": {"temperature": "hot"}}),
+], ids=["chat tools and think", "chat format and options", "generate raw and think", "generate suffix and format"])
+async def test_an_unload_is_answered_before_the_rest_is_read(plain, path, body):
+    """Ollama's handlers unload (keep_alive 0, nothing to generate) as soon as the model is found, before they check
+    think, tools, raw, the format or the options (server/routes.go ChatHandler, GenerateHandler); a load without
+    keep_alive 0 still gets those checks (the 400s above)."""
+    client, servicer = plain
+    response = await client.post(path, json={"model": "fake-model", "keep_alive": 0, **body})
+    assert response.status == 200 and not servicer.script.requests
+    answer = await response.json()
+    assert answer["done"] is True and answer["done_reason"] == "unload"
+
+
+@pytest.mark.parametrize("body, status, error", [
+    ({"model": "nope", "keep_alive": 0}, 404, "model 'nope' not found"),
+    ({"model": "fake-model", "keep_alive": "0x"}, 400, 'time: unknown unit "x" in duration "0x"'),
+    ({"model": "fake-model", "keep_alive": 0, "think": "none"},
+     400, 'invalid think value: "none" (must be "high", "medium", "low", "max", true, or false)'),
+], ids=["unknown model", "bad keep_alive", "bad think value"])
+async def test_what_ollama_reads_before_an_unload_still_refuses_it(plain, body, status, error):
+    client, _ = plain
+    response = await client.post("/api/chat", json={"messages": [], **body})
+    assert response.status == status and await response.json() == {"error": error}

@@ -1,0 +1,80 @@
+"""Gateway process: Ollama /api/chat messages and tools, read into what the chat template takes."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from gateway.errors import InvalidRequest, Unsupported
+from gateway.openai_checks import check_tools
+from gateway.responses_tools import whole_object
+
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def no_images(images: Any, param: str) -> None:
+    if images:
+        raise Unsupported("images are not supported: this model server has no vision input", param=param)
+
+
+def _tool_call(call: Any, where: str) -> dict:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise InvalidRequest(f"{where}: each tool call needs function.name", param=where)
+    arguments = function.get("arguments") or {}
+    if isinstance(arguments, str) and not whole_object(arguments):
+        raise InvalidRequest("json: cannot unmarshal string into Go struct field ChatRequest.messages.tool_calls."
+                             "function.arguments of type api.ToolCallFunctionArguments", param=where)
+    return {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
+
+
+def _role(message: Any, where: str) -> str:
+    """The message's role in lower case, as Ollama's Message.UnmarshalJSON reads it ("User" is "user")."""
+    role = message.get("role") if isinstance(message, dict) else None
+    role = role.lower() if isinstance(role, str) else role
+    if role not in _ROLES:
+        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
+    return role
+
+
+def read_message(message: Any, i: int) -> dict:
+    """An /api/chat message as the chat template reads it (Ollama's `thinking`, `tool_name` under their names there)."""
+    where = f"messages[{i}]"
+    role = _role(message, where)
+    no_images(message.get("images"), f"{where}.images")
+    out = {"role": role, "content": message.get("content") or ""}
+    if isinstance(message.get("thinking"), str) and message["thinking"]:
+        out["reasoning_content"] = message["thinking"]
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [_tool_call(call, f"{where}.tool_calls") for call in calls]
+    if role == "tool" and (message.get("tool_name") or message.get("name")):
+        out["name"] = message.get("tool_name") or message.get("name")
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def _without_nulls(value: Any) -> Any:
+    """A tool definition with its null members left out, as Ollama's Go structs read a null (the field's zero value:
+    no properties, no required list). Go clients built on ollama/api send a tool without parameters as
+    {"type": "object", "properties": null}, which no JSON Schema validator takes."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
+def read_tools(tools: Any) -> Optional[list]:
+    """/api/chat `tools` as the chat template and the call parser read them; None for none."""
+    if not tools:
+        return None
+    if not isinstance(tools, list):
+        raise InvalidRequest("tools must be a list", param="tools")
+    out = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+            raise InvalidRequest(f"tools[{i}].function.name is required", param=f"tools[{i}]")
+        out.append({"type": "function", "function": _without_nulls(function)})
+    check_tools(out)
+    return out
