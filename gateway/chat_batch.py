@@ -110,6 +110,9 @@ async def batch_chat(request: web.Request, body: dict, engine: Engine, config, r
                                        config.exclude_tools_when_tool_choice_none))
         except ApiError as exc:
             raise _in_conversation(exc, index) from None
+        # echo's prompt logprobs (vLLM's to_sampling_params asks for them) have no place in one batch answer, as
+        # prompt_logprobs: nothing is computed for them.
+        plans[-1].prompt.vllm_top = plans[-1].gen.num_prompt_logprobs = None
         _check_plan(plans[0])
     outputs = await _all_or_none([engine.complete(plan.gen) for plan in plans])
     rid = response_id(request, body, "chatcmpl", plans[0].gen.req_id)

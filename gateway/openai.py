@@ -100,7 +100,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
         # The grammar makes the turn the calls alone; a stop string could only cut their markup ("\n", a name).
         gen.stop = []
     _chat_logprobs(body, gen)
-    prompt = plan_prompt_logprobs(body, False, stream)
+    prompt = plan_prompt_logprobs(body, False, stream, chat=True)
     gen.num_prompt_logprobs = prompt.num_prompt_logprobs
     opened = _chat_reasoning(body, gen, text, stream)
     if schema is not None and force is None:

@@ -29,17 +29,24 @@ class PromptLogprobsPlan:
         return max(asks) if asks else None
 
 
-def plan_prompt_logprobs(body: dict, echo: bool, stream: bool) -> PromptLogprobsPlan:
+def plan_prompt_logprobs(body: dict, echo: bool, stream: bool, chat: bool = False) -> PromptLogprobsPlan:
     """Reads prompt_logprobs (0..20, checked by logprob_limits) and, with echo, logprobs; 400 for prompt_logprobs on a
     stream, in vLLM's words (echo + logprobs streams: the first chunk of each choice carries the prompt part). As vLLM's
     check_logprobs, only a count that asks for alternatives is refused there: a stream's chunks carry no prompt
-    logprobs, so prompt_logprobs 0 streams without them."""
+    logprobs, so prompt_logprobs 0 streams without them.
+
+    `echo` without prompt_logprobs asks for them as vLLM's to_sampling_params does (chat: at top_logprobs, 0 unless
+    sent; completions: at logprobs, when sent), and its non-streamed answer returns them as its prompt_logprobs (chat:
+    beside the choices, completions: in each choice), which clients read for the prompt's ids and logprobs (vllm#27477
+    reads them from a chat echo)."""
     vllm_top = body.get("prompt_logprobs")
     if vllm_top is not None and stream:
         if vllm_top != 0:
             raise InvalidRequest("`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs")
         vllm_top = None
     echo_top = body.get("logprobs") if echo else None
+    if vllm_top is None and not stream and body.get("echo"):
+        vllm_top = (body.get("top_logprobs") or 0) if chat else echo_top
     return PromptLogprobsPlan(echo_top=echo_top, vllm_top=vllm_top)
 
 
