@@ -12,7 +12,7 @@ from gateway import http_compat, metrics, request_id_header
 from gateway.access_log import CLIENT_CLOSED, log_departure
 from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_request
-from gateway.body import forget_body
+from gateway.body import BODY_TIMEOUT_KEY, forget_body
 from gateway.capacity import CapacityRoutes
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
@@ -70,8 +70,14 @@ def _http_error(exc: web.HTTPException, path: str) -> ApiError:
 
 
 def _error_response(request: web.Request, error: ApiError) -> web.Response:
-    """The error in the shape of the API the request speaks: the path's, or Anthropic's for its SDKs' /v1/models."""
-    return anthropic_error_response(error) if is_anthropic_request(request) else api_error_response(request.path, error)
+    """The error in the shape of the API the request speaks: the path's, or Anthropic's for its SDKs' /v1/models. An
+    error that says Connection: close (a body cut off or late) closes it: aiohttp took the header alone for keep-alive
+    and went on reading the rest of that body for its lingering time (10 s) first."""
+    response = (anthropic_error_response(error) if is_anthropic_request(request)
+                else api_error_response(request.path, error))
+    if error.headers.get("Connection", "").lower() == "close":
+        response.force_close()
+    return response
 
 
 @web.middleware
@@ -220,6 +226,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
     app[BODY_LIMIT_KEY] = config.max_body_bytes
+    app[BODY_TIMEOUT_KEY] = config.body_timeout_s
     http_compat.use_expect_handler(app.router, http_compat.expect_handler(
         config.max_body_bytes, api_error_response, lambda request: check_api_key(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.

@@ -3,10 +3,12 @@
 The server runs with aiohttp's auto_decompress off (see http_server.SERVER_OPTIONS): aiohttp's own decoder turns a
 corrupt gzip body into a 500 and an unknown encoding into a plain-text 400 before any handler runs. Here a
 corrupt or truncated body is a typed 400, an encoding we cannot decode a 415, and the decoded size is held
-to the same limit as the wire size (a zip bomb is a 413).
+to the same limit as the wire size (a zip bomb is a 413). The whole body must arrive within the body timeout (408
+past it), so that a body shorter than its Content-Length, or one sent a byte a second, holds no handler for ever.
 """
 from __future__ import annotations
 
+import asyncio
 import zlib
 
 from aiohttp import web
@@ -14,7 +16,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 from aiohttp.web_protocol import RequestPayloadError
 
-from gateway.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from gateway.errors import InvalidRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 from gateway.offload import run_cpu
 
 # zlib wbits per Content-Encoding: gzip framing, zlib framing (47 = auto-detect zlib or gzip header).
@@ -22,6 +24,9 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 _IDENTITY = ("", "identity")
 # The request key read_body keeps the decoded body under while the handler runs.
 _BODY_KEY = web.RequestKey("body", bytes)
+# Seconds a request's whole body may take to arrive once its head is read (GatewayConfig.body_timeout_s).
+BODY_TIMEOUT_KEY = web.AppKey("body_timeout_s", float)
+DEFAULT_BODY_TIMEOUT_S = 60.0
 
 
 def _encodings(request: web.Request) -> list[str]:
@@ -50,22 +55,35 @@ def _inflate(raw: bytes, encoding: str, limit: int, wbits: int = 0) -> bytes:
 
 
 async def _read_raw(request: web.Request) -> bytes:
-    """The body as sent, up to the server's client_max_size (413 past it, as request.read() answers).
+    """The body as sent, up to the server's client_max_size (413 past it, as request.read() answers), within the body
+    timeout (408 past it, with the connection closed: the rest of that body may still come).
 
     Not request.read(): it keeps the bytes on the request, and aiohttp's connection loop
     (web_protocol.RequestHandler.start) keeps the last request until the keep-alive connection's next one arrives or
-    it times out (75 s), so every idle keep-alive client (OpenAI's and Ollama's clients pool their connections)
-    pinned its last body, up to 32 MiB each.
+    it times out, so every idle keep-alive client (OpenAI's and Ollama's clients pool their connections) pinned its
+    last body, up to 32 MiB each. aiohttp sets no limit on the time a body takes; the timeout counts the whole body,
+    as Go's http.Server ReadTimeout does (nginx's client_body_timeout, 60 s, answers 408 too, but restarts on every
+    read, which a client sending a byte a second never trips).
     """
     # As request.read() does: the reader takes the whole body in large reads, not 64 KiB pause/resume cycles.
     request.content.set_read_chunk_size(request.client_max_size)
+    loop = asyncio.get_running_loop()
+    timeout = request.app.get(BODY_TIMEOUT_KEY, DEFAULT_BODY_TIMEOUT_S)
+    deadline = loop.time() + timeout
     chunks, size = [], 0
-    while chunk := await request.content.readany():
+    while True:
+        try:
+            chunk = await asyncio.wait_for(request.content.readany(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            expected = f" of the {request.content_length}" if request.content_length is not None else ""
+            raise RequestTimeout(f"the request body did not arrive within {timeout:g} s (SPARKINFER_BODY_TIMEOUT_S): "
+                                 f"{size}{expected} bytes came", headers={"Connection": "close"}) from None
+        if not chunk:
+            return b"".join(chunks)
         size += len(chunk)
         if size > request.client_max_size:
             raise HTTPRequestEntityTooLarge(max_size=request.client_max_size, actual_size=size)
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def forget_body(request: web.Request) -> None:

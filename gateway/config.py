@@ -19,6 +19,7 @@ class GatewayConfig:
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
+    body_timeout_s: float = 60.0              # a request's whole body must arrive within this (408 past it)
     exclude_tools_when_tool_choice_none: bool = False  # vLLM's flag: tool_choice "none" drops tools from the prompt
     trust_request_chat_template: bool = False  # render a request's own chat_template (Jinja that can loop for hours)
     drain_grace_s: float = 30.0               # on SIGTERM/SIGINT: how long requests in flight may take to finish
@@ -61,6 +62,8 @@ _RANGES = (
     ("port", "--port (SPARKINFER_PORT)", lambda v: 1 <= v <= 65535, "is not a port number (1-65535)"),
     ("sse_keepalive_seconds", "--sse-keepalive-seconds (SPARKINFER_SSE_KEEPALIVE_SECONDS)", _seconds,
      "must be a number of seconds > 0"),
+    ("body_timeout_seconds", "--body-timeout-seconds (SPARKINFER_BODY_TIMEOUT_S)", _seconds,
+     "must be a number of seconds > 0"),
     ("drain_grace_seconds", "--drain-grace-seconds (SPARKINFER_DRAIN_GRACE_S)",
      lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0"),
 )
@@ -91,7 +94,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
         env_number(parser, name, 0, kind)
     _check_ranges(parser, args)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
-                         sse_keepalive_s=args.sse_keepalive_seconds, api_key=args.api_key,
+                         sse_keepalive_s=args.sse_keepalive_seconds, body_timeout_s=args.body_timeout_seconds,
+                         api_key=args.api_key,
                          served_model_name=args.served_model_name,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
@@ -100,7 +104,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
 
 
 def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
-    """Where the gateway listens, its scheduler, its stream keep-alive, key and model name."""
+    """Where the gateway listens, its scheduler, its stream keep-alive, body timeout, key and model name."""
     parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
     parser.add_argument("--port", type=int, default=env_number(parser, "SPARKINFER_PORT", d.port, int),
                         help="HTTP port (SPARKINFER_PORT)")
@@ -110,6 +114,10 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                         default=env_number(parser, "SPARKINFER_SSE_KEEPALIVE_SECONDS", d.sse_keepalive_s),
                         help="seconds between keep-alive comments on a silent stream "
                              "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
+    parser.add_argument("--body-timeout-seconds", type=float,
+                        default=env_number(parser, "SPARKINFER_BODY_TIMEOUT_S", d.body_timeout_s),
+                        help="seconds a request's whole body may take to arrive once its headers are read; past it "
+                             "the answer is 408 and the connection closes (SPARKINFER_BODY_TIMEOUT_S)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
                         help="require 'Authorization: Bearer KEY' (on Anthropic's routes also 'x-api-key: KEY') on "
                              "every route but /, /health, /v1/health, /ping, /health_generate, /metrics, /version and "

@@ -92,6 +92,13 @@ class PayloadTooLarge(ApiError):
     code = "payload_too_large"
 
 
+class RequestTimeout(ApiError):
+    """408: the request body did not arrive in time (SPARKINFER_BODY_TIMEOUT_S)."""
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"
+
+
 class RequestHeaderFieldsTooLarge(ApiError):
     """431: the request line or a header field is too long, or there are too many header fields."""
     status = 431
