@@ -75,7 +75,7 @@ HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
-    "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token", "cache_salt",
+    "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token", "return_progress", "cache_salt",
 })
 # structural_tag: gateway.structural_tag builds its grammar (counted here, so that it is one kind of several).
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object", "structural_tag")

@@ -160,6 +160,7 @@ class OpenAIRoutes:
         if plan.stream:
             gen = shaper.timed = await self.engine.start(plan.gen)
             shaper.timings_per_token = body.get("timings_per_token") is True
+            shaper.return_progress = body.get("return_progress") is True
             return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
         results, shaper.timed = await self.engine.run(plan.gen)
         return json_response(shaper.response(results, shaper.timed.usage()))

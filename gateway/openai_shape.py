@@ -7,7 +7,7 @@ from typing import Optional
 
 from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
-from gateway.llama_cpp_timings import oai_timings
+from gateway.llama_cpp_timings import chunk_extras, oai_timings
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import vllm_prompt_logprobs
@@ -53,6 +53,8 @@ class ChatShaper:
         # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route, and
         # its timings_per_token (each streamed chunk has the timings so far, not only the last).
         self.timed, self.timings_per_token = None, False
+        # llama.cpp's return_progress: the role chunk carries prompt_progress (the prompt read, its time).
+        self.return_progress = False
 
     def _stream(self, index: int, whole: bool) -> Optional[ToolCallStream]:
         if not self.plan.tools:
@@ -115,13 +117,13 @@ class ChatShaper:
 
     def chunk(self, choices: list, usage: Optional[dict] = None, with_usage: bool = False,
               prompt_token_ids: Optional[list] = None, prompt_text: Optional[str] = None,
-              sglext: Optional[dict] = None, timings: Optional[dict] = None) -> bytes:
+              sglext: Optional[dict] = None, llama: Optional[dict] = None) -> bytes:
+        """One chunk; llama: llama-server's extras beside the choices (timings, prompt_progress)."""
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.plan.model, "system_fingerprint": self.card.fingerprint, "choices": choices}
         if with_usage:
             body["usage"] = usage
-        if timings is not None:
-            body["timings"] = timings
+        body.update(llama or {})
         if sglext is not None:
             body["sglext"] = sglext
         if prompt_token_ids is not None:
@@ -209,15 +211,12 @@ class ChatFramer:
         if self.p.return_token_ids:
             for choice in choices:
                 choice["token_ids"] = self._ids.pop(choice["index"], [])
-        finish = choices[0].get("finish_reason") is not None
-        partial = self.s.timings_per_token and not finish and "role" not in choices[0]["delta"]
-        timings = oai_timings(self.s.timed, usage, num_tokens) if partial or finish and not self.p.include_usage \
-            else None
+        llama = chunk_extras(self.s, choices[0], usage, num_tokens, self.p.include_usage)
         if self.p.continuous_usage and self.p.include_usage:
             index = choices[0]["index"]
             own = chat_usage(self.p, choice_usage(usage, 0, num_tokens), [self._num_reasoning.get(index, 0)])
-            return self.s.chunk(choices, own, True, prompt_token_ids, prompt_text)
-        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text, timings=timings)
+            return self.s.chunk(choices, own, True, prompt_token_ids, prompt_text, llama=llama)
+        return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text, llama=llama)
 
     def usage_body(self, usage: Usage) -> dict:
         return chat_usage(self.p, usage, self._num_reasoning.values())
@@ -284,7 +283,8 @@ class ChatFramer:
         frames = ([self.s.chunk([], None, self.p.include_usage, sglext=cached_tokens_sglext(usage))]
                   if self.p.cached_tokens_details else [])
         timings = oai_timings(self.s.timed, usage)
-        frames += [self.s.chunk([], self.usage_body(usage), True, timings=timings)] if self.p.include_usage else []
+        llama = None if timings is None else {"timings": timings}
+        frames += [self.s.chunk([], self.usage_body(usage), True, llama=llama)] if self.p.include_usage else []
         return frames + [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:

@@ -94,3 +94,17 @@ async def test_timings_per_token_puts_the_timings_so_far_on_every_chunk_of_text(
     assert counts == sorted(counts) and counts[0] >= 1
     role = [e for e in events if "role" in (e["choices"][0].get("delta") or {})]
     assert all("timings" not in e for e in role) and "timings" in events[-1]
+
+
+async def test_return_progress_puts_prompt_progress_on_the_role_chunk(slow):
+    """return_progress (llama.cpp's web UI sends it beside timings_per_token): the role chunk carries prompt_progress
+    (server-task.cpp to_json_oaicompat_chat partial with is_progress: a role delta and result_prompt_progress), here
+    once the prompt is read, so processed is the whole prompt."""
+    client, _ = slow
+    events = await _events(client, "/v1/chat/completions", {**CHAT, "max_tokens": 4, "return_progress": True,
+                                                             "stream_options": {"include_usage": True}})
+    progress = [e for e in events if "prompt_progress" in e]
+    assert len(progress) == 1 and progress[0]["choices"][0]["delta"]["role"] == "assistant"
+    sent = progress[0]["prompt_progress"]
+    assert set(sent) == {"total", "cache", "processed", "time_ms"} and sent["time_ms"] >= 0
+    assert sent["total"] == sent["processed"] == events[-1]["usage"]["prompt_tokens"] > 0
