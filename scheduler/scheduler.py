@@ -179,7 +179,7 @@ class Scheduler(StepOutputs):
             # One that cannot read the cache is no query, as vLLM's get_computed_blocks returns before its stats for a
             # request that skips reading the prefix cache.
             if not req.sampling.prompt_logprobs:
-                cache.record(req.num_prompt_tokens, req.num_computed_tokens, resumed)
+                self.prefix_cache.record(req.num_prompt_tokens, req.num_computed_tokens, resumed)
             # The first admission's hit stays the request's cached tokens (usage, prompt_tokens_cached), as vLLM's
             # Scheduler sets request.num_cached_tokens once: a resumed request's own re-lookup does not change it.
             if not resumed:
