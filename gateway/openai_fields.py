@@ -31,7 +31,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
-    "guided_whitespace_pattern": (lambda v: v is not None, "JSON is always written compact here"),
     # vLLM refuses both unless its server was started for them (--enable-prompt-embeds, --logits-processor-pattern).
     "prompt_embeds": (_nonempty, "prompt embeddings are not supported: send the prompt as text or token ids"),
     "logits_processors": (_nonempty, "custom logits processors are not supported"),
@@ -61,6 +60,10 @@ NO_EFFECT = frozenset({
     # llama.cpp and LM Studio ignore it, and Continue sends it on its apply edits to models named gpt-4o or
     # mistral-large, names local servers are often given.
     "prediction",
+    # The whitespace JSON may have between tokens: JSON is always written compact here (", " and ": "), and vLLM's
+    # default xgrammar backend does not read it either (vllm#26362); LlamaIndex-based extractors send " " beside
+    # guided_json, which was a 400 that lost the JSON they asked for.
+    "guided_whitespace_pattern",
 })
 # vLLM's guided decoding fields, then llama.cpp's json_schema and grammar (its /completion options, which its
 # OpenAI-compatible routes take too), then SGLang's regex and ebnf.
@@ -89,8 +92,10 @@ STRUCTURED_OUTPUTS = {"type": ["object", "null"], "properties": {
     "choice": {"type": ["array", "null"], "items": {"type": "string"}}, "whitespace_pattern": _STRING,
     "disable_fallback": _FLAG, "disable_any_whitespace": _FLAG, "disable_additional_properties": _FLAG,
     "backend": _STRING}}
-# structured_outputs keys that only pick a backend or its strictness; any other key changes the output.
-_OUTPUT_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties", "backend")
+# structured_outputs keys that only pick a backend, its strictness or JSON's whitespace (always compact here, as
+# guided_whitespace_pattern above); any other key changes the output.
+_OUTPUT_OPTIONS = ("disable_fallback", "disable_any_whitespace", "disable_additional_properties", "backend",
+                   "whitespace_pattern")
 _unknown = OnceLog("ignoring unknown request fields %s")
 
 

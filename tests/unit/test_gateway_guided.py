@@ -149,8 +149,6 @@ GUIDED_ERRORS = [
     ({"structured_outputs": {"regex": "a", "structural_tag": {"triggers": ["<f"], "structures": [
         {"begin": "<f>", "end": "</f>"}]}}}, "structured_outputs.structural_tag", "invalid_value",
      "use one guided-decoding field"),
-    ({"guided_json": {"type": "object"}, "guided_whitespace_pattern": " *"}, "guided_whitespace_pattern",
-     "unsupported", "compact"),
 ]
 
 
