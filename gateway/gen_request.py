@@ -59,6 +59,7 @@ class GenRequest:
     constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)
     keep_alive: Optional[float] = None   # Ollama's keep_alive, seconds (inf: forever); None: the 5m default (/api/ps)
     cache_salt: str = ""                 # vLLM's: prefix-cache entries are shared only within one salt ("" = none)
+    priority: int = 0                    # vLLM's: lower values are scheduled first (int32 on the wire)
     # llama.cpp's t_max_predict_ms, in seconds: past it (from a choice's first token) the choice ends "length" after
     # its next newline; None: no time limit.
     max_predict_s: Optional[float] = None

@@ -62,4 +62,5 @@ def generate_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
     return pb.GenerateRequest(req_id=f"{req.req_id}-{index}", prompt_token_ids=prompt_ids,
                               sampling=sampling, max_tokens=req.max_tokens_of(index // req.n),
                               stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, constraint=constraint,
-                              group_id=req.req_id, cache_salt=req.cache_salt)
+                              group_id=req.req_id, cache_salt=req.cache_salt,
+                              priority=req.priority)

@@ -46,7 +46,7 @@ CHAT_REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {}
 # Accepted fields with no effect on the output here (or whose effect is the default).
 NO_EFFECT = frozenset({
     "user", "metadata", "store", "service_tier", "spaces_between_special_tokens",
-    "priority", "request_id", "logprobs", "stream", "parallel_tool_calls", "best_of",
+    "request_id", "logprobs", "stream", "parallel_tool_calls", "best_of",
     "functions", "function_call", "keep_alive", "ttl", "truncation", "kv_transfer_params", "vllm_xargs",
     "add_special_tokens", "safety_identifier", "prompt_cache_key", "verbosity",
     "web_search_options", "stream_interval", "session_id", "mm_processor_kwargs", "media_io_kwargs",
@@ -79,6 +79,7 @@ HONOURED = frozenset({
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
     "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token", "return_progress", "cache_salt",
+    "priority",
 })
 # structural_tag: gateway.structural_tag builds its grammar (counted here, so that it is one kind of several).
 _OUTPUT_KINDS = ("choice", "json", "regex", "grammar", "json_object", "structural_tag")

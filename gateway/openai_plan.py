@@ -93,6 +93,11 @@ def min_tokens(body: dict, max_tokens: int, name: str) -> int:
     return value
 
 
+def priority(body: dict) -> int:
+    """vLLM's priority (any integer, 0 unless sent), held to the wire's int32: a value past it orders as its end."""
+    return max(-2 ** 31, min(2 ** 31 - 1, int(body.get("priority") or 0)))
+
+
 def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str,
               limit_name: str = "max_tokens") -> GenRequest:
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
@@ -105,7 +110,8 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
                       include_stop=include_stop(body),
                       skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True,
-                      max_predict_s=max_predict_s(body), cache_salt=body.get("cache_salt") or "")
+                      max_predict_s=max_predict_s(body), cache_salt=body.get("cache_salt") or "",
+                      priority=priority(body))
 
 
 def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:

@@ -47,7 +47,7 @@ _NOT_FOUND_CODES = {"previous_response_id": "previous_response_not_found"}
 # unknown fields (logged and dropped), the format asked for was not applied (lmstudio-bug-tracker#2403), nor the limit.
 _MOVED = {"response_format": "text.format", "max_tokens": "max_output_tokens",
           "max_completion_tokens": "max_output_tokens"}
-_SAME_NAME = ("model", "temperature", "top_p", "parallel_tool_calls", "user", "cache_salt") + PASSTHROUGH
+_SAME_NAME = ("model", "temperature", "top_p", "parallel_tool_calls", "user", "cache_salt", "priority") + PASSTHROUGH
 # The chat route's field names in its errors -> this API's, most specific first. A chat message's index is not
 # its input item's (instructions and calls are messages too), so only "input" is named.
 _PARAM_RENAMES = [(re.compile(r"^messages\b.*"), "input")]

@@ -67,7 +67,7 @@ class Engine(WorkerLiveness):
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
                       frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns(),
                       constraint=request.constraint if request.HasField("constraint") else None,
-                      cache_salt=request.cache_salt)
+                      cache_salt=request.cache_salt, priority=request.priority)
         stream = Stream(req, asyncio.Queue(), request.group_id)
         self.streams[req.req_id] = stream
         self.scheduler.add_request(req)

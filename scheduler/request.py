@@ -28,6 +28,7 @@ class Request:
     stop_token_id: int = -1
     constraint: object = None             # pb.Constraint forwarded untouched to the worker (None = unconstrained)
     cache_salt: str = ""                  # vLLM's cache_salt: prefix-cache entries are shared within one salt only
+    priority: int = 0                     # vLLM's: a lower value is admitted first and preempted last
     num_cached_tokens: int = 0            # prompt tokens served from the prefix cache at its first admission
     num_preemptions: int = 0              # times preempted (recompute) so far
     # Prefix-cache plan (scheduler/prefix_cache.py), made when first scheduled (None = not yet): prefill chunks end

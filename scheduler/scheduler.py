@@ -3,19 +3,18 @@
 Each step, like vLLM v1 (there is no prefill phase and no decode phase):
   1. running requests that decode (one token each), oldest first, so a long prefill never starves them;
   2. running requests part-way through a chunked prefill, continuing where the last chunk stopped;
-  3. waiting requests, first come first served, while the token budget, max_num_seqs, a free GDN state
-     slot and enough KV blocks allow (KV blocks for the whole prompt, as vLLM's admission asks, plus one spare block
-     per running request); the last prefill chunk may be cut to fit the budget.
-When a running request needs a KV block and none is free, the most recently admitted request that has no
-row in this step yet is preempted by recompute: it frees slot and blocks and goes back to the front of the
-queue; on resume it prefills prompt + generated tokens and the worker continues its sampling state from
-NewRequest.output_token_ids.
+  3. waiting requests, first come first served (a lower vLLM `priority` first: scheduler/waiting.py), while the
+     token budget, max_num_seqs, a free GDN state slot and enough KV blocks allow (KV blocks for the whole prompt, as
+     vLLM's admission asks, plus one spare block per running request); the last prefill chunk may be cut to fit.
+When a running request needs a KV block and none is free, the most recently admitted request that has no row in this
+step yet (of the highest `priority` value, unless the request itself is less urgent) is preempted by recompute: it
+frees slot and blocks and goes back to the front of the queue (of its priority); on resume it prefills prompt +
+generated tokens and the worker continues its sampling state from NewRequest.output_token_ids.
 Prefix cache (scheduler/prefix_cache.py): a waiting request whose prompt starts with a cached entry shares its KV
 blocks and starts at its end, the snapshot copied into its slot; prefill chunks end at the cache's split points and
 snapshots are taken there. Entries give way (least recently used first) before any request is preempted or refused.
 """
 from bisect import bisect_right
-from collections import deque
 
 from proto import pb
 from scheduler.block_manager import BlockManager
@@ -24,6 +23,7 @@ from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
 from scheduler.request import FINISHED, RUNNING, WAITING, Request
 from scheduler.state_pool import StatePool
 from scheduler.step_outputs import StepOutputs
+from scheduler.waiting import WaitingQueue
 
 
 class Scheduler(StepOutputs):
@@ -31,7 +31,7 @@ class Scheduler(StepOutputs):
                  max_context_len: int, clock=None, prefix_cache: PrefixCacheConfig = None):
         self.limits = limits
         self.prefix_config = prefix_cache or PrefixCacheConfig(enabled=False)
-        self.waiting = deque()
+        self.waiting = WaitingQueue()
         self.running = []
         self.requests = {}
         self.num_preemptions = 0
@@ -65,7 +65,7 @@ class Scheduler(StepOutputs):
         """Queues an admitted request (admission checks ran before)."""
         req.status = WAITING
         self.requests[req.req_id] = req
-        self.waiting.append(req)
+        self.waiting.add(req)
 
     def abort(self, req_id: str, reason: str = "abort") -> Request | None:
         """Removes a waiting or running request and frees its slot and blocks now; None if unknown.
@@ -144,11 +144,19 @@ class Scheduler(StepOutputs):
         while not self.block_manager.grow(req.block_ids, num_needed):
             if self.prefix_cache.evict_one():
                 continue
-            victim = next((r for r in reversed(self.running) if r.req_id not in scheduled and r is not req), None)
+            victim = self._victim(req, scheduled)
             self._preempt(victim or req)
             if victim is None:
                 return False
         return True
+
+    def _victim(self, req: Request, scheduled: set) -> "Request | None":
+        """The running request to preempt so that `req` can grow, vLLM's: the least urgent (the highest priority
+        value), the newest of those, among those without a row in this step; None when `req` itself is the one (no
+        other can go, or all others are more urgent)."""
+        others = (r for r in reversed(self.running) if r.req_id not in scheduled and r is not req)
+        victim = max(others, key=lambda r: r.priority, default=None)
+        return victim if victim is not None and victim.priority >= req.priority else None
 
     def _chunk(self, req: Request, budget: int) -> int:
         """Tokens of req's next row: what is left, at most `budget`, ending at the next prefix-cache split point."""
@@ -250,7 +258,7 @@ class Scheduler(StepOutputs):
         self._release(req)
         req.status = WAITING
         req.num_preemptions += 1
-        self.waiting.appendleft(req)
+        self.waiting.push_front(req)
         self.num_preemptions += 1
 
     def _finish(self, req: Request, reason: str, stop_token_id: int = -1) -> None:
