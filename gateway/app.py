@@ -19,7 +19,7 @@ from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
 from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnloadable, NotFound, PayloadTooLarge,
                             Unauthorized, Unavailable)
-from gateway.http_server import api_error_response, serve
+from gateway.http_server import KEEP_ALIVE_TIMEOUT_KEY, api_error_response, serve
 from gateway.http_stream import STREAM_RESPONSE_KEY
 from gateway.llama_cpp_python import LlamaCppPythonRoutes
 from gateway.llama_cpp_routes import LlamaCppRoutes
@@ -227,6 +227,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     app[CONFIG_KEY] = config
     app[BODY_LIMIT_KEY] = config.max_body_bytes
     app[BODY_TIMEOUT_KEY] = config.body_timeout_s
+    app[KEEP_ALIVE_TIMEOUT_KEY] = config.keep_alive_timeout_s
     http_compat.use_expect_handler(app.router, http_compat.expect_handler(
         config.max_body_bytes, api_error_response, lambda request: check_api_key(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.

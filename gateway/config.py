@@ -20,6 +20,7 @@ class GatewayConfig:
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     body_timeout_s: float = 60.0              # a request's whole body must arrive within this (408 past it)
+    keep_alive_timeout_s: float = 75.0        # an idle connection (no request yet, or between two) is closed after it
     exclude_tools_when_tool_choice_none: bool = False  # vLLM's flag: tool_choice "none" drops tools from the prompt
     trust_request_chat_template: bool = False  # render a request's own chat_template (Jinja that can loop for hours)
     drain_grace_s: float = 30.0               # on SIGTERM/SIGINT: how long requests in flight may take to finish
@@ -64,6 +65,8 @@ _RANGES = (
      "must be a number of seconds > 0"),
     ("body_timeout_seconds", "--body-timeout-seconds (SPARKINFER_BODY_TIMEOUT_S)", _seconds,
      "must be a number of seconds > 0"),
+    ("keep_alive_timeout_seconds", "--keep-alive-timeout-seconds (SPARKINFER_KEEP_ALIVE_TIMEOUT_S)", _seconds,
+     "must be a number of seconds > 0"),
     ("drain_grace_seconds", "--drain-grace-seconds (SPARKINFER_DRAIN_GRACE_S)",
      lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0"),
 )
@@ -95,6 +98,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     _check_ranges(parser, args)
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, body_timeout_s=args.body_timeout_seconds,
+                         keep_alive_timeout_s=args.keep_alive_timeout_seconds,
                          api_key=args.api_key,
                          served_model_name=args.served_model_name,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
@@ -104,7 +108,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
 
 
 def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
-    """Where the gateway listens, its scheduler, its stream keep-alive, body timeout, key and model name."""
+    """Where the gateway listens, its scheduler, its stream keep-alive, body and idle timeouts, key and model name."""
     parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
     parser.add_argument("--port", type=int, default=env_number(parser, "SPARKINFER_PORT", d.port, int),
                         help="HTTP port (SPARKINFER_PORT)")
@@ -118,6 +122,10 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                         default=env_number(parser, "SPARKINFER_BODY_TIMEOUT_S", d.body_timeout_s),
                         help="seconds a request's whole body may take to arrive once its headers are read; past it "
                              "the answer is 408 and the connection closes (SPARKINFER_BODY_TIMEOUT_S)")
+    parser.add_argument("--keep-alive-timeout-seconds", type=float,
+                        default=env_number(parser, "SPARKINFER_KEEP_ALIVE_TIMEOUT_S", d.keep_alive_timeout_s),
+                        help="seconds an idle connection (no request yet, or between two) is kept open "
+                             "(SPARKINFER_KEEP_ALIVE_TIMEOUT_S; vLLM sets uvicorn's from VLLM_HTTP_TIMEOUT_KEEP_ALIVE)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
                         help="require 'Authorization: Bearer KEY' (on Anthropic's routes also 'x-api-key: KEY') on "
                              "every route but /, /health, /v1/health, /ping, /health_generate, /metrics, /version and "

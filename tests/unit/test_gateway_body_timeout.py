@@ -1,6 +1,7 @@
 """A request body that stops short of its Content-Length, or comes a byte at a time, is a 408 in the route's error
-shape after SPARKINFER_BODY_TIMEOUT_S, with the connection closed; it held a connection and a handler for ever (fake
-scheduler, raw sockets)."""
+shape after SPARKINFER_BODY_TIMEOUT_S, with the connection closed; it held a connection and a handler for ever. A
+connection that sends no request (or half its headers), or idles after one, is closed after
+SPARKINFER_KEEP_ALIVE_TIMEOUT_S; aiohttp's AppRunner kept it 3630 s, or for ever (fake scheduler, raw sockets)."""
 import asyncio
 import time
 
@@ -20,7 +21,7 @@ BODY = b'{"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]
 async def port():
     fake = FakeServing(build_tokenizer(), max_context_len=2048)
     fake.script.reply = "Hello world"
-    async with fake_gateway(fake, body_timeout_s=TIMEOUT_S) as (client, _):
+    async with fake_gateway(fake, body_timeout_s=TIMEOUT_S, keep_alive_timeout_s=TIMEOUT_S) as (client, _):
         yield client.server.port
 
 
@@ -96,15 +97,36 @@ async def test_a_body_that_arrives_in_time_is_served_and_the_connection_kept(por
     assert body["object"] == "chat.completion" and body["usage"]["completion_tokens"] == 2
 
 
+IDLE = {"no request": b"", "half a head": b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+        "after an answer": b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"}
+
+
+@pytest.mark.parametrize("case", list(IDLE))
+async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout(port, case):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic()
+    try:
+        writer.write(IDLE[case])
+        got = await asyncio.wait_for(reader.read(), 10 * TIMEOUT_S + 5)
+    finally:
+        writer.close()
+    assert TIMEOUT_S <= time.monotonic() - started < TIMEOUT_S + 2
+    # Closed without a word, as nginx closes an idle connection (a half-sent head gets no answer either).
+    assert got == b"" if case != "after an answer" else got.startswith(b"HTTP/1.1 200 OK")
+
+
+@pytest.mark.parametrize("name", ["SPARKINFER_BODY_TIMEOUT_S", "SPARKINFER_KEEP_ALIVE_TIMEOUT_S"])
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
-def test_a_body_timeout_that_is_no_positive_number_stops_the_start(monkeypatch, capsys, value):
-    monkeypatch.setenv("SPARKINFER_BODY_TIMEOUT_S", value)
+def test_a_timeout_that_is_no_positive_number_stops_the_start(monkeypatch, capsys, name, value):
+    monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit):
         parse_config([])
-    assert "SPARKINFER_BODY_TIMEOUT_S" in capsys.readouterr().err
+    assert name in capsys.readouterr().err
 
 
-def test_the_body_timeout_is_read_from_its_variable(monkeypatch):
+def test_the_timeouts_are_read_from_their_variables(monkeypatch):
     monkeypatch.setenv("SPARKINFER_BODY_TIMEOUT_S", "7.5")
-    assert parse_config([]).body_timeout_s == 7.5
+    monkeypatch.setenv("SPARKINFER_KEEP_ALIVE_TIMEOUT_S", "9")
+    assert (parse_config([]).body_timeout_s, parse_config([]).keep_alive_timeout_s) == (7.5, 9.0)
     assert parse_config(["--body-timeout-seconds", "3"]).body_timeout_s == 3.0
+    assert parse_config(["--keep-alive-timeout-seconds", "4"]).keep_alive_timeout_s == 4.0
