@@ -26,8 +26,6 @@ def _nonempty(value: Any) -> bool:
 # field -> (is the request asking for it?, why it is refused). Each would change the output in vLLM/OpenAI.
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
-    "length_penalty": (lambda v: v is not None and v != 1, "length_penalty only applies to beam search, "
-                                                           "which is not supported"),
     "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
@@ -60,6 +58,9 @@ NO_EFFECT = frozenset({
     # llama.cpp and LM Studio ignore it, and Continue sends it on its apply edits to models named gpt-4o or
     # mistral-large, names local servers are often given.
     "prediction",
+    # Beam search's length penalty: vLLM reads it only for use_beam_search (to_beam_search_params; its sampling
+    # params have none), which is refused above, and SillyTavern sends its slider's value on every text completion.
+    "length_penalty",
     # The whitespace JSON may have between tokens: JSON is always written compact here (", " and ": "), and vLLM's
     # default xgrammar backend does not read it either (vllm#26362); LlamaIndex-based extractors send " " beside
     # guided_json, which was a 400 that lost the JSON they asked for.
