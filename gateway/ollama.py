@@ -13,7 +13,8 @@ from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.go_json import read_go_json
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, NotFound, NotImplementedApi, Overloaded
+from gateway.errors import (ApiError, ContextLengthExceeded, Forbidden, InvalidRequest, NotFound, NotImplementedApi,
+                            Overloaded)
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
@@ -25,7 +26,8 @@ from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_a
 from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
-from gateway.web import EMPTY_BODY
+from gateway.body import read_body
+from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT, EMPTY_BODY
 from gateway.web import json_response as _json_response
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -49,6 +51,9 @@ _DIGEST = re.compile(r"sha256[:-][0-9a-fA-F]{64}")
 # Ollama's GET /api/status (server/routes.go StatusHandler): cloud models off, by configuration, as none is served;
 # Ollama's CLI (cmd/launch/models.go cloudStatusDisabled) then refuses a cloud model at once instead of signing in.
 _CLOUD_STATUS = {"cloud": {"disabled": True, "source": "config"}}
+# Ollama's web tools, which its cloud runs (server/routes.go webExperimentalProxyHandler): its 403 with the cloud off.
+_WEB_TOOLS = {"/api/experimental/web_search": "ollama cloud is disabled: web search is unavailable",
+              "/api/experimental/web_fetch": "ollama cloud is disabled: web fetch is unavailable"}
 _PULL = "pulling models is not supported: the served model is fixed when the server starts"
 # What Ollama's pull of a model it has up to date reports (server/images.go PullModel), layers aside.
 _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
@@ -128,6 +133,8 @@ class OllamaRoutes:
         app.router.add_post("/api/generate", self.generate)
         app.router.add_post("/api/pull", self.pull)
         app.router.add_get("/api/status", self.status)
+        for path, words in _WEB_TOOLS.items():
+            app.router.add_post(path, functools.partial(self.web_tool, words=words))
         for route, reason in _NOT_IMPLEMENTED.items():
             handler = functools.partial(self.not_implemented, reason=reason, required=REQUIRED.get(route),
                                         named=NAMED_MODEL.get(route), check=FIELD_CHECKS.get(route))
@@ -143,6 +150,13 @@ class OllamaRoutes:
 
     async def status(self, request: web.Request) -> web.Response:
         return json_response(_CLOUD_STATUS)
+
+    @ollama_errors
+    async def web_tool(self, request: web.Request, words: str) -> web.Response:
+        """The 403 Ollama answers with its cloud off, after its 400 for a body with nothing in it."""
+        if not (await read_body(request, request.app.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT))).strip():
+            raise InvalidRequest("missing request body")
+        raise Forbidden(words)
 
     @ollama_errors
     async def blob(self, request: web.Request) -> web.Response:

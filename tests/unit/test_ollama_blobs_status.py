@@ -66,3 +66,15 @@ async def test_a_name_without_the_cloud_suffix_stays_a_404(stack, name):
     client, _ = stack
     response = await client.post("/api/show", json={"model": name})
     assert response.status == 404 and await response.json() == {"error": f"model '{name}' not found"}
+
+
+@pytest.mark.parametrize("path, words", [("/api/experimental/web_search", "web search is unavailable"),
+                                         ("/api/experimental/web_fetch", "web fetch is unavailable")])
+async def test_ollamas_web_tools_are_its_403_with_the_cloud_off(stack, path, words):
+    """Ollama's cloud runs them (server/routes.go webExperimentalProxyHandler): with it off, 403 in its words, after
+    its 400 for an empty body."""
+    client, _ = stack
+    response = await client.post(path, json={"query": "sparkinfer"})
+    assert response.status == 403 and await response.json() == {"error": f"ollama cloud is disabled: {words}"}
+    empty = await client.post(path, data=b"  ")
+    assert empty.status == 400 and await empty.json() == {"error": "missing request body"}
