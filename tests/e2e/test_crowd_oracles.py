@@ -64,7 +64,7 @@ def answer_of(name: str, body: dict) -> tuple:
 
 
 async def neighbour(client, i: int, cancel: bool) -> None:
-    body = {"model": "tiny", "messages": messages("filler " * (5 + 4 * i)), "max_tokens": 60 + 10 * i,
+    body = {"model": "tiny", "messages": messages("filler " * (5 + 4 * i)), "max_tokens": 40 + 6 * i,
             "stream": True, "ignore_eos": True}
     async with client.stream("POST", "/v1/chat/completions", json=body) as stream:
         lines = 0
@@ -91,8 +91,11 @@ async def test_an_answer_served_in_a_crowd_is_its_answer_served_alone(preempting
     before = scrape(scheduler_url)
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         alone = {name: await serve(client, name) for name in CASES}
-        crowd = await asyncio.gather(*(serve(client, name) for name in CASES),
-                                     *(neighbour(client, i, cancel=i % 3 == 0) for i in range(10)))
+        # The neighbours first: the scheduler preempts the requests admitted last, these cases.
+        neighbours = [asyncio.create_task(neighbour(client, i, cancel=i % 3 == 0)) for i in range(10)]
+        await asyncio.sleep(0.2)
+        crowd = await asyncio.gather(*(serve(client, name) for name in CASES))
+        await asyncio.gather(*neighbours)
     after = scrape(scheduler_url)
     assert grew(before, after, "sparkinfer_num_preemptions_total") > 0
     assert grew(before, after, "sparkinfer_prefix_cache_hits_total") > 0
