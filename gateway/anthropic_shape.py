@@ -113,10 +113,12 @@ class MessageBuilder:
         self._input = ""                     # the open tool_use block's input JSON so far
         self.stop_reason: Optional[str] = None
         self.stop_sequence: Optional[str] = None
+        self.num_thinking = 0                # thinking tokens generated (Delta.num_reasoning_tokens)
 
     def push(self, delta: Delta) -> list:
         """Adds one Delta: its reasoning, text and parsed calls in that order, and the stop reason on the last."""
         reasoning, content, calls, finish = self._shaper.split(delta)
+        self.num_thinking = delta.num_reasoning_tokens
         # Blocks in the model's order: the text the model wrote after a call comes after its tool_use block.
         events = self._append("thinking", reasoning)
         for kind, piece in in_model_order(content, calls or [], self._shaper.texts_after):
@@ -206,10 +208,12 @@ class MessageBuilder:
         return events
 
     def message(self, usage: Usage, content: Optional[list] = None) -> dict:
-        """The message object: whole (non-streamed) or, with content=[], as message_start announces it."""
+        """The message object: whole (non-streamed) or, with content=[], as message_start announces it (nothing
+        generated yet)."""
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.plan.model,
                 "content": self.blocks if content is None else content, "stop_reason": self.stop_reason,
-                "stop_sequence": self.stop_sequence, "usage": usage_dict(usage)}
+                "stop_sequence": self.stop_sequence,
+                "usage": usage_dict(usage, self.num_thinking if content is None else 0)}
 
 
 def model_info(name: str, created: int, max_context_len: int) -> dict:
@@ -229,12 +233,16 @@ def thinking_signature(thinking: str) -> str:
     return "sig_" + hashlib.sha256(thinking.encode()).hexdigest()
 
 
-def usage_dict(usage: Usage) -> dict:
+def usage_dict(usage: Usage, num_thinking: int = 0) -> dict:
     """Anthropic's usage: prefix-cache hits are cache reads, not input (input + cache reads + cache writes = the
-    prompt, as Anthropic counts it and vLLM maps it); nothing is written to a cache on request, so writes are 0."""
+    prompt, as Anthropic counts it and vLLM maps it); nothing is written to a cache on request, so writes are 0.
+    output_tokens_details.thinking_tokens: how many of output_tokens were thinking, as Anthropic reports it (the SDKs'
+    OutputTokensDetails; the Vercel AI SDK and LiteLLM read it as the reasoning tokens), counted as /v1's
+    reasoning_tokens is (Anthropic counts the block's delimiters too: a token or two more)."""
     cached = min(usage.cached_tokens, usage.prompt_tokens)
     return {"input_tokens": usage.prompt_tokens - cached, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached, "output_tokens": usage.completion_tokens}
+            "cache_read_input_tokens": cached, "output_tokens": usage.completion_tokens,
+            "output_tokens_details": {"thinking_tokens": num_thinking}}
 
 
 def sse(name: str, payload: dict) -> bytes:
@@ -263,7 +271,7 @@ class AnthropicFramer:
         frames = [sse(name, payload) for name, payload in b.close()]
         message_delta = {"type": "message_delta", "delta": {"stop_reason": b.stop_reason,
                                                             "stop_sequence": b.stop_sequence},
-                         "usage": usage_dict(usage)}
+                         "usage": usage_dict(usage, b.num_thinking)}
         return frames + [sse("message_delta", message_delta), sse("message_stop", {"type": "message_stop"})]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:

@@ -99,7 +99,8 @@ async def test_usage_is_the_engine_count_and_count_tokens_agrees(stack):
             "max_tokens": 64, "enable_thinking": False}
     usage = (await (await client.post("/v1/chat/completions", json=chat)).json())["usage"]
     assert whole["usage"] == {"input_tokens": usage["prompt_tokens"], "cache_creation_input_tokens": 0,
-                              "cache_read_input_tokens": 0, "output_tokens": usage["completion_tokens"]}
+                              "cache_read_input_tokens": 0, "output_tokens": usage["completion_tokens"],
+                              "output_tokens_details": {"thinking_tokens": 0}}
     assert whole["usage"]["input_tokens"] == num_prompt and whole["usage"]["output_tokens"] == 3
     counted = await client.post("/v1/messages/count_tokens", json={k: body[k] for k in (
         "model", "messages", "system", "tools", "thinking")})
@@ -116,7 +117,8 @@ async def test_prefix_cache_hits_are_cache_reads(stack):
     whole = await (await client.post("/v1/messages", json=BASE)).json()
     num_prompt = len(fake.script.requests[-1].prompt_token_ids)
     assert whole["usage"] == {"input_tokens": num_prompt - 16, "cache_creation_input_tokens": 0,
-                              "cache_read_input_tokens": 16, "output_tokens": 3}
+                              "cache_read_input_tokens": 16, "output_tokens": 3,
+                              "output_tokens_details": {"thinking_tokens": 0}}
     events = parse_events(await (await client.post("/v1/messages", json={**BASE, "stream": True})).read())
     assert events[0][1]["message"]["usage"] == {**whole["usage"], "output_tokens": 0}
     assert events[-2][1]["usage"] == whole["usage"]
