@@ -102,11 +102,10 @@ def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: boo
     return gen
 
 
-def _common(body: Any, card: ModelCard, served_name: str,
+def _common(body: dict, card: ModelCard, served_name: str,
             struct: str) -> tuple[OllamaPlan, Optional[OllamaOptions], Optional[int]]:
-    """The checks both endpoints share; returns (plan without gen, options, number of top logprobs or None); options
-    None for an unload, which reads nothing more."""
-    body = check_go_types(body, struct)
+    """The checks both endpoints share, on a body check_go_types read; returns (plan without gen, options, number of
+    top logprobs or None); options None for an unload, which reads nothing more."""
     # Part of the decode, as api.ThinkValue.UnmarshalJSON checks it: an unload gets it too.
     thinking_kwargs(body.get("think"))
     # Checked before the model, as Ollama's handlers do; check_go_types typed stream (absent: streams, as Ollama).
@@ -145,6 +144,7 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
 
 def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/chat body and renders + tokenizes its prompt; no messages = a load request."""
+    body = check_go_types(body, "ChatRequest")
     plan, options, num_logprobs = _common(body, card, served_name, "ChatRequest")
     if options is None:
         return plan
@@ -212,6 +212,7 @@ def _splits_reasoning(body: dict, card: ModelCard) -> bool:
 
 def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     """Validates an /api/generate body (system, raw, think, context, template honoured; suffix/images refused)."""
+    body = check_go_types(body, "GenerateRequest")
     plan, options, num_logprobs = _common(body, card, served_name, "GenerateRequest")
     if options is None:
         return plan

@@ -59,6 +59,28 @@ _STRUCTS = {
                           messages=_go("array", "[]api.Message", items=_MESSAGE), **{"from": _STRING}),
 }
 
+# Each struct's fields with decoders of their own, which _STRUCTS leaves out: their names match keys too.
+_OWN_DECODERS = {"GenerateRequest": ("format", "keep_alive", "think"), "ChatRequest": ("format", "keep_alive", "think"),
+                 "EmbedRequest": ("input", "keep_alive"), "EmbeddingRequest": ("keep_alive",)}
+
+
+def _field_keys(value: Any, schema: dict, more: tuple = ()) -> Any:
+    """value with its keys named as the Go struct's fields: encoding/json matches a key to a field's json name
+    exactly, else case-insensitively ({"Model": ..., "Messages": [{"Role": ...}]} is a ChatRequest; of two keys for
+    one field the later wins); a map's keys (options) stay as sent, and a key no field takes is kept (and ignored)."""
+    if isinstance(value, list) and "items" in schema:
+        return [_field_keys(item, schema["items"]) for item in value]
+    fields = schema.get("properties")
+    if not isinstance(value, dict) or fields is None:
+        return value
+    names = {*fields, *more}
+    folded = {name.lower(): name for name in names}
+    out = {}
+    for key, item in value.items():
+        name = key if key in names else folded.get(key.lower(), key)
+        out[name] = _field_keys(item, fields[name]) if name in fields else item
+    return out
+
 
 # The runner names Ollama's chat and generate take, each spelling of one (server/routes.go normalizeRunner; the
 # manifest package's RunnerMLX "mlx", RunnerOllama "ollama", RunnerLlamaCPP "llamacpp"), read trimmed and lower-cased.
@@ -91,6 +113,7 @@ def check_go_types(body: Any, struct: str) -> dict:
     body that is no object: `... into Go value of type api.ShowRequest`)."""
     if body is None:
         return {}
+    body = _field_keys(body, {"properties": _STRUCTS[struct]}, _OWN_DECODERS.get(struct, ()))
     error = next(iter(_VALIDATORS[struct].iter_errors(body)), None)
     if error is None:
         return body

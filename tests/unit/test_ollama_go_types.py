@@ -155,3 +155,25 @@ async def test_an_empty_body_is_ollamas_missing_request_body(fake, method, path,
     response = await client.request(method, path, data=data)
     assert (response.status, await response.json()) == (400, {"error": "missing request body"})
     assert not servicer.script.requests
+
+
+async def test_keys_match_fields_in_any_case_as_go_decodes_them(stack):
+    """encoding/json matches a key to a struct field's json name exactly, else case-insensitively: a Go client whose
+    structs carry no json tags sends "Model", "Messages", "Role"; Ollama answers it, and the later of two keys for
+    one field wins."""
+    client, servicer = stack
+    servicer.script.reply = "Hello"
+    body = {"Model": "fake-model", "STREAM": False, "Think": False, "Keep_Alive": "1m", "Options": {"num_predict": 3},
+            "Messages": [{"Role": "user", "Content": "Hi there"}]}
+    response = await client.post("/api/chat", json=body)
+    assert response.status == 200
+    answer = await response.json()
+    assert answer["model"] == "fake-model" and answer["message"] == {"role": "assistant", "content": "Hello"}
+    request = servicer.script.requests[-1]
+    assert "Hi there" in servicer.tokenizer.decode(list(request.prompt_token_ids)) and request.max_tokens == 3
+    body = {"model": "nope", "Model": "fake-model", "Prompt": "Hi", "Raw": True, "Stream": False}
+    answer = await (await client.post("/api/generate", json=body)).json()
+    assert answer["model"] == "fake-model" and answer["response"] == "Hello" and "context" not in answer
+    response = await client.post("/api/generate", json={"Model": "fake-model", "Prompt": "Hi", "RAW": "yes"})
+    assert await response.json() == {"error": "json: cannot unmarshal string into Go struct field "
+                                              "GenerateRequest.raw of type bool"}
