@@ -24,6 +24,8 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 _IDENTITY = ("", "identity")
 # The request key read_body keeps the decoded body under while the handler runs.
 _BODY_KEY = web.RequestKey("body", bytes)
+# A parsed body handed from one handler to the next (hand_on).
+_HANDED_ON_KEY = web.RequestKey("handed_on_body", object)
 # Seconds a request's whole body may take to arrive once its head is read (GatewayConfig.body_timeout_s).
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout_s", float)
 DEFAULT_BODY_TIMEOUT_S = 60.0
@@ -87,8 +89,21 @@ async def _read_raw(request: web.Request) -> bytes:
 
 
 def forget_body(request: web.Request) -> None:
-    """Drops the body read_body kept for the request's handler (app.error_middleware, once the handler is done)."""
+    """Drops the body read_body kept for the request's handler, and a parsed one handed on (app.error_middleware,
+    once the handler is done)."""
     request.pop(_BODY_KEY, None)
+    request.pop(_HANDED_ON_KEY, None)
+
+
+def hand_on(request: web.Request, parsed) -> None:
+    """Keeps the parsed body for the handler the request is handed to (SageMaker's /invocations reads it to choose
+    chat or completions), whose read_json takes it (take_handed_on) instead of parsing the bytes again."""
+    request[_HANDED_ON_KEY] = parsed
+
+
+def take_handed_on(request: web.Request):
+    """The body hand_on kept, once (None if none): the handler taking it may change it."""
+    return request.pop(_HANDED_ON_KEY, None)
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.body import hand_on
 from gateway.errors import InvalidRequest
 from gateway.openai_routes import OpenAIRoutes
 from gateway.web import read_json
@@ -26,11 +27,14 @@ class SageMakerRoutes:
         app.router.add_post("/invocations", self.invocations)
 
     async def invocations(self, request: web.Request) -> web.StreamResponse:
-        # The handler reads the body again: aiohttp keeps the bytes read once.
         body = await read_json(request)
         if isinstance(body, dict) and "messages" in body:
-            return await self.openai.chat(request)
-        if isinstance(body, dict) and "prompt" in body:
-            return await self.openai.completions(request)
-        raise InvalidRequest("Cannot find suitable handler for request. Expected one of: " + _EXPECTED
-                             + " (a body with `messages`, or one with `prompt`)")
+            handler = self.openai.chat
+        elif isinstance(body, dict) and "prompt" in body:
+            handler = self.openai.completions
+        else:
+            raise InvalidRequest("Cannot find suitable handler for request. Expected one of: " + _EXPECTED
+                                 + " (a body with `messages`, or one with `prompt`)")
+        # The handler's read_json takes this body: a 24 MB one was parsed (and its depth walked) twice.
+        hand_on(request, body)
+        return await handler(request)

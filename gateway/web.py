@@ -9,7 +9,7 @@ import orjson
 from aiohttp import web
 
 from gateway import json_out
-from gateway.body import read_body
+from gateway.body import read_body, take_handed_on
 from gateway.errors import ApiError, InvalidRequest
 from gateway.offload import run_cpu
 
@@ -80,6 +80,9 @@ def _check_depth(body: Any) -> None:
 
 async def read_json(request: web.Request) -> Any:
     """The parsed body; InvalidRequest for an empty, non-UTF-8, malformed or badly encoded body."""
+    handed_on = take_handed_on(request)
+    if handed_on is not None:
+        return handed_on
     limit = request.app.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT)
     raw = await read_body(request, limit)
     # Small bodies parse faster than a thread hop; big ones must not hold the loop.

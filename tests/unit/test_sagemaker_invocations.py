@@ -55,3 +55,19 @@ async def test_any_other_body_is_vllms_400(stack, body):
     assert (status, error["type"]) == (400, "invalid_request_error")
     assert error["message"].startswith("Cannot find suitable handler for request. Expected one of: "
                                        "['ChatCompletionRequest', 'CompletionRequest']")
+
+
+@pytest.mark.parametrize("body", [CHAT, {"prompt": "Hi", "max_tokens": 5}], ids=["chat", "completion"])
+async def test_the_body_is_parsed_once(stack, monkeypatch, body):
+    """/invocations read the JSON to choose its handler, which read it again: a 24 MB body parsed (and its depth
+    walked) twice."""
+    from gateway import web
+    parsed = []
+    parse = web._parse
+    monkeypatch.setattr(web, "_parse", lambda raw: parsed.append(len(raw)) or parse(raw))
+    client, _ = stack
+    status, raw = await _post(client, body)
+    answer = orjson.loads(raw)
+    assert status == 200 and answer["object"] in ("chat.completion", "text_completion"), answer
+    assert "Hello world" in raw.decode()
+    assert parsed == [len(orjson.dumps(body))]
