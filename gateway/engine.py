@@ -95,6 +95,11 @@ class Engine:
         LM Studio's model `state` report; the card alone is cached and outlives a dead worker)."""
         return await self.model_device(timeout) is not None
 
+    async def model_listed(self, timeout: float = 2.0) -> bool:
+        """model_loaded, less an unload a client asked for that no request has undone (LM Studio's
+        /api/v1/models/unload, Ollama's keep_alive 0): what LM Studio's model lists report as loaded."""
+        return not self.load_state.unloaded and await self.model_loaded(timeout)
+
     async def model_device(self, timeout: float = 2.0) -> Optional[str]:
         """The device the loaded model runs on ("cpu", "cuda:0 (...)"; "" from a scheduler that does not say); None
         when it cannot generate now (model_loaded)."""

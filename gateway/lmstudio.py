@@ -151,14 +151,14 @@ class LMStudioRoutes:
 
     async def models(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
-        loaded = await self.engine.model_loaded()
+        loaded = await self.engine.model_listed()
         return json_response({"object": "list", "data": [model_object(card, await self.engine.served_name(), loaded)]})
 
     async def model(self, request: web.Request) -> web.Response:
         card = await self.engine.card()
         name = await self.engine.served_name()
         check_model(request.match_info["model_id"].rstrip("/"), card, name)
-        return json_response(model_object(card, name, await self.engine.model_loaded()))
+        return json_response(model_object(card, name, await self.engine.model_listed()))
 
     def _extras(self, card: ModelCard, outcome: _Outcome, usage: Usage, finish: Optional[str] = None) -> dict:
         return {"stats": outcome.stats(usage, finish), "model_info": model_info(card), "runtime": runtime(self.version)}

@@ -3,8 +3,8 @@
 The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser;
 errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
 fixed when the server starts: a load or download of it answers as LM Studio does for a model it has in memory
-(gateway.lmstudio_v1_models); loading another model is the 404 of a model this server lacks; unloading, and
-downloading another model, is 501.
+(gateway.lmstudio_v1_models), and an unload of it marks it unloaded in the model lists until a request loads it again;
+loading or unloading another model is the 404 of a model this server lacks; downloading another model is 501.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine
 from gateway.errors import ApiError, NotImplementedApi
 from gateway.http_stream import stream_generation
-from gateway.lmstudio_v1_models import FIXED, download_answer, load_answer
+from gateway.lmstudio_v1_models import FIXED, download_answer, load_answer, unload_answer
 from gateway.lmstudio_v1_request import check_reasoning, fit_window, openai_chat_body, renamed
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
@@ -25,7 +25,6 @@ from gateway.openai import parse_chat
 from gateway.web import json_response, read_json
 
 _NOT_IMPLEMENTED = {
-    ("POST", "/api/v1/models/unload"): f"unloading models is not supported: {FIXED}",
     ("GET", "/api/v1/models/download/status"): f"downloading models is not supported: {FIXED}",
 }
 
@@ -40,13 +39,14 @@ class LMStudioV1Routes:
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_post("/api/v1/chat", self.chat)
         app.router.add_post("/api/v1/models/load", self.load)
+        app.router.add_post("/api/v1/models/unload", self.unload)
         app.router.add_post("/api/v1/models/download", self.download)
         for (method, path), reason in _NOT_IMPLEMENTED.items():
             app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
 
     async def models(self, request: web.Request) -> web.Response:
         card, name = await self.engine.card(), await self.engine.served_name()
-        return json_response({"models": [model_entry(card, name, await self.engine.model_loaded())]})
+        return json_response({"models": [model_entry(card, name, await self.engine.model_listed())]})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         received = time.monotonic()
@@ -70,7 +70,16 @@ class LMStudioV1Routes:
 
     async def load(self, request: web.Request) -> web.Response:
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
-        return json_response(load_answer(body, card, name, await self.engine.model_loaded()))
+        answer = load_answer(body, card, name, await self.engine.model_loaded())
+        self.engine.load_state.touch(None)
+        return json_response(answer)
+
+    async def unload(self, request: web.Request) -> web.Response:
+        body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
+        answer = unload_answer(body, card, name)
+        # keep_alive 0: LoadState's explicit unload, which the next request that uses the model undoes.
+        self.engine.load_state.touch(0)
+        return json_response(answer)
 
     async def download(self, request: web.Request) -> web.Response:
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()

@@ -1,4 +1,4 @@
-"""Gateway process: LM Studio /api/v1 model management (load, download) answered for the one model this server runs.
+"""Gateway process: LM Studio /api/v1 model management (load, unload, download) answered for the one model served.
 
 The served model is fixed when the server starts, so it is always downloaded and, while a worker runs it, loaded:
 a load of it answers as LM Studio's load does once the model is in memory (lmstudio.ai/docs/developer/rest/load:
@@ -22,6 +22,7 @@ FIXED = "the served model is fixed when the server starts"
 LOAD_FIELDS = frozenset({"model", "context_length", "eval_batch_size", "flash_attention", "num_experts",
                          "offload_kv_cache_to_gpu", "echo_load_config"})
 DOWNLOAD_FIELDS = frozenset({"model", "quantization"})
+UNLOAD_FIELDS = frozenset({"instance_id"})
 
 
 def _model(body: Any, fields: frozenset) -> str:
@@ -58,3 +59,17 @@ def download_answer(body: Any, card: ModelCard, served_name: str) -> dict:
         raise NotImplementedApi(f"downloading models is not supported: {FIXED} (it serves '{served_name}')",
                                 param="model")
     return {"status": "already_downloaded"}
+
+
+def unload_answer(body: Any, card: ModelCard, served_name: str) -> dict:
+    """POST /api/v1/models/unload of the served instance: LM Studio's answer ({"instance_id"}, docs developer/rest/unload).
+    The model stays in memory; the caller marks it unloaded for the model lists until a request loads it again, as
+    Ollama's keep_alive 0 does for /api/ps. Another instance is the 404 of a model this server lacks."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    instance = body.get("instance_id")
+    if not isinstance(instance, str) or not instance:
+        raise InvalidRequest('"instance_id" is required', param="instance_id", code="missing_required_parameter")
+    check_keys(body, UNLOAD_FIELDS)
+    check_model(instance, card, served_name)
+    return {"instance_id": instance}

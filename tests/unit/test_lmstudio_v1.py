@@ -135,9 +135,14 @@ async def test_loading_the_served_model_without_a_worker_is_a_503(fake):
     ("/api/v1/models/load", {"model": "fake-model", "flash_attention": "on"}, 400, "flash_attention",
      '"flash_attention" must be a boolean'),
     ("/api/v1/models/download", {"model": "qwen/qwen3-4b"}, 501, "model", "downloading models is not supported"),
-    ("/api/v1/models/unload", {"instance_id": "fake-model"}, 501, None, "unloading models is not supported"),
+    ("/api/v1/models/unload", {"instance_id": "qwen/qwen3-4b"}, 404, "model",
+     "The model 'qwen/qwen3-4b' does not exist"),
+    ("/api/v1/models/unload", {}, 400, "instance_id", '"instance_id" is required'),
+    ("/api/v1/models/unload", {"instance_id": "fake-model", "model": "fake-model"}, 400, "model",
+     "Unrecognized key(s) in object: 'model'"),
 ], ids=["load another model", "load no model", "load unknown key", "echo not a boolean", "negative context",
-        "fractional batch", "flash attention not a boolean", "download another model", "unload"])
+        "fractional batch", "flash attention not a boolean", "download another model", "unload another instance",
+        "unload no instance", "unload unknown key"])
 async def test_other_model_management_is_an_error_object(fake, path, body, status, param, words):
     client, _ = fake
     response = await client.post(path, json=body)

@@ -1,0 +1,38 @@
+"""LM Studio's POST /api/v1/models/unload (lmstudio.ai/docs/developer/rest/unload: {instance_id} -> {instance_id}) of
+the served instance: the model stays in memory, but LM Studio's model lists report it unloaded (/api/v1/models with no
+loaded_instances, /api/v0/models state "not-loaded") until a load or a request loads it again (LM Studio's JIT load),
+as Ollama's keep_alive 0 does for /api/ps. It was a 501, which ended scripts and tools that unload a model when they
+are done with it or before loading the next."""
+import pytest
+
+
+async def _listed(client) -> tuple:
+    v1 = (await (await client.get("/api/v1/models")).json())["models"][0]["loaded_instances"]
+    v0 = (await (await client.get("/api/v0/models")).json())["data"][0]["state"]
+    return len(v1), v0
+
+
+async def _unload(client) -> None:
+    response = await client.post("/api/v1/models/unload", json={"instance_id": "fake-model"})
+    assert (response.status, await response.json()) == (200, {"instance_id": "fake-model"})
+
+
+async def test_an_unloaded_model_is_listed_as_not_loaded(fake):
+    client, _ = fake
+    assert await _listed(client) == (1, "loaded")
+    await _unload(client)
+    assert await _listed(client) == (0, "not-loaded")
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/v1/models/load", {"model": "fake-model"}),
+    ("/api/v1/chat", {"model": "fake-model", "input": "hi", "max_output_tokens": 2}),
+    ("/api/v0/chat/completions", {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
+                                  "max_tokens": 2}),
+], ids=["load", "v1-chat", "v0-chat"])
+async def test_a_load_or_a_request_loads_it_again(fake, path, body):
+    client, _ = fake
+    await _unload(client)
+    response = await client.post(path, json=body)
+    assert response.status == 200, await response.text()
+    assert await _listed(client) == (1, "loaded")
