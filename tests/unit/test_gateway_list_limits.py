@@ -68,6 +68,27 @@ async def test_ollama_refuses_more_messages_than_the_window_before_rendering(sta
     assert response.status == 400 and "context window of 512 tokens" in orjson.loads(await response.read())["error"]
 
 
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize("num_ctx, num_tools", [(None, 100_000), (512, 600)], ids=["model-context", "num_ctx"])
+async def test_ollama_refuses_more_tools_than_the_window_before_checking_them(stack, monkeypatch, num_ctx, num_tools):
+    """Ollama renders every tool into the prompt (truncation drops messages, never tools): 100 000 tools took 36 s
+    of type checks (jsonschema over each) and rendering to get the same 400."""
+    client, _ = stack
+    monkeypatch.setattr(Draft202012Validator, "iter_errors", _never("the schema validator") if num_ctx is None
+                        else Draft202012Validator.iter_errors)
+    monkeypatch.setattr(ollama_request, "_render", _never("the prompt renderer"))
+    monkeypatch.setattr(ollama_request, "read_tools", _never("the tool reader"))
+    body = {"model": "default", "stream": False, "messages": [{"role": "user", "content": "a"}],
+            "tools": [TOOL] * num_tools, **({"options": {"num_ctx": num_ctx}} if num_ctx else {})}
+    response = await client.post("/api/chat", data=orjson.dumps(body))
+    ctx = num_ctx or CONTEXT
+    assert (response.status, orjson.loads(await response.read())) == (400, {"error": (
+        f"the input length exceeds the context length: the prompt is at least {num_tools} tokens ({num_tools} tools), which "
+        f"exceeds the context window of {ctx} tokens; it was not truncated. Shorten the prompt or raise options.num_ctx")})
+
+
 async def test_truncate_prompt_tokens_still_takes_a_long_prompt(stack):
     client, fake = stack
     response = await client.post("/v1/completions", data=orjson.dumps(
