@@ -6,7 +6,7 @@ from typing import Optional
 
 from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.errors import ApiError
-from gateway.llama_cpp_timings import oai_timings
+from gateway.llama_cpp_timings import oai_timings, prompt_progress
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.openai_shape import SSE_HEADERS, with_sampled
@@ -45,9 +45,11 @@ class CompletionFramer:
         # llama.cpp's timings (gateway/llama_cpp_timings.py): the Generation of a /v1 request, set by its route, and
         # its timings_per_token (each streamed chunk has the timings so far, not only the last).
         self.timed, self.timings_per_token = None, False
+        self.return_progress = False   # llama.cpp's: a chunk with each prompt's prompt_progress before its text
 
-    def _chunk(self, choices: list, usage: Optional[Usage], num_tokens: int = 0) -> bytes:
-        """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage)."""
+    def _chunk(self, choices: list, usage: Optional[Usage], num_tokens: int = 0, extra: Optional[dict] = None) -> bytes:
+        """One choice's chunk; num_tokens: what that choice generated up to it (its continuous usage); extra: fields
+        beside the choices (llama.cpp's prompt_progress)."""
         if self.p.return_token_ids:
             for choice in choices:
                 choice.setdefault("token_ids", [])   # an echo chunk: no generated ids
@@ -55,7 +57,7 @@ class CompletionFramer:
                     self._named.add(choice["index"])
                     choice["prompt_token_ids"] = self.p.gen.all_prompt_ids[choice["index"] // self.p.gen.n]
         body = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
-                "system_fingerprint": self.card.fingerprint, "choices": choices}
+                "system_fingerprint": self.card.fingerprint, "choices": choices, **(extra or {})}
         if self.p.include_usage and usage is not None and self.p.continuous_usage:
             index = choices[0]["index"]
             body["usage"] = usage_dict(choice_usage(usage, index // self.p.gen.n, num_tokens))
@@ -69,10 +71,14 @@ class CompletionFramer:
         return sse_event(body if timings is None else {**body, "timings": timings})
 
     def start(self, usage: Usage) -> list[bytes]:
+        frames = [self._chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": None}], usage,
+                              extra={"prompt_progress": prompt_progress(self.timed, usage, i // self.p.gen.n)})
+                  for i in range(self.p.gen.num_choices if self.return_progress and self.timed is not None else 0)]
         # Echo + logprobs: each choice's prompt chunk waits for its prompt logprobs (its first Delta).
         if self.p.prompt.echo_top is not None:
-            return []
-        return [self._echo(index, None, usage) for index in range(self.p.gen.num_choices if self.p.echo_texts else 0)]
+            return frames
+        count = self.p.gen.num_choices if self.p.echo_texts else 0
+        return frames + [self._echo(index, None, usage) for index in range(count)]
 
     def usage_body(self, usage: Usage) -> dict:
         return usage_dict(usage)

@@ -40,11 +40,12 @@ def oai_timings(gen, usage: Optional[Usage], predicted_n: Optional[int] = None) 
     return llama_timings(gen, gen.started_at, usage.prompt_tokens, usage.cached_tokens, generated)
 
 
-def prompt_progress(gen, usage: Usage) -> dict:
-    """llama-server's prompt_progress (result_prompt_progress::to_json: total, cache, processed, time_ms) for a /v1
-    stream with return_progress: here once the prompt is read, as the scheduler reports no progress within it (llama.cpp's
-    web UI shows it as the prompt's processing)."""
-    total, cached = (usage.per_prompt[0] if usage.per_prompt else (usage.prompt_tokens, usage.cached_tokens))
+def prompt_progress(gen, usage: Usage, prompt: int = 0) -> dict:
+    """llama-server's prompt_progress (result_prompt_progress::to_json: total, cache, processed, time_ms) of a /v1
+    stream's prompt-th prompt with return_progress: here once the prompt is read, as the scheduler reports no progress
+    within it (llama.cpp's web UI shows it as the prompt's processing)."""
+    total, cached = (usage.per_prompt[prompt] if len(usage.per_prompt) > prompt
+                     else (usage.prompt_tokens, usage.cached_tokens))
     time_ms = llama_timings(gen, gen.started_at, total, cached, 0)["prompt_ms"]
     return {"total": total, "cache": cached, "processed": total, "time_ms": time_ms}
 
@@ -53,7 +54,7 @@ def chunk_extras(shaper, choice: dict, usage: Usage, num_tokens: int, include_us
     """llama-server's extras on one /v1 chat chunk (server-task.cpp to_json_oaicompat_chat, partial and final): the
     role chunk's prompt_progress with return_progress; the timings so far on each chunk of text or calls with
     timings_per_token; the timings on the finish chunk, the stream's last unless a usage chunk follows. shaper: the
-    ChatShaper, whose route set timed, timings_per_token and return_progress (none on routes that are not llama.cpp's)."""
+    ChatShaper, whose route set timed, timings_per_token and return_progress (none on routes not llama.cpp's)."""
     finish = choice.get("finish_reason") is not None
     role = "role" in choice["delta"]
     if role and shaper.return_progress and shaper.timed is not None:

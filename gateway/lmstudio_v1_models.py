@@ -62,7 +62,7 @@ def download_answer(body: Any, card: ModelCard, served_name: str) -> dict:
 
 
 def unload_answer(body: Any, card: ModelCard, served_name: str) -> dict:
-    """POST /api/v1/models/unload of the served instance: LM Studio's answer ({"instance_id"}, docs developer/rest/unload).
+    """POST /api/v1/models/unload of the served instance: LM Studio's {"instance_id"} (docs developer/rest/unload).
     The model stays in memory; the caller marks it unloaded for the model lists until a request loads it again, as
     Ollama's keep_alive 0 does for /api/ps. Another instance is the 404 of a model this server lacks."""
     if not isinstance(body, dict):

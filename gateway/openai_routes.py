@@ -182,6 +182,7 @@ class OpenAIRoutes:
             framer = CompletionFramer(plan, card, rid)
             gen = framer.timed = await self.engine.start(plan.gen)
             framer.timings_per_token = body.get("timings_per_token") is True
+            framer.return_progress = body.get("return_progress") is True
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         results, gen = await self.engine.run(plan.gen)
         return json_response(completion_response(plan, card, rid, results, gen.usage(), gen))

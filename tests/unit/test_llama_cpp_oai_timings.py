@@ -108,3 +108,14 @@ async def test_return_progress_puts_prompt_progress_on_the_role_chunk(slow):
     sent = progress[0]["prompt_progress"]
     assert set(sent) == {"total", "cache", "processed", "time_ms"} and sent["time_ms"] >= 0
     assert sent["total"] == sent["processed"] == events[-1]["usage"]["prompt_tokens"] > 0
+
+
+async def test_return_progress_on_completions_is_a_chunk_per_prompt_before_its_text(slow):
+    """llama-server's completions partial with is_progress (to_json_oaicompat: prompt_progress beside an empty text)."""
+    client, _ = slow
+    events = await _events(client, "/v1/completions", {"prompt": ["hi", "hello there"], "max_tokens": 2,
+                                                       "return_progress": True})
+    progress = [e for e in events if "prompt_progress" in e]
+    assert [e["choices"][0]["index"] for e in progress] == [0, 1]
+    assert all(e["choices"][0]["text"] == "" for e in progress) and events[:2] == progress
+    assert progress[0]["prompt_progress"]["total"] < progress[1]["prompt_progress"]["total"]
