@@ -6,6 +6,7 @@ The scan follows encoding/json/scanner.go's states and their words; it runs only
 """
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from typing import Any, Optional
@@ -15,7 +16,7 @@ from aiohttp import web
 from gateway.body import read_body
 from gateway.errors import InvalidRequest
 from gateway.offload import run_cpu
-from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT, NOT_JSON, read_json
+from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT, NOT_JSON, check_depth, read_json
 
 _SPACE = re.compile(rb"[ \t\r\n]*")
 _STRING_RUN = re.compile(rb'[^"\\\x00-\x1f]*')
@@ -182,9 +183,38 @@ def go_decode_error(raw: bytes) -> Optional[str]:
     return None
 
 
+# orjson's words for a \uD800-\uDFFF escape with no partner ("no low surrogate in string", "invalid high surrogate
+# in string"), which Go's encoding/json reads.
+_LONE_SURROGATE = "surrogate in string"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replaced(value: Any) -> Any:
+    """value with each lone surrogate in its strings (keys too) as U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replaced(item) for item in value]
+    if isinstance(value, dict):
+        return {_replaced(key): _replaced(item) for key, item in value.items()}
+    return value
+
+
+def read_as_go(raw: bytes) -> Any:
+    """raw (JSON text Go's scanner accepts) read as encoding/json reads it: "invalid UTF-16 surrogate pairs are not
+    treated as an error. Instead, they are replaced by the Unicode replacement character U+FFFD" (Go's json.Unmarshal
+    documentation). A JavaScript client that cut a string inside an emoji sends "\ud83d" so (JSON.stringify writes a
+    lone surrogate as its escape). (Go reads a byte that is no UTF-8 so too; those stay the 400 that names the byte,
+    gateway.web._check_utf8.)"""
+    body = json.loads(raw)
+    check_depth(body)
+    return _replaced(body)
+
+
 async def read_go_json(request: web.Request) -> Any:
     """read_json, with a body that is no JSON refused in Go's words, as Ollama's handlers refuse it; where Go would
-    read it (what follows a whole first value, bytes that are no UTF-8 in a string), the 400 keeps its own words."""
+    read it (what follows a whole first value, bytes that are no UTF-8 in a string) the 400 keeps its own words, but a
+    lone surrogate escape is read as Go reads it (read_as_go)."""
     try:
         return await read_json(request)
     except InvalidRequest as exc:
@@ -192,6 +222,11 @@ async def read_go_json(request: web.Request) -> Any:
             raise
         raw = await read_body(request, request.app.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT))
         words = go_decode_error(raw) if len(raw) < 65536 else await run_cpu(go_decode_error, raw)
-        if words is None:
+        if words is not None:
+            raise InvalidRequest(words, code="invalid_json") from None
+        if _LONE_SURROGATE not in exc.message:
             raise
-        raise InvalidRequest(words, code="invalid_json") from None
+        try:
+            return await run_cpu(read_as_go, raw)
+        except (ValueError, RecursionError):
+            raise exc from None

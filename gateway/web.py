@@ -50,7 +50,7 @@ def _parse(raw: bytes) -> Any:
     except orjson.JSONDecodeError as exc:
         _check_utf8(raw)
         raise InvalidRequest(f"{NOT_JSON}: {exc}", code="invalid_json") from exc
-    _check_depth(body)
+    check_depth(body)
     # orjson accepted it, so it is strict JSON (no NaN, no lone surrogate) and json reads it the same, ints exact.
     return json.loads(raw) if _LONG_DIGITS.search(raw) else body
 
@@ -65,7 +65,7 @@ def _check_utf8(raw: bytes) -> None:
                              f"({exc.reason}); send JSON text encoded as UTF-8", code="invalid_json") from None
 
 
-def _check_depth(body: Any) -> None:
+def check_depth(body: Any) -> None:
     """400 for objects and arrays nested deeper than MAX_BODY_DEPTH (counted without recursing)."""
     level, depth = [body], 0
     while level:
