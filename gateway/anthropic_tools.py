@@ -71,8 +71,9 @@ def definition(tool: dict) -> dict:
     if builtin is not None:
         return {"name": tool["name"], "description": tool.get("description") or builtin["description"],
                 "parameters": builtin["input_schema"]}
-    return {"name": tool["name"], "description": tool.get("description"),
-            "parameters": {"type": "object", **tool["input_schema"]}}
+    # Without a description the function has none (not "description": null), as the same tool sent to /v1 has none.
+    described = {"description": tool["description"]} if tool.get("description") is not None else {}
+    return {"name": tool["name"], **described, "parameters": {"type": "object", **tool["input_schema"]}}
 
 
 def check_tool(tool: dict, i: int) -> None:
