@@ -4,30 +4,25 @@ The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) a
 errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
 fixed when the server starts: a load or download of it answers as LM Studio does for a model it has in memory
 (gateway.lmstudio_v1_models), and an unload of it marks it unloaded in the model lists until a request loads it again;
-loading or unloading another model is the 404 of a model this server lacks; downloading another model is 501.
+loading or unloading another model is the 404 of a model this server lacks; downloading another model is 501, and
+the download status lists no job.
 """
 from __future__ import annotations
 
-import functools
 import time
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine
-from gateway.errors import ApiError, NotImplementedApi
+from gateway.errors import ApiError, NotFound
 from gateway.http_stream import stream_generation
-from gateway.lmstudio_v1_models import FIXED, download_answer, load_answer, unload_answer
+from gateway.lmstudio_v1_models import download_answer, load_answer, unload_answer
 from gateway.lmstudio_v1_request import check_reasoning, fit_window, openai_chat_body, renamed
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
 from gateway.web import json_response, read_json
-
-_NOT_IMPLEMENTED = {
-    ("GET", "/api/v1/models/download/status"): f"downloading models is not supported: {FIXED}",
-}
-
 
 class LMStudioV1Routes:
     """GET /api/v1/models, POST /api/v1/chat and the served model's load and download."""
@@ -41,8 +36,8 @@ class LMStudioV1Routes:
         app.router.add_post("/api/v1/models/load", self.load)
         app.router.add_post("/api/v1/models/unload", self.unload)
         app.router.add_post("/api/v1/models/download", self.download)
-        for (method, path), reason in _NOT_IMPLEMENTED.items():
-            app.router.add_route(method, path, functools.partial(self.not_implemented, reason=reason))
+        app.router.add_get("/api/v1/models/download/status", self.download_status)
+        app.router.add_get("/api/v1/models/download/status/{job_id}", self.download_job)
 
     async def models(self, request: web.Request) -> web.Response:
         card, name = await self.engine.card(), await self.engine.served_name()
@@ -85,5 +80,12 @@ class LMStudioV1Routes:
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
         return json_response(download_answer(body, card, name))
 
-    async def not_implemented(self, request: web.Request, reason: str) -> web.Response:
-        raise NotImplementedApi(reason)
+    async def download_status(self, request: web.Request) -> web.Response:
+        """LM Studio's lists of download jobs (docs developer/rest/download-status), all empty: a download of the served
+        model answers already_downloaded with no job, and another model is not downloaded here."""
+        return json_response({"downloading": [], "completed": [], "failed": [], "paused": []})
+
+    async def download_job(self, request: web.Request) -> web.Response:
+        job_id = request.match_info["job_id"]
+        raise NotFound(f"download job '{job_id}' not found: this server starts no downloads", param="job_id",
+                       code="job_not_found")

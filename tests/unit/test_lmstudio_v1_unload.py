@@ -36,3 +36,16 @@ async def test_a_load_or_a_request_loads_it_again(fake, path, body):
     response = await client.post(path, json=body)
     assert response.status == 200, await response.text()
     assert await _listed(client) == (1, "loaded")
+
+
+async def test_the_download_status_lists_no_job(fake):
+    """GET /api/v1/models/download/status (docs developer/rest/download-status): LM Studio's four job lists, empty here
+    (a download of the served model answers already_downloaded with no job_id); one job's status is a 404. The list
+    was a 501, which a client polling its downloads read as a failure."""
+    client, _ = fake
+    response = await client.get("/api/v1/models/download/status")
+    assert (response.status, await response.json()) == (
+        200, {"downloading": [], "completed": [], "failed": [], "paused": []})
+    response = await client.get("/api/v1/models/download/status/job_493c7c9ded")
+    error = (await response.json())["error"]
+    assert (response.status, error["param"], error["code"]) == (404, "job_id", "job_not_found")
