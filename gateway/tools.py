@@ -76,11 +76,13 @@ def _object_arguments(value):
 
 
 def opens_call(text: str, pos: int) -> Optional[bool]:
-    """Whether the call start at pos opens a call: a bare <function= does, and a <tool_call> where <function= or a
-    JSON object follows it (past whitespace), unless the function's name is none (names_function); where other text
-    follows, it is only a mention of the tag, answer text (False); None while the text ends before that shows."""
+    """Whether the call start at pos opens a call: a bare <function=NAME> that a line break or a tag follows, and a
+    <tool_call> where <function= or a JSON object's first key follows it (past whitespace), unless the function's
+    name is none (names_function); where other text follows, it is only a mention, answer text (False: "use
+    <function=read> to ...", "<tool_call>{...}"); None while the text ends before that shows."""
     if not text.startswith(TOOL_CALL_TAG, pos):
-        return names_function(text, pos + len(FUNCTION_OPEN))
+        named = names_function(text, pos + len(FUNCTION_OPEN))
+        return _body_follows(text, text.find(">", pos) + 1, " \t", "\r\n<") if named else named
     after = skip_space(text, pos + len(TOOL_CALL_TAG))
     while text.startswith(TOOL_CALL_TAG, after):
         # The tag written twice: the call starts at the first.
@@ -88,9 +90,18 @@ def opens_call(text: str, pos: int) -> Optional[bool]:
     rest = text[after:][:len(FUNCTION_OPEN)]
     if rest.startswith(FUNCTION_OPEN):
         return names_function(text, after + len(FUNCTION_OPEN))
-    if rest.startswith(_CALL_BODIES):
-        return True
+    if rest.startswith("{"):
+        return _body_follows(text, after + 1, " \t\r\n", '"')
     return None if any(body.startswith(rest) for body in _CALL_BODIES + (TOOL_CALL_TAG,)) else False
+
+
+def _body_follows(text: str, pos: int, skipped: str, starts: str) -> Optional[bool]:
+    """Whether the first character from pos not in `skipped` is one of `starts`, as a call's body begins there (a
+    bare <function=NAME>'s line break or first tag, a JSON call's first key); None while the text ends first. A
+    stream held everything after a mention that failed this to the answer's end (club-3090#72's silence)."""
+    while pos < len(text) and text[pos] in skipped:
+        pos += 1
+    return None if pos == len(text) else text[pos] in starts
 
 
 def next_call(text: str, start: int = 0) -> int:

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.unit.tool_deltas import join_calls
+
 PROSE = "Use <function=get_weather> like this."
 CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>"
 REPLY = PROSE + "\n" + CALL
@@ -24,7 +26,7 @@ async def test_the_call_after_the_prose_is_a_call(stack, route, stream):
         lines = (await response.read()).decode().split("\n")
         chunks = [c for c in (json.loads(line[6:]) for line in lines if line.startswith("data: {")) if c["choices"]]
         content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
-        calls = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+        calls = join_calls([call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])])
         finish = chunks[-1]["choices"][0]["finish_reason"]
     else:
         choice = (await response.json())["choices"][0]

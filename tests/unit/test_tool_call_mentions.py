@@ -1,5 +1,5 @@
-"""A <tool_call> in the answer that opens no call (no <function= or JSON object after it: prose about the markup) is
-answer text: a stream sends the text after it as it comes, and a call later in the answer is still read, with the
+"""A <tool_call> in the answer that opens no call (no <function= or JSON object's first key after it: prose about the
+markup), and a bare <function=NAME> that words follow on its line ("use <function=f> to ..."), are answer text: a stream sends the text after it as it comes, and a call later in the answer is still read, with the
 text before it kept. A stream held everything after such a mention to the end of the answer (the silence of
 club-3090#72 / vllm-project/vllm#22975), and the whole answer lost the text from the mention to the call (fake
 scheduler; /v1 and /api/chat, streamed and whole)."""
@@ -16,14 +16,18 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
     "type": "object", "properties": {"x": {"type": "integer"}}}}}]
 CALL = "<tool_call>\n<function=f>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>"
 PROSE = "A call starts with <tool_call> and then a function block. " + "More words. " * 5
+# Mentions that held the rest of a stream to its end: a bare <function= of an offered tool, a JSON form's brace.
+MENTIONS = {"tag": PROSE, "function": "Use <function=f> to call it, then read its answer. " + "More words. " * 5,
+            "brace": "Calls look like <tool_call>{...}</tool_call> in the output. " + "More words. " * 5}
 
 
-def test_the_text_after_a_mention_streams_piece_by_piece():
+@pytest.mark.parametrize("prose", MENTIONS.values(), ids=MENTIONS.keys())
+def test_the_text_after_a_mention_streams_piece_by_piece(prose):
     stream = ToolCallFilter(TOOLS)
-    sent = [stream.push(PROSE[i:i + 4]) for i in range(0, len(PROSE), 4)]
+    sent = [stream.push(prose[i:i + 4]) for i in range(0, len(prose), 4)]
     # Only the pieces right around the tag wait (for what follows it): the rest comes out as it is pushed.
     assert sum(1 for piece in sent if piece) >= len(sent) - 3
-    assert "".join(sent) + stream.finish("stop")[0] == PROSE
+    assert "".join(sent) + stream.finish("stop")[0] == prose
 
 
 @pytest.mark.parametrize("tail", ["<tool_call>", "<tool_call>\n", "<tool_call>\n<func"], ids=["tag", "newline", "part"])
@@ -61,10 +65,11 @@ async def _v1(client, stream: bool) -> tuple:
     return pieces, [c["function"]["arguments"] for c in join_calls(deltas)]
 
 
-async def test_a_mention_streams_and_a_later_call_is_read(stack):
+@pytest.mark.parametrize("prose", MENTIONS.values(), ids=MENTIONS.keys())
+async def test_a_mention_streams_and_a_later_call_is_read(stack, prose):
     client, fake = stack
-    fake.script.reply = PROSE + "Now:\n" + CALL
-    text = PROSE + "Now:"
+    fake.script.reply = prose + "Now:\n" + CALL
+    text = prose + "Now:"
     whole, calls = await _v1(client, False)
     assert whole == [text] and [json.loads(c) for c in calls] == [{"x": 1}]
     pieces, calls = await _v1(client, True)
