@@ -7,7 +7,7 @@ import math
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, SHAPES, fake_prepared, timed
-from kernels.nvfp4 import ops
+from kernels.nvfp4 import gemv_tile, ops
 
 
 # GEMV versions side by side: (label, M values, call); "_noflush"/"_loadonly": timing only (wrong results). v2_atomic:
@@ -17,8 +17,8 @@ GEMV_VARIANTS = [("v2_atomic", (1, 4, 16), lambda x, p, o: ops.gemv_v2(x, p, o, 
                  ("v8_xs", (1, 4), lambda x, p, o: ops.gemv_v2(x, p, o, xs=True)),
                  ("v8_xs_u4", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_u4", xs=True)),
                  ("v8_xs_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly", xs=True)),
-                 ("v5", (1, 4), lambda x, p, o: ops.gemv_tile(x, p, o)),
-                 ("v5_bal", (1, 4), lambda x, p, o: ops.gemv_tile(x, p, o, balanced=True)),
+                 ("v5", (1, 4), lambda x, p, o: gemv_tile.gemv_tile(x, p, o)),
+                 ("v5_bal", (1, 4), lambda x, p, o: gemv_tile.gemv_tile(x, p, o, balanced=True)),
                  ("v7_noflush", (1, 16), lambda x, p, o: ops.gemv_v2(x, p, o, "_noflush", xs=False)),
                  ("v7_loadonly", (1,), lambda x, p, o: ops.gemv_v2(x, p, o, "_loadonly", xs=False))]
 
@@ -33,8 +33,8 @@ def compare(copy_bw: float) -> list:
             x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             for label, ms, fn in GEMV_VARIANTS:
-                depth = ops.TILE_DEPTHS[1 if m <= 8 else 2][0]
-                v5_runs = ops.GEMV_VERSION == "v5" and ops.tile_fits(m, nv[0], depth) and k % 8 == 0
+                depth = gemv_tile.TILE_DEPTHS[1 if m <= 8 else 2][0]
+                v5_runs = ops.GEMV_VERSION == "v5" and gemv_tile.tile_fits(m, nv[0], depth) and k % 8 == 0
                 if m not in ms or (label.startswith("v5") and not v5_runs):  # v5 wherever it can run
                     continue
                 try:

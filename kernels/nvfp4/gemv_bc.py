@@ -11,7 +11,7 @@ import os
 import torch
 
 from kernels import _compile
-from kernels.nvfp4 import ops
+from kernels.nvfp4 import gemv_tile, ops
 
 # gemv_bc.cu (v10, block columns) for M = 1 on Hopper. Launched with programmatic dependent launch (ops.PDL, the
 # default) it is ahead of v5 / v7 / cluster on every 27B shape (NOTES.md session 6, run 2, us, back-to-back: 6144x5120
@@ -72,7 +72,7 @@ def serves(x: torch.Tensor, p: dict) -> bool:
         return False
     if ops.PDL:
         return True
-    tile = ops.GEMV_VERSION == "v5" and ops.tile_applies(x, p)
+    tile = ops.GEMV_VERSION == "v5" and gemv_tile.tile_applies(x, p)
     cluster = ops.GEMV_CLUSTER and ops.cluster_size(p, _compile.num_sms(x.device))
     return p["K"] <= BC_MAX_K and not tile and not cluster
 

@@ -13,7 +13,7 @@
   14336x5120: the fused GDN and attention input projections);
 - "v2_early": 2 <= M <= EARLY_MAX_M on Hopper with PDL: gemv.cu (v7) whose first weight loads go out before
   griddepcontrol.wait, so they overlap the kernel before (x after it);
-- "tile": ops.GEMV_VERSION "v5" and ops.tile_applies (gemv_tile.cu, M <= 8 on weights of up to ~19 MB);
+- "tile": ops.GEMV_VERSION "v5" and gemv_tile.tile_applies (gemv_tile.cu, M <= 8 on weights of up to ~19 MB);
 - "v2": gemv.cu as before (split-K over a persistent grid; x staged in shared memory where ops.xs_applies).
 H200 session 12 run 13 (bench timing: batches of 10 back-to-back launches with PDL on rotating weight copies; us,
 the previous pick / v7 / v7 early): M = 4 6144x5120 11.9 (tile) / 11.9 / 10.8, 5120x6144 11.5 (tile) / 11.5 /
@@ -27,7 +27,7 @@ import os
 import torch
 
 from kernels import _compile
-from kernels.nvfp4 import gemv_bc, gemv_bt, gemv_btm, gemv_sk, ops
+from kernels.nvfp4 import gemv_bc, gemv_bt, gemv_btm, gemv_sk, gemv_tile, ops
 
 EARLY = os.environ.get("SPARKINFER_NVFP4_EARLY", "1") == "1"  # 0: the v7 GEMVs wait at their start, as before
 EARLY_MAX_M = 8
@@ -55,7 +55,7 @@ def choice(x: torch.Tensor, p: dict, variant: str = "") -> str:
         return "cluster"
     if EARLY and ops.PDL and hopper and 2 <= m <= EARLY_MAX_M:
         return "v2_early"
-    if ops.GEMV_VERSION == "v5" and ops.tile_applies(x, p):
+    if ops.GEMV_VERSION == "v5" and gemv_tile.tile_applies(x, p):
         return "tile"
     return "v2"
 
@@ -76,5 +76,5 @@ def gemv(x: torch.Tensor, p: dict, out: torch.Tensor, variant: str = "", blocks_
     if kind == "cluster":
         return ops.gemv_cluster(x, p, out, ops.cluster_size(p, _compile.num_sms(x.device)))
     if kind == "tile":
-        return ops.gemv_tile(x, p, out)
+        return gemv_tile.gemv_tile(x, p, out)
     return ops.gemv_v2(x, p, out, variant, blocks_per_sm, early=kind == "v2_early")

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from kernels.nvfp4 import checkpoint, naive, ops
+from kernels.nvfp4 import checkpoint, gemv_tile, naive, ops
 
 pytestmark = pytest.mark.gpu
 # [N x K]: odd small shapes, then the Qwen3.8-27B layer shapes (design.md section 1) and the LM head
@@ -117,13 +117,13 @@ def test_gemv_versions_each_match(n, k):
     for m in (1, 2, 5, 8, 13, 16):
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         ref = x.float() @ ref_w.t()
-        for depth in ops.TILE_DEPTHS[1 if m <= 8 else 2] + (None,):  # None: v2
-            if depth and not ops.tile_fits(m, p, depth):
+        for depth in gemv_tile.TILE_DEPTHS[1 if m <= 8 else 2] + (None,):  # None: v2
+            if depth and not gemv_tile.tile_fits(m, p, depth):
                 with pytest.raises(ValueError):
-                    ops.gemv_tile(x, p, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"), depth)
+                    gemv_tile.gemv_tile(x, p, torch.empty(m, n, dtype=torch.bfloat16, device="cuda"), depth)
                 continue
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            ops.gemv_tile(x, p, out, depth) if depth else ops.gemv_v2(x, p, out)
+            gemv_tile.gemv_tile(x, p, out, depth) if depth else ops.gemv_v2(x, p, out)
             torch.cuda.synchronize()
             err = ((out.float() - ref).norm() / ref.norm()).item()
             assert not torch.isnan(out).any() and err < REL_TOL, (depth, m, err)
@@ -134,8 +134,8 @@ def test_gemv_dispatch_falls_back_to_v2():
     p, ref_w = ops.prepared(weight), weight.dequantize()
     aligned = torch.randn(1, 512, device="cuda").to(torch.bfloat16)
     shifted = torch.randn(1, 513, device="cuda").to(torch.bfloat16)[:, 1:]  # contiguous, 2 bytes off 16
-    assert ops.tile_applies(aligned, p) and not ops.tile_applies(shifted, p)
-    assert not ops.tile_applies(torch.randn(17, 512, device="cuda").to(torch.bfloat16), p)
+    assert gemv_tile.tile_applies(aligned, p) and not gemv_tile.tile_applies(shifted, p)
+    assert not gemv_tile.tile_applies(torch.randn(17, 512, device="cuda").to(torch.bfloat16), p)
     for x in (aligned, shifted):  # linear copies a shifted x to an aligned one
         y, ref = ops.linear(x, weight).float(), x.float() @ ref_w.t()
         assert ((y - ref).norm() / ref.norm()).item() < REL_TOL

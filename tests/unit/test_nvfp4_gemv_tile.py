@@ -4,7 +4,7 @@ order, from the stage it was copied into; plus the host's shared-memory sizing a
 import pytest
 import torch
 
-from kernels.nvfp4 import ops
+from kernels.nvfp4 import gemv_tile, ops
 
 WARPS = 8
 
@@ -62,32 +62,32 @@ def _p(n: int, k: int) -> dict:
 
 def test_shared_memory_sizing():
     p, p17 = _p(6144, 5120), _p(5120, 17408)
-    assert ops._tile_smem(1, p, 6) == (80 * 64 + 8) * 2 + 8 * 6 * 640
+    assert gemv_tile._tile_smem(1, p, 6) == (80 * 64 + 8) * 2 + 8 * 6 * 640
     # M = 1 on K = 5120: 4 blocks of 8 warps per SM (the register cap), one wave holds all 384 tiles; K = 17408: 3
-    assert ops._tile_slots(1, p, 6, 132) == 528 and ops._tile_slots(1, p17, 6, 132) == 396
-    assert ops._tile_slots(1, p17, 10, 132) == 264 and ops._tile_slots(4, p, 6, 132) == 264
+    assert gemv_tile._tile_slots(1, p, 6, 132) == 528 and gemv_tile._tile_slots(1, p17, 6, 132) == 396
+    assert gemv_tile._tile_slots(1, p17, 10, 132) == 264 and gemv_tile._tile_slots(4, p, 6, 132) == 264
     # M = 16 on K = 5120 fits one block per SM with the default ring; not on K = 6144 or 17408
-    assert ops.tile_fits(16, p, 8) and ops._tile_slots(16, p, 8, 132) == 132
-    assert not ops.tile_fits(16, _p(5120, 6144), 8) and not ops.tile_fits(9, p17, 8)
+    assert gemv_tile.tile_fits(16, p, 8) and gemv_tile._tile_slots(16, p, 8, 132) == 132
+    assert not gemv_tile.tile_fits(16, _p(5120, 6144), 8) and not gemv_tile.tile_fits(9, p17, 8)
 
 
 def test_dispatch_picks_v5_only_where_it_measured_ahead():
     x = lambda m, k: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
     # run 4: v5 ahead at M = 1 on 6144x5120 and 5120x6144 (one tile per block, ~17.7 MB)
-    assert ops.tile_applies(x(1, 5120), _p(6144, 5120)) and ops.tile_applies(x(1, 6144), _p(5120, 6144))
-    assert ops.tile_applies(x(1, 5120), _p(1024, 5120))  # a small projection
+    assert gemv_tile.tile_applies(x(1, 5120), _p(6144, 5120)) and gemv_tile.tile_applies(x(1, 6144), _p(5120, 6144))
+    assert gemv_tile.tile_applies(x(1, 5120), _p(1024, 5120))  # a small projection
     # behind: more tiles than one wave of blocks (10240x5120: 640 > 528), weights over ~19 MB, M = 4 (2 blocks/SM)
     for m, n, k in [(1, 10240, 5120), (1, 17408, 5120), (1, 5120, 17408), (1, 248320, 5120), (4, 6144, 5120)]:
-        assert not ops.tile_applies(x(m, k), _p(n, k)), (m, n, k)
-    assert not ops.tile_applies(x(16, 5120), _p(6144, 5120))  # NT = 2 lost on every shape
-    assert not ops.tile_applies(x(1, 5121)[:, 1:], _p(6144, 5120))  # 2 bytes off 16
+        assert not gemv_tile.tile_applies(x(m, k), _p(n, k)), (m, n, k)
+    assert not gemv_tile.tile_applies(x(16, 5120), _p(6144, 5120))  # NT = 2 lost on every shape
+    assert not gemv_tile.tile_applies(x(1, 5121)[:, 1:], _p(6144, 5120))  # 2 bytes off 16
 
 
 def test_gemv_tile_refuses_what_it_cannot_run():
     with pytest.raises(ValueError):
-        ops.gemv_tile(torch.zeros(16, 6144, dtype=torch.bfloat16), _p(5120, 6144), None)  # x too large
+        gemv_tile.gemv_tile(torch.zeros(16, 6144, dtype=torch.bfloat16), _p(5120, 6144), None)  # x too large
     with pytest.raises(ValueError):
-        ops.gemv_tile(torch.zeros(2, 64, dtype=torch.bfloat16), _p(128, 64), None, depth=7)  # no such ring depth
+        gemv_tile.gemv_tile(torch.zeros(2, 64, dtype=torch.bfloat16), _p(128, 64), None, depth=7)  # no such ring depth
 
 
 def test_cluster_gemv_only_where_clusters_of_two_fill_a_wave():
