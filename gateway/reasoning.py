@@ -67,9 +67,13 @@ def _partial_tail(buf: str, tag: str) -> int:
     return 0
 
 
-def _no_function(opened: str) -> bool:
-    """Whether the text after a <tool_call> opens the XML form with a name no function has (tool_markup.names_function:
-    a template or pseudo-markup the model writes about): a mention of the tag, not a call."""
+def _mention(opened: str) -> bool:
+    """Whether the text after a <tool_call> starts like a call but opens none: the XML form with a name no function
+    has (tool_markup.names_function: a template or pseudo-markup the model writes about), or a brace that no JSON
+    key follows ("<tool_call>{...}", as gateway.tools.opens_call reads the answer): a mention of the tag."""
+    if opened.startswith("{"):
+        key = opened[1:].lstrip()
+        return bool(key) and not key.startswith('"')
     return opened.startswith(_CALL_STARTS[0]) and names_function(opened, len(_CALL_STARTS[0])) is False
 
 
@@ -135,7 +139,7 @@ class ReasoningSplitter:
             return held, ""
         if self._state == "call":
             opened = held[len(TOOL_CALL):].lstrip()
-            if not opened.startswith(_CALL_STARTS) or _no_function(opened):
+            if not opened.startswith(_CALL_STARTS) or _mention(opened):
                 # Cut before anything but the tag: only a mention, part of the reasoning.
                 return held, ""
             # A call never closed by </think>: it ends the reasoning and is the answer.
@@ -203,7 +207,7 @@ class ReasoningSplitter:
             return buf[end + len(THINK_END):]
         opened = buf[len(TOOL_CALL):].lstrip()
         if opened and (not any(start.startswith(opened[:len(start)]) for start in _CALL_STARTS)
-                       or _no_function(opened)):
+                       or _mention(opened)):
             # Only a mention of the tag: it stays reasoning, and what follows is read as reasoning again.
             reasoning.append(TOOL_CALL)
             self._state = "reasoning"

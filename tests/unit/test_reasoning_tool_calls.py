@@ -41,6 +41,19 @@ def test_call_without_think_end_ends_reasoning(size):
     assert split(f"Need weather.\n{CALL}", size) == ("Need weather.\n", CALL)
 
 
+def test_a_brace_no_key_follows_is_a_mention_streamed_as_it_comes():
+    # "<tool_call>{...}" in the thinking (prose showing the JSON form) was held as a possible call to </think>: the
+    # stream's reasoning stopped there; cut off without </think> it came back as the answer.
+    thought = "Calls look like <tool_call>{...}</tool_call> in the output. " + "More thought. " * 5
+    splitter = ReasoningSplitter(thinking_open=True)
+    held = [splitter.push(thought[i:i + 4]) and splitter.held for i in range(0, len(thought), 4)]
+    assert max(held) < 20
+    assert split(thought, 4) == (thought, "")
+    assert split(thought + "</think>\n\nAnswer.", 4) == (thought, "Answer.")
+    assert split('Need it.\n<tool_call>\n{"name": "get_weather", "arguments": {}}', 4) == (
+        "Need it.\n", '<tool_call>\n{"name": "get_weather", "arguments": {}}')
+
+
 def test_bare_tag_at_the_end_stays_reasoning():
     assert split("thinking about <tool_call>", 4) == ("thinking about <tool_call>", "")
     assert split("thinking about <tool_call>\n<func", 4) == ("thinking about <tool_call>\n<func", "")
