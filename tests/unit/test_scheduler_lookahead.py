@@ -99,18 +99,34 @@ def test_a_request_that_ended_leaves_the_others_planned_ahead():
     sched.update(worker.run(nxt))
 
 
-def test_no_lookahead_while_a_request_waits_or_prefills():
-    sched = make_scheduler(max_tokens_per_step=64, max_num_seqs=1)
+def test_no_lookahead_while_a_request_waits_for_a_free_seat_or_prefills():
+    sched = make_scheduler(max_tokens_per_step=64, max_num_seqs=2)
     sched.add_request(make_request("a", 10, max_tokens=10))
-    sched.add_request(make_request("b", 10, max_tokens=10))
     worker = FakeWorker()
     step = sched.schedule()
-    assert lookahead.plan(sched, step) is None  # b waits for a seat
+    sched.add_request(make_request("b", 10, max_tokens=10))
+    assert lookahead.plan(sched, step) is None  # b waits, and a seat is free for it at the next step
     sched.update(worker.run(step))
     sched = make_scheduler(max_tokens_per_step=64)
     sched.add_request(make_request("long", 200, max_tokens=4))
     step = sched.schedule()
     assert not step.rows[0].sample and lookahead.plan(sched, step) is None  # mid-prefill: no sampled token
+
+
+def test_a_queue_behind_full_seats_keeps_planning_ahead():
+    """A saturated server: every seat taken, more requests waiting. Each step was planned only after the one before
+    came back (no lookahead while anything waited), the worker idle in between, exactly under load. The waiting
+    requests are still seated as seats free, with the tokens of a synchronous run."""
+    def ready():
+        sched = make_scheduler(max_tokens_per_step=64, max_num_seqs=2)
+        for i in range(5):
+            sched.add_request(make_request(f"r{i}", 8 + i, max_tokens=12 + 3 * i, seed=i))
+        return sched, FakeWorker()
+
+    want = run_to_end(*ready())
+    got_tokens, got_reasons, num_ahead = run_with_lookahead(*ready())
+    assert (got_tokens, got_reasons) == want
+    assert num_ahead >= 40
 
 
 def test_no_lookahead_when_a_block_table_cannot_grow():
