@@ -1,4 +1,5 @@
 """Gateway: request bodies with Content-Encoding, and errors in each API's shape on every route (fake scheduler)."""
+import asyncio
 import gzip
 import zlib
 
@@ -170,3 +171,21 @@ async def test_internal_errors_use_each_routes_shape(client):
     response = await client.get("/v1/models")
     error = (await response.json())["error"]
     assert response.status == 500 and error["code"] == "internal_error" and "boom" in error["message"]
+
+
+@pytest.mark.parametrize("path", list(ROUTES), ids=IDS)
+async def test_a_content_length_past_the_limit_is_413_before_the_body_is_read(client, path):
+    """As nginx's client_max_body_size answers it (and the Expect: 100-continue handler did already): the body was read
+    first (up to 32 MiB buffered for nothing), and one that never came got the body timeout's 408."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    try:
+        writer.write(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n{\"a\": 1" % (LIMIT + 1))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        raw = await reader.readexactly(length)
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 413 ") and b"Connection: close" in head
+    assert _error(path, raw) == (f"request body too large: its Content-Length ({LIMIT + 1} bytes) is more than the "
+                                 f"{LIMIT} bytes this server accepts")
