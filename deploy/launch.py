@@ -35,8 +35,12 @@ class Child:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m deploy.launch",
-                                     description="Run scheduler + worker + gateway locally (what compose.yaml runs).")
+    # README's Configuration: the three processes take their settings from the environment this launcher passes on.
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.launch", description="Run scheduler + worker + gateway locally (what compose.yaml runs).",
+        epilog="Every SPARKINFER_* variable in the environment reaches the three processes (SPARKINFER_PORT=8081 serves "
+               "on port 8081); each one's variables and flags: python -m gateway.app --help, python -m "
+               "scheduler.server --help, python -m worker.server --help.")
     parser.add_argument("--model", default=os.environ.get("SPARKINFER_MODEL", "models/tiny"),
                         help="checkpoint folder (SPARKINFER_MODEL; default models/tiny)")
     parser.add_argument("--wait-timeout", type=float, default=env_number(parser, "SPARKINFER_LAUNCH_TIMEOUT_S", 600),

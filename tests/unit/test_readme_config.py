@@ -109,3 +109,15 @@ def test_gateway_help_names_every_route_the_api_key_leaves_open(capsys):
     text = " ".join(capsys.readouterr().out.split())
     missing = [path for path in _OPEN_PATHS if not re.search(rf"(?<![\w/]){re.escape(path)}(?![\w/])", text)]
     assert missing == []
+
+
+def test_launch_help_says_the_environment_reaches_the_three_processes(capsys):
+    """`python -m deploy.launch --help` named three flags only (--model, --wait-timeout, --worker-hung-s), so the port
+    or any other setting looked fixed; README's Configuration says `make run` passes the environment on to all three
+    processes and points at each one's --help."""
+    from deploy.launch import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "SPARKINFER_PORT=8081" in text
+    assert [name for name in ("gateway.app", "scheduler.server", "worker.server") if f"{name} --help" not in text] == []
