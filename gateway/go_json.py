@@ -2,10 +2,12 @@
 
 Ollama's handlers bind a body with gin's ShouldBindJSON, a json.Decoder reading one value, and answer its error as
 it is (server/routes.go): `invalid character 'x' looking for beginning of object key string`, `unexpected EOF`.
-The scan follows encoding/json/scanner.go's states and their words; it runs only for a body orjson refused.
+The scan follows encoding/json/scanner.go's states and their words; it runs only for a body orjson refused. A body
+Go reads where orjson refuses it is served as Ollama reads it (go_decode).
 """
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import unicodedata
@@ -16,7 +18,7 @@ from aiohttp import web
 from gateway.body import read_body
 from gateway.errors import InvalidRequest
 from gateway.offload import run_cpu
-from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT, NOT_JSON, check_depth, read_json
+from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT, NOT_JSON, NOT_UTF8, check_depth, read_json
 
 _SPACE = re.compile(rb"[ \t\r\n]*")
 _STRING_RUN = re.compile(rb'[^"\\\x00-\x1f]*')
@@ -130,8 +132,9 @@ def _close(stack: list, raw: bytes, pos: int) -> None:
         raise _error(raw, pos, _AFTER_WORDS[top])
 
 
-def _scan(raw: bytes) -> None:
-    """Reads raw's first JSON value as json.Decoder does; returns once it is whole (the rest is never read)."""
+def _scan(raw: bytes) -> int:
+    """Reads raw's first JSON value as json.Decoder does; returns the position after it once it is whole (the rest is
+    never read)."""
     stack, expect, pos = [], _VALUE, 0
     while True:
         pos = _SPACE.match(raw, pos).end()
@@ -140,12 +143,12 @@ def _scan(raw: bytes) -> None:
             _close(stack, raw, pos)
             expect = (_AFTER if c in b"}]" else _KEY if c == 0x2C and stack[-1] == _OBJECT_KEY else _VALUE)
             if not stack:
-                return
+                return pos + 1
             pos += 1
         elif (expect == _KEY_OR_CLOSE and c == 0x7D) or (expect == _VALUE_OR_CLOSE and c == 0x5D):
             stack.pop()
             if not stack:
-                return
+                return pos + 1
             expect, pos = _AFTER, pos + 1
         elif expect in (_KEY, _KEY_OR_CLOSE):
             if c != 0x22:
@@ -157,7 +160,7 @@ def _scan(raw: bytes) -> None:
         else:
             pos = _scalar(raw, pos)
             if not stack:
-                return
+                return pos
             expect = _AFTER
 
 
@@ -183,50 +186,63 @@ def go_decode_error(raw: bytes) -> Optional[str]:
     return None
 
 
-# orjson's words for a \uD800-\uDFFF escape with no partner ("no low surrogate in string", "invalid high surrogate
-# in string"), which Go's encoding/json reads.
-_LONE_SURROGATE = "surrogate in string"
+def _rune_error(exc: UnicodeDecodeError) -> tuple:
+    """utf8.DecodeRune's reading of bytes that are no UTF-8, as encoding/json's unquote takes it: one U+FFFD a byte."""
+    return "\ufffd", exc.start + 1
+
+
+codecs.register_error("go_rune_error", _rune_error)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _replaced(value: Any) -> Any:
-    """value with each lone surrogate in its strings (keys too) as U+FFFD."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_replaced(item) for item in value]
-    if isinstance(value, dict):
-        return {_replaced(key): _replaced(item) for key, item in value.items()}
-    return value
+def _no_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
-def read_as_go(raw: bytes) -> Any:
-    """raw (JSON text Go's scanner accepts) read as encoding/json reads it: "invalid UTF-16 surrogate pairs are not
-    treated as an error. Instead, they are replaced by the Unicode replacement character U+FFFD" (Go's json.Unmarshal
-    documentation). A JavaScript client that cut a string inside an emoji sends "\ud83d" so (JSON.stringify writes a
-    lone surrogate as its escape). (Go reads a byte that is no UTF-8 so too; those stay the 400 that names the byte,
-    gateway.web._check_utf8.)"""
-    body = json.loads(raw)
+def _finite(text: str) -> float:
+    """A JSON number as a float; ValueError past float range, which Go's float64 refuses too (UnmarshalTypeError)."""
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text} is past float range")
+    return number
+
+
+def go_decode(raw: bytes) -> Any:
+    """The value Go's json.Decoder reads from raw (one go_decode_error passes): its first value alone, and in its
+    strings each byte that is no UTF-8 and each \\u surrogate that pairs with nothing a U+FFFD ("invalid UTF-8 or
+    invalid UTF-16 surrogate pairs are not treated as an error", encoding/json's Unmarshal doc). json.loads keeps a
+    lone surrogate as one, so the replacement comes after."""
+    body = json.loads(raw[:_scan(raw)].decode("utf-8", "go_rune_error"), parse_float=_finite)
     check_depth(body)
-    return _replaced(body)
+    nodes = [body]
+    while nodes:
+        node = nodes.pop()
+        pairs = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in list(pairs):
+            if isinstance(value, str):
+                node[key] = _no_surrogates(value)
+            elif isinstance(value, (dict, list)):
+                nodes.append(value)
+            if isinstance(key, str) and _SURROGATE.search(key):
+                node[_no_surrogates(key)] = node.pop(key)
+    return _no_surrogates(body) if isinstance(body, str) else body
 
 
 async def read_go_json(request: web.Request) -> Any:
-    """read_json, with a body that is no JSON refused in Go's words, as Ollama's handlers refuse it; where Go would
-    read it (what follows a whole first value, bytes that are no UTF-8 in a string) the 400 keeps its own words, but a
-    lone surrogate escape is read as Go reads it (read_as_go)."""
+    """read_json, with a body that is no JSON refused in Go's words, as Ollama's handlers refuse it; one Go reads
+    (what follows a whole first value, bytes that are no UTF-8 or lone surrogates in a string) is read as Go reads it,
+    as Ollama serves it, where it was a 400."""
     try:
         return await read_json(request)
     except InvalidRequest as exc:
-        if not exc.message.startswith(NOT_JSON):
+        if not exc.message.startswith((NOT_JSON, NOT_UTF8)):
             raise
         raw = await read_body(request, request.app.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT))
         words = go_decode_error(raw) if len(raw) < 65536 else await run_cpu(go_decode_error, raw)
         if words is not None:
             raise InvalidRequest(words, code="invalid_json") from None
-        if _LONE_SURROGATE not in exc.message:
-            raise
         try:
-            return await run_cpu(read_as_go, raw)
+            return go_decode(raw) if len(raw) < 65536 else await run_cpu(go_decode, raw)
         except (ValueError, RecursionError):
+            # What Go's scanner passes and its types refuse (a number past float range): the 400 as it was.
             raise exc from None

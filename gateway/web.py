@@ -27,6 +27,8 @@ MAX_BODY_DEPTH = 64
 EMPTY_BODY = "the request body is empty; send a JSON object"
 # The start of the 400 for a body that is no JSON; Ollama's routes answer it in Go's words (gateway/go_json.py).
 NOT_JSON = "the request body is not valid JSON"
+# The start of the 400 for a body that is no UTF-8 (Ollama's routes read it as Go does: gateway/go_json.py).
+NOT_UTF8 = "the request body is not valid UTF-8"
 
 
 def _utf8(raw: bytes) -> bytes:
@@ -61,7 +63,7 @@ def _check_utf8(raw: bytes) -> None:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidRequest(f"the request body is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
+        raise InvalidRequest(f"{NOT_UTF8}: byte 0x{raw[exc.start]:02x} at offset {exc.start} "
                              f"({exc.reason}); send JSON text encoded as UTF-8", code="invalid_json") from None
 
 

@@ -1,4 +1,5 @@
-"""A request body that is not UTF-8 is a 400 that says so, in each API's own error shape (fake scheduler). orjson
+"""A request body that is not UTF-8 is a 400 that says so, in each API's own error shape, but on Ollama's routes, which
+read it as Go does (fake scheduler). orjson
 words any such body "str is not valid UTF-8: surrogates not allowed: line 1 column 1 (char 0)": it named neither the
 byte nor its place, and read as a complaint about a surrogate the client never sent."""
 import orjson
@@ -37,10 +38,16 @@ async def test_anthropic_shape(stack, path):
 
 
 @pytest.mark.parametrize("path", OLLAMA)
-async def test_ollama_shape(stack, path):
-    client, _ = stack
-    status, body = await _post(client, path)
-    assert status == 400 and set(body) == {"error"} and body["error"].startswith(WORDS), body
+async def test_ollama_reads_it_as_go_does(stack, path):
+    """Go's encoding/json reads each byte that is no UTF-8 as U+FFFD, so Ollama serves the body (gateway/go_json.py)."""
+    client, fake = stack
+    response = await client.post(path, data=LATIN1[:-1] + b', "stream": false}')
+    status, body = response.status, orjson.loads(await response.read())
+    assert not (status == 400 and body.get("error", "").startswith(WORDS)), body
+    if path == "/api/chat":
+        assert status == 200, body
+        prompt = fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+        assert "caf\ufffd<|im_end|>" in prompt
 
 
 async def test_valid_utf8_with_a_json_error_keeps_the_json_words(stack):

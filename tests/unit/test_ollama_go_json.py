@@ -66,3 +66,37 @@ async def test_openai_routes_keep_their_own_words(stack):
     response = await client.post("/v1/chat/completions", data=b'{"model": "fake-model",}')
     assert response.status == 400
     assert (await response.json())["error"]["message"].startswith("the request body is not valid JSON")
+
+
+# Bodies orjson refuses that Go's json.Decoder reads, so Ollama serves them: encoding/json replaces invalid UTF-8 and
+# invalid UTF-16 surrogates in a string with U+FFFD (its Unmarshal doc; decode.go unquote: one per byte that is no
+# UTF-8, as utf8.DecodeRune reads it), and gin's decodeJSON decodes one value, leaving what follows it unread.
+GO_READS = [
+    (b'{"model": "fake-model", "raw": true, "prompt": "caf\xe9 ok"}', "caf\ufffd ok"),
+    (b'{"model": "fake-model", "raw": true, "prompt": "\xe6\x97x"}', "\ufffd\ufffdx"),
+    (b'{"model": "fake-model", "raw": true, "prompt": "hi \\ud83c"}', "hi \ufffd"),
+    (b'{"model": "fake-model", "raw": true, "prompt": "\\udf89\\ud83c\\ud83c\\udf89\\u0041"}', "\ufffd\ufffd\U0001f389A"),
+    (b'{"model": "fake-model", "raw": true, "prompt": "a\\\\ud83c"}', "a\\ud83c"),
+    (b'{"model": "fake-model", "raw": true, "prompt": "hi"} {"prompt": "no"}', "hi"),
+    (b'{"model": "fake-model", "raw": true, "prompt": "hi"}\n\xff garbage', "hi"),
+]
+
+
+@pytest.mark.parametrize("raw, prompt", GO_READS,
+                         ids=["latin-1 byte", "cut character", "lone high surrogate", "surrogates out of order",
+                              "escaped backslash", "second value", "bytes after"])
+async def test_a_body_go_reads_is_served_as_ollama_reads_it(stack, raw, prompt):
+    client, fake = stack
+    response = await client.post("/api/generate", data=raw, headers={"Content-Type": "application/json"})
+    assert response.status == 200, await response.text()
+    served = fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+    assert served == prompt
+
+
+async def test_the_openai_routes_still_refuse_those_bodies(stack):
+    """OpenAI's API answers a body that is no UTF-8 with its 400 ('Your request contained invalid JSON: 'utf-8' codec
+    can't decode byte 0xe9'), as vLLM's json.loads does: only Ollama's routes read them as Go does."""
+    client, fake = stack
+    response = await client.post("/v1/completions", data=GO_READS[0][0])
+    assert response.status == 400 and not fake.script.requests
+    assert (await response.json())["error"]["message"].startswith("the request body is not valid UTF-8: byte 0xe9")
