@@ -8,28 +8,54 @@ from dataclasses import dataclass, fields
 
 @dataclass
 class SchedulerConfig:
-    model: str = "models/tiny"                  # checkpoint folder; the scheduler reads only its model card
-    grpc_host: str = "127.0.0.1"                # interface the gRPC server listens on
+    model: str = "models/tiny"
+    grpc_host: str = "127.0.0.1"
     grpc_port: int = 50051
-    metrics_port: int = 9091                    # Prometheus /metrics over HTTP; 0 = off
-    worker_addr: str = "tcp://127.0.0.1:5557"   # steps go out on this port, results come back on port + 1
-    worker_bind_host: str = ""                  # interface the ZeroMQ sockets bind; "" = grpc_host
-    max_num_batched_tokens: int = 2048          # tokens per packed step (prefill chunks + decode rows)
-    max_num_seqs: int = 64                      # running requests / rows per step at most
-    max_queue_depth: int = 0                    # waiting requests at most; 0 = unlimited
-    max_model_len: int = 0                      # context (prompt + output tokens) at most; 0 = the checkpoint's
-    worker_timeout_s: float = 0.8               # silence after which the worker counts as dead
-    ping_interval_s: float = 0.2                # liveness ping period
-    step_timeout_s: float = 60.0                # a step with no result after this counts as a dead worker
-    async_scheduling: int = 1                   # 1 = plan the next decode step while the worker runs this one
-    prefix_cache: int = 1                       # automatic prefix cache (scheduler/prefix_cache.py): 1 = on, 0 = off
-    prefix_cache_entries: int = 32              # cached prefixes at most (each holds one GDN state slot)
-    prefix_cache_min_tokens: int = 1024         # shortest prefix (tokens) worth a checkpoint
-    drain_grace_s: float = 30.0                 # on SIGTERM/SIGINT: how long admitted requests may take to finish
-    served_model_name: str = ""                 # the model_name label of its metrics; "" = the checkpoint's id
+    metrics_port: int = 9091
+    worker_addr: str = "tcp://127.0.0.1:5557"
+    worker_bind_host: str = ""
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 64
+    max_queue_depth: int = 0
+    max_model_len: int = 0
+    worker_timeout_s: float = 0.8
+    ping_interval_s: float = 0.2
+    step_timeout_s: float = 60.0
+    async_scheduling: int = 1
+    prefix_cache: int = 1
+    prefix_cache_entries: int = 32
+    prefix_cache_min_tokens: int = 1024
+    drain_grace_s: float = 30.0
+    served_model_name: str = ""
 
     def describe(self) -> str:
         return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+# Flag name -> what it sets, for --help (README's Configuration table says the same at more length).
+HELP = {
+    "model": "checkpoint folder; the scheduler reads only its model card",
+    "grpc_host": "interface the gRPC server listens on",
+    "grpc_port": "gRPC port the gateways connect to",
+    "metrics_port": "Prometheus /metrics over HTTP, on grpc_host; 0 = off",
+    "worker_addr": "steps go out on this port, results come back on port + 1",
+    "worker_bind_host": "interface the ZeroMQ sockets bind; '' = grpc_host",
+    "max_num_batched_tokens": "tokens per packed step (prefill chunks + decode rows)",
+    "max_num_seqs": "running requests / rows per step at most",
+    "max_queue_depth": "waiting requests at most beyond those a free seat takes at the next step, past it 429; "
+                       "0 = unlimited",
+    "max_model_len": "context (prompt + output tokens) at most; 0 = the checkpoint's",
+    "worker_timeout_s": "silence after which the worker counts as dead",
+    "ping_interval_s": "liveness ping period (below worker_timeout_s)",
+    "step_timeout_s": "a step with no result after this counts as a dead worker",
+    "async_scheduling": "1 = plan the next decode step while the worker runs this one; 0 = one step at a time",
+    "prefix_cache": "automatic prefix cache (scheduler/prefix_cache.py): 1 = on, 0 = off",
+    "prefix_cache_entries": "cached prefixes at most (each holds one GDN state slot)",
+    "prefix_cache_min_tokens": "shortest prefix (tokens) worth a checkpoint; also the grid step (at least 256) of a "
+                               "prompt with no <|im_start|>",
+    "drain_grace_s": "on SIGTERM/SIGINT: how long admitted requests may take to finish",
+    "served_model_name": "the model_name label of its metrics; '' = the checkpoint's id",
+}
 
 
 # Flag name -> environment variable that fills it when the flag is absent.
@@ -64,7 +90,7 @@ def parse_config(argv=None, environ=None) -> SchedulerConfig:
     for f in fields(SchedulerConfig):
         env = ENV_NAMES[f.name]
         parser.add_argument("--" + f.name.replace("_", "-"), default=None,
-                            help=f"(env {env}, default {getattr(defaults, f.name)!r})")
+                            help=f"{HELP[f.name]} (env {env}, default {getattr(defaults, f.name)!r})")
     args = parser.parse_args(argv)
     values = {}
     for f in fields(SchedulerConfig):

@@ -39,24 +39,39 @@ CAPTURE_ENV = "SPARKINFER_CAPTURE_AT_START"  # capture_at_start: "0" leaves ever
 
 @dataclass
 class WorkerConfig:
-    model: str = "models/tiny"                 # checkpoint folder
-    worker_addr: str = "tcp://127.0.0.1:5557"  # scheduler's step port; results go to port + 1
-    device: str = ""                           # "" = cuda:0 when available, else cpu
-    dtype: str = ""                            # weights/activations: "" = float32 on cpu, bfloat16 on cuda
-    num_kv_blocks: int = 0                     # 0 = from kv_cache_mib
-    num_state_slots: int = 64                  # GDN state slots = running requests at most
-    state_dtype: str = "float32"               # GDN recurrent state: float32 (exact) or bfloat16 (half the bytes)
-    block_size: int = 16                       # tokens per KV block
-    kv_cache_mib: int = 0                      # KV pool budget when num_kv_blocks is 0; 0 = 128 MiB on CPU,
-                                               # 85% of the GPU memory left after weights and state slots
-    num_threads: int = 0                       # torch CPU threads; 0 = all cores but two (scheduler, gateway), >= 1
-    sampler_seed: int = 0                      # seed of the generator unseeded requests share; 0 = random
-    drain_grace_s: float = 30.0                # on SIGTERM: serve the scheduler's steps this long at most
+    model: str = "models/tiny"
+    worker_addr: str = "tcp://127.0.0.1:5557"
+    device: str = ""
+    dtype: str = ""
+    num_kv_blocks: int = 0
+    num_state_slots: int = 64
+    state_dtype: str = "float32"
+    block_size: int = 16
+    kv_cache_mib: int = 0
+    num_threads: int = 0
+    sampler_seed: int = 0
+    drain_grace_s: float = 30.0
 
     def describe(self) -> str:
         return "worker config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 
+# Flag name -> what it sets, for --help (README's Configuration table says the same at more length; % is argparse's).
+HELP = {
+    "model": "checkpoint folder",
+    "worker_addr": "the scheduler's step port; results go to port + 1",
+    "device": "torch device; '' = cuda:0 when available, else cpu",
+    "dtype": "weights and activations (float32, bfloat16, float16); '' = float32 on cpu, bfloat16 on cuda",
+    "num_kv_blocks": "KV blocks; 0 = as many as kv_cache_mib holds",
+    "num_state_slots": "GDN state slots = running requests at most",
+    "state_dtype": "GDN recurrent state: float32 (exact) or bfloat16 (half the bytes)",
+    "block_size": "tokens per KV block",
+    "kv_cache_mib": "KV pool budget when num_kv_blocks is 0; 0 = 128 MiB on cpu, 85%% of the GPU memory left after "
+                    "weights and state slots",
+    "num_threads": "torch CPU threads; 0 = all cores but two (scheduler, gateway), at least 1",
+    "sampler_seed": "seed of the generator requests without a seed share; 0 = random",
+    "drain_grace_s": "on SIGTERM: serve the scheduler's steps this long at most",
+}
 ENV_NAMES = {
     "model": "SPARKINFER_MODEL", "worker_addr": "SPARKINFER_WORKER_ADDR", "device": "SPARKINFER_DEVICE",
     "dtype": "SPARKINFER_DTYPE",
@@ -74,7 +89,7 @@ def parse_config(argv=None, environ=None) -> WorkerConfig:
     defaults = WorkerConfig()
     for f in fields(WorkerConfig):
         parser.add_argument("--" + f.name.replace("_", "-"), default=None,
-                            help=f"(env {ENV_NAMES[f.name]}, default {getattr(defaults, f.name)!r})")
+                            help=f"{HELP[f.name]} (env {ENV_NAMES[f.name]}, default {getattr(defaults, f.name)!r})")
     args = parser.parse_args(argv)
     values = {}
     for f in fields(WorkerConfig):

@@ -121,3 +121,18 @@ def test_launch_help_says_the_environment_reaches_the_three_processes(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "SPARKINFER_PORT=8081" in text
     assert [name for name in ("gateway.app", "scheduler.server", "worker.server") if f"{name} --help" not in text] == []
+
+
+@pytest.mark.parametrize("module, env_names", [("scheduler.config", SCHEDULER_ENV), ("worker.server", WORKER_ENV)],
+                         ids=["scheduler", "worker"])
+def test_scheduler_and_worker_help_say_what_each_flag_sets(capsys, module, env_names):
+    """Their --help gave each flag only its variable and default ('--max-queue-depth (env SPARKINFER_MAX_QUEUE_DEPTH,
+    default 0)'), so 0 = unlimited, 0 = the checkpoint's context or 0 = 128 MiB could not be told from it; README's
+    Configuration points at each process's --help."""
+    import importlib
+    with pytest.raises(SystemExit):
+        importlib.import_module(module).parse_config(["--help"], environ={})
+    text = " ".join(capsys.readouterr().out.split())
+    bare = [name for field, name in env_names.items()
+            if not re.search(rf"--{field.replace('_', '-')} [A-Z_]+ \w[^()]*?\S.*?\(env {name},", text)]
+    assert bare == []
