@@ -20,6 +20,8 @@ class SafetensorsCheckpoint:
     def __init__(self, folder: str):
         self.folder = folder
         self._handles = {}
+        # block-scaled FP8's weight_block_size from quantization_config (set by the loader), None = from the grid
+        self.fp8_block = None
         index_path = os.path.join(folder, INDEX_FILE)
         if os.path.isfile(index_path):
             self.weight_map = self._read_index(index_path)

@@ -113,7 +113,10 @@ def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype)
     layout = nvfp4_checkpoint.layout_of(ckpt.weight_map, prefix)
     if layout == "dense":
         return None
-    weight = nvfp4_checkpoint.read_linear(ckpt.get, prefix, ckpt.weight_map, dtype)
+    try:
+        weight = nvfp4_checkpoint.read_linear(ckpt.get, prefix, ckpt.weight_map, dtype, ckpt.fp8_block)
+    except ValueError as exc:
+        raise UnsupportedModelError(ckpt.file_of(name), f"tensor {name}: {exc}") from exc
     if tuple(weight.shape) != tuple(expected):
         raise TensorShapeError(name, expected, tuple(weight.shape), ckpt.file_of(name))
     return weight
@@ -171,7 +174,8 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
     does: g is then computed from A_log.float()); `model.visual.*` and `mtp.*` are never read.
     MoE experts are stacked into [E, 2I, D] / [E, D, I] when stored per expert on disk. Linear weights stored
     NVFP4 (ModelOpt `weight`/`weight_scale`/`weight_scale_2` or compressed-tensors `weight_packed`/`weight_scale`/
-    `weight_global_scale`) stay 4-bit (kernels.nvfp4.checkpoint.NVFP4Weight); FP8 ones are dequantized to `dtype`;
+    `weight_global_scale`) stay 4-bit (kernels.nvfp4.checkpoint.NVFP4Weight); FP8 ones (per tensor, per row, or in
+    blocks: `weight_scale_inv`, Qwen's -FP8 checkpoints) are dequantized to `dtype`;
     layers a recipe left in bf16 load as usual (per-layer mixed checkpoints).
     Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, variant),
     MissingTensorError (names the tensor and where it was looked for), TensorShapeError (tensor, expected, found).
@@ -181,6 +185,7 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
     config = ModelConfig.from_file(path)
     _check_supported(config, os.path.join(path, "config.json"))
     ckpt = SafetensorsCheckpoint(path)
+    ckpt.fp8_block = nvfp4_checkpoint.read_quant_config(path).fp8_block
     _detect_prefix(config, ckpt)
     tensors = _read_tensors(config, ckpt, device, dtype, progress)
     model = Qwen3_5ForCausalLM(config, tensors).eval()

@@ -1,7 +1,8 @@
 """Worker process (model loading): NVFP4 checkpoint layouts (ModelOpt, compressed-tensors) -> one in-memory weight.
 
 Letters: N out features, K in features. The loader calls `read_linear(get, prefix, names)` per Linear; layers a
-recipe left in bf16 come back as a plain tensor, FP8 layers (ModelOpt MIXED_PRECISION) as a dequantized tensor.
+recipe left in bf16 come back as a plain tensor, FP8 layers (ModelOpt MIXED_PRECISION, compressed-tensors, or the
+block-scaled `weight_scale_inv` of Qwen's own -FP8 checkpoints) as a dequantized tensor.
 """
 import json
 import os
@@ -100,23 +101,41 @@ def layout_of(names, prefix: str) -> str:
         return "compressed-tensors"
     if f"{prefix}.weight_scale_2" in names:
         return "modelopt"
-    if f"{prefix}.weight_scale" in names:
+    if f"{prefix}.weight_scale" in names or f"{prefix}.weight_scale_inv" in names:
         return "fp8"
     return "dense"
 
 
-def read_linear(get, prefix: str, names, dtype=torch.bfloat16):
+def dequantize_fp8(weight: torch.Tensor, scale: torch.Tensor, block=None) -> torch.Tensor:
+    """FP8 codes [N, K] times their scale -> f32 [N, K]. The scale is per tensor ([] / [1]), per row ([N, 1]) or a
+    grid of blocks [ceil(N / bn), ceil(K / bk)] (quantization_config weight_block_size [bn, bk]; without it, N and K
+    over the grid's rows and columns, as transformers' Fp8Dequantize derives it); each block's codes times its
+    scale, as transformers (integrations/finegrained_fp8.py Fp8Dequantize) and vLLM's block FP8 Linear read them.
+    Raises ValueError when the grid does not tile the weight."""
+    codes, grid = weight.float(), scale.float()
+    n, k = codes.shape
+    grid = grid.reshape(1, 1) if grid.numel() == 1 else grid.reshape(-1, 1) if grid.dim() == 1 else grid
+    rows, cols = grid.shape
+    bn, bk = block if block else (-(-n // rows), -(-k // cols))
+    if (-(-n // bn), -(-k // bk)) != (rows, cols):
+        raise ValueError(f"FP8 scale grid {[rows, cols]} does not tile a [{n}, {k}] weight in blocks {[bn, bk]}")
+    full = grid.repeat_interleave(bn, dim=0)[:n].repeat_interleave(bk, dim=1)[:, :k]
+    return codes * full
+
+
+def read_linear(get, prefix: str, names, dtype=torch.bfloat16, block=None):
     """get(name) -> tensor; prefix e.g. 'model.layers.0.mlp.down_proj'; names: every tensor name in the checkpoint.
 
     -> NVFP4Weight for either NVFP4 layout, else a [N, K] tensor in `dtype` (bf16 layers as stored, FP8 layers
-    dequantized with their per-tensor `weight_scale`). `input_scale`/`input_global_scale` are ignored (weight-only).
+    dequantized with their `weight_scale` or `weight_scale_inv`, in blocks of `block` = weight_block_size when
+    given: dequantize_fp8). `input_scale`/`input_global_scale`/`activation_scale` are ignored (weight-only).
     """
     layout = layout_of(names, prefix)
     if layout == "dense":
         return get(f"{prefix}.weight").to(dtype)
     if layout == "fp8":
-        weight, scale = get(f"{prefix}.weight"), get(f"{prefix}.weight_scale").float()
-        return (weight.float() * scale).to(dtype)
+        scale = f"{prefix}.weight_scale" if f"{prefix}.weight_scale" in names else f"{prefix}.weight_scale_inv"
+        return dequantize_fp8(get(f"{prefix}.weight"), get(scale), block).to(dtype)
     keys = CT_KEYS if layout == "compressed-tensors" else MODELOPT_KEYS
     return from_tensors({key: get(f"{prefix}.{key}") for key in keys})
 
@@ -138,6 +157,8 @@ class QuantConfig:
     fmt: str | None
     ignore: list = field(default_factory=list)
     per_module: dict = field(default_factory=dict)
+    # quantization_config weight_block_size [rows, cols] of block-scaled FP8 (quant_method fp8), else None
+    fp8_block: tuple | None = None
 
     def algo_of(self, module: str) -> str:
         """'NVFP4' | 'W4A16_NVFP4' | 'FP8' | 'bf16' for module name `module` (e.g. 'model.layers.0.mlp.up_proj')."""
@@ -173,6 +194,9 @@ def read_quant_config(folder: str) -> QuantConfig:
         qc = {"quant_method": "modelopt", "quant_algo": legacy.get("quant_algo"),
               "ignore": legacy.get("exclude_modules") or [], "quantized_layers": legacy.get("quantized_layers")}
     method = qc.get("quant_method")
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        return QuantConfig(None, fp8_block=tuple(int(b) for b in block) if block else None)
     if method == "compressed-tensors" and qc.get("format", "nvfp4-pack-quantized") == "nvfp4-pack-quantized":
         return QuantConfig("compressed-tensors", list(qc.get("ignore") or []))
     if method == "modelopt":
