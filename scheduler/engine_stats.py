@@ -14,10 +14,14 @@ class RequestTimer:
 
     def response(self, req, out):
         """The GenerateResponse for one RequestOutput of `req` (first-message fields on its first token)."""
-        resp = pb.GenerateResponse(token_ids=out.token_ids, logprobs=out.logprobs, top_logprobs=out.top_logprobs,
-                                   finish_reason=out.finish_reason,
+        # Only the fields a response carries: a keyword per empty field (top_logprobs=[], finish_reason="") cost
+        # 1.3 us of the 2 us this constructor took, per token (bench/scheduler_host.py).
+        resp = pb.GenerateResponse(token_ids=out.token_ids, logprobs=out.logprobs,
                                    num_generated_tokens=len(req.output_token_ids))
+        if out.top_logprobs:
+            resp.top_logprobs.extend(out.top_logprobs)
         if out.finish_reason:
+            resp.finish_reason = out.finish_reason
             resp.stop_token_id = out.stop_token_id
         if out.stop_token_id >= 0:
             resp.stop_token_logprob = out.stop_token_logprob

@@ -45,13 +45,26 @@ def plan(sched, prev_step) -> "pb.PackedStep | None":
             for other in grown:  # nothing planned: the tables keep their blocks, the next schedule uses them
                 other.num_computed_tokens -= 1
             return None
-        step.rows.append(pb.StepRow(req_id=req_id, num_tokens=1, context_len=req.num_computed_tokens,
-                                    state_slot=req.state_slot, block_table=req.block_ids, sample=True,
-                                    previous_token=True))
-        step.token_ids.append(PLACEHOLDER_TOKEN)
+        _add_row(step.rows, req)
         req.num_computed_tokens += 1
         grown.append(req)
-    return sched.seal(step) if step.rows else None
+    if not grown:
+        return None
+    step.token_ids.extend([PLACEHOLDER_TOKEN] * len(grown))
+    return sched.seal(step)
+
+
+def _add_row(rows, req) -> None:
+    """Req's decode row on the token it samples in the step in flight, built in place: a pb.StepRow made apart and
+    appended is built and then copied, 5.3 us a row against 2.3 (256 rows: 1.36 ms of a step; bench/scheduler_host.py)."""
+    row = rows.add()
+    row.req_id = req.req_id
+    row.num_tokens = 1
+    row.context_len = req.num_computed_tokens
+    row.state_slot = req.state_slot
+    row.block_table.extend(req.block_ids)
+    row.sample = True
+    row.previous_token = True
 
 
 def _goes_on(req, max_context_len: int) -> bool:

@@ -78,7 +78,7 @@ class Request:
         return self.prompt_token_ids[start:] + self.output_token_ids[:end - num_prompt]
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestOutput:
     """What one step produced for one request: new tokens and, at the end, why it finished."""
 

@@ -225,16 +225,16 @@ class Scheduler(StepOutputs):
         return num_new
 
     def _add_row(self, step, req: Request, num_new: int, scheduled: set) -> int:
+        # Built in place (add), not made apart and appended: append copies the message (bench/scheduler_host.py).
         if not req.sent_to_worker:
-            step.new_requests.append(pb.NewRequest(
+            step.new_requests.add(
                 req_id=req.req_id, sampling=req.sampling, prompt_token_ids=req.prompt_token_ids,
                 output_token_ids=req.output_token_ids, constraint=req.constraint,
-                min_tokens_stop_ids=req.min_tokens_stop_ids))
+                min_tokens_stop_ids=req.min_tokens_stop_ids)
             req.sent_to_worker = True
         start = req.num_computed_tokens
-        step.rows.append(pb.StepRow(
-            req_id=req.req_id, num_tokens=num_new, context_len=start, state_slot=req.state_slot,
-            block_table=req.block_ids, sample=start + num_new == req.num_tokens))
+        step.rows.add(req_id=req.req_id, num_tokens=num_new, context_len=start, state_slot=req.state_slot,
+                      block_table=req.block_ids, sample=start + num_new == req.num_tokens)
         step.token_ids.extend(req.token_slice(start, start + num_new))
         req.num_computed_tokens = start + num_new
         scheduled.add(req.req_id)
