@@ -73,6 +73,9 @@ class ModelCard:
     num_parameters: int = 0
     config: dict = field(default_factory=dict)   # the checkpoint's config.json ({} when not sent)
     chat_control_tokens: Optional[list] = None   # tokenizer_config.json's list (else inferred from the template)
+    # generation_config.json's max_new_tokens: vLLM's default max_tokens (get_diff_sampling_param) where a chat
+    # request sends none; None when the file has no positive one
+    max_new_tokens: Optional[int] = None
     created: int = field(default_factory=lambda: int(time.time()))
 
     def __post_init__(self):
@@ -107,7 +110,8 @@ class ModelCard:
                    vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
                    architecture=info.architecture, quantization=info.quantization,
                    num_parameters=info.num_parameters, config=_json_object(info.config_json),
-                   chat_control_tokens=_string_list(tok_cfg.get("chat_control_tokens")))
+                   chat_control_tokens=_string_list(tok_cfg.get("chat_control_tokens")),
+                   max_new_tokens=_positive_int(gen.get("max_new_tokens")))
 
     @property
     def fingerprint(self) -> str:
@@ -258,6 +262,10 @@ class ModelCard:
 
 def _string_list(value: Any) -> Optional[list]:
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
+
+
+def _positive_int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _bytes_per_token_bound(spec: dict, max_token_bytes: int, byte_level: bool) -> int:
