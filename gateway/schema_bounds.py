@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from gateway.schema_dates import pin_date_format
+from gateway.schema_keys import fold_covered_patterns
 
 _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -120,6 +121,7 @@ def _bound(node: Any, limit: int) -> None:
     if isinstance(node.get("type"), list):
         _split_types(node)
     _bound_scalars(node, limit)
+    fold_covered_patterns(node)
     if "properties" in node and "additionalProperties" not in node:
         node["additionalProperties"] = False
         _keep_required(node)
