@@ -99,10 +99,10 @@ def check_prompt(prompt_token_ids, max_tokens: int, max_context_len: int, vocab_
     # Ended at the context instead, such a request looked complete ("length") with fewer tokens than it asked for.
     if max_tokens > max_context_len - num_prompt:
         raise ContextLengthError(max_context_len, num_prompt, max_tokens)
-    if vocab_size > 0:
-        bad = [t for t in prompt_token_ids if t < 0 or t >= vocab_size]
-        if bad:
-            raise InvalidRequestError(f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab_size})")
+    # min / max run in C: a comprehension over a 16k-token prompt held the step loop for 0.9 ms per request.
+    if vocab_size > 0 and (min(prompt_token_ids) < 0 or max(prompt_token_ids) >= vocab_size):
+        bad = next(t for t in prompt_token_ids if t < 0 or t >= vocab_size)
+        raise InvalidRequestError(f"prompt token id {bad} is outside the vocabulary [0, {vocab_size})")
 
 
 def _f32(value: float) -> float:

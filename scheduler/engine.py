@@ -249,6 +249,7 @@ class Engine(WorkerLiveness):
             if out.finish_reason:
                 self.streams.pop(out.req_id, None)
                 self.timer.finished(stream.req)
+        self.timer.flush()
 
     def _update_gauges(self) -> None:
         self.metrics.num_requests_running.set(self.scheduler.num_running)

@@ -3,6 +3,7 @@ import time
 from dataclasses import dataclass
 
 from proto import pb
+from scheduler.metrics import observe_all
 
 
 class RequestTimer:
@@ -11,6 +12,8 @@ class RequestTimer:
     def __init__(self, metrics):
         self.metrics = metrics
         self.last_token_ns = {}
+        # This step's responses, counted once by flush(): per token they were a third of the metrics' time per step.
+        self._gaps_s, self._num_responses = [], 0
 
     def response(self, req, out):
         """The GenerateResponse for one RequestOutput of `req` (first-message fields on its first token)."""
@@ -40,10 +43,18 @@ class RequestTimer:
             self.metrics.request_queue_time.observe(resp.queue_time_ns / 1e9)
             self._count_prompt(req)
         else:
-            self.metrics.inter_token_latency.observe((now - previous) / 1e9)
+            self._gaps_s.append((now - previous) / 1e9)
         self.last_token_ns[req.req_id] = now
-        self.metrics.generation_tokens.inc(1)
+        self._num_responses += 1
         return resp
+
+    def flush(self) -> None:
+        """Counts the responses built since the last flush: generation_tokens and the inter-token latencies (the
+        engine calls it once a step, after publishing the step's responses)."""
+        if self._num_responses:
+            self.metrics.generation_tokens.inc(self._num_responses)
+        observe_all(self.metrics.inter_token_latency, self._gaps_s)
+        self._gaps_s, self._num_responses = [], 0
 
     def _count_prompt(self, req) -> None:
         """A prompt at its first token (as vLLM counts it): in prompt_tokens, and split by source."""

@@ -1,4 +1,7 @@
 """Scheduler process: Prometheus metrics (design.md section 6 names), served over HTTP at /metrics."""
+from bisect import bisect_left
+from collections import Counter as Tally
+
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 from proto.metrics_buckets import (INTER_TOKEN_BUCKETS, ITERATION_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS,
@@ -128,3 +131,16 @@ def serve_metrics(host: str, port: int, model_name: str = "") -> None:
     loopback. Every series carries model_name, as vLLM's (and the gateways') do."""
     if port:
         start_http_server(port, addr=host, registry=ModelLabelled(REGISTRY, model_name))
+
+
+def observe_all(histogram: Histogram, values: list) -> None:
+    """histogram.observe(v) for every v of `values`, with one increment per bucket touched instead of two locked
+    increments and a bucket scan per value (1.2 us a token, 0.3 ms of a 256-row step: bench/scheduler_host.py). A
+    value goes to the first bucket whose upper bound is >= it, as Histogram.observe puts it (prometheus-client 0.26,
+    pinned in requirements.txt)."""
+    if not values:
+        return
+    bounds = histogram._upper_bounds
+    for index, count in Tally(bisect_left(bounds, v) for v in values).items():
+        histogram._buckets[index].inc(count)
+    histogram._sum.inc(sum(values))
