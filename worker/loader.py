@@ -19,6 +19,7 @@ __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError
 
 _FUSED = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
 _EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
+_CODE_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8, torch.int8)
 
 
 def _check_supported(config: ModelConfig, path: str) -> None:
@@ -78,7 +79,12 @@ def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: s
     per-expert NVFP4 / FP8 weights are dequantized to `dtype` (the MoE block runs dense experts)."""
     name = disk_name(config, canonical)
     if name in ckpt:
-        return _read_checked(ckpt, name, expected)
+        fused = _read_checked(ckpt, name, expected)
+        if name + "_scale_inv" not in ckpt:
+            return fused
+        # transformers' FP8 experts (FP8Experts): one weight_scale_inv grid per expert beside the fused codes
+        scales = ckpt.get(name + "_scale_inv")
+        return torch.stack([_dequantize_fp8(ckpt, name, codes, grid) for codes, grid in zip(fused, scales)])
     base = name.rsplit(".", 1)[0] + "."
     num_experts, rows, cols = expected
     if canonical.endswith("down_proj"):
@@ -86,6 +92,23 @@ def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: s
                             for e in range(num_experts)])
     return torch.stack([torch.cat([_read_dense(ckpt, f"{base}{e}.{p}_proj.weight", (rows // 2, cols), dtype)
                                    for p in ("gate", "up")]) for e in range(num_experts)])
+
+
+def _dequantize_fp8(ckpt: SafetensorsCheckpoint, name: str, codes: torch.Tensor, grid: torch.Tensor):
+    try:
+        return nvfp4_checkpoint.dequantize_fp8(codes, grid, ckpt.fp8_block)
+    except ValueError as exc:
+        raise UnsupportedModelError(ckpt.file_of(name), f"tensor {name}: {exc}") from exc
+
+
+def _check_not_codes(ckpt: SafetensorsCheckpoint, name: str, tensor: torch.Tensor) -> None:
+    """Quantized codes (FP8, packed bytes) left without a scale this loader reads would be served as the weights
+    themselves: refused naming the tensor, as no stored layout (kernels.nvfp4.checkpoint.layout_of) matched."""
+    if tensor.dtype in _CODE_DTYPES:
+        where = ckpt.file_of(name) if name in ckpt else ckpt.folder
+        raise UnsupportedModelError(where, f"tensor {name} is stored as {tensor.dtype} without a scale "
+                                                        "this loader reads (weight_scale, weight_scale_2, "
+                                                        "weight_scale_inv, weight_packed)")
 
 
 def _read_any(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype):
@@ -160,6 +183,7 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
             continue
         else:
             tensor = _read_checked(ckpt, name, expected)
+        _check_not_codes(ckpt, name, tensor)
         tensors[canonical] = tensor.to(device=device, dtype=dtype)
     head, embed = tensors.get("lm_head.weight"), tensors["embed_tokens.weight"]
     if config.tie_word_embeddings and isinstance(head, torch.Tensor) and torch.equal(head, embed):

@@ -74,3 +74,46 @@ def test_block_size_that_does_not_tile_the_grid_is_refused_by_name(tmp_path):
         json.dump(config, f)
     with pytest.raises(UnsupportedModelError, match=r"tensor model\.layers\.\d+\.\S+_proj\S*\.weight: FP8 scale grid"):
         load_model(str(tmp_path), progress=False)
+
+
+def test_fused_fp8_experts_give_transformers_dequantized_logits(tmp_path):
+    """Qwen3.5-MoE as transformers saves it: experts.gate_up_proj [E, 2I, D] / experts.down_proj in FP8 with one
+    `*_scale_inv` grid per expert (transformers' FP8Experts); before, the codes were served without their scales."""
+    config = dict(BASE, model_type="qwen3_5_moe_text", num_experts=4, num_experts_per_tok=2,
+                  moe_intermediate_size=32, shared_expert_intermediate_size=48)
+    folder = str(tmp_path)
+    torch.manual_seed(0)
+    reference = transformers.Qwen3_5MoeForCausalLM(transformers.Qwen3_5MoeTextConfig(**config)).eval().float()
+    with torch.no_grad():
+        for param in reference.parameters():
+            param.add_(torch.randn_like(param) * 0.05)
+    reference.save_pretrained(folder)
+    path = os.path.join(folder, "model.safetensors")
+    # transformers 5 saves experts one by one; the fused layout is its in-memory one, written as such here
+    weights = {n: t for n, t in load_file(path).items() if ".experts." not in n}
+    state = reference.state_dict()
+    fused = [n for n in state if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]
+    assert fused
+    with torch.no_grad():
+        for name in fused:
+            pairs = [_quantize_blocks(expert, 16) for expert in state[name]]
+            codes, grids = torch.stack([c for c, _ in pairs]), torch.stack([g for _, g in pairs])
+            weights[name], weights[name + "_scale_inv"] = codes, grids
+            state[name].copy_(Fp8Dequantize(None)._dequantize_one(codes, grids, torch.float32))
+    save_file(weights, path, metadata={"format": "pt"})
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(config, quantization_config={"quant_method": "fp8", "weight_block_size": [16, 16]}), f)
+    assert _max_rel_error(folder, reference) < 1e-4
+
+
+def test_fp8_codes_without_a_scale_are_refused_by_name(tmp_path):
+    """An FP8 weight whose scale the loader does not read (here: none stored) is refused, never served as weights."""
+    _checkpoint(str(tmp_path), BASE)
+    path = os.path.join(str(tmp_path), "model.safetensors")
+    weights = load_file(path)
+    weights["model.layers.1.self_attn.o_proj.weight"] = weights["model.layers.1.self_attn.o_proj.weight"].to(
+        torch.float8_e4m3fn)
+    save_file(weights, path, metadata={"format": "pt"})
+    with pytest.raises(UnsupportedModelError, match=r"tensor model\.layers\.1\.self_attn\.o_proj\.weight is stored "
+                                                    r"as torch\.float8_e4m3fn without a scale"):
+        load_model(str(tmp_path), progress=False)
