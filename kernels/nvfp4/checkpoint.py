@@ -108,15 +108,19 @@ def layout_of(names, prefix: str) -> str:
 
 def dequantize_fp8(weight: torch.Tensor, scale: torch.Tensor, block=None) -> torch.Tensor:
     """FP8 codes [N, K] times their scale -> f32 [N, K]. The scale is per tensor ([] / [1]), per row ([N, 1]) or a
-    grid of blocks [ceil(N / bn), ceil(K / bk)] (quantization_config weight_block_size [bn, bk]; without it, N and K
-    over the grid's rows and columns, as transformers' Fp8Dequantize derives it); each block's codes times its
+    grid of blocks [ceil(N / bn), ceil(K / bk)] (quantization_config weight_block_size, or compressed-tensors'
+    block_structure, [bn, bk]; without one, N and K over the grid's rows and columns, which must divide them, as
+    transformers' Fp8Dequantize derives and checks it); each block's codes times its
     scale, as transformers (integrations/finegrained_fp8.py Fp8Dequantize) and vLLM's block FP8 Linear read them.
     Raises ValueError when the grid does not tile the weight."""
     codes, grid = weight.float(), scale.float()
     n, k = codes.shape
     grid = grid.reshape(1, 1) if grid.numel() == 1 else grid.reshape(-1, 1) if grid.dim() == 1 else grid
     rows, cols = grid.shape
-    bn, bk = block if block else (-(-n // rows), -(-k // cols))
+    if not block and (n % rows or k % cols):
+        raise ValueError(f"FP8 scale grid {[rows, cols]} does not divide a [{n}, {k}] weight and no "
+                         "weight_block_size / block_structure names the block")
+    bn, bk = block if block else (n // rows, k // cols)
     if (-(-n // bn), -(-k // bk)) != (rows, cols):
         raise ValueError(f"FP8 scale grid {[rows, cols]} does not tile a [{n}, {k}] weight in blocks {[bn, bk]}")
     full = grid.repeat_interleave(bn, dim=0)[:n].repeat_interleave(bk, dim=1)[:, :k]
@@ -157,7 +161,7 @@ class QuantConfig:
     fmt: str | None
     ignore: list = field(default_factory=list)
     per_module: dict = field(default_factory=dict)
-    # quantization_config weight_block_size [rows, cols] of block-scaled FP8 (quant_method fp8), else None
+    # block-scaled FP8's [rows, cols] (quant_method fp8 weight_block_size, compressed-tensors block_structure)
     fp8_block: tuple | None = None
 
     def algo_of(self, module: str) -> str:
@@ -197,6 +201,11 @@ def read_quant_config(folder: str) -> QuantConfig:
     if method == "fp8":
         block = qc.get("weight_block_size")
         return QuantConfig(None, fp8_block=tuple(int(b) for b in block) if block else None)
+    if method == "compressed-tensors" and qc.get("format") == "float-quantized":
+        blocks = [group.get("weights", {}).get("block_structure") for group in (qc.get("config_groups") or {}).values()
+                  if isinstance(group, dict)]
+        block = next((b for b in blocks if b), None)
+        return QuantConfig(None, list(qc.get("ignore") or []), fp8_block=tuple(int(b) for b in block) if block else None)
     if method == "compressed-tensors" and qc.get("format", "nvfp4-pack-quantized") == "nvfp4-pack-quantized":
         return QuantConfig("compressed-tensors", list(qc.get("ignore") or []))
     if method == "modelopt":

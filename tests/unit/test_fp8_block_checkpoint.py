@@ -117,3 +117,26 @@ def test_fp8_codes_without_a_scale_are_refused_by_name(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"tensor model\.layers\.1\.self_attn\.o_proj\.weight is stored "
                                                     r"as torch\.float8_e4m3fn without a scale"):
         load_model(str(tmp_path), progress=False)
+
+
+def test_compressed_tensors_block_fp8_with_a_partial_last_block(tmp_path):
+    """llm-compressor's FP8 block scheme (format float-quantized, `weight_scale` grid, block_structure [64, 64]) on
+    [96, 64] / [64, 96] MLP weights: the last block row (or column) is partial, as vLLM's block FP8 reads it; the
+    grid alone (2 rows for 96) would give blocks of 48, so the block comes from the config."""
+    reference = copy.deepcopy(_checkpoint(str(tmp_path), BASE))
+    path = os.path.join(str(tmp_path), "model.safetensors")
+    weights, state = load_file(path), reference.state_dict()
+    with torch.no_grad():
+        for name in [n for n in weights if n.endswith(("mlp.up_proj.weight", "mlp.down_proj.weight"))]:
+            n, k = weights[name].shape
+            padded = torch.nn.functional.pad(weights[name], (0, -k % 64, 0, -n % 64))
+            codes, grid = _quantize_blocks(padded, 64)
+            weights[name], weights[name[:-len("weight")] + "weight_scale"] = codes[:n, :k].contiguous(), grid
+            state[name].copy_(Fp8Dequantize(None)._dequantize_one(codes, grid, torch.float32)[:n, :k])
+    save_file(weights, path, metadata={"format": "pt"})
+    group = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                                                "block_structure": [64, 64]}}
+    with open(os.path.join(str(tmp_path), "config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(BASE, quantization_config={"quant_method": "compressed-tensors", "format": "float-quantized",
+                                                  "config_groups": {"group_0": group}, "ignore": ["lm_head"]}), f)
+    assert _max_rel_error(str(tmp_path), reference) < 1e-4
