@@ -95,8 +95,9 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     constraint = tool_constraint(body, card, tools, force)
     text, prompt_ids = _chat_prompt(body, card, _shown_tools(body, exclude_tools_when_none), force, requested)
     # Without a limit, generation_config.json's max_new_tokens where it sets one, as vLLM's get_max_tokens takes its
-    # default_sampling_params["max_tokens"] (--generation-config auto, the default); LM Studio's (cap_output) has none.
-    default = None if cap_output else card.max_new_tokens
+    # default_sampling_params["max_tokens"] (--generation-config auto, the default); LM Studio's (cap_output) has none,
+    # nor llama.cpp's n_predict -1 / -2, a limit sent as "none" (llama.cpp reads no generation_config.json).
+    default = None if cap_output or param == "n_predict" else card.max_new_tokens
     max_tokens = resolve_max_tokens(requested, len(prompt_ids), card, default, param, "messages", cap_output)
     gen = base_gen(body, card, prompt_ids, max_tokens, "chatcmpl", param)
     if force is not None:

@@ -51,3 +51,13 @@ async def test_completions_keep_openais_default_of_16(stack):
     reply = await (await client.post("/v1/completions", json={"model": "fake-model", "prompt": "hi"})).json()
     assert len(fake.tokenizer.encode(REPLY).ids) > 16
     assert reply["usage"]["completion_tokens"] == 16 == fake.script.requests[-1].max_tokens
+
+
+async def test_llama_cpp_n_predict_minus_one_is_no_limit_whatever_the_default(stack):
+    """n_predict -1 is llama.cpp's explicit "no limit" (README: up to the context); the server-wide max_new_tokens of
+    an absent limit capped it at 3 tokens."""
+    client, fake = stack
+    body = {"model": "fake-model", "messages": USER, "enable_thinking": False, "n_predict": -1}
+    reply = await (await client.post("/v1/chat/completions", json=body)).json()
+    assert fake.script.requests[-1].max_tokens == 2048 - reply["usage"]["prompt_tokens"]
+    assert reply["usage"]["completion_tokens"] > MAX_NEW_TOKENS and reply["choices"][0]["finish_reason"] == "stop"
