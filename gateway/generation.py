@@ -17,8 +17,26 @@ if TYPE_CHECKING:
     from gateway.engine import Engine
 
 log = logging.getLogger("sparkinfer.gateway")
+# Generation.next_ready: nothing is queued yet; Generation.next after wake().
+NOT_READY = object()
+_AGAIN = object()
+_WAKE = object()
+_timeout = getattr(asyncio, "timeout", None)   # Python 3.11+
+
+
 class _Done:
     """Queue marker: one choice finished."""
+
+
+async def _get(queue: asyncio.Queue, timeout: Optional[float]):
+    """queue.get(), raising asyncio.TimeoutError after timeout s (none: no limit). asyncio.timeout (Python 3.11) where
+    there is one: asyncio.wait_for wraps the get in a Task of its own (3.12 made wait_for this)."""
+    if not timeout:
+        return await queue.get()
+    if _timeout is None:
+        return await asyncio.wait_for(queue.get(), timeout)
+    async with _timeout(timeout):
+        return await queue.get()
 
 
 class Generation:
@@ -87,18 +105,44 @@ class Generation:
                      list(zip(self._num_prompt, self._num_cached)))
 
     async def next(self, timeout: Optional[float] = None) -> Optional[Delta]:
-        """The next Delta, None when every choice finished; raises ApiError or asyncio.TimeoutError."""
+        """The next Delta, None when every choice finished (NOT_READY after wake()); raises ApiError or
+        asyncio.TimeoutError."""
         while self._running:
-            item = await asyncio.wait_for(self._queue.get(), timeout) if timeout else await self._queue.get()
-            if isinstance(item, _Done):
-                self._running -= 1
-                continue
-            if isinstance(item, BaseException):
-                await self.close()
-                raise item
-            self._sent[item.index] = max(self._sent[item.index], item.num_tokens)
-            return item
+            # One already queued is taken without a wait: asyncio.wait_for made a Task and a timer for every token.
+            item = self._queue.get_nowait() if not self._queue.empty() else await _get(self._queue, timeout)
+            if (delta := await self._take(item)) is not _AGAIN:
+                return delta
         return None
+
+    async def next_ready(self):
+        """As next(), but only from what is queued already: NOT_READY where next() would wait. A stream's writer
+        takes the Deltas that came while it wrote the last one and writes them at once (one send, not one a token,
+        when the gateway falls behind)."""
+        while self._running:
+            if self._queue.empty():
+                return NOT_READY
+            if (delta := await self._take(self._queue.get_nowait())) is not _AGAIN:
+                return delta
+        return None
+
+    def wake(self) -> None:
+        """Makes next() return NOT_READY once, now if it waits: a stream's keep-alive alarm, one timer a keep-alive
+        period instead of a timeout on every token's wait (http_stream._pump)."""
+        self._queue.put_nowait(_WAKE)
+
+    async def _take(self, item):
+        """The Delta a queue item stands for; _AGAIN for a choice's end, NOT_READY for a wake(); raises the error of a
+        failed choice."""
+        if item is _WAKE:
+            return NOT_READY
+        if isinstance(item, _Done):
+            self._running -= 1
+            return _AGAIN
+        if isinstance(item, BaseException):
+            await self.close()
+            raise item
+        self._sent[item.index] = max(self._sent[item.index], item.num_tokens)
+        return item
 
     async def drain(self, on_delta: Callable[[Delta], None]) -> None:
         """Feeds every Delta to on_delta until every choice finished (a non-streamed answer); the scheduler calls are

@@ -11,9 +11,10 @@ from aiohttp.http import HttpVersion11
 
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError, InternalError
+from gateway.generation import NOT_READY
 
 log = logging.getLogger("sparkinfer.gateway")
-_NO_EVENT = object()
+_NO_EVENT = NOT_READY
 _MIN_WAIT_S = 0.001
 # A streamed response once its headers are out: a client that leaves later has had that answer (its status counts
 # the departure, and the access-log line is written under it).
@@ -53,8 +54,9 @@ async def open_stream(request: web.Request, content_type: str, headers: dict) ->
 
 
 async def _write_all(response: web.StreamResponse, frames: list[bytes]) -> None:
-    for frame in frames:
-        await response.write(frame)
+    """The frames in one write (one send and one HTTP chunk, not one a frame)."""
+    if frames:
+        await response.write(b"".join(frames))
 
 
 async def stream_generation(request: web.Request, gen: Generation, framer: Framer,
@@ -90,20 +92,64 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
 async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, first, keepalive_s: float) -> None:
     """Writes gen's frames as they come, and a keep-alive whenever nothing was written for keepalive_s: silence on the
     wire, not between Deltas, since Deltas may give no frame for long (a tool call is held back until it is whole: a
-    long file written as a call's argument sent nothing for minutes, and proxies and client idle timeouts cut it)."""
+    long file written as a call's argument sent nothing for minutes, and proxies and client idle timeouts cut it).
+    The Deltas queued while a write was under way go out in the next write together (each framed as it is taken, so
+    its usage is what was sent up to it): the same bytes, one send for them instead of one a Delta, so a gateway
+    behind its streams catches up instead of spending its time in a send per token."""
     delta, last_write = first, time.monotonic()
-    while True:
-        if delta is None:
-            await _write_all(response, framer.end(gen.usage()))
-            return
-        frames = [] if delta is _NO_EVENT else framer.delta(delta, gen.sent_usage())
-        if not frames and time.monotonic() - last_write >= keepalive_s:
-            frames = [ping for ping in (framer.keepalive(),) if ping]
-            last_write = time.monotonic()     # a framer without keep-alives (Ollama's NDJSON) stays silent
+    alarm = _Alarm(gen)
+    try:
+        while True:
+            frames, ended = await _take_ready(response, gen, framer, delta)
+            if ended:
+                frames += framer.end(gen.usage())
+            elif not frames and time.monotonic() - last_write >= keepalive_s:
+                frames = [ping for ping in (framer.keepalive(),) if ping]
+                last_write = time.monotonic()     # a framer without keep-alives (Ollama's NDJSON) stays silent
+            if frames:
+                await response.write(b"".join(frames))
+                last_write = time.monotonic()
+            if ended:
+                return
+            alarm.arm(max(keepalive_s - (time.monotonic() - last_write), _MIN_WAIT_S))
+            delta = await gen.next()
+    finally:
+        alarm.cancel()
+
+
+class _Alarm:
+    """Wakes gen's next() once after a delay; armed again only once it rang, so a stream waiting for each of its
+    tokens sets one timer a keep-alive period, not one a token (a timeout on every wait cost a timer each: asyncio
+    .wait_for a Task too). It may ring early (written since): the pump then finds no silence and arms it again."""
+
+    def __init__(self, gen: Generation):
+        self._gen = gen
+        self._handle: Optional[asyncio.TimerHandle] = None
+
+    def arm(self, delay_s: float) -> None:
+        if self._handle is None:
+            self._handle = asyncio.get_running_loop().call_later(delay_s, self._ring)
+
+    def _ring(self) -> None:
+        self._handle = None
+        self._gen.wake()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+async def _take_ready(response: web.StreamResponse, gen: Generation, framer: Framer, delta) -> tuple[list, bool]:
+    """(the frames of delta and of every Delta queued behind it, whether gen ended). A failure is raised after the
+    frames before it are written."""
+    frames: list = []
+    try:
+        while delta is not _NO_EVENT and delta is not None:
+            frames += framer.delta(delta, gen.sent_usage())
+            delta = await gen.next_ready()
+    except Exception:
         if frames:
-            await _write_all(response, frames)
-            last_write = time.monotonic()
-        try:
-            delta = await gen.next(timeout=max(keepalive_s - (time.monotonic() - last_write), _MIN_WAIT_S))
-        except asyncio.TimeoutError:
-            delta = _NO_EVENT
+            await response.write(b"".join(frames))
+        raise
+    return frames, delta is None

@@ -61,6 +61,10 @@ def split_whole(text: str, thinking_open: bool) -> tuple[str, str]:
 
 def _partial_tail(buf: str, tag: str) -> int:
     """Length of the longest suffix of buf that is a proper prefix of tag."""
+    # Such a suffix starts with the tag's first character ("<"): most pieces have none near their end (called twice a
+    # streamed token).
+    if tag[0] not in buf[1 - len(tag):]:
+        return 0
     for size in range(min(len(buf), len(tag) - 1), 0, -1):
         if tag.startswith(buf[-size:]):
             return size

@@ -1,0 +1,72 @@
+"""A stream's writer sends the Deltas queued while it wrote in one write (the same bytes, in order, each framed with
+the usage sent up to it), not a send per token; a failure behind them still comes after their frames."""
+import pytest
+
+from gateway.errors import Unavailable
+from gateway.gen_request import Usage
+from gateway.generation import NOT_READY
+from gateway.http_stream import _pump
+from gateway.pipeline import Delta
+
+
+class Response:
+    def __init__(self):
+        self.writes = []
+
+    async def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+
+class QueuedGen:
+    """Generation's reading side over items all queued already (Deltas, then None for the end, or an error)."""
+
+    def __init__(self, items):
+        self.items, self.num_sent = list(items), 0
+
+    async def next(self, timeout=None):
+        return self._take()
+
+    async def next_ready(self):
+        return self._take() if self.items else NOT_READY
+
+    def _take(self):
+        item = self.items.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        self.num_sent += item is not None
+        return item
+
+    def sent_usage(self) -> Usage:
+        return Usage(5, self.num_sent)
+
+    def usage(self) -> Usage:
+        return Usage(5, self.num_sent)
+
+
+class Framer:
+    """One frame a Delta, naming its text and the completion tokens of the usage it was framed with."""
+
+    def delta(self, delta, usage):
+        return [f"{delta.content}@{usage.completion_tokens};".encode()]
+
+    def end(self, usage):
+        return [b"end;", b"[DONE]"]
+
+    def keepalive(self):
+        return b"ping;"
+
+
+async def test_queued_deltas_go_out_in_one_write():
+    response, deltas = Response(), [Delta(0, content=word) for word in ("a", "b", "c", "d")]
+    gen = QueuedGen(deltas[1:] + [None])
+    await _pump(response, gen, Framer(), deltas[0], keepalive_s=10.0)
+    # Before: five writes (a send and an HTTP chunk each), one a Delta and one for the end.
+    assert response.writes == [b"a@0;b@1;c@2;d@3;end;[DONE]"]
+
+
+async def test_a_failure_behind_queued_deltas_comes_after_their_frames():
+    response, deltas = Response(), [Delta(0, content=word) for word in ("a", "b")]
+    gen = QueuedGen(deltas[1:] + [Unavailable("worker lost")])
+    with pytest.raises(Unavailable):
+        await _pump(response, gen, Framer(), deltas[0], keepalive_s=10.0)
+    assert b"".join(response.writes) == b"a@0;b@1;"
