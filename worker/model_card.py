@@ -29,6 +29,20 @@ def _ids(value) -> list:
     return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
 
 
+def _token_id(tokenizer_json: bytes, token):
+    """The id of tokenizer_config.json's `eos_token` (its text, or an AddedToken dict's "content") in tokenizer.json
+    (added tokens, then the model's vocabulary); None when absent or not found."""
+    text = token.get("content") if isinstance(token, dict) else token
+    if not isinstance(text, str) or text.encode("utf-8") not in tokenizer_json:
+        return None
+    spec = json.loads(tokenizer_json)
+    for added in spec.get("added_tokens") or []:
+        if added.get("content") == text:
+            return added.get("id")
+    vocab = (spec.get("model") or {}).get("vocab")
+    return vocab.get(text) if isinstance(vocab, dict) else None
+
+
 def _chat_template(folder: str) -> str:
     """tokenizer_config.json `chat_template` (a string, or the "default" of a named list), else chat_template.jinja."""
     template = _read_json(os.path.join(folder, "tokenizer_config.json"), required=False).get("chat_template")
@@ -82,7 +96,8 @@ def quantization_of(folder: str, raw_config: dict) -> str:
 def load_model_card(path: str) -> dict:
     """Reads config.json, generation_config.json, tokenizer.json, tokenizer_config.json of folder `path`.
 
-    Returns {model_id, max_context_len, eos_token_ids (config.json + generation_config.json, de-duplicated),
+    Returns {model_id, max_context_len, eos_token_ids (config.json + generation_config.json + the tokenizer's
+    eos_token, which vLLM stops at as the request's eos_token_id; de-duplicated),
     tokenizer_json (bytes), chat_template (str, "" if none), generation_config_json (str, "{}" if none),
     architecture, model_type, vocab_size, num_parameters (estimate), quantization (see quantization_of)}.
     Raises MissingFileError (config.json / tokenizer.json absent or unreadable), UnsupportedModelError.
@@ -104,7 +119,9 @@ def load_model_card(path: str) -> dict:
     if generation:
         with open(gen_path, encoding="utf-8") as f:
             gen_text = f.read()
-    eos = list(dict.fromkeys(config.eos_token_ids + _ids(generation.get("eos_token_id"))))
+    tokenizer_eos = _ids(_token_id(tokenizer_json, _read_json(os.path.join(folder, "tokenizer_config.json"),
+                                                             required=False).get("eos_token")))
+    eos = list(dict.fromkeys(config.eos_token_ids + _ids(generation.get("eos_token_id")) + tokenizer_eos))
     return {
         "model_id": os.path.basename(folder.rstrip(os.sep)),
         "max_context_len": config.max_position_embeddings,
