@@ -8,6 +8,8 @@ integer or a decimal within 1e15, never with an exponent, so every number is a f
 (`["number", "null"]`, as OpenAI's strict mode writes an optional field) is read as the anyOf of its types, so each
 is bounded as it would be alone (a type list was left unbounded: its numbers took any exponent, 945E+3023822713,
 read back as a string its schema refused, and its strings any length).
+A value the schema leaves open (no type, `true`, a bare object's members or array's items) is the bounded any-value
+of json_object (gateway.schema_open).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from gateway.schema_dates import pin_date_format
 from gateway.schema_keys import fold_covered_patterns
+from gateway.schema_open import ANNOTATIONS as _NODE_KEYS, any_value_defs, close_open_values, key_pattern
 
 _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -35,9 +38,6 @@ _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
 _NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
 _FINITE_NUMBER = [{"type": "integer"}, {"type": "number", "minimum": -1e15, "maximum": 1e15}]
-# Keys that say nothing of a value (or belong to the node, not to one of its types).
-_NODE_KEYS = {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly",
-              "$defs", "definitions", "$schema", "$id", "$anchor", "x-guidance"}
 
 
 @functools.lru_cache(maxsize=64)
@@ -128,7 +128,7 @@ def _bound(node: Any, limit: int) -> None:
     extra = node.get("additionalProperties")
     if limit and isinstance(extra, dict) and "properties" not in node and "patternProperties" not in node:
         # A map ({"additionalProperties": {...}} alone, pydantic's dict[str, X]): its keys are strings to cap too.
-        node["patternProperties"] = {_key_pattern(limit): extra}
+        node["patternProperties"] = {key_pattern(limit): extra}
         node["additionalProperties"] = False
     for key in _SCHEMA_LISTS:
         for child in node.get(key) or []:
@@ -214,10 +214,6 @@ def _keep_required(node: dict) -> None:
             node["properties"][name] = {}
 
 
-def _key_pattern(limit: int) -> str:
-    return f"^.{{0,{limit}}}$" if limit else "^.*$"
-
-
 def _min_length(node: dict) -> int:
     low = node.get("minLength", 0)
     return low if isinstance(low, int) and not isinstance(low, bool) else 0
@@ -226,6 +222,7 @@ def _min_length(node: dict) -> int:
 def bounded_schema(schema: dict, limit: int) -> dict:
     """A copy of schema for the grammar: every output it allows still validates against the original."""
     out = copy.deepcopy(schema)
+    close_open_values(out, limit)
     _widen(out, out)
     _bound(out, limit)
     out["x-guidance"] = dict(_JSON_STYLE)
@@ -234,10 +231,4 @@ def bounded_schema(schema: dict, limit: int) -> dict:
 
 def any_object_schema(limit: int, max_items: int = 8) -> dict:
     """json_object / format "json": any JSON object, bounded like every grammar schema (keys included)."""
-    key = _key_pattern(limit)
-    value = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"},
-                       {"type": "array", "items": {"$ref": "#/$defs/value"}, "maxItems": max_items},
-                       {"$ref": "#/$defs/object"}]}
-    obj = {"type": "object", "patternProperties": {key: {"$ref": "#/$defs/value"}}, "additionalProperties": False,
-           "maxProperties": max_items}
-    return {"$defs": {"value": value, "object": obj}, "$ref": "#/$defs/object"}
+    return {"$defs": any_value_defs("value", "object", limit, max_items), "$ref": "#/$defs/object"}
