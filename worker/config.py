@@ -10,6 +10,9 @@ SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next", "qwen3_5_moe",
 WRAPPED_TYPES = ("qwen3_5", "qwen3_5_moe")
 MOE_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 FULL, LINEAR = "full_attention", "linear_attention"
+# quantization_config quant_methods whose tensors the loader reads (kernels/nvfp4/checkpoint.py layout_of): NVFP4 and
+# FP8 of ModelOpt and compressed-tensors, and block FP8 (Qwen's -FP8); GPTQ, AWQ, bitsandbytes, ... store others
+QUANT_METHODS = ("modelopt", "compressed-tensors", "fp8")
 # RoPE kinds the model computes as transformers does (modeling_rope_utils.py ROPE_INIT_FUNCTIONS); "dynamic" and
 # "longrope" re-derive the frequencies from each forward's longest sequence, "llama3" / "proportional" are not built
 ROPE_TYPES = ("default", "linear", "yarn")
@@ -54,6 +57,8 @@ class ModelConfig:
     decoder_sparse_step: int = 1
     mlp_only_layers: list = field(default_factory=list)
     norm_topk_prob: bool = True
+    # quantization_config's quant_method ("" when the checkpoint has none); the loader reads only QUANT_METHODS
+    quant_method: str = ""
     # set by the loader when the tensors sit under the other prefix (transformers saves *_text models under
     # model.language_model.); "" = derive from model_type
     language_prefix: str = ""
@@ -204,6 +209,7 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         hidden_act=str(text.get("hidden_act", "silu")),
         attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),
+        quant_method=str((raw.get("quantization_config") or {}).get("quant_method") or ""),
         **_rope_fields(text),
         **_moe_fields(model_type, text),
     )

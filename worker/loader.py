@@ -8,7 +8,7 @@ from kernels.nvfp4 import checkpoint as nvfp4_checkpoint
 from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
                                       UnsupportedModelError)
-from worker.config import ROPE_TYPES, ModelConfig
+from worker.config import QUANT_METHODS, ROPE_TYPES, ModelConfig
 from worker.layers.gdn import split_fused_qkvz
 from worker.model_card import load_model_card
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
@@ -34,6 +34,9 @@ def _check_supported(config: ModelConfig, path: str) -> None:
         raise UnsupportedModelError(path, "attention_bias true (q/k/v/o_proj biases are not read)")
     if config.hidden_act != "silu":
         raise UnsupportedModelError(path, f"hidden_act {config.hidden_act!r} (only silu)")
+    if config.quant_method and config.quant_method not in QUANT_METHODS:
+        raise UnsupportedModelError(path, f"quantization_config quant_method {config.quant_method!r} (read: "
+                                          f"{', '.join(QUANT_METHODS)})")
     if config.linear_num_value_heads % config.linear_num_key_heads:
         raise UnsupportedModelError(path, "linear_num_value_heads must be a multiple of linear_num_key_heads")
 

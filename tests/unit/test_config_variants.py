@@ -133,3 +133,23 @@ def test_absent_fields_take_transformers_defaults(config_cls, raw):
                                                            hf.rope_parameters["partial_rotary_factor"])
     assert ours.head_dim == hf.head_dim and ours.rms_norm_eps == hf.rms_norm_eps
     assert ours.layer_types == hf.layer_types
+
+
+@pytest.mark.parametrize("method", ["gptq", "awq", "bitsandbytes"])
+def test_quantization_the_loader_does_not_read_is_refused_by_its_method(method, tmp_path):
+    """A GPTQ / AWQ / bitsandbytes checkpoint (here GPTQ's qweight / qzeros / scales in place of an up_proj) is
+    refused naming its quant_method, where it failed on the first Linear as a missing `weight` tensor."""
+    _checkpoint(str(tmp_path), BASE)
+    path = os.path.join(str(tmp_path), "model.safetensors")
+    weights = load_file(path)
+    for name in [n for n in weights if n.endswith("mlp.up_proj.weight")]:
+        rows, cols = weights.pop(name).shape
+        base = name[: -len("weight")]
+        weights[base + "qweight"] = torch.zeros(cols // 8, rows, dtype=torch.int32)
+        weights[base + "qzeros"] = torch.zeros(1, rows // 8, dtype=torch.int32)
+        weights[base + "scales"] = torch.ones(1, rows, dtype=torch.float16)
+    save_file(weights, path)
+    with open(os.path.join(str(tmp_path), "config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(BASE, quantization_config={"quant_method": method, "bits": 4, "group_size": 128}), f)
+    with pytest.raises(UnsupportedModelError, match=f"quantization_config quant_method '{method}'"):
+        load_model(str(tmp_path), progress=False)
