@@ -9,7 +9,7 @@ shared box other processes' turns on the CPU would otherwise count as the schedu
 the prefix cache on, a long prompt's chunked prefill beside the decodes, stop strings (the gateway's Finish) and
 stop tokens, top logprobs, grammar-constrained requests, and 1000 requests queued behind 256 running.
 Prints ms per step and steps/s; writes bench/out/scheduler_host.{md,png}.
-Run: python -m bench.scheduler_host [--steps 400] [--only decode-64 ...] [--profile NAME]
+Run: python -m bench.scheduler_host [--steps 400] [--only decode-64 ...] [--compare OLD.md] [--profile NAME]
 """
 import argparse
 import asyncio
@@ -168,22 +168,38 @@ def format_row(r: dict) -> str:
             f"{r['tokens_per_step']:.1f} | {r['host_ms'] / DECODE_STEP_MS * 100:.1f}% |")
 
 
-def write_outputs(rows: list, note: str) -> None:
+def read_table(path: str) -> dict:
+    """{scenario: host ms per step} from an earlier run's scheduler_host.md (--compare)."""
+    with open(path, encoding="utf-8") as f:
+        cells = [line.split("|")[1:-1] for line in f if line.startswith("| ") and "scenario" not in line]
+    return {c[0].strip(): float(c[3]) for c in cells}
+
+
+def write_outputs(rows: list, note: str, before: dict) -> None:
     os.makedirs(OUT_DIR, exist_ok=True)
+    lines = [format_row(r) for r in rows]
+    if before:
+        lines += ["", "| scenario | before ms / step | after ms / step | change |", "|---|---|---|---|"] + [
+            f"| {r['name']} | {before[r['name']]:.3f} | {r['host_ms']:.3f} | "
+            f"{(r['host_ms'] / before[r['name']] - 1) * 100:+.0f}% |" for r in rows if r["name"] in before]
+        print("\n".join(lines[len(rows):]), flush=True)
     with open(os.path.join(OUT_DIR, "scheduler_host.md"), "w", encoding="utf-8") as f:
-        f.write(note + "\n\n" + HEADER + "\n" + "\n".join(format_row(r) for r in rows) + "\n")
+        f.write(note + "\n\n" + HEADER + "\n" + "\n".join(lines) + "\n")
     plt = pyplot("scheduler_host.png")
     if plt is None:
         return
     fig, ax = plt.subplots(figsize=(9, 4))
     names = [r["name"] for r in rows]
-    ax.barh(names, [r["host_ms"] for r in rows])
+    if before:
+        ax.barh(names, [before.get(n, 0.0) for n in names], color="lightgrey", label="before (--compare)")
+    ax.barh(names, [r["host_ms"] for r in rows], height=0.5, label="this run")
     for i, r in enumerate(rows):
-        ax.text(r["host_ms"], i, f" {r['host_ms']:.2f} ms ({r['steps_s']:.0f} steps/s)", va="center", fontsize=8)
+        ax.text(max(r["host_ms"], before.get(r["name"], 0.0)), i, f" {r['host_ms']:.2f} ms ({r['steps_s']:.0f} "
+                f"steps/s)", va="center", fontsize=8)
     ax.axvline(DECODE_STEP_MS, color="grey", linestyle="--", label="27B decode step on the H200 (~7.5 ms)")
     ax.set(xlabel="scheduler host ms per step", title="scheduler host time per step (instant fake worker)")
     ax.invert_yaxis()
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     fig.suptitle(note, fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(OUT_DIR, "scheduler_host.png"), dpi=120)
@@ -194,10 +210,11 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=400, help="steps timed per scenario")
     parser.add_argument("--warm", type=int, default=60, help="steps run first, untimed")
     parser.add_argument("--only", nargs="+", help="scenario names to run (default: all)")
+    parser.add_argument("--compare", help="an earlier run's scheduler_host.md: its figures beside these (table, PNG)")
     parser.add_argument("--profile", help="a scenario to profile (cProfile over its timed steps, top 30 by own time)")
     args = parser.parse_args(argv)
-    note = (f"scheduler host time per step: Engine + Generate readers against an instant fake worker (its time "
-            f"subtracted); {args.steps} steps after {args.warm}; load average {os.getloadavg()[0]:.1f} "
+    note = (f"scheduler host time per step (loop-thread CPU): Engine + Generate readers against an instant fake worker "
+            f"(its time subtracted); {args.steps} steps after {args.warm}; load average {os.getloadavg()[0]:.1f} "
             f"({os.cpu_count()} CPUs)")
     print(note + "\n" + HEADER, flush=True)
     rows = []
@@ -209,7 +226,7 @@ def main(argv=None) -> None:
         print(format_row(rows[-1]), flush=True)
         if profile:
             pstats.Stats(profile).sort_stats("tottime").print_stats(30)
-    write_outputs(rows, note)
+    write_outputs(rows, note, read_table(args.compare) if args.compare else {})
     print(f"wrote {OUT_DIR}/scheduler_host.md and .png", flush=True)
 
 

@@ -25,3 +25,15 @@ def test_the_table_names_every_scenario_of_the_brief():
     names = [s.name for s in scheduler_host.SCENARIOS]
     assert names[:4] == ["decode-1", "decode-16", "decode-64", "decode-256"]
     assert {"prefix-cache-64", "chunked-prefill-64", "stop-64", "logprobs-64", "grammar-64", "queued-1000"} <= set(names)
+
+
+def test_compare_reads_an_earlier_table_and_writes_the_change(tmp_path, monkeypatch):
+    monkeypatch.setattr(scheduler_host, "OUT_DIR", str(tmp_path))
+    monkeypatch.setattr(scheduler_host, "pyplot", lambda what: None)
+    row = {"name": "decode-8", "running": 8, "waiting": 0, "host_ms": 0.5, "steps_s": 2000.0, "tokens_per_step": 8.0}
+    scheduler_host.write_outputs([row], "before", {})
+    before = scheduler_host.read_table(str(tmp_path / "scheduler_host.md"))
+    assert before == {"decode-8": 0.5}
+    scheduler_host.write_outputs([{**row, "host_ms": 0.4, "steps_s": 2500.0}], "after", before)
+    text = (tmp_path / "scheduler_host.md").read_text()
+    assert "| decode-8 | 0.500 | 0.400 | -20% |" in text
