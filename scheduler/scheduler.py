@@ -214,8 +214,12 @@ class Scheduler(StepOutputs):
         # Its whole prompt (a resumed request: prompt + output so far) must fit, not only the first chunk, with a
         # block to spare for each running request's next decode: a request admitted on its first chunk alone was
         # preempted again as soon as the others grew (50 prompts of 500 + 500 tokens in a 1600-token pool: 3983
-        # preemptions, up to 114 of one request, 26 times the tokens computed).
-        num_needed = self.block_manager.num_blocks_needed(req.num_tokens) - len(req.block_ids) + len(self.running)
+        # preemptions, up to 114 of one request, 26 times the tokens computed). The blocks running requests have yet
+        # to take for their own prompts (later prefill chunks) are theirs: a long prompt admitted alone in the pool lost
+        # them to short requests admitted behind it, preempted itself for them and waited again, for ever while short
+        # ones kept coming (tests/unit/test_scheduler_long_prompt.py).
+        num_needed = (self.block_manager.num_blocks_needed(req.num_tokens) - len(req.block_ids) + len(self.running)
+                      + self._num_promised_blocks())
         while self.block_manager.num_free_blocks < num_needed:
             if not self.prefix_cache.evict_one(keep=hit):
                 self.block_manager.free(req.block_ids)
@@ -223,6 +227,13 @@ class Scheduler(StepOutputs):
                 return 0
         self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new)
         return num_new
+
+    def _num_promised_blocks(self) -> int:
+        """KV blocks the running prefills still need for the rest of their prompts (later chunks); a decode's next
+        block is the spare counted for each running request."""
+        blocks = self.block_manager
+        return sum(max(0, blocks.num_blocks_needed(r.num_tokens) - len(r.block_ids))
+                   for r in self.running if not r.is_decoding)
 
     def _add_row(self, step, req: Request, num_new: int, scheduled: set) -> int:
         # Built in place (add), not made apart and appended: append copies the message (bench/scheduler_host.py).
