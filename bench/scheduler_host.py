@@ -5,9 +5,10 @@ every step at once, its own time subtracted) with the gRPC servicer's Generate g
 what is timed is all the scheduler does per step: plan, serialize the PackedStep, parse the StepResult, apply it,
 build and queue every GenerateResponse, update the metrics and hand each response to its stream (the HTTP/2 write of
 a real gRPC call is not in it). Host time is the loop thread's CPU time (time.thread_time_ns), not wall time: on a
-shared box other processes' turns on the CPU would otherwise count as the scheduler's. Scenarios: 1 / 16 / 64 / 256 decoding requests, and at 64 (256 for the queue) with
-the prefix cache on, a long prompt's chunked prefill beside the decodes, stop strings (the gateway's Finish) and
-stop tokens, top logprobs, grammar-constrained requests, and 1000 requests queued behind 256 running.
+shared box other processes' turns on the CPU would otherwise count as the scheduler's. Scenarios: 1 / 16 / 64 /
+256 decoding requests, and at 64 (256 for the queue) with the prefix cache on, a long prompt's chunked prefill beside
+the decodes, stop strings (the gateway's Finish) and stop tokens, top logprobs, grammar-constrained requests, 1000
+requests queued behind 256 running, and 64 decoding at a 16k-token context (each row's whole block table each step).
 Prints ms per step and steps/s; writes bench/out/scheduler_host.{md,png}.
 Run: python -m bench.scheduler_host [--steps 400] [--only decode-64 ...] [--compare OLD.md] [--profile NAME]
 """
@@ -51,6 +52,7 @@ class Scenario:
     num_logprobs: int = 0
     grammar: bool = False
     num_queued: int = 0
+    warm: int = 0              # steps to run untimed on top of --warm (the prompts' prefill)
 
 
 SCENARIOS = [Scenario(f"decode-{c}", c) for c in (1, 16, 64, 256)] + [
@@ -59,7 +61,9 @@ SCENARIOS = [Scenario(f"decode-{c}", c) for c in (1, 16, 64, 256)] + [
     Scenario("stop-64", 64, stop_after=40),
     Scenario("logprobs-64", 64, num_logprobs=5),
     Scenario("grammar-64", 64, grammar=True),
-    Scenario("queued-1000", 256, num_queued=1000)]
+    Scenario("queued-1000", 256, num_queued=1000),
+    # Every row carries its whole block table each step (1000 blocks of 16 tokens here): O(context) per row.
+    Scenario("long-context-64", 64, prompt_tokens=16_000, warm=520)]
 
 
 class FakeContext:
@@ -134,6 +138,7 @@ async def measure(scn: Scenario, warm: int, steps: int, profile) -> dict:
     servicer = ServingServicer(engine, CARD, REPO)
     engine.start()
     await asyncio.wait_for(engine.alive_event.wait(), 10)
+    warm += scn.warm
     load = Load(scn, engine, servicer, max_tokens=warm + steps + 50)
     load.begin()
     sched = engine.scheduler
