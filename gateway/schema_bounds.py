@@ -1,7 +1,8 @@
 """Gateway process: the grammar copy of a JSON schema, bounded so that a model that rambles still ends.
 
 Every output a bounded copy allows still validates against the original schema. Strings without
-maxLength/enum/const/pattern (and of no format, or an open one: email, hostname, uri) get maxLength `limit`
+maxLength/enum/const (of no format, or an open one: email, hostname, uri; a pattern some string that short matches)
+get maxLength `limit`
 (SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so do the keys of a map (`additionalProperties`
 alone); objects with `properties` but no `additionalProperties` get no other keys. A number without bounds is any
 integer or a decimal within 1e15, never with an exponent, so every number is a finite double. A type list
@@ -26,7 +27,7 @@ _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separa
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
-_UNBOUNDED_STRING = ("maxLength", "enum", "const", "pattern")
+_UNBOUNDED_STRING = ("maxLength", "enum", "const")
 # Formats whose values have no length of their own (llguidance's rules took a 1,000-token email, hostname or uri, never
 # ending): capped like a plain string (as is one with no format). The others are short (uuid, ipv4, ipv6) or pinned
 # by a pattern (schema_dates).
@@ -95,6 +96,18 @@ def _close_exclusive_bounds(node: dict) -> None:
             node[inner] = step
 
 
+@functools.lru_cache(maxsize=256)
+def _pattern_fits(pattern: Any, max_length: int) -> bool:
+    """Whether a string of at most max_length characters can match the pattern (none given: True). A pattern leaves
+    the length open ("abc", a search, or ^[a-z]+$: the random tiny model wrote such a string until max_tokens), so it
+    is capped too, unless llguidance finds no short enough match (^a{2000}$) or cannot tell: then it stays as sent."""
+    if not isinstance(pattern, str):
+        return pattern is None
+    import llguidance
+    schema = {"type": "string", "pattern": pattern, "maxLength": max_length}
+    return not llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark("start: %json" + json.dumps(schema)))
+
+
 def _bound_scalars(node: dict, limit: int) -> None:
     _close_exclusive_bounds(node)
     if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
@@ -102,10 +115,11 @@ def _bound_scalars(node: dict, limit: int) -> None:
         # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
         del node["format"]
     pin_date_format(node)
+    cap = max(limit, _min_length(node))
     if (node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING)
-            and node.get("format", _OPEN_FORMATS[0]) in _OPEN_FORMATS):
+            and node.get("format", _OPEN_FORMATS[0]) in _OPEN_FORMATS and _pattern_fits(node.get("pattern"), cap)):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
-        node["maxLength"] = max(limit, _min_length(node))
+        node["maxLength"] = cap
     if node.get("format") == "hostname":
         node["maxLength"] = min(node.get("maxLength", _HOSTNAME_CHARS), _HOSTNAME_CHARS)
     if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):

@@ -1,8 +1,13 @@
 """Unit tests: a schema `pattern` is an ECMA-262 regex (JSON Schema's dialect), read as llguidance enforces it, not
 refused because Python's re cannot read it (Unicode classes, JavaScript's named groups)."""
 
+import re
+
 import orjson
 import pytest
+
+from gateway.structured import checked, json_grammar
+from tests.unit.grammar_card import accepts, random_answer, tiny_card
 
 USER = [{"role": "user", "content": "hi"}]
 DATE = r"^(?<year>\d{4})-(?<month>\d{2})$"
@@ -72,3 +77,21 @@ async def test_a_pattern_nested_too_deeply_is_a_400(stack, path, body, error_of)
     answer = orjson.loads(await response.read())
     assert response.status == 400, answer
     assert 'is not a "regex" (at $.properties.s.pattern)' in error_of(answer), answer
+
+
+@pytest.mark.parametrize("pattern", ["abc", "^[a-z]+$", r"^\S+$", "^[^@]+@[^@]+$"])
+def test_a_string_whose_pattern_leaves_its_length_open_ends(monkeypatch, pattern):
+    """A pattern that leaves the length open (a search, or ^[a-z]+$) was left uncapped: the random tiny model wrote
+    such a string until max_tokens (an unfinished string, no JSON). Capped like a plain string."""
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "16")
+    card, schema = tiny_card(), {"type": "string", "pattern": pattern}
+    answers = [random_answer(card, schema, seed, max_tokens=120) for seed in range(12)]
+    assert None not in answers
+    assert all(len(orjson.loads(a)) <= 16 and re.search(pattern, orjson.loads(a)) for a in answers), answers
+
+
+def test_a_pattern_only_longer_strings_match_is_served_uncapped(monkeypatch):
+    monkeypatch.setenv("SPARKINFER_GRAMMAR_MAX_STRING", "16")
+    card, schema = tiny_card(), {"type": "string", "pattern": "^a{20}$"}
+    checked(json_grammar(schema, False, card), card, "response_format")
+    assert accepts(card, schema, '"' + "a" * 20 + '"')
