@@ -142,7 +142,8 @@ def context_len(config, checkpoint_len: int) -> int:
     pool that holds fewer tokens caps it further once the worker says hello)."""
     if config.max_model_len > checkpoint_len:
         raise StartupError(f"SPARKINFER_MAX_MODEL_LEN={config.max_model_len} is past the checkpoint's context "
-                           f"({checkpoint_len} tokens, max_position_embeddings in config.json)")
+                           f"({checkpoint_len} tokens: config.json's max_position_embeddings, "
+                           "times a yarn or linear rope's factor)")
     return config.max_model_len or checkpoint_len
 
 

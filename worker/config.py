@@ -69,6 +69,15 @@ class ModelConfig:
         return int(self.head_dim * self.partial_rotary_factor)
 
     @property
+    def max_model_len(self) -> int:
+        """The context vLLM derives from this config (config/model.py _get_and_verify_max_len): max_position_embeddings,
+        times a linear rope's factor; a yarn rope's original_max_position_embeddings times its factor."""
+        factor = float(self.rope_scaling.get("factor") or 1.0)
+        if self.rope_type == "yarn":
+            return int(self.rope_scaling["original_max_position_embeddings"] * factor)
+        return int(self.max_position_embeddings * (factor if self.rope_type == "linear" else 1.0))
+
+    @property
     def key_dim(self) -> int:
         return self.linear_num_key_heads * self.linear_key_head_dim
 

@@ -69,7 +69,7 @@ class DecodeGraphs:
         self.model, self.cache, self.verbose = model, cache, verbose
         self.device = cache.device
         self.sizes = padded_sizes(max_rows)
-        self.max_keys = model.config.max_position_embeddings
+        self.max_keys = model.config.max_model_len
         self.dummy_block = _add_dummy_block(cache)
         model.rotary.to(self.device)  # cos/sin are computed inside the graph from the static positions
         self.pool = torch.cuda.graph_pool_handle()

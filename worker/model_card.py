@@ -124,7 +124,7 @@ def load_model_card(path: str) -> dict:
     eos = list(dict.fromkeys(config.eos_token_ids + _ids(generation.get("eos_token_id")) + tokenizer_eos))
     return {
         "model_id": os.path.basename(folder.rstrip(os.sep)),
-        "max_context_len": config.max_position_embeddings,
+        "max_context_len": config.max_model_len,
         "eos_token_ids": eos,
         "tokenizer_json": tokenizer_json,
         "chat_template": _chat_template(folder),

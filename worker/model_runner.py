@@ -35,7 +35,7 @@ def size_pools(config, block_size: int, num_slots: int, num_blocks: int, kv_cach
         raise ValueError(f"num_state_slots ({num_slots}) and block_size ({block_size}) must be > 0")
     if num_blocks <= 0:
         per_block = ModelCache.bytes_per_block(config, block_size, dtype)
-        full = num_slots * -(-config.max_position_embeddings // block_size)
+        full = num_slots * -(-config.max_model_len // block_size)
         num_blocks = min(full, max(1, kv_cache_bytes // max(1, per_block)))
     return PoolSizes(num_blocks, block_size, num_slots)
 

@@ -118,8 +118,8 @@ def test_scheduler_with_a_malformed_worker_address_says_so_in_one_line():
 def test_scheduler_with_a_max_model_len_past_the_checkpoint_says_so_in_one_line():
     result = run("scheduler.server", env=stack_env(SPARKINFER_MAX_MODEL_LEN="9000"))
     assert result.returncode == 1
-    assert result.stderr == ("scheduler: SPARKINFER_MAX_MODEL_LEN=9000 is past the checkpoint's context (8192 tokens, "
-                             "max_position_embeddings in config.json)\n")
+    assert result.stderr == ("scheduler: SPARKINFER_MAX_MODEL_LEN=9000 is past the checkpoint's context (8192 tokens: "
+                             "config.json's max_position_embeddings, times a yarn or linear rope's factor)\n")
 
 
 def test_scheduler_does_not_share_its_grpc_port_with_another_server():
