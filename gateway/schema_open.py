@@ -37,8 +37,13 @@ def any_value_defs(value: str, obj: str, limit: int, max_items: int = 8) -> dict
     return {value: any_value, obj: any_object}
 
 
+def _own_base(node: Any) -> bool:
+    """A subschema with its own $id (draft-04's id) resolves "#/$defs/..." against itself: it is left as sent."""
+    return isinstance(node, dict) and (isinstance(node.get("$id"), str) or isinstance(node.get("id"), str))
+
+
 def _is_open(node: Any) -> bool:
-    return node is True or (isinstance(node, dict) and all(key in ANNOTATIONS for key in node))
+    return node is True or (isinstance(node, dict) and not _own_base(node) and all(key in ANNOTATIONS for key in node))
 
 
 def _closed(node: Any) -> Any:
@@ -66,23 +71,24 @@ def _bound_node(node: dict) -> None:
         if isinstance(children, dict):
             for name, child in children.items():
                 children[name] = _closed(child) if _is_open(child) else child
-    for key in _CHILD_LISTS:
+    for key in _CHILD_LISTS + ("items",):
         children = node.get(key)
         if isinstance(children, list):
+            # draft-07's tuple `items` list too.
             children[:] = [_closed(child) if _is_open(child) else child for child in children]
     for key in ("items", "additionalProperties"):
         if _is_open(node.get(key)):
             node[key] = _closed(node[key])
 
 
-def _walk(node: Any) -> None:
-    if not isinstance(node, dict):
+def _walk(node: Any, root: bool = False) -> None:
+    if not isinstance(node, dict) or (_own_base(node) and not root):
         return
     _bound_node(node)
     for key in _CHILD_MAPS:
         for child in (node.get(key) or {}).values() if isinstance(node.get(key), dict) else ():
             _walk(child)
-    for key in _CHILD_LISTS + ("allOf",):
+    for key in _CHILD_LISTS + ("allOf", "items"):
         for child in node.get(key) if isinstance(node.get(key), list) else ():
             _walk(child)
     for key in ("items", "additionalProperties"):
@@ -92,10 +98,10 @@ def _walk(node: Any) -> None:
 def close_open_values(root: dict, limit: int) -> None:
     """In place, on a grammar copy before its objects are closed: every open value (no type, only annotations; `true`;
     a bare object's values; a bare array's items) becomes a $ref to the bounded any-value, whose definitions join the
-    root's $defs when one was needed. allOf branches are left: each holds together with the others, which type the
-    value."""
-    _walk(root)
-    if _is_open(root):
+    root's $defs when one was needed. An open allOf branch itself is left (the others type the value), and so is a
+    subschema with its own $id, where "#/$defs/..." would name its own definitions."""
+    _walk(root, root=True)
+    if all(key in ANNOTATIONS for key in root):
         _closed(root)
     if _uses_any(root):
         root.setdefault("$defs", {}).update(any_value_defs(ANY_VALUE, ANY_OBJECT, limit))

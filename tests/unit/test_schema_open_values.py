@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from gateway.structured import checked, json_grammar
 from tests.unit.grammar_card import accepts, random_answer, tiny_card
 
 
@@ -49,3 +50,15 @@ def test_open_values_still_take_any_json():
     assert accepts(card, schema, '{"x": [1, "a", null, {"k": true}], "meta": {"n": 2.5}, "items": [[], {}]}')
     assert accepts(card, schema, '{"x": -7, "meta": {}, "items": []}')
     assert not accepts(card, schema, '{"x": 1e999, "meta": {}, "items": []}')
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"x": {"$id": "https://example.com/x", "type": "object",
+                                           "properties": {"y": {}}, "required": ["y"]}}, "required": ["x"]},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}, {}],
+     "additionalItems": False}], ids=["nested-id", "draft-07-tuple"])
+def test_schemas_with_their_own_base_or_tuple_items_are_served(schema):
+    """A subschema with its own $id resolves "#/$defs/..." against itself: it is left as sent, never a 400."""
+    card = tiny_card()
+    checked(json_grammar(schema, False, card), card, "response_format")
+    assert all(random_answer(card, schema, seed, max_tokens=300) != "" for seed in range(5))
