@@ -97,14 +97,17 @@ def _close_exclusive_bounds(node: dict) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _pattern_fits(pattern: Any, max_length: int) -> bool:
-    """Whether a string of at most max_length characters can match the pattern (none given: True). A pattern leaves
-    the length open ("abc", a search, or ^[a-z]+$: the random tiny model wrote such a string until max_tokens), so it
-    is capped too, unless llguidance finds no short enough match (^a{2000}$) or cannot tell: then it stays as sent."""
+def _pattern_fits(pattern: Any, string_format: Any, max_length: int) -> bool:
+    """Whether a string of at most max_length characters (of the format, if any) can match the pattern (none given:
+    True). A pattern leaves the length open ("abc", a search, or ^[a-z]+$: the random tiny model wrote such a string
+    until max_tokens), so it is capped too, unless llguidance finds no short enough match (^a{2000}$) or cannot tell
+    (an email with a pattern): then it stays as sent."""
     if not isinstance(pattern, str):
         return pattern is None
     import llguidance
     schema = {"type": "string", "pattern": pattern, "maxLength": max_length}
+    if isinstance(string_format, str):
+        schema["format"] = string_format
     return not llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark("start: %json" + json.dumps(schema)))
 
 
@@ -117,7 +120,8 @@ def _bound_scalars(node: dict, limit: int) -> None:
     pin_date_format(node)
     cap = max(limit, _min_length(node))
     if (node.get("type") == "string" and limit and not any(key in node for key in _UNBOUNDED_STRING)
-            and node.get("format", _OPEN_FORMATS[0]) in _OPEN_FORMATS and _pattern_fits(node.get("pattern"), cap)):
+            and node.get("format", _OPEN_FORMATS[0]) in _OPEN_FORMATS
+            and _pattern_fits(node.get("pattern"), node.get("format"), cap)):
         # Never below the schema's own minLength: the cap stops a rambling model, it must not refuse the schema.
         node["maxLength"] = cap
     if node.get("format") == "hostname":
