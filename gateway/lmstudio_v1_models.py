@@ -25,21 +25,22 @@ DOWNLOAD_FIELDS = frozenset({"model", "quantization"})
 UNLOAD_FIELDS = frozenset({"instance_id"})
 
 
-def _model(body: Any, fields: frozenset) -> str:
-    """The body's model; 400 for a body LM Studio refuses (no model, a key it does not take)."""
+def _required(body: Any, key: str, fields: frozenset) -> str:
+    """body[key], a non-empty string; 400 for a body LM Studio refuses (no object, no such string, a key of the body
+    not among `fields`)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise InvalidRequest('"model" is required', param="model", code="missing_required_parameter")
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidRequest(f'"{key}" is required', param=key, code="missing_required_parameter")
     check_keys(body, fields)
-    return model
+    return value
 
 
 def load_answer(body: Any, card: ModelCard, served_name: str, loaded: bool) -> dict:
     """POST /api/v1/models/load of the served model: LM Studio's answer for a model in memory (loaded in no time);
     503 while no worker runs it (nothing here can load it)."""
-    check_model(_model(body, LOAD_FIELDS), card, served_name)
+    check_model(_required(body, "model", LOAD_FIELDS), card, served_name)
     for name in ("context_length", "eval_batch_size", "num_experts"):
         check_positive_int(body, name)
     for name in ("flash_attention", "offload_kv_cache_to_gpu", "echo_load_config"):
@@ -55,7 +56,7 @@ def load_answer(body: Any, card: ModelCard, served_name: str, loaded: bool) -> d
 
 def download_answer(body: Any, card: ModelCard, served_name: str) -> dict:
     """POST /api/v1/models/download of the served model: LM Studio's answer for a model it already has."""
-    if not served(_model(body, DOWNLOAD_FIELDS), card, served_name):
+    if not served(_required(body, "model", DOWNLOAD_FIELDS), card, served_name):
         raise NotImplementedApi(f"downloading models is not supported: {FIXED} (it serves '{served_name}')",
                                 param="model")
     return {"status": "already_downloaded"}
@@ -65,11 +66,6 @@ def unload_answer(body: Any, card: ModelCard, served_name: str) -> dict:
     """POST /api/v1/models/unload of the served instance: LM Studio's {"instance_id"} (docs developer/rest/unload).
     The model stays in memory; the caller marks it unloaded for the model lists until a request loads it again, as
     Ollama's keep_alive 0 does for /api/ps. Another instance is the 404 of a model this server lacks."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    instance = body.get("instance_id")
-    if not isinstance(instance, str) or not instance:
-        raise InvalidRequest('"instance_id" is required', param="instance_id", code="missing_required_parameter")
-    check_keys(body, UNLOAD_FIELDS)
+    instance = _required(body, "instance_id", UNLOAD_FIELDS)
     check_model(instance, card, served_name)
     return {"instance_id": instance}

@@ -67,15 +67,7 @@ __device__ void sk_body(const SkArgs& p) {
     if (threadIdx.x < 256) lut[threadIdx.x] = e4m3_scaled_bf16x2(threadIdx.x);
     pdl_wait();
     const unsigned char* xr[NT];
-    if constexpr (XG) {
-        __syncthreads();
-        sk_rows_global<NT>(p, xr);
-    } else {
-        sk_stage_x<PAD>(p, xs);
-        cp_async_wait_all();
-        __syncthreads();
-        sk_rows<NT, PAD>(p, xs, xr);
-    }
+    sk_x_ready<NT, PAD, XG>(p, xs, xr);
     while (a < b) {
         float acc[NT][4];
         sk_segment<NT, U, false, XG>(p, 4 * q + warp, ca, cb, lut, xr, r, acc);
@@ -143,15 +135,7 @@ __device__ void own_body(const SkArgs& p) {
     if (lane < 2) slot_tile[2 * warp + lane] = -1;
     pdl_wait();
     const unsigned char* xr[NT];
-    if constexpr (XG) {
-        __syncthreads();
-        sk_rows_global<NT>(p, xr);
-    } else {
-        sk_stage_x<PAD>(p, xs);
-        cp_async_wait_all();
-        __syncthreads();
-        sk_rows<NT, PAD>(p, xs, xr);
-    }
+    sk_x_ready<NT, PAD, XG>(p, xs, xr);
     bool first = true;
     while (i < end) {
         float acc[NT][4];

@@ -129,3 +129,18 @@ __device__ __forceinline__ void sk_rows_global(const SkArgs& p, const unsigned c
     for (int nt = 0; nt < NT; ++nt)
         xr[nt] = (const unsigned char*)(p.x + (u64)min(nt * 8 + (lane >> 2), p.M - 1) * p.K) + 32 * (lane & 3);
 }
+
+// after griddepcontrol.wait: the lane's x row pointers, into x itself (XG: read through L1) or into x staged at xs by
+// the whole block (PAD as sk_stage_x); a block barrier either way (the e4m3 LUT and a staged x ready)
+template <int NT, int PAD, bool XG>
+__device__ __forceinline__ void sk_x_ready(const SkArgs& p, unsigned char* xs, const unsigned char* (&xr)[NT]) {
+    if constexpr (XG) {
+        __syncthreads();
+        sk_rows_global<NT>(p, xr);
+    } else {
+        sk_stage_x<PAD>(p, xs);
+        cp_async_wait_all();
+        __syncthreads();
+        sk_rows<NT, PAD>(p, xs, xr);
+    }
+}
