@@ -54,9 +54,11 @@ async def open_stream(request: web.Request, content_type: str, headers: dict) ->
 
 
 async def _write_all(response: web.StreamResponse, frames: list[bytes]) -> None:
-    """The frames in one write (one send and one HTTP chunk, not one a frame)."""
-    if frames:
-        await response.write(b"".join(frames))
+    """Each frame (one SSE event, one NDJSON line) in a write of its own, so one HTTP chunk a frame, as vLLM
+    (Starlette), llama-server and Ollama send them: clients that read one event a chunk (requests' iter_content with
+    no chunk size, a fetch reader) took two events glued in one chunk for one broken JSON."""
+    for frame in frames:
+        await response.write(frame)
 
 
 async def stream_generation(request: web.Request, gen: Generation, framer: Framer,
@@ -93,9 +95,8 @@ async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, f
     """Writes gen's frames as they come, and a keep-alive whenever nothing was written for keepalive_s: silence on the
     wire, not between Deltas, since Deltas may give no frame for long (a tool call is held back until it is whole: a
     long file written as a call's argument sent nothing for minutes, and proxies and client idle timeouts cut it).
-    The Deltas queued while a write was under way go out in the next write together (each framed as it is taken, so
-    its usage is what was sent up to it): the same bytes, one send for them instead of one a Delta, so a gateway
-    behind its streams catches up instead of spending its time in a send per token."""
+    The Deltas queued while a write was under way are taken together (each framed as it is taken, so its usage is
+    what was sent up to it) without a wait each, and written a frame a chunk (_write_all)."""
     delta, last_write = first, time.monotonic()
     alarm = _Alarm(gen)
     try:
@@ -107,7 +108,7 @@ async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, f
                 frames = [ping for ping in (framer.keepalive(),) if ping]
                 last_write = time.monotonic()     # a framer without keep-alives (Ollama's NDJSON) stays silent
             if frames:
-                await response.write(b"".join(frames))
+                await _write_all(response, frames)
                 last_write = time.monotonic()
             if ended:
                 return
@@ -149,7 +150,6 @@ async def _take_ready(response: web.StreamResponse, gen: Generation, framer: Fra
             frames += framer.delta(delta, gen.sent_usage())
             delta = await gen.next_ready()
     except Exception:
-        if frames:
-            await response.write(b"".join(frames))
+        await _write_all(response, frames)
         raise
     return frames, delta is None

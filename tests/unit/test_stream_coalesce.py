@@ -1,5 +1,6 @@
-"""A stream's writer sends the Deltas queued while it wrote in one write (the same bytes, in order, each framed with
-the usage sent up to it), not a send per token; a failure behind them still comes after their frames."""
+"""A stream's writer takes the Deltas queued while it wrote without a wait each and writes them in order, each framed
+with the usage sent up to it, one frame a write (one HTTP chunk an event, as vLLM, llama-server and Ollama send
+them); a failure behind them still comes after their frames."""
 import pytest
 
 from gateway.errors import Unavailable
@@ -56,12 +57,12 @@ class Framer:
         return b"ping;"
 
 
-async def test_queued_deltas_go_out_in_one_write():
+async def test_queued_deltas_go_out_in_order_one_frame_a_write():
     response, deltas = Response(), [Delta(0, content=word) for word in ("a", "b", "c", "d")]
     gen = QueuedGen(deltas[1:] + [None])
     await _pump(response, gen, Framer(), deltas[0], keepalive_s=10.0)
-    # Before: five writes (a send and an HTTP chunk each), one a Delta and one for the end.
-    assert response.writes == [b"a@0;b@1;c@2;d@3;end;[DONE]"]
+    # 2e72557 glued them in one write (one HTTP chunk): a client reading an event a chunk got broken JSON.
+    assert response.writes == [b"a@0;", b"b@1;", b"c@2;", b"d@3;", b"end;", b"[DONE]"]
 
 
 async def test_a_failure_behind_queued_deltas_comes_after_their_frames():
