@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gateway.engine import Engine
 
 log = logging.getLogger("sparkinfer.gateway")
-# Generation.next_ready: nothing is queued yet; Generation.next after wake().
+# Generation.next after wake(): no Delta, the caller's alarm rang.
 NOT_READY = object()
 _AGAIN = object()
 _WAKE = object()
@@ -111,17 +111,6 @@ class Generation:
             # One already queued is taken without a wait: asyncio.wait_for made a Task and a timer for every token.
             item = self._queue.get_nowait() if not self._queue.empty() else await _get(self._queue, timeout)
             if (delta := await self._take(item)) is not _AGAIN:
-                return delta
-        return None
-
-    async def next_ready(self):
-        """As next(), but only from what is queued already: NOT_READY where next() would wait. A stream's writer
-        takes the Deltas that came while it wrote the last one and writes them at once (one send, not one a token,
-        when the gateway falls behind)."""
-        while self._running:
-            if self._queue.empty():
-                return NOT_READY
-            if (delta := await self._take(self._queue.get_nowait())) is not _AGAIN:
                 return delta
         return None
 

@@ -95,23 +95,22 @@ async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, f
     """Writes gen's frames as they come, and a keep-alive whenever nothing was written for keepalive_s: silence on the
     wire, not between Deltas, since Deltas may give no frame for long (a tool call is held back until it is whole: a
     long file written as a call's argument sent nothing for minutes, and proxies and client idle timeouts cut it).
-    The Deltas queued while a write was under way are taken together (each framed as it is taken, so its usage is
-    what was sent up to it) without a wait each, and written a frame a chunk (_write_all)."""
+    A Delta already queued is taken without a wait (Generation.next); the keep-alive is an alarm that wakes next(),
+    not a timeout on every token's wait; each frame goes out in a chunk of its own (_write_all)."""
     delta, last_write = first, time.monotonic()
     alarm = _Alarm(gen)
     try:
         while True:
-            frames, ended = await _take_ready(response, gen, framer, delta)
-            if ended:
-                frames += framer.end(gen.usage())
-            elif not frames and time.monotonic() - last_write >= keepalive_s:
+            if delta is None:
+                await _write_all(response, framer.end(gen.usage()))
+                return
+            frames = [] if delta is _NO_EVENT else framer.delta(delta, gen.sent_usage())
+            if not frames and time.monotonic() - last_write >= keepalive_s:
                 frames = [ping for ping in (framer.keepalive(),) if ping]
                 last_write = time.monotonic()     # a framer without keep-alives (Ollama's NDJSON) stays silent
             if frames:
                 await _write_all(response, frames)
                 last_write = time.monotonic()
-            if ended:
-                return
             alarm.arm(max(keepalive_s - (time.monotonic() - last_write), _MIN_WAIT_S))
             delta = await gen.next()
     finally:
@@ -139,17 +138,3 @@ class _Alarm:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-
-
-async def _take_ready(response: web.StreamResponse, gen: Generation, framer: Framer, delta) -> tuple[list, bool]:
-    """(the frames of delta and of every Delta queued behind it, whether gen ended). A failure is raised after the
-    frames before it are written."""
-    frames: list = []
-    try:
-        while delta is not _NO_EVENT and delta is not None:
-            frames += framer.delta(delta, gen.sent_usage())
-            delta = await gen.next_ready()
-    except Exception:
-        await _write_all(response, frames)
-        raise
-    return frames, delta is None

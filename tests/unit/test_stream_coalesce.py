@@ -1,11 +1,10 @@
-"""A stream's writer takes the Deltas queued while it wrote without a wait each and writes them in order, each framed
-with the usage sent up to it, one frame a write (one HTTP chunk an event, as vLLM, llama-server and Ollama send
-them); a failure behind them still comes after their frames."""
+"""A stream's writer writes the Deltas queued while it wrote in order, each framed with the usage sent up to it, one
+frame a write (one HTTP chunk an event, as vLLM, llama-server and Ollama send them); a failure behind them still
+comes after their frames."""
 import pytest
 
 from gateway.errors import Unavailable
 from gateway.gen_request import Usage
-from gateway.generation import NOT_READY
 from gateway.http_stream import _pump
 from gateway.pipeline import Delta
 
@@ -26,9 +25,6 @@ class QueuedGen:
 
     async def next(self, timeout=None):
         return self._take()
-
-    async def next_ready(self):
-        return self._take() if self.items else NOT_READY
 
     def _take(self):
         item = self.items.pop(0)
