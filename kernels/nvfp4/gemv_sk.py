@@ -87,7 +87,11 @@ def kernel_name(m: int, p: dict, sms: int) -> str:
 def x_bytes(m: int, p: dict, sms: int) -> int:
     """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (own_nt1: each k-step read just in time) or 16
     (the stream-K entries' 16-byte reads); 0 where x is read through L1."""
-    name = kernel_name(m, p, sms)
+    return _x_bytes_of(kernel_name(m, p, sms), m, p)
+
+
+def _x_bytes_of(name: str, m: int, p: dict) -> int:
+    """x_bytes of entry `name` (kernel_name's) for m rows of weight p."""
     return 0 if name.endswith("_xg") else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
 
 
@@ -141,7 +145,7 @@ def gemv_sk(x: torch.Tensor, p: dict, out: torch.Tensor, pdl: bool = True) -> to
     ws, counters = (x, x) if own else (ops._workspace(x.device, p["Np"]), _counters(x.device, p["Np"]))
     args = (ptr(p["wq"]), ptr(p["wsc"]), ptr(x), ptr(out), ptr(ws), ptr(counters), ptr(p["alpha"]), np.int32(m),
             np.int32(p["N"]), np.int32(p["K"]), np.int32(p["Np"]), np.int32(p["Kc"]))
-    ops._launch("", "", (sms,), (THREADS,), args, _kernel(name), x_bytes(m, p, sms), pdl)
+    ops._launch("", "", (sms,), (THREADS,), args, _kernel(name), _x_bytes_of(name, m, p), pdl)
     return out
 
 
