@@ -153,6 +153,13 @@ class NotImplementedApi(ApiError):
     code = "not_implemented"
 
 
+# Every embedding route's 501 opens with llama-server's words for a server that does not embed ("This server does not
+# support embeddings. Start it with `--embeddings`", server-context.cpp handle_embeddings_impl), which Ollama passes
+# through for a chat model's /api/embed: clients match "does not support embeddings" to tell "cannot embed" from a
+# failure. The flag is no remedy here, so the reason follows instead.
+EMBEDDINGS_UNSUPPORTED = "This server does not support embeddings. It runs a generative model only"
+
+
 class InternalError(ApiError):
     """500: a fault inside the server (never caused by what the client sent)."""
     status = 500

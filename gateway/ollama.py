@@ -13,8 +13,8 @@ from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.go_json import read_go_json
-from gateway.errors import (ApiError, ContextLengthExceeded, Forbidden, InvalidRequest, NotFound, NotImplementedApi,
-                            Overloaded)
+from gateway.errors import (EMBEDDINGS_UNSUPPORTED, ApiError, ContextLengthExceeded, Forbidden, InvalidRequest,
+                            NotFound, NotImplementedApi, Overloaded)
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
@@ -38,8 +38,8 @@ json_response = functools.partial(_json_response, charset="utf-8")
 
 # Endpoints this engine does not provide, each with its reason (answered 501, never 404).
 _NOT_IMPLEMENTED = {
-    ("POST", "/api/embed"): "embeddings are not supported: this server runs a generative model only",
-    ("POST", "/api/embeddings"): "embeddings are not supported: this server runs a generative model only",
+    ("POST", "/api/embed"): EMBEDDINGS_UNSUPPORTED,
+    ("POST", "/api/embeddings"): EMBEDDINGS_UNSUPPORTED,
     ("POST", "/api/push"): "pushing models is not supported by this server",
     ("POST", "/api/create"): "creating models is not supported: the served model is fixed when the server starts",
     ("POST", "/api/copy"): "copying models is not supported: the served model is fixed when the server starts",

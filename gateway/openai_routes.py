@@ -11,7 +11,7 @@ from gateway.chat_batch import batch_chat
 from gateway.chat_prompt import lower_roles, text_string_parts
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
-from gateway.errors import ApiError, InvalidRequest, NotImplementedApi, Unsupported
+from gateway.errors import EMBEDDINGS_UNSUPPORTED, ApiError, InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
@@ -251,7 +251,7 @@ class OpenAIRoutes:
             check_model(body["model"], await self.engine.card(), await self.engine.served_name())
         # 501 with the reason, as design.md section 3 and the 0.5.6 release notes specify for endpoints the engine
         # does not do; `x-should-retry: false` stops the OpenAI SDKs retrying a 5xx (they honour that header).
-        raise NotImplementedApi("embeddings are not supported: this server runs a generative model only",
+        raise NotImplementedApi(EMBEDDINGS_UNSUPPORTED,
                                 code="embeddings_unsupported", headers={"x-should-retry": "false"})
 
     async def tokenize(self, request: web.Request) -> web.Response:

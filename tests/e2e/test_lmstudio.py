@@ -111,6 +111,6 @@ async def test_embeddings_501_and_server_keeps_serving(session):
     async with session.post("/api/v0/embeddings", json={"model": "tiny", "input": "hi"}) as response:
         assert response.status == 501
         error = (await response.json())["error"]
-    assert error["code"] == "embeddings_unsupported" and "embeddings are not supported" in error["message"]
+    assert error["code"] == "embeddings_unsupported" and "does not support embeddings" in error["message"]
     async with session.post("/api/v0/chat/completions", json={**CHAT, "max_tokens": 2}) as response:
         assert response.status == 200 and (await response.json())["usage"]["completion_tokens"] >= 1

@@ -102,7 +102,8 @@ async def test_llama_servers_other_routes_say_why_they_are_not_served():
     a model without infill tokens); these paths were 404s 'no route', which reads as a wrong base URL."""
     server, client = await _client(FakeServing(build_tokenizer()))
     try:
-        expected = {"/embedding": "embeddings are not supported", "/embeddings": "embeddings are not supported",
+        expected = {"/embedding": "This server does not support embeddings",
+                    "/embeddings": "This server does not support embeddings",
                     "/infill": "Infill is not supported by this model: prefix token is missing. suffix token is "
                     "missing. middle token is missing.",
                     "/rerank": "This server does not support reranking", "/reranking": "This server does not "

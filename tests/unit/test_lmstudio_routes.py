@@ -90,7 +90,7 @@ async def test_embeddings_are_a_501_with_the_reason_that_sdks_do_not_retry(fake,
     response = await client.post(path, json={"model": "fake-model", "input": "hi"})
     assert response.status == 501 and response.headers["x-should-retry"] == "false"
     assert orjson.loads(await response.read()) == {"error": {
-        "message": "embeddings are not supported: this server runs a generative model only",
+        "message": "This server does not support embeddings. It runs a generative model only",
         "type": "not_implemented", "param": None, "code": "embeddings_unsupported"}}
 
 

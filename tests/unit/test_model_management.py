@@ -26,8 +26,8 @@ async def test_ollama_route_on_a_model_it_lacks_is_ollamas_404(stack, method, pa
 @pytest.mark.parametrize("method,path,body,words", [
     ("DELETE", "/api/delete", {"model": "Fake-Model:latest"}, "deleting models is not supported"),
     ("POST", "/api/copy", {"source": "fake-model", "destination": "x"}, "copying models is not supported"),
-    ("POST", "/api/embed", {"model": "fake-model", "input": "hi"}, "embeddings are not supported"),
-    ("POST", "/api/embeddings", {"model": "fake-model", "prompt": "hi"}, "embeddings are not supported"),
+    ("POST", "/api/embed", {"model": "fake-model", "input": "hi"}, "does not support embeddings"),
+    ("POST", "/api/embeddings", {"model": "fake-model", "prompt": "hi"}, "does not support embeddings"),
     ("POST", "/api/pull", {"model": NOT_SERVED}, "pulling models is not supported"),
 ], ids=["delete", "copy", "embed", "embeddings", "pull"])
 async def test_ollama_route_on_the_served_model_is_a_501_with_the_reason(stack, method, path, body, words):
