@@ -18,7 +18,8 @@ from gateway.errors import (EMBEDDINGS_UNSUPPORTED, ApiError, ContextLengthExcee
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
-from gateway.ollama_checks import FIELD_CHECKS, NAMED_MODEL, REQUIRED
+from gateway.ollama_checks import FIELD_CHECKS, LOADS, NAMED_MODEL, REQUIRED
+from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_names import INVALID_NAME, REMOTE_DETAILS, reference, resolve_model, serves, valid_name
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
@@ -137,7 +138,8 @@ class OllamaRoutes:
             app.router.add_post(path, functools.partial(self.web_tool, words=words))
         for route, reason in _NOT_IMPLEMENTED.items():
             handler = functools.partial(self.not_implemented, reason=reason, required=REQUIRED.get(route),
-                                        named=NAMED_MODEL.get(route), check=FIELD_CHECKS.get(route))
+                                        named=NAMED_MODEL.get(route), check=FIELD_CHECKS.get(route),
+                                        load=LOADS.get(route))
             app.router.add_route(*route, handler)
         app.router.add_route("HEAD", "/api/blobs/{digest}", self.blob)
         app.router.add_post("/api/blobs/{digest}", self.blob)
@@ -243,13 +245,15 @@ class OllamaRoutes:
 
     @ollama_errors
     async def not_implemented(self, request: web.Request, reason: str, required: Optional[tuple] = None,
-                              named: Optional[tuple] = None, check=None) -> web.Response:
+                              named: Optional[tuple] = None, check=None, load=None) -> web.Response:
         """The 501 with its reason, after the checks Ollama's handler makes first: its decode 400 for a body its
-        struct cannot take, its 4xx for a body naming no model (_REQUIRED), its field checks (_FIELD_CHECKS), its 404
-        for a model it lacks."""
+        struct cannot take (keep_alive too, where a route that loads takes one), its 4xx for a body naming no model
+        (_REQUIRED), its field checks (_FIELD_CHECKS), its 404 for a model it lacks; a body asking for no work is the
+        route's load instead (LOADS), which keeps the model as keep_alive says."""
         if required is not None:
             struct, names = required
             body = check_go_types(await read_go_json(request), struct)
+            keep_alive = parse_keep_alive(body.get("keep_alive")) if load is not None else None
             trims = named is not None and named[0] != ("source",)
             for keys, error, message in names:
                 values = [body.get(key) for key in keys]
@@ -260,6 +264,10 @@ class OllamaRoutes:
                 check(body)
             if named is not None:
                 await self._check_named_model(body, *named)
+            answer = load(body) if load is not None else None
+            if answer is not None:
+                self.engine.load_state.touch(keep_alive)
+                return json_response(answer)
         return ollama_error(NotImplementedApi(reason))
 
     async def _check_named_model(self, body: dict, keys: tuple, not_found: str, invalid: str) -> None:

@@ -1,6 +1,8 @@
 """Gateway process: the checks Ollama's management and embedding handlers make of a body before their 501 here."""
 from __future__ import annotations
 
+from typing import Optional
+
 from gateway.errors import Forbidden, InvalidRequest, NotFound
 from gateway.ollama_names import INVALID_NAME, REMOTE_MODEL, is_cloud
 
@@ -49,3 +51,21 @@ def _check_embed_input(body: dict) -> None:
 
 # Checks of a body's fields a route makes after its model name and before it looks the model up.
 FIELD_CHECKS = {("POST", "/api/embed"): _check_embed_input, ("POST", "/api/embeddings"): _check_cloud}
+
+
+def _embed_load(body: dict) -> Optional[dict]:
+    """EmbedHandler's answer to no input (absent, "" or []): the model is loaded and no vector given, the model named
+    as sent (server/routes.go EmbedHandler 'len(input) == 0'; ollama/ollama#5713, #6295 preload an embedding model
+    so); a list holding "" is input."""
+    return {"model": body.get("model"), "embeddings": []} if body.get("input") in (None, "", []) else None
+
+
+def _embeddings_load(body: dict) -> Optional[dict]:
+    """EmbeddingsHandler's answer to no prompt, "an empty request loads the model" (server/routes.go): also what a
+    client sending /api/embed's `input` to this route gets (ollama/ollama#7490, #13020)."""
+    return None if body.get("prompt") else {"embedding": []}
+
+
+# What a route answers, once its model is found, to a body that asks for no work: a load, as Ollama's handler answers
+# it after scheduling the runner (its keep_alive then counts; /api/ps lists the model).
+LOADS = {("POST", "/api/embed"): _embed_load, ("POST", "/api/embeddings"): _embeddings_load}
