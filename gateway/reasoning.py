@@ -81,6 +81,14 @@ def _mention(opened: str) -> bool:
     return opened.startswith(_CALL_STARTS[0]) and names_function(opened, len(_CALL_STARTS[0])) is False
 
 
+def _opens_call(opened: str) -> bool:
+    """Whether the text after a <tool_call> opens a call whatever follows (no later text makes it a _mention): a JSON
+    object's first key has begun, or a <function= name whose '>' is written reads as a function's."""
+    if opened.startswith("{"):
+        return opened[1:].lstrip().startswith('"')
+    return opened.startswith(_CALL_STARTS[0]) and names_function(opened, len(_CALL_STARTS[0])) is True
+
+
 class ThinkingTokens:
     """Counts a choice's generated ids that are thinking, as vLLM counts usage's reasoning_tokens (its reasoning
     parser's count_reasoning_tokens over the output ids, vLLM #45802): the ids after the first <think> (else from the
@@ -123,22 +131,43 @@ class ReasoningSplitter:
         self._state = "reasoning" if thinking_open else "start"
         self._skip_open_tag = True
         self._held = ""
+        # A call held (state "call") whose start reads as a call for good (_opens_call): the pieces pushed after
+        # self._held, their length, and the held text's last characters (where a </think> may begin). Such a call is
+        # held to </think> or the end, maybe thousands of tokens: it is neither searched nor copied again a piece
+        # (both were, every token: O(n^2) over a long call in the thinking; bench/long_output.py).
+        self._call_read = False
+        self._more: list[str] = []
+        self._num_more = 0
+        self._tail = ""
 
     @property
     def held(self) -> int:
         """Characters pushed but not returned yet (a tag or call not complete)."""
-        return len(self._held)
+        return len(self._held) + self._num_more
 
     def push(self, text: str) -> tuple[str, str]:
-        buf = self._held + text
-        self._held = ""
+        if self._call_read:
+            # Only a </think> that ends in the new text can close the held call (one before it closed it then).
+            seen = self._tail + text
+            if THINK_END not in seen:
+                self._more.append(text)
+                self._num_more += len(text)
+                self._tail = seen[1 - len(THINK_END):]
+                return "", ""
+        buf = self._take_held() + text
         reasoning, content = [], []
         while buf:
             buf = self._step(buf, reasoning, content)
         return "".join(reasoning), "".join(content)
 
+    def _take_held(self) -> str:
+        """The held text, whole; nothing is held after."""
+        held = self._held + "".join(self._more)
+        self._held, self._more, self._num_more, self._call_read = "", [], 0, False
+        return held
+
     def flush(self) -> tuple[str, str]:
-        held, self._held = self._held, ""
+        held = self._take_held()
         if self._state == "reasoning":
             return held, ""
         if self._state == "call":
@@ -217,4 +246,5 @@ class ReasoningSplitter:
             self._state = "reasoning"
             return buf[len(TOOL_CALL):]
         self._held = buf
+        self._call_read, self._tail = _opens_call(opened), buf[1 - len(THINK_END):]
         return ""

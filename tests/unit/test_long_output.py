@@ -1,0 +1,70 @@
+"""Unit tests: the gateway's work per streamed token does not grow with the output (bench/long_output.py measures
+it): each piece is read against a bounded window of what came before, never the whole text again. No timings: the
+memory one push allocates (tracemalloc) stands for the text it copies, and every output equals the old whole-text
+path's on long random texts."""
+import random
+import tracemalloc
+
+import pytest
+
+from gateway.reasoning import ReasoningSplitter
+
+CALL_START = "<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+# Pieces a random output is made of: plain text, the tags the splitter reads, their halves.
+PIECES = ["Hello", " world", "\n", "<tool_call>", "<tool_", "call>", "</think>", "</th", "ink>", "<think>",
+          "<function=get_weather>", "<function={{name}}>", "{", '{"name"', " ", "</parameter>", "x" * 40]
+
+
+def allocated(fn) -> int:
+    """Bytes of the largest allocation peak while fn runs."""
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+class _Rescanning(ReasoningSplitter):
+    """The splitter as it was: every push reads the held call again (_call_read never set)."""
+
+    @property
+    def _call_read(self) -> bool:
+        return False
+
+    @_call_read.setter
+    def _call_read(self, value: bool) -> None:
+        pass
+
+
+def random_output(rng: random.Random, num_pieces: int, weights: list) -> list:
+    """num_pieces of PIECES (drawn with `weights`) joined, then cut at random places."""
+    text = "".join(rng.choices(PIECES, weights, k=num_pieces))
+    cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, num_pieces)))
+    return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_reasoning_split_of_long_random_outputs_is_the_rescanning_ones(seed):
+    rng = random.Random(seed)
+    # Half the outputs with few </think>: long held calls.
+    weights = [1 if piece not in ("</think>", "</th") or seed % 4 < 2 else 0.02 for piece in PIECES]
+    pieces = random_output(rng, 400, weights)
+    thinking_open = seed % 2 == 0
+    new, old = ReasoningSplitter(thinking_open), _Rescanning(thinking_open)
+    for piece in pieces:
+        assert (new.push(piece), new.held) == (old.push(piece), old.held)
+    assert new.flush() == old.flush()
+
+
+def test_a_long_call_in_the_thinking_is_not_copied_again_a_token():
+    # A call the thinking runs into is held to </think> or the end; each token copied and searched the whole held
+    # call (O(n^2): 14 -> 60 us a token over a 32k-token call, bench/long_output.py).
+    splitter = ReasoningSplitter(thinking_open=True)
+    assert splitter.push("Let me look.\n" + CALL_START) == ("Let me look.\n", "")
+    for _ in range(5000):
+        splitter.push("Paris is a city. ")
+    assert splitter.held > 80_000
+    assert allocated(lambda: splitter.push("More. ")) < 4_000
+    assert splitter.push("</param") == ("", "") and splitter.push("eter>\n</think>\n\nDone.") == (
+        CALL_START + "Paris is a city. " * 5000 + "More. </parameter>\n", "Done.")
