@@ -4,6 +4,8 @@ vector, ollama/ollama#5713, #6295); keep_alive is read as Ollama's bind reads it
 import orjson
 import pytest
 
+from gateway.errors import EMBEDDINGS_UNSUPPORTED
+
 LOADS = [
     ("/api/embed", {"model": "fake-model"}, {"model": "fake-model", "embeddings": []}),
     ("/api/embed", {"model": "fake-model", "input": ""}, {"model": "fake-model", "embeddings": []}),
@@ -47,8 +49,7 @@ async def test_text_to_embed_is_still_the_501(stack, path, body):
     client, _ = stack
     response = await client.post(path, json=body)
     assert response.status == 501
-    assert orjson.loads(await response.read()) == {
-        "error": "embeddings are not supported: this server runs a generative model only"}
+    assert orjson.loads(await response.read()) == {"error": EMBEDDINGS_UNSUPPORTED}
 
 
 @pytest.mark.parametrize("path, body, expected", [
