@@ -10,8 +10,8 @@ norms; "+gemv" = 32 < M <= 128 rows as 32-row GEMV chunks (worker/layers/linear.
 norm / SiLU-mul kernels (kernels/norm, worker.layers.norm.USE_KERNELS). f32 GDN state (GPU_MODEL_STATE=bfloat16:
 bf16). CSV to $OUT when set.
 Env: GPU_MODEL_LAYERS (64), GPU_MODEL_BUDGET_S (240: later cases are skipped past it), GPU_MODEL_CTX (256),
-GPU_MODEL_BATCHES ("1,64": only these C of the first variant); GPU_MODEL_DECODE_AB, _PDL_AB, _TMA_AB: A/B rows of
-the first variant (bench/gpu_model_ab.py).
+GPU_MODEL_BATCHES ("1,64": only these C of the first variant); GPU_MODEL_DECODE_AB, _PDL_AB, _TMA_AB, _AHEAD_AB: A/B
+rows of the first variant (bench/gpu_model_ab.py).
 """
 import math
 import os

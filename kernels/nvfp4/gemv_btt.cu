@@ -5,12 +5,14 @@
 // Why: v12 holds its weights in flight in registers (2-3 chunk pairs a warp), so the stream stalls while a warp
 // decodes. Here a producer warp streams the block's slice of fragments and scale words (contiguous in the repacked
 // layout: tiles [t0, t0 + nt) are nt * Kc * 512 B of fragments, nt * Kp * 128 B of scale words) into a ring of up
-// to ~200 KB of shared memory with cp.async.bulk (TMA, PTX ISA "cp.async.bulk"), one mbarrier a stage. The first R
-// stages go out at the block's start, before griddepcontrol.wait and x, so the stream overlaps the kernel before
-// and never waits for the decode until the ring is full. A stage is SP chunk pairs of the slice in order; its SP /
-// SUB items of SUB pairs (never across a tile: SUB divides Kp) go to the TW compute warps round-robin, each adding
-// its item's 16 row sums into the block's shared accumulators (red.shared). H200 session 21 (NOTES.md): the LM
-// head 181.8 -> 166.5 us (the read floor), 5120x17408 20.3 -> 18.6; no gain on 17.7-35 MB weights with K = 5120.
+// to ~200 KB of shared memory with cp.async.bulk (TMA, PTX ISA "cp.async.bulk"), one mbarrier a stage. The first P
+// stages go out at the block's start, before griddepcontrol.wait and x, so the stream overlaps the kernel before;
+// the rest once x is staged (H200 session 23: with every stage issued first, x's loads queued behind the whole
+// slice and landed 5.5 us after the kernel before on 17408x5120, against 2.0 us with ~55 KB a block ahead of them).
+// A stage is SP chunk pairs of the slice in order; its SP / SUB items of SUB pairs (never across a tile: SUB
+// divides Kp) go to the TW compute warps round-robin, each adding its item's 16 row sums into the block's shared
+// accumulators (red.shared). H200 session 21 (NOTES.md): the LM head 181.8 -> 166.5 us (the read floor), 5120x17408
+// 20.3 -> 18.6; no gain on 17.7-35 MB weights with K = 5120.
 //
 // Pipeline: full[r] completes when stage s (slot r = s % R) has landed (expect_tx by the producer); empty[r] when
 // its SP / SUB items are consumed, after which the producer refills the slot with stage s + R. A consumer first
@@ -89,12 +91,14 @@ __device__ void consume_items(const GemvArgs& p, const Ring& ring, const uint4* 
     }
 }
 
-// TW compute warps, which stage x, and one producer warp (warp TW), which streams the weights meanwhile
+// TW compute warps, which stage x, and one producer warp (warp TW), which streams the weights: P stages before x
+// is staged, the rest after
 template <int SP, int SUB, int TW, int XS>
-__device__ void btt_body(const GemvArgs& p, int R) {
+__device__ void btt_body(const GemvArgs& p, int R, int P) {
     __shared__ float sums[BTT_MAX_TILES * 16];
     __shared__ __align__(8) unsigned long long full[BTT_MAX_RING], empty[BTT_MAX_RING];
     __shared__ int issued;
+    __shared__ volatile int x_staged;
     extern __shared__ __align__(128) uint4 dyn[];
     pdl_launch_dependents();
     const int kp = p.Kc >> 1, T = p.Np / 16, G = gridDim.x, b = blockIdx.x;
@@ -106,16 +110,26 @@ __device__ void btt_body(const GemvArgs& p, int R) {
     if (threadIdx.x == 0) {
         for (int r = 0; r < R; ++r) mbar_init(&full[r], 1), mbar_init(&empty[r], SP / SUB);
         issued = 0;
+        x_staged = 0;
         fence_mbarrier_init();
     }
     __syncthreads();
     if (threadIdx.x >= TW * 32) {  // the weights need nothing from the kernels before
-        if (threadIdx.x == TW * 32) issue_stages<SP>(p, ring, t0, npairs, 0, nstages);
+        if (threadIdx.x == TW * 32) {
+            const int ahead = min(P, nstages);
+            issue_stages<SP>(p, ring, t0, npairs, 0, ahead);
+            if (ahead < nstages) {
+                while (!x_staged) {
+                }
+                issue_stages<SP>(p, ring, t0, npairs, ahead, nstages);
+            }
+        }
         return;
     }
     pdl_wait();
     stage_x_mode<XS, 1>(p, xs, kp, TW * 32);
     asm volatile("bar.sync 1, %0;" ::"r"(TW * 32));
+    if (threadIdx.x == 0) x_staged = 1;
     consume_items<SP, SUB, TW>(p, ring, xs, npairs, sums);
     asm volatile("bar.sync 1, %0;" ::"r"(TW * 32));
     for (int j = threadIdx.x; j < nt * 16; j += TW * 32) {
@@ -125,31 +139,32 @@ __device__ void btt_body(const GemvArgs& p, int R) {
 }
 
 #define BTT_PARAMS \
-    const uint4 *wq, const u32 *wsb, const u16 *x, u16 *y, const float *alpha, int N, int K, int Np, int Kc, int R
+    const uint4 *wq, const u32 *wsb, const u16 *x, u16 *y, const float *alpha, int N, int K, int Np, int Kc, int R, \
+        int P
 #define BTT_ARGS GemvArgs{wq, (const u16*)wsb, x, y, nullptr, nullptr, alpha, 1, N, K, Np, Kc}
 #define BTT_BOUNDS(TW) __launch_bounds__(32 * (TW + 1), 1)
 // entries nvfp4_gemv_btt{mode}_{SP}_{SUB}_{TW}: x plain, or computed while staged as gemv_bt.cu's _silu / _norm /
 // _gnorm entries (gemv_bt_stage.cuh)
 #define BTT_KERNELS(SP, SUB, TW)                                                                                     \
     extern "C" __global__ void BTT_BOUNDS(TW) nvfp4_gemv_btt_##SP##_##SUB##_##TW(BTT_PARAMS) {                      \
-        btt_body<SP, SUB, TW, XS_PLAIN>(BTT_ARGS, R);                                                               \
+        btt_body<SP, SUB, TW, XS_PLAIN>(BTT_ARGS, R, P);                                                               \
     }                                                                                                               \
     extern "C" __global__ void BTT_BOUNDS(TW) nvfp4_gemv_btt_silu_##SP##_##SUB##_##TW(BTT_PARAMS, const u16* x_up) { \
         GemvArgs p = BTT_ARGS;                                                                                      \
         p.x_up = x_up;                                                                                              \
-        btt_body<SP, SUB, TW, XS_SILU>(p, R);                                                                       \
+        btt_body<SP, SUB, TW, XS_SILU>(p, R, P);                                                                       \
     }                                                                                                               \
     extern "C" __global__ void BTT_BOUNDS(TW) nvfp4_gemv_btt_norm_##SP##_##SUB##_##TW(                              \
         BTT_PARAMS, const u16* x_res, const u16* norm_w, float eps, u16* h_out, u16* y_out) {                       \
         GemvArgs p = BTT_ARGS;                                                                                      \
         p.x_res = x_res, p.norm_w = norm_w, p.eps = eps, p.h_out = h_out, p.y_out = y_out;                          \
-        btt_body<SP, SUB, TW, XS_NORM>(p, R);                                                                       \
+        btt_body<SP, SUB, TW, XS_NORM>(p, R, P);                                                                       \
     }                                                                                                               \
     extern "C" __global__ void BTT_BOUNDS(TW) nvfp4_gemv_btt_gnorm_##SP##_##SUB##_##TW(                             \
         BTT_PARAMS, const u16* z, const u16* norm_w, float eps) {                                                   \
         GemvArgs p = BTT_ARGS;                                                                                      \
         p.x_up = z, p.norm_w = norm_w, p.eps = eps;                                                                 \
-        btt_body<SP, SUB, TW, XS_GNORM>(p, R);                                                                      \
+        btt_body<SP, SUB, TW, XS_GNORM>(p, R, P);                                                                      \
     }
 BTT_KERNELS(16, 4, 16)
 BTT_KERNELS(8, 8, 16)
