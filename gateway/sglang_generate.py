@@ -1,0 +1,184 @@
+"""Gateway process: SGLang's native POST /generate (python/sglang/srt/entrypoints/http_server.py generate_request),
+what SGLang's own clients send: its bench_serving (--backend sglang), RL rollout workers (verl, slime, AReaL), the
+sglang RuntimeEndpoint. The body (sglang_generate_request) runs as the /v1/completions request it asks for.
+
+Answer, per prompt and sample (TokenizerManager._handle_batch_output): {"text": the output so far, "output_ids": its
+token ids, "meta_info": {id, finish_reason, prompt_tokens, completion_tokens, cached_tokens, e2e_latency, ...}};
+finish_reason null until it ends, then {"type": "length", "length": N}, {"type": "stop", "matched": the stop string
+or the token id}. A list of prompts (or n > 1) answers a list. Streamed: `data: ` events of the whole output so far
+(text and ids grow, as SGLang streams without --incremental-streaming-output), a batch's with its "index", then
+`data: [DONE]`; an error once the stream is open is `data: {"error": {"message": ...}}` then [DONE], as SGLang's."""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Optional
+
+from aiohttp import web
+
+from gateway.config import GatewayConfig
+from gateway.engine import ChoiceResult, Delta, Engine, Usage
+from gateway.errors import ApiError
+from gateway.http_stream import open_stream, stream_generation
+from gateway.offload import run_cpu
+from gateway.openai_completion import parse_completion
+from gateway.openai_shape import SSE_HEADERS
+from gateway.prompt_logprobs import prompt_only_result
+from gateway.sglang_generate_request import GenerateOptions, completion_body, sglang_param
+from gateway.sglang_info import WEIGHT_VERSION
+from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
+from gateway.web import json_response, read_json
+
+
+def _ids(options: GenerateOptions, num_choices: int) -> list:
+    """Each answer's meta_info id: the request's rid, a list's own per prompt, else SGLang's prefix_i per item;
+    without one, a fresh uuid4 hex each, as SGLang's normalization makes them."""
+    rid = options.rid
+    if isinstance(rid, list) and len(rid) == num_choices and all(isinstance(r, str) for r in rid):
+        return list(rid)
+    if isinstance(rid, str) and rid:
+        return [rid] if num_choices == 1 else [f"{rid}_{i}" for i in range(num_choices)]
+    return [uuid.uuid4().hex for _ in range(num_choices)]
+
+
+def finish_reason(result: ChoiceResult) -> Optional[dict]:
+    """SGLang's finish reason object (schedule_batch FINISH_LENGTH, FINISH_MATCHED_STR, FINISH_MATCHED_TOKEN)."""
+    if result.finish_reason is None:
+        return None
+    if result.finish_reason == "length":
+        return {"type": "length", "length": len(result.token_ids)}
+    if result.finish_reason == "stop":
+        matched = result.stop_reason
+        if matched is None and result.token_ids:
+            matched = result.token_ids[-1]      # the end token that stopped it
+        return {"type": "stop", "matched": matched}
+    return {"type": "abort", "message": result.finish_reason}
+
+
+class GenerateShaper:
+    """One /generate request's answer bodies, built from each choice's output so far."""
+
+    def __init__(self, plan, card, options: GenerateOptions, received: float):
+        self.plan, self.card, self.options, self.received = plan, card, options, received
+        self.ids = _ids(options, plan.gen.num_choices)
+
+    def _tuple(self, token_id: int, logprob) -> list:
+        text = self.card.token_text(token_id) if self.options.text_in_logprobs else None
+        return [logprob, token_id, text]
+
+    def _tops(self, entries: list) -> list:
+        return [[self._tuple(t, lp) for t, lp in entry.top[:self.options.top_logprobs_num]] or None
+                for entry in entries]
+
+    def _logprobs(self, meta: dict, result: ChoiceResult, prompt_ids: list) -> None:
+        """SGLang's logprob fields: [logprob, token id, text (with return_text_in_logprobs) or null] per token; the
+        prompt's from logprob_start_len on (its first position has no logprob), with top_logprobs_num alternatives."""
+        start = self.options.logprob_start_len
+        prompt = []
+        if start >= 0:
+            entries = [None] + list(result.prompt_logprobs or [])
+            prompt = [(i, entries[i] if i < len(entries) else None) for i in range(start, len(prompt_ids))]
+        meta["input_token_logprobs"] = [self._tuple(prompt_ids[i], e.logprob if e else None) for i, e in prompt]
+        meta["output_token_logprobs"] = [self._tuple(e.token_id, e.logprob) for e in result.logprobs]
+        if self.options.top_logprobs_num > 0:
+            meta["input_top_logprobs"] = [self._tops([e])[0] if e else None for _, e in prompt]
+            meta["output_top_logprobs"] = self._tops(result.logprobs)
+
+    def body(self, result: ChoiceResult, usage: Usage) -> dict:
+        prompt = result.index // self.plan.gen.n
+        prompt_ids = self.plan.gen.all_prompt_ids[prompt]
+        cached = usage.per_prompt[prompt][1] if len(usage.per_prompt) > prompt else usage.cached_tokens
+        if self.plan.prompt.prompt_only:
+            result = prompt_only_result(result) if result.finish_reason else result
+        meta = {"id": self.ids[result.index], "finish_reason": finish_reason(result), "prompt_tokens": len(prompt_ids),
+                "weight_version": WEIGHT_VERSION}
+        if self.options.return_logprob:
+            self._logprobs(meta, result, prompt_ids)
+        meta.update(completion_tokens=len(result.token_ids), cached_tokens=cached,
+                    e2e_latency=time.monotonic() - self.received)
+        out = {"text": result.content, "output_ids": list(result.token_ids), "meta_info": meta}
+        if self.options.batch and self.options.stream:
+            out["index"] = result.index
+        return out
+
+    def answer(self, results: list, usage: Usage):
+        bodies = [self.body(result, usage) for result in results]
+        return bodies if self.options.batch else bodies[0]
+
+
+class GenerateFramer:
+    """SSE framing of a /generate stream: an event per piece with the choice's whole output so far, then [DONE]."""
+    content_type = "text/event-stream; charset=utf-8"
+    headers = SSE_HEADERS
+
+    def __init__(self, shaper: GenerateShaper):
+        self.shaper = shaper
+        self.results = [ChoiceResult(i) for i in range(shaper.plan.gen.num_choices)]
+
+    def start(self, usage: Usage) -> list[bytes]:
+        return []
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        result = self.results[delta.index]
+        result.absorb(delta)
+        if not (delta.content or delta.token_ids or delta.finish_reason):
+            return []
+        return [sse_event(self.shaper.body(result, usage))]
+
+    def end(self, usage: Usage) -> list[bytes]:
+        return [SSE_DONE]
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        return [sse_event({"error": {"message": error.message}}), SSE_DONE]
+
+    def keepalive(self) -> bytes:
+        return SSE_KEEPALIVE
+
+
+class SGLangGenerateRoutes:
+    """POST /generate."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine, self.config = engine, config
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_post("/generate", self.generate)
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        received = time.monotonic()
+        body = await read_json(request)
+        translated, options = completion_body(body)
+        card = await self.engine.card()
+        try:
+            # A limit past the room the prompt leaves stops where the context is full, as SGLang's scheduler caps
+            # max_new_tokens (init_req_max_new_tokens), never a 400.
+            plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(), cap_output=True)
+        except ApiError as error:
+            error.param = sglang_param(error.param, body)
+            raise
+        plan.stream = options.stream
+        shaper = GenerateShaper(plan, card, options, received)
+        if options.max_new_tokens == 0 and not plan.prompt.prompt_only:
+            # Nothing to generate and nothing to score: the prompt is read and counted, as SGLang answers it.
+            return await self._prompt_only(request, shaper)
+        gen = await self.engine.start(plan.gen)
+        shaper.received = min(received, gen.started_at)
+        if options.stream:
+            return await stream_generation(request, gen, GenerateFramer(shaper), self.config.sse_keepalive_s)
+        results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]
+        await gen.drain(lambda delta: results[delta.index].absorb(delta))
+        return json_response(shaper.answer(results, gen.usage()))
+
+    async def _prompt_only(self, request: web.Request, shaper: GenerateShaper) -> web.StreamResponse:
+        """max_new_tokens 0: no output, finish length 0; streamed, each answer's one event, then [DONE]."""
+        gen = shaper.plan.gen
+        results = [ChoiceResult(i, finish_reason="length") for i in range(gen.num_choices)]
+        usage = Usage(per_prompt=[(len(ids), 0) for ids in gen.all_prompt_ids])
+        if not shaper.options.stream:
+            return json_response(shaper.answer(results, usage))
+        response = await open_stream(request, GenerateFramer.content_type, GenerateFramer.headers)
+        for result in results:
+            await response.write(sse_event(shaper.body(result, usage)))
+        await response.write(SSE_DONE)
+        await response.write_eof()
+        return response

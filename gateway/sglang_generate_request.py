@@ -1,0 +1,148 @@
+"""Gateway process: SGLang's native POST /generate bodies (GenerateReqInput, python/sglang/srt/managers/io_struct.py;
+its sampling_params, python/sglang/srt/sampling/sampling_params.py) -> the /v1/completions body they ask for."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional
+
+from gateway.errors import InvalidRequest, Unsupported
+
+# SGLang's SamplingParams default output limit (max_new_tokens=128), where /v1/completions' is OpenAI's 16.
+DEFAULT_MAX_NEW_TOKENS = 128
+
+# sampling_params -> the /v1/completions field that means the same (vLLM's and SGLang's OpenAI names).
+_SAMPLING = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "temperature": "temperature",
+             "top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "frequency_penalty": "frequency_penalty",
+             "presence_penalty": "presence_penalty", "repetition_penalty": "repetition_penalty", "stop": "stop",
+             "stop_token_ids": "stop_token_ids", "ignore_eos": "ignore_eos", "n": "n",
+             "skip_special_tokens": "skip_special_tokens", "logit_bias": "logit_bias",
+             "spaces_between_special_tokens": "spaces_between_special_tokens", "regex": "regex", "ebnf": "ebnf",
+             "no_stop_trim": "no_stop_trim", "sampling_seed": "seed", "stop_regex": "stop_regex"}
+# sampling_params that change nothing here: how often a stream sends (each piece goes as it comes), and the
+# arguments of a custom logit processor (none runs: custom_logit_processor itself is refused).
+_SAMPLING_NO_EFFECT = ("stream_interval", "custom_params")
+# Request fields read below, or that change nothing here (log_metrics, routing and tracing hints, an SGLang session id
+# that does not alter the prompt, the prefix-cache key's extra and salt are read as vLLM's cache_salt).
+_READ = ("text", "input_ids", "sampling_params", "stream", "return_logprob", "logprob_start_len", "top_logprobs_num",
+         "return_text_in_logprobs", "rid", "model", "input_embeds", "image_data", "video_data", "audio_data")
+_NO_EFFECT = ("log_metrics", "session_id", "routed_dp_rank", "data_parallel_rank", "routing_key", "conversation_id",
+              "external_trace_header", "received_time", "no_logs", "custom_labels", "priority", "background",
+              "bootstrap_host", "bootstrap_port", "bootstrap_room", "bootstrap_pair_key", "decode_tp_size",
+              "disagg_prefill_dp_rank", "kv_router_hint", "extra_key", "return_entropy", "http_worker_ipc")
+# Media inputs: the model reads text only.
+_MEDIA = ("image_data", "video_data", "audio_data")
+
+
+@dataclass
+class GenerateOptions:
+    """How the answer is shaped: SGLang's logprob fields, the request id, whether it is a batch."""
+    stream: bool = False
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    logprob_start_len: int = -1          # -1: output logprobs only (SGLang's default)
+    text_in_logprobs: bool = False
+    rid: object = None                   # a string, or one per prompt
+    batch: bool = False                  # a list of prompts or n > 1: the answer is a list, streamed with "index"
+    max_new_tokens: Optional[int] = DEFAULT_MAX_NEW_TOKENS
+
+
+def _prompt(body: dict):
+    """text (one or a list) or input_ids (one list or a list of lists): exactly one of them, as SGLang's
+    GenerateReqInput._validate_inputs asks ("Either text, input_ids or input_embeds should be provided.")."""
+    if body.get("input_embeds") is not None:
+        raise Unsupported("input_embeds is not supported: send text or input_ids", param="input_embeds")
+    media = next((key for key in _MEDIA if body.get(key) not in (None, [])), None)
+    if media:
+        raise Unsupported(f"{media} is not supported: this server runs a text-only model", param=media)
+    given = [key for key in ("text", "input_ids") if body.get(key) is not None]
+    if len(given) != 1:
+        raise InvalidRequest("Either text, input_ids or input_embeds should be provided.", param="text")
+    prompt = body[given[0]]
+    if given[0] == "text" and not (isinstance(prompt, str) or isinstance(prompt, list) and prompt
+                                   and all(isinstance(item, str) for item in prompt)):
+        raise InvalidRequest("text must be a string or a non-empty list of strings", param="text")
+    return prompt
+
+
+def _is_batch(prompt) -> bool:
+    return isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], (str, list))
+
+
+def _sampling(params, out: dict) -> None:
+    """sampling_params into out under /v1/completions' names; an unknown one is a 400 naming it (SGLang's
+    SamplingParams(**params) takes no other), so a misspelt limit is not silently dropped."""
+    if isinstance(params, list):
+        raise Unsupported("one sampling_params per prompt is not supported: send one object for the whole batch, or "
+                          "one request per prompt", param="sampling_params")
+    if not isinstance(params, dict):
+        raise InvalidRequest("sampling_params must be an object", param="sampling_params")
+    for key, value in params.items():
+        if key in _SAMPLING:
+            out[_SAMPLING[key]] = value
+        elif key == "json_schema" and value is not None:
+            out["guided_json"] = value
+        elif key == "structural_tag" and value is not None:
+            out["structured_outputs"] = {"structural_tag": value if isinstance(value, str) else json.dumps(value)}
+        elif key not in _SAMPLING_NO_EFFECT:
+            raise InvalidRequest(f"unknown sampling parameter '{key}'", param=f"sampling_params.{key}")
+
+
+def _logprob_options(body: dict, options: GenerateOptions) -> None:
+    options.return_logprob = bool(body.get("return_logprob"))
+    options.text_in_logprobs = bool(body.get("return_text_in_logprobs"))
+    for key in ("top_logprobs_num", "logprob_start_len"):
+        value = body.get(key)
+        if isinstance(value, list):
+            raise Unsupported(f"one {key} per prompt is not supported: send one number", param=key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise InvalidRequest(f"{key} must be an integer", param=key)
+    options.top_logprobs_num = body.get("top_logprobs_num") or 0
+    start = body.get("logprob_start_len")
+    options.logprob_start_len = -1 if start is None or not options.return_logprob else start
+    if options.logprob_start_len < -1:
+        raise InvalidRequest("logprob_start_len must be -1 or a prompt position", param="logprob_start_len")
+
+
+def sglang_param(param: Optional[str], body: dict) -> Optional[str]:
+    """The /generate field a /v1/completions error names: a sampling parameter under sampling_params, the prompt as
+    the field that carried it."""
+    if param == "prompt" or (param or "").startswith("prompt["):
+        return ("text" if body.get("text") is not None else "input_ids") + param[len("prompt"):]
+    names = {field: name for name, field in _SAMPLING.items()}
+    names.update(guided_json="json_schema", include_stop_str_in_output="no_stop_trim")
+    if param in ("logprobs", "prompt_logprobs"):
+        return "top_logprobs_num"
+    return f"sampling_params.{names[param]}" if param in names else param
+
+
+def completion_body(body) -> tuple[dict, GenerateOptions]:
+    """The /v1/completions body (not streamed: the route streams it in SGLang's frames) and the answer's options."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", param=None)
+    unknown = [key for key in body if key not in _READ and key not in _NO_EFFECT]
+    prompt = _prompt(body)
+    out: dict = {"prompt": prompt, "max_tokens": DEFAULT_MAX_NEW_TOKENS}
+    _sampling(body.get("sampling_params") or {}, out)
+    limit = out["max_tokens"]
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
+        # SGLang's SamplingParams.verify words.
+        raise InvalidRequest(f"max_new_tokens must be at least 0, got {limit}.", param="sampling_params.max_new_tokens")
+    options = GenerateOptions(stream=bool(body.get("stream")), rid=body.get("rid"), max_new_tokens=limit)
+    _logprob_options(body, options)
+    if options.return_logprob:
+        out["logprobs"] = options.top_logprobs_num
+    if options.logprob_start_len >= 0:
+        # The prompt's logprobs from that position on: vLLM's prompt_logprobs.
+        out["prompt_logprobs"] = options.top_logprobs_num
+    if out["max_tokens"] == 0:
+        # max_new_tokens 0 (scoring a prompt, as RL trainers do) reads the prompt and generates nothing: /v1's echo
+        # is what lets a completions limit be 0.
+        out["echo"] = True
+    # The SGLang /v1 fields this route shares (lora_path, custom_logit_processor, return_hidden_states, ...) are read
+    # as the /v1 routes read them: refused by name where they ask for what is not served.
+    out.update({key: body[key] for key in unknown})
+    if body.get("model") is not None:
+        out["model"] = body["model"]
+    options.batch = _is_batch(prompt) or (isinstance(out.get("n"), int) and out["n"] > 1)
+    return out, options

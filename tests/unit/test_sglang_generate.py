@@ -1,0 +1,130 @@
+"""SGLang's native POST /generate (fake scheduler), as SGLang's http_server answers it (TokenizerManager.
+_handle_batch_output: text, output_ids, meta_info with SGLang's finish_reason objects; a list for a batch; streamed as
+`data:` events of the output so far, then [DONE]). It was a 404 'no route /generate', so SGLang's own clients
+(bench_serving --backend sglang, RL rollout workers) could not run against this server."""
+import orjson
+import pytest
+
+REPLY = "1, 2, 3, 4, 5"
+
+
+async def post(client, body) -> tuple[int, object]:
+    response = await client.post("/generate", data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def events(client, body) -> list:
+    response = await client.post("/generate", data=orjson.dumps({**body, "stream": True}))
+    assert response.status == 200
+    lines = [line[6:] for line in (await response.read()).decode().splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [orjson.loads(line) for line in lines[:-1]]
+
+
+async def test_a_prompt_answers_text_output_ids_and_meta_info(stack):
+    client, fake = stack
+    status, body = await post(client, {"text": "hi", "sampling_params": {"max_new_tokens": 3, "temperature": 0}})
+    assert status == 200, body
+    request = fake.script.requests[0]
+    assert request.max_tokens == 3 and request.sampling.temperature == 0
+    assert body["text"] == "1, 2" and body["output_ids"] == fake.tokenizer.encode(REPLY).ids[:3]
+    meta = body["meta_info"]
+    assert meta["finish_reason"] == {"type": "length", "length": 3}
+    assert (meta["prompt_tokens"], meta["completion_tokens"], meta["cached_tokens"]) == (
+        len(request.prompt_token_ids), 3, 0)
+    assert len(meta["id"]) == 32 and meta["e2e_latency"] >= 0
+
+
+async def test_sglangs_default_limit_and_the_end_token_that_matched(stack):
+    client, fake = stack
+    status, body = await post(client, {"input_ids": [5, 6, 7]})
+    assert fake.script.requests[0].max_tokens == 128            # SamplingParams' max_new_tokens, not OpenAI's 16
+    assert list(fake.script.requests[0].prompt_token_ids) == [5, 6, 7]
+    assert body["text"] == REPLY and body["output_ids"][-1] == fake.eos_id
+    assert body["meta_info"]["finish_reason"] == {"type": "stop", "matched": fake.eos_id}
+
+
+async def test_a_stop_string_is_the_match(stack):
+    client, _ = stack
+    status, body = await post(client, {"text": "hi", "sampling_params": {"stop": [", 3"], "no_stop_trim": False}})
+    assert (body["text"], body["meta_info"]["finish_reason"]) == ("1, 2", {"type": "stop", "matched": ", 3"})
+
+
+async def test_a_batch_answers_a_list_with_the_rid_per_item(stack):
+    client, fake = stack
+    status, body = await post(client, {"text": ["a", "b"], "rid": "job", "sampling_params": {"max_new_tokens": 1}})
+    assert status == 200 and isinstance(body, list) and len(body) == 2
+    assert [item["meta_info"]["id"] for item in body] == ["job_0", "job_1"]
+    assert [item["text"] for item in body] == ["1", "1"] and "index" not in body[0]
+    status, body = await post(client, {"input_ids": [[5, 6], [7]], "sampling_params": {"max_new_tokens": 1, "n": 2}})
+    assert [item["meta_info"]["prompt_tokens"] for item in body] == [2, 2, 1, 1]
+
+
+async def test_the_stream_sends_the_output_so_far_then_done(stack):
+    client, _ = stack
+    got = await events(client, {"text": "hi", "rid": "r1", "sampling_params": {"max_new_tokens": 3}})
+    assert [e["text"] for e in got] == ["1", "1,", "1, 2"]
+    assert [len(e["output_ids"]) for e in got] == [1, 2, 3]
+    assert [e["meta_info"]["finish_reason"] for e in got] == [None, None, {"type": "length", "length": 3}]
+    assert {e["meta_info"]["id"] for e in got} == {"r1"} and "index" not in got[0]
+    got = await events(client, {"text": ["a", "b"], "sampling_params": {"max_new_tokens": 1}})
+    assert sorted(e["index"] for e in got) == [0, 1]
+
+
+async def test_logprobs_are_sglangs_triples(stack):
+    client, fake = stack
+    fake.script.top_ids = [9, 8]
+    status, body = await post(client, {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 2},
+                                       "return_logprob": True, "top_logprobs_num": 2, "logprob_start_len": 1,
+                                       "return_text_in_logprobs": True})
+    meta = body["meta_info"]
+    ids = body["output_ids"]
+    text = fake.tokenizer.id_to_token
+    assert meta["output_token_logprobs"] == [[-0.5, ids[0], "1"], [-0.5, ids[1], ","]]
+    assert [t[1] for t in meta["output_top_logprobs"][0]] == [9, 8]
+    # The prompt from position 1 on: the scripted -0.1 * position, alternatives ids 0 and 1.
+    assert meta["input_token_logprobs"] == [[pytest.approx(-0.1), 6, text(6)], [pytest.approx(-0.2), 7, text(7)]]
+    assert [t[1] for t in meta["input_top_logprobs"][0]] == [0, 1]
+    status, body = await post(client, {"text": "hi", "return_logprob": True, "sampling_params": {"max_new_tokens": 1}})
+    assert body["meta_info"]["input_token_logprobs"] == [] and "output_top_logprobs" not in body["meta_info"]
+    assert body["meta_info"]["output_token_logprobs"][0][2] is None
+
+
+async def test_max_new_tokens_zero_reads_the_prompt_only(stack):
+    client, fake = stack
+    status, body = await post(client, {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 0}})
+    assert status == 200, body
+    assert (body["text"], body["output_ids"]) == ("", [])
+    assert body["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
+    assert body["meta_info"]["prompt_tokens"] == 3 and not fake.script.requests
+    status, body = await post(client, {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 0},
+                                       "return_logprob": True, "logprob_start_len": 0})
+    assert (body["text"], body["output_ids"], body["meta_info"]["completion_tokens"]) == ("", [], 0)
+    assert [t[:2] for t in body["meta_info"]["input_token_logprobs"]] == [[None, 5], [pytest.approx(-0.1), 6],
+                                                                          [pytest.approx(-0.2), 7]]
+
+
+@pytest.mark.parametrize("body,param,words", [
+    ({"sampling_params": {"max_new_tokens": 2}}, "text", "Either text, input_ids or input_embeds"),
+    ({"text": "a", "input_ids": [1]}, "text", "Either text, input_ids or input_embeds"),
+    ({"text": "a", "sampling_params": {"max_new_token": 2}}, "sampling_params.max_new_token", "unknown"),
+    ({"text": "a", "image_data": "x.png"}, "image_data", "text-only"),
+], ids=["no-prompt", "both", "misspelt-param", "image"])
+async def test_a_bad_body_is_a_400_naming_the_field(stack, body, param, words):
+    client, fake = stack
+    status, got = await post(client, body)
+    assert status == 400 and got["error"]["param"] == param and words in got["error"]["message"], got
+    assert not fake.script.requests
+
+
+async def test_a_limit_past_the_context_stops_at_it_and_errors_name_sglangs_fields(stack):
+    client, fake = stack
+    status, body = await post(client, {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 5000}})
+    assert status == 200 and fake.script.requests[0].max_tokens == 2048 - 3   # SGLang caps it at the room left
+    status, body = await post(client, {"text": "a", "sampling_params": {"max_new_tokens": -1}})
+    assert (status, body["error"]["param"]) == (400, "sampling_params.max_new_tokens")
+    assert body["error"]["message"] == "max_new_tokens must be at least 0, got -1."
+    status, body = await post(client, {"text": "a", "sampling_params": {"temperature": -1, "max_new_tokens": 1}})
+    assert (status, body["error"]["param"]) == (400, "sampling_params.temperature")
+    status, body = await post(client, {"input_ids": [5, 99999]})
+    assert (status, body["error"]["param"]) == (400, "input_ids")
