@@ -94,8 +94,10 @@ class GenerateShaper:
                 "weight_version": WEIGHT_VERSION}
         if self.options.return_logprob:
             self._logprobs(meta, result, prompt_ids)
-        meta.update(completion_tokens=len(result.token_ids), cached_tokens=cached,
-                    e2e_latency=time.monotonic() - self.received)
+        meta.update(completion_tokens=len(result.token_ids), cached_tokens=cached)
+        if result.finish_reason is not None:
+            # Set once the request finished, as SGLang's TokenizerManager sets it.
+            meta["e2e_latency"] = time.monotonic() - self.received
         out = {"text": result.content, "output_ids": list(result.token_ids), "meta_info": meta}
         if self.options.batch and self.options.stream:
             out["index"] = result.index

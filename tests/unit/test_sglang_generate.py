@@ -67,6 +67,7 @@ async def test_the_stream_sends_the_output_so_far_then_done(stack):
     assert [len(e["output_ids"]) for e in got] == [1, 2, 3]
     assert [e["meta_info"]["finish_reason"] for e in got] == [None, None, {"type": "length", "length": 3}]
     assert {e["meta_info"]["id"] for e in got} == {"r1"} and "index" not in got[0]
+    assert ["e2e_latency" in e["meta_info"] for e in got] == [False, False, True]
     got = await events(client, {"text": ["a", "b"], "sampling_params": {"max_new_tokens": 1}})
     assert sorted(e["index"] for e in got) == [0, 1]
 
