@@ -42,8 +42,11 @@ def plan(sched, prev_step) -> "pb.PackedStep | None":
         if req is None or req.status != RUNNING or not _goes_on(req, sched.max_context_len):
             continue
         if not sched.block_manager.grow(req.block_ids, req.num_computed_tokens + 1):
-            for other in grown:  # nothing planned: the tables keep their blocks, the next schedule uses them
+            # Nothing planned: the tables keep their blocks, the next schedule uses them (and sends them: the rows
+            # built here never reach the worker).
+            for other, row in zip(grown, step.rows):
                 other.num_computed_tokens -= 1
+                other.num_blocks_sent = row.block_table_start
             return None
         _add_row(step.rows, req)
         req.num_computed_tokens += 1
@@ -62,7 +65,8 @@ def _add_row(rows, req) -> None:
     row.num_tokens = 1
     row.context_len = req.num_computed_tokens
     row.state_slot = req.state_slot
-    row.block_table.extend(req.block_ids)
+    row.block_table_start, block_ids = req.take_block_table()
+    row.block_table.extend(block_ids)
     row.sample = True
     row.previous_token = True
 

@@ -19,6 +19,7 @@ class Request:
     num_computed_tokens: int = 0          # tokens already in KV / GDN state on the worker
     state_slot: int = -1
     block_ids: list = field(default_factory=list)
+    num_blocks_sent: int = 0              # of block_ids, those the worker holds in state_slot's table (0: none)
     status: str = WAITING
     sent_to_worker: bool = False          # the worker holds this request's sampling state
     first_scheduled_ns: int = 0
@@ -67,6 +68,14 @@ class Request:
     @property
     def is_decoding(self) -> bool:
         return self.num_uncomputed_tokens == 1 and bool(self.output_token_ids)
+
+    def take_block_table(self) -> tuple:
+        """(start, ids) for this request's next StepRow (block_table_start, block_table): the ids it gained since its
+        last row in its slot, or its whole table (start 0) when the worker holds none; those are then counted sent.
+        vLLM's scheduler sends a request's block ids once and then new_block_ids (vllm/v1/core/sched/output.py)."""
+        start, block_ids = self.num_blocks_sent, self.block_ids
+        self.num_blocks_sent = len(block_ids)
+        return start, block_ids[start:] if start else block_ids
 
     def token_slice(self, start: int, end: int) -> list:
         """Tokens [start, end) of prompt + output without concatenating the whole sequence."""

@@ -244,8 +244,9 @@ class Scheduler(StepOutputs):
                 min_tokens_stop_ids=req.min_tokens_stop_ids)
             req.sent_to_worker = True
         start = req.num_computed_tokens
+        table_start, block_ids = req.take_block_table()
         step.rows.add(req_id=req.req_id, num_tokens=num_new, context_len=start, state_slot=req.state_slot,
-                      block_table=req.block_ids, sample=start + num_new == req.num_tokens)
+                      block_table=block_ids, block_table_start=table_start, sample=start + num_new == req.num_tokens)
         step.token_ids.extend(req.token_slice(start, start + num_new))
         req.num_computed_tokens = start + num_new
         scheduled.add(req.req_id)
@@ -256,6 +257,8 @@ class Scheduler(StepOutputs):
 
     def _release(self, req: Request) -> None:
         self.block_manager.free(req.block_ids)
+        # The worker's table for the slot goes with the slot: the request's next row (after a resume) carries it whole.
+        req.num_blocks_sent = 0
         if req.state_slot >= 0:
             self.state_pool.free(req.state_slot)
             req.state_slot = -1

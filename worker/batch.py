@@ -92,32 +92,40 @@ class ForwardBatch:
         Convenience for tests and the CPU runner; raises ValueError if a row has no tokens or its
         block table is too short for context_len + len(token_ids) tokens.
         """
-        ids, pos, cu, ctx, slots, tables, want = [], [], [0], [], [], [], []
-        for r, (toks, context_len, slot, blocks, logits) in enumerate(rows):
+        tables = [list(blocks) for _, _, _, blocks, _ in rows]
+        width = max(1, max(len(t) for t in tables))
+        table = torch.full((len(rows), width), -1, dtype=torch.int32)
+        for r, t in enumerate(tables):
+            table[r, : len(t)] = torch.tensor(t, dtype=torch.int32)
+        return ForwardBatch.from_table([(toks, ctx, slot, logits) for toks, ctx, slot, _, logits in rows], block_size,
+                                       table, [len(t) for t in tables])
+
+    @staticmethod
+    def from_table(rows, block_size: int, block_tables: torch.Tensor, num_blocks: list) -> "ForwardBatch":
+        """Builds a batch from (token_ids, context_len, state_slot, want_logits) tuples and their block tables
+        ([N, B] int32, -1 past row r's num_blocks[r] ids: worker/block_tables.py keeps them between steps); raises
+        ValueError as from_rows."""
+        ids, pos, cu, ctx, slots, want = [], [], [0], [], [], []
+        for r, (toks, context_len, slot, logits) in enumerate(rows):
             if not toks:
                 raise ValueError(f"row {r} has no tokens")
             need = -(-(context_len + len(toks)) // block_size)
-            if len(blocks) < need:
-                raise ValueError(f"row {r}: {len(blocks)} blocks cover fewer than {context_len + len(toks)} tokens")
+            if num_blocks[r] < need:
+                raise ValueError(f"row {r}: {num_blocks[r]} blocks cover fewer than {context_len + len(toks)} tokens")
             ids.extend(toks)
             pos.extend(range(context_len, context_len + len(toks)))
             cu.append(cu[-1] + len(toks))
             ctx.append(context_len)
             slots.append(slot)
-            tables.append(list(blocks))
             if logits:
                 want.append(r)
-        width = max(1, max(len(t) for t in tables))
-        table = torch.full((len(rows), width), -1, dtype=torch.int32)
-        for r, t in enumerate(tables):
-            table[r, : len(t)] = torch.tensor(t, dtype=torch.int32)
         return ForwardBatch(
             input_ids=torch.tensor(ids, dtype=torch.int64),
             positions=torch.tensor(pos, dtype=torch.int64),
             cu_seqlens=torch.tensor(cu, dtype=torch.int32),
             context_lens=torch.tensor(ctx, dtype=torch.int32),
             state_slots=torch.tensor(slots, dtype=torch.int64),
-            block_tables=table,
+            block_tables=block_tables,
             logits_rows=torch.tensor(want, dtype=torch.int64),
             host=HostRows(cu, ctx, slots),
         )

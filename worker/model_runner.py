@@ -7,6 +7,7 @@ import torch
 
 from proto import pb
 from worker.batch import ForwardBatch, to_device
+from worker.block_tables import BlockTableError, SlotTables
 from worker.cache import ModelCache
 from worker.graphs import DecodeGraphs, forward_step
 from worker.prefill_graphs import PrefillGraphs
@@ -80,6 +81,7 @@ class ModelRunner:
         self.grammars = grammars    # worker.grammar.GrammarBook for constrained requests; None = none served
         self.sampler = Sampler(vocab_size, seed=sampler_seed, grammars=grammars)
         self.states = {}
+        self.tables = SlotTables(cache.num_slots)   # each state slot's KV block table, kept between steps
         self.session_id = ""
         self.previous = None  # (ids [M] int64 on the device, {req_id: row}) of the step sampled last
 
@@ -95,6 +97,9 @@ class ModelRunner:
         try:
             self._launch(launched)
         except Exception as exc:  # the worker must outlive one bad step
+            # Its rows' tables may be half applied; the scheduler fails every running request and sends the next
+            # row of each slot whole, while a row planned behind this step meets no table (StepError), not a stale one.
+            self.tables.clear()
             launched.fail(exc)
         return launched
 
@@ -134,6 +139,7 @@ class ModelRunner:
         if step.session_id != self.session_id:
             # A new scheduler session (scheduler restart or worker re-registered): old requests are gone.
             self.states.clear()
+            self.tables.clear()
             self.session_id, self.previous = step.session_id, None
         for req_id in step.finished_req_ids:
             self.states.pop(req_id, None)
@@ -227,9 +233,14 @@ class ModelRunner:
             offset += row.num_tokens
             if not 0 <= row.state_slot < self.cache.num_slots:
                 raise StepError(f"row {row.req_id!r}: state slot {row.state_slot} outside [0, {self.cache.num_slots})")
-            rows.append((toks, row.context_len, row.state_slot, list(row.block_table), row.sample))
+            try:
+                self.tables.update(row)
+            except BlockTableError as exc:
+                raise StepError(str(exc)) from exc
+            rows.append((toks, row.context_len, row.state_slot, row.sample))
         try:
-            batch = ForwardBatch.from_rows(rows, self.cache.block_size)
+            block_tables, num_blocks = self.tables.gather([row.state_slot for row in step.rows])
+            batch = ForwardBatch.from_table(rows, self.cache.block_size, torch.from_numpy(block_tables), num_blocks)
         except ValueError as exc:
             raise StepError(str(exc)) from exc
         device = self.cache.device

@@ -5,6 +5,7 @@ from proto import pb
 from scheduler.admission import QueueFullError, check_queue_depth
 from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
+from worker.block_tables import SlotTables
 
 VOCAB = 1000
 BLOCK = 16
@@ -12,10 +13,12 @@ BLOCK = 16
 
 class FakeWorker:
     """Stands in for the model: per-slot rolling hash of every token fed; the sampled token depends on the
-    whole sequence, so a wrong context_len, slot or chunk boundary changes the tokens."""
+    whole sequence, so a wrong context_len, slot or chunk boundary changes the tokens. Block tables are kept per
+    slot by the worker's own SlotTables (a row carries only the ids gained since its last row)."""
 
-    def __init__(self):
+    def __init__(self, num_slots: int = 64):
         self.state = {}
+        self.tables = SlotTables(num_slots)
         self.seen_context = {}
         self.previous = {}  # req_id -> the token sampled for it in the last step run (StepRow.previous_token)
 
@@ -31,7 +34,8 @@ class FakeWorker:
                 toks = [previous[row.req_id]]
             h, n = (0, 0) if row.context_len == 0 else self.state[row.state_slot]
             assert n == row.context_len, f"{row.req_id}: slot holds {n} tokens, row says {row.context_len}"
-            assert len(row.block_table) * BLOCK >= row.context_len + row.num_tokens
+            self.tables.update(row)
+            assert self.tables.lengths[row.state_slot] * BLOCK >= row.context_len + row.num_tokens
             for t in toks:
                 h = (h * 1_000_003 + t + 1) % (2 ** 61 - 1)
             self.state[row.state_slot] = (h, n + row.num_tokens)
@@ -124,9 +128,9 @@ def test_chunked_prefill_resumes_where_it_stopped():
         row = step.rows[0]
         seen.append((row.context_len, row.num_tokens, row.sample))
         assert list(step.token_ids) == req.prompt_token_ids[row.context_len:row.context_len + row.num_tokens]
-        assert len(row.block_table) == -(-(row.context_len + row.num_tokens) // BLOCK)
         assert len(step.new_requests) == (1 if row.context_len == 0 else 0)
         sched.update(worker.run(step))
+        assert len(worker.tables.table(row.state_slot)) == -(-(row.context_len + row.num_tokens) // BLOCK)
     assert seen == [(0, 100, False), (100, 100, False), (200, 100, False), (300, 50, True)]
 
 

@@ -10,22 +10,26 @@ from tests.unit.test_scheduler import FakeWorker, make_request, make_scheduler, 
 from tests.unit.test_scheduler_engine import drain, make_engine, request
 
 
-def run_with_lookahead(sched, worker, max_steps=10_000):
+def run_with_lookahead(sched, worker, max_steps=10_000, before_step=None, ahead=True):
     """Like run_to_end, but every step with a lookahead behind it is followed by that lookahead before its result
-    is applied (two steps in flight, as the engine does). Returns tokens, reasons and the lookahead count."""
+    is applied (two steps in flight, as the engine does; none with `ahead` False). `before_step(n)` runs first in
+    the n-th round (requests added or aborted there, maybe with steps in flight). Returns tokens, reasons and the
+    lookahead count."""
     tokens, reasons, num_ahead = {}, {}, 0
     inflight = []
-    for _ in range(max_steps):
+    for n in range(max_steps):
+        if before_step:
+            before_step(n)
         if not inflight:
             step = sched.schedule()
             if step is None:
                 break
             inflight.append((step, worker.run(step)))
-        if len(inflight) == 1:
-            ahead = lookahead.plan(sched, inflight[0][0])
-            if ahead is not None:
+        if len(inflight) == 1 and ahead:
+            planned = lookahead.plan(sched, inflight[0][0])
+            if planned is not None:
                 num_ahead += 1
-                inflight.append((ahead, worker.run(ahead)))
+                inflight.append((planned, worker.run(planned)))
         _, result = inflight.pop(0)
         for out in sched.update(result):
             tokens.setdefault(out.req_id, []).extend(out.token_ids)
@@ -79,7 +83,9 @@ def test_lookahead_rows_continue_the_step_in_flight():
     row = ahead.rows[0]
     assert row.previous_token and row.sample and row.num_tokens == 1 and list(ahead.token_ids) == [-1]
     assert row.context_len == 31 and ahead.step_id == step.step_id + 1
-    assert len(row.block_table) * 16 >= 32
+    worker.run(step)
+    worker.run(ahead)
+    assert len(worker.tables.table(row.state_slot)) * 16 >= 32
 
 
 def test_a_request_that_ended_leaves_the_others_planned_ahead():
