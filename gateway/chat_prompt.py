@@ -51,6 +51,23 @@ def echo_prefix(body: dict) -> str:
     return _text_of(last) if body.get("echo") and last["role"] == "assistant" else ""
 
 
+def prefill_final_assistant(body):
+    """llama-server's and LM Studio's reading of a chat that ends with an assistant message with text: its prefill,
+    continued rather than closed and followed by a new turn (llama.cpp's oaicompat_chat_params_parse appends it to the
+    generation prompt, --prefill-assistant being on by default since ggml-org/llama.cpp#13174, also on /apply-template;
+    LM Studio's API continues a prefix message, lmstudio-bug-tracker#2041), as vLLM's continue_final_message leaves it
+    open. A body that sets either generation flag, or whose last assistant turn holds tool calls, is read as sent."""
+    if not isinstance(body, dict) or body.get("add_generation_prompt") is not None or \
+            body.get("continue_final_message") is not None:
+        return body
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant" or last.get("tool_calls") or \
+            not (isinstance(last.get("content"), (str, list)) and last["content"]):
+        return body
+    return {**body, "continue_final_message": True}
+
+
 def generation_flags(body: dict) -> tuple[bool, bool]:
     """(add_generation_prompt, continue_final_message), checked as vLLM does: both explicitly true is a 400 (with
     its words); so is a last message without content (transformers cannot continue one; continuing would drop its

@@ -7,6 +7,7 @@ from typing import Optional
 from aiohttp import web
 
 from gateway import json_out
+from gateway.chat_prompt import prefill_final_assistant
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
 from gateway.errors import ApiError, InvalidRequest
@@ -165,7 +166,7 @@ class LMStudioRoutes:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         received = time.monotonic()
-        body = _lmstudio_body(await read_json(request))
+        body = prefill_final_assistant(_lmstudio_body(await read_json(request)))
         check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
