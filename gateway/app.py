@@ -32,6 +32,7 @@ from gateway.open_files import raise_open_files_limit
 from gateway.prefix_cache_routes import PrefixCacheRoutes
 from gateway.responses import ResponsesRoutes
 from gateway.sagemaker import SageMakerRoutes
+from gateway.cancel_routes import CancelRoutes
 from gateway.sglang_generate import SGLangGenerateRoutes
 from gateway.sglang_info import SGLangInfoRoutes
 from gateway.web import BODY_LIMIT_KEY, json_response
@@ -248,6 +249,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     CapacityRoutes(app[ENGINE_KEY]).register(app)
     SGLangInfoRoutes(app[ENGINE_KEY]).register(app)
     SGLangGenerateRoutes(app[ENGINE_KEY], config).register(app)
+    CancelRoutes(app[ENGINE_KEY]).register(app)
     PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
     _add_health_routes(app)
     app.router.add_get("/version", version)

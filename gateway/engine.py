@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from typing import Optional
+from typing import Callable, Optional
 
 from gateway import metrics
 from gateway.client import SchedulerClient
@@ -137,6 +137,16 @@ class Engine:
         for gen in live:
             gen.abort(error)
         return len(live)
+
+    def cancel(self, wanted: Callable[[str], bool]) -> list:
+        """Ends with finish_reason "abort" the running choices of every generation whose cancel id (GenRequest.
+        cancel_ids) `wanted` accepts; returns the ids that ended something."""
+        done = []
+        for gen in [gen for gen in self._live if not gen.closed]:
+            for cancel_id, indices in gen.req.cancel_ids.items():
+                if wanted(cancel_id) and gen.cancel(indices):
+                    done.append(cancel_id)
+        return done
 
     def record_finish(self, gen: Generation, finish_reason: str) -> None:
         self.load_state.release()

@@ -180,6 +180,21 @@ class Generation:
                 task.cancel()
                 self._fail(index, error, "abort")
 
+    def cancel(self, indices: Optional[list] = None) -> list:
+        """Ends these choices (None: all) that still run with finish_reason "abort", their text so far kept, as vLLM's
+        abort of a request by id and SGLang's /abort_request end theirs; returns the choices it ended."""
+        ended = [i for i in (range(len(self._tasks)) if indices is None else indices)
+                 if not self._closed and not self._ended[i]]
+        for index in ended:
+            self._tasks[index].cancel()
+            self._ended[index] = True
+            self._engine.record_finish(self, "abort")
+            self._queue.put_nowait(Delta(index, finish_reason="abort", num_tokens=self._generated[index]))
+            self._queue.put_nowait(_Done())
+            if not self._admitted[index]:
+                self._started(index)
+        return ended
+
     async def _run_choice(self, index: int) -> None:
         stream = None
         try:

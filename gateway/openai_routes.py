@@ -154,6 +154,7 @@ class OpenAIRoutes:
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
         shaper = ChatShaper(plan, card, response_id(request, body, "chatcmpl", plan.gen.req_id))
+        plan.gen.cancel_ids = {shaper.id: None}
         if plan.debug_render is not None:
             # One object, streamed or not, as Ollama's handler answers it: nothing is generated.
             return json_response(shaper.render_only())
@@ -176,6 +177,7 @@ class OpenAIRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
         rid = response_id(request, body, "cmpl", plan.gen.req_id)
+        plan.gen.cancel_ids = {rid: None}
         if plan.gen.max_tokens == 0:
             return await self._echo_only(request, plan, card, rid)
         if plan.stream:

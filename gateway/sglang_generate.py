@@ -52,7 +52,8 @@ def finish_reason(result: ChoiceResult) -> Optional[dict]:
         if matched is None and result.token_ids:
             matched = result.token_ids[-1]      # the end token that stopped it
         return {"type": "stop", "matched": matched}
-    return {"type": "abort", "message": result.finish_reason}
+    # Cancelled (/abort_request, vLLM's cancel routes): SGLang's FINISH_ABORT.
+    return {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
 
 
 class GenerateShaper:
@@ -163,6 +164,9 @@ class SGLangGenerateRoutes:
         if options.max_new_tokens == 0 and not plan.prompt.prompt_only:
             # Nothing to generate and nothing to score: the prompt is read and counted, as SGLang answers it.
             return await self._prompt_only(request, shaper)
+        # SGLang's /abort_request names a request by its rid (a batch's items by rid_i too).
+        plan.gen.cancel_ids = {**({options.rid: None} if isinstance(options.rid, str) and options.rid else {}),
+                               **{rid: [i] for i, rid in enumerate(shaper.ids)}}
         gen = await self.engine.start(plan.gen)
         shaper.received = min(received, gen.started_at)
         if options.stream:

@@ -1,0 +1,86 @@
+"""Gateway process: cancelling running requests by id, as vLLM's cancel routes (vllm/entrypoints/serve/cancel/
+api_router.py) and SGLang's POST /abort_request (http_server.abort_request) do it. A cancelled choice ends with
+finish_reason "abort" and the text it had (SGLang's /generate: {"type": "abort", ...}), as vLLM's engine abort ends
+the output of a request aborted by id; its scheduler call is cancelled, its KV blocks freed.
+
+The ids: a /v1/chat/completions or /v1/completions request's response id (chatcmpl-..., cmpl-...: the X-Request-Id or
+request_id it was sent with, prefixed, as vLLM names its engine request), a /generate request's rid (its items'
+rid_i). Other APIs' requests are not cancelled by id.
+
+POST /v1/requests/{id}/cancel, DELETE /v1/requests/{id}: {"status": "cancelled", "request_id"}; 404 "Request {id} not
+found or already completed." for an id with nothing running.
+POST /v1/requests/cancel {"request_ids"}: {"status": "cancelled", "cancelled_request_ids": those that ran}.
+POST /abort_requests {"request_ids"} (optional): the same; without ids, every request that can be cancelled by id.
+POST /abort_request {"rid", "abort_all"} (SGLang): every request whose id starts with rid (all with abort_all); an
+empty 200.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.engine import Engine
+from gateway.errors import InvalidRequest, NotFound
+from gateway.web import json_response, read_json
+
+
+def _ids(body, key: str) -> list:
+    ids = body.get(key) if isinstance(body, dict) else None
+    if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+        raise InvalidRequest(f"{key} must be a list of request ids", param=key)
+    return ids or []
+
+
+async def _optional_body(request: web.Request):
+    """The JSON body, {} when there is none or it does not parse (vLLM's /abort_requests reads it so)."""
+    if not request.body_exists:
+        return {}
+    try:
+        return await read_json(request)
+    except InvalidRequest:
+        return {}
+
+
+class CancelRoutes:
+    """vLLM's /v1/requests/{id}/cancel, DELETE /v1/requests/{id}, /v1/requests/cancel, /abort_requests; SGLang's
+    /abort_request."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_post("/v1/requests/cancel", self.cancel_many)
+        app.router.add_post("/v1/requests/{request_id}/cancel", self.cancel_one)
+        app.router.add_delete("/v1/requests/{request_id}", self.cancel_one)
+        app.router.add_post("/abort_requests", self.abort_requests)
+        app.router.add_post("/abort_request", self.abort_request)
+
+    async def cancel_one(self, request: web.Request) -> web.Response:
+        request_id = request.match_info["request_id"]
+        if not self.engine.cancel(lambda cancel_id: cancel_id == request_id):
+            raise NotFound(f"Request {request_id} not found or already completed.", code="not_found")
+        return json_response({"status": "cancelled", "request_id": request_id})
+
+    async def cancel_many(self, request: web.Request) -> web.Response:
+        wanted = set(_ids(await read_json(request), "request_ids"))
+        return self._cancelled(wanted.__contains__)
+
+    async def abort_requests(self, request: web.Request) -> web.Response:
+        wanted = set(_ids(await _optional_body(request), "request_ids"))
+        return self._cancelled(wanted.__contains__ if wanted else lambda cancel_id: True)
+
+    async def abort_request(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise InvalidRequest("the request body must be a JSON object", param=None)
+        rid = body.get("rid") or ""
+        if not isinstance(rid, str):
+            raise InvalidRequest("rid must be a string", param="rid")
+        if body.get("abort_all"):
+            self.engine.cancel(lambda cancel_id: True)
+        elif rid:
+            self.engine.cancel(lambda cancel_id: cancel_id.startswith(rid))
+        return web.Response(status=200)
+
+    def _cancelled(self, wanted) -> web.Response:
+        done = list(dict.fromkeys(self.engine.cancel(wanted)))
+        return json_response({"status": "cancelled", "cancelled_request_ids": done})

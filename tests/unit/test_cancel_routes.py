@@ -1,0 +1,90 @@
+"""Cancelling running requests by id (fake scheduler): vLLM's POST /v1/requests/{id}/cancel, DELETE /v1/requests/{id},
+POST /v1/requests/cancel and /abort_requests (vllm/entrypoints/serve/cancel/api_router.py), SGLang's POST
+/abort_request. The cancelled request ends with finish_reason "abort" and the text it had, as vLLM's engine abort ends
+it; all of these routes were a 404, so an RL trainer or a client could not stop a request it had sent."""
+import asyncio
+
+import orjson
+import pytest
+
+REPLY = " ".join(str(i) for i in range(200))
+SLOW_S = 0.02
+
+
+async def _lines_until_data(response) -> list:
+    lines = []
+    while not any(line.startswith(b"data: ") for line in lines):
+        lines.append(await response.content.readline())
+    return lines
+
+
+async def _events(response, lines: list) -> list:
+    text = b"".join(lines) + await response.read()
+    return [line[6:] for line in text.decode().splitlines() if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("how", ["post", "delete"])
+async def test_a_stream_cancelled_by_its_id_ends_with_abort(stack, how):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    response = await client.post("/v1/chat/completions", headers={"X-Request-Id": "r1"}, data=orjson.dumps(
+        {"messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 300}))
+    lines = await _lines_until_data(response)
+    cancel = (client.post("/v1/requests/chatcmpl-r1/cancel") if how == "post"
+              else client.delete("/v1/requests/chatcmpl-r1"))
+    answer = await cancel
+    assert (answer.status, await answer.json()) == (200, {"status": "cancelled", "request_id": "chatcmpl-r1"})
+    events = await _events(response, lines)
+    assert events[-1] == "[DONE]"
+    chunks = [orjson.loads(e) for e in events[:-1]]
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert finishes[-1] == "abort" and finishes.count("abort") == 1
+    assert len(fake.script.requests) == 1
+
+
+async def test_a_whole_completion_cancelled_in_a_batch_answers_abort(stack):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    task = asyncio.create_task(client.post("/v1/completions", data=orjson.dumps(
+        {"prompt": "hi", "max_tokens": 300, "request_id": "c1"})))
+    await asyncio.sleep(0.2)
+    answer = await client.post("/v1/requests/cancel", data=orjson.dumps({"request_ids": ["cmpl-c1", "nope"]}))
+    assert await answer.json() == {"status": "cancelled", "cancelled_request_ids": ["cmpl-c1"]}
+    body = await (await task).json()
+    choice = body["choices"][0]
+    assert (body["id"], choice["finish_reason"]) == ("cmpl-c1", "abort")
+    assert choice["text"] and REPLY.startswith(choice["text"]) and body["usage"]["completion_tokens"] < 300
+
+
+async def test_an_id_with_nothing_running_is_a_404(stack):
+    client, _ = stack
+    answer = await client.post("/v1/requests/chatcmpl-nope/cancel")
+    assert answer.status == 404
+    assert (await answer.json())["error"]["message"] == "Request chatcmpl-nope not found or already completed."
+    answer = await client.post("/abort_requests")
+    assert await answer.json() == {"status": "cancelled", "cancelled_request_ids": []}
+
+
+async def test_sglangs_abort_request_ends_a_generate_batch_by_its_rid(stack):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    task = asyncio.create_task(client.post("/generate", data=orjson.dumps(
+        {"text": ["a", "b"], "rid": "job", "sampling_params": {"max_new_tokens": 300}})))
+    await asyncio.sleep(0.2)
+    answer = await client.post("/abort_request", data=orjson.dumps({"rid": "job"}))
+    assert answer.status == 200 and await answer.read() == b""
+    body = await (await task).json()
+    assert [item["meta_info"]["finish_reason"]["type"] for item in body] == ["abort", "abort"]
+    assert all(item["text"] and REPLY.startswith(item["text"]) for item in body)
+
+
+async def test_abort_requests_without_ids_ends_every_request(stack):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    tasks = [asyncio.create_task(client.post("/v1/completions", data=orjson.dumps(
+        {"prompt": "hi", "max_tokens": 300, "request_id": f"x{i}"}))) for i in range(2)]
+    await asyncio.sleep(0.2)
+    answer = await client.post("/abort_requests", data=b"")
+    assert sorted((await answer.json())["cancelled_request_ids"]) == ["cmpl-x0", "cmpl-x1"]
+    for task in tasks:
+        assert (await (await task).json())["choices"][0]["finish_reason"] == "abort"
