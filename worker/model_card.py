@@ -44,17 +44,19 @@ def _token_id(tokenizer_json: bytes, token):
 
 
 def _chat_template(folder: str) -> str:
-    """tokenizer_config.json `chat_template` (a string, or the "default" of a named list), else chat_template.jinja."""
+    """chat_template.jinja, else tokenizer_config.json's `chat_template` (a string, or the "default" of a named list),
+    as transformers' AutoTokenizer loads it (tokenization_utils_base._from_pretrained: the file takes priority over
+    the config's entry) and vLLM renders with it. A checkpoint may carry both, its template fixed in the .jinja and
+    the config's left as it was: the config's won here, so the prompt was not the one vLLM renders."""
+    jinja = os.path.join(folder, "chat_template.jinja")
+    if os.path.isfile(jinja):
+        with open(jinja, encoding="utf-8") as f:
+            return f.read()
     template = _read_json(os.path.join(folder, "tokenizer_config.json"), required=False).get("chat_template")
     if isinstance(template, list):
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default") or next(iter(named.values()), None)
-    if not template:
-        jinja = os.path.join(folder, "chat_template.jinja")
-        if os.path.isfile(jinja):
-            with open(jinja, encoding="utf-8") as f:
-                template = f.read()
-    return template or ""
+    return template if isinstance(template, str) else ""
 
 
 def estimate_num_parameters(config: ModelConfig) -> int:
