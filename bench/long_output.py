@@ -26,6 +26,9 @@ from tests.e2e.stack import REPO
 MODEL = "fake-model"
 USER = [{"role": "user", "content": "Say something."}]
 THINK = {"chat_template_kwargs": {"enable_thinking": True}}
+# Thinking off: a call is answer text from its first token (with the thinking open, the reasoning splitter holds a
+# call until the thinking's end says what it is, and the tool parser reads it whole at the end).
+NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 # What the model writes: "text" (REPLY repeated), "think" (thinking for half the answer, then the answer), a call
 # whose one string parameter runs to the end ("xml_call": Qwen3-Coder's form, "json_call": the Hermes one).
 OUTPUTS = {
@@ -46,6 +49,10 @@ SCENARIOS = {
     "chat_stream_tools_text": ("/v1/chat/completions", chat(stream=True, tools=TOOLS), "max_tokens", "text"),
     "chat_stream_xml_call": ("/v1/chat/completions", chat(stream=True, tools=TOOLS), "max_tokens", "xml_call"),
     "chat_stream_json_call": ("/v1/chat/completions", chat(stream=True, tools=TOOLS), "max_tokens", "json_call"),
+    "chat_stream_xml_call_no_think": ("/v1/chat/completions", chat(stream=True, tools=TOOLS, **NO_THINK),
+                                      "max_tokens", "xml_call"),
+    "chat_stream_json_call_no_think": ("/v1/chat/completions", chat(stream=True, tools=TOOLS, **NO_THINK),
+                                       "max_tokens", "json_call"),
     "chat_stream_reasoning": ("/v1/chat/completions", chat(stream=True, **THINK), "max_tokens", "think"),
     "chat_stream_stop4": ("/v1/chat/completions", chat(stream=True, stop=["###", "END", "\n\n\n", "STOP!"]),
                           "max_tokens", "text"),
@@ -57,13 +64,20 @@ SCENARIOS = {
                     "text"),
     "api_chat": ("/api/chat", chat(), "num_predict", "text"),
     "api_chat_tools": ("/api/chat", chat(tools=TOOLS), "num_predict", "xml_call"),
+    "api_chat_tools_no_think": ("/api/chat", chat(tools=TOOLS, think=False), "num_predict", "xml_call"),
     "api_generate": ("/api/generate", {"model": MODEL, "prompt": "Say something."}, "num_predict", "text"),
     "messages": ("/v1/messages", chat(stream=True), "max_tokens", "text"),
     "messages_tools": ("/v1/messages", chat(stream=True, tools=[{
         "name": "tool_1", "description": "d", "input_schema": TOOLS[1]["function"]["parameters"]}]), "max_tokens",
         "xml_call"),
+    "messages_tools_no_think": ("/v1/messages", chat(stream=True, thinking={"type": "disabled"}, tools=[{
+        "name": "tool_1", "description": "d", "input_schema": TOOLS[1]["function"]["parameters"]}]), "max_tokens",
+        "xml_call"),
     "responses": ("/v1/responses", {"model": MODEL, "input": "Say something.", "stream": True}, "max_output_tokens",
                   "text"),
+    "responses_tools_no_think": ("/v1/responses", {
+        "model": MODEL, "input": "Say something.", "stream": True, "reasoning": {"effort": "none"},
+        "tools": [dict(TOOLS[1]["function"], type="function")]}, "max_output_tokens", "xml_call"),
     "llama_completion": ("/completion", {"prompt": "Say something.", "stream": True}, "n_predict", "text"),
 }
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from gateway.tool_markup import CALL_CLOSE, CALL_OPEN, FUNCTION_CLOSE, FUNCTION_OPEN, PARAM_CLOSE, PARAM_OPEN, \
-    skip_space
+from gateway.tool_markup import CALL_OPEN, FUNCTION_OPEN, PARAM_OPEN, skip_space
 from gateway.tool_preview_json import json_call_prefix
+from gateway.tool_value_end import ValueScan, follows_value, partial_tag
 from gateway.tool_values import ToolParams, untyped
 from gateway.tools import dump_arguments
 
@@ -17,79 +17,6 @@ from gateway.tools import dump_arguments
 # or format that would make its value depend on the whole text).
 _PLAIN_STRING_KEYS = {"type", "description", "title", "default", "examples", "$comment", "deprecated", "readOnly",
                       "writeOnly"}
-# Tags that, at a line's start, may end a value whose </parameter> the model left out (tool_markup's lenient reading).
-_LINE_ENDS = ("\n" + PARAM_OPEN, "\n" + FUNCTION_CLOSE, "\n" + CALL_CLOSE)
-
-
-def _partial(text: str, pos: int, tags: tuple) -> bool:
-    """Whether text ends at or after pos inside one of tags (the rest of the tag may still come)."""
-    rest = text[pos:]
-    return any(len(rest) < len(tag) and tag.startswith(rest) for tag in tags)
-
-
-def _call_ends(text: str, pos: int) -> Optional[bool]:
-    """Whether the call's closers are at pos (tool_markup's _Reader._call_end) and the next call follows them, as the
-    whole reading asks of a call's end that is not the output's; None while the text ends too soon to tell, or where
-    other text follows (the output's end says which reading takes the call)."""
-    if text.startswith(FUNCTION_CLOSE, pos):
-        pos = skip_space(text, pos + len(FUNCTION_CLOSE))
-        if not text.startswith(CALL_CLOSE, pos):
-            return _next_call(text, pos)
-    elif not text.startswith(CALL_CLOSE, pos):
-        return False
-    return _next_call(text, skip_space(text, pos + len(CALL_CLOSE))) or None
-
-
-def _next_call(text: str, pos: int) -> Optional[bool]:
-    """Whether the next call starts at pos; None while the text ends too soon to tell."""
-    if pos == len(text) or _partial(text, pos, (CALL_CLOSE, CALL_OPEN, FUNCTION_OPEN)):
-        return None
-    return text.startswith((CALL_OPEN, FUNCTION_OPEN), pos)
-
-
-def _follows(text: str, pos: int) -> Optional[bool]:
-    """Whether the next <parameter=NAME> or the call's end is at pos (tool_markup's _may_follow); None while the text
-    ends too soon to tell."""
-    if pos == len(text) or _partial(text, pos, (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)):
-        return None
-    if not text.startswith(PARAM_OPEN, pos):
-        return _call_ends(text, pos)
-    close = text.find(">", pos)
-    if close < 0:
-        return None
-    name = text[pos + len(PARAM_OPEN):close].strip()
-    return bool(name) and "\n" not in name
-
-
-def _value_end(text: str, start: int) -> tuple[Optional[tuple[int, int]], int]:
-    """((end, index after its </parameter>) of the value from start where it certainly ends, or None; how far its
-    text is certainly the value's (what may end it comes no earlier)). The ends are tool_markup's _value_ends, the
-    first plain one taken: a </parameter> that the next parameter or the call's end follows, with the value's
-    <parameter= lines closed."""
-    safe = min([pos + 1 for pos in (text.find(tag, start - 1) for tag in _LINE_ENDS) if pos >= 0] + [len(text)])
-    line = text.rfind("\n", start - 1) + 1
-    if line >= start and _partial(text, line, tuple(tag[1:] for tag in _LINE_ENDS)):
-        safe = min(safe, line)
-    tail = text.rfind("<", max(start, len(text) - len(PARAM_CLOSE) + 1))
-    if tail >= 0 and _partial(text, tail, (PARAM_CLOSE,)):
-        safe = min(safe, tail)
-    num_open, counted = 0, start
-    close = text.find(PARAM_CLOSE, start)
-    while close >= 0:
-        num_open += text.count("\n" + PARAM_OPEN, counted - 1, close) - text.count(PARAM_CLOSE, counted, close)
-        counted = close
-        after = close + len(PARAM_CLOSE)
-        follows = _follows(text, skip_space(text, after))
-        if follows is not False:
-            safe = min(safe, close)
-        if follows and num_open <= 0:
-            return (close, after), safe
-        if follows is None:
-            break
-        close = text.find(PARAM_CLOSE, close + 1)
-    return None, safe
-
-
 def _text_kind(params: ToolParams, name: str) -> Optional[bool]:
     """False where the parameter's value is its text as written whatever it holds: a string schema with no other
     constraint, a schema with no type, or no schema (a parameter the tool does not declare); True where it is that
@@ -128,19 +55,31 @@ class _GrowingEscape:
     15 s of gateway time for a 100 KB file)."""
 
     def __init__(self):
-        self._raw, self._escaped = "", ""
+        self._raw, self._pieces = "", []
 
-    def __call__(self, text: str) -> str:
-        if not text.startswith(self._raw):
-            self._raw, self._escaped = "", ""
-        self._escaped += _escaped(text[len(self._raw):])
+    @property
+    def text(self) -> str:
+        """The value's text so far, escaped."""
+        if len(self._pieces) > 1:
+            self._pieces = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
+
+    def grow(self, text: str) -> Optional[str]:
+        """Takes the value's text so far; returns its new text escaped where it grew at its end (else None: it is
+        escaped anew)."""
+        grew = text.startswith(self._raw)
+        added = _escaped(text[len(self._raw):] if grew else text)
+        if grew:
+            self._pieces.append(added)
+        else:
+            self._pieces = [added]
         self._raw = text
-        return self._escaped
+        return added if grew else None
 
 
 class CallPreview:
-    """The arguments of one <tool_call> being written, as far as they are certain: read(text) with the call's text
-    so far (from its <tool_call>) gives them, None until the call's name may go out."""
+    """The arguments of one <tool_call> being written, as far as they are certain: `prefix` after grow(text) with the
+    call's text so far (from its <tool_call>), None until the call's name may go out. grow says what they grew by."""
 
     def __init__(self, tools: list[dict], names: frozenset):
         self._tools, self._names = tools, names
@@ -149,12 +88,18 @@ class CallPreview:
         self._pos = -1               # where the next parameter or the call's end is read; -1 before the name
         self.pairs: list[str] = []   # the parameters read, each '"key":value' as dump_arguments writes it
         self._keys: set = set()
-        self.open = ""               # the string parameter being written: '"key":"text so far'
+        # The string parameter being written, '"key":"text so far', in pieces (`open` joins them), and where an XML
+        # value's text shown in it is: (key, start, end) of the call's text.
+        self._open: list[str] = []
+        self._open_len = 0
+        self._open_at: Optional[tuple] = None
+        self._grown: Optional[str] = ""   # grow's answer: what prefix grew by at its end; None: it changed otherwise
         self.closed = False
         self._begun = False          # a parameter or the call's end was read: its name may go out
         self._held = False           # it reads no further (another form, an unknown name, a parameter given twice)
         self._json_at: Optional[int] = None   # where a JSON (Hermes) call's object begins
-        self._escape = _GrowingEscape()       # the open string parameter's text, escaped
+        self._escape = _GrowingEscape()       # a JSON call's open string argument, escaped
+        self._scan: Optional[ValueScan] = None   # the XML value being written
 
     @property
     def prefix(self) -> Optional[str]:
@@ -162,14 +107,37 @@ class CallPreview:
             return None
         return "{" + ",".join(self.pairs + ([self.open] if self.open else [])) + ("}" if self.closed else "")
 
-    def read(self, text: str) -> Optional[str]:
+    @property
+    def begun(self) -> bool:
+        """Whether the call's name may go out (prefix is not None)."""
+        return self._begun
+
+    @property
+    def open(self) -> str:
+        if len(self._open) > 1:
+            self._open = ["".join(self._open)]
+        return self._open[0] if self._open else ""
+
+    @open.setter
+    def open(self, value: str) -> None:
+        if len(value) != self._open_len or value != self.open:
+            self._grown = None
+        self._open, self._open_len, self._open_at = [value] if value else [], len(value), None
+
+    def grow(self, text: str) -> Optional[str]:
+        """Reads text, the call's text so far (the last grow's, grown at its end); returns what prefix grew by at its
+        end since the last grow ("" when it did not change), None where it changed otherwise or is None. A stream
+        sends that piece without building prefix (it and the arguments sent, built and compared again for every
+        token, made a long call's stream quadratic)."""
+        self._grown = ""
+        begun = self._begun
         if self._pos < 0 and not self._held and self._json_at is None:
             self._read_name(text)
         if self._json_at is not None:
-            return self._read_json(text)
-        while self._pos >= 0 and not (self.closed or self._held) and self._step(text):
+            self._read_json(text)
+        while self._json_at is None and self._pos >= 0 and not (self.closed or self._held) and self._step(text):
             pass
-        return self.prefix
+        return self._grown if begun and self._begun else None
 
     def _read_name(self, text: str) -> None:
         if not text.startswith(CALL_OPEN):
@@ -178,7 +146,7 @@ class CallPreview:
         pos = skip_space(text, len(CALL_OPEN))
         while text.startswith(CALL_OPEN, pos):
             pos = skip_space(text, pos + len(CALL_OPEN))
-        if pos == len(text) or _partial(text, pos, (FUNCTION_OPEN, CALL_OPEN)):
+        if pos == len(text) or partial_tag(text, pos, (FUNCTION_OPEN, CALL_OPEN)):
             return
         if text.startswith("{", pos):
             self._json_at = pos
@@ -193,30 +161,39 @@ class CallPreview:
             return
         self.name, self._params, self._pos = name, ToolParams.of(self._tools, name), close + 1
 
-    def _read_json(self, text: str) -> Optional[str]:
+    def _read_json(self, text: str) -> None:
         """A JSON call's arguments as far as they are certain (Qwen3-Next and Qwen3 write their calls so)."""
         read = json_call_prefix(text[self._json_at:], self._tools, self._names, self.pairs)
-        if read is not None and read[0] == (self.name or read[0]):
-            self.name, self.pairs, last = read
-            self.open = dump_arguments(last[0]) + ':"' + self._escape(last[1]) if last else ""
-            self._begun = True
-        return self.prefix
+        if read is None or read[0] != (self.name or read[0]):
+            return
+        name, pairs, last = read
+        key = dump_arguments(last[0]) + ':"' if last else ""
+        if len(pairs) != len(self.pairs) or not self._open or not self._open[0].startswith(key):
+            self._grown = None
+        self.name, self.pairs = name, pairs
+        added = self._escape.grow(last[1]) if last else None
+        if added is not None and self._grown is not None:
+            self._add_open(added)
+        else:
+            self.open = key + self._escape.text if last else ""
+        self._begun = True
 
     def _step(self, text: str) -> bool:
         """Reads the next parameter (True) or as much of it as is certain (False: more text is needed)."""
         pos = skip_space(text, self._pos)
-        follows = _follows(text, pos)
+        follows = follows_value(text, pos)
         if not follows:
             self._held = follows is False
             return False
         if not text.startswith(PARAM_OPEN, pos):
-            self.closed = self._begun = True
+            self.closed, self._begun, self._grown = True, True, None
             return False
         close = text.find(">", pos)
         name = text[pos + len(PARAM_OPEN):close].strip()
         if name in self._keys:
             self._held = True
             return False
+        self._grown = self._grown if self._begun else None
         self._begun = True
         kind = _text_kind(self._params, name)
         key = dump_arguments(name) + ':"' if kind is not None else ""
@@ -225,17 +202,35 @@ class CallPreview:
             self.open = "" if kind else key
             return False
         start += text.startswith("\n", start)
-        end, safe = _value_end(text, start)
+        scan = self._scan if self._scan is not None and self._scan.start == start else ValueScan(start)
+        self._scan = scan
+        end, safe = scan(text)
         if end is None:
-            shown = text[start:safe]
-            shown = shown[:-1] if shown.endswith("\n") else shown
-            if key and not (kind and _undecided(shown)):
-                self.open = key + self._escape(shown)
+            stop = safe - (safe > start and text[safe - 1] == "\n")
+            if key and not (kind and _undecided(text[start:stop])):
+                self._show(key, text, start, stop)
             return False
         raw = text[start:end[0]]
         value = self._params.arguments([(name, raw[:-1] if raw.endswith("\n") else raw)])
         if name in value:
             self.pairs.append(dump_arguments(value)[1:-1])
+            self._grown = None
         self._keys.add(name)
         self.open, self._pos = "", end[1]
         return True
+
+    def _show(self, key: str, text: str, start: int, stop: int) -> None:
+        """open = key and the value's text[start:stop] escaped; where the value grew at its end since the last time,
+        only its new text is escaped and added."""
+        at = self._open_at
+        if at is not None and at[:2] == (key, start) and stop >= at[2]:
+            self._add_open(_escaped(text[at[2]:stop]))
+        else:
+            self.open = key + _escaped(text[start:stop])
+        self._open_at = (key, start, stop)
+
+    def _add_open(self, piece: str) -> None:
+        if piece:
+            self._open.append(piece)
+            self._open_len += len(piece)
+            self._grown = None if self._grown is None else self._grown + piece

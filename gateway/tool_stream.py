@@ -97,6 +97,8 @@ class ToolCallStream:
         self._tools = tools
         self._preview: Optional[CallPreview] = None
         self._sent: Optional[str] = None     # the arguments the call being written has sent (None: not begun)
+        self._sent_more: list[str] = []      # and the pieces sent after those (_sent_text joins them)
+        self._synced = False                 # whether those are the preview's prefix as of its last grow
         self.num_calls = 0                   # calls begun
         # After finish: call index -> the text the model wrote after that call (the end of finish's text, in order).
         self.texts_after: dict = {}
@@ -114,8 +116,8 @@ class ToolCallStream:
         text, calls = self.filter.finish(reason, stop_string)
         if self._sent is not None and not calls:
             cut = reason == "length" or stop_string
-            rest = "" if cut else _continuation(self._sent, None, self._preview)
-            self._sent = None
+            rest = "" if cut else _continuation(self._sent_text(), None, self._preview)
+            self._sent, self._sent_more = None, []
             return "", ([] if cut else [CallDelta(self.num_calls - 1, rest, done=True)]), cut
         deltas = [delta for call in calls or [] for delta in self._whole(call)]
         self.texts_after = {delta.index: after for delta, after in zip(deltas, self.filter.texts_after) if after}
@@ -123,8 +125,8 @@ class ToolCallStream:
 
     def _whole(self, call: dict) -> list[CallDelta]:
         """A call read whole: its rest when it was begun, else the whole call."""
-        function, sent = call["function"], self._sent
-        preview, self._preview, self._sent = self._preview, None, None
+        function, sent = call["function"], self._sent_text()
+        preview, self._preview, self._sent, self._sent_more = self._preview, None, None, []
         if sent is None:
             self.num_calls += 1
             return [CallDelta(self.num_calls - 1, function["arguments"], call["id"], function["name"], done=True,
@@ -138,15 +140,30 @@ class ToolCallStream:
             return []
         if self._preview is None:
             self._preview = CallPreview(self._tools, self._names)
-        prefix = self._preview.read(text)
-        if prefix is None:
+        grown = self._preview.grow(text)
+        if not self._preview.begun:
             return []
         deltas = []
         if self._sent is None:
-            self._sent = ""
+            self._sent, self._synced = "", False
             self.num_calls += 1
             deltas.append(CallDelta(self.num_calls - 1, "", f"call_{secrets.token_hex(12)}", self._preview.name))
-        if len(prefix) > len(self._sent) and prefix.startswith(self._sent):
-            deltas.append(CallDelta(self.num_calls - 1, prefix[len(self._sent):]))
-            self._sent = prefix
+        if grown is not None and self._synced:
+            # What was sent is the prefix the last grow left: the new prefix is it and this piece.
+            if grown:
+                deltas.append(CallDelta(self.num_calls - 1, grown))
+                self._sent_more.append(grown)
+            return deltas
+        prefix, sent = self._preview.prefix, self._sent_text()
+        if len(prefix) > len(sent) and prefix.startswith(sent):
+            deltas.append(CallDelta(self.num_calls - 1, prefix[len(sent):]))
+            self._sent = sent = prefix
+        self._synced = prefix == sent
         return deltas
+
+    def _sent_text(self) -> Optional[str]:
+        """The arguments the call being written has sent, joined (None: not begun)."""
+        if self._sent_more:
+            self._sent += "".join(self._sent_more)
+            self._sent_more = []
+        return self._sent
