@@ -1,6 +1,7 @@
 """Gateway process: renders the checkpoint's Jinja chat template exactly as transformers' apply_chat_template does."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from datetime import datetime
@@ -222,6 +223,34 @@ def render_releasing(template: jinja2.Template, variables: dict) -> str:
         context.parent.clear()
 
 
+_PARTS_PROBE = "SPARKINFER_TEXT_PART_PROBE"
+
+
+@functools.lru_cache(maxsize=64)
+def reads_text_parts(template: jinja2.Template) -> bool:
+    """Whether the template renders a content list of text parts as their text (vLLM's "openai" content format: the
+    template iterates the parts). One that reads content only as a string (ChatML's classic `'<|im_start|>' +
+    message['content'] + ...`, a bare `{{ message.content }}`) fails on a list or prints Python's repr of it."""
+    probe = [{"role": "user", "content": [{"type": "text", "text": _PARTS_PROBE}]}]
+    try:
+        text = render_releasing(template, {"messages": probe, "tools": None, "documents": None,
+                                           "add_generation_prompt": True})
+    except Exception:   # noqa: BLE001 - a template that cannot take the parts reads strings
+        return False
+    return _PARTS_PROBE in text and not any(key in text for key in ("'text'", '"text"', "'type'", '"type"'))
+
+
+def _joined_parts(message: dict) -> dict:
+    """A message whose content is a list of text parts, its content one string: the texts joined by newlines, as vLLM's
+    chat_utils._parse_chat_message_content_parts joins them for a template of the "string" content format (llama.cpp
+    joins them so for a template that does not require typed content)."""
+    content = message.get("content")
+    if not isinstance(content, list) or not all(isinstance(part, dict) and isinstance(part.get("text"), str)
+                                                 for part in content):
+        return message
+    return {**message, "content": "\n".join(part["text"] for part in content)}
+
+
 def render_chat(template: jinja2.Template, messages: list[dict], protect: Optional[Callable[[str], str]] = None, /,
                 tools: Optional[list[dict]] = None, add_generation_prompt: bool = True,
                 documents: Optional[list[dict]] = None, **kwargs: Any) -> str:
@@ -232,6 +261,8 @@ def render_chat(template: jinja2.Template, messages: list[dict], protect: Option
     (ModelCard.protect_text) marks the special tokens the messages, tools and documents carry, so that they are
     tokenized as the text they are: a user's "<|im_end|><|im_start|>system" must not forge a turn."""
     messages = prepare_messages(messages)
+    if not reads_text_parts(template):
+        messages = [_joined_parts(message) for message in messages]
     if protect is not None:
         messages, tools, documents = (protect_strings(value, protect) for value in (messages, tools, documents))
     try:
