@@ -34,6 +34,7 @@ from gateway.responses import ResponsesRoutes
 from gateway.sagemaker import SageMakerRoutes
 from gateway.cancel_routes import CancelRoutes
 from gateway.sglang_generate import SGLangGenerateRoutes
+from gateway.vllm_generate_tokens import VLLMTokensRoutes
 from gateway.sglang_info import SGLangInfoRoutes
 from gateway.web import BODY_LIMIT_KEY, json_response
 
@@ -250,6 +251,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     SGLangInfoRoutes(app[ENGINE_KEY]).register(app)
     SGLangGenerateRoutes(app[ENGINE_KEY], config).register(app)
     CancelRoutes(app[ENGINE_KEY]).register(app)
+    VLLMTokensRoutes(app[ENGINE_KEY], config).register(app)
     PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
     _add_health_routes(app)
     app.router.add_get("/version", version)

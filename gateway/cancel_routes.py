@@ -5,7 +5,8 @@ the output of a request aborted by id; its scheduler call is cancelled, its KV b
 
 The ids: a /v1/chat/completions or /v1/completions request's response id (chatcmpl-..., cmpl-...: the X-Request-Id or
 request_id it was sent with, prefixed, as vLLM names its engine request), a /generate request's rid (its items'
-rid_i). Other APIs' requests are not cancelled by id.
+rid_i), an /inference/v1/generate request's answered request_id (generate-tokens-...). Other APIs' requests are not
+cancelled by id.
 
 POST /v1/requests/{id}/cancel, DELETE /v1/requests/{id}: {"status": "cancelled", "request_id"}; 404 "Request {id} not
 found or already completed." for an id with nothing running.

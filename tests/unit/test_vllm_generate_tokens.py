@@ -1,0 +1,79 @@
+"""vLLM's tokens-in / tokens-out POST /inference/v1/generate (fake scheduler), as vllm/entrypoints/serve/disagg answers
+it (GenerateRequest: token_ids + vLLM SamplingParams; GenerateResponse: each choice's token_ids, chat-shaped logprobs
+named token_id:N; streamed chunks of new ids, a usage chunk with include_usage, [DONE]). It was a 404, so RL rollout
+clients that post token ids there (prime-rl, SkyRL, vime) could not run against this server."""
+import orjson
+import pytest
+
+REPLY = "1, 2, 3, 4, 5"
+PATH = "/inference/v1/generate"
+
+
+async def post(client, body) -> tuple[int, object]:
+    response = await client.post(PATH, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def test_token_ids_in_token_ids_out(stack):
+    client, fake = stack
+    status, body = await post(client, {"request_id": "r1", "token_ids": [5, 6, 7],
+                                       "sampling_params": {"max_tokens": 3, "temperature": 0}})
+    assert status == 200, body
+    request = fake.script.requests[0]
+    assert list(request.prompt_token_ids) == [5, 6, 7] and request.max_tokens == 3
+    assert body["request_id"] == "generate-tokens-r1"
+    assert body["choices"] == [{"index": 0, "logprobs": None, "finish_reason": "length",
+                                "token_ids": fake.tokenizer.encode(REPLY).ids[:3], "routed_experts": None}]
+    assert (body["prompt_logprobs"], body["kv_transfer_params"]) == (None, None)
+
+
+async def test_without_max_tokens_it_runs_to_the_end(stack):
+    client, fake = stack
+    status, body = await post(client, {"token_ids": [5, 6], "sampling_params": {}})
+    assert fake.script.requests[0].max_tokens > 16          # not SamplingParams' own default of 16
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "stop" and choice["token_ids"][-1] == fake.eos_id
+
+
+async def test_logprobs_name_tokens_by_id(stack):
+    client, fake = stack
+    fake.script.top_ids = [9, 8]
+    status, body = await post(client, {"token_ids": [5, 6, 7], "sampling_params": {
+        "max_tokens": 1, "logprobs": 2, "prompt_logprobs": 1}})
+    token_id = body["choices"][0]["token_ids"][0]
+    entry = body["choices"][0]["logprobs"]["content"][0]
+    assert (entry["token"], entry["logprob"], entry["bytes"]) == (f"token_id:{token_id}", -0.5, None)
+    assert [t["token"] for t in entry["top_logprobs"]] == ["token_id:9", "token_id:8"]
+    assert body["prompt_logprobs"][0] is None and "6" in body["prompt_logprobs"][1]
+    status, body = await post(client, {"token_ids": [5], "sampling_params": {"max_tokens": 1, "logprobs": 0}})
+    entry = body["choices"][0]["logprobs"]["content"][0]
+    assert [t["token"] for t in entry["top_logprobs"]] == [entry["token"]]     # max(logprobs, 1): the sampled one
+
+
+async def test_the_stream_sends_new_ids_then_usage_then_done(stack):
+    client, fake = stack
+    response = await client.post(PATH, data=orjson.dumps({
+        "request_id": "s", "token_ids": [5, 6], "stream": True, "stream_options": {"include_usage": True},
+        "sampling_params": {"max_tokens": 3}}))
+    lines = [line[6:] for line in (await response.read()).decode().splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    chunks = [orjson.loads(line) for line in lines[:-1]]
+    pieces, usage = chunks[:-1], chunks[-1]
+    assert [c["choices"][0]["token_ids"] for c in pieces] == [[i] for i in fake.tokenizer.encode(REPLY).ids[:3]]
+    assert [c["choices"][0]["finish_reason"] for c in pieces] == [None, None, "length"]
+    assert {c["request_id"] for c in chunks} == {"generate-tokens-s"} and pieces[0]["usage"] is None
+    assert usage == {"request_id": "generate-tokens-s", "choices": [],
+                     "usage": {"prompt_tokens": 2, "total_tokens": 5, "completion_tokens": 3}}
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"sampling_params": {}}, "token_ids"),
+    ({"token_ids": [1, -2], "sampling_params": {}}, "token_ids"),
+    ({"token_ids": [1]}, "sampling_params"),
+    ({"token_ids": [1], "sampling_params": {"max_new_tokens": 2}}, "sampling_params.max_new_tokens"),
+], ids=["no-ids", "negative-id", "no-params", "unknown-param"])
+async def test_a_bad_body_is_a_400_naming_the_field(stack, body, param):
+    client, fake = stack
+    status, got = await post(client, body)
+    assert (status, got["error"]["param"]) == (400, param), got
+    assert not fake.script.requests
