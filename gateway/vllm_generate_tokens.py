@@ -50,7 +50,10 @@ def completion_body(body) -> dict:
     params = body.get("sampling_params")
     if not isinstance(params, dict):
         raise InvalidRequest("sampling_params is a required object", param="sampling_params")
-    unknown = [key for key in params if key not in _SAMPLING and key not in _NO_EFFECT]
+    # A client that serializes a whole SamplingParams sends every field, most at a default that asks for nothing:
+    # only a field outside these names that asks for something (a value, not null / false / 0 / empty) is refused.
+    unknown = [key for key, value in params.items() if key not in _SAMPLING and key not in _NO_EFFECT
+               and value not in (None, False, 0, "", [], {})]
     if unknown:
         raise InvalidRequest(f"unknown sampling parameter '{unknown[0]}'", param=f"sampling_params.{unknown[0]}")
     if body.get("features"):
@@ -58,7 +61,8 @@ def completion_body(body) -> dict:
                              param="features")
     # Without max_tokens, up to the room the prompt leaves, as ServingTokens applies get_max_tokens (SamplingParams'
     # own default of 16 would cut every answer).
-    out = {"prompt": ids, "max_tokens": None, **{key: params[key] for key in _SAMPLING if key in params}}
+    out = {"prompt": ids, "max_tokens": None,
+           **{key: params[key] for key in _SAMPLING if params.get(key) is not None}}
     out.update({key: body[key] for key in ("model", "cache_salt", "priority", "kv_transfer_params")
                 if body.get(key) is not None})
     return out

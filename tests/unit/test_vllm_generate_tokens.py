@@ -77,3 +77,18 @@ async def test_a_bad_body_is_a_400_naming_the_field(stack, body, param):
     status, got = await post(client, body)
     assert (status, got["error"]["param"]) == (400, param), got
     assert not fake.script.requests
+
+
+async def test_a_whole_serialized_sampling_params_is_taken(stack):
+    client, fake = stack
+    # vllm.SamplingParams(max_tokens=2) as msgspec.to_builtins writes it: every field, defaults and nulls included.
+    params = {"n": 1, "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "temperature": 1.0,
+              "top_p": 1.0, "top_k": 0, "min_p": 0.0, "seed": None, "stop": [], "stop_token_ids": [],
+              "ignore_eos": False, "max_tokens": 2, "min_tokens": 0, "logprobs": None, "prompt_logprobs": None,
+              "detokenize": True, "skip_special_tokens": True, "spaces_between_special_tokens": True,
+              "logits_processors": None, "include_stop_str_in_output": False, "truncate_prompt_tokens": None,
+              "output_kind": 0, "structured_outputs": None, "logit_bias": None, "allowed_token_ids": None,
+              "extra_args": None, "bad_words": None, "skip_reading_prefix_cache": None, "flat_logprobs": False}
+    status, body = await post(client, {"token_ids": [5, 6], "sampling_params": params})
+    assert status == 200, body
+    assert len(body["choices"][0]["token_ids"]) == 2 and fake.script.requests[0].max_tokens == 2
