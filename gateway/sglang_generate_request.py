@@ -78,11 +78,14 @@ def _sampling(params, out: dict) -> None:
     if not isinstance(params, dict):
         raise InvalidRequest("sampling_params must be an object", param="sampling_params")
     for key, value in params.items():
+        if value is None and (key in _SAMPLING or key in ("json_schema", "structural_tag")):
+            # SamplingParams' default for a field sent as null (clients write every field they know).
+            continue
         if key in _SAMPLING:
             out[_SAMPLING[key]] = value
-        elif key == "json_schema" and value is not None:
+        elif key == "json_schema":
             out["guided_json"] = value
-        elif key == "structural_tag" and value is not None:
+        elif key == "structural_tag":
             out["structured_outputs"] = {"structural_tag": value if isinstance(value, str) else json.dumps(value)}
         elif key not in _SAMPLING_NO_EFFECT:
             raise InvalidRequest(f"unknown sampling parameter '{key}'", param=f"sampling_params.{key}")

@@ -129,3 +129,13 @@ async def test_a_limit_past_the_context_stops_at_it_and_errors_name_sglangs_fiel
     assert (status, body["error"]["param"]) == (400, "sampling_params.temperature")
     status, body = await post(client, {"input_ids": [5, 99999]})
     assert (status, body["error"]["param"]) == (400, "input_ids")
+
+
+async def test_null_sampling_params_take_sglangs_defaults(stack):
+    client, fake = stack
+    nulls = {key: None for key in ("n", "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids",
+                                   "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "no_stop_trim",
+                                   "logit_bias", "min_new_tokens", "frequency_penalty", "skip_special_tokens")}
+    status, body = await post(client, {"text": "hi", "sampling_params": {"max_new_tokens": 2, **nulls}})
+    assert status == 200, body
+    assert body["text"] == "1," and fake.script.requests[0].constraint.kind == ""
