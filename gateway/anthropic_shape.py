@@ -19,6 +19,7 @@ from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
 from gateway.openai_plan import Plan
 from gateway.openai_shape import SSE_HEADERS, ChatShaper
+from gateway.text_parts import TextParts
 from gateway.tool_stream import CallDelta, in_model_order
 from gateway.tools import dump_arguments, load_json
 from gateway.web import json_response
@@ -105,12 +106,12 @@ class MessageBuilder:
         self.plan = plan
         # thinking display "omitted": thinking blocks carry "" and their signature only, as Anthropic sends them.
         self.omit_thinking = omit_thinking
-        self._thought = ""                   # the open thinking block's text, also when omitted
+        self._text = TextParts()             # the open thinking or text block's text (thinking also when omitted)
         self.id = plan.gen.req_id
         self._shaper = ChatShaper(plan, card, self.id)
         self.blocks: list = []
         self._open: Optional[str] = None     # type of the last block while text may still be added to it
-        self._input = ""                     # the open tool_use block's input JSON so far
+        self._input = TextParts()            # the open tool_use block's input JSON so far
         self.stop_reason: Optional[str] = None
         self.stop_sequence: Optional[str] = None
         self.num_thinking = 0                # thinking tokens generated (Delta.num_reasoning_tokens)
@@ -140,10 +141,12 @@ class MessageBuilder:
         index, events = len(self.blocks) - 1, []
         if self._open == "tool_use":
             # A call cut by max_tokens: its block ends with the input read so far.
-            self.blocks[-1]["input"] = _tool_input(self._input)
+            self.blocks[-1]["input"] = _tool_input(str(self._input))
+        if self._open == "text" or self._open == "thinking" and not self.omit_thinking:
+            self.blocks[-1][self._open] = str(self._text)
         if self._open == "thinking":
             block = self.blocks[-1]
-            block["signature"] = thinking_signature(self._thought)
+            block["signature"] = thinking_signature(str(self._text))
             events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "signature_delta",
                                                              "signature": block["signature"]}}))
@@ -165,12 +168,11 @@ class MessageBuilder:
             # A thinking block's signature comes in a signature_delta just before its content_block_stop.
             extra = {"signature": ""} if kind == "thinking" else {}
             events = self._start({"type": kind, kind: "", **extra}, {"type": kind, kind: "", **extra})
-            self._open, self._thought = kind, ""
-        if kind == "thinking":
-            self._thought += text
-            if self.omit_thinking:
-                return events
-        self.blocks[-1][kind] += text
+            self._open, self._text = kind, TextParts()
+        # The block's text is set when it closes.
+        self._text.add(text)
+        if kind == "thinking" and self.omit_thinking:
+            return events
         delta = {"type": f"{kind}_delta", kind: text}
         return events + [("content_block_delta", {"type": "content_block_delta", "index": len(self.blocks) - 1,
                                                   "delta": delta})]
@@ -192,14 +194,14 @@ class MessageBuilder:
         tool_id = "toolu_" + call.id.removeprefix("call_")
         block = {"type": "tool_use", "id": tool_id, "name": call.name, "input": {}}
         events = self._start(block, dict(block))
-        self._open, self._input = "tool_use", ""
+        self._open, self._input = "tool_use", TextParts()
         return events + self._tool_pieces([call])
 
     def _tool_pieces(self, calls: list) -> list:
         events = []
         for call in calls if self._open == "tool_use" else []:
             if call.arguments:
-                self._input += call.arguments
+                self._input.add(call.arguments)
                 delta = {"type": "input_json_delta", "partial_json": call.arguments}
                 events.append(("content_block_delta", {"type": "content_block_delta", "index": len(self.blocks) - 1,
                                                        "delta": delta}))

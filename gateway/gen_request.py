@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from gateway.text_parts import TextParts
+
 
 @dataclass
 class Sampling:
@@ -96,8 +98,8 @@ class ChoiceResult:
 
     def absorb(self, delta) -> None:
         """Adds one gateway.pipeline.Delta of this choice (the non-streamed answer is the sum of its Deltas)."""
-        self.content += delta.content
-        self.reasoning += delta.reasoning
+        self._content.add(delta.content)
+        self._reasoning.add(delta.reasoning)
         self.logprobs.extend(delta.logprobs)
         self.token_ids.extend(delta.token_ids)
         self.num_reasoning_tokens = delta.num_reasoning_tokens
@@ -105,6 +107,17 @@ class ChoiceResult:
             self.prompt_logprobs = delta.prompt_logprobs
         if delta.finish_reason:
             self.finish_reason, self.stop_reason = delta.finish_reason, delta.stop_reason
+
+
+def _text_field(name: str) -> property:
+    """ChoiceResult's content or reasoning, a str as its field says, kept as TextParts (absorb adds each Delta's
+    piece; reading it joins them): installed after @dataclass, whose __init__ and replace() set and read it."""
+    return property(lambda result: str(getattr(result, name)),
+                    lambda result, text: setattr(result, name, TextParts(text)))
+
+
+ChoiceResult.content = _text_field("_content")
+ChoiceResult.reasoning = _text_field("_reasoning")
 
 
 @dataclass

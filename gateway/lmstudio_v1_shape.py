@@ -16,6 +16,7 @@ from gateway.lmstudio_shape import publisher
 from gateway.model import ModelCard
 from gateway.ollama_shape import arch_family, model_details, model_size
 from gateway.stream import SSE_KEEPALIVE
+from gateway.text_parts import TextParts
 
 _BITS_PER_WEIGHT = {"bf16": 16, "fp16": 16, "f16": 16, "fp32": 32, "f32": 32, "fp8": 8, "nvfp4": 4.5}
 
@@ -88,7 +89,7 @@ class V1ChatFramer:
 
     def __init__(self, card: ModelCard, model: str, gen: Generation, received: float):
         self.card, self.model, self.gen, self.received = card, model, gen, received
-        self.reasoning, self.content = "", ""
+        self.reasoning, self.content = TextParts(), TextParts()
         self.num_reasoning = 0   # thinking tokens generated (Delta.num_reasoning_tokens)
         self._block: Optional[str] = None       # the open block: "reasoning" or "message"
         self._prompt_done = False
@@ -119,15 +120,15 @@ class V1ChatFramer:
         return [sse_named({"type": f"{block}.end"})] if block else []
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
-        self.reasoning += delta.reasoning
-        self.content += delta.content
+        self.reasoning.add(delta.reasoning)
+        self.content.add(delta.content)
         self.num_reasoning = delta.num_reasoning_tokens
         return self._events("reasoning", delta.reasoning) + self._events("message", delta.content)
 
     def _result(self, usage: Usage) -> dict:
         stats = chat_stats(usage, self.num_reasoning, self.received, self.gen.first_token_at,
                            time.monotonic())
-        return chat_result(self.model, self.reasoning, self.content, stats)
+        return chat_result(self.model, str(self.reasoning), str(self.content), stats)
 
     def end(self, usage: Usage) -> list[bytes]:
         return self._close() + self._prompt_end() + [sse_named({"type": "chat.end", "result": self._result(usage)})]

@@ -16,6 +16,7 @@ from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_thinking import ThinkingTrim
+from gateway.text_parts import TextParts
 from gateway.tool_filter import ToolCallFilter
 
 # The Ollama server version we answer /api/version with (the API surface we follow).
@@ -184,7 +185,7 @@ class OllamaOutput:
         self.output_ids: list = []
         self.finish_reason: Optional[str] = None
         self.stop_string: Optional[str] = None   # the options.stop string that ended the output
-        self._answer = ""                         # the answer's text (not the thinking) as generated
+        self._answer = TextParts()                # the answer's text (not the thinking) as generated
         self._num_calls = 0                       # tool calls given so far (each is sent as soon as it is whole)
         self._thinking = ThinkingTrim(trim_end=not plan.raw)
 
@@ -200,7 +201,7 @@ class OllamaOutput:
 
     def push(self, delta: Delta) -> Piece:
         self.output_ids.extend(entry.token_id for entry in delta.logprobs)
-        self._answer += delta.content
+        self._answer.add(delta.content)
         piece = Piece(content=delta.content, thinking=delta.reasoning)
         if self.plan.want_logprobs:
             piece.logprobs = [self._logprob(entry) for entry in delta.logprobs]
@@ -227,7 +228,7 @@ class OllamaOutput:
         if self.stop_string is None:
             return list(self.plan.gen.prompt_ids) + ids
         text = self.card.decode(ids)
-        start = text.find(self.stop_string, _answer_end(text, self._answer, self.plan.gen.split_reasoning))
+        start = text.find(self.stop_string, _answer_end(text, str(self._answer), self.plan.gen.split_reasoning))
         return list(self.plan.gen.prompt_ids) + (_ids_before(self.card, ids, text[:start]) if start >= 0 else ids)
 
 

@@ -19,6 +19,7 @@ from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.openai_shape import ChatShaper, chat_logprob
+from gateway.text_parts import TextParts
 from gateway.tool_stream import in_model_order
 from gateway.reasoning import THINK_END
 from gateway.responses_reasoning import encode_reasoning
@@ -82,9 +83,10 @@ class OutputBuilder:
         self.items: list = []
         self._open: Optional[str] = None    # "reasoning" or "message" while that item takes text
         self._open_id = ""
-        self._text = ""
+        self._text = TextParts()
         self._logprobs: list = []
         self._call: Optional[dict] = None   # the function_call item being written
+        self._call_arguments = TextParts()  # its arguments so far (set in it when it closes)
 
     def _where(self) -> dict:
         return {"item_id": self._open_id, "output_index": len(self.items), "content_index": 0}
@@ -93,7 +95,7 @@ class OutputBuilder:
         if self._open == kind:
             return []
         events = self.close("completed")
-        self._open, self._open_id, self._text = kind, _new_id("rs" if kind == "reasoning" else "msg"), ""
+        self._open, self._open_id, self._text = kind, _new_id("rs" if kind == "reasoning" else "msg"), TextParts()
         self._logprobs = []
         where = self._where()
         events += [{"type": "response.output_item.added", "output_index": where["output_index"],
@@ -109,7 +111,7 @@ class OutputBuilder:
 
     def reasoning(self, text: str) -> list:
         events = self._start("reasoning")
-        self._text += text
+        self._text.add(text)
         events.append({"type": "response.reasoning_text.delta", **self._where(), "delta": text})
         if self.reasoning_summary:
             events.append({"type": "response.reasoning_summary_text.delta", **self._summary_where(), "delta": text})
@@ -119,7 +121,7 @@ class OutputBuilder:
         """Answer text, with the logprobs of its tokens (output_text's: token, bytes, logprob, top_logprobs; the
         events' leave bytes out, as OpenAI's event types do)."""
         events = self._start("message")
-        self._text += text
+        self._text.add(text)
         self._logprobs += logprobs or []
         return events + [{"type": "response.output_text.delta", **self._where(), "delta": text,
                           "logprobs": _without_bytes(logprobs or [])}]
@@ -134,13 +136,14 @@ class OutputBuilder:
             if self._call is None:
                 continue
             if call.arguments:
-                self._call["arguments"] += call.arguments
+                self._call_arguments.add(call.arguments)
                 events += [] if self._call["type"] == "custom_tool_call" else [
                     {"type": "response.function_call_arguments.delta", **self._call_where(), "delta": call.arguments}]
             if call.done:
                 # The item's arguments are the one object the whole output reads (a parameter the model gave twice
                 # streamed both keys), as the unstreamed item has them.
-                self._call["arguments"] = call.whole if call.whole is not None else self._call["arguments"]
+                if call.whole is not None:
+                    self._call_arguments = TextParts(call.whole)
                 events += self.close_call("completed")
         return events
 
@@ -151,7 +154,7 @@ class OutputBuilder:
                 "call_id": call.id, "name": call.name, "arguments": "", "status": "in_progress"}
         if call.name in self.namespaces:
             item["namespace"], item["name"] = self.namespaces[call.name]
-        self._call = item
+        self._call, self._call_arguments = item, TextParts()
         added = custom_call_added(item) if custom else dict(item)
         return events + [{"type": "response.output_item.added", "output_index": len(self.items), "item": added}]
 
@@ -163,6 +166,7 @@ class OutputBuilder:
         which then read as no JSON object)."""
         if self._call is None:
             return []
+        self._call["arguments"] = str(self._call_arguments)
         if not whole_object(self._call["arguments"]):
             status = "incomplete"
         item, where = {**self._call, "status": status}, self._call_where()
@@ -179,7 +183,7 @@ class OutputBuilder:
         """Finishes the open reasoning or message item (status completed, or incomplete when cut short)."""
         if self._open is None:
             return []
-        kind, where, text, logprobs = self._open, self._where(), self._text, self._logprobs
+        kind, where, text, logprobs = self._open, self._where(), str(self._text), self._logprobs
         summary = kind == "reasoning" and self.reasoning_summary
         summary_where = self._summary_where()
         item = _item(kind, self._open_id, text, status, logprobs, self.encrypted_reasoning, summary)

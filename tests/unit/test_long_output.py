@@ -4,10 +4,15 @@ memory one push allocates (tracemalloc) stands for the text it copies, and every
 path's on long random texts."""
 import random
 import tracemalloc
+from dataclasses import replace
 
 import pytest
 
+from gateway.gen_request import ChoiceResult
+from gateway.pipeline import Delta
 from gateway.reasoning import ReasoningSplitter
+from gateway.responses_shape import OutputBuilder
+from gateway.tool_stream import CallDelta
 
 CALL_START = "<tool_call>\n<function=get_weather>\n<parameter=city>\n"
 # Pieces a random output is made of: plain text, the tags the splitter reads, their halves.
@@ -68,3 +73,27 @@ def test_a_long_call_in_the_thinking_is_not_copied_again_a_token():
     assert allocated(lambda: splitter.push("More. ")) < 4_000
     assert splitter.push("</param") == ("", "") and splitter.push("eter>\n</think>\n\nDone.") == (
         CALL_START + "Paris is a city. " * 5000 + "More. </parameter>\n", "Done.")
+
+
+def test_a_non_streamed_answer_adds_each_piece_without_copying_the_text():
+    # ChoiceResult.absorb did `self.content += piece`: on an attribute CPython copies the whole text every time.
+    result = ChoiceResult(0)
+    for _ in range(20_000):
+        result.absorb(Delta(0, content="word "))
+    assert allocated(lambda: result.absorb(Delta(0, content="last", reasoning="r"))) < 2_000
+    assert result.content == "word " * 20_000 + "last" and result.reasoning == "r"
+    assert replace(result, content="").content == "" and result == replace(result)
+
+
+def test_a_responses_item_adds_each_piece_without_copying_the_text():
+    output = OutputBuilder()
+    for _ in range(20_000):
+        output.answer("word ")
+    assert allocated(lambda: output.answer("last")) < 4_000
+    call = CallDelta(0, '{"a":"', id="call_1", name="f")
+    output.calls([call] + [CallDelta(0, "word ") for _ in range(20_000)])
+    assert allocated(lambda: output.calls([CallDelta(0, "more")])) < 4_000
+    done = [event for event in output.calls([CallDelta(0, '"}', done=True)])
+            if event["type"] == "response.function_call_arguments.done"]
+    assert output.items[0]["content"][0]["text"] == "word " * 20_000 + "last"
+    assert done[0]["arguments"] == output.items[1]["arguments"] == '{"a":"' + "word " * 20_000 + 'more"}'
