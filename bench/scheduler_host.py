@@ -164,6 +164,36 @@ async def measure(scn: Scenario, warm: int, steps: int, profile) -> dict:
     return row
 
 
+async def long_output(num_tokens: int, window: int = 1000) -> dict:
+    """One request generating num_tokens (its prompt 128 tokens): host ms a step over its first and its last `window`
+    decode steps. What grows with the context (its block table sent whole every step, one more block each 16
+    tokens) shows as the late steps' excess over the early ones."""
+    scn = Scenario(f"long-output-{num_tokens // 1000}k", 1)
+    hello = pb.WorkerHello(num_blocks=400_000, block_size=16, num_slots=64, max_context_len=65536, worker_id="bench",
+                           vocab_size=VOCAB, device="instant fake worker")
+    link = InstantLink(hello, VOCAB)
+    config = SchedulerConfig(max_num_seqs=1, prefix_cache=0, max_num_batched_tokens=2048, ping_interval_s=0.2,
+                             worker_timeout_s=30.0)
+    engine = Engine(config, CARD, link, Metrics(CollectorRegistry()))
+    engine.start()
+    await asyncio.wait_for(engine.alive_event.wait(), 10)
+    load = Load(scn, engine, ServingServicer(engine, CARD, REPO), max_tokens=num_tokens)
+    load.begin()
+    marks = []
+    for first in (1, num_tokens - window - 8):
+        for step in (first, first + window):
+            while load.num_tokens < step:
+                await asyncio.sleep(0)
+            marks.append((time.thread_time_ns() - link.worker_ns, engine.scheduler.step_id))
+    load.stopping = True
+    await engine.stop()
+    for task in list(load.tasks):
+        task.cancel()
+    await asyncio.gather(*load.tasks, return_exceptions=True)
+    early, late = ((marks[i + 1][0] - marks[i][0]) / (marks[i + 1][1] - marks[i][1]) / 1e6 for i in (0, 2))
+    return {"name": scn.name, "early_ms": early, "late_ms": late, "ratio": late / early}
+
+
 HEADER = ("| scenario | running | waiting | host ms / step | steps / s | tokens / step | % of a 7.5 ms decode step |\n"
           "|---|---|---|---|---|---|---|")
 
@@ -217,7 +247,14 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="+", help="scenario names to run (default: all)")
     parser.add_argument("--compare", help="an earlier run's scheduler_host.md: its figures beside these (table, PNG)")
     parser.add_argument("--profile", help="a scenario to profile (cProfile over its timed steps, top 30 by own time)")
+    parser.add_argument("--long-output", type=int, metavar="TOKENS",
+                        help="only this: one request of TOKENS tokens, host ms a step early and late")
     args = parser.parse_args(argv)
+    if args.long_output:
+        row = asyncio.run(long_output(args.long_output))
+        print(f"| {row['name']} | first 1000 steps {row['early_ms']:.3f} ms / step | last 1000 {row['late_ms']:.3f} "
+              f"| x{row['ratio']:.2f} |")
+        return
     note = (f"scheduler host time per step (loop-thread CPU): Engine + Generate readers against an instant fake worker "
             f"(its time subtracted); {args.steps} steps after {args.warm}; load average {os.getloadavg()[0]:.1f} "
             f"({os.cpu_count()} CPUs)")
