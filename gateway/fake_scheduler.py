@@ -79,6 +79,7 @@ class FakeServing(pb_grpc.ServingServicer):
         self.device = "cuda:0 (fake)"   # the worker's device, as Load reports it
         self.max_num_seqs = 64
         self.num_prefix_resets = 0   # ResetPrefixCache calls taken
+        self.load_fields: dict = {}  # more LoadResponse fields (num_waiting, the KV pool's blocks, block_size)
 
     async def Info(self, request, context):
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
@@ -89,7 +90,7 @@ class FakeServing(pb_grpc.ServingServicer):
 
     async def Load(self, request, context):
         return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive, device=self.device,
-                               max_num_seqs=self.max_num_seqs)
+                               max_num_seqs=self.max_num_seqs, **self.load_fields)
 
     async def ResetPrefixCache(self, request, context):
         if self.script.error is not None:

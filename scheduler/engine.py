@@ -144,7 +144,8 @@ class Engine(WorkerLiveness):
             max_num_seqs=self.config.max_num_seqs, max_queue_depth=self.config.max_queue_depth,
             kv_cache_usage=sched.block_manager.usage, num_cached_blocks=sched.prefix_cache.num_cached_blocks,
             num_prefix_entries=sched.prefix_cache.num_entries, draining=self.draining,
-            device=self.worker_hello.device if self.worker_alive and self.worker_hello else "")
+            device=self.worker_hello.device if self.worker_alive and self.worker_hello else "",
+            block_size=sched.block_manager.block_size)
 
     # ------------------------------------------------------------------ step loop
 
