@@ -140,10 +140,17 @@ def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bo
     check_logprob_counts(body, card.vocab_size, chat=True)
     check_model(body.get("model"), card, served_name)
     options = stream_options(body)
+    check_messages_and_tools(body)
+    return options
+
+
+def check_messages_and_tools(body: dict) -> None:
+    """The chat's 400s for its messages (a content its role needs, a part that is not text) and tools (their list,
+    their parameters' JSON Schema); the routes that render a chat body as this route does (/tokenize,
+    /apply-template, /v1/score) run them too, so that they refuse what it refuses."""
     check_content(body["messages"])
     check_tools(body.get("tools"))
     check_function_parameters(body.get("tools"))
-    return options
 
 
 def prompt_kwargs(body: dict, card: ModelCard, force: Optional[str]) -> dict:

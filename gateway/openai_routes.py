@@ -17,7 +17,7 @@ from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.llama_cpp_shape import model_meta, models_entry
 from gateway.openai_checks import check_tools, null_max_tokens_as_default
-from gateway.openai import chat_prompt_text, parse_chat
+from gateway.openai import chat_prompt_text, check_messages_and_tools, parse_chat
 from gateway.openai_completion import parse_completion
 from gateway.request_id_header import response_id
 from gateway.openai_plan import Plan, check_model
@@ -33,15 +33,15 @@ from gateway.schema_validate import validate
 from gateway.web import json_response, read_json
 
 
-def render_body(body) -> dict:
-    """A /tokenize or /apply-template body validated as the chat route reads it: the deprecated `functions` and an
-    earlier turn's `function_call` / `function` message are the tools, tool call and result they are on
-    /v1/chat/completions (legacy_functions), so the rendering is that chat request's prompt; errors name the fields
-    sent."""
+def render_body(body, schema: dict = TOKENIZE_SCHEMA) -> dict:
+    """A /tokenize, /apply-template or /v1/score body (`schema`) validated as the chat route reads it: roles in any
+    case, plain strings as text parts, tools without `type`, the deprecated `functions` and an earlier turn's
+    `function_call` / `function` message as the tools, tool call and result they are on /v1/chat/completions
+    (legacy_functions), so the rendering is that chat request's prompt; errors name the fields sent."""
     body = function_types(text_string_parts(lower_roles(body)))
     legacy = isinstance(body, dict) and body.get("functions") is not None
     try:
-        body = validate(legacy_functions(body) if isinstance(body, dict) else body, TOKENIZE_SCHEMA)
+        body = validate(legacy_functions(body) if isinstance(body, dict) else body, schema)
         check_tools(body.get("tools"))
     except ApiError as exc:
         raise named_as_sent(exc) if legacy else exc
@@ -50,8 +50,9 @@ def render_body(body) -> dict:
 
 def rendered_messages(body: dict, card, exclude_tools_when_none: bool = False) -> str:
     """The prompt a /v1 chat request with these fields (messages, tools, tool_choice, template fields) gets: the chat
-    route's own rendering, for /tokenize and llama.cpp's /apply-template (CPU work: run it off the loop)."""
-    check_tools(body.get("tools"))
+    route's own rendering, for /tokenize, llama.cpp's /apply-template and /v1/score, after its checks of the messages
+    and tools (CPU work: run it off the loop)."""
+    check_messages_and_tools(body)
     return chat_prompt_text(body, card, exclude_tools_when_none)
 
 
@@ -213,7 +214,7 @@ class OpenAIRoutes:
         if generative_scoring.is_sglang_body(body):
             return await self._sglang_score(body)
         generative_scoring.refuse_pooling_score(body)
-        body = validate(body, SCORE_SCHEMA)
+        body = render_body(body, SCORE_SCHEMA)
         check_request_template(body, self.config)
         check_parts(body)
         card = await self.engine.card()
