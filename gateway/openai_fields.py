@@ -27,6 +27,9 @@ def _nonempty(value: Any) -> bool:
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
     "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
+    # llama-cpp-python's name for it (its CreateCompletionRequest / CreateChatCompletionRequest: 0 off, 1 or 2 on).
+    "mirostat_mode": (lambda v: v not in (None, 0), "mirostat sampling (llama-cpp-python's mirostat_mode) is not "
+                                                    "supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
     # vLLM refuses both unless its server was started for them (--enable-prompt-embeds, --logits-processor-pattern).
@@ -76,7 +79,7 @@ _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex",
                  ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"),
                  *SGLANG_GUIDED_KINDS)
 HONOURED = frozenset({
-    *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
+    *GUIDED, "logit_bias_type", "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
     "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token", "return_progress", "cache_salt",

@@ -23,15 +23,8 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
         value = body.get(name)
         return value if value is not None else defaults.get(name, fallback)
 
-    bias = {}
     given = body.get("logit_bias") or {}
-    for key, value in given.items() if isinstance(given, dict) else []:
-        if not _TOKEN_ID_KEY.fullmatch(key) or not 0 <= int(key) < card.vocab_size:
-            raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
-                                 param="logit_bias")
-        bias[int(key)] = bias_value(value)
-    if isinstance(given, list):
-        bias = bias_pairs(given, card)
+    bias = bias_pairs(given, card) if isinstance(given, list) else _bias_object(given, body, card)
     top_k = int(pick("top_k", 0))
     seed = body.get("seed")
     sampling = Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
@@ -49,6 +42,22 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     sampling.min_keep = min(max(body.get("min_keep") or 0, 0), card.vocab_size)
     sampling.bad_words = [ids for word in body.get("bad_words") or [] for ids in bad_word_ids(word, card)]
     return sampling
+
+
+def _bias_object(given: dict, body: dict, card: ModelCard) -> dict:
+    """OpenAI's {token id: bias}; with llama-cpp-python's logit_bias_type "tokens" each key is a text whose tokens all
+    get its bias, tokenized as its server does (llama_cpp/server/app.py _logit_bias_tokens_to_input_ids: tokenize
+    with special=True, no BOS)."""
+    bias = {}
+    for key, value in given.items():
+        if body.get("logit_bias_type") == "tokens":
+            bias.update(dict.fromkeys(card.encode(key), bias_value(value)))
+            continue
+        if not _TOKEN_ID_KEY.fullmatch(key) or not 0 <= int(key) < card.vocab_size:
+            raise InvalidRequest(f"logit_bias key '{key}' is not a token id in [0, {card.vocab_size})",
+                                 param="logit_bias")
+        bias[int(key)] = bias_value(value)
+    return bias
 
 
 def bad_word_ids(word: str, card: ModelCard) -> list:

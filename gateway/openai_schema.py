@@ -122,6 +122,10 @@ _COMMON = {
     "allowed_token_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
     "bad_words": {"type": ["array", "null"], "items": {"type": "string"}},
     "mirostat": {"type": ["integer", "null"]},
+    # llama-cpp-python's server names (llama_cpp/server/types.py): its mirostat switch, refused as llama.cpp's is, and
+    # how its logit_bias keys read: token ids, or texts whose tokens are biased (openai_sampling).
+    "mirostat_mode": {"type": ["integer", "null"]},
+    "logit_bias_type": {"enum": ["input_ids", "tokens", None]},
     "guided_whitespace_pattern": _STR_OR_NULL,
     "prompt_embeds": {"type": ["string", "array", "null"]},
     # vLLM 0.2x: truncate_prompt_tokens' side (honoured), and fields refused or without effect (openai_fields).
