@@ -26,14 +26,20 @@ def _compiled(source: str) -> jinja2.Template:
         raise InvalidRequest(f"chat_template does not compile: {exc}", param="chat_template") from exc
 
 
-def _template(body: dict, card: ModelCard) -> jinja2.Template:
+def checkpoint_template(card: ModelCard, tools: Optional[list]) -> Optional[jinja2.Template]:
+    """The checkpoint's template for a request: its tool_use template when the request has tools, as transformers'
+    get_chat_template picks a named list's tool_use entry for tools that are not None (vLLM renders so)."""
+    return card.tool_template if tools is not None and card.tool_template is not None else card.template
+
+
+def _template(body: dict, card: ModelCard, tools: Optional[list]) -> jinja2.Template:
     source = body.get("chat_template")
     if source:
         return _compiled(source)
     if card.template is None:
         raise Unsupported("this model has no chat template; use /v1/completions or send chat_template",
                           param="messages")
-    return card.template
+    return checkpoint_template(card, tools)
 
 
 def _text_of(message: dict) -> str:
@@ -88,7 +94,7 @@ def generation_flags(body: dict) -> tuple[bool, bool]:
 def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: dict) -> str:
     """The prompt text of a chat body; with continue_final_message the last message is left open."""
     add, cont = generation_flags(body)
-    template = _template(body, card)
+    template = _template(body, card, tools)
     # An assistant turn's thinking parts are its reasoning (SGLang reads them so), never its text.
     messages = [fold_thinking_parts(message) for message in body["messages"]]
     if not cont:

@@ -77,9 +77,11 @@ class ModelCard:
     # request sends none; None when the file has no positive one
     max_new_tokens: Optional[int] = None
     created: int = field(default_factory=lambda: int(time.time()))
+    tool_template_source: str = ""   # tokenizer_config.json's named "tool_use" template, for requests with tools
 
     def __post_init__(self):
         self.template = compile_template(self.chat_template_source) if self.chat_template_source else None
+        self.tool_template = compile_template(self.tool_template_source) if self.tool_template_source else None
         self.tokenizer_vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
         spec = orjson.loads(self.tokenizer.to_str())
         self._byte_level = (spec.get("decoder") or {}).get("type") == "ByteLevel"
@@ -101,10 +103,14 @@ class ModelCard:
         gen = orjson.loads(info.generation_config_json) if info.generation_config_json else {}
         tok_cfg = orjson.loads(info.tokenizer_config_json) if info.tokenizer_config_json else {}
         template = info.chat_template or _template_from_config(tok_cfg)
+        # The named list's tool_use template serves requests with tools, as transformers' get_chat_template(tools=...)
+        # picks it (vLLM renders so); a chat_template.jinja the worker read instead replaces the whole list.
+        tool_template = _template_from_config(tok_cfg, "tool_use") if template == _template_from_config(tok_cfg) else ""
         defaults = {key: gen[key] for key in _GENERATION_DEFAULTS if isinstance(gen.get(key), (int, float))}
         specials = {key: _token_text(tok_cfg.get(key)) for key in _SPECIAL_TOKEN_KEYS}
         return cls(model_id=info.model_id, max_context_len=info.max_context_len, tokenizer=tokenizer,
-                   chat_template_source=template, eos_token_ids=list(info.eos_token_ids),
+                   chat_template_source=template, tool_template_source=tool_template,
+                   eos_token_ids=list(info.eos_token_ids),
                    generation_defaults=defaults,
                    special_tokens={k: v for k, v in specials.items() if v is not None},
                    vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
@@ -180,8 +186,8 @@ class ModelCard:
 
     @property
     def takes_tools(self) -> bool:
-        """Whether the chat template renders tools (what Ollama's `tools` and LM Studio's `tool_use` capability say)."""
-        return "tools" in (self.chat_template_source or "")
+        """Whether the chat template (or the tool_use one) renders tools (Ollama's `tools`, LM Studio's `tool_use`)."""
+        return "tools" in (self.chat_template_source or "") + self.tool_template_source
 
     @property
     def thinks(self) -> bool:
@@ -280,10 +286,13 @@ def _bytes_per_token_bound(spec: dict, max_token_bytes: int, byte_level: bool) -
     return max_token_bytes * shrink
 
 
-def _template_from_config(tok_cfg: dict) -> str:
+def _template_from_config(tok_cfg: dict, name: str = "default") -> str:
+    """tokenizer_config.json's chat template of that name: a named list's entry ("default" is the chat one, else its
+    first), a plain string as the default; "" without one."""
     template = tok_cfg.get("chat_template") or ""
     if isinstance(template, list):
-        # Some checkpoints ship named templates; "default" is the chat one.
         named = {item.get("name"): item.get("template") for item in template if isinstance(item, dict)}
-        template = named.get("default") or next(iter(named.values()), "")
-    return template
+        template = named.get(name) or (next(iter(named.values()), "") if name == "default" else "")
+    elif name != "default":
+        return ""
+    return template if isinstance(template, str) else ""

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from gateway import json_out
 from gateway.chat import reasoning_of, render_chat
-from gateway.chat_prompt import one_system_message, render_prompt
+from gateway.chat_prompt import checkpoint_template, one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.model import ModelCard
@@ -138,7 +138,7 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
         # that has only thinking, as Ollama's Qwen3.5 renderer leaves it open).
         return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
                              template_thinking(think, card))
-    return render_chat(card.template, messages, card.protect_text, tools=tools,
+    return render_chat(checkpoint_template(card, tools), messages, card.protect_text, tools=tools,
                        add_generation_prompt=True, **card.special_tokens, **template_thinking(think, card))
 
 
