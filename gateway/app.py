@@ -157,8 +157,16 @@ def auth_middleware(api_key: Optional[str]):
     return check_key
 
 
+# The 503s of a server still coming up: llama-server answers them {"error": {"code": 503, "message": "Loading model",
+# "type": "unavailable_error"}} (server-context.cpp, before the model is loaded), which clients read as "starting,
+# retry" rather than a foreign listener's 503 (pensae's ModelCapabilityProbe, load waiters).
+_STARTING = ("scheduler_unreachable", "worker_down")
+
+
 def _unhealthy(reason: str, detail: str) -> web.Response:
-    return json_response({"status": "unhealthy", "reason": reason, "detail": detail}, status=503)
+    """503 with the reason, and llama-server's error object beside it ("Loading model" while the engine comes up)."""
+    error = {"code": 503, "message": "Loading model" if reason in _STARTING else detail, "type": "unavailable_error"}
+    return json_response({"status": "unhealthy", "reason": reason, "detail": detail, "error": error}, status=503)
 
 
 async def health(request: web.Request) -> web.Response:

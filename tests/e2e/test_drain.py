@@ -255,8 +255,9 @@ def test_gateway_health_is_503_while_its_scheduler_drains(make_engine_stack):
         plain.join(10)
     finally:
         gateway.close()
+    detail = "the scheduler is shutting down: it finishes the requests it has and takes no new ones"
     assert health.status_code == 503 and health.json() == {
-        "status": "unhealthy", "reason": "scheduler_draining",
-        "detail": "the scheduler is shutting down: it finishes the requests it has and takes no new ones"}
+        "status": "unhealthy", "reason": "scheduler_draining", "detail": detail,
+        "error": {"code": 503, "message": detail, "type": "unavailable_error"}}
     assert plain.status == 200 and httpx.Response(200, content=plain.content).json()["usage"]["completion_tokens"] \
         == NUM_TOKENS

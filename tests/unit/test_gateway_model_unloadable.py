@@ -23,7 +23,8 @@ async def test_health_says_the_model_cannot_be_served(broken):
     response = await broken.get("/health")
     assert response.status == 503
     assert orjson.loads(await response.read()) == {"status": "unhealthy", "reason": "model_unloadable",
-                                                   "detail": DETAIL}
+                                                   "detail": DETAIL, "error": {"code": 503, "message": DETAIL,
+                                                                               "type": "unavailable_error"}}
 
 
 @pytest.mark.parametrize("path, body, error", [
