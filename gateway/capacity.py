@@ -9,6 +9,9 @@ script reads to place requests without scraping Prometheus. Both need the API ke
                generation needs).
 /v1/capacity: {active_requests, waiting_requests, free_kv_blocks, total_kv_blocks, max_num_seqs, max_queue_depth
                (0: unlimited), accepting_requests} (accepting: a live worker, not draining and room in the queue).
+/load:        {server_load}, vLLM's GET /load (vllm/entrypoints/serve/instrumentator/basic.py): the requests in
+              progress, as its load-aware routes count them (generations started and not yet ended), which load-aware
+              routers poll.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ class CapacityRoutes:
     def register(self, app: web.Application) -> None:
         app.router.add_get("/v1/info", self.info)
         app.router.add_get("/v1/capacity", self.capacity)
+        app.router.add_get("/load", self.server_load)
 
     async def info(self, request: web.Request) -> web.Response:
         load = await self.engine.client.load(timeout=_LOAD_TIMEOUT_S)
@@ -52,3 +56,6 @@ class CapacityRoutes:
                               "free_kv_blocks": load.num_free_blocks, "total_kv_blocks": load.num_total_blocks,
                               "max_num_seqs": load.max_num_seqs, "max_queue_depth": load.max_queue_depth,
                               "accepting_requests": accepting(load)})
+
+    async def server_load(self, request: web.Request) -> web.Response:
+        return json_response({"server_load": self.engine.num_generating()})

@@ -131,6 +131,10 @@ class Engine:
         """Whether any generation is still running (started and not yet closed)."""
         return any(not gen.closed for gen in self._live)
 
+    def num_generating(self) -> int:
+        """Generations still running (started and not yet closed)."""
+        return sum(not gen.closed for gen in self._live)
+
     def abort_all(self, error: ApiError) -> int:
         """Ends every running generation with `error`; returns how many there were."""
         live = [gen for gen in self._live if not gen.closed]

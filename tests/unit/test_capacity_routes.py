@@ -1,6 +1,10 @@
 """GET /v1/info and GET /v1/capacity (gateway/capacity.py), the released engine's state routes, over the fake
 scheduler: their fields follow the scheduler's Load and the model card, they need the API key as /v1 does, and they
-are a 503 in the OpenAI error shape without a scheduler."""
+are a 503 in the OpenAI error shape without a scheduler; vLLM's GET /load counts the requests in progress."""
+import asyncio
+
+import orjson
+
 from gateway.app import create_app
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig
@@ -57,3 +61,19 @@ async def test_both_need_the_key_and_are_503_without_a_scheduler():
             assert response.status == 503 and error["message"], path
     finally:
         await client.close()
+
+
+async def test_vllms_load_counts_the_requests_in_progress():
+    fake = FakeServing(build_tokenizer())
+    fake.script.reply, fake.script.delay_s = " ".join(str(i) for i in range(100)), 0.02
+    async with fake_gateway(fake) as (client, _):
+        assert await (await client.get("/load")).json() == {"server_load": 0}
+        task = asyncio.create_task(client.post("/v1/completions", data=orjson.dumps({"prompt": "hi",
+                                                                                   "max_tokens": 50})))
+        for _ in range(500):
+            if fake.script.requests:
+                break
+            await asyncio.sleep(0.01)
+        assert await (await client.get("/load")).json() == {"server_load": 1}
+        await (await task).read()
+        assert await (await client.get("/load")).json() == {"server_load": 0}
