@@ -208,7 +208,7 @@ class LlamaCppRoutes:
 
     async def slot_action(self, request: web.Request) -> web.Response:
         # llama.cpp's answer without --slot-save-path (ERROR_TYPE_NOT_SUPPORTED), and why there is nothing to keep.
-        raise NotImplementedApi("This server does not support slots action: it keeps no per-slot prompt cache to save, "
+        raise NotImplementedApi("This server does not support slots action. It keeps no per-slot prompt cache to save, "
                                 "restore or erase (its prefix cache is automatic)", code="not_supported")
 
     async def lora_adapters(self, request: web.Request) -> web.Response:
@@ -233,7 +233,7 @@ class LlamaCppRoutes:
 
     async def rerank(self, request: web.Request) -> web.Response:
         # llama.cpp's words without --reranking (clients match them), and why: no reranker is served.
-        raise NotImplementedApi("This server does not support reranking: it runs a generative model only",
+        raise NotImplementedApi("This server does not support reranking. It runs a generative model only",
                                 code="not_supported", headers={"x-should-retry": "false"})
 
     async def apply_template(self, request: web.Request) -> web.Response:

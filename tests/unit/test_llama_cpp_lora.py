@@ -52,5 +52,5 @@ async def test_slot_actions_are_llama_cpps_501(stack, action):
     response = await client.post(f"/slots/0?action={action}", json={"filename": "slot.bin"})
     assert response.status == 501
     assert (await response.json())["error"] == {
-        "code": 501, "type": "not_supported_error", "message": "This server does not support slots action: it keeps "
+        "code": 501, "type": "not_supported_error", "message": "This server does not support slots action. It keeps "
         "no per-slot prompt cache to save, restore or erase (its prefix cache is automatic)"}
