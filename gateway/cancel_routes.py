@@ -24,6 +24,13 @@ from gateway.errors import InvalidRequest, NotFound
 from gateway.web import json_response, read_json
 
 
+def _object(body):
+    """The body, or the 400 for one that is no JSON object (vLLM's and SGLang's request models: FastAPI's 422)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", param=None)
+    return body
+
+
 def _ids(body, key: str) -> list:
     ids = body.get(key) if isinstance(body, dict) else None
     if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
@@ -62,7 +69,7 @@ class CancelRoutes:
         return json_response({"status": "cancelled", "request_id": request_id})
 
     async def cancel_many(self, request: web.Request) -> web.Response:
-        wanted = set(_ids(await read_json(request), "request_ids"))
+        wanted = set(_ids(_object(await read_json(request)), "request_ids"))
         return self._cancelled(wanted.__contains__)
 
     async def abort_requests(self, request: web.Request) -> web.Response:
@@ -70,9 +77,7 @@ class CancelRoutes:
         return self._cancelled(wanted.__contains__ if wanted else lambda cancel_id: True)
 
     async def abort_request(self, request: web.Request) -> web.Response:
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise InvalidRequest("the request body must be a JSON object", param=None)
+        body = _object(await read_json(request))
         rid = body.get("rid") or ""
         if not isinstance(rid, str):
             raise InvalidRequest("rid must be a string", param="rid")

@@ -97,3 +97,18 @@ async def test_abort_requests_without_ids_ends_every_request(stack):
     assert sorted((await answer.json())["cancelled_request_ids"]) == ["cmpl-x0", "cmpl-x1"]
     for task in tasks:
         assert (await (await task).json())["choices"][0]["finish_reason"] == "abort"
+
+
+@pytest.mark.parametrize("data", [b"[]", b'["cmpl-x0"]', b"null", b'"cmpl-x0"', b"1"])
+async def test_a_cancel_list_body_that_is_no_object_is_a_400_and_cancels_nothing(stack, data):
+    """vLLM's POST /v1/requests/cancel reads its body as CancelRequest (a pydantic model: FastAPI's 422 for a JSON
+    array, string, number or null); it was a 200 that cancelled nothing, as if the list were empty."""
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    task = asyncio.create_task(client.post("/v1/completions", data=orjson.dumps(
+        {"prompt": "hi", "max_tokens": 20, "request_id": "x0"})))
+    await _running(fake, 1)
+    answer = await client.post("/v1/requests/cancel", data=data)
+    error = (await answer.json())["error"]
+    assert answer.status == 400 and error["message"] == "the request body must be a JSON object", error
+    assert (await (await task).json())["choices"][0]["finish_reason"] == "length"
