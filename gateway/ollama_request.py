@@ -121,7 +121,6 @@ def _common(body: dict, card: ModelCard, served_name: str,
         # An unload: Ollama's handlers answer it once the model is found, before they read the format, the options,
         # the tools, think or raw (server/routes.go ChatHandler, GenerateHandler: expireRunner, done_reason unload).
         return plan, None, top
-    plan.format_schema = _format_schema(body.get("format"))
     plan.render_only = bool(body.get("_debug_render_only"))
     options = parse_options(body.get("options"), card)
     plan.want_logprobs = top is not None
@@ -169,6 +168,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     check_capabilities(body.get("think"), plan.tools, card, plan.model, served_name)
     if not messages:
         return plan
+    plan.format_schema = _format_schema(body.get("format"))
     truncate = body.get("truncate") is True
     if not truncate:
         _check_count(body, "messages", options.num_ctx)
@@ -234,12 +234,14 @@ def parse_generate(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     if body.get("suffix"):
         # Ollama's capability check in its words: the model has no fill-in-the-middle template.
         raise Unsupported(f"{full_name(served_name)} does not support insert", param="suffix")
+    system = _system(body, body.get("context"))
+    if not prompt:
+        # Ollama answers an empty prompt with a load (or, with keep_alive 0, an unload), whatever context, images or
+        # format it carries: its handler reads them only for a prompt (server/routes.go GenerateHandler).
+        return plan
     no_images(body.get("images"), "images")
     context = _context_ids(body.get("context"), card)
-    system = _system(body, context)
-    if not prompt:
-        # Ollama answers an empty prompt with a load (or, with keep_alive 0, an unload), whatever context it carries.
-        return plan
+    plan.format_schema = _format_schema(body.get("format"))
     text = _generate_text(body, card, prompt, system)
     plan.gen = _gen_request(context + _encode(card, text, options, len(context)), text, options,
                             split=_splits_reasoning(body, card))

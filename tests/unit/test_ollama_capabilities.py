@@ -80,3 +80,21 @@ async def test_what_ollama_reads_before_an_unload_still_refuses_it(plain, body, 
     client, _ = plain
     response = await client.post("/api/chat", json={"messages": [], **body})
     assert response.status == status and await response.json() == {"error": error}
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/chat", {"messages": [], "format": "yaml"}),
+    ("/api/chat", {"format": {"type": "nonsense"}, "think": False}),
+    ("/api/generate", {"prompt": "", "format": []}),
+    ("/api/generate", {"images": ["aGk="], "think": False}),
+    ("/api/generate", {"context": [10 ** 9]}),
+], ids=["chat format", "chat schema", "generate format", "generate images", "generate context"])
+async def test_a_load_reads_no_format_images_or_context(plain, path, body):
+    """A load (no messages, no prompt) is answered once the model is scheduled: Ollama's handlers read the format
+    (llm/llama_server.go, at completion), the images and the context only for a prompt (server/routes.go
+    GenerateHandler, ChatHandler), so a preload built from a request's other fields loads; here they were 400s."""
+    client, servicer = plain
+    response = await client.post(path, json={"model": "fake-model", **body})
+    assert response.status == 200 and not servicer.script.requests
+    answer = await response.json()
+    assert answer["done"] is True and answer["done_reason"] == "load"
