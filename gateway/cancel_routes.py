@@ -12,8 +12,8 @@ POST /v1/requests/{id}/cancel, DELETE /v1/requests/{id}: {"status": "cancelled",
 found or already completed." for an id with nothing running.
 POST /v1/requests/cancel {"request_ids"}: {"status": "cancelled", "cancelled_request_ids": those that ran}.
 POST /abort_requests {"request_ids"} (optional): the same; without ids, every request that can be cancelled by id.
-POST /abort_request {"rid", "abort_all"} (SGLang): every request whose id starts with rid (all with abort_all); an
-empty 200.
+POST /abort_request {"rid", "abort_all", "prefix"} (SGLang): the request with that rid (a /generate batch's whole rid
+too), every one whose rid starts with it with prefix (SGLang PR #30912), all with abort_all; an empty 200.
 """
 from __future__ import annotations
 
@@ -83,8 +83,10 @@ class CancelRoutes:
             raise InvalidRequest("rid must be a string", param="rid")
         if body.get("abort_all"):
             self.engine.cancel(lambda cancel_id: True)
-        elif rid:
+        elif rid and body.get("prefix"):
             self.engine.cancel(lambda cancel_id: cancel_id.startswith(rid))
+        elif rid:
+            self.engine.cancel(lambda cancel_id: cancel_id == rid)
         return web.Response(status=200)
 
     def _cancelled(self, wanted) -> web.Response:

@@ -112,3 +112,17 @@ async def test_a_cancel_list_body_that_is_no_object_is_a_400_and_cancels_nothing
     error = (await answer.json())["error"]
     assert answer.status == 400 and error["message"] == "the request body must be a JSON object", error
     assert (await (await task).json())["choices"][0]["finish_reason"] == "length"
+
+
+async def test_sglangs_abort_request_matches_a_prefix_only_when_asked(stack):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    tasks = [asyncio.create_task(client.post("/generate", data=orjson.dumps(
+        {"text": "a", "rid": rid, "sampling_params": {"max_new_tokens": 300}}))) for rid in ("lora1::a", "lora1::b")]
+    await _running(fake, 2)
+    await client.post("/abort_request", data=orjson.dumps({"rid": "lora1::"}))
+    await asyncio.sleep(0.3)
+    assert not any(task.done() for task in tasks)     # no request has that exact rid
+    await client.post("/abort_request", data=orjson.dumps({"rid": "lora1::", "prefix": True}))
+    for task in tasks:
+        assert (await (await task).json())["meta_info"]["finish_reason"]["type"] == "abort"
