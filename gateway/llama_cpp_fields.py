@@ -34,6 +34,10 @@ SCHEMA = {
     "xtc_probability": {"type": ["number", "null"]},
     "top_n_sigma": {"type": ["number", "null"]},
     "dynatemp_range": {"type": ["number", "null"]},
+    # Its adaptive-p sampler (common/sampling.cpp): the last of the chain when `samplers` names adaptive_p, off at a
+    # negative target (-1, its default); llama_cpp_samplers refuses it on.
+    "adaptive_target": {"type": ["number", "null"]},
+    "adaptive_decay": {"type": ["number", "null"]},
     # Probabilities after llama.cpp's sampler chain ("prob" / "top_probs"): check_post_sampling refuses them.
     "post_sampling_probs": {"type": ["boolean", "null"]},
     # LoRA adapters by id and scale ([{"id", "scale"}]); none is loaded here, so any entry is REFUSED below.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import V1_MAX_TEMPERATURE, apply_repeat_last_n
 
 # llama-server's default order (common/common.h common_params_sampling::samplers), as /props and
@@ -21,7 +21,8 @@ _NAMES = {**{name.replace("_", "-"): name for name in _CANONICAL},
 _CHARS = {"d": "dry", "k": "top_k", "y": "typ_p", "p": "top_p", "s": "top_n_sigma", "m": "min_p", "t": "temperature",
           "x": "xtc", "i": "infill", "e": "penalties", "a": "adaptive_p"}
 # The samplers that filter here (worker/sampling_chain.py); the others are off (dry, xtc and top_n_sigma are refused
-# when asked for: llama_cpp_fields.REFUSED) or do nothing for a plain generation (infill, adaptive_p unset).
+# when asked for: llama_cpp_fields.REFUSED; adaptive_p when its target is set: apply_samplers) or do nothing for a
+# plain generation (infill, adaptive_p at a negative target).
 FILTERS = ("temperature", "top_k", "top_p", "min_p", "typ_p")
 
 
@@ -44,6 +45,12 @@ def apply_samplers(body: dict, sampling) -> None:
     if value is None:
         return
     names = sampler_names(value)
+    target = body.get("adaptive_target")
+    if "adaptive_p" in names and isinstance(target, int | float) and target >= 0:
+        # llama.cpp then draws with adaptive-p instead of from the distribution (common/sampling.cpp: only when
+        # `samplers` names it, and a negative target is off), which changes the output: refused, not ignored.
+        raise Unsupported("adaptive_target: adaptive-p sampling (adaptive_p in samplers with adaptive_target at or "
+                          "above 0) is not supported", param="adaptive_target")
     sampling.sampler_names = names
     sampling.filter_order = [name for name in names if name in FILTERS]
     if "penalties" not in names:

@@ -93,3 +93,20 @@ def test_worker_runs_the_filters_in_the_order_sent():
     # [FILTER_NONE]: no filter at all, top_k included.
     assert support(logits, rows=600, **{**params, "temperature": 1.0}, top_k=1,
                    filter_order=[F.FILTER_NONE]) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("path,body", [("/completion", {"prompt": "hi", "n_predict": 2}),
+                                       ("/v1/completions", {"prompt": "hi", "max_tokens": 2})],
+                         ids=["completion", "v1"])
+async def test_adaptive_p_with_a_target_is_refused_not_ignored(stack, path, body):
+    """llama.cpp's adaptive-p replaces the final draw when `samplers` names adaptive_p and adaptive_target is 0 or
+    more (common/sampling.cpp; -1, its default, is off): it changed the output there and was ignored here."""
+    client, fake = stack
+    on = {**body, "samplers": ["top_k", "min_p", "temperature", "adaptive_p"], "adaptive_target": 0.3,
+          "adaptive_decay": 0.9}
+    response = await client.post(path, json=on)
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == "adaptive_target" and "adaptive-p" in error["message"]
+    assert not fake.script.requests
+    for served in ({**on, "adaptive_target": -1}, {**on, "samplers": ["top_k", "temperature"]}):
+        assert (await client.post(path, json=served)).status == 200
