@@ -88,7 +88,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     d = GatewayConfig()
     parser = argparse.ArgumentParser(prog="python -m gateway.app",
                                      description="SparkInfer HTTP gateway (OpenAI /v1, Anthropic /v1/messages, LM "
-                                                 "Studio /api/v0, Ollama /api and llama.cpp's routes). "
+                                                 "Studio /api/v0, Ollama /api, llama.cpp's routes, SGLang's /generate "
+                                                 "and vLLM's /inference/v1/generate). "
                                                  "Request bodies are limited to 32 MiB, on the wire and once decoded.")
     _add_serving_flags(parser, d)
     _add_behaviour_flags(parser, d)
