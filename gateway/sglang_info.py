@@ -14,6 +14,9 @@ probes read the served model from (its path, that it generates, which modalities
                   rank, one tensor-parallel rank, the context, SPARKINFER_MAX_NUM_SEQS as max_running_requests.
 /get_load:        [{dp_rank, num_reqs, num_waiting_reqs, num_tokens}], SGLang's per-rank load its router balances on:
                   the requests running and waiting, and the KV tokens they hold.
+/v1/loads:        {"loads": [{dp_rank, num_running_reqs, num_waiting_reqs, num_used_tokens, max_total_num_tokens,
+                  token_usage, max_running_requests}]}, the load snapshot that replaces /get_load, which the newer
+                  router (sgl-model-gateway's load poller) and RL rollout monitors read.
 All need the API key where one is set: SGLang's key check covers every route but /health and /metrics.
 """
 from __future__ import annotations
@@ -57,6 +60,15 @@ def load_entry(load) -> dict:
             "num_tokens": held * load.block_size}
 
 
+def loads_entry(load) -> dict:
+    """SGLang's /v1/loads core snapshot of the one rank (token_usage: the KV tokens held over the pool's)."""
+    total = load.num_total_blocks * load.block_size
+    used = load_entry(load)["num_tokens"]
+    return {"dp_rank": 0, "num_running_reqs": load.num_running, "num_waiting_reqs": load.num_waiting,
+            "num_used_tokens": used, "max_total_num_tokens": total, "token_usage": used / total if total else 0.0,
+            "max_running_requests": load.max_num_seqs}
+
+
 class SGLangInfoRoutes:
     """GET /model_info, /get_model_info, /weight_version and /get_weight_version."""
 
@@ -71,6 +83,7 @@ class SGLangInfoRoutes:
         for path in ("/get_server_info", "/server_info"):
             app.router.add_get(path, self.server_info)
         app.router.add_get("/get_load", self.load)
+        app.router.add_get("/v1/loads", self.loads)
 
     async def model_info(self, request: web.Request) -> web.Response:
         return json_response(model_info(await self.engine.card()))
@@ -85,3 +98,6 @@ class SGLangInfoRoutes:
 
     async def load(self, request: web.Request) -> web.Response:
         return json_response([load_entry(await self.engine.client.load(timeout=_LOAD_TIMEOUT_S))])
+
+    async def loads(self, request: web.Request) -> web.Response:
+        return json_response({"loads": [loads_entry(await self.engine.client.load(timeout=_LOAD_TIMEOUT_S))]})

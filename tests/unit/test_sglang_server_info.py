@@ -29,3 +29,14 @@ async def test_get_load_counts_requests_and_held_tokens(stack):
     assert response.status == 200
     # 64 blocks, 40 free, 4 held by the prefix cache: 20 blocks of 16 tokens held by requests.
     assert await response.json() == [{"dp_rank": 0, "num_reqs": 5, "num_waiting_reqs": 2, "num_tokens": 320}]
+
+
+async def test_v1_loads_is_the_core_snapshot(stack):
+    client, fake = stack
+    fake.num_running = 3
+    fake.load_fields = LOAD
+    response = await client.get("/v1/loads?include=core")
+    assert response.status == 200
+    assert await response.json() == {"loads": [{
+        "dp_rank": 0, "num_running_reqs": 3, "num_waiting_reqs": 2, "num_used_tokens": 320,
+        "max_total_num_tokens": 1024, "token_usage": 320 / 1024, "max_running_requests": 64}]}
