@@ -236,6 +236,21 @@ def _json_schema(value: Any, param: str) -> dict:
     return check_schema(value, param)
 
 
+def _grammar_constraint(grammar: Any, param: str, thinking_open: bool, card) -> Constraint:
+    """A grammar field's Constraint. llama.cpp's `grammar` that cannot be used is its 400 "Failed to parse grammar"
+    (its sampler init fails on it), the words its clients match to give up on the grammar or fall back to another
+    structured-output channel, followed by the reason."""
+    try:
+        if thinking_open:
+            # As check_answer: the newlines allowed after </think> hide a grammar that allows no answer.
+            checked(lark_grammar(grammar, param, False, card), card, param)
+        return checked(lark_grammar(grammar, param, thinking_open, card), card, param)
+    except InvalidRequest as exc:
+        if param != "grammar":
+            raise
+        raise InvalidRequest(f"Failed to parse grammar: {exc.message}", param=param, code=exc.code) from exc
+
+
 def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[Constraint, str]]:
     """vLLM guided_* / structured_outputs as (Constraint, param); None when the request has none."""
     spec = _guided_spec(body)
@@ -248,10 +263,7 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
         schema = ANY_OBJECT if kind == "json_object" else _json_schema(value, param)
         return json_constraint(schema, thinking_open, card, param), param
     if kind == "grammar":
-        if thinking_open:
-            # As check_answer: the newlines allowed after </think> hide a grammar that allows no answer.
-            checked(lark_grammar(value, param, False, card), card, param)
-        return checked(lark_grammar(value, param, thinking_open, card), card, param), param
+        return _grammar_constraint(value, param, thinking_open, card), param
     prefix = f"{think_prefix(card)} " if thinking_open else ""
     if kind == "choice":
         return checked(f"start: {prefix}GUIDED_CHOICE\n{_choice_terminal(value, param)}", card, param), param

@@ -163,7 +163,7 @@ async def test_a_gbnf_grammar_constrains_the_output_as_guided_grammar_does(stack
 
 @pytest.mark.parametrize("fields, param, message", [
     ({"grammar": 'root ::= "yes" | maybe'}, "grammar",
-     "grammar is not a valid GBNF grammar: Rule 'maybe' not found"),
+     "Failed to parse grammar: grammar is not a valid GBNF grammar: Rule 'maybe' not found"),
     ({"json_schema": SCHEMA, "grammar": 'start: "yes"'}, "grammar",
      "use one guided-decoding field, not both json_schema and grammar"),
     ({"json_schema": SCHEMA, "response_format": {"type": "json_object"}}, "json_schema",
