@@ -108,5 +108,9 @@ async def test_adaptive_p_with_a_target_is_refused_not_ignored(stack, path, body
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == "adaptive_target" and "adaptive-p" in error["message"]
     assert not fake.script.requests
-    for served in ({**on, "adaptive_target": -1}, {**on, "samplers": ["top_k", "temperature"]}):
+    # SillyTavern's llama.cpp defaults (public/scripts/textgen-settings: LLAMACPP_DEFAULT_ORDER ends in adaptive_p,
+    # adaptive_target -0.01) are off, as they are in llama.cpp.
+    sillytavern = {**body, "samplers": ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
+                                        "temperature", "adaptive_p"], "adaptive_target": -0.01, "adaptive_decay": 0.9}
+    for served in ({**on, "adaptive_target": -1}, {**on, "samplers": ["top_k", "temperature"]}, sillytavern):
         assert (await client.post(path, json=served)).status == 200
