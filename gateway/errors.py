@@ -159,6 +159,12 @@ class NotImplementedApi(ApiError):
 # failure. The flag is no remedy here, so the reason follows instead.
 EMBEDDINGS_UNSUPPORTED = "This server does not support embeddings. It runs a generative model only"
 
+# An image sent to a model without vision opens with llama-server's words for a model served without its projector
+# ("image input is not supported - hint: ... provide the mmproj", oaicompat_chat_params_parse), which Ollama passes
+# through for a text model's /api/chat and /api/generate images: clients match "image input is not supported" to
+# retry without the images or to mark the model text-only. The projector is no remedy here, so the reason follows.
+IMAGES_UNSUPPORTED = "image input is not supported: this model server has no vision input"
+
 
 class InternalError(ApiError):
     """500: a fault inside the server (never caused by what the client sent)."""

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from gateway import json_out
 from gateway.effort_tiers import nearest_tier
 from gateway.engine import GenRequest
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import IMAGES_UNSUPPORTED, ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
 from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
 from gateway.model import ModelCard
@@ -59,8 +59,7 @@ def _input_parts(value: Any) -> list:
     for i, item in enumerate(value):
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "image":
-            raise Unsupported("image input is not supported: this model server has no vision input",
-                              param=f"input[{i}]")
+            raise Unsupported(IMAGES_UNSUPPORTED, param=f"input[{i}]")
         if kind not in _TEXT_ITEMS or not isinstance(item.get("content"), str):
             raise InvalidRequest(f'input[{i}] must be {{"type": "message", "content": "<text>"}}',
                                  param=f"input[{i}]")

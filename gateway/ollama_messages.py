@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from gateway.errors import InvalidRequest, Unsupported
+from gateway.errors import IMAGES_UNSUPPORTED, InvalidRequest, Unsupported
 from gateway.openai_checks import check_tools
 from gateway.responses_tools import whole_object
 
@@ -12,7 +12,7 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 def no_images(images: Any, param: str) -> None:
     if images:
-        raise Unsupported("images are not supported: this model server has no vision input", param=param)
+        raise Unsupported(IMAGES_UNSUPPORTED, param=param)
 
 
 def _tool_call(call: Any, where: str) -> dict:
