@@ -79,8 +79,9 @@ _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex",
                  ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"),
                  *SGLANG_GUIDED_KINDS)
 HONOURED = frozenset({
-    *GUIDED, "logit_bias_type", "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
-    "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs", "return_token_ids",
+    *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
+    "logit_bias_type", "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs",
+    "return_token_ids",
     "include_reasoning", "echo", "typical_p", "n_predict", "n_probs", "repeat_last_n", "return_tokens_as_token_ids",
     "t_max_predict_ms", "no_stop_trim", "truncation_side", "timings_per_token", "return_progress", "cache_salt",
     "priority",
