@@ -20,6 +20,7 @@ from gateway.offload import run_cpu
 from gateway.model import ModelCard
 from gateway.ollama_checks import FIELD_CHECKS, LOADS, NAMED_MODEL, REQUIRED
 from gateway.ollama_keepalive import parse_keep_alive
+from gateway.ollama_options import parse_options
 from gateway.ollama_names import INVALID_NAME, REMOTE_DETAILS, reference, resolve_model, serves, valid_name
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
@@ -264,10 +265,15 @@ class OllamaRoutes:
                 check(body)
             if named is not None:
                 await self._check_named_model(body, *named)
-            answer = load(body) if load is not None else None
-            if answer is not None:
-                self.engine.load_state.touch(keep_alive)
-                return json_response(answer)
+            if load is not None:
+                # The embedding handlers schedule the runner with the request's options before they read the input
+                # (server/routes.go EmbedHandler, EmbeddingsHandler: scheduleRunner, modelOptions): a value of the
+                # wrong type is refused first, a load or text to embed alike.
+                parse_options(body.get("options"), await self.engine.card())
+                answer = load(body)
+                if answer is not None:
+                    self.engine.load_state.touch(keep_alive)
+                    return json_response(answer)
         return ollama_error(NotImplementedApi(reason))
 
     async def _check_named_model(self, body: dict, keys: tuple, not_found: str, invalid: str) -> None:

@@ -64,3 +64,19 @@ async def test_a_keep_alive_go_refuses_is_its_400_first(stack, path, body, expec
     client, _ = stack
     response = await client.post(path, json=body)
     assert response.status == 400 and orjson.loads(await response.read()) == {"error": expected}
+
+
+@pytest.mark.parametrize("path, body, expected", [
+    ("/api/embed", {"model": "fake-model", "options": {"num_ctx": "big"}}, 'option "num_ctx" must be of type integer'),
+    ("/api/embed", {"model": "fake-model", "input": "x", "options": {"use_mmap": 1}},
+     'option "use_mmap" must be of type boolean'),
+    ("/api/embeddings", {"model": "fake-model", "options": {"temperature": "hot"}},
+     'option "temperature" must be of type float32'),
+], ids=["embed load", "embed text", "embeddings load"])
+async def test_options_of_the_wrong_type_are_refused_first(stack, path, body, expected):
+    """Ollama's embedding handlers schedule the runner with the request's options before they read the input
+    (modelOptions refuses a value of the wrong type, in these words), so a load or text to embed is refused alike;
+    they were a 200 load and the 501."""
+    client, _ = stack
+    response = await client.post(path, json=body)
+    assert response.status == 400 and orjson.loads(await response.read()) == {"error": expected}
