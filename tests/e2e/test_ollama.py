@@ -241,7 +241,7 @@ UNSUPPORTED_CALLS = [
     ("format bad schema", lambda c: c.generate(model="tiny", prompt="x", format={"type": "objet"}), 400, "format"),
     ("suffix", lambda c: c.generate(model="tiny", prompt="def f(", suffix="return 1"), 400,
      "registry.ollama.ai/library/tiny:latest does not support insert"),
-    ("images", lambda c: c.generate(model="tiny", prompt="x", images=[b"\x89PNG"]), 400, "images"),
+    ("images", lambda c: c.generate(model="tiny", prompt="x", images=[b"\x89PNG"]), 400, "image input is not supported"),
     ("num_predict a string", lambda c: c.generate(model="tiny", prompt="x", options={"num_predict": "2"}), 400,
      'option "num_predict" must be of type integer'),
     ("use_mmap not a boolean", lambda c: c.generate(model="tiny", prompt="x", options={"use_mmap": "yes"}), 400,
