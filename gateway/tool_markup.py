@@ -25,6 +25,8 @@ PARAM_CLOSE = "</parameter>"
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 _STRUCTURE = (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
+# The markup's tags: answer text between two calls holds none of them (prose_then_call).
+_MARKUP = (PARAM_OPEN, PARAM_CLOSE, FUNCTION_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
 # Tags whose start the model's end token may cut at the output's end (_Reader.cut_tag).
 _CUT_TAGS = (PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
 # A name the markup can carry (<function=NAME>, <parameter=NAME>): a '>' ends the tag, a line break or control
@@ -61,6 +63,18 @@ def load_json(text: str) -> Any:
         return json.loads(text)
     except RecursionError as exc:
         raise ValueError("JSON nested too deeply") from exc
+
+
+def prose_then_call(text: str, pos: int) -> bool:
+    """Whether answer text and then the next <tool_call> follow pos, so that a call's end at pos ends the call: text
+    between two calls ("<call A>\nNow the second:\n<call B>") is answer text, as Ollama's parser reads it (a call ends
+    at its first </tool_call>, model/parsers/qwen3coder.go), not a value of call A running into call B because that
+    reading ends the output. Text that holds a tag of the markup before that <tool_call> is no answer text: a value
+    quoting the closing tags goes on past them."""
+    found = text.find(CALL_OPEN, pos)
+    if found < 0 or any(text.find(tag, pos, found) >= 0 for tag in _MARKUP):
+        return False
+    return text.startswith((FUNCTION_OPEN, "{"), skip_space(text, found + len(CALL_OPEN)))
 
 
 def skip_space(text: str, pos: int) -> int:
@@ -106,7 +120,8 @@ class _Reader:
             return [], len(self.text)
         if end is not None:
             after = skip_space(self.text, end)
-            if self.whole and after < len(self.text) and not self.call_starts(after):
+            if self.whole and after < len(self.text) and not (self.call_starts(after) or
+                                                               prose_then_call(self.text, after)):
                 return None
             return [], end
         opened = self.name_at(pos)
