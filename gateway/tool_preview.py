@@ -8,7 +8,8 @@ import json
 from typing import Optional
 
 from gateway.tool_markup import CALL_OPEN, FUNCTION_OPEN, PARAM_OPEN, skip_space
-from gateway.tool_preview_json import json_call_prefix
+from gateway.tool_preview_json import escape_begins, json_call_prefix, string_piece
+from gateway.text_parts import TextParts
 from gateway.tool_value_end import ValueScan, follows_value, partial_tag
 from gateway.tool_values import ToolParams, untyped
 from gateway.tools import dump_arguments
@@ -55,7 +56,7 @@ class _GrowingEscape:
     15 s of gateway time for a 100 KB file)."""
 
     def __init__(self):
-        self._raw, self._pieces = "", []
+        self._raw, self._pieces = TextParts(), []
 
     @property
     def text(self) -> str:
@@ -67,14 +68,21 @@ class _GrowingEscape:
     def grow(self, text: str) -> Optional[str]:
         """Takes the value's text so far; returns its new text escaped where it grew at its end (else None: it is
         escaped anew)."""
-        grew = text.startswith(self._raw)
-        added = _escaped(text[len(self._raw):] if grew else text)
+        raw = str(self._raw)
+        grew = text.startswith(raw)
+        added = _escaped(text[len(raw):] if grew else text)
         if grew:
             self._pieces.append(added)
         else:
             self._pieces = [added]
-        self._raw = text
+        self._raw = TextParts(text)
         return added if grew else None
+
+    def extend(self, text: str) -> str:
+        """Takes the text the value grew by; returns it escaped."""
+        self._raw.add(text)
+        self._pieces.append(_escaped(text))
+        return self._pieces[-1]
 
 
 class CallPreview:
@@ -98,6 +106,8 @@ class CallPreview:
         self._begun = False          # a parameter or the call's end was read: its name may go out
         self._held = False           # it reads no further (another form, an unknown name, a parameter given twice)
         self._json_at: Optional[int] = None   # where a JSON (Hermes) call's object begins
+        # Where its text is read to, when that is inside its last argument, a string that the text after it continues.
+        self._json_read: Optional[int] = None
         self._escape = _GrowingEscape()       # a JSON call's open string argument, escaped
         self._scan: Optional[ValueScan] = None   # the XML value being written
 
@@ -162,11 +172,26 @@ class CallPreview:
         self.name, self._params, self._pos = name, ToolParams.of(self._tools, name), close + 1
 
     def _read_json(self, text: str) -> None:
-        """A JSON call's arguments as far as they are certain (Qwen3-Next and Qwen3 write their calls so)."""
-        read = json_call_prefix(text[self._json_at:], self._tools, self._names, self.pairs)
+        """A JSON call's arguments as far as they are certain (Qwen3-Next and Qwen3 write their calls so). While its
+        last argument is a string being written, the text added is read alone (string_piece) where it can be: reading
+        the whole call again for every piece made a long argument's stream quadratic."""
+        if self._json_read is not None:
+            piece = string_piece(text[self._json_read:])
+            if piece is not None:
+                self._json_read += piece[1]
+                self._add_open(self._escape.extend(piece[0]))
+                return
+            self._json_read = None
+        body = text[self._json_at:]
+        read = json_call_prefix(body, self._tools, self._names, self.pairs)
         if read is None or read[0] != (self.name or read[0]):
             return
-        name, pairs, last = read
+        name, pairs, last, encoded = read
+        # The text ends inside that string (an escape it ends inside is read with the next piece) when a character
+        # added reads as one more character of it; arguments written as a JSON string's text are read whole.
+        if last is not None and not encoded and json_call_prefix(body + "x", self._tools, self._names, pairs) == (
+                name, pairs, (last[0], last[1] + "x"), False):
+            self._json_read = escape_begins(text, max(self._json_at, len(text) - 12))
         key = dump_arguments(last[0]) + ':"' if last else ""
         if len(pairs) != len(self.pairs) or not self._open or not self._open[0].startswith(key):
             self._grown = None

@@ -79,7 +79,16 @@ def test_a_long_value_is_searched_and_escaped_at_its_new_text_only():
 
 
 class _Rescanning(tool_preview.CallPreview):
-    """The preview as it was: every read scans the value being written from its start and escapes it whole."""
+    """The preview as it was: every read scans the value being written from its start and escapes it whole, and
+    reads a JSON call whole."""
+
+    @property
+    def _json_read(self):
+        return None
+
+    @_json_read.setter
+    def _json_read(self, at) -> None:
+        pass
 
     @property
     def _scan(self):
@@ -98,10 +107,32 @@ class _Rescanning(tool_preview.CallPreview):
         pass
 
 
-@pytest.mark.parametrize("seed", range(30))
+JSON_PIECES = ["plain text ", "\\n", '\\"', "\\\\", "\\u00e9", "\\ud83d\\ude00", "\\ud83d", "\\u12", "é😀",
+               "\t", '", "b": 12, "c": "', '"}}\n</tool_call>', "\\/"]
+
+
+def test_a_long_json_argument_is_not_read_whole_again_a_piece(monkeypatch):
+    readings, real = [], tool_preview.json_call_prefix
+    monkeypatch.setattr(tool_preview, "json_call_prefix", lambda *args: readings.append(1) or real(*args))
+    text = '<tool_call>\n{"name": "write_file", "arguments": {"content": "'
+    preview = tool_preview.CallPreview(TOOLS, {"write_file"})
+    body = json.dumps(CONTENT)[1:-1]
+    for start in range(0, len(body), 3):
+        text += body[start:start + 3]
+        preview.grow(text)
+    # A whole reading for each piece that ends inside an escape cut short and the one after it, none for the rest.
+    assert len(readings) < len(body) // 30
+    assert preview.prefix == '{"content":"' + body
+
+
+@pytest.mark.parametrize("seed", range(40))
 def test_a_call_read_piece_by_piece_previews_as_when_read_whole_each_time(seed):
     rng = random.Random(seed)
-    text = "<tool_call>\n<function=f>\n" + "".join(rng.choice(XML_PIECES) for _ in range(120))
+    if seed % 2:
+        text = '<tool_call>\n{"name": "f", "arguments": {"a": "' + "".join(
+            rng.choices(JSON_PIECES, [5] * 6 + [1] * 7, k=120))
+    else:
+        text = "<tool_call>\n<function=f>\n" + "".join(rng.choice(XML_PIECES) for _ in range(120))
     cuts = sorted(rng.sample(range(1, len(text)), 80)) + [len(text)]
     preview, old, last = tool_preview.CallPreview(XML_TOOLS, {"f"}), _Rescanning(XML_TOOLS, {"f"}), None
     for cut in cuts:
