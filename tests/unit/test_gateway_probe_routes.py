@@ -91,3 +91,17 @@ async def test_sglangs_health_generate_answers_as_health():
         fake.worker_alive = False
         down = await client.get("/health_generate")
         assert (down.status, (await down.json())["reason"]) == (503, "worker_down")
+
+
+async def test_the_names_readme_lists_answer_under_a_served_name():
+    """README's Model names: with SPARKINFER_SERVED_MODEL_NAME set, that name, the checkpoint's own id and `default`
+    answer (each also with `:latest`), and any other name is the 404 (which README did not say of the checkpoint id)."""
+    async with fake_gateway(FakeServing(TOKENIZER), served_model_name="my-model") as (client, _):
+        names = ["my-model", "fake-model", "default", "my-model:latest", "fake-model:latest", "default:latest", "other"]
+        statuses = {}
+        for name in names:
+            response = await client.post("/v1/chat/completions", json={
+                "model": name, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
+            body = await response.json()
+            statuses[name] = (response.status, body.get("model") or body["error"]["code"])
+    assert statuses == {**{name: (200, "my-model") for name in names[:-1]}, "other": (404, "model_not_found")}
