@@ -22,10 +22,15 @@ log = logging.getLogger("sparkinfer.gateway")
 # it writes); num_keep is one too here (no context shift: a prompt past the window is refused).
 _INT_RESOURCE_OPTIONS = frozenset({"num_batch", "num_gpu", "main_gpu", "num_thread", "num_keep", "draft_num_predict"})
 _BOOL_RESOURCE_OPTIONS = frozenset({"use_mmap"})
-# (low, high) inclusive; None = unbounded.
+# (low, high) inclusive; None = unbounded. Past a bound Ollama's sampler clamps (_CLAMPS) the server's own limits
+# remain: the wire's temperature range and vLLM's penalties.
 _FLOAT_RANGES = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0),
-                 "repeat_penalty": (0.01, 100.0), "presence_penalty": (-2.0, 2.0),
+                 "repeat_penalty": (0.0, 100.0), "presence_penalty": (-2.0, 2.0),
                  "frequency_penalty": (-2.0, 2.0), "typical_p": (0.0, 1.0)}
+# Values Ollama's sampler holds in range instead of refusing (sample/samplers.go NewSampler): a negative temperature
+# is 0 (greedy), top_p and min_p stay in [0, 1] (typical_p, which it no longer reads, too); a repeat_penalty of 0 or
+# less is 1 (off), below.
+_CLAMPS = {"temperature": (0.0, None), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0), "typical_p": (0.0, 1.0)}
 _INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n")
 _KNOWN = frozenset(_FLOAT_RANGES) | frozenset(_INT_OPTIONS) | _INT_RESOURCE_OPTIONS | _BOOL_RESOURCE_OPTIONS | {"stop"}
 # Ollama stores every integer option in a Go int (64 bits); a value outside it cannot be that option.
@@ -62,6 +67,16 @@ def _number(name: str, value: Any, integer: bool) -> Any:
     return int(value)
 
 
+def _clamped(name: str, value: float) -> float:
+    """The value as Ollama's sampler reads it (_CLAMPS; repeat_penalty <= 0 is 1)."""
+    if name == "repeat_penalty":
+        return 1.0 if value <= 0 else value
+    low, high = _CLAMPS.get(name, (None, None))
+    if low is not None and value < low:
+        return low
+    return high if high is not None and value > high else value
+
+
 def _check_range(name: str, value: float) -> None:
     low, high = _FLOAT_RANGES[name]
     if value < low or (high is not None and value > high):
@@ -95,6 +110,7 @@ def _typed(options: dict) -> dict:
             continue
         out[name] = _number(name, value, name in _INT_OPTIONS)
         if name in _FLOAT_RANGES:
+            out[name] = _clamped(name, out[name])
             _check_range(name, out[name])
     return out
 

@@ -83,15 +83,13 @@ BAD = [
     ({"num_ctx": -1}, InvalidRequest, "num_ctx' must be a positive integer"),
     ({"temperature": "hot"}, InvalidRequest, '^option "temperature" must be of type float32$'),
     ({"temperature": True}, InvalidRequest, '^option "temperature" must be of type float32$'),
-    ({"temperature": -0.1}, InvalidRequest, r"'temperature' must be in \[0.0, 100.0\]"),
-    ({"top_p": 1.5}, InvalidRequest, "top_p"),
     ({"top_k": [2]}, InvalidRequest, '^option "top_k" must be of type integer$'),
-    ({"min_p": 2}, InvalidRequest, "min_p"),
     ({"presence_penalty": 3}, InvalidRequest, "presence_penalty"),
-    ({"repeat_penalty": 0}, InvalidRequest, "repeat_penalty"),
+    # The server's own bounds past Ollama's (the float32 wire's temperature range, vLLM's penalties).
+    ({"temperature": 100.5}, InvalidRequest, r"'temperature' must be in \[0.0, 100.0\]"),
+    ({"repeat_penalty": 101}, InvalidRequest, "repeat_penalty"),
     ({"stop": [1, 2]}, InvalidRequest, '^option "stop" must be of an array of strings$'),
     ({"stop": "END"}, InvalidRequest, '^option "stop" must be of type array$'),
-    ({"typical_p": 1.5}, InvalidRequest, "typical_p"),
     ({"use_mmap": "yes"}, InvalidRequest, '^option "use_mmap" must be of type boolean$'),
 ]
 
@@ -103,6 +101,25 @@ def test_bad_options_are_400_with_the_option_named(card, options, error, message
         parse_options(options, card)
     assert info.value.status == 400
     assert info.value.param == f"options.{next(iter(options))}"
+
+
+CLAMPED = [({"temperature": -0.1}, "temperature", 0.0), ({"temperature": -5}, "temperature", 0.0),
+           ({"top_p": 1.5}, "top_p", 1.0), ({"min_p": 2}, "min_p", 1.0), ({"min_p": -0.5}, "min_p", 0.0),
+           ({"repeat_penalty": 0}, "repetition_penalty", 1.0), ({"repeat_penalty": -2}, "repetition_penalty", 1.0),
+           ({"repeat_penalty": 0.005}, "repetition_penalty", 0.005), ({"typical_p": 1.5}, "typical_p", 1.0)]
+
+
+@pytest.mark.parametrize("options, name, served", CLAMPED, ids=[f"{k}={v}" for (o, _, _) in CLAMPED
+                                                                for k, v in o.items()])
+def test_a_sampling_option_past_its_range_is_clamped_as_ollamas_sampler_does(card, options, name, served):
+    """Ollama's sampler (sample/samplers.go NewSampler) holds a negative temperature at 0 (greedy), top_p and min_p
+    in [0, 1], and reads a repeat_penalty of 0 or less as 1 (off); Ollama answers such a request, where this was a 400
+    "option 'top_p' must be in [0.0, 1.0]" (clients that send Ollama's values, repeat_penalty 0 for "off", failed)."""
+    assert getattr(parse_options(options, card).sampling, name) == pytest.approx(served)
+
+
+def test_top_p_below_zero_keeps_the_most_likely_token_as_top_p_zero(card):
+    assert parse_options({"top_p": -1}, card).sampling.top_p == parse_options({"top_p": 0}, card).sampling.top_p
 
 
 def test_unknown_options_are_ignored_with_a_warning_like_ollama(card, caplog):
