@@ -194,7 +194,7 @@ class OllamaRoutes:
         card = await self.engine.card()
         name = await self.engine.served_name()
         requested = resolve_model(body, card, name, cloud_off=REMOTE_DETAILS)
-        answer = show_body(card, name)
+        answer = show_body(card, name, body.get("system") or "", body.get("options"))
         if request.headers.get("User-Agent", "").startswith(_COPILOT_CHAT):
             # Copilot Chat labels the model with general.basename: the name it asked for, as Ollama answers it.
             answer["model_info"]["general.basename"] = requested
