@@ -163,10 +163,12 @@ class Generation:
         if not self._closed:
             self._closed = True
             metrics.REQUESTS_IN_FLIGHT.dec()
-            for ended in self._ended:
-                if not ended:
-                    # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort".
+            for ended, admitted in zip(self._ended, self._admitted):
+                # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort"; one the
+                # scheduler never admitted counts none, as there (vLLM counts from its engine's outputs only).
+                if not ended and admitted:
                     self._engine.record_finish(self, "abort")
+            self._engine.load_state.release()
             metrics.observe_prompts(self.req.n, self._generated, self._admitted)
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
