@@ -80,26 +80,19 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
     return requested
 
 
-# max_tokens -1 is "no limit" to llama-server, which reads max_tokens as n_predict on its OpenAI routes
-# (server-schema.cpp's aliases), and to LM Studio, whose own curl example sends "max_tokens": -1 to
-# /v1/chat/completions; vLLM and OpenAI refuse it, so no client of theirs sends it. Read as llama.cpp's n_predict.
-_NO_LIMIT = (-1,)
-
-
 def chat_max_tokens(body: dict) -> tuple[Optional[int], str]:
     """(explicit limit or None, its field); llama.cpp's n_predict wins over max_completion_tokens, which wins over
-    max_tokens; each must be >= 1, or llama.cpp's and LM Studio's -1 (no limit, as n_predict -1)."""
+    max_tokens; each must be >= 1."""
     sent, value = n_predict(body)
     if sent:
         return value, "n_predict"
     for param in ("max_tokens", "max_completion_tokens"):
         value = body.get(param)
-        if value is not None and value < 1 and value not in _NO_LIMIT:
+        if value is not None and value < 1:
             raise InvalidRequest(f"{param} must be at least 1, got {value}", param=param)
-    param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
-    if body.get(param) in _NO_LIMIT:
-        return None, "n_predict"
-    return body.get(param), param
+    if body.get("max_completion_tokens") is not None:
+        return body["max_completion_tokens"], "max_completion_tokens"
+    return body.get("max_tokens"), "max_tokens"
 
 
 def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, bool]:
@@ -109,8 +102,6 @@ def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, b
     if sent:
         return value, "n_predict", True
     value = body.get("max_tokens")
-    if value in _NO_LIMIT:
-        return None, "n_predict", True
     if value is not None and value < 1 and not (echo and value == 0):
         raise InvalidRequest(f"max_tokens must be at least 1 (0 only with echo: true), got {value}",
                              param="max_tokens")

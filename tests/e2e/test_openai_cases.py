@@ -156,13 +156,13 @@ def live(http):
 C11_BASE = {"model": "default", "prompt": "Question: Is the sky blue? Answer: Yes", "temperature": 0}
 C11_CASES = [
     ("echo-logprobs-zero", {"max_tokens": 0, "echo": True, "logprobs": 1}, 200, None),
-    ("negative", {"max_tokens": -2}, 400, "max_tokens"),
+    ("negative", {"max_tokens": -1}, 400, "max_tokens"),
     ("wrong-type", {"max_tokens": "ten"}, 400, "max_tokens"),
     ("beyond-context", {"max_tokens": 10_000_000}, 400, "max_tokens"),
     ("null", {"max_tokens": None}, 200, None),
     ("echo-zero", {"max_tokens": 0, "echo": True}, 200, None),
     # max_tokens is checked the same way with echo + logprobs (prompt logprobs).
-    ("echo-logprobs-negative", {"max_tokens": -2, "echo": True, "logprobs": 1}, 400, "max_tokens"),
+    ("echo-logprobs-negative", {"max_tokens": -1, "echo": True, "logprobs": 1}, 400, "max_tokens"),
     ("echo-logprobs-wrong-type", {"max_tokens": "ten", "echo": True, "logprobs": 1}, 400, "max_tokens"),
     ("echo-logprobs-beyond-context", {"max_tokens": 10_000_000, "echo": True, "logprobs": 1}, 400, "max_tokens"),
     ("echo-logprobs-null", {"max_tokens": None, "echo": True, "logprobs": 1}, 200, None),

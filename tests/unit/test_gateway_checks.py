@@ -25,7 +25,7 @@ C11 = {"model": "default", "prompt": PROMPT, "echo": True, "logprobs": 1, "tempe
                                             "You requested 10000000 output tokens and your prompt contains at least "
                                             "29 input tokens, for a total of at least 10000029 tokens. With this "
                                             "prompt, max_tokens can be at most 2019."),
-    (-2, "invalid_value", "max_tokens must be at least 1 (0 only with echo: true), got -2"),
+    (-1, "invalid_value", "max_tokens must be at least 1 (0 only with echo: true), got -1"),
     ("ten", "invalid_type", 'invalid value for \'max_tokens\': "ten" is not of type "integer", "null"'),
 ], ids=["beyond-context", "negative", "wrong-type"])
 async def test_c11_max_tokens_is_checked_before_echo_with_logprobs(stack, max_tokens, code, message):
@@ -66,11 +66,11 @@ async def test_c11_null_max_tokens_is_the_completions_default(stack):
 
 
 @pytest.mark.parametrize("path,field,value,message", [
-    ("/v1/chat/completions", "max_tokens", -2, "max_tokens must be at least 1, got -2"),
+    ("/v1/chat/completions", "max_tokens", -1, "max_tokens must be at least 1, got -1"),
     ("/v1/chat/completions", "max_tokens", 0, "max_tokens must be at least 1, got 0"),
     ("/v1/chat/completions", "max_completion_tokens", -5, "max_completion_tokens must be at least 1, got -5"),
     ("/v1/chat/completions", "max_completion_tokens", 0, "max_completion_tokens must be at least 1, got 0"),
-    ("/v1/completions", "max_tokens", -2, "max_tokens must be at least 1 (0 only with echo: true), got -2"),
+    ("/v1/completions", "max_tokens", -1, "max_tokens must be at least 1 (0 only with echo: true), got -1"),
     ("/v1/completions", "max_tokens", 0, "max_tokens must be at least 1 (0 only with echo: true), got 0"),
     ("/api/v0/chat/completions", "max_tokens", 0, "max_tokens must be at least 1, got 0"),
     ("/api/v0/chat/completions", "max_tokens", -2, "max_tokens must be at least 1, got -2"),
