@@ -1,9 +1,9 @@
 """GPU bench (device machine): NVFP4 kernels checked, then timed against torch/cuBLAS bf16 on the same logical shapes.
 
 Prints copy bandwidth, launch floors, the GEMV versions side by side (v2 gemv.cu, v5 gemv_tile.cu, timing
-diagnostics; again at the end), PASS/FAIL per correctness case, then per shape [N x K] and M: our time (ops.gemv or
-ops.gemm as ops.linear picks them, their defaults), bf16 time, ratio, and for M <= 16 the effective bandwidth
-(packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events around each launch while the
+diagnostics; again at the end), PASS/FAIL per correctness case, then per shape [N x K] and M (every shape's M <= 16
+rows timed first: table_rows): our time (ops.gemv or ops.gemm as ops.linear picks them, their defaults), bf16 time,
+ratio, and for M <= 16 the effective bandwidth (packed codes + scales / time) as a fraction of the copy bandwidth. Timing: CUDA events around each launch while the
 GPU is held by a sleep kernel (so host launch cost stays out), warm-up, median; weights rotate among copies that
 together exceed the L2 several times.
 NVFP4_GEMV=v2 makes v2 the default and skips v5. With OUT set, writes nvfp4.csv and nvfp4.png there.
@@ -13,6 +13,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -25,6 +26,8 @@ FUSED = [("GDN in_proj_qkv+z", [(10240, 5120), (6144, 5120)]), ("attn q+k+v", [(
 SHAPES = [(10240, 5120), (6144, 5120), (5120, 6144), (17408, 5120), (5120, 17408), (12288, 5120), (248320, 5120)]
 M_VALUES = [1, 2, 4, 8, 16, 32, 128, 512, 2048, 8192]
 CHECK_M = [1, 5, 16, 32, 33, 512]
+GEMV_ROWS_MAX = 16  # the table's effective-bandwidth column and its first pass
+WARM_UP_S = 0.5
 L2_BYTES = 60 << 20
 HOST_S_PER_CALL = 80e-6
 # kernels estimated under this are timed in batches of 10 back-to-back launches (as in a model's forward, where the
@@ -121,12 +124,13 @@ def reps_for(seconds: float) -> int:
     return int(min(50, max(5, 0.25 / max(seconds, 1e-6))))
 
 
-def bench_shape(n: int, k: int) -> list:
+def bench_shape(n: int, k: int, m_values: list) -> list:
+    """Table rows of weight [n x k] for each M of m_values: ours (as ops.linear dispatches) and torch bf16, timed."""
     nv_bytes, bf_bytes = n * k // 2 + n * k // 16, n * k * 2
     nv = [fake_prepared(n, k) for _ in range(min(16, max(1, math.ceil(3 * L2_BYTES / nv_bytes))))]
     bf = [torch.randn(n, k, device="cuda").to(torch.bfloat16) for _ in range(min(8, max(1, math.ceil(3 * L2_BYTES / bf_bytes))))]
     rows = []
-    for m in M_VALUES:
+    for m in m_values:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         # as ops.linear dispatches
@@ -143,6 +147,32 @@ def bench_shape(n: int, k: int) -> list:
     del nv, bf
     torch.cuda.empty_cache()
     return rows
+
+
+def table_rows() -> list:
+    """Every shape's GEMV rows (M <= GEMV_ROWS_MAX) first, then every shape's GEMM rows, each pass after WARM_UP_S of
+    bf16 matmuls. A GEMV cell timed right after the shape before's 8192-row GEMMs read 3-25% slow (the GPU's clock
+    after seconds at full power: H200 session 23 run 5, 12288x5120 M = 1 15.2 us in the table against 12.2 alone), and
+    the run's first cell 49-95 us against 12.1-12.3 alone (sessions 22-23; a clock still ramping from idle is the
+    suspect, not confirmed); a decode step's GEMVs run back to back, not after a prefill's GEMMs."""
+    rows = []
+    for m_values in ([m for m in M_VALUES if m <= GEMV_ROWS_MAX], [m for m in M_VALUES if m > GEMV_ROWS_MAX]):
+        warm_up()
+        for n, k in SHAPES:
+            rows += bench_shape(n, k, m_values)
+            print(f"timed {n}x{k} M {m_values[0]}-{m_values[-1]}", flush=True)
+    return sorted(rows, key=lambda r: (SHAPES.index((r["N"], r["K"])), r["M"]))
+
+
+def warm_up() -> None:
+    """WARM_UP_S of bf16 matmuls, so the next cell is not timed at a clock still ramping from idle."""
+    a = torch.randn(8192, 8192, device="cuda").to(torch.bfloat16)
+    end = time.monotonic() + WARM_UP_S
+    while time.monotonic() < end:
+        for _ in range(10):
+            torch.mm(a, a)
+        torch.cuda.synchronize()
+    del a
 
 
 def launch_floor() -> list:
@@ -242,10 +272,7 @@ def main() -> int:
         failed += verdict == "FAIL"
         print(f"check fused 1024+256+112 rows M={m}: max per-shard rel err {err:.2e} {verdict}", flush=True)
     torch.cuda.empty_cache()
-    rows = []
-    for n, k in SHAPES:
-        rows += bench_shape(n, k)
-        print(f"timed {n}x{k}", flush=True)
+    rows = table_rows()
     write_outputs(rows, copy_bw)
     print_table(rows, copy_bw)
     print_fused(bench_fused(), copy_bw)
