@@ -41,12 +41,13 @@ def totals(url: str) -> dict:
     return values
 
 
-def counter_mismatches(metrics_url: str, gateway_url: str) -> list:
+def counter_mismatches(metrics_url: str, gateway_url: str,
+                       names=("request_success_total", "prompt_tokens_total", "generation_tokens_total")) -> list:
     """The gateway's counters against the scheduler's (one gateway: they must be equal): choices finished, prompt
     and generated tokens."""
     sched, gate = totals(metrics_url), totals(gateway_url + "/metrics")
     out = []
-    for name in ("request_success_total", "prompt_tokens_total", "generation_tokens_total"):
+    for name in names:
         if sched.get("sparkinfer_" + name) != gate.get("sparkinfer_gateway_" + name):
             out.append(f"{name}: scheduler {sched.get('sparkinfer_' + name)}, gateway "
                        f"{gate.get('sparkinfer_gateway_' + name)}")
