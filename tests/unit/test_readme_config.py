@@ -66,6 +66,33 @@ def test_every_documented_variable_is_read(documented):
     assert sorted(set(documented) - names_read()) == []
 
 
+def _used_by(readme: str) -> dict:
+    """README's Configuration table: variable -> the processes its "used by" cell names (gateway, scheduler, worker)."""
+    section = readme[readme.index("## Configuration"):readme.index("## Architecture")]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) > 2:
+            for name in re.findall(r"SPARKINFER_[A-Z0-9_]+", cells[0]):
+                rows[name] = {process for process in ("gateway", "scheduler", "worker") if process in cells[2]}
+    return rows
+
+
+def test_used_by_names_the_processes_that_read_it():
+    """A variable documented for one process but read by another (moved from the gateway to the scheduler, or a
+    worker switch the kernels read) set the wrong process's environment in a deployment that splits them (compose,
+    deploy/k8s); the kernels run in the worker, deploy/ is the launcher (`make run`), not a process of its own."""
+    sources = {folder: "".join(path.read_text() for path in (ROOT / folder).rglob("*.py"))
+               for folder in ("gateway", "scheduler", "worker", "kernels")}
+    wrong = {}
+    for name, documented in _used_by((ROOT / "README.md").read_text()).items():
+        quoted = re.compile(rf"""["']{name}["']""")
+        readers = {"worker" if folder == "kernels" else folder for folder, text in sources.items() if quoted.search(text)}
+        if readers != documented:
+            wrong[name] = (sorted(documented), sorted(readers))
+    assert wrong == {}
+
+
 def _same(code_default, written: str) -> bool:
     try:
         return float(code_default) == float(written)
