@@ -87,7 +87,8 @@ def test_used_by_names_the_processes_that_read_it():
     wrong = {}
     for name, documented in _used_by((ROOT / "README.md").read_text()).items():
         quoted = re.compile(rf"""["']{name}["']""")
-        readers = {"worker" if folder == "kernels" else folder for folder, text in sources.items() if quoted.search(text)}
+        readers = {"worker" if folder == "kernels" else folder
+                   for folder, text in sources.items() if quoted.search(text)}
         if readers != documented:
             wrong[name] = (sorted(documented), sorted(readers))
     assert wrong == {}
