@@ -90,8 +90,11 @@ class _Reader:
     open at the output's end ends there."""
 
     def __init__(self, text: str, whole: bool, open_end: bool = False, names: Optional[frozenset] = None,
-                 lenient: bool = False, eos: bool = False):
+                 lenient: bool = False, eos: bool = False, wrapped: bool = True):
         self.text, self.whole, self.open_end, self.eos = text, whole, open_end, open_end and eos
+        # Whether a <tool_call> opened the call: a bare <function= block that prose follows stays text (prose that
+        # shows the syntax), so only a wrapped call ends at a </function> that text follows (_prose_after).
+        self.wrapped = wrapped
         # The tool's parameter names (None: not known, any name) and whether the readings past the plain ones are
         # tried (a missing </parameter>, an unclosed <parameter= line): only in a whole output, as more text may
         # still give a plain reading.
@@ -206,12 +209,26 @@ class _Reader:
             pos = skip_space(self.text, pos + len(FUNCTION_CLOSE))
             if self.cut_tag(pos):
                 return len(self.text)
-            at_end = (self.open_end and pos == len(self.text)) or self.call_starts(pos)
+            at_end = (self.open_end and pos == len(self.text)) or self.call_starts(pos) or self._prose_after(pos)
         elif not (self.text.startswith(CALL_CLOSE, pos) or at_end):
             return None
         if self.text.startswith(CALL_CLOSE, pos):
             return pos + len(CALL_CLOSE)
         return pos if at_end else None
+
+    def _prose_after(self, pos: int) -> bool:
+        """Whether answer text follows a </function> at pos, its </tool_call> left out: text with no tag of the
+        markup, then the next call or the end of an output the model ended itself. vLLM's qwen3_coder ends the
+        function at that </function> (_scan_to_structural_function_end) and hands out the call; the whole reading
+        made the call text and a stream sent the value with '</parameter>' in it."""
+        if not self.wrapped:
+            return False
+        if prose_then_call(self.text, pos):
+            return True
+        rest = self.text[pos:pos + len(CALL_CLOSE)]
+        # A </tool_call> that the output's end cut is no text (cut_tag reads it where the end token cut it).
+        return self.open_end and bool(rest) and not CALL_CLOSE.startswith(rest) and self.text.find(CALL_OPEN, pos) < 0 \
+            and not any(self.text.find(tag, pos) >= 0 for tag in _MARKUP)
 
     def _may_follow(self, pos: int) -> bool:
         return self._call_end(pos) is not None or self.name_at(pos) is not None or self.cut_tag(pos)
@@ -247,8 +264,12 @@ def read_function(text: str, pos: int, open_end: bool = False, param_names: Call
     name = text[pos + len(FUNCTION_OPEN):end].strip() if end >= 0 else ""
     if not name or "\n" in name:
         return None
+    before = pos
+    while before > 0 and text[before - 1].isspace():
+        before -= 1
+    wrapped = text.startswith(CALL_OPEN, before - len(CALL_OPEN))
     for whole in (True, False):
-        read = _Reader(text, whole, open_end, param_names(name), lenient, eos).params(end + 1)
+        read = _Reader(text, whole, open_end, param_names(name), lenient, eos, wrapped).params(end + 1)
         if read is not None:
             return name, read[0], read[1]
     return None

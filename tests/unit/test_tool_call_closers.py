@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
-from gateway.tools import parse_tool_calls
+from gateway.tools import parse_tool_calls, read_tool_calls
 
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}
 TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": PARAMS}}]
@@ -44,8 +44,11 @@ def test_a_call_cut_short_is_not_read(text):
     assert parse_tool_calls(text, TOOLS) is None
 
 
-def test_prose_after_an_unclosed_call_keeps_it_text():
-    assert parse_tool_calls(BODY + "</function>\nThat is all.", TOOLS, open_end=True) is None
+def test_prose_after_an_unclosed_call_is_answer_text():
+    """The call ends at its </function>, as vLLM's _scan_to_structural_function_end reads it; the prose is text
+    (tests/unit/test_tool_call_text_between.py: a stream sent the value with its '</parameter>' before)."""
+    calls, text = read_tool_calls(BODY + "</function>\nThat is all.", TOOLS, open_end=True)
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [ARGUMENTS] and text == "That is all."
 
 
 @pytest.mark.parametrize("max_tokens,finish", [(None, "tool_calls"), (40, "length")])

@@ -1,8 +1,9 @@
-"""Answer text between two tool calls, where the second call ends the output: each call is read at its own
-</tool_call> and the text is answer text, on every chat route, streamed or not. The reading that ends the output came
-first, so call A's value ran through call B's markup ({"city": "A\\n</parameter>\\n</function>\\n</tool_call>\\nand
-..."}): one garbled call and the second lost. Ollama's parser ends a call at its first </tool_call> and returns the
-text between as content (model/parsers/qwen3coder.go); Qwen3 models write "Now the second one:" between calls."""
+"""Answer text after a tool call's end where the whole reading wanted a closer or a call, on every chat route,
+streamed or not. Between two calls, the second ending the output: each call is read at its own </tool_call> and the
+text is answer text; the reading that ends the output came first, so call A's value ran through call B's markup
+({"city": "A\\n</parameter>\\n</function>\\n</tool_call>\\nand ..."}): one garbled call and the second lost. Ollama's
+parser ends a call at its first </tool_call> and returns the text between as content (model/parsers/qwen3coder.go);
+Qwen3 models write "Now the second one:" between calls."""
 import json
 
 import orjson
@@ -92,3 +93,32 @@ async def test_a_value_quoting_the_closing_tags_goes_on(stack, stream):
     value = "A\n</parameter>\n</function>\n</tool_call>\nmore"
     fake.script.reply = _call(value)
     assert await _v1(client, stream) == (None if not stream else "", [{"city": value}])
+
+
+# A call whose </tool_call> the model left out, writing answer text after its </function> (or garbling the closer).
+NO_CLOSE = {"sentence": ("\nDone.", "Done."), "paragraph": ("\n\nI asked for the weather.", "I asked for the weather."),
+            "then-call": ("\nNext:\n" + _call("Rome"), "Next:")}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("after", NO_CLOSE, ids=NO_CLOSE.keys())
+async def test_text_after_a_function_close_ends_the_call(stack, after, stream):
+    """'</function>' then answer text: the call ends there, as vLLM's qwen3_coder ends the function at its structural
+    </function> (_scan_to_structural_function_end). It was no call (the markup came back as content), and a stream
+    sent the value as 'Paris\\n</parameter>'."""
+    client, fake = stack
+    written, text = NO_CLOSE[after]
+    fake.script.reply = _call("Paris").removesuffix("\n</tool_call>") + written
+    calls = [{"city": "Paris"}] + [{"city": "Rome"}] * ("Rome" in written)
+    assert await _v1(client, stream) == (text, calls)
+    assert await _ollama(client, stream) == (text, calls)
+    assert await _anthropic(client, stream) == [calls[0], text] + calls[1:]
+    assert await _responses(client, stream) == [calls[0], text] + calls[1:]
+
+
+async def test_a_value_quoting_a_function_close_and_text_goes_on(stack):
+    """Text after a quoted </function> that the value's own </parameter> follows is the value's."""
+    client, fake = stack
+    value = "A\n</parameter>\n</function>\nmore"
+    fake.script.reply = _call(value)
+    assert await _v1(client, False) == (None, [{"city": value}])
