@@ -44,7 +44,16 @@ class IncrementalDetokenizer:
             self._prefix_offset = self._read_offset
             self._read_offset = len(self.token_ids)
             return new_text[len(prefix_text):]
+        if prefix_text and new_text == prefix_text:
+            self._forget_unread()
         return ""
+
+    def _forget_unread(self) -> None:
+        """Drops the ids after the text read, which add nothing to it (special tokens skipped: no bytes): kept, the
+        window grew with each of them and every push decoded all of them again, O(n^2) over a run of them (8k skipped
+        tokens: 20 -> 153 us of gateway CPU a token, bench/long_output.py). Only after some text, whose ids stay as
+        the context a decoder reads them in (a first token's leading space)."""
+        del self.token_ids[self._read_offset:]
 
     def flush(self) -> str:
         """At the end of generation: returns whatever is still held, less a character the output ended inside (its

@@ -2,16 +2,20 @@
 it): each piece is read against a bounded window of what came before, never the whole text again. No timings: the
 memory one push allocates (tracemalloc) stands for the text it copies, and every output equals the old whole-text
 path's on long random texts."""
+import asyncio
 import random
 import tracemalloc
 from dataclasses import replace
 
 import pytest
 
+from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.gen_request import ChoiceResult
+from gateway.model import ModelCard
 from gateway.pipeline import Delta
 from gateway.reasoning import ReasoningSplitter
 from gateway.responses_shape import OutputBuilder
+from gateway.stream import IncrementalDetokenizer
 from gateway.tool_stream import CallDelta
 
 CALL_START = "<tool_call>\n<function=get_weather>\n<parameter=city>\n"
@@ -97,3 +101,51 @@ def test_a_responses_item_adds_each_piece_without_copying_the_text():
             if event["type"] == "response.function_call_arguments.done"]
     assert output.items[0]["content"][0]["text"] == "word " * 20_000 + "last"
     assert done[0]["arguments"] == output.items[1]["arguments"] == '{"a":"' + "word " * 20_000 + 'more"}'
+
+
+class _Redecoding(IncrementalDetokenizer):
+    """The detokenizer as it was: ids that add no text stay in its window."""
+
+    def _forget_unread(self) -> None:
+        pass
+
+
+CARD = ModelCard.from_info(asyncio.run(FakeServing(build_tokenizer()).Info(None, None)))
+
+
+def detokenizers(cls, counted: list):
+    """A detokenizer as the pipeline makes one (ChoiceOutput, special tokens skipped); counted: the ids each decode
+    call is given."""
+    return cls(lambda ids: counted.append(len(ids)) or CARD.decode(ids, True),
+               lambda ids: CARD.incomplete_text(ids, True))
+
+
+def test_a_run_of_skipped_special_tokens_is_not_decoded_again_a_token():
+    # Each skipped special token (it adds no text) stayed in the window that every push decodes: 8k of them after
+    # some text cost 22 -> 157 us of gateway CPU a token (bench/long_output.py).
+    counted = []
+    detok = detokenizers(IncrementalDetokenizer, counted)
+    assert detok.push(CARD.encode("Hello world")) == "Hello world"
+    special = CARD.token_id("<|endoftext|>")
+    for _ in range(3000):
+        assert detok.push([special]) == ""
+    counted.clear()
+    assert detok.push(CARD.encode(" again")) == " again"
+    assert max(counted) < 10
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_detokenized_pieces_of_long_random_outputs_are_the_redecoding_ones(seed):
+    rng = random.Random(seed)
+    specials = [CARD.token_id(t) for t in ("<|endoftext|>", "<|im_end|>")]
+    pieces = ["Hello", " world", "😀", "é", "中文", "\n", " the quick brown fox"]
+    ids = []
+    for _ in range(300):
+        ids += rng.choice([specials[:1] * rng.randint(1, 5), specials[1:], CARD.encode(rng.choice(pieces))])
+    new, old = detokenizers(IncrementalDetokenizer, []), detokenizers(_Redecoding, [])
+    at = 0
+    while at < len(ids):
+        size = rng.randint(1, 3)
+        assert new.push(ids[at:at + size]) == old.push(ids[at:at + size])
+        at += size
+    assert new.flush() == old.flush()
