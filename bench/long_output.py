@@ -30,12 +30,14 @@ THINK = {"chat_template_kwargs": {"enable_thinking": True}}
 # call until the thinking's end says what it is, and the tool parser reads it whole at the end).
 NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 # What the model writes: "text" (REPLY repeated), "think" (thinking for half the answer, then the answer), a call
-# whose one string parameter runs to the end ("xml_call": Qwen3-Coder's form, "json_call": the Hermes one).
+# whose one string parameter runs to the end ("xml_call": Qwen3-Coder's form, "json_call": the Hermes one), or a
+# line and then special tokens that add no text ("specials").
 OUTPUTS = {
     "text": ("", ""),
     "xml_call": ("<tool_call>\n<function=tool_1>\n<parameter=city>\n", ""),
     "json_call": ('<tool_call>\n{"name": "tool_1", "arguments": {"city": "', ""),
     "think": ("", "</think>\n\n"),
+    "specials": ("Hello world.", ""),   # then <|endoftext|> repeated: special tokens skipped, no text
 }
 
 
@@ -54,6 +56,7 @@ SCENARIOS = {
     "chat_stream_json_call_no_think": ("/v1/chat/completions", chat(stream=True, tools=TOOLS, **NO_THINK),
                                        "max_tokens", "json_call"),
     "chat_stream_reasoning": ("/v1/chat/completions", chat(stream=True, **THINK), "max_tokens", "think"),
+    "chat_stream_specials": ("/v1/chat/completions", chat(stream=True, **NO_THINK), "max_tokens", "specials"),
     "chat_stream_stop4": ("/v1/chat/completions", chat(stream=True, stop=["###", "END", "\n\n\n", "STOP!"]),
                           "max_tokens", "text"),
     "chat_stream_logprobs": ("/v1/chat/completions", chat(stream=True, logprobs=True, top_logprobs=5), "max_tokens",
@@ -101,6 +104,8 @@ def output_ids(tokenizer, kind: str, num_tokens: int) -> list:
     """num_tokens ids (at least) of the OUTPUTS kind: its head, REPLY repeated, and where it has one its middle
     (the thinking's end) halfway."""
     head, middle = OUTPUTS[kind]
+    if kind == "specials":
+        return tokenizer.encode(head).ids + [tokenizer.token_to_id("<|endoftext|>")] * num_tokens
     reply = tokenizer.encode(REPLY).ids
     filler = (reply * (num_tokens // len(reply) + 2))[:num_tokens]
     ids = tokenizer.encode(head).ids if head else []
