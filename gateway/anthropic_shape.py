@@ -108,7 +108,7 @@ class MessageBuilder:
         self.omit_thinking = omit_thinking
         self._text = TextParts()             # the open thinking or text block's text (thinking also when omitted)
         self.id = plan.gen.req_id
-        self._shaper = ChatShaper(plan, card, self.id)
+        self._shaper = ChatShaper(plan, card, self.id, drop_cut_markup=True)
         self.blocks: list = []
         self._open: Optional[str] = None     # type of the last block while text may still be added to it
         self._input = TextParts()            # the open tool_use block's input JSON so far

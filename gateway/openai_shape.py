@@ -42,8 +42,11 @@ def chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
 class ChatShaper:
     """Chat output for one request: tool-call filtering per choice, chunks, and the final message."""
 
-    def __init__(self, plan, card: ModelCard, response_id: str):
+    def __init__(self, plan, card: ModelCard, response_id: str, drop_cut_markup: bool = False):
         self.plan, self.card, self.id = plan, card, response_id
+        # The routes whose answers carry calls as blocks or items (/v1/messages, Responses): there the markup of a call
+        # max_tokens or a stop string cut is no answer text either (split).
+        self.drop_cut_markup = drop_cut_markup
         self.created = int(time.time())
         self._streams: dict = {}
         self._num_calls: dict = {}   # per choice, the tool calls split began so far
@@ -79,6 +82,8 @@ class ChatShaper:
             if finish:
                 # A stop string (stop_reason: the text matched) cuts a call begun as max_tokens does.
                 tail, last, cut = stream.finish(finish, isinstance(delta.stop_reason, str))
+                if cut and self.drop_cut_markup and stream.filter.calls_text is not None:
+                    tail = ""
                 content, calls, self.texts_after = content + tail, calls + last, stream.texts_after
         if not self.plan.parallel_tool_calls:
             calls = [call for call in calls if call.index == 0]

@@ -219,7 +219,7 @@ class ResponseRun:
         self.plan, self.card = plan, card
         self.on_done = on_done     # called with the output items of the finished response (ItemStore.keep)
         self.created_at = int(time.time())
-        self.shaper = ChatShaper(plan.chat, card, plan.response_id)
+        self.shaper = ChatShaper(plan.chat, card, plan.response_id, drop_cut_markup=True)
         self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary,
                                     plan.custom_tools)
         self.finish: Optional[str] = None
