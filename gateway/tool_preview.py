@@ -110,6 +110,7 @@ class CallPreview:
         self._json_read: Optional[int] = None
         self._escape = _GrowingEscape()       # a JSON call's open string argument, escaped
         self._scan: Optional[ValueScan] = None   # the XML value being written
+        self._decided_at = -1        # where a nullable string value starts that reads as text whatever follows
 
     @property
     def prefix(self) -> Optional[str]:
@@ -232,7 +233,7 @@ class CallPreview:
         end, safe = scan(text)
         if end is None:
             stop = safe - (safe > start and text[safe - 1] == "\n")
-            if key and not (kind and _undecided(text[start:stop])):
+            if key and not (kind and self._undecided(text, start, stop)):
                 self._show(key, text, start, stop)
             return False
         raw = text[start:end[0]]
@@ -243,6 +244,17 @@ class CallPreview:
         self._keys.add(name)
         self.open, self._pos = "", end[1]
         return True
+
+    def _undecided(self, text: str, start: int, stop: int) -> bool:
+        """_undecided of the nullable string value from start, shown to stop; once it reads as neither null nor a JSON
+        string, more text never makes it one (its first characters stand), so it is not read whole again for every
+        piece (which made a long nullable value's stream quadratic)."""
+        if self._decided_at == start:
+            return False
+        if _undecided(text[start:stop]):
+            return True
+        self._decided_at = start
+        return False
 
     def _show(self, key: str, text: str, start: int, stop: int) -> None:
         """open = key and the value's text[start:stop] escaped; where the value grew at its end since the last time,

@@ -78,9 +78,31 @@ def test_a_long_value_is_searched_and_escaped_at_its_new_text_only():
     assert preview.prefix == '{"content":"' + json.dumps(CONTENT.rstrip("\n"))[1:-1]
 
 
+def test_a_long_nullable_value_is_not_read_whole_again_a_piece(monkeypatch):
+    # A nullable string (Optional[str]) was read whole for every piece, to see whether it still reads as null.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}]
+    read, real = [], tool_preview._undecided
+    monkeypatch.setattr(tool_preview, "_undecided", lambda shown: read.append(len(shown)) or real(shown))
+    text, preview = "<tool_call>\n<function=f>\n<parameter=note>\n", tool_preview.CallPreview(tools, {"f"})
+    for piece in [CONTENT[i:i + 8] for i in range(0, len(CONTENT), 8)]:
+        text += piece
+        preview.grow(text)
+    assert sum(read) < 100
+    assert preview.prefix == '{"note":"' + json.dumps(CONTENT.rstrip("\n"))[1:-1]
+
+
 class _Rescanning(tool_preview.CallPreview):
     """The preview as it was: every read scans the value being written from its start and escapes it whole, and
     reads a JSON call whole."""
+
+    @property
+    def _decided_at(self):
+        return -1
+
+    @_decided_at.setter
+    def _decided_at(self, at) -> None:
+        pass
 
     @property
     def _json_read(self):
