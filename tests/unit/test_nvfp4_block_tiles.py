@@ -117,8 +117,9 @@ def test_staging_transforms_are_refused_on_the_cpu_and_one_at_a_time():
 
 
 # v14 (gemv_btt): where ops.gemv sends M = 1 on a 132-SM H200 (gemv_btt.choice's table), and what its ring needs
-@pytest.mark.parametrize("n,k,want", [(6144, 5120, (8, 8, 16)), (5120, 6144, (8, 8, 16)), (16384, 5120, (8, 8, 16)),
-                                      (17408, 5120, None), (34816, 5120, (16, 4, 24)), (5120, 17408, (16, 4, 16)),
+@pytest.mark.parametrize("n,k,want", [(6144, 5120, (8, 8, 16)), (5120, 6144, (8, 8, 16)), (14336, 5120, (8, 8, 16)),
+                                      (16384, 5120, (16, 4, 24)), (17408, 5120, (16, 4, 24)),
+                                      (34816, 5120, (16, 4, 24)), (5120, 17408, (16, 4, 16)),
                                       (248320, 5120, (16, 4, 24)), (4096, 5184, None)])
 def test_tma_choice_by_tiles_a_block_and_k(n, k, want, monkeypatch):
     from kernels.nvfp4 import gemv_btt
@@ -138,3 +139,13 @@ def test_tma_ring_fits_beside_x():
     assert not gemv_btt.fits(_p(6144, 1536), (8, 8, 16))  # Kp = 12: an item of 8 pairs would cross a tile
     assert gemv_btt.fits(_p(6144, 1536), (16, 4, 16))  # items of 4 pairs do not
     assert not gemv_btt.fits(_p(512, 100_352), (16, 4, 16))  # x takes 200 KB: one stage left
+
+
+def test_tma_stages_ahead_of_x(monkeypatch):
+    # v14 issues ~AHEAD_BYTES of each block's slice before x is staged: 55 KB = 6 stages of 8 pairs, 3 of 16, at least 1
+    from kernels.nvfp4 import gemv_btt
+
+    assert gemv_btt.AHEAD_BYTES == 55 * 1024
+    assert [gemv_btt.stages_ahead(c) for c in ((8, 8, 16), (16, 4, 16), (16, 4, 24))] == [6, 3, 3]
+    monkeypatch.setattr(gemv_btt, "AHEAD_BYTES", 0)
+    assert gemv_btt.stages_ahead((8, 8, 16)) == 1
