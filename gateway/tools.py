@@ -28,16 +28,20 @@ CALL_STARTS = (TOOL_CALL_TAG, FUNCTION_OPEN)
 _CALL_BODIES = (FUNCTION_OPEN, "{")
 
 
-def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict]) -> Optional[tuple[dict, int]]:
+def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict],
+                    eos: bool = False) -> Optional[tuple[dict, int]]:
     """Hermes / Qwen3 JSON form {"name": ..., "arguments": {...}} at pos, read to its own end (a string in it may
     hold </tool_call>), then its </tool_call> (or the output's end, where the model ended it); the name as the
-    offered tool spells it (offered_name)."""
+    offered tool spells it (offered_name). A closing brace written once too often is markup; what _healed_json
+    reads is the call too."""
     try:
         _, end = json.JSONDecoder().raw_decode(text, pos)
         obj = load_json(text[pos:end])
     except (ValueError, RecursionError):
-        return None
+        obj, end = _healed_json(text, pos, open_end and eos)
     close = skip_space(text, end)
+    while text.startswith("}", close):
+        close = skip_space(text, close + 1)
     closed = text.startswith(CALL_CLOSE, close)
     if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end and close == len(text))):
         return None
@@ -45,6 +49,29 @@ def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict]) -> O
     arguments = _object_arguments(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
     return None if arguments is None else ({"name": offered_name(tools, obj["name"]), "arguments": arguments},
                                            close + len(CALL_CLOSE) * closed)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is no JSON")
+
+
+def _healed_json(text: str, pos: int, eos: bool) -> tuple[object, int]:
+    """(the object, where its text ends) of a JSON call a model wrote wrong, up to its first </tool_call> or the end of
+    an output its end token ended (a stop string cut it: no call): line breaks or tabs raw inside a string (a file's text), and the object's last closing braces
+    left out (hermes-agent#5315: qwen3.5-122b writes <tool_call>{"name": "terminal", "arguments": {"command": "ls
+    -la"}</tool_call>, and the call was lost as text). A stream had sent such a call as it read it (tool_preview_json),
+    so the whole reading now agrees with it; (None, pos) where it still reads as no object."""
+    close = text.find(CALL_CLOSE, pos)
+    if close < 0 and not eos:
+        return None, pos
+    body = text[pos:close if close >= 0 else len(text)].rstrip()
+    decoder = json.JSONDecoder(strict=False, parse_constant=_refuse_constant)
+    for num_braces in range(3):
+        try:
+            return decoder.decode(body + "}" * num_braces), pos + len(body)
+        except (ValueError, RecursionError):
+            continue
+    return None, pos
 
 
 def offered_name(tools: list[dict], name: str) -> str:
@@ -122,7 +149,7 @@ def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
     bare = not text.startswith(TOOL_CALL_TAG, pos)
     start = pos if bare else skip_space(text, pos + len(TOOL_CALL_TAG))
     if text.startswith("{", start):
-        return _read_json_call(text, start, open_end, tools)
+        return _read_json_call(text, start, open_end, tools, eos)
     function = text.find(FUNCTION_OPEN, start)
     read = read_function(text, function, open_end, _param_names(tools), lenient, eos) if function >= 0 else None
     if read is None:
