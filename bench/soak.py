@@ -172,7 +172,8 @@ def main(argv=None) -> int:
     maker = CaseMaker(args.seed, args.max_model_len)
     warmup = [maker.make() for _ in range(args.warmup)]
     soak = [maker.make() for _ in range(args.requests)]
-    env = dict(STACK_ENV, SPARKINFER_NUM_KV_BLOCKS=str(args.kv_blocks), SPARKINFER_MAX_MODEL_LEN=str(args.max_model_len))
+    env = dict(STACK_ENV, SPARKINFER_NUM_KV_BLOCKS=str(args.kv_blocks),
+               SPARKINFER_MAX_MODEL_LEN=str(args.max_model_len))
     env = {k: os.environ.get(k, v) for k, v in env.items()}
     print(f"[soak] stack: {env}", flush=True)
     with ServeStack(args.model, env, args.log) as stack:

@@ -61,7 +61,7 @@ def load(grpc_addr: str):
 
 
 def open_connections(port: int) -> list:
-    """States of the TCP connections to local `port` that are still open (its listening socket and TIME_WAIT left out)."""
+    """States of the TCP connections to local `port` still open (its listening socket and TIME_WAIT left out)."""
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:

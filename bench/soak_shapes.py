@@ -158,6 +158,7 @@ def ollama_problems(case: Case, data: bytes) -> list:
     out = [] if reason in ("stop", "length") else [f"done_reason {reason!r}"]
     if "logprobs" in case.checks:
         # Ollama's runner counts the end-of-generation token in eval_count but sends no piece, so no logprob, for it
+        # (runner/ollamarunner/runner.go: seq.numPredicted++ before its EOG check, the logprobs after it)
         num_logprobs = sum(len(line.get("logprobs") or []) for line in lines)
         if num_logprobs not in (generated, generated - (reason == "stop")):
             out.append(f"{num_logprobs} logprobs for eval_count {generated} ({reason})")

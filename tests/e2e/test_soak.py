@@ -1,9 +1,9 @@
 """End to end, a short soak (bench/soak.py's driver): seeded random requests over every generation API from 32 clients
 on a stack with a small KV pool (48 blocks: one long prompt takes most of it), 24 state slots, chunked prompts and 3
-prefix-cache entries (evicted), some cut by their clients mid-prefill, mid-stream or by a timeout, some malformed. Every answer its client read whole is well formed in
-its API's shape (bench/soak_shapes.py), and once the stack is idle it holds nothing: the scheduler's gauges and the
-gateway's in-flight gauge at 0, every KV block and state slot free after the prefix cache is dropped, no TCP
-connection open to the gateway (bench/soak_checks.py)."""
+prefix-cache entries (evicted), some cut by their clients mid-prefill, mid-stream or by a timeout, some malformed.
+Every answer its client read whole is well formed in its API's shape (bench/soak_shapes.py), and once the stack is
+idle it holds nothing: the scheduler's gauges and the gateway's in-flight gauge at 0, every KV block and state slot
+free after the prefix cache is dropped, no TCP connection open to the gateway (bench/soak_checks.py)."""
 import asyncio
 
 import pytest
