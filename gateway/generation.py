@@ -65,6 +65,7 @@ class Generation:
         # Choices the scheduler admitted (or, from one that does not say so, answered); set once all were, or one
         # failed.
         self._admitted = [False] * req.num_choices
+        self._sent_call = [False] * req.num_choices   # per choice, its Generate call was made
         self._num_started = 0
         self._all_started = asyncio.Event()
         self._error: Optional[ApiError] = None
@@ -163,10 +164,12 @@ class Generation:
         if not self._closed:
             self._closed = True
             metrics.REQUESTS_IN_FLIGHT.dec()
-            for ended, admitted in zip(self._ended, self._admitted):
-                # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort"; one the
-                # scheduler never admitted counts none, as there (vLLM counts from its engine's outputs only).
-                if not ended and admitted:
+            for ended, sent in zip(self._ended, self._sent_call):
+                # Cancelled: its client left (or a sibling choice failed). vLLM counts it as "abort". One whose call
+                # was never sent counts none, as in the scheduler, which never had it (vLLM counts from its engine's
+                # outputs only); one sent counts even before the scheduler's admission reached here, as the
+                # scheduler admits a call as it takes it.
+                if not ended and sent:
                     self._engine.record_finish(self, "abort")
             self._engine.load_state.release()
             metrics.observe_prompts(self.req.n, self._generated, self._admitted)
@@ -202,6 +205,7 @@ class Generation:
         try:
             # Inside the try: a request that cannot even be built must fail the choice, never leave it hanging.
             stream = self._engine.client.generate(generate_request(self.req, index))
+            self._sent_call[index] = True
             await self._consume(index, stream)
             self._queue.put_nowait(_Done())
         except ApiError as exc:
