@@ -13,6 +13,8 @@ import json
 import secrets
 from typing import Optional
 
+import jiter
+
 from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, read_function,
                                   skip_space)
 from gateway.tool_values import ToolParams
@@ -43,12 +45,14 @@ def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict],
     while text.startswith("}", close):
         close = skip_space(text, close + 1)
     closed = text.startswith(CALL_CLOSE, close)
-    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end and close == len(text))):
+    # A </tool_call> the end token cut is markup, as in the XML form (tool_markup's cut_tag).
+    at_end = close == len(text) or eos and CALL_CLOSE.startswith(text[close:close + len(CALL_CLOSE)])
+    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end and at_end)):
         return None
     # Llama-style calls name them "parameters" (Ollama's JSON call parser and vLLM's llama3_json take both).
     arguments = _object_arguments(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
     return None if arguments is None else ({"name": offered_name(tools, obj["name"]), "arguments": arguments},
-                                           close + len(CALL_CLOSE) * closed)
+                                           len(text) if at_end and not closed else close + len(CALL_CLOSE) * closed)
 
 
 def _refuse_constant(name: str):
@@ -71,7 +75,18 @@ def _healed_json(text: str, pos: int, eos: bool) -> tuple[object, int]:
             return decoder.decode(body + "}" * num_braces), pos + len(body)
         except (ValueError, RecursionError):
             continue
-    return None, pos
+    if close >= 0:
+        return None, pos
+    # The end token ended the object inside a key or value: the call as far as it was written, a string's text so
+    # far, as the XML form's value runs to the output's end and as a stream sent it (tool_preview_json's reading).
+    try:
+        obj = jiter.from_json(body.encode(), partial_mode="trailing-strings")
+        whole_name = jiter.from_json(body.encode(), partial_mode="on").get("name")
+    except (ValueError, AttributeError):
+        return None, pos
+    # Only a name that is whole and that the arguments follow, as a stream begins a JSON call.
+    named = obj.get("name") == whole_name and ("arguments" in obj or "parameters" in obj)
+    return (obj, pos + len(body)) if named else (None, pos)
 
 
 def offered_name(tools: list[dict], name: str) -> str:
