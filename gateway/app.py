@@ -1,4 +1,4 @@
-"""Gateway process: aiohttp app factory, middlewares (errors, auth, metrics), health routes, `python -m gateway.app`."""
+"""Gateway process: aiohttp app factory, middlewares (errors, auth, metrics), `python -m gateway.app`."""
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +17,8 @@ from gateway.capacity import CapacityRoutes
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
-from gateway.errors import (ApiError, InternalError, MethodNotAllowed, ModelUnloadable, NotFound, PayloadTooLarge,
-                            Unauthorized, Unavailable)
+from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge, Unauthorized,
+                            Unavailable)
 from gateway.http_server import KEEP_ALIVE_TIMEOUT_KEY, api_error_response, serve
 from gateway.http_stream import STREAM_RESPONSE_KEY
 from gateway.llama_cpp_python import LlamaCppPythonRoutes
@@ -30,21 +30,20 @@ from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
 from gateway.open_files import raise_open_files_limit
 from gateway.prefix_cache_routes import PrefixCacheRoutes
+from gateway.probe_routes import ProbeRoutes
 from gateway.responses import ResponsesRoutes
 from gateway.sagemaker import SageMakerRoutes
 from gateway.cancel_routes import CancelRoutes
 from gateway.sglang_generate import SGLangGenerateRoutes
 from gateway.vllm_generate_tokens import VLLMTokensRoutes
 from gateway.sglang_info import SGLangInfoRoutes
-from gateway.web import BODY_LIMIT_KEY, json_response
+from gateway.web import BODY_LIMIT_KEY
 
 log = logging.getLogger("sparkinfer.gateway")
 VERSION = "0.1.0"
 ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
-# How long /health waits for the scheduler's Load: a probe (compose's healthcheck, k8s' readinessProbe) must allow more.
-HEALTH_LOAD_TIMEOUT_S = 2.0
 # Routes answered without the API key: the probes, and llama-server's model list at /models (one of its public
 # endpoints; /v1/models keeps vLLM's key check).
 _OPEN_PATHS = ("/health", "/v1/health", "/ping", "/health_generate", "/metrics", "/version", "/", "/models")
@@ -157,55 +156,6 @@ def auth_middleware(api_key: Optional[str]):
     return check_key
 
 
-# The 503s of a server still coming up: llama-server answers them {"error": {"code": 503, "message": "Loading model",
-# "type": "unavailable_error"}} (server-context.cpp, before the model is loaded), which clients read as "starting,
-# retry" rather than a foreign listener's 503 (pensae's ModelCapabilityProbe, load waiters).
-_STARTING = ("scheduler_unreachable", "worker_down")
-
-
-def _unhealthy(reason: str, detail: str) -> web.Response:
-    """503 with the reason, and llama-server's error object beside it ("Loading model" while the engine comes up)."""
-    error = {"code": 503, "message": "Loading model" if reason in _STARTING else detail, "type": "unavailable_error"}
-    return json_response({"status": "unhealthy", "reason": reason, "detail": detail, "error": error}, status=503)
-
-
-async def health(request: web.Request) -> web.Response:
-    engine = request.app[ENGINE_KEY]
-    try:
-        load = await engine.client.load(timeout=HEALTH_LOAD_TIMEOUT_S)
-        if not load.worker_alive:
-            return _unhealthy("worker_down", "the scheduler has no live worker")
-        # A readiness probe must fail while the scheduler drains, or a balancer keeps sending requests it refuses.
-        if load.draining:
-            return _unhealthy("scheduler_draining", "the scheduler is shutting down: it finishes the requests it "
-                                                    "has and takes no new ones")
-        # Asked only with a live worker: the scheduler gives the card (with its context) once a worker said hello.
-        card = await engine.card()
-    except ApiError as exc:
-        reason = "model_unloadable" if isinstance(exc, ModelUnloadable) else "scheduler_unreachable"
-        return _unhealthy(reason, exc.message)
-    # the name every API states (SPARKINFER_SERVED_MODEL_NAME when set), as /v1/models lists it
-    model = engine.served_model_name or card.model_id
-    return json_response({"status": "ok", "model": model, "num_running": load.num_running,
-                          "num_waiting": load.num_waiting})
-
-
-async def version(request: web.Request) -> web.Response:
-    return json_response({"name": "sparkinfer", "version": VERSION})
-
-
-async def metrics_route(request: web.Request) -> web.Response:
-    try:
-        load = await request.app[ENGINE_KEY].client.load(timeout=1.0)
-    except ApiError:
-        load = None
-    metrics.set_scheduler_load(load)
-    body, content_type = metrics.render(request.headers.get("Accept"), request.app[ENGINE_KEY].known_model_name(),
-                                        request.query.getall("name[]", []))
-    body, encoding = metrics.compressed(body, request.headers.get("Accept-Encoding"))
-    return web.Response(body=body, headers={"Content-Type": content_type, **encoding})
-
-
 async def _prefetch_card(app: web.Application) -> None:
     """Fetches the model card in the background so the first request does not wait for it."""
     engine = app[ENGINE_KEY]
@@ -215,19 +165,6 @@ async def _prefetch_card(app: web.Application) -> None:
             return
         except ApiError:
             await asyncio.sleep(0.5)
-
-
-def _add_health_routes(app: web.Application) -> None:
-    """/health and the other servers' probe paths that answer as it does."""
-    app.router.add_get("/health", health)
-    # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
-    app.router.add_get("/v1/health", health)
-    # vLLM's SageMaker-style liveness probe: GET and POST /ping answer as /health does.
-    app.router.add_get("/ping", health)
-    app.router.add_post("/ping", health)
-    # SGLang's probe path (its /health and /health_generate share one handler): Kubernetes probes and routers set up
-    # for SGLang ask there.
-    app.router.add_get("/health_generate", health)
 
 
 def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) -> web.Application:
@@ -261,9 +198,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     CancelRoutes(app[ENGINE_KEY]).register(app)
     VLLMTokensRoutes(app[ENGINE_KEY], config).register(app)
     PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
-    _add_health_routes(app)
-    app.router.add_get("/version", version)
-    app.router.add_get("/metrics", metrics_route)
+    ProbeRoutes(app[ENGINE_KEY], VERSION).register(app)
     http_compat.install(app)
     request_id_header.install(app)
 

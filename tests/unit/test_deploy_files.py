@@ -95,7 +95,7 @@ def test_a_gateway_pod_stays_ready_while_its_scheduler_is_down():
 def test_the_compose_health_check_waits_as_long_as_health_does(compose):
     """/health waits up to HEALTH_LOAD_TIMEOUT_S for the scheduler's Load; a check that gives up sooner fails a gateway
     whose busy scheduler answers in time. compose's healthcheck (urlopen's timeout inside docker's) allows more."""
-    from gateway.app import HEALTH_LOAD_TIMEOUT_S
+    from gateway.probe_routes import HEALTH_LOAD_TIMEOUT_S
 
     healthcheck = compose["services"]["gateway"]["healthcheck"]
     urlopen_timeout = float(re.search(r"timeout=([0-9.]+)", healthcheck["test"][3]).group(1))
