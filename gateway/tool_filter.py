@@ -61,7 +61,8 @@ class ToolCallFilter:
         a stream can send each call as soon as it is known, as Ollama does (model/parsers/qwen3coder.go returns
         each call at its </tool_call>)."""
         calls = []
-        while self._calls_text and self._next_start_shown():
+        # After text that follows a call taken, the calls wait for finish(): it reads that text as the answer's.
+        while self._calls_text and self._calls_text.startswith(CALL_STARTS) and self._next_start_shown():
             ready = ready_call(self._calls_text, self._tools)
             if ready is None or not self._allowed([ready[0]]):
                 break
@@ -102,6 +103,9 @@ class ToolCallFilter:
             return self._gap + later[0], later[1]
         if calls is None and (cut or eos and cut_opener(self._calls_text, 0)):
             return "", None     # a call the end token cut before its name: markup, and no call
+        opener = next_call(self._calls_text)
+        if calls is None and eos and opener > 0 and cut_opener(self._calls_text, opener):
+            return self._calls_text[:opener].strip(), None    # text after a call taken, then such an opener
         if calls is None:
             # Not a call after all: the text comes back whole, with the whitespace held before the first call.
             return ("" if self._taken else self._gap) + self._calls_text, None

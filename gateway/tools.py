@@ -15,8 +15,8 @@ from typing import Optional
 
 import jiter
 
-from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, read_function,
-                                  skip_space)
+from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, prose_then_call,
+                                  read_function, skip_space)
 from gateway.tool_values import ToolParams
 
 TOOL_CALL_TAG = "<tool_call>"
@@ -260,14 +260,15 @@ def parse_tool_calls(text: str, tools: list[dict], open_end: bool = False,
 
 
 def ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
-    """(call, where the next call starts) for the call text starts with, when it reads whole and the next call has
-    begun after it: only the next call's start (not the output's end, which more text may move) proves that a
-    </tool_call> closes this call rather than sits in one of its values; None until then."""
+    """(call, where what follows it starts) for the call text starts with, when it reads whole and the next call has
+    begun after it (or answer text, then the next call: prose_then_call): only the next call's start (not the
+    output's end, which more text may move) proves that a </tool_call> closes this call rather than sits in one of
+    its values; None until then."""
     read = _read_call(text, 0, tools, open_end=False, lenient=False)
     if read is None:
         return None
     after = skip_space(text, read[1])
-    if not text.startswith(CALL_STARTS, after):
+    if not (text.startswith(CALL_STARTS, after) or prose_then_call(text, after)):
         return None
     return _openai_call(read[0]), after
 

@@ -67,3 +67,17 @@ async def test_a_value_quoting_a_function_close_and_text_goes_on(stack):
     value = "A\n</parameter>\n</function>\nmore"
     fake.script.reply = _call(value)
     assert (await every_route(client, TOOLS, False))["v1"] == (None, [{"city": value}])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_max_tokens_in_the_call_after_the_text_keeps_the_first(stack, stream):
+    """max_tokens cut the second call: the first, whole before the text, is still a call, as where no text lies
+    between (the stream hands each call out once the next begins, ToolCallFilter.take_ready). It was lost on every
+    route: the whole answer all text, a stream's first call left cut as '{"city":"Paris'."""
+    client, fake = stack
+    fake.script.reply = _call("Paris") + "\nNow the second one:\n" + _call("Rome")
+    cut = len(fake.tokenizer.encode(fake.script.reply).ids) - 8
+    answers = await every_route(client, TOOLS, stream, max_tokens=cut)
+    assert answers["v1"][1] == [{"city": "Paris"}] and answers["v1"][0].startswith("Now the second one:\n<tool_call>")
+    assert answers["ollama"][1] == [{"city": "Paris"}]
+    assert answers["anthropic"][:1] == answers["responses"][:1] == [{"city": "Paris"}]

@@ -14,8 +14,9 @@ def sse_events(raw: bytes) -> list:
     return [orjson.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
 
 
-async def v1_answer(client, tools: list, stream: bool) -> tuple:
-    body = {"model": "fake-model", "messages": USER, "tools": tools, "enable_thinking": False, "stream": stream}
+async def v1_answer(client, tools: list, stream: bool, max_tokens: int = 500) -> tuple:
+    body = {"model": "fake-model", "messages": USER, "tools": tools, "enable_thinking": False, "stream": stream,
+            "max_tokens": max_tokens}
     raw = await (await client.post("/v1/chat/completions", json=body)).read()
     if not stream:
         message = orjson.loads(raw)["choices"][0]["message"]
@@ -25,16 +26,17 @@ async def v1_answer(client, tools: list, stream: bool) -> tuple:
     return content, [json.loads(c["function"]["arguments"]) for c in chunk_calls(chunks)]
 
 
-async def ollama_answer(client, tools: list, stream: bool) -> tuple:
-    body = {"model": "fake-model", "messages": USER, "tools": tools, "think": False, "stream": stream}
+async def ollama_answer(client, tools: list, stream: bool, max_tokens: int = 500) -> tuple:
+    body = {"model": "fake-model", "messages": USER, "tools": tools, "think": False, "stream": stream,
+            "options": {"num_predict": max_tokens}}
     lines = (await (await client.post("/api/chat", json=body)).read()).splitlines()
     messages = [orjson.loads(line)["message"] for line in lines if line.strip()]
     return "".join(m["content"] for m in messages), [c["function"]["arguments"] for m in messages
                                                      for c in m.get("tool_calls") or []]
 
 
-async def anthropic_answer(client, tools: list, stream: bool) -> list:
-    body = {"model": "fake-model", "max_tokens": 500, "messages": USER, "thinking": {"type": "disabled"},
+async def anthropic_answer(client, tools: list, stream: bool, max_tokens: int = 500) -> list:
+    body = {"model": "fake-model", "max_tokens": max_tokens, "messages": USER, "thinking": {"type": "disabled"},
             "stream": stream, "tools": [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in tools]}
     raw = await (await client.post("/v1/messages", json=body)).read()
     if not stream:
@@ -49,20 +51,22 @@ async def anthropic_answer(client, tools: list, stream: bool) -> list:
     return [json.loads(text) if kind == "tool_use" else text for kind, text in (blocks[i] for i in sorted(blocks))]
 
 
-async def responses_answer(client, tools: list, stream: bool) -> list:
+async def responses_answer(client, tools: list, stream: bool, max_tokens: int = 500) -> list:
     body = {"model": "fake-model", "input": USER[0]["content"], "reasoning": {"effort": "none"}, "stream": stream,
+            "max_output_tokens": max_tokens,
             "tools": [{"type": "function", "name": t["function"]["name"], "parameters": t["function"]["parameters"]}
                       for t in tools]}
     raw = await (await client.post("/v1/responses", json=body)).read()
-    response = [e for e in sse_events(raw) if e["type"] == "response.completed"][0]["response"] if stream \
-        else orjson.loads(raw)
+    ends = [e for e in sse_events(raw) if e["type"] in ("response.completed", "response.incomplete")]
+    response = ends[0]["response"] if stream else orjson.loads(raw)
     return [json.loads(item["arguments"]) if item["type"] == "function_call" else item["content"][0]["text"]
             for item in response["output"]]
 
 
-async def every_route(client, tools: list, stream: bool) -> dict:
+async def every_route(client, tools: list, stream: bool, max_tokens: int = 500) -> dict:
     """route -> its answer: (content, [arguments]) on /v1 and /api/chat, [text or arguments per block / item] on
     /v1/messages and /v1/responses."""
-    return {"v1": await v1_answer(client, tools, stream), "ollama": await ollama_answer(client, tools, stream),
-            "anthropic": await anthropic_answer(client, tools, stream),
-            "responses": await responses_answer(client, tools, stream)}
+    return {"v1": await v1_answer(client, tools, stream, max_tokens),
+            "ollama": await ollama_answer(client, tools, stream, max_tokens),
+            "anthropic": await anthropic_answer(client, tools, stream, max_tokens),
+            "responses": await responses_answer(client, tools, stream, max_tokens)}
