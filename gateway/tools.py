@@ -13,10 +13,9 @@ import json
 import secrets
 from typing import Optional
 
-import jiter
-
 from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, prose_then_call,
                                   read_function, skip_space)
+from gateway.tool_json_repair import healed_json
 from gateway.tool_values import ToolParams
 
 TOOL_CALL_TAG = "<tool_call>"
@@ -34,13 +33,13 @@ def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict],
                     eos: bool = False) -> Optional[tuple[dict, int]]:
     """Hermes / Qwen3 JSON form {"name": ..., "arguments": {...}} at pos, read to its own end (a string in it may
     hold </tool_call>), then its </tool_call> (or the output's end, where the model ended it); the name as the
-    offered tool spells it (offered_name). A closing brace written once too often is markup; what _healed_json
-    reads is the call too."""
+    offered tool spells it (offered_name). A closing brace written once too often is markup; what healed_json
+    (gateway/tool_json_repair.py) reads is the call too."""
     try:
         _, end = json.JSONDecoder().raw_decode(text, pos)
         obj = load_json(text[pos:end])
     except (ValueError, RecursionError):
-        obj, end = _healed_json(text, pos, open_end and eos)
+        obj, end = healed_json(text, pos, open_end and eos)
     close = skip_space(text, end)
     while text.startswith("}", close):
         close = skip_space(text, close + 1)
@@ -53,40 +52,6 @@ def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict],
     arguments = _object_arguments(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
     return None if arguments is None else ({"name": offered_name(tools, obj["name"]), "arguments": arguments},
                                            len(text) if at_end and not closed else close + len(CALL_CLOSE) * closed)
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is no JSON")
-
-
-def _healed_json(text: str, pos: int, eos: bool) -> tuple[object, int]:
-    """(the object, where its text ends) of a JSON call a model wrote wrong, up to its first </tool_call> or the end of
-    an output its end token ended (a stop string cut it: no call): line breaks or tabs raw inside a string (a file's text), and the object's last closing braces
-    left out (hermes-agent#5315: qwen3.5-122b writes <tool_call>{"name": "terminal", "arguments": {"command": "ls
-    -la"}</tool_call>, and the call was lost as text). A stream had sent such a call as it read it (tool_preview_json),
-    so the whole reading now agrees with it; (None, pos) where it still reads as no object."""
-    close = text.find(CALL_CLOSE, pos)
-    if close < 0 and not eos:
-        return None, pos
-    body = text[pos:close if close >= 0 else len(text)].rstrip()
-    decoder = json.JSONDecoder(strict=False, parse_constant=_refuse_constant)
-    for num_braces in range(3):
-        try:
-            return decoder.decode(body + "}" * num_braces), pos + len(body)
-        except (ValueError, RecursionError):
-            continue
-    if close >= 0:
-        return None, pos
-    # The end token ended the object inside a key or value: the call as far as it was written, a string's text so
-    # far, as the XML form's value runs to the output's end and as a stream sent it (tool_preview_json's reading).
-    try:
-        obj = jiter.from_json(body.encode(), partial_mode="trailing-strings")
-        whole_name = jiter.from_json(body.encode(), partial_mode="on").get("name")
-    except (ValueError, AttributeError):
-        return None, pos
-    # Only a name that is whole and that the arguments follow, as a stream begins a JSON call.
-    named = obj.get("name") == whole_name and ("arguments" in obj or "parameters" in obj)
-    return (obj, pos + len(body)) if named else (None, pos)
 
 
 def offered_name(tools: list[dict], name: str) -> str:

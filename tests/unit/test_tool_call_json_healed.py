@@ -1,9 +1,10 @@
 """A Hermes JSON tool call written slightly wrong is the call on every chat route, streamed or not, where the whole
 reading made it text (the markup as content, no call) while a stream sent the call as it read it: the object's last
-closing braces left out before </tool_call> or at the end the model's end token made (hermes-agent#5315: qwen3.5-122b
-writes {"name": "terminal", "arguments": {"command": "ls -la"}</tool_call>), one brace too many, and line breaks or
-tabs raw inside a string (a file's text). An object the end token cut inside a value is the call as far as it was
-written, as the XML form's value runs to the output's end, and a </tool_call> it cut is markup."""
+closing braces left out before </tool_call> or at the end the model's end token made (hermes-agent#5315:
+qwen3.5-122b writes {"name": "terminal", "arguments": {"command": "ls -la"}</tool_call>), one brace too many, a
+trailing comma, and line breaks or tabs raw inside a string (a file's text). An object the end token cut inside a
+value is the call as far as it was written, as the XML form's value runs to the output's end, and a </tool_call> it
+cut is markup."""
 import pytest
 
 from gateway.tools import read_tool_calls
@@ -22,6 +23,8 @@ OUTPUTS = {
                        {"command": "ls"}),
     "cut-in-a-string": ('<tool_call>\n{"name": "terminal", "arguments": {"command": "ls -l', {"command": "ls -l"}),
     "cut-closer": ('<tool_call>\n{"name": "terminal", "arguments": {"command": "ls"}}\n</tool_c', {"command": "ls"}),
+    "trailing-commas": ('<tool_call>\n{"name": "terminal", "arguments": {"command": "echo ,}", "timeout": 5,},}\n'
+                        '</tool_call>', {"command": "echo ,}", "timeout": 5}),
     "raw-line-breaks": ('<tool_call>\n{"name": "terminal", "arguments": {"command": "printf \'a\nb\'\t|wc"}}\n'
                         '</tool_call>', {"command": "printf 'a\nb'\t|wc"}),
 }
