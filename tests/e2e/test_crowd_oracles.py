@@ -87,8 +87,7 @@ def grew(before: dict, after: dict, name: str) -> float:
 
 
 async def test_an_answer_served_in_a_crowd_is_its_answer_served_alone(preempting_stack):
-    url, scheduler_url = preempting_stack
-    before = scrape(scheduler_url)
+    url, _ = preempting_stack
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         alone = {name: await serve(client, name) for name in CASES}
         # The neighbours first: the scheduler preempts the requests admitted last, these cases.
@@ -96,9 +95,9 @@ async def test_an_answer_served_in_a_crowd_is_its_answer_served_alone(preempting
         await asyncio.sleep(0.2)
         crowd = await asyncio.gather(*(serve(client, name) for name in CASES))
         await asyncio.gather(*neighbours)
-    after = scrape(scheduler_url)
-    assert grew(before, after, "sparkinfer_num_preemptions_total") > 0
-    assert grew(before, after, "sparkinfer_prefix_cache_hits_total") > 0
+    # Whether this crowd preempts or hits the prefix cache depends on the order its steps run (admission reserves a
+    # prompt's blocks since 0ef6d27; one run in three did not preempt, 2026-12-01): the answers below must equal the
+    # solo ones either way. Preemption against a solo run: tests/e2e/test_pipeline.py.
     for name, body in zip(CASES, crowd):
         exact, logprobs = answer_of(name, body)
         exact_alone, logprobs_alone = answer_of(name, alone[name])
@@ -140,11 +139,13 @@ async def test_the_counters_are_the_sums_of_the_usage_returned(preempting_stack)
             label = f'{prefix}request_success_total{{finished_reason="{reason}",model_name="tiny"}}'
             assert grew(*counters, label) == sum(u[3].count(reason) for u in usages), reason
         assert grew(*counters, prefix + "e2e_request_latency_seconds_count") == num_choices
-    assert grew(before, after, "sparkinfer_num_preemptions_total") > 0
+    # Admission now reserves a prompt's blocks (0ef6d27), so whether this crowd preempts depends on the order its steps
+    # run (one run in three did not, 2026-12-01); the sums below hold either way. Preemption's recompute is counted
+    # once in tests/e2e/test_pipeline.py and tests/unit/test_scheduler_preemption.py.
     assert grew(before, after, "sparkinfer_time_to_first_token_seconds_count") == num_choices
     assert grew(before, after, "sparkinfer_inter_token_latency_seconds_count") == generated - num_choices
-    # Whether a crowd request finds another's prefix entry depends on the order the steps run (none did once in a
-    # CI run with another stack beside it), so the hits are checked against the usage, not required.
+    # Whether a crowd request finds another's prefix entry depends on the order the steps run too (none did once in
+    # a CI run with another stack beside it), so the hits are checked against the usage, not required.
     cached = grew(before, after, "sparkinfer_prompt_tokens_cached_total")
     assert cached == sum(u[2] for u in usages) == grew(before, after, "sparkinfer_prefix_cache_hits_total")
     assert grew(before, after, 'sparkinfer_prompt_tokens_by_source_total{model_name="tiny",source="local_compute"}'
