@@ -123,9 +123,14 @@ class Engine:
     async def run(self, req: GenRequest) -> tuple[list[ChoiceResult], Generation]:
         """complete, with the Generation it ran (its timing: llama.cpp's timings)."""
         gen = await self.start(req)
-        results = [ChoiceResult(i) for i in range(req.num_choices)]
+        return await self.results(gen), gen
+
+    @staticmethod
+    async def results(gen: Generation) -> list[ChoiceResult]:
+        """A started generation run to its end (a non-streamed answer): its choices' whole results, index order."""
+        results = [ChoiceResult(i) for i in range(gen.req.num_choices)]
         await gen.drain(lambda delta: results[delta.index].absorb(delta))
-        return results, gen
+        return results
 
     def generating(self) -> bool:
         """Whether any generation is still running (started and not yet closed)."""

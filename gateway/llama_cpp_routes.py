@@ -266,8 +266,7 @@ class LlamaCppRoutes:
             "timings_per_token") is True, return_progress=body.get("return_progress") is True)
         if plan.stream:
             return await stream_generation(request, gen, LlamaCppFramer(shaper), self.config.sse_keepalive_s)
-        results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]
-        await gen.drain(lambda delta: results[delta.index].absorb(delta))
+        results = await self.engine.results(gen)
         return json_response(shaper.response(results, gen.usage(), return_tokens))
 
     async def _prompt_only(self, request: web.Request, shaper: LlamaCppShaper,

@@ -171,9 +171,7 @@ class SGLangGenerateRoutes:
         shaper.received = min(received, gen.started_at)
         if options.stream:
             return await stream_generation(request, gen, GenerateFramer(shaper), self.config.sse_keepalive_s)
-        results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]
-        await gen.drain(lambda delta: results[delta.index].absorb(delta))
-        return json_response(shaper.answer(results, gen.usage()))
+        return json_response(shaper.answer(await self.engine.results(gen), gen.usage()))
 
     async def _prompt_only(self, request: web.Request, shaper: GenerateShaper) -> web.StreamResponse:
         """max_new_tokens 0: no output, finish length 0; streamed, each answer's one event, then [DONE]."""

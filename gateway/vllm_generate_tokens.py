@@ -15,7 +15,7 @@ import uuid
 from aiohttp import web
 
 from gateway.config import GatewayConfig
-from gateway.engine import ChoiceResult, Delta, Engine, Usage
+from gateway.engine import Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
@@ -157,6 +157,4 @@ class VLLMTokensRoutes:
             framer = TokensFramer(shaper, bool(options.get("include_usage")),
                                   bool(options.get("include_usage") and options.get("continuous_usage_stats")))
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
-        results = [ChoiceResult(i) for i in range(plan.gen.num_choices)]
-        await gen.drain(lambda delta: results[delta.index].absorb(delta))
-        return json_response(shaper.response(results))
+        return json_response(shaper.response(await self.engine.results(gen)))
