@@ -19,7 +19,6 @@ Run: python -m bench.gateway_load [--in-process] [--routes chat_stream,chat,comp
 """
 import argparse
 import asyncio
-import csv
 import os
 import pstats
 import signal
@@ -31,6 +30,7 @@ import urllib.request
 import aiohttp
 
 from bench.gateway_chats import long_chat_rows
+from bench.output import output_dir, write_csv
 from bench.plotting import pyplot
 from tests.e2e.stack import REPO, die_with_parent, kill
 
@@ -179,10 +179,7 @@ def start(args, out_dir: str) -> tuple:
 
 
 def write_outputs(out_dir: str, rows: list, title: str) -> None:
-    with open(os.path.join(out_dir, "gateway_load.csv"), "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(os.path.join(out_dir, "gateway_load.csv"), rows)
     plt = pyplot("gateway_load.png")
     if plt is None:
         return
@@ -239,8 +236,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     args.routes = [r for r in args.routes.split(",") if r]
     args.levels = [int(c) for c in args.concurrency.split(",") if c]
-    out_dir = os.environ.get("OUT") or os.path.join(REPO, "bench", "out")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = output_dir()
     rows = asyncio.run(in_process_rows(args)) if args.in_process else processes_rows(args, out_dir)
     title = f"gateway CPU per streamed token, {args.max_tokens} tokens a request (bench/gateway_load.py)"
     print_side_by_side(rows)

@@ -15,6 +15,7 @@ import sys
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, copy_bandwidth, timed
+from bench.output import write_csv
 from bench.plotting import pyplot
 from kernels.dense import ops
 
@@ -53,19 +54,16 @@ def save(rows) -> None:
     out_dir = os.environ.get("OUT")
     if not out_dir:
         return
-    with open(os.path.join(out_dir, "gpu_dense_gemv.csv"), "w", encoding="utf-8") as fh:
-        fh.write("n,k,m,ours_us,ours_plain_us,torch_us,ours_frac_copy\n")
-        for r in rows:
-            fh.write(",".join(str(v) for v in r) + "\n")
+    write_csv(os.path.join(out_dir, "gpu_dense_gemv.csv"), rows)
     plt = pyplot()
     if plt is None:
         return
     try:
         fig, ax = plt.subplots(figsize=(10, 4))
-        labels = [f"{n}x{k} M={m}" for n, k, m, *_ in rows]
+        labels = [f"{r['n']}x{r['k']} M={r['m']}" for r in rows]
         xs = range(len(rows))
-        ax.bar([x - 0.2 for x in xs], [r[3] for r in rows], 0.4, label="ours (PDL)")
-        ax.bar([x + 0.2 for x in xs], [r[5] for r in rows], 0.4, label="torch F.linear (cuBLAS)")
+        ax.bar([x - 0.2 for x in xs], [r["ours_us"] for r in rows], 0.4, label="ours (PDL)")
+        ax.bar([x + 0.2 for x in xs], [r["torch_us"] for r in rows], 0.4, label="torch F.linear (cuBLAS)")
         ax.set_xticks(list(xs), labels, rotation=60, ha="right", fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("us per launch (median)")
@@ -92,7 +90,8 @@ def main() -> int:
         for m in ROWS:
             c = cells(n, k, m, weights)
             frac = 2 * (n + m) * k / c["ours"] / copy_bw
-            rows.append((n, k, m, c["ours"] * 1e6, c["ours_plain"] * 1e6, c["torch"] * 1e6, frac))
+            rows.append({"n": n, "k": k, "m": m, "ours_us": c["ours"] * 1e6, "ours_plain_us": c["ours_plain"] * 1e6,
+                         "torch_us": c["torch"] * 1e6, "ours_frac_copy": frac})
             print(f"{n:>6d}x{k:<5d} {m:2d} {c['ours'] * 1e6:8.2f} {c['ours_plain'] * 1e6:9.2f} "
                   f"{c['torch'] * 1e6:9.2f} {c['torch'] / c['ours']:10.2f} {100 * frac:6.1f}", flush=True)
         del weights

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.cuda_timing import copy_bandwidth, graph_us, guarded, median_ms
+from bench.output import write_csv
 from bench.plotting import pyplot
 from kernels.gdn import _decode, _launch, naive, ops
 
@@ -206,11 +207,8 @@ def save(rows, copy_gbs):
     out_dir = os.environ.get("OUT")
     if not out_dir:
         return
-    keys = list(dict.fromkeys(k for r in rows for k in r))  # decode rows add plain_us
-    with open(os.path.join(out_dir, "gpu_gdn.csv"), "w", encoding="utf-8") as fh:
-        fh.write("copy_GBps," + ",".join(keys) + "\n")
-        for r in rows:
-            fh.write(f"{copy_gbs:.0f}," + ",".join(str(r.get(k, "")) for k in keys) + "\n")
+    # decode rows add plain_us: write_csv's columns are every row's keys
+    write_csv(os.path.join(out_dir, "gpu_gdn.csv"), [{"copy_GBps": f"{copy_gbs:.0f}", **r} for r in rows])
     plt = pyplot()
     if plt is None:
         return

@@ -8,7 +8,6 @@ GPU is held by a sleep kernel (so host launch cost stays out), warm-up, median; 
 together exceed the L2 several times.
 NVFP4_GEMV=v2 makes v2 the default and skips v5. With OUT set, writes nvfp4.csv and nvfp4.png there.
 """
-import csv
 import math
 import os
 import statistics
@@ -17,6 +16,7 @@ import time
 
 import torch
 
+from bench.output import write_csv
 from bench.plotting import pyplot
 from kernels.nvfp4 import checkpoint, naive, ops
 
@@ -210,11 +210,7 @@ def write_outputs(rows: list, copy_bw: float) -> None:
     out_dir = os.environ.get("OUT")
     if not out_dir:
         return
-    with open(os.path.join(out_dir, "nvfp4.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) + ["bw_fraction"])
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({**r, "bw_fraction": r["ours_bw"] / copy_bw})
+    write_csv(os.path.join(out_dir, "nvfp4.csv"), [{**r, "bw_fraction": r["ours_bw"] / copy_bw} for r in rows])
     plt = pyplot()
     if plt is None:
         return

@@ -15,7 +15,7 @@ import torch
 
 from bench.cuda_timing import copy_bandwidth, graph_us
 from bench.plotting import pyplot
-from bench.serve_metrics import write_csv
+from bench.output import write_csv
 from kernels.attention import ops
 from worker.layers.paged_attention import decode_attention, decode_keys
 

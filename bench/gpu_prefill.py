@@ -12,6 +12,7 @@ import time
 import torch
 
 import bench.gpu_model as gm
+from bench.output import write_csv
 from bench.plotting import pyplot
 from worker.batch import ForwardBatch
 from worker.prefill_graphs import PrefillGraphs
@@ -97,11 +98,7 @@ def save(rows: list) -> None:
     out_dir = os.environ.get("OUT")
     if not out_dir:
         return
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    with open(os.path.join(out_dir, "gpu_prefill.csv"), "w", encoding="utf-8") as fh:
-        fh.write(",".join(keys) + "\n")
-        for r in rows:
-            fh.write(",".join(str(r.get(k, "")) for k in keys) + "\n")
+    write_csv(os.path.join(out_dir, "gpu_prefill.csv"), rows)
     plt = pyplot("prefill plot")
     if plt is None:
         return

@@ -8,11 +8,11 @@ copies that exceed the L2 3x). With OUT set, writes stream_k.csv there.
 """
 import math
 import os
-import csv
 
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, SHAPES, fake_prepared, timed_auto
+from bench.output import write_csv
 from kernels.nvfp4 import gemm_wgmma
 
 M_VALUES = [256, 512, 1024, 2048]
@@ -53,10 +53,7 @@ def main() -> int:
     rows = [r for n, k in SHAPES for r in bench_shape(n, k, num_sms)]
     out_dir = os.environ.get("OUT")
     if out_dir and rows:
-        with open(os.path.join(out_dir, "stream_k.csv"), "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(os.path.join(out_dir, "stream_k.csv"), rows)
     return 0
 
 

@@ -10,7 +10,6 @@ sweep of S for that tile (shorter timing: 10 batches of 10) shows what pick chos
 CUDA events while a sleep kernel holds the GPU, warm-up, median; weights rotate among copies that exceed the L2 3x.
 With OUT set, writes wgmma.csv, split_sweep.csv and wgmma.png there. "current" is the mma.sync GEMM (ops.GEMM_KERNEL).
 """
-import csv
 import math
 import os
 import sys
@@ -18,6 +17,7 @@ import sys
 import torch
 
 from bench.gpu_nvfp4 import L2_BYTES, SHAPES, fake_prepared, timed, timed_auto
+from bench.output import write_csv
 from bench.plotting import pyplot
 from kernels.nvfp4 import checkpoint, gemm_wgmma, naive, ops
 
@@ -158,13 +158,11 @@ def print_sweep_summary(sweep: list) -> None:
               f"pick/base {pick['us'] / base['us']:.2f}  pick/best {pick['us'] / best['us']:.2f}")
 
 
-def write_csv(name: str, rows: list) -> None:
+def save_csv(name: str, rows: list) -> None:
+    """OUT/name: rows as CSV; nothing without OUT or rows."""
     out_dir = os.environ.get("OUT")
     if out_dir and rows:
-        with open(os.path.join(out_dir, name), "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(os.path.join(out_dir, name), rows)
 
 
 def write_plot(rows: list) -> None:
@@ -206,8 +204,8 @@ def main() -> int:
     rows, sweep = [], []
     for n, k in SHAPES:
         rows += bench_shape(n, k, props.multi_processor_count, sweep)
-        write_csv("split_sweep.csv", sweep)  # after every shape: what a run cut short measured still comes back
-        write_csv("wgmma.csv", rows)
+        save_csv("split_sweep.csv", sweep)  # after every shape: what a run cut short measured still comes back
+        save_csv("wgmma.csv", rows)
     write_plot(rows)
     print_table(rows)
     print_sweep_summary(sweep)

@@ -20,8 +20,8 @@ import time
 
 from bench.gateway_chats import TOOLS
 from bench.gateway_procs import REPLY, DirectClient, direct_fake
+from bench.output import output_dir, write_csv
 from bench.plotting import pyplot
-from tests.e2e.stack import REPO
 
 MODEL = "fake-model"
 USER = [{"role": "user", "content": "Say something."}]
@@ -190,10 +190,7 @@ def read_csv(path: str) -> dict:
 
 
 def write_outputs(out_dir: str, rows: list, before: dict, title: str) -> None:
-    with open(os.path.join(out_dir, "long_output.csv"), "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(os.path.join(out_dir, "long_output.csv"), rows)
     plt = pyplot("long_output.png")
     if plt is None:
         return
@@ -225,8 +222,7 @@ def main(argv=None) -> None:
     args.lengths = [int(n) for n in args.lengths.split(",") if n]
     args.only = [n for n in args.only.split(",") if n]
     args.before = read_csv(args.compare) if args.compare else {}
-    out_dir = os.environ.get("OUT") or os.path.join(REPO, "bench", "out")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = output_dir()
     was = "before first us | before last us | before ratio | " if args.before else ""
     print(f"| scenario | tokens | {was}first us/token | last us/token | last / first |")
     print("|" + " --- |" * (5 + 3 * bool(args.before)))

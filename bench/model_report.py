@@ -3,6 +3,7 @@
 bench/gpu_*.py)."""
 import os
 
+from bench.output import write_csv
 from bench.plotting import pyplot
 
 
@@ -11,8 +12,6 @@ def write_outputs(rows: list, out_dir) -> None:
     out_dir or rows. The PNG needs matplotlib (skipped without it)."""
     if not out_dir or not rows:
         return
-    from bench.serve_metrics import write_csv  # here: serve_metrics imports bench.gpu_model, which imports this
-
     write_csv(os.path.join(out_dir, "gpu_model.csv"), rows)
     plt = pyplot()
     if plt is None:

@@ -29,10 +29,10 @@ import torch
 from tokenizers import Tokenizer
 
 from bench import serve_metrics
+from bench.output import output_dir, write_csv
 from bench.serve_ckpt import QUANTS, SHAPES, linear_weight_bytes, make_checkpoint
 from worker.config import ModelConfig
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Modules the stack's processes import beyond the standard library and torch (the GPU machine's image lacks some);
 # checked before bench.serve_stack is imported, which needs grpc itself.
 STACK_MODULES = ("aiohttp", "grpc", "grpc_health", "grpc_tools", "google.protobuf", "zmq", "orjson", "jsonschema",
@@ -235,8 +235,7 @@ def run(args) -> int:
         return 2
     print(f"worker device: {worker_device()} (torch {torch.__version__}, CUDA "
           f"{'available' if torch.cuda.is_available() else 'not available'})", flush=True)
-    out_dir = os.environ.get("OUT") or os.path.join(REPO, "bench", "out")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = output_dir()
     folder = model_folder(args)
     bw = bandwidth(args)
     load = os.getloadavg()[0]
@@ -250,7 +249,7 @@ def run(args) -> int:
              f"tokens, greedy, ignore_eos" + (f"; roofline at {bw / 1e9:.0f} GB/s" if bw else ""))
     print(f"\n{title}; load average {load:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)\n"
           f"{serve_metrics.format_table(rows)}")
-    serve_metrics.write_csv(os.path.join(out_dir, "serve_http.csv"), rows)
+    write_csv(os.path.join(out_dir, "serve_http.csv"), rows)
     serve_metrics.write_png(os.path.join(out_dir, "serve_http.png"), rows, title)
     print(f"{stamp()} scheduler gauges after the run: {gauges}; wrote {out_dir}/serve_http.csv, .png, _stack.log")
     bad = sum(r["failed"] for r in rows) or any(v != 0 for v in gauges.values()) or len(gauges) < 2

@@ -1,5 +1,5 @@
 """Bench helper (the process of bench/serve_http.py): per-request serving metrics as vLLM's benchmark_serving.py
-defines them, the decode roofline, and the table, CSV and PNG.
+defines them, the decode roofline, and the table and PNG (the CSV: bench/output.py).
 
 TTFT: send -> first streamed chunk with text. ITL: the gaps between a request's successive text chunks, pooled over
 all requests. TPOT: (E2E - TTFT) / (output tokens - 1) per request. E2E: send -> end of the stream. Output tok/s:
@@ -8,7 +8,6 @@ Percentiles interpolate linearly (numpy's default, as vLLM). Roofline: the bytes
 move (bench/gpu_model.step_bytes: every Linear weight once, each sequence's GDN recurrent and conv state read and
 written, its KV read at the level's mean context) over the copy bandwidth: C / (bytes / bandwidth) tokens/s.
 """
-import csv
 import os
 from dataclasses import dataclass, field
 
@@ -83,14 +82,6 @@ def format_table(rows: list) -> str:
         cells = ["-" if row[key] != row[key] else fmt.format(row[key]) for key, _, fmt in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def write_csv(path: str, rows: list) -> None:
-    """rows (dicts) as CSV; the columns are every key any row has, in first-seen order (empty where a row lacks one)."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def write_png(path: str, rows: list, title: str) -> bool:
