@@ -11,7 +11,7 @@ from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from gateway import errors
 from proto.metrics_buckets import REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets
-from proto.metrics_label import FINISHED_REASONS, ModelLabelled
+from proto.metrics_label import FINISHED_REASONS, SLEEP_STATES, WAITING_REASONS, ModelLabelled
 
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
 # scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
@@ -117,6 +117,13 @@ SCHEDULER_GAUGES = (
     ("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold, 0-1 (the scheduler's).", "kv_cache_usage"),
 )
 
+# vLLM's vllm:num_requests_waiting_by_reason{reason} and vllm:engine_sleep_state{sleep_state}, as the scheduler serves
+# them: vLLM's KV-cache board reads the first, its service status board shows a model "Down" without the second.
+SCHEDULER_LABELLED_GAUGES = (
+    ("sparkinfer_num_requests_waiting_by_reason", "Requests admitted, not yet scheduled, by reason (the scheduler's)."),
+    ("sparkinfer_engine_sleep_state", "1 for the engine's sleep state, awake (the scheduler's; it never sleeps)."),
+)
+
 UP = ("sparkinfer_gateway_scheduler_up", "1 when the scheduler answered this scrape's load query, else 0 (its gauges "
       "are then left out).")
 
@@ -135,10 +142,24 @@ class SchedulerLoad:
             return
         for name, doc, field in SCHEDULER_GAUGES:
             yield GaugeMetricFamily(name, doc, value=getattr(self.load, field))
+        yield from self._labelled(self.load.num_waiting)
+
+    @staticmethod
+    def _labelled(num_waiting: int):
+        """The scheduler's labelled gauges as it serves them: its waiting requests all wait for capacity, and its
+        engine is awake (it has no sleep mode)."""
+        (waiting_name, waiting_doc), (sleep_name, sleep_doc) = SCHEDULER_LABELLED_GAUGES
+        waiting = GaugeMetricFamily(waiting_name, waiting_doc, labels=["reason"])
+        for reason in WAITING_REASONS:
+            waiting.add_metric([reason], num_waiting if reason == "capacity" else 0)
+        sleep = GaugeMetricFamily(sleep_name, sleep_doc, labels=["sleep_state"])
+        for state in SLEEP_STATES:
+            sleep.add_metric([state], int(state == "awake"))
+        return waiting, sleep
 
     def describe(self):
         """The series' names, so that a scrape naming them (name[]) finds this collector."""
-        for name, doc, *_ in (UP, *SCHEDULER_GAUGES):
+        for name, doc, *_ in (UP, *SCHEDULER_GAUGES, *SCHEDULER_LABELLED_GAUGES):
             yield GaugeMetricFamily(name, doc)
 
 

@@ -7,6 +7,10 @@ import copy
 # FinishReason (vllm/v1/engine/__init__.py), "abort" is a request its client (or a drain) ended, "error" one the server
 # failed (a lost worker, a failed step); vLLM's "repetition" has no detector here.
 FINISHED_REASONS = ("stop", "length", "abort", "error")
+# vLLM's vllm:num_requests_waiting_by_reason reasons and vllm:engine_sleep_state states (vllm/v1/metrics/loggers.py),
+# each series made at the start as vLLM makes them; the gateway mirrors the scheduler's under the same labels.
+WAITING_REASONS = ("capacity", "deferred")
+SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
 
 
 class ModelLabelled:

@@ -255,4 +255,5 @@ class Engine(WorkerLiveness):
     def _update_gauges(self) -> None:
         self.metrics.num_requests_running.set(self.scheduler.num_running)
         self.metrics.num_requests_waiting.set(self.scheduler.num_waiting)
+        self.metrics.num_requests_waiting_for_capacity.set(self.scheduler.num_waiting)
         self.metrics.kv_cache_usage_perc.set(self.scheduler.block_manager.usage)

@@ -6,7 +6,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_creat
 
 from proto.metrics_buckets import (INTER_TOKEN_BUCKETS, ITERATION_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS,
                                    token_count_buckets)
-from proto.metrics_label import FINISHED_REASONS, ModelLabelled
+from proto.metrics_label import FINISHED_REASONS, SLEEP_STATES, WAITING_REASONS, ModelLabelled
 from scheduler.admission import REJECT_REASONS
 
 PROMPT_TOKEN_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
@@ -40,6 +40,21 @@ class Metrics:
         self.kv_cache_usage_perc = gauge("sparkinfer_kv_cache_usage_perc", "Fraction of KV blocks requests hold "
                                          "(0-1); blocks only the prefix cache holds count as free")
         self.worker_alive = gauge("sparkinfer_worker_alive", "1 while a worker answers pings")
+        # vLLM's vllm:num_requests_waiting_by_reason: its KV-cache board's "Waiting for capacity" and queue panels read
+        # reason="capacity" (waiting for KV blocks or a batch seat) and "deferred" (held back by a LoRA budget or a KV
+        # transfer, none here). Every request waiting here waits for capacity.
+        self.num_requests_waiting_by_reason = Gauge("sparkinfer_num_requests_waiting_by_reason", "Requests admitted, "
+                                                    "not yet scheduled, by reason", ["reason"], registry=self._registry)
+        for reason in WAITING_REASONS:
+            self.num_requests_waiting_by_reason.labels(reason=reason)
+        self.num_requests_waiting_for_capacity = self.num_requests_waiting_by_reason.labels(reason="capacity")
+        # vLLM's vllm:engine_sleep_state, awake 1 unless its engine was put to sleep (this one never is): vLLM's service
+        # status board shows a model "Down" when no awake series answers, and status pages count awake engines by it.
+        self.engine_sleep_state = Gauge("sparkinfer_engine_sleep_state", "1 for the engine's sleep state (awake; "
+                                        "weights_offloaded and discard_all are vLLM's sleep levels 1 and 2, never "
+                                        "entered here)", ["sleep_state"], registry=self._registry)
+        for state in SLEEP_STATES:
+            self.engine_sleep_state.labels(sleep_state=state).set(int(state == "awake"))
         # vLLM's vllm:cache_config_info: an info gauge at 1 whose labels are the KV cache's configuration. The Gateway
         # API Inference Extension's endpoint picker reads block_size and num_gpu_blocks from it to size its prefix-cache
         # scorer. Set from each worker's hello (a new worker may bring another pool).
