@@ -36,9 +36,16 @@ _OPEN_FORMATS = ("email", "hostname", "uri")
 # at 63 characters but not the name.
 _HOSTNAME_CHARS = 253
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-# A number without bounds, as the grammar writes it: any integer, or a decimal within +-1e15 (no exponent).
+# The widest integer the grammar writes on a side the schema leaves open: 18 digits, which a signed 64-bit integer
+# holds (Go's int, Java's long; the forced-call grammar's plain integers are as wide). llguidance's rule took any
+# number of digits: the random tiny model answered {"a": integer} with 59 of them (no int64 reads it, and a model that
+# rambles digits never ends); llama.cpp's json-schema-to-grammar, Ollama's format grammar, stops at 16
+# (PRIMITIVE_RULES integral-part "[0] | [1-9] [0-9]{0,15}").
+_MAX_OPEN_INTEGER = 10**18 - 1
+# A number without bounds, as the grammar writes it: such an integer, or a decimal within +-1e15 (no exponent).
 _NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
-_FINITE_NUMBER = [{"type": "integer"}, {"type": "number", "minimum": -1e15, "maximum": 1e15}]
+_FINITE_NUMBER = [{"type": "integer", "minimum": -_MAX_OPEN_INTEGER, "maximum": _MAX_OPEN_INTEGER},
+                  {"type": "number", "minimum": -1e15, "maximum": 1e15}]
 
 
 @functools.lru_cache(maxsize=64)
@@ -96,6 +103,19 @@ def _close_exclusive_bounds(node: dict) -> None:
             node[inner] = step
 
 
+def _cap_open_sides(node: dict) -> None:
+    """An integer or number node's open side(s) end at _MAX_OPEN_INTEGER; a side the schema bounds is kept, and so is
+    an open side whose cap the other bound passes (minimum 10^18: that side stays open)."""
+    if node.get("type") not in ("integer", "number") or "enum" in node or "const" in node:
+        return
+    lower = [bound for key in ("minimum", "exclusiveMinimum") if (bound := _number_bound(node, key)) is not None]
+    upper = [bound for key in ("maximum", "exclusiveMaximum") if (bound := _number_bound(node, key)) is not None]
+    if not upper and (not lower or max(lower) < _MAX_OPEN_INTEGER):
+        node["maximum"] = _MAX_OPEN_INTEGER
+    if not lower and (not upper or min(upper) > -_MAX_OPEN_INTEGER):
+        node["minimum"] = -_MAX_OPEN_INTEGER
+
+
 @functools.lru_cache(maxsize=256)
 def _pattern_fits(pattern: Any, string_format: Any, max_length: int) -> bool:
     """Whether a string of at most max_length characters (of the format, if any) can match the pattern (none given:
@@ -131,6 +151,7 @@ def _bound_scalars(node: dict, limit: int) -> None:
         # forced call's {"type": "number"} argument was read back as the string "8e691" (its schema refused).
         del node["type"]
         node["anyOf"] = copy.deepcopy(_FINITE_NUMBER)
+    _cap_open_sides(node)
 
 
 def _bound(node: Any, limit: int) -> None:

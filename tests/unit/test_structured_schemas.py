@@ -68,7 +68,8 @@ def test_map_keys_are_bounded_like_strings(card):
     """dict[str, int] ({"additionalProperties": {...}} alone) let the random model write one key until max_tokens."""
     schema = {"type": "object", "additionalProperties": {"type": "integer"}, "maxProperties": 2}
     assert bounded_schema(schema, 24) == {
-        "type": "object", "patternProperties": {"^.{0,24}$": {"type": "integer"}}, "additionalProperties": False,
+        "type": "object", "patternProperties": {"^.{0,24}$": {"type": "integer", "minimum": 1 - 10**18,
+                                                              "maximum": 10**18 - 1}}, "additionalProperties": False,
         "maxProperties": 2, "x-guidance": {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}}
     key = "k" * max_string_chars()
     assert accepts(card, schema, f'{{"{key}": 1}}') and not accepts(card, schema, f'{{"{key}x": 1}}')

@@ -1,0 +1,59 @@
+"""An integer the schema leaves open on a side is at most 18 digits there (it fits a signed 64-bit integer), so a
+model that rambles digits still ends and Go's or Java's int64 reads the answer. llguidance's rule took any number of
+digits: the random tiny model answered Ollama's format {"a": integer} with 59 digits, and {"type": "integer",
+"multipleOf": 3} with 29. llama.cpp's json-schema-to-grammar (Ollama's format grammar) bounds an integer to 16
+digits."""
+import orjson
+import pytest
+
+from gateway.structured import ANY_OBJECT, validator_class
+from tests.unit.grammar_card import accepts, random_answer, tiny_card
+
+WIDEST = "9" * 18
+OPEN = [("integer", {"type": "integer"}, WIDEST),
+        ("from-zero", {"type": "integer", "minimum": 0}, WIDEST),
+        ("up-to-five", {"type": "integer", "maximum": 5}, "-" + WIDEST),
+        ("exclusive-below", {"type": "integer", "exclusiveMaximum": 5}, "-" + WIDEST),
+        ("multiple-of-three", {"type": "integer", "multipleOf": 3}, WIDEST),
+        ("nullable", {"type": ["integer", "null"]}, WIDEST),
+        ("number", {"type": "number"}, WIDEST),
+        ("positive-number", {"type": "number", "exclusiveMinimum": 0}, WIDEST),
+        ("property", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}, WIDEST),
+        ("open-value", {"type": "array", "items": {}}, WIDEST),
+        ("json-object", ANY_OBJECT, WIDEST)]
+
+
+def _value(schema: dict, number: str) -> str:
+    """number where schema puts it (a property "a", an array item, json_object's member "a")."""
+    if schema is ANY_OBJECT or schema.get("properties"):
+        return '{"a": ' + number + "}"
+    return f"[{number}]" if schema.get("type") == "array" else number
+
+
+@pytest.fixture(scope="module")
+def card():
+    return tiny_card()
+
+
+@pytest.mark.parametrize("schema,widest", [c[1:] for c in OPEN], ids=[c[0] for c in OPEN])
+def test_an_open_side_ends_at_18_digits(card, schema, widest):
+    longer = widest.replace("9", "1") + "1"
+    assert not accepts(card, schema, _value(schema, longer))
+    assert accepts(card, schema, _value(schema, widest))
+
+
+@pytest.mark.parametrize("schema,value", [({"type": "integer", "maximum": 2**62}, str(2**62)),
+                                          ({"type": "integer", "minimum": 0, "maximum": 2**62}, str(2**62)),
+                                                                                    ({"type": "integer", "enum": [10**15, 3]}, str(10**15))],
+                         ids=["upper-bound-sent", "both-bounds-sent", "enum"])
+def test_a_side_the_schema_bounds_is_kept(card, schema, value):
+    assert accepts(card, schema, value)
+
+
+def test_every_random_answer_validates(card):
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3},
+                                               "b": {"type": "integer", "minimum": 7}}, "required": ["a", "b"]}
+    checker = validator_class(schema)(schema)
+    answers = [random_answer(card, schema, seed) for seed in range(30)]
+    assert None not in answers
+    assert all(checker.is_valid(orjson.loads(answer)) for answer in answers), answers
