@@ -7,7 +7,8 @@ import pytest
 
 from proto import pb
 from scheduler.admission import StepFailedError
-from tests.unit.test_scheduler_engine import _sample, drain, make_engine, request
+from tests.unit.test_scheduler_engine import drain, make_engine, request
+from tests.unit.test_scheduler_engine_metrics import _sample
 
 
 class FailingWorker:
