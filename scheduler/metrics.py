@@ -4,8 +4,8 @@ from collections import Counter as Tally
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
-from proto.metrics_buckets import (INTER_TOKEN_BUCKETS, ITERATION_TOKEN_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS,
-                                   token_count_buckets)
+from proto.metrics_buckets import (INTER_TOKEN_BUCKETS, ITERATION_TOKEN_BUCKETS, QUEUE_TIME_BUCKETS,
+                                   REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS, token_count_buckets)
 from proto.metrics_label import FINISHED_REASONS, SLEEP_STATES, WAITING_REASONS, ModelLabelled
 from scheduler.admission import REJECT_REASONS
 
@@ -78,7 +78,7 @@ class Metrics:
                                              REQUEST_LATENCY_BUCKETS)
         self.request_queue_time = histogram("sparkinfer_request_queue_time_seconds", "Arrival to first scheduled "
                                             "(to leaving, for a request that left while waiting)",
-                                            TTFT_BUCKETS)
+                                            QUEUE_TIME_BUCKETS)
         # vLLM's vllm:iteration_tokens_total (its dashboards' steps/s and tokens-per-step panels): one observation a
         # step, the tokens it ran through the model (prefill chunks, and one per decoding request).
         self.iteration_tokens = histogram("sparkinfer_iteration_tokens_total", "Tokens per engine step",

@@ -37,3 +37,30 @@ def test_the_gateway_histograms_have_the_same_buckets():
     les = [line.split('le="')[1].split('"')[0] for line in text.splitlines()
            if line.startswith("sparkinfer_gateway_time_to_first_token_seconds_bucket")]
     assert les[0] == "0.001" and les[-2] == "2560.0"
+
+
+# vLLM's buckets per series (vllm/v1/metrics/loggers.py PrometheusStatLogger): its Grafana boards query a bucket by its
+# le, such as the overview board's TPOT SLO panel (request_time_per_output_token_seconds_bucket{le="$tpot_slo"}, its
+# choices 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5), so each of these bounds has to be one of ours.
+VLLM_TOKEN_GAP = ("0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.4", "0.5", "0.75", "1.0", "2.5",
+                  "5.0", "7.5", "10.0", "20.0", "40.0", "80.0")
+VLLM_REQUEST = ("0.3", "0.5", "0.8", "1.0", "1.5", "2.0", "2.5", "5.0", "10.0", "15.0", "20.0", "30.0", "40.0", "50.0",
+                "60.0", "120.0", "240.0", "480.0", "960.0", "1920.0", "7680.0")
+VLLM_TTFT = ("0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0",
+             "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0")
+VLLM_BUCKETS = {
+    "inter_token_latency_seconds": VLLM_TOKEN_GAP, "request_time_per_output_token_seconds": VLLM_TOKEN_GAP,
+    "time_to_first_token_seconds": VLLM_TTFT, "e2e_request_latency_seconds": VLLM_REQUEST,
+    "request_queue_time_seconds": VLLM_REQUEST, "request_prefill_time_seconds": VLLM_REQUEST,
+    "request_decode_time_seconds": VLLM_REQUEST, "request_inference_time_seconds": VLLM_REQUEST,
+}
+
+
+def test_every_vllm_bucket_bound_is_one_of_the_schedulers():
+    registry = CollectorRegistry()
+    Metrics(registry)
+    text = generate_latest(registry).decode()
+    for series, bounds in VLLM_BUCKETS.items():
+        prefix = f"sparkinfer_{series}_bucket{{"
+        ours = {line.split('le="')[1].split('"')[0] for line in text.splitlines() if line.startswith(prefix)}
+        assert set(bounds) <= ours, (series, sorted(set(bounds) - ours))
