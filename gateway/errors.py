@@ -57,6 +57,13 @@ class ContextLengthExceeded(InvalidRequest):
         return self
 
 
+def prompt_overflow_message(ctx: int, num_prompt: int) -> str:
+    """vLLM's words for a prompt that fills the context, text or token ids alike (its _validate_input through 0.15,
+    as PR #33425 quotes it), which clients parse for the counts (hermes-agent's "your request has N input tokens")."""
+    return (f"This model's maximum context length is {ctx} tokens. However, your request has {num_prompt} input "
+            f"tokens. Please reduce the length of the input messages.")
+
+
 class Unauthorized(ApiError):
     """401: missing or wrong Bearer key."""
     status = 401

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import ContextLengthExceeded, InvalidRequest
+from gateway.errors import ContextLengthExceeded, InvalidRequest, prompt_overflow_message
 
 MAX_FUNCTIONS = 128        # OpenAI's limit on the deprecated functions (vLLM, LM Studio and Ollama cap no tools list)
 # prompts in one /v1/completions batch (COMPLETION_SCHEMA says the same) and conversations in one batch chat: vLLM sets
@@ -28,11 +28,18 @@ def _at_most(body: dict, name: str, limit: int) -> None:
         raise InvalidRequest(f"'{name}' holds {len(value)} items; at most {limit} are accepted", param=name)
 
 
-def _overflow(num_tokens: int, ctx: int, param: str, at_least: str = "") -> ContextLengthExceeded:
+def _overflow(num_items: int, ctx: int, param: str) -> ContextLengthExceeded:
+    """More items than the context, each rendering to at least one token: a lower bound, so not vLLM's exact words."""
     return ContextLengthExceeded(
-        f"This model's maximum context length is {ctx} tokens. However, your prompt contains {at_least}{num_tokens} "
+        f"This model's maximum context length is {ctx} tokens. However, your prompt contains at least {num_items} "
         f"tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
-        param=param).counts(ctx, num_tokens, at_least=bool(at_least))
+        param=param).counts(ctx, num_items, at_least=True)
+
+
+def _ids_overflow(num_ids: int, ctx: int) -> ContextLengthExceeded:
+    """A token-id prompt's count is exact: vLLM's words for a prompt that fills the context, as a text prompt of as
+    many tokens gets them."""
+    return ContextLengthExceeded(prompt_overflow_message(ctx, num_ids), param="prompt").counts(ctx, num_ids)
 
 
 def _check_prompt(prompt: Any, ctx: int) -> None:
@@ -40,14 +47,14 @@ def _check_prompt(prompt: Any, ctx: int) -> None:
         return
     if isinstance(prompt[0], int) and not isinstance(prompt[0], bool):
         if len(prompt) >= ctx:
-            raise _overflow(len(prompt), ctx, "prompt")
+            raise _ids_overflow(len(prompt), ctx)
         return
     if len(prompt) > MAX_PROMPTS:
         raise InvalidRequest(f"'prompt' holds {len(prompt)} prompts; at most {MAX_PROMPTS} are accepted",
                              param="prompt")
     for item in prompt:
         if isinstance(item, list) and len(item) >= ctx:
-            raise _overflow(len(item), ctx, "prompt")
+            raise _ids_overflow(len(item), ctx)
 
 
 def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int) -> None:
@@ -65,7 +72,7 @@ def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int) -> None:
     tools = body.get("tools")
     # Each tool renders to at least one token; OpenAI's own cap of 128 is not vLLM's or LM Studio's (none).
     if isinstance(tools, list) and len(tools) >= ctx:
-        raise _overflow(len(tools), ctx, "tools", at_least="at least ")
+        raise _overflow(len(tools), ctx, "tools")
     if body.get("truncate_prompt_tokens") is not None:
         # vLLM's truncate_prompt_tokens keeps the last N tokens (-1: as many as fit): a longer prompt is allowed then.
         return
@@ -75,7 +82,7 @@ def check_list_sizes(body: Any, ctx: int, chat: bool, vocab_size: int) -> None:
     messages = body.get("messages")
     # Every message renders to at least one token, so more messages than the context cannot fit.
     if isinstance(messages, list) and len(messages) >= ctx:
-        raise _overflow(len(messages), ctx, "messages", at_least="at least ")
+        raise _overflow(len(messages), ctx, "messages")
 
 
 def check_num_choices(body: dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.chat import THINKING_PARTS, TOOL_MEDIA_PARTS, thinking_text
-from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported, prompt_overflow_message
 from gateway.llama_cpp_fields import n_predict
 from gateway.model import ModelCard
 from gateway.structured import any_draft_schema_error, check_schema, checked
@@ -35,13 +35,6 @@ def check_prompt_size(text: str, card: ModelCard, ctx: int, param: str) -> None:
             f"This model's maximum context length is {ctx} tokens. However, your prompt contains at least "
             f"{at_least} tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
             param=param).counts(ctx, at_least, at_least=True)
-
-
-def prompt_overflow_message(ctx: int, num_prompt: int) -> str:
-    """vLLM's words for a prompt that fills the context (its _validate_input through 0.15, as PR #33425 quotes it),
-    which clients parse for the counts (hermes-agent's "your request has N input tokens" pattern)."""
-    return (f"This model's maximum context length is {ctx} tokens. However, your request has {num_prompt} input "
-            f"tokens. Please reduce the length of the input messages.")
 
 
 def output_overflow_message(ctx: int, num_prompt: int, requested: int, param: str = "max_tokens") -> str:
