@@ -18,13 +18,13 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
-from gateway.errors import ApiError
+from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.http_stream import open_stream, stream_generation
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
 from gateway.prompt_logprobs import prompt_only_result
-from gateway.sglang_generate_request import GenerateOptions, completion_body, sglang_param
+from gateway.sglang_generate_request import GenerateOptions, completion_body, context_overflow_message, sglang_param
 from gateway.sglang_info import WEIGHT_VERSION
 from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
 from gateway.web import json_response, read_json
@@ -153,11 +153,14 @@ class SGLangGenerateRoutes:
         translated, options = completion_body(body)
         card = await self.engine.card()
         try:
-            # A limit past the room the prompt leaves stops where the context is full, as SGLang's scheduler caps
-            # max_new_tokens (init_req_max_new_tokens), never a 400.
-            plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(), cap_output=True)
+            # SGLang's default limit stops where the context is full (its scheduler's init_req_max_new_tokens caps it);
+            # a max_new_tokens sent past the room the prompt leaves is its TokenizerManager's 400.
+            plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
+                                 cap_output=not options.limit_sent)
         except ApiError as error:
             error.param = sglang_param(error.param, body)
+            if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
+                error.message = context_overflow_message(error)
             raise
         plan.stream = options.stream
         shaper = GenerateShaper(plan, card, options, received)

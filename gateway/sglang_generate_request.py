@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.errors import InvalidRequest, Unsupported
+from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
 
 # SGLang's SamplingParams default output limit (max_new_tokens=128), where /v1/completions' is OpenAI's 16.
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -45,6 +45,9 @@ class GenerateOptions:
     rid: object = None                   # a string, or one per prompt
     batch: bool = False                  # a list of prompts or n > 1: the answer is a list, streamed with "index"
     max_new_tokens: Optional[int] = DEFAULT_MAX_NEW_TOKENS
+    # max_new_tokens was sent: SGLang's TokenizerManager refuses one past the context (its default, 128, is capped at
+    # the room the prompt leaves by the scheduler's init_req_max_new_tokens)
+    limit_sent: bool = False
 
 
 def _prompt(body: dict):
@@ -119,6 +122,20 @@ def sglang_param(param: Optional[str], body: dict) -> Optional[str]:
     return f"sampling_params.{names[param]}" if param in names else param
 
 
+def context_overflow_message(error: ContextLengthExceeded) -> str:
+    """SGLang's words for a request past the context (TokenizerManager._validate_one_request), which clients match
+    ("is longer than the model's context length": prime-rl's verifiers, agents' overflow patterns): the input alone,
+    or the input plus the max_new_tokens sent."""
+    if error.num_output is None:
+        at_least = "at least " if error.at_least else ""
+        return (f"The input ({at_least}{error.num_prompt} tokens) is longer than the model's context length "
+                f"({error.ctx} tokens).")
+    return (f"Requested token count exceeds the model's maximum context length of {error.ctx} tokens. You requested "
+            f"a total of {error.num_prompt + error.num_output} tokens: {error.num_prompt} tokens from the input "
+            f"messages and {error.num_output} tokens for the completion. Please reduce the number of tokens in the "
+            f"input messages or the completion to fit within the limit.")
+
+
 def completion_body(body) -> tuple[dict, GenerateOptions]:
     """The /v1/completions body (not streamed: the route streams it in SGLang's frames) and the answer's options."""
     if not isinstance(body, dict):
@@ -131,7 +148,8 @@ def completion_body(body) -> tuple[dict, GenerateOptions]:
     if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
         # SGLang's SamplingParams.verify words.
         raise InvalidRequest(f"max_new_tokens must be at least 0, got {limit}.", param="sampling_params.max_new_tokens")
-    options = GenerateOptions(stream=bool(body.get("stream")), rid=body.get("rid"), max_new_tokens=limit)
+    options = GenerateOptions(stream=bool(body.get("stream")), rid=body.get("rid"), max_new_tokens=limit,
+                              limit_sent=(body.get("sampling_params") or {}).get("max_new_tokens") is not None)
     _logprob_options(body, options)
     if options.return_logprob:
         out["logprobs"] = options.top_logprobs_num

@@ -118,10 +118,8 @@ async def test_a_bad_body_is_a_400_naming_the_field(stack, body, param, words):
     assert not fake.script.requests
 
 
-async def test_a_limit_past_the_context_stops_at_it_and_errors_name_sglangs_fields(stack):
+async def test_errors_name_sglangs_fields(stack):
     client, fake = stack
-    status, body = await post(client, {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 5000}})
-    assert status == 200 and fake.script.requests[0].max_tokens == 2048 - 3   # SGLang caps it at the room left
     status, body = await post(client, {"text": "a", "sampling_params": {"max_new_tokens": -1}})
     assert (status, body["error"]["param"]) == (400, "sampling_params.max_new_tokens")
     assert body["error"]["message"] == "max_new_tokens must be at least 0, got -1."
@@ -139,3 +137,36 @@ async def test_null_sampling_params_take_sglangs_defaults(stack):
     status, body = await post(client, {"text": "hi", "sampling_params": {"max_new_tokens": 2, **nulls}})
     assert status == 200, body
     assert body["text"] == "1," and fake.script.requests[0].constraint.kind == ""
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 5000}},
+     "Requested token count exceeds the model's maximum context length of 2048 tokens. You requested a total of 5003 "
+     "tokens: 3 tokens from the input messages and 5000 tokens for the completion. Please reduce the number of tokens "
+     "in the input messages or the completion to fit within the limit."),
+    ({"input_ids": [5] * 2000, "sampling_params": {"max_new_tokens": 49}},
+     "Requested token count exceeds the model's maximum context length of 2048 tokens. You requested a total of 2049 "
+     "tokens: 2000 tokens from the input messages and 49 tokens for the completion. Please reduce the number of "
+     "tokens in the input messages or the completion to fit within the limit."),
+    ({"input_ids": [5] * 2048, "sampling_params": {"max_new_tokens": 1}},
+     "The input (2048 tokens) is longer than the model's context length (2048 tokens)."),
+    ({"input_ids": [5] * 3000}, "The input (3000 tokens) is longer than the model's context length (2048 tokens)."),
+], ids=["limit-past-the-room", "one-past", "input-fills-the-context", "input-past-it"])
+async def test_a_request_past_the_context_is_sglangs_400_in_its_words(stack, body, message):
+    """SGLang's TokenizerManager._validate_one_request refuses an input that fills the context and a max_new_tokens
+    sent past the room the input leaves (allow_auto_truncate off, its default), before the scheduler sees it."""
+    client, fake = stack
+    status, got = await post(client, body)
+    assert status == 400 and got["error"]["message"] == message, got
+    assert got["error"]["param"] == ("sampling_params.max_new_tokens" if "Requested" in message else "input_ids")
+    assert not fake.script.requests
+
+
+async def test_the_default_limit_and_an_exact_fit_are_served(stack):
+    """SGLang's default max_new_tokens (128, not sent) is capped at the room the input leaves
+    (Scheduler.init_req_max_new_tokens); a limit that fits exactly is served as sent."""
+    client, fake = stack
+    status, body = await post(client, {"input_ids": [5] * 2000})
+    assert status == 200 and fake.script.requests[0].max_tokens == 48, body
+    status, body = await post(client, {"input_ids": [5] * 2000, "sampling_params": {"max_new_tokens": 48}})
+    assert status == 200 and fake.script.requests[1].max_tokens == 48, body
