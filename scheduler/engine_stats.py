@@ -3,7 +3,6 @@ import time
 from dataclasses import dataclass
 
 from proto import pb
-from scheduler.metrics import observe_all
 
 
 class RequestTimer:
@@ -53,7 +52,7 @@ class RequestTimer:
         engine calls it once a step, after publishing the step's responses)."""
         if self._num_responses:
             self.metrics.generation_tokens.inc(self._num_responses)
-        observe_all(self.metrics.inter_token_latency, self._gaps_s)
+        self.metrics.inter_token_latency.observe_all(self._gaps_s)
         self._gaps_s, self._num_responses = [], 0
 
     def _count_prompt(self, req) -> None:
