@@ -113,7 +113,8 @@ async def error_middleware(request: web.Request, handler):
     finally:
         # aiohttp holds an idle keep-alive connection's last request: it must not pin that request's body.
         forget_body(request)
-    metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(response.status)).inc()
+    metrics.count_http_request(_route_name(request), request.method, response.status,
+                               asyncio.get_running_loop().time() - started)
     return response
 
 
@@ -124,13 +125,14 @@ def _count_departure(request: web.Request, started: float) -> None:
     metrics.CLIENT_DISCONNECTED.inc()
     stream = request.get(STREAM_RESPONSE_KEY)
     status = CLIENT_CLOSED if stream is None else stream.status
-    metrics.HTTP_REQUESTS.labels(route=_route_name(request), status=str(status)).inc()
-    log_departure(request, stream, asyncio.get_running_loop().time() - started, request_id_header.request_id(request))
+    seconds = asyncio.get_running_loop().time() - started
+    metrics.count_http_request(_route_name(request), request.method, status, seconds)
+    log_departure(request, stream, seconds, request_id_header.request_id(request))
 
 
 def _route_name(request: web.Request) -> str:
     resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "unmatched"
+    return resource.canonical if resource is not None else metrics.UNMATCHED_ROUTE
 
 
 def check_api_key(request: web.Request, api_key: Optional[str]) -> None:

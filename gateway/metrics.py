@@ -3,6 +3,7 @@ the per-API-request histograms, whose n only the gateway knows)."""
 from __future__ import annotations
 
 import gzip
+import re
 from typing import Optional, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
@@ -19,8 +20,20 @@ disable_created_metrics()
 REGISTRY = CollectorRegistry()
 
 
+UNMATCHED_ROUTE = "unmatched"     # the route label of a path no route serves
 HTTP_REQUESTS = Counter("sparkinfer_gateway_http_requests_total", "HTTP requests by route and status.",
                         ["route", "status"], registry=REGISTRY)
+# vLLM's API server's own HTTP series, under the names prometheus-fastapi-instrumentator gives them (its default
+# metrics, as vllm/entrypoints/serve/instrumentator/metrics.py sets it up): vLLM's overview board reads them bare (its
+# "5xx ratio", "HTTP requests by status / by endpoint" and "HTTP mean duration by endpoint" panels). The route template
+# is the handler ("none" for a path no route serves), the status its class ("2xx"), and vLLM's excluded handlers
+# (searched in the template, as the instrumentator does) are left out: probes and scrapes.
+VLLM_HTTP_REQUESTS = Counter("http_requests_total", "Total number of requests by method, status and handler.",
+                             ["handler", "method", "status"], registry=REGISTRY)
+VLLM_HTTP_DURATION = Histogram("http_request_duration_seconds", "Latency with only few buckets by handler. Made to "
+                               "be only used if aggregation by handler is important.", ["handler", "method"],
+                               buckets=(0.1, 0.5, 1.0), registry=REGISTRY)
+VLLM_HTTP_EXCLUDED = re.compile("/metrics|/health|/load|/ping|/version|/server_info")
 REQUESTS_IN_FLIGHT = Gauge("sparkinfer_gateway_requests_in_flight", "Generation requests the gateway is serving.",
                            registry=REGISTRY)
 REQUEST_SUCCESS = Counter("sparkinfer_gateway_request_success_total",
@@ -92,6 +105,17 @@ class MaxGenerationTokens:
 
 MAX_GENERATION_TOKENS = MaxGenerationTokens()
 REGISTRY.register(MAX_GENERATION_TOKENS)
+
+
+def count_http_request(route: str, method: str, status: int, seconds: float) -> None:
+    """One answered HTTP request (or one its client left, under the status it had): in the gateway's
+    http_requests_total by route and status, and in vLLM's instrumentator series unless vLLM leaves its handler out."""
+    HTTP_REQUESTS.labels(route=route, status=str(status)).inc()
+    handler = "none" if route == UNMATCHED_ROUTE else route
+    if VLLM_HTTP_EXCLUDED.search(handler):
+        return
+    VLLM_HTTP_REQUESTS.labels(handler=handler, method=method, status=f"{str(status)[0]}xx").inc()
+    VLLM_HTTP_DURATION.labels(handler=handler, method=method).observe(seconds)
 
 
 def set_max_context_len(max_context_len: int) -> None:
