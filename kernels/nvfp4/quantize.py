@@ -35,12 +35,46 @@ def should_quantize(name: str, shape, lm_head: bool = False) -> bool:
     return (last.endswith("_proj") or last.startswith("in_proj_")) and last not in SKIP_PROJ
 
 
+# safetensors header dtypes of the weights the recipe reads as bf16 / fp16 / fp32 values
+FLOAT_DTYPES = ("BF16", "F16", "F32")
+
+
 def _read_all(src: str):
-    """-> list of (name, shard file) over every *.safetensors in src."""
+    """-> list of (name, shard file, header dtype) over every *.safetensors in src."""
     entries = []
     for shard in sorted(f for f in os.listdir(src) if f.endswith(".safetensors")):
         with safe_open(os.path.join(src, shard), framework="pt") as handle:
-            entries += [(name, shard) for name in handle.keys()]
+            entries += [(name, shard, handle.get_slice(name).get_dtype()) for name in handle.keys()]
+    return entries
+
+
+def check_source(src: str, out: str) -> list:
+    """The entries (_read_all) of `src` when it is an unquantized Hugging Face folder, else ValueError naming what is
+    wrong, before anything is written: no folder, no config.json, no *.safetensors, a quantization_config (or
+    ModelOpt's hf_quant_config.json) already there, or a Linear stored in other than bf16 / fp16 / fp32 (its FP8 or
+    packed codes would be quantized as if they were the weights, beside the scales that no longer fit them)."""
+    config_path = os.path.join(src, "config.json")
+    if not os.path.isdir(src):
+        raise ValueError(f"--src {src}: no such folder")
+    if not os.path.isfile(config_path):
+        raise ValueError(f"--src {src}: no config.json (not a Hugging Face checkpoint folder)")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            method = (json.load(f).get("quantization_config") or {}).get("quant_method")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"--src {config_path}: not a readable config.json ({exc})") from exc
+    if method or os.path.isfile(os.path.join(src, "hf_quant_config.json")):
+        raise ValueError(f"--src {src}: already quantized (quant_method {method or 'modelopt'!r}); "
+                         "give the bf16 checkpoint it was made from")
+    if os.path.realpath(src) == os.path.realpath(out):
+        raise ValueError(f"--out {out}: the same folder as --src")
+    entries = _read_all(src)
+    if not entries:
+        raise ValueError(f"--src {src}: no *.safetensors weights in the folder")
+    for name, shard, dtype in entries:
+        if name.endswith(".weight") and dtype not in FLOAT_DTYPES:
+            raise ValueError(f"--src {src}: tensor {name} in {shard} is stored as {dtype}, not bf16 / fp16 / fp32 "
+                             "(already quantized?); give the bf16 checkpoint it was made from")
     return entries
 
 
@@ -100,9 +134,10 @@ def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device=
     """Writes the NVFP4 folder `out` from bf16 folder `src`; returns the quantization_config it wrote."""
     if fmt not in naive.FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {naive.FORMATS}")
+    entries = check_source(src, out)
     os.makedirs(out, exist_ok=True)
-    entries, writer, ignored = _read_all(src), ShardWriter(out), []
-    for i, (name, shard) in enumerate(entries):
+    writer, ignored = ShardWriter(out), []
+    for i, (name, shard, _) in enumerate(entries):
         with safe_open(os.path.join(src, shard), framework="pt") as handle:
             tensor = handle.get_tensor(name)
         prefix = name[: -len(".weight")] if name.endswith(".weight") else name
@@ -135,7 +170,10 @@ def main(argv=None) -> None:
     parser.add_argument("--lm-head", action="store_true", help="also quantize lm_head")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
-    quantize_folder(args.src, args.out, args.format, args.lm_head, args.device)
+    try:
+        quantize_folder(args.src, args.out, args.format, args.lm_head, args.device)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     print(f"wrote {args.out} ({args.format})")
 
 

@@ -1,0 +1,69 @@
+"""Unit tests (CPU): the quantize command (kernels/nvfp4/quantize.py) on folders it cannot turn into NVFP4: a bad
+path, no config.json, an already quantized folder (its own output, FP8 codes): one line naming what is wrong, exit
+status 2, and nothing written; before, a traceback after a half-written output folder, or an output of codes
+quantized as if they were weights (the loader then failed on a bare tensor name)."""
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from kernels.nvfp4 import quantize
+from worker.loader import load_model
+from worker.tiny import write_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tiny"))
+    write_tiny_checkpoint(path)
+    return path
+
+
+def _run(capsys, src, out):
+    with pytest.raises(SystemExit) as exit_info:
+        quantize.main(["--src", src, "--out", out, "--format", "modelopt", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not os.path.exists(out)
+    return err
+
+
+def test_missing_folder_and_folder_without_config(tmp_path, capsys):
+    assert "--src /no/such/folder: no such folder" in _run(capsys, "/no/such/folder", str(tmp_path / "a"))
+    (tmp_path / "empty").mkdir()
+    assert "no config.json" in _run(capsys, str(tmp_path / "empty"), str(tmp_path / "b"))
+
+
+def test_folder_without_weights(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text"}))
+    assert "no *.safetensors weights" in _run(capsys, str(tmp_path / "src"), str(tmp_path / "out"))
+
+
+def test_its_own_nvfp4_output_is_refused_and_the_output_still_loads(tiny_path, tmp_path, capsys):
+    first = str(tmp_path / "nvfp4")
+    quantize.main(["--src", tiny_path, "--out", first, "--format", "compressed-tensors", "--device", "cpu"])
+    progress = capsys.readouterr().err.splitlines()
+    assert progress[0].startswith("[1/") and progress[-1].startswith(f"[{len(progress)}/{len(progress)}]")
+    model, _ = load_model(first, progress=False)
+    assert sum(getattr(m, "nvfp4", None) is not None for m in model.modules()) > 0
+    err = _run(capsys, first, str(tmp_path / "twice"))
+    assert "already quantized (quant_method 'compressed-tensors')" in err
+
+
+def test_fp8_codes_without_a_quantization_config_are_refused_naming_the_tensor(tiny_path, tmp_path, capsys):
+    src = str(tmp_path / "fp8")
+    os.makedirs(src)
+    weights = load_file(os.path.join(tiny_path, "model.safetensors"))
+    name = next(n for n in weights if n.endswith("mlp.up_proj.weight"))
+    weights[name] = weights[name].to(torch.float8_e4m3fn)
+    weights[name + "_scale_inv"] = torch.ones(1)
+    save_file(weights, os.path.join(src, "model.safetensors"))
+    with open(os.path.join(tiny_path, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    with open(os.path.join(src, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    err = _run(capsys, src, str(tmp_path / "out"))
+    assert f"tensor {name} in model.safetensors is stored as F8_E4M3" in err
