@@ -127,6 +127,14 @@ class Load:
         if scn.long_prompt:
             self.start(scn.long_prompt, 1, ends=True)
 
+    async def end(self) -> None:
+        """No stream replaced any more, the engine stopped, every stream still read cancelled and awaited."""
+        self.stopping = True
+        await self.engine.stop()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
 
 async def measure(scn: Scenario, warm: int, steps: int, profile) -> dict:
     hello = pb.WorkerHello(num_blocks=400_000, block_size=16, num_slots=scn.num_running + 64, max_context_len=65536,
@@ -156,11 +164,7 @@ async def measure(scn: Scenario, warm: int, steps: int, profile) -> dict:
            "host_ms": (t1 - t0 - (w1 - w0)) / (s1 - s0) / 1e6, "tokens_per_step": (n1 - n0) / (s1 - s0),
            "streams": load.num_started}
     row["steps_s"] = 1e3 / row["host_ms"]
-    load.stopping = True
-    await engine.stop()
-    for task in list(load.tasks):
-        task.cancel()
-    await asyncio.gather(*load.tasks, return_exceptions=True)
+    await load.end()
     return row
 
 
@@ -185,11 +189,7 @@ async def long_output(num_tokens: int, window: int = 1000) -> dict:
             while load.num_tokens < step:
                 await asyncio.sleep(0)
             marks.append((time.thread_time_ns() - link.worker_ns, engine.scheduler.step_id))
-    load.stopping = True
-    await engine.stop()
-    for task in list(load.tasks):
-        task.cancel()
-    await asyncio.gather(*load.tasks, return_exceptions=True)
+    await load.end()
     early, late = ((marks[i + 1][0] - marks[i][0]) / (marks[i + 1][1] - marks[i][1]) / 1e6 for i in (0, 2))
     return {"name": scn.name, "early_ms": early, "late_ms": late, "ratio": late / early}
 
