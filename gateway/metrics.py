@@ -6,7 +6,8 @@ import gzip
 import re
 from typing import Optional, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
+                               ProcessCollector, disable_created_metrics)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
@@ -18,6 +19,13 @@ from proto.metrics_label import FINISHED_REASONS, SLEEP_STATES, WAITING_REASONS,
 # scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
 disable_created_metrics()
 REGISTRY = CollectorRegistry()
+# The process's own series (process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, process_max_fds,
+# process_start_time_seconds) and Python's, as vLLM's API server serves them from prometheus_client's default registry:
+# its instances board's "API server process" row (CPU, memory, open descriptors: a client connection holds one) and
+# its Uptime column read them from the API port, and found none here.
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
 
 
 UNMATCHED_ROUTE = "unmatched"     # the route label of a path no route serves

@@ -5,6 +5,9 @@
 vllm_overview.json) reads them bare: "5xx ratio" (http_requests_total{status="5xx"} over all), "HTTP requests by status"
 (sum by (status)), "by endpoint" (sum by (handler)) and "HTTP mean duration by endpoint"; all four were empty here, the
 gateway counting only sparkinfer_gateway_http_requests_total{route, status}."""
+import os
+import time
+
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -48,3 +51,16 @@ async def test_requests_are_counted_as_vllms_instrumentator_counts_them(stack):
     assert durations[key("http_request_duration_seconds_count", handler="/v1/completions", method="POST")] == 3.0
     assert durations[key("http_request_duration_seconds_bucket", handler="/v1/models", method="GET", le="+Inf")] == 1.0
     assert durations[key("http_request_duration_seconds_sum", handler="/v1/models", method="GET")] > 0
+
+
+async def test_the_process_series_of_vllms_api_server_are_there(stack):
+    """vLLM's instances board reads the API server's process series from its port (prometheus_client's default
+    registry): "API server process" CPU, resident memory and open descriptors over their limit, and the Uptime column
+    (time() - process_start_time_seconds). The gateway's registry had none."""
+    client, _ = stack
+    text = (await (await client.get("/metrics")).read()).decode()
+    values = {sample.name: sample.value for family in text_string_to_metric_families(text)
+              for sample in family.samples if sample.name.startswith("process_")}
+    assert 0 < values["process_start_time_seconds"] <= time.time()
+    assert values["process_resident_memory_bytes"] > 0 and values["process_cpu_seconds_total"] > 0
+    assert 3 <= values["process_open_fds"] <= len(os.listdir("/proc/self/fd")) + 8 <= values["process_max_fds"] + 8
