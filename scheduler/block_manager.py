@@ -25,6 +25,7 @@ class BlockManager:
 
     @property
     def num_free_blocks(self) -> int:
+        """KV blocks on the free list: held by no request and no prefix-cache entry."""
         return len(self.free_block_ids)
 
     @property
@@ -42,6 +43,7 @@ class BlockManager:
         return 1.0 - (self.num_free_blocks + self.num_cached_only) / self.num_total_blocks
 
     def num_blocks_needed(self, num_tokens: int) -> int:
+        """Blocks of block_size tokens that hold num_tokens tokens (ceiling division)."""
         return -(-num_tokens // self.block_size)
 
     def refcount(self, block_id: int) -> int:

@@ -29,6 +29,7 @@ class SchedulerConfig:
     served_model_name: str = ""
 
     def describe(self) -> str:
+        """One line `scheduler config: name=value ...` of every field, printed once at start."""
         return "scheduler config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 

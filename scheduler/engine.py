@@ -46,9 +46,11 @@ class Engine(WorkerLiveness):
         self.draining = False        # SIGTERM: new requests are refused, admitted ones run on (begin_drain)
 
     def start(self) -> None:
+        """Starts the engine's loops on the running event loop: receive from the worker, ping it, run steps."""
         self.tasks = [asyncio.create_task(coro) for coro in (self.recv_loop(), self.ping_loop(), self.step_loop())]
 
     async def stop(self) -> None:
+        """Cancels the engine's loops (step, receive, ping) and waits for them to end."""
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -100,6 +102,7 @@ class Engine(WorkerLiveness):
 
     @property
     def vocab_size(self) -> int:
+        """The worker's vocabulary size from its hello, else the checkpoint card's; 0 when neither says."""
         hello_vocab = self.worker_hello.vocab_size if self.worker_hello else 0
         return hello_vocab or self.card.get("vocab_size", 0)
 
@@ -135,6 +138,8 @@ class Engine(WorkerLiveness):
         return pb.ResetPrefixCacheResponse(num_dropped=num_dropped, num_entries=cache.num_entries)
 
     def load(self):
+        """The scheduler's load as pb.LoadResponse: request counts, free/total KV blocks and state slots, worker
+        liveness, preemptions, limits, KV usage (0-1), prefix-cache blocks and entries, draining, device."""
         sched = self.scheduler
         return pb.LoadResponse(
             num_running=sched.num_running, num_waiting=sched.num_waiting,
@@ -150,6 +155,8 @@ class Engine(WorkerLiveness):
     # ------------------------------------------------------------------ step loop
 
     async def step_loop(self) -> None:
+        """Runs steps while there is work and a live worker; a scheduler exception fails the running requests (error)
+        instead of leaving them hanging, and the loop goes on."""
         while True:
             await self.work_event.wait()
             if not self.worker_alive:
@@ -237,6 +244,9 @@ class Engine(WorkerLiveness):
             log.error("idle self-check failed: %s", exc)
 
     def publish(self, outputs) -> None:
+        """Puts each StepOutput on its request's stream: a pb.GenerateResponse, or InvalidRequestError / StepFailedError
+        for a row the worker refused or failed; a finished request's stream is dropped and its finish timed. Outputs of
+        streams already gone are skipped."""
         for out in outputs:
             stream = self.streams.get(out.req_id)
             if stream is None:

@@ -105,6 +105,8 @@ class EngineStats:
     update_ns: int = 0         # applying the result and publishing responses
 
     def record(self, step, result, schedule_ns: int, round_trip_ns: int, update_ns: int) -> None:
+        """Adds one step: its rows, tokens run, rows sampled, and its planning, round-trip, worker forward and update
+        times (ns)."""
         self.num_steps += 1
         self.num_rows += len(step.rows)
         self.num_tokens += len(step.token_ids)

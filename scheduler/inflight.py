@@ -28,9 +28,12 @@ class InFlight:
 
     @property
     def oldest(self) -> Flight:
+        """The step sent first and not yet popped (IndexError when none)."""
         return self.flights[0]
 
     def add(self, step, plan_ns: int) -> Flight:
+        """Records `step` (pb.PackedStep) as sent now with its planning time (ns); returns its Flight, whose future the
+        matching pb.StepResult resolves."""
         future = asyncio.get_running_loop().create_future()
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # fail_all fails unawaited ones too
         flight = Flight(step, future, plan_ns, time.perf_counter_ns())
@@ -38,6 +41,7 @@ class InFlight:
         return flight
 
     def pop_oldest(self) -> Flight:
+        """Removes and returns the oldest Flight (IndexError when none)."""
         return self.flights.popleft()
 
     def resolve(self, result) -> None:
@@ -47,6 +51,7 @@ class InFlight:
                 flight.future.set_result(result)
 
     def fail_all(self, exc: Exception) -> None:
+        """Fails every unresolved future with `exc` (the worker was lost) and forgets every flight."""
         for flight in self.flights:
             if not flight.future.done():
                 flight.future.set_exception(exc)

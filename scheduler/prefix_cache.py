@@ -112,14 +112,17 @@ class PrefixCache:
 
     @property
     def enabled(self) -> bool:
+        """On when configured, the tokenizer has an anchor token and the pool leaves it a slot."""
         return self.config.enabled and self.config.anchor_token_id >= 0 and self.max_slots > 0
 
     @property
     def max_slots(self) -> int:
+        """State slots the cache may hold: max_entries, at most half the pool's slots."""
         return min(self.config.max_entries, self.slots.num_total_slots // 2)
 
     @property
     def num_entries(self) -> int:
+        """Cached prefixes held now."""
         return len(self.entries)
 
     @property

@@ -54,6 +54,7 @@ class Request:
 
     @property
     def num_prompt_tokens(self) -> int:
+        """Tokens of the prompt."""
         return len(self.prompt_token_ids)
 
     @property
@@ -63,10 +64,12 @@ class Request:
 
     @property
     def num_uncomputed_tokens(self) -> int:
+        """Tokens (prompt and output) not yet run through the model."""
         return self.num_tokens - self.num_computed_tokens
 
     @property
     def is_decoding(self) -> bool:
+        """Past its prompt: only its last sampled token is left to run."""
         return self.num_uncomputed_tokens == 1 and bool(self.output_token_ids)
 
     def take_block_table(self) -> tuple:

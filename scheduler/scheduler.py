@@ -52,13 +52,16 @@ class Scheduler(StepOutputs):
 
     @property
     def num_waiting(self) -> int:
+        """Requests admitted and not yet holding a state slot."""
         return len(self.waiting)
 
     @property
     def num_running(self) -> int:
+        """Requests holding a state slot (prefilling or decoding)."""
         return len(self.running)
 
     def has_work(self) -> bool:
+        """Whether any request is waiting or running."""
         return bool(self.waiting or self.running)
 
     def add_request(self, req: Request) -> None:

@@ -80,6 +80,9 @@ class ServingServicer(pb_grpc.ServingServicer):
         self.config_json = _read_text(model_path, "config.json")
 
     async def Generate(self, request, context):
+        """Streams one request's pb.GenerateResponse messages; initial metadata says it was admitted. A refusal (queue
+        full, too long, draining) or a failure mid-stream aborts the call with the RequestError's status code and
+        message; a cancelled call cancels the request."""
         try:
             queue = self.engine.submit(request)
         except RequestError as exc:
@@ -100,12 +103,17 @@ class ServingServicer(pb_grpc.ServingServicer):
             self.engine.cancel(request.req_id)
 
     async def Finish(self, request, context):
+        """Ends a request with the gateway's finish reason (a stop string matched, a time limit):
+        pb.FinishResponse(finished) says whether it was still running; a reason not in FINISH_REASONS aborts the call
+        INVALID_ARGUMENT."""
         try:
             return pb.FinishResponse(finished=self.engine.finish(request.req_id, request.finish_reason))
         except RequestError as exc:
             await context.abort(grpc.StatusCode[exc.code], str(exc))
 
     async def Info(self, request, context):
+        """The model card (pb.InfoResponse): id, tokenizer, chat template, eos ids, context length capped by the
+        worker's KV pool. UNAVAILABLE until a worker has said hello."""
         # The context is the checkpoint's, capped by the KV pool a worker brings (its hello): unknown until then. A
         # gateway caches the card it gets, so the checkpoint's value given early stayed its context for good:
         # /v1/models said 8192 while the scheduler ended every request at the pool's 4096 ("length", never a 400).
@@ -123,9 +131,11 @@ class ServingServicer(pb_grpc.ServingServicer):
             vocab_size=self.engine.vocab_size, config_json=self.config_json)
 
     async def Load(self, request, context):
+        """The engine's pb.LoadResponse (Engine.load)."""
         return self.engine.load()
 
     async def ResetPrefixCache(self, request, context):
+        """Drops the prefix cache's ready entries (Engine.reset_prefix_cache): how many went and how many are left."""
         return self.engine.reset_prefix_cache()
 
 
@@ -148,6 +158,8 @@ def context_len(config, checkpoint_len: int) -> int:
 
 
 async def serve(config) -> None:
+    """Runs the scheduler process until SIGTERM / SIGINT: binds the worker link, /metrics and gRPC (Serving, Health),
+    starts the engine, then drains and stops. A port in use raises StartupError naming its variable."""
     card = load_model_card(config.model)
     card["max_context_len"] = context_len(config, int(card["max_context_len"]))
     worker_host = config.worker_bind_host or config.grpc_host
@@ -203,6 +215,8 @@ async def drain(engine: Engine, health, grace_s: float, stop: asyncio.Event) -> 
 
 
 def main(argv=None) -> None:
+    """Entry point `python -m scheduler.server`: config from flags and SPARKINFER_* variables, printed once; exits with
+    a message on a startup or checkpoint error."""
     config = parse_config(argv)
     logging.basicConfig(level=log_level(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     print(config.describe(), flush=True)

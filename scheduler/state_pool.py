@@ -18,6 +18,7 @@ class StatePool:
 
     @property
     def num_free_slots(self) -> int:
+        """GDN state slots no request holds."""
         return len(self.free_slot_ids)
 
     def allocate(self) -> int:
@@ -29,6 +30,7 @@ class StatePool:
         return slot
 
     def free(self, slot: int) -> None:
+        """Returns `slot` to the pool; StatePoolError when it is not in use (a double free)."""
         if slot not in self._used:
             raise StatePoolError(f"slot {slot} freed but not in use")
         self._used.discard(slot)

@@ -32,6 +32,7 @@ class Streams(dict):
             self._groups[stream.group_id] += 1
 
     def pop(self, req_id: str, default=None):
+        """dict.pop that also uncounts the stream's group_id."""
         stream = super().pop(req_id, _MISSING)
         if stream is _MISSING:
             return default
@@ -42,6 +43,7 @@ class Streams(dict):
         return stream
 
     def clear(self) -> None:
+        """dict.clear and the group counts with it."""
         super().clear()
         self._groups.clear()
 

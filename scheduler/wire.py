@@ -47,5 +47,6 @@ class WorkerLink:
         return decode(await self.recv_from_worker.recv())
 
     def close(self) -> None:
+        """Closes both sockets (send_to_worker, recv_from_worker)."""
         self.send_to_worker.close()
         self.recv_from_worker.close()

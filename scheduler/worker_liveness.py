@@ -24,6 +24,8 @@ class WorkerLiveness:
     Uses the Engine's link, config, card, scheduler, streams, inflight, metrics and timer."""
 
     async def recv_loop(self) -> None:
+        """Reads every message from the worker and hands it to its handler by kind (result, hello); a frame that does
+        not decode is logged and dropped. Any message counts as a sign of life."""
         while True:
             try:
                 msg = await self.link.recv()
@@ -39,11 +41,15 @@ class WorkerLiveness:
             handler(getattr(msg, kind))
 
     def handle_result(self, result) -> None:
+        """A pb.StepResult of this session resolves its step in flight; one from an earlier session (before a worker
+        loss) is dropped."""
         if result.session_id != self.scheduler.session_id:
             return
         self.inflight.resolve(result)
 
     def handle_hello(self, hello) -> None:
+        """A pb.WorkerHello that answers a Ping (nonce > 0) from a new worker: the requests of the old one are aborted,
+        a new session starts and the pools are sized from it (KV blocks, slots, context capped by the card's)."""
         # Only a hello that answers a Ping proves steps can reach the worker: its unprompted first hello can
         # arrive before its step socket has connected.
         if hello.nonce == 0 or (self.worker_alive and hello.worker_id == self.worker_id):
@@ -66,6 +72,8 @@ class WorkerLiveness:
         self.on_health(True)
 
     async def ping_loop(self) -> None:
+        """Pings the worker every ping_interval_s; a live worker silent past worker_timeout_s is declared lost
+        (worker_lost)."""
         while True:
             self._send_ping()
             await asyncio.sleep(self.config.ping_interval_s)
