@@ -1,7 +1,7 @@
 """Gateway process: JSON out, as orjson writes it, but with every integer exact.
 
 orjson refuses an integer outside [-2^63, 2^64) (TypeError: Integer exceeds 64-bit range), and the gateway keeps such
-integers exact on the way in (web._LONG_DIGITS): a tool argument the model wrote (Anthropic's tool_use input), a
+integers exact on the way in (web._rounded_integer): a tool argument the model wrote (Anthropic's tool_use input), a
 request's schema bound or `max_tool_calls` that the Responses API repeats. Those answers were a 500, or a stream cut
 by an HTTP 500 written into its chunks. Python's json writes them with every digit, as vLLM's (pydantic) answers do.
 """

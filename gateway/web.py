@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -17,8 +16,8 @@ BODY_LIMIT_KEY = web.AppKey("max_body_bytes", int)
 DEFAULT_BODY_LIMIT = 32 * 1024 * 1024
 # orjson reads an integer outside [-2^63, 2^64) as a float (123456789012345678901 -> 1.2345678901234568e+20). Such a
 # number in a JSON Schema const/enum, a tool argument or an option must stay exact, as Python's json (vLLM) and Go's
-# json.RawMessage (Ollama) keep it: a body with a run of 19+ digits is read again with json.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# json.RawMessage (Ollama) keep it: a body holding a float of that size is read again with json (_rounded_integer).
+_INT64_BOUND = 2.0 ** 63
 # Deepest nesting of objects and arrays a body may have. What reads a body further on recurses per level (jsonschema
 # checking a schema, the copy and grammar of a schema, the template's tojson, json re-reading long integers), and Python
 # stops that near 1000 frames with a RecursionError, a 500: a schema 100 objects deep did. No API body needs more.
@@ -54,7 +53,24 @@ def _parse(raw: bytes) -> Any:
         raise InvalidRequest(f"{NOT_JSON}: {exc}", code="invalid_json") from exc
     check_depth(body)
     # orjson accepted it, so it is strict JSON (no NaN, no lone surrogate) and json reads it the same, ints exact.
-    return json.loads(raw) if _LONG_DIGITS.search(raw) else body
+    return json.loads(raw) if _rounded_integer(body) else body
+
+
+def _rounded_integer(body: Any) -> bool:
+    """Whether orjson may have read an integer as a float: the body holds a float of magnitude 2^63 or more, which
+    every integer it cannot hold becomes. Found by walking the values, not by scanning the text for 19 digits: a
+    regular expression over a 30 MB prompt held the GIL for 0.5 s in the parsing thread, so every stream and /health
+    stalled that long (the body limit is 32 MiB; six such bodies at once froze them for 3.5 s)."""
+    nodes = [[body]]
+    while nodes:
+        values = nodes.pop()
+        kinds = set(map(type, values))  # in C: a list of a million token ids takes milliseconds
+        if float in kinds and any(not -_INT64_BOUND < value < _INT64_BOUND for value in values if type(value) is float):
+            return True
+        if dict in kinds or list in kinds:
+            nodes.extend(value.values() if type(value) is dict else value for value in values
+                         if type(value) in (dict, list))
+    return False
 
 
 def _check_utf8(raw: bytes) -> None:
