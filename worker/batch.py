@@ -59,10 +59,12 @@ class ForwardBatch:
 
     @property
     def num_rows(self) -> int:
+        """Requests in the batch (N: cu_seqlens is [N+1])."""
         return int(self.cu_seqlens.numel()) - 1
 
     @property
     def num_tokens(self) -> int:
+        """Tokens run this step (T: input_ids is [T])."""
         return int(self.input_ids.numel())
 
     def to(self, device, non_blocking: bool = False) -> "ForwardBatch":

@@ -79,10 +79,12 @@ class ModelConfig:
 
     @property
     def key_dim(self) -> int:
+        """Width of the GDN query/key projections: linear_num_key_heads * linear_key_head_dim (H * K)."""
         return self.linear_num_key_heads * self.linear_key_head_dim
 
     @property
     def value_dim(self) -> int:
+        """Width of the GDN value projection: linear_num_value_heads * linear_value_head_dim (HV * V)."""
         return self.linear_num_value_heads * self.linear_value_head_dim
 
     @property
@@ -92,10 +94,12 @@ class ModelConfig:
 
     @property
     def attention_layer_ids(self) -> list:
+        """Indices of the full-attention layers in layer_types order."""
         return [i for i, t in enumerate(self.layer_types) if t == FULL]
 
     @property
     def gdn_layer_ids(self) -> list:
+        """Indices of the linear-attention (Gated DeltaNet) layers in layer_types order."""
         return [i for i, t in enumerate(self.layer_types) if t == LINEAR]
 
     @property

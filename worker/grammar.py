@@ -44,6 +44,8 @@ class RequestGrammar:
             self._fail()
 
     def consume(self, token_id: int) -> None:
+        """Advances the matcher by one sampled token; a token the grammar refuses sets `error`. After a failure, or an
+        eos once the grammar is done (ignore_eos), nothing is checked."""
         if self.error:
             return
         if self.is_done and token_id in self.eos_token_ids:
@@ -57,6 +59,7 @@ class RequestGrammar:
         self.error = f"constrained decoding failed: {self.matcher.get_error().split(chr(10))[0]}"
 
     def consume_all(self, token_ids: list) -> None:
+        """consume() for each token id in order."""
         for token_id in token_ids:
             self.consume(token_id)
 
@@ -79,6 +82,8 @@ class GrammarBook:
 
     @property
     def tokenizer(self) -> llguidance.LLTokenizer:
+        """llguidance's tokenizer from tokenizer.json, built on first use: the LM head's vocabulary size (masks cover
+        its padded rows), or the tokenizer's own where the tokenizer is larger."""
         if self._tokenizer is None:
             text = self._tokenizer_json
             text = text.decode("utf-8") if isinstance(text, bytes) else text
@@ -92,6 +97,7 @@ class GrammarBook:
 
     @property
     def executor(self) -> llguidance.LLExecutor:
+        """llguidance's LLExecutor (its thread pool for batch masks), made on first use."""
         if self._executor is None:
             self._executor = llguidance.LLExecutor()
         return self._executor

@@ -55,11 +55,14 @@ class Launched:
     event: object = None            # CUDA event after the sampling (None on CPU: already done)
 
     def fail(self, exc: Exception) -> None:
+        """Turns the step's result into an error (the exception and a short traceback) and drops what was on the
+        device."""
         trace = traceback.format_exc(limit=4)
         self.result = pb.StepResult(step_id=self.step.step_id, error=f"{type(exc).__name__}: {exc}\n{trace}")
         self.logits = self.sampled = None
 
     def record_event(self) -> None:
+        """Records a CUDA event after the sampling (finish waits on it); nothing on CPU."""
         if self.sampled.token_ids.is_cuda:
             self.event = torch.cuda.Event()
             self.event.record()

@@ -20,6 +20,8 @@ class StepPipeline:
         self.runner, self.steps, self.send = runner, steps, send
 
     def run(self) -> None:
+        """Runs steps until the link hands None (shutdown): each step is launched before the previous one's result is
+        finished and sent, so the GPU runs while the host sends."""
         pending = None  # the launched and sampled step whose result is not sent yet
         while True:
             step = self._next(pending)

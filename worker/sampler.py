@@ -50,10 +50,12 @@ class SamplingState:
 
     @property
     def is_greedy(self) -> bool:
+        """Temperature below GREEDY_EPS: the argmax, no random draw."""
         return self.params.temperature < GREEDY_EPS
 
     @property
     def has_penalty(self) -> bool:
+        """Any of presence, frequency or repetition penalty is set (repetition 0 or 1: none)."""
         p = self.params
         return p.presence_penalty != 0 or p.frequency_penalty != 0 or p.repetition_penalty not in (0.0, 1.0)
 

@@ -17,6 +17,7 @@ MASK = float("-inf")
 
 
 def temperature(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """logits [M, V] divided row-wise by each state's temperature."""
     temps = to_device([st.params.temperature for st in states], logits.device, logits.dtype)
     return logits / temps[:, None]
 
@@ -70,10 +71,12 @@ def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: b
 
 
 def top_k(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """top_k_top_p with top_k alone: logits [M, V] with every token below a row's top_k masked to -inf."""
     return top_k_top_p(logits, states, use_p=False)
 
 
 def top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """top_k_top_p with top_p alone: logits [M, V] with the tokens past a row's top_p mass masked to -inf."""
     return top_k_top_p(logits, states, use_k=False)
 
 

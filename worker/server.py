@@ -53,6 +53,7 @@ class WorkerConfig:
     drain_grace_s: float = 30.0
 
     def describe(self) -> str:
+        """One line `worker config: name=value ...` of every field, printed once at start."""
         return "worker config: " + " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 
@@ -228,6 +229,8 @@ def capture_at_start(runner) -> None:
 
 
 def run(config: WorkerConfig) -> None:
+    """Runs the worker process: loads the model and sizes its pools, captures the graphs (GPU), connects to the
+    scheduler and runs steps until a Shutdown or the end of a SIGTERM drain."""
     torch.set_num_threads(cpu_threads(config.num_threads))
     runner, hello = build_runner(config)
     capture_at_start(runner)
@@ -255,6 +258,8 @@ def _drain_on_sigterm(link: SchedulerLink, grace_s: float):
 
 
 def main(argv=None) -> None:
+    """Entry point `python -m worker.server`: config from flags and SPARKINFER_* variables, printed once; exits with a
+    message when the checkpoint cannot be loaded."""
     config = parse_config(argv)
     print(config.describe(), flush=True)
     try:

@@ -52,6 +52,7 @@ class SchedulerLink:
 
     @property
     def draining(self) -> bool:
+        """Whether drain() has started: the socket loop ends once no step ran for DRAIN_IDLE_S or the grace is over."""
         return self._drain_deadline is not None
 
     def drain(self, grace_s: float) -> None:
@@ -65,6 +66,8 @@ class SchedulerLink:
         return idle or now >= self._drain_deadline
 
     def start(self) -> None:
+        """Starts the socket thread, waits until it has connected and said hello, then makes the compute thread's
+        results socket."""
         self._thread.start()
         self._ready.wait()
         # Created and used only by the compute thread (ZeroMQ sockets are not thread-safe).
@@ -74,9 +77,13 @@ class SchedulerLink:
         self._results.connect(self.inproc_addr)
 
     def send_result(self, result) -> None:
+        """Hands a pb.StepResult to the socket thread (inproc PUSH), which sends it to the scheduler; compute thread
+        only (start() made the socket there)."""
         self._results.send(pb.WorkerMessage(result=result).SerializeToString())
 
     def process_sockets(self) -> None:
+        """The socket thread (worker-io): connects recv_from_scheduler and send_to_scheduler, says hello, then forwards
+        the compute thread's results and dispatches each scheduler message to handle_<kind> until stopped or drained."""
         recv_from_scheduler = self.context.socket(zmq.PULL)
         self.send_to_scheduler = self.context.socket(zmq.PUSH)
         recv_from_compute = self.context.socket(zmq.PULL)
@@ -115,17 +122,20 @@ class SchedulerLink:
             handler(getattr(msg, kind))
 
     def handle_ping(self, ping) -> None:
+        """Answers a pb.Ping with this worker's hello carrying the ping's nonce."""
         hello = pb.WorkerHello()
         hello.CopyFrom(self.hello)
         hello.nonce = ping.nonce
         self._send(pb.WorkerMessage(hello=hello))
 
     def handle_step(self, step) -> None:
+        """Hands a pb.PackedStep to the compute thread's queue."""
         self._num_steps_out += 1
         self._last_busy = time.monotonic()
         self.steps.put(step)
 
     def handle_shutdown(self, _shutdown) -> None:
+        """Stops the socket loop and ends the compute thread's queue (None)."""
         self._running = False
         self.steps.put(None)
 
@@ -139,6 +149,7 @@ class SchedulerLink:
             pass  # no scheduler connected: hellos repeat on every ping, results of a gone scheduler are moot
 
     def close(self) -> None:
+        """Stops the socket thread (2 s at most), closes the results socket and terminates the ZeroMQ context."""
         self._running = False
         self._thread.join(timeout=2)
         if self._results is not None:

@@ -44,18 +44,22 @@ def _np():
 
 
 def ptr(t):
+    """A tensor's device address as numpy uint64 (a kernel argument)."""
     return _np().uint64(t.data_ptr())
 
 
 def i64(x):
+    """x as numpy int64 (a kernel argument)."""
     return _np().int64(x)
 
 
 def i32(x):
+    """x as numpy int32 (a kernel argument)."""
     return _np().int32(x)
 
 
 def f32(x):
+    """x as numpy float32 (a kernel argument)."""
     return _np().float32(x)
 
 

@@ -30,13 +30,17 @@ class NVFP4Weight:
 
     @property
     def shape(self) -> tuple:
+        """The logical weight shape (N, K): packed holds two e2m1 codes a byte."""
         return (int(self.packed.shape[0]), int(self.packed.shape[1]) * 2)
 
     @property
     def device(self) -> torch.device:
+        """The device of the packed codes."""
         return self.packed.device
 
     def to(self, device) -> "NVFP4Weight":
+        """A copy of packed, scale and gmul on `device` (the repack cache not copied); RuntimeError once the checkpoint
+        layout was released."""
         self._check_held("to()")
         return NVFP4Weight(self.packed.to(device), self.scale.to(device), self.gmul.to(device))
 

@@ -32,6 +32,8 @@ def _tile_static(nt: int) -> int:
 
 
 def tile_fits(m: int, p: dict, depth: int) -> bool:
+    """Whether gemv_tile serves m rows (at most TILE_MAX_M) with params p and ring `depth`: its dynamic and static
+    shared memory fit one block's limit (ops.BLOCK_SMEM_MAX)."""
     nt = 1 if m <= 8 else 2
     return m <= TILE_MAX_M and _tile_smem(m, p, depth) + _tile_static(nt) <= ops.BLOCK_SMEM_MAX
 

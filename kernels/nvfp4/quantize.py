@@ -107,12 +107,16 @@ class ShardWriter:
         self.shard_bytes, self.on_flush, self.bytes_written = shard_bytes, on_flush, 0
 
     def add(self, name: str, tensor: torch.Tensor) -> None:
+        """Queues `name` -> tensor (made contiguous) for the current shard; writes the shard once it reaches
+        shard_bytes."""
         self.pending[name] = tensor.contiguous()
         self.size += tensor.numel() * tensor.element_size()
         if self.size >= self.shard_bytes:
             self.flush()
 
     def flush(self) -> None:
+        """Writes the queued tensors as the next model-0000i.safetensors (if any), records them in the weight map and
+        calls on_flush."""
         if self.pending:
             shard = f"model-{len(self.shards) + 1:05d}.safetensors"
             save_file(self.pending, os.path.join(self.out, shard), metadata={"format": "pt"})
@@ -124,6 +128,7 @@ class ShardWriter:
                 self.on_flush(shard, self.bytes_written)
 
     def finish(self) -> None:
+        """Writes the last shard and model.safetensors.index.json (weight_map sorted by name)."""
         self.flush()
         index = {"metadata": {}, "weight_map": dict(sorted(self.weight_map.items()))}
         with open(os.path.join(self.out, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
@@ -163,6 +168,8 @@ def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device=
 
 
 def main(argv=None) -> None:
+    """Entry point `python -m kernels.nvfp4.quantize --src DIR --out DIR --format F [--lm-head] [--device D]`: a bf16
+    Hugging Face folder quantized to F; a bad folder or format exits 2 with the reason."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", required=True, help="bf16 Hugging Face folder")
     parser.add_argument("--out", required=True, help="output folder (created)")

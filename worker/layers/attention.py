@@ -36,6 +36,8 @@ class PagedAttentionMetadata:
 
     @staticmethod
     def from_batch(batch: ForwardBatch, block_size: int) -> "PagedAttentionMetadata":
+        """The step's KV addressing from the batch's block_tables [N, max_blocks], positions [T], cu_seqlens [N+1] and
+        context_lens [N] with block_size tokens a block: slot_mapping [T] and each row's key index and causal mask."""
         device = batch.input_ids.device
         tables = batch.block_tables.long()
         row_of_token = torch.repeat_interleave(torch.arange(batch.num_rows, device=device), batch.seq_lens().long())

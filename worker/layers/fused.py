@@ -51,6 +51,7 @@ class FusedProjections(torch.nn.Module):
 
     @property
     def num_launches(self) -> int:
+        """GEMV launches the fused projections take a forward (one per Linear kept)."""
         return len(self.linears)
 
     @property

@@ -31,10 +31,12 @@ class Linear(torch.nn.Module):
 
     @property
     def in_features(self) -> int:
+        """K: the input width in elements (weight [N, K]; an NVFP4 weight's packed [N, K/2] bytes count twice)."""
         return int((self.nvfp4 or self.weight).shape[1])
 
     @property
     def out_features(self) -> int:
+        """N: the output width."""
         return int((self.nvfp4 or self.weight).shape[0])
 
     @staticmethod

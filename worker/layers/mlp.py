@@ -33,6 +33,8 @@ class MLP(torch.nn.Module):
         return self.gate_proj if self.gate_up_proj is None else self.gate_up_proj.linears[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [T, D] -> [T, D]: down(silu(gate(x)) * up(x)), fused into the down projection's GEMV where the kernels
+        serve."""
         if self.gate_up_proj is None:
             gate, up = self.gate_proj(x), self.up_proj(x)
         else:  # column views of the one output

@@ -25,6 +25,8 @@ class RMSNorm(torch.nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor = None):
+        """x [T, D] normalised and scaled by (1 + weight) (Qwen3.5's offset RMSNorm); with `residual` [T, D], returns
+        (norm(x + residual), x + residual). The fused kernel where it serves, else plain torch in float32."""
         if USE_KERNELS and norm_ops.supports(x, self.weight) and (residual is None or norm_ops.supports(residual)):
             return norm_ops.rms_norm(x, self.weight, self.eps, residual)
         if residual is not None:
@@ -64,6 +66,8 @@ class GatedRMSNorm(torch.nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """RMSNorm of x [.., V] times silu(z) [.., V] (the GDN output gate), in x's dtype; the fused kernel where it
+        serves."""
         if USE_KERNELS and norm_ops.supports(x, z, self.weight):
             return norm_ops.gated_rms_norm(x, z, self.weight, self.eps)
         xf = x.float()
