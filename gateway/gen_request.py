@@ -125,7 +125,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
-    # Per prompt of a multi-prompt request: (prompt_tokens, cached_tokens); set on what a stream is handed.
+    # Per prompt of a multi-prompt request: (prompt_tokens, cached_tokens), as Generation.usage and sent_usage set it.
     per_prompt: list = field(default_factory=list)
 
     @property
