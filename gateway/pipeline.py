@@ -71,9 +71,10 @@ class ChoiceOutput:
         if message.HasField("prompt_logprobs"):
             self._pending_prompt = prompt_entries(message.prompt_logprobs)
         self._num_tokens += len(token_ids)
-        # Like vLLM, stop strings apply only from the min_tokens-th generated token on (a stop string that began
-        # before it still counts when it ends after it).
-        armed = self._num_tokens >= self._min_tokens
+        # As vLLM's detokenizer (vllm/v1/engine/detokenizer.py: stop strings are checked only once
+        # len(output_token_ids) > min_tokens), a stop string counts only when it ends in a token after the first
+        # min_tokens (one that began before still counts); the eos is likewise allowed only as token min_tokens + 1.
+        armed = self._num_tokens > self._min_tokens or not self._min_tokens
         if self._shown is None:
             self._pending_logprobs += entries + ([stop_entry] if stop_entry is not None else [])
             text = self._detok.push(token_ids) + (self._detok.flush() if finish else "")

@@ -81,18 +81,22 @@ async def test_stop_strings_apply_only_from_min_tokens_on(stack):
     status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 3})
     # Tokens 1 and 2 ("A", "B") come before min_tokens; the "B" of token 4 is the first that stops.
     assert answer["choices"][0]["text"] == "ABA" and answer["choices"][0]["finish_reason"] == "stop"
-    status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 7, "stop": ["B", "C"]})
+    status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 6, "stop": ["B", "C"]})
     assert answer["choices"][0]["text"] == "ABABAB" and answer["choices"][0]["finish_reason"] == "stop"
+    # With min_tokens 7 no token after the first seven is left: vLLM checks stop strings only once
+    # len(output_token_ids) > min_tokens (vllm/v1/engine/detokenizer.py), so the answer runs to max_tokens.
+    status, answer = await post(client, "/v1/completions", {**body, "min_tokens": 7, "stop": ["B", "C"]})
+    assert answer["choices"][0]["text"] == "ABABABC" and answer["choices"][0]["finish_reason"] == "length"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_stop_string_that_ends_after_min_tokens_is_caught(stack, stream):
     client, fake = stack
-    # "AB" starts at token 1 (before min_tokens 2) and ends at token 2: vLLM looks back over the held text and stops.
-    fake.script.token_ids = [TOKENIZER.token_to_id(t) for t in ("A", "B", "C", "C", "C")]
+    # "AB" starts at token 2 (within min_tokens 2) and ends at token 3: vLLM looks back over the held text and stops.
+    fake.script.token_ids = [TOKENIZER.token_to_id(t) for t in ("C", "A", "B", "C", "C")]
     body = {"prompt": "Hello", "max_tokens": 5, "stop": ["AB"], "min_tokens": 2, "stream": stream}
     text, finish = await completion_text(client, body)
-    assert (text, finish) == ("", "stop")
+    assert (text, finish) == ("C", "stop")
     # A stop string that ends before min_tokens does not count; the next one, ending after, does.
     fake.script.token_ids = [TOKENIZER.token_to_id(t) for t in ("A", "B", "C", "A", "B", "C")]
     text, finish = await completion_text(client, {**body, "max_tokens": 6, "min_tokens": 3})
