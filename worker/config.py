@@ -13,6 +13,10 @@ FULL, LINEAR = "full_attention", "linear_attention"
 # quantization_config quant_methods whose tensors the loader reads (kernels/nvfp4/checkpoint.py layout_of): NVFP4 and
 # FP8 of ModelOpt and compressed-tensors, and block FP8 (Qwen's -FP8); GPTQ, AWQ, bitsandbytes, ... store others
 QUANT_METHODS = ("modelopt", "compressed-tensors", "fp8")
+# compressed-tensors formats (compressed_tensors CompressionFormat) whose tensors that layout reads: NVFP4 codes, FP8 /
+# INT8 / naive codes with a scale, or bf16; "pack-quantized" (INT4 / INT8 in int32 words: GPTQ / AWQ W4A16 exports),
+# "marlin-24", the sparse formats and MXFP4 store others
+CT_FORMATS = ("dense", "naive-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized", "mixed-precision")
 # RoPE kinds the model computes as transformers does (modeling_rope_utils.py ROPE_INIT_FUNCTIONS); "dynamic" and
 # "longrope" re-derive the frequencies from each forward's longest sequence, "llama3" / "proportional" are not built
 ROPE_TYPES = ("default", "linear", "yarn")
@@ -59,6 +63,8 @@ class ModelConfig:
     norm_topk_prob: bool = True
     # quantization_config's quant_method ("" when the checkpoint has none); the loader reads only QUANT_METHODS
     quant_method: str = ""
+    # the compressed-tensors formats named in quantization_config: its "format" and each config group's
+    quant_formats: list = field(default_factory=list)
     # set by the loader when the tensors sit under the other prefix (transformers saves *_text models under
     # model.language_model.); "" = derive from model_type
     language_prefix: str = ""
@@ -223,9 +229,18 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),
         quant_method=str((raw.get("quantization_config") or {}).get("quant_method") or ""),
+        quant_formats=_quant_formats(raw.get("quantization_config") or {}),
         **_rope_fields(text),
         **_moe_fields(model_type, text),
     )
+
+
+def _quant_formats(quant: dict) -> list:
+    """quantization_config's "format" and each config_groups entry's "format" (compressed-tensors names the format
+    per group under "mixed-precision"), in order, without repeats."""
+    groups = quant.get("config_groups") if isinstance(quant.get("config_groups"), dict) else {}
+    found = [quant.get("format")] + [g.get("format") for g in groups.values() if isinstance(g, dict)]
+    return list(dict.fromkeys(str(f) for f in found if f))
 
 
 def _moe_fields(model_type: str, text: dict) -> dict:

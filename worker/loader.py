@@ -8,7 +8,7 @@ from kernels.nvfp4 import checkpoint as nvfp4_checkpoint
 from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
                                       UnsupportedModelError)
-from worker.config import QUANT_METHODS, ROPE_TYPES, ModelConfig
+from worker.config import CT_FORMATS, QUANT_METHODS, ROPE_TYPES, ModelConfig
 from worker.layers.gdn import split_fused_qkvz
 from worker.model_card import load_model_card
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
@@ -20,6 +20,13 @@ __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError
 _FUSED = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
 _EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
 _CODE_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8, torch.int8)
+# tensors beside a Linear's weight that change what it computes and that no layout here applies: served without them,
+# the layer would be silently wrong
+_UNREAD_PARTS = {
+    "pre_quant_scale": "ModelOpt AWQ's per-input-channel activation scale (NVFP4_AWQ, INT4_AWQ, W4A8_AWQ) is not "
+                       "applied by this loader",
+    "weight_zero_point": "compressed-tensors asymmetric weights (zero points) are not read by this loader",
+}
 
 
 def _check_supported(config: ModelConfig, path: str) -> None:
@@ -37,6 +44,9 @@ def _check_supported(config: ModelConfig, path: str) -> None:
     if config.quant_method and config.quant_method not in QUANT_METHODS:
         raise UnsupportedModelError(path, f"quantization_config quant_method {config.quant_method!r} (read: "
                                           f"{', '.join(QUANT_METHODS)})")
+    unread = [f for f in config.quant_formats if f not in CT_FORMATS]
+    if config.quant_method == "compressed-tensors" and unread:
+        raise UnsupportedModelError(path, f"compressed-tensors format {unread[0]!r} (read: {', '.join(CT_FORMATS)})")
     if config.linear_num_value_heads % config.linear_num_key_heads:
         raise UnsupportedModelError(path, "linear_num_value_heads must be a multiple of linear_num_key_heads")
 
@@ -136,6 +146,10 @@ def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype)
     """A Linear weight stored quantized -> NVFP4Weight (either NVFP4 layout, kept 4-bit) or a dense tensor in
     `dtype` (FP8 layers dequantized); None when `name` is stored dense. Raises TensorShapeError on a mismatch."""
     prefix = name[: -len(".weight")]
+    for extra in _UNREAD_PARTS:
+        if f"{prefix}.{extra}" in ckpt:
+            raise UnsupportedModelError(ckpt.file_of(f"{prefix}.{extra}"), f"tensor {prefix}.{extra}: "
+                                                                            f"{_UNREAD_PARTS[extra]}")
     layout = nvfp4_checkpoint.layout_of(ckpt.weight_map, prefix)
     if layout == "dense":
         return None

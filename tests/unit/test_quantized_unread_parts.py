@@ -1,0 +1,103 @@
+"""Unit tests (CPU): quantized checkpoints whose Linears carry what the loader does not apply are refused at load,
+naming the format or the tensor, where they loaded silently wrong or failed on a tensor they never had: compressed-
+tensors "pack-quantized" (INT4 W4A16 in int32 words, e.g. the AWQ-4bit Qwen3-Next exports of vLLM issue 25797:
+MissingTensorError on a weight_global_scale before), ModelOpt AWQ's `pre_quant_scale` (NVFP4_AWQ: served as plain
+NVFP4 before) and compressed-tensors `weight_zero_point` (asymmetric INT8: dequantized as symmetric before)."""
+import json
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from kernels.nvfp4 import quantize
+from worker.loader import UnsupportedModelError, load_model
+from worker.tiny import write_tiny_checkpoint
+
+UP = "model.language_model.layers.0.mlp.up_proj"
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tiny"))
+    write_tiny_checkpoint(path)
+    return path
+
+
+def _edit(folder: str, change_weights, quantization_config: dict) -> None:
+    """change_weights(tensors) on the shard holding UP (the index, where there is one, follows), and the config's
+    quantization_config replaced."""
+    index_path = os.path.join(folder, "model.safetensors.index.json")
+    index = json.load(open(index_path, encoding="utf-8")) if os.path.isfile(index_path) else None
+    for shard in sorted(set(index["weight_map"].values())) if index else ["model.safetensors"]:
+        weights = load_file(os.path.join(folder, shard))
+        if UP + ".weight" in weights:
+            change_weights(weights)
+            save_file(weights, os.path.join(folder, shard))
+            if index:
+                index["weight_map"] = {n: s for n, s in index["weight_map"].items() if s != shard}
+                index["weight_map"].update({n: shard for n in weights})
+    if index:
+        with open(index_path, "w", encoding="utf-8") as f:
+            json.dump(index, f)
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["quantization_config"] = quantization_config
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+
+
+def _copy(tiny_path, tmp_path) -> str:
+    folder = str(tmp_path / "copy")
+    os.makedirs(folder)
+    for name in os.listdir(tiny_path):
+        with open(os.path.join(tiny_path, name), "rb") as src, open(os.path.join(folder, name), "wb") as dst:
+            dst.write(src.read())
+    return folder
+
+
+@pytest.mark.parametrize("fmt", ["pack-quantized", "marlin-24"])
+def test_compressed_tensors_format_not_read_is_refused_by_name(tiny_path, tmp_path, fmt):
+    folder = _copy(tiny_path, tmp_path)
+
+    def pack(weights):
+        rows, cols = weights.pop(UP + ".weight").shape
+        weights[UP + ".weight_packed"] = torch.zeros(rows, cols // 8, dtype=torch.int32)
+        weights[UP + ".weight_scale"] = torch.ones(rows, cols // 32, dtype=torch.bfloat16)
+        weights[UP + ".weight_shape"] = torch.tensor([rows, cols])
+
+    group = {"targets": ["Linear"], "format": fmt,
+             "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": True}}
+    _edit(folder, pack, {"quant_method": "compressed-tensors", "format": "mixed-precision",
+                         "config_groups": {"group_0": group}})
+    with pytest.raises(UnsupportedModelError, match=f"compressed-tensors format '{fmt}'"):
+        load_model(folder, progress=False)
+
+
+def test_modelopt_awq_pre_quant_scale_is_refused_naming_the_tensor(tiny_path, tmp_path):
+    folder = str(tmp_path / "nvfp4")
+    quantize.quantize_folder(tiny_path, folder, "modelopt", progress=False)
+    load_model(folder, progress=False)
+
+    def add_scale(weights):
+        weights[UP + ".pre_quant_scale"] = torch.full((weights[UP + ".weight"].shape[1] * 2,), 2.0,
+                                                      dtype=torch.bfloat16)
+
+    _edit(folder, add_scale, {"quant_method": "modelopt", "quant_algo": "NVFP4_AWQ"})
+    with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.pre_quant_scale: ModelOpt AWQ"):
+        load_model(folder, progress=False)
+
+
+def test_asymmetric_int8_zero_points_are_refused_naming_the_tensor(tiny_path, tmp_path):
+    folder = _copy(tiny_path, tmp_path)
+
+    def int8(weights):
+        weight = weights.pop(UP + ".weight").float()
+        scale = weight.abs().amax(dim=1, keepdim=True) / 127
+        weights[UP + ".weight"] = (weight / scale).round().to(torch.int8)
+        weights[UP + ".weight_scale"] = scale.to(torch.bfloat16)
+        weights[UP + ".weight_zero_point"] = torch.full_like(scale, 3, dtype=torch.int8)
+
+    _edit(folder, int8, {"quant_method": "compressed-tensors", "format": "int-quantized"})
+    with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.weight_zero_point: compressed-tensors asymm"):
+        load_model(folder, progress=False)
