@@ -25,6 +25,8 @@ _LEFT_OUT = OnceLog("/v1/messages: %s blocks in tool results are left out (a lin
 
 
 def refuse_block(kind: str, where: str) -> None:
+    """Raises for a content block of `kind` this server does not take at `where`: Unsupported (400, text only) for image
+    and document blocks, InvalidRequest for any other kind."""
     if kind in ("image", "document"):
         raise Unsupported(f"{where}: {kind} blocks are not supported: {_TEXT_ONLY}", param=where)
     raise InvalidRequest(f"{where}: content blocks of type '{kind}' are not supported here", param=where)
@@ -47,6 +49,7 @@ def server_side_text(block: dict, where: str) -> Optional[str]:
 
 
 def block_text(block: dict, where: str) -> str:
+    """A text block's `text`; InvalidRequest naming `where`.text when it is missing or not a string."""
     if not isinstance(block.get("text"), str):
         raise InvalidRequest(f"{where}.text: Field required (a string)", param=f"{where}.text")
     return block["text"]

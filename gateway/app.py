@@ -151,6 +151,8 @@ def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
 
 
 def auth_middleware(api_key: Optional[str]):
+    """aiohttp middleware that runs check_api_key (401 unless the route is open or the Bearer token, or on Anthropic
+    routes x-api-key, is `api_key`) before the handler; None checks nothing."""
     @web.middleware
     async def check_key(request: web.Request, handler):
         check_api_key(request, api_key)
@@ -219,6 +221,8 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Entry point `python -m gateway.app`: config from flags and SPARKINFER_* variables, logged once; serves until
+    SIGTERM / SIGINT, then drains (drain_grace_s)."""
     # First, so that no big block is freed under glibc's dynamic threshold (gateway/malloc_threshold.py).
     fix_mmap_threshold()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")

@@ -11,7 +11,7 @@ from gateway.llama_cpp_fields import RANDOM_SEED
 from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
 from gateway.llama_cpp_timings import llama_timings
 from gateway.model import ModelCard
-from gateway.ollama_shape import embedding_length, model_details, model_size
+from gateway.ollama_models import embedding_length, model_details, model_size
 from gateway.openai_shape import SSE_HEADERS
 from gateway.stream import SSE_KEEPALIVE, sse_event
 
@@ -26,6 +26,8 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: 
 
 
 def is_llama_cpp_path(path: str) -> bool:
+    """Whether `path` (trailing slashes ignored) is one of llama.cpp server's own routes, whose errors take its error
+    shape (LLAMA_CPP_PATHS, /slots/{id})."""
     path = path.rstrip("/") or "/"
     # /slots/{id_slot}: llama.cpp's save / restore / erase of one slot.
     return path in LLAMA_CPP_PATHS or path.startswith("/slots/")

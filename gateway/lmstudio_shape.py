@@ -6,7 +6,7 @@ from typing import Optional
 
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.model import ModelCard
-from gateway.ollama_shape import arch_family
+from gateway.ollama_models import arch_family
 
 FORMAT = "safetensors"
 # /api/v0's compatibility_type takes LM Studio's two values only, "gguf" and "mlx" (a safetensors checkpoint with its
@@ -39,11 +39,15 @@ def model_object(card: ModelCard, served_name: str, loaded: bool = True) -> dict
 
 
 def model_info(card: ModelCard) -> dict:
+    """LM Studio's model_info object of a /api/v0 answer: arch, quant (unknown when not quantized), format,
+    context_length."""
     return {"arch": arch_family(card.architecture), "quant": card.quantization or "unknown", "format": FORMAT,
             "context_length": card.max_context_len}
 
 
 def runtime(version: str) -> dict:
+    """LM Studio's runtime object of a /api/v0 answer: this server's name by OS and machine, its version, the formats it
+    loads."""
     return {"name": f"sparkinfer-{platform.system().lower()}-{platform.machine().lower()}", "version": version,
             "supported_formats": [FORMAT]}
 

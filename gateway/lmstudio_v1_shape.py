@@ -14,7 +14,7 @@ from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 from gateway.lmstudio_shape import publisher
 from gateway.model import ModelCard
-from gateway.ollama_shape import arch_family, model_details, model_size
+from gateway.ollama_models import arch_family, model_details, model_size
 from gateway.stream import SSE_KEEPALIVE
 from gateway.text_parts import TextParts
 
@@ -57,6 +57,8 @@ def chat_result(model: str, reasoning: str, content: str, stats: dict) -> dict:
 
 def chat_stats(usage: Usage, num_reasoning: int, received: float, first_token: Optional[float],
                finished: float) -> dict:
+    """LM Studio's /api/v1/chat stats: input / output / reasoning token counts, tokens_per_second over the generating
+    time (first token to finish, 0 when none) and time_to_first_token_seconds; times are time.monotonic() seconds."""
     first = finished if first_token is None else first_token
     generating = max(finished - first, 0.0)
     speed = usage.completion_tokens / generating if generating > 0 and usage.completion_tokens else 0.0

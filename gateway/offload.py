@@ -25,6 +25,8 @@ def num_workers() -> int:
 
 
 def executor() -> ThreadPoolExecutor:
+    """The gateway's one thread pool for CPU work off the event loop (num_workers() threads, gateway-cpu-*), made on
+    first use."""
     global _EXECUTOR
     if _EXECUTOR is None:
         _EXECUTOR = ThreadPoolExecutor(max_workers=num_workers(), thread_name_prefix="gateway-cpu")

@@ -23,8 +23,8 @@ from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_options import parse_options
 from gateway.ollama_names import INVALID_NAME, REMOTE_DETAILS, reference, resolve_model, serves, valid_name
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
-from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OLLAMA_VERSION, created_at, load_response, ndjson_line, ps_entry,
-                                  tags_entry)
+from gateway.ollama_models import created_at, ps_entry, tags_entry
+from gateway.ollama_shape import NDJSON_CONTENT_TYPE, OLLAMA_VERSION, load_response, ndjson_line
 from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types

@@ -11,6 +11,8 @@ _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 def no_images(images: Any, param: str) -> None:
+    """Raises Unsupported (Ollama's words, at `param`) when a message or request carries images: the model takes text
+    only."""
     if images:
         raise Unsupported(IMAGES_UNSUPPORTED, param=param)
 

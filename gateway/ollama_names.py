@@ -24,6 +24,7 @@ def tag_name(served_name: str) -> str:
 
 
 def model_names(card: ModelCard, served_name: str) -> set:
+    """The names this server answers to: the served name, the checkpoint's model id and "default"."""
     return {served_name, card.model_id, "default"}
 
 
@@ -110,6 +111,7 @@ def serves(name: str, card: ModelCard, served_name: str) -> bool:
 
 
 def model_required(raw: str) -> ApiError:
+    """Ollama's 400 for a request without a model: "model is required" (`raw` is the name given, empty)."""
     return InvalidRequest("model is required", param="model")
 
 

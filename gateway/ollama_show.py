@@ -6,8 +6,8 @@ from typing import Optional
 
 from gateway.effort_tiers import template_tiers
 from gateway.model import ModelCard
+from gateway.ollama_models import arch_family, capabilities, created_at, model_details
 from gateway.ollama_names import tag_name
-from gateway.ollama_shape import arch_family, capabilities, created_at, model_details
 
 # generation_config.json names -> Ollama option names, for /api/show's parameters.
 _OPTION_NAMES = {"repetition_penalty": "repeat_penalty"}

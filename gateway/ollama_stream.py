@@ -8,8 +8,9 @@ from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.ollama_request import OllamaPlan
-from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OllamaOutput, Piece, chunk, created_at, durations_ns, final,
-                                  final_metrics, ndjson_line)
+from gateway.ollama_models import created_at
+from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OllamaOutput, Piece, chunk, durations_ns, final, final_metrics,
+                                  ndjson_line)
 
 NDJSON_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

@@ -22,6 +22,7 @@ _GO_TYPES = {bool: "bool", int: "int", float: "float64", str: "string", list: "[
 
 
 def truth(value: Any) -> bool:
+    """Go template truthiness (if, and, or, not): nil, false, 0, "" and empty lists and maps are false."""
     return bool(value) if value is not None else False
 
 

@@ -18,6 +18,7 @@ _MAX_DEPTH = 64         # blocks inside blocks (the parser and the renderer recu
 
 
 def fail(message: str) -> InvalidRequest:
+    """The InvalidRequest (400, param template) for a per-request template this reader cannot parse or run."""
     return InvalidRequest(f"template: {message}", param="template")
 
 

@@ -133,6 +133,8 @@ def check_function_parameters(tools: Optional[list]) -> None:
 
 
 def check_tool_schemas(tools: list) -> None:
+    """Checks each tool's parameters schema (check_schema), and that every name in its `required` has a schema in
+    properties: a forced call could not supply one without. InvalidRequest naming tools[i].function.parameters."""
     for i, tool in enumerate(tools):
         parameters = tool["function"].get("parameters")
         if parameters is None:

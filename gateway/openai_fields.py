@@ -179,6 +179,9 @@ def _as_lark(grammar: str, param: str) -> str:
 
 
 def lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
+    """A client's grammar (Lark or GBNF, converted to Lark) checked for a start rule; with thinking open, free text up
+    to the think end tag comes first and the client's start rule follows it. InvalidRequest at `param` when empty or
+    without start."""
     if not isinstance(grammar, str) or not grammar.strip():
         raise InvalidRequest(f"{param} must be a non-empty grammar string (Lark or GBNF)", param=param)
     grammar = _as_lark(grammar, param)

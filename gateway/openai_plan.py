@@ -71,6 +71,8 @@ def stops(body: dict) -> list:
 
 
 def stream_options(body: dict) -> tuple[bool, bool, bool]:
+    """(stream, include_usage, continuous_usage_stats) of an OpenAI body; stream_options without stream is a 400 as in
+    vLLM (null or {} is accepted)."""
     stream = bool(body.get("stream"))
     options = body.get("stream_options")
     if options and not stream:  # as vLLM: an empty object (or null) is accepted without stream
@@ -100,6 +102,9 @@ def priority(body: dict) -> int:
 
 def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, prefix: str,
               limit_name: str = "max_tokens") -> GenRequest:
+    """The GenRequest fields every OpenAI-style route shares: sampling, stops, stop_token_ids (each below the vocabulary
+    size, else InvalidRequest), n, min_tokens against `limit_name`, ignore_eos, skip_special_tokens, time limit,
+    cache_salt, priority; req_id is `prefix`-<24 hex>."""
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
     if any(t >= card.vocab_size for t in stop_ids):
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")

@@ -57,4 +57,5 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
 
 
 def install(app: web.Application) -> None:
+    """Adds the X-Request-Id response header hook (add_request_id) to the app."""
     app.on_response_prepare.append(add_request_id)

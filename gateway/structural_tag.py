@@ -13,6 +13,8 @@ from gateway.structured import check_schema, checked, max_string_chars
 
 
 def is_structural_tag(body: dict) -> bool:
+    """Whether the body asks for a structural tag: response_format type structural_tag, or
+    structured_outputs.structural_tag."""
     outputs = body.get("structured_outputs")
     return ((body.get("response_format") or {}).get("type") == "structural_tag"
             or (isinstance(outputs, dict) and outputs.get("structural_tag") is not None))

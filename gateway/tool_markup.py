@@ -78,6 +78,7 @@ def prose_then_call(text: str, pos: int) -> bool:
 
 
 def skip_space(text: str, pos: int) -> int:
+    """The first index at or after `pos` that is not whitespace (len(text) when none)."""
     while pos < len(text) and text[pos].isspace():
         pos += 1
     return pos

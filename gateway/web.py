@@ -109,10 +109,12 @@ async def read_json(request: web.Request) -> Any:
 
 def json_response(body: Any, status: int = 200, headers: dict | None = None,
                   charset: str | None = None) -> web.Response:
+    """A JSON response: the body as compact JSON (orjson), application/json with an optional charset."""
     return web.Response(body=json_out.dumps(body), status=status, headers=headers,
                         content_type="application/json", charset=charset)
 
 
 def error_response(error: ApiError) -> web.Response:
+    """An ApiError as its API's error body (ApiError.to_json), with its status and headers (Retry-After, ...)."""
     return web.Response(body=error.to_json(), status=error.status, headers=error.headers,
                         content_type="application/json")

@@ -11,9 +11,9 @@ from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
 from gateway.ollama_names import tag_name
 from gateway.ollama_request import OllamaPlan
-from gateway.ollama_shape import (OllamaOutput, Piece, arch_family, chunk, created_at, done_reason, durations_ns,
-                                  final, final_metrics, load_response, ndjson_line, ollama_tool_calls, parameter_size,
-                                  ps_entry, tags_entry)
+from gateway.ollama_models import arch_family, created_at, parameter_size, ps_entry, tags_entry
+from gateway.ollama_shape import (OllamaOutput, Piece, chunk, done_reason, durations_ns, final, final_metrics,
+                                  load_response, ndjson_line, ollama_tool_calls)
 from gateway.ollama_show import show_body
 
 STAMP = "2026-01-02T03:04:05.000006Z"
