@@ -21,6 +21,7 @@ from gateway.ollama_options import (OllamaOptions, generation_budget, parse_opti
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types, check_runner
+from gateway.schema_bounds import lenient
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -56,13 +57,15 @@ def _format_schema(value: Any) -> Optional[dict]:
 def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
     if plan.format_schema is None:
         return
+    # Keywords the grammar cannot enforce are left unenforced, as Ollama's llama.cpp-built grammar skips them.
+    schema = plan.format_schema if plan.format_schema is ANY_OBJECT else lenient(plan.format_schema)
     if not plan.tools:
-        plan.gen.constraint = json_constraint(plan.format_schema, plan.gen.thinking_open, card, "format")
+        plan.gen.constraint = json_constraint(schema, plan.gen.thinking_open, card, "format")
         return
     # As response_format with tools on /v1: a tool call, or JSON for the format.
     check_tool_schemas(plan.tools)
-    check_answer(plan.format_schema, card, "format")
-    grammar = calls_or_json_grammar(plan.tools, True, plan.format_schema, plan.gen.thinking_open, card)
+    check_answer(schema, card, "format")
+    grammar = calls_or_json_grammar(plan.tools, True, schema, plan.gen.thinking_open, card)
     plan.gen.constraint = checked(grammar, card, "format")
 
 

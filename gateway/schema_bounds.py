@@ -258,13 +258,26 @@ def _min_length(node: dict) -> int:
     return low if isinstance(low, int) and not isinstance(low, bool) else 0
 
 
+def lenient(schema: dict) -> dict:
+    """schema, its grammar leaving a keyword llguidance has no rule for unenforced (llguidance's `lenient` option)
+    instead of a 400: uniqueItems (pydantic's set[str]), not, if / then, contains, propertyNames, dependentRequired,
+    unevaluatedProperties, minProperties beside optional properties, a oneOf whose branches overlap (read as anyOf).
+    llama.cpp's json-schema-to-grammar, which builds Ollama's `format` grammar (llm/llama_server.go SchemaToGrammar),
+    skips every keyword it does not read and reads oneOf as anyOf (common/json-schema-to-grammar.cpp visit()); a
+    pattern no grammar reads (a look-around) is still refused."""
+    return {**schema, "x-guidance": {"lenient": True}}
+
+
 def bounded_schema(schema: dict, limit: int) -> dict:
-    """A copy of schema for the grammar: every output it allows still validates against the original."""
+    """A copy of schema for the grammar: every output it allows still validates against the original (but for the
+    keywords a lenient() schema leaves unenforced)."""
     out = copy.deepcopy(schema)
     close_open_values(out, limit)
     _widen(out, out)
     _bound(out, limit)
-    out["x-guidance"] = dict(_JSON_STYLE)
+    own = schema.get("x-guidance")
+    out["x-guidance"] = {**_JSON_STYLE, **({"lenient": True} if isinstance(own, dict) and own.get("lenient") is True
+                                           else {})}
     return out
 
 

@@ -132,7 +132,8 @@ def test_empty_messages_is_a_load_request(card):
 CHAT_REFUSALS = [
     ({"format": "yaml"}, InvalidRequest, '^invalid format: "\\\\"yaml\\\\""; expected "json" or a valid JSON Schema'),
     ({"format": {"type": "objet"}}, InvalidRequest, "format is not a valid JSON Schema"),
-    ({"format": {"type": "object", "not": {}}}, InvalidRequest, "format cannot be enforced by constrained decoding"),
+    ({"format": {"type": "string", "pattern": "^(?=a)"}}, InvalidRequest,
+     "format cannot be enforced by constrained decoding"),
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, Unsupported,
      "^image input is not supported: "),
     ({"messages": [{"role": "robot", "content": "x"}]}, InvalidRequest, "messages\\[0\\].role must be one of"),
