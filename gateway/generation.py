@@ -91,7 +91,7 @@ class Generation(ChoiceCalls):
 
     def usage(self) -> Usage:
         """The whole request's usage, with each prompt's own (prompt_tokens, cached_tokens): a several-prompt answer
-        (/generate's meta_info, /completion's tokens_cached) counts its prompt's hits, not the request's sum."""
+        (/generate's meta_info, /completion's timings.cache_n) counts its prompt's hits, not the request's sum."""
         self._usage.completion_tokens = sum(self._generated)
         self._usage.per_prompt = list(zip(self._num_prompt, self._num_cached))
         return self._usage

@@ -182,7 +182,10 @@ class LlamaCppShaper:
                 # As llama.cpp's: the output ran into the end of the context (never a cut prompt here).
                 "truncated": reason == "limit" and len(prompt_ids) + num_tokens >= self.card.max_context_len,
                 "stop_type": reason, "stopping_word": stop_reason if reason == "word" else "",
-                "tokens_cached": cached, "timings": self.timings(len(prompt_ids), cached, num_tokens)}
+                # llama.cpp's n_tokens_cached: the tokens its slot holds after the answer (slot.prompt.n_tokens()),
+                # the prompt and the output but its last token, sampled and never decoded; cache_n has the hits.
+                "tokens_cached": len(prompt_ids) + max(num_tokens - 1, 0),
+                "timings": self.timings(len(prompt_ids), cached, num_tokens)}
         if logprobs:
             body["completion_probabilities"] = self.probabilities(logprobs)
         return nested_fields(body, self.fields) if self.fields else body

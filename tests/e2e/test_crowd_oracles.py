@@ -112,7 +112,7 @@ def usage_of(name: str, body: dict) -> tuple:
     """(prompt tokens of every choice, completion tokens, cached prompt tokens, finish reasons) of one answer."""
     path = CASES[name][0]
     if path == "/completion":
-        return body["tokens_evaluated"], body["tokens_predicted"], body["tokens_cached"], [
+        return body["tokens_evaluated"], body["tokens_predicted"], body["timings"]["cache_n"], [
             "length" if body["stop_type"] == "limit" else "stop"]
     if path == "/api/generate":
         return body["prompt_eval_count"], body["eval_count"], 0, [body["done_reason"]]
