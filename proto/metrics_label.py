@@ -13,19 +13,33 @@ WAITING_REASONS = ("capacity", "deferred")
 SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
 
 
+# vLLM's series are each an engine core's (vllm/v1/metrics/loggers.py: labelnames ["model_name", "engine"], the engine
+# its index, "0" for a server of one engine): its boards group and name series by it (`sum by (instance, engine)`,
+# legends "engine {{engine}}", an $engine variable from label_values(..., engine)) and scrapers pick engine="0".
+ENGINE_INDEX = "0"
+
+
+def is_engine_series(name: str) -> bool:
+    """Whether a series is one of vLLM's engine series (sparkinfer_ for vllm:), not the gateway's own."""
+    return name.startswith("sparkinfer_") and not name.startswith("sparkinfer_gateway_")
+
+
 class ModelLabelled:
     """A view of a prometheus_client registry whose samples all carry model_name (the served model's name), as vLLM
-    labels every series: the Grafana dashboards built for vLLM filter each panel on it. "" adds no label."""
+    labels every series: the Grafana dashboards built for vLLM filter each panel on it. "" adds no label. vLLM's engine
+    series carry its engine label too (this server has one engine, "0")."""
 
     def __init__(self, registry, model_name: str):
         self.registry, self.model_name = registry, model_name
 
     def collect(self):
         for metric in self.registry.collect():
-            if self.model_name:
+            extra = {"model_name": self.model_name} if self.model_name else {}
+            if is_engine_series(metric.name):
+                extra["engine"] = ENGINE_INDEX
+            if extra:
                 metric = copy.copy(metric)
-                metric.samples = [sample._replace(labels={**sample.labels, "model_name": self.model_name})
-                                  for sample in metric.samples]
+                metric.samples = [sample._replace(labels={**sample.labels, **extra}) for sample in metric.samples]
             yield metric
 
     def restricted_registry(self, names):

@@ -75,10 +75,11 @@ async def neighbour(client, i: int, cancel: bool) -> None:
 
 
 def scrape(url: str) -> dict:
-    """The sparkinfer_ series of a /metrics (the scheduler's or a gateway's), histograms by their sums and counts."""
+    """The sparkinfer_ series of a /metrics (the scheduler's or a gateway's), histograms by their sums and counts; the
+    engine label of vLLM's engine series (always "0") left out of the names."""
     text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-            if line.startswith("sparkinfer_") and "_bucket" not in line}
+    return {line.rsplit(" ", 1)[0].replace('engine="0",', ""): float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith("sparkinfer_") and "_bucket" not in line}
 
 
 def grew(before: dict, after: dict, name: str) -> float:

@@ -13,8 +13,8 @@ PROMPT = "Once upon a time"
 def finished(metrics_port: int) -> dict:
     """sparkinfer_request_success_total by finished_reason, from the scheduler's /metrics."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    found = re.findall(r'^sparkinfer_request_success_total\{finished_reason="(\w+)",model_name="tiny"\} ([0-9.e+]+)$',
-                       text, re.M)
+    found = re.findall(r'^sparkinfer_request_success_total\{engine="0",finished_reason="(\w+)",model_name="tiny"\} '
+                       r'([0-9.e+]+)$', text, re.M)
     return {reason: float(value) for reason, value in found}
 
 

@@ -21,12 +21,13 @@ SCHEDULER_GAUGES = ("sparkinfer_num_requests_running", "sparkinfer_num_requests_
 
 
 def scrape(url: str, query: str = "") -> dict:
-    """{(name, frozenset of labels other than model_name): value} of every sample on url's /metrics(?query)."""
+    """{(name, frozenset of labels other than model_name and engine): value} of every sample on url's
+    /metrics(?query)."""
     text = httpx.get(f"{url}/metrics{query}", timeout=10).text
     samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            labels = frozenset((k, v) for k, v in sample.labels.items() if k != "model_name")
+            labels = frozenset((k, v) for k, v in sample.labels.items() if k not in ("model_name", "engine"))
             samples[(sample.name, labels)] = sample.value
     return samples
 

@@ -83,7 +83,7 @@ async def test_concurrent_greedy_requests_match_solo_runs(engine_stack, tiny_mod
                  "sparkinfer_time_to_first_token_seconds_bucket", "sparkinfer_inter_token_latency_seconds_bucket",
                  "sparkinfer_e2e_request_latency_seconds_bucket", "sparkinfer_request_queue_time_seconds_bucket",
                  "sparkinfer_num_preemptions_total",
-                 'sparkinfer_request_success_total{finished_reason="length",model_name="tiny"}'):
+                 'sparkinfer_request_success_total{engine="0",finished_reason="length",model_name="tiny"}'):
         assert name in metrics, name
     generated = next(line for line in metrics.splitlines() if line.startswith("sparkinfer_generation_tokens_total"))
     assert float(generated.split()[-1]) >= 16 * 12
@@ -249,5 +249,6 @@ async def test_prefix_cache_hits_give_the_cold_bits(make_engine_stack):
     assert load.num_free_slots + load.num_prefix_entries == load.num_total_slots
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{stack.metrics_port}/metrics", timeout=5).read().decode()
     values = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines() if line.startswith("sparkinfer_")}
-    assert values['sparkinfer_prefix_cache_queries_total{model_name="tiny"}'] == 2 * len(turn1) + len(turn2)
-    assert values['sparkinfer_prefix_cache_hits_total{model_name="tiny"}'] == 256
+    labels = '{engine="0",model_name="tiny"}'
+    assert values[f"sparkinfer_prefix_cache_queries_total{labels}"] == 2 * len(turn1) + len(turn2)
+    assert values[f"sparkinfer_prefix_cache_hits_total{labels}"] == 256

@@ -6,11 +6,13 @@ import socket
 import urllib.request
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from proto.metrics_label import ModelLabelled
 from scheduler.config import parse_config
-from scheduler.metrics import serve_metrics
+from scheduler.metrics import Metrics, serve_metrics
 
 TOKENIZER = build_tokenizer()
 
@@ -49,3 +51,30 @@ def test_every_scheduler_series_names_the_served_model():
     assert names["python_info"] == {"my-model"} and set().union(*names.values()) == {"my-model"}
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?name[]=python_info", timeout=5) as reply:
         assert model_names(reply.read().decode()) == {"python_info": {"my-model"}}
+
+
+def engines(text: str) -> dict:
+    """Series name -> the set of engine values its samples carry (None for a sample without the label)."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found.setdefault(sample.name, set()).add(sample.labels.get("engine"))
+    return found
+
+
+async def test_vllms_engine_series_carry_engine_0_as_vllms_do():
+    """vLLM labels each engine series engine="0" on a server of one engine core (labelnames ["model_name", "engine"]);
+    its boards group by (instance, engine) and scrapers pick engine="0". The gateway's own series are not vLLM's."""
+    registry = CollectorRegistry()
+    Metrics(registry)
+    scheduler = engines(generate_latest(ModelLabelled(registry, "m")).decode())
+    assert scheduler["sparkinfer_num_requests_running"] == {"0"}
+    assert scheduler["sparkinfer_request_success_total"] == {"0"}
+    assert set().union(*scheduler.values()) == {"0"}
+    async with fake_gateway(FakeServing(TOKENIZER)) as (client, _):
+        text = (await (await client.get("/metrics")).read()).decode()
+    gateway = engines(text)
+    assert gateway["sparkinfer_num_requests_running"] == {"0"} and gateway["sparkinfer_request_params_n_count"] == {"0"}
+    assert gateway["sparkinfer_gateway_http_requests_total"] == {None} and gateway["http_requests_total"] == {None}
+    assert {name for name, values in gateway.items() if values == {"0"}} == {
+        name for name in gateway if name.startswith("sparkinfer_") and not name.startswith("sparkinfer_gateway_")}

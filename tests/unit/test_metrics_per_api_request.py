@@ -2,6 +2,8 @@
 "Max Generation Token in Sequence Group" panel of vLLM's Grafana board) and vllm:request_params_n were not served at
 all, so that panel stayed empty: once a prompt's n choices have all ended, the gateway observes its n and the most
 tokens one of its choices generated (vllm/v1/engine/parallel_sampling.py ParentRequest.observe_finished_request)."""
+import re
+
 import orjson
 import pytest
 
@@ -20,8 +22,8 @@ async def scrape(client) -> dict:
     for line in text.splitlines():
         if line.startswith((MAX_GEN, PARAMS_N)):
             name, value = line.rsplit(" ", 1)
-            samples[name.replace(',model_name="fake-model"', "").replace('{model_name="fake-model"}', "")] = \
-                float(value)
+            name = re.sub(r'(engine="0"|model_name="fake-model"),?', "", name).replace(",}", "}").replace("{}", "")
+            samples[name] = float(value)
     return samples
 
 
