@@ -18,7 +18,9 @@ from proto.metrics_label import FINISHED_REASONS, SLEEP_STATES, WAITING_REASONS,
 # As vLLM: no `<name>_created` series beside each counter and histogram (a timestamp per series that doubles the
 # scrape and that dashboards never read). Process-wide; the scheduler's metrics module does the same.
 disable_created_metrics()
-REGISTRY = CollectorRegistry()
+# auto_describe: a collector without describe() (the process and Python ones) is found by a scrape naming its series
+# (name[]) by what it collects, as in prometheus_client's default registry.
+REGISTRY = CollectorRegistry(auto_describe=True)
 # The process's own series (process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, process_max_fds,
 # process_start_time_seconds) and Python's, as vLLM's API server serves them from prometheus_client's default registry:
 # its instances board's "API server process" row (CPU, memory, open descriptors: a client connection holds one) and

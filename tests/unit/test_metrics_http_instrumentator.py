@@ -64,3 +64,6 @@ async def test_the_process_series_of_vllms_api_server_are_there(stack):
     assert 0 < values["process_start_time_seconds"] <= time.time()
     assert values["process_resident_memory_bytes"] > 0 and values["process_cpu_seconds_total"] > 0
     assert 3 <= values["process_open_fds"] <= len(os.listdir("/proc/self/fd")) + 8 <= values["process_max_fds"] + 8
+    named = (await (await client.get("/metrics?name[]=process_start_time_seconds")).read()).decode()
+    assert [sample.name for family in text_string_to_metric_families(named) for sample in family.samples] == [
+        "process_start_time_seconds"]
