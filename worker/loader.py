@@ -17,7 +17,9 @@ from worker.models.qwen3_5_weights import disk_name, tensor_shapes
 __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError", "UnsupportedModelError",
            "TensorShapeError", "MissingTensorError"]
 
-_FUSED = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+# Qwen3.5's split GDN projections -> the Qwen3-Next tensor that holds each fused
+_FUSED = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
+          "in_proj_a": "in_proj_ba"}
 _EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
 _CODE_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8, torch.int8)
 # tensors beside a Linear's weight that change what it computes and that no layout here applies: served without them,
@@ -71,9 +73,7 @@ def _read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str
         rows = {key: torch.arange(w.shape[0])[:, None] for key, w in fused.items()}
         split = split_fused_qkvz(rows["in_proj_qkvz"], rows["in_proj_ba"], config.linear_num_key_heads,
                                  config.linear_key_head_dim, config.linear_value_head_dim, hv)
-        source = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
-                  "in_proj_a": "in_proj_ba"}
-        cache[layer_prefix] = {name: _take_rows(fused[source[name]], index[:, 0]) for name, index in split.items()}
+        cache[layer_prefix] = {name: _take_rows(fused[_FUSED[name]], index[:, 0]) for name, index in split.items()}
     return cache[layer_prefix][part]
 
 
@@ -180,6 +180,19 @@ def _shapes_to_read(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> dict:
     return shapes
 
 
+def _fused_instead(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str) -> bool:
+    """Split GDN projection `canonical` is read from Qwen3-Next's fused tensor: it is not stored, the fused one is.
+    Neither stored: the layout of the config's kind (fused for qwen3_next, split for Qwen3.5), so that the
+    MissingTensorError names a tensor the checkpoint should hold."""
+    parts = canonical.rsplit(".", 2)
+    if len(parts) < 3 or parts[1] not in _FUSED:
+        return False
+    fused = f"{parts[0]}.{_FUSED[parts[1]]}.weight"
+    if _stored(ckpt, disk_name(config, canonical)):
+        return False
+    return config.model_type == "qwen3_next" or _stored(ckpt, disk_name(config, fused))
+
+
 def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtype, progress: bool) -> dict:
     shapes = _shapes_to_read(config, ckpt)
     tensors, fused = {}, {}
@@ -189,7 +202,7 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
         name = disk_name(config, canonical)
         if canonical.endswith(_EXPERTS):
             tensor = _read_experts(config, ckpt, canonical, expected, dtype)
-        elif canonical.rsplit(".", 2)[-2] in _FUSED and not _stored(ckpt, name):
+        elif _fused_instead(config, ckpt, canonical):
             tensor = _read_fused(config, ckpt, canonical, fused, dtype)
             if isinstance(tensor, nvfp4_checkpoint.NVFP4Weight):
                 tensors[canonical] = tensor.to(device)

@@ -120,6 +120,23 @@ def test_missing_tensor_is_named(copy):
     assert isinstance(info.value, CheckpointError)
 
 
+@pytest.mark.parametrize("arch, missing", [("qwen3_5", "in_proj_z"), ("qwen3_5", "in_proj_a"),
+                                             ("qwen3_next", "in_proj_qkvz"), ("qwen3_next", "in_proj_ba")])
+def test_missing_gdn_projection_is_named_as_the_checkpoint_kind_stores_it(tmp_path, arch, missing):
+    """A Qwen3.5 checkpoint without one of its split GDN projections: the error names that tensor, where it named
+    Qwen3-Next's fused in_proj_qkvz / in_proj_ba, which no Qwen3.5 checkpoint holds. Qwen3-Next names its fused one."""
+    folder = str(tmp_path / arch)
+    write_tiny_checkpoint(folder, arch=arch)
+    path = os.path.join(folder, "model.safetensors")
+    weights = load_file(path)
+    name = next(n for n in weights if n.endswith(f"layers.0.linear_attn.{missing}.weight"))
+    del weights[name]
+    save_file(weights, path)
+    with pytest.raises(MissingTensorError) as info:
+        load_model(folder, progress=False)
+    assert info.value.name == name
+
+
 def test_sharded_text_only_layout_skips_visual_and_mtp(tiny_path, copy):
     reference = _logits(tiny_path)
     raw = _read_json(copy, "config.json")
