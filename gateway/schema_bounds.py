@@ -4,8 +4,8 @@ Every output a bounded copy allows still validates against the original schema. 
 maxLength/enum/const (of no format, or an open one: email, hostname, uri; a pattern some string that short matches)
 get maxLength `limit`
 (SPARKINFER_GRAMMAR_MAX_STRING; their minLength when larger), so do the keys of a map (`additionalProperties`
-alone); objects with `properties` but no `additionalProperties` get no other keys. A number without bounds is any
-integer or a decimal within 1e15, never with an exponent, so every number is a finite double. A type list
+alone); objects with `properties` but no `additionalProperties` get no other keys. Numbers are finite doubles of at
+most 18 integer and 10 fraction digits where the schema leaves that open (gateway.schema_numbers). A type list
 (`["number", "null"]`, as OpenAI's strict mode writes an optional field) is read as the anyOf of its types, so each
 is bounded as it would be alone (a type list was left unbounded: its numbers took any exponent, 945E+3023822713,
 read back as a string its schema refused, and its strings any length).
@@ -21,6 +21,7 @@ from typing import Any
 
 from gateway.schema_dates import pin_date_format
 from gateway.schema_keys import fold_covered_patterns
+from gateway.schema_numbers import bound_number, close_exclusive_bounds
 from gateway.schema_open import ANNOTATIONS as _NODE_KEYS, any_value_defs, close_open_values, key_pattern
 
 _JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -35,17 +36,6 @@ _OPEN_FORMATS = ("email", "hostname", "uri")
 # RFC 1123's longest host name (jsonschema's hostname check, fqdn, refuses a longer one): llguidance caps each label
 # at 63 characters but not the name.
 _HOSTNAME_CHARS = 253
-_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-# The widest integer the grammar writes on a side the schema leaves open: 18 digits, which a signed 64-bit integer
-# holds (Go's int, Java's long; the forced-call grammar's plain integers are as wide). llguidance's rule took any
-# number of digits: the random tiny model answered {"a": integer} with 59 of them (no int64 reads it, and a model that
-# rambles digits never ends); llama.cpp's json-schema-to-grammar, Ollama's format grammar, stops at 16
-# (PRIMITIVE_RULES integral-part "[0] | [1-9] [0-9]{0,15}").
-_MAX_OPEN_INTEGER = 10**18 - 1
-# A number without bounds, as the grammar writes it: such an integer, or a decimal within +-1e15 (no exponent).
-_NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
-_FINITE_NUMBER = [{"type": "integer", "minimum": -_MAX_OPEN_INTEGER, "maximum": _MAX_OPEN_INTEGER},
-                  {"type": "number", "minimum": -1e15, "maximum": 1e15}]
 
 
 @functools.lru_cache(maxsize=64)
@@ -78,44 +68,6 @@ def _split_types(node: dict) -> None:
     node["anyOf"] = [{**copy.deepcopy(rest), "type": kind} for kind in types]
 
 
-def _number_bound(node: dict, key: str):
-    value = node.get(key)
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _close_exclusive_bounds(node: dict) -> None:
-    """llguidance's number rule for exclusiveMinimum L (a whole number) and an upper bound below L + 1, a range with no
-    integer in it, lets "L" itself through ({"exclusiveMinimum": 0, "exclusiveMaximum": 0.001} answered 0 for every
-    seed of the random model), and so for a negative whole exclusiveMaximum H above a lower bound past H - 1
-    ({"minimum": -2.5, "exclusiveMaximum": -2} took -2). An inclusive bound 1e-9 inside it keeps the grammar off L
-    (values within 1e-9 of it are left out, every one allowed stays valid); one too large for the step is left."""
-    if node.get("type", "number") != "number":
-        # A node with no type bounds its numbers too ({"exclusiveMinimum": 0, "maximum": 0.5} also took 0).
-        return
-    for edge, inner, others, sign in (("exclusiveMinimum", "minimum", ("maximum", "exclusiveMaximum"), 1),
-                                       ("exclusiveMaximum", "maximum", ("minimum", "exclusiveMinimum"), -1)):
-        bound = _number_bound(node, edge)
-        far = [value for value in (_number_bound(node, key) for key in others) if value is not None]
-        if bound is None or bound != int(bound) or not far:
-            continue
-        step, nearest, own = bound + sign * 1e-9, (min(far) if sign > 0 else max(far)), _number_bound(node, inner)
-        if sign * (nearest - bound) < 1 and step != bound and (own is None or sign * (step - own) > 0):
-            node[inner] = step
-
-
-def _cap_open_sides(node: dict) -> None:
-    """An integer or number node's open side(s) end at _MAX_OPEN_INTEGER; a side the schema bounds is kept, and so is
-    an open side whose cap the other bound passes (minimum 10^18: that side stays open)."""
-    if node.get("type") not in ("integer", "number") or "enum" in node or "const" in node:
-        return
-    lower = [bound for key in ("minimum", "exclusiveMinimum") if (bound := _number_bound(node, key)) is not None]
-    upper = [bound for key in ("maximum", "exclusiveMaximum") if (bound := _number_bound(node, key)) is not None]
-    if not upper and (not lower or max(lower) < _MAX_OPEN_INTEGER):
-        node["maximum"] = _MAX_OPEN_INTEGER
-    if not lower and (not upper or min(upper) > -_MAX_OPEN_INTEGER):
-        node["minimum"] = -_MAX_OPEN_INTEGER
-
-
 @functools.lru_cache(maxsize=256)
 def _pattern_fits(pattern: Any, string_format: Any, max_length: int) -> bool:
     """Whether a string of at most max_length characters (of the format, if any) can match the pattern (none given:
@@ -132,7 +84,7 @@ def _pattern_fits(pattern: Any, string_format: Any, max_length: int) -> bool:
 
 
 def _bound_scalars(node: dict, limit: int) -> None:
-    _close_exclusive_bounds(node)
+    close_exclusive_bounds(node)
     if isinstance(node.get("format"), str) and not enforced_format(node["format"]):
         # JSON Schema leaves a format it does not know unchecked (pydantic's binary, password, path; OpenAPI's
         # int32, byte): llguidance refused the whole schema for one. The grammar copy drops it.
@@ -146,12 +98,7 @@ def _bound_scalars(node: dict, limit: int) -> None:
         node["maxLength"] = cap
     if node.get("format") == "hostname":
         node["maxLength"] = min(node.get("maxLength", _HOSTNAME_CHARS), _HOSTNAME_CHARS)
-    if node.get("type") == "number" and not any(key in node for key in _NUMBER_CONSTRAINTS):
-        # llguidance's JSON number takes any exponent: 8e691 or -7e54135022643151, which no double holds, so a
-        # forced call's {"type": "number"} argument was read back as the string "8e691" (its schema refused).
-        del node["type"]
-        node["anyOf"] = copy.deepcopy(_FINITE_NUMBER)
-    _cap_open_sides(node)
+    bound_number(node)
 
 
 def _bound(node: Any, limit: int) -> None:

@@ -10,7 +10,7 @@ unknown ones never appear. A parameter whose schema type is exactly "string" is 
 characters); every other value is JSON from `%json{...}` of its property schema (strings inside bounded the same
 way, see schema_bounds). A raw string's `pattern` is enforced as JSON Schema reads it (a search), with its length
 bounds, otherwise approximated by the free text. Plain numbers and integers are at most 18 digits
-(a number's exponent at most 2, so it is a finite double; JSON numbers: see structured._FINITE_NUMBER).
+(a number's exponent at most 2, so it is a finite double; JSON numbers: see gateway.schema_numbers).
 """
 from __future__ import annotations
 

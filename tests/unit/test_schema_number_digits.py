@@ -57,3 +57,26 @@ def test_every_random_answer_validates(card):
     answers = [random_answer(card, schema, seed) for seed in range(30)]
     assert None not in answers
     assert all(checker.is_valid(orjson.loads(answer)) for answer in answers), answers
+
+
+FRACTIONS = [("number", {"type": "number"}), ("from-zero", {"type": "number", "minimum": 0}),
+             ("bounded", {"type": "number", "minimum": -1.5, "maximum": 2.5}),
+             ("nullable", {"type": ["number", "null"]}), ("open-value", {"type": "array", "items": {}}),
+             ("json-object", ANY_OBJECT)]
+
+
+@pytest.mark.parametrize("schema", [c[1] for c in FRACTIONS], ids=[c[0] for c in FRACTIONS])
+def test_a_number_ends_at_10_fraction_digits(card, schema):
+    """The random tiny model answered {"type": "number", "minimum": 0} with
+    652.798226131164917914536544310476131532054790071731534614 (llama.cpp's grammar stops at 16)."""
+    assert accepts(card, schema, _value(schema, "0.1234567891"))
+    assert accepts(card, schema, _value(schema, "-1.5" if schema.get("minimum") == -1.5 else "2.5"))
+    assert not accepts(card, schema, _value(schema, "0.12345678912"))
+
+
+@pytest.mark.parametrize("schema,value", [({"type": "number", "multipleOf": 0.5}, "2.5"),
+                                          ({"type": "number", "minimum": 1e-11, "maximum": 2e-11}, "0.000000000015"),
+                                          ({"type": "number", "enum": [0.123456789012]}, "0.123456789012")],
+                         ids=["own-step", "finer-bounds", "enum"])
+def test_a_schema_with_a_finer_step_is_served_as_sent(card, schema, value):
+    assert accepts(card, schema, value)
