@@ -69,6 +69,11 @@ class SafetensorsCheckpoint:
         """Shape from the shard header, without reading data. Raises MissingTensorError."""
         return tuple(self._slice(name).get_shape())
 
+    def dtype(self, name: str) -> str:
+        """The safetensors header dtype ("BF16", "F8_E4M3", "U8", ...), without reading data. Raises
+        MissingTensorError."""
+        return self._slice(name).get_dtype()
+
     def _slice(self, name: str):
         if name not in self.weight_map:
             raise MissingTensorError(name, self.folder)

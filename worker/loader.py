@@ -22,6 +22,8 @@ _FUSED = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b
           "in_proj_a": "in_proj_ba"}
 _EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
 _CODE_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8, torch.int8)
+# header dtypes of the FP8 layout's weight_scale / weight_scale_inv that this loader multiplies by
+_SCALE_DTYPES = ("F32", "BF16", "F16")
 # tensors beside a Linear's weight that change what it computes and that no layout here applies: served without them,
 # the layer would be silently wrong
 _UNREAD_PARTS = {
@@ -142,6 +144,16 @@ def _stored(ckpt: SafetensorsCheckpoint, name: str) -> bool:
     return name in ckpt or nvfp4_checkpoint.layout_of(ckpt.weight_map, name[: -len(".weight")]) != "dense"
 
 
+def _check_fp8_scale(ckpt: SafetensorsCheckpoint, prefix: str) -> None:
+    """An FP8-layout Linear's scale must hold numbers (f32 / bf16 / f16): MX formats (ModelOpt MXFP8 / MXFP4) store
+    uint8 E8M0 exponents there, which multiplied as numbers give weights up to 2^127 / 127 times off (MXFP8 loaded
+    silently with every weight x127 before), or MXFP4's packed codes a misleading shape error."""
+    scale = f"{prefix}.weight_scale" if f"{prefix}.weight_scale" in ckpt else f"{prefix}.weight_scale_inv"
+    if ckpt.dtype(scale) not in _SCALE_DTYPES:
+        raise UnsupportedModelError(ckpt.file_of(scale), f"tensor {scale} is stored as {ckpt.dtype(scale)}, not a "
+                                                         "float scale (MX E8M0 block exponents are not read)")
+
+
 def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype):
     """A Linear weight stored quantized -> NVFP4Weight (either NVFP4 layout, kept 4-bit) or a dense tensor in
     `dtype` (FP8 layers dequantized); None when `name` is stored dense. Raises TensorShapeError on a mismatch."""
@@ -153,6 +165,8 @@ def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype)
     layout = nvfp4_checkpoint.layout_of(ckpt.weight_map, prefix)
     if layout == "dense":
         return None
+    if layout == "fp8":
+        _check_fp8_scale(ckpt, prefix)
     try:
         weight = nvfp4_checkpoint.read_linear(ckpt.get, prefix, ckpt.weight_map, dtype, ckpt.fp8_block)
     except ValueError as exc:

@@ -2,7 +2,8 @@
 naming the format or the tensor, where they loaded silently wrong or failed on a tensor they never had: compressed-
 tensors "pack-quantized" (INT4 W4A16 in int32 words, e.g. the AWQ-4bit Qwen3-Next exports of vLLM issue 25797:
 MissingTensorError on a weight_global_scale before), ModelOpt AWQ's `pre_quant_scale` (NVFP4_AWQ: served as plain
-NVFP4 before) and compressed-tensors `weight_zero_point` (asymmetric INT8: dequantized as symmetric before)."""
+NVFP4 before), compressed-tensors `weight_zero_point` (asymmetric INT8: dequantized as symmetric before) and MX
+E8M0 scales (ModelOpt MXFP8: every weight times its exponent byte before)."""
 import json
 import os
 
@@ -100,4 +101,22 @@ def test_asymmetric_int8_zero_points_are_refused_naming_the_tensor(tiny_path, tm
 
     _edit(folder, int8, {"quant_method": "compressed-tensors", "format": "int-quantized"})
     with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.weight_zero_point: compressed-tensors asymm"):
+        load_model(folder, progress=False)
+
+
+@pytest.mark.parametrize("algo", ["MXFP8", "MXFP4"])
+def test_mx_e8m0_scales_are_refused_naming_the_tensor(tiny_path, tmp_path, algo):
+    """ModelOpt MXFP8 / MXFP4: FP8 codes (or packed FP4 bytes) with uint8 E8M0 exponents per 32 columns as
+    weight_scale. Before: MXFP8 loaded with every weight times its exponent byte (127 for a scale of 1)."""
+    folder = _copy(tiny_path, tmp_path)
+
+    def mx(weights):
+        weight = weights.pop(UP + ".weight").float()
+        rows, cols = weight.shape
+        codes = weight.to(torch.float8_e4m3fn) if algo == "MXFP8" else torch.zeros(rows, cols // 2, dtype=torch.uint8)
+        weights[UP + ".weight"] = codes
+        weights[UP + ".weight_scale"] = torch.full((rows, cols // 32), 127, dtype=torch.uint8)
+
+    _edit(folder, mx, {"quant_method": "modelopt", "quant_algo": algo})
+    with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.weight_scale is stored as U8"):
         load_model(folder, progress=False)
