@@ -158,10 +158,11 @@ def _read_linear(ckpt: SafetensorsCheckpoint, name: str, expected: tuple, dtype)
     """A Linear weight stored quantized -> NVFP4Weight (either NVFP4 layout, kept 4-bit) or a dense tensor in
     `dtype` (FP8 layers dequantized); None when `name` is stored dense. Raises TensorShapeError on a mismatch."""
     prefix = name[: -len(".weight")]
-    for extra in _UNREAD_PARTS:
-        if f"{prefix}.{extra}" in ckpt:
-            raise UnsupportedModelError(ckpt.file_of(f"{prefix}.{extra}"), f"tensor {prefix}.{extra}: "
-                                                                            f"{_UNREAD_PARTS[extra]}")
+    for extra, why in _UNREAD_PARTS.items():
+        part = f"{prefix}.{extra}"
+        # older compressed-tensors releases saved all-zero zero points for symmetric weights: ignoring those is exact
+        if part in ckpt and not (extra == "weight_zero_point" and not ckpt.get(part).any()):
+            raise UnsupportedModelError(ckpt.file_of(part), f"tensor {part}: {why}")
     layout = nvfp4_checkpoint.layout_of(ckpt.weight_map, prefix)
     if layout == "dense":
         return None

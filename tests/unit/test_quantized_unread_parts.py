@@ -89,7 +89,10 @@ def test_modelopt_awq_pre_quant_scale_is_refused_naming_the_tensor(tiny_path, tm
         load_model(folder, progress=False)
 
 
-def test_asymmetric_int8_zero_points_are_refused_naming_the_tensor(tiny_path, tmp_path):
+@pytest.mark.parametrize("zero", [3, 0], ids=["asymmetric", "symmetric-zeros"])
+def test_asymmetric_int8_zero_points_are_refused_naming_the_tensor(tiny_path, tmp_path, zero):
+    """Nonzero zero points are refused; all-zero ones (older compressed-tensors wrote them for symmetric weights too)
+    are exact to ignore and load."""
     folder = _copy(tiny_path, tmp_path)
 
     def int8(weights):
@@ -97,11 +100,17 @@ def test_asymmetric_int8_zero_points_are_refused_naming_the_tensor(tiny_path, tm
         scale = weight.abs().amax(dim=1, keepdim=True) / 127
         weights[UP + ".weight"] = (weight / scale).round().to(torch.int8)
         weights[UP + ".weight_scale"] = scale.to(torch.bfloat16)
-        weights[UP + ".weight_zero_point"] = torch.full_like(scale, 3, dtype=torch.int8)
+        weights[UP + ".weight_zero_point"] = torch.full_like(scale, zero, dtype=torch.int8)
 
     _edit(folder, int8, {"quant_method": "compressed-tensors", "format": "int-quantized"})
-    with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.weight_zero_point: compressed-tensors asymm"):
-        load_model(folder, progress=False)
+    if zero:
+        with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.weight_zero_point: compressed-tensors asymm"):
+            load_model(folder, progress=False)
+    else:
+        model, _ = load_model(folder, progress=False)
+        want = load_file(os.path.join(tiny_path, "model.safetensors"))[UP + ".weight"].float()
+        got = model.layers[0].mlp.up_proj.weight
+        assert ((got - want).norm() / want.norm()).item() < 0.01
 
 
 @pytest.mark.parametrize("algo", ["MXFP8", "MXFP4"])
