@@ -45,6 +45,9 @@ class GenRequest:
     stop_token_ids: list = field(default_factory=list)  # extra stop ids besides the model's eos
     ignore_eos: bool = False
     include_stop: bool = False           # a matched stop string is kept at the end of the output
+    # vLLM's min_tokens holds stop strings off too (its detokenizer checks them once past min_tokens); SGLang's
+    # min_new_tokens masks only the eos / stop ids (Req.check_finished matches stop strings from the first token).
+    min_tokens_hold_stop: bool = True
     skip_special_tokens: bool = True     # vLLM's: false keeps special tokens (<|im_start|>, ...) in the text
     # vLLM (/v1): the eos / stop_token_ids token that ended a choice is part of its output, so with logprobs it has its
     # entry (its text only with include_stop, a special token's only with skip_special_tokens false as well).

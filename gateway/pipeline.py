@@ -63,7 +63,7 @@ class ChoiceOutput:
         self._pending_logprobs: list = []
         self._pending_ids: list = []
         self._pending_prompt: Optional[list] = None
-        self._min_tokens = req.sampling.min_tokens
+        self._min_tokens = req.sampling.min_tokens if req.min_tokens_hold_stop else 0
         self._num_tokens = 0
 
     def push(self, message, finish: Optional[str]) -> Optional[Delta]:

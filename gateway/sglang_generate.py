@@ -163,6 +163,7 @@ class SGLangGenerateRoutes:
                 error.message = context_overflow_message(error)
             raise
         plan.stream = options.stream
+        plan.gen.min_tokens_hold_stop = False
         shaper = GenerateShaper(plan, card, options, received)
         if options.max_new_tokens == 0 and not plan.prompt.prompt_only:
             # Nothing to generate and nothing to score: the prompt is read and counted, as SGLang answers it.

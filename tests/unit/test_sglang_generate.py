@@ -170,3 +170,16 @@ async def test_the_default_limit_and_an_exact_fit_are_served(stack):
     assert status == 200 and fake.script.requests[0].max_tokens == 48, body
     status, body = await post(client, {"input_ids": [5] * 2000, "sampling_params": {"max_new_tokens": 48}})
     assert status == 200 and fake.script.requests[1].max_tokens == 48, body
+
+
+async def test_min_new_tokens_holds_off_only_the_end_tokens_not_stop_strings(stack):
+    """SGLang's min_new_tokens masks the eos and stop_token_ids (its BatchedMinNewTokensPenalizer), while
+    Req.check_finished matches stop strings from the first token on; vLLM's min_tokens (the /v1 reading) holds stop
+    strings off too. This route answered the text past the stop string, finish length."""
+    client, fake = stack
+    fake.script.token_ids = [fake.tokenizer.token_to_id(t) for t in ("A", "B", "C", "C")]
+    body = {"text": "hi", "sampling_params": {"max_new_tokens": 4, "min_new_tokens": 3, "stop": ["AB"]}}
+    status, answer = await post(client, body)
+    assert status == 200 and fake.script.requests[-1].sampling.min_tokens == 3
+    assert (answer["text"], answer["meta_info"]["finish_reason"]) == ("", {"type": "stop", "matched": "AB"})
+    assert (await events(client, body))[-1]["meta_info"]["finish_reason"] == {"type": "stop", "matched": "AB"}
