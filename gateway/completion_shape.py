@@ -5,7 +5,6 @@ import time
 from typing import Optional
 
 from gateway.engine import Delta, TokenLogprob, Usage
-from gateway.errors import ApiError
 from gateway.llama_cpp_timings import oai_timings, prompt_progress
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
@@ -13,7 +12,7 @@ from gateway.openai_shape import SSE_HEADERS, with_sampled
 from gateway.openai_usage import choice_usage, usage_dict
 from gateway.prompt_logprobs import completion_choice_extras, echo_legacy_logprobs, legacy_top, prompt_only_result
 from gateway.sglang_fields import cached_tokens_sglext
-from gateway.stream import SSE_DONE, SSE_KEEPALIVE, TextOffsets, sse_event
+from gateway.stream import SSE_DONE, SseFramer, TextOffsets, sse_event
 
 
 def text_offsets(plan, card: ModelCard, start: int = 0) -> TextOffsets:
@@ -32,7 +31,7 @@ def completion_logprobs(card: ModelCard, entries: list, offsets: TextOffsets) ->
             "text_offset": offsets.push([e.token_id for e in entries])}
 
 
-class CompletionFramer:
+class CompletionFramer(SseFramer):
     """SSE framing of a legacy completions stream (text chunks, finish chunk, usage chunk, [DONE])."""
     content_type = "text/event-stream; charset=utf-8"
     headers = SSE_HEADERS
@@ -134,12 +133,6 @@ class CompletionFramer:
             timings = oai_timings(self.timed, usage)
             frames.append(sse_event({**head, "usage": usage_dict(usage), **({"timings": timings} if timings else {})}))
         return frames + [SSE_DONE]
-
-    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
-        return [sse_event(error.to_dict()), SSE_DONE]
-
-    def keepalive(self) -> bytes:
-        return SSE_KEEPALIVE
 
 
 def completion_response(plan, card: ModelCard, response_id: str, results: list, usage: Usage, timed=None) -> dict:

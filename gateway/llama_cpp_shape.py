@@ -13,7 +13,7 @@ from gateway.llama_cpp_timings import llama_timings
 from gateway.model import ModelCard
 from gateway.ollama_models import embedding_length, model_details, model_size
 from gateway.openai_shape import SSE_HEADERS
-from gateway.stream import SSE_KEEPALIVE, sse_event
+from gateway.stream import SseFramer, sse_event
 
 # The routes only llama.cpp's server has: their errors come in its shape.
 LLAMA_CPP_PATHS = frozenset({"/completion", "/completions", "/props", "/slots", "/apply-template", "/infill",
@@ -209,7 +209,7 @@ class LlamaCppShaper:
         return entries
 
 
-class LlamaCppFramer:
+class LlamaCppFramer(SseFramer):
     """SSE framing of a /completion stream: a `data:` partial per piece of text, then each prompt's final object
     (stop: true, its content and tokens already sent); no [DONE], as llama.cpp sends none on this route."""
     content_type = "text/event-stream; charset=utf-8"
@@ -239,6 +239,3 @@ class LlamaCppFramer:
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         return [sse_event(llama_cpp_error(error))]
-
-    def keepalive(self) -> bytes:
-        return SSE_KEEPALIVE

@@ -15,7 +15,7 @@ from gateway.errors import ApiError
 from gateway.lmstudio_shape import publisher
 from gateway.model import ModelCard
 from gateway.ollama_models import arch_family, model_details, model_size
-from gateway.stream import SSE_KEEPALIVE
+from gateway.stream import SseFramer
 from gateway.text_parts import TextParts
 
 _BITS_PER_WEIGHT = {"bf16": 16, "fp16": 16, "f16": 16, "fp32": 32, "f32": 32, "fp8": 8, "nvfp4": 4.5}
@@ -84,7 +84,7 @@ def sse_named(payload: dict) -> bytes:
     return b"event: " + payload["type"].encode() + b"\ndata: " + json_out.dumps(payload) + b"\n\n"
 
 
-class V1ChatFramer:
+class V1ChatFramer(SseFramer):
     """The /api/v1/chat event stream: each block (reasoning, message) opened, fed deltas and closed in order."""
     content_type = "text/event-stream"
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -140,6 +140,3 @@ class V1ChatFramer:
         body = {"type": event_error_type(error), "message": error.message, "code": error.code, "param": error.param}
         return self._close() + [sse_named({"type": "error", "error": body}),
                                 sse_named({"type": "chat.end", "result": self._result(usage)})]
-
-    def keepalive(self) -> Optional[bytes]:
-        return SSE_KEEPALIVE

@@ -6,14 +6,13 @@ import time
 from typing import Optional
 
 from gateway.engine import ChoiceResult, Delta, TokenLogprob, Usage
-from gateway.errors import ApiError
 from gateway.llama_cpp_timings import chunk_extras, oai_timings
 from gateway.logprob_names import logprob_names
 from gateway.model import ModelCard
 from gateway.prompt_logprobs import vllm_prompt_logprobs
 from gateway.reasoning import split_whole
 from gateway.sglang_fields import cached_tokens_sglext
-from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
+from gateway.stream import SSE_DONE, SseFramer, sse_event
 from gateway.openai_usage import chat_usage, choice_usage
 from gateway.tool_stream import CallDelta, ToolCallStream
 
@@ -196,7 +195,7 @@ class ChatShaper:
         return body
 
 
-class ChatFramer:
+class ChatFramer(SseFramer):
     """SSE framing of a chat stream (role chunk, deltas, finish chunk, usage chunk, [DONE])."""
     content_type = "text/event-stream; charset=utf-8"
     headers = SSE_HEADERS
@@ -291,9 +290,3 @@ class ChatFramer:
         llama = None if timings is None else {"timings": timings}
         frames += [self.s.chunk([], self.usage_body(usage), True, llama=llama)] if self.p.include_usage else []
         return frames + [SSE_DONE]
-
-    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
-        return [sse_event(error.to_dict()), SSE_DONE]
-
-    def keepalive(self) -> bytes:
-        return SSE_KEEPALIVE

@@ -26,7 +26,7 @@ from gateway.openai_shape import SSE_HEADERS
 from gateway.prompt_logprobs import prompt_only_result
 from gateway.sglang_generate_request import GenerateOptions, completion_body, context_overflow_message, sglang_param
 from gateway.sglang_info import WEIGHT_VERSION
-from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
+from gateway.stream import SSE_DONE, SseFramer, sse_event
 from gateway.web import json_response, read_json
 
 
@@ -109,7 +109,7 @@ class GenerateShaper:
         return bodies if self.options.batch else bodies[0]
 
 
-class GenerateFramer:
+class GenerateFramer(SseFramer):
     """SSE framing of a /generate stream: an event per piece with the choice's whole output so far, then [DONE]."""
     content_type = "text/event-stream; charset=utf-8"
     headers = SSE_HEADERS
@@ -133,9 +133,6 @@ class GenerateFramer:
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         return [sse_event({"error": {"message": error.message}}), SSE_DONE]
-
-    def keepalive(self) -> bytes:
-        return SSE_KEEPALIVE
 
 
 class SGLangGenerateRoutes:

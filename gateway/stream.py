@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import bisect
 import codecs
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from gateway import json_out
+
+if TYPE_CHECKING:
+    from gateway.errors import ApiError
 
 REPLACEMENT_CHAR = "\ufffd"
 SSE_DONE = b"data: [DONE]\n\n"
@@ -190,3 +193,17 @@ class StopMatcher:
 def sse_event(payload: dict) -> bytes:
     """One SSE `data:` event carrying a JSON object."""
     return b"data: " + json_out.dumps(payload) + b"\n\n"
+
+
+class SseFramer:
+    """What the SSE framers (gateway/http_stream.Framer) share: the keep-alive comment, and a failure after the
+    headers went out as vLLM's OpenAI server sends it; a route whose server writes its errors otherwise (SGLang,
+    llama.cpp, LM Studio) overrides error()."""
+
+    def error(self, error: ApiError, usage) -> list[bytes]:
+        """A `data:` event with the error object ({"error": {"message", "type", "code", ...}}), then [DONE]."""
+        return [sse_event(error.to_dict()), SSE_DONE]
+
+    def keepalive(self) -> bytes:
+        """An SSE comment line (`: keep-alive`): every SSE client skips it; proxies see bytes on the connection."""
+        return SSE_KEEPALIVE

@@ -16,14 +16,14 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import Delta, Engine, Usage
-from gateway.errors import ApiError, InvalidRequest
+from gateway.errors import InvalidRequest
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
 from gateway.openai_usage import choice_usage
 from gateway.prompt_logprobs import vllm_prompt_logprobs
-from gateway.stream import SSE_DONE, SSE_KEEPALIVE, sse_event
+from gateway.stream import SSE_DONE, SseFramer, sse_event
 from gateway.web import json_response, read_json
 
 # SamplingParams fields read as /v1/completions reads the same names; the others change nothing here (no text is
@@ -102,7 +102,7 @@ class TokensShaper:
                 "prompt_logprobs": None if k is None else vllm_prompt_logprobs(self.card, prompt or [], k)}
 
 
-class TokensFramer:
+class TokensFramer(SseFramer):
     """SSE framing of a /inference/v1/generate stream (ServingTokens.serve_tokens_stream_generator)."""
     content_type = "text/event-stream; charset=utf-8"
     headers = SSE_HEADERS
@@ -125,12 +125,6 @@ class TokensFramer:
     def end(self, usage: Usage) -> list[bytes]:
         final = [sse_event({"request_id": self.shaper.request_id, "choices": [], "usage": _counts(usage)})]
         return (final if self.include_usage else []) + [SSE_DONE]
-
-    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
-        return [sse_event(error.to_dict()), SSE_DONE]
-
-    def keepalive(self) -> bytes:
-        return SSE_KEEPALIVE
 
 
 class VLLMTokensRoutes:
