@@ -91,10 +91,14 @@ def quant_config(fmt: str, ignored: list) -> dict:
 
 
 def _copy_side_files(src: str, out: str) -> None:
+    """Tokenizer, generation config and other files of `src` into `out`; not a folder holding `out` when `out` lies
+    inside `src` (--out SRC/nvfp4 nested a second copy of the output's shards in it)."""
+    real_out = os.path.realpath(out)
     for entry in os.listdir(src):
-        if entry.endswith(".safetensors") or entry in ("config.json", "model.safetensors.index.json"):
-            continue
         path = os.path.join(src, entry)
+        holds_out = os.path.commonpath([os.path.realpath(path), real_out]) == os.path.realpath(path)
+        if entry.endswith(".safetensors") or entry in ("config.json", "model.safetensors.index.json") or holds_out:
+            continue
         (shutil.copytree if os.path.isdir(path) else shutil.copy2)(path, os.path.join(out, entry))
 
 

@@ -4,6 +4,7 @@ status 2, and nothing written; before, a traceback after a half-written output f
 quantized as if they were weights (the loader then failed on a bare tensor name)."""
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -67,3 +68,17 @@ def test_fp8_codes_without_a_quantization_config_are_refused_naming_the_tensor(t
         json.dump(config, f)
     err = _run(capsys, src, str(tmp_path / "out"))
     assert f"tensor {name} in model.safetensors is stored as F8_E4M3" in err
+
+
+def test_output_folder_inside_the_source_is_not_copied_into_itself(tiny_path, tmp_path, capsys):
+    """--out SRC/nvfp4: the side files (tokenizer, generation config) are copied, the output folder itself is not
+    (before: OUT/nvfp4/ held a second copy of the output's shards)."""
+    src = str(tmp_path / "src")
+    shutil.copytree(tiny_path, src)
+    out = os.path.join(src, "nvfp4")
+    quantize.main(["--src", src, "--out", out, "--format", "modelopt", "--device", "cpu"])
+    capsys.readouterr()
+    assert sorted(os.listdir(out)) == sorted(["config.json", "model-00001.safetensors", "model.safetensors.index.json"]
+                                             + [n for n in os.listdir(tiny_path) if n.endswith(".json")
+                                                and n != "config.json"])
+    load_model(out, progress=False)
