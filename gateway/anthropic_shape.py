@@ -262,13 +262,18 @@ class AnthropicFramer:
         self.builder = builder
 
     def start(self, usage: Usage) -> list[bytes]:
+        """message_start with the message so far: no content, the prompt's input tokens, 0 output."""
         message = self.builder.message(Usage(usage.prompt_tokens, 0, usage.cached_tokens), content=[])
         return [sse("message_start", {"type": "message_start", "message": message})]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The content-block events of one Delta (content_block_start / _delta / _stop for thinking, text and
+        tool_use)."""
         return [sse(name, payload) for name, payload in self.builder.push(delta)]
 
     def end(self, usage: Usage) -> list[bytes]:
+        """The open blocks closed, message_delta with stop_reason, stop_sequence and the final usage, then
+        message_stop."""
         b = self.builder
         frames = [sse(name, payload) for name, payload in b.close()]
         message_delta = {"type": "message_delta", "delta": {"stop_reason": b.stop_reason,
@@ -277,8 +282,10 @@ class AnthropicFramer:
         return frames + [sse("message_delta", message_delta), sse("message_stop", {"type": "message_stop"})]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """An `error` event with Anthropic's error object ({"type": "error", "error": {type, message}})."""
         _, body = error_status_and_body(error)
         return [sse("error", {"type": "error", "error": body["error"]})]
 
     def keepalive(self) -> bytes:
+        """Anthropic's `ping` event."""
         return sse("ping", {"type": "ping"})

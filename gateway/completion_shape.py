@@ -70,6 +70,8 @@ class CompletionFramer(SseFramer):
         return sse_event(body if timings is None else {**body, "timings": timings})
 
     def start(self, usage: Usage) -> list[bytes]:
+        """With return_progress, each choice's prompt_progress chunk; with echo, each choice's prompt chunk (held back
+        to the first Delta when echo asks for prompt logprobs)."""
         frames = [self._chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": None}], usage,
                               extra={"prompt_progress": prompt_progress(self.timed, usage, i // self.p.gen.n)})
                   for i in range(self.p.gen.num_choices if self.return_progress and self.timed is not None else 0)]
@@ -80,6 +82,7 @@ class CompletionFramer(SseFramer):
         return frames + [self._echo(index, None, usage) for index in range(count)]
 
     def usage_body(self, usage: Usage) -> dict:
+        """The `usage` object of a completions chunk."""
         return usage_dict(usage)
 
     def _echo(self, index: int, logprobs: Optional[dict], usage: Usage) -> bytes:
@@ -94,6 +97,8 @@ class CompletionFramer(SseFramer):
         return self._echo(delta.index, logprobs, usage)
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The text chunk of one Delta, preceded by the echoed prompt with its logprobs on a choice's first Delta; a
+        prompt-only request (max_tokens 0) sends only the finish, as length."""
         usage = self._usage(usage)
         frames = []
         if self.p.prompt.echo_top is not None and delta.prompt_logprobs is not None:
@@ -122,6 +127,8 @@ class CompletionFramer(SseFramer):
         return [self._chunk([choice], usage, 0 if self.p.prompt.prompt_only else delta.num_tokens)]
 
     def end(self, usage: Usage) -> list[bytes]:
+        """SGLang's cached-tokens chunk when asked, the usage chunk (choices []) with llama.cpp timings when
+        include_usage, then [DONE]."""
         usage = self._usage(usage)
         head = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.p.model,
                 "system_fingerprint": self.card.fingerprint, "choices": []}

@@ -26,11 +26,20 @@ class Framer(Protocol):
     content_type: str
     headers: dict
 
-    def start(self, usage: Usage) -> list[bytes]: ...
-    def delta(self, delta: Delta, usage: Usage) -> list[bytes]: ...
-    def end(self, usage: Usage) -> list[bytes]: ...
-    def error(self, error: ApiError, usage: Usage) -> list[bytes]: ...
-    def keepalive(self) -> Optional[bytes]: ...
+    def start(self, usage: Usage) -> list[bytes]:
+        """The frames sent right after the headers, before any Delta (usage: the prompt counted so far)."""
+
+    def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The frames of one engine Delta (none where it adds nothing the API shows); usage as of the text sent."""
+
+    def end(self, usage: Usage) -> list[bytes]:
+        """The frames after every choice finished: final usage and the API's end marker."""
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """The frames of a failure after the headers went out (the status is already 200): the API's error event."""
+
+    def keepalive(self) -> Optional[bytes]:
+        """What a silent stream sends every SPARKINFER_SSE_KEEPALIVE_SECONDS; None sends nothing."""
 
 
 async def _first_event(gen: Generation, wait_s: float):

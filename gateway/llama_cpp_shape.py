@@ -220,9 +220,12 @@ class LlamaCppFramer(SseFramer):
         self._new_line_indexes: set = set()   # choices whose streamed content held a newline
 
     def start(self, usage: Usage) -> list[bytes]:
+        """llama.cpp's prompt-progress objects, when the request asked for them (return_progress)."""
         return [sse_event(body) for body in self.shaper.progress(usage)]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The partial object of a Delta with text or ids, and the choice's final object (stop, timings, has_new_line)
+        when it finished."""
         frames = []
         if delta.content or delta.token_ids:
             frames.append(sse_event(self.shaper.partial(delta, usage)))
@@ -235,7 +238,9 @@ class LlamaCppFramer(SseFramer):
         return frames
 
     def end(self, usage: Usage) -> list[bytes]:
+        """Nothing: llama.cpp ends /completion's stream with the last final object, no [DONE]."""
         return []
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """llama.cpp's error object ({"error": {code, message, type}}) as one event, no [DONE]."""
         return [sse_event(llama_cpp_error(error))]

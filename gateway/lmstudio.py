@@ -69,13 +69,17 @@ class StatsFramer:
         self.content_type, self.headers = inner.content_type, inner.headers
 
     def start(self, usage: Usage) -> list[bytes]:
+        """The wrapped OpenAI framer's frames."""
         return self.inner.start(usage)
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The wrapped framer's frames; the Delta is recorded for the stats (first token, finish)."""
         self.outcome.record(delta)
         return self.inner.delta(delta, usage)
 
     def end(self, usage: Usage) -> list[bytes]:
+        """With include_usage, one usage chunk carrying LM Studio's stats beside usage, then [DONE]; else the wrapped
+        framer's end."""
         if not self.include_usage:
             # The usage chunk has no choices: LM Studio (as OpenAI and vLLM) sends it only to a client that asked for
             # it (stream_options.include_usage); clients that read each chunk's first choice (Zed) fail on it.
@@ -86,9 +90,11 @@ class StatsFramer:
         return [sse_event(body), SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """The wrapped framer's error frames."""
         return self.inner.error(error, usage)
 
     def keepalive(self):
+        """The wrapped framer's keep-alive."""
         return self.inner.keepalive()
 
 

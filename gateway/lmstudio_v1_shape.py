@@ -97,6 +97,7 @@ class V1ChatFramer(SseFramer):
         self._prompt_done = False
 
     def start(self, usage: Usage) -> list[bytes]:
+        """LM Studio's chat.start (model_instance_id) and prompt_processing.start events."""
         return [sse_named({"type": "chat.start", "model_instance_id": self.model}),
                 sse_named({"type": "prompt_processing.start"})]
 
@@ -122,6 +123,8 @@ class V1ChatFramer(SseFramer):
         return [sse_named({"type": f"{block}.end"})] if block else []
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """reasoning.* and message.* events for the Delta's reasoning and content (a kind's start event when it
+        begins, the other kind closed first)."""
         self.reasoning.add(delta.reasoning)
         self.content.add(delta.content)
         self.num_reasoning = delta.num_reasoning_tokens
@@ -133,9 +136,12 @@ class V1ChatFramer(SseFramer):
         return chat_result(self.model, str(self.reasoning), str(self.content), stats)
 
     def end(self, usage: Usage) -> list[bytes]:
+        """The open reasoning / message closed, prompt_processing.end, then chat.end with the result and stats."""
         return self._close() + self._prompt_end() + [sse_named({"type": "chat.end", "result": self._result(usage)})]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """As LM Studio documents it: the open events closed, an `error` event, then chat.end with what was
+        generated."""
         # As LM Studio documents it: the error event, then chat.end with whatever was generated.
         body = {"type": event_error_type(error), "message": error.message, "code": error.code, "param": error.param}
         return self._close() + [sse_named({"type": "error", "error": body}),

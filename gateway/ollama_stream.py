@@ -32,9 +32,12 @@ class NdjsonFramer:
         self.out = OllamaOutput(plan, card)
 
     def start(self, usage: Usage) -> list[bytes]:
+        """Nothing: Ollama's first line carries the first text."""
         return []
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The NDJSON line of a Delta (message or response, thinking, logprobs); a tool call travels on a line of its
+        own, as Ollama sends it."""
         piece = self.out.push(delta)
         if piece.empty:
             return []
@@ -47,14 +50,17 @@ class NdjsonFramer:
         return [ndjson_line(chunk(self.plan, self.chat, piece, stamp))]
 
     def end(self, usage: Usage) -> list[bytes]:
+        """The final line: done, done_reason and the duration and count metrics (ns)."""
         metrics = metrics_for(self.gen, self.received, usage)
         return [ndjson_line(final(self.plan, self.chat, Piece(), self.out, metrics, created_at()))]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """Ollama's mid-stream failure: an {"error": message} line."""
         # Headers are sent: Ollama reports a mid-stream failure as an {"error": ...} line.
         return [ndjson_line({"error": error.message})]
 
     def keepalive(self) -> Optional[bytes]:
+        """None: Ollama sends nothing on a silent stream."""
         return None
 
 

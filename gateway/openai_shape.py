@@ -223,9 +223,11 @@ class ChatFramer(SseFramer):
         return self.s.chunk(choices, None, self.p.include_usage, prompt_token_ids, prompt_text, llama=llama)
 
     def usage_body(self, usage: Usage) -> dict:
+        """The `usage` object of a chat chunk (reasoning tokens in completion_tokens_details)."""
         return chat_usage(self.p, usage, self._num_reasoning.values())
 
     def start(self, usage: Usage) -> list[bytes]:
+        """Each choice's role chunk (role assistant, vLLM's echo text), with the prompt ids / text where asked."""
         # With continuous_usage_stats every chunk carries usage, the role chunks too (prompt tokens, 0 generated).
         # return_token_ids: each choice's role chunk names the prompt, as vLLM's first chunk does; return_prompt_text:
         # the first chunk has the rendered prompt, as vLLM sends it.
@@ -237,6 +239,8 @@ class ChatFramer(SseFramer):
                 for i in range(self.p.gen.num_choices)]
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The chunks of one Delta: reasoning (its own chunk where held back), content, tool-call deltas, logprobs and
+        ids, then the finish."""
         reasoning, content, calls, finish = self.s.split(delta)
         self._num_reasoning[delta.index] = delta.num_reasoning_tokens
         frames = []
@@ -284,6 +288,8 @@ class ChatFramer(SseFramer):
         return held
 
     def end(self, usage: Usage) -> list[bytes]:
+        """SGLang's cached-tokens chunk when asked, the usage chunk (choices []) with llama.cpp timings when
+        include_usage, then [DONE]."""
         frames = ([self.s.chunk([], None, self.p.include_usage, sglext=cached_tokens_sglext(usage))]
                   if self.p.cached_tokens_details else [])
         timings = oai_timings(self.s.timed, usage)

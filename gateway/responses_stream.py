@@ -32,20 +32,25 @@ class ResponsesFramer:
         return frames
 
     def start(self, usage: Usage) -> list[bytes]:
+        """response.created and response.in_progress with the response in_progress."""
         opening = self.run.response(None, "in_progress")
         return self._frames([{"type": "response.created", "response": opening},
                              {"type": "response.in_progress", "response": opening}])
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """The output item, content part and text / reasoning / function-call delta events of one Delta."""
         return self._frames(self.run.push(delta))
 
     def end(self, usage: Usage) -> list[bytes]:
+        """The open items done, then response.completed (response.incomplete when cut at the limit) with usage."""
         return self._frames(self.run.finish_events(usage))
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """OpenAI's `error` event, then response.failed with the error."""
         return self._frames(self.run.failed_events(error, usage))
 
     def keepalive(self) -> bytes:
+        """OpenAI's numbered `keepalive` event (an SSE comment does not reset Codex's idle timer)."""
         # OpenAI's own keep-alive on a silent Responses stream: a numbered `keepalive` event. Codex reads the stream
         # with eventsource-stream, which drops SSE comments, and times out on its idle timer (300 s by default) unless
         # an event comes: a `: keep-alive` comment kept the connection alive but not Codex.

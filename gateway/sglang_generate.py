@@ -119,9 +119,11 @@ class GenerateFramer(SseFramer):
         self.results = [ChoiceResult(i) for i in range(shaper.plan.gen.num_choices)]
 
     def start(self, usage: Usage) -> list[bytes]:
+        """Nothing: SGLang's first event carries the first text."""
         return []
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """One event with the choice's output so far (text, output_ids, meta_info), as SGLang streams /generate."""
         result = self.results[delta.index]
         result.absorb(delta)
         if not (delta.content or delta.token_ids or delta.finish_reason):
@@ -129,6 +131,7 @@ class GenerateFramer(SseFramer):
         return [sse_event(self.shaper.body(result, usage))]
 
     def end(self, usage: Usage) -> list[bytes]:
+        """[DONE]."""
         return [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:

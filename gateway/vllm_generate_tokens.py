@@ -111,9 +111,12 @@ class TokensFramer(SseFramer):
         self.shaper, self.include_usage, self.continuous = shaper, include_usage, continuous
 
     def start(self, usage: Usage) -> list[bytes]:
+        """Nothing: vLLM's first event carries the first tokens."""
         return []
 
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
+        """One event with the Delta's token_ids, logprobs and finish_reason (usage on it with
+        continuous_usage_stats)."""
         if not delta.token_ids:
             return []
         choice = {"index": delta.index, "logprobs": self.shaper.logprobs(delta.logprobs),
@@ -123,6 +126,7 @@ class TokensFramer(SseFramer):
                            "usage": {**_counts(own), "prompt_tokens_details": None} if self.continuous else None})]
 
     def end(self, usage: Usage) -> list[bytes]:
+        """The usage event (choices []) when include_usage, then [DONE]."""
         final = [sse_event({"request_id": self.shaper.request_id, "choices": [], "usage": _counts(usage)})]
         return (final if self.include_usage else []) + [SSE_DONE]
 
