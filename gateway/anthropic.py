@@ -21,10 +21,13 @@ class AnthropicRoutes:
         self.config = config
 
     def register(self, app: web.Application) -> None:
+        """Adds POST /v1/messages and /v1/messages/count_tokens."""
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
 
     async def messages(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/messages: a Messages request answered as a Message, or streamed as Anthropic's events (stream true);
+        the anthropic-beta interleaved-thinking header lets budget_tokens pass max_tokens."""
         body = await read_json(request)
         card = await self.engine.card()
         # Interleaved thinking (a beta until Claude 4.6) lets budget_tokens exceed max_tokens.
@@ -41,6 +44,8 @@ class AnthropicRoutes:
         return json_response(builder.message(gen.usage()))
 
     async def count_tokens(self, request: web.Request) -> web.Response:
+        """POST /v1/messages/count_tokens: {"input_tokens": N}, the rendered prompt's tokens (system, messages,
+        tools)."""
         body = await read_json(request)
         card = await self.engine.card()
         num_tokens = await run_cpu(count_tokens, body, card, await self.engine.served_name(),

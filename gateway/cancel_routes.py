@@ -56,6 +56,7 @@ class CancelRoutes:
         self.engine = engine
 
     def register(self, app: web.Application) -> None:
+        """Adds vLLM's cancel routes and SGLang's /abort_request."""
         app.router.add_post("/v1/requests/cancel", self.cancel_many)
         app.router.add_post("/v1/requests/{request_id}/cancel", self.cancel_one)
         app.router.add_delete("/v1/requests/{request_id}", self.cancel_one)
@@ -63,20 +64,26 @@ class CancelRoutes:
         app.router.add_post("/abort_request", self.abort_request)
 
     async def cancel_one(self, request: web.Request) -> web.Response:
+        """POST /v1/requests/{id}/cancel and DELETE /v1/requests/{id}: the request's running choices end "abort"; 404
+        when none runs."""
         request_id = request.match_info["request_id"]
         if not self.engine.cancel(lambda cancel_id: cancel_id == request_id):
             raise NotFound(f"Request {request_id} not found or already completed.", code="not_found")
         return json_response({"status": "cancelled", "request_id": request_id})
 
     async def cancel_many(self, request: web.Request) -> web.Response:
+        """POST /v1/requests/cancel {request_ids}: each running one ends "abort"; the ids cancelled."""
         wanted = set(_ids(_object(await read_json(request)), "request_ids"))
         return self._cancelled(wanted.__contains__)
 
     async def abort_requests(self, request: web.Request) -> web.Response:
+        """POST /abort_requests (vLLM): the listed request_ids, or every request when none are given, end "abort"."""
         wanted = set(_ids(await _optional_body(request), "request_ids"))
         return self._cancelled(wanted.__contains__ if wanted else lambda cancel_id: True)
 
     async def abort_request(self, request: web.Request) -> web.Response:
+        """POST /abort_request (SGLang): ends the request `rid` (every one with abort_all, those whose id starts with
+        rid with prefix); 200 with an empty body, as SGLang answers."""
         body = _object(await read_json(request))
         rid = body.get("rid") or ""
         if not isinstance(rid, str):

@@ -36,11 +36,13 @@ class CapacityRoutes:
         self.engine = engine
 
     def register(self, app: web.Application) -> None:
+        """Adds GET /v1/info, /v1/capacity and /load."""
         app.router.add_get("/v1/info", self.info)
         app.router.add_get("/v1/capacity", self.capacity)
         app.router.add_get("/load", self.server_load)
 
     async def info(self, request: web.Request) -> web.Response:
+        """GET /v1/info: the served model, its context and output limits and whether it accepts requests."""
         load = await self.engine.client.load(timeout=_LOAD_TIMEOUT_S)
         card = await self.engine.card()
         live = bool(load.worker_alive)
@@ -51,6 +53,7 @@ class CapacityRoutes:
                               "quantization": card.quantization, "num_parameters": card.num_parameters})
 
     async def capacity(self, request: web.Request) -> web.Response:
+        """GET /v1/capacity: running and waiting requests, free and total KV blocks, the limits, accepting_requests."""
         load = await self.engine.client.load(timeout=_LOAD_TIMEOUT_S)
         return json_response({"active_requests": load.num_running, "waiting_requests": load.num_waiting,
                               "free_kv_blocks": load.num_free_blocks, "total_kv_blocks": load.num_total_blocks,
@@ -58,4 +61,5 @@ class CapacityRoutes:
                               "accepting_requests": accepting(load)})
 
     async def server_load(self, request: web.Request) -> web.Response:
+        """GET /load (llama-cpp-python / SGLang style): {"server_load": generations running in this gateway}."""
         return json_response({"server_load": self.engine.num_generating()})

@@ -32,6 +32,8 @@ class LlamaCppPythonRoutes:
         self.openai = openai_routes
 
     def register(self, app: web.Application) -> None:
+        """Adds llama-cpp-python's /extras/tokenize, /extras/tokenize/count, /extras/detokenize and its Copilot
+        completions path."""
         app.router.add_post("/extras/tokenize", self.tokenize)
         app.router.add_post("/extras/tokenize/count", self.count)
         app.router.add_post("/extras/detokenize", self.detokenize)
@@ -45,9 +47,11 @@ class LlamaCppPythonRoutes:
         return await run_cpu(card.encode, body["input"])
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        """POST /extras/tokenize: {"tokens": ids} of `input` (special-token text read as the token)."""
         return json_response({"tokens": await self._ids(request)})
 
     async def count(self, request: web.Request) -> web.Response:
+        """POST /extras/tokenize/count: {"count": N} tokens of `input`."""
         return json_response({"count": len(await self._ids(request))})
 
     async def detokenize(self, request: web.Request) -> web.Response:

@@ -25,11 +25,13 @@ class PrefixCacheRoutes:
         self.engine = engine
 
     def register(self, app: web.Application) -> None:
+        """Adds vLLM's POST /reset_prefix_cache and SGLang's GET / POST /flush_cache."""
         app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         app.router.add_route("GET", "/flush_cache", self.flush_cache)
         app.router.add_post("/flush_cache", self.flush_cache)
 
     async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """POST /reset_prefix_cache: the scheduler drops its ready prefix-cache entries; 200, empty body (vLLM)."""
         await self.engine.client.reset_prefix_cache()
         return web.Response(status=200)
 

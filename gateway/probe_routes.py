@@ -28,6 +28,7 @@ class ProbeRoutes:
         self.version = version
 
     def register(self, app: web.Application) -> None:
+        """Adds the health probes (/health, /v1/health, /ping, /health_generate), /version and /metrics."""
         app.router.add_get("/health", self.health)
         # llama.cpp's server answers /v1/health as /health (clients whose base URL ends in /v1 probe it there).
         app.router.add_get("/v1/health", self.health)
@@ -41,6 +42,8 @@ class ProbeRoutes:
         app.router.add_get("/metrics", self.metrics_route)
 
     async def health(self, request: web.Request) -> web.Response:
+        """The health probes: 200 {"status": "ok", model, num_running, ...} while a worker serves; 503 with the reason
+        (worker_down, scheduler_draining, the scheduler unreachable) and llama-server's error object otherwise."""
         try:
             load = await self.engine.client.load(timeout=HEALTH_LOAD_TIMEOUT_S)
             if not load.worker_alive:
@@ -60,9 +63,12 @@ class ProbeRoutes:
                               "num_waiting": load.num_waiting})
 
     async def version_route(self, request: web.Request) -> web.Response:
+        """GET /version: {"name": "sparkinfer", "version"}."""
         return json_response({"name": "sparkinfer", "version": self.version})
 
     async def metrics_route(self, request: web.Request) -> web.Response:
+        """GET /metrics: the gateway's Prometheus text, the scheduler's load gauges mirrored (left out while it does not
+        answer within 1 s)."""
         try:
             load = await self.engine.client.load(timeout=1.0)
         except ApiError:

@@ -35,6 +35,8 @@ class ResponsesRoutes:
         self.items = ItemStore()
 
     def register(self, app: web.Application) -> None:
+        """Adds the Responses API (create, input_tokens, compact, with and without /v1) and the stored-response routes,
+        which answer 404."""
         app.router.add_post("/v1/responses", self.create)
         app.router.add_post("/v1/responses/input_tokens", self.input_tokens)
         # llama.cpp's server serves both without /v1 too (a client whose base URL has no /v1 posts there).
@@ -50,6 +52,8 @@ class ResponsesRoutes:
         app.router.add_get("/v1/responses/{response_id}/input_items", self.not_stored)
 
     async def create(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/responses: a Response, or streamed as its events (stream true); item_reference items resolve against
+        the output items of recent responses (nothing else is stored)."""
         body = self.items.resolve(await read_json(request))
         card = await self.engine.card()
         plan = await run_cpu(parse_responses, body, card, await self.engine.served_name(),
@@ -69,6 +73,8 @@ class ResponsesRoutes:
         return json_response({"object": "response.input_tokens", "input_tokens": num_tokens})
 
     async def compact(self, request: web.Request) -> web.Response:
+        """POST /v1/responses/compact: an unknown model is its 404; otherwise 501 (no compaction here) with
+        x-should-retry false."""
         body = await read_json(request)
         # A model this server does not serve is the 404 every other route gives it.
         if isinstance(body, dict) and isinstance(body.get("model"), str):
@@ -80,6 +86,8 @@ class ResponsesRoutes:
                                 headers={"x-should-retry": "false"})
 
     async def not_stored(self, request: web.Request) -> web.Response:
+        """GET / DELETE /v1/responses/{id}, its cancel and input_items: 404 response_not_found, nothing is stored to
+        read back."""
         response_id = request.match_info["response_id"]
         raise NotFound(f"Response with id '{response_id}' not found: {NOT_STORED}", param="response_id",
                        code="response_not_found")

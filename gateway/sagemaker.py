@@ -24,9 +24,12 @@ class SageMakerRoutes:
         self.openai = openai
 
     def register(self, app: web.Application) -> None:
+        """Adds POST /invocations."""
         app.router.add_post("/invocations", self.invocations)
 
     async def invocations(self, request: web.Request) -> web.StreamResponse:
+        """POST /invocations (SageMaker, as vLLM routes it): a body with messages goes to chat completions, one with
+        prompt to completions; any other is a 400."""
         body = await read_json(request)
         if isinstance(body, dict) and "messages" in body:
             handler = self.openai.chat

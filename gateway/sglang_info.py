@@ -76,6 +76,7 @@ class SGLangInfoRoutes:
         self.engine, self.version = engine, version
 
     def register(self, app: web.Application) -> None:
+        """Adds SGLang's model and server info routes (both spellings of each) and /get_load, /v1/loads."""
         for path in ("/model_info", "/get_model_info"):
             app.router.add_get(path, self.model_info)
         for path in ("/weight_version", "/get_weight_version"):
@@ -86,18 +87,23 @@ class SGLangInfoRoutes:
         app.router.add_get("/v1/loads", self.loads)
 
     async def model_info(self, request: web.Request) -> web.Response:
+        """GET /model_info: SGLang's model info of the served model."""
         return json_response(model_info(await self.engine.card()))
 
     async def weight_version(self, request: web.Request) -> web.Response:
+        """GET /weight_version: the weights' version, fixed for a served checkpoint."""
         return json_response({"weight_version": WEIGHT_VERSION})
 
     async def server_info(self, request: web.Request) -> web.Response:
+        """GET /server_info: SGLang's server info (limits, version, load)."""
         load = await self.engine.client.load(timeout=_LOAD_TIMEOUT_S)
         return json_response(server_info(await self.engine.card(), load, await self.engine.served_name(),
                                          self.version))
 
     async def load(self, request: web.Request) -> web.Response:
+        """GET /get_load: SGLang's per-rank load list (one rank)."""
         return json_response([load_entry(await self.engine.client.load(timeout=_LOAD_TIMEOUT_S))])
 
     async def loads(self, request: web.Request) -> web.Response:
+        """GET /v1/loads: SGLang's load snapshot ({"loads": [one rank]})."""
         return json_response({"loads": [loads_entry(await self.engine.client.load(timeout=_LOAD_TIMEOUT_S))]})
