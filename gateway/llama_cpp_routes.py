@@ -156,6 +156,8 @@ class LlamaCppRoutes:
         self.build_info = f"sparkinfer {version}"
 
     def register(self, app: web.Application) -> None:
+        """Adds llama.cpp server's own routes: /props, /completion(s), /slots, /lora-adapters, /apply-template, /infill
+        and the rerank paths."""
         app.router.add_get("/props", self.props)
         app.router.add_post("/props", self.set_props)
         app.router.add_post("/completion", self.completion)
@@ -171,6 +173,8 @@ class LlamaCppRoutes:
             app.router.add_post(path, self.rerank)
 
     async def props(self, request: web.Request) -> web.Response:
+        """GET /props: llama.cpp's server properties (default generation settings, n_ctx a request, total_slots, the
+        chat template and its capabilities, special tokens)."""
         card = await self.engine.card()
         load = await self.engine.client.load(timeout=2.0)
         name = await self.engine.served_name()
@@ -191,6 +195,7 @@ class LlamaCppRoutes:
             "endpoint_metrics": True, "is_sleeping": False})
 
     async def set_props(self, request: web.Request) -> web.Response:
+        """POST /props: 501 not_supported, llama.cpp's answer when it runs without --props."""
         # llama.cpp's answer without --props (ERROR_TYPE_NOT_SUPPORTED): the settings are the server's to set.
         raise NotImplementedApi("This server does not support changing global properties.", code="not_supported")
 
@@ -207,6 +212,8 @@ class LlamaCppRoutes:
                                "is_processing": i < busy} for i in range(load.max_num_seqs)])
 
     async def slot_action(self, request: web.Request) -> web.Response:
+        """POST /slots/{id}?action=save|restore|erase: 501 not_supported, llama.cpp's answer without --slot-save-path
+        (no per-slot cache is kept)."""
         # llama.cpp's answer without --slot-save-path (ERROR_TYPE_NOT_SUPPORTED), and why there is nothing to keep.
         raise NotImplementedApi("This server does not support slots action. It keeps no per-slot prompt cache to save, "
                                 "restore or erase (its prefix cache is automatic)", code="not_supported")
@@ -232,6 +239,7 @@ class LlamaCppRoutes:
                                     | {"prompt": prompt})
 
     async def rerank(self, request: web.Request) -> web.Response:
+        """The rerank paths: 501 not_supported with llama.cpp's words without --reranking, and x-should-retry false."""
         # llama.cpp's words without --reranking (clients match them), and why: no reranker is served.
         raise NotImplementedApi("This server does not support reranking. It runs a generative model only",
                                 code="not_supported", headers={"x-should-retry": "false"})
@@ -249,6 +257,8 @@ class LlamaCppRoutes:
         return json_response({"prompt": await run_cpu(_render, body, card)})
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
+        """POST /completion and /completions: llama.cpp's own completion (prompt as text, ids or a mix), answered or
+        streamed in its shape."""
         return await self._complete(request, await read_json(request))
 
     async def _complete(self, request: web.Request, body) -> web.StreamResponse:

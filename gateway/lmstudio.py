@@ -34,6 +34,7 @@ class RecordingShaper(ChatShaper):
         self.finishes: dict = {}
 
     def split(self, delta: Delta, whole: bool = False):
+        """ChatShaper.split, with each choice's finish reason kept for the stats."""
         reasoning, content, calls, finish = super().split(delta, whole)
         if finish:
             self.finishes[delta.index] = finish
@@ -150,6 +151,7 @@ class LMStudioRoutes:
         self.openai = OpenAIRoutes(engine, config)
 
     def register(self, app: web.Application) -> None:
+        """Adds LM Studio's /api/v0 routes: models, model, chat/completions, completions, embeddings."""
         app.router.add_get("/api/v0/models", self.models)
         app.router.add_get("/api/v0/models/{model_id:.+}", self.model)
         app.router.add_post("/api/v0/chat/completions", self.chat)
@@ -157,11 +159,14 @@ class LMStudioRoutes:
         app.router.add_post("/api/v0/embeddings", self.embeddings)
 
     async def models(self, request: web.Request) -> web.Response:
+        """GET /api/v0/models: the served model as LM Studio lists it (type, arch, quantization, state,
+        max_context_length)."""
         card = await self.engine.card()
         loaded = await self.engine.model_listed()
         return json_response({"object": "list", "data": [model_object(card, await self.engine.served_name(), loaded)]})
 
     async def model(self, request: web.Request) -> web.Response:
+        """GET /api/v0/models/{id}: that entry; the 404 of an unknown model otherwise."""
         card = await self.engine.card()
         name = await self.engine.served_name()
         check_model(request.match_info["model_id"].rstrip("/"), card, name)
@@ -171,6 +176,8 @@ class LMStudioRoutes:
         return {"stats": outcome.stats(usage, finish), "model_info": model_info(card), "runtime": runtime(self.version)}
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/v0/chat/completions: OpenAI's chat answer with LM Studio's stats, model_info and runtime beside it
+        (streamed: stats on the usage chunk)."""
         received = time.monotonic()
         body = prefill_final_assistant(_lmstudio_body(await read_json(request)))
         check_request_template(body, self.config)
@@ -192,6 +199,8 @@ class LMStudioRoutes:
         return json_response({**response, **self._extras(card, outcome, gen.usage(), shaper.finishes.get(0))})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/v0/completions: OpenAI's completion answer with LM Studio's stats, model_info and runtime
+        (max_tokens 0 with echo: the /v1 answer as it is)."""
         received = time.monotonic()
         body = _lmstudio_body(await read_json(request))
         card = await self.engine.card()
@@ -213,4 +222,5 @@ class LMStudioRoutes:
         return json_response({**response, **self._extras(card, outcome, gen.usage())})
 
     async def embeddings(self, request: web.Request) -> web.Response:
+        """POST /api/v0/embeddings: the OpenAI route's answer (no embedding model is served)."""
         return await self.openai.embeddings(request)

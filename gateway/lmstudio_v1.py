@@ -31,6 +31,7 @@ class LMStudioV1Routes:
         self.engine, self.config = engine, config
 
     def register(self, app: web.Application) -> None:
+        """Adds LM Studio's /api/v1 routes: models, chat, models/load, unload, download and download status."""
         app.router.add_get("/api/v1/models", self.models)
         app.router.add_post("/api/v1/chat", self.chat)
         app.router.add_post("/api/v1/models/load", self.load)
@@ -40,10 +41,13 @@ class LMStudioV1Routes:
         app.router.add_get("/api/v1/models/download/status/{job_id}", self.download_job)
 
     async def models(self, request: web.Request) -> web.Response:
+        """GET /api/v1/models: {"models": [the served model's entry]}."""
         card, name = await self.engine.card(), await self.engine.served_name()
         return json_response({"models": [model_entry(card, name, await self.engine.model_listed())]})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/v1/chat: LM Studio's native chat (input, system_prompt, reasoning), answered as its result or
+        streamed as its named events."""
         received = time.monotonic()
         raw = await read_json(request)
         card, name = await self.engine.card(), await self.engine.served_name()
@@ -64,12 +68,16 @@ class LMStudioV1Routes:
         return json_response(chat_result(name, result.reasoning, result.content, stats))
 
     async def load(self, request: web.Request) -> web.Response:
+        """POST /api/v1/models/load of the served model: LM Studio's answer for a loaded model; the model counts as
+        loaded again."""
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
         answer = load_answer(body, card, name, await self.engine.model_loaded())
         self.engine.load_state.touch(None)
         return json_response(answer)
 
     async def unload(self, request: web.Request) -> web.Response:
+        """POST /api/v1/models/unload: LM Studio's answer; the model counts as unloaded until the next request uses it
+        (keep_alive 0)."""
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
         answer = unload_answer(body, card, name)
         # keep_alive 0: LoadState's explicit unload, which the next request that uses the model undoes.
@@ -77,6 +85,8 @@ class LMStudioV1Routes:
         return json_response(answer)
 
     async def download(self, request: web.Request) -> web.Response:
+        """POST /api/v1/models/download of the served model: {"status": "already_downloaded"}; any other model is a
+        501."""
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
         return json_response(download_answer(body, card, name))
 
@@ -86,6 +96,7 @@ class LMStudioV1Routes:
         return json_response({"downloading": [], "completed": [], "failed": [], "paused": []})
 
     async def download_job(self, request: web.Request) -> web.Response:
+        """GET /api/v1/models/download/status/{job_id}: 404 job_not_found, no download is ever started."""
         job_id = request.match_info["job_id"]
         raise NotFound(f"download job '{job_id}' not found: this server starts no downloads", param="job_id",
                        code="job_not_found")
