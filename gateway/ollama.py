@@ -126,6 +126,7 @@ class OllamaRoutes:
         self.config = config
 
     def register(self, app: web.Application) -> None:
+        """Adds Ollama's /api routes, its root probe and the cloud-only ones it refuses."""
         app.router.add_get("/", self.root)
         app.router.add_get("/api/version", self.version)
         app.router.add_get("/api/tags", self.tags)
@@ -146,12 +147,15 @@ class OllamaRoutes:
         app.router.add_post("/api/blobs/{digest}", self.blob)
 
     async def root(self, request: web.Request) -> web.Response:
+        """GET /: "Ollama is running", the text Ollama's clients probe for."""
         return web.Response(text="Ollama is running", content_type="text/plain")
 
     async def version(self, request: web.Request) -> web.Response:
+        """GET /api/version: {"version": OLLAMA_VERSION}, the Ollama API this follows."""
         return json_response({"version": OLLAMA_VERSION})
 
     async def status(self, request: web.Request) -> web.Response:
+        """GET /api/status: Ollama's cloud status, disabled (no cloud model is served)."""
         return json_response(_CLOUD_STATUS)
 
     @ollama_errors
@@ -176,10 +180,12 @@ class OllamaRoutes:
 
     @ollama_errors
     async def tags(self, request: web.Request) -> web.Response:
+        """GET /api/tags: {"models": [the served model as Ollama lists it]}."""
         return json_response({"models": [tags_entry(await self.engine.card(), await self.engine.served_name())]})
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:
+        """GET /api/ps: the served model while loaded (expires_at, size_vram); [] while no worker runs it."""
         expires = self.engine.load_state.expires_at(busy=self.engine.generating())
         # A dead worker (or an unreachable scheduler) holds no model: Ollama lists none then.
         device = None if expires is None else await self.engine.model_device()
@@ -190,6 +196,7 @@ class OllamaRoutes:
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
+        """POST /api/show: the served model's details, template, parameters and capabilities (404 otherwise)."""
         body = check_go_types(await read_go_json(request), "ShowRequest")
         card = await self.engine.card()
         name = await self.engine.served_name()
@@ -202,10 +209,12 @@ class OllamaRoutes:
 
     @ollama_errors
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/chat: Ollama's chat, NDJSON lines when streamed (the default), one object otherwise."""
         return await self._generate(request, chat=True)
 
     @ollama_errors
     async def generate(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/generate: Ollama's generate (raw or templated prompt), NDJSON when streamed."""
         return await self._generate(request, chat=False)
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:

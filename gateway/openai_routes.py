@@ -102,6 +102,7 @@ class OpenAIRoutes:
         self.config = config
 
     def register(self, app: web.Application) -> None:
+        """Adds the OpenAI /v1 routes, their unprefixed aliases and vLLM's / SGLang's extras."""
         app.router.add_get("/v1/models", self.models)
         # llama.cpp's server lists its model at /models too (a client whose base URL has no /v1 asks there).
         app.router.add_get("/models", self.models)
@@ -136,6 +137,7 @@ class OpenAIRoutes:
         return {**model, **model_info(name, card.created, card.max_context_len)}
 
     async def models(self, request: web.Request) -> web.Response:
+        """GET /v1/models: the served model (OpenAI's list, llama-server's models array beside it)."""
         # llama-server's list also has its Ollama-shaped `models` array, which llama.cpp clients read the name from.
         entry = models_entry(await self.engine.card(), await self.engine.served_name())
         model = await self._model_object(request)
@@ -144,11 +146,13 @@ class OpenAIRoutes:
         return json_response({"object": "list", "data": [model], "models": [entry], **page})
 
     async def model(self, request: web.Request) -> web.Response:
+        """GET /v1/models/{id}: the served model's object; an unknown id is the 404 model_not_found."""
         card = await self.engine.card()
         check_model(request.match_info["model_id"].rstrip("/"), card, await self.engine.served_name())
         return json_response(await self._model_object(request))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/chat/completions: a chat.completion, or chat.completion.chunk events (stream)."""
         body = await read_json(request)
         check_request_template(body, self.config)
         card = await self.engine.card()
@@ -174,6 +178,7 @@ class OpenAIRoutes:
         return await batch_chat(request, body, self.engine, self.config, response_id)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/completions: a text_completion, or its chunks as SSE events (stream)."""
         body = null_max_tokens_as_default(await read_json(request))
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
@@ -248,6 +253,7 @@ class OpenAIRoutes:
         return json_response(await generative_scoring.sglang_answer(self.engine, body, prompts, name))
 
     async def embeddings(self, request: web.Request) -> web.Response:
+        """POST /v1/embeddings (and aliases): an unknown model's 404, else 501 (no embedding model)."""
         body = await read_json(request)
         # A model this server does not serve is the 404 every other route gives it (vLLM checks the model first).
         if isinstance(body, dict) and isinstance(body.get("model"), str):
@@ -258,6 +264,7 @@ class OpenAIRoutes:
                                 code="embeddings_unsupported", headers={"x-should-retry": "false"})
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        """POST /v1/tokenize: vLLM's {count, max_model_len, tokens, token_strs} of a prompt or messages."""
         body = render_body(await read_json(request))
         check_request_template(body, self.config)
         card = await self.engine.card()
@@ -275,6 +282,7 @@ class OpenAIRoutes:
                               "max_context": limit, "model": name})
 
     async def detokenize(self, request: web.Request) -> web.Response:
+        """POST /v1/detokenize: {"prompt": text} of token ids (vLLM; "content" too, llama.cpp's key)."""
         body = validate(await read_json(request), DETOKENIZE_SCHEMA)
         card = await self.engine.card()
         check_model(body.get("model"), card, await self.engine.served_name())

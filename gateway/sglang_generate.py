@@ -86,6 +86,8 @@ class GenerateShaper:
             meta["output_top_logprobs"] = self._tops(result.logprobs)
 
     def body(self, result: ChoiceResult, usage: Usage) -> dict:
+        """SGLang's answer for one choice: text, output_ids and meta_info (finish_reason object, token counts, cached
+        tokens, logprobs where asked)."""
         prompt = result.index // self.plan.gen.n
         prompt_ids = self.plan.gen.all_prompt_ids[prompt]
         cached = usage.per_prompt[prompt][1] if len(usage.per_prompt) > prompt else usage.cached_tokens
@@ -105,6 +107,7 @@ class GenerateShaper:
         return out
 
     def answer(self, results: list, usage: Usage):
+        """The non-streamed answer: a list for a batch request, the one object otherwise."""
         bodies = [self.body(result, usage) for result in results]
         return bodies if self.options.batch else bodies[0]
 
@@ -135,6 +138,7 @@ class GenerateFramer(SseFramer):
         return [SSE_DONE]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """SGLang's mid-stream error event ({"error": {"message"}}), then [DONE]."""
         return [sse_event({"error": {"message": error.message}}), SSE_DONE]
 
 
@@ -145,9 +149,12 @@ class SGLangGenerateRoutes:
         self.engine, self.config = engine, config
 
     def register(self, app: web.Application) -> None:
+        """Adds POST /generate."""
         app.router.add_post("/generate", self.generate)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
+        """POST /generate: SGLang's native generation (text or input_ids, sampling_params), answered or streamed in its
+        shape."""
         received = time.monotonic()
         body = await read_json(request)
         translated, options = completion_body(body)

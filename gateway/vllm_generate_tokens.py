@@ -85,6 +85,7 @@ class TokensShaper:
         self.plan, self.card, self.request_id, self.k = plan, card, request_id, num_logprobs
 
     def logprobs(self, entries: list):
+        """vLLM's logprobs of the tokens route ({"content": [named entry + top_logprobs]}); None unless asked."""
         if self.k is None:
             return None
         content = []
@@ -94,6 +95,8 @@ class TokensShaper:
         return {"content": content}
 
     def response(self, results: list) -> dict:
+        """The non-streamed answer: request_id, choices with token_ids, logprobs and finish_reason, prompt logprobs,
+        usage."""
         choices = [{"index": r.index, "logprobs": self.logprobs(r.logprobs), "finish_reason": r.finish_reason or "stop",
                     "token_ids": list(r.token_ids), "routed_experts": None} for r in results]
         prompt = next((r.prompt_logprobs for r in results if r.prompt_logprobs is not None), None)
@@ -138,9 +141,11 @@ class VLLMTokensRoutes:
         self.engine, self.config = engine, config
 
     def register(self, app: web.Application) -> None:
+        """Adds POST /inference/v1/generate."""
         app.router.add_post("/inference/v1/generate", self.generate)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
+        """POST /inference/v1/generate: vLLM's token-in token-out generation, answered or streamed."""
         body = await read_json(request)
         translated = completion_body(body)
         card = await self.engine.card()
