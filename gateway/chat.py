@@ -44,6 +44,7 @@ class GenerationTag(Extension):
     tags = {"generation"}
 
     def parse(self, parser):
+        """Jinja's parse hook: the block's body up to endgeneration, called through _body (rendered unchanged)."""
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
         return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)

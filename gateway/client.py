@@ -105,15 +105,19 @@ class SchedulerClient:
         return map_rpc_error(exc)
 
     async def close(self) -> None:
+        """Closes the gRPC channel."""
         await self._channel.close()
 
     async def info(self, timeout: float = _INFO_TIMEOUT_S) -> "pb.InfoResponse":
+        """The scheduler's model card (pb.InfoResponse); a failed call raises its ApiError (map_rpc_error)."""
         try:
             return await self._stub.Info(pb.InfoRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise self.failed(exc) from exc
 
     async def load(self, timeout: float = 2.0) -> "pb.LoadResponse":
+        """The scheduler's pb.LoadResponse (timeout s); no live worker counts an outage (a new epoch); a failed call
+        raises its ApiError."""
         try:
             load = await self._stub.Load(pb.LoadRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
@@ -123,12 +127,14 @@ class SchedulerClient:
         return load
 
     async def reset_prefix_cache(self, timeout: float = 5.0) -> "pb.ResetPrefixCacheResponse":
+        """ResetPrefixCache (timeout s): pb.ResetPrefixCacheResponse; a failed call raises its ApiError."""
         try:
             return await self._stub.ResetPrefixCache(pb.ResetPrefixCacheRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise self.failed(exc) from exc
 
     def generate(self, request: "pb.GenerateRequest") -> "GenerateStream":
+        """Starts a Generate call for `request`; its messages are read through the GenerateStream."""
         return GenerateStream(self._stub.Generate(request), request.req_id, self)
 
     async def finish(self, req_id: str, finish_reason: str, timeout: float = _FINISH_TIMEOUT_S) -> bool:

@@ -28,6 +28,7 @@ class GatewayConfig:
     access_log_excluded_paths: frozenset = frozenset()  # paths whose requests get no access log line
 
     def printable(self) -> dict:
+        """The config as a dict for the start-up log line, the API key shown as "set" or None."""
         shown = asdict(self)
         shown["api_key"] = "set" if self.api_key else None
         return shown

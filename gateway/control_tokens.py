@@ -82,6 +82,8 @@ class MarkedEncoder:
         return encode(piece)
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of rendered text: a marked control token as its plain characters, the rest with the tokenizer's
+        added tokens; markers dropped."""
         pieces = self._split.split(text)
         ids = self._encode(pieces[0])
         for index, piece in enumerate(pieces[1:], start=1):

@@ -110,6 +110,7 @@ class Engine:
         return load.device if load.worker_alive else None
 
     async def start(self, req: GenRequest) -> Generation:
+        """Starts a Generation of `req` (its n scheduler calls) and counts the model as in use (keep_alive)."""
         gen = Generation(self, req, await self.card())
         self._live.add(gen)
         self.load_state.touch(req.keep_alive)
@@ -158,6 +159,7 @@ class Engine:
         return done
 
     def record_finish(self, gen: Generation, finish_reason: str) -> None:
+        """Counts a finished choice: request_success_total{finished_reason} and the e2e latency (s)."""
         self.load_state.release()
         metrics.REQUEST_SUCCESS.labels(finished_reason=finish_reason).inc()
         metrics.E2E_LATENCY.observe(gen.elapsed())

@@ -23,10 +23,12 @@ class ApiError(Exception):
         self.headers = dict(headers or {})
 
     def to_dict(self) -> dict:
+        """OpenAI's error body: {"error": {message, type, param, code}}."""
         return {"error": {"message": self.message, "type": self.type, "param": self.param,
                           "code": self.code}}
 
     def to_json(self) -> bytes:
+        """to_dict() as compact JSON bytes."""
         return json_out.dumps(self.to_dict())
 
 
@@ -53,6 +55,8 @@ class ContextLengthExceeded(InvalidRequest):
 
     def counts(self, ctx: int, num_prompt: int, num_output: Optional[int] = None,
                at_least: bool = False) -> "ContextLengthExceeded":
+        """Sets the numbers the API's message is written from (context, prompt and output tokens; at_least when the
+        prompt count is a lower bound); returns self."""
         self.ctx, self.num_prompt, self.num_output, self.at_least = ctx, num_prompt, num_output, at_least
         return self
 

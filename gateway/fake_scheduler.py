@@ -82,6 +82,7 @@ class FakeServing(pb_grpc.ServingServicer):
         self.load_fields: dict = {}  # more LoadResponse fields (num_waiting, the KV pool's blocks, block_size)
 
     async def Info(self, request, context):
+        """A fixed model card: the test tokenizer, template, eos id and this fake's context length."""
         return pb.InfoResponse(model_id="fake-model", max_context_len=self.max_context_len,
                                tokenizer_json=self.tokenizer.to_str().encode(), chat_template=self.template,
                                eos_token_ids=[self.eos_id], generation_config_json=self.generation_config,
@@ -89,16 +90,20 @@ class FakeServing(pb_grpc.ServingServicer):
                                vocab_size=self.tokenizer.get_vocab_size(), config_json=self.config)
 
     async def Load(self, request, context):
+        """A pb.LoadResponse from the fake's fields (num_running, worker_alive, device, load_fields)."""
         return pb.LoadResponse(num_running=self.num_running, worker_alive=self.worker_alive, device=self.device,
                                max_num_seqs=self.max_num_seqs, **self.load_fields)
 
     async def ResetPrefixCache(self, request, context):
+        """Counts the reset (num_prefix_resets), or aborts with the script's error."""
         if self.script.error is not None:
             await context.abort(self.script.error, self.script.error_details or "scripted failure")
         self.num_prefix_resets += 1
         return pb.ResetPrefixCacheResponse()
 
     async def Generate(self, request, context):
+        """Streams the script's answer for `request` (recorded in script.requests): its tokens, finish and timing, or
+        the scripted error / refusal."""
         script = self.script
         script.requests.append(request)
         if script.error is not None:

@@ -74,6 +74,7 @@ class GenRequest:
 
     @property
     def all_prompt_ids(self) -> list:
+        """Every prompt of the request: prompt_ids, then extra_prompt_ids (a batch of prompts)."""
         return [self.prompt_ids] + list(self.extra_prompt_ids)
 
     def max_tokens_of(self, prompt_index: int) -> int:
@@ -133,4 +134,5 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        """prompt_tokens + completion_tokens."""
         return self.prompt_tokens + self.completion_tokens

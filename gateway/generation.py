@@ -67,6 +67,7 @@ class Generation(ChoiceCalls):
         self._tasks = [asyncio.create_task(self._run_choice(i)) for i in range(req.num_choices)]
 
     def elapsed(self) -> float:
+        """Seconds since the request was submitted."""
         return time.monotonic() - self._start
 
     @property

@@ -102,6 +102,8 @@ class GatewayProtocol(web.RequestHandler):
         self._target = "/"
 
     def data_received(self, data: bytes) -> None:
+        """aiohttp's data_received; also keeps the path of a request line starting this read (for a parser error's
+        shape) and fails any body the parser left unfinished."""
         start = _REQUEST_LINE.match(data, 0, _HEAD_BYTES)
         if start is not None:
             self._target = start[1].decode("latin-1")

@@ -141,6 +141,7 @@ class LlamaCppShaper:
         return [{**one(e.token_id, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries]
 
     def timings(self, prompt_n: int, cached: int, predicted_n: int) -> dict:
+        """llama.cpp's timings object (prompt_n, cache_n, predicted_n and their ms and per-second rates)."""
         return llama_timings(self.gen, self.received, prompt_n, cached, predicted_n)
 
     def progress(self, usage: Usage) -> list:
@@ -157,6 +158,8 @@ class LlamaCppShaper:
         return out
 
     def partial(self, delta: Delta, usage: Usage) -> dict:
+        """llama.cpp's streamed partial object of a Delta: content, tokens, stop false, counts (and timings with
+        timings_per_token)."""
         body = {"index": delta.index, "content": delta.content, "tokens": delta.token_ids, "stop": False,
                 "id_slot": -1, "tokens_predicted": delta.num_tokens,
                 "tokens_evaluated": len(self._prompt(delta.index, usage)[0])}

@@ -14,12 +14,15 @@ class TokenIdNames:
         self._card = card
 
     def token_text(self, token_id: int) -> str:
+        """"token_id:<id>": the name of every token with return_tokens_as_token_ids."""
         return f"token_id:{token_id}"
 
     def legacy_token(self, token_id: int) -> str:
+        """The same name for legacy completions' tokens and top_logprobs keys."""
         return self.token_text(token_id)
 
     def token_bytes(self, token_id: int) -> bytes:
+        """The name's UTF-8 bytes (chat logprobs' `bytes`, as vLLM encodes it)."""
         return self.token_text(token_id).encode("utf-8")
 
     def __getattr__(self, name: str) -> Any:
