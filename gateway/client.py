@@ -178,6 +178,7 @@ class GenerateStream:
         return any(key == ADMITTED_METADATA_KEY for key, _ in metadata or ())
 
     def cancel(self) -> None:
+        """Cancels the Generate call; the scheduler frees the request's seat."""
         self._call.cancel()
 
     async def finish(self, finish_reason: str) -> bool:

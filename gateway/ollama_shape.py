@@ -88,6 +88,7 @@ class Piece:
 
     @property
     def empty(self) -> bool:
+        """Nothing to send: no content, thinking, tool calls or logprobs."""
         return not (self.content or self.thinking or self.tool_calls or self.logprobs)
 
 
@@ -115,6 +116,8 @@ class OllamaOutput:
         return logprob
 
     def push(self, delta: Delta) -> Piece:
+        """The Piece of one Delta: its content and thinking, the tool calls it completed and its logprobs in Ollama's
+        shape."""
         self.output_ids.extend(entry.token_id for entry in delta.logprobs)
         self._answer.add(delta.content)
         piece = Piece(content=delta.content, thinking=delta.reasoning)

@@ -20,6 +20,7 @@ class OnceLog:
         self.seen: set = set()
 
     def note(self, names: Iterable[str]) -> None:
+        """Logs one warning naming the names not seen before (at most MAX_SHOWN named, MAX_REMEMBERED kept)."""
         room = MAX_REMEMBERED - len(self.seen)
         new = [name for name in dict.fromkeys(names) if name not in self.seen][:max(room, 0)]
         if not new:

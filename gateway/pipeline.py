@@ -67,6 +67,8 @@ class ChoiceOutput:
         self._num_tokens = 0
 
     def push(self, message, finish: Optional[str]) -> Optional[Delta]:
+        """The Delta of one scheduler message: detokenized text past stop strings, reasoning split off, logprobs; None
+        when it adds nothing yet (held text). `finish`: the finish reason, when this message ends the choice."""
         token_ids, entries, stop_entry = self._take_tokens(message, finish)
         if message.HasField("prompt_logprobs"):
             self._pending_prompt = prompt_entries(message.prompt_logprobs)

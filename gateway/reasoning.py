@@ -103,6 +103,7 @@ class ThinkingTokens:
         self.count = 0
 
     def push(self, token_ids: list) -> None:
+        """Counts the thinking ids among a choice's newly generated token ids."""
         for token_id in token_ids:
             if token_id == self._start and not self._started and self._state != "done":
                 self._state, self._started, self.count = "open", True, 0
@@ -146,6 +147,7 @@ class ReasoningSplitter:
         return len(self._held) + self._num_more
 
     def push(self, text: str) -> tuple[str, str]:
+        """(reasoning, content) of a new text piece; text that may still turn out either way is held back."""
         if self._call_read:
             # Only a </think> that ends in the new text can close the held call (one before it closed it then).
             seen = self._tail + text
@@ -167,6 +169,7 @@ class ReasoningSplitter:
         return held
 
     def flush(self) -> tuple[str, str]:
+        """(reasoning, content) of whatever is held back once the output ended."""
         held = self._take_held()
         if self._state == "reasoning":
             return held, ""

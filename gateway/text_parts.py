@@ -15,6 +15,7 @@ class TextParts:
         self._parts = [text] if text else []
 
     def add(self, piece: str) -> None:
+        """Appends a non-empty piece."""
         if piece:
             self._parts.append(piece)
 

@@ -36,6 +36,7 @@ class ToolCallFilter:
         return self._calls_text
 
     def push(self, text: str) -> str:
+        """The answer text of a piece safe to send now; from the first call start on, text is kept to be parsed."""
         if self._calls_text is not None:
             self._calls_text += text
             return ""

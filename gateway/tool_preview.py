@@ -114,6 +114,7 @@ class CallPreview:
 
     @property
     def prefix(self) -> Optional[str]:
+        """The arguments JSON certain so far (open at its end unless closed); None until the name may go out."""
         if not self._begun:
             return None
         return "{" + ",".join(self.pairs + ([self.open] if self.open else [])) + ("}" if self.closed else "")
@@ -125,6 +126,7 @@ class CallPreview:
 
     @property
     def open(self) -> str:
+        """The last argument's text still being written ("" when none)."""
         if len(self._open) > 1:
             self._open = ["".join(self._open)]
         return self._open[0] if self._open else ""

@@ -104,6 +104,7 @@ class ToolCallStream:
         self.texts_after: dict = {}
 
     def push(self, text: str) -> tuple[str, list[CallDelta]]:
+        """(content, call deltas) of a text piece: answer text, then the deltas of calls read whole or previewed."""
         content = self.filter.push(text)
         deltas = [delta for call in self.filter.take_ready() for delta in self._whole(call)]
         return content, deltas + self._previewed()

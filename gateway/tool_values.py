@@ -55,6 +55,7 @@ class ToolParams:
 
     @classmethod
     def of(cls, tools: list[dict], name: str) -> "ToolParams":
+        """The parameter schemas of the tool named `name` in `tools`; empty when none is."""
         for tool in tools:
             function = tool.get("function") or {}
             if function.get("name") == name:
