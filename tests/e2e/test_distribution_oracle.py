@@ -46,7 +46,9 @@ def _min_p(x, p):
     return x.masked_fill(probs < p * probs.max(), -INF) if p else x
 
 
-def vllm_probs(logits, prompt, p: dict) -> torch.Tensor:
+def vllm_probs(logits, seen_ids, p: dict, output: tuple = ()) -> torch.Tensor:
+    """vLLM's distribution; seen_ids: prompt + output (the repetition penalty), output: what the presence and
+    frequency penalties count."""
     x = logits.clone()
     if p.get("allowed_token_ids"):
         x = torch.full_like(x, -INF).index_copy(0, torch.tensor(p["allowed_token_ids"]),
@@ -56,8 +58,10 @@ def vllm_probs(logits, prompt, p: dict) -> torch.Tensor:
     for token_id, bias in p.get("logit_bias", {}).items():
         x[int(token_id)] += bias
     penalty = p.get("repetition_penalty", 1.0)
-    seen = torch.tensor(sorted(set(prompt)))
+    seen = torch.tensor(sorted(set(seen_ids)))
     x[seen] = torch.where(x[seen] > 0, x[seen] / penalty, x[seen] * penalty)
+    for token_id in set(output):
+        x[token_id] -= p.get("frequency_penalty", 0.0) * output.count(token_id) + p.get("presence_penalty", 0.0)
     with open(os.path.join(DEFAULT_MODEL, "generation_config.json"), encoding="utf-8") as f:
         defaults = json.load(f)
     x = x / p.get("temperature", defaults.get("temperature", 1.0))
@@ -78,6 +82,9 @@ def ollama_probs(logits, p: dict) -> torch.Tensor:
 def chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
     """The p-value of the draws against probs, tokens expected fewer than 5 times pooled; 0 when a token the
     reference rules out was drawn."""
+    if counts[probs.shape[0]:].sum() > 0:
+        return 0.0
+    counts = counts[:probs.shape[0]]
     if counts[probs == 0].sum() > 0:
         return 0.0
     expected = probs.double() * counts.sum()
@@ -96,11 +103,11 @@ def drawn(http, path: str, bodies: list, token_of) -> torch.Tensor:
         response = http.post(path, json=body)
         assert response.status_code == 200, response.text
         return token_of(response.json())
-    counts = torch.zeros(1024, dtype=torch.float64)
+    counts = torch.zeros(1024 * 1024, dtype=torch.float64)   # a token id, or a pair's first * 1024 + second
     with ThreadPoolExecutor(4) as pool:
         for token_ids in pool.map(post, bodies):
             for token_id in token_ids:
-                counts[token_id] += 1
+                counts[token_id if isinstance(token_id, int) else token_id[0] * 1024 + token_id[1]] += 1
     return counts
 
 
@@ -128,6 +135,29 @@ def test_v1_draws_follow_vllms_distribution(http, oracle, name):
 
 
 # Where the orders part: on this prompt llama.cpp's chain keeps 3 tokens, Ollama's 14 (vLLM's would keep 4).
+PENALIZED = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "allowed_token_ids": [3, 477, 853], "logit_bias": {"3": 1.0},
+             "presence_penalty": 1.0, "frequency_penalty": 0.5, "repetition_penalty": 1.5}
+
+
+def test_v1_second_tokens_follow_penalties_on_the_output(http, reference, oracle):
+    """(first, second) token pairs: the second token's distribution has the presence / frequency penalties of the
+    first (vLLM counts the output) and the repetition penalty of prompt + first token."""
+    logits, prompt = oracle
+    allowed = PENALIZED["allowed_token_ids"]
+    first = vllm_probs(logits, prompt, PENALIZED).double()
+    joint = torch.zeros(1024 * 1024, dtype=torch.float64)
+    for a in allowed:
+        with torch.no_grad():
+            after = reference[0](torch.tensor([prompt + [a]])).logits[0, -1].float()
+        second = vllm_probs(after, prompt + [a], PENALIZED, output=[a]).double()
+        for b in allowed:
+            joint[a * 1024 + b] = first[a] * second[b]
+    bodies = [{**PENALIZED, "prompt": prompt, "max_tokens": 2, "n": 128, "seed": 1000 * s + 5, "ignore_eos": True,
+               "return_token_ids": True} for s in range(DRAWS // 128)]
+    pairs = drawn(http, "/v1/completions", bodies, lambda j: [c["token_ids"] for c in j["choices"]])
+    assert chi_square_p(pairs, joint) > LEAST_P
+
+
 CHAIN = {"temperature": 3.0, "top_k": 0, "top_p": 0.3, "min_p": 0.8}
 
 
