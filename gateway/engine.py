@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from gateway import metrics
 from gateway.client import SchedulerClient
-from gateway.errors import ApiError, ModelUnloadable
+from gateway.errors import ApiError, ModelUnloadable, Unavailable
 from gateway.gen_request import ChoiceResult, GenRequest, Sampling, Usage  # noqa: F401 - part of the engine API
 from gateway.generation import Generation
 from gateway.model import ModelCard
@@ -99,6 +99,14 @@ class Engine:
         """model_loaded, less an unload a client asked for that no request has undone (LM Studio's
         /api/v1/models/unload, Ollama's keep_alive 0): what LM Studio's model lists report as loaded."""
         return not self.load_state.unloaded and await self.model_loaded(timeout)
+
+    async def check_loaded(self, timeout: float = 2.0) -> None:
+        """Raises the error a generation would get while the model cannot generate now: the scheduler's own (503
+        unreachable, 504 not answering) or a 503 for no live worker. For a client's explicit load, which must not
+        answer "loaded" then (Ollama answers its load only once its scheduler has the runner)."""
+        load = await self.client.load(timeout=timeout)
+        if not load.worker_alive:
+            raise Unavailable("the model server is unavailable: no worker is connected to the scheduler")
 
     async def model_device(self, timeout: float = 2.0) -> Optional[str]:
         """The device the loaded model runs on ("cpu", "cuda:0 (...)"; "" from a scheduler that does not say); None

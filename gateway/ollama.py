@@ -224,6 +224,10 @@ class OllamaRoutes:
         parse = parse_chat if chat else parse_generate
         plan = await run_cpu(parse, body, card, await self.engine.served_name())
         if plan.gen is None:
+            if not plan.unload:
+                # Ollama's handlers answer done_reason "load" after scheduleRunner has the runner, its error else
+                # (server/routes.go GenerateHandler, ChatHandler): `ollama run` preloads so and reports the failure.
+                await self.engine.check_loaded()
             self.engine.load_state.touch(plan.keep_alive)
             return json_response(load_response(plan, chat))
         if plan.render_only:
@@ -281,6 +285,7 @@ class OllamaRoutes:
                 parse_options(body.get("options"), await self.engine.card())
                 answer = load(body)
                 if answer is not None:
+                    await self.engine.check_loaded()  # after scheduleRunner, as for /api/generate's load
                     self.engine.load_state.touch(keep_alive)
                     return json_response(answer)
         return ollama_error(NotImplementedApi(reason))
