@@ -11,7 +11,8 @@ from aiohttp import web
 from gateway.engine import Engine
 from gateway.offload import run_cpu
 from gateway.openai_plan import check_model
-from gateway.openai_routes import OpenAIRoutes, vocab_ids
+from gateway.openai_checks import vocab_ids
+from gateway.openai_routes import OpenAIRoutes
 from gateway.openai_schema import DETOKENIZE_SCHEMA
 from gateway.schema_validate import validate
 from gateway.web import json_response, read_json

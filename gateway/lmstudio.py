@@ -21,7 +21,8 @@ from gateway.openai_plan import check_model
 from gateway.offload import run_cpu
 from gateway.openai_routes import OpenAIRoutes, check_request_template
 from gateway.completion_shape import CompletionFramer, completion_response
-from gateway.openai_shape import ChatFramer, ChatShaper
+from gateway.chat_stream import ChatFramer
+from gateway.openai_shape import ChatShaper
 from gateway.stream import SSE_DONE, sse_event
 from gateway.web import json_response, read_json
 

@@ -5,13 +5,14 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import orjson
 from tokenizers import Tokenizer
 
 from gateway.chat import compile_template
 from gateway.control_tokens import MARK_END, MARK_START, MarkedEncoder, control_tokens, marker
+from gateway.model_config import json_object, positive_int, string_list, special_token_text, template_from_config
 from gateway.stream import utf8_incomplete_tail
 
 # Sampling fields generation_config.json may set, and the request field each one defaults.
@@ -38,22 +39,6 @@ def _bytes_to_unicode() -> dict:
 
 
 _BYTE_DECODER = _bytes_to_unicode()
-
-
-def _json_object(text: str) -> dict:
-    """A JSON object sent as text; {} when absent or not an object (the card's optional parts never fail it)."""
-    try:
-        value = orjson.loads(text) if text else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _token_text(value: Any) -> Optional[str]:
-    # tokenizer_config.json stores special tokens as strings or {"content": ...} objects.
-    if isinstance(value, dict):
-        return value.get("content")
-    return value if isinstance(value, str) else None
 
 
 @dataclass
@@ -99,15 +84,17 @@ class ModelCard:
 
     @classmethod
     def from_info(cls, info) -> "ModelCard":
+        """The card of a pb.InfoResponse: tokenizer, chat template (from tokenizer_config when Info has none),
+        generation and model config."""
         tokenizer = Tokenizer.from_str(info.tokenizer_json.decode("utf-8"))
         gen = orjson.loads(info.generation_config_json) if info.generation_config_json else {}
         tok_cfg = orjson.loads(info.tokenizer_config_json) if info.tokenizer_config_json else {}
-        template = info.chat_template or _template_from_config(tok_cfg)
+        template = info.chat_template or template_from_config(tok_cfg)
         # The named list's tool_use template serves requests with tools, as transformers' get_chat_template(tools=...)
         # picks it (vLLM renders so); a chat_template.jinja the worker read instead replaces the whole list.
-        tool_template = _template_from_config(tok_cfg, "tool_use") if template == _template_from_config(tok_cfg) else ""
+        tool_template = template_from_config(tok_cfg, "tool_use") if template == template_from_config(tok_cfg) else ""
         defaults = {key: gen[key] for key in _GENERATION_DEFAULTS if isinstance(gen.get(key), (int, float))}
-        specials = {key: _token_text(tok_cfg.get(key)) for key in _SPECIAL_TOKEN_KEYS}
+        specials = {key: special_token_text(tok_cfg.get(key)) for key in _SPECIAL_TOKEN_KEYS}
         return cls(model_id=info.model_id, max_context_len=info.max_context_len, tokenizer=tokenizer,
                    chat_template_source=template, tool_template_source=tool_template,
                    eos_token_ids=list(info.eos_token_ids),
@@ -115,9 +102,9 @@ class ModelCard:
                    special_tokens={k: v for k, v in specials.items() if v is not None},
                    vocab_size=info.vocab_size or tokenizer.get_vocab_size(with_added_tokens=True),
                    architecture=info.architecture, quantization=info.quantization,
-                   num_parameters=info.num_parameters, config=_json_object(info.config_json),
-                   chat_control_tokens=_string_list(tok_cfg.get("chat_control_tokens")),
-                   max_new_tokens=_positive_int(gen.get("max_new_tokens")))
+                   num_parameters=info.num_parameters, config=json_object(info.config_json),
+                   chat_control_tokens=string_list(tok_cfg.get("chat_control_tokens")),
+                   max_new_tokens=positive_int(gen.get("max_new_tokens")))
 
     @property
     def fingerprint(self) -> str:
@@ -240,6 +227,7 @@ class ModelCard:
         return utf8_incomplete_tail(tail)
 
     def token_id(self, text: str) -> Optional[int]:
+        """The id of a token's text in the vocabulary (added tokens too); None when no token is that text."""
         return self.tokenizer.token_to_id(text)
 
     def is_added_token(self, text: str) -> bool:
@@ -266,14 +254,6 @@ class ModelCard:
         return self._grammar_tokenizer
 
 
-def _string_list(value: Any) -> Optional[list]:
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
-
-
-def _positive_int(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def _bytes_per_token_bound(spec: dict, max_token_bytes: int, byte_level: bool) -> int:
     """Most UTF-8 bytes of input text one token can stand for (0 when the tokenizer gives no such bound)."""
     normalizer = spec.get("normalizer")
@@ -284,15 +264,3 @@ def _bytes_per_token_bound(spec: dict, max_token_bytes: int, byte_level: bool) -
     for kind in kinds:
         shrink *= _NORMALIZER_SHRINK[kind]
     return max_token_bytes * shrink
-
-
-def _template_from_config(tok_cfg: dict, name: str = "default") -> str:
-    """tokenizer_config.json's chat template of that name: a named list's entry ("default" is the chat one, else its
-    first), a plain string as the default; "" without one."""
-    template = tok_cfg.get("chat_template") or ""
-    if isinstance(template, list):
-        named = {item.get("name"): item.get("template") for item in template if isinstance(item, dict)}
-        template = named.get(name) or (next(iter(named.values()), "") if name == "default" else "")
-    elif name != "default":
-        return ""
-    return template if isinstance(template, str) else ""

@@ -203,3 +203,10 @@ def check_min_tokens(value: int, max_tokens: int) -> None:
     if value > max_tokens:
         raise InvalidRequest(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {value}.",
                              param="min_tokens")
+
+
+def vocab_ids(card, tokens: list) -> list:
+    """A detokenize body's ids (the schema made them non-negative integers), 400 for one past the vocabulary."""
+    if any(t >= card.tokenizer_vocab_size for t in tokens):
+        raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
+    return tokens

@@ -16,7 +16,7 @@ from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.llama_cpp_fields import content_ids, with_pieces
 from gateway.llama_cpp_shape import model_meta, models_entry
-from gateway.openai_checks import check_tools, null_max_tokens_as_default
+from gateway.openai_checks import check_tools, null_max_tokens_as_default, vocab_ids
 from gateway.openai import chat_prompt_text, check_messages_and_tools, parse_chat
 from gateway.openai_completion import parse_completion
 from gateway.request_id_header import response_id
@@ -25,7 +25,8 @@ from gateway.openai_schema import DETOKENIZE_SCHEMA, TOKENIZE_SCHEMA
 from gateway.tool_choice import function_types
 from gateway.completion_shape import CompletionFramer, completion_response
 from gateway import generative_scoring
-from gateway.openai_shape import ChatFramer, ChatShaper
+from gateway.chat_stream import ChatFramer
+from gateway.openai_shape import ChatShaper
 from gateway.offload import run_cpu
 from gateway.score import (SCORE_SCHEMA, check_fits, check_parts, check_size, completion_ids, score_request,
                            score_response)
@@ -289,11 +290,3 @@ class OpenAIRoutes:
         # As vLLM (the tokenizer's decode): special tokens stay in the text. llama.cpp's /detokenize names it content.
         text = await run_cpu(card.decode, vocab_ids(card, body["tokens"]), False)
         return json_response({"prompt": text, "content": text})
-
-
-def vocab_ids(card, tokens: list) -> list:
-    """A detokenize body's ids (the schema made them non-negative integers), 400 for one past the vocabulary."""
-    if any(t >= card.tokenizer_vocab_size for t in tokens):
-        raise InvalidRequest(f"token ids must be in [0, {card.tokenizer_vocab_size})", param="tokens")
-    return tokens
-

@@ -20,7 +20,7 @@ from gateway.offload import run_cpu
 from gateway.responses_input import NOT_STORED
 from gateway.responses_items import ItemStore
 from gateway.responses_request import count_input_tokens, parse_responses
-from gateway.responses_shape import ResponseRun
+from gateway.responses_run import ResponseRun
 from gateway.responses_stream import ResponsesFramer, complete
 from gateway.openai_plan import check_model
 from gateway.web import json_response, read_json

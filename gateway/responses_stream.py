@@ -11,7 +11,7 @@ from gateway import json_out
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
 from gateway.openai_shape import SSE_HEADERS
-from gateway.responses_shape import ResponseRun
+from gateway.responses_run import ResponseRun
 
 
 class ResponsesFramer:

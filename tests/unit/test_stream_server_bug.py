@@ -7,7 +7,7 @@ import pytest
 
 from gateway.ollama_stream import NdjsonFramer
 from gateway.completion_shape import CompletionFramer
-from gateway.openai_shape import ChatFramer
+from gateway.chat_stream import ChatFramer
 
 REPLY = "Hello world, this is a test."
 
