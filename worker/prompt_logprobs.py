@@ -43,9 +43,10 @@ def prompt_rows(step, states: dict) -> list:
 
 def _score(logprobs: torch.Tensor, targets: torch.Tensor, k: int) -> tuple:
     """logprobs [m, V] f32, targets [m] int64 -> (logprob [m], rank [m] int64 (1 = most likely), top ids [m, k],
-    top logprobs [m, k]); rank = 1 + tokens strictly more likely than the target."""
+    top logprobs [m, k]); rank = the tokens at least as likely as the target, itself included, as vLLM ranks it
+    (vllm/v1/sample/ops/logprobs.py batched_count_greater_than: (x >= values).sum(-1)), so a tie takes its last place."""
     lp = logprobs.gather(1, targets[:, None])[:, 0]
-    rank = (logprobs > lp[:, None]).sum(dim=-1) + 1
+    rank = (logprobs >= lp[:, None]).sum(dim=-1)
     top_lp, top_ids = logprobs.topk(k, dim=-1) if k else (logprobs[:, :0], targets[:, None][:, :0])
     return lp, rank, top_ids, top_lp
 
