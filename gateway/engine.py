@@ -15,6 +15,7 @@ from gateway.model import ModelCard
 from gateway.ollama_keepalive import LoadState
 from gateway.offload import run_cpu
 from gateway.pipeline import Delta, TokenLogprob  # noqa: F401 - part of the engine API
+from proto import pb
 
 log = logging.getLogger("gateway")
 
@@ -100,13 +101,21 @@ class Engine:
         /api/v1/models/unload, Ollama's keep_alive 0): what LM Studio's model lists report as loaded."""
         return not self.load_state.unloaded and await self.model_loaded(timeout)
 
-    async def check_loaded(self, timeout: float = 2.0) -> None:
-        """Raises the error a generation would get while the model cannot generate now: the scheduler's own (503
-        unreachable, 504 not answering) or a 503 for no live worker. For a client's explicit load, which must not
-        answer "loaded" then (Ollama answers its load only once its scheduler has the runner)."""
-        load = await self.client.load(timeout=timeout)
+    async def check_loaded(self, timeout: float = 2.0, starting: Optional[str] = None) -> "pb.LoadResponse":
+        """The scheduler's load while the model can generate now; else the error a generation would get: the
+        scheduler's own (503 unreachable, 504 not answering) or a 503 for no live worker, each a 503 saying
+        `starting` when given (llama-server's "Loading model"). For a client's explicit load, which must not answer
+        "loaded" then (Ollama answers its load only once its scheduler has the runner), and the probes that tell a
+        server that serves (llama.cpp's /props and /slots)."""
+        try:
+            load = await self.client.load(timeout=timeout)
+        except ApiError:
+            if starting is None:
+                raise
+            raise Unavailable(starting) from None
         if not load.worker_alive:
-            raise Unavailable("the model server is unavailable: no worker is connected to the scheduler")
+            raise Unavailable(starting or "the model server is unavailable: no worker is connected to the scheduler")
+        return load
 
     async def model_device(self, timeout: float = 2.0) -> Optional[str]:
         """The device the loaded model runs on ("cpu", "cuda:0 (...)"; "" from a scheduler that does not say); None

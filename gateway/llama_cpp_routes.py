@@ -27,6 +27,9 @@ from gateway.stream import sse_event
 from gateway.template_caps import template_caps
 from gateway.web import json_response, read_json
 
+# llama-server's 503 on each route but its model lists until it can serve (server.cpp middleware_server_state)
+LOADING = "Loading model"
+
 # /completion fields that change nothing here (automatic prefix cache, no slots to pick, one model), or that shape the
 # answer: return_tokens, response_fields, timings_per_token, return_progress.
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
@@ -175,8 +178,8 @@ class LlamaCppRoutes:
     async def props(self, request: web.Request) -> web.Response:
         """GET /props: llama.cpp's server properties (default generation settings, n_ctx a request, total_slots, the
         chat template and its capabilities, special tokens)."""
+        load = await self.engine.check_loaded(starting=LOADING)
         card = await self.engine.card()
-        load = await self.engine.client.load(timeout=2.0)
         name = await self.engine.served_name()
         specials = card.special_tokens
         caps = await run_cpu(template_caps, card.chat_template_source)
@@ -203,8 +206,8 @@ class LlamaCppRoutes:
         """llama.cpp's GET /slots (on by default there): one entry per seat (SPARKINFER_MAX_NUM_SEQS), its window and
         whether a request holds it, the first num_running ones busy (seats here are not tied to one request, and no
         prompt or sampling of another client is shown); ?fail_on_no_slot=1 is its 503 while every seat is busy."""
+        load = await self.engine.check_loaded(starting=LOADING)
         card = await self.engine.card()
-        load = await self.engine.client.load(timeout=2.0)
         busy = min(load.num_running, load.max_num_seqs)
         if request.query.get("fail_on_no_slot") and busy >= load.max_num_seqs:
             raise Unavailable("no slot available")

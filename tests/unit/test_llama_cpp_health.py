@@ -53,3 +53,31 @@ async def test_health_while_the_worker_loads_says_loading_model():
         response = await client.get("/v1/health")
         body = await response.json()
     assert (response.status, body["reason"], body["error"]["message"]) == (503, "worker_down", "Loading model")
+
+
+async def test_props_and_slots_are_llama_servers_loading_503_while_no_worker_runs():
+    """llama-server answers every route but its model lists 503 "Loading model" until it can serve (server.cpp
+    middleware_server_state): its web UI polls /props, and balancers /slots?fail_on_no_slot=1, to tell a server that
+    serves. With the worker dead both answered 200, /slots with every seat free, so a balancer sent requests there."""
+    fake = FakeServing(build_tokenizer())
+    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    async with fake_gateway(fake) as (client, _):
+        fake.worker_alive = False
+        for path in ("/props", "/slots", "/slots?fail_on_no_slot=1"):
+            response = await client.get(path)
+            assert (response.status, await response.json()) == (503, loading), path
+        fake.worker_alive = True
+        slots, props = await client.get("/slots?fail_on_no_slot=1"), await client.get("/props")
+        assert (slots.status, props.status) == (200, 200)
+        assert (await slots.json())[0]["is_processing"] is False and "total_slots" in await props.json()
+
+
+async def test_props_and_slots_are_the_loading_503_without_a_scheduler():
+    client = await start_test_client(create_app(GatewayConfig(scheduler_addr="127.0.0.1:1"),
+                                                SchedulerClient("127.0.0.1:1")))
+    try:
+        for path in ("/props", "/slots"):
+            response = await client.get(path)
+            assert response.status == 503 and (await response.json())["error"]["message"] == "Loading model", path
+    finally:
+        await client.close()
