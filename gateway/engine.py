@@ -103,10 +103,10 @@ class Engine:
 
     async def check_loaded(self, timeout: float = 2.0, starting: Optional[str] = None) -> "pb.LoadResponse":
         """The scheduler's load while the model can generate now; else the error a generation would get: the
-        scheduler's own (503 unreachable, 504 not answering) or a 503 for no live worker, each a 503 saying
-        `starting` when given (llama-server's "Loading model"). For a client's explicit load, which must not answer
-        "loaded" then (Ollama answers its load only once its scheduler has the runner), and the probes that tell a
-        server that serves (llama.cpp's /props and /slots)."""
+        scheduler's own (503 unreachable, 504 not answering), a 503 for no live worker (each a 503 saying `starting`
+        when given: llama-server's "Loading model") or a draining scheduler's 503. For a client's explicit load, which
+        must not answer "loaded" then (Ollama answers its load only once its scheduler has the runner), and the
+        probes that tell a server that serves (llama.cpp's /props and /slots)."""
         try:
             load = await self.client.load(timeout=timeout)
         except ApiError:
@@ -115,6 +115,10 @@ class Engine:
             raise Unavailable(starting) from None
         if not load.worker_alive:
             raise Unavailable(starting or "the model server is unavailable: no worker is connected to the scheduler")
+        if load.draining:
+            # the scheduler's own refusal of a new request while it drains (scheduler/engine.py ShuttingDownError)
+            raise Unavailable("the model server is unavailable: the scheduler is shutting down and takes no new "
+                              "requests")
         return load
 
     async def model_device(self, timeout: float = 2.0) -> Optional[str]:

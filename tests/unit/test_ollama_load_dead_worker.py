@@ -9,6 +9,7 @@ import pytest
 LOADS = [("/api/generate", {"model": "fake-model"}), ("/api/chat", {"model": "fake-model", "messages": []}),
          ("/api/embed", {"model": "fake-model"}), ("/api/embeddings", {"model": "fake-model"})]
 NO_WORKER = "the model server is unavailable: no worker is connected to the scheduler"
+DRAINING = "the model server is unavailable: the scheduler is shutting down and takes no new requests"
 
 
 async def _post(client, path: str, body: dict):
@@ -35,3 +36,15 @@ async def test_an_unload_while_no_worker_runs_still_answers_unload(stack, path, 
     fake.worker_alive = False
     response, answer = await _post(client, path, {**body, "keep_alive": 0})
     assert response.status == 200 and answer["done_reason"] == "unload"
+
+
+async def test_a_load_and_the_slot_probe_while_the_scheduler_drains_are_its_503(stack):
+    """A draining scheduler refuses every new request (503 on each API); a load or a balancer's slot probe said the
+    model was ready for them."""
+    client, fake = stack
+    fake.load_fields = {"draining": True}
+    response, answer = await _post(client, "/api/generate", {"model": "fake-model"})
+    assert (response.status, answer) == (503, {"error": DRAINING})
+    response = await client.get("/slots?fail_on_no_slot=1")
+    assert (response.status, await response.json()) == (503, {"error": {
+        "code": 503, "message": DRAINING, "type": "unavailable_error"}})
