@@ -72,6 +72,7 @@ class LMStudioV1Routes:
         loaded again."""
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
         answer = load_answer(body, card, name, await self.engine.model_loaded())
+        await self.engine.check_loaded()  # and not while the scheduler drains (it refuses every new request)
         self.engine.load_state.touch(None)
         return json_response(answer)
 

@@ -39,8 +39,8 @@ async def test_an_unload_while_no_worker_runs_still_answers_unload(stack, path, 
 
 
 async def test_a_load_and_the_slot_probe_while_the_scheduler_drains_are_its_503(stack):
-    """A draining scheduler refuses every new request (503 on each API); a load or a balancer's slot probe said the
-    model was ready for them."""
+    """A draining scheduler refuses every new request (503 on each API); a load (Ollama's, LM Studio's) or a
+    balancer's slot probe said the model was ready for them."""
     client, fake = stack
     fake.load_fields = {"draining": True}
     response, answer = await _post(client, "/api/generate", {"model": "fake-model"})
@@ -48,3 +48,5 @@ async def test_a_load_and_the_slot_probe_while_the_scheduler_drains_are_its_503(
     response = await client.get("/slots?fail_on_no_slot=1")
     assert (response.status, await response.json()) == (503, {"error": {
         "code": 503, "message": DRAINING, "type": "unavailable_error"}})
+    response = await client.post("/api/v1/models/load", data=orjson.dumps({"model": "fake-model"}))
+    assert (response.status, (await response.json())["error"]["message"]) == (503, DRAINING)
