@@ -74,7 +74,8 @@ class ProbeRoutes:
         except ApiError:
             load = None
         metrics.set_scheduler_load(load)
-        body, content_type = metrics.render(request.headers.get("Accept"), self.engine.known_model_name(),
-                                            request.query.getall("name[]", []))
+        # A blank name[] filters nothing, as prometheus_client's handler reads the query (parse_qs drops blank values).
+        names = [name for name in request.query.getall("name[]", []) if name]
+        body, content_type = metrics.render(request.headers.get("Accept"), self.engine.known_model_name(), names)
         body, encoding = metrics.compressed(body, request.headers.get("Accept-Encoding"))
         return web.Response(body=body, headers={"Content-Type": content_type, **encoding})
