@@ -65,7 +65,7 @@ def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
     # As response_format with tools on /v1: a tool call, or JSON for the format.
     check_tool_schemas(plan.tools)
     check_answer(schema, card, "format")
-    grammar = calls_or_json_grammar(plan.tools, True, schema, plan.gen.thinking_open, card)
+    grammar = calls_or_json_grammar(plan.tools, True, schema, plan.gen.thinking_open, card, lenient=True)
     plan.gen.constraint = checked(grammar, card, "format")
 
 

@@ -19,7 +19,7 @@ import re
 from typing import Optional
 
 from gateway.errors import InvalidRequest
-from gateway.schema_bounds import bounded_schema, formatted_string
+from gateway.schema_bounds import bounded_schema, formatted_string, lenient as lenient_schema
 from gateway.structured import checked, json_grammar, max_string_chars, think_prefix
 from gateway.thinking_budget import any_token_but
 from gateway.pattern_regex import whole_text_regex, whole_text_regex_is_closed
@@ -159,10 +159,11 @@ def _shared_defs(params: dict) -> dict:
     return shared
 
 
-def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
+def value_rule(schema: dict, limit: int, defs: Optional[dict] = None, lenient: bool = False) -> str:
     """The Lark right-hand side for one parameter value and its closing tag. `defs` (the parameters'
     `$defs` / `definitions`) go along into a JSON value's schema, so its local `$ref`s still resolve
-    (pydantic and zod put nested models there: vllm-project/vllm#20470, sgl-project/sglang#31692)."""
+    (pydantic and zod put nested models there: vllm-project/vllm#20470, sgl-project/sglang#31692). lenient: a keyword
+    the grammar has no rule for is left unenforced (schema_bounds.lenient)."""
     if not isinstance(schema, dict):
         schema = {}
     if formatted_string(schema):
@@ -174,11 +175,12 @@ def value_rule(schema: dict, limit: int, defs: Optional[dict] = None) -> str:
         value = _PLAIN[schema["type"]]
     else:
         shared = {key: value for key, value in (defs or {}).items() if key not in schema}
-        value = "%json" + json.dumps(bounded_schema({**shared, **schema}, limit), ensure_ascii=False)
+        whole = lenient_schema({**shared, **schema}) if lenient else {**shared, **schema}
+        value = "%json" + json.dumps(bounded_schema(whole, limit), ensure_ascii=False)
     return f'({value}) "{_CLOSE}"'
 
 
-def _function_rules(index: int, function: dict, limit: int, markup: dict) -> list:
+def _function_rules(index: int, function: dict, limit: int, markup: dict, lenient: bool = False) -> list:
     params = tool_parameters(function)
     props = params.get("properties") or {}
     required = set(params.get("required") or [])
@@ -197,7 +199,7 @@ def _function_rules(index: int, function: dict, limit: int, markup: dict) -> lis
         rule, terminal = f"f{index}_p{k}", string_terminal(schema if isinstance(schema, dict) else {}, limit)
         if terminal is not None:
             rules.append(f"F{index}_P{k}: {terminal}")
-        value = f"F{index}_P{k}" if terminal is not None else value_rule(schema, limit, defs)
+        value = f"F{index}_P{k}" if terminal is not None else value_rule(schema, limit, defs, lenient)
         rules.append(f'{rule}: "<parameter={_literal(name)[1:-1]}>\\n" {value}')
         parts.append(rule if name in required else f"{rule}?")
     head = _literal(f"\n<function={function['name']}>\n")
@@ -214,7 +216,7 @@ def _markup(card) -> dict:
 
 
 def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=None,
-                      limit: Optional[int] = None) -> str:
+                      limit: Optional[int] = None, lenient: bool = False) -> str:
     """Lark text: one call (or, with parallel, one or more) to the offered tools, or exactly one call to `name`."""
     limit = max_string_chars() if limit is None else limit
     markup = _markup(card)
@@ -224,18 +226,20 @@ def tool_call_grammar(tools: list, name: Optional[str], parallel: bool, card=Non
                  and (name is None or t["function"]["name"] == name)]
     rules = []
     for index, function in enumerate(functions):
-        rules.extend(_function_rules(index, function, limit, markup))
+        rules.extend(_function_rules(index, function, limit, markup, lenient))
     call = " | ".join(f"f{i}" for i in range(len(functions)))
     many = parallel and name is None
     start = f'start: call ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if many else "start: call"
     return "\n".join([start, f"call: {call}"] + rules) + "\n"
 
 
-def calls_or_json_grammar(tools: list, parallel: bool, schema: dict, thinking_open: bool, card=None) -> str:
+def calls_or_json_grammar(tools: list, parallel: bool, schema: dict, thinking_open: bool, card=None,
+                          lenient: bool = False) -> str:
     """Lark text for response_format (or Ollama format) with tools: tool calls, or JSON for schema (as OpenAI).
 
-    With thinking open, the reasoning comes first either way (json_grammar's prefix)."""
-    calls = tool_call_grammar(tools, None, parallel, card).replace("start:", "calls:", 1)
+    With thinking open, the reasoning comes first either way (json_grammar's prefix). lenient: the calls' values leave
+    a keyword the grammar has no rule for unenforced, as Ollama enforces no tool schema."""
+    calls = tool_call_grammar(tools, None, parallel, card, lenient=lenient).replace("start:", "calls:", 1)
     answer = json_grammar(schema, thinking_open, card)
     at = answer.index("%json")
     return f"{answer[:at]}(calls | {answer[at:].rstrip()})\n{calls}"

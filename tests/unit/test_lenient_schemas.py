@@ -70,3 +70,16 @@ def test_a_pattern_no_grammar_reads_is_still_a_400(card):
             "format": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?=x)x+$"}}}}
     with pytest.raises(InvalidRequest, match="(?s)format cannot be enforced by constrained decoding: .*look-around"):
         parse_chat(body, card, "x")
+
+
+@pytest.mark.parametrize("fmt", ["json", {"type": "object", "properties": {"a": {"type": "integer"}}}],
+                         ids=["json", "schema"])
+def test_ollama_tools_beside_a_format_leave_their_keywords_unenforced_too(card, fmt):
+    """A tool whose parameters hold a keyword the grammar has no rule for made any format a 400 ('format cannot be
+    enforced by constrained decoding: Unimplemented keys: ["uniqueItems"]'); Ollama enforces no tool schema."""
+    tags = {"type": "object", "properties": {"tags": SKIPPED[0][1]}, "required": ["tags"]}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": tags}}]
+    plan = parse_chat({"model": "default", "messages": HI, "format": fmt, "think": False, "tools": tools}, card, "x")
+    call = '<tool_call>\n<function=f>\n<parameter=tags>\n["a", "a"]\n</parameter>\n</function>\n</tool_call>'
+    assert _accepts(card, plan.gen.constraint.grammar, call)
+    assert not _accepts(card, plan.gen.constraint.grammar, call.replace('["a", "a"]', '"a"'))
