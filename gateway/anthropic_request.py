@@ -16,7 +16,7 @@ from gateway.anthropic_blocks import (SERVER_SIDE_KINDS, block_text, document, r
                                       server_side_text, tool_result)
 from gateway.anthropic_options import reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, renamed
 from gateway.model import ModelCard
 from gateway.openai import parse_chat
 from gateway.openai_plan import Plan
@@ -220,10 +220,7 @@ def _parse_chat(chat: dict, card: ModelCard, served_name: str, exclude_tools_whe
     try:
         return parse_chat(chat, card, served_name, exclude_tools_when_none)
     except ApiError as exc:
-        for pattern, name in _RENAMES:
-            exc.message = pattern.sub(name, exc.message)
-            exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
-        raise exc from None
+        raise renamed(exc, _RENAMES) from None
 
 
 def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,

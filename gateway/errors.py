@@ -1,7 +1,7 @@
 """Gateway process: typed API errors and their OpenAI wire shape {"error": {message, type, param, code}}."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from gateway import json_out
 
@@ -30,6 +30,19 @@ class ApiError(Exception):
     def to_json(self) -> bytes:
         """to_dict() as compact JSON bytes."""
         return json_out.dumps(self.to_dict())
+
+
+def renamed(exc: ApiError, renames: Sequence, param_renames: Sequence = ()) -> ApiError:
+    """exc, raised on the body a request was translated into, naming the fields the client sent: each (pattern,
+    replacement) of renames substituted in its message and param, each of param_renames in its param alone. A route
+    answers in its own API's words (LM Studio's max_output_tokens, SGLang's max_new_tokens), never in those of the
+    route it runs as."""
+    for pattern, name in renames:
+        exc.message = pattern.sub(name, exc.message)
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+    for pattern, name in param_renames:
+        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
+    return exc
 
 
 class InvalidRequest(ApiError):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from gateway.errors import ApiError, InvalidRequest
+from gateway.errors import ApiError, InvalidRequest, renamed
 from gateway.schema_errors import short_repr
 from gateway.schema_validate import empty_array
 
@@ -86,7 +86,4 @@ def named_as_sent(exc: ApiError) -> ApiError:
     """exc, raised on the translated body, with tools / tool_choice named as the functions / function_call the
     request sent (in param and message): OpenAI names the field a client sent, and a client of the deprecated API
     never sent tools."""
-    for pattern, name in _RENAMES:
-        exc.message = pattern.sub(name, exc.message)
-        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
-    return exc
+    return renamed(exc, _RENAMES)

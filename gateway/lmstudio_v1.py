@@ -18,7 +18,7 @@ from gateway.engine import ChoiceResult, Engine
 from gateway.errors import ApiError, NotFound
 from gateway.http_stream import stream_generation
 from gateway.lmstudio_v1_models import download_answer, load_answer, unload_answer
-from gateway.lmstudio_v1_request import check_reasoning, fit_window, openai_chat_body, renamed
+from gateway.lmstudio_v1_request import as_sent, check_reasoning, fit_window, openai_chat_body
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
@@ -58,7 +58,7 @@ class LMStudioV1Routes:
             fit_window(plan.gen, raw.get("context_length"), card)
             gen = await self.engine.start(plan.gen)
         except ApiError as exc:
-            raise renamed(exc) from None
+            raise as_sent(exc) from None
         if plan.stream:
             framer = V1ChatFramer(card, name, gen, received)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)

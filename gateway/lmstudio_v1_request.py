@@ -14,7 +14,7 @@ from typing import Any, Optional
 from gateway import json_out
 from gateway.effort_tiers import nearest_tier
 from gateway.engine import GenRequest
-from gateway.errors import IMAGES_UNSUPPORTED, ApiError, ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import IMAGES_UNSUPPORTED, ApiError, ContextLengthExceeded, InvalidRequest, Unsupported, renamed
 from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
 from gateway.model import ModelCard
@@ -171,9 +171,6 @@ def check_reasoning(body: dict, card: ModelCard) -> None:
                              f"settings: {', '.join(repr(option) for option in allowed)}.", param="reasoning")
 
 
-def renamed(exc: ApiError) -> ApiError:
+def as_sent(exc: ApiError) -> ApiError:
     """exc with the chat route's field names (in its param and message) replaced by this API's."""
-    for pattern, name in _RENAMES:
-        exc.message = pattern.sub(name, exc.message)
-        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
-    return exc
+    return renamed(exc, _RENAMES)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Optional
 
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, renamed
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
 from gateway.ollama_truncate import fit_history
@@ -138,12 +138,7 @@ def _renamed(exc: ApiError, tool_paths: list) -> ApiError:
     for pattern, name in ((_ALLOWED_ENTRY, "tool_choice.tools"), (_CHAT_TOOL, tool_path)):
         exc.message = pattern.sub(name, exc.message)
         exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
-    for pattern, name in _RENAMES:
-        exc.message = pattern.sub(name, exc.message)
-        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
-    for pattern, name in _PARAM_RENAMES:
-        exc.param = pattern.sub(name, exc.param) if exc.param else exc.param
-    return exc
+    return renamed(exc, _RENAMES, _PARAM_RENAMES)
 
 
 def _echo(body: dict, plan: Plan) -> dict:

@@ -24,7 +24,7 @@ from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
 from gateway.prompt_logprobs import prompt_only_result
-from gateway.sglang_generate_request import GenerateOptions, completion_body, context_overflow_message, sglang_param
+from gateway.sglang_generate_request import GenerateOptions, as_sent, completion_body, context_overflow_message
 from gateway.sglang_info import WEIGHT_VERSION
 from gateway.stream import SSE_DONE, SseFramer, sse_event
 from gateway.web import json_response, read_json
@@ -165,10 +165,9 @@ class SGLangGenerateRoutes:
             plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
                                  cap_output=not options.limit_sent)
         except ApiError as error:
-            error.param = sglang_param(error.param, body)
             if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
                 error.message = context_overflow_message(error)
-            raise
+            raise as_sent(error, body) from None
         plan.stream = options.stream
         plan.gen.min_tokens_hold_stop = False
         shaper = GenerateShaper(plan, card, options, received)

@@ -3,10 +3,11 @@ its sampling_params, python/sglang/srt/sampling/sampling_params.py) -> the /v1/c
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported, renamed
 
 # SGLang's SamplingParams default output limit (max_new_tokens=128), where /v1/completions' is OpenAI's 16.
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -19,6 +20,17 @@ _SAMPLING = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens", "te
              "skip_special_tokens": "skip_special_tokens", "logit_bias": "logit_bias",
              "spaces_between_special_tokens": "spaces_between_special_tokens", "regex": "regex", "ebnf": "ebnf",
              "no_stop_trim": "no_stop_trim", "sampling_seed": "seed", "stop_regex": "stop_regex"}
+# The /v1/completions field an error names -> the /generate sampling parameter sent (include_stop_str_in_output is
+# no_stop_trim's reading, guided_json json_schema's).
+_SENT_AS = {**{field: name for name, field in _SAMPLING.items()}, "guided_json": "json_schema",
+            "include_stop_str_in_output": "no_stop_trim"}
+# An error's field: its name, then any index or member path after it (stop_token_ids[0], prompt[1]).
+_FIELD = re.compile(r"([^\[.]*)(.*)", re.S)
+# The /v1/completions names in an error's message that /generate sends otherwise, and the prompt where a message
+# quotes it ('prompt', 'prompt[0]').
+_MESSAGE_RENAMES = [(re.compile(rf"\b{field}\b"), name) for field, name in _SENT_AS.items()
+                    if field != name and field != "include_stop_str_in_output"]
+_QUOTED_PROMPT = re.compile(r"'prompt(?=['\[])")
 # sampling_params that change nothing here: how often a stream sends (each piece goes as it comes), and the
 # arguments of a custom logit processor (none runs: custom_logit_processor itself is refused).
 _SAMPLING_NO_EFFECT = ("stream_interval", "custom_params")
@@ -110,16 +122,24 @@ def _logprob_options(body: dict, options: GenerateOptions) -> None:
         raise InvalidRequest("logprob_start_len must be -1 or a prompt position", param="logprob_start_len")
 
 
-def sglang_param(param: Optional[str], body: dict) -> Optional[str]:
-    """The /generate field a /v1/completions error names: a sampling parameter under sampling_params, the prompt as
-    the field that carried it."""
-    if param == "prompt" or (param or "").startswith("prompt["):
-        return ("text" if body.get("text") is not None else "input_ids") + param[len("prompt"):]
-    names = {field: name for name, field in _SAMPLING.items()}
-    names.update(guided_json="json_schema", include_stop_str_in_output="no_stop_trim")
-    if param in ("logprobs", "prompt_logprobs"):
+def _sglang_param(param: Optional[str], prompt: str) -> Optional[str]:
+    """The /generate field a /v1/completions error names: a sampling parameter under sampling_params (an item of a
+    list one too: stop_token_ids[0]), the prompt as the field that carried it."""
+    field, rest = _FIELD.match(param or "").groups()
+    if field == "prompt":
+        return prompt + rest
+    if field in ("logprobs", "prompt_logprobs"):
         return "top_logprobs_num"
-    return f"sampling_params.{names[param]}" if param in names else param
+    return f"sampling_params.{_SENT_AS[field]}{rest}" if field in _SENT_AS else param
+
+
+def as_sent(error: ApiError, body: dict) -> ApiError:
+    """error, raised on the /v1/completions body, naming the /generate fields the client sent, in its param and its
+    message (`invalid value for 'max_new_tokens'`, not 'max_tokens'), as SGLang's own errors name them
+    (SamplingParams.verify: `min_new_tokens must be in [0, max_new_tokens(4)], got 10.`)."""
+    prompt = "text" if body.get("text") is not None else "input_ids"
+    error.param = _sglang_param(error.param, prompt)
+    return renamed(error, [*_MESSAGE_RENAMES, (_QUOTED_PROMPT, "'" + prompt)])
 
 
 def context_overflow_message(error: ContextLengthExceeded) -> str:

@@ -10,13 +10,14 @@ logprobs, finish_reason, token_ids: the new ids}], usage} for each piece with id
 stream_options.include_usage (per chunk with continuous_usage_stats), then `data: [DONE]`."""
 from __future__ import annotations
 
+import re
 import uuid
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import Delta, Engine, Usage
-from gateway.errors import InvalidRequest
+from gateway.errors import ApiError, InvalidRequest, renamed
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
@@ -34,6 +35,11 @@ _SAMPLING = ("n", "presence_penalty", "frequency_penalty", "repetition_penalty",
              "truncate_prompt_tokens", "structured_outputs", "logit_bias", "allowed_token_ids", "bad_words",
              "thinking_token_budget", "logprob_token_ids", "repetition_detection", "logits_processors")
 _NO_EFFECT = ("detokenize", "output_kind", "extra_args", "skip_clone")
+# The /v1/completions fields an error names -> this request's: the prompt is token_ids (where a message quotes it
+# too), a sampling field (an item of one too: stop_token_ids[0]) sits under sampling_params.
+_RENAMES = [(re.compile(r"'prompt(?=['\[])"), "'token_ids")]
+_PARAM_RENAMES = [(re.compile(r"^prompt\b"), "token_ids"),
+                  (re.compile(rf"^(?=(?:{'|'.join(_SAMPLING)})\b)"), "sampling_params.")]
 _REQUEST = ("request_id", "token_ids", "sampling_params", "model", "stream", "stream_options", "cache_salt",
             "priority", "kv_transfer_params", "features")
 
@@ -149,7 +155,10 @@ class VLLMTokensRoutes:
         body = await read_json(request)
         translated = completion_body(body)
         card = await self.engine.card()
-        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name())
+        try:
+            plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name())
+        except ApiError as error:
+            raise renamed(error, _RENAMES, _PARAM_RENAMES) from None
         given = body.get("request_id")
         request_id = f"generate-tokens-{given if isinstance(given, str) and given else uuid.uuid4().hex}"
         plan.gen.cancel_ids = {request_id: None}
