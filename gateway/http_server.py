@@ -27,7 +27,7 @@ from gateway import request_id_header
 from gateway.http_compat import CORS_RESPONSE_HEADERS
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.lmstudio_shape import lmstudio_error
-from gateway.ollama import ollama_error_response
+from gateway.ollama_errors import ollama_error_response
 from gateway.open_files import AcceptErrorHandler
 from gateway.web import error_response, json_response
 

@@ -2,23 +2,21 @@
 from __future__ import annotations
 
 import functools
-import logging
 import re
 import time
 from typing import Optional
 
 from aiohttp import web
 
-from gateway import metrics
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.go_json import read_go_json
-from gateway.errors import (EMBEDDINGS_UNSUPPORTED, ApiError, ContextLengthExceeded, Forbidden, InvalidRequest,
-                            NotFound, NotImplementedApi, Overloaded)
+from gateway.errors import EMBEDDINGS_UNSUPPORTED, Forbidden, InvalidRequest, NotFound, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.model import ModelCard
 from gateway.ollama_checks import FIELD_CHECKS, LOADS, NAMED_MODEL, REQUIRED
+from gateway.ollama_errors import json_response, ollama_error, ollama_errors
 from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_options import parse_options
 from gateway.ollama_names import INVALID_NAME, REMOTE_DETAILS, reference, resolve_model, serves, valid_name
@@ -29,14 +27,7 @@ from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
 from gateway.ollama_types import check_go_types
 from gateway.body import read_body
-from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT, EMPTY_BODY
-from gateway.web import json_response as _json_response
-
-log = logging.getLogger("sparkinfer.gateway")
-
-# Ollama's JSON answers and errors are gin's c.JSON: "application/json; charset=utf-8", the Content-Type its route
-# tests assert (server/routes_test.go TestRoutes on /api/version, /api/tags, /api/show).
-json_response = functools.partial(_json_response, charset="utf-8")
+from gateway.web import BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT
 
 # Endpoints this engine does not provide, each with its reason (answered 501, never 404).
 _NOT_IMPLEMENTED = {
@@ -59,49 +50,8 @@ _WEB_TOOLS = {"/api/experimental/web_search": "ollama cloud is disabled: web sea
 _PULL = "pulling models is not supported: the served model is fixed when the server starts"
 # What Ollama's pull of a model it has up to date reports (server/images.go PullModel), layers aside.
 _PULL_STEPS = ("pulling manifest", "verifying sha256 digest", "writing manifest", "success")
-_BUSY = "server busy, please try again.  maximum pending requests exceeded"
-# Ollama's refusal of a prompt past the window (its runner's errorInputTooLong, the 400 of truncate false), which
-# clients match to shorten and retry; the counts follow it.
-_INPUT_TOO_LONG = "the input length exceeds the context length"
 # The User-Agent prefix of VS Code's Copilot Chat, whose /api/show answer Ollama adjusts (server/routes.go ShowHandler).
 _COPILOT_CHAT = "GitHubCopilotChat/"
-
-
-def ollama_error_response(exc: ApiError) -> web.Response:
-    """Ollama's error shape {"error": "..."}; a full queue is Ollama's 503 in its words alone (handleScheduleError
-    writes ErrMaxQueue's text, server/sched.go: clients match it), the scheduler's reason only logged; an empty body
-    its 400 'missing request body' (every handler's answer to the io.EOF of binding nothing, server/routes.go); a prompt
-    past the window opens with Ollama's words for it, _INPUT_TOO_LONG."""
-    status, message = exc.status, exc.message
-    if isinstance(exc, Overloaded):
-        log.info("Ollama request refused with 503 server busy: %s", exc.message)
-        status, message = 503, _BUSY
-    elif isinstance(exc, ContextLengthExceeded):
-        message = f"{_INPUT_TOO_LONG}: {message}"
-    elif message == EMPTY_BODY:
-        message = "missing request body"
-    return json_response({"error": message}, status=status, headers=exc.headers)
-
-
-def ollama_error(exc: ApiError) -> web.Response:
-    """ollama_error_response, counted as a rejected request."""
-    metrics.REJECTED.labels(reason=exc.code or exc.type).inc()
-    return ollama_error_response(exc)
-
-
-def ollama_errors(handler):
-    """Maps every typed error (and aiohttp's own 4xx) raised by handler to Ollama's error shape."""
-    @functools.wraps(handler)
-    async def wrapped(self, request: web.Request, **kwargs) -> web.StreamResponse:
-        try:
-            return await handler(self, request, **kwargs)
-        except ApiError as exc:
-            return ollama_error(exc)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return json_response({"error": exc.text or exc.reason}, status=exc.status)
-    return wrapped
 
 
 def render_response(plan: OllamaPlan, card: ModelCard, chat: bool) -> dict:
