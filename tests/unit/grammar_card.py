@@ -31,12 +31,18 @@ def accepts(card: ModelCard, schema: dict, text: str) -> bool:
 
 
 def random_answer(card: ModelCard, schema: dict, seed: int, max_tokens: int = 200):
-    """One text the grammar of `schema` lets a random model write: each step a uniformly drawn allowed token (an
-    allowed end half the time), as the random-weight tiny model samples; None when it is still open after max_tokens."""
+    """One text the grammar of `schema` lets a random model write (random_walk over json_grammar); None when it is
+    still open after max_tokens."""
+    return random_walk(card, json_grammar(schema, False, card), seed, max_tokens)
+
+
+def random_walk(card: ModelCard, grammar: str, seed: int, max_tokens: int = 200):
+    """One text the Lark `grammar` lets a random model write: each step a uniformly drawn allowed token (an allowed
+    end half the time), as the random-weight tiny model samples; None when it is still open after max_tokens."""
     import random
     draw = random.Random(seed)
-    grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(schema, False, card))
-    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
+    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), llguidance.LLMatcher.grammar_from_lark(grammar),
+                                   log_level=0)
     token_ids = []
     for _ in range(max_tokens):
         mask = matcher.compute_bitmask()

@@ -6,7 +6,6 @@ what the grammar copy (gateway.schema_bounds) lets through. The same for forced 
 parser. A schema the grammar refuses must be a 400 (InvalidRequest), never another exception."""
 import random
 
-import llguidance
 import orjson
 import pytest
 from jsonschema import Draft202012Validator
@@ -15,7 +14,7 @@ from gateway.errors import InvalidRequest
 from gateway.structured import check_schema, checked, json_constraint
 from gateway.tool_grammar import tool_call_grammar
 from gateway.tools import parse_tool_calls
-from tests.unit.grammar_card import random_answer, tiny_card
+from tests.unit.grammar_card import random_answer, random_walk, tiny_card
 
 FORMATS = ["date-time", "date", "time", "uuid", "email", "ipv4", "ipv6", "hostname", "uri", "duration"]
 PATTERNS = ["^[a-z]{2,5}$", "^[A-Z][0-9]+$", "abc", "^\\d{3}-\\d{4}$", "^(foo|bar)$", "^[^,]*$", "^\\w+@\\w+$"]
@@ -155,23 +154,6 @@ def test_every_random_answer_validates_against_the_schema_as_sent(card, block):
     assert checked_answers >= 25
 
 
-def _walk_calls(card, grammar: str, seed: int, max_tokens: int = 300):
-    """One output the grammar lets a random model write (an allowed end half the time), None when still open."""
-    draw = random.Random(seed)
-    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), llguidance.LLMatcher.grammar_from_lark(grammar),
-                                   log_level=0)
-    token_ids = []
-    for _ in range(max_tokens):
-        mask = matcher.compute_bitmask()
-        allowed = [i for i in range(card.vocab_size) if mask[i // 8] >> (i % 8) & 1]
-        ends = [i for i in allowed if i in card.eos_token_ids]
-        if ends and (draw.random() < 0.5 or len(ends) == len(allowed)):
-            return card.decode(token_ids)
-        token_ids.append(draw.choice([i for i in allowed if i not in card.eos_token_ids]))
-        matcher.consume_token(token_ids[-1])
-    return None
-
-
 def test_every_forced_call_reads_back_valid_arguments(card):
     checked_calls = 0
     for seed in range(40):
@@ -188,7 +170,7 @@ def test_every_forced_call_reads_back_valid_arguments(card):
         except InvalidRequest:
             continue
         validator = Draft202012Validator(params, format_checker=Draft202012Validator.FORMAT_CHECKER)
-        text = _walk_calls(card, grammar, seed)
+        text = random_walk(card, grammar, seed, max_tokens=300)
         if text is None:
             continue
         calls = parse_tool_calls(text, tools, open_end=True)
