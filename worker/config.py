@@ -4,6 +4,7 @@ import os
 from dataclasses import dataclass, field
 
 from worker.checkpoint_errors import MissingFileError, UnsupportedModelError
+from worker.quant_config_shape import check_quantization_config
 
 SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 # VLM wrappers: text fields under text_config, tensors under model.language_model.
@@ -136,6 +137,7 @@ class ModelConfig:
         text = raw.get("text_config") if model_type in WRAPPED_TYPES else raw
         if not isinstance(text, dict):
             raise UnsupportedModelError(source, f"model_type {model_type} without a text_config block")
+        check_quantization_config(raw.get("quantization_config"), source)
         try:
             return _parse_text(model_type, raw, text)
         except (KeyError, TypeError, ValueError) as exc:
