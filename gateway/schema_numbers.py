@@ -17,6 +17,11 @@ _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # rambles digits never ends); llama.cpp's json-schema-to-grammar, Ollama's format grammar, stops at 16
 # (PRIMITIVE_RULES integral-part "[0] | [1-9] [0-9]{0,15}").
 _MAX_OPEN_INTEGER = 10**18 - 1
+# A bound this far out on its own side says "any 64-bit value" (Java's and Go's int64 limits, .NET's double.MaxValue
+# of [Range(double.MinValue, double.MaxValue)]), and llguidance builds no range from it: {"type": "number", "maximum":
+# 1e308} was a 400 "Failed to generate regex for float range: min=None, max=Some(1e308)", an integer minimum of -2^63
+# "... integer range". Such a side is read as open (it ends at 18 digits), every value written still within the bound.
+_FAR = 2**63 - 1
 # The finest step a number is written in where the schema sets none: 10 fraction digits, the finest multipleOf
 # llguidance compiles. Its number rule took any number of them: the random tiny model answered {"type": "number",
 # "minimum": 0} with 652.798226131164917914536544310476131532054790071731534614 (a model that rambles digits never
@@ -64,11 +69,23 @@ def _cap_fraction_digits(node: dict) -> None:
         node["multipleOf"] = _NUMBER_STEP
 
 
+def _open_far_sides(node: dict) -> None:
+    """A bound at or past _FAR on its own side (a maximum of 1e308, a minimum of -2^63) is dropped: that side is then
+    open and ends at 18 digits. Every value the grammar then writes is within the original bound."""
+    for keys, sign in ((("minimum", "exclusiveMinimum"), -1), (("maximum", "exclusiveMaximum"), 1)):
+        for key in keys:
+            bound = number_bound(node, key)
+            if bound is not None and sign * bound >= _FAR:
+                del node[key]
+
+
 def _cap_open_sides(node: dict) -> None:
-    """An integer or number node's open side(s) end at _MAX_OPEN_INTEGER; a side the schema bounds is kept, and so is
-    an open side whose cap the other bound passes (minimum 10^18: that side stays open)."""
+    """An integer or number node's open side(s) end at _MAX_OPEN_INTEGER; a side the schema bounds is kept (but one
+    bounded past _FAR, read as open), and so is an open side whose cap the other bound passes (minimum 10^18: that side
+    stays open)."""
     if node.get("type") not in ("integer", "number") or "enum" in node or "const" in node:
         return
+    _open_far_sides(node)
     lower = [bound for key in ("minimum", "exclusiveMinimum") if (bound := number_bound(node, key)) is not None]
     upper = [bound for key in ("maximum", "exclusiveMaximum") if (bound := number_bound(node, key)) is not None]
     if not upper and (not lower or max(lower) < _MAX_OPEN_INTEGER):

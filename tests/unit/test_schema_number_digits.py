@@ -6,7 +6,8 @@ digits."""
 import orjson
 import pytest
 
-from gateway.structured import ANY_OBJECT, validator_class
+from gateway.errors import InvalidRequest
+from gateway.structured import ANY_OBJECT, check_answer, validator_class
 from tests.unit.grammar_card import accepts, random_answer, tiny_card
 
 WIDEST = "9" * 18
@@ -80,3 +81,34 @@ def test_a_number_ends_at_10_fraction_digits(card, schema):
                          ids=["own-step", "finer-bounds", "enum"])
 def test_a_schema_with_a_finer_step_is_served_as_sent(card, schema, value):
     assert accepts(card, schema, value)
+
+
+LONG = {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1}
+DOUBLE = {"type": "number", "minimum": -1.7976931348623157e308, "maximum": 1.7976931348623157e308}
+FAR = [("java-long", LONG, "-" + WIDEST), ("dotnet-double-range", DOUBLE, WIDEST),
+       ("float32-max", {"type": "number", "maximum": 3.4028234663852886e38}, "-" + WIDEST),
+       ("nullable-1e308", {"type": ["number", "null"], "maximum": 1e308}, WIDEST),
+       ("exclusive-1e20", {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1e20}, WIDEST),
+       ("long-minimum", {"type": "integer", "minimum": -(2**63) + 1, "maximum": -7}, "-" + WIDEST)]
+
+
+@pytest.mark.parametrize("schema,widest", [c[1:] for c in FAR], ids=[c[0] for c in FAR])
+def test_a_side_bounded_past_64_bits_is_served_as_an_open_side(card, schema, widest):
+    """A bound at or past the signed 64-bit range on its own side means "any such value": llguidance builds no range
+    from it, so each of these was a 400 ("Failed to generate regex for float range: min=None, max=Some(1e308)",
+    "... integer range: min=Some(-9223372036854775808)") for a schema any validator takes (Java's long, .NET's
+    [Range(double.MinValue, double.MaxValue)]). That side ends at 18 digits, as an open side does; every answer still
+    validates against the schema as sent."""
+    longer, small = widest.replace("9", "1") + "1", widest[0].replace("9", "") + "7"
+    assert accepts(card, schema, _value(schema, widest)) and accepts(card, schema, _value(schema, small))
+    assert not accepts(card, schema, _value(schema, longer))
+    checker = validator_class(schema)(schema)
+    answers = [random_answer(card, schema, seed) for seed in range(8)]
+    assert None not in answers and all(checker.is_valid(orjson.loads(answer)) for answer in answers), answers
+
+
+def test_a_bound_past_64_bits_on_the_near_side_is_not_loosened(card):
+    """A minimum of 1e19 leaves no value the grammar writes in 18 digits: the schema stays as sent (llguidance's 400),
+    never read as open."""
+    with pytest.raises(InvalidRequest, match="float range"):
+        check_answer({"type": "number", "minimum": 1e19}, card, "response_format")
