@@ -71,8 +71,14 @@ def _cap_fraction_digits(node: dict) -> None:
 
 def _open_far_sides(node: dict) -> None:
     """A bound at or past _FAR on its own side (a maximum of 1e308, a minimum of -2^63) is dropped: that side is then
-    open and ends at 18 digits. Every value the grammar then writes is within the original bound."""
-    for keys, sign in ((("minimum", "exclusiveMinimum"), -1), (("maximum", "exclusiveMaximum"), 1)):
+    open and ends at 18 digits. Every value the grammar then writes is within the original bound. Where the other
+    side's bound passes that cap (minimum 2^62, maximum 2^63 - 1) the side would stay open, past the bound sent, and
+    llguidance builds no integer range open there: the bound is kept as sent (llguidance compiles that range)."""
+    sides = ((("minimum", "exclusiveMinimum"), -1), (("maximum", "exclusiveMaximum"), 1))
+    near = {sign: [bound for key in keys if (bound := number_bound(node, key)) is not None] for keys, sign in sides}
+    for keys, sign in sides:
+        if any(sign * bound >= _MAX_OPEN_INTEGER for bound in near[-sign]):
+            continue
         for key in keys:
             bound = number_bound(node, key)
             if bound is not None and sign * bound >= _FAR:

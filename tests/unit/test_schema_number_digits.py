@@ -112,3 +112,15 @@ def test_a_bound_past_64_bits_on_the_near_side_is_not_loosened(card):
     never read as open."""
     with pytest.raises(InvalidRequest, match="float range"):
         check_answer({"type": "number", "minimum": 1e19}, card, "response_format")
+
+
+def test_a_far_bound_is_kept_where_the_other_side_passes_18_digits(card):
+    """A far bound is read as open only where that side then ends at 18 digits: with the other bound past 10^18 it
+    would stay open (any number of digits, past the bound sent) and llguidance refuses an integer range open there
+    ("min=Some(4611686018427387904), max=None"), where it compiles the range as sent. Such a schema is kept as sent:
+    it was served before far sides were read as open (the upper half of Java's long; llguidance refuses the lower
+    half either way, its minimum read as -2^63)."""
+    schema = {"type": "integer", "minimum": 2**62, "maximum": 2**63 - 1}
+    check_answer(schema, card, "response_format")
+    assert accepts(card, schema, str(2**63 - 1)) and accepts(card, schema, str(2**62))
+    assert not accepts(card, schema, str(2**63))
