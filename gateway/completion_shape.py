@@ -72,7 +72,8 @@ class CompletionFramer(SseFramer):
     def start(self, usage: Usage) -> list[bytes]:
         """With return_progress, each choice's prompt_progress chunk; with echo, each choice's prompt chunk (held back
         to the first Delta when echo asks for prompt logprobs)."""
-        frames = [self._chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": None}], usage,
+        frames = [self._chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": None, "stop_reason": None}],
+                              usage,
                               extra={"prompt_progress": prompt_progress(self.timed, usage, i // self.p.gen.n)})
                   for i in range(self.p.gen.num_choices if self.return_progress and self.timed is not None else 0)]
         # Echo + logprobs: each choice's prompt chunk waits for its prompt logprobs (its first Delta).
@@ -88,7 +89,8 @@ class CompletionFramer(SseFramer):
     def _echo(self, index: int, logprobs: Optional[dict], usage: Usage) -> bytes:
         text = self.p.echo_texts[index // self.p.gen.n]
         self._offsets[index] = text_offsets(self.p, self.card, len(text))
-        return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": None}], usage)
+        return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": None,
+                             "stop_reason": None}], usage)
 
     def _echo_with_logprobs(self, delta: Delta, usage: Usage) -> bytes:
         prompt_ids = self.p.gen.all_prompt_ids[delta.index // self.p.gen.n]
@@ -117,10 +119,9 @@ class CompletionFramer(SseFramer):
         offsets = self._offsets.setdefault(delta.index, text_offsets(self.p, self.card))
         logprobs = (completion_logprobs(logprob_names(self.p, self.card), delta.logprobs, offsets)
                     if self.p.gen.num_logprobs is not None else None)
+        # vLLM's CompletionResponseStreamChoice sets stop_reason on every chunk: null until the choice's last.
         choice = {"index": delta.index, "text": delta.content, "logprobs": logprobs,
-                  "finish_reason": delta.finish_reason}
-        if delta.finish_reason:
-            choice["stop_reason"] = delta.stop_reason
+                  "finish_reason": delta.finish_reason, "stop_reason": delta.stop_reason}
         if self.p.return_token_ids:
             choice["token_ids"] = delta.token_ids
         # max_tokens 0 + echo: the one token generated is dropped, and not counted.

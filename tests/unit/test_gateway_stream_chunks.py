@@ -97,3 +97,29 @@ async def test_return_token_ids(stack, path, body):
         assert first.get("prompt_token_ids", first_chunk.get("prompt_token_ids")) == prompt
     status, raw, _ = await post(client, path, {**body, "max_tokens": 8})
     assert "token_ids" not in orjson.loads(raw)["choices"][0]
+
+
+@pytest.mark.parametrize("body", [
+    {"prompt": "hi"},
+    {"prompt": "hi", "echo": True, "stop": [" world"]},
+    {"prompt": ["hi", "hello there"], "n": 2, "logprobs": 1},
+])
+async def test_completion_chunks_carry_stop_reason_on_every_choice(stack, body):
+    """vLLM's CompletionResponseStreamChoice (vllm/entrypoints/openai/completion/protocol.py, dumped with every
+    field set) writes "stop_reason": null on each chunk before a choice's last, the echo chunk too, and the stop
+    string or token id on its last; it was left out until the last, so the openai SDK's Completion model of a
+    chunk had no stop_reason attribute to read."""
+    from openai.types import Completion
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    status, raw, _ = await post(client, "/v1/completions", {**body, "max_tokens": 8})
+    whole = {c["index"]: c["stop_reason"] for c in orjson.loads(raw)["choices"]}
+    status, raw, _ = await post(client, "/v1/completions", {**body, "max_tokens": 8, "stream": True})
+    chunks = [c for c in events(raw)[:-1] if c["choices"]]
+    assert status == 200 and chunks
+    for chunk in chunks:
+        choice = chunk["choices"][0]
+        assert {"index", "text", "logprobs", "finish_reason", "stop_reason"} <= set(choice)
+        expected = whole[choice["index"]] if choice["finish_reason"] else None
+        # The openai SDK builds each streamed chunk as its Completion model, unvalidated (construct), as here.
+        assert Completion.construct(**chunk).choices[0].stop_reason == choice["stop_reason"] == expected

@@ -206,10 +206,10 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                           'content_type': 'application/json',
                           'status': 200},
  'completion_stream': {'body': 'data: '
-                               '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"text":"w","logprobs":null,"finish_reason":null}],"usage":null}\n'
+                               '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"text":"w","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}\n'
                                '\n'
                                'data: '
-                               '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"text":"or","logprobs":null,"finish_reason":null}],"usage":null}\n'
+                               '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"text":"or","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}\n'
                                '\n'
                                'data: '
                                '{"id":"cmpl-ID","object":"text_completion","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"text":"ld","logprobs":null,"finish_reason":"length","stop_reason":null}],"usage":null}\n'
