@@ -18,7 +18,7 @@ class TokenLogprob:
     token_id: int
     logprob: float
     top: list = field(default_factory=list)   # [(token_id, logprob)], best first
-    rank: Optional[int] = None                # prompt logprobs: 1 + vocabulary tokens more likely than token_id
+    rank: Optional[int] = None                # prompt logprobs: vocabulary tokens at least as likely as token_id
 
 
 @dataclass
