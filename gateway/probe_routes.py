@@ -2,6 +2,8 @@
 from aiohttp import web
 
 from gateway import metrics
+# llama-server's llamacpp:* series beside the sparkinfer_ ones (GET /props says endpoint_metrics: true).
+import gateway.metrics_llama_cpp  # noqa: F401
 from gateway.engine import Engine
 from gateway.errors import ApiError, ModelUnloadable
 from gateway.web import json_response
