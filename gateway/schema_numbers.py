@@ -69,20 +69,20 @@ def _cap_fraction_digits(node: dict) -> None:
         node["multipleOf"] = _NUMBER_STEP
 
 
-def _open_far_sides(node: dict) -> None:
-    """A bound at or past _FAR on its own side (a maximum of 1e308, a minimum of -2^63) is dropped: that side is then
-    open and ends at 18 digits. Every value the grammar then writes is within the original bound. Where the other
-    side's bound passes that cap (minimum 2^62, maximum 2^63 - 1) the side would stay open, past the bound sent, and
-    llguidance builds no integer range open there: the bound is kept as sent (llguidance compiles that range)."""
+def far_sides(node: dict) -> list:
+    """The bound keys of an integer or number node (a type list of them, beside null, too) that its grammar copy reads
+    as open: a bound at or past _FAR on its own side (a maximum of 1e308 or 2^64 - 1, a minimum of -2^63), that side
+    then ending at 18 digits, every value written within the bound sent. Where the other side's bound passes that cap
+    (minimum 2^62, maximum 2^63 - 1) the side would stay open, past the bound sent, and llguidance builds no integer
+    range open there: the bound is kept as sent (llguidance compiles that range). None where enum / const decide."""
+    kinds = [kind for kind in (node.get("type") if isinstance(node.get("type"), list) else [node.get("type")])
+             if kind != "null"]
+    if not kinds or any(kind not in ("integer", "number") for kind in kinds) or "enum" in node or "const" in node:
+        return []
     sides = ((("minimum", "exclusiveMinimum"), -1), (("maximum", "exclusiveMaximum"), 1))
     near = {sign: [bound for key in keys if (bound := number_bound(node, key)) is not None] for keys, sign in sides}
-    for keys, sign in sides:
-        if any(sign * bound >= _MAX_OPEN_INTEGER for bound in near[-sign]):
-            continue
-        for key in keys:
-            bound = number_bound(node, key)
-            if bound is not None and sign * bound >= _FAR:
-                del node[key]
+    return [key for keys, sign in sides if not any(sign * bound >= _MAX_OPEN_INTEGER for bound in near[-sign])
+            for key in keys if (bound := number_bound(node, key)) is not None and sign * bound >= _FAR]
 
 
 def _cap_open_sides(node: dict) -> None:
@@ -91,7 +91,8 @@ def _cap_open_sides(node: dict) -> None:
     stays open)."""
     if node.get("type") not in ("integer", "number") or "enum" in node or "const" in node:
         return
-    _open_far_sides(node)
+    for key in far_sides(node):
+        del node[key]
     lower = [bound for key in ("minimum", "exclusiveMinimum") if (bound := number_bound(node, key)) is not None]
     upper = [bound for key in ("maximum", "exclusiveMaximum") if (bound := number_bound(node, key)) is not None]
     if not upper and (not lower or max(lower) < _MAX_OPEN_INTEGER):

@@ -24,6 +24,7 @@ from jsonschema.validators import validator_for
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import any_object_schema, bounded_schema
 from gateway.schema_errors import best_error, error_message, schema_compile_reason
+from gateway.schema_numbers import far_sides
 
 DEFAULT_MAX_STRING_CHARS = 1024
 # The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
@@ -165,7 +166,9 @@ def _inexact_integer(node: dict) -> Optional[tuple[str, int]]:
         big = next((n for n in _integers(node.get(key)) if abs(n) > _MAX_EXACT_VALUE), None) if key in node else None
         if big is not None:
             return key, big
-    for key in _BOUNDS:
+    # A far bound the grammar copy drops (schema_numbers.far_sides: uint64's maximum 2^64 - 1) is never clamped.
+    open_sides = far_sides(node)
+    for key in (key for key in _BOUNDS if key not in open_sides):
         bound = node.get(key)
         if isinstance(bound, int) and not isinstance(bound, bool) and not _MIN_BOUND <= bound <= _MAX_BOUND:
             return key, bound

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.structured import ANY_OBJECT, check_answer, validator_class
+from gateway.structured import ANY_OBJECT, check_answer, check_schema, validator_class
 from tests.unit.grammar_card import accepts, random_answer, tiny_card
 
 WIDEST = "9" * 18
@@ -124,3 +124,28 @@ def test_a_far_bound_is_kept_where_the_other_side_passes_18_digits(card):
     check_answer(schema, card, "response_format")
     assert accepts(card, schema, str(2**63 - 1)) and accepts(card, schema, str(2**62))
     assert not accepts(card, schema, str(2**63))
+
+
+UINT64 = [("uint64", {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}),
+          ("nullable-2^63", {"type": ["integer", "null"], "maximum": 2**63}),
+          ("exclusive-below-2^64", {"type": "integer", "exclusiveMinimum": -(2**64), "maximum": -7})]
+
+
+@pytest.mark.parametrize("schema", [c[1] for c in UINT64], ids=[c[0] for c in UINT64])
+def test_an_integer_bound_past_64_bits_on_its_own_side_is_read_as_open_too(card, schema):
+    """uint64's maximum (2^64 - 1) is as far as a maximum of 1.8446744073709552e19, which is read as open; written as an
+    integer it was the 400 'the integer 18446744073709551615 in 'maximum' is beyond what it writes exactly', as a bound
+    llguidance would clamp to 64 bits, though the grammar copy drops it. Served as the float is, within 18 digits."""
+    widest = "-" + WIDEST if "exclusiveMinimum" in schema else WIDEST
+    check_schema(schema, "response_format")
+    check_answer(schema, card, "response_format")
+    assert accepts(card, schema, widest) and not accepts(card, schema, widest.replace("9", "1") + "1")
+    checker = validator_class(schema)(schema)
+    answers = [random_answer(card, schema, seed) for seed in range(8)]
+    assert None not in answers and all(checker.is_valid(orjson.loads(answer)) for answer in answers), answers
+
+
+def test_an_integer_bound_past_64_bits_the_grammar_keeps_is_still_refused(card):
+    """Where the other bound passes 18 digits the far bound is kept, and llguidance would clamp it: still the 400."""
+    with pytest.raises(InvalidRequest, match="beyond what it writes exactly"):
+        check_schema({"type": "integer", "minimum": 2**62, "maximum": 2**64 - 1}, "response_format")
