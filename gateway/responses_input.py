@@ -6,9 +6,10 @@ Messages keep their role, except that instructions and every system / developer 
 argument), function_call_output and custom_tool_call_output items become tool messages, and a reasoning item becomes
 the reasoning_content of the assistant turn that follows it (a turn of its own when a user message, or the end of the
 input, comes first); Codex's agent_message items are user turns, its agent_reasoning items are left out, and so are
-the items only OpenAI's side can act on (a hosted tool's call, a compaction); a local_shell_call is a call of
-`local_shell`, its arguments the action. An item_reference that gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file
-or audio part (in a call's output such a part is a line saying it was left out).
+the items only OpenAI's side can act on (a hosted tool's call, a remote MCP server's items, a compaction); a
+local_shell_call is a call of `local_shell`, its arguments the action. An item_reference that
+gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file or audio part (in a
+call's output such a part is a line saying it was left out).
 """
 from __future__ import annotations
 
@@ -192,10 +193,12 @@ def _agent_reasoning(item: dict, where: str, convo: _Conversation) -> None:
 def _openai_side_item(item: dict, where: str, convo: _Conversation) -> None:
     """An item only OpenAI's side can act on, which a client replays when it resumes or hands off a thread begun there
     (openai/codex#45401: a compacted Codex session resumed with another Responses provider failed every request): a
-    hosted tool's call (web search, file search, code interpreter, image generation; its findings are in the
-    assistant's text after it), a tool search (Codex's deferred tools) and a compaction (OpenAI's encrypted summary
-    of the turns it replaced). Left out of the prompt, as Codex's own Chat Completions request leaves them out
-    (codex-rs chat wire: ResponseItem::WebSearchCall, Compaction, ToolSearchCall ... => {})."""
+    hosted tool's call (web search, file search, code interpreter, image generation, a remote MCP server's call; its
+    findings are in the assistant's text after it), a remote MCP server's tool listing and approval request / response
+    (OpenAI's McpListTools, McpApprovalRequest, McpApprovalResponse input items), a tool search (Codex's deferred
+    tools), a compaction (OpenAI's encrypted summary of the turns it replaced) and a compaction_trigger (asking OpenAI
+    to write one). Left out of the prompt, as Codex's own Chat Completions request leaves them out (codex-rs chat
+    wire: ResponseItem::WebSearchCall, Compaction, ToolSearchCall ... => {}), and as the `mcp` tool itself is."""
     _openai_side.note([item["type"]])
 
 
@@ -230,7 +233,8 @@ _ITEMS = {"message": _message, "function_call": _function_call, "function_call_o
           "agent_reasoning": _agent_reasoning, "local_shell_call": _local_shell_call,
           "local_shell_call_output": _local_shell_output,
           **dict.fromkeys(("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
-                           "tool_search_call", "tool_search_output", "compaction"), _openai_side_item),
+                           "tool_search_call", "tool_search_output", "compaction", "compaction_trigger", "mcp_call",
+                           "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"), _openai_side_item),
           # Its tools are offered with the top-level ones (responses_tools.placed_tools); it adds no turn.
           "additional_tools": lambda item, where, convo: None}
 

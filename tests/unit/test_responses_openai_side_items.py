@@ -23,6 +23,16 @@ OPENAI_SIDE = {
                     {"type": "tool_search_output", "id": "tso_0001", "call_id": "ts_1", "execution": "client",
                      "status": "completed", "tools": [{"type": "function", "name": "calendar_create",
                                                        "parameters": {"type": "object", "properties": {}}}]}],
+    # A remote MCP server's items (OpenAI's McpListTools, McpApprovalRequest / Response, McpCall input items), which a
+    # client replays after a response that used an `mcp` tool; the tool itself is left out here.
+    "remote mcp": [{"type": "mcp_list_tools", "id": "mcpl_0001", "server_label": "calendar",
+                    "tools": [{"name": "calendar_create", "input_schema": {"type": "object"}}]},
+                   {"type": "mcp_approval_request", "id": "mcpr_0001", "server_label": "calendar",
+                    "name": "calendar_create", "arguments": "{\"title\": \"sparkinfer docs\"}"},
+                   {"type": "mcp_approval_response", "approval_request_id": "mcpr_0001", "approve": True},
+                   {"type": "mcp_call", "id": "mcp_0001", "server_label": "calendar", "name": "calendar_create",
+                    "arguments": "{\"title\": \"sparkinfer docs\"}", "output": "opaque", "status": "completed"}],
+    "compaction trigger": [{"type": "compaction_trigger", "id": "ct_0001"}],
 }
 
 
