@@ -7,9 +7,9 @@ argument), function_call_output and custom_tool_call_output items become tool me
 the reasoning_content of the assistant turn that follows it (a turn of its own when a user message, or the end of the
 input, comes first); Codex's agent_message items are user turns, its agent_reasoning items are left out, and so are
 the items only OpenAI's side can act on (a hosted tool's call, a remote MCP server's items, a compaction); a
-local_shell_call is a call of `local_shell`, its arguments the action. An item_reference that
-gateway.responses_items did not resolve is a 400, and this text-only model takes no image, file or audio part (in a
-call's output such a part is a line saying it was left out).
+local_shell_call, shell_call or apply_patch_call is a call of `local_shell`, `shell` or `apply_patch`
+(gateway.responses_client_calls). An item_reference that gateway.responses_items did not resolve is a 400, and this
+text-only model takes no image, file or audio part (in a call's output such a part is a line saying it was left out).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Any, Optional
 from gateway.chat_prompt import one_system_message
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.once_log import OnceLog
+from gateway.responses_client_calls import CALLS, OUTPUTS, as_function_call, as_function_call_output
 from gateway.responses_reasoning import decode_reasoning
 from gateway.responses_tools import call_name
 
@@ -202,22 +203,14 @@ def _openai_side_item(item: dict, where: str, convo: _Conversation) -> None:
     _openai_side.note([item["type"]])
 
 
-def _local_shell_call(item: dict, where: str, convo: _Conversation) -> None:
-    """OpenAI's local_shell tool's call (the client runs the command; codex-mini's shell): a call of `local_shell`
-    whose arguments are its action, so that its output (a function_call_output of its call_id, as Codex sends it, or
-    a local_shell_call_output) follows its call, as for a function."""
-    action = item.get("action")
-    if not isinstance(action, dict):
-        raise InvalidRequest(f"{where}.action must be an object", param=f"{where}.action")
-    call_id = item["call_id"] if "call_id" in item else item.get("id")
-    _function_call({"call_id": call_id, "name": "local_shell", "arguments": json.dumps(action, ensure_ascii=False)},
-                   where, convo)
+def _client_call(item: dict, where: str, convo: _Conversation) -> None:
+    """A call of a tool OpenAI defines and the client runs (local_shell, shell, apply_patch): a function call."""
+    _function_call(as_function_call(item, where), where, convo)
 
 
-def _local_shell_output(item: dict, where: str, convo: _Conversation) -> None:
-    """A local_shell_call_output: its `id` is the call's id (OpenAI's LocalShellCallOutput), or its call_id."""
-    call_id = item["call_id"] if "call_id" in item else item.get("id")
-    _function_call_output({"call_id": call_id, "output": item.get("output")}, where, convo)
+def _client_call_output(item: dict, where: str, convo: _Conversation) -> None:
+    """Its output, which follows its call as a function's does."""
+    _function_call_output(as_function_call_output(item, where), where, convo)
 
 
 def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
@@ -230,8 +223,8 @@ def _item_reference(item: dict, where: str, convo: _Conversation) -> None:
 _ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output,
           "custom_tool_call": _function_call, "custom_tool_call_output": _function_call_output,
           "reasoning": _reasoning, "agent_message": _agent_message, "item_reference": _item_reference,
-          "agent_reasoning": _agent_reasoning, "local_shell_call": _local_shell_call,
-          "local_shell_call_output": _local_shell_output,
+          "agent_reasoning": _agent_reasoning, **dict.fromkeys(CALLS, _client_call),
+          **dict.fromkeys(OUTPUTS, _client_call_output),
           **dict.fromkeys(("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
                            "tool_search_call", "tool_search_output", "compaction", "compaction_trigger", "mcp_call",
                            "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"), _openai_side_item),
@@ -264,8 +257,9 @@ def input_messages(value: Any, instructions: Optional[str]) -> list:
         if handler is None:
             raise Unsupported(f"input[{i}]: items of type {kind!r} are not supported (message, function_call, "
                               f"function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
-                              f"agent_message, agent_reasoning, additional_tools, local_shell_call and its output "
-                              f"are; OpenAI's hosted tools' calls and compaction are left out)",
+                              f"agent_message, agent_reasoning, additional_tools, local_shell_call, shell_call, "
+                              f"apply_patch_call and their outputs are; OpenAI's hosted tools' calls and compaction "
+                              f"are left out)",
                               param=f"input[{i}].type")
         handler(item, f"input[{i}]", convo)
     convo.close_reasoning()

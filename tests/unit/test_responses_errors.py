@@ -97,8 +97,9 @@ async def test_every_include_value_openai_lists_is_accepted(stack):
     (0, 400, "invalid_type", 'invalid value for \'input[0].type\': 0 is not of type "string", "null"'),
     ("", 400, "unsupported", "input[0]: items of type '' are not supported (message, function_call, "
                              "function_call_output, custom_tool_call, custom_tool_call_output, reasoning, "
-                             "agent_message, agent_reasoning, additional_tools, local_shell_call and its output "
-                             "are; OpenAI's hosted tools' calls and compaction are left out)"),
+                             "agent_message, agent_reasoning, additional_tools, local_shell_call, shell_call, "
+                             "apply_patch_call and their outputs are; OpenAI's hosted tools' calls and compaction "
+                             "are left out)"),
 ], ids=["object", "list", "zero", "empty"])
 async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, status, code, words):
     """An item's `type` picks its handler: an object or a list there was a 500 (TypeError: unhashable type), and a
