@@ -54,7 +54,10 @@ _MESSAGE = {
 
 _TOOL = {
     "type": "object",
-    "required": ["name"],
+    # The MCP connector's toolset names its server, not a tool (the SDKs' BetaMCPToolsetParam: type "mcp_toolset",
+    # mcp_server_name): it reaches anthropic_tools.check_tool's 400 for tools run on Anthropic's side.
+    "if": {"required": ["type"], "properties": {"type": {"const": "mcp_toolset"}}},
+    "else": {"required": ["name"]},
     "properties": {
         "type": {"type": ["string", "null"]},
         "name": {"type": "string", "minLength": 1},  # what the call markup can carry: anthropic_request

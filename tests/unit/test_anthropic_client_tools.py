@@ -78,11 +78,26 @@ async def test_a_description_sent_with_a_client_tool_is_kept_and_count_tokens_co
     {"type": "web_fetch_20250910", "name": "web_fetch"},
     {"type": "code_execution_20250825", "name": "code_execution"},
     {"type": "computer_20250124", "name": "computer", "display_width_px": 1024, "display_height_px": 768},
-], ids=["web search", "web fetch", "code execution", "computer use"])
+    # The MCP connector's toolset (BetaMCPToolsetParam) names its server and no tool: it was "tools.1.name: Field
+    # required", as if the client had left a name out.
+    {"type": "mcp_toolset", "mcp_server_name": "docs", "default_config": {"enabled": True}},
+], ids=["web search", "web fetch", "code execution", "computer use", "mcp toolset"])
 async def test_server_tools_and_computer_use_are_refused(stack, tool):
     client, fake = stack
     body = {**BASE, "tools": [*TOOLS, tool]}
     fragment = f"tools.1.type: tool type '{tool['type']}' is not supported"
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
         await expect_error(await client.post(path, json=body), 400, BAD_MESSAGES, fragment)
+    assert fake.script.requests == []
+
+
+async def test_the_mcp_connector_is_refused_as_such(stack):
+    """mcp_servers with the mcp_toolset that offers their tools (Anthropic's MCP connector, the mcp-client beta): the
+    400 says the connector is not served, where the toolset's missing name was reported first."""
+    client, fake = stack
+    body = {**BASE, "mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "docs"}],
+            "tools": [{"type": "mcp_toolset", "mcp_server_name": "docs"}]}
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        await expect_error(await client.post(path, json=body), 400, BAD_MESSAGES,
+                           "mcp_servers: the MCP connector is not supported")
     assert fake.script.requests == []
