@@ -10,7 +10,8 @@ from __future__ import annotations
 import copy
 import decimal
 
-_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+# The JSON Schema keywords that bound a number (structured.py reads them too).
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # The widest integer the grammar writes on a side the schema leaves open: 18 digits, which a signed 64-bit integer
 # holds (Go's int, Java's long; the forced-call grammar's plain integers are as wide). llguidance's rule took any
 # number of digits: the random tiny model answered {"a": integer} with 59 of them (no int64 reads it, and a model that
@@ -28,7 +29,7 @@ _FAR = 2**63 - 1
 # ends); llama.cpp's json-schema-to-grammar stops at 16 (PRIMITIVE_RULES decimal-part "[0-9]{1,16}").
 _NUMBER_STEP = 1e-10
 # A number without bounds, as the grammar writes it: such an integer, or a decimal within +-1e15 (no exponent).
-_NUMBER_CONSTRAINTS = _BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
+_NUMBER_CONSTRAINTS = BOUNDS + ("multipleOf", "enum", "const", "anyOf", "oneOf", "allOf", "not")
 _FINITE_NUMBER = [{"type": "integer", "minimum": -_MAX_OPEN_INTEGER, "maximum": _MAX_OPEN_INTEGER},
                   {"type": "number", "minimum": -1e15, "maximum": 1e15}]
 
@@ -64,7 +65,7 @@ def _cap_fraction_digits(node: dict) -> None:
     pair, or finds no multiple between bounds 1e-11 and 2e-11): then it stays as sent."""
     if node.get("type") != "number" or any(key in node for key in ("multipleOf", "enum", "const")):
         return
-    bounds = [bound for key in _BOUNDS if (bound := number_bound(node, key)) is not None]
+    bounds = [bound for key in BOUNDS if (bound := number_bound(node, key)) is not None]
     if all(decimal.Decimal(repr(bound)).as_tuple().exponent >= -10 for bound in bounds):
         node["multipleOf"] = _NUMBER_STEP
 

@@ -24,7 +24,7 @@ from jsonschema.validators import validator_for
 from gateway.errors import InvalidRequest
 from gateway.schema_bounds import any_object_schema, bounded_schema
 from gateway.schema_errors import best_error, error_message, schema_compile_reason
-from gateway.schema_numbers import far_sides
+from gateway.schema_numbers import BOUNDS, far_sides
 
 DEFAULT_MAX_STRING_CHARS = 1024
 # The schema of json_object / Ollama format "json" (its grammar is any_object_schema, bounded).
@@ -32,7 +32,6 @@ ANY_OBJECT = {"type": "object"}
 # Integers llguidance writes exactly: const/enum values as doubles (2^53), bounds as 64-bit integers.
 _EXACT_VALUES = ("const", "enum")
 _MAX_EXACT_VALUE = 2**53
-_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _MIN_BOUND, _MAX_BOUND = -(2**63), 2**63 - 1
 
 
@@ -168,7 +167,7 @@ def _inexact_integer(node: dict) -> Optional[tuple[str, int]]:
             return key, big
     # A far bound the grammar copy drops (schema_numbers.far_sides: uint64's maximum 2^64 - 1) is never clamped.
     open_sides = far_sides(node)
-    for key in (key for key in _BOUNDS if key not in open_sides):
+    for key in (key for key in BOUNDS if key not in open_sides):
         bound = node.get(key)
         if isinstance(bound, int) and not isinstance(bound, bool) and not _MIN_BOUND <= bound <= _MAX_BOUND:
             return key, bound
