@@ -8,6 +8,10 @@ from gateway.openai_checks import check_tools
 from gateway.responses_tools import whole_object
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+# OpenAI's deprecated role for a function's result, named by the function: the tool message it is on /v1
+# (gateway.legacy_functions). Clients written for that API send it to Ollama too (Qwen-Agent's function calling;
+# ollama/ollama#6213), which answers 200.
+_ROLE_ALIASES = {"function": "tool"}
 
 
 def no_images(images: Any, param: str) -> None:
@@ -29,9 +33,11 @@ def _tool_call(call: Any, where: str) -> dict:
 
 
 def _role(message: Any, where: str) -> str:
-    """The message's role in lower case, as Ollama's Message.UnmarshalJSON reads it ("User" is "user")."""
+    """The message's role in lower case, as Ollama's Message.UnmarshalJSON reads it ("User" is "user"); a `function`
+    message is a `tool` one (_ROLE_ALIASES)."""
     role = message.get("role") if isinstance(message, dict) else None
     role = role.lower() if isinstance(role, str) else role
+    role = _ROLE_ALIASES.get(role, role)
     if role not in _ROLES:
         raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
     return role
