@@ -111,7 +111,9 @@ RESPONSES_SCHEMA = {
         "user": _STR_OR_NULL,
         "safety_identifier": _STR_OR_NULL,
         "prompt_cache_key": _STR_OR_NULL,
-        "service_tier": _STR_OR_NULL,
+        # vLLM's ResponsesRequest types it Literal["auto", "default", "flex", "scale", "priority"] (OpenAI's tiers): a
+        # tier outside them is its 400, not a value taken and ignored.
+        "service_tier": {"enum": ["auto", "default", "flex", "scale", "priority", None]},
         "include": {"type": ["array", "null"], "items": {"enum": INCLUDABLE}},
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "truncation": {"enum": ["auto", "disabled", None]},

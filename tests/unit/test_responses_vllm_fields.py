@@ -90,3 +90,21 @@ async def test_skip_special_tokens_false_keeps_them(stack):
     assert status == 200 and body["output"][-1]["content"][0]["text"] == "Hello<|im_start|> world", body
     status, body = await post(client, "/v1/responses", {"input": "hi", "reasoning": {"effort": "none"}})
     assert status == 200 and body["output"][-1]["content"][0]["text"] == "Hello world", body
+
+
+@pytest.mark.parametrize("tier", ["bogus", "", "standard_only"])
+async def test_a_service_tier_outside_vllms_literal_is_its_400(stack, tier):
+    """vLLM's ResponsesRequest types service_tier Literal["auto", "default", "flex", "scale", "priority"] (OpenAI's
+    tiers); another value was taken and ignored (200)."""
+    client, _ = stack
+    status, body = await post(client, "/v1/responses", {"input": "hi", "service_tier": tier})
+    assert status == 400, body
+    assert body["error"]["param"] == "service_tier" and body["error"]["type"] == "invalid_request_error"
+    assert "auto" in body["error"]["message"] and "priority" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("tier", ["auto", "default", "flex", "scale", "priority", None])
+async def test_vllms_service_tiers_are_served(stack, tier):
+    client, _ = stack
+    status, body = await post(client, "/v1/responses", {"input": "hi", "service_tier": tier})
+    assert status == 200, body
