@@ -11,9 +11,10 @@
 //   A segment over the whole K stores its tile; a partial one adds its sums into the workspace (red.global.add, ws
 //   [Np / 64 quads, 128 threads, NT * 4] f32, zero between calls) and counts its chunks on the quad's counter; the
 //   warpgroup that completes Kc reads the sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
-// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg (2-8 / 9-16 rows, x through L1),
-//   block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split
-//   evenly over its 16 warps; partial tiles meet in shared memory (no workspace, no flush).
+// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg (2-8 / 9-16 rows, x through L1; the
+//   latter with two sums a warp, SPLIT), block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G)
+//   (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet in shared memory (no
+//   workspace, no flush).
 // Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.1 against v12m's 28.8 us, M = 17 29.3
 // against the wgmma GEMM's 35.9, 14336x5120 M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16 and, staged, x in
 // shared memory (gemv_sk.py checks); a warp or warpgroup with no chunks (more warps than work) stops.
@@ -115,7 +116,7 @@ __device__ __forceinline__ void own_settle(const SkArgs& p, const float (&slots)
 // barrier the warp holding a tile's first slot adds the tile's slots (consecutive: the warps' ranges are in order);
 // x staged with 8-byte pads, each k-step's words read just before its MMA; XG: x read from global memory (through
 // L1, each chunk's words up front), not staged
-template <int NT, int U, bool XG = false>
+template <int NT, int U, bool XG = false, bool SPLIT = false>
 __device__ void own_body(const SkArgs& p) {
     constexpr int PAD = 8, W = SK_THREADS / 32;
     __shared__ u32 lut[256];
@@ -139,7 +140,7 @@ __device__ void own_body(const SkArgs& p) {
     bool first = true;
     while (i < end) {
         float acc[NT][4];
-        sk_segment<NT, U, !XG, XG>(p, t0 + lt, ca, cb, lut, xr, r, acc);
+        sk_segment<NT, U, !XG, XG, SPLIT>(p, t0 + lt, ca, cb, lut, xr, r, acc);
         i += cb - ca;
         const int l0 = lt, n = cb - ca;
         if (i < end) {
@@ -187,6 +188,10 @@ extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt1_xg(SK_PARAMS) {
     own_body<1, 2, true>(SK_ARGS);
 }
+// Session 25 (device run 3): _own_nt2_xg with 4 chunks in flight and the odd ring slots' sums kept apart (two
+// mma.sync chains a warp; SPLIT) 2-7% faster than 2 chunks, one chain at 9-16 rows (M = 16, us: 14336x5120 19.7 /
+// 18.8, 17408x5120 23.9 / 22.2); SPLIT lost on the stream-K entries (17408x5120 M = 16 nt2_xg 23.4 / 28.2, nt3_xg
+// M = 17 28.0 / 28.8), on 2-8 rows (6144x5120 M = 8 own_nt1_xg 9.9 / 10.6) and with 6 chunks (6144x5120 11.7)
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt2_xg(SK_PARAMS) {
-    own_body<2, 2, true>(SK_ARGS);
+    own_body<2, 4, true, true>(SK_ARGS);
 }

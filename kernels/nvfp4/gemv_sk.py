@@ -39,6 +39,10 @@ X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
 #   M = 4-7 up to 6 (M = 4: 10240x5120 13.7 / 13.5, 12288x5120 15.4 / 15.2; 14336x5120 17.3 / 17.4), M = 2-3 up to
 #   3 (6144x5120 10.0 / 9.8, 5120x6144 v2_early 10.7 / 10.5; 10240x5120 13.3 / 13.4). Not K = 17408 (5120x17408 M = 8:
 #   v2_early 21.7 / 28.3: x of 17408 columns through L1).
+# - session 25 (device run 3, us, previous pick / own_xg with two sums a warp and 4 chunks in flight): 9-16 rows up to
+#   9 tiles a block whatever the imbalance, M = 16: 10240x5120 15.2 / 14.7, 14336x5120 19.7 / 18.8, 16384x5120 nt2_xg
+#   21.8 / 20.8, 17408x5120 nt2_xg 23.3 / 22.2, 5120x6144 (imbalance 1.24) nt2_xg 11.9 / 11.9, M = 9 11.5 / 11.1;
+#   not 34816x5120 (16.5 tiles a block: nt2 37.7 / 38.4 at M = 16) nor K = 17408 (5120x17408 nt2_xg 22.5 / 25.5).
 # - 4-8 rows on weights of WIDE_MAX_CHUNKS fragments or more (the LM head): the 9-16-row stream-K entry, x staged
 #   (session 22 device run 5, us, previous pick / nt2: M = 4 v2_early 208.2 / 194.2, M = 8 237.5 / 195.1; not
 #   34816x5120: btm 34.6 / 35.4 at M = 8; NT = 1 lost: 228.9 at M = 8, 212.2 with 6 chunks in flight).
@@ -46,7 +50,7 @@ MAX_M = 24
 OWN_XG_MAX_K = 6144
 OWN_XG_MIN_TILES = 2.4  # the mean tiles a block from which own_xg was measured
 OWN_XG_MAX_TILES = ((8, 9), (4, 6), (2, 3))  # 2-8 rows: (from M rows, the most tiles a block)
-OWN_XG_WIDE_MAX_TILES = 7  # 9-16 rows
+OWN_XG_WIDE_MAX_TILES = 9  # 9-16 rows (session 25)
 NARROW_STAGED_MIN_M = 4
 STAGE_MIN_CHUNKS = 150_000
 WIDE_MAX_CHUNKS = 1_000_000
@@ -62,7 +66,7 @@ def own_xg(m: int, p: dict, sms: int) -> bool:
         return False
     most = -(-t // sms)
     if m > 8:
-        return most <= OWN_XG_WIDE_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE
+        return most <= OWN_XG_WIDE_MAX_TILES
     return most <= next(tiles for rows, tiles in OWN_XG_MAX_TILES if m >= rows)
 
 
@@ -92,7 +96,7 @@ def x_bytes(m: int, p: dict, sms: int) -> int:
 
 def _x_bytes_of(name: str, m: int, p: dict) -> int:
     """x_bytes of entry `name` (kernel_name's) for m rows of weight p."""
-    return 0 if name.endswith("_xg") else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
+    return 0 if "_xg" in name else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
 
 
 def applies(x: torch.Tensor, p: dict, sms: int) -> bool:

@@ -90,14 +90,18 @@ __device__ __forceinline__ void sk_load(const SkArgs& p, int tile, int ca, int c
         if (ca + u < cb) sk_fetch<U>(p, base, ca + u, u, r);
 }
 
-// acc = tile's sums over chunks [ca, cb); r holds chunks ca .. ca + U - 1 on entry
-template <int NT, int U, bool XJ, bool XG = false>
+// acc = tile's sums over chunks [ca, cb); r holds chunks ca .. ca + U - 1 on entry. SPLIT: ring slots of odd u add
+// into a second set of sums (two independent mma.sync chains a warp), added at the end (session 25)
+template <int NT, int U, bool XJ, bool XG = false, bool SPLIT = false>
 __device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, int cb, const u32* lut,
                                            const unsigned char* const (&xr)[NT], SkRing<U>& r, float (&acc)[NT][4]) {
     const int xmax = 2 * p.K - 32 - 32 * (threadIdx.x & 3);
     const u64 base = (u64)tile * p.Kc * 32 + (threadIdx.x & 31);
+    float sums[SPLIT ? 2 : 1][NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int h = 0; h < (SPLIT ? 2 : 1); ++h)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) sums[h][nt][0] = sums[h][nt][1] = sums[h][nt][2] = sums[h][nt][3] = 0.0f;
     int c = ca;
     for (; c + U <= cb; c += U) {
 #pragma unroll
@@ -105,12 +109,16 @@ __device__ __forceinline__ void sk_segment(const SkArgs& p, int tile, int ca, in
             const uint4 f = r.w[u];
             const u32 sc = r.s[u];
             if (c + u + U < cb) sk_fetch<U>(p, base, c + u + U, u, r);
-            sk_chunk<NT, XJ, XG>(f, sc, lut, xr, c + u, xmax, acc);
+            sk_chunk<NT, XJ, XG>(f, sc, lut, xr, c + u, xmax, sums[SPLIT ? (u & 1) : 0]);
         }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
-        if (c + u < cb) sk_chunk<NT, XJ, XG>(r.w[u], r.s[u], lut, xr, c + u, xmax, acc);
+        if (c + u < cb) sk_chunk<NT, XJ, XG>(r.w[u], r.s[u], lut, xr, c + u, xmax, sums[SPLIT ? (u & 1) : 0]);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = SPLIT ? sums[0][nt][e] + sums[SPLIT ? 1 : 0][nt][e] : sums[0][nt][e];
 }
 
 // the lane's x row pointers (rows past M repeat row M - 1: their columns are never stored)

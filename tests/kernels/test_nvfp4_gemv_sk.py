@@ -41,9 +41,12 @@ def test_rows_match(n, k):
 
 
 def test_staged_and_l1_entries_both_run():
-    names = {n: gemv_sk.kernel_name(16, ops.prepared(_weight(n, 5120)), 132) for n in (6144, 17408, 34816)}
-    # 2.9 tiles a block: owned, x through L1; 87,040 fragments: stream-K through L1; 174,080: stream-K, x staged
-    assert names == {6144: "nvfp4_gemv_sk_own_nt2_xg", 17408: "nvfp4_gemv_sk_nt2_xg", 34816: "nvfp4_gemv_sk_nt2"}
+    names = {(n, k): gemv_sk.kernel_name(16, ops.prepared(_weight(n, k)), 132)
+             for n, k in ((6144, 5120), (17408, 5120), (34816, 5120), (5120, 17408))}
+    # 2.9 and 8.2 tiles a block: owned, x through L1; 16.5 (174,080 fragments): stream-K, x staged; K = 17408 (87,040
+    # fragments): stream-K through L1
+    assert names == {(6144, 5120): "nvfp4_gemv_sk_own_nt2_xg", (17408, 5120): "nvfp4_gemv_sk_own_nt2_xg",
+                     (34816, 5120): "nvfp4_gemv_sk_nt2", (5120, 17408): "nvfp4_gemv_sk_nt2_xg"}
     assert gemv_sk.kernel_name(8, ops.prepared(_weight(6144, 5120)), 132) == "nvfp4_gemv_sk_own_nt1_xg"
 
 

@@ -59,6 +59,12 @@ def test_v13_limits_and_shape_rule():
     assert gemv_sk.applies(x(16), _p(34816, 5120), 132)  # 164 KB of x staged (174,080 fragments)
     assert gemv_sk.kernel_name(16, _p(34816, 5120), 132) == "nvfp4_gemv_sk_nt2"
     assert gemv_sk.x_bytes(16, _p(6144, 5120), 132) == 0  # 30,720 fragments: x read through L1
+    # 9-16 rows on block-owned tiles up to 9 tiles a block at K <= 6144, whatever the imbalance (session 25)
+    own = "nvfp4_gemv_sk_own_nt2_xg"
+    assert [gemv_sk.kernel_name(m, _p(n, k), 132) for m, n, k in ((16, 17408, 5120), (9, 16384, 5120),
+                                                                  (12, 5120, 6144))] == [own] * 3
+    assert gemv_sk.kernel_name(16, _p(5120, 17408), 132) == "nvfp4_gemv_sk_nt2_xg"  # K = 17408 of x through L1
+    assert gemv_sk.x_bytes(16, _p(17408, 5120), 132) == 0
     assert gemv_sk.x_bytes(16, _p(34816, 5120), 132) == 16 * (80 * 128 + 16)
     assert not gemv_sk.applies(x(1), _p(34816, 5120), 132)  # one row: gemv_bt
     assert not gemv_sk.applies(x(25), _p(34816, 5120), 132)
@@ -87,10 +93,12 @@ def test_v13_limits_and_shape_rule():
     assert not gemv_sk.serves(x(4), _p(17408, 5120))  # CPU tensors never go to the kernel
 
 
-# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3): by the most tiles a block and K
-@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 17)), (5120, 6144, range(2, 9)),  # 3 a block (1.24)
+# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3; 9-16 rows up to 9 tiles a block
+# whatever the imbalance, session 25 run 3): by the most tiles a block and K
+@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 17)), (5120, 6144, range(2, 17)),  # 3 a block (1.24)
                                       (10240, 5120, range(4, 17)), (12288, 5120, range(4, 17)),  # 5, 6 a block
-                                      (14336, 5120, range(8, 17)), (16384, 5120, (8,)), (17408, 5120, (8,)),  # 7, 8, 9
+                                      (14336, 5120, range(8, 17)), (16384, 5120, range(8, 17)),  # 7, 8 a block
+                                      (17408, 5120, range(8, 17)),  # 9 a block
                                       (34816, 5120, ()), (5120, 17408, ()), (2048, 5120, ()), (248320, 5120, ())])
 def test_owned_tiles_through_l1_by_tiles_a_block(n, k, rows):
     from kernels.nvfp4 import gemv_sk
