@@ -99,7 +99,11 @@ class Engine:
     async def model_listed(self, timeout: float = 2.0) -> bool:
         """model_loaded, less an unload a client asked for that no request has undone (LM Studio's
         /api/v1/models/unload, Ollama's keep_alive 0): what LM Studio's model lists report as loaded."""
-        return not self.load_state.unloaded and await self.model_loaded(timeout)
+        return await self.listed_load(timeout) is not None
+
+    async def listed_load(self, timeout: float = 2.0) -> Optional["pb.LoadResponse"]:
+        """live_load while model_listed, else None: the load an instance LM Studio's model lists show runs under."""
+        return None if self.load_state.unloaded else await self.live_load(timeout)
 
     async def check_loaded(self, timeout: float = 2.0, starting: Optional[str] = None) -> "pb.LoadResponse":
         """The scheduler's load while the model can generate now; else the error a generation would get: the
@@ -121,14 +125,20 @@ class Engine:
                               "requests")
         return load
 
-    async def model_device(self, timeout: float = 2.0) -> Optional[str]:
-        """The device the loaded model runs on ("cpu", "cuda:0 (...)"; "" from a scheduler that does not say); None
-        when it cannot generate now (model_loaded)."""
+    async def live_load(self, timeout: float = 2.0) -> Optional["pb.LoadResponse"]:
+        """The scheduler's load while a live worker runs the model; None when it cannot generate now (model_loaded).
+        Unlike check_loaded, never an error: for the model lists, which report the model unloaded then."""
         try:
             load = await self.client.load(timeout=timeout)
         except ApiError:
             return None
-        return load.device if load.worker_alive else None
+        return load if load.worker_alive else None
+
+    async def model_device(self, timeout: float = 2.0) -> Optional[str]:
+        """The device the loaded model runs on ("cpu", "cuda:0 (...)"; "" from a scheduler that does not say); None
+        when it cannot generate now (model_loaded)."""
+        load = await self.live_load(timeout)
+        return None if load is None else load.device
 
     async def start(self, req: GenRequest) -> Generation:
         """Starts a Generation of `req` (its n scheduler calls) and counts the model as in use (keep_alive)."""

@@ -43,7 +43,7 @@ class LMStudioV1Routes:
     async def models(self, request: web.Request) -> web.Response:
         """GET /api/v1/models: {"models": [the served model's entry]}."""
         card, name = await self.engine.card(), await self.engine.served_name()
-        return json_response({"models": [model_entry(card, name, await self.engine.model_listed())]})
+        return json_response({"models": [model_entry(card, name, await self.engine.listed_load())]})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """POST /api/v1/chat: LM Studio's native chat (input, system_prompt, reasoning), answered as its result or
@@ -71,7 +71,7 @@ class LMStudioV1Routes:
         """POST /api/v1/models/load of the served model: LM Studio's answer for a loaded model; the model counts as
         loaded again."""
         body, card, name = await read_json(request), await self.engine.card(), await self.engine.served_name()
-        answer = load_answer(body, card, name, await self.engine.model_loaded())
+        answer = load_answer(body, card, name, await self.engine.live_load())
         await self.engine.check_loaded()  # and not while the scheduler drains (it refuses every new request)
         self.engine.load_state.touch(None)
         return json_response(answer)

@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable
 from gateway.lmstudio_v1_request import check_keys, check_positive_int
+from gateway.lmstudio_v1_shape import load_config
 from gateway.model import ModelCard
 from gateway.openai_plan import check_model, served
 
@@ -37,20 +38,20 @@ def _required(body: Any, key: str, fields: frozenset) -> str:
     return value
 
 
-def load_answer(body: Any, card: ModelCard, served_name: str, loaded: bool) -> dict:
-    """POST /api/v1/models/load of the served model: LM Studio's answer for a model in memory (loaded in no time);
-    503 while no worker runs it (nothing here can load it)."""
+def load_answer(body: Any, card: ModelCard, served_name: str, load) -> dict:
+    """POST /api/v1/models/load of the served model: LM Studio's answer for a model in memory (loaded in no time),
+    `load` the scheduler's pb.LoadResponse; 503 while no worker runs it (None: nothing here can load it)."""
     check_model(_required(body, "model", LOAD_FIELDS), card, served_name)
     for name in ("context_length", "eval_batch_size", "num_experts"):
         check_positive_int(body, name)
     for name in ("flash_attention", "offload_kv_cache_to_gpu", "echo_load_config"):
         if body.get(name) is not None and not isinstance(body[name], bool):
             raise InvalidRequest(f'"{name}" must be a boolean', param=name)
-    if not loaded:
+    if load is None:
         raise Unavailable(f"'{served_name}' cannot be loaded now: the scheduler has no live worker")
     answer = {"type": "llm", "instance_id": served_name, "load_time_seconds": 0.0, "status": "loaded"}
     if body.get("echo_load_config"):
-        answer["load_config"] = {"context_length": card.max_context_len}
+        answer["load_config"] = load_config(card, load)
     return answer
 
 

@@ -31,13 +31,35 @@ def reasoning_options(card: ModelCard) -> list:
     return options + (["low", "medium", "high"] if "reasoning_effort" in source else [])
 
 
-def model_entry(card: ModelCard, served_name: str, loaded: bool) -> dict:
-    """One /api/v1/models entry; loaded_instances is empty while no worker runs the model."""
+def load_config(card: ModelCard, load) -> dict:
+    """The load fields LM Studio documents for an LLM instance (docs developer/rest load.md load_config) that apply
+    here: context_length, and offload_kv_cache_to_gpu, whether the KV cache is in GPU memory (the worker's device,
+    left out when the scheduler does not say). eval_batch_size, flash_attention and num_experts are left out, as
+    LM Studio leaves out the ones that did not apply."""
+    config = {"context_length": card.max_context_len}
+    if load.device:
+        config["offload_kv_cache_to_gpu"] = not load.device.startswith("cpu")
+    return config
+
+
+def instance_config(card: ModelCard, load) -> dict:
+    """A loaded instance's config in /api/v1/models (docs developer/rest list.md loaded_instances[].config):
+    load_config plus parallel, the predictions the instance runs at once (the scheduler's max_num_seqs), which
+    clients read to size their concurrency."""
+    config = load_config(card, load)
+    if load.max_num_seqs > 0:
+        config["parallel"] = load.max_num_seqs
+    return config
+
+
+def model_entry(card: ModelCard, served_name: str, load) -> dict:
+    """One /api/v1/models entry, `load` the scheduler's pb.LoadResponse while the instance is listed as loaded;
+    loaded_instances is empty when it is None (no worker runs the model, or a client unloaded it)."""
     quant = (card.quantization or "").lower()
     capabilities = {"vision": False, "trained_for_tool_use": card.takes_tools}
     if card.thinks:
         capabilities["reasoning"] = {"allowed_options": reasoning_options(card), "default": "on"}
-    instances = [{"id": served_name, "config": {"context_length": card.max_context_len}}] if loaded else []
+    instances = [] if load is None else [{"id": served_name, "config": instance_config(card, load)}]
     return {"type": "llm", "publisher": publisher(card, served_name), "key": served_name,
             "display_name": served_name.rsplit("/", 1)[-1], "architecture": arch_family(card.architecture),
             "quantization": {"name": quant.upper() or None, "bits_per_weight": _BITS_PER_WEIGHT.get(quant)},

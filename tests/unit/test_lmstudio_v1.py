@@ -26,7 +26,8 @@ async def test_models_lists_the_served_model(fake):
     assert body == {"models": [{
         "type": "llm", "publisher": "sparkinfer", "key": "fake-model", "display_name": "fake-model",
         "architecture": "qwen3_5", "quantization": {"name": "BF16", "bits_per_weight": 16}, "size_bytes": 2000,
-        "params_string": "1K", "loaded_instances": [{"id": "fake-model", "config": {"context_length": 2048}}],
+        "params_string": "1K", "loaded_instances": [{"id": "fake-model", "config": {
+            "context_length": 2048, "offload_kv_cache_to_gpu": True, "parallel": 64}}],
         "max_context_length": 2048, "format": None, "description": None,
         "capabilities": {"vision": False, "trained_for_tool_use": True,
                          "reasoning": {"allowed_options": ["off", "on", "low", "medium", "high"], "default": "on"}}}]}
@@ -109,7 +110,7 @@ async def test_loading_or_downloading_the_served_model_answers_as_lm_studio_does
     assert response.status == 200 and await response.json() == {
         "type": "llm", "instance_id": "fake-model", "load_time_seconds": 0.0, "status": "loaded"}
     response = await client.post("/api/v1/models/load", json={"model": "default", "echo_load_config": True})
-    assert (await response.json())["load_config"] == {"context_length": 2048}
+    assert (await response.json())["load_config"] == {"context_length": 2048, "offload_kv_cache_to_gpu": True}
     response = await client.post("/api/v1/models/download", json={"model": "fake-model", "quantization": "Q4_K_M"})
     assert response.status == 200 and await response.json() == {"status": "already_downloaded"}
     assert not servicer.script.requests
