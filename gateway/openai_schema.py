@@ -139,14 +139,20 @@ _COMMON = {
     "metadata": {"type": ["object", "null"]},
     "store": _BOOL_OR_NULL,
     "service_tier": _STR_OR_NULL,
-    "priority": {"type": ["integer", "null"]},
+    "priority": {"type": ["integer", "null"], "minimum": -(1 << 63), "maximum": (1 << 63) - 1},   # vLLM: int64
     "request_id": _STR_OR_NULL,
-    "cache_salt": _STR_OR_NULL,
+    "cache_salt": {"type": ["string", "null"], "maxLength": 1024},   # vLLM: Field(min_length=1, max_length=1024)
     "spaces_between_special_tokens": _BOOL_OR_NULL,
     "add_special_tokens": _BOOL_OR_NULL,
     "return_token_ids": _BOOL_OR_NULL,
     "kv_transfer_params": {"type": ["object", "null"]},   # vLLM: Optional[dict]
-    "vllm_xargs": {"type": ["object", "null"]},           # vLLM: Optional[dict[str, ...]]
+    # vLLM: dict[str, str | int | float | list[str | int | float]] (pydantic's lax mode takes a bool as an int).
+    "vllm_xargs": {"type": ["object", "null"], "additionalProperties": {
+        "type": ["string", "number", "boolean", "array"], "items": {"type": ["string", "number", "boolean"]}}},
+    # vLLM 0.2x's fields for its render routes and routed-expert data, typed as its requests type them.
+    "ec_transfer_params": {"type": ["object", "null"]},
+    "routed_experts_prompt_start": {"type": ["integer", "null"], "minimum": 0},
+    "return_token_offsets": _BOOL_OR_NULL, "return_mm_kwargs": _BOOL_OR_NULL,
     "safety_identifier": _STR_OR_NULL,                    # OpenAI: string
     "prompt_cache_key": _STR_OR_NULL,                     # OpenAI: string
     "verbosity": {"enum": ["low", "medium", "high", None]},   # OpenAI
@@ -201,7 +207,11 @@ CHAT_SCHEMA = {
         # vLLM's: at most this many reasoning tokens, then </think> (-1: unbounded)
         "thinking_token_budget": {"type": ["integer", "null"], "minimum": -1, "maximum": _INT32_MAX},
         # vLLM's: passed to the chat template (RAG templates render them), each a {title, text, ...} object.
-        "documents": {"type": ["array", "null"], "items": {"type": "object"}},
+        "documents": {"type": ["array", "null"],
+                      "items": {"type": "object", "additionalProperties": {"type": "string"}}},   # dict[str, str]
+        # vLLM: dict[str, Any] and dict[str, dict[str, Any]] (the HF processor's and each media connector's kwargs).
+        "mm_processor_kwargs": {"type": ["object", "null"]},
+        "media_io_kwargs": {"type": ["object", "null"], "additionalProperties": {"type": "object"}},
         # Refused on chat (openai_fields), typed as vLLM and OpenAI type them.
         "echo": _BOOL_OR_NULL,
         "modalities": {"type": ["array", "null"], "items": {"type": "string"}},
