@@ -61,6 +61,29 @@ def read_message(message: Any, i: int) -> dict:
     return out
 
 
+def read_messages(messages: list) -> list:
+    """/api/chat `messages` as the chat template reads them (read_message each). A `thinking` message, Continue's
+    role for a turn's reasoning, sent before that turn's assistant message in every later request (ollama/ollama#14202;
+    Ollama's Qwen3.5 renderer leaves out a role it has no turn for), is read as the thinking of the assistant message
+    that follows it, unless that message has its own; one that no assistant message follows is left out."""
+    out, thought = [], ""
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if isinstance(role, str) and role.lower() == "thinking":
+            content = message.get("content")
+            thought += content if isinstance(content, str) else ""
+            continue
+        read = read_message(message, i)
+        if thought and read["role"] == "assistant" and not read.get("reasoning_content"):
+            read["reasoning_content"] = thought
+        thought = ""
+        out.append(read)
+    if not out:
+        raise InvalidRequest("messages holds only thinking messages: send the conversation they belong to",
+                             param="messages")
+    return out
+
+
 def _without_nulls(value: Any) -> Any:
     """A tool definition with its null members left out, as Ollama's Go structs read a null (the field's zero value:
     no properties, no required list). Go clients built on ollama/api send a tool without parameters as

@@ -14,7 +14,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import check_tool_schemas
 from gateway.ollama_caps import check_capabilities, splits_thinking, think_values
 from gateway.ollama_keepalive import parse_keep_alive
-from gateway.ollama_messages import no_images, read_message, read_tools
+from gateway.ollama_messages import no_images, read_messages, read_tools
 from gateway.ollama_names import full_name, model_not_found, resolve_model
 from gateway.ollama_options import (OllamaOptions, generation_budget, parse_options, template_thinking,
                                     thinking_kwargs)
@@ -175,7 +175,7 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
     truncate = body.get("truncate") is True
     if not truncate:
         _check_count(body, "messages", options.num_ctx)
-    messages = one_system_message([read_message(m, i) for i, m in enumerate(messages)])
+    messages = one_system_message(read_messages(messages))
     if truncate:
         messages = fit_history(messages, lambda kept: _fits(card, _render(card, kept, plan.tools, body.get("think")),
                                                             options), options.num_ctx - 1)
