@@ -101,3 +101,20 @@ def _output_format(current: Optional[dict], beta: Optional[dict]) -> Optional[di
         raise InvalidRequest("output_format and output_config.format differ: send one (output_format is the beta "
                              "name of output_config.format)", param="output_format")
     return current if current is not None else beta
+
+
+class ThreadUnsupported(Unsupported):
+    """400 thread_unsupported_request (anthropic-sdk-python src/anthropic/types/thread_unsupported_request_error.py):
+    Anthropic's answer to a `thread` it cannot hold, whose `error.details.error_code` the SDK's threads read
+    (lib/threads/_thread_state.py recovers_from): a tool runner then sends that turn and every later one with the
+    whole conversation and no `thread`."""
+    details = {"error_code": "thread_unsupported_request"}
+
+
+def check_thread(body: dict) -> None:
+    """A `thread` (the message-threads beta: {"type": "create"} asks the server to hold the conversation,
+    {"type": "continue", "previous_message_id"} sends only the new turn) is refused: this server holds no
+    conversation, and a continued thread's request is no whole conversation to answer."""
+    if body.get("thread") is not None:
+        raise ThreadUnsupported("thread: Threads (server-held conversation state) are not supported by this server; "
+                                "send the full conversation without `thread`", param="thread")

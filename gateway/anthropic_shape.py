@@ -46,10 +46,12 @@ def _message(error: ApiError) -> str:
 
 
 def error_status_and_body(error: ApiError) -> tuple[int, dict]:
-    """(HTTP status, Anthropic error body) for a typed error."""
+    """(HTTP status, Anthropic error body) for a typed error; its `details` (error_code) where it has them."""
     status = OVERLOADED_STATUS if isinstance(error, Overloaded) else error.status
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
-    return status, {"type": "error", "error": {"type": kind, "message": _message(error)},
+    details = getattr(error, "details", None)
+    return status, {"type": "error", "error": {"type": kind, "message": _message(error),
+                                               **({"details": details} if details else {})},
                     "request_id": f"req_{secrets.token_hex(12)}"}
 
 
