@@ -69,10 +69,16 @@ async def test_max_tokens_is_read_as_n_predict(stack, fields, sent, predicted, s
     ({"max_tokens": "3"}, 3),
     ({"n_predict": "0"}, 0),
     ({"n_predict": False}, 0),
-], ids=["string-n_predict", "string-max_tokens", "string-zero", "false-is-zero"])
+    ({"n_predict": 3.0}, 3),
+    ({"max_tokens": 3.0}, 3),
+    ({"max_completion_tokens": 3.0}, 3),
+    ({"n_predict": 0.0}, 0),
+], ids=["string-n_predict", "string-max_tokens", "string-zero", "false-is-zero", "float-n_predict", "float-max_tokens",
+        "float-max_completion_tokens", "float-zero"])
 async def test_a_limit_sent_as_text_is_the_limit_applied_and_echoed(stack, fields, predicted):
-    """A limit read as pydantic's lax mode reads it ("3" is 3, false 0: nlohmann's boolean to int in llama.cpp's
-    json_value) is one number: "3" stopped at 3 tokens while generation_settings said -1, and "0" was a 400."""
+    """A limit read as pydantic's lax mode reads it ("3" is 3, false 0, 3.0 is 3: nlohmann's boolean and number to
+    int in llama.cpp's json_value) is one number: "3" stopped at 3 tokens while generation_settings said -1, and "0"
+    was a 400; 3.0 stopped at 3 while generation_settings said -1, and max_completion_tokens 3.0 was a 400."""
     client, fake = stack
     status, body = await post(client, {"prompt": "hi", **fields})
     assert status == 200, body
