@@ -172,6 +172,12 @@ class ModelCard:
         return self.tokenizer.decode(kept, skip_special_tokens=False)
 
     @property
+    def byte_level(self) -> bool:
+        """Whether the vocabulary is byte-level (GPT-2 / Qwen BPE): decode is the tokens' bytes as UTF-8, so
+        incomplete_text is exact and a character the ids end inside is one trailing U+FFFD."""
+        return self._byte_level
+
+    @property
     def takes_tools(self) -> bool:
         """Whether the chat template (or the tool_use one) renders tools (Ollama's `tools`, LM Studio's `tool_use`)."""
         return "tools" in (self.chat_template_source or "") + self.tool_template_source

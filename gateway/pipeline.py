@@ -50,7 +50,7 @@ class ChoiceOutput:
         self._want_logprobs = req.num_logprobs is not None
         skip = req.skip_special_tokens
         self._detok = IncrementalDetokenizer(lambda token_ids: card.decode(token_ids, skip),
-                                            lambda token_ids: card.incomplete_text(token_ids, skip))
+                                            lambda token_ids: card.incomplete_text(token_ids, skip), card.byte_level)
         self._stop = StopMatcher(req.stop)
         self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop

@@ -26,27 +26,40 @@ class IncrementalDetokenizer:
     given, tells such a tail from a U+FFFD that no later byte can change (a stray continuation byte, a lead
     byte followed by a non-continuation): that one is emitted at once. Without it every trailing U+FFFD is
     held, and a run of tokens that each end in invalid bytes streamed nothing until one ended cleanly (and
-    re-decoded a window that grew with it, as SGLang #34740).
+    re-decoded a window that grew with it, as SGLang #34740). `exact` (a byte-level vocabulary, whose decode is
+    UTF-8 with one U+FFFD for the character the bytes end inside): the text before that character is final and is
+    emitted at once, as llama.cpp's server streams (validate_utf8 holds back only the incomplete character). Held
+    whole, a run of tokens that each end inside a character (Japanese, emoji: ãģ | ¡ãģ | ®ãĥ ...) streamed
+    nothing until one ended cleanly, and a stop string in that run was seen only then, after the tokens past it.
     """
 
     def __init__(self, decode: Callable[[Sequence[int]], str],
-                 incomplete: Optional[Callable[[Sequence[int]], bool]] = None):
+                 incomplete: Optional[Callable[[Sequence[int]], bool]] = None, exact: bool = False):
         self._decode = decode
         self._incomplete = incomplete or (lambda token_ids: True)
+        self._exact = exact and incomplete is not None
         self.token_ids: list[int] = []
         self._prefix_offset = 0
         self._read_offset = 0
+        # Characters emitted past the read ids' text: those before a character that the unread ids end inside.
+        self._num_early = 0
 
     def push(self, token_ids: Sequence[int]) -> str:
         """Adds sampled ids; returns the text that is now complete (maybe "")."""
         self.token_ids.extend(token_ids)
         prefix_text = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
         new_text = self._decode(self.token_ids[self._prefix_offset:])
-        if len(new_text) > len(prefix_text) and not (
-                new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:])):
+        sent = len(prefix_text) + self._num_early
+        if new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:]):
+            if not self._exact or len(new_text) - 1 <= sent:
+                return ""
+            self._num_early = len(new_text) - 1 - len(prefix_text)
+            return new_text[sent:-1]
+        if len(new_text) > len(prefix_text):
             self._prefix_offset = self._read_offset
             self._read_offset = len(self.token_ids)
-            return new_text[len(prefix_text):]
+            self._num_early = 0
+            return new_text[sent:]
         if prefix_text and new_text == prefix_text:
             self._forget_unread()
         return ""
@@ -67,8 +80,10 @@ class IncrementalDetokenizer:
         new_text = self._decode(self.token_ids[self._prefix_offset:])
         if new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:]):
             new_text = new_text[:-1]
+        sent = len(prefix_text) + self._num_early
         self._prefix_offset = self._read_offset = len(self.token_ids)
-        return new_text[len(prefix_text):] if len(new_text) > len(prefix_text) else ""
+        self._num_early = 0
+        return new_text[sent:]
 
 
 def utf8_incomplete_tail(data: bytes) -> bool:
