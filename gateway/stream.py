@@ -28,9 +28,11 @@ class IncrementalDetokenizer:
     held, and a run of tokens that each end in invalid bytes streamed nothing until one ended cleanly (and
     re-decoded a window that grew with it, as SGLang #34740). `exact` (a byte-level vocabulary, whose decode is
     UTF-8 with one U+FFFD for the character the bytes end inside): the text before that character is final and is
-    emitted at once, as llama.cpp's server streams (validate_utf8 holds back only the incomplete character). Held
-    whole, a run of tokens that each end inside a character (Japanese, emoji: ãģ | ¡ãģ | ®ãĥ ...) streamed
-    nothing until one ended cleanly, and a stop string in that run was seen only then, after the tokens past it.
+    emitted at once. vLLM's DecodeStream, llama.cpp's server (validate_utf8) and Ollama's runner hold all pending
+    text while it ends inside a character; held so, a run of tokens that each end inside one (Japanese: ãģ | ¡ãģ |
+    ®ãĥ ...) streamed nothing until one ended cleanly, and a stop string in it was seen only then, after the tokens
+    past it. Ollama's runner finds it at its token (runner/ollamarunner FindStop reads the pending bytes before its
+    IncompleteUnicode hold), as this does; the joined text is the same either way.
     """
 
     def __init__(self, decode: Callable[[Sequence[int]], str],

@@ -1,9 +1,9 @@
 """Unit tests: a byte-level model's streamed text holds back only the character its ids end inside. Tokens that each
 end inside a character (Japanese on the tiny tokenizer: 'ãģĵãĤ' | 'ĵãģ' | '«ãģ' | '¡ãģ' is こ|ん|に|ち spread over
 byte pairs) streamed nothing until one ended cleanly, and a stop string in such a run matched only then, after every
-token of the run was generated. llama.cpp's server streams each character once its bytes are in
-(tools/server/utils.hpp validate_utf8: the text up to the incomplete tail is sent). The oracle after every token is
-transformers' decode of the ids so far, less the character they end inside (test_stream_detok_oracle.reference)."""
+token of the run was generated; Ollama's runner finds such a stop at its token (FindStop reads the pending bytes
+before the IncompleteUnicode hold). The oracle after every token is transformers' decode of the ids so far, less the
+character they end inside (test_stream_detok_oracle.reference)."""
 import json
 import random
 
