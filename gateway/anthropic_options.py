@@ -111,10 +111,16 @@ class ThreadUnsupported(Unsupported):
     details = {"error_code": "thread_unsupported_request"}
 
 
-def check_thread(body: dict) -> None:
-    """A `thread` (the message-threads beta: {"type": "create"} asks the server to hold the conversation,
-    {"type": "continue", "previous_message_id"} sends only the new turn) is refused: this server holds no
-    conversation, and a continued thread's request is no whole conversation to answer."""
+def check_server_side(body: dict, count: bool) -> None:
+    """Refuses what asks Anthropic's side for another answer than the next turn. A `thread` (the message-threads beta:
+    {"type": "create"} asks the server to hold the conversation, {"type": "continue", "previous_message_id"} sends only
+    the new turn): this server holds no conversation, and a continued thread's request is no whole conversation to
+    answer. `compaction` (BetaCompactionConfigParam: the answer is the conversation's summary alone, a compaction
+    block with stop_reason "compaction"), which count_tokens ignores, as Anthropic's does."""
     if body.get("thread") is not None:
         raise ThreadUnsupported("thread: Threads (server-held conversation state) are not supported by this server; "
                                 "send the full conversation without `thread`", param="thread")
+    if body.get("compaction") is not None and not count:
+        raise Unsupported("compaction: server-side compaction (the conversation's summary as a compaction block) is "
+                          "not supported by this server; summarize the conversation in your client, or send the "
+                          "request without `compaction`", param="compaction")

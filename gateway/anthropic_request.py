@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.anthropic_blocks import (SERVER_SIDE_KINDS, block_text, document, refuse_block, search_result,
                                       server_side_text, tool_result)
-from gateway.anthropic_options import check_thread, reasoning_fields, tool_fields
+from gateway.anthropic_options import check_server_side, reasoning_fields, tool_fields
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, renamed
 from gateway.model import ModelCard
@@ -198,7 +198,7 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
     interleaved: the request's anthropic-beta header names interleaved thinking."""
     check_sizes(body, ctx)
     body = validate(body, COUNT_SCHEMA if count else MESSAGES_SCHEMA)
-    check_thread(body)
+    check_server_side(body, count)
     # The tools are checked before the messages, whose tool_reference blocks read a named tool's input_schema.
     tools = tool_fields(body)
     messages, prefill, inline = _messages(body["messages"], {tool["name"]: tool for tool in body.get("tools") or []})

@@ -2,7 +2,8 @@
 state) is Anthropic's 400 thread_unsupported_request, whose error.details.error_code anthropic-sdk-python's threads
 read (lib/threads/_thread_state.py recovers_from): its tool runner, which sends {"type": "create"} first and then
 {"type": "continue", "previous_message_id"} with only the new turn, resends that turn and every later one with the
-whole conversation and no `thread`. Served as it came, a continued turn was answered as if it were the conversation."""
+whole conversation and no `thread`. Served as it came, a continued turn was answered as if it were the conversation.
+A `compaction` request (its answer the conversation's summary alone, a compaction block) is a 400 too, not a turn."""
 import pytest
 
 from tests.unit.anthropic_sse import parse_events
@@ -59,3 +60,25 @@ async def test_the_resent_turn_without_thread_is_served(stack):
     response = await client.post("/v1/messages", json={**BASE, "stream": True})
     events = parse_events(await response.read())
     assert [name for name, _ in events][-1] == "message_stop"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_compaction_request_is_refused_not_answered_as_a_turn(stack, stream):
+    # What the SDK's tool runner sends after compact_before_next_turn() (lib/tools/_beta_runner.py): the whole
+    # history plus compaction; its answer must be a compaction block with stop_reason "compaction", never a reply.
+    client, fake = stack
+    body = {**BASE, "tools": TOOLS, "compaction": {"type": "summarize"}, "stream": stream}
+    response = await client.post("/v1/messages", json=body)
+    assert response.status == 400, await response.text()
+    error = (await response.json())["error"]
+    assert error["type"] == "invalid_request_error" and "details" not in error
+    assert error["message"].startswith("compaction: server-side compaction (the conversation's summary as a "
+                                       "compaction block) is not supported by this server")
+    assert fake.script.requests == []
+    # count_tokens ignores compaction, as Anthropic's does: the count of the conversation as sent.
+    count = {key: value for key, value in body.items() if key not in ("max_tokens", "stream")}
+    response = await client.post("/v1/messages/count_tokens", json=count)
+    assert response.status == 200, await response.text()
+    plain = {key: value for key, value in count.items() if key != "compaction"}
+    expected = await (await client.post("/v1/messages/count_tokens", json=plain)).json()
+    assert await response.json() == expected
