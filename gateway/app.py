@@ -21,6 +21,7 @@ from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound,
                             Unavailable)
 from gateway.http_server import KEEP_ALIVE_TIMEOUT_KEY, api_error_response, serve
 from gateway.http_stream import STREAM_RESPONSE_KEY
+from gateway.llama_cpp_shape import is_llama_cpp_path
 from gateway.llama_cpp_python import LlamaCppPythonRoutes
 from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
@@ -137,17 +138,32 @@ def _route_name(request: web.Request) -> str:
 
 def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
     """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key (on Anthropic's
-    routes, and on /v1/models asked with anthropic-version, also x-api-key, the header Anthropic's clients send)."""
+    routes, and on /v1/models asked with anthropic-version, also x-api-key, the header Anthropic's clients send; on
+    llama-server's own routes the key as it reads it, llama_server_key)."""
     if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
         header = request.headers.get("Authorization", "")
         anthropic = is_anthropic_request(request)
         given = header[7:].strip() if header.lower().startswith("bearer ") else ""
         if anthropic and not given:
             given = request.headers.get("x-api-key", "")
+        llama_cpp = is_llama_cpp_path(request.path)
+        if llama_cpp:
+            given = llama_server_key(request)
         # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, so a 500).
         if not secrets.compare_digest(given.encode("utf-8", "surrogateescape"), api_key.encode("utf-8")):
-            how = "'x-api-key: <key>' or " if anthropic else ""
+            how = "'x-api-key: <key>' or " if anthropic or llama_cpp else ""
             raise Unauthorized(f"missing or invalid API key: send {how}'Authorization: Bearer <key>'")
+
+
+def llama_server_key(request: web.Request) -> str:
+    """The key as llama-server's middleware_validate_api_key reads it (tools/server/server-http.cpp): the
+    Authorization header, its "Bearer " prefix dropped if there, else X-Api-Key (which it takes for Anthropic's
+    clients). A bare `Authorization: <key>` or `x-api-key: <key>` to /completion was a 401 here."""
+    header = request.headers.get("Authorization", "").strip()
+    if not header:
+        return request.headers.get("x-api-key", "")
+    # Case-blind, as the Bearer scheme's name is (RFC 9110) and the other routes read it.
+    return header[7:].strip() if header.lower().startswith("bearer ") else header
 
 
 def auth_middleware(api_key: Optional[str]):
