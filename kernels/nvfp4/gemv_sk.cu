@@ -11,10 +11,10 @@
 //   A segment over the whole K stores its tile; a partial one adds its sums into the workspace (red.global.add, ws
 //   [Np / 64 quads, 128 threads, NT * 4] f32, zero between calls) and counts its chunks on the quad's counter; the
 //   warpgroup that completes Kc reads the sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
-// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg (2-8 / 9-16 rows, x through L1; the
-//   latter with two sums a warp, SPLIT), block-owned tiles: block b of G owns tiles [T b / G, T (b + 1) / G)
-//   (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet in shared memory (no
-//   workspace, no flush).
+// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg / _own_nt3_xg (2-8 / 9-16 / 17-24 rows,
+//   x through L1; the latter two with two sums a warp, SPLIT), block-owned tiles: block b of G owns tiles
+//   [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet
+//   in shared memory (no workspace, no flush).
 // Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.1 against v12m's 28.8 us, M = 17 29.3
 // against the wgmma GEMM's 35.9, 14336x5120 M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16 and, staged, x in
 // shared memory (gemv_sk.py checks); a warp or warpgroup with no chunks (more warps than work) stops.
@@ -119,10 +119,13 @@ __device__ __forceinline__ void own_settle(const SkArgs& p, const float (&slots)
 template <int NT, int U, bool XG = false, bool SPLIT = false>
 __device__ void own_body(const SkArgs& p) {
     constexpr int PAD = 8, W = SK_THREADS / 32;
+    constexpr bool DYN = NT > 2;  // the slots (48 KB at NT = 3) in the dynamic shared memory x does not use
+    static_assert(!DYN || XG, "slots in dynamic shared memory need x read through L1");
     __shared__ u32 lut[256];
-    __shared__ float slots[2 * W][32][NT * 4];
+    __shared__ float slots_static[DYN ? 1 : 2 * W][32][NT * 4];
     __shared__ int slot_tile[2 * W];
     extern __shared__ __align__(16) unsigned char xs[];
+    auto& slots = *reinterpret_cast<float(*)[2 * W][32][NT * 4]>(DYN ? (void*)xs : (void*)slots_static);
     pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int T = p.Np / 16, t0 = (int)((long long)T * blockIdx.x / gridDim.x);
@@ -194,4 +197,11 @@ extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt
 // M = 17 28.0 / 28.8), on 2-8 rows (6144x5120 M = 8 own_nt1_xg 9.9 / 10.6) and with 6 chunks (6144x5120 11.7)
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt2_xg(SK_PARAMS) {
     own_body<2, 4, true, true>(SK_ARGS);
+}
+// Session 25 (device run 5): 17-24 rows on block-owned tiles (the slots in dynamic shared memory), 3 chunks in flight,
+// two sums a warp, against the stream-K _nt3_xg, M = 17 us: 6144x5120 14.3 / 12.2, 10240x5120 18.9 / 16.7,
+// 16384x5120 26.6 / 23.8, 17408x5120 27.9 / 25.8, 34816x5120 49.3 / 44.6; 4 chunks lost (17408x5120 31.3), one sum
+// ties (25.7); K = 17408 loses (5120x17408 26.9 / 29.2)
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt3_xg(SK_PARAMS) {
+    own_body<3, 3, true, true>(SK_ARGS);
 }

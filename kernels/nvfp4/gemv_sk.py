@@ -1,8 +1,8 @@
 """Launcher of gemv_sk.cu (v13, 2..24 rows, one 512-thread block a SM): fragments streamed global -> registers;
 9-24 rows on stream-K quads (partial quads summed through the split-K workspace; x read through L1, or staged in
 shared memory on the largest weights, where 4-8 rows take the same entry), 2-8 rows on block-owned tiles (x staged,
-partial tiles summed in shared memory), and 2-16 rows on block-owned tiles with x read through L1 where blocks own
-2.4-9 tiles at K <= 6144 (own_xg). Method: gemv_sk.cu's header.
+partial tiles summed in shared memory), and 2-24 rows on block-owned tiles with x read through L1 where blocks own
+2.4-17 tiles at K <= 6144 (own_xg). Method: gemv_sk.cu's header.
 """
 import functools
 import os
@@ -43,6 +43,10 @@ X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
 #   9 tiles a block whatever the imbalance, M = 16: 10240x5120 15.2 / 14.7, 14336x5120 19.7 / 18.8, 16384x5120 nt2_xg
 #   21.8 / 20.8, 17408x5120 nt2_xg 23.3 / 22.2, 5120x6144 (imbalance 1.24) nt2_xg 11.9 / 11.9, M = 9 11.5 / 11.1;
 #   not 34816x5120 (16.5 tiles a block: nt2 37.7 / 38.4 at M = 16) nor K = 17408 (5120x17408 nt2_xg 22.5 / 25.5).
+#   17-24 rows up to 17 tiles a block (device run 5, us, nt3_xg / own_nt3_xg), M = 17 / 24: 6144x5120 14.3 / 12.2,
+#   15.0 / 13.4; 5120x6144 14.1 / 13.6, 14.9 / 14.1; 12288x5120 21.2 / 19.2, 22.9 / 21.0; 16384x5120 26.6 / 23.8, (the
+#   GEMM from 21 rows, 28.9 at 24 in session 20) 25.9; 17408x5120 27.9 / 25.8, 30.8 / 28.9; 34816x5120 49.3 / 44.6,
+#   55.2 / 51.4; not K = 17408 (5120x17408 26.9 / 29.2) nor the LM head (unmeasured; the GEMM takes it).
 # - 4-8 rows on weights of WIDE_MAX_CHUNKS fragments or more (the LM head): the 9-16-row stream-K entry, x staged
 #   (session 22 device run 5, us, previous pick / nt2: M = 4 v2_early 208.2 / 194.2, M = 8 237.5 / 195.1; not
 #   34816x5120: btm 34.6 / 35.4 at M = 8; NT = 1 lost: 228.9 at M = 8, 212.2 with 6 chunks in flight).
@@ -51,6 +55,7 @@ OWN_XG_MAX_K = 6144
 OWN_XG_MIN_TILES = 2.4  # the mean tiles a block from which own_xg was measured
 OWN_XG_MAX_TILES = ((8, 9), (4, 6), (2, 3))  # 2-8 rows: (from M rows, the most tiles a block)
 OWN_XG_WIDE_MAX_TILES = 9  # 9-16 rows (session 25)
+OWN_XG_WIDEST_MAX_TILES = 17  # 17-24 rows (session 25)
 NARROW_STAGED_MIN_M = 4
 STAGE_MIN_CHUNKS = 150_000
 WIDE_MAX_CHUNKS = 1_000_000
@@ -60,11 +65,13 @@ OWN_MAX_IMBALANCE = 1.1
 
 
 def own_xg(m: int, p: dict, sms: int) -> bool:
-    """Block-owned tiles with x read through L1 for m rows (2-16) on weight p over `sms` blocks (the rule above)."""
+    """Block-owned tiles with x read through L1 for m rows (2-24) on weight p over `sms` blocks (the rule above)."""
     t = p["Np"] // 16
-    if not 2 <= m <= 16 or p["K"] > OWN_XG_MAX_K or t < OWN_XG_MIN_TILES * sms:
+    if not 2 <= m <= MAX_M or p["K"] > OWN_XG_MAX_K or t < OWN_XG_MIN_TILES * sms:
         return False
     most = -(-t // sms)
+    if m > 16:
+        return most <= OWN_XG_WIDEST_MAX_TILES
     if m > 8:
         return most <= OWN_XG_WIDE_MAX_TILES
     return most <= next(tiles for rows, tiles in OWN_XG_MAX_TILES if m >= rows)
@@ -78,7 +85,8 @@ def narrow_staged(m: int, p: dict) -> bool:
 def kernel_name(m: int, p: dict, sms: int) -> str:
     """The gemv_sk.cu entry for m rows and weight p over `sms` blocks (see the rule above)."""
     if own_xg(m, p, sms):
-        return "nvfp4_gemv_sk_own_nt1_xg" if m <= 8 else "nvfp4_gemv_sk_own_nt2_xg"
+        return "nvfp4_gemv_sk_own_nt1_xg" if m <= 8 else ("nvfp4_gemv_sk_own_nt2_xg" if m <= 16 else
+                                                          "nvfp4_gemv_sk_own_nt3_xg")
     if narrow_staged(m, p):
         return "nvfp4_gemv_sk_nt2"
     if m <= 8:
@@ -90,12 +98,14 @@ def kernel_name(m: int, p: dict, sms: int) -> str:
 
 def x_bytes(m: int, p: dict, sms: int) -> int:
     """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (own_nt1: each k-step read just in time) or 16
-    (the stream-K entries' 16-byte reads); 0 where x is read through L1."""
+    (the stream-K entries' 16-byte reads); 0 where x is read through L1, but own_nt3_xg's partial slots (48 KB)."""
     return _x_bytes_of(kernel_name(m, p, sms), m, p)
 
 
 def _x_bytes_of(name: str, m: int, p: dict) -> int:
     """x_bytes of entry `name` (kernel_name's) for m rows of weight p."""
+    if name == "nvfp4_gemv_sk_own_nt3_xg":  # its partial slots: 2 a warp, 32 lanes, 3 n8 tiles of 4 f32
+        return 2 * WARPS * 32 * 3 * 16
     return 0 if "_xg" in name else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
 
 
@@ -108,13 +118,14 @@ def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
 
 
 def chosen(m: int, p: dict, sms: int) -> bool:
-    """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows below WIDE_MAX_CHUNKS fragments unless, from
-    WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where own_xg or
-    narrow_staged, else where blocks own at most OWN_MAX_TILES tiles and the busiest at most OWN_MAX_IMBALANCE x the
-    mean."""
+    """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows where own_xg, else below WIDE_MAX_CHUNKS
+    fragments unless, from WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where
+    own_xg or narrow_staged, else where blocks own at most OWN_MAX_TILES tiles and the busiest at most
+    OWN_MAX_IMBALANCE x the mean."""
     t = p["Np"] // 16
     if m > 16:
-        return t * p["Kc"] < WIDE_MAX_CHUNKS and (m < WIDE_TILE_MIN_M or not 0.95 <= t / 8 / sms <= 1.0)
+        full_wave = m >= WIDE_TILE_MIN_M and 0.95 <= t / 8 / sms <= 1.0
+        return own_xg(m, p, sms) or (t * p["Kc"] < WIDE_MAX_CHUNKS and not full_wave)
     if m > 8 or own_xg(m, p, sms) or narrow_staged(m, p):
         return True
     return -(-t // sms) <= OWN_MAX_TILES and gemv_bt.imbalance(p, sms) <= OWN_MAX_IMBALANCE

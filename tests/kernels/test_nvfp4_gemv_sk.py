@@ -81,9 +81,11 @@ def test_dispatch(monkeypatch):
     y = ops.linear(x, weight)  # 20 rows: v13, not the wgmma GEMM
     ref = x.float() @ weight.dequantize().t()
     assert calls == [20] and ((y.float() - ref).norm() / ref.norm()).item() < REL_TOL
-    fused = ops.prepared(_weight(16384, 5120))  # 128 row tiles on 132 SMs: the GEMM's full wave keeps 21-24 rows
-    assert not gemv_sk.serves(torch.randn(21, 5120, device="cuda").to(torch.bfloat16), fused)
-    assert gemv_sk.serves(torch.randn(20, 5120, device="cuda").to(torch.bfloat16), fused)
+    fused = ops.prepared(_weight(16384, 5120))  # 7.8 tiles a block at K <= 6144: block-owned at 17-24 rows (session 25)
+    assert gemv_sk.serves(torch.randn(21, 5120, device="cuda").to(torch.bfloat16), fused)
+    wide = ops.prepared(_weight(16384, 8192))  # K > 6144: 128 row tiles on 132 SMs, the GEMM's full wave keeps 21-24
+    assert not gemv_sk.serves(torch.randn(21, 8192, device="cuda").to(torch.bfloat16), wide)
+    assert gemv_sk.serves(torch.randn(20, 8192, device="cuda").to(torch.bfloat16), wide)
 
 
 def test_refuses_what_it_does_not_serve():

@@ -73,10 +73,14 @@ def test_v13_limits_and_shape_rule():
     assert gemv_sk.applies(x(4, 17408), _p(5120, 17408), 132)  # 139 KB
     assert gemv_sk.applies(x(4), _p(256, 256), 132)  # 16 tiles x 4 chunks: most warps have none (they stop)
     assert not gemv_sk.applies(x(4, 1004), _p(256, 1004), 132)  # K % 8 != 0
-    # 9-16 rows always; 17-24 rows but on the LM head and, from 21 rows, where 128-row tiles fill 95-100% of the SMs
+    # 9-16 rows always; 17-24 rows where own_xg, else but on the LM head and, from 21 rows, where 128-row tiles fill
+    # 95-100% of the SMs (16384x8192; 16384x5120 is own_xg's since session 25)
     assert all(gemv_sk.chosen(m, _p(n, 5120), 132) for m in (9, 16) for n in (6144, 16384, 248320))
     assert all(gemv_sk.chosen(20, _p(n, k), 132) for n, k in ((14336, 5120), (17408, 5120), (5120, 17408)))
-    assert gemv_sk.chosen(20, _p(16384, 5120), 132) and not gemv_sk.chosen(21, _p(16384, 5120), 132)
+    assert gemv_sk.chosen(20, _p(16384, 8192), 132) and not gemv_sk.chosen(21, _p(16384, 8192), 132)
+    assert gemv_sk.kernel_name(24, _p(16384, 5120), 132) == "nvfp4_gemv_sk_own_nt3_xg"
+    assert gemv_sk.chosen(24, _p(16384, 5120), 132) and gemv_sk.x_bytes(24, _p(16384, 5120), 132) == 48 << 10
+    assert gemv_sk.kernel_name(24, _p(5120, 17408), 132) == "nvfp4_gemv_sk_nt3_xg"  # K = 17408: stream-K
     assert not gemv_sk.chosen(17, _p(248320, 5120), 132)
     # 2-8 rows where tiles spread evenly, at most 16 a block: not 34816x5120 (16.5), the LM head at 2-3 rows; N = 5120
     # (1.24) only through own_xg (x through L1), not at K = 17408
@@ -93,20 +97,21 @@ def test_v13_limits_and_shape_rule():
     assert not gemv_sk.serves(x(4), _p(17408, 5120))  # CPU tensors never go to the kernel
 
 
-# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3; 9-16 rows up to 9 tiles a block
-# whatever the imbalance, session 25 run 3): by the most tiles a block and K
-@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 17)), (5120, 6144, range(2, 17)),  # 3 a block (1.24)
-                                      (10240, 5120, range(4, 17)), (12288, 5120, range(4, 17)),  # 5, 6 a block
-                                      (14336, 5120, range(8, 17)), (16384, 5120, range(8, 17)),  # 7, 8 a block
-                                      (17408, 5120, range(8, 17)),  # 9 a block
-                                      (34816, 5120, ()), (5120, 17408, ()), (2048, 5120, ()), (248320, 5120, ())])
+# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3; session 25 runs 3 and 5: 9-16
+# rows up to 9 tiles a block whatever the imbalance, 17-24 rows up to 17): by the most tiles a block and K
+@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 25)), (5120, 6144, range(2, 25)),  # 3 a block (1.24)
+                                      (10240, 5120, range(4, 25)), (12288, 5120, range(4, 25)),  # 5, 6 a block
+                                      (14336, 5120, range(8, 25)), (16384, 5120, range(8, 25)),  # 7, 8 a block
+                                      (17408, 5120, range(8, 25)),  # 9 a block
+                                      (34816, 5120, range(17, 25)),  # 17 a block
+                                      (5120, 17408, ()), (2048, 5120, ()), (248320, 5120, ())])
 def test_owned_tiles_through_l1_by_tiles_a_block(n, k, rows):
     from kernels.nvfp4 import gemv_sk
 
     got = tuple(m for m in range(1, 25) if gemv_sk.own_xg(m, _p(n, k), 132))
     assert got == tuple(rows), (n, k, got)
-    for m in got:  # x read where it is: nothing staged, every such row count chosen
-        assert gemv_sk.x_bytes(m, _p(n, k), 132) == 0 and gemv_sk.chosen(m, _p(n, k), 132)
+    for m in got:  # x read where it is: nothing staged (17-24 rows: the partial slots), every such row count chosen
+        assert gemv_sk.x_bytes(m, _p(n, k), 132) == (0 if m <= 16 else 48 << 10) and gemv_sk.chosen(m, _p(n, k), 132)
 
 
 def test_staging_transforms_are_refused_on_the_cpu_and_one_at_a_time():
