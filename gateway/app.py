@@ -138,8 +138,8 @@ def _route_name(request: web.Request) -> str:
 
 def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
     """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key (on Anthropic's
-    routes, and on /v1/models asked with anthropic-version, also x-api-key, the header Anthropic's clients send; on
-    llama-server's own routes the key as it reads it, llama_server_key)."""
+    routes, and with anthropic-version on /v1/models or a path no route serves, also x-api-key, the header
+    Anthropic's clients send; on llama-server's own routes the key as it reads it, llama_server_key)."""
     if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
         header = request.headers.get("Authorization", "")
         anthropic = is_anthropic_request(request)

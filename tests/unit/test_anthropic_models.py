@@ -47,3 +47,25 @@ async def test_an_anthropic_client_lists_with_its_key_and_gets_its_errors():
         # An OpenAI client (no anthropic-version) keeps the Bearer token and OpenAI's error object.
         response = await client.get("/v1/models", headers={"x-api-key": "sekret"})
         assert response.status == 401 and (await response.json())["error"]["code"] == "invalid_api_key"
+
+
+async def test_an_anthropic_sdk_api_this_server_lacks_is_a_404_in_anthropics_shape():
+    """The Anthropic SDKs' other APIs (client.beta.files, .skills: /v1/files, /v1/skills) have no route here. With a
+    key set, their x-api-key was not read there, so the answer was a 401 'missing or invalid API key' that blamed the
+    right key; without one, a 404 in OpenAI's shape. Now Anthropic's 404 {"type": "error", ...} with its request-id."""
+    fake = FakeServing(build_tokenizer(), max_context_len=2048)
+    async with fake_gateway(fake, api_key="sekret") as (client, _):
+        headers = {"anthropic-version": "2023-06-01", "x-api-key": "sekret"}
+        for path in ("/v1/files", "/v1/skills", "/v1/files/file_011/content"):
+            response = await client.get(path, headers=headers)
+            body = await response.json()
+            assert (response.status, body["type"], body["error"]["type"]) == (404, "error", "not_found_error"), body
+            assert body["error"]["message"] == f"no route {path}"
+            assert response.headers["request-id"] == body["request_id"]
+        response = await client.get("/v1/files", headers={**headers, "x-api-key": "wrong"})
+        assert (response.status, (await response.json())["error"]["type"]) == (401, "authentication_error")
+        # The OpenAI routes keep the Bearer token and OpenAI's error object, whatever headers come with them.
+        response = await client.post("/v1/chat/completions", json={}, headers=headers)
+        assert response.status == 401 and (await response.json())["error"]["code"] == "invalid_api_key"
+        response = await client.get("/v1/files", headers={"Authorization": "Bearer sekret"})
+        assert response.status == 404 and (await response.json())["error"]["code"] == "not_found"
