@@ -149,10 +149,19 @@ def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
         llama_cpp = is_llama_cpp_path(request.path)
         if llama_cpp:
             given = llama_server_key(request)
-        # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, so a 500).
-        if not secrets.compare_digest(given.encode("utf-8", "surrogateescape"), api_key.encode("utf-8")):
+        if not key_matches(given, api_key):
             how = "'x-api-key: <key>' or " if anthropic or llama_cpp else ""
             raise Unauthorized(f"missing or invalid API key: send {how}'Authorization: Bearer <key>'")
+
+
+def key_matches(given: str, api_key: str) -> bool:
+    """Whether `given` is one of the keys api_key holds: one, or several separated by commas, as llama-server's
+    --api-key takes them (common/arg.cpp: "multiple keys can be provided as a comma-separated list") and vLLM's
+    --api-key takes a list ("the server will require one of these keys")."""
+    # As bytes: compare_digest refuses str with non-ASCII characters (a TypeError, so a 500).
+    sent = given.encode("utf-8", "surrogateescape")
+    keys = [key.strip().encode("utf-8") for key in api_key.split(",") if key.strip()]
+    return any([secrets.compare_digest(sent, key) for key in keys])
 
 
 def llama_server_key(request: web.Request) -> str:

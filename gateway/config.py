@@ -129,10 +129,11 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                         help="seconds an idle connection (no request yet, or between two) is kept open "
                              "(SPARKINFER_KEEP_ALIVE_TIMEOUT_S; vLLM sets uvicorn's from VLLM_HTTP_TIMEOUT_KEEP_ALIVE)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
-                        help="require 'Authorization: Bearer KEY' (on Anthropic's and llama-server's routes also 'x-api-key: KEY', "
-                             "on llama-server's a bare 'Authorization: KEY' too, as it reads them) on "
-                             "every route but /, /health, /v1/health, /ping, /health_generate, /metrics, /version and "
-                             "llama.cpp's /models (SPARKINFER_API_KEY)")
+                        help="require 'Authorization: Bearer KEY' (on Anthropic's and llama-server's routes also "
+                             "'x-api-key: KEY', on llama-server's a bare 'Authorization: KEY' too, as it reads them) "
+                             "on every route but /, /health, /v1/health, /ping, /health_generate, /metrics, /version "
+                             "and llama.cpp's /models (SPARKINFER_API_KEY; several keys: comma-separated, any one "
+                             "works)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
 
