@@ -14,10 +14,15 @@ BLOCK = 16
 class FakeWorker:
     """Stands in for the model: per-slot rolling hash of every token fed; the sampled token depends on the
     whole sequence, so a wrong context_len, slot or chunk boundary changes the tokens. Block tables are kept per
-    slot by the worker's own SlotTables (a row carries only the ids gained since its last row)."""
+    slot by the worker's own SlotTables (a row carries only the ids gained since its last row). The KV pool is kept
+    too, token by token: a row writes its tokens at their positions through its table and, as attention does, reads
+    every position before them back through it, which must give the sequence its slot's state was built from (a block
+    shared, overwritten or handed out while another request still reads it fails here, not only a wrong state)."""
 
-    def __init__(self, num_slots: int = 64):
-        self.state = {}
+    def __init__(self, num_slots: int = 64, block_size: int = BLOCK):
+        self.block_size = block_size
+        self.state = {}      # slot -> (rolling hash, token ids fed so far)
+        self.kv = {}         # (block id, offset in the block) -> token id written there
         self.tables = SlotTables(num_slots)
         self.seen_context = {}
         self.previous = {}  # req_id -> the token sampled for it in the last step run (StepRow.previous_token)
@@ -32,13 +37,14 @@ class FakeWorker:
             if row.previous_token:
                 assert row.num_tokens == 1 and list(toks) == [-1], f"{row.req_id}: placeholder {list(toks)}"
                 toks = [previous[row.req_id]]
-            h, n = (0, 0) if row.context_len == 0 else self.state[row.state_slot]
-            assert n == row.context_len, f"{row.req_id}: slot holds {n} tokens, row says {row.context_len}"
+            h, seq = (0, ()) if row.context_len == 0 else self.state[row.state_slot]
+            assert len(seq) == row.context_len, f"{row.req_id}: slot holds {len(seq)}, row says {row.context_len}"
             self.tables.update(row)
-            assert self.tables.lengths[row.state_slot] * BLOCK >= row.context_len + row.num_tokens
+            seq += tuple(toks)
+            self.attend(row, seq)
             for t in toks:
                 h = (h * 1_000_003 + t + 1) % (2 ** 61 - 1)
-            self.state[row.state_slot] = (h, n + row.num_tokens)
+            self.state[row.state_slot] = (h, seq)
             if row.sample:
                 self.previous[row.req_id] = h % VOCAB
                 result.req_ids.append(row.req_id)
@@ -46,6 +52,19 @@ class FakeWorker:
                 result.logprobs.append(-1.0)
         self.copy(step.snapshot_states)
         return result
+
+    def attend(self, row, seq: tuple) -> None:
+        """Writes the row's tokens (the tail of `seq`) into the KV pool through its slot's table, then reads all of
+        `seq`'s positions back through it."""
+        table, size = self.tables.table(row.state_slot), self.block_size
+        assert len(table) * size >= len(seq), f"{row.req_id}: {len(table)} blocks for {len(seq)} tokens"
+        for pos in range(row.context_len, len(seq)):
+            self.kv[table[pos // size], pos % size] = seq[pos]
+        read = tuple(self.kv.get((table[pos // size], pos % size)) for pos in range(len(seq)))
+        if read != seq:
+            pos = next(p for p in range(len(seq)) if read[p] != seq[p])
+            raise AssertionError(f"{row.req_id}: KV block {table[pos // size]} holds {read[pos]} at position {pos}, "
+                                 f"its sequence has {seq[pos]}")
 
     def copy(self, copies) -> None:
         """Prefix-cache state copies: every source read before any destination is written (as the worker does)."""
