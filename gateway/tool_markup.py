@@ -77,6 +77,18 @@ def prose_then_call(text: str, pos: int) -> bool:
     return text.startswith((FUNCTION_OPEN, "{"), skip_space(text, found + len(CALL_OPEN)))
 
 
+def stray_text_end(text: str, pos: int) -> Optional[int]:
+    """Index after the </tool_call> that closes a call whose function (or JSON object) ended before pos, where the
+    model wrote something else between them ("</function>\nDone.\n</tool_call>"): no tag of the markup and no next
+    call in between. The call is the one written, the stray text is left out, as vLLM's qwen3_coder parser reads each
+    <function=...</function> of the block and Ollama's reads the block's first function element (xml.Unmarshal,
+    model/parsers/qwen3coder.go); a stream had sent the call as it read it. None where pos starts no such text."""
+    close = text.find(CALL_CLOSE, pos)
+    if close <= pos or any(text.find(tag, pos, close) >= 0 for tag in _MARKUP + (CALL_OPEN,)):
+        return None
+    return close + len(CALL_CLOSE)
+
+
 def skip_space(text: str, pos: int) -> int:
     """The first index at or after `pos` that is not whitespace (len(text) when none)."""
     while pos < len(text) and text[pos].isspace():
@@ -210,6 +222,9 @@ class _Reader:
             pos = skip_space(self.text, pos + len(FUNCTION_CLOSE))
             if self.cut_tag(pos):
                 return len(self.text)
+            stray = stray_text_end(self.text, pos) if self.wrapped else None
+            if stray is not None:
+                return stray
             at_end = (self.open_end and pos == len(self.text)) or self.call_starts(pos) or self._prose_after(pos)
         elif not (self.text.startswith(CALL_CLOSE, pos) or at_end):
             return None

@@ -26,7 +26,9 @@ def _call_ends(text: str, pos: int) -> Optional[bool]:
     if text.startswith(FUNCTION_CLOSE, pos):
         pos = skip_space(text, pos + len(FUNCTION_CLOSE))
         if not text.startswith(CALL_CLOSE, pos):
-            return _next_call(text, pos)
+            # Text after a </function> may be stray text before the block's </tool_call> or answer text before the
+            # output's end, each of which ends the call there (tool_markup's stray_text_end, _prose_after).
+            return _next_call(text, pos) or None
     elif not text.startswith(CALL_CLOSE, pos):
         return False
     return _next_call(text, skip_space(text, pos + len(CALL_CLOSE))) or None

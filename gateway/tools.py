@@ -14,7 +14,7 @@ import secrets
 from typing import Optional
 
 from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, prose_then_call,
-                                  read_function, skip_space)
+                                  read_function, skip_space, stray_text_end)
 from gateway.tool_json_repair import healed_json
 from gateway.tool_values import ToolParams
 
@@ -33,8 +33,9 @@ def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict],
                     eos: bool = False) -> Optional[tuple[dict, int]]:
     """Hermes / Qwen3 JSON form {"name": ..., "arguments": {...}} at pos, read to its own end (a string in it may
     hold </tool_call>), then its </tool_call> (or the output's end, where the model ended it); the name as the
-    offered tool spells it (offered_name). A closing brace written once too often is markup; what healed_json
-    (gateway/tool_json_repair.py) reads is the call too."""
+    offered tool spells it (offered_name). A closing brace written once too often is markup, and so is other text
+    the model wrote after the object in its block (stray_text_end: the call is the object, as a stream sent it);
+    what healed_json (gateway/tool_json_repair.py) reads is the call too."""
     try:
         _, end = json.JSONDecoder().raw_decode(text, pos)
         obj = load_json(text[pos:end])
@@ -44,9 +45,14 @@ def _read_json_call(text: str, pos: int, open_end: bool, tools: list[dict],
     while text.startswith("}", close):
         close = skip_space(text, close + 1)
     closed = text.startswith(CALL_CLOSE, close)
+    stray = None if closed else stray_text_end(text, close)
+    if stray is not None:
+        close, closed = stray - len(CALL_CLOSE), True
     # A </tool_call> the end token cut is markup, as in the XML form (tool_markup's cut_tag).
     at_end = close == len(text) or eos and CALL_CLOSE.startswith(text[close:close + len(CALL_CLOSE)])
-    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end and at_end)):
+    # Where the model ended the output with no </tool_call> after the object, the call is the object and what it
+    # wrote after it is read as after any call (answer text, the next call), as a stream sent the call by then.
+    if not (isinstance(obj, dict) and isinstance(obj.get("name"), str) and (closed or open_end)):
         return None
     # Llama-style calls name them "parameters" (Ollama's JSON call parser and vLLM's llama3_json take both).
     arguments = _object_arguments(obj["arguments"] if "arguments" in obj else obj.get("parameters"))
