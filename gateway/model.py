@@ -173,8 +173,8 @@ class ModelCard:
 
     @property
     def byte_level(self) -> bool:
-        """Whether the vocabulary is byte-level (GPT-2 / Qwen BPE): decode is the tokens' bytes as UTF-8, so
-        incomplete_text is exact and a character the ids end inside is one trailing U+FFFD."""
+        """Whether the vocabulary is byte-level (GPT-2 / Qwen BPE): decode is the ids' text_bytes read as UTF-8
+        (a U+FFFD for each invalid part), so text can be streamed from the bytes (stream.ByteDetokenizer)."""
         return self._byte_level
 
     @property

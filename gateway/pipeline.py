@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional, Union
 from gateway.model import ModelCard
 from gateway.reasoning import ReasoningSplitter, ThinkingTokens
 from gateway.reasoning_logprobs import ShownLogprobs
-from gateway.stream import IncrementalDetokenizer, StopMatcher
+from gateway.stream import StopMatcher, detokenizer
 
 if TYPE_CHECKING:
     from gateway.engine import GenRequest
@@ -48,9 +48,7 @@ class ChoiceOutput:
         self.index = index
         self._card = card
         self._want_logprobs = req.num_logprobs is not None
-        skip = req.skip_special_tokens
-        self._detok = IncrementalDetokenizer(lambda token_ids: card.decode(token_ids, skip),
-                                            lambda token_ids: card.incomplete_text(token_ids, skip), card.byte_level)
+        self._detok = detokenizer(card, req.skip_special_tokens)
         self._stop = StopMatcher(req.stop)
         self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop

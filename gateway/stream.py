@@ -26,42 +26,27 @@ class IncrementalDetokenizer:
     given, tells such a tail from a U+FFFD that no later byte can change (a stray continuation byte, a lead
     byte followed by a non-continuation): that one is emitted at once. Without it every trailing U+FFFD is
     held, and a run of tokens that each end in invalid bytes streamed nothing until one ended cleanly (and
-    re-decoded a window that grew with it, as SGLang #34740). `exact` (a byte-level vocabulary, whose decode is
-    UTF-8 with one U+FFFD for the character the bytes end inside): the text before that character is final and is
-    emitted at once. vLLM's DecodeStream, llama.cpp's server (validate_utf8) and Ollama's runner hold all pending
-    text while it ends inside a character; held so, a run of tokens that each end inside one (Japanese: ãģ | ¡ãģ |
-    ®ãĥ ...) streamed nothing until one ended cleanly, and a stop string in it was seen only then, after the tokens
-    past it. Ollama's runner finds it at its token (runner/ollamarunner FindStop reads the pending bytes before its
-    IncompleteUnicode hold), as this does; the joined text is the same either way.
+    re-decoded a window that grew with it, as SGLang #34740).
     """
 
     def __init__(self, decode: Callable[[Sequence[int]], str],
-                 incomplete: Optional[Callable[[Sequence[int]], bool]] = None, exact: bool = False):
+                 incomplete: Optional[Callable[[Sequence[int]], bool]] = None):
         self._decode = decode
         self._incomplete = incomplete or (lambda token_ids: True)
-        self._exact = exact and incomplete is not None
         self.token_ids: list[int] = []
         self._prefix_offset = 0
         self._read_offset = 0
-        # Characters emitted past the read ids' text: those before a character that the unread ids end inside.
-        self._num_early = 0
 
     def push(self, token_ids: Sequence[int]) -> str:
         """Adds sampled ids; returns the text that is now complete (maybe "")."""
         self.token_ids.extend(token_ids)
         prefix_text = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
         new_text = self._decode(self.token_ids[self._prefix_offset:])
-        sent = len(prefix_text) + self._num_early
-        if new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:]):
-            if not self._exact or len(new_text) - 1 <= sent:
-                return ""
-            self._num_early = len(new_text) - 1 - len(prefix_text)
-            return new_text[sent:-1]
-        if len(new_text) > len(prefix_text):
+        if len(new_text) > len(prefix_text) and not (
+                new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:])):
             self._prefix_offset = self._read_offset
             self._read_offset = len(self.token_ids)
-            self._num_early = 0
-            return new_text[sent:]
+            return new_text[len(prefix_text):]
         if prefix_text and new_text == prefix_text:
             self._forget_unread()
         return ""
@@ -82,10 +67,44 @@ class IncrementalDetokenizer:
         new_text = self._decode(self.token_ids[self._prefix_offset:])
         if new_text.endswith(REPLACEMENT_CHAR) and self._incomplete(self.token_ids[self._prefix_offset:]):
             new_text = new_text[:-1]
-        sent = len(prefix_text) + self._num_early
         self._prefix_offset = self._read_offset = len(self.token_ids)
-        self._num_early = 0
-        return new_text[sent:]
+        return new_text[len(prefix_text):] if len(new_text) > len(prefix_text) else ""
+
+
+class ByteDetokenizer:
+    """IncrementalDetokenizer's pieces for a byte-level vocabulary (GPT-2 / Qwen BPE), whose decode is the ids' bytes
+    read as UTF-8 with a U+FFFD for each invalid part: the bytes go through one incremental UTF-8 decoder, so each
+    piece is all the text that is final, less only the character the ids end inside, and a token costs the same
+    however long the output. The window decoder held every piece while its text ended inside a character: a run of
+    tokens that each end inside one (the tiny model's Japanese: ãģĵãĤ | ĵãģ | «ãģ | ¡ãģ = こ|ん|に|ち spread over
+    byte pairs) streamed nothing until one ended cleanly, decoded a window that grew with the run (O(n^2): 1 ms a
+    token at 4000 'aÃ'), and a stop string in it was seen only then, after the tokens past it. vLLM's DecodeStream,
+    llama.cpp's server (validate_utf8) and Ollama's runner hold pending text so too; Ollama's runner finds such a stop
+    at its token (runner/ollamarunner: FindStop reads the pending bytes before its IncompleteUnicode hold), as this
+    does. The joined text is the same either way. `text_bytes` maps an id to the bytes it adds to the text."""
+
+    def __init__(self, text_bytes: Callable[[int], bytes]):
+        self._text_bytes = text_bytes
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_ids: Sequence[int]) -> str:
+        """Adds sampled ids; returns the text that is now final (maybe "")."""
+        return self._decoder.decode(b"".join(self._text_bytes(token_id) for token_id in token_ids))
+
+    def flush(self) -> str:
+        """At the end of generation: the character the output ended inside (the decoder holds only a valid start of
+        one) is left out, as IncrementalDetokenizer.flush leaves it out."""
+        self._decoder.reset()
+        return ""
+
+
+def detokenizer(card, skip_special_tokens: bool):
+    """The detokenizer for one choice of a model (a gateway.model.ModelCard): bytes through a UTF-8 decoder for a
+    byte-level vocabulary, the window decoder for any other."""
+    if card.byte_level:
+        return ByteDetokenizer(lambda token_id: card.text_bytes(token_id, skip_special_tokens))
+    return IncrementalDetokenizer(lambda token_ids: card.decode(token_ids, skip_special_tokens),
+                                  lambda token_ids: card.incomplete_text(token_ids, skip_special_tokens))
 
 
 def utf8_incomplete_tail(data: bytes) -> bool:

@@ -7,7 +7,9 @@ character they end inside (test_stream_detok_oracle.reference)."""
 import json
 import random
 
-from gateway.stream import IncrementalDetokenizer
+import pytest
+
+from gateway.stream import IncrementalDetokenizer, detokenizer
 from tests.unit.test_gateway_stream import _tiny_card
 from tests.unit.test_stream_detok_oracle import TEXTS, random_ids, reference
 from tests.unit.test_template_hf_sandbox import tiny_stack  # noqa: F401 - tiny_stack is a fixture
@@ -16,9 +18,7 @@ GREETING = "こんにちは、ありがとうございます。日本語"
 
 
 def _pieces(ids: list, step: int, skip: bool = True) -> list:
-    card = _tiny_card()
-    detok = IncrementalDetokenizer(lambda xs: card.decode(xs, skip), lambda xs: card.incomplete_text(xs, skip),
-                                   card.byte_level)
+    detok = detokenizer(_tiny_card(), skip)
     return [detok.push(ids[at:at + step]) for at in range(0, len(ids), step)] + [detok.flush()]
 
 
@@ -32,16 +32,26 @@ def test_each_character_streams_with_the_token_that_finishes_it():
     assert "".join(pieces) == GREETING
 
 
-def test_streamed_text_so_far_is_the_decode_of_the_ids_so_far():
+@pytest.mark.parametrize("skip", [True, False], ids=["skip-special", "keep-special"])
+def test_streamed_text_so_far_is_the_decode_of_the_ids_so_far(skip):
     rng = random.Random(3)
     card = _tiny_card()
+    # Odd seeds end in a special token; a random id may be a lone byte, a merged piece or a markup token.
     draws = [random_ids(seed) for seed in range(30)] + [card.encode(text) for text in TEXTS]
+    draws += [[rng.randrange(card.tokenizer_vocab_size) for _ in range(40)] for _ in range(30)]
     for ids in draws:
         step = rng.choice([1, 2, 3])
-        pieces = _pieces(ids, step)
+        pieces = _pieces(ids, step, skip)
         for num in range(1, len(pieces)):
-            assert "".join(pieces[:num]) == reference(ids[:num * step])
-        assert "".join(pieces) == reference(ids)
+            assert "".join(pieces[:num]) == reference(ids[:num * step], skip)
+        assert "".join(pieces) == reference(ids, skip)
+
+
+def test_a_long_run_streams_each_piece_at_its_token():
+    # 4000 'aÃ' ("a", then a lead byte the next 'a' makes a U+FFFD): the window decoder streamed nothing and decoded
+    # the whole run again every token (1 ms a token at the end of it).
+    pieces = _pieces([_tiny_card().token_id("aÃ")] * 4000, 1)
+    assert pieces[:3] == ["a", "\ufffda", "\ufffda"] and set(pieces[1:-1]) == {"\ufffda"} and pieces[-1] == ""
 
 
 def test_a_byte_fallback_tokenizer_still_holds_its_unknown_tail():
