@@ -2,10 +2,10 @@
 
 - "bt": M = 1, gemv_bt.serves (v12 block tiles: Hopper, PDL, tiles spread evenly over the SMs);
 - "bc": M = 1, gemv_bc.serves (v10 block columns);
-- "sk": 2 <= M <= 24, gemv_sk.serves (v13: 9-24 rows on stream-K quads, 2-8 rows on block-owned tiles where
-  they spread evenly, up to 16 a block, 2-16 rows on block-owned tiles with x through L1 on 2.4-9 tiles a block at
-  K <= 6144, 4-8 rows of the LM head on stream-K quads; ops.linear launches it itself for the 17-24 rows it serves,
-  not the GEMM);
+- "sk": 2 <= M <= 32, gemv_sk.serves (v13: 9-24 rows on stream-K quads, 2-8 rows on block-owned tiles where
+  they spread evenly, up to 16 a block, 2-32 rows on block-owned tiles with x through L1 on 2.4-17 tiles a block at
+  K <= 6144 (gemv_sk.own_xg), 4-8 rows of the LM head on stream-K quads; ops.linear launches it itself for the
+  17-32 rows it serves, not the GEMM);
 - "btm": 2 <= M <= 16, gemv_btm.serves (v12m: v12's split with v7's decode; 8+ tiles a block, e.g. the fused MLP
   gate+up 34816x5120);
 - "bcr": M = 2, gemv_bc.serves_rows, on weights of at least ROWS_MIN_CHUNKS fragments (Np / 16 * Kc);

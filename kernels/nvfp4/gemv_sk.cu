@@ -1,4 +1,4 @@
-// NVFP4 GEMV v13 (several rows): y[M, N] = x[M, K] W^T for M = 2..24, f32 sums, bf16 out, one 512-thread block a SM.
+// NVFP4 GEMV v13 (several rows): y[M, N] = x[M, K] W^T for M = 2..32, f32 sums, bf16 out, one 512-thread block a SM.
 // Every warp streams its 16-row tile's fragments global -> registers U chunks ahead (ld.global.nc, gemv.cu's layout:
 // one 16-byte fragment a lane a 64-k chunk; the first U loads go out before griddepcontrol.wait), decodes them with
 // the e4m3 block scales (decode_word) and runs mma.sync m16n8k16 against x: staged once per block in shared memory
@@ -11,10 +11,10 @@
 //   A segment over the whole K stores its tile; a partial one adds its sums into the workspace (red.global.add, ws
 //   [Np / 64 quads, 128 threads, NT * 4] f32, zero between calls) and counts its chunks on the quad's counter; the
 //   warpgroup that completes Kc reads the sums back, stores the tile and re-zeroes both (gemv.cu's v7 flush, per quad).
-// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg / _own_nt3_xg (2-8 / 9-16 / 17-24 rows,
-//   x through L1; the latter two with two sums a warp, SPLIT), block-owned tiles: block b of G owns tiles
-//   [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps; partial tiles meet
-//   in shared memory (no workspace, no flush).
+// - nvfp4_gemv_sk_own_nt1 (2-8 rows, x staged), _own_nt1_xg / _own_nt2_xg / _own_nt3_xg / _own_nt4_xg (2-8 /
+//   9-16 / 17-24 / 25-32 rows, x through L1; _nt2 and _nt3 with two sums a warp, SPLIT), block-owned tiles: block b
+//   of G owns tiles [T b / G, T (b + 1) / G) (gemv_bt.cu's split), its tile-chunks split evenly over its 16 warps;
+//   partial tiles meet in shared memory (no workspace, no flush).
 // Session 19 (NOTES.md) against the previous pick, e.g. 17408x5120 M = 16 24.1 against v12m's 28.8 us, M = 17 29.3
 // against the wgmma GEMM's 35.9, 14336x5120 M = 2 16.9 against 19.5. Needs K % 8 == 0, K >= 16 and, staged, x in
 // shared memory (gemv_sk.py checks); a warp or warpgroup with no chunks (more warps than work) stops.
@@ -119,7 +119,7 @@ __device__ __forceinline__ void own_settle(const SkArgs& p, const float (&slots)
 template <int NT, int U, bool XG = false, bool SPLIT = false>
 __device__ void own_body(const SkArgs& p) {
     constexpr int PAD = 8, W = SK_THREADS / 32;
-    constexpr bool DYN = NT > 2;  // the slots (48 KB at NT = 3) in the dynamic shared memory x does not use
+    constexpr bool DYN = NT > 2;  // the slots (48 / 64 KB at NT = 3 / 4) in the dynamic shared memory (x unstaged)
     static_assert(!DYN || XG, "slots in dynamic shared memory need x read through L1");
     __shared__ u32 lut[256];
     __shared__ float slots_static[DYN ? 1 : 2 * W][32][NT * 4];
@@ -204,4 +204,12 @@ extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt
 // ties (25.7); K = 17408 loses (5120x17408 26.9 / 29.2)
 extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt3_xg(SK_PARAMS) {
     own_body<3, 3, true, true>(SK_ARGS);
+}
+// Session 25 (device run 8): 25-32 rows on block-owned tiles, 3 chunks in flight, one sum (SPLIT lost: 6144x5120
+// M = 25 16.4 against 14.9; 2 chunks 16.3, 2 with SPLIT 15.0), against ops.linear's wgmma GEMM, M = 25 / 32 us:
+// 6144x5120 17.5 / 14.9, 17.5 / 15.8; 5120x6144 19.0 / 15.7, 19.2 / 17.0; 10240x5120 24.3 / 21.0, 24.5 / 22.6;
+// 17408x5120 36.5 / 32.6, 36.7 / 35.1; not where the GEMM's 128-row tiles fill 80-100% of the SMs (16384x5120 28.4 /
+// 29.2), 34816x5120 (60.1 / 57.9, 59.8 / 62.7) nor K = 17408 (32.8 / 35.5)
+extern "C" __global__ void __launch_bounds__(SK_THREADS, 1) nvfp4_gemv_sk_own_nt4_xg(SK_PARAMS) {
+    own_body<4, 3, true, false>(SK_ARGS);
 }

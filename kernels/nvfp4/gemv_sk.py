@@ -1,7 +1,7 @@
-"""Launcher of gemv_sk.cu (v13, 2..24 rows, one 512-thread block a SM): fragments streamed global -> registers;
+"""Launcher of gemv_sk.cu (v13, 2..32 rows, one 512-thread block a SM): fragments streamed global -> registers;
 9-24 rows on stream-K quads (partial quads summed through the split-K workspace; x read through L1, or staged in
 shared memory on the largest weights, where 4-8 rows take the same entry), 2-8 rows on block-owned tiles (x staged,
-partial tiles summed in shared memory), and 2-24 rows on block-owned tiles with x read through L1 where blocks own
+partial tiles summed in shared memory), and 2-32 rows on block-owned tiles with x read through L1 where blocks own
 2.4-17 tiles at K <= 6144 (own_xg). Method: gemv_sk.cu's header.
 """
 import functools
@@ -47,15 +47,22 @@ X_MAX_BYTES = ops.BLOCK_SMEM_MAX - STATIC_SMEM
 #   15.0 / 13.4; 5120x6144 14.1 / 13.6, 14.9 / 14.1; 12288x5120 21.2 / 19.2, 22.9 / 21.0; 16384x5120 26.6 / 23.8, (the
 #   GEMM from 21 rows, 28.9 at 24 in session 20) 25.9; 17408x5120 27.9 / 25.8, 30.8 / 28.9; 34816x5120 49.3 / 44.6,
 #   55.2 / 51.4; not K = 17408 (5120x17408 26.9 / 29.2) nor the LM head (unmeasured; the GEMM takes it).
+#   25-32 rows (device run 8, us, ops.linear's wgmma GEMM / own_xg, 3 chunks, one sum), up to 9 tiles a block but
+#   where the GEMM's 128-row tiles fill 80-100% of the SMs, M = 25 / 32: 6144x5120 17.5 / 14.9, 17.5 / 15.8;
+#   5120x6144 19.0 / 15.7, 19.2 / 17.0; 10240x5120 24.3 / 21.0, 24.5 / 22.6; 17408x5120 36.5 / 32.6, 36.7 / 35.1; not
+#   14336x5120 (0.85 of a wave: 28.0 / 27.0, 28.0 / 29.3), 16384x5120 (0.97: 28.4 / 29.2), 34816x5120 (16.5 tiles a
+#   block: 59.8 / 62.7 at 32), K = 17408 (33.2 / 39.2).
 # - 4-8 rows on weights of WIDE_MAX_CHUNKS fragments or more (the LM head): the 9-16-row stream-K entry, x staged
 #   (session 22 device run 5, us, previous pick / nt2: M = 4 v2_early 208.2 / 194.2, M = 8 237.5 / 195.1; not
 #   34816x5120: btm 34.6 / 35.4 at M = 8; NT = 1 lost: 228.9 at M = 8, 212.2 with 6 chunks in flight).
-MAX_M = 24
+MAX_M = 32
+STREAM_MAX_M = 24  # the stream-K entries' most rows (_nt3_xg: three n8 tiles); 25-32 rows only own_xg
 OWN_XG_MAX_K = 6144
 OWN_XG_MIN_TILES = 2.4  # the mean tiles a block from which own_xg was measured
 OWN_XG_MAX_TILES = ((8, 9), (4, 6), (2, 3))  # 2-8 rows: (from M rows, the most tiles a block)
 OWN_XG_WIDE_MAX_TILES = 9  # 9-16 rows (session 25)
 OWN_XG_WIDEST_MAX_TILES = 17  # 17-24 rows (session 25)
+OWN_XG_GEMM_WAVE = (0.8, 1.0)  # 25-32 rows: not where the GEMM's 128-row tiles fill this share of the SMs
 NARROW_STAGED_MIN_M = 4
 STAGE_MIN_CHUNKS = 150_000
 WIDE_MAX_CHUNKS = 1_000_000
@@ -65,11 +72,14 @@ OWN_MAX_IMBALANCE = 1.1
 
 
 def own_xg(m: int, p: dict, sms: int) -> bool:
-    """Block-owned tiles with x read through L1 for m rows (2-24) on weight p over `sms` blocks (the rule above)."""
+    """Block-owned tiles with x read through L1 for m rows (2-32) on weight p over `sms` blocks (the rule above)."""
     t = p["Np"] // 16
     if not 2 <= m <= MAX_M or p["K"] > OWN_XG_MAX_K or t < OWN_XG_MIN_TILES * sms:
         return False
     most = -(-t // sms)
+    if m > STREAM_MAX_M:
+        low, high = OWN_XG_GEMM_WAVE
+        return most <= OWN_XG_WIDE_MAX_TILES and not low <= t / 8 / sms <= high
     if m > 16:
         return most <= OWN_XG_WIDEST_MAX_TILES
     if m > 8:
@@ -83,10 +93,10 @@ def narrow_staged(m: int, p: dict) -> bool:
 
 
 def kernel_name(m: int, p: dict, sms: int) -> str:
-    """The gemv_sk.cu entry for m rows and weight p over `sms` blocks (see the rule above)."""
+    """The gemv_sk.cu entry for m rows and weight p over `sms` blocks (see the rule above; 25-32 rows only where
+    own_xg: `applies` is false elsewhere)."""
     if own_xg(m, p, sms):
-        return "nvfp4_gemv_sk_own_nt1_xg" if m <= 8 else ("nvfp4_gemv_sk_own_nt2_xg" if m <= 16 else
-                                                          "nvfp4_gemv_sk_own_nt3_xg")
+        return f"nvfp4_gemv_sk_own_nt{-(-m // 8)}_xg"
     if narrow_staged(m, p):
         return "nvfp4_gemv_sk_nt2"
     if m <= 8:
@@ -98,31 +108,36 @@ def kernel_name(m: int, p: dict, sms: int) -> str:
 
 def x_bytes(m: int, p: dict, sms: int) -> int:
     """Dynamic shared memory: x rows of Kc * 64 bf16 plus 8 bytes (own_nt1: each k-step read just in time) or 16
-    (the stream-K entries' 16-byte reads); 0 where x is read through L1, but own_nt3_xg's partial slots (48 KB)."""
+    (the stream-K entries' 16-byte reads); 0 where x is read through L1, but own_nt3_xg's and own_nt4_xg's partial
+    slots (48 / 64 KB)."""
     return _x_bytes_of(kernel_name(m, p, sms), m, p)
 
 
 def _x_bytes_of(name: str, m: int, p: dict) -> int:
     """x_bytes of entry `name` (kernel_name's) for m rows of weight p."""
-    if name == "nvfp4_gemv_sk_own_nt3_xg":  # its partial slots: 2 a warp, 32 lanes, 3 n8 tiles of 4 f32
-        return 2 * WARPS * 32 * 3 * 16
+    if name in ("nvfp4_gemv_sk_own_nt3_xg", "nvfp4_gemv_sk_own_nt4_xg"):  # partial slots: 2 a warp, 32 lanes, NT n8
+        return 2 * WARPS * 32 * int(name[-4]) * 16  # tiles of 4 f32
     return 0 if "_xg" in name else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
 
 
 def applies(x: torch.Tensor, p: dict, sms: int) -> bool:
-    """2 <= M <= MAX_M, K % 8 == 0, K >= 16, x 16-byte aligned, staged x within X_MAX_BYTES (warps with no chunks
-    take part in the staging barrier and then stop)."""
+    """2 <= M <= STREAM_MAX_M (MAX_M where own_xg), K % 8 == 0, K >= 16, x 16-byte aligned, staged x within
+    X_MAX_BYTES (warps with no chunks take part in the staging barrier and then stop)."""
     m = x.shape[0]
+    if m > STREAM_MAX_M and not own_xg(m, p, sms):
+        return False
     return (2 <= m <= MAX_M and p["K"] % 8 == 0 and p["K"] >= 16 and x.data_ptr() % 16 == 0
             and x_bytes(m, p, sms) <= X_MAX_BYTES)
 
 
 def chosen(m: int, p: dict, sms: int) -> bool:
-    """gemv_pick's shape rule (see above): 9-16 rows always; 17-24 rows where own_xg, else below WIDE_MAX_CHUNKS
-    fragments unless, from WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the SMs; 2-8 rows where
-    own_xg or narrow_staged, else where blocks own at most OWN_MAX_TILES tiles and the busiest at most
-    OWN_MAX_IMBALANCE x the mean."""
+    """gemv_pick's shape rule (see above): 9-16 rows always; 25-32 rows where own_xg; 17-24 rows where own_xg, else
+    below WIDE_MAX_CHUNKS fragments unless, from WIDE_TILE_MIN_M rows, the weight's 128-row tiles fill 95-100% of the
+    SMs; 2-8 rows where own_xg or narrow_staged, else where blocks own at most OWN_MAX_TILES tiles and the busiest at
+    most OWN_MAX_IMBALANCE x the mean."""
     t = p["Np"] // 16
+    if m > STREAM_MAX_M:
+        return own_xg(m, p, sms)
     if m > 16:
         full_wave = m >= WIDE_TILE_MIN_M and 0.95 <= t / 8 / sms <= 1.0
         return own_xg(m, p, sms) or (t * p["Kc"] < WIDE_MAX_CHUNKS and not full_wave)

@@ -221,7 +221,7 @@ def linear(x: torch.Tensor, weight: NVFP4Weight, out: torch.Tensor = None) -> to
 
 def _linear_kernel(x: torch.Tensor, p: dict):
     """linear()'s launcher (x, p, out) for x's rows: ops.gemv up to uses_gemv's bound, gemv_sk (v13) itself for the rows
-    past it that it serves (17-24, where it beats the wgmma GEMM; ops.gemv would check them again), else the GEMM."""
+    past it that it serves (17-32, where it beats the wgmma GEMM; ops.gemv would check them again), else the GEMM."""
     m = x.shape[0]
     if uses_gemv(m, wgmma_serves(x.device)):
         return gemv

@@ -1,10 +1,10 @@
 """gemv_sk.cu (v13: 9-24 rows on stream-K quads with partial quads summed through the workspace, x read through L1
-or staged; 2-8 rows on block-owned tiles) against dequantize-then-f32-matmul on fresh random inputs and NaN-poisoned
-outputs, every row checked: every entry (M = 2, 3, 8 / 9, 16 staged and through L1 / 17, 24), N % 128 != 0, K % 64 =
-16 (x read through L1 stays in bounds; also on the block-owned entries reading x through L1: 6100 x 5136), 4-8 rows
-on the staged stream-K entry, K = 17408, most warps without work (256 x 256), repeated calls (the workspace
-and counters left zero), a PDL chain whose x is the previous y (eager and graph-replayed), ops.gemv's and
-ops.linear's dispatch to it, and what it refuses (needs a GPU)."""
+or staged; 2-32 rows on block-owned tiles) against dequantize-then-f32-matmul on fresh random inputs and NaN-poisoned
+outputs, every row checked: every entry (M = 2, 3, 8 / 9, 16 staged and through L1 / 17, 24 / 25, 29, 32), N % 128 !=
+0, K % 64 = 16 (x read through L1 stays in bounds; also on the block-owned entries reading x through L1: 6100 x
+5136), 4-8 rows on the staged stream-K entry, K = 17408, most warps without work (256 x 256, 1000 x 1024), repeated
+calls (the workspace and counters left zero), a PDL chain whose x is the previous y (eager and graph-replayed),
+ops.gemv's and ops.linear's dispatch to it, and what it refuses (needs a GPU)."""
 import pytest
 import torch
 
@@ -94,3 +94,28 @@ def test_refuses_what_it_does_not_serve():
         with pytest.raises(ValueError, match=why):
             gemv_sk.gemv_sk(torch.randn(m, 17408, device="cuda").to(torch.bfloat16), p,
                             torch.empty(m, 5120, dtype=torch.bfloat16, device="cuda"))
+
+
+@pytest.mark.parametrize("n,k", [(6144, 5120), (5120, 6144), (17408, 5120), (6100, 5136), (1000, 1024)],
+                         ids=lambda v: str(v))
+def test_block_owned_25_to_32_rows(n, k, monkeypatch):
+    # 25-32 rows: own_nt4_xg (its partial slots in dynamic shared memory), every row checked, and ops.linear takes it
+    # where own_xg (session 25); 1000 x 1024 is 0.5 tiles a block, under OWN_XG_MIN_TILES: lowered to serve it
+    monkeypatch.setattr(gemv_sk, "OWN_XG_MIN_TILES", 0.1)
+    weight = _weight(n, k)
+    ref_w, p = weight.dequantize(), ops.prepared(weight)
+    for m in (25, 29, 32):
+        assert gemv_sk.kernel_name(m, p, 132) == "nvfp4_gemv_sk_own_nt4_xg"
+        _check(p, ref_w, m)
+    x = torch.randn(32, k, device="cuda").to(torch.bfloat16)
+    assert ops._linear_kernel(x, p) is gemv_sk.gemv_sk
+    ref = x.float() @ ref_w.t()
+    assert ((ops.linear(x, weight).float() - ref).norm() / ref.norm()).item() < REL_TOL
+
+
+def test_25_to_32_rows_elsewhere_stay_on_the_gemm():
+    # the GEMM's 128-row tiles fill 97% of the SMs (16384x5120), 16.5 tiles a block (34816x5120), K = 17408
+    for n, k in ((16384, 5120), (34816, 5120), (5120, 17408)):
+        p = ops.prepared(_weight(n, k))
+        x = torch.randn(25, k, device="cuda").to(torch.bfloat16)
+        assert not gemv_sk.applies(x, p, 132) and ops._linear_kernel(x, p) is not gemv_sk.gemv_sk, (n, k)

@@ -97,21 +97,25 @@ def test_v13_limits_and_shape_rule():
     assert not gemv_sk.serves(x(4), _p(17408, 5120))  # CPU tensors never go to the kernel
 
 
-# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3; session 25 runs 3 and 5: 9-16
-# rows up to 9 tiles a block whatever the imbalance, 17-24 rows up to 17): by the most tiles a block and K
-@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 25)), (5120, 6144, range(2, 25)),  # 3 a block (1.24)
-                                      (10240, 5120, range(4, 25)), (12288, 5120, range(4, 25)),  # 5, 6 a block
+# v13's block-owned tiles with x read through L1 (gemv_sk.own_xg, session 22 runs 2-3; session 25 runs 3, 5 and 8: 9-16
+# rows up to 9 tiles a block whatever the imbalance, 17-24 rows up to 17, 25-32 up to 9 but where the GEMM's 128-row
+# tiles fill 80-100% of the SMs: 14336x5120 0.85, 16384x5120 0.97): by the most tiles a block and K
+@pytest.mark.parametrize("n,k,rows", [(6144, 5120, range(2, 33)), (5120, 6144, range(2, 33)),  # 3 a block (1.24)
+                                      (10240, 5120, range(4, 33)), (12288, 5120, range(4, 33)),  # 5, 6 a block
                                       (14336, 5120, range(8, 25)), (16384, 5120, range(8, 25)),  # 7, 8 a block
-                                      (17408, 5120, range(8, 25)),  # 9 a block
+                                      (17408, 5120, range(8, 33)),  # 9 a block (1.03 of a GEMM wave)
                                       (34816, 5120, range(17, 25)),  # 17 a block
                                       (5120, 17408, ()), (2048, 5120, ()), (248320, 5120, ())])
 def test_owned_tiles_through_l1_by_tiles_a_block(n, k, rows):
     from kernels.nvfp4 import gemv_sk
 
-    got = tuple(m for m in range(1, 25) if gemv_sk.own_xg(m, _p(n, k), 132))
+    got = tuple(m for m in range(1, 34) if gemv_sk.own_xg(m, _p(n, k), 132))
     assert got == tuple(rows), (n, k, got)
-    for m in got:  # x read where it is: nothing staged (17-24 rows: the partial slots), every such row count chosen
-        assert gemv_sk.x_bytes(m, _p(n, k), 132) == (0 if m <= 16 else 48 << 10) and gemv_sk.chosen(m, _p(n, k), 132)
+    for m in got:  # x read where it is: nothing staged (17-32 rows: the partial slots), every such row count chosen
+        slots = 0 if m <= 16 else (48 << 10 if m <= 24 else 64 << 10)
+        assert gemv_sk.x_bytes(m, _p(n, k), 132) == slots and gemv_sk.chosen(m, _p(n, k), 132)
+    x = lambda m: torch.zeros(m, k, dtype=torch.bfloat16)  # noqa: E731
+    assert [gemv_sk.applies(x(m), _p(n, k), 132) for m in (25, 32, 33)] == [25 in got, 32 in got, False]
 
 
 def test_staging_transforms_are_refused_on_the_cpu_and_one_at_a_time():
