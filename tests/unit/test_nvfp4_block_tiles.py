@@ -166,3 +166,44 @@ def test_tma_stages_ahead_of_x(monkeypatch):
     assert [gemv_btt.stages_ahead(c) for c in ((8, 8, 16), (16, 4, 16), (16, 4, 24))] == [6, 3, 3]
     monkeypatch.setattr(gemv_btt, "AHEAD_BYTES", 0)
     assert gemv_btt.stages_ahead((8, 8, 16)) == 1
+
+
+def _sk_entries() -> dict:
+    """gemv_sk.cu's entries: name -> the NT (n8 tiles of x rows) of the body it runs, read from the source."""
+    import os
+    import re
+
+    from kernels.nvfp4 import ops
+
+    with open(os.path.join(ops.HERE, "gemv_sk.cu")) as f:
+        source = f.read()
+    found = re.findall(r'extern "C" __global__ void __launch_bounds__\(SK_THREADS, 1\) (\w+)\(SK_PARAMS\) \{\s*'
+                       r'(?:own|sk)_body<(\d+)', source)
+    return {name: int(nt) for name, nt in found}
+
+
+@pytest.mark.parametrize("sms", [78, 114, 132, 144])
+def test_v13_never_sends_an_entry_more_rows_than_its_tiles_hold(sms):
+    """Every M that gemv_sk.applies takes goes to an entry of gemv_sk.cu whose NT n8 tiles hold M rows (the stream-K
+    entries hold at most STREAM_MAX_M = 24, so 25-32 rows only on own_nt4_xg, where own_xg), on a spread of weight
+    shapes and SM counts; an entry whose partial slots live in dynamic shared memory (NT > 2) reads x through L1 and
+    gets their 2 a warp x 32 lanes x NT x 16 bytes."""
+    from kernels.nvfp4 import gemv_sk
+
+    entries = _sk_entries()
+    assert len(entries) == 8 and entries["nvfp4_gemv_sk_own_nt4_xg"] == 4
+    shapes = [(n, 5120) for n in (1000, 2048, 5120, 6144, 10240, 12288, 14336, 16384, 17408, 34816, 248320)] + [
+        (5120, 6144), (5120, 17408), (256, 256), (16384, 8192), (6100, 5136), (4096, 1024), (40960, 4096)]
+    served = set()
+    for n, k in shapes:
+        for m in range(1, 41):
+            if not gemv_sk.applies(torch.zeros(m, k, dtype=torch.bfloat16), _p(n, k), sms):
+                continue
+            name = gemv_sk.kernel_name(m, _p(n, k), sms)
+            nt = entries[name]
+            assert m <= 8 * nt and (m <= gemv_sk.STREAM_MAX_M or name == "nvfp4_gemv_sk_own_nt4_xg"), (n, k, m, name)
+            if nt > 2:
+                assert "_own_" not in name or (name.endswith("_xg") and gemv_sk.x_bytes(m, _p(n, k), sms)
+                                               == 2 * gemv_sk.WARPS * 32 * nt * 16), (n, k, m, name)
+            served.add(m)
+    assert served == set(range(2, 33)), sorted(served)
