@@ -63,13 +63,14 @@ def is_anthropic_path(path: str) -> bool:
 def is_anthropic_request(request) -> bool:
     """A request to Anthropic's API: its paths, and with the anthropic-version header every Anthropic SDK sends,
     /v1/models (their models.list() / retrieve(), answered with Anthropic's ModelInfo) and a path no route serves
-    (their Files, Skills, ... APIs: the 404): those take the key as x-api-key and get Anthropic's error shape and
-    request-id header, as Anthropic's API answers them."""
+    (their Files, Skills, ... APIs: the 404; not another API's route asked with the wrong method, a 405 that keeps
+    that API's key and shape): those take the key as x-api-key and get Anthropic's error shape and request-id header,
+    as Anthropic's API answers them."""
     path = request.path
     if is_anthropic_path(path) or "anthropic-version" not in request.headers:
         return is_anthropic_path(path)
-    return path == "/v1/models" or path.startswith("/v1/models/") or getattr(request.match_info.route, "resource",
-                                                                              None) is None
+    unmatched = getattr(request.match_info, "http_exception", None)  # aiohttp's MatchInfoError: 404 or 405
+    return path == "/v1/models" or path.startswith("/v1/models/") or getattr(unmatched, "status", None) == 404
 
 
 # Anthropic's request id header, which its SDKs read (`message._request_id`, `APIStatusError.request_id`).

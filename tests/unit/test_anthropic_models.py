@@ -69,3 +69,18 @@ async def test_an_anthropic_sdk_api_this_server_lacks_is_a_404_in_anthropics_sha
         assert response.status == 401 and (await response.json())["error"]["code"] == "invalid_api_key"
         response = await client.get("/v1/files", headers={"Authorization": "Bearer sekret"})
         assert response.status == 404 and (await response.json())["error"]["code"] == "not_found"
+
+
+async def test_another_apis_route_asked_with_the_wrong_method_keeps_its_key_and_shape():
+    """A route of the OpenAI API asked with a method it does not take is that API's 405, with the Bearer key, whatever
+    headers come with it: only a path no route serves is the Anthropic SDKs' 404 (041fd10). GET /v1/chat/completions
+    with anthropic-version took the key as x-api-key and answered in Anthropic's shape."""
+    async with fake_gateway(FakeServing(build_tokenizer()), api_key="sekret") as (client, _):
+        headers = {"anthropic-version": "2023-06-01", "x-api-key": "sekret"}
+        response = await client.get("/v1/chat/completions", headers=headers)
+        assert response.status == 401 and (await response.json())["error"]["code"] == "invalid_api_key"
+        response = await client.get("/v1/chat/completions", headers={**headers, "Authorization": "Bearer sekret"})
+        body = await response.json()
+        assert response.status == 405 and body["error"]["code"] == "method_not_allowed" and "type" not in body, body
+        response = await client.get("/v1/messages", headers=headers)  # Anthropic's own route: its shape
+        assert response.status == 405 and (await response.json())["type"] == "error"
