@@ -74,11 +74,38 @@ def tool_mode(body: dict) -> tuple[Optional[list], Optional[str]]:
     return tools, None
 
 
+_CUSTOM = ("OpenAI's custom (freeform) tools are not served by the chat completions API here, which takes function "
+           "tools only, as vLLM's does: offer it as a function (one string parameter), or send the request to "
+           "/v1/responses, which serves custom tools")
+
+
+def _refuse_custom(body: dict) -> None:
+    """400 naming a Chat Completions custom tool, a custom tool_choice or an earlier custom tool call (openai-python
+    ChatCompletionCustomToolParam, ChatCompletionNamedToolChoiceCustomParam, ChatCompletionMessageCustomToolCall),
+    where the schema said only "'tools[0].function' is a required property" (a client read it as a function it left
+    out: microsoft/foundry-local#1080, JiuliNuoyi/CodexRosetta#1 for Codex CLI's apply_patch)."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        if isinstance(tool, dict) and tool.get("type") == "custom":
+            raise InvalidRequest(f"tools[{i}]: {_CUSTOM}", param=f"tools[{i}].type")
+    if isinstance(choice, dict) and choice.get("type") == "custom":
+        raise InvalidRequest(f"tool_choice: {_CUSTOM}", param="tool_choice.type")
+    messages = body.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for j, call in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(call, dict) and call.get("type") == "custom":
+                raise InvalidRequest(f"messages[{i}].tool_calls[{j}]: {_CUSTOM}",
+                                     param=f"messages[{i}].tool_calls[{j}].type")
+
+
 def function_types(body):
     """A chat body whose tools, and named tool_choice, that leave out "type" are function ones, as vLLM's
-    ChatCompletionToolsParam and ChatCompletionNamedToolChoiceParam default it ("function"); OpenAI requires it."""
+    ChatCompletionToolsParam and ChatCompletionNamedToolChoiceParam default it ("function"); OpenAI requires it.
+    Custom tools are refused by name (_refuse_custom)."""
     if not isinstance(body, dict):
         return body
+    _refuse_custom(body)
     tools, choice = body.get("tools"), body.get("tool_choice")
     out = body
     if isinstance(tools, list) and any(_untyped(tool) for tool in tools):
