@@ -59,7 +59,7 @@ def _seconds(value: float) -> bool:
 
 
 # Checked at start: out of range, a port was an OverflowError traceback, a keep-alive period <= 0 sent a comment every
-# 10 ms, a CPU pool of 0 threads was taken as 1.
+# 10 ms, a CPU pool of 0 threads was taken as 1, an API key of blanks let no request in.
 _RANGES = (
     ("port", "--port (SPARKINFER_PORT)", lambda v: 1 <= v <= 65535, "is not a port number (1-65535)"),
     ("sse_keepalive_seconds", "--sse-keepalive-seconds (SPARKINFER_SSE_KEEPALIVE_SECONDS)", _seconds,
@@ -70,6 +70,9 @@ _RANGES = (
      "must be a number of seconds > 0"),
     ("drain_grace_seconds", "--drain-grace-seconds (SPARKINFER_DRAIN_GRACE_S)",
      lambda v: math.isfinite(v) and v >= 0, "must be a number of seconds >= 0"),
+    # A key list of blanks and commas (app.key_matches drops blank keys) would start a server that refuses everyone.
+    ("api_key", "--api-key (SPARKINFER_API_KEY)", lambda v: not v or any(key.strip() for key in v.split(",")),
+     "holds no key, only blanks and commas: every request would be a 401"),
 )
 _ENV_RANGES = (("SPARKINFER_GATEWAY_CPU_THREADS", lambda v: v >= 1, "must be >= 1"),
                ("SPARKINFER_GRAMMAR_MAX_STRING", lambda v: v >= 0, "must be >= 0 (0 = unbounded)"))

@@ -83,7 +83,12 @@ def test_worker_refuses_a_value_out_of_range(capsys, name, value, line):
                                        "seconds >= 0"),
     ("SPARKINFER_GATEWAY_CPU_THREADS", "0", "SPARKINFER_GATEWAY_CPU_THREADS='0' must be >= 1"),
     ("SPARKINFER_GRAMMAR_MAX_STRING", "-1", "SPARKINFER_GRAMMAR_MAX_STRING='-1' must be >= 0 (0 = unbounded)"),
-], ids=["port", "keepalive-0", "drain-negative", "cpu-threads-0", "grammar-max-string-negative"])
+    ("SPARKINFER_API_KEY", " , ", "--api-key (SPARKINFER_API_KEY): ' , ' holds no key, only blanks and commas: every "
+                                  "request would be a 401"),
+    ("SPARKINFER_API_KEY", " ", "--api-key (SPARKINFER_API_KEY): ' ' holds no key, only blanks and commas: every "
+                                "request would be a 401"),
+], ids=["port", "keepalive-0", "drain-negative", "cpu-threads-0", "grammar-max-string-negative", "api-key-commas",
+        "api-key-blank"])
 def test_gateway_refuses_a_value_out_of_range(monkeypatch, capsys, name, value, line):
     monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as stop:
@@ -93,6 +98,8 @@ def test_gateway_refuses_a_value_out_of_range(monkeypatch, capsys, name, value, 
 
 
 def test_values_in_range_pass():
+    assert gateway_config.parse_config(["--api-key", " ,alpha, "]).api_key == " ,alpha, "
+    assert gateway_config.parse_config(["--api-key", ""]).api_key == ""  # no key: every route open
     assert scheduler_config.parse_config([], environ={"SPARKINFER_PING_INTERVAL_S": "0.1",
                                                       "SPARKINFER_GRPC_PORT": "0"}).ping_interval_s == 0.1
     assert worker_server.parse_config([], environ={"SPARKINFER_DEVICE": "cpu", "SPARKINFER_DTYPE": "bfloat16",
