@@ -156,3 +156,39 @@ def test_raw_prompt_hit_equals_a_cold_run(tiny, budget):
     cold = Harness(tiny, budget=budget).serve("cold", prompt, SEEDED)
     assert first[3] == 0 and again[3] == 512
     assert again[:3] == cold[:3]
+
+
+@pytest.mark.parametrize("anchor_at", [17, 31, 32, 41])
+def test_a_hit_at_every_boundary_gives_the_suffix_its_cold_bits(tiny, anchor_at):
+    """The checkpoint (an <|im_start|>) a token before, at or past a block boundary, or a prefill chunk (budget 40)
+    off it, then 0, 1 or 3 more tokens: the hit restores the KV blocks and the GDN recurrent and conv state there (the
+    conv window, 3 tokens, is longer than a 1-token suffix) and the rest is the cold run's, bit for bit. The kinds of
+    fault hybrid engines had there: a suffix run from a blank state (sgl-project/sglang#29368), the attention hit kept
+    while the recurrent state missed (vllm-project/vllm#43090)."""
+    warm = Harness(tiny, budget=40, min_tokens=16)
+    shared = text(20, anchor_at) + [IM_START]
+    warm.serve("creator", shared + text(21, 9), max_tokens=2)
+    for k in (0, 1, 3):
+        prompt = shared + text(22 + k, k)
+        hit = warm.serve(f"suffix-{k}", prompt, max_tokens=3)
+        cold = Harness(tiny, budget=40, min_tokens=16).serve("cold", prompt, max_tokens=3)
+        assert hit[3] == anchor_at - anchor_at % BLOCK, k
+        assert hit[:3] == cold[:3], k
+
+
+@pytest.mark.parametrize("steps_before_abort", [2, 5])
+def test_a_hit_on_the_entry_of_an_aborted_request_gives_the_cold_bits(tiny, steps_before_abort):
+    """The request that wrote an entry is aborted mid-prefill (2 steps: 40 tokens, then 24 up to
+    the checkpoint at 64) or mid-decode (5): the entry
+    its finished steps wrote serves a later request as a cold run would (sgl-project/sglang#28374 cached an aborted
+    request's state)."""
+    warm = Harness(tiny, budget=40, min_tokens=16)
+    shared = text(30, 70) + [IM_START] + text(31, 20)
+    warm.sched.add_request(Request("aborted", shared + text(32, 30), GREEDY, 8))
+    for _ in range(steps_before_abort):
+        warm.sched.update(warm.runner.execute(warm.sched.schedule()))
+    warm.sched.abort("aborted")
+    prompt = shared + text(33, 5)
+    hit = warm.serve("after", prompt, max_tokens=3)
+    cold = Harness(tiny, budget=40, min_tokens=16).serve("cold", prompt, max_tokens=3)
+    assert hit[3] == 64 and hit[:3] == cold[:3]
