@@ -92,8 +92,12 @@ def _check_stateless(body: dict) -> None:
 
 
 def check_positive_int(body: dict, name: str) -> None:
-    """400 naming `name` unless body[name] is absent, null or a positive integer."""
+    """400 naming `name` unless body[name] is absent, null or a positive integer. A whole float (2.0, 4096.0, 1e3) is
+    that integer: LM Studio's server reads JSON as JavaScript does (JSON.parse gives 2.0 as the number 2) and checks it
+    with zod's int(), which takes any number for which Number.isInteger holds."""
     value = body.get(name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidRequest(f'"{name}" must be a positive integer', param=name)
 
@@ -152,7 +156,7 @@ def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) 
     is full."""
     if context_length is None:
         return
-    window = min(context_length, card.max_context_len)
+    window = min(int(context_length), card.max_context_len)
     num_prompt = len(gen.prompt_ids)
     if num_prompt >= window:
         raise ContextLengthExceeded(context_overflow_message(num_prompt, window),
