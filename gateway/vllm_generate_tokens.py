@@ -49,6 +49,10 @@ def completion_body(body) -> dict:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", param=None)
     ids = body.get("token_ids")
+    if isinstance(ids, list):
+        # A whole float (3.0, as torch's float tensors .tolist() them) is its id, as pydantic's lax mode reads
+        # GenerateRequest's list[int] and /v1/completions reads a token-id prompt.
+        ids = [int(t) if isinstance(t, float) and t.is_integer() else t for t in ids]
     if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
         raise InvalidRequest("token_ids must be a list of token ids", param="token_ids")
     if any(t < 0 for t in ids):

@@ -92,3 +92,18 @@ async def test_a_whole_serialized_sampling_params_is_taken(stack):
     status, body = await post(client, {"token_ids": [5, 6], "sampling_params": params})
     assert status == 200, body
     assert len(body["choices"][0]["token_ids"]) == 2 and fake.script.requests[0].max_tokens == 2
+
+
+async def test_whole_float_ids_are_those_ids(stack):
+    """Ids sent as whole floats ([5.0, 6.0], as a float tensor's .tolist() gives them) are the ids, as pydantic's lax
+    mode reads GenerateRequest's list[int] (and /v1/completions its token-id prompt); 1.5 and true stay the 400."""
+    client, fake = stack
+    status, body = await post(client, {"token_ids": [5.0, 6.0, 7], "sampling_params": {"max_tokens": 2.0}})
+    assert status == 200, body
+    request = fake.script.requests[0]
+    assert list(request.prompt_token_ids) == [5, 6, 7] and request.max_tokens == 2
+    assert body["choices"][0]["token_ids"] == fake.tokenizer.encode(REPLY).ids[:2]
+    for ids in ([5.5, 6], [True, 6]):
+        status, got = await post(client, {"token_ids": ids, "sampling_params": {}})
+        assert (status, got["error"]["param"]) == (400, "token_ids"), got
+    assert len(fake.script.requests) == 1
