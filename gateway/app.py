@@ -138,18 +138,20 @@ def _route_name(request: web.Request) -> str:
 
 def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
     """Unauthorized unless the route is open, no key is configured, or the Bearer token is the key (on Anthropic's
-    routes, and with anthropic-version on /v1/models or a path no route serves, also x-api-key, the header
-    Anthropic's clients send; on llama-server's own routes the key as it reads it, llama_server_key)."""
+    routes, and with anthropic-version on /v1/models or a path no route serves, x-api-key too, the header
+    Anthropic's clients send: either one holding a key gets in, since Claude Code sends both, the Bearer one from
+    ANTHROPIC_AUTH_TOKEN, which setup guides fill with a placeholder to skip its login, and x-api-key from
+    ANTHROPIC_API_KEY; on llama-server's own routes the key as it reads it, llama_server_key)."""
     if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
         header = request.headers.get("Authorization", "")
         anthropic = is_anthropic_request(request)
-        given = header[7:].strip() if header.lower().startswith("bearer ") else ""
-        if anthropic and not given:
-            given = request.headers.get("x-api-key", "")
+        given = [header[7:].strip() if header.lower().startswith("bearer ") else ""]
+        if anthropic:
+            given.append(request.headers.get("x-api-key", ""))
         llama_cpp = is_llama_cpp_path(request.path)
         if llama_cpp:
-            given = llama_server_key(request)
-        if not key_matches(given, api_key):
+            given = [llama_server_key(request)]
+        if not any(key_matches(sent, api_key) for sent in given):
             how = "'x-api-key: <key>' or " if anthropic or llama_cpp else ""
             raise Unauthorized(f"missing or invalid API key: send {how}'Authorization: Bearer <key>'")
 
