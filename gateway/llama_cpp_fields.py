@@ -8,6 +8,7 @@ from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import MAX_N
 from gateway.pydantic_scalars import lax_scalars
 from gateway.schema_errors import json_repr
+from gateway.schema_validate import integral
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
 SCHEMA = {
@@ -116,19 +117,15 @@ def _is_integer(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _whole(value):
-    """A whole float (3.0) as the int it is, as pydantic's lax mode and nlohmann's get<int> (llama.cpp's json_value)
-    read it; any other value as it is."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def as_n_predict(body):
     """llama.cpp's /completion limit: n_predict, else max_completion_tokens, else max_tokens (server-schema.cpp's
     aliases), with n_predict's -1, 0 and cap at a full context; each read as the /v1 schema reads it ("3" is 3, false
     0), so the limit applied, the prompt-only 0 and generation_settings' echo are one number."""
     if not isinstance(body, dict):
         return body
-    body = {**body, **{key: _whole(lax_scalars(body[key], _LIMIT_SCHEMA)) for key in _LIMIT_FIELDS if key in body}}
+    # A whole float (3.0) is the int it is, as pydantic's lax mode and nlohmann's get<int> (json_value) read it.
+    body = {**body, **{key: integral(lax_scalars(body[key], _LIMIT_SCHEMA), _LIMIT_SCHEMA)
+                       for key in _LIMIT_FIELDS if key in body}}
     name = next((key for key in _LIMIT_FIELDS if body.get(key) is not None), None)
     if name in (None, "n_predict"):
         return body

@@ -18,6 +18,7 @@ from gateway.errors import IMAGES_UNSUPPORTED, ApiError, ContextLengthExceeded, 
 from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
 from gateway.model import ModelCard
+from gateway.schema_validate import integral
 
 # LM Studio's `reasoning` -> the OpenAI body's thinking switches.
 REASONING = {"off": {"enable_thinking": False}, "on": {"enable_thinking": True},
@@ -95,9 +96,7 @@ def check_positive_int(body: dict, name: str) -> None:
     """400 naming `name` unless body[name] is absent, null or a positive integer. A whole float (2.0, 4096.0, 1e3) is
     that integer: LM Studio's server reads JSON as JavaScript does (JSON.parse gives 2.0 as the number 2) and checks it
     with zod's int(), which takes any number for which Number.isInteger holds."""
-    value = body.get(name)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
+    value = integral(body.get(name), {"type": "integer"})
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InvalidRequest(f'"{name}" must be a positive integer', param=name)
 

@@ -24,8 +24,12 @@ from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
 from gateway.openai_usage import choice_usage
 from gateway.prompt_logprobs import vllm_prompt_logprobs
+from gateway.schema_validate import integral
 from gateway.stream import SSE_DONE, SseFramer, sse_event
 from gateway.web import json_response, read_json
+
+# GenerateRequest's token_ids: list[int] (schema_validate.integral reads its whole floats as ints)
+_IDS_SCHEMA = {"type": "array", "items": {"type": "integer"}}
 
 # SamplingParams fields read as /v1/completions reads the same names; the others change nothing here (no text is
 # returned: detokenize; the output kind is the route's; extra_args are for custom extensions).
@@ -48,11 +52,9 @@ def completion_body(body) -> dict:
     """The /v1/completions body a GenerateRequest asks for (not streamed: the route frames its own stream)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", param=None)
-    ids = body.get("token_ids")
-    if isinstance(ids, list):
-        # A whole float (3.0, as torch's float tensors .tolist() them) is its id, as pydantic's lax mode reads
-        # GenerateRequest's list[int] and /v1/completions reads a token-id prompt.
-        ids = [int(t) if isinstance(t, float) and t.is_integer() else t for t in ids]
+    # A whole float (3.0, as torch's float tensors .tolist() them) is its id, as pydantic's lax mode reads
+    # GenerateRequest's list[int] and /v1/completions reads a token-id prompt.
+    ids = integral(body.get("token_ids"), _IDS_SCHEMA)
     if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
         raise InvalidRequest("token_ids must be a list of token ids", param="token_ids")
     if any(t < 0 for t in ids):
