@@ -60,8 +60,9 @@ STREAM_MAX_M = 24  # the stream-K entries' most rows (_nt3_xg: three n8 tiles); 
 OWN_XG_MAX_K = 6144
 OWN_XG_MIN_TILES = 2.4  # the mean tiles a block from which own_xg was measured
 OWN_XG_MAX_TILES = ((8, 9), (4, 6), (2, 3))  # 2-8 rows: (from M rows, the most tiles a block)
-OWN_XG_WIDE_MAX_TILES = 9  # 9-16 rows (session 25)
+OWN_XG_WIDE_MAX_TILES = 9  # 9-16 and 25-32 rows (session 25)
 OWN_XG_WIDEST_MAX_TILES = 17  # 17-24 rows (session 25)
+SLOT_TILES = {"nvfp4_gemv_sk_own_nt3_xg": 3, "nvfp4_gemv_sk_own_nt4_xg": 4}  # gemv_sk.cu own_body's DYN entries: NT
 OWN_XG_GEMM_WAVE = (0.8, 1.0)  # 25-32 rows: not where the GEMM's 128-row tiles fill this share of the SMs
 NARROW_STAGED_MIN_M = 4
 STAGE_MIN_CHUNKS = 150_000
@@ -115,8 +116,8 @@ def x_bytes(m: int, p: dict, sms: int) -> int:
 
 def _x_bytes_of(name: str, m: int, p: dict) -> int:
     """x_bytes of entry `name` (kernel_name's) for m rows of weight p."""
-    if name in ("nvfp4_gemv_sk_own_nt3_xg", "nvfp4_gemv_sk_own_nt4_xg"):  # partial slots: 2 a warp, 32 lanes, NT n8
-        return 2 * WARPS * 32 * int(name[-4]) * 16  # tiles of 4 f32
+    if name in SLOT_TILES:  # partial slots in dynamic shared memory: 2 a warp, 32 lanes, NT n8 tiles of 4 f32
+        return 2 * WARPS * 32 * SLOT_TILES[name] * 16
     return 0 if "_xg" in name else m * (p["Kc"] * 128 + (8 if name == "nvfp4_gemv_sk_own_nt1" else 16))
 
 
