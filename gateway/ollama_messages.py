@@ -39,7 +39,8 @@ def _role(message: Any, where: str) -> str:
     role = role.lower() if isinstance(role, str) else role
     role = _ROLE_ALIASES.get(role, role)
     if role not in _ROLES:
-        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES)}", param=f"{where}.role")
+        raise InvalidRequest(f"{where}.role must be one of {', '.join(_ROLES + tuple(_ROLE_ALIASES))}, thinking",
+                             param=f"{where}.role")
     return role
 
 
