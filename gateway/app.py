@@ -143,14 +143,14 @@ def check_api_key(request: web.Request, api_key: Optional[str]) -> None:
     ANTHROPIC_AUTH_TOKEN, which setup guides fill with a placeholder to skip its login, and x-api-key from
     ANTHROPIC_API_KEY; on llama-server's own routes the key as it reads it, llama_server_key)."""
     if api_key and (request.path.rstrip("/") or "/") not in _OPEN_PATHS:
-        header = request.headers.get("Authorization", "")
-        anthropic = is_anthropic_request(request)
-        given = [header[7:].strip() if header.lower().startswith("bearer ") else ""]
-        if anthropic:
-            given.append(request.headers.get("x-api-key", ""))
-        llama_cpp = is_llama_cpp_path(request.path)
+        anthropic, llama_cpp = is_anthropic_request(request), is_llama_cpp_path(request.path)
         if llama_cpp:
             given = [llama_server_key(request)]
+        else:
+            header = request.headers.get("Authorization", "")
+            given = [header[7:].strip() if header.lower().startswith("bearer ") else ""]
+            if anthropic:
+                given.append(request.headers.get("x-api-key", ""))
         if not any(key_matches(sent, api_key) for sent in given):
             how = "'x-api-key: <key>' or " if anthropic or llama_cpp else ""
             raise Unauthorized(f"missing or invalid API key: send {how}'Authorization: Bearer <key>'")
