@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from aiohttp import web
 
-from gateway import http_compat, metrics, request_id_header
+from gateway import cors, http_compat, metrics, request_id_header
 from gateway.access_log import CLIENT_CLOSED, log_departure
 from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_request
@@ -177,6 +177,12 @@ def llama_server_key(request: web.Request) -> str:
     return header[7:].strip() if header.lower().startswith("bearer ") else header
 
 
+def _check_expecting(request: web.Request, api_key: Optional[str]) -> None:
+    """What a request that sends Expect: 100-continue is refused for before its body comes: its origin, its key."""
+    cors.check_origin(request)
+    check_api_key(request, api_key)
+
+
 def auth_middleware(api_key: Optional[str]):
     """aiohttp middleware that runs check_api_key (401 unless the route is open or the Bearer token, or on Anthropic
     routes x-api-key, is `api_key`) before the handler; None checks nothing."""
@@ -200,15 +206,16 @@ async def _prefetch_card(app: web.Application) -> None:
 
 def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) -> web.Application:
     """The gateway app; `client` lets tests point it at a fake scheduler."""
-    app = web.Application(middlewares=[http_compat.cors_middleware, error_middleware,
-                                       auth_middleware(config.api_key)],
+    app = web.Application(middlewares=[cors.preflight_middleware(api_error_response), error_middleware,
+                                       cors.origin_middleware, auth_middleware(config.api_key)],
                           client_max_size=config.max_body_bytes)
     app[CONFIG_KEY] = config
+    app[cors.CORS_KEY] = cors.CorsPolicy(config.allowed_origins, config.allow_credentials)
     app[BODY_LIMIT_KEY] = config.max_body_bytes
     app[BODY_TIMEOUT_KEY] = config.body_timeout_s
     app[KEEP_ALIVE_TIMEOUT_KEY] = config.keep_alive_timeout_s
     http_compat.use_expect_handler(app.router, http_compat.expect_handler(
-        config.max_body_bytes, api_error_response, lambda request: check_api_key(request, config.api_key)))
+        config.max_body_bytes, api_error_response, lambda request: _check_expecting(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client, config.served_model_name)
     # Four APIs, one Engine: each translates into GenRequest and back.

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
 from gateway.access_log import parse_paths
+from gateway.cors import parse_origins
 
 
 @dataclass
@@ -26,6 +27,8 @@ class GatewayConfig:
     drain_grace_s: float = 30.0               # on SIGTERM/SIGINT: how long requests in flight may take to finish
     access_log: bool = True                   # a log line per request, with its X-Request-Id
     access_log_excluded_paths: frozenset = frozenset()  # paths whose requests get no access log line
+    allowed_origins: tuple = ("*",)            # CORS: the origins browser pages may call from (gateway.cors)
+    allow_credentials: bool = False            # CORS: Access-Control-Allow-Credentials, the Origin echoed
 
     def printable(self) -> dict:
         """The config as a dict for the start-up log line, the API key shown as "set" or None."""
@@ -101,6 +104,11 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     for name, kind in _CHECKED_AT_START:
         env_number(parser, name, 0, kind)
     _check_ranges(parser, args)
+    try:
+        origins = parse_origins(args.allowed_origins)
+    except ValueError as exc:
+        parser.error(f"--allowed-origins (SPARKINFER_ALLOWED_ORIGINS): {args.allowed_origins!r} is not a JSON list of "
+                     f"origins nor a comma-separated one ({exc})")
     return GatewayConfig(host=args.host, port=args.port, scheduler_addr=args.scheduler_addr,
                          sse_keepalive_s=args.sse_keepalive_seconds, body_timeout_s=args.body_timeout_seconds,
                          keep_alive_timeout_s=args.keep_alive_timeout_seconds,
@@ -109,7 +117,8 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
                          drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
-                         access_log_excluded_paths=parse_paths(args.disable_access_log_for_endpoints))
+                         access_log_excluded_paths=parse_paths(args.disable_access_log_for_endpoints),
+                         allowed_origins=origins, allow_credentials=args.allow_credentials)
 
 
 def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
@@ -137,6 +146,15 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                              "on every route but /, /health, /v1/health, /ping, /health_generate, /metrics, /version "
                              "and llama.cpp's /models (SPARKINFER_API_KEY; several keys: comma-separated, any one "
                              "works)")
+    parser.add_argument("--allowed-origins", default=_env("SPARKINFER_ALLOWED_ORIGINS", "*"),
+                        help="origins browser pages may call the server from: * (any, the default, as vLLM's), or "
+                             "a comma-separated list as OLLAMA_ORIGINS (a * inside one matches anything: "
+                             "chrome-extension://*,http://localhost:*) or vLLM's JSON list; a request from another "
+                             "origin is a 403 (SPARKINFER_ALLOWED_ORIGINS)")
+    parser.add_argument("--allow-credentials", action="store_true",
+                        default=_env("SPARKINFER_ALLOW_CREDENTIALS", "0").lower() in ("1", "true"),
+                        help="CORS with credentials (cookies, HTTP auth), as vLLM's flag: the allowed Origin is "
+                             "echoed instead of * (SPARKINFER_ALLOW_CREDENTIALS)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
 

@@ -1,8 +1,6 @@
-"""Gateway process: HTTP details clients rely on: CORS, trailing slashes, Expect: 100-continue.
+"""Gateway process: HTTP details clients rely on: HEAD, trailing slashes, Expect: 100-continue (CORS: gateway.cors).
 
-CORS as vLLM serves it by default (any origin, no credentials): an OPTIONS preflight on a route gets 200 (204 on
-Ollama's routes) with the Access-Control-Allow-* headers, whatever the API key (browsers send no Authorization on
-a preflight), and every response, streamed ones included, carries Access-Control-Allow-Origin. A path with one
+HEAD is served beside every GET route. A path with one
 trailing slash (`/v1/chat/completions/`, as some SDKs build it from a base URL ending in '/') is served by the
 same handler instead of a 404, which clients that do not follow redirects would get from a redirect too. A
 request that sends `Expect: 100-continue` without a valid API key, or with a Content-Length over the body limit,
@@ -16,6 +14,7 @@ from typing import Awaitable, Callable
 from aiohttp import hdrs, web
 from aiohttp.http import HttpVersion11
 
+from gateway import cors
 from gateway.errors import ApiError, PayloadTooLarge
 
 
@@ -24,44 +23,6 @@ class ExpectationFailed(ApiError):
     status = 417
     type = "invalid_request_error"
     code = "expectation_failed"
-
-
-_ALLOW_METHODS = "GET, POST, DELETE, HEAD, OPTIONS"
-_DEFAULT_ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, Accept, X-Requested-With"
-_MAX_AGE_S = "600"
-# On every response: any origin may read it, the Retry-After of a 429/503, its X-Request-Id and, on the Anthropic
-# routes, Anthropic's request-id (the Anthropic SDK in a browser, dangerouslyAllowBrowser, reads it as _request_id).
-CORS_RESPONSE_HEADERS = {"Access-Control-Allow-Origin": "*",
-                         "Access-Control-Expose-Headers": "Retry-After, X-Request-Id, request-id"}
-
-
-def _preflight_headers(request: web.Request) -> dict:
-    asked = request.headers.get("Access-Control-Request-Headers")
-    return {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": _ALLOW_METHODS,
-            "Access-Control-Allow-Headers": asked or _DEFAULT_ALLOW_HEADERS, "Access-Control-Max-Age": _MAX_AGE_S,
-            "Allow": _ALLOW_METHODS}
-
-
-@web.middleware
-async def cors_middleware(request: web.Request, handler):
-    """Answers OPTIONS on any existing route with 200 (204 on Ollama's routes) and the CORS headers."""
-    if request.method != "OPTIONS":
-        return await handler(request)
-    error = request.match_info.http_exception
-    if error is not None and error.status == 404:
-        return await handler(request)
-    # As the engines answer it: vLLM (Starlette) 200 "OK", Ollama (gin-contrib/cors) 204 on its own /api routes.
-    ollama = request.path.startswith("/api/") and not request.path.startswith(("/api/v0/", "/api/v1/"))
-    if ollama:
-        return web.Response(status=204, headers=_preflight_headers(request))
-    return web.Response(status=200, text="OK", headers=_preflight_headers(request))
-
-
-async def add_cors_origin(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare hook: every response (also a stream, whose headers leave before the handler returns)
-    says any origin may read it."""
-    for name, value in CORS_RESPONSE_HEADERS.items():
-        response.headers.setdefault(name, value)
 
 
 def add_head_routes(app: web.Application) -> None:
@@ -136,8 +97,8 @@ def use_expect_handler(router: web.UrlDispatcher, handler: Callable[[web.Request
 
 
 def install(app: web.Application) -> None:
-    """Adds the CORS response hook, HEAD beside GET and the trailing-slash routes (the middleware goes in the app's
-    list)."""
-    app.on_response_prepare.append(add_cors_origin)
+    """Adds the CORS response hook (gateway.cors), HEAD beside GET and the trailing-slash routes (the CORS
+    middlewares go in the app's list)."""
+    app.on_response_prepare.append(cors.add_cors_headers)
     add_head_routes(app)
     add_trailing_slash_routes(app)

@@ -24,7 +24,7 @@ from gateway.access_log import access_logger_class
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_path
 from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
 from gateway import request_id_header
-from gateway.http_compat import CORS_RESPONSE_HEADERS
+from gateway.cors import CORS_KEY, CorsPolicy
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.lmstudio_shape import lmstudio_error
 from gateway.ollama_errors import ollama_error_response
@@ -154,7 +154,8 @@ class GatewayProtocol(web.RequestHandler):
         path = self._target if isinstance(exc, HttpProcessingError) else request.path
         response = api_error_response(path, parse_error(status, exc))
         # The app's response hooks (CORS, X-Request-Id) do not run for a request the parser rejected.
-        response.headers.update(CORS_RESPONSE_HEADERS)
+        policy = getattr(self._manager, "cors", None) or CorsPolicy()
+        response.headers.update(policy.response_headers(request.headers.get("Origin")))
         response.headers[request_id_header.HEADER] = request_id_header.request_id(request)
         response.force_close()
         return response
@@ -179,6 +180,8 @@ class GatewayRunner(web.AppRunner):
         server = await super()._make_server()
         # The app builds a plain web.Server (no hook for its protocol class); the subclass only adds __call__.
         server.__class__ = _GatewayServer
+        # For the CORS headers of the errors its protocol answers without the app.
+        server.cors = self._app.get(CORS_KEY)
         return server
 
 

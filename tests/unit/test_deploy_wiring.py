@@ -98,7 +98,7 @@ def test_the_balancers_own_503_exposes_the_headers_a_gateway_exposes():
     """nginx's 503 (no gateway answered) sends Anthropic's request-id on its routes, but exposed only Retry-After and
     X-Request-Id to browsers, where every gateway answer exposes request-id too (the Anthropic SDK in a browser reads
     it as _request_id)."""
-    from gateway.http_compat import CORS_RESPONSE_HEADERS
+    from gateway.cors import CORS_RESPONSE_HEADERS
     conf = (ROOT / "deploy/nginx.conf").read_text()
     exposed = re.findall(r'add_header Access-Control-Expose-Headers "([^"]*)" always;', conf)
     wanted = CORS_RESPONSE_HEADERS["Access-Control-Expose-Headers"]
