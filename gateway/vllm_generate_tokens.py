@@ -41,7 +41,9 @@ _SAMPLING = ("n", "presence_penalty", "frequency_penalty", "repetition_penalty",
 _NO_EFFECT = ("detokenize", "output_kind", "extra_args", "skip_clone")
 # The /v1/completions fields an error names -> this request's: the prompt is token_ids (where a message quotes it
 # too), a sampling field (an item of one too: stop_token_ids[0]) sits under sampling_params.
-_RENAMES = [(re.compile(r"'prompt(?=['\[])"), "'token_ids")]
+# GenerateRequest has no echo, so /v1/completions' "0 only with echo" is advice it cannot take: vLLM's
+# SamplingParams says "max_tokens must be at least 1, got 0".
+_RENAMES = [(re.compile(r"'prompt(?=['\[])"), "'token_ids"), (re.compile(r" \(0 only with echo: true\)"), "")]
 _PARAM_RENAMES = [(re.compile(r"^prompt\b"), "token_ids"),
                   (re.compile(rf"^(?=(?:{'|'.join(_SAMPLING)})\b)"), "sampling_params.")]
 _REQUEST = ("request_id", "token_ids", "sampling_params", "model", "stream", "stream_options", "cache_salt",

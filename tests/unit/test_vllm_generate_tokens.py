@@ -79,6 +79,17 @@ async def test_a_bad_body_is_a_400_naming_the_field(stack, body, param):
     assert not fake.script.requests
 
 
+@pytest.mark.parametrize("max_tokens", [0, -1, "0"])
+async def test_max_tokens_below_one_is_refused_without_the_echo_advice(stack, max_tokens):
+    """GenerateRequest has no echo (an echo sampling parameter is refused as unknown), so the 400 says what vLLM's
+    SamplingParams says, not /v1/completions' "(0 only with echo: true)"."""
+    client, fake = stack
+    status, got = await post(client, {"token_ids": [5, 6], "sampling_params": {"max_tokens": max_tokens}})
+    assert status == 400 and got["error"]["param"] == "sampling_params.max_tokens", got
+    assert got["error"]["message"] == f"max_tokens must be at least 1, got {int(max_tokens)}"
+    assert not fake.script.requests
+
+
 async def test_a_whole_serialized_sampling_params_is_taken(stack):
     client, fake = stack
     # vllm.SamplingParams(max_tokens=2) as msgspec.to_builtins writes it: every field, defaults and nulls included.
