@@ -20,7 +20,7 @@ class _Done:
 
 class ChoiceCalls:
     """Generation's scheduler side: one task a choice runs _run_choice, feeding Generation's queue; the state it
-    reads and writes (_queue, _generated, _ended, _admitted, the usage and timing fields) is set in
+    reads and writes (_queue, _generated, _new_line, _ended, _admitted, the usage and timing fields) is set in
     Generation.__init__."""
 
     async def _run_choice(self, index: int) -> None:
@@ -82,6 +82,7 @@ class ChoiceCalls:
             delta = out.push(message, finish)
             if delta is not None:
                 delta.num_tokens = self._generated[index]
+                self._new_line[index] = self._new_line[index] or "\n" in delta.content or "\n" in delta.reasoning
                 self._queue.put_nowait(delta)
             if delta is not None and delta.finish_reason:
                 if not message.finish_reason:

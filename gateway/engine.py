@@ -41,6 +41,7 @@ class Engine:
         self.load_state = LoadState()
         # The generations not yet collected, for abort_all (a closed one ignores it).
         self._live: "weakref.WeakSet[Generation]" = weakref.WeakSet()
+        self._next_task_id = 0   # the task id of the next choice started (llama.cpp's id_task on GET /slots)
 
     async def card(self) -> ModelCard:
         """The model card; fetched from the scheduler on first use, and again after the scheduler was unreachable or
@@ -142,7 +143,8 @@ class Engine:
 
     async def start(self, req: GenRequest) -> Generation:
         """Starts a Generation of `req` (its n scheduler calls) and counts the model as in use (keep_alive)."""
-        gen = Generation(self, req, await self.card())
+        gen = Generation(self, req, await self.card(), self._next_task_id)
+        self._next_task_id += req.num_choices
         self._live.add(gen)
         self.load_state.touch(req.keep_alive)
         return gen
@@ -171,6 +173,11 @@ class Engine:
     def num_generating(self) -> int:
         """Generations still running (started and not yet closed)."""
         return sum(not gen.closed for gen in self._live)
+
+    def running_choices(self) -> list:
+        """ChoiceProgress of every choice the scheduler runs for this gateway now, in the order they were started."""
+        choices = [choice for gen in list(self._live) for choice in gen.running_choices()]
+        return sorted(choices, key=lambda choice: choice.task_id)
 
     def abort_all(self, error: ApiError) -> int:
         """Ends every running generation with `error`; returns how many there were."""

@@ -136,3 +136,22 @@ class Usage:
     def total_tokens(self) -> int:
         """prompt_tokens + completion_tokens."""
         return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class ChoiceProgress:
+    """One running choice as a seat holds it (Generation.running_choices): llama.cpp's GET /slots states a busy slot's
+    task by these counts (tools/server server-context.cpp server_slot::to_json)."""
+    task_id: int          # the gateway's number of this choice, unique for the process's life
+    req: GenRequest
+    index: int            # the choice's index in its request
+    prompt_tokens: int
+    cached_tokens: int    # of those, prefix-cache hits (known once the scheduler answered for the prompt)
+    prefilled: bool       # the scheduler answered for it: its prompt is read
+    decoded: int          # tokens generated so far
+    new_line: bool        # a newline was in its text so far
+
+    @property
+    def limit(self) -> int:
+        """The choice's generation limit (its prompt's max_tokens)."""
+        return self.req.max_tokens_of(self.index // self.req.n)

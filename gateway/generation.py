@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from gateway import metrics
 from gateway.choice_calls import ChoiceCalls, _Done
 from gateway.errors import ApiError
-from gateway.gen_request import GenRequest, Usage
+from gateway.gen_request import ChoiceProgress, GenRequest, Usage
 from gateway.model import ModelCard
 from gateway.pipeline import Delta
 
@@ -36,8 +36,9 @@ async def _get(queue: asyncio.Queue, timeout: Optional[float]):
 class Generation(ChoiceCalls):
     """A running request: n scheduler calls (ChoiceCalls: gateway/choice_calls.py) feeding one queue of Deltas."""
 
-    def __init__(self, engine: "Engine", req: GenRequest, card: ModelCard):
+    def __init__(self, engine: "Engine", req: GenRequest, card: ModelCard, first_task_id: int = 0):
         self.req = req
+        self.first_task_id = first_task_id   # choice i's task id is first_task_id + i (running_choices)
         self._engine = engine
         self._card = card
         self._queue: asyncio.Queue = asyncio.Queue()
@@ -46,6 +47,7 @@ class Generation(ChoiceCalls):
         self._num_cached = [0] * len(req.all_prompt_ids)
         self._usage = Usage(prompt_tokens=sum(self._num_prompt))
         self._generated = [0] * req.num_choices
+        self._new_line = [False] * req.num_choices   # per choice, a newline was in its text so far
         self._sent = [0] * req.num_choices   # per choice, the num_tokens of its last Delta handed out by next()
         # Per choice: heard from the scheduler (its prompt was prefilled), and ended (a finish reason or an error).
         self._heard = [False] * req.num_choices
@@ -96,6 +98,19 @@ class Generation(ChoiceCalls):
         self._usage.completion_tokens = sum(self._generated)
         self._usage.per_prompt = list(zip(self._num_prompt, self._num_cached))
         return self._usage
+
+    def running_choices(self) -> list:
+        """ChoiceProgress of each choice a seat holds now: admitted by the scheduler and not ended (none once closed)."""
+        if self._closed:
+            return []
+        out = []
+        for index in range(self.req.num_choices):
+            if self._admitted[index] and not self._ended[index]:
+                prompt = index // self.req.n
+                out.append(ChoiceProgress(self.first_task_id + index, self.req, index, self._num_prompt[prompt],
+                                          self._num_cached[prompt], self._heard[index], self._generated[index],
+                                          self._new_line[index]))
+        return out
 
     def sent_usage(self) -> Usage:
         """Usage as of the Deltas next() has handed out: the tokens behind the text sent so far (the choices' calls

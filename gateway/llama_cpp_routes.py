@@ -14,6 +14,7 @@ from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, 
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.llama_cpp_slots import slot_entries
 from gateway.lmstudio_v1_request import zero_top_p
 from gateway.chat_prompt import prefill_final_assistant
 from gateway.control_tokens import unmark
@@ -203,16 +204,15 @@ class LlamaCppRoutes:
         raise NotImplementedApi("This server does not support changing global properties.", code="not_supported")
 
     async def slots(self, request: web.Request) -> web.Response:
-        """llama.cpp's GET /slots (on by default there): one entry per seat (SPARKINFER_MAX_NUM_SEQS), its window and
-        whether a request holds it, the first num_running ones busy (seats here are not tied to one request, and no
-        prompt or sampling of another client is shown); ?fail_on_no_slot=1 is its 503 while every seat is busy."""
+        """llama.cpp's GET /slots (on by default there): each seat, its window and whether a request holds it, with the
+        task counts of this gateway's running choices (gateway.llama_cpp_slots); ?fail_on_no_slot=1 is its 503 while
+        every seat is busy."""
         load = await self.engine.check_loaded(starting=LOADING)
         card = await self.engine.card()
-        busy = min(load.num_running, load.max_num_seqs)
-        if request.query.get("fail_on_no_slot") and busy >= load.max_num_seqs:
+        slots = slot_entries(load.max_num_seqs, load.num_running, card.max_context_len, self.engine.running_choices())
+        if request.query.get("fail_on_no_slot") and all(slot["is_processing"] for slot in slots):
             raise Unavailable("no slot available")
-        return json_response([{"id": i, "id_task": -1, "n_ctx": card.max_context_len, "speculative": False,
-                               "is_processing": i < busy} for i in range(load.max_num_seqs)])
+        return json_response(slots)
 
     async def slot_action(self, request: web.Request) -> web.Response:
         """POST /slots/{id}?action=save|restore|erase: 501 not_supported, llama.cpp's answer without --slot-save-path
