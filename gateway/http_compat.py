@@ -1,6 +1,6 @@
 """Gateway process: HTTP details clients rely on: HEAD, trailing slashes, Expect: 100-continue (CORS: gateway.cors).
 
-HEAD is served beside every GET route. A path with one
+HEAD is served beside every GET route. Runs of slashes in a path are read as one (`//v1/models`). A path with one
 trailing slash (`/v1/chat/completions/`, as some SDKs build it from a base URL ending in '/') is served by the
 same handler instead of a 404, which clients that do not follow redirects would get from a redirect too. A
 request that sends `Expect: 100-continue` without a valid API key, or with a Content-Length over the body limit,
@@ -9,13 +9,19 @@ first); an Expect other than 100-continue is a 417; each in the route's API erro
 """
 from __future__ import annotations
 
+import re
 from typing import Awaitable, Callable
 
 from aiohttp import hdrs, web
 from aiohttp.http import HttpVersion11
 
+from yarl import URL
+
 from gateway import cors
 from gateway.errors import ApiError, PayloadTooLarge
+
+
+_SLASHES = re.compile(r"/{2,}")
 
 
 class ExpectationFailed(ApiError):
@@ -35,6 +41,21 @@ def add_head_routes(app: web.Application) -> None:
             continue
         if not any(other.method == "HEAD" for other in resource):
             resource.add_route("HEAD", route.handler)
+
+
+def merging_slashes(request_factory: Callable) -> Callable:
+    """aiohttp's request factory (web.Server.request_factory), with runs of slashes in the path merged into one before
+    the request is routed, as nginx reads a URI (merge_slashes, on by default, and passed on merged by a proxy_pass
+    with a URI): a client joining a base URL that ends in '/' with a path that starts with one asks for
+    `//v1/chat/completions` (litellm-vscode-chat#53, aichat#767), a 404 that named no cause. The query and
+    percent-encoded slashes (%2F) are kept as sent."""
+    def make(message, *args):
+        if "//" in message.url.raw_path:
+            path = _SLASHES.sub("/", message.url.raw_path)
+            url = URL.build(path=path, query_string=message.url.raw_query_string, encoded=True)
+            message = message._replace(path=str(url), url=url)
+        return request_factory(message, *args)
+    return make
 
 
 def add_trailing_slash_routes(app: web.Application) -> None:

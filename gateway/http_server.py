@@ -25,6 +25,7 @@ from gateway.anthropic_shape import anthropic_error_response, is_anthropic_path
 from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeaderFieldsTooLarge, Timeout
 from gateway import request_id_header
 from gateway.cors import CORS_KEY, CorsPolicy
+from gateway.http_compat import merging_slashes
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.lmstudio_shape import lmstudio_error
 from gateway.ollama_errors import ollama_error_response
@@ -182,6 +183,7 @@ class GatewayRunner(web.AppRunner):
         server.__class__ = _GatewayServer
         # For the CORS headers of the errors its protocol answers without the app.
         server.cors = self._app.get(CORS_KEY)
+        server.request_factory = merging_slashes(server.request_factory)
         return server
 
 

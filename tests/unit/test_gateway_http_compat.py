@@ -205,3 +205,24 @@ async def test_every_get_route_answers_head_as_its_get(stack):
         get = await client.get(path, headers=AUTH)
         assert (path, head.status) == (path, get.status)
         assert head.headers.get("Content-Type") == get.headers.get("Content-Type")
+
+
+@pytest.mark.parametrize("method, path, body, key", [
+    ("POST", "//v1/chat/completions", {"messages": USER, "max_tokens": 2}, "choices"),
+    ("GET", "/v1//models", None, "data"),
+    ("POST", "//v1/messages", {"model": "default", "max_tokens": 2, "messages": USER}, "content"),
+    ("POST", "//api/chat", {"model": "default", "messages": USER, "stream": False}, "message"),
+    ("GET", "//api//tags/", None, "models"),
+    ("POST", "//completion?api-version=2024-02-01", {"prompt": "hi", "n_predict": 2}, "content"),
+])
+async def test_doubled_slashes_are_read_as_one(stack, method, path, body, key):
+    """A base URL ending in '/' joined with a path starting with one (litellm-vscode-chat#53: `https://host//v1/model/
+    info`) is served as nginx's merge_slashes reads it, not a 404."""
+    client, _ = stack
+    headers = {**AUTH, "anthropic-version": "2023-06-01"}
+    # The test client refuses a path it would read as a host ('//v1'): the session gets the whole URL.
+    url = str(client.make_url("/")).rstrip("/") + path
+    response = await client.session.request(method, url, headers=headers,
+                                            data=None if body is None else orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    assert key in orjson.loads(await response.read())

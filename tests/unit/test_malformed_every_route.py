@@ -213,7 +213,7 @@ async def test_a_method_a_route_lacks_is_a_405_with_allow_in_the_routes_shape(st
 @pytest.mark.parametrize("path, api", [("/nope", "openai"), ("/v1/nope", "openai"), ("/v1/messages/nope", "anthropic"),
                                        ("/api/nope", "ollama"), ("/api/chat/nope", "ollama"),
                                        ("/api/v0/nope", "openai"), ("/api/v1/nope", "openai"),
-                                       ("/v1//chat/completions", "openai"), ("/V1/models", "openai")])
+                                       ("/v1/chat/completion", "openai"), ("/V1/models", "openai")])
 @pytest.mark.parametrize("method", ["GET", "POST"])
 async def test_an_unknown_path_is_a_404_in_its_apis_shape(stack, path, api, method):
     client, _ = stack
