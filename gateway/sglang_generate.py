@@ -102,6 +102,10 @@ class GenerateShaper:
             # Set once the request finished, as SGLang's TokenizerManager sets it.
             meta["e2e_latency"] = time.monotonic() - self.received
         out = {"text": result.content, "output_ids": list(result.token_ids), "meta_info": meta}
+        if self.options.prompt_token_ids:
+            # SGLang's return_prompt_token_ids (TokenizerManager keeps the tokenized input's ids on the request's state
+            # and adds them to every answer, streamed ones too), which RL recorders read the prompt's tokens from.
+            out["prompt_token_ids"] = list(prompt_ids)
         if self.options.batch and self.options.stream:
             out["index"] = result.index
         return out

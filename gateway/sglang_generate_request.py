@@ -37,11 +37,28 @@ _SAMPLING_NO_EFFECT = ("stream_interval", "custom_params")
 # Request fields read below, or that change nothing here (log_metrics, routing and tracing hints, an SGLang session id
 # that does not alter the prompt, the prefix-cache key's extra and salt are read as vLLM's cache_salt).
 _READ = ("text", "input_ids", "sampling_params", "stream", "return_logprob", "logprob_start_len", "top_logprobs_num",
-         "return_text_in_logprobs", "rid", "model", "input_embeds", "image_data", "video_data", "audio_data")
+         "return_text_in_logprobs", "rid", "model", "input_embeds", "image_data", "video_data", "audio_data",
+         "return_prompt_token_ids")
 _NO_EFFECT = ("log_metrics", "session_id", "routed_dp_rank", "data_parallel_rank", "routing_key", "conversation_id",
               "external_trace_header", "received_time", "no_logs", "custom_labels", "priority", "background",
               "bootstrap_host", "bootstrap_port", "bootstrap_room", "bootstrap_pair_key", "decode_tp_size",
-              "disagg_prefill_dp_rank", "kv_router_hint", "extra_key", "return_entropy", "http_worker_ipc")
+              "disagg_prefill_dp_rank", "kv_router_hint", "extra_key", "http_worker_ipc")
+# GenerateReqInput fields whose answer SGLang gives and this server cannot (field -> asks for it?, why): a 400 naming
+# the field, as they were taken and dropped (token_ids_logprob gave no input/output_token_ids_logprobs, which scoring
+# clients read the label logprobs from). token_ids_logprob asks only with return_logprob, as SGLang reads it.
+_REFUSED = {
+    "token_ids_logprob": (lambda body: body.get("return_logprob"), "the logprobs of chosen token ids are not returned "
+                          "(top_logprobs_num's alternatives are); to score label tokens after a prompt, POST /v1/score "
+                          "with label_token_ids"),
+    "return_sampling_mask": (None, "the sampling support mask and renormalized logprobs are not returned"),
+    "return_flat_raw_top_logprobs": (None, "top logprobs come as [logprob, token id, text] lists only"),
+    "return_flat_raw_top_logprobs_b64": (None, "top logprobs come as [logprob, token id, text] lists only"),
+    "return_entropy": (None, "per-token entropy is not returned"),
+    "return_indexer_topk": (None, "this model has no sparse-attention indexer"),
+    "positional_embed_overrides": (None, "embedding overrides are not supported: send text or input_ids"),
+    "max_thinking_tokens": (None, "a thinking budget on /generate is not supported: send thinking_token_budget to "
+                            "/v1/completions or /v1/chat/completions"),
+}
 # Media inputs: the model reads text only.
 _MEDIA = ("image_data", "video_data", "audio_data")
 
@@ -55,6 +72,7 @@ class GenerateOptions:
     logprob_start_len: int = -1          # -1: output logprobs only (SGLang's default)
     text_in_logprobs: bool = False
     rid: object = None                   # a string, or one per prompt
+    prompt_token_ids: bool = False       # return_prompt_token_ids: each answer carries its prompt's ids
     batch: bool = False                  # a list of prompts or n > 1: the answer is a list, streamed with "index"
     max_new_tokens: Optional[int] = DEFAULT_MAX_NEW_TOKENS
     # max_new_tokens was sent: SGLang's TokenizerManager refuses one past the context (its default, 128, is capped at
@@ -82,6 +100,13 @@ def _prompt(body: dict):
 
 def _is_batch(prompt) -> bool:
     return isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], (str, list))
+
+
+def _refuse(body: dict) -> None:
+    """400 unsupported for a field in _REFUSED that asks for its answer (sent and not null, false, 0 or empty)."""
+    for key, (applies, why) in _REFUSED.items():
+        if body.get(key) not in (None, False, 0, [], {}, "") and (applies is None or applies(body)):
+            raise Unsupported(f"{key}: {why}", param=key)
 
 
 def _sampling(params, out: dict) -> None:
@@ -160,7 +185,8 @@ def completion_body(body) -> tuple[dict, GenerateOptions]:
     """The /v1/completions body (not streamed: the route streams it in SGLang's frames) and the answer's options."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", param=None)
-    unknown = [key for key in body if key not in _READ and key not in _NO_EFFECT]
+    _refuse(body)
+    unknown = [key for key in body if key not in _READ and key not in _NO_EFFECT and key not in _REFUSED]
     prompt = _prompt(body)
     out: dict = {"prompt": prompt, "max_tokens": DEFAULT_MAX_NEW_TOKENS}
     _sampling(body.get("sampling_params") or {}, out)
@@ -169,7 +195,8 @@ def completion_body(body) -> tuple[dict, GenerateOptions]:
         # SGLang's SamplingParams.verify words.
         raise InvalidRequest(f"max_new_tokens must be at least 0, got {limit}.", param="sampling_params.max_new_tokens")
     options = GenerateOptions(stream=bool(body.get("stream")), rid=body.get("rid"), max_new_tokens=limit,
-                              limit_sent=(body.get("sampling_params") or {}).get("max_new_tokens") is not None)
+                              limit_sent=(body.get("sampling_params") or {}).get("max_new_tokens") is not None,
+                              prompt_token_ids=bool(body.get("return_prompt_token_ids")))
     _logprob_options(body, options)
     if options.return_logprob:
         out["logprobs"] = options.top_logprobs_num

@@ -183,3 +183,48 @@ async def test_min_new_tokens_holds_off_only_the_end_tokens_not_stop_strings(sta
     assert status == 200 and fake.script.requests[-1].sampling.min_tokens == 3
     assert (answer["text"], answer["meta_info"]["finish_reason"]) == ("", {"type": "stop", "matched": "AB"})
     assert (await events(client, body))[-1]["meta_info"]["finish_reason"] == {"type": "stop", "matched": "AB"}
+
+
+async def test_return_prompt_token_ids_puts_the_prompts_ids_in_every_answer(stack):
+    # SGLang's TokenizerManager adds prompt_token_ids to each answer dict (streamed events too) when asked; RL
+    # recorders read the prompt's tokens there. It was dropped: the answers had no prompt_token_ids.
+    client, fake = stack
+    status, body = await post(client, {"text": ["a", "bc"], "return_prompt_token_ids": True,
+                                       "sampling_params": {"max_new_tokens": 1}})
+    assert status == 200, body
+    assert [item["prompt_token_ids"] for item in body] == [list(r.prompt_token_ids) for r in fake.script.requests]
+    got = await events(client, {"input_ids": [5, 6, 7], "return_prompt_token_ids": True,
+                                "sampling_params": {"max_new_tokens": 2}})
+    assert [e["prompt_token_ids"] for e in got] == [[5, 6, 7]] * len(got) and len(got) == 2
+    status, body = await post(client, {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 0},
+                                       "return_prompt_token_ids": True})
+    assert body["prompt_token_ids"] == [5, 6] and body["output_ids"] == []
+    status, body = await post(client, {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 1}})
+    assert "prompt_token_ids" not in body
+
+
+@pytest.mark.parametrize("extra", [
+    {"token_ids_logprob": [1, 2], "return_logprob": True},
+    {"return_sampling_mask": True, "return_logprob": True},
+    {"return_flat_raw_top_logprobs": True, "return_logprob": True, "top_logprobs_num": 2},
+    {"return_entropy": True},
+    {"return_indexer_topk": True},
+    {"max_thinking_tokens": 8},
+], ids=["token_ids_logprob", "sampling_mask", "flat_raw_top_logprobs", "entropy", "indexer_topk", "thinking_budget"])
+async def test_fields_whose_answer_is_not_given_are_a_400_naming_them(stack, extra):
+    # Each changes SGLang's answer (meta_info's input/output_token_ids_logprobs, the flat arrays, the entropy, ...);
+    # they were taken and dropped, the answer silently without them.
+    client, fake = stack
+    status, got = await post(client, {"text": "hi", "sampling_params": {"max_new_tokens": 1}, **extra})
+    field = next(iter(extra))
+    assert status == 400 and got["error"]["param"] == field and got["error"]["code"] == "unsupported", got
+    assert got["error"]["message"].startswith(f"{field}: ")
+    assert not fake.script.requests
+
+
+async def test_token_ids_logprob_without_return_logprob_and_false_flags_change_nothing(stack):
+    # SGLang returns the chosen ids' logprobs only with return_logprob; a flag sent false asks for nothing.
+    client, _ = stack
+    status, body = await post(client, {"text": "hi", "token_ids_logprob": [1], "return_entropy": False,
+                                       "max_thinking_tokens": None, "sampling_params": {"max_new_tokens": 1}})
+    assert status == 200 and body["text"] == "1", body
