@@ -146,7 +146,7 @@ class Engine:
         gen = Generation(self, req, await self.card(), self._next_task_id)
         self._next_task_id += req.num_choices
         self._live.add(gen)
-        self.load_state.touch(req.keep_alive)
+        self.load_state.touch(req.keep_alive, req.num_ctx)
         return gen
 
     async def complete(self, req: GenRequest) -> tuple[list[ChoiceResult], Usage]:

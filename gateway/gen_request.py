@@ -63,6 +63,7 @@ class GenRequest:
     extra_max_tokens: list = field(default_factory=list)  # their limits when they differ from max_tokens (the room)
     constraint: Optional[object] = None  # gateway.structured.Constraint the output must follow (None = free)
     keep_alive: Optional[float] = None   # Ollama's keep_alive, seconds (inf: forever); None: the 5m default (/api/ps)
+    num_ctx: Optional[int] = None        # Ollama's options.num_ctx, tokens (/api/ps); None: the model's window
     cache_salt: str = ""                 # vLLM's: prefix-cache entries are shared only within one salt ("" = none)
     priority: int = 0                    # vLLM's: lower values are scheduled first (int32 on the wire)
     # llama.cpp's t_max_predict_ms, in seconds: past it (from a choice's first token) the choice ends "length" after

@@ -142,7 +142,8 @@ class OllamaRoutes:
         if device is None:
             return json_response({"models": []})
         card, name = await self.engine.card(), await self.engine.served_name()
-        return json_response({"models": [ps_entry(card, name, expires, on_cpu=device.startswith("cpu"))]})
+        return json_response({"models": [ps_entry(card, name, expires, on_cpu=device.startswith("cpu"),
+                                                  context_length=self.engine.load_state.context_length)]})
 
     @ollama_errors
     async def show(self, request: web.Request) -> web.Response:
@@ -178,12 +179,12 @@ class OllamaRoutes:
                 # Ollama's handlers answer done_reason "load" after scheduleRunner has the runner, its error else
                 # (server/routes.go GenerateHandler, ChatHandler): `ollama run` preloads so and reports the failure.
                 await self.engine.check_loaded()
-            self.engine.load_state.touch(plan.keep_alive)
+            self.engine.load_state.touch(plan.keep_alive, plan.num_ctx)
             return json_response(load_response(plan, chat))
         if plan.render_only:
-            self.engine.load_state.touch(plan.keep_alive)
+            self.engine.load_state.touch(plan.keep_alive, plan.num_ctx)
             return json_response(render_response(plan, card, chat))
-        plan.gen.keep_alive = plan.keep_alive
+        plan.gen.keep_alive, plan.gen.num_ctx = plan.keep_alive, plan.num_ctx
         gen = await self.engine.start(plan.gen)
         if plan.stream:
             framer = NdjsonFramer(plan, card, gen, chat, received)
@@ -232,11 +233,11 @@ class OllamaRoutes:
                 # The embedding handlers schedule the runner with the request's options before they read the input
                 # (server/routes.go EmbedHandler, EmbeddingsHandler: scheduleRunner, modelOptions): a value of the
                 # wrong type is refused first, a load or text to embed alike.
-                parse_options(body.get("options"), await self.engine.card())
+                options = parse_options(body.get("options"), await self.engine.card())
                 answer = load(body)
                 if answer is not None:
                     await self.engine.check_loaded()  # after scheduleRunner, as for /api/generate's load
-                    self.engine.load_state.touch(keep_alive)
+                    self.engine.load_state.touch(keep_alive, options.num_ctx)
                     return json_response(answer)
         return ollama_error(NotImplementedApi(reason))
 

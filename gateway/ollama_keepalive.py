@@ -91,18 +91,24 @@ def parse_keep_alive(value: Any) -> Optional[float]:
 
 
 class LoadState:
-    """What /api/ps shows: when the model was last used and how long it is kept after that."""
+    """What /api/ps shows: when the model was last used, how long it is kept after that and the window it was last
+    "loaded" with."""
 
     def __init__(self) -> None:
         self.last_use = time.time()
         self.keep_alive = DEFAULT_KEEP_ALIVE_S
         self.unloaded = False
+        self.context_length: Optional[int] = None
 
-    def touch(self, keep_alive: Optional[float]) -> None:
-        """A request used the model; keep_alive 0 unloads it (after that request, for Ollama)."""
+    def touch(self, keep_alive: Optional[float], context_length: Optional[int] = None) -> None:
+        """A request used the model; keep_alive 0 unloads it (after that request, for Ollama). context_length is the
+        window it asked for (Ollama's options.num_ctx, clamped), None for the default one: Ollama reloads a runner
+        whose num_ctx differs from the request's (server/sched.go needsReload), so /api/ps's context_length is the
+        last request's window (ollama/ollama#11331: `ollama ps` shows 8192 after `/set parameter num_ctx 8192`)."""
         self.last_use = time.time()
         self.keep_alive = DEFAULT_KEEP_ALIVE_S if keep_alive is None else keep_alive
         self.unloaded = self.keep_alive == 0
+        self.context_length = context_length
 
     def release(self) -> None:
         """A generation finished: Ollama's keep_alive counts from when the model goes idle."""

@@ -75,11 +75,12 @@ def tags_entry(card: ModelCard, served_name: str) -> dict:
             "digest": _digest(card), "details": details, "capabilities": capabilities(card)}
 
 
-def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf"), on_cpu: bool = False) -> dict:
+def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf"), on_cpu: bool = False,
+             context_length: Optional[int] = None) -> dict:
     """One /api/ps model; expires_at is a Unix time (inf: kept forever, shown as Ollama shows it: now plus Go's
     longest Duration, 2^63 - 1 ns, about 292 years, the time.Now().Add(sessionDuration) of server/sched.go).
     size_vram is the part of it in GPU memory: 0 on the CPU, as Ollama reports a model it runs there (`ollama ps`
-    reads that as "100% CPU")."""
+    reads that as "100% CPU"). context_length is the window the model was last used with (None: the model's)."""
     name = tag_name(served_name)
     if expires_at == float("inf"):
         expires = datetime.now(timezone.utc) + timedelta(microseconds=(2**63 - 1) // 1000)
@@ -87,7 +88,7 @@ def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf")
         expires = datetime.fromtimestamp(expires_at, timezone.utc)
     return {"name": name, "model": name, "size": model_size(card), "digest": _digest(card),
             "details": model_details(card), "expires_at": created_at(expires), "size_vram": 0 if on_cpu else model_size(card),
-            "context_length": card.max_context_len}
+            "context_length": context_length or card.max_context_len}
 
 
 def capabilities(card: ModelCard) -> list:

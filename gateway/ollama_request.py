@@ -39,6 +39,7 @@ class OllamaPlan:
     keep_alive: Optional[float] = None    # seconds (inf: forever); None: not sent (Ollama's default, 5m)
     render_only: bool = False             # `_debug_render_only`: answer with the rendered prompt, generate nothing
     raw: bool = False                     # /api/generate raw: true (no template, Ollama's generic thinking parser)
+    num_ctx: Optional[int] = None         # the window options.num_ctx asks for (clamped); None: an unload's
 
 
 def _format_schema(value: Any) -> Optional[dict]:
@@ -126,6 +127,7 @@ def _common(body: dict, card: ModelCard, served_name: str,
         return plan, None, top
     plan.render_only = bool(body.get("_debug_render_only"))
     options = parse_options(body.get("options"), card)
+    plan.num_ctx = options.num_ctx
     plan.want_logprobs = top is not None
     return plan, options, top
 

@@ -202,3 +202,29 @@ async def test_ps_lists_the_model_until_its_last_generation_ends(client, unload)
     status, _ = await running
     assert status == 200 and still_running and during is not None
     assert await ps_expiry(client) is None
+
+
+async def ps_context_length(client):
+    models = orjson.loads(await (await client.get("/api/ps")).read())["models"]
+    return [entry["context_length"] for entry in models]
+
+
+async def test_ps_context_length_is_the_window_the_last_request_loaded(client):
+    """Ollama reloads a runner whose num_ctx differs from the request's (server/sched.go needsReload), so /api/ps
+    gives the window the model was last used with (ollama/ollama#11331: `ollama ps` shows 8192 after `/set parameter
+    num_ctx 8192`); clients that size prompts from /api/ps read it. It was always the model's context length."""
+    assert await ps_context_length(client) == [2048]
+    steps = [("/api/chat", {**CHAT, "options": {"num_ctx": 1024}}, [1024]),
+             ("/api/generate", {"model": "fake-model", "options": {"num_ctx": 512}}, [512]),
+             ("/api/generate", {"model": "fake-model", "prompt": "x", "stream": False, "think": False,
+                                "options": {"num_ctx": 300, "num_predict": 1}}, [300]),
+             ("/api/embed", {"model": "fake-model", "options": {"num_ctx": 256}}, [256]),
+             ("/api/chat", {**CHAT, "options": {"num_ctx": 99999}}, [2048]),     # clamped to the model's, as Ollama
+             ("/api/chat", {**CHAT, "options": {"num_ctx": 700}}, [700]),
+             ("/v1/chat/completions", {"model": "fake-model", "max_tokens": 1,
+                                       "messages": [{"role": "user", "content": "hi"}]}, [2048]),
+             ("/api/chat", {**CHAT, "options": {"num_ctx": 600}}, [600]),
+             ("/api/chat", CHAT, [2048])]                                   # no num_ctx: the default window
+    for path, body, expected in steps:
+        status, _ = await post(client, path, body)
+        assert status == 200 and await ps_context_length(client) == expected, (path, body)
