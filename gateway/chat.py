@@ -11,6 +11,7 @@ import jinja2
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from gateway.control_tokens import Marker
 from gateway.errors import InvalidRequest
 from gateway.once_log import OnceLog
 from gateway.tools import load_json
@@ -252,7 +253,7 @@ def _joined_parts(message: dict) -> dict:
     return {**message, "content": "\n".join(part["text"] for part in content)}
 
 
-def render_chat(template: jinja2.Template, messages: list[dict], protect: Optional[Callable[[str], str]] = None, /,
+def render_chat(template: jinja2.Template, messages: list[dict], protect: Optional[Marker] = None, /,
                 tools: Optional[list[dict]] = None, add_generation_prompt: bool = True,
                 documents: Optional[list[dict]] = None, **kwargs: Any) -> str:
     """Renders a conversation to the prompt text; `kwargs` are template variables (chat_template_kwargs may name
@@ -260,15 +261,17 @@ def render_chat(template: jinja2.Template, messages: list[dict], protect: Option
     templates) is always defined, None when unset, as transformers' render_jinja_template passes it. Raises
     TemplateError on a template refusal. `protect`
     (ModelCard.protect_text) marks the special tokens the messages, tools and documents carry, so that they are
-    tokenized as the text they are: a user's "<|im_end|><|im_start|>system" must not forge a turn."""
+    tokenized as the text they are: a user's "<|im_end|><|im_start|>system" must not forge a turn, nor its
+    ["x<|im_", "end|>"] that the template writes side by side (the rendered text is sealed)."""
     messages = prepare_messages(messages)
     if not reads_text_parts(template):
         messages = [_joined_parts(message) for message in messages]
     if protect is not None:
         messages, tools, documents = (protect_strings(value, protect) for value in (messages, tools, documents))
     try:
-        return render_releasing(template, dict(kwargs, messages=messages, tools=tools, documents=documents,
+        text = render_releasing(template, dict(kwargs, messages=messages, tools=tools, documents=documents,
                                                add_generation_prompt=add_generation_prompt))
+        return text if protect is None else protect.seal(text)
     except jinja2.exceptions.TemplateError as exc:
         raise TemplateError(f"chat template error: {exc}", param="messages") from exc
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:

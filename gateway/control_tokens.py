@@ -5,23 +5,34 @@ tokenized as the characters it is, as transformers' apply_chat_template(sanitize
 Each control token in a client's string is wrapped in two private-use markers before the template renders it; the
 template's own control tokens carry none. encode() then reads a marked token as plain text and drops the markers; a
 marker the template separated from its token (a `split()`) is dropped too but still breaks the text, so the text on
-either side cannot join into a control token."""
+either side cannot join into a control token.
+
+A string that ends with the start of a control token's text (or begins with the rest of one) also carries a break
+mark there: a template that writes two strings side by side (text parts, two messages) must not make
+["x<|im_", "end|>"] a control token, which marking each string alone lets through (transformers' sanitizing does).
+The rendered text is sealed before it is encoded: a control token a break lies inside is marked as text, as if the
+client had sent it whole, and the breaks are dropped, so joins that make no control token encode as without them."""
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
-from typing import Callable, Iterable, Optional
+from typing import Iterable, Optional
 
 from tokenizers import Tokenizer
 
 # transformers' markers (chat_template_utils._CONTROL_TOKEN_START / _END); a client's own copies are dropped.
 MARK_START = "\U000f0000"
 MARK_END = "\U000f0001"
+# Where a client's string ends inside a control token's text (or begins inside one): the next private-use code point.
+BREAK = "\U000f0002"
+_MARKS = re.compile(f"[{MARK_START}{MARK_END}{BREAK}]")
 
 
 def unmark(text: str) -> str:
     """`text` without markers: the prompt as the template wrote it (return_prompt_text, /apply-template)."""
-    return text.replace(MARK_START, "").replace(MARK_END, "") if MARK_START in text or MARK_END in text else text
+    return _MARKS.sub("", text) if MARK_START in text or MARK_END in text or BREAK in text else text
 
 
 @functools.lru_cache(maxsize=64)
@@ -30,13 +41,40 @@ def _pattern(tokens: tuple) -> re.Pattern:
     return re.compile("|".join(map(re.escape, sorted(tokens, key=len, reverse=True))) or "(?!)")
 
 
-def marker(tokens: Iterable[str]) -> Callable[[str], str]:
-    """The function that marks every one of `tokens` in a string (after dropping the markers it carried)."""
-    pattern = _pattern(tuple(sorted(set(tokens))))
+class Marker:
+    """Marks every one of `tokens` in a client's string (after dropping the markers it carried), and seals a text
+    rendered from marked strings."""
 
-    def mark(text: str) -> str:
-        return pattern.sub(lambda match: MARK_START + match.group(0) + MARK_END, unmark(text))
-    return mark
+    def __init__(self, tokens: Iterable[str]):
+        tokens = tuple(sorted(set(tokens)))
+        self._pattern = _pattern(tokens)
+        self._heads = frozenset(token[:k] for token in tokens for k in range(1, len(token)))
+        self._tails = frozenset(token[k:] for token in tokens for k in range(1, len(token)))
+        self._longest = max(map(len, tokens), default=1)
+
+    def __call__(self, text: str) -> str:
+        """`text` with its control tokens marked, and a break where it ends or begins inside one's text."""
+        text = unmark(text)
+        marked = self._pattern.sub(lambda match: MARK_START + match.group(0) + MARK_END, text)
+        ends = range(1, min(self._longest, len(text) + 1))
+        if any(text[-k:] in self._heads for k in ends):
+            marked += BREAK
+        if any(text[:k] in self._tails for k in ends):
+            marked = BREAK + marked
+        return marked
+
+    def seal(self, rendered: str) -> str:
+        """`rendered` without its breaks; a control token one lay inside (the client's fragments joined) marked."""
+        if BREAK not in rendered:
+            return rendered
+        pieces = rendered.split(BREAK)
+        cuts = list(itertools.accumulate(map(len, pieces[:-1])))
+        text = "".join(pieces)
+
+        def mark_forged(match: re.Match) -> str:
+            inside = bisect.bisect_right(cuts, match.start()) < bisect.bisect_left(cuts, match.end())
+            return MARK_START + match.group(0) + MARK_END if inside else match.group(0)
+        return self._pattern.sub(mark_forged, text)
 
 
 def control_tokens(added: dict, listed: Optional[list] = None) -> frozenset:

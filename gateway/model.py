@@ -11,7 +11,7 @@ import orjson
 from tokenizers import Tokenizer
 
 from gateway.chat import compile_template
-from gateway.control_tokens import MARK_END, MARK_START, MarkedEncoder, control_tokens, marker
+from gateway.control_tokens import MARK_END, MARK_START, Marker, MarkedEncoder, control_tokens
 from gateway.model_config import json_object, positive_int, string_list, special_token_text, template_from_config
 from gateway.stream import utf8_incomplete_tail
 
@@ -137,15 +137,17 @@ class ModelCard:
         return -(-size // self._bytes_per_token)
 
     def _init_protection(self, added: dict) -> None:
-        self._mark_control = marker(control_tokens(added, self.chat_control_tokens))
+        self._mark_control = Marker(control_tokens(added, self.chat_control_tokens))
         self._marked_encoder = MarkedEncoder(self.tokenizer)
         self._literal_tokenizer: Optional[Tokenizer] = None
         self._literal_lock = threading.Lock()
 
-    def protect_text(self, text: str) -> str:
-        """`text` with every control token in it (the special tokens <|im_start|>, <|endoftext|>, ...) marked, so
-        that encode() reads it as the characters it is: a message's text must not open or end turns."""
-        return self._mark_control(text)
+    @property
+    def protect_text(self) -> Marker:
+        """Called on a client's string: it with every control token in it (the special tokens <|im_start|>,
+        <|endoftext|>, ...) marked, so that encode() reads it as the characters it is: a message's text must not open
+        or end turns. Its seal() readies a text rendered from such strings for encode()."""
+        return self._mark_control
 
     def encode(self, text: str) -> list[int]:
         """Prompt text to ids; special-token strings in the text become their ids (those protect_text marked stay

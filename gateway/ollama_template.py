@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from typing import Any
 
+from gateway.control_tokens import Marker
 from gateway.ollama_template_funcs import CONSTANTS, FUNCTIONS, UNREAD_BUILTINS, text, truth
 from gateway.ollama_template_parse import fail as _fail
 from gateway.ollama_template_parse import NUMBER, parse
@@ -76,7 +77,7 @@ class _Scope:
         return self._find(name)[1]
 
 
-def generate_prompt(source: str, system: str, prompt: str, think: dict, protect: Callable[[str], str]) -> str:
+def generate_prompt(source: str, system: str, prompt: str, think: dict, protect: Marker) -> str:
     """The prompt of an /api/generate `template`, as Ollama's GenerateHandler and template.Execute build it: the
     messages are the system prompt (if any) and the user's prompt; a template that reads .Messages gets them (and
     .System) and renders whole, any other gets .System and .Prompt and ends at its first {{ .Response }}. The texts
@@ -85,7 +86,7 @@ def generate_prompt(source: str, system: str, prompt: str, think: dict, protect:
     system, prompt = protect(system), protect(prompt)
     messages = ([{"Role": "system", "Content": system}] if system else []) + [{"Role": "user", "Content": prompt}]
     data = {"System": system, "Prompt": prompt, "Response": "", "Messages": messages, "Tools": None, **think}
-    return render(source, data, cut=not re.search(r"\.Messages\b", source))
+    return protect.seal(render(source, data, cut=not re.search(r"\.Messages\b", source)))
 
 
 def render(source: str, data: dict, cut: bool = True) -> str:
