@@ -37,7 +37,8 @@ _SAMPLING = ("n", "presence_penalty", "frequency_penalty", "repetition_penalty",
              "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens", "logprobs",
              "prompt_logprobs", "skip_special_tokens", "spaces_between_special_tokens", "include_stop_str_in_output",
              "truncate_prompt_tokens", "structured_outputs", "logit_bias", "allowed_token_ids", "bad_words",
-             "thinking_token_budget", "logprob_token_ids", "repetition_detection", "logits_processors")
+             "thinking_token_budget", "logprob_token_ids", "repetition_detection", "logits_processors",
+             "max_repetition_pattern_size", "min_repetition_pattern_size", "repetition_min_count")
 _NO_EFFECT = ("detokenize", "output_kind", "extra_args", "skip_clone")
 # The /v1/completions fields an error names -> this request's: the prompt is token_ids (where a message quotes it
 # too), a sampling field (an item of one too: stop_token_ids[0]) sits under sampling_params.
