@@ -3,8 +3,9 @@
 The server runs with aiohttp's auto_decompress off (see http_server.SERVER_OPTIONS): aiohttp's own decoder turns a
 corrupt gzip body into a 500 and an unknown encoding into a plain-text 400 before any handler runs. Here a
 corrupt or truncated body is a typed 400, an encoding we cannot decode a 415, and the decoded size is held
-to the same limit as the wire size (a zip bomb is a 413). The whole body must arrive within the body timeout (408
-past it), so that a body shorter than its Content-Length, or one sent a byte a second, holds no handler for ever.
+to the same limit as the wire size (a zip bomb is a 413). The whole body must arrive within the body timeout, or keep
+coming at MIN_BODY_RATE (408 past it), so that a body shorter than its Content-Length, or one sent a byte a second,
+holds no handler for ever.
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ _HANDED_ON_KEY = web.RequestKey("handed_on_body", object)
 # Seconds a request's whole body may take to arrive once its head is read (GatewayConfig.body_timeout_s).
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout_s", float)
 DEFAULT_BODY_TIMEOUT_S = 60.0
+# Bytes a second a body must average to be given more than the body timeout (a byte-a-second trickle is not).
+MIN_BODY_RATE = 16 * 1024
 
 
 def _encodings(request: web.Request) -> list[str]:
@@ -58,14 +61,17 @@ def _inflate(raw: bytes, encoding: str, limit: int, wbits: int = 0) -> bytes:
 
 async def _read_raw(request: web.Request) -> bytes:
     """The body as sent, up to the server's client_max_size (413 past it, as request.read() answers), within the body
-    timeout (408 past it, with the connection closed: the rest of that body may still come).
+    timeout (408 past it, with the connection closed: the rest of that body may still come). A large body on a slow
+    link (a 10 MB prompt of images at 1 Mbit/s takes 80 s) is given more time while it keeps coming at MIN_BODY_RATE
+    on average, with no gap as long as the timeout (nginx's client_body_timeout, 60 s between two reads): vLLM
+    (uvicorn) and Ollama (Go's http.Server without a ReadTimeout) set no limit at all, where the timeout alone cut it.
 
     Not request.read(): it keeps the bytes on the request, and aiohttp's connection loop
     (web_protocol.RequestHandler.start) keeps the last request until the keep-alive connection's next one arrives or
     it times out, so every idle keep-alive client (OpenAI's and Ollama's clients pool their connections) pinned its
     last body, up to 32 MiB each. aiohttp sets no limit on the time a body takes; the timeout counts the whole body,
-    as Go's http.Server ReadTimeout does (nginx's client_body_timeout, 60 s, answers 408 too, but restarts on every
-    read, which a client sending a byte a second never trips).
+    as Go's http.Server ReadTimeout does, unless it keeps coming at MIN_BODY_RATE (nginx's client_body_timeout alone
+    restarts on every read, which a client sending a byte a second never trips).
     """
     declared = request.content_length
     if declared is not None and declared > request.client_max_size:
@@ -77,11 +83,14 @@ async def _read_raw(request: web.Request) -> bytes:
     request.content.set_read_chunk_size(request.client_max_size)
     loop = asyncio.get_running_loop()
     timeout = request.app.get(BODY_TIMEOUT_KEY, DEFAULT_BODY_TIMEOUT_S)
-    deadline = loop.time() + timeout
+    started = loop.time()
     chunks, size = [], 0
     while True:
+        # A body still coming at MIN_BODY_RATE on average gets the time it needs, with no silence of `timeout`.
+        deadline = started + max(timeout, size / MIN_BODY_RATE)
         try:
-            chunk = await asyncio.wait_for(request.content.readany(), max(0.0, deadline - loop.time()))
+            wait = min(max(0.0, deadline - loop.time()), timeout)
+            chunk = await asyncio.wait_for(request.content.readany(), wait)
         except asyncio.TimeoutError:
             expected = f" of the {request.content_length}" if request.content_length is not None else ""
             raise RequestTimeout(f"the request body did not arrive within {timeout:g} s (SPARKINFER_BODY_TIMEOUT_S): "

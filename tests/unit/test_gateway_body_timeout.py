@@ -130,3 +130,39 @@ def test_the_timeouts_are_read_from_their_variables(monkeypatch):
     assert (parse_config([]).body_timeout_s, parse_config([]).keep_alive_timeout_s) == (7.5, 9.0)
     assert parse_config(["--body-timeout-seconds", "3"]).body_timeout_s == 3.0
     assert parse_config(["--keep-alive-timeout-seconds", "4"]).keep_alive_timeout_s == 4.0
+
+
+async def _send_in_chunks(port: int, head: bytes, body: bytes, num_chunks: int, every_s: float) -> tuple[bytes, float]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic()
+    writer.write(head)
+    try:
+        step = -(-len(body) // num_chunks)
+        for i in range(0, len(body), step):
+            await asyncio.sleep(every_s)
+            writer.write(body[i:i + step])
+        return await asyncio.wait_for(_answer(reader), 10 * TIMEOUT_S + 5), time.monotonic() - started
+    finally:
+        writer.close()
+
+
+async def test_a_large_body_on_a_slow_link_is_served_past_the_timeout(port):
+    """A body that keeps coming at MIN_BODY_RATE or more is given the time it needs: a 10 MB prompt at 1 Mbit/s takes
+    80 s, which the 60 s whole-body limit cut with a 408 where vLLM and Ollama set no limit. Here 2.5x the timeout at
+    about 10x MIN_BODY_RATE."""
+    padded = BODY[:-1] + b" " * (256 * 1024) + b"}"
+    head = _post(PATHS["openai"], b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(padded))
+    raw, took = await _send_in_chunks(port, head, padded, num_chunks=12, every_s=TIMEOUT_S * 2.5 / 12)
+    status, _, body = _parse(raw)
+    assert status == 200, raw[:400]
+    assert body["object"] == "chat.completion" and took > TIMEOUT_S * 2
+
+
+async def test_a_body_that_stops_coming_is_cut_after_the_timeout_however_much_came(port):
+    """No gap in a body may last the timeout (nginx's client_body_timeout), even after a fast start."""
+    padded = BODY[:-1] + b" " * (256 * 1024) + b"}"
+    head = _post(PATHS["ollama"], b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(padded))
+    raw, took = await _send_and_read(port, head + padded[:200 * 1024])
+    status, _, body = _parse(raw)
+    assert status == 408 and f"{200 * 1024} of the {len(padded)} bytes came" in body["error"]
+    assert TIMEOUT_S <= took < TIMEOUT_S + 2
