@@ -1,6 +1,6 @@
 """Gateway process: the functions a per-request Ollama template (Go text/template) may call: Go's builtins not, and,
-or, eq, ne, lt, le, gt, ge, len, slice, index, print, printf, println and Ollama's currentDate, yesterdayDate, json
-(template/template.go funcs); and how a value prints."""
+or, eq, ne, lt, le, gt, ge, len, slice, index, print, printf, println and Ollama's currentDate, yesterdayDate, json,
+toTypeScriptType (template/template.go funcs); and how a value prints."""
 from __future__ import annotations
 
 import datetime
@@ -158,4 +158,7 @@ FUNCTIONS = {
     "currentDate": lambda *_: datetime.date.today().isoformat(),
     "yesterdayDate": lambda *_: (datetime.date.today() - datetime.timedelta(days=1)).isoformat(),
     "json": lambda a: _go_json(a),
+    # A tool property's TypeScript type there (gpt-oss's template calls it in its range over .Tools), "any" for any
+    # other value; a per-request template on /api/generate is given no tools, so every value here is "any".
+    "toTypeScriptType": lambda _value: "any",
 }

@@ -39,8 +39,11 @@ async def test_a_template_comparing_lengths_makes_the_prompt(stack):
     # dropped; they made strings of 100 MB here.
     ('{{ printf "a%99999999db" 1 }}|{{ printf "%.99999999f x" 1 }}|{{ len (printf "%9999999d" 1) }}',
      "a%!(NOVERB)%!(EXTRA int=1)|%!(NOVERB)%!(EXTRA int=1)|9999999"),
+    # Ollama's toTypeScriptType (template/template.go funcs): "any" for a value that is no tool property; it was Go's
+    # 'function "toTypeScriptType" not defined'.
+    ('{{ toTypeScriptType (index .Messages 2) }}|{{ toTypeScriptType .Nope }}|{{ toTypeScriptType 1 }}', "any|any|any"),
 ], ids=["printf joins systems", "comparisons", "index", "print and println", "printf verbs", "printf mismatches",
-        "printf width past fmt's bound"])
+        "printf width past fmt's bound", "toTypeScriptType"])
 def test_gos_builtin_functions(source, rendered):
     assert render(source, {"Messages": MESSAGES}, cut=False) == rendered
 
