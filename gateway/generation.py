@@ -100,7 +100,7 @@ class Generation(ChoiceCalls):
         return self._usage
 
     def running_choices(self) -> list:
-        """ChoiceProgress of each choice a seat holds now: admitted by the scheduler and not ended (none once closed)."""
+        """ChoiceProgress of each choice a seat holds now: admitted and not ended (none once the request is closed)."""
         if self._closed:
             return []
         out = []

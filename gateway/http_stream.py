@@ -71,8 +71,9 @@ async def _write_all(response: web.StreamResponse, frames: list[bytes]) -> None:
 
 
 async def stream_generation(request: web.Request, gen: Generation, framer: Framer,
-                            keepalive_s: float) -> web.StreamResponse:
-    """Streams gen to the client; cancels it when the client goes away or anything fails."""
+                            keepalive_s: float, pings: bool = True) -> web.StreamResponse:
+    """Streams gen to the client; cancels it when the client goes away or anything fails. pings false: no keep-alive
+    on a silent stream (llama.cpp's sse_ping_interval -1)."""
     try:
         started = time.monotonic()
         # Before any header: every choice admitted (or the refusal of one, as the whole request's status).
@@ -83,7 +84,7 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         sent = gen.sent_usage()
         try:
             await _write_all(response, framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens, sent.per_prompt)))
-            await _pump(response, gen, framer, first, keepalive_s)
+            await _pump(response, gen, framer, first, keepalive_s, pings)
         except ApiError as exc:
             # Headers are gone already: the error travels in the stream's own framing.
             await _write_all(response, framer.error(exc, gen.usage()))
@@ -100,7 +101,8 @@ async def stream_generation(request: web.Request, gen: Generation, framer: Frame
         await gen.close()
 
 
-async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, first, keepalive_s: float) -> None:
+async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, first, keepalive_s: float,
+                pings: bool = True) -> None:
     """Writes gen's frames as they come, and a keep-alive whenever nothing was written for keepalive_s: silence on the
     wire, not between Deltas, since Deltas may give no frame for long (a tool call is held back until it is whole: a
     long file written as a call's argument sent nothing for minutes, and proxies and client idle timeouts cut it).
@@ -115,7 +117,7 @@ async def _pump(response: web.StreamResponse, gen: Generation, framer: Framer, f
                 return
             frames = [] if delta is _NO_EVENT else framer.delta(delta, gen.sent_usage())
             if not frames and time.monotonic() - last_write >= keepalive_s:
-                frames = [ping for ping in (framer.keepalive(),) if ping]
+                frames = [ping for ping in (framer.keepalive(),) if ping and pings]
                 last_write = time.monotonic()     # a framer without keep-alives (Ollama's NDJSON) stays silent
             if frames:
                 await _write_all(response, frames)

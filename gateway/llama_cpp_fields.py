@@ -52,6 +52,8 @@ SCHEMA = {
     # The generation's time limit in ms (0 or less: none), checked at each newline: max_predict_s reads it. llama.cpp
     # keeps it in an int64_t; past that ("9" * 400 sent as a string) it overflowed the division: a 500.
     "t_max_predict_ms": {"type": ["integer", "null"], "minimum": -2**63, "maximum": 2**63 - 1},
+    # Seconds between keep-alive comments on a silent stream for this request (0 or less: none): sse_pings reads it.
+    "sse_ping_interval": {"type": ["number", "null"]},
 }
 
 
@@ -146,6 +148,18 @@ def max_predict_s(body: dict) -> Optional[float]:
     output stops after the next piece of text holding a newline (that piece kept), with stop_type "limit"."""
     value = body.get("t_max_predict_ms")
     return value / 1000 if value is not None and value > 0 else None
+
+
+def sse_pings(body, server_s: float) -> tuple[float, bool]:
+    """(keep-alive period, whether keep-alives are sent) of a streamed request: llama.cpp's sse_ping_interval, "interval
+    in seconds between SSE comment pings emitted while the stream stays silent ... Overrides the server
+    --sse-ping-interval setting for this request, -1 disables pings" (tools/server/README.md, /completion options);
+    0 or less sends none; absent or null, the server's period (SPARKINFER_SSE_KEEPALIVE_SECONDS)."""
+    # Read as the request's schema read it ("5" is 5, pydantic's lax mode); the body was validated before.
+    value = lax_scalars(body.get("sse_ping_interval"), SCHEMA["sse_ping_interval"]) if isinstance(body, dict) else None
+    if not isinstance(value, int | float):
+        return server_s, True
+    return (float(value), True) if value > 0 else (server_s, False)
 
 
 def fold_n_cmpl(body):

@@ -10,7 +10,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_server_seed
+from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_server_seed, sse_pings
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
@@ -160,8 +160,7 @@ class LlamaCppRoutes:
         self.build_info = f"sparkinfer {version}"
 
     def register(self, app: web.Application) -> None:
-        """Adds llama.cpp server's own routes: /props, /completion(s), /slots, /lora-adapters, /apply-template, /infill
-        and the rerank paths."""
+        """Adds llama-server's: /props, /completion(s), /slots, /lora-adapters, /apply-template, /infill, /rerank."""
         app.router.add_get("/props", self.props)
         app.router.add_post("/props", self.set_props)
         app.router.add_post("/completion", self.completion)
@@ -278,7 +277,8 @@ class LlamaCppRoutes:
         shaper = LlamaCppShaper(plan, card, _requested(body), gen, fields, timings_per_token=body.get(
             "timings_per_token") is True, return_progress=body.get("return_progress") is True)
         if plan.stream:
-            return await stream_generation(request, gen, LlamaCppFramer(shaper), self.config.sse_keepalive_s)
+            return await stream_generation(request, gen, LlamaCppFramer(shaper),
+                                           *sse_pings(body, self.config.sse_keepalive_s))
         results = await self.engine.results(gen)
         return json_response(shaper.response(results, gen.usage(), return_tokens))
 

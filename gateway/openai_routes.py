@@ -14,7 +14,7 @@ from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import EMBEDDINGS_UNSUPPORTED, ApiError, InvalidRequest, NotImplementedApi, Unsupported
 from gateway.http_stream import open_stream, stream_generation
 from gateway.legacy_functions import legacy_functions, named_as_sent
-from gateway.llama_cpp_fields import content_ids, with_pieces
+from gateway.llama_cpp_fields import content_ids, sse_pings, with_pieces
 from gateway.llama_cpp_shape import model_meta, models_entry
 from gateway.openai_checks import check_tools, null_max_tokens_as_default, vocab_ids
 from gateway.openai import chat_prompt_text, check_messages_and_tools, parse_chat
@@ -168,7 +168,8 @@ class OpenAIRoutes:
             gen = shaper.timed = await self.engine.start(plan.gen)
             shaper.timings_per_token = body.get("timings_per_token") is True
             shaper.return_progress = body.get("return_progress") is True
-            return await stream_generation(request, gen, ChatFramer(shaper), self.config.sse_keepalive_s)
+            return await stream_generation(request, gen, ChatFramer(shaper),
+                                           *sse_pings(body, self.config.sse_keepalive_s))
         results, shaper.timed = await self.engine.run(plan.gen)
         return json_response(shaper.response(results, shaper.timed.usage()))
 
@@ -192,7 +193,7 @@ class OpenAIRoutes:
             gen = framer.timed = await self.engine.start(plan.gen)
             framer.timings_per_token = body.get("timings_per_token") is True
             framer.return_progress = body.get("return_progress") is True
-            return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
+            return await stream_generation(request, gen, framer, *sse_pings(body, self.config.sse_keepalive_s))
         results, gen = await self.engine.run(plan.gen)
         return json_response(completion_response(plan, card, rid, results, gen.usage(), gen))
 
