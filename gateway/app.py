@@ -33,6 +33,7 @@ from gateway.open_files import raise_open_files_limit
 from gateway.prefix_cache_routes import PrefixCacheRoutes
 from gateway.probe_routes import ProbeRoutes
 from gateway.responses import ResponsesRoutes
+from gateway.route_hints import base_url_hint
 from gateway.sagemaker import SageMakerRoutes
 from gateway.cancel_routes import CancelRoutes
 from gateway.sglang_generate import SGLangGenerateRoutes
@@ -50,19 +51,10 @@ PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
 _OPEN_PATHS = ("/health", "/v1/health", "/ping", "/health_generate", "/metrics", "/version", "/", "/models")
 
 
-def _doubled_prefix_hint(path: str) -> str:
-    """A path under /v1/v1/ comes from a base URL ending in /v1 given to a client that adds /v1 itself (the Anthropic
-    SDKs and Claude Code add /v1/messages to ANTHROPIC_BASE_URL); vLLM answers it a bare 404 too, so the 404 says
-    which base URL to give instead (the OpenAI SDKs take http://host:port/v1, the Anthropic ones http://host:port)."""
-    if not path.startswith("/v1/v1/"):
-        return ""
-    return (" (the base URL given to the client ends in /v1 and the client adds /v1 itself: give it the server's "
-            "address without /v1, http://host:port, as the Anthropic SDKs and Claude Code take it)")
-
-
-def _http_error(exc: web.HTTPException, path: str) -> ApiError:
+def _http_error(exc: web.HTTPException, request: web.Request) -> ApiError:
+    path = request.path
     if exc.status == 404:
-        return NotFound(f"no route {path}{_doubled_prefix_hint(path)}", code="not_found")
+        return NotFound(f"no route {path}{base_url_hint(request)}", code="not_found")
     if isinstance(exc, web.HTTPMethodNotAllowed):
         # RFC 9110: a 405 lists the methods the route takes.
         allow = ", ".join(sorted(exc.allowed_methods))
@@ -95,7 +87,7 @@ async def error_middleware(request: web.Request, handler):
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        error = _http_error(exc, request.path)
+        error = _http_error(exc, request)
         error.status = exc.status
         response = _error_response(request, error)
     except asyncio.CancelledError:
