@@ -1,0 +1,77 @@
+"""vLLM's render routes (fake scheduler), POST /v1/chat/completions/render and /v1/completions/render, as
+vllm/entrypoints/serve/render/serving.py answers them: the request rendered and tokenized, nothing generated, as the
+GenerateRequest that /inference/v1/generate takes (one for a chat, a list of one per prompt for completions). Both
+were a 404, so RL rollout clients and routers that render before posting token ids could not run against this server."""
+import orjson
+import pytest
+
+REPLY = "1, 2, 3, 4, 5"
+CHAT = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
+        "max_tokens": 3, "temperature": 0}
+
+
+async def post(client, path, body) -> tuple[int, object]:
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+async def test_a_chat_renders_to_its_prompt_ids_and_sampling_params_without_generating(stack):
+    client, fake = stack
+    status, body = await post(client, "/v1/chat/completions/render", {**CHAT, "stop": ["x"], "seed": 7,
+                                                                        "cache_salt": "s", "priority": 2})
+    assert status == 200, body
+    assert not fake.script.requests
+    # The ids the chat route sends the scheduler for the same request.
+    status, _ = await post(client, "/v1/chat/completions", CHAT)
+    assert body["token_ids"] == list(fake.script.requests[0].prompt_token_ids)
+    assert body["request_id"].startswith("chatcmpl-") and body["features"] is None
+    assert (body["model"], body["stream"], body["stream_options"], body["cache_salt"], body["priority"],
+            body["kv_transfer_params"]) == ("default", False, None, "s", 2, None)
+    params = body["sampling_params"]
+    assert (params["max_tokens"], params["temperature"], params["seed"], params["stop"], params["n"],
+            params["output_kind"]) == (3, 0.0, 7, ["x"], 1, 2)
+
+
+async def test_the_rendered_request_generates_what_the_chat_would(stack):
+    client, fake = stack
+    status, rendered = await post(client, "/v1/chat/completions/render", {**CHAT, "logprobs": True, "top_logprobs": 2})
+    assert rendered["sampling_params"]["logprobs"] == 2
+    status, body = await post(client, "/inference/v1/generate", rendered)
+    assert status == 200, body
+    request = fake.script.requests[0]
+    assert list(request.prompt_token_ids) == rendered["token_ids"] and request.max_tokens == 3
+    assert body["choices"][0]["token_ids"] == fake.tokenizer.encode(REPLY).ids[:3]
+
+
+async def test_completions_render_one_request_per_prompt(stack):
+    client, fake = stack
+    status, body = await post(client, "/v1/completions/render", {"model": "default", "prompt": [[5, 6], [7]],
+                                                                  "max_tokens": 2, "stream": True,
+                                                                  "stream_options": {"include_usage": True}})
+    assert status == 200 and isinstance(body, list), body
+    assert [item["token_ids"] for item in body] == [[5, 6], [7]] and not fake.script.requests
+    assert all(item["request_id"].startswith("cmpl-") for item in body)
+    assert [item["sampling_params"]["max_tokens"] for item in body] == [2, 2]
+    assert body[0]["stream_options"] == {"include_usage": True} and body[0]["sampling_params"]["output_kind"] == 1
+
+
+@pytest.mark.parametrize("extra,expected", [
+    ({"response_format": {"type": "json_object"}}, {"json_object": True}),
+    ({"guided_regex": "[ab]+"}, {"regex": "[ab]+"}),
+    ({"structured_outputs": {"choice": ["yes", "no"]}}, {"choice": ["yes", "no"]}),
+], ids=["json_object", "guided_regex", "structured_outputs"])
+async def test_the_output_constraint_is_carried_as_structured_outputs(stack, extra, expected):
+    client, _ = stack
+    status, body = await post(client, "/v1/chat/completions/render", {**CHAT, **extra})
+    assert status == 200 and body["sampling_params"]["structured_outputs"] == expected, body
+
+
+async def test_errors_are_the_generation_routes_and_a_forced_tool_call_is_refused(stack):
+    client, fake = stack
+    status, body = await post(client, "/v1/completions/render", {"model": "default", "prompt": ""})
+    assert status == 400 and body["error"]["param"] == "prompt", body
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    status, body = await post(client, "/v1/chat/completions/render", {**CHAT, "tools": tools,
+                                                                        "tool_choice": "required"})
+    assert status == 400 and body["error"]["param"] == "tool_choice", body
+    assert not fake.script.requests
