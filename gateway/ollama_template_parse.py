@@ -7,7 +7,7 @@ import re
 from gateway.errors import InvalidRequest
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
-_TERM = re.compile(r'\s*(\(|\)|"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\$?[A-Za-z_]*(?:\.[A-Za-z_]\w*)+|'
+_TERM = re.compile(r'\s*(\(|\)|\||"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\$?[A-Za-z_]*(?:\.[A-Za-z_]\w*)+|'
                    r'\$\w*|\.|[A-Za-z_]\w*)')
 # A number constant: an integer, or a float with a fraction or an exponent (Go's 1.5, 2e3).
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
@@ -127,10 +127,22 @@ def _else_body(pieces: list, i: int, in_range: bool) -> tuple[list, int]:
     return body, i + 1
 
 
+def _piped(command: list, stages: list, text: str) -> list:
+    """A pipeline as the one command Go runs: each stage's result is the last argument of the next (.Prompt | printf
+    "%q" is printf "%q" .Prompt), the stages before `command` given in order."""
+    if not command or not all(stages):
+        raise fail(f"missing command in {{{{ {text} }}}}")
+    result = stages[0] if stages else command
+    for stage in [*stages[1:], command] if stages else []:
+        result = [*stage, result]
+    return result
+
+
 def _expr(text: str) -> list:
     """A command as nested lists of terms: ["eq", ".Role", '"user"'], a parenthesized command a list, and a field of
-    its result ((index .Messages 0).Content) the tuple ("field", [command], ".Content")."""
-    stack, pos = [[]], 0
+    its result ((index .Messages 0).Content) the tuple ("field", [command], ".Content"); a pipeline is the command it
+    amounts to (_piped)."""
+    stack, pipes, pos = [[]], [[]], 0
     while pos < len(text.rstrip()):
         match = _TERM.match(text, pos)
         if not match or not match.group(1):
@@ -144,13 +156,17 @@ def _expr(text: str) -> list:
             raise fail(f"parentheses nest more than {_MAX_DEPTH} deep")
         elif term == "(":
             stack.append([])
+            pipes.append([])
+        elif term == "|":
+            pipes[-1].append(stack[-1])
+            stack[-1] = []
         elif term == ")" and len(stack) > 1:
-            inner = stack.pop()
+            inner = _piped(stack.pop(), pipes.pop(), text)
             stack[-1].append(inner)
         elif term == ")":
             raise fail(f"unbalanced parentheses in {{{{ {text} }}}}")
         else:
             stack[-1].append(term)
-    if len(stack) != 1 or not stack[0]:
+    if len(stack) != 1 or not stack[0] and not pipes[0]:
         raise fail(f"unsupported action {{{{ {text} }}}}")
-    return stack[0]
+    return _piped(stack[0], pipes[0], text)

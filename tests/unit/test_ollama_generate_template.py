@@ -48,7 +48,7 @@ async def test_the_templates_tokens_are_control_tokens_the_prompts_are_text(stac
 async def test_an_unsupported_action_is_ollamas_400(stack):
     client, fake = stack
     response = await client.post("/api/generate", data=orjson.dumps(
-        {"model": "default", "stream": False, "prompt": "Why?", "template": "{{ .Prompt | printf \"%q\" }}"}))
+        {"model": "default", "stream": False, "prompt": "Why?", "template": "{{ template \"x\" . }}"}))
     assert response.status == 400 and orjson.loads(await response.read())["error"].startswith("template: ")
 
 

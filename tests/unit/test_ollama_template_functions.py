@@ -42,8 +42,12 @@ async def test_a_template_comparing_lengths_makes_the_prompt(stack):
     # Ollama's toTypeScriptType (template/template.go funcs): "any" for a value that is no tool property; it was Go's
     # 'function "toTypeScriptType" not defined'.
     ('{{ toTypeScriptType (index .Messages 2) }}|{{ toTypeScriptType .Nope }}|{{ toTypeScriptType 1 }}', "any|any|any"),
+    # A pipeline: each stage's result is the next one's last argument (text/template's "pipeline"); it was the 400
+    # 'unsupported action'.
+    ('{{ (index .Messages 2).Content | printf "%s!" | printf "<%s>" }}|{{ if .Messages | len | eq 3 }}3{{ end }}|'
+     '{{ $n := .Messages | len }}{{ $n }}|{{ (.Messages | len) }}|{{ printf "a|b" }}', "<Q!>|3|3|3|a|b"),
 ], ids=["printf joins systems", "comparisons", "index", "print and println", "printf verbs", "printf mismatches",
-        "printf width past fmt's bound", "toTypeScriptType"])
+        "printf width past fmt's bound", "toTypeScriptType", "pipelines"])
 def test_gos_builtin_functions(source, rendered):
     assert render(source, {"Messages": MESSAGES}, cut=False) == rendered
 
@@ -53,6 +57,7 @@ def test_gos_builtin_functions(source, rendered):
     ("{{ ge 1 1.5 }}", "error calling ge: incompatible types for comparison"),
     ("{{ index .Messages 5 }}", "error calling index: index out of range: 5"),
     ('{{ printf "%x" 1 }}', "error calling printf: the verb %x is not supported"),
+    ("{{ .Messages | }}", "missing command in {{ .Messages | }}"),
 ])
 def test_what_go_refuses_is_a_400(source, message):
     with pytest.raises(InvalidRequest) as info:
