@@ -7,6 +7,7 @@ of one per prompt for completions. RL rollout clients (slime's and SkyRL's vLLM 
 (llm-d's token producer) render there and post the ids to /inference/v1/generate; both routes were a 404."""
 from __future__ import annotations
 
+import json
 import uuid
 
 from aiohttp import web
@@ -19,6 +20,7 @@ from gateway.openai import parse_chat
 from gateway.openai_checks import null_max_tokens_as_default
 from gateway.openai_completion import parse_completion
 from gateway.openai_routes import check_request_template
+from gateway.structured import ANY_OBJECT, response_format_schema
 from gateway.web import json_response, read_json
 
 # vLLM's RequestOutputKind: what a streamed request gets each step (DELTA) or only the final output (FINAL_ONLY), as
@@ -35,11 +37,15 @@ def structured_outputs(body: dict):
     given = body.get("structured_outputs")
     out = dict(given) if isinstance(given, dict) else {}
     out.update({key: body[name] for name, key in _GUIDED if body.get(name) is not None})
-    response_format = body.get("response_format") if isinstance(body.get("response_format"), dict) else {}
-    if response_format.get("type") == "json_schema":
-        out["json"] = (response_format.get("json_schema") or {}).get("schema", {})
-    elif response_format.get("type") == "json_object":
-        out["json_object"] = True
+    response_format = body.get("response_format") if isinstance(body.get("response_format"), dict) else None
+    if response_format and response_format.get("type") == "structural_tag":
+        # vLLM folds the whole structural_tag response_format in as its JSON text.
+        out["structural_tag"] = json.dumps(response_format, ensure_ascii=False)
+    elif response_format:
+        # Read as the generation routes read it (llama.cpp's schema beside the type too): any object is json_object.
+        schema = response_format_schema(response_format)
+        if schema is not None:
+            out.update({"json_object": True} if schema is ANY_OBJECT else {"json": schema})
     return out or None
 
 

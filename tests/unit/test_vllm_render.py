@@ -59,7 +59,11 @@ async def test_completions_render_one_request_per_prompt(stack):
     ({"response_format": {"type": "json_object"}}, {"json_object": True}),
     ({"guided_regex": "[ab]+"}, {"regex": "[ab]+"}),
     ({"structured_outputs": {"choice": ["yes", "no"]}}, {"choice": ["yes", "no"]}),
-], ids=["json_object", "guided_regex", "structured_outputs"])
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}}},
+     {"json": {"type": "integer"}}),
+    # llama.cpp's form, the schema beside the type, as the chat route reads it.
+    ({"response_format": {"type": "json_object", "schema": {"type": "integer"}}}, {"json": {"type": "integer"}}),
+], ids=["json_object", "guided_regex", "structured_outputs", "json_schema", "schema-beside-type"])
 async def test_the_output_constraint_is_carried_as_structured_outputs(stack, extra, expected):
     client, _ = stack
     status, body = await post(client, "/v1/chat/completions/render", {**CHAT, **extra})
