@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from gateway import metrics
 from gateway.choice_calls import ChoiceCalls, _Done
+from gateway.delta_queue import DeltaQueue, unfold
 from gateway.errors import ApiError
 from gateway.gen_request import ChoiceProgress, GenRequest, Usage
 from gateway.model import ModelCard
@@ -41,7 +42,7 @@ class Generation(ChoiceCalls):
         self.first_task_id = first_task_id   # choice i's task id is first_task_id + i (running_choices)
         self._engine = engine
         self._card = card
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._queue: asyncio.Queue = DeltaQueue()
         self._num_prompt = [len(ids) for ids in req.all_prompt_ids]
         # Per prompt, like _num_prompt: what its first choice (the one prompt_tokens counts) took from the prefix cache.
         self._num_cached = [0] * len(req.all_prompt_ids)
@@ -124,6 +125,7 @@ class Generation(ChoiceCalls):
         while self._running:
             # One already queued is taken without a wait: asyncio.wait_for made a Task and a timer for every token.
             item = self._queue.get_nowait() if not self._queue.empty() else await _get(self._queue, timeout)
+            item = unfold(item)
             if (delta := await self._take(item)) is not _AGAIN:
                 return delta
         return None
