@@ -45,14 +45,15 @@ def _message(error: ApiError) -> str:
     return f"prompt is too long: {error.num_prompt} tokens > {error.ctx} maximum{lower_bound}"
 
 
-def error_status_and_body(error: ApiError) -> tuple[int, dict]:
-    """(HTTP status, Anthropic error body) for a typed error; its `details` (error_code) where it has them."""
+def error_status_and_body(error: ApiError, request_id: Optional[str] = None) -> tuple[int, dict]:
+    """(HTTP status, Anthropic error body) for a typed error; its `details` (error_code) where it has them; its
+    request_id is req_ and the request's X-Request-Id when given (a fresh one else)."""
     status = OVERLOADED_STATUS if isinstance(error, Overloaded) else error.status
     kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
     details = getattr(error, "details", None)
     return status, {"type": "error", "error": {"type": kind, "message": _message(error),
                                                **({"details": details} if details else {})},
-                    "request_id": f"req_{secrets.token_hex(12)}"}
+                    "request_id": f"req_{request_id or secrets.token_hex(12)}"}
 
 
 def is_anthropic_path(path: str) -> bool:
@@ -77,9 +78,10 @@ def is_anthropic_request(request) -> bool:
 REQUEST_ID_HEADER = "request-id"
 
 
-def anthropic_error_response(error: ApiError) -> web.Response:
-    """The error as Anthropic sends it (its Retry-After kept), the body's request_id also in its request-id header."""
-    status, body = error_status_and_body(error)
+def anthropic_error_response(error: ApiError, request_id: Optional[str] = None) -> web.Response:
+    """The error as Anthropic sends it (its Retry-After kept), the body's request_id also in its request-id header:
+    req_ and `request_id` (the request's X-Request-Id, as a success's request-id is), else a fresh one."""
+    status, body = error_status_and_body(error, request_id)
     return json_response(body, status=status, headers={**(error.headers or {}),
                                                        REQUEST_ID_HEADER: body["request_id"]})
 

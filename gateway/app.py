@@ -69,8 +69,13 @@ def _error_response(request: web.Request, error: ApiError) -> web.Response:
     """The error in the shape of the API the request speaks: the path's, or Anthropic's for its SDKs' /v1/models. An
     error that says Connection: close (a body cut off or late) closes it: aiohttp took the header alone for keep-alive
     and went on reading the rest of that body for its lingering time (10 s) first."""
-    response = (anthropic_error_response(error) if is_anthropic_request(request)
-                else api_error_response(request.path, error))
+    if is_anthropic_request(request):
+        # One id for the request: the access log's and X-Request-Id's, and the SDK's APIStatusError.request_id.
+        rid = request_id_header.request_id(request)
+        response = anthropic_error_response(error, rid)
+        response.headers[request_id_header.HEADER] = rid
+    else:
+        response = api_error_response(request.path, error)
     if error.headers.get("Connection", "").lower() == "close":
         response.force_close()
     return response

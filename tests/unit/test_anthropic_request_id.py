@@ -1,6 +1,7 @@
 """Gateway over the fake scheduler: Anthropic's routes answer with Anthropic's request-id header, which its SDKs read
 as `message._request_id` and `APIStatusError.request_id` (both were None: only X-Request-Id was sent). An error's
-header is its body's request_id; other APIs keep X-Request-Id alone."""
+header is its body's request_id, req_ and the request's X-Request-Id as a success's; other APIs keep X-Request-Id
+alone."""
 import pytest
 
 from tests.unit.test_anthropic_messages import BASE
@@ -27,6 +28,11 @@ async def test_an_errors_request_id_header_is_its_bodys(stack, body, status):
     assert response.status == status
     payload = await response.json()
     assert payload["request_id"].startswith("req_") and response.headers["request-id"] == payload["request_id"]
+    # One id for the request, as a success's: the access log's (X-Request-Id) is the SDK's APIStatusError.request_id.
+    assert payload["request_id"] == "req_" + response.headers["X-Request-Id"]
+    traced = await client.post("/v1/messages", json=body, headers={"X-Request-Id": "trace-9"})
+    assert (await traced.json())["request_id"] == traced.headers["request-id"] == "req_trace-9"
+    assert traced.headers["X-Request-Id"] == "trace-9"
 
 
 async def test_other_apis_send_no_anthropic_header(stack):
