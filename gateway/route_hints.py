@@ -34,7 +34,11 @@ def base_url_hint(request: web.Request) -> str:
     if hint or not path.startswith("/"):
         return hint
     routes = _plain_paths(request.app)
-    segments = path.split("/")[1:]
+    # Empty segments (a %2F the router did not split on) say nothing of the base URL: a path that is a route
+    # without them gets no hint.
+    segments = [part for part in path.split("/") if part]
+    if "/" + "/".join(segments) in routes:
+        return ""
     for start in range(1, len(segments)):
         added = "/" + "/".join(segments[start:])
         if added not in routes:
