@@ -12,6 +12,7 @@ from llguidance.gbnf_to_lark import any_to_lark, is_lark_syntax
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
 from gateway.once_log import OnceLog
+from gateway.schema_bounds import lenient
 from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
@@ -281,6 +282,10 @@ def guided_constraint(body: dict, card, thinking_open: bool) -> Optional[tuple[C
         return None
     if kind in ("json", "json_object"):
         schema = ANY_OBJECT if kind == "json_object" else _json_schema(value, param)
+        if param == "json_schema":
+            # llama.cpp's own field: its json-schema-to-grammar skips every keyword it has no rule for (its visit()),
+            # so llama-server serves a schema with uniqueItems (pydantic's set), not, if / then, ... unenforced.
+            schema = lenient(schema)
         return json_constraint(schema, thinking_open, card, param), param
     if kind == "grammar":
         return _grammar_constraint(value, param, thinking_open, card), param
