@@ -38,6 +38,7 @@ from gateway.sagemaker import SageMakerRoutes
 from gateway.cancel_routes import CancelRoutes
 from gateway.sglang_generate import SGLangGenerateRoutes
 from gateway.vllm_generate_tokens import VLLMTokensRoutes
+from gateway.vllm_derender import VLLMDerenderRoutes
 from gateway.vllm_render import VLLMRenderRoutes
 from gateway.sglang_info import SGLangInfoRoutes
 from gateway.web import BODY_LIMIT_KEY
@@ -234,6 +235,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     CancelRoutes(app[ENGINE_KEY]).register(app)
     VLLMTokensRoutes(app[ENGINE_KEY], config).register(app)
     VLLMRenderRoutes(app[ENGINE_KEY], config).register(app)
+    VLLMDerenderRoutes(app[ENGINE_KEY], config).register(app)
     PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
     ProbeRoutes(app[ENGINE_KEY], VERSION).register(app)
     http_compat.install(app)

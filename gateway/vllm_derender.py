@@ -1,0 +1,134 @@
+"""Gateway process: vLLM's derender routes, POST /v1/chat/completions/derender and POST /v1/completions/derender
+(vllm/entrypoints/serve/disagg/protocol.py DerenderChatRequest / DerenderCompletionRequest): the token ids an
+/inference/v1/generate answer holds turned into the chat.completion or text_completion the request would have got,
+through the same detokenizer, stop strings, reasoning split and tool-call parsing as the generation routes, nothing
+generated. The last step of vLLM's scale-out flow (render, /inference/v1/generate, derender); both routes were a 404.
+Only the whole-answer form is served: the streamed one (a chunk and the client-carried stream_state) is a 400."""
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from gateway.completion_shape import completion_response
+from gateway.config import GatewayConfig
+from gateway.engine import Engine
+from gateway.errors import InvalidRequest, Unsupported
+from gateway.gen_request import ChoiceResult, Usage
+from gateway.offload import run_cpu
+from gateway.openai import parse_chat
+from gateway.openai_completion import parse_completion
+from gateway.openai_plan import check_model
+from gateway.openai_shape import ChatShaper
+from gateway.pipeline import ChoiceOutput
+from gateway.schema_validate import validate
+from gateway.web import json_response, read_json
+from proto import pb
+
+_CHOICE = {"type": "object", "required": ["token_ids"], "properties": {
+    "index": {"type": "integer", "minimum": 0}, "token_ids": {"type": "array", "items": {"type": "integer"}},
+    "finish_reason": {"enum": ["stop", "length", "abort", None]}}}
+_RESPONSE = {"type": "object", "required": ["choices"], "properties": {
+    "request_id": {"type": ["string", "null"]}, "choices": {"type": "array", "items": _CHOICE}}}
+_COMMON = {"model": {"type": "string"}, "stream": {"type": ["boolean", "null"]}}
+CHAT_SCHEMA = {"type": "object", "required": ["model", "generate_response"], "properties": {
+    **_COMMON, "generate_response": _RESPONSE, "prompt_tokens": {"type": ["integer", "null"], "minimum": 0},
+    "chat_request": {"type": ["object", "null"]}}}
+COMPLETION_SCHEMA = {"type": "object", "required": ["model", "generate_responses"], "properties": {
+    **_COMMON, "generate_responses": {"type": "array", "minItems": 1, "items": _RESPONSE},
+    "prompt_tokens": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}},
+    "completion_request": {"type": ["object", "null"]}}}
+# Without the original request: a one-message chat / a one-token prompt, read as the routes read a plain request.
+_STAND_IN_CHAT = {"messages": [{"role": "user", "content": "."}]}
+
+
+def _checked(body, schema: dict) -> dict:
+    """The body checked against its schema; the streamed form (stream true: a generate_chunk and the client-carried
+    stream_state) is refused first, as it has no generate_response."""
+    if isinstance(body, dict) and body.get("stream") is True:
+        raise Unsupported("stream: streaming derender (one generate chunk and its stream_state a call) is not "
+                          "supported: send the whole generate_response", param="stream")
+    validate(body, schema)
+    return body
+
+
+def _message(token_ids: list, finish: str, stop_ids: set) -> "pb.GenerateResponse":
+    """The scheduler's last message for these ids: the eos / stop id that ended a "stop" choice is its stop_token_id,
+    not text, as the scheduler sends it (/inference/v1/generate's token_ids end with it)."""
+    stop_id = token_ids[-1] if finish == "stop" and token_ids and token_ids[-1] in stop_ids else -1
+    shown = token_ids[:-1] if stop_id >= 0 else token_ids
+    return pb.GenerateResponse(token_ids=shown, finish_reason=finish, stop_token_id=stop_id,
+                               num_generated_tokens=len(token_ids))
+
+
+def choice_results(plan, card, choices: list, first_index: int = 0) -> list:
+    """Each generate choice run through the routes' text pipeline (ChoiceOutput) as one scheduler message."""
+    gen = plan.gen
+    gen.num_logprobs = None    # the derendered answer carries text; logprobs stay in the generate response
+    stop_ids = set(card.eos_token_ids) | set(gen.stop_token_ids)
+    results = []
+    for offset, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0))):
+        index = first_index + offset
+        finish = choice.get("finish_reason") or "stop"
+        out, result = ChoiceOutput(index, gen, card), ChoiceResult(index)
+        delta = out.push(_message(list(choice["token_ids"]), finish, stop_ids), finish)
+        if delta is not None:
+            result.absorb(delta)
+        result.finish_reason = result.finish_reason or finish
+        results.append(result)
+    return results
+
+
+def _plain(plan, had_request: bool):
+    """A plan read from a stand-in request answers nothing about that request's prompt."""
+    plan.prompt.vllm_top = None
+    if not had_request:
+        plan.return_token_ids = False
+    return plan
+
+
+class VLLMDerenderRoutes:
+    """POST /v1/chat/completions/derender, POST /v1/completions/derender."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine, self.config = engine, config
+
+    def register(self, app: web.Application) -> None:
+        """Adds vLLM's two derender routes."""
+        app.router.add_post("/v1/chat/completions/derender", self.chat)
+        app.router.add_post("/v1/completions/derender", self.completions)
+
+    async def chat(self, request: web.Request) -> web.Response:
+        """The chat.completion of one generate response, parsed with chat_request's tools and reasoning settings."""
+        body = _checked(await read_json(request), CHAT_SCHEMA)
+        card, served = await self.engine.card(), await self.engine.served_name()
+        check_model(body["model"], card, served)
+        chat_request = {key: value for key, value in (body.get("chat_request") or _STAND_IN_CHAT).items()
+                        if key not in ("model", "stream", "stream_options")}
+        plan = _plain(await run_cpu(parse_chat, chat_request, card, served,
+                                    self.config.exclude_tools_when_tool_choice_none), "chat_request" in body)
+        generated = body["generate_response"]
+        results = choice_results(plan, card, generated["choices"])
+        usage = Usage(body.get("prompt_tokens") or 0, sum(len(c["token_ids"]) for c in generated["choices"]))
+        shaper = ChatShaper(plan, card, generated.get("request_id") or f"chatcmpl-{uuid.uuid4().hex}")
+        return json_response(shaper.response(results, usage))
+
+    async def completions(self, request: web.Request) -> web.Response:
+        """The text_completion of one generate response per prompt, its choices numbered across them."""
+        body = _checked(await read_json(request), COMPLETION_SCHEMA)
+        card, served = await self.engine.card(), await self.engine.served_name()
+        check_model(body["model"], card, served)
+        responses, counts = body["generate_responses"], body.get("prompt_tokens")
+        if counts is not None and len(counts) != len(responses):
+            raise InvalidRequest(f"prompt_tokens length ({len(counts)}) must equal generate_responses length "
+                                 f"({len(responses)})", param="prompt_tokens")
+        completion_request = {key: value for key, value in (body.get("completion_request") or {"prompt": [0]}).items()
+                              if key not in ("model", "stream", "stream_options")}
+        plan = _plain(await run_cpu(parse_completion, completion_request, card, served), "completion_request" in body)
+        plan.echo_texts = plan.echo_texts if len(plan.echo_texts) == len(responses) else []
+        results = []
+        for generated in responses:
+            results += choice_results(plan, card, generated["choices"], len(results))
+        usage = Usage(sum(counts or []), sum(len(r.token_ids) for r in results))
+        rid = responses[0].get("request_id") or f"cmpl-{uuid.uuid4().hex}"
+        return json_response(completion_response(plan, card, rid, results, usage))

@@ -1,0 +1,77 @@
+"""vLLM's derender routes (fake scheduler), POST /v1/chat/completions/derender and /v1/completions/derender, as
+vllm/entrypoints/serve/disagg/protocol.py defines them: an /inference/v1/generate answer's token ids turned into the
+chat.completion / text_completion the request would have got (reasoning split, tool calls, stop strings, echo). Both
+were a 404, so vLLM's scale-out flow (render, generate, derender) stopped at its last step."""
+import orjson
+import pytest
+
+CHAT = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
+        "max_tokens": 4, "temperature": 0}
+TOOLS = [{"type": "function", "function": {"name": "get", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+async def post(client, path, body) -> tuple[int, object]:
+    response = await client.post(path, data=orjson.dumps(body))
+    return response.status, orjson.loads(await response.read())
+
+
+def same(a: dict, b: dict) -> bool:
+    drop = ("id", "created", "timings")
+    return {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
+
+
+async def test_render_generate_derender_is_the_chat_routes_answer(stack):
+    client, _ = stack
+    status, rendered = await post(client, "/v1/chat/completions/render", CHAT)
+    status, generated = await post(client, "/inference/v1/generate", rendered)
+    status, body = await post(client, "/v1/chat/completions/derender", {
+        "model": "default", "generate_response": generated, "prompt_tokens": len(rendered["token_ids"]),
+        "chat_request": CHAT})
+    assert status == 200, body
+    status, chat = await post(client, "/v1/chat/completions", CHAT)
+    assert same(body, chat), (body, chat)
+    assert body["choices"][0]["message"]["content"] and body["usage"]["prompt_tokens"] == len(rendered["token_ids"])
+
+
+async def test_a_tool_call_in_the_ids_is_parsed_with_the_requests_tools(stack):
+    client, fake = stack
+    text = "<tool_call>\n<function=get>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+    ids = fake.tokenizer.encode(text).ids + [fake.eos_id]
+    status, body = await post(client, "/v1/chat/completions/derender", {
+        "model": "default", "chat_request": {**CHAT, "tools": TOOLS},
+        "generate_response": {"request_id": "g1", "choices": [{"index": 0, "token_ids": ids,
+                                                               "finish_reason": "stop"}]}})
+    assert status == 200, body
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and not choice["message"]["content"]
+    call = choice["message"]["tool_calls"][0]["function"]
+    assert (call["name"], orjson.loads(call["arguments"])) == ("get", {"city": "Paris"})
+    assert body["usage"]["completion_tokens"] == len(ids) and not fake.script.requests
+
+
+async def test_completions_derender_numbers_the_choices_across_prompts_with_echo(stack):
+    client, fake = stack
+    request = {"model": "default", "prompt": ["ab", "c"], "max_tokens": 3, "echo": True, "temperature": 0}
+    status, rendered = await post(client, "/v1/completions/render", request)
+    generated = [(await post(client, "/inference/v1/generate", r))[1] for r in rendered]
+    status, body = await post(client, "/v1/completions/derender", {
+        "model": "default", "generate_responses": generated, "completion_request": request,
+        "prompt_tokens": [len(r["token_ids"]) for r in rendered]})
+    assert status == 200, body
+    status, whole = await post(client, "/v1/completions", request)
+    assert same(body, whole), (body, whole)
+    assert [c["index"] for c in body["choices"]] == [0, 1] and body["choices"][1]["text"].startswith("c")
+
+
+@pytest.mark.parametrize("path,body,param", [
+    ("/v1/chat/completions/derender", {"model": "default", "stream": True, "generate_chunk": {}}, "stream"),
+    ("/v1/chat/completions/derender", {"model": "default"}, "generate_response"),
+    ("/v1/completions/derender", {"model": "default", "generate_responses": [{"choices": []}],
+                                  "prompt_tokens": [1, 2]}, "prompt_tokens"),
+    ("/v1/chat/completions/derender", {"model": "nope", "generate_response": {"choices": []}}, "model"),
+], ids=["stream", "no-response", "prompt-tokens-length", "unknown-model"])
+async def test_a_bad_derender_body_names_the_field(stack, path, body, param):
+    client, _ = stack
+    status, got = await post(client, path, body)
+    assert status in (400, 404) and got["error"]["param"] == param, got
