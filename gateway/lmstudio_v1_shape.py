@@ -15,6 +15,7 @@ from gateway.errors import ApiError
 from gateway.lmstudio_shape import publisher
 from gateway.model import ModelCard
 from gateway.ollama_models import arch_family, model_details, model_size
+from gateway.openai_shape import SSE_HEADERS
 from gateway.stream import SseFramer
 from gateway.text_parts import TextParts
 
@@ -109,7 +110,7 @@ def sse_named(payload: dict) -> bytes:
 class V1ChatFramer(SseFramer):
     """The /api/v1/chat event stream: each block (reasoning, message) opened, fed deltas and closed in order."""
     content_type = "text/event-stream"
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    headers = SSE_HEADERS
 
     def __init__(self, card: ModelCard, model: str, gen: Generation, received: float):
         self.card, self.model, self.gen, self.received = card, model, gen, received

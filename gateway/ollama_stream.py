@@ -9,11 +9,9 @@ from gateway.errors import ApiError
 from gateway.model import ModelCard
 from gateway.ollama_request import OllamaPlan
 from gateway.ollama_models import created_at
+from gateway.openai_shape import SSE_HEADERS
 from gateway.ollama_shape import (NDJSON_CONTENT_TYPE, OllamaOutput, Piece, chunk, durations_ns, final, final_metrics,
                                   ndjson_line)
-
-NDJSON_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
 
 def metrics_for(gen: Generation, received: float, usage: Usage) -> dict:
     """Ollama's count and duration fields for a finished generation."""
@@ -25,7 +23,7 @@ class NdjsonFramer:
     """Ollama stream: one done:false object per piece, each tool call in an object as soon as it is whole (the
     ones read together share one), then done:true."""
     content_type = NDJSON_CONTENT_TYPE
-    headers = NDJSON_HEADERS
+    headers = SSE_HEADERS
 
     def __init__(self, plan: OllamaPlan, card: ModelCard, gen: Generation, chat: bool, received: float):
         self.plan, self.gen, self.chat, self.received = plan, gen, chat, received

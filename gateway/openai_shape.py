@@ -16,8 +16,11 @@ from gateway.stream import sse_event
 from gateway.openai_usage import chat_usage
 from gateway.tool_stream import CallDelta, ToolCallStream
 
-# No Connection header: HTTP/1.1 keeps the connection by default, and an HTTP/1.0 stream must end with it.
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The headers of every stream, SSE and NDJSON: no Connection header (HTTP/1.1 keeps the connection by default, and an
+# HTTP/1.0 stream must end with it); X-Accel-Buffering: no, so nginx passes each event on as it comes (llama.cpp#20872);
+# no-transform, so a compressing proxy (Caddy's encode, Traefik's compress, express' compression()) does not hold
+# the events in its encoder's buffer until a block fills (agentrove#869, express-sse#31).
+SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 
 
 def with_sampled(entry: TokenLogprob) -> list:

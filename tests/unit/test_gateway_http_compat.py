@@ -226,3 +226,24 @@ async def test_doubled_slashes_are_read_as_one(stack, method, path, body, key):
                                             data=None if body is None else orjson.dumps(body))
     assert response.status == 200, await response.text()
     assert key in orjson.loads(await response.read())
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": USER, "max_tokens": 2, "stream": True}),
+    ("/v1/messages", {"model": "default", "max_tokens": 2, "messages": USER, "stream": True}),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 2, "stream": True}),
+    ("/api/chat", {"model": "default", "messages": USER}),
+    ("/api/v1/chat", {"model": "default", "input": "hi", "max_output_tokens": 2, "stream": True}),
+    ("/completion", {"prompt": "hi", "n_predict": 2, "stream": True}),
+])
+async def test_every_stream_tells_proxies_not_to_buffer_or_compress_it(stack, path, body):
+    """nginx holds a stream without X-Accel-Buffering: no (llama.cpp#20872), and a compressing proxy (Caddy's encode,
+    Traefik's compress) holds small events in its encoder's buffer unless the response says no-transform
+    (agentrove#869), as Ollama's NDJSON lines too."""
+    client, _ = stack
+    response = await client.post(path, headers={**AUTH, "anthropic-version": "2023-06-01"}, data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    assert await response.read()
+    assert response.headers["X-Accel-Buffering"] == "no"
+    directives = {d.strip() for d in response.headers["Cache-Control"].split(",")}
+    assert {"no-cache", "no-transform"} <= directives
