@@ -28,8 +28,10 @@ ALLOW_METHODS = "GET, POST, DELETE, HEAD, OPTIONS"
 _DEFAULT_ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, Accept, X-Requested-With"
 _MAX_AGE_S = "600"
 # On every response a page may read: the Retry-After of a 429/503, its X-Request-Id and, on the Anthropic routes,
-# Anthropic's request-id (the Anthropic SDK in a browser, dangerouslyAllowBrowser, reads it as _request_id).
-EXPOSE_HEADERS = "Retry-After, X-Request-Id, request-id"
+# Anthropic's request-id (the Anthropic SDK in a browser, dangerouslyAllowBrowser, reads it as _request_id), and the
+# x-should-retry: false of a 501 that retrying cannot help (the OpenAI and Anthropic SDKs' shouldRetry read it first;
+# hidden from a page, they retried such a 5xx twice).
+EXPOSE_HEADERS = "Retry-After, X-Request-Id, request-id, x-should-retry"
 CORS_RESPONSE_HEADERS = {"Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": EXPOSE_HEADERS}
 ANY_ORIGIN = ("*",)
 

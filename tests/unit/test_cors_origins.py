@@ -140,3 +140,18 @@ def test_a_wildcard_matches_within_one_origin_only():
     assert policy.allows("http://localhost:8080")
     assert not policy.allows("http://localhost.evil.example")
     assert not policy.allows("https://localhost:8080")
+
+
+@pytest.mark.parametrize("path", ["/v1/embeddings", "/v1/messages"])
+async def test_a_page_may_read_the_headers_the_sdks_decide_retries_by(listed, path):
+    """openai-node and anthropic-sdk-typescript read x-should-retry before the status (shouldRetry); a page sees only
+    the headers Access-Control-Expose-Headers names, so a 501's x-should-retry: false was null there and the SDK
+    retried it."""
+    body = {"model": "default", "input": "hi"} if path == "/v1/embeddings" else {"model": "nope", "max_tokens": 2,
+                                                                                "messages": USER}
+    response = await listed.post(path, headers=_headers(path, "https://chat.example.com"), data=orjson.dumps(body))
+    exposed = {h.strip().lower() for h in response.headers["Access-Control-Expose-Headers"].split(",")}
+    sent = {h.lower() for h in response.headers} & {"x-should-retry", "retry-after", "x-request-id", "request-id"}
+    assert sent and sent <= exposed, (sent, exposed)
+    if path == "/v1/embeddings":
+        assert response.status == 501 and response.headers["x-should-retry"] == "false"
