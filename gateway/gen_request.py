@@ -32,6 +32,8 @@ class Sampling:
     # Whose order the filters run in, and where frequency/presence count (worker/sampling_chain.py): "vllm" (the
     # /v1 routes), "ollama" (/api) or "llama.cpp" (/completion).
     chain: str = "vllm"
+    # llama.cpp's post_sampling_probs: logprobs of the distribution drawn from (after the chain), not the raw one.
+    post_sampling: bool = False
 
 
 @dataclass

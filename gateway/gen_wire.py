@@ -54,7 +54,8 @@ def generate_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         allowed_token_ids=list(s.allowed_token_ids), bad_words=[pb.TokenIds(ids=ids) for ids in s.bad_words],
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
         prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0,
-        chain=_CHAINS[s.chain], filter_order=_filter_order(s.filter_order), min_keep=s.min_keep)
+        chain=_CHAINS[s.chain], filter_order=_filter_order(s.filter_order), min_keep=s.min_keep,
+        post_sampling_probs=s.post_sampling)
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None
     if req.constraint is not None:

@@ -32,9 +32,9 @@ from gateway.web import json_response, read_json
 LOADING = "Loading model"
 
 # /completion fields that change nothing here (automatic prefix cache, no slots to pick, one model), or that shape the
-# answer: return_tokens, response_fields, timings_per_token, return_progress.
+# answer: return_tokens, response_fields, timings_per_token, return_progress, post_sampling_probs (llama_cpp_chain).
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
-              "response_fields")
+              "response_fields", "post_sampling_probs")
 # /infill's own fields, read into its prompt (n_indent, the minimum indent of a completed line, is not applied).
 _INFILL_ONLY = ("input_prefix", "input_suffix", "input_extra", "n_indent")
 

@@ -80,8 +80,10 @@ def llama_cpp_chain(sampling, body: dict, context: int):
     """/completion's `sampling` (returned) as llama-server's chain runs it (worker/sampling_chain.py): top_k,
     typical_p, top_p and min_p before the temperature, and frequency/presence counted over the penalty window's
     prompt+output tokens; the window (repeat_last_n) is 64 unless sent, and 0 turns all three penalties off, as its
-    penalties sampler returns at once then."""
+    penalties sampler returns at once then. post_sampling_probs: the probabilities returned are the chain's."""
     sampling.chain = "llama.cpp"
+    # n_probs of the distribution each token is drawn from (LlamaCppShaper writes them as prob / top_probs).
+    sampling.post_sampling = body.get("post_sampling_probs") is True
     # llama.cpp takes any temperature at or above 0 (temperature 5 with min_p is a common llama.cpp setting).
     temperature = body.get("temperature")
     if isinstance(temperature, float | int) and not isinstance(temperature, bool) and temperature > 2 \

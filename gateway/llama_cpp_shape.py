@@ -133,12 +133,22 @@ class LlamaCppShaper:
         return self.plan.gen.all_prompt_ids[prompt], cached
 
     def probabilities(self, entries: list) -> list:
-        """llama.cpp's completion_probabilities: each token's id, text, logprob, bytes and its top_logprobs."""
+        """llama.cpp's completion_probabilities: each token's id, text, logprob, bytes and its top_logprobs; with
+        post_sampling_probs, its id, text, bytes, prob and top_probs, the probabilities after the sampler chain, a token
+        the chain filtered out left out (server-task.cpp probs_vector_to_json)."""
+        if self.plan.gen.sampling.post_sampling:
+            return [{**self._prob(e.token_id, e.logprob), "top_probs": [self._prob(t, lp) for t, lp in e.top
+                                                                        if math.isfinite(lp)]} for e in entries]
+
         def one(token_id: int, logprob: float) -> dict:
             return {"id": token_id, "token": self.card.token_text(token_id),
                     "logprob": logprob if math.isfinite(logprob) else -1e30,
                     "bytes": list(self.card.token_bytes(token_id))}
         return [{**one(e.token_id, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries]
+
+    def _prob(self, token_id: int, logprob: float) -> dict:
+        return {"id": token_id, "token": self.card.token_text(token_id), "bytes": list(self.card.token_bytes(token_id)),
+                "prob": math.exp(logprob)}
 
     def timings(self, prompt_n: int, cached: int, predicted_n: int) -> dict:
         """llama.cpp's timings object (prompt_n, cache_n, predicted_n and their ms and per-second rates)."""

@@ -158,6 +158,25 @@ def _mask_stop_ids(logits: torch.Tensor, states: list) -> None:
                 logits[r, valid] = kept
 
 
+def _post_sampling(raw_logprobs: torch.Tensor, token_ids: torch.Tensor, states: list, probs, sampled_rows: list):
+    """The log-distribution [M, V] each row's logprobs are read from: the raw one, but for a row with
+    post_sampling_probs (llama.cpp's) the distribution its token was drawn from: a sampled row's filtered probabilities
+    (probs: [len(sampled_rows), V], after bias, masks, penalties, grammar, filters and temperature; filtered tokens
+    -inf), a greedy row's argmax at log 1 = 0 and every other token at -inf."""
+    post = [r for r, st in enumerate(states) if st.params.post_sampling_probs]
+    if not post:
+        return raw_logprobs
+    dist = raw_logprobs.clone()
+    where = {row: i for i, row in enumerate(sampled_rows)}
+    for r in post:
+        if r in where:
+            dist[r] = probs[where[r]].log()
+        else:
+            dist[r] = float("-inf")
+            dist[r, token_ids[r]] = 0.0
+    return dist
+
+
 def _noise(states: list, vocab: int, generator: torch.Generator) -> torch.Tensor:
     """Exponential(1) noise [R, V] on the generator's device; seeded rows from (seed, token index) only (a generator
     of that device per row: the same tokens whatever the batch, per device type)."""
@@ -213,16 +232,18 @@ class Sampler:
             probs = _filter(logits[rows], sub)
             picked = (probs / _noise(sub, probs.shape[1], self._generator(probs.device))).argmax(dim=-1)
             token_ids[rows] = picked
-        logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
-        return SampleLaunch(token_ids, logprobs, self._top(raw_logprobs, states), constrained)
+        dist = _post_sampling(raw_logprobs, token_ids, states, probs if sampled_rows else None, sampled_rows)
+        logprobs = dist.gather(1, token_ids[:, None])[:, 0]
+        return SampleLaunch(token_ids, logprobs, self._top(dist, states), constrained)
 
     def _launch_greedy(self, logits: torch.Tensor, states: list) -> "SampleLaunch":
         """All rows plain greedy: argmax and logprobs where the logits are (the GPU), so only [M] ids, [M] logprobs
         and the asked-for top logprobs cross to the host, not [M, V] logits (64 MB at M = 64, V = 248K)."""
         raw_logprobs = logits.float().log_softmax(dim=-1)
         token_ids = raw_logprobs.argmax(dim=-1)
-        logprobs = raw_logprobs.gather(1, token_ids[:, None])[:, 0]
-        return SampleLaunch(token_ids, logprobs, self._top(raw_logprobs, states), [])
+        dist = _post_sampling(raw_logprobs, token_ids, states, None, [])
+        logprobs = dist.gather(1, token_ids[:, None])[:, 0]
+        return SampleLaunch(token_ids, logprobs, self._top(dist, states), [])
 
     @staticmethod
     def collect(launched: "SampleLaunch") -> SampleOutput:

@@ -224,15 +224,14 @@ async def test_repeat_last_n_below_minus_one_is_a_400(stack):
     assert body["error"]["message"] == "invalid value for 'repeat_last_n': -2 is less than the minimum of -1"
 
 
-@pytest.mark.parametrize("path, base", ROUTES + [("/completion", {"prompt": "hi"})], ids=IDS + ["llama.cpp completion"])
+@pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
 async def test_post_sampling_probs_with_probabilities_is_a_400(stack, path, base):
     """llama.cpp's post_sampling_probs asks for the probabilities after its sampler chain under other keys (prob,
-    top_probs); the raw logprobs under the keys the client did not ask for read as none to it."""
+    top_probs); the raw logprobs under the keys the client did not ask for read as none to it. Served on llama.cpp's
+    own /completion (test_llama_cpp_post_sampling)."""
     client, fake = stack
     status, body = await post(client, path, {**base, "max_tokens": 2, "n_probs": 2, "post_sampling_probs": True})
-    # OpenAI's error code on /v1 and /api/v0; llama.cpp's shape (the status as its code) on its own /completion
-    code = 400 if path == "/completion" else "unsupported"
-    assert (status, body["error"]["param"], body["error"]["code"]) == (400, "post_sampling_probs", code)
+    assert (status, body["error"]["param"], body["error"]["code"]) == (400, "post_sampling_probs", "unsupported")
     assert "raw distribution" in body["error"]["message"] and fake.script.requests == []
     # without probabilities it asks for nothing, and false is llama.cpp's default
     for fields in ({"post_sampling_probs": True}, {"n_probs": 2, "post_sampling_probs": False}):
