@@ -7,7 +7,7 @@ from typing import Optional
 
 import jinja2
 
-from gateway.chat import compile_template, fold_thinking_parts, protect_strings, reasoning_of, render_chat
+from gateway.chat import compile_template, fold_thinking_parts, protect_strings, render_chat
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.model import ModelCard
 
@@ -91,8 +91,10 @@ def generation_flags(body: dict) -> tuple[bool, bool]:
     return (not cont) if add is None else bool(add), cont
 
 
-def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: dict) -> str:
-    """The prompt text of a chat body; with continue_final_message the last message is left open."""
+def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: dict, open_empty: bool = False) -> str:
+    """The prompt text of a chat body; with continue_final_message the last message is left open, cut as
+    transformers' apply_chat_template cuts it. `open_empty`: a last message without text keeps the whitespace the
+    template writes before where its text would be (Ollama's renderers leave a prefill open so: "</think>\n\n")."""
     add, cont = generation_flags(body)
     template = _template(body, card, tools)
     # An assistant turn's thinking parts are its reasoning (SGLang reads them so), never its text.
@@ -100,18 +102,18 @@ def render_prompt(body: dict, card: ModelCard, tools: Optional[list], kwargs: di
     if not cont:
         return render_template(template, messages, tools, add, card, kwargs, body)
     last = messages[-1]
-    if last["role"] == "assistant" and not _text_of(last) and reasoning_of(last) is None:
-        # Nothing to continue: the same as an empty assistant turn opened by the generation prompt.
-        return render_template(template, messages[:-1], tools, True, card, kwargs, body)
     text = render_template(template, messages[:-1] + [_mark_end(last)], tools, False, card, kwargs, body)
     end = text.rfind(_OPEN_END.strip())
     if end < 0:
         raise InvalidRequest(f"continue_final_message: the chat template does not render the last message "
                              f"({last['role']}), so it cannot be left open", param="continue_final_message")
     # A template that trims the message (Qwen's does) also trimmed the space after the mark, and the message's own
-    # trailing whitespace with it: the prompt ends at the message's last visible character, as transformers cuts it.
-    # A message of reasoning alone goes on after its thinking, as the template closed it (Ollama's prefill).
-    return text[:end] if text.startswith(_OPEN_END, end) or not _text_of(last) else text[:end].rstrip()
+    # trailing whitespace with it: the prompt ends at the message's last visible character, as transformers cuts it
+    # (chat_template_utils.render_jinja_template: the text before its tag, right-stripped unless the tag's space
+    # survived). An empty message (reasoning alone, or nothing) is continued so too: after the template's thinking
+    # block, which it closed ("<think>\n\n</think>" for an empty one: the answer follows, the model does not think).
+    return text[:end] if text.startswith(_OPEN_END, end) or (open_empty and not _text_of(last)) \
+        else text[:end].rstrip()
 
 
 def _mark_end(message: dict) -> dict:

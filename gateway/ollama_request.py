@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from gateway import json_out
-from gateway.chat import reasoning_of, render_chat
+from gateway.chat import render_chat
 from gateway.chat_prompt import checkpoint_template, one_system_message, render_prompt
 from gateway.engine import GenRequest
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported
@@ -136,12 +136,13 @@ def _render(card: ModelCard, messages: list, tools: Optional[list], think: Any) 
     if card.template is None:
         raise Unsupported("this model has no chat template; use /api/generate with raw: true", param="messages")
     last = messages[-1]
-    if last["role"] == "assistant" and (last["content"] or reasoning_of(last)) and not last.get("tool_calls"):
+    if last["role"] == "assistant" and not last.get("tool_calls"):
         # Ollama continues a final assistant message (a prefill, ollama/ollama#6778 and #5775) instead of opening
         # a new turn after it: the turn is left open and the answer is the continuation (after the thinking of one
-        # that has only thinking, as Ollama's Qwen3.5 renderer leaves it open).
+        # with only thinking or nothing, as Ollama's Qwen3.5 renderer leaves any final assistant message open:
+        # model/renderers/qwen35.go, prefill := lastMessage && message.Role == "assistant").
         return render_prompt({"messages": messages, "continue_final_message": True}, card, tools,
-                             template_thinking(think, card))
+                             template_thinking(think, card), open_empty=True)
     return render_chat(checkpoint_template(card, tools), messages, card.protect_text, tools=tools,
                        add_generation_prompt=True, **card.special_tokens, **template_thinking(think, card))
 

@@ -56,7 +56,7 @@ async def test_a_final_turn_of_thinking_parts_is_continued_after_them(stack):
             "continue_final_message": True, "add_generation_prompt": False}
     status, answer = await post(client, body)
     assert status == 200, answer
-    assert prompt_of(fake).endswith("<|im_start|>assistant\n<think>\nI pick MANGO\n</think>\n\n")
+    assert prompt_of(fake).endswith("<|im_start|>assistant\n<think>\nI pick MANGO\n</think>")
     status, counted = await post(client, body, "/tokenize")
     assert status == 200 and counted["count"] == answer["usage"]["prompt_tokens"]
 
