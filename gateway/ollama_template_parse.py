@@ -31,6 +31,10 @@ def parse(source: str) -> list:
         pieces.append(text.rstrip() if match.group(1) else text)
         pieces.append(("action", match.group(2).strip(), bool(match.group(3))))
         last = match.end()
+    # A {{ with no }} after it: Go's lexer fails "unclosed action" (Ollama answers the parse error); read as text,
+    # the template's own markup went into the prompt and the request was answered.
+    if "{{" in source[last:]:
+        raise fail("unclosed action")
     pieces.append(source[last:])
     for i, piece in enumerate(pieces):   # a -}} trims the text after it
         if isinstance(piece, tuple) and piece[2] and i + 1 < len(pieces):

@@ -58,6 +58,10 @@ def test_gos_builtin_functions(source, rendered):
     ("{{ index .Messages 5 }}", "error calling index: index out of range: 5"),
     ('{{ printf "%x" 1 }}', "error calling printf: the verb %x is not supported"),
     ("{{ .Messages | }}", "missing command in {{ .Messages | }}"),
+    # text/template's lexer: a {{ no }} closes (Ollama's 500 "template: :1: unclosed action"); it was read as text
+    # and the request answered with the markup in its prompt.
+    ("a {{ .Messages }} b {{ .Messages", "unclosed action"),
+    ("{{- if .Messages }}x{{ end", "unclosed action"),
 ])
 def test_what_go_refuses_is_a_400(source, message):
     with pytest.raises(InvalidRequest) as info:
