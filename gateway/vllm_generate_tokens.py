@@ -11,6 +11,7 @@ stream_options.include_usage (per chunk with continuous_usage_stats), then `data
 from __future__ import annotations
 
 import re
+import time
 import uuid
 
 from aiohttp import web
@@ -109,14 +110,16 @@ class TokensShaper:
             content.append({**_named(entry.token_id, entry.logprob), "top_logprobs": [_named(*t) for t in tops]})
         return {"content": content}
 
-    def response(self, results: list) -> dict:
-        """The non-streamed answer: request_id, choices with token_ids, logprobs and finish_reason, prompt logprobs,
-        usage."""
+    def response(self, results: list, usage: Usage) -> dict:
+        """The non-streamed answer: request_id, created, model, choices with token_ids, logprobs and finish_reason,
+        usage, prompt logprobs (vLLM's serve_tokens_full_generator sets created, model and usage since its
+        GenerateResponse has them; derender clients and RL trainers read the counts there)."""
         choices = [{"index": r.index, "logprobs": self.logprobs(r.logprobs), "finish_reason": r.finish_reason or "stop",
                     "token_ids": list(r.token_ids), "routed_experts": None} for r in results]
         prompt = next((r.prompt_logprobs for r in results if r.prompt_logprobs is not None), None)
         k = self.plan.gen.num_prompt_logprobs
-        return {"request_id": self.request_id, "choices": choices, "kv_transfer_params": None,
+        return {"request_id": self.request_id, "created": int(time.time()), "model": self.plan.model,
+                "choices": choices, "usage": _counts(usage), "kv_transfer_params": None,
                 "prompt_logprobs": None if k is None else vllm_prompt_logprobs(self.card, prompt or [], k)}
 
 
@@ -178,4 +181,5 @@ class VLLMTokensRoutes:
             framer = TokensFramer(shaper, bool(options.get("include_usage")),
                                   bool(options.get("include_usage") and options.get("continuous_usage_stats")))
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
-        return json_response(shaper.response(await self.engine.results(gen)))
+        results = await self.engine.results(gen)
+        return json_response(shaper.response(results, gen.usage()))

@@ -25,6 +25,9 @@ async def test_token_ids_in_token_ids_out(stack):
     assert body["choices"] == [{"index": 0, "logprobs": None, "finish_reason": "length",
                                 "token_ids": fake.tokenizer.encode(REPLY).ids[:3], "routed_experts": None}]
     assert (body["prompt_logprobs"], body["kv_transfer_params"]) == (None, None)
+    # As vLLM's serve_tokens_full_generator answers since GenerateResponse has them.
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    assert body["model"] == "fake-model" and isinstance(body["created"], int)
 
 
 async def test_without_max_tokens_it_runs_to_the_end(stack):
