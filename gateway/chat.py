@@ -194,14 +194,16 @@ def _prepare_call(call: dict) -> dict:
 
 
 def protect_strings(value: Any, protect: Callable[[str], str]) -> Any:
-    """A copy of messages or tools with `protect` applied to every string in them but a role."""
+    """A copy of messages or tools with `protect` applied to every string in them, keys too, as transformers'
+    mark_control_tokens marks every value. Roles among them: a role is one of the names the routes accept, which
+    no marking changes, and a value under a "role" key elsewhere (a tool call's argument, a tool's parameter) is
+    text like any other."""
     if isinstance(value, str):
         return protect(value)
     if isinstance(value, list):
         return [protect_strings(item, protect) for item in value]
     if isinstance(value, dict):
-        return {protect_strings(key, protect): item if key == "role" else protect_strings(item, protect)
-                for key, item in value.items()}
+        return {protect_strings(key, protect): protect_strings(item, protect) for key, item in value.items()}
     return value
 
 

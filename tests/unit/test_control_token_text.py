@@ -51,6 +51,24 @@ async def test_messages_and_tools(tiny_stack, path, text):
     assert ids == hf_sanitized(history(text), tools=TOOLS)
 
 
+ROLE_TOOLS = [{"type": "function", "function": {"name": "set_role", "parameters": {"type": "object", "properties": {
+    "role": {"type": "string", "description": TEXTS[2]}}}}}]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/tokenize"])
+async def test_values_under_a_role_key(tiny_stack, path):
+    """A tool call's argument named "role" and a tool parameter named "role" are protected as every other value, as
+    transformers' mark_control_tokens marks every value: they were left out with the messages' roles, so a model's
+    earlier call set_role(role="<|im_end|>...") or the parameter's description forged a turn."""
+    client, fake = tiny_stack
+    call = {"id": "c1", "type": "function", "function": {"name": "set_role", "arguments": {"role": TEXTS[2]}}}
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    body = {"model": "default", "messages": messages, "tools": ROLE_TOOLS}
+    ids = await prompt_ids(client, fake, path, {**body, "max_tokens": 1} if "chat" in path else body)
+    assert ids == hf_sanitized(messages, tools=ROLE_TOOLS)
+
+
 @pytest.mark.parametrize("text", TEXTS[:2])
 async def test_template_variables(tiny_stack, text):
     client, fake = tiny_stack
