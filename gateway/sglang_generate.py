@@ -73,12 +73,16 @@ class GenerateShaper:
 
     def _logprobs(self, meta: dict, result: ChoiceResult, prompt_ids: list) -> None:
         """SGLang's logprob fields: [logprob, token id, text (with return_text_in_logprobs) or null] per token; the
-        prompt's from logprob_start_len on (its first position has no logprob), with top_logprobs_num alternatives."""
+        prompt's from logprob_start_len on, with top_logprobs_num alternatives. The window's first entry has no logprob
+        (null, and null top logprobs) wherever it starts, as SGLang's scheduler pads it (input_token_logprobs_val =
+        [None] + the rows from logprob_start_len on, their last the sampled token's): SGLang clients skip or average
+        over it so (RuntimeEndpoint.select's compute_normalized_prompt_logprobs keeps the non-null values of a window
+        from prompt_tokens - 2; RL teachers read input_token_logprobs[1:])."""
         start = self.options.logprob_start_len
         prompt = []
         if start >= 0:
             entries = [None] + list(result.prompt_logprobs or [])
-            prompt = [(i, entries[i] if i < len(entries) else None) for i in range(start, len(prompt_ids))]
+            prompt = [(i, entries[i] if start < i < len(entries) else None) for i in range(start, len(prompt_ids))]
         meta["input_token_logprobs"] = [self._tuple(prompt_ids[i], e.logprob if e else None) for i, e in prompt]
         meta["output_token_logprobs"] = [self._tuple(e.token_id, e.logprob) for e in result.logprobs]
         if self.options.top_logprobs_num > 0:

@@ -83,9 +83,11 @@ async def test_logprobs_are_sglangs_triples(stack):
     text = fake.tokenizer.id_to_token
     assert meta["output_token_logprobs"] == [[-0.5, ids[0], "1"], [-0.5, ids[1], ","]]
     assert [t[1] for t in meta["output_top_logprobs"][0]] == [9, 8]
-    # The prompt from position 1 on: the scripted -0.1 * position, alternatives ids 0 and 1.
-    assert meta["input_token_logprobs"] == [[pytest.approx(-0.1), 6, text(6)], [pytest.approx(-0.2), 7, text(7)]]
-    assert [t[1] for t in meta["input_top_logprobs"][0]] == [0, 1]
+    # The prompt from position 1 on: its first entry null, as SGLang pads the window wherever it starts ([None] + its
+    # rows, scheduler._process_input_token_logprobs), then the scripted -0.1 * position, alternatives ids 0 and 1.
+    # It was the position's own logprob (-0.1), which SGLang's RuntimeEndpoint.select averaged in where SGLang has none.
+    assert meta["input_token_logprobs"] == [[None, 6, text(6)], [pytest.approx(-0.2), 7, text(7)]]
+    assert meta["input_top_logprobs"][0] is None and [t[1] for t in meta["input_top_logprobs"][1]] == [0, 1]
     status, body = await post(client, {"text": "hi", "return_logprob": True, "sampling_params": {"max_new_tokens": 1}})
     assert body["meta_info"]["input_token_logprobs"] == [] and "output_top_logprobs" not in body["meta_info"]
     assert body["meta_info"]["output_token_logprobs"][0][2] is None
