@@ -69,6 +69,12 @@ def choice_results(plan, card, choices: list, first_index: int = 0) -> list:
     results = []
     for offset, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0))):
         index = first_index + offset
+        # An id the detokenizer cannot read was a 500 (a negative one, or one past the wire's int32); one past the
+        # vocabulary decoded to nothing. Refused as /inference/v1/generate refuses a prompt id outside it.
+        bad = [t for t in choice["token_ids"] if not 0 <= t < card.tokenizer_vocab_size]
+        if bad:
+            raise InvalidRequest(f"token id {bad[0]} is outside the vocabulary [0, {card.tokenizer_vocab_size})",
+                                 param="token_ids")
         finish = choice.get("finish_reason") or "stop"
         out, result = ChoiceOutput(index, gen, card), ChoiceResult(index)
         delta = out.push(_message(list(choice["token_ids"]), finish, stop_ids), finish)

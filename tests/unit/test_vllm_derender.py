@@ -75,3 +75,20 @@ async def test_a_bad_derender_body_names_the_field(stack, path, body, param):
     client, _ = stack
     status, got = await post(client, path, body)
     assert status in (400, 404) and got["error"]["param"] == param, got
+
+
+@pytest.mark.parametrize("path,bad", [
+    ("/v1/chat/completions/derender", -1), ("/v1/chat/completions/derender", 2 ** 40),
+    ("/v1/completions/derender", -3), ("/v1/completions/derender", 10 ** 6)])
+async def test_an_id_outside_the_vocabulary_is_a_400(stack, path, bad):
+    """A negative id, or one past the wire's int32, was a 500 (OverflowError, ValueError); one past the vocabulary
+    decoded to nothing. Each is the 400 /inference/v1/generate gives a prompt id outside the vocabulary."""
+    client, fake = stack
+    generated = {"choices": [{"index": 0, "token_ids": [5, bad], "finish_reason": "length"}]}
+    body = ({"model": "default", "generate_response": generated, "chat_request": CHAT} if "chat" in path else
+            {"model": "default", "generate_responses": [generated], "completion_request": {"prompt": "hi"}})
+    status, got = await post(client, path, body)
+    vocab = fake.tokenizer.get_vocab_size(with_added_tokens=True)
+    assert status == 400, got
+    assert got["error"] == {"message": f"token id {bad} is outside the vocabulary [0, {vocab})",
+                            "type": "invalid_request_error", "param": "token_ids", "code": "invalid_value"}
