@@ -24,7 +24,8 @@ from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
 from gateway.prompt_logprobs import prompt_only_result
-from gateway.sglang_generate_request import GenerateOptions, as_sent, completion_body, context_overflow_message
+from gateway.sglang_generate_request import (GenerateOptions, as_sent, check_logprob_start, completion_body,
+                                             context_overflow_message)
 from gateway.sglang_info import WEIGHT_VERSION
 from gateway.stream import SSE_DONE, SseFramer, sse_event
 from gateway.web import json_response, read_json
@@ -79,6 +80,10 @@ class GenerateShaper:
         over it so (RuntimeEndpoint.select's compute_normalized_prompt_logprobs keeps the non-null values of a window
         from prompt_tokens - 2; RL teachers read input_token_logprobs[1:])."""
         start = self.options.logprob_start_len
+        if start < 0:
+            # SGLang's default window: the last prompt token alone (its scheduler sets len - 1: output logprobs only),
+            # none for a request that reads the prompt only (max_new_tokens 0).
+            start = len(prompt_ids) if self.options.max_new_tokens == 0 else len(prompt_ids) - 1
         prompt = []
         if start >= 0:
             entries = [None] + list(result.prompt_logprobs or [])
@@ -176,6 +181,7 @@ class SGLangGenerateRoutes:
             if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
                 error.message = context_overflow_message(error)
             raise as_sent(error, body) from None
+        check_logprob_start(options, plan.gen.all_prompt_ids)
         plan.stream = options.stream
         plan.gen.min_tokens_hold_stop = False
         shaper = GenerateShaper(plan, card, options, received)

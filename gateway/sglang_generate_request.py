@@ -147,6 +147,17 @@ def _logprob_options(body: dict, options: GenerateOptions) -> None:
         raise InvalidRequest("logprob_start_len must be -1 or a prompt position", param="logprob_start_len")
 
 
+def check_logprob_start(options: GenerateOptions, prompts: list) -> None:
+    """SGLang's 400 for a logprob_start_len at or past a prompt's last token (its scheduler's handle_generate_request
+    aborts the request as a BadRequestError, in these words); it was answered with an empty prompt window."""
+    start = options.logprob_start_len
+    for ids in prompts:
+        if options.return_logprob and start >= len(ids):
+            raise InvalidRequest(f"req.logprob_start_len={start} is higher than the number of input tokens "
+                                 f"len(req.origin_input_ids)={len(ids)}. Please use a smaller logprob_start_len.",
+                                 param="logprob_start_len")
+
+
 def _sglang_param(param: Optional[str], prompt: str) -> Optional[str]:
     """The /generate field a /v1/completions error names: a sampling parameter under sampling_params (an item of a
     list one too: stop_token_ids[0]), the prompt as the field that carried it."""

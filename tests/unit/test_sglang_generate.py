@@ -88,9 +88,12 @@ async def test_logprobs_are_sglangs_triples(stack):
     # It was the position's own logprob (-0.1), which SGLang's RuntimeEndpoint.select averaged in where SGLang has none.
     assert meta["input_token_logprobs"] == [[None, 6, text(6)], [pytest.approx(-0.2), 7, text(7)]]
     assert meta["input_top_logprobs"][0] is None and [t[1] for t in meta["input_top_logprobs"][1]] == [0, 1]
+    # Without logprob_start_len, SGLang's window is the last prompt token alone, its logprob null (the scheduler sets
+    # len - 1); it was an empty list.
     status, body = await post(client, {"text": "hi", "return_logprob": True, "sampling_params": {"max_new_tokens": 1}})
-    assert body["meta_info"]["input_token_logprobs"] == [] and "output_top_logprobs" not in body["meta_info"]
-    assert body["meta_info"]["output_token_logprobs"][0][2] is None
+    last = list(fake.script.requests[-1].prompt_token_ids)[-1]
+    assert body["meta_info"]["input_token_logprobs"] == [[None, last, None]]
+    assert "output_top_logprobs" not in body["meta_info"] and body["meta_info"]["output_token_logprobs"][0][2] is None
 
 
 async def test_max_new_tokens_zero_reads_the_prompt_only(stack):
@@ -230,3 +233,16 @@ async def test_token_ids_logprob_without_return_logprob_and_false_flags_change_n
     status, body = await post(client, {"text": "hi", "token_ids_logprob": [1], "return_entropy": False,
                                        "max_thinking_tokens": None, "sampling_params": {"max_new_tokens": 1}})
     assert status == 200 and body["text"] == "1", body
+
+
+async def test_a_logprob_start_len_at_the_prompts_end_is_sglangs_400(stack):
+    # SGLang's scheduler aborts it as a BadRequestError (handle_generate_request); it was a 200 with an empty window.
+    client, fake = stack
+    status, got = await post(client, {"input_ids": [[5, 6, 7], [8]], "return_logprob": True, "logprob_start_len": 1,
+                                      "sampling_params": {"max_new_tokens": 1}})
+    assert status == 400 and got["error"]["param"] == "logprob_start_len", got
+    assert "len(req.origin_input_ids)=1" in got["error"]["message"] and not fake.script.requests
+    # A prompt-only request reads no window by default (SGLang's prefill-only requests skip it).
+    status, body = await post(client, {"input_ids": [5, 6], "return_logprob": True,
+                                       "sampling_params": {"max_new_tokens": 0}})
+    assert status == 200 and body["meta_info"]["input_token_logprobs"] == [], body
