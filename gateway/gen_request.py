@@ -71,6 +71,8 @@ class GenRequest:
     # llama.cpp's t_max_predict_ms, in seconds: past it (from a choice's first token) the choice ends "length" after
     # its next newline; None: no time limit.
     max_predict_s: Optional[float] = None
+    # llama.cpp's n_indent: a line after the first indented less than this ends the output (gateway.indent_limit).
+    min_indent: int = 0
     # The ids a cancel names this request by (vLLM's /v1/requests/{id}/cancel, SGLang's /abort_request): id -> the
     # choices it ends (None: all of them); empty: it cannot be cancelled by id.
     cancel_ids: dict = field(default_factory=dict)

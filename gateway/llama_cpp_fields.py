@@ -52,6 +52,8 @@ SCHEMA = {
     # The generation's time limit in ms (0 or less: none), checked at each newline: max_predict_s reads it. llama.cpp
     # keeps it in an int64_t; past that ("9" * 400 sent as a string) it overflowed the division: a 500.
     "t_max_predict_ms": {"type": ["integer", "null"], "minimum": -2**63, "maximum": 2**63 - 1},
+    # The least indentation of a generated line after the first (0: none): gateway.indent_limit applies it.
+    "n_indent": {"type": ["integer", "null"]},
     # Seconds between keep-alive comments on a silent stream for this request (0 or less: none): sse_pings reads it.
     "sse_ping_interval": {"type": ["number", "null"]},
 }
@@ -160,6 +162,14 @@ def sse_pings(body, server_s: float) -> tuple[float, bool]:
     if not isinstance(value, int | float):
         return server_s, True
     return (float(value), True) if value > 0 else (server_s, False)
+
+
+def min_indent(body) -> int:
+    """llama.cpp's n_indent (its /completion and /infill option, json_value of an int, default 0) as read here: the
+    least indentation of a generated line after the first; 0 or less, or absent: none."""
+    value = integral(lax_scalars(body.get("n_indent"), SCHEMA["n_indent"]), SCHEMA["n_indent"]) \
+        if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def fold_n_cmpl(body):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from aiohttp import web
 
@@ -13,7 +12,7 @@ from gateway.http_stream import open_stream, stream_generation
 from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_server_seed, sse_pings
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
-from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json
+from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json, response_fields
 from gateway.llama_cpp_slots import slot_entries
 from gateway.lmstudio_v1_request import zero_top_p
 from gateway.chat_prompt import prefill_final_assistant
@@ -35,8 +34,8 @@ LOADING = "Loading model"
 # answer: return_tokens, response_fields, timings_per_token, return_progress, post_sampling_probs (llama_cpp_chain).
 _NO_EFFECT = ("cache_prompt", "id_slot", "timings_per_token", "return_progress", "n_keep", "model", "return_tokens",
               "response_fields", "post_sampling_probs")
-# /infill's own fields, read into its prompt (n_indent, the minimum indent of a completed line, is not applied).
-_INFILL_ONLY = ("input_prefix", "input_suffix", "input_extra", "n_indent")
+# /infill's own fields, read into its prompt.
+_INFILL_ONLY = ("input_prefix", "input_suffix", "input_extra")
 
 
 _TOKEN_ID = re.compile(r"[+-]?[0-9]+")
@@ -135,14 +134,6 @@ def completion_body(body, card) -> dict:
 def _render(body: dict, card) -> str:
     """The chat prompt /v1 chat renders for these fields, as text (a special token's text in a message stays text)."""
     return unmark(rendered_messages(body, card))
-
-
-def _response_fields(body: dict) -> Optional[list]:
-    fields = body.get("response_fields")
-    if fields is not None and not (isinstance(fields, list) and all(isinstance(f, str) for f in fields)):
-        raise InvalidRequest("response_fields must be a list of field names (a nested one as 'a/b')",
-                             param="response_fields")
-    return fields
 
 
 def _requested(body: dict) -> int:
@@ -267,7 +258,7 @@ class LlamaCppRoutes:
         body = as_n_predict(body)
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
-        fields = _response_fields(body)
+        fields = response_fields(body)
         plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(), read_thinking=False)
         llama_cpp_chain(plan.gen.sampling, body, card.max_context_len)
         return_tokens = bool(body.get("return_tokens"))

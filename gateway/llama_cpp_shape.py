@@ -6,7 +6,7 @@ import time
 from typing import Optional
 
 from gateway.engine import Delta, Usage
-from gateway.errors import ApiError, ContextLengthExceeded
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.llama_cpp_fields import RANDOM_SEED
 from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
 from gateway.llama_cpp_timings import llama_timings
@@ -98,6 +98,15 @@ def stop_type(finish_reason: Optional[str], stop_reason) -> str:
     if finish_reason == "stop":
         return "word" if isinstance(stop_reason, str) else "eos"
     return "limit" if finish_reason == "length" else "none"
+
+
+def response_fields(body: dict) -> Optional[list]:
+    """llama.cpp's response_fields as sent (None: all), checked to be a list of field names."""
+    fields = body.get("response_fields")
+    if fields is not None and not (isinstance(fields, list) and all(isinstance(f, str) for f in fields)):
+        raise InvalidRequest("response_fields must be a list of field names (a nested one as 'a/b')",
+                             param="response_fields")
+    return fields
 
 
 def nested_fields(body: dict, paths: list) -> dict:

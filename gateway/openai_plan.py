@@ -8,7 +8,7 @@ from typing import Optional
 
 from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, NotFound, Unsupported
-from gateway.llama_cpp_fields import max_predict_s
+from gateway.llama_cpp_fields import max_predict_s, min_indent
 from gateway.sglang_fields import include_stop
 from gateway.model import ModelCard
 from gateway.openai_checks import check_min_tokens
@@ -104,7 +104,7 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
               limit_name: str = "max_tokens") -> GenRequest:
     """The GenRequest fields every OpenAI-style route shares: sampling, stops, stop_token_ids (each below the vocabulary
     size, else InvalidRequest), n, min_tokens against `limit_name`, ignore_eos, skip_special_tokens, time limit,
-    cache_salt, priority; req_id is `prefix`-<24 hex>."""
+    llama.cpp's n_indent, cache_salt, priority; req_id is `prefix`-<24 hex>."""
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
     if any(t >= card.vocab_size for t in stop_ids):
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
@@ -115,8 +115,8 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
                       ignore_eos=bool(body.get("ignore_eos")), n=int(body.get("n") or 1),
                       include_stop=include_stop(body),
                       skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True,
-                      max_predict_s=max_predict_s(body), cache_salt=body.get("cache_salt") or "",
-                      priority=priority(body))
+                      max_predict_s=max_predict_s(body), min_indent=min_indent(body),
+                      cache_salt=body.get("cache_salt") or "", priority=priority(body))
 
 
 def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:

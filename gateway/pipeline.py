@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
+from gateway.indent_limit import IndentLimit
 from gateway.model import ModelCard
 from gateway.reasoning import ReasoningSplitter, ThinkingTokens
 from gateway.reasoning_logprobs import ShownLogprobs
@@ -50,6 +51,7 @@ class ChoiceOutput:
         self._want_logprobs = req.num_logprobs is not None
         self._detok = detokenizer(card, req.skip_special_tokens)
         self._stop = StopMatcher(req.stop)
+        self._indent = IndentLimit(req.min_indent)
         self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop
         self._stop_token_logprob = req.stop_token_logprob
@@ -88,6 +90,9 @@ class ChoiceOutput:
         content = self._stop.push(content, armed)
         if self._stop.matched is None and finish:
             content += self._stop.flush()
+        content = self._indent.push(content)
+        if self._indent.hit and self._stop.matched is None:
+            finish = "length"   # llama.cpp's n_indent: stop_type "limit"
         if self._stop.matched is not None:
             finish = "stop"
             if self._include_stop:
