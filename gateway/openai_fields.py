@@ -69,6 +69,9 @@ NO_EFFECT = frozenset({
     # default xgrammar backend does not read it either (vllm#26362); LlamaIndex-based extractors send " " beside
     # guided_json, which was a 400 that lost the JSON they asked for.
     "guided_whitespace_pattern",
+    # vLLM's char offsets of the prompt's tokens: its render routes answer them (gateway.vllm_render), its
+    # generation answers carry none.
+    "return_token_offsets",
 })
 # vLLM's guided decoding fields, then llama.cpp's json_schema and grammar (its /completion options, which its
 # OpenAI-compatible routes take too), then SGLang's regex and ebnf.

@@ -16,7 +16,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.errors import Unsupported
 from gateway.offload import run_cpu
-from gateway.openai import parse_chat
+from gateway.openai import chat_prompt_text, parse_chat
 from gateway.openai_checks import null_max_tokens_as_default
 from gateway.openai_completion import parse_completion
 from gateway.openai_routes import check_request_template
@@ -77,24 +77,40 @@ def sampling_params(body: dict, plan, max_tokens: int) -> dict:
     }
 
 
-def generate_request(body: dict, plan, prefix: str, token_ids: list, max_tokens: int) -> dict:
+def token_offsets(card, text, token_ids: list):
+    """vLLM's token_offsets (return_token_offsets): each token's (start, end) characters in the text it was tokenized
+    from, as its renderer asks the fast tokenizer for return_offsets_mapping; None where there is no such text (a
+    token-id prompt) or the text's plain encoding is not the prompt's ids (special-token text a message carries is
+    tokenized as characters here)."""
+    if not isinstance(text, str):
+        return None
+    encoding = card.tokenizer.encode(text, add_special_tokens=False)
+    return [list(pair) for pair in encoding.offsets] if list(encoding.ids) == list(token_ids) else None
+
+
+def generate_request(body: dict, plan, prefix: str, token_ids: list, max_tokens: int, offsets=None) -> dict:
     """One rendered GenerateRequest: a fresh `chatcmpl-` / `cmpl-` request id, as ServingRender names it; features
     null (text only)."""
     stream = bool(body.get("stream"))
-    return {"request_id": f"{prefix}-{uuid.uuid4().hex}", "token_ids": list(token_ids), "features": None,
+    return {"request_id": f"{prefix}-{uuid.uuid4().hex}", "token_ids": list(token_ids), "token_offsets": offsets,
+            "features": None,
             "sampling_params": sampling_params(body, plan, max_tokens), "model": body.get("model"),
             "stream": stream, "stream_options": body.get("stream_options") if stream else None,
             "cache_salt": body.get("cache_salt"), "priority": body.get("priority") or 0, "kv_transfer_params": None}
 
 
-def render_completion(body: dict, plan) -> list:
+def render_completion(body: dict, plan, card) -> list:
     """One GenerateRequest per prompt, each with its own limit; echo with max_tokens 0 asks vLLM for one token (its
     to_sampling_params: echo_without_generation), which its completions route then drops."""
     gen = plan.gen
     limits = [gen.max_tokens] + [gen.extra_max_tokens[i] if i < len(gen.extra_max_tokens) else gen.max_tokens
                                  for i in range(len(gen.extra_prompt_ids))]
-    return [generate_request(body, plan, "cmpl", ids, limit or 1)
-            for ids, limit in zip(gen.all_prompt_ids, limits)]
+    prompts = body["prompt"] if isinstance(body["prompt"], list) and isinstance(body["prompt"][0], (str, list)) \
+        else [body["prompt"]]
+    offsets = [token_offsets(card, text, ids) if body.get("return_token_offsets") else None
+               for text, ids in zip(prompts, gen.all_prompt_ids)]
+    return [generate_request(body, plan, "cmpl", ids, limit or 1, offset)
+            for ids, limit, offset in zip(gen.all_prompt_ids, limits, offsets)]
 
 
 class VLLMRenderRoutes:
@@ -116,11 +132,16 @@ class VLLMRenderRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
-        return json_response(generate_request(body, plan, "chatcmpl", plan.gen.prompt_ids, plan.gen.max_tokens))
+        offsets = None
+        if body.get("return_token_offsets"):
+            text = await run_cpu(chat_prompt_text, body, card, self.config.exclude_tools_when_tool_choice_none)
+            offsets = token_offsets(card, text, plan.gen.prompt_ids)
+        return json_response(generate_request(body, plan, "chatcmpl", plan.gen.prompt_ids, plan.gen.max_tokens,
+                                              offsets))
 
     async def completions(self, request: web.Request) -> web.Response:
         """The completions request's GenerateRequests, one per prompt; errors as /v1/completions answers them."""
         body = null_max_tokens_as_default(await read_json(request))
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name())
-        return json_response(render_completion(body, plan))
+        return json_response(render_completion(body, plan, card))

@@ -79,3 +79,21 @@ async def test_errors_are_the_generation_routes_and_a_forced_tool_call_is_refuse
                                                                         "tool_choice": "required"})
     assert status == 400 and body["error"]["param"] == "tool_choice", body
     assert not fake.script.requests
+
+
+async def test_return_token_offsets_gives_each_tokens_characters_in_the_rendered_text(stack):
+    # vLLM's renderer asks the fast tokenizer for return_offsets_mapping; token_offsets is null otherwise.
+    client, fake = stack
+    status, body = await post(client, "/v1/completions/render", {"model": "default", "prompt": ["hello world", "ab"],
+                                                                  "return_token_offsets": True})
+    assert status == 200, body
+    pieces = ["hello world"[start:end] for start, end in body[0]["token_offsets"]]
+    assert "".join(pieces) == "hello world" and len(pieces) == len(body[0]["token_ids"])
+    assert len(body[1]["token_offsets"]) == len(body[1]["token_ids"])
+    status, body = await post(client, "/v1/completions/render", {"model": "default", "prompt": [5, 6],
+                                                                  "return_token_offsets": True})
+    assert body[0]["token_offsets"] is None
+    status, body = await post(client, "/v1/chat/completions/render", {**CHAT, "return_token_offsets": True})
+    assert len(body["token_offsets"]) == len(body["token_ids"]) and body["token_offsets"][0][0] == 0
+    status, body = await post(client, "/v1/chat/completions/render", CHAT)
+    assert body["token_offsets"] is None
