@@ -12,7 +12,7 @@ from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
 from gateway.llama_cpp_timings import llama_timings
 from gateway.model import ModelCard
 from gateway.ollama_models import embedding_length, model_details, model_size
-from gateway.openai_shape import SSE_HEADERS
+from gateway.openai_shape import SSE_HEADERS, post_sampling_entry
 from gateway.stream import SseFramer, sse_event
 
 # The routes only llama.cpp's server has: their errors come in its shape.
@@ -146,8 +146,7 @@ class LlamaCppShaper:
         post_sampling_probs, its id, text, bytes, prob and top_probs, the probabilities after the sampler chain, a token
         the chain filtered out left out (server-task.cpp probs_vector_to_json)."""
         if self.plan.gen.sampling.post_sampling:
-            return [{**self._prob(e.token_id, e.logprob), "top_probs": [self._prob(t, lp) for t, lp in e.top
-                                                                        if math.isfinite(lp)]} for e in entries]
+            return [post_sampling_entry(self.card, e) for e in entries]
 
         def one(token_id: int, logprob: float) -> dict:
             return {"id": token_id, "token": self.card.token_text(token_id),
@@ -155,9 +154,6 @@ class LlamaCppShaper:
                     "bytes": list(self.card.token_bytes(token_id))}
         return [{**one(e.token_id, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries]
 
-    def _prob(self, token_id: int, logprob: float) -> dict:
-        return {"id": token_id, "token": self.card.token_text(token_id), "bytes": list(self.card.token_bytes(token_id)),
-                "prob": math.exp(logprob)}
 
     def timings(self, prompt_n: int, cached: int, predicted_n: int) -> dict:
         """llama.cpp's timings object (prompt_n, cache_n, predicted_n and their ms and per-second rates)."""

@@ -10,7 +10,7 @@ from gateway.engine import GenRequest
 from gateway.errors import ApiError
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import check_list_sizes
-from gateway.llama_cpp_fields import (check_post_sampling, fold_n_cmpl, reasoning_beside_content,
+from gateway.llama_cpp_fields import (fold_n_cmpl, reasoning_beside_content,
                                       thinking_in_content)
 from gateway.control_tokens import unmark
 from gateway.model import ModelCard
@@ -69,7 +69,6 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
     cap_output: an output limit past the context runs to it (LM Studio's), instead of vLLM's 400."""
     body = fold_n_cmpl(body)
-    check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
     body = function_types(text_string_parts(lower_roles(body)))
     legacy = isinstance(body, dict) and body.get("functions") is not None
@@ -81,6 +80,8 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
             raise
         raise named_as_sent(exc) from None
     plan.legacy_functions = legacy
+    # llama.cpp's post_sampling_probs: the logprobs are the sampler chain's, as llama-server's chat answers them.
+    plan.gen.sampling.post_sampling = body.get("post_sampling_probs") is True
     return plan
 
 

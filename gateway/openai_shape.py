@@ -2,6 +2,7 @@
 completions: completion_shape.py)."""
 from __future__ import annotations
 
+import math
 import time
 from typing import Optional
 
@@ -39,6 +40,17 @@ def chat_logprob(card: ModelCard, entry: TokenLogprob) -> dict:
         return {"token": card.token_text(token_id), "logprob": logprob, "bytes": list(card.token_bytes(token_id))}
     top = list(dict(with_sampled(entry)).items())[:len(entry.top)]
     return {**one(entry.token_id, entry.logprob), "top_logprobs": [one(t, lp) for t, lp in top]}
+
+
+def post_sampling_entry(card: ModelCard, entry: TokenLogprob) -> dict:
+    """One token's probabilities after the sampler chain as llama-server writes them with post_sampling_probs
+    (server-task.cpp probs_vector_to_json): id, token, bytes, prob and top_probs, a token the chain filtered out left
+    out of top_probs."""
+    def one(token_id: int, logprob: float) -> dict:
+        return {"id": token_id, "token": card.token_text(token_id), "bytes": list(card.token_bytes(token_id)),
+                "prob": math.exp(logprob)}
+    return {**one(entry.token_id, entry.logprob),
+            "top_probs": [one(t, lp) for t, lp in entry.top if math.isfinite(lp)]}
 
 
 class ChatShaper:
@@ -143,8 +155,10 @@ class ChatShaper:
         """Chat logprobs ({"content": [...], "refusal": None}) of the entries; None unless asked."""
         if self.plan.gen.num_logprobs is None:
             return None
+        card = logprob_names(self.plan, self.card)
+        entry = post_sampling_entry if self.plan.gen.sampling.post_sampling else chat_logprob
         # refusal: OpenAI's spec requires it beside content (null: this server writes no refusal tokens).
-        return {"content": [chat_logprob(logprob_names(self.plan, self.card), e) for e in entries], "refusal": None}
+        return {"content": [entry(card, e) for e in entries], "refusal": None}
 
     def message(self, result: ChoiceResult) -> dict:
         """A choice's message: content, reasoning_content, tool_calls and refusal null, split as a stream."""

@@ -5,7 +5,8 @@ sampler chain (logit_bias, grammar, penalties, top_k / top_p / min_p, temperatur
 top_logprobs will be replaced with top_probs ... Number of elements in top_probs may be less than n_probs"). Clients
 score grammar-constrained labels with it (a `root ::= [ABC]` grammar, n_predict 1, post_sampling_probs true: the
 labels' probabilities, summing to 1). It was the 400 'post_sampling_probs: probabilities after the sampler chain are
-not supported'."""
+not supported'. llama-server's chat answers its logprobs.content entries in that shape too (to_json_oaicompat_chat);
+the completions routes keep OpenAI's logprobs shape and the 400."""
 import math
 
 import torch
@@ -65,3 +66,19 @@ async def test_completion_asks_for_it_and_answers_prob_and_top_probs():
         response = await client.post("/completion", json={"prompt": "hi", "n_predict": 1, "n_probs": 2})
         assert "logprob" in (await response.json())["completion_probabilities"][0]
         assert fake.script.requests[-1].sampling.post_sampling_probs is False
+
+
+async def test_chat_answers_its_logprobs_content_in_that_shape():
+    fake = FakeServing(build_tokenizer())
+    fake.script.reply, fake.script.top_ids = "a", [5, 6]
+    async with fake_gateway(fake) as (client, _):
+        response = await client.post("/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "logprobs": True, "top_logprobs": 2,
+            "post_sampling_probs": True, "chat_template_kwargs": {"enable_thinking": False}})
+        body = await response.json()
+        assert response.status == 200, body
+        assert fake.script.requests[-1].sampling.post_sampling_probs is True
+        [entry] = body["choices"][0]["logprobs"]["content"]
+        assert list(entry) == ["id", "token", "bytes", "prob", "top_probs"]
+        assert math.isclose(entry["prob"], math.exp(-0.5))
+        assert [p["id"] for p in entry["top_probs"]] == [5, 6]
