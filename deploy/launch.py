@@ -36,8 +36,10 @@ class Child:
 
 def parse_args(argv=None) -> argparse.Namespace:
     # README's Configuration: the three processes take their settings from the environment this launcher passes on.
+    # No usage block before an error: a bad SPARKINFER_* value stops the start with one line.
     parser = argparse.ArgumentParser(
-        prog="python -m deploy.launch", description="Run scheduler + worker + gateway locally (what compose.yaml runs).",
+        prog="python -m deploy.launch", usage=argparse.SUPPRESS,
+        description="Run scheduler + worker + gateway locally (what compose.yaml runs).",
         epilog="Every SPARKINFER_* variable in the environment reaches the three processes (SPARKINFER_PORT=8081 serves "
                "on port 8081); each one's variables and flags: python -m gateway.app --help, python -m "
                "scheduler.server --help, python -m worker.server --help.")

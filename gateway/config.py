@@ -93,7 +93,8 @@ def _check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     """Flags win over SPARKINFER_* variables, which win over the defaults."""
     d = GatewayConfig()
-    parser = argparse.ArgumentParser(prog="python -m gateway.app",
+    # No usage block before an error: a bad SPARKINFER_* value stops the start with one line (README, Configuration).
+    parser = argparse.ArgumentParser(prog="python -m gateway.app", usage=argparse.SUPPRESS,
                                      description="SparkInfer HTTP gateway (OpenAI /v1, Anthropic /v1/messages, LM "
                                                  "Studio /api/v0, Ollama /api, llama.cpp's routes, SGLang's /generate "
                                                  "and vLLM's /inference/v1/generate). "

@@ -86,7 +86,9 @@ ENV_NAMES = {
 def parse_config(argv=None, environ=None) -> SchedulerConfig:
     """Flags win over environment variables, which win over the defaults. Raises SystemExit on bad values."""
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(prog="python -m scheduler.server", description="SparkInfer scheduler")
+    # No usage block before an error: a bad SPARKINFER_* value stops the start with one line (README, Configuration).
+    parser = argparse.ArgumentParser(prog="python -m scheduler.server", usage=argparse.SUPPRESS,
+                                     description="SparkInfer scheduler")
     defaults = SchedulerConfig()
     for f in fields(SchedulerConfig):
         env = ENV_NAMES[f.name]

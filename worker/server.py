@@ -86,7 +86,9 @@ ENV_NAMES = {
 def parse_config(argv=None, environ=None) -> WorkerConfig:
     """Flags win over environment variables, which win over the defaults."""
     environ = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(prog="python -m worker.server", description="SparkInfer worker")
+    # No usage block before an error: a bad SPARKINFER_* value stops the start with one line (README, Configuration).
+    parser = argparse.ArgumentParser(prog="python -m worker.server", usage=argparse.SUPPRESS,
+                                     description="SparkInfer worker")
     defaults = WorkerConfig()
     for f in fields(WorkerConfig):
         parser.add_argument("--" + f.name.replace("_", "-"), default=None,

@@ -56,3 +56,21 @@ def test_scheduler_and_worker_say_what_a_value_is_not_as_the_gateway_does(capsys
     with pytest.raises(SystemExit):
         parse([], environ={name: value})
     assert capsys.readouterr().err.splitlines()[-1] == words
+
+
+@pytest.mark.parametrize("module, call, name, value", [
+    ("gateway.config", "parse_config", "SPARKINFER_BODY_TIMEOUT_S", "0"),
+    ("scheduler.config", "parse_config", "SPARKINFER_DRAIN_GRACE_S", "-1"),
+    ("worker.server", "parse_config", "SPARKINFER_DTYPE", "float8"),
+    ("deploy.launch", "parse_args", "SPARKINFER_LAUNCH_TIMEOUT_S", "10m"),
+], ids=["gateway", "scheduler", "worker", "launcher"])
+def test_a_bad_value_is_one_line_without_the_usage_of_flags(monkeypatch, capsys, module, call, name, value):
+    """README: a bad value "stops it with one line naming the variable and what it accepts". argparse's usage of every
+    flag came first (14-20 lines a process, under `make run`), for a variable the user set, no flag they passed."""
+    monkeypatch.setenv(name, value)
+    parse = getattr(__import__(module, fromlist=[call]), call)
+    with pytest.raises(SystemExit) as stop:
+        parse([])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and name in err and err.startswith(f"python -m {module.split('.')[0]}"), err
