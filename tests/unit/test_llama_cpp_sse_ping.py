@@ -50,3 +50,14 @@ async def test_an_interval_as_text_is_read_as_its_number_and_other_text_is_a_400
         response = await client.post("/completion", json={"prompt": "hi", "stream": True, "sse_ping_interval": "soon"})
         assert response.status == 400
         assert (await response.json())["error"]["param"] == "sse_ping_interval"
+
+
+async def test_a_tiny_interval_is_served_at_the_floor():
+    """sse_ping_interval 1e-6 woke the gateway's loop for a ping about every millisecond (~650 in a 1 s stream, 0.14
+    CPU s of the loop every stream shares): a request may ask for no shorter a period than MIN_SSE_PING_S."""
+    fake = FakeServing(build_tokenizer())
+    fake.script.reply, fake.script.delay_s = "a b", 0.5
+    async with fake_gateway(fake, sse_keepalive_s=60.0) as (client, _):
+        text = await _stream(client, "/completion", {"prompt": "hi", "n_predict": 2, "sse_ping_interval": 1e-6})
+    assert 2 <= text.count(PING) <= 15, text.count(PING)
+    assert text.rstrip().endswith("}")
