@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from aiohttp import web
 
@@ -257,11 +258,17 @@ class LlamaCppRoutes:
     async def _complete(self, request: web.Request, body) -> web.StreamResponse:
         body = as_n_predict(body)
         card = await self.engine.card()
-        translated = await run_cpu(completion_body, body, card)
+        # A prompt of no tokens: llama-server answers at once, nothing generated ("empty prompt - releasing slot").
+        empty = isinstance(body, dict) and body.get("prompt") == ""
+        translated = await run_cpu(completion_body, {**body, "prompt": [0]} if empty else body, card)
         fields = response_fields(body)
         plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(), read_thinking=False)
         llama_cpp_chain(plan.gen.sampling, body, card.max_context_len)
         return_tokens = bool(body.get("return_tokens"))
+        if empty:
+            plan.gen.prompt_ids = []
+            return await self._prompt_only(request, LlamaCppShaper(plan, card, _requested(body), None, fields),
+                                           return_tokens, None)
         if body.get("n_predict") == 0 and not isinstance(body.get("n_predict"), bool):
             return await self._prompt_only(request, LlamaCppShaper(plan, card, 0, None, fields), return_tokens)
         gen = await self.engine.start(plan.gen)
@@ -273,12 +280,13 @@ class LlamaCppRoutes:
         results = await self.engine.results(gen)
         return json_response(shaper.response(results, gen.usage(), return_tokens))
 
-    async def _prompt_only(self, request: web.Request, shaper: LlamaCppShaper,
-                           return_tokens: bool) -> web.StreamResponse:
-        """n_predict 0: the prompt checked and counted, nothing generated (stop_type limit), as llama.cpp answers;
-        streamed, each prompt's final object as its stream's one `data:` event, as llama.cpp streams any request."""
+    async def _prompt_only(self, request: web.Request, shaper: LlamaCppShaper, return_tokens: bool,
+                           finish: Optional[str] = "length") -> web.StreamResponse:
+        """n_predict 0: the prompt checked and counted, nothing generated (stop_type limit), as llama.cpp answers
+        (finish None, an empty prompt: stop_type none); streamed, each prompt's final object as its stream's one
+        `data:` event, as llama.cpp streams any request."""
         gen = shaper.plan.gen
-        results = [ChoiceResult(i, finish_reason="length") for i in range(gen.num_choices)]
+        results = [ChoiceResult(i, finish_reason=finish) for i in range(gen.num_choices)]
         usage = Usage(prompt_tokens=sum(len(ids) for ids in gen.all_prompt_ids))
         answer = shaper.response(results, usage, return_tokens)
         if not shaper.plan.stream:
