@@ -15,6 +15,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.gen_request import ChoiceResult, Usage
+from gateway.list_limits import MAX_PROMPTS
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
 from gateway.openai_completion import parse_completion
@@ -42,12 +43,26 @@ COMPLETION_SCHEMA = {"type": "object", "required": ["model", "generate_responses
 _STAND_IN_CHAT = {"messages": [{"role": "user", "content": "."}]}
 
 
-def _checked(body, schema: dict) -> dict:
+def _checked(body, schema: dict, card) -> dict:
     """The body checked against its schema; the streamed form (stream true: a generate_chunk and the client-carried
-    stream_state) is refused first, as it has no generate_response."""
+    stream_state) is refused first, as it has no generate_response, and so are lists no generate answer holds, before
+    the validator walks their every item (gateway.list_limits: 2M ids took it ~50 s)."""
     if isinstance(body, dict) and body.get("stream") is True:
         raise Unsupported("stream: streaming derender (one generate chunk and its stream_state a call) is not "
                           "supported: send the whole generate_response", param="stream")
+    if isinstance(body, dict):
+        responses = body.get("generate_responses")
+        responses = responses if isinstance(responses, list) else [body.get("generate_response")]
+        if len(responses) > MAX_PROMPTS:
+            raise InvalidRequest(f"'generate_responses' holds {len(responses)} items; at most {MAX_PROMPTS} are "
+                                 f"accepted", param="generate_responses")
+        for choice in (c for r in responses if isinstance(r, dict) and isinstance(r.get("choices"), list)
+                       for c in r["choices"]):
+            ids = choice.get("token_ids") if isinstance(choice, dict) else None
+            if isinstance(ids, list) and len(ids) > card.max_context_len:
+                raise InvalidRequest(f"token_ids holds {len(ids)} ids, more than the model's context of "
+                                     f"{card.max_context_len} tokens: no generate answer holds that many",
+                                     param="token_ids")
     validate(body, schema)
     return body
 
@@ -106,35 +121,47 @@ class VLLMDerenderRoutes:
 
     async def chat(self, request: web.Request) -> web.Response:
         """The chat.completion of one generate response, parsed with chat_request's tools and reasoning settings."""
-        body = _checked(await read_json(request), CHAT_SCHEMA)
+        body = await read_json(request)
         card, served = await self.engine.card(), await self.engine.served_name()
-        check_model(body["model"], card, served)
-        chat_request = {key: value for key, value in (body.get("chat_request") or _STAND_IN_CHAT).items()
-                        if key not in ("model", "stream", "stream_options")}
-        plan = _plain(await run_cpu(parse_chat, chat_request, card, served,
-                                    self.config.exclude_tools_when_tool_choice_none), "chat_request" in body)
-        generated = body["generate_response"]
-        results = choice_results(plan, card, generated["choices"])
-        usage = Usage(body.get("prompt_tokens") or 0, sum(len(c["token_ids"]) for c in generated["choices"]))
-        shaper = ChatShaper(plan, card, generated.get("request_id") or f"chatcmpl-{uuid.uuid4().hex}")
-        return json_response(shaper.response(results, usage))
+        return json_response(await run_cpu(_chat_answer, body, card, served,
+                                           self.config.exclude_tools_when_tool_choice_none))
 
     async def completions(self, request: web.Request) -> web.Response:
         """The text_completion of one generate response per prompt, its choices numbered across them."""
-        body = _checked(await read_json(request), COMPLETION_SCHEMA)
+        body = await read_json(request)
         card, served = await self.engine.card(), await self.engine.served_name()
-        check_model(body["model"], card, served)
-        responses, counts = body["generate_responses"], body.get("prompt_tokens")
-        if counts is not None and len(counts) != len(responses):
-            raise InvalidRequest(f"prompt_tokens length ({len(counts)}) must equal generate_responses length "
-                                 f"({len(responses)})", param="prompt_tokens")
-        completion_request = {key: value for key, value in (body.get("completion_request") or {"prompt": [0]}).items()
-                              if key not in ("model", "stream", "stream_options")}
-        plan = _plain(await run_cpu(parse_completion, completion_request, card, served), "completion_request" in body)
-        plan.echo_texts = plan.echo_texts if len(plan.echo_texts) == len(responses) else []
-        results = []
-        for generated in responses:
-            results += choice_results(plan, card, generated["choices"], len(results))
-        usage = Usage(sum(counts or []), sum(len(r.token_ids) for r in results))
-        rid = responses[0].get("request_id") or f"cmpl-{uuid.uuid4().hex}"
-        return json_response(completion_response(plan, card, rid, results, usage))
+        return json_response(await run_cpu(_completion_answer, body, card, served))
+
+
+def _chat_answer(body, card, served: str, exclude_tools_when_none: bool) -> dict:
+    """The derendered chat.completion (on the CPU pool: its ids are read token by token)."""
+    body = _checked(body, CHAT_SCHEMA, card)
+    check_model(body["model"], card, served)
+    chat_request = {key: value for key, value in (body.get("chat_request") or _STAND_IN_CHAT).items()
+                    if key not in ("model", "stream", "stream_options")}
+    plan = _plain(parse_chat(chat_request, card, served, exclude_tools_when_none), "chat_request" in body)
+    generated = body["generate_response"]
+    results = choice_results(plan, card, generated["choices"])
+    usage = Usage(body.get("prompt_tokens") or 0, sum(len(c["token_ids"]) for c in generated["choices"]))
+    shaper = ChatShaper(plan, card, generated.get("request_id") or f"chatcmpl-{uuid.uuid4().hex}")
+    return shaper.response(results, usage)
+
+
+def _completion_answer(body, card, served: str) -> dict:
+    """The derendered text_completion (on the CPU pool, as _chat_answer)."""
+    body = _checked(body, COMPLETION_SCHEMA, card)
+    check_model(body["model"], card, served)
+    responses, counts = body["generate_responses"], body.get("prompt_tokens")
+    if counts is not None and len(counts) != len(responses):
+        raise InvalidRequest(f"prompt_tokens length ({len(counts)}) must equal generate_responses length "
+                             f"({len(responses)})", param="prompt_tokens")
+    completion_request = {key: value for key, value in (body.get("completion_request") or {"prompt": [0]}).items()
+                          if key not in ("model", "stream", "stream_options")}
+    plan = _plain(parse_completion(completion_request, card, served), "completion_request" in body)
+    plan.echo_texts = plan.echo_texts if len(plan.echo_texts) == len(responses) else []
+    results = []
+    for generated in responses:
+        results += choice_results(plan, card, generated["choices"], len(results))
+    usage = Usage(sum(counts or []), sum(len(r.token_ids) for r in results))
+    rid = responses[0].get("request_id") or f"cmpl-{uuid.uuid4().hex}"
+    return completion_response(plan, card, rid, results, usage)

@@ -2,6 +2,9 @@
 vllm/entrypoints/serve/disagg/protocol.py defines them: an /inference/v1/generate answer's token ids turned into the
 chat.completion / text_completion the request would have got (reasoning split, tool calls, stop strings, echo). Both
 were a 404, so vLLM's scale-out flow (render, generate, derender) stopped at its last step."""
+import asyncio
+import time
+
 import orjson
 import pytest
 
@@ -92,3 +95,42 @@ async def test_an_id_outside_the_vocabulary_is_a_400(stack, path, bad):
     assert status == 400, got
     assert got["error"] == {"message": f"token id {bad} is outside the vocabulary [0, {vocab})",
                             "type": "invalid_request_error", "param": "token_ids", "code": "invalid_value"}
+
+
+def _derender_body(path: str, choices: list) -> dict:
+    generated = {"choices": choices}
+    return ({"model": "default", "generate_response": generated} if "chat" in path else
+            {"model": "default", "generate_responses": [generated]})
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions/derender", "/v1/completions/derender"])
+async def test_more_ids_than_the_context_holds_are_refused_before_they_are_read(stack, path):
+    """No generate answer holds more ids than the context: 2M of them (7.6 MB, under the body limit) held the event
+    loop ~50 s (the schema walk and the detokenizer on it) and froze every other request; now a 400 naming token_ids."""
+    client, _ = stack
+    status, got = await post(client, path, _derender_body(path, [{"token_ids": [5] * 2049, "finish_reason": "length"}]))
+    assert status == 400, got
+    assert got["error"]["param"] == "token_ids"
+    assert "holds 2049 ids, more than the model's context of 2048 tokens" in got["error"]["message"]
+
+
+async def test_a_large_derender_leaves_the_event_loop_to_other_requests(stack):
+    """The ids are read on the CPU pool, as the routes' prompts are parsed: a loop that held them all blocked every
+    other client for the whole derender."""
+    client, fake = stack
+    ids = (fake.tokenizer.encode("hello world " * 400).ids * 3)[:2048]
+    body = _derender_body("/v1/completions/derender", [{"token_ids": ids, "finish_reason": "length"}] * 64)
+    gaps, done = [], asyncio.Event()
+
+    async def tick():
+        while not done.is_set():
+            start = time.monotonic()
+            await asyncio.sleep(0.01)
+            gaps.append(time.monotonic() - start)
+    ticker = asyncio.create_task(tick())
+    started = time.monotonic()
+    status, got = await post(client, "/v1/completions/derender", body)
+    took, _ = time.monotonic() - started, done.set()
+    await ticker
+    assert status == 200 and len(got["choices"]) == 64 and got["choices"][63]["text"].startswith("hello world")
+    assert max(gaps) < took / 3, (max(gaps), took)
