@@ -130,3 +130,16 @@ async def test_ollama_discovery_and_errors_match_ollamas_schema(stack):
         error = await response.json()
         assert (response.status, list(error)) == (status, ["error"])
         assert spec_errors("ollama", "ErrorResponse", error) == []
+
+
+async def test_the_oracle_refuses_a_message_start_without_type_and_role(stack):
+    """vLLM #45367: its message_start dropped message.type and .role (exclude_unset) and strict Anthropic clients
+    refused the stream; the schema refuses that event, and ollama's a done that is no boolean."""
+    client, _ = stack
+    response = await client.post("/v1/messages", headers=HEADERS, json={
+        "model": "fake-model", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}], "stream": True})
+    start = sse(await response.read())[0][1]
+    assert start["type"] == "message_start" and spec_errors("anthropic", "RawMessageStreamEvent", start) == []
+    del start["message"]["type"], start["message"]["role"]
+    assert spec_errors("anthropic", "RawMessageStreamEvent", start)
+    assert spec_errors("ollama", "ChatResponse", {"model": "m", "done": "true"})
