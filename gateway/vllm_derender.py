@@ -20,6 +20,7 @@ from gateway.offload import run_cpu
 from gateway.openai import parse_chat
 from gateway.openai_completion import parse_completion
 from gateway.openai_plan import check_model
+from gateway.openai_routes import check_request_template
 from gateway.openai_shape import ChatShaper
 from gateway.pipeline import ChoiceOutput
 from gateway.schema_validate import validate
@@ -122,6 +123,8 @@ class VLLMDerenderRoutes:
     async def chat(self, request: web.Request) -> web.Response:
         """The chat.completion of one generate response, parsed with chat_request's tools and reasoning settings."""
         body = await read_json(request)
+        # chat_request is rendered (its prompt's ids): its own chat_template as the chat route gates it.
+        check_request_template(body.get("chat_request") if isinstance(body, dict) else None, self.config)
         card, served = await self.engine.card(), await self.engine.served_name()
         return json_response(await run_cpu(_chat_answer, body, card, served,
                                            self.config.exclude_tools_when_tool_choice_none))

@@ -5,6 +5,7 @@ were a 404, so vLLM's scale-out flow (render, generate, derender) stopped at its
 import orjson
 import pytest
 
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
 from tests.unit.test_vllm_render import loop_gap_while
 
 CHAT = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
@@ -122,3 +123,21 @@ async def test_a_large_derender_leaves_the_event_loop_to_other_requests(stack):
     gap, took, (status, got) = await loop_gap_while(lambda: post(client, "/v1/completions/derender", body))
     assert status == 200 and len(got["choices"]) == 64 and got["choices"][63]["text"].startswith("hello world")
     assert gap < took / 3, (gap, took)
+
+
+async def test_a_chat_requests_own_template_is_gated_as_on_the_chat_route():
+    """chat_request is rendered for its prompt: its chat_template ran here whatever SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE
+    said (a range past the sandbox's bound was a 500; nested ones hold a thread for hours, vLLM's GHSA-6fvq-23cw-5628),
+    where /v1/chat/completions and its render route refuse it. Now the same 400, and a trusting server renders it."""
+    template = "{% for m in messages %}{{ m.content }}{% endfor %}<|im_start|>assistant\n"
+    chat = {"messages": [{"role": "user", "content": "hi"}], "chat_template": template}
+    body = {"model": "default", "generate_response": {"choices": [{"token_ids": [5, 6]}]}, "chat_request": chat}
+    for trusted in (False, True):
+        fake = FakeServing(build_tokenizer())
+        async with fake_gateway(fake, trust_request_chat_template=trusted) as (client, _):
+            status, got = await post(client, "/v1/chat/completions/derender", body)
+        if trusted:
+            assert status == 200 and got["choices"][0]["message"]["content"] == fake.tokenizer.decode([5, 6]), got
+        else:
+            assert status == 400 and got["error"]["param"] == "chat_template", got
+            assert "SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE" in got["error"]["message"]
