@@ -15,6 +15,7 @@ NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
 _VARIABLE = re.compile(r"(\$\w+)\s*(:?=)(.*)", re.S)
 _BLOCKS = ("if", "range", "with")
 _MAX_DEPTH = 64         # blocks inside blocks (the parser and the renderer recurse per level)
+_MAX_EXPRESSION_DEPTH = 2 * _MAX_DEPTH    # commands inside one action: parentheses and pipeline stages
 
 
 def fail(message: str) -> InvalidRequest:
@@ -173,4 +174,20 @@ def _expr(text: str) -> list:
             stack[-1].append(term)
     if len(stack) != 1 or not stack[0] and not pipes[0]:
         raise fail(f"unsupported action {{{{ {text} }}}}")
-    return _piped(stack[0], pipes[0], text)
+    command = _piped(stack[0], pipes[0], text)
+    # A pipeline runs as nested calls here (each stage the next one's argument), which the renderer recurses through:
+    # 5000 stages ran out of stack (a 500). Go runs a pipeline's stages in turn; its parser bounds nesting alone.
+    if _nesting(command) > _MAX_EXPRESSION_DEPTH:
+        raise fail(f"max expression depth exceeded: pipelines and parentheses nest more than {_MAX_EXPRESSION_DEPTH} "
+                   f"deep in {{{{ {text[:80]} }}}}")
+    return command
+
+
+def _nesting(command) -> int:
+    """How deep a command's lists and field tuples nest (walked without recursion: a deep one is what it measures)."""
+    deepest, todo = 0, [(command, 1)]
+    while todo and deepest <= _MAX_EXPRESSION_DEPTH:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        todo.extend((child, level + 1) for child in node if isinstance(child, (list, tuple)))
+    return deepest

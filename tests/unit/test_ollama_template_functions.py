@@ -67,3 +67,23 @@ def test_what_go_refuses_is_a_400(source, message):
     with pytest.raises(InvalidRequest) as info:
         render(source, {"Messages": MESSAGES}, cut=False)
     assert info.value.message == f"template: {message}"
+
+
+async def test_a_pipeline_too_long_to_render_is_a_400_and_the_deepest_allowed_renders(stack):
+    """A pipeline runs here as nested calls, so {{ .Prompt | print | print ... }} with 5000 stages ran the renderer out
+    of stack: a 500 RecursionError. Pipelines and parentheses together may nest 128 deep (a 400 past it); the deepest
+    allowed, inside 63 nested blocks, still renders."""
+    client, fake = stack
+    fake.script.reply = "ok"
+    deep = "{{ if true }}" * 63 + "{{ print (.Prompt" + " | print" * 120 + ") }}" + "{{ end }}" * 63
+    for stages, status in [(5000, 400), (0, 200)]:
+        source = "{{ .Prompt" + " | print" * stages + " }}" if stages else deep
+        body = {"model": "default", "stream": False, "prompt": "Why?", "template": source}
+        response = await client.post("/api/generate", data=orjson.dumps(body))
+        answer = orjson.loads(await response.read())
+        assert response.status == status, answer
+        if status == 400:
+            assert answer["error"].startswith("template: max expression depth exceeded"), answer
+        else:
+            ids = list(fake.script.requests[-1].prompt_token_ids)
+            assert fake.tokenizer.decode(ids, skip_special_tokens=False) == "Why?"
