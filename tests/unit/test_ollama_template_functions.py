@@ -2,6 +2,8 @@
 printf and println, as Ollama executes it (text/template funcs.go builtins). Ollama's alpaca, vicuna and llama2-chat
 templates join two system messages with printf "%s\\n\\n%s", and Mistral's templates place the tools with
 le (len (slice $.Messages $i)) 2; each was a 400 "template: unsupported function 'le'"."""
+import time
+
 import orjson
 import pytest
 
@@ -87,3 +89,14 @@ async def test_a_pipeline_too_long_to_render_is_a_400_and_the_deepest_allowed_re
         else:
             ids = list(fake.script.requests[-1].prompt_token_ids)
             assert fake.tokenizer.decode(ids, skip_special_tokens=False) == "Why?"
+
+
+def test_an_unclosed_template_is_refused_in_linear_time():
+    """20 KB of "{{" held the gateway's event loop 7 s (a lazy regex scanned for }} from every {{): the parse is one
+    pass, so 200 KB of it is the 400 at once, and a {{ closed at the very end still parses."""
+    started = time.perf_counter()
+    with pytest.raises(InvalidRequest) as info:
+        render("{{" * 100_000, {"Messages": MESSAGES}, cut=False)
+    assert info.value.message == "template: unclosed action"
+    assert time.perf_counter() - started < 1.0
+    assert render("x" * 100_000 + "{{- if .Messages -}} y {{- end }}", {"Messages": MESSAGES}, cut=False)[-2:] == "xy"
