@@ -13,6 +13,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from proto import ADMITTED_METADATA_KEY, pb, pb_grpc
 from proto.backlog import backlog_options
 from proto.keepalive import server_options
+from scheduler.repetition import ends_in_repetition, repetition_stop
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Like Qwen's tokenizer: the markup tokens are added but not "special", so they decode as text.
@@ -124,6 +125,8 @@ class FakeServing(pb_grpc.ServingServicer):
         queued = script.first_delay_s.get(_choice_index(request.req_id), 0)
         await asyncio.sleep(queued)
         limit = request.max_tokens or self.max_context_len - len(request.prompt_token_ids)
+        # vLLM's repetition stop, as the scheduler applies it (scheduler/step_outputs.py).
+        repeats, output = repetition_stop(request), []
         for i, token_id in enumerate(ids[:limit]):
             if script.delay_s:
                 await asyncio.sleep(script.delay_s)
@@ -131,8 +134,11 @@ class FakeServing(pb_grpc.ServingServicer):
                 yield pb.GenerateResponse(finish_reason="abort", stop_token_id=-1)
                 return
             last = i + 1 == limit
+            output.append(token_id)
+            repeated = repeats is not None and i + 1 >= request.sampling.min_tokens \
+                and ends_in_repetition(output, repeats)
             message = pb.GenerateResponse(token_ids=[token_id], logprobs=[-0.5],
-                                          finish_reason="length" if last else "",
+                                          finish_reason="length" if last else "repetition" if repeated else "",
                                           num_prompt_tokens=len(request.prompt_token_ids) if i == 0 else 0,
                                           num_generated_tokens=i + 1, stop_token_id=-1,
                                           num_cached_tokens=script.cached_tokens if i == 0 else 0,
@@ -143,7 +149,7 @@ class FakeServing(pb_grpc.ServingServicer):
             if i == 0 and request.sampling.prompt_logprobs:
                 message.prompt_logprobs.CopyFrom(fake_prompt_logprobs(request))
             yield message
-            if last:
+            if last or repeated:
                 return
         stop_id = self.eos_id if script.stop_id is None else script.stop_id
         final = pb.GenerateResponse(finish_reason="stop", stop_token_id=stop_id, stop_token_logprob=-0.25,

@@ -68,6 +68,9 @@ class GenRequest:
     num_ctx: Optional[int] = None        # Ollama's options.num_ctx, tokens (/api/ps); None: the model's window
     cache_salt: str = ""                 # vLLM's: prefix-cache entries are shared only within one salt ("" = none)
     priority: int = 0                    # vLLM's: lower values are scheduled first (int32 on the wire)
+    # vLLM's (max_repetition_pattern_size, min_repetition_pattern_size, repetition_min_count): the choice ends with
+    # finish_reason "repetition" on a repeated token pattern (gateway/repetition_stop.py); all 0 = off.
+    repetition_stop: tuple = (0, 0, 0)
     # llama.cpp's t_max_predict_ms, in seconds: past it (from a choice's first token) the choice ends "length" after
     # its next newline; None: no time limit.
     max_predict_s: Optional[float] = None

@@ -64,4 +64,6 @@ def generate_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
                               sampling=sampling, max_tokens=req.max_tokens_of(index // req.n),
                               stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos, constraint=constraint,
                               group_id=req.req_id, cache_salt=req.cache_salt,
-                              priority=req.priority)
+                              priority=req.priority, max_repetition_pattern_size=req.repetition_stop[0],
+                              min_repetition_pattern_size=req.repetition_stop[1],
+                              repetition_min_count=req.repetition_stop[2])

@@ -12,6 +12,7 @@ from llguidance.gbnf_to_lark import any_to_lark, is_lark_syntax
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
 from gateway.once_log import OnceLog
+from gateway.repetition_stop import FIELDS, repetition_stop
 from gateway.schema_bounds import lenient
 from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
@@ -120,7 +121,9 @@ def check_fields(body: dict, known: dict, chat: bool) -> None:
     if "best_of" in known:
         check_best_of(body)
     check_cache_salt(body)
-    check_repetition_stop(body)
+    if FIELDS[0] in known:
+        # Typed by the schema of the routes that honour them; elsewhere (the Responses API's) unknown fields.
+        repetition_stop(body)
     _unknown.note(name for name in body
                   if name not in known and name not in NO_EFFECT and name not in HONOURED and name not in refused)
 
@@ -131,21 +134,6 @@ def check_cache_salt(body: dict) -> None:
     salt = body.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         raise InvalidRequest("Parameter 'cache_salt' must be a non-empty string if provided.", param="cache_salt")
-
-
-def check_repetition_stop(body: dict) -> None:
-    """vLLM's stop on a repeated token pattern (max_repetition_pattern_size, min_repetition_pattern_size,
-    repetition_min_count: the output ends, finish_reason stop, stop_reason "repetition_detected", once its last tokens
-    repeat a pattern of those sizes that many times; vllm/v1/core/sched/utils.py check_sequence_repetition) is not
-    done here: a 400 naming it where it would act (a pattern size above 0 and a count of at least 2), never an output
-    that runs on where vLLM's would have stopped."""
-    size, low, count = (body.get(name) for name in ("max_repetition_pattern_size", "min_repetition_pattern_size",
-                                                     "repetition_min_count"))
-    if not all(isinstance(v, int) or v is None for v in (size, low, count)):
-        return      # a route whose schema does not type them (the Responses API's) leaves them unknown fields
-    if (size or 0) > 0 and (count or 0) >= 2 and max(low or 1, 1) <= size:
-        raise Unsupported("max_repetition_pattern_size: ending the output early on a repeated token pattern is not "
-                          "supported", param="max_repetition_pattern_size")
 
 
 def check_best_of(body: dict) -> None:

@@ -14,6 +14,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import check_min_tokens
 from gateway.openai_fields import GUIDED, guided_given
 from gateway.openai_sampling import read_sampling
+from gateway.repetition_stop import repetition_stop
 from gateway.prompt_logprobs import PromptLogprobsPlan
 from gateway.structured import response_format_schema
 
@@ -104,7 +105,7 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
               limit_name: str = "max_tokens") -> GenRequest:
     """The GenRequest fields every OpenAI-style route shares: sampling, stops, stop_token_ids (each below the vocabulary
     size, else InvalidRequest), n, min_tokens against `limit_name`, ignore_eos, skip_special_tokens, time limit,
-    llama.cpp's n_indent, cache_salt, priority; req_id is `prefix`-<24 hex>."""
+    llama.cpp's n_indent, cache_salt, priority, vLLM's repetition stop; req_id is `prefix`-<24 hex>."""
     stop_ids = [int(t) for t in body.get("stop_token_ids") or []]
     if any(t >= card.vocab_size for t in stop_ids):
         raise InvalidRequest(f"stop_token_ids must be token ids in [0, {card.vocab_size})", param="stop_token_ids")
@@ -116,7 +117,8 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
                       include_stop=include_stop(body),
                       skip_special_tokens=body.get("skip_special_tokens") is not False, stop_token_logprob=True,
                       max_predict_s=max_predict_s(body), min_indent=min_indent(body),
-                      cache_salt=body.get("cache_salt") or "", priority=priority(body))
+                      cache_salt=body.get("cache_salt") or "", priority=priority(body),
+                      repetition_stop=repetition_stop(body))
 
 
 def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:

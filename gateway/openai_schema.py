@@ -132,7 +132,7 @@ _COMMON = {
     "truncation_side": {"enum": ["left", "right", None]},
     "logprob_token_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
     "repetition_detection": {"type": ["object", "null"]},
-    # Its flattened form since (vLLM's CompletionRequest / ChatCompletionRequest: ints, default 0), refused too.
+    # Its flattened form since (vLLM's CompletionRequest / ChatCompletionRequest: ints, default 0), served.
     **{name: {"type": ["integer", "null"]} for name in (
         "max_repetition_pattern_size", "min_repetition_pattern_size", "repetition_min_count")},
     "watermarking": _BOOL_OR_NULL,

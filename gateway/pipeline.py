@@ -10,6 +10,9 @@ from gateway.reasoning import ReasoningSplitter, ThinkingTokens
 from gateway.reasoning_logprobs import ShownLogprobs
 from gateway.stream import StopMatcher, detokenizer
 
+# vLLM's stop_reason for a choice its repetition check ended (finish_reason "repetition"; vllm/v1/core/sched/utils.py).
+REPETITION_STOP_REASON = "repetition_detected"
+
 if TYPE_CHECKING:
     from gateway.engine import GenRequest
 
@@ -30,7 +33,8 @@ class Delta:
     reasoning: str = ""
     logprobs: list = field(default_factory=list)
     finish_reason: Optional[str] = None
-    # vLLM's stop_reason: the stop string that matched, or the stop_token_ids id that ended it (None for eos/length).
+    # vLLM's stop_reason: the stop string that matched, the stop_token_ids id that ended it, "repetition_detected"
+    # (finish_reason "repetition"); None for eos / length.
     stop_reason: Optional[Union[str, int]] = None
     # GenRequest.num_prompt_logprobs: TokenLogprob (rank set) of prompt positions 1.., on the choice's first Delta.
     prompt_logprobs: Optional[list] = None
@@ -127,6 +131,8 @@ class ChoiceOutput:
     def _stop_reason(self, message, finish: Optional[str]) -> Optional[Union[str, int]]:
         if self._stop.matched is not None:
             return self._stop.matched
+        if finish == "repetition":
+            return REPETITION_STOP_REASON
         token_id = getattr(message, "stop_token_id", -1)
         return token_id if finish == "stop" and token_id in self._stop_token_ids else None
 

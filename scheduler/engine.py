@@ -13,6 +13,7 @@ from scheduler import admission, lookahead
 from scheduler.engine_stats import EngineStats, RequestTimer
 from scheduler.inflight import InFlight
 from scheduler.prefix_cache import PrefixCacheConfig, anchor_token_id
+from scheduler.repetition import repetition_stop
 from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLeakError, SchedulerLimits
 from scheduler.streams import Stream, Streams
@@ -69,7 +70,8 @@ class Engine(WorkerLiveness):
         req = Request(request.req_id, list(request.prompt_token_ids), request.sampling, request.max_tokens,
                       frozenset(request.stop_token_ids), eos, arrival_ns=time.monotonic_ns(),
                       constraint=request.constraint if request.HasField("constraint") else None,
-                      cache_salt=request.cache_salt, priority=request.priority)
+                      cache_salt=request.cache_salt, priority=request.priority,
+                      repetition_stop=repetition_stop(request))
         stream = Stream(req, asyncio.Queue(), request.group_id)
         self.streams[req.req_id] = stream
         self.scheduler.add_request(req)

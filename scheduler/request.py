@@ -32,6 +32,8 @@ class Request:
     priority: int = 0                     # vLLM's: a lower value is admitted first and preempted last
     num_cached_tokens: int = 0            # prompt tokens served from the prefix cache at its first admission
     num_preemptions: int = 0              # times preempted (recompute) so far
+    # vLLM's stop on a repeated token pattern (scheduler/repetition.py); None = off.
+    repetition_stop: object = None
     # Prefix-cache plan (scheduler/prefix_cache.py), made when first scheduled (None = not yet): prefill chunks end
     # at split_points, snapshots are taken at snapshot_points (prefix lengths in tokens, ascending).
     split_points: list = None

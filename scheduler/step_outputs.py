@@ -1,6 +1,7 @@
 """Scheduler process: a StepResult applied to the Scheduler's requests: sampled tokens appended, stops, lengths and
 failures finished, each as the RequestOutput its stream gets. Pure Python, no sockets, no torch."""
 from scheduler.prompt_logprobs import merge_prompt_logprobs, take_prompt_logprobs
+from scheduler.repetition import ends_in_repetition
 from scheduler.request import RUNNING, Request, RequestOutput
 
 
@@ -48,6 +49,12 @@ class StepOutputs:
             self.running.remove(req)
             self._finish(req, "length")
             out.finish_reason = "length"
+        elif req.repetition_stop is not None and len(output_ids) >= sampling.min_tokens \
+                and ends_in_repetition(output_ids, req.repetition_stop):
+            # vLLM checks it last, from the min_tokens-th token on (vllm/v1/core/sched/utils.py check_stop).
+            self.running.remove(req)
+            self._finish(req, "repetition")
+            out.finish_reason = "repetition"
         return out
 
     def _fail_requests(self, failures) -> list:

@@ -65,31 +65,7 @@ async def test_fields_without_effect_are_served_as_without_them(stack, caplog):
     assert "unknown request field" not in caplog.text
 
 
-REPEAT = {"max_repetition_pattern_size": 4, "min_repetition_pattern_size": 2, "repetition_min_count": 3}
-
-
-@pytest.mark.parametrize("path,base", [(CHAT, BASE), (COMPLETIONS, {"model": "default", "prompt": "hi"})],
-                         ids=["chat", "completions"])
-async def test_vllms_repetition_stop_is_refused_where_it_would_act(stack, path, base):
-    # vLLM ends the output on a repeated token pattern (check_sequence_repetition in vllm/v1/core/sched/utils.py);
-    # the three fields were dropped as unknown, the output ran on where vLLM's stops.
-    client, fake = stack
-    status, body = await post(client, {**base, **REPEAT}, path)
-    assert status == 400 and body["error"]["code"] == "unsupported", body
-    assert body["error"]["param"] == "max_repetition_pattern_size" and "repeated" in body["error"]["message"]
-    assert not fake.script.requests
-
-
-@pytest.mark.parametrize("extra", [
-    {"max_repetition_pattern_size": 0, "min_repetition_pattern_size": 0, "repetition_min_count": 0},
-    {"max_repetition_pattern_size": 4, "repetition_min_count": 1},
-    {"max_repetition_pattern_size": 2, "min_repetition_pattern_size": 3, "repetition_min_count": 3},
-], ids=["defaults", "count-below-2", "min-above-max"])
-async def test_a_repetition_stop_that_cannot_act_changes_nothing(stack, extra):
-    # vLLM's check returns False for these, so the output is as without them.
-    client, _ = stack
-    status, body = await post(client, {**BASE, **extra})
-    assert status == 200 and body["choices"][0]["message"]["content"] == "Hello world", body
+# vLLM's stop on a repeated token pattern itself: tests/unit/test_repetition_stop_api.py.
 
 
 async def test_a_repetition_field_of_the_wrong_type_is_a_400_naming_it(stack):

@@ -1,0 +1,125 @@
+"""vLLM's stop on a repeated token pattern (max_repetition_pattern_size, min_repetition_pattern_size,
+repetition_min_count) as a /v1 client sees it, fake scheduler (which applies the scheduler's check): the choice ends
+with finish_reason "repetition" and stop_reason "repetition_detected" (vLLM's FinishReason.REPETITION and
+check_stop's stop_reason), its usage counts the tokens through the last copy, streamed and whole, each choice of
+n > 1; bad values are vLLM's 400s (RepetitionDetectionParams.__post_init__); without the fields nothing changes.
+Before, the fields were a 400 unsupported."""
+import orjson
+import pytest
+
+from tests.unit.test_continuous_usage_choices import events
+
+CHAT, COMPLETIONS, GENERATE = "/v1/chat/completions", "/v1/completions", "/inference/v1/generate"
+REPEAT = {"max_repetition_pattern_size": 4, "min_repetition_pattern_size": 2, "repetition_min_count": 3}
+BODIES = {CHAT: {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
+                 "max_tokens": 20},
+          COMPLETIONS: {"model": "default", "prompt": "hi", "max_tokens": 20}}
+
+
+def script_pattern(fake) -> list:
+    """Scripts a reply of a two-token pattern, repeated ten times; returns the pattern's ids."""
+    pattern = fake.tokenizer.encode("Hello world").ids[:2]
+    assert len(pattern) == 2 and pattern[0] != pattern[1]
+    fake.script.token_ids = pattern * 10
+    return pattern
+
+
+async def post(client, body, path):
+    response = await client.post(path, data=orjson.dumps(body))
+    raw = await response.read()
+    return response.status, (events(raw) if body.get("stream") else orjson.loads(raw))
+
+
+def text_of(path: str, choice: dict) -> str:
+    return choice["text"] if path == COMPLETIONS else choice["message"]["content"]
+
+
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("n", [1, 2])
+async def test_the_choice_ends_on_the_third_copy_of_its_pattern(stack, path, n):
+    client, fake = stack
+    pattern = script_pattern(fake)
+    status, body = await post(client, {**BODIES[path], **REPEAT, "n": n}, path)
+    assert status == 200, body
+    # Size 2, three copies: six tokens, though 20 were allowed and the reply runs to 20.
+    assert [c["finish_reason"] for c in body["choices"]] == ["repetition"] * n
+    assert [c["stop_reason"] for c in body["choices"]] == ["repetition_detected"] * n
+    assert [text_of(path, c) for c in body["choices"]] == [fake.tokenizer.decode(pattern * 3)] * n
+    assert body["usage"]["completion_tokens"] == 6 * n
+    sent = fake.script.requests[-1]
+    assert (sent.max_repetition_pattern_size, sent.min_repetition_pattern_size, sent.repetition_min_count) == (4, 2, 3)
+
+
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+async def test_streamed_the_last_chunk_says_repetition(stack, path):
+    client, fake = stack
+    pattern = script_pattern(fake)
+    request = {**BODIES[path], **REPEAT, "n": 2, "stream": True, "stream_options": {"include_usage": True}}
+    status, chunks = await post(client, request, path)
+    assert status == 200, chunks
+    for index in (0, 1):
+        mine = [c["choices"][0] for c in chunks if c["choices"] and c["choices"][0]["index"] == index]
+        finishes = [c["finish_reason"] for c in mine if c["finish_reason"]]
+        assert finishes == ["repetition"] and mine[-1]["stop_reason"] == "repetition_detected"
+        pieces = [c.get("text") if path == COMPLETIONS else c["delta"].get("content") for c in mine]
+        assert "".join(p or "" for p in pieces) == fake.tokenizer.decode(pattern * 3)
+    assert chunks[-1]["usage"]["completion_tokens"] == 12
+
+
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("extra", [{}, {"max_repetition_pattern_size": 0, "min_repetition_pattern_size": 0,
+                                        "repetition_min_count": 0}], ids=["without", "zeros"])
+async def test_without_the_fields_a_repeating_reply_runs_to_max_tokens(stack, path, extra):
+    client, fake = stack
+    script_pattern(fake)
+    status, body = await post(client, {**BODIES[path], **extra}, path)
+    assert status == 200, body
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "length" and choice["stop_reason"] is None
+    assert body["usage"]["completion_tokens"] == 20
+    sent = fake.script.requests[-1]
+    assert (sent.max_repetition_pattern_size, sent.min_repetition_pattern_size, sent.repetition_min_count) == (0, 0, 0)
+
+
+async def test_min_tokens_holds_the_check_off(stack):
+    client, fake = stack
+    script_pattern(fake)
+    status, body = await post(client, {**BODIES[COMPLETIONS], **REPEAT, "min_tokens": 9}, COMPLETIONS)
+    # From the 9th token on: tokens 4..9 are three copies again, so it ends at 9.
+    assert status == 200 and body["choices"][0]["finish_reason"] == "repetition", body
+    assert body["usage"]["completion_tokens"] == 9
+
+
+BAD = [
+    ({"max_repetition_pattern_size": -1, "repetition_min_count": 3}, "max_repetition_pattern_size", "must be >=0"),
+    ({"max_repetition_pattern_size": 2, "min_repetition_pattern_size": 3, "repetition_min_count": 3},
+     "min_repetition_pattern_size", "min_repetition_pattern_size <= max_repetition_pattern_size"),
+    ({"max_repetition_pattern_size": 4, "repetition_min_count": 1}, "repetition_min_count", "must be >= 2"),
+    ({"max_repetition_pattern_size": 4}, "repetition_min_count", "must be >= 2"),
+    ({"max_repetition_pattern_size": 65537, "repetition_min_count": 2}, "max_repetition_pattern_size",
+     "at most 65536, got 65537"),
+    ({"max_repetition_pattern_size": 4, "repetition_min_count": 1001}, "repetition_min_count",
+     "at most 1000, got 1001"),
+]
+
+
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
+@pytest.mark.parametrize("extra,param,message", BAD, ids=["negative", "min-above-max", "count-1", "no-count",
+                                                           "size-too-big", "count-too-big"])
+async def test_bad_values_are_vllms_400s(stack, path, extra, param, message):
+    client, fake = stack
+    status, body = await post(client, {**BODIES[path], **extra}, path)
+    assert status == 400 and body["error"]["param"] == param and message in body["error"]["message"], body
+    assert not fake.script.requests
+
+
+async def test_the_generate_routes_sampling_params_carry_them(stack):
+    client, fake = stack
+    script_pattern(fake)
+    request = {"token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 20, **REPEAT}}
+    status, body = await post(client, request, GENERATE)
+    assert status == 200 and body["choices"][0]["finish_reason"] == "repetition", body
+    assert len(body["choices"][0]["token_ids"]) == 6
+    bad = {"token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 20, "max_repetition_pattern_size": 4}}
+    status, body = await post(client, bad, GENERATE)
+    assert status == 400 and body["error"]["param"] == "sampling_params.repetition_min_count", body
