@@ -136,8 +136,10 @@ class VLLMRenderRoutes:
         if body.get("return_token_offsets"):
             text = await run_cpu(chat_prompt_text, body, card, self.config.exclude_tools_when_tool_choice_none)
             offsets = await run_cpu(token_offsets, card, text, plan.gen.prompt_ids)
-        return json_response(generate_request(body, plan, "chatcmpl", plan.gen.prompt_ids, plan.gen.max_tokens,
-                                              offsets))
+        # On the CPU pool: sampling_params re-reads response_format, whose schema check held the event loop 1.6 s
+        # for a 6000-property schema.
+        return json_response(await run_cpu(generate_request, body, plan, "chatcmpl", plan.gen.prompt_ids,
+                                           plan.gen.max_tokens, offsets))
 
     async def completions(self, request: web.Request) -> web.Response:
         """The completions request's GenerateRequests, one per prompt; errors as /v1/completions answers them."""
