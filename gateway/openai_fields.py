@@ -38,7 +38,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "prompt_embeds": (_nonempty, "prompt embeddings are not supported: send the prompt as text or token ids"),
     "logits_processors": (_nonempty, "custom logits processors are not supported"),
     "logprob_token_ids": (_nonempty, "logprobs of chosen token ids are not supported (top_logprobs are)"),
-    "repetition_detection": (lambda v: v is not None, "ending the output early on repeated n-grams is not supported"),
     "watermarking": (lambda v: bool(v), "watermarked sampling is not supported"),
     **LLAMA_CPP_REFUSED,
     **SGLANG_REFUSED,

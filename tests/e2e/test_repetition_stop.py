@@ -22,3 +22,9 @@ def test_a_one_token_loop_ends_at_its_count(http):
     pairs = complete(http, **loop, max_repetition_pattern_size=3, min_repetition_pattern_size=2,
                      repetition_min_count=4)
     assert pairs["choices"][0]["finish_reason"] == "repetition" and pairs["usage"]["completion_tokens"] == 8
+
+
+def test_the_repetition_detection_object_does_the_same(http):
+    loop = {"allowed_token_ids": [100, 200], "logit_bias": {"100": 50}}
+    cut = complete(http, **loop, repetition_detection={"max_pattern_size": 3, "min_count": 4})
+    assert cut["choices"][0]["finish_reason"] == "repetition" and cut["usage"]["completion_tokens"] == 4

@@ -1,9 +1,9 @@
 """vLLM's stop on a repeated token pattern (max_repetition_pattern_size, min_repetition_pattern_size,
-repetition_min_count) as a /v1 client sees it, fake scheduler (which applies the scheduler's check): the choice ends
+repetition_min_count, or its newer repetition_detection object) as a /v1 client sees it, fake scheduler (which applies the scheduler's check): the choice ends
 with finish_reason "repetition" and stop_reason "repetition_detected" (vLLM's FinishReason.REPETITION and
 check_stop's stop_reason), its usage counts the tokens through the last copy, streamed and whole, each choice of
 n > 1; bad values are vLLM's 400s (RepetitionDetectionParams.__post_init__); without the fields nothing changes.
-Before, the fields were a 400 unsupported."""
+Before, both forms were a 400 unsupported."""
 import orjson
 import pytest
 
@@ -11,6 +11,8 @@ from tests.unit.test_continuous_usage_choices import events
 
 CHAT, COMPLETIONS, GENERATE = "/v1/chat/completions", "/v1/completions", "/inference/v1/generate"
 REPEAT = {"max_repetition_pattern_size": 4, "min_repetition_pattern_size": 2, "repetition_min_count": 3}
+# vLLM's newer form of the same (its requests' repetition_detection: RepetitionDetectionParams).
+OBJECT = {"repetition_detection": {"max_pattern_size": 4, "min_pattern_size": 2, "min_count": 3}}
 BODIES = {CHAT: {"model": "default", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False,
                  "max_tokens": 20},
           COMPLETIONS: {"model": "default", "prompt": "hi", "max_tokens": 20}}
@@ -36,10 +38,11 @@ def text_of(path: str, choice: dict) -> str:
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS], ids=["chat", "completions"])
 @pytest.mark.parametrize("n", [1, 2])
-async def test_the_choice_ends_on_the_third_copy_of_its_pattern(stack, path, n):
+@pytest.mark.parametrize("form", [REPEAT, OBJECT], ids=["fields", "object"])
+async def test_the_choice_ends_on_the_third_copy_of_its_pattern(stack, path, n, form):
     client, fake = stack
     pattern = script_pattern(fake)
-    status, body = await post(client, {**BODIES[path], **REPEAT, "n": n}, path)
+    status, body = await post(client, {**BODIES[path], **form, "n": n}, path)
     assert status == 200, body
     # Size 2, three copies: six tokens, though 20 were allowed and the reply runs to 20.
     assert [c["finish_reason"] for c in body["choices"]] == ["repetition"] * n
@@ -110,6 +113,27 @@ async def test_bad_values_are_vllms_400s(stack, path, extra, param, message):
     client, fake = stack
     status, body = await post(client, {**BODIES[path], **extra}, path)
     assert status == 400 and body["error"]["param"] == param and message in body["error"]["message"], body
+    assert not fake.script.requests
+
+
+OBJECT_BAD = [
+    ({"max_pattern_size": 4}, "invalid_request_error", "repetition_detection", "min_count must be >= 2"),
+    ({"max_pattern_size": 2, "min_pattern_size": 3, "min_count": 2}, "invalid_request_error", "repetition_detection",
+     "min_pattern_size <= max_pattern_size"),
+    ({"max_pattern_size": "x"}, "invalid_request_error", "repetition_detection.max_pattern_size", "integer"),
+    ({"max_pattern_size": 4, "min_count": 2, "mode": "occurrence"}, "unsupported", "repetition_detection.mode",
+     "only max_pattern_size"),
+]
+
+
+@pytest.mark.parametrize("value,kind,param,message", OBJECT_BAD, ids=["no-count", "min-above-max", "string", "mode"])
+async def test_bad_repetition_detection_objects_are_400s(stack, value, kind, param, message):
+    client, fake = stack
+    status, body = await post(client, {**BODIES[CHAT], "repetition_detection": value}, CHAT)
+    assert status == 400 and body["error"]["param"] == param and message in body["error"]["message"], body
+    assert kind in (body["error"]["type"], body["error"]["code"]), body
+    status, body = await post(client, {**BODIES[CHAT], **OBJECT, **REPEAT}, CHAT)
+    assert status == 400 and body["error"]["param"] == "repetition_detection", body
     assert not fake.script.requests
 
 

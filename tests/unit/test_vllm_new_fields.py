@@ -1,5 +1,5 @@
 """vLLM's newer /v1 request fields (its ChatCompletionRequest / CompletionRequest extra params), fake scheduler:
-truncation_side "right" keeps a truncated prompt's first tokens; logprob_token_ids, repetition_detection and
+truncation_side "right" keeps a truncated prompt's first tokens; logprob_token_ids and
 watermarking ask for what is not served and are a 400 naming them; stream_interval and session_id change nothing
 the client sees. All were dropped as unknown fields: truncation_side "right" got the prompt's last tokens."""
 import orjson
@@ -43,7 +43,7 @@ async def test_an_unknown_truncation_side_is_a_400(stack):
     assert status == 400 and body["error"]["param"] == "truncation_side", body
 
 
-REFUSED = [("logprob_token_ids", [5, 6]), ("repetition_detection", {"max_pattern_size": 4}), ("watermarking", True)]
+REFUSED = [("logprob_token_ids", [5, 6]), ("watermarking", True)]
 
 
 @pytest.mark.parametrize("path,base", [(CHAT, BASE), (COMPLETIONS, {"model": "default", "prompt": "hi"})],
