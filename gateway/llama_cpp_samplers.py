@@ -8,6 +8,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import V1_MAX_TEMPERATURE, apply_repeat_last_n
+from gateway.repetition_stop import refuse_repetition_stop
 
 # llama-server's default order (common/common.h common_params_sampling::samplers), as /props and
 # generation_settings state it (common_sampler_type_to_str names).
@@ -80,7 +81,9 @@ def llama_cpp_chain(sampling, body: dict, context: int):
     """/completion's `sampling` (returned) as llama-server's chain runs it (worker/sampling_chain.py): top_k,
     typical_p, top_p and min_p before the temperature, and frequency/presence counted over the penalty window's
     prompt+output tokens; the window (repeat_last_n) is 64 unless sent, and 0 turns all three penalties off, as its
-    penalties sampler returns at once then. post_sampling_probs: the probabilities returned are the chain's."""
+    penalties sampler returns at once then. post_sampling_probs: the probabilities returned are the chain's. vLLM's
+    repetition stop, which llama-server has not (no stop_type for it), is refused."""
+    refuse_repetition_stop(body)
     sampling.chain = "llama.cpp"
     # n_probs of the distribution each token is drawn from (LlamaCppShaper writes them as prob / top_probs).
     sampling.post_sampling = body.get("post_sampling_probs") is True

@@ -19,6 +19,7 @@ from gateway.openai import parse_chat
 from gateway.openai_completion import parse_completion
 from gateway.openai_plan import check_model
 from gateway.offload import run_cpu
+from gateway.repetition_stop import refuse_repetition_stop
 from gateway.openai_routes import OpenAIRoutes, check_request_template
 from gateway.completion_shape import CompletionFramer, completion_response
 from gateway.chat_stream import ChatFramer
@@ -185,6 +186,7 @@ class LMStudioRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none, cap_output=True)
+        refuse_repetition_stop(body)
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
         if plan.debug_render is not None:
             return json_response(shaper.render_only())
@@ -207,6 +209,7 @@ class LMStudioRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name(), cap_output=True,
                              read_thinking=False)
+        refuse_repetition_stop(body)
         if plan.gen.max_tokens == 0:
             # echo with max_tokens 0: nothing is generated; the /v1 answer as it is.
             return await self.openai.completions(request)

@@ -21,6 +21,7 @@ from gateway.lmstudio_v1_models import download_answer, load_answer, unload_answ
 from gateway.lmstudio_v1_request import as_sent, check_reasoning, fit_window, openai_chat_body
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
 from gateway.offload import run_cpu
+from gateway.repetition_stop import refuse_repetition_stop
 from gateway.openai import parse_chat
 from gateway.web import json_response, read_json
 
@@ -55,6 +56,7 @@ class LMStudioV1Routes:
         check_reasoning(raw, card)
         try:
             plan = await run_cpu(parse_chat, body, card, name, cap_output=True)
+            refuse_repetition_stop(body)
             fit_window(plan.gen, raw.get("context_length"), card)
             gen = await self.engine.start(plan.gen)
         except ApiError as exc:

@@ -50,3 +50,11 @@ def _checked(values: list, names: tuple, params: list) -> tuple:
                              f"not wish to detect repetitive patterns, set {name_max} to 0.", param=params[2])
     # Off: a count vLLM takes without looking at it (a negative one too) is not sent.
     return (largest, least, count) if largest > 0 else (0, 0, 0)
+
+
+def refuse_repetition_stop(body) -> None:
+    """400 unsupported where a request of a route whose server has no such stop (llama.cpp's /completion, LM Studio's
+    and SGLang's routes, parsed as /v1 ones) asks for it: its finish ("repetition") has no word in their answers."""
+    if isinstance(body, dict) and any(repetition_stop(body)):
+        name = "repetition_detection" if body.get("repetition_detection") is not None else FIELDS[0]
+        raise Unsupported(f"{name}: ending the output early on a repeated token pattern is not supported", param=name)

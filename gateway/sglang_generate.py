@@ -21,6 +21,7 @@ from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.http_stream import open_stream, stream_generation
 from gateway.offload import run_cpu
+from gateway.repetition_stop import refuse_repetition_stop
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
 from gateway.prompt_logprobs import prompt_only_result
@@ -177,6 +178,7 @@ class SGLangGenerateRoutes:
             # a max_new_tokens sent past the room the prompt leaves is its TokenizerManager's 400.
             plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
                                  cap_output=not options.limit_sent)
+            refuse_repetition_stop(translated)
         except ApiError as error:
             if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
                 error.message = context_overflow_message(error)

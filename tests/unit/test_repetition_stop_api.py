@@ -147,3 +147,18 @@ async def test_the_generate_routes_sampling_params_carry_them(stack):
     bad = {"token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 20, "max_repetition_pattern_size": 4}}
     status, body = await post(client, bad, GENERATE)
     assert status == 400 and body["error"]["param"] == "sampling_params.repetition_min_count", body
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/completion", {"prompt": "hi", "n_predict": 20}),
+    ("/api/v0/chat/completions", {**BODIES[CHAT]}),
+    ("/api/v0/completions", {**BODIES[COMPLETIONS]}),
+    ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 20}}),
+], ids=["llama.cpp", "lmstudio-chat", "lmstudio-completions", "sglang"])
+@pytest.mark.parametrize("form", [REPEAT, OBJECT], ids=["fields", "object"])
+async def test_routes_of_servers_without_it_refuse_it(stack, path, body, form):
+    # Their answers have no word for finish "repetition" (llama.cpp's stop_type, LM Studio's stats.stop_reason).
+    client, fake = stack
+    status, answer = await post(client, {**body, **form}, path)
+    assert status == 400 and "repeated token pattern is not supported" in orjson.dumps(answer).decode(), answer
+    assert not fake.script.requests
