@@ -5,8 +5,8 @@ import copy
 # one per FinishReason (vllm/v1/metrics/loggers.py): a counter that first appears at 1 is missed by rate() and
 # increase(), so a dashboard never saw the first request to stop, run out of length or be aborted. As vLLM's
 # FinishReason (vllm/v1/engine/__init__.py), "abort" is a request its client (or a drain) ended, "error" one the server
-# failed (a lost worker, a failed step); vLLM's "repetition" has no detector here.
-FINISHED_REASONS = ("stop", "length", "abort", "error")
+# failed (a lost worker, a failed step), "repetition" one its repetition check ended (scheduler/repetition.py).
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 # vLLM's vllm:num_requests_waiting_by_reason reasons and vllm:engine_sleep_state states (vllm/v1/metrics/loggers.py),
 # each series made at the start as vLLM makes them; the gateway mirrors the scheduler's under the same labels.
 WAITING_REASONS = ("capacity", "deferred")

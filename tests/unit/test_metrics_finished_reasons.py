@@ -1,6 +1,6 @@
-"""request_success_total has its stop, length, abort and error series at 0 from the start, on the scheduler and the gateway,
-as vLLM makes one per FinishReason (vllm/v1/metrics/loggers.py): a series that first appears at 1 is missed by rate()
-and increase(), so a dashboard never counted the first request of each kind."""
+"""request_success_total has its stop, length, abort, error and repetition series at 0 from the start, on the
+scheduler and the gateway, as vLLM makes one per FinishReason (vllm/v1/metrics/loggers.py): a series that first
+appears at 1 is missed by rate() and increase(), so a dashboard never counted the first request of each kind."""
 import subprocess
 import sys
 
@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from scheduler.metrics import Metrics
 
 EXPECTED = {'{finished_reason="stop"} 0.0', '{finished_reason="length"} 0.0', '{finished_reason="abort"} 0.0',
-            '{finished_reason="error"} 0.0'}
+            '{finished_reason="error"} 0.0', '{finished_reason="repetition"} 0.0'}
 
 
 def success_lines(text: str, name: str) -> set:

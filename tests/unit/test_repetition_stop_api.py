@@ -162,3 +162,17 @@ async def test_routes_of_servers_without_it_refuse_it(stack, path, body, form):
     status, answer = await post(client, {**body, **form}, path)
     assert status == 400 and "repeated token pattern is not supported" in orjson.dumps(answer).decode(), answer
     assert not fake.script.requests
+
+
+async def test_the_gateway_counts_it_under_its_own_finished_reason(stack):
+    from gateway import metrics
+    client, fake = stack
+    script_pattern(fake)
+    label = 'sparkinfer_gateway_request_success_total{finished_reason="repetition"'
+
+    def count() -> float:
+        line = next(line for line in metrics.render()[0].decode().splitlines() if line.startswith(label))
+        return float(line.rsplit(" ", 1)[1])
+    before = count()
+    status, body = await post(client, {**BODIES[COMPLETIONS], **REPEAT, "n": 2}, COMPLETIONS)
+    assert status == 200 and count() - before == 2, body
