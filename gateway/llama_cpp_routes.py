@@ -278,7 +278,7 @@ class LlamaCppRoutes:
             return await stream_generation(request, gen, LlamaCppFramer(shaper),
                                            *sse_pings(body, self.config.sse_keepalive_s))
         results = await self.engine.results(gen)
-        return json_response(shaper.response(results, gen.usage(), return_tokens))
+        return json_response(await run_cpu(shaper.response, results, gen.usage(), return_tokens))
 
     async def _prompt_only(self, request: web.Request, shaper: LlamaCppShaper, return_tokens: bool,
                            finish: Optional[str] = "length") -> web.StreamResponse:

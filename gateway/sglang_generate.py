@@ -197,7 +197,9 @@ class SGLangGenerateRoutes:
         shaper.received = min(received, gen.started_at)
         if options.stream:
             return await stream_generation(request, gen, GenerateFramer(shaper), self.config.sse_keepalive_s)
-        return json_response(shaper.answer(await self.engine.results(gen), gen.usage()))
+        results = await self.engine.results(gen)
+        # On the CPU pool: 128 prompts of 600 tokens with their logprobs held the event loop 1.7-2.8 s.
+        return json_response(await run_cpu(shaper.answer, results, gen.usage()))
 
     async def _prompt_only(self, request: web.Request, shaper: GenerateShaper) -> web.StreamResponse:
         """max_new_tokens 0: no output, finish length 0; streamed, each answer's one event, then [DONE]."""
