@@ -20,6 +20,7 @@ from gateway.openai import chat_prompt_text, parse_chat
 from gateway.openai_checks import null_max_tokens_as_default
 from gateway.openai_completion import parse_completion
 from gateway.openai_routes import check_request_template
+from gateway.repetition_stop import KEYS
 from gateway.structured import ANY_OBJECT, response_format_schema
 from gateway.web import json_response, read_json
 
@@ -74,6 +75,8 @@ def sampling_params(body: dict, plan, max_tokens: int) -> dict:
         "allowed_token_ids": list(sampling.allowed_token_ids) or None, "bad_words": list(body.get("bad_words") or []),
         "thinking_token_budget": body.get("thinking_token_budget"), "detokenize": True,
         "output_kind": _DELTA if stream else _FINAL_ONLY, "extra_args": None,
+        # vLLM's SamplingParams carries the repetition stop as its RepetitionDetectionParams (None: off).
+        "repetition_detection": dict(zip(KEYS, gen.repetition_stop)) if any(gen.repetition_stop) else None,
     }
 
 

@@ -176,3 +176,18 @@ async def test_the_gateway_counts_it_under_its_own_finished_reason(stack):
     before = count()
     status, body = await post(client, {**BODIES[COMPLETIONS], **REPEAT, "n": 2}, COMPLETIONS)
     assert status == 200 and count() - before == 2, body
+
+
+@pytest.mark.parametrize("form", [REPEAT, OBJECT], ids=["fields", "object"])
+async def test_a_rendered_request_carries_it_to_the_generate_route(stack, form):
+    # vLLM's /v1/chat/completions/render writes the request's SamplingParams, its repetition_detection among them.
+    client, fake = stack
+    status, rendered = await post(client, {**BODIES[CHAT], **form}, "/v1/chat/completions/render")
+    assert status == 200, rendered
+    assert rendered["sampling_params"]["repetition_detection"] == OBJECT["repetition_detection"]
+    status, body = await post(client, rendered, GENERATE)
+    assert status == 200, body
+    sent = fake.script.requests[-1]
+    assert (sent.max_repetition_pattern_size, sent.min_repetition_pattern_size, sent.repetition_min_count) == (4, 2, 3)
+    status, plain = await post(client, BODIES[CHAT], "/v1/chat/completions/render")
+    assert plain["sampling_params"]["repetition_detection"] is None
