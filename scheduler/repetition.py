@@ -33,6 +33,10 @@ def ends_in_repetition(token_ids: list, stop: RepetitionStop) -> bool:
     for size in range(max(stop.min_size, 1), stop.max_size + 1):
         if size * count > num_tokens:
             return False
+        # One comparison rules most sizes out, before any slice is copied (a long output with a large largest size
+        # would otherwise copy up to num_tokens / count ids per size, every token).
+        if token_ids[-1] != token_ids[-1 - size]:
+            continue
         tail = token_ids[num_tokens - size:]
         if all(token_ids[num_tokens - size * (m + 1):num_tokens - size * m] == tail for m in range(1, count)):
             return True
