@@ -29,7 +29,7 @@ from proto import pb
 
 _CHOICE = {"type": "object", "required": ["token_ids"], "properties": {
     "index": {"type": "integer", "minimum": 0}, "token_ids": {"type": "array", "items": {"type": "integer"}},
-    "finish_reason": {"enum": ["stop", "length", "abort", None]}}}
+    "finish_reason": {"enum": ["stop", "length", "abort", "repetition", None]}}}
 _RESPONSE = {"type": "object", "required": ["choices"], "properties": {
     "request_id": {"type": ["string", "null"]}, "choices": {"type": "array", "items": _CHOICE}}}
 _COMMON = {"model": {"type": "string"}, "stream": {"type": ["boolean", "null"]}}

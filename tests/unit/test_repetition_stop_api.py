@@ -191,3 +191,21 @@ async def test_a_rendered_request_carries_it_to_the_generate_route(stack, form):
     assert (sent.max_repetition_pattern_size, sent.min_repetition_pattern_size, sent.repetition_min_count) == (4, 2, 3)
     status, plain = await post(client, BODIES[CHAT], "/v1/chat/completions/render")
     assert plain["sampling_params"]["repetition_detection"] is None
+
+
+async def test_render_generate_derender_ends_as_the_chat_does(stack):
+    # vLLM's scale-out flow: the generate answer's finish_reason "repetition" is derendered as the chat route answers.
+    client, fake = stack
+    script_pattern(fake)
+    chat = {**BODIES[CHAT], **REPEAT}
+    status, rendered = await post(client, chat, "/v1/chat/completions/render")
+    status, generated = await post(client, rendered, GENERATE)
+    assert generated["choices"][0]["finish_reason"] == "repetition", generated
+    status, body = await post(client, {"model": "default", "generate_response": generated, "chat_request": chat,
+                                       "prompt_tokens": len(rendered["token_ids"])}, "/v1/chat/completions/derender")
+    assert status == 200, body
+    status, direct = await post(client, chat, CHAT)
+    assert body["choices"][0]["message"]["content"] == direct["choices"][0]["message"]["content"]
+    assert (body["choices"][0]["finish_reason"], body["choices"][0]["stop_reason"]) == \
+        ("repetition", "repetition_detected") == (direct["choices"][0]["finish_reason"],
+                                                  direct["choices"][0]["stop_reason"])
