@@ -150,6 +150,19 @@ def _chat_answer(body, card, served: str, exclude_tools_when_none: bool) -> dict
     return shaper.response(results, usage)
 
 
+def _check_choices_per_prompt(responses: list, n: int, num_prompts: int) -> None:
+    """A choice's prompt (its echo, its prompt_token_ids) is read at index // n, as /inference/v1/generate answers a
+    rendered prompt with n choices: a response with another number of choices got another prompt's echo, or a 500
+    (IndexError) past the last prompt."""
+    if len(responses) != num_prompts:
+        raise InvalidRequest(f"generate_responses has {len(responses)} responses; completion_request has {num_prompts} "
+                             "prompts", param="generate_responses")
+    for i, generated in enumerate(responses):
+        if len(generated["choices"]) != n:
+            raise InvalidRequest(f"generate_responses[{i}] has {len(generated['choices'])} choices; completion_request "
+                                 f"asks {n} per prompt (n)", param=f"generate_responses[{i}].choices")
+
+
 def _completion_answer(body, card, served: str) -> dict:
     """The derendered text_completion (on the CPU pool, as _chat_answer)."""
     body = _checked(body, COMPLETION_SCHEMA, card)
@@ -162,6 +175,8 @@ def _completion_answer(body, card, served: str) -> dict:
                           if key not in ("model", "stream", "stream_options")}
     plan = _plain(parse_completion(completion_request, card, served), "completion_request" in body)
     plan.echo_texts = plan.echo_texts if len(plan.echo_texts) == len(responses) else []
+    if plan.echo_texts or plan.return_token_ids:
+        _check_choices_per_prompt(responses, plan.gen.n, len(plan.gen.all_prompt_ids))
     results = []
     for generated in responses:
         results += choice_results(plan, card, generated["choices"], len(results))

@@ -141,3 +141,33 @@ async def test_a_chat_requests_own_template_is_gated_as_on_the_chat_route():
         else:
             assert status == 400 and got["error"]["param"] == "chat_template", got
             assert "SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE" in got["error"]["message"]
+
+
+@pytest.mark.parametrize("counts", [(3, 1), (0, 2)], ids=["more-than-n", "fewer-than-n"])
+async def test_a_response_with_other_than_n_choices_is_a_400_with_echo(stack, counts):
+    """Each choice's echo is its prompt's, read at index // n: a response of 3 choices for n 1 was a 500 (IndexError)
+    and a response of none gave the first prompt's echo to the second prompt's choice."""
+    client, fake = stack
+    request = {"model": "default", "prompt": ["ab", "c"], "max_tokens": 3, "echo": True, "temperature": 0}
+    status, rendered = await post(client, "/v1/completions/render", request)
+    generated = [(await post(client, "/inference/v1/generate", r))[1] for r in rendered]
+    for response, count in zip(generated, counts):
+        response["choices"] = [dict(response["choices"][0], index=i) for i in range(count)]
+    status, body = await post(client, "/v1/completions/derender", {
+        "model": "default", "generate_responses": generated, "completion_request": request,
+        "prompt_tokens": [len(r["token_ids"]) for r in rendered]})
+    wrong = 0 if counts[0] != 1 else 1
+    assert status == 400, body
+    assert body["error"]["param"] == f"generate_responses[{wrong}].choices", body
+    assert body["error"]["message"].startswith(f"generate_responses[{wrong}] has {counts[wrong]} choices"), body
+
+
+async def test_more_responses_than_prompts_is_a_400_with_return_token_ids(stack):
+    """prompt_token_ids are read per prompt: two responses for one prompt's return_token_ids were a 500 (IndexError)."""
+    client, fake = stack
+    response = {"choices": [{"index": 0, "token_ids": [5], "finish_reason": "length"}]}
+    status, body = await post(client, "/v1/completions/derender", {
+        "model": "default", "generate_responses": [response, response],
+        "completion_request": {"model": "default", "prompt": "hi", "return_token_ids": True}})
+    assert status == 400 and body["error"]["param"] == "generate_responses", body
+    assert body["error"]["message"] == "generate_responses has 2 responses; completion_request has 1 prompts", body
