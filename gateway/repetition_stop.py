@@ -2,13 +2,12 @@
 /inference/v1/generate's sampling_params), checked as vLLM checks it; the scheduler applies it
 (scheduler/repetition.py)."""
 from gateway.errors import InvalidRequest, Unsupported
+from proto.repetition_bounds import MAX_MIN_COUNT, MAX_PATTERN_SIZE
 
 FIELDS = ("max_repetition_pattern_size", "min_repetition_pattern_size", "repetition_min_count")
 # vLLM's newer form: one object, repetition_detection, with these keys (vllm/sampling_params.py
 # RepetitionDetectionParams, on its ChatCompletionRequest / CompletionRequest).
 KEYS = ("max_pattern_size", "min_pattern_size", "min_count")
-# vLLM's bounds (vllm/sampling_params.py _MAX_ABSOLUTE_PATTERN_SIZE, _MAX_ABSOLUTE_MIN_COUNT).
-MAX_PATTERN_SIZE, MAX_MIN_COUNT = 65536, 1000
 
 
 def repetition_stop(body: dict) -> tuple:

@@ -2,9 +2,7 @@
 min_repetition_pattern_size, repetition_min_count), checked after each generated token. Pure Python."""
 from typing import NamedTuple
 
-# vLLM's bounds (vllm/sampling_params.py _MAX_ABSOLUTE_PATTERN_SIZE, _MAX_ABSOLUTE_MIN_COUNT); the gateway refuses more.
-MAX_PATTERN_SIZE = 65536
-MAX_MIN_COUNT = 1000
+from proto.repetition_bounds import MAX_PATTERN_SIZE
 
 
 class RepetitionStop(NamedTuple):
