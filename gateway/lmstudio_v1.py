@@ -1,7 +1,8 @@
 """Gateway process: LM Studio 0.4's native REST API, /api/v1: the model list and chat over the one generation path.
 
-The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser;
-errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
+The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser; a
+finished chat is kept under its response_id unless the request said store: false (gateway.lmstudio_v1_threads), and
+previous_response_id continues a kept one; errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
 fixed when the server starts: a load or download of it answers as LM Studio does for a model it has in memory
 (gateway.lmstudio_v1_models), and an unload of it marks it unloaded in the model lists until a request loads it again;
 loading or unloading another model is the 404 of a model this server lacks; downloading another model is 501, and
@@ -18,8 +19,9 @@ from gateway.engine import ChoiceResult, Engine
 from gateway.errors import ApiError, NotFound
 from gateway.http_stream import stream_generation
 from gateway.lmstudio_v1_models import download_answer, load_answer, unload_answer
-from gateway.lmstudio_v1_request import as_sent, check_reasoning, fit_window, openai_chat_body
+from gateway.lmstudio_v1_request import as_sent, check_reasoning, fit_window, openai_chat_body, system_prompt
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
+from gateway.lmstudio_v1_threads import ChatThreads
 from gateway.offload import run_cpu
 from gateway.repetition_stop import refuse_repetition_stop
 from gateway.openai import parse_chat
@@ -30,6 +32,7 @@ class LMStudioV1Routes:
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
+        self.threads = ChatThreads()
 
     def register(self, app: web.Application) -> None:
         """Adds LM Studio's /api/v1 routes: models, chat, models/load, unload, download and download status."""
@@ -47,12 +50,14 @@ class LMStudioV1Routes:
         return json_response({"models": [model_entry(card, name, await self.engine.listed_load())]})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        """POST /api/v1/chat: LM Studio's native chat (input, system_prompt, reasoning), answered as its result or
-        streamed as its named events."""
+        """POST /api/v1/chat: LM Studio's native chat (input, system_prompt, reasoning, previous_response_id),
+        answered as its result or streamed as its named events; kept for a later previous_response_id unless
+        store is false."""
         received = time.monotonic()
         raw = await read_json(request)
         card, name = await self.engine.card(), await self.engine.served_name()
-        body = openai_chat_body(raw, card)
+        thread = self.threads.thread(raw)
+        body = openai_chat_body(raw, card, thread)
         check_reasoning(raw, card)
         try:
             plan = await run_cpu(parse_chat, body, card, name, cap_output=True)
@@ -61,13 +66,19 @@ class LMStudioV1Routes:
             gen = await self.engine.start(plan.gen)
         except ApiError as exc:
             raise as_sent(exc) from None
+        system, user = system_prompt(raw, thread), body["messages"][-1]["content"]
+
+        def keep(reasoning: str, content: str):
+            return self.threads.keep(raw, thread, system, user, reasoning, content)
+
         if plan.stream:
-            framer = V1ChatFramer(card, name, gen, received)
+            framer = V1ChatFramer(card, name, gen, received, keep)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         result = ChoiceResult(0)
         await gen.drain(result.absorb)
         stats = chat_stats(gen.usage(), result.num_reasoning_tokens, received, gen.first_token_at, time.monotonic())
-        return json_response(chat_result(name, result.reasoning, result.content, stats))
+        response_id = keep(result.reasoning, result.content)
+        return json_response(chat_result(name, result.reasoning, result.content, stats, response_id))
 
     async def load(self, request: web.Request) -> web.Response:
         """POST /api/v1/models/load of the served model: LM Studio's answer for a loaded model; the model counts as

@@ -2,9 +2,9 @@
 
 LM Studio 0.4's native chat (docs: lmstudio.ai/docs/developer/rest/chat): `input` (a string, or text and image items)
 is one user turn, `system_prompt` the system turn; its sampling fields, max_output_tokens and `reasoning` map onto
-the OpenAI ones; any other key is LM Studio's 400. As the Responses API here, it is served statelessly: `store` is accepted but nothing is kept (no
-response_id), so previous_response_id is a 400 that says so; integrations (plugins, MCP servers) and image input are
-400s naming what is not supported.
+the OpenAI ones; any other key is LM Studio's 400. A chat continued with `previous_response_id` puts its earlier turns
+(gateway.lmstudio_v1_threads) between the system prompt and the new input. Integrations (plugins, MCP servers) and
+image input are 400s naming what is not supported.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from gateway.engine import GenRequest
 from gateway.errors import IMAGES_UNSUPPORTED, ApiError, ContextLengthExceeded, InvalidRequest, Unsupported, renamed
 from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
+from gateway.lmstudio_v1_threads import Thread
 from gateway.model import ModelCard
 from gateway.schema_validate import integral
 
@@ -76,11 +77,7 @@ def check_keys(body: dict, fields: frozenset = FIELDS) -> None:
                              param=unknown[0], code="unrecognized_keys")
 
 
-def _check_stateless(body: dict) -> None:
-    if body.get("previous_response_id") is not None:
-        raise InvalidRequest("previous_response_id refers to a stored chat, and this server stores none (store is "
-                             "accepted, but nothing is kept): send the whole conversation to /v1/chat/completions "
-                             "instead", param="previous_response_id", code="responses_not_stored")
+def _check_types(body: dict) -> None:
     integrations = body.get("integrations")
     if integrations is not None and not isinstance(integrations, list):
         raise InvalidRequest('"integrations" must be an array', param="integrations")
@@ -124,21 +121,29 @@ def _reasoning(value: Any, card: ModelCard) -> dict:
     return switches
 
 
-def openai_chat_body(body: Any, card: ModelCard) -> dict:
-    """The /v1/chat/completions body for an /api/v1/chat one (checked here for what the OpenAI parser cannot)."""
+def openai_chat_body(body: Any, card: ModelCard, thread: Optional[Thread] = None) -> dict:
+    """The /v1/chat/completions body for an /api/v1/chat one (checked here for what the OpenAI parser cannot): the
+    system prompt (the request's, else the one the continued chat had), the chat's earlier turns, the new input."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     model = _required(body, "model")
     parts = _input_parts(_required(body, "input"))
     check_keys(body)
-    _check_stateless(body)
+    _check_types(body)
     _check_renamed(body)
-    messages = [{"role": "system", "content": body["system_prompt"]}] if body.get("system_prompt") else []
-    out = {"model": model, "messages": messages + [{"role": "user", "content": parts}],
+    thread = thread or Thread()
+    system = system_prompt(body, thread)
+    messages = [{"role": "system", "content": system}] if system else []
+    out = {"model": model, "messages": messages + thread.messages + [{"role": "user", "content": parts}],
            "stream": bool(body.get("stream")), **_reasoning(body.get("reasoning"), card)}
     out.update({name: body[name] for name in _SAME if body.get(name) is not None})
     out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
     return zero_top_p(out)
+
+
+def system_prompt(body: dict, thread: Thread) -> Optional[str]:
+    """The system prompt a chat runs with: the request's, else the one of the chat it continues."""
+    return body.get("system_prompt") or thread.system_prompt
 
 
 def zero_top_p(body: dict) -> dict:

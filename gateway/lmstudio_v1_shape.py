@@ -7,7 +7,7 @@ Shapes as LM Studio 0.4 documents them (lmstudio.ai/docs/developer/rest: list, c
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from gateway import json_out
 from gateway.engine import Delta, Generation, Usage
@@ -70,12 +70,15 @@ def model_entry(card: ModelCard, served_name: str, load) -> dict:
             "format": None, "capabilities": capabilities, "description": None}
 
 
-def chat_result(model: str, reasoning: str, content: str, stats: dict) -> dict:
-    """The non-streamed /api/v1/chat answer (no response_id: nothing is stored)."""
+def chat_result(model: str, reasoning: str, content: str, stats: dict, response_id: Optional[str] = None) -> dict:
+    """The /api/v1/chat answer (and chat.end's result), with response_id when the chat was stored."""
     output = [{"type": "reasoning", "content": reasoning}] if reasoning else []
     if content or not output:
         output.append({"type": "message", "content": content})
-    return {"model_instance_id": model, "output": output, "stats": stats}
+    result = {"model_instance_id": model, "output": output, "stats": stats}
+    if response_id is not None:
+        result["response_id"] = response_id
+    return result
 
 
 def chat_stats(usage: Usage, num_reasoning: int, received: float, first_token: Optional[float],
@@ -112,8 +115,10 @@ class V1ChatFramer(SseFramer):
     content_type = "text/event-stream"
     headers = SSE_HEADERS
 
-    def __init__(self, card: ModelCard, model: str, gen: Generation, received: float):
+    def __init__(self, card: ModelCard, model: str, gen: Generation, received: float,
+                 keep: Callable[[str, str], Optional[str]] = lambda reasoning, content: None):
         self.card, self.model, self.gen, self.received = card, model, gen, received
+        self.keep = keep     # stores the finished chat (reasoning, content), giving its response_id
         self.reasoning, self.content = TextParts(), TextParts()
         self.num_reasoning = 0   # thinking tokens generated (Delta.num_reasoning_tokens)
         self._block: Optional[str] = None       # the open block: "reasoning" or "message"
@@ -153,14 +158,18 @@ class V1ChatFramer(SseFramer):
         self.num_reasoning = delta.num_reasoning_tokens
         return self._events("reasoning", delta.reasoning) + self._events("message", delta.content)
 
-    def _result(self, usage: Usage) -> dict:
+    def _result(self, usage: Usage, finished: bool = False) -> dict:
         stats = chat_stats(usage, self.num_reasoning, self.received, self.gen.first_token_at,
                            time.monotonic())
-        return chat_result(self.model, str(self.reasoning), str(self.content), stats)
+        reasoning, content = str(self.reasoning), str(self.content)
+        response_id = self.keep(reasoning, content) if finished else None
+        return chat_result(self.model, reasoning, content, stats, response_id)
 
     def end(self, usage: Usage) -> list[bytes]:
-        """The open reasoning / message closed, prompt_processing.end, then chat.end with the result and stats."""
-        return self._close() + self._prompt_end() + [sse_named({"type": "chat.end", "result": self._result(usage)})]
+        """The open reasoning / message closed, prompt_processing.end, then chat.end with the result and stats (and
+        the stored chat's response_id)."""
+        result = self._result(usage, finished=True)
+        return self._close() + self._prompt_end() + [sse_named({"type": "chat.end", "result": result})]
 
     def error(self, error: ApiError, usage: Usage) -> list[bytes]:
         """As LM Studio documents it: the open events closed, an `error` event, then chat.end with what was

@@ -10,7 +10,7 @@ this gateway does not hold (another replica's, an item that aged out) stays unre
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Optional
 
 import orjson
 
@@ -57,6 +57,14 @@ class ItemStore:
                 self._items.move_to_end(item["id"])
             resolved.append(orjson.loads(kept) if kept is not None else item)
         return {**body, "input": resolved}
+
+    def get(self, item_id: str) -> Optional[dict]:
+        """The kept item of that id, now the most recently used; None when it is not held."""
+        kept = self._items.get(item_id)
+        if kept is None:
+            return None
+        self._items.move_to_end(item_id)
+        return orjson.loads(kept)
 
     def _drop(self, item_id: str) -> None:
         if item_id in self._items:

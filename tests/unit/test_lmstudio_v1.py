@@ -41,7 +41,7 @@ async def test_chat_answer_has_reasoning_then_message_and_stats(fake):
     response = await client.post("/api/v1/chat", json=body)
     answer = await response.json()
     assert response.status == 200
-    assert answer["model_instance_id"] == "fake-model" and "response_id" not in answer
+    assert answer["model_instance_id"] == "fake-model" and answer["response_id"].startswith("resp_")
     assert answer["output"] == [{"type": "reasoning", "content": "plan it\n"},
                                 {"type": "message", "content": "Hello world"}]
     stats = answer["stats"]
@@ -86,7 +86,7 @@ async def test_reasoning_off_closes_the_thinking_in_the_prompt(fake):
     ({"model": "fake-model", "input": [{"type": "image", "data_url": "data:image/png;base64,AA=="}]}, 400,
      "input[0]", "image input is not supported"),
     ({"model": "fake-model", "input": "Hi", "previous_response_id": "resp_1"}, 400, "previous_response_id",
-     "stores none"),
+     "not found"),
     ({"model": "fake-model", "input": "Hi", "integrations": ["mcp/playwright"]}, 400, "integrations",
      "not supported"),
     ({"model": "fake-model", "input": "Hi", "reasoning": "max"}, 400, "reasoning", "must be one of"),
