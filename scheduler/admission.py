@@ -58,7 +58,7 @@ def num_queued_requests(scheduler, streams, limit: int = 0) -> int:
     """API requests that really wait: the waiting requests past the ones the next step seats (max_num_seqs minus
     the running ones), the choices of one API request (a shared group_id in `streams`) counted once; counting stops
     at `limit` (> 0), all a depth check needs, so a long queue is not walked for each new request."""
-    num_free_seats = max(0, scheduler.limits.max_num_seqs - scheduler.num_running)
+    num_free_seats = max(0, scheduler.max_num_seqs - scheduler.num_running)
     keys = set()
     for req in islice(scheduler.waiting, num_free_seats, None):
         if limit and len(keys) >= limit:

@@ -148,7 +148,7 @@ class Engine(WorkerLiveness):
             num_free_blocks=sched.block_manager.num_free_blocks, num_total_blocks=sched.block_manager.num_total_blocks,
             num_free_slots=sched.state_pool.num_free_slots, num_total_slots=sched.state_pool.num_total_slots,
             worker_alive=self.worker_alive, num_preemptions=sched.num_preemptions,
-            max_num_seqs=self.config.max_num_seqs, max_queue_depth=self.config.max_queue_depth,
+            max_num_seqs=sched.max_num_seqs, max_queue_depth=self.config.max_queue_depth,
             kv_cache_usage=sched.block_manager.usage, num_cached_blocks=sched.prefix_cache.num_cached_blocks,
             num_prefix_entries=sched.prefix_cache.num_entries, draining=self.draining,
             device=self.worker_hello.device if self.worker_alive and self.worker_hello else "",

@@ -30,7 +30,7 @@ def plan(sched, prev_step) -> "pb.PackedStep | None":
     is taken do not stop it: nothing could seat them before a running one ends, and a saturated server, the one with
     a queue, ran every step synchronously (the worker idle while each result came back and the next step was planned:
     571 against 406 tok/s with it on and off at C = 8 on the H200, README)."""
-    if sched.waiting and len(sched.running) < sched.limits.max_num_seqs:
+    if sched.waiting and len(sched.running) < sched.max_num_seqs:
         return None
     sampling = [row.req_id for row in prev_step.rows if row.sample]
     if not {r.req_id for r in sched.running} <= set(sampling):

@@ -51,6 +51,14 @@ class Scheduler(StepOutputs):
         self._finished_for_worker = []
 
     @property
+    def max_num_seqs(self) -> int:
+        """Requests that can run at once: max_num_seqs, at most the worker's GDN state slots (each running request
+        holds one; prefix-cache entries give theirs up first), as SGLang caps max_running_requests by its mamba state
+        pool (model_runner_kv_cache_mixin.init_memory). Before a worker's hello (no slots): max_num_seqs."""
+        num_slots = self.state_pool.num_total_slots
+        return min(self.limits.max_num_seqs, num_slots) if num_slots else self.limits.max_num_seqs
+
+    @property
     def num_waiting(self) -> int:
         """Requests admitted and not yet holding a state slot."""
         return len(self.waiting)
@@ -110,7 +118,7 @@ class Scheduler(StepOutputs):
         budget = self._schedule_running(step, decodes, budget, scheduled)
         # While requests wait for a seat, running prefills take at most half the rest (vLLM's partial prefills).
         reserve = 0
-        if self.waiting and len(self.running) < self.limits.max_num_seqs and num_preemptions == self.num_preemptions:
+        if self.waiting and len(self.running) < self.max_num_seqs and num_preemptions == self.num_preemptions:
             reserve = min(budget // 2, self.waiting[0].num_uncomputed_tokens)
         budget = self._schedule_running(step, prefills, budget - reserve, scheduled) + reserve
         # After a preemption the pool is short: admitting more would only preempt again.
@@ -175,7 +183,7 @@ class Scheduler(StepOutputs):
             req.split_points, req.snapshot_points, req.checkpoint_grid = self.prefix_cache.plan(req.prompt_token_ids)
 
     def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
-        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
             # Prompt logprobs need every prompt position computed: such a request never starts from the cache.
             self._plan(req)

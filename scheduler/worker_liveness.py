@@ -61,9 +61,9 @@ class WorkerLiveness:
         max_context_len = min(self.card["max_context_len"], hello.max_context_len or self.card["max_context_len"])
         self.scheduler.reset_pools(hello.num_blocks, hello.block_size, hello.num_slots, max_context_len)
         self.worker_alive, self.worker_id, self.worker_hello = True, hello.worker_id, hello
-        log.info("worker %s up on %s: %d KV blocks x %d tokens, %d state slots, context %d",
+        log.info("worker %s up on %s: %d KV blocks x %d tokens, %d state slots, context %d, %d running at most",
                  hello.worker_id, hello.device, hello.num_blocks, hello.block_size, hello.num_slots,
-                 self.scheduler.max_context_len)
+                 self.scheduler.max_context_len, self.scheduler.max_num_seqs)
         self._send_ping()
         self.metrics.worker_alive.set(1)
         self.metrics.set_cache_config(hello.block_size, hello.num_blocks, self.config.prefix_cache)
