@@ -9,6 +9,7 @@ import time
 from gateway import metrics
 from gateway.errors import ApiError, InternalError, Unavailable
 from gateway.gen_wire import generate_request
+from gateway.metrics_llama_cpp import LLAMA_CPP
 from gateway.pipeline import ChoiceOutput
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -121,8 +122,23 @@ class ChoiceCalls:
             # sum is the scheduler's. usage.prompt_tokens counts the prompt once.
             metrics.PROMPT_TOKENS.inc(message.num_prompt_tokens or self._num_prompt[index // self.req.n])
         self._heard[index] = True
-        if message.token_ids and self._choice_first_at[index] is None:
-            self._choice_first_at[index] = time.monotonic()
-        if message.token_ids and self._first_token_at is None:
-            self._first_token_at = time.monotonic()
+        # llama-server's n_tokens_max: the most tokens a slot held, the prompt and the output but its last sampled
+        # token (never decoded), as /completion's tokens_cached counts them.
+        LLAMA_CPP.observe_tokens(self._num_prompt[index // self.req.n] + max(counted - 1, 0))
+        if message.token_ids:
+            self._time_tokens(index)
+
+    def _time_tokens(self, index: int) -> None:
+        """The times of a message with tokens: the choice's first token (its prompt time, from its seat to that token,
+        as llama.cpp's timings.prompt_ms, and the request's TTFT), else the generation time since its last token;
+        llama-server's series read them (gateway.metrics_llama_cpp)."""
+        now = time.monotonic()
+        if self._choice_first_at[index] is None:
+            self._choice_first_at[index] = now
+            LLAMA_CPP.add_prompt_seconds(max(now - self._start - self._queue_time, 0.0))
+        else:
+            LLAMA_CPP.add_predicted_seconds(now - self._last_token_at[index])
+        self._last_token_at[index] = now
+        if self._first_token_at is None:
+            self._first_token_at = now
             metrics.TTFT.observe(self._first_token_at - self._start)

@@ -57,6 +57,7 @@ class Generation(ChoiceCalls):
         self._start = time.monotonic()
         self._first_token_at: Optional[float] = None
         self._choice_first_at: list = [None] * req.num_choices   # per choice, time.monotonic() of its first token
+        self._last_token_at: list = [None] * req.num_choices    # per choice, time.monotonic() of its latest token
         self._queue_time = 0.0
         self._closed = False
         # Choices the scheduler admitted (or, from one that does not say so, answered); set once all were, or one

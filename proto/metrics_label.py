@@ -24,17 +24,23 @@ def is_engine_series(name: str) -> bool:
     return name.startswith("sparkinfer_") and not name.startswith("sparkinfer_gateway_")
 
 
+def is_llama_cpp_series(name: str) -> bool:
+    """Whether a series is one of llama-server's (llamacpp:*, the gateway's), which it writes without labels
+    (tools/server/server-context.cpp: `llamacpp:<name> <value>`): its readers match the bare line."""
+    return name.startswith("llamacpp:")
+
+
 class ModelLabelled:
     """A view of a prometheus_client registry whose samples all carry model_name (the served model's name), as vLLM
     labels every series: the Grafana dashboards built for vLLM filter each panel on it. "" adds no label. vLLM's engine
-    series carry its engine label too (this server has one engine, "0")."""
+    series carry its engine label too (this server has one engine, "0"); llama-server's series carry none."""
 
     def __init__(self, registry, model_name: str):
         self.registry, self.model_name = registry, model_name
 
     def collect(self):
         for metric in self.registry.collect():
-            extra = {"model_name": self.model_name} if self.model_name else {}
+            extra = {"model_name": self.model_name} if self.model_name and not is_llama_cpp_series(metric.name) else {}
             if is_engine_series(metric.name):
                 extra["engine"] = ENGINE_INDEX
             if extra:

@@ -141,7 +141,8 @@ class Engine(WorkerLiveness):
 
     def load(self):
         """The scheduler's load as pb.LoadResponse: request counts, free/total KV blocks and state slots, worker
-        liveness, preemptions, limits, KV usage (0-1), prefix-cache blocks and entries, draining, device."""
+        liveness, preemptions, limits, KV usage (0-1), prefix-cache blocks and entries, draining, device, and the steps
+        run with the sequences they ran (llama-server's n_decode_total and n_busy_slots_per_decode, on the gateway)."""
         sched = self.scheduler
         return pb.LoadResponse(
             num_running=sched.num_running, num_waiting=sched.num_waiting,
@@ -152,7 +153,8 @@ class Engine(WorkerLiveness):
             kv_cache_usage=sched.block_manager.usage, num_cached_blocks=sched.prefix_cache.num_cached_blocks,
             num_prefix_entries=sched.prefix_cache.num_entries, draining=self.draining,
             device=self.worker_hello.device if self.worker_alive and self.worker_hello else "",
-            block_size=sched.block_manager.block_size)
+            block_size=sched.block_manager.block_size, num_steps=self.stats.num_steps,
+            num_step_rows=self.stats.num_rows)
 
     # ------------------------------------------------------------------ step loop
 

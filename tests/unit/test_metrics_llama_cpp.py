@@ -63,6 +63,6 @@ async def test_props_says_so_and_the_series_are_typed_as_llama_servers(stack):
     for name, kind in [("llamacpp:prompt_tokens_total", "counter"), ("llamacpp:tokens_predicted_total", "counter"),
                        ("llamacpp:requests_processing", "gauge"), ("llamacpp:requests_deferred", "gauge")]:
         family = name.removesuffix("_total")
-        assert f"# TYPE {family if kind == 'gauge' else name} {kind}" in text and f"\n{name}{{" in text
+        assert f"# TYPE {family if kind == 'gauge' else name} {kind}" in text and f"\n{name} " in text
     named = (await (await client.get("/metrics?name[]=llamacpp:requests_processing")).read()).decode()
-    assert "llamacpp:requests_processing{" in named and "llamacpp:prompt_tokens_total" not in named
+    assert "\nllamacpp:requests_processing " in named and "llamacpp:prompt_tokens_total" not in named
