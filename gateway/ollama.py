@@ -21,7 +21,7 @@ from gateway.ollama_keepalive import parse_keep_alive
 from gateway.ollama_options import parse_options
 from gateway.ollama_names import INVALID_NAME, REMOTE_DETAILS, reference, resolve_model, serves, valid_name
 from gateway.ollama_request import OllamaPlan, parse_chat, parse_generate
-from gateway.ollama_models import created_at, ps_entry, tags_entry
+from gateway.ollama_models import created_at, ps_entry, recommendation, tags_entry
 from gateway.ollama_shape import NDJSON_CONTENT_TYPE, OLLAMA_VERSION, load_response, ndjson_line
 from gateway.ollama_show import show_body
 from gateway.ollama_stream import NdjsonFramer, complete
@@ -86,6 +86,7 @@ class OllamaRoutes:
         app.router.add_post("/api/generate", self.generate)
         app.router.add_post("/api/pull", self.pull)
         app.router.add_get("/api/status", self.status)
+        app.router.add_get("/api/experimental/model-recommendations", self.recommendations)
         for path, words in _WEB_TOOLS.items():
             app.router.add_post(path, functools.partial(self.web_tool, words=words))
         for route, reason in _NOT_IMPLEMENTED.items():
@@ -107,6 +108,14 @@ class OllamaRoutes:
     async def status(self, request: web.Request) -> web.Response:
         """GET /api/status: Ollama's cloud status, disabled (no cloud model is served)."""
         return json_response(_CLOUD_STATUS)
+
+    @ollama_errors
+    async def recommendations(self, request: web.Request) -> web.Response:
+        """GET /api/experimental/model-recommendations: Ollama's picks for `ollama launch` and its VS Code extension
+        (server/routes.go ModelRecommendationsExperimentalHandler, always 200), here the served model alone: it 404ed,
+        and both then fell back to Ollama's built-in list of models to pull, which this server refuses."""
+        card, name = await self.engine.card(), await self.engine.served_name()
+        return json_response({"recommendations": [recommendation(card, name)]})
 
     @ollama_errors
     async def web_tool(self, request: web.Request, words: str) -> web.Response:

@@ -91,6 +91,16 @@ def ps_entry(card: ModelCard, served_name: str, expires_at: float = float("inf")
             "context_length": context_length or card.max_context_len}
 
 
+def recommendation(card: ModelCard, served_name: str) -> dict:
+    """The served model as one of Ollama's model recommendations (api.ModelRecommendation, GET
+    /api/experimental/model-recommendations): named as `ollama launch` lists an installed model (":latest" left off,
+    cmd/launch/models.go buildModelListWithRecommendations), so its picker marks the served model recommended instead
+    of offering Ollama's built-in picks, which this server cannot pull; context_length is its window."""
+    name = tag_name(served_name)
+    return {"model": name.removesuffix(":latest"), "description": "The model this server serves",
+            "context_length": card.max_context_len}
+
+
 def capabilities(card: ModelCard) -> list:
     """Ollama's capabilities of the served model: completion, and tools / thinking when its chat template takes them."""
     caps = ["completion"]
