@@ -19,7 +19,7 @@ from worker.prefill_graphs import PrefillGraphs
 
 ROUNDS = 5
 # (name, prompt lengths, rows of them that decode one token after 200 tokens of context)
-CASES = [("40 tokens", [40], 0), ("128 tokens", [128], 0), ("512 tokens", [512], 0), ("1024 tokens", [1024], 0),
+CASES = [("16 tokens", [16], 0), ("7 decode + 4", [1] * 7 + [4], 7), ("40 tokens", [40], 0), ("128 tokens", [128], 0), ("512 tokens", [512], 0), ("1024 tokens", [1024], 0),
          ("300 + 200 tokens", [300, 200], 0), ("7 decode + 512", [1] * 7 + [512], 7)]
 
 

@@ -214,8 +214,9 @@ def capture_at_start(runner) -> None:
     before the worker reports ready (CAPTURE_ENV, default on; GPU only), so that no first request pays for a capture
     and the first compile of the kernels that row count uses: lazily, a new row count's first step took up to 5.7 s
     (rows = 8, H200, session 7) and showed as a 2 s TTFT p99 at C = 8 (bench/serve_http.py, device run 3 of
-    2026-11-30). Wider key widths are still captured on first use (their kernels are compiled by then). Then the
-    eager steps of 2-16 tokens compile theirs (worker/warmup.py)."""
+    2026-11-30). Wider key widths are still captured on first use (their kernels are compiled by then). Then a step
+    of each 2-16 tokens compiles the mixers' cores and, where the prefill graphs are off, its GEMV variants
+    (worker/warmup.py)."""
     if os.environ.get(CAPTURE_ENV, "1") != "1":
         return
     for name, graphs, count in (("decode", runner.graphs, "row counts"),

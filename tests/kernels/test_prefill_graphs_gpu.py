@@ -27,6 +27,8 @@ STEPS = [
     [(70, 0, 2, [2, 3, 4, 5, 6]), (33, 0, 3, [7, 8, 9])],              # P = 128
     [(1, 20, 1, [0, 1]), (40, 70, 2, [2, 3, 4, 5, 6, 10, 11]), (1, 33, 3, [7, 8, 9])],  # mixed, P = 48
     [(1, 21, 1, [0, 1]), (25, 0, 5, [12, 13]), (1, 110, 2, [2, 3, 4, 5, 6, 10, 11, 14])],  # P = 32 again
+    [(6, 0, 4, [15])],                                                 # a short prompt, P = 8
+    [(1, 22, 1, [0, 1]), (9, 6, 4, [15])],                             # its next 9 tokens beside a decode row, P = 16
 ]
 
 
@@ -83,7 +85,7 @@ def test_piecewise_graph_steps_match_the_eager_steps(model):
                            pieces)
         assert got.shape == want.shape and torch.isfinite(got).all()
         assert _rel(got, want) < TOL, f"step {i}: logits differ by {_rel(got, want):.2e}"
-    assert sorted(pieces.graphs) == [32, 48, 128]
+    assert sorted(pieces.graphs) == [8, 16, 32, 48, 128]
     for name in ("k_cache", "v_cache", "recurrent_state", "conv_state"):
         for want_pool, got_pool in zip(getattr(eager_cache, name), getattr(graph_cache, name)):
             assert torch.isfinite(got_pool).all()
@@ -95,13 +97,12 @@ def test_the_eager_warm_up_at_start_leaves_nothing_a_request_reads(model):
     there afterwards gets the logits it gets on an untouched cache."""
     from types import SimpleNamespace
 
-    from worker.prefill_graphs import MIN_TOKENS
-    from worker.warmup import warm_up_eager
+    from worker.warmup import WARM_MAX_TOKENS, warm_up_eager
 
     config = model.config
     warmed = _cache(config, num_slots=16)  # 15 rows at 16 tokens; 2 blocks a row
     assert warm_up_eager(SimpleNamespace(model=model, cache=warmed, graphs=None, prefill_graphs=None), False) == \
-        MIN_TOKENS - 2
+        WARM_MAX_TOKENS - 1
     assert warm_up_eager(SimpleNamespace(model=model, cache=_cache(config), graphs=None, prefill_graphs=None),
                          False) == 8  # 8 slots: steps of 2..9 tokens
     rows = _rows([(20, 0, 0, [0, 1]), (1, 0, 3, [2])], config.vocab_size, seed=9)

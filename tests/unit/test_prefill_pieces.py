@@ -65,7 +65,7 @@ def test_the_tiny_model_shares_static_buffers_per_layer_kind(tiny):
     assert MIN_TOKENS <= SIZES[0] and list(SIZES) == sorted(SIZES)
 
 
-@pytest.mark.parametrize("length", [17, 32, 45, 100])
+@pytest.mark.parametrize("length", [2, 7, 16, 17, 32, 45, 100])
 def test_a_fresh_prompt_padded_to_its_size_equals_the_eager_step(tiny, length):
     model, config = tiny
     ids = _tokens(length, config.vocab_size, seed=length)
@@ -79,6 +79,18 @@ def test_a_chunk_with_context_and_decode_rows_in_one_step_equals_the_eager_step(
     rows = [([5], 30, 0, [0, 1], True), (chunk, 24, 3, [4, 5, 6, 7, 8], True), ([9], 7, 6, [10], True),
             (_tokens(19, config.vocab_size, seed=2), 0, 7, [12, 13], False)]
     _check(*_both(model, config, rows))
+
+
+def test_a_short_chunk_beside_decode_rows_padded_to_eight_equals_the_eager_step(tiny):
+    """The few new tokens of a prompt the prefix cache holds, beside decode rows (5 tokens: padded to P = 8, where
+    the GEMMs are GEMVs); and one decode row alone, which the decode graphs did not take."""
+    model, config = tiny
+    pieces = PrefillGraphs(model, _cache(config), capture=False, verbose=False)
+    assert pieces.serves(1) and pieces.serves(5) and min(s for s in SIZES if s >= 5) == 8
+    rows = [([5], 30, 0, [0, 1], True), (_tokens(3, config.vocab_size, seed=7), 40, 3, [4, 5, 6], True),
+            ([9], 7, 6, [10], True)]
+    _check(*_both(model, config, rows))
+    _check(*_both(model, config, [([11], 45, 2, [20, 21, 22], True)]))
 
 
 def test_two_steps_in_a_row_reuse_the_buffers_without_leaking_state(tiny):
