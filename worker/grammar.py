@@ -13,6 +13,7 @@ import llguidance
 import torch
 
 from worker.batch import to_device
+from worker.grammar_tokenizer import grammar_tokenizer
 
 MAX_CACHED_GRAMMARS = 64
 MASK = float("-inf")
@@ -83,16 +84,17 @@ class GrammarBook:
     @property
     def tokenizer(self) -> llguidance.LLTokenizer:
         """llguidance's tokenizer from tokenizer.json, built on first use: the LM head's vocabulary size (masks cover
-        its padded rows), or the tokenizer's own where the tokenizer is larger."""
+        its padded rows), or the tokenizer's own where the tokenizer is larger; forced text is tokenized without the
+        added tokens (worker/grammar_tokenizer.py)."""
         if self._tokenizer is None:
             text = self._tokenizer_json
             text = text.decode("utf-8") if isinstance(text, bytes) else text
             try:
                 # Masks cover the LM head's rows; padded rows beyond the tokenizer are never allowed.
-                self._tokenizer = llguidance.LLTokenizer(text, n_vocab=self.vocab_size, eos_token=self.eos_token_ids)
+                self._tokenizer = grammar_tokenizer(text, self.eos_token_ids, n_vocab=self.vocab_size)
             except ValueError:
                 # A tokenizer larger than the LM head: masks keep its size and are cut to the head.
-                self._tokenizer = llguidance.LLTokenizer(text, eos_token=self.eos_token_ids)
+                self._tokenizer = grammar_tokenizer(text, self.eos_token_ids)
         return self._tokenizer
 
     @property
