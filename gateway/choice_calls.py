@@ -61,7 +61,7 @@ class ChoiceCalls:
             self._all_started.set()
 
     async def _consume(self, index: int, stream) -> None:
-        out = ChoiceOutput(index, self.req, self._card)
+        out = self._outputs[index] = ChoiceOutput(index, self.req, self._card)
         # Started once admitted: a choice queued behind others must not hold back the first chunk of its siblings
         # (a streamed n = 3 answer sent nothing for 6.5 s while choice 0 was generating). A scheduler that does not
         # say it admitted a request says so with its first message.
@@ -86,12 +86,13 @@ class ChoiceCalls:
                 self._new_line[index] = self._new_line[index] or "\n" in delta.content or "\n" in delta.reasoning
                 self._queue.put_nowait(delta)
             if delta is not None and delta.finish_reason:
+                # Ended before the Finish call's wait: a cancel by id then must not give the choice a second finish.
+                self._ended[index] = True
+                self._engine.record_finish(self, delta.finish_reason)
                 if not message.finish_reason:
                     # A stop string or the time limit ended it here, not the scheduler: say so before _run_choice
                     # cancels the call.
                     await stream.finish(delta.finish_reason)
-                self._ended[index] = True
-                self._engine.record_finish(self, delta.finish_reason)
                 return
             message = await stream.next()
 

@@ -64,6 +64,7 @@ class Generation(ChoiceCalls):
         # failed.
         self._admitted = [False] * req.num_choices
         self._sent_call = [False] * req.num_choices   # per choice, its Generate call was made
+        self._outputs: list = [None] * req.num_choices  # per choice, its ChoiceOutput once its call reads messages
         self._num_started = 0
         self._all_started = asyncio.Event()
         self._error: Optional[ApiError] = None
@@ -202,15 +203,19 @@ class Generation(ChoiceCalls):
                 self._fail(index, error, "abort")
 
     def cancel(self, indices: Optional[list] = None) -> list:
-        """Ends these choices (None: all) that still run with finish_reason "abort", their text so far kept, as vLLM's
-        abort of a request by id and SGLang's /abort_request end theirs; returns the choices it ended."""
+        """Ends these choices (None: all) that still run with finish_reason "abort", their text so far kept (the text,
+        ids and logprobs their ChoiceOutput held back too: ChoiceOutput.end), as vLLM's abort of a request by id and
+        SGLang's /abort_request end theirs; returns the choices it ended."""
         ended = [i for i in (range(len(self._tasks)) if indices is None else indices)
                  if not self._closed and not self._ended[i]]
         for index in ended:
             self._tasks[index].cancel()
             self._ended[index] = True
             self._engine.record_finish(self, "abort")
-            self._queue.put_nowait(Delta(index, finish_reason="abort", num_tokens=self._generated[index]))
+            out = self._outputs[index]
+            delta = out.end("abort") if out is not None else Delta(index, finish_reason="abort")
+            delta.num_tokens = self._generated[index]
+            self._queue.put_nowait(delta)
             self._queue.put_nowait(_Done())
             if not self._admitted[index]:
                 self._started(index)

@@ -9,6 +9,7 @@ from gateway.model import ModelCard
 from gateway.reasoning import ReasoningSplitter, ThinkingTokens
 from gateway.reasoning_logprobs import ShownLogprobs
 from gateway.stream import StopMatcher, detokenizer
+from proto import pb
 
 # vLLM's stop_reason for a choice its repetition check ended (finish_reason "repetition"; vllm/v1/core/sched/utils.py).
 REPETITION_STOP_REASON = "repetition_detected"
@@ -108,6 +109,15 @@ class ChoiceOutput:
                       prompt_logprobs=self._pending_prompt, token_ids=self._pending_ids,
                       num_reasoning_tokens=self._thinking.count if self._thinking is not None else 0)
         self._pending_logprobs, self._pending_prompt, self._pending_ids = [], None, []
+        return delta
+
+    def end(self, finish: str) -> Delta:
+        """The last Delta of a choice its scheduler call no longer feeds (a cancel by id: `finish` "abort"): the text
+        it holds back (a possible start of a stop string, or reasoning not yet told from the answer) and the ids and
+        logprobs behind held text, as vLLM's abort output is made finished, so its detokenizer gives the text it held
+        (vllm/v1/engine/output_processor.py abort_requests: make_request_output(finish_reason=ABORT))."""
+        delta = self.push(pb.GenerateResponse(stop_token_id=-1), finish)
+        delta.finish_reason, delta.stop_reason = finish, None
         return delta
 
     def _take_tokens(self, message, finish: Optional[str]) -> tuple[list, list, Optional[TokenLogprob]]:
