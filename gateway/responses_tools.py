@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from gateway.errors import InvalidRequest, Unsupported
-from gateway.tool_markup import load_json
+from gateway.strict_json import load_json
 from gateway.once_log import OnceLog
 from gateway.openai_checks import TOOL_NAME_RE, tool_name_error
 

@@ -12,11 +12,8 @@ own, or at the call's end, or, where the model's own end (eos) ended the output 
 """
 from __future__ import annotations
 
-import json
 import re
-from typing import Any, Callable, Iterator, Optional
-
-import orjson
+from typing import Callable, Iterator, Optional
 
 FUNCTION_OPEN = "<function="
 FUNCTION_CLOSE = "</function>"
@@ -53,18 +50,6 @@ def names_function(text: str, start: int) -> Optional[bool]:
     return None if end < 0 else True
 
 
-def load_json(text: str) -> Any:
-    """Strict JSON as orjson reads it (no NaN, Infinity, 1e999 or lone surrogates: ValueError), but with every
-    integer exact: orjson checks the text, the json module builds the value. Nesting too deep for the json module
-    (it recurses per level; orjson allows 1024) is a ValueError too, so a model that nests a value that deep leaves
-    it text instead of failing the request."""
-    orjson.loads(text)
-    try:
-        return json.loads(text)
-    except RecursionError as exc:
-        raise ValueError("JSON nested too deeply") from exc
-
-
 def prose_then_call(text: str, pos: int) -> bool:
     """Whether answer text and then the next <tool_call> follow pos, so that a call's end at pos ends the call: text
     between two calls ("<call A>\nNow the second:\n<call B>") is answer text, as Ollama's parser reads it (a call ends
@@ -94,6 +79,23 @@ def skip_space(text: str, pos: int) -> int:
     while pos < len(text) and text[pos].isspace():
         pos += 1
     return pos
+
+
+def broken_param_end(text: str, pos: int) -> Optional[int]:
+    """Index after the </parameter> of the <parameter= element at pos when its name is broken (a line break before
+    its '>', or nothing before it: `<parameter=` then a line break, `<parameter=ids: [1]` with no '>', `<parameter=>`);
+    None when pos holds no such element or its </parameter> is not written yet. The element is no parameter and the
+    value before it ends at its own </parameter>, as vLLM's Qwen3 parser reads the call (vllm/parser/qwen3.py
+    _PARAM_RE takes a value to its first </parameter> and no name holds a '>'; vllm-project/vllm#55495)."""
+    if not text.startswith(PARAM_OPEN, pos):
+        return None
+    name_at = pos + len(PARAM_OPEN)
+    close = text.find(">", name_at)
+    name = text[name_at:] if close < 0 else text[name_at:close]
+    if "\n" not in name and (close < 0 or name.strip()):
+        return None
+    end = text.find(PARAM_CLOSE, name_at)
+    return None if end < 0 else end + len(PARAM_CLOSE)
 
 
 class _Reader:
@@ -140,6 +142,9 @@ class _Reader:
                                                                prose_then_call(self.text, after)):
                 return None
             return [], end
+        broken = broken_param_end(self.text, pos)
+        if broken is not None and depth < _MAX_PARAMS:
+            return self.params(broken, depth + 1, seen)
         opened = self.name_at(pos)
         if opened is None and depth == 0 and self.lenient:
             return self._after_stray_text(pos, seen)
@@ -247,7 +252,10 @@ class _Reader:
             and not any(self.text.find(tag, pos) >= 0 for tag in _MARKUP)
 
     def _may_follow(self, pos: int) -> bool:
-        return self._call_end(pos) is not None or self.name_at(pos) is not None or self.cut_tag(pos)
+        if self._call_end(pos) is not None or self.name_at(pos) is not None or self.cut_tag(pos):
+            return True
+        broken = broken_param_end(self.text, pos)
+        return broken is not None and self._may_follow(skip_space(self.text, broken))
 
     def cut_tag(self, pos: int) -> bool:
         """Whether the text from pos to the output's end is a tag the model's end token (eos) cut: the start of a

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from gateway.tool_markup import CALL_OPEN, FUNCTION_OPEN, PARAM_OPEN, skip_space
+from gateway.tool_markup import CALL_OPEN, FUNCTION_OPEN, PARAM_OPEN, broken_param_end, skip_space
 from gateway.tool_preview_json import escape_begins, json_call_prefix, string_piece
 from gateway.text_parts import TextParts
 from gateway.tool_value_end import ValueScan, follows_value, partial_tag
@@ -216,6 +216,10 @@ class CallPreview:
         if not text.startswith(PARAM_OPEN, pos):
             self.closed, self._begun, self._grown = True, True, None
             return False
+        broken = broken_param_end(text, pos)
+        if broken is not None:
+            self._pos = broken
+            return True
         close = text.find(">", pos)
         name = text[pos + len(PARAM_OPEN):close].strip()
         if name in self._keys:

@@ -19,7 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Optional
 
-from gateway.tool_markup import load_json
+from gateway.strict_json import load_json
 from gateway.tool_preview import CallPreview
 from gateway.tool_filter import ToolCallFilter
 from gateway.tools import dump_arguments

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.tool_markup import CALL_CLOSE, CALL_OPEN, FUNCTION_CLOSE, FUNCTION_OPEN, PARAM_CLOSE, PARAM_OPEN, \
-    skip_space
+    broken_param_end, skip_space
 
 # Tags that, at a line's start, may end a value whose </parameter> the model left out (tool_markup's lenient reading).
 _LINE_ENDS = ("\n" + PARAM_OPEN, "\n" + FUNCTION_CLOSE, "\n" + CALL_CLOSE)
@@ -42,17 +42,21 @@ def _next_call(text: str, pos: int) -> Optional[bool]:
 
 
 def follows_value(text: str, pos: int) -> Optional[bool]:
-    """Whether the next <parameter=NAME> or the call's end is at pos (tool_markup's _may_follow); None while the text
-    ends too soon to tell."""
+    """Whether the next <parameter=NAME> or the call's end is at pos (tool_markup's _may_follow), also after a
+    <parameter= element whose name is broken (tool_markup.broken_param_end); None while the text ends too soon to
+    tell."""
     if pos == len(text) or partial_tag(text, pos, (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)):
         return None
     if not text.startswith(PARAM_OPEN, pos):
         return _call_ends(text, pos)
+    broken = broken_param_end(text, pos)
+    if broken is not None:
+        return follows_value(text, skip_space(text, broken))
     close = text.find(">", pos)
-    if close < 0:
-        return None
-    name = text[pos + len(PARAM_OPEN):close].strip()
-    return bool(name) and "\n" not in name
+    name = text[pos + len(PARAM_OPEN):len(text) if close < 0 else close]
+    if "\n" in name or (close >= 0 and not name.strip()):
+        return None      # a broken name: its </parameter> is not written yet
+    return None if close < 0 else True
 
 
 def value_end(text: str, start: int) -> tuple[Optional[tuple[int, int]], int]:

@@ -24,7 +24,7 @@ from referencing.exceptions import Unresolvable
 
 from gateway.schema_bounds import formatted_string
 from gateway.structured import validator_class
-from gateway.tool_markup import load_json
+from gateway.strict_json import load_json
 from gateway.tool_parameters import DEFS_KEYS, local_target, tool_parameters
 
 # A number in decimal, as int() and float() (vLLM) and ParseInt / ParseFloat (Ollama) read one, not 0x10; digits

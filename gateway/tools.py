@@ -13,7 +13,8 @@ import json
 import secrets
 from typing import Optional
 
-from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, load_json, names_function, prose_then_call,
+from gateway.strict_json import load_json
+from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, names_function, prose_then_call,
                                   read_function, skip_space, stray_text_end)
 from gateway.tool_json_repair import healed_json
 from gateway.tool_values import ToolParams
