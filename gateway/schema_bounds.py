@@ -29,6 +29,10 @@ _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
 _UNBOUNDED_STRING = ("maxLength", "enum", "const")
+# Keywords that decide a value's type themselves: a node holding one gets no inferred type (_infer_type).
+_DECIDED = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if")
+# The subschemas whose narrowing narrows the schema (not `not` nor `if`).
+_NARROWABLE = ("items", "additionalProperties", "then", "else", "contains")
 # Formats whose values have no length of their own (llguidance's rules took a 1,000-token email, hostname or uri, never
 # ending): capped like a plain string (as is one with no format). The others are short (uuid, ipv4, ipv6) or pinned
 # by a pattern (schema_dates).
@@ -183,10 +187,10 @@ def _target(node: dict, root: dict) -> Any:
     return target if isinstance(target, dict) else node
 
 
-def _children(node: dict) -> list:
+def _children(node: dict, one: tuple = _SCHEMA_ONE) -> list:
     children = [child for key in _SCHEMA_LISTS for child in node.get(key) or []]
     children += [child for key in _SCHEMA_MAPS for child in (node.get(key) or {}).values()]
-    return children + [node.get(key) for key in _SCHEMA_ONE]
+    return children + [node.get(key) for key in one]
 
 
 def _keep_required(node: dict) -> None:
@@ -215,10 +219,30 @@ def lenient(schema: dict) -> dict:
     return {**schema, "x-guidance": {"lenient": True}}
 
 
+def _infer_type(node: Any) -> None:
+    """A subschema with no `type` that describes an object (`properties`, or an `additionalProperties` other than
+    true) is an object's, one with `items` or `prefixItems` an array's, as the grammar backends of vLLM (xgrammar's
+    SchemaParser) and of llama.cpp and Ollama (json-schema-to-grammar.cpp visit()) infer them: JSON Schema lets any
+    other type through there, so {"b": null} or 5 answered {"properties": {"c": {"type": "integer"}}, "required":
+    ["c"]}. Narrowing keeps every output valid; not one under `not` or `if`, whose narrowing would widen the schema,
+    nor one that a composition or a literal decides."""
+    if not isinstance(node, dict):
+        return
+    if not any(key in node for key in _DECIDED):
+        if "properties" in node or node.get("additionalProperties", True) is not True:
+            node["type"] = "object"
+        elif "items" in node or "prefixItems" in node:
+            node["type"] = "array"
+    for child in _children(node, _NARROWABLE):
+        for each in child if isinstance(child, list) else [child]:
+            _infer_type(each)
+
+
 def bounded_schema(schema: dict, limit: int) -> dict:
     """A copy of schema for the grammar: every output it allows still validates against the original (but for the
     keywords a lenient() schema leaves unenforced)."""
     out = copy.deepcopy(schema)
+    _infer_type(out)
     close_open_values(out, limit)
     _widen(out, out)
     _bound(out, limit)
