@@ -1,12 +1,12 @@
 """Gateway process: LM Studio 0.4's native REST API, /api/v1: the model list and chat over the one generation path.
 
 The chat body becomes a /v1/chat/completions one (gateway.lmstudio_v1_request) and runs through the OpenAI parser; a
-finished chat is kept under its response_id unless the request said store: false (gateway.lmstudio_v1_threads), and
-previous_response_id continues a kept one; errors keep OpenAI's error object (LM Studio's carries the same type, message, code and param). The served model is
-fixed when the server starts: a load or download of it answers as LM Studio does for a model it has in memory
-(gateway.lmstudio_v1_models), and an unload of it marks it unloaded in the model lists until a request loads it again;
-loading or unloading another model is the 404 of a model this server lacks; downloading another model is 501, and
-the download status lists no job.
+finished chat is kept under its response_id unless the request said store: false (gateway.response_threads), and
+previous_response_id continues a kept one; errors keep OpenAI's error object (LM Studio's carries the same type,
+message, code and param). The served model is fixed when the server starts: a load or download of it answers as
+LM Studio does for a model it has in memory (gateway.lmstudio_v1_models), and an unload of it marks it unloaded in
+the model lists until a request loads it again; loading or unloading another model is the 404 of a model this
+server lacks; downloading another model is 501, and the download status lists no job.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from gateway.http_stream import stream_generation
 from gateway.lmstudio_v1_models import download_answer, load_answer, unload_answer
 from gateway.lmstudio_v1_request import as_sent, check_reasoning, fit_window, openai_chat_body, system_prompt
 from gateway.lmstudio_v1_shape import V1ChatFramer, chat_result, chat_stats, model_entry
-from gateway.lmstudio_v1_threads import ChatThreads
+from gateway.response_threads import ResponseThreads
 from gateway.offload import run_cpu
 from gateway.repetition_stop import refuse_repetition_stop
 from gateway.openai import parse_chat
@@ -32,7 +32,7 @@ class LMStudioV1Routes:
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
-        self.threads = ChatThreads()
+        self.threads = ResponseThreads("/api/v1/chat")
 
     def register(self, app: web.Application) -> None:
         """Adds LM Studio's /api/v1 routes: models, chat, models/load, unload, download and download status."""
@@ -69,7 +69,10 @@ class LMStudioV1Routes:
         system, user = system_prompt(raw, thread), body["messages"][-1]["content"]
 
         def keep(reasoning: str, content: str):
-            return self.threads.keep(raw, thread, system, user, reasoning, content)
+            answer = {"role": "assistant", "content": content}
+            if reasoning:
+                answer["reasoning_content"] = reasoning
+            return self.threads.keep(raw, thread, [{"role": "user", "content": user}, answer], system)
 
         if plan.stream:
             framer = V1ChatFramer(card, name, gen, received, keep)

@@ -3,7 +3,7 @@
 LM Studio 0.4's native chat (docs: lmstudio.ai/docs/developer/rest/chat): `input` (a string, or text and image items)
 is one user turn, `system_prompt` the system turn; its sampling fields, max_output_tokens and `reasoning` map onto
 the OpenAI ones; any other key is LM Studio's 400. A chat continued with `previous_response_id` puts its earlier turns
-(gateway.lmstudio_v1_threads) between the system prompt and the new input. Integrations (plugins, MCP servers) and
+(gateway.response_threads) between the system prompt and the new input. Integrations (plugins, MCP servers) and
 image input are 400s naming what is not supported.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gateway.engine import GenRequest
 from gateway.errors import IMAGES_UNSUPPORTED, ApiError, ContextLengthExceeded, InvalidRequest, Unsupported, renamed
 from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
-from gateway.lmstudio_v1_threads import Thread
+from gateway.response_threads import Thread
 from gateway.model import ModelCard
 from gateway.schema_validate import integral
 

@@ -1,14 +1,16 @@
-"""Gateway process: aiohttp handlers of OpenAI's Responses API (/v1/responses), stateless, over the chat route.
+"""Gateway process: aiohttp handlers of OpenAI's Responses API (/v1/responses) over the chat route.
 
 POST /v1/responses is translated into the chat route's request (gateway.responses_request) and shaped back
 (gateway.responses_shape); admission (a 429 before any byte), keep-alives and disconnects are the shared streaming
-loop's. No response is stored (only recent output items, for item_reference: gateway.responses_items), so the routes
-that read a stored response answer 404 in OpenAI's error shape, and
-POST /v1/responses/compact (server-side compaction) is a 501 that says so.
+loop's. A finished response's turn (its input and output items) is kept unless store is false, so that
+previous_response_id continues it (gateway.response_threads), and its output items for item_reference
+(gateway.responses_items); no Response object is kept to read back, so the routes that read one answer 404 in
+OpenAI's error shape, and POST /v1/responses/compact (server-side compaction) is a 501 that says so.
 """
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from aiohttp import web
 
@@ -18,6 +20,7 @@ from gateway.errors import NotFound, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.responses_input import NOT_STORED
+from gateway.response_threads import ResponseThreads, Thread
 from gateway.responses_items import ItemStore
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_run import ResponseRun
@@ -33,6 +36,7 @@ class ResponsesRoutes:
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
         self.items = ItemStore()
+        self.threads = ResponseThreads("/v1/responses")
 
     def register(self, app: web.Application) -> None:
         """Adds the Responses API (create, input_tokens, compact, with and without /v1) and the stored-response routes,
@@ -53,20 +57,28 @@ class ResponsesRoutes:
 
     async def create(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/responses: a Response, or streamed as its events (stream true); item_reference items resolve against
-        the output items of recent responses (nothing else is stored)."""
+        the output items of recent responses, and previous_response_id's turns come before the input."""
         body = self.items.resolve(await read_json(request))
+        thread = self.threads.thread(body)
         card = await self.engine.card()
-        plan = await run_cpu(parse_responses, body, card, await self.engine.served_name(),
+        plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
-        run = ResponseRun(plan, card, on_done=functools.partial(self.items.keep, body))
+        run = ResponseRun(plan, card, on_done=functools.partial(self._keep, body, thread, plan.response_id))
         gen = await self.engine.start(plan.chat.gen)
         if plan.chat.stream:
             return await stream_generation(request, gen, ResponsesFramer(run), self.config.sse_keepalive_s)
         return json_response(await complete(run, gen))
 
+    def _keep(self, body: Any, thread: Thread, response_id: str, output: list) -> None:
+        """A finished response's output items (for item_reference) and its turn (for previous_response_id), unless
+        its request said store: false."""
+        self.items.keep(body, output)
+        self.threads.keep(body, thread, input_items(body) + output, response_id=response_id)
+
     async def input_tokens(self, request: web.Request) -> web.Response:
         """OpenAI's input token count of a Responses body: the prompt create would render, to the token."""
         body = self.items.resolve(await read_json(request))
+        body = continued(body, self.threads.thread(body))
         card = await self.engine.card()
         num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name(),
                                    self.config.exclude_tools_when_tool_choice_none)
@@ -91,3 +103,19 @@ class ResponsesRoutes:
         response_id = request.match_info["response_id"]
         raise NotFound(f"Response with id '{response_id}' not found: {NOT_STORED}", param="response_id",
                        code="response_not_found")
+
+
+def input_items(body: Any) -> list:
+    """A Responses body's own input as a list of items (a string is one user message)."""
+    value = body.get("input") if isinstance(body, dict) else None
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []
+
+
+def continued(body: Any, thread: Thread) -> Any:
+    """The body with the turns of the conversation it continues (previous_response_id) before its own input; OpenAI
+    carries the earlier input and output items over, not the earlier instructions."""
+    if thread.parent_id is None:
+        return body
+    return {**body, "input": thread.messages + input_items(body)}

@@ -33,7 +33,8 @@ _agent_reasoning_left_out = OnceLog("/v1/responses: %s items (Codex's multi-agen
 _openai_side = OnceLog("/v1/responses: %s items are left out of the prompt: they ran on OpenAI's side (hosted tools) "
                        "or only OpenAI can read them (compaction), as Codex leaves them out for a Chat Completions "
                        "provider")
-NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
+NOT_STORED = ("this server keeps no response to read back, conversation or prompt (only the turns of its recent "
+              "responses, for previous_response_id)")
 
 
 class _Conversation:

@@ -1,8 +1,8 @@
 """Gateway process: an OpenAI /v1/responses body -> the chat route's body -> its validated Plan (one generation path).
 
-The Responses API is served statelessly, as Ollama serves it: no response is kept, so whatever needs a stored response
-(previous_response_id, conversation, background) is a 400 that says so; only the output items of recent responses
-are kept, for item_reference items (gateway.responses_items).
+A previous_response_id's conversation is put before the input by the route (gateway.response_threads); whatever else
+needs something stored on the server (conversation, background, a stored prompt) is a 400 that says so; the output
+items of recent responses are kept for item_reference items (gateway.responses_items).
 Everything else is translated into a /v1/chat/completions body and parsed by the chat route's own parse_chat:
 chat template, tools and tool_choice, the reasoning split, structured output, stop strings and limits are that
 route's, and so are its errors (their field names translated back to this API's).
@@ -30,8 +30,7 @@ from gateway.schema_validate import validate
 
 # Fields that need something stored on the server: what they refer to, and what to send instead.
 _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"
-_STATEFUL = {"previous_response_id": ("refers to a stored response", _INPUT_INSTEAD),
-             "conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
+_STATEFUL = {"conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
              "background": ("asks for a response kept to be polled later", "send it without background"),
              "prompt": ("refers to a stored prompt template", "send instructions and input instead"),
              # vLLM's stateless multi-turn (vllm#26934): the earlier turns ride in a signed state carrier (a reasoning
@@ -39,10 +38,6 @@ _STATEFUL = {"previous_response_id": ("refers to a stored response", _INPUT_INST
              "previous_response": ("passes back a response whose history only vLLM's own state carrier holds",
                                    _INPUT_INSTEAD),
              "previous_input_messages": ("are vLLM's Harmony message history", _INPUT_INSTEAD)}
-# OpenAI's error codes for a stored object it cannot find; clients key their recovery on them: VS Code Copilot Chat
-# (chatMLFetcher: a 400 whose error.code is previous_response_not_found) and Codex-style proxies resend the whole
-# conversation without previous_response_id, and report any other code as a failed turn.
-_NOT_FOUND_CODES = {"previous_response_id": "previous_response_not_found"}
 # Chat Completions fields the Responses API renamed: OpenAI refuses each with a pointer to its new name. Taken as
 # unknown fields (logged and dropped), the format asked for was not applied (lmstudio-bug-tracker#2403), nor the limit.
 _MOVED = {"response_format": "text.format", "max_tokens": "max_output_tokens",
@@ -82,7 +77,7 @@ def _check_stateless(body: dict) -> None:
     for name, (what, instead) in _STATEFUL.items():
         if body.get(name):
             raise InvalidRequest(f"{name} {what}, but {NOT_STORED}: {instead}", param=name,
-                                 code=_NOT_FOUND_CODES.get(name, "responses_not_stored"))
+                                 code="responses_not_stored")
 
 
 def _check_moved(body: dict) -> None:
@@ -149,9 +144,11 @@ def _echo(body: dict, plan: Plan) -> dict:
         text["verbosity"] = body["text"]["verbosity"]
     return {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
             "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {},
-            "parallel_tool_calls": plan.parallel_tool_calls, "previous_response_id": None,
+            "parallel_tool_calls": plan.parallel_tool_calls,
+            "previous_response_id": body.get("previous_response_id"),
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
-            "service_tier": "default", "store": False, "temperature": plan.gen.sampling.temperature,
+            "service_tier": "default", "store": body.get("store") is not False,
+            "temperature": plan.gen.sampling.temperature,
             "text": text, "tool_choice": body.get("tool_choice") or "auto",
             "tools": [_echo_tool(tool) for tool in body.get("tools") or []],
             "top_logprobs": body.get("top_logprobs") or 0, "top_p": plan.gen.sampling.top_p,

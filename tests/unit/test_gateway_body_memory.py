@@ -18,7 +18,8 @@ CHAT_ROUTES = {
     # Streamed: the answer's `context` (every prompt token) is in its last line, not one response body kept with it.
     "/api/generate": {"model": "fake-model", "prompt": TEXT, "stream": True},
     "/v1/messages": {"model": "fake-model", "messages": [{"role": "user", "content": TEXT}], "max_tokens": 2},
-    "/v1/responses": {"model": "fake-model", "input": TEXT, "max_output_tokens": 2},
+    # store false: a stored response's turn is kept on purpose, for previous_response_id (gateway.response_threads).
+    "/v1/responses": {"model": "fake-model", "input": TEXT, "max_output_tokens": 2, "store": False},
     "/api/v0/chat/completions": {"model": "fake-model", "messages": [{"role": "user", "content": TEXT}]},
 }
 

@@ -4,7 +4,7 @@ documents it; store false keeps nothing. Before, every answer lacked response_id
 import orjson
 import pytest
 
-from gateway.lmstudio_v1_threads import ChatThreads
+from gateway.response_threads import ResponseThreads
 from gateway.responses_items import ItemStore
 
 REPLY = "plan\n</think>\n\nBlue it is"
@@ -80,10 +80,10 @@ async def test_a_previous_response_id_not_held_is_a_400_naming_it(fake, value, w
 
 
 def test_a_chat_whose_earlier_turn_aged_out_names_that_turn():
-    threads = ChatThreads(ItemStore(max_items=2))
-    first = threads.keep({}, threads.thread({}), None, [{"type": "text", "text": "one"}], "", "1")
-    second = threads.keep({}, threads.thread({"previous_response_id": first}), None, [], "", "2")
-    threads.keep({}, threads.thread({}), None, [], "", "other")   # the least recently used, `first`, goes
+    threads = ResponseThreads("/api/v1/chat", ItemStore(max_items=2))
+    first = threads.keep({}, threads.thread({}), [{"role": "user", "content": "one"}])
+    second = threads.keep({}, threads.thread({"previous_response_id": first}), [])
+    threads.keep({}, threads.thread({}), [])   # the least recently used, `first`, goes
     with pytest.raises(Exception) as raised:
         threads.thread({"previous_response_id": second})
     assert f"its earlier turn '{first}' is no longer held" in raised.value.message

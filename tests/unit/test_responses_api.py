@@ -57,7 +57,7 @@ async def test_a_string_input_answers_with_one_message_item(stack):
     assert {k: v for k, v in message.items() if k != "id"} == {
         "type": "message", "role": "assistant", "status": "completed",
         "content": [{"type": "output_text", "text": "Hello world", "annotations": [], "logprobs": []}]}
-    assert body["instructions"] == "Be brief" and body["store"] is False and body["tools"] == []
+    assert body["instructions"] == "Be brief" and body["store"] is True and body["tools"] == []
     prompt = prompt_of(fake)
     assert prompt.startswith("<|im_start|>system\nBe brief<|im_end|>\n<|im_start|>user\nHi<|im_end|>")
     assert prompt.endswith("<think>\n\n</think>\n\n")
@@ -264,7 +264,7 @@ async def test_sampling_fields_reach_the_scheduler_and_are_echoed(stack):
     assert status == 200 and (round(sampling.temperature, 3), round(sampling.top_p, 3)) == (0.3, 0.9)
     assert sampling.has_seed and sampling.seed == 7
     assert (body["temperature"], body["top_p"], body["metadata"], body["user"]) == (0.3, 0.9, {"k": "v"}, "u1")
-    assert body["parallel_tool_calls"] is False and body["store"] is False
+    assert body["parallel_tool_calls"] is False and body["store"] is True
     assert body["reasoning"] == {"effort": "high", "summary": "auto"}
     assert body["text"] == {"format": {"type": "text"}, "verbosity": "low"}
     assert "Reasoning effort is set to high." in prompt_of(fake)

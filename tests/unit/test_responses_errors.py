@@ -18,7 +18,8 @@ RESPONSE_ERROR_CODES = {"server_error", "rate_limit_exceeded", "invalid_prompt",
                         "image_content_policy_violation", "invalid_image_mode", "image_file_too_large",
                         "unsupported_image_media_type", "empty_image_file", "failed_to_download_image",
                         "image_file_not_found"}
-NOT_STORED = "this server does not store responses (store is accepted, but nothing is kept)"
+NOT_STORED = ("this server keeps no response to read back, conversation or prompt (only the turns of its recent "
+              "responses, for previous_response_id)")
 
 
 async def post(client, body) -> tuple[int, dict, dict]:
@@ -116,8 +117,6 @@ async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, sta
 
 
 @pytest.mark.parametrize("field, value, words, code", [
-    ("previous_response_id", "resp_123", "previous_response_id refers to a stored response",
-     "previous_response_not_found"),
     ("conversation", "conv_123", "conversation refers to a stored conversation", "responses_not_stored"),
     ("background", True, "background asks for a response kept to be polled later", "responses_not_stored"),
     ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template", "responses_not_stored"),
@@ -129,8 +128,6 @@ async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, sta
      "previous_input_messages are vLLM's Harmony message history", "responses_not_stored"),
 ])
 async def test_what_needs_a_stored_response_is_a_clear_400(stack, field, value, words, code):
-    """previous_response_id gets OpenAI's code for a response it cannot find, on which clients resend the whole
-    conversation (VS Code Copilot Chat's chatMLFetcher retries only on that code)."""
     client, _ = stack
     status, error, _ = await post(client, {"input": "x", field: value})
     assert status == 400
