@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from gateway.tool_fences import Fences
 from gateway.tools import (CALL_STARTS, TOOL_CALL_TAG, calls_after_prose, cut_opener, next_call, opens_call,
                            read_call_pieces, ready_call)
 
@@ -27,6 +28,7 @@ class ToolCallFilter:
         self._gap = ""          # whitespace held back before the first <tool_call>
         self._taken = 0         # calls take_ready gave already
         self._scanned = 0       # how much of the calls text take_ready has looked through for the next call's start
+        self._fences = Fences()  # the fenced code blocks of the answer text sent, where a call start is an example
         # After finish: the text the model wrote after each call it returned, in order (their join ends its text).
         self.texts_after: list[str] = []
 
@@ -41,21 +43,22 @@ class ToolCallFilter:
             self._calls_text += text
             return ""
         buf = self._held + text
-        pos = next_call(buf)
+        pos = next_call(buf, fences=self._fences)
         if pos >= 0 and opens_call(buf, pos) is None:
             # A <tool_call> with nothing after it yet: held, with the whitespace before it, until it shows what it is.
             text = buf[:pos].rstrip()
             self._held = buf[len(text):]
-            return text
-        if pos >= 0:
+        elif pos >= 0:
             self._calls_text = buf[pos:]
             self._held = ""
             text = buf[:pos].rstrip()
             self._gap = buf[len(text):pos]
-            return text
-        keep = self._hold_len(buf)
-        self._held = buf[len(buf) - keep:]
-        return buf[:len(buf) - keep]
+        else:
+            keep = self._hold_len(buf)
+            self._held = buf[len(buf) - keep:]
+            text = buf[:len(buf) - keep]
+        self._fences.feed(text)
+        return text
 
     def take_ready(self) -> list[dict]:
         """The calls complete so far (each followed by the next call's start), taken out of what finish() parses:

@@ -14,6 +14,7 @@ import secrets
 from typing import Optional
 
 from gateway.strict_json import load_json
+from gateway.tool_fences import Fences
 from gateway.tool_markup import (CALL_CLOSE, FUNCTION_CLOSE, FUNCTION_OPEN, names_function, prose_then_call,
                                   read_function, skip_space, stray_text_end)
 from gateway.tool_json_repair import healed_json
@@ -118,13 +119,18 @@ def _body_follows(text: str, pos: int, skipped: str, starts: str) -> Optional[bo
     return None if pos == len(text) else text[pos] in starts
 
 
-def next_call(text: str, start: int = 0) -> int:
-    """Index of the next call start (see CALL_STARTS) from start that is no mere mention of the tag, or -1."""
+def next_call(text: str, start: int = 0, fences: Optional[Fences] = None) -> int:
+    """Index of the next call start (see CALL_STARTS) from start that is no mere mention of the tag and stands in no
+    fenced code block (a call the model shows in one is an example of the format, answer text, as vLLM's Qwen3
+    parser reads it: gateway/tool_fences.py), or -1. fences: those of the answer text before start (none open)."""
+    fences, read = Fences() if fences is None else fences.copy(), start
     while True:
         found = [pos for pos in (text.find(tag, start) for tag in CALL_STARTS) if pos >= 0]
         if not found:
             return -1
-        if opens_call(text, min(found)) is not False:
+        fences.feed(text[read:min(found)])
+        read = min(found)
+        if fences.opened is None and opens_call(text, min(found)) is not False:
             return min(found)
         start = min(found) + len(TOOL_CALL_TAG)
 
