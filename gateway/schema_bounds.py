@@ -31,6 +31,9 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "co
 _UNBOUNDED_STRING = ("maxLength", "enum", "const")
 # Keywords that decide a value's type themselves: a node holding one gets no inferred type (_infer_type).
 _DECIDED = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if")
+# The formats llama.cpp's json-schema-to-grammar reads as a string's where no type is given (its uuid and
+# STRING_FORMAT_RULES).
+_STRING_FORMATS = ("date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5")
 # The subschemas whose narrowing narrows the schema (not `not` nor `if`).
 _NARROWABLE = ("items", "additionalProperties", "then", "else", "contains")
 # Formats whose values have no length of their own (llguidance's rules took a 1,000-token email, hostname or uri, never
@@ -222,9 +225,9 @@ def lenient(schema: dict) -> dict:
 def _infer_type(node: Any) -> None:
     """A subschema with no `type` that describes an object (`properties`, or an `additionalProperties` other than
     true) is an object's, one with `items` or `prefixItems` an array's, as the grammar backends of vLLM (xgrammar's
-    SchemaParser) and of llama.cpp and Ollama (json-schema-to-grammar.cpp visit()) infer them: JSON Schema lets any
-    other type through there, so {"b": null} or 5 answered {"properties": {"c": {"type": "integer"}}, "required":
-    ["c"]}. Narrowing keeps every output valid; not one under `not` or `if`, whose narrowing would widen the schema,
+    SchemaParser) and of llama.cpp and Ollama (json-schema-to-grammar.cpp visit()) infer them, and one with a `pattern`
+    or a date, time or uuid `format` a string's, as llama.cpp does: JSON Schema lets any other type through there, so
+    {"b": null} or 5 answered {"properties": {"c": {"type": "integer"}}, "required": ["c"]}. Narrowing keeps every output valid; not one under `not` or `if`, whose narrowing would widen the schema,
     nor one that a composition or a literal decides."""
     if not isinstance(node, dict):
         return
@@ -233,6 +236,8 @@ def _infer_type(node: Any) -> None:
             node["type"] = "object"
         elif "items" in node or "prefixItems" in node:
             node["type"] = "array"
+        elif "pattern" in node or node.get("format") in _STRING_FORMATS:
+            node["type"] = "string"
     for child in _children(node, _NARROWABLE):
         for each in child if isinstance(child, list) else [child]:
             _infer_type(each)

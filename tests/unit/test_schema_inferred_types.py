@@ -1,7 +1,7 @@
 """A JSON schema node with no `type` is read by the structure it describes, as vLLM's xgrammar (cpp/
 json_schema_converter.cc: `properties` / `additionalProperties` -> object, `items` / `prefixItems` -> array) and
-llama.cpp's json-schema-to-grammar (common/json-schema-to-grammar.cpp visit(), which builds Ollama's `format` grammar)
-read it: JSON Schema itself lets any other type through there, and the grammar let the model answer `5` for
+llama.cpp's json-schema-to-grammar (common/json-schema-to-grammar.cpp visit(), which builds Ollama's `format` grammar;
+also `pattern` and a date / uuid `format` -> string) read it: JSON Schema itself lets any other type through there, and the grammar let the model answer `5` for
 {"properties": {"a": ...}, "required": ["a"]} (Ollama `format`, measured on the tiny model) or `{"b": null}` where b's
 subschema listed required properties without a type."""
 import orjson
@@ -21,6 +21,9 @@ TUPLE = {"prefixItems": [{"type": "integer"}, {"type": "boolean"}]}
 IN_DEFS = {"$defs": {"P": {"properties": {"x": {"type": "string"}}, "required": ["x"]}},
            "type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "required": ["p"]}
 IN_LIST = {"type": "array", "items": {"properties": {"k": {"type": "boolean"}}, "required": ["k"]}, "minItems": 1}
+# llama.cpp (Ollama's format) reads a pattern or a date / uuid format with no type as a string's.
+PATTERN = {"type": "object", "properties": {"zip": {"pattern": "^[0-9]{5}$"}}, "required": ["zip"]}
+DATE = {"type": "object", "properties": {"day": {"format": "date"}}, "required": ["day"]}
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +34,10 @@ def card():
 @pytest.mark.parametrize("schema, text", [
     (OBJECT, "5"), (OBJECT, '"a"'), (OBJECT, "[1]"), (NESTED, '{"b": null}'), (NESTED, '{"b": 7}'),
     (CLOSED, "true"), (MAP, '"x"'), (ARRAY, '{"0": 1}'), (TUPLE, "null"), (IN_DEFS, '{"p": 1}'),
-    (IN_LIST, "[3]"),
+    (IN_LIST, "[3]"), (PATTERN, '{"zip": 12345}'), (PATTERN, '{"zip": null}'), (DATE, '{"day": 20260101}'),
 ], ids=["object-number", "object-string", "object-array", "nested-null", "nested-number", "closed-bool",
-        "map-string", "array-object", "tuple-null", "defs-number", "items-number"])
+        "map-string", "array-object", "tuple-null", "defs-number", "items-number", "pattern-number", "pattern-null",
+        "date-number"])
 def test_a_value_of_another_type_is_refused(card, schema, text):
     """Each text is valid JSON Schema (a keyword of one type says nothing of another) yet no answer xgrammar or
     llama.cpp's grammar lets through."""
@@ -43,8 +47,9 @@ def test_a_value_of_another_type_is_refused(card, schema, text):
 
 @pytest.mark.parametrize("schema, text", [
     (OBJECT, '{"a": 1}'), (NESTED, '{"b": {"c": 2}}'), (CLOSED, "{}"), (MAP, '{"k": 3}'), (ARRAY, "[1, 2]"),
-    (TUPLE, "[1, true]"), (IN_DEFS, '{"p": {"x": "y"}}'), (IN_LIST, '[{"k": false}]'),
-], ids=["object", "nested", "closed", "map", "array", "tuple", "defs", "items"])
+    (TUPLE, "[1, true]"), (IN_DEFS, '{"p": {"x": "y"}}'), (IN_LIST, '[{"k": false}]'), (PATTERN, '{"zip": "12345"}'),
+    (DATE, '{"day": "2026-01-01"}'),
+], ids=["object", "nested", "closed", "map", "array", "tuple", "defs", "items", "pattern", "date"])
 def test_the_inferred_type_is_still_written(card, schema, text):
     assert accepts(card, schema, text)
 
