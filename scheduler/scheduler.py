@@ -189,6 +189,9 @@ class Scheduler(StepOutputs):
             self._plan(req)
             hit = None if req.sampling.prompt_logprobs else self.prefix_cache.lookup(
                 req.prompt_token_ids, req.cache_salt, req.checkpoint_grid)
+            # The entry it would start from gives its state slot up too, last: a seat now, cold, beats a wait for one.
+            if hit is not None and self.state_pool.num_free_slots == 0 and not self.prefix_cache.evict_one(keep=hit):
+                hit = None
             num_new = self._take_pools(req, hit, budget)
             if not num_new:
                 return
