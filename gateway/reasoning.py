@@ -1,6 +1,7 @@
 """Gateway process: splits the model's <think>...</think> text into reasoning and answer, streamed or not."""
 from __future__ import annotations
 
+from gateway.tool_fences import Fences
 from gateway.tool_markup import names_function
 
 THINK_START = "<think>"
@@ -140,6 +141,7 @@ class ReasoningSplitter:
         self._more: list[str] = []
         self._num_more = 0
         self._tail = ""
+        self._fences = Fences()  # the fenced code blocks of the reasoning returned, where a call is an example
 
     @property
     def held(self) -> int:
@@ -160,6 +162,7 @@ class ReasoningSplitter:
         reasoning, content = [], []
         while buf:
             buf = self._step(buf, reasoning, content)
+        self._fences.feed("".join(reasoning))
         return "".join(reasoning), "".join(content)
 
     def _take_held(self) -> str:
@@ -220,6 +223,10 @@ class ReasoningSplitter:
                 self._skip_open_tag = False
         end = buf.find(THINK_END)
         call = buf.find(TOOL_CALL)
+        if call >= 0 and (end < 0 or call < end) and self._fenced(reasoning, buf[:call]):
+            # A call shown in a fenced code block is an example of the format: reasoning text (gateway/tool_fences.py).
+            reasoning.append(buf[:call + len(TOOL_CALL)])
+            return buf[call + len(TOOL_CALL):]
         if call >= 0 and (end < 0 or call < end):
             reasoning.append(buf[:call])
             self._state = "call"
@@ -232,6 +239,12 @@ class ReasoningSplitter:
         reasoning.append(buf[:len(buf) - keep])
         self._held = buf[len(buf) - keep:]
         return ""
+
+    def _fenced(self, reasoning: list, before: str) -> bool:
+        """Whether the reasoning so far, this push's pieces and `before` leave a fenced code block open."""
+        fences = self._fences.copy()
+        fences.feed("".join(reasoning) + before)
+        return fences.opened is not None
 
     def _step_call(self, buf: str, reasoning: list) -> str:
         """buf starts with <tool_call>: hold it while it may be a call not followed by </think>."""

@@ -67,3 +67,30 @@ async def test_ollama_chat_reads_it_so_too(stack):
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "think": False, "stream": False}
     message = (await (await client.post("/api/chat", json=body)).json())["message"]
     assert message["content"] == EXAMPLE and not message.get("tool_calls")
+
+
+THOUGHT = "The format:\n```xml\n" + _call("ls") + "\n```\nthinking on"
+# (reply with thinking on, reasoning, the calls' commands): a call the thinking runs into with no </think> ends it,
+# but one it shows in a fenced block is thinking.
+THINKING = {
+    "never closed": (THOUGHT, THOUGHT, []),
+    "then a real call": (THOUGHT + "\n" + _call("pwd"), THOUGHT + "\n", ["pwd"]),
+}
+
+
+@pytest.mark.parametrize("case", THINKING)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_fenced_call_in_the_thinking_is_thinking(stack, case, stream):
+    client, fake = stack
+    fake.script.reply, reasoning, commands = THINKING[case]
+    body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "stream": stream}
+    response = await client.post("/v1/chat/completions", json=body)
+    if stream:
+        chunks = [c for c in _sse(await response.read()) if c["choices"]]
+        thought = "".join(c["choices"][0]["delta"].get("reasoning_content") or "" for c in chunks)
+        calls = chunk_calls(chunks)
+    else:
+        message = (await response.json())["choices"][0]["message"]
+        thought, calls = message["reasoning_content"], message.get("tool_calls") or []
+    assert thought.rstrip("\n") == reasoning.rstrip("\n")
+    assert [json.loads(c["function"]["arguments"])["command"] for c in calls] == commands
