@@ -82,13 +82,15 @@ _TOOL_CHOICE = {
 # budget_tokens bounds "enabled" thinking only (at least 1024: anthropic_options); with "adaptive" it is typed and
 # ignored, as Anthropic ignores it: Claude Code (>= 2.1.252) sends {"type": "adaptive", "budget_tokens": 0}.
 # "between_tools" (the SDKs' ThinkingConfigBetweenTools): thinking only after tool results (anthropic_options).
+# display "updates" (the SDKs' BetaThinkingConfigAdaptiveParam / ...EnabledParam, which Claude Code >= 2.1.3xx sends
+# with adaptive thinking) shows the thinking as "summarized" does: the whole thinking is what this server has to show.
 _THINKING = {
     "type": "object",
     "required": ["type"],
     "properties": {
         "type": {"enum": ["enabled", "disabled", "adaptive", "between_tools"]},
         "budget_tokens": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX},
-        "display": {"enum": ["summarized", "omitted"]},
+        "display": {"enum": ["summarized", "omitted", "updates"]},
     },
     "if": {"properties": {"type": {"const": "enabled"}}},
     "then": {"required": ["budget_tokens"], "properties": {"budget_tokens": {"minimum": 1}}},
@@ -140,6 +142,9 @@ MESSAGES_SCHEMA = {
 _NO_EFFECT = frozenset({"metadata", "service_tier", "cache_control", "context_management", "container"})
 _VALIDATORS = {id(schema): Draft202012Validator(schema) for schema in (MESSAGES_SCHEMA, COUNT_SCHEMA)}
 _unknown = OnceLog("ignoring unknown Anthropic request fields %s")
+# The request's config objects, whose optional keys the SDKs type Optional (ThinkingConfigAdaptiveParam.display,
+# OutputConfigParam.effort and .format, ...): a key of theirs sent as null is absent too, as a top-level one is.
+_CONFIGS = ("thinking", "output_config", "tool_choice")
 
 
 def _where(path) -> str:
@@ -165,12 +170,17 @@ def check_sizes(body: Any, ctx: int) -> None:
 
 
 def validate(body: Any, schema: dict) -> dict:
-    """body (integral floats made ints, null optional fields dropped) when it matches schema, else a 400 naming the
-    first bad field; unknown fields are logged once and ignored (vLLM and Ollama ignore them too)."""
+    """body (integral floats made ints, null optional fields dropped, also in the config objects: _CONFIGS) when it
+    matches schema, else a 400 naming the first bad field; unknown fields are logged once and ignored (vLLM and Ollama
+    ignore them too)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
     # An optional field sent as null is absent, as vLLM's (pydantic Optional) and Ollama's (Go pointer) layers read it.
     body = {name: value for name, value in body.items() if value is not None or name in schema["required"]}
+    for name in _CONFIGS:
+        if isinstance(body.get(name), dict):
+            required = schema["properties"][name].get("required", ())
+            body[name] = {key: value for key, value in body[name].items() if value is not None or key in required}
     error = next(iter(sorted(_VALIDATORS[id(schema)].iter_errors(body), key=lambda e: list(e.path))), None)
     if error is not None:
         where = _where(error.path)

@@ -12,9 +12,13 @@ from tests.unit.test_anthropic_messages import BASE, prompt_of
 CLAUDE_CODE = {"type": "adaptive", "budget_tokens": 0}
 
 
+# display "updates": Claude Code 2.1.332 sends {"type": "adaptive", "display": "updates"} (the SDKs'
+# BetaThinkingConfigAdaptiveParam.display: "summarized" | "omitted" | "updates"); its 400 cost every session two failed
+# requests before Claude Code retried without it. A config key sent as null is absent (the SDKs type them Optional).
 @pytest.mark.parametrize("thinking", [CLAUDE_CODE, {**CLAUDE_CODE, "budget_tokens": 31999},
-                                      {**CLAUDE_CODE, "display": "summarized"}],
-                         ids=["budget 0", "a budget", "display summarized"])
+                                      {**CLAUDE_CODE, "display": "summarized"}, {"type": "adaptive", "display": "updates"},
+                                      {"type": "adaptive", "display": None, "budget_tokens": None}],
+                         ids=["budget 0", "a budget", "display summarized", "display updates", "nulls"])
 async def test_adaptive_thinking_with_a_budget_is_served_thinking(stack, thinking):
     client, fake = stack
     fake.script.reply = "Let me see.</think>\n\nHello world"
@@ -37,9 +41,11 @@ async def test_adaptive_thinking_with_a_budget_is_served_thinking(stack, thinkin
     ({"type": "enabled", "budget_tokens": 0}, "thinking.budget_tokens: 0 is less than the minimum of 1"),
     ({"type": "adaptive", "budget_tokens": -1}, "thinking.budget_tokens: -1 is less than the minimum of 0"),
     ({"type": "adaptive", "budget_tokens": "0"}, 'thinking.budget_tokens: "0" is not of type "integer"'),
-    ({"type": "adaptive", "display": "full"}, 'thinking.display: "full" is not one of ["summarized", "omitted"]'),
+    ({"type": "adaptive", "display": "full"},
+     'thinking.display: "full" is not one of ["summarized", "omitted", "updates"]'),
+    ({"type": "enabled", "budget_tokens": None}, "thinking.budget_tokens: Field required"),
     ({"budget_tokens": 0}, "thinking.type: Field required"),
-], ids=["enabled budget 0", "negative", "string", "unknown display", "no type"])
+], ids=["enabled budget 0", "negative", "string", "unknown display", "enabled budget null", "no type"])
 async def test_a_thinking_field_of_the_wrong_form_is_a_400(stack, thinking, fragment):
     client, fake = stack
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
@@ -63,3 +69,20 @@ async def test_omitted_thinking_is_sent_as_its_signature_only(stack, thinking):
     deltas = [payload["delta"]["type"] for name, payload in events if name == "content_block_delta"]
     assert "thinking_delta" not in deltas and deltas[0] == "signature_delta"
     assert accumulate(events)["content"] == whole["content"]
+
+
+async def test_config_keys_sent_as_null_are_absent(stack):
+    """output_config.effort / .format and tool_choice.disable_parallel_tool_use sent as null (Optional in the SDKs'
+    OutputConfigParam, ...) are served as absent, as a top-level null field is: they were 400s ("output_config.effort:
+    null is not one of [...]")."""
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    tool = {"name": "f", "input_schema": {"type": "object", "properties": {}}}
+    body = {**BASE, "thinking": {"type": "disabled"}, "output_config": {"effort": None, "format": None}, "tools": [tool],
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": None}}
+    response = await client.post("/v1/messages", json=body)
+    assert response.status == 200, await response.text()
+    assert (await response.json())["content"] == [{"type": "text", "text": "Hello world"}]
+    plain = {**BASE, "thinking": {"type": "disabled"}, "tools": [tool]}
+    await client.post("/v1/messages", json=plain)
+    assert fake.script.requests[0].prompt_token_ids == fake.script.requests[1].prompt_token_ids
