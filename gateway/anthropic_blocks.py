@@ -13,13 +13,16 @@ from gateway.once_log import OnceLog
 
 _TEXT_ONLY = "this model reads text only"
 _SERVER_SIDE = OnceLog("/v1/messages: %s blocks in assistant turns are left out of the prompt: Anthropic's side ran "
-                       "them (server tools, the MCP connector)")
-# The blocks of an assistant turn that Anthropic's side ran: its server tools' calls and results, and the MCP
-# connector's (anthropic-sdk-python types/beta: BetaServerToolUseBlock, BetaWebSearchToolResultBlock, ...).
+                       "them (server tools, the MCP connector, a fallback to another model)")
+# The blocks of an assistant turn that Anthropic's side ran: its server tools' calls and results (the advisor's too),
+# the MCP connector's, and the fallback marker of a hop to another model, which Anthropic renders into no prompt
+# (anthropic-sdk-python types/beta: BetaServerToolUseBlock, BetaAdvisorToolResultBlockParam, BetaMCPToolListingBlockParam,
+# BetaFallbackBlockParam, ...).
 SERVER_SIDE_KINDS = frozenset(("server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
                                "code_execution_tool_result", "bash_code_execution_tool_result",
-                               "text_editor_code_execution_tool_result", "tool_search_tool_result", "mcp_tool_use",
-                               "mcp_tool_result", "compaction"))
+                               "text_editor_code_execution_tool_result", "tool_search_tool_result",
+                               "advisor_tool_result", "mcp_tool_use", "mcp_tool_result", "mcp_tool_listing",
+                               "fallback", "compaction"))
 _LEFT_OUT = OnceLog("/v1/messages: %s blocks in tool results are left out (a line in their place says so): the model "
                     "reads text only")
 

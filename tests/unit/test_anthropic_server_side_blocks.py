@@ -26,6 +26,14 @@ SERVER_SIDE = {
                        "input": {"q": "x"}},
                       {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_01", "is_error": False,
                        "content": [{"type": "text", "text": "found"}]}],
+    # The SDKs' beta blocks (anthropic-python 2.15 types/beta): they were the same 400.
+    "advisor": [{**SEARCH, "name": "advisor", "input": {}},
+                {"type": "advisor_tool_result", "tool_use_id": "srvtoolu_01",
+                 "content": {"type": "advisor_result", "text": "found", "stop_reason": None}}],
+    "mcp tool listing": [{"type": "mcp_tool_listing", "mcp_server_name": "docs", "tools": [
+        {"name": "lookup", "description": "found", "input_schema": {"type": "object"}}]}],
+    "fallback": [{"type": "fallback", "from": {"model": "claude-opus-5"}, "to": {"model": "claude-sonnet-5"},
+                  "trigger": {"type": "unavailable"}}],
 }
 
 
@@ -56,7 +64,7 @@ async def test_a_block_anthropics_side_ran_is_left_out(stack, blocks, stream):
     replayed = await rendered(client, fake, [USER, answer(*blocks), AGAIN], stream)
     assert replayed == await rendered(client, fake, [USER, answer(), AGAIN])
     assert "Searching.\nHere they are." in replayed or "Searching.Here they are." in replayed, replayed[-300:]
-    for hidden in ("sparkinfer docs", "Eo8x", "page", "print(1)", "found", "unavailable"):
+    for hidden in ("sparkinfer docs", "Eo8x", "page", "print(1)", "found", "unavailable", "claude-"):
         assert hidden not in replayed
 
 
