@@ -21,7 +21,7 @@ from gateway.ollama_options import (OllamaOptions, generation_budget, parse_opti
 from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types, check_runner
-from gateway.schema_bounds import lenient
+from gateway.schema_bounds import lenient, without_stray_required
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -52,7 +52,7 @@ def _format_schema(value: Any) -> Optional[dict]:
         # Ollama's words (llm/llama_server.go): the field's JSON text, Go-quoted.
         text = json_out.dumps(json_out.dumps(value).decode()).decode()
         raise InvalidRequest(f'invalid format: {text}; expected "json" or a valid JSON Schema object', param="format")
-    return check_schema(value, "format")
+    return check_schema(without_stray_required(value), "format")
 
 
 def _constrain(plan: OllamaPlan, card: ModelCard) -> None:

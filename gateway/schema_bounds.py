@@ -191,8 +191,9 @@ def _target(node: dict, root: dict) -> Any:
 
 
 def _children(node: dict, one: tuple = _SCHEMA_ONE) -> list:
-    children = [child for key in _SCHEMA_LISTS for child in node.get(key) or []]
-    children += [child for key in _SCHEMA_MAPS for child in (node.get(key) or {}).values()]
+    """The subschemas right under node (of the right JSON types only: a schema not yet checked can hold others)."""
+    children = [child for key in _SCHEMA_LISTS if isinstance(node.get(key), list) for child in node[key]]
+    children += [child for key in _SCHEMA_MAPS if isinstance(node.get(key), dict) for child in node[key].values()]
     return children + [node.get(key) for key in one]
 
 
@@ -210,6 +211,26 @@ def _keep_required(node: dict) -> None:
 def _min_length(node: dict) -> int:
     low = node.get("minLength", 0)
     return low if isinstance(low, int) and not isinstance(low, bool) else 0
+
+
+def without_stray_required(schema: dict) -> dict:
+    """A copy of schema without the `required` that is no list (draft-03's `"required": true` on a property, a lone
+    name): llama.cpp's json-schema-to-grammar, which builds Ollama's `format` grammar, reads `required` only as an
+    array and skips it otherwise (common/json-schema-to-grammar.cpp visit()), so Ollama serves such a schema, with
+    those properties optional, where 2020-12's meta-schema refuses it."""
+    out = copy.deepcopy(schema)
+    _drop_stray_required(out)
+    return out
+
+
+def _drop_stray_required(node: Any) -> None:
+    if not isinstance(node, dict):
+        return
+    if "required" in node and not isinstance(node["required"], list):
+        del node["required"]
+    for child in _children(node):
+        for each in child if isinstance(child, list) else [child]:
+            _drop_stray_required(each)
 
 
 def lenient(schema: dict) -> dict:
