@@ -110,10 +110,11 @@ class GatedAttention(torch.nn.Module):
         proj = self.project(x)
         return self.finish(self.core(proj, cos, sin, meta, k_pool, v_pool), proj)
 
-    def core(self, proj: tuple, cos, sin, meta, k_pool, v_pool) -> torch.Tensor:
+    def core(self, proj: tuple, cos, sin, meta, k_pool, v_pool, out=None) -> torch.Tensor:
         """proj = project(x) -> the attention output [T, nH, hd] before the output gate: q/k norms, RoPE, this
         step's K/V written to the pools, attention over each row's keys. The step's shape of rows lives here: the
-        piecewise prefill graphs run it eagerly between their graphs."""
+        piecewise prefill graphs run it eagerly between their graphs. out: a [T, nH, hd] tensor in the query's
+        dtype to write into where the step has prefill rows (returned then; else a new tensor is)."""
         query_gate, key, value = proj
         num_tokens, hd = query_gate.shape[0], self.head_dim
         query_gate = query_gate.view(num_tokens, self.num_heads, 2 * hd)
@@ -126,8 +127,9 @@ class GatedAttention(torch.nn.Module):
         else:
             query = self._prologue(query_gate, key, value, cos, sin, meta.slot_mapping, flat_k, flat_v)
         if isinstance(meta, PagedStepMeta):
-            return self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta)
-        out = torch.empty(num_tokens, self.num_heads, hd, dtype=query.dtype, device=query.device)
+            return self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta, out)
+        if out is None:
+            out = torch.empty(num_tokens, self.num_heads, hd, dtype=query.dtype, device=query.device)
         self._attend_rows(out, query, flat_k, flat_v, meta.rows)
         return out
 
@@ -157,12 +159,14 @@ class GatedAttention(torch.nn.Module):
             out[lo:hi] = self._attend(query[lo:hi], flat_k[key_index].to(query.dtype),
                                       flat_v[key_index].to(query.dtype), mask)
 
-    def _attend_step(self, query, pools, flat, meta: PagedStepMeta) -> torch.Tensor:
-        """query [T, nH, hd] -> [T, nH, hd]: decode rows in one vectorized call, prefill rows per row. pools: (k, v)
-        [num_blocks, block_size, nKV, hd]; flat: the same viewed [num_blocks * block_size, nKV, hd]."""
+    def _attend_step(self, query, pools, flat, meta: PagedStepMeta, out=None) -> torch.Tensor:
+        """query [T, nH, hd] -> [T, nH, hd] (out where given, but on all-decode steps): decode rows in one
+        vectorized call, prefill rows per row. pools: (k, v) [num_blocks, block_size, nKV, hd]; flat: the same
+        viewed [num_blocks * block_size, nKV, hd]."""
         if meta.all_decode:
             return self._decode(query, pools, flat, meta)
-        out = torch.empty_like(query)
+        if out is None:
+            out = torch.empty_like(query)
         if meta.decode_tokens.numel():
             out[meta.decode_tokens] = self._decode(query[meta.decode_tokens], pools, flat, meta)
         self._attend_rows(out, query, *flat, meta.prefill_rows)

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from kernels.gdn import naive
 from kernels.gdn import ops as gdn_ops
+from kernels.gdn.prefill_plan import PrefillPlan
 from worker.batch import to_device
 from worker.layers.fused import fuse
 from worker.layers.linear import Linear
@@ -64,6 +65,7 @@ class GdnStepMeta:
     prefill_slots  [Np] int32;  prefill_init [Np] int32 (1 = continue the slot's state, 0 = fresh prompt)
     tables         kernels.gdn.ops.prefill_tables of prefill_cu (None without prefill rows)
     all_decode / all_prefill  bool: no gather/scatter of tokens needed
+    prefill_plan   kernels.gdn.prefill_plan.PrefillPlan the step's first GDN layer makes, the others reuse
     """
 
     decode_tokens: torch.Tensor
@@ -75,6 +77,7 @@ class GdnStepMeta:
     tables: tuple
     all_decode: bool
     all_prefill: bool
+    prefill_plan: object = None
 
     @staticmethod
     def from_lists(bounds: list, context_lens: list, state_slots: list, device) -> "GdnStepMeta":
@@ -166,13 +169,16 @@ class GatedDeltaNet(torch.nn.Module):
         proj = self.project(x)
         return self.finish(self.core(proj, cu_seqlens, state_slots, recurrent_state, conv_state, meta), proj)
 
-    def core(self, proj: tuple, cu_seqlens, state_slots, recurrent_state, conv_state, meta=None) -> torch.Tensor:
+    def core(self, proj: tuple, cu_seqlens, state_slots, recurrent_state, conv_state, meta=None,
+             out=None) -> torch.Tensor:
         """The recurrent part: proj = project(x) -> o [T, HV, dv] in x's dtype (conv, gates and the delta rule;
         reads and writes the rows' conv / recurrent state), arguments as forward. The step's split into rows
-        lives here: the piecewise prefill graphs (worker/prefill_graphs.py) run it eagerly between their graphs."""
+        lives here: the piecewise prefill graphs (worker/prefill_graphs.py) run it eagerly between their graphs.
+        out: a contiguous [T, HV, dv] tensor the CUDA path writes o into where it can (returned then; else a new
+        tensor is, and the caller copies)."""
         mixed, z, b, a = proj
         if meta is not None and self.uses_kernels(mixed):
-            return self._core_kernels(proj, meta, recurrent_state, conv_state)
+            return self._core_kernels(proj, meta, recurrent_state, conv_state, out)
         num_tokens = mixed.shape[0]
         mixed, new_conv = naive.causal_conv1d(mixed, self.conv_weight, conv_state[state_slots], cu_seqlens)
         conv_state[state_slots] = new_conv
@@ -202,12 +208,14 @@ class GatedDeltaNet(torch.nn.Module):
     def _kernel_params(self) -> tuple:
         """conv weight [C, Kc], A_log, dt_bias [HV] as contiguous float32 (made once; before any graph capture)."""
         if getattr(self, "_f32", None) is None or self._f32[0].device != self.conv_weight.device:
-            self._f32 = tuple(t.detach().float().contiguous() for t in (self.conv_weight, self.A_log, self.dt_bias))
+            conv = self.conv_weight.detach().reshape(self.conv_weight.shape[0], -1)
+            self._f32 = tuple(t.detach().float().contiguous() for t in (conv, self.A_log, self.dt_bias))
         return self._f32
 
-    def _core_kernels(self, proj: tuple, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
+    def _core_kernels(self, proj: tuple, meta: GdnStepMeta, recurrent_state, conv_state, out=None) -> torch.Tensor:
         """The CUDA path of core: decode rows through conv_decode + fused_recurrent_decode, prefill rows through
-        conv_prefill + chunk_prefill (kernels/gdn/ops.py). -> o [T, HV, dv] bf16."""
+        conv_prefill + chunk_prefill (kernels/gdn/ops.py; planned once a step, kernels/gdn/prefill_plan.py).
+        -> o [T, HV, dv] bf16 (out where given, but on all-decode steps)."""
         conv_w, a_log, dt_bias = self._kernel_params()
         mixed, z, b, a = proj
         num_tokens = mixed.shape[0]
@@ -218,9 +226,9 @@ class GatedDeltaNet(torch.nn.Module):
             return gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
                                       meta.decode_slots, self.num_k_heads)
         if meta.all_prefill:
-            return self._prefill(mixed, a, b, meta, recurrent_state, conv_state)
-        core = torch.empty(num_tokens, recurrent_state.shape[1], self.head_v_dim, dtype=mixed.dtype,
-                           device=mixed.device)
+            return self._prefill(mixed, a, b, meta, recurrent_state, conv_state, out)
+        core = out if out is not None else torch.empty(num_tokens, recurrent_state.shape[1], self.head_v_dim,
+                                                       dtype=mixed.dtype, device=mixed.device)
         dec = meta.decode_tokens
         core[dec] = gdn_ops.gdn_decode(mixed[dec], a[dec], b[dec], conv_w, a_log, dt_bias, conv_state,
                                        recurrent_state, meta.decode_slots, self.num_k_heads)
@@ -228,9 +236,20 @@ class GatedDeltaNet(torch.nn.Module):
         core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
         return core
 
-    def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
-        """mixed [Tp, C], a, b [Tp, HV] of the prefill rows -> o [Tp, HV, V] bf16."""
+    def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state, out=None) -> torch.Tensor:
+        """mixed [Tp, C], a, b [Tp, HV] of the prefill rows -> o [Tp, HV, V] bf16 (out where given). The step's
+        first GDN layer plans the launches (checks, kernels, workspace) for the rest (meta.prefill_plan); a layer
+        whose tensors do not fit that plan runs the unplanned gdn_prefill."""
         conv_w, a_log, dt_bias = self._kernel_params()
-        return gdn_ops.gdn_prefill(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state,
-                                   meta.prefill_slots, meta.prefill_cu, self.num_k_heads,
-                                   has_initial_state=meta.prefill_init, tables=meta.tables)
+        tensors = (mixed, a, b, conv_w, a_log)
+        plan = meta.prefill_plan
+        if plan is None and mixed.is_cuda:  # (CPU: the plumbing tests' stand-ins for gdn_prefill)
+            plan = meta.prefill_plan = PrefillPlan(*tensors, dt_bias, conv_state, recurrent_state, meta.prefill_slots,
+                                                   meta.prefill_cu, meta.prefill_init, meta.tables, self.num_k_heads,
+                                                   gdn_ops.HEAD_DIM ** -0.5)
+        if plan is not None and plan.matches(*tensors, conv_state, recurrent_state):
+            return plan.run(*tensors, dt_bias, conv_state, recurrent_state, out)
+        o = gdn_ops.gdn_prefill(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state, meta.prefill_slots,
+                                meta.prefill_cu, self.num_k_heads, has_initial_state=meta.prefill_init,
+                                tables=meta.tables)
+        return o if out is None else out.copy_(o)

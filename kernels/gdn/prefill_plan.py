@@ -1,0 +1,107 @@
+"""Worker process (GPU path): the GDN prefill core's three launches planned once per step, reused by every layer.
+
+ops.gdn_prefill checks its tensors, builds kernel defines, looks the kernels up and allocates its workspace on every
+call: about 250 us of host time a GDN layer on the H200 machine's CPU for ~55 us of launches, 12 of a 128-token
+step's 22 ms of host time (64 layers, 48 of them GDN; the piecewise prefill graphs of worker/prefill_graphs.py run
+the cores eagerly between their replays, so a short prompt's step is host-bound: session 27, device run 3). Every
+GDN layer of one step has the same row split, shapes, strides and pool layout; only the addresses differ. A
+PrefillPlan does the checks, the lookups, the grids and the workspace (conv output y [T, C] bf16, fp16 qn / kn
+[T, H, K], f32 gc / beta [T, HV], fp16 T / P [NC, HV, 64, 64]) once, then each layer's `run` only packs addresses and
+launches (kernels and argument order as _launch.conv_prefill / chunk_prep / chunk_state, which stay the reference).
+Reusing the workspace across layers is safe on one stream: a layer's kernels are queued after the previous layer's.
+The output o is new each call (its reader runs after the next layer's kernels are queued) unless `out` is given.
+"""
+from kernels.gdn import _build, _launch
+from kernels.gdn._launch import CHUNK, HEAD_DIM, PREP_SMEM, STATE_SMEM, _need, f32, i32, i64, ptr
+
+
+def layout(mixed, a, b, conv_w, A_log, conv_pool, state_pool) -> tuple:
+    """What a plan depends on besides the row split: shapes, strides and dtypes of one layer's inputs and pools."""
+    return (tuple(mixed.shape), mixed.stride(), a.stride(), b.stride(), tuple(a.shape), tuple(b.shape),
+            tuple(conv_w.shape), conv_w.dtype, conv_w.stride(), A_log.shape, A_log.dtype, tuple(conv_pool.shape),
+            conv_pool.stride(), conv_pool.dtype, tuple(state_pool.shape), state_pool.stride(), state_pool.dtype,
+            mixed.dtype)
+
+
+class PrefillPlan:
+    """ops.gdn_prefill for every GDN layer of one step. Arguments as ops.gdn_prefill, from the step's first GDN
+    layer: mixed [T, C] bf16, a, b [T, HV] bf16, conv_w float32 [C, Kc] contiguous, A_log / dt_bias float32 [HV],
+    pools, slot_ids / cu_seqlens / has_init int32 on the device, tables (ops.prefill_tables). GdnKernelError as
+    ops.gdn_prefill for tensors the kernels cannot take."""
+
+    def __init__(self, mixed, a, b, conv_w, A_log, dt_bias, conv_pool, state_pool, slot_ids, cu_seqlens, has_init,
+                 tables, num_k_heads: int, scale: float):
+        import torch
+
+        num_tokens, channels = mixed.shape
+        num_v_heads = state_pool.shape[1]
+        self.key = layout(mixed, a, b, conv_w, A_log, conv_pool, state_pool)
+        self._check(mixed, a, b, conv_w, A_log, dt_bias, conv_pool, state_pool, num_k_heads)
+        chunks, seq_chunks, num_chunks = tables
+        dev = mixed.device
+        self.y = torch.empty(num_tokens, channels, dtype=torch.bfloat16, device=dev)
+        self.qn = torch.empty(num_tokens, num_k_heads, HEAD_DIM, dtype=torch.float16, device=dev)
+        self.kn, self.gc = torch.empty_like(self.qn), torch.empty(num_tokens, num_v_heads, dtype=torch.float32,
+                                                                  device=dev)
+        self.beta = torch.empty_like(self.gc)
+        self.tmat = torch.empty(max(num_chunks, 1), num_v_heads, CHUNK, CHUNK, dtype=torch.float16, device=dev)
+        self.pmat = torch.empty_like(self.tmat)
+        self.shape = (num_tokens, num_v_heads, HEAD_DIM)
+        self.num_chunks, self.channels, self.heads = num_chunks, channels, (num_k_heads, num_v_heads)
+        self.rows = (ptr(slot_ids), ptr(chunks), ptr(cu_seqlens), ptr(has_init), ptr(seq_chunks))
+        self.scale, self.keep = f32(scale), (slot_ids, chunks, seq_chunks, cu_seqlens, has_init)
+        self._kernels(conv_pool, state_pool, seq_chunks.numel() - 1)
+
+    @staticmethod
+    def _check(mixed, a, b, conv_w, A_log, dt_bias, conv_pool, state_pool, num_k_heads: int) -> None:
+        """The checks of _launch.conv_prefill and chunk_setup, on the first layer's tensors."""
+        import torch
+
+        channels, num_v_heads = mixed.shape[1], state_pool.shape[1]
+        _launch._check_rows(mixed, "x", channels)
+        _need(channels % 8 == 0, "conv channels must be a multiple of 8")
+        _need(channels == (2 * num_k_heads + num_v_heads) * HEAD_DIM, "conv channels must be (2 H + HV) * 128")
+        _need(num_v_heads % num_k_heads == 0 and num_v_heads // num_k_heads <= _launch.GROUP_MAX,
+              "HV / H must be 1..8")
+        _need(tuple(conv_w.shape) == (channels, _launch.CONV_WIDTH) and conv_w.is_contiguous()
+              and conv_w.dtype == torch.float32, "conv weight must be contiguous float32 [C, 4]")
+        _launch._check_gates(a, b, A_log, dt_bias, num_v_heads)
+        _launch._check_pool(state_pool, num_v_heads)
+        _launch._conv_define(conv_pool, channels)
+
+    def _kernels(self, conv_pool, state_pool, num_seqs: int) -> None:
+        num_k_heads, num_v_heads = self.heads
+        self.conv = _build.kernel("conv.cu", "gdn_conv_prefill", _launch._conv_define(conv_pool, self.channels))
+        self.conv_grid = ((self.channels // 8 + 127) // 128, self.num_chunks, _launch.conv_pieces(self.num_chunks))
+        self.prep = _build.kernel("chunk.cu", "gdn_chunk_prep", (), PREP_SMEM)
+        splits = _launch.prep_splits(self.num_chunks * num_k_heads, num_v_heads // num_k_heads)
+        self.prep_grid = (self.num_chunks, num_k_heads, splits)
+        self.state_defines = _launch._state_define(state_pool)
+        self.state_grid = (HEAD_DIM // 64, num_v_heads, num_seqs)
+
+    def matches(self, mixed, a, b, conv_w, A_log, conv_pool, state_pool) -> bool:
+        """This layer's tensors have the plan's layout (and mixed its 16-byte alignment)."""
+        return mixed.data_ptr() % 16 == 0 and layout(mixed, a, b, conv_w, A_log, conv_pool, state_pool) == self.key
+
+    def run(self, mixed, a, b, conv_w, A_log, dt_bias, conv_pool, state_pool, out=None):
+        """One layer's core: -> o [T, HV, V] (out when given: contiguous bf16 or float32 of that shape)."""
+        o, out_define = _launch._output(out, self.shape, mixed.device)
+        if self.num_chunks == 0:
+            return o
+        slots, chunks, cu, has_init, seq_chunks = self.rows
+        y, num_k_heads, num_v_heads = self.y, *self.heads
+        _build.launch(self.conv, self.conv_grid, (128,), (
+            ptr(mixed), i64(mixed.stride(0)), ptr(conv_w), ptr(conv_pool), i64(conv_pool.stride(0)), slots, chunks,
+            cu, has_init, ptr(y), i32(self.channels)))
+        q, k, v = (y.data_ptr() + off * HEAD_DIM * 2 for off in (0, num_k_heads, 2 * num_k_heads))
+        row, ws = i64(y.stride(0)), (ptr(self.qn), ptr(self.kn), ptr(self.gc), ptr(self.beta), ptr(self.tmat),
+                                     ptr(self.pmat))
+        _build.launch(self.prep, self.prep_grid, (128,), (
+            _launch._np().uint64(q), _launch._np().uint64(k), row, ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log),
+            ptr(dt_bias), chunks, *ws, i32(num_k_heads), i32(num_v_heads), self.scale), PREP_SMEM)
+        state = _build.kernel("chunk_state.cu", "gdn_chunk_state", self.state_defines + (out_define,), STATE_SMEM)
+        _build.launch(state, self.state_grid, (256,), (
+            ws[0], ws[1], _launch._np().uint64(v), row, ws[2], ws[3], ws[4], ws[5], ptr(state_pool),
+            i64(state_pool.stride(0)), slots, has_init, chunks, seq_chunks, ptr(o), i32(num_k_heads),
+            i32(num_v_heads)), STATE_SMEM)
+        return o
