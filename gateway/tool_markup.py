@@ -82,10 +82,10 @@ def skip_space(text: str, pos: int) -> int:
 
 
 def broken_param_end(text: str, pos: int) -> Optional[int]:
-    """Index after the </parameter> of the <parameter= element at pos when its name is broken (a line break before
-    its '>', or nothing before it: `<parameter=` then a line break, `<parameter=ids: [1]` with no '>', `<parameter=>`);
-    None when pos holds no such element or its </parameter> is not written yet. The element is no parameter and the
-    value before it ends at its own </parameter>, as vLLM's Qwen3 parser reads the call (vllm/parser/qwen3.py
+    """Where the <parameter= element at pos ends when its name is broken (a line break or nothing before its '>':
+    `<parameter=` then a line break, `<parameter=ids: [1]` with no '>', `<parameter=>`): after its </parameter>, else
+    at the call's closing tag, else at the text's end; None when pos holds no such element. It is no parameter, and
+    the value before it ends at its own </parameter>, as vLLM's Qwen3 parser reads the call (vllm/parser/qwen3.py
     _PARAM_RE takes a value to its first </parameter> and no name holds a '>'; vllm-project/vllm#55495)."""
     if not text.startswith(PARAM_OPEN, pos):
         return None
@@ -94,8 +94,9 @@ def broken_param_end(text: str, pos: int) -> Optional[int]:
     name = text[name_at:] if close < 0 else text[name_at:close]
     if "\n" not in name and (close < 0 or name.strip()):
         return None
-    end = text.find(PARAM_CLOSE, name_at)
-    return None if end < 0 else end + len(PARAM_CLOSE)
+    ends = [at + len(tag) * (tag == PARAM_CLOSE) for tag in (PARAM_CLOSE, FUNCTION_CLOSE, CALL_CLOSE)
+            if (at := text.find(tag, name_at)) >= 0]
+    return min(ends, default=len(text))
 
 
 class _Reader:
@@ -252,10 +253,9 @@ class _Reader:
             and not any(self.text.find(tag, pos) >= 0 for tag in _MARKUP)
 
     def _may_follow(self, pos: int) -> bool:
-        if self._call_end(pos) is not None or self.name_at(pos) is not None or self.cut_tag(pos):
-            return True
         broken = broken_param_end(self.text, pos)
-        return broken is not None and self._may_follow(skip_space(self.text, broken))
+        return self._call_end(pos) is not None or self.name_at(pos) is not None or self.cut_tag(pos) or (
+            broken is not None and self._may_follow(skip_space(self.text, broken)))
 
     def cut_tag(self, pos: int) -> bool:
         """Whether the text from pos to the output's end is a tag the model's end token (eos) cut: the start of a

@@ -29,6 +29,9 @@ CASES = {
     "empty name": (_call(CMD, "<parameter=>\nx\n</parameter>\n", NOTE), {"cmd": "timeout 7", "note": "ok"}),
     "between two": (_call(CMD, "<parameter=\necho X\n</parameter>\n", NOTE), {"cmd": "timeout 7", "note": "ok"}),
     "first": (_call("<parameter=\necho X\n</parameter>\n", CMD), {"cmd": "timeout 7"}),
+    # One with no </parameter> of its own ends at the call's closing tag, or at the output's end (the eos ended it).
+    "unclosed": (_call(CMD, "<parameter=\necho X\n"), {"cmd": "timeout 7"}),
+    "at the end": ("<tool_call>\n<function=f>\n" + CMD + "<parameter=\necho", {"cmd": "timeout 7"}),
     # Markup quoted inside a value stays the value's (the next element is well formed).
     "quoted markup": (_call("<parameter=cmd>\nprintf '</parameter>\\n' > x\n</parameter>\n", NOTE),
                       {"cmd": "printf '</parameter>\\n' > x", "note": "ok"}),
