@@ -198,8 +198,9 @@ def _openai_side_item(item: dict, where: str, convo: _Conversation) -> None:
     hosted tool's call (web search, file search, code interpreter, image generation, a remote MCP server's call; its
     findings are in the assistant's text after it), a remote MCP server's tool listing and approval request / response
     (OpenAI's McpListTools, McpApprovalRequest, McpApprovalResponse input items), a tool search (Codex's deferred
-    tools), a compaction (OpenAI's encrypted summary of the turns it replaced) and a compaction_trigger (asking OpenAI
-    to write one). Left out of the prompt, as Codex's own Chat Completions request leaves them out (codex-rs chat
+    tools), a compaction (OpenAI's encrypted summary of the turns it replaced), a compaction_trigger (asking OpenAI
+    to write one), and programmatic tool calling's program and program_output (the JavaScript OpenAI ran, whose
+    function calls, client-run, stay). Left out of the prompt, as Codex's own Chat Completions request leaves them out (codex-rs chat
     wire: ResponseItem::WebSearchCall, Compaction, ToolSearchCall ... => {}), and as the `mcp` tool itself is."""
     _openai_side.note([item["type"]])
 
@@ -228,7 +229,8 @@ _ITEMS = {"message": _message, "function_call": _function_call, "function_call_o
           **dict.fromkeys(OUTPUTS, _client_call_output),
           **dict.fromkeys(("web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
                            "tool_search_call", "tool_search_output", "compaction", "compaction_trigger", "mcp_call",
-                           "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"), _openai_side_item),
+                           "mcp_list_tools", "mcp_approval_request", "mcp_approval_response", "program",
+                           "program_output"), _openai_side_item),
           # Its tools are offered with the top-level ones (responses_tools.placed_tools); it adds no turn.
           "additional_tools": lambda item, where, convo: None}
 

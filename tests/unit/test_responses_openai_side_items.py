@@ -33,6 +33,12 @@ OPENAI_SIDE = {
                    {"type": "mcp_call", "id": "mcp_0001", "server_label": "calendar", "name": "calendar_create",
                     "arguments": "{\"title\": \"sparkinfer docs\"}", "output": "opaque", "status": "completed"}],
     "compaction trigger": [{"type": "compaction_trigger", "id": "ct_0001"}],
+    # Programmatic tool calling (openai-python 3.57 ResponseInputItemParam Program / ProgramOutput): the JavaScript
+    # OpenAI's side ran; they were the 400 "items of type 'program' are not supported".
+    "program": [{"type": "program", "id": "prg_0001", "call_id": "pc_1", "code": "await tools.find('docs')",
+                 "fingerprint": "opaque"},
+                {"type": "program_output", "id": "prgo_0001", "call_id": "pc_1", "result": "sparkinfer docs",
+                 "status": "completed"}],
 }
 
 
