@@ -52,9 +52,8 @@ class Scheduler(StepOutputs):
 
     @property
     def max_num_seqs(self) -> int:
-        """Requests that can run at once: max_num_seqs, at most the worker's GDN state slots (each running request
-        holds one; prefix-cache entries give theirs up first), as SGLang caps max_running_requests by its mamba state
-        pool (model_runner_kv_cache_mixin.init_memory). Before a worker's hello (no slots): max_num_seqs."""
+        """Requests that can run at once: max_num_seqs, at most the worker's GDN state slots (one per running request),
+        as SGLang caps max_running_requests by its mamba state pool (model_runner_kv_cache_mixin.init_memory)."""
         num_slots = self.state_pool.num_total_slots
         return min(self.limits.max_num_seqs, num_slots) if num_slots else self.limits.max_num_seqs
 
@@ -116,10 +115,12 @@ class Scheduler(StepOutputs):
         prefills = [r for r in self.running if not r.is_decoding]
         num_preemptions = self.num_preemptions
         budget = self._schedule_running(step, decodes, budget, scheduled)
-        # While requests wait for a seat, running prefills take at most half the rest (vLLM's partial prefills).
-        reserve = 0
-        if self.waiting and len(self.running) < self.max_num_seqs and num_preemptions == self.num_preemptions:
-            reserve = min(budget // 2, self.waiting[0].num_uncomputed_tokens)
+        # While a request waits for a seat, running prefills take at most half the rest (vLLM's partial prefills),
+        # unless the KV pool cannot take it yet: that half went unused (a 500-token prefill took 15 steps, not 8).
+        reserve, head, blocks = 0, self.waiting[0] if self.waiting else None, self.block_manager
+        if head and len(self.running) < self.max_num_seqs and num_preemptions == self.num_preemptions and \
+                self._num_blocks_to_admit(head) <= blocks.num_free_blocks + blocks.num_cached_only:
+            reserve = min(budget // 2, head.num_uncomputed_tokens)
         budget = self._schedule_running(step, prefills, budget - reserve, scheduled) + reserve
         # After a preemption the pool is short: admitting more would only preempt again.
         if num_preemptions == self.num_preemptions:
@@ -232,8 +233,7 @@ class Scheduler(StepOutputs):
         # to take for their own prompts (later prefill chunks) are theirs: a long prompt admitted alone in the pool lost
         # them to short requests admitted behind it, preempted itself for them and waited again, for ever while short
         # ones kept coming (tests/unit/test_scheduler_long_prompt.py).
-        num_needed = (self.block_manager.num_blocks_needed(req.num_tokens) - len(req.block_ids) + len(self.running)
-                      + self._num_promised_blocks())
+        num_needed = self._num_blocks_to_admit(req)
         while self.block_manager.num_free_blocks < num_needed:
             if not self.prefix_cache.evict_one(keep=hit):
                 self.block_manager.free(req.block_ids)
@@ -242,12 +242,14 @@ class Scheduler(StepOutputs):
         self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new)
         return num_new
 
-    def _num_promised_blocks(self) -> int:
-        """KV blocks the running prefills still need for the rest of their prompts (later chunks); a decode's next
-        block is the spare counted for each running request."""
+    def _num_blocks_to_admit(self, req: Request) -> int:
+        """Free KV blocks waiting `req` needs to be admitted: its whole prompt (a resumed one's output too) past the
+        blocks it shares, a spare for each running request's next decode, and the blocks the running prefills still
+        need for the rest of their prompts (later chunks)."""
         blocks = self.block_manager
-        return sum(max(0, blocks.num_blocks_needed(r.num_tokens) - len(r.block_ids))
-                   for r in self.running if not r.is_decoding)
+        promised = sum(max(0, blocks.num_blocks_needed(r.num_tokens) - len(r.block_ids))
+                       for r in self.running if not r.is_decoding)
+        return blocks.num_blocks_needed(req.num_tokens) - len(req.block_ids) + len(self.running) + promised
 
     def _add_row(self, step, req: Request, num_new: int, scheduled: set) -> int:
         # Built in place (add), not made apart and appended: append copies the message (bench/scheduler_host.py).

@@ -86,3 +86,20 @@ async def test_waiting_choices_of_one_api_request_count_once_for_the_depth():
     with pytest.raises(QueueFullError):
         engine.submit(request("refused"))
     await engine.stop()
+
+
+def test_a_prefill_takes_the_whole_budget_while_the_waiting_request_cannot_fit_the_kv_pool():
+    """The half-budget reserve is for a request that can be seated this step. One that waits for KV blocks (here
+    until the 500-token prompt is done: 40 blocks of 16) left that half unused every step: the long prompt's first
+    token took 15 steps instead of 8. Once it fits, the reserve is back (the short prompt beside the long one, above)."""
+    def steps_to_first_token(waiting: bool) -> int:
+        sched, worker = make_scheduler(num_blocks=40, max_tokens_per_step=64), FakeWorker()
+        sched.add_request(make_request("long", 500, max_tokens=4))
+        if waiting:
+            sched.add_request(make_request("w", 300, max_tokens=4, seed=1))
+        for n in range(1, 100):
+            step = sched.schedule()
+            assert "w" not in rows_of(step)
+            if any(out.req_id == "long" and out.token_ids for out in sched.update(worker.run(step))):
+                return n
+    assert steps_to_first_token(waiting=True) == steps_to_first_token(waiting=False) == 8
