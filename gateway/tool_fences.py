@@ -9,6 +9,9 @@ from typing import Optional
 _FENCE_CHARS = "`~"
 _MIN_RUN = 3
 _MAX_INDENT = 3
+# A longer line is read as no fence line (a fence's info string is a word or two): only this much of the line being
+# written is kept, so a long answer line costs no copy of itself a piece.
+_MAX_FENCE_LINE = 256
 
 
 def fence_run(line: str) -> Optional[str]:
@@ -39,15 +42,15 @@ class Fences:
     def feed(self, text: str) -> None:
         """Reads text, the answer text after what was read; each line counts once its line break is read."""
         if "\n" not in text:
-            self._line += text
+            self._line = (self._line + text[:_MAX_FENCE_LINE + 1])[:_MAX_FENCE_LINE + 1]
             return
         lines = (self._line + text).split("\n")
-        self._line = lines.pop()
+        self._line = lines.pop()[:_MAX_FENCE_LINE + 1]
         for line in lines:
             self._read_line(line.rstrip("\r"))
 
     def _read_line(self, line: str) -> None:
-        run = fence_run(line)
+        run = fence_run(line) if len(line) <= _MAX_FENCE_LINE else None
         if run is None:
             return
         if self.opened is None:

@@ -94,3 +94,15 @@ async def test_a_fenced_call_in_the_thinking_is_thinking(stack, case, stream):
         thought, calls = message["reasoning_content"], message.get("tool_calls") or []
     assert thought.rstrip("\n") == reasoning.rstrip("\n")
     assert [json.loads(c["function"]["arguments"])["command"] for c in calls] == commands
+
+
+def test_a_long_answer_line_is_not_kept_whole_a_piece():
+    """The fences are read line by line as the answer streams; a line longer than any fence line is kept only so far
+    (its whole text, copied again for every piece, made a long line's stream quadratic), and reads as no fence."""
+    from gateway.tool_fences import Fences
+    fences = Fences()
+    for _ in range(5000):
+        fences.feed("```x")
+    assert len(fences._line) <= 257 and fences.opened is None
+    fences.feed("\n```\n")
+    assert fences.opened == "```"
