@@ -7,7 +7,6 @@ from typing import Any, Callable, Optional
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import MAX_N
 from gateway.pydantic_scalars import lax_scalars
-from gateway.schema_errors import json_repr
 from gateway.schema_validate import integral
 
 # Their types, merged into the /v1 request schemas (a wrong type is a 400 naming the field).
@@ -75,20 +74,6 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def n_predict(body: dict, allow_zero: bool = False) -> tuple[bool, Optional[int]]:
-    """(sent, limit) for llama.cpp's n_predict, which wins over max_completion_tokens and max_tokens as llama.cpp's
-    server reads them; limit None is -1 or -2 (no limit: up to the context). 0 only where max_tokens may be 0 (completions with echo)."""
-    value = body.get("n_predict")
-    if value is None:
-        return False, None
-    if value in (-1, -2):
-        return True, None
-    if value < 1 and not (allow_zero and value == 0):
-        raise InvalidRequest(f"n_predict must be -1 (no limit), -2 (until the context is full) or at least 1, got "
-                             f"{value}", param="n_predict")
-    return True, value
-
-
 # /completion's sampling values llama.cpp clamps into range rather than refusing (tools/server/server-schema.cpp:
 # field_num set_limits, max(min, min(max, v))): top_k -5 is 0 (off), top_p 1.5 is 1, a negative temperature 0
 # (greedy). typical_p has no limits there, but 1 and above are off and 0 and below keep one token, as here.
@@ -110,37 +95,6 @@ def clamp_sampling(body: dict) -> dict:
             out[name] = max(low, value) if high is None else min(max(low, value), high)
     if isinstance(out.get("temperature"), float | int) and out["temperature"] > V1_MAX_TEMPERATURE:
         out["temperature"] = V1_MAX_TEMPERATURE
-    return out
-
-
-_LIMIT_SCHEMA = {"type": ["integer", "null"]}
-_LIMIT_FIELDS = ("n_predict", "max_completion_tokens", "max_tokens")    # the first one sent wins
-
-
-def _is_integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def as_n_predict(body):
-    """llama.cpp's /completion limit: n_predict, else max_completion_tokens, else max_tokens (server-schema.cpp's
-    aliases), with n_predict's -1, 0 and cap at a full context; each read as the /v1 schema reads it ("3" is 3, false
-    0), so the limit applied, the prompt-only 0 and generation_settings' echo are one number."""
-    if not isinstance(body, dict):
-        return body
-    # A whole float (3.0) is the int it is, as pydantic's lax mode and nlohmann's get<int> (json_value) read it.
-    body = {**body, **{key: integral(lax_scalars(body[key], _LIMIT_SCHEMA), _LIMIT_SCHEMA)
-                       for key in _LIMIT_FIELDS if key in body}}
-    name = next((key for key in _LIMIT_FIELDS if body.get(key) is not None), None)
-    if name in (None, "n_predict"):
-        return body
-    limit = body[name]
-    if not _is_integer(limit) or limit < -2:
-        if name == "max_tokens":   # the /v1 schema's 400 names it
-            return body
-        raise InvalidRequest(f"{name} must be -1 (no limit), -2 (until the context is full) or at least 0, got "
-                             f"{json_repr(limit)}", param=name)
-    out = {key: value for key, value in body.items() if key not in _LIMIT_FIELDS}
-    out["n_predict"] = limit
     return out
 
 

@@ -10,7 +10,8 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import as_n_predict, clamp_sampling, content_ids, llama_server_seed, sse_pings
+from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_server_seed, sse_pings
+from gateway.llama_cpp_limits import as_n_predict
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json, response_fields

@@ -5,7 +5,7 @@ from typing import Optional
 
 from gateway.chat import THINKING_PARTS, TOOL_MEDIA_PARTS, thinking_text
 from gateway.errors import ContextLengthExceeded, InvalidRequest, Unsupported, prompt_overflow_message
-from gateway.llama_cpp_fields import n_predict
+from gateway.llama_cpp_limits import alias_no_limit, n_predict
 from gateway.model import ModelCard
 from gateway.structured import any_draft_schema_error, check_schema, checked
 from gateway.tool_grammar import check_string_patterns, tool_call_grammar
@@ -75,8 +75,8 @@ def resolve_max_tokens(requested: Optional[int], num_prompt: int, card: ModelCar
 
 def chat_max_tokens(body: dict) -> tuple[Optional[int], str]:
     """(explicit limit or None, its field); llama.cpp's n_predict wins over max_completion_tokens, which wins over
-    max_tokens; each must be >= 1."""
-    sent, value = n_predict(body)
+    max_tokens; each must be >= 1, but a llama.cpp client's -1 (alias_no_limit), its no limit."""
+    sent, value = n_predict(alias_no_limit(body))
     if sent:
         return value, "n_predict"
     for param in ("max_tokens", "max_completion_tokens"):
@@ -90,8 +90,9 @@ def chat_max_tokens(body: dict) -> tuple[Optional[int], str]:
 
 def completion_max_tokens(body: dict, echo: bool) -> tuple[Optional[int], str, bool]:
     """(the explicit limit or None, its field, whether one was sent: an absent one is OpenAI's default of 16, a null
-    one no explicit limit); >= 1, or 0 with echo (the prompt only). llama.cpp's n_predict wins over max_tokens."""
-    sent, value = n_predict(body, allow_zero=echo)
+    one no explicit limit); >= 1, or 0 with echo (the prompt only), or a llama.cpp client's -1 (alias_no_limit).
+    llama.cpp's n_predict wins over max_tokens."""
+    sent, value = n_predict(alias_no_limit(body), allow_zero=echo)
     if sent:
         return value, "n_predict", True
     value = body.get("max_tokens")
