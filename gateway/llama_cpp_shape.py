@@ -8,7 +8,7 @@ from typing import Optional
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.llama_cpp_fields import RANDOM_SEED
-from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
+from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS, OFF_SAMPLERS
 from gateway.llama_cpp_timings import llama_timings
 from gateway.model import ModelCard
 from gateway.ollama_models import embedding_length, model_details, model_size
@@ -52,10 +52,13 @@ def llama_cpp_error(error: ApiError) -> dict:
     return {"error": body}
 
 
-def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: bool) -> dict:
-    """Sampling settings under llama.cpp's names (its task params' to_json): n_predict -1 is no limit (also as
-    max_tokens, which llama.cpp writes beside it), repeat_last_n -1 the whole context, seed 4294967295 random; no
-    tokens are kept or discarded on a context shift (n_keep, n_discard 0: the context does not shift here)."""
+def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: bool, n_probs: int = 0,
+                timings_per_token: bool = False) -> dict:
+    """Sampling settings under llama.cpp's names, every key its task params' to_json writes (server-task.cpp) but
+    chat_format, speculative.* and the grammar's (grammar, grammar_lazy, grammar_triggers, preserved_tokens): n_predict -1 is no limit (also as max_tokens, which llama.cpp writes beside it),
+    repeat_last_n -1 the whole context, seed 4294967295 random; no tokens are kept or discarded on a context shift
+    (n_keep, n_discard 0: the context does not shift here); the samplers not run here at their off defaults
+    (OFF_SAMPLERS); logit_bias as its format_logit_bias writes it ([{"bias", "token"}]); no LoRA or backend sampling."""
     return {"n_predict": n_predict, "max_tokens": n_predict, "n_keep": 0, "n_discard": 0,
             "seed": RANDOM_SEED if sampling.seed is None else sampling.seed,
             "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
@@ -63,7 +66,11 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
             "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,
             "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
             "stop": list(stop), "ignore_eos": ignore_eos, "stream": stream,
-            "samplers": DEFAULT_SAMPLERS if sampling.sampler_names is None else list(sampling.sampler_names)}
+            "samplers": DEFAULT_SAMPLERS if sampling.sampler_names is None else list(sampling.sampler_names),
+            **OFF_SAMPLERS, "dry_sequence_breakers": list(OFF_SAMPLERS["dry_sequence_breakers"]),
+            "logit_bias": [{"bias": bias, "token": token} for token, bias in sampling.logit_bias.items()],
+            "n_probs": n_probs, "reasoning_in_content": False, "thinking_forced_open": False, "timings_per_token": timings_per_token,
+            "post_sampling_probs": sampling.post_sampling, "backend_sampling": False, "lora": []}
 
 
 # llama.cpp's enum llama_vocab_type: 2 is LLAMA_VOCAB_TYPE_BPE, the byte-level BPE of the Qwen tokenizers.
@@ -132,8 +139,8 @@ class LlamaCppShaper:
         self.timings_per_token, self.return_progress = timings_per_token, return_progress
         self.received = gen.started_at if gen is not None else time.monotonic()
         self.settings = {"n_ctx": card.max_context_len,
-                         **params_json(plan.gen.sampling, requested, plan.gen.stop, plan.gen.ignore_eos, plan.stream),
-                         "n_probs": plan.gen.num_logprobs or 0}
+                         **params_json(plan.gen.sampling, requested, plan.gen.stop, plan.gen.ignore_eos, plan.stream,
+                                       plan.gen.num_logprobs or 0, timings_per_token)}
 
     def _prompt(self, index: int, usage: Usage) -> tuple[list, int]:
         """The prompt ids of choice `index` (n choices per prompt) and how many of them the prefix cache held."""
