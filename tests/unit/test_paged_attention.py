@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
+from worker.layers import gdn as gdn_layer
 from worker.layers.gdn import GdnStepMeta
 from worker.layers.paged_attention import PagedStepMeta, decode_attention, decode_keys
 from worker.loader import load_model
@@ -87,10 +88,27 @@ def test_packed_mixed_batch_vectorized_equals_reference(tiny):
     torch.testing.assert_close(caches[1].k_cache[0], caches[0].k_cache[0])
 
 
-def test_gdn_meta_splits_rows_by_kind():
+def test_gdn_meta_splits_rows_by_kind(monkeypatch):
+    monkeypatch.setattr(gdn_layer, "MIXED_STEPS_CHUNKED", False)
     meta = GdnStepMeta.from_lists([0, 5, 6, 9, 10], [0, 7, 2, 3], [3, 1, 7, 0], "cpu")
     assert meta.decode_tokens.tolist() == [5, 9] and meta.decode_slots.tolist() == [1, 0]
     assert meta.decode_slots.dtype == torch.int32
     assert meta.prefill_tokens.tolist() == [0, 1, 2, 3, 4, 6, 7, 8]
     assert meta.prefill_cu.tolist() == [0, 5, 8] and meta.prefill_slots.tolist() == [3, 7]
     assert meta.prefill_init.tolist() == [0, 1] and not meta.all_decode and not meta.all_prefill
+
+
+def test_gdn_meta_chunks_a_mixed_steps_few_decode_rows_with_its_prefill_rows():
+    """Beside a row of 2+ tokens, up to MIXED_CHUNKED_MAX_DECODE one-token rows are one-token chunks continuing their
+    slots (no gather / scatter); with more, the step splits them out to the decode kernels."""
+    meta = GdnStepMeta.from_lists([0, 5, 6, 9, 10], [0, 7, 2, 3], [3, 1, 7, 0], "cpu")
+    assert meta.all_prefill and not meta.all_decode and meta.decode_tokens.numel() == 0
+    assert meta.prefill_tokens.tolist() == list(range(10)) and meta.prefill_cu.tolist() == [0, 5, 6, 9, 10]
+    assert meta.prefill_slots.tolist() == [3, 1, 7, 0] and meta.prefill_init.tolist() == [0, 1, 1, 1]
+    many = gdn_layer.MIXED_CHUNKED_MAX_DECODE + 1
+    bounds = [0, 4] + [5 + i for i in range(many)]
+    meta = GdnStepMeta.from_lists(bounds, [0] + [9] * many, list(range(many + 1)), "cpu")
+    assert meta.decode_tokens.tolist() == list(range(4, 4 + many)) and meta.prefill_cu.tolist() == [0, 4]
+    assert not meta.all_prefill and not meta.all_decode
+    decode_only = GdnStepMeta.from_lists([0, 1, 2], [5, 6], [0, 1], "cpu")
+    assert decode_only.all_decode and decode_only.decode_tokens.tolist() == [0, 1]

@@ -56,12 +56,25 @@ def delta_rule_varlen(q, k, v, g, beta, initial_state, cu_seqlens):
     return out, final
 
 
+# A step with a row of 2+ tokens and at most MIXED_CHUNKED_MAX_DECODE one-token (decode) rows runs those through the
+# chunked kernels too, as one-token chunks, instead of gathering them out to the decode kernels and scattering both
+# results back (six index kernels and the decode launches a layer: host time the piecewise prefill step waits on).
+# H200, 27B shape, 64 layers, .devscripts probe of session 27 device run 7 (ms, split / chunked, two rounds): 15
+# decode rows + a 16-token chunk: kernels 14.2 / 16.6, step wall 35.7-79.2 / 19.7-30.8; 31 + 64: kernels 21.0 /
+# 26.6, wall 36.1-49.4 / 30.0-31.6; 7 + 512: 67 / 67, wall 71-72 both. Every extra decode row costs the chunked
+# kernels ~0.18 ms a step, so past 16 rows a faster host than that machine's would lose. False: always split.
+MIXED_STEPS_CHUNKED = True
+MIXED_CHUNKED_MAX_DECODE = 16
+
+
 @dataclass
 class GdnStepMeta:
     """Per-step row split for the CUDA kernels (kernels/gdn/ops.py), built once and shared by every GDN layer.
 
-    decode_tokens  [Nd] int64   token index of each one-token row (row order); decode_slots [Nd] int32 its slot
-    prefill_tokens [Tp] int64   tokens of the rows of > 1 token, in order; prefill_cu [Np+1] int32 their bounds
+    decode_tokens  [Nd] int64   token index of each one-token row of an all-decode step, or of any step where
+                                its decode rows are not chunked (row order); decode_slots [Nd] int32 its slot
+    prefill_tokens [Tp] int64   tokens of the chunked rows (those of > 1 token, and the decode rows beside them up to
+                                MIXED_CHUNKED_MAX_DECODE), in order; prefill_cu [Np+1] int32 their bounds
     prefill_slots  [Np] int32;  prefill_init [Np] int32 (1 = continue the slot's state, 0 = fresh prompt)
     tables         kernels.gdn.ops.prefill_tables of prefill_cu (None without prefill rows)
     all_decode / all_prefill  bool: no gather/scatter of tokens needed
@@ -85,6 +98,8 @@ class GdnStepMeta:
         lens = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
         decode = [r for r, n in enumerate(lens) if n == 1]
         prefill = [r for r, n in enumerate(lens) if n > 1]
+        if prefill and MIXED_STEPS_CHUNKED and len(decode) <= MIXED_CHUNKED_MAX_DECODE:  # one-token chunks
+            decode, prefill = [], list(range(len(lens)))
         pre_tokens = [t for r in prefill for t in range(bounds[r], bounds[r + 1])]
         pre_cu = [0]
         for r in prefill:
