@@ -19,6 +19,7 @@ from bisect import bisect_right
 from proto import pb
 from scheduler.block_manager import BlockManager
 from scheduler.limits import SchedulerLeakError, SchedulerLimits
+from scheduler.preemption import Preemption
 from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
 from scheduler.request import FINISHED, RUNNING, WAITING, Request
 from scheduler.state_pool import StatePool
@@ -26,7 +27,7 @@ from scheduler.step_outputs import StepOutputs
 from scheduler.waiting import WaitingQueue
 
 
-class Scheduler(StepOutputs):
+class Scheduler(StepOutputs, Preemption):
     def __init__(self, limits: SchedulerLimits, num_blocks: int, block_size: int, num_slots: int,
                  max_context_len: int, clock=None, prefix_cache: PrefixCacheConfig = None):
         self.limits = limits
@@ -117,10 +118,9 @@ class Scheduler(StepOutputs):
         budget = self._schedule_running(step, decodes, budget, scheduled)
         # While a request waits for a seat, running prefills take at most half the rest (vLLM's partial prefills),
         # unless the KV pool cannot take it yet: that half went unused (a 500-token prefill took 15 steps, not 8).
-        reserve, head, blocks = 0, self.waiting[0] if self.waiting else None, self.block_manager
-        if head and len(self.running) < self.max_num_seqs and num_preemptions == self.num_preemptions and \
-                self._num_blocks_to_admit(head) <= blocks.num_free_blocks + blocks.num_cached_only:
-            reserve = min(budget // 2, head.num_uncomputed_tokens)
+        reserve = 0
+        if num_preemptions == self.num_preemptions and self.head_fits():
+            reserve = min(budget // 2, self.waiting[0].num_uncomputed_tokens)
         budget = self._schedule_running(step, prefills, budget - reserve, scheduled) + reserve
         # After a preemption the pool is short: admitting more would only preempt again.
         if num_preemptions == self.num_preemptions:
@@ -149,26 +149,6 @@ class Scheduler(StepOutputs):
             if self._reserve_blocks(req, num_new, scheduled):
                 budget -= self._add_row(step, req, num_new, scheduled)
         return budget
-
-    def _reserve_blocks(self, req: Request, num_new: int, scheduled: set) -> bool:
-        """Grows req's block table for num_new more tokens, preempting later requests; False if req itself went."""
-        num_needed = req.num_computed_tokens + num_new
-        while not self.block_manager.grow(req.block_ids, num_needed):
-            if self.prefix_cache.evict_one():
-                continue
-            victim = self._victim(req, scheduled)
-            self._preempt(victim or req)
-            if victim is None:
-                return False
-        return True
-
-    def _victim(self, req: Request, scheduled: set) -> "Request | None":
-        """The running request to preempt so that `req` can grow, vLLM's: the least urgent (the highest priority
-        value), the newest of those, among those without a row in this step; None when `req` itself is the one (no
-        other can go, or all others are more urgent)."""
-        others = (r for r in reversed(self.running) if r.req_id not in scheduled and r is not req)
-        victim = max(others, key=lambda r: r.priority, default=None)
-        return victim if victim is not None and victim.priority >= req.priority else None
 
     def _chunk(self, req: Request, budget: int) -> int:
         """Tokens of req's next row: what is left, at most `budget`, ending at the next prefix-cache split point."""
@@ -242,6 +222,15 @@ class Scheduler(StepOutputs):
         self.block_manager.grow(req.block_ids, req.num_computed_tokens + num_new)
         return num_new
 
+    def head_fits(self) -> bool:
+        """Whether the first waiting request can be seated now: a seat is free (max_num_seqs) and the KV pool holds its
+        whole prompt beside the running requests' (scheduler._num_blocks_to_admit), once prefix-cache entries give way.
+        No: the half-budget reserve for it and the lookahead's pause for it would only idle (scheduler/lookahead.py)."""
+        if not self.waiting or len(self.running) >= self.max_num_seqs:
+            return False
+        blocks = self.block_manager
+        return self._num_blocks_to_admit(self.waiting[0]) <= blocks.num_free_blocks + blocks.num_cached_only
+
     def _num_blocks_to_admit(self, req: Request) -> int:
         """Free KV blocks waiting `req` needs to be admitted: its whole prompt (a resumed one's output too) past the
         blocks it shares, a spare for each running request's next decode, and the blocks the running prefills still
@@ -282,14 +271,6 @@ class Scheduler(StepOutputs):
         if req.sent_to_worker:
             self._finished_for_worker.append(req.req_id)
             req.sent_to_worker = False
-
-    def _preempt(self, req: Request) -> None:
-        self.running.remove(req)
-        self._release(req)
-        req.status = WAITING
-        req.num_preemptions += 1
-        self.waiting.push_front(req)
-        self.num_preemptions += 1
 
     def _finish(self, req: Request, reason: str, stop_token_id: int = -1) -> None:
         self._release(req)

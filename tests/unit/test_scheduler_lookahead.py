@@ -136,14 +136,15 @@ def test_a_queue_behind_full_seats_keeps_planning_ahead():
 
 
 def test_no_lookahead_when_a_block_table_cannot_grow():
-    sched = make_scheduler(num_blocks=3)  # 48 tokens of KV in all
+    sched = make_scheduler(num_blocks=4)  # 64 tokens of KV in all
+    sched.add_request(make_request("b", 3, max_tokens=8, seed=1))
     sched.add_request(make_request("a", 31, max_tokens=8))
-    sched.add_request(make_request("b", 10, max_tokens=8, seed=1))
     worker = FakeWorker()
-    sched.update(worker.run(sched.schedule()))  # a holds 2 blocks, b 1: none free
-    step = sched.schedule()  # a decodes position 31, the end of its second block
+    sched.update(worker.run(sched.schedule()))  # b holds 1 block, a 2
+    assert sched.block_manager.grow([], 16)  # the last free block goes to another holder: none free
+    step = sched.schedule()  # b decodes position 3; a position 31, the end of its second block
     computed = [sched.requests[r].num_computed_tokens for r in ("a", "b")]
-    assert lookahead.plan(sched, step) is None  # a's position 32 needs a fourth block
+    assert lookahead.plan(sched, step) is None  # a's position 32 needs a fifth block; b's row is undone
     assert [sched.requests[r].num_computed_tokens for r in ("a", "b")] == computed
     sched.update(worker.run(step))
 
@@ -161,3 +162,18 @@ async def test_engine_plans_ahead_and_streams_the_synchronous_tokens():
     assert [t for t, _ in results[1]] == [t for t, _ in results[0]]
     assert all(len(t) == 12 and last.finish_reason == "length" for t, last in results[1])
     await asyncio.sleep(0)
+
+
+def test_a_request_waiting_for_kv_blocks_leaves_the_decode_steps_planned_ahead():
+    """A 400-token prompt that the 40-block pool holds only once the two 300-token answers are done: a seat was free,
+    so every step ran synchronously while it waited (3 steps planned ahead instead of 199)."""
+    def ready():
+        sched = make_scheduler(num_blocks=40, max_tokens_per_step=64)
+        sched.add_request(make_request("a", 100, max_tokens=200))
+        sched.add_request(make_request("b", 100, max_tokens=200, seed=2))
+        sched.add_request(make_request("w", 400, max_tokens=4, seed=1))
+        return sched, FakeWorker()
+    want = run_to_end(*ready(), max_steps=10_000)
+    got_tokens, got_reasons, num_ahead = run_with_lookahead(*ready())
+    assert (got_tokens, got_reasons) == want and len(got_tokens["w"]) == 4
+    assert num_ahead >= 190
