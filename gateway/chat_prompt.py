@@ -9,6 +9,7 @@ import jinja2
 
 from gateway.chat import compile_template, fold_thinking_parts, protect_strings, render_chat
 from gateway.errors import InvalidRequest, Unsupported
+from gateway.llama_cpp_fields import speaks_llama_cpp
 from gateway.model import ModelCard
 
 
@@ -72,6 +73,13 @@ def prefill_final_assistant(body):
             not (isinstance(last.get("content"), (str, list)) and last["content"]):
         return body
     return {**body, "continue_final_message": True}
+
+
+def llama_cpp_prefill(body):
+    """A llama.cpp client's chat (one naming llama.cpp's own fields, speaks_llama_cpp) on /v1: its final assistant
+    message prefilled, as llama-server continues it by default (prefill_final_assistant); its web UI's Continue sends
+    the answer so far as that message. Any other client's gets vLLM's reading, a new turn after it."""
+    return prefill_final_assistant(body) if isinstance(body, dict) and speaks_llama_cpp(body) else body
 
 
 def generation_flags(body: dict) -> tuple[bool, bool]:

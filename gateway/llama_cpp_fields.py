@@ -58,6 +58,16 @@ SCHEMA = {
 }
 
 
+# llama.cpp's own request fields beyond SCHEMA's that its clients send on /v1 (its web UI sends return_progress with
+# every stream, SillyTavern cache_prompt): with SCHEMA's, what marks a request as a llama.cpp client's.
+_OWN_FIELDS = (*SCHEMA, "return_progress", "timings_per_token", "cache_prompt", "id_slot")
+
+
+def speaks_llama_cpp(body: dict) -> bool:
+    """Whether a /v1 request names one of llama.cpp's own fields (sent, not null): a llama.cpp client's request."""
+    return any(body.get(key) is not None for key in _OWN_FIELDS)
+
+
 def _on(value: Any) -> bool:
     return value is not None and value > 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.errors import InvalidRequest
-from gateway.llama_cpp_fields import SCHEMA
+from gateway.llama_cpp_fields import speaks_llama_cpp
 from gateway.pydantic_scalars import lax_scalars
 from gateway.schema_errors import json_repr
 from gateway.schema_validate import integral
@@ -58,15 +58,7 @@ def as_n_predict(body):
     return out
 
 
-# llama.cpp's own request fields beyond SCHEMA's that its clients send on /v1 (its web UI sends return_progress with
-# every stream, SillyTavern cache_prompt): with SCHEMA's, what marks a request as a llama.cpp client's.
-_OWN_FIELDS = (*SCHEMA, "return_progress", "timings_per_token", "cache_prompt", "id_slot")
 _NO_LIMIT = (-1, -2)
-
-
-def speaks_llama_cpp(body: dict) -> bool:
-    """Whether a /v1 request names one of llama.cpp's own fields (sent, not null): a llama.cpp client's request."""
-    return any(body.get(key) is not None for key in _OWN_FIELDS)
 
 
 def alias_no_limit(body):

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.anthropic_shape import model_info
 from gateway.chat_batch import batch_chat
-from gateway.chat_prompt import lower_roles, text_string_parts
+from gateway.chat_prompt import llama_cpp_prefill, lower_roles, text_string_parts
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import EMBEDDINGS_UNSUPPORTED, ApiError, InvalidRequest, NotImplementedApi, Unsupported
@@ -154,7 +154,7 @@ class OpenAIRoutes:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/chat/completions: a chat.completion, or chat.completion.chunk events (stream)."""
-        body = await read_json(request)
+        body = llama_cpp_prefill(await read_json(request))
         check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
