@@ -63,6 +63,8 @@ class LMStudioV1Routes:
             plan = await run_cpu(parse_chat, body, card, name, cap_output=True)
             refuse_repetition_stop(body)
             fit_window(plan.gen, raw.get("context_length"), card)
+            # LM Studio's JIT load: a chat with a model listed unloaded loads it, and says so (model_load events).
+            loaded = self.engine.load_state.unloaded
             gen = await self.engine.start(plan.gen)
         except ApiError as exc:
             raise as_sent(exc) from None
@@ -75,11 +77,12 @@ class LMStudioV1Routes:
             return self.threads.keep(raw, thread, [{"role": "user", "content": user}, answer], system)
 
         if plan.stream:
-            framer = V1ChatFramer(card, name, gen, received, keep)
+            framer = V1ChatFramer(card, name, gen, received, keep, loaded)
             return await stream_generation(request, gen, framer, self.config.sse_keepalive_s)
         result = ChoiceResult(0)
         await gen.drain(result.absorb)
-        stats = chat_stats(gen.usage(), result.num_reasoning_tokens, received, gen.first_token_at, time.monotonic())
+        stats = chat_stats(gen.usage(), result.num_reasoning_tokens, received, gen.first_token_at, time.monotonic(),
+                           loaded)
         response_id = keep(result.reasoning, result.content)
         return json_response(chat_result(name, result.reasoning, result.content, stats, response_id))
 

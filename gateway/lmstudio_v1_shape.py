@@ -82,15 +82,20 @@ def chat_result(model: str, reasoning: str, content: str, stats: dict, response_
 
 
 def chat_stats(usage: Usage, num_reasoning: int, received: float, first_token: Optional[float],
-               finished: float) -> dict:
+               finished: float, loaded: bool = False) -> dict:
     """LM Studio's /api/v1/chat stats: input / output / reasoning token counts, tokens_per_second over the generating
-    time (first token to finish, 0 when none) and time_to_first_token_seconds; times are time.monotonic() seconds."""
+    time (first token to finish, 0 when none) and time_to_first_token_seconds; times are time.monotonic() seconds.
+    `loaded`: the chat loaded the model (listed unloaded before it), which LM Studio reports as
+    model_load_time_seconds, present only then (docs chat.md); it is 0 here, the model never left memory."""
     first = finished if first_token is None else first_token
     generating = max(finished - first, 0.0)
     speed = usage.completion_tokens / generating if generating > 0 and usage.completion_tokens else 0.0
-    return {"input_tokens": usage.prompt_tokens, "total_output_tokens": usage.completion_tokens,
-            "reasoning_output_tokens": min(num_reasoning, usage.completion_tokens),
-            "tokens_per_second": round(speed, 3), "time_to_first_token_seconds": round(max(first - received, 0), 6)}
+    stats = {"input_tokens": usage.prompt_tokens, "total_output_tokens": usage.completion_tokens,
+             "reasoning_output_tokens": min(num_reasoning, usage.completion_tokens),
+             "tokens_per_second": round(speed, 3), "time_to_first_token_seconds": round(max(first - received, 0), 6)}
+    if loaded:
+        stats["model_load_time_seconds"] = 0.0
+    return stats
 
 
 def event_error_type(error: ApiError) -> str:
@@ -116,18 +121,24 @@ class V1ChatFramer(SseFramer):
     headers = SSE_HEADERS
 
     def __init__(self, card: ModelCard, model: str, gen: Generation, received: float,
-                 keep: Callable[[str, str], Optional[str]] = lambda reasoning, content: None):
+                 keep: Callable[[str, str], Optional[str]] = lambda reasoning, content: None, loaded: bool = False):
         self.card, self.model, self.gen, self.received = card, model, gen, received
         self.keep = keep     # stores the finished chat (reasoning, content), giving its response_id
+        self.loaded = loaded     # the chat loaded the model (it was listed unloaded): the model_load events
         self.reasoning, self.content = TextParts(), TextParts()
         self.num_reasoning = 0   # thinking tokens generated (Delta.num_reasoning_tokens)
         self._block: Optional[str] = None       # the open block: "reasoning" or "message"
         self._prompt_done = False
 
     def start(self, usage: Usage) -> list[bytes]:
-        """LM Studio's chat.start (model_instance_id) and prompt_processing.start events."""
-        return [sse_named({"type": "chat.start", "model_instance_id": self.model}),
-                sse_named({"type": "prompt_processing.start"})]
+        """LM Studio's chat.start (model_instance_id), model_load.start and .end when the chat loaded the model (as
+        LM Studio's JIT load sends them, docs streaming-events), and prompt_processing.start events."""
+        events = [sse_named({"type": "chat.start", "model_instance_id": self.model})]
+        if self.loaded:
+            events += [sse_named({"type": "model_load.start", "model_instance_id": self.model}),
+                       sse_named({"type": "model_load.end", "model_instance_id": self.model,
+                                  "load_time_seconds": 0.0})]
+        return events + [sse_named({"type": "prompt_processing.start"})]
 
     def _prompt_end(self) -> list[bytes]:
         """prompt_processing.end, once: before the first text, or before chat.end when no text came."""
@@ -159,8 +170,8 @@ class V1ChatFramer(SseFramer):
         return self._events("reasoning", delta.reasoning) + self._events("message", delta.content)
 
     def _result(self, usage: Usage, finished: bool = False) -> dict:
-        stats = chat_stats(usage, self.num_reasoning, self.received, self.gen.first_token_at,
-                           time.monotonic())
+        stats = chat_stats(usage, self.num_reasoning, self.received, self.gen.first_token_at, time.monotonic(),
+                           self.loaded)
         reasoning, content = str(self.reasoning), str(self.content)
         response_id = self.keep(reasoning, content) if finished else None
         return chat_result(self.model, reasoning, content, stats, response_id)

@@ -49,3 +49,23 @@ async def test_the_download_status_lists_no_job(fake):
     response = await client.get("/api/v1/models/download/status/job_493c7c9ded")
     error = (await response.json())["error"]
     assert (response.status, error["param"], error["code"]) == (404, "job_id", "job_not_found")
+
+
+async def test_a_chat_that_loads_the_model_says_so_as_lm_studio_does(fake):
+    """A chat with the model listed unloaded is LM Studio's JIT load: its stream sends model_load.start and
+    model_load.end, and its stats carry model_load_time_seconds, present only then (docs developer/rest
+    streaming-events, chat.md); a chat with the model loaded has neither."""
+    client, _ = fake
+    body = {"model": "fake-model", "input": "hi", "max_output_tokens": 2}
+    answer = await (await client.post("/api/v1/chat", json=body)).json()
+    assert "model_load_time_seconds" not in answer["stats"]
+    await _unload(client)
+    answer = await (await client.post("/api/v1/chat", json=body)).json()
+    assert answer["stats"]["model_load_time_seconds"] == 0.0
+    await _unload(client)
+    raw = (await (await client.post("/api/v1/chat", json={**body, "stream": True})).read()).decode()
+    kinds = [line[7:] for line in raw.splitlines() if line.startswith("event: ")]
+    assert kinds[:4] == ["chat.start", "model_load.start", "model_load.end", "prompt_processing.start"]
+    assert '"model_load_time_seconds":0.0' in raw.split("event: chat.end")[1]
+    raw = (await (await client.post("/api/v1/chat", json={**body, "stream": True})).read()).decode()
+    assert "model_load" not in raw
