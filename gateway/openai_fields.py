@@ -13,7 +13,7 @@ from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
 from gateway.once_log import OnceLog
 from gateway.repetition_stop import FIELDS, repetition_stop
-from gateway.schema_bounds import lenient
+from gateway.schema_bounds import lenient, without_stray_required
 from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
@@ -244,6 +244,9 @@ def _json_schema(value: Any, param: str) -> dict:
             value = json.loads(value)
         except ValueError as exc:
             raise InvalidRequest(f"{param} is not valid JSON: {exc}", param=param) from exc
+    if param == "json_schema" and isinstance(value, dict):
+        # llama.cpp's own field: its json-schema-to-grammar reads `required` only as an array, as Ollama's format does.
+        value = without_stray_required(value)
     return check_schema(value, param)
 
 

@@ -43,3 +43,22 @@ def test_a_pattern_no_grammar_reads_is_still_a_400(card):
     schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?=x)x+$"}}}
     with pytest.raises(InvalidRequest, match="(?s)json_schema cannot be enforced by constrained decoding: .*look-around"):
         _completion({"prompt": "Hi", "json_schema": schema}, card)
+
+
+DRAFT3 = {"type": "object", "properties": {"a": {"type": "string", "required": True}}, "required": "a"}
+
+
+@pytest.mark.parametrize("path", ["completion", "v1 chat"])
+def test_a_required_that_is_no_list_is_ignored(card, path):
+    """visit() reads `required` only as an array: llama-server serves draft-03's `"required": true` on a property (and
+    a lone name) with the property optional, where 2020-12's meta-schema refused it; vLLM's guided_json keeps its
+    400."""
+    if path == "completion":
+        plan = _completion({"prompt": "Hi", "json_schema": DRAFT3}, card)
+    else:
+        plan = parse_chat({"messages": HI, "json_schema": DRAFT3, "chat_template_kwargs": {"enable_thinking": False}},
+                          card, "x")
+    assert _accepts(card, plan.gen.constraint.grammar, "{}")
+    assert _accepts(card, plan.gen.constraint.grammar, '{"a": "x"}')
+    with pytest.raises(InvalidRequest, match='guided_json is not a valid JSON Schema: .* is not of type "array"'):
+        _completion({"prompt": "Hi", "guided_json": DRAFT3}, card)
