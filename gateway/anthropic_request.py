@@ -15,6 +15,7 @@ from typing import Any
 from gateway.anthropic_blocks import (SERVER_SIDE_KINDS, block_text, document, refuse_block, search_result,
                                       server_side_text, tool_result)
 from gateway.anthropic_options import check_server_side, reasoning_fields, tool_fields
+from gateway.responses_reasoning import decode_reasoning
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, renamed
 from gateway.model import ModelCard
@@ -111,7 +112,8 @@ def _assistant(content: list, where: str) -> list:
         elif kind == "thinking":
             if not isinstance(block.get("thinking"), str):
                 raise InvalidRequest(f"{here}.thinking: Field required (a string)", param=f"{here}.thinking")
-            thinking.append(block["thinking"])
+            # display "omitted" sent it back as "" and its signature, which carries it (thinking_signature).
+            thinking.append(block["thinking"] or decode_reasoning(block.get("signature"), here, "signature") or "")
         elif kind in SERVER_SIDE_KINDS:
             summary = server_side_text(block, here)
             texts += [summary] if summary else []

@@ -1,9 +1,8 @@
 """Gateway process: engine output -> Anthropic Messages content blocks, SSE events and error bodies.
 
-One MessageBuilder per request turns the Deltas (after the /v1 tool-call parsing) into content blocks: thinking,
-then text, then one tool_use block per call. The streamed answer is the events that build those blocks; the
-non-streamed answer is the blocks themselves, so the two always agree.
-"""
+One MessageBuilder per request turns the Deltas (after the /v1 tool-call parsing) into content blocks: thinking, then
+text, then one tool_use block per call. The streamed answer is the events that build those blocks; the non-streamed
+answer is the blocks themselves, so the two always agree."""
 from __future__ import annotations
 
 import datetime
@@ -19,6 +18,7 @@ from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
 from gateway.openai_plan import Plan
 from gateway.openai_shape import SSE_HEADERS, ChatShaper
+from gateway.responses_reasoning import encode_reasoning
 from gateway.text_parts import TextParts
 from gateway.tool_stream import CallDelta, in_model_order
 from gateway.tools import dump_arguments, load_json
@@ -154,7 +154,7 @@ class MessageBuilder:
             self.blocks[-1][self._open] = str(self._text)
         if self._open == "thinking":
             block = self.blocks[-1]
-            block["signature"] = thinking_signature(str(self._text))
+            block["signature"] = thinking_signature(str(self._text), self.omit_thinking)
             events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "signature_delta",
                                                              "signature": block["signature"]}}))
@@ -236,11 +236,11 @@ def model_info(name: str, created: int, max_context_len: int) -> dict:
             "max_input_tokens": max_context_len, "max_tokens": max_context_len}
 
 
-def thinking_signature(thinking: str) -> str:
-    """A thinking block's signature: opaque to clients, never empty. Claude Code and other Anthropic clients drop or
-    refuse thinking blocks whose signature is empty (vLLM sends a random one); this one is a digest of the text, so
-    the streamed and the whole answer carry the same one. Nothing checks it when the block comes back."""
-    return "sig_" + hashlib.sha256(thinking.encode()).hexdigest()
+def thinking_signature(thinking: str, omitted: bool = False) -> str:
+    """A thinking block's signature, never empty (clients drop or refuse thinking blocks signed with ""): a digest of
+    the text, unchecked when the block comes back; with display "omitted" (a block without its text) the text itself,
+    encoded (responses_reasoning), which anthropic_request reads back, for Anthropic's "multi-turn continuity"."""
+    return encode_reasoning(thinking) if omitted else "sig_" + hashlib.sha256(thinking.encode()).hexdigest()
 
 
 def usage_dict(usage: Usage, num_thinking: int = 0) -> dict:

@@ -24,13 +24,14 @@ def encode_reasoning(text: str) -> str:
     return _PREFIX + base64.urlsafe_b64encode(text.encode()).decode("ascii")
 
 
-def decode_reasoning(value: object, where: str) -> Optional[str]:
-    """The reasoning text an input item's encrypted_content carries: None for none, or for another server's blob
-    (OpenAI's, which only OpenAI can read); a 400 naming the field for one of ours that does not decode."""
+def decode_reasoning(value: object, where: str, field: str = "encrypted_content") -> Optional[str]:
+    """The reasoning text an input item's encrypted_content (an Anthropic thinking block's signature: field)
+    carries: None for none, or for another server's blob (OpenAI's or Anthropic's, which only they can read); a 400
+    naming the field for one of ours that does not decode."""
     if not isinstance(value, str) or not value.startswith(_PREFIX):
         return None
     try:
         return base64.urlsafe_b64decode(value[len(_PREFIX):].encode("ascii")).decode()
     except (binascii.Error, ValueError):
-        raise InvalidRequest(f"{where}.encrypted_content is not reasoning this server wrote (it does not decode); "
-                             f"send the item as it was returned", param=f"{where}.encrypted_content") from None
+        raise InvalidRequest(f"{where}.{field} is not reasoning this server wrote (it does not decode); "
+                             f"send it as it was returned", param=f"{where}.{field}") from None

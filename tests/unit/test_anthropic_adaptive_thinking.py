@@ -63,7 +63,8 @@ async def test_omitted_thinking_is_sent_as_its_signature_only(stack, thinking):
     fake.script.reply = "Let me see.</think>\n\nHello world"
     body = {**BASE, "max_tokens": 2000, "thinking": thinking}
     whole = await (await client.post("/v1/messages", json=body)).json()
-    assert whole["content"] == [{"type": "thinking", "thinking": "", "signature": thinking_signature("Let me see.")},
+    assert whole["content"] == [{"type": "thinking", "thinking": "",
+                                 "signature": thinking_signature("Let me see.", omitted=True)},
                                 {"type": "text", "text": "Hello world"}]
     events = parse_events(await (await client.post("/v1/messages", json={**body, "stream": True})).read())
     deltas = [payload["delta"]["type"] for name, payload in events if name == "content_block_delta"]
@@ -86,3 +87,28 @@ async def test_config_keys_sent_as_null_are_absent(stack):
     plain = {**BASE, "thinking": {"type": "disabled"}, "tools": [tool]}
     await client.post("/v1/messages", json=plain)
     assert fake.script.requests[0].prompt_token_ids == fake.script.requests[1].prompt_token_ids
+
+
+async def test_omitted_thinking_comes_back_through_its_signature(stack):
+    """display "omitted" (Claude Code 2.1.332 sends it with --output-format json): the client sends the thinking block
+    back as "" and its signature, which carries the thinking, so the next step of the tool loop renders the turn's
+    thinking as a client that got the text does ("a signature is returned for multi-turn continuity", the SDKs'
+    ThinkingConfigAdaptiveParam.display). It rendered an empty <think></think>: the model lost its reasoning."""
+    client, fake = stack
+    fake.script.reply = "Let me see.</think>\n\n<tool_call>\n<function=f>\n</function>\n</tool_call>"
+    tool = {"name": "f", "input_schema": {"type": "object", "properties": {}}}
+    body = {**BASE, "max_tokens": 200, "tools": [tool], "thinking": {"type": "adaptive", "display": "omitted"}}
+    turn = (await (await client.post("/v1/messages", json=body)).json())["content"]
+    assert turn[0]["thinking"] == "" and turn[1]["type"] == "tool_use"
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": turn[1]["id"], "content": "done"}]}
+    clear = [{**turn[0], "thinking": "Let me see.", "signature": thinking_signature("Let me see.")}, turn[1]]
+    prompts = []
+    for content in (turn, clear):
+        messages = [*BASE["messages"], {"role": "assistant", "content": content}, result]
+        await client.post("/v1/messages", json={**body, "messages": messages})
+        prompts.append(prompt_of(fake))
+    assert prompts[0] == prompts[1] and "<think>\nLet me see.\n</think>" in prompts[0]
+    bad = [{**turn[0], "signature": turn[0]["signature"][:-3] + "!!!"}, turn[1]]
+    await expect_error(await client.post("/v1/messages", json={**body, "messages": [
+        *BASE["messages"], {"role": "assistant", "content": bad}, result]}), 400, BAD_MESSAGES,
+        "messages.1.content.0.signature is not reasoning this server wrote")
