@@ -64,10 +64,20 @@ def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
         plan.gen.constraint = json_constraint(schema, plan.gen.thinking_open, card, "format")
         return
     # As response_format with tools on /v1: a tool call, or JSON for the format.
-    check_tool_schemas(plan.tools)
+    tools = [_grammar_tool(tool) for tool in plan.tools]
+    check_tool_schemas(tools)
     check_answer(schema, card, "format")
-    grammar = calls_or_json_grammar(plan.tools, True, schema, plan.gen.thinking_open, card, lenient=True)
+    grammar = calls_or_json_grammar(tools, True, schema, plan.gen.thinking_open, card, lenient=True)
     plan.gen.constraint = checked(grammar, card, "format")
+
+
+def _grammar_tool(tool: dict) -> dict:
+    """The tool as the grammar beside a format reads it: a `required` that is no list ignored, as in the format itself
+    (Ollama enforces no tool schema)."""
+    parameters = tool["function"].get("parameters")
+    if not isinstance(parameters, dict):
+        return tool
+    return {**tool, "function": {**tool["function"], "parameters": without_stray_required(parameters)}}
 
 
 def _logprobs(body: dict) -> Optional[int]:

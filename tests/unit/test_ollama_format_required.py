@@ -33,6 +33,19 @@ async def test_a_stray_required_is_ignored_as_ollama_ignores_it(stack, path, ext
     assert '"required": true' not in grammar and '"required": "a"' not in grammar
 
 
+async def test_tools_beside_a_format_ignore_it_too(stack):
+    """Tools sent with a format join its grammar, whose tool schemas Ollama does not enforce: the same `required`
+    was the 400 naming tools[0].function.parameters there, where the tools alone were served."""
+    client, servicer = stack
+    servicer.script.reply = "{}"
+    tools = [{"type": "function", "function": {"name": "f", "parameters": DRAFT3}}]
+    response = await client.post("/api/chat", json={"model": "fake-model", "stream": False, "think": False,
+                                                    "format": "json", "tools": tools,
+                                                    "messages": [{"role": "user", "content": "x"}]})
+    assert response.status == 200, await response.text()
+    assert orjson.loads(await response.read())["message"]["content"] == "{}"
+
+
 def test_the_properties_become_optional_and_a_property_named_required_stays():
     card = tiny_card()
     assert without_stray_required(NAMED) == NAMED
