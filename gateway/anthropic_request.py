@@ -65,7 +65,8 @@ def _tool_call(block: dict, where: str) -> dict:
     for key in ("id", "name"):
         if not isinstance(block.get(key), str) or not block[key]:
             raise InvalidRequest(f"{where}.{key}: Field required", param=f"{where}.{key}")
-    arguments = block.get("input", {})
+    # A null input is none, as vLLM reads it (AnthropicContentBlock.input: dict | None; block.input or {}).
+    arguments = {} if block.get("input") is None else block["input"]
     if not isinstance(arguments, dict):
         raise InvalidRequest(f"{where}.input: must be an object", param=f"{where}.input")
     return {"id": block["id"], "type": "function",

@@ -45,3 +45,21 @@ async def test_a_tool_result_answering_the_call_before_it_is_served(stack, messa
     response = await client.post("/v1/messages", json={**BASE, "tools": [TOOL], "messages": messages})
     assert response.status == 200, await response.text()
     assert (await response.json())["content"] == [{"type": "text", "text": "It is sunny."}]
+
+
+async def test_a_tool_use_with_a_null_input_is_a_call_without_arguments(stack):
+    """A tool_use block sent back with "input": null (typed dict | None by vLLM's AnthropicContentBlock, which reads it
+    as {}) is a call without arguments, as one without input is; it was the 400 "input: must be an object". An input
+    that is neither an object nor null stays a 400."""
+    client, fake = stack
+    prompts = []
+    for call in ({**CALL, "input": {}}, {**CALL, "input": None}, {k: v for k, v in CALL.items() if k != "input"}):
+        body = {**BASE, "tools": [TOOL], "messages": [*USER, {"role": "assistant", "content": [call]},
+                                                      result("toolu_1")]}
+        response = await client.post("/v1/messages", json=body)
+        assert response.status == 200, await response.text()
+        prompts.append(fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids)))
+    assert prompts[0] == prompts[1] == prompts[2]
+    listed = {**CALL, "input": ["Paris"]}
+    body = {**BASE, "tools": [TOOL], "messages": [*USER, {"role": "assistant", "content": [listed]}, result("toolu_1")]}
+    await expect_error(await client.post("/v1/messages", json=body), 400, BAD_MESSAGES, "messages.1.content.0.input")
