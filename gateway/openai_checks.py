@@ -155,9 +155,9 @@ def tool_constraint(body: dict, card: ModelCard, tools: Optional[list], force: O
         return None
     check_tool_schemas(tools)
     grammar = tool_call_grammar(tools, force or None, body.get("parallel_tool_calls") is not False, card)
-    constraint = checked(grammar, card, "tools")
+    # The parameter's own check first: it names the pattern, where the whole grammar's only finds no output.
     check_string_patterns(tools, card)
-    return constraint
+    return checked(grammar, card, "tools")
 
 
 def check_content(messages: list) -> None:

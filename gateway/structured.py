@@ -22,8 +22,9 @@ from jsonschema import (Draft4Validator, Draft6Validator, Draft7Validator, Draft
 from jsonschema.validators import validator_for
 
 from gateway.errors import InvalidRequest
+from gateway.grammar_check import grammar_error
 from gateway.schema_bounds import any_object_schema, bounded_schema
-from gateway.schema_errors import best_error, error_message, schema_compile_reason
+from gateway.schema_errors import best_error, error_message
 from gateway.schema_numbers import BOUNDS, far_sides
 
 DEFAULT_MAX_STRING_CHARS = 1024
@@ -241,39 +242,10 @@ def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
     return check_schema(spec["schema"], "response_format.json_schema.schema")
 
 
-@functools.lru_cache(maxsize=256)
-def _grammar_error(tokenizer, grammar: str, think_end: tuple) -> str:
-    import llguidance
-    compiled = llguidance.LLMatcher.grammar_from_lark(grammar)
-    error = llguidance.LLMatcher.validate_grammar(compiled, tokenizer)
-    if error and not error.startswith("WARNING"):
-        return schema_compile_reason(error.strip())
-    return _first_step_error(llguidance.LLMatcher(tokenizer, compiled, log_level=0), think_end)
-
-
-def _first_step_error(matcher, think_end: tuple) -> str:
-    """Why no output can start, or "". A grammar can compile and still allow nothing ({"$ref": "#"}: llguidance
-    finds no first token); the worker would fail it after the request began. The first mask, and the one after
-    </think> where reasoning comes first, show it here."""
-    matcher.compute_bitmask()
-    if think_end and not matcher.is_error() and matcher.validate_tokens(list(think_end)) == len(think_end):
-        matcher.consume_tokens(list(think_end))
-        matcher.compute_bitmask()
-    if not matcher.is_error():
-        return ""
-    return f"the grammar allows no output ({matcher.get_error().splitlines()[0]})"
-
-
-def _think_end(card) -> tuple:
-    if card.is_added_token("</think>"):
-        return (card.token_id("</think>"),)
-    return tuple(card.encode("</think>"))
-
-
 def checked(grammar: str, card, param: str) -> Constraint:
     """The Constraint for Lark text, after llguidance compiled it and found a first token; 400 naming the problem
     otherwise."""
-    error = _grammar_error(card.grammar_tokenizer(), grammar, _think_end(card))
+    error = grammar_error(grammar, card)
     if error:
         raise InvalidRequest(f"{param} cannot be enforced by constrained decoding: {error}", param=param,
                              code="unsupported_schema")

@@ -10,6 +10,8 @@ from tests.unit.grammar_card import accepts, tiny_card
 USER = [{"role": "user", "content": "hi"}]
 SELF = {"$ref": "#"}
 LOOP = {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+# A required property whose value is the property again: `{"x": ` is forced, then nothing (its first mask is fine).
+DEEP = {"type": "object", "properties": {"x": {"$ref": "#/properties/x"}}, "required": ["x"]}
 NO_OUTPUT = "cannot be enforced by constrained decoding: the grammar allows no output (NoExtensionBias)"
 
 def _rf(schema) -> dict:
@@ -32,6 +34,12 @@ NO_OUTPUT_CASES = [
     ("chat-guided-grammar", "/v1/chat/completions", {"messages": USER, "guided_grammar": "start: start \"x\""},
      _v1_error("guided_grammar")),
     ("completions", "/v1/completions", {"prompt": "hi", **_rf(SELF)}, _v1_error("response_format")),
+    ("chat-forced-text", "/v1/chat/completions", {"messages": USER, "enable_thinking": False, **_rf(DEEP)},
+     _v1_error("response_format")),
+    ("chat-stream-forced-text", "/v1/chat/completions", {"messages": USER, "stream": True, **_rf(DEEP)},
+     _v1_error("response_format")),
+    ("ollama-forced-text", "/api/chat", {"model": "fake-model", "messages": USER, "format": DEEP, "stream": False},
+     {"error": f"format {NO_OUTPUT}"}),
     ("responses", "/v1/responses", {"input": "hi", "text": {"format": {"type": "json_schema", "name": "x",
                                                                        "schema": SELF}}},
      _v1_error("text.format")),
@@ -48,7 +56,8 @@ NO_OUTPUT_CASES = [
 @pytest.mark.parametrize("path,body,expected", [c[1:] for c in NO_OUTPUT_CASES], ids=[c[0] for c in NO_OUTPUT_CASES])
 async def test_grammar_that_allows_no_output_is_a_400_before_the_request_starts(stack, path, body, expected):
     """vLLM #57725: {"$ref": "#"} compiled, then failed the request mid-generation (a 400 with param null here,
-    "constrained decoding failed: NoExtensionBias", after the request had reached the worker)."""
+    "constrained decoding failed: NoExtensionBias", after the request had reached the worker); DEEP's first mask is
+    fine, and it failed after the text the grammar forces (streamed: a 200 whose answer broke off with an error)."""
     client, fake = stack
     before = len(fake.script.requests)
     response = await client.post(path, json=body)
@@ -105,3 +114,14 @@ async def test_anthropic_output_format_conflict_or_bad_type_is_a_400(stack, outp
     error = orjson.loads(await response.read())
     assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
     assert error["error"]["message"].startswith("output_format")
+
+
+async def test_a_recursion_with_a_way_out_is_served(stack):
+    """A tree whose children may be none is written: following the forced text stops at the grammar's first choice."""
+    client, fake = stack
+    tree = {"$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+                            "required": ["c"]}}, "$ref": "#/$defs/n"}
+    fake.script.reply = '{"c": []}'
+    response = await client.post("/v1/chat/completions", json={"messages": USER, "enable_thinking": False, **_rf(tree)})
+    assert response.status == 200
+    assert (await response.json())["choices"][0]["message"]["content"] == '{"c": []}'
