@@ -56,9 +56,10 @@ def check_queue_depth(num_waiting: int, max_queue_depth: int) -> None:
 
 def num_queued_requests(scheduler, streams, limit: int = 0) -> int:
     """API requests that really wait: the waiting requests past the ones the next step seats (max_num_seqs minus
-    the running ones), the choices of one API request (a shared group_id in `streams`) counted once; counting stops
-    at `limit` (> 0), all a depth check needs, so a long queue is not walked for each new request."""
-    num_free_seats = max(0, scheduler.max_num_seqs - scheduler.num_running)
+    the running ones; none while the first cannot fit the KV pool: Scheduler.head_fits), the choices of one API
+    request (a shared group_id in `streams`) counted once; counting stops at `limit` (> 0), all a depth check needs,
+    so a long queue is not walked for each new request."""
+    num_free_seats = max(0, scheduler.max_num_seqs - scheduler.num_running) if scheduler.head_fits() else 0
     keys = set()
     for req in islice(scheduler.waiting, num_free_seats, None):
         if limit and len(keys) >= limit:

@@ -9,7 +9,8 @@ total_slots 64; and the running prefills got half the step budget while the queu
 import asyncio
 
 from scheduler import lookahead
-from scheduler.admission import QueueFullError
+from scheduler.admission import QueueFullError, check_queue_depth, num_queued_requests
+from scheduler.streams import Streams
 from tests.unit.test_scheduler import FakeWorker, make_request, make_scheduler
 from tests.unit.test_scheduler_engine import make_engine, request
 
@@ -53,3 +54,18 @@ def test_a_running_prefill_gets_the_whole_budget_while_the_queue_waits_for_a_slo
     assert [row.num_tokens for row in first.rows] == [64]
     second = sched.schedule()
     assert [(row.req_id, row.num_tokens) for row in second.rows] == [("long", 64)]
+
+
+def test_the_queue_depth_counts_the_requests_the_kv_pool_cannot_take_yet():
+    """A seat is free but the KV pool holds the first waiting request only once the running one is done: no step
+    seats it, so it waits as one with no seat does. Measured on make run (30 KV blocks, SPARKINFER_MAX_NUM_SEQS=16,
+    SPARKINFER_MAX_QUEUE_DEPTH=2): ten 300-token prompts, 1 running and 9 waiting, never a 429."""
+    sched = make_scheduler(num_blocks=64, max_num_seqs=16, max_tokens_per_step=1024)
+    sched.add_request(make_request("r0", 700, max_tokens=300))
+    sched.update(FakeWorker().run(sched.schedule()))
+    for i in (1, 2):
+        sched.add_request(make_request(f"r{i}", 400, max_tokens=10, seed=i))
+    assert sched.num_running == 1 and not sched.head_fits()
+    assert num_queued_requests(sched, Streams(), 0) == 2
+    with pytest.raises(QueueFullError):
+        check_queue_depth(num_queued_requests(sched, Streams(), 2), 2)
