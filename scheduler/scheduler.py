@@ -163,13 +163,18 @@ class Scheduler(StepOutputs, Preemption):
         if req.split_points is None:
             req.split_points, req.snapshot_points, req.checkpoint_grid = self.prefix_cache.plan(req.prompt_token_ids)
 
+    def _lookup(self, req: Request):
+        """The prefix-cache entry waiting `req` would start from, or None; prompt logprobs need every prompt position
+        computed, so such a request never starts from the cache."""
+        self._plan(req)
+        if req.sampling.prompt_logprobs:
+            return None
+        return self.prefix_cache.lookup(req.prompt_token_ids, req.cache_salt, req.checkpoint_grid)
+
     def _admit_waiting(self, step, budget: int, scheduled: set) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
-            # Prompt logprobs need every prompt position computed: such a request never starts from the cache.
-            self._plan(req)
-            hit = None if req.sampling.prompt_logprobs else self.prefix_cache.lookup(
-                req.prompt_token_ids, req.cache_salt, req.checkpoint_grid)
+            hit = self._lookup(req)
             # The entry it would start from gives its state slot up too, last: a seat now, cold, beats a wait for one.
             if hit is not None and self.state_pool.num_free_slots == 0 and not self.prefix_cache.evict_one(keep=hit):
                 hit = None
@@ -224,12 +229,20 @@ class Scheduler(StepOutputs, Preemption):
 
     def head_fits(self) -> bool:
         """Whether the first waiting request can be seated now: a seat is free (max_num_seqs) and the KV pool holds its
-        whole prompt beside the running requests' (scheduler._num_blocks_to_admit), once prefix-cache entries give way.
+        whole prompt beside the running requests' (scheduler._num_blocks_to_admit), once prefix-cache entries give way,
+        the blocks its prefix-cache hit shares with running requests not taken anew (as vLLM counts a hit's blocks
+        computed, not to allocate: vllm/v1/core/sched/scheduler.py get_computed_blocks; counted anew, a request that
+        needed 2 new blocks of 14 free waited, the lookahead going on, until the answer sharing them was done).
         No: the half-budget reserve for it and the lookahead's pause for it would only idle (scheduler/lookahead.py)."""
         if not self.waiting or len(self.running) >= self.max_num_seqs:
             return False
-        blocks = self.block_manager
-        return self._num_blocks_to_admit(self.waiting[0]) <= blocks.num_free_blocks + blocks.num_cached_only
+        req, blocks = self.waiting[0], self.block_manager
+        room, num_needed = blocks.num_free_blocks + blocks.num_cached_only, self._num_blocks_to_admit(req)
+        hit = self._lookup(req) if num_needed > room else None
+        if hit is not None:
+            # Admission shares the hit's blocks rather than taking new ones (those only entries hold then stay put).
+            num_needed -= sum(blocks.refcount(b) > blocks.cached_refcount(b) for b in hit.block_ids)
+        return num_needed <= room
 
     def _num_blocks_to_admit(self, req: Request) -> int:
         """Free KV blocks waiting `req` needs to be admitted: its whole prompt (a resumed one's output too) past the
