@@ -1,6 +1,7 @@
 """Gateway process: LM Studio /api/v0 extras (model object, stats, model_info, runtime) built from engine results."""
 from __future__ import annotations
 
+import copy
 import platform
 from typing import Optional
 
@@ -83,9 +84,29 @@ def context_overflow_message(num_prompt: int, n_ctx: int, at_least: bool = False
             f"context length, or provide a shorter input.")
 
 
-def lmstudio_error(error: ApiError) -> ApiError:
-    """error as LM Studio's /api/v0 and /api/v1 word it: a prompt past the context in its words (an explicit output
-    limit never overflows there: max_tokens is a cap), anything else as it is."""
+def event_error_type(error: ApiError) -> str:
+    """LM Studio's error type of an /api/v1 error, in its body and in a stream's error event (docs developer/rest
+    streaming-events: invalid_request, unknown, mcp_connection_error, plugin_connection_error, not_implemented,
+    model_not_found, job_not_found, internal_error); its server answers a bad /api/v1/chat body with
+    {"error": {"message", "type": "invalid_request", "code", "param"}} (lmstudio-ai/docs#253)."""
+    if error.code == "job_not_found":
+        return "job_not_found"
+    if error.status == 404:
+        return "model_not_found"
+    if error.status == 501:
+        return "not_implemented"
+    if 400 <= error.status < 500:
+        return "invalid_request"
+    return "internal_error" if error.status >= 500 else "unknown"
+
+
+def lmstudio_error(error: ApiError, native: bool = False) -> ApiError:
+    """error as LM Studio's /api/v0 and /api/v1 (`native`) word it: a prompt past the context in its words (an
+    explicit output limit never overflows there: max_tokens is a cap), on /api/v1 typed with LM Studio's own types
+    (its /api/v0 keeps OpenAI's), anything else as it is."""
     if isinstance(error, ContextLengthExceeded) and error.ctx is not None and error.num_output is None:
         error.message = context_overflow_message(error.num_prompt, error.ctx, error.at_least)
+    if native:
+        error = copy.copy(error)
+        error.type = event_error_type(error)
     return error

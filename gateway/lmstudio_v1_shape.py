@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from gateway import json_out
 from gateway.engine import Delta, Generation, Usage
 from gateway.errors import ApiError
-from gateway.lmstudio_shape import publisher
+from gateway.lmstudio_shape import event_error_type, publisher
 from gateway.model import ModelCard
 from gateway.ollama_models import arch_family, model_details, model_size
 from gateway.openai_shape import SSE_HEADERS
@@ -96,18 +96,6 @@ def chat_stats(usage: Usage, num_reasoning: int, received: float, first_token: O
     if loaded:
         stats["model_load_time_seconds"] = 0.0
     return stats
-
-
-def event_error_type(error: ApiError) -> str:
-    """The error event's type, one of LM Studio's (docs developer/rest/streaming-events: invalid_request, unknown,
-    mcp_connection_error, plugin_connection_error, not_implemented, model_not_found, job_not_found, internal_error)."""
-    if error.status == 404:
-        return "model_not_found"
-    if error.status == 501:
-        return "not_implemented"
-    if 400 <= error.status < 500:
-        return "invalid_request"
-    return "internal_error" if error.status >= 500 else "unknown"
 
 
 def sse_named(payload: dict) -> bytes:

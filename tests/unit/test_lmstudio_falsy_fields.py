@@ -14,10 +14,10 @@ HI = [{"role": "user", "content": "Hi"}]
      {"message": 'invalid value for \'tools\': "" is not of type "array", "null"', "type": "invalid_request_error",
       "param": "tools", "code": "invalid_type"}),
     ("/api/v1/chat", {"input": "Hi", "integrations": 0},
-     {"message": '"integrations" must be an array', "type": "invalid_request_error", "param": "integrations",
+     {"message": '"integrations" must be an array', "type": "invalid_request", "param": "integrations",
       "code": "invalid_value"}),
     ("/api/v1/chat", {"input": "Hi", "integrations": ""},
-     {"message": '"integrations" must be an array', "type": "invalid_request_error", "param": "integrations",
+     {"message": '"integrations" must be an array', "type": "invalid_request", "param": "integrations",
       "code": "invalid_value"}),
 ], ids=["v0 tools zero", "v0 tools empty string", "v1 integrations zero", "v1 integrations empty string"])
 async def test_a_falsy_value_of_the_wrong_type_is_a_400(fake, path, body, error):

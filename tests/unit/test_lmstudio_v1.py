@@ -198,7 +198,7 @@ async def test_reasoning_on_a_model_without_it_is_lm_studios_400():
             response = await client.post("/api/v1/chat", json=body)
             assert response.status == 400 and (await response.json())["error"] == {
                 "message": "Model 'fake-model' does not expose reasoning configuration.",
-                "type": "invalid_request_error", "param": "reasoning", "code": "invalid_value"}
+                "type": "invalid_request", "param": "reasoning", "code": "invalid_value"}
         assert servicer.script.requests == []
         answer = await (await client.post("/api/v1/chat", json={"model": "fake-model", "input": "Hi"})).json()
         assert answer["output"] == [{"type": "message", "content": "Hello world"}]
@@ -223,7 +223,7 @@ async def test_a_reasoning_setting_the_template_cannot_honour_is_lm_studios_400(
         assert response.status == 400 and (await response.json())["error"] == {
             "message": f"Reasoning setting '{refused}' is not supported by model 'fake-model'. Supported settings: "
                        f"{', '.join(repr(option) for option in allowed)}.",
-            "type": "invalid_request_error", "param": "reasoning", "code": "invalid_value"}
+            "type": "invalid_request", "param": "reasoning", "code": "invalid_value"}
         assert servicer.script.requests == []
         for setting in allowed:
             body = {"model": "fake-model", "input": "Hi", "reasoning": setting}

@@ -56,3 +56,27 @@ async def test_a_failure_mid_stream_is_lm_studios_internal_error_event(fake):
     error = next(event for event in events if event["type"] == "error")["error"]
     assert error["type"] == "internal_error" and error["message"], error
     assert events[-1]["type"] == "chat.end"
+
+
+@pytest.mark.parametrize("path, body, status, kind", [
+    ("/api/v1/chat", {"model": "fake-model", "input": [{"type": "video", "content": "x"}]}, 400, "invalid_request"),
+    ("/api/v1/chat", {"model": "fake-model", "input": "Hi", "seed": 1}, 400, "invalid_request"),
+    ("/api/v1/chat", {"model": "qwen/qwen3-4b", "input": "Hi"}, 404, "model_not_found"),
+    ("/api/v1/models/load", {"model": "qwen/qwen3-4b"}, 404, "model_not_found"),
+    ("/api/v1/models/download", {"model": "qwen/qwen3-4b"}, 501, "not_implemented"),
+], ids=["bad input", "unknown key", "chat model", "load model", "download"])
+async def test_an_api_v1_error_has_lm_studios_type(fake, path, body, status, kind):
+    """LM Studio's /api/v1 answers a bad body with its own error type, {"error": {"message": "Invalid discriminator
+    value. Expected 'text' | 'image'", "type": "invalid_request", "code": "invalid_union", "param": "input"}}
+    (lmstudio-ai/docs#253), the types its stream's error event has; these were OpenAI's (invalid_request_error,
+    not_found_error). /api/v0, LM Studio's OpenAI-shaped API, keeps OpenAI's."""
+    client, _ = fake
+    response = await client.post(path, json=body)
+    error = (await response.json())["error"]
+    assert response.status == status and error["type"] == kind, error
+    assert set(error) == {"message", "type", "param", "code"}
+    response = await client.get("/api/v1/models/download/status/job_1")
+    assert (await response.json())["error"]["type"] == "job_not_found"
+    response = await client.post("/api/v0/chat/completions", json={"model": "qwen/qwen3-4b", "messages": [
+        {"role": "user", "content": "Hi"}]})
+    assert (await response.json())["error"]["type"] == "not_found_error"
