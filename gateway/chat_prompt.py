@@ -9,7 +9,7 @@ import jinja2
 
 from gateway.chat import compile_template, fold_thinking_parts, protect_strings, render_chat
 from gateway.errors import InvalidRequest, Unsupported
-from gateway.llama_cpp_fields import speaks_llama_cpp
+from gateway.llama_cpp_clients import speaks_llama_cpp
 from gateway.model import ModelCard
 
 

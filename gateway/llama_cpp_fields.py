@@ -58,16 +58,6 @@ SCHEMA = {
 }
 
 
-# llama.cpp's own request fields beyond SCHEMA's that its clients send on /v1 (its web UI sends return_progress with
-# every stream, SillyTavern cache_prompt): with SCHEMA's, what marks a request as a llama.cpp client's.
-_OWN_FIELDS = (*SCHEMA, "return_progress", "timings_per_token", "cache_prompt", "id_slot")
-
-
-def speaks_llama_cpp(body: dict) -> bool:
-    """Whether a /v1 request names one of llama.cpp's own fields (sent, not null): a llama.cpp client's request."""
-    return any(body.get(key) is not None for key in _OWN_FIELDS)
-
-
 def _on(value: Any) -> bool:
     return value is not None and value > 0
 
@@ -106,6 +96,21 @@ def clamp_sampling(body: dict) -> dict:
     if isinstance(out.get("temperature"), float | int) and out["temperature"] > V1_MAX_TEMPERATURE:
         out["temperature"] = V1_MAX_TEMPERATURE
     return out
+
+
+# The top_p sent for a top_p of 0 (LM Studio's /api/v1 and /api/v0, llama.cpp's): LM Studio's docs take [0, 1], and
+# llama.cpp's sampler keeps the most likely token at 0, as this one does for any top_p below 1e-9 (the OpenAI parser,
+# as vLLM, takes (0, 1]).
+_LEAST_TOP_P = 1e-9
+
+
+def zero_top_p(body: dict) -> dict:
+    """body with a top_p of 0 (LM Studio's, llama.cpp's) sent as the least top_p (the most likely token), for the
+    OpenAI parser."""
+    top_p = body.get("top_p")
+    if isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and top_p == 0:
+        return {**body, "top_p": _LEAST_TOP_P}
+    return body
 
 
 def max_predict_s(body: dict) -> Optional[float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from gateway.errors import InvalidRequest
-from gateway.llama_cpp_fields import speaks_llama_cpp
+from gateway.llama_cpp_clients import speaks_llama_cpp
 from gateway.pydantic_scalars import lax_scalars
 from gateway.schema_errors import json_repr
 from gateway.schema_validate import integral

@@ -10,13 +10,12 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Engine, Usage
 from gateway.errors import InvalidRequest, NotImplementedApi, Unavailable, Unsupported
 from gateway.http_stream import open_stream, stream_generation
-from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_server_seed, sse_pings
+from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_server_seed, sse_pings, zero_top_p
 from gateway.llama_cpp_limits import as_n_predict
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json, response_fields
 from gateway.llama_cpp_slots import slot_entries
-from gateway.lmstudio_v1_request import zero_top_p
 from gateway.chat_prompt import prefill_final_assistant
 from gateway.control_tokens import unmark
 from gateway.offload import run_cpu

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import InvalidRequest, Unsupported
-from gateway.llama_cpp_fields import V1_MAX_TEMPERATURE, apply_repeat_last_n
+from gateway.llama_cpp_clients import high_temperature
+from gateway.llama_cpp_fields import apply_repeat_last_n
 from gateway.repetition_stop import refuse_repetition_stop
 
 # llama-server's default order (common/common.h common_params_sampling::samplers), as /props and
@@ -94,11 +95,7 @@ def llama_cpp_chain(sampling, body: dict, context: int):
     sampling.chain = "llama.cpp"
     # n_probs of the distribution each token is drawn from (LlamaCppShaper writes them as prob / top_probs).
     sampling.post_sampling = body.get("post_sampling_probs") is True
-    # llama.cpp takes any temperature at or above 0 (temperature 5 with min_p is a common llama.cpp setting).
-    temperature = body.get("temperature")
-    if isinstance(temperature, float | int) and not isinstance(temperature, bool) and temperature > 2 \
-            and sampling.temperature == V1_MAX_TEMPERATURE:
-        sampling.temperature = float(temperature)
+    high_temperature(body, sampling)
     window = body.get("repeat_last_n")
     if window is None:
         apply_repeat_last_n({"repeat_last_n": DEFAULT_REPEAT_LAST_N}, sampling, context)

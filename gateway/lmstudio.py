@@ -12,8 +12,8 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Generation, Usage
 from gateway.errors import ApiError, InvalidRequest
 from gateway.http_stream import stream_generation
+from gateway.llama_cpp_fields import zero_top_p
 from gateway.lmstudio_shape import model_info, model_object, runtime, stats, stop_reason
-from gateway.lmstudio_v1_request import zero_top_p
 from gateway.model import ModelCard
 from gateway.openai import parse_chat
 from gateway.openai_completion import parse_completion

@@ -19,6 +19,7 @@ from gateway.lmstudio_shape import context_overflow_message
 from gateway.lmstudio_v1_shape import reasoning_options
 from gateway.response_threads import Thread
 from gateway.model import ModelCard
+from gateway.llama_cpp_fields import zero_top_p
 from gateway.schema_validate import integral
 
 # LM Studio's `reasoning` -> the OpenAI body's thinking switches.
@@ -35,9 +36,6 @@ _TEXT_ITEMS = ("message", "text")
 FIELDS = frozenset({"model", "input", "system_prompt", "integrations", "stream", "temperature", "top_p", "top_k",
                     "min_p", "repeat_penalty", "max_output_tokens", "reasoning", "context_length", "store",
                     "previous_response_id"})
-# The top_p sent for LM Studio's top_p 0 (/api/v1 and /api/v0): its docs take [0, 1], and its llama.cpp sampler keeps
-# the most likely token at 0, as this one does for any top_p below 1e-9 (the OpenAI parser, as vLLM, takes (0, 1]).
-_LEAST_TOP_P = 1e-9
 # The chat route's field names in its errors -> this API's, which has `input` (the system prompt and the user's turn
 # are its messages) and `max_output_tokens`, no `messages` or `max_tokens`.
 _RENAMES = [(re.compile(r"\bmessages(\[\d+\](\.[\w.\[\]]*)?|(?![\w )]))"), "input"),
@@ -144,14 +142,6 @@ def openai_chat_body(body: Any, card: ModelCard, thread: Optional[Thread] = None
 def system_prompt(body: dict, thread: Thread) -> Optional[str]:
     """The system prompt a chat runs with: the request's, else the one of the chat it continues."""
     return body.get("system_prompt") or thread.system_prompt
-
-
-def zero_top_p(body: dict) -> dict:
-    """body with LM Studio's top_p 0 sent as the least top_p (the most likely token), for the OpenAI parser."""
-    top_p = body.get("top_p")
-    if isinstance(top_p, (int, float)) and not isinstance(top_p, bool) and top_p == 0:
-        return {**body, "top_p": _LEAST_TOP_P}
-    return body
 
 
 def fit_window(gen: GenRequest, context_length: Optional[int], card: ModelCard) -> None:

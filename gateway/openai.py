@@ -10,6 +10,7 @@ from gateway.engine import GenRequest
 from gateway.errors import ApiError
 from gateway.legacy_functions import legacy_functions, named_as_sent
 from gateway.list_limits import check_list_sizes
+from gateway.llama_cpp_clients import high_temperature, llama_cpp_ranges
 from gateway.llama_cpp_fields import (fold_n_cmpl, reasoning_beside_content,
                                       thinking_in_content)
 from gateway.control_tokens import unmark
@@ -68,7 +69,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
                cap_output: bool = False) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
     cap_output: an output limit past the context runs to it (LM Studio's), instead of vLLM's 400."""
-    body = fold_n_cmpl(body)
+    raw, body = body, fold_n_cmpl(llama_cpp_ranges(body))
     check_list_sizes(body, card.max_context_len, chat=True, vocab_size=card.vocab_size)
     body = function_types(text_string_parts(lower_roles(body)))
     legacy = isinstance(body, dict) and body.get("functions") is not None
@@ -82,6 +83,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     plan.legacy_functions = legacy
     # llama.cpp's post_sampling_probs: the logprobs are the sampler chain's, as llama-server's chat answers them.
     plan.gen.sampling.post_sampling = body.get("post_sampling_probs") is True
+    high_temperature(raw, plan.gen.sampling)
     return plan
 
 

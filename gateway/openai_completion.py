@@ -6,6 +6,7 @@ from gateway.chat_prompt import check_truncate_size, truncate_prompt_tokens
 from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import check_list_sizes, check_num_choices
+from gateway.llama_cpp_clients import high_temperature, llama_cpp_ranges
 from gateway.llama_cpp_fields import check_post_sampling, fold_n_cmpl
 from gateway.logprob_limits import check_logprob_counts
 from gateway.model import ModelCard
@@ -67,7 +68,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt); cap_output as
     parse_chat's; read_thinking: a constraint starts after a thinking the prompts leave open, as vLLM reads them
     (llama.cpp's and LM Studio's raw completions constrain from the first token)."""
-    body = fold_n_cmpl(body)
+    raw, body = body, fold_n_cmpl(llama_cpp_ranges(body))
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
     validate(body, COMPLETION_SCHEMA)
@@ -105,6 +106,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
         _completion_thinking(body, card, gen, ids_list)
     else:
         gen.constraint = _completion_constraint(body, card, False)
+    high_temperature(raw, gen.sampling)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, echo_texts=texts if echo else [], prompt=prompt,
                 return_token_ids=bool(body.get("return_token_ids")),
