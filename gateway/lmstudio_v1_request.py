@@ -61,7 +61,10 @@ def _input_parts(value: Any) -> list:
         if kind == "image":
             raise Unsupported(IMAGES_UNSUPPORTED, param=f"input[{i}]")
         if kind not in _TEXT_ITEMS or not isinstance(item.get("content"), str):
-            raise InvalidRequest(f'input[{i}] must be {{"type": "message", "content": "<text>"}}',
+            # LM Studio's server takes "text" ("Invalid discriminator value. Expected 'text' | 'image'",
+            # lmstudio-ai/docs#253); its docs write "message", read the same here.
+            raise InvalidRequest(f'input[{i}] must be {{"type": "text", "content": "<text>"}} (or type "message", as '
+                                 f'LM Studio\'s docs write it)',
                                  param=f"input[{i}]")
         parts.append({"type": "text", "text": item["content"]})
     return parts
