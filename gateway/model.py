@@ -248,17 +248,18 @@ class ModelCard:
         return self._added_texts
 
     def grammar_tokenizer(self):
-        """llguidance's view of the tokenizer (built on the first constrained request) to check grammars."""
+        """llguidance's view of the tokenizer (built on the first constrained request) to check grammars: the worker's,
+        forced text tokenized without the added tokens (proto/grammar_tokenizer.py), as the worker masks it."""
         with self._grammar_lock:
             return self._build_grammar_tokenizer()
 
     def _build_grammar_tokenizer(self):
         if self._grammar_tokenizer is None:
-            import llguidance
+            from proto.grammar_tokenizer import grammar_tokenizer
             text, eos = self.tokenizer.to_str(), list(self.eos_token_ids) or None
             # Masks cover the LM head; a tokenizer larger than the head keeps its own size.
             n_vocab = max(self.vocab_size, self.tokenizer_vocab_size)
-            self._grammar_tokenizer = llguidance.LLTokenizer(text, n_vocab=n_vocab, eos_token=eos)
+            self._grammar_tokenizer = grammar_tokenizer(text, eos, n_vocab=n_vocab)
         return self._grammar_tokenizer
 
 

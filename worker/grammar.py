@@ -12,8 +12,8 @@ from typing import Optional
 import llguidance
 import torch
 
+from proto.grammar_tokenizer import grammar_tokenizer
 from worker.batch import to_device
-from worker.grammar_tokenizer import grammar_tokenizer
 
 MAX_CACHED_GRAMMARS = 64
 MASK = float("-inf")
@@ -85,7 +85,7 @@ class GrammarBook:
     def tokenizer(self) -> llguidance.LLTokenizer:
         """llguidance's tokenizer from tokenizer.json, built on first use: the LM head's vocabulary size (masks cover
         its padded rows), or the tokenizer's own where the tokenizer is larger; forced text is tokenized without the
-        added tokens (worker/grammar_tokenizer.py)."""
+        added tokens (proto/grammar_tokenizer.py)."""
         if self._tokenizer is None:
             text = self._tokenizer_json
             text = text.decode("utf-8") if isinstance(text, bytes) else text

@@ -1,6 +1,6 @@
 """Unit tests: a grammar whose forced text is an added token's text (`<think>`, `<tool_call>`, ...) is written and
-accepted byte by byte (worker/grammar_tokenizer.py). Before, llguidance forced the added token itself and then refused
-it: POST /v1/chat/completions with structured_outputs {"regex": "<think>hi</think>"} (or a JSON schema's const
+accepted byte by byte (proto/grammar_tokenizer.py), by the worker and by the gateway's check. Before, llguidance forced
+the added token itself and then refused it: POST /v1/chat/completions with structured_outputs {"regex": "<think>hi</think>"} (or a JSON schema's const
 "<tool_call>", or Ollama's format with such an enum) was the 400 "constrained decoding failed: Parser Error: token
 �[1022] doesn't satisfy the grammar; forced bytes: got '<'; applying 'ÿ'" (outlines#1771)."""
 import json
@@ -88,3 +88,44 @@ def test_plain_text_tokenizes_as_before(book):
     assert all(book.tokenizer.decode_bytes([t]) == base.decode_bytes([t]) for t in range(book.vocab_size))
     assert [t for t in range(book.vocab_size) if book.tokenizer.is_special_token(t)] == \
         [t for t in range(book.vocab_size) if base.is_special_token(t)]
+
+
+TAG_SCHEMA = {"type": "object", "properties": {"tag": {"const": "<tool_response>"}}, "required": ["tag"],
+              "additionalProperties": False}
+# (route body's structured-output fields, the answer the grammar writes)
+GATEWAY_CASES = {
+    "json-const": ({"response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": TAG_SCHEMA}}},
+                   '{"tag": "<tool_response>"}'),
+    "regex": ({"structured_outputs": {"regex": "a <tool_response> b"}}, "a <tool_response> b"),
+    "choice": ({"structured_outputs": {"choice": ["<tool_response>"]}}, "<tool_response>"),
+}
+
+
+@pytest.mark.parametrize("case", GATEWAY_CASES)
+async def test_the_gateway_check_reads_forced_added_token_text_as_the_worker_does(stack, case):
+    """The gateway's check before a request starts follows the text a grammar forces (gateway/grammar_check.py); with
+    llguidance's own tokenizer it forced the added token there, failed, and answered these the 400 "the grammar allows
+    no output (Parser Error: token ... doesn't satisfy the grammar; forced bytes: got '<' ...)", which the worker
+    (proto/grammar_tokenizer.py) serves."""
+    client, fake = stack
+    fields, answer = GATEWAY_CASES[case]
+    fake.script.reply = answer
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "enable_thinking": False, **fields}
+    response = await client.post("/v1/chat/completions", json=body)
+    payload = await response.json()
+    assert "error" not in payload, payload
+    assert payload["choices"][0]["message"]["content"] == answer
+
+
+def test_the_gateway_card_forces_the_bytes_tokens():
+    """What the gateway's grammar tokenizer forces for a const of an added token's text: that text, by plain tokens."""
+    import llguidance
+    from gateway.structured import json_grammar
+    from tests.unit.grammar_card import tiny_card
+    card = tiny_card()
+    grammar = llguidance.LLMatcher.grammar_from_lark(json_grammar(TAG_SCHEMA, False, card))
+    matcher = llguidance.LLMatcher(card.grammar_tokenizer(), grammar, log_level=0)
+    forced = matcher.compute_ff_tokens()
+    assert matcher.consume_tokens(forced) and not matcher.is_error()
+    assert card.decode(forced, False) == '{"tag": "<tool_response>"}'
+    assert not set(forced) & set(added_token_ids().values())

@@ -1,4 +1,6 @@
-"""Worker process: llguidance's tokenizer for grammar masks, whose forced text is tokenized as plain text.
+"""Worker and gateway processes: llguidance's tokenizer for grammar masks (the worker's) and grammar checks (the
+gateway's, gateway/grammar_check.py), whose forced text is tokenized as plain text. Kept here because both processes'
+images copy proto/.
 
 llguidance reads every added token of tokenizer.json as a special token (`<think>`, `<tool_call>`, `<tool_response>`
 as well as `<|im_end|>`): a grammar names one as a token (`<think>` in Lark), and its quoted or regex text is written
@@ -9,7 +11,9 @@ added vocabulary gives the added token; the mask then allowed that token alone, 
 for every such request, or an empty stream. Here the forced text is tokenized with the added tokens taken out of the
 tokenizer, so it is the bytes' own tokens (`<think` `>`), which the grammar accepts, as xgrammar, vLLM's default
 backend, matches such a literal by its characters; the vocabulary, its special tokens and the eos ids are llguidance's
-own reading of tokenizer.json, unchanged.
+own reading of tokenizer.json, unchanged. The gateway's check of a grammar before the request starts follows the text
+it forces too, so it tokenizes forced text the same way: with llguidance's own tokenizer it forced the added token,
+failed there and refused such a schema as a grammar that "allows no output".
 """
 import json
 from typing import Optional
