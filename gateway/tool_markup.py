@@ -82,21 +82,20 @@ def skip_space(text: str, pos: int) -> int:
 
 
 def broken_param_end(text: str, pos: int) -> Optional[int]:
-    """Where the <parameter= element at pos ends when its name is broken (a line break or nothing before its '>':
-    `<parameter=` then a line break, `<parameter=ids: [1]` with no '>', `<parameter=>`): after its </parameter>, else
-    at the call's closing tag, else at the text's end; None when pos holds no such element. It is no parameter, and
-    the value before it ends at its own </parameter>, as vLLM's Qwen3 parser reads the call (vllm/parser/qwen3.py
-    _PARAM_RE takes a value to its first </parameter> and no name holds a '>'; vllm-project/vllm#55495)."""
+    """Where the <parameter= element at pos ends when its name is broken (a line break, nothing, or the element's end
+    before its '>': `<parameter=` then a line break, `<parameter=ids: [1]</parameter>`, `<parameter=>`): after its
+    </parameter>, else before the next <parameter= or the call's closing tag, else at the text's end; None otherwise.
+    The value before it ends at its own </parameter>, as vLLM's Qwen3 parsers read a call (vllm-project/vllm#55495)."""
     if not text.startswith(PARAM_OPEN, pos):
         return None
-    name_at = pos + len(PARAM_OPEN)
+    name_at, tags = pos + len(PARAM_OPEN), (PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
     close = text.find(">", name_at)
     name = text[name_at:] if close < 0 else text[name_at:close]
-    if "\n" not in name and (close < 0 or name.strip()):
+    ended = close >= 0 and any(tag[:-1] in name for tag in tags)   # an element's end before the '>' (vLLM's regex)
+    if "\n" not in name and (close < 0 or name.strip()) and not ended:
         return None
-    ends = [at + len(tag) * (tag == PARAM_CLOSE) for tag in (PARAM_CLOSE, FUNCTION_CLOSE, CALL_CLOSE)
-            if (at := text.find(tag, name_at)) >= 0]
-    return min(ends, default=len(text))
+    ends = {at: at + len(tag) * (tag == PARAM_CLOSE) for tag in tags if (at := text.find(tag, name_at)) >= 0}
+    return ends[min(ends)] if ends else len(text)
 
 
 class _Reader:

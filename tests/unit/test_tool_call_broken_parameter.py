@@ -32,6 +32,12 @@ CASES = {
     # One with no </parameter> of its own ends at the call's closing tag, or at the output's end (the eos ended it).
     "unclosed": (_call(CMD, "<parameter=\necho X\n"), {"cmd": "timeout 7"}),
     "at the end": ("<tool_call>\n<function=f>\n" + CMD + "<parameter=\necho", {"cmd": "timeout 7"}),
+    # As vLLM's Qwen3 parser's parameter pattern, a broken element ends before the next <parameter= too, and one whose
+    # only '>' is its </parameter>'s is broken (qwen3coder_tool_parser.py tool_call_parameter_regex, a block without a
+    # '>' skipped): the parameter after it is read, and no key holds markup.
+    "unclosed, then one": (_call(CMD, "<parameter=\necho X\n", NOTE), {"cmd": "timeout 7", "note": "ok"}),
+    "'>' missing on its line": (_call(CMD, "<parameter=ids: [1, 2]</parameter>\n", NOTE),
+                                {"cmd": "timeout 7", "note": "ok"}),
     # Markup quoted inside a value stays the value's (the next element is well formed).
     "quoted markup": (_call("<parameter=cmd>\nprintf '</parameter>\\n' > x\n</parameter>\n", NOTE),
                       {"cmd": "printf '</parameter>\\n' > x", "note": "ok"}),
