@@ -16,8 +16,8 @@ _SERVER_SIDE = OnceLog("/v1/messages: %s blocks in assistant turns are left out 
                        "them (server tools, the MCP connector, a fallback to another model)")
 # The blocks of an assistant turn that Anthropic's side ran: its server tools' calls and results (the advisor's too),
 # the MCP connector's, and the fallback marker of a hop to another model, which Anthropic renders into no prompt
-# (anthropic-sdk-python types/beta: BetaServerToolUseBlock, BetaAdvisorToolResultBlockParam, BetaMCPToolListingBlockParam,
-# BetaFallbackBlockParam, ...).
+# (anthropic-sdk-python types/beta: BetaServerToolUseBlock, BetaAdvisorToolResultBlockParam,
+# BetaMCPToolListingBlockParam, BetaFallbackBlockParam, ...).
 SERVER_SIDE_KINDS = frozenset(("server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
                                "code_execution_tool_result", "bash_code_execution_tool_result",
                                "text_editor_code_execution_tool_result", "tool_search_tool_result",

@@ -55,9 +55,10 @@ def llama_cpp_error(error: ApiError) -> dict:
 def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: bool, n_probs: int = 0,
                 timings_per_token: bool = False) -> dict:
     """Sampling settings under llama.cpp's names, every key its task params' to_json writes (server-task.cpp) but
-    chat_format, speculative.* and the grammar's (grammar, grammar_lazy, grammar_triggers, preserved_tokens): n_predict -1 is no limit (also as max_tokens, which llama.cpp writes beside it),
-    repeat_last_n -1 the whole context, seed 4294967295 random; no tokens are kept or discarded on a context shift
-    (n_keep, n_discard 0: the context does not shift here); the samplers not run here at their off defaults
+    chat_format, speculative.* and the grammar's (grammar, grammar_lazy, grammar_triggers, preserved_tokens): n_predict
+    -1 is no limit (also as max_tokens, which llama.cpp writes beside it), repeat_last_n -1 the whole context, seed
+    4294967295 random; no tokens are kept or discarded on a context shift (n_keep, n_discard 0: the context does not
+    shift here); the samplers not run here at their off defaults
     (OFF_SAMPLERS); logit_bias as its format_logit_bias writes it ([{"bias", "token"}]); no LoRA or backend sampling."""
     return {"n_predict": n_predict, "max_tokens": n_predict, "n_keep": 0, "n_discard": 0,
             "seed": RANDOM_SEED if sampling.seed is None else sampling.seed,
@@ -69,7 +70,8 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
             "samplers": DEFAULT_SAMPLERS if sampling.sampler_names is None else list(sampling.sampler_names),
             **OFF_SAMPLERS, "dry_sequence_breakers": list(OFF_SAMPLERS["dry_sequence_breakers"]),
             "logit_bias": [{"bias": bias, "token": token} for token, bias in sampling.logit_bias.items()],
-            "n_probs": n_probs, "reasoning_in_content": False, "thinking_forced_open": False, "timings_per_token": timings_per_token,
+            "n_probs": n_probs, "reasoning_in_content": False, "thinking_forced_open": False,
+            "timings_per_token": timings_per_token,
             "post_sampling_probs": sampling.post_sampling, "backend_sampling": False, "lora": []}
 
 

@@ -38,16 +38,18 @@ class LlamaCppSeries:
     """llama-server's series. prompt_tokens_total and tokens_predicted_total are sparkinfer_gateway_prompt_tokens_total
     and _generation_tokens_total under its names (one count, shown twice); the seconds are each choice's prompt time
     (from its seat to its first token, as `timings.prompt_ms`) and generation time (its first token to its last) summed;
-    n_tokens_max the most tokens a choice held (its prompt and output but the last token, as tokens_cached); the two throughput gauges the tokens over the seconds since the last
-    scrape, 0 with none, as llama-server resets its buckets at each /metrics; n_decode_total, n_busy_slots_per_decode,
-    requests_processing and requests_deferred the scheduler's steps, sequences a step and requests of the same scrape,
-    left out while it does not answer, as the sparkinfer_ ones are."""
+    n_tokens_max the most tokens a choice held (its prompt and output but the last token, as tokens_cached); the two
+    throughput gauges the tokens over the seconds since the last scrape, 0 with none, as llama-server resets its buckets
+    at each /metrics; n_decode_total, n_busy_slots_per_decode, requests_processing and requests_deferred the scheduler's
+    steps, sequences a step and requests of the same scrape, left out while it does not answer, as the sparkinfer_ ones
+    are."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.prompt_seconds = self.predicted_seconds = 0.0
         self.tokens_max = 0
-        self._last = (0.0, 0.0, 0.0, 0.0)   # prompt tokens and seconds, predicted tokens and seconds, at the last scrape
+        # prompt tokens and seconds, predicted tokens and seconds, at the last scrape
+        self._last = (0.0, 0.0, 0.0, 0.0)
 
     def add_prompt_seconds(self, seconds: float) -> None:
         """A choice's prompt time (seconds), counted at its first token."""

@@ -200,8 +200,9 @@ def _openai_side_item(item: dict, where: str, convo: _Conversation) -> None:
     (OpenAI's McpListTools, McpApprovalRequest, McpApprovalResponse input items), a tool search (Codex's deferred
     tools), a compaction (OpenAI's encrypted summary of the turns it replaced), a compaction_trigger (asking OpenAI
     to write one), and programmatic tool calling's program and program_output (the JavaScript OpenAI ran, whose
-    function calls, client-run, stay). Left out of the prompt, as Codex's own Chat Completions request leaves them out (codex-rs chat
-    wire: ResponseItem::WebSearchCall, Compaction, ToolSearchCall ... => {}), and as the `mcp` tool itself is."""
+    function calls, client-run, stay). Left out of the prompt, as Codex's own Chat Completions request leaves them out
+    (codex-rs chat wire: ResponseItem::WebSearchCall, Compaction, ToolSearchCall ... => {}), and as the `mcp` tool
+    itself is."""
     _openai_side.note([item["type"]])
 
 

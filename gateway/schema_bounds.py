@@ -248,8 +248,9 @@ def _infer_type(node: Any) -> None:
     true) is an object's, one with `items` or `prefixItems` an array's, as the grammar backends of vLLM (xgrammar's
     SchemaParser) and of llama.cpp and Ollama (json-schema-to-grammar.cpp visit()) infer them, and one with a `pattern`
     or a date, time or uuid `format` a string's, as llama.cpp does: JSON Schema lets any other type through there, so
-    {"b": null} or 5 answered {"properties": {"c": {"type": "integer"}}, "required": ["c"]}. Narrowing keeps every output valid; not one under `not` or `if`, whose narrowing would widen the schema,
-    nor one that a composition or a literal decides."""
+    {"b": null} or 5 answered {"properties": {"c": {"type": "integer"}}, "required": ["c"]}. Narrowing keeps every
+    output valid; not one under `not` or `if`, whose narrowing would widen the schema, nor one that a composition or a
+    literal decides."""
     if not isinstance(node, dict):
         return
     if not any(key in node for key in _DECIDED):
