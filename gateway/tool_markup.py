@@ -74,10 +74,10 @@ def stray_text_end(text: str, pos: int) -> Optional[int]:
     return close + len(CALL_CLOSE)
 
 
-def skip_space(text: str, pos: int) -> int:
-    """The first index at or after `pos` that is not whitespace (len(text) when none)."""
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
+def skip_space(text: str, pos: int, closers: tuple = ()) -> int:
+    """The first index at or after `pos` that is no whitespace nor one of `closers` (len(text) when none)."""
+    while pos < len(text) and (text[pos].isspace() or closers and text.startswith(closers, pos)):
+        pos += 1 if text[pos].isspace() else len(next(tag for tag in closers if text.startswith(tag, pos)))
     return pos
 
 
@@ -137,7 +137,8 @@ class _Reader:
         if end is None and self.cut_tag(pos):
             return [], len(self.text)
         if end is not None:
-            after = skip_space(self.text, end)
+            # A closing tag repeated after the call is markup between calls (read_call_pieces drops it).
+            after = skip_space(self.text, end, (CALL_CLOSE, FUNCTION_CLOSE))
             if self.whole and after < len(self.text) and not (self.call_starts(after) or
                                                                prose_then_call(self.text, after)):
                 return None

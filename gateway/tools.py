@@ -241,11 +241,12 @@ def ready_call(text: str, tools: list[dict]) -> Optional[tuple[dict, int]]:
     """(call, where what follows it starts) for the call text starts with, when it reads whole and the next call has
     begun after it (or answer text, then the next call: prose_then_call): only the next call's start (not the
     output's end, which more text may move) proves that a </tool_call> closes this call rather than sits in one of
-    its values; None until then."""
+    its values; None until then. A closing tag the model repeated after the call (a second </tool_call>) is
+    markup between them, as read_call_pieces reads it: the stream held such a call to the output's end."""
     read = _read_call(text, 0, tools, open_end=False, lenient=False)
     if read is None:
         return None
-    after = skip_space(text, read[1])
+    after = skip_space(text, read[1], (CALL_CLOSE, FUNCTION_CLOSE))
     if not (text.startswith(CALL_STARTS, after) or prose_then_call(text, after)):
         return None
     return _openai_call(read[0]), after
