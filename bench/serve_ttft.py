@@ -93,7 +93,8 @@ def main(argv=None) -> None:
     if args.shape:
         make_checkpoint(args.model_dir, args.shape, args.layers)
     with ServeStack(args.model_dir, {}, "/tmp/serve_ttft_stack.log") as stack:
-        print("| prompt tokens | client TTFT med ms | E2E med ms | sched TTFT mean ms | queue mean ms | prefill mean ms |")
+        print("| prompt tokens | client TTFT med ms | E2E med ms | sched TTFT mean ms | queue mean ms "
+              "| prefill mean ms |")
         print("| --- | --- | --- | --- | --- | --- |")
         for length in (int(x) for x in args.lens.split(",")):
             r = measure(stack, args.model_dir, length, args)
