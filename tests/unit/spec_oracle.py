@@ -74,6 +74,15 @@ def spec_errors(api: str, schema: str, body) -> list:
     return out
 
 
+def strict(model, body) -> list:
+    """Where `body` fails the SDK's pydantic `model` validated strictly, as "Model path: message" lines."""
+    try:
+        model.model_validate_json(json.dumps(body), strict=True)
+    except Exception as e:  # pydantic.ValidationError
+        return [f"{model.__name__} {'/'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+    return []
+
+
 def sse(raw: bytes) -> list:
     """[(event name or None, data)] of an SSE body; data is the parsed JSON, or "[DONE]"."""
     events = []

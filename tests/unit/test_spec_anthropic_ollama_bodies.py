@@ -5,13 +5,12 @@ ShowResponse, StatusEvent, ErrorResponse) and Ollama's to ollama-python's types 
 streamed. An Anthropic stream comes in the order the SDK's MessageStream accumulator (lib/streaming/_messages.py
 accumulate_event) reads it: message_start, then each content block's start, deltas and stop at its own index in
 turn, then message_delta and message_stop."""
-import json
 
 import grpc
 import ollama
 import pytest
 
-from tests.unit.spec_oracle import ndjson, spec_errors, sse
+from tests.unit.spec_oracle import ndjson, spec_errors, sse, strict
 from tests.unit.test_spec_openai_bodies import REPLIES, TOOLS
 
 HEADERS = {"anthropic-version": "2023-06-01"}
@@ -82,14 +81,6 @@ async def test_anthropic_count_models_and_errors_match_anthropics_types(stack):
         assert spec_errors("anthropic", "ErrorResponse", await response.json()) == []
 
 
-def ollama_strict(model, body) -> list:
-    try:
-        model.model_validate_json(json.dumps(body), strict=True)
-    except Exception as e:  # pydantic.ValidationError
-        return [f"{model.__name__} {'/'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-    return []
-
-
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("reply", REPLIES, ids=list(REPLIES))
 @pytest.mark.parametrize("variant", OLLAMA, ids=list(OLLAMA))
@@ -106,7 +97,7 @@ async def test_ollama_answers_match_ollamas_schema(stack, route, variant, reply,
     for answer in answers:
         schema = whole.replace("Response", "StreamEvent") if stream else whole
         assert spec_errors("ollama", schema, answer) + spec_errors("ollama", whole, answer) == []
-        assert ollama_strict(typed, answer) == []
+        assert strict(typed, answer) == []
     assert [a["done"] for a in answers] == [False] * (len(answers) - 1) + [True]
 
 
@@ -120,7 +111,7 @@ async def test_ollama_discovery_and_errors_match_ollamas_schema(stack):
             ("GET", "/api/version", None, "VersionResponse", None),
             ("POST", "/api/pull", {"model": "fake-model", "stream": False}, "StatusResponse", ollama.ProgressResponse)]:
         answer = await (await client.request(method, path, json=body)).json()
-        assert spec_errors("ollama", schema, answer) + (ollama_strict(typed, answer) if typed else []) == []
+        assert spec_errors("ollama", schema, answer) + (strict(typed, answer) if typed else []) == []
     for body, scripted, status in [({"model": "fake-model", "messages": "x"}, None, 400),
                                    ({"model": "nope", "messages": []}, None, 404),
                                    ({"model": "fake-model", "messages": [{"role": "user", "content": "x"}],

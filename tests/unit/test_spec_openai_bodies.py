@@ -13,7 +13,7 @@ from openai.lib.streaming.chat._completions import ChatCompletionStreamState
 from openai.types import Completion, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from tests.unit.spec_oracle import spec_errors, sse
+from tests.unit.spec_oracle import spec_errors, sse, strict
 
 CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
 THINK = "Let me see.</think>\n\nHello world"
@@ -27,14 +27,6 @@ CHAT = {"plain": {}, "length": {"max_tokens": 2}, "stop": {"stop": ["world"]}, "
 COMPLETION = {"plain": {}, "length": {"max_tokens": 1}, "stop": {"stop": "world"}, "n2": {"n": 2},
               "logprobs": {"logprobs": 2}, "echo_logprobs": {"echo": True, "logprobs": 1}, "prompts": {"prompt": ["a", "b"]}}
 STREAM = {"stream": True, "stream_options": {"include_usage": True}}
-
-
-def strict(model, body) -> list:
-    try:
-        model.model_validate_json(json.dumps(body), strict=True)
-    except Exception as e:  # pydantic.ValidationError
-        return [f"{model.__name__} {'/'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-    return []
 
 
 def sdk_allowed(errors: list, path: str) -> list:

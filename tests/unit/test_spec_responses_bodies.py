@@ -11,8 +11,8 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from tests.unit.spec_oracle import branch, spec_errors, sse
-from tests.unit.test_spec_openai_bodies import REPLIES, strict
+from tests.unit.spec_oracle import branch, spec_errors, sse, strict
+from tests.unit.test_spec_openai_bodies import REPLIES
 
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
