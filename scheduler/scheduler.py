@@ -17,9 +17,9 @@ snapshots are taken there. Entries give way (least recently used first) before a
 from bisect import bisect_right
 
 from proto import pb
+from scheduler import preemption
 from scheduler.block_manager import BlockManager
 from scheduler.limits import SchedulerLeakError, SchedulerLimits
-from scheduler.preemption import Preemption
 from scheduler.prefix_cache import PrefixCache, PrefixCacheConfig
 from scheduler.request import FINISHED, RUNNING, WAITING, Request
 from scheduler.state_pool import StatePool
@@ -27,7 +27,7 @@ from scheduler.step_outputs import StepOutputs
 from scheduler.waiting import WaitingQueue
 
 
-class Scheduler(StepOutputs, Preemption):
+class Scheduler(StepOutputs):
     def __init__(self, limits: SchedulerLimits, num_blocks: int, block_size: int, num_slots: int,
                  max_context_len: int, clock=None, prefix_cache: PrefixCacheConfig = None):
         self.limits = limits
@@ -146,7 +146,7 @@ class Scheduler(StepOutputs, Preemption):
             if req.status != RUNNING:
                 continue
             num_new = self._chunk(req, budget)
-            if self._reserve_blocks(req, num_new, scheduled):
+            if preemption.reserve_blocks(self, req, num_new, scheduled):
                 budget -= self._add_row(step, req, num_new, scheduled)
         return budget
 

@@ -4,6 +4,7 @@ import os
 import pytest
 
 from proto import pb
+from scheduler import preemption
 from scheduler.request import Request
 from scheduler.scheduler import Scheduler, SchedulerLimits
 
@@ -40,7 +41,7 @@ def test_constraint_travels_untouched_and_again_on_resume():
     sent = {new.req_id: new for new in step.new_requests}
     assert sent["c"].constraint == GOOD and not sent["u"].HasField("constraint")
     sched.update(sampled(step))
-    sched._preempt(sched.requests["c"])
+    preemption.preempt(sched, sched.requests["c"])
     resumed = next(new for new in sched.schedule().new_requests if new.req_id == "c")
     assert resumed.constraint == GOOD and list(resumed.output_token_ids) == [5]
 
