@@ -11,9 +11,7 @@ Run: python3 -m bench.serve_ttft --shape 27b --layers 64 --model-dir /tmp/ck27b 
 """
 import argparse
 import asyncio
-import json
 import statistics
-import time
 import urllib.request
 
 import aiohttp
@@ -43,24 +41,15 @@ def histogram_means_ms(before: dict, after: dict) -> dict:
     return means
 
 
-async def one_request(session, url: str, body: dict) -> tuple:
-    """(seconds to the first chunk with text, seconds to the end) of one streamed completion."""
-    start, first = time.perf_counter(), None
-    async with session.post(url, json=body) as resp:
-        async for raw in resp.content:
-            line = raw.strip()
-            if not line.startswith(b"data:") or line[5:].strip() == b"[DONE]":
-                continue
-            event = json.loads(line[5:])
-            if first is None and any(c.get("text") for c in event.get("choices") or ()):
-                first = time.perf_counter() - start
-    return first, time.perf_counter() - start
-
-
 async def sequential(base: str, served: str, prompts: list, max_tokens: int) -> list:
+    """(seconds to the first chunk with text or None, seconds to the end) of each prompt's streamed completion, one
+    after another (bench/serve_http.py's one_request)."""
+    from bench.serve_http import one_request
+
     async with aiohttp.ClientSession() as session:
         body = {"model": served, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True}
-        return [await one_request(session, base + "/v1/completions", {**body, "prompt": p}) for p in prompts]
+        results = [await one_request(session, base + "/v1/completions", {**body, "prompt": p}) for p in prompts]
+    return [(r.chunk_times[0] - r.start if r.chunk_times else None, r.end - r.start) for r in results]
 
 
 def measure(stack, folder: str, length: int, args) -> dict:
