@@ -6,10 +6,10 @@ answer is {"cmd": "timeout 7"} (vllm-project/vllm#55495, the outputs Codex sessi
 through the broken element, which became text of the command: {"cmd": "timeout 7\\n</parameter>\\n<parameter=..."}."""
 import json
 
-import orjson
 import pytest
 
 from tests.unit.tool_deltas import chunk_calls
+from tests.unit.tool_routes import sse_events
 
 TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "cmd": {"type": "string"}, "note": {"type": "string"}, "ids": {"type": "array"}}}}}]
@@ -44,10 +44,6 @@ CASES = {
 }
 
 
-def _sse(raw: bytes) -> list:
-    return [orjson.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
-
-
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_broken_parameter_element_is_dropped(stack, case, stream):
@@ -56,7 +52,7 @@ async def test_a_broken_parameter_element_is_dropped(stack, case, stream):
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "enable_thinking": False, "stream": stream}
     response = await client.post("/v1/chat/completions", json=body)
     if stream:
-        chunks = [c for c in _sse(await response.read()) if c["choices"]]
+        chunks = [c for c in sse_events(await response.read()) if c["choices"]]
         calls = chunk_calls(chunks)
         finish = chunks[-1]["choices"][0]["finish_reason"]
     else:

@@ -4,10 +4,10 @@ tests/parser/engine/test_qwen3_fenced_examples.py). Here the example was handed 
 it) and the answer kept only its fences: "Here is what a tool call looks like:\\n\\n```xml```\\n\\nThat is the format."."""
 import json
 
-import orjson
 import pytest
 
 from tests.unit.tool_deltas import chunk_calls
+from tests.unit.tool_routes import sse_events
 
 TOOLS = [{"type": "function", "function": {"name": "Bash", "parameters": {
     "type": "object", "properties": {"command": {"type": "string"}}}}}]
@@ -37,10 +37,6 @@ CASES = {
 }
 
 
-def _sse(raw: bytes) -> list:
-    return [orjson.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
-
-
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_a_fenced_call_is_answer_text(stack, case, stream):
@@ -49,7 +45,7 @@ async def test_a_fenced_call_is_answer_text(stack, case, stream):
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "enable_thinking": False, "stream": stream}
     response = await client.post("/v1/chat/completions", json=body)
     if stream:
-        chunks = [c for c in _sse(await response.read()) if c["choices"]]
+        chunks = [c for c in sse_events(await response.read()) if c["choices"]]
         text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) or None
         calls, finish = chunk_calls(chunks), chunks[-1]["choices"][0]["finish_reason"]
     else:
@@ -86,7 +82,7 @@ async def test_a_fenced_call_in_the_thinking_is_thinking(stack, case, stream):
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "stream": stream}
     response = await client.post("/v1/chat/completions", json=body)
     if stream:
-        chunks = [c for c in _sse(await response.read()) if c["choices"]]
+        chunks = [c for c in sse_events(await response.read()) if c["choices"]]
         thought = "".join(c["choices"][0]["delta"].get("reasoning_content") or "" for c in chunks)
         calls = chunk_calls(chunks)
     else:

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from tests.unit.tool_deltas import chunk_calls
+from tests.unit.tool_routes import sse_events
 
 
 def _call(x: int) -> str:
@@ -21,10 +22,6 @@ TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
 USER = [{"role": "user", "content": "hi"}]
 
 
-def _sse(raw: bytes) -> list:
-    return [orjson.loads(line[6:]) for line in raw.decode().split("\n") if line.startswith("data: {")]
-
-
 @pytest.mark.parametrize("route", ["/v1/chat/completions", "/api/v0/chat/completions"])
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 async def test_openai_routes_keep_the_text_after_the_calls(stack, route, stream):
@@ -32,7 +29,7 @@ async def test_openai_routes_keep_the_text_after_the_calls(stack, route, stream)
     body = {"model": "fake-model", "messages": USER, "tools": TOOLS, "enable_thinking": False, "stream": stream}
     response = await client.post(route, json=body)
     if stream:
-        chunks = [c for c in _sse(await response.read()) if c["choices"]]
+        chunks = [c for c in sse_events(await response.read()) if c["choices"]]
         content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
         calls = chunk_calls(chunks)
         finish = chunks[-1]["choices"][0]["finish_reason"]
