@@ -20,7 +20,7 @@ __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError
 # Qwen3.5's split GDN projections -> the Qwen3-Next tensor that holds each fused
 _FUSED = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
           "in_proj_a": "in_proj_ba"}
-_EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
+_EXPERTS = nvfp4_checkpoint.FUSED_EXPERTS
 _CODE_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8, torch.int8)
 # header dtypes of the FP8 layout's weight_scale / weight_scale_inv that this loader multiplies by
 _SCALE_DTYPES = ("F32", "BF16", "F16")

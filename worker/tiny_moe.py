@@ -1,6 +1,7 @@
 """Build step / tests: configs and on-disk layouts of the tiny Qwen3-Next and Qwen3.5-MoE checkpoints (worker.tiny --arch)."""
 import torch
 
+from kernels.nvfp4.checkpoint import split_fused_experts
 from worker.config import ModelConfig
 
 ARCHS = ("qwen3_5", "qwen3_next", "qwen3_5_moe")
@@ -58,26 +59,13 @@ def fuse_qkvz(qkv: torch.Tensor, z: torch.Tensor, b: torch.Tensor, a: torch.Tens
     return (torch.cat(grouped[:4], dim=1).reshape(-1, width), torch.cat(grouped[4:], dim=1).reshape(-1, width))
 
 
-def _unfuse_experts(name: str, tensor: torch.Tensor) -> dict:
-    """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I] -> experts.{e}.{gate,up,down}_proj.weight."""
-    base = name.rsplit(".", 1)[0]
-    out = {}
-    for e, expert in enumerate(tensor):
-        if name.endswith("down_proj"):
-            out[f"{base}.{e}.down_proj.weight"] = expert.contiguous()
-        else:
-            gate, up = expert.chunk(2, dim=0)
-            out[f"{base}.{e}.gate_proj.weight"], out[f"{base}.{e}.up_proj.weight"] = gate.contiguous(), up.contiguous()
-    return out
-
-
 def to_qwen3_next_layout(config: ModelConfig, weights: dict) -> dict:
     """Disk name -> tensor in the Qwen3.5 layout -> Qwen3-Next's real layout: fused linear_attn.in_proj_qkvz /
     in_proj_ba per layer, experts stored one tensor per expert and projection (insertion order kept)."""
     out = {}
     for name, tensor in weights.items():
         if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
-            out.update(_unfuse_experts(name, tensor))
+            out.update(split_fused_experts(name, tensor))
         elif name.endswith("linear_attn.in_proj_qkv.weight"):
             prefix = name[:-len("in_proj_qkv.weight")]
             qkvz, ba = fuse_qkvz(tensor, weights[prefix + "in_proj_z.weight"], weights[prefix + "in_proj_b.weight"],

@@ -98,6 +98,25 @@ def from_tensors(tensors: dict) -> NVFP4Weight:
     return NVFP4Weight(packed.contiguous(), scale.contiguous(), gmul.reshape(()).to(torch.float32))
 
 
+# transformers' fused expert tensors of a MoE block (Qwen3.5-MoE as released, Qwen3-Next saved by transformers v5)
+FUSED_EXPERTS = ("experts.gate_up_proj", "experts.down_proj")
+
+
+def split_fused_experts(name: str, tensor: torch.Tensor) -> dict:
+    """experts.gate_up_proj [E, 2I, D] (gate rows first) / experts.down_proj [E, D, I] -> the per-expert Linears
+    experts.{e}.{gate,up,down}_proj.weight, the names Qwen3-Next's checkpoints and ModelOpt's export of Qwen3.5-MoE
+    (NVIDIA/Model-Optimizer#1170, _export_qwen35_experts) store them under."""
+    base = name.rsplit(".", 1)[0]
+    out = {}
+    for e, expert in enumerate(tensor):
+        if name.endswith("down_proj"):
+            out[f"{base}.{e}.down_proj.weight"] = expert.contiguous()
+        else:
+            gate, up = expert.chunk(2, dim=0)
+            out[f"{base}.{e}.gate_proj.weight"], out[f"{base}.{e}.up_proj.weight"] = gate.contiguous(), up.contiguous()
+    return out
+
+
 def layout_of(names, prefix: str) -> str:
     """'compressed-tensors' | 'modelopt' | 'fp8' | 'dense' for Linear `prefix` given the checkpoint's tensor names
     (any container with `in`: a set, or a safetensors index's weight map)."""

@@ -3,7 +3,9 @@
     python -m kernels.nvfp4.quantize --src BF16_FOLDER --out OUT --format modelopt|compressed-tensors [--lm-head]
 
 Quantizes 2-D `*_proj.weight` and `in_proj_*.weight` Linears (K % 16 == 0) like the llm-compressor / ModelOpt
-recipes (the GDN in_proj_qkv / in_proj_z / Qwen3-Next in_proj_qkvz included); leaves in bf16 the
+recipes (the GDN in_proj_qkv / in_proj_z / Qwen3-Next in_proj_qkvz included), and the routed experts that
+Qwen3.5-MoE stores fused (experts.gate_up_proj / experts.down_proj [E, ...]) one expert at a time, written as
+experts.{e}.{gate,up,down}_proj as ModelOpt exports them; leaves in bf16 the
 GDN small projections (in_proj_b, in_proj_a, in_proj_ba), conv1d, norms, embeddings, A_log, dt_bias, routers
 (mlp.gate, shared_expert_gate), vision/MTP towers and, unless --lm-head, the LM head. Weight-only: no input scales.
 """
@@ -18,6 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from kernels.nvfp4 import naive
+from kernels.nvfp4.checkpoint import FUSED_EXPERTS, split_fused_experts
 
 SKIP_PROJ = ("in_proj_b", "in_proj_a", "in_proj_ba")
 SKIP_PREFIXES = ("model.visual.", "mtp.", "visual.")
@@ -33,6 +36,15 @@ def should_quantize(name: str, shape, lm_head: bool = False) -> bool:
     if module == "lm_head" or module.endswith(".lm_head"):
         return lm_head
     return (last.endswith("_proj") or last.startswith("in_proj_")) and last not in SKIP_PROJ
+
+
+def _linears(name: str, tensor: torch.Tensor) -> dict:
+    """The stored tensor `name` as the tensors to write: fused 3-D experts outside the vision / MTP towers split into
+    per-expert Linears (kernels.nvfp4.checkpoint.split_fused_experts), which the recipe then quantizes one by one;
+    kept fused, all of Qwen3.5-MoE's experts (most of its weights) stayed bf16 in a folder that said NVFP4."""
+    if name.endswith(FUSED_EXPERTS) and tensor.dim() == 3 and not name.startswith(SKIP_PREFIXES):
+        return split_fused_experts(name, tensor)
+    return {name: tensor}
 
 
 # safetensors header dtypes of the weights the recipe reads as bf16 / fp16 / fp32 values
@@ -72,7 +84,7 @@ def check_source(src: str, out: str) -> list:
     if not entries:
         raise ValueError(f"--src {src}: no *.safetensors weights in the folder")
     for name, shard, dtype in entries:
-        if name.endswith(".weight") and dtype not in FLOAT_DTYPES:
+        if name.endswith((".weight",) + FUSED_EXPERTS) and dtype not in FLOAT_DTYPES:
             raise ValueError(f"--src {src}: tensor {name} in {shard} is stored as {dtype}, not bf16 / fp16 / fp32 "
                              "(already quantized?); give the bf16 checkpoint it was made from")
     return entries
@@ -139,6 +151,21 @@ class ShardWriter:
             json.dump(index, f, indent=1)
 
 
+def _write(writer: ShardWriter, name: str, tensor: torch.Tensor, fmt: str, lm_head: bool, device,
+           ignored: list) -> str:
+    """Queues tensor `name` quantized to `fmt` when the recipe quantizes it (-> "nvfp4"), else as stored, its Linear
+    added to `ignored` (-> "kept")."""
+    prefix = name[: -len(".weight")] if name.endswith(".weight") else name
+    if should_quantize(name, tuple(tensor.shape), lm_head):
+        for key, value in naive.quantize(tensor.to(device), fmt).items():
+            writer.add(f"{prefix}.{key}", value.cpu())
+        return "nvfp4"
+    if name.endswith(".weight") and tensor.dim() == 2:
+        ignored.append(prefix)
+    writer.add(name, tensor)
+    return "kept"
+
+
 def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device="cpu", progress=True) -> dict:
     """Writes the NVFP4 folder `out` from bf16 folder `src`; returns the quantization_config it wrote."""
     if fmt not in naive.FORMATS:
@@ -148,19 +175,12 @@ def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device=
     writer, ignored = ShardWriter(out), []
     for i, (name, shard, _) in enumerate(entries):
         with safe_open(os.path.join(src, shard), framework="pt") as handle:
-            tensor = handle.get_tensor(name)
-        prefix = name[: -len(".weight")] if name.endswith(".weight") else name
-        if should_quantize(name, tuple(tensor.shape), lm_head):
-            for key, value in naive.quantize(tensor.to(device), fmt).items():
-                writer.add(f"{prefix}.{key}", value.cpu())
-            action = "nvfp4"
-        else:
-            if name.endswith(".weight") and tensor.dim() == 2:
-                ignored.append(prefix)
-            writer.add(name, tensor)
-            action = "kept"
+            stored = handle.get_tensor(name)
+        actions = [_write(writer, part, tensor, fmt, lm_head, device, ignored)
+                   for part, tensor in _linears(name, stored).items()]
         if progress:
-            print(f"[{i + 1}/{len(entries)}] {name} {tuple(tensor.shape)} {action}", file=sys.stderr, flush=True)
+            print(f"[{i + 1}/{len(entries)}] {name} {tuple(stored.shape)} {'/'.join(sorted(set(actions)))}",
+                  file=sys.stderr, flush=True)
     writer.finish()
     with open(os.path.join(src, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
