@@ -200,12 +200,20 @@ def lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
     return _START_RULE.sub(r"\1\2guided_start\3", grammar) + f"\nstart: {think_prefix(card)} guided_start\n"
 
 
+# Fields whose empty value ("", {}, []) is no constraint: llama.cpp's grammar, which its server applies only when
+# non-empty (params_from_json_cmpl), TabbyAPI's json_schema (its generator adds a schema filter only `if json_schema`)
+# and vLLM's guided_* as vLLM <= 0.6 and Aphrodite read them (outlines_decoding._get_guide_and_mode: `if
+# request.guided_json: ... elif request.guided_grammar: ... else: None`). SillyTavern's text-completion presets send
+# the empty ones on every request: grammar "" (llama.cpp), json_schema {} (TabbyAPI), guided_json {} beside
+# guided_grammar "" (Aphrodite), which were a 400 (two guided fields) or JSON-only output.
+_EMPTY_IS_NONE = ("grammar", "json_schema", "guided_json", "guided_grammar", "guided_regex", "guided_choice")
+
+
 def guided_given(body: dict, name: str) -> bool:
-    """Whether the guided-decoding field `name` asks for a constraint: sent and not null, and for llama.cpp's grammar
-    not "", which its server reads as no grammar (params_from_json_cmpl applies a grammar only when it is non-empty;
-    SillyTavern sends grammar "" on every llama.cpp request)."""
+    """Whether the guided-decoding field `name` asks for a constraint: sent, not null, and not the empty value that
+    the servers defining the field read as no constraint (_EMPTY_IS_NONE)."""
     value = body.get(name)
-    return value is not None and not (name == "grammar" and value == "")
+    return value is not None and not (name in _EMPTY_IS_NONE and value in ("", {}, []))
 
 
 def _guided_spec(body: dict) -> Optional[tuple[str, Any, str]]:

@@ -135,7 +135,7 @@ async def test_guided_regex_classes_are_ascii(stack, text):
 GUIDED_ERRORS = [
     ({"guided_grammar": "root ::= \"a\" (b"}, "guided_grammar", "invalid_value", "not a valid GBNF grammar"),
     ({"guided_grammar": "x: \"a\""}, "guided_grammar", "invalid_value", "needs a 'start' rule"),
-    ({"guided_choice": []}, "guided_choice", "invalid_value", "non-empty list"),
+    ({"guided_choice": [""]}, "guided_choice", "invalid_value", "non-empty list"),
     ({"guided_regex": "(?=a)b"}, "guided_regex", "unsupported_schema", "cannot be enforced"),
     ({"guided_regex": "ab\\"}, "guided_regex", "invalid_value", "incomplete escape sequence"),
     ({"guided_json": "{bad"}, "guided_json", "invalid_value", "not valid JSON"),
