@@ -21,6 +21,11 @@ __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError
 _FUSED = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
           "in_proj_a": "in_proj_ba"}
 _EXPERTS = nvfp4_checkpoint.FUSED_EXPERTS
+# 2-D weights the model uses as plain matrices, not through a Linear (the embedding lookup, the MoE router's logits):
+# stored NVFP4 (a recipe that did not leave them out), they are dequantized at load; kept 4-bit, the model was built
+# with an NVFP4Weight where it needs a tensor and load_model died with AttributeError ('NVFP4Weight' object has no
+# attribute 'detach')
+_PLAIN_MATRICES = ("embed_tokens.weight", "mlp.gate.weight")
 _CODE_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2, torch.uint8, torch.int8)
 # header dtypes of the FP8 layout's weight_scale / weight_scale_inv that this loader multiplies by
 _SCALE_DTYPES = ("F32", "BF16", "F16")
@@ -224,8 +229,10 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
                 continue
         elif name.endswith(".weight") and len(expected) == 2 and \
                 (quantized := _read_linear(ckpt, name, expected, dtype)) is not None:
-            tensors[canonical] = quantized.to(device)
-            continue
+            if not canonical.endswith(_PLAIN_MATRICES):
+                tensors[canonical] = quantized.to(device)
+                continue
+            tensor = quantized.dequantize(dtype) if isinstance(quantized, nvfp4_checkpoint.NVFP4Weight) else quantized
         else:
             tensor = _read_checked(ckpt, name, expected)
         _check_not_codes(ckpt, name, tensor)

@@ -1,0 +1,70 @@
+"""Unit tests (CPU): layouts of published quantized Qwen3.5 / Qwen3-Next checkpoints that differ from what the
+quantize command writes, each loaded against the plain layout of the same weights (its logits or its tensors)."""
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from kernels.nvfp4 import checkpoint, naive
+from worker.batch import ForwardBatch
+from worker.cache import ModelCache
+from worker.loader import load_model
+from worker.tiny import write_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def moe_path(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("moe"))
+    write_tiny_checkpoint(path, arch="qwen3_5_moe")
+    return path
+
+
+def _variant(src: str, dst: str, change) -> str:
+    """A copy of checkpoint folder `src` at `dst` whose weights are change(tensors) (a new dict)."""
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "model.safetensors")
+    save_file(change(load_file(path)), path)
+    return dst
+
+
+def _logits(folder: str) -> torch.Tensor:
+    model, config = load_model(folder, progress=False)
+    ids = torch.randint(0, config.vocab_size, (30,), generator=torch.Generator().manual_seed(3)).tolist()
+    cache = ModelCache(config, num_blocks=4, block_size=16, num_slots=1, device="cpu", dtype=torch.float32)
+    with torch.no_grad():
+        return model(ForwardBatch.from_rows([(ids, 0, 0, [1, 3], True)], 16), cache, all_logits=True)
+
+
+@pytest.mark.parametrize("fmt", naive.FORMATS)
+def test_nvfp4_router_and_embedding_load_dequantized(moe_path, tmp_path, fmt):
+    """A recipe that did not leave the MoE router (mlp.gate) and the embedding out stores them NVFP4; the model uses
+    them as plain matrices, so the loader dequantizes them, computing what a bf16 folder of the dequantized values
+    does (before: AttributeError 'NVFP4Weight' object has no attribute 'detach' from load_model)."""
+    plain = ("mlp.gate.weight", "embed_tokens.weight")
+
+    def quantized(weights):
+        out = {}
+        for name, tensor in weights.items():
+            if not name.endswith(plain):
+                out[name] = tensor
+                continue
+            for key, value in naive.quantize(tensor.float(), fmt).items():
+                out[f"{name[: -len('.weight')]}.{key}"] = value
+        return out
+
+    def dequantized(weights):
+        codes = quantized(weights)
+        out = {n: t for n, t in weights.items() if not n.endswith(plain)}
+        for name in weights:
+            if name.endswith(plain):
+                prefix = name[: -len(".weight")]
+                parts = {k: codes[f"{prefix}.{k}"] for k in naive.quantize(torch.zeros(1, 16), fmt)}
+                out[name] = checkpoint.from_tensors(parts).dequantize(torch.float32)
+        return out
+
+    got = _logits(_variant(moe_path, str(tmp_path / "nvfp4"), quantized))
+    want = _logits(_variant(moe_path, str(tmp_path / "dense"), dequantized))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
