@@ -92,12 +92,28 @@ def _take_rows(weight, index: torch.Tensor):
     return weight[index]
 
 
+def _check_fused_experts_unquantized(ckpt: SafetensorsCheckpoint, name: str) -> None:
+    """Fused experts `name` stored as NVFP4 in one tensor per projection (`{name}_packed` / `_scale` /
+    `_global_scale`, or u8 codes under `name`: unsloth/unsloth#6224's Qwen3.6-35B-A3B-NVFP4) are refused naming what
+    was found; their global scale's shape and sense differ between producers. Before, the loader named
+    experts.0.gate_proj.weight as missing, a tensor such a checkpoint never has, or a [E, 2I, D/2] shape error."""
+    siblings = [name + part for part in ("_packed", "_scale", "_global_scale", "_scale_2") if name + part in ckpt]
+    if name not in ckpt and not siblings or name in ckpt and ckpt.dtype(name) not in ("U8", "I8"):
+        return
+    found = name if name in ckpt else siblings[0]
+    raise UnsupportedModelError(ckpt.file_of(found), f"tensor {found}: routed experts quantized as one fused tensor "
+                                f"per projection ({', '.join(n.rsplit('.', 1)[1] for n in siblings)}) are not read; "
+                                "quantized experts are read stored one Linear per expert (experts.{e}.gate_proj, "
+                                "up_proj, down_proj), as ModelOpt exports them")
+
+
 def _read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple,
                   dtype) -> torch.Tensor:
     """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I]: the fused tensor when the checkpoint has it
     (Qwen3.5-MoE, transformers v5 saves), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next);
     per-expert NVFP4 / FP8 weights are dequantized to `dtype` (the MoE block runs dense experts)."""
     name = disk_name(config, canonical)
+    _check_fused_experts_unquantized(ckpt, name)
     if name in ckpt:
         fused = _read_checked(ckpt, name, expected)
         if name + "_scale_inv" not in ckpt:

@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from kernels.nvfp4 import checkpoint, naive
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
-from worker.loader import load_model
+from worker.loader import UnsupportedModelError, load_model
 from worker.tiny import write_tiny_checkpoint
 
 
@@ -68,3 +68,37 @@ def test_nvfp4_router_and_embedding_load_dequantized(moe_path, tmp_path, fmt):
     want = _logits(_variant(moe_path, str(tmp_path / "dense"), dequantized))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
+
+
+def _fused_nvfp4_experts(style: str):
+    """change() storing every fused expert tensor NVFP4 (compressed-tensors codes per expert, stacked): style "ct"
+    under {name}_packed / _scale / _global_scale (unsloth/unsloth#6224), "u8" as codes under the name itself."""
+    def change(weights):
+        out = {}
+        for name, tensor in weights.items():
+            if not name.endswith(checkpoint.FUSED_EXPERTS):
+                out[name] = tensor
+                continue
+            parts = [naive.quantize(expert.float(), "compressed-tensors") for expert in tensor]
+            codes, scale, gscale = (torch.stack([p[k] for p in parts]) for k in checkpoint.CT_KEYS)
+            if style == "ct":
+                out.update({name + "_packed": codes, name + "_scale": scale, name + "_global_scale": gscale})
+            else:
+                out.update({name: codes, name + "_scale": scale, name + "_scale_2": 1 / gscale})
+        return out
+    return change
+
+
+@pytest.mark.parametrize("style, found, parts", [
+    ("ct", "experts.gate_up_proj_packed", "gate_up_proj_packed, gate_up_proj_scale, gate_up_proj_global_scale"),
+    ("u8", "experts.gate_up_proj", "gate_up_proj_scale, gate_up_proj_scale_2")])
+def test_fused_quantized_experts_are_refused_naming_what_is_stored(moe_path, tmp_path, style, found, parts):
+    """Before: MissingTensorError for experts.0.gate_proj.weight (a tensor such a checkpoint never has), or a shape
+    error on the u8 codes."""
+    folder = _variant(moe_path, str(tmp_path / style), _fused_nvfp4_experts(style))
+    with pytest.raises(UnsupportedModelError) as error:
+        load_model(folder, progress=False)
+    message = str(error.value)
+    assert message.startswith(os.path.join(folder, "model.safetensors") + ": unsupported model: tensor "
+                              f"model.language_model.layers.0.mlp.{found}: routed experts quantized as one fused "
+                              f"tensor per projection ({parts}) are not read"), message
