@@ -95,6 +95,11 @@ class Generation(ChoiceCalls):
         """Whether close() ran: its scheduler calls are cancelled and it is accounted for."""
         return self._closed
 
+    @property
+    def admitted(self) -> bool:
+        """Whether the scheduler admitted every choice (a background Response is `queued` until then)."""
+        return all(self._admitted)
+
     def usage(self) -> Usage:
         """The whole request's usage, with each prompt's own (prompt_tokens, cached_tokens): a several-prompt answer
         (/generate's meta_info, /completion's timings.cache_n) counts its prompt's hits, not the request's sum."""

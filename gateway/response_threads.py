@@ -46,25 +46,40 @@ class ResponseThreads:
             return Thread()
         if not isinstance(response_id, str) or not response_id:
             raise InvalidRequest('"previous_response_id" must be a string', param="previous_response_id")
+        turns, missing = self.turns(response_id)
+        if missing is not None:
+            raise InvalidRequest(self._not_held(response_id, missing), param="previous_response_id",
+                                 code="previous_response_not_found")
+        messages = [message for turn in turns for message in turn["messages"]]
+        return Thread(response_id, turns[-1]["system_prompt"], messages)
+
+    def turns(self, response_id: str) -> tuple[list, Optional[str]]:
+        """The held turns of the conversation up to that response, oldest first, and the id of the first one no
+        longer held (None when every turn is held): the turns after it only."""
         turns, turn_id = [], response_id
         while turn_id is not None:
             turn = self.store.get(turn_id)
             if turn is None:
-                raise InvalidRequest(self._not_held(response_id, turn_id), param="previous_response_id",
-                                     code="previous_response_not_found")
+                return list(reversed(turns)), turn_id
             turns.append(turn)
             turn_id = turn["parent"]
-        messages = [message for turn in reversed(turns) for message in turn["messages"]]
-        return Thread(response_id, turns[0]["system_prompt"], messages)
+        return list(reversed(turns)), None
+
+    def drop(self, response_id: str) -> None:
+        """Forgets that response's turn (DELETE /v1/responses/{id}): a later previous_response_id to it, or to a
+        response after it, is the 400 of one not held."""
+        self.store.discard(response_id)
 
     def keep(self, body: Any, thread: Thread, messages: list, system_prompt: Optional[str] = None,
-             response_id: Optional[str] = None) -> Optional[str]:
+             response_id: Optional[str] = None, record: Optional[dict] = None) -> Optional[str]:
         """Keeps a finished turn (its input and output `messages`) after `thread` and returns its response id (a new
-        one unless given); None, nothing kept, for `store: false`."""
+        one unless given); None, nothing kept, for `store: false`. `record`: what else the route reads back of it
+        (/v1/responses: the Response object, gateway.responses_store)."""
         if isinstance(body, dict) and body.get("store") is False:
             return None
         response_id = response_id or "resp_" + secrets.token_hex(24)
-        turn = {"id": response_id, "parent": thread.parent_id, "system_prompt": system_prompt, "messages": messages}
+        turn = {"id": response_id, "parent": thread.parent_id, "system_prompt": system_prompt, "messages": messages,
+                "record": record}
         self.store.keep(body, [turn])
         return response_id
 

@@ -2,26 +2,28 @@
 
 POST /v1/responses is translated into the chat route's request (gateway.responses_request) and shaped back
 (gateway.responses_shape); admission (a 429 before any byte), keep-alives and disconnects are the shared streaming
-loop's. A finished response's turn (its input and output items) is kept unless store is false, so that
-previous_response_id continues it (gateway.response_threads), and its output items for item_reference
-(gateway.responses_items); no Response object is kept to read back, so the routes that read one answer 404 in
-OpenAI's error shape, and POST /v1/responses/compact (server-side compaction) is a 501 that says so.
+loop's. A response is kept unless store is false (gateway.responses_store): read back by its id (GET, input_items),
+deleted, and, created with background true, answered at once (queued or in_progress), run on, polled and cancelled,
+as OpenAI's background mode; its turn (input and output items) is what previous_response_id continues
+(gateway.response_threads), its output items what item_reference reads (gateway.responses_items). POST
+/v1/responses/compact (server-side compaction) is a 501 that says so.
 """
 from __future__ import annotations
 
-import functools
+import asyncio
 from typing import Any
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
-from gateway.errors import NotFound, NotImplementedApi
+from gateway.errors import ApiError, InvalidRequest, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
-from gateway.responses_input import NOT_STORED
 from gateway.response_threads import ResponseThreads, Thread
 from gateway.responses_items import ItemStore
+from gateway.responses_listing import page, retrieve_query
+from gateway.responses_store import Live, StoredResponses, with_ids
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_run import ResponseRun
 from gateway.responses_stream import ResponsesFramer, complete
@@ -30,17 +32,18 @@ from gateway.web import json_response, read_json
 
 
 class ResponsesRoutes:
-    """/v1/responses: create (streamed or not) and input_tokens; retrieve, delete, cancel and input_items find nothing
-    stored."""
+    """/v1/responses: create (streamed or not, or in the background) and input_tokens; retrieve, delete, cancel and
+    input_items of a stored response."""
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
         self.items = ItemStore()
         self.threads = ResponseThreads("/v1/responses")
+        self.stored = StoredResponses(self.threads, self.items)
 
     def register(self, app: web.Application) -> None:
-        """Adds the Responses API (create, input_tokens, compact, with and without /v1) and the stored-response routes,
-        which answer 404."""
+        """Adds the Responses API (create, input_tokens, compact, with and without /v1) and the stored-response
+        routes."""
         app.router.add_post("/v1/responses", self.create)
         app.router.add_post("/v1/responses/input_tokens", self.input_tokens)
         # llama.cpp's server serves both without /v1 too (a client whose base URL has no /v1 posts there).
@@ -50,30 +53,68 @@ class ResponsesRoutes:
         # 405 that offered GET, DELETE and HEAD.
         app.router.add_post("/v1/responses/compact", self.compact)
         app.router.add_post("/responses/compact", self.compact)
-        app.router.add_get("/v1/responses/{response_id}", self.not_stored)
-        app.router.add_delete("/v1/responses/{response_id}", self.not_stored)
-        app.router.add_post("/v1/responses/{response_id}/cancel", self.not_stored)
-        app.router.add_get("/v1/responses/{response_id}/input_items", self.not_stored)
+        app.router.add_get("/v1/responses/{response_id}", self.retrieve)
+        app.router.add_delete("/v1/responses/{response_id}", self.delete)
+        app.router.add_post("/v1/responses/{response_id}/cancel", self.cancel)
+        app.router.add_get("/v1/responses/{response_id}/input_items", self.list_input_items)
+        app.on_cleanup.append(self._end_background)
 
     async def create(self, request: web.Request) -> web.StreamResponse:
-        """POST /v1/responses: a Response, or streamed as its events (stream true); item_reference items resolve against
-        the output items of recent responses, and previous_response_id's turns come before the input."""
+        """POST /v1/responses: a Response, or streamed as its events (stream true), or at once, queued or in_progress,
+        with the generation running on (background true); item_reference items resolve against the output items of
+        recent responses, and previous_response_id's turns come before the input."""
         body = self.items.resolve(await read_json(request))
         thread = self.threads.thread(body)
         card = await self.engine.card()
         plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
-        run = ResponseRun(plan, card, on_done=functools.partial(self._keep, body, thread, plan.response_id))
+        if body.get("background") is True and plan.chat.stream:
+            raise InvalidRequest("background with stream true is not supported: this server keeps a background "
+                                 "response, not its events, to resume; create it without stream and poll it",
+                                 param="stream", code="unsupported_value")
+        run = ResponseRun(plan, card)
         gen = await self.engine.start(plan.chat.gen)
-        if plan.chat.stream:
-            return await stream_generation(request, gen, ResponsesFramer(run), self.config.sse_keepalive_s)
-        return json_response(await complete(run, gen))
+        live = self.stored.begin(body, thread, with_ids(input_items(body)), run, gen)
+        if live is not None and live.background:
+            return await self._background(live)
+        # Kept as it ended; as cancelled when its client left first. One refused or failed before any of it was
+        # sent (an error status) is not: its client has no id to read it back by.
+        keep = True
+        try:
+            if plan.chat.stream:
+                return await stream_generation(request, gen, ResponsesFramer(run), self.config.sse_keepalive_s)
+            return json_response(await complete(run, gen))
+        except ApiError:
+            keep = False
+            raise
+        finally:
+            self.stored.settle(live, keep)
 
-    def _keep(self, body: Any, thread: Thread, response_id: str, output: list) -> None:
-        """A finished response's output items (for item_reference) and its turn (for previous_response_id), unless
-        its request said store: false."""
-        self.items.keep(body, output)
-        self.threads.keep(body, thread, input_items(body) + output, response_id=response_id)
+    async def _background(self, live: Live) -> web.Response:
+        """A background response: answered once the scheduler admitted it (a refusal that quick is the request's
+        own status) or after a moment, queued, and run to its end by a task of its own."""
+        try:
+            await live.gen.wait_started(min(self.config.sse_keepalive_s, 1.0))
+        except ApiError:
+            self.stored.settle(live, keep=False)
+            raise
+        live.task = asyncio.create_task(self._run_background(live))
+        return json_response(live.response())
+
+    async def _run_background(self, live: Live) -> None:
+        try:
+            await complete(live.run, live.gen)
+        except ApiError as exc:
+            live.run.failed_events(exc, live.gen.usage())
+        finally:
+            self.stored.settle(live)
+
+    async def _end_background(self, app: web.Application) -> None:
+        """Server shutdown: the background responses still running are cancelled."""
+        tasks = [live.task for live in self.stored.live.values() if live.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def input_tokens(self, request: web.Request) -> web.Response:
         """OpenAI's input token count of a Responses body: the prompt create would render, to the token."""
@@ -97,12 +138,22 @@ class ResponsesRoutes:
                                 "the oldest input items left out", code="not_supported",
                                 headers={"x-should-retry": "false"})
 
-    async def not_stored(self, request: web.Request) -> web.Response:
-        """GET / DELETE /v1/responses/{id}, its cancel and input_items: 404 response_not_found, nothing is stored to
-        read back."""
-        response_id = request.match_info["response_id"]
-        raise NotFound(f"Response with id '{response_id}' not found: {NOT_STORED}", param="response_id",
-                       code="response_not_found")
+    async def retrieve(self, request: web.Request) -> web.Response:
+        """GET /v1/responses/{id}: the stored Response object (as it stands while it runs); 404 when not held."""
+        retrieve_query(request)
+        return json_response(self.stored.retrieve(request.match_info["response_id"]))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """DELETE /v1/responses/{id}: OpenAI's deleted object; the response is no longer held."""
+        return json_response(self.stored.delete(request.match_info["response_id"]))
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        """POST /v1/responses/{id}/cancel: a background response cancelled (or as it ended)."""
+        return json_response(await self.stored.cancel(request.match_info["response_id"]))
+
+    async def list_input_items(self, request: web.Request) -> web.Response:
+        """GET /v1/responses/{id}/input_items: the items the response read, as OpenAI's paged list."""
+        return json_response(page(self.stored.input_items(request.match_info["response_id"]), request))
 
 
 def input_items(body: Any) -> list:

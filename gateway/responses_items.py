@@ -66,6 +66,10 @@ class ItemStore:
         self._items.move_to_end(item_id)
         return orjson.loads(kept)
 
+    def discard(self, item_id: str) -> None:
+        """Forgets the item of that id, if held (DELETE /v1/responses/{id})."""
+        self._drop(item_id)
+
     def _drop(self, item_id: str) -> None:
         if item_id in self._items:
             self.num_bytes -= len(self._items.pop(item_id))

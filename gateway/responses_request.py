@@ -1,8 +1,9 @@
 """Gateway process: an OpenAI /v1/responses body -> the chat route's body -> its validated Plan (one generation path).
 
 A previous_response_id's conversation is put before the input by the route (gateway.response_threads); whatever else
-needs something stored on the server (conversation, background, a stored prompt) is a 400 that says so; the output
-items of recent responses are kept for item_reference items (gateway.responses_items).
+needs something stored on the server (conversation, a stored prompt) is a 400 that says so, and so is `background`
+with `store: false` (a background response is read back by its id); the output items of recent responses are kept
+for item_reference items (gateway.responses_items).
 Everything else is translated into a /v1/chat/completions body and parsed by the chat route's own parse_chat:
 chat template, tools and tool_choice, the reasoning split, structured output, stop strings and limits are that
 route's, and so are its errors (their field names translated back to this API's).
@@ -31,7 +32,6 @@ from gateway.schema_validate import validate
 # Fields that need something stored on the server: what they refer to, and what to send instead.
 _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"
 _STATEFUL = {"conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
-             "background": ("asks for a response kept to be polled later", "send it without background"),
              "prompt": ("refers to a stored prompt template", "send instructions and input instead"),
              # vLLM's stateless multi-turn (vllm#26934): the earlier turns ride in a signed state carrier (a reasoning
              # item's encrypted_content, "vllm:1:...") of the response passed back, or as Harmony messages.
@@ -73,11 +73,15 @@ class ResponsesPlan:
 
 
 def _check_stateless(body: dict) -> None:
-    """400 for any field that needs a response stored on the server."""
+    """400 for any field that needs something this server does not store, and for a background response that is
+    not to be stored (OpenAI's background mode keeps the response to be polled: it needs store true)."""
     for name, (what, instead) in _STATEFUL.items():
         if body.get(name):
             raise InvalidRequest(f"{name} {what}, but {NOT_STORED}: {instead}", param=name,
                                  code="responses_not_stored")
+    if body.get("background") is True and body.get("store") is False:
+        raise InvalidRequest("background: true needs store: true (a background response is read back by its id, "
+                             "and store: false keeps nothing)", param="background")
 
 
 def _check_moved(body: dict) -> None:
@@ -142,7 +146,8 @@ def _echo(body: dict, plan: Plan) -> dict:
     text = {"format": (body.get("text") or {}).get("format") or {"type": "text"}}
     if (body.get("text") or {}).get("verbosity"):
         text["verbosity"] = body["text"]["verbosity"]
-    return {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
+    return {"background": bool(body.get("background")), "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
             "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {},
             "parallel_tool_calls": plan.parallel_tool_calls,
             "previous_response_id": body.get("previous_response_id"),

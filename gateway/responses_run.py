@@ -3,7 +3,7 @@ OutputBuilder's items and events (gateway/responses_shape.py), and the Response 
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Optional
 
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError
@@ -31,9 +31,9 @@ def _after_reasoning(card: ModelCard, entries: list) -> list:
 class ResponseRun:
     """One response being built: Deltas in (through the chat route's splitting), items, events and the object out."""
 
-    def __init__(self, plan: ResponsesPlan, card: ModelCard, on_done: Optional[Callable[[list], None]] = None):
+    def __init__(self, plan: ResponsesPlan, card: ModelCard):
         self.plan, self.card = plan, card
-        self.on_done = on_done     # called with the output items of the finished response (ItemStore.keep)
+        self.final: Optional[dict] = None   # the Response object once it ended (completed, incomplete or failed)
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id, drop_cut_markup=True)
         self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary,
@@ -83,16 +83,15 @@ class ResponseRun:
         return events + [{"type": f"response.{self.status}", "response": self.done(usage)}]
 
     def done(self, usage: Usage) -> dict:
-        """The finished Response object, its output items handed to on_done."""
-        response = self.response(usage)
-        if self.on_done is not None:
-            self.on_done(response["output"])
-        return response
+        """The finished Response object (kept as `final`)."""
+        self.final = self.response(usage)
+        return self.final
 
     def failed_events(self, error: ApiError, usage: Usage) -> list:
         """A failure after the stream began: OpenAI's error event, then response.failed."""
         failed = self.response(usage, "failed")
         failed["error"] = {"code": response_error_code(error), "message": error.message}
+        self.final = failed
         return [{"type": "error", "code": error.code, "message": error.message, "param": error.param},
                 {"type": "response.failed", "response": failed}]
 
@@ -110,7 +109,7 @@ class ResponseRun:
         incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
         return {"id": self.plan.response_id, "object": "response", "created_at": self.created_at,
                 "status": status, "completed_at": int(time.time()) if status == "completed" else None,
-                "background": False, "error": None, "incomplete_details": incomplete, "model": self.plan.chat.model,
+                "error": None, "incomplete_details": incomplete, "model": self.plan.chat.model,
                 "output": list(self.output.items), "usage": None if usage is None else self._usage(usage),
                 **self.plan.echo}
 

@@ -4,6 +4,7 @@ The tiny model's weights are random: a function call or JSON comes out only beca
 are enforced by the grammar, as on the chat route (strings capped at 24 characters, SPARKINFER_GRAMMAR_MAX_STRING).
 """
 import json
+import time
 
 import httpx
 import jsonschema
@@ -98,3 +99,23 @@ def test_errors_raise_the_clients_exceptions(client):
     with pytest.raises(openai.NotFoundError) as missing:
         client.responses.retrieve("resp_123")
     assert missing.value.status_code == 404 and missing.value.body["code"] == "response_not_found"
+
+
+def test_a_stored_response_is_read_back_listed_polled_and_deleted(client):
+    """The SDK's stored-response calls on the real stack: retrieve is the object create returned, input_items its
+    input, a background response polled to its end, delete then the 404."""
+    created = client.responses.create(input="Say hello.", max_output_tokens=4, **GREEDY)
+    assert client.responses.retrieve(created.id) == created
+    assert [item.content[0].text for item in client.responses.input_items.list(created.id)] == ["Say hello."]
+    queued = client.responses.create(input="Count.", max_output_tokens=4, background=True, **GREEDY)
+    assert queued.background is True and queued.status in ("queued", "in_progress")
+    for _ in range(600):
+        polled = client.responses.retrieve(queued.id)
+        if polled.status not in ("queued", "in_progress"):
+            break
+        time.sleep(0.05)
+    assert polled.status == "incomplete" and polled.usage.output_tokens == 4
+    assert client.responses.cancel(queued.id) == polled
+    assert client.responses.delete(created.id) is None
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)

@@ -18,8 +18,10 @@ RESPONSE_ERROR_CODES = {"server_error", "rate_limit_exceeded", "invalid_prompt",
                         "image_content_policy_violation", "invalid_image_mode", "image_file_too_large",
                         "unsupported_image_media_type", "empty_image_file", "failed_to_download_image",
                         "image_file_not_found"}
-NOT_STORED = ("this server keeps no response to read back, conversation or prompt (only the turns of its recent "
-              "responses, for previous_response_id)")
+NOT_STORED = ("this server keeps no conversation or prompt (only its recent responses, in the memory of the gateway "
+              "that answered them)")
+NOT_HELD = ("this server keeps its recent responses in the memory of the gateway that answered them, not those "
+            "created with store: false, deleted ones, older ones or another server's")
 
 
 async def post(client, body) -> tuple[int, dict, dict]:
@@ -118,7 +120,6 @@ async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, sta
 
 @pytest.mark.parametrize("field, value, words, code", [
     ("conversation", "conv_123", "conversation refers to a stored conversation", "responses_not_stored"),
-    ("background", True, "background asks for a response kept to be polled later", "responses_not_stored"),
     ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template", "responses_not_stored"),
     # vLLM's stateless multi-turn fields: taken as unknown fields, the earlier turns were dropped without a word.
     ("previous_response", {"id": "resp_1", "object": "response", "output": []},
@@ -140,12 +141,12 @@ async def test_what_needs_a_stored_response_is_a_clear_400(stack, field, value, 
     ("GET", "/v1/responses/resp_abc"), ("DELETE", "/v1/responses/resp_abc"),
     ("POST", "/v1/responses/resp_abc/cancel"), ("GET", "/v1/responses/resp_abc/input_items"),
 ], ids=["get", "delete", "cancel", "input-items"])
-async def test_stored_response_routes_are_404(stack, method, path):
+async def test_routes_of_a_response_not_held_are_404(stack, method, path):
     client, _ = stack
     response = await client.request(method, path)
     assert response.status == 404
     assert orjson.loads(await response.read()) == {"error": {
-        "message": f"Response with id 'resp_abc' not found: {NOT_STORED}", "type": "not_found_error",
+        "message": f"Response with id 'resp_abc' not found: {NOT_HELD}", "type": "not_found_error",
         "param": "response_id", "code": "response_not_found"}}
 
 

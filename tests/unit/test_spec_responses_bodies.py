@@ -58,7 +58,8 @@ async def test_input_tokens_and_errors_match_openais_schema(stack):
     assert spec_errors("openai", "TokenCountsResource", counted) == []
     for method, path, body in [("POST", "/v1/responses", {"model": "fake-model", "input": 3}),
                                ("GET", "/v1/responses/resp_nope", None),
-                               ("POST", "/v1/responses", {"model": "fake-model", "input": "x", "background": True})]:
+                               ("POST", "/v1/responses", {"model": "fake-model", "input": "x", "background": True,
+                                                         "store": False})]:
         response = await client.request(method, path, json=body)
         assert response.status in (400, 404)
         assert spec_errors("openai", "ErrorResponse", await response.json()) == []

@@ -1,0 +1,113 @@
+"""/v1/responses background mode (fake scheduler), as OpenAI's background guide and API reference describe it: create
+with background true answers at once (queued, or in_progress once admitted) while the generation runs on; the
+response is polled with GET until it leaves queued / in_progress; POST .../cancel ends a running one (status
+cancelled, its output so far kept) and answers a finished one as it is; only a background response can be cancelled
+(vLLM's cancel_responses: "Cannot cancel a synchronous response."). Before, background true was a 400. The openai
+SDK's own calls (responses.create / retrieve / cancel / delete / input_items.list) run against it too."""
+import asyncio
+
+import orjson
+import pytest
+from openai import AsyncOpenAI, BadRequestError, NotFoundError
+from openai.types.responses import Response
+
+from tests.unit.spec_oracle import strict
+
+NO_THINK = {"reasoning": {"effort": "none"}}
+
+
+async def call(client, method: str, path: str, body=None) -> tuple[int, dict]:
+    data = None if body is None else orjson.dumps({"model": "fake-model", **NO_THINK, **body})
+    response = await client.request(method, path, data=data)
+    return response.status, orjson.loads(await response.read())
+
+
+async def poll(client, response_id: str) -> dict:
+    for _ in range(400):
+        _, read = await call(client, "GET", f"/v1/responses/{response_id}")
+        if read["status"] not in ("queued", "in_progress"):
+            return read
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"still {read['status']}")
+
+
+async def test_a_background_response_is_answered_at_once_and_polled_to_its_end(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = "one two three", 0.02
+    status, created = await call(client, "POST", "/v1/responses", {"input": "Count", "background": True})
+    assert status == 200 and created["background"] is True and created["status"] in ("queued", "in_progress")
+    assert created["output"] == [] and created["usage"] is None and strict(Response, created) == []
+    done = await poll(client, created["id"])
+    assert done["status"] == "completed" and done["background"] is True
+    assert done["output"][0]["content"][0]["text"] == "one two three" and done["usage"]["output_tokens"] > 0
+    assert strict(Response, done) == []
+    # A finished background response's cancel is that response, unchanged.
+    status, again = await call(client, "POST", f"/v1/responses/{created['id']}/cancel")
+    assert status == 200 and again == done
+
+
+async def test_cancel_ends_a_running_background_response_with_its_output_so_far(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = " ".join(f"w{i}" for i in range(200)), 0.01
+    _, created = await call(client, "POST", "/v1/responses", {"input": "Go", "background": True})
+    await asyncio.sleep(0.2)
+    status, cancelled = await call(client, "POST", f"/v1/responses/{created['id']}/cancel")
+    assert status == 200 and cancelled["status"] == "cancelled" and cancelled["background"] is True
+    text = cancelled["output"][0]["content"][0]["text"]
+    assert text and fake.script.reply.startswith(text) and text != fake.script.reply
+    assert strict(Response, cancelled) == []
+    assert fake.num_running == 0
+    status, read = await call(client, "GET", f"/v1/responses/{created['id']}")
+    assert read == cancelled
+    assert (await call(client, "POST", f"/v1/responses/{created['id']}/cancel"))[1] == cancelled
+
+
+async def test_only_a_background_response_can_be_cancelled(stack):
+    client, _ = stack
+    _, created = await call(client, "POST", "/v1/responses", {"input": "Hi"})
+    status, error = await call(client, "POST", f"/v1/responses/{created['id']}/cancel")
+    assert status == 400 and error["error"]["type"] == "invalid_request_error"
+    assert error["error"]["param"] == "response_id" and "background" in error["error"]["message"]
+    assert (await call(client, "GET", f"/v1/responses/{created['id']}"))[1]["status"] == "completed"
+
+
+@pytest.mark.parametrize("extra, param", [({"store": False}, "background"), ({"stream": True}, "stream")],
+                         ids=["store-false", "stream"])
+async def test_background_that_cannot_be_kept_or_resumed_is_a_400(stack, extra, param):
+    client, fake = stack
+    status, error = await call(client, "POST", "/v1/responses", {"input": "Hi", "background": True, **extra})
+    assert status == 400 and error["error"]["param"] == param and fake.script.requests == []
+
+
+async def test_deleting_a_running_background_response_cancels_it(stack):
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = " ".join(f"w{i}" for i in range(200)), 0.01
+    _, created = await call(client, "POST", "/v1/responses", {"input": "Go", "background": True})
+    status, deleted = await call(client, "DELETE", f"/v1/responses/{created['id']}")
+    assert status == 200 and deleted == {"id": created["id"], "object": "response", "deleted": True}
+    for _ in range(100):
+        if fake.num_running == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert fake.num_running == 0
+    assert (await call(client, "GET", f"/v1/responses/{created['id']}"))[0] == 404
+
+
+async def test_the_openai_sdk_reads_back_deletes_and_cancels(stack):
+    client, fake = stack
+    sdk = AsyncOpenAI(base_url=str(client.make_url("/v1")), api_key="x", max_retries=0)
+    fake.script.reply = "Seven"
+    created = await sdk.responses.create(model="fake-model", input="A prime?", reasoning={"effort": "none"})
+    assert (await sdk.responses.retrieve(created.id)) == created
+    items = [item async for item in sdk.responses.input_items.list(created.id, limit=1)]
+    assert [item.content[0].text for item in items] == ["A prime?"]
+    with pytest.raises(BadRequestError):
+        await sdk.responses.cancel(created.id)
+    assert await sdk.responses.delete(created.id) is None
+    with pytest.raises(NotFoundError):
+        await sdk.responses.retrieve(created.id)
+    fake.script.reply, fake.script.delay_s = " ".join(f"w{i}" for i in range(200)), 0.01
+    queued = await sdk.responses.create(model="fake-model", input="Go", background=True, reasoning={"effort": "none"})
+    assert queued.status in ("queued", "in_progress")
+    assert (await sdk.responses.cancel(queued.id)).status == "cancelled"
+    await sdk.close()
