@@ -90,6 +90,12 @@ def _opens_call(opened: str) -> bool:
     return opened.startswith(_CALL_STARTS[0]) and names_function(opened, len(_CALL_STARTS[0])) is True
 
 
+def _only_calls(held: str) -> bool:
+    """Whether the thinking from a held <tool_call> to its </think> is calls alone: it opens a call and ends with a
+    </tool_call> (blanks after it)."""
+    return _opens_call(held[len(TOOL_CALL):].lstrip()) and held.rstrip().endswith("</tool_call>")
+
+
 class ThinkingTokens:
     """Counts a choice's generated ids that are thinking, as vLLM counts usage's reasoning_tokens (its reasoning
     parser's count_reasoning_tokens over the output ids, vLLM #45802): the ids after the first <think> (else from the
@@ -123,16 +129,22 @@ class ReasoningSplitter:
     also opens reasoning; output that never closes stays reasoning. A `<tool_call>` that opens a call
     (`<function=` or a JSON object follows) and is never followed by `</think>` ends reasoning: the call is
     answer text. Until that is known the call is held back, so a call (or a mention of the tag) inside
-    reasoning that `</think>` later closes stays reasoning, streamed or not, and is never parsed as a call.
-    Newlines right after `</think>` are dropped from the answer. Tags split across pieces are held back.
+    reasoning that `</think>` later closes stays reasoning, streamed or not, and is never parsed as a call, unless
+    the thinking ends with the calls and the output ends with nothing after `</think>`: then they are the answer, as
+    Ollama's Qwen3.5 parser (a <tool_call> ends the thinking) and transformers serve read them; vLLM's qwen3 parser
+    drops that call (vllm#39056, an agent loop ended on an empty answer). Newlines right after `</think>` are dropped
+    from the answer. Tags split across pieces are held back.
     """
 
     def __init__(self, thinking_open: bool):
         # "start": nothing seen yet, "reasoning": inside <think>, "call": a <tool_call> in reasoning held back
-        # (self._held) until </think> or the end says what it is, "after": just closed, "content".
+        # (self._held) until </think> or the end says what it is, "closed": the thinking closed right after its calls
+        # (self._closed_calls), held until answer text (they were reasoning) or the end (they are the answer),
+        # "after": just closed, "content".
         self._state = "reasoning" if thinking_open else "start"
         self._skip_open_tag = True
         self._held = ""
+        self._closed_calls = ""
         # A call held (state "call") whose start reads as a call for good (_opens_call): the pieces pushed after
         # self._held, their length, and the held text's last characters (where a </think> may begin). Such a call is
         # held to </think> or the end, maybe thousands of tokens: it is neither searched nor copied again a piece
@@ -146,7 +158,7 @@ class ReasoningSplitter:
     @property
     def held(self) -> int:
         """Characters pushed but not returned yet (a tag or call not complete)."""
-        return len(self._held) + self._num_more
+        return len(self._held) + self._num_more + len(self._closed_calls)
 
     def push(self, text: str) -> tuple[str, str]:
         """(reasoning, content) of a new text piece; text that may still turn out either way is held back."""
@@ -183,6 +195,10 @@ class ReasoningSplitter:
                 return held, ""
             # A call never closed by </think>: it ends the reasoning and is the answer.
             return "", held
+        if self._state == "closed":
+            # Nothing but blanks after the </think> that closed the calls: they are the answer.
+            calls, self._closed_calls = self._closed_calls, ""
+            return "", calls
         return "", held.lstrip("\n") if self._state == "after" else held
 
     def _step(self, buf: str, reasoning: list, content: list) -> str:
@@ -201,6 +217,14 @@ class ReasoningSplitter:
             return self._step_reasoning(buf, reasoning)
         if self._state == "call":
             return self._step_call(buf, reasoning)
+        if self._state == "closed":
+            if not buf.strip():
+                self._held = buf
+                return ""
+            # Answer text after the </think>: the calls before it were part of the reasoning.
+            reasoning.append(self._closed_calls)
+            self._closed_calls, self._state = "", "after"
+            return buf
         if self._state == "after":
             rest = buf.lstrip("\n")
             if rest:
@@ -249,10 +273,14 @@ class ReasoningSplitter:
     def _step_call(self, buf: str, reasoning: list) -> str:
         """buf starts with <tool_call>: hold it while it may be a call not followed by </think>."""
         if THINK_END in buf:
-            # Closed by </think>: the call (or the tag) was part of the reasoning.
+            # Closed by </think>: the call (or the tag) was part of the reasoning, unless the thinking ends with the
+            # calls and nothing follows in the answer (state "closed").
             end = buf.find(THINK_END)
-            reasoning.append(buf[:end])
-            self._state = "after"
+            if _only_calls(buf[:end]):
+                self._closed_calls, self._state = buf[:end], "closed"
+            else:
+                reasoning.append(buf[:end])
+                self._state = "after"
             return buf[end + len(THINK_END):]
         opened = buf[len(TOOL_CALL):].lstrip()
         if opened and (not any(start.startswith(opened[:len(start)]) for start in _CALL_STARTS)
