@@ -170,6 +170,11 @@ def _check_fp8_scale(ckpt: SafetensorsCheckpoint, prefix: str) -> None:
     uint8 E8M0 exponents there, which multiplied as numbers give weights up to 2^127 / 127 times off (MXFP8 loaded
     silently with every weight x127 before), or MXFP4's packed codes a misleading shape error."""
     scale = f"{prefix}.weight_scale" if f"{prefix}.weight_scale" in ckpt else f"{prefix}.weight_scale_inv"
+    if ckpt.dtype(scale) == "F8_E4M3" and ckpt.dtype(f"{prefix}.weight") == "U8":
+        # NVFP4 codes and block scales without ModelOpt's global scale (vllm-project/vllm#54444: vLLM then serves
+        # whatever its uninitialised global scale holds); named here, not as an E8M0 scale
+        raise MissingTensorError(f"{prefix}.weight_scale_2", f"{ckpt.file_of(scale)} (the global scale of the NVFP4 "
+                                                             f"codes {prefix}.weight and block scales {scale})")
     if ckpt.dtype(scale) not in _SCALE_DTYPES:
         raise UnsupportedModelError(ckpt.file_of(scale), f"tensor {scale} is stored as {ckpt.dtype(scale)}, not a "
                                                          "float scale (MX E8M0 block exponents are not read)")

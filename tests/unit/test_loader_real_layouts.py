@@ -1,5 +1,6 @@
 """Unit tests (CPU): layouts of published quantized Qwen3.5 / Qwen3-Next checkpoints that differ from what the
 quantize command writes, each loaded against the plain layout of the same weights (its logits or its tensors)."""
+import json
 import os
 import shutil
 
@@ -7,10 +8,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from kernels.nvfp4 import checkpoint, naive
+from kernels.nvfp4 import checkpoint, naive, quantize
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
-from worker.loader import UnsupportedModelError, load_model
+from worker.loader import MissingTensorError, UnsupportedModelError, load_model
 from worker.tiny import write_tiny_checkpoint
 
 
@@ -102,3 +103,26 @@ def test_fused_quantized_experts_are_refused_naming_what_is_stored(moe_path, tmp
     assert message.startswith(os.path.join(folder, "model.safetensors") + ": unsupported model: tensor "
                               f"model.language_model.layers.0.mlp.{found}: routed experts quantized as one fused "
                               f"tensor per projection ({parts}) are not read"), message
+
+
+@pytest.mark.parametrize("linear", ["mlp.shared_expert.up_proj", "mlp.experts.1.down_proj"])
+def test_nvfp4_linear_without_its_global_scale_is_named(moe_path, tmp_path, linear):
+    """ModelOpt NVFP4 codes and block scales whose weight_scale_2 is absent (vllm-project/vllm#54444: served with an
+    uninitialised global scale there): the missing tensor is named, where the loader said the F8_E4M3 block scale
+    was no float scale (an MX E8M0 one)."""
+    out = str(tmp_path / "nvfp4")
+    quantize.quantize_folder(moe_path, out, "modelopt", progress=False)
+    prefix = f"model.language_model.layers.2.{linear}"
+    index_path = os.path.join(out, "model.safetensors.index.json")
+    with open(index_path, encoding="utf-8") as f:
+        index = json.load(f)
+    shard = os.path.join(out, index["weight_map"].pop(prefix + ".weight_scale_2"))
+    weights = load_file(shard)
+    del weights[prefix + ".weight_scale_2"]
+    save_file(weights, shard)
+    with open(index_path, "w", encoding="utf-8") as f:
+        json.dump(index, f)
+    with pytest.raises(MissingTensorError) as error:
+        load_model(out, progress=False)
+    assert str(error.value) == (f"tensor {prefix}.weight_scale_2 missing from {shard} (the global scale of the NVFP4 "
+                                f"codes {prefix}.weight and block scales {prefix}.weight_scale)")
