@@ -162,6 +162,8 @@ def _write(writer: ShardWriter, name: str, tensor: torch.Tensor, fmt: str, lm_he
         return "nvfp4"
     if name.endswith(".weight") and tensor.dim() == 2:
         ignored.append(prefix)
+    elif name.endswith(FUSED_EXPERTS) and tensor.dim() == 3 and name.rsplit(".", 1)[0] not in ignored:
+        ignored.append(name.rsplit(".", 1)[0])  # the MTP layer's experts, kept fused bf16: nvidia's releases say "mtp*"
     writer.add(name, tensor)
     return "kept"
 

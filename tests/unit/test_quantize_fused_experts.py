@@ -5,6 +5,7 @@ listed in `ignore` either, so vLLM read them as NVFP4 experts (NVIDIA/Model-Opti
 ModelOpt). Now each expert is quantized and written as experts.{e}.{gate,up,down}_proj, ModelOpt's export naming."""
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -96,3 +97,24 @@ def test_fp8_fused_experts_are_refused_naming_the_tensor(moe_path, tmp_path, cap
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and f"tensor {name} in model.safetensors is stored as F8_E4M3" in err
     assert not os.path.exists(out)
+
+
+def test_mtp_fused_experts_stay_bf16_and_are_listed_in_ignore(moe_path, tmp_path):
+    """The MTP layer (mtp.*, not served here) keeps its fused experts bf16, and config.json's ignore names their
+    module, as nvidia's Qwen3.5 NVFP4 releases ignore "mtp*": a reader of the ignore list (vLLM's MTP drafter) would
+    otherwise take them for NVFP4 experts."""
+    src, out = str(tmp_path / "src"), str(tmp_path / "nvfp4")
+    shutil.copytree(moe_path, src)
+    path = os.path.join(src, "model.safetensors")
+    weights = load_file(path)
+    base = EXPERTS.format(0)
+    mtp = {"mtp.layers.0.mlp.experts.gate_up_proj": weights[base + "gate_up_proj"].clone(),
+           "mtp.layers.0.mlp.experts.down_proj": weights[base + "down_proj"].clone()}
+    save_file({**weights, **mtp}, path)
+    quantize.quantize_folder(src, out, "compressed-tensors", progress=False)
+    ckpt = SafetensorsCheckpoint(out)
+    for name, tensor in mtp.items():
+        assert torch.equal(ckpt.get(name), tensor)
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        ignored = json.load(f)["quantization_config"]["ignore"]
+    assert [name for name in ignored if "experts" in name] == ["mtp.layers.0.mlp.experts"]
