@@ -94,7 +94,9 @@ def quant_config(fmt: str, ignored: list) -> dict:
     """The `quantization_config` block written into config.json for layout `fmt`."""
     weights = {"num_bits": 4, "type": "float", "group_size": naive.BLOCK, "dynamic": False}
     if fmt == "modelopt":
-        return {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ignored,
+        # weight-only (no input_scale written): ModelOpt's W4A16_NVFP4, which vLLM serves with FP4 Marlin; its
+        # "NVFP4" is W4A4 and reads an input_scale per Linear (vllm modelopt.py ModelOptNvFp4Config)
+        return {"quant_method": "modelopt", "quant_algo": "W4A16_NVFP4", "group_size": naive.BLOCK, "ignore": ignored,
                 "producer": {"name": "sparkinfer", "version": "1"},
                 "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None}}}
     weights.update({"strategy": "tensor_group", "symmetric": True})

@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from kernels.nvfp4 import quantize
 from worker.loader import load_model
+from worker.model_card import load_model_card
 from worker.tiny import write_tiny_checkpoint
 
 
@@ -82,3 +83,20 @@ def test_output_folder_inside_the_source_is_not_copied_into_itself(tiny_path, tm
                                              + [n for n in os.listdir(tiny_path) if n.endswith(".json")
                                                 and n != "config.json"])
     load_model(out, progress=False)
+
+
+def test_modelopt_output_names_the_weight_only_algorithm_its_tensors_hold(tiny_path, tmp_path):
+    """The command writes no input_scale (weight-only), so its ModelOpt config says W4A16_NVFP4: ModelOpt's "NVFP4" is
+    W4A4, whose every quantized Linear carries an input_scale that vLLM's W4A4 path (ModelOptNvFp4LinearMethod, the
+    cutlass GEMM on Blackwell) multiplies into its alpha; named "NVFP4", the output was served with a scale it never
+    had. compressed-tensors says the same with input_activations null (NVFP4A16)."""
+    out = str(tmp_path / "nvfp4")
+    quantize.quantize_folder(tiny_path, out, "modelopt", progress=False)
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)["quantization_config"]
+    with open(os.path.join(out, "model.safetensors.index.json"), encoding="utf-8") as f:
+        names = json.load(f)["weight_map"]
+    assert [n for n in names if n.endswith("weight_scale_2")]
+    assert not [n for n in names if n.endswith("input_scale")]
+    assert (config["quant_algo"], config["group_size"]) == ("W4A16_NVFP4", 16)
+    assert load_model_card(out)["quantization"] == "nvfp4"
