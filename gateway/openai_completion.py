@@ -10,9 +10,9 @@ from gateway.llama_cpp_clients import high_temperature, llama_cpp_ranges
 from gateway.llama_cpp_fields import check_post_sampling, fold_n_cmpl
 from gateway.logprob_limits import check_logprob_counts
 from gateway.model import ModelCard
-from gateway.openai_checks import check_min_tokens, check_prompt_size, completion_max_tokens, resolve_max_tokens
+from gateway.openai_checks import check_prompt_size, completion_max_tokens, resolve_max_tokens
 from gateway.openai_fields import check_fields, guided_constraint
-from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
+from gateway.openai_plan import Plan, base_gen, check_model, min_tokens, response_schema, stream_options
 from gateway.openai_schema import COMPLETION_SCHEMA
 from gateway.prompt_logprobs import plan_prompt_logprobs
 from gateway.reasoning import ids_open_thinking
@@ -100,7 +100,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     gen.extra_prompt_ids = ids_list[1:]
     if any(limit != max_tokens for limit in limits):
         gen.extra_max_tokens = limits[1:]
-        check_min_tokens(gen.sampling.min_tokens, min(limits))
+        gen.sampling.min_tokens = min_tokens(body, min(limits), param)
     gen.num_logprobs = _completion_num_logprobs(body, gen.num_logprobs)
     if read_thinking:
         _completion_thinking(body, card, gen, ids_list)

@@ -8,6 +8,7 @@ from typing import Optional
 
 from gateway.engine import GenRequest
 from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.llama_cpp_clients import speaks_llama_cpp
 from gateway.llama_cpp_fields import max_predict_s, min_indent
 from gateway.sglang_fields import include_stop
 from gateway.model import ModelCard
@@ -86,8 +87,13 @@ def min_tokens(body: dict, max_tokens: int, name: str) -> int:
     """vLLM's min_tokens (>= 0 by the schema): 400 above an explicit limit, and above the resolved one (a default
     or the room the context leaves), as vLLM's SamplingParams check refuses it against the max_tokens it resolved.
     `name` is the field that set the limit (chat_max_tokens' pick on chat; n_predict or max_tokens on completions,
-    which have no max_completion_tokens: there it is an unknown field and limits nothing)."""
+    which have no max_completion_tokens: there it is an unknown field and limits nothing). A llama.cpp client's
+    min_tokens is held at the limit instead: llama-server has no such field and ignores it, and the servers its
+    clients' text-completion presets were written for take it as a floor under the limit (SillyTavern sends its
+    min_length as min_tokens to every source: its LLaMa-Precise preset's 200 against an 80-token reply was a 400)."""
     value = body.get("min_tokens") or 0
+    if speaks_llama_cpp(body):
+        return min(value, max_tokens)
     explicit = body.get(name)
     # n_predict -1 is no explicit limit.
     if explicit is not None and 0 <= explicit < value:
