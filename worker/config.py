@@ -231,13 +231,13 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),
         quant_method=str((raw.get("quantization_config") or {}).get("quant_method") or ""),
-        quant_formats=_quant_formats(raw.get("quantization_config") or {}),
+        quant_formats=quant_formats_of(raw.get("quantization_config") or {}),
         **_rope_fields(text),
         **_moe_fields(model_type, text),
     )
 
 
-def _quant_formats(quant: dict) -> list:
+def quant_formats_of(quant: dict) -> list:
     """quantization_config's "format" and each config_groups entry's "format" (compressed-tensors names the format
     per group under "mixed-precision"), in order, without repeats."""
     groups = quant.get("config_groups") if isinstance(quant.get("config_groups"), dict) else {}

@@ -3,7 +3,7 @@ import json
 import os
 
 from worker.checkpoint_errors import MissingFileError
-from worker.config import ModelConfig
+from worker.config import ModelConfig, quant_formats_of
 
 
 def _read_json(path: str, required: bool) -> dict:
@@ -85,12 +85,15 @@ def quantization_of(folder: str, raw_config: dict) -> str:
         qc = _read_json(os.path.join(folder, "hf_quant_config.json"), required=False).get("quantization") or {}
     if not qc:
         return "bf16"
-    algo, fmt = str(qc.get("quant_algo") or "").upper(), str(qc.get("format") or "")
-    if algo == "MIXED_PRECISION":
+    algo, formats = str(qc.get("quant_algo") or "").upper(), set(quant_formats_of(qc))
+    # compressed-tensors names the format per config group too: "mixed-precision" (or no top-level format) over
+    # groups of nvfp4-pack-quantized and float-quantized Linears (unsloth's Qwen3.8-27B-NVFP4) is mixed
+    if algo == "MIXED_PRECISION" or len(formats) > 1 or "mixed-precision" in formats:
         return "mixed"
+    fmt = next(iter(formats), "")
     if "NVFP4" in algo or fmt.startswith("nvfp4"):
         return "nvfp4"
-    if "FP8" in algo or "float-quantized" in fmt:
+    if "FP8" in algo or fmt == "float-quantized":
         return "fp8"
     return str(qc.get("quant_method") or "quantized")
 
