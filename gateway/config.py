@@ -53,6 +53,18 @@ def env_number(parser: argparse.ArgumentParser, name: str, default, kind=float):
         parser.error(f"{name}={value!r} is not {'an integer' if kind is int else 'a number'}")
 
 
+def env_switch(parser: argparse.ArgumentParser, name: str, default: bool) -> bool:
+    """The on/off variable `name`: 1 or true on, 0 or false off (any case), default when unset or empty; another
+    value ends the process with a line naming it (SPARKINFER_ACCESS_LOG=off logged every request, and
+    SPARKINFER_ALLOW_CREDENTIALS=yes left credentials off, without a word)."""
+    value = _env(name, None)
+    if value is None:
+        return default
+    if value.strip().lower() not in ("1", "true", "0", "false"):
+        parser.error(f"{name}={value!r} is not a switch: 1 (or true) turns it on, 0 (or false) off")
+    return value.strip().lower() in ("1", "true")
+
+
 # Read where they are used (on each request): checked here, so that a bad one stops the start, not every request.
 _CHECKED_AT_START = (("SPARKINFER_GATEWAY_CPU_THREADS", int), ("SPARKINFER_GRAMMAR_MAX_STRING", int))
 
@@ -153,7 +165,7 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                              "chrome-extension://*,http://localhost:*) or vLLM's JSON list; a request from another "
                              "origin is a 403 (SPARKINFER_ALLOWED_ORIGINS)")
     parser.add_argument("--allow-credentials", action="store_true",
-                        default=_env("SPARKINFER_ALLOW_CREDENTIALS", "0").lower() in ("1", "true"),
+                        default=env_switch(parser, "SPARKINFER_ALLOW_CREDENTIALS", d.allow_credentials),
                         help="CORS with credentials (cookies, HTTP auth), as vLLM's flag: the allowed Origin is "
                              "echoed instead of * (SPARKINFER_ALLOW_CREDENTIALS)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
@@ -163,11 +175,13 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
 def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
     """vLLM's switches the gateway honours: tools under tool_choice none, request templates, drain, access log."""
     parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
-                        default=_env("SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE", "0").lower() in ("1", "true"),
+                        default=env_switch(parser, "SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE",
+                                           d.exclude_tools_when_tool_choice_none),
                         help="leave the tools out of the prompt when tool_choice is 'none' (as vLLM's flag; by "
                              "default the model still sees them) (SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE)")
     parser.add_argument("--trust-request-chat-template", action="store_true",
-                        default=_env("SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE", "0").lower() in ("1", "true"),
+                        default=env_switch(parser, "SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE",
+                                           d.trust_request_chat_template),
                         help="render the chat_template a request sends (vLLM's flag of the same name; off: 400), "
                              "only for trusted clients: a template can loop for hours "
                              "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
@@ -176,7 +190,7 @@ def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> N
                         help="on SIGTERM or SIGINT, stop accepting connections and give the requests in flight this "
                              "long to finish before they are cut (SPARKINFER_DRAIN_GRACE_S)")
     parser.add_argument("--disable-access-log", action="store_true",
-                        default=_env("SPARKINFER_ACCESS_LOG", "1").lower() in ("0", "false"),
+                        default=not env_switch(parser, "SPARKINFER_ACCESS_LOG", d.access_log),
                         help="no log line per request (as vLLM's --disable-uvicorn-access-log; by default each "
                              "request is logged with its status, time and X-Request-Id) (SPARKINFER_ACCESS_LOG=0)")
     parser.add_argument("--disable-access-log-for-endpoints",

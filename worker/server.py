@@ -28,6 +28,7 @@ from worker.loader import load_model
 from worker.model_card import load_model_card
 from worker.model_runner import MIB, ModelRunner, size_pools
 from worker.pipeline import StepPipeline
+from worker.switches import switch_problem
 from worker.warmup import warm_up_eager
 from worker.wire import SchedulerLink
 
@@ -111,6 +112,9 @@ def parse_config(argv=None, environ=None) -> WorkerConfig:
     problem = _device_problem(config.device)
     if problem:
         parser.error(f"device (SPARKINFER_DEVICE): {config.device!r} {problem}")
+    problem = switch_problem(environ)
+    if problem:
+        parser.error(problem)
     return config
 
 

@@ -21,9 +21,9 @@ CODE_DIRS = ("gateway", "scheduler", "worker", "deploy", "kernels")
 # A quoted name: the environ.get / ENV_NAMES / ENV constants; prose in docstrings and help texts is not quoted so.
 _QUOTED = re.compile(r"""["'](SPARKINFER_[A-Z0-9_]+)["']""")
 _ENV_GET = re.compile(r"""environ\.get\(\s*"(SPARKINFER_[A-Z0-9_]+)"\s*,\s*"([^"]*)"\s*\)""")
-# The gateway's and launcher's flag defaults: env_number(parser, NAME, default) and _env(NAME, default).
+# The gateway's and launcher's flag defaults: env_number(parser, NAME, default), env_switch(...) and _env(NAME, default).
 _FLAG_DEFAULT = re.compile(
-    r"""(?:env_number\(parser, |_env\()\s*("SPARKINFER_[A-Z0-9_]+"|watchdog\.ENV)\s*,\s*([^,)]+)""")
+    r"""(?:env_number\(parser, |env_switch\(parser, |_env\()\s*("SPARKINFER_[A-Z0-9_]+"|watchdog\.ENV)\s*,\s*([^,)]+)""")
 
 
 def _sources():
