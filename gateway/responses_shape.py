@@ -174,6 +174,15 @@ class OutputBuilder:
         self.items.append(item)
         return events + [{"type": "response.output_item.done", "output_index": where["output_index"], "item": item}]
 
+    def snapshot(self) -> list:
+        """The output items so far with the open one as it stands (in_progress): a response read while it runs."""
+        items = list(self.items)
+        if self._open is not None:
+            items.append(_item(self._open, self._open_id, str(self._text), "in_progress", self._logprobs))
+        if self._call is not None:
+            items.append({**self._call, "arguments": str(self._call_arguments)})
+        return items
+
     def close(self, status: str) -> list:
         """Finishes the open reasoning or message item (status completed, or incomplete when cut short)."""
         if self._open is None:

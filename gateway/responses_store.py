@@ -48,7 +48,8 @@ class Live:
     def response(self) -> dict:
         """The Response object as it stands: queued (a background one the scheduler has not admitted yet) or
         in_progress, with the output items so far."""
-        return self.run.response(None, "in_progress" if self.gen.admitted or not self.background else "queued")
+        response = self.run.response(None, "in_progress" if self.gen.admitted or not self.background else "queued")
+        return {**response, "output": self.run.output.snapshot()}
 
 
 def with_ids(items: list) -> list:
@@ -89,7 +90,7 @@ class StoredResponses:
             return
         response = live.run.final
         if response is None or live.cancelled:
-            response = live.run.response(live.gen.usage(), "cancelled")
+            response = {**live.run.response(live.gen.usage(), "cancelled"), "output": live.run.output.snapshot()}
         output = response["output"]
         record = {key: value for key, value in response.items() if key != "output"}
         record["num_input"] = len(live.own_input)
