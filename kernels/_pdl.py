@@ -67,9 +67,44 @@ def launch(kernel, grid: tuple, block: tuple, args: tuple, shared_mem: int, stre
     lib = _driver()
     err = lib.cuLaunchKernelEx(ctypes.byref(cfg), ctypes.c_void_p(kernel.kernel.ptr), params, None)
     if err:
-        name = ctypes.c_char_p()
-        lib.cuGetErrorName(err, ctypes.byref(name))
-        raise RuntimeError(f"cuLaunchKernelEx failed: {(name.value or b'?').decode()} ({err})")
+        _raise(err)
+
+
+def _raise(err: int) -> None:
+    """RuntimeError naming the driver's error `err` (a failed cuLaunchKernelEx)."""
+    name = ctypes.c_char_p()
+    _driver().cuGetErrorName(err, ctypes.byref(name))
+    raise RuntimeError(f"cuLaunchKernelEx failed: {(name.value or b'?').decode()} ({err})")
+
+
+class PreparedLaunch:
+    """One kernel launch whose arguments are held as ctypes values, for a launch repeated with a few of them changed
+    (a step plan's per-layer addresses): about 100 us of host time went to building a launch's arguments and its
+    checks a layer (session 27, run 8). kernel, grid, block, args (numpy scalars), shared_mem as launch(); pdl: with
+    the programmatic-serialization attribute (the kernel must griddepcontrol.wait, as for launch()), else a plain
+    launch (cuLaunchKernelEx without attributes). set() changes one argument; launch() issues it on torch's current
+    stream. Raises as launch()."""
+
+    def __init__(self, kernel, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pdl: bool = True):
+        self.kernel, self.values = kernel, [_c_arg(a) for a in args]
+        self.params = (ctypes.c_void_p * len(self.values))(
+            *[ctypes.cast(ctypes.pointer(c), ctypes.c_void_p) for c in self.values])
+        self.attr = _Attr(id=ATTR_PROGRAMMATIC_STREAM_SERIALIZATION)
+        self.attr.value[0] = 1
+        g, b = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
+        self.cfg = _Config((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b), shared_mem, None,
+                           ctypes.pointer(self.attr) if pdl else None, 1 if pdl else 0)
+        self.fn = ctypes.c_void_p(kernel.kernel.ptr)
+
+    def set(self, index: int, value) -> None:
+        """Argument `index` becomes `value` (an int address or count, a float), in the type it was made with."""
+        self.values[index].value = value
+
+    def launch(self) -> None:
+        self.cfg.stream = _compile.current_stream().ptr
+        err = _driver().cuLaunchKernelEx(ctypes.byref(self.cfg), self.fn, self.params, None)
+        if err:
+            _raise(err)
 
 
 def supported() -> bool:

@@ -191,8 +191,24 @@ def paged_decode(q, k_pool, v_pool, tables, num_keys, scale: float, max_keys: in
     return out
 
 
+# Where launches() puts the addresses a step plan changes per layer (kernels/attention/step_plan.py)
+ARG_Q, ARG_K_POOL, ARG_V_POOL, ARG_OUT, ARG_WS, COMBINE_ARG_OUT = 0, 2, 3, 7, 8, 1
+
+
 def _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, keys_per_lane, mma_config) -> None:
     """The chosen kernel's launch, then the combine launch where a row's keys are split."""
+    stream = _compile.current_stream()
+    found, _ws = launches(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, keys_per_lane, mma_config)
+    for fn, grid, block, args, shared_mem in found:
+        fn(grid, block, args, stream=stream, shared_mem=shared_mem)
+
+
+def launches(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, keys_per_lane=0, mma_config=()):
+    """paged_decode's launches for a chosen kernel ("mma", "tile" or "split"; arguments as paged_decode) ->
+    ([(function, grid, block, args, shared_mem)], ws): the kernel's launch and, where a row's keys are split, the
+    combine's, and the float32 split workspace [Nd * nKV * S * (GMAX * hd + 2 GMAX)] they share (None with one split;
+    the caller keeps it alive until they ran). args hold the addresses at ARG_Q, ARG_K_POOL, ARG_V_POOL, ARG_OUT and
+    ARG_WS (out's again with one split), the combine's out at COMBINE_ARG_OUT."""
     import numpy as np
 
     num_rows, num_heads, head_dim = q.shape
@@ -204,24 +220,25 @@ def _launch(kernel, q, k_pool, v_pool, tables, num_keys, scale, max_keys, out, k
         splits = tile_splits(num_rows, num_kv, max_keys, sms)
     else:
         splits = num_splits(num_rows, num_kv, max_keys, sms)
-    ws = out
+    ws = None
     if splits > 1:
         entry = GMAX * head_dim + 2 * GMAX
         ws = torch.empty(num_rows * num_kv * splits * entry, dtype=torch.float32, device=q.device)
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
-    group, stream = num_heads // num_kv, _compile.current_stream()
+    group = num_heads // num_kv
     args = (ptr(q), np.int64(q.stride(0)), ptr(k_pool), ptr(v_pool), ptr(tables), np.int64(tables.stride(0)),
-            ptr(num_keys), ptr(out), ptr(ws), np.int32(num_kv), np.int32(group), np.int32(k_pool.shape[1]),
-            np.float32(scale * LOG2E))
+            ptr(num_keys), ptr(out), ptr(out if ws is None else ws), np.int32(num_kv), np.int32(group),
+            np.int32(k_pool.shape[1]), np.float32(scale * LOG2E))
     grid = (splits, num_kv, num_rows)
     if kernel == "mma":
-        _mma_kernel(head_dim, warps, stages)(grid, (32 * warps,), args, stream=stream,
-                                             shared_mem=mma_smem_bytes(head_dim, warps, stages))
+        found = [(_mma_kernel(head_dim, warps, stages), grid, (32 * warps,), args,
+                  mma_smem_bytes(head_dim, warps, stages))]
     elif kernel == "tile":
-        _kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE)(grid, (THREADS,), args, stream=stream)
+        found = [(_kernel("paged_decode_tile", head_dim, 1, TILE_SOURCE), grid, (THREADS,), args, 0)]
     else:
         kpl = keys_per_lane or pick_keys_per_lane(splits * num_kv * num_rows, sms, -(-max_keys // splits))
-        _kernel("paged_decode", head_dim, kpl)(grid, (THREADS,), args, stream=stream)
+        found = [(_kernel("paged_decode", head_dim, kpl), grid, (THREADS,), args, 0)]
     if splits > 1:  # the KPL 1 module's combine (the same code in each): no second compile mid-run for a new KPL
-        _kernel("paged_decode_combine", head_dim, 1)((num_heads, num_rows), (head_dim // 4,), (
-            ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), stream=stream)
+        found.append((_kernel("paged_decode_combine", head_dim, 1), (num_heads, num_rows), (head_dim // 4,), (
+            ptr(ws), ptr(out), np.int32(num_kv), np.int32(group), np.int32(splits)), 0))
+    return found, ws

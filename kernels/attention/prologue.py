@@ -66,22 +66,34 @@ def qk_norm_rope_cache(query_gate, key, value, q_norm, k_norm, eps: float, cos, 
     allowed); q_norm, k_norm [HD] bf16 (zero-centred weights); cos, sin [T, ROT] bf16; slot_mapping [T] int64 (flat
     pool index; < 0 skips the write); k_pool, v_pool [..., nKV, HD] bf16 contiguous, written in place with the
     normalised, rotated key and the value. Returns the normalised, rotated query [T, nH, HD] bf16 contiguous."""
-    import numpy as np
-
     num_tokens, num_heads, head_dim = query_gate.shape[0], query_gate.shape[1], k_pool.shape[-1]
-    num_kv = k_pool.shape[-2]
     q_out = torch.empty(num_tokens, num_heads, head_dim, dtype=torch.bfloat16, device=query_gate.device)
     if num_tokens == 0:
         return q_out
-    cos, sin = cos.contiguous(), sin.contiguous()
+    grid, block, args = launch_args(query_gate, key, value, q_norm, k_norm, eps, cos.contiguous(), sin.contiguous(),
+                                    slot_mapping.contiguous(), q_out, k_pool, v_pool)
+    _launch("attn_qk_norm_rope_cache", head_dim, grid, block, args)
+    return q_out
+
+
+# Where launch_args puts the addresses a step plan changes per layer (kernels/attention/step_plan.py)
+ARG_QUERY_GATE, ARG_KEY, ARG_VALUE, ARG_Q_NORM, ARG_K_NORM, ARG_K_POOL, ARG_V_POOL = 0, 2, 4, 6, 7, 13, 14
+
+
+def launch_args(query_gate, key, value, q_norm, k_norm, eps: float, cos, sin, slot_mapping, q_out, k_pool,
+                v_pool) -> tuple:
+    """attn_qk_norm_rope_cache's (grid, block, args) for qk_norm_rope_cache's tensors (cos, sin, slot_mapping
+    contiguous) and its output q_out [T, nH, HD]."""
+    import numpy as np
+
+    num_tokens, num_heads, num_kv = query_gate.shape[0], query_gate.shape[1], k_pool.shape[-2]
     ptr = lambda t: np.uint64(t.data_ptr())  # noqa: E731
     args = (ptr(query_gate), np.int64(query_gate.stride(0)), ptr(key), np.int64(key.stride(0)), ptr(value),
             np.int64(value.stride(0)), ptr(q_norm), ptr(k_norm), ptr(cos), ptr(sin), np.int64(cos.stride(0)),
-            ptr(slot_mapping.contiguous()), ptr(q_out), ptr(k_pool), ptr(v_pool), np.int32(num_tokens),
+            ptr(slot_mapping), ptr(q_out), ptr(k_pool), ptr(v_pool), np.int32(num_tokens),
             np.int32(num_heads), np.int32(num_kv), np.int32(cos.shape[-1]), np.float32(eps))
     items = num_tokens * (num_heads + 2 * num_kv)
-    _launch("attn_qk_norm_rope_cache", head_dim, -(-items // 4), 128, args)
-    return q_out
+    return -(-items // 4), 128, args
 
 
 def gate_mul(attn: torch.Tensor, query_gate: torch.Tensor) -> torch.Tensor:

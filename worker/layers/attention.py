@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from kernels.attention import ops as attention_ops
 from kernels.attention import prologue
+from kernels.attention.step_plan import AttentionPlan
 from worker.batch import ForwardBatch
 from worker.layers.fused import fuse
 from worker.layers.linear import Linear
@@ -20,6 +21,7 @@ from worker.layers.rope import RotaryEmbedding
 # rows, or fewer up to 1024 keys), "1" wherever they can serve, "0" never
 # (the torch gather + batched matmuls); SPARKINFER_PAGED_DECODE sets it, for A/B runs
 DECODE_KERNEL = os.environ.get("SPARKINFER_PAGED_DECODE", "auto")
+PLANNED = True  # prefill / mixed steps plan their attention launches once (kernels/attention/step_plan.py); A/B runs
 
 
 @dataclass
@@ -121,17 +123,39 @@ class GatedAttention(torch.nn.Module):
         flat_k, flat_v = k_pool.view(-1, self.num_kv_heads, hd), v_pool.view(-1, self.num_kv_heads, hd)
         fused = (prologue.serves(query_gate, key, value, k_pool, cos.shape[-1]) and v_pool.is_contiguous()
                  and self.q_norm.eps == self.k_norm.eps)
-        if fused:  # one launch for the norms, RoPE and the cache writes (kernels/attention/prologue.cu)
+        plan = self._plan(meta, query_gate, key, value, cos, sin, (k_pool, v_pool)) if fused else None
+        if plan is not None:
+            query = plan.qk_norm_rope_cache(query_gate, key, value, self.q_norm.weight, self.k_norm.weight, k_pool,
+                                            v_pool)
+        elif fused:  # one launch for the norms, RoPE and the cache writes (kernels/attention/prologue.cu)
             query = prologue.qk_norm_rope_cache(query_gate, key, value, self.q_norm.weight, self.k_norm.weight,
                                                 self.q_norm.eps, cos, sin, meta.slot_mapping, flat_k, flat_v)
         else:
             query = self._prologue(query_gate, key, value, cos, sin, meta.slot_mapping, flat_k, flat_v)
         if isinstance(meta, PagedStepMeta):
-            return self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta, out)
+            return self._attend_step(query, (k_pool, v_pool), (flat_k, flat_v), meta, out, plan)
         if out is None:
             out = torch.empty(num_tokens, self.num_heads, hd, dtype=query.dtype, device=query.device)
         self._attend_rows(out, query, flat_k, flat_v, meta.rows)
         return out
+
+    def _plan(self, meta, query_gate, key, value, cos, sin, pools):
+        """The step's AttentionPlan (made by its first attention layer, kept in meta.attn_plan) for a prefill or
+        mixed step on the fused prologue's path; None for the CPU path, an all-decode step (the decode graphs capture
+        those) or with PLANNED off. The plan serves the decode rows too where they lead the step and _decode would
+        pick the paged decode kernels."""
+        if not PLANNED or not isinstance(meta, PagedStepMeta) or meta.all_decode:
+            return None
+        eps, plan = self.q_norm.eps, meta.attn_plan
+        if plan is not None and plan.matches(query_gate, key, value, pools[0], eps):
+            return plan
+        decode, num_rows = None, meta.num_leading_decode
+        rows_query = query_gate[:num_rows, :, :self.head_dim]
+        if num_rows and self._decode_kernel(rows_query, pools[0], meta.max_keys):
+            decode = (num_rows, meta.decode_tables, meta.num_keys, meta.max_keys, self.scale)
+        meta.attn_plan = AttentionPlan(query_gate, key, value, self.q_norm.weight, self.k_norm.weight, eps, cos, sin,
+                                       meta.slot_mapping, pools, decode)
+        return meta.attn_plan
 
     def finish(self, out: torch.Tensor, proj: tuple) -> torch.Tensor:
         """out [T, nH, hd] (core) -> o_proj(out * sigmoid(gate)) [T, D], the gate from proj's query_gate: one
@@ -159,26 +183,33 @@ class GatedAttention(torch.nn.Module):
             out[lo:hi] = self._attend(query[lo:hi], flat_k[key_index].to(query.dtype),
                                       flat_v[key_index].to(query.dtype), mask)
 
-    def _attend_step(self, query, pools, flat, meta: PagedStepMeta, out=None) -> torch.Tensor:
+    def _attend_step(self, query, pools, flat, meta: PagedStepMeta, out=None, plan=None) -> torch.Tensor:
         """query [T, nH, hd] -> [T, nH, hd] (out where given, but on all-decode steps): decode rows in one
-        vectorized call, prefill rows per row. pools: (k, v) [num_blocks, block_size, nKV, hd]; flat: the same
-        viewed [num_blocks * block_size, nKV, hd]."""
+        vectorized call (the plan's launches where it serves them: rows 0 .. Nd - 1 in place), prefill rows per row.
+        pools: (k, v) [num_blocks, block_size, nKV, hd]; flat: the same viewed [num_blocks * block_size, nKV, hd]."""
         if meta.all_decode:
             return self._decode(query, pools, flat, meta)
         if out is None:
             out = torch.empty_like(query)
-        if meta.decode_tokens.numel():
+        if plan is not None and plan.num_decode and out.is_contiguous():
+            plan.decode_into(*pools, out)
+        elif meta.decode_tokens.numel():
             out[meta.decode_tokens] = self._decode(query[meta.decode_tokens], pools, flat, meta)
         self._attend_rows(out, query, *flat, meta.prefill_rows)
         return out
 
+    def _decode_kernel(self, query, k_pool, max_keys: int) -> bool:
+        """Decode rows of query [Nd, nH, hd] go to the paged decode kernels: DECODE_KERNEL asks for them (auto:
+        attention_ops.preferred) and they take these tensors."""
+        auto = attention_ops.preferred(query.shape[0], self.head_dim, max_keys)
+        wanted = DECODE_KERNEL == "1" or (DECODE_KERNEL == "auto" and auto)
+        return wanted and attention_ops.supports(query, k_pool)
+
     def _decode(self, query, pools, flat, meta: PagedStepMeta) -> torch.Tensor:
         """query [Nd, nH, hd] of the decode rows -> [Nd, nH, hd]: the paged decode kernel on CUDA bf16 where
-        DECODE_KERNEL asks for it (one launch, kernels/attention), else the vectorized torch path (gather + two
-        batched matmuls)."""
-        auto = attention_ops.preferred(query.shape[0], self.head_dim, meta.max_keys)
-        wanted = DECODE_KERNEL == "1" or (DECODE_KERNEL == "auto" and auto)
-        if meta.decode_tables is not None and wanted and attention_ops.supports(query, pools[0]):
+        _decode_kernel says (one launch, kernels/attention), else the vectorized torch path (gather + two batched
+        matmuls)."""
+        if meta.decode_tables is not None and self._decode_kernel(query, pools[0], meta.max_keys):
             return attention_ops.paged_decode(query.contiguous(), *pools, meta.decode_tables, meta.num_keys,
                                               self.scale, meta.max_keys)
         return decode_attention(query, *flat, meta.key_index, meta.key_valid, self.scale)

@@ -25,6 +25,10 @@ class PagedStepMeta:
     decode_tables  [Nd, B] int64  block table of each decode row (the paged decode kernel's addressing)
     num_keys       [Nd] int32     keys of each decode row: context_len + 1
     max_keys       int            a host bound on num_keys (Lk)
+    num_leading_decode int        Nd when the decode rows are the step's first Nd tokens (as the scheduler plans
+                                  them), else 0
+    attn_plan      kernels.attention.step_plan.AttentionPlan the step's first attention layer makes (prefill or
+                                  mixed steps on the fused path), the others reuse
     """
 
     slot_mapping: torch.Tensor
@@ -36,6 +40,8 @@ class PagedStepMeta:
     decode_tables: torch.Tensor = None
     num_keys: torch.Tensor = None
     max_keys: int = 0
+    num_leading_decode: int = 0
+    attn_plan: object = None
 
     @staticmethod
     def from_batch(batch: ForwardBatch, block_size: int, bounds=None, context_lens=None) -> "PagedStepMeta":
@@ -59,8 +65,9 @@ class PagedStepMeta:
         decode_tokens = to_device([bounds[r] for r in decode], device, torch.int64)
         rows = to_device(decode, device, torch.int64)
         num_keys = to_device([context_lens[r] + 1 for r in decode], device, torch.int32)
+        leading = len(decode) if decode == list(range(len(decode))) else 0
         return PagedStepMeta(slot_mapping, decode_tokens, key_index, key_valid, prefill_rows,
-                             len(decode) == len(context_lens), tables[rows], num_keys, key_index.shape[1])
+                             len(decode) == len(context_lens), tables[rows], num_keys, key_index.shape[1], leading)
 
 
 def decode_keys(tables: torch.Tensor, decode_rows: list, context_lens: list, block_size: int, device):
