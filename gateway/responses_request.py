@@ -151,6 +151,8 @@ def _echo(body: dict, plan: Plan) -> dict:
             "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {},
             "parallel_tool_calls": plan.parallel_tool_calls,
             "previous_response_id": body.get("previous_response_id"),
+            # The caching and safety keys OpenAI's Response repeats (no effect here: one server, its prefix cache).
+            **{name: body.get(name) for name in ("prompt_cache_key", "prompt_cache_retention", "safety_identifier")},
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "service_tier": "default", "store": body.get("store") is not False,
             "temperature": plan.gen.sampling.temperature,

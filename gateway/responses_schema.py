@@ -111,6 +111,8 @@ RESPONSES_SCHEMA = {
         "user": _STR_OR_NULL,
         "safety_identifier": _STR_OR_NULL,
         "prompt_cache_key": _STR_OR_NULL,
+        # OpenAI's ResponseCreateParams: Literal["in_memory", "24h"] (how long its prompt cache keeps the prefix).
+        "prompt_cache_retention": {"enum": ["in_memory", "24h", None]},
         # vLLM's ResponsesRequest types it Literal["auto", "default", "flex", "scale", "priority"] (OpenAI's tiers): a
         # tier outside them is its 400, not a value taken and ignored.
         "service_tier": {"enum": ["auto", "default", "flex", "scale", "priority", None]},

@@ -268,3 +268,16 @@ async def test_sampling_fields_reach_the_scheduler_and_are_echoed(stack):
     assert body["reasoning"] == {"effort": "high", "summary": "auto"}
     assert body["text"] == {"format": {"type": "text"}, "verbosity": "low"}
     assert "Reasoning effort is set to high." in prompt_of(fake)
+
+
+async def test_the_caching_and_safety_keys_are_echoed(stack):
+    """OpenAI's Response repeats prompt_cache_key, prompt_cache_retention and safety_identifier (openai-python
+    types/responses/response.py); they were dropped from it, and a retention OpenAI does not list was taken."""
+    client, _ = stack
+    keys = {"prompt_cache_key": "user-42", "prompt_cache_retention": "24h", "safety_identifier": "hash-1"}
+    status, body = await post(client, {"input": "Hi", **keys})
+    assert status == 200 and {name: body[name] for name in keys} == keys
+    status, body = await post(client, {"input": "Hi"})
+    assert {name: body[name] for name in keys} == dict.fromkeys(keys)
+    status, error = await post(client, {"input": "Hi", "prompt_cache_retention": "1w"})
+    assert status == 400 and error["error"]["param"] == "prompt_cache_retention"
