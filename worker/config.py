@@ -66,6 +66,8 @@ class ModelConfig:
     quant_method: str = ""
     # the compressed-tensors formats named in quantization_config: its "format" and each config group's
     quant_formats: list = field(default_factory=list)
+    # compressed-tensors transform_config rotations applied at run time ("group.location"): online_transforms_of
+    quant_online_transforms: list = field(default_factory=list)
     # set by the loader when the tensors sit under the other prefix (transformers saves *_text models under
     # model.language_model.); "" = derive from model_type
     language_prefix: str = ""
@@ -232,9 +234,25 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         eos_token_ids=list(dict.fromkeys(eos)),
         quant_method=str((raw.get("quantization_config") or {}).get("quant_method") or ""),
         quant_formats=quant_formats_of(raw.get("quantization_config") or {}),
+        quant_online_transforms=online_transforms_of(raw.get("quantization_config") or {}),
         **_rope_fields(text),
         **_moe_fields(model_type, text),
     )
+
+
+def online_transforms_of(quant: dict) -> list:
+    """"group.location" of each rotation in compressed-tensors' transform_config (QuIP, SpinQuant) applied to the
+    activations at run time: every location but weight_input / weight_output, which are folded into the stored
+    weights (compressed_tensors transform_args.py TransformLocation.is_online)."""
+    transforms = quant.get("transform_config") if isinstance(quant, dict) else None
+    groups = transforms.get("config_groups") if isinstance(transforms, dict) else None
+    found = []
+    for name, scheme in (groups.items() if isinstance(groups, dict) else ()):
+        for args in (scheme.get("apply") or []) if isinstance(scheme, dict) else ():
+            location = args.get("location") if isinstance(args, dict) else None
+            if location not in ("weight_input", "weight_output"):
+                found.append(f"{name}.{location}")
+    return found
 
 
 def quant_formats_of(quant: dict) -> list:

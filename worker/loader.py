@@ -56,6 +56,10 @@ def _check_supported(config: ModelConfig, path: str) -> None:
     unread = [f for f in config.quant_formats if f not in CT_FORMATS]
     if config.quant_method == "compressed-tensors" and unread:
         raise UnsupportedModelError(path, f"compressed-tensors format {unread[0]!r} (read: {', '.join(CT_FORMATS)})")
+    if config.quant_online_transforms:
+        raise UnsupportedModelError(path, f"quantization_config.transform_config rotates activations at run time "
+                                          f"({', '.join(config.quant_online_transforms)}: QuIP / SpinQuant online "
+                                          "Hadamards), which this loader does not apply")
     if config.linear_num_value_heads % config.linear_num_key_heads:
         raise UnsupportedModelError(path, "linear_num_value_heads must be a multiple of linear_num_key_heads")
 

@@ -129,3 +129,31 @@ def test_mx_e8m0_scales_are_refused_naming_the_tensor(tiny_path, tmp_path, algo)
     _edit(folder, mx, {"quant_method": "modelopt", "quant_algo": algo})
     with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.weight_scale is stored as U8"):
         load_model(folder, progress=False)
+
+
+def _rotation(location: str) -> dict:
+    return {"type": "hadamard", "apply": [{"targets": ["Linear"], "location": "weight_input", "inverse": True},
+                                          {"targets": ["Linear"], "location": location}]}
+
+
+@pytest.mark.parametrize("transforms, refused", [
+    ({"u": _rotation("input"), "v": _rotation("weight_output")}, "u.input"),
+    ({"R1": _rotation("weight_output")}, None),
+    ({}, None),
+], ids=["quip-online", "spinquant-r1-folded", "none"])
+def test_online_rotations_of_transform_config_are_refused(tiny_path, tmp_path, transforms, refused):
+    """compressed-tensors' transform_config (llm-compressor QuIPModifier / SpinQuantModifier): rotations at
+    weight_input / weight_output are folded into the stored weights and load; one at any other location rotates the
+    activations at run time (TransformLocation.is_online), which the loader does not do, and was served silently
+    unrotated before."""
+    folder = str(tmp_path / "nvfp4")
+    quantize.quantize_folder(tiny_path, folder, "compressed-tensors", progress=False)
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        quant = json.load(f)["quantization_config"]
+    _edit(folder, lambda weights: None, {**quant, "transform_config": {"config_groups": transforms}})
+    if refused:
+        with pytest.raises(UnsupportedModelError, match=rf"transform_config rotates activations at run time "
+                                                        rf"\({refused}: QuIP"):
+            load_model(folder, progress=False)
+    else:
+        load_model(folder, progress=False)
