@@ -2,7 +2,7 @@
 written for them, connect to: TabbyAPI's GET /v1/model/list, GET /v1/model, POST /v1/token/encode and /v1/token/decode
 (its endpoints/core/router.py), text-generation-webui's GET /v1/internal/model/info, /v1/internal/model/list and POST
 /v1/internal/encode, /decode, /token-count (its OpenAI extension's script.py), and KoboldCpp's POST
-/api/extra/tokencount.
+/api/extra/tokencount (also /api/extra/tokenize, its alias) and /api/extra/detokenize.
 
 SillyTavern's TabbyAPI source lists the models at /v1/model/list before anything else (its text-completions /status):
 a 404 there was "Models endpoint is offline" and the source never connected. Its TabbyAPI, text-generation-webui and
@@ -37,6 +37,7 @@ OOBA_DECODE = {"type": "object", "required": ["tokens"], "properties": {"tokens"
 # KoboldCpp's tokencount body: the text and whether special-token text is read as the token (its default).
 KOBOLD_COUNT = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"},
                                                                           "special": _FLAG}}
+KOBOLD_DECODE = {"type": "object", "required": ["ids"], "properties": {"ids": _IDS}}
 
 
 def tabby_card(card: ModelCard, name: str) -> dict:
@@ -64,7 +65,9 @@ class TextgenCompatRoutes:
         app.router.add_post("/v1/internal/encode", self.ooba_encode)
         app.router.add_post("/v1/internal/decode", self.ooba_decode)
         app.router.add_post("/v1/internal/token-count", self.ooba_count)
-        app.router.add_post("/api/extra/tokencount", self.kobold_count)
+        for path in ("/api/extra/tokencount", "/api/extra/tokenize"):
+            app.router.add_post(path, self.kobold_count)
+        app.router.add_post("/api/extra/detokenize", self.kobold_decode)
 
     async def _encode(self, request: web.Request, schema: dict, key: str, special: Optional[str]) -> list:
         """The ids of the body's `key` text; its special-token text read as the token unless `special` is false."""
@@ -73,11 +76,11 @@ class TextgenCompatRoutes:
         encode = card.encode if body.get(special) is not False else card.encode_literal
         return await run_cpu(encode, body[key])
 
-    async def _decode(self, request: web.Request, schema: dict, keep_special: bool) -> str:
+    async def _decode(self, request: web.Request, schema: dict, keep_special: bool, key: str = "tokens") -> str:
         body = validate(await read_json(request), schema)
         card = await self.engine.card()
         keep = keep_special and body.get("decode_special_tokens") is not False
-        return await run_cpu(card.decode, vocab_ids(card, body["tokens"]), not keep)
+        return await run_cpu(card.decode, vocab_ids(card, body[key]), not keep)
 
     async def tabby_list(self, request: web.Request) -> web.Response:
         """GET /v1/model/list: TabbyAPI's ModelList, the served model alone."""
@@ -124,3 +127,7 @@ class TextgenCompatRoutes:
         """POST /api/extra/tokencount: KoboldCpp's {"value": N, "ids": [...]} of `prompt`."""
         ids = await self._encode(request, KOBOLD_COUNT, "prompt", "special")
         return json_response({"value": len(ids), "ids": ids})
+
+    async def kobold_decode(self, request: web.Request) -> web.Response:
+        """POST /api/extra/detokenize: KoboldCpp's {"result": text, "success": true} of `ids`."""
+        return json_response({"result": await self._decode(request, KOBOLD_DECODE, False, "ids"), "success": True})

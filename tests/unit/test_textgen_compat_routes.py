@@ -57,6 +57,16 @@ async def test_counts(stack):
         (200, {"value": len(ids), "ids": ids})
 
 
+async def test_kobold_tokenize_alias_and_detokenize(stack):
+    """KoboldCpp's /api/extra/tokenize is its tokencount's alias; /api/extra/detokenize takes {"ids"}."""
+    client, _ = stack
+    ids = await _ids(client, TEXT)
+    assert await _call(client, "POST", "/api/extra/tokenize", {"prompt": TEXT}) == \
+        (200, {"value": len(ids), "ids": ids})
+    assert await _call(client, "POST", "/api/extra/detokenize", {"ids": ids}) == \
+        (200, {"result": TEXT, "success": True})
+
+
 @pytest.mark.parametrize("path", ["/v1/token/decode", "/v1/internal/decode"], ids=["tabby", "ooba"])
 async def test_decode_gives_the_text_back(stack, path):
     client, _ = stack
