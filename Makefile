@@ -2,8 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-MODEL ?= models/tiny
-export SPARKINFER_MODEL ?= $(MODEL)
+# The checkpoint: MODEL (make's name) or SPARKINFER_MODEL (the processes'), as README's Configuration table lists both;
+# MODEL wins when both are set (SPARKINFER_MODEL=/path make run served models/tiny without a word).
+MODEL ?= $(or $(SPARKINFER_MODEL),models/tiny)
+export SPARKINFER_MODEL := $(MODEL)
 
 .PHONY: run test test-unit test-e2e bench bench-serve bench-gpu proto model venv venv-dev clean help
 

@@ -49,3 +49,21 @@ def test_bench_gpu_without_a_gpu_says_so_once(tmp_path):
     assert result.returncode != 0 and result.stdout == ""
     assert result.stderr.splitlines()[0] == ("make bench-gpu needs a CUDA GPU and python3 with CUDA torch (as on the "
                                              f"GPU machine); {stub} has none")
+
+
+@pytest.mark.parametrize("env, served", [
+    ({"SPARKINFER_MODEL": "/ckpt/qwen"}, "/ckpt/qwen"),
+    ({"MODEL": "/ckpt/a", "SPARKINFER_MODEL": "/ckpt/b"}, "/ckpt/a"),
+    ({}, "models/tiny"),
+], ids=["sparkinfer-model", "model-wins", "default"])
+def test_make_run_serves_the_checkpoint_either_name_gives(env, served):
+    """README's Configuration table names the checkpoint `MODEL` (make) / `SPARKINFER_MODEL`; `make run` passes the
+    environment on (SPARKINFER_PORT=8081 make run serves on 8081), but SPARKINFER_MODEL=/path make run served the tiny
+    model: the launcher got --model models/tiny, which wins over the variable."""
+    base = {k: v for k, v in os.environ.items() if k not in ("MODEL", "SPARKINFER_MODEL", "MAKEFLAGS", "MFLAGS")}
+    result = subprocess.run(["make", "-n", "run"], cwd=REPO, env={**base, **env}, capture_output=True, text=True,
+                            timeout=60)
+    launch = [line for line in result.stdout.splitlines() if "-m deploy.launch" in line]
+    assert launch and launch[-1].endswith(f"-m deploy.launch --model {served}"), result.stdout
+    writes_tiny = [line for line in result.stdout.splitlines() if 'if [ "models/tiny" = "models/tiny" ]' in line]
+    assert bool(writes_tiny) == (served == "models/tiny")
