@@ -35,6 +35,8 @@ _UNREAD_PARTS = {
     "pre_quant_scale": "ModelOpt AWQ's per-input-channel activation scale (NVFP4_AWQ, INT4_AWQ, W4A8_AWQ) is not "
                        "applied by this loader",
     "weight_zero_point": "compressed-tensors asymmetric weights (zero points) are not read by this loader",
+    "scales": "MLX's quantized layout (codes packed in uint32 words beside per-group scales and biases: the "
+              "mlx-community conversions) is not read by this loader",
 }
 
 

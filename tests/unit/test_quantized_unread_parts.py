@@ -157,3 +157,19 @@ def test_online_rotations_of_transform_config_are_refused(tiny_path, tmp_path, t
             load_model(folder, progress=False)
     else:
         load_model(folder, progress=False)
+
+
+def test_mlx_affine_layout_is_refused_naming_the_tensor(tiny_path, tmp_path):
+    """An mlx-community conversion (mlx_lm: uint32 words of 4-bit codes, bf16 `scales` and `biases` per 64 columns,
+    config.json `quantization` {group_size, bits}) failed on a shape ([N, K/8] against [N, K]) that did not say why."""
+    folder = _copy(tiny_path, tmp_path)
+
+    def mlx(weights):
+        rows, cols = weights.pop(UP + ".weight").shape
+        weights[UP + ".weight"] = torch.zeros(rows, cols // 8, dtype=torch.int32)
+        weights[UP + ".scales"] = torch.ones(rows, cols // 64, dtype=torch.bfloat16)
+        weights[UP + ".biases"] = torch.zeros(rows, cols // 64, dtype=torch.bfloat16)
+
+    _edit(folder, mlx, None)
+    with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.scales: MLX's quantized layout"):
+        load_model(folder, progress=False)
