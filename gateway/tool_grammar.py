@@ -120,7 +120,7 @@ def string_terminal(schema: dict, limit: int) -> Optional[str]:
     holds </parameter> (a format llguidance enforces is a JSON string instead: None, as for enum / const literals and
     every other type). The length bounds (minLength, maxLength, else `limit`) apply too, intersected (`&`, which
     llguidance allows on terminals only): a pattern alone let `^[a-z]+$` with maxLength 3 run on for hundreds of
-    tokens."""
+    tokens. The word null is left out (`~`), so a forced call's string reads back as a string."""
     if not _is_raw_string(schema) or "enum" in schema or "const" in schema:
         return None
     lexeme = _pattern_lexeme(schema.get("pattern"))
@@ -130,6 +130,8 @@ def string_terminal(schema: dict, limit: int) -> Optional[str]:
     # newline before </parameter>.
     lexeme = lexeme or f"/{_FREE_TEXT}{_CLOSE_RX}/"
     bound = _length_bound(schema, limit)
+    # Never the word null, which reads back as null whatever the parameter's type (tool_values.is_null_word).
+    lexeme = f"{lexeme} & ~/(?i:null){_CLOSE_RX}/"
     return lexeme if bound == "{0,}" else f"{lexeme} & /(?s:.{bound}){_CLOSE_RX}/"
 
 

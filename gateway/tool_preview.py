@@ -231,7 +231,8 @@ class CallPreview:
         key = dump_arguments(name) + ':"' if kind is not None else ""
         start = close + 1
         if start == len(text):
-            self.open = "" if kind else key
+            # Nothing of the value yet: it may be null (is_null_word), so not even a text value's key goes out.
+            self.open = ""
             return False
         start += text.startswith("\n", start)
         scan = self._scan if self._scan is not None and self._scan.start == start else ValueScan(start)
@@ -239,7 +240,7 @@ class CallPreview:
         end, safe = scan(text)
         if end is None:
             stop = safe - (safe > start and text[safe - 1] == "\n")
-            if key and not (kind and self._undecided(text, start, stop)):
+            if key and not self._undecided(text, start, stop, kind):
                 self._show(key, text, start, stop)
             return False
         raw = text[start:end[0]]
@@ -251,13 +252,14 @@ class CallPreview:
         self.open, self._pos = "", end[1]
         return True
 
-    def _undecided(self, text: str, start: int, stop: int) -> bool:
-        """_undecided of the nullable string value from start, shown to stop; once it reads as neither null nor a JSON
-        string, more text never makes it one (its first characters stand), so it is not read whole again for every
-        piece (which made a long nullable value's stream quadratic)."""
+    def _undecided(self, text: str, start: int, stop: int, nullable: bool) -> bool:
+        """Whether the text value from start, shown to stop, may still read as other than its text: the word null
+        (tool_values.is_null_word), or for a nullable string also None or a JSON string (_undecided). Once it cannot,
+        more text never makes it (its first characters stand), so it is not read whole again for every piece (which
+        made a long nullable value's stream quadratic)."""
         if self._decided_at == start:
             return False
-        if _undecided(text[start:stop]):
+        if "null".startswith(text[start:stop].lower()) or nullable and _undecided(text[start:stop]):
             return True
         self._decided_at = start
         return False

@@ -76,6 +76,12 @@ class ToolParams:
         out = {}
         for key, raw in params:
             schema = self.props.get(key, self.others)
+            if is_null_word(raw):
+                # null (in any case) is null whatever the parameter's type, declared or not, as vLLM's qwen3_coder
+                # (_convert_param_value: "Handle null value for any type") and Ollama's parser (parseTypedToolValue:
+                # "this takes precedence over any type") read it: a string parameter's null came back as "null".
+                out[key] = None
+                continue
             if schema is None or untyped(schema):
                 # A parameter the tool does not declare (nor type by additionalProperties), or declares with no type,
                 # has no type to read it by: its text, as vLLM's qwen3_coder (_convert_param_value: "directly
@@ -257,6 +263,11 @@ def _decimal(raw: str, integer: bool) -> Any:
     if not math.isfinite(number) or (integer and not isinstance(number, int)):
         return raw
     return number
+
+
+def is_null_word(raw: str) -> bool:
+    """Whether a parameter's text is the word null in any case, which every parameter reads as null."""
+    return raw.lower() == "null"
 
 
 def fitted(raw: str, first: Any, validator) -> Any:

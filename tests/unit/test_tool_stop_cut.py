@@ -6,7 +6,7 @@ finish "stop" (vllm#42210: a stop string interrupting tool parsing)."""
 import orjson
 import pytest
 
-REPLY = ("ok</think>\n\nHello there.\n<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n"
+REPLY = ("ok</think>\n\nHello there.\n<tool_call>\n<function=bash>\n<parameter=command>\nls -la\n</parameter>\n"
          "</function>\n</tool_call>")
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}}
 CHAT = {"model": "default", "messages": [{"role": "user", "content": "hi"}],
@@ -30,7 +30,7 @@ async def chat_stream(client, stop: str) -> tuple[str, dict]:
     return finish, {"content": content, "calls": calls}
 
 
-@pytest.mark.parametrize("stop,sent", [("ls", '{"command":"'), ("</parameter>", '{"command":"ls')],
+@pytest.mark.parametrize("stop,sent", [("-la", '{"command":"ls '), ("</parameter>", '{"command":"ls -la')],
                          ids=["inside-the-value", "at-its-end-tag"])
 async def test_a_call_cut_by_a_stop_string_stays_cut(stack, stop, sent):
     client, _ = stack
@@ -45,31 +45,31 @@ async def test_a_call_cut_by_a_stop_string_stays_cut(stack, stop, sent):
 async def test_a_stop_string_after_the_call_leaves_it_whole(stack):
     client, _ = stack
     finish, streamed = await chat_stream(client, "</tool_call>")
-    assert finish == "tool_calls" and streamed["calls"] == {0: '{"command":"ls"}'}
+    assert finish == "tool_calls" and streamed["calls"] == {0: '{"command":"ls -la"}'}
 
 
 async def test_the_responses_call_item_is_incomplete(stack):
     client, _ = stack
-    body = {"model": "default", "input": "hi", "stop": ["ls"], "stream": True,
+    body = {"model": "default", "input": "hi", "stop": ["-la"], "stream": True,
             "tools": [{"type": "function", "name": "bash", "parameters": SCHEMA}]}
     response = await client.post("/v1/responses", data=orjson.dumps(body))
     events = frames(await response.read())
     done = [e["item"] for e in events if e["type"] == "response.output_item.done" and e["item"]["type"] == "function_call"]
-    assert [(item["status"], item["arguments"]) for item in done] == [("incomplete", '{"command":"')]
+    assert [(item["status"], item["arguments"]) for item in done] == [("incomplete", '{"command":"ls ')]
     assert events[-1]["type"] == "response.completed"
 
 
 async def test_the_messages_stream_ends_on_the_stop_sequence(stack):
     client, _ = stack
     body = {"model": "default", "max_tokens": 300, "messages": [{"role": "user", "content": "hi"}],
-            "tools": [{"name": "bash", "input_schema": SCHEMA}], "stop_sequences": ["ls"], "stream": True}
+            "tools": [{"name": "bash", "input_schema": SCHEMA}], "stop_sequences": ["-la"], "stream": True}
     response = await client.post("/v1/messages", data=orjson.dumps(body))
     events = frames(await response.read())
     partial = "".join(e["delta"]["partial_json"] for e in events
                       if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta")
     end = next(e for e in events if e["type"] == "message_delta")
-    assert partial == '{"command":"' and end["delta"]["stop_reason"] == "stop_sequence"
-    assert end["delta"]["stop_sequence"] == "ls"
+    assert partial == '{"command":"ls ' and end["delta"]["stop_reason"] == "stop_sequence"
+    assert end["delta"]["stop_sequence"] == "-la"
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

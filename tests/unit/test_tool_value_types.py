@@ -53,9 +53,11 @@ def test_a_value_the_first_reading_fits_keeps_it():
 def test_a_null_word_for_a_nullable_parameter_is_null(word):
     # Qwen3.5's template writes a null argument as Python's None, so the model does too; for pydantic's
     # Optional[str] (anyOf string / null) that came back as the string "None", where vLLM's qwen3_coder parser
-    # (_convert_param_value, allows_null) and the ["string", "null"] form here give null. A plain string keeps it.
+    # (_convert_param_value, allows_null) and the ["string", "null"] form here give null. A plain string keeps None;
+    # null is null for every parameter (test_tool_null_word.py).
     text = _call(nullable=word, optional=word, tags=word, code=word, limit="1")
-    assert _arguments(text) == {"nullable": None, "optional": None, "tags": None, "code": word, "limit": 1}
+    code = None if word.lower() == "null" else word
+    assert _arguments(text) == {"nullable": None, "optional": None, "tags": None, "code": code, "limit": 1}
 
 
 def test_an_empty_optional_value_of_another_type_is_left_out():
@@ -80,7 +82,7 @@ async def test_the_chat_answer_carries_the_typed_arguments_streamed_and_not():
     assert [d["function"] for d in join_calls(deltas)] == [{"name": "find", "arguments": '{"optional":"2024","limit":7}'}]
 
 
-@pytest.mark.parametrize("raw", ["1e3", "12345678901234567890", "true", "null", "[1, 2]", "007", "Paris"])
+@pytest.mark.parametrize("raw", ["1e3", "12345678901234567890", "true", "None", "[1, 2]", "007", "Paris"])
 def test_a_parameter_the_tool_does_not_declare_stays_its_text(raw):
     # It came back typed as JSON (1e3 as 1000.0, true as true, null as null): a type no schema gave, where vLLM's
     # qwen3_coder (_convert_param_value: not in the tool's parameters -> the string) and Ollama's parser (no type ->
