@@ -162,8 +162,8 @@ def _write(writer: ShardWriter, name: str, tensor: torch.Tensor, fmt: str, lm_he
         for key, value in naive.quantize(tensor.to(device), fmt).items():
             writer.add(f"{prefix}.{key}", value.cpu())
         return "nvfp4"
-    if name.endswith(".weight") and tensor.dim() == 2:
-        ignored.append(prefix)
+    if name.endswith(".weight") and tensor.dim() >= 2:
+        ignored.append(prefix)  # the GDN conv1d [C, 1, K] too: ModelOpt lists it, and vLLM builds it as a Linear
     elif name.endswith(FUSED_EXPERTS) and tensor.dim() == 3 and name.rsplit(".", 1)[0] not in ignored:
         ignored.append(name.rsplit(".", 1)[0])  # the MTP layer's experts, kept fused bf16: nvidia's releases say "mtp*"
     writer.add(name, tensor)

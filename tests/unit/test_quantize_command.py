@@ -99,4 +99,9 @@ def test_modelopt_output_names_the_weight_only_algorithm_its_tensors_hold(tiny_p
     assert [n for n in names if n.endswith("weight_scale_2")]
     assert not [n for n in names if n.endswith("input_scale")]
     assert (config["quant_algo"], config["group_size"]) == ("W4A16_NVFP4", 16)
+    # every kept Linear-like weight is named, the GDN conv1d [C, 1, K] among them (ModelOpt's exports list it; vLLM
+    # builds it as a ColumnParallelLinear, which some releases give the quantization config)
+    kept = sorted(n[: -len(".weight")] for n in names if n.endswith(".weight") and n[: -len(".weight")] + ".weight_scale"
+                  not in names and len(load_file(os.path.join(out, names[n]))[n].shape) >= 2)
+    assert sorted(config["ignore"]) == kept and [n for n in kept if n.endswith("linear_attn.conv1d")]
     assert load_model_card(out)["quantization"] == "nvfp4"
