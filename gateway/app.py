@@ -43,6 +43,7 @@ from gateway.vllm_derender import VLLMDerenderRoutes
 from gateway.vllm_render import VLLMRenderRoutes
 from gateway.sglang_info import SGLangInfoRoutes
 from gateway.textgen_compat import TextgenCompatRoutes
+from gateway.kobold_api import KoboldRoutes
 from gateway.web import BODY_LIMIT_KEY
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -237,6 +238,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
     LlamaCppRoutes(app[ENGINE_KEY], config, VERSION).register(app)
     LlamaCppPythonRoutes(app[ENGINE_KEY], openai_routes).register(app)
     TextgenCompatRoutes(app[ENGINE_KEY]).register(app)
+    KoboldRoutes(app[ENGINE_KEY], config).register(app)
     CapacityRoutes(app[ENGINE_KEY]).register(app)
     SGLangInfoRoutes(app[ENGINE_KEY], VERSION).register(app)
     SGLangGenerateRoutes(app[ENGINE_KEY], config).register(app)

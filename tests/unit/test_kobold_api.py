@@ -1,0 +1,66 @@
+"""KoboldCpp's KoboldAI API (gateway/kobold_api.py), as KoboldAI Lite (index.html: submit_payload and
+finalize_submit_payload's defaults) connects and generates (fake scheduler). Every route was a 404: Lite's KoboldCpp
+connection (its default for a local server) could not list the model or generate."""
+import orjson
+import pytest
+
+REPLY = "Hello there\nYou: next"
+LITE = {"n": 1, "max_context_length": 6144, "max_length": 24, "rep_pen": 1.05, "temperature": 0.75, "top_p": 0.92,
+        "top_k": 100, "top_a": 0, "typical": 1, "tfs": 1, "rep_pen_range": 360, "rep_pen_slope": 0.7,
+        "sampler_order": [6, 0, 1, 3, 4, 2, 5], "memory": "[Memory]\n", "trim_stop": True, "genkey": "KCPP1234",
+        "min_p": 0, "dynatemp_range": 0, "dynatemp_exponent": 1, "smoothing_factor": 0, "smoothing_curve": 1,
+        "nsigma": 0, "banned_tokens": [], "render_special": False, "logprobs": False, "presence_penalty": 0,
+        "logit_bias": {}, "adaptive_target": -1.0, "adaptive_decay": 0.9, "stop_sequence": ["\nYou:"],
+        "use_default_badwordsids": False, "bypass_eos": False, "quiet": True, "prompt": "You: hi\nKoboldAI:"}
+
+
+async def _get(client, path: str):
+    response = await client.get(path)
+    return response.status, await response.json()
+
+
+async def test_lite_reads_the_model_and_its_context(stack):
+    client, _ = stack
+    assert await _get(client, "/api/v1/model") == (200, {"result": "koboldcpp/fake-model"})
+    assert await _get(client, "/api/v1/info/version") == (200, {"result": "1.2.5"})
+    status, version = await _get(client, "/api/extra/version")
+    assert status == 200 and version["result"] == "KoboldCpp" and version["txt2img"] is False
+    status, context = await _get(client, "/api/v1/config/max_context_length")
+    assert status == 200 and context["value"] > 0
+    assert await _get(client, "/api/extra/true_max_context_length") == (200, context)
+
+
+async def test_generate_puts_memory_first_and_trims_the_stop_sequence(stack):
+    client, fake = stack
+    response = await client.post("/api/v1/generate", data=orjson.dumps(LITE))
+    body = await response.json()
+    assert response.status == 200, body
+    result = body["results"][0]
+    assert (result["text"], result["finish_reason"]) == ("Hello there", "stop")
+    request = fake.script.requests[-1]
+    assert request.max_tokens == 24 and request.sampling.top_k == 100
+    assert abs(request.sampling.temperature - 0.75) < 1e-6 and abs(request.sampling.repetition_penalty - 1.05) < 1e-6
+    assert request.sampling.repetition_window == 360
+    prompt = fake.tokenizer.decode(list(request.prompt_token_ids))
+    assert prompt == "[Memory]\nYou: hi\nKoboldAI:"
+
+
+async def test_stream_sends_kobold_events_then_the_finish(stack):
+    client, _ = stack
+    response = await client.post("/api/extra/generate/stream", data=orjson.dumps({**LITE, "trim_stop": False}))
+    raw = (await response.read()).decode()
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+    events = [block.split("\n") for block in raw.strip().split("\n\n")]
+    assert all(lines[0] == "event: message" and lines[1].startswith("data: ") for lines in events)
+    data = [orjson.loads(lines[1][6:]) for lines in events]
+    assert "".join(d["token"] for d in data) == "Hello there\nYou:"
+    assert [d["finish_reason"] for d in data[:-1]] == [None] * (len(data) - 1) and data[-1] == \
+        {"token": "", "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize("field, value", [("dry_multiplier", 0.8), ("mirostat", 2), ("banned_tokens", ["foo"])])
+async def test_a_sampler_not_served_is_a_400(stack, field, value):
+    client, fake = stack
+    response = await client.post("/api/v1/generate", data=orjson.dumps({**LITE, field: value}))
+    assert response.status == 400 and field in (await response.text())
+    assert fake.script.requests == []
