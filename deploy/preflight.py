@@ -10,7 +10,7 @@ import socket
 from gateway.model import ModelCard
 from proto import pb
 from proto.frames import split_addr
-from worker.checkpoint_errors import CheckpointError
+from worker.checkpoint_errors import CheckpointError, check_not_lfs_pointer
 from worker.model_card import load_model_card
 
 IN_USE = "the port is in use (another `make run`, or another server)"
@@ -98,6 +98,9 @@ def model_problem(model: str, root: str) -> str | None:
     folder = os.path.join(root, model)
     try:
         card = load_model_card(folder)
+        for shard in sorted(os.listdir(folder)):
+            if shard.endswith(".safetensors"):
+                check_not_lfs_pointer(os.path.join(folder, shard))
     except CheckpointError as exc:
         return f"cannot serve MODEL={model}: {exc} (MODEL is a Hugging Face checkpoint folder: config.json, " \
                f"tokenizer.json, *.safetensors)"

@@ -5,7 +5,7 @@ import os
 import torch
 from safetensors import safe_open
 
-from worker.checkpoint_errors import MissingFileError, MissingTensorError
+from worker.checkpoint_errors import MissingFileError, MissingTensorError, check_not_lfs_pointer
 
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -55,6 +55,7 @@ class SafetensorsCheckpoint:
             try:
                 self._handles[shard] = safe_open(path, framework="pt", device="cpu")
             except Exception as exc:
+                check_not_lfs_pointer(path)
                 raise MissingFileError(path, f"not a readable safetensors file ({exc})") from exc
         return self._handles[shard]
 

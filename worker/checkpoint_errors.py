@@ -38,3 +38,21 @@ class MissingTensorError(CheckpointError):
     def __init__(self, name: str, where: str):
         super().__init__(f"tensor {name} missing from {where}")
         self.name = name
+
+
+# the first line of a Git LFS pointer file (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md)
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def check_not_lfs_pointer(path: str) -> None:
+    """MissingFileError when `path` holds a Git LFS pointer in place of its content: a Hugging Face repository cloned
+    without git-lfs, whose shards then failed as "Error while deserializing header: HeaderTooLarge" (safetensors) and
+    whose tokenizer.json as JSON that does not parse (huggingface/transformers#27923, deepseek-ai/DeepSeek-V3#557)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(LFS_POINTER))
+    except OSError:
+        return
+    if head == LFS_POINTER:
+        raise MissingFileError(path, "a Git LFS pointer, not the file (cloned without git-lfs: run `git lfs pull` "
+                                     "in the folder, or download it with `hf download`)")

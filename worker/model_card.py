@@ -2,7 +2,7 @@
 import json
 import os
 
-from worker.checkpoint_errors import MissingFileError
+from worker.checkpoint_errors import MissingFileError, check_not_lfs_pointer
 from worker.config import ModelConfig, quant_formats_of
 
 
@@ -118,6 +118,7 @@ def load_model_card(path: str) -> dict:
     tok_path = os.path.join(folder, "tokenizer.json")
     if not os.path.isfile(tok_path):
         raise MissingFileError(tok_path)
+    check_not_lfs_pointer(tok_path)
     with open(tok_path, "rb") as f:
         tokenizer_json = f.read()
     gen_text = "{}"

@@ -1,0 +1,41 @@
+"""Unit tests (CPU): a checkpoint folder cloned without git-lfs holds Git LFS pointer files in place of its shards and
+tokenizer.json. Each is refused naming the file and what to run, by `make run`'s preflight before anything starts and
+by the worker; before, the shard failed as "Error while deserializing header: header too large" (the safetensors
+error of huggingface/transformers#27923, deepseek-ai/DeepSeek-V3#557) and tokenizer.json as a JSON parse error."""
+import os
+import shutil
+
+import pytest
+
+from deploy.preflight import model_problem
+from worker.loader import MissingFileError, load_model
+from worker.tiny import write_tiny_checkpoint
+
+POINTER = ("version https://git-lfs.github.com/spec/v1\n"
+           "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 4976698672\n")
+LFS = "a Git LFS pointer, not the file (cloned without git-lfs: run `git lfs pull` in the folder"
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tiny"))
+    write_tiny_checkpoint(path)
+    return path
+
+
+@pytest.mark.parametrize("pointer", ["model.safetensors", "tokenizer.json"])
+def test_lfs_pointers_are_refused_naming_the_file(tiny_path, tmp_path, pointer):
+    folder = str(tmp_path / "clone")
+    shutil.copytree(tiny_path, folder)
+    path = os.path.join(folder, pointer)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(POINTER)
+    assert model_problem(folder, "/").startswith(f"cannot serve MODEL={folder}: checkpoint file {path}: {LFS}")
+    if pointer.endswith(".safetensors"):
+        with pytest.raises(MissingFileError) as error:
+            load_model(folder, progress=False)
+        assert str(error.value).startswith(f"checkpoint file {path}: {LFS}")
+
+
+def test_the_real_folder_passes(tiny_path):
+    assert model_problem(tiny_path, "/") is None
