@@ -8,12 +8,21 @@ CUDA path does not promise on the random tiny model, and size the KV pool from 1
 (3), a KV pool sized from GPU memory (2: max_model_len 8192, not 4096), a forced string's sampled text (1), and the
 transformers reference itself (2: fla's Triton kernels handed CPU tensors, fla installed).
 The CUDA path has its own tests (`-m gpu`, tests/kernels); `SPARKINFER_DEVICE=cuda make test` runs the rest on it
-for exploration.
+for exploration. Every other SPARKINFER_* variable of the caller's environment but the worker's CUDA kernel choices is
+dropped before any test runs (tests/unit/test_test_environment.py).
 """
 import os
 
 import pytest
 
+from worker.switches import CUDA_CHOICES, PAGED_DECODE, SWITCHES
+
+# The settings of the user's own server in the shell that runs `make test` (SPARKINFER_API_KEY, _MAX_MODEL_LEN,
+# _SERVED_MODEL_NAME, ...) reached every stack a test starts, which inherits this environment: a key made every e2e
+# request a 401. Kept: the device and the worker's CUDA kernel choices, which an A/B run of the GPU tests sets.
+_KEPT = {"SPARKINFER_DEVICE", PAGED_DECODE[0], *SWITCHES, *CUDA_CHOICES}
+for _name in [name for name in os.environ if name.startswith("SPARKINFER_") and name not in _KEPT]:
+    del os.environ[_name]
 os.environ.setdefault("SPARKINFER_DEVICE", "cpu")
 
 

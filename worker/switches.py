@@ -13,6 +13,9 @@ SWITCHES = (
     "SPARKINFER_NVFP4_WSB", "SPARKINFER_NVFP4_SMALL_SK", "SPARKINFER_NVFP4_WS_SK", "SPARKINFER_ATTN_PROLOGUE",
     "SPARKINFER_DENSE_GEMV", "SPARKINFER_DENSE_PDL",
 )
+# The worker's CUDA kernel choices that take a value (kernels/gdn/_decode.py, kernels/nvfp4/gemv_btt.py and ops.py).
+CUDA_CHOICES = ("SPARKINFER_GDN_DECODE_BF16", "SPARKINFER_GDN_DECODE_F32", "SPARKINFER_NVFP4_TMA_AHEAD",
+                "SPARKINFER_NVFP4_WGMMA_MIN_M")
 # worker/layers/attention.py's decode attention choice: auto, or 1 / 0 to force the kernels on / off.
 PAGED_DECODE = ("SPARKINFER_PAGED_DECODE", ("auto", "1", "0"))
 
