@@ -61,6 +61,10 @@ def completion_body(body) -> dict:
     out.update({key: body[key] for key in _KEPT if body.get(key) is not None})
     if isinstance(out.get("seed"), int) and out["seed"] < 0:
         del out["seed"]
+    if body.get("singleline"):
+        # KoboldAI's singleline: the output ends at its first line break.
+        stops = out.get("stop")
+        out["stop"] = [*(stops if isinstance(stops, list) else [stops] if stops else []), "\n"]
     # KoboldCpp's trim_stop (true unless sent false) cuts the output before a stop sequence.
     out["include_stop_str_in_output"] = body.get("trim_stop") is False
     # use_default_badwordsids bans the end token; bypass_eos lets generation run past it.

@@ -64,3 +64,17 @@ async def test_a_sampler_not_served_is_a_400(stack, field, value):
     response = await client.post("/api/v1/generate", data=orjson.dumps({**LITE, field: value}))
     assert response.status == 400 and field in (await response.text())
     assert fake.script.requests == []
+
+
+async def test_sillytavern_kobold_body_with_singleline(stack):
+    """SillyTavern's KoboldAI source (src/endpoints/backends/kobold.js): its settings as sent, singleline true ends the
+    output at its first line break."""
+    client, _ = stack
+    body = {"prompt": "You: hi\nKoboldAI:", "max_context_length": 2048, "max_length": 24, "rep_pen": 1.1,
+            "rep_pen_range": 600, "rep_pen_slope": 0, "temperature": 1, "tfs": 1, "top_a": 0, "top_k": 0, "top_p": 0.95,
+            "min_p": 0, "typical": 1, "sampler_order": [6, 0, 1, 3, 4, 2, 5], "singleline": True,
+            "use_default_badwordsids": False, "mirostat": 0, "mirostat_eta": 0.1, "mirostat_tau": 5, "grammar": "",
+            "sampler_seed": -1, "stop_sequence": ["You:"]}
+    response = await client.post("/api/v1/generate", data=orjson.dumps(body))
+    result = (await response.json())["results"][0]
+    assert response.status == 200 and (result["text"], result["finish_reason"]) == ("Hello there", "stop")
