@@ -21,6 +21,7 @@ from safetensors.torch import save_file
 
 from kernels.nvfp4 import naive
 from kernels.nvfp4.checkpoint import FUSED_EXPERTS, split_fused_experts
+from worker.checkpoint_errors import CheckpointError, check_not_lfs_pointer
 
 SKIP_PROJ = ("in_proj_b", "in_proj_a", "in_proj_ba")
 SKIP_PREFIXES = ("model.visual.", "mtp.", "visual.")
@@ -52,11 +53,18 @@ FLOAT_DTYPES = ("BF16", "F16", "F32")
 
 
 def _read_all(src: str):
-    """-> list of (name, shard file, header dtype) over every *.safetensors in src."""
+    """-> list of (name, shard file, header dtype) over every *.safetensors in src; ValueError naming a shard that is
+    no safetensors file (a Git LFS pointer of a clone made without git-lfs said so: a safetensors traceback before)."""
     entries = []
     for shard in sorted(f for f in os.listdir(src) if f.endswith(".safetensors")):
-        with safe_open(os.path.join(src, shard), framework="pt") as handle:
-            entries += [(name, shard, handle.get_slice(name).get_dtype()) for name in handle.keys()]
+        path = os.path.join(src, shard)
+        try:
+            check_not_lfs_pointer(path)
+            with safe_open(path, framework="pt") as handle:
+                entries += [(name, shard, handle.get_slice(name).get_dtype()) for name in handle.keys()]
+        except Exception as exc:  # safetensors raises its own SafetensorError
+            raise ValueError(f"--src {src}: {exc}" if isinstance(exc, CheckpointError) else
+                             f"--src {src}: {shard} is not a readable safetensors file ({exc})") from exc
     return entries
 
 

@@ -39,3 +39,19 @@ def test_lfs_pointers_are_refused_naming_the_file(tiny_path, tmp_path, pointer):
 
 def test_the_real_folder_passes(tiny_path):
     assert model_problem(tiny_path, "/") is None
+
+
+def test_quantize_command_names_an_lfs_pointer_shard(tiny_path, tmp_path, capsys):
+    """The quantize command's source the same way: one line, exit status 2 (a safetensors traceback before)."""
+    from kernels.nvfp4 import quantize
+
+    src, out = str(tmp_path / "clone"), str(tmp_path / "out")
+    shutil.copytree(tiny_path, src)
+    path = os.path.join(src, "model.safetensors")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(POINTER)
+    with pytest.raises(SystemExit) as exit_info:
+        quantize.main(["--src", src, "--out", out, "--format", "modelopt", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"--src {src}: checkpoint file {path}: {LFS}" in err
+    assert "Traceback" not in err and not os.path.exists(out)
