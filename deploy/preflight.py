@@ -92,6 +92,17 @@ def port_problems(env: dict) -> list[str]:
     return problems
 
 
+def _snapshot_hint(folder: str) -> str:
+    """", as in ...": the checkpoint inside a Hugging Face hub cache folder (models--ORG--NAME, which holds blobs/,
+    refs/ and snapshots/HASH/, the folder a download fills) when `folder` is one, else ""."""
+    try:
+        with open(os.path.join(folder, "refs", "main"), encoding="utf-8") as f:
+            snapshot = os.path.join(folder, "snapshots", f.read().strip())
+    except OSError:
+        return ""
+    return f", as in {snapshot}" if os.path.isfile(os.path.join(snapshot, "config.json")) else ""
+
+
 def model_problem(model: str, root: str) -> str | None:
     """None when `model` (relative to root, where the processes run) reads as a checkpoint folder (config.json, and a
     tokenizer.json and chat template the gateway can load; the weights load in the worker), else why not."""
@@ -103,7 +114,7 @@ def model_problem(model: str, root: str) -> str | None:
                 check_not_lfs_pointer(os.path.join(folder, shard))
     except CheckpointError as exc:
         return f"cannot serve MODEL={model}: {exc} (MODEL is a Hugging Face checkpoint folder: config.json, " \
-               f"tokenizer.json, *.safetensors)"
+               f"tokenizer.json, *.safetensors{_snapshot_hint(folder)})"
     config_path = os.path.join(folder, "tokenizer_config.json")
     info = pb.InfoResponse(model_id=card["model_id"], max_context_len=int(card["max_context_len"]),
                            tokenizer_json=card["tokenizer_json"], chat_template=card["chat_template"],

@@ -1,7 +1,9 @@
-"""Unit tests (CPU): a checkpoint folder cloned without git-lfs holds Git LFS pointer files in place of its shards and
-tokenizer.json. Each is refused naming the file and what to run, by `make run`'s preflight before anything starts and
-by the worker; before, the shard failed as "Error while deserializing header: header too large" (the safetensors
-error of huggingface/transformers#27923, deepseek-ai/DeepSeek-V3#557) and tokenizer.json as a JSON parse error."""
+"""Unit tests (CPU): checkpoint folders as downloads leave them. A clone made without git-lfs holds Git LFS pointer
+files in place of its shards and tokenizer.json: each is refused naming the file and what to run, by `make run`'s
+preflight before anything starts, by the worker and by the quantize command; before, the shard failed as "Error while
+deserializing header: header too large" (the safetensors error of huggingface/transformers#27923,
+deepseek-ai/DeepSeek-V3#557) and tokenizer.json as a JSON parse error. A Hugging Face hub cache folder given as MODEL
+is refused naming the snapshot inside it."""
 import os
 import shutil
 
@@ -55,3 +57,15 @@ def test_quantize_command_names_an_lfs_pointer_shard(tiny_path, tmp_path, capsys
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and f"--src {src}: checkpoint file {path}: {LFS}" in err
     assert "Traceback" not in err and not os.path.exists(out)
+
+
+def test_a_hub_cache_folder_names_its_snapshot(tiny_path, tmp_path):
+    """MODEL=~/.cache/huggingface/hub/models--ORG--NAME (the cache folder, not the checkpoint inside it): the refusal
+    names snapshots/HASH, the folder that holds config.json."""
+    cache = tmp_path / "models--Qwen--Qwen3.5-4B"
+    shutil.copytree(tiny_path, str(cache / "snapshots" / "abc123"))
+    (cache / "refs").mkdir()
+    (cache / "refs" / "main").write_text("abc123")
+    problem = model_problem(str(cache), "/")
+    assert problem.endswith(f"*.safetensors, as in {cache / 'snapshots' / 'abc123'})"), problem
+    assert f"checkpoint file {cache / 'config.json'}: missing" in problem
