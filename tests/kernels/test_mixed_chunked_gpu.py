@@ -1,9 +1,10 @@
 """GPU tests: a mixed step's decode rows run as one-token chunks of the chunked GDN kernels (worker/layers/gdn.py
-chunks_decode_rows) give what the decode kernels give when the step splits them out (MIXED_STEPS_CHUNKED False),
-for the row counts the rule chunks: up to MIXED_CHUNKED_MAX_DECODE beside any prefill, up to
-MIXED_CHUNKED_SHORT_MAX_DECODE beside a short one. The kernel-shaped model of test_model_gpu.py; the decode rows
+GdnStepMeta, up to MIXED_CHUNKED_MAX_DECODE rows) give what the decode kernels give when the step splits them out
+(MIXED_STEPS_CHUNKED False); a split step whose decode rows lead takes them as row views. The kernel-shaped model of test_model_gpu.py; the decode rows
 continue 30-token prompts on their own slots; logits and recurrent states compared (different kernels: a tolerance).
 """
+import dataclasses
+
 import pytest
 import torch
 
@@ -39,7 +40,7 @@ def _run(model, config, num_decode: int, prompt: int):
     return logits, cache.recurrent_state.float()
 
 
-@pytest.mark.parametrize("num_decode,prompt", [(16, 200), (20, 40), (32, 128)])
+@pytest.mark.parametrize("num_decode,prompt", [(16, 200), (9, 40)])
 def test_chunked_decode_rows_match_the_split_step(gpu_model, num_decode, prompt, monkeypatch):
     config, model = gpu_model
     assert gdn_layer.GdnStepMeta.from_lists(
@@ -52,3 +53,27 @@ def test_chunked_decode_rows_match_the_split_step(gpu_model, num_decode, prompt,
         assert not torch.isnan(g).any()
         rel = ((g - w).norm() / w.norm()).item()
         assert rel < TOL, rel
+
+
+@pytest.mark.parametrize("num_decode,prompt", [(40, 64), (20, 300)])
+def test_split_step_with_leading_decode_rows_equals_the_gathered_split(gpu_model, num_decode, prompt, monkeypatch):
+    """A split step whose decode rows lead (GdnStepMeta.num_leading_decode: row views) equals the same step through
+    the gather / scatter of its rows, bit for bit."""
+    config, model = gpu_model
+    monkeypatch.setattr(gdn_layer, "MIXED_STEPS_CHUNKED", False)
+    from_lists = gdn_layer.GdnStepMeta.from_lists
+    metas = []
+
+    def spy(*args, **kwargs):
+        metas.append(from_lists(*args, **kwargs))
+        return metas[-1]
+
+    monkeypatch.setattr(gdn_layer.GdnStepMeta, "from_lists", staticmethod(spy))
+    got = _run(model, config, num_decode, prompt)
+    assert metas[-1].num_leading_decode == num_decode
+    monkeypatch.setattr(gdn_layer.GdnStepMeta, "from_lists",
+                        staticmethod(lambda *a, **k: dataclasses.replace(from_lists(*a, **k), num_leading_decode=0)))
+    want = _run(model, config, num_decode, prompt)
+    for g, w in zip(got, want):
+        assert not torch.isnan(g).any()
+        assert torch.equal(g, w)

@@ -96,20 +96,21 @@ def test_gdn_meta_splits_rows_by_kind(monkeypatch):
     assert meta.prefill_tokens.tolist() == [0, 1, 2, 3, 4, 6, 7, 8]
     assert meta.prefill_cu.tolist() == [0, 5, 8] and meta.prefill_slots.tolist() == [3, 7]
     assert meta.prefill_init.tolist() == [0, 1] and not meta.all_decode and not meta.all_prefill
+    assert meta.num_leading_decode == 0  # decode rows 1 and 3: between prefill rows
+    leading = GdnStepMeta.from_lists([0, 1, 2, 7, 10], [7, 3, 0, 4], [1, 0, 3, 7], "cpu")
+    assert leading.num_leading_decode == 2 and leading.decode_tokens.tolist() == [0, 1]
+    assert leading.prefill_tokens.tolist() == list(range(2, 10)) and leading.prefill_cu.tolist() == [0, 5, 8]
 
 
 def test_gdn_meta_chunks_a_mixed_steps_few_decode_rows_with_its_prefill_rows():
     """Beside a row of 2+ tokens, up to MIXED_CHUNKED_MAX_DECODE one-token rows are one-token chunks continuing their
-    slots (no gather / scatter); up to MIXED_CHUNKED_SHORT_MAX_DECODE beside at most MIXED_CHUNKED_SHORT_TOKENS
-    prefill tokens; with more, the step splits them out to the decode kernels."""
+    slots (no gather / scatter); with more, the step splits them out to the decode kernels."""
     meta = GdnStepMeta.from_lists([0, 5, 6, 9, 10], [0, 7, 2, 3], [3, 1, 7, 0], "cpu")
     assert meta.all_prefill and not meta.all_decode and meta.decode_tokens.numel() == 0
     assert meta.prefill_tokens.tolist() == list(range(10)) and meta.prefill_cu.tolist() == [0, 5, 6, 9, 10]
     assert meta.prefill_slots.tolist() == [3, 1, 7, 0] and meta.prefill_init.tolist() == [0, 1, 1, 1]
-    short, limit = gdn_layer.MIXED_CHUNKED_SHORT_TOKENS, gdn_layer.MIXED_CHUNKED_SHORT_MAX_DECODE
-    for many, prompt, chunked in ((gdn_layer.MIXED_CHUNKED_MAX_DECODE + 1, short + 1, False),
-                                  (gdn_layer.MIXED_CHUNKED_MAX_DECODE + 1, short, True), (limit, 4, True),
-                                  (limit + 1, 4, False), (gdn_layer.MIXED_CHUNKED_MAX_DECODE, 2000, True)):
+    for many, prompt, chunked in ((gdn_layer.MIXED_CHUNKED_MAX_DECODE + 1, 4, False),
+                                  (gdn_layer.MIXED_CHUNKED_MAX_DECODE, 2000, True)):
         bounds = [0, prompt] + [prompt + 1 + i for i in range(many)]
         meta = GdnStepMeta.from_lists(bounds, [0] + [9] * many, list(range(many + 1)), "cpu")
         assert meta.all_prefill == chunked and not meta.all_decode, (many, prompt)

@@ -62,24 +62,13 @@ def delta_rule_varlen(q, k, v, g, beta, initial_state, cu_seqlens):
 # H200, 27B shape, 64 layers, .devscripts probe of session 27 device run 7 (ms, split / chunked, two rounds): 15
 # decode rows + a 16-token chunk: kernels 14.2 / 16.6, step wall 35.7-79.2 / 19.7-30.8; 31 + 64: kernels 21.0 /
 # 26.6, wall 36.1-49.4 / 30.0-31.6; 7 + 512: 67 / 67, wall 71-72 both. Every extra decode row costs the chunked
-# kernels ~0.18-0.22 ms a step, so where the step is device-bound splitting wins: up to MIXED_CHUNKED_SHORT_MAX_DECODE
-# rows are chunked only beside at most MIXED_CHUNKED_SHORT_TOKENS prefill tokens. Session 28 device run 4
-# (.devscripts/s28_mix2.py, pieces wall ms split / chunked, two rounds): 24 + 16 57.4, 35.6 / 23.3, 23.1; 31 + 64
-# 62.1, 37.9 / 29.3, 28.6; 31 + 512 73.8, 73.4 / 78.3, 78.3; 63 + 64 45.7, 36.0 / 40.3, 40.4; 63 + 256 53.1, 52.8 /
-# 65.8, 66.8. False: always split.
+# kernels ~0.18-0.22 ms a step, so past 16 rows the split wins now that it needs no gather / scatter where the decode
+# rows lead the step (GdnStepMeta.num_leading_decode, session 28 device run 6, .devscripts/s28_mix3.py, pieces wall
+# ms split / chunked, two rounds: 24 + 16 26.1, 25.7 / 23.1, 24.0; 31 + 64 24.7, 24.1 / 28.5, 28.6; 31 + 128 34.3,
+# 34.4 / 41.0, 41.0; before those views run 4 had chunked 17-32 rows beside <= 128 tokens: 31 + 64 split 62.1,
+# 37.9). False: always split.
 MIXED_STEPS_CHUNKED = True
 MIXED_CHUNKED_MAX_DECODE = 16
-MIXED_CHUNKED_SHORT_MAX_DECODE, MIXED_CHUNKED_SHORT_TOKENS = 32, 128
-
-
-def chunks_decode_rows(num_decode: int, num_prefill_tokens: int) -> bool:
-    """A mixed step of num_decode decode rows beside prefill rows of num_prefill_tokens tokens in all runs its
-    decode rows as one-token chunks (the rule and its figures above)."""
-    if not MIXED_STEPS_CHUNKED:
-        return False
-    if num_decode <= MIXED_CHUNKED_MAX_DECODE:
-        return True
-    return num_decode <= MIXED_CHUNKED_SHORT_MAX_DECODE and num_prefill_tokens <= MIXED_CHUNKED_SHORT_TOKENS
 
 
 @dataclass
@@ -88,12 +77,14 @@ class GdnStepMeta:
 
     decode_tokens  [Nd] int64   token index of each one-token row of an all-decode step, or of any step where
                                 its decode rows are not chunked (row order); decode_slots [Nd] int32 its slot
-    prefill_tokens [Tp] int64   tokens of the chunked rows (those of > 1 token, and the decode rows beside them where
-                                chunks_decode_rows), in order; prefill_cu [Np+1] int32 their bounds
+    prefill_tokens [Tp] int64   tokens of the chunked rows (those of > 1 token, and the decode rows beside them up to
+                                MIXED_CHUNKED_MAX_DECODE), in order; prefill_cu [Np+1] int32 their bounds
     prefill_slots  [Np] int32;  prefill_init [Np] int32 (1 = continue the slot's state, 0 = fresh prompt)
     tables         kernels.gdn.ops.prefill_tables of prefill_cu (None without prefill rows)
     all_decode / all_prefill  bool: no gather/scatter of tokens needed
     prefill_plan   kernels.gdn.prefill_plan.PrefillPlan the step's first GDN layer makes, the others reuse
+    num_leading_decode  Nd where a split step's decode rows are its first Nd tokens (the scheduler plans decode rows
+                        first): both parts are then row views, no gather / scatter; else 0
     """
 
     decode_tokens: torch.Tensor
@@ -106,6 +97,7 @@ class GdnStepMeta:
     all_decode: bool
     all_prefill: bool
     prefill_plan: object = None
+    num_leading_decode: int = 0
 
     @staticmethod
     def from_lists(bounds: list, context_lens: list, state_slots: list, device) -> "GdnStepMeta":
@@ -113,7 +105,7 @@ class GdnStepMeta:
         lens = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
         decode = [r for r, n in enumerate(lens) if n == 1]
         prefill = [r for r, n in enumerate(lens) if n > 1]
-        if prefill and chunks_decode_rows(len(decode), sum(lens[r] for r in prefill)):  # one-token chunks
+        if prefill and MIXED_STEPS_CHUNKED and len(decode) <= MIXED_CHUNKED_MAX_DECODE:  # one-token chunks
             decode, prefill = [], list(range(len(lens)))
         pre_tokens = [t for r in prefill for t in range(bounds[r], bounds[r + 1])]
         pre_cu = [0]
@@ -129,7 +121,7 @@ class GdnStepMeta:
                            dev(pre_tokens, torch.int64), dev(pre_cu, torch.int32),
                            dev([state_slots[r] for r in prefill], torch.int32),
                            dev([int(context_lens[r] > 0) for r in prefill], torch.int32), tables,
-                           not prefill, not decode)
+                           not prefill, not decode, None, len(decode) if decode == list(range(len(decode))) else 0)
 
 
 class GatedDeltaNet(torch.nn.Module):
@@ -259,6 +251,12 @@ class GatedDeltaNet(torch.nn.Module):
             return self._prefill(mixed, a, b, meta, recurrent_state, conv_state, out)
         core = out if out is not None else torch.empty(num_tokens, recurrent_state.shape[1], self.head_v_dim,
                                                        dtype=mixed.dtype, device=mixed.device)
+        lead = meta.num_leading_decode
+        if lead and core.is_contiguous():  # rows 0 .. lead - 1 decode, the rest prefill: views (session 28 run 6)
+            core[:lead] = gdn_ops.gdn_decode(mixed[:lead], a[:lead], b[:lead], conv_w, a_log, dt_bias, conv_state,
+                                             recurrent_state, meta.decode_slots, self.num_k_heads)
+            self._prefill(mixed[lead:], a[lead:], b[lead:], meta, recurrent_state, conv_state, core[lead:])
+            return core
         dec = meta.decode_tokens
         core[dec] = gdn_ops.gdn_decode(mixed[dec], a[dec], b[dec], conv_w, a_log, dt_bias, conv_state,
                                        recurrent_state, meta.decode_slots, self.num_k_heads)
