@@ -78,3 +78,15 @@ async def test_sillytavern_kobold_body_with_singleline(stack):
     response = await client.post("/api/v1/generate", data=orjson.dumps(body))
     result = (await response.json())["results"][0]
     assert response.status == 200 and (result["text"], result["finish_reason"]) == ("Hello there", "stop")
+
+
+async def test_stream_events_hold_no_raw_line_separator(stack):
+    """KoboldAI Lite reads each event with /^event: (.*)\\ndata: (.*)(\\r?\\n){2}/m, whose `.` stops at U+2028 and
+    U+2029: written raw, the event was never found and the stream stalled; escaped, as KoboldCpp's json.dumps does."""
+    client, fake = stack
+    fake.script.reply = "a\u2028b\u2029c"
+    response = await client.post("/api/extra/generate/stream", data=orjson.dumps({"prompt": "hi", "max_length": 32}))
+    raw = await response.read()
+    assert "\u2028".encode() not in raw and "\u2029".encode() not in raw
+    tokens = [orjson.loads(line[6:])["token"] for line in raw.decode().split("\n") if line.startswith("data: ")]
+    assert "".join(tokens) == "a\u2028b\u2029c"
