@@ -119,7 +119,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
         constraint = _strict_constraint(body, card, tools, gen.thinking_open)
     guided = guided_constraint(body, card, gen.thinking_open)
     gen.constraint = guided[0] if guided else constraint
-    apply_thinking_budget(body, gen, card)
+    apply_thinking_budget(body, gen, card, calls=bool(tools) and force is None)
     return Plan(gen=gen, model=served_name, stream=stream, include_usage=include_usage,
                 continuous_usage=continuous, tools=tools,
                 parallel_tool_calls=body.get("parallel_tool_calls") is not False,

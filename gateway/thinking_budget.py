@@ -12,14 +12,18 @@ from gateway.structured import THINK_BODY, checked, think_prefix
 _START = re.compile(r"^start: " + re.escape(THINK_BODY) + " ", re.MULTILINE)
 
 
-def apply_thinking_budget(body: dict, gen, card: ModelCard) -> None:
+def apply_thinking_budget(body: dict, gen, card: ModelCard, calls: bool = False) -> None:
     """gen.constraint bounds the reasoning to body's thinking_token_budget (-1 or absent: unbounded). Only where the
     prompt opened the thinking and the grammar lets it reason: thinking off, or a forced tool call (its grammar is the
-    calls alone, also after a final message continued inside its thinking), has no reasoning to bound."""
+    calls alone, also after a final message continued inside its thinking), has no reasoning to bound. calls: the
+    answer is free and its tool calls are read, so a <tool_call> may end the reasoning too, as the reasoning split
+    reads a call the thinking runs into (Qwen3.5 writes one inside <think> at times): the grammar refused the token
+    there, and a call spelled out in its characters had </think> forced into its arguments (vllm#44676)."""
     budget = reasoning_budget(body)
     if budget is None or budget == -1 or not gen.thinking_open:
         return
-    grammar = gen.constraint.grammar if gen.constraint is not None else _free_answer(card)
+    call_start = calls and gen.constraint is None and card.is_added_token("<tool_call>")
+    grammar = gen.constraint.grammar if gen.constraint is not None else _free_answer(card, call_start)
     grammar, found = _START.subn("start: reasoning ", grammar, count=1)
     if not found:
         return
@@ -38,9 +42,11 @@ def reasoning_budget(body: dict) -> Optional[int]:
     return None
 
 
-def _free_answer(card: ModelCard) -> str:
-    """The reasoning, </think>, then any tokens but eos (added ones such as <tool_call> too) until eos."""
-    return f"start: {think_prefix(card)} answer\nanswer: {any_token_but(card, ())}*\n"
+def _free_answer(card: ModelCard, call_start: bool = False) -> str:
+    """The reasoning, </think>, then any tokens but eos (added ones such as <tool_call> too) until eos; call_start:
+    or the reasoning, then <tool_call> and any tokens (the call it opens is the answer)."""
+    calls = "\n     | reasoning <tool_call> answer" if call_start else ""
+    return f"start: {think_prefix(card)} answer{calls}\nanswer: {any_token_but(card, ())}*\n"
 
 
 def any_token_but(card: ModelCard, excluded) -> str:

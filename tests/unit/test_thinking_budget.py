@@ -109,3 +109,26 @@ def test_a_bad_llama_cpp_budget_is_a_400_naming_it(card, value):  # noqa: F811
     with pytest.raises(InvalidRequest) as error:
         parse_chat({"messages": USER, "thinking_budget_tokens": value}, card, "tiny")
     assert error.value.param == "thinking_budget_tokens"
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+def test_a_call_may_end_the_bounded_reasoning(card):  # noqa: F811
+    """Qwen3.5 writes its call inside <think> at times, and the reasoning split reads a call the thinking runs into as
+    the answer: the budget's grammar refused <tool_call> there, and a call spelled in its characters had </think>
+    forced into its arguments once the budget ran out (vllm#44676). With tools offered the token ends the reasoning;
+    once the budget is spent it is </think> or a call."""
+    call = card.encode("Need the weather.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                       "</parameter>\n</function>\n</tool_call>")
+    m = matcher(card, {"thinking_token_budget": 40, "tools": TOOLS})
+    assert m.consume_tokens(call) and allowed(card, m, [card.eos_token_ids[0]])
+    m = matcher(card, {"thinking_token_budget": 3, "tools": TOOLS})
+    assert m.consume_tokens(card.encode("Let me think")[:3])
+    assert allowed(card, m, [card.token_id("</think>")]) and allowed(card, m, [card.token_id("<tool_call>")])
+    assert not allowed(card, m, card.encode("a"))
+    # Calls that are not read (tool_choice none) do not end it: </think> alone, as without tools.
+    m = matcher(card, {"thinking_token_budget": 3, "tools": TOOLS, "tool_choice": "none"})
+    assert m.consume_tokens(card.encode("Let me think")[:3])
+    assert m.compute_ff_tokens() == [card.token_id("</think>")]
