@@ -13,7 +13,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.control_tokens import Marker
 from gateway.errors import InvalidRequest
-from gateway.once_log import OnceLog
+from gateway.once_log import OnceLog, short_name
 from gateway.tools import load_json
 
 log = logging.getLogger("sparkinfer.gateway")
@@ -79,7 +79,7 @@ def _parse_arguments(arguments: Any, name: Any) -> dict:
     if isinstance(parsed, dict):
         return parsed
     if arguments not in (None, ""):
-        log.warning("tool call %r: arguments are not a JSON object (%d characters); rendered as {}", name,
+        log.warning("tool call %s: arguments are not a JSON object (%d characters); rendered as {}", short_name(name),
                     len(arguments) if isinstance(arguments, str) else 0)
     return {}
 

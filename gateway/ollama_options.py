@@ -12,7 +12,7 @@ from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.list_limits import MAX_STOPS
 from gateway.llama_cpp_fields import llama_server_seed
 from gateway.model import ModelCard
-from gateway.once_log import MAX_SHOWN
+from gateway.once_log import MAX_SHOWN, short_name
 
 log = logging.getLogger("sparkinfer.gateway")
 # Ollama's api.Options (api/types.go), the only options it reads; any other key is logged and ignored whatever its
@@ -91,7 +91,7 @@ def _typed(options: dict) -> dict:
     # Like Ollama: an unknown option is logged and ignored (clients send extras), never a 400; past MAX_SHOWN names
     # one line counts the rest (options with 100000 unknown keys wrote 100000 lines).
     for name in unknown[:MAX_SHOWN]:
-        log.warning("ignoring unknown Ollama option %r", name)
+        log.warning("ignoring unknown Ollama option %s", short_name(name))
     if len(unknown) > MAX_SHOWN:
         log.warning("ignoring %d more unknown Ollama options", len(unknown) - MAX_SHOWN)
     for name, value in options.items():

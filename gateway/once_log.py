@@ -2,13 +2,25 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+import reprlib
+from typing import Any, Iterable
 
 log = logging.getLogger("sparkinfer.gateway")
 # Names remembered in all (the names are the clients', so without a bound the set grew with every new one), and
 # names shown in one request's line (one body with 100000 unknown keys wrote 100000 lines).
 MAX_REMEMBERED = 1024
 MAX_SHOWN = 16
+# Characters of one name a warning writes and the set keeps. The names are the clients' and may be as long as a body:
+# 20 requests, each with one unknown field named by 5 MB, grew the gateway by 95 MB (the set kept each name whole, up
+# to MAX_REMEMBERED of them: 32 GiB at the 32 MiB body limit) and wrote 100 MB of log.
+MAX_NAME_CHARS = 80
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = MAX_NAME_CHARS
+
+
+def short_name(name: Any) -> str:
+    """repr(name) for a log line, a long one cut in the middle as reprlib cuts it ('AAAA...AAAA', MAX_NAME_CHARS)."""
+    return _short.repr(name)
 
 
 class OnceLog:
@@ -20,13 +32,14 @@ class OnceLog:
         self.seen: set = set()
 
     def note(self, names: Iterable[str]) -> None:
-        """Logs one warning naming the names not seen before (at most MAX_SHOWN named, MAX_REMEMBERED kept)."""
+        """Logs one warning naming the names not seen before (at most MAX_SHOWN named, MAX_REMEMBERED kept, each as
+        short_name writes it)."""
         room = MAX_REMEMBERED - len(self.seen)
-        new = [name for name in dict.fromkeys(names) if name not in self.seen][:max(room, 0)]
+        new = [name for name in dict.fromkeys(map(short_name, names)) if name not in self.seen][:max(room, 0)]
         if not new:
             return
         self.seen.update(new)
-        shown = ", ".join(repr(name) for name in new[:MAX_SHOWN])
+        shown = ", ".join(new[:MAX_SHOWN])
         more = f" and {len(new) - MAX_SHOWN} more" if len(new) > MAX_SHOWN else ""
         full = "; no further names are logged" if len(self.seen) >= MAX_REMEMBERED else ""
         log.warning(self.template + " (each name logged once%s)", shown + more, full)
