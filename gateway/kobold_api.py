@@ -9,8 +9,9 @@ stream sends `event: message` / `data: {"token": piece, "finish_reason": null}` 
 ("stop" or "length") and an empty token, as KoboldCpp's handle_sse_stream. The body's memory is put before the prompt
 and trim_stop (KoboldCpp's default true) leaves the stop sequence out, as KoboldCpp reads them; its samplers map onto
 llama.cpp's fields (rep_pen -> repeat_penalty over rep_pen_range tokens, typical -> typical_p, nsigma -> top_n_sigma),
-so a sampler this server lacks is the same 400 there (DRY, XTC, mirostat, dynamic temperature), and the neutral values
-its clients send on every request (tfs 1, top_a 0, rep_pen_slope, sampler_order) change nothing.
+so a sampler this server lacks is the same 400 there (DRY, XTC, mirostat, dynamic temperature), its banned_tokens
+(banned phrases) are vLLM's bad_words, and the neutral values its clients send on every request (tfs 1, top_a 0,
+rep_pen_slope, sampler_order) change nothing.
 """
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ _KEPT = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "n", "gra
 
 
 def completion_body(body) -> dict:
-    """The /v1/completions body a KoboldAI generate body asks for (400 for a body that is no object, no prompt, media
-    or banned phrases, which are not served here)."""
+    """The /v1/completions body a KoboldAI generate body asks for (400 for a body that is no object, no prompt, or
+    media, which is not served here)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", param=None)
     prompt = body.get("prompt")
@@ -52,13 +53,13 @@ def completion_body(body) -> dict:
     for field in ("images", "audio"):
         if body.get(field):
             raise Unsupported(f"{field}: this model server generates text only", param=field)
-    if body.get("banned_tokens") or body.get("banned_strings"):
-        raise Unsupported("banned_tokens: phrase banning is not supported (logit_bias bans single tokens)",
-                          param="banned_tokens")
     memory = body.get("memory") if isinstance(body.get("memory"), str) else ""
     out = {"prompt": memory + prompt, "n_predict": DEFAULT_MAX_LENGTH, "cache_prompt": True}
     out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
     out.update({key: body[key] for key in _KEPT if body.get(key) is not None})
+    if body.get("banned_tokens"):
+        # KoboldCpp's banned phrases: vLLM's bad_words here (the phrase's tokens never completed).
+        out["banned_strings"] = body["banned_tokens"]
     if isinstance(out.get("seed"), int) and out["seed"] < 0:
         del out["seed"]
     if body.get("singleline"):

@@ -40,8 +40,27 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     apply_samplers(body, sampling)
     # llama.cpp's min_keep (any int; below 1 keeps the best token only, as always); past the vocabulary, all of it.
     sampling.min_keep = min(max(body.get("min_keep") or 0, 0), card.vocab_size)
-    sampling.bad_words = [ids for word in body.get("bad_words") or [] for ids in bad_word_ids(word, card)]
+    sampling.logit_bias.update(dict.fromkeys(token_bans(body.get("custom_token_bans"), card), -100.0))
+    words = [*(body.get("bad_words") or []), *(body.get("banned_strings") or [])]
+    sampling.bad_words = [ids for word in words for ids in bad_word_ids(word, card)]
     return sampling
+
+
+def token_bans(bans, card: ModelCard) -> list:
+    """custom_token_bans' token ids, never sampled (a -100 bias, as a ban in logit_bias): text-generation-webui and
+    TabbyAPI take them as comma-separated ids ("1,2"), Aphrodite as a list; SillyTavern sends its banned tokens so to
+    those sources, and banned_strings, its quoted bans, as bad_words. They were ignored: the banned tokens came out."""
+    if not bans:
+        return []
+    if isinstance(bans, str):
+        parts = [part.strip() for part in bans.split(",") if part.strip()]
+        if not all(_TOKEN_ID_KEY.fullmatch(part) for part in parts):
+            raise InvalidRequest("custom_token_bans must be comma-separated token ids", param="custom_token_bans")
+        bans = [int(part) for part in parts]
+    if any(not 0 <= token_id < card.vocab_size for token_id in bans):
+        raise InvalidRequest(f"custom_token_bans: token ids must be in [0, {card.vocab_size})",
+                             param="custom_token_bans")
+    return bans
 
 
 def _bias_object(given: dict, body: dict, card: ModelCard) -> dict:

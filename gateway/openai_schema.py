@@ -121,6 +121,10 @@ _COMMON = {
     "return_tokens_as_token_ids": _BOOL_OR_NULL,
     "allowed_token_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
     "bad_words": {"type": ["array", "null"], "items": {"type": "string"}},
+    # The token bans of the text-completion servers SillyTavern's presets target (openai_sampling.token_bans):
+    # text-generation-webui's and TabbyAPI's comma-separated ids, Aphrodite's id list, and their banned strings.
+    "custom_token_bans": {"type": ["string", "array", "null"], "items": {"type": "integer"}},
+    "banned_strings": {"type": ["array", "null"], "items": {"type": "string"}},
     "mirostat": {"type": ["integer", "null"]},
     # llama-cpp-python's server names (llama_cpp/server/types.py): its mirostat switch, refused as llama.cpp's is, and
     # how its logit_bias keys read: token ids, or texts whose tokens are biased (openai_sampling).

@@ -58,7 +58,7 @@ async def test_stream_sends_kobold_events_then_the_finish(stack):
         {"token": "", "finish_reason": "stop"}
 
 
-@pytest.mark.parametrize("field, value", [("dry_multiplier", 0.8), ("mirostat", 2), ("banned_tokens", ["foo"])])
+@pytest.mark.parametrize("field, value", [("dry_multiplier", 0.8), ("mirostat", 2), ("images", ["aGk="])])
 async def test_a_sampler_not_served_is_a_400(stack, field, value):
     client, fake = stack
     response = await client.post("/api/v1/generate", data=orjson.dumps({**LITE, field: value}))
@@ -90,3 +90,12 @@ async def test_stream_events_hold_no_raw_line_separator(stack):
     assert "\u2028".encode() not in raw and "\u2029".encode() not in raw
     tokens = [orjson.loads(line[6:])["token"] for line in raw.decode().split("\n") if line.startswith("data: ")]
     assert "".join(tokens) == "a\u2028b\u2029c"
+
+
+async def test_banned_phrases_are_bad_words(stack):
+    """KoboldCpp's banned_tokens (phrases) reach the scheduler as bad words: each phrase's token ids."""
+    client, fake = stack
+    response = await client.post("/api/v1/generate", data=orjson.dumps({**LITE, "banned_tokens": ["Hello"]}))
+    assert response.status == 200
+    words = [list(word.ids) for word in fake.script.requests[-1].sampling.bad_words]
+    assert fake.tokenizer.encode("Hello").ids in words

@@ -1,0 +1,44 @@
+"""SillyTavern's banned tokens on the text-completion sources that are not llama.cpp's (fake scheduler): its
+text-generation-webui and TabbyAPI sources send them as custom_token_bans, comma-separated ids ("5,7"), its Aphrodite
+source as an id list, and its quoted bans as banned_strings (public/scripts/textgen-settings.js getCustomTokenBans).
+Both were ignored (unknown fields): the banned tokens came out. The ids are never sampled now (a -100 bias) and the
+strings are vLLM's bad_words."""
+import pytest
+
+BASE = {"prompt": "hi", "max_tokens": 4}
+
+
+@pytest.mark.parametrize("bans", ["5,7", " 5 , 7 ,", [5, 7]], ids=["ooba", "spaces", "aphrodite"])
+async def test_custom_token_bans_are_never_sampled(stack, bans):
+    client, fake = stack
+    response = await client.post("/v1/completions", json={**BASE, "custom_token_bans": bans})
+    assert response.status == 200, await response.text()
+    bias = dict(fake.script.requests[-1].sampling.logit_bias)
+    assert bias == {5: -100.0, 7: -100.0}
+
+
+async def test_an_empty_ban_list_bans_nothing(stack):
+    client, fake = stack
+    response = await client.post("/v1/completions", json={**BASE, "custom_token_bans": "", "banned_strings": []})
+    assert response.status == 200
+    request = fake.script.requests[-1]
+    assert not dict(request.sampling.logit_bias) and not list(request.sampling.bad_words)
+
+
+async def test_banned_strings_are_bad_words(stack):
+    client, fake = stack
+    response = await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                                "banned_strings": ["Hello"], "max_tokens": 4})
+    assert response.status == 200
+    words = [list(word.ids) for word in fake.script.requests[-1].sampling.bad_words]
+    assert fake.tokenizer.encode("Hello").ids in words
+
+
+@pytest.mark.parametrize("bans, words", [("5,x", "comma-separated token ids"), ([99999], "token ids must be in")],
+                         ids=["not ids", "past vocab"])
+async def test_bad_bans_are_400s(stack, bans, words):
+    client, fake = stack
+    response = await client.post("/v1/completions", json={**BASE, "custom_token_bans": bans})
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"] == "custom_token_bans" and words in error["message"]
+    assert fake.script.requests == []
