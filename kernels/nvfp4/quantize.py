@@ -108,7 +108,11 @@ def quant_config(fmt: str, ignored: list) -> dict:
                 "producer": {"name": "sparkinfer", "version": "1"},
                 "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None}}}
     weights.update({"strategy": "tensor_group", "symmetric": True})
+    # quantization_status "compressed" (llm-compressor writes it): transformers' compressed-tensors quantizer lays out
+    # the packed modules that receive weight_packed only for a compressed checkpoint (is_quantization_compressed);
+    # compressed-tensors' default, "initialized", reads the folder as dense weights that are not there
     return {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized", "ignore": ignored,
+            "quantization_status": "compressed",
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None}}}
 
 

@@ -105,3 +105,14 @@ def test_modelopt_output_names_the_weight_only_algorithm_its_tensors_hold(tiny_p
                   not in names and len(load_file(os.path.join(out, names[n]))[n].shape) >= 2)
     assert sorted(config["ignore"]) == kept and [n for n in kept if n.endswith("linear_attn.conv1d")]
     assert load_model_card(out)["quantization"] == "nvfp4"
+
+
+def test_compressed_tensors_output_says_it_is_compressed(tiny_path, tmp_path):
+    """quantization_status "compressed", as llm-compressor's exports say: transformers (quantizer_compressed_tensors.py,
+    is_quantization_compressed) builds the packed modules that take weight_packed only then; without it the status is
+    compressed-tensors' default "initialized" and the folder reads as dense weights it does not hold."""
+    out = str(tmp_path / "ct")
+    quantize.quantize_folder(tiny_path, out, "compressed-tensors", progress=False)
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)["quantization_config"]
+    assert config["quantization_status"] == "compressed" and config["format"] == "nvfp4-pack-quantized"
