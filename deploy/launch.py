@@ -46,10 +46,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--model", default=os.environ.get("SPARKINFER_MODEL", "models/tiny"),
                         help="checkpoint folder (SPARKINFER_MODEL; default models/tiny)")
     parser.add_argument("--wait-timeout", type=float, default=env_number(parser, "SPARKINFER_LAUNCH_TIMEOUT_S", 600),
-                        help="seconds to wait for the stack to become healthy (SPARKINFER_LAUNCH_TIMEOUT_S)")
+                        help="seconds to wait for the stack to become healthy (SPARKINFER_LAUNCH_TIMEOUT_S, "
+                             "default 600)")
     parser.add_argument("--worker-hung-s", type=float, default=env_number(parser, watchdog.ENV, watchdog.HUNG_S),
                         help=f"kill and restart a worker the scheduler has counted dead this long while its process "
-                             f"runs ({watchdog.ENV}; 0: never)")
+                             f"runs ({watchdog.ENV}, default {watchdog.HUNG_S:g}; 0: never)")
     args = parser.parse_args(argv)
     # <= 0 or nan started the three processes only to stop them at once ("not healthy after -1 s")
     if not (math.isfinite(args.wait_timeout) and args.wait_timeout > 0):

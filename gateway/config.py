@@ -136,23 +136,26 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
 
 def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
     """Where the gateway listens, its scheduler, its stream keep-alive, body and idle timeouts, key and model name."""
-    parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host), help="bind address (SPARKINFER_HOST)")
+    parser.add_argument("--host", default=_env("SPARKINFER_HOST", d.host),
+                        help=f"bind address (SPARKINFER_HOST, default {d.host})")
     parser.add_argument("--port", type=int, default=env_number(parser, "SPARKINFER_PORT", d.port, int),
-                        help="HTTP port (SPARKINFER_PORT)")
+                        help=f"HTTP port (SPARKINFER_PORT, default {d.port})")
     parser.add_argument("--scheduler-addr", default=_env("SPARKINFER_SCHEDULER_ADDR", d.scheduler_addr),
-                        help="scheduler gRPC host:port (SPARKINFER_SCHEDULER_ADDR)")
+                        help=f"scheduler gRPC host:port (SPARKINFER_SCHEDULER_ADDR, default {d.scheduler_addr})")
     parser.add_argument("--sse-keepalive-seconds", type=float,
                         default=env_number(parser, "SPARKINFER_SSE_KEEPALIVE_SECONDS", d.sse_keepalive_s),
                         help="seconds between keep-alive comments on a silent stream "
-                             "(SPARKINFER_SSE_KEEPALIVE_SECONDS)")
+                             f"(SPARKINFER_SSE_KEEPALIVE_SECONDS, default {d.sse_keepalive_s:g})")
     parser.add_argument("--body-timeout-seconds", type=float,
                         default=env_number(parser, "SPARKINFER_BODY_TIMEOUT_S", d.body_timeout_s),
                         help="seconds a request's whole body may take to arrive once its headers are read; past it "
-                             "the answer is 408 and the connection closes (SPARKINFER_BODY_TIMEOUT_S)")
+                             f"the answer is 408 and the connection closes (SPARKINFER_BODY_TIMEOUT_S, default "
+                             f"{d.body_timeout_s:g})")
     parser.add_argument("--keep-alive-timeout-seconds", type=float,
                         default=env_number(parser, "SPARKINFER_KEEP_ALIVE_TIMEOUT_S", d.keep_alive_timeout_s),
                         help="seconds an idle connection (no request yet, or between two) is kept open "
-                             "(SPARKINFER_KEEP_ALIVE_TIMEOUT_S; vLLM sets uvicorn's from VLLM_HTTP_TIMEOUT_KEEP_ALIVE)")
+                             f"(SPARKINFER_KEEP_ALIVE_TIMEOUT_S, default {d.keep_alive_timeout_s:g}; vLLM sets "
+                             "uvicorn's from VLLM_HTTP_TIMEOUT_KEEP_ALIVE)")
     parser.add_argument("--api-key", default=_env("SPARKINFER_API_KEY", None),
                         help="require 'Authorization: Bearer KEY' (on Anthropic's and llama-server's routes also "
                              "'x-api-key: KEY', on llama-server's a bare 'Authorization: KEY' too, as it reads them) "
@@ -188,7 +191,8 @@ def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> N
     parser.add_argument("--drain-grace-seconds", type=float,
                         default=env_number(parser, "SPARKINFER_DRAIN_GRACE_S", d.drain_grace_s),
                         help="on SIGTERM or SIGINT, stop accepting connections and give the requests in flight this "
-                             "long to finish before they are cut (SPARKINFER_DRAIN_GRACE_S)")
+                             f"long to finish before they are cut (SPARKINFER_DRAIN_GRACE_S, default "
+                             f"{d.drain_grace_s:g})")
     parser.add_argument("--disable-access-log", action="store_true",
                         default=not env_switch(parser, "SPARKINFER_ACCESS_LOG", d.access_log),
                         help="no log line per request (as vLLM's --disable-uvicorn-access-log; by default each "
