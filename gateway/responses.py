@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.config import GatewayConfig
+from gateway.conversations import ConversationRoutes, Conversations, conversation_id
 from gateway.engine import Engine
 from gateway.errors import ApiError, InvalidRequest, NotImplementedApi
 from gateway.http_stream import stream_generation
@@ -40,6 +41,7 @@ class ResponsesRoutes:
         self.items = ItemStore()
         self.threads = ResponseThreads("/v1/responses")
         self.stored = StoredResponses(self.threads, self.items)
+        self.conversations = Conversations(self.threads.store)
 
     def register(self, app: web.Application) -> None:
         """Adds the Responses API (create, input_tokens, compact, with and without /v1) and the stored-response
@@ -58,13 +60,14 @@ class ResponsesRoutes:
         app.router.add_post("/v1/responses/{response_id}/cancel", self.cancel)
         app.router.add_get("/v1/responses/{response_id}/input_items", self.list_input_items)
         app.on_cleanup.append(self._end_background)
+        ConversationRoutes(self.conversations).register(app)
 
     async def create(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/responses: a Response, or streamed as its events (stream true), or at once, queued or in_progress,
         with the generation running on (background true); item_reference items resolve against the output items of
         recent responses, and previous_response_id's turns come before the input."""
         body = self.items.resolve(await read_json(request))
-        thread = self.threads.thread(body)
+        thread = self._thread(body)
         card = await self.engine.card()
         plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
@@ -89,6 +92,20 @@ class ResponsesRoutes:
             raise
         finally:
             self.stored.settle(live, keep)
+            self._to_conversation(body, run)
+
+    def _thread(self, body: Any) -> Thread:
+        """What the body continues: its conversation's items (conversation), or previous_response_id's turns."""
+        conv_id = conversation_id(body)
+        if conv_id is None:
+            return self.threads.thread(body)
+        return Thread(messages=self.conversations.get(conv_id, param="conversation")["items"])
+
+    def _to_conversation(self, body: Any, run: ResponseRun) -> None:
+        """A response that ended (not failed) adds its input and output items to its conversation."""
+        conv_id = conversation_id(body)
+        if conv_id is not None and run.final is not None and run.final["status"] != "failed":
+            self.conversations.append(conv_id, with_ids(input_items(body)) + run.final["output"])
 
     async def _background(self, live: Live) -> web.Response:
         """A background response: answered once the scheduler admitted it (a refusal that quick is the request's
@@ -108,6 +125,7 @@ class ResponsesRoutes:
             live.run.failed_events(exc, live.gen.usage())
         finally:
             self.stored.settle(live)
+            self._to_conversation(live.body, live.run)
 
     async def _end_background(self, app: web.Application) -> None:
         """Server shutdown: the background responses still running are cancelled."""
@@ -119,7 +137,7 @@ class ResponsesRoutes:
     async def input_tokens(self, request: web.Request) -> web.Response:
         """OpenAI's input token count of a Responses body: the prompt create would render, to the token."""
         body = self.items.resolve(await read_json(request))
-        body = continued(body, self.threads.thread(body))
+        body = continued(body, self._thread(body))
         card = await self.engine.card()
         num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name(),
                                    self.config.exclude_tools_when_tool_choice_none)
@@ -167,6 +185,6 @@ def input_items(body: Any) -> list:
 def continued(body: Any, thread: Thread) -> Any:
     """The body with the turns of the conversation it continues (previous_response_id) before its own input; OpenAI
     carries the earlier input and output items over, not the earlier instructions."""
-    if thread.parent_id is None:
+    if thread.parent_id is None and not thread.messages:
         return body
     return {**body, "input": thread.messages + input_items(body)}

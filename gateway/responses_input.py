@@ -33,8 +33,8 @@ _agent_reasoning_left_out = OnceLog("/v1/responses: %s items (Codex's multi-agen
 _openai_side = OnceLog("/v1/responses: %s items are left out of the prompt: they ran on OpenAI's side (hosted tools) "
                        "or only OpenAI can read them (compaction), as Codex leaves them out for a Chat Completions "
                        "provider")
-NOT_STORED = ("this server keeps no conversation or prompt (only its recent responses, in the memory of the gateway "
-              "that answered them)")
+NOT_STORED = ("this server keeps no stored prompt or vLLM state (only its recent responses and conversations, in the "
+              "memory of the gateway that answered them)")
 
 
 class _Conversation:

@@ -1,7 +1,8 @@
 """Gateway process: an OpenAI /v1/responses body -> the chat route's body -> its validated Plan (one generation path).
 
-A previous_response_id's conversation is put before the input by the route (gateway.response_threads); whatever else
-needs something stored on the server (conversation, a stored prompt) is a 400 that says so, and so is `background`
+A previous_response_id's conversation, or a `conversation`'s items, are put before the input by the route
+(gateway.response_threads, gateway.conversations); whatever else needs something stored on the server (a stored
+prompt, vLLM's state carriers) is a 400 that says so, and so is `background`
 with `store: false` (a background response is read back by its id); the output items of recent responses are kept
 for item_reference items (gateway.responses_items).
 Everything else is translated into a /v1/chat/completions body and parsed by the chat route's own parse_chat:
@@ -31,8 +32,7 @@ from gateway.schema_validate import validate
 
 # Fields that need something stored on the server: what they refer to, and what to send instead.
 _INPUT_INSTEAD = "send the whole conversation in `input` instead (earlier output items included)"
-_STATEFUL = {"conversation": ("refers to a stored conversation", _INPUT_INSTEAD),
-             "prompt": ("refers to a stored prompt template", "send instructions and input instead"),
+_STATEFUL = {"prompt": ("refers to a stored prompt template", "send instructions and input instead"),
              # vLLM's stateless multi-turn (vllm#26934): the earlier turns ride in a signed state carrier (a reasoning
              # item's encrypted_content, "vllm:1:...") of the response passed back, or as Harmony messages.
              "previous_response": ("passes back a response whose history only vLLM's own state carrier holds",
@@ -146,7 +146,10 @@ def _echo(body: dict, plan: Plan) -> dict:
     text = {"format": (body.get("text") or {}).get("format") or {"type": "text"}}
     if (body.get("text") or {}).get("verbosity"):
         text["verbosity"] = body["text"]["verbosity"]
+    conversation = body.get("conversation")
+    conversation = conversation.get("id") if isinstance(conversation, dict) else conversation
     return {"background": bool(body.get("background")), "instructions": body.get("instructions"),
+            "conversation": {"id": conversation} if isinstance(conversation, str) else None,
             "max_output_tokens": body.get("max_output_tokens"),
             "max_tool_calls": body.get("max_tool_calls"), "metadata": body.get("metadata") or {},
             "parallel_tool_calls": plan.parallel_tool_calls,

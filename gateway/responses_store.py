@@ -52,6 +52,10 @@ class Live:
         return {**response, "output": self.run.output.snapshot()}
 
 
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(24)}"
+
+
 def with_ids(items: list) -> list:
     """Input items with an id each (msg_... for a message, item_... for another), as OpenAI lists them; an item
     that has one keeps it."""
@@ -59,7 +63,7 @@ def with_ids(items: list) -> list:
     for item in items:
         if isinstance(item, dict) and not isinstance(item.get("id"), str):
             prefix = "msg" if item.get("type", "message") == "message" else "item"
-            item = {**item, "id": f"{prefix}_{secrets.token_hex(24)}"}
+            item = {**item, "id": new_id(prefix)}
         out.append(item)
     return out
 

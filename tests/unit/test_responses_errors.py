@@ -18,8 +18,8 @@ RESPONSE_ERROR_CODES = {"server_error", "rate_limit_exceeded", "invalid_prompt",
                         "image_content_policy_violation", "invalid_image_mode", "image_file_too_large",
                         "unsupported_image_media_type", "empty_image_file", "failed_to_download_image",
                         "image_file_not_found"}
-NOT_STORED = ("this server keeps no conversation or prompt (only its recent responses, in the memory of the gateway "
-              "that answered them)")
+NOT_STORED = ("this server keeps no stored prompt or vLLM state (only its recent responses and conversations, in the "
+              "memory of the gateway that answered them)")
 NOT_HELD = ("this server keeps its recent responses in the memory of the gateway that answered them, not those "
             "created with store: false, deleted ones, older ones or another server's")
 
@@ -119,7 +119,6 @@ async def test_an_input_item_type_that_is_no_item_type_is_a_400(stack, kind, sta
 
 
 @pytest.mark.parametrize("field, value, words, code", [
-    ("conversation", "conv_123", "conversation refers to a stored conversation", "responses_not_stored"),
     ("prompt", {"id": "pmpt_1"}, "prompt refers to a stored prompt template", "responses_not_stored"),
     # vLLM's stateless multi-turn fields: taken as unknown fields, the earlier turns were dropped without a word.
     ("previous_response", {"id": "resp_1", "object": "response", "output": []},
