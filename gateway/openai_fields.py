@@ -76,12 +76,12 @@ NO_EFFECT = frozenset({
 # vLLM's guided decoding fields, then llama.cpp's json_schema and grammar (its /completion options, which its
 # OpenAI-compatible routes take too), then SGLang's regex and ebnf.
 GUIDED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar", "structured_outputs", "json_schema",
-          "grammar", "regex", "ebnf")
+          "grammar", "grammar_string", "regex", "ebnf")
 # vLLM's guided_* spellings, deprecated for structured_outputs (vLLM 0.10.2) and no longer read since (0.12).
 _VLLM_DEPRECATED = ("guided_choice", "guided_json", "guided_regex", "guided_grammar")
 _GUIDED_KINDS = (("choice", "guided_choice"), ("json", "guided_json"), ("regex", "guided_regex"),
                  ("grammar", "guided_grammar"), ("json", "json_schema"), ("grammar", "grammar"),
-                 *SGLANG_GUIDED_KINDS)
+                 ("grammar", "grammar_string"), *SGLANG_GUIDED_KINDS)
 HONOURED = frozenset({
     *GUIDED, "include_stop_str_in_output", "skip_special_tokens", "add_generation_prompt", "continue_final_message",
     "logit_bias_type", "chat_template", "truncate_prompt_tokens", "guided_decoding_backend", "prompt_logprobs",
@@ -200,19 +200,21 @@ def lark_grammar(grammar: Any, param: str, thinking_open: bool, card) -> str:
     return _START_RULE.sub(r"\1\2guided_start\3", grammar) + f"\nstart: {think_prefix(card)} guided_start\n"
 
 
-# Fields whose empty value ("", {}, []) is no constraint: llama.cpp's grammar, which its server applies only when
-# non-empty (params_from_json_cmpl), TabbyAPI's json_schema (its generator adds a schema filter only `if json_schema`)
-# and vLLM's guided_* as vLLM <= 0.6 and Aphrodite read them (outlines_decoding._get_guide_and_mode: `if
-# request.guided_json: ... elif request.guided_grammar: ... else: None`). SillyTavern's text-completion presets send
-# the empty ones on every request: grammar "" (llama.cpp), json_schema {} (TabbyAPI), guided_json {} beside
-# guided_grammar "" (Aphrodite), which were a 400 (two guided fields) or JSON-only output.
-_EMPTY_IS_NONE = ("grammar", "json_schema", "guided_json", "guided_grammar", "guided_regex", "guided_choice")
+# Fields whose empty value ("", {}, []) is no constraint: llama.cpp's grammar (params_from_json_cmpl applies only a
+# non-empty one) and grammar_string, its name in text-generation-webui and TabbyAPI, TabbyAPI's json_schema (a filter
+# only `if json_schema`), vLLM's guided_* as vLLM <= 0.6 and Aphrodite read them (outlines_decoding: `if
+# request.guided_json: ... elif request.guided_grammar: ...`). SillyTavern's presets send the empty ones every time.
+_EMPTY_IS_NONE = ("grammar", "grammar_string", "json_schema", "guided_json", "guided_grammar", "guided_regex",
+                  "guided_choice")
 
 
 def guided_given(body: dict, name: str) -> bool:
     """Whether the guided-decoding field `name` asks for a constraint: sent, not null, and not the empty value that
-    the servers defining the field read as no constraint (_EMPTY_IS_NONE)."""
+    the servers defining the field read as no constraint (_EMPTY_IS_NONE). grammar_string beside a grammar is the same
+    grammar (SillyTavern's llama.cpp source sends both), read once as grammar."""
     value = body.get(name)
+    if name == "grammar_string" and guided_given(body, "grammar"):
+        return False
     return value is not None and not (name in _EMPTY_IS_NONE and value in ("", {}, []))
 
 

@@ -125,6 +125,8 @@ _COMMON = {
     # text-generation-webui's and TabbyAPI's comma-separated ids, Aphrodite's id list, and their banned strings.
     "custom_token_bans": {"type": ["string", "array", "null"], "items": {"type": "integer"}},
     "banned_strings": {"type": ["array", "null"], "items": {"type": "string"}},
+    # text-generation-webui's and TabbyAPI's name for llama.cpp's grammar (openai_fields reads it as that).
+    "grammar_string": {"type": ["string", "null"]},
     "mirostat": {"type": ["integer", "null"]},
     # llama-cpp-python's server names (llama_cpp/server/types.py): its mirostat switch, refused as llama.cpp's is, and
     # how its logit_bias keys read: token ids, or texts whose tokens are biased (openai_sampling).

@@ -74,3 +74,18 @@ async def test_an_empty_guided_field_leaves_the_other_constraint(stack):
     status, raw = await post(client, "/v1/completions", {"prompt": "hi", "guided_json": {}, "guided_regex": "[ab]+"})
     assert status == 200, raw
     assert "[ab]+" in fake.script.requests[-1].constraint.grammar
+
+
+GBNF = 'root ::= "yes" | "no"'
+
+
+@pytest.mark.parametrize("fields", [{"grammar_string": GBNF}, {"grammar_string": GBNF, "grammar": GBNF},
+                                    {"grammar_string": GBNF, "grammar": ""}],
+                         ids=["alone", "beside grammar", "beside an empty grammar"])
+async def test_grammar_string_is_the_grammar(stack, fields):
+    """text-generation-webui's and TabbyAPI's grammar_string is llama.cpp's grammar: SillyTavern sends a user's
+    grammar so to those sources (and beside grammar to its llama.cpp source). It was an unknown field, ignored."""
+    client, fake = stack
+    status, raw = await post(client, "/v1/completions", {"prompt": "hi", "max_tokens": 8, **fields})
+    assert status == 200, raw
+    assert '"yes"' in fake.script.requests[-1].constraint.grammar
