@@ -164,8 +164,8 @@ class KoboldRoutes:
         return json_response({"results": [{"text": ""}]})
 
     async def abort(self, request: web.Request) -> web.Response:
-        """A generation ends when its client disconnects; nothing is aborted by genkey here."""
-        await _object(request)
+        """A generation ends when its client disconnects; nothing is aborted by genkey here. Any body is taken, as
+        KoboldCpp reads its genkey only from a body that parses (SillyTavern posts none)."""
         return json_response({"success": "false", "done": "true"})
 
     async def _start(self, request: web.Request):

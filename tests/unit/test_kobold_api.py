@@ -99,3 +99,12 @@ async def test_banned_phrases_are_bad_words(stack):
     assert response.status == 200
     words = [list(word.ids) for word in fake.script.requests[-1].sampling.bad_words]
     assert fake.tokenizer.encode("Hello").ids in words
+
+
+async def test_abort_takes_any_body(stack):
+    """SillyTavern's KoboldCpp source posts /api/extra/abort with no body when its client leaves (text-completions.js
+    abortKoboldCppRequest); KoboldCpp reads a genkey only from a body that parses."""
+    client, _ = stack
+    for data in (b"", b'{"genkey": "KCPP1234"}'):
+        response = await client.post("/api/extra/abort", data=data)
+        assert (response.status, await response.json()) == (200, {"success": "false", "done": "true"})

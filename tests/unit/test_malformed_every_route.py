@@ -25,7 +25,9 @@ LLAMA_CPP = {"/apply-template", "/completion", "/completions", "/embedding", "/e
 # Routes that answer any body: a probe, a cache flush (SGLang's and vLLM's ignore the body), and vLLM's
 # /abort_requests, which reads a body it cannot parse as {} and so aborts every request in flight
 # (vllm/entrypoints/serve/cancel/api_router.py: `with contextlib.suppress(Exception): body = await raw_request.json()`).
-BODILESS = {"/ping", "/flush_cache", "/reset_prefix_cache", "/abort_requests"}
+BODILESS = {"/ping", "/flush_cache", "/reset_prefix_cache", "/abort_requests",
+            # KoboldCpp's abort reads a genkey only from a body that parses (koboldcpp.py), SillyTavern posts none.
+            "/api/extra/abort"}
 JSON = "application/json"
 # Bodies no route can read as its JSON object: a 4xx on every route that reads one.
 UNREADABLE = {
