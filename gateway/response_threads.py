@@ -59,7 +59,8 @@ class ResponseThreads:
         turns, turn_id = [], response_id
         while turn_id is not None:
             turn = self.store.get(turn_id)
-            if turn is None:
+            # The store holds /v1/conversations' conversations too (gateway.conversations): no turn.
+            if turn is None or "parent" not in turn:
                 return list(reversed(turns)), turn_id
             turns.append(turn)
             turn_id = turn["parent"]

@@ -107,6 +107,14 @@ async def test_conversation_errors(stack):
                                                                  "previous_response_id": "resp_1"})
     assert status == 400 and error["error"]["param"] == "conversation" and "Mutually exclusive" in \
         error["error"]["message"]
+    # A conversation's id is no response's: previous_response_id, GET and input_items of it are not-found errors
+    # (the first was a 500: the conversation, held in the same store, was read as a turn).
+    status, error = await call(client, "POST", "/v1/responses", {"model": "fake-model", "input": "x",
+                                                                 "previous_response_id": created["id"]})
+    assert status == 400 and error["error"]["code"] == "previous_response_not_found"
+    for path in ("", "/input_items"):
+        status, error = await call(client, "GET", f"/v1/responses/{created['id']}{path}")
+        assert status == 404 and error["error"]["code"] == "response_not_found"
     assert fake.script.requests == []
 
 
