@@ -73,10 +73,27 @@ def _seconds(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+# gRPC's own target schemes (grpc/doc/naming.md), read as given; anything else must be host:port.
+_GRPC_SCHEMES = ("dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock", "xds")
+
+
+def _grpc_target(addr: str) -> bool:
+    """host:port with a port of 1-65535 (host a name, an IPv4 or a bracketed IPv6 address), or a gRPC target of one of
+    its schemes. 127.0.0.1:99999 reached port 34463 (grpc takes the port modulo 65536), `localhost` port 443 and
+    http://127.0.0.1:50051 a DNS lookup of the whole URL, each a 503 on every request instead of a line at start."""
+    if addr.split(":", 1)[0] in _GRPC_SCHEMES:
+        return True
+    host, colon, port = addr.rpartition(":")
+    return bool(colon and host.strip() and "/" not in host and port.isdigit() and 1 <= int(port) <= 65535)
+
+
 # Checked at start: out of range, a port was an OverflowError traceback, a keep-alive period <= 0 sent a comment every
 # 10 ms, a CPU pool of 0 threads was taken as 1, an API key of blanks let no request in.
 _RANGES = (
     ("port", "--port (SPARKINFER_PORT)", lambda v: 1 <= v <= 65535, "is not a port number (1-65535)"),
+    ("scheduler_addr", "--scheduler-addr (SPARKINFER_SCHEDULER_ADDR)", _grpc_target,
+     "is not host:port with a port of 1-65535 (127.0.0.1:50051, scheduler:50051; no http://), nor a gRPC target "
+     "such as dns:///scheduler:50051 or unix:/path"),
     ("sse_keepalive_seconds", "--sse-keepalive-seconds (SPARKINFER_SSE_KEEPALIVE_SECONDS)", _seconds,
      "must be a number of seconds > 0"),
     ("body_timeout_seconds", "--body-timeout-seconds (SPARKINFER_BODY_TIMEOUT_S)", _seconds,

@@ -116,3 +116,25 @@ def test_launcher_refuses_a_wait_timeout_out_of_range(monkeypatch, capsys, value
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"python -m deploy.launch: error: --wait-timeout (SPARKINFER_LAUNCH_TIMEOUT_S): {float(value)!r} must be a "
         f"number of seconds > 0")
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:99999", "localhost", "http://127.0.0.1:50051", "scheduler:0", " :50051"],
+                         ids=["port-past-65535", "no-port", "url", "port-0", "no-host"])
+def test_gateway_refuses_a_scheduler_address_grpc_would_misread(monkeypatch, capsys, value):
+    """grpc took 127.0.0.1:99999 as port 34463 (modulo 65536), `localhost` as port 443 and a URL as a host name to look
+    up: the gateway started, and every request was a 503 'the model server is unavailable: ...' naming another port."""
+    monkeypatch.setenv("SPARKINFER_SCHEDULER_ADDR", value)
+    with pytest.raises(SystemExit) as stop:
+        gateway_config.parse_config([])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m gateway.app: error: --scheduler-addr (SPARKINFER_SCHEDULER_ADDR): {value!r} is not host:port with "
+        f"a port of 1-65535 (127.0.0.1:50051, scheduler:50051; no http://), nor a gRPC target such as "
+        f"dns:///scheduler:50051 or unix:/path")
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:50051", "sparkinfer-scheduler:50051", "[::1]:50051",
+                                   "dns:///scheduler:50051", "unix:/run/scheduler.sock"])
+def test_gateway_reads_a_scheduler_address_grpc_reads(monkeypatch, value):
+    monkeypatch.setenv("SPARKINFER_SCHEDULER_ADDR", value)
+    assert gateway_config.parse_config([]).scheduler_addr == value
