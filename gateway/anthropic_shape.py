@@ -257,7 +257,7 @@ def usage_dict(usage: Usage, num_thinking: int = 0) -> dict:
 
 def sse(name: str, payload: dict) -> bytes:
     """One Anthropic SSE event: the `event:` line names the payload's type, as Anthropic sends it."""
-    return b"event: " + name.encode() + b"\ndata: " + json_out.dumps(payload) + b"\n\n"
+    return b"event: " + name.encode() + b"\ndata: " + json_out.event_dumps(payload) + b"\n\n"
 
 
 class AnthropicFramer:

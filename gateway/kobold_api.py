@@ -93,11 +93,9 @@ class KoboldFramer(SseFramer):
 
     @staticmethod
     def _event(token: str, finish_reason) -> bytes:
-        """One event. U+2028 and U+2029 are escaped: KoboldAI Lite finds each event with a JavaScript regex whose `.`
-        stops at them (`data: (.*)`), and KoboldCpp's json.dumps writes them escaped (ensure_ascii)."""
-        data = json_out.dumps({"token": token, "finish_reason": finish_reason})
-        data = data.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
-        return b"event: message\ndata: " + data + b"\n\n"
+        """One event (U+2028 and U+2029 escaped, as json_out.event_dumps writes every SSE event)."""
+        return b"event: message\ndata: " + json_out.event_dumps({"token": token, "finish_reason": finish_reason}) + \
+            b"\n\n"
 
     def start(self, usage: Usage) -> list[bytes]:
         """Nothing: the first event carries the first text."""

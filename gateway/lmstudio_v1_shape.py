@@ -100,7 +100,7 @@ def chat_stats(usage: Usage, num_reasoning: int, received: float, first_token: O
 
 def sse_named(payload: dict) -> bytes:
     """An SSE event named by its payload's type."""
-    return b"event: " + payload["type"].encode() + b"\ndata: " + json_out.dumps(payload) + b"\n\n"
+    return b"event: " + payload["type"].encode() + b"\ndata: " + json_out.event_dumps(payload) + b"\n\n"
 
 
 class V1ChatFramer(SseFramer):

@@ -28,7 +28,7 @@ class ResponsesFramer:
         for event in events:
             event["sequence_number"] = self._sequence
             self._sequence += 1
-            frames.append(b"event: " + event["type"].encode() + b"\ndata: " + json_out.dumps(event) + b"\n\n")
+            frames.append(b"event: " + event["type"].encode() + b"\ndata: " + json_out.event_dumps(event) + b"\n\n")
         return frames
 
     def start(self, usage: Usage) -> list[bytes]:

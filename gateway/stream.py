@@ -228,7 +228,7 @@ class StopMatcher:
 
 def sse_event(payload: dict) -> bytes:
     """One SSE `data:` event carrying a JSON object."""
-    return b"data: " + json_out.dumps(payload) + b"\n\n"
+    return b"data: " + json_out.event_dumps(payload) + b"\n\n"
 
 
 class SseFramer:
