@@ -56,6 +56,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     if not (math.isfinite(args.wait_timeout) and args.wait_timeout > 0):
         parser.error(f"--wait-timeout (SPARKINFER_LAUNCH_TIMEOUT_S): {args.wait_timeout!r} must be a number of "
                      f"seconds > 0")
+    # -1 or nan read as "never" without a word, where README gives 0 for that
+    if not (math.isfinite(args.worker_hung_s) and args.worker_hung_s >= 0):
+        parser.error(f"--worker-hung-s ({watchdog.ENV}): {args.worker_hung_s!r} must be a number of seconds >= 0 "
+                     f"(0 = never)")
     return args
 
 

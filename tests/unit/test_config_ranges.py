@@ -118,6 +118,23 @@ def test_launcher_refuses_a_wait_timeout_out_of_range(monkeypatch, capsys, value
         f"number of seconds > 0")
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "-inf"])
+def test_launcher_refuses_a_worker_hung_period_out_of_range(monkeypatch, capsys, value):
+    """deploy/watchdog.py read -1 and nan as "never" without a word; README's row gives 0 for that."""
+    monkeypatch.setenv("SPARKINFER_WORKER_HUNG_S", value)
+    with pytest.raises(SystemExit) as stop:
+        launch.parse_args([])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m deploy.launch: error: --worker-hung-s (SPARKINFER_WORKER_HUNG_S): {float(value)!r} must be a "
+        f"number of seconds >= 0 (0 = never)")
+
+
+def test_launcher_reads_a_worker_hung_period_of_0_as_never(monkeypatch):
+    monkeypatch.setenv("SPARKINFER_WORKER_HUNG_S", "0")
+    assert launch.parse_args([]).worker_hung_s == 0.0
+
+
 @pytest.mark.parametrize("value", ["127.0.0.1:99999", "localhost", "http://127.0.0.1:50051", "scheduler:0", " :50051"],
                          ids=["port-past-65535", "no-port", "url", "port-0", "no-host"])
 def test_gateway_refuses_a_scheduler_address_grpc_would_misread(monkeypatch, capsys, value):
