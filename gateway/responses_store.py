@@ -97,9 +97,12 @@ class StoredResponses:
             response = {**live.run.response(live.gen.usage(), "cancelled"), "output": live.run.output.snapshot()}
         output = response["output"]
         record = {key: value for key, value in response.items() if key != "output"}
-        record["num_input"] = len(live.own_input)
+        # A response in a `conversation` (a thread of items, no parent turn) read those items before its input: they
+        # are its turn's input, for input_items and for a later previous_response_id to it.
+        read = live.own_input if live.thread.parent_id is not None else live.thread.messages + live.own_input
+        record["num_input"] = len(read)
         self.items.keep(live.body, output)
-        self.threads.keep(live.body, live.thread, live.own_input + output, response_id=response_id, record=record)
+        self.threads.keep(live.body, live.thread, read + output, response_id=response_id, record=record)
 
     def retrieve(self, response_id: str) -> dict:
         """The Response object of that id (GET /v1/responses/{id}); 404 when it is not held."""
