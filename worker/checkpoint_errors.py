@@ -1,4 +1,5 @@
 """Worker and scheduler processes: typed errors for reading a Hugging Face checkpoint folder (torch-free)."""
+import os
 
 
 class CheckpointError(Exception):
@@ -56,3 +57,15 @@ def check_not_lfs_pointer(path: str) -> None:
     if head == LFS_POINTER:
         raise MissingFileError(path, "a Git LFS pointer, not the file (cloned without git-lfs: run `git lfs pull` "
                                      "in the folder, or download it with `hf download`)")
+
+
+def check_folder(path: str) -> None:
+    """MissingFileError unless `path` is a folder: "does not exist", or, for a file (a .gguf that llama.cpp and
+    Ollama take), that it is one and what is read instead."""
+    if os.path.isdir(path):
+        return
+    if not os.path.isfile(path):
+        raise MissingFileError(path, "checkpoint folder does not exist")
+    what = "a GGUF file (llama.cpp / Ollama's format)" if path.lower().endswith(".gguf") else "a file"
+    raise MissingFileError(path, f"{what}, not a checkpoint folder: give the Hugging Face folder that holds "
+                                 "config.json, tokenizer.json and the *.safetensors weights")

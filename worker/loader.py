@@ -7,7 +7,7 @@ from tqdm import tqdm
 from kernels.nvfp4 import checkpoint as nvfp4_checkpoint
 from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
-                                      UnsupportedModelError)
+                                      UnsupportedModelError, check_folder)
 from worker.config import CT_FORMATS, QUANT_METHODS, ROPE_TYPES, ModelConfig
 from worker.layers.gdn import split_fused_qkvz
 from worker.model_card import load_model_card
@@ -283,8 +283,7 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
     Raises MissingFileError (folder, config.json or a shard absent), UnsupportedModelError (model_type, variant),
     MissingTensorError (names the tensor and where it was looked for), TensorShapeError (tensor, expected, found).
     """
-    if not os.path.isdir(path):
-        raise MissingFileError(path, "checkpoint folder does not exist")
+    check_folder(path)
     config = ModelConfig.from_file(path)
     _check_supported(config, os.path.join(path, "config.json"))
     ckpt = SafetensorsCheckpoint(path)

@@ -2,7 +2,7 @@
 import json
 import os
 
-from worker.checkpoint_errors import MissingFileError, check_not_lfs_pointer
+from worker.checkpoint_errors import MissingFileError, check_folder, check_not_lfs_pointer
 from worker.config import ModelConfig, quant_formats_of
 
 
@@ -108,8 +108,7 @@ def load_model_card(path: str) -> dict:
     Raises MissingFileError (config.json / tokenizer.json absent or unreadable), UnsupportedModelError.
     """
     folder = os.path.abspath(path)
-    if not os.path.isdir(folder):
-        raise MissingFileError(folder, "checkpoint folder does not exist")
+    check_folder(folder)
     config_path = os.path.join(folder, "config.json")
     raw = _read_json(config_path, required=True)
     config = ModelConfig.from_dict(raw, source=config_path)

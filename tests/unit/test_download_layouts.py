@@ -69,3 +69,17 @@ def test_a_hub_cache_folder_names_its_snapshot(tiny_path, tmp_path):
     problem = model_problem(str(cache), "/")
     assert problem.endswith(f"*.safetensors, as in {cache / 'snapshots' / 'abc123'})"), problem
     assert f"checkpoint file {cache / 'config.json'}: missing" in problem
+
+
+@pytest.mark.parametrize("name, what", [("qwen3.5-4b-q4_k_m.gguf", "a GGUF file (llama.cpp / Ollama's format)"),
+                                        ("model.safetensors", "a file")])
+def test_a_file_given_as_model_is_named_as_one(tiny_path, tmp_path, name, what):
+    """MODEL=path/to/model.gguf (what llama-server -m and an Ollama Modelfile take): said to be a file and what is read
+    instead, where it said "checkpoint folder does not exist" of a file that does."""
+    path = tmp_path / name
+    path.write_bytes(b"GGUF")
+    want = f"checkpoint file {path}: {what}, not a checkpoint folder: give the Hugging Face folder that holds"
+    assert model_problem(str(path), "/").startswith(f"cannot serve MODEL={path}: {want}")
+    with pytest.raises(MissingFileError) as error:
+        load_model(str(path), progress=False)
+    assert str(error.value).startswith(want)
