@@ -187,6 +187,9 @@ def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device=
     if fmt not in naive.FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {naive.FORMATS}")
     entries = check_source(src, out)
+    if lm_head and not any(name.endswith("lm_head.weight") for name, _, _ in entries):
+        # a tied head (tie_word_embeddings: Qwen3.5's small models) is the embedding, which the recipe keeps bf16
+        raise ValueError(f"--lm-head: {src} stores no lm_head.weight (its head is tied to the embedding)")
     os.makedirs(out, exist_ok=True)
     writer, ignored = ShardWriter(out), []
     for i, (name, shard, _) in enumerate(entries):

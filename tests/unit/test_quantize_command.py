@@ -116,3 +116,19 @@ def test_compressed_tensors_output_says_it_is_compressed(tiny_path, tmp_path):
     with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
         config = json.load(f)["quantization_config"]
     assert config["quantization_status"] == "compressed" and config["format"] == "nvfp4-pack-quantized"
+
+
+def test_lm_head_of_a_tied_checkpoint_is_refused(tiny_path, tmp_path, capsys):
+    """--lm-head on a folder without lm_head.weight (tie_word_embeddings, as Qwen3.5's 0.8B-4B ship): one line, exit
+    status 2, nothing written; before, the output said nothing of the head it did not quantize."""
+    src = str(tmp_path / "tied")
+    shutil.copytree(tiny_path, src)
+    path = os.path.join(src, "model.safetensors")
+    weights = load_file(path)
+    del weights["lm_head.weight"]
+    save_file(weights, path)
+    out = str(tmp_path / "out")
+    with pytest.raises(SystemExit) as exit_info:
+        quantize.main(["--src", src, "--out", out, "--format", "modelopt", "--lm-head", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"--lm-head: {src} stores no lm_head.weight" in err and not os.path.exists(out)
