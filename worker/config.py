@@ -233,7 +233,7 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),
         quant_method=str((raw.get("quantization_config") or {}).get("quant_method") or ""),
-        quant_formats=quant_formats_of(raw.get("quantization_config") or {}),
+        quant_formats=quant_formats_of(raw.get("quantization_config") or {}) + _sparsity_format(raw),
         quant_online_transforms=online_transforms_of(raw.get("quantization_config") or {}),
         **_rope_fields(text),
         **_moe_fields(model_type, text),
@@ -253,6 +253,14 @@ def online_transforms_of(quant: dict) -> list:
             if location not in ("weight_input", "weight_output"):
                 found.append(f"{name}.{location}")
     return found
+
+
+def _sparsity_format(raw: dict) -> list:
+    """[compressed-tensors' sparsity_config.format] ("sparse-24-bitmask", "sparse-bitmask": 2:4 sparse weights stored
+    as values and bitmasks, which the loader refuses with the other formats it does not read), [] when dense / none."""
+    sparsity = (raw.get("quantization_config") or {}).get("sparsity_config")
+    fmt = sparsity.get("format") if isinstance(sparsity, dict) else None
+    return [str(fmt)] if fmt and fmt != "dense" else []
 
 
 def quant_formats_of(quant: dict) -> list:

@@ -173,3 +173,22 @@ def test_mlx_affine_layout_is_refused_naming_the_tensor(tiny_path, tmp_path):
     _edit(folder, mlx, None)
     with pytest.raises(UnsupportedModelError, match=rf"tensor {UP}\.scales: MLX's quantized layout"):
         load_model(folder, progress=False)
+
+
+@pytest.mark.parametrize("sparsity, refused", [({"format": "sparse-24-bitmask", "sparsity_structure": "2:4"}, True),
+                                               ({"format": "dense", "sparsity_structure": "2:4"}, False),
+                                               ({}, False)], ids=["bitmask", "dense", "none"])
+def test_sparse_compressed_weights_are_refused_by_format(tiny_path, tmp_path, sparsity, refused):
+    """compressed-tensors' sparsity_config (llm-compressor 2:4 sparse exports): weights stored as values and bitmasks
+    (sparse-24-bitmask) are refused naming the format, where the loader named a missing .weight; a 2:4 sparse model
+    stored dense loads."""
+    folder = str(tmp_path / "nvfp4")
+    quantize.quantize_folder(tiny_path, folder, "compressed-tensors", progress=False)
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        quant = json.load(f)["quantization_config"]
+    _edit(folder, lambda weights: None, {**quant, "sparsity_config": sparsity})
+    if refused:
+        with pytest.raises(UnsupportedModelError, match="compressed-tensors format 'sparse-24-bitmask'"):
+            load_model(folder, progress=False)
+    else:
+        load_model(folder, progress=False)
