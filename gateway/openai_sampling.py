@@ -27,7 +27,9 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     bias = bias_pairs(given, card) if isinstance(given, list) else _bias_object(given, body, card)
     top_k = int(pick("top_k", 0))
     seed = body.get("seed")
-    sampling = Sampling(temperature=float(pick("temperature", 1.0)), top_p=float(pick("top_p", 1.0)),
+    # do_sample false (text-generation-webui's, as transformers' generate reads it): greedy, whatever the temperature.
+    temperature = 0.0 if body.get("do_sample") is False else float(pick("temperature", 1.0))
+    sampling = Sampling(temperature=temperature, top_p=float(pick("top_p", 1.0)),
                         top_k=0 if top_k < 0 else top_k, min_p=float(pick("min_p", 0.0)),
                         typical_p=float(pick("typical_p", 1.0)),
                         # vLLM's -1 is no seed (SamplingParams.__post_init__), as llama.cpp's server reads it: random.

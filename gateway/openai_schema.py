@@ -127,6 +127,8 @@ _COMMON = {
     "banned_strings": {"type": ["array", "null"], "items": {"type": "string"}},
     # text-generation-webui's and TabbyAPI's name for llama.cpp's grammar (openai_fields reads it as that).
     "grammar_string": {"type": ["string", "null"]},
+    # text-generation-webui's (and transformers' generate) switch: false is greedy decoding (openai_sampling).
+    "do_sample": _BOOL_OR_NULL,
     "mirostat": {"type": ["integer", "null"]},
     # llama-cpp-python's server names (llama_cpp/server/types.py): its mirostat switch, refused as llama.cpp's is, and
     # how its logit_bias keys read: token ids, or texts whose tokens are biased (openai_sampling).

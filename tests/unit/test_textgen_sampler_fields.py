@@ -1,4 +1,5 @@
-"""SillyTavern's banned tokens on the text-completion sources that are not llama.cpp's (fake scheduler): its
+"""Sampler fields of the text-completion servers SillyTavern's sources target, read on /v1 (fake scheduler): do_sample
+(below), and banned tokens on the sources that are not llama.cpp's: its
 text-generation-webui and TabbyAPI sources send them as custom_token_bans, comma-separated ids ("5,7"), its Aphrodite
 source as an id list, and its quoted bans as banned_strings (public/scripts/textgen-settings.js getCustomTokenBans).
 Both were ignored (unknown fields): the banned tokens came out. The ids are never sampled now (a -100 bias) and the
@@ -42,3 +43,14 @@ async def test_bad_bans_are_400s(stack, bans, words):
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"] == "custom_token_bans" and words in error["message"]
     assert fake.script.requests == []
+
+
+@pytest.mark.parametrize("do_sample, temperature", [(False, 0.0), (True, 0.7), (None, 0.7)],
+                         ids=["false", "true", "null"])
+async def test_do_sample_false_is_greedy(stack, do_sample, temperature):
+    """SillyTavern's text-generation-webui source sends do_sample (its preset's checkbox, true by default); false is
+    greedy decoding there (transformers' generate), and was ignored here."""
+    client, fake = stack
+    response = await client.post("/v1/completions", json={**BASE, "temperature": 0.7, "do_sample": do_sample})
+    assert response.status == 200
+    assert abs(fake.script.requests[-1].sampling.temperature - temperature) < 1e-6
