@@ -10,7 +10,7 @@ from worker.checkpoint_errors import (CheckpointError, MissingFileError, Missing
                                       UnsupportedModelError, check_folder)
 from worker.config import CT_FORMATS, QUANT_METHODS, ROPE_TYPES, ModelConfig
 from worker.layers.gdn import split_fused_qkvz
-from worker.model_card import load_model_card
+from worker.model_card import legacy_quantization, load_model_card
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
 from worker.models.qwen3_5_weights import disk_name, tensor_shapes
 
@@ -287,6 +287,8 @@ def load_model(path: str, device="cpu", dtype=torch.float32, progress=True):
     config = ModelConfig.from_file(path)
     _check_supported(config, os.path.join(path, "config.json"))
     ckpt = SafetensorsCheckpoint(path)
+    if not config.quant_method:
+        legacy_quantization(path)  # read by read_quant_config when config.json has no quantization_config
     ckpt.fp8_block = nvfp4_checkpoint.read_quant_config(path).fp8_block
     _detect_prefix(config, ckpt)
     tensors = _read_tensors(config, ckpt, device, dtype, progress)

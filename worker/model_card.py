@@ -4,6 +4,7 @@ import os
 
 from worker.checkpoint_errors import MissingFileError, check_folder, check_not_lfs_pointer
 from worker.config import ModelConfig, quant_formats_of
+from worker.quant_config_shape import check_quantization_config
 
 
 def _read_json(path: str, required: bool) -> dict:
@@ -77,12 +78,23 @@ def estimate_num_parameters(config: ModelConfig) -> int:
     return layers + heads + d
 
 
+def legacy_quantization(folder: str) -> dict:
+    """The "quantization" object of ModelOpt's legacy hf_quant_config.json ({} without one), its JSON types checked as
+    config.json's quantization_config is (worker/quant_config_shape.py); a "quantization" of "NVFP4" died with
+    AttributeError ('str' object has no attribute 'get') in make run's preflight and the loader. Raises
+    MissingFileError (not JSON, not an object) or UnsupportedModelError naming the field."""
+    path = os.path.join(folder, "hf_quant_config.json")
+    section = _read_json(path, required=False).get("quantization")
+    check_quantization_config(section, path, block="quantization")
+    return section or {}
+
+
 def quantization_of(folder: str, raw_config: dict) -> str:
     """'bf16' | 'nvfp4' | 'mixed' | 'fp8' | the producer's method, from config.json `quantization_config` or the
     legacy hf_quant_config.json (model-spec.md section 2.3-2.4); torch-free for the scheduler."""
     qc = raw_config.get("quantization_config") or {}
     if not qc:
-        qc = _read_json(os.path.join(folder, "hf_quant_config.json"), required=False).get("quantization") or {}
+        qc = legacy_quantization(folder)
     if not qc:
         return "bf16"
     algo, formats = str(qc.get("quant_algo") or "").upper(), set(quant_formats_of(qc))

@@ -37,16 +37,17 @@ def _problem(quant: dict):
     return None
 
 
-def check_quantization_config(quant, source: str) -> None:
+def check_quantization_config(quant, source: str, block: str = "quantization_config") -> None:
     """UnsupportedModelError naming the field of quantization_config (absent or null: not quantized) whose JSON type
     the loader cannot read. Read as it was, `"quantization_config": "fp8"` failed with AttributeError ('str' object
     has no attribute 'get'), a weight_block_size of "x" with int()'s ValueError and an `ignore` of 5 with TypeError,
-    each a traceback in place of `make run`'s one-line refusal; an `ignore` of "lm_head" was read as its letters."""
+    each a traceback in place of `make run`'s one-line refusal; an `ignore` of "lm_head" was read as its letters.
+    `block` names the object in messages: "quantization" for ModelOpt's legacy hf_quant_config.json."""
     if quant is None:
         return
     if not isinstance(quant, dict):
-        raise UnsupportedModelError(source, f"quantization_config must be an object, got {quant!r}")
+        raise UnsupportedModelError(source, f"{block} must be an object, got {quant!r}")
     problem = _problem(quant)
     if problem is not None:
         key, expected, value = problem
-        raise UnsupportedModelError(source, f"quantization_config.{key} must be {expected}, got {value!r}")
+        raise UnsupportedModelError(source, f"{block}.{key} must be {expected}, got {value!r}")

@@ -82,3 +82,22 @@ def test_a_malformed_quantization_config_is_refused_naming_the_field(tiny_path, 
 def test_the_shapes_producers_write_are_read(tiny_path, tmp_path, quant):
     folder = _with(tiny_path, tmp_path, quant)
     assert ModelConfig.from_file(folder).quant_method == ((quant or {}).get("quant_method") or "")
+
+
+@pytest.mark.parametrize("legacy, says", [
+    ({"quantization": "NVFP4"}, "quantization must be an object, got 'NVFP4'"),
+    ({"quantization": {"quant_algo": "NVFP4", "exclude_modules": "lm_head"}},
+     "quantization.exclude_modules must be a list of module names, got 'lm_head'"),
+], ids=["quantization-a-string", "exclude-modules-a-string"])
+def test_a_malformed_legacy_hf_quant_config_is_refused_naming_the_field(tiny_path, tmp_path, legacy, says):
+    """ModelOpt's legacy hf_quant_config.json (read when config.json has no quantization_config) is held to the same
+    JSON types: a string "quantization" died with AttributeError in make run's preflight and in the loader."""
+    folder = _with(tiny_path, tmp_path, None)
+    path = os.path.join(folder, "hf_quant_config.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"producer": {"name": "modelopt"}, **legacy}, f)
+    with pytest.raises(UnsupportedModelError) as refused:
+        load_model(folder, progress=False)
+    assert str(refused.value) == f"{path}: unsupported model: {says}"
+    assert model_problem(folder, "/") == f"cannot serve MODEL={folder}: {path}: unsupported model: {says} (MODEL is " \
+                                         "a Hugging Face checkpoint folder: config.json, tokenizer.json, *.safetensors)"
