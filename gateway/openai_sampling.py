@@ -42,27 +42,38 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     apply_samplers(body, sampling)
     # llama.cpp's min_keep (any int; below 1 keeps the best token only, as always); past the vocabulary, all of it.
     sampling.min_keep = min(max(body.get("min_keep") or 0, 0), card.vocab_size)
-    sampling.logit_bias.update(dict.fromkeys(token_bans(body.get("custom_token_bans"), card), -100.0))
-    words = [*(body.get("bad_words") or []), *(body.get("banned_strings") or [])]
+    sampling.logit_bias.update(dict.fromkeys(token_list(body, ("custom_token_bans", "banned_tokens"), card), -100.0))
+    strings = body.get("banned_strings") or []
+    words = [*(body.get("bad_words") or []), *([strings] if isinstance(strings, str) else strings)]
     sampling.bad_words = [ids for word in words for ids in bad_word_ids(word, card)]
     return sampling
 
 
-def token_bans(bans, card: ModelCard) -> list:
-    """custom_token_bans' token ids, never sampled (a -100 bias, as a ban in logit_bias): text-generation-webui and
-    TabbyAPI take them as comma-separated ids ("1,2"), Aphrodite as a list; SillyTavern sends its banned tokens so to
-    those sources, and banned_strings, its quoted bans, as bad_words. They were ignored: the banned tokens came out."""
-    if not bans:
+_IDS = {"type": ["string", "array", "null"], "items": {"type": "integer"}}
+# The token lists of text-generation-webui, TabbyAPI and Aphrodite (token_list), as TabbyAPI types them
+# (common/sampling.py BaseSamplerRequest): banned_tokens (alias custom_token_bans) and allowed_tokens (alias
+# allowed_token_ids) a list of ids or comma-separated ids, banned_strings one string or a list.
+TEXTGEN_TOKEN_FIELDS = {"custom_token_bans": _IDS, "banned_tokens": _IDS, "allowed_tokens": _IDS,
+                        "banned_strings": {"type": ["string", "array", "null"], "items": {"type": "string"}}}
+
+
+def token_list(body: dict, names: tuple, card: ModelCard) -> list:
+    """The token ids of the first of `names` the body sends: custom_token_bans / banned_tokens, never sampled (a -100
+    bias, as a ban in logit_bias), or allowed_tokens. text-generation-webui and TabbyAPI take them as comma-separated
+    ids ("1,2"), Aphrodite and TabbyAPI as a list; [] or "" is none. SillyTavern sends its banned tokens so to those
+    sources, and banned_strings, its quoted bans, as bad_words. They were ignored: the banned tokens came out."""
+    name = next((name for name in names if body.get(name)), names[0])
+    ids = body.get(name)
+    if not ids:
         return []
-    if isinstance(bans, str):
-        parts = [part.strip() for part in bans.split(",") if part.strip()]
+    if isinstance(ids, str):
+        parts = [part.strip() for part in ids.split(",") if part.strip()]
         if not all(_TOKEN_ID_KEY.fullmatch(part) for part in parts):
-            raise InvalidRequest("custom_token_bans must be comma-separated token ids", param="custom_token_bans")
-        bans = [int(part) for part in parts]
-    if any(not 0 <= token_id < card.vocab_size for token_id in bans):
-        raise InvalidRequest(f"custom_token_bans: token ids must be in [0, {card.vocab_size})",
-                             param="custom_token_bans")
-    return bans
+            raise InvalidRequest(f"{name} must be comma-separated token ids", param=name)
+        ids = [int(part) for part in parts]
+    if any(not 0 <= token_id < card.vocab_size for token_id in ids):
+        raise InvalidRequest(f"{name}: token ids must be in [0, {card.vocab_size})", param=name)
+    return ids
 
 
 def _bias_object(given: dict, body: dict, card: ModelCard) -> dict:
@@ -98,7 +109,8 @@ def _allowed_token_ids(body: dict, card: ModelCard) -> list:
     (vllm/v1/engine/processor.py, _validate_allowed_token_ids): an empty list, an id outside the vocabulary."""
     ids = body.get("allowed_token_ids")
     if ids is None:
-        return []
+        # TabbyAPI's allowed_tokens: [] or "" is every token (its default), not vLLM's 400.
+        return sorted(set(token_list(body, ("allowed_tokens",), card)))
     if not ids:
         raise InvalidRequest("allowed_token_ids is not None and empty!", param="allowed_token_ids")
     if not all(0 <= token_id < card.vocab_size for token_id in ids):

@@ -5,6 +5,7 @@ from gateway.list_limits import MAX_N, MAX_PROMPTS, MAX_STOPS
 from gateway.llama_cpp_fields import SCHEMA as LLAMA_CPP_FIELDS
 from gateway.sglang_fields import SCHEMA as SGLANG_FIELDS
 from gateway.openai_fields import STRUCTURED_OUTPUTS
+from gateway.openai_sampling import TEXTGEN_TOKEN_FIELDS
 from gateway.schema_validate import compile_schema
 from gateway.tool_choice import TOOL_CHOICE
 
@@ -121,10 +122,8 @@ _COMMON = {
     "return_tokens_as_token_ids": _BOOL_OR_NULL,
     "allowed_token_ids": {"type": ["array", "null"], "items": {"type": "integer"}},
     "bad_words": {"type": ["array", "null"], "items": {"type": "string"}},
-    # The token bans of the text-completion servers SillyTavern's presets target (openai_sampling.token_bans):
-    # text-generation-webui's and TabbyAPI's comma-separated ids, Aphrodite's id list, and their banned strings.
-    "custom_token_bans": {"type": ["string", "array", "null"], "items": {"type": "integer"}},
-    "banned_strings": {"type": ["array", "null"], "items": {"type": "string"}},
+    # The token lists of the text-completion servers SillyTavern's presets target (openai_sampling.token_list).
+    **TEXTGEN_TOKEN_FIELDS,
     # text-generation-webui's and TabbyAPI's name for llama.cpp's grammar (openai_fields reads it as that).
     "grammar_string": {"type": ["string", "null"]},
     # text-generation-webui's (and transformers' generate) switch: false is greedy decoding (openai_sampling).

@@ -54,3 +54,37 @@ async def test_do_sample_false_is_greedy(stack, do_sample, temperature):
     response = await client.post("/v1/completions", json={**BASE, "temperature": 0.7, "do_sample": do_sample})
     assert response.status == 200
     assert abs(fake.script.requests[-1].sampling.temperature - temperature) < 1e-6
+
+
+# TabbyAPI's own names (common/sampling.py BaseSamplerRequest): banned_tokens (custom_token_bans is its alias),
+# allowed_tokens (allowed_token_ids'), each a list of ids or comma-separated ids, [] none; banned_strings one string or
+# a list. They were unknown fields (ignored: the banned tokens came out) or a 400 for the string.
+@pytest.mark.parametrize("extra, bias, allowed", [
+    ({"banned_tokens": [5, 7]}, {5: -100.0, 7: -100.0}, []),
+    ({"banned_tokens": "5,7"}, {5: -100.0, 7: -100.0}, []),
+    ({"allowed_tokens": "7, 5"}, {}, [5, 7]),
+    ({"allowed_tokens": [], "banned_tokens": ""}, {}, []),
+], ids=["banned-list", "banned-string", "allowed", "empty"])
+async def test_tabbyapi_token_lists(stack, extra, bias, allowed):
+    client, fake = stack
+    response = await client.post("/v1/completions", json={**BASE, **extra})
+    assert response.status == 200, await response.text()
+    sampling = fake.script.requests[-1].sampling
+    assert dict(sampling.logit_bias) == bias and list(sampling.allowed_token_ids) == allowed
+
+
+async def test_one_banned_string(stack):
+    client, fake = stack
+    response = await client.post("/v1/completions", json={**BASE, "banned_strings": "Hello"})
+    assert response.status == 200, await response.text()
+    words = [list(word.ids) for word in fake.script.requests[-1].sampling.bad_words]
+    assert fake.tokenizer.encode("Hello").ids in words
+
+
+async def test_bad_tabbyapi_ids_name_their_field(stack):
+    client, fake = stack
+    for name in ("banned_tokens", "allowed_tokens"):
+        response = await client.post("/v1/completions", json={**BASE, name: "5,x"})
+        error = (await response.json())["error"]
+        assert response.status == 400 and error["param"] == name and name in error["message"], error
+    assert fake.script.requests == []
