@@ -225,13 +225,14 @@ def write_tiny_checkpoint(out: str, arch: str = "qwen3_5") -> None:
     print(f"[tiny] wrote {len(weights)} tensors, {size / 2**20:.1f} MiB to {out}", flush=True)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     """Entry point `python -m worker.tiny [--out DIR] [--arch A]` (A one of ARCHS, default qwen3_5): writes the
     deterministic tiny checkpoint (`make model`)."""
-    parser = argparse.ArgumentParser(description="Write a deterministic tiny Qwen3.5 / Qwen3-Next checkpoint.")
+    parser = argparse.ArgumentParser(prog="python -m worker.tiny",
+                                     description="Write a deterministic tiny Qwen3.5 / Qwen3-Next checkpoint.")
     parser.add_argument("--out", default="models/tiny", help="output folder (created if absent)")
     parser.add_argument("--arch", default="qwen3_5", choices=ARCHS, help="model family (default qwen3_5)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     write_tiny_checkpoint(args.out, args.arch)
 
 

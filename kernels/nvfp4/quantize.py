@@ -213,7 +213,8 @@ def quantize_folder(src: str, out: str, fmt: str, lm_head: bool = False, device=
 def main(argv=None) -> None:
     """Entry point `python -m kernels.nvfp4.quantize --src DIR --out DIR --format F [--lm-head] [--device D]`: a bf16
     Hugging Face folder quantized to F; a bad folder or format exits 2 with the reason."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # prog: the command README gives; argparse named the file (quantize.py: error: ...)
+    parser = argparse.ArgumentParser(prog="python -m kernels.nvfp4.quantize", description=__doc__.splitlines()[0])
     parser.add_argument("--src", required=True, help="bf16 Hugging Face folder")
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--format", required=True, choices=naive.FORMATS)

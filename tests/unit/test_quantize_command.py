@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from kernels.nvfp4 import quantize
+from worker import tiny
 from worker.loader import load_model
 from worker.model_card import load_model_card
 from worker.tiny import write_tiny_checkpoint
@@ -132,3 +133,13 @@ def test_lm_head_of_a_tied_checkpoint_is_refused(tiny_path, tmp_path, capsys):
         quantize.main(["--src", src, "--out", out, "--format", "modelopt", "--lm-head", "--device", "cpu"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and f"--lm-head: {src} stores no lm_head.weight" in err and not os.path.exists(out)
+
+
+def test_refusals_name_the_command_readme_gives(tmp_path, capsys):
+    """README's Models section gives `python -m kernels.nvfp4.quantize` and `python -m worker.tiny`; their refusals said
+    `quantize.py: error: ...` and `tiny.py: error: ...` (argparse's file name), unlike every other command here."""
+    err = _run(capsys, "/no/such/folder", str(tmp_path / "a"))
+    assert err == "python -m kernels.nvfp4.quantize: error: --src /no/such/folder: no such folder\n"
+    with pytest.raises(SystemExit):
+        tiny.main(["--arch", "llama", "--out", str(tmp_path / "t")])
+    assert capsys.readouterr().err.splitlines()[-1].startswith("python -m worker.tiny: error: argument --arch: ")
