@@ -12,90 +12,18 @@ own, or at the call's end, or, where the model's own end (eos) ended the output 
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Iterator, Optional
 
-FUNCTION_OPEN = "<function="
-FUNCTION_CLOSE = "</function>"
-PARAM_OPEN = "<parameter="
-PARAM_CLOSE = "</parameter>"
-CALL_OPEN = "<tool_call>"
-CALL_CLOSE = "</tool_call>"
-_STRUCTURE = (PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
-# The markup's tags: answer text between two calls holds none of them (prose_then_call).
-_MARKUP = (PARAM_OPEN, PARAM_CLOSE, FUNCTION_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
-# Tags whose start the model's end token may cut at the output's end (_Reader.cut_tag).
-_CUT_TAGS = (PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
-# A name the markup can carry (<function=NAME>, <parameter=NAME>): a '>' ends the tag, a line break or control
-# character breaks it, and the name is read trimmed (so it cannot be empty or start or end with a space).
-MARKUP_NAME_RE = re.compile(r"^(?=\S)(?!.*\s$)[^\x00-\x1f\x7f>]+$", re.S)
+# The markup's vocabulary, re-exported for the modules that read it from here.
+from gateway.tool_markup_text import (CALL_CLOSE, CALL_OPEN, CUT_TAGS, FUNCTION_CLOSE, FUNCTION_OPEN,  # noqa: F401
+                                      MARKUP_NAME_RE, MARKUP_TAGS, PARAM_CLOSE, PARAM_OPEN, STRUCTURE_TAGS,
+                                      broken_param_end, names_function, no_call_after, prose_then_call, skip_space,
+                                      stray_text_end)
+
 # Readings tried per call before giving up (each a </parameter> that the next parameter or </function> follows),
 # and parameters per call: they bound what a hostile output costs (and the reader's recursion).
 _MAX_TRIES = 1024
 _MAX_PARAMS = 256
-
-
-# Characters no function name the model calls holds (an offered name never does): braces, quotes, '<'.
-_NOT_IN_NAMES = frozenset('{}<"\'')
-
-
-def names_function(text: str, start: int) -> Optional[bool]:
-    """Whether the <function= name that starts at `start` can be a function's: not one holding template or markup
-    characters ({{ tc.name }}, quotes, '<'), which is a model writing about the format (an unrendered template, pseudo-
-    XML), not calling; vLLM's qwen3_coder refuses such a name rather than hand out a phantom call
-    (_is_valid_function_name). None while its '>' is not written yet."""
-    end = text.find(">", start)
-    if _NOT_IN_NAMES & set(text[start:] if end < 0 else text[start:end]):
-        return False
-    return None if end < 0 else True
-
-
-def prose_then_call(text: str, pos: int) -> bool:
-    """Whether answer text and then the next <tool_call> follow pos, so that a call's end at pos ends the call: text
-    between two calls ("<call A>\nNow the second:\n<call B>") is answer text, as Ollama's parser reads it (a call ends
-    at its first </tool_call>, model/parsers/qwen3coder.go), not a value of call A running into call B because that
-    reading ends the output. Text that holds a tag of the markup before that <tool_call> is no answer text: a value
-    quoting the closing tags goes on past them."""
-    found = text.find(CALL_OPEN, pos)
-    if found < 0 or any(text.find(tag, pos, found) >= 0 for tag in _MARKUP):
-        return False
-    return text.startswith((FUNCTION_OPEN, "{"), skip_space(text, found + len(CALL_OPEN)))
-
-
-def stray_text_end(text: str, pos: int) -> Optional[int]:
-    """Index after the </tool_call> that closes a call whose function (or JSON object) ended before pos, where the
-    model wrote something else between them ("</function>\nDone.\n</tool_call>"): no tag of the markup and no next
-    call in between. The call is the one written, the stray text is left out, as vLLM's qwen3_coder parser reads each
-    <function=...</function> of the block and Ollama's reads the block's first function element (xml.Unmarshal,
-    model/parsers/qwen3coder.go); a stream had sent the call as it read it. None where pos starts no such text."""
-    close = text.find(CALL_CLOSE, pos)
-    if close <= pos or any(text.find(tag, pos, close) >= 0 for tag in _MARKUP + (CALL_OPEN,)):
-        return None
-    return close + len(CALL_CLOSE)
-
-
-def skip_space(text: str, pos: int, closers: tuple = ()) -> int:
-    """The first index at or after `pos` that is no whitespace nor one of `closers` (len(text) when none)."""
-    while pos < len(text) and (text[pos].isspace() or closers and text.startswith(closers, pos)):
-        pos += 1 if text[pos].isspace() else len(next(tag for tag in closers if text.startswith(tag, pos)))
-    return pos
-
-
-def broken_param_end(text: str, pos: int) -> Optional[int]:
-    """Where the <parameter= element at pos ends when its name is broken (a line break, nothing, or the element's end
-    before its '>': `<parameter=` then a line break, `<parameter=ids: [1]</parameter>`, `<parameter=>`): after its
-    </parameter>, else before the next <parameter= or the call's closing tag, else at the text's end; None otherwise.
-    The value before it ends at its own </parameter>, as vLLM's Qwen3 parsers read a call (vllm-project/vllm#55495)."""
-    if not text.startswith(PARAM_OPEN, pos):
-        return None
-    name_at, tags = pos + len(PARAM_OPEN), (PARAM_CLOSE, PARAM_OPEN, FUNCTION_CLOSE, CALL_CLOSE)
-    close = text.find(">", name_at)
-    name = text[name_at:] if close < 0 else text[name_at:close]
-    ended = close >= 0 and any(tag[:-1] in name for tag in tags)   # an element's end before the '>' (vLLM's regex)
-    if "\n" not in name and (close < 0 or name.strip()) and not ended:
-        return None
-    ends = {at: at + len(tag) * (tag == PARAM_CLOSE) for tag in tags if (at := text.find(tag, name_at)) >= 0}
-    return ends[min(ends)] if ends else len(text)
 
 
 class _Reader:
@@ -191,7 +119,7 @@ class _Reader:
             after = close + len(PARAM_CLOSE)
             follows = skip_space(self.text, after)
             # Closed, as vLLM's _find_true_param_end finds a close: the next parameter or a closer follows it.
-            closed |= num_open <= 0 and (follows == len(self.text) or self.text.startswith(_STRUCTURE, follows))
+            closed |= num_open <= 0 and (follows == len(self.text) or self.text.startswith(STRUCTURE_TAGS, follows))
             if self._may_follow(follows):
                 if num_open <= 0:
                     yield close, after
@@ -240,7 +168,8 @@ class _Reader:
 
     def _prose_after(self, pos: int) -> bool:
         """Whether answer text follows a </function> at pos, its </tool_call> left out: text with no tag of the
-        markup, then the next call or the end of an output the model ended itself. vLLM's qwen3_coder ends the
+        markup (a <tool_call> that opens no call is a mention, text), then the next call or the end of an output the
+        model ended itself. vLLM's qwen3_coder ends the
         function at that </function> (_scan_to_structural_function_end) and hands out the call; the whole reading
         made the call text and a stream sent the value with '</parameter>' in it."""
         if not self.wrapped:
@@ -249,8 +178,8 @@ class _Reader:
             return True
         rest = self.text[pos:pos + len(CALL_CLOSE)]
         # A </tool_call> that the output's end cut is no text (cut_tag reads it where the end token cut it).
-        return self.open_end and bool(rest) and not CALL_CLOSE.startswith(rest) and self.text.find(CALL_OPEN, pos) < 0 \
-            and not any(self.text.find(tag, pos) >= 0 for tag in _MARKUP)
+        return self.open_end and bool(rest) and not CALL_CLOSE.startswith(rest) and no_call_after(self.text, pos) \
+            and not any(self.text.find(tag, pos) >= 0 for tag in MARKUP_TAGS)
 
     def _may_follow(self, pos: int) -> bool:
         broken = broken_param_end(self.text, pos)
@@ -265,7 +194,7 @@ class _Reader:
         rest = self.text[pos:]
         if not (self.eos and rest) or ">" in rest or "\n" in rest:
             return False
-        return rest.startswith(PARAM_OPEN) or any(tag.startswith(rest) for tag in _CUT_TAGS)
+        return rest.startswith(PARAM_OPEN) or any(tag.startswith(rest) for tag in CUT_TAGS)
 
     def _before_cut_tag(self, start: int) -> int:
         """Where a value from start that runs to the output's end ends: before a tag the end token cut on its last

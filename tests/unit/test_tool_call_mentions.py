@@ -91,3 +91,14 @@ def test_an_opening_tag_written_twice_still_opens_the_call(size):
     sent = "".join(stream.push(text[i:i + size]) for i in range(0, len(text), size))
     rest, calls = stream.finish("stop")
     assert sent + rest == "ok" and [json.loads(c["function"]["arguments"]) for c in calls] == [{"x": 1}]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_mention_in_the_text_after_a_call_closed_by_its_function(stack, stream):
+    """A call the model closed with </function> alone, then answer text that mentions the tag: the whole answer read
+    no call (the mention counted as a next call, so the text was no answer text) and a stream sent the call and
+    dropped the text. Both are the call and the text, as without the mention."""
+    client, fake = stack
+    fake.script.reply = CALL.removesuffix("\n</tool_call>") + "Some text <tool_call> is a tag "
+    pieces, calls = await _v1(client, stream)
+    assert "".join(pieces) == "Some text <tool_call> is a tag" and [json.loads(c) for c in calls] == [{"x": 1}]
