@@ -66,7 +66,7 @@ def run_mode(cache_on: bool, args) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.prefix_cache_ttft", description=__doc__.splitlines()[0])
     parser.add_argument("--system-tokens", type=int, default=1500)
     parser.add_argument("--conversations", type=int, default=5)
     args = parser.parse_args(argv)

@@ -71,7 +71,7 @@ def main(argv=None) -> None:
     from bench.serve_ckpt import make_checkpoint
     from bench.serve_stack import ServeStack
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.serve_ttft", description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", required=True, help="checkpoint folder (written there when --shape is given)")
     parser.add_argument("--shape", choices=("tiny", "27b"), help="random-weight checkpoint to write (bench.serve_ckpt)")
     parser.add_argument("--layers", type=int, default=64, help="27b: keep the first N layers")

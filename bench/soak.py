@@ -29,7 +29,7 @@ STACK_ENV = {"SPARKINFER_MAX_NUM_BATCHED_TOKENS": "256", "SPARKINFER_PREFIX_CACH
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests after the warm-up")
     parser.add_argument("--warmup", type=int, default=200, help="requests before the first memory reading")
     parser.add_argument("--concurrency", type=int, default=48, help="clients, each one request at a time")
