@@ -138,8 +138,10 @@ class ConversationRoutes:
         return json_response(_public(self._get(request)))
 
     async def update(self, request: web.Request) -> web.Response:
+        # The body first: the conversation read before it arrived would drop the items added meanwhile when put back.
+        metadata = _metadata(await _body(request))
         conversation = self._get(request)
-        conversation["metadata"] = _metadata(await _body(request))
+        conversation["metadata"] = metadata
         self.conversations.put(conversation)
         return json_response(_public(conversation))
 
@@ -152,9 +154,9 @@ class ConversationRoutes:
         return json_response(page(self._get(request)["items"], request))
 
     async def add_items(self, request: web.Request) -> web.Response:
-        conversation = self._get(request)
         check_include(request.query)
         items = _checked_items((await _body(request)).get("items"))
+        conversation = self._get(request)
         conversation["items"] += items
         self.conversations.put(conversation)
         return json_response({"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
