@@ -141,6 +141,9 @@ def _read_call(text: str, pos: int, tools: list[dict], open_end: bool,
     malformed; lenient: the output is whole, eos: the model's end token ended it (see read_function)."""
     bare = not text.startswith(TOOL_CALL_TAG, pos)
     start = pos if bare else skip_space(text, pos + len(TOOL_CALL_TAG))
+    while not bare and text.startswith(TOOL_CALL_TAG, start):
+        # The tag written twice: the call starts at the first (opens_call), a JSON one too.
+        start = skip_space(text, start + len(TOOL_CALL_TAG))
     if text.startswith("{", start):
         return _read_json_call(text, start, open_end, tools, eos)
     function = text.find(FUNCTION_OPEN, start)

@@ -102,3 +102,13 @@ async def test_a_mention_in_the_text_after_a_call_closed_by_its_function(stack, 
     fake.script.reply = CALL.removesuffix("\n</tool_call>") + "Some text <tool_call> is a tag "
     pieces, calls = await _v1(client, stream)
     assert "".join(pieces) == "Some text <tool_call> is a tag" and [json.loads(c) for c in calls] == [{"x": 1}]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_opening_tag_written_twice_opens_a_json_call_too(stack, stream):
+    """The tag written twice before a Hermes JSON call: a stream read the call (opens_call skips the second tag) and
+    the whole answer read none, handing the markup out as text."""
+    client, fake = stack
+    fake.script.reply = '<tool_call>\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+    pieces, calls = await _v1(client, stream)
+    assert "".join(p or "" for p in pieces) == "" and [json.loads(c) for c in calls] == [{"x": 1}]
