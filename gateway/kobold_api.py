@@ -6,7 +6,8 @@ and /api/extra/generate/stream (run as the /v1/completions request they ask for)
 
 generate answers {"results": [{"text", "finish_reason", "logprobs": null, "prompt_tokens", "completion_tokens"}]}; the
 stream sends `event: message` / `data: {"token": piece, "finish_reason": null}` events, then one with the finish reason
-("stop" or "length") and an empty token, as KoboldCpp's handle_sse_stream. The body's memory is put before the prompt
+("stop" or "length") and an empty token, as KoboldCpp's handle_sse_stream. Its instruct placeholders ({{[INPUT]}}, ...)
+are the chat template's tags (gateway/kobold_placeholders.py). The body's memory is put before the prompt
 and trim_stop (KoboldCpp's default true) leaves the stop sequence out, as KoboldCpp reads them; its samplers map onto
 llama.cpp's fields (rep_pen -> repeat_penalty over rep_pen_range tokens, typical -> typical_p, nsigma -> top_n_sigma),
 so a sampler this server lacks is the same 400 there (DRY, XTC, mirostat, dynamic temperature), its banned_tokens
@@ -21,6 +22,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.http_stream import stream_generation
+from gateway.kobold_placeholders import replace_placeholders, template_tags
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
@@ -42,9 +44,10 @@ _KEPT = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "n", "gra
          "mirostat_eta", "smoothing_factor", "smoothing_curve", "adaptive_target", "adaptive_decay")
 
 
-def completion_body(body) -> dict:
+def completion_body(body, card) -> dict:
     """The /v1/completions body a KoboldAI generate body asks for (400 for a body that is no object, no prompt, or
-    media, which is not served here)."""
+    media, which is not served here); KoboldCpp's instruct placeholders replaced by the chat template's tags (CPU
+    work: run it off the loop)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", param=None)
     prompt = body.get("prompt")
@@ -54,8 +57,12 @@ def completion_body(body) -> dict:
         if body.get(field):
             raise Unsupported(f"{field}: this model server generates text only", param=field)
     memory = body.get("memory") if isinstance(body.get("memory"), str) else ""
-    out = {"prompt": memory + prompt, "n_predict": DEFAULT_MAX_LENGTH, "cache_prompt": True}
+    out = {"n_predict": DEFAULT_MAX_LENGTH, "cache_prompt": True}
     out.update({new: body[old] for old, new in _RENAMED.items() if body.get(old) is not None})
+    stops = out.get("stop") if isinstance(out.get("stop"), list) else []
+    if body.get("replace_instruct_placeholders") is not False and "{{[" in prompt + memory + "".join(map(str, stops)):
+        prompt, memory, out["stop"] = replace_placeholders(prompt, memory, stops, template_tags(card))
+    out["prompt"] = memory + prompt
     out.update({key: body[key] for key in _KEPT if body.get(key) is not None})
     if body.get("banned_tokens"):
         # KoboldCpp's banned phrases: vLLM's bad_words here (the phrase's tokens never completed).
@@ -169,7 +176,8 @@ class KoboldRoutes:
     async def _start(self, request: web.Request):
         body = await read_json(request)
         card = await self.engine.card()
-        plan = await run_cpu(parse_completion, completion_body(body), card, await self.engine.served_name(),
+        translated = await run_cpu(completion_body, body, card)
+        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
                              cap_output=True, read_thinking=False)
         return plan, await self.engine.start(plan.gen)
 

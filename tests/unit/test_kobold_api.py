@@ -108,3 +108,30 @@ async def test_abort_takes_any_body(stack):
     for data in (b"", b'{"genkey": "KCPP1234"}'):
         response = await client.post("/api/extra/abort", data=data)
         assert (response.status, await response.json()) == (200, {"success": "false", "done": "true"})
+
+
+INSTRUCT = "{{[SYSTEM]}}Be nice.\n{{[INPUT]}}\nhi\n{{[OUTPUT]}}\nhello\n{{[INPUT]}}\nhow?\n{{[OUTPUT]}}\n"
+
+
+async def test_instruct_placeholders_are_the_chat_templates_tags(stack):
+    """KoboldAI Lite's default instruct tags are KoboldCpp's placeholders, which KoboldCpp replaces with the model's
+    chat-template tags (replace_instruct_placeholders, true by default; koboldcpp.py transform_genparams): the first
+    {{[INPUT]}} opens a user turn, a later one closes the assistant's first, {{[OUTPUT]}} closes the user turn, the
+    last one is the generation prompt (thinking off), and a placeholder stop sequence is its tag. They reached the
+    model as the literal text "{{[INPUT]}}"."""
+    client, fake = stack
+    body = {"prompt": INSTRUCT, "max_length": 8, "stop_sequence": ["{{[INPUT]}}", "{{[OUTPUT]}}"]}
+    response = await client.post("/api/v1/generate", data=orjson.dumps(body))
+    assert response.status == 200, await response.text()
+    prompt = fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+    assert prompt == ("<|im_start|>system\nBe nice.\n<|im_start|>user\n\nhi\n<|im_end|>\n<|im_start|>assistant\n"
+                      "\nhello\n<|im_end|>\n<|im_start|>user\n\nhow?\n<|im_start|>assistant\n<think>\n\n</think>\n\n\n")
+
+
+async def test_placeholders_stay_when_not_replaced(stack):
+    client, fake = stack
+    body = {"prompt": INSTRUCT, "max_length": 8, "replace_instruct_placeholders": False}
+    response = await client.post("/api/v1/generate", data=orjson.dumps(body))
+    assert response.status == 200
+    prompt = fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+    assert prompt == INSTRUCT
