@@ -11,10 +11,8 @@ from aiohttp import web
 
 from gateway import cors, http_compat, metrics, request_id_header
 from gateway.access_log import CLIENT_CLOSED, log_departure
-from gateway.anthropic import AnthropicRoutes
 from gateway.anthropic_shape import anthropic_error_response, is_anthropic_request
 from gateway.body import BODY_TIMEOUT_KEY, forget_body
-from gateway.capacity import CapacityRoutes
 from gateway.client import SchedulerClient
 from gateway.config import GatewayConfig, parse_config
 from gateway.engine import Engine
@@ -23,31 +21,13 @@ from gateway.errors import (ApiError, InternalError, MethodNotAllowed, NotFound,
 from gateway.http_server import KEEP_ALIVE_TIMEOUT_KEY, api_error_response, serve
 from gateway.http_stream import STREAM_RESPONSE_KEY
 from gateway.llama_cpp_shape import is_llama_cpp_path
-from gateway.llama_cpp_python import LlamaCppPythonRoutes
-from gateway.llama_cpp_routes import LlamaCppRoutes
-from gateway.lmstudio import LMStudioRoutes
-from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.malloc_threshold import fix_mmap_threshold
-from gateway.ollama import OllamaRoutes
-from gateway.openai_routes import OpenAIRoutes
 from gateway.open_files import raise_open_files_limit
-from gateway.prefix_cache_routes import PrefixCacheRoutes
-from gateway.probe_routes import ProbeRoutes
-from gateway.responses import ResponsesRoutes
 from gateway.route_hints import base_url_hint
-from gateway.sagemaker import SageMakerRoutes
-from gateway.cancel_routes import CancelRoutes
-from gateway.sglang_generate import SGLangGenerateRoutes
-from gateway.vllm_generate_tokens import VLLMTokensRoutes
-from gateway.vllm_derender import VLLMDerenderRoutes
-from gateway.vllm_render import VLLMRenderRoutes
-from gateway.sglang_info import SGLangInfoRoutes
-from gateway.textgen_compat import TextgenCompatRoutes
-from gateway.kobold_api import KoboldRoutes
+from gateway.routes import register_routes
 from gateway.web import BODY_LIMIT_KEY
 
 log = logging.getLogger("sparkinfer.gateway")
-VERSION = "0.1.0"
 ENGINE_KEY = web.AppKey("engine", Engine)
 CONFIG_KEY = web.AppKey("config", GatewayConfig)
 PREFETCH_KEY = web.AppKey("prefetch", asyncio.Task)
@@ -225,29 +205,7 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
         config.max_body_bytes, api_error_response, lambda request: _check_expecting(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client, config.served_model_name)
-    # Four APIs, one Engine: each translates into GenRequest and back.
-    openai_routes = OpenAIRoutes(app[ENGINE_KEY], config)
-    openai_routes.register(app)
-    # SageMaker's inference route (its /ping is below): /invocations as vLLM routes it.
-    SageMakerRoutes(openai_routes).register(app)
-    ResponsesRoutes(app[ENGINE_KEY], config).register(app)
-    AnthropicRoutes(app[ENGINE_KEY], config).register(app)
-    LMStudioRoutes(app[ENGINE_KEY], config, VERSION).register(app)
-    LMStudioV1Routes(app[ENGINE_KEY], config).register(app)
-    OllamaRoutes(app[ENGINE_KEY], config).register(app)
-    LlamaCppRoutes(app[ENGINE_KEY], config, VERSION).register(app)
-    LlamaCppPythonRoutes(app[ENGINE_KEY], openai_routes).register(app)
-    TextgenCompatRoutes(app[ENGINE_KEY]).register(app)
-    KoboldRoutes(app[ENGINE_KEY], config).register(app)
-    CapacityRoutes(app[ENGINE_KEY]).register(app)
-    SGLangInfoRoutes(app[ENGINE_KEY], VERSION).register(app)
-    SGLangGenerateRoutes(app[ENGINE_KEY], config).register(app)
-    CancelRoutes(app[ENGINE_KEY]).register(app)
-    VLLMTokensRoutes(app[ENGINE_KEY], config).register(app)
-    VLLMRenderRoutes(app[ENGINE_KEY], config).register(app)
-    VLLMDerenderRoutes(app[ENGINE_KEY], config).register(app)
-    PrefixCacheRoutes(app[ENGINE_KEY]).register(app)
-    ProbeRoutes(app[ENGINE_KEY], VERSION).register(app)
+    register_routes(app, app[ENGINE_KEY], config)
     http_compat.install(app)
     request_id_header.install(app)
 

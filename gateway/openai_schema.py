@@ -12,7 +12,6 @@ from gateway.tool_choice import TOOL_CHOICE
 _INT32_MAX = (1 << 31) - 1   # proto int32 fields
 _STR_OR_NULL = {"type": ["string", "null"]}
 _BOOL_OR_NULL = {"type": ["boolean", "null"]}
-# A logit_bias value: OpenAI's bound, or false (llama.cpp's "never sample it").
 # A logit_bias value: any number, served within +-100 (llama_cpp_fields.bias_value), as vLLM clamps it
 # (SamplingParams.from_optional) and llama.cpp adds it as sent; false is llama.cpp's ban.
 _BIAS = {"type": ["number", "boolean"]}
