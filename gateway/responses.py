@@ -18,12 +18,13 @@ from aiohttp import web
 from gateway.config import GatewayConfig
 from gateway.conversations import ConversationRoutes, Conversations, conversation_id
 from gateway.engine import Engine
-from gateway.errors import ApiError, InvalidRequest, NotImplementedApi
+from gateway.errors import ApiError, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.response_threads import ResponseThreads, Thread
 from gateway.responses_items import ItemStore
 from gateway.responses_listing import page, retrieve_query
+from gateway.responses_replay import EventLog, record, replay
 from gateway.responses_store import Live, StoredResponses, with_ids
 from gateway.responses_request import count_input_tokens, parse_responses
 from gateway.responses_run import ResponseRun
@@ -71,15 +72,11 @@ class ResponsesRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
-        if body.get("background") is True and plan.chat.stream:
-            raise InvalidRequest("background with stream true is not supported: this server keeps a background "
-                                 "response, not its events, to resume; create it without stream and poll it",
-                                 param="stream", code="unsupported_value")
         run = ResponseRun(plan, card)
         gen = await self.engine.start(plan.chat.gen)
         live = self.stored.begin(body, thread, with_ids(input_items(body)), run, gen)
         if live is not None and live.background:
-            return await self._background(live)
+            return await self._background(request, live)
         # Kept as it ended; as cancelled when its client left first. One refused or failed before any of it was
         # sent (an error status) is not: its client has no id to read it back by.
         keep = True
@@ -107,22 +104,24 @@ class ResponsesRoutes:
         if conv_id is not None and run.final is not None and run.final["status"] != "failed":
             self.conversations.append(conv_id, with_ids(input_items(body)) + run.final["output"])
 
-    async def _background(self, live: Live) -> web.Response:
+    async def _background(self, request: web.Request, live: Live) -> web.StreamResponse:
         """A background response: answered once the scheduler admitted it (a refusal that quick is the request's
-        own status) or after a moment, queued, and run to its end by a task of its own."""
+        own status) or after a moment, queued, and run to its end by a task of its own, which keeps its events; with
+        stream true they are streamed from the start, and the response runs on if this client leaves."""
         try:
             await live.gen.wait_started(min(self.config.sse_keepalive_s, 1.0))
         except ApiError:
             self.stored.settle(live, keep=False)
             raise
+        live.log = EventLog()
         live.task = asyncio.create_task(self._run_background(live))
+        if live.run.plan.chat.stream:
+            return await replay(request, live.log, -1, self.config.sse_keepalive_s)
         return json_response(live.response())
 
     async def _run_background(self, live: Live) -> None:
         try:
-            await complete(live.run, live.gen)
-        except ApiError as exc:
-            live.run.failed_events(exc, live.gen.usage())
+            await record(live.log, ResponsesFramer(live.run), live.gen)
         finally:
             self.stored.settle(live)
             self._to_conversation(live.body, live.run)
@@ -157,9 +156,13 @@ class ResponsesRoutes:
                                 headers={"x-should-retry": "false"})
 
     async def retrieve(self, request: web.Request) -> web.Response:
-        """GET /v1/responses/{id}: the stored Response object (as it stands while it runs); 404 when not held."""
-        retrieve_query(request)
-        return json_response(self.stored.retrieve(request.match_info["response_id"]))
+        """GET /v1/responses/{id}: the stored Response object (as it stands while it runs), or with stream=true a
+        running background response's events after starting_after; 404 when not held."""
+        response_id = request.match_info["response_id"]
+        after = retrieve_query(request)
+        if after is not None:
+            return await replay(request, self.stored.events(response_id), after, self.config.sse_keepalive_s)
+        return json_response(self.stored.retrieve(response_id))
 
     async def delete(self, request: web.Request) -> web.Response:
         """DELETE /v1/responses/{id}: OpenAI's deleted object; the response is no longer held."""

@@ -108,12 +108,15 @@ def _id(item: Any) -> Optional[str]:
     return item.get("id") if isinstance(item, dict) else None
 
 
-def retrieve_query(request: web.Request) -> None:
-    """GET /v1/responses/{id}'s query: include as on create; stream true (a background stream resumed from
-    starting_after) is not served: its 400."""
+def retrieve_query(request: web.Request) -> Optional[int]:
+    """GET /v1/responses/{id}'s query: include as on create; None to read the response, or with stream true the
+    number of the event to stream after (starting_after; -1 without it)."""
     check_include(request.query)
-    if request.query.get("stream", "false").lower() not in ("false", "0", ""):
-        raise InvalidRequest("stream: resuming the event stream of a response is not supported: this server keeps "
-                             "the response, not its events; read it without stream (poll a background response "
-                             "until its status is no longer queued or in_progress)", param="stream",
-                             code="unsupported_value")
+    if request.query.get("stream", "false").lower() in ("false", "0", ""):
+        return None
+    text = request.query.get("starting_after", "-1")
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidRequest(f"Invalid 'starting_after': expected an integer, got {text!r}",
+                             param="starting_after", code="invalid_type") from None

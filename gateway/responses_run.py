@@ -34,6 +34,7 @@ class ResponseRun:
     def __init__(self, plan: ResponsesPlan, card: ModelCard):
         self.plan, self.card = plan, card
         self.final: Optional[dict] = None   # the Response object once it ended (completed, incomplete or failed)
+        self.cancelled = False     # a background response cancelled (POST /v1/responses/{id}/cancel)
         self.created_at = int(time.time())
         self.shaper = ChatShaper(plan.chat, card, plan.response_id, drop_cut_markup=True)
         self.output = OutputBuilder(plan.namespaces, plan.encrypted_reasoning, plan.reasoning_summary,
@@ -74,13 +75,24 @@ class ResponseRun:
 
     @property
     def status(self) -> str:
-        """incomplete when cut at the limit, completed otherwise."""
+        """incomplete when cut at the limit, cancelled when a background response was cancelled, completed
+        otherwise."""
+        if self.cancelled:
+            return "cancelled"
         return "incomplete" if self.finish == "length" else "completed"
 
+    @property
+    def item_status(self) -> str:
+        """The open items' status at the end: an item has no cancelled status (OpenAI's ResponseOutputMessage)."""
+        return "completed" if self.status == "completed" else "incomplete"
+
     def finish_events(self, usage: Usage) -> list:
-        """Closes the open item and ends with response.completed (response.incomplete when cut at the limit)."""
-        events = self.output.close(self.status) + self.output.close_call(self.status)
-        return events + [{"type": f"response.{self.status}", "response": self.done(usage)}]
+        """Closes the open item and ends with response.completed (response.incomplete when cut at the limit; a
+        cancelled one's last event is response.completed with status cancelled: OpenAI's stream events have no
+        response.cancelled)."""
+        events = self.output.close(self.item_status) + self.output.close_call(self.item_status)
+        kind = "incomplete" if self.status == "incomplete" else "completed"
+        return events + [{"type": f"response.{kind}", "response": self.done(usage)}]
 
     def done(self, usage: Usage) -> dict:
         """The finished Response object (kept as `final`)."""

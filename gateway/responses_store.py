@@ -8,7 +8,8 @@ in gateway.response_threads' ItemStore, the one previous_response_id reads (the 
 which is the turn's last items; bounded, least recently used out). One created with `store: false`, deleted, aged
 out or held by another gateway replica is a 404. Only a `background` response can be cancelled, as OpenAI answers
 (`POST .../cancel` of another is a 400; of a finished background one it is that response, unchanged); cancelling
-ends its generation with the output so far and status `cancelled`.
+ends its generation with the output so far and status `cancelled`. A background response's events are kept while it
+runs, to be streamed from any point (gateway.responses_replay).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from gateway.errors import InvalidRequest, NotFound
 from gateway.response_threads import ResponseThreads, Thread
 from gateway.responses_items import ItemStore
 from gateway.responses_listing import listed_item
+from gateway.responses_replay import EventLog
 from gateway.responses_run import ResponseRun
 
 NOT_HELD = ("this server keeps its recent responses in the memory of the gateway that answered them, not those "
@@ -40,6 +42,7 @@ class Live:
     cancelled: bool = False
     deleted: bool = False
     task: Optional[asyncio.Task] = field(default=None, repr=False)
+    log: Optional[EventLog] = field(default=None, repr=False)   # a background one's events (gateway.responses_replay)
 
     @property
     def background(self) -> bool:
@@ -148,7 +151,7 @@ class StoredResponses:
         if live is not None and not live.deleted:
             if not live.background:
                 raise _not_cancellable(response_id)
-            live.cancelled = True
+            live.cancelled = live.run.cancelled = True
             live.gen.cancel()
             if live.task is not None:
                 # The response is settled by its task; the task runs on if this request's client leaves.
@@ -158,6 +161,17 @@ class StoredResponses:
         if not response.get("background"):
             raise _not_cancellable(response_id)
         return response
+
+    def events(self, response_id: str) -> EventLog:
+        """The event log of a running background response (GET ...?stream=true); 404 when not held, 400 for one that
+        has ended or was not created in the background (no events are kept)."""
+        live = self.live.get(response_id)
+        if live is not None and not live.deleted and live.log is not None:
+            return live.log
+        self.retrieve(response_id)
+        raise InvalidRequest(f"Response '{response_id}' has no events to stream: only a background response's are "
+                             f"kept, while it runs; read it without stream", param="stream",
+                             code="unsupported_value")
 
     def _turn(self, response_id: str) -> dict:
         turn = self.threads.store.get(response_id)

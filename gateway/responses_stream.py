@@ -60,6 +60,6 @@ class ResponsesFramer:
 async def complete(run: ResponseRun, gen: Generation) -> dict:
     """Runs gen to the end through the same builder as the stream; cancels gen if the caller is cancelled."""
     await gen.drain(run.push)
-    run.output.close(run.status)
-    run.output.close_call(run.status)
+    run.output.close(run.item_status)
+    run.output.close_call(run.item_status)
     return run.done(gen.usage())

@@ -1,0 +1,91 @@
+"""Gateway process: a background response's event stream, kept while it runs so that it can be read from any point,
+as OpenAI's background mode streams it (create with background and stream true; GET /v1/responses/{id}?stream=true
+&starting_after=N resumes after the event numbered N: the openai SDKs' responses.retrieve(..., stream=True,
+starting_after=N); vLLM's responses_background_stream_generator replays its event deque so).
+
+The response's generation runs in its own task (gateway/responses.py), which writes its events (numbered from 0 by
+ResponsesFramer, so event N is frame N) into an EventLog; a reader writes the log's frames to its client from where it
+asked and follows the new ones, with an SSE comment every keep-alive period of silence. A reader that leaves stops
+nothing: the response runs on, to be read again or polled. The log goes with the response's end (the finished
+response is read back without stream).
+"""
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from gateway.engine import Generation, Usage
+from gateway.errors import ApiError
+from gateway.generation import NOT_READY
+from gateway.http_stream import open_stream
+from gateway.responses_stream import ResponsesFramer
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class EventLog:
+    """The frames of one response's events, in order, and whether it ended; readers wait for the next ones."""
+
+    def __init__(self):
+        self.frames: list[bytes] = []
+        self.done = False
+        self._event = asyncio.Event()
+
+    def add(self, frames: list) -> None:
+        if frames:
+            self.frames += frames
+            self._wake()
+
+    def finish(self) -> None:
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Until a frame is added or the response ends, or timeout s."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+async def record(log: EventLog, framer: ResponsesFramer, gen: Generation) -> None:
+    """Runs gen to its end, its events into the log as a stream would write them (a failure: error, response.failed);
+    the scheduler calls are closed on the way out, also when the task is cancelled."""
+    try:
+        sent = gen.sent_usage()
+        log.add(framer.start(Usage(sent.prompt_tokens, 0, sent.cached_tokens, sent.per_prompt)))
+        while (delta := await gen.next()) is not None:
+            if delta is not NOT_READY:
+                log.add(framer.delta(delta, gen.sent_usage()))
+        log.add(framer.end(gen.usage()))
+    except ApiError as exc:
+        log.add(framer.error(exc, gen.usage()))
+    finally:
+        await gen.close()
+        log.finish()
+
+
+async def replay(request: web.Request, log: EventLog, after: int, keepalive_s: float) -> web.StreamResponse:
+    """Streams the log's events after the one numbered `after` (-1: all), then each new one until the response
+    ends."""
+    response = await open_stream(request, ResponsesFramer.content_type, ResponsesFramer.headers)
+    index = max(after + 1, 0)
+    while True:
+        frames = log.frames[index:]
+        for frame in frames:
+            await response.write(frame)
+        index += len(frames)
+        if not frames and log.done:
+            break
+        if not frames:
+            waited = len(log.frames)
+            await log.wait(keepalive_s)
+            if len(log.frames) == waited and not log.done:
+                await response.write(KEEPALIVE)
+    await response.write_eof()
+    return response
