@@ -75,11 +75,25 @@ def json_spelling(message: str, values: list) -> str:
             continue
         if python in message and python not in pairs:
             pairs[python] = short_repr(value) if shortened else json_repr(value)
-    pairs = {python: text for python, text in pairs.items() if python != text}
-    if not pairs:
-        return message
-    pattern = re.compile("|".join(re.escape(python) for python in sorted(pairs, key=len, reverse=True)))
-    return pattern.sub(lambda match: pairs[match.group(0)], message)
+    # Not one regular expression of the values (an alternation of each re.escape'd repr): the values are the client's,
+    # and re compiles a pattern in Python, so a 2 MB string sent as a role took 10 s of CPU to word its 400 (and re's
+    # cache kept the compiled pattern). The text is cut at each repr instead, the longest first, only in the parts
+    # not replaced yet.
+    parts = [(message, False)]
+    for python in sorted((python for python, text in pairs.items() if python != text), key=len, reverse=True):
+        parts = [piece for text, done in parts for piece in
+                 ([(text, True)] if done else _replaced(text, python, pairs[python]))]
+    return "".join(text for text, _ in parts)
+
+
+def _replaced(text: str, old: str, new: str) -> list:
+    """text as (part, replaced) pieces, each occurrence of old a (new, True) piece between the others."""
+    pieces = []
+    for index, part in enumerate(text.split(old)):
+        if index:
+            pieces.append((new, True))
+        pieces.append((part, False))
+    return pieces
 
 
 def error_message(error: Any) -> str:
