@@ -16,11 +16,13 @@ rep_pen_slope, sampler_order) change nothing.
 """
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
-from gateway.errors import InvalidRequest, Unsupported
+from gateway.errors import ApiError, InvalidRequest, Unsupported, renamed
 from gateway.http_stream import stream_generation
 from gateway.kobold_placeholders import replace_placeholders, template_tags
 from gateway.offload import run_cpu
@@ -37,6 +39,12 @@ KOBOLDCPP_VERSION = "1.100"
 # KoboldAI field -> the llama.cpp / vLLM field of /v1/completions it is.
 _RENAMED = {"max_length": "n_predict", "rep_pen": "repeat_penalty", "rep_pen_range": "repeat_last_n",
             "typical": "typical_p", "stop_sequence": "stop", "nsigma": "top_n_sigma", "sampler_seed": "seed"}
+# A /v1/completions error names the KoboldAI field the client sent (gateway.errors.renamed); stop and seed, words of
+# other messages too, only as the param or quoted.
+_RENAMES = [(re.compile(rf"\b{new}\b"), old) for old, new in _RENAMED.items() if new not in ("stop", "seed")] + [
+    (re.compile(r"\bbanned_strings\b"), "banned_tokens"), (re.compile("'stop'"), "'stop_sequence'"),
+    (re.compile("'seed'"), "'sampler_seed'")]
+_PARAM_RENAMES = [(re.compile(r"^stop\b"), "stop_sequence"), (re.compile(r"^seed$"), "sampler_seed")]
 # Taken as they are: the same name on /v1/completions.
 _KEPT = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "n", "grammar", "logit_bias",
          "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
@@ -177,8 +185,11 @@ class KoboldRoutes:
         body = await read_json(request)
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
-        plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
-                             cap_output=True, read_thinking=False)
+        try:
+            plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
+                                 cap_output=True, read_thinking=False)
+        except ApiError as exc:
+            raise renamed(exc, _RENAMES, _PARAM_RENAMES) from None
         return plan, await self.engine.start(plan.gen)
 
     async def generate(self, request: web.Request) -> web.Response:

@@ -135,3 +135,15 @@ async def test_placeholders_stay_when_not_replaced(stack):
     assert response.status == 200
     prompt = fake.tokenizer.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
     assert prompt == INSTRUCT
+
+
+@pytest.mark.parametrize("field, value", [("max_length", 0), ("banned_tokens", 5), ("rep_pen", "x"),
+                                          ("typical", "x"), ("stop_sequence", 5), ("sampler_seed", "x")])
+async def test_a_bad_value_is_named_as_the_client_sent_it(stack, field, value):
+    """A 400 names the KoboldAI field the client sent (as every translating route answers in its own API's words),
+    not the /v1/completions field it runs as (n_predict, banned_strings, repeat_penalty, ...)."""
+    client, fake = stack
+    response = await client.post("/api/v1/generate", json={"prompt": "hi", field: value})
+    error = (await response.json())["error"]
+    assert response.status == 400 and error["param"].split("[")[0].split(".")[0] == field and field in error["message"]
+    assert fake.script.requests == []
