@@ -6,12 +6,15 @@ starting_after=N); vLLM's responses_background_stream_generator replays its even
 The response's generation runs in its own task (gateway/responses.py), which writes its events (numbered from 0 by
 ResponsesFramer, so event N is frame N) into an EventLog; a reader writes the log's frames to its client from where it
 asked and follows the new ones, with an SSE comment every keep-alive period of silence. A reader that leaves stops
-nothing: the response runs on, to be read again or polled. The log goes with the response's end (the finished
-response is read back without stream).
+nothing: the response runs on, to be read again or polled. An ended response's log is kept too (EndedLogs: bounded,
+least recently used out), so that a client whose connection dropped resumes it after the end, as vLLM keeps its
+event_store entries past the end.
 """
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
+from typing import Optional
 
 from aiohttp import web
 
@@ -22,6 +25,8 @@ from gateway.http_stream import open_stream
 from gateway.responses_stream import ResponsesFramer
 
 KEEPALIVE = b": keep-alive\n\n"
+# Bytes of frames the logs of ended background responses hold in all.
+MAX_ENDED_BYTES = 32 * 1024 * 1024
 
 
 class EventLog:
@@ -51,6 +56,37 @@ class EventLog:
             await asyncio.wait_for(self._event.wait(), timeout)
         except asyncio.TimeoutError:
             pass
+
+
+class EndedLogs:
+    """Response id -> the event log of a background response that ended, for a stream resumed after its end; least
+    recently used out past max_bytes of frames in all."""
+
+    def __init__(self, max_bytes: int = MAX_ENDED_BYTES):
+        self.max_bytes, self.num_bytes = max_bytes, 0
+        self._logs: OrderedDict = OrderedDict()  # response id -> (EventLog, its bytes)
+
+    def keep(self, response_id: str, log: EventLog) -> None:
+        size = sum(map(len, log.frames))
+        self.drop(response_id)
+        if size > self.max_bytes:
+            return
+        self._logs[response_id] = (log, size)
+        self.num_bytes += size
+        while self.num_bytes > self.max_bytes:
+            self.num_bytes -= self._logs.popitem(last=False)[1][1]
+
+    def get(self, response_id: str) -> Optional[EventLog]:
+        entry = self._logs.get(response_id)
+        if entry is None:
+            return None
+        self._logs.move_to_end(response_id)
+        return entry[0]
+
+    def drop(self, response_id: str) -> None:
+        entry = self._logs.pop(response_id, None)
+        if entry is not None:
+            self.num_bytes -= entry[1]
 
 
 async def record(log: EventLog, framer: ResponsesFramer, gen: Generation) -> None:

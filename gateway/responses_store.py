@@ -23,7 +23,7 @@ from gateway.errors import InvalidRequest, NotFound
 from gateway.response_threads import ResponseThreads, Thread
 from gateway.responses_items import ItemStore
 from gateway.responses_listing import listed_item
-from gateway.responses_replay import EventLog
+from gateway.responses_replay import EndedLogs, EventLog
 from gateway.responses_run import ResponseRun
 
 NOT_HELD = ("this server keeps its recent responses in the memory of the gateway that answered them, not those "
@@ -77,6 +77,7 @@ class StoredResponses:
     def __init__(self, threads: ResponseThreads, items: ItemStore):
         self.threads, self.items = threads, items
         self.live: dict[str, Live] = {}
+        self.ended = EndedLogs()   # the events of ended background responses, to resume a stream after the end
 
     def begin(self, body: dict, thread: Thread, own_input: list, run: ResponseRun, gen: Generation) -> Optional[Live]:
         """Holds a response that starts now; None (nothing held) for `store: false`."""
@@ -106,6 +107,8 @@ class StoredResponses:
         record["num_input"] = len(read)
         self.items.keep(live.body, output)
         self.threads.keep(live.body, live.thread, read + output, response_id=response_id, record=record)
+        if live.log is not None:
+            self.ended.keep(response_id, live.log)
 
     def retrieve(self, response_id: str) -> dict:
         """The Response object of that id (GET /v1/responses/{id}); 404 when it is not held."""
@@ -142,6 +145,7 @@ class StoredResponses:
             for item in turn["messages"][turn["record"]["num_input"]:]:
                 self.items.discard(item.get("id"))
             self.threads.drop(response_id)
+            self.ended.drop(response_id)
         return {"id": response_id, "object": "response", "deleted": True}
 
     async def cancel(self, response_id: str) -> dict:
@@ -163,14 +167,18 @@ class StoredResponses:
         return response
 
     def events(self, response_id: str) -> EventLog:
-        """The event log of a running background response (GET ...?stream=true); 404 when not held, 400 for one that
-        has ended or was not created in the background (no events are kept)."""
+        """The event log of a background response (GET ...?stream=true), running or ended (kept while the response
+        is held and its events fit EndedLogs' bound); 404 when not held, 400 for one not created in the background
+        or whose events aged out."""
         live = self.live.get(response_id)
         if live is not None and not live.deleted and live.log is not None:
             return live.log
         self.retrieve(response_id)
+        log = self.ended.get(response_id)
+        if log is not None:
+            return log
         raise InvalidRequest(f"Response '{response_id}' has no events to stream: only a background response's are "
-                             f"kept, while it runs; read it without stream", param="stream",
+                             f"kept (those of older ones age out); read it without stream", param="stream",
                              code="unsupported_value")
 
     def _turn(self, response_id: str) -> dict:
