@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from worker.layers.gdn import GdnStepMeta
+from worker.layers.gdn_meta import GdnStepMeta
 from worker.layers.moe import SparseMoeBlock
 from worker.layers.paged_attention import PagedStepMeta
 from worker.models.qwen3_5 import StepInputs

@@ -98,42 +98,52 @@ def recurrent_decode(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale,
     o, out_define = _output(out, (num_seqs, num_v_heads, HEAD_DIM), q.device)
     if num_seqs == 0:
         return o
+    fn, grid, block, args, smem, pdl = recurrent_launch(q, k, v, a, b, A_log, dt_bias, state_pool,
+                                                        slot_ids.contiguous(), scale, o, out_define, variant, pdl)
+    if pdl:
+        _pdl.launch(fn, grid, block, args, smem, _compile.current_stream().ptr)
+    else:
+        _build.launch(fn, grid, block, args, smem)
+    return o
+
+
+# where recurrent_launch puts the addresses of a, b, A_log, dt_bias and the state pool
+RECURRENT_A, RECURRENT_B, RECURRENT_A_LOG, RECURRENT_DT_BIAS, RECURRENT_POOL = 5, 6, 8, 9, 10
+
+
+def recurrent_launch(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, scale, o, out_define, variant=None,
+                     pdl=None) -> tuple:
+    """The decode kernel's (kernel, grid, block, args, shared_mem, pdl) for recurrent_decode's checked tensors
+    (slot_ids int32 contiguous) writing o [N, HV, V] (out_define: _output's); variant, pdl as recurrent_decode."""
+    num_seqs, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
     if variant is None:
         variant = decode_variant(state_pool.dtype, num_seqs)
     entry, extra, threads, carveout = DECODE_VARIANTS[variant]
     defines = _state_define(state_pool) + (out_define,) + extra + tuple(DECODE_EXTRA_DEFINES)
-    block_v = DECODE_BLOCK_V.get(variant, 64 if state_pool.dtype == torch.bfloat16 else 32)
+    block_v = DECODE_BLOCK_V.get(variant, 64 if str(state_pool.dtype).endswith("bfloat16") else 32)
     args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(v), i64(v.stride(0)), ptr(a), ptr(b), i64(a.stride(0)),
-            ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids.contiguous()),
+            ptr(A_log), ptr(dt_bias), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids),
             ptr(o), i32(num_k_heads), i32(num_v_heads), f32(scale))
     pdl = (DECODE_PDL and _compile.capability(q.device)[0] >= 9) if pdl is None else pdl
     if entry == "gdn_recurrent_decode_tma":
-        _launch_tma(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads, pdl)
-        return o
+        return _tma_launch(entry, defines, carveout, state_pool, args + (i32(num_seqs),), num_seqs * num_v_heads) + (
+            pdl,)
     fn = _build.kernel(SOURCES[entry], entry, defines, 0, carveout)
     grid = (HEAD_DIM // block_v, num_v_heads, num_seqs)
-    if pdl and entry == "gdn_recurrent_decode":
-        _pdl.launch(fn, grid, (threads,), args, 0, _compile.current_stream().ptr)
-    else:
-        _build.launch(fn, grid, (threads,), args)
-    return o
+    return fn, grid, (threads,), args, 0, pdl and entry == "gdn_recurrent_decode"
 
 
 def _define(defines: tuple, key: str) -> int:
     return int(next(d.split("=")[1] for d in defines if d.startswith(key + "=")))
 
 
-def _launch_tma(entry, defines, carveout, state_pool, args, num_items: int, pdl: bool):
+def _tma_launch(entry, defines, carveout, state_pool, args, num_items: int) -> tuple:
     """recurrent_tma.cu: min(items, MIN_BLOCKS per SM) persistent blocks of 256 threads, STAGES tiles of dynamic
-    shared memory; the bulk copies need 16-byte aligned slots. pdl: programmatic dependent launch."""
+    shared memory; the bulk copies need 16-byte aligned slots. -> (kernel, grid, block, args, shared_mem)."""
     tile = HEAD_DIM * HEAD_DIM * state_pool.element_size()
     _need(state_pool.data_ptr() % 16 == 0 and state_pool.stride(0) * state_pool.element_size() % 16 == 0,
           "state pool slots must be 16-byte aligned for the tma decode")
     smem = _define(defines, "STAGES") * tile
     sms = _compile.num_sms(state_pool.device)
     fn = _build.kernel("recurrent_tma.cu", entry, defines, smem, carveout)
-    grid = (min(num_items, sms * _define(defines, "MIN_BLOCKS")),)
-    if pdl:
-        _pdl.launch(fn, grid, (256,), args, smem, _compile.current_stream().ptr)
-    else:
-        _build.launch(fn, grid, (256,), args, smem)
+    return fn, (min(num_items, sms * _define(defines, "MIN_BLOCKS")),), (256,), args, smem

@@ -145,11 +145,21 @@ def conv_decode(x, weight, conv_pool, slot_ids):
     y = torch.empty(num_seqs, channels, dtype=torch.bfloat16, device=x.device)
     if num_seqs == 0:
         return y
-    fn = _build.kernel("conv.cu", "gdn_conv_decode", defines)
-    args = (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)),
-            ptr(slot_ids.contiguous()), ptr(y), i32(channels))
-    _build.launch(fn, ((channels // 8 + 127) // 128, num_seqs), (128,), args)
+    _build.launch(*conv_decode_launch(x, w, conv_pool, slot_ids.contiguous(), y, defines))
     return y
+
+
+CONV_DECODE_X, CONV_DECODE_WEIGHT, CONV_DECODE_POOL = 0, 2, 3  # where conv_decode_launch puts those addresses
+
+
+def conv_decode_launch(x, w, conv_pool, slot_ids, y, defines: tuple) -> tuple:
+    """gdn_conv_decode's (kernel, grid, block, args) for conv_decode's checked tensors (w float32 [C, Kc]
+    contiguous, slot_ids int32 contiguous, defines _conv_define's) writing y [N, C] bf16."""
+    num_seqs, channels = x.shape
+    fn = _build.kernel("conv.cu", "gdn_conv_decode", defines)
+    args = (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)), ptr(slot_ids), ptr(y),
+            i32(channels))
+    return fn, ((channels // 8 + 127) // 128, num_seqs), (128,), args
 
 
 def chunk_tables(bounds: list, device):

@@ -1,7 +1,8 @@
-"""GPU tests: a mixed step's decode rows run as one-token chunks of the chunked GDN kernels (worker/layers/gdn.py
-GdnStepMeta, up to MIXED_CHUNKED_MAX_DECODE rows) give what the decode kernels give when the step splits them out
-(MIXED_STEPS_CHUNKED False); a split step whose decode rows lead takes them as row views. The kernel-shaped model of test_model_gpu.py; the decode rows
-continue 30-token prompts on their own slots; logits and recurrent states compared (different kernels: a tolerance).
+"""GPU tests: a mixed step's decode rows run as one-token chunks of the chunked GDN kernels (worker/layers/gdn_meta.py,
+up to MIXED_CHUNKED_MAX_DECODE rows) give what the decode kernels give when the step splits them out
+(MIXED_STEPS_CHUNKED False); a split step whose decode rows lead takes them as row views through one DecodePlan
+(kernels/gdn/decode_plan.py) for every layer. The kernel-shaped model of test_model_gpu.py; the decode rows continue
+30-token prompts on their own slots; logits and recurrent states compared.
 """
 import dataclasses
 
@@ -11,7 +12,7 @@ import torch
 from tests.kernels.test_model_gpu import BLOCK, build, kernel_config
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
-from worker.layers import gdn as gdn_layer
+from worker.layers import gdn_meta as gdn_layer
 
 pytestmark = pytest.mark.gpu
 TOL = 2e-2  # bf16 activations, chunked against recurrent kernels
@@ -57,8 +58,8 @@ def test_chunked_decode_rows_match_the_split_step(gpu_model, num_decode, prompt,
 
 @pytest.mark.parametrize("num_decode,prompt", [(40, 64), (20, 300)])
 def test_split_step_with_leading_decode_rows_equals_the_gathered_split(gpu_model, num_decode, prompt, monkeypatch):
-    """A split step whose decode rows lead (GdnStepMeta.num_leading_decode: row views) equals the same step through
-    the gather / scatter of its rows, bit for bit."""
+    """A split step whose decode rows lead (GdnStepMeta.num_leading_decode: row views, their decode core planned
+    once) equals the same step through the gather / scatter of its rows and ops.gdn_decode, bit for bit."""
     config, model = gpu_model
     monkeypatch.setattr(gdn_layer, "MIXED_STEPS_CHUNKED", False)
     from_lists = gdn_layer.GdnStepMeta.from_lists
@@ -70,7 +71,7 @@ def test_split_step_with_leading_decode_rows_equals_the_gathered_split(gpu_model
 
     monkeypatch.setattr(gdn_layer.GdnStepMeta, "from_lists", staticmethod(spy))
     got = _run(model, config, num_decode, prompt)
-    assert metas[-1].num_leading_decode == num_decode
+    assert metas[-1].num_leading_decode == num_decode and metas[-1].decode_plan is not None
     monkeypatch.setattr(gdn_layer.GdnStepMeta, "from_lists",
                         staticmethod(lambda *a, **k: dataclasses.replace(from_lists(*a, **k), num_leading_decode=0)))
     want = _run(model, config, num_decode, prompt)

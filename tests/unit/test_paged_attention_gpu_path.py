@@ -11,7 +11,7 @@ from kernels.gdn import naive
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.layers import gdn as gdn_layer
-from worker.layers.gdn import GdnStepMeta
+from worker.layers.gdn_meta import GdnStepMeta
 from worker.layers.paged_attention import PagedStepMeta
 from worker.loader import load_model
 from worker.models.qwen3_5 import StepInputs

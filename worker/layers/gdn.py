@@ -1,14 +1,13 @@
 """Worker process: the Gated DeltaNet token mixer (linear attention with per-sequence state slots)."""
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
 from kernels.gdn import naive
 from kernels.gdn import ops as gdn_ops
+from kernels.gdn.decode_plan import DecodePlan
 from kernels.gdn.prefill_plan import PrefillPlan
-from worker.batch import to_device
 from worker.layers.fused import fuse
+from worker.layers.gdn_meta import GdnStepMeta
 from worker.layers.linear import Linear
 from worker.layers import norm as norm_layer
 from worker.layers.norm import GatedRMSNorm
@@ -54,74 +53,6 @@ def delta_rule_varlen(q, k, v, g, beta, initial_state, cu_seqlens):
         out[tokens], final[rows] = op(q[tokens], k[tokens], v[tokens], g[tokens], beta[tokens],
                                       initial_state=initial_state[rows], cu_seqlens=sub_cu)
     return out, final
-
-
-# A step with a row of 2+ tokens and at most MIXED_CHUNKED_MAX_DECODE one-token (decode) rows runs those through the
-# chunked kernels too, as one-token chunks, instead of gathering them out to the decode kernels and scattering both
-# results back (six index kernels and the decode launches a layer: host time the piecewise prefill step waits on).
-# H200, 27B shape, 64 layers, .devscripts probe of session 27 device run 7 (ms, split / chunked, two rounds): 15
-# decode rows + a 16-token chunk: kernels 14.2 / 16.6, step wall 35.7-79.2 / 19.7-30.8; 31 + 64: kernels 21.0 /
-# 26.6, wall 36.1-49.4 / 30.0-31.6; 7 + 512: 67 / 67, wall 71-72 both. Every extra decode row costs the chunked
-# kernels ~0.18-0.22 ms a step, so past 16 rows the split wins now that it needs no gather / scatter where the decode
-# rows lead the step (GdnStepMeta.num_leading_decode, session 28 device run 6, .devscripts/s28_mix3.py, pieces wall
-# ms split / chunked, two rounds: 24 + 16 26.1, 25.7 / 23.1, 24.0; 31 + 64 24.7, 24.1 / 28.5, 28.6; 31 + 128 34.3,
-# 34.4 / 41.0, 41.0; before those views run 4 had chunked 17-32 rows beside <= 128 tokens: 31 + 64 split 62.1,
-# 37.9). False: always split.
-MIXED_STEPS_CHUNKED = True
-MIXED_CHUNKED_MAX_DECODE = 16
-
-
-@dataclass
-class GdnStepMeta:
-    """Per-step row split for the CUDA kernels (kernels/gdn/ops.py), built once and shared by every GDN layer.
-
-    decode_tokens  [Nd] int64   token index of each one-token row of an all-decode step, or of any step where
-                                its decode rows are not chunked (row order); decode_slots [Nd] int32 its slot
-    prefill_tokens [Tp] int64   tokens of the chunked rows (those of > 1 token, and the decode rows beside them up to
-                                MIXED_CHUNKED_MAX_DECODE), in order; prefill_cu [Np+1] int32 their bounds
-    prefill_slots  [Np] int32;  prefill_init [Np] int32 (1 = continue the slot's state, 0 = fresh prompt)
-    tables         kernels.gdn.ops.prefill_tables of prefill_cu (None without prefill rows)
-    all_decode / all_prefill  bool: no gather/scatter of tokens needed
-    prefill_plan   kernels.gdn.prefill_plan.PrefillPlan the step's first GDN layer makes, the others reuse
-    num_leading_decode  Nd where a split step's decode rows are its first Nd tokens (the scheduler plans decode rows
-                        first): both parts are then row views, no gather / scatter; else 0
-    """
-
-    decode_tokens: torch.Tensor
-    decode_slots: torch.Tensor
-    prefill_tokens: torch.Tensor
-    prefill_cu: torch.Tensor
-    prefill_slots: torch.Tensor
-    prefill_init: torch.Tensor
-    tables: tuple
-    all_decode: bool
-    all_prefill: bool
-    prefill_plan: object = None
-    num_leading_decode: int = 0
-
-    @staticmethod
-    def from_lists(bounds: list, context_lens: list, state_slots: list, device) -> "GdnStepMeta":
-        """bounds (cu_seqlens [N+1]), context_lens [N], state_slots [N] as host lists."""
-        lens = [hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])]
-        decode = [r for r, n in enumerate(lens) if n == 1]
-        prefill = [r for r, n in enumerate(lens) if n > 1]
-        if prefill and MIXED_STEPS_CHUNKED and len(decode) <= MIXED_CHUNKED_MAX_DECODE:  # one-token chunks
-            decode, prefill = [], list(range(len(lens)))
-        pre_tokens = [t for r in prefill for t in range(bounds[r], bounds[r + 1])]
-        pre_cu = [0]
-        for r in prefill:
-            pre_cu.append(pre_cu[-1] + lens[r])
-
-        def dev(values, dtype):
-            return to_device(values, device, dtype)
-
-        tables = gdn_ops.prefill_tables(pre_cu, device) if prefill else None
-        return GdnStepMeta(dev([bounds[r] for r in decode], torch.int64), dev([state_slots[r] for r in decode],
-                                                                              torch.int32),
-                           dev(pre_tokens, torch.int64), dev(pre_cu, torch.int32),
-                           dev([state_slots[r] for r in prefill], torch.int32),
-                           dev([int(context_lens[r] > 0) for r in prefill], torch.int32), tables,
-                           not prefill, not decode, None, len(decode) if decode == list(range(len(decode))) else 0)
 
 
 class GatedDeltaNet(torch.nn.Module):
@@ -253,8 +184,7 @@ class GatedDeltaNet(torch.nn.Module):
                                                        dtype=mixed.dtype, device=mixed.device)
         lead = meta.num_leading_decode
         if lead and core.is_contiguous():  # rows 0 .. lead - 1 decode, the rest prefill: views (session 28 run 6)
-            core[:lead] = gdn_ops.gdn_decode(mixed[:lead], a[:lead], b[:lead], conv_w, a_log, dt_bias, conv_state,
-                                             recurrent_state, meta.decode_slots, self.num_k_heads)
+            core[:lead] = self._decode_rows(mixed[:lead], a[:lead], b[:lead], meta, recurrent_state, conv_state)
             self._prefill(mixed[lead:], a[lead:], b[lead:], meta, recurrent_state, conv_state, core[lead:])
             return core
         dec = meta.decode_tokens
@@ -263,6 +193,20 @@ class GatedDeltaNet(torch.nn.Module):
         pre = meta.prefill_tokens
         core[pre] = self._prefill(mixed[pre], a[pre], b[pre], meta, recurrent_state, conv_state)
         return core
+
+    def _decode_rows(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state) -> torch.Tensor:
+        """A split step's decode rows mixed [Nd, C], a, b [Nd, HV] -> o [Nd, HV, dv] bf16: planned once a step by
+        its first GDN layer (meta.decode_plan, kernels/gdn/decode_plan.py), ops.gdn_decode where a layer does not
+        fit that plan."""
+        conv_w, a_log, dt_bias = self._kernel_params()
+        tensors = (mixed, a, b, conv_w, a_log)
+        if meta.decode_plan is None:
+            meta.decode_plan = DecodePlan(*tensors, dt_bias, conv_state, recurrent_state, meta.decode_slots,
+                                          self.num_k_heads, gdn_ops.HEAD_DIM ** -0.5)
+        if meta.decode_plan.matches(*tensors, conv_state, recurrent_state):
+            return meta.decode_plan.run(*tensors, dt_bias, conv_state, recurrent_state)
+        return gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state, meta.decode_slots,
+                                  self.num_k_heads)
 
     def _prefill(self, mixed, a, b, meta: GdnStepMeta, recurrent_state, conv_state, out=None) -> torch.Tensor:
         """mixed [Tp, C], a, b [Tp, HV] of the prefill rows -> o [Tp, HV, V] bf16 (out where given). The step's

@@ -7,7 +7,8 @@ from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.config import ModelConfig
 from worker.layers.attention import GatedAttention, PagedAttentionMetadata
-from worker.layers.gdn import GatedDeltaNet, GdnStepMeta
+from worker.layers.gdn import GatedDeltaNet
+from worker.layers.gdn_meta import GdnStepMeta
 from worker.layers.linear import Linear
 from worker.layers.mlp import MLP
 from worker.layers.moe import SparseMoeBlock
