@@ -4,8 +4,10 @@ Letters: N out features, K in features. The loader calls `read_linear(get, prefi
 recipe left in bf16 come back as a plain tensor, FP8 layers (ModelOpt MIXED_PRECISION, compressed-tensors, or the
 block-scaled `weight_scale_inv` of Qwen's own -FP8 checkpoints) as a dequantized tensor.
 """
+import fnmatch
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -197,13 +199,16 @@ class QuantConfig:
 
 
 def _matches(module: str, patterns) -> bool:
+    """Whether module name `module` is one a recipe's ignore / exclude_modules list names. A pattern is a regex after
+    `re:` (compressed-tensors' ignore: re.match, as compressed_tensors' match_name), else a shell wildcard matched
+    against the whole name (ModelOpt's exclude_modules, e.g. `*linear_attn*`, `model.layers.*.mlp.gate`,
+    `lm_head*`: vLLM modelopt.py is_layer_excluded calls fnmatch(prefix, pattern)), or the module's trailing dotted
+    name (`lm_head`, `mlp.gate`: vLLM's is_layer_skipped). Case-sensitive, as fnmatch is on Linux."""
     for pattern in patterns:
         if pattern.startswith("re:"):
-            import re
             if re.match(pattern[3:], module):
                 return True
-        elif module == pattern or module.endswith("." + pattern) or (pattern.endswith("*")
-                                                                      and module.startswith(pattern[:-1])):
+        elif module == pattern or module.endswith("." + pattern) or fnmatch.fnmatchcase(module, pattern):
             return True
     return False
 
