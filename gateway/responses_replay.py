@@ -8,7 +8,7 @@ ResponsesFramer, so event N is frame N) into an EventLog; a reader writes the lo
 asked and follows the new ones, with an SSE comment every keep-alive period of silence. A reader that leaves stops
 nothing: the response runs on, to be read again or polled. An ended response's log is kept too (EndedLogs: bounded,
 least recently used out), so that a client whose connection dropped resumes it after the end, as vLLM keeps its
-event_store entries past the end.
+event_store entries past the end. A long response's log keeps its newest events within MAX_LOG_BYTES.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Optional
 from aiohttp import web
 
 from gateway.engine import Generation, Usage
-from gateway.errors import ApiError
+from gateway.errors import ApiError, InvalidRequest
 from gateway.generation import NOT_READY
 from gateway.http_stream import open_stream
 from gateway.responses_stream import ResponsesFramer
@@ -29,17 +29,39 @@ KEEPALIVE = b": keep-alive\n\n"
 MAX_ENDED_BYTES = 32 * 1024 * 1024
 
 
-class EventLog:
-    """The frames of one response's events, in order, and whether it ended; readers wait for the next ones."""
+# The bytes of events one response keeps (a long response's oldest half goes past it): at ~200 bytes an output
+# token's event, some 40000 tokens' worth.
+MAX_LOG_BYTES = 8 * 1024 * 1024
 
-    def __init__(self):
+
+class EventLog:
+    """The frames of one response's events, in order (frames[0] is event number `start`), and whether it ended;
+    readers wait for the next ones. Past max_bytes the oldest half is let go."""
+
+    def __init__(self, max_bytes: int = MAX_LOG_BYTES):
         self.frames: list[bytes] = []
+        self.start = 0
+        self.num_bytes, self.max_bytes = 0, max_bytes
         self.done = False
         self._event = asyncio.Event()
+
+    @property
+    def end(self) -> int:
+        """The number of the next event."""
+        return self.start + len(self.frames)
+
+    def since(self, index: int) -> list:
+        """The frames of the events from number `index` on (index at least start)."""
+        return self.frames[index - self.start:]
 
     def add(self, frames: list) -> None:
         if frames:
             self.frames += frames
+            self.num_bytes += sum(len(frame) for frame in frames)
+            if self.num_bytes > self.max_bytes:
+                half = len(self.frames) // 2
+                self.num_bytes -= sum(len(frame) for frame in self.frames[:half])
+                self.frames, self.start = self.frames[half:], self.start + half
             self._wake()
 
     def finish(self) -> None:
@@ -106,22 +128,29 @@ async def record(log: EventLog, framer: ResponsesFramer, gen: Generation) -> Non
         log.finish()
 
 
+def _gone(after: int, log: EventLog) -> InvalidRequest:
+    return InvalidRequest(f"Invalid 'starting_after': {after}; the events before number {log.start} of this "
+                          f"response are no longer kept (a long response keeps its newest ones)",
+                          param="starting_after")
+
+
 async def replay(request: web.Request, log: EventLog, after: int, keepalive_s: float) -> web.StreamResponse:
     """Streams the log's events after the one numbered `after` (-1: all), then each new one until the response
-    ends."""
-    response = await open_stream(request, ResponsesFramer.content_type, ResponsesFramer.headers)
+    ends; 400 when the first of them is no longer kept (a reader that falls that far behind is ended)."""
     index = max(after + 1, 0)
-    while True:
-        frames = log.frames[index:]
+    if index < log.start:
+        raise _gone(after, log)
+    response = await open_stream(request, ResponsesFramer.content_type, ResponsesFramer.headers)
+    while index >= log.start:
+        frames = log.since(index)
         for frame in frames:
             await response.write(frame)
         index += len(frames)
         if not frames and log.done:
             break
         if not frames:
-            waited = len(log.frames)
             await log.wait(keepalive_s)
-            if len(log.frames) == waited and not log.done:
+            if log.end == index and not log.done:
                 await response.write(KEEPALIVE)
     await response.write_eof()
     return response

@@ -94,3 +94,25 @@ async def test_only_a_running_background_response_streams_back(stack):
     assert answer.status == 404
     answer = await client.get(f"/v1/responses/{foreground['id']}?stream=true&starting_after=x")
     assert answer.status == 400 and (await answer.json())["error"]["param"] == "starting_after"
+
+
+async def test_a_long_responses_log_keeps_its_newest_events(stack, monkeypatch):
+    """Memory stays bounded: past its bytes the log lets its oldest half go; a resume from before what it keeps is a
+    400 naming starting_after, one after it still streams to the end."""
+    from gateway import responses_replay
+    monkeypatch.setattr(responses_replay.EventLog.__init__, "__defaults__", (20000,))
+    client, fake = stack
+    fake.script.reply, fake.script.delay_s = " ".join(f"w{i}" for i in range(300)), 0.02
+    created = await (await create(client)).json()
+    for _ in range(500):
+        answer = await client.get(f"/v1/responses/{created['id']}?stream=true&starting_after=0")
+        if answer.status == 400:
+            break
+        answer.close()
+        await asyncio.sleep(0.01)
+    error = await answer.json()
+    assert answer.status == 400 and error["error"]["param"] == "starting_after"
+    # Some events past the first one kept: the log may let more go (its oldest half, some 50 events) meanwhile.
+    after = int(error["error"]["message"].split("number ")[1].split(" ")[0]) + 40
+    resumed = sse(await (await client.get(f"/v1/responses/{created['id']}?stream=true&starting_after={after}")).read())
+    assert resumed[0][1]["sequence_number"] == after + 1 and resumed[-1][0] == "response.completed"
