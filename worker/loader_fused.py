@@ -1,0 +1,92 @@
+"""Worker process (model loading): tensors stored fused that the model reads split or stacked (Qwen3-Next's GDN
+in_proj_qkvz / in_proj_ba, MoE routed experts stored fused or one Linear per expert)."""
+import torch
+
+from kernels.nvfp4 import checkpoint as nvfp4_checkpoint
+from worker.checkpoint import SafetensorsCheckpoint
+from worker.checkpoint_errors import UnsupportedModelError
+from worker.config import ModelConfig
+from worker.layers.gdn import split_fused_qkvz
+from worker.loader_linear import dequantize_fp8, read_any, read_checked, read_dense, stored
+from worker.models.qwen3_5_weights import disk_name
+
+# Qwen3.5's split GDN projections -> the Qwen3-Next tensor that holds each fused
+_FUSED = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
+          "in_proj_a": "in_proj_ba"}
+FUSED_EXPERTS = nvfp4_checkpoint.FUSED_EXPERTS
+
+
+def read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, cache: dict, dtype):
+    """Qwen3-Next layout: reads linear_attn.in_proj_qkvz / in_proj_ba once and returns the requested split: a tensor,
+    or an NVFP4Weight where the fused Linear is stored NVFP4 (its rows split alike; the global scale is shared)."""
+    layer_prefix, part = canonical.rsplit(".", 2)[0], canonical.rsplit(".", 2)[1]
+    if layer_prefix not in cache:
+        d, hv = config.hidden_size, config.linear_num_value_heads
+        shapes = {"in_proj_qkvz": (2 * config.key_dim + 2 * config.value_dim, d), "in_proj_ba": (2 * hv, d)}
+        fused = {}
+        for key, shape in shapes.items():
+            fused[key] = read_any(ckpt, disk_name(config, f"{layer_prefix}.{key}.weight"), shape, dtype)
+        rows = {key: torch.arange(w.shape[0])[:, None] for key, w in fused.items()}
+        split = split_fused_qkvz(rows["in_proj_qkvz"], rows["in_proj_ba"], config.linear_num_key_heads,
+                                 config.linear_key_head_dim, config.linear_value_head_dim, hv)
+        cache[layer_prefix] = {name: _take_rows(fused[_FUSED[name]], index[:, 0]) for name, index in split.items()}
+    return cache[layer_prefix][part]
+
+
+def _take_rows(weight, index: torch.Tensor):
+    """Rows `index` of a dense [N, K] tensor or of an NVFP4Weight (codes and block scales are per row)."""
+    if isinstance(weight, nvfp4_checkpoint.NVFP4Weight):
+        return nvfp4_checkpoint.NVFP4Weight(weight.packed[index].contiguous(), weight.scale[index].contiguous(),
+                                            weight.gmul)
+    return weight[index]
+
+
+def fused_instead(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str) -> bool:
+    """Split GDN projection `canonical` is read from Qwen3-Next's fused tensor: it is not stored, the fused one is.
+    Neither stored: the layout of the config's kind (fused for qwen3_next, split for Qwen3.5), so that the
+    MissingTensorError names a tensor the checkpoint should hold."""
+    parts = canonical.rsplit(".", 2)
+    if len(parts) < 3 or parts[1] not in _FUSED:
+        return False
+    fused = f"{parts[0]}.{_FUSED[parts[1]]}.weight"
+    if stored(ckpt, disk_name(config, canonical)):
+        return False
+    return config.model_type == "qwen3_next" or stored(ckpt, disk_name(config, fused))
+
+
+def _check_fused_experts_unquantized(ckpt: SafetensorsCheckpoint, name: str) -> None:
+    """Fused experts `name` stored as NVFP4 in one tensor per projection (`{name}_packed` / `_scale` /
+    `_global_scale`, or u8 codes under `name`: unsloth/unsloth#6224's Qwen3.6-35B-A3B-NVFP4) are refused naming what
+    was found; their global scale's shape and sense differ between producers. Before, the loader named
+    experts.0.gate_proj.weight as missing, a tensor such a checkpoint never has, or a [E, 2I, D/2] shape error."""
+    siblings = [name + part for part in ("_packed", "_scale", "_global_scale", "_scale_2") if name + part in ckpt]
+    if name not in ckpt and not siblings or name in ckpt and ckpt.dtype(name) not in ("U8", "I8"):
+        return
+    found = name if name in ckpt else siblings[0]
+    raise UnsupportedModelError(ckpt.file_of(found), f"tensor {found}: routed experts quantized as one fused tensor "
+                                f"per projection ({', '.join(n.rsplit('.', 1)[1] for n in siblings)}) are not read; "
+                                "quantized experts are read stored one Linear per expert (experts.{e}.gate_proj, "
+                                "up_proj, down_proj), as ModelOpt exports them")
+
+
+def read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple,
+                 dtype) -> torch.Tensor:
+    """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I]: the fused tensor when the checkpoint has it
+    (Qwen3.5-MoE, transformers v5 saves), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next);
+    per-expert NVFP4 / FP8 weights are dequantized to `dtype` (the MoE block runs dense experts)."""
+    name = disk_name(config, canonical)
+    _check_fused_experts_unquantized(ckpt, name)
+    if name in ckpt:
+        fused = read_checked(ckpt, name, expected)
+        if name + "_scale_inv" not in ckpt:
+            return fused
+        # transformers' FP8 experts (FP8Experts): one weight_scale_inv grid per expert beside the fused codes
+        scales = ckpt.get(name + "_scale_inv")
+        return torch.stack([dequantize_fp8(ckpt, name, codes, grid) for codes, grid in zip(fused, scales)])
+    base = name.rsplit(".", 1)[0] + "."
+    num_experts, rows, cols = expected
+    if canonical.endswith("down_proj"):
+        return torch.stack([read_dense(ckpt, f"{base}{e}.down_proj.weight", (rows, cols), dtype)
+                            for e in range(num_experts)])
+    return torch.stack([torch.cat([read_dense(ckpt, f"{base}{e}.{p}_proj.weight", (rows // 2, cols), dtype)
+                                   for p in ("gate", "up")]) for e in range(num_experts)])
