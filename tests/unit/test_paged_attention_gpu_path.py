@@ -11,6 +11,7 @@ from kernels.gdn import naive
 from worker.batch import ForwardBatch
 from worker.cache import ModelCache
 from worker.layers import gdn as gdn_layer
+from worker.layers import gdn_meta
 from worker.layers.gdn_meta import GdnStepMeta
 from worker.layers.paged_attention import PagedStepMeta
 from worker.loader import load_model
@@ -56,9 +57,13 @@ def tiny(tmp_path_factory):
     return load_model(path, dtype=torch.float32, progress=False)
 
 
+# chunked False: mixed steps split their decode rows out (gathered, or row views where they lead the step, through
+# the step's DecodePlan on CUDA), as past MIXED_CHUNKED_MAX_DECODE decode rows; the stand-ins run them here.
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "split"])
 @pytest.mark.parametrize("fused", [False, True], ids=["separate", "fused_projections"])
-def test_kernel_path_plumbing_equals_reference(tiny, monkeypatch, fused):
+def test_kernel_path_plumbing_equals_reference(tiny, monkeypatch, fused, chunked):
     model, config = tiny
+    monkeypatch.setattr(gdn_meta, "MIXED_STEPS_CHUNKED", chunked)
     gpu_model = copy.deepcopy(model)
     if fused:
         assert gpu_model.fuse_projections() == config.num_hidden_layers
@@ -84,6 +89,7 @@ def test_kernel_path_plumbing_equals_reference(tiny, monkeypatch, fused):
         inputs = StepInputs(batch.input_ids, cos, sin, PagedStepMeta.from_batch(batch, block_size, bounds, ctx),
                             GdnStepMeta.from_lists(bounds, ctx, batch.state_slots.tolist(), "cpu"),
                             batch.cu_seqlens, batch.state_slots)
+        assert chunked or inputs.gdn.all_decode or inputs.gdn.num_leading_decode == (2 if step is steps[-1] else 0)
         got = gpu_model.run(inputs, caches[1], batch.last_token_index())
         torch.testing.assert_close(got, want, atol=2e-4, rtol=2e-4)
     torch.testing.assert_close(caches[1].recurrent_state, caches[0].recurrent_state, atol=1e-4, rtol=1e-4)

@@ -200,11 +200,12 @@ class GatedDeltaNet(torch.nn.Module):
         fit that plan."""
         conv_w, a_log, dt_bias = self._kernel_params()
         tensors = (mixed, a, b, conv_w, a_log)
-        if meta.decode_plan is None:
-            meta.decode_plan = DecodePlan(*tensors, dt_bias, conv_state, recurrent_state, meta.decode_slots,
-                                          self.num_k_heads, gdn_ops.HEAD_DIM ** -0.5)
-        if meta.decode_plan.matches(*tensors, conv_state, recurrent_state):
-            return meta.decode_plan.run(*tensors, dt_bias, conv_state, recurrent_state)
+        plan = meta.decode_plan
+        if plan is None and mixed.is_cuda:  # (CPU: the plumbing tests' stand-ins for gdn_decode, as in _prefill)
+            plan = meta.decode_plan = DecodePlan(*tensors, dt_bias, conv_state, recurrent_state, meta.decode_slots,
+                                                 self.num_k_heads, gdn_ops.HEAD_DIM ** -0.5)
+        if plan is not None and plan.matches(*tensors, conv_state, recurrent_state):
+            return plan.run(*tensors, dt_bias, conv_state, recurrent_state)
         return gdn_ops.gdn_decode(mixed, a, b, conv_w, a_log, dt_bias, conv_state, recurrent_state, meta.decode_slots,
                                   self.num_k_heads)
 
