@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from gateway.tool_fences import Fences
 from gateway.tool_markup import names_function
+from gateway.tools import read_tool_calls
 
 THINK_START = "<think>"
 THINK_END = "</think>"
@@ -91,9 +92,12 @@ def _opens_call(opened: str) -> bool:
 
 
 def _only_calls(held: str) -> bool:
-    """Whether the thinking from a held <tool_call> to its </think> is calls alone: it opens a call and ends with a
-    </tool_call> (blanks after it)."""
-    return _opens_call(held[len(TOOL_CALL):].lstrip()) and held.rstrip().endswith("</tool_call>")
+    """Whether the thinking from a held <tool_call> to its </think> is calls alone: it opens a call, ends with a
+    </tool_call> (blanks after it) and reads as calls with no text beside them (broken markup stays reasoning)."""
+    if not (_opens_call(held[len(TOOL_CALL):].lstrip()) and held.rstrip().endswith("</tool_call>")):
+        return False
+    read = read_tool_calls(held, [], open_end=True)
+    return read is not None and not read[1].strip()
 
 
 class ThinkingTokens:

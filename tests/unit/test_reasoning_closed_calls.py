@@ -31,7 +31,8 @@ def test_splitter_hands_the_closed_calls_to_the_answer(size):
     f"{THOUGHT}\n{CALL}\n</think>\n\nDone.",           # answer text after </think>
     f"{THOUGHT}\n{CALL}\nThen again, no.</think>\n\n",  # the thinking went on after the call
     f"{THOUGHT} <tool_call> is the tag.</think>\n\n",  # a mention of the tag
-], ids=["answer-after", "thought-after", "mention"])
+    f"{THOUGHT}\n<tool_call>\n<function=get_weather>\n<tool_call>\n</tool_call>\n</think>\n\n",  # broken markup
+], ids=["answer-after", "thought-after", "mention", "broken"])
 @pytest.mark.parametrize("size", [1, 1000], ids=["per-char", "whole"])
 def test_other_calls_in_the_thinking_stay_reasoning(text, size):
     reasoning, content = text.split("</think>")
