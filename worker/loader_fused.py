@@ -14,6 +14,14 @@ from worker.models.qwen3_5_weights import disk_name
 _FUSED = {"in_proj_qkv": "in_proj_qkvz", "in_proj_z": "in_proj_qkvz", "in_proj_b": "in_proj_ba",
           "in_proj_a": "in_proj_ba"}
 FUSED_EXPERTS = nvfp4_checkpoint.FUSED_EXPERTS
+# vLLM's FusedMoE parameter names for the same fused tensors (vLLM-dumped checkpoints; Megatron-Bridge's NVFP4 export
+# of grouped experts writes them too, NVIDIA-NeMo/Megatron-Bridge#4566): w13 holds the gate rows first (vLLM
+# fused_moe layer.py _load_w13 puts w1 = gate_proj in the first half, w3 = up_proj in the second), w2 is down_proj
+_VLLM_STEMS = {"gate_up_proj": "w13", "down_proj": "w2"}
+# what vLLM's quantized MoE methods (ModelOpt, compressed-tensors, FP8) store beside {stem}_weight
+_VLLM_QUANT_PARTS = ("_weight_scale", "_weight_scale_2", "_weight_scale_inv", "_weight_packed", "_weight_global_scale",
+                     "_input_scale", "_input_global_scale")
+_DENSE_DTYPES = ("BF16", "F16", "F32")
 
 
 def read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, cache: dict, dtype):
@@ -72,10 +80,13 @@ def _check_fused_experts_unquantized(ckpt: SafetensorsCheckpoint, name: str) -> 
 def read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple,
                  dtype) -> torch.Tensor:
     """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I]: the fused tensor when the checkpoint has it
-    (Qwen3.5-MoE, transformers v5 saves), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next);
+    (Qwen3.5-MoE, transformers v5 saves; vLLM's experts.w13_weight / w2_weight, stored dense), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next);
     per-expert NVFP4 / FP8 weights are dequantized to `dtype` (the MoE block runs dense experts)."""
     name = disk_name(config, canonical)
     _check_fused_experts_unquantized(ckpt, name)
+    vllm_name = _vllm_experts_name(ckpt, name)
+    if vllm_name is not None:
+        return read_checked(ckpt, vllm_name, expected)
     if name in ckpt:
         fused = read_checked(ckpt, name, expected)
         if name + "_scale_inv" not in ckpt:
@@ -90,3 +101,25 @@ def read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: st
                             for e in range(num_experts)])
     return torch.stack([torch.cat([read_dense(ckpt, f"{base}{e}.{p}_proj.weight", (rows // 2, cols), dtype)
                                    for p in ("gate", "up")]) for e in range(num_experts)])
+
+
+def _vllm_experts_name(ckpt: SafetensorsCheckpoint, name: str) -> str | None:
+    """vLLM's name for fused experts `name` (experts.w13_weight for experts.gate_up_proj, experts.w2_weight for
+    experts.down_proj) when the checkpoint stores that one dense; None when it is not stored. Stored quantized
+    (w13_weight_scale / _scale_2 / w13_input_scale beside u8 codes, Megatron-Bridge#4566's NVFP4 export) it is
+    refused naming the stored tensor: vLLM's global scale there is one per gate / up half ([E, 2]) and a backend's
+    post-load copy may reorder or swizzle the halves and block scales. Before, the loader named
+    experts.0.gate_proj.weight as missing, a tensor such a checkpoint never has."""
+    base, leaf = name.rsplit(".", 1)
+    stem = f"{base}.{_VLLM_STEMS[leaf]}"
+    weight, parts = stem + "_weight", [stem + part for part in _VLLM_QUANT_PARTS if stem + part in ckpt]
+    if weight not in ckpt and not parts:
+        return None
+    if not parts and ckpt.dtype(weight) in _DENSE_DTYPES:
+        return weight
+    found = weight if weight in ckpt else parts[0]
+    stored_as = ", ".join(n.rsplit(".", 1)[1] for n in ([weight] if weight in ckpt else []) + parts)
+    raise UnsupportedModelError(ckpt.file_of(found), f"tensor {found}: routed experts stored quantized under vLLM's "
+                                f"fused parameter names ({stored_as}) are not read; quantized experts are read "
+                                "stored one Linear per expert (experts.{e}.gate_proj, up_proj, down_proj), as "
+                                "ModelOpt exports them")

@@ -126,3 +126,46 @@ def test_nvfp4_linear_without_its_global_scale_is_named(moe_path, tmp_path, line
         load_model(out, progress=False)
     assert str(error.value) == (f"tensor {prefix}.weight_scale_2 missing from {shard} (the global scale of the NVFP4 "
                                 f"codes {prefix}.weight and block scales {prefix}.weight_scale)")
+
+
+def _vllm_names(weights):
+    """The fused experts under vLLM's FusedMoE parameter names: gate_up_proj -> w13_weight (gate rows first, as vLLM
+    fused_moe layer.py _load_w13 fills it), down_proj -> w2_weight."""
+    stems = {"experts.gate_up_proj": "experts.w13_weight", "experts.down_proj": "experts.w2_weight"}
+    return {next((n[: -len(k)] + v for k, v in stems.items() if n.endswith(k)), n): t for n, t in weights.items()}
+
+
+def test_vllm_fused_expert_names_load(moe_path, tmp_path):
+    """experts.w13_weight / w2_weight stored dense compute what experts.gate_up_proj / down_proj do. Before:
+    MissingTensorError for experts.0.gate_proj.weight, a tensor such a checkpoint never has."""
+    folder = _variant(moe_path, str(tmp_path / "vllm"), _vllm_names)
+    assert "model.language_model.layers.0.mlp.experts.w13_weight" in load_file(os.path.join(folder,
+                                                                                              "model.safetensors"))
+    torch.testing.assert_close(_logits(folder), _logits(moe_path), rtol=0, atol=0)
+
+
+def test_vllm_fused_nvfp4_experts_are_refused_naming_what_is_stored(moe_path, tmp_path):
+    """Megatron-Bridge#4566's NVFP4 export of grouped experts: u8 codes under experts.w13_weight beside
+    w13_weight_scale, w13_weight_scale_2 (one global scale per gate / up half) and w13_input_scale."""
+    def change(weights):
+        out = {}
+        for name, tensor in _vllm_names(weights).items():
+            if not name.endswith(("w13_weight", "w2_weight")):
+                out[name] = tensor
+                continue
+            parts = [naive.quantize(expert.float(), "modelopt") for expert in tensor]
+            halves = 2 if name.endswith("w13_weight") else 1
+            out.update({name: torch.stack([p["weight"] for p in parts]),
+                        name + "_scale": torch.stack([p["weight_scale"] for p in parts]),
+                        name + "_scale_2": torch.stack([p["weight_scale_2"].reshape(1).repeat(halves) for p in parts]),
+                        name[: -len("weight")] + "input_scale": torch.ones(len(parts), halves)})
+        return out
+
+    folder = _variant(moe_path, str(tmp_path / "mbridge"), change)
+    with pytest.raises(UnsupportedModelError) as error:
+        load_model(folder, progress=False)
+    message = str(error.value)
+    assert message.startswith(os.path.join(folder, "model.safetensors") + ": unsupported model: tensor "
+                              "model.language_model.layers.0.mlp.experts.w13_weight: routed experts stored quantized "
+                              "under vLLM's fused parameter names (w13_weight, w13_weight_scale, w13_weight_scale_2, "
+                              "w13_input_scale) are not read"), message
