@@ -13,6 +13,7 @@ from typing import Optional
 from aiohttp import web
 
 from gateway import json_out
+from gateway.anthropic_inputs import cut_input, tool_input
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded, Overloaded
 from gateway.model import ModelCard
@@ -21,7 +22,7 @@ from gateway.openai_shape import SSE_HEADERS, ChatShaper
 from gateway.responses_reasoning import encode_reasoning
 from gateway.text_parts import TextParts
 from gateway.tool_stream import CallDelta, in_model_order
-from gateway.tools import dump_arguments, load_json
+from gateway.tools import dump_arguments
 from gateway.web import json_response
 
 # Anthropic's status -> error type (its "Errors" page; 503, which it does not list, as Ollama's Anthropic layer maps
@@ -97,15 +98,6 @@ def stop_reason(finish: Optional[str], matched) -> tuple[str, Optional[str]]:
     return "end_turn", None
 
 
-def _tool_input(arguments: str) -> dict:
-    """A parsed call's arguments as the tool_use input object ({} when the model wrote no object)."""
-    try:
-        value = load_json(arguments)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 class MessageBuilder:
     """The content blocks of one assistant message, built from Deltas; each push returns the stream events
     (name, payload) that built what it added."""
@@ -149,7 +141,7 @@ class MessageBuilder:
         index, events = len(self.blocks) - 1, []
         if self._open == "tool_use":
             # A call cut by max_tokens: its block ends with the input read so far.
-            self.blocks[-1]["input"] = _tool_input(str(self._input))
+            self.blocks[-1]["input"] = cut_input(str(self._input))
         if self._open == "text" or self._open == "thinking" and not self.omit_thinking:
             self.blocks[-1][self._open] = str(self._text)
         if self._open == "thinking":
@@ -188,11 +180,11 @@ class MessageBuilder:
     def _tool_use(self, call: CallDelta) -> list:
         """A whole tool_use block: its input in one JSON delta."""
         tool_id = "toolu_" + call.id.removeprefix("call_")
-        tool_input = _tool_input(call.arguments)
-        events = self._start({"type": "tool_use", "id": tool_id, "name": call.name, "input": tool_input},
+        value = tool_input(call.arguments)
+        events = self._start({"type": "tool_use", "id": tool_id, "name": call.name, "input": value},
                              {"type": "tool_use", "id": tool_id, "name": call.name, "input": {}})
         index = len(self.blocks) - 1
-        delta = {"type": "input_json_delta", "partial_json": dump_arguments(tool_input)}
+        delta = {"type": "input_json_delta", "partial_json": dump_arguments(value)}
         return events + [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
                          ("content_block_stop", {"type": "content_block_stop", "index": index})]
 

@@ -93,7 +93,8 @@ class ToolCallStream:
     def __init__(self, tools: list[dict], only_listed: bool = False, preview: bool = True):
         self.filter = ToolCallFilter(tools, only_listed)
         names = {(tool.get("function") or {}).get("name") for tool in tools}
-        self._names = frozenset(name for name in names if isinstance(name, str)) if preview else frozenset()
+        self._offered = frozenset(name for name in names if isinstance(name, str))
+        self._names = self._offered if preview else frozenset()
         self._tools = tools
         self._preview: Optional[CallPreview] = None
         self._sent: Optional[str] = None     # the arguments the call being written has sent (None: not begun)
@@ -113,16 +114,34 @@ class ToolCallStream:
         """(text still to emit, the last deltas, cut) at the output's end. A call begun that reads as no call was cut
         by max_tokens or a stop string (stop_string: one ended the output; cut: its arguments stay as sent, as OpenAI
         leaves a call cut so) or is malformed (its arguments are closed as read); its text is no answer text either
-        way."""
+        way. Whole (no preview), a call so cut is the one a stream of the same output would have sent (_cut_call)."""
+        held = self.filter.calls_text
         text, calls = self.filter.finish(reason, stop_string)
+        cut = reason == "length" or stop_string
+        if self._sent is None and not calls and cut and held and not self._names:
+            cut_call = self._cut_call(held)
+            if cut_call is not None:
+                return "", [cut_call], True
         if self._sent is not None and not calls:
-            cut = reason == "length" or stop_string
             rest = "" if cut else _continuation(self._sent_text(), None, self._preview)
             self._sent, self._sent_more = None, []
             return "", ([] if cut else [CallDelta(self.num_calls - 1, rest, done=True)]), cut
         deltas = [delta for call in calls or [] for delta in self._whole(call)]
         self.texts_after = {delta.index: after for delta, after in zip(deltas, self.filter.texts_after) if after}
         return text, deltas, reason == "length" and calls is None and bool(text)
+
+    def _cut_call(self, held: str) -> Optional[CallDelta]:
+        """The call max_tokens or a stop string cut, as far as a stream sends it: its id, name and the arguments
+        previewed from the text held (a prefix of JSON that reads as no whole object), not done. The whole answer
+        then says what the stream said: OpenAI and vLLM return such a call with its arguments cut (finish_reason
+        "length"), Anthropic "an incomplete tool use block", the Responses API an incomplete function_call item.
+        None where no stream would have begun the call (its name not read yet)."""
+        preview = CallPreview(self._tools, self._offered)
+        preview.grow(held)
+        if not preview.begun:
+            return None
+        self.num_calls += 1
+        return CallDelta(self.num_calls - 1, preview.prefix or "", f"call_{secrets.token_hex(12)}", preview.name)
 
     def _whole(self, call: dict) -> list[CallDelta]:
         """A call read whole: its rest when it was begun, else the whole call."""

@@ -2,7 +2,8 @@
 (its arguments stay as sent, the finish is the stop's, never tool_calls), on /v1 chat, the Responses API (the
 function_call item incomplete) and /v1/messages (stop_sequence). The stream closed the cut arguments into a whole
 call ({"command": ""}) and finished tool_calls, while the same request unstreamed answers the markup as text with
-finish "stop" (vllm#42210: a stop string interrupting tool parsing)."""
+finish "stop" (vllm#42210: a stop string interrupting tool parsing); now that answer is the stream's too: the cut call
+with the arguments sent, finish "stop" (test_cut_stream_whole)."""
 import orjson
 import pytest
 
@@ -38,8 +39,8 @@ async def test_a_call_cut_by_a_stop_string_stays_cut(stack, stop, sent):
     assert finish == "stop" and streamed == {"content": "Hello there.", "calls": {0: sent}}
     response = await client.post("/v1/chat/completions", data=orjson.dumps({**CHAT, "stop": [stop]}))
     whole = orjson.loads(await response.read())["choices"][0]
-    assert whole["finish_reason"] == "stop" and "tool_calls" not in whole["message"]
-    assert whole["message"]["content"].startswith("Hello there.\n<tool_call>\n<function=bash>")
+    assert whole["finish_reason"] == "stop" and whole["message"]["content"] == "Hello there."
+    assert [c["function"]["arguments"] for c in whole["message"]["tool_calls"]] == [sent]
 
 
 async def test_a_stop_string_after_the_call_leaves_it_whole(stack):
