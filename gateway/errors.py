@@ -6,8 +6,23 @@ from typing import Optional, Sequence
 from gateway import json_out
 
 
+# The longest error message sent back. A message may quote what the client sent (the model it named, a role, a
+# duration, a format), which may be as long as a body: "The model '...' does not exist" came back 1 MB long for a
+# 1 MB model name, on every route. schema_errors bounds the schema's own messages, at 1000.
+MAX_MESSAGE_CHARS = 4000
+
+
+def bounded(message: str) -> str:
+    """message, or past MAX_MESSAGE_CHARS its start and its end around " ... " (the end often names the fix)."""
+    if not isinstance(message, str) or len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    keep = (MAX_MESSAGE_CHARS - 5) // 2
+    return f"{message[:keep]} ... {message[-keep:]}"
+
+
 class ApiError(Exception):
-    """An error a client sees; `status` is the HTTP status, the rest fills OpenAI's error object."""
+    """An error a client sees; `status` is the HTTP status, the rest fills OpenAI's error object. Its message is
+    bounded (MAX_MESSAGE_CHARS), also when a route rewords it later."""
 
     status = 500
     type = "server_error"
@@ -15,12 +30,21 @@ class ApiError(Exception):
 
     def __init__(self, message: str, param: Optional[str] = None, code: Optional[str] = None,
                  headers: Optional[dict] = None):
-        super().__init__(message)
         self.message = message
+        super().__init__(self.message)
         self.param = param
         if code is not None:
             self.code = code
         self.headers = dict(headers or {})
+
+    @property
+    def message(self) -> str:
+        """The error's message, as bounded() keeps it."""
+        return self._message
+
+    @message.setter
+    def message(self, text: str) -> None:
+        self._message = bounded(text)
 
     def to_dict(self) -> dict:
         """OpenAI's error body: {"error": {message, type, param, code}}."""
