@@ -181,10 +181,14 @@ class KoboldRoutes:
         KoboldCpp reads its genkey only from a body that parses (SillyTavern posts none)."""
         return json_response({"success": "false", "done": "true"})
 
-    async def _start(self, request: web.Request):
+    async def _start(self, request: web.Request, stream: bool = False):
         body = await read_json(request)
         card = await self.engine.card()
         translated = await run_cpu(completion_body, body, card)
+        if stream and isinstance(translated.get("n"), int) and translated["n"] > 1:
+            # The stream's events carry no choice index: the choices' tokens would interleave in one text.
+            raise InvalidRequest("n: KoboldCpp's stream carries one generation; ask for more with /api/v1/generate",
+                                 param="n")
         try:
             plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
                                  cap_output=True, read_thinking=False)
@@ -203,6 +207,6 @@ class KoboldRoutes:
             for result in results]})
 
     async def generate_stream(self, request: web.Request) -> web.StreamResponse:
-        """POST /api/extra/generate/stream: KoboldCpp's SSE stream of the output."""
-        plan, gen = await self._start(request)
+        """POST /api/extra/generate/stream: KoboldCpp's SSE stream of the output (one generation: n > 1 is a 400)."""
+        plan, gen = await self._start(request, stream=True)
         return await stream_generation(request, gen, KoboldFramer(), self.config.sse_keepalive_s)

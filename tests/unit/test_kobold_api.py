@@ -147,3 +147,15 @@ async def test_a_bad_value_is_named_as_the_client_sent_it(stack, field, value):
     error = (await response.json())["error"]
     assert response.status == 400 and error["param"].split("[")[0].split(".")[0] == field and field in error["message"]
     assert fake.script.requests == []
+
+
+async def test_the_stream_refuses_more_than_one_generation(stack):
+    """KoboldCpp's stream events carry no choice index: n > 1 there is a 400 naming n (it interleaved the choices'
+    tokens and sent a finish event for each in one stream); generate answers each in `results`."""
+    client, fake = stack
+    response = await client.post("/api/extra/generate/stream", json={"prompt": "hi", "n": 2})
+    error = orjson.dumps(await response.json()).decode()
+    assert response.status == 400 and "n: KoboldCpp's stream carries one generation" in error
+    assert fake.script.requests == []
+    response = await client.post("/api/v1/generate", json={"prompt": "hi", "n": 2})
+    assert response.status == 200 and len((await response.json())["results"]) == 2
