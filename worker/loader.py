@@ -9,7 +9,7 @@ from worker.checkpoint import SafetensorsCheckpoint
 from worker.checkpoint_errors import (CheckpointError, MissingFileError, MissingTensorError, TensorShapeError,
                                       UnsupportedModelError, check_folder)
 from worker.config import CT_FORMATS, QUANT_METHODS, ROPE_TYPES, ModelConfig
-from worker.loader_fused import FUSED_EXPERTS, fused_instead, read_experts, read_fused
+from worker.loader_fused import FUSED_EXPERTS, fused_instead, merged_instead, read_experts, read_fused, read_merged
 from worker.loader_linear import check_not_codes, read_checked, read_linear, stored
 from worker.model_card import legacy_quantization, load_model_card
 from worker.models.qwen3_5 import Qwen3_5ForCausalLM
@@ -83,6 +83,8 @@ def _read_tensors(config: ModelConfig, ckpt: SafetensorsCheckpoint, device, dtyp
             if isinstance(tensor, nvfp4_checkpoint.NVFP4Weight):
                 tensors[canonical] = tensor.to(device)
                 continue
+        elif merged_instead(config, ckpt, canonical):
+            tensor = read_merged(config, ckpt, canonical, shapes, fused)
         elif name.endswith(".weight") and len(expected) == 2 and \
                 (quantized := read_linear(ckpt, name, expected, dtype)) is not None:
             if not canonical.endswith(_PLAIN_MATRICES):

@@ -22,6 +22,13 @@ _VLLM_STEMS = {"gate_up_proj": "w13", "down_proj": "w2"}
 _VLLM_QUANT_PARTS = ("_weight_scale", "_weight_scale_2", "_weight_scale_inv", "_weight_packed", "_weight_global_scale",
                      "_input_scale", "_input_global_scale")
 _DENSE_DTYPES = ("BF16", "F16", "F32")
+# vLLM's merged Linears and the checkpoint Linears they hold, rows in this order (its stacked_params_mapping:
+# QKVParallelLinear q, k, v; MergedColumnParallelLinear gate, up); a vLLM-dumped checkpoint stores them so
+_MERGED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+_MERGED = {part: merged for merged, parts in _MERGED_PARTS.items() for part in parts}
+# names only a vLLM dump holds
+_VLLM_MARKS = ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight", "shared_expert.gate_up_proj.weight",
+               "experts.w13_weight")
 
 
 def read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, cache: dict, dtype):
@@ -34,11 +41,25 @@ def read_fused(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str,
         fused = {}
         for key, shape in shapes.items():
             fused[key] = read_any(ckpt, disk_name(config, f"{layer_prefix}.{key}.weight"), shape, dtype)
-        rows = {key: torch.arange(w.shape[0])[:, None] for key, w in fused.items()}
-        split = split_fused_qkvz(rows["in_proj_qkvz"], rows["in_proj_ba"], config.linear_num_key_heads,
-                                 config.linear_key_head_dim, config.linear_value_head_dim, hv)
-        cache[layer_prefix] = {name: _take_rows(fused[_FUSED[name]], index[:, 0]) for name, index in split.items()}
+        cache[layer_prefix] = {name: _take_rows(fused[_FUSED[name]], index)
+                               for name, index in _gdn_rows(config, ckpt, cache).items()}
     return cache[layer_prefix][part]
+
+
+def _gdn_rows(config: ModelConfig, ckpt: SafetensorsCheckpoint, cache: dict) -> dict:
+    """The rows of in_proj_qkvz / in_proj_ba that hold each split GDN projection: Qwen3-Next's grouping per key head
+    (split_fused_qkvz), or, in a Qwen3.5 checkpoint that vLLM dumped (it stores vLLM's merged names), vLLM's Qwen3.5
+    layout: in_proj_qkvz = [in_proj_qkv; in_proj_z], in_proj_ba = [in_proj_b; in_proj_a] (qwen3_5.py
+    stacked_params_mapping), which read as grouped rows would be served silently wrong."""
+    if "vllm" not in cache:
+        cache["vllm"] = any(name.endswith(_VLLM_MARKS) for name in ckpt.weight_map)
+    hv, qkvz = config.linear_num_value_heads, torch.arange(2 * config.key_dim + 2 * config.value_dim)
+    if config.model_type != "qwen3_next" and cache["vllm"]:
+        return {"in_proj_qkv": qkvz[: config.conv_dim], "in_proj_z": qkvz[config.conv_dim:],
+                "in_proj_b": torch.arange(hv), "in_proj_a": torch.arange(hv, 2 * hv)}
+    split = split_fused_qkvz(qkvz[:, None], torch.arange(2 * hv)[:, None], config.linear_num_key_heads,
+                             config.linear_key_head_dim, config.linear_value_head_dim, hv)
+    return {name: index[:, 0] for name, index in split.items()}
 
 
 def _take_rows(weight, index: torch.Tensor):
@@ -80,8 +101,9 @@ def _check_fused_experts_unquantized(ckpt: SafetensorsCheckpoint, name: str) -> 
 def read_experts(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, expected: tuple,
                  dtype) -> torch.Tensor:
     """experts.gate_up_proj [E, 2I, D] / experts.down_proj [E, D, I]: the fused tensor when the checkpoint has it
-    (Qwen3.5-MoE, transformers v5 saves; vLLM's experts.w13_weight / w2_weight, stored dense), else stacked from `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next);
-    per-expert NVFP4 / FP8 weights are dequantized to `dtype` (the MoE block runs dense experts)."""
+    (Qwen3.5-MoE, transformers v5 saves; vLLM's experts.w13_weight / w2_weight, stored dense), else stacked from
+    `experts.{e}.{gate,up,down}_proj.weight` (Qwen3-Next); per-expert NVFP4 / FP8 weights are dequantized to
+    `dtype` (the MoE block runs dense experts)."""
     name = disk_name(config, canonical)
     _check_fused_experts_unquantized(ckpt, name)
     vllm_name = _vllm_experts_name(ckpt, name)
@@ -123,3 +145,35 @@ def _vllm_experts_name(ckpt: SafetensorsCheckpoint, name: str) -> str | None:
                                 f"fused parameter names ({stored_as}) are not read; quantized experts are read "
                                 "stored one Linear per expert (experts.{e}.gate_proj, up_proj, down_proj), as "
                                 "ModelOpt exports them")
+
+
+def merged_instead(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str) -> bool:
+    """Linear `canonical` (q/k/v_proj, an MLP's gate/up_proj) is read from vLLM's merged qkv_proj / gate_up_proj:
+    it is not stored, the merged one is."""
+    parts = canonical.rsplit(".", 2)
+    if len(parts) < 3 or parts[1] not in _MERGED or parts[2] != "weight":
+        return False
+    merged = f"{parts[0]}.{_MERGED[parts[1]]}.weight"
+    return not stored(ckpt, disk_name(config, canonical)) and stored(ckpt, disk_name(config, merged))
+
+
+def read_merged(config: ModelConfig, ckpt: SafetensorsCheckpoint, canonical: str, shapes: dict,
+                cache: dict) -> torch.Tensor:
+    """Rows of vLLM's merged qkv_proj / gate_up_proj that hold Linear `canonical`, the merged tensor read once per
+    layer (`cache`), split at the parts' row counts (`shapes`: tensor_shapes). Stored quantized it is refused naming
+    it: vLLM's merged Linear keeps one scale per part, or one requantized to their maximum after loading."""
+    prefix, part = canonical.rsplit(".", 2)[:2]
+    merged = f"{prefix}.{_MERGED[part]}"
+    if merged not in cache:
+        names = [f"{prefix}.{p}.weight" for p in _MERGED_PARTS[_MERGED[part]]]
+        rows = [shapes[n][0] for n in names]
+        name = disk_name(config, merged + ".weight")
+        layout = nvfp4_checkpoint.layout_of(ckpt.weight_map, name[: -len(".weight")])
+        if layout != "dense" or name in ckpt and ckpt.dtype(name) not in _DENSE_DTYPES:
+            where = ckpt.file_of(name) if name in ckpt else ckpt.folder
+            raise UnsupportedModelError(where, f"tensor {name}: vLLM's merged {_MERGED[part]} stored quantized is not "
+                                        f"read; its parts ({', '.join(_MERGED_PARTS[_MERGED[part]])}) are read "
+                                        "quantized stored one Linear each, as ModelOpt and llm-compressor export them")
+        weight = read_checked(ckpt, name, (sum(rows), shapes[names[0]][1]))
+        cache[merged] = dict(zip(_MERGED_PARTS[_MERGED[part]], torch.split(weight, rows)))
+    return cache[merged][part]

@@ -169,3 +169,46 @@ def test_vllm_fused_nvfp4_experts_are_refused_naming_what_is_stored(moe_path, tm
                               "model.language_model.layers.0.mlp.experts.w13_weight: routed experts stored quantized "
                               "under vLLM's fused parameter names (w13_weight, w13_weight_scale, w13_weight_scale_2, "
                               "w13_input_scale) are not read"), message
+
+
+def _vllm_merged(weights):
+    """vLLM's merged Linears as a vLLM-dumped checkpoint stores them: q/k/v_proj rows in self_attn.qkv_proj,
+    gate/up_proj rows in gate_up_proj, Qwen3.5's GDN in_proj_qkv / _z rows in in_proj_qkvz and in_proj_b / _a in
+    in_proj_ba, each in vLLM qwen3_5.py's stacked_params_mapping order, and its fused expert names."""
+    out = _vllm_names(weights)
+    for merged, parts in (("qkv_proj", ("q_proj", "k_proj", "v_proj")), ("gate_up_proj", ("gate_proj", "up_proj")),
+                          ("in_proj_qkvz", ("in_proj_qkv", "in_proj_z")), ("in_proj_ba", ("in_proj_b", "in_proj_a"))):
+        for name in [n for n in out if n.endswith(f".{parts[0]}.weight")]:
+            names = [name.replace(f".{parts[0]}.", f".{p}.") for p in parts]
+            out[name.replace(f".{parts[0]}.", f".{merged}.")] = torch.cat([out.pop(n) for n in names])
+    return out
+
+
+@pytest.mark.parametrize("arch", ["qwen3_5", "qwen3_5_moe"])
+def test_vllm_merged_linears_load(tmp_path, arch):
+    """self_attn.qkv_proj, (shared_expert.)gate_up_proj and the GDN's in_proj_qkvz / in_proj_ba compute what the split
+    Linears do. Before: MissingTensorError for mlp.gate_proj.weight / shared_expert.gate_proj.weight, tensors such a
+    checkpoint never has, after reading vLLM's in_proj_qkvz rows as Qwen3-Next's per-key-head grouping."""
+    src = str(tmp_path / "src")
+    write_tiny_checkpoint(src, arch=arch)
+    folder = _variant(src, str(tmp_path / "vllm"), _vllm_merged)
+    names = load_file(os.path.join(folder, "model.safetensors"))
+    assert any(n.endswith("self_attn.qkv_proj.weight") for n in names) and not any(n.endswith("q_proj.weight")
+                                                                                  for n in names)
+    assert any(n.endswith("gate_up_proj.weight") for n in names)
+    torch.testing.assert_close(_logits(folder), _logits(src), rtol=0, atol=0)
+
+
+def test_vllm_merged_quantized_linear_is_refused_naming_it(moe_path, tmp_path):
+    def change(weights):
+        out = _vllm_merged(weights)
+        name = next(n for n in out if n.endswith("self_attn.qkv_proj.weight"))
+        for key, value in naive.quantize(out.pop(name).float(), "modelopt").items():
+            out[f"{name[: -len('.weight')]}.{key}"] = value
+        return out
+
+    folder = _variant(moe_path, str(tmp_path / "nvfp4"), change)
+    with pytest.raises(UnsupportedModelError) as error:
+        load_model(folder, progress=False)
+    assert "self_attn.qkv_proj.weight: vLLM's merged qkv_proj stored quantized is not read; its parts (q_proj, "\
+           "k_proj, v_proj) are read quantized stored one Linear each" in str(error.value), str(error.value)
