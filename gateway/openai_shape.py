@@ -106,7 +106,7 @@ class ChatShaper:
         if finish and given and not cut:
             finish = "function_call" if getattr(self.plan, "legacy_functions", False) else "tool_calls"
         elif finish and getattr(self.plan, "forced_tools", False):
-            # A forced call cut short (length) is no answer: an empty message, as the released engine returns.
+            # A forced turn cut short (length) has no answer text: its calls, the cut one as a stream sent it.
             content = ""
         return reasoning, content, calls or None, finish
 
