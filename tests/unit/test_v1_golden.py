@@ -181,10 +181,10 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                                '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call-ID","type":"function","function":{"name":"get_weather","arguments":""}}]},"logprobs":null,"finish_reason":null}]}\n'
                                '\n'
                                'data: '
-                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"city\\":\\""}}]},"logprobs":null,"finish_reason":null}]}\n'
+                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]},"logprobs":null,"finish_reason":null}]}\n'
                                '\n'
                                'data: '
-                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"Par"}}]},"logprobs":null,"finish_reason":null}]}\n'
+                               '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\\"city\\":\\"Par"}}]},"logprobs":null,"finish_reason":null}]}\n'
                                '\n'
                                'data: '
                                '{"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"fake-model","system_fingerprint":"fp_273558059a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"is"}}]},"logprobs":null,"finish_reason":null}]}\n'
@@ -242,6 +242,7 @@ GOLDEN = {'bad_temperature': {'body': '{"error":{"message":"invalid value for \'
                            '\'default\').","type":"not_found_error","param":"model","code":"model_not_found"}}',
                    'content_type': 'application/json',
                    'status': 404}}
+
 
 if __name__ == "__main__":
     sys.stdout.write("GOLDEN = " + pprint.pformat(asyncio.run(current_outputs()), width=110) + "\n")
