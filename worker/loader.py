@@ -52,9 +52,11 @@ def _check_supported(config: ModelConfig, path: str) -> None:
 
 
 def _detect_prefix(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> None:
-    """transformers saves Qwen3_5(Moe)ForCausalLM (model_type *_text) under model.language_model.: follow the
-    checkpoint when the embedding is only found under the other prefix."""
-    for prefix in ("model.", "model.language_model."):
+    """transformers saves Qwen3_5(Moe)ForCausalLM (model_type *_text) under model.language_model., vLLM's own names
+    (a checkpoint it dumped) put the language model under language_model.model. (and the head at
+    language_model.lm_head: vLLM qwen3_5.py hf_to_vllm_mapper): follow the checkpoint when the embedding is only found
+    under another prefix."""
+    for prefix in ("model.", "model.language_model.", "language_model.model."):
         if config.weight_prefix + "embed_tokens.weight" not in ckpt and prefix + "embed_tokens.weight" in ckpt:
             config.language_prefix = prefix
 
@@ -64,7 +66,7 @@ def _shapes_to_read(config: ModelConfig, ckpt: SafetensorsCheckpoint) -> dict:
     from_pretrained then keeps the stored head unless it equals the embedding (modeling_utils.py tie_weights: "both
     are present in the checkpoints with different values, so we will NOT tie them")."""
     shapes = tensor_shapes(config)
-    if config.tie_word_embeddings and stored(ckpt, "lm_head.weight"):
+    if config.tie_word_embeddings and stored(ckpt, disk_name(config, "lm_head.weight")):
         shapes["lm_head.weight"] = (config.vocab_size, config.hidden_size)
     return shapes
 

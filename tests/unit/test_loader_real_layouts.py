@@ -212,3 +212,25 @@ def test_vllm_merged_quantized_linear_is_refused_naming_it(moe_path, tmp_path):
         load_model(folder, progress=False)
     assert "self_attn.qkv_proj.weight: vLLM's merged qkv_proj stored quantized is not read; its parts (q_proj, "\
            "k_proj, v_proj) are read quantized stored one Linear each" in str(error.value), str(error.value)
+
+
+@pytest.mark.parametrize("arch", ["qwen3_5", "qwen3_5_moe"])
+def test_vllm_parameter_prefixes_load(tmp_path, arch):
+    """A checkpoint under vLLM's own parameter names (its Qwen3.5 hf_to_vllm_mapper: model.language_model. ->
+    language_model.model., lm_head. -> language_model.lm_head.) with its merged Linears computes what the
+    transformers layout does. Before: MissingTensorError for model.language_model.embed_tokens.weight."""
+    src = str(tmp_path / "src")
+    write_tiny_checkpoint(src, arch=arch)
+    prefixes = {"model.language_model.": "language_model.model.", "lm_head.": "language_model.lm_head."}
+
+    def change(weights):
+        renamed = {}
+        for name, tensor in _vllm_merged(weights).items():
+            old = next((p for p in prefixes if name.startswith(p)), "")
+            renamed[prefixes.get(old, "") + name[len(old):]] = tensor
+        return renamed
+
+    folder = _variant(src, str(tmp_path / "vllm"), change)
+    names = load_file(os.path.join(folder, "model.safetensors"))
+    assert "language_model.model.embed_tokens.weight" in names and not any(n.startswith("model.") for n in names)
+    torch.testing.assert_close(_logits(folder), _logits(src), rtol=0, atol=0)

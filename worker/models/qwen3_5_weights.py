@@ -76,5 +76,9 @@ def tensor_shapes(config: ModelConfig) -> dict:
 
 
 def disk_name(config: ModelConfig, canonical: str) -> str:
-    """The checkpoint name of a canonical tensor name (lm_head sits outside the language-model prefix)."""
-    return canonical if canonical.startswith("lm_head.") else config.weight_prefix + canonical
+    """The checkpoint name of a canonical tensor name. lm_head sits outside the language-model prefix: at the top, or,
+    under vLLM's own parameter names (a checkpoint it dumped), at language_model.lm_head beside language_model.model.
+    (vLLM qwen3_5.py hf_to_vllm_mapper)."""
+    if not canonical.startswith("lm_head."):
+        return config.weight_prefix + canonical
+    return ("language_model." if config.weight_prefix == "language_model.model." else "") + canonical
