@@ -6,20 +6,12 @@ cancelled, its output so far kept) and answers a finished one as it is; only a b
 SDK's own calls (responses.create / retrieve / cancel / delete / input_items.list) run against it too."""
 import asyncio
 
-import orjson
 import pytest
 from openai import AsyncOpenAI, BadRequestError, NotFoundError
 from openai.types.responses import Response
 
+from tests.unit.responses_calls import NO_THINK, call_model as call
 from tests.unit.spec_oracle import strict
-
-NO_THINK = {"reasoning": {"effort": "none"}}
-
-
-async def call(client, method: str, path: str, body=None) -> tuple[int, dict]:
-    data = None if body is None else orjson.dumps({"model": "fake-model", **NO_THINK, **body})
-    response = await client.request(method, path, data=data)
-    return response.status, orjson.loads(await response.read())
 
 
 async def poll(client, response_id: str) -> dict:

@@ -3,21 +3,7 @@ is its conversation's items before its own input, so GET .../input_items lists t
 and a later request that continues it by previous_response_id reads them too (OpenAI's previous_response_id carries
 every item the earlier response read and wrote). Before, the kept turn held only the response's own input and output:
 the continuation forgot the conversation's items, and input_items lost them once the response ended."""
-import orjson
-
-from gateway.fake_scheduler import build_tokenizer
-
-TOKENIZER = build_tokenizer()
-NO_THINK = {"reasoning": {"effort": "none"}}
-
-
-async def call(client, method: str, path: str, body=None) -> tuple[int, dict]:
-    response = await client.request(method, path, data=None if body is None else orjson.dumps(body))
-    return response.status, orjson.loads(await response.read())
-
-
-def prompt_of(fake) -> str:
-    return TOKENIZER.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+from tests.unit.responses_calls import NO_THINK, call, prompt_of
 
 
 async def _answer_in_a_conversation(client, fake) -> dict:

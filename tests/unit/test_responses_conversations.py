@@ -2,26 +2,13 @@
 openai SDK's client.conversations describe them, and /v1/responses with `conversation`, which reads the
 conversation's items before its input and adds its input and output items to it. Before, /v1/conversations was a
 404 (no route) and `conversation` a 400, so the Agents SDK's OpenAIConversationsSession failed on its first call."""
-import orjson
 import pytest
 from openai import AsyncOpenAI, NotFoundError
 from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItemList
 from openai.types.responses import Response
 
-from gateway.fake_scheduler import build_tokenizer
+from tests.unit.responses_calls import NO_THINK, call, prompt_of
 from tests.unit.spec_oracle import strict
-
-TOKENIZER = build_tokenizer()
-NO_THINK = {"reasoning": {"effort": "none"}}
-
-
-async def call(client, method: str, path: str, body=None) -> tuple[int, dict]:
-    response = await client.request(method, path, data=None if body is None else orjson.dumps(body))
-    return response.status, orjson.loads(await response.read())
-
-
-def prompt_of(fake) -> str:
-    return TOKENIZER.decode(list(fake.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
 
 
 async def test_a_conversation_is_created_read_updated_and_deleted(stack):

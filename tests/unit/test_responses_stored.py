@@ -7,18 +7,12 @@ import orjson
 import pytest
 from openai.types.responses import Response, ResponseItemList
 
+from tests.unit.responses_calls import NO_THINK, call_model as call
 from tests.unit.spec_oracle import spec_errors, strict
 
-NO_THINK = {"reasoning": {"effort": "none"}}
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
 CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
-
-
-async def call(client, method: str, path: str, body=None) -> tuple[int, dict]:
-    data = None if body is None else orjson.dumps({"model": "fake-model", **NO_THINK, **body})
-    response = await client.request(method, path, data=data)
-    return response.status, orjson.loads(await response.read())
 
 
 async def test_retrieve_returns_the_response_create_returned(stack):
