@@ -9,12 +9,12 @@ this gateway does not hold (another replica's, an item that aged out) stays unre
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Optional
 
 import orjson
 
 from gateway import json_out
+from gateway.sized_lru import SizedLru
 
 MAX_ITEMS = 8192
 MAX_BYTES = 32 * 1024 * 1024
@@ -24,9 +24,12 @@ class ItemStore:
     """Item id -> output item, kept as its JSON (the bytes the bound counts), least recently used evicted first."""
 
     def __init__(self, max_items: int = MAX_ITEMS, max_bytes: int = MAX_BYTES):
-        self.max_items, self.max_bytes = max_items, max_bytes
-        self._items: OrderedDict = OrderedDict()
-        self.num_bytes = 0
+        self._items = SizedLru(max_bytes, max_items)
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes of the JSON of the items kept."""
+        return self._items.num_bytes
 
     def keep(self, body: Any, items: list) -> None:
         """Keeps a finished response's output items, unless its request said store: false (OpenAI's default is true)."""
@@ -34,15 +37,9 @@ class ItemStore:
             return
         for item in items:
             item_id = item.get("id")
-            if not isinstance(item_id, str):
-                continue
-            self._drop(item_id)
-            kept = json_out.dumps(item)
-            if len(kept) <= self.max_bytes:
-                self._items[item_id] = kept
-                self.num_bytes += len(kept)
-        while self._items and (len(self._items) > self.max_items or self.num_bytes > self.max_bytes):
-            self._drop(next(iter(self._items)))
+            if isinstance(item_id, str):
+                kept = json_out.dumps(item)
+                self._items.put(item_id, kept, len(kept))
 
     def resolve(self, body: Any) -> Any:
         """The body with each item_reference of its input that names a kept item replaced by that item (a copy; the
@@ -53,26 +50,17 @@ class ItemStore:
         resolved = []
         for item in value:
             kept = self._items.get(item.get("id")) if _is_reference(item) else None
-            if kept is not None:
-                self._items.move_to_end(item["id"])
             resolved.append(orjson.loads(kept) if kept is not None else item)
         return {**body, "input": resolved}
 
     def get(self, item_id: str) -> Optional[dict]:
         """The kept item of that id, now the most recently used; None when it is not held."""
         kept = self._items.get(item_id)
-        if kept is None:
-            return None
-        self._items.move_to_end(item_id)
-        return orjson.loads(kept)
+        return None if kept is None else orjson.loads(kept)
 
     def discard(self, item_id: str) -> None:
         """Forgets the item of that id, if held (DELETE /v1/responses/{id})."""
-        self._drop(item_id)
-
-    def _drop(self, item_id: str) -> None:
-        if item_id in self._items:
-            self.num_bytes -= len(self._items.pop(item_id))
+        self._items.drop(item_id)
 
 
 def _is_reference(item: Any) -> bool:

@@ -13,8 +13,6 @@ event_store entries past the end. A long response's log keeps its newest events 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from typing import Optional
 
 from aiohttp import web
 
@@ -23,6 +21,7 @@ from gateway.errors import ApiError, InvalidRequest
 from gateway.generation import NOT_READY
 from gateway.http_stream import open_stream
 from gateway.responses_stream import ResponsesFramer
+from gateway.sized_lru import SizedLru
 
 KEEPALIVE = b": keep-alive\n\n"
 # Bytes of frames the logs of ended background responses hold in all.
@@ -80,35 +79,15 @@ class EventLog:
             pass
 
 
-class EndedLogs:
+class EndedLogs(SizedLru):
     """Response id -> the event log of a background response that ended, for a stream resumed after its end; least
-    recently used out past max_bytes of frames in all."""
+    recently used out past max_bytes of frames in all (get and drop as SizedLru's)."""
 
     def __init__(self, max_bytes: int = MAX_ENDED_BYTES):
-        self.max_bytes, self.num_bytes = max_bytes, 0
-        self._logs: OrderedDict = OrderedDict()  # response id -> (EventLog, its bytes)
+        super().__init__(max_bytes)
 
     def keep(self, response_id: str, log: EventLog) -> None:
-        size = sum(map(len, log.frames))
-        self.drop(response_id)
-        if size > self.max_bytes:
-            return
-        self._logs[response_id] = (log, size)
-        self.num_bytes += size
-        while self.num_bytes > self.max_bytes:
-            self.num_bytes -= self._logs.popitem(last=False)[1][1]
-
-    def get(self, response_id: str) -> Optional[EventLog]:
-        entry = self._logs.get(response_id)
-        if entry is None:
-            return None
-        self._logs.move_to_end(response_id)
-        return entry[0]
-
-    def drop(self, response_id: str) -> None:
-        entry = self._logs.pop(response_id, None)
-        if entry is not None:
-            self.num_bytes -= entry[1]
+        self.put(response_id, log, sum(map(len, log.frames)))
 
 
 async def record(log: EventLog, framer: ResponsesFramer, gen: Generation) -> None:
