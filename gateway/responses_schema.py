@@ -69,10 +69,11 @@ INCLUDABLE = ["file_search_call.results", "web_search_call.results", "web_search
 
 # vLLM's Responses extensions (its ResponsesRequest), passed to the chat route as they are (its schema checks them):
 # chat_template_kwargs reach the template (enable_thinking wins over reasoning.effort there, as in vLLM's
-# build_chat_params), structured_outputs constrain the answer.
+# build_chat_params), structured_outputs constrain the answer; include_reasoning false (vLLM's chat field, which clients
+# send here too: vllm-project/vllm#56428) leaves the reasoning item out, as it leaves a chat answer's reasoning out.
 PASSTHROUGH = ("top_k", "min_p", "seed", "stop", "stop_token_ids", "repetition_penalty", "presence_penalty",
                "frequency_penalty", "logit_bias", "ignore_eos", "include_stop_str_in_output", "min_tokens",
-               "chat_template_kwargs", "structured_outputs", "skip_special_tokens")
+               "chat_template_kwargs", "structured_outputs", "skip_special_tokens", "include_reasoning")
 
 RESPONSES_SCHEMA = {
     "type": "object",

@@ -63,3 +63,45 @@ async def test_include_reasoning_must_be_a_boolean(stack):
     assert response.status == 400
     error = (await response.json())["error"]
     assert error["param"] == "include_reasoning" and error["code"] == "invalid_type"
+
+
+async def _response_events(client, extra: dict) -> list:
+    body = {"model": "fake-model", "input": "hi", "stream": True, **extra}
+    response = await client.post("/v1/responses", json=body)
+    assert response.status == 200, await response.text()
+    return [json.loads(line[6:]) for line in (await response.text()).splitlines() if line.startswith("data: {")]
+
+
+async def test_responses_leave_the_reasoning_out_when_asked(stack):
+    # vllm-project/vllm#56428: include_reasoning false left the chat answer's thinking out but not /v1/responses'.
+    # Before: its output still opened with the reasoning item (reasoning_text "Let me think."), streamed as
+    # response.reasoning_text.delta events. The thinking is still generated and counted (reasoning_tokens), as on chat.
+    client, _ = stack
+    response = await client.post("/v1/responses", json={"model": "fake-model", "input": "hi",
+                                                        "include_reasoning": False})
+    assert response.status == 200, await response.text()
+    answer = await response.json()
+    assert [item["type"] for item in answer["output"]] == ["message"]
+    assert answer["output"][0]["content"][0]["text"] == "Hello world"
+    assert answer["usage"]["output_tokens_details"]["reasoning_tokens"] > 0
+    events = await _response_events(client, {"include_reasoning": False})
+    assert not [event["type"] for event in events if "reasoning" in event["type"]]
+    assert [event["item"]["type"] for event in events if event["type"] == "response.output_item.done"] == ["message"]
+    assert [item["type"] for item in events[-1]["response"]["output"]] == ["message"]
+
+
+async def test_responses_keep_the_reasoning_by_default(stack):
+    client, _ = stack
+    for extra in ({}, {"include_reasoning": True}):
+        events = await _response_events(client, extra)
+        done = [event["item"] for event in events if event["type"] == "response.output_item.done"]
+        assert [item["type"] for item in done] == ["reasoning", "message"]
+        assert done[0]["content"][0]["text"] == "Let me think."
+
+
+async def test_responses_include_reasoning_must_be_a_boolean(stack):
+    client, _ = stack
+    response = await client.post("/v1/responses", json={"model": "fake-model", "input": "hi",
+                                                        "include_reasoning": "nope"})
+    assert response.status == 400
+    assert (await response.json())["error"]["param"] == "include_reasoning"
