@@ -37,6 +37,7 @@ class Engine(WorkerLiveness):
         self.timer = RequestTimer(metrics)
         self.worker_alive, self.worker_id, self.worker_hello = False, "", None
         self.last_seen = 0.0
+        self.stuck = None            # (worker_id, session_id) of a worker whose step timed out (WorkerLiveness)
         self.alive_event, self.work_event = asyncio.Event(), asyncio.Event()
         self.inflight = InFlight()   # steps sent and not yet applied, oldest first
         self.on_health = on_health or (lambda serving: None)
@@ -216,7 +217,7 @@ class Engine(WorkerLiveness):
         if not done:
             # Pings still answered (I/O thread) but the compute loop is stuck: treat it as a dead worker.
             self.worker_lost(f"worker {self.worker_id} returned no result for step {flight.step.step_id} "
-                             f"in {self.config.step_timeout_s} s")
+                             f"in {self.config.step_timeout_s} s", stuck=True)
             return
         try:
             result = flight.future.result()

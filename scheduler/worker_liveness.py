@@ -2,7 +2,9 @@
 
 A Ping goes out every ping_interval_s; the worker's I/O thread answers with a WorkerHello even while it computes.
 Silence for worker_timeout_s marks the worker dead: every request fails UNAVAILABLE and health turns NOT_SERVING
-until a WorkerHello arrives again. A hello from a new worker resets the scheduler's pools to its sizes.
+until a WorkerHello arrives again. A hello from a new worker resets the scheduler's pools to its sizes. A worker whose
+step brought no result within step_timeout_s (its compute loop stuck, its I/O thread still answering pings) stays dead
+until a result of that session comes back (its loop runs again) or another worker process says hello.
 """
 import asyncio
 import logging
@@ -42,7 +44,10 @@ class WorkerLiveness:
 
     def handle_result(self, result) -> None:
         """A pb.StepResult of this session resolves its step in flight; one from an earlier session (before a worker
-        loss) is dropped."""
+        loss) is dropped. One of a stuck worker's session says its compute loop runs again: its hellos count again."""
+        if self.stuck is not None and result.session_id == self.stuck[1]:
+            log.info("worker %s returned a step result again; its next hello registers it", self.stuck[0])
+            self.stuck = None
         if result.session_id != self.scheduler.session_id:
             return
         self.inflight.resolve(result)
@@ -53,6 +58,11 @@ class WorkerLiveness:
         # Only a hello that answers a Ping proves steps can reach the worker: its unprompted first hello can
         # arrive before its step socket has connected.
         if hello.nonce == 0 or (self.worker_alive and hello.worker_id == self.worker_id):
+            return
+        # A stuck worker's I/O thread answers pings while its compute loop is stuck: registered again as if new, it
+        # was sent every new request to fail after another step timeout, for ever, and the launcher's watchdog, which
+        # waits for SPARKINFER_WORKER_HUNG_S of no live worker in a row (deploy/watchdog.py), never restarted it.
+        if self.stuck is not None and hello.worker_id == self.stuck[0]:
             return
         if self.worker_alive:
             self.worker_lost(f"worker {self.worker_id} was replaced by worker {hello.worker_id}")
@@ -85,9 +95,14 @@ class WorkerLiveness:
         self._nonce += 1
         self.link.send(pb.WorkerMessage(ping=pb.Ping(nonce=self._nonce, session_id=self.scheduler.session_id)))
 
-    def worker_lost(self, reason: str) -> None:
-        """Fails every request with UNAVAILABLE, reports NOT_SERVING and waits for a new WorkerHello."""
+    def worker_lost(self, reason: str, stuck: bool = False) -> None:
+        """Fails every request with UNAVAILABLE, reports NOT_SERVING and waits for a new WorkerHello; a `stuck` worker
+        (a step past step_timeout_s) is not registered again by its own hellos until a result of its session comes."""
         log.error("%s; failing %d requests", reason, len(self.streams))
+        if stuck:
+            self.stuck = (self.worker_id, self.scheduler.session_id)
+            log.error("worker %s counts as dead until it returns a step result or another worker says hello",
+                      self.worker_id)
         self.worker_alive, self.worker_id = False, ""
         self.alive_event.clear()
         self.on_health(False)
