@@ -191,10 +191,19 @@ def conv_prefill(x, weight, conv_pool, slot_ids, cu_seqlens, has_init, tables):
     if num_chunks == 0:
         return y
     fn = _build.kernel("conv.cu", "gdn_conv_prefill", defines)
-    args = (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)), ptr(slot_ids),
-            ptr(chunks), ptr(cu_seqlens), ptr(has_init), ptr(y), i32(channels))
+    args = conv_prefill_args(x, w, conv_pool, slot_ids, chunks, cu_seqlens, has_init, y)
     _build.launch(fn, ((channels // 8 + 127) // 128, num_chunks, conv_pieces(num_chunks)), (128,), args)
     return y
+
+
+CONV_MIXED, CONV_WEIGHT, CONV_POOL = 0, 2, 3  # where conv_prefill_args puts those addresses
+
+
+def conv_prefill_args(x, w, conv_pool, slot_ids, chunks, cu_seqlens, has_init, y) -> tuple:
+    """gdn_conv_prefill's arguments (conv.cu) for conv_prefill's checked tensors: x [T, C] bf16, w float32 [C, Kc],
+    slot_ids / cu_seqlens / has_init int32, chunks int32 [NC, 4] (chunk_tables), y [T, C] bf16 written."""
+    return (ptr(x), i64(x.stride(0)), ptr(w), ptr(conv_pool), i64(conv_pool.stride(0)), ptr(slot_ids), ptr(chunks),
+            ptr(cu_seqlens), ptr(has_init), ptr(y), i32(x.shape[1]))
 
 
 def conv_pieces(num_chunks: int) -> int:
@@ -214,9 +223,7 @@ def chunk_gdn(q, k, v, a, b, A_log, dt_bias, state_pool, slot_ids, has_init, sca
 
 def chunk_setup(q, k, v, a, b, A_log, dt_bias, state_pool, tables, out=None) -> dict:
     """Checks and workspace of the chunked prefill: o, fp16 qn/kn [T, H, K], f32 gc/beta [T, HV],
-    fp16 T/P [NC, HV, 64, 64]."""
-    import torch
-
+    fp16 T/P [NC, HV, 64, 64] (workspace)."""
     num_tokens, num_k_heads, num_v_heads = q.shape[0], q.shape[1], v.shape[1]
     for t, name, heads in ((q, "q", num_k_heads), (k, "k", num_k_heads), (v, "v", num_v_heads)):
         _check_rows(t, name, heads * HEAD_DIM)
@@ -224,13 +231,20 @@ def chunk_setup(q, k, v, a, b, A_log, dt_bias, state_pool, tables, out=None) -> 
     _need(num_v_heads % num_k_heads == 0 and num_v_heads // num_k_heads <= GROUP_MAX, "HV / H must be 1..8")
     _check_gates(a, b, A_log, dt_bias, num_v_heads)
     _check_pool(state_pool, num_v_heads)
-    num_chunks, dev = tables[2], q.device
-    o, out_define = _output(out, (num_tokens, num_v_heads, HEAD_DIM), dev)
-    qn = torch.empty(num_tokens, num_k_heads, HEAD_DIM, dtype=torch.float16, device=dev)
-    gc = torch.empty(num_tokens, num_v_heads, dtype=torch.float32, device=dev)
-    tmat = torch.empty(max(num_chunks, 1), num_v_heads, CHUNK, CHUNK, dtype=torch.float16, device=dev)
-    return dict(o=o, out_define=out_define, qn=qn, kn=torch.empty_like(qn), gc=gc, beta=torch.empty_like(gc),
-                tmat=tmat, pmat=torch.empty_like(tmat), H=num_k_heads, HV=num_v_heads)
+    o, out_define = _output(out, (num_tokens, num_v_heads, HEAD_DIM), q.device)
+    return dict(workspace(num_tokens, num_k_heads, num_v_heads, tables[2], q.device), o=o, out_define=out_define)
+
+
+def workspace(num_tokens: int, num_k_heads: int, num_v_heads: int, num_chunks: int, device) -> dict:
+    """The chunked prefill's scratch: fp16 qn / kn [T, H, K], f32 gc / beta [T, HV], fp16 tmat / pmat
+    [max(NC, 1), HV, 64, 64], and H / HV."""
+    import torch
+
+    qn = torch.empty(num_tokens, num_k_heads, HEAD_DIM, dtype=torch.float16, device=device)
+    gc = torch.empty(num_tokens, num_v_heads, dtype=torch.float32, device=device)
+    tmat = torch.empty(max(num_chunks, 1), num_v_heads, CHUNK, CHUNK, dtype=torch.float16, device=device)
+    return dict(qn=qn, kn=torch.empty_like(qn), gc=gc, beta=torch.empty_like(gc), tmat=tmat,
+                pmat=torch.empty_like(tmat), H=num_k_heads, HV=num_v_heads)
 
 
 def chunk_prep(ws, q, k, a, b, A_log, dt_bias, scale, tables):
@@ -239,9 +253,7 @@ def chunk_prep(ws, q, k, a, b, A_log, dt_bias, scale, tables):
     if num_chunks == 0:
         return
     fn = _build.kernel("chunk.cu", "gdn_chunk_prep", (), PREP_SMEM)
-    args = (ptr(q), ptr(k), i64(q.stride(0)), ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias),
-            ptr(chunks), ptr(ws["qn"]), ptr(ws["kn"]), ptr(ws["gc"]), ptr(ws["beta"]), ptr(ws["tmat"]),
-            ptr(ws["pmat"]), i32(ws["H"]), i32(ws["HV"]), f32(scale))
+    args = chunk_prep_args(ws, q, k, a, b, A_log, dt_bias, scale, chunks)
     splits = prep_splits(num_chunks * ws["H"], ws["HV"] // ws["H"])
     _build.launch(fn, (num_chunks, ws["H"], splits), (128,), args, PREP_SMEM)
 
@@ -260,7 +272,25 @@ def chunk_state(ws, v, state_pool, slot_ids, has_init, tables):
     chunks, seq_chunks, _ = tables
     defines = _state_define(state_pool) + (ws["out_define"],)
     fn = _build.kernel("chunk_state.cu", "gdn_chunk_state", defines, STATE_SMEM)
-    args = (ptr(ws["qn"]), ptr(ws["kn"]), ptr(v), i64(v.stride(0)), ptr(ws["gc"]), ptr(ws["beta"]),
-            ptr(ws["tmat"]), ptr(ws["pmat"]), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids),
-            ptr(has_init), ptr(chunks), ptr(seq_chunks), ptr(ws["o"]), i32(ws["H"]), i32(ws["HV"]))
+    args = chunk_state_args(ws, v, state_pool, slot_ids, has_init, chunks, seq_chunks)
     _build.launch(fn, (HEAD_DIM // 64, ws["HV"], seq_chunks.numel() - 1), (256,), args, STATE_SMEM)
+
+
+PREP_A, PREP_B, PREP_A_LOG, PREP_DT_BIAS = 3, 4, 6, 7  # where chunk_prep_args puts those addresses
+STATE_POOL, STATE_OUT = 8, 14  # where chunk_state_args puts those addresses
+
+
+def chunk_prep_args(ws, q, k, a, b, A_log, dt_bias, scale, chunks) -> tuple:
+    """gdn_chunk_prep's arguments (chunk.cu): q / k [T, H, K] bf16 sharing a token stride, gates and chunks as
+    chunk_prep's, ws the workspace (qn, kn, gc, beta, tmat, pmat written)."""
+    return (ptr(q), ptr(k), i64(q.stride(0)), ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias),
+            ptr(chunks), ptr(ws["qn"]), ptr(ws["kn"]), ptr(ws["gc"]), ptr(ws["beta"]), ptr(ws["tmat"]),
+            ptr(ws["pmat"]), i32(ws["H"]), i32(ws["HV"]), f32(scale))
+
+
+def chunk_state_args(ws, v, state_pool, slot_ids, has_init, chunks, seq_chunks) -> tuple:
+    """gdn_chunk_state's arguments (chunk_state.cu): v [T, HV, V] bf16, the state pool, int32 slot_ids / has_init
+    [N], chunks / seq_chunks (chunk_tables), ws the workspace with o [T, HV, V] written."""
+    return (ptr(ws["qn"]), ptr(ws["kn"]), ptr(v), i64(v.stride(0)), ptr(ws["gc"]), ptr(ws["beta"]), ptr(ws["tmat"]),
+            ptr(ws["pmat"]), ptr(state_pool), i64(state_pool.stride(0)), ptr(slot_ids), ptr(has_init), ptr(chunks),
+            ptr(seq_chunks), ptr(ws["o"]), i32(ws["H"]), i32(ws["HV"]))

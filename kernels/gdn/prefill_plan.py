@@ -7,14 +7,15 @@ the cores eagerly between their replays, so a short prompt's step is host-bound:
 GDN layer of one step has the same row split, shapes, strides and pool layout; only the addresses differ. A
 PrefillPlan does the checks, the lookups, the grids and the workspace (conv output y [T, C] bf16, fp16 qn / kn
 [T, H, K], f32 gc / beta [T, HV], fp16 T / P [NC, HV, 64, 64]) once, then each layer's `run` only sets its addresses
-in the launches prepared by the first (kernels and argument order as _launch.conv_prefill / chunk_prep / chunk_state,
-which stay the reference).
+in the launches prepared by the first (kernels as _launch.conv_prefill / chunk_prep / chunk_state, arguments from
+the same _launch.conv_prefill_args / chunk_prep_args / chunk_state_args, workspace from _launch.workspace).
 Reusing the workspace across layers is safe on one stream: a layer's kernels are queued after the previous layer's.
 The output o is new each call (its reader runs after the next layer's kernels are queued) unless `out` is given.
 """
 from kernels import _pdl
 from kernels.gdn import _build, _launch
-from kernels.gdn._launch import CHUNK, HEAD_DIM, PREP_SMEM, STATE_SMEM, _need, f32, i32, i64, ptr
+from kernels.gdn._launch import (CONV_MIXED, CONV_POOL, CONV_WEIGHT, HEAD_DIM, PREP_A, PREP_A_LOG, PREP_B,
+                                PREP_DT_BIAS, PREP_SMEM, STATE_OUT, STATE_POOL, STATE_SMEM, _need)
 
 
 def layout(mixed, a, b, conv_w, A_log, conv_pool, state_pool) -> tuple:
@@ -42,16 +43,10 @@ class PrefillPlan:
         chunks, seq_chunks, num_chunks = tables
         dev = mixed.device
         self.y = torch.empty(num_tokens, channels, dtype=torch.bfloat16, device=dev)
-        self.qn = torch.empty(num_tokens, num_k_heads, HEAD_DIM, dtype=torch.float16, device=dev)
-        self.kn, self.gc = torch.empty_like(self.qn), torch.empty(num_tokens, num_v_heads, dtype=torch.float32,
-                                                                  device=dev)
-        self.beta = torch.empty_like(self.gc)
-        self.tmat = torch.empty(max(num_chunks, 1), num_v_heads, CHUNK, CHUNK, dtype=torch.float16, device=dev)
-        self.pmat = torch.empty_like(self.tmat)
+        self.ws = _launch.workspace(num_tokens, num_k_heads, num_v_heads, num_chunks, dev)
         self.shape = (num_tokens, num_v_heads, HEAD_DIM)
         self.num_chunks, self.channels, self.heads = num_chunks, channels, (num_k_heads, num_v_heads)
-        self.rows = (ptr(slot_ids), ptr(chunks), ptr(cu_seqlens), ptr(has_init), ptr(seq_chunks))
-        self.scale, self.keep = f32(scale), (slot_ids, chunks, seq_chunks, cu_seqlens, has_init)
+        self.scale, self.rows = scale, (slot_ids, chunks, seq_chunks, cu_seqlens, has_init)
         self._kernels(conv_pool, state_pool, seq_chunks.numel() - 1)
         self.prepared = {}  # out define -> [conv, prep, state] _pdl.PreparedLaunch
 
@@ -108,28 +103,16 @@ class PrefillPlan:
         return o
 
     def _launches(self, mixed, a, b, conv_w, A_log, dt_bias, conv_pool, state_pool, o, out_define) -> list:
-        """A layer's three launches, (kernel, grid, block, args, shared_mem) each: conv, prep, state (kernels and
-        argument order as _launch.conv_prefill / chunk_prep / chunk_state; the per-layer addresses at the indices
-        below)."""
-        slots, chunks, cu, has_init, seq_chunks = self.rows
-        y, num_k_heads, num_v_heads = self.y, *self.heads
-        conv_args = (ptr(mixed), i64(mixed.stride(0)), ptr(conv_w), ptr(conv_pool), i64(conv_pool.stride(0)), slots,
-                     chunks, cu, has_init, ptr(y), i32(self.channels))
-        q, k, v = (_launch._np().uint64(y.data_ptr() + off * HEAD_DIM * 2) for off in (0, num_k_heads,
-                                                                                      2 * num_k_heads))
-        row, ws = i64(y.stride(0)), (ptr(self.qn), ptr(self.kn), ptr(self.gc), ptr(self.beta), ptr(self.tmat),
-                                     ptr(self.pmat))
-        prep_args = (q, k, row, ptr(a), ptr(b), i64(a.stride(0)), ptr(A_log), ptr(dt_bias), chunks, *ws,
-                     i32(num_k_heads), i32(num_v_heads), self.scale)
+        """A layer's three launches, (kernel, grid, block, args, shared_mem) each: conv, prep, state, their
+        arguments from _launch.conv_prefill_args / chunk_prep_args / chunk_state_args (the eager path's)."""
+        slot_ids, chunks, seq_chunks, cu_seqlens, has_init = self.rows
+        y, (num_k_heads, num_v_heads), ws = self.y, self.heads, dict(self.ws, o=o)
+        q, k, v = (y[:, lo * HEAD_DIM:hi * HEAD_DIM] for lo, hi in ((0, num_k_heads), (num_k_heads, 2 * num_k_heads),
+                                                                    (2 * num_k_heads, 2 * num_k_heads + num_v_heads)))
+        conv_args = _launch.conv_prefill_args(mixed, conv_w, conv_pool, slot_ids, chunks, cu_seqlens, has_init, y)
+        prep_args = _launch.chunk_prep_args(ws, q, k, a, b, A_log, dt_bias, self.scale, chunks)
         state = _build.kernel("chunk_state.cu", "gdn_chunk_state", self.state_defines + (out_define,), STATE_SMEM)
-        state_args = (ws[0], ws[1], v, row, ws[2], ws[3], ws[4], ws[5], ptr(state_pool), i64(state_pool.stride(0)),
-                      slots, has_init, chunks, seq_chunks, ptr(o), i32(num_k_heads), i32(num_v_heads))
-        return [(self.conv, self.conv_grid, (128,), conv_args, 0), (self.prep, self.prep_grid, (128,), prep_args,
-                                                                     PREP_SMEM),
+        state_args = _launch.chunk_state_args(ws, v, state_pool, slot_ids, has_init, chunks, seq_chunks)
+        return [(self.conv, self.conv_grid, (128,), conv_args, 0),
+                (self.prep, self.prep_grid, (128,), prep_args, PREP_SMEM),
                 (state, self.state_grid, (256,), state_args, STATE_SMEM)]
-
-
-# where _launches puts the addresses run sets for each layer
-CONV_MIXED, CONV_WEIGHT, CONV_POOL = 0, 2, 3
-PREP_A, PREP_B, PREP_A_LOG, PREP_DT_BIAS = 3, 4, 6, 7
-STATE_POOL, STATE_OUT = 8, 14
