@@ -21,9 +21,11 @@ import re
 from aiohttp import web
 
 from gateway.config import GatewayConfig
-from gateway.engine import ChoiceResult, Delta, Engine, Usage
+from gateway.engine import Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest, Unsupported, renamed
+from gateway.gen_request import ChoiceResult
 from gateway.http_stream import stream_generation
+from gateway.kobold_jobs import KoboldJob, KoboldJobs, genkey_of
 from gateway.kobold_placeholders import replace_placeholders, template_tags
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
@@ -102,9 +104,13 @@ def _text(result) -> str:
 
 
 class KoboldFramer(SseFramer):
-    """KoboldCpp's stream: an `event: message` per piece ({"token", "finish_reason": null}), then the finish."""
+    """KoboldCpp's stream: an `event: message` per piece ({"token", "finish_reason": null}), then the finish; each
+    piece also kept in the job that /api/extra/generate/check reads."""
     content_type = "text/event-stream; charset=utf-8"
     headers = SSE_HEADERS
+
+    def __init__(self, job: KoboldJob):
+        self.job = job
 
     @staticmethod
     def _event(token: str, finish_reason) -> bytes:
@@ -119,6 +125,7 @@ class KoboldFramer(SseFramer):
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         """The piece's text, then (on the choice's last) the finish reason with no text, as KoboldCpp splits it."""
         text = delta.reasoning + delta.content
+        self.job.add(text)
         frames = [self._event(text, None)] if text else []
         if delta.finish_reason:
             frames.append(self._event("", "stop" if delta.finish_reason == "stop" else "length"))
@@ -134,6 +141,7 @@ class KoboldRoutes:
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
+        self.jobs = KoboldJobs()
 
     def register(self, app: web.Application) -> None:
         """Adds the routes named in the module docstring."""
@@ -172,14 +180,23 @@ class KoboldRoutes:
         return json_response({"value": DEFAULT_MAX_LENGTH})
 
     async def check(self, request: web.Request) -> web.Response:
-        """No partial text is kept for polling here: an empty result, as KoboldCpp answers with nothing pending."""
-        await _object(request)
-        return json_response({"results": [{"text": ""}]})
+        """The text so far of the generation sent with the body's genkey (KoboldAI Lite's polled streaming), empty
+        when none runs, as KoboldCpp and TabbyAPI answer."""
+        body = await _object(request)
+        return json_response({"results": [{"text": self.jobs.pending_text(genkey_of(body))}]})
 
     async def abort(self, request: web.Request) -> web.Response:
-        """A generation ends when its client disconnects; nothing is aborted by genkey here. Any body is taken, as
-        KoboldCpp reads its genkey only from a body that parses (SillyTavern posts none)."""
-        return json_response({"success": "false", "done": "true"})
+        """Ends the generations sent with the body's genkey (without one: those sent without one), each answering the
+        text it had: {"success": "true", "done": "true"}, or KoboldCpp's {"success": "false", "done": "false"} when
+        none runs. Any body is taken, as KoboldCpp reads its genkey only from a body that parses (SillyTavern posts
+        none when its client leaves). It answered "false" and ended nothing, so Lite's Abort left the generation
+        running to its max_length."""
+        try:
+            body = await read_json(request) if request.body_exists else {}
+        except ApiError:
+            body = {}
+        done = "true" if self.jobs.abort(genkey_of(body)) else "false"
+        return json_response({"success": done, "done": done})
 
     async def _start(self, request: web.Request, stream: bool = False):
         body = await read_json(request)
@@ -194,12 +211,20 @@ class KoboldRoutes:
                                  cap_output=True, read_thinking=False)
         except ApiError as exc:
             raise renamed(exc, _RENAMES, _PARAM_RENAMES) from None
-        return plan, await self.engine.start(plan.gen)
+        return await self.engine.start(plan.gen), genkey_of(body)
 
     async def generate(self, request: web.Request) -> web.Response:
-        """POST /api/v1/generate: the whole output of each choice."""
-        plan, gen = await self._start(request)
-        results: list[ChoiceResult] = await self.engine.results(gen)
+        """POST /api/v1/generate: the whole output of each choice (the first one's so far for
+        /api/extra/generate/check)."""
+        gen, genkey = await self._start(request)
+        results = [ChoiceResult(i) for i in range(gen.req.num_choices)]
+
+        def absorb(delta: Delta) -> None:
+            results[delta.index].absorb(delta)
+            if delta.index == 0:
+                job.add(delta.reasoning + delta.content)
+        with self.jobs.track(genkey, gen) as job:
+            await gen.drain(absorb)
         usage = gen.usage()
         return json_response({"results": [
             {"text": _text(result), "finish_reason": "stop" if result.finish_reason == "stop" else "length",
@@ -208,5 +233,6 @@ class KoboldRoutes:
 
     async def generate_stream(self, request: web.Request) -> web.StreamResponse:
         """POST /api/extra/generate/stream: KoboldCpp's SSE stream of the output (one generation: n > 1 is a 400)."""
-        plan, gen = await self._start(request, stream=True)
-        return await stream_generation(request, gen, KoboldFramer(), self.config.sse_keepalive_s)
+        gen, genkey = await self._start(request, stream=True)
+        with self.jobs.track(genkey, gen) as job:
+            return await stream_generation(request, gen, KoboldFramer(job), self.config.sse_keepalive_s)

@@ -1,0 +1,65 @@
+"""Gateway process: the KoboldAI API's generations in flight by genkey, which /api/extra/abort ends and
+/api/extra/generate/check reads, as TabbyAPI's Kobold endpoints keep them (endpoints/Kobold/utils/generation.py
+generation_cache: genkey -> abort event and the text so far) for many users at once.
+
+KoboldCpp (koboldcpp.py, one generation at a time) reads the same genkey: KoboldAI Lite sends one with each generate
+(`KCPP` and four characters) and, when its user presses Abort, posts it to /api/extra/abort; it shows the text so far
+(its polled streaming) from /api/extra/generate/check {"genkey"}. A request sent without a genkey is KoboldCpp's
+single user's: a bare abort or check reads those."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from gateway.generation import Generation
+
+
+@dataclass
+class KoboldJob:
+    """One generate in flight: its Generation and its first choice's text so far."""
+    genkey: str
+    gen: Generation
+    pieces: list = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        """A piece of the first choice's output, as it comes."""
+        if text:
+            self.pieces.append(text)
+
+    def text(self) -> str:
+        """The output so far (KoboldCpp's get_pending_output)."""
+        return "".join(self.pieces)
+
+
+def genkey_of(body) -> str:
+    """The body's genkey, "" when it sends none (KoboldCpp reads `genparams.get('genkey', '')`; a body that does not
+    parse names none)."""
+    genkey = body.get("genkey") if isinstance(body, dict) else None
+    return genkey if isinstance(genkey, str) else ""
+
+
+class KoboldJobs:
+    """The generations in flight, oldest first."""
+
+    def __init__(self):
+        self._jobs: list[KoboldJob] = []
+
+    @contextmanager
+    def track(self, genkey: str, gen: Generation):
+        """Keeps the generation findable by its genkey while the block runs (until its answer is sent)."""
+        job = KoboldJob(genkey, gen)
+        self._jobs.append(job)
+        try:
+            yield job
+        finally:
+            self._jobs.remove(job)
+
+    def abort(self, genkey: str) -> bool:
+        """Ends every generation sent with this genkey ("" : those sent without one), its text so far kept as its
+        answer (finish "abort", KoboldAI's "length"), queued or running; whether any was still running."""
+        return bool([job for job in self._jobs if job.genkey == genkey and job.gen.cancel()])
+
+    def pending_text(self, genkey: str) -> str:
+        """The latest such generation's text so far; "" when none runs (KoboldCpp's and TabbyAPI's empty result)."""
+        jobs = [job for job in self._jobs if job.genkey == genkey]
+        return jobs[-1].text() if jobs else ""

@@ -1,0 +1,77 @@
+"""KoboldAI API's /api/extra/abort and /api/extra/generate/check by genkey (gateway/kobold_jobs.py), as KoboldAI Lite
+uses them (its Abort button posts the genkey of its generate; its polled streaming reads the text so far) and as
+KoboldCpp (koboldcpp.py) and TabbyAPI (endpoints/Kobold/utils/generation.py, many users at once) answer them. The
+abort answered "false" and ended nothing, so the generation ran on to its max_length; the check was always empty."""
+import asyncio
+
+import orjson
+
+REPLY = " ".join(f"w{i}" for i in range(300))
+SLOW_S = 0.02
+
+
+async def _text_so_far(client, genkey: str) -> str:
+    """Polls the check until the generation sent with `genkey` has some text (up to 5 s on a loaded box)."""
+    for _ in range(500):
+        response = await client.post("/api/extra/generate/check", json={"genkey": genkey})
+        text = (await response.json())["results"][0]["text"]
+        if text:
+            return text
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no text for {genkey}")
+
+
+async def test_abort_by_genkey_ends_that_generation_with_its_text(stack):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    body = {"prompt": "hi", "max_length": 300, "temperature": 0}
+    mine = asyncio.create_task(client.post("/api/v1/generate", json={**body, "genkey": "KCPP1111"}))
+    other = asyncio.create_task(client.post("/api/v1/generate", json={**body, "genkey": "KCPP2222", "max_length": 40}))
+    so_far = await _text_so_far(client, "KCPP1111")
+    assert REPLY.startswith(so_far)
+    answer = await client.post("/api/extra/abort", json={"genkey": "KCPP1111"})
+    assert (answer.status, await answer.json()) == (200, {"success": "true", "done": "true"})
+    response = await mine
+    result = (await response.json())["results"][0]
+    assert response.status == 200 and result["finish_reason"] == "length"
+    assert REPLY.startswith(result["text"]) and len(so_far) <= len(result["text"]) < len(REPLY)
+    # The other user's generation, another genkey, runs to its own end.
+    result = (await (await other).json())["results"][0]
+    assert result["completion_tokens"] == 40 and REPLY.startswith(result["text"])
+    # Nothing runs under the genkey any more: KoboldCpp's answer for a key it does not run, an empty check.
+    answer = await client.post("/api/extra/abort", json={"genkey": "KCPP1111"})
+    assert await answer.json() == {"success": "false", "done": "false"}
+    check = await client.post("/api/extra/generate/check", json={"genkey": "KCPP1111"})
+    assert await check.json() == {"results": [{"text": ""}]}
+
+
+async def test_a_stream_aborted_by_genkey_ends_with_its_finish_event(stack):
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    response = await client.post("/api/extra/generate/stream",
+                                 json={"prompt": "hi", "max_length": 300, "genkey": "KCPP3333"})
+    await response.content.readline()
+    so_far = await _text_so_far(client, "KCPP3333")
+    answer = await client.post("/api/extra/abort", json={"genkey": "KCPP3333"})
+    assert await answer.json() == {"success": "true", "done": "true"}
+    raw = (await response.read()).decode()
+    data = [orjson.loads(line[6:]) for line in raw.split("\n") if line.startswith("data: ")]
+    assert data[-1] == {"token": "", "finish_reason": "length"}
+    assert len(so_far) < len(REPLY) and len(fake.script.requests) == 1
+
+
+async def test_a_bare_abort_ends_the_generations_sent_without_a_genkey(stack):
+    """KoboldCpp's single user sends no genkey; its bare abort (SillyTavern posts one with no body) ends those, not a
+    generation sent with a genkey."""
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    body = {"prompt": "hi", "max_length": 60}
+    bare = asyncio.create_task(client.post("/api/v1/generate", json=body))
+    keyed = asyncio.create_task(client.post("/api/v1/generate", json={**body, "genkey": "KCPP4444"}))
+    await _text_so_far(client, "")
+    await _text_so_far(client, "KCPP4444")
+    answer = await client.post("/api/extra/abort", data=b"")
+    assert await answer.json() == {"success": "true", "done": "true"}
+    bare_result = (await (await bare).json())["results"][0]
+    keyed_result = (await (await keyed).json())["results"][0]
+    assert bare_result["completion_tokens"] < 60 and keyed_result["completion_tokens"] == 60
