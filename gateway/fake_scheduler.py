@@ -81,6 +81,7 @@ class FakeServing(pb_grpc.ServingServicer):
         self.max_num_seqs = 64
         self.num_prefix_resets = 0   # ResetPrefixCache calls taken
         self.load_fields: dict = {}  # more LoadResponse fields (num_waiting, the KV pool's blocks, block_size)
+        self.model_path = ""         # Info's model_path: the checkpoint folder as the scheduler was given it
 
     async def Info(self, request, context):
         """A fixed model card: the test tokenizer, template, eos id and this fake's context length."""
@@ -88,7 +89,8 @@ class FakeServing(pb_grpc.ServingServicer):
                                tokenizer_json=self.tokenizer.to_str().encode(), chat_template=self.template,
                                eos_token_ids=[self.eos_id], generation_config_json=self.generation_config,
                                architecture="qwen3_5", quantization="bf16", num_parameters=1000,
-                               vocab_size=self.tokenizer.get_vocab_size(), config_json=self.config)
+                               vocab_size=self.tokenizer.get_vocab_size(), config_json=self.config,
+                               model_path=self.model_path)
 
     async def Load(self, request, context):
         """A pb.LoadResponse from the fake's fields (num_running, worker_alive, device, load_fields)."""

@@ -63,6 +63,7 @@ class ModelCard:
     max_new_tokens: Optional[int] = None
     created: int = field(default_factory=lambda: int(time.time()))
     tool_template_source: str = ""   # tokenizer_config.json's named "tool_use" template, for requests with tools
+    model_path: str = ""             # the checkpoint folder as given to the scheduler (vLLM's default served name)
 
     def __post_init__(self):
         self.template = compile_template(self.chat_template_source) if self.chat_template_source else None
@@ -104,7 +105,7 @@ class ModelCard:
                    architecture=info.architecture, quantization=info.quantization,
                    num_parameters=info.num_parameters, config=json_object(info.config_json),
                    chat_control_tokens=string_list(tok_cfg.get("chat_control_tokens")),
-                   max_new_tokens=positive_int(gen.get("max_new_tokens")))
+                   max_new_tokens=positive_int(gen.get("max_new_tokens")), model_path=info.model_path)
 
     @property
     def fingerprint(self) -> str:

@@ -75,7 +75,7 @@ async def _refuse(context, exc: RequestError) -> None:
 
 class ServingServicer(pb_grpc.ServingServicer):
     def __init__(self, engine: Engine, card: dict, model_path: str):
-        self.engine, self.card = engine, card
+        self.engine, self.card, self.model_path = engine, card, model_path
         self.tokenizer_config_json = _read_text(model_path, "tokenizer_config.json")
         self.config_json = _read_text(model_path, "config.json")
 
@@ -128,7 +128,7 @@ class ServingServicer(pb_grpc.ServingServicer):
             eos_token_ids=card["eos_token_ids"], generation_config_json=card["generation_config_json"],
             architecture=card["architecture"], quantization=card.get("quantization", "bf16"),
             num_parameters=card["num_parameters"], tokenizer_config_json=self.tokenizer_config_json,
-            vocab_size=self.engine.vocab_size, config_json=self.config_json)
+            vocab_size=self.engine.vocab_size, config_json=self.config_json, model_path=self.model_path)
 
     async def Load(self, request, context):
         """The engine's pb.LoadResponse (Engine.load)."""
