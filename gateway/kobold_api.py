@@ -25,7 +25,7 @@ from gateway.engine import Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest, Unsupported, renamed
 from gateway.gen_request import ChoiceResult
 from gateway.http_stream import stream_generation
-from gateway.kobold_jobs import KoboldJob, KoboldJobs, genkey_of
+from gateway.kobold_jobs import KoboldJob, KoboldJobs, busy_as_koboldcpp, genkey_of
 from gateway.kobold_placeholders import replace_placeholders, template_tags
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
@@ -213,6 +213,7 @@ class KoboldRoutes:
             raise renamed(exc, _RENAMES, _PARAM_RENAMES) from None
         return await self.engine.start(plan.gen), genkey_of(body)
 
+    @busy_as_koboldcpp
     async def generate(self, request: web.Request) -> web.Response:
         """POST /api/v1/generate: the whole output of each choice (the first one's so far for
         /api/extra/generate/check)."""
@@ -231,6 +232,7 @@ class KoboldRoutes:
              "logprobs": None, "prompt_tokens": usage.prompt_tokens, "completion_tokens": len(result.token_ids)}
             for result in results]})
 
+    @busy_as_koboldcpp
     async def generate_stream(self, request: web.Request) -> web.StreamResponse:
         """POST /api/extra/generate/stream: KoboldCpp's SSE stream of the output (one generation: n > 1 is a 400)."""
         gen, genkey = await self._start(request, stream=True)

@@ -5,13 +5,40 @@ generation_cache: genkey -> abort event and the text so far) for many users at o
 KoboldCpp (koboldcpp.py, one generation at a time) reads the same genkey: KoboldAI Lite sends one with each generate
 (`KCPP` and four characters) and, when its user presses Abort, posts it to /api/extra/abort; it shows the text so far
 (its polled streaming) from /api/extra/generate/check {"genkey"}. A request sent without a genkey is KoboldCpp's
-single user's: a bare abort or check reads those."""
+single user's: a bare abort or check reads those. A generate refused for a full queue answers KoboldCpp's busy 503.
+"""
 from __future__ import annotations
 
+import functools
+import logging
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from aiohttp import web
+
+from gateway import metrics
+from gateway.errors import Overloaded
 from gateway.generation import Generation
+from gateway.web import json_response
+
+log = logging.getLogger("sparkinfer.gateway")
+# KoboldCpp's answer while it cannot take the generate (koboldcpp.py: modelbusy not acquired, its multiuser queue
+# full), which KoboldAI clients read as "try again" (the AI Horde worker's TextBackendBusy on a 503, detail.msg).
+BUSY = {"detail": {"msg": "Server is busy; please try again later.", "type": "service_unavailable"}}
+
+
+def busy_as_koboldcpp(handler):
+    """A generate handler whose full-queue refusal (the scheduler's 429) is KoboldCpp's 503 busy body instead of
+    another API's error shape (LM Studio's on /api/v1/*, Ollama's on /api/extra/*), its Retry-After kept."""
+    @functools.wraps(handler)
+    async def wrapped(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(self, request)
+        except Overloaded as exc:
+            log.info("KoboldAI generate refused with 503 busy: %s", exc.message)
+            metrics.REJECTED.labels(reason=exc.code).inc()
+            return json_response(BUSY, status=503, headers=exc.headers)
+    return wrapped
 
 
 @dataclass

@@ -4,7 +4,9 @@ KoboldCpp (koboldcpp.py) and TabbyAPI (endpoints/Kobold/utils/generation.py, man
 abort answered "false" and ended nothing, so the generation ran on to its max_length; the check was always empty."""
 import asyncio
 
+import grpc
 import orjson
+import pytest
 
 REPLY = " ".join(f"w{i}" for i in range(300))
 SLOW_S = 0.02
@@ -75,3 +77,17 @@ async def test_a_bare_abort_ends_the_generations_sent_without_a_genkey(stack):
     bare_result = (await (await bare).json())["results"][0]
     keyed_result = (await (await keyed).json())["results"][0]
     assert bare_result["completion_tokens"] < 60 and keyed_result["completion_tokens"] == 60
+
+
+@pytest.mark.parametrize("path", ["/api/v1/generate", "/api/extra/generate/stream"])
+async def test_a_full_queue_is_koboldcpps_503_busy(stack, path):
+    """KoboldCpp's answer when it cannot take a generate (koboldcpp.py: modelbusy not acquired, its multiuser queue
+    full), which KoboldAI clients read as "busy, retry" (the AI Horde worker's TextBackendBusy on a 503 and its
+    detail.msg). It was a 429 in LM Studio's error shape on /api/v1/generate and Ollama's 503 words on the stream."""
+    client, fake = stack
+    fake.script.error = grpc.StatusCode.RESOURCE_EXHAUSTED
+    fake.script.error_details = "queue full: 4 requests waiting"
+    response = await client.post(path, json={"prompt": "hi", "max_length": 8, "genkey": "KCPP5555"})
+    assert response.status == 503 and response.headers["Retry-After"] == "1"
+    assert await response.json() == {"detail": {"msg": "Server is busy; please try again later.",
+                                                "type": "service_unavailable"}}
