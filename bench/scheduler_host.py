@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 from bench.plotting import pyplot
 from bench.scheduler_host_link import InstantLink
 from proto import pb
+from proto.wire_version import WIRE_VERSION
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics
@@ -138,7 +139,7 @@ class Load:
 
 async def measure(scn: Scenario, warm: int, steps: int, profile) -> dict:
     hello = pb.WorkerHello(num_blocks=400_000, block_size=16, num_slots=scn.num_running + 64, max_context_len=65536,
-                           worker_id="bench", vocab_size=VOCAB, device="instant fake worker")
+                           worker_id="bench", vocab_size=VOCAB, device="instant fake worker", wire_version=WIRE_VERSION)
     link = InstantLink(hello, VOCAB, stop_token=STOP, stop_every=97 if scn.stop_after else 0)
     config = SchedulerConfig(max_num_seqs=scn.num_running + (1 if scn.long_prompt else 0), prefix_cache=int(
         scn.prefix_cache), max_num_batched_tokens=2048, ping_interval_s=0.2, worker_timeout_s=30.0)
@@ -174,7 +175,7 @@ async def long_output(num_tokens: int, window: int = 1000) -> dict:
     tokens) shows as the late steps' excess over the early ones."""
     scn = Scenario(f"long-output-{num_tokens // 1000}k", 1)
     hello = pb.WorkerHello(num_blocks=400_000, block_size=16, num_slots=64, max_context_len=65536, worker_id="bench",
-                           vocab_size=VOCAB, device="instant fake worker")
+                           vocab_size=VOCAB, device="instant fake worker", wire_version=WIRE_VERSION)
     link = InstantLink(hello, VOCAB)
     config = SchedulerConfig(max_num_seqs=1, prefix_cache=0, max_num_batched_tokens=2048, ping_interval_s=0.2,
                              worker_timeout_s=30.0)

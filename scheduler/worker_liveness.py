@@ -4,7 +4,8 @@ A Ping goes out every ping_interval_s; the worker's I/O thread answers with a Wo
 Silence for worker_timeout_s marks the worker dead: every request fails UNAVAILABLE and health turns NOT_SERVING
 until a WorkerHello arrives again. A hello from a new worker resets the scheduler's pools to its sizes. A worker whose
 step brought no result within step_timeout_s (its compute loop stuck, its I/O thread still answering pings) stays dead
-until a result of that session comes back (its loop runs again) or another worker process says hello.
+until a result of that session comes back (its loop runs again) or another worker process says hello. A worker of
+another wire version (proto/wire_version.py: another release) is never registered.
 """
 import asyncio
 import logging
@@ -12,6 +13,7 @@ import time
 import uuid
 
 from proto import pb
+from proto.wire_version import WIRE_VERSION
 from scheduler import admission
 
 log = logging.getLogger("sparkinfer.scheduler")
@@ -59,6 +61,9 @@ class WorkerLiveness:
         # arrive before its step socket has connected.
         if hello.nonce == 0 or (self.worker_alive and hello.worker_id == self.worker_id):
             return
+        if hello.wire_version != WIRE_VERSION:
+            self._refuse_version(hello)
+            return
         # A stuck worker's I/O thread answers pings while its compute loop is stuck: registered again as if new, it
         # was sent every new request to fail after another step timeout, for ever, and the launcher's watchdog, which
         # waits for SPARKINFER_WORKER_HUNG_S of no live worker in a row (deploy/watchdog.py), never restarted it.
@@ -81,6 +86,14 @@ class WorkerLiveness:
         self.alive_event.set()
         self.on_health(True)
 
+    def _refuse_version(self, hello) -> None:
+        """Logs once per worker that it speaks another wire version (proto/wire_version.py): it is not registered."""
+        if hello.worker_id not in self.refused_workers:
+            self.refused_workers.add(hello.worker_id)
+            log.error("worker %s speaks wire version %s, this scheduler %s (another SparkInfer release): not using it; "
+                      "run the scheduler and the worker of the same release", hello.worker_id,
+                      hello.wire_version or "(none)", WIRE_VERSION)
+
     async def ping_loop(self) -> None:
         """Pings the worker every ping_interval_s; a live worker silent past worker_timeout_s is declared lost
         (worker_lost)."""
@@ -93,7 +106,8 @@ class WorkerLiveness:
 
     def _send_ping(self) -> None:
         self._nonce += 1
-        self.link.send(pb.WorkerMessage(ping=pb.Ping(nonce=self._nonce, session_id=self.scheduler.session_id)))
+        self.link.send(pb.WorkerMessage(ping=pb.Ping(nonce=self._nonce, session_id=self.scheduler.session_id,
+                                                           wire_version=WIRE_VERSION)))
 
     def worker_lost(self, reason: str, stuck: bool = False) -> None:
         """Fails every request with UNAVAILABLE, reports NOT_SERVING and waits for a new WorkerHello; a `stuck` worker

@@ -20,6 +20,7 @@ import torch  # noqa: E402
 
 from proto import pb
 from proto.frames import split_addr
+from proto.wire_version import WIRE_VERSION
 from worker.cache import ModelCache
 from worker.checkpoint_errors import CheckpointError
 from worker.grammar import GrammarBook
@@ -203,7 +204,7 @@ def build_runner(config: WorkerConfig):
     hello = pb.WorkerHello(model_id=card["model_id"], num_blocks=sizes.num_blocks, block_size=sizes.block_size,
                            num_slots=sizes.num_slots, max_context_len=card["max_context_len"],
                            device=_device_name(device), worker_id=uuid.uuid4().hex[:12],
-                           vocab_size=card["vocab_size"])
+                           vocab_size=card["vocab_size"], wire_version=WIRE_VERSION)
     return runner, hello
 
 

@@ -14,6 +14,7 @@ import zmq
 
 from proto import frames, pb
 from proto.frames import WireError, split_addr  # noqa: F401  (WireError re-exported)
+from proto.wire_version import WIRE_VERSION
 
 POLL_MS = 100
 # A draining worker stops once it has had no step to run for this long: the scheduler sends steps back to back while
@@ -49,6 +50,7 @@ class SchedulerLink:
         self._last_busy = time.monotonic()     # when a step last arrived or a result last left
         self._num_steps_out = 0                # steps received whose result has not left yet
         self._drain_deadline = None            # monotonic time a draining worker stops at the latest
+        self._refused_version = False          # a ping of another wire version was logged
 
     @property
     def draining(self) -> bool:
@@ -122,7 +124,15 @@ class SchedulerLink:
             handler(getattr(msg, kind))
 
     def handle_ping(self, ping) -> None:
-        """Answers a pb.Ping with this worker's hello carrying the ping's nonce."""
+        """Answers a pb.Ping with this worker's hello carrying the ping's nonce; a ping of another wire version (a
+        scheduler of another release, proto/wire_version.py) gets none, and the first such is logged."""
+        if ping.wire_version != WIRE_VERSION:
+            if not self._refused_version:
+                self._refused_version = True
+                print(f"worker: the scheduler speaks wire version {ping.wire_version or '(none)'}, this worker "
+                      f"{WIRE_VERSION} (another SparkInfer release): not answering it; run the scheduler and the "
+                      "worker of the same release", flush=True)
+            return
         hello = pb.WorkerHello()
         hello.CopyFrom(self.hello)
         hello.nonce = ping.nonce

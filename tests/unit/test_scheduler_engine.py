@@ -5,6 +5,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from proto import pb
+from proto.wire_version import WIRE_VERSION
 from scheduler.admission import ContextLengthError, QueueFullError, WorkerUnavailableError
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
@@ -42,9 +43,10 @@ class FakeLink:
         return await self.inbox.get()
 
 
-def hello(worker_id="w1", nonce=1):
+def hello(worker_id="w1", nonce=1, wire_version=WIRE_VERSION):
     return pb.WorkerMessage(hello=pb.WorkerHello(num_blocks=64, block_size=16, num_slots=4, max_context_len=4096,
-                                                 worker_id=worker_id, vocab_size=1000, nonce=nonce))
+                                                 worker_id=worker_id, vocab_size=1000, nonce=nonce,
+                                                 wire_version=wire_version))
 
 
 async def make_engine(**config):

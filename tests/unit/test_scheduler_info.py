@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.fake_scheduler import LOCAL_SUBCHANNELS, start_fake_server
 from proto import pb, pb_grpc
+from proto.wire_version import WIRE_VERSION
 from scheduler.config import SchedulerConfig
 from scheduler.engine import Engine
 from scheduler.metrics import Metrics
@@ -35,7 +36,7 @@ async def test_info_waits_for_a_worker_then_gives_the_pool_capped_context():
         assert early.value.code() == grpc.StatusCode.UNAVAILABLE and "context length" in early.value.details()
         link.inbox.put_nowait(pb.WorkerMessage(hello=pb.WorkerHello(
             num_blocks=64, block_size=16, num_slots=4, max_context_len=8192, worker_id="w1", vocab_size=1000,
-            nonce=1)))
+            nonce=1, wire_version=WIRE_VERSION)))
         await asyncio.wait_for(engine.alive_event.wait(), 1)
         info = await stub.Info(pb.InfoRequest())
         assert info.max_context_len == 1024 and info.model_id == "tiny"
