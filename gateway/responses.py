@@ -18,7 +18,7 @@ from aiohttp import web
 from gateway.config import GatewayConfig
 from gateway.conversations import ConversationRoutes, Conversations, conversation_id
 from gateway.engine import Engine
-from gateway.errors import ApiError, NotImplementedApi
+from gateway.errors import ApiError, InvalidRequest, NotImplementedApi
 from gateway.http_stream import stream_generation
 from gateway.offload import run_cpu
 from gateway.response_threads import ResponseThreads, Thread
@@ -72,6 +72,9 @@ class ResponsesRoutes:
         card = await self.engine.card()
         plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name(),
                              self.config.exclude_tools_when_tool_choice_none)
+        if body.get("request_id") and body.get("store") is not False and self.stored.holds(plan.response_id):
+            raise InvalidRequest(f"request_id {plan.response_id!r} names a response this server holds; send another "
+                                 f"(or none: an id is made)", param="request_id")
         run = ResponseRun(plan, card)
         gen = await self.engine.start(plan.chat.gen)
         live = self.stored.begin(body, thread, with_ids(input_items(body)), run, gen)

@@ -239,8 +239,9 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
         plan = _truncated_plan(chat, card, parse) if body.get("truncation") == "auto" else parse(chat)
     except ApiError as exc:
         raise _renamed(exc, tool_paths) from None
-    response_id = f"resp_{secrets.token_hex(24)}"
-    plan.gen.req_id = response_id
+    # The engine's id stays our own (unique); vLLM's request_id names the response as given.
+    plan.gen.req_id = f"resp_{secrets.token_hex(24)}"
+    response_id = body.get("request_id") or plan.gen.req_id
     reasoning = body.get("reasoning") or {}
     return ResponsesPlan(chat=plan, echo=_echo(body, plan), response_id=response_id, namespaces=namespaces,
                          custom_tools=customs,

@@ -120,6 +120,8 @@ RESPONSES_SCHEMA = {
         "include": {"type": ["array", "null"], "items": {"enum": INCLUDABLE}},
         "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
         "truncation": {"enum": ["auto", "disabled", None]},
+        # vLLM's: the response's id as given (its ResponsesRequest.request_id; vllm-project/vllm#25428).
+        "request_id": {"type": ["string", "null"], "minLength": 1},
         **{name: {} for name in PASSTHROUGH},
         # The llama.cpp samplers /v1 refuses (dry_multiplier above 0, ...) are refused here too, typed as /v1 types
         # them: untyped, a string was compared with 0 (a TypeError, a 500).

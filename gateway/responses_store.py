@@ -110,6 +110,10 @@ class StoredResponses:
         if live.log is not None:
             self.ended.keep(response_id, live.log)
 
+    def holds(self, response_id: str) -> bool:
+        """Whether a response of that id is held: running, or its turn kept."""
+        return response_id in self.live or self.threads.store.get(response_id) is not None
+
     def retrieve(self, response_id: str) -> dict:
         """The Response object of that id (GET /v1/responses/{id}); 404 when it is not held."""
         live = self.live.get(response_id)

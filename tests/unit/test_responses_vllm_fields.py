@@ -108,3 +108,34 @@ async def test_vllms_service_tiers_are_served(stack, tier):
     client, _ = stack
     status, body = await post(client, "/v1/responses", {"input": "hi", "service_tier": tier})
     assert status == 200, body
+
+
+async def test_request_id_names_the_response(stack):
+    # vLLM's ResponsesRequest.request_id is the response's id as given (vllm-project/vllm#25428: a client creates with
+    # request_id "hello", then reads and cancels "hello"). Before, it was dropped as an unknown field: the response
+    # was resp_<random> and GET /v1/responses/hello a 404.
+    client, fake = stack
+    fake.script.reply = "Hello world"
+    status, created = await post(client, "/v1/responses", {"input": "hi", "request_id": "hello"})
+    assert (status, created["id"]) == (200, "hello")
+    response = await client.get("/v1/responses/hello")
+    assert response.status == 200 and (await response.json())["output"] == created["output"]
+    status, later = await post(client, "/v1/responses", {"input": "and?", "previous_response_id": "hello"})
+    assert status == 200 and later["id"].startswith("resp_") and later["previous_response_id"] == "hello"
+
+
+async def test_request_id_of_a_held_response_is_refused(stack):
+    # Taken again, it would replace the response a previous_response_id or GET reads.
+    client, _ = stack
+    assert (await post(client, "/v1/responses", {"input": "hi", "request_id": "twice"}))[0] == 200
+    status, error = await post(client, "/v1/responses", {"input": "hi", "request_id": "twice"})
+    assert status == 400 and error["error"]["param"] == "request_id"
+    status, again = await post(client, "/v1/responses", {"input": "hi", "request_id": "twice", "store": False})
+    assert (status, again["id"]) == (200, "twice")
+
+
+@pytest.mark.parametrize("value", [5, ""], ids=["number", "empty"])
+async def test_request_id_must_be_a_non_empty_string(stack, value):
+    client, _ = stack
+    status, error = await post(client, "/v1/responses", {"input": "hi", "request_id": value})
+    assert status == 400 and error["error"]["param"] == "request_id"
