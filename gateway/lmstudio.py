@@ -113,7 +113,7 @@ async def run_to_end(gen: Generation, outcome: _Outcome) -> list:
     return results
 
 
-def _lmstudio_body(body):
+def lmstudio_body(body):
     """LM Studio's request extensions: max_tokens -1 means no limit (bounded by the context). It becomes an explicit
     null, not an absent field: an absent max_tokens is 16 tokens on completions (OpenAI's default). repeat_penalty,
     in LM Studio's list of supported fields, is vLLM's repetition_penalty (which wins when both are sent). top_p 0
@@ -181,7 +181,7 @@ class LMStudioRoutes:
         """POST /api/v0/chat/completions: OpenAI's chat answer with LM Studio's stats, model_info and runtime beside it
         (streamed: stats on the usage chunk)."""
         received = time.monotonic()
-        body = prefill_final_assistant(_lmstudio_body(await read_json(request)))
+        body = prefill_final_assistant(lmstudio_body(await read_json(request)))
         check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
@@ -205,7 +205,7 @@ class LMStudioRoutes:
         """POST /api/v0/completions: OpenAI's completion answer with LM Studio's stats, model_info and runtime
         (max_tokens 0 with echo: the /v1 answer as it is)."""
         received = time.monotonic()
-        body = _lmstudio_body(await read_json(request))
+        body = lmstudio_body(await read_json(request))
         card = await self.engine.card()
         plan = await run_cpu(parse_completion, body, card, await self.engine.served_name(), cap_output=True,
                              read_thinking=False)

@@ -13,6 +13,7 @@ from gateway.kobold_api import KoboldRoutes
 from gateway.llama_cpp_python import LlamaCppPythonRoutes
 from gateway.llama_cpp_routes import LlamaCppRoutes
 from gateway.lmstudio import LMStudioRoutes
+from gateway.lmstudio_sdk import LMStudioSdkRoutes
 from gateway.lmstudio_v1 import LMStudioV1Routes
 from gateway.ollama import OllamaRoutes
 from gateway.openai_routes import OpenAIRoutes
@@ -41,6 +42,7 @@ def register_routes(app: web.Application, engine: Engine, config: GatewayConfig)
     AnthropicRoutes(engine, config).register(app)
     LMStudioRoutes(engine, config, VERSION).register(app)
     LMStudioV1Routes(engine, config).register(app)
+    LMStudioSdkRoutes(engine, config).register(app)
     OllamaRoutes(engine, config).register(app)
     LlamaCppRoutes(engine, config, VERSION).register(app)
     LlamaCppPythonRoutes(engine, openai_routes).register(app)

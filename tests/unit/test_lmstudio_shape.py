@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from gateway.fake_scheduler import FakeServing, build_tokenizer
-from gateway.lmstudio import _lmstudio_body
+from gateway.lmstudio import lmstudio_body
 from gateway.lmstudio_shape import model_info, model_object, publisher, runtime, stats, stop_reason
 from gateway.model import ModelCard
 
@@ -69,6 +69,6 @@ def test_stats_without_tokens():
 
 
 def test_max_tokens_minus_one_means_no_limit():
-    assert _lmstudio_body({"max_tokens": -1, "prompt": "x"}) == {"prompt": "x", "max_tokens": None}
-    assert _lmstudio_body({"max_tokens": 5}) == {"max_tokens": 5}
-    assert _lmstudio_body([1]) == [1]
+    assert lmstudio_body({"max_tokens": -1, "prompt": "x"}) == {"prompt": "x", "max_tokens": None}
+    assert lmstudio_body({"max_tokens": 5}) == {"max_tokens": 5}
+    assert lmstudio_body([1]) == [1]

@@ -1,0 +1,201 @@
+"""Gateway process: LM Studio's SDK websocket API, what lmstudio-python and lmstudio-js speak on LM Studio's port.
+
+The SDK probes GET /lmstudio-greeting for {"lmstudio": true}, then opens a websocket per namespace (ws://host/llm,
+/system, /embedding, ...; lmstudio-python sync_api.py), authenticates ({authVersion, clientIdentifier,
+clientPasskey} -> {success: true}) and multiplexes `rpcCall` ({endpoint, callId, parameter} -> rpcResult /
+rpcError) and channels (`channelCreate` {endpoint, channelId, creationParameter} -> channelSend messages, then
+channelClose; channelError on failure; the client's channelSend {type: cancel} stops a prediction). Served: the
+model's info, load config, tokenize / countTokens, applyPromptTemplate, get-or-load of the served model, unload (as /api/v1's), and
+`predict` (gateway.lmstudio_sdk_predict); the download and file APIs are an rpcError naming the endpoint.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import orjson
+from aiohttp import WSMsgType, web
+
+from gateway.chat_prompt import prefill_final_assistant
+from gateway.config import GatewayConfig
+from gateway.control_tokens import unmark
+from gateway.engine import Engine
+from gateway.errors import ApiError, InvalidRequest, NotFound
+from gateway.lmstudio_sdk_info import download_info, instance_info, load_config, matches
+from gateway.lmstudio_sdk_predict import PredictRun, start_prediction
+from gateway.lmstudio_sdk_request import chat_body
+from gateway.offload import run_cpu
+from gateway.openai_routes import rendered_messages
+
+log = logging.getLogger(__name__)
+
+# The namespaces the SDK opens a websocket for (lmstudio-python ClientSession.API_NAMESPACE values).
+NAMESPACES = ("llm", "embedding", "system", "diagnostics", "files", "repository", "plugins", "runtime")
+
+
+def _error(exc: BaseException) -> dict:
+    """LM Studio's serialized error ({title, ...}) that the SDK raises as LMStudioServerError(title)."""
+    if isinstance(exc, ApiError):
+        return {"title": exc.message}
+    return {"title": f"internal error: {exc!r}"}
+
+
+class SdkSession:
+    """One namespace websocket: its RPCs answered in turn, each channel run as a task of its own."""
+
+    def __init__(self, engine: Engine, namespace: str, ws: web.WebSocketResponse):
+        self.engine, self.namespace, self.ws = engine, namespace, ws
+        self.channels: dict = {}
+        self.lock = asyncio.Lock()
+
+    async def send(self, message: dict) -> None:
+        """One JSON message; the channel tasks and the RPCs share the socket."""
+        async with self.lock:
+            if not self.ws.closed:
+                await self.ws.send_str(orjson.dumps(message).decode())
+
+    async def handle(self, message: dict) -> None:
+        """One client message."""
+        kind = message.get("type")
+        if kind == "rpcCall":
+            call_id = message.get("callId")
+            try:
+                result = await self.rpc(message.get("endpoint"), message.get("parameter"))
+                await self.send({"type": "rpcResult", "callId": call_id, "result": result})
+            except Exception as exc:  # noqa: BLE001 - every failure is the caller's rpcError
+                await self.send({"type": "rpcError", "callId": call_id, "error": _error(exc)})
+        elif kind == "channelCreate":
+            channel_id = message.get("channelId")
+            task = asyncio.ensure_future(self.channel(message.get("endpoint"), channel_id,
+                                                      message.get("creationParameter")))
+            self.channels[channel_id] = [task, None]
+            task.add_done_callback(lambda _: self.channels.pop(channel_id, None))
+        elif kind == "channelSend":
+            entry = self.channels.get(message.get("channelId"))
+            inner = message.get("message") or {}
+            if entry is not None and entry[1] is not None and inner.get("type") == "cancel":
+                entry[1].cancel()
+
+    async def rpc(self, endpoint, param):
+        """An RPC's result; raises the ApiError its rpcError carries."""
+        card, name = await self.engine.card(), await self.engine.served_name()
+        specifier = param.get("specifier") if isinstance(param, dict) else None
+        if endpoint == "listLoaded":
+            loaded = self.namespace == "llm" and await self.engine.model_listed()
+            return [instance_info(card, name)] if loaded else []
+        if endpoint == "listDownloadedModels":
+            return [download_info(card, name)]
+        if endpoint == "getModelInfo":
+            self._check(specifier, card, name)
+            return instance_info(card, name)
+        if endpoint == "getLoadConfig":
+            self._check(specifier, card, name)
+            return load_config(card)
+        if endpoint in ("tokenize", "countTokens"):
+            self._check(specifier, card, name)
+            text = param.get("inputString")
+            if not isinstance(text, str):
+                raise InvalidRequest("inputString must be a string", param="inputString")
+            ids = card.encode(text)
+            return {"tokens": ids} if endpoint == "tokenize" else {"tokenCount": len(ids)}
+        if endpoint == "applyPromptTemplate":
+            self._check(specifier, card, name)
+            body = prefill_final_assistant(chat_body(param, name))
+            return {"formatted": unmark(await run_cpu(rendered_messages, body, card))}
+        if endpoint == "unloadModel":
+            self._check({"type": "query", "query": {"identifier": (param or {}).get("identifier")}}, card, name)
+            self.engine.load_state.touch(0)   # as POST /api/v1/models/unload: listed unloaded until used again
+            return None
+        raise NotFound(f"the LM Studio SDK endpoint {self.namespace}.{endpoint} is not served here: this server "
+                       "serves one model fixed at start (predict, model info, tokenize, load / unload of it)")
+
+    def _check(self, specifier, card, name) -> None:
+        if self.namespace != "llm" or not matches(specifier, name):
+            raise NotFound(f"No loaded model satisfies the query; this server serves '{name}'", param="specifier")
+
+    async def channel(self, endpoint, channel_id, param) -> None:
+        """Runs one channel to its close (or its channelError)."""
+        try:
+            if endpoint == "predict":
+                await self.predict(channel_id, param)
+            elif endpoint == "getOrLoad" and self.namespace == "llm":
+                card, name = await self.engine.card(), await self.engine.served_name()
+                self._check({"type": "query", "query": {"identifier": (param or {}).get("identifier")}}, card, name)
+                await self.engine.check_loaded()
+                self.engine.load_state.touch(None)
+                await self.send({"type": "channelSend", "channelId": channel_id,
+                                 "message": {"type": "alreadyLoaded", "info": instance_info(card, name)}})
+            else:
+                raise NotFound(f"the LM Studio SDK channel {self.namespace}.{endpoint} is not served here: the "
+                               "model is fixed when the server starts")
+            await self.send({"type": "channelClose", "channelId": channel_id})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is the channel's channelError
+            if not isinstance(exc, ApiError):
+                log.exception("LM Studio SDK channel %s failed", endpoint)
+            await self.send({"type": "channelError", "channelId": channel_id, "error": _error(exc)})
+
+    async def predict(self, channel_id, param) -> None:
+        """The predict channel: fragments, tool calls and `success` (gateway.lmstudio_sdk_predict)."""
+        received = time.monotonic()
+        card, name = await self.engine.card(), await self.engine.served_name()
+        if self.namespace != "llm":
+            raise NotFound(f"predict is an llm channel, not {self.namespace}'s")
+        self._check((param or {}).get("modelSpecifier") if isinstance(param, dict) else None, card, name)
+        gen, shaper, fields = await start_prediction(self.engine, param, card, name)
+        self.channels[channel_id][1] = gen
+
+        async def send(message: dict) -> None:
+            await self.send({"type": "channelSend", "channelId": channel_id, "message": message})
+
+        await PredictRun(gen, shaper, card, send).run(received, instance_info(card, name), load_config(card), fields)
+
+    async def close(self) -> None:
+        """Cancels the channels still running (the client left)."""
+        for task, _ in list(self.channels.values()):
+            task.cancel()
+
+
+class LMStudioSdkRoutes:
+    """GET /lmstudio-greeting and the SDK's namespace websockets."""
+
+    def __init__(self, engine: Engine, config: GatewayConfig):
+        self.engine, self.config = engine, config
+
+    def register(self, app: web.Application) -> None:
+        """Adds the greeting probe and one websocket route per SDK namespace."""
+        app.router.add_get("/lmstudio-greeting", self.greeting)
+        for namespace in NAMESPACES:
+            app.router.add_get(f"/{namespace}", self.websocket)
+
+    async def greeting(self, request: web.Request) -> web.Response:
+        """The SDK's probe: {"lmstudio": true} (lmstudio-python json_api.py _check_probe_response)."""
+        return web.json_response({"lmstudio": True})
+
+    async def websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """One SDK session: the auth message first, then RPCs and channels until the client closes."""
+        ws = web.WebSocketResponse(heartbeat=self.config.sse_keepalive_s or None, max_msg_size=64 * 2 ** 20)
+        await ws.prepare(request)
+        session = SdkSession(self.engine, request.path.strip("/"), ws)
+        authed = False
+        try:
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    message = orjson.loads(msg.data)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if not authed:
+                    authed = "authVersion" in message
+                    await session.send({"success": True} if authed else {
+                        "success": False, "error": {"title": "the first message must be the SDK's auth message"}})
+                    continue
+                await session.handle(message)
+        finally:
+            await session.close()
+        return ws

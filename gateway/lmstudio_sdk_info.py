@@ -1,0 +1,47 @@
+"""Gateway process: the served model as LM Studio's SDK describes it (lmstudio-python _sdk_models LlmInstanceInfo,
+LlmInfo, the load config's KV fields) and which model specifiers name it."""
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.lmstudio_v1_shape import model_entry
+from gateway.model import ModelCard
+
+
+def download_info(card: ModelCard, served_name: str) -> dict:
+    """The model as listDownloadedModels lists it (LlmInfo): its key, format (LM Studio's "safetensors" for a
+    Hugging Face checkpoint), size, context length and whether its template takes tools."""
+    entry = model_entry(card, served_name, None)
+    info = {"type": "llm", "modelKey": served_name, "format": "safetensors", "displayName": entry["display_name"],
+            "path": card.model_id or served_name, "sizeBytes": entry["size_bytes"], "vision": False,
+            "trainedForToolUse": card.takes_tools, "maxContextLength": card.max_context_len,
+            "architecture": entry["architecture"]}
+    if entry["params_string"]:
+        info["paramsString"] = entry["params_string"]
+    return info
+
+
+def instance_info(card: ModelCard, served_name: str) -> dict:
+    """The loaded instance (LlmInstanceInfo): download_info with its identifier and instanceReference (the served
+    name: one instance, fixed at start) and the context length it runs with."""
+    return {**download_info(card, served_name), "identifier": served_name, "instanceReference": served_name,
+            "contextLength": card.max_context_len}
+
+
+def load_config(card: ModelCard) -> dict:
+    """getLoadConfig's KV config: the context length the instance was loaded with."""
+    return {"fields": [{"key": "llm.load.contextLength", "value": card.max_context_len}]}
+
+
+def matches(specifier: Any, served_name: str) -> bool:
+    """Whether a model specifier ({type: query, query: {identifier, path, ...}} or {type: instanceReference,
+    instanceReference}) names the served instance; an empty query names any loaded model, as in LM Studio."""
+    if not isinstance(specifier, dict):
+        return specifier is None
+    if specifier.get("type") == "instanceReference":
+        return specifier.get("instanceReference") == served_name
+    query = specifier.get("query")
+    if specifier.get("type") != "query" or not isinstance(query, dict):
+        return False
+    named = [query.get(key) for key in ("identifier", "path") if query.get(key) is not None]
+    return all(value == served_name for value in named) and query.get("domain") in (None, "llm")
