@@ -33,7 +33,7 @@ _FLOAT_RANGES = {"temperature": (0.0, 100.0), "top_p": (0.0, 1.0), "min_p": (0.0
 _CLAMPS = {"temperature": (0.0, None), "top_p": (0.0, 1.0), "min_p": (0.0, 1.0), "typical_p": (0.0, 1.0)}
 _INT_OPTIONS = ("top_k", "seed", "num_predict", "num_ctx", "repeat_last_n")
 _KNOWN = frozenset(_FLOAT_RANGES) | frozenset(_INT_OPTIONS) | _INT_RESOURCE_OPTIONS | _BOOL_RESOURCE_OPTIONS | {"stop"}
-# Ollama stores every integer option in a Go int (64 bits); a value outside it cannot be that option.
+# Ollama stores every integer option in a Go int (64 bits), converted from the float64 the number decoded to.
 _GO_INT_MIN, _GO_INT_MAX = -(1 << 63), (1 << 63) - 1
 # Ollama's levels, and "xhigh", the tier /api/show lists for a template that has it (Ollama's Qwen3.8 metadata).
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
@@ -53,18 +53,25 @@ class OllamaOptions:
 
 
 def _number(name: str, value: Any, integer: bool) -> Any:
-    """The option's value as Ollama's Options.FromMap reads it: any JSON number, a fractional one truncated toward
-    zero for an integer option (Go's int64(f)), which must fit Ollama's Go int; else a 400 in its words."""
+    """The option's value as Ollama's Options.FromMap reads it: any JSON number, else a 400 in its words. An integer
+    option is Go's int64(f) of the float64 encoding/json decoded it to (the request's options are a map[string]any,
+    never decoded into the Options struct): truncated toward zero, rounded as a float64 past 2^53, and held at the
+    int64 bounds past them, as arm64 converts (amd64 gives the lower bound for either side). So ComfyUI's seeds, up
+    to 2^64 - 1, are served, as Ollama serves them."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = "integer" if integer else "float32"
         raise InvalidRequest(f'option "{name}" must be of type {kind}', param=f"options.{name}")
     if not integer:
         return value
-    if not _GO_INT_MIN <= value <= _GO_INT_MAX:
-        # Go's words for a number that does not fit an int field; it was taken modulo 2^64 (a seed) or as "huge".
-        raise InvalidRequest(f"json: cannot unmarshal number {value!r} into Go struct field Options.{name} of type "
-                             f"int", param=f"options.{name}")
-    return int(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        # An integer literal past float64's range: strconv.ParseFloat refuses it, as encoding/json then words it.
+        raise InvalidRequest(f"json: cannot unmarshal number {value} into Go value of type float64",
+                             param=f"options.{name}") from None
+    if number >= 2.0**63:
+        return _GO_INT_MAX
+    return _GO_INT_MIN if number < -2.0**63 else int(number)
 
 
 def _clamped(name: str, value: float) -> float:

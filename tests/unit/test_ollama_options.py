@@ -6,7 +6,7 @@ import pytest
 from gateway.errors import ContextLengthExceeded, InvalidRequest
 from gateway.fake_scheduler import FakeServing, build_tokenizer
 from gateway.model import ModelCard
-from gateway.ollama_options import generation_budget, parse_options, thinking_kwargs
+from gateway.ollama_options import _number, generation_budget, parse_options, thinking_kwargs
 from gateway.once_log import MAX_SHOWN
 
 
@@ -187,19 +187,34 @@ def test_bad_think_value_is_ollamas_400(think, message):
     assert info.value.message == message and info.value.param == "think"
 
 
-INT_OPTIONS = ("seed", "top_k", "num_predict", "num_ctx", "repeat_last_n", "num_batch", "num_gpu",
-               "main_gpu", "num_thread", "num_keep", "draft_num_predict")
+# Ollama's request options are a map[string]any: encoding/json decodes every number to a float64 and
+# Options.FromMap converts it with Go's int64(f) (api/types.go), never a decode error. Past int64 the conversion holds
+# at the bound (arm64); ComfyUI's seed widget goes up to 2^64 - 1.
+@pytest.mark.parametrize("value, expected", [
+    (2**64 - 1, 2**63 - 1), (2**63, 2**63 - 1), (1e19, 2**63 - 1), (-(2**63) - 1, -(2**63)), (-1e300, -(2**63)),
+    (2**53 + 1, 2**53), (-7.9, -7),
+], ids=["u64-max", "2^63", "1e19", "below-int64", "-1e300", "rounded-as-float64", "truncated"])
+@pytest.mark.parametrize("name", ["seed", "top_k", "num_predict", "num_ctx", "repeat_last_n", "num_batch", "num_gpu",
+                                  "main_gpu", "num_thread", "num_keep", "draft_num_predict"])
+def test_integer_option_is_gos_int64_of_its_float64(name, value, expected):
+    assert _number(name, value, integer=True) == expected
 
 
-# Ollama holds every integer option in a Go int: a value past 64 bits was taken modulo 2^64 (seed) or as "huge".
-@pytest.mark.parametrize("value", [2**64 + 42, 2**63, -(2**63) - 1, 1e19, -1e300], ids=str)
-@pytest.mark.parametrize("name", INT_OPTIONS)
-def test_integer_option_beyond_a_go_int_is_a_400(card, name, value):
+def test_a_seed_past_64_bits_is_served(card):
+    """The seed then reaches llama-server's uint32 (test_llama_cpp_seed): 2^63 - 1 wraps to 0xFFFFFFFF, a random
+    seed, as Ollama on arm64 samples; a seed that fits int64 stays the fixed seed it was."""
+    assert parse_options({"seed": 2**64 - 1}, card).sampling.seed is None
+    assert parse_options({"seed": 2**40 + 5}, card).sampling.seed == 5
+    big = parse_options({"seed": 2**64 - 1, "num_predict": 1e30, "num_ctx": 1e30, "top_k": 2**70}, card)
+    assert (big.num_predict, big.num_ctx, big.sampling.top_k) == (2**63 - 1, card.max_context_len, 0)
+    assert parse_options({"num_predict": -1e30}, card).num_predict is None
+
+
+def test_an_integer_past_float64_is_gos_decode_400(card):
     with pytest.raises(InvalidRequest) as err:
-        parse_options({name: value}, card)
-    expected = f"json: cannot unmarshal number {value!r} into Go struct field Options.{name} of type int"
-    assert err.value.message == expected
-    assert err.value.param == f"options.{name}"
+        parse_options({"seed": 10**400}, card)
+    assert err.value.message == f"json: cannot unmarshal number {10**400} into Go value of type float64"
+    assert err.value.param == "options.seed"
 
 
 def test_integer_options_at_the_go_int_bounds_are_accepted(card):

@@ -107,13 +107,17 @@ async def test_stop_option_and_length(fake):
 
 
 @pytest.mark.parametrize("path,extra", [("/api/generate", {"prompt": "Hi"}), ("/api/chat", {"messages": HI})])
-async def test_seed_past_64_bits_is_a_400_in_ollamas_shape(fake, path, extra):
+async def test_seed_past_64_bits_is_served_as_ollama_serves_it(fake, path, extra):
+    """ComfyUI's seed widget reaches 2^64 - 1; Ollama reads options as a map[string]any and converts the float64 with
+    Go's int64(f) (api/types.go Options.FromMap), so it serves such a seed, where this was a 400 'json: cannot
+    unmarshal number 18446744073709551658 into Go struct field Options.seed of type int'."""
     client, servicer = fake
-    body = {"model": "fake-model", "stream": False, "options": {"seed": 2**64 + 42}, **extra}
+    body = {"model": "fake-model", "stream": False, "options": {"seed": 2**64 + 42, "num_predict": 2}, **extra}
     response = await client.post(path, json=body)
-    assert response.status == 400 and not servicer.script.requests
-    assert await response.json() == {"error": "json: cannot unmarshal number 18446744073709551658 into Go struct "
-                                              "field Options.seed of type int"}
+    answer = await response.json()
+    assert response.status == 200 and answer["done"] is True and answer["eval_count"] == 2
+    # Held at int64's top, which llama-server's uint32 reads as 0xFFFFFFFF: a random seed.
+    assert servicer.script.requests[-1].sampling.has_seed is False
 
 
 async def test_the_docs_every_option_example_is_served(fake):
