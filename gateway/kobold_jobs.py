@@ -4,8 +4,10 @@ generation_cache: genkey -> abort event and the text so far) for many users at o
 
 KoboldCpp (koboldcpp.py, one generation at a time) reads the same genkey: KoboldAI Lite sends one with each generate
 (`KCPP` and four characters) and, when its user presses Abort, posts it to /api/extra/abort; it shows the text so far
-(its polled streaming) from /api/extra/generate/check {"genkey"}. A request sent without a genkey is KoboldCpp's
-single user's: a bare abort or check reads those. A generate refused for a full queue answers KoboldCpp's busy 503.
+(its polled streaming) from /api/extra/generate/check {"genkey"}. A bare abort or check (no genkey: KoboldCpp's single
+user; SillyTavern posts a bare abort whenever its user stops) acts on the one generation in flight, and on none while
+others run, as KoboldCpp acts on its current generation only while no other request waits (requestsinqueue == 0): one
+user's bare abort never ends another's. A generate refused for a full queue answers KoboldCpp's busy 503.
 """
 from __future__ import annotations
 
@@ -81,12 +83,21 @@ class KoboldJobs:
         finally:
             self._jobs.remove(job)
 
+    def _named(self, genkey: str) -> list:
+        """The generations a request's genkey names: those sent with it; for none (""), the one generation in flight
+        when it is alone, whatever its genkey (koboldcpp.py: `multiuserkey=="" and requestsinqueue==0` aborts or reads
+        the current generation), else none: several SillyTavern users send no genkey, and one user's Stop posts a bare
+        abort that ended every other user's generation too."""
+        if genkey:
+            return [job for job in self._jobs if job.genkey == genkey]
+        return list(self._jobs) if len(self._jobs) == 1 else []
+
     def abort(self, genkey: str) -> bool:
-        """Ends every generation sent with this genkey ("" : those sent without one), its text so far kept as its
-        answer (finish "abort", KoboldAI's "length"), queued or running; whether any was still running."""
-        return bool([job for job in self._jobs if job.genkey == genkey and job.gen.cancel()])
+        """Ends the generations `genkey` names (_named), its text so far kept as its answer (finish "abort",
+        KoboldAI's "length"), queued or running; whether any was still running."""
+        return bool([job for job in self._named(genkey) if job.gen.cancel()])
 
     def pending_text(self, genkey: str) -> str:
-        """The latest such generation's text so far; "" when none runs (KoboldCpp's and TabbyAPI's empty result)."""
-        jobs = [job for job in self._jobs if job.genkey == genkey]
+        """The latest generation `genkey` names' text so far; "" when none (KoboldCpp's and TabbyAPI's empty result)."""
+        jobs = self._named(genkey)
         return jobs[-1].text() if jobs else ""

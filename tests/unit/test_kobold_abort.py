@@ -62,21 +62,44 @@ async def test_a_stream_aborted_by_genkey_ends_with_its_finish_event(stack):
     assert len(so_far) < len(REPLY) and len(fake.script.requests) == 1
 
 
-async def test_a_bare_abort_ends_the_generations_sent_without_a_genkey(stack):
-    """KoboldCpp's single user sends no genkey; its bare abort (SillyTavern posts one with no body) ends those, not a
-    generation sent with a genkey."""
+async def test_a_bare_abort_ends_the_one_generation_in_flight(stack):
+    """KoboldCpp's single user sends no genkey; its bare abort (SillyTavern posts one with no body whenever its user
+    stops) ends the generation in flight, as KoboldCpp ends its current one."""
     client, fake = stack
     fake.script.delay_s = SLOW_S
-    body = {"prompt": "hi", "max_length": 60}
-    bare = asyncio.create_task(client.post("/api/v1/generate", json=body))
-    keyed = asyncio.create_task(client.post("/api/v1/generate", json={**body, "genkey": "KCPP4444"}))
+    bare = asyncio.create_task(client.post("/api/v1/generate", json={"prompt": "hi", "max_length": 60}))
     await _text_so_far(client, "")
-    await _text_so_far(client, "KCPP4444")
     answer = await client.post("/api/extra/abort", data=b"")
     assert await answer.json() == {"success": "true", "done": "true"}
-    bare_result = (await (await bare).json())["results"][0]
-    keyed_result = (await (await keyed).json())["results"][0]
-    assert bare_result["completion_tokens"] < 60 and keyed_result["completion_tokens"] == 60
+    assert (await (await bare).json())["results"][0]["completion_tokens"] < 60
+
+
+async def _running(fake, num: int) -> None:
+    for _ in range(500):
+        if fake.num_running == num:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{fake.num_running} running, not {num}")
+
+
+@pytest.mark.parametrize("genkeys", [("", ""), ("", "KCPP4444")], ids=["two-bare", "bare-and-keyed"])
+async def test_a_bare_abort_ends_nothing_while_several_generations_run(stack, genkeys):
+    """Two users (two SillyTavern instances send no genkey): one's Stop posts a bare abort, which must not end the
+    other's generation. KoboldCpp acts on a bare abort or check only while no other request waits (koboldcpp.py:
+    `multiuserkey=="" and requestsinqueue==0`). Before: the bare abort ended every generation sent without a genkey,
+    the other user's too (its answer cut short)."""
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    tasks = [asyncio.create_task(client.post("/api/v1/generate", json={
+        "prompt": "hi", "max_length": 60, **({"genkey": genkey} if genkey else {})})) for genkey in genkeys]
+    await _running(fake, 2)
+    answer = await client.post("/api/extra/abort", data=b"")
+    assert await answer.json() == {"success": "false", "done": "false"}
+    check = await client.post("/api/extra/generate/check", json={})
+    assert await check.json() == {"results": [{"text": ""}]}
+    for task in tasks:
+        result = (await (await task).json())["results"][0]
+        assert result["completion_tokens"] == 60 and REPLY.startswith(result["text"])
 
 
 @pytest.mark.parametrize("path", ["/api/v1/generate", "/api/extra/generate/stream"])
