@@ -182,7 +182,7 @@ class LlamaCppRoutes:
         params["reasoning_format"] = "deepseek" if card.thinks else "none"
         return json_response({
             "default_generation_settings": {"n_ctx": card.max_context_len, "params": params},
-            "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.model_id,
+            "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.checkpoint_path,
             "modalities": {"vision": False, "audio": False}, "chat_template": card.chat_template_source,
             "chat_template_caps": caps,
             "bos_token": specials.get("bos_token", ""), "eos_token": specials.get("eos_token", ""),

@@ -108,6 +108,12 @@ class ModelCard:
                    max_new_tokens=positive_int(gen.get("max_new_tokens")), model_path=info.model_path)
 
     @property
+    def checkpoint_path(self) -> str:
+        """The checkpoint folder as the server was given it (MODEL), else the checkpoint's id: vLLM's model card
+        root, SGLang's model_path and tokenizer_path, llama-server's /props model_path."""
+        return self.model_path or self.model_id
+
+    @property
     def fingerprint(self) -> str:
         """OpenAI's system_fingerprint: names the backend configuration (checkpoint, its quantization, context), so
         that a client pairing it with a seed sees when answers may change; the same on every answer of one model."""

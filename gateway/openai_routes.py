@@ -131,7 +131,7 @@ class OpenAIRoutes:
         name = await self.engine.served_name()
         # As vLLM's ModelCard: id is the served name (--served-model-name), root the checkpoint it serves.
         model = {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
-                 "root": card.model_path or card.model_id, "parent": None, "max_model_len": card.max_context_len,
+                 "root": card.checkpoint_path, "parent": None, "max_model_len": card.max_context_len,
                  "permission": [model_permission(name, card.created)], "meta": model_meta(card)}
         if "anthropic-version" not in request.headers:
             return model

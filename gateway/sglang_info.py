@@ -37,7 +37,7 @@ def model_info(card: ModelCard) -> dict:
     architectures = card.config.get("architectures")
     if not isinstance(architectures, list):
         architectures = [card.architecture] if card.architecture else []
-    return {"model_path": card.model_id, "tokenizer_path": card.model_id, "is_generation": True,
+    return {"model_path": card.checkpoint_path, "tokenizer_path": card.checkpoint_path, "is_generation": True,
             "preferred_sampling_params": None, "weight_version": WEIGHT_VERSION,
             "has_image_understanding": False, "has_audio_understanding": False,
             "model_type": card.config.get("model_type"), "architectures": architectures}

@@ -48,3 +48,15 @@ async def test_without_a_path_the_root_is_the_checkpoint_id():
         assert (listed["id"], listed["root"]) == ("fake-model", "fake-model")
         response = await client.post("/v1/chat/completions", json={"model": "", **CHAT})
         assert response.status == 200
+
+
+@pytest.mark.parametrize("route, fields", [("/model_info", ("model_path", "tokenizer_path")),
+                                           ("/get_server_info", ("model_path", "tokenizer_path")),
+                                           ("/props", ("model_path",))],
+                         ids=["sglang-model-info", "sglang-server-info", "llama-cpp-props"])
+async def test_server_info_routes_name_the_checkpoint_path(route, fields):
+    # SGLang's model_path / tokenizer_path are its --model-path as given (server_args), which its clients load the
+    # tokenizer from; llama-server's /props model_path is its -m path. Both said the folder's name ("fake-model").
+    async with fake_gateway(_fake()) as (client, _):
+        info = await (await client.get(route)).json()
+        assert [info[field] for field in fields] == [PATH] * len(fields)
