@@ -4,7 +4,8 @@ A Ping goes out every ping_interval_s; the worker's I/O thread answers with a Wo
 Silence for worker_timeout_s marks the worker dead: every request fails UNAVAILABLE and health turns NOT_SERVING
 until a WorkerHello arrives again. A hello from a new worker resets the scheduler's pools to its sizes. A worker whose
 step brought no result within step_timeout_s (its compute loop stuck, its I/O thread still answering pings) stays dead
-until a result of that session comes back (its loop runs again) or another worker process says hello. A worker of
+while its hellos say it has steps pending, until a result of that session comes back (its loop runs again) or another
+worker process says hello. A worker of
 another wire version (proto/wire_version.py: another release) is never registered.
 """
 import asyncio
@@ -68,7 +69,12 @@ class WorkerLiveness:
         # was sent every new request to fail after another step timeout, for ever, and the launcher's watchdog, which
         # waits for SPARKINFER_WORKER_HUNG_S of no live worker in a row (deploy/watchdog.py), never restarted it.
         if self.stuck is not None and hello.worker_id == self.stuck[0]:
-            return
+            if hello.num_steps_pending:
+                return
+            # Nothing pending: the step never reached it (lost on the way, e.g. a reconnect), it is idle, not stuck.
+            log.info("worker %s has no step pending: its step was lost, not stuck; registering it again",
+                     hello.worker_id)
+            self.stuck = None
         if self.worker_alive:
             self.worker_lost(f"worker {self.worker_id} was replaced by worker {hello.worker_id}")
         self.scheduler.abort_all()
@@ -111,7 +117,8 @@ class WorkerLiveness:
 
     def worker_lost(self, reason: str, stuck: bool = False) -> None:
         """Fails every request with UNAVAILABLE, reports NOT_SERVING and waits for a new WorkerHello; a `stuck` worker
-        (a step past step_timeout_s) is not registered again by its own hellos until a result of its session comes."""
+        (a step past step_timeout_s) is not registered again by its hellos while they say a step is pending, nor until a
+        result of its session comes."""
         log.error("%s; failing %d requests", reason, len(self.streams))
         if stuck:
             self.stuck = (self.worker_id, self.scheduler.session_id)

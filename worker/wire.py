@@ -136,6 +136,7 @@ class SchedulerLink:
         hello = pb.WorkerHello()
         hello.CopyFrom(self.hello)
         hello.nonce = ping.nonce
+        hello.num_steps_pending = self._num_steps_out
         self._send(pb.WorkerMessage(hello=hello))
 
     def handle_step(self, step) -> None:

@@ -192,8 +192,8 @@ async def test_step_without_result_times_out_as_dead_worker():
     link.auto = False
     link.worker_id = "w1"
     queue = engine.submit(request("lost"))
-    # Pings keep being answered by hand, so only the step timeout can notice (a stuck worker's hellos do not register
-    # it again: tests/unit/test_scheduler_stuck_worker.py).
+    # Pings keep being answered by hand, so only the step timeout can notice (a stuck worker's hellos that say a step
+    # is pending do not register it again: tests/unit/test_scheduler_stuck_worker.py).
     while engine.worker_alive and queue.empty():
         link.inbox.put_nowait(hello("w1", 99))
         await asyncio.sleep(0.01)

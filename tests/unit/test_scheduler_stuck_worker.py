@@ -1,6 +1,6 @@
 """Unit tests: a worker whose compute loop is stuck (a step past SPARKINFER_STEP_TIMEOUT_S) while its I/O thread still
-answers pings stays counted dead until it proves its compute loop runs again (a step result) or a new worker process
-says hello, so that the launcher's hung-worker watchdog (deploy/watchdog.py), which waits for
+answers pings, saying a step is pending, stays counted dead until it proves its compute loop runs again (a step result)
+or a new worker process says hello, so that the launcher's hung-worker watchdog (deploy/watchdog.py), which waits for
 SPARKINFER_WORKER_HUNG_S of "no live worker" in a row, can kill and restart it.
 
 Before, the next ping's hello (0.2 s later) registered the stuck worker again as if new: health turned SERVING, new
@@ -9,23 +9,31 @@ saw the worker down long enough (vllm-project/vllm#36960, the hung engine the wa
 import asyncio
 
 from proto import pb
+from proto.wire_version import WIRE_VERSION
 from scheduler.admission import WorkerUnavailableError
 from tests.unit.test_scheduler_engine import drain, hello, make_engine, request
+from worker.wire import SchedulerLink
 
 
-async def _answer_pings(engine, link, worker_id: str, seconds: float) -> None:
-    """The worker's I/O thread: a hello for each ping, for `seconds`."""
+def _hello(worker_id: str, nonce: int, num_steps_pending: int):
+    msg = hello(worker_id, nonce)
+    msg.hello.num_steps_pending = num_steps_pending
+    return msg
+
+
+async def _answer_pings(engine, link, worker_id: str, seconds: float, num_steps_pending: int = 1) -> None:
+    """The worker's I/O thread: a hello for each ping, for `seconds`, with the steps it holds unanswered."""
     deadline = asyncio.get_running_loop().time() + seconds
     while asyncio.get_running_loop().time() < deadline:
-        link.inbox.put_nowait(hello(worker_id, 1000 + len(link.sent)))
+        link.inbox.put_nowait(_hello(worker_id, 1000 + len(link.sent), num_steps_pending))
         await asyncio.sleep(0.01)
 
 
-async def _stuck_engine():
+async def _stuck_engine(num_steps_pending: int = 1):
     engine, link = await make_engine(step_timeout_s=0.1)
     link.auto = False       # steps get no result; the pings are answered by _answer_pings
     queue = engine.submit(request("stuck"))
-    answering = asyncio.create_task(_answer_pings(engine, link, "w1", 0.5))
+    answering = asyncio.create_task(_answer_pings(engine, link, "w1", 0.5, num_steps_pending))
     try:
         await drain(queue)
     except WorkerUnavailableError as exc:
@@ -70,3 +78,28 @@ async def test_a_restarted_worker_registers_at_once():
     tokens, last = await drain(engine.submit(request("after")))
     assert len(tokens) == 5 and last.finish_reason == "length"
     await engine.stop()
+
+
+async def test_a_worker_whose_step_was_lost_registers_again():
+    """Its hellos say no step is pending: the step never reached it (dropped on a reconnect), so it is idle, not stuck,
+    and is registered again as before."""
+    engine, link, answering = await _stuck_engine(num_steps_pending=0)
+    await answering
+    link.auto = True
+    link.inbox.put_nowait(_hello("w1", 7000, 0))
+    await asyncio.wait_for(engine.alive_event.wait(), 1)
+    tokens, last = await drain(engine.submit(request("after")))
+    assert len(tokens) == 5 and last.finish_reason == "length"
+    await engine.stop()
+
+
+def test_the_workers_hello_counts_the_steps_it_has_not_answered():
+    link = SchedulerLink("tcp://127.0.0.1:1", pb.WorkerHello(worker_id="w", wire_version=WIRE_VERSION))
+    sent = []
+    link._send = sent.append
+    try:
+        link.handle_step(pb.PackedStep(step_id=1))
+        link.handle_ping(pb.Ping(nonce=1, wire_version=WIRE_VERSION))
+        assert sent[-1].hello.num_steps_pending == 1
+    finally:
+        link.context.term()
