@@ -104,3 +104,18 @@ def test_the_balancers_own_503_exposes_the_headers_a_gateway_exposes():
     wanted = CORS_RESPONSE_HEADERS["Access-Control-Expose-Headers"]
     assert exposed and all(sorted(h.strip().lower() for h in e.split(",")) ==
                            sorted(h.strip().lower() for h in wanted.split(",")) for e in exposed), exposed
+
+
+def test_the_engines_zeromq_sockets_stay_on_the_pods_loopback():
+    """The worker reaches the scheduler over the Pod's loopback (its SPARKINFER_WORKER_ADDR), and the scheduler's step
+    and result sockets take any peer, unauthenticated. Bound where the gRPC host says (0.0.0.0, for the gateways'
+    calls), they took any pod of the cluster: on port 5557 it was handed steps (prompts) in turn with the worker, on
+    5558 it could answer results and hellos in the worker's place."""
+    from urllib.parse import urlsplit
+
+    from scheduler.config import parse_config
+
+    containers = _containers("engine")
+    assert urlsplit(_env_list(containers["worker"])["SPARKINFER_WORKER_ADDR"]).hostname == "127.0.0.1"
+    config = parse_config([], environ=_env_list(containers["scheduler"]))
+    assert config.grpc_host == "0.0.0.0" and (config.worker_bind_host or config.grpc_host) == "127.0.0.1"
