@@ -7,7 +7,8 @@ the system message, a reasoning item the next turn's reasoning, function_call it
 function_call_output items tool messages); Ollama's /api/chat as its api/types.go Message (content a string,
 thinking the reasoning, tool_name the result's name, arguments an object). On Ollama and Responses several system
 (developer) messages are folded into the first, as Ollama's Qwen3.5 renderer does (Codex sends a developer message a
-turn, which the Qwen3.5 template refuses past the first)."""
+turn, which the Qwen3.5 template refuses past the first). Ollama's /api/generate and LM Studio's /api/v1/chat take a
+system prompt and one user prompt: the conversation's first system message and last user turn."""
 from __future__ import annotations
 
 import copy
@@ -52,8 +53,8 @@ def anthropic(messages: list, fields: dict):
     """(path, body, expected messages, expected fields) of /v1/messages, or None."""
     ok, expected_fields = _prefill(messages, fields)
     # (Anthropic refuses a prefill that ends in whitespace)
-    if not ok or "reasoning_effort" in fields or (expected_fields and _text(messages[-1]["content"]).rstrip() !=
-                                                  _text(messages[-1]["content"])) or any(
+    trailing = expected_fields and _text(messages[-1]["content"]).rstrip() != _text(messages[-1]["content"])
+    if not ok or trailing or any(
             m["role"] in ("system", "developer") for m in messages[1:]) or any(
             m["role"] in ("user", "tool") and not _text(m["content"]).strip() for m in messages):
         return None
@@ -69,6 +70,10 @@ def anthropic(messages: list, fields: dict):
         body["thinking"] = {"type": "enabled", "budget_tokens": 1024} if _switch(fields) else {"type": "disabled"}
         body["max_tokens"] = 2048
         expected_fields["chat_template_kwargs"] = {"enable_thinking": _switch(fields)}
+    if fields.get("reasoning_effort"):
+        # vLLM's _handle_output_config: output_config.effort is the reasoning_effort.
+        body["output_config"] = {"effort": fields["reasoning_effort"]}
+        expected_fields["reasoning_effort"] = fields["reasoning_effort"]
     rest = messages
     if messages[0]["role"] in ("system", "developer"):
         rest = messages[1:]
@@ -216,4 +221,52 @@ def _one_system(messages: list) -> list:
     return [{"role": "system", "content": text}] + [m for m in messages if m["role"] != "system"]
 
 
-ROUTES = {"anthropic": anthropic, "responses": responses, "ollama": ollama}
+def _one_turn(messages: list, fields: dict):
+    """(system text or None, the last user turn's text, expected fields) for an API that takes a system prompt and
+    one user prompt, or None (an empty prompt, or a switch the API has no word for)."""
+    if set(fields) - {"tools", "chat_template_kwargs"} or set(fields.get("chat_template_kwargs") or {}) - \
+            {"enable_thinking"}:
+        return None
+    users = [m for m in messages if m["role"] == "user"]
+    system = _text(messages[0]["content"]) if messages[0]["role"] in ("system", "developer") else None
+    if not users or not _text(users[-1]["content"]).strip():
+        return None
+    expected_fields = {"chat_template_kwargs": {"enable_thinking": _switch(fields)}} if _switch(fields) is not None \
+        else {}
+    return system, _text(users[-1]["content"]), expected_fields
+
+
+def ollama_generate(messages: list, fields: dict):
+    """(path, body, expected messages, expected fields) of /api/generate: `system` and `prompt` as the system and
+    user turns of the model's template (Ollama's GenerateHandler; an empty system is none), think the switch."""
+    one = _one_turn(messages, fields)
+    if one is None:
+        return None
+    system, prompt, expected_fields = one
+    body = {"prompt": prompt, "stream": False, "options": {"num_predict": 1}}
+    if system is not None:
+        body["system"] = system
+    if expected_fields:
+        body["think"] = _switch(fields)
+    expected = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    return "/api/generate", body, expected, expected_fields
+
+
+def lmstudio_chat(messages: list, fields: dict):
+    """(path, body, expected messages, expected fields) of LM Studio's /api/v1/chat: system_prompt and input as the
+    system and user turns (lmstudio.ai/docs/developer/rest/chat), reasoning "on" / "off" the switch."""
+    one = _one_turn(messages, fields)
+    if one is None:
+        return None
+    system, prompt, expected_fields = one
+    body = {"input": prompt, "max_output_tokens": 1}
+    if system is not None:
+        body["system_prompt"] = system
+    if expected_fields:
+        body["reasoning"] = "on" if _switch(fields) else "off"
+    expected = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    return "/api/v1/chat", body, expected, expected_fields
+
+
+ROUTES = {"anthropic": anthropic, "responses": responses, "ollama": ollama, "ollama-generate": ollama_generate,
+          "lmstudio-v1": lmstudio_chat}

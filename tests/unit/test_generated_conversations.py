@@ -1,5 +1,6 @@
 """Unit tests: random but valid conversations (tests/unit/conversation_gen.py, seeded) sent through every API that can
-say them, each prompt compared token for token with transformers' apply_chat_template (sanitize_control_tokens=True) of
+say them (OpenAI chat, tokenize and render, llama-server's apply-template, LM Studio's /api/v0 and /api/v1/chat,
+Anthropic messages, Responses, Ollama's /api/chat and /api/generate), each prompt compared token for token with transformers' apply_chat_template (sanitize_control_tokens=True) of
 the OpenAI messages that API's reference server makes of the body (tests/unit/conversation_routes.py), on the tiny
 checkpoint's template and on the official Qwen3.5 one (tests/unit/templates/qwen3_5.jinja, Qwen/Qwen3.5's
 chat_template.jinja) served as the checkpoint's. A conversation transformers refuses (the Qwen3.5 template's
