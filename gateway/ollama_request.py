@@ -22,6 +22,7 @@ from gateway.ollama_template import generate_prompt
 from gateway.ollama_truncate import fit_history
 from gateway.ollama_types import check_go_types, check_runner
 from gateway.schema_bounds import lenient, without_stray_required
+from gateway.schema_llama_cpp import llama_cpp_schema
 from gateway.structured import ANY_OBJECT, check_answer, check_schema, checked, json_constraint
 from gateway.tool_grammar import calls_or_json_grammar
 
@@ -52,7 +53,7 @@ def _format_schema(value: Any) -> Optional[dict]:
         # Ollama's words (llm/llama_server.go): the field's JSON text, Go-quoted.
         text = json_out.dumps(json_out.dumps(value).decode()).decode()
         raise InvalidRequest(f'invalid format: {text}; expected "json" or a valid JSON Schema object', param="format")
-    return check_schema(without_stray_required(value), "format")
+    return check_schema(llama_cpp_schema(value), "format")
 
 
 def _constrain(plan: OllamaPlan, card: ModelCard) -> None:

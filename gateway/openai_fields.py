@@ -13,7 +13,8 @@ from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_fields import REFUSED as LLAMA_CPP_REFUSED
 from gateway.once_log import OnceLog
 from gateway.repetition_stop import FIELDS, repetition_stop
-from gateway.schema_bounds import lenient, without_stray_required
+from gateway.schema_bounds import lenient
+from gateway.schema_llama_cpp import llama_cpp_schema
 from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
@@ -255,8 +256,8 @@ def _json_schema(value: Any, param: str) -> dict:
         except ValueError as exc:
             raise InvalidRequest(f"{param} is not valid JSON: {exc}", param=param) from exc
     if param == "json_schema" and isinstance(value, dict):
-        # llama.cpp's own field: its json-schema-to-grammar reads `required` only as an array, as Ollama's format does.
-        value = without_stray_required(value)
+        # llama.cpp's own field: read as its json-schema-to-grammar reads it, as Ollama's format is.
+        value = llama_cpp_schema(value)
     return check_schema(value, param)
 
 

@@ -25,6 +25,7 @@ from gateway.errors import InvalidRequest
 from gateway.grammar_check import grammar_error
 from gateway.schema_bounds import any_object_schema, bounded_schema
 from gateway.schema_errors import best_error, error_message
+from gateway.schema_llama_cpp import llama_cpp_schema
 from gateway.schema_numbers import BOUNDS, far_sides
 
 DEFAULT_MAX_STRING_CHARS = 1024
@@ -230,7 +231,8 @@ def response_format_schema(response_format: Optional[dict]) -> Optional[dict]:
         # A structural tag is no schema (gateway.structural_tag reads it).
         return None
     if response_format.get("schema") is not None and (kind == "json_object" or "json_schema" not in response_format):
-        return check_schema(response_format["schema"], "response_format.schema")
+        # llama.cpp's form: the schema read as its converter reads it.
+        return check_schema(llama_cpp_schema(response_format["schema"]), "response_format.schema")
     if kind == "json_object" and response_format.get("value") is not None:
         return check_schema(response_format["value"], "response_format.value")
     if kind == "json_object":
