@@ -189,7 +189,8 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                         help="CORS with credentials (cookies, HTTP auth), as vLLM's flag: the allowed Origin is "
                              "echoed instead of * (SPARKINFER_ALLOW_CREDENTIALS)")
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
-                        help="model id shown to clients (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
+                        help="model id shown to clients, or several separated by commas or blanks, the first shown, "
+                             "each accepted (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
 
 
 def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:

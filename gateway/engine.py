@@ -16,6 +16,7 @@ from gateway.ollama_keepalive import LoadState
 from gateway.offload import run_cpu
 from gateway.pipeline import Delta, TokenLogprob  # noqa: F401 - part of the engine API
 from proto import pb
+from proto.served_names import served_names
 
 log = logging.getLogger("gateway")
 
@@ -31,7 +32,10 @@ class Engine:
 
     def __init__(self, client: Optional[SchedulerClient] = None, served_model_name: str = ""):
         self.client = client
-        self.served_model_name = served_model_name
+        # vLLM's several served names: the first names the model, the others are aliases its card accepts.
+        names = served_names(served_model_name)
+        self.served_model_name = names[0] if names else ""
+        self.served_aliases = tuple(names[1:])
         self._card: Optional[ModelCard] = None
         self._card_info = b""           # the InfoResponse bytes the card was made from
         self._card_epoch = -1           # client.epoch when the card was last confirmed
@@ -84,7 +88,9 @@ class Engine:
         if self._unloadable is not None and self._unloadable[0] == raw:
             raise self._unloadable[1]
         try:
-            return ModelCard.from_info(info)
+            card = ModelCard.from_info(info)
+            card.served_aliases = self.served_aliases
+            return card
         except Exception as exc:
             error = ModelUnloadable(f"the model {info.model_id!r} cannot be served: its tokenizer.json or chat "
                                     f"template does not load ({type(exc).__name__}: {exc})")

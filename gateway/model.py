@@ -64,6 +64,7 @@ class ModelCard:
     created: int = field(default_factory=lambda: int(time.time()))
     tool_template_source: str = ""   # tokenizer_config.json's named "tool_use" template, for requests with tools
     model_path: str = ""             # the checkpoint folder as given to the scheduler (vLLM's default served name)
+    served_aliases: tuple = ()       # the served names after the first (SPARKINFER_SERVED_MODEL_NAME), set by Engine
 
     def __post_init__(self):
         self.template = compile_template(self.chat_template_source) if self.chat_template_source else None

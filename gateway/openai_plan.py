@@ -49,10 +49,11 @@ class Plan:
 
 
 def served(requested: str, card: ModelCard, served_name: str) -> bool:
-    """Whether the name is the served id, the scheduler's id, 'default', or one of those + ':latest', or the
+    """Whether the name is the served id (or another served name), the scheduler's id, 'default', or one of those +
+    ':latest', or the
     checkpoint folder as the server was given it (MODEL; a trailing / too): vLLM's served name unless
     --served-model-name replaces it, which clients set up against vLLM send (its --model as given, a path)."""
-    names = {served_name, card.model_id, "default"}
+    names = {served_name, card.model_id, "default", *card.served_aliases}
     if requested in names or requested.removesuffix(":latest") in names:
         return True
     return bool(card.model_path) and requested.rstrip("/") == card.model_path.rstrip("/")

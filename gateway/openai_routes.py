@@ -126,9 +126,9 @@ class OpenAIRoutes:
         app.router.add_post("/embedding", self.embeddings)
         app.router.add_post("/embeddings", self.embeddings)
 
-    async def _model_object(self, request: web.Request) -> dict:
+    async def _model_object(self, request: web.Request, name: str = "") -> dict:
         card = await self.engine.card()
-        name = await self.engine.served_name()
+        name = name or await self.engine.served_name()
         # As vLLM's ModelCard: id is the served name (--served-model-name), root the checkpoint it serves.
         model = {"id": name, "object": "model", "created": card.created, "owned_by": "sparkinfer",
                  "root": card.checkpoint_path, "parent": None, "max_model_len": card.max_context_len,
@@ -140,17 +140,18 @@ class OpenAIRoutes:
     async def models(self, request: web.Request) -> web.Response:
         """GET /v1/models: the served model (OpenAI's list, llama-server's models array beside it)."""
         # llama-server's list also has its Ollama-shaped `models` array, which llama.cpp clients read the name from.
-        entry = models_entry(await self.engine.card(), await self.engine.served_name())
-        model = await self._model_object(request)
+        card, name = await self.engine.card(), await self.engine.served_name()
+        # As vLLM's list: one model card per served name (SPARKINFER_SERVED_MODEL_NAME's aliases after the first).
+        data = [await self._model_object(request, served) for served in (name, *card.served_aliases)]
         # Anthropic's page fields, for its SDKs' list (they page on has_more and last_id).
-        page = {"has_more": False, "first_id": model["id"], "last_id": model["id"]} if "type" in model else {}
-        return json_response({"object": "list", "data": [model], "models": [entry], **page})
+        page = {"has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]} if "type" in data[0] else {}
+        return json_response({"object": "list", "data": data, "models": [models_entry(card, name)], **page})
 
     async def model(self, request: web.Request) -> web.Response:
         """GET /v1/models/{id}: the served model's object; an unknown id is the 404 model_not_found."""
-        card = await self.engine.card()
-        check_model(request.match_info["model_id"].rstrip("/"), card, await self.engine.served_name())
-        return json_response(await self._model_object(request))
+        card, requested = await self.engine.card(), request.match_info["model_id"].rstrip("/")
+        check_model(requested, card, await self.engine.served_name())
+        return json_response(await self._model_object(request, requested if requested in card.served_aliases else ""))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/chat/completions: a chat.completion, or chat.completion.chunk events (stream)."""

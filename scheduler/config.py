@@ -55,7 +55,7 @@ HELP = {
     "prefix_cache_min_tokens": "shortest prefix (tokens) worth a checkpoint; also the grid step (at least 256) of a "
                                "prompt with no <|im_start|>",
     "drain_grace_s": "on SIGTERM/SIGINT: how long admitted requests may take to finish",
-    "served_model_name": "the model_name label of its metrics; '' = the checkpoint's id",
+    "served_model_name": "the model_name label of its metrics (the first of several names); '' = the checkpoint's id",
 }
 
 

@@ -16,6 +16,7 @@ from grpc_health.v1.health import aio as health_aio
 from proto import ADMITTED_METADATA_KEY, CONTEXT_METADATA_KEY, pb, pb_grpc
 from proto.backlog import backlog_options
 from proto.keepalive import server_options
+from proto.served_names import served_names
 from scheduler.admission import ContextLengthError, RequestError, ShuttingDownError
 from scheduler.config import log_level, parse_config
 from scheduler.engine import Engine
@@ -168,7 +169,7 @@ async def serve(config) -> None:
                  lambda: WorkerLink(config.worker_addr, worker_host))
     metrics = Metrics(max_model_len=card["max_context_len"])
     _bind("SPARKINFER_SCHEDULER_METRICS_PORT", f"{config.grpc_host}:{config.metrics_port}",
-          lambda: serve_metrics(config.grpc_host, config.metrics_port, config.served_model_name or card["model_id"]))
+          lambda: serve_metrics(config.grpc_host, config.metrics_port, (served_names(config.served_model_name) or [card["model_id"]])[0]))
     health = health_aio.HealthServicer()
     on_health = _health_callback(health)
     on_health(False)

@@ -1,0 +1,38 @@
+"""SPARKINFER_SERVED_MODEL_NAME with several names, as vLLM's --served-model-name takes them (nargs="+"): every one
+is the model's name, the first names it in answers (fake scheduler)."""
+import pytest
+
+from gateway.fake_scheduler import FakeServing, build_tokenizer, fake_gateway
+from proto.served_names import served_names
+
+NAMES = "qwen-prod, gpt-4o gpt-4o-mini"
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+@pytest.mark.parametrize("value, names", [(NAMES, ["qwen-prod", "gpt-4o", "gpt-4o-mini"]), ("one", ["one"]),
+                                          ("a,b", ["a", "b"]), (" a  b ", ["a", "b"]), ("", []), (None, [])])
+def test_names_are_split_at_commas_and_blanks(value, names):
+    assert served_names(value) == names
+
+
+@pytest.mark.parametrize("name", ["qwen-prod", "gpt-4o", "gpt-4o-mini", "gpt-4o:latest", "fake-model", "default"])
+async def test_every_served_name_is_the_model(name):
+    # vllm-project/vllm#1988 (a maintainer's answer: `--served-model-name long-specific-name default` lets a backend
+    # always call `default`), #2894: clients move to vLLM with aliases such as gpt-4o. Before, the variable's whole
+    # text was one name: {model: "gpt-4o"} was the 404 "This server serves 'qwen-prod, gpt-4o gpt-4o-mini'".
+    async with fake_gateway(FakeServing(build_tokenizer()), served_model_name=NAMES) as (client, _):
+        response = await client.post("/v1/chat/completions", json={"model": name, **CHAT})
+        assert response.status == 200, await response.text()
+        assert (await response.json())["model"] == "qwen-prod"
+
+
+async def test_models_lists_each_name_and_health_the_first():
+    async with fake_gateway(FakeServing(build_tokenizer()), served_model_name=NAMES) as (client, _):
+        listed = (await (await client.get("/v1/models")).json())["data"]
+        assert [model["id"] for model in listed] == ["qwen-prod", "gpt-4o", "gpt-4o-mini"]
+        assert {model["root"] for model in listed} == {"fake-model"}
+        assert (await (await client.get("/v1/models/gpt-4o")).json())["id"] == "gpt-4o"
+        assert (await (await client.get("/health")).json())["model"] == "qwen-prod"
+        response = await client.post("/v1/chat/completions", json={"model": "gpt-5", **CHAT})
+        assert response.status == 404
+        assert "'qwen-prod'" in (await response.json())["error"]["message"]
