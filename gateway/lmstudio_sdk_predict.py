@@ -29,9 +29,12 @@ Send = Callable[[dict], Awaitable[None]]
 
 
 def fragment(content: str, num_tokens: int, reasoning_type: str = "none") -> dict:
-    """One `fragment` channel message."""
+    """One `fragment` channel message. isStructural marks the <think> / </think> tags, which lmstudio-js requires on
+    every fragment (its llmPredictionFragmentSchema) and leaves out of a result's reasoningContent and
+    nonReasoningContent (OngoingPrediction.collect)."""
+    structural = reasoning_type in ("reasoningStartTag", "reasoningEndTag")
     return {"type": "fragment", "fragment": {"content": content, "tokensCount": num_tokens, "containsDrafted": False,
-                                             "reasoningType": reasoning_type}}
+                                             "reasoningType": reasoning_type, "isStructural": structural}}
 
 
 async def start_prediction(engine: Engine, param, card: ModelCard, name: str):

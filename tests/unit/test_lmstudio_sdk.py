@@ -84,6 +84,9 @@ async def test_respond_streams_fragments_and_ends_with_success(fake):
     # PredictionResult.content joins every fragment: the thinking inside its tags, then the answer.
     assert "".join(f["content"] for f in fragments) == "<think>\nhmm\n</think>Hello world"
     assert [f["reasoningType"] for f in fragments][0] == "reasoningStartTag"
+    # lmstudio-js requires isStructural on every fragment (llmPredictionFragmentSchema) and leaves the structural
+    # tags out of its reasoningContent / nonReasoningContent (OngoingPrediction.collect).
+    assert [f["content"] for f in fragments if f["isStructural"]] == ["<think>", "</think>"]
     assert {f["reasoningType"] for f in fragments if f["content"] == "Hello world"} <= {"none"}
     success = messages[-2]
     assert success["type"] == "success" and success["modelInfo"]["identifier"] == "fake-model"
