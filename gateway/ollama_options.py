@@ -177,7 +177,8 @@ def _num_predict(value: Optional[int]) -> Optional[int]:
 
 
 def _num_ctx(value: Optional[int], card: ModelCard) -> int:
-    # 0 is the server's default window, as Ollama's modelOptions reads it (opts.NumCtx == 0).
+    # 0 is the default window. Ollama's scheduler raises any num_ctx under 4 to 4 (server/sched.go getRunner), so a
+    # request's 0 is a 4-token window there that cuts the prompt: not what a client sending 0 means.
     if value is None or value == 0:
         return card.max_context_len
     if value < 1:
