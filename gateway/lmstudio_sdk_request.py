@@ -129,6 +129,12 @@ def chat_body(param: Any, model: str, fields: Optional[dict] = None) -> dict:
                 body[_SAMPLING_KEYS[key]] = value
         elif key == "llm.prediction.structured":
             body.update(_structured(value))
+            if _structured(value):
+                # The SDK's structured result is the JSON read from every fragment's text (lmstudio-python
+                # PredictionEndpoint: json.loads of the joined content; lmstudio-js: its parser of `content`), so no
+                # thinking comes before it, as on LM Studio, whose grammar covers the whole output
+                # (lmstudio-bug-tracker#575).
+                body["chat_template_kwargs"] = {"enable_thinking": False}
         elif key == "llm.prediction.tools":
             body.update(_tools(value))
         elif key not in _IGNORED_KEYS and not key.startswith(_IGNORED_PREFIXES):

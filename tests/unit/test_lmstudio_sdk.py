@@ -101,6 +101,21 @@ async def test_respond_streams_fragments_and_ends_with_success(fake):
     await ws.close()
 
 
+async def test_a_structured_prediction_does_not_think(fake):
+    """lmstudio-python's PredictionResult.parsed is json.loads of every fragment's text joined (lmstudio-js parses
+    `content` too): thinking before the JSON made it unparsable. As on LM Studio, whose grammar covers the whole output
+    (lmstudio-bug-tracker#575), a structured prediction runs with thinking off."""
+    client, serving = fake
+    serving.script.reply = '{"a": "x"}'
+    structured = {"key": "llm.prediction.structured", "value": {"type": "json", "jsonSchema": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}}
+    messages = await _channel(await _session(client), _predict([structured]))
+    text = "".join(m["fragment"]["content"] for m in messages if m["type"] == "fragment")
+    assert orjson.loads(text) == {"a": "x"}
+    prompt = serving.tokenizer.decode(list(serving.script.requests[-1].prompt_token_ids), skip_special_tokens=False)
+    assert prompt.endswith("<think>\n\n</think>\n\n")
+
+
 async def test_complete_reads_the_prompt_raw(fake):
     """complete() sends its prompt as a user message with the SDK's complete-mode template: no chat template."""
     client, serving = fake
