@@ -4,7 +4,8 @@ import os
 from dataclasses import dataclass, field
 
 from worker.checkpoint_errors import MissingFileError, UnsupportedModelError
-from worker.quant_config_shape import check_quantization_config
+from worker.quant_config_shape import (check_quantization_config, online_transforms_of, quant_formats_of,
+                                       sparsity_format_of)
 
 SUPPORTED_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 # VLM wrappers: text fields under text_config, tensors under model.language_model.
@@ -21,6 +22,19 @@ CT_FORMATS = ("dense", "naive-quantized", "int-quantized", "float-quantized", "n
 # RoPE kinds the model computes as transformers does (modeling_rope_utils.py ROPE_INIT_FUNCTIONS); "dynamic" and
 # "longrope" re-derive the frequencies from each forward's longest sequence, "llama3" / "proportional" are not built
 ROPE_TYPES = ("default", "linear", "yarn")
+# The defaults of transformers' config classes for the fields the parser does not default itself, which a config.json
+# may leave out (configuration_qwen3_5.py Qwen3_5TextConfig, configuration_qwen3_5_moe.py Qwen3_5MoeTextConfig, which
+# has no intermediate_size, configuration_qwen3_next.py Qwen3NextConfig); they were a 'bad or missing field' refusal
+_LINEAR_DEFAULTS = {"num_attention_heads": 16, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+                    "linear_key_head_dim": 128, "linear_value_head_dim": 128}
+_TEXT_DEFAULTS = {
+    "qwen3_5": dict(_LINEAR_DEFAULTS, vocab_size=248320, hidden_size=4096, intermediate_size=12288,
+                    num_hidden_layers=32, num_key_value_heads=4),
+    "qwen3_5_moe": dict(_LINEAR_DEFAULTS, vocab_size=248320, hidden_size=2048, num_hidden_layers=40,
+                        num_key_value_heads=2),
+    "qwen3_next": dict(_LINEAR_DEFAULTS, vocab_size=151936, hidden_size=2048, intermediate_size=5632,
+                       num_hidden_layers=48, num_key_value_heads=2),
+}
 # rope_parameters keys that are no scaling parameters (mrope_*: equal t/h/w positions for text reduce to plain RoPE)
 _ROPE_BASE_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved")
 
@@ -200,6 +214,7 @@ def _rope_fields(text: dict) -> dict:
 
 
 def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
+    text = {**_TEXT_DEFAULTS[model_type.removesuffix("_text")], **text}
     num_layers = int(text["num_hidden_layers"])
     hidden = int(text["hidden_size"])
     heads = int(text["num_attention_heads"])
@@ -233,42 +248,11 @@ def _parse_text(model_type: str, raw: dict, text: dict) -> ModelConfig:
         attention_bias=bool(text.get("attention_bias", False)),
         eos_token_ids=list(dict.fromkeys(eos)),
         quant_method=str((raw.get("quantization_config") or {}).get("quant_method") or ""),
-        quant_formats=quant_formats_of(raw.get("quantization_config") or {}) + _sparsity_format(raw),
+        quant_formats=quant_formats_of(raw.get("quantization_config") or {}) + sparsity_format_of(raw),
         quant_online_transforms=online_transforms_of(raw.get("quantization_config") or {}),
         **_rope_fields(text),
         **_moe_fields(model_type, text),
     )
-
-
-def online_transforms_of(quant: dict) -> list:
-    """"group.location" of each rotation in compressed-tensors' transform_config (QuIP, SpinQuant) applied to the
-    activations at run time: every location but weight_input / weight_output, which are folded into the stored
-    weights (compressed_tensors transform_args.py TransformLocation.is_online)."""
-    transforms = quant.get("transform_config") if isinstance(quant, dict) else None
-    groups = transforms.get("config_groups") if isinstance(transforms, dict) else None
-    found = []
-    for name, scheme in (groups.items() if isinstance(groups, dict) else ()):
-        for args in (scheme.get("apply") or []) if isinstance(scheme, dict) else ():
-            location = args.get("location") if isinstance(args, dict) else None
-            if location not in ("weight_input", "weight_output"):
-                found.append(f"{name}.{location}")
-    return found
-
-
-def _sparsity_format(raw: dict) -> list:
-    """[compressed-tensors' sparsity_config.format] ("sparse-24-bitmask", "sparse-bitmask": 2:4 sparse weights stored
-    as values and bitmasks, which the loader refuses with the other formats it does not read), [] when dense / none."""
-    sparsity = (raw.get("quantization_config") or {}).get("sparsity_config")
-    fmt = sparsity.get("format") if isinstance(sparsity, dict) else None
-    return [str(fmt)] if fmt and fmt != "dense" else []
-
-
-def quant_formats_of(quant: dict) -> list:
-    """quantization_config's "format" and each config_groups entry's "format" (compressed-tensors names the format
-    per group under "mixed-precision"), in order, without repeats."""
-    groups = quant.get("config_groups") if isinstance(quant.get("config_groups"), dict) else {}
-    found = [quant.get("format")] + [g.get("format") for g in groups.values() if isinstance(g, dict)]
-    return list(dict.fromkeys(str(f) for f in found if f))
 
 
 def _moe_fields(model_type: str, text: dict) -> dict:

@@ -3,8 +3,8 @@ import json
 import os
 
 from worker.checkpoint_errors import MissingFileError, check_folder, check_not_lfs_pointer
-from worker.config import ModelConfig, quant_formats_of
-from worker.quant_config_shape import check_quantization_config
+from worker.config import ModelConfig
+from worker.quant_config_shape import check_quantization_config, quant_formats_of
 
 
 def _read_json(path: str, required: bool) -> dict:

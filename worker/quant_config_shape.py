@@ -1,5 +1,6 @@
 """Worker and scheduler processes: the JSON types of config.json's quantization_config, checked before the loader
-reads it (torch-free), so that a malformed one is refused in one line naming the field, as every other refusal is."""
+reads it (torch-free), so that a malformed one is refused in one line naming the field, as every other refusal is; and
+the formats and run-time transforms it names."""
 from worker.checkpoint_errors import UnsupportedModelError
 
 # quantization_config fields the loader reads (kernels/nvfp4/checkpoint.py read_quant_config) that list module names:
@@ -51,3 +52,34 @@ def check_quantization_config(quant, source: str, block: str = "quantization_con
     if problem is not None:
         key, expected, value = problem
         raise UnsupportedModelError(source, f"{block}.{key} must be {expected}, got {value!r}")
+
+
+def online_transforms_of(quant: dict) -> list:
+    """"group.location" of each rotation in compressed-tensors' transform_config (QuIP, SpinQuant) applied to the
+    activations at run time: every location but weight_input / weight_output, which are folded into the stored
+    weights (compressed_tensors transform_args.py TransformLocation.is_online)."""
+    transforms = quant.get("transform_config") if isinstance(quant, dict) else None
+    groups = transforms.get("config_groups") if isinstance(transforms, dict) else None
+    found = []
+    for name, scheme in (groups.items() if isinstance(groups, dict) else ()):
+        for args in (scheme.get("apply") or []) if isinstance(scheme, dict) else ():
+            location = args.get("location") if isinstance(args, dict) else None
+            if location not in ("weight_input", "weight_output"):
+                found.append(f"{name}.{location}")
+    return found
+
+
+def sparsity_format_of(raw: dict) -> list:
+    """[compressed-tensors' sparsity_config.format] ("sparse-24-bitmask", "sparse-bitmask": 2:4 sparse weights stored
+    as values and bitmasks, which the loader refuses with the other formats it does not read), [] when dense / none."""
+    sparsity = (raw.get("quantization_config") or {}).get("sparsity_config")
+    fmt = sparsity.get("format") if isinstance(sparsity, dict) else None
+    return [str(fmt)] if fmt and fmt != "dense" else []
+
+
+def quant_formats_of(quant: dict) -> list:
+    """quantization_config's "format" and each config_groups entry's "format" (compressed-tensors names the format
+    per group under "mixed-precision"), in order, without repeats."""
+    groups = quant.get("config_groups") if isinstance(quant.get("config_groups"), dict) else {}
+    found = [quant.get("format")] + [g.get("format") for g in groups.values() if isinstance(g, dict)]
+    return list(dict.fromkeys(str(f) for f in found if f))

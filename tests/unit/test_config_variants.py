@@ -153,3 +153,36 @@ def test_quantization_the_loader_does_not_read_is_refused_by_its_method(method, 
         json.dump(dict(BASE, quantization_config={"quant_method": method, "bits": 4, "group_size": 128}), f)
     with pytest.raises(UnsupportedModelError, match=f"quantization_config quant_method '{method}'"):
         load_model(str(tmp_path), progress=False)
+
+
+# the fields that were required (a KeyError, "bad or missing field") though transformers' config classes default them
+DEFAULTED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+             "num_key_value_heads", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+             "linear_value_head_dim", "head_dim", "linear_conv_kernel_dim", "layer_types", "rms_norm_eps",
+             "max_position_embeddings", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+             "shared_expert_intermediate_size")
+
+
+@pytest.mark.parametrize("config_cls, model_type", [
+    ("Qwen3_5TextConfig", "qwen3_5_text"), ("Qwen3_5MoeTextConfig", "qwen3_5_moe_text"),
+    ("Qwen3NextConfig", "qwen3_next"),
+])
+def test_config_json_of_a_model_type_alone_reads_as_transformers_defaults(config_cls, model_type):
+    """Every field left out takes its transformers default (configuration_qwen3_5.py, configuration_qwen3_5_moe.py,
+    configuration_qwen3_next.py); vocab_size, hidden_size, the head counts and the linear_* fields were refused."""
+    ours = ModelConfig.from_dict({"model_type": model_type})
+    hf = getattr(transformers, config_cls)()
+    for name in DEFAULTED:
+        # Qwen3_5MoeTextConfig has no intermediate_size (no dense MLP) and Qwen3_5TextConfig no experts
+        assert getattr(ours, name) == getattr(hf, name, 0), name
+
+
+def test_all_attention_checkpoint_without_linear_fields_gives_transformers_logits(tmp_path):
+    """An all-attention config.json that leaves out the linear_* fields (no GDN layer reads them) and
+    num_key_value_heads (transformers' default 4) loads as transformers loads it, instead of 'bad or missing field'."""
+    config = {k: v for k, v in BASE.items() if not k.startswith("linear_") and k not in ("num_key_value_heads",
+                                                                                         "full_attention_interval")}
+    config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
+    reference = _checkpoint(str(tmp_path), config)
+    assert reference.config.num_key_value_heads == 4
+    assert _max_rel_error(str(tmp_path), reference) < 1e-4

@@ -108,7 +108,8 @@ def test_config_errors_are_typed():
         ModelConfig.from_dict({"model_type": "gpt2"})
     with pytest.raises(UnsupportedModelError, match="text_config"):
         ModelConfig.from_dict({"model_type": "qwen3_5"})
-    with pytest.raises(UnsupportedModelError, match="hidden_size"):
-        ModelConfig.from_dict({k: v for k, v in _text_config().items() if k != "hidden_size"})
+    # a field left out takes transformers' default (test_config_variants.py); one of the wrong JSON type is refused
+    with pytest.raises(UnsupportedModelError, match="bad or missing field.*'wide'"):
+        ModelConfig.from_dict(_text_config(hidden_size="wide"))
     with pytest.raises(UnsupportedModelError, match="layer_types"):
         ModelConfig.from_dict(_text_config(layer_types=["linear_attention"]))
