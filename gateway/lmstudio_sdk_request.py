@@ -23,6 +23,10 @@ _SAMPLING_KEYS = {
     "llm.prediction.repeatPenalty": "repeat_penalty",
     "llm.prediction.stopStrings": "stop",
     "llm.prediction.seed": "seed",
+    # llama.cpp's XTC, as lmstudio-js sends it (llmPredictionConfigToKVConfig): read as llama.cpp's field is on
+    # /api/v0 (refused when on: no XTC sampler here).
+    "llm.prediction.llama.xtcProbability": "xtc_probability",
+    "llm.prediction.llama.xtcThreshold": "xtc_threshold",
 }
 # Keys that tune how LM Studio's own runtime runs (threads, draft model, context overflow, tool-call stop strings):
 # nothing here reads them, as LM Studio ignores the ones its engine lacks.
@@ -30,7 +34,7 @@ _SAMPLING_KEYS = {
 _COMPLETE_TEMPLATE = "{%formessageinmessages%}{{message['content']}}{%endfor%}"
 _IGNORED_PREFIXES = ("llm.prediction.llama.", "llm.prediction.speculativeDecoding.", "llm.prediction.mlx.")
 _IGNORED_KEYS = {"llm.prediction.contextOverflowPolicy", "llm.prediction.toolCallStopStrings",
-                 "llm.prediction.reasoning.parsing", "llm.prediction.promptTemplate"}
+                 "llm.prediction.reasoning.parsing", "llm.prediction.promptTemplate", "llm.prediction.toolNaming"}
 
 
 def config_fields(stack: Any) -> dict:
@@ -137,6 +141,11 @@ def chat_body(param: Any, model: str, fields: Optional[dict] = None) -> dict:
                 body["chat_template_kwargs"] = {"enable_thinking": False}
         elif key == "llm.prediction.tools":
             body.update(_tools(value))
+        elif key == "llm.prediction.logProbs":
+            # Its fragments have no place for logprobs: unchecked (lmstudio-js's default) is no request.
+            if _unchecked(value)[0] and _unchecked(value)[1]:
+                raise InvalidRequest("llm.prediction.logProbs: the SDK's fragments carry no logprobs here",
+                                     param=key)
         elif key not in _IGNORED_KEYS and not key.startswith(_IGNORED_PREFIXES):
             raise InvalidRequest(f"unsupported prediction config field {key!r}", param=key)
     return body

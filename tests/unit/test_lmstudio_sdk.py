@@ -177,11 +177,26 @@ async def test_cancel_ends_with_user_stopped(fake):
     (_predict([{"key": "llm.prediction.promptTemplate", "value": {"type": "jinja", "jinjaPromptTemplate": {
         "template": "{{ messages }}"}}}]), "llm.prediction.promptTemplate"),
     (_predict(messages=[{"role": "user", "content": [{"type": "file", "fileType": "image"}]}]), "image"),
-], ids=["another-model", "custom-template", "image"])
+    (_predict([{"key": "llm.prediction.llama.xtcProbability", "value": {"checked": True, "value": 0.5}}]), "XTC"),
+    (_predict([{"key": "llm.prediction.logProbs", "value": {"checked": True, "value": 3}}]), "logProbs"),
+], ids=["another-model", "custom-template", "image", "xtc-on", "logprobs-on"])
 async def test_refusals_are_channel_errors(fake, create, words):
     client, _ = fake
     messages = await _channel(await _session(client), create)
     assert messages[-1]["type"] == "channelError" and words in orjson.dumps(messages[-1]["error"]).decode()
+
+
+async def test_lmstudio_js_default_fields_are_served(fake):
+    """lmstudio-js writes these for any respond() (llmPredictionConfigToKVConfig): unchecked checkboxes, its tool
+    naming, llama.cpp's thread count; none of them is a refusal."""
+    client, _ = fake
+    fields = [{"key": "llm.prediction.llama.xtcProbability", "value": {"checked": False, "value": 0}},
+              {"key": "llm.prediction.logProbs", "value": {"checked": False, "value": 0}},
+              {"key": "llm.prediction.toolNaming", "value": "passThrough"},
+              {"key": "llm.prediction.llama.cpuThreads", "value": 4},
+              {"key": "llm.prediction.maxPredictedTokens", "value": {"checked": False, "value": 1}}]
+    messages = await _channel(await _session(client), _predict(fields))
+    assert [m["type"] for m in messages[-2:]] == ["success", "channelClose"]
 
 
 async def test_get_or_load_of_the_served_model(fake):
