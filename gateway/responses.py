@@ -116,11 +116,21 @@ class ResponsesRoutes:
         except ApiError:
             self.stored.settle(live, keep=False)
             raise
-        live.log = EventLog()
-        live.task = asyncio.create_task(self._run_background(live))
+        except asyncio.CancelledError:
+            # Its client left during that moment: the response runs on, as it does when its client leaves later (a
+            # request_id named its id beforehand). Left unstarted it was held in_progress for ever and its generation
+            # never closed (requests_in_flight stayed 1, no one read its tokens).
+            self._start_background(live)
+            raise
+        self._start_background(live)
         if live.run.plan.chat.stream:
             return await replay(request, live.log, -1, self.config.sse_keepalive_s)
         return json_response(live.response())
+
+    def _start_background(self, live: Live) -> None:
+        """Runs a background response to its end in a task of its own, which keeps its events (live.log)."""
+        live.log = EventLog()
+        live.task = asyncio.create_task(self._run_background(live))
 
     async def _run_background(self, live: Live) -> None:
         try:

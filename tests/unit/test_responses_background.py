@@ -116,3 +116,27 @@ async def test_the_openai_sdk_reads_back_deletes_and_cancels(stack):
     assert queued.status in ("queued", "in_progress")
     assert (await sdk.responses.cancel(queued.id)).status == "cancelled"
     await sdk.close()
+
+
+async def test_a_background_response_whose_client_left_before_the_answer_runs_to_its_end(stack):
+    """The create waits a moment for the scheduler's admission before it answers; a client that left during it (a
+    short timeout) left the response held in_progress for ever, its generation never read nor closed
+    (sparkinfer_gateway_requests_in_flight stayed 1). It runs on, as when its client leaves later, and is kept under
+    the id its request_id named."""
+    from gateway import metrics
+
+    client, fake = stack
+    fake.script.say_admitted, fake.script.first_delay_s = False, {0: 0.5}
+    in_flight = metrics.REQUESTS_IN_FLIGHT._value.get()
+    body = {"model": "fake-model", **NO_THINK, "input": "hi", "background": True, "request_id": "resp_left_early"}
+    create = asyncio.create_task(client.post("/v1/responses", json=body))
+    for _ in range(500):    # the create waits for its admission now (the scheduler has its call)
+        if fake.script.requests:
+            break
+        await asyncio.sleep(0.01)
+    create.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await create
+    read = await poll(client, "resp_left_early")
+    assert read["status"] == "completed" and read["output"][0]["content"][0]["text"] == "Hello world"
+    assert metrics.REQUESTS_IN_FLIGHT._value.get() == in_flight
