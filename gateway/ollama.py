@@ -139,8 +139,10 @@ class OllamaRoutes:
 
     @ollama_errors
     async def tags(self, request: web.Request) -> web.Response:
-        """GET /api/tags: {"models": [the served model as Ollama lists it]}."""
-        return json_response({"models": [tags_entry(await self.engine.card(), await self.engine.served_name())]})
+        """GET /api/tags: {"models": [the served model as Ollama lists it]}, once for each served name, as Ollama
+        lists the names `ollama cp` gave one model (each its own entry, the same digest and size)."""
+        card, name = await self.engine.card(), await self.engine.served_name()
+        return json_response({"models": [tags_entry(card, served) for served in (name, *card.served_aliases)]})
 
     @ollama_errors
     async def ps(self, request: web.Request) -> web.Response:

@@ -24,8 +24,9 @@ def tag_name(served_name: str) -> str:
 
 
 def model_names(card: ModelCard, served_name: str) -> set:
-    """The names this server answers to: the served name, the checkpoint's model id and "default"."""
-    return {served_name, card.model_id, "default"}
+    """The names this server answers to: the served name and its aliases (SPARKINFER_SERVED_MODEL_NAME's names after
+    the first, which /v1 takes too), the checkpoint's model id and "default"."""
+    return {served_name, *card.served_aliases, card.model_id, "default"}
 
 
 def reference(raw: str) -> str:
