@@ -177,6 +177,10 @@ class LMStudioSdkRoutes:
     async def websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One SDK session: the auth message first, then RPCs and channels until the client closes."""
         ws = web.WebSocketResponse(heartbeat=self.config.sse_keepalive_s or None, max_msg_size=64 * 2 ** 20)
+        if not ws.can_prepare(request).ok:
+            # A plain GET got aiohttp's own 400 ('No WebSocket UPGRADE hdr'), typed server_error.
+            raise InvalidRequest(f"{request.path} is LM Studio's SDK websocket (lmstudio-python, lmstudio-js): connect "
+                                 "with a websocket upgrade")
         await ws.prepare(request)
         session = SdkSession(self.engine, request.path.strip("/"), ws)
         authed = False

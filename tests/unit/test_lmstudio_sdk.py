@@ -199,6 +199,13 @@ async def test_lmstudio_js_default_fields_are_served(fake):
     assert [m["type"] for m in messages[-2:]] == ["success", "channelClose"]
 
 
+async def test_a_plain_get_of_a_namespace_says_what_it_is(fake):
+    client, _ = fake
+    response = await client.get("/llm")
+    error = (await response.json())["error"]
+    assert (response.status, error["type"]) == (400, "invalid_request_error") and "websocket" in error["message"]
+
+
 async def test_get_or_load_of_the_served_model(fake):
     client, _ = fake
     create = {"type": "channelCreate", "endpoint": "getOrLoad", "channelId": 1,
