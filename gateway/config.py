@@ -19,6 +19,7 @@ class GatewayConfig:
     sse_keepalive_s: float = 15.0
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
+    skip_model_name_validation: bool = False  # vLLM's switch: any request's model names the served model
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     body_timeout_s: float = 60.0              # a request's whole body must arrive within this (408 past it)
     keep_alive_timeout_s: float = 75.0        # an idle connection (no request yet, or between two) is closed after it
@@ -144,6 +145,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          keep_alive_timeout_s=args.keep_alive_timeout_seconds,
                          api_key=args.api_key,
                          served_model_name=args.served_model_name,
+                         skip_model_name_validation=args.skip_model_name_validation,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
                          drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
@@ -191,6 +193,12 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
     parser.add_argument("--served-model-name", default=_env("SPARKINFER_SERVED_MODEL_NAME", None),
                         help="model id shown to clients, or several separated by commas or blanks, the first shown, "
                              "each accepted (SPARKINFER_SERVED_MODEL_NAME; default: the scheduler's)")
+    parser.add_argument("--skip-model-name-validation", action="store_true",
+                        default=env_switch(parser, "SPARKINFER_SKIP_MODEL_NAME_VALIDATION",
+                                           d.skip_model_name_validation),
+                        help="take any request's model as the served model, as vLLM's "
+                             "VLLM_SKIP_MODEL_NAME_VALIDATION (off: an unknown name is a 404) "
+                             "(SPARKINFER_SKIP_MODEL_NAME_VALIDATION)")
 
 
 def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:

@@ -65,6 +65,7 @@ class ModelCard:
     tool_template_source: str = ""   # tokenizer_config.json's named "tool_use" template, for requests with tools
     model_path: str = ""             # the checkpoint folder as given to the scheduler (vLLM's default served name)
     served_aliases: tuple = ()       # the served names after the first (SPARKINFER_SERVED_MODEL_NAME), set by Engine
+    any_model_name: bool = False     # SPARKINFER_SKIP_MODEL_NAME_VALIDATION: any request's model is this one
 
     def __post_init__(self):
         self.template = compile_template(self.chat_template_source) if self.chat_template_source else None

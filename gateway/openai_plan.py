@@ -61,8 +61,9 @@ def served(requested: str, card: ModelCard, served_name: str) -> bool:
 
 def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> None:
     """404 unless the name is one the served model answers to (served); a missing or empty name means the served
-    model (vLLM's _is_model_supported accepts an empty name too)."""
-    if not requested or served(requested, card, served_name):
+    model (vLLM's _is_model_supported accepts an empty name too), and with SPARKINFER_SKIP_MODEL_NAME_VALIDATION any
+    name does (vLLM's VLLM_SKIP_MODEL_NAME_VALIDATION, vllm-project/vllm#34676)."""
+    if not requested or card.any_model_name or served(requested, card, served_name):
         return
     raise NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
                    f"(also reachable as 'default').", param="model")

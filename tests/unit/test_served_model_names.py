@@ -36,3 +36,21 @@ async def test_models_lists_each_name_and_health_the_first():
         response = await client.post("/v1/chat/completions", json={"model": "gpt-5", **CHAT})
         assert response.status == 404
         assert "'qwen-prod'" in (await response.json())["error"]["message"]
+
+
+@pytest.mark.parametrize("path, body", [("/v1/chat/completions", CHAT), ("/v1/completions", {"prompt": "hi"}),
+                                        ("/v1/responses", {"input": "hi", "max_output_tokens": 2}),
+                                        ("/v1/messages", {**CHAT, "max_tokens": 2})],
+                         ids=["chat", "completions", "responses", "anthropic"])
+async def test_skip_model_name_validation_takes_any_name(path, body):
+    # vllm-project/vllm#34676 (VLLM_SKIP_MODEL_NAME_VALIDATION): Claude Code calls its small model (haiku) and others
+    # beside the main one, and proxies rename models; with the switch on any name is the served model. Without it,
+    # {model: "claude-3-5-haiku-20241022"} stays the 404 model_not_found.
+    async with fake_gateway(FakeServing(build_tokenizer()), skip_model_name_validation=True) as (client, _):
+        response = await client.post(path, json={"model": "claude-3-5-haiku-20241022", **body},
+                                     headers={"anthropic-version": "2023-06-01"} if path == "/v1/messages" else {})
+        assert response.status == 200, await response.text()
+        assert (await response.json())["model"] == "fake-model"
+    async with fake_gateway(FakeServing(build_tokenizer())) as (client, _):
+        response = await client.post("/v1/chat/completions", json={**CHAT, "model": "claude-3-5-haiku-20241022"})
+        assert response.status == 404
