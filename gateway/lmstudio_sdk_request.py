@@ -51,9 +51,13 @@ def config_fields(stack: Any) -> dict:
 
 
 def _unchecked(value: Any) -> tuple[bool, Any]:
-    """(set, value) of a field, a checkbox one ({"checked", "value"}) read as the SDK writes it."""
+    """(set, value) of a field, a checkbox one ({"checked", "value"}) read as the SDK writes it. A checkbox's value
+    false is the setting switched off: lmstudio-js writes maxTokens: false as {"checked": false, ...}
+    (maybeFalseNumberToCheckboxNumeric), lmstudio-python as {"checked": true, "value": false} (_kv_config.py
+    CheckboxField), both meaning no limit, no top-p, no repeat penalty."""
     if isinstance(value, dict) and "checked" in value:
-        return bool(value.get("checked")), value.get("value")
+        inner = value.get("value")
+        return bool(value.get("checked")) and inner is not False, inner
     return True, value
 
 

@@ -116,6 +116,20 @@ async def test_a_structured_prediction_does_not_think(fake):
     assert prompt.endswith("<think>\n\n</think>\n\n")
 
 
+@pytest.mark.parametrize("key", ["maxPredictedTokens", "topPSampling", "repeatPenalty", "minPSampling"])
+async def test_a_checkbox_set_to_false_is_off(fake, key):
+    """lmstudio-python writes respond(config={"maxTokens": False}) as {"checked": true, "value": false}
+    (_kv_config.py CheckboxField): the setting off (no limit, no top-p, ...), as lmstudio-js writes it unchecked. It was
+    a channelError ('max_tokens must be at least 1, got 0', 'top_p: 0.0 is less than or equal to the minimum of 0',
+    'repeat_penalty must be a number in (0, 10], got false')."""
+    client, serving = fake
+    field = {"key": f"llm.prediction.{key}", "value": {"checked": True, "value": False}}
+    messages = await _channel(await _session(client), _predict([field]))
+    assert [m["type"] for m in messages[-2:]] == ["success", "channelClose"], messages[-1]
+    sampling = serving.script.requests[-1].sampling
+    assert (sampling.top_p, round(sampling.repetition_penalty, 3)) == (1.0, 1.0)
+
+
 async def test_complete_reads_the_prompt_raw(fake):
     """complete() sends its prompt as a user message with the SDK's complete-mode template: no chat template."""
     client, serving = fake
