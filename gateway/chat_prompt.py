@@ -7,7 +7,7 @@ from typing import Optional
 
 import jinja2
 
-from gateway.chat import compile_template, fold_thinking_parts, protect_strings, render_chat
+from gateway.chat import TemplateError, compile_template, fold_thinking_parts, protect_strings, render_chat
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.llama_cpp_clients import speaks_llama_cpp
 from gateway.model import ModelCard
@@ -145,11 +145,24 @@ def _mark_end(message: dict) -> dict:
 
 def render_template(template, messages: list, tools, add: bool, card: ModelCard, kwargs: dict, body: dict) -> str:
     """The prompt text; the control tokens in the messages, tools, documents and template variables (not the
-    tokenizer's special tokens the server adds) marked to stay text, as transformers' sanitize_control_tokens."""
+    tokenizer's special tokens the server adds) marked to stay text, as transformers' sanitize_control_tokens.
+
+    A conversation the template refuses whose system or developer messages could be folded (several, one after the
+    first, a developer role) is rendered again with them folded into one leading system message (one_system_message),
+    as /api/chat, /v1/responses and /v1/messages send them: the Qwen3.5 templates take one system message, first,
+    and no developer role ('System message must be at the beginning.', vllm#41114), and OpenCode, Hermes Agent, pi
+    and Codex send more (opencode#15059 and #45055, oh-my-pi#958), which vLLM and SGLang answer with that 400. A
+    template that takes them where they stand renders them there, as transformers does."""
     protect = card.protect_text
+    variables = dict(card.special_tokens, **protect_strings(kwargs, protect))
     try:
-        return render_chat(template, messages, protect, tools=tools, add_generation_prompt=add,
-                           **card.special_tokens, **protect_strings(kwargs, protect))
+        try:
+            return render_chat(template, messages, protect, tools=tools, add_generation_prompt=add, **variables)
+        except TemplateError:
+            folded = one_system_message(messages)
+            if folded is messages:
+                raise
+            return render_chat(template, folded, protect, tools=tools, add_generation_prompt=add, **variables)
     except InvalidRequest as exc:
         if body.get("chat_template"):
             raise InvalidRequest(f"chat_template: {exc.message}", param="chat_template") from exc
@@ -226,12 +239,13 @@ def text_string_parts(body):
 
 def one_system_message(messages: list) -> list:
     """Every system (and developer) message folded into one leading system message, as Ollama's Qwen3.5/3.8
-    renderer does (normalizeQwen38Messages) and vLLM's Anthropic layer folds them: their trimmed texts joined by a
-    blank line, the other messages in order. The Qwen3.5 / 3.8 templates refuse a system or developer message that is
-    not first ('System message must be at the beginning'), so clients that send several (Codex's per-turn developer
-    instructions, Ollama clients) got a 400."""
+    renderer does (normalizeQwen38Messages) and vLLM's Anthropic layer folds them: their trimmed texts (a list's text
+    parts side by side) joined by a blank line, the other messages in order; `messages` itself when there is nothing to
+    fold. The Qwen3.5 / 3.8 templates refuse a system or developer message that is not first ('System message must be
+    at the beginning'), so clients that send several (Codex's per-turn developer instructions, Ollama clients) got a
+    400."""
     instructions = [m for m in messages if m["role"] in _INSTRUCTION_ROLES]
     if not instructions or (len(instructions) == 1 and messages[0]["role"] == "system"):
         return messages
-    text = "\n\n".join(m["content"].strip() for m in instructions if m["content"].strip())
+    text = "\n\n".join(_text_of(m).strip() for m in instructions if _text_of(m).strip())
     return [{"role": "system", "content": text}] + [m for m in messages if m["role"] not in _INSTRUCTION_ROLES]

@@ -46,10 +46,10 @@ def _cuts(text: str) -> list:
 
 
 def _content(rng: random.Random, allow_null: bool = False):
-    """A message's content: a string, a list of text parts (a text split over several), or null."""
+    """A message's content: a string, a list of text parts (a text split over several), or null or no parts."""
     roll = rng.random()
     if allow_null and roll < 0.15:
-        return None
+        return None if roll < 0.1 else []
     if roll < 0.35:
         text = _text(rng) or "x"
         cut = rng.choice(_cuts(text))
@@ -94,6 +94,8 @@ def _assistant(rng: random.Random, names: list, turn: int, with_calls: bool) -> 
         message["content"] = f"<think>\n{rng.choice(REASONING)}\n</think>\n\n{message['content']}"
     if with_calls:
         message["tool_calls"] = _tool_calls(rng, names, turn)
+        if message["content"] is None and rng.random() < 0.5:
+            del message["content"]   # (optional beside tool calls in OpenAI's schema)
     return message
 
 

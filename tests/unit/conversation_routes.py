@@ -113,7 +113,7 @@ def _anthropic_turn(message: dict, turns: list, expected: list) -> bool:
         blocks, reasoning = [], _reasoning(message)
         if reasoning:
             blocks.append({"type": "thinking", "thinking": reasoning, "signature": "sig"})
-        text = _text(message["content"])
+        text = _text(message.get("content"))
         if text:
             blocks.append({"type": "text", "text": text})
         calls = [_openai_call(call) for call in message.get("tool_calls") or []]
@@ -147,11 +147,11 @@ def responses(messages: list, fields: dict):
         item = _responses_items(message, body["input"], expected)
         if item is False:
             return None
-    return "/v1/responses", body, _one_system(expected), expected_fields
+    return "/v1/responses", body, one_system(expected), expected_fields
 
 
 def _responses_items(message: dict, items: list, expected: list):
-    role, content = message["role"], message["content"]
+    role, content = message["role"], message.get("content")
     if role in ("system", "developer", "user"):
         parts = [{"type": "input_text", "text": p["text"]} for p in content] if isinstance(content, list) else content
         items.append({"role": role, "content": parts})
@@ -196,7 +196,7 @@ def ollama(messages: list, fields: dict):
     expected = []
     for message in messages:
         role = "system" if message["role"] == "developer" else message["role"]
-        turn = {"role": role, "content": _text(message["content"])}
+        turn = {"role": role, "content": _text(message.get("content"))}
         out = dict(turn)
         if role == "assistant":
             # thinking is `omitempty` in Ollama's api.Message: an empty one is none.
@@ -209,16 +209,17 @@ def ollama(messages: list, fields: dict):
             turn["tool_name"] = out["name"] = message["name"]
         body["messages"].append(turn)
         expected.append(out)
-    return "/api/chat", body, _one_system(expected), expected_fields
+    return "/api/chat", body, one_system(expected), expected_fields
 
 
-def _one_system(messages: list) -> list:
-    """Ollama's fold of every system message into the first (their trimmed texts joined by a blank line)."""
-    systems = [m for m in messages if m["role"] == "system"]
+def one_system(messages: list) -> list:
+    """Every system and developer message folded into one leading system message (their trimmed texts joined by a
+    blank line), as Ollama's Qwen3.5 renderer folds them; the messages themselves when there is nothing to fold."""
+    systems = [m for m in messages if m["role"] in ("system", "developer")]
     if not systems or (len(systems) == 1 and messages[0]["role"] == "system"):
         return messages
-    text = "\n\n".join(_text(m["content"]).strip() for m in systems if _text(m["content"]).strip())
-    return [{"role": "system", "content": text}] + [m for m in messages if m["role"] != "system"]
+    text = "\n\n".join(_text(m.get("content")).strip() for m in systems if _text(m.get("content")).strip())
+    return [{"role": "system", "content": text}] + [m for m in messages if m["role"] not in ("system", "developer")]
 
 
 def _one_turn(messages: list, fields: dict):
