@@ -14,6 +14,9 @@ POST /v1/requests/cancel {"request_ids"}: {"status": "cancelled", "cancelled_req
 POST /abort_requests {"request_ids"} (optional): the same; without ids, every request that can be cancelled by id.
 POST /abort_request {"rid", "abort_all", "prefix"} (SGLang): the request with that rid (a /generate batch's whole rid
 too), every one whose rid starts with it with prefix (SGLang PR #30912), all with abort_all; an empty 200.
+POST /v1/internal/stop-generation (text-generation-webui's, extensions/openai/script.py: stop_everything_event, then
+the JSON string "OK"): every running /v1/completions and /v1/chat/completions request, the routes its API serves. It
+was a 404, which its clients (ComfyUI text-generation nodes, chat bots' "cancel" buttons) raise for.
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ class CancelRoutes:
         app.router.add_delete("/v1/requests/{request_id}", self.cancel_one)
         app.router.add_post("/abort_requests", self.abort_requests)
         app.router.add_post("/abort_request", self.abort_request)
+        app.router.add_post("/v1/internal/stop-generation", self.stop_generation)
 
     async def cancel_one(self, request: web.Request) -> web.Response:
         """POST /v1/requests/{id}/cancel and DELETE /v1/requests/{id}: the request's running choices end "abort"; 404
@@ -95,6 +99,12 @@ class CancelRoutes:
         elif rid:
             self.engine.cancel(lambda cancel_id: cancel_id == rid)
         return web.Response(status=200)
+
+    async def stop_generation(self, request: web.Request) -> web.Response:
+        """POST /v1/internal/stop-generation (text-generation-webui): the running completions and chat completions end
+        "abort" with the text they had, as its stop_everything_event ends its generation; "OK"."""
+        self.engine.cancel(lambda cancel_id: cancel_id.startswith(("cmpl-", "chatcmpl-")))
+        return json_response("OK")
 
     def _cancelled(self, wanted) -> web.Response:
         done = list(dict.fromkeys(self.engine.cancel(wanted)))

@@ -27,7 +27,9 @@ LLAMA_CPP = {"/apply-template", "/completion", "/completions", "/embedding", "/e
 # (vllm/entrypoints/serve/cancel/api_router.py: `with contextlib.suppress(Exception): body = await raw_request.json()`).
 BODILESS = {"/ping", "/flush_cache", "/reset_prefix_cache", "/abort_requests",
             # KoboldCpp's abort reads a genkey only from a body that parses (koboldcpp.py), SillyTavern posts none.
-            "/api/extra/abort"}
+            "/api/extra/abort",
+            # text-generation-webui's stop-generation reads no body (extensions/openai/script.py).
+            "/v1/internal/stop-generation"}
 JSON = "application/json"
 # Bodies no route can read as its JSON object: a 4xx on every route that reads one.
 UNREADABLE = {
