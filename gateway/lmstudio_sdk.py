@@ -27,6 +27,7 @@ from gateway.lmstudio_sdk_predict import PredictRun, start_prediction
 from gateway.lmstudio_sdk_request import chat_body
 from gateway.offload import run_cpu
 from gateway.openai_routes import rendered_messages
+from gateway.route_hints import WEBSOCKET_ROUTE
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,8 @@ class LMStudioSdkRoutes:
         """Adds the greeting probe and one websocket route per SDK namespace."""
         app.router.add_get("/lmstudio-greeting", self.greeting)
         for namespace in NAMESPACES:
-            app.router.add_get(f"/{namespace}", self.websocket)
+            # Named WEBSOCKET_ROUTE...: a plain HTTP request is never one of these (gateway/route_hints.py).
+            app.router.add_get(f"/{namespace}", self.websocket, name=f"{WEBSOCKET_ROUTE}lmstudio-{namespace}")
 
     async def greeting(self, request: web.Request) -> web.Response:
         """The SDK's probe: {"lmstudio": true} (lmstudio-python json_api.py _check_probe_response)."""

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
+# The name prefix of a route that takes websocket upgrades only (LM Studio's SDK namespaces: /llm, /files, ...).
+WEBSOCKET_ROUTE = "ws:"
 
-def _plain_paths(app: web.Application) -> set:
-    """The paths the app's routes serve as they are (none with a {variable}; not "/", which every path ends in)."""
-    paths = {resource.canonical for resource in app.router.resources()}
+
+def _plain_paths(app: web.Application, websocket: bool) -> set:
+    """The paths the app's routes serve as they are (none with a {variable}; not "/", which every path ends in), the
+    websocket routes only for a websocket upgrade: LM Studio's SDK namespace /files made an Anthropic or OpenAI SDK's
+    GET /v1/files (their files API, which this server lacks) a 404 telling the user to drop the /v1 of a right base
+    URL."""
+    paths = {resource.canonical for resource in app.router.resources()
+             if websocket or not (resource.name or "").startswith(WEBSOCKET_ROUTE)}
     return {path for path in paths if "{" not in path and path != "/"}
 
 
@@ -33,7 +40,7 @@ def base_url_hint(request: web.Request) -> str:
     hint = doubled_v1_hint(path)
     if hint or not path.startswith("/"):
         return hint
-    routes = _plain_paths(request.app)
+    routes = _plain_paths(request.app, request.headers.get("Upgrade", "").lower() == "websocket")
     # Empty segments (a %2F the router did not split on) say nothing of the base URL: a path that is a route
     # without them gets no hint.
     segments = [part for part in path.split("/") if part]

@@ -38,3 +38,14 @@ async def test_a_path_that_ends_in_no_route_is_a_bare_404(stack, path):
     body = await response.json()
     message = body["error"] if isinstance(body["error"], str) else body["error"]["message"]
     assert (response.status, message) == (404, f"no route {path}")
+
+
+@pytest.mark.parametrize("path", ["/v1/files", "/v1/files/", "/v1/system", "/v1/llm"])
+async def test_the_sdk_websocket_routes_give_no_hint_to_a_plain_request(stack, path):
+    """LM Studio's SDK namespaces (/files, /system, /llm: websocket upgrades only) made the OpenAI and Anthropic SDKs'
+    GET /v1/files, their files API, a 404 saying to give the client the address without /v1 (a base URL that was
+    right, and that breaks every other call); tests/unit/test_anthropic_models.py's 404 case failed on it."""
+    client, _ = stack
+    response = await client.get(path)
+    body = await response.json()
+    assert (response.status, body["error"]["message"]) == (404, f"no route {path}")
