@@ -5,8 +5,9 @@ The SDK probes GET /lmstudio-greeting for {"lmstudio": true}, then opens a webso
 clientPasskey} -> {success: true}) and multiplexes `rpcCall` ({endpoint, callId, parameter} -> rpcResult /
 rpcError) and channels (`channelCreate` {endpoint, channelId, creationParameter} -> channelSend messages, then
 channelClose; channelError on failure; the client's channelSend {type: cancel} stops a prediction). Served: the
-model's info, load config, tokenize / countTokens, applyPromptTemplate, get-or-load of the served model, unload (as /api/v1's), and
-`predict` (gateway.lmstudio_sdk_predict); the download and file APIs are an rpcError naming the endpoint.
+model's info, load config, tokenize / countTokens, applyPromptTemplate, get-or-load and load of the served model,
+unload (as /api/v1's), and `predict` (gateway.lmstudio_sdk_predict); the download and file APIs are an rpcError
+naming the endpoint.
 """
 from __future__ import annotations
 
@@ -120,13 +121,8 @@ class SdkSession:
         try:
             if endpoint == "predict":
                 await self.predict(channel_id, param)
-            elif endpoint == "getOrLoad" and self.namespace == "llm":
-                card, name = await self.engine.card(), await self.engine.served_name()
-                self._check({"type": "query", "query": {"identifier": (param or {}).get("identifier")}}, card, name)
-                await self.engine.check_loaded()
-                self.engine.load_state.touch(None)
-                await self.send({"type": "channelSend", "channelId": channel_id,
-                                 "message": {"type": "alreadyLoaded", "info": instance_info(card, name)}})
+            elif endpoint in ("getOrLoad", "loadModel") and self.namespace == "llm":
+                await self.load(channel_id, endpoint, param if isinstance(param, dict) else {})
             else:
                 raise NotFound(f"the LM Studio SDK channel {self.namespace}.{endpoint} is not served here: the "
                                "model is fixed when the server starts")
@@ -137,6 +133,22 @@ class SdkSession:
             if not isinstance(exc, ApiError):
                 log.exception("LM Studio SDK channel %s failed", endpoint)
             await self.send({"type": "channelError", "channelId": channel_id, "error": _error(exc)})
+
+    async def load(self, channel_id, endpoint: str, param: dict) -> None:
+        """getOrLoad (lms.llm(key)) and loadModel (load_new_instance) of the served model: the instance in memory,
+        as POST /api/v1/models/load answers for it, listed loaded again after an unload; a loadModel naming another
+        instance identifier, or another model, is the channel's error (the model is fixed at start)."""
+        card, name = await self.engine.card(), await self.engine.served_name()
+        key = param.get("identifier") if endpoint == "getOrLoad" else param.get("modelKey")
+        self._check({"type": "query", "query": {"identifier": key}}, card, name)
+        if endpoint == "loadModel" and param.get("identifier") not in (None, name):
+            raise InvalidRequest(f"a new instance '{param['identifier']}' cannot be loaded: this server runs one "
+                                 f"instance of '{name}', fixed at start", param="identifier")
+        await self.engine.check_loaded()
+        self.engine.load_state.touch(None)
+        kind = "alreadyLoaded" if endpoint == "getOrLoad" else "success"
+        await self.send({"type": "channelSend", "channelId": channel_id,
+                         "message": {"type": kind, "info": instance_info(card, name)}})
 
     async def predict(self, channel_id, param) -> None:
         """The predict channel: fragments, tool calls and `success` (gateway.lmstudio_sdk_predict)."""

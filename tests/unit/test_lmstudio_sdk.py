@@ -220,10 +220,15 @@ async def test_a_plain_get_of_a_namespace_says_what_it_is(fake):
     assert (response.status, error["type"]) == (400, "invalid_request_error") and "websocket" in error["message"]
 
 
-async def test_get_or_load_of_the_served_model(fake):
+@pytest.mark.parametrize("endpoint, param, answer", [
+    ("getOrLoad", {"identifier": "fake-model"}, "alreadyLoaded"),
+    ("loadModel", {"modelKey": "fake-model", "identifier": None, "loadConfigStack": {"layers": []}}, "success"),
+], ids=["get-or-load", "load-new-instance"])
+async def test_loading_the_served_model(fake, endpoint, param, answer):
+    """lms.llm(key) (getOrLoad) and load_new_instance(key) (loadModel) of the served model answer its instance, as
+    POST /api/v1/models/load does; loadModel was the channel's error."""
     client, _ = fake
-    create = {"type": "channelCreate", "endpoint": "getOrLoad", "channelId": 1,
-              "creationParameter": {"identifier": "fake-model"}}
+    create = {"type": "channelCreate", "endpoint": endpoint, "channelId": 1, "creationParameter": param}
     messages = await _channel(await _session(client), create)
-    assert messages[0]["type"] == "alreadyLoaded" and messages[0]["info"]["identifier"] == "fake-model"
+    assert messages[0]["type"] == answer and messages[0]["info"]["identifier"] == "fake-model"
     assert messages[-1]["type"] == "channelClose"
