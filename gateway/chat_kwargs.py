@@ -2,20 +2,19 @@
 switches), as /v1/chat/completions and /v1/tokenize render them."""
 from __future__ import annotations
 
+from gateway.config import SERVER_TEMPLATE_VARIABLES
 from gateway.errors import InvalidRequest
 from gateway.model import ModelCard
 
 # Efforts the template has no tier for, read as the nearest one (as Ollama's /v1 clamps them).
 _EFFORT_ALIASES = {"minimal": "low", "max": "xhigh", "ultra": "xhigh"}
-# Template variables render_chat sets from the request's own fields.
-_SET_BY_SERVER = ("messages", "tools", "add_generation_prompt")
 
 
 def template_kwargs(body: dict, card: ModelCard) -> dict:
     """chat_template_kwargs plus the thinking switches; 400 for a variable the server passes to the template itself
     (messages, tools, add_generation_prompt, the tokenizer's special tokens): a second value was a 500."""
     kwargs = dict(body.get("chat_template_kwargs") or {})
-    taken = next((key for key in kwargs if key in _SET_BY_SERVER or key in card.special_tokens), None)
+    taken = next((key for key in kwargs if key in SERVER_TEMPLATE_VARIABLES or key in card.special_tokens), None)
     if taken is not None:
         raise InvalidRequest(f"chat_template_kwargs.{taken} cannot be set: the server passes '{taken}' to the chat "
                              f"template itself (from the request's messages, tools and add_generation_prompt and the "
@@ -37,6 +36,10 @@ def template_kwargs(body: dict, card: ModelCard) -> dict:
     # thinks only when asked (Gemma 4's, a request's chat_template) was made to think.
     if effort is not None:
         kwargs.setdefault("enable_thinking", effort != "none")
+    for key, value in card.default_template_kwargs.items():
+        # The server's defaults (vLLM's --default-chat-template-kwargs) sit under everything the request set or
+        # implied, as vLLM's ChatParams.with_defaults: a request's reasoning_effort still turns thinking on.
+        kwargs.setdefault(key, value)
     if body.get("documents") is not None:
         # vLLM's build_chat_params hands documents to the template (RAG templates render them; Qwen's ignores them).
         kwargs["documents"] = body["documents"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -20,6 +21,7 @@ class GatewayConfig:
     api_key: Optional[str] = None
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
     skip_model_name_validation: bool = False  # vLLM's switch: any request's model names the served model
+    default_chat_template_kwargs: Optional[dict] = None  # vLLM's: template variables under each request's own
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     body_timeout_s: float = 60.0              # a request's whole body must arrive within this (408 past it)
     keep_alive_timeout_s: float = 75.0        # an idle connection (no request yet, or between two) is closed after it
@@ -146,6 +148,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          api_key=args.api_key,
                          served_model_name=args.served_model_name,
                          skip_model_name_validation=args.skip_model_name_validation,
+                         default_chat_template_kwargs=_template_kwargs(parser, args.default_chat_template_kwargs),
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
                          drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
@@ -201,6 +204,25 @@ def _add_serving_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> Non
                              "(SPARKINFER_SKIP_MODEL_NAME_VALIDATION)")
 
 
+# Template variables render_chat sets from the request's own fields: neither a request nor the defaults set them.
+SERVER_TEMPLATE_VARIABLES = ("messages", "tools", "add_generation_prompt")
+
+
+def _template_kwargs(parser: argparse.ArgumentParser, value: str) -> Optional[dict]:
+    """--default-chat-template-kwargs as its JSON object (None when unset); anything else stops the start."""
+    if not value:
+        return None
+    try:
+        kwargs = json.loads(value)
+    except ValueError:
+        kwargs = None
+    if not isinstance(kwargs, dict) or any(key in SERVER_TEMPLATE_VARIABLES for key in kwargs):
+        parser.error(f"--default-chat-template-kwargs (SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS): {value!r} is not a "
+                     f"JSON object of template variables (messages, tools and add_generation_prompt are the "
+                     f"server's), such as {{\"enable_thinking\": false}}")
+    return kwargs
+
+
 def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
     """vLLM's switches the gateway honours: tools under tool_choice none, request templates, drain, access log."""
     parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
@@ -214,6 +236,10 @@ def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> N
                         help="render the chat_template a request sends (vLLM's flag of the same name; off: 400), "
                              "only for trusted clients: a template can loop for hours "
                              "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
+    parser.add_argument("--default-chat-template-kwargs", default=_env("SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS", ""),
+                        help="chat template variables of every chat request, under its own chat_template_kwargs, "
+                             "as vLLM's flag of the same name: '{\"enable_thinking\": false}' turns thinking off "
+                             "unless a request turns it on (SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS)")
     parser.add_argument("--drain-grace-seconds", type=float,
                         default=env_number(parser, "SPARKINFER_DRAIN_GRACE_S", d.drain_grace_s),
                         help="on SIGTERM or SIGINT, stop accepting connections and give the requests in flight this "
