@@ -15,8 +15,10 @@ POST /abort_requests {"request_ids"} (optional): the same; without ids, every re
 POST /abort_request {"rid", "abort_all", "prefix"} (SGLang): the request with that rid (a /generate batch's whole rid
 too), every one whose rid starts with it with prefix (SGLang PR #30912), all with abort_all; an empty 200.
 POST /v1/internal/stop-generation (text-generation-webui's, extensions/openai/script.py: stop_everything_event, then
-the JSON string "OK"): every running /v1/completions and /v1/chat/completions request, the routes its API serves. It
-was a 404, which its clients (ComfyUI text-generation nodes, chat bots' "cancel" buttons) raise for.
+the JSON string "OK"): the running /v1/completions or /v1/chat/completions request, the routes its API serves, when it
+is the only one; with several running, none (text-generation-webui runs one generation at a time and its stop ends
+that one: a request waiting behind it runs on, so one client's cancel never ends another's). It was a 404, which its
+clients (ComfyUI text-generation nodes, chat bots' "cancel" buttons) raise for.
 """
 from __future__ import annotations
 
@@ -101,9 +103,13 @@ class CancelRoutes:
         return web.Response(status=200)
 
     async def stop_generation(self, request: web.Request) -> web.Response:
-        """POST /v1/internal/stop-generation (text-generation-webui): the running completions and chat completions end
-        "abort" with the text they had, as its stop_everything_event ends its generation; "OK"."""
-        self.engine.cancel(lambda cancel_id: cancel_id.startswith(("cmpl-", "chatcmpl-")))
+        """POST /v1/internal/stop-generation (text-generation-webui): the running completion or chat completion ends
+        "abort" with the text it had when it runs alone, as its stop_everything_event ends its one generation (each
+        generation clears the flag as it starts, under modules/text_generation.py's generation lock: one waiting runs
+        on); with several running, none ends: the stop is one client's, and ended every user's. "OK" either way."""
+        running = self.engine.cancel_ids(lambda cancel_id: cancel_id.startswith(("cmpl-", "chatcmpl-")))
+        if len(running) == 1:
+            self.engine.cancel(running[0].__eq__)
         return json_response("OK")
 
     def _cancelled(self, wanted) -> web.Response:

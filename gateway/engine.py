@@ -196,6 +196,11 @@ class Engine:
             gen.abort(error)
         return len(live)
 
+    def cancel_ids(self, wanted: Callable[[str], bool]) -> list:
+        """The cancel ids (GenRequest.cancel_ids) `wanted` accepts of the generations still running, in start order."""
+        return [cancel_id for gen in list(self._live) if not gen.closed for cancel_id in gen.req.cancel_ids
+                if wanted(cancel_id)]
+
     def cancel(self, wanted: Callable[[str], bool]) -> list:
         """Ends with finish_reason "abort" the running choices of every generation whose cancel id (GenRequest.
         cancel_ids) `wanted` accepts; returns the ids that ended something."""

@@ -128,22 +128,37 @@ async def test_sglangs_abort_request_matches_a_prefix_only_when_asked(stack):
         assert (await (await task).json())["meta_info"]["finish_reason"]["type"] == "abort"
 
 
-async def test_text_generation_webuis_stop_generation_ends_the_running_completions(stack):
+async def test_text_generation_webuis_stop_generation_ends_the_running_completion(stack):
     """text-generation-webui's POST /v1/internal/stop-generation (extensions/openai/script.py: stop_everything_event,
     then "OK"), which its clients post for a cancel button and raise_for_status on: it was a 404. The running
-    /v1/completions and /v1/chat/completions end "abort" with their text; a SGLang /generate beside them runs on."""
+    /v1/completions request ends "abort" with its text; a SGLang /generate beside it runs on."""
     client, fake = stack
     fake.script.delay_s = SLOW_S
-    chat = asyncio.create_task(client.post("/v1/chat/completions", data=orjson.dumps(
-        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 300})))
     text = asyncio.create_task(client.post("/v1/completions", data=orjson.dumps({"prompt": "hi", "max_tokens": 300})))
     other = asyncio.create_task(client.post("/generate", data=orjson.dumps(
         {"text": "hi", "rid": "keep", "sampling_params": {"max_new_tokens": 30}})))
-    await _running(fake, 3)
+    await _running(fake, 2)
     answer = await client.post("/v1/internal/stop-generation")
     assert (answer.status, await answer.json()) == (200, "OK")
-    chat_body, text_body = await (await chat).json(), await (await text).json()
-    assert chat_body["choices"][0]["finish_reason"] == "abort" and text_body["choices"][0]["finish_reason"] == "abort"
+    text_body = await (await text).json()
+    assert text_body["choices"][0]["finish_reason"] == "abort"
     assert REPLY.startswith(text_body["choices"][0]["text"]) and text_body["usage"]["completion_tokens"] < 300
     other_body = await (await other).json()
     assert other_body["meta_info"]["finish_reason"] == {"type": "length", "length": 30}
+
+
+async def test_text_generation_webuis_stop_generation_ends_none_of_several(stack):
+    """text-generation-webui runs one generation at a time (its generation lock) and its stop ends that one; here
+    several clients' requests run at once, and one client's cancel button ended every user's completions and chats
+    (eac7f4f). With several running, none ends; "OK" all the same."""
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    chat = asyncio.create_task(client.post("/v1/chat/completions", data=orjson.dumps(
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30})))
+    text = asyncio.create_task(client.post("/v1/completions", data=orjson.dumps({"prompt": "hi", "max_tokens": 30})))
+    await _running(fake, 2)
+    answer = await client.post("/v1/internal/stop-generation")
+    assert (answer.status, await answer.json()) == (200, "OK")
+    chat_body, text_body = await (await chat).json(), await (await text).json()
+    assert chat_body["choices"][0]["finish_reason"] == "length" and text_body["choices"][0]["finish_reason"] == "length"
+    assert text_body["usage"]["completion_tokens"] == 30
