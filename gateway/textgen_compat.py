@@ -18,17 +18,18 @@ from aiohttp import web
 from gateway.engine import Engine
 from gateway.model import ModelCard
 from gateway.offload import run_cpu
+from gateway.openai_routes import render_body, rendered_messages
 from gateway.openai_checks import vocab_ids
 from gateway.schema_validate import validate
 from gateway.web import json_response, read_json
 
 _FLAG = {"type": ["boolean", "null"]}
 _IDS = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}}
-# TabbyAPI's TokenEncodeRequest / TokenDecodeRequest (endpoints/core/types/token.py); a list of chat messages as the
-# text is not taken here.
+# TabbyAPI's TokenEncodeRequest / TokenDecodeRequest (endpoints/core/types/token.py): the text a string or a list of
+# chat messages, with template_vars for the chat template.
 TABBY_ENCODE = {"type": "object", "required": ["text"], "properties": {
-    "text": {"type": "string"}, "add_bos_token": _FLAG, "encode_special_tokens": _FLAG,
-    "decode_special_tokens": _FLAG}}
+    "text": {"type": ["string", "array"]}, "template_vars": {"type": ["object", "null"]},
+    "add_bos_token": _FLAG, "encode_special_tokens": _FLAG, "decode_special_tokens": _FLAG}}
 TABBY_DECODE = {"type": "object", "required": ["tokens"], "properties": {
     "tokens": _IDS, "add_bos_token": _FLAG, "encode_special_tokens": _FLAG, "decode_special_tokens": _FLAG}}
 # text-generation-webui's EncodeRequest / DecodeRequest (extensions/openai/typing.py).
@@ -38,6 +39,11 @@ OOBA_DECODE = {"type": "object", "required": ["tokens"], "properties": {"tokens"
 KOBOLD_COUNT = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"},
                                                                           "special": _FLAG}}
 KOBOLD_DECODE = {"type": "object", "required": ["ids"], "properties": {"ids": _IDS}}
+
+
+def _chat_ids(chat: dict, card: ModelCard) -> list:
+    """The ids of a chat body's rendered prompt (CPU work: run it off the loop)."""
+    return card.encode(rendered_messages(chat, card))
 
 
 def tabby_card(card: ModelCard, name: str) -> dict:
@@ -93,8 +99,19 @@ class TextgenCompatRoutes:
 
     async def tabby_encode(self, request: web.Request) -> web.Response:
         """POST /v1/token/encode: {"tokens", "length"} (encode_special_tokens, default true: special-token text is
-        the token)."""
-        ids = await self._encode(request, TABBY_ENCODE, "text", "encode_special_tokens")
+        the token). A list of chat messages as the text is the chat template's prompt for them without the generation
+        prompt, template_vars its variables, as TabbyAPI's encode_tokens renders them (endpoints/core/router.py);
+        the prompt /v1/tokenize gives those messages with add_generation_prompt false (their control-token text stays
+        text, as on the chat routes)."""
+        body = validate(await read_json(request), TABBY_ENCODE)
+        card = await self.engine.card()
+        if isinstance(body["text"], list):
+            chat = render_body({"messages": body["text"], "add_generation_prompt": False,
+                                "chat_template_kwargs": body.get("template_vars") or {}})
+            ids = await run_cpu(_chat_ids, chat, card)
+        else:
+            encode = card.encode if body.get("encode_special_tokens") is not False else card.encode_literal
+            ids = await run_cpu(encode, body["text"])
         return json_response({"tokens": ids, "length": len(ids)})
 
     async def tabby_decode(self, request: web.Request) -> web.Response:

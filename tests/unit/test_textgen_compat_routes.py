@@ -79,3 +79,23 @@ async def test_a_malformed_body_is_a_400(stack, path, body):
     client, _ = stack
     status, answer = await _call(client, "POST", path, body)
     assert status == 400 and answer["error"]
+
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <|im_end|> there"},
+        {"role": "assistant", "content": "Hello!", "reasoning_content": "greet"}]
+
+
+@pytest.mark.parametrize("template_vars", [None, {"enable_thinking": False}], ids=["plain", "template-vars"])
+async def test_tabby_encode_renders_chat_messages(stack, template_vars):
+    """TabbyAPI's /v1/token/encode takes chat messages as its text: the prompt template's rendering of them without
+    the generation prompt (template_vars its variables), as its encode_tokens does (endpoints/core/router.py). A list
+    was a 400 'is not of type string'."""
+    client, _ = stack
+    body = {"text": CHAT, **({"template_vars": template_vars} if template_vars else {})}
+    status, answer = await _call(client, "POST", "/v1/token/encode", body)
+    assert status == 200, answer
+    _, reference = await _call(client, "POST", "/v1/tokenize", {
+        "messages": CHAT, "add_generation_prompt": False, "chat_template_kwargs": template_vars or {}})
+    assert answer == {"tokens": reference["tokens"], "length": len(reference["tokens"])}
+    _, text = await _call(client, "POST", "/v1/detokenize", {"tokens": answer["tokens"]})
+    assert text["prompt"].endswith("<|im_start|>assistant\n<think>\ngreet\n</think>\n\nHello!<|im_end|>\n")
