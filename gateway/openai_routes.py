@@ -49,10 +49,10 @@ def render_body(body, schema: dict = TOKENIZE_SCHEMA) -> dict:
     return body
 
 
-def rendered_messages(body: dict, card, exclude_tools_when_none: bool = False) -> str:
+def rendered_messages(body: dict, card, exclude_tools_when_none: bool) -> str:
     """The prompt a /v1 chat request with these fields (messages, tools, tool_choice, template fields) gets: the chat
     route's own rendering, for /tokenize, llama.cpp's /apply-template and /v1/score, after its checks of the messages
-    and tools (CPU work: run it off the loop)."""
+    and tools (CPU work: run it off the loop); exclude_tools_when_none is the server's flag, which each must pass."""
     check_messages_and_tools(body)
     return chat_prompt_text(body, card, exclude_tools_when_none)
 
@@ -68,10 +68,10 @@ def _tokenize(body: dict, card, exclude_tools_when_none: bool) -> list:
     return card.encode(text)
 
 
-def _score_ids(body: dict, card) -> tuple:
+def _score_ids(body: dict, card, exclude_tools_when_none: bool) -> tuple:
     """(prompt ids, completion ids) of a /v1/score body: its messages rendered as the chat route renders them, or its
     raw prompt (CPU work: run it off the loop)."""
-    text = rendered_messages(body, card) if "messages" in body else body["prompt"]
+    text = rendered_messages(body, card, exclude_tools_when_none) if "messages" in body else body["prompt"]
     check_size(text, body, card, "messages" if "messages" in body else "prompt")
     return card.encode(text), completion_ids(body, card)
 
@@ -230,7 +230,7 @@ class OpenAIRoutes:
         card = await self.engine.card()
         name = await self.engine.served_name()
         check_model(body.get("model"), card, name)
-        prompt_ids, completion = await run_cpu(_score_ids, body, card)
+        prompt_ids, completion = await run_cpu(_score_ids, body, card, self.config.exclude_tools_when_tool_choice_none)
         check_fits(len(prompt_ids), len(completion), card, "messages" if "messages" in body else "prompt")
         top = body.get("top_logprobs") or 0
         results, _ = await self.engine.complete(score_request(prompt_ids, completion, top))

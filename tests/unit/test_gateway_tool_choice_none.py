@@ -91,3 +91,20 @@ def test_the_exclude_flag_and_variable(monkeypatch, argv, env, expected):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert parse_config(argv).exclude_tools_when_tool_choice_none is expected
+
+
+async def test_exclude_tools_reaches_every_route_that_renders_the_chat_prompt():
+    """/apply-template (llama.cpp's), /tokenize and /v1/score render "the text the chat route renders for the same
+    fields" (README): with the flag on, tool_choice "none" drops the tools there too. Before, /apply-template and
+    /v1/score rendered them (1090 characters against the chat's 11 tokens on the tiny model)."""
+    async with await _stack(exclude_tools_when_tool_choice_none=True) as (client, fake):
+        body = {**BODY, "tool_choice": "none"}
+        await _post(client, "/v1/chat/completions", body)
+        chat_ids = fake.script.requests[-1].prompt_token_ids
+        status, raw = await _post(client, "/apply-template", body)
+        assert status == 200 and orjson.loads(raw)["prompt"] == TOKENIZER.decode(chat_ids, skip_special_tokens=False)
+        status, raw = await _post(client, "/tokenize", {**body, "add_special": False})
+        assert status == 200 and orjson.loads(raw)["tokens"] == chat_ids
+        status, raw = await _post(client, "/v1/score", {**body, "completion": "yes"})
+        assert status == 200 and orjson.loads(raw)["usage"]["prompt_tokens"] == len(chat_ids)
+        assert "get_weather" not in _prompt(fake)
