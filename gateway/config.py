@@ -22,6 +22,7 @@ class GatewayConfig:
     served_model_name: Optional[str] = None   # overrides the scheduler's model id in responses
     skip_model_name_validation: bool = False  # vLLM's switch: any request's model names the served model
     default_chat_template_kwargs: Optional[dict] = None  # vLLM's: template variables under each request's own
+    chat_template: Optional[str] = None       # vLLM's --chat-template: the template text, in place of the checkpoint's
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     body_timeout_s: float = 60.0              # a request's whole body must arrive within this (408 past it)
     keep_alive_timeout_s: float = 75.0        # an idle connection (no request yet, or between two) is closed after it
@@ -37,6 +38,7 @@ class GatewayConfig:
         """The config as a dict for the start-up log line, the API key shown as "set" or None."""
         shown = asdict(self)
         shown["api_key"] = "set" if self.api_key else None
+        shown["chat_template"] = "set" if self.chat_template else None
         return shown
 
 
@@ -149,6 +151,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          served_model_name=args.served_model_name,
                          skip_model_name_validation=args.skip_model_name_validation,
                          default_chat_template_kwargs=_template_kwargs(parser, args.default_chat_template_kwargs),
+                         chat_template=_chat_template(parser, args.chat_template),
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
                          drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
@@ -223,6 +226,17 @@ def _template_kwargs(parser: argparse.ArgumentParser, value: str) -> Optional[di
     return kwargs
 
 
+def _chat_template(parser: argparse.ArgumentParser, value: str) -> Optional[str]:
+    """--chat-template's template text (None when unset); one that cannot be read or compiled stops the start."""
+    if not value:
+        return None
+    from gateway.template_source import load_chat_template   # jinja: only when a template is given
+    try:
+        return load_chat_template(value)
+    except ValueError as exc:
+        parser.error(f"--chat-template (SPARKINFER_CHAT_TEMPLATE): {exc}")
+
+
 def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> None:
     """vLLM's switches the gateway honours: tools under tool_choice none, request templates, drain, access log."""
     parser.add_argument("--exclude-tools-when-tool-choice-none", action="store_true",
@@ -236,6 +250,9 @@ def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> N
                         help="render the chat_template a request sends (vLLM's flag of the same name; off: 400), "
                              "only for trusted clients: a template can loop for hours "
                              "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
+    parser.add_argument("--chat-template", default=_env("SPARKINFER_CHAT_TEMPLATE", ""),
+                        help="the chat template to render every chat with, in place of the checkpoint's: a Jinja file, "
+                             "or the template itself, as vLLM's flag (SPARKINFER_CHAT_TEMPLATE)")
     parser.add_argument("--default-chat-template-kwargs", default=_env("SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS", ""),
                         help="chat template variables of every chat request, under its own chat_template_kwargs, "
                              "as vLLM's flag of the same name: '{\"enable_thinking\": false}' turns thinking off "

@@ -31,7 +31,8 @@ class Engine:
     """
 
     def __init__(self, client: Optional[SchedulerClient] = None, served_model_name: str = "",
-                 any_model_name: bool = False, default_template_kwargs: Optional[dict] = None):
+                 any_model_name: bool = False, default_template_kwargs: Optional[dict] = None,
+                 chat_template: Optional[str] = None):
         self.client = client
         # vLLM's several served names: the first names the model, the others are aliases its card accepts.
         names = served_names(served_model_name)
@@ -39,6 +40,7 @@ class Engine:
         self.served_aliases = tuple(names[1:])
         self.any_model_name = any_model_name   # SPARKINFER_SKIP_MODEL_NAME_VALIDATION: every name is the model
         self.default_template_kwargs = dict(default_template_kwargs or {})   # SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS
+        self.chat_template = chat_template     # SPARKINFER_CHAT_TEMPLATE: rendered in place of the checkpoint's
         self._card: Optional[ModelCard] = None
         self._card_info = b""           # the InfoResponse bytes the card was made from
         self._card_epoch = -1           # client.epoch when the card was last confirmed
@@ -91,6 +93,10 @@ class Engine:
         if self._unloadable is not None and self._unloadable[0] == raw:
             raise self._unloadable[1]
         try:
+            if self.chat_template:
+                # vLLM's --chat-template replaces the checkpoint's templates, its tool_use one too.
+                info = pb.InfoResponse.FromString(raw)
+                info.chat_template = self.chat_template
             card = ModelCard.from_info(info)
             card.served_aliases, card.any_model_name = self.served_aliases, self.any_model_name
             card.default_template_kwargs = self.default_template_kwargs
