@@ -8,6 +8,7 @@ the `<think>` / `</think>` fragments LM Studio sends as reasoningStartTag / reas
 """
 from __future__ import annotations
 
+import re
 import time
 from typing import Awaitable, Callable, Optional
 
@@ -15,6 +16,7 @@ import orjson
 
 from gateway.chat_prompt import prefill_final_assistant
 from gateway.engine import Engine, Generation
+from gateway.errors import ApiError, renamed
 from gateway.lmstudio import lmstudio_body
 from gateway.lmstudio_sdk_request import chat_body, config_fields, raw_prompt
 from gateway.lmstudio_shape import stats as rest_stats, stop_reason
@@ -26,6 +28,20 @@ from gateway.openai_shape import ChatShaper
 from gateway.repetition_stop import refuse_repetition_stop
 
 Send = Callable[[dict], Awaitable[None]]
+
+# The /api/v0 chat fields a prediction runs as, and the SDK's names for them (lmstudio_sdk_request._SAMPLING_KEYS):
+# an error names what the client sent (each /v1 name as a whole field name, never inside one already renamed).
+_RENAMES = [(re.compile(r"(?<![\w.])messages(?=\[)|(?<=')messages(?=')"), "history.messages"),
+            (re.compile(r"(?<=')stop(?=['\[])"), "llm.prediction.stopStrings")] + [
+    (re.compile(r"(?<![\w.])(?P<q>'?)" + name + r"(?P=q)(?![\w\[])"), r"\g<q>llm.prediction." + sdk + r"\g<q>")
+    for name, sdk in [("max_(?:completion_)?tokens", "maxPredictedTokens"), ("temperature", "temperature"),
+                      ("top_k", "topKSampling"), ("top_p", "topPSampling"), ("min_p", "minPSampling"),
+                      ("repetition_penalty", "repeatPenalty"), ("repeat_penalty", "repeatPenalty"),
+                      ("seed", "seed"), ("response_format", "structured"), ("grammar", "structured"),
+                      ("tools", "tools"), ("xtc_probability", "llama.xtcProbability"),
+                      ("xtc_threshold", "llama.xtcThreshold")]]
+_PARAM_RENAMES = [(re.compile(r"^messages$"), "history.messages"),
+                  (re.compile(r"^stop(?=$|\[)"), "llm.prediction.stopStrings")]
 
 
 def fragment(content: str, num_tokens: int, reasoning_type: str = "none") -> dict:
@@ -39,7 +55,14 @@ def fragment(content: str, num_tokens: int, reasoning_type: str = "none") -> dic
 
 async def start_prediction(engine: Engine, param, card: ModelCard, name: str):
     """(gen, shaper or None for a raw completion, the config fields) of a predict channel's creation parameter;
-    raises the ApiError its body gets on LM Studio's /api/v0 routes."""
+    raises the ApiError its body gets on LM Studio's /api/v0 routes, naming the SDK's fields."""
+    try:
+        return await _start(engine, param, card, name)
+    except ApiError as exc:
+        raise renamed(exc, _RENAMES, _PARAM_RENAMES) from None
+
+
+async def _start(engine: Engine, param, card: ModelCard, name: str):
     fields = config_fields(param.get("predictionConfigStack") if isinstance(param, dict) else None)
     body = chat_body(param, name, fields)
     prompt = raw_prompt(fields, body)

@@ -185,6 +185,28 @@ async def test_cancel_ends_with_user_stopped(fake):
     assert last["type"] == "success" and last["stats"]["stopReason"] == "userStopped"
 
 
+@pytest.mark.parametrize("field, value, param", [
+    ("llm.prediction.temperature", "hot", "llm.prediction.temperature"),
+    ("llm.prediction.maxPredictedTokens", {"checked": True, "value": 0}, "llm.prediction.maxPredictedTokens"),
+    ("llm.prediction.repeatPenalty", {"checked": True, "value": 20}, "llm.prediction.repeatPenalty"),
+    ("llm.prediction.stopStrings", 5, "llm.prediction.stopStrings"),
+], ids=["temperature", "max-tokens", "repeat-penalty", "stop"])
+async def test_errors_name_the_sdk_fields(fake, field, value, param):
+    """A prediction runs as an /api/v0 chat body; its errors name the config keys the SDK sent (and history.messages),
+    never the chat fields it was translated into ('temperature', 'max_tokens', 'repeat_penalty', 'stop')."""
+    client, _ = fake
+    messages = await _channel(await _session(client), _predict([{"key": field, "value": value}]))
+    title = messages[-1]["error"]["title"]
+    assert messages[-1]["type"] == "channelError" and param in title, title
+
+
+async def test_a_bad_role_names_the_history(fake):
+    client, _ = fake
+    history = [{"role": "robot", "content": [{"type": "text", "text": "x"}]}]
+    messages = await _channel(await _session(client), _predict(messages=history))
+    assert "'history.messages[0].role'" in messages[-1]["error"]["title"]
+
+
 @pytest.mark.parametrize("create, words", [
     ({"type": "channelCreate", "endpoint": "getOrLoad", "channelId": 1,
       "creationParameter": {"identifier": "other-model"}}, "fake-model"),
