@@ -130,8 +130,9 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
     # No usage block before an error: a bad SPARKINFER_* value stops the start with one line (README, Configuration).
     parser = argparse.ArgumentParser(prog="python -m gateway.app", usage=argparse.SUPPRESS,
                                      description="SparkInfer HTTP gateway (OpenAI /v1, Anthropic /v1/messages, LM "
-                                                 "Studio /api/v0, Ollama /api, llama.cpp's routes, SGLang's /generate "
-                                                 "and vLLM's /inference/v1/generate). "
+                                                 "Studio /api/v0, /api/v1 and its SDK websocket, Ollama /api, "
+                                                 "llama.cpp's routes, SGLang's /generate and vLLM's "
+                                                 "/inference/v1/generate). "
                                                  "Request bodies are limited to 32 MiB, on the wire and once decoded.")
     _add_serving_flags(parser, d)
     _add_behaviour_flags(parser, d)
