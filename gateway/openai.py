@@ -20,7 +20,7 @@ from gateway.openai_checks import (chat_max_tokens, check_content, check_functio
                                    tool_constraint)
 from gateway.logprob_limits import check_logprob_counts
 from gateway.openai_fields import check_fields, guided_constraint
-from gateway.openai_plan import Plan, base_gen, check_model, response_schema, stream_options
+from gateway.openai_plan import Plan, base_gen, check_body_model, response_schema, stream_options
 from gateway.openai_schema import CHAT_SCHEMA
 from gateway.prompt_logprobs import plan_prompt_logprobs
 from gateway.reasoning import (held_reasoning, hides_reasoning, opened_think, prompt_opens_thinking,
@@ -141,7 +141,7 @@ def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bo
     validate(body, CHAT_SCHEMA)
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
     check_logprob_counts(body, card.vocab_size, chat=True)
-    check_model(body.get("model"), card, served_name)
+    check_body_model(body, card, served_name)
     options = stream_options(body)
     check_messages_and_tools(body)
     return options

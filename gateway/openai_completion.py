@@ -12,7 +12,7 @@ from gateway.logprob_limits import check_logprob_counts
 from gateway.model import ModelCard
 from gateway.openai_checks import check_prompt_size, completion_max_tokens, resolve_max_tokens
 from gateway.openai_fields import check_fields, guided_constraint
-from gateway.openai_plan import Plan, base_gen, check_model, min_tokens, response_schema, stream_options
+from gateway.openai_plan import Plan, base_gen, check_body_model, min_tokens, response_schema, stream_options
 from gateway.openai_schema import COMPLETION_SCHEMA
 from gateway.prompt_logprobs import plan_prompt_logprobs
 from gateway.reasoning import ids_open_thinking
@@ -75,7 +75,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     check_num_choices(body)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_logprob_counts(body, card.vocab_size, chat=False)
-    check_model(body.get("model"), card, served_name)
+    check_body_model(body, card, served_name)
     stream, include_usage, continuous = stream_options(body)
     if body.get("suffix"):
         raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")

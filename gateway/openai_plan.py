@@ -69,6 +69,13 @@ def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> 
                    f"(also reachable as 'default').", param="model")
 
 
+def check_body_model(body: dict, card: ModelCard, served_name: str) -> None:
+    """check_model for a /v1 body's model, but a llama.cpp client's (one naming llama.cpp's own fields) takes any
+    name, as llama-server, which serves the one model it was started with, never reads it."""
+    if not speaks_llama_cpp(body):
+        check_model(body.get("model"), card, served_name)
+
+
 def stops(body: dict) -> list:
     """The stop strings; an empty one is vLLM's 400 (SamplingParams._verify_args: it would match at once)."""
     stop = body.get("stop")
