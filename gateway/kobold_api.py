@@ -25,6 +25,7 @@ from gateway.engine import Delta, Engine, Usage
 from gateway.errors import ApiError, InvalidRequest, Unsupported, renamed
 from gateway.gen_request import ChoiceResult
 from gateway.http_stream import stream_generation
+from gateway.kobold_context import fit_context
 from gateway.kobold_jobs import KoboldJob, KoboldJobs, busy_as_koboldcpp, genkey_of
 from gateway.kobold_placeholders import replace_placeholders, template_tags
 from gateway.offload import run_cpu
@@ -72,7 +73,7 @@ def completion_body(body, card) -> dict:
     stops = out.get("stop") if isinstance(out.get("stop"), list) else []
     if body.get("replace_instruct_placeholders") is not False and "{{[" in prompt + memory + "".join(map(str, stops)):
         prompt, memory, out["stop"] = replace_placeholders(prompt, memory, stops, template_tags(card))
-    out["prompt"] = memory + prompt
+    fit_context(out, memory, prompt, body, card)
     out.update({key: body[key] for key in _KEPT if body.get(key) is not None})
     if body.get("banned_tokens"):
         # KoboldCpp's banned phrases: vLLM's bad_words here (the phrase's tokens never completed).
