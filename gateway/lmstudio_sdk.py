@@ -46,8 +46,10 @@ def _error(exc: BaseException) -> dict:
 class SdkSession:
     """One namespace websocket: its RPCs answered in turn, each channel run as a task of its own."""
 
-    def __init__(self, engine: Engine, namespace: str, ws: web.WebSocketResponse):
+    def __init__(self, engine: Engine, namespace: str, ws: web.WebSocketResponse, exclude_tools_when_none: bool):
         self.engine, self.namespace, self.ws = engine, namespace, ws
+        # SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE, as /api/v0 and /apply-template read it.
+        self.exclude_tools_when_none = exclude_tools_when_none
         self.channels: dict = {}
         self.lock = asyncio.Lock()
 
@@ -104,7 +106,7 @@ class SdkSession:
         if endpoint == "applyPromptTemplate":
             self._check(specifier, card, name)
             body = prefill_final_assistant(chat_body(param, name))
-            return {"formatted": unmark(await run_cpu(rendered_messages, body, card))}
+            return {"formatted": unmark(await run_cpu(rendered_messages, body, card, self.exclude_tools_when_none))}
         if endpoint == "unloadModel":
             self._check({"type": "query", "query": {"identifier": (param or {}).get("identifier")}}, card, name)
             self.engine.load_state.touch(0)   # as POST /api/v1/models/unload: listed unloaded until used again
@@ -113,7 +115,7 @@ class SdkSession:
                        "serves one model fixed at start (predict, model info, tokenize, load / unload of it)")
 
     def _check(self, specifier, card, name) -> None:
-        if self.namespace != "llm" or not matches(specifier, name):
+        if self.namespace != "llm" or not matches(specifier, card, name):
             raise NotFound(f"No loaded model satisfies the query; this server serves '{name}'", param="specifier")
 
     async def channel(self, endpoint, channel_id, param) -> None:
@@ -157,7 +159,8 @@ class SdkSession:
         if self.namespace != "llm":
             raise NotFound(f"predict is an llm channel, not {self.namespace}'s")
         self._check((param or {}).get("modelSpecifier") if isinstance(param, dict) else None, card, name)
-        gen, shaper, fields = await start_prediction(self.engine, param, card, name)
+        gen, shaper, fields = await start_prediction(self.engine, param, card, name,
+                                                      self.exclude_tools_when_none)
         self.channels[channel_id][1] = gen
 
         async def send(message: dict) -> None:
@@ -196,7 +199,8 @@ class LMStudioSdkRoutes:
             raise InvalidRequest(f"{request.path} is LM Studio's SDK websocket (lmstudio-python, lmstudio-js): connect "
                                  "with a websocket upgrade")
         await ws.prepare(request)
-        session = SdkSession(self.engine, request.path.strip("/"), ws)
+        session = SdkSession(self.engine, request.path.strip("/"), ws,
+                             self.config.exclude_tools_when_tool_choice_none)
         authed = False
         try:
             async for msg in ws:

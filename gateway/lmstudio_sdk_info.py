@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.lmstudio_v1_shape import model_entry
 from gateway.model import ModelCard
+from gateway.openai_plan import served
 
 
 def download_info(card: ModelCard, served_name: str) -> dict:
@@ -33,9 +34,11 @@ def load_config(card: ModelCard) -> dict:
     return {"fields": [{"key": "llm.load.contextLength", "value": card.max_context_len}]}
 
 
-def matches(specifier: Any, served_name: str) -> bool:
+def matches(specifier: Any, card: ModelCard, served_name: str) -> bool:
     """Whether a model specifier ({type: query, query: {identifier, path, ...}} or {type: instanceReference,
-    instanceReference}) names the served instance; an empty query names any loaded model, as in LM Studio."""
+    instanceReference}) names the served instance: an identifier or path the other APIs take for it
+    (openai_plan.served: its aliases, 'default', the checkpoint folder; any name with
+    SPARKINFER_SKIP_MODEL_NAME_VALIDATION); an empty query names any loaded model, as in LM Studio."""
     if not isinstance(specifier, dict):
         return specifier is None
     if specifier.get("type") == "instanceReference":
@@ -44,4 +47,5 @@ def matches(specifier: Any, served_name: str) -> bool:
     if specifier.get("type") != "query" or not isinstance(query, dict):
         return False
     named = [query.get(key) for key in ("identifier", "path") if query.get(key) is not None]
-    return all(value == served_name for value in named) and query.get("domain") in (None, "llm")
+    known = all(isinstance(name, str) and (card.any_model_name or served(name, card, served_name)) for name in named)
+    return known and query.get("domain") in (None, "llm")

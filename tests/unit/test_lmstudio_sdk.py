@@ -64,7 +64,7 @@ async def test_the_greeting_and_the_loaded_model(fake):
     formatted = (await _rpc(ws, "applyPromptTemplate", {"specifier": spec, "history": history,
                                                         "predictionConfigStack": {"layers": []}, "opts": {}}))
     rendered = await client.post("/apply-template", json={"messages": [{"role": "user", "content": "Hello"}]})
-    assert formatted["result"] == {"formatted": (await rendered.json())["prompt"]}
+    assert formatted.get("result") == {"formatted": (await rendered.json())["prompt"]}, formatted
     # Another namespace lists no LLM; an endpoint not served is an rpcError naming it.
     assert (await _rpc(await _session(client, "embedding"), "listLoaded"))["result"] == []
     error = await _rpc(ws, "searchModels", {"searchTerm": "x"})
@@ -244,8 +244,11 @@ async def test_a_plain_get_of_a_namespace_says_what_it_is(fake):
 
 @pytest.mark.parametrize("endpoint, param, answer", [
     ("getOrLoad", {"identifier": "fake-model"}, "alreadyLoaded"),
+    # Any name the other APIs take for the served model (openai_plan.served), as lms.llm("default") sends it.
+    ("getOrLoad", {"identifier": "default"}, "alreadyLoaded"),
+    ("getOrLoad", {"identifier": "fake-model:latest"}, "alreadyLoaded"),
     ("loadModel", {"modelKey": "fake-model", "identifier": None, "loadConfigStack": {"layers": []}}, "success"),
-], ids=["get-or-load", "load-new-instance"])
+], ids=["get-or-load", "default", "latest", "load-new-instance"])
 async def test_loading_the_served_model(fake, endpoint, param, answer):
     """lms.llm(key) (getOrLoad) and load_new_instance(key) (loadModel) of the served model answer its instance, as
     POST /api/v1/models/load does; loadModel was the channel's error."""
