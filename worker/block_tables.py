@@ -11,15 +11,19 @@ import numpy as np
 
 
 class BlockTableError(Exception):
-    """A row continues a table the worker does not hold (another request's slot, or another length)."""
+    """A row continues a table the worker does not hold (another request's slot, or another length), or names a KV
+    block outside the pool."""
 
 
 class SlotTables:
     """[S, B'] int32 block ids per state slot (-1 past each table's length, B' grown as needed), the length of each
     and the request that owns it."""
 
-    def __init__(self, num_slots: int, num_blocks: int = 64):
+    def __init__(self, num_slots: int, num_blocks: int = 64, pool_blocks: int = 0):
         self.ids = np.full((num_slots, num_blocks), -1, dtype=np.int32)
+        # KV blocks in the pool (0: not checked): a row's block id must be in [0, pool_blocks). A negative one indexed
+        # the cache from its end (another request's block, silently) and one past it is an illegal address on CUDA.
+        self.pool_blocks = pool_blocks
         self.lengths = np.zeros(num_slots, dtype=np.int64)
         self.owners = [""] * num_slots
 
@@ -35,6 +39,9 @@ class SlotTables:
         else the ids are appended to the table its request already holds there. BlockTableError when they do not
         continue it."""
         slot, start, new_ids = row.state_slot, row.block_table_start, row.block_table
+        if self.pool_blocks and len(new_ids) and (min(new_ids) < 0 or max(new_ids) >= self.pool_blocks):
+            bad = next(b for b in new_ids if not 0 <= b < self.pool_blocks)
+            raise BlockTableError(f"row {row.req_id!r} names KV block {bad}, outside the pool [0, {self.pool_blocks})")
         if start == 0:
             self.ids[slot, :self.lengths[slot]] = -1
             self.owners[slot] = row.req_id

@@ -84,7 +84,8 @@ class ModelRunner:
         self.grammars = grammars    # worker.grammar.GrammarBook for constrained requests; None = none served
         self.sampler = Sampler(vocab_size, seed=sampler_seed, grammars=grammars)
         self.states = {}
-        self.tables = SlotTables(cache.num_slots)   # each state slot's KV block table, kept between steps
+        # each state slot's KV block table, kept between steps; block ids checked against the pool
+        self.tables = SlotTables(cache.num_slots, pool_blocks=cache.num_blocks)
         self.session_id = ""
         self.previous = None  # (ids [M] int64 on the device, {req_id: row}) of the step sampled last
 

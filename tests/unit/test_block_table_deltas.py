@@ -143,3 +143,14 @@ def test_a_new_session_or_a_failed_step_drops_the_worker_tables(tiny):
     failed.token_ids.append(5)
     assert "state slot 99" in runner.execute(failed).error
     assert "holds 0" in runner.execute(_step(6, "t", 2, [], 18, 1)).error
+
+
+@pytest.mark.parametrize("block_ids", [[3, -2], [64], [3, 10 ** 6]], ids=["negative", "pool-size", "far-past"])
+def test_a_block_id_outside_the_pool_fails_the_step(tiny, block_ids):
+    """Message validation: a row's block ids must lie in the KV pool (64 blocks here). A negative id indexed the cache
+    from its end, so the step ran on another request's block without a word; one past the pool is an illegal address
+    in the CUDA kernels (on the CPU an IndexError)."""
+    _, runner = _setup(tiny)
+    error = runner.execute(_step(1, "s", 0, block_ids, 0, 20, new=True)).error
+    assert "outside the pool [0, 64)" in error and str(next(b for b in block_ids if not 0 <= b < 64)) in error
+    assert not runner.execute(_step(2, "s", 0, [3, 4], 0, 20)).error
