@@ -12,8 +12,10 @@ _EFFORT_ALIASES = {"minimal": "low", "max": "xhigh", "ultra": "xhigh"}
 
 def template_kwargs(body: dict, card: ModelCard) -> dict:
     """chat_template_kwargs plus the thinking switches; 400 for a variable the server passes to the template itself
-    (messages, tools, add_generation_prompt, the tokenizer's special tokens): a second value was a 500."""
-    kwargs = dict(body.get("chat_template_kwargs") or {})
+    (messages, tools, add_generation_prompt, the tokenizer's special tokens): a second value was a 500. TabbyAPI's
+    template_vars are chat_template_kwargs too (its ChatCompletionRequest takes either name; its maintainers answer
+    'template_vars: {enable_thinking: false}' to turn Qwen3's thinking off, theroyallab/tabbyAPI#340)."""
+    kwargs = {**(body.get("template_vars") or {}), **(body.get("chat_template_kwargs") or {})}
     taken = next((key for key in kwargs if key in SERVER_TEMPLATE_VARIABLES or key in card.special_tokens), None)
     if taken is not None:
         raise InvalidRequest(f"chat_template_kwargs.{taken} cannot be set: the server passes '{taken}' to the chat "

@@ -199,7 +199,7 @@ CHAT_SCHEMA = {
         "enable_thinking": _BOOL_OR_NULL,
         "add_generation_prompt": _BOOL_OR_NULL,
         "continue_final_message": _BOOL_OR_NULL,
-        "chat_template": _STR_OR_NULL,
+        "chat_template": _STR_OR_NULL, "template_vars": {"type": ["object", "null"]},  # TabbyAPI's name for:
         "chat_template_kwargs": {"type": ["object", "null"],
                                  "properties": {"enable_thinking": _BOOL_OR_NULL,
                                                 "preserve_thinking": _BOOL_OR_NULL}},
@@ -272,7 +272,7 @@ TOKENIZE_SCHEMA = {
         # The other chat fields the rendering reads (chat_prompt_text: tool_choice forces a call or hides the tools,
         # the reasoning switches reach the template), typed as chat types them: untyped, `reasoning: 5` or
         # `tool_choice: {}` was an AttributeError or a KeyError here, a 500.
-        **{key: CHAT_SCHEMA["properties"][key] for key in ("tool_choice", "reasoning_effort", "reasoning")},
+        **{key: CHAT_SCHEMA["properties"][key] for key in ("tool_choice", "reasoning_effort", "reasoning", "template_vars")},
         "return_token_strs": _BOOL_OR_NULL,
         # vLLM's TokenizeCompletionRequest / TokenizeChatRequest: a bool (no special tokens are added here either way:
         # the served tokenizer adds none to a prompt).

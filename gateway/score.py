@@ -25,8 +25,8 @@ from gateway.openai_schema import TOKENIZE_SCHEMA
 
 _INT32_MAX = 2 ** 31 - 1
 _RENDER_FIELDS = ("model", "messages", "prompt", "tools", "add_generation_prompt", "continue_final_message",
-                  "chat_template", "enable_thinking", "chat_template_kwargs", "tool_choice", "reasoning_effort",
-                  "reasoning")
+                  "chat_template", "enable_thinking", "chat_template_kwargs", "template_vars", "tool_choice",
+                  "reasoning_effort", "reasoning")
 SCORE_SCHEMA = {
     "type": "object",
     "properties": {

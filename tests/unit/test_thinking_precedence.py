@@ -20,8 +20,12 @@ OFF = {"content": REPLY, "reasoning_content": None}
     ({"reasoning_effort": "none"}, OFF),
     ({"reasoning_effort": "low"}, ON),
     ({}, ON),
+    # TabbyAPI's template_vars are its chat_template_kwargs (tabbyAPI#340: how its users turn Qwen3's thinking off); they
+    # were ignored as an unknown field.
+    ({"template_vars": {"enable_thinking": False}}, OFF),
+    ({"template_vars": {"enable_thinking": False}, "chat_template_kwargs": {"enable_thinking": True}}, ON),
 ], ids=["none-vs-kwargs-on", "reasoning.effort-none-vs-kwargs-on", "high-vs-kwargs-off", "none-vs-kwargs-null",
-        "none", "low", "default"])
+        "none", "low", "default", "template-vars", "template-vars-under-kwargs"])
 async def test_explicit_kwargs_then_effort_then_default(stack, path, extra, expected):
     client, fake = stack
     for stream in (False, True):
