@@ -20,6 +20,7 @@ from gateway.config import GatewayConfig
 from gateway.engine import ChoiceResult, Delta, Engine, Usage
 from gateway.errors import ApiError, ContextLengthExceeded
 from gateway.http_stream import open_stream, stream_generation
+from gateway.llama_cpp_clients import high_temperature
 from gateway.offload import run_cpu
 from gateway.repetition_stop import refuse_repetition_stop
 from gateway.openai_completion import parse_completion
@@ -179,6 +180,8 @@ class SGLangGenerateRoutes:
             plan = await run_cpu(parse_completion, translated, card, await self.engine.served_name(),
                                  cap_output=not options.limit_sent)
             refuse_repetition_stop(translated)
+            # SGLang's SamplingParams.verify: a temperature is non-negative and finite, with no upper bound
+            high_temperature(body.get("sampling_params"), plan.gen.sampling)
         except ApiError as error:
             if isinstance(error, ContextLengthExceeded) and error.ctx is not None:
                 error.message = context_overflow_message(error)

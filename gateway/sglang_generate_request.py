@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, Unsupported, renamed
+from gateway.llama_cpp_fields import V1_MAX_TEMPERATURE
 
 # SGLang's SamplingParams default output limit (max_new_tokens=128), where /v1/completions' is OpenAI's 16.
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -121,7 +122,11 @@ def _sampling(params, out: dict) -> None:
         if value is None and (key in _SAMPLING or key in ("json_schema", "structural_tag")):
             # SamplingParams' default for a field sent as null (clients write every field they know).
             continue
-        if key in _SAMPLING:
+        if key == "temperature" and isinstance(value, int | float) and not isinstance(value, bool) and \
+                value > V1_MAX_TEMPERATURE:
+            # SGLang bounds it below only: /v1's schema reads it at OpenAI's 2, the route then sets it as sent
+            out["temperature"] = V1_MAX_TEMPERATURE
+        elif key in _SAMPLING:
             out[_SAMPLING[key]] = value
         elif key == "json_schema":
             out["guided_json"] = value

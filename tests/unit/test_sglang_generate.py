@@ -246,3 +246,15 @@ async def test_a_logprob_start_len_at_the_prompts_end_is_sglangs_400(stack):
     status, body = await post(client, {"input_ids": [5, 6], "return_logprob": True,
                                        "sampling_params": {"max_new_tokens": 0}})
     assert status == 200 and body["meta_info"]["input_token_logprobs"] == [], body
+
+
+@pytest.mark.parametrize("temperature", [2.5, 5, 100])
+async def test_a_temperature_above_openais_2_is_taken_as_sglang_takes_it(stack, temperature):
+    """SGLang's SamplingParams.verify bounds the temperature below only (non-negative, finite); min_p with a high
+    temperature is a common setting. It was /v1's 400 "2.5 is greater than the maximum of 2"."""
+    client, fake = stack
+    params = {"temperature": temperature, "min_p": 0.1, "max_new_tokens": 2}
+    status, body = await post(client, {"text": "hi", "sampling_params": params})
+    assert status == 200, body
+    assert fake.script.requests[-1].sampling.temperature == temperature
+    assert body["meta_info"]["completion_tokens"] == 2
