@@ -126,7 +126,7 @@ class KoboldFramer(SseFramer):
     def delta(self, delta: Delta, usage: Usage) -> list[bytes]:
         """The piece's text, then (on the choice's last) the finish reason with no text, as KoboldCpp splits it."""
         text = delta.reasoning + delta.content
-        self.job.add(text)
+        self.job.add(delta)
         frames = [self._event(text, None)] if text else []
         if delta.finish_reason:
             frames.append(self._event("", "stop" if delta.finish_reason == "stop" else "length"))
@@ -156,6 +156,7 @@ class KoboldRoutes:
         app.router.add_post("/api/extra/generate/stream", self.generate_stream)
         app.router.add_post("/api/extra/generate/check", self.check)
         app.router.add_post("/api/extra/abort", self.abort)
+        app.router.add_get("/api/extra/perf", self.perf)
 
     async def model(self, request: web.Request) -> web.Response:
         """{"result": "koboldcpp/<served name>"}, as KoboldCpp names its model."""
@@ -179,6 +180,12 @@ class KoboldRoutes:
     async def max_length(self, request: web.Request) -> web.Response:
         """{"value": the output length a generate without max_length gets}."""
         return json_response({"value": DEFAULT_MAX_LENGTH})
+
+    async def perf(self, request: web.Request) -> web.Response:
+        """KoboldCpp's status: the scheduler's queue and whether it is idle, the last KoboldAI generation's figures
+        (KoboldJobs.perf); 503 while the scheduler does not answer."""
+        load = await self.engine.check_loaded()
+        return json_response(self.jobs.perf(load.num_running, load.num_waiting))
 
     async def check(self, request: web.Request) -> web.Response:
         """The text so far of the generation sent with the body's genkey (KoboldAI Lite's polled streaming), empty
@@ -224,7 +231,7 @@ class KoboldRoutes:
         def absorb(delta: Delta) -> None:
             results[delta.index].absorb(delta)
             if delta.index == 0:
-                job.add(delta.reasoning + delta.content)
+                job.add(delta)
         with self.jobs.track(genkey, gen) as job:
             await gen.drain(absorb)
         usage = gen.usage()

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Optional
 
 from aiohttp import web
 
@@ -49,11 +51,29 @@ class KoboldJob:
     genkey: str
     gen: Generation
     pieces: list = field(default_factory=list)
+    num_tokens: int = 0
+    finish_reason: Optional[str] = None
+    stop_reason: Optional[object] = None
 
-    def add(self, text: str) -> None:
-        """A piece of the first choice's output, as it comes."""
+    def perf(self) -> dict:
+        """KoboldCpp's last-generation fields of /api/extra/perf: prompt processing and generation seconds, tokens,
+        seed (-1: random), and its stop reason (-1 invalid (here: aborted), 0 out of tokens, 1 the end token, 2 a
+        stop sequence: gpttype_adapter.cpp stop_reason)."""
+        now, first = time.monotonic(), self.gen.first_token_at
+        reason = {"length": 0, "stop": 1 if self.stop_reason is None else 2}.get(self.finish_reason, -1)
+        seed = self.gen.req.sampling.seed
+        return {"last_process": round((first or now) - self.gen.started_at, 3),
+                "last_eval": round(now - first, 3) if first else 0.0, "last_token_count": self.num_tokens,
+                "last_seed": -1 if seed is None else seed, "stop_reason": reason}
+
+    def add(self, delta) -> None:
+        """The first choice's next Delta: its text, and (the last one) its token count and why it ended."""
+        text = delta.reasoning + delta.content
         if text:
             self.pieces.append(text)
+        if delta.finish_reason:
+            self.num_tokens, self.finish_reason, self.stop_reason = (delta.num_tokens, delta.finish_reason,
+                                                                     delta.stop_reason)
 
     def text(self) -> str:
         """The output so far (KoboldCpp's get_pending_output)."""
@@ -72,16 +92,30 @@ class KoboldJobs:
 
     def __init__(self):
         self._jobs: list[KoboldJob] = []
+        self.num_generations, self.started, self.last_request = 0, time.time(), time.time()
+        self.last = {"last_process": 0.0, "last_eval": 0.0, "last_token_count": 0, "last_seed": -1, "stop_reason": -1}
 
     @contextmanager
     def track(self, genkey: str, gen: Generation):
-        """Keeps the generation findable by its genkey while the block runs (until its answer is sent)."""
+        """Keeps the generation findable by its genkey while the block runs (until its answer is sent); then its
+        figures are the last generation's (/api/extra/perf)."""
         job = KoboldJob(genkey, gen)
         self._jobs.append(job)
+        self.num_generations, self.last_request = self.num_generations + 1, time.time()
         try:
             yield job
         finally:
             self._jobs.remove(job)
+            self.last = job.perf()
+
+    def perf(self, num_running: int, num_waiting: int) -> dict:
+        """KoboldCpp's GET /api/extra/perf (koboldcpp.py): the last KoboldAI generation's figures, how many ran
+        (total_gens), `queue` the requests waiting for a seat and `idle` 1 while the engine runs none (its modelbusy
+        lock free), which clients poll before a timed run or to show the server busy; uptime and idletime in s."""
+        now = time.time()
+        return {**self.last, "total_gens": self.num_generations, "total_img_gens": 0, "queue": num_waiting,
+                "idle": int(num_running + num_waiting == 0), "hordeexitcounter": -1, "uptime": now - self.started,
+                "idletime": now - self.last_request, "quiet": False}
 
     def _named(self, genkey: str) -> list:
         """The generations a request's genkey names: those sent with it; for none (""), the one generation in flight
