@@ -22,6 +22,18 @@ class StepError(Exception):
     """A step the worker cannot run (e.g. a row for a request it holds no sampling state for)."""
 
 
+def _check_slots(step) -> None:
+    """StepError when two rows of `step` hold one GDN state slot, or a snapshot (written after the forward) goes into
+    a row's slot: either would run one sequence's recurrent state over another's without a word."""
+    slots = [row.state_slot for row in step.rows]
+    if len(set(slots)) != len(slots):
+        shared = next(slot for slot in slots if slots.count(slot) > 1)
+        raise StepError(f"two rows of step {step.step_id} hold state slot {shared}")
+    held = set(slots).intersection(copy.dst_slot for copy in step.snapshot_states)
+    if held:
+        raise StepError(f"step {step.step_id} snapshots into state slot {min(held)}, which one of its rows holds")
+
+
 @dataclass
 class PoolSizes:
     num_blocks: int
@@ -231,6 +243,7 @@ class ModelRunner:
         num_tokens = sum(row.num_tokens for row in step.rows)
         if num_tokens != len(step.token_ids):
             raise StepError(f"rows claim {num_tokens} tokens, step carries {len(step.token_ids)}")
+        _check_slots(step)
         rows, offset = [], 0
         for row in step.rows:
             toks = list(step.token_ids[offset:offset + row.num_tokens])
