@@ -139,3 +139,28 @@ async def test_other_apis(served_template, api, seeds):
                                                                    f"the prompt has {len(expected)}")
     assert [fault for fault in faults if fault] == []
     assert num_sent >= 5   # the API can say a share of the conversations
+
+
+@pytest.mark.parametrize("seeds", BLOCKS[:1], ids=lambda seeds: f"seeds-{seeds.start}-{seeds.stop - 1}")
+async def test_responses_continued_with_previous_response_id(served_template, seeds):
+    """The prompt of a response continued by previous_response_id is the earlier input, its answer (reasoning and
+    text, as the output items replay them) and the new input, as the whole conversation sent at once renders."""
+    client, fake, source = served_template
+    fake.script.reply = "plan</think>\n\nanswer"
+    faults, num_sent = [], 0
+    for seed in seeds:
+        shaped = ROUTES["responses"](*conversation(seed, odd_system=source is None))
+        if shaped is None:
+            continue
+        path, body, openai_messages, openai_fields = shaped
+        response = await client.post(path, data=orjson.dumps({"model": "default", **body, "max_output_tokens": 64}))
+        first = orjson.loads(await response.read())
+        later = {"model": "default", "previous_response_id": first.get("id"), "input": "next?",
+                 **{key: body[key] for key in ("tools", "reasoning") if key in body}}
+        status, got = await prompt_of(client, fake, path, later)
+        answer = {"role": "assistant", "content": "answer", "reasoning_content": "plan"}
+        expected = oracle(openai_messages + [answer, {"role": "user", "content": "next?"}], openai_fields, source)
+        faults.append(disagreement(seed, f"{path} previous_response_id", expected, status, got))
+        num_sent += 1
+    assert [fault for fault in faults if fault] == []
+    assert num_sent >= 5
