@@ -31,7 +31,7 @@ from gateway.kobold_placeholders import replace_placeholders, template_tags
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
 from gateway.openai_shape import SSE_HEADERS
-from gateway.stream import SseFramer
+from gateway.stream import SseFramer, sse_event
 from gateway import json_out
 from gateway.web import json_response, read_json
 
@@ -135,6 +135,13 @@ class KoboldFramer(SseFramer):
     def end(self, usage: Usage) -> list[bytes]:
         """Nothing more: KoboldCpp's stream ends with the finish event."""
         return []
+
+    def error(self, error: ApiError, usage: Usage) -> list[bytes]:
+        """The error object as a `data:` event of its own, and no `data: [DONE]`, which KoboldCpp never sends on this
+        stream (koboldcpp.py handle_sse_stream: only its OpenAI formats end so): SillyTavern's KoboldAI source
+        JSON.parses every event's data, and the [DONE] after a mid-stream error (a drain past its grace, a dead
+        worker) failed the whole generation; Lite and other readers of `event: message` skip an event without one."""
+        return [sse_event(error.to_dict())]
 
 
 class KoboldRoutes:

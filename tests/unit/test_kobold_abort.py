@@ -8,6 +8,9 @@ import grpc
 import orjson
 import pytest
 
+from gateway.app import ENGINE_KEY
+from gateway.errors import Unavailable
+
 REPLY = " ".join(f"w{i}" for i in range(300))
 SLOW_S = 0.02
 
@@ -114,3 +117,18 @@ async def test_a_full_queue_is_koboldcpps_503_busy(stack, path):
     assert response.status == 503 and response.headers["Retry-After"] == "1"
     assert await response.json() == {"detail": {"msg": "Server is busy; please try again later.",
                                                 "type": "service_unavailable"}}
+
+
+async def test_a_stream_ended_by_an_error_sends_no_done(stack):
+    """A Kobold stream cut by the server (the drain grace over, a dead worker) ends with its error object as a JSON
+    data event and no `data: [DONE]`, which KoboldCpp never sends there and SillyTavern's KoboldAI source
+    JSON.parses (its generation failed on it)."""
+    client, fake = stack
+    fake.script.delay_s = SLOW_S
+    response = await client.post("/api/extra/generate/stream", json={"prompt": "hi", "max_length": 300})
+    await response.content.readline()
+    client.server.app[ENGINE_KEY].abort_all(Unavailable("the server is shutting down"))
+    raw = (await response.read()).decode()
+    data = [orjson.loads(line[6:]) for line in raw.split("\n") if line.startswith("data: ")]
+    assert data[-1]["error"]["message"] == "the server is shutting down"
+    assert all("token" in d for d in data[:-1])
