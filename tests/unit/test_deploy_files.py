@@ -171,3 +171,20 @@ def test_the_workers_compiled_kernels_live_on_a_volume_that_outlives_a_restart(c
     worker = next(c for c in pod["containers"] if c["name"] == "worker")
     mount = next(m for m in worker["volumeMounts"] if m["mountPath"] == path)
     assert any(v["name"] == mount["name"] for v in pod["volumes"])
+
+
+def test_compose_passes_on_the_access_and_size_variables_a_user_sets(compose):
+    """`SPARKINFER_API_KEY=... docker compose up` protects the API as `make run` does: compose hands a container only
+    the variables its file names, so a key set in the shell or .env served every route without one (and nginx
+    publishes the port on every interface). Each variable compose takes from the host is named in README's compose
+    paragraph, so a user knows which others need compose.yaml edited."""
+    env = {name: service.get("environment", {}) for name, service in compose["services"].items()}
+    for service, name in [("gateway", "SPARKINFER_API_KEY"), ("gateway", "SPARKINFER_ALLOWED_ORIGINS"),
+                          ("gateway", "SPARKINFER_ALLOW_CREDENTIALS"), ("scheduler", "SPARKINFER_MAX_MODEL_LEN"),
+                          ("scheduler", "SPARKINFER_MAX_NUM_SEQS")]:
+        assert str(env[service].get(name, "")).startswith("${" + name), (service, name)
+    readme = _read("README.md")
+    paragraph = readme[readme.index("`compose.yaml` runs the same topology"):]
+    paragraph = paragraph[:paragraph.index("\n\n")]
+    for name in set(re.findall(r"\$\{(SPARKINFER_[A-Z0-9_]+)", _read("compose.yaml"))):
+        assert f"`{name}`" in paragraph or name in ("SPARKINFER_MODEL", "SPARKINFER_MODEL_DIR"), name
