@@ -63,6 +63,18 @@ def _completion_num_logprobs(body: dict, default):
     return body["n_probs"] if body.get("n_probs") else default
 
 
+def _check_unserved_prompts(body: dict) -> None:
+    """400s for the prompt forms not served: a suffix (fill in the middle), and vLLM's prompt_embeds, which come
+    without a prompt: refused by name before the schema asks for the prompt the client rightly left out (a body that
+    is no object is the schema's 400)."""
+    if not isinstance(body, dict):
+        return
+    if body.get("suffix"):
+        raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
+    if body.get("prompt") is None:
+        check_fields({"prompt_embeds": body.get("prompt_embeds")}, {}, chat=False)
+
+
 def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: bool = False,
                      read_thinking: bool = True) -> Plan:
     """Validates a /v1/completions body. max_tokens 0 is allowed only with echo (returns the prompt); cap_output as
@@ -71,14 +83,13 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     raw, body = body, fold_n_cmpl(llama_cpp_ranges(body))
     check_post_sampling(body)
     check_list_sizes(body, card.max_context_len, chat=False, vocab_size=card.vocab_size)
+    _check_unserved_prompts(body)
     validate(body, COMPLETION_SCHEMA)
     check_num_choices(body)
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_logprob_counts(body, card.vocab_size, chat=False)
     check_body_model(body, card, served_name)
     stream, include_usage, continuous = stream_options(body)
-    if body.get("suffix"):
-        raise Unsupported("suffix (fill-in-the-middle) is not supported", param="suffix")
     echo = bool(body.get("echo"))
     requested, param, sent = completion_max_tokens(body, echo)
     # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null

@@ -207,6 +207,18 @@ async def test_an_empty_prompt_is_vllms_400(stack, prompt, message, param):
     assert not fake.script.requests
 
 
+@pytest.mark.parametrize("body", [{"prompt_embeds": "AAAA"}, {"prompt": None, "prompt_embeds": ["AAAA"]}],
+                         ids=["no-prompt", "null-prompt"])
+async def test_prompt_embeds_alone_is_refused_by_name(stack, body):
+    # vLLM's documented form sends prompt_embeds without a prompt (its CompletionRequest.prompt defaults to None);
+    # before, the schema answered first: "'prompt' is a required property" (or "null is not of type"), naming the
+    # field the client rightly left out instead of the one this server does not serve.
+    client, fake = stack
+    status, out = await post(client, "/v1/completions", {"model": "default", **body})
+    assert status == 400 and out["error"]["param"] == "prompt_embeds" and out["error"]["code"] == "unsupported"
+    assert "prompt embeddings are not supported" in out["error"]["message"] and not fake.script.requests
+
+
 # What clients parse from vLLM's refusal to shrink max_tokens or trim history, with the groups holding (context,
 # prompt, max_tokens): its older sentence (OpenAI's, vllm#20409) and its current one (vllm#36197), as agents' regexes
 # read them (hermes-agent, opencode, Go clients).
