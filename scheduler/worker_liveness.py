@@ -62,8 +62,11 @@ class WorkerLiveness:
         # arrive before its step socket has connected.
         if hello.nonce == 0 or (self.worker_alive and hello.worker_id == self.worker_id):
             return
-        if hello.wire_version != WIRE_VERSION:
-            self._refuse_version(hello)
+        refusal = self._refusal(hello)
+        if refusal:
+            if hello.worker_id not in self.refused_workers:
+                self.refused_workers.add(hello.worker_id)
+                log.error("worker %s %s: not using it", hello.worker_id, refusal)
             return
         # A stuck worker's I/O thread answers pings while its compute loop is stuck: registered again as if new, it
         # was sent every new request to fail after another step timeout, for ever, and the launcher's watchdog, which
@@ -92,13 +95,18 @@ class WorkerLiveness:
         self.alive_event.set()
         self.on_health(True)
 
-    def _refuse_version(self, hello) -> None:
-        """Logs once per worker that it speaks another wire version (proto/wire_version.py): it is not registered."""
-        if hello.worker_id not in self.refused_workers:
-            self.refused_workers.add(hello.worker_id)
-            log.error("worker %s speaks wire version %s, this scheduler %s (another SparkInfer release): not using it; "
-                      "run the scheduler and the worker of the same release", hello.worker_id,
-                      hello.wire_version or "(none)", WIRE_VERSION)
+    def _refusal(self, hello) -> str:
+        """Why a worker's hello is not registered, "" when it is: another wire version (proto/wire_version.py: another
+        release), or another checkpoint than the card's (worker/model_card.py checkpoint_digest: the gateways would
+        render and tokenize for this one while the worker ran that one's weights)."""
+        if hello.wire_version != WIRE_VERSION:
+            return (f"speaks wire version {hello.wire_version or '(none)'}, this scheduler {WIRE_VERSION} (another "
+                    f"SparkInfer release); run the scheduler and the worker of the same release")
+        mine = self.card.get("checkpoint_digest", "")
+        if mine and hello.checkpoint_digest != mine:
+            return (f"loaded checkpoint {hello.model_id!r} (digest {hello.checkpoint_digest or '(none)'}), this "
+                    f"scheduler {self.card['model_id']!r} (digest {mine}); give both the same SPARKINFER_MODEL")
+        return ""
 
     async def ping_loop(self) -> None:
         """Pings the worker every ping_interval_s; a live worker silent past worker_timeout_s is declared lost

@@ -1,4 +1,5 @@
 """Scheduler and worker processes: a checkpoint's serving card (ids, context, tokenizer, template), torch-free."""
+import hashlib
 import json
 import os
 
@@ -116,7 +117,8 @@ def load_model_card(path: str) -> dict:
     Returns {model_id, max_context_len, eos_token_ids (config.json + generation_config.json + the tokenizer's
     eos_token, which vLLM stops at as the request's eos_token_id; de-duplicated),
     tokenizer_json (bytes), chat_template (str, "" if none), generation_config_json (str, "{}" if none),
-    architecture, model_type, vocab_size, num_parameters (estimate), quantization (see quantization_of)}.
+    architecture, model_type, vocab_size, num_parameters (estimate), quantization (see quantization_of),
+    checkpoint_digest (checkpoint_digest)}.
     Raises MissingFileError (config.json / tokenizer.json absent or unreadable), UnsupportedModelError.
     """
     folder = os.path.abspath(path)
@@ -151,4 +153,15 @@ def load_model_card(path: str) -> dict:
         "vocab_size": config.vocab_size,
         "num_parameters": estimate_num_parameters(config),
         "quantization": quantization_of(folder, raw),
+        "checkpoint_digest": checkpoint_digest(config_path, tokenizer_json),
     }
+
+
+def checkpoint_digest(config_path: str, tokenizer_json: bytes) -> str:
+    """16 hex digits of sha256 over config.json's bytes and tokenizer.json's: equal for one checkpoint wherever it is
+    mounted, unequal for another model, size or quantization (the scheduler and the worker compare theirs)."""
+    with open(config_path, "rb") as f:
+        digest = hashlib.sha256(f.read())
+    digest.update(b"\0")
+    digest.update(tokenizer_json)
+    return digest.hexdigest()[:16]

@@ -204,7 +204,8 @@ def build_runner(config: WorkerConfig):
     hello = pb.WorkerHello(model_id=card["model_id"], num_blocks=sizes.num_blocks, block_size=sizes.block_size,
                            num_slots=sizes.num_slots, max_context_len=card["max_context_len"],
                            device=_device_name(device), worker_id=uuid.uuid4().hex[:12],
-                           vocab_size=card["vocab_size"], wire_version=WIRE_VERSION)
+                           vocab_size=card["vocab_size"], wire_version=WIRE_VERSION,
+                           checkpoint_digest=card["checkpoint_digest"])
     return runner, hello
 
 

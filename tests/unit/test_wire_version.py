@@ -66,3 +66,45 @@ def test_the_worker_answers_no_ping_of_another_version(capsys):
         assert [m.hello.nonce for m in sent] == [5] and sent[0].hello.wire_version == WIRE_VERSION
     finally:
         link.context.term()
+
+
+async def test_the_scheduler_registers_no_worker_of_another_checkpoint(caplog):
+    """A worker started on another checkpoint than the scheduler's (SPARKINFER_MODEL changed on one process only) was
+    registered: the gateways rendered and tokenized for the scheduler's model while the worker ran the other's weights
+    (answers of another model, under the first one's name). Its hello's checkpoint_digest now has to be the card's."""
+    link = FakeLink()
+    link.auto = False
+    card = {**CARD, "model_id": "Qwen3.5-27B", "checkpoint_digest": "0123456789abcdef"}
+    engine = Engine(SchedulerConfig(ping_interval_s=0.02, worker_timeout_s=0.2), card, link,
+                    Metrics(CollectorRegistry()))
+    engine.start()
+    with caplog.at_level(logging.ERROR, logger="sparkinfer.scheduler"):
+        for nonce in (5, 6):
+            other = hello("other", nonce)
+            other.hello.model_id, other.hello.checkpoint_digest = "Qwen3.5-9B", "fedcba9876543210"
+            link.inbox.put_nowait(other)
+        await asyncio.sleep(0.2)
+    assert not engine.worker_alive
+    refusals = [r.getMessage() for r in caplog.records if "checkpoint" in r.getMessage()]
+    assert len(refusals) == 1 and "'Qwen3.5-9B' (digest fedcba9876543210)" in refusals[0]
+    assert "'Qwen3.5-27B' (digest 0123456789abcdef)" in refusals[0]
+    same = hello("same", 7)
+    same.hello.checkpoint_digest = "0123456789abcdef"
+    link.auto, link.worker_id = True, "same"
+    link.inbox.put_nowait(same)
+    await asyncio.wait_for(engine.alive_event.wait(), 1)
+    await engine.stop()
+
+
+def test_one_checkpoint_has_one_digest_wherever_it_is(tmp_path):
+    import shutil
+
+    from worker.model_card import load_model_card
+
+    copy = tmp_path / "elsewhere"
+    shutil.copytree("models/tiny", copy)
+    digest = load_model_card("models/tiny")["checkpoint_digest"]
+    assert load_model_card(str(copy))["checkpoint_digest"] == digest and len(digest) == 16
+    config = (copy / "config.json").read_text()
+    (copy / "config.json").write_text(config.replace("{", '{"torch_dtype": "bfloat16", ', 1))
+    assert load_model_card(str(copy))["checkpoint_digest"] != digest
