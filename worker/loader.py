@@ -25,6 +25,11 @@ __all__ = ["load_model", "load_model_card", "CheckpointError", "MissingFileError
 _PLAIN_MATRICES = ("embed_tokens.weight", "mlp.gate.weight")
 
 
+# hidden_act names of SiLU (transformers activations.py ACT2CLS: "silu" SiLUActivation, "swish" nn.SiLU), the one
+# activation the MLP and the GDN conv compute; another is refused
+SILU_NAMES = ("silu", "swish")
+
+
 def _check_supported(config: ModelConfig, path: str) -> None:
     if config.num_experts > 0 and not config.is_moe:
         raise UnsupportedModelError(path, f"{config.model_type} with num_experts > 0: MoE is only read for "
@@ -35,7 +40,7 @@ def _check_supported(config: ModelConfig, path: str) -> None:
         raise UnsupportedModelError(path, f"rope_type {config.rope_type!r} (supported: {', '.join(ROPE_TYPES)})")
     if config.attention_bias:
         raise UnsupportedModelError(path, "attention_bias true (q/k/v/o_proj biases are not read)")
-    if config.hidden_act != "silu":
+    if config.hidden_act not in SILU_NAMES:
         raise UnsupportedModelError(path, f"hidden_act {config.hidden_act!r} (only silu)")
     if config.quant_method and config.quant_method not in QUANT_METHODS:
         raise UnsupportedModelError(path, f"quantization_config quant_method {config.quant_method!r} (read: "

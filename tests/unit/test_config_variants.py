@@ -59,6 +59,9 @@ VARIANTS = {
     "no-head-dim": ({k: v for k, v in BASE.items() if k != "head_dim"}, False),
     "next-yarn-rope-scaling": (dict(NEXT, rope_theta=1e6, rope_scaling=YARN), True),
     "next-no-head-dim-no-rope": ({k: v for k, v in NEXT.items() if k != "head_dim"}, True),
+    # transformers' ACT2FN "swish" is nn.SiLU, silu under its other name (the MLP's and the GDN conv's activation)
+    "hidden-act-swish": (dict(BASE, hidden_act="swish"), False),
+    "next-hidden-act-swish": (dict(NEXT, hidden_act="swish"), True),
 }
 
 
