@@ -23,6 +23,7 @@ class GatewayConfig:
     skip_model_name_validation: bool = False  # vLLM's switch: any request's model names the served model
     default_chat_template_kwargs: Optional[dict] = None  # vLLM's: template variables under each request's own
     chat_template: Optional[str] = None       # vLLM's --chat-template: the template text, in place of the checkpoint's
+    force_include_usage: bool = False         # vLLM's --enable-force-include-usage: every stream carries usage
     max_body_bytes: int = 32 * 1024 * 1024    # request body limit, on the wire and once decoded (413 past it)
     body_timeout_s: float = 60.0              # a request's whole body must arrive within this (408 past it)
     keep_alive_timeout_s: float = 75.0        # an idle connection (no request yet, or between two) is closed after it
@@ -153,6 +154,7 @@ def parse_config(argv: Optional[Sequence[str]] = None) -> GatewayConfig:
                          skip_model_name_validation=args.skip_model_name_validation,
                          default_chat_template_kwargs=_template_kwargs(parser, args.default_chat_template_kwargs),
                          chat_template=_chat_template(parser, args.chat_template),
+                         force_include_usage=args.force_include_usage,
                          exclude_tools_when_tool_choice_none=args.exclude_tools_when_tool_choice_none,
                          trust_request_chat_template=args.trust_request_chat_template,
                          drain_grace_s=args.drain_grace_seconds, access_log=not args.disable_access_log,
@@ -251,6 +253,10 @@ def _add_behaviour_flags(parser: argparse.ArgumentParser, d: GatewayConfig) -> N
                         help="render the chat_template a request sends (vLLM's flag of the same name; off: 400), "
                              "only for trusted clients: a template can loop for hours "
                              "(SPARKINFER_TRUST_REQUEST_CHAT_TEMPLATE)")
+    parser.add_argument("--force-include-usage", action="store_true",
+                        default=env_switch(parser, "SPARKINFER_FORCE_INCLUDE_USAGE", d.force_include_usage),
+                        help="every /v1 stream carries usage, in each chunk and a final usage chunk, whatever its "
+                             "stream_options, as vLLM's --enable-force-include-usage (SPARKINFER_FORCE_INCLUDE_USAGE)")
     parser.add_argument("--chat-template", default=_env("SPARKINFER_CHAT_TEMPLATE", ""),
                         help="the chat template to render every chat with, in place of the checkpoint's: a Jinja file, "
                              "or the template itself, as vLLM's flag (SPARKINFER_CHAT_TEMPLATE)")

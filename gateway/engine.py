@@ -32,7 +32,7 @@ class Engine:
 
     def __init__(self, client: Optional[SchedulerClient] = None, served_model_name: str = "",
                  any_model_name: bool = False, default_template_kwargs: Optional[dict] = None,
-                 chat_template: Optional[str] = None):
+                 chat_template: Optional[str] = None, force_include_usage: bool = False):
         self.client = client
         # vLLM's several served names: the first names the model, the others are aliases its card accepts.
         names = served_names(served_model_name)
@@ -41,6 +41,7 @@ class Engine:
         self.any_model_name = any_model_name   # SPARKINFER_SKIP_MODEL_NAME_VALIDATION: every name is the model
         self.default_template_kwargs = dict(default_template_kwargs or {})   # SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS
         self.chat_template = chat_template     # SPARKINFER_CHAT_TEMPLATE: rendered in place of the checkpoint's
+        self.force_include_usage = force_include_usage   # SPARKINFER_FORCE_INCLUDE_USAGE
         self._card: Optional[ModelCard] = None
         self._card_info = b""           # the InfoResponse bytes the card was made from
         self._card_epoch = -1           # client.epoch when the card was last confirmed
@@ -100,6 +101,7 @@ class Engine:
             card = ModelCard.from_info(info)
             card.served_aliases, card.any_model_name = self.served_aliases, self.any_model_name
             card.default_template_kwargs = self.default_template_kwargs
+            card.force_include_usage = self.force_include_usage
             return card
         except Exception as exc:
             error = ModelUnloadable(f"the model {info.model_id!r} cannot be served: its tokenizer.json or chat "

@@ -142,7 +142,7 @@ def _check_chat(body: dict, card: ModelCard, served_name: str) -> tuple[bool, bo
     check_fields(body, CHAT_SCHEMA["properties"], chat=True)
     check_logprob_counts(body, card.vocab_size, chat=True)
     check_body_model(body, card, served_name)
-    options = stream_options(body)
+    options = stream_options(body, card.force_include_usage)
     check_messages_and_tools(body)
     return options
 

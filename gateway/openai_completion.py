@@ -89,7 +89,7 @@ def parse_completion(body: dict, card: ModelCard, served_name: str, cap_output: 
     check_fields(body, COMPLETION_SCHEMA["properties"], chat=False)
     check_logprob_counts(body, card.vocab_size, chat=False)
     check_body_model(body, card, served_name)
-    stream, include_usage, continuous = stream_options(body)
+    stream, include_usage, continuous = stream_options(body, card.force_include_usage)
     echo = bool(body.get("echo"))
     requested, param, sent = completion_max_tokens(body, echo)
     # vLLM counts OpenAI's default of 16 when max_tokens is absent (its CompletionRequest default), 0 for null

@@ -85,14 +85,17 @@ def stops(body: dict) -> list:
     return stops
 
 
-def stream_options(body: dict) -> tuple[bool, bool, bool]:
+def stream_options(body: dict, force_usage: bool = False) -> tuple[bool, bool, bool]:
     """(stream, include_usage, continuous_usage_stats) of an OpenAI body; stream_options without stream is a 400 as in
-    vLLM (null or {} is accepted)."""
+    vLLM (null or {} is accepted). force_usage (SPARKINFER_FORCE_INCLUDE_USAGE): both on, as vLLM's
+    should_include_usage answers under --enable-force-include-usage."""
     stream = bool(body.get("stream"))
     options = body.get("stream_options")
     if options and not stream:  # as vLLM: an empty object (or null) is accepted without stream
         raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
     options = options or {}
+    if force_usage:
+        return stream, True, True
     return stream, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
 
 
