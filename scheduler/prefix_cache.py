@@ -194,13 +194,16 @@ class PrefixCache:
     def snapshot(self, req, end: int) -> int:
         """Called when `req`'s row in the step being planned ends at token `end`: when `end` is one of its
         snapshot points and the prefix is not cached yet, creates a pending entry (evicting LRU entries to make
-        room) and returns its snapshot slot; else -1."""
+        room, none for a prefix of more blocks than the cache may hold) and returns its snapshot slot; else -1."""
         if end not in req.snapshot_points or not self.enabled:
             return -1
         key = entry_key(req.cache_salt, req.checkpoint_grid, req.token_slice(0, end))
         if key in self.entries:
             return -1
         block_ids = req.block_ids[:end // self.blocks.block_size]
+        # past the blocks the cache may hold at all it would never fit: evicting the entries first only emptied it
+        if len(block_ids) > self.blocks.num_total_blocks // 2:
+            return -1
         while not self._fits(block_ids):
             if not self.evict_one():
                 return -1

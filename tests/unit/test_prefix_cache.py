@@ -281,3 +281,22 @@ def test_a_request_that_cannot_read_the_cache_is_no_query():
     served = serve(sched, worker, "again", prompt)[1]
     assert stats.num_query_tokens == queried + len(prompt)
     assert stats.num_hit_tokens == hit + served.num_cached_tokens > hit
+
+
+def test_a_checkpoint_past_half_the_pool_evicts_no_entry():
+    """A checkpoint whose prefix needs more KV blocks than the cache may ever hold (half the pool) is not cached, and
+    the entries already there stay. It evicted them one by one before finding that it still did not fit (the ones it
+    shares blocks with only make it need more), so a conversation longer than half the KV pool emptied the whole
+    cache, its own system-prompt checkpoint included, on every turn (seen serving a 40-block pool of 8-token blocks:
+    no hit at all, where 16-token blocks gave 400 cached tokens)."""
+    sched, worker = make_scheduler(num_blocks=24, budget=512), FakeWorker()
+    small = chat(30, 40)                                     # checkpoints at 32 and 48
+    serve(sched, worker, "small", small)
+    big = chat(31, 50, turn_lens=(180,))                     # at 48 (3 blocks) and 224 (14 > 12 blocks)
+    tokens, _ = serve(sched, worker, "big", big)
+    assert tokens == reference(big)
+    assert sched.prefix_cache.stats.num_evictions == 0
+    assert sorted(cached_lengths(sched)) == [32, 48, 48]
+    _, hit = serve(sched, worker, "small2", small + [3])
+    assert hit.num_cached_tokens == 48
+    sched.self_check()
