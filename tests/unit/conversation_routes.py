@@ -122,13 +122,18 @@ def _anthropic_turn(message: dict, turns: list, expected: list) -> bool:
         if not blocks:
             return False
         turns.append({"role": "assistant", "content": blocks})
-        out = {"role": "assistant", "content": text}
-        if reasoning:
-            out["reasoning_content"] = reasoning
-        if calls:
-            out["tool_calls"] = calls
-        expected.append(out)
+        expected.append(_assistant(text, reasoning, calls))
     return True
+
+
+def _assistant(text: str, reasoning: str, calls: list) -> dict:
+    """The OpenAI-shaped assistant message a route's assistant turn stands for (reasoning / calls only when set)."""
+    out = {"role": "assistant", "content": text}
+    if reasoning:
+        out["reasoning_content"] = reasoning
+    if calls:
+        out["tool_calls"] = calls
+    return out
 
 
 def responses(messages: list, fields: dict):
@@ -172,12 +177,7 @@ def _responses_items(message: dict, items: list, expected: list):
                    "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)} for c in calls]
         if not (reasoning or text or calls):
             return False
-        out = {"role": "assistant", "content": text}
-        if reasoning:
-            out["reasoning_content"] = reasoning
-        if calls:
-            out["tool_calls"] = calls
-        expected.append(out)
+        expected.append(_assistant(text, reasoning, calls))
     return True
 
 
