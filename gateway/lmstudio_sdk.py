@@ -22,6 +22,7 @@ from gateway.chat_prompt import prefill_final_assistant
 from gateway.config import GatewayConfig
 from gateway.control_tokens import unmark
 from gateway.engine import Engine
+from gateway import json_out
 from gateway.errors import ApiError, InvalidRequest, NotFound
 from gateway.lmstudio_sdk_info import download_info, instance_info, load_config, matches
 from gateway.lmstudio_sdk_predict import PredictRun, start_prediction
@@ -57,7 +58,7 @@ class SdkSession:
         """One JSON message; the channel tasks and the RPCs share the socket."""
         async with self.lock:
             if not self.ws.closed:
-                await self.ws.send_str(orjson.dumps(message).decode())
+                await self.ws.send_str(json_out.dumps(message).decode())
 
     async def handle(self, message: dict) -> None:
         """One client message."""

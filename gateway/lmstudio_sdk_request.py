@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import orjson
-
+from gateway import json_out
 from gateway.errors import InvalidRequest
 
 # LM Studio's KV config keys (_kv_config.py "llm.prediction") and the /api/v0 chat field each sets. A checkbox field's
@@ -98,7 +97,7 @@ def _tool_call(request: Any, k: int) -> dict:
     request = request if isinstance(request, dict) else {}
     return {"id": request.get("id") or f"call_{k}", "type": "function",
             "function": {"name": request.get("name", ""),
-                         "arguments": orjson.dumps(request.get("arguments") or {}).decode()}}
+                         "arguments": json_out.dumps(request.get("arguments") or {}).decode()}}
 
 
 def _structured(value: Any) -> dict:

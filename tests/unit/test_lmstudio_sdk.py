@@ -257,3 +257,12 @@ async def test_loading_the_served_model(fake, endpoint, param, answer):
     messages = await _channel(await _session(client), create)
     assert messages[0]["type"] == answer and messages[0]["info"]["identifier"] == "fake-model"
     assert messages[-1]["type"] == "channelClose"
+
+
+def test_a_history_tool_call_with_an_integer_past_64_bits_keeps_every_digit():
+    """The SDK's toolCallRequest arguments as an OpenAI call's arguments string: json_out, as every gateway answer
+    (orjson.dumps raised TypeError on 2^70: the prediction failed)."""
+    from gateway.lmstudio_sdk_request import _tool_call
+
+    call = _tool_call({"id": "c1", "name": "f", "arguments": {"n": 2 ** 70, "s": "x"}}, 0)
+    assert call["function"]["arguments"] == '{"n":%d,"s":"x"}' % 2 ** 70
