@@ -33,7 +33,7 @@ class AnthropicRoutes:
         # Interleaved thinking (a beta until Claude 4.6) lets budget_tokens exceed max_tokens.
         interleaved = "interleaved-thinking" in request.headers.get("anthropic-beta", "")
         plan = await run_cpu(parse_messages, body, card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none, interleaved)
+                             interleaved=interleaved)
         thinking = body.get("thinking") if isinstance(body, dict) else None  # checked by parse_messages
         builder = MessageBuilder(plan, card, isinstance(thinking, dict) and thinking.get("display") == "omitted")
         gen = await self.engine.start(plan.gen)
@@ -48,6 +48,5 @@ class AnthropicRoutes:
         tools)."""
         body = await read_json(request)
         card = await self.engine.card()
-        num_tokens = await run_cpu(count_tokens, body, card, await self.engine.served_name(),
-                                   self.config.exclude_tools_when_tool_choice_none)
+        num_tokens = await run_cpu(count_tokens, body, card, await self.engine.served_name())
         return json_response({"input_tokens": num_tokens})

@@ -219,24 +219,23 @@ def to_chat_body(body: Any, ctx: int, count: bool = False, interleaved: bool = F
     return chat
 
 
-def _parse_chat(chat: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool) -> Plan:
+def _parse_chat(chat: dict, card: ModelCard, served_name: str) -> Plan:
     """The chat route's Plan; its errors name this API's fields (tools.0.input_schema, not tools[0].function...)."""
     try:
-        return parse_chat(chat, card, served_name, exclude_tools_when_none)
+        return parse_chat(chat, card, served_name)
     except ApiError as exc:
         raise renamed(exc, _RENAMES) from None
 
 
-def parse_messages(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
-                   interleaved: bool = False) -> Plan:
+def parse_messages(body: Any, card: ModelCard, served_name: str, interleaved: bool = False) -> Plan:
     """Validates a /v1/messages body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
     chat = to_chat_body(body, card.max_context_len, interleaved=interleaved)
-    plan = _parse_chat(chat, card, served_name, exclude_tools_when_none)
+    plan = _parse_chat(chat, card, served_name)
     plan.gen.req_id = f"msg_{secrets.token_hex(12)}"
     return plan
 
 
-def count_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
+def count_tokens(body: Any, card: ModelCard, served_name: str) -> int:
     """The input tokens /v1/messages would count for this body's prompt (the same rendering, to the token).
 
     A tokenized prompt past the context is counted, as Anthropic counts it: clients ask precisely to learn that it
@@ -244,7 +243,7 @@ def count_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_whe
     gateway tokenizing up to 32 MiB of text for a count that can only say "too long"."""
     chat = to_chat_body(body, card.max_context_len, count=True)
     try:
-        return len(_parse_chat(chat, card, served_name, exclude_tools_when_none).gen.prompt_ids)
+        return len(_parse_chat(chat, card, served_name).gen.prompt_ids)
     except ContextLengthExceeded as exc:
         if exc.num_prompt is None or exc.at_least:
             raise

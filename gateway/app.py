@@ -205,7 +205,8 @@ def create_app(config: GatewayConfig, client: Optional[SchedulerClient] = None) 
         config.max_body_bytes, api_error_response, lambda request: _check_expecting(request, config.api_key)))
     # The grpc.aio channel must be made on the loop that serves the app, so it opens at startup.
     app[ENGINE_KEY] = Engine(client, config.served_model_name, config.skip_model_name_validation,
-                             config.default_chat_template_kwargs, config.chat_template, config.force_include_usage)
+                             config.default_chat_template_kwargs, config.chat_template, config.force_include_usage,
+                             config.exclude_tools_when_tool_choice_none)
     register_routes(app, app[ENGINE_KEY], config)
     http_compat.install(app)
     request_id_header.install(app)

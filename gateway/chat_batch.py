@@ -106,8 +106,7 @@ async def batch_chat(request: web.Request, body: dict, engine: Engine, config, r
     plans = []
     for index, conversation in enumerate(conversations):
         try:
-            plans.append(await run_cpu(parse_chat, {**body, "messages": conversation}, card, name,
-                                       config.exclude_tools_when_tool_choice_none))
+            plans.append(await run_cpu(parse_chat, {**body, "messages": conversation}, card, name))
         except ApiError as exc:
             raise _in_conversation(exc, index) from None
         # echo's prompt logprobs (vLLM's to_sampling_params asks for them) have no place in one batch answer, as

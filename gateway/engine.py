@@ -32,7 +32,8 @@ class Engine:
 
     def __init__(self, client: Optional[SchedulerClient] = None, served_model_name: str = "",
                  any_model_name: bool = False, default_template_kwargs: Optional[dict] = None,
-                 chat_template: Optional[str] = None, force_include_usage: bool = False):
+                 chat_template: Optional[str] = None, force_include_usage: bool = False,
+                 exclude_tools_when_none: bool = False):
         self.client = client
         # vLLM's several served names: the first names the model, the others are aliases its card accepts.
         names = served_names(served_model_name)
@@ -42,6 +43,8 @@ class Engine:
         self.default_template_kwargs = dict(default_template_kwargs or {})   # SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS
         self.chat_template = chat_template     # SPARKINFER_CHAT_TEMPLATE: rendered in place of the checkpoint's
         self.force_include_usage = force_include_usage   # SPARKINFER_FORCE_INCLUDE_USAGE
+        # SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE: every route that renders a chat prompt reads it off the card.
+        self.exclude_tools_when_none = exclude_tools_when_none
         self._card: Optional[ModelCard] = None
         self._card_info = b""           # the InfoResponse bytes the card was made from
         self._card_epoch = -1           # client.epoch when the card was last confirmed
@@ -102,6 +105,7 @@ class Engine:
             card.served_aliases, card.any_model_name = self.served_aliases, self.any_model_name
             card.default_template_kwargs = self.default_template_kwargs
             card.force_include_usage = self.force_include_usage
+            card.exclude_tools_when_none = self.exclude_tools_when_none
             return card
         except Exception as exc:
             error = ModelUnloadable(f"the model {info.model_id!r} cannot be served: its tokenizer.json or chat "

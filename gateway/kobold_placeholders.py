@@ -24,7 +24,7 @@ def _render(card, roles: str) -> str:
     names = {"s": "system", "u": "user", "a": "assistant"}
     messages = [{"role": names[r], "content": _MARK.format(i)} for i, r in enumerate(roles)]
     body = {"messages": messages, "chat_template_kwargs": {"enable_thinking": False}}
-    return unmark(rendered_messages(body, card, False))
+    return unmark(rendered_messages(body, card))
 
 
 def _between(text: str, first: int, second) -> str:

@@ -132,9 +132,9 @@ def completion_body(body, card) -> dict:
     return out
 
 
-def _render(body: dict, card, exclude_tools_when_none: bool) -> str:
+def _render(body: dict, card) -> str:
     """The chat prompt /v1 chat renders for these fields, as text (a special token's text in a message stays text)."""
-    return unmark(rendered_messages(body, card, exclude_tools_when_none))
+    return unmark(rendered_messages(body, card))
 
 
 def _requested(body: dict) -> int:
@@ -248,8 +248,7 @@ class LlamaCppRoutes:
                                  code="missing_required_parameter")
         card = await self.engine.card()
         check_model(body.get("model"), card, await self.engine.served_name())
-        exclude = self.config.exclude_tools_when_tool_choice_none
-        return json_response({"prompt": await run_cpu(_render, body, card, exclude)})
+        return json_response({"prompt": await run_cpu(_render, body, card)})
 
     async def completion(self, request: web.Request) -> web.StreamResponse:
         """POST /completion and /completions: llama.cpp's own completion (prompt as text, ids or a mix), answered or

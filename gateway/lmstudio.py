@@ -185,7 +185,7 @@ class LMStudioRoutes:
         check_request_template(body, self.config)
         card = await self.engine.card()
         plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none, cap_output=True)
+                             cap_output=True)
         refuse_repetition_stop(body)
         shaper = RecordingShaper(plan, card, plan.gen.req_id)
         if plan.debug_render is not None:

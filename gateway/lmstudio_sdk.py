@@ -47,10 +47,8 @@ def _error(exc: BaseException) -> dict:
 class SdkSession:
     """One namespace websocket: its RPCs answered in turn, each channel run as a task of its own."""
 
-    def __init__(self, engine: Engine, namespace: str, ws: web.WebSocketResponse, exclude_tools_when_none: bool):
+    def __init__(self, engine: Engine, namespace: str, ws: web.WebSocketResponse):
         self.engine, self.namespace, self.ws = engine, namespace, ws
-        # SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE, as /api/v0 and /apply-template read it.
-        self.exclude_tools_when_none = exclude_tools_when_none
         self.channels: dict = {}
         self.lock = asyncio.Lock()
 
@@ -107,7 +105,7 @@ class SdkSession:
         if endpoint == "applyPromptTemplate":
             self._check(specifier, card, name)
             body = prefill_final_assistant(chat_body(param, name))
-            return {"formatted": unmark(await run_cpu(rendered_messages, body, card, self.exclude_tools_when_none))}
+            return {"formatted": unmark(await run_cpu(rendered_messages, body, card))}
         if endpoint == "unloadModel":
             self._check({"type": "query", "query": {"identifier": (param or {}).get("identifier")}}, card, name)
             self.engine.load_state.touch(0)   # as POST /api/v1/models/unload: listed unloaded until used again
@@ -160,8 +158,7 @@ class SdkSession:
         if self.namespace != "llm":
             raise NotFound(f"predict is an llm channel, not {self.namespace}'s")
         self._check((param or {}).get("modelSpecifier") if isinstance(param, dict) else None, card, name)
-        gen, shaper, fields = await start_prediction(self.engine, param, card, name,
-                                                      self.exclude_tools_when_none)
+        gen, shaper, fields = await start_prediction(self.engine, param, card, name)
         self.channels[channel_id][1] = gen
 
         async def send(message: dict) -> None:
@@ -200,8 +197,7 @@ class LMStudioSdkRoutes:
             raise InvalidRequest(f"{request.path} is LM Studio's SDK websocket (lmstudio-python, lmstudio-js): connect "
                                  "with a websocket upgrade")
         await ws.prepare(request)
-        session = SdkSession(self.engine, request.path.strip("/"), ws,
-                             self.config.exclude_tools_when_tool_choice_none)
+        session = SdkSession(self.engine, request.path.strip("/"), ws)
         authed = False
         try:
             async for msg in ws:

@@ -53,16 +53,16 @@ def fragment(content: str, num_tokens: int, reasoning_type: str = "none") -> dic
                                              "reasoningType": reasoning_type, "isStructural": structural}}
 
 
-async def start_prediction(engine: Engine, param, card: ModelCard, name: str, exclude_tools_when_none: bool = False):
+async def start_prediction(engine: Engine, param, card: ModelCard, name: str):
     """(gen, shaper or None for a raw completion, the config fields) of a predict channel's creation parameter;
     raises the ApiError its body gets on LM Studio's /api/v0 routes, naming the SDK's fields."""
     try:
-        return await _start(engine, param, card, name, exclude_tools_when_none)
+        return await _start(engine, param, card, name)
     except ApiError as exc:
         raise renamed(exc, _RENAMES, _PARAM_RENAMES) from None
 
 
-async def _start(engine: Engine, param, card: ModelCard, name: str, exclude_tools_when_none: bool):
+async def _start(engine: Engine, param, card: ModelCard, name: str):
     fields = config_fields(param.get("predictionConfigStack") if isinstance(param, dict) else None)
     body = chat_body(param, name, fields)
     prompt = raw_prompt(fields, body)
@@ -74,7 +74,7 @@ async def _start(engine: Engine, param, card: ModelCard, name: str, exclude_tool
         shaper = None
     else:
         body = prefill_final_assistant(lmstudio_body(body))
-        plan = await run_cpu(parse_chat, body, card, name, exclude_tools_when_none, cap_output=True)
+        plan = await run_cpu(parse_chat, body, card, name, cap_output=True)
         shaper = ChatShaper(plan, card, plan.gen.req_id)
     refuse_repetition_stop(body)
     return await engine.start(plan.gen), shaper, fields

@@ -67,6 +67,7 @@ class ModelCard:
     served_aliases: tuple = ()       # the served names after the first (SPARKINFER_SERVED_MODEL_NAME), set by Engine
     any_model_name: bool = False     # SPARKINFER_SKIP_MODEL_NAME_VALIDATION: any request's model is this one
     force_include_usage: bool = False  # SPARKINFER_FORCE_INCLUDE_USAGE: every stream carries usage, set by Engine
+    exclude_tools_when_none: bool = False  # SPARKINFER_EXCLUDE_TOOLS_WHEN_TOOL_CHOICE_NONE, set by Engine
     # SPARKINFER_DEFAULT_CHAT_TEMPLATE_KWARGS: template variables under each request's own, set by Engine
     default_template_kwargs: dict = field(default_factory=dict)
 

@@ -56,17 +56,16 @@ def _strict_constraint(body: dict, card: ModelCard, tools: list, thinking_open: 
     return checked(grammar, card, "tools")
 
 
-def _shown_tools(body: dict, exclude_when_none: bool) -> Optional[list]:
+def _shown_tools(body: dict, card: ModelCard) -> Optional[list]:
     """The tools the template renders. tool_choice "none" keeps them in the prompt, as vLLM does since 0.10 (and
     OpenAI: the model knows them, it just may not call them); only their calls are not parsed. vLLM's
-    --exclude-tools-when-tool-choice-none (here exclude_when_none) drops them instead."""
-    if exclude_when_none and body.get("tool_choice") == "none":
+    --exclude-tools-when-tool-choice-none (card.exclude_tools_when_none) drops them instead."""
+    if card.exclude_tools_when_none and body.get("tool_choice") == "none":
         return None
     return body.get("tools") or None
 
 
-def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False,
-               cap_output: bool = False) -> Plan:
+def parse_chat(body: dict, card: ModelCard, served_name: str, cap_output: bool = False) -> Plan:
     """Validates a /v1/chat/completions body and renders + tokenizes its prompt (CPU work: run it off the loop);
     cap_output: an output limit past the context runs to it (LM Studio's), instead of vLLM's 400."""
     raw, body = body, fold_n_cmpl(llama_cpp_ranges(body))
@@ -75,7 +74,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     legacy = isinstance(body, dict) and body.get("functions") is not None
     body = legacy_functions(body) if isinstance(body, dict) else body
     try:
-        plan = _parse_chat_body(body, card, served_name, exclude_tools_when_none, cap_output)
+        plan = _parse_chat_body(body, card, served_name, cap_output)
     except ApiError as exc:
         if not legacy:
             raise
@@ -87,8 +86,7 @@ def parse_chat(body: dict, card: ModelCard, served_name: str, exclude_tools_when
     return plan
 
 
-def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tools_when_none: bool,
-                     cap_output: bool) -> Plan:
+def _parse_chat_body(body: dict, card: ModelCard, served_name: str, cap_output: bool) -> Plan:
     """parse_chat's work on a body whose deprecated functions are translated into tools."""
     stream, include_usage, continuous = _check_chat(body, card, served_name)
     requested, param = chat_max_tokens(body)
@@ -96,7 +94,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, exclude_tool
     tools, force = tool_mode(body)
     schema = response_schema(body, tools)
     constraint = tool_constraint(body, card, tools, force)
-    text, prompt_ids = _chat_prompt(body, card, _shown_tools(body, exclude_tools_when_none), force, requested)
+    text, prompt_ids = _chat_prompt(body, card, _shown_tools(body, card), force, requested)
     # Without a limit, generation_config.json's max_new_tokens where it sets one, as vLLM's get_max_tokens takes its
     # default_sampling_params["max_tokens"] (--generation-config auto, the default); LM Studio's (cap_output) has none,
     # nor llama.cpp's n_predict -1 / -2, a limit sent as "none" (llama.cpp reads no generation_config.json).
@@ -165,11 +163,11 @@ def prompt_kwargs(body: dict, card: ModelCard, force: Optional[str]) -> dict:
     return kwargs
 
 
-def chat_prompt_text(body: dict, card: ModelCard, exclude_tools_when_none: bool = False) -> str:
+def chat_prompt_text(body: dict, card: ModelCard) -> str:
     """The prompt text /v1/chat/completions renders for a body's messages, tools, tool_choice and template fields
     (/tokenize, /apply-template and /v1/score render it so, so their counts are the chat's prompt_tokens)."""
     force = tool_mode(body)[1]
-    return render_prompt(body, card, _shown_tools(body, exclude_tools_when_none), prompt_kwargs(body, card, force))
+    return render_prompt(body, card, _shown_tools(body, card), prompt_kwargs(body, card, force))
 
 
 def _chat_prompt(body: dict, card: ModelCard, shown_tools: Optional[list], force, requested: Optional[int]

@@ -49,18 +49,18 @@ def render_body(body, schema: dict = TOKENIZE_SCHEMA) -> dict:
     return body
 
 
-def rendered_messages(body: dict, card, exclude_tools_when_none: bool) -> str:
+def rendered_messages(body: dict, card) -> str:
     """The prompt a /v1 chat request with these fields (messages, tools, tool_choice, template fields) gets: the chat
     route's own rendering, for /tokenize, llama.cpp's /apply-template and /v1/score, after its checks of the messages
-    and tools (CPU work: run it off the loop); exclude_tools_when_none is the server's flag, which each must pass."""
+    and tools (CPU work: run it off the loop)."""
     check_messages_and_tools(body)
-    return chat_prompt_text(body, card, exclude_tools_when_none)
+    return chat_prompt_text(body, card)
 
 
-def _tokenize(body: dict, card, exclude_tools_when_none: bool) -> list:
+def _tokenize(body: dict, card) -> list:
     """The ids of a /tokenize body's prompt or rendered messages (CPU work: run it off the loop)."""
     if "messages" in body:
-        text = rendered_messages(body, card, exclude_tools_when_none)
+        text = rendered_messages(body, card)
     elif "content" in body:
         return content_ids(card, body["content"], body.get("parse_special"))
     else:
@@ -68,10 +68,10 @@ def _tokenize(body: dict, card, exclude_tools_when_none: bool) -> list:
     return card.encode(text)
 
 
-def _score_ids(body: dict, card, exclude_tools_when_none: bool) -> tuple:
+def _score_ids(body: dict, card) -> tuple:
     """(prompt ids, completion ids) of a /v1/score body: its messages rendered as the chat route renders them, or its
     raw prompt (CPU work: run it off the loop)."""
-    text = rendered_messages(body, card, exclude_tools_when_none) if "messages" in body else body["prompt"]
+    text = rendered_messages(body, card) if "messages" in body else body["prompt"]
     check_size(text, body, card, "messages" if "messages" in body else "prompt")
     return card.encode(text), completion_ids(body, card)
 
@@ -158,8 +158,7 @@ class OpenAIRoutes:
         body = llama_cpp_prefill(await read_json(request))
         check_request_template(body, self.config)
         card = await self.engine.card()
-        plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none)
+        plan = await run_cpu(parse_chat, body, card, await self.engine.served_name())
         shaper = ChatShaper(plan, card, response_id(request, body, "chatcmpl", plan.gen.req_id))
         plan.gen.cancel_ids = {shaper.id: None}
         if plan.debug_render is not None:
@@ -230,7 +229,7 @@ class OpenAIRoutes:
         card = await self.engine.card()
         name = await self.engine.served_name()
         check_model(body.get("model"), card, name)
-        prompt_ids, completion = await run_cpu(_score_ids, body, card, self.config.exclude_tools_when_tool_choice_none)
+        prompt_ids, completion = await run_cpu(_score_ids, body, card)
         check_fits(len(prompt_ids), len(completion), card, "messages" if "messages" in body else "prompt")
         top = body.get("top_logprobs") or 0
         results, _ = await self.engine.complete(score_request(prompt_ids, completion, top))
@@ -278,7 +277,7 @@ class OpenAIRoutes:
         if sum(key in body for key in ("messages", "prompt", "content")) != 1:
             raise InvalidRequest("give exactly one of 'messages' or 'prompt' (or llama.cpp's 'content')",
                                  param="messages")
-        ids = await run_cpu(_tokenize, body, card, self.config.exclude_tools_when_tool_choice_none)
+        ids = await run_cpu(_tokenize, body, card)
         # vLLM's return_token_strs: the vocabulary entries of the ids; the key is always there (null unless asked).
         strs = card.token_pieces(ids) if body.get("return_token_strs") else None
         limit = card.max_context_len

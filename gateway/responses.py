@@ -70,8 +70,7 @@ class ResponsesRoutes:
         body = self.items.resolve(await read_json(request))
         thread = self._thread(body)
         card = await self.engine.card()
-        plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none)
+        plan = await run_cpu(parse_responses, continued(body, thread), card, await self.engine.served_name())
         if body.get("request_id") and body.get("store") is not False and self.stored.holds(plan.response_id):
             raise InvalidRequest(f"request_id {plan.response_id!r} names a response this server holds; send another "
                                  f"(or none: an id is made)", param="request_id")
@@ -151,8 +150,7 @@ class ResponsesRoutes:
         body = self.items.resolve(await read_json(request))
         body = continued(body, self._thread(body))
         card = await self.engine.card()
-        num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name(),
-                                   self.config.exclude_tools_when_tool_choice_none)
+        num_tokens = await run_cpu(count_input_tokens, body, card, await self.engine.served_name())
         return json_response({"object": "response.input_tokens", "input_tokens": num_tokens})
 
     async def compact(self, request: web.Request) -> web.Response:

@@ -218,8 +218,7 @@ def _truncated_plan(chat: dict, card: ModelCard, parse: Callable[[dict], Plan]) 
     return plans[len(kept)] if len(kept) in plans else parse({**chat, "messages": kept})
 
 
-def parse_responses(body: Any, card: ModelCard, served_name: str,
-                    exclude_tools_when_none: bool = False) -> ResponsesPlan:
+def parse_responses(body: Any, card: ModelCard, served_name: str) -> ResponsesPlan:
     """Validates a /v1/responses body and renders + tokenizes its prompt (CPU work: run it off the loop)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
@@ -234,7 +233,7 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
     chat = chat_body(body, namespaces, tool_paths, customs)
     # Tools, and the functions of namespaces offered flat (Codex declares each MCP server as one), are bounded by the
     # context only.
-    parse = partial(parse_chat, card=card, served_name=served_name, exclude_tools_when_none=exclude_tools_when_none)
+    parse = partial(parse_chat, card=card, served_name=served_name)
     try:
         plan = _truncated_plan(chat, card, parse) if body.get("truncation") == "auto" else parse(chat)
     except ApiError as exc:
@@ -249,14 +248,14 @@ def parse_responses(body: Any, card: ModelCard, served_name: str,
                          reasoning_summary=bool(reasoning.get("summary") or reasoning.get("generate_summary")))
 
 
-def count_input_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
+def count_input_tokens(body: Any, card: ModelCard, served_name: str) -> int:
     """The input tokens /v1/responses would count for this body (POST /v1/responses/input_tokens). A prompt past the
     context is counted, as OpenAI counts it: clients ask to learn that it no longer fits. The output limit plays no
     part; a prompt refused for its size before tokenizing (only a lower bound known) stays the 400."""
     if isinstance(body, dict):
         body = {name: value for name, value in body.items() if name not in ("max_output_tokens", "stream")}
     try:
-        return len(parse_responses(body, card, served_name, exclude_tools_when_none).chat.gen.prompt_ids)
+        return len(parse_responses(body, card, served_name).chat.gen.prompt_ids)
     except ContextLengthExceeded as exc:
         if exc.num_prompt is None or exc.at_least:
             raise

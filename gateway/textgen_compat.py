@@ -43,7 +43,7 @@ KOBOLD_DECODE = {"type": "object", "required": ["ids"], "properties": {"ids": _I
 
 def _chat_ids(chat: dict, card: ModelCard) -> list:
     """The ids of a chat body's rendered prompt (CPU work: run it off the loop)."""
-    return card.encode(rendered_messages(chat, card, False))
+    return card.encode(rendered_messages(chat, card))
 
 
 def tabby_card(card: ModelCard, name: str) -> dict:

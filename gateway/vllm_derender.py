@@ -126,8 +126,7 @@ class VLLMDerenderRoutes:
         # chat_request is rendered (its prompt's ids): its own chat_template as the chat route gates it.
         check_request_template(body.get("chat_request") if isinstance(body, dict) else None, self.config)
         card, served = await self.engine.card(), await self.engine.served_name()
-        return json_response(await run_cpu(_chat_answer, body, card, served,
-                                           self.config.exclude_tools_when_tool_choice_none))
+        return json_response(await run_cpu(_chat_answer, body, card, served))
 
     async def completions(self, request: web.Request) -> web.Response:
         """The text_completion of one generate response per prompt, its choices numbered across them."""
@@ -136,13 +135,13 @@ class VLLMDerenderRoutes:
         return json_response(await run_cpu(_completion_answer, body, card, served))
 
 
-def _chat_answer(body, card, served: str, exclude_tools_when_none: bool) -> dict:
+def _chat_answer(body, card, served: str) -> dict:
     """The derendered chat.completion (on the CPU pool: its ids are read token by token)."""
     body = _checked(body, CHAT_SCHEMA, card)
     check_model(body["model"], card, served)
     chat_request = {key: value for key, value in (body.get("chat_request") or _STAND_IN_CHAT).items()
                     if key not in ("model", "stream", "stream_options")}
-    plan = _plain(parse_chat(chat_request, card, served, exclude_tools_when_none), "chat_request" in body)
+    plan = _plain(parse_chat(chat_request, card, served), "chat_request" in body)
     generated = body["generate_response"]
     results = choice_results(plan, card, generated["choices"])
     usage = Usage(body.get("prompt_tokens") or 0, sum(len(c["token_ids"]) for c in generated["choices"]))

@@ -133,11 +133,10 @@ class VLLMRenderRoutes:
         body = await read_json(request)
         check_request_template(body, self.config)
         card = await self.engine.card()
-        plan = await run_cpu(parse_chat, body, card, await self.engine.served_name(),
-                             self.config.exclude_tools_when_tool_choice_none)
+        plan = await run_cpu(parse_chat, body, card, await self.engine.served_name())
         offsets = None
         if body.get("return_token_offsets"):
-            text = await run_cpu(chat_prompt_text, body, card, self.config.exclude_tools_when_tool_choice_none)
+            text = await run_cpu(chat_prompt_text, body, card)
             offsets = await run_cpu(token_offsets, card, text, plan.gen.prompt_ids)
         # On the CPU pool: sampling_params re-reads response_format, whose schema check held the event loop 1.6 s
         # for a 6000-property schema.

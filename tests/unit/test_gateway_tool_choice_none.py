@@ -108,3 +108,33 @@ async def test_exclude_tools_reaches_every_route_that_renders_the_chat_prompt():
         status, raw = await _post(client, "/v1/score", {**body, "completion": "yes"})
         assert status == 200 and orjson.loads(raw)["usage"]["prompt_tokens"] == len(chat_ids)
         assert "get_weather" not in _prompt(fake)
+
+
+ANTHROPIC_TOOLS = [{"name": "get_weather", "description": "Weather of a city",
+                    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather of a city",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/messages", {"model": "default", "max_tokens": 8, "messages": BODY["messages"], "tools": ANTHROPIC_TOOLS,
+                      "tool_choice": {"type": "none"}}),
+    ("/v1/responses", {"model": "default", "input": "Weather in Paris?", "tools": RESPONSES_TOOLS, "tool_choice": "none",
+                       "store": False}),
+], ids=["anthropic", "responses"])
+async def test_the_flag_reaches_the_anthropic_and_responses_routes(path, body):
+    """The server's flag rides on the model card the engine sets (as force_include_usage), so the routes that
+    translate into a chat body honour it without passing it along: tool_choice none drops the tools there too,
+    and with the flag off they stay in the prompt."""
+    for flag in (True, False):
+        async with await _stack(exclude_tools_when_tool_choice_none=flag) as (client, fake):
+            status, raw = await _post(client, path, body)
+            assert status == 200, raw
+            assert ("get_weather" in _prompt(fake)) is not flag
+
+
+async def test_the_engine_sets_the_flag_on_the_card():
+    async with await _stack(exclude_tools_when_tool_choice_none=True) as (client, fake):
+        await _post(client, "/v1/chat/completions", BODY)
+        engine = next(value for value in client.app._state.values() if type(value).__name__ == "Engine")
+        assert (await engine.card()).exclude_tools_when_none is True
