@@ -21,9 +21,6 @@ _UNITS = {b"ns": 1, b"us": 10**3, "µs".encode(): 10**3, "μs".encode(): 10**3, 
           b"m": 60 * 10**9, b"h": 3600 * 10**9}
 _DIGITS = re.compile(rb"[0-9]*")
 _UNIT = re.compile(rb"[^0-9.]*")
-# A bare number, which Ollama's clients also send as a string ("-1", "3600"): seconds here. ASCII digits only, as Go
-# reads them (Python's \d and float() also take "١٠").
-_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
 # The Go type encoding/json decodes a JSON value to (into `any`), which Ollama names when keep_alive is neither.
 _GO_TYPES = {bool: "bool", list: "[]interface {}", dict: "map[string]interface {}"}
 # Go's longest time.Duration (2^63 - 1 ns, about 292 years): ParseDuration refuses a longer string, and Ollama keeps
@@ -55,6 +52,8 @@ def _go_duration(text: str) -> float:
             raise invalid
         whole = _DIGITS.match(rest, pos).group()
         pos += len(whole)
+        if whole and int(whole) > 2**63:
+            raise invalid   # Go's leadingInt overflows before the unit is read
         fraction = _DIGITS.match(rest, pos + 1).group() if rest[pos:pos + 1] == b"." else b""
         pos += len(fraction) + (rest[pos:pos + 1] == b".")
         if not whole and not fraction:
@@ -76,17 +75,16 @@ def _go_duration(text: str) -> float:
 
 
 def parse_keep_alive(value: Any) -> Optional[float]:
-    """keep_alive in seconds (inf for a negative value); None when absent; 400 "invalid duration" otherwise."""
+    """keep_alive in seconds (inf for a negative value); None when absent. A JSON number is seconds; a string is a Go
+    duration and nothing else, as Ollama's Duration.UnmarshalJSON reads it with time.ParseDuration: a number written
+    as a string ("-1", "3600") is its 400 'time: missing unit in duration "-1"' (karakeep-app/karakeep#2409,
+    skalesapp/skales#281), only "0" needs no unit."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         # Ollama's words (api/types.go Duration.UnmarshalJSON: the Go type the JSON value decodes to).
         raise InvalidRequest(f"Unsupported type: '{_GO_TYPES.get(type(value), 'bool')}'", param="keep_alive")
-    if isinstance(value, str):
-        # Ollama's clients also send bare numbers as strings ("-1", "3600"): seconds, like a JSON number.
-        seconds = float(value) if _NUMBER.fullmatch(value) else _go_duration(value)
-    else:
-        seconds = float(value)
+    seconds = _go_duration(value) if isinstance(value, str) else float(value)
     return FOREVER if seconds < 0 or seconds >= MAX_DURATION_S else seconds
 
 

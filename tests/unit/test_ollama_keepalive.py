@@ -21,8 +21,8 @@ CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], 
 
 @pytest.mark.parametrize("value,seconds", [
     ("5m", 300), ("1h30m", 5400), ("1.5h", 5400), ("300ms", 0.3), ("2h45m30.5s", 9930.5), ("0", 0), ("0s", 0),
-    (0, 0), (3600, 3600), (2.5, 2.5), ("3600", 3600), ("-1", math.inf), (-1, math.inf), ("-5m", math.inf),
-    (None, None), ("2562047h", 2562047 * 3600.0), (1e300, math.inf), (9e18, math.inf), ("99999999999", math.inf)])
+    (0, 0), (3600, 3600), (2.5, 2.5), ("-0", 0), ("+0", 0), ("-1s", math.inf), (-1, math.inf), ("-5m", math.inf),
+    (None, None), ("2562047h", 2562047 * 3600.0), (1e300, math.inf), (9e18, math.inf)])
 def test_keep_alive_parses_like_ollama(value, seconds):
     assert parse_keep_alive(value) == seconds
 
@@ -38,6 +38,11 @@ GO_DURATION_ERRORS = [
     ("\u0661\u0660", 'time: invalid duration "\\xd9\\xa1\\xd9\\xa0"'),
     ('"5m"', 'time: invalid duration "\\"5m\\""'),
     ("1h5", 'time: missing unit in duration "1h5"'), ("1..5s", 'time: missing unit in duration "1..5s"'),
+    # A number as a string is no duration to Go either: Ollama reads a string with time.ParseDuration only (its
+    # Duration.UnmarshalJSON), so "-1" is its 400, which clients report (karakeep-app/karakeep#2409,
+    # skalesapp/skales#281 against a running Ollama: 'time: missing unit in duration "-1"'); -1 as a number is forever.
+    ("-1", 'time: missing unit in duration "-1"'), ("3600", 'time: missing unit in duration "3600"'),
+    ("1.5", 'time: missing unit in duration "1.5"'), ("99999999999", 'time: missing unit in duration "99999999999"'),
     ("5d", 'time: unknown unit "d" in duration "5d"'), ("30min", 'time: unknown unit "min" in duration "30min"'),
     ("5 m", 'time: unknown unit " m" in duration "5 m"'), ("1h-", 'time: unknown unit "h-" in duration "1h-"'),
     ("5m\n", 'time: unknown unit "m\\x0a" in duration "5m\\x0a"'),
@@ -117,7 +122,7 @@ async def test_ps_shows_a_model_kept_forever_as_ollama_does(client, keep_alive):
     assert status == 200 and abs(await ps_expiry(client) - (2**63 - 1) / 1e9) < 60
 
 
-@pytest.mark.parametrize("keep_alive", [1e300, 9e18, "99999999999", "2562047h"])
+@pytest.mark.parametrize("keep_alive", [1e300, 9e18, 99999999999, "2562047h"])
 async def test_ps_answers_after_a_keep_alive_beyond_any_date(client, keep_alive):
     status, _ = await post(client, "/api/chat", {**CHAT, "keep_alive": keep_alive})
     assert status == 200
