@@ -7,6 +7,7 @@ from aiohttp import web
 from gateway.anthropic import AnthropicRoutes
 from gateway.cancel_routes import CancelRoutes
 from gateway.capacity import CapacityRoutes
+from gateway.chat_input_tokens import ChatInputTokensRoutes
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
 from gateway.kobold_api import KoboldRoutes
@@ -38,6 +39,7 @@ def register_routes(app: web.Application, engine: Engine, config: GatewayConfig)
     openai_routes.register(app)
     # SageMaker's inference route (its /ping is below): /invocations as vLLM routes it.
     SageMakerRoutes(openai_routes).register(app)
+    ChatInputTokensRoutes(engine, config).register(app)
     ResponsesRoutes(engine, config).register(app)
     AnthropicRoutes(engine, config).register(app)
     LMStudioRoutes(engine, config, VERSION).register(app)
