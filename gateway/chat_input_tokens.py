@@ -22,7 +22,7 @@ from gateway.web import json_response, read_json
 _OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict", "stream", "stream_options", "n")
 
 
-def count_chat_tokens(body: Any, card: ModelCard, served_name: str, exclude_tools_when_none: bool = False) -> int:
+def count_chat_tokens(body: Any, card: ModelCard, served_name: str) -> int:
     """The prompt tokens POST /v1/chat/completions would generate from for this body (its rendering, tools and
     chat_template_kwargs included). A prompt past the context is counted, as llama-server counts it (its count route
     has no context check): clients ask to learn that a conversation no longer fits. Raises the chat route's 400 / 404
@@ -31,7 +31,7 @@ def count_chat_tokens(body: Any, card: ModelCard, served_name: str, exclude_tool
     if isinstance(body, dict):
         body = {name: value for name, value in body.items() if name not in _OUTPUT_FIELDS}
     try:
-        return len(parse_chat(body, card, served_name, exclude_tools_when_none).gen.prompt_ids)
+        return len(parse_chat(body, card, served_name).gen.prompt_ids)
     except ContextLengthExceeded as exc:
         if exc.num_prompt is None or exc.at_least:
             raise
@@ -55,6 +55,5 @@ class ChatInputTokensRoutes:
         body = llama_cpp_prefill(await read_json(request))
         check_request_template(body, self.config)
         card = await self.engine.card()
-        num_tokens = await run_cpu(count_chat_tokens, body, card, await self.engine.served_name(),
-                                   self.config.exclude_tools_when_tool_choice_none)
+        num_tokens = await run_cpu(count_chat_tokens, body, card, await self.engine.served_name())
         return json_response({"input_tokens": num_tokens, "object": "response.input_tokens"})
