@@ -176,6 +176,9 @@ def _num_predict(value: Optional[int]) -> Optional[int]:
     return value
 
 
+_MIN_NUM_CTX = 4
+
+
 def _num_ctx(value: Optional[int], card: ModelCard) -> int:
     # 0 is the default window. Ollama's scheduler raises any num_ctx under 4 to 4 (server/sched.go getRunner), so a
     # request's 0 is a 4-token window there that cuts the prompt: not what a client sending 0 means.
@@ -183,6 +186,9 @@ def _num_ctx(value: Optional[int], card: ModelCard) -> int:
         return card.max_context_len
     if value < 1:
         raise InvalidRequest(f"option 'num_ctx' must be a positive integer, got {value}", param="options.num_ctx")
+    if value < _MIN_NUM_CTX:
+        # Ollama's scheduler raises 1-3 to a 4-token window (server/sched.go getRunner: NumCtx < 4 -> 4).
+        value = _MIN_NUM_CTX
     if value > card.max_context_len:
         # As Ollama's runner does ("requested context size too large for model"): clients send their own default
         # (Open WebUI, LangChain, OLLAMA_CONTEXT_LENGTH-sized values); the window is the model's.

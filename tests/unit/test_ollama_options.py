@@ -234,6 +234,14 @@ def test_num_ctx_0_is_the_default_window(card):
     assert parse_options({"num_ctx": 0}, card).num_ctx == card.max_context_len
 
 
+@pytest.mark.parametrize("num_ctx", [1, 2, 3, 3.9])
+def test_num_ctx_under_4_is_a_4_token_window_as_ollamas_scheduler_raises_it(card, num_ctx):
+    """Ollama's server/sched.go getRunner: 'if opts.NumCtx < 4 { opts.NumCtx = 4 }' (a request's num_ctx 1 runs a
+    4-token window); it was a 1-token window here, so a 2-token prompt that Ollama answers was refused."""
+    opts = parse_options({"num_ctx": num_ctx}, card)
+    assert opts.num_ctx == 4 and generation_budget(2, opts) == 2
+
+
 def test_top_p_0_keeps_the_most_likely_token(card):
     """llama.cpp's top_p sampler (Ollama's) keeps one token at 0; it was a 400 'must be greater than 0'."""
     assert parse_options({"top_p": 0}, card).sampling.top_p == 1e-9
