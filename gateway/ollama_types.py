@@ -7,6 +7,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 
 from gateway.errors import InvalidRequest
+from gateway.go_base64 import base64_error
 
 # Each request body's fields with the JSON type its Go struct gives them (api/types.go), and the Go type encoding/json
 # names when a value does not fit (`goType`, a keyword jsonschema ignores). A wrong type is Go's decode error (Ollama's
@@ -106,16 +107,32 @@ _VALIDATORS = {name: _GoValidator({"type": "object", "goType": f"api.{name}", "p
 _GO_KIND = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
 
 
+def _check_images(body: dict, struct: str) -> None:
+    """Ollama's 400 for an image (api.ImageData, a []byte) its decoder cannot read as base64, in encoding/json's words
+    (go_base64): the struct's own images (GenerateRequest's) and each message's, in the order they are written."""
+    fields = _STRUCTS[struct]
+    messages = body.get("messages") if "messages" in fields and isinstance(body.get("messages"), list) else []
+    for where, images in [("images", body.get("images") if "images" in fields else None)] + [
+            (f"messages.{i}.images", message.get("images")) for i, message in enumerate(messages)
+            if isinstance(message, dict)]:
+        for index, image in enumerate(images or []):
+            words = base64_error(image) if isinstance(image, str) else None
+            if words:
+                raise InvalidRequest(words, param=f"{where}.{index}")
+
+
 def check_go_types(body: Any, struct: str) -> dict:
     """The body as Ollama's api struct takes it ({} for a null body, which encoding/json decodes into the empty
     struct without error), or Ollama's 400 for the first field whose JSON type its Go struct cannot take, in
     encoding/json's words: `json: cannot unmarshal string into Go struct field GenerateRequest.raw of type bool` (a
-    body that is no object: `... into Go value of type api.ShowRequest`)."""
+    body that is no object: `... into Go value of type api.ShowRequest`); an image that is no base64 is its
+    `illegal base64 data at input byte 4`."""
     if body is None:
         return {}
     body = _field_keys(body, {"properties": _STRUCTS[struct]}, _OWN_DECODERS.get(struct, ()))
     error = next(iter(_VALIDATORS[struct].iter_errors(body)), None)
     if error is None:
+        _check_images(body, struct)
         return body
     kind = _GO_KIND.get(type(error.instance), "object")
     go_type = error.schema.get("goType", "object")
