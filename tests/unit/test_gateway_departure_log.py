@@ -1,6 +1,7 @@
 """Unit tests: a request its client left has its access-log line, as every answered request has (aiohttp logs none
 for a cancelled handler, so an abort storm left no trace in the log while the metrics counted it): under the 200 a
-stream it left midway had started, else 499 (nginx's "client closed request") with the request's id."""
+stream it left midway had started, with the bytes it had sent (aiohttp counts a response's bytes only at its end, so
+such a line said 0), else 499 (nginx's "client closed request") with the request's id."""
 import asyncio
 import logging
 
@@ -54,7 +55,10 @@ async def test_a_stream_left_midway_is_logged_under_its_200(stack, caplog, path,
     client, fake = stack
     caplog.set_level(logging.INFO, logger="aiohttp.access")
     response = await client.post(path, data=orjson.dumps(body))
-    await response.content.readline()
+    first = await response.content.readline()
     response.close()
     line = await _access_line(caplog, f'"POST {path} HTTP/1.1"')
     assert f'"POST {path} HTTP/1.1" 200 ' in line
+    # %b, as aiohttp logs a finished answer: the bytes written, its headers included; at least the line read
+    sent = int(line.split(f'"POST {path} HTTP/1.1" 200 ')[1].split()[0])
+    assert sent > len(first) + len("HTTP/1.1 200 OK\r\n")
