@@ -163,15 +163,19 @@ class LMStudioRoutes:
     async def models(self, request: web.Request) -> web.Response:
         """GET /api/v0/models: the served model as LM Studio lists it (type, arch, quantization, state,
         max_context_length)."""
-        card = await self.engine.card()
+        card, name = await self.engine.card(), await self.engine.served_name()
         loaded = await self.engine.model_listed()
-        return json_response({"object": "list", "data": [model_object(card, await self.engine.served_name(), loaded)]})
+        # One entry per served name (SPARKINFER_SERVED_MODEL_NAME's aliases after the first), as /v1/models lists them.
+        return json_response({"object": "list",
+                              "data": [model_object(card, served, loaded) for served in (name, *card.served_aliases)]})
 
     async def model(self, request: web.Request) -> web.Response:
         """GET /api/v0/models/{id}: that entry; the 404 of an unknown model otherwise."""
         card = await self.engine.card()
         name = await self.engine.served_name()
-        check_model(request.match_info["model_id"].rstrip("/"), card, name)
+        requested = request.match_info["model_id"].rstrip("/")
+        check_model(requested, card, name)
+        name = requested if requested in card.served_aliases else name
         return json_response(model_object(card, name, await self.engine.model_listed()))
 
     def _extras(self, card: ModelCard, outcome: _Outcome, usage: Usage, finish: Optional[str] = None) -> dict:

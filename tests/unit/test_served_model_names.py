@@ -54,3 +54,20 @@ async def test_skip_model_name_validation_takes_any_name(path, body):
     async with fake_gateway(FakeServing(build_tokenizer())) as (client, _):
         response = await client.post("/v1/chat/completions", json={**CHAT, "model": "claude-3-5-haiku-20241022"})
         assert response.status == 404
+
+
+async def test_lmstudio_lists_each_served_name_and_answers_each_by_its_id():
+    # Every served name is a model this server answers to (/v1/models and Ollama's /api/tags list each): LM Studio's
+    # lists are what its clients pick a model from (an instance per identifier, `lms load --identifier`), and GET
+    # /api/v0/models/{id} answers that id. Before, both lists held "qwen-prod" alone and /api/v0/models/gpt-4o
+    # answered {"id": "qwen-prod"}.
+    async with fake_gateway(FakeServing(build_tokenizer()), served_model_name=NAMES) as (client, _):
+        listed = (await (await client.get("/api/v0/models")).json())["data"]
+        assert [model["id"] for model in listed] == ["qwen-prod", "gpt-4o", "gpt-4o-mini"]
+        assert {model["arch"] for model in listed} == {"qwen3_5"}
+        assert (await (await client.get("/api/v0/models/gpt-4o")).json())["id"] == "gpt-4o"
+        assert (await client.get("/api/v0/models/gpt-5")).status == 404
+        v1 = (await (await client.get("/api/v1/models")).json())["models"]
+        assert [model["key"] for model in v1] == ["qwen-prod", "gpt-4o", "gpt-4o-mini"]
+        assert [[instance["id"] for instance in model["loaded_instances"]] for model in v1] == [
+            ["qwen-prod"], ["gpt-4o"], ["gpt-4o-mini"]]
