@@ -23,12 +23,17 @@ from gateway.errors import ApiError, InvalidRequest, NotFound, renamed
 from gateway.responses_input import input_messages
 from gateway.responses_items import ItemStore
 from gateway.responses_listing import check_include, listed_item, page
+from gateway.responses_schema import RESPONSES_SCHEMA
 from gateway.responses_store import new_id, with_ids
+from gateway.schema_validate import validate
 from gateway.web import json_response, read_json
 
 MAX_ITEMS_PER_REQUEST = 20
 MAX_METADATA_KEYS = 16
 _INPUT = re.compile(r"\binput\b")
+# Items are checked as a /v1/responses input is: its schema first (each item an object, its type a string), then
+# input_messages, which reads them as that schema left them.
+_ITEMS_SCHEMA = {"type": "object", "properties": {"input": RESPONSES_SCHEMA["properties"]["input"]}}
 
 
 def conversation_id(body: Any) -> Optional[str]:
@@ -47,7 +52,8 @@ def conversation_id(body: Any) -> Optional[str]:
 
 
 def _checked_items(value: Any, where: str = "items") -> list:
-    """A request's items, each checked as a Responses input item (its 400 naming items[i]), with an id each."""
+    """A request's items, each checked as a Responses input item (its 400 naming items[i]), with an id each; an
+    item of a wrong JSON type, or with a type field that is no string, is that 400 too (a 500 before)."""
     if value is None or value == []:
         return []
     if not isinstance(value, list):
@@ -56,6 +62,7 @@ def _checked_items(value: Any, where: str = "items") -> list:
         raise InvalidRequest(f"'{where}' holds {len(value)} items; at most {MAX_ITEMS_PER_REQUEST} are added at "
                              f"once", param=where)
     try:
+        validate({"input": value}, _ITEMS_SCHEMA)
         input_messages(value, None)
     except ApiError as exc:
         raise renamed(exc, [(_INPUT, where)]) from None

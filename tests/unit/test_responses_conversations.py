@@ -121,3 +121,26 @@ async def test_the_openai_sdk_drives_a_conversation(stack):
     with pytest.raises(NotFoundError):
         await sdk.conversations.retrieve(conversation.id)
     await sdk.close()
+
+
+# Items of a wrong JSON type, or with a type field that is no string, on both routes that take items: each was a 500
+# (input_messages read them as the Responses schema had already checked them: 'int' object has no attribute 'get',
+# unhashable type: 'list'); now the 400 a /v1/responses input gets, naming the item.
+BAD_ITEMS = [([1], "items[0]"), (["hi"], "items[0]"), ([None], "items[0]"), ([[{"role": "user"}]], "items[0]"),
+             ([{"role": "user", "content": "x"}, 2.5], "items[1]"), ([{"type": ["message"], "content": "x"}],
+                                                                     "items[0].type"),
+             ([{"type": {"a": 1}, "role": "user", "content": "x"}], "items[0].type"), ([{"type": 3}], "items[0].type")]
+
+
+@pytest.mark.parametrize("route", ["create", "add"])
+@pytest.mark.parametrize("items, param", BAD_ITEMS, ids=[str(i) for i in range(len(BAD_ITEMS))])
+async def test_an_item_of_a_wrong_type_is_a_400_naming_it(stack, route, items, param):
+    client, fake = stack
+    path = "/v1/conversations"
+    if route == "add":
+        _, created = await call(client, "POST", path, {})
+        path = f"{path}/{created['id']}/items"
+    status, error = await call(client, "POST", path, {"items": items})
+    assert status == 400 and error["error"]["param"] == param, error
+    assert error["error"]["type"] == "invalid_request_error" and param in error["error"]["message"]
+    assert fake.script.requests == []
