@@ -92,7 +92,7 @@ def _parse_chat_body(body: dict, card: ModelCard, served_name: str, cap_output: 
     requested, param = chat_max_tokens(body)
     check_truncate_size(body, card.max_context_len, requested or 0, param)
     tools, force = tool_mode(body)
-    schema = response_schema(body, tools)
+    schema = response_schema(body, force)
     constraint = tool_constraint(body, card, tools, force)
     text, prompt_ids = _chat_prompt(body, card, _shown_tools(body, card), force, requested)
     # Without a limit, generation_config.json's max_new_tokens where it sets one, as vLLM's get_max_tokens takes its

@@ -143,12 +143,14 @@ def base_gen(body: dict, card: ModelCard, prompt_ids: list, max_tokens: int, pre
                       repetition_stop=repetition_stop(body))
 
 
-def response_schema(body: dict, tools: Optional[list]) -> Optional[dict]:
-    """The response_format schema (None for text); 400 when guided decoding is combined with it or tools."""
+def response_schema(body: dict, forced: Optional[str] = None) -> Optional[dict]:
+    """The response_format schema (None for text); 400 when guided decoding is combined with it or with forced tool
+    calls (`forced` as tool_mode gives it: "" required, a name). Beside tools the model may skip (tool_choice auto,
+    none) the guided grammar is the answer's, as vLLM's check_structured_outputs_count refuses only a named choice."""
     schema = response_format_schema(body.get("response_format"))
     guided = next((name for name in GUIDED if guided_given(body, name)), None)
     formatted = schema is not None or (body.get("response_format") or {}).get("type") == "structural_tag"
-    if guided and (formatted or tools):
-        other = "response_format" if formatted else "tools"
+    if guided and (formatted or forced is not None):
+        other = "response_format" if formatted else "tool_choice"
         raise Unsupported(f"{guided} cannot be combined with {other}", param=guided)
     return schema

@@ -142,7 +142,11 @@ GUIDED_ERRORS = [
     ({"guided_choice": ["a"], "guided_regex": "b"}, "guided_regex", "invalid_value", "use one guided-decoding"),
     ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice", "unsupported",
      "cannot be combined with response_format"),
-    ({"guided_choice": ["a"], "tools": TOOLS}, "guided_choice", "unsupported", "cannot be combined with tools"),
+    ({"guided_choice": ["a"], "tools": TOOLS, "tool_choice": "required"}, "guided_choice", "unsupported",
+     "cannot be combined with tool_choice"),
+    ({"structured_outputs": {"json": {}}, "tools": TOOLS, "tool_choice": {"type": "function", "function": {
+        "name": TOOLS[0]["function"]["name"]}}}, "structured_outputs", "unsupported",
+     "cannot be combined with tool_choice"),
     ({"structured_outputs": "json"}, "structured_outputs", "invalid_type", "structured_outputs"),
     ({"structured_outputs": {"structural_tag": "{}"}}, "structured_outputs.structural_tag.structures", "invalid_value",
      "needs non-empty structures and triggers"),
@@ -179,3 +183,20 @@ async def test_a_structured_output_of_the_wrong_type_is_a_400(stack, outputs, pa
                                                     "type": "invalid_request_error", "param": param,
                                                     "code": "invalid_type"}}
     assert not fake.script.requests
+
+
+@pytest.mark.parametrize("choice", [{}, {"tool_choice": "auto"}, {"tool_choice": "none"}], ids=["absent", "auto", "none"])
+@pytest.mark.parametrize("field", [{"structured_outputs": {"json": {"type": "object"}}}, {"guided_choice": ["a", "b"]}],
+                         ids=["structured_outputs", "guided_choice"])
+async def test_guided_decoding_beside_tools_the_model_may_skip_constrains_the_answer(stack, field, choice):
+    """vLLM's check_structured_outputs_count refuses structured outputs only beside a named tool_choice ('You can
+    only either use constraints for structured outputs or tools, not both.'; auto, required and none pass): with
+    tools the model may leave, the constraint is the answer's grammar, the tools stay in the prompt. It was the 400
+    'structured_outputs cannot be combined with tools' for tool_choice auto or absent."""
+    client, fake = stack
+    status, body = await post(client, {**BASE, **field})
+    assert status == 200, body
+    alone = fake.script.requests[-1].constraint
+    status, body = await post(client, {**BASE, **field, "tools": TOOLS, **choice})
+    assert status == 200, body
+    assert fake.script.requests[-1].constraint == alone and alone.grammar
