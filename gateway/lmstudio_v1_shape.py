@@ -105,7 +105,7 @@ def sse_named(payload: dict) -> bytes:
 
 class V1ChatFramer(SseFramer):
     """The /api/v1/chat event stream: each block (reasoning, message) opened, fed deltas and closed in order."""
-    content_type = "text/event-stream"
+    content_type = "text/event-stream; charset=utf-8"
     headers = SSE_HEADERS
 
     def __init__(self, card: ModelCard, model: str, gen: Generation, received: float,
