@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
@@ -14,8 +15,17 @@ _BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "f16": 2.0, "fp32": 4.0, "f32": 4.
 
 
 def created_at(now: Optional[datetime] = None) -> str:
-    """RFC 3339 UTC time with microseconds, as Ollama writes created_at."""
-    return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A UTC time as Go's time.Time MarshalJSON writes Ollama's created_at, modified_at and expires_at: RFC 3339 with
+    nanoseconds, trailing zeros cut ("2025-07-07T20:22:19.19314Z"; a whole second has no fraction). Without `now`,
+    the clock's time to the nanosecond, as Ollama's time.Now()."""
+    if now is None:
+        seconds, nanos = divmod(time.time_ns(), 10**9)
+        now = datetime.fromtimestamp(seconds, timezone.utc)
+    else:
+        now = now.astimezone(timezone.utc)
+        nanos = now.microsecond * 1000
+    fraction = f"{nanos:09d}".rstrip("0")
+    return now.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
 
 
 def parameter_size(num_parameters: int) -> str:

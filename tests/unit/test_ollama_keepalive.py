@@ -8,6 +8,7 @@ from datetime import datetime
 
 import orjson
 import pytest
+from pydantic import TypeAdapter
 
 from gateway.app import create_app
 from gateway.client import SchedulerClient
@@ -15,6 +16,9 @@ from gateway.config import GatewayConfig
 from gateway.errors import InvalidRequest
 from gateway.fake_scheduler import FakeServing, build_tokenizer, start_fake_server, start_test_client
 from gateway.ollama_keepalive import parse_keep_alive
+
+# Go's RFC 3339 times (any number of fraction digits) as ollama-python's pydantic types read them.
+_TIME = TypeAdapter(datetime)
 
 CHAT = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "stream": False, "think": False}
 
@@ -79,7 +83,7 @@ async def ps_expiry(client):
     if not models:
         return None
     assert len(models) == 1 and models[0]["name"] == "fake-model:latest"
-    return datetime.fromisoformat(models[0]["expires_at"].replace("Z", "+00:00")).timestamp() - time.time()
+    return _TIME.validate_python(models[0]["expires_at"]).timestamp() - time.time()
 
 
 async def test_bogus_keep_alive_is_a_400(client):

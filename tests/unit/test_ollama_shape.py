@@ -1,6 +1,7 @@
 """Unit: engine output -> Ollama objects (durations, chunks, final line, tool calls, tags/ps/show), golden JSON."""
 import asyncio
 import dataclasses
+import re
 from datetime import datetime, timezone
 
 import orjson
@@ -144,6 +145,17 @@ def test_names_and_times():
     assert arch_family("Qwen3NextForCausalLM") == "qwen3_next"
     assert arch_family("qwen3_5") == "qwen3_5" and arch_family("") == "unknown"
     assert created_at(datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)) == STAMP
+
+
+def test_times_are_written_as_go_writes_a_time():
+    """Go's time.Time MarshalJSON (RFC 3339 with nanoseconds, trailing zeros cut, no fraction on a whole second), as
+    Ollama's created_at reads "2025-07-07T20:22:19.19314Z" in docs/api.md; a time written now has the clock's
+    nanoseconds, as Ollama's time.Now() on Linux ("2024-12-10T13:49:29.344085844Z"), not 6 digits padded with zeros."""
+    assert created_at(datetime(2026, 1, 2, 3, 4, 5, 193140, tzinfo=timezone.utc)) == "2026-01-02T03:04:05.19314Z"
+    assert created_at(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "2026-01-02T03:04:05Z"
+    stamps = [created_at() for _ in range(200)]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?Z", stamp) for stamp in stamps), stamps
+    assert any(len(stamp) > len("2026-01-02T03:04:05.123456Z") for stamp in stamps)
 
 
 def test_tags_ps_show_entries(card):
