@@ -18,7 +18,6 @@ from gateway.schema_llama_cpp import llama_cpp_schema
 from gateway.sglang_fields import GUIDED_KINDS as SGLANG_GUIDED_KINDS, REFUSED as SGLANG_REFUSED
 from gateway.structured import ANY_OBJECT, Constraint, check_schema, checked, json_constraint, think_prefix
 
-
 _TEXT_ONLY = "this model server generates text only"
 
 
@@ -121,6 +120,8 @@ def check_fields(body: dict, known: dict, chat: bool) -> None:
     if "best_of" in known:
         check_best_of(body)
     check_cache_salt(body)
+    if body.get("logprob_token_ids") == []:   # vLLM's check_logprobs; a non-empty list is refused above
+        raise InvalidRequest("`logprob_token_ids` must not be an empty list.", param="logprob_token_ids")
     if FIELDS[0] in known:
         # Typed by the schema of the routes that honour them; elsewhere (the Responses API's) unknown fields.
         repetition_stop(body)

@@ -198,3 +198,14 @@ async def test_an_empty_cache_salt_is_vllms_400(stack, path, body):
     assert out["error"]["message"] == "Parameter 'cache_salt' must be a non-empty string if provided."
     status, _ = await post(client, {**body, "cache_salt": "s"}, path)
     assert status == 200
+
+
+@pytest.mark.parametrize("path, body", [(CHAT, BASE), ("/v1/completions", {"model": "default", "prompt": "hi",
+                                                                            "max_tokens": 4})], ids=["chat", "completions"])
+async def test_an_empty_logprob_token_ids_is_vllms_400(stack, path, body):
+    # vLLM's check_logprobs (chat_completion/protocol.py): "`logprob_token_ids` must not be an empty list."; an empty
+    # list was taken here as no field (200).
+    client, fake = stack
+    status, got = await post(client, {**body, "logprobs": True, "logprob_token_ids": []}, path)
+    assert status == 400 and got["error"]["param"] == "logprob_token_ids", got
+    assert got["error"]["message"] == "`logprob_token_ids` must not be an empty list." and not fake.script.requests
