@@ -37,6 +37,28 @@ log = logging.getLogger(__name__)
 NAMESPACES = ("llm", "embedding", "system", "diagnostics", "files", "repository", "plugins", "runtime")
 
 
+def _is_id(value) -> bool:
+    """Whether value can be a call's or channel's id: the SDKs number them (lmstudio-python, lmstudio-js)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _channel_id(value):
+    """value, a channel's id; InvalidRequest for one of another JSON type."""
+    if not _is_id(value):
+        raise InvalidRequest("channelId must be an integer or a string", param="channelId")
+    return value
+
+
+def _object(value, name: str) -> dict:
+    """An RPC's parameter or a channel's creationParameter: an object ({} where absent or null); InvalidRequest
+    naming it otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{name} must be an object", param=name)
+    return value
+
+
 def _error(exc: BaseException) -> dict:
     """LM Studio's serialized error ({title, ...}) that the SDK raises as LMStudioServerError(title)."""
     if isinstance(exc, ApiError):
@@ -59,26 +81,37 @@ class SdkSession:
                 await self.ws.send_str(json_out.dumps(message).decode())
 
     async def handle(self, message: dict) -> None:
-        """One client message."""
+        """One client message. A field of the wrong JSON type is the call's rpcError or the channel's channelError
+        naming it (never an internal error, nor the socket closed), and the session goes on."""
         kind = message.get("type")
         if kind == "rpcCall":
             call_id = message.get("callId")
             try:
-                result = await self.rpc(message.get("endpoint"), message.get("parameter"))
+                result = await self.rpc(message.get("endpoint"), _object(message.get("parameter"), "parameter"))
                 await self.send({"type": "rpcResult", "callId": call_id, "result": result})
             except Exception as exc:  # noqa: BLE001 - every failure is the caller's rpcError
                 await self.send({"type": "rpcError", "callId": call_id, "error": _error(exc)})
         elif kind == "channelCreate":
             channel_id = message.get("channelId")
-            task = asyncio.ensure_future(self.channel(message.get("endpoint"), channel_id,
-                                                      message.get("creationParameter")))
-            self.channels[channel_id] = [task, None]
-            task.add_done_callback(lambda _: self.channels.pop(channel_id, None))
+            try:
+                self.open(message.get("endpoint"), _channel_id(channel_id), message.get("creationParameter"))
+            except ApiError as exc:
+                await self.send({"type": "channelError", "channelId": channel_id, "error": _error(exc)})
         elif kind == "channelSend":
-            entry = self.channels.get(message.get("channelId"))
-            inner = message.get("message") or {}
-            if entry is not None and entry[1] is not None and inner.get("type") == "cancel":
+            channel_id, inner = message.get("channelId"), message.get("message")
+            entry = self.channels.get(channel_id) if _is_id(channel_id) else None
+            if entry is not None and entry[1] is not None and isinstance(inner, dict) and inner.get("type") == "cancel":
                 entry[1].cancel()
+
+    def open(self, endpoint, channel_id, param) -> None:
+        """Starts a channel's task; its id is free again once the task ended."""
+        if channel_id in self.channels:
+            raise InvalidRequest(f"channel {channel_id} is already open", param="channelId")
+        param = _object(param, "creationParameter")
+        task = asyncio.ensure_future(self.channel(endpoint, channel_id, param))
+        entry = self.channels[channel_id] = [task, None]
+        task.add_done_callback(lambda _: self.channels.pop(channel_id) if self.channels.get(channel_id) is entry
+                               else None)
 
     async def rpc(self, endpoint, param):
         """An RPC's result; raises the ApiError its rpcError carries."""
