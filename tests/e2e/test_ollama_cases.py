@@ -1,4 +1,4 @@
-"""End to end: Ollama's parts of the public bug reports (../shared/cases: C01 C11 C13 C14) through /api with raw
+"""End to end: Ollama's parts of the public bug reports (../shared/cases: C01 C02 C11 C13 C14) through /api with raw
 NDJSON (httpx), against scheduler + worker + gateway; the client and the routes are in test_ollama.py."""
 import time
 import urllib.request
@@ -34,6 +34,30 @@ def test_c01_streamed_utf8_equals_non_streamed(http, body):
     pieces = ndjson(http.post("/api/generate", json=gen))
     assert "".join(p["response"] for p in pieces) == http.post("/api/generate", json={**gen, "stream": False}).json()[
         "response"]
+
+
+@pytest.mark.parametrize("stop", [" 9, 10", None], ids=["the case's", "a piece of the output"])
+def test_c02_a_stop_string_is_cut_alike_streamed_or_not(http, stop):
+    """C02's Ollama variant: the streamed response lines join to the stream:false response, each running join a
+    prefix of it, cut before the stop string (done_reason "stop") where the output without it holds it."""
+    body = {"model": "default", "prompt": "Count upward, separated by commas: 1, 2, 3, 4,", "think": False,
+            "options": {"temperature": 0, "seed": 1, "num_predict": 48}}
+    oracle = http.post("/api/generate", json={**body, "stream": False}).json()
+    text = oracle["response"]
+    # The tiny model rarely writes the report's stop string, so also stop on a piece of its own output.
+    stop = stop or text[5:11]
+    asked = {**body, "options": {**body["options"], "stop": [stop]}}
+    whole = http.post("/api/generate", json={**asked, "stream": False}).json()
+    lines = ndjson(http.post("/api/generate", json={**asked, "stream": True}))
+    pos = text.find(stop)
+    expected = text[:pos] if pos >= 0 else text
+    assert whole["response"] == expected and stop not in whole["response"]
+    running = ""
+    for line in lines:
+        running += line["response"]
+        assert expected.startswith(running)
+    assert running == expected and lines[-1]["done"] is True
+    assert lines[-1]["done_reason"] == whole["done_reason"] == ("stop" if pos >= 0 else oracle["done_reason"])
 
 
 def test_c11_num_predict_minus_one_stops_at_num_ctx(http):
