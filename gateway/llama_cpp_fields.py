@@ -71,6 +71,12 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     # llama.cpp refuses an adapter id it did not load ("invalid adapter id"); this server loads none.
     "lora": (lambda v: bool(v), "invalid adapter id: this server loads no LoRA adapters (GET /lora-adapters lists "
                                 "none)"),
+    # llama.cpp applies a lazy grammar only from the first grammar_triggers match on (common/sampling.cpp
+    # llama_sampler_init_grammar_lazy_patterns), and refuses one without triggers; applied from the first token it
+    # would force every answer into the grammar.
+    "grammar_lazy": (lambda v: v is True, "a lazy grammar (applied only once a grammar_triggers word or pattern "
+                                          "appears) is not supported; send the grammar without grammar_lazy to "
+                                          "constrain the whole output"),
 }
 
 
