@@ -65,20 +65,28 @@ def _constrain(plan: OllamaPlan, card: ModelCard) -> None:
         plan.gen.constraint = json_constraint(schema, plan.gen.thinking_open, card, "format")
         return
     # As response_format with tools on /v1: a tool call, or JSON for the format.
-    tools = [_grammar_tool(tool) for tool in plan.tools]
-    check_tool_schemas(tools)
     check_answer(schema, card, "format")
+    tools = [_grammar_tool(tool, card) for tool in plan.tools]
     grammar = calls_or_json_grammar(tools, True, schema, plan.gen.thinking_open, card, lenient=True)
     plan.gen.constraint = checked(grammar, card, "format")
 
 
-def _grammar_tool(tool: dict) -> dict:
-    """The tool as the grammar beside a format reads it: a `required` that is no list ignored, as in the format itself
-    (Ollama enforces no tool schema)."""
+def _grammar_tool(tool: dict, card: ModelCard) -> dict:
+    """The tool as the grammar beside a format reads it (Ollama enforces no tool schema: its grammar is the format's):
+    a `required` that is no list ignored, as in the format itself, and parameters the calls grammar cannot hold (an
+    empty enum, an unknown type, a $ref to nothing) left unchecked: their names, any value."""
     parameters = tool["function"].get("parameters")
     if not isinstance(parameters, dict):
         return tool
-    return {**tool, "function": {**tool["function"], "parameters": without_stray_required(parameters)}}
+    function = {**tool["function"], "parameters": without_stray_required(parameters)}
+    try:
+        check_tool_schemas([{**tool, "function": function}])
+        checked(calls_or_json_grammar([{**tool, "function": function}], True, ANY_OBJECT, False, card, lenient=True),
+                card, "format")
+    except InvalidRequest:
+        names = parameters.get("properties") if isinstance(parameters.get("properties"), dict) else {}
+        function["parameters"] = {"type": "object", "properties": {name: {} for name in names}}
+    return {**tool, "function": function}
 
 
 def _logprobs(body: dict) -> Optional[int]:
