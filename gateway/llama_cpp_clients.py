@@ -1,6 +1,6 @@
 """Gateway process: llama.cpp's clients on the /v1 routes: what marks a request as one (speaks_llama_cpp) and the
 values llama-server reads otherwise than vLLM there (its sampling ranges; the limit's aliases are llama_cpp_limits',
-a final assistant message chat_prompt.llama_cpp_prefill's)."""
+a final assistant message chat_prompt.llama_cpp_prefill's; a json_schema response format without a name)."""
 from __future__ import annotations
 
 from gateway.llama_cpp_fields import SCHEMA, V1_MAX_TEMPERATURE, clamp_sampling, zero_top_p
@@ -22,7 +22,18 @@ def llama_cpp_ranges(body):
     llama.cpp sets none. Any other request keeps vLLM's and OpenAI's 400s."""
     if not isinstance(body, dict) or not speaks_llama_cpp(body):
         return body
-    return zero_top_p(clamp_sampling(body))
+    return unnamed_schema(zero_top_p(clamp_sampling(body)))
+
+
+def unnamed_schema(body: dict) -> dict:
+    """body with a response_format json_schema that has no name (absent or null) named "response": llama-server reads
+    only its schema (tools/server/server-common.cpp oaicompat_chat_params_parse: json_schema.schema), where OpenAI and
+    vLLM require the name (a 400), which the /v1 schema checks."""
+    fmt = body.get("response_format")
+    wrapper = fmt.get("json_schema") if isinstance(fmt, dict) and fmt.get("type") == "json_schema" else None
+    if not isinstance(wrapper, dict) or wrapper.get("name") is not None:
+        return body
+    return {**body, "response_format": {**fmt, "json_schema": {**wrapper, "name": "response"}}}
 
 
 def high_temperature(body, sampling) -> None:
