@@ -34,6 +34,9 @@ class Sampling:
     chain: str = "vllm"
     # llama.cpp's post_sampling_probs: logprobs of the distribution drawn from (after the chain), not the raw one.
     post_sampling: bool = False
+    # llama.cpp's XTC: with this chance a step removes the tokens at or above the threshold but the least likely.
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
 
 
 @dataclass

@@ -17,7 +17,7 @@ _LEAST_VLLM_TEMPERATURE = 0.01
 
 _FILTERS = {"temperature": pb.SamplingParams.FILTER_TEMPERATURE, "top_k": pb.SamplingParams.FILTER_TOP_K,
             "top_p": pb.SamplingParams.FILTER_TOP_P, "min_p": pb.SamplingParams.FILTER_MIN_P,
-            "typ_p": pb.SamplingParams.FILTER_TYPICAL_P}
+            "typ_p": pb.SamplingParams.FILTER_TYPICAL_P, "xtc": pb.SamplingParams.FILTER_XTC}
 _CHAINS = {"vllm": pb.SamplingParams.CHAIN_VLLM, "ollama": pb.SamplingParams.CHAIN_OLLAMA,
            "llama.cpp": pb.SamplingParams.CHAIN_LLAMA_CPP}
 
@@ -55,7 +55,7 @@ def generate_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         num_logprobs=req.num_logprobs or 0, min_tokens=s.min_tokens,
         prompt_logprobs=req.num_prompt_logprobs is not None, num_prompt_logprobs=req.num_prompt_logprobs or 0,
         chain=_CHAINS[s.chain], filter_order=_filter_order(s.filter_order), min_keep=s.min_keep,
-        post_sampling_probs=s.post_sampling)
+        post_sampling_probs=s.post_sampling, xtc_probability=s.xtc_probability, xtc_threshold=s.xtc_threshold)
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None
     if req.constraint is not None:

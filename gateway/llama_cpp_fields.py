@@ -29,9 +29,12 @@ SCHEMA = {
     "samplers": {"type": ["array", "string", "null"]},
     # The repetition penalty's window: the last N prompt+output tokens, -1 all of them, 0 no penalty.
     "repeat_last_n": {"type": ["integer", "null"], "minimum": -1},
+    # XTC (exclude top choices), run as llama.cpp runs it (worker/sampling_chain.py xtc); off at probability 0 or a
+    # threshold above 0.5.
+    "xtc_probability": {"type": ["number", "null"]},
+    "xtc_threshold": {"type": ["number", "null"]},
     # llama.cpp's samplers this server lacks; each is off at 0 (top_n_sigma at -1 too, as llama.cpp skips n <= 0).
     "dry_multiplier": {"type": ["number", "null"]},
-    "xtc_probability": {"type": ["number", "null"]},
     "top_n_sigma": {"type": ["number", "null"]},
     "dynatemp_range": {"type": ["number", "null"]},
     # Its adaptive-p sampler (common/sampling.cpp): the last of the chain when `samplers` names adaptive_p, off at a
@@ -65,7 +68,6 @@ def _on(value: Any) -> bool:
 # field -> (is the request asking for it?, why it is refused): a sampler llama.cpp would run, changing the output.
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "dry_multiplier": (_on, "DRY sampling (llama.cpp's dry_multiplier above 0) is not supported"),
-    "xtc_probability": (_on, "XTC sampling (llama.cpp's xtc_probability above 0) is not supported"),
     "top_n_sigma": (_on, "top-n-sigma sampling (llama.cpp's top_n_sigma above 0) is not supported"),
     "dynatemp_range": (_on, "dynamic temperature (llama.cpp's dynatemp_range above 0) is not supported"),
     # llama.cpp refuses an adapter id it did not load ("invalid adapter id"); this server loads none.

@@ -42,6 +42,9 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     apply_samplers(body, sampling)
     # llama.cpp's min_keep (any int; below 1 keeps the best token only, as always); past the vocabulary, all of it.
     sampling.min_keep = min(max(body.get("min_keep") or 0, 0), card.vocab_size)
+    # llama.cpp's XTC (its params_from_json_cmpl defaults: probability 0, off; threshold 0.1).
+    sampling.xtc_probability = float(pick("xtc_probability", 0.0))
+    sampling.xtc_threshold = float(pick("xtc_threshold", 0.1))
     sampling.logit_bias.update(dict.fromkeys(token_list(body, ("custom_token_bans", "banned_tokens"), card), -100.0))
     strings = body.get("banned_strings") or []
     words = [*(body.get("bad_words") or []), *([strings] if isinstance(strings, str) else strings)]

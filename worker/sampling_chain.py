@@ -1,4 +1,4 @@
-"""Worker process: the filters of sampled rows (temperature, min_p, top_k, top_p, typical_p), in the order of the
+"""Worker process: the filters of sampled rows (temperature, min_p, top_k, top_p, typical_p, XTC), in the order of the
 reference server of the API each request came through (pb.SamplingParams.chain).
 
 vLLM's v1 Sampler (vllm/v1/sample/sampler.py, and the GPU runner's vllm/v1/worker/gpu/sample/sampler.py) divides by
@@ -8,6 +8,8 @@ last. Ollama's sample.Sampler (sample/samplers.go) runs top_k, the temperature, 
 which tokens survive: top_p after min_p measures mass among fewer tokens, and min_p or top_p before the temperature
 cut a different set than after it.
 """
+import random
+
 import torch
 
 from proto import pb
@@ -101,10 +103,45 @@ def typical(logits: torch.Tensor, states: list) -> torch.Tensor:
     return logits.masked_fill(cut, MASK)
 
 
+_UNSEEDED = random.Random()   # XTC's draws for rows without a seed
+
+
+def _xtc_fires(st) -> bool:
+    """Whether XTC removes top tokens from this row at this step: on (probability above 0, threshold at most 0.5, as
+    llama.cpp's llama_sampler_xtc_apply returns at once otherwise) and its uniform draw at most the probability. A
+    seeded row draws from (seed, the step's output index) only, so its tokens do not depend on its neighbours."""
+    p = st.params
+    if p.xtc_probability <= 0 or p.xtc_threshold > 0.5:
+        return False
+    rng = random.Random((p.seed << 32) + len(st.output_token_ids)) if p.has_seed else _UNSEEDED
+    return rng.random() <= p.xtc_probability
+
+
+def xtc(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """llama.cpp's XTC (exclude top choices): in a row whose draw fires, the tokens whose probability (among those the
+    filters before it left) is at least xtc_threshold are removed but the least likely of them, when two or more are
+    and at least min_keep tokens stay; other rows are untouched."""
+    fires = [_xtc_fires(st) for st in states]
+    if not any(fires):  # decided on the host: no device sync for the common case
+        return logits
+    dev = logits.device
+    thresholds = to_device([st.params.xtc_threshold if on else 2.0 for st, on in zip(states, fires)], dev,
+                           logits.dtype)[:, None]
+    sorted_probs, order = logits.softmax(dim=-1).sort(dim=-1, descending=True)
+    last_above = (sorted_probs >= thresholds).sum(dim=-1, keepdim=True) - 1   # llama.cpp's pos_last (-1: none)
+    size = (logits > MASK).sum(dim=-1, keepdim=True)
+    min_keep = to_device([st.params.min_keep for st in states], dev, torch.int64)[:, None]
+    ranks = torch.arange(logits.shape[1], device=dev)[None, :]
+    cut_sorted = (ranks < last_above) & (size - last_above >= min_keep)
+    return logits.masked_fill(torch.zeros_like(cut_sorted).scatter(1, order, cut_sorted), MASK)
+
+
+# XTC runs where llama.cpp's chain has it, after min_p and before the temperature; the other chains, which lack it
+# (a /v1 request may name llama.cpp's xtc_probability), run it after their filters.
 CHAINS = {
-    pb.SamplingParams.CHAIN_VLLM: (temperature, min_p, top_k_top_p, typical),
-    pb.SamplingParams.CHAIN_OLLAMA: (temperature, top_k_top_p, typical, min_p),
-    pb.SamplingParams.CHAIN_LLAMA_CPP: (top_k, typical, top_p, min_p, temperature),
+    pb.SamplingParams.CHAIN_VLLM: (temperature, min_p, top_k_top_p, typical, xtc),
+    pb.SamplingParams.CHAIN_OLLAMA: (temperature, top_k_top_p, typical, min_p, xtc),
+    pb.SamplingParams.CHAIN_LLAMA_CPP: (top_k, typical, top_p, min_p, xtc, temperature),
 }
 
 
@@ -112,13 +149,13 @@ CHAINS = {
 FILTERS = {
     pb.SamplingParams.FILTER_TEMPERATURE: temperature, pb.SamplingParams.FILTER_TOP_K: top_k,
     pb.SamplingParams.FILTER_TOP_P: top_p, pb.SamplingParams.FILTER_MIN_P: min_p,
-    pb.SamplingParams.FILTER_TYPICAL_P: typical,
+    pb.SamplingParams.FILTER_TYPICAL_P: typical, pb.SamplingParams.FILTER_XTC: xtc,
 }
 
 
 # llama.cpp's chain without typical_p: top_k then top_p is what top_k_top_p does in one sort (top_p over the mass the
 # top_k tokens renormalised to), where the two steps would sort the vocabulary twice.
-_LLAMA_CPP_PLAIN = (top_k_top_p, min_p, temperature)
+_LLAMA_CPP_PLAIN = (top_k_top_p, min_p, xtc, temperature)
 
 
 def _steps(params) -> tuple:

@@ -213,9 +213,8 @@ async def test_a_bad_role_names_the_history(fake):
     (_predict([{"key": "llm.prediction.promptTemplate", "value": {"type": "jinja", "jinjaPromptTemplate": {
         "template": "{{ messages }}"}}}]), "llm.prediction.promptTemplate"),
     (_predict(messages=[{"role": "user", "content": [{"type": "file", "fileType": "image"}]}]), "image"),
-    (_predict([{"key": "llm.prediction.llama.xtcProbability", "value": {"checked": True, "value": 0.5}}]), "XTC"),
     (_predict([{"key": "llm.prediction.logProbs", "value": {"checked": True, "value": 3}}]), "logProbs"),
-], ids=["another-model", "custom-template", "image", "xtc-on", "logprobs-on"])
+], ids=["another-model", "custom-template", "image", "logprobs-on"])
 async def test_refusals_are_channel_errors(fake, create, words):
     client, _ = fake
     messages = await _channel(await _session(client), create)
