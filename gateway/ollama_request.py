@@ -202,8 +202,16 @@ def parse_chat(body: Any, card: ModelCard, served_name: str) -> OllamaPlan:
         messages = fit_history(messages, lambda kept: _fits(card, _render(card, kept, plan.tools, body.get("think")),
                                                             options), options.num_ctx - 1)
     text = _render(card, messages, plan.tools, body.get("think"))
-    plan.gen = _gen_request(_encode(card, text, options), text, options,
-                            split=splits_thinking(body.get("think"), card))
+    try:
+        plan.gen = _gen_request(_encode(card, text, options), text, options,
+                                split=splits_thinking(body.get("think"), card))
+    except ContextLengthExceeded as error:
+        if truncate:
+            # The history was cut (truncate: true) and the rest, the last message at least, still does not fit.
+            error.message = error.message.replace("it was not truncated. Shorten the prompt", "the oldest messages "
+                                                  "were left out (truncate: true) and the rest still does not fit. "
+                                                  "Shorten the last message")
+        raise
     plan.gen.num_logprobs = num_logprobs
     _constrain(plan, card)
     return plan

@@ -43,7 +43,11 @@ async def test_a_last_message_longer_than_the_window_is_a_400_with_truncate(fake
     client, servicer = fake
     response = await client.post("/api/chat", json={**BASE, "truncate": True,
                                                     "messages": [SYSTEM, {"role": "user", "content": OLD}]})
-    assert response.status == 400 and "context window of 128 tokens" in (await response.json())["error"]
+    error = (await response.json())["error"]
+    assert response.status == 400 and "context window of 128 tokens" in error
+    # The request asked for truncation and got it: the 400 says so, not "it was not truncated" (ollama/ollama#18107:
+    # a misleading error after truncation), and names the last message as what to shorten.
+    assert "not truncated" not in error and "oldest messages were left out" in error and "last message" in error
     assert servicer.script.requests == []
 
 
