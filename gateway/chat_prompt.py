@@ -77,9 +77,21 @@ def prefill_final_assistant(body):
 
 def llama_cpp_prefill(body):
     """A llama.cpp client's chat (one naming llama.cpp's own fields, speaks_llama_cpp) on /v1: its final assistant
-    message prefilled, as llama-server continues it by default (prefill_final_assistant); its web UI's Continue sends
+    message prefilled, as llama-server continues it by default (llama_cpp_template_body); its web UI's Continue sends
     the answer so far as that message. Any other client's gets vLLM's reading, a new turn after it."""
-    return prefill_final_assistant(body) if isinstance(body, dict) and speaks_llama_cpp(body) else body
+    return llama_cpp_template_body(body) if isinstance(body, dict) and speaks_llama_cpp(body) else body
+
+
+def llama_cpp_template_body(body):
+    """A chat body as llama-server renders it (/apply-template, a llama.cpp client's /v1 chat): its final assistant
+    message prefilled (prefill_final_assistant). Raises InvalidRequest (param messages) for an assistant message
+    right before that one, as llama-server refuses it (oaicompat_chat_params_parse: 'Cannot have 2 or more assistant
+    messages at the end of the list.')."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if isinstance(messages, list) and len(messages) >= 2 and \
+            all(isinstance(m, dict) and str(m.get("role")).lower() == "assistant" for m in messages[-2:]):
+        raise InvalidRequest("Cannot have 2 or more assistant messages at the end of the list.", param="messages")
+    return prefill_final_assistant(body)
 
 
 def generation_flags(body: dict) -> tuple[bool, bool]:

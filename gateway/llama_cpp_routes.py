@@ -16,7 +16,7 @@ from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json, response_fields
 from gateway.llama_cpp_slots import slot_entries
-from gateway.chat_prompt import prefill_final_assistant
+from gateway.chat_prompt import llama_cpp_template_body
 from gateway.control_tokens import unmark
 from gateway.offload import run_cpu
 from gateway.openai_completion import parse_completion
@@ -241,7 +241,7 @@ class LlamaCppRoutes:
     async def apply_template(self, request: web.Request) -> web.Response:
         """llama.cpp's POST /apply-template: {messages, ...} -> {prompt}, the chat route's rendering (a final assistant
         message continued, as llama.cpp prefills it), nothing run."""
-        body = prefill_final_assistant(render_body(await read_json(request)))
+        body = llama_cpp_template_body(render_body(await read_json(request)))
         check_request_template(body, self.config)
         if "messages" not in body:
             raise InvalidRequest("'messages' is a required property", param="messages",

@@ -49,3 +49,24 @@ async def test_generation_flags_sent_are_read_as_sent(stack):
     body = {"messages": MESSAGES, **WEBUI, "add_generation_prompt": True}
     closed = await prompt_of(client, fake, body)
     assert closed == await prompt_of(client, fake, {"messages": MESSAGES, "max_tokens": 4})
+
+
+TWO = MESSAGES + [{"role": "Assistant", "content": " time"}]
+
+
+async def test_two_final_assistant_messages_are_llama_servers_400(stack):
+    """llama-server prefills only one final assistant message: a second before it is its 400 'Cannot have 2 or more
+    assistant messages at the end of the list.' (oaicompat_chat_params_parse; its test_chat_completion.py lists the
+    case as invalid), on /apply-template and a llama.cpp client's /v1 chat; here both rendered the first as a closed
+    turn. Any other client's /v1 chat keeps vLLM's reading (both rendered)."""
+    client, fake = stack
+    before = len(fake.script.requests)
+    for path, body in [("/apply-template", {"messages": TWO}), ("/v1/chat/completions", {"messages": TWO, **WEBUI}),
+                       ("/v1/chat/completions/input_tokens", {"messages": TWO, **WEBUI})]:
+        response = await client.post(path, data=orjson.dumps(body))
+        error = orjson.loads(await response.read())["error"]
+        assert (response.status, error["message"]) == (400, "Cannot have 2 or more assistant messages at the end of "
+                                                             "the list."), path
+        assert error["param"] == "messages"
+    assert len(fake.script.requests) == before
+    assert (await prompt_of(client, fake, {"messages": TWO, "max_tokens": 4}))[-1] is not None
