@@ -119,7 +119,7 @@ class SdkSession:
         specifier = param.get("specifier") if isinstance(param, dict) else None
         if endpoint == "listLoaded":
             loaded = self.namespace == "llm" and await self.engine.model_listed()
-            return [instance_info(card, name)] if loaded else []
+            return [instance_info(card, name, each) for each in (name, *card.served_aliases)] if loaded else []
         if endpoint == "listDownloadedModels":
             return [download_info(card, name)]
         if endpoint == "getModelInfo":

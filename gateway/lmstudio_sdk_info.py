@@ -22,10 +22,11 @@ def download_info(card: ModelCard, served_name: str) -> dict:
     return info
 
 
-def instance_info(card: ModelCard, served_name: str) -> dict:
-    """The loaded instance (LlmInstanceInfo): download_info with its identifier and instanceReference (the served
-    name: one instance, fixed at start) and the context length it runs with."""
-    return {**download_info(card, served_name), "identifier": served_name, "instanceReference": served_name,
+def instance_info(card: ModelCard, served_name: str, identifier: str = "") -> dict:
+    """A loaded instance (LlmInstanceInfo): download_info with its identifier and instanceReference (the served name,
+    or another of SPARKINFER_SERVED_MODEL_NAME's: an instance each, fixed at start) and its context length."""
+    identifier = identifier or served_name
+    return {**download_info(card, served_name), "identifier": identifier, "instanceReference": identifier,
             "contextLength": card.max_context_len}
 
 
@@ -42,7 +43,7 @@ def matches(specifier: Any, card: ModelCard, served_name: str) -> bool:
     if not isinstance(specifier, dict):
         return specifier is None
     if specifier.get("type") == "instanceReference":
-        return specifier.get("instanceReference") == served_name
+        return specifier.get("instanceReference") in (served_name, *card.served_aliases)
     query = specifier.get("query")
     if specifier.get("type") != "query" or not isinstance(query, dict):
         return False

@@ -45,10 +45,9 @@ class LMStudioV1Routes:
         app.router.add_get("/api/v1/models/download/status/{job_id}", self.download_job)
 
     async def models(self, request: web.Request) -> web.Response:
-        """GET /api/v1/models: {"models": [the served model's entry, one per served name]}."""
+        """GET /api/v1/models: {"models": [the served model's entry, an instance per served name]}."""
         card, name = await self.engine.card(), await self.engine.served_name()
-        load = await self.engine.listed_load()
-        return json_response({"models": [model_entry(card, served, load) for served in (name, *card.served_aliases)]})
+        return json_response({"models": [model_entry(card, name, await self.engine.listed_load())]})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """POST /api/v1/chat: LM Studio's native chat (input, system_prompt, reasoning, previous_response_id),

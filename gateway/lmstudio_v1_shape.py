@@ -60,7 +60,10 @@ def model_entry(card: ModelCard, served_name: str, load) -> dict:
     capabilities = {"vision": False, "trained_for_tool_use": card.takes_tools}
     if card.thinks:
         capabilities["reasoning"] = {"allowed_options": reasoning_options(card), "default": "on"}
-    instances = [] if load is None else [{"id": served_name, "config": instance_config(card, load)}]
+    # An instance per served name (SPARKINFER_SERVED_MODEL_NAME's aliases too), as LM Studio lists the instances of
+    # one model loaded under several identifiers (lms load --identifier).
+    instances = [] if load is None else [{"id": identifier, "config": instance_config(card, load)}
+                                         for identifier in (served_name, *card.served_aliases)]
     return {"type": "llm", "publisher": publisher(card, served_name), "key": served_name,
             "display_name": served_name.rsplit("/", 1)[-1], "architecture": arch_family(card.architecture),
             "quantization": {"name": quant.upper() or None, "bits_per_weight": _BITS_PER_WEIGHT.get(quant)},

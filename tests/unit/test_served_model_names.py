@@ -67,7 +67,22 @@ async def test_lmstudio_lists_each_served_name_and_answers_each_by_its_id():
         assert {model["arch"] for model in listed} == {"qwen3_5"}
         assert (await (await client.get("/api/v0/models/gpt-4o")).json())["id"] == "gpt-4o"
         assert (await client.get("/api/v0/models/gpt-5")).status == 404
+        # LM Studio 0.4's list: one model, an instance per identifier (as `lms load --identifier` loads several).
         v1 = (await (await client.get("/api/v1/models")).json())["models"]
-        assert [model["key"] for model in v1] == ["qwen-prod", "gpt-4o", "gpt-4o-mini"]
-        assert [[instance["id"] for instance in model["loaded_instances"]] for model in v1] == [
-            ["qwen-prod"], ["gpt-4o"], ["gpt-4o-mini"]]
+        assert [model["key"] for model in v1] == ["qwen-prod"]
+        assert [instance["id"] for instance in v1[0]["loaded_instances"]] == ["qwen-prod", "gpt-4o", "gpt-4o-mini"]
+
+
+async def test_lmstudio_sdk_lists_an_instance_per_served_name_and_predicts_on_each():
+    from tests.unit.test_lmstudio_sdk import _channel, _predict, _rpc, _session
+
+    async with fake_gateway(FakeServing(build_tokenizer()), served_model_name=NAMES) as (client, fake):
+        ws = await _session(client)
+        loaded = (await _rpc(ws, "listLoaded"))["result"]
+        assert [(m["identifier"], m["instanceReference"], m["modelKey"]) for m in loaded] == [
+            ("qwen-prod", "qwen-prod", "qwen-prod"), ("gpt-4o", "gpt-4o", "qwen-prod"),
+            ("gpt-4o-mini", "gpt-4o-mini", "qwen-prod")]
+        create = _predict()
+        create["creationParameter"]["modelSpecifier"] = {"type": "instanceReference", "instanceReference": "gpt-4o"}
+        messages = await _channel(ws, create)
+        assert messages[-1]["type"] == "channelClose", messages[-1]
