@@ -8,10 +8,14 @@ BerriAI/litellm#18338 report it.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 _ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 _NEWLINES = b"\r\n"
+# Whole padded base64 (what decodes), and a byte no quantum can hold: the quick paths past the valid quanta.
+_VALID = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+_NOT_ALPHABET = re.compile(rb"[^A-Za-z0-9+/]")
 
 
 def _padding_end(src: bytes, si: int, j: int) -> tuple[int, Optional[int]]:
@@ -57,7 +61,17 @@ def _quantum(src: bytes, si: int) -> tuple[int, Optional[int], bool]:
 def base64_error(text: str) -> Optional[str]:
     """Go's error decoding `text` (its UTF-8 bytes) as standard, padded base64: 'illegal base64 data at input byte
     N', or None when it decodes."""
-    src, si = text.encode("utf-8", "surrogatepass"), 0
+    src = text.encode("utf-8", "surrogatepass")
+    if b"\r" in src or b"\n" in src:
+        # Go skips CR and LF anywhere (MIME-wrapped base64 decodes): without them the text must be whole base64.
+        if _VALID.fullmatch(src.replace(b"\r", b"").replace(b"\n", b"")):
+            return None
+        si = 0
+    else:
+        # The quanta before the first byte outside the alphabet decode: the walk starts at the quantum holding it
+        # (a megabyte image is one regex scan, not a Python loop over its quanta).
+        bad = _NOT_ALPHABET.search(src)
+        si = ((bad.start() if bad else len(src)) // 4) * 4
     while si < len(src):
         si, error, ended = _quantum(src, si)
         if error is not None:
