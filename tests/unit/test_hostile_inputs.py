@@ -25,7 +25,8 @@ LMSTUDIO_V1_FIELDS = ["model", "input", "system_prompt", "stream", "temperature"
                       "repeat_penalty", "max_output_tokens", "reasoning", "context_length", "store",
                       "previous_response_id", "integrations"]
 # Nested fields whose type picks a code path (a handler, a block kind, a role).
-NESTED = {"messages.0.role", "messages.0.content", "input.0.type", "input.0.role", "input.0.content"}
+NESTED = {"messages.0.role", "messages.0.content", "input.0.type", "input.0.role", "input.0.content", "items.0.type",
+          "items.0.role", "items.0.content"}
 
 
 def _fields(schema: dict) -> list:
@@ -55,6 +56,8 @@ ROUTES = [
     ("POST", "/api/embed", "ollama", {"model": "fake-model", "input": "Hi"}, OLLAMA_FIELDS),
     ("POST", "/api/copy", "ollama", {"source": "fake-model", "destination": "x"}, OLLAMA_FIELDS),
     ("DELETE", "/api/delete", "ollama", {"model": "fake-model"}, OLLAMA_FIELDS),
+    # OpenAI's Conversations API: its items are Responses input items (a list holding 1 was a 500).
+    ("POST", "/v1/conversations", "openai", {"items": HI, "metadata": {"k": "v"}}, ["items", "metadata"]),
 ]
 WRONG_VALUES = ["abc", 123, -1, 0, None, True, {"a": {"b": [1]}}, [1, "a", None], "", [], 10 ** 40, 1e300]
 JSON = {"Content-Type": "application/json"}
