@@ -69,7 +69,7 @@ def api_error_response(path: str, error: ApiError) -> web.Response:
     if is_llama_cpp_path(path):
         return json_response(llama_cpp_error(error), status=error.status, headers=error.headers)
     if path.startswith(LMSTUDIO_PREFIXES):
-        return error_response(lmstudio_error(error, native=path.startswith("/api/v1/")))
+        return error_response(lmstudio_error(error, native=path.startswith("/api/v1/"), path=path))
     return ollama_error_response(error) if is_ollama_path(path) else error_response(error)
 
 

@@ -5,7 +5,7 @@ import copy
 import platform
 from typing import Optional
 
-from gateway.errors import ApiError, ContextLengthExceeded
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.model import ModelCard
 from gateway.ollama_models import arch_family
 
@@ -100,13 +100,28 @@ def event_error_type(error: ApiError) -> str:
     return "internal_error" if error.status >= 500 else "unknown"
 
 
-def lmstudio_error(error: ApiError, native: bool = False) -> ApiError:
+def lmstudio_error(error: ApiError, native: bool = False, path: str = "") -> ApiError:
     """error as LM Studio's /api/v0 and /api/v1 (`native`) word it: a prompt past the context in its words (an
-    explicit output limit never overflows there: max_tokens is a cap), on /api/v1 typed with LM Studio's own types
-    (its /api/v0 keeps OpenAI's), anything else as it is."""
+    explicit output limit never overflows there: max_tokens is a cap), a chat or completion (`path`) naming a model
+    it does not serve its 400 'Invalid model identifier' (invalid_model), on /api/v1 typed with LM Studio's own
+    types (its /api/v0 keeps OpenAI's), anything else as it is."""
     if isinstance(error, ContextLengthExceeded) and error.ctx is not None and error.num_output is None:
         error.message = context_overflow_message(error.num_prompt, error.ctx, error.at_least)
+    if not native and path.startswith(("/api/v0/chat/", "/api/v0/completions")):
+        error = invalid_model(error)
     if native:
         error = copy.copy(error)
         error.type = event_error_type(error)
     return error
+
+
+def invalid_model(error: ApiError) -> ApiError:
+    """An unknown model (openai_plan.check_model's 404, which names it) as LM Studio answers a chat or completion
+    naming it: 400 invalid_request_error 'Invalid model identifier "x". Please specify a valid downloaded model
+    (e.g., ...).', code model_not_found (its users quote it: assafelovic/gpt-researcher#1556,
+    continuedev/continue#12757); any other error as it is."""
+    requested = getattr(error, "requested", None)
+    if requested is None:
+        return error
+    return InvalidRequest(f'Invalid model identifier "{requested}". Please specify a valid downloaded model (e.g., '
+                          f'{error.served_name}).', param="model", code="model_not_found")

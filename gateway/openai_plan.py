@@ -65,8 +65,11 @@ def check_model(requested: Optional[str], card: ModelCard, served_name: str) -> 
     name does (vLLM's VLLM_SKIP_MODEL_NAME_VALIDATION, vllm-project/vllm#34676)."""
     if not requested or card.any_model_name or served(requested, card, served_name):
         return
-    raise NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
-                   f"(also reachable as 'default').", param="model")
+    error = NotFound(f"The model '{requested}' does not exist. This server serves '{served_name}' "
+                     f"(also reachable as 'default').", param="model")
+    # The names, for the APIs that word this error otherwise (LM Studio's: lmstudio_shape.lmstudio_error).
+    error.requested, error.served_name = requested, served_name
+    raise error
 
 
 def check_body_model(body: dict, card: ModelCard, served_name: str) -> None:
