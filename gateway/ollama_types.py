@@ -33,9 +33,11 @@ _IMAGES = _go("array", "[]api.ImageData", items=_go("string", "api.ImageData"))
 _ARGUMENTS = {"type": ["object", "string", "null"], "goType": "api.ToolCallFunctionArguments"}
 _TOOL_CALL = _struct("api.ToolCall", id=_STRING, function=_struct("api.ToolCallFunction", name=_STRING,
                                                                   arguments=_ARGUMENTS))
+# api.Message has its own UnmarshalJSON (it lower-cases the role): the request's decoder does not walk into it, so an
+# error inside a message names the struct that holds the list (ChatRequest), not api.Message (goUnmarshaler).
 _MESSAGE = _struct("api.Message", role=_STRING, content=_STRING, thinking=_STRING, images=_IMAGES,
                    tool_calls=_go("array", "[]api.ToolCall", items=_TOOL_CALL), tool_name=_STRING,
-                   tool_call_id=_STRING)
+                   tool_call_id=_STRING) | {"goUnmarshaler": True}
 _FUNCTION = _struct("api.ToolFunction", name=_STRING, description=_STRING,
                     parameters=_struct("api.ToolFunctionParameters", type=_STRING,
                                        required=_go("array", "[]string", items=_go("string", "string"))))
@@ -121,6 +123,21 @@ def _check_images(body: dict, struct: str) -> None:
                 raise InvalidRequest(words, param=f"{where}.{index}")
 
 
+def _go_struct(struct: str, path: list) -> str:
+    """The struct encoding/json names in a type error at `path`: the innermost struct whose field it was decoding
+    (decodeState.object sets errorContext.Struct = t per field), not past a type with its own UnmarshalJSON, whose
+    error the outer decoder names after its own struct ("ToolFunction.tools.function.parameters", but
+    "ChatRequest.messages.role")."""
+    name, node = struct, {"properties": _STRUCTS[struct]}
+    for part in path[:-1]:
+        node = node["items"] if isinstance(part, int) else node["properties"][part]
+        if node.get("goUnmarshaler"):
+            break
+        if "properties" in node:
+            name = node["goType"].removeprefix("api.")
+    return name
+
+
 def check_go_types(body: Any, struct: str) -> dict:
     """The body as Ollama's api struct takes it ({} for a null body, which encoding/json decodes into the empty
     struct without error), or Ollama's 400 for the first field whose JSON type its Go struct cannot take, in
@@ -140,6 +157,6 @@ def check_go_types(body: Any, struct: str) -> dict:
         # encoding/json names the number a Go int cannot take: "number 1.5".
         kind = f"number {error.instance}"
     names = [part for part in error.absolute_path if isinstance(part, str)]
-    where = f"Go struct field {struct}.{'.'.join(names)}" if names else "Go value"
+    where = f"Go struct field {_go_struct(struct, list(error.absolute_path))}.{'.'.join(names)}" if names else "Go value"
     raise InvalidRequest(f"json: cannot unmarshal {kind} into {where} of type {go_type}",
                          param=".".join(str(part) for part in error.absolute_path) or None)

@@ -68,8 +68,19 @@ CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name":
     ("POST", "/api/generate", {"prompt": "Hi", "system": ["x"]},
      "array into Go struct field GenerateRequest.system of type string"),
     ("POST", "/api/chat", {"messages": HI, "tools": 0}, "number into Go struct field ChatRequest.tools of type api.Tools"),
+    # encoding/json names the innermost struct it decodes the field into (decodeState.object sets errorContext.Struct
+    # per field), down to a type with its own UnmarshalJSON (api.Message): ToolFunction here, ChatRequest for a
+    # message's fields; goose#7087 quotes Ollama's "Go struct field .tools.function.parameters.properties.type" from
+    # an unnamed struct of an older api.
     ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": "none"}}]},
-     "string into Go struct field ChatRequest.tools.function.parameters of type api.ToolFunctionParameters"),
+     "string into Go struct field ToolFunction.tools.function.parameters of type api.ToolFunctionParameters"),
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "type": 5}]},
+     "number into Go struct field Tool.tools.type of type string"),
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": 5}}]},
+     "number into Go struct field ToolFunction.tools.function.name of type string"),
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": {
+        "type": "object", "required": "a"}}}]},
+     "string into Go struct field ToolFunctionParameters.tools.function.parameters.required of type []string"),
     ("POST", "/api/chat", {"messages": [{"role": "user", "content": "Hi", "images": 0}]},
      "number into Go struct field ChatRequest.messages.images of type []api.ImageData"),
     ("POST", "/api/chat", {"messages": [*HI, {**CALL, "tool_calls": [{"function": {"name": "f", "arguments": 0}}]}]},
@@ -90,7 +101,8 @@ CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name":
      "number into Go struct field CopyRequest.destination of type string"),
     ("POST", "/api/embed", {"model": "fake-model", "input": "hi", "truncate": "no"},
      "string into Go struct field EmbedRequest.truncate of type bool"),
-], ids=["prompt number", "images string", "system list", "tools number", "parameters string", "message images",
+], ids=["prompt number", "images string", "system list", "tools number", "parameters string", "tool type number",
+        "tool name number", "required string", "message images",
         "arguments number", "arguments text", "role number", "show verbose", "show body list", "pull insecure", "delete model number",
         "copy destination", "embed truncate"])
 async def test_every_route_decodes_its_body_as_ollamas_go_struct(fake, method, path, body, expected):
