@@ -25,10 +25,12 @@ def _tool_call(call: Any, where: str) -> dict:
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise InvalidRequest(f"{where}: each tool call needs function.name", param=where)
-    arguments = function.get("arguments") or {}
-    if isinstance(arguments, str) and not whole_object(arguments):
-        raise InvalidRequest("json: cannot unmarshal string into Go struct field ChatRequest.messages.tool_calls."
-                             "function.arguments of type api.ToolCallFunctionArguments", param=where)
+    arguments = function.get("arguments")
+    arguments = {} if arguments is None or arguments == "" else arguments
+    if not isinstance(arguments, dict) and not (isinstance(arguments, str) and whole_object(arguments)):
+        # Ollama's api.ToolCallFunctionArguments is an ordered map decoded by buger/jsonparser's ObjectEach, whose
+        # error for anything but an object Ollama answers (Xoshbin/asyar#513, openclaw/openclaw#50749).
+        raise InvalidRequest("Value looks like object, but can't find closing '}' symbol", param=where)
     return {"type": "function", "function": {"name": function["name"], "arguments": arguments}}
 
 

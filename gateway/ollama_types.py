@@ -28,9 +28,9 @@ def _struct(go_type: str, **fields: dict) -> dict:
 _STRING, _BOOL, _INT = _go("string", "string"), _go("boolean", "bool"), _go("integer", "int")
 _MAP = _go("object", "map[string]interface {}")
 _IMAGES = _go("array", "[]api.ImageData", items=_go("string", "api.ImageData"))
-# Ollama reads arguments as an object; a JSON text of one is taken too (as OpenAI clients write them), other text is
-# encoding/json's 400 for a string there (ollama_request._tool_call: "{" went to the template as {}).
-_ARGUMENTS = {"type": ["object", "string", "null"], "goType": "api.ToolCallFunctionArguments"}
+# Ollama reads arguments with its ordered map's own UnmarshalJSON, which refuses anything but an object in its words
+# (ollama_messages._tool_call); a JSON text of one is taken too, as OpenAI clients write them.
+_ARGUMENTS = {"goType": "api.ToolCallFunctionArguments"}
 _TOOL_CALL = _struct("api.ToolCall", id=_STRING, function=_struct("api.ToolCallFunction", name=_STRING,
                                                                   arguments=_ARGUMENTS))
 # api.Message has its own UnmarshalJSON (it lower-cases the role): the request's decoder does not walk into it, so an
