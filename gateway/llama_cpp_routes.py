@@ -14,7 +14,8 @@ from gateway.llama_cpp_fields import clamp_sampling, content_ids, llama_server_s
 from gateway.llama_cpp_limits import as_n_predict
 from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
-from gateway.llama_cpp_shape import LlamaCppFramer, LlamaCppShaper, params_json, response_fields
+from gateway.llama_cpp_shape import (MEDIA_MARKER, LlamaCppFramer, LlamaCppShaper, model_ftype, params_json,
+                                      response_fields)
 from gateway.llama_cpp_slots import slot_entries
 from gateway.chat_prompt import llama_cpp_template_body
 from gateway.control_tokens import unmark
@@ -183,8 +184,8 @@ class LlamaCppRoutes:
         return json_response({
             "default_generation_settings": {"n_ctx": card.max_context_len, "params": params},
             "total_slots": load.max_num_seqs, "model_alias": name, "model_path": card.checkpoint_path,
-            "modalities": {"vision": False, "audio": False}, "chat_template": card.chat_template_source,
-            "chat_template_caps": caps,
+            "modalities": {"vision": False, "video": False, "audio": False}, "chat_template": card.chat_template_source,
+            "chat_template_caps": caps, "media_marker": MEDIA_MARKER, "model_ftype": model_ftype(card),
             "bos_token": specials.get("bos_token", ""), "eos_token": specials.get("eos_token", ""),
             "build_info": self.build_info, "endpoint_slots": True, "endpoint_props": False,
             "endpoint_metrics": True, "is_sleeping": False})

@@ -94,6 +94,17 @@ def model_meta(card: ModelCard) -> dict:
             "size": model_size(card)}
 
 
+# llama.cpp's media marker (mtmd_default_marker), which a multimodal /completion prompt puts where each image or audio
+# clip goes; GET /props states it as get_media_marker() gives it. The model here takes no media (modalities says so).
+MEDIA_MARKER = "<__media__>"
+
+
+def model_ftype(card: ModelCard) -> str:
+    """GET /props' model_ftype: the weights' type as llama.cpp names a GGUF's (llama_model_ftype_name: "BF16", "F16",
+    "Q8_0"), here the checkpoint's quantization label in capitals ("BF16", "FP8"); "unknown" when none is known."""
+    return (card.quantization or "unknown").upper()
+
+
 def models_entry(card: ModelCard, served_name: str) -> dict:
     """llama-server's Ollama-shaped entry of its model list's `models` array (server-context engine_models), which it
     answers beside `data` on /models and /v1/models: its empty strings where it has no value (modified_at, size,

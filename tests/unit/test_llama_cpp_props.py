@@ -30,7 +30,7 @@ async def test_props_states_the_window_slots_template_and_defaults():
         assert settings["params"]["temperature"] == 0.7
         assert (settings["params"]["n_predict"], settings["params"]["seed"]) == (-1, 4294967295)
         assert body["model_alias"] == "fake-model" and body["chat_template"] == serving.template
-        assert body["modalities"] == {"vision": False, "audio": False}
+        assert body["modalities"] == {"vision": False, "video": False, "audio": False}
         assert body["build_info"].startswith("sparkinfer ") and body["endpoint_slots"] is True
     finally:
         await client.close()
