@@ -37,6 +37,13 @@ class Sampling:
     # llama.cpp's XTC: with this chance a step removes the tokens at or above the threshold but the least likely.
     xtc_probability: float = 0.0
     xtc_threshold: float = 0.1
+    # llama.cpp's DRY (gateway/dry_sampling.py): off at multiplier 0; its breakers as strings and as token sequences.
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    dry_sequence_breakers: list = field(default_factory=lambda: ["\n", ":", "\"", "*"])
+    dry_breaker_ids: list = field(default_factory=list)
 
 
 @dataclass

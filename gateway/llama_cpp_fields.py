@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from gateway.dry_sampling import SCHEMA as DRY_SCHEMA
 from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import MAX_N
 from gateway.pydantic_scalars import lax_scalars
@@ -33,8 +34,9 @@ SCHEMA = {
     # threshold above 0.5.
     "xtc_probability": {"type": ["number", "null"]},
     "xtc_threshold": {"type": ["number", "null"]},
+    # DRY, run as llama.cpp runs it (gateway/dry_sampling.py, worker/dry.py).
+    **DRY_SCHEMA,
     # llama.cpp's samplers this server lacks; each is off at 0 (top_n_sigma at -1 too, as llama.cpp skips n <= 0).
-    "dry_multiplier": {"type": ["number", "null"]},
     "top_n_sigma": {"type": ["number", "null"]},
     "dynatemp_range": {"type": ["number", "null"]},
     # Its adaptive-p sampler (common/sampling.cpp): the last of the chain when `samplers` names adaptive_p, off at a
@@ -67,7 +69,6 @@ def _on(value: Any) -> bool:
 
 # field -> (is the request asking for it?, why it is refused): a sampler llama.cpp would run, changing the output.
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "dry_multiplier": (_on, "DRY sampling (llama.cpp's dry_multiplier above 0) is not supported"),
     "top_n_sigma": (_on, "top-n-sigma sampling (llama.cpp's top_n_sigma above 0) is not supported"),
     "dynatemp_range": (_on, "dynamic temperature (llama.cpp's dynatemp_range above 0) is not supported"),
     # llama.cpp refuses an adapter id it did not load ("invalid adapter id"); this server loads none.

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from gateway.dry_sampling import apply_dry
 from gateway.engine import Sampling
 from gateway.errors import InvalidRequest
 from gateway.llama_cpp_fields import apply_repeat_last_n, bias_pairs, bias_value
@@ -45,6 +46,7 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     # llama.cpp's XTC (its params_from_json_cmpl defaults: probability 0, off; threshold 0.1).
     sampling.xtc_probability = float(pick("xtc_probability", 0.0))
     sampling.xtc_threshold = float(pick("xtc_threshold", 0.1))
+    apply_dry(body, sampling, card)
     sampling.logit_bias.update(dict.fromkeys(token_list(body, ("custom_token_bans", "banned_tokens"), card), -100.0))
     strings = body.get("banned_strings") or []
     words = [*(body.get("bad_words") or []), *([strings] if isinstance(strings, str) else strings)]

@@ -20,6 +20,7 @@ import torch
 
 from proto import pb
 from worker.batch import to_device
+from worker.dry import apply_dry, dry_on
 from worker.grammar import apply_grammars, consume_sampled
 from worker.sampling_chain import filter_probs as _filter
 
@@ -47,6 +48,7 @@ class SamplingState:
     min_tokens_stop_ids: tuple = () # eos + stop ids masked while len(output_token_ids) < params.min_tokens
     prompt_carry: object = None     # [V] f32 logprobs at the last position of the previous prefill chunk, kept
                                     # while params.prompt_logprobs and more prompt follows (worker/prompt_logprobs.py)
+    dry_breakers: object = None     # {head: [tails]} of params.dry_sequence_breakers, read once (worker/dry.py)
 
     @property
     def is_greedy(self) -> bool:
@@ -63,7 +65,7 @@ class SamplingState:
     def is_plain_greedy(self) -> bool:
         """Argmax of the raw logits: greedy with nothing that edits the logits (penalty, bias, grammar, min_tokens)."""
         p = self.params
-        return (self.is_greedy and not self.has_penalty and not p.logit_bias and self.grammar is None
+        return (self.is_greedy and not self.has_penalty and not dry_on(p) and not p.logit_bias and self.grammar is None
                 and not p.allowed_token_ids and not p.bad_words and len(self.output_token_ids) >= p.min_tokens)
 
 
@@ -222,6 +224,7 @@ class Sampler:
         _mask_disallowed(logits, states)
         _mask_bad_words(logits, states)
         _apply_penalties(logits, states)
+        apply_dry(logits, states)
         constrained = apply_grammars(self.grammars, logits, states) if self.grammars is not None else []
         _mask_stop_ids(logits, states)
         token_ids = logits.argmax(dim=-1)
