@@ -94,13 +94,22 @@ def port_problems(env: dict) -> list[str]:
 
 def _snapshot_hint(folder: str) -> str:
     """", as in ...": the checkpoint inside a Hugging Face hub cache folder (models--ORG--NAME, which holds blobs/,
-    refs/ and snapshots/HASH/, the folder a download fills) when `folder` is one, else ""."""
+    refs/ and snapshots/HASH/, the folder a download fills) when `folder` is one, else "": the snapshot refs/main
+    names, else (a download of one commit hash writes no ref) the newest snapshot that holds a config.json."""
+    snapshots = os.path.join(folder, "snapshots")
     try:
         with open(os.path.join(folder, "refs", "main"), encoding="utf-8") as f:
-            snapshot = os.path.join(folder, "snapshots", f.read().strip())
+            snapshot = os.path.join(snapshots, f.read().strip())
+        if os.path.isfile(os.path.join(snapshot, "config.json")):
+            return f", as in {snapshot}"
+    except OSError:
+        pass
+    try:
+        found = [os.path.join(snapshots, name) for name in os.listdir(snapshots)
+                 if os.path.isfile(os.path.join(snapshots, name, "config.json"))]
     except OSError:
         return ""
-    return f", as in {snapshot}" if os.path.isfile(os.path.join(snapshot, "config.json")) else ""
+    return f", as in {max(found, key=os.path.getmtime)}" if found else ""
 
 
 def model_problem(model: str, root: str) -> str | None:

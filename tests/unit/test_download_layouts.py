@@ -71,6 +71,18 @@ def test_a_hub_cache_folder_names_its_snapshot(tiny_path, tmp_path):
     assert f"checkpoint file {cache / 'config.json'}: missing" in problem
 
 
+def test_a_hub_cache_folder_without_a_main_ref_names_its_snapshot(tiny_path, tmp_path):
+    """A download of one commit (snapshot_download(revision=<commit hash>), `hf download --revision <hash>`) writes no
+    refs/main: its snapshot was not named. The snapshot that holds config.json is named, the newest of several."""
+    cache = tmp_path / "models--Qwen--Qwen3.5-4B"
+    shutil.copytree(tiny_path, str(cache / "snapshots" / "old1"))
+    shutil.copytree(tiny_path, str(cache / "snapshots" / "new2"))
+    (cache / "snapshots" / "empty3").mkdir()
+    os.utime(cache / "snapshots" / "old1", (1_000_000, 1_000_000))
+    problem = model_problem(str(cache), "/")
+    assert problem.endswith(f"*.safetensors, as in {cache / 'snapshots' / 'new2'})"), problem
+
+
 @pytest.mark.parametrize("name, what", [("qwen3.5-4b-q4_k_m.gguf", "a GGUF file (llama.cpp / Ollama's format)"),
                                         ("model.safetensors", "a file")])
 def test_a_file_given_as_model_is_named_as_one(tiny_path, tmp_path, name, what):
