@@ -37,6 +37,7 @@ class Sampling:
     # llama.cpp's XTC: with this chance a step removes the tokens at or above the threshold but the least likely.
     xtc_probability: float = 0.0
     xtc_threshold: float = 0.1
+    top_n_sigma: float = -1.0   # llama.cpp's top-n-sigma: 0 or less is off
     # llama.cpp's DRY (gateway/dry_sampling.py): off at multiplier 0; its breakers as strings and as token sequences.
     dry_multiplier: float = 0.0
     dry_base: float = 1.75

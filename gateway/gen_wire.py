@@ -17,7 +17,8 @@ _LEAST_VLLM_TEMPERATURE = 0.01
 
 _FILTERS = {"temperature": pb.SamplingParams.FILTER_TEMPERATURE, "top_k": pb.SamplingParams.FILTER_TOP_K,
             "top_p": pb.SamplingParams.FILTER_TOP_P, "min_p": pb.SamplingParams.FILTER_MIN_P,
-            "typ_p": pb.SamplingParams.FILTER_TYPICAL_P, "xtc": pb.SamplingParams.FILTER_XTC}
+            "typ_p": pb.SamplingParams.FILTER_TYPICAL_P, "xtc": pb.SamplingParams.FILTER_XTC,
+            "top_n_sigma": pb.SamplingParams.FILTER_TOP_N_SIGMA}
 _CHAINS = {"vllm": pb.SamplingParams.CHAIN_VLLM, "ollama": pb.SamplingParams.CHAIN_OLLAMA,
            "llama.cpp": pb.SamplingParams.CHAIN_LLAMA_CPP}
 
@@ -57,7 +58,7 @@ def generate_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         chain=_CHAINS[s.chain], filter_order=_filter_order(s.filter_order), min_keep=s.min_keep,
         post_sampling_probs=s.post_sampling, xtc_probability=s.xtc_probability, xtc_threshold=s.xtc_threshold,
         dry_multiplier=s.dry_multiplier, dry_base=s.dry_base, dry_allowed_length=s.dry_allowed_length,
-        dry_penalty_last_n=s.dry_penalty_last_n,
+        dry_penalty_last_n=s.dry_penalty_last_n, top_n_sigma=s.top_n_sigma,
         dry_sequence_breakers=[pb.TokenIds(ids=ids) for ids in s.dry_breaker_ids])
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None

@@ -65,6 +65,7 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
             "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
             "min_p": sampling.min_p, "typical_p": sampling.typical_p, "min_keep": sampling.min_keep,
             "xtc_probability": sampling.xtc_probability, "xtc_threshold": sampling.xtc_threshold,
+            "top_n_sigma": sampling.top_n_sigma,
             "repeat_last_n": sampling.repetition_window or -1, "repeat_penalty": sampling.repetition_penalty,
             "presence_penalty": sampling.presence_penalty, "frequency_penalty": sampling.frequency_penalty,
             "stop": list(stop), "ignore_eos": ignore_eos, "stream": stream,

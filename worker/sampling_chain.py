@@ -1,5 +1,5 @@
-"""Worker process: the filters of sampled rows (temperature, min_p, top_k, top_p, typical_p, XTC), in the order of the
-reference server of the API each request came through (pb.SamplingParams.chain).
+"""Worker process: the filters of sampled rows (temperature, min_p, top_k, top_p, typical_p, XTC, top-n-sigma), in the
+order of the reference server of the API each request came through (pb.SamplingParams.chain).
 
 vLLM's v1 Sampler (vllm/v1/sample/sampler.py, and the GPU runner's vllm/v1/worker/gpu/sample/sampler.py) divides by
 the temperature, then applies min_p, then top_k and top_p. llama.cpp's default chain (common/common.h
@@ -136,12 +136,30 @@ def xtc(logits: torch.Tensor, states: list) -> torch.Tensor:
     return logits.masked_fill(torch.zeros_like(cut_sorted).scatter(1, order, cut_sorted), MASK)
 
 
-# XTC runs where llama.cpp's chain has it, after min_p and before the temperature; the other chains, which lack it
-# (a /v1 request may name llama.cpp's xtc_probability), run it after their filters.
+def top_n_sigma(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """llama.cpp's top-n-sigma: in a row with top_n_sigma n > 0, the tokens whose logit is below the row's best minus
+    n standard deviations of its finite logits are masked (the temperature scales both alike, so where it runs does
+    not change the set); other rows are untouched."""
+    values = [st.params.top_n_sigma for st in states]
+    if not any(v > 0 for v in values):  # decided on the host: no device sync for the common case
+        return logits
+    finite = logits > MASK
+    count = finite.sum(dim=-1, keepdim=True).clamp(min=1)
+    zeroed = torch.where(finite, logits, torch.zeros_like(logits))
+    mean = zeroed.sum(dim=-1, keepdim=True) / count
+    std = (torch.where(finite, (logits - mean) ** 2, torch.zeros_like(logits)).sum(dim=-1, keepdim=True) / count).sqrt()
+    n = to_device([v if v > 0 else float("inf") for v in values], logits.device, logits.dtype)[:, None]
+    best = logits.max(dim=-1, keepdim=True).values
+    return logits.masked_fill((logits < best - n * std) & (n < float("inf")), MASK)
+
+
+# XTC runs where llama.cpp's chain has it, after min_p and before the temperature, and top-n-sigma before top_k; the
+# other chains, which lack them (a /v1 request may name llama.cpp's fields), run XTC after their filters and top-n-sigma
+# before them.
 CHAINS = {
-    pb.SamplingParams.CHAIN_VLLM: (temperature, min_p, top_k_top_p, typical, xtc),
-    pb.SamplingParams.CHAIN_OLLAMA: (temperature, top_k_top_p, typical, min_p, xtc),
-    pb.SamplingParams.CHAIN_LLAMA_CPP: (top_k, typical, top_p, min_p, xtc, temperature),
+    pb.SamplingParams.CHAIN_VLLM: (temperature, top_n_sigma, min_p, top_k_top_p, typical, xtc),
+    pb.SamplingParams.CHAIN_OLLAMA: (temperature, top_n_sigma, top_k_top_p, typical, min_p, xtc),
+    pb.SamplingParams.CHAIN_LLAMA_CPP: (top_n_sigma, top_k, typical, top_p, min_p, xtc, temperature),
 }
 
 
@@ -150,12 +168,13 @@ FILTERS = {
     pb.SamplingParams.FILTER_TEMPERATURE: temperature, pb.SamplingParams.FILTER_TOP_K: top_k,
     pb.SamplingParams.FILTER_TOP_P: top_p, pb.SamplingParams.FILTER_MIN_P: min_p,
     pb.SamplingParams.FILTER_TYPICAL_P: typical, pb.SamplingParams.FILTER_XTC: xtc,
+    pb.SamplingParams.FILTER_TOP_N_SIGMA: top_n_sigma,
 }
 
 
 # llama.cpp's chain without typical_p: top_k then top_p is what top_k_top_p does in one sort (top_p over the mass the
 # top_k tokens renormalised to), where the two steps would sort the vocabulary twice.
-_LLAMA_CPP_PLAIN = (top_k_top_p, min_p, xtc, temperature)
+_LLAMA_CPP_PLAIN = (top_n_sigma, top_k_top_p, min_p, xtc, temperature)
 
 
 def _steps(params) -> tuple:

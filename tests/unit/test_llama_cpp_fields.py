@@ -189,9 +189,8 @@ async def test_constraints_it_cannot_honour_are_400s_naming_the_field(stack, fie
 
 @pytest.mark.parametrize("path, base", ROUTES, ids=IDS)
 @pytest.mark.parametrize("name, value, words", [
-    ("top_n_sigma", 1.0, "top-n-sigma sampling (llama.cpp's top_n_sigma above 0)"),
     ("dynatemp_range", 0.5, "dynamic temperature (llama.cpp's dynatemp_range above 0)"),
-], ids=["top-n-sigma", "dynatemp"])
+], ids=["dynatemp"])
 async def test_a_llama_cpp_sampler_this_server_lacks_is_a_400_not_ignored(stack, path, base, name, value, words):
     client, fake = stack
     status, body = await post(client, path, {**base, name: value})
