@@ -2,11 +2,11 @@
 order of the reference server of the API each request came through (pb.SamplingParams.chain).
 
 vLLM's v1 Sampler (vllm/v1/sample/sampler.py, and the GPU runner's vllm/v1/worker/gpu/sample/sampler.py) divides by
-the temperature, then applies min_p, then top_k and top_p. llama.cpp's default chain (common/common.h
-common_params_sampling::samplers) runs top_k, typical_p, top_p and min_p on the untempered logits and the temperature
-last. Ollama's sample.Sampler (sample/samplers.go) runs top_k, the temperature, top_p, then min_p. The order changes
-which tokens survive: top_p after min_p measures mass among fewer tokens, and min_p or top_p before the temperature
-cut a different set than after it.
+the temperature, then applies min_p, then top_k (a threshold: the tokens tied with the k-th stay) and top_p.
+llama.cpp's default chain (common/common.h common_params_sampling::samplers) runs top_k, typical_p, top_p and min_p on
+the untempered logits and the temperature last. Ollama's sample.Sampler (sample/samplers.go) runs top_k, the
+temperature, top_p, then min_p. The order changes which tokens survive: top_p after min_p measures mass among fewer
+tokens, and min_p or top_p before the temperature cut a different set than after it.
 """
 import random
 
@@ -47,10 +47,12 @@ def min_p(logits: torch.Tensor, states: list) -> torch.Tensor:
     return logits.masked_fill(probs < threshold, MASK)
 
 
-def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: bool = True) -> torch.Tensor:
+def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: bool = True,
+                keep_ties: bool = False) -> torch.Tensor:
     """top_k, then top_p over the mass the top_k tokens renormalised to (vLLM's apply_top_k_top_p); either alone
     with use_k / use_p False. A token stays while the mass before it is at most top_p (the best min_keep tokens, at
-    least one, always stay)."""
+    least one, always stay). top_k keeps k tokens (llama.cpp's partial sort, Ollama's heap), or with keep_ties every
+    token not below the k-th largest logit (vLLM's threshold: ties with the k-th stay)."""
     dev, vocab = logits.device, logits.shape[1]
     k_values = [st.params.top_k if use_k and 0 < st.params.top_k < vocab else vocab for st in states]
     p_values = [st.params.top_p if use_p and 0 < st.params.top_p < 1 else 1.0 for st in states]
@@ -61,7 +63,11 @@ def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: b
     top_p = to_device(p_values, dev, logits.dtype)
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     ranks = torch.arange(vocab, device=dev)[None, :]
-    sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
+    if keep_ties:
+        kth = sorted_logits.gather(1, (top_k[:, None] - 1).clamp(max=vocab - 1))
+        sorted_logits = sorted_logits.masked_fill(sorted_logits < kth, MASK)
+    else:
+        sorted_logits = sorted_logits.masked_fill(ranks >= top_k[:, None], MASK)
     probs = sorted_logits.softmax(dim=-1)
     # Only rows with a top_p: float32 sums over the vocabulary pass 1.0, which would cut the tail of a top_p = 1 row
     # batched with one that has a top_p, so that a seeded request's distribution depended on its neighbours.
@@ -70,6 +76,11 @@ def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: b
     cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1) & (ranks >= _min_keep(states, dev))
     sorted_logits = sorted_logits.masked_fill(cut, MASK)
     return torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
+
+
+def vllm_top_k_top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """top_k_top_p as vLLM's: the tokens tied with the k-th stay (vllm/v1/sample/ops/topk_topp_sampler.py)."""
+    return top_k_top_p(logits, states, keep_ties=True)
 
 
 def top_k(logits: torch.Tensor, states: list) -> torch.Tensor:
@@ -157,7 +168,7 @@ def top_n_sigma(logits: torch.Tensor, states: list) -> torch.Tensor:
 # other chains, which lack them (a /v1 request may name llama.cpp's fields), run XTC after their filters and top-n-sigma
 # before them.
 CHAINS = {
-    pb.SamplingParams.CHAIN_VLLM: (temperature, top_n_sigma, min_p, top_k_top_p, typical, xtc),
+    pb.SamplingParams.CHAIN_VLLM: (temperature, top_n_sigma, min_p, vllm_top_k_top_p, typical, xtc),
     pb.SamplingParams.CHAIN_OLLAMA: (temperature, top_n_sigma, top_k_top_p, typical, min_p, xtc),
     pb.SamplingParams.CHAIN_LLAMA_CPP: (top_n_sigma, top_k, typical, top_p, min_p, xtc, temperature),
 }

@@ -131,3 +131,18 @@ def test_llama_cpp_top_k_then_top_p_in_one_sort_equals_the_two_steps():
                                                                                            (12, 1.0))]
     two_steps = top_p(top_k(logits.clone(), states), states)
     assert torch.equal(torch.isfinite(top_k_top_p(logits.clone(), states)), torch.isfinite(two_steps))
+
+
+def test_vllm_top_k_keeps_every_token_tied_with_the_kth_where_llama_cpp_and_ollama_keep_k():
+    """vLLM's top_k is a threshold (vllm/v1/sample/ops/topk_topp_sampler.py: logits below the k-th largest are masked,
+    apply_top_k_only and apply_top_k_top_p alike), as transformers' TopKLogitsWarper: every token tied with the k-th
+    stays. Ties are common where the logits come out of a bf16 LM head. llama.cpp's top_k (a partial sort cut to k)
+    and Ollama's (a heap of k) keep exactly k."""
+    logits = logits_of({0: 0.4, 1: 0.2, 2: 0.2, 3: 0.2})
+    want = oracle_support(logits, [TemperatureLogitsWarper(1.0), TopKLogitsWarper(2)])
+    assert want == {0, 1, 2, 3}
+    assert sampled_support(logits, temperature=1.0, top_k=2, chain=VLLM) == want
+    assert sampled_support(logits, temperature=1.0, top_k=2, top_p=0.99, chain=VLLM) == want
+    for chain in (LLAMA_CPP, OLLAMA):
+        kept = sampled_support(logits, temperature=1.0, top_k=2, chain=chain)
+        assert len(kept) == 2 and 0 in kept
