@@ -38,6 +38,8 @@ class Sampling:
     xtc_probability: float = 0.0
     xtc_threshold: float = 0.1
     top_n_sigma: float = -1.0   # llama.cpp's top-n-sigma: 0 or less is off
+    dynatemp_range: float = 0.0     # llama.cpp's dynamic temperature: 0 is off
+    dynatemp_exponent: float = 1.0
     # llama.cpp's DRY (gateway/dry_sampling.py): off at multiplier 0; its breakers as strings and as token sequences.
     dry_multiplier: float = 0.0
     dry_base: float = 1.75

@@ -34,12 +34,12 @@ SCHEMA = {
     # threshold above 0.5.
     "xtc_probability": {"type": ["number", "null"]},
     "xtc_threshold": {"type": ["number", "null"]},
-    # DRY and top-n-sigma (at or below 0 off, its -1 default), run as llama.cpp runs them (gateway/dry_sampling.py,
-    # worker/dry.py, worker/sampling_chain.py).
+    # DRY, top-n-sigma (at or below 0 off, its -1 default) and dynamic temperature (range 0 off), run as llama.cpp
+    # runs them (gateway/dry_sampling.py, worker/dry.py, worker/sampling_chain.py).
     **DRY_SCHEMA,
     "top_n_sigma": {"type": ["number", "null"]},
-    # llama.cpp's samplers this server lacks; each is off at 0 (top_n_sigma at -1 too, as llama.cpp skips n <= 0).
     "dynatemp_range": {"type": ["number", "null"]},
+    "dynatemp_exponent": {"type": ["number", "null"]},
     # Its adaptive-p sampler (common/sampling.cpp): the last of the chain when `samplers` names adaptive_p, off at a
     # negative target (-1, its default); llama_cpp_samplers refuses it on.
     "adaptive_target": {"type": ["number", "null"]},
@@ -64,13 +64,8 @@ SCHEMA = {
 }
 
 
-def _on(value: Any) -> bool:
-    return value is not None and value > 0
-
-
-# field -> (is the request asking for it?, why it is refused): a sampler llama.cpp would run, changing the output.
+# field -> (is the request asking for it?, why it is refused): what llama.cpp would do that changes the output here.
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "dynatemp_range": (_on, "dynamic temperature (llama.cpp's dynatemp_range above 0) is not supported"),
     # llama.cpp refuses an adapter id it did not load ("invalid adapter id"); this server loads none.
     "lora": (lambda v: bool(v), "invalid adapter id: this server loads no LoRA adapters (GET /lora-adapters lists "
                                 "none)"),

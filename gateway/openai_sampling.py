@@ -48,6 +48,8 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     sampling.xtc_threshold = float(pick("xtc_threshold", 0.1))
     apply_dry(body, sampling, card)
     sampling.top_n_sigma = float(pick("top_n_sigma", -1.0))   # llama.cpp's (its default -1: off)
+    sampling.dynatemp_range = float(pick("dynatemp_range", 0.0))
+    sampling.dynatemp_exponent = float(pick("dynatemp_exponent", 1.0))
     sampling.logit_bias.update(dict.fromkeys(token_list(body, ("custom_token_bans", "banned_tokens"), card), -100.0))
     strings = body.get("banned_strings") or []
     words = [*(body.get("bad_words") or []), *([strings] if isinstance(strings, str) else strings)]

@@ -19,9 +19,35 @@ MASK = float("-inf")
 
 
 def temperature(logits: torch.Tensor, states: list) -> torch.Tensor:
-    """logits [M, V] divided row-wise by each state's temperature."""
+    """logits [M, V] divided row-wise by each state's temperature; a row with llama.cpp's dynatemp_range above 0 by
+    its dynamic one (_dynamic_temperature)."""
     temps = to_device([st.params.temperature for st in states], logits.device, logits.dtype)
+    if any(st.params.dynatemp_range > 0 for st in states):  # decided on the host: no device sync for the common case
+        return _dynamic_temperature(logits, states, temps)
     return logits / temps[:, None]
+
+
+def _dynamic_temperature(logits: torch.Tensor, states: list, temps: torch.Tensor) -> torch.Tensor:
+    """llama.cpp's temp_ext (src/llama-sampling.cpp llama_sampler_temp_ext_apply): a row with dynatemp_range d > 0
+    and temperature t is divided by low + (t + d - low) * (entropy / log(candidates)) ^ dynatemp_exponent, low =
+    max(0, t - d), over the tokens the filters before it left; a row of one candidate is left as it is, and a
+    temperature of 0 keeps the most likely token alone, as its temp sampler does."""
+    dev, dtype = logits.device, logits.dtype
+    ranges = to_device([max(st.params.dynatemp_range, 0.0) for st in states], dev, dtype)
+    exponents = to_device([st.params.dynatemp_exponent for st in states], dev, dtype)
+    finite = logits > MASK
+    size = finite.sum(dim=-1)
+    logprobs = logits.log_softmax(dim=-1)
+    entropy = -torch.where(finite, logprobs.exp() * logprobs, torch.zeros_like(logits)).sum(dim=-1)
+    normalized = entropy / size.clamp(min=2).to(dtype).log()
+    low = (temps - ranges).clamp(min=0)
+    dynamic = low + (temps + ranges - low) * normalized.clamp(min=0) ** exponents
+    dynamic = torch.where((ranges > 0) & (size > 1), dynamic, temps)
+    kept = torch.where((ranges > 0) & (size <= 1), torch.ones_like(temps), dynamic)
+    # A dynamic temperature of 0 (a zero temperature row's low entropy): its argmax alone, as llama.cpp's temp 0.
+    zero = kept <= 0
+    best = logits.masked_fill(logits < logits.max(dim=-1, keepdim=True).values, MASK)
+    return torch.where(zero[:, None], best, logits / kept.clamp(min=1e-6)[:, None])
 
 
 def _min_keep(states: list, device) -> torch.Tensor:
