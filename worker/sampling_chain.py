@@ -74,11 +74,13 @@ def min_p(logits: torch.Tensor, states: list) -> torch.Tensor:
 
 
 def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: bool = True,
-                keep_ties: bool = False) -> torch.Tensor:
+                keep_ties: bool = False, strict_p: bool = False) -> torch.Tensor:
     """top_k, then top_p over the mass the top_k tokens renormalised to (vLLM's apply_top_k_top_p); either alone
-    with use_k / use_p False. A token stays while the mass before it is at most top_p (the best min_keep tokens, at
-    least one, always stay). top_k keeps k tokens (llama.cpp's partial sort, Ollama's heap), or with keep_ties every
-    token not below the k-th largest logit (vLLM's threshold: ties with the k-th stay)."""
+    with use_k / use_p False. A token stays while the mass before it is at most top_p (Ollama's topP: it stops where
+    the running sum passes top_p), or with strict_p below top_p (vLLM's ascending sum <= 1 - top_p masked, llama.cpp's
+    stop where the running sum reaches top_p); the best min_keep tokens, at least one, always stay. top_k keeps k
+    tokens (llama.cpp's partial sort, Ollama's heap), or with keep_ties every token not below the k-th largest logit
+    (vLLM's threshold: ties with the k-th stay)."""
     dev, vocab = logits.device, logits.shape[1]
     k_values = [st.params.top_k if use_k and 0 < st.params.top_k < vocab else vocab for st in states]
     p_values = [st.params.top_p if use_p and 0 < st.params.top_p < 1 else 1.0 for st in states]
@@ -99,14 +101,21 @@ def top_k_top_p(logits: torch.Tensor, states: list, use_k: bool = True, use_p: b
     # batched with one that has a top_p, so that a seeded request's distribution depended on its neighbours.
     mass_before = probs.cumsum(dim=-1) - probs
     # llama.cpp's min_keep: the first min_keep tokens always stay.
-    cut = (mass_before > top_p[:, None]) & (top_p[:, None] < 1) & (ranks >= _min_keep(states, dev))
+    past = mass_before >= top_p[:, None] if strict_p else mass_before > top_p[:, None]
+    cut = past & (top_p[:, None] < 1) & (ranks >= _min_keep(states, dev))
     sorted_logits = sorted_logits.masked_fill(cut, MASK)
     return torch.full_like(logits, MASK).scatter(1, order, sorted_logits)
 
 
 def vllm_top_k_top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
     """top_k_top_p as vLLM's: the tokens tied with the k-th stay (vllm/v1/sample/ops/topk_topp_sampler.py)."""
-    return top_k_top_p(logits, states, keep_ties=True)
+    return top_k_top_p(logits, states, keep_ties=True, strict_p=True)
+
+
+def llama_cpp_top_k_top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
+    """top_k_top_p as llama.cpp's top_k then top_p: k tokens, the token where the running sum reaches top_p the
+    last (llama_sampler_top_p_apply)."""
+    return top_k_top_p(logits, states, strict_p=True)
 
 
 def top_k(logits: torch.Tensor, states: list) -> torch.Tensor:
@@ -115,8 +124,9 @@ def top_k(logits: torch.Tensor, states: list) -> torch.Tensor:
 
 
 def top_p(logits: torch.Tensor, states: list) -> torch.Tensor:
-    """top_k_top_p with top_p alone: logits [M, V] with the tokens past a row's top_p mass masked to -inf."""
-    return top_k_top_p(logits, states, use_k=False)
+    """top_k_top_p with top_p alone, llama.cpp's (strict_p): logits [M, V] with the tokens past a row's top_p mass
+    masked to -inf."""
+    return top_k_top_p(logits, states, use_k=False, strict_p=True)
 
 
 def typical(logits: torch.Tensor, states: list) -> torch.Tensor:
@@ -211,7 +221,7 @@ FILTERS = {
 
 # llama.cpp's chain without typical_p: top_k then top_p is what top_k_top_p does in one sort (top_p over the mass the
 # top_k tokens renormalised to), where the two steps would sort the vocabulary twice.
-_LLAMA_CPP_PLAIN = (top_n_sigma, top_k_top_p, min_p, xtc, temperature)
+_LLAMA_CPP_PLAIN = (top_n_sigma, llama_cpp_top_k_top_p, min_p, xtc, temperature)
 
 
 def _steps(params) -> tuple:

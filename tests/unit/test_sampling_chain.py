@@ -146,3 +146,19 @@ def test_vllm_top_k_keeps_every_token_tied_with_the_kth_where_llama_cpp_and_olla
     for chain in (LLAMA_CPP, OLLAMA):
         kept = sampled_support(logits, temperature=1.0, top_k=2, chain=chain)
         assert len(kept) == 2 and 0 in kept
+
+
+def test_top_p_drops_the_token_the_mass_before_reaches_top_p_on_vllm_and_llama_cpp_not_ollama():
+    """Two tokens of probability 0.5 (exactly, in float32) at top_p 0.5: the mass before the second is 0.5. vLLM masks
+    a token whose ascending cumulative sum is <= 1 - top_p (apply_top_k_top_p, as transformers' TopPLogitsWarper) and
+    llama.cpp stops at the first token where the running sum is >= top_p (llama_sampler_top_p_apply): one token stays.
+    Ollama's topP stops where the sum is > top_p (sample/transforms.go): both stay."""
+    logits = logits_of({0: 0.5, 1: 0.5})
+    want = oracle_support(logits, [TemperatureLogitsWarper(1.0), TopPLogitsWarper(0.5)])
+    assert len(want) == 1
+    for chain in (VLLM, LLAMA_CPP):
+        assert len(sampled_support(logits, temperature=1.0, top_p=0.5, chain=chain)) == 1, chain
+        assert len(sampled_support(logits, temperature=1.0, top_p=0.5, top_k=3, chain=chain)) == 1, chain
+    assert sampled_support(logits, temperature=1.0, top_p=0.5, chain=OLLAMA) == {0, 1}
+    assert sampled_support(logits, temperature=1.0, top_p=0.5, chain=LLAMA_CPP, filter_order=[
+        pb.SamplingParams.FILTER_TOP_P, pb.SamplingParams.FILTER_TEMPERATURE]) != {0, 1}
