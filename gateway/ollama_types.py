@@ -38,9 +38,19 @@ _TOOL_CALL = _struct("api.ToolCall", id=_STRING, function=_struct("api.ToolCallF
 _MESSAGE = _struct("api.Message", role=_STRING, content=_STRING, thinking=_STRING, images=_IMAGES,
                    tool_calls=_go("array", "[]api.ToolCall", items=_TOOL_CALL), tool_name=_STRING,
                    tool_call_id=_STRING) | {"goUnmarshaler": True}
+_STRINGS = _go("array", "[]string", items=_STRING)
+# A tool's properties: api.ToolPropertiesMap, an ordered map with its own UnmarshalJSON (its jsonparser's words for
+# anything but an object: goMalformed), of api.ToolProperty structs, whose fields Go types as any other (goMap: the
+# keys are no field names). The struct refers to itself (anyOf, nested properties): the dicts do too.
+_PROPERTY = _struct("api.ToolProperty", anyOf=None, type=_go("string", "[]string", type=["string", "array", "null"],
+                                                              items=_STRING),
+                    description=_STRING, enum=_go("array", "[]interface {}"), properties=None, required=_STRINGS)
+_PROPERTIES = {"type": ["object", "null"], "goType": "*api.ToolPropertiesMap", "goMalformed": True,
+               "goUnmarshaler": True, "goMap": True, "additionalProperties": _PROPERTY}
+_PROPERTY["properties"].update(anyOf=_go("array", "[]api.ToolProperty", items=_PROPERTY), properties=_PROPERTIES)
 _FUNCTION = _struct("api.ToolFunction", name=_STRING, description=_STRING,
-                    parameters=_struct("api.ToolFunctionParameters", type=_STRING,
-                                       required=_go("array", "[]string", items=_go("string", "string"))))
+                    parameters=_struct("api.ToolFunctionParameters", type=_STRING, required=_STRINGS,
+                                       properties=_PROPERTIES))
 _TOOLS = _go("array", "api.Tools", items=_struct("api.Tool", type=_STRING, function=_FUNCTION))
 _SHARED = {"model": _STRING, "stream": _BOOL, "truncate": _BOOL, "shift": _BOOL, "logprobs": _BOOL,
            "top_logprobs": _INT, "options": _MAP, "_debug_render_only": _BOOL, "runner": _STRING}
@@ -102,7 +112,23 @@ def _is_go_int(checker, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool) and -(1 << 63) <= instance < 1 << 63
 
 
+def _in_body_order(keyword: str):
+    """A struct's fields (properties) or a map's entries (additionalProperties) checked in the body's order, as
+    encoding/json decodes them and reports the first that fails (jsonschema walks a schema's properties in its own
+    order and a map's keys as a set)."""
+    def check(validator, subschemas, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        for key, value in instance.items():
+            subschema = subschemas.get(key) if keyword == "properties" else subschemas
+            if isinstance(subschema, dict):
+                yield from validator.descend(value, subschema, path=key)
+    return check
+
+
 _GoValidator = validators.extend(Draft202012Validator,
+                                 {"properties": _in_body_order("properties"),
+                                  "additionalProperties": _in_body_order("additionalProperties")},
                                  type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_go_int))
 _VALIDATORS = {name: _GoValidator({"type": "object", "goType": f"api.{name}", "properties": fields})
                for name, fields in _STRUCTS.items()}
@@ -138,6 +164,20 @@ def _go_struct(struct: str, path: list) -> str:
     return name
 
 
+def _go_fields(struct: str, path: list) -> list:
+    """The field names encoding/json joins for `path`: its keys, less list indices and a map's keys (goMap)."""
+    names, node = [], {"properties": _STRUCTS[struct]}
+    for part in path:
+        if isinstance(part, int):
+            node = node.get("items", {})
+        elif node.get("goMap"):
+            node = node["additionalProperties"]
+        else:
+            names.append(part)
+            node = node.get("properties", {}).get(part, {})
+    return names
+
+
 def check_go_types(body: Any, struct: str) -> dict:
     """The body as Ollama's api struct takes it ({} for a null body, which encoding/json decodes into the empty
     struct without error), or Ollama's 400 for the first field whose JSON type its Go struct cannot take, in
@@ -156,7 +196,11 @@ def check_go_types(body: Any, struct: str) -> dict:
     if go_type == "int" and kind == "number":
         # encoding/json names the number a Go int cannot take: "number 1.5".
         kind = f"number {error.instance}"
-    names = [part for part in error.absolute_path if isinstance(part, str)]
+    if error.schema.get("goMalformed") and error.validator == "type":
+        # The ordered map's UnmarshalJSON (buger/jsonparser ObjectEach) on anything but an object.
+        raise InvalidRequest("Value looks like object, but can't find closing '}' symbol",
+                             param=".".join(str(part) for part in error.absolute_path))
+    names = _go_fields(struct, list(error.absolute_path))
     where = f"Go struct field {_go_struct(struct, list(error.absolute_path))}.{'.'.join(names)}" if names else "Go value"
     raise InvalidRequest(f"json: cannot unmarshal {kind} into {where} of type {go_type}",
                          param=".".join(str(part) for part in error.absolute_path) or None)

@@ -81,6 +81,16 @@ CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name":
     ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": {
         "type": "object", "required": "a"}}}]},
      "string into Go struct field ToolFunctionParameters.tools.function.parameters.required of type []string"),
+    # api.ToolProperty behind the ordered map's own UnmarshalJSON: the fields after the map's, its keys left out.
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": 5}}}}}]},
+     "number into Go struct field ToolFunctionParameters.tools.function.parameters.properties.type of type []string"),
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"description": 1}}}}}}}]},
+     "number into Go struct field ToolFunctionParameters.tools.function.parameters.properties.properties.description "
+     "of type string"),
+    ("POST", "/api/chat", {"messages": HI, "tools": [{**TOOL, "function": {"name": "f", "parameters": {
+        "type": "object", "properties": []}}}]}, "Value looks like object, but can't find closing '}' symbol"),
     ("POST", "/api/chat", {"messages": [{"role": "user", "content": "Hi", "images": 0}]},
      "number into Go struct field ChatRequest.messages.images of type []api.ImageData"),
     # Arguments are an ordered map whose UnmarshalJSON (wk8/go-ordered-map over buger/jsonparser's ObjectEach) fails
@@ -105,7 +115,8 @@ CALL = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name":
     ("POST", "/api/embed", {"model": "fake-model", "input": "hi", "truncate": "no"},
      "string into Go struct field EmbedRequest.truncate of type bool"),
 ], ids=["prompt number", "images string", "system list", "tools number", "parameters string", "tool type number",
-        "tool name number", "required string", "message images",
+        "tool name number", "required string", "property type number", "nested description number",
+        "properties list", "message images",
         "arguments number", "arguments text", "arguments list", "role number", "show verbose", "show body list", "pull insecure", "delete model number",
         "copy destination", "embed truncate"])
 async def test_every_route_decodes_its_body_as_ollamas_go_struct(fake, method, path, body, expected):
