@@ -40,6 +40,9 @@ class Sampling:
     top_n_sigma: float = -1.0   # llama.cpp's top-n-sigma: 0 or less is off
     dynatemp_range: float = 0.0     # llama.cpp's dynamic temperature: 0 is off
     dynatemp_exponent: float = 1.0
+    mirostat: int = 0               # llama.cpp's mirostat version (0 off) and its target surprise and learning rate
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
     # llama.cpp's DRY (gateway/dry_sampling.py): off at multiplier 0; its breakers as strings and as token sequences.
     dry_multiplier: float = 0.0
     dry_base: float = 1.75

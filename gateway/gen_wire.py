@@ -59,7 +59,8 @@ def generate_request(req: GenRequest, index: int) -> "pb.GenerateRequest":
         post_sampling_probs=s.post_sampling, xtc_probability=s.xtc_probability, xtc_threshold=s.xtc_threshold,
         dry_multiplier=s.dry_multiplier, dry_base=s.dry_base, dry_allowed_length=s.dry_allowed_length,
         dry_penalty_last_n=s.dry_penalty_last_n, top_n_sigma=s.top_n_sigma, dynatemp_range=s.dynatemp_range,
-        dynatemp_exponent=s.dynatemp_exponent,
+        dynatemp_exponent=s.dynatemp_exponent, mirostat=s.mirostat, mirostat_tau=s.mirostat_tau,
+        mirostat_eta=s.mirostat_eta,
         dry_sequence_breakers=[pb.TokenIds(ids=ids) for ids in s.dry_breaker_ids])
     prompt_ids = req.all_prompt_ids[index // req.n]
     constraint = None

@@ -10,7 +10,7 @@ stream sends `event: message` / `data: {"token": piece, "finish_reason": null}` 
 are the chat template's tags (gateway/kobold_placeholders.py). The body's memory is put before the prompt
 and trim_stop (KoboldCpp's default true) leaves the stop sequence out, as KoboldCpp reads them; its samplers map onto
 llama.cpp's fields (rep_pen -> repeat_penalty over rep_pen_range tokens, typical -> typical_p, nsigma -> top_n_sigma),
-so a sampler this server lacks is the same 400 there (DRY, XTC, mirostat, dynamic temperature), its banned_tokens
+so DRY, XTC, mirostat and dynamic temperature run as they run there, its banned_tokens
 (banned phrases) are vLLM's bad_words, and the neutral values its clients send on every request (tfs 1, top_a 0,
 rep_pen_slope, sampler_order) change nothing.
 """

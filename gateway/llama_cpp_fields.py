@@ -40,6 +40,10 @@ SCHEMA = {
     "top_n_sigma": {"type": ["number", "null"]},
     "dynatemp_range": {"type": ["number", "null"]},
     "dynatemp_exponent": {"type": ["number", "null"]},
+    # Mirostat's target surprise and learning rate (llama.cpp's and llama-cpp-python's names; `mirostat` is typed
+    # with the /v1 schema's fields).
+    "mirostat_tau": {"type": ["number", "null"]},
+    "mirostat_eta": {"type": ["number", "null"]},
     # Its adaptive-p sampler (common/sampling.cpp): the last of the chain when `samplers` names adaptive_p, off at a
     # negative target (-1, its default); llama_cpp_samplers refuses it on.
     "adaptive_target": {"type": ["number", "null"]},

@@ -22,11 +22,6 @@ _NAMES = {**{name.replace("_", "-"): name for name in _CANONICAL},
           "nucleus": "top_p", "temp": "temperature", "typ": "typ_p", **{name: name for name in _CANONICAL}}
 _CHARS = {"d": "dry", "k": "top_k", "y": "typ_p", "p": "top_p", "s": "top_n_sigma", "m": "min_p", "t": "temperature",
           "x": "xtc", "i": "infill", "e": "penalties", "a": "adaptive_p"}
-# The settings of llama-server's samplers this server does not run, at llama-server's defaults (common/common.h
-# common_params_sampling), each one off there: a request turning one on is refused (llama_cpp_fields.REFUSED), so
-# these are what ran. Stated in generation_settings, /props and /slots as llama-server's task params state them.
-OFF_SAMPLERS = {"mirostat": 0,
-                "mirostat_tau": 5.0, "mirostat_eta": 0.1}
 # The samplers that filter here (worker/sampling_chain.py; dry edits the logits before them, worker/dry.py); the others
 # are off (adaptive_p when its target is set is refused: apply_samplers) or do nothing for a plain generation (infill,
 # adaptive_p at a negative target).

@@ -8,7 +8,7 @@ from typing import Optional
 from gateway.engine import Delta, Usage
 from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest
 from gateway.llama_cpp_fields import RANDOM_SEED
-from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS, OFF_SAMPLERS
+from gateway.llama_cpp_samplers import DEFAULT_SAMPLERS
 from gateway.llama_cpp_timings import llama_timings
 from gateway.model import ModelCard
 from gateway.ollama_models import embedding_length, model_details, model_size
@@ -58,8 +58,8 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
     chat_format, speculative.* and the grammar's (grammar, grammar_lazy, grammar_triggers, preserved_tokens): n_predict
     -1 is no limit (also as max_tokens, which llama.cpp writes beside it), repeat_last_n -1 the whole context, seed
     4294967295 random; no tokens are kept or discarded on a context shift (n_keep, n_discard 0: the context does not
-    shift here); the samplers not run here at their off defaults
-    (OFF_SAMPLERS); logit_bias as its format_logit_bias writes it ([{"bias", "token"}]); no LoRA or backend sampling."""
+    shift here); every sampler's settings as the request set them (each runs here: worker/sampling_chain.py,
+    worker/dry.py, worker/mirostat.py); logit_bias as its format_logit_bias writes it ([{"bias", "token"}]); no LoRA or backend sampling."""
     return {"n_predict": n_predict, "max_tokens": n_predict, "n_keep": 0, "n_discard": 0,
             "seed": RANDOM_SEED if sampling.seed is None else sampling.seed,
             "temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
@@ -73,7 +73,8 @@ def params_json(sampling, n_predict: int, stop: list, ignore_eos: bool, stream: 
             "samplers": DEFAULT_SAMPLERS if sampling.sampler_names is None else list(sampling.sampler_names),
             "dry_multiplier": sampling.dry_multiplier, "dry_base": sampling.dry_base,
             "dry_allowed_length": sampling.dry_allowed_length, "dry_penalty_last_n": sampling.dry_penalty_last_n,
-            "dry_sequence_breakers": list(sampling.dry_sequence_breakers), **OFF_SAMPLERS,
+            "dry_sequence_breakers": list(sampling.dry_sequence_breakers), "mirostat": sampling.mirostat,
+            "mirostat_tau": sampling.mirostat_tau, "mirostat_eta": sampling.mirostat_eta,
             "logit_bias": [{"bias": bias, "token": token} for token, bias in sampling.logit_bias.items()],
             "n_probs": n_probs, "reasoning_in_content": False, "thinking_forced_open": False,
             "timings_per_token": timings_per_token,

@@ -28,10 +28,10 @@ def _nonempty(value: Any) -> bool:
 # field -> (is the request asking for it?, why it is refused). Each would change the output in vLLM/OpenAI.
 REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "use_beam_search": (lambda v: bool(v), "beam search is not supported"),
-    "mirostat": (lambda v: v not in (None, 0), "mirostat sampling is not supported"),
-    # llama-cpp-python's name for it (its CreateCompletionRequest / CreateChatCompletionRequest: 0 off, 1 or 2 on).
-    "mirostat_mode": (lambda v: v not in (None, 0), "mirostat sampling (llama-cpp-python's mirostat_mode) is not "
-                                                    "supported"),
+    # llama.cpp's mirostat versions (llama-cpp-python's mirostat_mode): 0 off, 1 and 2 run (worker/mirostat.py).
+    "mirostat": (lambda v: v not in (None, 0, 1, 2), "mirostat sampling other than versions 1 and 2 is not supported"),
+    "mirostat_mode": (lambda v: v not in (None, 0, 1, 2), "mirostat sampling (llama-cpp-python's mirostat_mode) other "
+                                                          "than versions 1 and 2 is not supported"),
     "modalities": (lambda v: isinstance(v, list) and any(m != "text" for m in v), _TEXT_ONLY),
     "audio": (lambda v: v is not None, f"audio output is not supported: {_TEXT_ONLY}"),
     # vLLM refuses both unless its server was started for them (--enable-prompt-embeds, --logits-processor-pattern).

@@ -50,6 +50,8 @@ def read_sampling(body: dict, card: ModelCard) -> Sampling:
     sampling.top_n_sigma = float(pick("top_n_sigma", -1.0))   # llama.cpp's (its default -1: off)
     sampling.dynatemp_range = float(pick("dynatemp_range", 0.0))
     sampling.dynatemp_exponent = float(pick("dynatemp_exponent", 1.0))
+    sampling.mirostat = int(body.get("mirostat") or body.get("mirostat_mode") or 0)
+    sampling.mirostat_tau, sampling.mirostat_eta = float(pick("mirostat_tau", 5.0)), float(pick("mirostat_eta", 0.1))
     sampling.logit_bias.update(dict.fromkeys(token_list(body, ("custom_token_bans", "banned_tokens"), card), -100.0))
     strings = body.get("banned_strings") or []
     words = [*(body.get("bad_words") or []), *([strings] if isinstance(strings, str) else strings)]

@@ -128,7 +128,7 @@ _COMMON = {
     # text-generation-webui's (and transformers' generate) switch: false is greedy decoding (openai_sampling).
     "do_sample": _BOOL_OR_NULL,
     "mirostat": {"type": ["integer", "null"]},
-    # llama-cpp-python's server names (llama_cpp/server/types.py): its mirostat switch, refused as llama.cpp's is, and
+    # llama-cpp-python's server names (llama_cpp/server/types.py): its mirostat switch, read as llama.cpp's, and
     # how its logit_bias keys read: token ids, or texts whose tokens are biased (openai_sampling).
     "mirostat_mode": {"type": ["integer", "null"]},
     "logit_bias_type": {"enum": ["input_ids", "tokens", None]},

@@ -22,7 +22,7 @@ from proto import pb
 from worker.batch import to_device
 from worker.dry import apply_dry, dry_on
 from worker.grammar import apply_grammars, consume_sampled
-from worker.sampling_chain import filter_probs as _filter
+from worker.sampling_chain import filter_probs as _filter, note_draws
 
 GREEDY_EPS = 1e-5
 MASK = float("-inf")
@@ -49,6 +49,8 @@ class SamplingState:
     prompt_carry: object = None     # [V] f32 logprobs at the last position of the previous prefill chunk, kept
                                     # while params.prompt_logprobs and more prompt follows (worker/prompt_logprobs.py)
     dry_breakers: object = None     # {head: [tails]} of params.dry_sequence_breakers, read once (worker/dry.py)
+    mirostat_mu: object = None      # mirostat's target surprise, and the device probability of its last draw
+    mirostat_drawn: object = None   # (worker/mirostat.py)
 
     @property
     def is_greedy(self) -> bool:
@@ -234,6 +236,7 @@ class Sampler:
             rows = to_device(sampled_rows, logits.device, torch.int64)
             probs = _filter(logits[rows], sub)
             picked = (probs / _noise(sub, probs.shape[1], self._generator(probs.device))).argmax(dim=-1)
+            note_draws(probs, picked, sub)
             token_ids[rows] = picked
         dist = _post_sampling(raw_logprobs, token_ids, states, probs if sampled_rows else None, sampled_rows)
         logprobs = dist.gather(1, token_ids[:, None])[:, 0]

@@ -14,6 +14,7 @@ import torch
 
 from proto import pb
 from worker.batch import to_device
+from worker.mirostat import mirostat, mirostat_on, note_draws  # noqa: F401 - note_draws: the sampler's, from here
 
 MASK = float("-inf")
 
@@ -222,10 +223,14 @@ FILTERS = {
 # llama.cpp's chain without typical_p: top_k then top_p is what top_k_top_p does in one sort (top_p over the mass the
 # top_k tokens renormalised to), where the two steps would sort the vocabulary twice.
 _LLAMA_CPP_PLAIN = (top_n_sigma, llama_cpp_top_k_top_p, min_p, xtc, temperature)
+_MIROSTAT = (temperature, mirostat)
 
 
 def _steps(params) -> tuple:
-    """The filters a row runs, in order: its own filter_order when it has one, else its chain's."""
+    """The filters a row runs, in order: mirostat's after the temperature when it is on (it replaces llama.cpp's
+    samplers), else its own filter_order when it has one, else its chain's."""
+    if mirostat_on(params):
+        return _MIROSTAT
     if params.filter_order:
         return tuple(FILTERS[f] for f in params.filter_order if f in FILTERS)
     if params.chain == pb.SamplingParams.CHAIN_LLAMA_CPP and not 0 < params.typical_p < 1:

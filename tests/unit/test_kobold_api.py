@@ -58,7 +58,7 @@ async def test_stream_sends_kobold_events_then_the_finish(stack):
         {"token": "", "finish_reason": "stop"}
 
 
-@pytest.mark.parametrize("field, value", [("mirostat", 2), ("images", ["aGk="])])
+@pytest.mark.parametrize("field, value", [("mirostat", 3), ("images", ["aGk="])])
 async def test_a_sampler_not_served_is_a_400(stack, field, value):
     client, fake = stack
     response = await client.post("/api/v1/generate", data=orjson.dumps({**LITE, field: value}))
