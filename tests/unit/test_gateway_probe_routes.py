@@ -105,3 +105,16 @@ async def test_the_names_readme_lists_answer_under_a_served_name():
             body = await response.json()
             statuses[name] = (response.status, body.get("model") or body["error"]["code"])
     assert statuses == {**{name: (200, "my-model") for name in names[:-1]}, "other": (404, "model_not_found")}
+
+
+async def test_readme_gives_the_probe_bodies_as_served():
+    """README's row of /health, /version: it gave /health's 200 as {"status":"ok"} alone (it also has the served
+    model and the scheduler's running and waiting requests) and /version's body not at all."""
+    import os
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    row = next(line for line in readme.splitlines() if line.startswith("| `GET /health`"))
+    async with fake_gateway(FakeServing(TOKENIZER)) as (client, _):
+        health = await (await client.get("/health")).json()
+        version = await (await client.get("/version")).json()
+    assert f'200 `{{"status": "ok", {", ".join(f"{key!r}" for key in list(health)[1:])}}}`'.replace("'", '"') in row
+    assert f'`{{{", ".join(f"{key!r}" for key in version)}}}`'.replace("'", '"') in row

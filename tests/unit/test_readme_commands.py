@@ -101,3 +101,18 @@ def test_every_variable_readme_sets_is_read():
     code += (ROOT / "compose.yaml").read_text() + (ROOT / "Makefile").read_text()
     named = set(re.findall(r"\b((?:SPARKINFER|GPU_MODEL)_[A-Z0-9_]*[A-Z0-9])\b", README))
     assert sorted(name for name in named if name not in code) == []
+
+
+def test_every_table_row_is_one_line():
+    """A row wrapped onto the next lines ends there in Markdown: its continuation renders as rows of its own, text in
+    the first column (the /health row of the routes table lost its 503 and /metrics description so)."""
+    prose = re.sub(r"^```[a-z]*\n.*?^```", "", README, flags=re.S | re.M)
+    broken, in_table = [], False
+    for line in prose.splitlines():
+        if line.startswith("| ---"):
+            in_table = True
+        elif not line.strip():
+            in_table = False
+        elif in_table and not (line.startswith("|") and line.rstrip().endswith("|")):
+            broken.append(line[:80])
+    assert broken == []
