@@ -191,10 +191,12 @@ class PrefixCache:
             num_dropped += 1
         return num_dropped
 
-    def snapshot(self, req, end: int) -> int:
+    def snapshot(self, req, end: int, keep_slots: int = 0) -> int:
         """Called when `req`'s row in the step being planned ends at token `end`: when `end` is one of its
         snapshot points and the prefix is not cached yet, creates a pending entry (evicting LRU entries to make
-        room, none for a prefix of more blocks than the cache may hold) and returns its snapshot slot; else -1."""
+        room, none for a prefix of more blocks than the cache may hold) and returns its snapshot slot; else -1.
+        `keep_slots` state slots stay free for requests seated in the same step: a pending entry never gives way,
+        so a snapshot that took the last slot kept a waiting request that fits out of its seat for a step."""
         if end not in req.snapshot_points or not self.enabled:
             return -1
         key = entry_key(req.cache_salt, req.checkpoint_grid, req.token_slice(0, end))
@@ -204,7 +206,7 @@ class PrefixCache:
         # past the blocks the cache may hold at all it would never fit: evicting the entries first only emptied it
         if len(block_ids) > self.blocks.num_total_blocks // 2:
             return -1
-        while not self._fits(block_ids):
+        while not self._fits(block_ids, keep_slots):
             if not self.evict_one():
                 return -1
         entry = PrefixEntry(key, end, self.blocks.share(block_ids, cached=True), self.slots.allocate())
@@ -212,9 +214,9 @@ class PrefixCache:
         self.pending.append(entry)
         return entry.slot
 
-    def _fits(self, block_ids: list) -> bool:
+    def _fits(self, block_ids: list, keep_slots: int) -> bool:
         num_new = sum(1 for b in block_ids if not self.blocks.cached_refcount(b))
-        return (self.num_entries < self.max_slots and self.slots.num_free_slots > 0
+        return (self.num_entries < self.max_slots and self.slots.num_free_slots > keep_slots
                 and self.num_cached_blocks + num_new <= self.blocks.num_total_blocks // 2)
 
     def leak(self) -> str:

@@ -39,6 +39,7 @@ class Scheduler(StepOutputs):
         self.step_id = 0
         self.session_id = ""
         self._finished_for_worker = []
+        self._seating = False        # this schedule() seats the head of the queue (Scheduler.head_fits)
         self._clock = clock or (lambda: 0)
         self.reset_pools(num_blocks, block_size, num_slots, max_context_len)
 
@@ -118,9 +119,9 @@ class Scheduler(StepOutputs):
         budget = self._schedule_running(step, decodes, budget, scheduled)
         # While a request waits for a seat, running prefills take at most half the rest (vLLM's partial prefills),
         # unless the KV pool cannot take it yet: that half went unused (a 500-token prefill took 15 steps, not 8).
-        reserve = 0
-        if num_preemptions == self.num_preemptions and self.head_fits():
-            reserve = min(budget // 2, self.waiting[0].num_uncomputed_tokens)
+        # Seating it, the running prefills' snapshots leave the state slots of the free seats alone (_add_row).
+        self._seating = num_preemptions == self.num_preemptions and self.head_fits()
+        reserve = min(budget // 2, self.waiting[0].num_uncomputed_tokens) if self._seating else 0
         budget = self._schedule_running(step, prefills, budget - reserve, scheduled) + reserve
         # After a preemption the pool is short: admitting more would only preempt again.
         if num_preemptions == self.num_preemptions:
@@ -268,7 +269,9 @@ class Scheduler(StepOutputs):
         step.token_ids.extend(req.token_slice(start, start + num_new))
         req.num_computed_tokens = start + num_new
         scheduled.add(req.req_id)
-        snapshot_slot = self.prefix_cache.snapshot(req, req.num_computed_tokens)
+        # A pending entry cannot give way: it takes no state slot a request still to be seated in this step needs.
+        seats = min(len(self.waiting), self.max_num_seqs - len(self.running)) if self._seating else 0
+        snapshot_slot = self.prefix_cache.snapshot(req, req.num_computed_tokens, seats)
         if snapshot_slot >= 0:
             step.snapshot_states.add(src_slot=req.state_slot, dst_slot=snapshot_slot)
         return num_new
