@@ -9,7 +9,9 @@ wrong KV blocks), and a previous_token row's placeholder id (-1) as its token.
 
 WIRE_VERSION is a digest of every message and enum a WorkerMessage carries: their full names and each field's name,
 number, label, type and message or enum type, each enum value's name and number (the descriptors, not the .proto's
-text: a comment does not change it). Any change to what crosses the boundary gives another version. The worker sends
+text: a comment does not change it), and SOCKETS, the ZeroMQ socket types of each end: a worker of another topology
+cannot even connect its step socket (ZeroMQ refuses a PULL at a ROUTER) and must be refused by its version, said in
+the log, not left waiting in silence. Any change to what crosses the boundary gives another version. The worker sends
 it in each WorkerHello and the scheduler in each Ping; either end refuses the other's of another version (the
 scheduler registers no such worker, the worker answers no such ping) and says so once in its log.
 """
@@ -19,6 +21,8 @@ from google.protobuf import descriptor_pb2
 
 from proto import pb
 
+# The sockets of each end (scheduler/wire.py, worker/wire.py): change it with them.
+SOCKETS = "steps and pings: scheduler ROUTER <- worker DEALER; results and hellos: scheduler PULL <- worker PUSH"
 
 def _message_lines(message, seen: set) -> list:
     """Canonical lines of `message` (a Descriptor) and of every message and enum its fields reach, each once."""
@@ -40,8 +44,8 @@ def _message_lines(message, seen: set) -> list:
 
 
 def wire_version() -> str:
-    """The digest (16 hex digits) of the messages a pb.WorkerMessage carries."""
-    text = "\n".join(_message_lines(pb.WorkerMessage.DESCRIPTOR, set()))
+    """The digest (16 hex digits) of SOCKETS and of the messages a pb.WorkerMessage carries."""
+    text = "\n".join([f"sockets {SOCKETS}"] + _message_lines(pb.WorkerMessage.DESCRIPTOR, set()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

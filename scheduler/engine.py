@@ -39,6 +39,7 @@ class Engine(WorkerLiveness):
         self.last_seen = 0.0
         self.stuck = None            # (worker_id, session_id) of a worker whose step timed out (WorkerLiveness)
         self.refused_workers = set()  # ids of workers of another wire version, each logged once (WorkerLiveness)
+        self.standbys = {}           # standby worker id -> the serving worker's id when it was logged (WorkerLiveness)
         self.alive_event, self.work_event = asyncio.Event(), asyncio.Event()
         self.inflight = InFlight()   # steps sent and not yet applied, oldest first
         self.on_health = on_health or (lambda serving: None)

@@ -1,10 +1,13 @@
 """Scheduler <-> worker boundary, worker side: the I/O thread that owns the worker's ZeroMQ sockets (no pickle).
 
-The worker connects recv_from_scheduler (PULL) to port P of SPARKINFER_WORKER_ADDR and send_to_scheduler
-(PUSH) to port P + 1; the scheduler binds both, so start order does not matter. Every frame is one
-serialized pb.WorkerMessage. The I/O thread answers each Ping with a WorkerHello at once, even while the
-compute loop is busy, hands PackedSteps to the compute loop through a queue, and forwards the StepResults
-the compute loop pushes over an inproc socket.
+The worker connects recv_from_scheduler (DEALER, its routing id the hello's worker_id) to port P of
+SPARKINFER_WORKER_ADDR and send_to_scheduler (PUSH) to port P + 1; the scheduler binds both (a ROUTER and a PULL,
+scheduler/wire.py), so start order does not matter. Every frame is one serialized pb.WorkerMessage. Until it is
+pinged, the I/O thread announces the worker with its WorkerHello on the DEALER every ANNOUNCE_S (the scheduler pings
+only the workers that announced themselves; a restarted scheduler knows none). It answers each Ping with a
+WorkerHello at once, even while the compute loop is busy, hands PackedSteps to the compute loop through a queue, and
+forwards the StepResults the compute loop pushes over an inproc socket. A Ping names the worker the scheduler serves
+with: any other is a standby (it gets no step), which it logs once, as it logs taking over.
 """
 import queue
 import threading
@@ -20,6 +23,8 @@ POLL_MS = 100
 # A draining worker stops once it has had no step to run for this long: the scheduler sends steps back to back while
 # any request runs, so this idleness means its requests are done (or it has gone).
 DRAIN_IDLE_S = 2.0
+# A worker not pinged for this long announces itself again (a scheduler pings every 0.2 s by default).
+ANNOUNCE_S = 0.5
 
 
 def decode(frame: bytes):
@@ -34,9 +39,12 @@ def connect_addrs(worker_addr: str) -> tuple:
 
 
 class SchedulerLink:
-    """Runs the socket I/O thread; steps() yields PackedSteps (None after Shutdown), send_result() replies."""
+    """Runs the socket I/O thread; steps() yields PackedSteps (None after Shutdown), send_result() replies.
+    Raises ValueError if hello has no worker_id (the scheduler addresses the worker by it)."""
 
     def __init__(self, worker_addr: str, hello: "pb.WorkerHello"):
+        if not hello.worker_id:
+            raise ValueError("the worker's hello needs a worker_id: the scheduler sends steps to it by that id")
         self.step_addr, self.result_addr = connect_addrs(worker_addr)
         self.hello = hello
         self.context = zmq.Context()
@@ -51,6 +59,8 @@ class SchedulerLink:
         self._num_steps_out = 0                # steps received whose result has not left yet
         self._drain_deadline = None            # monotonic time a draining worker stops at the latest
         self._refused_version = False          # a ping of another wire version was logged
+        self._announced = self._pinged = 0.0   # monotonic times of the last announcement and of the last ping
+        self._standby = False                  # the last ping named another worker as the serving one
 
     @property
     def draining(self) -> bool:
@@ -86,12 +96,15 @@ class SchedulerLink:
     def process_sockets(self) -> None:
         """The socket thread (worker-io): connects recv_from_scheduler and send_to_scheduler, says hello, then forwards
         the compute thread's results and dispatches each scheduler message to handle_<kind> until stopped or drained."""
-        recv_from_scheduler = self.context.socket(zmq.PULL)
+        recv_from_scheduler = self.context.socket(zmq.DEALER)
         self.send_to_scheduler = self.context.socket(zmq.PUSH)
         recv_from_compute = self.context.socket(zmq.PULL)
         recv_from_compute.bind(self.inproc_addr)
         for sock in (recv_from_scheduler, self.send_to_scheduler):
             sock.setsockopt(zmq.LINGER, 0)
+        recv_from_scheduler.setsockopt(zmq.ROUTING_ID, self.hello.worker_id.encode())
+        # An announcement is queued only on a live connection: none piles up while the scheduler is away.
+        recv_from_scheduler.setsockopt(zmq.IMMEDIATE, 1)
         recv_from_scheduler.connect(self.step_addr)
         self.send_to_scheduler.connect(self.result_addr)
         self._ready.set()
@@ -107,10 +120,23 @@ class SchedulerLink:
                 self._last_busy = time.monotonic()
             if recv_from_scheduler in events:
                 self._dispatch(recv_from_scheduler.recv())
+            self._announce(recv_from_scheduler)
             if self.draining and self._drained():
                 self.handle_shutdown(None)
         for sock in (recv_from_scheduler, self.send_to_scheduler, recv_from_compute):
             sock.close()
+
+    def _announce(self, sock) -> None:
+        """Sends the worker's hello on its DEALER `sock` when it was neither pinged nor announced for ANNOUNCE_S; one
+        that finds no connection is tried again on the next turn of the loop."""
+        now = time.monotonic()
+        if now - max(self._pinged, self._announced) < ANNOUNCE_S:
+            return
+        try:
+            sock.send(pb.WorkerMessage(hello=self.hello).SerializeToString(), flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        self._announced = now
 
     def _dispatch(self, frame: bytes) -> None:
         try:
@@ -133,11 +159,25 @@ class SchedulerLink:
                       f"{WIRE_VERSION} (another SparkInfer release): not answering it; run the scheduler and the "
                       "worker of the same release", flush=True)
             return
+        self._pinged = time.monotonic()
+        self._note_role(ping.serving_worker_id)
         hello = pb.WorkerHello()
         hello.CopyFrom(self.hello)
         hello.nonce = ping.nonce
         hello.num_steps_pending = self._num_steps_out
         self._send(pb.WorkerMessage(hello=hello))
+
+    def _note_role(self, serving_worker_id: str) -> None:
+        """Logs once that this worker is a standby (a ping names another serving worker), and once that it serves
+        after having been one."""
+        me = self.hello.worker_id
+        if serving_worker_id and serving_worker_id != me and not self._standby:
+            self._standby = True
+            print(f"worker {me}: is a standby: worker {serving_worker_id} serves the scheduler at {self.step_addr}; "
+                  "this one gets no step and takes over if that one stops", flush=True)
+        elif serving_worker_id == me and self._standby:
+            self._standby = False
+            print(f"worker {me}: serves the scheduler now", flush=True)
 
     def handle_step(self, step) -> None:
         """Hands a pb.PackedStep to the compute thread's queue."""

@@ -24,6 +24,9 @@ async def test_a_new_worker_replaces_the_labels():
     bigger = hello("w2", nonce=99).hello
     bigger.num_blocks, bigger.block_size = 512, 32
     engine.handle_hello(bigger)
+    assert engine.worker_id == "w1"      # a standby while w1 serves
+    engine.worker_lost("worker w1 stopped answering")
+    engine.handle_hello(bigger)
     assert engine.worker_id == "w2"
     assert info(engine) == [({"block_size": "32", "num_gpu_blocks": "512", "enable_prefix_caching": "False"}, 1.0)]
     await engine.stop()
