@@ -19,6 +19,7 @@ class InstantLink:
         self.inbox = asyncio.Queue()
         self.worker_ns = 0          # time spent playing the worker (not the scheduler's)
         self.num_steps = 0
+        self.serving_gone = False   # WorkerLink's: this link's worker never disconnects
         self.num_logprobs = {}      # req_id -> SamplingParams.num_logprobs, from NewRequest
 
     def send(self, msg) -> bool:

@@ -50,8 +50,18 @@ class WorkerLink:
         except zmq.ZMQError:
             self.close()         # the port that did bind is free again for a retry
             raise
-        self.serving = ""
+        self._serving = ""
+        self.serving_gone = False    # a send to `serving` found its connection closed (EHOSTUNREACH)
         self.workers = set()
+
+    @property
+    def serving(self) -> str:
+        """The worker_id steps go to ("" while none); setting it clears serving_gone."""
+        return self._serving
+
+    @serving.setter
+    def serving(self, worker_id: str) -> None:
+        self._serving, self.serving_gone = worker_id, False
 
     def send(self, msg) -> bool:
         """Sends one WorkerMessage without blocking: a Ping to every worker announced, anything else to `serving`.
@@ -74,6 +84,9 @@ class WorkerLink:
             if exc.errno != errno.EHOSTUNREACH:
                 raise
             self.workers.discard(routing_id)     # gone: it announces itself again if it comes back
+            # The serving worker's process exited (killed, crashed): its TCP connection closed, which ZeroMQ saw at
+            # once; the engine need not wait out worker_timeout_s of silence to know.
+            self.serving_gone = self.serving_gone or routing_id == self._serving.encode()
             return False
         return True
 

@@ -4,7 +4,8 @@ A Ping goes out every ping_interval_s to every worker connected (scheduler/wire.
 a WorkerHello even while it computes. The first worker registered serves: steps go to it alone. Another one that
 answers meanwhile is a standby (logged once), registered as a new worker is once the serving one is lost. Silence of
 the serving worker for worker_timeout_s marks it dead: every request fails UNAVAILABLE and health turns NOT_SERVING
-until a WorkerHello arrives again. A hello from a new worker resets the scheduler's pools to its sizes. A worker whose
+until a WorkerHello arrives again. A serving worker whose process exited is marked dead at the next ping, without
+waiting out the silence: the ping to it finds its connection closed (WorkerLink.serving_gone). A hello from a new worker resets the scheduler's pools to its sizes. A worker whose
 step brought no result within step_timeout_s (its compute loop stuck, its I/O thread still answering pings) stays dead
 while its hellos say it has steps pending, until a result of that session comes back (its loop runs again) or another
 worker process says hello. A worker of another wire version (proto/wire_version.py: another release) is never
@@ -132,6 +133,8 @@ class WorkerLiveness:
         (worker_lost)."""
         while True:
             self._send_ping()
+            if self.worker_alive and self.link.serving_gone:
+                self.worker_lost(f"worker {self.worker_id} disconnected (its connection closed: the process exited)")
             await asyncio.sleep(self.config.ping_interval_s)
             silence = time.monotonic() - self.last_seen
             if self.worker_alive and silence > self.config.worker_timeout_s:

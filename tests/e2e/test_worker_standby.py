@@ -79,7 +79,7 @@ async def test_a_second_worker_is_a_standby_and_takes_over_when_the_first_dies(m
     scheduler = _log(stack, "scheduler")
     assert scheduler.count("is a standby") == 1
     assert f"worker {two} is a standby: worker {one} serves this scheduler" in scheduler
-    assert "replaced" not in scheduler and f"worker {one} stopped answering" in scheduler
+    assert "replaced" not in scheduler and f"worker {one} disconnected" in scheduler
     second = _log(stack, "worker2")
     assert second.count("is a standby") == 1 and f"worker {two}: is a standby: worker {one} serves" in second
     assert f"worker {two}: serves the scheduler now" in second

@@ -18,8 +18,8 @@ from worker import server as worker_server
                                            "seconds > 0"),
     ("SPARKINFER_STEP_TIMEOUT_S", "-5", "step_timeout_s (SPARKINFER_STEP_TIMEOUT_S): -5.0 must be a number of "
                                         "seconds > 0"),
-    ("SPARKINFER_PING_INTERVAL_S", "1", "ping_interval_s (SPARKINFER_PING_INTERVAL_S) 1.0 must be less than "
-                                        "worker_timeout_s (SPARKINFER_WORKER_TIMEOUT_S) 0.8, or an idle worker counts "
+    ("SPARKINFER_PING_INTERVAL_S", "6", "ping_interval_s (SPARKINFER_PING_INTERVAL_S) 6.0 must be less than "
+                                        "worker_timeout_s (SPARKINFER_WORKER_TIMEOUT_S) 5.0, or an idle worker counts "
                                         "as dead between two pings"),
     ("SPARKINFER_ASYNC_SCHEDULING", "2", "async_scheduling (SPARKINFER_ASYNC_SCHEDULING): 2 must be 0 or 1"),
     ("SPARKINFER_GRPC_PORT", "70000", "grpc_port (SPARKINFER_GRPC_PORT): 70000 is not a port number (0-65535; 0 = "

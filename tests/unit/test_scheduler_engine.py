@@ -24,6 +24,7 @@ class FakeLink:
         self.worker = FakeWorker()
         self.auto = True
         self.worker_id = "w1"
+        self.serving_gone = False  # WorkerLink's: a send to the serving worker found its connection closed
         self.num_refusals = 0      # sends that fail as if no peer were connected yet
 
     def send(self, msg) -> bool:
