@@ -38,6 +38,8 @@ class Setup:
     cache_min_tokens: int = 16
     async_scheduling: bool = True
     num_requests: int = 40
+    max_output: int = 40          # max_tokens drawn below it
+    burst: int = 3                # arrivals at once drawn below it
 
 
 def draw_setup(rng: random.Random) -> Setup:
@@ -46,7 +48,8 @@ def draw_setup(rng: random.Random) -> Setup:
     pool_tokens = rng.choice([1, 2, 3, 6, 12]) * max(budget, 48)
     return Setup(block_size, max(1, pool_tokens // block_size), rng.choice([1, 2, 3, 4, 8]), budget,
                  rng.choice([1, 2, 4, 8, 64]), rng.choice([64, 200, 512, 4096]), rng.random() < 0.8,
-                 rng.choice([1, 2, 4, 32]), rng.choice([0, 8, 16, 32, 300]), rng.random() < 0.7, rng.randrange(5, 80))
+                 rng.choice([1, 2, 4, 32]), rng.choice([0, 8, 16, 32, 300]), rng.random() < 0.7, rng.randrange(5, 80),
+                 rng.choice([40, 150, 400]), rng.choice([3, 3, 12]))
 
 
 @dataclass
@@ -58,6 +61,8 @@ class Tally:
     refused: int = 0
     preemptions: int = 0
     hit_tokens: int = 0
+    max_wait: int = 0             # steps planned while one request waited to be seated (arrival or preemption), most
+    max_preempted: int = 0        # times one request was preempted, most
     cuts: dict = field(default_factory=lambda: {"waiting": 0, "prefill": 0, "decode": 0})
     reasons: dict = field(default_factory=dict)
 
@@ -77,6 +82,7 @@ class Run:
         self.bases = [self._base() for _ in range(3)]
         self.inflight, self.last, self.num_arrived = [], None, 0
         self.priorities = self.rng.random() < 0.2
+        self.waits, self.reqs = {}, []
 
     def _base(self) -> list:
         every = self.rng.choice([0, 0, 5, 16, 17])
@@ -89,14 +95,16 @@ class Run:
         length = rng.randrange(1, 4 * s.budget + 1) if rng.random() < 0.97 else rng.randrange(1, 2 * s.max_model_len)
         shared = rng.randrange(length + 1)
         prompt = (rng.choice(self.bases)[:shared] + [rng.randrange(10, ANCHOR) for _ in range(length)])[:length]
-        max_tokens = 0 if rng.random() < 0.05 else rng.randrange(1, 40)
+        max_tokens = 0 if rng.random() < 0.05 else rng.randrange(1, self.setup.max_output)
+        if rng.random() < 0.9:      # mostly within the room the prompt leaves (the rest tests the refusal)
+            max_tokens = min(max_tokens, max(1, self.sched.max_context_len - length))
         stops = frozenset(rng.sample(STOP_IDS, rng.randrange(len(STOP_IDS) + 1)))
         min_tokens = rng.choice([0, 0, 0, 2, 5]) if max_tokens == 0 or max_tokens >= 5 else 0
         priority = rng.choice([0] * 8 + [-1, 1]) if self.priorities else 0
         for _ in range(1 if rng.random() < 0.8 else rng.randrange(2, 5)):
             req_id = f"r{self.num_arrived}"
             self.num_arrived += 1
-            spec = Spec(req_id, self.num_arrived, prompt, max_tokens, stops, min_tokens, rng.choice([0, 5, 20, 80]),
+            spec = Spec(req_id, self.num_arrived, prompt, max_tokens, stops, min_tokens, rng.choice([0, 0, 5, 20, 80]),
                         rng.randrange(8) if rng.random() < 0.03 else -1)
             try:
                 admission.check_prompt(prompt, max_tokens, self.sched.max_context_len, VOCAB)
@@ -106,8 +114,9 @@ class Run:
                 continue
             self.specs[req_id] = spec
             sampling = pb.SamplingParams(min_tokens=min_tokens, prompt_logprobs=rng.random() < 0.05)
-            self.sched.add_request(Request(req_id, list(prompt), sampling, max_tokens, stop_token_ids=stops,
-                                           priority=priority))
+            self.reqs.append(Request(req_id, list(prompt), sampling, max_tokens, stop_token_ids=stops,
+                                     priority=priority))
+            self.sched.add_request(self.reqs[-1])
 
     def cancel(self) -> None:
         """A client gone or a stop string matched, aimed at a waiting, prefilling or decoding request."""
@@ -132,6 +141,10 @@ class Run:
                 return False
             check_step(sched, step, before)
             self.check_seated(step, before, num_preemptions)
+            for req in sched.waiting:
+                self.waits[req.req_id] = self.waits.get(req.req_id, 0) + 1
+            for row in step.rows:
+                self.tally.max_wait = max(self.tally.max_wait, self.waits.pop(row.req_id, 0))
             self.send(step)
         if len(self.inflight) == 1 and self.setup.async_scheduling:
             before = snapshot(sched)
@@ -184,7 +197,7 @@ class Run:
     def tick(self) -> bool:
         rng = self.rng
         if self.num_arrived < self.setup.num_requests and rng.random() < 0.3:
-            for _ in range(rng.randrange(1, 4)):
+            for _ in range(rng.randrange(1, self.setup.burst + 1)):
                 self.arrive()
         if rng.random() < 0.04:
             self.cancel()
@@ -218,6 +231,7 @@ class Run:
         t = self.tally
         t.runs, t.requests = t.runs + 1, t.requests + len(self.specs)
         t.preemptions += sched.num_preemptions
+        t.max_preempted = max([t.max_preempted] + [r.num_preemptions for r in self.reqs])
         t.hit_tokens += sched.prefix_cache.stats.num_hit_tokens
         for reason in self.ended.values():
             t.reasons[reason] = t.reasons.get(reason, 0) + 1

@@ -7,8 +7,12 @@ worker does (worker/model_runner.py: finished_req_ids, new_requests, previous_to
 and worker/block_tables.py: rows, positions, block tables), keeps each slot's token sequence and the KV pool token by
 token (tests/unit/test_scheduler.py FakeWorker), and fails when a row's sequence is not its request's own."""
 from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
 
 from proto import pb
+from worker.model_runner import ModelRunner
 from tests.unit.test_scheduler import VOCAB, FakeWorker
 
 STOP_IDS = tuple(range(10))   # token ids a request may stop on; prompts never hold them
@@ -83,6 +87,8 @@ class PositionWorker(FakeWorker):
             last = [spec.token(len(spec.prompt) + len(out))] if reason in ("stop", "error") else []
             self.sequences[new.req_id] = spec.prompt + out + last
         self.check_copies(step)
+        if step.rows:
+            self.check_batch(step)
         result = pb.StepResult(step_id=step.step_id)
         self.copy(step.restore_states)
         offset, previous, self.previous = 0, self.previous, {}
@@ -97,7 +103,6 @@ class PositionWorker(FakeWorker):
                 toks = [previous[row.req_id]]
             seq = () if row.context_len == 0 else self.state[row.state_slot][1]
             assert len(seq) == row.context_len, f"{row.req_id}: slot holds {len(seq)}, row says {row.context_len}"
-            self.tables.update(row)
             seq += tuple(toks)
             own = self.sequences[row.req_id]
             if list(seq) != own[:len(seq)]:
@@ -123,6 +128,16 @@ class PositionWorker(FakeWorker):
         result.req_ids.append(req_id)
         result.token_ids.append(token)
         result.logprobs.append(-1.0)
+
+    def check_batch(self, step) -> None:
+        """The worker's own reading of the step (ModelRunner.build_batch: token count, slots, block tables applied
+        to self.tables, ForwardBatch.from_table), and the batch's positions: each row's, from its context_len on."""
+        runner = SimpleNamespace(tables=self.tables, cache=SimpleNamespace(
+            num_slots=len(self.tables.owners), block_size=self.block_size, device=torch.device("cpu")))
+        batch = ModelRunner.build_batch(runner, step)
+        want = [p for row in step.rows for p in range(row.context_len, row.context_len + row.num_tokens)]
+        assert batch.positions.tolist() == want and batch.num_rows == len(step.rows), f"step {step.step_id}: batch"
+        assert batch.logits_rows.tolist() == [i for i, row in enumerate(step.rows) if row.sample]
 
     @staticmethod
     def check_copies(step) -> None:
