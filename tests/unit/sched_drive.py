@@ -63,6 +63,8 @@ class Tally:
     hit_tokens: int = 0
     max_wait: int = 0             # steps planned while one request waited to be seated (arrival or preemption), most
     max_preempted: int = 0        # times one request was preempted, most
+    prompt_logprobs: int = 0      # requests whose prompt logprobs came back (of those, preempted before:)
+    prompt_logprobs_preempted: int = 0
     cuts: dict = field(default_factory=lambda: {"waiting": 0, "prefill": 0, "decode": 0})
     reasons: dict = field(default_factory=dict)
 
@@ -82,7 +84,7 @@ class Run:
         self.bases = [self._base() for _ in range(3)]
         self.inflight, self.last, self.num_arrived = [], None, 0
         self.priorities = self.rng.random() < 0.2
-        self.waits, self.reqs = {}, []
+        self.waits, self.reqs, self.reqs_by_id, self.got_prompt = {}, [], {}, set()
 
     def _base(self) -> list:
         every = self.rng.choice([0, 0, 5, 16, 17])
@@ -113,10 +115,11 @@ class Run:
                 self.tally.refused += 1
                 continue
             self.specs[req_id] = spec
-            sampling = pb.SamplingParams(min_tokens=min_tokens, prompt_logprobs=rng.random() < 0.05)
+            sampling = pb.SamplingParams(min_tokens=min_tokens, prompt_logprobs=rng.random() < 0.15)
             self.reqs.append(Request(req_id, list(prompt), sampling, max_tokens, stop_token_ids=stops,
                                      priority=priority))
             self.sched.add_request(self.reqs[-1])
+            self.reqs_by_id[req_id] = self.reqs[-1]
 
     def cancel(self) -> None:
         """A client gone or a stop string matched, aimed at a waiting, prefilling or decoding request."""
@@ -180,6 +183,7 @@ class Run:
             got.extend(out.token_ids)
             want, reason, stop_id = self.specs[req_id].expected(self.sched.max_context_len)
             assert got == want[:len(got)], f"{req_id}: got {got[-5:]} at {len(got)}, want {want[len(got) - 5:len(got)]}"
+            self.check_prompt_logprobs(out)
             if result.error:
                 assert out.finish_reason == "error" and not out.token_ids, f"{req_id}: {out} in a failed step"
                 self.cut.add(req_id)
@@ -188,6 +192,20 @@ class Run:
                     f"{req_id}: ended {out.finish_reason} after {len(got)}, want {reason} after {len(want)}"
                 self.ended[req_id] = out.finish_reason
         check_pools(self.sched)
+
+    def check_prompt_logprobs(self, out) -> None:
+        """The first response of a request that asked carries its prompt's positions 1.. once, whole (chunks and
+        re-prefills after a preemption merged: scheduler/prompt_logprobs.py); no other response carries any."""
+        req = self.reqs_by_id[out.req_id]
+        if out.error or not req.sampling.prompt_logprobs or out.req_id in self.got_prompt:
+            assert out.error or out.prompt_logprobs is None, f"{out.req_id}: prompt logprobs again"
+            return
+        self.got_prompt.add(out.req_id)
+        prompt, got = self.specs[out.req_id].prompt, out.prompt_logprobs
+        assert got is not None and got.first_position == 1 and list(got.token_ids) == prompt[1:], \
+            f"{out.req_id}: prompt logprobs {got}"
+        self.tally.prompt_logprobs += 1
+        self.tally.prompt_logprobs_preempted += req.num_preemptions > 0
 
     def stuck(self) -> str:
         sched = self.sched

@@ -73,6 +73,7 @@ class PositionWorker(FakeWorker):
         self.specs = specs
         self.held = set()          # req_ids whose sampling state the worker holds
         self.sequences = {}        # req_id -> prompt + expected output (the only sequence its rows may hold)
+        self.carry = {}            # req_id -> prompt positions its sampling state scored (False: none asked)
 
     def run(self, step) -> "pb.StepResult":
         for req_id in step.finished_req_ids:
@@ -86,6 +87,7 @@ class PositionWorker(FakeWorker):
             # the token it stopped or failed on too: a lookahead row planned before that was seen feeds it
             last = [spec.token(len(spec.prompt) + len(out))] if reason in ("stop", "error") else []
             self.sequences[new.req_id] = spec.prompt + out + last
+            self.carry[new.req_id] = new.sampling.prompt_logprobs and 0   # prompt positions scored (its state's)
         self.check_copies(step)
         if step.rows:
             self.check_batch(step)
@@ -112,11 +114,26 @@ class PositionWorker(FakeWorker):
                                      f"{own[pos] if pos < len(own) else 'ends'} (prompt {len(self.specs[row.req_id].prompt)})")
             self.attend(row, seq)
             self.state[row.state_slot] = (0, seq)
+            self._score_prompt(row, result)
             if row.sample:
                 self._sample(row.req_id, len(seq), result)
         assert offset == len(step.token_ids), f"step {step.step_id}: {len(step.token_ids)} ids for {offset} tokens"
         self.copy(step.snapshot_states)
         return result
+
+    def _score_prompt(self, row, result) -> None:
+        """worker/prompt_logprobs.py score_chunk: a row of a request that asked scores its prompt positions
+        max(context_len, 1) .. end - 1; a chunk past 0 needs the previous chunk's carry in the same sampling state
+        (PromptLogprobsError otherwise)."""
+        prompt, done = self.specs[row.req_id].prompt, self.carry.get(row.req_id)
+        if done is False or row.context_len >= len(prompt):
+            return
+        assert row.context_len == done, f"{row.req_id}: prompt chunk at {row.context_len}, its state scored {done}"
+        first, end = max(row.context_len, 1), min(row.context_len + row.num_tokens, len(prompt))
+        self.carry[row.req_id] = end
+        if end > first:
+            result.prompt_logprobs.add(req_id=row.req_id, first_position=first, token_ids=prompt[first:end],
+                                       logprobs=[-1.0] * (end - first), ranks=[1] * (end - first))
 
     def _sample(self, req_id: str, pos: int, result) -> None:
         spec = self.specs[req_id]
