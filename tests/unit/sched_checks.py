@@ -17,7 +17,7 @@ def snapshot(sched) -> dict:
     return {
         "computed": {r.req_id: r.num_computed_tokens for r in sched.running},
         "waiting": [r.req_id for r in sched.waiting],
-        "entries": {e.slot: (e.num_tokens, e.ready, frozenset(e.block_ids))
+        "entries": {e.slot: (e.num_tokens, e.ready, frozenset(e.block_ids), e.key[:2])
                     for e in sched.prefix_cache.entries.values()},
         # the entries themselves (held, so no id is reused): a key may come back in a new entry within one step
         "objects": {id(e): e for e in sched.prefix_cache.entries.values()},
@@ -87,7 +87,7 @@ def check_step(sched, step, before: dict, lookahead: bool = False) -> None:
             assert row.context_len == before["computed"][row.req_id], f"{row.req_id}: row does not continue"
         else:
             seated.append(row.req_id)
-            _check_seated(step, row, before)
+            _check_seated(step, row, before, (req.cache_salt, req.checkpoint_grid))
         assert row.sample == (end == req.num_tokens + lookahead), f"{row.req_id}: sample {row.sample} at {end}"
         assert len(req.block_ids) * bm.block_size >= end, f"{row.req_id}: table short of {end} tokens"
         first, last = row.context_len // bm.block_size, (end - 1) // bm.block_size
@@ -98,8 +98,9 @@ def check_step(sched, step, before: dict, lookahead: bool = False) -> None:
     _check_snapshots(sched, step, before)
 
 
-def _check_seated(step, row, before: dict) -> None:
-    """A request seated in this step starts at 0, or at a ready entry's end with that entry's state restored."""
+def _check_seated(step, row, before: dict, kind: tuple) -> None:
+    """A request seated in this step starts at 0, or at a ready entry's end with that entry's state restored, an
+    entry of its own cache_salt and checkpoint kind (`kind`: anchors or grid)."""
     restores = [c for c in step.restore_states if c.dst_slot == row.state_slot]
     if row.context_len == 0:
         assert not restores, f"{row.req_id}: restored but starts at 0"
@@ -107,7 +108,7 @@ def _check_seated(step, row, before: dict) -> None:
     assert row.block_table_start == 0, f"{row.req_id}: seated without its whole table"
     assert len(restores) == 1, f"{row.req_id}: starts at {row.context_len} with no restore"
     entry = before["entries"].get(restores[0].src_slot)
-    assert entry is not None and entry[1] and entry[0] == row.context_len, \
+    assert entry is not None and entry[1] and entry[0] == row.context_len and entry[3] == kind, \
         f"{row.req_id}: restored from slot {restores[0].src_slot} ({entry}) to start at {row.context_len}"
 
 

@@ -103,6 +103,7 @@ class Run:
         stops = frozenset(rng.sample(STOP_IDS, rng.randrange(len(STOP_IDS) + 1)))
         min_tokens = rng.choice([0, 0, 0, 2, 5]) if max_tokens == 0 or max_tokens >= 5 else 0
         priority = rng.choice([0] * 8 + [-1, 1]) if self.priorities else 0
+        salt = rng.choice(["", "", "", "tenant-a"])       # vLLM's cache_salt: entries shared within one only
         for _ in range(1 if rng.random() < 0.8 else rng.randrange(2, 5)):
             req_id = f"r{self.num_arrived}"
             self.num_arrived += 1
@@ -117,7 +118,7 @@ class Run:
             self.specs[req_id] = spec
             sampling = pb.SamplingParams(min_tokens=min_tokens, prompt_logprobs=rng.random() < 0.15)
             self.reqs.append(Request(req_id, list(prompt), sampling, max_tokens, stop_token_ids=stops,
-                                     priority=priority))
+                                     priority=priority, cache_salt=salt))
             self.sched.add_request(self.reqs[-1])
             self.reqs_by_id[req_id] = self.reqs[-1]
 
