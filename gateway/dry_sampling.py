@@ -78,6 +78,13 @@ def overlapping_sequences(card: ModelCard, breaker: str) -> list:
     return out
 
 
+def _int32(value: int) -> int:
+    """An integer field held to the int32 the wire carries (pb.SamplingParams), as llama.cpp's int32_t holds it: a
+    length or window past 2^31 - 1 means the same as 2^31 - 1 (no sequence that long, the whole context); it was a 500
+    ('Value out of range') when the step was built."""
+    return max(-(2 ** 31), min(int(value), 2 ** 31 - 1))
+
+
 def apply_dry(body: dict, sampling, card: ModelCard) -> None:
     """DRY's fields on `sampling` (off unless dry_multiplier is set, as llama.cpp's default 0); a dry_base below 1
     takes llama.cpp's default 1.75, as its server does."""
@@ -86,9 +93,9 @@ def apply_dry(body: dict, sampling, card: ModelCard) -> None:
     base = body.get("dry_base")
     sampling.dry_base = 1.75 if base is None or base < 1 else float(base)
     allowed = body.get("dry_allowed_length")
-    sampling.dry_allowed_length = 2 if allowed is None else int(allowed)
+    sampling.dry_allowed_length = 2 if allowed is None else _int32(allowed)
     window = body.get("dry_penalty_last_n")
-    sampling.dry_penalty_last_n = -1 if window is None else int(window)
+    sampling.dry_penalty_last_n = -1 if window is None else _int32(window)
     sampling.dry_sequence_breakers = list(breakers)
     if sampling.dry_multiplier != 0 and sampling.dry_penalty_last_n != 0:
         sampling.dry_breaker_ids = [seq for b in breakers if b for seq in overlapping_sequences(card, b)]

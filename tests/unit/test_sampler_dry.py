@@ -1,6 +1,7 @@
 """llama.cpp's DRY sampler (worker/dry.py) against src/llama-sampling.cpp llama_sampler_dry_apply: its comment's
 example, a brute-force reading of its definition (a token's penalty grows with the longest earlier sequence that it
 would continue to the context's end), its sequence breakers and its switches; and the routes that send it."""
+import json
 import math
 import random
 
@@ -119,3 +120,14 @@ async def test_an_empty_breaker_list_is_llama_cpps_400(stack):
     error = (await response.json())["error"]
     assert response.status == 400 and error["message"] == "Error: dry_sequence_breakers must be a non-empty array of " \
         "strings" and not fake.script.requests
+
+
+@pytest.mark.parametrize("value, held", [(10 ** 19, 2 ** 31 - 1), (-(10 ** 19), -(2 ** 31))])
+async def test_a_length_or_window_past_int32_is_held_to_it(stack, value, held):
+    # Both ride the wire as int32 (pb.SamplingParams): 1e19 was a 500 'Value out of range' (test_hostile_inputs).
+    client, fake = stack
+    body = {"prompt": "hi", "n_predict": 2, "dry_multiplier": 0.8, "dry_allowed_length": value}
+    response = await client.post("/completion", data=json.dumps({**body, "dry_penalty_last_n": abs(value)}))
+    assert response.status == 200, await response.text()
+    sent = fake.script.requests[-1].sampling
+    assert (sent.dry_allowed_length, sent.dry_penalty_last_n) == (held, 2 ** 31 - 1)
