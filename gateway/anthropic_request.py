@@ -17,7 +17,7 @@ from gateway.anthropic_blocks import (SERVER_SIDE_KINDS, block_text, document, r
 from gateway.anthropic_options import check_server_side, reasoning_fields, tool_fields
 from gateway.responses_reasoning import decode_reasoning
 from gateway.anthropic_schema import COUNT_SCHEMA, MESSAGES_SCHEMA, check_sizes, validate
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, renamed
+from gateway.errors import ApiError, InvalidRequest, count_past_context, renamed
 from gateway.model import ModelCard
 from gateway.openai import parse_chat
 from gateway.openai_plan import Plan
@@ -242,9 +242,4 @@ def count_tokens(body: Any, card: ModelCard, served_name: str) -> int:
     no longer fits. One refused for its size before tokenizing (a lower bound only) stays a 400, which spares the
     gateway tokenizing up to 32 MiB of text for a count that can only say "too long"."""
     chat = to_chat_body(body, card.max_context_len, count=True)
-    try:
-        return len(_parse_chat(chat, card, served_name).gen.prompt_ids)
-    except ContextLengthExceeded as exc:
-        if exc.num_prompt is None or exc.at_least:
-            raise
-        return exc.num_prompt
+    return count_past_context(lambda: _parse_chat(chat, card, served_name).gen.prompt_ids)

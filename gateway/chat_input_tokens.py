@@ -10,7 +10,7 @@ from aiohttp import web
 from gateway.chat_prompt import llama_cpp_prefill
 from gateway.config import GatewayConfig
 from gateway.engine import Engine
-from gateway.errors import ContextLengthExceeded
+from gateway.errors import count_past_context
 from gateway.model import ModelCard
 from gateway.offload import run_cpu
 from gateway.openai import parse_chat
@@ -30,12 +30,7 @@ def count_chat_tokens(body: Any, card: ModelCard, served_name: str) -> int:
     400. CPU work: run it off the loop."""
     if isinstance(body, dict):
         body = {name: value for name, value in body.items() if name not in _OUTPUT_FIELDS}
-    try:
-        return len(parse_chat(body, card, served_name).gen.prompt_ids)
-    except ContextLengthExceeded as exc:
-        if exc.num_prompt is None or exc.at_least:
-            raise
-        return exc.num_prompt
+    return count_past_context(lambda: parse_chat(body, card, served_name).gen.prompt_ids)
 
 
 class ChatInputTokensRoutes:

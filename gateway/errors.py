@@ -1,7 +1,7 @@
 """Gateway process: typed API errors and their OpenAI wire shape {"error": {message, type, param, code}}."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from gateway import json_out
 
@@ -96,6 +96,19 @@ class ContextLengthExceeded(InvalidRequest):
         prompt count is a lower bound); returns self."""
         self.ctx, self.num_prompt, self.num_output, self.at_least = ctx, num_prompt, num_output, at_least
         return self
+
+
+def count_past_context(parse_prompt: Callable[[], list]) -> int:
+    """len(parse_prompt()), the prompt's token ids, also for a prompt past the context: the count routes (Anthropic's
+    count_tokens, OpenAI's /v1/responses/input_tokens, llama-server's chat input_tokens) count it, as their servers do,
+    since clients ask precisely to learn that it no longer fits. A prompt refused for its size before tokenizing (only
+    a lower bound known: ContextLengthExceeded.at_least) stays the 400, as does every other error parse_prompt raises."""
+    try:
+        return len(parse_prompt())
+    except ContextLengthExceeded as exc:
+        if exc.num_prompt is None or exc.at_least:
+            raise
+        return exc.num_prompt
 
 
 def prompt_overflow_message(ctx: int, num_prompt: int) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Optional
 
-from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, renamed
+from gateway.errors import ApiError, ContextLengthExceeded, InvalidRequest, count_past_context, renamed
 from gateway.list_limits import check_list_sizes
 from gateway.model import ModelCard
 from gateway.ollama_truncate import fit_history
@@ -254,9 +254,4 @@ def count_input_tokens(body: Any, card: ModelCard, served_name: str) -> int:
     part; a prompt refused for its size before tokenizing (only a lower bound known) stays the 400."""
     if isinstance(body, dict):
         body = {name: value for name, value in body.items() if name not in ("max_output_tokens", "stream")}
-    try:
-        return len(parse_responses(body, card, served_name).chat.gen.prompt_ids)
-    except ContextLengthExceeded as exc:
-        if exc.num_prompt is None or exc.at_least:
-            raise
-        return exc.num_prompt
+    return count_past_context(lambda: parse_responses(body, card, served_name).chat.gen.prompt_ids)
