@@ -206,6 +206,9 @@ class PrefixCache:
         # past the blocks the cache may hold at all it would never fit: evicting the entries first only emptied it
         if len(block_ids) > self.blocks.num_total_blocks // 2:
             return -1
+        # nor past the slots the requests seated in this step keep, whatever goes (each eviction frees one slot)
+        if self.slots.num_free_slots + sum(e.ready for e in self.entries.values()) <= keep_slots:
+            return -1
         while not self._fits(block_ids, keep_slots):
             if not self.evict_one():
                 return -1

@@ -57,3 +57,28 @@ def test_a_snapshot_takes_no_state_slot_the_head_of_the_queue_is_seated_in():
     assert tokens == {"long": reference(long_prompt, 4), "short": reference(short_prompt, 4)}
     sched.prefix_cache.clear()
     assert sched.state_pool.num_free_slots == 2 and sched.block_manager.num_free_blocks == 64
+
+
+def test_a_snapshot_that_the_seats_leave_no_slot_for_evicts_no_entry():
+    """Four state slots: a running request, two ready entries and one free slot, and the requests seated in this step
+    keep three (keep_slots). Evicting both entries would free three slots, all of them the seats', so the snapshot
+    cannot be taken whatever goes: it evicted both entries trying (the cache emptied for nothing); now it leaves them."""
+    limits = SchedulerLimits(max_num_batched_tokens=64, max_num_seqs=8)
+    cache = PrefixCacheConfig(enabled=True, max_entries=8, min_tokens=16, anchor_token_id=ANCHOR)
+    sched = Scheduler(limits, 64, 16, 4, 4096, prefix_cache=cache)
+    worker = FakeWorker()
+    for seed in (3, 4):                         # two entries (16-token prefixes), ready
+        sched.add_request(Request(f"e{seed}", _prompt(seed, 20, (17,)), pb.SamplingParams(), 1))
+        while sched.has_work():
+            sched.update(worker.run(sched.schedule()))
+    assert sched.prefix_cache.num_entries == 2 and sched.state_pool.num_free_slots == 2
+    req = Request("long", _prompt(1, 40, (20,)), pb.SamplingParams(), 1)
+    sched.add_request(req)
+    sched._plan(req)
+    req.status, req.state_slot = "running", sched.state_pool.allocate()
+    sched.waiting.remove(req)
+    sched.running.append(req)
+    sched.block_manager.grow(req.block_ids, 16)
+    assert sched.prefix_cache.snapshot(req, 16, keep_slots=3) == -1
+    assert sched.prefix_cache.num_entries == 2
+    assert sched.prefix_cache.snapshot(req, 16, keep_slots=1) >= 0   # a slot past the seats': taken
