@@ -143,11 +143,15 @@ def _any_draft_schema_error_of(text: str) -> Optional[str]:
     return _any_draft_schema_error(json.loads(text))
 
 
+# The same drafts, the cheap meta-schemas first: 2019-09's and 2020-12's $dynamicRef walk costs jsonschema ~5x
+# draft-07's (a tool of 1000 string properties: 0.23 s against 0.04 s; best_error over 2020-12's errors 0.6 s).
+_CHEAP_FIRST = (Draft7Validator, Draft6Validator, Draft4Validator, Draft201909Validator, Draft202012Validator)
+
+
 def _any_draft_schema_error(schema: dict) -> Optional[str]:
-    error = schema_error(schema)
-    if error is None or any(_meta_validator(cls).is_valid(schema) for cls in _DRAFTS):
+    if any(_meta_validator(cls).is_valid(schema) for cls in _CHEAP_FIRST):
         return None
-    return error
+    return schema_error(schema)
 
 
 def _integers(value: Any):

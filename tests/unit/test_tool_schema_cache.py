@@ -16,8 +16,8 @@ def tools(count: int, tag: str, bad: bool = False) -> list:
 async def test_each_schema_is_checked_once(stack, monkeypatch):
     client, fake = stack
     checked = []
-    real = structured.schema_error
-    monkeypatch.setattr(structured, "schema_error", lambda schema: checked.append(schema) or real(schema))
+    real = structured._any_draft_schema_error
+    monkeypatch.setattr(structured, "_any_draft_schema_error", lambda schema: checked.append(schema) or real(schema))
     body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
             "tools": tools(3, uuid.uuid4().hex)}
     for _ in range(2):
