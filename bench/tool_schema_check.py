@@ -31,7 +31,7 @@ def _ms(check, schema: dict, repeat: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tool_schema_check", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000,5000", help="comma-separated property counts")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
