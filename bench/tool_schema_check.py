@@ -54,7 +54,8 @@ def _write(rows: list) -> None:
     if plt is None:
         return
     sizes = [r["properties"] for r in rows]
-    for key, label in (("served_ms", "served (cheap drafts first)"), ("before_ms", "before (2020-12 best error first)")):
+    labels = (("served_ms", "served (cheap drafts first)"), ("before_ms", "before (2020-12 best error first)"))
+    for key, label in labels:
         plt.loglog(sizes, [r[key] for r in rows], marker="o", label=label)
     plt.xlabel("string properties in the tool's parameters")
     plt.ylabel("ms per meta-schema check")

@@ -5,11 +5,11 @@ a WorkerHello even while it computes. The first worker registered serves: steps 
 answers meanwhile is a standby (logged once), registered as a new worker is once the serving one is lost. Silence of
 the serving worker for worker_timeout_s marks it dead: every request fails UNAVAILABLE and health turns NOT_SERVING
 until a WorkerHello arrives again. A serving worker whose process exited is marked dead at the next ping, without
-waiting out the silence: the ping to it finds its connection closed (WorkerLink.serving_gone). A hello from a new worker resets the scheduler's pools to its sizes. A worker whose
-step brought no result within step_timeout_s (its compute loop stuck, its I/O thread still answering pings) stays dead
-while its hellos say it has steps pending, until a result of that session comes back (its loop runs again) or another
-worker process says hello. A worker of another wire version (proto/wire_version.py: another release) is never
-registered.
+waiting out the silence: the ping to it finds its connection closed (WorkerLink.serving_gone). A hello from a new
+worker resets the scheduler's pools to its sizes. A worker whose step brought no result within step_timeout_s (its
+compute loop stuck, its I/O thread still answering pings) stays dead while its hellos say it has steps pending, until
+a result of that session comes back (its loop runs again) or another worker process says hello. A worker of another
+wire version (proto/wire_version.py: another release) is never registered.
 """
 import asyncio
 import logging
