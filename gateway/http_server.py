@@ -26,6 +26,7 @@ from gateway.errors import ApiError, InternalError, InvalidRequest, RequestHeade
 from gateway import request_id_header
 from gateway.cors import CORS_KEY, CorsPolicy
 from gateway.http_compat import merging_slashes
+from gateway.kobold_errors import is_kobold_path, kobold_error_response
 from gateway.llama_cpp_shape import is_llama_cpp_path, llama_cpp_error
 from gateway.lmstudio_shape import lmstudio_error
 from gateway.ollama_errors import ollama_error_response
@@ -68,6 +69,8 @@ def api_error_response(path: str, error: ApiError) -> web.Response:
         return anthropic_error_response(error)
     if is_llama_cpp_path(path):
         return json_response(llama_cpp_error(error), status=error.status, headers=error.headers)
+    if is_kobold_path(path):
+        return kobold_error_response(error)
     if path.startswith(LMSTUDIO_PREFIXES):
         return error_response(lmstudio_error(error, native=path.startswith("/api/v1/"), path=path))
     return ollama_error_response(error) if is_ollama_path(path) else error_response(error)

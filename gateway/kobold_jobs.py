@@ -32,8 +32,8 @@ BUSY = {"detail": {"msg": "Server is busy; please try again later.", "type": "se
 
 
 def busy_as_koboldcpp(handler):
-    """A generate handler whose full-queue refusal (the scheduler's 429) is KoboldCpp's 503 busy body instead of
-    another API's error shape (LM Studio's on /api/v1/*, Ollama's on /api/extra/*), its Retry-After kept."""
+    """A generate handler whose full-queue refusal (the scheduler's 429) is KoboldCpp's 503 busy body, its
+    Retry-After kept (the other errors of these routes take KoboldCpp's shape in gateway/kobold_errors.py)."""
     @functools.wraps(handler)
     async def wrapped(self, request: web.Request) -> web.StreamResponse:
         try:

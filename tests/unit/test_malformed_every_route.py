@@ -6,7 +6,9 @@ fields, a method the route lacks (405 with Allow), unknown paths (404), HEAD, CO
 
 The shapes: OpenAI's `{"error": {"message", "type", ...}}` (vLLM, LM Studio, SGLang and the shared routes),
 llama.cpp's (OpenAI's with `code` the HTTP status: its server's format_error_response), Anthropic's
-`{"type": "error", "error": {...}}` and Ollama's `{"error": "..."}`. Field values follow each reference's reader:
+`{"type": "error", "error": {...}}`, Ollama's `{"error": "..."}` and KoboldCpp's `{"detail": {"msg", "type"}}` on the
+KoboldAI routes (/api/v1/generate, ..., /api/extra/*: koboldcpp.py's bad-input answers, which SillyTavern's KoboldAI
+source reads as detail.msg). Field values follow each reference's reader:
 pydantic's lax mode on /v1 (vLLM: an integral float or `true` is an int, 10.5 is not), Go's on Ollama's (its
 Options.FromMap truncates a float to an int and refuses a bool).
 The tables of the other sweeps: test_hostile_inputs.py (each field of 19 body routes of a wrong JSON type),
@@ -22,6 +24,9 @@ ANTHROPIC = {"/v1/messages", "/v1/messages/count_tokens"}
 # llama-server's own routes (where vLLM or OpenAI has none of the same path): its error object.
 LLAMA_CPP = {"/apply-template", "/completion", "/completions", "/embedding", "/embeddings", "/infill", "/lora-adapters",
              "/props", "/rerank", "/reranking", "/slots", "/slots/{id_slot}", "/v1/rerank", "/v1/reranking"}
+# KoboldCpp's KoboldAI routes under /api/v1/, beside LM Studio's (every /api/extra/* route is KoboldCpp's too).
+KOBOLD_V1 = {"/api/v1/generate", "/api/v1/model", "/api/v1/info/version", "/api/v1/config/max_context_length",
+             "/api/v1/config/max_length"}
 # Routes that answer any body: a probe, a cache flush (SGLang's and vLLM's ignore the body), and vLLM's
 # /abort_requests, which reads a body it cannot parse as {} and so aborts every request in flight
 # (vllm/entrypoints/serve/cancel/api_router.py: `with contextlib.suppress(Exception): body = await raw_request.json()`).
@@ -52,6 +57,8 @@ READABLE = {"text-plain-object": (b'{"model": 1}', "text/plain"), "bom": (b'\xef
 def api_of(path: str) -> str:
     if path in ANTHROPIC:
         return "anthropic"
+    if path in KOBOLD_V1 or path.startswith("/api/extra/"):
+        return "kobold"
     if path.startswith("/api/") and not path.startswith(("/api/v0/", "/api/v1/")):
         return "ollama"
     return "llama.cpp" if path in LLAMA_CPP else "openai"
@@ -60,6 +67,9 @@ def api_of(path: str) -> str:
 def shape_ok(api: str, status: int, body) -> bool:
     """Whether an error body is in the API's own shape, with a message."""
     error = body.get("error") if isinstance(body, dict) else None
+    if api == "kobold":
+        detail = body.get("detail") if isinstance(body, dict) else None
+        return set(body) == {"detail"} and bool(detail.get("msg")) and isinstance(detail.get("type"), str)
     if api == "ollama":
         return set(body) == {"error"} and isinstance(error, str) and bool(error)
     if api == "anthropic":
