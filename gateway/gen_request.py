@@ -66,6 +66,9 @@ class GenRequest:
     # vLLM's min_tokens holds stop strings off too (its detokenizer checks them once past min_tokens); SGLang's
     # min_new_tokens masks only the eos / stop ids (Req.check_finished matches stop strings from the first token).
     min_tokens_hold_stop: bool = True
+    # Ollama's runner matches stop strings over all it generates, the thinking too (the thinking is split off after);
+    # vLLM's, false, only over the answer.
+    stop_in_reasoning: bool = False
     skip_special_tokens: bool = True     # vLLM's: false keeps special tokens (<|im_start|>, ...) in the text
     # vLLM (/v1): the eos / stop_token_ids token that ended a choice is part of its output, so with logprobs it has its
     # entry (its text only with include_stop, a special token's only with skip_special_tokens false as well).

@@ -120,6 +120,7 @@ def _gen_request(prompt_ids: list, text: str, options: OllamaOptions, split: boo
                      max_tokens=generation_budget(len(prompt_ids), options), sampling=options.sampling,
                      stop=options.stop)
     gen.split_reasoning = split
+    gen.stop_in_reasoning = True   # its runner's FindStop reads the raw output, before the thinking is split off
     # Thinking on: the template's generation prompt already opened <think>.
     gen.thinking_open = split and text.rstrip().endswith("<think>")
     return gen

@@ -56,6 +56,7 @@ class ChoiceOutput:
         self._want_logprobs = req.num_logprobs is not None
         self._detok = detokenizer(card, req.skip_special_tokens)
         self._stop = StopMatcher(req.stop)
+        self._stop_in_reasoning = req.stop_in_reasoning
         self._indent = IndentLimit(req.min_indent)
         self._stop_token_ids = set(req.stop_token_ids)
         self._include_stop = req.include_stop
@@ -87,21 +88,21 @@ class ChoiceOutput:
             text = self._detok.push(token_ids) + (self._detok.flush() if finish else "")
         else:
             text = self._shown.render(self._detok, token_ids, entries, bool(finish))
-        # Stop strings end the answer, never the thinking (vLLM #14170, fixed by its "skip stop in reasoning
-        # content"): a stop such as "\n" would otherwise end a reasoning model's turn inside its first thought.
+        if self._stop_in_reasoning:
+            text, finish = self._stopped(text, armed, finish)
+            text += self._stop.matched if finish == "stop" and self._include_stop else ""
         reasoning, content = self._split_text(text, bool(finish))
         if self._shown is not None:
             self._pending_logprobs += self._shown.release(self._split.held, len(content), bool(finish), stop_entry)
-        content = self._stop.push(content, armed)
-        if self._stop.matched is None and finish:
-            content += self._stop.flush()
+        if not self._stop_in_reasoning:
+            # Stop strings end the answer, never the thinking (vLLM #14170, fixed by its "skip stop in reasoning
+            # content"): a stop such as "\n" would otherwise end a reasoning model's turn inside its first thought.
+            content, finish = self._stopped(content, armed, finish)
         content = self._indent.push(content)
         if self._indent.hit and self._stop.matched is None:
             finish = "length"   # llama.cpp's n_indent: stop_type "limit"
-        if self._stop.matched is not None:
-            finish = "stop"
-            if self._include_stop:
-                content += self._stop.matched
+        if self._stop.matched is not None and self._include_stop and not self._stop_in_reasoning:
+            content += self._stop.matched
         if not (reasoning or content or finish or self._pending_prompt is not None):
             return None
         delta = Delta(self.index, content=content, reasoning=reasoning, finish_reason=finish,
@@ -119,6 +120,14 @@ class ChoiceOutput:
         delta = self.push(pb.GenerateResponse(stop_token_id=-1), finish)
         delta.finish_reason, delta.stop_reason = finish, None
         return delta
+
+    def _stopped(self, text: str, armed: bool, finish: Optional[str]) -> tuple[str, Optional[str]]:
+        """(text up to the first stop string, the finish reason: "stop" once one matched); the text held back as a
+        possible start of one is released at the end."""
+        text = self._stop.push(text, armed)
+        if self._stop.matched is None:
+            return text + (self._stop.flush() if finish else ""), finish
+        return text, "stop"
 
     def _take_tokens(self, message, finish: Optional[str]) -> tuple[list, list, Optional[TokenLogprob]]:
         """(the message's ids to render, their logprob entries, the stop token's entry). The eos / stop token that

@@ -1,7 +1,7 @@
 """Stop strings end the answer, never the thinking (vLLM #14170 / #38499, fixed by vLLM's 'skip stop in reasoning
 content'; BERTopic #2481: a client's stop "\\n" ended a thinking model's turn at its first line). On every API that
-splits the reasoning, streamed or not; where nothing is split (legacy completions) a stop string still cuts anywhere
-(fake scheduler)."""
+splits the reasoning but Ollama's (whose runner reads them over the raw output), streamed or not; where nothing is
+split (legacy completions) a stop string still cuts anywhere (fake scheduler)."""
 import json
 
 import pytest
@@ -57,14 +57,16 @@ async def test_completions_have_no_reasoning_and_stop_anywhere(stack):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-async def test_ollama_stop_option_skips_the_thinking(stack, stream):
+async def test_ollama_stop_option_ends_the_thinking_too(stack, stream):
+    """Not Ollama's reading: its runner matches stop strings over the raw output, the thinking too
+    (test_ollama_stop_in_thinking.py), so the first "." ends the turn inside the thinking."""
     client, _ = stack
     body = {"model": "fake-model", "messages": USER, "think": True, "stream": stream, "options": {"stop": ["\n", "."]}}
     response = await client.post("/api/chat", json=body)
     lines = [json.loads(line) for line in (await response.text()).splitlines() if line.strip()]
     thinking = "".join(line["message"].get("thinking") or "" for line in lines)
     content = "".join(line["message"]["content"] for line in lines)
-    assert (thinking, content, lines[-1]["done_reason"]) == (REASONING, "Hello world", "stop")
+    assert (thinking, content, lines[-1]["done_reason"]) == ("Let me think", "", "stop")
 
 
 async def test_anthropic_stop_sequences_skip_the_thinking(stack):
