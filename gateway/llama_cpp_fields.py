@@ -18,8 +18,9 @@ SCHEMA = {
     # The number of completions (OpenAI's n, which it wins over); fold_n_cmpl reads it.
     "n_cmpl": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_N},
     # The N most likely tokens' probabilities of each output token: the answer's logprobs, with N alternatives (0 is
-    # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); 20 as top_logprobs' bound.
-    "n_probs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+    # none), where the request has no OpenAI logprobs (which win, as in llama.cpp); past the 20 served, 20, as
+    # llama-server gives min(n_vocab, n_probs) (server-context.cpp populate_token_probs), never a 400.
+    "n_probs": {"type": ["integer", "null"], "minimum": 0},
     # Constrained output (gateway.openai_fields reads them with vLLM's guided_json / guided_grammar): a JSON schema
     # (object or JSON text), and a grammar, which llama.cpp writes in GBNF (converted to Lark, as guided_grammar's).
     "json_schema": {"type": ["object", "string", "null"]},

@@ -18,7 +18,7 @@ from gateway.model import ModelCard
 from gateway.openai_checks import (chat_max_tokens, check_content, check_function_parameters, check_prompt_size,
                                    check_string_patterns, check_tool_schemas, check_tools, resolve_max_tokens,
                                    tool_constraint)
-from gateway.logprob_limits import check_logprob_counts
+from gateway.logprob_limits import MAX_LOGPROBS, check_logprob_counts
 from gateway.openai_fields import check_fields, guided_constraint
 from gateway.openai_plan import Plan, base_gen, check_body_model, response_schema, stream_options
 from gateway.openai_schema import CHAT_SCHEMA
@@ -180,11 +180,12 @@ def _chat_prompt(body: dict, card: ModelCard, shown_tools: Optional[list], force
 
 
 def _chat_logprobs(body: dict, gen: GenRequest) -> None:
-    """gen.num_logprobs from logprobs + top_logprobs (or llama.cpp's n_probs); logprob_limits checked them."""
+    """gen.num_logprobs from logprobs + top_logprobs (logprob_limits checked them), or llama.cpp's n_probs (at most the
+    MAX_LOGPROBS served)."""
     if body.get("logprobs"):
         gen.num_logprobs = int(body.get("top_logprobs") or 0)
     elif body.get("n_probs"):
-        gen.num_logprobs = body["n_probs"]
+        gen.num_logprobs = min(body["n_probs"], MAX_LOGPROBS)
 
 
 def _chat_reasoning(body: dict, gen: GenRequest, text: str, stream: bool) -> str:

@@ -8,7 +8,7 @@ from gateway.errors import InvalidRequest, Unsupported
 from gateway.list_limits import check_list_sizes, check_num_choices
 from gateway.llama_cpp_clients import high_temperature, llama_cpp_ranges
 from gateway.llama_cpp_fields import check_post_sampling, fold_n_cmpl
-from gateway.logprob_limits import check_logprob_counts
+from gateway.logprob_limits import MAX_LOGPROBS, check_logprob_counts
 from gateway.model import ModelCard
 from gateway.openai_checks import check_prompt_size, completion_max_tokens, resolve_max_tokens
 from gateway.openai_fields import check_fields, guided_constraint
@@ -60,7 +60,8 @@ def _completion_num_logprobs(body: dict, default):
     """A completion's logprob count: `logprobs` (OpenAI's legacy integer), else llama.cpp's n_probs, else default."""
     if body.get("logprobs") is not None:
         return int(body["logprobs"])
-    return body["n_probs"] if body.get("n_probs") else default
+    # llama.cpp's n_probs past the alternatives served: as many as there are (llama-server's min(n_vocab, n_probs)).
+    return min(body["n_probs"], MAX_LOGPROBS) if body.get("n_probs") else default
 
 
 def _check_unserved_prompts(body: dict) -> None:
