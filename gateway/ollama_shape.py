@@ -13,7 +13,7 @@ from gateway.engine import Delta, TokenLogprob, Usage
 from gateway.model import ModelCard
 from gateway.ollama_models import created_at
 from gateway.ollama_request import OllamaPlan
-from gateway.ollama_thinking import ThinkingTrim
+from gateway.ollama_thinking import AnswerStart, ThinkingTrim
 from gateway.text_parts import TextParts
 from gateway.tool_filter import ToolCallFilter
 
@@ -104,6 +104,7 @@ class OllamaOutput:
         self._answer = TextParts()                # the answer's text (not the thinking) as generated
         self._num_calls = 0                       # tool calls given so far (each is sent as soon as it is whole)
         self._thinking = ThinkingTrim(trim_end=not plan.raw)
+        self._answer_start = AnswerStart(plan.gen.thinking_open) if plan.gen.split_reasoning else None
 
     def _logprob(self, entry: TokenLogprob) -> dict:
         def one(token_id: int, logprob: float) -> dict:
@@ -120,7 +121,10 @@ class OllamaOutput:
         shape."""
         self.output_ids.extend(entry.token_id for entry in delta.logprobs)
         self._answer.add(delta.content)
-        piece = Piece(content=delta.content, thinking=delta.reasoning)
+        content = delta.content
+        if self._answer_start is not None:
+            content = self._answer_start.push(content, delta.reasoning)
+        piece = Piece(content=content, thinking=delta.reasoning)
         if self.plan.want_logprobs:
             piece.logprobs = [self._logprob(entry) for entry in delta.logprobs]
         if self._filter is not None:
