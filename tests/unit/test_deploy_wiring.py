@@ -119,3 +119,42 @@ def test_the_engines_zeromq_sockets_stay_on_the_pods_loopback():
     assert urlsplit(_env_list(containers["worker"])["SPARKINFER_WORKER_ADDR"]).hostname == "127.0.0.1"
     config = parse_config([], environ=_env_list(containers["scheduler"]))
     assert config.grpc_host == "0.0.0.0" and (config.worker_bind_host or config.grpc_host) == "127.0.0.1"
+
+
+def _nginx_map_value(conf: str, source: str, target: str, value: str):
+    """What `map source $target { ... }` gives for value (exact keys, then `~` regexes in order, then default), or
+    None when the file has no such map."""
+    found = re.search(rf"map\s+{re.escape(source)}\s+{re.escape(target)}\s*{{([^}}]*)}}", conf)
+    if not found:
+        return None
+    entries = [re.match(r"\s*('[^']*'|\"[^\"]*\"|\S+)\s+('[^']*'|\"[^\"]*\"|\S+)\s*$", entry)
+               for entry in found.group(1).split(";") if entry.strip()]
+    table = [(key.strip("'\""), result.strip("'\"")) for key, result in (entry.groups() for entry in entries)]
+    exact = {key: result for key, result in table if not key.startswith("~")}
+    if value in exact:
+        return exact[value]
+    for key, result in table:
+        if key.startswith("~") and re.search(key.lstrip("~*"), value, re.I if key.startswith("~*") else 0):
+            return result
+    return exact.get("default", "")
+
+
+def test_the_balancer_passes_the_lm_studio_sdks_websockets_on():
+    """LM Studio's SDKs (lmstudio-python's `lms.Client("host:8080")`, lmstudio-js) talk over a websocket a namespace
+    (README routes table: /llm, /system, ...; gateway/lmstudio_sdk.py). nginx proxies HTTP/1.1 without the hop-by-hop
+    Upgrade header and set `Connection ""`, so behind compose's load balancer every SDK call got a plain GET and
+    failed. nginx's own recipe (https://nginx.org/en/docs/http/websocket.html): `proxy_set_header Upgrade
+    $http_upgrade` and a Connection of "upgrade" when the client asked for one, mapped from $http_upgrade."""
+    from gateway.route_hints import WEBSOCKET_ROUTE
+    websockets = [route for route in create_app(GatewayConfig()).router.routes()
+                  if (route.name or "").startswith(WEBSOCKET_ROUTE)]
+    assert websockets, "the gateway serves the SDK's namespaces as websockets"
+    conf = (ROOT / "deploy/nginx.conf").read_text()
+    location = re.search(r"location\s+/\s*\{([^}]*)\}", conf).group(1)
+    headers = dict(re.findall(r"proxy_set_header\s+(\S+)\s+('[^']*'|\"[^\"]*\"|[^;]+);", location))
+    assert headers.get("Upgrade") == "$http_upgrade", headers
+    connection = headers.get("Connection", "").strip("'\"")
+    for upgrade, wanted in (("websocket", "upgrade"), ("", "")):
+        value = _nginx_map_value(conf, "$http_upgrade", connection, upgrade) if connection.startswith("$") \
+            else connection
+        assert (value or "").lower() == wanted, (upgrade, connection, value)
