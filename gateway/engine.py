@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import weakref
 from typing import Callable, Optional
@@ -18,6 +19,8 @@ from gateway.pipeline import Delta, TokenLogprob  # noqa: F401 - part of the eng
 from proto import pb
 from proto.served_names import served_names
 
+# The most ended choices kept for GET /slots' idle seats (more seats than this show no last task).
+MAX_FINISHED_TASKS = 1024
 log = logging.getLogger("gateway")
 
 
@@ -55,6 +58,10 @@ class Engine:
         # The generations not yet collected, for abort_all (a closed one ignores it).
         self._live: "weakref.WeakSet[Generation]" = weakref.WeakSet()
         self._next_task_id = 0   # the task id of the next choice started (llama.cpp's id_task on GET /slots)
+        # The choices that ended last, newest first, each as snapshot_finished made it (llama.cpp's GET /slots shows
+        # them on its idle slots); none kept while nothing sets snapshot_finished.
+        self.snapshot_finished: Optional[Callable] = None
+        self.finished_tasks: collections.deque = collections.deque(maxlen=MAX_FINISHED_TASKS)
 
     async def card(self) -> ModelCard:
         """The model card; fetched from the scheduler on first use, and again after the scheduler was unreachable or
@@ -200,6 +207,11 @@ class Engine:
         """ChoiceProgress of every choice the scheduler runs for this gateway now, in the order they were started."""
         choices = [choice for gen in list(self._live) for choice in gen.running_choices()]
         return sorted(choices, key=lambda choice: choice.task_id)
+
+    def remember_finished(self, choices: list) -> None:
+        """Keeps the snapshots (snapshot_finished) of these ended choices (ChoiceProgress), newest first."""
+        if self.snapshot_finished is not None:
+            self.finished_tasks.extendleft(self.snapshot_finished(choice) for choice in choices)
 
     def abort_all(self, error: ApiError) -> int:
         """Ends every running generation with `error`; returns how many there were."""

@@ -177,6 +177,7 @@ class ChoiceProgress:
     prefilled: bool       # the scheduler answered for it: its prompt is read
     decoded: int          # tokens generated so far
     new_line: bool        # a newline was in its text so far
+    done: bool = False    # it ended (GET /slots then states it as the task its seat ran last)
 
     @property
     def limit(self) -> int:

@@ -111,14 +111,14 @@ class Generation(ChoiceCalls):
         """ChoiceProgress of each choice a seat holds now: admitted and not ended (none once the request is closed)."""
         if self._closed:
             return []
-        out = []
-        for index in range(self.req.num_choices):
-            if self._admitted[index] and not self._ended[index]:
-                prompt = index // self.req.n
-                out.append(ChoiceProgress(self.first_task_id + index, self.req, index, self._num_prompt[prompt],
-                                          self._num_cached[prompt], self._heard[index], self._generated[index],
-                                          self._new_line[index]))
-        return out
+        return [self._progress(index) for index in range(self.req.num_choices)
+                if self._admitted[index] and not self._ended[index]]
+
+    def _progress(self, index: int, done: bool = False) -> ChoiceProgress:
+        prompt = index // self.req.n
+        return ChoiceProgress(self.first_task_id + index, self.req, index, self._num_prompt[prompt],
+                              self._num_cached[prompt], self._heard[index], self._generated[index],
+                              self._new_line[index], done)
 
     def sent_usage(self) -> Usage:
         """Usage as of the Deltas next() has handed out: the tokens behind the text sent so far (the choices' calls
@@ -195,6 +195,9 @@ class Generation(ChoiceCalls):
                     self._engine.record_finish(self, "abort")
             self._engine.load_state.release()
             metrics.observe_prompts(self.req.n, self._generated, self._admitted)
+            # The choices a seat ran: GET /slots states the latest as its idle seats' last tasks.
+            self._engine.remember_finished([self._progress(index, done=True) for index in range(self.req.num_choices)
+                                            if self._admitted[index] and self._heard[index]])
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def abort(self, error: ApiError) -> None:

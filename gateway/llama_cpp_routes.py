@@ -16,7 +16,7 @@ from gateway.llama_cpp_samplers import llama_cpp_chain, llama_cpp_defaults
 from gateway.llama_cpp_infill import infill_prompt
 from gateway.llama_cpp_shape import (MEDIA_MARKER, LlamaCppFramer, LlamaCppShaper, model_ftype, params_json,
                                       response_fields)
-from gateway.llama_cpp_slots import slot_entries
+from gateway.llama_cpp_slots import slot_entries, task_fields
 from gateway.chat_prompt import llama_cpp_template_body
 from gateway.control_tokens import unmark
 from gateway.offload import run_cpu
@@ -151,6 +151,7 @@ class LlamaCppRoutes:
     def __init__(self, engine: Engine, config: GatewayConfig, version: str):
         self.engine, self.config = engine, config
         self.build_info = f"sparkinfer {version}"
+        engine.snapshot_finished = task_fields   # GET /slots' idle seats state the tasks that ended last
 
     def register(self, app: web.Application) -> None:
         """Adds llama-server's: /props, /completion(s), /slots, /lora-adapters, /apply-template, /infill, /rerank."""
@@ -197,11 +198,11 @@ class LlamaCppRoutes:
 
     async def slots(self, request: web.Request) -> web.Response:
         """llama.cpp's GET /slots (on by default there): each seat, its window and whether a request holds it, with the
-        task counts of this gateway's running choices (gateway.llama_cpp_slots); ?fail_on_no_slot=1 is its 503 while
+        task counts of this gateway's running choices and ended ones (gateway.llama_cpp_slots); ?fail_on_no_slot=1 is its 503 while
         every seat is busy."""
         load = await self.engine.check_loaded(starting=LOADING)
         card = await self.engine.card()
-        slots = slot_entries(load.max_num_seqs, load.num_running, card.max_context_len, self.engine.running_choices())
+        slots = slot_entries(load.max_num_seqs, load.num_running, card.max_context_len, self.engine)
         if request.query.get("fail_on_no_slot") and all(slot["is_processing"] for slot in slots):
             raise Unavailable("no slot available")
         return json_response(slots)
