@@ -158,3 +158,21 @@ def test_the_balancer_passes_the_lm_studio_sdks_websockets_on():
         value = _nginx_map_value(conf, "$http_upgrade", connection, upgrade) if connection.startswith("$") \
             else connection
         assert (value or "").lower() == wanted, (upgrade, connection, value)
+
+
+def test_the_balancer_passes_on_the_host_the_client_asked():
+    """A 404 whose path holds a base URL too many names the base URL to give instead, built from the request's Host
+    (gateway/route_hints.py: Cherry Studio's http://host:11434/v1 given to an Ollama client). nginx sends
+    `Host: $proxy_host` unless told otherwise (proxy_set_header in
+    https://nginx.org/en/docs/http/ngx_http_proxy_module.html), so behind compose's load balancer the hint read "give
+    it http://gateway:8080 instead", a name only the containers resolve; `$http_host` passes on the client's own
+    Host, its port included."""
+    from aiohttp.test_utils import make_mocked_request
+
+    from gateway.route_hints import base_url_hint
+    location = re.search(r"location\s+/\s*\{([^}]*)\}", (ROOT / "deploy/nginx.conf").read_text()).group(1)
+    headers = dict(re.findall(r"proxy_set_header\s+(\S+)\s+('[^']*'|\"[^\"]*\"|[^;]+);", location))
+    client_host = "localhost:8080"
+    sent = {"$http_host": client_host, "$host": client_host.split(":")[0]}.get(headers.get("Host"), "gateway:8080")
+    request = make_mocked_request("POST", "/v1/api/chat", headers={"Host": sent}, app=create_app(GatewayConfig()))
+    assert "give it http://localhost:8080 instead" in base_url_hint(request), headers
