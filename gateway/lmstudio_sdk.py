@@ -16,7 +16,7 @@ import logging
 import time
 
 import orjson
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from gateway.chat_prompt import prefill_final_assistant
 from gateway.config import GatewayConfig
@@ -73,6 +73,7 @@ class SdkSession:
         self.engine, self.namespace, self.ws = engine, namespace, ws
         self.channels: dict = {}
         self.lock = asyncio.Lock()
+        self.stopping = False   # the gateway stops: close once nothing runs (LMStudioSdkRoutes.shutdown)
 
     async def send(self, message: dict) -> None:
         """One JSON message; the channel tasks and the RPCs share the socket."""
@@ -110,8 +111,20 @@ class SdkSession:
         param = _object(param, "creationParameter")
         task = asyncio.ensure_future(self.channel(endpoint, channel_id, param))
         entry = self.channels[channel_id] = [task, None]
-        task.add_done_callback(lambda _: self.channels.pop(channel_id) if self.channels.get(channel_id) is entry
-                               else None)
+        task.add_done_callback(lambda _: self._ended(channel_id, entry))
+
+    def _ended(self, channel_id, entry) -> None:
+        """A channel's task ended: its id is free again; the last one of a stopping gateway closes the session."""
+        if self.channels.get(channel_id) is entry:
+            self.channels.pop(channel_id)
+        if self.stopping and not self.channels:
+            asyncio.ensure_future(self.close_if_idle())
+
+    async def close_if_idle(self) -> None:
+        """While the gateway stops: the socket closed with 1001 "going away" (RFC 6455 7.4.1) once no channel runs,
+        so that its handler ends and the drain does not wait for a client that only holds its session open."""
+        if self.stopping and not self.channels and not self.ws.closed:
+            await self.ws.close(code=WSCloseCode.GOING_AWAY, message=b"the server is shutting down")
 
     async def rpc(self, endpoint, param):
         """An RPC's result; raises the ApiError its rpcError carries."""
@@ -210,10 +223,19 @@ class LMStudioSdkRoutes:
 
     def __init__(self, engine: Engine, config: GatewayConfig):
         self.engine, self.config = engine, config
+        self.sessions: set = set()
+
+    async def shutdown(self, app: web.Application) -> None:
+        """aiohttp's on_shutdown, before it waits for the handlers: every session closes once nothing runs in it
+        (aiohttp's graceful shutdown closes websockets here; each handler otherwise ran until its client left)."""
+        for session in list(self.sessions):
+            session.stopping = True
+            await session.close_if_idle()
 
     def register(self, app: web.Application) -> None:
         """Adds the greeting probe and one websocket route per SDK namespace."""
         app.router.add_get("/lmstudio-greeting", self.greeting)
+        app.on_shutdown.append(self.shutdown)
         for namespace in NAMESPACES:
             # Named WEBSOCKET_ROUTE...: a plain HTTP request is never one of these (gateway/route_hints.py).
             app.router.add_get(f"/{namespace}", self.websocket, name=f"{WEBSOCKET_ROUTE}lmstudio-{namespace}")
@@ -231,6 +253,7 @@ class LMStudioSdkRoutes:
                                  "with a websocket upgrade")
         await ws.prepare(request)
         session = SdkSession(self.engine, request.path.strip("/"), ws)
+        self.sessions.add(session)
         authed = False
         try:
             async for msg in ws:
@@ -248,6 +271,8 @@ class LMStudioSdkRoutes:
                         "success": False, "error": {"title": "the first message must be the SDK's auth message"}})
                     continue
                 await session.handle(message)
+                await session.close_if_idle()
         finally:
+            self.sessions.discard(session)
             await session.close()
         return ws
