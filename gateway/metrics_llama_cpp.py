@@ -2,8 +2,6 @@
 the scheduler count, so that a monitor of llama-server finds them beside the sparkinfer_ ones."""
 from __future__ import annotations
 
-import threading
-
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gateway.metrics import GENERATION_TOKENS, PROMPT_TOKENS, REGISTRY, SCHEDULER_LOAD
@@ -42,10 +40,11 @@ class LlamaCppSeries:
     throughput gauges the tokens over the seconds since the last scrape, 0 with none, as llama-server resets its buckets
     at each /metrics; n_decode_total, n_busy_slots_per_decode, requests_processing and requests_deferred the scheduler's
     steps, sequences a step and requests of the same scrape, left out while it does not answer, as the sparkinfer_ ones
-    are."""
+    are. Every call comes from the gateway's event loop (choice_calls' message handler adds, /metrics' handler
+    collects on the loop, as prometheus_client's generate_latest runs there), so no call interleaves another and the
+    counts take no lock."""
 
     def __init__(self):
-        self._lock = threading.Lock()
         self.prompt_seconds = self.predicted_seconds = 0.0
         self.tokens_max = 0
         # prompt tokens and seconds, predicted tokens and seconds, at the last scrape
@@ -53,13 +52,11 @@ class LlamaCppSeries:
 
     def add_prompt_seconds(self, seconds: float) -> None:
         """A choice's prompt time (seconds), counted at its first token."""
-        with self._lock:
-            self.prompt_seconds += seconds
+        self.prompt_seconds += seconds
 
     def add_predicted_seconds(self, seconds: float) -> None:
         """Time (seconds) a choice spent generating, since its previous token."""
-        with self._lock:
-            self.predicted_seconds += seconds
+        self.predicted_seconds += seconds
 
     def observe_tokens(self, num_tokens: int) -> None:
         """The tokens a choice holds so far (n_tokens_max keeps the largest)."""
@@ -67,8 +64,7 @@ class LlamaCppSeries:
 
     def _rates(self, now: tuple) -> tuple[float, float]:
         """(prompt, predicted) tokens per second since the last scrape; 0 where nothing was processed."""
-        with self._lock:
-            last, self._last = self._last, now
+        last, self._last = self._last, now
         deltas = [current - before for current, before in zip(now, last)]
         return tuple(tokens / seconds if tokens > 0 and seconds > 0 else 0.0
                      for tokens, seconds in (deltas[0:2], deltas[2:4]))
