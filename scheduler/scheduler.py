@@ -27,7 +27,7 @@ from scheduler.step_outputs import StepOutputs
 from scheduler.waiting import WaitingQueue
 
 
-class Scheduler(StepOutputs):
+class Scheduler:
     def __init__(self, limits: SchedulerLimits, num_blocks: int, block_size: int, num_slots: int,
                  max_context_len: int, clock=None, prefix_cache: PrefixCacheConfig = None):
         self.limits = limits
@@ -41,6 +41,9 @@ class Scheduler(StepOutputs):
         self._finished_for_worker = []
         self._seating = False        # this schedule() seats the head of the queue (Scheduler.head_fits)
         self._clock = clock or (lambda: 0)
+        # The result side is a part, not a base (house rule: no mixins): update() and fail_running() are its.
+        self.outputs = StepOutputs(self)
+        self.update, self.fail_running = self.outputs.update, self.outputs.fail_running
         self.reset_pools(num_blocks, block_size, num_slots, max_context_len)
 
     def reset_pools(self, num_blocks: int, block_size: int, num_slots: int, max_context_len: int) -> None:
