@@ -74,6 +74,7 @@ class SdkSession:
         self.channels: dict = {}
         self.lock = asyncio.Lock()
         self.stopping = False   # the gateway stops: close once nothing runs (LMStudioSdkRoutes.shutdown)
+        self.closing = None     # the task that closes the socket once the last channel ends while stopping
 
     async def send(self, message: dict) -> None:
         """One JSON message; the channel tasks and the RPCs share the socket."""
@@ -118,7 +119,8 @@ class SdkSession:
         if self.channels.get(channel_id) is entry:
             self.channels.pop(channel_id)
         if self.stopping and not self.channels:
-            asyncio.ensure_future(self.close_if_idle())
+            # held (the loop keeps only weak references to tasks: asyncio docs, create_task)
+            self.closing = asyncio.ensure_future(self.close_if_idle())
 
     async def close_if_idle(self) -> None:
         """While the gateway stops: the socket closed with 1001 "going away" (RFC 6455 7.4.1) once no channel runs,

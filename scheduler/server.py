@@ -140,11 +140,18 @@ class ServingServicer(pb_grpc.ServingServicer):
         return self.engine.reset_prefix_cache()
 
 
+# The health updates running: the event loop keeps only weak references to tasks (asyncio docs, create_task: "Save
+# a reference to the result of this function, to avoid a task disappearing mid-execution").
+HEALTH_TASKS: set = set()
+
+
 def _health_callback(health):
     def on_health(serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", SERVICE_NAME):
-            asyncio.ensure_future(health.set(name, status))
+            task = asyncio.ensure_future(health.set(name, status))
+            HEALTH_TASKS.add(task)
+            task.add_done_callback(HEALTH_TASKS.discard)
     return on_health
 
 
