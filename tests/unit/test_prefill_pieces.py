@@ -53,10 +53,14 @@ def _both(model, config, rows, steps=1):
 
 
 def _check(want, got, want_pools, got_pools):
+    """Logits to 1e-5; the cache writes to 1e-4: the two paths order the f32 sums of the recurrent state's update
+    differently, and on an AMD EPYC (no AVX-512; session 31) one element of 65,536 of the 2-token prompt's state
+    differed by 1.8e-5 (relative 8.8e-5), where earlier sessions' machines met 1e-5. A wrong or missing
+    write differs by O(1)."""
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     for w, g in zip(want_pools, got_pools):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
 
 
 def test_the_tiny_model_shares_static_buffers_per_layer_kind(tiny):
